@@ -1,0 +1,281 @@
+/*
+ * policy.h: sluice's decision logic, the contract of policy/.
+ *
+ * Pure C over libc: no I/O, no allocation outside the objects below, no
+ * libevent.  Everything the proxy decides (canonical targets, address
+ * classes, host lists, tiers, ceilings, sessions, grants, the decision
+ * itself) comes from here so that the log, the client's answer and the
+ * tests all see one truth.
+ *
+ * Error idiom: functions that can fail return 0 on success and -1 on
+ * failure, or a `enum pol_reason` where the failure needs a name.
+ * Ownership is in the verb: _new returns an object the caller frees with
+ * _free; _add copies its string arguments.
+ */
+#ifndef SLUICE_POLICY_H
+#define SLUICE_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ------------------------------------------------------------------ */
+/* Reason codes.  Logs, webhooks, tests and clients carry the strings, so
+ * a code is never reordered, renumbered or reused: append only. */
+enum pol_reason {
+	POL_R_NONE = 0,            /* "" : no refusal */
+	POL_R_BAD_REQUEST = 1,     /* malformed HTTP */
+	POL_R_BAD_TARGET = 2,      /* malformed or non-canonical host, scheme, form */
+	POL_R_PORT_NOT_ALLOWED = 3,
+	POL_R_ADMIN_DENY = 4,
+	POL_R_NETWORK_OFF = 5,     /* ceiling is off */
+	POL_R_ABOVE_CEILING = 6,
+	POL_R_PRIVATE_ADDRESS = 7, /* every resolved address is in a refused class */
+	POL_R_SESSION_UNKNOWN = 8,
+	POL_R_SNI_MISMATCH = 9,
+	POL_R_SNI_MISSING = 10,
+	POL_R_NOT_TLS = 11,
+	POL_R_HOST_MISMATCH = 12,
+	POL_R_PROMPT_TIMEOUT = 13,
+	POL_R_NO_APPROVER = 14,
+	POL_R_USER_DENIED = 15,
+	POL_R_DNS_FAILED = 16,     /* NXDOMAIN, SERVFAIL, no address */
+	POL_R_DNS_TIMEOUT = 17,
+	POL_R_UPSTREAM_FAILED = 18,   /* every checked address refused the connect */
+	POL_R_UPSTREAM_TIMEOUT = 19,
+	POL_R_TOO_MANY_CONNECTIONS = 20,
+	POL_R_HEAD_TOO_LARGE = 21,
+	POL_R_HEAD_TIMEOUT = 22,
+	POL_R_METHOD_NOT_ALLOWED = 23, /* TRACE, TRACK, unknown methods */
+	POL_R_LOG_UNAVAILABLE = 24,    /* fail closed: the record could not be written */
+	POL_R_SHUTTING_DOWN = 25,
+	POL_R_IDLE_TIMEOUT = 26,       /* close reason */
+	POL_R_SESSION_CLOSED = 27,     /* close reason: session removed */
+	POL_R_CEILING_LOWERED = 28,    /* close reason: tunnel no longer admitted */
+	POL_R__COUNT
+};
+
+/* "bad_target", ...; "" for POL_R_NONE; "unknown" out of range. */
+const char *pol_reason_name(enum pol_reason r);
+/* HTTP status a refusal with this reason is answered with (400, 403, 421,
+ * 429, 502, 503, 504). */
+int pol_reason_status(enum pol_reason r);
+/* One sentence a person or a model can act on: why, and what would allow
+ * it.  Never NULL. */
+const char *pol_reason_hint(enum pol_reason r);
+
+/* ------------------------------------------------------------------ */
+/* Tiers, ordered off < registries < public. */
+enum pol_tier {
+	POL_TIER_OFF = 0,
+	POL_TIER_REGISTRIES = 1,
+	POL_TIER_PUBLIC = 2,
+};
+const char *pol_tier_name(enum pol_tier t);
+int pol_tier_parse(const char *s, enum pol_tier *out); /* 0 / -1 */
+
+/* ------------------------------------------------------------------ */
+/* Addresses. */
+struct pol_addr {
+	int family;          /* AF_INET or AF_INET6 */
+	uint8_t a[16];       /* network order; AF_INET uses a[0..3] */
+};
+
+/* Address classes; POL_AC_PUBLIC is the only one the tiers admit.
+ * Append only (class names appear in logs). */
+enum pol_addr_class {
+	POL_AC_PUBLIC = 0,
+	POL_AC_LOOPBACK,
+	POL_AC_UNSPECIFIED,
+	POL_AC_LINK_LOCAL,
+	POL_AC_PRIVATE,        /* RFC 1918, ULA fc00::/7 */
+	POL_AC_CGNAT,          /* 100.64.0.0/10 */
+	POL_AC_MULTICAST,
+	POL_AC_BROADCAST,
+	POL_AC_RESERVED,       /* 0/8, 240/4, 192.0.0/24, other IANA special */
+	POL_AC_DOCUMENTATION,  /* 192.0.2/24, 198.51.100/24, 203.0.113/24, 2001:db8::/32 */
+	POL_AC_BENCHMARK,      /* 198.18.0.0/15, 2001:2::/48 */
+	POL_AC_METADATA,       /* cloud metadata endpoints */
+	POL_AC_HOST_OWN,       /* one of the broker host's own addresses */
+	POL_AC_EMBEDDED,       /* IPv6 form embedding a refused IPv4 address */
+	POL_AC__COUNT
+};
+const char *pol_addr_class_name(enum pol_addr_class c);
+
+/* Strict literal parsers.  IPv4: exactly four decimal octets without
+ * leading zeros (127.1, 0x7f.0.0.1, 0177.0.0.1, 2130706433 fail).  IPv6:
+ * inet_pton syntax without brackets or zone id.  Return 0 / -1. */
+int pol_addr_parse(const char *s, size_t len, struct pol_addr *out);
+/* Canonical text (inet_ntop); buf of at least 46 bytes.  Returns buf. */
+char *pol_addr_format(const struct pol_addr *a, char *buf, size_t len);
+/* Intrinsic class, ignoring the admin CIDR lists and host addresses. */
+enum pol_addr_class pol_addr_classify(const struct pol_addr *a);
+
+/* ------------------------------------------------------------------ */
+/* Targets: canonical (host, port).  Parsing refuses rather than repairs. */
+#define POL_HOST_MAX 253
+
+enum pol_host_kind { POL_HOST_NAME, POL_HOST_V4, POL_HOST_V6 };
+
+struct pol_target {
+	enum pol_host_kind kind;
+	char host[POL_HOST_MAX + 1]; /* lower-case name without trailing dot,
+	                                dotted quad, or canonical IPv6 text
+	                                (no brackets) */
+	uint16_t port;
+	struct pol_addr addr;        /* valid for POL_HOST_V4 / POL_HOST_V6 */
+};
+
+/* A host alone (Host header value without port, SNI, config entries).
+ * Names: LDH labels of 1..63 bytes, total <= 253, ASCII only (punycode
+ * accepted), case folded, one trailing dot removed, no empty label.
+ * '_' is accepted inside labels (seen in real registry CDNs).  IPv6 only
+ * inside brackets when brackets_ok.  Returns POL_R_NONE or POL_R_BAD_TARGET. */
+enum pol_reason pol_host_parse(const char *s, size_t len, int brackets_ok,
+    struct pol_target *out);
+
+/* CONNECT authority form "host:port" / "[v6]:port"; the port is required
+ * (1..65535, decimal, no leading zeros). */
+enum pol_reason pol_target_parse_authority(const char *s, size_t len,
+    struct pol_target *out);
+
+/* Absolute-form "http://authority/path?query".  Only the http scheme
+ * (case-insensitive); no userinfo; port defaults to 80.  On success
+ * *path/*path_len point into s at the origin-form part ("/" when the URI
+ * has an empty path: then *path is a static "/").  Fragments refused. */
+enum pol_reason pol_target_parse_uri(const char *s, size_t len,
+    struct pol_target *out, const char **path, size_t *path_len);
+
+/* "host" or "host:port" as a Host header; default_port when absent. */
+enum pol_reason pol_target_parse_hostport(const char *s, size_t len,
+    uint16_t default_port, struct pol_target *out);
+
+/* ------------------------------------------------------------------ */
+/* Host sets: exact names and "*.suffix" (subdomains only; the apex needs
+ * its own entry), each with an optional ":port".  An entry without a port
+ * matches the ports passed to pol_hostset_match.  Lookup cost depends on
+ * the length of the name, not the size of the set. */
+struct pol_hostset;
+struct pol_hostset *pol_hostset_new(void);
+void pol_hostset_free(struct pol_hostset *s);
+/* 0, or -1 for a malformed pattern. */
+int pol_hostset_add(struct pol_hostset *s, const char *pattern);
+size_t pol_hostset_count(const struct pol_hostset *s);
+/* 1 if (host, port) matches; portless entries match when port is one of
+ * default_ports (pass n_default 0 to accept any port for them). */
+int pol_hostset_match(const struct pol_hostset *s, const char *host,
+    uint16_t port, const uint16_t *default_ports, size_t n_default);
+
+/* ------------------------------------------------------------------ */
+/* The admin configuration the decision reads.  Built once per load and
+ * immutable afterwards; the proxy swaps whole objects on reload. */
+struct pol_config;
+struct pol_config *pol_config_new(void);
+void pol_config_free(struct pol_config *c);
+int pol_config_add_registry(struct pol_config *c, const char *pattern);
+/* The built-in registry list (PyPI, npm, crates.io, Go modules,
+ * RubyGems, Maven Central, Debian and Ubuntu archives). */
+int pol_config_add_default_registries(struct pol_config *c);
+int pol_config_add_deny_host(struct pol_config *c, const char *pattern);
+/* "a.b.c.d/len", "v6/len" or a bare address; allow=1 for allow_cidrs. */
+int pol_config_add_cidr(struct pol_config *c, const char *cidr, int allow);
+/* Ports a tier admits (registries and public); replaces the previous set. */
+int pol_config_set_ports(struct pol_config *c, enum pol_tier t,
+    const uint16_t *ports, size_t n);
+/* The broker host's own addresses (classified POL_AC_HOST_OWN). */
+int pol_config_add_host_addr(struct pol_config *c, const struct pol_addr *a);
+size_t pol_config_registry_count(const struct pol_config *c);
+
+/* ------------------------------------------------------------------ */
+/* Runtime state: ceilings and sessions with their grants. */
+struct pol_state;
+struct pol_session;
+
+struct pol_state *pol_state_new(void);
+void pol_state_free(struct pol_state *st);  /* frees its sessions */
+
+void pol_state_set_ceiling(struct pol_state *st, enum pol_tier t);
+enum pol_tier pol_state_global_ceiling(const struct pol_state *st);
+/* Per-tenant ceiling; the effective value never exceeds the global one. */
+int pol_state_set_tenant_ceiling(struct pol_state *st, const char *tenant,
+    enum pol_tier t);
+int pol_state_clear_tenant_ceiling(struct pol_state *st, const char *tenant);
+/* Effective ceiling for a tenant (NULL or unknown: the global one). */
+enum pol_tier pol_state_ceiling(const struct pol_state *st,
+    const char *tenant);
+/* Iterate tenant ceilings: idx from 0; returns 0 and fills, -1 past end. */
+int pol_state_tenant_at(const struct pol_state *st, size_t idx,
+    const char **tenant, enum pol_tier *t);
+
+/* Ids match [A-Za-z0-9._-]{1,64}.  Returns NULL on a bad or duplicate id. */
+struct pol_session *pol_session_add(struct pol_state *st, const char *id,
+    const char *tenant, const char *user, enum pol_tier tier);
+struct pol_session *pol_session_find(const struct pol_state *st,
+    const char *id);
+void pol_session_remove(struct pol_state *st, struct pol_session *s);
+size_t pol_session_count(const struct pol_state *st);
+struct pol_session *pol_session_at(const struct pol_state *st, size_t idx);
+int pol_id_valid(const char *id);
+
+const char *pol_session_id(const struct pol_session *s);
+const char *pol_session_tenant(const struct pol_session *s); /* "" if none */
+const char *pol_session_user(const struct pol_session *s);   /* "" if none */
+enum pol_tier pol_session_tier(const struct pol_session *s);
+void pol_session_set_tier(struct pol_session *s, enum pol_tier t);
+/* Grants: canonical host (as in pol_target.host) and port. */
+int pol_session_grant(struct pol_session *s, const char *host, uint16_t port);
+int pol_session_revoke(struct pol_session *s, const char *host, uint16_t port);
+int pol_session_has_grant(const struct pol_session *s, const char *host,
+    uint16_t port);
+size_t pol_session_grant_count(const struct pol_session *s);
+int pol_session_grant_at(const struct pol_session *s, size_t idx,
+    const char **host, uint16_t *port);
+
+/* ------------------------------------------------------------------ */
+/* The decision. */
+enum pol_verdict { POL_ALLOW, POL_DENY, POL_PROMPT };
+
+/* What admitted an allowed target (logged as "rule"). */
+enum pol_rule {
+	POL_RULE_NONE = 0,
+	POL_RULE_REGISTRIES,   /* registry host list under tier >= registries */
+	POL_RULE_PUBLIC,       /* tier public */
+	POL_RULE_GRANT,        /* an earlier "Allow for this chat" */
+};
+const char *pol_rule_name(enum pol_rule r);  /* "", "registries", ... */
+const char *pol_verdict_name(enum pol_verdict v); /* allow, deny, prompt */
+
+struct pol_decision {
+	enum pol_verdict verdict;
+	enum pol_reason reason;    /* POL_R_NONE for allow and prompt */
+	enum pol_rule rule;        /* for allow */
+	enum pol_tier tier;        /* the session's own tier */
+	enum pol_tier ceiling;     /* effective ceiling of its tenant */
+	enum pol_tier effective;   /* min(tier, ceiling) */
+};
+
+/*
+ * Decide on a canonical target for a session, in DESIGN.md's order:
+ *  1. port admitted by nothing (tier ports, port-scoped registry entries,
+ *     grants) -> deny port_not_allowed;
+ *  2. deny_hosts or (literal) deny_cidrs -> deny admin_deny;
+ *  3. admitted by the effective tier -> allow;
+ *  4. granted for this chat -> allow (rule grant);
+ *  5. admitted by the ceiling but not the chat -> prompt;
+ *  6. deny network_off (ceiling off) or above_ceiling.
+ * Malformed targets never get here: the parsers refuse them.
+ */
+void pol_decide(const struct pol_config *c, const struct pol_state *st,
+    const struct pol_session *s, const struct pol_target *t,
+    struct pol_decision *out);
+
+/*
+ * Check one address the connection may dial (a resolved answer or the
+ * literal target).  deny_cidrs and allow_cidrs: the most specific prefix
+ * wins and deny wins a tie; an allow_cidrs match admits any class.  With
+ * no CIDR match, only POL_AC_PUBLIC is admitted.  Returns POL_R_NONE,
+ * POL_R_ADMIN_DENY or POL_R_PRIVATE_ADDRESS; *cls gets the class.
+ */
+enum pol_reason pol_check_addr(const struct pol_config *c,
+    const struct pol_addr *a, enum pol_addr_class *cls);
+
+#endif /* SLUICE_POLICY_H */
