@@ -65,7 +65,8 @@ static const char *const default_registries[] = {
 static void
 ports_set(struct port_set *p, const uint16_t *ports, size_t n)
 {
-	memcpy(p->ports, ports, n * sizeof(*ports));
+	if (n > 0)
+		memcpy(p->ports, ports, n * sizeof(*ports));
 	p->n = n;
 }
 
