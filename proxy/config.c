@@ -304,8 +304,8 @@ walk_locate(const char *text, size_t len, const struct cfg_pel *path,
  * stopped on and the path it sits at.  That token is the broken one, so
  * it only counts when it names a key (a duplicate key). */
 static const char *
-walk_until(const char *text, size_t len, size_t pos, struct cfg_pel *path,
-    size_t *n)
+walk_until(const char *text, size_t len, size_t pos,
+    struct cfg_pel path[WALK_MAX], size_t *n)
 {
 	struct walk w;
 	const char *last = text;
@@ -332,7 +332,7 @@ walk_until(const char *text, size_t len, size_t pos, struct cfg_pel *path,
 			walk_next(&w);
 	}
 	*n = 0;
-	for (i = 0; i < w.depth && i < WALK_MAX && *n < CFG_PATH_MAX; i++) {
+	for (i = 0; i < w.depth && i < WALK_MAX; i++) {
 		const struct walk_frame *f = &w.f[i];
 
 		if (f->type == W_OBJ && f->key == NULL)
@@ -1527,7 +1527,7 @@ err_set(char *err, size_t errlen, const char *fmt, ...)
 static void
 syntax_error(struct cfg_ctx *x, const json_error_t *je)
 {
-	struct cfg_pel path[CFG_PATH_MAX];
+	struct cfg_pel path[WALK_MAX];
 	const char *at;
 	size_t n, pos = je->position > 0 ? (size_t)je->position : 0;
 	char msg[JSON_ERROR_TEXT_LENGTH + 1];
