@@ -551,6 +551,7 @@ ctx_pop(struct cfg_ctx *x)
 static int
 get_str(struct cfg_ctx *x, json_t *v, const char **out)
 {
+	*out = "";
 	if (!json_is_string(v))
 		return cfg_fail(x, "expected a string");
 	*out = json_string_value(v);
@@ -563,6 +564,7 @@ get_int(struct cfg_ctx *x, json_t *v, long long lo, long long hi,
 {
 	long long n;
 
+	*out = 0;
 	if (!json_is_integer(v))
 		return cfg_fail(x, "expected an integer");
 	n = (long long)json_integer_value(v);

@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+/* proxy/ spelled out: the top-level config.h is autoconf's. */
+#include "proxy/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
