@@ -410,29 +410,38 @@ fake_start(void **state)
 	struct sockaddr_in sin;
 	socklen_t slen = sizeof(sin);
 	int rcvbuf = 1 << 20;
+	int tries;
 
 	memset(&fake, 0, sizeof(fake));
+	fake.udp = -1;
 	pthread_mutex_init(&fake.mu, NULL);
 	fake.base = event_base_new();
 	if (fake.base == NULL)
 		return -1;
-	fake.udp = socket(AF_INET, SOCK_DGRAM, 0);
-	if (fake.udp < 0)
-		return -1;
-	(void)setsockopt(fake.udp, SOL_SOCKET, SO_RCVBUF, &rcvbuf,
-	    sizeof(rcvbuf));
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fake.udp, (struct sockaddr *)&sin, sizeof(sin)) == -1 ||
-	    getsockname(fake.udp, (struct sockaddr *)&sin, &slen) == -1)
-		return -1;
-	evutil_make_socket_nonblocking(fake.udp);
-	fake.port = ntohs(sin.sin_port);
-	/* TCP on the same port number, for truncated answers. */
-	fake.lst = evconnlistener_new_bind(fake.base, fake_on_accept, NULL,
-	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, 16,
-	    (struct sockaddr *)&sin, sizeof(sin));
+	/* The TCP listener needs the UDP port's number too, and that
+	 * number may be taken for TCP by an unrelated socket: try a few
+	 * ephemeral ports. */
+	for (tries = 0; tries < 50 && fake.lst == NULL; tries++) {
+		if (fake.udp >= 0)
+			close(fake.udp);
+		fake.udp = socket(AF_INET, SOCK_DGRAM, 0);
+		if (fake.udp < 0)
+			return -1;
+		(void)setsockopt(fake.udp, SOL_SOCKET, SO_RCVBUF, &rcvbuf,
+		    sizeof(rcvbuf));
+		memset(&sin, 0, sizeof(sin));
+		sin.sin_family = AF_INET;
+		sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		slen = sizeof(sin);
+		if (bind(fake.udp, (struct sockaddr *)&sin, sizeof(sin)) == -1 ||
+		    getsockname(fake.udp, (struct sockaddr *)&sin, &slen) == -1)
+			return -1;
+		evutil_make_socket_nonblocking(fake.udp);
+		fake.port = ntohs(sin.sin_port);
+		fake.lst = evconnlistener_new_bind(fake.base, fake_on_accept,
+		    NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, 16,
+		    (struct sockaddr *)&sin, sizeof(sin));
+	}
 	if (fake.lst == NULL)
 		return -1;
 	fake.udp_ev = event_new(fake.base, fake.udp, EV_READ | EV_PERSIST,
