@@ -1360,9 +1360,18 @@ static const struct cfg_key limits_keys[] = {
 	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
 };
 
+static int
+k_sni_ports(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+
+	return get_port_list(x, v, &c->sni_ports, &c->nsni_ports);
+}
+
 static const struct cfg_key tls_keys[] = {
 	{ "sni_check", K_BOOL, offsetof(struct cfg, sni_check), 0, 0, NULL,
 	  NULL },
+	{ "sni_ports", K_FN, 0, 0, 0, NULL, k_sni_ports },
 	LIM("sni_timeout_ms", K_INT, sni_timeout_ms, 100, 600000),
 	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
 };
@@ -1451,14 +1460,18 @@ cfg_defaults(void)
 	c->log_path = strdup("/var/log/sluice/connections.jsonl");
 	c->ports_registries = malloc(sizeof(ports));
 	c->ports_public = malloc(sizeof(ports));
+	c->sni_ports = malloc(sizeof(ports[0]));
 	if (c->runtime_dir == NULL || c->log_path == NULL ||
-	    c->ports_registries == NULL || c->ports_public == NULL) {
+	    c->ports_registries == NULL || c->ports_public == NULL ||
+	    c->sni_ports == NULL) {
 		cfg_free(c);
 		return NULL;
 	}
 	memcpy(c->ports_registries, ports, sizeof(ports));
 	memcpy(c->ports_public, ports, sizeof(ports));
 	c->nports_registries = c->nports_public = 2;
+	c->sni_ports[0] = 443;
+	c->nsni_ports = 1;
 	return c;
 }
 
@@ -1497,6 +1510,7 @@ cfg_free(struct cfg *c)
 	strv_free(c->registries, c->nregistries);
 	free(c->ports_registries);
 	free(c->ports_public);
+	free(c->sni_ports);
 	strv_free(c->allow_cidrs, c->nallow_cidrs);
 	strv_free(c->deny_cidrs, c->ndeny_cidrs);
 	strv_free(c->deny_hosts, c->ndeny_hosts);
@@ -1838,9 +1852,10 @@ dump_tree(const struct cfg *c, int *bad)
 	    "max_conns_total", c->max_conns_total,
 	    "tunnel_buffer", (json_int_t)c->tunnel_buffer,
 	    "drain_timeout_s", c->drain_timeout_s), bad);
-	jset(root, "tls", json_pack("{s:b,s:i}",
+	jset(root, "tls", json_pack("{s:b,s:i,s:o}",
 	    "sni_check", c->sni_check,
-	    "sni_timeout_ms", c->sni_timeout_ms), bad);
+	    "sni_timeout_ms", c->sni_timeout_ms,
+	    "sni_ports", jports(c->sni_ports, c->nsni_ports, bad)), bad);
 	return root;
 }
 
