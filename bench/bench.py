@@ -199,14 +199,15 @@ http {{
                 while f.read(8 << 20):
                     pass
 
-    def start_sluiced(self, port):
+    def start_sluiced(self, port, rep):
         exe = self.args.sluiced
         if not exe or not os.access(exe, os.X_OK):
             self.notes.append("sluiced: not built (%s)" % exe)
             return None, None
-        run = os.path.join(self.tmp, "sluiced-run")
+        root = os.path.join(self.tmp, "sluiced-%d" % rep)
+        run = os.path.join(root, "run")
         os.makedirs(run, mode=0o700)
-        conf = os.path.join(self.tmp, "sluiced.json")
+        conf = os.path.join(root, "sluiced.json")
         cfg = {
             "runtime_dir": run,
             "ceiling": "public",
@@ -216,20 +217,21 @@ http {{
             "ports": {"public": [self.origin_port, 443, 80]},
             "allow_cidrs": ["127.0.0.1/32"],
             "dns": {"hosts": {ORIGIN_NAME: ["127.0.0.1"]}},
-            "log": {"path": os.path.join(self.tmp, "conn.jsonl")},
+            "log": {"path": os.path.join(root, "conn.jsonl")},
             "limits": {"max_conns_total": 10000,
                        "max_conns_per_session": 10000},
         }
         with open(conf, "w") as f:
             json.dump(cfg, f, indent=1)
-        d = self.start("sluiced", [exe, "-c", conf], port, ready_word="ready")
+        d = self.start("sluiced-%d" % rep, [exe, "-c", conf], port,
+                       ready_word="ready")
         return d, "%s:%d" % (ORIGIN_NAME, self.origin_port)
 
-    def start_tinyproxy(self, port):
+    def start_tinyproxy(self, port, rep):
         if shutil.which("tinyproxy") is None:
             self.notes.append("tinyproxy: not installed")
             return None, None
-        root = os.path.join(self.tmp, "tinyproxy")
+        root = os.path.join(self.tmp, "tinyproxy-%d" % rep)
         os.makedirs(root)
         os.chmod(root, 0o777)   # it drops to nobody before the pid file
         conf = os.path.join(root, "tinyproxy.conf")
@@ -246,14 +248,15 @@ PidFile "{root}/tinyproxy.pid"
 LogLevel Critical
 DisableViaHeader Yes
 """.format(port=port, origin=self.origin_port, root=root))
-        d = self.start("tinyproxy", ["tinyproxy", "-d", "-c", conf], port)
+        d = self.start("tinyproxy-%d" % rep,
+                       ["tinyproxy", "-d", "-c", conf], port)
         return d, "127.0.0.1:%d" % self.origin_port
 
-    def start_squid(self, port):
+    def start_squid(self, port, rep):
         if shutil.which("squid") is None:
             self.notes.append("squid: not installed")
             return None, None
-        root = os.path.join(self.tmp, "squid")
+        root = os.path.join(self.tmp, "squid-%d" % rep)
         os.makedirs(root)
         shutil.chown(root, "proxy", "proxy")  # squid runs as proxy
         conf = os.path.join(root, "squid.conf")
@@ -278,7 +281,7 @@ shutdown_lifetime 1 seconds
 via off
 forwarded_for delete
 """.format(port=port, origin=self.origin_port, root=root))
-        d = self.start("squid", ["squid", "-N", "-f", conf], port)
+        d = self.start("squid-%d" % rep, ["squid", "-N", "-f", conf], port)
         return d, "127.0.0.1:%d" % self.origin_port
 
     # ----------------------------------------------------------- running
@@ -311,8 +314,9 @@ forwarded_for delete
             time.sleep(1.0)     # let the proxy settle its buffers
             after = rss_kib(d.pid)
         finally:
-            p.stdin.close()
-            out = p.communicate(timeout=70)[0].decode()
+            p.stdin.close()     # EOF tells the load generator to let go
+            out = p.stdout.read().decode()
+            p.wait(timeout=70)
         res = json.loads(out.strip().splitlines()[-1])
         if got < n:
             self.notes.append("%s: only %d of %d idle tunnels came up"
@@ -321,71 +325,78 @@ forwarded_for delete
             return None
         return (after - before) / got, res["established"] < got
 
-    def one_target(self, target):
-        port = free_port()
+    def one_rep(self, target, rep, reps, last):
+        """One repetition against a freshly started proxy: idle tunnels
+        first, so their RSS is not hidden by heap that bulk transfers
+        left behind, then bulk (with CPU), new tunnels, keep-alive."""
         d = None
         if target == "direct":
             via = "127.0.0.1:%d" % self.origin_port
             authority = via
         else:
-            d, authority = getattr(self, "start_" + target)(port)
+            port = free_port()
+            d, authority = getattr(self, "start_" + target)(port, rep)
             if d is None:
-                self.notes.append("%s: skipped (did not start)" % target)
-                return
+                self.notes.append("%s: did not start (repetition %d)"
+                                  % (target, rep + 1))
+                return 0
             via = "127.0.0.1:%d" % port
-        log("%s: running %d repetitions" % (target, self.args.reps))
-        reps = {k: [] for k in ("bulk1", "bulk8", "tunnels", "ka_rps",
-                                "ka_p50", "ka_p99", "cpu_gib", "idle_kib")}
-        errors = 0
         dur = self.args.duration
+        errors = 0
         try:
-            for _ in range(self.args.reps):
-                c0 = cpu_secs(d.pid) if d else None
-                r1 = self.loadgen(via, authority, "bulk", "/big1g", 1,
-                                  secs=60)
-                r8 = self.loadgen(via, authority, "bulk", "/big256m", 8,
-                                  secs=60)
-                if d:
-                    gib = (r1["bytes"] + r8["bytes"]) / GIB
-                    if gib > 0:
-                        reps["cpu_gib"].append((cpu_secs(d.pid) - c0) / gib)
-                reps["bulk1"].append(r1["mb_per_s"])
-                reps["bulk8"].append(r8["mb_per_s"])
-                rt = self.loadgen(via, authority, "tunnels", "/1k", 50,
-                                  count=200000, secs=dur)
-                reps["tunnels"].append(rt["ops_per_s"])
-                rk = self.loadgen(via, authority, "ka", "/1k", 50,
-                                  secs=dur)
-                reps["ka_rps"].append(rk["ops_per_s"])
-                reps["ka_p50"].append(rk["p50_us"] / 1000.0)
-                reps["ka_p99"].append(rk["p99_us"] / 1000.0)
-                for r in (r1, r8, rt, rk):
-                    errors += r["errors"]
-                if r1["bytes"] < GIB or r8["bytes"] < 8 * (256 << 20):
-                    self.notes.append("%s: a bulk transfer was cut short"
-                                      % target)
-                if d:
-                    got = self.idle_rss(d, via, authority)
-                    if got is not None:
-                        reps["idle_kib"].append(got[0])
-                        if got[1]:
-                            self.notes.append("%s: the proxy closed idle "
-                                              "tunnels during the hold"
-                                              % target)
-                if d and d.proc.poll() is not None:
-                    self.notes.append("%s: exited during the run" % target)
-                    break
-                time.sleep(0.5)
-            if d and self.args.perf and target == "sluiced":
+            if d:
+                got = self.idle_rss(d, via, authority)
+                if got is not None:
+                    reps["idle_kib"].append(got[0])
+                    if got[1]:
+                        self.notes.append("%s: the proxy closed idle "
+                                          "tunnels during the hold" % target)
+            c0 = cpu_secs(d.pid) if d else None
+            r1 = self.loadgen(via, authority, "bulk", "/big1g", 1, secs=60)
+            r8 = self.loadgen(via, authority, "bulk", "/big256m", 8,
+                              secs=60)
+            if d:
+                gib = (r1["bytes"] + r8["bytes"]) / GIB
+                if gib > 0:
+                    reps["cpu_gib"].append((cpu_secs(d.pid) - c0) / gib)
+            reps["bulk1"].append(r1["mb_per_s"])
+            reps["bulk8"].append(r8["mb_per_s"])
+            if r1["bytes"] < GIB or r8["bytes"] < 8 * (256 << 20):
+                self.notes.append("%s: a bulk transfer was cut short"
+                                  % target)
+            rt = self.loadgen(via, authority, "tunnels", "/1k", 50,
+                              count=200000, secs=dur)
+            reps["tunnels"].append(rt["ops_per_s"])
+            rk = self.loadgen(via, authority, "ka", "/1k", 50, secs=dur)
+            reps["ka_rps"].append(rk["ops_per_s"])
+            reps["ka_p50"].append(rk["p50_us"] / 1000.0)
+            reps["ka_p99"].append(rk["p99_us"] / 1000.0)
+            for r in (r1, r8, rt, rk):
+                errors += r["errors"]
+            if d and d.proc.poll() is not None:
+                self.notes.append("%s: exited during the run" % target)
+            elif d and last and self.args.perf and target == "sluiced":
                 self.perf_profile(d, via, authority)
         except (subprocess.SubprocessError, ValueError, OSError,
-                IndexError) as e:
-            self.notes.append("%s: run failed: %s" % (target, e))
+                IndexError, KeyError) as e:
+            self.notes.append("%s: repetition %d failed: %s"
+                              % (target, rep + 1, e))
             if d:
                 log("%s output:\n%s" % (target, d.tail()))
         finally:
             if d:
                 self.stop(d)
+        return errors
+
+    def one_target(self, target):
+        log("%s: %d repetitions" % (target, self.args.reps))
+        reps = {k: [] for k in ("bulk1", "bulk8", "tunnels", "ka_rps",
+                                "ka_p50", "ka_p99", "cpu_gib", "idle_kib")}
+        errors = 0
+        for rep in range(self.args.reps):
+            errors += self.one_rep(target, rep, reps,
+                                   rep == self.args.reps - 1)
+            time.sleep(0.5)
         if errors:
             self.notes.append("%s: %d failed requests or tunnels over the "
                               "run" % (target, errors))
@@ -398,7 +409,8 @@ forwarded_for delete
         if shutil.which("perf") is None:
             return
         for label, mode, path, conc in (("bulk", "bulk", "/big256m", 8),
-                                        ("tunnels", "tunnels", "/1k", 50)):
+                                        ("tunnels", "tunnels", "/1k", 50),
+                                        ("ka", "ka", "/1k", 50)):
             data = os.path.join(self.tmp, "perf-%s.data" % label)
             rec = subprocess.Popen(["perf", "record", "-q", "-g", "-p",
                                     str(d.pid), "-o", data],
@@ -413,7 +425,8 @@ forwarded_for delete
                 rec.wait(timeout=30)
             rep = subprocess.run(["perf", "report", "-i", data, "--stdio",
                                   "--no-children", "-g", "none",
-                                  "--percent-limit", "1.5"],
+                                  "--sort", "dso,sym",
+                                  "--percent-limit", "0.5"],
                                  stdout=subprocess.PIPE,
                                  stderr=subprocess.DEVNULL, timeout=120)
             path_out = os.path.join(self.args.outdir,
@@ -466,6 +479,7 @@ forwarded_for delete
         return head, lines
 
     def render(self):
+        self.notes = list(dict.fromkeys(self.notes))   # once each, in order
         head, lines = self.table()
         widths = [max(len(r[i]) for r in [head] + lines)
                   for i in range(len(head))]
@@ -528,6 +542,8 @@ def main():
             or not 1 <= args.idle <= 8000:
         raise SystemExit("bench: --reps 1..9, --duration 0.5..30, "
                          "--idle 1..8000")
+    # a TERM (timeout, CI) must still stop the daemons we started
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     b = Bench(args)
     t0 = time.monotonic()
     try:
