@@ -11,7 +11,7 @@ up_pid= sl_pid=
 cleanup() {
 	rc=$?
 	for p in $sl_pid $up_pid; do
-		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
+		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true
 	done
 	rm -rf "$tmp"
 	exit $rc
