@@ -508,7 +508,9 @@ forwarded_for delete
                 "core 0, nginx origin and load generator on core 1.  "
                 "Median of %d runs; (ratio) = value / direct.  "
                 "tinyproxy and squid are Debian's, one process each, no "
-                "cache, no disk logs.\n\n" % (cpu, platform.release(),
+                "cache, no disk logs; sluiced writes its hash-chained "
+                "connection log (two records per request or tunnel) as it "
+                "does in production.\n\n" % (cpu, platform.release(),
                                              os.cpu_count() or 0,
                                              self.args.reps)
                 + "\n".join(md) + "\n")
