@@ -156,6 +156,7 @@ px_conn_close(struct px_conn *c, enum pol_reason why)
 	    (unsigned long long)c->id, c->peer,
 	    why == POL_R_NONE ? "done" : pol_reason_name(why));
 	px_upstream_cancel(c);
+	px_splice_free(c->spl);
 	if (c->up != NULL)
 		bufferevent_free(c->up);
 	if (c->cli != NULL)

@@ -589,7 +589,19 @@ main(int argc, char **argv)
 	}
 	add_host_addrs(px.pol);
 	px.state = pol_state_new();
-	px.base = event_base_new();
+	{
+		struct event_config *ec = event_config_new();
+
+		/* coalesce the add/del churn of every request into one
+		 * epoll_ctl per descriptor and loop turn; sluiced never
+		 * dup()s a descriptor, the case the changelist gets wrong */
+		if (ec != NULL && getenv("SLUICE_NO_CHANGELIST") == NULL)
+			event_config_set_flag(ec,
+			    EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+		px.base = ec ? event_base_new_with_config(ec) : NULL;
+		if (ec != NULL)
+			event_config_free(ec);
+	}
 	if (px.state == NULL || px.base == NULL) {
 		px_log(PX_ERR, "%s: out of memory", __func__);
 		goto out;

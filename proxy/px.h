@@ -52,6 +52,7 @@ enum px_transport { PX_T_UNIX, PX_T_TCP, PX_T_VSOCK };
 
 struct px_conn;
 struct px_listener;
+struct px_splice;
 
 /* A session as the daemon sees it: the policy object plus its transport. */
 struct px_session {
@@ -167,6 +168,7 @@ struct px_conn {
 	/* tunnel half-close */
 	int cli_eof, up_eof;
 	int cli_shut, up_shut;
+	struct px_splice *spl;           /* a tunnel relayed by splice(2) */
 
 	uint64_t bytes_up, bytes_down;   /* this request / tunnel */
 	TAILQ_ENTRY(px_conn) entry;      /* px.conns */
@@ -203,6 +205,10 @@ void px_upstream_cancel(struct px_conn *c);
 /* tunnel.c */
 void px_tunnel_established(struct px_conn *c);
 void px_relay_start(struct px_conn *c);
+
+/* splice.c */
+int px_splice_start(struct px_conn *c);
+void px_splice_free(struct px_splice *s);
 
 /* forward.c */
 void px_forward_start(struct px_conn *c);

@@ -113,6 +113,7 @@ px_relay_start(struct px_conn *c)
 {
 	size_t chunk = px.cfg->tunnel_buffer < 65536 ?
 	    px.cfg->tunnel_buffer : 65536;
+	struct timeval tv = { px.cfg->idle_timeout_s, 0 };
 
 	c->state = PX_S_TUNNEL;
 	/* a tunnel needs neither the head nor its parse: idle tunnels are
@@ -121,24 +122,22 @@ px_relay_start(struct px_conn *c)
 	c->req = NULL;
 	free(c->head);
 	c->head = NULL;
+	evtimer_del(c->timer);
+	evtimer_add(c->timer, &tv);
+	if (px_splice_start(c) == 0)
+		return;
+	/* no pipes to be had: relay through the bufferevents */
 	c->cli_eof = c->up_eof = c->cli_shut = c->up_shut = 0;
 	bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
 	bufferevent_setwatermark(c->up, EV_READ, 0, 0);
 	bufferevent_setcb(c->cli, relay_read, relay_write, relay_event, c);
 	bufferevent_setcb(c->up, relay_read, relay_write, relay_event, c);
-	/* bulk tunnels: fewer, larger reads */
 	bufferevent_set_max_single_read(c->cli, chunk);
 	bufferevent_set_max_single_read(c->up, chunk);
 	bufferevent_set_max_single_write(c->cli, chunk);
 	bufferevent_set_max_single_write(c->up, chunk);
 	bufferevent_enable(c->cli, EV_READ | EV_WRITE);
 	bufferevent_enable(c->up, EV_READ | EV_WRITE);
-	evtimer_del(c->timer);
-	{
-		struct timeval tv = { px.cfg->idle_timeout_s, 0 };
-
-		evtimer_add(c->timer, &tv);
-	}
 	/* bytes the client sent right after its CONNECT head (often the
 	 * ClientHello) are already waiting */
 	if (evbuffer_get_length(bufferevent_get_input(c->cli)) > 0)
