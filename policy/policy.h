@@ -140,7 +140,7 @@ enum pol_reason pol_target_parse_authority(const char *s, size_t len,
 
 /* Absolute-form "http://authority/path?query".  Only the http scheme
  * (case-insensitive); no userinfo; port defaults to 80.  On success
- * *path/*path_len point into s at the origin-form part ("/" when the URI
+ * *path and *path_len point into s at the origin-form part ("/" when the URI
  * has an empty path: then *path is a static "/").  Fragments refused. */
 enum pol_reason pol_target_parse_uri(const char *s, size_t len,
     struct pol_target *out, const char **path, size_t *path_len);

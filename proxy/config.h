@@ -1,0 +1,116 @@
+/*
+ * config.h: sluiced's JSON configuration (sluiced.json(5)).
+ *
+ * Every key is optional and has an embedded default, so sluiced starts
+ * with no file at all.  Unknown keys and wrong types are errors that name
+ * the JSON path and, where the file has one, the line and column.  A
+ * loaded configuration is immutable; reload builds a new one and swaps.
+ */
+#ifndef SLUICE_CONFIG_H
+#define SLUICE_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "policy.h"
+
+#define CFG_DEFAULT_PATH "/etc/sluice/sluiced.json"
+
+struct cfg_session {
+	char *id;
+	char *tenant;           /* may be "" */
+	char *user;             /* may be "" */
+	enum pol_tier tier;
+	/* exactly one transport; none given -> socket under runtime_dir */
+	char *socket;           /* NULL unless given */
+	char *source;           /* canonical IP text, NULL unless given */
+	struct pol_addr source_addr;
+	int64_t vsock_cid;      /* -1 unless given */
+};
+
+struct cfg_tenant {
+	char *name;
+	enum pol_tier ceiling;
+};
+
+struct cfg_hostmap {
+	char *name;             /* canonical host */
+	struct pol_addr *addrs;
+	size_t naddrs;
+};
+
+struct cfg {
+	char *source_path;      /* file it came from, or NULL for defaults */
+	char *runtime_dir;      /* "/run/sluice" */
+	enum pol_tier ceiling;  /* "off" */
+	struct cfg_tenant *tenants; size_t ntenants;
+
+	/* listen */
+	char **listen_tcp; size_t nlisten_tcp;    /* "addr:port", "[v6]:port" */
+	int vsock_port;                            /* -1: no vsock listener */
+	unsigned socket_mode;                      /* session sockets, 0660 */
+	char *socket_group;                        /* NULL: process group */
+
+	struct cfg_session *sessions; size_t nsessions;
+
+	/* policy inputs, kept as text for --print-config */
+	char **registries; size_t nregistries;     /* NULL: built-in list */
+	int registries_default;                    /* 1 if the built-in list is used */
+	uint16_t *ports_registries; size_t nports_registries;  /* 443, 80 */
+	uint16_t *ports_public; size_t nports_public;          /* 443, 80 */
+	char **allow_cidrs; size_t nallow_cidrs;
+	char **deny_cidrs; size_t ndeny_cidrs;
+	char **deny_hosts; size_t ndeny_hosts;
+
+	/* dns */
+	char **dns_servers; size_t ndns_servers;   /* "ip[:port]"; none: resolv.conf */
+	struct cfg_hostmap *dns_hosts; size_t ndns_hosts;
+	int dns_timeout_ms;                        /* 3000 */
+
+	/* log */
+	char *log_path;                            /* "/var/log/sluice/connections.jsonl" */
+
+	/* prompt */
+	int prompt_timeout_s;                      /* 90 */
+	int prompt_deny_quiet_s;                   /* 60 */
+
+	/* limits */
+	size_t max_head;                           /* 32768 */
+	size_t max_line;                           /* 8192 */
+	size_t max_headers;                        /* 100 */
+	int head_timeout_ms;                       /* 10000 */
+	int idle_timeout_s;                        /* 300 */
+	int connect_timeout_ms;                    /* 10000 */
+	int max_conns_per_session;                 /* 256 */
+	int max_conns_total;                       /* 4096 */
+	size_t tunnel_buffer;                      /* per direction, 256 KiB */
+	int drain_timeout_s;                       /* 10: SIGTERM drain deadline */
+	int sni_check;                             /* 1: CONNECT :443 needs matching SNI */
+	int sni_timeout_ms;                        /* 5000: wait for the ClientHello */
+	uint16_t *sni_ports; size_t nsni_ports;    /* tls.sni_ports, [443] */
+};
+
+/*
+ * Load a configuration: path NULL gives the embedded defaults alone.
+ * Returns NULL on error with a message in err such as
+ * "sluiced.json:12:5: dns.timeout_ms: expected an integer".
+ */
+struct cfg *cfg_load(const char *path, char *err, size_t errlen);
+/* Parse from memory (fuzzing, tests); name is used in messages. */
+struct cfg *cfg_load_buffer(const char *buf, size_t len, const char *name,
+    char *err, size_t errlen);
+void cfg_free(struct cfg *c);
+
+/* The effective configuration as JSON text (caller frees with free()). */
+char *cfg_dump(const struct cfg *c);
+
+/*
+ * Build the policy inputs (registries, ports, CIDRs, deny hosts) into a
+ * new pol_config.  Returns NULL with err on a bad entry (cfg_load already
+ * checked them, so this only fails on memory).
+ */
+struct pol_config *cfg_build_policy(const struct cfg *c, char *err,
+    size_t errlen);
+
+#endif /* SLUICE_CONFIG_H */

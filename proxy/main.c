@@ -1,0 +1,647 @@
+/*
+ * main.c: sluiced start-up, signals, reload and drain.
+ */
+#include "sluice-config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <ifaddrs.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+
+#include "px.h"
+
+struct px px;
+int px_verbose;
+
+static const char *prio_names[] = {
+	"emerg", "alert", "crit", "error", "warning", "notice", "info", "debug"
+};
+
+void
+px_log(int prio, const char *fmt, ...)
+{
+	va_list ap;
+	char buf[1024];
+
+	if (prio >= PX_DEBUG && !px_verbose)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	/* "<N>" prefixes are what journald understands on stderr */
+	fprintf(stderr, "<%d>%s: %s: %s\n", prio, PX_NAME,
+	    prio_names[prio & 7], buf);
+}
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+"usage: sluiced [-v] [-c FILE]\n"
+"       sluiced --check-config FILE\n"
+"       sluiced --print-config [-c FILE]\n"
+"\n"
+"sluiced is the egress policy proxy of code-execution sandboxes: each\n"
+"chat's sandbox reaches it over its own Unix socket (or TCP by source\n"
+"address, or vsock by CID) and gets what its network tier admits.\n"
+"\n"
+"  -c, --config FILE     configuration (default " CFG_DEFAULT_PATH
+" if it exists,\n"
+"                        else the embedded defaults)\n"
+"      --check-config FILE  check FILE, print FILE:LINE:COL: errors, exit\n"
+"      --print-config    print the effective configuration as JSON, exit\n"
+"  -v, --verbose         debug diagnostics on stderr\n"
+"  -V, --version         print the version and exit\n"
+"  -h, --help            this text\n"
+"\n"
+"Signals: SIGHUP reopens the connection log and reloads the\n"
+"configuration (a bad one is refused and the old one kept); SIGTERM and\n"
+"SIGINT stop accepting, drain open connections, and exit.\n"
+"See sluiced(8) and sluiced.json(5).\n");
+}
+
+/* Host addresses are a refused class of their own: a "public" name that
+ * resolves to the broker's own public address must not reach its
+ * services. */
+static void
+add_host_addrs(struct pol_config *pc)
+{
+	struct ifaddrs *ifa, *i;
+	struct pol_addr a;
+
+	if (getifaddrs(&ifa) != 0) {
+		px_log(PX_WARN, "%s: getifaddrs: %s", __func__,
+		    strerror(errno));
+		return;
+	}
+	for (i = ifa; i != NULL; i = i->ifa_next) {
+		if (i->ifa_addr == NULL)
+			continue;
+		memset(&a, 0, sizeof(a));
+		if (i->ifa_addr->sa_family == AF_INET) {
+			a.family = AF_INET;
+			memcpy(a.a, &((struct sockaddr_in *)(void *)
+			    i->ifa_addr)->sin_addr, 4);
+		} else if (i->ifa_addr->sa_family == AF_INET6) {
+			a.family = AF_INET6;
+			memcpy(a.a, &((struct sockaddr_in6 *)(void *)
+			    i->ifa_addr)->sin6_addr, 16);
+		} else
+			continue;
+		pol_config_add_host_addr(pc, &a);
+	}
+	freeifaddrs(ifa);
+}
+
+static struct dns *
+make_dns(const struct cfg *c, char *err, size_t errlen)
+{
+	struct dns_host *hosts;
+	struct dns *d;
+	size_t i;
+
+	hosts = calloc(c->ndns_hosts + 1, sizeof(*hosts));
+	if (hosts == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	for (i = 0; i < c->ndns_hosts; i++) {
+		hosts[i].name = c->dns_hosts[i].name;
+		hosts[i].addrs = c->dns_hosts[i].addrs;
+		hosts[i].naddrs = c->dns_hosts[i].naddrs;
+	}
+	d = dns_new(px.base, (const char *const *)c->dns_servers,
+	    c->ndns_servers, hosts, c->ndns_hosts, c->dns_timeout_ms, err,
+	    errlen);
+	free(hosts);
+	return d;
+}
+
+static int
+ensure_dir(const char *path, mode_t mode)
+{
+	char tmp[PATH_MAX];
+	char *p;
+
+	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
+		return -1;
+	for (p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, mode) != 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	if (mkdir(tmp, mode) != 0 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+/* One broker per runtime directory: two would fight over socket paths. */
+static int
+lock_runtime_dir(const char *dir)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	if (ensure_dir(dir, 0755) != 0) {
+		px_log(PX_ERR, "%s: cannot create %s: %s", __func__, dir,
+		    strerror(errno));
+		return -1;
+	}
+	snprintf(path, sizeof(path), "%s/sluiced.lock", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		px_log(PX_ERR, "%s: %s: %s (is another sluiced running?)",
+		    __func__, path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;   /* held open for the life of the process */
+}
+
+static struct px_session *
+find_config_session(const char *id)
+{
+	struct px_session *s;
+
+	TAILQ_FOREACH(s, &px.sessions, entry)
+		if (strcmp(pol_session_id(s->pol), id) == 0)
+			return s;
+	return NULL;
+}
+
+static int
+same_transport(const struct px_session *s, const struct cfg_session *cs,
+    const char *runtime_dir)
+{
+	char path[PATH_MAX];
+
+	if (cs->source != NULL)
+		return s->transport == PX_T_TCP &&
+		    memcmp(&s->source, &cs->source_addr, sizeof(s->source)) == 0;
+	if (cs->vsock_cid >= 0)
+		return s->transport == PX_T_VSOCK && s->vsock_cid == cs->vsock_cid;
+	if (s->transport != PX_T_UNIX)
+		return 0;
+	if (cs->socket != NULL)
+		return strcmp(s->socket_path, cs->socket) == 0;
+	snprintf(path, sizeof(path), "%s/sessions/%s/proxy.sock", runtime_dir,
+	    cs->id);
+	return strcmp(s->socket_path, path) == 0;
+}
+
+/*
+ * Bring the sessions in line with the configuration: new ones are
+ * created, missing ones destroyed (closing their connections), changed
+ * tiers applied.  Returns -1 if a new session could not be created.
+ */
+static int
+sync_sessions(void)
+{
+	struct px_session *s, *tmp;
+	char err[256];
+	size_t i;
+	int rc = 0;
+
+	TAILQ_FOREACH_SAFE(s, &px.sessions, entry, tmp) {
+		const struct cfg_session *cs = NULL;
+
+		if (!s->from_config)
+			continue;
+		for (i = 0; i < px.cfg->nsessions; i++)
+			if (strcmp(px.cfg->sessions[i].id,
+			    pol_session_id(s->pol)) == 0)
+				cs = &px.cfg->sessions[i];
+		if (cs == NULL || !same_transport(s, cs, px.cfg->runtime_dir) ||
+		    strcmp(cs->tenant, pol_session_tenant(s->pol)) != 0 ||
+		    strcmp(cs->user, pol_session_user(s->pol)) != 0)
+			px_session_destroy(s, POL_R_SESSION_CLOSED);
+		else
+			pol_session_set_tier(s->pol, cs->tier);
+	}
+	for (i = 0; i < px.cfg->nsessions; i++) {
+		if (find_config_session(px.cfg->sessions[i].id) != NULL)
+			continue;
+		if (px_session_create(&px.cfg->sessions[i], err,
+		    sizeof(err)) == NULL) {
+			px_log(PX_ERR, "%s: session %s: %s", __func__,
+			    px.cfg->sessions[i].id, err);
+			rc = -1;
+		}
+	}
+	return rc;
+}
+
+static void
+apply_ceilings(const struct cfg *c)
+{
+	const char *tenant;
+	enum pol_tier t;
+	size_t i;
+
+	/* forget tenant ceilings the new file no longer names */
+	while (pol_state_tenant_at(px.state, 0, &tenant, &t) == 0) {
+		char name[128];
+
+		snprintf(name, sizeof(name), "%s", tenant);
+		pol_state_clear_tenant_ceiling(px.state, name);
+	}
+	pol_state_set_ceiling(px.state, c->ceiling);
+	for (i = 0; i < c->ntenants; i++)
+		pol_state_set_tenant_ceiling(px.state, c->tenants[i].name,
+		    c->tenants[i].ceiling);
+}
+
+static void
+log_admin(const char *what, const char *detail)
+{
+	struct clog_rec *r = clog_rec_new("admin");
+
+	clog_rec_str(r, "action", what);
+	clog_rec_str(r, "who", "sluiced");
+	clog_rec_str(r, "detail", detail);
+	if (clog_write(px.log, r) != 0)
+		px_log(PX_ERR, "%s: cannot write the connection log", __func__);
+}
+
+static int
+strv_equal(char *const *a, size_t na, char *const *b, size_t nb)
+{
+	size_t i;
+
+	if (na != nb)
+		return 0;
+	for (i = 0; i < na; i++)
+		if (strcmp(a[i], b[i]) != 0)
+			return 0;
+	return 1;
+}
+
+/* A reload keeps the resolver (and its queries in flight) unless the
+ * dns section changed. */
+static int
+dns_cfg_equal(const struct cfg *a, const struct cfg *b)
+{
+	size_t i;
+
+	if (a->dns_timeout_ms != b->dns_timeout_ms ||
+	    !strv_equal(a->dns_servers, a->ndns_servers, b->dns_servers,
+	    b->ndns_servers) || a->ndns_hosts != b->ndns_hosts)
+		return 0;
+	for (i = 0; i < a->ndns_hosts; i++) {
+		const struct cfg_hostmap *x = &a->dns_hosts[i];
+		const struct cfg_hostmap *y = &b->dns_hosts[i];
+
+		if (strcmp(x->name, y->name) != 0 || x->naddrs != y->naddrs ||
+		    memcmp(x->addrs, y->addrs, x->naddrs * sizeof(*x->addrs)))
+			return 0;
+	}
+	return 1;
+}
+
+/* Load, build and swap a configuration; on any error the old one stays. */
+static int
+reload(const char *path)
+{
+	char err[512];
+	struct cfg *nc;
+	struct pol_config *np;
+	struct dns *nd = NULL;
+	int dns_changed;
+
+	nc = cfg_load(path, err, sizeof(err));
+	if (nc == NULL) {
+		px_log(PX_ERR, "%s: keeping the running configuration: %s",
+		    __func__, err);
+		return -1;
+	}
+	np = cfg_build_policy(nc, err, sizeof(err));
+	if (np == NULL) {
+		px_log(PX_ERR, "%s: keeping the running configuration: %s",
+		    __func__, err);
+		cfg_free(nc);
+		return -1;
+	}
+	add_host_addrs(np);
+	dns_changed = !dns_cfg_equal(px.cfg, nc);
+	if (dns_changed) {
+		nd = make_dns(nc, err, sizeof(err));
+		if (nd == NULL) {
+			px_log(PX_ERR, "%s: keeping the running configuration: "
+			    "dns: %s", __func__, err);
+			pol_config_free(np);
+			cfg_free(nc);
+			return -1;
+		}
+	}
+	if (strcmp(nc->log_path, px.cfg->log_path) != 0) {
+		struct clog *nl = clog_open(nc->log_path, err, sizeof(err));
+
+		if (nl == NULL) {
+			px_log(PX_ERR, "%s: keeping the running configuration: "
+			    "log: %s", __func__, err);
+			if (nd)
+				dns_free(nd);
+			pol_config_free(np);
+			cfg_free(nc);
+			return -1;
+		}
+		clog_close(px.log);
+		px.log = nl;
+	}
+	if (nd != NULL) {
+		struct px_conn *c;
+
+		/* queries in flight restart on the new resolver */
+		TAILQ_FOREACH(c, &px.conns, entry)
+			if (c->state == PX_S_RESOLVE)
+				px_upstream_cancel(c);
+		dns_free(px.dns);
+		px.dns = nd;
+		TAILQ_FOREACH(c, &px.conns, entry)
+			if (c->state == PX_S_RESOLVE)
+				px_upstream_start(c);
+	}
+	pol_config_free(px.pol);
+	px.pol = np;
+	cfg_free(px.cfg);
+	px.cfg = nc;
+	apply_ceilings(nc);
+	sync_sessions();
+	px_listeners_sync();
+	log_admin("reload", nc->source_path ? nc->source_path : "(defaults)");
+	px_log(PX_INFO, "%s: configuration reloaded", __func__);
+	return 0;
+}
+
+static const char *config_path;
+
+static void
+on_sighup(evutil_socket_t fd, short ev, void *arg)
+{
+	if (clog_reopen(px.log) != 0)
+		px_log(PX_ERR, "%s: cannot reopen the connection log %s",
+		    __func__, clog_path(px.log));
+	reload(config_path);
+}
+
+static void
+drain_check(void)
+{
+	if (px.draining && px.nconns == 0)
+		event_base_loopexit(px.base, NULL);
+}
+
+static void
+on_drain_deadline(evutil_socket_t fd, short ev, void *arg)
+{
+	struct px_conn *c, *tmp;
+
+	px_log(PX_INFO, "%s: drain deadline: closing %d connection(s)",
+	    __func__, px.nconns);
+	TAILQ_FOREACH_SAFE(c, &px.conns, entry, tmp)
+		px_conn_close(c, POL_R_SHUTTING_DOWN);
+	event_base_loopexit(px.base, NULL);
+}
+
+static void
+on_sigterm(evutil_socket_t fd, short ev, void *arg)
+{
+	struct px_conn *c, *tmp;
+	struct timeval tv = { px.cfg->drain_timeout_s, 0 };
+
+	if (px.draining)
+		return;
+	px.draining = 1;
+	px_log(PX_INFO, "%s: stopping: draining %d connection(s), at most "
+	    "%d s", __func__, px.nconns, px.cfg->drain_timeout_s);
+	px_listeners_enable(0);
+	/* idle keep-alive connections have nothing to drain */
+	TAILQ_FOREACH_SAFE(c, &px.conns, entry, tmp)
+		if (c->state == PX_S_HEAD &&
+		    evbuffer_get_length(bufferevent_get_input(c->cli)) == 0)
+			px_conn_close(c, POL_R_SHUTTING_DOWN);
+	px.drain_ev = evtimer_new(px.base, on_drain_deadline, NULL);
+	evtimer_add(px.drain_ev, &tv);
+	drain_check();
+}
+
+void
+px_drain_check(void)
+{
+	drain_check();
+}
+
+static int
+print_config(const char *path)
+{
+	char err[512];
+	struct cfg *c = cfg_load(path, err, sizeof(err));
+	char *s;
+
+	if (c == NULL) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
+	s = cfg_dump(c);
+	if (s == NULL) {
+		cfg_free(c);
+		return 1;
+	}
+	printf("%s\n", s);
+	free(s);
+	cfg_free(c);
+	return 0;
+}
+
+static int
+check_config(const char *path)
+{
+	char err[512];
+	struct cfg *c = cfg_load(path, err, sizeof(err));
+	struct pol_config *p;
+
+	if (c == NULL) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
+	p = cfg_build_policy(c, err, sizeof(err));
+	if (p == NULL) {
+		fprintf(stderr, "%s\n", err);
+		cfg_free(c);
+		return 1;
+	}
+	printf("%s: configuration OK (%zu sessions, %zu registry entries)\n",
+	    path, c->nsessions, pol_config_registry_count(p));
+	pol_config_free(p);
+	cfg_free(c);
+	return 0;
+}
+
+/* Leave room for relays: every tunnel holds two descriptors. */
+static void
+raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "check-config", required_argument, NULL, 'C' },
+		{ "print-config", no_argument, NULL, 'P' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct event *ev_hup, *ev_term, *ev_int;
+	char err[512];
+	int ch, do_print = 0, lockfd, rc = 1;
+
+	while ((ch = getopt_long(argc, argv, "c:vVh", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'c':
+			config_path = optarg;
+			break;
+		case 'C':
+			return check_config(optarg);
+		case 'P':
+			do_print = 1;
+			break;
+		case 'v':
+			px_verbose = 1;
+			break;
+		case 'V':
+			printf("sluiced %s\n", PACKAGE_VERSION);
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	if (config_path == NULL && access(CFG_DEFAULT_PATH, F_OK) == 0)
+		config_path = CFG_DEFAULT_PATH;
+	if (do_print)
+		return print_config(config_path);
+
+	signal(SIGPIPE, SIG_IGN);
+	raise_nofile();
+	memset(&px, 0, sizeof(px));
+	TAILQ_INIT(&px.sessions);
+	TAILQ_INIT(&px.listeners);
+	TAILQ_INIT(&px.conns);
+	px.started = time(NULL);
+
+	px.cfg = cfg_load(config_path, err, sizeof(err));
+	if (px.cfg == NULL) {
+		px_log(PX_ERR, "%s", err);
+		return 1;
+	}
+	px.pol = cfg_build_policy(px.cfg, err, sizeof(err));
+	if (px.pol == NULL) {
+		px_log(PX_ERR, "%s", err);
+		goto out;
+	}
+	add_host_addrs(px.pol);
+	px.state = pol_state_new();
+	px.base = event_base_new();
+	if (px.state == NULL || px.base == NULL) {
+		px_log(PX_ERR, "%s: out of memory", __func__);
+		goto out;
+	}
+	if ((lockfd = lock_runtime_dir(px.cfg->runtime_dir)) < 0)
+		goto out;
+	px.log = clog_open(px.cfg->log_path, err, sizeof(err));
+	if (px.log == NULL) {
+		px_log(PX_ERR, "connection log: %s", err);
+		goto out;
+	}
+	px.dns = make_dns(px.cfg, err, sizeof(err));
+	if (px.dns == NULL) {
+		px_log(PX_ERR, "dns: %s", err);
+		goto out;
+	}
+	apply_ceilings(px.cfg);
+	if (sync_sessions() != 0 || px_listeners_sync() != 0)
+		goto out;
+
+	ev_hup = evsignal_new(px.base, SIGHUP, on_sighup, NULL);
+	ev_term = evsignal_new(px.base, SIGTERM, on_sigterm, NULL);
+	ev_int = evsignal_new(px.base, SIGINT, on_sigterm, NULL);
+	evsignal_add(ev_hup, NULL);
+	evsignal_add(ev_term, NULL);
+	evsignal_add(ev_int, NULL);
+
+	log_admin("start", config_path ? config_path : "(defaults)");
+	px_log(PX_INFO, "ready: %zu session(s), ceiling %s, log %s",
+	    pol_session_count(px.state),
+	    pol_tier_name(pol_state_global_ceiling(px.state)),
+	    clog_path(px.log));
+	event_base_dispatch(px.base);
+	log_admin("stop", "drained");
+	px_log(PX_INFO, "stopped");
+	rc = 0;
+
+	event_free(ev_hup);
+	event_free(ev_term);
+	event_free(ev_int);
+out:
+	{
+		struct px_session *s;
+		struct px_listener *l;
+
+		while ((s = TAILQ_FIRST(&px.sessions)) != NULL)
+			px_session_destroy(s, POL_R_SHUTTING_DOWN);
+		while ((l = TAILQ_FIRST(&px.listeners)) != NULL) {
+			TAILQ_REMOVE(&px.listeners, l, entry);
+			px_listener_free(l);
+		}
+	}
+	if (px.drain_ev)
+		event_free(px.drain_ev);
+	if (px.accept_pause_ev)
+		event_free(px.accept_pause_ev);
+	if (px.dns)
+		dns_free(px.dns);
+	if (px.log)
+		clog_close(px.log);
+	if (px.state)
+		pol_state_free(px.state);
+	if (px.pol)
+		pol_config_free(px.pol);
+	cfg_free(px.cfg);
+	if (px.base)
+		event_base_free(px.base);
+	return rc;
+}

@@ -1,0 +1,209 @@
+/*
+ * px.h: sluiced's internal contract between its event-loop files.
+ *
+ * main.c      start-up, signals, reload, drain
+ * listen.c    listeners (Unix per session, TCP by source, vsock by CID)
+ * conn.c      one client connection: head, decision, refusal, close
+ * upstream.c  resolve, check every address, dial the checked ones
+ * tunnel.c    CONNECT relay (backpressure, half-close, SNI check)
+ * forward.c   absolute-form http:// exchanges on keep-alive connections
+ *
+ * Every connection ends in px_conn_close(), which logs why.
+ */
+#ifndef SLUICE_PX_H
+#define SLUICE_PX_H
+
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <event2/event.h>
+#include <event2/bufferevent.h>
+#include <event2/buffer.h>
+#include <event2/listener.h>
+
+#include "policy.h"
+#include "config.h"
+#include "clog.h"
+#include "dns.h"
+#include "http.h"
+
+#define PX_NAME "sluiced"
+
+/* glibc's sys/queue.h lacks the _SAFE walkers the BSDs have */
+#ifndef TAILQ_FOREACH_SAFE
+#define TAILQ_FOREACH_SAFE(var, head, field, tvar)			\
+	for ((var) = TAILQ_FIRST(head);					\
+	    (var) != NULL && ((tvar) = TAILQ_NEXT(var, field), 1);	\
+	    (var) = (tvar))
+#endif
+
+/* diagnostics on stderr, systemd style; always "func: message" */
+void px_log(int prio, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+#define PX_ERR 3
+#define PX_WARN 4
+#define PX_INFO 6
+#define PX_DEBUG 7
+extern int px_verbose;
+
+enum px_transport { PX_T_UNIX, PX_T_TCP, PX_T_VSOCK };
+
+struct px_conn;
+struct px_listener;
+
+/* A session as the daemon sees it: the policy object plus its transport. */
+struct px_session {
+	struct pol_session *pol;         /* owned by px.state */
+	enum px_transport transport;
+	char *socket_path;               /* PX_T_UNIX */
+	struct pol_addr source;          /* PX_T_TCP */
+	int64_t vsock_cid;               /* PX_T_VSOCK */
+	int from_config;
+	struct px_listener *listener;    /* PX_T_UNIX only */
+	int nconns;
+	TAILQ_HEAD(, px_conn) conns;
+	TAILQ_ENTRY(px_session) entry;
+};
+
+struct px_listener {
+	enum px_transport kind;
+	struct evconnlistener *evl;
+	char *path;                      /* unix */
+	char *spec;                      /* tcp "addr:port" */
+	struct px_session *session;      /* unix: the session it serves */
+	TAILQ_ENTRY(px_listener) entry;
+};
+
+/* The daemon. */
+struct px {
+	struct event_base *base;
+	struct cfg *cfg;
+	struct pol_config *pol;
+	struct pol_state *state;
+	struct clog *log;
+	struct dns *dns;
+	TAILQ_HEAD(, px_session) sessions;
+	TAILQ_HEAD(, px_listener) listeners;
+	TAILQ_HEAD(, px_conn) conns;
+	int nconns;
+	int draining;
+	struct event *drain_ev;
+	struct event *accept_pause_ev;   /* EMFILE back-off */
+	int accept_paused;
+	time_t started;
+	uint64_t next_conn_id;
+};
+extern struct px px;
+
+/* listen.c */
+int px_listeners_sync(void);            /* TCP and vsock listeners per cfg */
+int px_session_listen(struct px_session *s);
+void px_listener_free(struct px_listener *l);
+void px_listeners_enable(int on);
+struct px_session *px_session_by_source(const struct pol_addr *a);
+struct px_session *px_session_by_cid(int64_t cid);
+
+/* sessions (main.c) */
+struct px_session *px_session_create(const struct cfg_session *cs,
+    char *err, size_t errlen);
+void px_session_destroy(struct px_session *s, enum pol_reason why);
+
+/* conn.c */
+enum px_state {
+	PX_S_HEAD,          /* reading a request head */
+	PX_S_RESOLVE,
+	PX_S_CONNECT,
+	PX_S_SNI,           /* 200 sent, waiting for the ClientHello */
+	PX_S_TUNNEL,
+	PX_S_FWD,           /* plain HTTP exchange in progress */
+	PX_S_FLUSH,         /* writing a final answer, then close */
+};
+
+struct px_conn {
+	uint64_t id;
+	struct px_session *session;      /* NULL: unknown identity */
+	enum px_transport transport;
+	char peer[80];                   /* transport text for the log */
+	struct bufferevent *cli;
+	struct bufferevent *up;
+	enum px_state state;
+	struct event *timer;             /* head deadline, SNI wait, idle */
+	struct timespec t_start;         /* of the current request/tunnel */
+	time_t last_active;
+	int head_armed;                  /* timer holds the head deadline */
+
+	/* the current request */
+	char *head;                      /* copy of the request head */
+	size_t head_len;
+	struct http_msg req;
+	struct pol_target target;
+	const char *path; size_t path_len; /* origin-form part (plain HTTP) */
+	struct pol_decision dec;
+	char method[24];
+	struct dns_query *dnsq;
+	struct pol_addr addrs[DNS_MAX_ADDRS];  /* every resolved address */
+	size_t naddrs;
+	struct pol_addr checked[DNS_MAX_ADDRS];/* those admitted */
+	size_t nchecked, next_try;
+	int dialed_idx;                  /* into checked[], -1 none */
+	enum pol_reason last_fail;
+	int logged_decision;             /* allow record written */
+	char sni[256];
+
+	/* upstream reuse for plain HTTP */
+	char up_host[POL_HOST_MAX + 1];
+	uint16_t up_port;
+
+	/* plain HTTP exchange */
+	struct http_body_state req_body;
+	struct http_body_state resp_body;
+	int resp_head_done;
+	int fwd_close_after;             /* close the client after this exchange */
+	int nrequests;
+
+	/* tunnel half-close */
+	int cli_eof, up_eof;
+	int cli_shut, up_shut;
+
+	uint64_t bytes_up, bytes_down;   /* this request / tunnel */
+	TAILQ_ENTRY(px_conn) entry;      /* px.conns */
+	TAILQ_ENTRY(px_conn) sentry;     /* session->conns */
+};
+
+void px_conn_accept(evutil_socket_t fd, const struct sockaddr *sa,
+    int salen, enum px_transport t, struct px_session *s);
+void px_conn_close(struct px_conn *c, enum pol_reason why);
+/* Answer a refusal (status, X-Sluice-Reason, one-line body), log the
+ * decision, and close or keep the connection as the request allows. */
+void px_conn_refuse(struct px_conn *c, enum pol_reason why,
+    const char *detail);
+/* The same answer; log 0 when a record for this request already says
+ * why (an upstream that failed after the allow record). */
+void px_conn_answer(struct px_conn *c, enum pol_reason why,
+    const char *detail, int log);
+/* Flush what is queued to the client, then close. */
+void px_conn_flush_close(struct px_conn *c);
+/* Back to reading the next request head on a keep-alive connection. */
+void px_conn_next_request(struct px_conn *c);
+/* Write the allow record; -1 means refuse (fail closed). */
+int px_conn_log_allow(struct px_conn *c);
+void px_conn_log_close(struct px_conn *c, enum pol_reason why);
+void px_conn_touch(struct px_conn *c);
+long px_elapsed_ms(const struct timespec *since);
+void px_conns_close_session(struct px_session *s, enum pol_reason why);
+void px_drain_check(void);
+
+/* upstream.c */
+void px_upstream_start(struct px_conn *c);
+void px_upstream_cancel(struct px_conn *c);
+
+/* tunnel.c */
+void px_tunnel_established(struct px_conn *c);
+void px_relay_start(struct px_conn *c);
+
+/* forward.c */
+void px_forward_start(struct px_conn *c);
+
+#endif /* SLUICE_PX_H */
