@@ -1401,3 +1401,40 @@ def as_list(v):
     if isinstance(v, list):
         return v
     return [v]
+
+
+_LINK_KEYS = ("conn", "conn_id", "connection", "cid", "id")
+
+
+def close_records(path, port):
+    """Close records of the connections to port.  A close record is matched
+    by its own "port" field, or else through a connection id shared with
+    the decision record (a security team must be able to tie the two)."""
+    recs = read_log(path)
+    out = []
+    ids = {}
+    for r in recs:
+        if r.get("event") == "decision" and r.get("port") == port:
+            for k in _LINK_KEYS:
+                if k in r:
+                    ids.setdefault(k, set()).add(json.dumps(r[k]))
+    for r in recs:
+        if r.get("event") != "close":
+            continue
+        if "port" in r:
+            if r.get("port") == port:
+                out.append(r)
+            continue
+        for k, vals in ids.items():
+            if k in r and json.dumps(r[k]) in vals:
+                out.append(r)
+                break
+    return out
+
+
+def wait_close(path, port, n=1, timeout=10.0):
+    """Wait for n close records of connections to port; returns the last."""
+    recs = wait_until(lambda: (lambda c: c if len(c) >= n else None)(
+        close_records(path, port)), timeout,
+        what="%d close record(s) for port %d" % (n, port))
+    return recs[-1]

@@ -9,7 +9,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, check, check_eq, curl, curl_status, do_connect,  # noqa: E402
-                     read_response, decisions, wait_record, addr_only,
+                     read_response, decisions, wait_close, addr_only,
                      as_list, get_request, read_head, read_body)
 
 S = Suite("t_connect")
@@ -45,7 +45,7 @@ def connect_raw_python(env):
     doc = tunnel_get(s, "up.test", up.port, "/again")
     check_eq(doc["path"], "/again", "second request in the tunnel")
     s.close()
-    rec = wait_record(d.log_path, event="close", port=up.port)
+    rec = wait_close(d.log_path, up.port)
     dec = decisions(d.log_path, method="CONNECT", host="up.test")
     check_eq(len(dec), 1, "decision records for the tunnel")
     dec = dec[0]
@@ -187,7 +187,7 @@ def connect_many_sequential(env):
         check_eq(tunnel_get(s, "up.test", up.port, "/n%d" % i)["path"],
                  "/n%d" % i, "path #%d" % i)
         s.close()
-    wait_record(d.log_path, event="close", port=up.port)
+    wait_close(d.log_path, up.port)
     check(d.alive(), "sluiced died")
 
 
