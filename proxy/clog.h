@@ -36,6 +36,9 @@ struct clog_rec;
  * Open (create 0640) the log at path, or "-" for stdout.  Reads the last
  * complete line of an existing file to continue seq and the chain; a last
  * line that does not parse is an error (a verifier would flag it too).
+ * A torn tail (bytes after the last newline, from a crash mid-write) is
+ * skipped: the chain continues from the line before it and the next record
+ * starts on a new line; the verifier still reports the torn line.
  * Returns NULL and fills err on failure.
  */
 struct clog *clog_open(const char *path, char *err, size_t errlen);

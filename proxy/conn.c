@@ -536,6 +536,14 @@ up_idle_event(struct bufferevent *bev, short what, void *arg)
 	c->up_host[0] = '\0';
 }
 
+static void
+up_idle_read(struct bufferevent *bev, void *arg)
+{
+	/* bytes nobody asked for: this upstream cannot be trusted to frame
+	 * the next answer */
+	up_idle_event(bev, BEV_EVENT_ERROR, arg);
+}
+
 void
 px_conn_next_request(struct px_conn *c)
 {
@@ -546,7 +554,7 @@ px_conn_next_request(struct px_conn *c)
 	bufferevent_setwatermark(c->cli, EV_READ, 0, px.cfg->max_head + 1);
 	bufferevent_enable(c->cli, EV_READ | EV_WRITE);
 	if (c->up != NULL) {
-		bufferevent_setcb(c->up, NULL, NULL, up_idle_event, c);
+		bufferevent_setcb(c->up, up_idle_read, NULL, up_idle_event, c);
 		bufferevent_enable(c->up, EV_READ);
 	}
 	evtimer_del(c->timer);

@@ -1,0 +1,952 @@
+/*
+ * clog.c: the connection log (see clog.h for the record layout and the
+ * chain rule).
+ *
+ * Torn tails.  A crash in the middle of write(2) can leave a last line
+ * without its newline.  clog_open() ignores such a partial tail for chain
+ * purposes (seq and prev continue from the last complete line) and
+ * prefixes the next record with a newline, in the same write, so that
+ * record starts on a line of its own.  The torn line stays in the file as
+ * evidence: clog_verify_file() reports it as a line that is not a record.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "clog.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <openssl/evp.h>
+
+#define CLOG_HEX_LEN 64
+/* A record line longer than this is refused by the verifier and at open. */
+#define CLOG_LINE_MAX (1024 * 1024)
+/* ,"hash":"<64 hex>"} */
+#define CLOG_HASH_PREFIX ",\"hash\":\""
+#define CLOG_HASH_PREFIX_LEN (sizeof(CLOG_HASH_PREFIX) - 1)
+#define CLOG_SUFFIX_LEN (CLOG_HASH_PREFIX_LEN + CLOG_HEX_LEN + 2)
+#define CLOG_ZERO_HASH \
+	"0000000000000000000000000000000000000000000000000000000000000000"
+
+struct clog {
+	char *path;
+	int fd;
+	int is_stdout;
+	int healthy;
+	int need_nl;            /* file ends in a torn line */
+	uint64_t seq;           /* seq of the last record written */
+	char prev[CLOG_HEX_LEN + 1];
+	uint64_t written;
+	uint64_t failed;
+};
+
+struct clog_rec {
+	json_t *obj;
+	int bad;                /* a field could not be added: refuse to write */
+};
+
+/* What one line of the log says about itself. */
+struct clog_line {
+	uint64_t seq;
+	char prev[CLOG_HEX_LEN + 1];
+	char hash[CLOG_HEX_LEN + 1];
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- sanitiser ---- */
+
+/* Code points that must not reach a log line or a terminal as they are. */
+static int
+cp_is_unsafe(uint32_t cp)
+{
+	if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
+		return 1;
+	switch (cp) {
+	case 0x061c:            /* ARABIC LETTER MARK */
+	case 0x200b: case 0x200c: case 0x200d:  /* zero width sp/nj/j */
+	case 0x200e: case 0x200f:               /* LRM, RLM */
+	case 0x2028: case 0x2029:               /* line/paragraph sep */
+	case 0x2060:            /* WORD JOINER */
+	case 0xfeff:            /* ZWNBSP / BOM */
+		return 1;
+	}
+	if (cp >= 0x202a && cp <= 0x202e)       /* LRE..RLO */
+		return 1;
+	if (cp >= 0x2066 && cp <= 0x2069)       /* LRI..PDI */
+		return 1;
+	/* Tag characters: invisible, used to smuggle text past readers. */
+	if (cp >= 0xe0000 && cp <= 0xe007f)
+		return 1;
+	return 0;
+}
+
+/*
+ * Decode one UTF-8 sequence at s (n > 0 bytes available).  Returns its
+ * length and sets *cp, or returns 0 and sets *bad to the length of the
+ * maximal ill-formed prefix (at least 1), which becomes a single '?'.
+ * Bounds follow Unicode table 3-7, so overlongs and surrogates are
+ * ill-formed.
+ */
+static size_t
+utf8_decode(const unsigned char *s, size_t n, uint32_t *cp, size_t *bad)
+{
+	unsigned char c = s[0];
+	unsigned char lo = 0x80, hi = 0xbf;
+	size_t need, i;
+	uint32_t v;
+
+	if (c < 0x80) {
+		*cp = c;
+		return 1;
+	}
+	if (c >= 0xc2 && c <= 0xdf) {
+		need = 1;
+		v = c & 0x1f;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		need = 2;
+		v = c & 0x0f;
+		if (c == 0xe0)
+			lo = 0xa0;
+		else if (c == 0xed)
+			hi = 0x9f;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		need = 3;
+		v = c & 0x07;
+		if (c == 0xf0)
+			lo = 0x90;
+		else if (c == 0xf4)
+			hi = 0x8f;
+	} else {
+		*bad = 1;
+		return 0;
+	}
+	for (i = 1; i <= need; i++) {
+		if (i >= n || s[i] < lo || s[i] > hi) {
+			*bad = i;
+			return 0;
+		}
+		v = (v << 6) | (s[i] & 0x3f);
+		lo = 0x80;
+		hi = 0xbf;
+	}
+	*cp = v;
+	return need + 1;
+}
+
+char *
+clog_sanitize(const char *in, size_t len, char *out, size_t outlen,
+    size_t cap)
+{
+	const unsigned char *s = (const unsigned char *)in;
+	size_t i = 0, o = 0, limit;
+	int cut = 0;
+
+	if (out == NULL || outlen == 0)
+		return out;
+	limit = cap < outlen - 1 ? cap : outlen - 1;
+	while (i < len) {
+		uint32_t cp;
+		size_t bad = 0, n, w;
+		const unsigned char *src;
+
+		n = utf8_decode(s + i, len - i, &cp, &bad);
+		if (n == 0 || cp_is_unsafe(cp)) {
+			src = (const unsigned char *)"?";
+			w = 1;
+			n = n ? n : bad;
+		} else {
+			src = s + i;
+			w = n;
+		}
+		if (o + w > limit) {
+			cut = 1;
+			break;
+		}
+		memcpy(out + o, src, w);
+		o += w;
+		i += n;
+	}
+	if (cut) {
+		/* Make room for "..." by dropping whole characters. */
+		while (o > 0 && o + 4 > outlen) {
+			o--;
+			while (o > 0 && ((unsigned char)out[o] & 0xc0) == 0x80)
+				o--;
+		}
+		for (i = 0; i < 3 && o + 1 < outlen; i++)
+			out[o++] = '.';
+	}
+	out[o] = '\0';
+	return out;
+}
+
+/* ---- hashing and the line format ---- */
+
+static int
+sha256_hex(const void *data, size_t len, char hex[CLOG_HEX_LEN + 1])
+{
+	static const char digits[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0, i;
+
+	if (!EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) ||
+	    mdlen * 2 != CLOG_HEX_LEN)
+		return -1;
+	for (i = 0; i < mdlen; i++) {
+		hex[2 * i] = digits[md[i] >> 4];
+		hex[2 * i + 1] = digits[md[i] & 0x0f];
+	}
+	hex[CLOG_HEX_LEN] = '\0';
+	return 0;
+}
+
+static int
+is_hex64(const char *s, size_t len)
+{
+	size_t i;
+
+	if (len != CLOG_HEX_LEN)
+		return 0;
+	for (i = 0; i < len; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') ||
+		    (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+	return 1;
+}
+
+enum clog_line_err {
+	CLOG_LINE_OK,
+	CLOG_LINE_FORMAT,       /* not a record; err says why */
+	CLOG_LINE_HASH,         /* well formed, but hash != SHA-256(body) */
+};
+
+/*
+ * Check one line (without its newline) against the chain rule and pull
+ * out seq, prev and hash.  Reused by clog_open() for the tail and by the
+ * verifier, so both agree on what a record is.
+ */
+static enum clog_line_err
+parse_line(const char *line, size_t len, struct clog_line *out, char *err,
+    size_t errlen)
+{
+	const char *suffix;
+	char body_hash[CLOG_HEX_LEN + 1];
+	json_error_t jerr;
+	json_t *root = NULL, *v;
+	enum clog_line_err rc = CLOG_LINE_FORMAT;
+
+	if (len < CLOG_SUFFIX_LEN + 1 || line[len - 1] != '}' ||
+	    line[len - 2] != '"') {
+		set_err(err, errlen, "not a record (torn by a crash?)");
+		goto done;
+	}
+	suffix = line + len - CLOG_SUFFIX_LEN;
+	if (memcmp(suffix, CLOG_HASH_PREFIX, CLOG_HASH_PREFIX_LEN) != 0 ||
+	    !is_hex64(suffix + CLOG_HASH_PREFIX_LEN, CLOG_HEX_LEN)) {
+		set_err(err, errlen, "record does not end with its hash");
+		goto done;
+	}
+	/* Duplicates rejected: a second "hash" or "prev" inside the body
+	 * could otherwise say something other than the text we hash. */
+	root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (root == NULL || !json_is_object(root)) {
+		set_err(err, errlen, "not valid JSON (%s)",
+		    root == NULL ? jerr.text : "not an object");
+		goto done;
+	}
+	v = json_object_get(root, "seq");
+	if (!json_is_integer(v) || json_integer_value(v) < 0) {
+		set_err(err, errlen, "record has no valid seq");
+		goto done;
+	}
+	out->seq = (uint64_t)json_integer_value(v);
+	v = json_object_get(root, "prev");
+	if (!json_is_string(v) ||
+	    !is_hex64(json_string_value(v), json_string_length(v))) {
+		set_err(err, errlen, "record has no valid prev");
+		goto done;
+	}
+	memcpy(out->prev, json_string_value(v), CLOG_HEX_LEN + 1);
+	if (!json_is_string(json_object_get(root, "event")) ||
+	    !json_is_string(json_object_get(root, "ts"))) {
+		set_err(err, errlen, "record lacks ts or event");
+		goto done;
+	}
+	memcpy(out->hash, suffix + CLOG_HASH_PREFIX_LEN, CLOG_HEX_LEN);
+	out->hash[CLOG_HEX_LEN] = '\0';
+	if (sha256_hex(line, len - CLOG_SUFFIX_LEN, body_hash) < 0) {
+		set_err(err, errlen, "SHA-256 unavailable");
+		goto done;
+	}
+	if (strcmp(body_hash, out->hash) != 0) {
+		set_err(err, errlen, "hash does not match its record (edited?)");
+		rc = CLOG_LINE_HASH;
+		goto done;
+	}
+	rc = CLOG_LINE_OK;
+done:
+	json_decref(root);
+	return rc;
+}
+
+/* ---- open, tail, reopen ---- */
+
+/* mkdir -p for the directory part of path (0750 for what we create). */
+static int
+make_parent_dirs(const char *path, char *err, size_t errlen)
+{
+	char *dir, *p, c;
+	int rc = -1;
+
+	dir = strdup(path);
+	if (dir == NULL) {
+		set_err(err, errlen, "out of memory");
+		return -1;
+	}
+	p = strrchr(dir, '/');
+	if (p == NULL || p == dir) {
+		rc = 0;
+		goto done;
+	}
+	*p = '\0';
+	for (p = dir + 1; ; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		c = *p;
+		*p = '\0';
+		if (mkdir(dir, 0750) < 0 && errno != EEXIST) {
+			set_err(err, errlen, "mkdir %s: %s", dir,
+			    strerror(errno));
+			goto done;
+		}
+		*p = c;
+		if (c == '\0')
+			break;
+	}
+	rc = 0;
+done:
+	free(dir);
+	return rc;
+}
+
+static int
+read_exact_at(int fd, char *buf, size_t len, off_t off)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = pread(fd, buf + got, len - got, off + (off_t)got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+/*
+ * Continue seq and prev from the last complete line of the file open on
+ * rfd (size bytes).  A partial last line is skipped and remembered in
+ * need_nl.  At most two maximal lines are read from the end.
+ */
+static int
+load_tail(struct clog *l, int rfd, off_t size, char *err, size_t errlen)
+{
+	size_t win, end, start;
+	off_t base;
+	char *buf = NULL;
+	struct clog_line info;
+	char why[160];
+	int rc = -1;
+
+	if (size == 0)
+		return 0;
+	win = (size_t)size < 2 * (size_t)CLOG_LINE_MAX + 2 ?
+	    (size_t)size : 2 * (size_t)CLOG_LINE_MAX + 2;
+	base = size - (off_t)win;
+	buf = malloc(win);
+	if (buf == NULL) {
+		set_err(err, errlen, "out of memory");
+		goto done;
+	}
+	if (read_exact_at(rfd, buf, win, base) < 0) {
+		set_err(err, errlen, "%s: cannot read the tail", l->path);
+		goto done;
+	}
+	/* end: index of the newline that closes the last complete line. */
+	end = win;
+	while (end > 0 && buf[end - 1] != '\n')
+		end--;
+	if (end != win)
+		l->need_nl = 1;
+	if (end == 0) {
+		if (base > 0) {
+			set_err(err, errlen, "%s: last line is too long",
+			    l->path);
+			goto done;
+		}
+		/* Only a torn first record: the chain starts afresh. */
+		rc = 0;
+		goto done;
+	}
+	end--;
+	start = end;
+	while (start > 0 && buf[start - 1] != '\n')
+		start--;
+	if (start == 0 && base > 0) {
+		set_err(err, errlen, "%s: last line is too long", l->path);
+		goto done;
+	}
+	if (parse_line(buf + start, end - start, &info, why, sizeof(why)) !=
+	    CLOG_LINE_OK) {
+		set_err(err, errlen, "%s: last record: %s", l->path, why);
+		goto done;
+	}
+	l->seq = info.seq;
+	memcpy(l->prev, info.hash, sizeof(l->prev));
+	rc = 0;
+done:
+	free(buf);
+	return rc;
+}
+
+static int
+open_fd(const char *path, char *err, size_t errlen)
+{
+	int fd;
+
+	if (make_parent_dirs(path, err, errlen) < 0)
+		return -1;
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	if (fd < 0)
+		set_err(err, errlen, "open %s: %s", path, strerror(errno));
+	return fd;
+}
+
+/*
+ * Read the tail through a second, read-only descriptor (the log's own is
+ * write-only) and make sure both name the same file.  Only regular files
+ * have a tail: reading a device such as /dev/full would never end.
+ */
+static int
+read_existing(struct clog *l, char *err, size_t errlen)
+{
+	struct stat ws, rs;
+	int rfd = -1, rc = -1;
+
+	if (fstat(l->fd, &ws) < 0) {
+		set_err(err, errlen, "fstat %s: %s", l->path, strerror(errno));
+		return -1;
+	}
+	if (!S_ISREG(ws.st_mode))
+		return 0;
+	rfd = open(l->path, O_RDONLY | O_CLOEXEC);
+	if (rfd < 0) {
+		set_err(err, errlen, "open %s for reading: %s", l->path,
+		    strerror(errno));
+		goto done;
+	}
+	if (fstat(rfd, &rs) < 0 || rs.st_dev != ws.st_dev ||
+	    rs.st_ino != ws.st_ino) {
+		set_err(err, errlen, "%s changed while opening", l->path);
+		goto done;
+	}
+	rc = load_tail(l, rfd, rs.st_size, err, errlen);
+done:
+	if (rfd >= 0)
+		close(rfd);
+	return rc;
+}
+
+struct clog *
+clog_open(const char *path, char *err, size_t errlen)
+{
+	struct clog *l;
+
+	if (path == NULL || *path == '\0') {
+		set_err(err, errlen, "no log path");
+		return NULL;
+	}
+	l = calloc(1, sizeof(*l));
+	if (l == NULL || (l->path = strdup(path)) == NULL) {
+		set_err(err, errlen, "out of memory");
+		free(l);
+		return NULL;
+	}
+	l->fd = -1;
+	l->healthy = 1;
+	memcpy(l->prev, CLOG_ZERO_HASH, sizeof(l->prev));
+	if (strcmp(path, "-") == 0) {
+		l->is_stdout = 1;
+		l->fd = STDOUT_FILENO;
+		return l;
+	}
+	l->fd = open_fd(path, err, errlen);
+	if (l->fd < 0 || read_existing(l, err, errlen) < 0)
+		goto fail;
+	return l;
+fail:
+	clog_close(l);
+	return NULL;
+}
+
+/* Whether the file on fd ends in a partial line (someone else's, or a
+ * torn write of ours before rotation copied it). */
+static int
+ends_torn(int fd)
+{
+	struct stat st;
+	char c;
+
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
+		return 0;
+	if (pread(fd, &c, 1, st.st_size - 1) != 1)
+		return 0;
+	return c != '\n';
+}
+
+int
+clog_reopen(struct clog *l)
+{
+	int fd, rfd;
+	char err[256];
+
+	if (l == NULL)
+		return -1;
+	if (l->is_stdout)
+		return 0;
+	/* On failure the old descriptor stays: records keep going to the
+	 * rotated file rather than nowhere. */
+	fd = open_fd(l->path, err, sizeof(err));
+	if (fd < 0)
+		return -1;
+	close(l->fd);
+	l->fd = fd;
+	rfd = open(l->path, O_RDONLY | O_CLOEXEC);
+	l->need_nl = rfd >= 0 && ends_torn(rfd);
+	if (rfd >= 0)
+		close(rfd);
+	return 0;
+}
+
+void
+clog_close(struct clog *l)
+{
+	if (l == NULL)
+		return;
+	if (!l->is_stdout && l->fd >= 0)
+		close(l->fd);
+	free(l->path);
+	free(l);
+}
+
+int
+clog_healthy(const struct clog *l)
+{
+	return l != NULL && l->healthy;
+}
+
+uint64_t
+clog_last_seq(const struct clog *l)
+{
+	return l ? l->seq : 0;
+}
+
+const char *
+clog_path(const struct clog *l)
+{
+	return l ? l->path : NULL;
+}
+
+uint64_t
+clog_written(const struct clog *l)
+{
+	return l ? l->written : 0;
+}
+
+uint64_t
+clog_failed(const struct clog *l)
+{
+	return l ? l->failed : 0;
+}
+
+/* ---- record builder ---- */
+
+/* Keys the writer owns; a caller setting them would break the chain or
+ * the field order. */
+static int
+key_reserved(const char *key)
+{
+	return strcmp(key, "ts") == 0 || strcmp(key, "seq") == 0 ||
+	    strcmp(key, "event") == 0 || strcmp(key, "prev") == 0 ||
+	    strcmp(key, "hash") == 0;
+}
+
+static void
+rec_set(struct clog_rec *r, const char *key, json_t *v)
+{
+	if (r == NULL || key == NULL) {
+		json_decref(v);
+		return;
+	}
+	if (key_reserved(key)) {
+		json_decref(v);
+		return;
+	}
+	if (v == NULL || json_object_set_new(r->obj, key, v) < 0)
+		r->bad = 1;
+}
+
+/* A trusted string that still is not valid UTF-8 is sanitised rather
+ * than dropped: jansson refuses invalid UTF-8. */
+static json_t *
+trusted_string(const char *val)
+{
+	char buf[CLOG_STR_CAP + 4];
+	json_t *s;
+
+	if (val == NULL)
+		return json_null();
+	s = json_string(val);
+	if (s != NULL)
+		return s;
+	clog_sanitize(val, strlen(val), buf, sizeof(buf), CLOG_STR_CAP);
+	return json_string(buf);
+}
+
+struct clog_rec *
+clog_rec_new(const char *event)
+{
+	struct clog_rec *r;
+
+	r = calloc(1, sizeof(*r));
+	if (r == NULL)
+		return NULL;
+	r->obj = json_object();
+	/* Placeholders fix the order ts, seq, event; values set at write. */
+	if (r->obj == NULL ||
+	    json_object_set_new(r->obj, "ts", json_null()) < 0 ||
+	    json_object_set_new(r->obj, "seq", json_integer(0)) < 0 ||
+	    json_object_set_new(r->obj, "event",
+	    trusted_string(event ? event : "")) < 0) {
+		clog_rec_free(r);
+		return NULL;
+	}
+	return r;
+}
+
+void
+clog_rec_free(struct clog_rec *r)
+{
+	if (r == NULL)
+		return;
+	json_decref(r->obj);
+	free(r);
+}
+
+void
+clog_rec_str(struct clog_rec *r, const char *key, const char *val)
+{
+	rec_set(r, key, trusted_string(val));
+}
+
+void
+clog_rec_ustr(struct clog_rec *r, const char *key, const char *val,
+    size_t len)
+{
+	char buf[CLOG_STR_CAP + 4];
+
+	if (val == NULL) {
+		rec_set(r, key, json_null());
+		return;
+	}
+	clog_sanitize(val, len, buf, sizeof(buf), CLOG_STR_CAP);
+	rec_set(r, key, json_string(buf));
+}
+
+void
+clog_rec_int(struct clog_rec *r, const char *key, int64_t v)
+{
+	rec_set(r, key, json_integer((json_int_t)v));
+}
+
+void
+clog_rec_bool(struct clog_rec *r, const char *key, int v)
+{
+	rec_set(r, key, json_boolean(v));
+}
+
+void
+clog_rec_strv(struct clog_rec *r, const char *key,
+    const char *const *vals, size_t n)
+{
+	json_t *a;
+	size_t i;
+
+	a = json_array();
+	for (i = 0; a != NULL && i < n; i++) {
+		if (json_array_append_new(a, trusted_string(vals[i])) < 0) {
+			json_decref(a);
+			a = NULL;
+		}
+	}
+	rec_set(r, key, a);
+}
+
+void
+clog_rec_json(struct clog_rec *r, const char *key, void *json)
+{
+	rec_set(r, key, json ? (json_t *)json : json_null());
+}
+
+/* ---- writing ---- */
+
+static int
+format_ts(char *buf, size_t len)
+{
+	struct timespec ts;
+	struct tm tm;
+	size_t n;
+
+	if (clock_gettime(CLOCK_REALTIME, &ts) < 0 ||
+	    gmtime_r(&ts.tv_sec, &tm) == NULL)
+		return -1;
+	n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (n == 0 || n + 6 > len)
+		return -1;
+	snprintf(buf + n, len - n, ".%03ldZ", ts.tv_nsec / 1000000L);
+	return 0;
+}
+
+/*
+ * Serialise r as the next record: ts, seq and prev filled in, the hash
+ * appended after the body.  Returns a malloc'd line ending in "\n" (with
+ * a leading "\n" when the file ends in a torn line).
+ */
+static char *
+build_line(struct clog *l, struct clog_rec *r, char hash[CLOG_HEX_LEN + 1],
+    size_t *lenp)
+{
+	char ts[40];
+	char *dump = NULL, *line = NULL;
+	size_t body, lead = l->need_nl ? 1 : 0, n;
+
+	if (r->bad || format_ts(ts, sizeof(ts)) < 0 ||
+	    json_object_set_new(r->obj, "ts", json_string(ts)) < 0 ||
+	    json_object_set_new(r->obj, "seq",
+	    json_integer((json_int_t)(l->seq + 1))) < 0 ||
+	    json_object_set_new(r->obj, "prev", json_string(l->prev)) < 0)
+		return NULL;
+	dump = json_dumps(r->obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	if (dump == NULL)
+		return NULL;
+	body = strlen(dump);
+	if (body < 2 || dump[body - 1] != '}')
+		goto done;
+	body--;
+	if (sha256_hex(dump, body, hash) < 0)
+		goto done;
+	/* Never write what the verifier (and the next open) would refuse. */
+	if (body + CLOG_SUFFIX_LEN > CLOG_LINE_MAX)
+		goto done;
+	n = lead + body + CLOG_SUFFIX_LEN + 1;
+	line = malloc(n + 1);
+	if (line == NULL)
+		goto done;
+	snprintf(line, n + 1, "%s%.*s%s%s\"}\n", lead ? "\n" : "",
+	    (int)body, dump, CLOG_HASH_PREFIX, hash);
+	*lenp = n;
+done:
+	free(dump);
+	return line;
+}
+
+static ssize_t
+write_once(int fd, const char *buf, size_t len)
+{
+	ssize_t n;
+
+	do
+		n = write(fd, buf, len);
+	while (n < 0 && errno == EINTR);
+	return n;
+}
+
+int
+clog_write(struct clog *l, struct clog_rec *r)
+{
+	char hash[CLOG_HEX_LEN + 1];
+	char *line = NULL;
+	size_t len = 0;
+	ssize_t n;
+	int rc = -1;
+
+	if (l == NULL || r == NULL)
+		goto done;
+	line = build_line(l, r, hash, &len);
+	if (line == NULL)
+		goto done;
+	n = write_once(l->fd, line, len);
+	if (n != (ssize_t)len) {
+		/* Part of a record may be in the file now: start the next
+		 * one on a fresh line.  seq and prev stay, as this record
+		 * does not count. */
+		if (n > 0)
+			l->need_nl = 1;
+		goto done;
+	}
+	l->need_nl = 0;
+	l->seq++;
+	memcpy(l->prev, hash, sizeof(l->prev));
+	rc = 0;
+done:
+	if (l != NULL) {
+		l->healthy = rc == 0;
+		if (rc == 0)
+			l->written++;
+		else
+			l->failed++;
+	}
+	free(line);
+	clog_rec_free(r);
+	return rc;
+}
+
+/* ---- verification ---- */
+
+/* Read one line (newline dropped) into buf; *len is its length.
+ * Returns 1 for a line, 0 at EOF, -1 when longer than max, -2 when the
+ * last line has no newline. */
+static int
+read_line(FILE *f, char *buf, size_t max, size_t *len)
+{
+	size_t n = 0;
+	int c;
+
+	while ((c = getc_unlocked(f)) != EOF) {
+		if (c == '\n') {
+			*len = n;
+			return 1;
+		}
+		if (n == max)
+			return -1;
+		buf[n++] = (char)c;
+	}
+	*len = n;
+	return n == 0 ? 0 : -2;
+}
+
+int
+clog_verify_file(const char *path, const char *start_prev,
+    uint64_t *records, uint64_t *bad_line, char *err, size_t errlen)
+{
+	FILE *f = NULL;
+	char *buf = NULL;
+	char why[160];
+	struct clog_line cur, last;
+	uint64_t lineno = 0, count = 0;
+	size_t len;
+	int rc = -1, r;
+
+	memset(&last, 0, sizeof(last));
+
+	if (bad_line)
+		*bad_line = 0;
+	f = fopen(path, "r");
+	if (f == NULL) {
+		set_err(err, errlen, "open %s: %s", path, strerror(errno));
+		goto done;
+	}
+	buf = malloc(CLOG_LINE_MAX);
+	if (buf == NULL) {
+		set_err(err, errlen, "out of memory");
+		goto done;
+	}
+	for (;;) {
+		r = read_line(f, buf, CLOG_LINE_MAX, &len);
+		if (r == 0)
+			break;
+		lineno++;
+		if (bad_line)
+			*bad_line = lineno;
+		if (r == -1) {
+			set_err(err, errlen, "line %" PRIu64 ": longer than "
+			    "%d bytes", lineno, CLOG_LINE_MAX);
+			goto done;
+		}
+		if (r == -2) {
+			set_err(err, errlen, "line %" PRIu64 ": last line has "
+			    "no newline (torn write?)", lineno);
+			goto done;
+		}
+		if (parse_line(buf, len, &cur, why, sizeof(why)) !=
+		    CLOG_LINE_OK) {
+			set_err(err, errlen, "line %" PRIu64 ": %s", lineno,
+			    why);
+			goto done;
+		}
+		if (lineno > 1 && cur.seq != last.seq + 1) {
+			set_err(err, errlen, "line %" PRIu64 ": seq %" PRIu64
+			    " follows %" PRIu64 " (%s?)", lineno, cur.seq,
+			    last.seq, cur.seq > last.seq ? "record removed" :
+			    "records reordered or duplicated");
+			goto done;
+		}
+		if (lineno > 1 && strcmp(cur.prev, last.hash) != 0) {
+			set_err(err, errlen, "line %" PRIu64 ": prev does not "
+			    "match the hash of line %" PRIu64, lineno,
+			    lineno - 1);
+			goto done;
+		}
+		if (lineno == 1 && start_prev != NULL &&
+		    strcmp(cur.prev, start_prev) != 0) {
+			set_err(err, errlen, "line 1: prev does not match the "
+			    "expected start of the chain");
+			goto done;
+		}
+		last = cur;
+		count++;
+	}
+	if (ferror(f)) {
+		set_err(err, errlen, "read %s: %s", path, strerror(errno));
+		goto done;
+	}
+	if (bad_line)
+		*bad_line = 0;
+	rc = 0;
+done:
+	if (records)
+		*records = count;
+	free(buf);
+	if (f)
+		fclose(f);
+	return rc;
+}
