@@ -50,6 +50,7 @@ struct clog {
 	char prev[CLOG_HEX_LEN + 1];
 	uint64_t written;
 	uint64_t failed;
+	time_t last_try;        /* last failed reopen: retry once a second */
 };
 
 struct clog_rec {
@@ -543,12 +544,21 @@ clog_reopen(struct clog *l)
 		return -1;
 	if (l->is_stdout)
 		return 0;
-	/* On failure the old descriptor stays: records keep going to the
-	 * rotated file rather than nowhere. */
+	/*
+	 * On failure the log is closed, not left on the rotated file:
+	 * logrotate may compress or delete that file, and auditors look
+	 * at the configured path.  Writes fail (so connections are
+	 * refused) and each one retries the open, at most once a second.
+	 */
+	if (l->fd >= 0)
+		close(l->fd);
+	l->fd = -1;
 	fd = open_fd(l->path, err, sizeof(err));
-	if (fd < 0)
+	if (fd < 0) {
+		l->healthy = 0;
+		l->last_try = time(NULL);
 		return -1;
-	close(l->fd);
+	}
 	l->fd = fd;
 	rfd = open(l->path, O_RDONLY | O_CLOEXEC);
 	l->need_nl = rfd >= 0 && ends_torn(rfd);
@@ -810,6 +820,8 @@ clog_write(struct clog *l, struct clog_rec *r)
 	int rc = -1;
 
 	if (l == NULL || r == NULL)
+		goto done;
+	if (l->fd < 0 && (time(NULL) == l->last_try || clog_reopen(l) != 0))
 		goto done;
 	line = build_line(l, r, hash, &len);
 	if (line == NULL)

@@ -206,20 +206,23 @@ flush_then_close(struct bufferevent *bev, void *arg)
 	struct px_conn *c = arg;
 
 	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-		px_conn_close(c, POL_R_NONE);
+		px_conn_close(c, c->close_why);
 }
 
 static void
 flush_event(struct bufferevent *bev, short what, void *arg)
 {
-	px_conn_close(arg, POL_R_NONE);
+	struct px_conn *c = arg;
+
+	px_conn_close(c, c->close_why);
 }
 
 /* Write what is queued and close; a client that stops reading cannot
  * keep us past the head deadline. */
 void
-px_conn_flush_close(struct px_conn *c)
+px_conn_flush_close(struct px_conn *c, enum pol_reason why)
 {
+	c->close_why = why;
 	c->state = PX_S_FLUSH;
 	bufferevent_disable(c->cli, EV_READ);
 	bufferevent_setcb(c->cli, NULL, flush_then_close, flush_event, c);
@@ -227,7 +230,7 @@ px_conn_flush_close(struct px_conn *c)
 	evtimer_del(c->timer);
 	arm_timer_ms(c, px.cfg->head_timeout_ms);
 	if (evbuffer_get_length(bufferevent_get_output(c->cli)) == 0)
-		px_conn_close(c, POL_R_NONE);
+		px_conn_close(c, why);
 	else
 		bufferevent_enable(c->cli, EV_WRITE);
 }
@@ -305,7 +308,7 @@ px_conn_answer(struct px_conn *c, enum pol_reason why, const char *detail,
 	if (keep)
 		px_conn_next_request(c);
 	else
-		px_conn_flush_close(c);
+		px_conn_flush_close(c, POL_R_NONE);
 }
 
 /* ------------------------------------------------------------------ */
@@ -507,7 +510,7 @@ on_timer(evutil_socket_t fd, short ev, void *arg)
 		px_conn_close(c, POL_R_SNI_MISSING);
 		return;
 	case PX_S_FLUSH:
-		px_conn_close(c, POL_R_NONE);
+		px_conn_close(c, c->close_why);
 		return;
 	case PX_S_TUNNEL:
 	case PX_S_FWD:

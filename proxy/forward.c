@@ -233,7 +233,7 @@ exchange_done(struct px_conn *c)
 			c->up = NULL;
 			c->up_host[0] = '\0';
 		}
-		px_conn_flush_close(c);
+		px_conn_flush_close(c, POL_R_NONE);
 		return;
 	}
 	px_conn_next_request(c);

@@ -398,6 +398,8 @@ on_sighup(evutil_socket_t fd, short ev, void *arg)
 	if (clog_reopen(px.log) != 0)
 		px_log(PX_ERR, "%s: cannot reopen the connection log %s",
 		    __func__, clog_path(px.log));
+	if (px.draining)
+		return;   /* no new listeners while stopping */
 	reload(config_path);
 }
 
@@ -431,7 +433,19 @@ on_sigterm(evutil_socket_t fd, short ev, void *arg)
 	px.draining = 1;
 	px_log(PX_INFO, "%s: stopping: draining %d connection(s), at most "
 	    "%d s", __func__, px.nconns, px.cfg->drain_timeout_s);
-	px_listeners_enable(0);
+	/* closed, not just paused: new clients are refused at once
+	 * instead of waiting in a backlog nobody reads */
+	{
+		struct px_listener *l;
+		struct px_session *s;
+
+		TAILQ_FOREACH(s, &px.sessions, entry)
+			s->listener = NULL;
+		while ((l = TAILQ_FIRST(&px.listeners)) != NULL) {
+			TAILQ_REMOVE(&px.listeners, l, entry);
+			px_listener_free(l);
+		}
+	}
 	/* idle keep-alive connections have nothing to drain */
 	TAILQ_FOREACH_SAFE(c, &px.conns, entry, tmp)
 		if (c->state == PX_S_HEAD &&

@@ -125,7 +125,8 @@ struct px_conn {
 	uint64_t id;
 	struct px_session *session;      /* NULL: unknown identity */
 	enum px_transport transport;
-	char peer[80];                   /* transport text for the log */
+	char peer[128];                  /* transport text for the log */
+	enum pol_reason close_why;       /* for a close after a flush */
 	struct bufferevent *cli;
 	struct bufferevent *up;
 	enum px_state state;
@@ -183,8 +184,8 @@ void px_conn_refuse(struct px_conn *c, enum pol_reason why,
  * why (an upstream that failed after the allow record). */
 void px_conn_answer(struct px_conn *c, enum pol_reason why,
     const char *detail, int log);
-/* Flush what is queued to the client, then close. */
-void px_conn_flush_close(struct px_conn *c);
+/* Flush what is queued to the client, then close for why. */
+void px_conn_flush_close(struct px_conn *c, enum pol_reason why);
 /* Back to reading the next request head on a keep-alive connection. */
 void px_conn_next_request(struct px_conn *c);
 /* Write the allow record; -1 means refuse (fail closed). */

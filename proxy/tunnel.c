@@ -174,7 +174,13 @@ refuse_tunnel(struct px_conn *c, enum pol_reason why)
 	if (clog_write(px.log, r) != 0)
 		px_log(PX_ERR, "%s: conn %llu: cannot write the record",
 		    __func__, (unsigned long long)c->id);
-	px_conn_close(c, why);
+	/* the 200 may still be queued: let the client see it, then the
+	 * close, as it would had the hello come later */
+	if (c->up != NULL) {
+		bufferevent_free(c->up);
+		c->up = NULL;
+	}
+	px_conn_flush_close(c, why);
 }
 
 static void

@@ -1,0 +1,577 @@
+/*
+ * test_config.c: sluiced.json loading, error positions, dump round trip
+ * and the policy built from a configuration.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+/* proxy/ spelled out: the top-level config.h is autoconf's. */
+#include "proxy/config.h"
+
+/* DESIGN.md's example, with its one session split into three: the
+ * example gives all three transports at once, which a session may not. */
+static const char example[] =
+	"{\n"
+	"  \"runtime_dir\": \"/run/sluice\",\n"
+	"  \"ceiling\": \"off\",\n"
+	"  \"tenants\": { \"acme\": { \"ceiling\": \"registries\" } },\n"
+	"  \"listen\": { \"tcp\": [\"127.0.0.1:3128\"], \"vsock_port\": 3128 },\n"
+	"  \"sessions\": [ { \"id\": \"chat-1\", \"tenant\": \"acme\", \"user\": \"alice\",\n"
+	"                  \"tier\": \"registries\", \"socket\": \"/path/proxy.sock\" },\n"
+	"                { \"id\": \"chat-2\", \"tier\": \"public\", \"source\": \"127.0.0.1\" },\n"
+	"                { \"id\": \"chat-3\", \"vsock_cid\": 7 } ],\n"
+	"  \"registries\": [ \"pypi.org\", \"files.pythonhosted.org\", \"*.crates.io\" ],\n"
+	"  \"ports\": { \"registries\": [443, 80], \"public\": [443, 80] },\n"
+	"  \"allow_cidrs\": [], \"deny_cidrs\": [], \"deny_hosts\": [],\n"
+	"  \"dns\": { \"servers\": [\"127.0.0.1:5353\"], \"hosts\": { \"pypi.org\": [\"127.0.0.1\"] },\n"
+	"           \"timeout_ms\": 3000 },\n"
+	"  \"log\": { \"path\": \"/var/log/sluice/connections.jsonl\" },\n"
+	"  \"prompt\": { \"timeout_s\": 90, \"deny_quiet_s\": 60 }\n"
+	"}\n";
+
+/* Every key, none at its default. */
+static const char full[] =
+	"{\n"
+	"  \"runtime_dir\": \"/tmp/sluice-test\",\n"
+	"  \"ceiling\": \"public\",\n"
+	"  \"tenants\": { \"acme\": { \"ceiling\": \"registries\" },\n"
+	"               \"beta.corp\": { \"ceiling\": \"off\" } },\n"
+	"  \"listen\": { \"tcp\": [\"127.0.0.1:3128\", \"[::1]:3129\"],\n"
+	"              \"vsock_port\": 1024, \"socket_mode\": \"0600\",\n"
+	"              \"socket_group\": \"sluice\" },\n"
+	"  \"sessions\": [ { \"id\": \"s1\", \"source\": \"::FFFF:127.0.0.1\" },\n"
+	"                { \"id\": \"s2\" } ],\n"
+	"  \"registries\": [ \"pypi.org\", \"*.example.org:8443\" ],\n"
+	"  \"ports\": { \"registries\": [443], \"public\": [443, 80, 8080] },\n"
+	"  \"allow_cidrs\": [\"10.1.0.0/16\"],\n"
+	"  \"deny_cidrs\": [\"203.0.113.7\", \"2001:db8::/32\"],\n"
+	"  \"deny_hosts\": [\"blocked.example\", \"*.evil.example\"],\n"
+	"  \"dns\": { \"servers\": [\"127.0.0.1\", \"[::1]:5353\"],\n"
+	"           \"hosts\": { \"Mirror.Example.\": [\"10.1.2.3\", \"::1\"] },\n"
+	"           \"timeout_ms\": 1500 },\n"
+	"  \"log\": { \"path\": \"/tmp/sluice-test/log.jsonl\" },\n"
+	"  \"prompt\": { \"timeout_s\": 30, \"deny_quiet_s\": 0 },\n"
+	"  \"limits\": { \"max_head\": 16384, \"max_line\": 4096, \"max_headers\": 50,\n"
+	"              \"head_timeout_ms\": 2000, \"idle_timeout_s\": 60,\n"
+	"              \"connect_timeout_ms\": 3000, \"max_conns_per_session\": 8,\n"
+	"              \"max_conns_total\": 64, \"tunnel_buffer\": 65536,\n"
+	"              \"drain_timeout_s\": 2 },\n"
+	"  \"tls\": { \"sni_check\": false, \"sni_timeout_ms\": 1000 }\n"
+	"}\n";
+
+static struct cfg *
+load(const char *text, char *err, size_t errlen)
+{
+	return cfg_load_buffer(text, strlen(text), "t.json", err, errlen);
+}
+
+static void
+test_defaults(void **state)
+{
+	char err[256] = "";
+	struct cfg *c = cfg_load(NULL, err, sizeof(err));
+
+	(void)state;
+	assert_non_null(c);
+	assert_null(c->source_path);
+	assert_string_equal(c->runtime_dir, "/run/sluice");
+	assert_int_equal(c->ceiling, POL_TIER_OFF);
+	assert_int_equal(c->ntenants, 0);
+	assert_int_equal(c->nlisten_tcp, 0);
+	assert_int_equal(c->vsock_port, -1);
+	assert_int_equal(c->socket_mode, 0660);
+	assert_null(c->socket_group);
+	assert_int_equal(c->nsessions, 0);
+	assert_true(c->registries_default);
+	assert_null(c->registries);
+	assert_int_equal(c->nports_registries, 2);
+	assert_int_equal(c->ports_registries[0], 443);
+	assert_int_equal(c->ports_registries[1], 80);
+	assert_int_equal(c->nports_public, 2);
+	assert_int_equal(c->ports_public[0], 443);
+	assert_int_equal(c->ports_public[1], 80);
+	assert_int_equal(c->nallow_cidrs + c->ndeny_cidrs + c->ndeny_hosts, 0);
+	assert_int_equal(c->ndns_servers + c->ndns_hosts, 0);
+	assert_int_equal(c->dns_timeout_ms, 3000);
+	assert_string_equal(c->log_path, "/var/log/sluice/connections.jsonl");
+	assert_int_equal(c->prompt_timeout_s, 90);
+	assert_int_equal(c->prompt_deny_quiet_s, 60);
+	assert_int_equal(c->max_head, 32768);
+	assert_int_equal(c->max_line, 8192);
+	assert_int_equal(c->max_headers, 100);
+	assert_int_equal(c->head_timeout_ms, 10000);
+	assert_int_equal(c->idle_timeout_s, 300);
+	assert_int_equal(c->connect_timeout_ms, 10000);
+	assert_int_equal(c->max_conns_per_session, 256);
+	assert_int_equal(c->max_conns_total, 4096);
+	assert_int_equal(c->tunnel_buffer, 256 * 1024);
+	assert_int_equal(c->drain_timeout_s, 10);
+	assert_int_equal(c->sni_check, 1);
+	assert_int_equal(c->sni_timeout_ms, 5000);
+	cfg_free(c);
+
+	/* An empty object is the same configuration as no file. */
+	c = load("{}", err, sizeof(err));
+	assert_non_null(c);
+	assert_string_equal(c->runtime_dir, "/run/sluice");
+	assert_int_equal(c->max_conns_total, 4096);
+	cfg_free(c);
+}
+
+static void
+test_example(void **state)
+{
+	char err[256] = "";
+	struct cfg *c = load(example, err, sizeof(err));
+
+	(void)state;
+	if (c == NULL)
+		fail_msg("%s", err);
+	assert_int_equal(c->ceiling, POL_TIER_OFF);
+	assert_int_equal(c->ntenants, 1);
+	assert_string_equal(c->tenants[0].name, "acme");
+	assert_int_equal(c->tenants[0].ceiling, POL_TIER_REGISTRIES);
+	assert_int_equal(c->nlisten_tcp, 1);
+	assert_string_equal(c->listen_tcp[0], "127.0.0.1:3128");
+	assert_int_equal(c->vsock_port, 3128);
+	assert_int_equal(c->nsessions, 3);
+	assert_string_equal(c->sessions[0].id, "chat-1");
+	assert_string_equal(c->sessions[0].tenant, "acme");
+	assert_string_equal(c->sessions[0].user, "alice");
+	assert_int_equal(c->sessions[0].tier, POL_TIER_REGISTRIES);
+	assert_string_equal(c->sessions[0].socket, "/path/proxy.sock");
+	assert_null(c->sessions[0].source);
+	assert_int_equal(c->sessions[0].vsock_cid, -1);
+	assert_string_equal(c->sessions[1].tenant, "");
+	assert_string_equal(c->sessions[1].user, "");
+	assert_int_equal(c->sessions[1].tier, POL_TIER_PUBLIC);
+	assert_string_equal(c->sessions[1].source, "127.0.0.1");
+	assert_int_equal(c->sessions[1].source_addr.family, AF_INET);
+	assert_null(c->sessions[1].socket);
+	assert_int_equal(c->sessions[2].vsock_cid, 7);
+	assert_int_equal(c->sessions[2].tier, POL_TIER_OFF);
+	assert_false(c->registries_default);
+	assert_int_equal(c->nregistries, 3);
+	assert_string_equal(c->registries[2], "*.crates.io");
+	assert_int_equal(c->ndns_servers, 1);
+	assert_string_equal(c->dns_servers[0], "127.0.0.1:5353");
+	assert_int_equal(c->ndns_hosts, 1);
+	assert_string_equal(c->dns_hosts[0].name, "pypi.org");
+	assert_int_equal(c->dns_hosts[0].naddrs, 1);
+	assert_int_equal(c->dns_hosts[0].addrs[0].a[0], 127);
+	cfg_free(c);
+}
+
+static void
+test_full(void **state)
+{
+	char err[256] = "", buf[64];
+	struct cfg *c = load(full, err, sizeof(err));
+
+	(void)state;
+	if (c == NULL)
+		fail_msg("%s", err);
+	assert_string_equal(c->runtime_dir, "/tmp/sluice-test");
+	assert_int_equal(c->ceiling, POL_TIER_PUBLIC);
+	assert_int_equal(c->ntenants, 2);
+	assert_string_equal(c->tenants[1].name, "beta.corp");
+	assert_int_equal(c->socket_mode, 0600);
+	assert_string_equal(c->socket_group, "sluice");
+	/* Sources are kept in canonical form. */
+	assert_string_equal(c->sessions[0].source, "::ffff:127.0.0.1");
+	assert_string_equal(c->dns_hosts[0].name, "mirror.example");
+	assert_int_equal(c->dns_hosts[0].naddrs, 2);
+	assert_string_equal(pol_addr_format(&c->dns_hosts[0].addrs[1], buf,
+	    sizeof(buf)), "::1");
+	assert_int_equal(c->nports_public, 3);
+	assert_int_equal(c->ports_public[2], 8080);
+	assert_int_equal(c->max_head, 16384);
+	assert_int_equal(c->tunnel_buffer, 65536);
+	assert_int_equal(c->drain_timeout_s, 2);
+	assert_int_equal(c->sni_check, 0);
+	assert_int_equal(c->sni_timeout_ms, 1000);
+	assert_int_equal(c->prompt_deny_quiet_s, 0);
+	cfg_free(c);
+
+	/* The integer spelling of a mode. */
+	c = load("{\"listen\": {\"socket_mode\": 416}}", err, sizeof(err));
+	assert_non_null(c);
+	assert_int_equal(c->socket_mode, 0640);
+	cfg_free(c);
+}
+
+struct err_case {
+	const char *what;
+	const char *text;
+	const char *prefix;   /* "t.json:LINE:COL: PATH: " */
+	const char *message;  /* a substring of the rest */
+};
+
+static const struct err_case err_cases[] = {
+	{ "syntax error",
+	  "{\n  \"ceiling\": \"off\",\n  \"log\": {\"path\": }\n}",
+	  "t.json:3:19: log.path: ", "unexpected token" },
+	{ "syntax error in an array",
+	  "{\"deny_hosts\": [\"a.example\",, \"b\"]}",
+	  "t.json:1:29: deny_hosts[1]: ", "unexpected token" },
+	{ "empty input", "", "t.json:1:1: (root): ", "expected" },
+	{ "not an object", "[1]", "t.json:1:1: (root): ", "expected an object" },
+	{ "unknown key at depth",
+	  "{\"dns\": {\"timeout_ms\": 5,\n  \"bogus\": 1}}",
+	  "t.json:2:3: dns.bogus: ", "unknown key" },
+	{ "unknown top key", "{\"celing\": \"off\"}",
+	  "t.json:1:2: celing: ", "unknown key" },
+	{ "wrong type", "{\"dns\": {\"timeout_ms\": \"5\"}}",
+	  "t.json:1:24: dns.timeout_ms: ", "expected an integer" },
+	{ "real for an integer", "{\"prompt\": {\"timeout_s\": 1.5}}",
+	  "t.json:1:26: prompt.timeout_s: ", "expected an integer" },
+	{ "object for a section", "{\"limits\": []}",
+	  "t.json:1:12: limits: ", "expected an object" },
+	{ "bool as string", "{\"tls\": {\"sni_check\": \"yes\"}}",
+	  "t.json:1:23: tls.sni_check: ", "expected true or false" },
+	{ "port out of range",
+	  "{\"ports\": {\"public\": [443,\n    70000]}}",
+	  "t.json:2:5: ports.public[1]: ", "out of range" },
+	{ "port zero", "{\"ports\": {\"registries\": [0]}}",
+	  "t.json:1:27: ports.registries[0]: ", "out of range" },
+	{ "bad tier",
+	  "{\"tenants\": {\"acme\": {\"ceiling\": \"full\"}}}",
+	  "t.json:1:34: tenants.acme.ceiling: ", "unknown tier" },
+	{ "bad session tier",
+	  "{\"sessions\": [{\"id\": \"a\", \"tier\": \"Public\"}]}",
+	  "t.json:1:35: sessions[0].tier: ", "unknown tier" },
+	{ "bad CIDR",
+	  "{\"deny_cidrs\": [\"10.0.0.0/8\", \"10.0.0.0/33\"]}",
+	  "t.json:1:31: deny_cidrs[1]: ", "bad CIDR" },
+	{ "bad allow CIDR", "{\"allow_cidrs\": [\"127.1/8\"]}",
+	  "t.json:1:18: allow_cidrs[0]: ", "bad CIDR" },
+	{ "bad host pattern",
+	  "{\"deny_hosts\": [\"ok.example\", \"bad host\"]}",
+	  "t.json:1:31: deny_hosts[1]: ", "bad host pattern" },
+	{ "bad registry", "{\"registries\": [\"pypi.org\", \"\"]}",
+	  "t.json:1:29: registries[1]: ", "bad registry pattern" },
+	{ "duplicate session id",
+	  "{\"sessions\": [\n {\"id\": \"a\"},\n {\"id\": \"a\"}]}",
+	  "t.json:3:9: sessions[1].id: ", "duplicate session id" },
+	{ "two transports",
+	  "{\"sessions\": [{\"id\": \"a\", \"source\": \"127.0.0.1\", \"vsock_cid\": 7}]}",
+	  "t.json:1:50: sessions[0].vsock_cid: ", "at most one" },
+	{ "duplicate key",
+	  "{\"dns\": {\"timeout_ms\": 1,\n \"timeout_ms\": 2}}",
+	  "t.json:2:2: dns.timeout_ms: ", "duplicate object key" },
+	{ "missing session id", "{\"sessions\": [{\"id\": \"a\"}, {}]}",
+	  "t.json:1:28: sessions[1]: ", "missing key \"id\"" },
+	{ "bad session id", "{\"sessions\": [{\"id\": \"a b\"}]}",
+	  "t.json:1:22: sessions[0].id: ", "bad session id" },
+	{ "duplicate source",
+	  "{\"sessions\": [{\"id\": \"a\", \"source\": \"127.0.0.1\"},\n"
+	  "{\"id\": \"b\", \"source\": \"127.0.0.1\"}]}",
+	  "t.json:2:23: sessions[1].source: ", "already belongs to sessions[0]" },
+	{ "duplicate vsock cid",
+	  "{\"sessions\": [{\"id\": \"a\", \"vsock_cid\": 9},\n"
+	  "{\"id\": \"b\", \"vsock_cid\": 9}]}",
+	  "t.json:2:26: sessions[1].vsock_cid: ", "already belongs" },
+	{ "duplicate socket",
+	  "{\"sessions\": [{\"id\": \"a\", \"socket\": \"/s\"},\n"
+	  "{\"id\": \"b\", \"socket\": \"/s\"}]}",
+	  "t.json:2:23: sessions[1].socket: ", "already belongs" },
+	{ "host vsock cid", "{\"sessions\": [{\"id\": \"a\", \"vsock_cid\": 2}]}",
+	  "t.json:1:40: sessions[0].vsock_cid: ", "out of range" },
+	{ "bad source", "{\"sessions\": [{\"id\": \"a\", \"source\": \"127.1\"}]}",
+	  "t.json:1:37: sessions[0].source: ", "bad source address" },
+	{ "relative socket", "{\"sessions\": [{\"id\": \"a\", \"socket\": \"x\"}]}",
+	  "t.json:1:37: sessions[0].socket: ", "absolute path" },
+	{ "tenant without ceiling", "{\"tenants\": {\"acme\": {}}}",
+	  "t.json:1:22: tenants.acme: ", "missing key \"ceiling\"" },
+	{ "bad tenant name", "{\"tenants\": {\"a/b\": {\"ceiling\": \"off\"}}}",
+	  "t.json:1:14: tenants[\"a/b\"]: ", "bad tenant name" },
+	{ "bad listen address", "{\"listen\": {\"tcp\": [\"localhost:3128\"]}}",
+	  "t.json:1:21: listen.tcp[0]: ", "bad listen address" },
+	{ "bad socket mode", "{\"listen\": {\"socket_mode\": \"0999\"}}",
+	  "t.json:1:28: listen.socket_mode: ", "octal" },
+	{ "decimal socket mode", "{\"listen\": {\"socket_mode\": 660}}",
+	  "t.json:1:28: listen.socket_mode: ", "out of range" },
+	{ "bad dns server", "{\"dns\": {\"servers\": [\"1.2.3.4:0\"]}}",
+	  "t.json:1:22: dns.servers[0]: ", "bad DNS server" },
+	{ "bad dns host name", "{\"dns\": {\"hosts\": {\"1.2.3.4\": [\"1.2.3.4\"]}}}",
+	  "t.json:1:20: dns.hosts[\"1.2.3.4\"]: ", "bad host name" },
+	{ "escaped key on the path",
+	  "{\"dns\": {\"hosts\": {\"a.example\": [\"1.2.3.4\"], "
+	  "\"b\\u002eexample\": [\"1.2.3.4\", \"nope\"]}}}",
+	  "t.json:1:76: dns.hosts[\"b.example\"][1]: ", "bad address" },
+	{ "columns count characters",
+	  "{\"log\": {\"path\": \"/tmp/\xc3\xa9\"}, \"ceiling\": \"x\"}",
+	  "t.json:1:40: ceiling: ", "unknown tier" },
+	{ "empty log path", "{\"log\": {\"path\": \"\"}}",
+	  "t.json:1:18: log.path: ", "must not be empty" },
+	{ "limit out of range", "{\"limits\": {\"max_headers\": 0}}",
+	  "t.json:1:28: limits.max_headers: ", "out of range" },
+	{ "cross check at the nearest present key",
+	  "{\"limits\": {\"max_head\": 1024}}",
+	  "t.json:1:12: limits.max_line: ", "exceeds limits.max_head" },
+	{ "DESIGN.md session with every transport",
+	  "{\"sessions\": [ { \"id\": \"chat-1\", \"tenant\": \"acme\", "
+	  "\"user\": \"alice\", \"tier\": \"registries\", "
+	  "\"socket\": \"/path/proxy.sock\", \"source\": \"127.0.0.1\", "
+	  "\"vsock_cid\": 7 } ]}",
+	  "t.json:1:121: sessions[0].source: ", "at most one" },
+};
+
+static void
+test_errors(void **state)
+{
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(err_cases) / sizeof(err_cases[0]); i++) {
+		const struct err_case *e = &err_cases[i];
+		char err[512] = "";
+		struct cfg *c = load(e->text, err, sizeof(err));
+
+		if (c != NULL) {
+			cfg_free(c);
+			fail_msg("%s: accepted", e->what);
+		}
+		if (strncmp(err, e->prefix, strlen(e->prefix)) != 0 ||
+		    strstr(err + strlen(e->prefix), e->message) == NULL)
+			fail_msg("%s: got \"%s\", want \"%s...%s...\"", e->what,
+			    err, e->prefix, e->message);
+	}
+}
+
+/* Error texts stay printable whatever the input holds. */
+static void
+test_error_printable(void **state)
+{
+	static const char text[] = "{\"tenants\": {\"a\\u0001\\n\": 1}}";
+	char err[512] = "";
+	struct cfg *c;
+	size_t i;
+
+	(void)state;
+	c = load(text, err, sizeof(err));
+	assert_null(c);
+	assert_non_null(strstr(err, "tenants[\"a??\"]"));
+	for (i = 0; err[i] != '\0'; i++)
+		assert_true(err[i] >= 0x20 && err[i] < 0x7f);
+
+	/* A message is cut to the buffer, still terminated. */
+	memset(err, 'x', sizeof(err));
+	assert_null(cfg_load_buffer("{\"x\": 1}", 8, "t.json", err, 10));
+	assert_int_equal(strlen(err), 9);
+	/* No buffer at all is fine. */
+	assert_null(cfg_load_buffer("{\"x\": 1}", 8, "t.json", NULL, 0));
+	/* Bytes after the given length are not read. */
+	c = cfg_load_buffer("{}garbage", 2, "t.json", err, sizeof(err));
+	assert_non_null(c);
+	cfg_free(c);
+}
+
+static void
+round_trip(const char *text)
+{
+	char err[512] = "";
+	struct cfg *a, *b;
+	char *da, *db;
+	json_t *j;
+
+	a = text != NULL ? load(text, err, sizeof(err)) :
+	    cfg_load(NULL, err, sizeof(err));
+	if (a == NULL)
+		fail_msg("%s", err);
+	da = cfg_dump(a);
+	assert_non_null(da);
+	b = cfg_load_buffer(da, strlen(da), "dump", err, sizeof(err));
+	if (b == NULL)
+		fail_msg("dump not accepted: %s\n%s", err, da);
+	db = cfg_dump(b);
+	assert_non_null(db);
+	assert_string_equal(da, db);
+
+	/* The dump names every key the schema has, defaults included. */
+	j = json_loads(da, 0, NULL);
+	assert_non_null(j);
+	assert_int_equal(json_object_size(j), 15);
+	assert_int_equal(json_object_size(json_object_get(j, "limits")), 10);
+	assert_int_equal(json_object_size(json_object_get(j, "listen")), 4);
+	assert_int_equal(json_object_size(json_object_get(j, "dns")), 3);
+	assert_int_equal(json_object_size(json_object_get(j, "tls")), 2);
+	json_decref(j);
+
+	assert_int_equal(b->nsessions, a->nsessions);
+	assert_int_equal(b->registries_default, a->registries_default);
+	assert_int_equal(b->socket_mode, a->socket_mode);
+	cfg_free(a);
+	cfg_free(b);
+	free(da);
+	free(db);
+}
+
+static void
+test_dump_round_trip(void **state)
+{
+	char err[256];
+	struct cfg *c;
+	char *d;
+
+	(void)state;
+	round_trip(NULL);
+	round_trip(example);
+	round_trip(full);
+
+	/* Defaults appear filled in; the built-in registry list as null. */
+	c = cfg_load(NULL, err, sizeof(err));
+	assert_non_null(c);
+	d = cfg_dump(c);
+	assert_non_null(d);
+	assert_non_null(strstr(d, "\"registries\": null"));
+	assert_non_null(strstr(d, "\"socket_mode\": \"0660\""));
+	assert_non_null(strstr(d, "\"max_conns_total\": 4096"));
+	assert_non_null(strstr(d, "\"sni_check\": true"));
+	assert_int_equal(d[strlen(d) - 1], '\n');
+	free(d);
+	cfg_free(c);
+}
+
+static void
+test_load_file(void **state)
+{
+	char path[] = "/tmp/test_config_XXXXXX";
+	char err[512] = "";
+	struct cfg *c;
+	int fd;
+
+	(void)state;
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, example, strlen(example)),
+	    (ssize_t)strlen(example));
+	close(fd);
+	c = cfg_load(path, err, sizeof(err));
+	if (c == NULL)
+		fail_msg("%s", err);
+	assert_string_equal(c->source_path, path);
+	assert_int_equal(c->nsessions, 3);
+	cfg_free(c);
+
+	/* Errors name the file. */
+	fd = open(path, O_WRONLY | O_TRUNC);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "{\n\"x\": 1}", 9), 9);
+	close(fd);
+	assert_null(cfg_load(path, err, sizeof(err)));
+	assert_int_equal(strncmp(err, path, strlen(path)), 0);
+	assert_non_null(strstr(err, ":2:1: x: unknown key"));
+	unlink(path);
+
+	assert_null(cfg_load(path, err, sizeof(err)));
+	assert_int_equal(strncmp(err, path, strlen(path)), 0);
+	assert_null(cfg_load("/", err, sizeof(err)));
+}
+
+static void
+decide(const struct pol_config *p, struct pol_state *st,
+    const struct pol_session *s, const char *host, uint16_t port,
+    struct pol_decision *d)
+{
+	struct pol_target t;
+
+	assert_int_equal(pol_host_parse(host, strlen(host), 0, &t),
+	    POL_R_NONE);
+	t.port = port;
+	pol_decide(p, st, s, &t, d);
+}
+
+static void
+test_build_policy(void **state)
+{
+	char err[256] = "";
+	struct cfg *c;
+	struct pol_config *p;
+	struct pol_state *st;
+	struct pol_session *s;
+	struct pol_decision d;
+
+	(void)state;
+	c = cfg_load(NULL, err, sizeof(err));
+	assert_non_null(c);
+	p = cfg_build_policy(c, err, sizeof(err));
+	if (p == NULL)
+		fail_msg("%s", err);
+	assert_true(pol_config_registry_count(p) > 3);
+	st = pol_state_new();
+	assert_non_null(st);
+	pol_state_set_ceiling(st, POL_TIER_PUBLIC);
+	s = pol_session_add(st, "x", NULL, NULL, POL_TIER_REGISTRIES);
+	assert_non_null(s);
+	decide(p, st, s, "pypi.org", 443, &d);
+	assert_int_equal(d.verdict, POL_ALLOW);
+	assert_int_equal(d.rule, POL_RULE_REGISTRIES);
+	pol_config_free(p);
+	cfg_free(c);
+
+	c = load(example, err, sizeof(err));
+	assert_non_null(c);
+	p = cfg_build_policy(c, err, sizeof(err));
+	assert_non_null(p);
+	assert_int_equal(pol_config_registry_count(p), 3);
+	decide(p, st, s, "files.pythonhosted.org", 80, &d);
+	assert_int_equal(d.verdict, POL_ALLOW);
+	decide(p, st, s, "registry.npmjs.org", 443, &d);
+	assert_int_not_equal(d.verdict, POL_ALLOW);
+	pol_config_free(p);
+	cfg_free(c);
+
+	c = load(full, err, sizeof(err));
+	assert_non_null(c);
+	p = cfg_build_policy(c, err, sizeof(err));
+	assert_non_null(p);
+	assert_int_equal(pol_config_registry_count(p), 2);
+	/* registries admit only 443 here, so :80 needs the public ceiling
+	 * and a prompt... */
+	decide(p, st, s, "pypi.org", 80, &d);
+	assert_int_equal(d.verdict, POL_PROMPT);
+	decide(p, st, s, "pypi.org", 443, &d);
+	assert_int_equal(d.verdict, POL_ALLOW);
+	/* ...and the deny list wins over everything. */
+	pol_session_set_tier(s, POL_TIER_PUBLIC);
+	decide(p, st, s, "blocked.example", 443, &d);
+	assert_int_equal(d.verdict, POL_DENY);
+	assert_int_equal(d.reason, POL_R_ADMIN_DENY);
+	decide(p, st, s, "a.evil.example", 8080, &d);
+	assert_int_equal(d.reason, POL_R_ADMIN_DENY);
+	decide(p, st, s, "fine.example", 8080, &d);
+	assert_int_equal(d.verdict, POL_ALLOW);
+	decide(p, st, s, "fine.example", 22, &d);
+	assert_int_equal(d.reason, POL_R_PORT_NOT_ALLOWED);
+	pol_config_free(p);
+	cfg_free(c);
+	pol_state_free(st);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_example),
+		cmocka_unit_test(test_full),
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_error_printable),
+		cmocka_unit_test(test_dump_round_trip),
+		cmocka_unit_test(test_load_file),
+		cmocka_unit_test(test_build_policy),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
