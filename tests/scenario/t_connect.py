@@ -10,15 +10,17 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, check, check_eq, curl, curl_status, do_connect,  # noqa: E402
                      read_response, decisions, wait_close, addr_only,
-                     as_list, get_request, read_head, read_body)
+                     as_list, get_request, read_head, read_body,
+                     transport_kind)
 
 S = Suite("t_connect")
 
 
-def setup(env, **over):
+def setup(env, hosts=None, **over):
     up = env.http_upstream()
-    cfg = env.config(ports=env.ports(up.port),
-                     dns={"hosts": {"up.test": ["127.0.0.1"]}}, **over)
+    h = {"up.test": ["127.0.0.1"]}
+    h.update(hosts or {})
+    cfg = env.config(ports=env.ports(up.port), dns={"hosts": h}, **over)
     d = env.sluiced(cfg)
     return d, up
 
@@ -53,7 +55,7 @@ def connect_raw_python(env):
                  ("port", up.port), ("tier", "public"), ("ceiling", "public"),
                  ("decision", "allow"), ("rule", "public")):
         check_eq(dec.get(k), v, "decision.%s" % k)
-    check(dec.get("transport") in ("tcp",), "decision.transport %r",
+    check(transport_kind(dec) == "tcp", "decision.transport %r",
           dec.get("transport"))
     check_eq([addr_only(a) for a in as_list(dec.get("addrs"))], ["127.0.0.1"],
              "decision.addrs")
@@ -118,7 +120,7 @@ def connect_unix_session(env):
     s.close()
     dec = decisions(d.log_path, session="u1", decision="allow")
     check_eq(len(dec), 2, "allow records for u1")
-    check_eq(dec[0].get("transport"), "unix", "transport")
+    check_eq(transport_kind(dec[0]), "unix", "transport %r" % dec[0].get("transport"))
     check_eq(dec[0].get("user"), "bob", "user")
 
 
@@ -152,7 +154,7 @@ def connect_canonical_host(env):
 def connect_next_address(env):
     # 127.0.0.4:P refuses (nothing there), 127.0.0.1:P serves: the proxy
     # must move on to the next checked address.
-    d, up = setup(env, dns={"hosts": {"two.test": ["127.0.0.4", "127.0.0.1"]}})
+    d, up = setup(env, hosts={"two.test": ["127.0.0.4", "127.0.0.1"]})
     s = d.connect(env.src(1))
     resp, _ = do_connect(s, "two.test", up.port)
     check_eq(resp.status, 200, "CONNECT with a refusing first address")

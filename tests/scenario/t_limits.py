@@ -69,7 +69,7 @@ def too_many_headers(env):
 @S.case
 def head_never_ends_without_limit(env):
     # a head that keeps coming forever is cut at max_head, not buffered
-    d, up = setup(env, {"max_head": 4096})
+    d, up = setup(env, {"max_head": 4096, "max_line": 1024})
     s = d.connect(env.src(1))
     s.sendall(b"GET http://up.test:%d/ HTTP/1.1\r\nHost: up.test\r\n" % up.port)
     sent = 0

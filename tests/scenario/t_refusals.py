@@ -232,7 +232,7 @@ def bad_target(env):
     p = up.port
     for auth in ("127.1:%d" % p, "0x7f.0.0.1:%d" % p, "2130706433:%d" % p,
                  "0177.0.0.1:%d" % p, "up.test", "up.test:0", "up.test:99999",
-                 "up%2etest:%d" % p, "[up.test]:%d" % p, "user@up.test:%d" % p):
+                 "up%%2etest:%d" % p, "[up.test]:%d" % p, "user@up.test:%d" % p):
         connect_refused(d, env.src(1), None, None, "bad_target", authority=auth)
     for raw, what in (
             (get_request("gopher://up.test:%d/" % p), "gopher://"),
