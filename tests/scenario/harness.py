@@ -1186,10 +1186,10 @@ class Env:
                 config["listen"]["tcp"] = ["127.0.0.1:%d" % free_port()]
         raise last
 
-    def close(self):
+    def close(self, timeout=12.0):
         for d in self.daemons:
             try:
-                d.stop(timeout=10)
+                d.stop(timeout=timeout)
             except Exception as e:
                 log("stopping %s: %r" % (d.name, e))
         for c in reversed(self.closers):
@@ -1321,6 +1321,7 @@ class Suite:
         env = Env(self.root, fn.__name__)
         t0 = time.monotonic()
         status = "PASS"
+        grace = 12.0
         try:
             fn(env)
         except Skip as e:
@@ -1336,8 +1337,13 @@ class Suite:
             log("%s: ERROR:\n%s" % (fn.__name__, traceback.format_exc()))
             for d in env.daemons:
                 log("--- stderr of %s ---\n%s" % (d.name, d.stderr()))
+        except BaseException:
+            grace = 2.0     # aborted by a signal: clean up quickly
+            raise
         finally:
-            env.close()
+            env.close(grace)
+            if grace < 12.0:
+                shutil.rmtree(env.dir, ignore_errors=True)
         if status == "PASS" or status.startswith("FAIL"):
             # The log must verify after every case, including failed ones
             # (reported separately so the first failure stays visible).
@@ -1444,3 +1450,44 @@ def transport_kind(rec):
     """"tcp", "unix" or "vsock" from a record's transport field, which may
     carry the peer after a colon ("tcp:127.0.0.5:40000")."""
     return str(rec.get("transport", "")).split(":", 1)[0]
+
+
+class Blackhole:
+    """A loopback port whose SYNs go unanswered: a listener with a full
+    accept queue that never accepts (the kernel drops further SYNs), so a
+    connect() to it times out instead of being refused."""
+
+    def __init__(self, host="127.0.0.1"):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind((host, 0))
+        self.sock.listen(0)
+        self.port = self.sock.getsockname()[1]
+        self.fill = []
+        for _ in range(4):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setblocking(False)
+            try:
+                s.connect((host, self.port))
+            except (BlockingIOError, OSError):
+                pass
+            self.fill.append(s)
+        time.sleep(0.2)
+        probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        probe.settimeout(0.5)
+        try:
+            probe.connect((host, self.port))
+            ok = False
+        except (socket.timeout, OSError):
+            ok = True
+        finally:
+            probe.close()
+        if not ok:
+            self.close()
+            raise Skip("cannot make a blackhole port on this kernel")
+
+    def close(self):
+        for s in self.fill + [self.sock]:
+            try:
+                s.close()
+            except OSError:
+                pass

@@ -13,7 +13,7 @@ from harness import (Suite, check, check_eq, do_connect, read_response,  # noqa:
 S = Suite("t_refusals")
 
 
-def setup(env, sessions=None, **over):
+def setup(env, sessions=None, extra_ports=(), **over):
     up = env.http_upstream()
     dead = refuse_port()
     hosts = {"up.test": ["127.0.0.1"], "pkg.test": ["127.0.0.1"],
@@ -29,7 +29,7 @@ def setup(env, sessions=None, **over):
             {"id": "off", "tenant": "acme", "user": "carol", "tier": "off",
              "source": env.src(3)},
         ]
-    base = dict(ports=env.ports(up.port, dead), dns={"hosts": hosts},
+    base = dict(ports=env.ports(up.port, dead, *extra_ports), dns={"hosts": hosts},
                 registries=["pkg.test"], deny_hosts=["bad.test", "*.evil.test"],
                 deny_cidrs=["127.0.0.9/32"], allow_cidrs=["127.0.0.0/8"])
     base.update(over)
@@ -210,6 +210,22 @@ def upstream_failed(env):
                   "upstream_failed", "GET to a refusing port")
     recs = logged(d, "upstream_failed", 2)
     check_eq(recs[0].get("decision"), "deny", "decision")
+
+
+@S.case
+def upstream_timeout(env):
+    # a port whose SYNs are dropped: connect_timeout_ms must end the wait
+    from harness import Blackhole
+    import time
+    bh = Blackhole()
+    env.closers.append(bh.close)
+    d, up, _ = setup(env, extra_ports=(bh.port,), limits={"connect_timeout_ms": 500})
+    t0 = time.monotonic()
+    r = connect_refused(d, env.src(1), "up.test", bh.port, "upstream_timeout")
+    el = time.monotonic() - t0
+    check_eq(r.status, 504, "status")
+    check(0.4 <= el < 5, "upstream_timeout after %.1fs (connect_timeout_ms 500)", el)
+    logged(d, "upstream_timeout")
 
 
 @S.case

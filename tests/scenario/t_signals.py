@@ -193,6 +193,27 @@ def sigterm_keepalive_next_request(env):
 
 
 @S.case
+def sigterm_head_in_progress(env):
+    # a request whose head completes after SIGTERM is refused with 503
+    # shutting_down (and logged), not forwarded
+    d, echo, up = setup(env, limits={"drain_timeout_s": 5})
+    s = d.connect(env.src(1))
+    s.sendall(b"GET http://up.test:%d/late HTTP/1.1\r\n" % up.port)
+    time.sleep(0.2)
+    d.signal(signal.SIGTERM)
+    time.sleep(0.3)
+    s.sendall(b"Host: up.test:%d\r\n\r\n" % up.port)
+    r = read_response(s, timeout=5)
+    check_refusal(r, "shutting_down", "head completed after SIGTERM")
+    check_eq(r.status, 503, "status")
+    s.close()
+    check_eq(d.wait(8), 0, "exit status")
+    check_eq(up.accept_count(), 0, "upstream connections")
+    recs = [x for x in read_log(d.log_path) if x.get("reason") == "shutting_down"]
+    check(recs, "no shutting_down record")
+
+
+@S.case
 def sessions_sockets_survive_reload(env):
     up = env.http_upstream()
     cfg = env.config(sessions=[{"id": "u1", "tier": "public"}],
