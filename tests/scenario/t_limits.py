@@ -203,10 +203,19 @@ def busy_tunnel_not_idle(env):
     s = d.connect(env.src(1))
     resp, _ = do_connect(s, "up.test", up.port)
     check_eq(resp.status, 200, "CONNECT")
-    for i in range(6):     # 3 s of activity every 0.5 s
+    # 5 s of activity every 0.7 s: never 1 s idle (whole-second clocks
+    # that round the last activity down close this tunnel early)
+    for i in range(7):
         s.sendall(b"GET /k%d HTTP/1.1\r\nHost: up.test\r\n\r\n" % i)
-        check_eq(read_response(s).status, 200, "request %d" % i)
-        time.sleep(0.5)
+        try:
+            r = read_response(s)
+        except AssertionError as e:
+            recs = close_records(d.log_path, up.port)
+            raise AssertionError("tunnel with traffic every 0.7 s closed at request %d "
+                                 "(idle_timeout_s 1; close reason %r): %s"
+                                 % (i, recs[-1].get("reason") if recs else None, e))
+        check_eq(r.status, 200, "request %d" % i)
+        time.sleep(0.7)
     s.close()
     check_eq(len(close_records(d.log_path, up.port)) <= 1, True, "close records")
 
