@@ -9,11 +9,15 @@ sluiced=${SLUICED:-$top/proxy/sluiced}
 tmp=$(mktemp -d /tmp/sluice-demo.XXXXXX)
 up_pid= sl_pid=
 cleanup() {
-	[ -n "$sl_pid" ] && kill "$sl_pid" 2>/dev/null && wait "$sl_pid" 2>/dev/null
-	[ -n "$up_pid" ] && kill "$up_pid" 2>/dev/null && wait "$up_pid" 2>/dev/null
+	rc=$?
+	for p in $sl_pid $up_pid; do
+		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true
+	done
 	rm -rf "$tmp"
+	exit $rc
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'

@@ -163,6 +163,7 @@ px_conn_close(struct px_conn *c, enum pol_reason why)
 	if (c->timer != NULL)
 		event_free(c->timer);
 	free(c->head);
+	free(c->req);
 	TAILQ_REMOVE(&px.conns, c, entry);
 	px.nconns--;
 	if (c->session != NULL) {
@@ -238,8 +239,9 @@ px_conn_flush_close(struct px_conn *c, enum pol_reason why)
 static int
 refusal_keeps_connection(const struct px_conn *c, enum pol_reason why)
 {
-	if (c->req.m == HTTP_M_CONNECT || c->req.method == NULL ||
-	    !c->req.keep_alive || c->req.body != HTTP_BODY_NONE || px.draining)
+	if (c->req == NULL || c->req->m == HTTP_M_CONNECT ||
+	    c->req->method == NULL ||
+	    !c->req->keep_alive || c->req->body != HTTP_BODY_NONE || px.draining)
 		return 0;
 	switch (why) {
 	case POL_R_BAD_REQUEST: case POL_R_HEAD_TOO_LARGE:
@@ -333,7 +335,7 @@ handle_request(struct px_conn *c)
 	memset(&c->target, 0, sizeof(c->target));
 	memset(&c->dec, 0, sizeof(c->dec));
 	snprintf(c->method, sizeof(c->method), "%.*s",
-	    (int)c->req.method_len, c->req.method);
+	    (int)c->req->method_len, c->req->method);
 	c->nrequests++;
 
 	if (s != NULL) {
@@ -341,13 +343,13 @@ handle_request(struct px_conn *c)
 		c->dec.ceiling = pol_state_ceiling(px.state,
 		    pol_session_tenant(s->pol));
 	}
-	if (c->req.m == HTTP_M_CONNECT)
-		r = pol_target_parse_authority(c->req.target,
-		    c->req.target_len, &c->target);
-	else if (c->req.m == HTTP_M_TRACE || c->req.m == HTTP_M_TRACK)
+	if (c->req->m == HTTP_M_CONNECT)
+		r = pol_target_parse_authority(c->req->target,
+		    c->req->target_len, &c->target);
+	else if (c->req->m == HTTP_M_TRACE || c->req->m == HTTP_M_TRACK)
 		r = POL_R_METHOD_NOT_ALLOWED;
 	else
-		r = pol_target_parse_uri(c->req.target, c->req.target_len,
+		r = pol_target_parse_uri(c->req->target, c->req->target_len,
 		    &c->target, &c->path, &c->path_len);
 	if (r != POL_R_NONE) {
 		memset(&c->target, 0, sizeof(c->target));
@@ -362,16 +364,16 @@ handle_request(struct px_conn *c)
 		px_conn_refuse(c, POL_R_SHUTTING_DOWN, NULL);
 		return;
 	}
-	if (c->req.m != HTTP_M_CONNECT) {
+	if (c->req->m != HTTP_M_CONNECT) {
 		struct pol_target h;
 		const struct http_header *hh;
 
-		if (c->req.host_idx < 0) {
+		if (c->req->host_idx < 0) {
 			px_conn_refuse(c, POL_R_BAD_REQUEST,
 			    "The request has no Host header.");
 			return;
 		}
-		hh = &c->req.headers[c->req.host_idx];
+		hh = &c->req->headers[c->req->host_idx];
 		if (pol_target_parse_hostport(hh->value, hh->value_len, 80,
 		    &h) != POL_R_NONE || strcmp(h.host, c->target.host) != 0 ||
 		    h.port != c->target.port) {
@@ -389,7 +391,7 @@ handle_request(struct px_conn *c)
 		px_conn_refuse(c, POL_R_NO_APPROVER, NULL);
 		return;
 	}
-	if (c->req.m != HTTP_M_CONNECT && c->up != NULL &&
+	if (c->req->m != HTTP_M_CONNECT && c->up != NULL &&
 	    strcmp(c->up_host, c->target.host) == 0 &&
 	    c->up_port == c->target.port) {
 		/* same origin on a kept upstream connection: its address
@@ -423,15 +425,19 @@ parse_head(struct px_conn *c)
 	lim.max_headers = px.cfg->max_headers;
 	if (len == 0)
 		return;
+	if (c->req == NULL && (c->req = malloc(sizeof(*c->req))) == NULL) {
+		px_conn_close(c, POL_R_NONE);
+		return;
+	}
 	n = len < lim.max_head ? len : lim.max_head;
 	data = evbuffer_pullup(in, (ev_ssize_t)n);
-	st = http_parse_request((const char *)data, n, &lim, &c->req, &why);
+	st = http_parse_request((const char *)data, n, &lim, c->req, &why);
 	if (st == HTTP_PARSE_INCOMPLETE)
 		return;
 	if (st == HTTP_PARSE_OK) {
 		/* keep our own copy: the input buffer moves on */
 		free(c->head);
-		c->head_len = c->req.head_len;
+		c->head_len = c->req->head_len;
 		c->head = malloc(c->head_len + 1);
 		if (c->head == NULL) {
 			px_conn_close(c, POL_R_NONE);
@@ -440,23 +446,33 @@ parse_head(struct px_conn *c)
 		memcpy(c->head, data, c->head_len);
 		c->head[c->head_len] = '\0';
 		evbuffer_drain(in, c->head_len);
-		st = http_parse_request(c->head, c->head_len, &lim, &c->req,
+		st = http_parse_request(c->head, c->head_len, &lim, c->req,
 		    &why);
 	}
 	evtimer_del(c->timer);
 	/* bytes after the head belong to the body or the tunnel */
 	bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
 	bufferevent_disable(c->cli, EV_READ);
+	if (st != HTTP_PARSE_OK) {
+		/* nothing of a previous request may leak into this record */
+		c->method[0] = '\0';
+		memset(&c->target, 0, sizeof(c->target));
+		c->path = NULL;
+		c->naddrs = 0;
+		c->dialed_idx = -1;
+	}
 	switch (st) {
 	case HTTP_PARSE_OK:
 		handle_request(c);
 		break;
 	case HTTP_PARSE_TOO_LARGE:
-		memset(&c->req, 0, sizeof(c->req));
+		if (c->req != NULL)
+			memset(c->req, 0, sizeof(*c->req));
 		px_conn_refuse(c, POL_R_HEAD_TOO_LARGE, why);
 		break;
 	default:
-		memset(&c->req, 0, sizeof(c->req));
+		if (c->req != NULL)
+			memset(c->req, 0, sizeof(*c->req));
 		px_conn_refuse(c, POL_R_BAD_REQUEST, why);
 		break;
 	}
@@ -501,7 +517,8 @@ on_timer(evutil_socket_t fd, short ev, void *arg)
 			px_conn_close(c, POL_R_IDLE_TIMEOUT);
 			return;
 		}
-		memset(&c->req, 0, sizeof(c->req));
+		if (c->req != NULL)
+			memset(c->req, 0, sizeof(*c->req));
 		memset(&c->target, 0, sizeof(c->target));
 		c->method[0] = '\0';
 		px_conn_refuse(c, POL_R_HEAD_TIMEOUT, NULL);

@@ -124,7 +124,7 @@ read_response(struct px_conn *c)
 			return;
 		n = len < lim.max_head ? len : lim.max_head;
 		st = http_parse_response((const char *)evbuffer_pullup(in,
-		    (ev_ssize_t)n), n, &lim, c->req.m, &r, &why);
+		    (ev_ssize_t)n), n, &lim, c->req->m, &r, &why);
 		if (st == HTTP_PARSE_INCOMPLETE)
 			return;
 		if (st != HTTP_PARSE_OK || r.status == 101) {
@@ -250,17 +250,17 @@ px_forward_start(struct px_conn *c)
 	}
 	c->state = PX_S_FWD;
 	c->resp_head_done = 0;
-	c->fwd_close_after = !c->req.keep_alive || px.draining;
+	c->fwd_close_after = !c->req->keep_alive || px.draining;
 	memset(&c->resp_body, 0, sizeof(c->resp_body));
-	http_body_init(&c->req_body, c->req.body, c->req.content_length,
+	http_body_init(&c->req_body, c->req->body, c->req->content_length,
 	    px.cfg->max_line);
-	if (c->req.body == HTTP_BODY_NONE)
+	if (c->req->body == HTTP_BODY_NONE)
 		c->req_body.done = 1;
 
 	out = bufferevent_get_output(c->up);
 	evbuffer_add_printf(out, "%s %.*s HTTP/1.1\r\n", c->method,
 	    (int)c->path_len, c->path);
-	add_headers(out, &c->req);
+	add_headers(out, c->req);
 	evbuffer_add(out, "\r\n", 2);
 	c->bytes_up += c->head_len;
 

@@ -20,6 +20,7 @@
 #include <linux/vm_sockets.h>
 
 #include "px.h"
+#include "peer.h"
 
 static void
 pause_expired(evutil_socket_t fd, short ev, void *arg)
@@ -92,29 +93,6 @@ px_session_by_cid(int64_t cid)
 }
 
 static void
-sockaddr_to_pol(const struct sockaddr *sa, struct pol_addr *a)
-{
-	memset(a, 0, sizeof(*a));
-	if (sa->sa_family == AF_INET) {
-		a->family = AF_INET;
-		memcpy(a->a, &((const struct sockaddr_in *)(const void *)sa)
-		    ->sin_addr, 4);
-	} else if (sa->sa_family == AF_INET6) {
-		const struct in6_addr *in6 =
-		    &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
-
-		/* a v4 client on a dual-stack socket is that v4 address */
-		if (IN6_IS_ADDR_V4MAPPED(in6)) {
-			a->family = AF_INET;
-			memcpy(a->a, &in6->s6_addr[12], 4);
-		} else {
-			a->family = AF_INET6;
-			memcpy(a->a, in6, 16);
-		}
-	}
-}
-
-static void
 on_accept_unix(struct evconnlistener *evl, evutil_socket_t fd,
     struct sockaddr *sa, int salen, void *arg)
 {
@@ -127,22 +105,25 @@ static void
 on_accept_tcp(struct evconnlistener *evl, evutil_socket_t fd,
     struct sockaddr *sa, int salen, void *arg)
 {
-	struct pol_addr a;
+	struct peer_id id;
+	struct px_session *s = NULL;
 
-	sockaddr_to_pol(sa, &a);
-	px_conn_accept(fd, sa, salen, PX_T_TCP, px_session_by_source(&a));
+	if (peer_identify(sa, (socklen_t)salen, &id) == 0 && id.kind == PEER_IP)
+		s = px_session_by_source(&id.ip);
+	px_conn_accept(fd, sa, salen, PX_T_TCP, s);
 }
 
 static void
 on_accept_vsock(struct evconnlistener *evl, evutil_socket_t fd,
     struct sockaddr *sa, int salen, void *arg)
 {
-	const struct sockaddr_vm *vm = (const struct sockaddr_vm *)(void *)sa;
+	struct peer_id id;
 	struct px_session *s = NULL;
 
 	/* the host kernel stamps the CID: the guest cannot choose it */
-	if (sa->sa_family == AF_VSOCK && (size_t)salen >= sizeof(*vm))
-		s = px_session_by_cid(vm->svm_cid);
+	if (peer_identify(sa, (socklen_t)salen, &id) == 0 &&
+	    id.kind == PEER_VSOCK)
+		s = px_session_by_cid(id.cid);
 	px_conn_accept(fd, sa, salen, PX_T_VSOCK, s);
 }
 

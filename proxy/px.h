@@ -138,7 +138,7 @@ struct px_conn {
 	/* the current request */
 	char *head;                      /* copy of the request head */
 	size_t head_len;
-	struct http_msg req;
+	struct http_msg *req;            /* NULL once a tunnel relays */
 	struct pol_target target;
 	const char *path; size_t path_len; /* origin-form part (plain HTTP) */
 	struct pol_decision dec;

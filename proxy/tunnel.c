@@ -14,6 +14,7 @@
 #include "sluice-config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -114,6 +115,12 @@ px_relay_start(struct px_conn *c)
 	    px.cfg->tunnel_buffer : 65536;
 
 	c->state = PX_S_TUNNEL;
+	/* a tunnel needs neither the head nor its parse: idle tunnels are
+	 * what a broker holds by the thousand */
+	free(c->req);
+	c->req = NULL;
+	free(c->head);
+	c->head = NULL;
 	c->cli_eof = c->up_eof = c->cli_shut = c->up_shut = 0;
 	bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
 	bufferevent_setwatermark(c->up, EV_READ, 0, 0);

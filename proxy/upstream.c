@@ -126,7 +126,7 @@ connected(struct px_conn *c)
 	bufferevent_set_timeouts(c->up, NULL, NULL);
 	event_base_gettimeofday_cached(px.base, &tv);
 	c->last_active = tv.tv_sec;
-	if (c->req.m == HTTP_M_CONNECT) {
+	if (c->req->m == HTTP_M_CONNECT) {
 		px_tunnel_established(c);
 	} else {
 		snprintf(c->up_host, sizeof(c->up_host), "%s", c->target.host);
