@@ -107,7 +107,7 @@ static const struct reason_info reasons[POL_R__COUNT] = {
 	[POL_R_METHOD_NOT_ALLOWED] = { "method_not_allowed", 403,
 	    "the request was refused because its method is not permitted "
 	    "(TRACE, TRACK or unknown); use a standard method." },
-	[POL_R_LOG_UNAVAILABLE] = { "log_unavailable", 502,
+	[POL_R_LOG_UNAVAILABLE] = { "log_unavailable", 503,
 	    "the connection was refused because the connection log cannot be "
 	    "written and the proxy fails closed; an administrator must fix "
 	    "the log." },

@@ -1397,12 +1397,17 @@ static const struct cfg_key root_keys[] = {
 
 /* Checks between keys, run once everything is read. */
 static int
-cfg_cross_check(struct cfg_ctx *x)
+cfg_cross_check(struct cfg_ctx *x, json_t *root)
 {
 	struct cfg *c = x->c;
 	static const char sess[] = "/sessions/", sock[] = "/proxy.sock";
 	size_t i;
 
+	/* a line limit left at its default follows a smaller head limit;
+	 * one the file names must fit */
+	if (c->max_line > c->max_head && json_object_get(json_object_get(root,
+	    "limits"), "max_line") == NULL)
+		c->max_line = c->max_head;
 	if (c->max_line > c->max_head) {
 		ctx_key(x, "limits");
 		ctx_key(x, "max_line");
@@ -1582,7 +1587,7 @@ cfg_load_buffer(const char *buf, size_t len, const char *name, char *err,
 		goto fail;
 	}
 	if (walk_object(&x, root, root_keys, c) != 0 ||
-	    cfg_cross_check(&x) != 0)
+	    cfg_cross_check(&x, root) != 0)
 		goto fail;
 	json_decref(root);
 	pol_config_free(x.trial);

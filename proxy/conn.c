@@ -38,7 +38,7 @@ px_conn_touch(struct px_conn *c)
 	struct timeval tv;
 
 	event_base_gettimeofday_cached(px.base, &tv);
-	c->last_active = tv.tv_sec;
+	c->last_active_ms = (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
 }
 
 static void
@@ -533,13 +533,14 @@ on_timer(evutil_socket_t fd, short ev, void *arg)
 	case PX_S_TUNNEL:
 	case PX_S_FWD:
 		event_base_gettimeofday_cached(px.base, &now);
-		idle_left = (long)px.cfg->idle_timeout_s -
-		    (long)(now.tv_sec - c->last_active);
+		idle_left = (long)px.cfg->idle_timeout_s * 1000 - (long)
+		    ((uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_usec / 1000 -
+		    c->last_active_ms);
 		if (idle_left <= 0) {
 			px_conn_close(c, POL_R_IDLE_TIMEOUT);
 			return;
 		}
-		arm_timer_ms(c, idle_left * 1000);
+		arm_timer_ms(c, idle_left);
 		return;
 	default:
 		return;

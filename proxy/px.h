@@ -133,7 +133,7 @@ struct px_conn {
 	enum px_state state;
 	struct event *timer;             /* head deadline, SNI wait, idle */
 	struct timespec t_start;         /* of the current request/tunnel */
-	time_t last_active;
+	uint64_t last_active_ms;         /* loop time of the last byte */
 	int head_armed;                  /* timer holds the head deadline */
 
 	/* the current request */

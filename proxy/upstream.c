@@ -118,14 +118,12 @@ static void
 connected(struct px_conn *c)
 {
 	int one = 1;
-	struct timeval tv;
 
 	c->dialed_idx = (int)c->next_try - 1;
 	setsockopt(bufferevent_getfd(c->up), IPPROTO_TCP, TCP_NODELAY, &one,
 	    sizeof(one));
 	bufferevent_set_timeouts(c->up, NULL, NULL);
-	event_base_gettimeofday_cached(px.base, &tv);
-	c->last_active = tv.tv_sec;
+	px_conn_touch(c);
 	if (c->req->m == HTTP_M_CONNECT) {
 		px_tunnel_established(c);
 	} else {

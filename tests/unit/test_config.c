@@ -316,9 +316,9 @@ static const struct err_case err_cases[] = {
 	  "t.json:1:18: log.path: ", "must not be empty" },
 	{ "limit out of range", "{\"limits\": {\"max_headers\": 0}}",
 	  "t.json:1:28: limits.max_headers: ", "out of range" },
-	{ "cross check at the nearest present key",
-	  "{\"limits\": {\"max_head\": 1024}}",
-	  "t.json:1:12: limits.max_line: ", "exceeds limits.max_head" },
+	{ "an explicit max_line above max_head",
+	  "{\"limits\": {\"max_head\": 1024, \"max_line\": 2048}}",
+	  "t.json:1:43: limits.max_line: ", "exceeds limits.max_head" },
 	{ "DESIGN.md session with every transport",
 	  "{\"sessions\": [ { \"id\": \"chat-1\", \"tenant\": \"acme\", "
 	  "\"user\": \"alice\", \"tier\": \"registries\", "
@@ -405,7 +405,7 @@ round_trip(const char *text)
 	assert_int_equal(json_object_size(json_object_get(j, "limits")), 10);
 	assert_int_equal(json_object_size(json_object_get(j, "listen")), 4);
 	assert_int_equal(json_object_size(json_object_get(j, "dns")), 3);
-	assert_int_equal(json_object_size(json_object_get(j, "tls")), 2);
+	assert_int_equal(json_object_size(json_object_get(j, "tls")), 3);
 	json_decref(j);
 
 	assert_int_equal(b->nsessions, a->nsessions);
@@ -415,6 +415,23 @@ round_trip(const char *text)
 	cfg_free(b);
 	free(da);
 	free(db);
+}
+
+/* A max_line left at its default follows a smaller max_head. */
+static void
+test_max_line_follows_head(void **state)
+{
+	char err[512];
+	const char *t = "{\"limits\": {\"max_head\": 1024}}";
+	struct cfg *c = cfg_load_buffer(t, strlen(t), "t.json", err,
+	    sizeof(err));
+
+	(void)state;
+	if (c == NULL)
+		fail_msg("%s", err);
+	assert_int_equal(c->max_head, 1024);
+	assert_int_equal(c->max_line, 1024);
+	cfg_free(c);
 }
 
 static void
@@ -568,6 +585,7 @@ main(void)
 		cmocka_unit_test(test_full),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_error_printable),
+		cmocka_unit_test(test_max_line_follows_head),
 		cmocka_unit_test(test_dump_round_trip),
 		cmocka_unit_test(test_load_file),
 		cmocka_unit_test(test_build_policy),
