@@ -1051,9 +1051,12 @@ k_sess_cid(struct cfg_ctx *x, json_t *v, void *base)
 
 	if (session_transport(x, s) != 0)
 		return -1;
-	/* 0..2 are the hypervisor, local and host; 0xffffffff is "any". */
-	if (get_int(x, v, 3, 0xfffffffeLL, &cid) != 0)
+	/* 0 is the hypervisor, 2 the host (no sandbox is either) and
+	 * 0xffffffff is "any"; 1 is local loopback, for tests on a host */
+	if (get_int(x, v, 1, 0xfffffffeLL, &cid) != 0)
 		return -1;
+	if (cid == 2)
+		return cfg_fail(x, "2 is the host's own CID, not a sandbox's");
 	for (i = 0; x->c->sessions + i < s; i++)
 		if (x->c->sessions[i].vsock_cid == cid)
 			return cfg_fail(x, "vsock_cid %lld already belongs to "

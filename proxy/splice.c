@@ -268,11 +268,12 @@ px_splice_start(struct px_conn *c)
 	 * drains it; these bufferevents are about to go */
 	evbuffer_unfreeze(bufferevent_get_output(c->cli), 1);
 	evbuffer_unfreeze(bufferevent_get_output(c->up), 1);
+	c->bytes_up += evbuffer_get_length(bufferevent_get_input(c->cli));
 	evbuffer_add_buffer(to_up, bufferevent_get_input(c->cli));
 	evbuffer_add_buffer(to_up, bufferevent_get_output(c->up));
 	evbuffer_add_buffer(to_cli, bufferevent_get_output(c->cli));
+	c->bytes_down += evbuffer_get_length(bufferevent_get_input(c->up));
 	evbuffer_add_buffer(to_cli, bufferevent_get_input(c->up));
-	c->bytes_up += evbuffer_get_length(bufferevent_get_input(c->cli));
 	s->cli_fd = steal_fd(c->cli);
 	s->up_fd = steal_fd(c->up);
 	bufferevent_free(c->cli);
