@@ -238,7 +238,7 @@ sync_sessions(void)
 	for (i = 0; i < px.cfg->nsessions; i++) {
 		if (find_config_session(px.cfg->sessions[i].id) != NULL)
 			continue;
-		if (px_session_create(&px.cfg->sessions[i], err,
+		if (px_session_create(&px.cfg->sessions[i], 1, err,
 		    sizeof(err)) == NULL) {
 			px_log(PX_ERR, "%s: session %s: %s", __func__,
 			    px.cfg->sessions[i].id, err);

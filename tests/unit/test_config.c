@@ -401,7 +401,7 @@ round_trip(const char *text)
 	/* The dump names every key the schema has, defaults included. */
 	j = json_loads(da, 0, NULL);
 	assert_non_null(j);
-	assert_int_equal(json_object_size(j), 15);
+	assert_int_equal(json_object_size(j), 16);
 	assert_int_equal(json_object_size(json_object_get(j, "limits")), 10);
 	assert_int_equal(json_object_size(json_object_get(j, "listen")), 4);
 	assert_int_equal(json_object_size(json_object_get(j, "dns")), 3);
