@@ -286,6 +286,8 @@ static const struct err_case err_cases[] = {
 	  "{\"id\": \"b\", \"socket\": \"/s\"}]}",
 	  "t.json:2:23: sessions[1].socket: ", "already belongs" },
 	{ "host vsock cid", "{\"sessions\": [{\"id\": \"a\", \"vsock_cid\": 2}]}",
+	  "t.json:1:40: sessions[0].vsock_cid: ", "host's own CID" },
+	{ "hypervisor vsock cid", "{\"sessions\": [{\"id\": \"a\", \"vsock_cid\": 0}]}",
 	  "t.json:1:40: sessions[0].vsock_cid: ", "out of range" },
 	{ "bad source", "{\"sessions\": [{\"id\": \"a\", \"source\": \"127.1\"}]}",
 	  "t.json:1:37: sessions[0].source: ", "bad source address" },
