@@ -804,6 +804,19 @@ k_runtime_dir(struct cfg_ctx *x, json_t *v, void *base)
 	return set_str(x, s, &c->runtime_dir);
 }
 
+static int
+k_state_file(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+	const char *s;
+
+	if (get_str(x, v, &s) != 0)
+		return -1;
+	if (s[0] != '/')
+		return cfg_fail(x, "expected an absolute path");
+	return set_str(x, s, &c->state_file);
+}
+
 static const struct cfg_key tenant_keys[] = {
 	{ "ceiling", K_TIER, offsetof(struct cfg_tenant, ceiling), 0, 0, NULL, NULL },
 	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
@@ -1381,6 +1394,7 @@ static const struct cfg_key tls_keys[] = {
 
 static const struct cfg_key root_keys[] = {
 	{ "runtime_dir", K_FN, 0, 0, 0, NULL, k_runtime_dir },
+	{ "state_file", K_FN, 0, 0, 0, NULL, k_state_file },
 	{ "ceiling", K_TIER, offsetof(struct cfg, ceiling), 0, 0, NULL, NULL },
 	{ "tenants", K_FN, 0, 0, 0, NULL, k_tenants },
 	{ "listen", K_OBJ, 0, 0, 0, listen_keys, NULL },
@@ -1466,10 +1480,12 @@ cfg_defaults(void)
 	c->sni_timeout_ms = 5000;
 	c->runtime_dir = strdup("/run/sluice");
 	c->log_path = strdup("/var/log/sluice/connections.jsonl");
+	c->state_file = strdup("/var/lib/sluice/state.json");
 	c->ports_registries = malloc(sizeof(ports));
 	c->ports_public = malloc(sizeof(ports));
 	c->sni_ports = malloc(sizeof(ports[0]));
 	if (c->runtime_dir == NULL || c->log_path == NULL ||
+	    c->state_file == NULL ||
 	    c->ports_registries == NULL || c->ports_public == NULL ||
 	    c->sni_ports == NULL) {
 		cfg_free(c);
@@ -1529,6 +1545,7 @@ cfg_free(struct cfg *c)
 	}
 	free(c->dns_hosts);
 	free(c->log_path);
+	free(c->state_file);
 	free(c);
 }
 
@@ -1805,6 +1822,7 @@ dump_tree(const struct cfg *c, int *bad)
 	if (root == NULL)
 		return NULL;
 	jset(root, "runtime_dir", json_string(c->runtime_dir), bad);
+	jset(root, "state_file", json_string(c->state_file), bad);
 	jset(root, "ceiling", json_string(pol_tier_name(c->ceiling)), bad);
 	if ((o = jobj(bad)) != NULL) {
 		for (i = 0; i < c->ntenants; i++) {

@@ -43,6 +43,7 @@ struct cfg_hostmap {
 struct cfg {
 	char *source_path;      /* file it came from, or NULL for defaults */
 	char *runtime_dir;      /* "/run/sluice" */
+	char *state_file;       /* "/var/lib/sluice/state.json" */
 	enum pol_tier ceiling;  /* "off" */
 	struct cfg_tenant *tenants; size_t ntenants;
 

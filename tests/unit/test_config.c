@@ -286,6 +286,8 @@ static const struct err_case err_cases[] = {
 	  "{\"id\": \"b\", \"socket\": \"/s\"}]}",
 	  "t.json:2:23: sessions[1].socket: ", "already belongs" },
 	{ "host vsock cid", "{\"sessions\": [{\"id\": \"a\", \"vsock_cid\": 2}]}",
+	  "t.json:1:40: sessions[0].vsock_cid: ", "host's own CID" },
+	{ "hypervisor vsock cid", "{\"sessions\": [{\"id\": \"a\", \"vsock_cid\": 0}]}",
 	  "t.json:1:40: sessions[0].vsock_cid: ", "out of range" },
 	{ "bad source", "{\"sessions\": [{\"id\": \"a\", \"source\": \"127.1\"}]}",
 	  "t.json:1:37: sessions[0].source: ", "bad source address" },
@@ -401,7 +403,7 @@ round_trip(const char *text)
 	/* The dump names every key the schema has, defaults included. */
 	j = json_loads(da, 0, NULL);
 	assert_non_null(j);
-	assert_int_equal(json_object_size(j), 15);
+	assert_int_equal(json_object_size(j), 16);
 	assert_int_equal(json_object_size(json_object_get(j, "limits")), 10);
 	assert_int_equal(json_object_size(json_object_get(j, "listen")), 4);
 	assert_int_equal(json_object_size(json_object_get(j, "dns")), 3);
