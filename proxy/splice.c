@@ -129,7 +129,10 @@ dir_maybe_shut(struct spl_dir *d)
 	if (!d->eof || d->shut || d->inpipe != 0 ||
 	    (d->pend != NULL && evbuffer_get_length(d->pend) != 0))
 		return;
-	shutdown(d->dst, SHUT_WR);
+	/* when the other way is already shut, both sockets close next:
+	 * the shutdown would tell the peer nothing the close does not */
+	if (!d->peer->shut)
+		shutdown(d->dst, SHUT_WR);
 	d->shut = 1;
 	event_del(d->wr);
 	dir_close_pipe(d);
@@ -170,9 +173,12 @@ dir_fill(struct spl_dir *d)
 	/* bounded: one busy tunnel must not starve the others; the
 	 * level-triggered event fires again for the rest */
 	while (!d->eof && d->inpipe < d->cap && rounds++ < 8) {
+		size_t asked, want;
+
 		if (dir_pipe(d) != 0)
 			return -1;
-		n = splice(d->src, NULL, d->p[1], NULL, d->cap - d->inpipe,
+		asked = d->cap - d->inpipe;
+		n = splice(d->src, NULL, d->p[1], NULL, asked,
 		    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EINTR)
@@ -185,11 +191,17 @@ dir_fill(struct spl_dir *d)
 		}
 		d->inpipe += (size_t)n;
 		*d->count += (uint64_t)n;
+		want = (size_t)n;
 		/* push it on at once: a short message waits for nobody */
 		if (dir_flush(d) != 0)
 			return -1;
 		if (d->inpipe > 0)
 			break;   /* the destination is full: wait for it */
+		/* a short read drained the socket: asking again would only
+		 * return EAGAIN; the level-triggered event says when more
+		 * arrives */
+		if (want < asked)
+			break;
 	}
 	return 0;
 }
@@ -331,9 +343,14 @@ px_splice_start(struct px_conn *c)
 	s->d[0].peer = &s->d[1];
 	s->d[1].peer = &s->d[0];
 	c->state = PX_S_TUNNEL;
-	/* arm the way back first: pumping may close the connection */
+	/* write what the bufferevents held; no read yet: the client has
+	 * rarely sent more than its head before it saw the 200 */
+	if (dir_flush(&s->d[0]) != 0) {
+		px_conn_close(c, POL_R_NONE);
+		return 0;
+	}
+	dir_arm(&s->d[0]);
 	dir_arm(&s->d[1]);
-	dir_pump(&s->d[0]);
 	return 0;
 fail:
 	if (to_up)
