@@ -210,6 +210,7 @@ http {{
         conf = os.path.join(root, "sluiced.json")
         cfg = {
             "runtime_dir": run,
+            "state_file": os.path.join(root, "state.json"),
             "ceiling": "public",
             "listen": {"tcp": ["127.0.0.1:%d" % port]},
             "sessions": [{"id": "bench", "tier": "public",

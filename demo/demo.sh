@@ -35,6 +35,7 @@ up_pid=$!
 cat >"$tmp/sluiced.json" <<JSON
 {
   "runtime_dir": "$tmp/run",
+  "state_file": "$tmp/state.json",
   "ceiling": "registries",
   "listen": { "tcp": ["127.0.0.1:$px_port"] },
   "sessions": [ { "id": "demo-chat", "tenant": "demo", "user": "alice",

@@ -832,6 +832,19 @@ k_runtime_dir(struct cfg_ctx *x, json_t *v, void *base)
 	return set_str(x, s, &c->runtime_dir);
 }
 
+static int
+k_state_file(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+	const char *s;
+
+	if (get_str(x, v, &s) != 0)
+		return -1;
+	if (s[0] != '/')
+		return cfg_fail(x, "expected an absolute path");
+	return set_str(x, s, &c->state_file);
+}
+
 static const struct cfg_key tenant_keys[] = {
 	{ "ceiling", K_TIER, offsetof(struct cfg_tenant, ceiling), 0, 0, NULL, NULL },
 	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
@@ -1611,6 +1624,7 @@ static const struct cfg_key control_keys[] = {
 
 static const struct cfg_key root_keys[] = {
 	{ "runtime_dir", K_FN, 0, 0, 0, NULL, k_runtime_dir },
+	{ "state_file", K_FN, 0, 0, 0, NULL, k_state_file },
 	{ "ceiling", K_TIER, offsetof(struct cfg, ceiling), 0, 0, NULL, NULL },
 	{ "tenants", K_FN, 0, 0, 0, NULL, k_tenants },
 	{ "listen", K_OBJ, 0, 0, 0, listen_keys, NULL },
@@ -1625,8 +1639,6 @@ static const struct cfg_key root_keys[] = {
 	{ "prompt", K_OBJ, 0, 0, 0, prompt_keys, NULL },
 	{ "limits", K_OBJ, 0, 0, 0, limits_keys, NULL },
 	{ "tls", K_OBJ, 0, 0, 0, tls_keys, NULL },
-	{ "state_file", K_STR, offsetof(struct cfg, state_file), 0, 0, NULL,
-	  NULL },
 	{ "control", K_OBJ, 0, 0, 0, control_keys, NULL },
 	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
 };
@@ -2157,6 +2169,7 @@ dump_tree(const struct cfg *c, int *bad)
 	if (root == NULL)
 		return NULL;
 	jset(root, "runtime_dir", json_string(c->runtime_dir), bad);
+	jset(root, "state_file", json_string(c->state_file), bad);
 	jset(root, "ceiling", json_string(pol_tier_name(c->ceiling)), bad);
 	if ((o = jobj(bad)) != NULL) {
 		for (i = 0; i < c->ntenants; i++) {
@@ -2216,7 +2229,6 @@ dump_tree(const struct cfg *c, int *bad)
 	    "sni_check", c->sni_check,
 	    "sni_timeout_ms", c->sni_timeout_ms,
 	    "sni_ports", jports(c->sni_ports, c->nsni_ports, bad)), bad);
-	jset(root, "state_file", json_string(c->state_file), bad);
 	dump_control(c, root, bad);
 	return root;
 }

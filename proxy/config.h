@@ -79,6 +79,7 @@ struct cfg_control {
 struct cfg {
 	char *source_path;      /* file it came from, or NULL for defaults */
 	char *runtime_dir;      /* "/run/sluice" */
+	char *state_file;       /* "/var/lib/sluice/state.json" */
 	enum pol_tier ceiling;  /* "off" */
 	struct cfg_tenant *tenants; size_t ntenants;
 
@@ -126,7 +127,6 @@ struct cfg {
 	int sni_timeout_ms;                        /* 5000: wait for the ClientHello */
 	uint16_t *sni_ports; size_t nsni_ports;    /* tls.sni_ports, [443] */
 
-	char *state_file;                          /* "/var/lib/sluice/state.json" */
 	struct cfg_control control;
 };
 

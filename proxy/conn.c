@@ -93,11 +93,44 @@ rec_addrs(struct px_conn *c, struct clog_rec *r)
 		clog_rec_str(r, "dialed", NULL);
 }
 
+const long px_dns_bucket_us[PX_DNS_BUCKETS] = {
+	1000, 5000, 10000, 50000, 100000, 500000, 1000000, 2500000, 5000000
+};
+
+void
+px_count_decision(struct px_conn *c, enum pol_verdict v, enum pol_reason why)
+{
+	if ((unsigned)why >= POL_R__COUNT)
+		why = POL_R_NONE;
+	px.m.decisions[v][why]++;
+	if (c->session != NULL) {
+		if (v == POL_ALLOW)
+			c->session->n_allowed++;
+		else
+			c->session->n_denied++;
+	}
+}
+
+void
+px_count_dns(long elapsed_us)
+{
+	size_t i;
+
+	for (i = 0; i < PX_DNS_BUCKETS; i++)
+		if (elapsed_us <= px_dns_bucket_us[i])
+			break;
+	px.m.dns[i]++;
+	px.m.dns_count++;
+	px.m.dns_sum_s += elapsed_us / 1e6;
+}
+
 static int
 log_decision(struct px_conn *c, enum pol_verdict v, enum pol_reason why)
 {
 	struct clog_rec *r = clog_rec_new("decision");
 	struct px_session *s = c->session;
+
+	px_count_decision(c, v, why);
 
 	rec_common(c, r);
 	if (c->path != NULL)
@@ -132,6 +165,13 @@ px_conn_log_close(struct px_conn *c, enum pol_reason why)
 	if (!c->logged_decision)
 		return;
 	c->logged_decision = 0;
+	px.m.bytes_up += c->bytes_up;
+	px.m.bytes_down += c->bytes_down;
+	px.m.closes[(unsigned)why < POL_R__COUNT ? why : POL_R_NONE]++;
+	if (c->session != NULL) {
+		c->session->bytes_up += c->bytes_up;
+		c->session->bytes_down += c->bytes_down;
+	}
 	r = clog_rec_new("close");
 	rec_common(c, r);
 	rec_addrs(c, r);
@@ -638,6 +678,7 @@ px_conn_accept(evutil_socket_t fd, const struct sockaddr *sa, int salen,
 		return;
 	}
 	c->id = ++px.next_conn_id;
+	px.m.accepted++;
 	c->transport = t;
 	c->session = s;
 	c->dialed_idx = -1;

@@ -365,7 +365,8 @@ px_listeners_sync(void)
 }
 
 struct px_session *
-px_session_create(const struct cfg_session *cs, char *err, size_t errlen)
+px_session_create(const struct cfg_session *cs, int from_config, char *err,
+    size_t errlen)
 {
 	struct px_session *s;
 	char path[PATH_MAX];
@@ -377,7 +378,7 @@ px_session_create(const struct cfg_session *cs, char *err, size_t errlen)
 	}
 	TAILQ_INIT(&s->conns);
 	s->vsock_cid = -1;
-	s->from_config = 1;
+	s->from_config = from_config;
 	if (cs->source != NULL) {
 		s->transport = PX_T_TCP;
 		s->source = cs->source_addr;

@@ -22,6 +22,7 @@
 #include <openssl/crypto.h>
 
 #include "px.h"
+#include "ctl.h"
 
 struct px px;
 int px_verbose;
@@ -238,7 +239,7 @@ sync_sessions(void)
 	for (i = 0; i < px.cfg->nsessions; i++) {
 		if (find_config_session(px.cfg->sessions[i].id) != NULL)
 			continue;
-		if (px_session_create(&px.cfg->sessions[i], err,
+		if (px_session_create(&px.cfg->sessions[i], 1, err,
 		    sizeof(err)) == NULL) {
 			px_log(PX_ERR, "%s: session %s: %s", __func__,
 			    px.cfg->sessions[i].id, err);
@@ -383,6 +384,7 @@ reload(const char *path)
 	cfg_free(px.cfg);
 	px.cfg = nc;
 	apply_ceilings(nc);
+	ctl_apply_api_ceilings();
 	sync_sessions();
 	px_listeners_sync();
 	log_admin("reload", nc->source_path ? nc->source_path : "(defaults)");
@@ -619,7 +621,18 @@ main(int argc, char **argv)
 		goto out;
 	}
 	apply_ceilings(px.cfg);
-	if (sync_sessions() != 0 || px_listeners_sync() != 0)
+	if (sync_sessions() != 0)
+		goto out;
+	/* sessions, grants and ceilings the API made, listeners included,
+	 * are back before anything reports ready */
+	if (ctl_state_load(px.cfg->state_file, err, sizeof(err)) != 0) {
+		px_log(PX_ERR, "state file: %s; sluiced will not start on a "
+		    "state it cannot read: to start empty, move the file away "
+		    "(mv %s %s.bad)", err, px.cfg->state_file,
+		    px.cfg->state_file);
+		goto out;
+	}
+	if (px_listeners_sync() != 0)
 		goto out;
 
 	ev_hup = evsignal_new(px.base, SIGHUP, on_sighup, NULL);

@@ -64,6 +64,8 @@ struct px_session {
 	int from_config;
 	struct px_listener *listener;    /* PX_T_UNIX only */
 	int nconns;
+	uint64_t n_allowed, n_denied;    /* decisions, for metrics */
+	uint64_t bytes_up, bytes_down;
 	TAILQ_HEAD(, px_conn) conns;
 	TAILQ_ENTRY(px_session) entry;
 };
@@ -75,6 +77,20 @@ struct px_listener {
 	char *spec;                      /* tcp "addr:port" */
 	struct px_session *session;      /* unix: the session it serves */
 	TAILQ_ENTRY(px_listener) entry;
+};
+
+/* DNS latency histogram bounds, in microseconds. */
+#define PX_DNS_BUCKETS 9
+extern const long px_dns_bucket_us[PX_DNS_BUCKETS];
+
+struct px_metrics {
+	uint64_t decisions[3][POL_R__COUNT];  /* [verdict][reason] */
+	uint64_t closes[POL_R__COUNT];
+	uint64_t bytes_up, bytes_down;
+	uint64_t accepted;
+	uint64_t dns[PX_DNS_BUCKETS + 1];     /* last: +Inf */
+	uint64_t dns_count;
+	double dns_sum_s;
 };
 
 /* The daemon. */
@@ -95,6 +111,7 @@ struct px {
 	int accept_paused;
 	time_t started;
 	uint64_t next_conn_id;
+	struct px_metrics m;
 };
 extern struct px px;
 
@@ -108,7 +125,13 @@ struct px_session *px_session_by_cid(int64_t cid);
 
 /* sessions (main.c) */
 struct px_session *px_session_create(const struct cfg_session *cs,
-    char *err, size_t errlen);
+    int from_config, char *err, size_t errlen);
+/* Count a decision (also per session). */
+void px_count_decision(struct px_conn *c, enum pol_verdict v,
+    enum pol_reason why);
+void px_count_dns(long elapsed_us);
+/* Re-apply ceilings the control API set (they win over the file's). */
+void ctl_apply_api_ceilings(void);
 void px_session_destroy(struct px_session *s, enum pol_reason why);
 
 /* conn.c */

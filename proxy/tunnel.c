@@ -163,6 +163,7 @@ refuse_tunnel(struct px_conn *c, enum pol_reason why)
 	struct clog_rec *r = clog_rec_new("decision");
 
 	/* the allow record stands; this one says why it was cut */
+	px_count_decision(c, POL_DENY, why);
 	clog_rec_int(r, "conn", (int64_t)c->id);
 	clog_rec_str(r, "session", pol_session_id(c->session->pol));
 	clog_rec_str(r, "tenant", pol_session_tenant(c->session->pol));

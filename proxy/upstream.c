@@ -72,6 +72,7 @@ on_dns(void *arg, enum dns_status st, const struct pol_addr *addrs,
 	struct px_conn *c = arg;
 
 	c->dnsq = NULL;
+	px_count_dns(elapsed_us);
 	if (st == DNS_TIMEOUT) {
 		px_conn_refuse(c, POL_R_DNS_TIMEOUT, NULL);
 		return;

@@ -1153,6 +1153,7 @@ class Env:
         top-level keys in over replace (dicts are merged one level)."""
         cfg = {
             "runtime_dir": self.path("run"),
+            "state_file": self.path("state.json"),
             "ceiling": "public",
             "listen": {"tcp": ["127.0.0.1:%d" % free_port()]},
             "sessions": sessions if sessions is not None else [

@@ -351,6 +351,8 @@ static const struct err_case err_cases[] = {
 	  "t.json:2:23: sessions[1].socket: ", "already belongs" },
 	{ "host vsock cid", "{\"sessions\": [{\"id\": \"a\", \"vsock_cid\": 2}]}",
 	  "t.json:1:40: sessions[0].vsock_cid: ", "host's own CID" },
+	{ "hypervisor vsock cid", "{\"sessions\": [{\"id\": \"a\", \"vsock_cid\": 0}]}",
+	  "t.json:1:40: sessions[0].vsock_cid: ", "out of range" },
 	{ "bad source", "{\"sessions\": [{\"id\": \"a\", \"source\": \"127.1\"}]}",
 	  "t.json:1:37: sessions[0].source: ", "bad source address" },
 	{ "relative socket", "{\"sessions\": [{\"id\": \"a\", \"socket\": \"x\"}]}",
@@ -389,8 +391,6 @@ static const struct err_case err_cases[] = {
 	  "\"socket\": \"/path/proxy.sock\", \"source\": \"127.0.0.1\", "
 	  "\"vsock_cid\": 7 } ]}",
 	  "t.json:1:121: sessions[0].source: ", "at most one" },
-	{ "empty state file", "{\"state_file\": \"\"}",
-	  "t.json:1:16: state_file: ", "must not be empty" },
 	{ "unknown control key", "{\"control\": {\"sockets\": 1}}",
 	  "t.json:1:14: control.sockets: ", "unknown key" },
 	{ "relative control socket", "{\"control\": {\"socket\": \"c.sock\"}}",
