@@ -679,6 +679,7 @@ out:
 		event_free(px.drain_ev);
 	if (px.accept_pause_ev)
 		event_free(px.accept_pause_ev);
+	px_splice_cleanup();
 	if (px.dns)
 		dns_free(px.dns);
 	if (px.log)

@@ -232,6 +232,7 @@ void px_relay_start(struct px_conn *c);
 /* splice.c */
 int px_splice_start(struct px_conn *c);
 void px_splice_free(struct px_splice *s);
+void px_splice_cleanup(void);
 
 /* forward.c */
 void px_forward_start(struct px_conn *c);

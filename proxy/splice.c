@@ -50,6 +50,17 @@ struct px_splice {
 
 static void dir_pump(struct spl_dir *d);
 
+/*
+ * Empty pipes of finished tunnels, kept for the next ones: a short
+ * tunnel would otherwise spend more system calls making and sizing its
+ * two pipes than relaying its bytes.  Bounded, so an idle broker holds
+ * few descriptors.
+ */
+#define SPL_POOL_MAX 64
+static int pool[SPL_POOL_MAX][2];
+static size_t pool_cap[SPL_POOL_MAX];
+static int npool;
+
 static int
 dir_pipe(struct spl_dir *d)
 {
@@ -57,6 +68,13 @@ dir_pipe(struct spl_dir *d)
 
 	if (d->p[0] >= 0)
 		return 0;
+	if (npool > 0) {
+		npool--;
+		d->p[0] = pool[npool][0];
+		d->p[1] = pool[npool][1];
+		d->cap = pool_cap[npool];
+		return 0;
+	}
 	if (pipe2(d->p, O_NONBLOCK | O_CLOEXEC) != 0)
 		return -1;
 	/* a larger pipe means fewer wake-ups per byte on bulk tunnels;
@@ -72,10 +90,29 @@ dir_pipe(struct spl_dir *d)
 static void
 dir_close_pipe(struct spl_dir *d)
 {
-	if (d->p[0] >= 0) {
+	if (d->p[0] < 0)
+		return;
+	/* only an empty pipe may carry the next tunnel's bytes */
+	if (d->inpipe == 0 && npool < SPL_POOL_MAX) {
+		pool[npool][0] = d->p[0];
+		pool[npool][1] = d->p[1];
+		pool_cap[npool] = d->cap;
+		npool++;
+	} else {
 		close(d->p[0]);
 		close(d->p[1]);
-		d->p[0] = d->p[1] = -1;
+	}
+	d->p[0] = d->p[1] = -1;
+}
+
+/* At exit, so leak checkers see every descriptor closed. */
+void
+px_splice_cleanup(void)
+{
+	while (npool > 0) {
+		npool--;
+		close(pool[npool][0]);
+		close(pool[npool][1]);
 	}
 }
 
