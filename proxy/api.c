@@ -1094,7 +1094,8 @@ idlist_copy(struct cfg_idlist *to, const struct cfg_idlist *from)
 	to->ids = calloc(from->n ? from->n : 1, sizeof(*to->ids));
 	if (to->ids == NULL)
 		return -1;
-	memcpy(to->ids, from->ids, from->n * sizeof(*to->ids));
+	if (from->n > 0)
+		memcpy(to->ids, from->ids, from->n * sizeof(*to->ids));
 	to->n = from->n;
 	return 0;
 }
