@@ -686,10 +686,36 @@ get_port_list(struct cfg_ctx *x, json_t *v, uint16_t **out, size_t *n)
 	return 0;
 }
 
+/* uids or gids: (uid_t)-1 means "no change" to chown and is refused. */
+static int
+get_id_list(struct cfg_ctx *x, json_t *v, struct cfg_idlist *out)
+{
+	size_t i, count;
+	uint32_t *list;
+	long long id;
+
+	if (!json_is_array(v))
+		return cfg_fail(x, "expected an array of numeric ids");
+	count = json_array_size(v);
+	if ((list = cfg_calloc(x, count, sizeof(*list))) == NULL)
+		return -1;
+	free(out->ids);
+	out->ids = list;
+	out->n = 0;
+	for (i = 0; i < count; i++) {
+		ctx_idx(x, i);
+		if (get_int(x, json_array_get(v, i), 0, 0xfffffffeLL, &id) != 0)
+			return -1;
+		list[out->n++] = (uint32_t)id;
+		ctx_pop(x);
+	}
+	return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* Schema tables. */
 
-enum cfg_kind { K_INT, K_SIZE, K_BOOL, K_TIER, K_STR, K_OBJ, K_FN };
+enum cfg_kind { K_INT, K_SIZE, K_BOOL, K_TIER, K_STR, K_OBJ, K_FN, K_IDS };
 
 struct cfg_key;
 typedef int (*key_fn)(struct cfg_ctx *, json_t *, void *base);
@@ -759,6 +785,8 @@ key_apply(struct cfg_ctx *x, const struct cfg_key *k, json_t *v, void *base)
 		return walk_object(x, v, k->sub, base);
 	case K_FN:
 		return k->fn(x, v, base);
+	case K_IDS:
+		return get_id_list(x, v, (struct cfg_idlist *)(void *)field);
 	}
 	return -1;
 }
@@ -891,9 +919,8 @@ k_vsock_port(struct cfg_ctx *x, json_t *v, void *base)
 }
 
 static int
-k_socket_mode(struct cfg_ctx *x, json_t *v, void *base)
+get_mode(struct cfg_ctx *x, json_t *v, unsigned *out)
 {
-	struct cfg *c = base;
 	unsigned mode = 0;
 	const char *s;
 	size_t i;
@@ -905,7 +932,7 @@ k_socket_mode(struct cfg_ctx *x, json_t *v, void *base)
 			return cfg_fail(x, "mode %lld is out of range (write "
 			    "it as an octal string such as \"0660\")",
 			    (long long)n);
-		c->socket_mode = (unsigned)n;
+		*out = (unsigned)n;
 		return 0;
 	}
 	if (!json_is_string(v))
@@ -920,27 +947,43 @@ k_socket_mode(struct cfg_ctx *x, json_t *v, void *base)
 	if (i == 0 || s[i] != '\0' || mode > 0777)
 		return cfg_fail(x, "expected an octal mode string such as "
 		    "\"0660\"");
-	c->socket_mode = mode;
+	*out = mode;
 	return 0;
+}
+
+/* A string or null (NULL); what says what the string is. */
+static int
+get_opt_str(struct cfg_ctx *x, json_t *v, const char *what, char **out)
+{
+	const char *s;
+
+	if (json_is_null(v)) {
+		free(*out);
+		*out = NULL;
+		return 0;
+	}
+	if (!json_is_string(v))
+		return cfg_fail(x, "expected %s or null", what);
+	s = json_string_value(v);
+	if (*s == '\0')
+		return cfg_fail(x, "must not be empty");
+	return set_str(x, s, out);
+}
+
+static int
+k_socket_mode(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+
+	return get_mode(x, v, &c->socket_mode);
 }
 
 static int
 k_socket_group(struct cfg_ctx *x, json_t *v, void *base)
 {
 	struct cfg *c = base;
-	const char *s;
 
-	if (json_is_null(v)) {
-		free(c->socket_group);
-		c->socket_group = NULL;
-		return 0;
-	}
-	if (!json_is_string(v))
-		return cfg_fail(x, "expected a group name or null");
-	s = json_string_value(v);
-	if (*s == '\0')
-		return cfg_fail(x, "must not be empty");
-	return set_str(x, s, &c->socket_group);
+	return get_opt_str(x, v, "a group name", &c->socket_group);
 }
 
 static const struct cfg_key listen_keys[] = {
@@ -1392,6 +1435,193 @@ static const struct cfg_key tls_keys[] = {
 	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
 };
 
+
+/* control: the control API's listeners, callers and limits. */
+
+static int
+k_ctl_socket(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+	const char *p;
+
+	if (get_str(x, v, &p) != 0)
+		return -1;
+	if (p[0] != '/')
+		return cfg_fail(x, "expected an absolute path");
+	if (strlen(p) >= SUN_PATH_MAX)
+		return cfg_fail(x, "longer than a socket path can be (%zu "
+		    "bytes)", SUN_PATH_MAX - 1);
+	return set_str(x, p, &c->control.socket);
+}
+
+static int
+k_ctl_socket_mode(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+
+	return get_mode(x, v, &c->control.socket_mode);
+}
+
+static int
+k_ctl_socket_group(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+
+	return get_opt_str(x, v, "a group name", &c->control.socket_group);
+}
+
+static int
+k_ctl_tcp(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+
+	if (!json_is_null(v) && json_is_string(v) &&
+	    check_listen(x, json_string_value(v)) != 0)
+		return -1;
+	return get_opt_str(x, v, "ADDRESS:PORT", &c->control.tcp);
+}
+
+static int
+k_ctl_tls_cert(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+
+	return get_opt_str(x, v, "a file name", &c->control.tls_cert);
+}
+
+static int
+k_ctl_tls_key(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+
+	return get_opt_str(x, v, "a file name", &c->control.tls_key);
+}
+
+static int
+k_ctl_client_ca(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+
+	return get_opt_str(x, v, "a file name", &c->control.client_ca);
+}
+
+static const char *const role_names[] = {
+	[CFG_ROLE_NONE] = "none",
+	[CFG_ROLE_AUDITOR] = "auditor",
+	[CFG_ROLE_APP] = "app",
+	[CFG_ROLE_ADMIN] = "admin",
+};
+
+const char *
+cfg_role_name(enum cfg_role r)
+{
+	if ((size_t)r >= sizeof(role_names) / sizeof(role_names[0]))
+		return "none";
+	return role_names[r];
+}
+
+static int
+k_tok_name(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg_token *t = base;
+	const char *name;
+	char b[80];
+	size_t i;
+
+	if (get_str(x, v, &name) != 0)
+		return -1;
+	if (!pol_id_valid(name))
+		return cfg_fail(x, "bad token name %s (expected 1 to 64 of "
+		    "A-Z a-z 0-9 . _ -)", shown(name, b, sizeof(b)));
+	for (i = 0; x->c->control.tokens + i < t; i++)
+		if (strcmp(x->c->control.tokens[i].name, name) == 0)
+			return cfg_fail(x, "duplicate token name %s (also "
+			    "control.tokens[%zu])", shown(name, b, sizeof(b)),
+			    i);
+	return set_str(x, name, &t->name);
+}
+
+static int
+k_tok_role(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg_token *t = base;
+	const char *r;
+	char b[80];
+
+	if (get_str(x, v, &r) != 0)
+		return -1;
+	if (strcmp(r, "admin") == 0)
+		t->role = CFG_ROLE_ADMIN;
+	else if (strcmp(r, "app") == 0)
+		t->role = CFG_ROLE_APP;
+	else if (strcmp(r, "auditor") == 0)
+		t->role = CFG_ROLE_AUDITOR;
+	else
+		return cfg_fail(x, "unknown role %s (expected admin, app or "
+		    "auditor)", shown(r, b, sizeof(b)));
+	return 0;
+}
+
+static const struct cfg_key token_keys[] = {
+	{ "name", K_FN, 0, 0, 0, NULL, k_tok_name },
+	{ "role", K_FN, 0, 0, 0, NULL, k_tok_role },
+	{ "token_file", K_STR, offsetof(struct cfg_token, token_file), 0, 0,
+	  NULL, NULL },
+	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
+};
+
+static int
+k_ctl_tokens(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+	static const char *const need[] = { "name", "role", "token_file" };
+	size_t i, j;
+
+	if (!json_is_array(v))
+		return cfg_fail(x, "expected an array of tokens");
+	c->control.tokens = cfg_calloc(x, json_array_size(v),
+	    sizeof(*c->control.tokens));
+	if (c->control.tokens == NULL)
+		return -1;
+	for (i = 0; i < json_array_size(v); i++) {
+		json_t *o = json_array_get(v, i);
+		struct cfg_token *t = &c->control.tokens[c->control.ntokens++];
+
+		ctx_idx(x, i);
+		if (walk_object(x, o, token_keys, t) != 0)
+			return -1;
+		for (j = 0; j < sizeof(need) / sizeof(need[0]); j++)
+			if (json_object_get(o, need[j]) == NULL)
+				return cfg_fail(x, "missing key \"%s\"",
+				    need[j]);
+		ctx_pop(x);
+	}
+	return 0;
+}
+
+#define CTL(name, kind, field) \
+	{ name, kind, offsetof(struct cfg, control.field), 0, 0, NULL, NULL }
+
+static const struct cfg_key control_keys[] = {
+	{ "socket", K_FN, 0, 0, 0, NULL, k_ctl_socket },
+	{ "socket_mode", K_FN, 0, 0, 0, NULL, k_ctl_socket_mode },
+	{ "socket_group", K_FN, 0, 0, 0, NULL, k_ctl_socket_group },
+	CTL("admin_uids", K_IDS, uids[CFG_ROLE_ADMIN]),
+	CTL("admin_gids", K_IDS, gids[CFG_ROLE_ADMIN]),
+	CTL("app_uids", K_IDS, uids[CFG_ROLE_APP]),
+	CTL("app_gids", K_IDS, gids[CFG_ROLE_APP]),
+	CTL("auditor_uids", K_IDS, uids[CFG_ROLE_AUDITOR]),
+	CTL("auditor_gids", K_IDS, gids[CFG_ROLE_AUDITOR]),
+	{ "tcp", K_FN, 0, 0, 0, NULL, k_ctl_tcp },
+	{ "tls_cert", K_FN, 0, 0, 0, NULL, k_ctl_tls_cert },
+	{ "tls_key", K_FN, 0, 0, 0, NULL, k_ctl_tls_key },
+	{ "client_ca", K_FN, 0, 0, 0, NULL, k_ctl_client_ca },
+	{ "tokens", K_FN, 0, 0, 0, NULL, k_ctl_tokens },
+	{ "max_body", K_SIZE, offsetof(struct cfg, control.max_body), 1024,
+	  16 * 1048576, NULL, NULL },
+	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
+};
+
 static const struct cfg_key root_keys[] = {
 	{ "runtime_dir", K_FN, 0, 0, 0, NULL, k_runtime_dir },
 	{ "state_file", K_FN, 0, 0, 0, NULL, k_state_file },
@@ -1409,8 +1639,48 @@ static const struct cfg_key root_keys[] = {
 	{ "prompt", K_OBJ, 0, 0, 0, prompt_keys, NULL },
 	{ "limits", K_OBJ, 0, 0, 0, limits_keys, NULL },
 	{ "tls", K_OBJ, 0, 0, 0, tls_keys, NULL },
+	{ "control", K_OBJ, 0, 0, 0, control_keys, NULL },
 	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
 };
+
+static int
+cfg_check_control(struct cfg_ctx *x, json_t *root)
+{
+	struct cfg_control *k = &x->c->control;
+	json_t *jc = json_object_get(root, "control");
+	static const char name[] = "/control.sock";
+	char *p;
+
+	/* the default socket follows runtime_dir, wherever that key is */
+	if (json_object_get(jc, "socket") == NULL) {
+		if (strlen(x->c->runtime_dir) + strlen(name) >= SUN_PATH_MAX) {
+			ctx_key(x, "runtime_dir");
+			return cfg_fail(x, "too long for the control socket "
+			    "under it; give control.socket or a shorter "
+			    "runtime_dir");
+		}
+		if ((p = malloc(strlen(x->c->runtime_dir) + sizeof(name))) ==
+		    NULL)
+			return cfg_fail(x, "out of memory");
+		strcpy(p, x->c->runtime_dir);
+		strcat(p, name);
+		free(k->socket);
+		k->socket = p;
+	}
+	if (k->tcp == NULL)
+		return 0;
+	ctx_key(x, "control");
+	ctx_key(x, "tcp");
+	if (k->tls_cert == NULL || k->tls_key == NULL)
+		return cfg_fail(x, "the TCP listener is TLS only: give "
+		    "control.tls_cert and control.tls_key");
+	if (k->ntokens == 0)
+		return cfg_fail(x, "no control.tokens: every call on the TCP "
+		    "listener would be refused");
+	ctx_pop(x);
+	ctx_pop(x);
+	return 0;
+}
 
 /* Checks between keys, run once everything is read. */
 static int
@@ -1445,7 +1715,7 @@ cfg_cross_check(struct cfg_ctx *x, json_t *root)
 			    "shorter runtime_dir");
 		}
 	}
-	return 0;
+	return cfg_check_control(x, root);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1481,11 +1751,14 @@ cfg_defaults(void)
 	c->runtime_dir = strdup("/run/sluice");
 	c->log_path = strdup("/var/log/sluice/connections.jsonl");
 	c->state_file = strdup("/var/lib/sluice/state.json");
+	c->control.socket = strdup("/run/sluice/control.sock");
+	c->control.socket_mode = 0660;
+	c->control.max_body = 65536;
 	c->ports_registries = malloc(sizeof(ports));
 	c->ports_public = malloc(sizeof(ports));
 	c->sni_ports = malloc(sizeof(ports[0]));
 	if (c->runtime_dir == NULL || c->log_path == NULL ||
-	    c->state_file == NULL ||
+	    c->state_file == NULL || c->control.socket == NULL ||
 	    c->ports_registries == NULL || c->ports_public == NULL ||
 	    c->sni_ports == NULL) {
 		cfg_free(c);
@@ -1546,6 +1819,21 @@ cfg_free(struct cfg *c)
 	free(c->dns_hosts);
 	free(c->log_path);
 	free(c->state_file);
+	free(c->control.socket);
+	free(c->control.socket_group);
+	for (i = 0; i <= CFG_ROLE_ADMIN; i++) {
+		free(c->control.uids[i].ids);
+		free(c->control.gids[i].ids);
+	}
+	free(c->control.tcp);
+	free(c->control.tls_cert);
+	free(c->control.tls_key);
+	free(c->control.client_ca);
+	for (i = 0; i < c->control.ntokens; i++) {
+		free(c->control.tokens[i].name);
+		free(c->control.tokens[i].token_file);
+	}
+	free(c->control.tokens);
 	free(c);
 }
 
@@ -1813,6 +2101,65 @@ dump_dns(const struct cfg *c, json_t *root, int *bad)
 }
 
 static json_t *
+jids(const struct cfg_idlist *l, int *bad)
+{
+	json_t *a = json_array();
+	size_t i;
+
+	if (a == NULL) {
+		*bad = 1;
+		return NULL;
+	}
+	for (i = 0; i < l->n; i++)
+		jpush(a, json_integer(l->ids[i]), bad);
+	return a;
+}
+
+static json_t *
+jopt(const char *s)
+{
+	return s != NULL ? json_string(s) : json_null();
+}
+
+static void
+dump_control(const struct cfg *c, json_t *root, int *bad)
+{
+	const struct cfg_control *k = &c->control;
+	json_t *o = jobj(bad), *toks = json_array();
+	char mode[8];
+	size_t i;
+
+	if (o == NULL || toks == NULL) {
+		*bad = 1;
+		json_decref(o);
+		json_decref(toks);
+		return;
+	}
+	snprintf(mode, sizeof(mode), "%04o", k->socket_mode & 0777);
+	jset(o, "socket", json_string(k->socket), bad);
+	jset(o, "socket_mode", json_string(mode), bad);
+	jset(o, "socket_group", jopt(k->socket_group), bad);
+	jset(o, "admin_uids", jids(&k->uids[CFG_ROLE_ADMIN], bad), bad);
+	jset(o, "admin_gids", jids(&k->gids[CFG_ROLE_ADMIN], bad), bad);
+	jset(o, "app_uids", jids(&k->uids[CFG_ROLE_APP], bad), bad);
+	jset(o, "app_gids", jids(&k->gids[CFG_ROLE_APP], bad), bad);
+	jset(o, "auditor_uids", jids(&k->uids[CFG_ROLE_AUDITOR], bad), bad);
+	jset(o, "auditor_gids", jids(&k->gids[CFG_ROLE_AUDITOR], bad), bad);
+	jset(o, "tcp", jopt(k->tcp), bad);
+	jset(o, "tls_cert", jopt(k->tls_cert), bad);
+	jset(o, "tls_key", jopt(k->tls_key), bad);
+	jset(o, "client_ca", jopt(k->client_ca), bad);
+	for (i = 0; i < k->ntokens; i++)
+		jpush(toks, json_pack("{s:s,s:s,s:s}",
+		    "name", k->tokens[i].name,
+		    "role", cfg_role_name(k->tokens[i].role),
+		    "token_file", k->tokens[i].token_file), bad);
+	jset(o, "tokens", toks, bad);
+	jset(o, "max_body", json_integer((json_int_t)k->max_body), bad);
+	jset(root, "control", o, bad);
+}
+
+static json_t *
 dump_tree(const struct cfg *c, int *bad)
 {
 	json_t *root = jobj(bad), *o;
@@ -1882,6 +2229,7 @@ dump_tree(const struct cfg *c, int *bad)
 	    "sni_check", c->sni_check,
 	    "sni_timeout_ms", c->sni_timeout_ms,
 	    "sni_ports", jports(c->sni_ports, c->nsni_ports, bad)), bad);
+	dump_control(c, root, bad);
 	return root;
 }
 

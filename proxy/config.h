@@ -40,6 +40,42 @@ struct cfg_hostmap {
 	size_t naddrs;
 };
 
+/* Control API roles, least to most (a uid in two lists gets the higher). */
+enum cfg_role {
+	CFG_ROLE_NONE = 0,
+	CFG_ROLE_AUDITOR,
+	CFG_ROLE_APP,
+	CFG_ROLE_ADMIN,
+};
+const char *cfg_role_name(enum cfg_role r);
+
+/* A bearer token for the control API's TCP listener; the secret stays in
+ * its file (read by the API, never copied into the configuration). */
+struct cfg_token {
+	char *name;
+	enum cfg_role role;
+	char *token_file;
+};
+
+struct cfg_idlist {
+	uint32_t *ids;
+	size_t n;
+};
+
+struct cfg_control {
+	char *socket;               /* "<runtime_dir>/control.sock" */
+	unsigned socket_mode;       /* 0660 */
+	char *socket_group;         /* NULL: process group */
+	/* indexed by enum cfg_role (NONE unused); uid 0 is always admin */
+	struct cfg_idlist uids[CFG_ROLE_ADMIN + 1];
+	struct cfg_idlist gids[CFG_ROLE_ADMIN + 1];
+	char *tcp;                  /* "addr:port" with TLS, NULL: none */
+	char *tls_cert, *tls_key;   /* required with tcp */
+	char *client_ca;            /* NULL: no client certificates */
+	struct cfg_token *tokens; size_t ntokens;
+	size_t max_body;            /* 65536 */
+};
+
 struct cfg {
 	char *source_path;      /* file it came from, or NULL for defaults */
 	char *runtime_dir;      /* "/run/sluice" */
@@ -90,6 +126,8 @@ struct cfg {
 	int sni_check;                             /* 1: CONNECT :443 needs matching SNI */
 	int sni_timeout_ms;                        /* 5000: wait for the ClientHello */
 	uint16_t *sni_ports; size_t nsni_ports;    /* tls.sni_ports, [443] */
+
+	struct cfg_control control;
 };
 
 /*

@@ -23,6 +23,7 @@
 
 #include "px.h"
 #include "ctl.h"
+#include "api.h"
 
 struct px px;
 int px_verbose;
@@ -387,6 +388,7 @@ reload(const char *path)
 	ctl_apply_api_ceilings();
 	sync_sessions();
 	px_listeners_sync();
+	api_reload(nc);     /* control API: logs and keeps its own on error */
 	log_admin("reload", nc->source_path ? nc->source_path : "(defaults)");
 	px_log(PX_INFO, "%s: configuration reloaded", __func__);
 	return 0;
@@ -634,6 +636,11 @@ main(int argc, char **argv)
 	}
 	if (px_listeners_sync() != 0)
 		goto out;
+	/* control API: after the sessions are back, before "ready" */
+	if (api_start(px.base, px.cfg, err, sizeof(err)) != 0) {
+		px_log(PX_ERR, "control API: %s", err);
+		goto out;
+	}
 
 	ev_hup = evsignal_new(px.base, SIGHUP, on_sighup, NULL);
 	ev_term = evsignal_new(px.base, SIGTERM, on_sigterm, NULL);
@@ -656,6 +663,7 @@ main(int argc, char **argv)
 	event_free(ev_term);
 	event_free(ev_int);
 out:
+	api_stop();         /* control API: before the sessions go */
 	{
 		struct px_session *s;
 		struct px_listener *l;

@@ -1098,6 +1098,43 @@ def get_request(url, host_header=None, headers=(), method="GET", body=b""):
 
 
 # ---------------------------------------------------------------------------
+# Control API client (HTTP/1.1 over the control socket or a TLS socket)
+
+def api_request(sock, method, path, body=None, headers=(), raw=None,
+                content_type="application/json", timeout=10.0):
+    """One request on a connected socket; body is JSON-encoded unless raw
+    bytes are given.  Returns a Response with .json (None if the body is
+    not JSON)."""
+    data = raw if raw is not None else (
+        json.dumps(body).encode() if body is not None else b"")
+    lines = ["%s %s HTTP/1.1" % (method, path), "Host: sluice",
+             "Connection: close"]
+    if data and content_type:
+        lines.append("Content-Type: %s" % content_type)
+    if data or method in ("POST", "PUT", "PATCH"):
+        lines.append("Content-Length: %d" % len(data))
+    lines += ["%s: %s" % kv for kv in headers]
+    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + data)
+    r = read_response(sock, timeout)
+    try:
+        r.json = json.loads(r.body) if r.body else None
+    except ValueError:
+        r.json = None
+    return r
+
+
+def api_unix(path, method, reqpath, body=None, **kw):
+    """api_request over the control API's Unix socket."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(kw.get("timeout", 10.0))
+    try:
+        s.connect(path)
+        return api_request(s, method, reqpath, body, **kw)
+    finally:
+        s.close()
+
+
+# ---------------------------------------------------------------------------
 # Environment: one per case
 
 class Env:

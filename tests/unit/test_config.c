@@ -66,7 +66,20 @@ static const char full[] =
 	"              \"connect_timeout_ms\": 3000, \"max_conns_per_session\": 8,\n"
 	"              \"max_conns_total\": 64, \"tunnel_buffer\": 65536,\n"
 	"              \"drain_timeout_s\": 2 },\n"
-	"  \"tls\": { \"sni_check\": false, \"sni_timeout_ms\": 1000 }\n"
+	"  \"tls\": { \"sni_check\": false, \"sni_timeout_ms\": 1000 },\n"
+	"  \"state_file\": \"/tmp/sluice-test/state.json\",\n"
+	"  \"control\": { \"socket\": \"/tmp/sluice-test/ctl.sock\",\n"
+	"               \"socket_mode\": \"0600\", \"socket_group\": \"wheel\",\n"
+	"               \"admin_uids\": [1000], \"admin_gids\": [10, 11],\n"
+	"               \"app_uids\": [1001], \"app_gids\": [],\n"
+	"               \"auditor_uids\": [1002, 4294967294], \"auditor_gids\": [12],\n"
+	"               \"tcp\": \"127.0.0.1:9443\", \"tls_cert\": \"/etc/s/c.pem\",\n"
+	"               \"tls_key\": \"/etc/s/k.pem\", \"client_ca\": \"/etc/s/ca.pem\",\n"
+	"               \"tokens\": [ { \"name\": \"ops\", \"role\": \"admin\",\n"
+	"                             \"token_file\": \"/etc/s/ops.token\" },\n"
+	"                           { \"name\": \"chat\", \"role\": \"app\",\n"
+	"                             \"token_file\": \"/etc/s/chat.token\" } ],\n"
+	"               \"max_body\": 4096 }\n"
 	"}\n";
 
 static struct cfg *
@@ -118,6 +131,21 @@ test_defaults(void **state)
 	assert_int_equal(c->drain_timeout_s, 10);
 	assert_int_equal(c->sni_check, 1);
 	assert_int_equal(c->sni_timeout_ms, 5000);
+	assert_string_equal(c->state_file, "/var/lib/sluice/state.json");
+	assert_string_equal(c->control.socket, "/run/sluice/control.sock");
+	assert_int_equal(c->control.socket_mode, 0660);
+	assert_null(c->control.socket_group);
+	assert_int_equal(c->control.uids[CFG_ROLE_ADMIN].n +
+	    c->control.gids[CFG_ROLE_ADMIN].n + c->control.uids[CFG_ROLE_APP].n +
+	    c->control.gids[CFG_ROLE_APP].n +
+	    c->control.uids[CFG_ROLE_AUDITOR].n +
+	    c->control.gids[CFG_ROLE_AUDITOR].n, 0);
+	assert_null(c->control.tcp);
+	assert_null(c->control.tls_cert);
+	assert_null(c->control.tls_key);
+	assert_null(c->control.client_ca);
+	assert_int_equal(c->control.ntokens, 0);
+	assert_int_equal(c->control.max_body, 65536);
 	cfg_free(c);
 
 	/* An empty object is the same configuration as no file. */
@@ -125,6 +153,16 @@ test_defaults(void **state)
 	assert_non_null(c);
 	assert_string_equal(c->runtime_dir, "/run/sluice");
 	assert_int_equal(c->max_conns_total, 4096);
+	assert_string_equal(c->control.socket, "/run/sluice/control.sock");
+	cfg_free(c);
+
+	/* The default control socket follows runtime_dir, before or after. */
+	c = load("{\"control\": {\"max_body\": 2048}, "
+	    "\"runtime_dir\": \"/tmp/rd\"}", err, sizeof(err));
+	if (c == NULL)
+		fail_msg("%s", err);
+	assert_string_equal(c->control.socket, "/tmp/rd/control.sock");
+	assert_int_equal(c->control.max_body, 2048);
 	cfg_free(c);
 }
 
@@ -198,6 +236,30 @@ test_full(void **state)
 	assert_int_equal(c->max_head, 16384);
 	assert_int_equal(c->tunnel_buffer, 65536);
 	assert_int_equal(c->drain_timeout_s, 2);
+	assert_string_equal(c->state_file, "/tmp/sluice-test/state.json");
+	assert_string_equal(c->control.socket, "/tmp/sluice-test/ctl.sock");
+	assert_int_equal(c->control.socket_mode, 0600);
+	assert_string_equal(c->control.socket_group, "wheel");
+	assert_int_equal(c->control.uids[CFG_ROLE_ADMIN].n, 1);
+	assert_int_equal(c->control.uids[CFG_ROLE_ADMIN].ids[0], 1000);
+	assert_int_equal(c->control.gids[CFG_ROLE_ADMIN].n, 2);
+	assert_int_equal(c->control.gids[CFG_ROLE_ADMIN].ids[1], 11);
+	assert_int_equal(c->control.uids[CFG_ROLE_APP].ids[0], 1001);
+	assert_int_equal(c->control.gids[CFG_ROLE_APP].n, 0);
+	assert_int_equal(c->control.uids[CFG_ROLE_AUDITOR].ids[1], 4294967294u);
+	assert_int_equal(c->control.gids[CFG_ROLE_AUDITOR].ids[0], 12);
+	assert_string_equal(c->control.tcp, "127.0.0.1:9443");
+	assert_string_equal(c->control.tls_cert, "/etc/s/c.pem");
+	assert_string_equal(c->control.tls_key, "/etc/s/k.pem");
+	assert_string_equal(c->control.client_ca, "/etc/s/ca.pem");
+	assert_int_equal(c->control.ntokens, 2);
+	assert_string_equal(c->control.tokens[1].name, "chat");
+	assert_int_equal(c->control.tokens[1].role, CFG_ROLE_APP);
+	assert_int_equal(c->control.tokens[0].role, CFG_ROLE_ADMIN);
+	assert_string_equal(c->control.tokens[0].token_file,
+	    "/etc/s/ops.token");
+	assert_int_equal(c->control.max_body, 4096);
+	assert_string_equal(cfg_role_name(CFG_ROLE_AUDITOR), "auditor");
 	assert_int_equal(c->sni_check, 0);
 	assert_int_equal(c->sni_timeout_ms, 1000);
 	assert_int_equal(c->prompt_deny_quiet_s, 0);
@@ -209,6 +271,8 @@ test_full(void **state)
 	assert_int_equal(c->socket_mode, 0640);
 	cfg_free(c);
 }
+
+#define LONG100 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 
 struct err_case {
 	const char *what;
@@ -327,8 +391,53 @@ static const struct err_case err_cases[] = {
 	  "\"socket\": \"/path/proxy.sock\", \"source\": \"127.0.0.1\", "
 	  "\"vsock_cid\": 7 } ]}",
 	  "t.json:1:121: sessions[0].source: ", "at most one" },
+	{ "unknown control key", "{\"control\": {\"sockets\": 1}}",
+	  "t.json:1:14: control.sockets: ", "unknown key" },
+	{ "relative control socket", "{\"control\": {\"socket\": \"c.sock\"}}",
+	  "t.json:1:24: control.socket: ", "absolute path" },
+	{ "bad control socket mode",
+	  "{\"control\": {\"socket_mode\": \"rw\"}}",
+	  "t.json:1:29: control.socket_mode: ", "octal" },
+	{ "control socket group type",
+	  "{\"control\": {\"socket_group\": 5}}",
+	  "t.json:1:30: control.socket_group: ", "group name or null" },
+	{ "uid list type", "{\"control\": {\"app_uids\": 1000}}",
+	  "t.json:1:26: control.app_uids: ", "array of numeric ids" },
+	{ "uid out of range", "{\"control\": {\"admin_uids\": [1, -1]}}",
+	  "t.json:1:32: control.admin_uids[1]: ", "out of range" },
+	{ "gid as a name", "{\"control\": {\"auditor_gids\": [\"adm\"]}}",
+	  "t.json:1:31: control.auditor_gids[0]: ", "expected an integer" },
+	{ "control tcp by name", "{\"control\": {\"tcp\": \"localhost:1\"}}",
+	  "t.json:1:21: control.tcp: ", "bad listen address" },
+	{ "control tcp without tls",
+	  "{\"control\": {\"tcp\": \"127.0.0.1:9443\"}}",
+	  "t.json:1:21: control.tcp: ", "TLS only" },
+	{ "control tcp without tokens",
+	  "{\"control\": {\"tcp\": \"127.0.0.1:9443\", \"tls_cert\": \"/c\", "
+	  "\"tls_key\": \"/k\"}}",
+	  "t.json:1:21: control.tcp: ", "no control.tokens" },
+	{ "token without a file",
+	  "{\"control\": {\"tokens\": [{\"name\": \"a\", \"role\": \"app\"}]}}",
+	  "t.json:1:25: control.tokens[0]: ", "missing key \"token_file\"" },
+	{ "token role", "{\"control\": {\"tokens\": [{\"role\": \"root\"}]}}",
+	  "t.json:1:34: control.tokens[0].role: ", "unknown role" },
+	{ "token name", "{\"control\": {\"tokens\": [{\"name\": \"a b\"}]}}",
+	  "t.json:1:34: control.tokens[0].name: ", "bad token name" },
+	{ "duplicate token name",
+	  "{\"control\": {\"tokens\": [{\"name\": \"a\", \"role\": \"app\", "
+	  "\"token_file\": \"/t\"}, {\"name\": \"a\"}]}}",
+	  "t.json:1:84: control.tokens[1].name: ", "duplicate token name" },
+	{ "unknown token key",
+	  "{\"control\": {\"tokens\": [{\"token\": \"secret\"}]}}",
+	  "t.json:1:26: control.tokens[0].token: ", "unknown key" },
+	{ "max_body too small", "{\"control\": {\"max_body\": 10}}",
+	  "t.json:1:26: control.max_body: ", "out of range" },
+	{ "default control socket too long",
+	  "{\"runtime_dir\": \"/" LONG100 LONG100 "\"}",
+	  "t.json:1:17: runtime_dir: ", "control socket" },
 };
 
+#undef LONG100
 static void
 test_errors(void **state)
 {
@@ -403,7 +512,8 @@ round_trip(const char *text)
 	/* The dump names every key the schema has, defaults included. */
 	j = json_loads(da, 0, NULL);
 	assert_non_null(j);
-	assert_int_equal(json_object_size(j), 16);
+	assert_int_equal(json_object_size(j), 17);
+	assert_int_equal(json_object_size(json_object_get(j, "control")), 15);
 	assert_int_equal(json_object_size(json_object_get(j, "limits")), 10);
 	assert_int_equal(json_object_size(json_object_get(j, "listen")), 4);
 	assert_int_equal(json_object_size(json_object_get(j, "dns")), 3);
@@ -413,6 +523,9 @@ round_trip(const char *text)
 	assert_int_equal(b->nsessions, a->nsessions);
 	assert_int_equal(b->registries_default, a->registries_default);
 	assert_int_equal(b->socket_mode, a->socket_mode);
+	assert_string_equal(b->control.socket, a->control.socket);
+	assert_int_equal(b->control.ntokens, a->control.ntokens);
+	assert_int_equal(b->control.max_body, a->control.max_body);
 	cfg_free(a);
 	cfg_free(b);
 	free(da);
@@ -457,6 +570,9 @@ test_dump_round_trip(void **state)
 	assert_non_null(strstr(d, "\"socket_mode\": \"0660\""));
 	assert_non_null(strstr(d, "\"max_conns_total\": 4096"));
 	assert_non_null(strstr(d, "\"sni_check\": true"));
+	assert_non_null(strstr(d, "\"socket\": \"/run/sluice/control.sock\""));
+	assert_non_null(strstr(d, "\"client_ca\": null"));
+	assert_non_null(strstr(d, "\"max_body\": 65536"));
 	assert_int_equal(d[strlen(d) - 1], '\n');
 	free(d);
 	cfg_free(c);
