@@ -40,16 +40,44 @@ fail(struct ctl_err *e, enum ctl_code code, const char *fmt, ...)
 	return -1;
 }
 
+/*
+ * A grant's host as the policy stores it: a name (brackets refused), or
+ * an IP literal in canonical text, IPv6 with or without brackets.
+ */
+static int
+grant_host(const char *host, struct pol_target *t)
+{
+	size_t len = strlen(host);
+
+	if (len > 2 && host[0] == '[' && host[len - 1] == ']') {
+		host++;
+		len -= 2;
+	}
+	if (memchr(host, ':', len) != NULL) {
+		memset(t, 0, sizeof(*t));
+		if (pol_addr_parse(host, len, &t->addr) != 0 ||
+		    t->addr.family != AF_INET6)
+			return -1;
+		t->kind = POL_HOST_V6;
+		pol_addr_format(&t->addr, t->host, sizeof(t->host));
+		return 0;
+	}
+	return pol_host_parse(host, len, 0, t) == POL_R_NONE ? 0 : -1;
+}
+
 /* ------------------------------------------------------------------ */
 /* Admin records. */
 
 static void
-admin_record(const struct ctl_actor *a, const char *action,
-    const char *target, json_t *before, json_t *after, const char *outcome)
+admin_record_s(const struct ctl_actor *a, const char *action,
+    const char *session, const char *target, json_t *before, json_t *after,
+    const char *outcome)
 {
 	struct clog_rec *r = clog_rec_new("admin");
 
 	clog_rec_str(r, "action", action);
+	if (session != NULL)
+		clog_rec_str(r, "session", session);
 	clog_rec_str(r, "who", a ? a->who : "sluiced");
 	clog_rec_str(r, "role", a ? a->role : NULL);
 	clog_rec_str(r, "target", target);
@@ -59,6 +87,13 @@ admin_record(const struct ctl_actor *a, const char *action,
 	if (clog_write(px.log, r) != 0)
 		px_log(PX_ERR, "%s: cannot write the admin record for %s",
 		    __func__, action);
+}
+
+static void
+admin_record(const struct ctl_actor *a, const char *action,
+    const char *target, json_t *before, json_t *after, const char *outcome)
+{
+	admin_record_s(a, action, NULL, target, before, after, outcome);
 }
 
 void
@@ -528,8 +563,7 @@ restore_grants(struct px_session *s, json_t *grants, char *err,
 		struct pol_target t;
 
 		if (!json_is_string(h) || p < 1 || p > 65535 ||
-		    pol_host_parse(json_string_value(h),
-		    strlen(json_string_value(h)), 0, &t) != POL_R_NONE ||
+		    grant_host(json_string_value(h), &t) != 0 ||
 		    pol_session_grant(s->pol, t.host, (uint16_t)p) != 0) {
 			snprintf(err, errlen, "session %s: grants[%zu]: bad "
 			    "grant", pol_session_id(s->pol), i);
@@ -748,7 +782,7 @@ ctl_session_create(const struct ctl_actor *a,
 		px_session_destroy(s, POL_R_SESSION_CLOSED);
 		return -1;
 	}
-	admin_record(a, "session_create", spec->id, NULL,
+	admin_record_s(a, "session_create", spec->id, spec->id, NULL,
 	    ctl_json_session(s), "ok");
 	if (out != NULL)
 		*out = s;
@@ -773,7 +807,7 @@ ctl_session_delete(const struct ctl_actor *a, const char *id,
 		json_decref(before);
 		return -1;   /* gone now; the old state restores it later */
 	}
-	admin_record(a, "session_delete", id, before, NULL, "ok");
+	admin_record_s(a, "session_delete", id, id, before, NULL, "ok");
 	return 0;
 }
 
@@ -820,8 +854,8 @@ ctl_session_set_tier(const struct ctl_actor *a, const char *id,
 		json_decref(before);
 		return -1;
 	}
-	admin_record(a, "session_set_tier", id, before, ctl_json_session(s),
-	    "ok");
+	admin_record_s(a, "session_set_tier", id, id, before,
+	    ctl_json_session(s), "ok");
 	return 0;
 }
 
@@ -837,7 +871,7 @@ grant_change(const struct ctl_actor *a, const char *id, const char *host,
 		return fail(e, CTL_NOT_FOUND, "no session %s", id);
 	if (port == 0)
 		return fail(e, CTL_BAD_REQUEST, "port: 1..65535");
-	if (pol_host_parse(host, strlen(host), 0, &t) != POL_R_NONE)
+	if (grant_host(host, &t) != 0)
 		return fail(e, CTL_BAD_REQUEST, "host: not a canonical host "
 		    "name or address");
 	if (add) {
@@ -856,8 +890,8 @@ grant_change(const struct ctl_actor *a, const char *id, const char *host,
 		return -1;
 	}
 	snprintf(target, sizeof(target), "%s %s:%u", id, t.host, port);
-	admin_record(a, add ? "grant_add" : "grant_remove", target, NULL,
-	    NULL, "ok");
+	admin_record_s(a, add ? "grant_add" : "grant_remove", id, target,
+	    NULL, NULL, "ok");
 	if (!add)
 		close_exceeding(s);
 	return 0;
