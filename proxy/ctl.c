@@ -435,17 +435,7 @@ mkdir_parent(const char *path)
 	if (p == NULL || p == dir)
 		return 0;
 	*p = '\0';
-	for (p = dir + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(dir, 0750) != 0 && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	if (mkdir(dir, 0750) != 0 && errno != EEXIST)
-		return -1;
-	return 0;
+	return px_mkdir_p(dir, 0750);
 }
 
 /* Write to a temporary file, fsync, rename over, fsync the directory:

@@ -156,8 +156,9 @@ px_listener_free(struct px_listener *l)
 	free(l);
 }
 
-static int
-mkdir_p(const char *path, mode_t mode)
+/* mkdir -p: every missing directory of path, with mode. */
+int
+px_mkdir_p(const char *path, mode_t mode)
 {
 	char tmp[PATH_MAX];
 	char *p;
@@ -199,7 +200,7 @@ px_session_listen(struct px_session *s)
 	slash = strrchr(dir, '/');
 	if (slash != NULL && slash != dir) {
 		*slash = '\0';
-		if (mkdir_p(dir, 0755) != 0) {
+		if (px_mkdir_p(dir, 0755) != 0) {
 			px_log(PX_ERR, "%s: %s: %s", __func__, dir,
 			    strerror(errno));
 			return -1;

@@ -132,27 +132,6 @@ make_dns(const struct cfg *c, char *err, size_t errlen)
 	return d;
 }
 
-static int
-ensure_dir(const char *path, mode_t mode)
-{
-	char tmp[PATH_MAX];
-	char *p;
-
-	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
-		return -1;
-	for (p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(tmp, mode) != 0 && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	if (mkdir(tmp, mode) != 0 && errno != EEXIST)
-		return -1;
-	return 0;
-}
-
 /* One broker per runtime directory: two would fight over socket paths. */
 static int
 lock_runtime_dir(const char *dir)
@@ -160,7 +139,7 @@ lock_runtime_dir(const char *dir)
 	char path[PATH_MAX];
 	int fd;
 
-	if (ensure_dir(dir, 0755) != 0) {
+	if (px_mkdir_p(dir, 0755) != 0) {
 		px_log(PX_ERR, "%s: cannot create %s: %s", __func__, dir,
 		    strerror(errno));
 		return -1;

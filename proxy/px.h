@@ -116,6 +116,7 @@ struct px {
 extern struct px px;
 
 /* listen.c */
+int px_mkdir_p(const char *path, mode_t mode);
 int px_listeners_sync(void);            /* TCP and vsock listeners per cfg */
 int px_session_listen(struct px_session *s);
 void px_listener_free(struct px_listener *l);
