@@ -611,6 +611,8 @@ ceiling_put(const struct opts *o, json_t *body)
 {
 	struct reply rp;
 	const json_t *closed;
+	/* api() takes the body: read what we need from it first */
+	int asked = json_is_true(json_object_get(body, "close_exceeding"));
 	int rc;
 
 	rc = api(o, "PUT", "/v1/ceiling", body, &rp);
@@ -620,7 +622,8 @@ ceiling_put(const struct opts *o, json_t *body)
 		else {
 			print_ceiling(rp.doc);
 			closed = json_object_get(rp.doc, "closed");
-			if (json_is_integer(closed))
+			/* nothing is closed unless asked: say so only then */
+			if (json_is_integer(closed) && asked)
 				printf("closed %" JSON_INTEGER_FORMAT
 				    " connection(s) above the new ceiling\n",
 				    json_integer_value(closed));
