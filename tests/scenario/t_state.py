@@ -152,6 +152,14 @@ def check_admin(d, action, who="root", **match):
     return r
 
 
+def wait_conns(d, sid, n):
+    """Until the daemon counts n connections on session sid (a client's
+    close takes a moment to reach the daemon's side)."""
+    wait_until(lambda: ok(call(d, "GET", "/v1/sessions/%s" % sid), 200,
+                          "GET %s" % sid)["connections"] == n, 5,
+               what="%d connection(s) on %s" % (n, sid))
+
+
 def ctl_path():
     p = os.path.join(BUILDDIR, "proxy", "sluicectl")
     if not os.access(p, os.X_OK):
@@ -435,6 +443,7 @@ def ceiling_lowered_under_open_tunnels(env):
        "clear acme")
     t2 = tunnel(aconn, "up.test", echo.port)
     echo_ok(t2, "t2")
+    wait_conns(d, "low", 2)
     mark = log_mark(d)
     cl = ok(call(d, "PUT", "/v1/ceiling", {"tenants": {"acme": "registries"},
                                            "close_exceeding": True}),
@@ -453,6 +462,7 @@ def ceiling_lowered_under_open_tunnels(env):
     check(not records_since(d, mark, event="close", session="other"),
           "beta's tunnel was logged as closed")
     tb.close()
+    wait_conns(d, "other", 0)
 
     # the global ceiling, too
     t3 = tunnel(bconn, "up.test", echo.port)
@@ -492,9 +502,7 @@ def session_deleted_under_open_tunnels(env):
               % (up.port, up.port))
     check_eq(read_response(k).status, 200, "keep-alive exchange")
     survivor = tunnel(tcp_connector(d, env.src(5)), "up.test", echo.port)
-    wait_until(lambda: ok(call(d, "GET", "/v1/sessions/doomed"), 200,
-                          "get")["connections"] == 4, 5,
-               what="four connections on doomed")
+    wait_conns(d, "doomed", 4)
 
     mark = log_mark(d)
     ok(call(d, "DELETE", "/v1/sessions/doomed"), 200, "delete")
@@ -512,7 +520,8 @@ def session_deleted_under_open_tunnels(env):
     # one close record per tunnel; the idle keep-alive connection has no
     # exchange left open to close
     closes = wait_until(lambda: (lambda c: c if len(c) >= 3 else None)(
-        records_since(d, mark, event="close", session="doomed")), 5,
+        records_since(d, mark, event="close", session="doomed",
+                      method="CONNECT")), 5,
         what="three close records for doomed")
     check_eq(len(closes), 3, "close records")
     check_eq(set(r.get("reason") for r in closes), {"session_closed"},
