@@ -856,6 +856,7 @@ grant_change(const struct ctl_actor *a, const char *id, const char *host,
 	struct px_session *s = ctl_session_find(id);
 	struct pol_target t;
 	char target[POL_HOST_MAX + 80];
+	json_t *before;
 
 	if (s == NULL)
 		return fail(e, CTL_NOT_FOUND, "no session %s", id);
@@ -864,24 +865,31 @@ grant_change(const struct ctl_actor *a, const char *id, const char *host,
 	if (grant_host(host, &t) != 0)
 		return fail(e, CTL_BAD_REQUEST, "host: not a canonical host "
 		    "name or address");
+	if (add && pol_session_has_grant(s->pol, t.host, port))
+		return 0;   /* already granted: nothing changes */
+	/* the session's grants before and after, for the admin record */
+	before = grants_json(s->pol);
 	if (add) {
-		if (pol_session_has_grant(s->pol, t.host, port))
-			return 0;   /* already granted: nothing changes */
-		if (pol_session_grant(s->pol, t.host, port) != 0)
+		if (pol_session_grant(s->pol, t.host, port) != 0) {
+			json_decref(before);
 			return fail(e, CTL_INTERNAL, "out of memory");
-	} else if (pol_session_revoke(s->pol, t.host, port) != 0)
+		}
+	} else if (pol_session_revoke(s->pol, t.host, port) != 0) {
+		json_decref(before);
 		return fail(e, CTL_NOT_FOUND, "no grant %s:%u for %s", t.host,
 		    port, id);
+	}
 	if (ctl_state_save(e) != 0) {
 		if (add)
 			pol_session_revoke(s->pol, t.host, port);
 		else
 			pol_session_grant(s->pol, t.host, port);
+		json_decref(before);
 		return -1;
 	}
 	snprintf(target, sizeof(target), "%s %s:%u", id, t.host, port);
 	admin_record_s(a, add ? "grant_add" : "grant_remove", id, target,
-	    NULL, NULL, "ok");
+	    before, grants_json(s->pol), "ok");
 	if (!add)
 		close_exceeding(s);
 	return 0;
