@@ -240,6 +240,7 @@ enum pol_rule {
 	POL_RULE_REGISTRIES,   /* registry host list under tier >= registries */
 	POL_RULE_PUBLIC,       /* tier public */
 	POL_RULE_GRANT,        /* an earlier "Allow for this chat" */
+	POL_RULE_PROMPT,       /* the user answered a prompt with an allow */
 };
 const char *pol_rule_name(enum pol_rule r);  /* "", "registries", ... */
 const char *pol_verdict_name(enum pol_verdict v); /* allow, deny, prompt */

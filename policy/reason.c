@@ -190,6 +190,7 @@ static const char *const rule_names[] = {
 	[POL_RULE_REGISTRIES] = "registries",
 	[POL_RULE_PUBLIC] = "public",
 	[POL_RULE_GRANT] = "grant",
+	[POL_RULE_PROMPT] = "prompt",
 };
 
 const char *

@@ -78,6 +78,18 @@ int ctl_ceiling_clear(const struct ctl_actor *a, const char *tenant,
 void ctl_audit(const struct ctl_actor *a, const char *action,
     const char *target, const char *outcome);
 
+/* Prompts (DESIGN.md "Prompts").  ctl_prompt_answer: CTL_NOT_FOUND for
+ * an unknown id, CTL_CONFLICT for one already answered or expired. */
+enum ctl_answer { CTL_ALLOW_ONCE, CTL_ALLOW_CHAT, CTL_DENY };
+int ctl_answer_parse(const char *s, enum ctl_answer *out);
+const char *ctl_answer_name(enum ctl_answer a);
+int ctl_prompt_answer(const struct ctl_actor *a, const char *id,
+    enum ctl_answer ans, struct ctl_err *e);
+/* {"prompts": [PROMPT...]} of the pending prompts; one prompt by id
+ * (pending or recently answered), or NULL. */
+void *ctl_json_prompts(void);
+void *ctl_json_prompt(const char *id);
+
 /* JSON views (jansson json_t *, new reference) for the API. */
 void *ctl_json_health(void);
 void *ctl_json_ceiling(void);

@@ -1,0 +1,35 @@
+/*
+ * webhook.h: prompts delivered to the app by an HTTPS POST.
+ *
+ * The body is the prompt's JSON.  Headers: Content-Type
+ * application/json, X-Sluice-Event: prompt, X-Sluice-Delivery: the prompt
+ * id (an idempotency key), X-Sluice-Timestamp: Unix seconds, and
+ * X-Sluice-Signature: "sha256=" + hex HMAC-SHA256 over
+ * "<timestamp>.<body>" with the configured secret.  TLS is verified
+ * (certificate chain and host name), with the system store or the
+ * configured CA file.  Failed deliveries are retried with exponential
+ * backoff and jitter while the prompt is pending; each attempt writes a
+ * diagnostic line.  A 2xx answer whose JSON body carries
+ * {"decision": "allow_once"|"allow_chat"|"deny"} answers the prompt at
+ * once (through ctl_prompt_answer, actor "webhook").
+ */
+#ifndef SLUICE_WEBHOOK_H
+#define SLUICE_WEBHOOK_H
+
+#include <stddef.h>
+
+struct event_base;
+struct cfg;
+
+int wh_init(struct event_base *base, const struct cfg *c, char *err,
+    size_t errlen);
+int wh_reload(const struct cfg *c);   /* -1: logged, old settings kept */
+void wh_shutdown(void);
+/* 1 when a webhook is configured (it counts as an approver). */
+int wh_configured(void);
+/* Deliver a new prompt (json_t *, borrowed).  id as in the prompt. */
+void wh_prompt(const char *id, const void *prompt_json);
+/* The prompt was answered or expired: stop retrying it. */
+void wh_prompt_done(const char *id);
+
+#endif /* SLUICE_WEBHOOK_H */
