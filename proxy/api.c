@@ -41,6 +41,7 @@
 #include "px.h"
 #include "ctl.h"
 #include "api.h"
+#include "events.h"
 
 #define API_HEADERS_MAX 16384
 #define API_TIMEOUT_S 30
@@ -727,6 +728,63 @@ h_metrics(struct call *k)
 	free(text);
 }
 
+/* The stream takes the request over; api.c is done with it. */
+static void
+h_events(struct call *k)
+{
+	const char *last = evhttp_find_header(
+	    evhttp_request_get_input_headers(k->req), "Last-Event-ID");
+
+	/* only app and admin reach this route, and both may answer */
+	ev_subscribe(k->req, 1, last);
+}
+
+static void
+h_prompts_list(struct call *k)
+{
+	send_json(k->req, 200, ctl_json_prompts());
+}
+
+static void
+h_prompt_get(struct call *k)
+{
+	json_t *j = ctl_json_prompt(k->id);
+
+	if (j == NULL) {
+		send_error(k->req, 404, "no prompt %s", k->id);
+		return;
+	}
+	send_json(k->req, 200, j);
+}
+
+static void
+h_prompt_answer(struct call *k)
+{
+	struct field f[] = { { "decision", F_STR, 1, NULL } };
+	struct ctl_err e = { CTL_OK, "" };
+	enum ctl_answer ans;
+	json_t *j;
+	char b[80];
+
+	if (fields_get(k, f, 1) != 0)
+		return;
+	if (ctl_answer_parse(json_string_value(f[0].v), &ans) != 0) {
+		send_error(k->req, 400, "decision: unknown decision \"%s\" "
+		    "(expected allow_once, allow_chat or deny)",
+		    shown(json_string_value(f[0].v), b, sizeof(b)));
+		return;
+	}
+	if (ctl_prompt_answer(&k->actor, k->id, ans, &e) != 0) {
+		send_ctl_error(k->req, &e);
+		return;
+	}
+	if ((j = ctl_json_prompt(k->id)) == NULL) {
+		send_error(k->req, 404, "no prompt %s", k->id);
+		return;
+	}
+	send_json(k->req, 200, j);
+}
+
 static const struct route routes[] = {
 	{ "/v1/health", EVHTTP_REQ_GET, R_ALL, "health", h_health, 0 },
 	{ "/v1/ceiling", EVHTTP_REQ_GET, R_ADMIN | R_AUDITOR, "ceiling_get",
@@ -749,6 +807,14 @@ static const struct route routes[] = {
 	  R_ADMIN | R_APP, "grant_remove", h_grant_remove, 0 },
 	{ "/v1/metrics", EVHTTP_REQ_GET, R_ADMIN | R_AUDITOR, "metrics",
 	  h_metrics, 0 },
+	{ "/v1/events", EVHTTP_REQ_GET, R_ADMIN | R_APP, "events",
+	  h_events, 0 },
+	{ "/v1/prompts", EVHTTP_REQ_GET, R_ADMIN | R_APP, "prompt_list",
+	  h_prompts_list, 0 },
+	{ "/v1/prompts/{id}", EVHTTP_REQ_GET, R_ADMIN | R_APP, "prompt_get",
+	  h_prompt_get, 0 },
+	{ "/v1/prompts/{id}", EVHTTP_REQ_POST, R_ADMIN | R_APP,
+	  "prompt_answer", h_prompt_answer, 1 },
 };
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
 
@@ -858,9 +924,10 @@ route_args(struct call *k, const struct cap caps[2])
 		memcpy(k->id, caps[0].p, caps[0].n);
 		k->id[caps[0].n] = '\0';
 		if (!pol_id_valid(k->id)) {
-			send_error(k->req, 400, "id: bad session id \"%s\" "
+			send_error(k->req, 400, "id: bad %s id \"%s\" "
 			    "(expected 1 to 64 of A-Z a-z 0-9 . _ -)",
-			    shown(k->id, b, sizeof(b)));
+			    strncmp(pat, "/v1/prompts/", 12) == 0 ? "prompt" :
+			    "session", shown(k->id, b, sizeof(b)));
 			return -1;
 		}
 	}

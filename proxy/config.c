@@ -1402,6 +1402,16 @@ static const struct cfg_key prompt_keys[] = {
 	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
 };
 
+static const struct cfg_key events_keys[] = {
+	{ "ring", K_SIZE, offsetof(struct cfg, events_ring), 16, 100000,
+	  NULL, NULL },
+	{ "max_pending", K_SIZE, offsetof(struct cfg, events_max_pending),
+	  4096, 64 * 1048576, NULL, NULL },
+	{ "heartbeat_s", K_INT, offsetof(struct cfg, events_heartbeat_s), 1,
+	  3600, NULL, NULL },
+	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
+};
+
 #define LIM(name, kind, field, lo, hi) \
 	{ name, kind, offsetof(struct cfg, field), lo, hi, NULL, NULL }
 
@@ -1637,6 +1647,7 @@ static const struct cfg_key root_keys[] = {
 	{ "dns", K_OBJ, 0, 0, 0, dns_keys, NULL },
 	{ "log", K_OBJ, 0, 0, 0, log_keys, NULL },
 	{ "prompt", K_OBJ, 0, 0, 0, prompt_keys, NULL },
+	{ "events", K_OBJ, 0, 0, 0, events_keys, NULL },
 	{ "limits", K_OBJ, 0, 0, 0, limits_keys, NULL },
 	{ "tls", K_OBJ, 0, 0, 0, tls_keys, NULL },
 	{ "control", K_OBJ, 0, 0, 0, control_keys, NULL },
@@ -1736,6 +1747,9 @@ cfg_defaults(void)
 	c->dns_timeout_ms = 3000;
 	c->prompt_timeout_s = 90;
 	c->prompt_deny_quiet_s = 60;
+	c->events_ring = 1024;
+	c->events_max_pending = 262144;
+	c->events_heartbeat_s = 15;
 	c->max_head = 32768;
 	c->max_line = 8192;
 	c->max_headers = 100;
@@ -2214,6 +2228,10 @@ dump_tree(const struct cfg *c, int *bad)
 	jset(root, "prompt", json_pack("{s:i,s:i}",
 	    "timeout_s", c->prompt_timeout_s,
 	    "deny_quiet_s", c->prompt_deny_quiet_s), bad);
+	jset(root, "events", json_pack("{s:I,s:I,s:i}",
+	    "ring", (json_int_t)c->events_ring,
+	    "max_pending", (json_int_t)c->events_max_pending,
+	    "heartbeat_s", c->events_heartbeat_s), bad);
 	jset(root, "limits", json_pack("{s:I,s:I,s:I,s:i,s:i,s:i,s:i,s:i,s:I,s:i}",
 	    "max_head", (json_int_t)c->max_head,
 	    "max_line", (json_int_t)c->max_line,

@@ -112,6 +112,11 @@ struct cfg {
 	int prompt_timeout_s;                      /* 90 */
 	int prompt_deny_quiet_s;                   /* 60 */
 
+	/* events: the control API's event stream */
+	size_t events_ring;                        /* 1024 events kept for replay */
+	size_t events_max_pending;                 /* 256 KiB unsent per subscriber */
+	int events_heartbeat_s;                    /* 15 */
+
 	/* limits */
 	size_t max_head;                           /* 32768 */
 	size_t max_line;                           /* 8192 */

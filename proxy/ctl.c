@@ -22,6 +22,7 @@
 
 #include "px.h"
 #include "ctl.h"
+#include "events.h"
 
 /* Ceilings the API set; they win over the configuration file's. */
 static json_t *api_ceiling;      /* {"tier": T|null, "tenants": {..}} */
@@ -63,6 +64,17 @@ grant_host(const char *host, struct pol_target *t)
 		return 0;
 	}
 	return pol_host_parse(host, len, 0, t) == POL_R_NONE ? 0 : -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Events (events.h): what changed, for the event stream. */
+
+static void
+session_event(const char *action, json_t *session)
+{
+	if (session != NULL)
+		ev_publish("session", json_pack("{s:s,s:o}", "action", action,
+		    "session", session));
 }
 
 /* ------------------------------------------------------------------ */
@@ -774,6 +786,7 @@ ctl_session_create(const struct ctl_actor *a,
 	}
 	admin_record_s(a, "session_create", spec->id, spec->id, NULL,
 	    ctl_json_session(s), "ok");
+	session_event("create", ctl_json_session(s));     /* events */
 	if (out != NULL)
 		*out = s;
 	return 0;
@@ -798,6 +811,7 @@ ctl_session_delete(const struct ctl_actor *a, const char *id,
 		return -1;   /* gone now; the old state restores it later */
 	}
 	admin_record_s(a, "session_delete", id, id, before, NULL, "ok");
+	session_event("delete", json_pack("{s:s}", "id", id));   /* events */
 	return 0;
 }
 
@@ -846,6 +860,7 @@ ctl_session_set_tier(const struct ctl_actor *a, const char *id,
 	}
 	admin_record_s(a, "session_set_tier", id, id, before,
 	    ctl_json_session(s), "ok");
+	session_event("set_tier", ctl_json_session(s));   /* events */
 	return 0;
 }
 
@@ -960,6 +975,7 @@ ceiling_commit(const struct ctl_actor *a, json_t *next, const char *target,
 		*closed = close_ex ? close_exceeding(NULL) : 0;
 	admin_record(a, "ceiling_set", target, before, ctl_json_ceiling(),
 	    "ok");
+	ev_publish("ceiling", ctl_json_ceiling());        /* events */
 	return 0;
 }
 

@@ -24,6 +24,7 @@
 #include "px.h"
 #include "ctl.h"
 #include "api.h"
+#include "events.h"           /* events */
 
 struct px px;
 int px_verbose;
@@ -615,6 +616,12 @@ main(int argc, char **argv)
 	}
 	if (px_listeners_sync() != 0)
 		goto out;
+	/* event stream: before the API that serves it */
+	if (ev_init(px.base, px.cfg->events_ring, px.cfg->events_max_pending,
+	    px.cfg->events_heartbeat_s) != 0) {              /* events */
+		px_log(PX_ERR, "events: out of memory");
+		goto out;
+	}
 	/* control API: after the sessions are back, before "ready" */
 	if (api_start(px.base, px.cfg, err, sizeof(err)) != 0) {
 		px_log(PX_ERR, "control API: %s", err);
@@ -643,6 +650,7 @@ main(int argc, char **argv)
 	event_free(ev_int);
 out:
 	api_stop();         /* control API: before the sessions go */
+	ev_shutdown();      /* events: its streams went with the API */
 	{
 		struct px_session *s;
 		struct px_listener *l;

@@ -147,8 +147,8 @@ def every_endpoint_as_root(env):
     check(b"# TYPE sluice_decisions_total counter" in r.body and
           b'session="chat-1"' in r.body, "metrics body %r", r.body[:300])
 
-    for p in ("/v1/prompts", "/v1/events", "/v1/nothing", "/v2/health",
-              "/v1/health/", "/"):
+    for p in ("/v1/nothing", "/v2/health", "/v1/health/", "/",
+              "/v1/prompts/p-1/x", "/v1/events/1"):
         expect(call(d, "GET", p), 404, "not_found", p)
 
     sock = s["socket"]
@@ -619,7 +619,9 @@ def malformed_input(env):
         ("GET", "/v1/health?verbose=1", 400, "bad_request", "query", {}),
         ("GET", "/v1/health", 400, "bad_request", "no body",
          {"raw": b'{"x": 1}'}),
-        ("GET", "/v1/prompts", 404, "not_found", None, {}),
+        ("PUT", "/v1/prompts", 405, "method_not_allowed", None, {}),
+        ("POST", "/v1/prompts/p-1", 400, "bad_request", "decision",
+         {"body": {"decision": "later"}}),
     ]
     for method, path, st, code, msg, kw in cases:
         bad(method, path, st, code, msg, **kw)

@@ -61,6 +61,7 @@ static const char full[] =
 	"           \"timeout_ms\": 1500 },\n"
 	"  \"log\": { \"path\": \"/tmp/sluice-test/log.jsonl\" },\n"
 	"  \"prompt\": { \"timeout_s\": 30, \"deny_quiet_s\": 0 },\n"
+	"  \"events\": { \"ring\": 16, \"max_pending\": 4096, \"heartbeat_s\": 3600 },\n"
 	"  \"limits\": { \"max_head\": 16384, \"max_line\": 4096, \"max_headers\": 50,\n"
 	"              \"head_timeout_ms\": 2000, \"idle_timeout_s\": 60,\n"
 	"              \"connect_timeout_ms\": 3000, \"max_conns_per_session\": 8,\n"
@@ -119,6 +120,9 @@ test_defaults(void **state)
 	assert_string_equal(c->log_path, "/var/log/sluice/connections.jsonl");
 	assert_int_equal(c->prompt_timeout_s, 90);
 	assert_int_equal(c->prompt_deny_quiet_s, 60);
+	assert_int_equal(c->events_ring, 1024);
+	assert_int_equal(c->events_max_pending, 262144);
+	assert_int_equal(c->events_heartbeat_s, 15);
 	assert_int_equal(c->max_head, 32768);
 	assert_int_equal(c->max_line, 8192);
 	assert_int_equal(c->max_headers, 100);
@@ -263,6 +267,9 @@ test_full(void **state)
 	assert_int_equal(c->sni_check, 0);
 	assert_int_equal(c->sni_timeout_ms, 1000);
 	assert_int_equal(c->prompt_deny_quiet_s, 0);
+	assert_int_equal(c->events_ring, 16);
+	assert_int_equal(c->events_max_pending, 4096);
+	assert_int_equal(c->events_heartbeat_s, 3600);
 	cfg_free(c);
 
 	/* The integer spelling of a mode. */
@@ -299,6 +306,26 @@ static const struct err_case err_cases[] = {
 	  "t.json:1:24: dns.timeout_ms: ", "expected an integer" },
 	{ "real for an integer", "{\"prompt\": {\"timeout_s\": 1.5}}",
 	  "t.json:1:26: prompt.timeout_s: ", "expected an integer" },
+	{ "events ring too small", "{\"events\": {\"ring\": 15}}",
+	  "t.json:1:21: events.ring: ", "out of range" },
+	{ "events ring too large", "{\"events\": {\"ring\": 100001}}",
+	  "t.json:1:21: events.ring: ", "out of range" },
+	{ "events max_pending too small",
+	  "{\"events\": {\"max_pending\": 4095}}",
+	  "t.json:1:28: events.max_pending: ", "out of range" },
+	{ "events max_pending too large",
+	  "{\"events\": {\"max_pending\": 67108865}}",
+	  "t.json:1:28: events.max_pending: ", "out of range" },
+	{ "events heartbeat zero", "{\"events\": {\"heartbeat_s\": 0}}",
+	  "t.json:1:28: events.heartbeat_s: ", "out of range" },
+	{ "events heartbeat too long",
+	  "{\"events\": {\"heartbeat_s\": 3601}}",
+	  "t.json:1:28: events.heartbeat_s: ", "out of range" },
+	{ "events heartbeat as string",
+	  "{\"events\": {\"heartbeat_s\": \"15\"}}",
+	  "t.json:1:28: events.heartbeat_s: ", "expected an integer" },
+	{ "events unknown key", "{\"events\": {\"size\": 5}}",
+	  "t.json:1:13: events.size: ", "unknown key" },
 	{ "object for a section", "{\"limits\": []}",
 	  "t.json:1:12: limits: ", "expected an object" },
 	{ "bool as string", "{\"tls\": {\"sni_check\": \"yes\"}}",
@@ -512,7 +539,8 @@ round_trip(const char *text)
 	/* The dump names every key the schema has, defaults included. */
 	j = json_loads(da, 0, NULL);
 	assert_non_null(j);
-	assert_int_equal(json_object_size(j), 17);
+	assert_int_equal(json_object_size(j), 18);
+	assert_int_equal(json_object_size(json_object_get(j, "events")), 3);
 	assert_int_equal(json_object_size(json_object_get(j, "control")), 15);
 	assert_int_equal(json_object_size(json_object_get(j, "limits")), 10);
 	assert_int_equal(json_object_size(json_object_get(j, "listen")), 4);
@@ -526,6 +554,9 @@ round_trip(const char *text)
 	assert_string_equal(b->control.socket, a->control.socket);
 	assert_int_equal(b->control.ntokens, a->control.ntokens);
 	assert_int_equal(b->control.max_body, a->control.max_body);
+	assert_int_equal(b->events_ring, a->events_ring);
+	assert_int_equal(b->events_max_pending, a->events_max_pending);
+	assert_int_equal(b->events_heartbeat_s, a->events_heartbeat_s);
 	cfg_free(a);
 	cfg_free(b);
 	free(da);
