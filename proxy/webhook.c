@@ -772,7 +772,9 @@ wh_init(struct event_base *base, const struct cfg *c, char *err,
 		return 0;
 	if ((wh.conf = conf_new(c, err, errlen)) == NULL)
 		return -1;
-	px_log(PX_INFO, "webhook: prompts go to %s", c->webhook.url);
+	/* host and port only: a query may carry a token */
+	px_log(PX_INFO, "webhook: prompts go to %s port %u", wh.conf->hosthdr,
+	    wh.conf->port);
 	return 0;
 }
 
