@@ -7,6 +7,7 @@
  * accepted, or, for syntax errors, the prefix jansson read before it
  * stopped).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -1344,21 +1345,21 @@ dns_host_addrs(struct cfg_ctx *x, json_t *v, struct cfg_hostmap *h)
 	return 0;
 }
 
+/* {"name": ["ip", ...]}: dns.hosts and webhook.hosts. */
 static int
-k_dns_hosts(struct cfg_ctx *x, json_t *v, void *base)
+get_hostmap(struct cfg_ctx *x, json_t *v, struct cfg_hostmap **out,
+    size_t *nout)
 {
-	struct cfg *c = base;
 	const char *name;
 	json_t *m;
 
 	if (!json_is_object(v))
 		return cfg_fail(x, "expected an object of host names");
-	c->dns_hosts = cfg_calloc(x, json_object_size(v),
-	    sizeof(*c->dns_hosts));
-	if (c->dns_hosts == NULL)
+	*out = cfg_calloc(x, json_object_size(v), sizeof(**out));
+	if (*out == NULL)
 		return -1;
 	json_object_foreach(v, name, m) {
-		struct cfg_hostmap *h = &c->dns_hosts[c->ndns_hosts];
+		struct cfg_hostmap *h = &(*out)[*nout];
 		struct pol_target t;
 		size_t i;
 
@@ -1367,18 +1368,26 @@ k_dns_hosts(struct cfg_ctx *x, json_t *v, void *base)
 		    t.kind != POL_HOST_NAME)
 			return cfg_fail_key(x, "bad host name (expected a DNS "
 			    "name such as pypi.org)");
-		for (i = 0; i < c->ndns_hosts; i++)
-			if (strcmp(c->dns_hosts[i].name, t.host) == 0)
+		for (i = 0; i < *nout; i++)
+			if (strcmp((*out)[i].name, t.host) == 0)
 				return cfg_fail_key(x, "host %s is given twice",
 				    t.host);
 		if ((h->name = strdup(t.host)) == NULL)
 			return cfg_fail(x, "out of memory");
-		c->ndns_hosts++;
+		(*nout)++;
 		if (dns_host_addrs(x, m, h) != 0)
 			return -1;
 		ctx_pop(x);
 	}
 	return 0;
+}
+
+static int
+k_dns_hosts(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+
+	return get_hostmap(x, v, &c->dns_hosts, &c->ndns_hosts);
 }
 
 static const struct cfg_key dns_keys[] = {
@@ -1609,6 +1618,101 @@ k_ctl_tokens(struct cfg_ctx *x, json_t *v, void *base)
 	return 0;
 }
 
+/*
+ * "https://host[:port][/path]": the scheme only https (any case), no
+ * userinfo or fragment, a path of printable characters.  The parts are
+ * kept so that the webhook module does not parse again.
+ */
+static int
+webhook_url(struct cfg_ctx *x, const char *u, struct cfg_webhook *w)
+{
+	static const char https[] = "https://";
+	const char *auth, *end, *p;
+	struct pol_target t;
+	char b[80];
+	size_t i;
+
+	for (i = 0; i < sizeof(https) - 1; i++)
+		if (u[i] == '\0' || tolower((unsigned char)u[i]) != https[i])
+			return cfg_fail(x, "%s is not an https:// URL (the "
+			    "webhook is TLS only)", shown(u, b, sizeof(b)));
+	auth = u + i;
+	end = auth + strcspn(auth, "/?#");
+	if (memchr(auth, '@', (size_t)(end - auth)) != NULL)
+		return cfg_fail(x, "no user name or password in the URL");
+	if (*end == '#' || strchr(end, '#') != NULL)
+		return cfg_fail(x, "no fragment (#) in the URL");
+	for (p = end; *p != '\0'; p++)
+		if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
+			return cfg_fail(x, "the URL's path must be printable "
+			    "ASCII without spaces");
+	if (end == auth || pol_target_parse_hostport(auth,
+	    (size_t)(end - auth), 443, &t) != POL_R_NONE || t.port == 0)
+		return cfg_fail(x, "bad host or port in %s",
+		    shown(u, b, sizeof(b)));
+	free(w->host);
+	free(w->path);
+	w->host = strdup(t.host);
+	w->port = t.port;
+	if (*end == '?') {
+		w->path = malloc(strlen(end) + 2);
+		if (w->path != NULL) {
+			w->path[0] = '/';
+			strcpy(w->path + 1, end);
+		}
+	} else {
+		w->path = strdup(*end == '\0' ? "/" : end);
+	}
+	if (w->host == NULL || w->path == NULL)
+		return cfg_fail(x, "out of memory");
+	return 0;
+}
+
+static int
+k_wh_url(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+
+	if (json_is_string(v) && *json_string_value(v) != '\0' &&
+	    webhook_url(x, json_string_value(v), &c->webhook) != 0)
+		return -1;
+	return get_opt_str(x, v, "an https:// URL", &c->webhook.url);
+}
+
+static int
+k_wh_secret_file(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+
+	return get_opt_str(x, v, "a file name", &c->webhook.secret_file);
+}
+
+static int
+k_wh_ca_file(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+
+	return get_opt_str(x, v, "a file name", &c->webhook.ca_file);
+}
+
+static int
+k_wh_hosts(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+
+	return get_hostmap(x, v, &c->webhook.hosts, &c->webhook.nhosts);
+}
+
+static const struct cfg_key webhook_keys[] = {
+	{ "url", K_FN, 0, 0, 0, NULL, k_wh_url },
+	{ "secret_file", K_FN, 0, 0, 0, NULL, k_wh_secret_file },
+	{ "ca_file", K_FN, 0, 0, 0, NULL, k_wh_ca_file },
+	{ "timeout_ms", K_INT, offsetof(struct cfg, webhook.timeout_ms), 100,
+	  600000, NULL, NULL },
+	{ "hosts", K_FN, 0, 0, 0, NULL, k_wh_hosts },
+	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
+};
+
 #define CTL(name, kind, field) \
 	{ name, kind, offsetof(struct cfg, control.field), 0, 0, NULL, NULL }
 
@@ -1651,6 +1755,7 @@ static const struct cfg_key root_keys[] = {
 	{ "limits", K_OBJ, 0, 0, 0, limits_keys, NULL },
 	{ "tls", K_OBJ, 0, 0, 0, tls_keys, NULL },
 	{ "control", K_OBJ, 0, 0, 0, control_keys, NULL },
+	{ "webhook", K_OBJ, 0, 0, 0, webhook_keys, NULL },
 	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
 };
 
@@ -1726,6 +1831,12 @@ cfg_cross_check(struct cfg_ctx *x, json_t *root)
 			    "shorter runtime_dir");
 		}
 	}
+	if (c->webhook.url != NULL && c->webhook.secret_file == NULL) {
+		ctx_key(x, "webhook");
+		ctx_key(x, "url");
+		return cfg_fail(x, "a webhook needs webhook.secret_file (its "
+		    "deliveries are signed)");
+	}
 	return cfg_check_control(x, root);
 }
 
@@ -1768,6 +1879,7 @@ cfg_defaults(void)
 	c->control.socket = strdup("/run/sluice/control.sock");
 	c->control.socket_mode = 0660;
 	c->control.max_body = 65536;
+	c->webhook.timeout_ms = 5000;
 	c->ports_registries = malloc(sizeof(ports));
 	c->ports_public = malloc(sizeof(ports));
 	c->sni_ports = malloc(sizeof(ports[0]));
@@ -1848,6 +1960,16 @@ cfg_free(struct cfg *c)
 		free(c->control.tokens[i].token_file);
 	}
 	free(c->control.tokens);
+	free(c->webhook.url);
+	free(c->webhook.host);
+	free(c->webhook.path);
+	free(c->webhook.secret_file);
+	free(c->webhook.ca_file);
+	for (i = 0; i < c->webhook.nhosts; i++) {
+		free(c->webhook.hosts[i].name);
+		free(c->webhook.hosts[i].addrs);
+	}
+	free(c->webhook.hosts);
 	free(c);
 }
 
@@ -2084,25 +2206,34 @@ dump_sessions(const struct cfg *c, json_t *root, int *bad)
 	jset(root, "sessions", a, bad);
 }
 
-static void
-dump_dns(const struct cfg *c, json_t *root, int *bad)
+static json_t *
+jhostmap(const struct cfg_hostmap *m, size_t n, int *bad)
 {
-	json_t *dns = jobj(bad), *hosts = jobj(bad);
+	json_t *hosts = jobj(bad);
 	char buf[64];
 	size_t i, j;
 
-	for (i = 0; hosts != NULL && i < c->ndns_hosts; i++) {
+	for (i = 0; hosts != NULL && i < n; i++) {
 		json_t *a = json_array();
 
 		if (a == NULL) {
 			*bad = 1;
 			break;
 		}
-		for (j = 0; j < c->dns_hosts[i].naddrs; j++)
-			jpush(a, json_string(pol_addr_format(
-			    &c->dns_hosts[i].addrs[j], buf, sizeof(buf))), bad);
-		jset(hosts, c->dns_hosts[i].name, a, bad);
+		for (j = 0; j < m[i].naddrs; j++)
+			jpush(a, json_string(pol_addr_format(&m[i].addrs[j],
+			    buf, sizeof(buf))), bad);
+		jset(hosts, m[i].name, a, bad);
 	}
+	return hosts;
+}
+
+static void
+dump_dns(const struct cfg *c, json_t *root, int *bad)
+{
+	json_t *dns = jobj(bad);
+	json_t *hosts = jhostmap(c->dns_hosts, c->ndns_hosts, bad);
+
 	if (dns != NULL) {
 		jset(dns, "servers", jstrv(c->dns_servers, c->ndns_servers,
 		    bad), bad);
@@ -2133,6 +2264,23 @@ static json_t *
 jopt(const char *s)
 {
 	return s != NULL ? json_string(s) : json_null();
+}
+
+/* The secret itself is never in the configuration, only its file. */
+static void
+dump_webhook(const struct cfg *c, json_t *root, int *bad)
+{
+	const struct cfg_webhook *w = &c->webhook;
+	json_t *o = jobj(bad);
+
+	if (o != NULL) {
+		jset(o, "url", jopt(w->url), bad);
+		jset(o, "secret_file", jopt(w->secret_file), bad);
+		jset(o, "ca_file", jopt(w->ca_file), bad);
+		jset(o, "timeout_ms", json_integer(w->timeout_ms), bad);
+		jset(o, "hosts", jhostmap(w->hosts, w->nhosts, bad), bad);
+	}
+	jset(root, "webhook", o, bad);
 }
 
 static void
@@ -2248,6 +2396,7 @@ dump_tree(const struct cfg *c, int *bad)
 	    "sni_timeout_ms", c->sni_timeout_ms,
 	    "sni_ports", jports(c->sni_ports, c->nsni_ports, bad)), bad);
 	dump_control(c, root, bad);
+	dump_webhook(c, root, bad);
 	return root;
 }
 

@@ -76,6 +76,19 @@ struct cfg_control {
 	size_t max_body;            /* 65536 */
 };
 
+/* Prompts POSTed to the operator's endpoint (webhook.h).  The secret
+ * stays in its file; the webhook module reads it. */
+struct cfg_webhook {
+	char *url;                  /* "https://host[:port]/path", NULL: none */
+	char *host;                 /* from url: canonical name or IP text */
+	uint16_t port;              /* from url, 443 when absent */
+	char *path;                 /* from url: "/" at least, query kept */
+	char *secret_file;          /* required with url */
+	char *ca_file;              /* NULL: the system store */
+	int timeout_ms;             /* 5000: one attempt */
+	struct cfg_hostmap *hosts; size_t nhosts;   /* before c-ares */
+};
+
 struct cfg {
 	char *source_path;      /* file it came from, or NULL for defaults */
 	char *runtime_dir;      /* "/run/sluice" */
@@ -133,6 +146,7 @@ struct cfg {
 	uint16_t *sni_ports; size_t nsni_ports;    /* tls.sni_ports, [443] */
 
 	struct cfg_control control;
+	struct cfg_webhook webhook;
 };
 
 /*

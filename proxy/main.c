@@ -25,6 +25,7 @@
 #include "ctl.h"
 #include "api.h"
 #include "events.h"           /* events */
+#include "webhook.h"    /* webhook */
 
 struct px px;
 int px_verbose;
@@ -369,6 +370,7 @@ reload(const char *path)
 	sync_sessions();
 	px_listeners_sync();
 	api_reload(nc);     /* control API: logs and keeps its own on error */
+	wh_reload(nc);      /* webhook: logs and keeps its own on error */
 	log_admin("reload", nc->source_path ? nc->source_path : "(defaults)");
 	px_log(PX_INFO, "%s: configuration reloaded", __func__);
 	return 0;
@@ -629,6 +631,11 @@ main(int argc, char **argv)
 		goto out;
 	}
 
+	/* webhook: an approver, so up before "ready" */
+	if (wh_init(px.base, px.cfg, err, sizeof(err)) != 0) {
+		px_log(PX_ERR, "webhook: %s", err);
+		goto out;
+	}
 	ev_hup = evsignal_new(px.base, SIGHUP, on_sighup, NULL);
 	ev_term = evsignal_new(px.base, SIGTERM, on_sigterm, NULL);
 	ev_int = evsignal_new(px.base, SIGINT, on_sigterm, NULL);
@@ -652,6 +659,7 @@ main(int argc, char **argv)
 out:
 	api_stop();         /* control API: before the sessions go */
 	ev_shutdown();      /* events: its streams went with the API */
+	wh_shutdown();      /* webhook */
 	{
 		struct px_session *s;
 		struct px_listener *l;

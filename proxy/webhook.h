@@ -32,4 +32,11 @@ void wh_prompt(const char *id, const void *prompt_json);
 /* The prompt was answered or expired: stop retrying it. */
 void wh_prompt_done(const char *id);
 
+/* "sha256=" + 64 hex digits + NUL. */
+#define WH_SIG_LEN 72
+/* The X-Sluice-Signature value: HMAC-SHA256 with key over
+ * "<timestamp>.<body>".  0, or -1 when OpenSSL fails. */
+int wh_sign(const void *key, size_t keylen, const char *timestamp,
+    const char *body, size_t bodylen, char out[WH_SIG_LEN]);
+
 #endif /* SLUICE_WEBHOOK_H */

@@ -80,7 +80,11 @@ static const char full[] =
 	"                             \"token_file\": \"/etc/s/ops.token\" },\n"
 	"                           { \"name\": \"chat\", \"role\": \"app\",\n"
 	"                             \"token_file\": \"/etc/s/chat.token\" } ],\n"
-	"               \"max_body\": 4096 }\n"
+	"               \"max_body\": 4096 },\n"
+	"  \"webhook\": { \"url\": \"HTTPS://Hooks.Example:8443/sluice?x=1\",\n"
+	"               \"secret_file\": \"/etc/s/hook.secret\",\n"
+	"               \"ca_file\": \"/etc/s/hook-ca.pem\", \"timeout_ms\": 750,\n"
+	"               \"hosts\": { \"hooks.example\": [\"127.0.0.1\", \"::1\"] } }\n"
 	"}\n";
 
 static struct cfg *
@@ -132,6 +136,12 @@ test_defaults(void **state)
 	assert_int_equal(c->max_conns_per_session, 256);
 	assert_int_equal(c->max_conns_total, 4096);
 	assert_int_equal(c->tunnel_buffer, 256 * 1024);
+	assert_null(c->webhook.url);
+	assert_null(c->webhook.host);
+	assert_null(c->webhook.secret_file);
+	assert_null(c->webhook.ca_file);
+	assert_int_equal(c->webhook.timeout_ms, 5000);
+	assert_int_equal(c->webhook.nhosts, 0);
 	assert_int_equal(c->drain_timeout_s, 10);
 	assert_int_equal(c->sni_check, 1);
 	assert_int_equal(c->sni_timeout_ms, 5000);
@@ -270,6 +280,20 @@ test_full(void **state)
 	assert_int_equal(c->events_ring, 16);
 	assert_int_equal(c->events_max_pending, 4096);
 	assert_int_equal(c->events_heartbeat_s, 3600);
+	/* The URL is kept as given and split into canonical parts. */
+	assert_string_equal(c->webhook.url,
+	    "HTTPS://Hooks.Example:8443/sluice?x=1");
+	assert_string_equal(c->webhook.host, "hooks.example");
+	assert_int_equal(c->webhook.port, 8443);
+	assert_string_equal(c->webhook.path, "/sluice?x=1");
+	assert_string_equal(c->webhook.secret_file, "/etc/s/hook.secret");
+	assert_string_equal(c->webhook.ca_file, "/etc/s/hook-ca.pem");
+	assert_int_equal(c->webhook.timeout_ms, 750);
+	assert_int_equal(c->webhook.nhosts, 1);
+	assert_string_equal(c->webhook.hosts[0].name, "hooks.example");
+	assert_int_equal(c->webhook.hosts[0].naddrs, 2);
+	assert_string_equal(pol_addr_format(&c->webhook.hosts[0].addrs[1], buf,
+	    sizeof(buf)), "::1");
 	cfg_free(c);
 
 	/* The integer spelling of a mode. */
@@ -459,6 +483,32 @@ static const struct err_case err_cases[] = {
 	  "t.json:1:26: control.tokens[0].token: ", "unknown key" },
 	{ "max_body too small", "{\"control\": {\"max_body\": 10}}",
 	  "t.json:1:26: control.max_body: ", "out of range" },
+	{ "webhook over plain http",
+	  "{\"webhook\": {\"url\": \"http://hooks.example/\", "
+	  "\"secret_file\": \"/s\"}}",
+	  "t.json:1:21: webhook.url: ", "not an https:// URL" },
+	{ "webhook url with a user",
+	  "{\"webhook\": {\"url\": \"https://u:p@hooks.example/\"}}",
+	  "t.json:1:21: webhook.url: ", "no user name" },
+	{ "webhook url with a bad port",
+	  "{\"webhook\": {\"url\": \"https://hooks.example:0/\"}}",
+	  "t.json:1:21: webhook.url: ", "bad host or port" },
+	{ "webhook url with a space",
+	  "{\"webhook\": {\"url\": \"https://hooks.example/a b\"}}",
+	  "t.json:1:21: webhook.url: ", "printable" },
+	{ "webhook url with a fragment",
+	  "{\"webhook\": {\"url\": \"https://hooks.example/#x\"}}",
+	  "t.json:1:21: webhook.url: ", "fragment" },
+	{ "webhook without a secret",
+	  "{\"webhook\": {\"url\": \"https://hooks.example/\"}}",
+	  "t.json:1:21: webhook.url: ", "webhook.secret_file" },
+	{ "webhook timeout", "{\"webhook\": {\"timeout_ms\": 0}}",
+	  "t.json:1:28: webhook.timeout_ms: ", "out of range" },
+	{ "webhook host map address",
+	  "{\"webhook\": {\"hosts\": {\"h.example\": [\"h\"]}}}",
+	  "t.json:1:38: webhook.hosts[\"h.example\"][0]: ", "bad address" },
+	{ "webhook unknown key", "{\"webhook\": {\"secret\": \"x\"}}",
+	  "t.json:1:14: webhook.secret: ", "unknown key" },
 	{ "default control socket too long",
 	  "{\"runtime_dir\": \"/" LONG100 LONG100 "\"}",
 	  "t.json:1:17: runtime_dir: ", "control socket" },
@@ -541,6 +591,7 @@ round_trip(const char *text)
 	assert_non_null(j);
 	assert_int_equal(json_object_size(j), 18);
 	assert_int_equal(json_object_size(json_object_get(j, "events")), 3);
+	assert_int_equal(json_object_size(json_object_get(j, "webhook")), 5);
 	assert_int_equal(json_object_size(json_object_get(j, "control")), 15);
 	assert_int_equal(json_object_size(json_object_get(j, "limits")), 10);
 	assert_int_equal(json_object_size(json_object_get(j, "listen")), 4);
@@ -604,6 +655,8 @@ test_dump_round_trip(void **state)
 	assert_non_null(strstr(d, "\"socket\": \"/run/sluice/control.sock\""));
 	assert_non_null(strstr(d, "\"client_ca\": null"));
 	assert_non_null(strstr(d, "\"max_body\": 65536"));
+	assert_non_null(strstr(d, "\"url\": null"));
+	assert_non_null(strstr(d, "\"timeout_ms\": 5000"));
 	assert_int_equal(d[strlen(d) - 1], '\n');
 	free(d);
 	cfg_free(c);
