@@ -145,6 +145,8 @@ log_decision(struct px_conn *c, enum pol_verdict v, enum pol_reason why)
 	    pol_reason_name(why));
 	clog_rec_str(r, "rule", v == POL_ALLOW ? pol_rule_name(c->dec.rule) :
 	    NULL);
+	clog_rec_str(r, "prompt", c->prompt_id[0] ? c->prompt_id : NULL);
+	clog_rec_str(r, "answer", c->prompt_answer);
 	return clog_write(px.log, r);
 }
 
@@ -192,6 +194,7 @@ void
 px_conn_close(struct px_conn *c, enum pol_reason why)
 {
 	px_conn_log_close(c, why);
+	px_prompt_leave(c);
 	px_log(PX_DEBUG, "%s: conn %llu (%s): %s", __func__,
 	    (unsigned long long)c->id, c->peer,
 	    why == POL_R_NONE ? "done" : pol_reason_name(why));
@@ -372,6 +375,8 @@ handle_request(struct px_conn *c)
 	c->naddrs = c->nchecked = c->next_try = 0;
 	c->dialed_idx = -1;
 	c->sni[0] = '\0';
+	c->prompt_id[0] = '\0';
+	c->prompt_answer = NULL;
 	c->path = NULL;
 	memset(&c->target, 0, sizeof(c->target));
 	memset(&c->dec, 0, sizeof(c->dec));
@@ -428,8 +433,7 @@ handle_request(struct px_conn *c)
 		return;
 	}
 	if (c->dec.verdict == POL_PROMPT) {
-		/* until approvals land, nobody can be asked */
-		px_conn_refuse(c, POL_R_NO_APPROVER, NULL);
+		px_prompt_request(c);
 		return;
 	}
 	if (c->req->m != HTTP_M_CONNECT && c->up != NULL &&

@@ -316,6 +316,34 @@ ctl_metrics_text(void)
 	    "sluice_dns_duration_seconds_count %llu\n",
 	    (unsigned long long)cum, px.m.dns_sum_s,
 	    (unsigned long long)px.m.dns_count);
+	{
+		static const char *const kinds[5] = {
+			"allow_once", "allow_chat", "deny", "timeout", "policy"
+		};
+
+		fprintf(f, "# HELP sluice_prompts_pending Prompts waiting for "
+		    "an answer.\n# TYPE sluice_prompts_pending gauge\n"
+		    "sluice_prompts_pending %zu\n"
+		    "# HELP sluice_prompts_total Prompts raised.\n"
+		    "# TYPE sluice_prompts_total counter\n"
+		    "sluice_prompts_total %llu\n"
+		    "# HELP sluice_prompt_answers_total Prompts resolved, by "
+		    "answer (timeout and policy: resolved by sluiced).\n"
+		    "# TYPE sluice_prompt_answers_total counter\n",
+		    px_prompts_pending(),
+		    (unsigned long long)px.m.prompts_raised);
+		for (i = 0; i < 5; i++)
+			fprintf(f, "sluice_prompt_answers_total{answer=\"%s\"} "
+			    "%llu\n", kinds[i],
+			    (unsigned long long)px.m.prompts_answered[i]);
+		fprintf(f, "# HELP sluice_prompt_answer_seconds Time from a "
+		    "prompt to a person's answer.\n"
+		    "# TYPE sluice_prompt_answer_seconds summary\n"
+		    "sluice_prompt_answer_seconds_sum %.3f\n"
+		    "sluice_prompt_answer_seconds_count %llu\n",
+		    px.m.prompt_latency_sum_s,
+		    (unsigned long long)px.m.prompt_latency_count);
+	}
 	fputs("# HELP sluice_session_decisions_total Decisions per session.\n"
 	    "# TYPE sluice_session_decisions_total counter\n", f);
 	TAILQ_FOREACH(s, &px.sessions, entry) {
@@ -846,6 +874,7 @@ ctl_session_set_tier(const struct ctl_actor *a, const char *id,
 	}
 	admin_record_s(a, "session_set_tier", id, id, before,
 	    ctl_json_session(s), "ok");
+	px_prompts_recheck(s);
 	return 0;
 }
 
@@ -958,6 +987,7 @@ ceiling_commit(const struct ctl_actor *a, json_t *next, const char *target,
 	json_decref(prev);
 	if (closed != NULL)
 		*closed = close_ex ? close_exceeding(NULL) : 0;
+	px_prompts_recheck(NULL);
 	admin_record(a, "ceiling_set", target, before, ctl_json_ceiling(),
 	    "ok");
 	return 0;

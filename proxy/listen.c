@@ -418,6 +418,7 @@ fail:
 void
 px_session_destroy(struct px_session *s, enum pol_reason why)
 {
+	px_prompts_session_gone(s, why);
 	px_conns_close_session(s, why);
 	if (s->listener != NULL) {
 		TAILQ_REMOVE(&px.listeners, s->listener, entry);

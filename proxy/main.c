@@ -414,6 +414,7 @@ on_sigterm(evutil_socket_t fd, short ev, void *arg)
 	if (px.draining)
 		return;
 	px.draining = 1;
+	px_prompts_shutdown();
 	px_log(PX_INFO, "%s: stopping: draining %d connection(s), at most "
 	    "%d s", __func__, px.nconns, px.cfg->drain_timeout_s);
 	/* closed, not just paused: new clients are refused at once

@@ -53,6 +53,7 @@ enum px_transport { PX_T_UNIX, PX_T_TCP, PX_T_VSOCK };
 struct px_conn;
 struct px_listener;
 struct px_splice;
+struct px_prompt;
 
 /* A session as the daemon sees it: the policy object plus its transport. */
 struct px_session {
@@ -91,6 +92,11 @@ struct px_metrics {
 	uint64_t dns[PX_DNS_BUCKETS + 1];     /* last: +Inf */
 	uint64_t dns_count;
 	double dns_sum_s;
+	uint64_t prompts_raised;
+	uint64_t prompts_answered[5];         /* allow_once, allow_chat, deny,
+	                                         timeout, by policy change */
+	double prompt_latency_sum_s;
+	uint64_t prompt_latency_count;
 };
 
 /* The daemon. */
@@ -144,6 +150,7 @@ enum px_state {
 	PX_S_TUNNEL,
 	PX_S_FWD,           /* plain HTTP exchange in progress */
 	PX_S_FLUSH,         /* writing a final answer, then close */
+	PX_S_PROMPT,        /* held until the user answers */
 };
 
 struct px_conn {
@@ -193,6 +200,10 @@ struct px_conn {
 	int cli_eof, up_eof;
 	int cli_shut, up_shut;
 	struct px_splice *spl;           /* a tunnel relayed by splice(2) */
+	struct px_prompt *prompt;        /* the prompt it waits on */
+	TAILQ_ENTRY(px_conn) pentry;     /* prompt->waiters */
+	char prompt_id[20];              /* the prompt that decided it */
+	const char *prompt_answer;
 
 	uint64_t bytes_up, bytes_down;   /* this request / tunnel */
 	TAILQ_ENTRY(px_conn) entry;      /* px.conns */
@@ -229,6 +240,14 @@ void px_upstream_cancel(struct px_conn *c);
 /* tunnel.c */
 void px_tunnel_established(struct px_conn *c);
 void px_relay_start(struct px_conn *c);
+
+/* prompt.c */
+void px_prompt_request(struct px_conn *c);
+void px_prompt_leave(struct px_conn *c);
+void px_prompts_recheck(struct px_session *only);
+void px_prompts_session_gone(struct px_session *s, enum pol_reason why);
+void px_prompts_shutdown(void);
+size_t px_prompts_pending(void);
 
 /* splice.c */
 int px_splice_start(struct px_conn *c);
