@@ -9,6 +9,7 @@ API (proxy/api.c present), every command against the real daemon."""
 import hashlib
 import json
 import os
+import select
 import signal
 import socket
 import ssl
@@ -1016,6 +1017,54 @@ def prompts_watch_tls(env):
     w.expect_line("p-2b: allow_once")
     w.key("q")
     check_eq(w.finish(), 0, "exit")
+
+
+@S.case
+def prompts_watch_tty(env):
+    """On a terminal: no echo, no line buffering, one key answers, the
+    countdown is redrawn, and the terminal is restored on SIGTERM."""
+    import pty
+    import termios
+    pa = PromptAPI(env, [prompt_doc("p-1a", expires_in_s=30)])
+    master, slave = pty.openpty()
+    before = termios.tcgetattr(slave)
+    e = dict(os.environ)
+    e.pop("SLUICE_CONTROL_SOCKET", None)
+    p = subprocess.Popen([ctl_path(), "--socket", pa.path, "prompts",
+                          "watch"], stdin=slave, stdout=slave,
+                         stderr=subprocess.PIPE, env=e)
+    env.closers.append(lambda: p.poll() is None and p.kill())
+    buf = bytearray()
+
+    def screen_has(text):
+        for _ in range(100):
+            r, _w, _x = select.select([master], [], [], 0)
+            if not r:
+                break
+            buf.extend(os.read(master, 65536))
+        return text.encode() in buf
+
+    try:
+        wait_until(lambda: screen_has("answer p-1a"), 10, what="screen")
+        attrs = termios.tcgetattr(slave)
+        check(not attrs[3] & termios.ICANON and not attrs[3] & termios.ECHO,
+              "raw mode while watching")
+        # the countdown moves without any event
+        wait_until(lambda: screen_has("28s"), 5, what="countdown")
+        os.write(master, b"d")     # one key, no Enter
+        wait_until(lambda: len(pa.answers()) == 1, 5, what="answer")
+        check_eq(pa.answers()[0], ("p-1a", {"decision": "deny"}), "d key")
+        check(b"\x1b[2J" in buf, "screen redrawn")
+        os.kill(p.pid, signal.SIGTERM)
+        check_eq(p.wait(10), 0, "exit after SIGTERM")
+        after = termios.tcgetattr(slave)
+        check_eq(after[3], before[3], "terminal modes restored")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(5)
+        os.close(master)
+        os.close(slave)
 
 
 # ---------------------------------------------------------------------------
