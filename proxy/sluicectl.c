@@ -1741,6 +1741,8 @@ prompts_watch(const struct opts *o)
 		rc = watch_list(&w);
 	if (rc != EX_OK)
 		goto done;
+	/* scripts learn that sluiced now has an approver */
+	watch_msg(&w, "watching for prompts (%zu pending)", w.n);
 	w.dirty = 1;
 	while (!w.quit && !stop_flag) {
 		now = mono_ms();

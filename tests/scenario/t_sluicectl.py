@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, check, check_eq, BUILDDIR, SRCDIR,  # noqa: E402
                      ZERO_HASH, Fail, do_connect, check_refusal,
                      free_port, make_cert, _read_request, wait_until,
-                     read_log)
+                     read_log, read_response)
 
 S = Suite("t_sluicectl")
 
@@ -888,6 +888,7 @@ def prompts_watch_keys(env):
     for part in ("session chat-1", "tenant acme", "user alice",
                  "CONNECT files.test:443", "waiting 1", "expires in 1m2"):
         check(part in line, "%r not in %r", part, line)
+    w.expect_line("watching for prompts (1 pending)")
     w.expect_line("answer p-1a?")
     wait_until(lambda: len(pa.feed.connections()) == 1, 5, what="stream")
     w.key("o")
@@ -1156,6 +1157,59 @@ def api_ceiling(env):
     check("acme" not in doc.get("tenants", {}), "tenant cleared")
 
 
+def api_prompts_watch(env):
+    """sluicectl prompts watch as the approver of the real sluiced: a held
+    request is shown and let through by one key."""
+    up = env.http_upstream()
+    cfg = env.config(sessions=[{"id": "c1", "tenant": "acme",
+                                "user": "alice", "tier": "registries"}],
+                     ceiling="public", registries=["reg.test"],
+                     ports=env.ports(up.port),
+                     dns={"hosts": {"ask.test": ["127.0.0.1"]}},
+                     prompt={"timeout_s": 30, "deny_quiet_s": 3})
+    d = env.sluiced(cfg)
+    sock = control_socket(d)
+    wait_until(lambda: os.path.exists(sock), 5, what="control socket")
+    w = Watcher(["--socket", sock, "prompts", "watch"])
+    env.closers.append(w.stop)
+    w.expect_line("watching for prompts (0 pending)")
+    result = {}
+
+    def client():
+        c = socket.socket(socket.AF_UNIX)
+        c.settimeout(40)
+        try:
+            c.connect(d.session_socket("c1"))
+            c.sendall(b"GET http://ask.test:%d/ok HTTP/1.1\r\nHost: "
+                      b"ask.test:%d\r\nConnection: close\r\n\r\n"
+                      % (up.port, up.port))
+            result["resp"] = read_response(c, timeout=40)
+        except Exception as e:      # reported below
+            result["err"] = e
+        finally:
+            c.close()
+    t = threading.Thread(target=client, daemon=True)
+    t.start()
+    line = w.expect_line("answer p-")
+    pid = line.split()[1].rstrip("?")
+    shown = w.expect_line("prompt %s:" % pid)
+    check("session c1 tenant acme user alice" in shown and
+          "GET ask.test:%d" % up.port in shown, "prompt line %r", shown)
+    r = expect(ctl("--socket", sock, "prompts", "list"), EX_OK, "list")
+    check(pid in r.out, "list shows %s: %r", pid, r.out)
+    check(t.is_alive(), "the request was answered before the key")
+    w.key("o")
+    w.expect_line("%s: allow_once" % pid)
+    t.join(20)
+    check("err" not in result, "client: %r", result.get("err"))
+    check_eq(result["resp"].status, 200, "request after o")
+    r = expect(ctl("--socket", sock, "prompts", "answer", pid, "deny"),
+               EX_REFUSED, "answered already")
+    check(r.err.startswith("sluicectl: 409 "), "409 %r", r.err)
+    w.key("q")
+    check_eq(w.finish(), 0, "exit after q")
+
+
 # The control API is written on its own branch; these cases join the suite
 # once its code is in the tree, so a strict run never skips them.
 if os.path.exists(os.path.join(SRCDIR, "proxy", "api.c")):
@@ -1164,6 +1218,12 @@ if os.path.exists(os.path.join(SRCDIR, "proxy", "api.c")):
 else:
     sys.stderr.write("# t_sluicectl: proxy/api.c absent: real-API cases "
                      "not registered\n")
+# likewise the event stream (proxy/events.c) for the real approver case
+if os.path.exists(os.path.join(SRCDIR, "proxy", "events.c")):
+    S.case(api_prompts_watch)
+else:
+    sys.stderr.write("# t_sluicectl: proxy/events.c absent: real prompts "
+                     "watch case not registered\n")
 
 if __name__ == "__main__":
     S.main()
