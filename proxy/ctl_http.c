@@ -850,9 +850,11 @@ host_header(const struct ctlh_target *t, char *out, size_t outlen)
 	out[n] = '\0';
 }
 
+/* extra: header lines, each ending in CRLF, or "". */
 static char *
 build_request(const struct ctlh_target *t, const char *method,
-    const char *path, const char *body, size_t *outlen)
+    const char *path, const char *body, const char *accept,
+    const char *extra, size_t *outlen)
 {
 	char hosth[300], *out = NULL;
 	size_t blen = body ? strlen(body) : 0;
@@ -860,9 +862,9 @@ build_request(const struct ctlh_target *t, const char *method,
 
 	host_header(t, hosth, sizeof(hosth));
 	n = asprintf(&out, "%s %s HTTP/1.1\r\nHost: %s\r\n"
-	    "User-Agent: sluicectl/%s\r\nAccept: application/json\r\n"
-	    "Connection: close\r\n%s%s%s%s%zu%s\r\n%s",
-	    method, path, hosth, PACKAGE_VERSION,
+	    "User-Agent: sluicectl/%s\r\nAccept: %s\r\n"
+	    "Connection: close\r\n%s%s%s%s%s%zu%s\r\n%s",
+	    method, path, hosth, PACKAGE_VERSION, accept, extra,
 	    t->token ? "Authorization: Bearer " : "",
 	    t->token ? t->token : "", t->token ? "\r\n" : "",
 	    body ? "Content-Type: application/json\r\nContent-Length: " :
@@ -923,44 +925,54 @@ read_response(struct conn *c, struct ctlh_resp *r, char *err,
 	return rc;
 }
 
+/* Connect to the target (TLS included) within c->deadline. */
+static enum ctlh_rc
+open_target(struct conn *c, const struct ctlh_target *t, char *err,
+    size_t errlen)
+{
+	char host[256], port[8];
+	enum ctlh_rc rc;
+
+	c->deadline = now_ms() + (t->timeout_ms > 0 ? t->timeout_ms : 30000);
+	if (t->token != NULL && !token_ok(t->token)) {
+		set_err(err, errlen, "the token holds spaces or control "
+		    "characters");
+		return CTLH_USAGE;
+	}
+	if (t->url == NULL)
+		return open_unix(c, t->socket, err, errlen) == 0 ? CTLH_OK :
+		    CTLH_UNREACHABLE;
+	if (ctlh_parse_url(t->url, host, sizeof(host), port,
+	    sizeof(port)) != 0) {
+		set_err(err, errlen, "%s: not an https://host:port URL",
+		    t->url);
+		return CTLH_USAGE;
+	}
+	if (open_tcp(c, host, port, err, errlen) != 0)
+		return CTLH_UNREACHABLE;
+	rc = tls_setup(c, t, host, err, errlen);
+	if (rc != CTLH_OK)
+		return rc;
+	return tls_handshake(c, err, errlen);
+}
+
 enum ctlh_rc
 ctlh_request(const struct ctlh_target *t, const char *method,
     const char *path, const char *body, struct ctlh_resp *r, char *err,
     size_t errlen)
 {
 	struct conn c = { .fd = -1 };
-	char host[256], port[8];
 	char *req = NULL;
 	size_t reqlen = 0;
-	enum ctlh_rc rc = CTLH_UNREACHABLE;
+	enum ctlh_rc rc;
 
 	memset(r, 0, sizeof(*r));
-	c.deadline = now_ms() + (t->timeout_ms > 0 ? t->timeout_ms : 30000);
-	if (t->token != NULL && !token_ok(t->token)) {
-		set_err(err, errlen, "the token holds spaces or control "
-		    "characters");
-		return CTLH_USAGE;
-	}
-	if (t->url != NULL) {
-		if (ctlh_parse_url(t->url, host, sizeof(host), port,
-		    sizeof(port)) != 0) {
-			set_err(err, errlen, "%s: not an https://host:port URL",
-			    t->url);
-			return CTLH_USAGE;
-		}
-		if (open_tcp(&c, host, port, err, errlen) != 0)
-			goto done;
-		rc = tls_setup(&c, t, host, err, errlen);
-		if (rc != CTLH_OK)
-			goto done;
-		rc = tls_handshake(&c, err, errlen);
-		if (rc != CTLH_OK)
-			goto done;
-	} else if (open_unix(&c, t->socket, err, errlen) != 0) {
+	rc = open_target(&c, t, err, errlen);
+	if (rc != CTLH_OK)
 		goto done;
-	}
 	rc = CTLH_UNREACHABLE;
-	req = build_request(t, method, path, body, &reqlen);
+	req = build_request(t, method, path, body, "application/json", "",
+	    &reqlen);
 	if (req == NULL) {
 		set_err(err, errlen, "out of memory");
 		goto done;
@@ -981,4 +993,504 @@ done:
 	free(req);
 	conn_close(&c);
 	return rc;
+}
+
+/* ---- streams ---- */
+
+enum frame { FR_CLOSE, FR_LENGTH, FR_CHUNKED };
+enum chunk_state { CS_SIZE, CS_EXT, CS_SIZE_LF, CS_DATA, CS_DATA_CR,
+	CS_DATA_LF, CS_DONE };
+
+struct ctlh_stream {
+	struct conn c;
+	enum frame frame;
+	size_t left;            /* FR_LENGTH: body bytes to go */
+	enum chunk_state cs;
+	size_t chunk;           /* chunk size, then what is left of it */
+	int digits, extlen;
+	char *held;             /* body bytes that came with the head */
+	size_t heldlen, heldoff;
+	int ended;
+};
+
+/* Raw bytes without waiting: >0, 0 EOF, CTLH_AGAIN, -1. */
+static long
+conn_read_nowait(struct conn *c, char *p, size_t n)
+{
+	ssize_t r;
+	int k, e;
+
+	if (c->ssl != NULL) {
+		ERR_clear_error();
+		errno = 0;
+		k = SSL_read(c->ssl, p, n > INT_MAX ? INT_MAX : (int)n);
+		if (k > 0)
+			return k;
+		e = SSL_get_error(c->ssl, k);
+		if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+			return CTLH_AGAIN;
+		if (e == SSL_ERROR_ZERO_RETURN ||
+		    (e == SSL_ERROR_SYSCALL && errno == 0))
+			return 0;
+		return -1;
+	}
+	for (;;) {
+		r = recv(c->fd, p, n, 0);
+		if (r >= 0)
+			return (long)r;
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return CTLH_AGAIN;
+		return -1;
+	}
+}
+
+/* Remove chunked framing from buf[0..n) in place; returns the body bytes
+ * left at buf's start, or -1. */
+static long
+dechunk(struct ctlh_stream *s, char *buf, size_t n)
+{
+	size_t i = 0, o = 0, take;
+	int d;
+	char ch;
+
+	while (i < n && s->cs != CS_DONE) {
+		ch = buf[i];
+		switch (s->cs) {
+		case CS_SIZE:
+			if (ch >= '0' && ch <= '9')
+				d = ch - '0';
+			else if (ch >= 'a' && ch <= 'f')
+				d = ch - 'a' + 10;
+			else if (ch >= 'A' && ch <= 'F')
+				d = ch - 'A' + 10;
+			else if (s->digits > 0 && (ch == ';' || ch == '\r')) {
+				s->cs = ch == ';' ? CS_EXT : CS_SIZE_LF;
+				s->extlen = 0;
+				i++;
+				continue;
+			} else
+				return -1;
+			if (++s->digits > 8)
+				return -1;
+			s->chunk = s->chunk * 16 + (size_t)d;
+			i++;
+			break;
+		case CS_EXT:
+			if (ch == '\r')
+				s->cs = CS_SIZE_LF;
+			else if (ch == '\n' || ++s->extlen > 256)
+				return -1;
+			i++;
+			break;
+		case CS_SIZE_LF:
+			if (ch != '\n')
+				return -1;
+			i++;
+			s->cs = s->chunk == 0 ? CS_DONE : CS_DATA;
+			break;
+		case CS_DATA:
+			take = n - i < s->chunk ? n - i : s->chunk;
+			memmove(buf + o, buf + i, take);
+			o += take;
+			i += take;
+			s->chunk -= take;
+			if (s->chunk == 0)
+				s->cs = CS_DATA_CR;
+			break;
+		case CS_DATA_CR:
+		case CS_DATA_LF:
+			if (ch != (s->cs == CS_DATA_CR ? '\r' : '\n'))
+				return -1;
+			i++;
+			if (s->cs == CS_DATA_CR)
+				s->cs = CS_DATA_LF;
+			else {
+				s->cs = CS_SIZE;
+				s->digits = 0;
+				s->chunk = 0;
+			}
+			break;
+		case CS_DONE:
+			break;
+		}
+	}
+	/* the last chunk ends the body; trailers are not read */
+	if (s->cs == CS_DONE)
+		s->ended = 1;
+	return (long)o;
+}
+
+long
+ctlh_stream_read(struct ctlh_stream *s, char *buf, size_t n, char *err,
+    size_t errlen)
+{
+	long got, out;
+	int i;
+
+	if (n == 0)
+		return CTLH_AGAIN;
+	/* bounded: each round either returns or consumes framing bytes */
+	for (i = 0; i < 1000; i++) {
+		if (s->ended)
+			return 0;
+		if (s->heldoff < s->heldlen) {
+			got = (long)(s->heldlen - s->heldoff < n ?
+			    s->heldlen - s->heldoff : n);
+			memcpy(buf, s->held + s->heldoff, (size_t)got);
+			s->heldoff += (size_t)got;
+		} else {
+			got = conn_read_nowait(&s->c, buf, n);
+			if (got == CTLH_AGAIN)
+				return CTLH_AGAIN;
+			if (got < 0) {
+				set_err(err, errlen, "reading the stream: %s",
+				    errno ? strerror(errno) : "TLS error");
+				return -1;
+			}
+			if (got == 0) {
+				if (s->frame != FR_CLOSE) {
+					set_err(err, errlen, "the stream was "
+					    "cut short");
+					return -1;
+				}
+				s->ended = 1;
+				return 0;
+			}
+		}
+		if (s->frame == FR_CLOSE)
+			return got;
+		if (s->frame == FR_LENGTH) {
+			if ((size_t)got >= s->left) {
+				got = (long)s->left;
+				s->ended = 1;
+			}
+			s->left -= (size_t)got;
+			if (got > 0)
+				return got;
+			continue;
+		}
+		out = dechunk(s, buf, (size_t)got);
+		if (out < 0) {
+			set_err(err, errlen, "bad chunked framing in the "
+			    "stream");
+			return -1;
+		}
+		if (out > 0)
+			return out;
+	}
+	return CTLH_AGAIN;
+}
+
+int
+ctlh_stream_fd(const struct ctlh_stream *s)
+{
+	return s->c.fd;
+}
+
+void
+ctlh_stream_close(struct ctlh_stream *s)
+{
+	if (s == NULL)
+		return;
+	conn_close(&s->c);
+	free(s->held);
+	free(s);
+}
+
+/* Join header lines into "Name: value\r\n..."; NULL if one is unsafe. */
+static char *
+extra_headers(const char *const *headers)
+{
+	size_t len = 1, i;
+	char *out;
+
+	for (i = 0; headers != NULL && headers[i] != NULL; i++) {
+		if (strpbrk(headers[i], "\r\n") != NULL)
+			return NULL;
+		len += strlen(headers[i]) + 2;
+	}
+	out = malloc(len);
+	if (out == NULL)
+		return NULL;
+	out[0] = '\0';
+	for (i = 0; headers != NULL && headers[i] != NULL; i++) {
+		strcat(out, headers[i]);
+		strcat(out, "\r\n");
+	}
+	return out;
+}
+
+/* The head is in buf[0..he): set up s to read the body of a 200. */
+static int
+stream_start(struct ctlh_stream *s, const struct head *h, const char *body,
+    size_t avail, char *err, size_t errlen)
+{
+	s->frame = h->chunked ? FR_CHUNKED : h->has_length ? FR_LENGTH :
+	    FR_CLOSE;
+	s->left = h->length;
+	s->cs = CS_SIZE;
+	if (avail > 0) {
+		s->held = malloc(avail);
+		if (s->held == NULL) {
+			set_err(err, errlen, "out of memory");
+			return -1;
+		}
+		memcpy(s->held, body, avail);
+		s->heldlen = avail;
+	}
+	return 0;
+}
+
+enum ctlh_rc
+ctlh_stream_open(const struct ctlh_target *t, const char *path,
+    const char *const *headers, struct ctlh_stream **out,
+    struct ctlh_resp *r, char *err, size_t errlen)
+{
+	struct ctlh_stream *s;
+	struct head h = { 0 };
+	char *req = NULL, *extra = NULL, *buf = NULL, *nb;
+	size_t reqlen = 0, len = 0, cap = 16384;
+	enum ctlh_rc rc = CTLH_UNREACHABLE;
+	ssize_t n;
+	long he = -1;
+	int k, eof = 0;
+
+	*out = NULL;
+	memset(r, 0, sizeof(*r));
+	s = calloc(1, sizeof(*s));
+	buf = malloc(cap);
+	extra = extra_headers(headers);
+	if (s == NULL || buf == NULL || extra == NULL) {
+		set_err(err, errlen, extra == NULL && s && buf ? "bad header "
+		    "line" : "out of memory");
+		rc = CTLH_USAGE;
+		goto fail;
+	}
+	s->c.fd = -1;
+	rc = open_target(&s->c, t, err, errlen);
+	if (rc != CTLH_OK)
+		goto fail;
+	rc = CTLH_UNREACHABLE;
+	req = build_request(t, "GET", path, NULL, "text/event-stream", extra,
+	    &reqlen);
+	if (req == NULL || conn_write(&s->c, req, reqlen) != 0) {
+		set_err(err, errlen, "sending the request: %s", req == NULL ?
+		    "out of memory" : errno == ETIMEDOUT ? "timed out" :
+		    strerror(errno));
+		goto fail;
+	}
+	rc = CTLH_BAD_RESPONSE;
+	for (;;) {
+		if (he < 0)
+			he = find_head_end(buf, len);
+		if (he >= 0 && h.status == 0) {
+			if (parse_head(buf, (size_t)he, &h, err, errlen) != 0)
+				goto fail;
+			if (h.status == 200) {
+				if (stream_start(s, &h, buf + he + 4,
+				    len - (size_t)he - 4, err, errlen) != 0)
+					goto fail;
+				r->status = 200;
+				memcpy(r->reason, h.reason, sizeof(r->reason));
+				*out = s;
+				s = NULL;
+				rc = CTLH_OK;
+				goto fail;
+			}
+		}
+		if (he >= 0 || eof) {
+			/* not a stream: read the whole answer */
+			k = ctlh_parse_response(buf, len, eof, r, err, errlen);
+			if (k == 1) {
+				rc = CTLH_OK;
+				goto fail;
+			}
+			if (k < 0)
+				goto fail;
+		} else if (len > CTLH_HEAD_MAX) {
+			set_err(err, errlen, "response head larger than %d "
+			    "bytes", CTLH_HEAD_MAX);
+			goto fail;
+		}
+		if (len == cap) {
+			if (cap >= 4 * 1024 * 1024) {
+				set_err(err, errlen, "response too large");
+				goto fail;
+			}
+			nb = realloc(buf, cap * 2);
+			if (nb == NULL) {
+				set_err(err, errlen, "out of memory");
+				goto fail;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		n = conn_read(&s->c, buf + len, cap - len);
+		if (n < 0) {
+			set_err(err, errlen, "reading the response: %s",
+			    errno == ETIMEDOUT ? "timed out" :
+			    (errno ? strerror(errno) : "TLS error"));
+			goto fail;
+		}
+		if (n == 0)
+			eof = 1;
+		len += (size_t)n;
+	}
+fail:
+	free(req);
+	free(extra);
+	free(buf);
+	ctlh_stream_close(s);
+	return rc;
+}
+
+/* ---- Server-Sent Events ---- */
+
+void
+ctlh_sse_init(struct ctlh_sse *p)
+{
+	memset(p, 0, sizeof(*p));
+	snprintf(p->type, sizeof(p->type), "message");
+}
+
+void
+ctlh_sse_reset(struct ctlh_sse *p)
+{
+	p->linelen = 0;
+	p->datalen = 0;
+	p->has_data = 0;
+	p->after_cr = 0;
+	snprintf(p->type, sizeof(p->type), "message");
+}
+
+void
+ctlh_sse_free(struct ctlh_sse *p)
+{
+	free(p->line);
+	free(p->data);
+	p->line = p->data = NULL;
+	p->linecap = p->datacap = 0;
+	ctlh_sse_reset(p);
+}
+
+static int
+grow(char **buf, size_t *cap, size_t need)
+{
+	size_t nc = *cap ? *cap : 256;
+	char *nb;
+
+	if (need <= *cap)
+		return 0;
+	while (nc < need)
+		nc *= 2;
+	nb = realloc(*buf, nc);
+	if (nb == NULL)
+		return -1;
+	*buf = nb;
+	*cap = nc;
+	return 0;
+}
+
+/* One complete line (without its end) in p->line. */
+static int
+sse_line(struct ctlh_sse *p, ctlh_sse_cb cb, void *arg, char *err,
+    size_t errlen)
+{
+	char *line = p->line, *val;
+	size_t n = p->linelen, namelen, vlen;
+
+	if (n == 0) {
+		/* dispatch; data's final newline is not part of it */
+		if (p->has_data) {
+			p->data[p->datalen] = '\0';
+			cb(arg, p->type, p->data, p->datalen, p->id);
+		}
+		p->datalen = 0;
+		p->has_data = 0;
+		snprintf(p->type, sizeof(p->type), "message");
+		return 0;
+	}
+	if (line[0] == ':') {
+		p->comments++;
+		return 0;
+	}
+	val = memchr(line, ':', n);
+	namelen = val ? (size_t)(val - line) : n;
+	if (val != NULL) {
+		val++;
+		if (val < line + n && *val == ' ')
+			val++;
+		vlen = (size_t)(line + n - val);
+	} else {
+		val = line + n;
+		vlen = 0;
+	}
+	if (namelen == 4 && memcmp(line, "data", 4) == 0) {
+		if (grow(&p->data, &p->datacap, p->datalen + vlen + 2) != 0) {
+			set_err(err, errlen, "out of memory");
+			return -1;
+		}
+		if (p->has_data)
+			p->data[p->datalen++] = '\n';
+		memcpy(p->data + p->datalen, val, vlen);
+		p->datalen += vlen;
+		p->has_data = 1;
+	} else if (namelen == 5 && memcmp(line, "event", 5) == 0) {
+		if (vlen >= sizeof(p->type))
+			vlen = sizeof(p->type) - 1;
+		memcpy(p->type, val, vlen);
+		p->type[vlen] = '\0';
+		if (vlen == 0)
+			snprintf(p->type, sizeof(p->type), "message");
+	} else if (namelen == 2 && memcmp(line, "id", 2) == 0) {
+		/* an id with NUL, or too long to send back, is ignored */
+		if (vlen < sizeof(p->id) && memchr(val, '\0', vlen) == NULL) {
+			memcpy(p->id, val, vlen);
+			p->id[vlen] = '\0';
+		}
+	}
+	/* retry: and unknown fields are ignored */
+	return 0;
+}
+
+int
+ctlh_sse_feed(struct ctlh_sse *p, const char *buf, size_t n,
+    ctlh_sse_cb cb, void *arg, char *err, size_t errlen)
+{
+	size_t i;
+	char c;
+
+	for (i = 0; i < n; i++) {
+		c = buf[i];
+		if (p->after_cr) {
+			p->after_cr = 0;
+			if (c == '\n')
+				continue;
+		}
+		if (c == '\r' || c == '\n') {
+			p->after_cr = c == '\r';
+			if (grow(&p->line, &p->linecap, p->linelen + 1) != 0) {
+				set_err(err, errlen, "out of memory");
+				return -1;
+			}
+			p->line[p->linelen] = '\0';
+			if (sse_line(p, cb, arg, err, errlen) != 0)
+				return -1;
+			p->linelen = 0;
+			continue;
+		}
+		if (p->linelen >= CTLH_SSE_LINE_MAX) {
+			set_err(err, errlen, "event line longer than %d bytes",
+			    CTLH_SSE_LINE_MAX);
+			return -1;
+		}
+		if (grow(&p->line, &p->linecap, p->linelen + 2) != 0) {
+			set_err(err, errlen, "out of memory");
+			return -1;
+		}
+		p->line[p->linelen++] = c;
+	}
+	return 0;
 }

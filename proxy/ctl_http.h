@@ -66,4 +66,65 @@ int ctlh_parse_response(const char *buf, size_t len, int eof,
 int ctlh_parse_url(const char *url, char *host, size_t hostlen,
     char *port, size_t portlen);
 
+/* ---- streams (GET /v1/events) ---- */
+
+struct ctlh_stream;
+
+#define CTLH_AGAIN (-2)         /* ctlh_stream_read: nothing to read now */
+
+/*
+ * Send a GET for path with extra header lines (each "Name: value", no
+ * CRLF; NULL-terminated list, or NULL) and read the response head within
+ * the timeout.  On CTLH_OK r->status is set: a 200 leaves the body to be
+ * read from *out (r->body is NULL); any other status reads the whole
+ * response into r and *out is NULL.  On other outcomes a message is in
+ * err and nothing needs freeing.
+ */
+enum ctlh_rc ctlh_stream_open(const struct ctlh_target *t, const char *path,
+    const char *const *headers, struct ctlh_stream **out,
+    struct ctlh_resp *r, char *err, size_t errlen);
+
+/* The descriptor to poll(2) for input. */
+int ctlh_stream_fd(const struct ctlh_stream *s);
+
+/*
+ * Read body bytes (chunked framing removed) without waiting: >0 bytes,
+ * 0 the body ended, CTLH_AGAIN nothing more until the descriptor is
+ * readable (call again until then: TLS may hold decrypted bytes), -1 an
+ * error (message in err).
+ */
+long ctlh_stream_read(struct ctlh_stream *s, char *buf, size_t n, char *err,
+    size_t errlen);
+void ctlh_stream_close(struct ctlh_stream *s);
+
+/* ---- Server-Sent Events parsing ---- */
+
+#define CTLH_SSE_LINE_MAX (1024 * 1024)
+
+/* Called per event: type ("message" by default), its data lines joined
+ * by "\n", and the last event id seen ("" if none). */
+typedef void (*ctlh_sse_cb)(void *arg, const char *type, const char *data,
+    size_t datalen, const char *id);
+
+struct ctlh_sse {
+	char *line;             /* the line being read (malloc) */
+	size_t linelen, linecap;
+	char *data;             /* data lines of the event being read */
+	size_t datalen, datacap;
+	int has_data;
+	int after_cr;           /* a CR ended the last line: skip one LF */
+	char type[64];
+	char id[128];           /* the last event id (survives events) */
+	unsigned long comments; /* comment lines seen (": ping") */
+};
+
+void ctlh_sse_init(struct ctlh_sse *p);
+/* Feed bytes; calls cb for each complete event.  0, or -1 (message in
+ * err) when a line passes CTLH_SSE_LINE_MAX or memory runs out. */
+int ctlh_sse_feed(struct ctlh_sse *p, const char *buf, size_t n,
+    ctlh_sse_cb cb, void *arg, char *err, size_t errlen);
+/* Forget a half-read event (after a dropped connection); keeps the id. */
+void ctlh_sse_reset(struct ctlh_sse *p);
+void ctlh_sse_free(struct ctlh_sse *p);
+
 #endif /* SLUICE_CTL_HTTP_H */

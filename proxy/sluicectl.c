@@ -20,11 +20,15 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -56,6 +60,7 @@ enum opt_id {
 	O_FILE, O_TENANT, O_USER, O_TIER, O_VSOCK_CID, O_SOURCE,
 	O_CLOSE_EXCEEDING, O_FOLLOW, O_LINES, O_SESSION, O_HOST, O_DECISION,
 	O_REASON, O_EVENT, O_SINCE, O_UNTIL, O_PREV, O_SESSION_SOCKET,
+	O_YES_ALL, O_DENY_ALL,
 };
 #define BIT(o) (1u << (o))
 #define GLOBAL_BITS (BIT(O_SOCKET) | BIT(O_URL) | BIT(O_TOKEN_FILE) | \
@@ -90,6 +95,8 @@ static const struct option long_opts[] = {
 	{ "since", required_argument, NULL, O_SINCE },
 	{ "until", required_argument, NULL, O_UNTIL },
 	{ "prev", required_argument, NULL, O_PREV },
+	{ "yes-all", no_argument, NULL, O_YES_ALL },
+	{ "deny-all", no_argument, NULL, O_DENY_ALL },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -147,6 +154,9 @@ usage(FILE *f)
 "  session delete ID\n"
 "  grant add|remove ID HOST:PORT\n"
 "  grant list ID\n"
+"  prompts list\n"
+"  prompts answer ID allow_once|allow_chat|deny\n"
+"  prompts watch [--yes-all | --deny-all]\n"
 "  log tail [-f] [-n N] [--file PATH]\n"
 "  log query [--session S] [--tenant T] [--host H] [--decision D]\n"
 "            [--reason R] [--event E] [--since TS] [--until TS] [--file PATH]\n"
@@ -446,8 +456,9 @@ reply_free(struct reply *r)
 	r->doc = NULL;
 }
 
+/* "STATUS code: message" from an error answer, sanitised. */
 static void
-print_api_error(const struct ctlh_resp *r)
+api_error_text(const struct ctlh_resp *r, char *out, size_t outlen)
 {
 	json_t *doc, *e;
 	const char *code = NULL, *msg = NULL;
@@ -462,16 +473,25 @@ print_api_error(const struct ctlh_resp *r)
 	if (code != NULL && msg != NULL) {
 		clog_sanitize(code, strlen(code), c, sizeof(c), 100);
 		clog_sanitize(msg, strlen(msg), m, sizeof(m), 500);
-		errx_msg("%d %s: %s", r->status, c, m);
+		snprintf(out, outlen, "%d %s: %s", r->status, c, m);
 	} else if (code != NULL || msg != NULL) {
 		const char *one = code ? code : msg;
 		clog_sanitize(one, strlen(one), m, sizeof(m), 500);
-		errx_msg("%d %s", r->status, m);
+		snprintf(out, outlen, "%d %s", r->status, m);
 	} else {
-		errx_msg("%d %s", r->status, r->reason[0] ? r->reason :
-		    "error");
+		snprintf(out, outlen, "%d %s", r->status, r->reason[0] ?
+		    r->reason : "error");
 	}
 	json_decref(doc);
+}
+
+static void
+print_api_error(const struct ctlh_resp *r)
+{
+	char m[800];
+
+	api_error_text(r, m, sizeof(m));
+	errx_msg("%s", m);
 }
 
 /* Call the API; body is stolen.  EX_OK with rp->doc set on 2xx. */
@@ -1004,6 +1024,845 @@ cmd_grant(const struct opts *o, int argc, char **argv)
 	return rc;
 }
 
+/* ---- prompts ---- */
+
+#define WATCH_RETRIES 5         /* reconnect attempts before giving up */
+#define WATCH_BACKOFF0_MS 200   /* first retry delay, doubled each time */
+#define WATCH_IDLE_MS 75000     /* silence (no event, no ping) = dropped */
+#define WATCH_MSGS 6            /* status lines kept on the TTY screen */
+
+static const char *const decisions[] = { "allow_once", "allow_chat", "deny",
+    NULL };
+
+static int
+decision_valid(const char *s)
+{
+	size_t i;
+
+	for (i = 0; decisions[i] != NULL; i++)
+		if (strcmp(s, decisions[i]) == 0)
+			return 1;
+	return 0;
+}
+
+static int64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A string field of a server document, sanitised for a terminal. */
+static const char *
+field(const json_t *doc, const char *key, char *buf, size_t buflen)
+{
+	char num[64];
+	const char *v = scalar(json_object_get(doc, key), num, sizeof(num));
+
+	if (v == NULL)
+		v = "?";
+	clog_sanitize(v, strlen(v), buf, buflen, buflen > 8 ? buflen - 8 :
+	    buflen);
+	return buf;
+}
+
+/* host:port with brackets around an IPv6 address. */
+static const char *
+prompt_target(const json_t *p, char *buf, size_t buflen)
+{
+	char h[300], port[64];
+
+	field(p, "host", h, sizeof(h));
+	field(p, "port", port, sizeof(port));
+	snprintf(buf, buflen, strchr(h, ':') ? "[%s]:%s" : "%s:%s", h, port);
+	return buf;
+}
+
+static void
+fmt_left(long s, char *buf, size_t buflen)
+{
+	if (s < 0)
+		s = 0;
+	if (s >= 60)
+		snprintf(buf, buflen, "%ldm%02lds", s / 60, s % 60);
+	else
+		snprintf(buf, buflen, "%lds", s);
+}
+
+static void
+print_prompts(const json_t *doc)
+{
+	struct table t = { .ncols = 6 };
+	static const char *const head[6] = { "ID", "SESSION", "METHOD",
+	    "HOST:PORT", "WAITING", "EXPIRES IN" };
+	const json_t *p, *list = json_object_get(doc, "prompts");
+	char b[4][64], hp[400], left[32];
+	const char *row[6];
+	size_t i;
+
+	table_add(&t, head);
+	json_array_foreach(list, i, p) {
+		row[0] = scalar(json_object_get(p, "id"), b[0], 64);
+		row[1] = scalar(json_object_get(p, "session"), b[1], 64);
+		row[2] = scalar(json_object_get(p, "method"), b[2], 64);
+		row[3] = prompt_target(p, hp, sizeof(hp));
+		row[4] = scalar(json_object_get(p, "waiting"), b[3], 64);
+		fmt_left((long)json_integer_value(json_object_get(p,
+		    "expires_in_s")), left, sizeof(left));
+		row[5] = left;
+		table_add(&t, row);
+	}
+	table_print(&t, stdout);
+}
+
+/* ---- prompts watch ---- */
+
+struct pitem {
+	char id[80];
+	json_t *doc;            /* the PROMPT */
+	int64_t deadline;       /* CLOCK_MONOTONIC ms */
+	int64_t retry_at;       /* --yes-all/--deny-all: next try after a
+	                         * failed answer */
+	int skipped;
+};
+
+struct watch {
+	const struct opts *o;
+	int tty;                /* stdin is a terminal: full screen */
+	const char *autoans;    /* --yes-all / --deny-all, or NULL */
+	struct pitem *items;
+	size_t n, cap;
+	char cur[80];           /* plain mode: the prompt last asked about */
+	struct ctlh_sse sse;
+	struct ctlh_stream *st;
+	int64_t last_bytes;
+	int attempts;
+	int64_t reconnect_at;   /* 0: connected or not scheduled */
+	char msgs[WATCH_MSGS][400];
+	int nmsg;
+	int dirty;
+	int quit;
+	int rc;
+	int stdin_open;
+	char line[256];         /* plain mode: a key line being read */
+	size_t linelen;
+};
+
+static struct termios saved_tty;
+static volatile sig_atomic_t tty_raw;
+
+static void
+tty_restore(void)
+{
+	if (tty_raw) {
+		tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved_tty);
+		tty_raw = 0;
+		/* leave the cursor visible */
+		if (write(STDOUT_FILENO, "\033[?25h", 6) < 0)
+			return;
+	}
+}
+
+/* tcsetattr(3) is async-signal-safe: restore at once, not after a
+ * request that may take a while to finish. */
+static void
+on_watch_stop(int sig)
+{
+	(void)sig;
+	tty_restore();
+	stop_flag = 1;
+}
+
+static int
+tty_setup(void)
+{
+	struct termios t;
+
+	if (tcgetattr(STDIN_FILENO, &saved_tty) != 0)
+		return -1;
+	t = saved_tty;
+	/* no line editing, no echo; ^C still signals, output still maps
+	 * NL to CRNL */
+	t.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+	t.c_cc[VMIN] = 1;
+	t.c_cc[VTIME] = 0;
+	if (tcsetattr(STDIN_FILENO, TCSAFLUSH, &t) != 0)
+		return -1;
+	tty_raw = 1;
+	atexit(tty_restore);
+	return 0;
+}
+
+static void watch_msg(struct watch *w, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* A status line: printed in plain mode, kept for the screen otherwise. */
+static void
+watch_msg(struct watch *w, const char *fmt, ...)
+{
+	va_list ap;
+	char buf[400];
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (!w->tty) {
+		printf("%s\n", buf);
+		fflush(stdout);
+		return;
+	}
+	if (w->nmsg == WATCH_MSGS) {
+		memmove(w->msgs[0], w->msgs[1], sizeof(w->msgs[0]) *
+		    (WATCH_MSGS - 1));
+		w->nmsg--;
+	}
+	snprintf(w->msgs[w->nmsg++], sizeof(w->msgs[0]), "%s", buf);
+	w->dirty = 1;
+}
+
+static struct pitem *
+item_find(struct watch *w, const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < w->n; i++)
+		if (strcmp(w->items[i].id, id) == 0)
+			return &w->items[i];
+	return NULL;
+}
+
+static void
+item_remove(struct watch *w, struct pitem *it)
+{
+	size_t i = (size_t)(it - w->items);
+
+	json_decref(it->doc);
+	memmove(&w->items[i], &w->items[i + 1], (w->n - i - 1) *
+	    sizeof(*it));
+	w->n--;
+	w->dirty = 1;
+}
+
+static void
+item_describe(const json_t *p, char *buf, size_t buflen)
+{
+	char id[80], s[80], te[80], u[80], m[32], hp[400], path[300], wt[32];
+	char left[32];
+	const json_t *pv = json_object_get(p, "path");
+
+	fmt_left((long)json_integer_value(json_object_get(p, "expires_in_s")),
+	    left, sizeof(left));
+	snprintf(buf, buflen, "prompt %s: session %s tenant %s user %s: "
+	    "%s %s%s%s waiting %s, expires in %s",
+	    field(p, "id", id, sizeof(id)), field(p, "session", s, sizeof(s)),
+	    field(p, "tenant", te, sizeof(te)), field(p, "user", u, sizeof(u)),
+	    field(p, "method", m, sizeof(m)), prompt_target(p, hp, sizeof(hp)),
+	    json_is_string(pv) ? " " : "", json_is_string(pv) ?
+	    field(p, "path", path, sizeof(path)) : "",
+	    field(p, "waiting", wt, sizeof(wt)), left);
+}
+
+/* Add or refresh a pending prompt. */
+static void
+item_upsert(struct watch *w, const json_t *p)
+{
+	const char *id = json_string_value(json_object_get(p, "id"));
+	const char *state = json_string_value(json_object_get(p, "state"));
+	struct pitem *it, *ni;
+	json_int_t left = json_integer_value(json_object_get(p,
+	    "expires_in_s"));
+	char desc[1200];
+
+	if (id == NULL || !id_valid(id) ||
+	    (state != NULL && strcmp(state, "pending") != 0))
+		return;
+	it = item_find(w, id);
+	if (it == NULL) {
+		if (w->n == w->cap) {
+			size_t cap = w->cap ? w->cap * 2 : 16;
+			ni = realloc(w->items, cap * sizeof(*ni));
+			if (ni == NULL)
+				return;
+			w->items = ni;
+			w->cap = cap;
+		}
+		it = &w->items[w->n++];
+		memset(it, 0, sizeof(*it));
+		snprintf(it->id, sizeof(it->id), "%s", id);
+		item_describe(p, desc, sizeof(desc));
+		watch_msg(w, "%s", desc);
+	} else {
+		json_decref(it->doc);
+	}
+	it->doc = json_deep_copy(p);
+	it->deadline = mono_ms() + (left > 0 ? (int64_t)left * 1000 : 0);
+	w->dirty = 1;
+}
+
+/* The prompt the next key answers: the oldest one not skipped. */
+static struct pitem *
+item_current(struct watch *w)
+{
+	size_t i;
+
+	for (i = 0; i < w->n; i++)
+		if (!w->items[i].skipped)
+			return &w->items[i];
+	return NULL;
+}
+
+static void
+watch_answer(struct watch *w, struct pitem *it, const char *decision)
+{
+	struct ctlh_target t = {
+		.socket = w->o->socket, .url = w->o->url, .token = w->o->token,
+		.cacert = w->o->cacert, .cert = w->o->cert, .key = w->o->key,
+		.timeout_ms = TIMEOUT_MS,
+	};
+	struct ctlh_resp r;
+	char path[128], err[512], id[80], body[64], m[600];
+	json_t *doc;
+	enum ctlh_rc rc;
+
+	snprintf(id, sizeof(id), "%s", it->id);
+	snprintf(path, sizeof(path), "/v1/prompts/%s", id);
+	snprintf(body, sizeof(body), "{\"decision\":\"%s\"}", decision);
+	rc = ctlh_request(&t, "POST", path, body, &r, err, sizeof(err));
+	if (rc != CTLH_OK) {
+		clog_sanitize(err, strlen(err), m, sizeof(m), 500);
+		watch_msg(w, "%s: %s not sent: %s", id, decision, m);
+		it->retry_at = mono_ms() + 1000;
+		return;
+	}
+	if (r.status >= 200 && r.status < 300) {
+		char st[64], wt[32];
+		doc = json_loadb(r.body, r.body_len, 0, NULL);
+		watch_msg(w, "%s: %s (waiting %s)", id, doc ? field(doc,
+		    "state", st, sizeof(st)) : decision, doc ? field(doc,
+		    "waiting", wt, sizeof(wt)) : "?");
+		json_decref(doc);
+		item_remove(w, it);
+	} else {
+		api_error_text(&r, m, sizeof(m));
+		watch_msg(w, "%s: %s refused: %s", id, decision, m);
+		/* gone or answered already: nothing left to answer */
+		if (r.status == 404 || r.status == 409)
+			item_remove(w, it);
+		else
+			it->retry_at = mono_ms() + 1000;
+	}
+	ctlh_resp_free(&r);
+}
+
+static void
+on_event(void *arg, const char *type, const char *data, size_t len,
+    const char *id)
+{
+	struct watch *w = arg;
+	struct pitem *it;
+	json_t *doc;
+	char by[100], ans[64];
+
+	(void)id;
+	doc = json_loadb(data, len, 0, NULL);
+	if (!json_is_object(doc))
+		goto done;
+	if (strcmp(type, "prompt") == 0) {
+		item_upsert(w, doc);
+	} else if (strcmp(type, "prompt_resolved") == 0) {
+		const char *pid = json_string_value(json_object_get(doc, "id"));
+		it = pid ? item_find(w, pid) : NULL;
+		if (it != NULL) {
+			watch_msg(w, "%s: resolved elsewhere: %s by %s", it->id,
+			    field(doc, "answer", ans, sizeof(ans)),
+			    field(doc, "by", by, sizeof(by)));
+			item_remove(w, it);
+		}
+	}
+done:
+	json_decref(doc);
+}
+
+/* Replace the pending set by GET /v1/prompts; skip marks survive. */
+static int
+watch_list(struct watch *w)
+{
+	struct reply rp;
+	const json_t *list, *p;
+	size_t i, j;
+	int rc, found;
+
+	rc = api(w->o, "GET", "/v1/prompts", NULL, &rp);
+	if (rc != EX_OK) {
+		reply_free(&rp);
+		return rc;
+	}
+	list = json_object_get(rp.doc, "prompts");
+	for (i = w->n; i-- > 0;) {
+		found = 0;
+		json_array_foreach(list, j, p)
+			if (json_is_string(json_object_get(p, "id")) &&
+			    strcmp(json_string_value(json_object_get(p, "id")),
+			    w->items[i].id) == 0)
+				found = 1;
+		if (!found)
+			item_remove(w, &w->items[i]);
+	}
+	json_array_foreach(list, j, p)
+		item_upsert(w, p);
+	reply_free(&rp);
+	return EX_OK;
+}
+
+static void watch_read(struct watch *w);
+
+/* Connect the event stream; EX_OK, or the exit code of a failure. */
+static int
+watch_connect(struct watch *w)
+{
+	struct ctlh_target t = {
+		.socket = w->o->socket, .url = w->o->url, .token = w->o->token,
+		.cacert = w->o->cacert, .cert = w->o->cert, .key = w->o->key,
+		.timeout_ms = TIMEOUT_MS,
+	};
+	struct ctlh_resp r;
+	char err[512], hdr[160];
+	const char *headers[2] = { NULL, NULL };
+	enum ctlh_rc rc;
+
+	if (w->sse.id[0] != '\0') {
+		snprintf(hdr, sizeof(hdr), "Last-Event-ID: %s", w->sse.id);
+		headers[0] = hdr;
+	}
+	rc = ctlh_stream_open(&t, "/v1/events", headers, &w->st, &r, err,
+	    sizeof(err));
+	switch (rc) {
+	case CTLH_OK:
+		break;
+	case CTLH_USAGE:
+		errx_msg("%s", err);
+		return EX_USAGE;
+	case CTLH_UNREACHABLE:
+		errx_msg("cannot reach sluiced: %s", err);
+		return EX_UNREACHABLE;
+	default:
+		errx_msg("bad answer from sluiced: %s", err);
+		return EX_SERVER;
+	}
+	if (w->st == NULL) {
+		print_api_error(&r);
+		rc = r.status >= 400 && r.status < 500 ? EX_REFUSED : EX_SERVER;
+		ctlh_resp_free(&r);
+		return (int)rc;
+	}
+	ctlh_sse_reset(&w->sse);
+	w->last_bytes = mono_ms();
+	/* bytes that came with the head wait in the stream, not in the
+	 * socket: poll(2) would not report them */
+	watch_read(w);
+	return EX_OK;
+}
+
+/* Schedule the next connection attempt, or give up. */
+static void
+watch_retry(struct watch *w)
+{
+	if (++w->attempts > WATCH_RETRIES) {
+		errx_msg("giving up after %d attempts", w->attempts - 1);
+		w->rc = EX_UNREACHABLE;
+		w->quit = 1;
+		return;
+	}
+	w->reconnect_at = mono_ms() + ((int64_t)WATCH_BACKOFF0_MS <<
+	    (w->attempts - 1));
+}
+
+static void
+watch_drop(struct watch *w, const char *why)
+{
+	ctlh_stream_close(w->st);
+	w->st = NULL;
+	w->dirty = 1;
+	watch_retry(w);
+	if (w->quit)
+		return;
+	/* plain mode keeps stdout for prompts and answers */
+	if (w->tty)
+		watch_msg(w, "event stream lost (%s): reconnecting in %lld ms",
+		    why, (long long)(w->reconnect_at - mono_ms()));
+	else
+		errx_msg("event stream lost (%s): reconnecting in %lld ms",
+		    why, (long long)(w->reconnect_at - mono_ms()));
+}
+
+/* Read what the stream has; on its end schedule a reconnect. */
+static void
+watch_read(struct watch *w)
+{
+	char buf[16384], err[256];
+	long n;
+	int i;
+
+	for (i = 0; i < 1024 && w->st != NULL; i++) {
+		n = ctlh_stream_read(w->st, buf, sizeof(buf), err, sizeof(err));
+		if (n == CTLH_AGAIN)
+			return;
+		if (n <= 0) {
+			watch_drop(w, n == 0 ? "closed" : err);
+			return;
+		}
+		w->last_bytes = mono_ms();
+		/* a good read means the connection is back for real */
+		w->attempts = 0;
+		if (ctlh_sse_feed(&w->sse, buf, (size_t)n, on_event, w, err,
+		    sizeof(err)) != 0) {
+			watch_drop(w, err);
+			return;
+		}
+	}
+}
+
+static void
+watch_reconnect(struct watch *w)
+{
+	int rc;
+
+	w->reconnect_at = 0;
+	rc = watch_connect(w);
+	if (rc == EX_OK) {
+		rc = watch_list(w);
+		if (rc == EX_OK)
+			return;
+		ctlh_stream_close(w->st);
+		w->st = NULL;
+	}
+	if (rc != EX_UNREACHABLE && rc != EX_SERVER) {
+		w->rc = rc;
+		w->quit = 1;
+		return;
+	}
+	watch_retry(w);
+}
+
+static void
+watch_key(struct watch *w, int key)
+{
+	struct pitem *it = item_current(w);
+
+	if (key == 'q') {
+		w->quit = 1;
+		return;
+	}
+	if (strchr("ocds", key) == NULL || key == '\0') {
+		if (key > 0x20 && key < 0x7f)
+			watch_msg(w, "unknown key %c: o once, c chat, d deny, "
+			    "s skip, q quit", key);
+		return;
+	}
+	if (it == NULL) {
+		watch_msg(w, "no prompt to answer");
+		return;
+	}
+	if (key == 's') {
+		it->skipped = 1;
+		watch_msg(w, "%s: skipped (left pending)", it->id);
+		w->dirty = 1;
+		return;
+	}
+	watch_answer(w, it, key == 'o' ? "allow_once" : key == 'c' ?
+	    "allow_chat" : "deny");
+}
+
+static void
+watch_stdin(struct watch *w)
+{
+	char buf[256];
+	ssize_t n, i;
+
+	n = read(STDIN_FILENO, buf, sizeof(buf));
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n <= 0) {
+		w->stdin_open = 0;
+		/* with nobody to press keys, a manual approver is done */
+		if (w->autoans == NULL)
+			w->quit = 1;
+		return;
+	}
+	for (i = 0; i < n && !w->quit; i++) {
+		if (w->tty) {
+			if (w->autoans == NULL || buf[i] == 'q')
+				watch_key(w, (unsigned char)buf[i]);
+			continue;
+		}
+		/* one key a line: its first non-blank character */
+		if (buf[i] != '\n') {
+			if (w->linelen + 1 < sizeof(w->line))
+				w->line[w->linelen++] = buf[i];
+			continue;
+		}
+		w->line[w->linelen] = '\0';
+		{
+			const char *k = w->line + strspn(w->line, " \t\r");
+			if (*k != '\0' && (w->autoans == NULL || *k == 'q'))
+				watch_key(w, (unsigned char)*k);
+		}
+		w->linelen = 0;
+	}
+}
+
+static void
+watch_expire(struct watch *w)
+{
+	int64_t now = mono_ms();
+	size_t i;
+
+	for (i = w->n; i-- > 0;)
+		if (w->items[i].deadline <= now) {
+			watch_msg(w, "%s: expired", w->items[i].id);
+			item_remove(w, &w->items[i]);
+		}
+}
+
+static void
+watch_auto(struct watch *w)
+{
+	int64_t now = mono_ms();
+	size_t i;
+	int k;
+
+	/* answering removes items: restart the scan after each, bounded */
+	for (k = 0; k < 10000 && !stop_flag; k++) {
+		for (i = 0; i < w->n; i++)
+			if (w->items[i].retry_at <= now)
+				break;
+		if (i == w->n)
+			return;
+		watch_answer(w, &w->items[i], w->autoans);
+	}
+}
+
+/* Plain mode: ask about the current prompt once. */
+static void
+watch_ask(struct watch *w)
+{
+	struct pitem *it = item_current(w);
+
+	if (it == NULL) {
+		w->cur[0] = '\0';
+		return;
+	}
+	if (strcmp(w->cur, it->id) == 0)
+		return;
+	snprintf(w->cur, sizeof(w->cur), "%s", it->id);
+	printf("answer %s? [o]nce [c]hat [d]eny [s]kip [q]uit\n", it->id);
+	fflush(stdout);
+}
+
+static void
+watch_draw(struct watch *w)
+{
+	struct pitem *cur = item_current(w);
+	int64_t now = mono_ms();
+	char s[40], te[40], u[40], m[16], hp[400], wt[16], left[32], pth[80];
+	char id[80];
+	size_t i;
+	int k;
+
+	printf("\033[H\033[2J\033[?25l");
+	printf("sluicectl prompts watch: %zu pending%s\n\n", w->n, w->st ?
+	    "" : "  (reconnecting)");
+	printf("  %-20s %-16s %-12s %-12s %-8s %-28s %-7s %s\n", "ID",
+	    "SESSION", "TENANT", "USER", "METHOD", "HOST:PORT", "WAITING",
+	    "LEFT");
+	for (i = 0; i < w->n; i++) {
+		const json_t *p = w->items[i].doc;
+		fmt_left((long)((w->items[i].deadline - now + 999) / 1000),
+		    left, sizeof(left));
+		printf("%c %-20s %-16s %-12s %-12s %-8s %-28s %-7s %s%s\n",
+		    &w->items[i] == cur ? '>' : ' ',
+		    field(p, "id", id, sizeof(id)),
+		    field(p, "session", s, sizeof(s)),
+		    field(p, "tenant", te, sizeof(te)),
+		    field(p, "user", u, sizeof(u)),
+		    field(p, "method", m, sizeof(m)),
+		    prompt_target(p, hp, sizeof(hp)),
+		    field(p, "waiting", wt, sizeof(wt)), left,
+		    w->items[i].skipped ? "  (skipped)" : "");
+		if (json_is_string(json_object_get(p, "path")))
+			printf("  %-20s path %s\n", "",
+			    field(p, "path", pth, sizeof(pth)));
+	}
+	if (cur != NULL)
+		printf("\nanswer %s: [o] allow once  [c] allow for this chat  "
+		    "[d] deny  [s] skip  [q] quit\n", cur->id);
+	else
+		printf("\nwaiting for prompts  [q] quit\n");
+	printf("\n");
+	for (k = 0; k < w->nmsg; k++)
+		printf("%s\n", w->msgs[k]);
+	fflush(stdout);
+	w->dirty = 0;
+}
+
+static int
+prompts_watch(const struct opts *o)
+{
+	struct watch w;
+	struct sigaction sa;
+	struct pollfd pfd[2];
+	int64_t now, next_draw = 0, wait;
+	int rc, nfd, si, ti;
+
+	memset(&w, 0, sizeof(w));
+	w.o = o;
+	w.rc = EX_OK;
+	w.stdin_open = 1;
+	w.autoans = (o->seen & BIT(O_YES_ALL)) ? "allow_once" :
+	    (o->seen & BIT(O_DENY_ALL)) ? "deny" : NULL;
+	ctlh_sse_init(&w.sse);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_watch_stop;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+
+	/* the screen is for a person at a terminal; automatic answers and
+	 * pipes get plain lines */
+	w.tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO) &&
+	    w.autoans == NULL && tty_setup() == 0;
+	/* the stream first, then the list: a prompt raised in between is
+	 * in one or the other */
+	rc = watch_connect(&w);
+	if (rc == EX_OK)
+		rc = watch_list(&w);
+	if (rc != EX_OK)
+		goto done;
+	/* scripts learn that sluiced now has an approver */
+	watch_msg(&w, "watching for prompts (%zu pending)", w.n);
+	w.dirty = 1;
+	while (!w.quit && !stop_flag) {
+		now = mono_ms();
+		watch_expire(&w);
+		if (w.autoans != NULL)
+			watch_auto(&w);
+		if (w.tty && (w.dirty || now >= next_draw)) {
+			watch_draw(&w);
+			next_draw = now + 1000 - now % 1000;
+		} else if (!w.tty && w.autoans == NULL)
+			watch_ask(&w);
+		if (w.st == NULL && w.reconnect_at != 0 &&
+		    now >= w.reconnect_at) {
+			watch_reconnect(&w);
+			continue;
+		}
+		if (w.st != NULL && now - w.last_bytes > WATCH_IDLE_MS) {
+			watch_drop(&w, "no heartbeat");
+			continue;
+		}
+		nfd = 0;
+		si = ti = -1;
+		if (w.stdin_open) {
+			pfd[nfd].fd = STDIN_FILENO;
+			pfd[nfd].events = POLLIN;
+			si = nfd++;
+		}
+		if (w.st != NULL) {
+			pfd[nfd].fd = ctlh_stream_fd(w.st);
+			pfd[nfd].events = POLLIN;
+			ti = nfd++;
+		}
+		wait = 1000 - now % 1000;
+		if (w.st == NULL && w.reconnect_at != 0 &&
+		    w.reconnect_at - now < wait)
+			wait = w.reconnect_at - now;
+		if (wait < 1)
+			wait = 1;
+		if (poll(pfd, (nfds_t)nfd, (int)wait) <= 0)
+			continue;
+		if (ti >= 0 && pfd[ti].revents != 0)
+			watch_read(&w);
+		if (si >= 0 && pfd[si].revents != 0)
+			watch_stdin(&w);
+	}
+	rc = w.rc;
+done:
+	tty_restore();
+	if (w.tty)
+		printf("\n");
+	ctlh_stream_close(w.st);
+	ctlh_sse_free(&w.sse);
+	while (w.n > 0)
+		item_remove(&w, &w.items[w.n - 1]);
+	free(w.items);
+	return rc;
+}
+
+static int
+cmd_prompts(const struct opts *o, int argc, char **argv)
+{
+	const char *sub = argc > 0 ? argv[0] : "";
+	char path[128];
+	struct reply rp;
+	int rc;
+
+	if (strcmp(sub, "watch") == 0) {
+		if (o->seen & ~(BIT(O_YES_ALL) | BIT(O_DENY_ALL)))
+			return usage_error("prompts watch: option not accepted "
+			    "here");
+		if ((o->seen & BIT(O_YES_ALL)) && (o->seen & BIT(O_DENY_ALL)))
+			return usage_error("give --yes-all or --deny-all, not "
+			    "both");
+		if (o->json)
+			return usage_error("prompts watch has no --json output");
+		if (argc != 1)
+			return usage_error("prompts watch takes no arguments");
+		return prompts_watch(o);
+	}
+	if (o->seen != 0)
+		return usage_error("prompts %s: option not accepted here", sub);
+	if (strcmp(sub, "list") == 0) {
+		if (argc != 1)
+			return usage_error("prompts list takes no arguments");
+		rc = api(o, "GET", "/v1/prompts", NULL, &rp);
+		if (rc == EX_OK) {
+			if (o->json)
+				print_raw(&rp);
+			else
+				print_prompts(rp.doc);
+		}
+		reply_free(&rp);
+		return rc;
+	}
+	if (strcmp(sub, "answer") != 0)
+		return usage_error("prompts: list, answer or watch");
+	if (argc != 3)
+		return usage_error("usage: prompts answer ID allow_once|"
+		    "allow_chat|deny");
+	if ((rc = check_id("prompt id", argv[1])) != EX_OK)
+		return rc;
+	if (!decision_valid(argv[2]))
+		return usage_error("bad answer %s: allow_once, allow_chat or "
+		    "deny", argv[2]);
+	snprintf(path, sizeof(path), "/v1/prompts/%s", argv[1]);
+	rc = api(o, "POST", path, json_pack("{s:s}", "decision", argv[2]),
+	    &rp);
+	if (rc == EX_OK) {
+		if (o->json)
+			print_raw(&rp);
+		else {
+			struct table t = { .ncols = 2 };
+			flatten(&t, "", rp.doc);
+			table_print(&t, stdout);
+		}
+	}
+	reply_free(&rp);
+	return rc;
+}
+
 /* ---- log ---- */
 
 static int
@@ -1197,6 +2056,7 @@ take_opt(struct opts *o, int c, int after_cmd)
 	case O_SINCE: o->filter.since = a; break;
 	case O_UNTIL: o->filter.until = a; break;
 	case O_PREV: o->prev = a; break;
+	case O_YES_ALL: case O_DENY_ALL: break;
 	case O_HELP:
 		usage(stdout);
 		exit(EX_OK);
@@ -1304,6 +2164,8 @@ main(int argc, char **argv)
 		rc = cmd_session(&o, nsub, sub);
 	else if (strcmp(cmd, "grant") == 0)
 		rc = cmd_grant(&o, nsub, sub);
+	else if (strcmp(cmd, "prompts") == 0)
+		rc = cmd_prompts(&o, nsub, sub);
 	else if (strcmp(cmd, "log") == 0)
 		rc = cmd_log(&o, nsub, sub);
 	else

@@ -9,6 +9,7 @@ API (proxy/api.c present), every command against the real daemon."""
 import hashlib
 import json
 import os
+import select
 import signal
 import socket
 import ssl
@@ -21,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, check, check_eq, BUILDDIR, SRCDIR,  # noqa: E402
                      ZERO_HASH, Fail, do_connect, check_refusal,
                      free_port, make_cert, _read_request, wait_until,
-                     read_log)
+                     read_log, read_response)
 
 S = Suite("t_sluicectl")
 
@@ -431,15 +432,21 @@ class FakeAPI:
                 continue
             except OSError:
                 return
-            c.settimeout(5)
-            try:
-                if self.tls is not None:
-                    c = self.tls.wrap_socket(c, server_side=True)
-                self._serve(c)
-            except (OSError, ssl.SSLError):
-                pass
-            finally:
-                c.close()
+            # a thread each: an event stream stays open while other
+            # requests come and go
+            threading.Thread(target=self._conn, args=(c,),
+                             daemon=True).start()
+
+    def _conn(self, c):
+        c.settimeout(5)
+        try:
+            if self.tls is not None:
+                c = self.tls.wrap_socket(c, server_side=True)
+            self._serve(c)
+        except (OSError, ssl.SSLError):
+            pass
+        finally:
+            c.close()
 
     def _serve(self, c):
         req = _read_request(c, bytearray(), timeout=5)
@@ -452,6 +459,9 @@ class FakeAPI:
                                                   for k, v in headers),
                                   "body": body})
         ans = self.routes.get((method, target))
+        if isinstance(ans, EventFeed):
+            ans.serve(c, self.requests[-1]["headers"], self.stop_ev)
+            return
         if callable(ans):
             ans = ans(body)
         if ans is None:
@@ -470,6 +480,64 @@ class FakeAPI:
         except OSError:
             pass
         self.t.join(2)
+
+
+class EventFeed:
+    """GET /v1/events: Server-Sent Events in chunked framing, each event
+    cut across two chunks (and some with CRLF line ends) so that the
+    client must reassemble lines.  A connection gets what is pushed after
+    it connects, or the replay after its Last-Event-ID.  drop() ends the
+    open connections."""
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.events = []              # (id, type, json text)
+        self.gen = 0
+        self.conns = []               # headers of each connection
+
+    def push(self, typ, doc):
+        with self.cond:
+            self.events.append((len(self.events) + 1, typ, json.dumps(doc)))
+            self.cond.notify_all()
+            return len(self.events)
+
+    def drop(self):
+        with self.cond:
+            self.gen += 1
+            self.cond.notify_all()
+
+    def connections(self):
+        with self.cond:
+            return list(self.conns)
+
+    def serve(self, c, headers, stop_ev):
+        with self.cond:
+            self.conns.append(headers)
+            gen = self.gen
+            last = headers.get("last-event-id")
+            sent = int(last) if last is not None else len(self.events)
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n")
+        for _ in range(100000):
+            with self.cond:
+                if gen != self.gen or stop_ev.is_set():
+                    return
+                todo = self.events[sent:]
+                if not todo:
+                    self.cond.wait(0.3)
+                    todo = self.events[sent:]
+                if gen != self.gen:
+                    return
+                sent += len(todo)
+            out = b": ping\n\n" if not todo else b""
+            for eid, typ, data in todo:
+                nl = "\r\n" if eid % 2 else "\n"
+                out += ("id: %d%sevent: %s%sdata: %s%s%s" % (
+                    eid, nl, typ, nl, data, nl, nl)).encode()
+            cut = len(out) // 2 + 1
+            for piece in (out[:cut], out[cut:]):
+                if piece:
+                    c.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
 
 
 def reply(status, doc, reason="X"):
@@ -652,6 +720,355 @@ def fake_api_tls(env):
 
 
 # ---------------------------------------------------------------------------
+# prompts: list, answer and the watch approver against a stand-in API
+
+def prompt_doc(pid, **kw):
+    d = {"id": pid, "session": "chat-1", "tenant": "acme", "user": "alice",
+         "host": "files.test", "port": 443, "method": "CONNECT",
+         "path": None, "tier": "registries", "ceiling": "public",
+         "created": "2024-05-01T10:00:00Z",
+         "expires": "2024-05-01T10:01:30Z", "expires_in_s": 85,
+         "waiting": 1, "state": "pending"}
+    d.update(kw)
+    return d
+
+
+class PromptAPI:
+    """The prompt routes of the API over a table of pending prompts."""
+
+    def __init__(self, env, pending, tls=None):
+        self.pending = dict((p["id"], p) for p in pending)
+        self.lock = threading.Lock()
+        self.feed = EventFeed()
+        routes = PromptRoutes(self)
+        self.api = FakeAPI(env, routes, tls=tls)
+        self.path = getattr(self.api, "path", None)
+
+    def raise_prompt(self, doc):
+        with self.lock:
+            self.pending[doc["id"]] = doc
+        return self.feed.push("prompt", doc)
+
+    def resolve(self, pid, answer="deny", by="uid:0"):
+        with self.lock:
+            self.pending.pop(pid, None)
+        return self.feed.push("prompt_resolved", {
+            "id": pid, "session": "chat-1", "host": "files.test",
+            "port": 443, "answer": answer, "by": by, "latency_ms": 5})
+
+    def answers(self):
+        return [(r["path"].rsplit("/", 1)[1], json.loads(r["body"]))
+                for r in self.api.requests if r["method"] == "POST"]
+
+
+class PromptRoutes(dict):
+    def __init__(self, pa):
+        super().__init__()
+        self.pa = pa
+
+    def get(self, key, default=None):
+        method, path = key
+        pa = self.pa
+        if key == ("GET", "/v1/events"):
+            return pa.feed
+        if key == ("GET", "/v1/prompts"):
+            with pa.lock:
+                return reply(200, {"prompts": list(pa.pending.values())})
+        if method == "POST" and path.startswith("/v1/prompts/"):
+            pid = path[len("/v1/prompts/"):]
+
+            def answer(body):
+                dec = json.loads(body)["decision"]
+                with pa.lock:
+                    p = pa.pending.pop(pid, None)
+                if p is None:
+                    if pid.startswith("p-gone"):
+                        return reply(404, {"error": {
+                            "code": "not_found",
+                            "message": "no prompt %s" % pid}})
+                    return reply(409, {"error": {
+                        "code": "conflict",
+                        "message": "prompt %s already answered" % pid}})
+                return reply(200, dict(p, state=dec))
+            return answer
+        return default
+
+
+@S.case
+def prompts_list_answer(env):
+    pa = PromptAPI(env, [prompt_doc("p-1a"), prompt_doc(
+        "p-2b", host="::1", port=8443, method="GET", path="/x",
+        waiting=3, expires_in_s=125)])
+    s = ["--socket", pa.path]
+    r = expect(ctl(*s, "prompts", "list"), EX_OK, "list")
+    rows = [x.split() for x in r.out.splitlines()]
+    check_eq(rows[0], ["ID", "SESSION", "METHOD", "HOST:PORT", "WAITING",
+                       "EXPIRES", "IN"], "header")
+    check_eq(rows[1], ["p-1a", "chat-1", "CONNECT", "files.test:443", "1",
+                       "1m25s"], "row 1")
+    check_eq(rows[2], ["p-2b", "chat-1", "GET", "[::1]:8443", "3", "2m05s"],
+             "row 2 (IPv6 in brackets)")
+    r = expect(ctl(*s, "--json", "prompts", "list"), EX_OK, "list --json")
+    check_eq([p["id"] for p in json.loads(r.out)["prompts"]],
+             ["p-1a", "p-2b"], "json list")
+    r = expect(ctl(*s, "prompts", "answer", "p-1a", "allow_chat"), EX_OK,
+               "answer")
+    check_eq(pa.answers()[-1], ("p-1a", {"decision": "allow_chat"}), "POST")
+    check(any(x.split() == ["state", "allow_chat"]
+              for x in r.out.splitlines()), "resulting prompt %r", r.out)
+    r = expect(ctl(*s, "prompts", "answer", "p-1a", "deny"), EX_REFUSED,
+               "answered twice")
+    check_eq(r.err.strip(), "sluicectl: 409 conflict: prompt p-1a already "
+             "answered", "409 message")
+    r = expect(ctl(*s, "prompts", "answer", "p-gone1", "deny"), EX_REFUSED,
+               "unknown")
+    check("404 not_found" in r.err, "404 message %r", r.err)
+    r = expect(ctl(*s, "--json", "prompts", "answer", "p-2b", "allow_once"),
+               EX_OK, "answer --json")
+    check_eq(json.loads(r.out)["state"], "allow_once", "json answer")
+    n = len(pa.api.requests)
+    for bad in (("prompts",), ("prompts", "answer", "p-1"),
+                ("prompts", "answer", "p-1", "allow"),
+                ("prompts", "answer", "p/1", "deny"),
+                ("prompts", "list", "x"), ("prompts", "list", "--yes-all"),
+                ("prompts", "watch", "--yes-all", "--deny-all"),
+                ("prompts", "watch", "now")):
+        expect(ctl(*s, *bad), EX_USAGE, " ".join(bad))
+    check_eq(len(pa.api.requests), n, "no request on usage errors")
+    expect(ctl("--socket", env.path("none.sock"), "prompts", "list"),
+           EX_UNREACHABLE, "list unreachable")
+
+
+class Watcher:
+    """sluicectl prompts watch driven through pipes."""
+
+    def __init__(self, args):
+        e = dict(os.environ)
+        e.pop("SLUICE_CONTROL_SOCKET", None)
+        self.p = subprocess.Popen([ctl_path()] + list(args),
+                                  stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, env=e)
+        self.out = LineReader(self.p.stdout)
+
+    def lines(self):
+        with self.out.lock:
+            return list(self.out.lines)
+
+    def expect_line(self, text, timeout=10.0):
+        def seen():
+            return [x for x in self.lines() if text in x]
+        return wait_until(seen, timeout, what="watch output %r (have %r)"
+                          % (text, self.lines()[-8:]))[0]
+
+    def key(self, k):
+        self.p.stdin.write(k.encode() + b"\n")
+        self.p.stdin.flush()
+
+    def finish(self, timeout=10):
+        try:
+            return self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(self.p.pid, signal.SIGKILL)
+            self.p.wait(5)
+            raise Fail("watch did not exit; output %r" % self.lines())
+
+    def stop(self):
+        if self.p.poll() is None:
+            os.kill(self.p.pid, signal.SIGKILL)
+            self.p.wait(5)
+
+
+@S.case
+def prompts_watch_keys(env):
+    pa = PromptAPI(env, [prompt_doc("p-1a")])
+    w = Watcher(["--socket", pa.path, "prompts", "watch"])
+    env.closers.append(w.stop)
+    line = w.expect_line("prompt p-1a:")
+    for part in ("session chat-1", "tenant acme", "user alice",
+                 "CONNECT files.test:443", "waiting 1", "expires in 1m2"):
+        check(part in line, "%r not in %r", part, line)
+    w.expect_line("watching for prompts (1 pending)")
+    w.expect_line("answer p-1a?")
+    wait_until(lambda: len(pa.feed.connections()) == 1, 5, what="stream")
+    w.key("o")
+    w.expect_line("p-1a: allow_once")
+    check_eq(pa.answers(), [("p-1a", {"decision": "allow_once"})], "o")
+
+    pa.raise_prompt(prompt_doc("p-2b", method="GET", path="/simple/x",
+                               waiting=2))
+    line = w.expect_line("prompt p-2b:")
+    check("GET files.test:443 /simple/x waiting 2" in line, "%r", line)
+    w.expect_line("answer p-2b?")
+    w.key("c")
+    w.expect_line("p-2b: allow_chat")
+    check_eq(pa.answers()[-1], ("p-2b", {"decision": "allow_chat"}), "c")
+
+    # resolved elsewhere: it goes away and the next one is asked about
+    pa.raise_prompt(prompt_doc("p-3c"))
+    pa.raise_prompt(prompt_doc("p-4d"))
+    w.expect_line("answer p-3c?")
+    pa.resolve("p-3c", "deny", "webhook")
+    w.expect_line("p-3c: resolved elsewhere: deny by webhook")
+    w.expect_line("answer p-4d?")
+    w.key("s")
+    w.expect_line("p-4d: skipped")
+    w.key("d")
+    w.expect_line("no prompt to answer")
+    check(all(a[0] not in ("p-3c", "p-4d") for a in pa.answers()),
+          "no answer for a resolved or skipped prompt: %r", pa.answers())
+
+    # a dropped stream: reconnect with Last-Event-ID, missed events replayed
+    last = pa.feed.push("denied", {"session": "chat-1", "host": "x.test",
+                                   "port": 443, "method": "CONNECT",
+                                   "reason": "above_ceiling"})
+    time.sleep(0.5)
+    pa.feed.drop()
+    pa.raise_prompt(prompt_doc("p-5e", host="pypi.org"))
+    wait_until(lambda: len(pa.feed.connections()) == 2, 10,
+               what="reconnect")
+    check_eq(pa.feed.connections()[1].get("last-event-id"), str(last),
+             "Last-Event-ID on reconnect")
+    w.expect_line("answer p-5e?")
+    w.key("d")
+    w.expect_line("p-5e: deny")
+    check_eq(pa.answers()[-1], ("p-5e", {"decision": "deny"}), "d")
+    # answered elsewhere before our key: the 409 is shown, and it goes
+    pa.raise_prompt(prompt_doc("p-6f"))
+    w.expect_line("answer p-6f?")
+    with pa.lock:
+        pa.pending.pop("p-6f")
+    w.key("o")
+    w.expect_line("p-6f: allow_once refused: 409 conflict")
+    w.key("q")
+    check_eq(w.finish(), 0, "exit after q")
+    prompts = [x for x in w.lines() if x.startswith("prompt ")]
+    check_eq(len(prompts), 6, "each prompt shown once: %r" % prompts)
+
+
+@S.case
+def prompts_watch_auto(env):
+    pa = PromptAPI(env, [prompt_doc("p-1a"), prompt_doc("p-2b")])
+    w = Watcher(["--socket", pa.path, "prompts", "watch", "--yes-all"])
+    env.closers.append(w.stop)
+    w.p.stdin.close()      # no keys: --yes-all needs none
+    w.expect_line("p-2b: allow_once")
+    wait_until(lambda: len(pa.feed.connections()) == 1, 5, what="stream")
+    pa.raise_prompt(prompt_doc("p-3c"))
+    w.expect_line("p-3c: allow_once")
+    check_eq(sorted(pa.answers()), [(i, {"decision": "allow_once"}) for i in
+                                    ("p-1a", "p-2b", "p-3c")], "all allowed")
+    check(w.p.poll() is None, "--yes-all exited at stdin EOF")
+    os.kill(w.p.pid, signal.SIGTERM)
+    check_eq(w.finish(), 0, "exit after SIGTERM")
+
+    pa.raise_prompt(prompt_doc("p-8b"))
+    w = Watcher(["--socket", pa.path, "prompts", "watch", "--deny-all"])
+    env.closers.append(w.stop)
+    w.p.stdin.close()
+    w.expect_line("p-8b: deny")
+    check_eq(pa.answers()[-1], ("p-8b", {"decision": "deny"}), "deny-all")
+    os.kill(w.p.pid, signal.SIGINT)
+    check_eq(w.finish(), 0, "exit after SIGINT")
+
+
+@S.case
+def prompts_watch_unreachable(env):
+    r = expect(ctl("--socket", env.path("none.sock"), "prompts", "watch",
+                   "--yes-all"), EX_UNREACHABLE, "no sluiced")
+    check("cannot reach" in r.err, "message %r", r.err)
+    # sluiced goes away for good: bounded retries, then exit 3
+    pa = PromptAPI(env, [])
+    w = Watcher(["--socket", pa.path, "prompts", "watch"])
+    env.closers.append(w.stop)
+    wait_until(lambda: len(pa.feed.connections()) == 1, 5, what="stream")
+    pa.api.close()
+    pa.feed.drop()
+    t0 = time.monotonic()
+    check_eq(w.finish(timeout=20), EX_UNREACHABLE, "exit when gone")
+    check(time.monotonic() - t0 < 15, "gave up in bounded time")
+    err = w.p.stderr.read().decode()
+    check("reconnecting" in err and "giving up" in err, "stderr %r", err)
+    # the stream refused (a role without events): exit 1 at once
+    routes = {("GET", "/v1/events"): reply(403, {"error": {
+        "code": "forbidden", "message": "role auditor"}})}
+    os.unlink(pa.path)
+    api = FakeAPI(env, routes)
+    r = expect(ctl("--socket", api.path, "prompts", "watch", "--yes-all"),
+               EX_REFUSED, "403 stream")
+    check("403 forbidden: role auditor" in r.err, "message %r", r.err)
+
+
+@S.case
+def prompts_watch_tls(env):
+    crt, key = make_cert(env.dir, ["localhost"])
+    sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    sctx.load_cert_chain(crt, key)
+    pa = PromptAPI(env, [prompt_doc("p-1a")], tls=sctx)
+    url = "https://localhost:%d" % pa.api.port
+    w = Watcher(["--url", url, "--cacert", crt, "prompts", "watch"])
+    env.closers.append(w.stop)
+    w.expect_line("answer p-1a?")
+    wait_until(lambda: len(pa.feed.connections()) == 1, 5, what="stream")
+    pa.raise_prompt(prompt_doc("p-2b"))
+    w.expect_line("prompt p-2b:")
+    w.key("d")
+    w.expect_line("p-1a: deny")
+    w.key("o")
+    w.expect_line("p-2b: allow_once")
+    w.key("q")
+    check_eq(w.finish(), 0, "exit")
+
+
+@S.case
+def prompts_watch_tty(env):
+    """On a terminal: no echo, no line buffering, one key answers, the
+    countdown is redrawn, and the terminal is restored on SIGTERM."""
+    import pty
+    import termios
+    pa = PromptAPI(env, [prompt_doc("p-1a", expires_in_s=30)])
+    master, slave = pty.openpty()
+    before = termios.tcgetattr(slave)
+    e = dict(os.environ)
+    e.pop("SLUICE_CONTROL_SOCKET", None)
+    p = subprocess.Popen([ctl_path(), "--socket", pa.path, "prompts",
+                          "watch"], stdin=slave, stdout=slave,
+                         stderr=subprocess.PIPE, env=e)
+    env.closers.append(lambda: p.poll() is None and p.kill())
+    buf = bytearray()
+
+    def screen_has(text):
+        for _ in range(100):
+            r, _w, _x = select.select([master], [], [], 0)
+            if not r:
+                break
+            buf.extend(os.read(master, 65536))
+        return text.encode() in buf
+
+    try:
+        wait_until(lambda: screen_has("answer p-1a"), 10, what="screen")
+        attrs = termios.tcgetattr(slave)
+        check(not attrs[3] & termios.ICANON and not attrs[3] & termios.ECHO,
+              "raw mode while watching")
+        # the countdown moves without any event
+        wait_until(lambda: screen_has("28s"), 5, what="countdown")
+        os.write(master, b"d")     # one key, no Enter
+        wait_until(lambda: len(pa.answers()) == 1, 5, what="answer")
+        check_eq(pa.answers()[0], ("p-1a", {"decision": "deny"}), "d key")
+        check(b"\x1b[2J" in buf, "screen redrawn")
+        os.kill(p.pid, signal.SIGTERM)
+        check_eq(p.wait(10), 0, "exit after SIGTERM")
+        after = termios.tcgetattr(slave)
+        check_eq(after[3], before[3], "terminal modes restored")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(5)
+        os.close(master)
+        os.close(slave)
+
+
+# ---------------------------------------------------------------------------
 # The real sluiced: its own log, and the control API once it is served
 
 @S.case
@@ -740,6 +1157,59 @@ def api_ceiling(env):
     check("acme" not in doc.get("tenants", {}), "tenant cleared")
 
 
+def api_prompts_watch(env):
+    """sluicectl prompts watch as the approver of the real sluiced: a held
+    request is shown and let through by one key."""
+    up = env.http_upstream()
+    cfg = env.config(sessions=[{"id": "c1", "tenant": "acme",
+                                "user": "alice", "tier": "registries"}],
+                     ceiling="public", registries=["reg.test"],
+                     ports=env.ports(up.port),
+                     dns={"hosts": {"ask.test": ["127.0.0.1"]}},
+                     prompt={"timeout_s": 30, "deny_quiet_s": 3})
+    d = env.sluiced(cfg)
+    sock = control_socket(d)
+    wait_until(lambda: os.path.exists(sock), 5, what="control socket")
+    w = Watcher(["--socket", sock, "prompts", "watch"])
+    env.closers.append(w.stop)
+    w.expect_line("watching for prompts (0 pending)")
+    result = {}
+
+    def client():
+        c = socket.socket(socket.AF_UNIX)
+        c.settimeout(40)
+        try:
+            c.connect(d.session_socket("c1"))
+            c.sendall(b"GET http://ask.test:%d/ok HTTP/1.1\r\nHost: "
+                      b"ask.test:%d\r\nConnection: close\r\n\r\n"
+                      % (up.port, up.port))
+            result["resp"] = read_response(c, timeout=40)
+        except Exception as e:      # reported below
+            result["err"] = e
+        finally:
+            c.close()
+    t = threading.Thread(target=client, daemon=True)
+    t.start()
+    line = w.expect_line("answer p-")
+    pid = line.split()[1].rstrip("?")
+    shown = w.expect_line("prompt %s:" % pid)
+    check("session c1 tenant acme user alice" in shown and
+          "GET ask.test:%d" % up.port in shown, "prompt line %r", shown)
+    r = expect(ctl("--socket", sock, "prompts", "list"), EX_OK, "list")
+    check(pid in r.out, "list shows %s: %r", pid, r.out)
+    check(t.is_alive(), "the request was answered before the key")
+    w.key("o")
+    w.expect_line("%s: allow_once" % pid)
+    t.join(20)
+    check("err" not in result, "client: %r", result.get("err"))
+    check_eq(result["resp"].status, 200, "request after o")
+    r = expect(ctl("--socket", sock, "prompts", "answer", pid, "deny"),
+               EX_REFUSED, "answered already")
+    check(r.err.startswith("sluicectl: 409 "), "409 %r", r.err)
+    w.key("q")
+    check_eq(w.finish(), 0, "exit after q")
+
+
 # The control API is written on its own branch; these cases join the suite
 # once its code is in the tree, so a strict run never skips them.
 if os.path.exists(os.path.join(SRCDIR, "proxy", "api.c")):
@@ -748,6 +1218,12 @@ if os.path.exists(os.path.join(SRCDIR, "proxy", "api.c")):
 else:
     sys.stderr.write("# t_sluicectl: proxy/api.c absent: real-API cases "
                      "not registered\n")
+# likewise the event stream (proxy/events.c) for the real approver case
+if os.path.exists(os.path.join(SRCDIR, "proxy", "events.c")):
+    S.case(api_prompts_watch)
+else:
+    sys.stderr.write("# t_sluicectl: proxy/events.c absent: real prompts "
+                     "watch case not registered\n")
 
 if __name__ == "__main__":
     S.main()

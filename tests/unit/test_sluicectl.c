@@ -248,6 +248,116 @@ test_match(void **state)
 	json_decref(rec);
 }
 
+/* ---- Server-Sent Events ---- */
+
+struct got {
+	int n;
+	char type[8][64], data[8][256], id[8][128];
+};
+
+static void
+collect(void *arg, const char *type, const char *data, size_t len,
+    const char *id)
+{
+	struct got *g = arg;
+
+	assert_true(g->n < 8);
+	assert_int_equal(strlen(data), len);
+	snprintf(g->type[g->n], 64, "%s", type);
+	snprintf(g->data[g->n], 256, "%s", data);
+	snprintf(g->id[g->n], 128, "%s", id);
+	g->n++;
+}
+
+static const char sse_text[] =
+    ": ping\n\n"
+    "id: 7\nevent: prompt\ndata: {\"id\":\"p-1\"}\n\n"
+    "id: 8\r\nevent: prompt_resolved\r\ndata: {\"a\":\r\ndata:1}\r\n\r\n"
+    "event: x\rdata\rretry: 10\r\r"
+    "data: tail-not-dispatched";
+
+static void
+check_sse(const struct got *g, const struct ctlh_sse *p)
+{
+	assert_int_equal(g->n, 3);
+	assert_string_equal(g->type[0], "prompt");
+	assert_string_equal(g->data[0], "{\"id\":\"p-1\"}");
+	assert_string_equal(g->id[0], "7");
+	assert_string_equal(g->type[1], "prompt_resolved");
+	assert_string_equal(g->data[1], "{\"a\":\n1}");
+	assert_string_equal(g->id[1], "8");
+	/* a bare "data" field is an empty line of data; the id carries on */
+	assert_string_equal(g->type[2], "x");
+	assert_string_equal(g->data[2], "");
+	assert_string_equal(g->id[2], "8");
+	assert_int_equal(p->comments, 1);
+}
+
+/* Whole, and fed one byte at a time (a CR at a read's end, then LF). */
+static void
+test_sse_events(void **state)
+{
+	struct ctlh_sse p;
+	struct got g;
+	char err[128];
+	size_t i;
+
+	(void)state;
+	memset(&g, 0, sizeof(g));
+	ctlh_sse_init(&p);
+	assert_int_equal(ctlh_sse_feed(&p, sse_text, sizeof(sse_text) - 1,
+	    collect, &g, err, sizeof(err)), 0);
+	check_sse(&g, &p);
+	ctlh_sse_free(&p);
+
+	memset(&g, 0, sizeof(g));
+	ctlh_sse_init(&p);
+	for (i = 0; i < sizeof(sse_text) - 1; i++)
+		assert_int_equal(ctlh_sse_feed(&p, sse_text + i, 1, collect, &g,
+		    err, sizeof(err)), 0);
+	check_sse(&g, &p);
+	/* after a drop the half event is gone, the last id stays */
+	ctlh_sse_reset(&p);
+	assert_int_equal(ctlh_sse_feed(&p, "\n", 1, collect, &g, err,
+	    sizeof(err)), 0);
+	assert_int_equal(g.n, 3);
+	assert_string_equal(p.id, "8");
+	ctlh_sse_free(&p);
+}
+
+static void
+test_sse_limits(void **state)
+{
+	struct ctlh_sse p;
+	struct got g;
+	char err[128], *big;
+	size_t n = CTLH_SSE_LINE_MAX + 10;
+
+	(void)state;
+	memset(&g, 0, sizeof(g));
+	ctlh_sse_init(&p);
+	big = malloc(n);
+	assert_non_null(big);
+	memset(big, 'a', n);
+	memcpy(big, "data: ", 6);
+	assert_int_equal(ctlh_sse_feed(&p, big, n, collect, &g, err,
+	    sizeof(err)), -1);
+	assert_non_null(strstr(err, "longer"));
+	free(big);
+	ctlh_sse_reset(&p);
+	/* an id too long to send back is ignored */
+	{
+		char line[300] = "id: ";
+		memset(line + 4, '9', 200);
+		strcpy(line + 204, "\ndata: x\n\n");
+		assert_int_equal(ctlh_sse_feed(&p, line, strlen(line), collect,
+		    &g, err, sizeof(err)), 0);
+	}
+	assert_int_equal(g.n, 1);
+	assert_string_equal(g.id[0], "");
+	ctlh_sse_free(&p);
+}
+
 int
 main(void)
 {
@@ -262,6 +372,8 @@ main(void)
 		cmocka_unit_test(test_url),
 		cmocka_unit_test(test_ts_prefix),
 		cmocka_unit_test(test_match),
+		cmocka_unit_test(test_sse_events),
+		cmocka_unit_test(test_sse_limits),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
