@@ -18,6 +18,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, check, check_eq, api_unix, read_response,  # noqa: E402
+                     read_head, read_body,
                      check_refusal, read_log, decisions, wait_until,
                      require_tool, log)
 
@@ -134,8 +135,12 @@ class Waiter(threading.Thread):
                                   b"Connection: close\r\n\r\n"
                                   % (self.host.encode(), self.port,
                                      self.host.encode(), self.port))
-            self.resp = read_response(self.sock, timeout=40,
-                                      head_req=self.connect_)
+            r, rest = read_head(self.sock, timeout=40)
+            # a CONNECT 200 has no body; a refusal has one
+            r.body, r.leftover = read_body(
+                self.sock, r, rest, 40,
+                head_req=self.connect_ and r.status == 200)
+            self.resp = r
         except Exception as e:          # reported by the test
             self.err = e
         finally:
