@@ -716,7 +716,27 @@ get_id_list(struct cfg_ctx *x, json_t *v, struct cfg_idlist *out)
 /* ------------------------------------------------------------------ */
 /* Schema tables. */
 
-enum cfg_kind { K_INT, K_SIZE, K_BOOL, K_TIER, K_STR, K_OBJ, K_FN, K_IDS };
+static int
+get_opt_str(struct cfg_ctx *x, json_t *v, const char *what, char **out)
+{
+	const char *s;
+
+	if (json_is_null(v)) {
+		free(*out);
+		*out = NULL;
+		return 0;
+	}
+	if (!json_is_string(v))
+		return cfg_fail(x, "expected %s or null", what);
+	s = json_string_value(v);
+	if (*s == '\0')
+		return cfg_fail(x, "must not be empty");
+	return set_str(x, s, out);
+}
+
+/* K_FILE: a file name or null (an optional file) */
+enum cfg_kind { K_INT, K_SIZE, K_BOOL, K_TIER, K_STR, K_FILE, K_OBJ, K_FN,
+    K_IDS };
 
 struct cfg_key;
 typedef int (*key_fn)(struct cfg_ctx *, json_t *, void *base);
@@ -782,6 +802,8 @@ key_apply(struct cfg_ctx *x, const struct cfg_key *k, json_t *v, void *base)
 			return cfg_fail(x, "must not be empty");
 		return set_str(x, s, (char **)(void *)field);
 	}
+	case K_FILE:
+		return get_opt_str(x, v, "a file name", (char **)(void *)field);
 	case K_OBJ:
 		return walk_object(x, v, k->sub, base);
 	case K_FN:
@@ -953,23 +975,6 @@ get_mode(struct cfg_ctx *x, json_t *v, unsigned *out)
 }
 
 /* A string or null (NULL); what says what the string is. */
-static int
-get_opt_str(struct cfg_ctx *x, json_t *v, const char *what, char **out)
-{
-	const char *s;
-
-	if (json_is_null(v)) {
-		free(*out);
-		*out = NULL;
-		return 0;
-	}
-	if (!json_is_string(v))
-		return cfg_fail(x, "expected %s or null", what);
-	s = json_string_value(v);
-	if (*s == '\0')
-		return cfg_fail(x, "must not be empty");
-	return set_str(x, s, out);
-}
 
 static int
 k_socket_mode(struct cfg_ctx *x, json_t *v, void *base)
@@ -1500,30 +1505,6 @@ k_ctl_tcp(struct cfg_ctx *x, json_t *v, void *base)
 	return get_opt_str(x, v, "ADDRESS:PORT", &c->control.tcp);
 }
 
-static int
-k_ctl_tls_cert(struct cfg_ctx *x, json_t *v, void *base)
-{
-	struct cfg *c = base;
-
-	return get_opt_str(x, v, "a file name", &c->control.tls_cert);
-}
-
-static int
-k_ctl_tls_key(struct cfg_ctx *x, json_t *v, void *base)
-{
-	struct cfg *c = base;
-
-	return get_opt_str(x, v, "a file name", &c->control.tls_key);
-}
-
-static int
-k_ctl_client_ca(struct cfg_ctx *x, json_t *v, void *base)
-{
-	struct cfg *c = base;
-
-	return get_opt_str(x, v, "a file name", &c->control.client_ca);
-}
-
 static const char *const role_names[] = {
 	[CFG_ROLE_NONE] = "none",
 	[CFG_ROLE_AUDITOR] = "auditor",
@@ -1680,22 +1661,6 @@ k_wh_url(struct cfg_ctx *x, json_t *v, void *base)
 }
 
 static int
-k_wh_secret_file(struct cfg_ctx *x, json_t *v, void *base)
-{
-	struct cfg *c = base;
-
-	return get_opt_str(x, v, "a file name", &c->webhook.secret_file);
-}
-
-static int
-k_wh_ca_file(struct cfg_ctx *x, json_t *v, void *base)
-{
-	struct cfg *c = base;
-
-	return get_opt_str(x, v, "a file name", &c->webhook.ca_file);
-}
-
-static int
 k_wh_hosts(struct cfg_ctx *x, json_t *v, void *base)
 {
 	struct cfg *c = base;
@@ -1705,8 +1670,10 @@ k_wh_hosts(struct cfg_ctx *x, json_t *v, void *base)
 
 static const struct cfg_key webhook_keys[] = {
 	{ "url", K_FN, 0, 0, 0, NULL, k_wh_url },
-	{ "secret_file", K_FN, 0, 0, 0, NULL, k_wh_secret_file },
-	{ "ca_file", K_FN, 0, 0, 0, NULL, k_wh_ca_file },
+	{ "secret_file", K_FILE, offsetof(struct cfg, webhook.secret_file), 0, 0,
+	  NULL, NULL },
+	{ "ca_file", K_FILE, offsetof(struct cfg, webhook.ca_file), 0, 0, NULL,
+	  NULL },
 	{ "timeout_ms", K_INT, offsetof(struct cfg, webhook.timeout_ms), 100,
 	  600000, NULL, NULL },
 	{ "hosts", K_FN, 0, 0, 0, NULL, k_wh_hosts },
@@ -1727,9 +1694,12 @@ static const struct cfg_key control_keys[] = {
 	CTL("auditor_uids", K_IDS, uids[CFG_ROLE_AUDITOR]),
 	CTL("auditor_gids", K_IDS, gids[CFG_ROLE_AUDITOR]),
 	{ "tcp", K_FN, 0, 0, 0, NULL, k_ctl_tcp },
-	{ "tls_cert", K_FN, 0, 0, 0, NULL, k_ctl_tls_cert },
-	{ "tls_key", K_FN, 0, 0, 0, NULL, k_ctl_tls_key },
-	{ "client_ca", K_FN, 0, 0, 0, NULL, k_ctl_client_ca },
+	{ "tls_cert", K_FILE, offsetof(struct cfg, control.tls_cert), 0, 0, NULL,
+	  NULL },
+	{ "tls_key", K_FILE, offsetof(struct cfg, control.tls_key), 0, 0, NULL,
+	  NULL },
+	{ "client_ca", K_FILE, offsetof(struct cfg, control.client_ca), 0, 0,
+	  NULL, NULL },
 	{ "tokens", K_FN, 0, 0, 0, NULL, k_ctl_tokens },
 	{ "max_body", K_SIZE, offsetof(struct cfg, control.max_body), 1024,
 	  16 * 1048576, NULL, NULL },
