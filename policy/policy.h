@@ -51,6 +51,7 @@ enum pol_reason {
 	POL_R_IDLE_TIMEOUT = 26,       /* close reason */
 	POL_R_SESSION_CLOSED = 27,     /* close reason: session removed */
 	POL_R_CEILING_LOWERED = 28,    /* close reason: tunnel no longer admitted */
+	POL_R_TIER_LOWERED = 29,       /* a prompt ended: the chat's tier went down */
 	POL_R__COUNT
 };
 

@@ -123,6 +123,9 @@ static const struct reason_info reasons[POL_R__COUNT] = {
 	[POL_R_CEILING_LOWERED] = { "ceiling_lowered", 502,
 	    "the connection was closed because the administrator's ceiling no "
 	    "longer admits it; an administrator can raise the ceiling." },
+	[POL_R_TIER_LOWERED] = { "tier_lowered", 403,
+	    "the request waited for an answer while the chat's network tier "
+	    "was lowered; the app can raise the tier again." },
 };
 
 static int

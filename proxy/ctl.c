@@ -889,7 +889,10 @@ ctl_session_set_tier(const struct ctl_actor *a, const char *id,
 	admin_record_s(a, "session_set_tier", id, id, before,
 	    ctl_json_session(s), "ok");
 	session_event("set_tier", ctl_json_session(s));   /* events */
-	px_prompts_recheck(s);
+	if (tier < old)
+		px_prompts_deny_session(s, POL_R_TIER_LOWERED);
+	else
+		px_prompts_recheck(s);
 	return 0;
 }
 

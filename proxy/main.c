@@ -368,6 +368,7 @@ reload(const char *path)
 	apply_ceilings(nc);
 	ctl_apply_api_ceilings();
 	sync_sessions();
+	px_prompts_recheck(NULL);
 	px_listeners_sync();
 	api_reload(nc);     /* control API: logs and keeps its own on error */
 	wh_reload(nc);      /* webhook: logs and keeps its own on error */

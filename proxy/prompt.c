@@ -239,7 +239,10 @@ resolve(struct px_prompt *p, const char *answer, const char *by,
 	    "port", (int)p->port, "answer", answer, "by", p->by,
 	    "latency_ms", (json_int_t)px_elapsed_ms(&p->t0)));
 	wh_prompt_done(p->id);
-	if (strcmp(answer, "deny") == 0)
+	/* only a person's "deny" means "do not ask again for a while";
+	 * denies sluiced makes on its own (a lowered ceiling, a shutdown)
+	 * must not silence the next question */
+	if (strcmp(answer, "deny") == 0 && strcmp(by, "sluiced") != 0)
 		quiet_add(p);
 	keep_done(p);
 
@@ -451,15 +454,25 @@ px_prompts_recheck(struct px_session *only)
 	}
 }
 
-/* The session is going: its prompts end as denied. */
+/* The chat's tier went down: its prompts end as denied (DESIGN.md),
+ * even where the ceiling alone would still ask. */
 void
-px_prompts_session_gone(struct px_session *s, enum pol_reason why)
+px_prompts_deny_session(struct px_session *s, enum pol_reason why)
 {
 	struct px_prompt *p, *tmp;
 
 	TAILQ_FOREACH_SAFE(p, &pending, entry, tmp)
 		if (p->s == s)
 			resolve(p, "deny", "sluiced", why);
+}
+
+/* The session is going: its prompts end as denied and forget it. */
+void
+px_prompts_session_gone(struct px_session *s, enum pol_reason why)
+{
+	struct px_prompt *p;
+
+	px_prompts_deny_session(s, why);
 	TAILQ_FOREACH(p, &done, entry)
 		if (p->s == s)
 			p->s = NULL;

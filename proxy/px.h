@@ -246,6 +246,7 @@ void px_prompt_request(struct px_conn *c);
 void px_prompt_leave(struct px_conn *c);
 void px_prompts_recheck(struct px_session *only);
 void px_prompts_session_gone(struct px_session *s, enum pol_reason why);
+void px_prompts_deny_session(struct px_session *s, enum pol_reason why);
 void px_prompts_shutdown(void);
 size_t px_prompts_pending(void);
 

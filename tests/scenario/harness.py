@@ -78,6 +78,7 @@ REASON_STATUS = {
     "method_not_allowed": {400, 403},
     "log_unavailable": {503},
     "shutting_down": {503},
+    "tier_lowered": {403},
 }
 
 ZERO_HASH = "0" * 64

@@ -373,6 +373,35 @@ def ceiling_lowered_with_prompt_pending(env):
         done([w])
         check_refusal(w.resp, "above_ceiling", "prompt under a lowered ceiling")
         check_eq(len(pending(d)), 0, "the prompt is resolved")
+        # sluiced's own deny starts no quiet period: raised again, the
+        # same request asks again instead of user_denied
+        r = api_unix(d.ctl, "PUT", "/v1/ceiling", {"tier": "public"})
+        check_eq(r.status, 200, "raise the ceiling")
+        w2 = Waiter(d, "ask.test", up.port)
+        p2 = wait_prompts(d, 1)[0]
+        answer(d, p2["id"], "allow_once")
+        done([w2])
+        check_eq(w2.resp.status, 200, "asked again after the ceiling rose")
+    finally:
+        a.close()
+
+
+@S.case
+def tier_lowered_with_prompt_pending(env):
+    d, up = setup(env)
+    r = api_unix(d.ctl, "POST", "/v1/sessions",
+                 {"id": "c2", "tenant": "acme", "user": "bob",
+                  "tier": "registries"})
+    check_eq(r.status, 201, "create c2")
+    a = Approver(d.ctl)
+    try:
+        w = Waiter(d, "ask.test", up.port, sid="c2")
+        wait_prompts(d, 1)
+        r = api_unix(d.ctl, "PATCH", "/v1/sessions/c2", {"tier": "off"})
+        check_eq(r.status, 200, "lower the tier")
+        done([w])
+        check_refusal(w.resp, "tier_lowered", "prompt under a lowered tier")
+        check_eq(len(pending(d)), 0, "the prompt is resolved")
     finally:
         a.close()
 
