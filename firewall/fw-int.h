@@ -104,6 +104,10 @@ struct nftnl_chain *fw_nl_chain(const struct fw_ruleset *rs, size_t ci);
 struct nftnl_set *fw_nl_set(const struct fw_ruleset *rs, size_t si,
     int with_elems);
 struct nftnl_rule *fw_nl_rule(const struct fw_ruleset *rs, size_t ri);
+/* A batch page holds any one message: element lists are split at the
+ * 16-bit attribute limit, so 64 KiB plus headers (as nft sizes it). */
+#define FW_BATCH_PAGE (128 * 1024)
+#define FW_BATCH_OVERRUN (65536 + 4096)
 /* The whole replace batch, BEGIN to END; seq is advanced. */
 struct nftnl_batch *fw_nl_batch(const struct fw_ruleset *rs,
     uint32_t *seq, int with_acks);

@@ -38,7 +38,19 @@ struct fw_config {
 	const char *const *resolvers; size_t nresolvers;
 	const char *const *sandbox_subnets; size_t nsandbox_subnets;
 	const uint16_t *broker_ports; size_t nbroker_ports;
+	char **owned_resolvers;                /* fw_config_from_cfg's */
 };
+
+/*
+ * From sluiced's configuration: firewall.*, allow_cidrs, deny_cidrs, and
+ * the resolvers from dns.servers or, when that is empty, the nameserver
+ * lines of resolv_conf (NULL: none).  fc borrows c's strings; release
+ * with fw_config_clear.  0 / -1 (memory).
+ */
+struct cfg;
+int fw_config_from_cfg(struct fw_config *fc, const struct cfg *c,
+    const char *resolv_conf);
+void fw_config_clear(struct fw_config *fc);
 
 struct fw_ruleset;
 

@@ -63,11 +63,20 @@ send_batch(struct mnl_socket *nl, struct nftnl_batch *b, char *err,
 	};
 	ssize_t r;
 
+	int size, i;
+
 	if (iov == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
 	nftnl_batch_iovec(b, iov, (uint32_t)n);
+	/* one sendmsg carries the whole transaction: make room for it */
+	for (size = 0, i = 0; i < n; i++)
+		size += (int)iov[i].iov_len;
+	if (setsockopt(mnl_socket_get_fd(nl), SOL_SOCKET, SO_SNDBUFFORCE,
+	    &size, sizeof(size)) != 0)
+		setsockopt(mnl_socket_get_fd(nl), SOL_SOCKET, SO_SNDBUF,
+		    &size, sizeof(size));
 	msg.msg_iov = iov;
 	msg.msg_iovlen = (size_t)n;
 	r = sendmsg(mnl_socket_get_fd(nl), &msg, 0);
@@ -254,7 +263,8 @@ strv_clear(struct strv *s)
 	memset(s, 0, sizeof(*s));
 }
 
-/* One dump request; cb gets each reply message. */
+/* One request (a dump, or a get with NLM_F_ACK); cb gets each reply
+ * message, until NLMSG_DONE or the ack. */
 static int
 dump(struct mnl_socket *nl, struct nlmsghdr *req, mnl_cb_t cb, void *data,
     char *err, size_t errlen)
@@ -569,8 +579,14 @@ compare(const char *what, struct strv *got, char **want, size_t nwant,
 		const char *w = i < nwant ? want[i] : "(none)";
 
 		if (strcmp(g, w) != 0) {
-			snprintf(err, errlen, "%s %zu differs: kernel \"%.120s\","
-			    " expected \"%.120s\"", what, i, g, w);
+			size_t at = 0;
+
+			/* show the texts from just before they part */
+			while (g[at] != '\0' && g[at] == w[at])
+				at++;
+			at = at > 40 ? at - 40 : 0;
+			snprintf(err, errlen, "%s %zu differs: kernel \"%.100s\","
+			    " expected \"%.100s\"", what, i, g + at, w + at);
 			return -1;
 		}
 	}
@@ -578,27 +594,66 @@ compare(const char *what, struct strv *got, char **want, size_t nwant,
 }
 
 static int
+table_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct nftnl_table *t = nftnl_table_alloc();
+
+	if (t == NULL || nftnl_table_nlmsg_parse(nlh, t) < 0) {
+		if (t != NULL)
+			nftnl_table_free(t);
+		return MNL_CB_ERROR;
+	}
+	*(uint32_t *)data = nftnl_table_get_u32(t, NFTNL_TABLE_USE);
+	nftnl_table_free(t);
+	return MNL_CB_OK;
+}
+
+/*
+ * The kernel does not filter chain dumps by table, so each chain is
+ * asked for by name (other tables stay unread) and the table's use
+ * count (its chains and sets) catches any extra one.
+ */
+static int
 verify_chains(struct mnl_socket *nl, const struct fw_ruleset *rs,
-    uint32_t seq, char *err, size_t errlen)
+    uint32_t *seq, char *err, size_t errlen)
 {
 	char req[MNL_SOCKET_BUFFER_SIZE], *want[FW_CHAINS_MAX];
 	char lines[FW_CHAINS_MAX][160];
-	struct nftnl_chain *c = nftnl_chain_alloc();
+	struct nftnl_table *t = fw_nl_table(rs->table);
 	struct strv got = { NULL, 0, 0 };
 	struct nlmsghdr *nlh;
-	size_t i;
+	uint32_t use = UINT32_MAX;
+	size_t i, n;
 	int ret = -1;
 
-	if (c == NULL)
+	if (t == NULL)
 		return -1;
-	nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, rs->table);
-	nlh = nftnl_nlmsg_build_hdr(req, NFT_MSG_GETCHAIN, NFPROTO_INET,
-	    NLM_F_DUMP | NLM_F_ACK, seq);
-	nftnl_chain_nlmsg_build_payload(nlh, c);
-	nftnl_chain_free(c);
-	if (dump(nl, nlh, chain_cb, &got, err, errlen) != 0)
+	nlh = nftnl_nlmsg_build_hdr(req, NFT_MSG_GETTABLE, NFPROTO_INET,
+	    NLM_F_ACK, (*seq)++);
+	nftnl_table_nlmsg_build_payload(nlh, t);
+	nftnl_table_free(t);
+	if (dump(nl, nlh, table_cb, &use, err, errlen) != 0)
 		goto out;
+	for (i = 0, n = rs->nchains; i < rs->nsets; i++)
+		n += rs->sets[i].used ? 1 : 0;
+	if (use != n) {
+		snprintf(err, errlen, "table %s holds %u chains and sets, "
+		    "%zu expected", rs->table, use, n);
+		goto out;
+	}
 	for (i = 0; i < rs->nchains; i++) {
+		struct nftnl_chain *c = nftnl_chain_alloc();
+
+		if (c == NULL)
+			goto out;
+		nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, rs->table);
+		nftnl_chain_set_str(c, NFTNL_CHAIN_NAME, rs->chains[i].name);
+		nlh = nftnl_nlmsg_build_hdr(req, NFT_MSG_GETCHAIN,
+		    NFPROTO_INET, NLM_F_ACK, (*seq)++);
+		nftnl_chain_nlmsg_build_payload(nlh, c);
+		nftnl_chain_free(c);
+		if (dump(nl, nlh, chain_cb, &got, err, errlen) != 0)
+			goto out;
 		chain_line(rs, i, lines[i], sizeof(lines[i]));
 		want[i] = lines[i];
 	}
@@ -700,7 +755,7 @@ fw_verify(const struct fw_ruleset *rs, char *err, size_t errlen)
 
 	if (nl == NULL)
 		return -1;
-	if (verify_chains(nl, rs, seq++, err, errlen) != 0 ||
+	if (verify_chains(nl, rs, &seq, err, errlen) != 0 ||
 	    verify_sets(nl, rs, seq++, err, errlen) != 0 ||
 	    verify_rules(nl, rs, seq++, err, errlen) != 0)
 		goto out;

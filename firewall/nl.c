@@ -85,6 +85,8 @@ e_lookup(const struct fw_set *s)
 		nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SREG, NFT_REG_1);
 		nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, s->name);
 		nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SET_ID, s->id);
+		/* explicit, as the kernel reports it on read back */
+		nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_FLAGS, 0);
 	}
 	return e;
 }
@@ -353,17 +355,17 @@ put_elements(struct nftnl_batch *b, struct nftnl_set *s, uint16_t flags,
 
 	if (it == NULL)
 		return -1;
-	while (nftnl_set_elems_iter_cur(it) != NULL) {
+	/* the builder returns 1 while elements remain for another message */
+	do {
 		struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(
 		    nftnl_batch_buffer(b), NFT_MSG_NEWSETELEM, NFPROTO_INET,
 		    flags, (*seq)++);
 
-		if (nftnl_set_elems_nlmsg_build_payload_iter(nlh, it) < 0) {
-			ret = -1;
-			break;
-		}
+		ret = nftnl_set_elems_nlmsg_build_payload_iter(nlh, it);
 		nftnl_batch_update(b);
-	}
+	} while (ret == 1);
+	if (ret < 0)
+		ret = -1;
 	nftnl_set_elems_iter_destroy(it);
 	return ret;
 }
@@ -405,7 +407,7 @@ fw_nl_batch(const struct fw_ruleset *rs, uint32_t *seq, int with_acks)
 	struct nftnl_table *t;
 	size_t i;
 
-	b = nftnl_batch_alloc(MNL_SOCKET_BUFFER_SIZE, MNL_SOCKET_BUFFER_SIZE);
+	b = nftnl_batch_alloc(FW_BATCH_PAGE, FW_BATCH_OVERRUN);
 	t = fw_nl_table(rs->table);
 	if (b == NULL || t == NULL)
 		goto fail;
@@ -463,6 +465,18 @@ put_snprintf(FILE *f, const char *what, int n, const char *buf)
 	fprintf(f, "%s %s%s\n", what, buf, n >= 4096 ? " [truncated]" : "");
 }
 
+static int
+put_elem(struct nftnl_set_elem *e, void *data)
+{
+	char buf[256];
+	int n = nftnl_set_elem_snprintf(buf, sizeof(buf), e,
+	    NFTNL_OUTPUT_DEFAULT, 0);
+
+	fprintf(data, "  %s%s\n", n > 0 && buf[0] == '\t' ? buf + 1 : buf,
+	    n >= (int)sizeof(buf) ? " [truncated]" : "");
+	return 0;
+}
+
 char *
 fw_render_netlink(const struct fw_ruleset *rs)
 {
@@ -498,11 +512,17 @@ fw_render_netlink(const struct fw_ruleset *rs)
 
 		if (!rs->sets[i].used)
 			continue;
-		s = fw_nl_set(rs, i, 1);
+		s = fw_nl_set(rs, i, 0);
 		if (s == NULL)
 			continue;
 		n = nftnl_set_snprintf(buf, 4096, s, NFTNL_OUTPUT_DEFAULT, 0);
 		put_snprintf(f, "set", n, buf);
+		nftnl_set_free(s);
+		/* the elements one per line, in the order they are sent */
+		s = fw_nl_set(rs, i, 1);
+		if (s == NULL)
+			continue;
+		nftnl_set_elem_foreach(s, put_elem, f);
 		nftnl_set_free(s);
 	}
 	for (i = 0; i < rs->nrules; i++) {
