@@ -70,8 +70,13 @@ grep -q "holds" "$tmp/err" || fail "extra message: $(cat "$tmp/err")"
 nft list table inet sluice > "$tmp/got" || fail "nft list"
 diff -u "$src/tests/fw/golden/changed.nft" "$tmp/got" || fail "repaired dump"
 
-# 6. remove, twice; the other table stays until removed too
-"$tool" remove "$src/tests/fw/changed.json" || fail "remove"
+# 6. sluiced prints the same text and removes the table, twice; the
+#    other table stays until removed too
+sluiced=$bld/proxy/sluiced
+"$sluiced" --print-firewall -c "$src/tests/fw/changed.json" > "$tmp/got" ||
+    fail "--print-firewall"
+diff -u "$src/tests/fw/golden/changed.nft" "$tmp/got" || fail "print"
+"$sluiced" --remove-firewall -c "$src/tests/fw/changed.json" || fail "remove"
 "$tool" remove "$src/tests/fw/changed.json" || fail "remove again"
 [ "$(nft list tables)" = "table inet sluice_self" ] || fail "after remove"
 "$tool" remove "$src/tests/fw/self.json" || fail "remove self"
