@@ -479,7 +479,8 @@ elems_to_ranges(const struct fw_set *fs, struct key_flag *k, size_t n,
 
 	if (r == NULL)
 		return -1;
-	qsort(k, n, sizeof(*k), key_cmp);
+	if (n > 0)
+		qsort(k, n, sizeof(*k), key_cmp);
 	for (i = 0; i < n; i++) {
 		if (fs->key == FW_KEY_PORT) {
 			memcpy(r[nr].lo, k[i].key, klen);
