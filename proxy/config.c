@@ -1706,6 +1706,106 @@ static const struct cfg_key control_keys[] = {
 	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
 };
 
+/* ------------------------------------------------------------------ */
+/* firewall */
+
+static int
+k_fw_table(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+	const char *s;
+	char b[80];
+	size_t i, n;
+
+	if (get_str(x, v, &s) != 0)
+		return -1;
+	n = strlen(s);
+	/* nft's identifier syntax, within NFT_TABLE_MAXNAMELEN */
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') ||
+		    (s[i] >= 'A' && s[i] <= 'Z') || s[i] == '_' ||
+		    (i > 0 && ((s[i] >= '0' && s[i] <= '9') || s[i] == '-'))))
+			break;
+	if (n == 0 || n > 31 || i < n)
+		return cfg_fail(x, "bad table name %s (letters, digits, _ "
+		    "and -, starting with a letter or _, at most 31)",
+		    shown(s, b, sizeof(b)));
+	return set_str(x, s, &c->firewall.table);
+}
+
+static int
+k_fw_uid(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+	long long id;
+
+	if (json_is_null(v)) {
+		c->firewall.uid = -1;
+		return 0;
+	}
+	if (get_int(x, v, 0, 0xfffffffeLL, &id) != 0)
+		return -1;
+	c->firewall.uid = id;
+	return 0;
+}
+
+/* ADDRESS/PREFIX with no host bits: a subnet, not an address in one */
+static int
+check_subnet(struct cfg_ctx *x, const char *s)
+{
+	const char *slash = strchr(s, '/');
+	struct pol_addr a;
+	unsigned long len = 0;
+	unsigned i, max;
+	char b[80], *end = NULL;
+
+	if (slash == NULL || pol_addr_parse(s, (size_t)(slash - s), &a) != 0)
+		goto bad;
+	max = a.family == AF_INET ? 32 : 128;
+	if (slash[1] < '0' || slash[1] > '9' ||
+	    (slash[1] == '0' && slash[2] != '\0'))
+		goto bad;
+	len = strtoul(slash + 1, &end, 10);
+	if (*end != '\0' || len > max)
+		goto bad;
+	for (i = (unsigned)len; i < max; i++)
+		if (a.a[i / 8] & (0x80 >> (i % 8)))
+			return cfg_fail(x, "subnet %s has host bits set",
+			    shown(s, b, sizeof(b)));
+	return 0;
+bad:
+	return cfg_fail(x, "bad subnet %s (expected ADDRESS/PREFIX)",
+	    shown(s, b, sizeof(b)));
+}
+
+static int
+k_fw_subnets(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+
+	return get_str_list(x, v, check_subnet, &c->firewall.sandbox_subnets,
+	    &c->firewall.nsandbox_subnets);
+}
+
+static int
+k_fw_ports(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+
+	return get_port_list(x, v, &c->firewall.broker_ports,
+	    &c->firewall.nbroker_ports);
+}
+
+static const struct cfg_key firewall_keys[] = {
+	{ "enabled", K_BOOL, offsetof(struct cfg, firewall.enabled), 0, 0,
+	  NULL, NULL },
+	{ "table", K_FN, 0, 0, 0, NULL, k_fw_table },
+	{ "uid", K_FN, 0, 0, 0, NULL, k_fw_uid },
+	{ "sandbox_subnets", K_FN, 0, 0, 0, NULL, k_fw_subnets },
+	{ "broker_ports", K_FN, 0, 0, 0, NULL, k_fw_ports },
+	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
+};
+
 static const struct cfg_key root_keys[] = {
 	{ "runtime_dir", K_FN, 0, 0, 0, NULL, k_runtime_dir },
 	{ "state_file", K_FN, 0, 0, 0, NULL, k_state_file },
@@ -1726,6 +1826,7 @@ static const struct cfg_key root_keys[] = {
 	{ "tls", K_OBJ, 0, 0, 0, tls_keys, NULL },
 	{ "control", K_OBJ, 0, 0, 0, control_keys, NULL },
 	{ "webhook", K_OBJ, 0, 0, 0, webhook_keys, NULL },
+	{ "firewall", K_OBJ, 0, 0, 0, firewall_keys, NULL },
 	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
 };
 
@@ -1807,6 +1908,12 @@ cfg_cross_check(struct cfg_ctx *x, json_t *root)
 		return cfg_fail(x, "a webhook needs webhook.secret_file (its "
 		    "deliveries are signed)");
 	}
+	if (c->firewall.nsandbox_subnets > 0 && c->firewall.nbroker_ports == 0) {
+		ctx_key(x, "firewall");
+		ctx_key(x, "broker_ports");
+		/* otherwise the guard would leave the sandboxes no way out */
+		return cfg_fail(x, "sandbox_subnets need the broker's ports");
+	}
 	return cfg_check_control(x, root);
 }
 
@@ -1850,13 +1957,15 @@ cfg_defaults(void)
 	c->control.socket_mode = 0660;
 	c->control.max_body = 65536;
 	c->webhook.timeout_ms = 5000;
+	c->firewall.table = strdup("sluice");
+	c->firewall.uid = -1;
 	c->ports_registries = malloc(sizeof(ports));
 	c->ports_public = malloc(sizeof(ports));
 	c->sni_ports = malloc(sizeof(ports[0]));
 	if (c->runtime_dir == NULL || c->log_path == NULL ||
 	    c->state_file == NULL || c->control.socket == NULL ||
 	    c->ports_registries == NULL || c->ports_public == NULL ||
-	    c->sni_ports == NULL) {
+	    c->sni_ports == NULL || c->firewall.table == NULL) {
 		cfg_free(c);
 		return NULL;
 	}
@@ -1904,6 +2013,9 @@ cfg_free(struct cfg *c)
 	free(c->ports_registries);
 	free(c->ports_public);
 	free(c->sni_ports);
+	free(c->firewall.table);
+	strv_free(c->firewall.sandbox_subnets, c->firewall.nsandbox_subnets);
+	free(c->firewall.broker_ports);
 	strv_free(c->allow_cidrs, c->nallow_cidrs);
 	strv_free(c->deny_cidrs, c->ndeny_cidrs);
 	strv_free(c->deny_hosts, c->ndeny_hosts);
@@ -2254,6 +2366,25 @@ dump_webhook(const struct cfg *c, json_t *root, int *bad)
 }
 
 static void
+dump_firewall(const struct cfg *c, json_t *root, int *bad)
+{
+	const struct cfg_firewall *f = &c->firewall;
+	json_t *o = jobj(bad);
+
+	if (o != NULL) {
+		jset(o, "enabled", json_boolean(f->enabled), bad);
+		jset(o, "table", json_string(f->table), bad);
+		jset(o, "uid", f->uid < 0 ? json_null() :
+		    json_integer((json_int_t)f->uid), bad);
+		jset(o, "sandbox_subnets", jstrv(f->sandbox_subnets,
+		    f->nsandbox_subnets, bad), bad);
+		jset(o, "broker_ports", jports(f->broker_ports,
+		    f->nbroker_ports, bad), bad);
+	}
+	jset(root, "firewall", o, bad);
+}
+
+static void
 dump_control(const struct cfg *c, json_t *root, int *bad)
 {
 	const struct cfg_control *k = &c->control;
@@ -2367,6 +2498,7 @@ dump_tree(const struct cfg *c, int *bad)
 	    "sni_ports", jports(c->sni_ports, c->nsni_ports, bad)), bad);
 	dump_control(c, root, bad);
 	dump_webhook(c, root, bad);
+	dump_firewall(c, root, bad);
 	return root;
 }
 

@@ -89,6 +89,15 @@ struct cfg_webhook {
 	struct cfg_hostmap *hosts; size_t nhosts;   /* before c-ares */
 };
 
+/* sluice's own nftables table (firewall/fw.h); off unless enabled. */
+struct cfg_firewall {
+	int enabled;                /* 0 */
+	char *table;                /* "sluice": table inet <table> */
+	int64_t uid;                /* self guard skuid; -1 (null): none */
+	char **sandbox_subnets; size_t nsandbox_subnets;   /* CIDRs */
+	uint16_t *broker_ports; size_t nbroker_ports;      /* needed with subnets */
+};
+
 struct cfg {
 	char *source_path;      /* file it came from, or NULL for defaults */
 	char *runtime_dir;      /* "/run/sluice" */
@@ -147,6 +156,7 @@ struct cfg {
 
 	struct cfg_control control;
 	struct cfg_webhook webhook;
+	struct cfg_firewall firewall;
 };
 
 /*

@@ -26,6 +26,7 @@
 #include "api.h"
 #include "events.h"           /* events */
 #include "webhook.h"    /* webhook */
+#include "fw.h"
 
 struct px px;
 int px_verbose;
@@ -57,6 +58,8 @@ usage(FILE *f)
 "usage: sluiced [-v] [-c FILE]\n"
 "       sluiced --check-config FILE\n"
 "       sluiced --print-config [-c FILE]\n"
+"       sluiced --print-firewall [-c FILE]\n"
+"       sluiced --remove-firewall [-c FILE]\n"
 "\n"
 "sluiced is the egress policy proxy of code-execution sandboxes: each\n"
 "chat's sandbox reaches it over its own Unix socket (or TCP by source\n"
@@ -67,6 +70,8 @@ usage(FILE *f)
 "                        else the embedded defaults)\n"
 "      --check-config FILE  check FILE, print FILE:LINE:COL: errors, exit\n"
 "      --print-config    print the effective configuration as JSON, exit\n"
+"      --print-firewall  print the firewall table as nft text, exit\n"
+"      --remove-firewall delete the firewall table from the kernel, exit\n"
 "  -v, --verbose         debug diagnostics on stderr\n"
 "  -V, --version         print the version and exit\n"
 "  -h, --help            this text\n"
@@ -508,6 +513,65 @@ raise_nofile(void)
 	}
 }
 
+/*
+ * --print-firewall needs no kernel and works whether or not the firewall
+ * is enabled.  --remove-firewall deletes the configured table; with
+ * SLUICE_FW_NETNS_GUARD=1 in the environment (the test harness sets it)
+ * it refuses in the host's network namespace.
+ */
+static int
+firewall_command(const char *path, int remove)
+{
+	struct fw_ruleset *rs = NULL;
+	struct fw_config fc;
+	char err[512], *text;
+	struct cfg *c;
+	int rc = 1;
+
+	c = cfg_load(path, err, sizeof(err));
+	if (c == NULL) {
+		fprintf(stderr, "sluiced: %s\n", err);
+		return 1;
+	}
+	if (remove) {
+		const char *g = getenv("SLUICE_FW_NETNS_GUARD");
+
+		if (g != NULL && strcmp(g, "1") == 0 && fw_in_host_netns()) {
+			fprintf(stderr, "sluiced: refusing to remove a table in "
+			    "the host's network namespace "
+			    "(SLUICE_FW_NETNS_GUARD=1)\n");
+			goto out;
+		}
+		if (fw_remove(c->firewall.table, err, sizeof(err)) != 0) {
+			fprintf(stderr, "sluiced: remove table inet %s: %s\n",
+			    c->firewall.table, err);
+			goto out;
+		}
+		rc = 0;
+		goto out;
+	}
+	if (fw_config_from_cfg(&fc, c, "/etc/resolv.conf") != 0) {
+		fprintf(stderr, "sluiced: out of memory\n");
+		goto out;
+	}
+	rs = fw_build(&fc, err, sizeof(err));
+	fw_config_clear(&fc);
+	if (rs == NULL) {
+		fprintf(stderr, "sluiced: firewall: %s\n", err);
+		goto out;
+	}
+	text = fw_render(rs);
+	if (text != NULL) {
+		fputs(text, stdout);
+		free(text);
+		rc = fflush(stdout) == 0 ? 0 : 1;
+	}
+out:
+	fw_free(rs);
+	cfg_free(c);
+	return rc;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -515,6 +579,8 @@ main(int argc, char **argv)
 		{ "config", required_argument, NULL, 'c' },
 		{ "check-config", required_argument, NULL, 'C' },
 		{ "print-config", no_argument, NULL, 'P' },
+		{ "print-firewall", no_argument, NULL, 'F' },
+		{ "remove-firewall", no_argument, NULL, 'R' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -522,7 +588,7 @@ main(int argc, char **argv)
 	};
 	struct event *ev_hup, *ev_term, *ev_int;
 	char err[512];
-	int ch, do_print = 0, lockfd, rc = 1;
+	int ch, do_print = 0, do_fw = 0, lockfd, rc = 1;
 
 	while ((ch = getopt_long(argc, argv, "c:vVh", opts, NULL)) != -1) {
 		switch (ch) {
@@ -533,6 +599,10 @@ main(int argc, char **argv)
 			return check_config(optarg);
 		case 'P':
 			do_print = 1;
+			break;
+		case 'F':
+		case 'R':
+			do_fw = ch;
 			break;
 		case 'v':
 			px_verbose = 1;
@@ -556,6 +626,8 @@ main(int argc, char **argv)
 		config_path = CFG_DEFAULT_PATH;
 	if (do_print)
 		return print_config(config_path);
+	if (do_fw != 0)
+		return firewall_command(config_path, do_fw == 'R');
 
 	signal(SIGPIPE, SIG_IGN);
 	raise_nofile();

@@ -84,7 +84,10 @@ static const char full[] =
 	"  \"webhook\": { \"url\": \"HTTPS://Hooks.Example:8443/sluice?x=1\",\n"
 	"               \"secret_file\": \"/etc/s/hook.secret\",\n"
 	"               \"ca_file\": \"/etc/s/hook-ca.pem\", \"timeout_ms\": 750,\n"
-	"               \"hosts\": { \"hooks.example\": [\"127.0.0.1\", \"::1\"] } }\n"
+	"               \"hosts\": { \"hooks.example\": [\"127.0.0.1\", \"::1\"] } },\n"
+	"  \"firewall\": { \"enabled\": true, \"table\": \"sluice_t-1\", \"uid\": 4242,\n"
+	"                \"sandbox_subnets\": [\"10.77.0.0/16\", \"fd77::/64\"],\n"
+	"                \"broker_ports\": [3128, 3129] }\n"
 	"}\n";
 
 static struct cfg *
@@ -509,6 +512,35 @@ static const struct err_case err_cases[] = {
 	  "t.json:1:38: webhook.hosts[\"h.example\"][0]: ", "bad address" },
 	{ "webhook unknown key", "{\"webhook\": {\"secret\": \"x\"}}",
 	  "t.json:1:14: webhook.secret: ", "unknown key" },
+	{ "firewall table name",
+	  "{\"firewall\": {\"table\": \"1abc\"}}",
+	  "t.json:1:24: firewall.table: ", "bad table name" },
+	{ "firewall table name too long",
+	  "{\"firewall\": {\"table\": \"" "abcdefghijabcdefghijabcdefghijab" "\"}}",
+	  "t.json:1:24: firewall.table: ", "bad table name" },
+	{ "firewall uid", "{\"firewall\": {\"uid\": -1}}",
+	  "t.json:1:22: firewall.uid: ", "out of range" },
+	{ "firewall uid type", "{\"firewall\": {\"uid\": \"root\"}}",
+	  "t.json:1:22: firewall.uid: ", "expected" },
+	{ "firewall enabled type", "{\"firewall\": {\"enabled\": 1}}",
+	  "t.json:1:26: firewall.enabled: ", "expected" },
+	{ "firewall subnet host bits",
+	  "{\"firewall\": {\"sandbox_subnets\": [\"10.0.0.1/8\"],"
+	  " \"broker_ports\": [3128]}}",
+	  "t.json:1:35: firewall.sandbox_subnets[0]: ", "host bits" },
+	{ "firewall subnet without prefix",
+	  "{\"firewall\": {\"sandbox_subnets\": [\"10.0.0.0\"]}}",
+	  "t.json:1:35: firewall.sandbox_subnets[0]: ", "bad subnet" },
+	{ "firewall subnet prefix",
+	  "{\"firewall\": {\"sandbox_subnets\": [\"fd00::/129\"]}}",
+	  "t.json:1:35: firewall.sandbox_subnets[0]: ", "bad subnet" },
+	{ "firewall port", "{\"firewall\": {\"broker_ports\": [0]}}",
+	  "t.json:1:32: firewall.broker_ports[0]: ", "out of range" },
+	{ "firewall subnets without ports",
+	  "{\"firewall\": {\"sandbox_subnets\": [\"10.0.0.0/8\"]}}",
+	  "t.json:1:14: firewall.broker_ports: ", "broker's ports" },
+	{ "firewall unknown key", "{\"firewall\": {\"owner\": true}}",
+	  "t.json:1:15: firewall.owner: ", "unknown key" },
 	{ "default control socket too long",
 	  "{\"runtime_dir\": \"/" LONG100 LONG100 "\"}",
 	  "t.json:1:17: runtime_dir: ", "control socket" },
@@ -589,7 +621,8 @@ round_trip(const char *text)
 	/* The dump names every key the schema has, defaults included. */
 	j = json_loads(da, 0, NULL);
 	assert_non_null(j);
-	assert_int_equal(json_object_size(j), 19);
+	assert_int_equal(json_object_size(j), 20);
+	assert_int_equal(json_object_size(json_object_get(j, "firewall")), 5);
 	assert_int_equal(json_object_size(json_object_get(j, "events")), 3);
 	assert_int_equal(json_object_size(json_object_get(j, "webhook")), 5);
 	assert_int_equal(json_object_size(json_object_get(j, "control")), 15);
@@ -657,8 +690,49 @@ test_dump_round_trip(void **state)
 	assert_non_null(strstr(d, "\"max_body\": 65536"));
 	assert_non_null(strstr(d, "\"url\": null"));
 	assert_non_null(strstr(d, "\"timeout_ms\": 5000"));
+	assert_non_null(strstr(d, "\"enabled\": false"));
+	assert_non_null(strstr(d, "\"uid\": null"));
 	assert_int_equal(d[strlen(d) - 1], '\n');
 	free(d);
+	cfg_free(c);
+}
+
+static void
+test_firewall(void **state)
+{
+	char err[512] = "";
+	struct cfg *c;
+
+	(void)state;
+	c = cfg_load(NULL, err, sizeof(err));
+	assert_non_null(c);
+	/* off by default: nothing changes for existing users */
+	assert_int_equal(c->firewall.enabled, 0);
+	assert_string_equal(c->firewall.table, "sluice");
+	assert_int_equal(c->firewall.uid, -1);
+	assert_int_equal(c->firewall.nsandbox_subnets, 0);
+	assert_int_equal(c->firewall.nbroker_ports, 0);
+	cfg_free(c);
+
+	c = load(full, err, sizeof(err));
+	if (c == NULL)
+		fail_msg("%s", err);
+	assert_int_equal(c->firewall.enabled, 1);
+	assert_string_equal(c->firewall.table, "sluice_t-1");
+	assert_int_equal(c->firewall.uid, 4242);
+	assert_int_equal(c->firewall.nsandbox_subnets, 2);
+	assert_string_equal(c->firewall.sandbox_subnets[1], "fd77::/64");
+	assert_int_equal(c->firewall.nbroker_ports, 2);
+	assert_int_equal(c->firewall.broker_ports[1], 3129);
+	cfg_free(c);
+
+	/* null is the default: no self guard */
+	c = load("{\"firewall\": {\"uid\": null, \"table\": \"_x\"}}", err,
+	    sizeof(err));
+	if (c == NULL)
+		fail_msg("%s", err);
+	assert_int_equal(c->firewall.uid, -1);
+	assert_string_equal(c->firewall.table, "_x");
 	cfg_free(c);
 }
 
@@ -789,6 +863,7 @@ main(void)
 		cmocka_unit_test(test_error_printable),
 		cmocka_unit_test(test_max_line_follows_head),
 		cmocka_unit_test(test_dump_round_trip),
+		cmocka_unit_test(test_firewall),
 		cmocka_unit_test(test_load_file),
 		cmocka_unit_test(test_build_policy),
 	};

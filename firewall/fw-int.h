@@ -1,0 +1,115 @@
+/*
+ * fw-int.h: the ruleset model shared by the builder, the nft-text
+ * renderer and the netlink encoder.  Rules are short lists of match
+ * terms so that both outputs are derived from one description.
+ */
+#ifndef SLUICE_FW_INT_H
+#define SLUICE_FW_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fw.h"
+
+#define FW_SET_NAME_MAX 16
+
+enum fw_key {
+	FW_KEY_V4,      /* ipv4_addr, interval */
+	FW_KEY_V6,      /* ipv6_addr, interval */
+	FW_KEY_PORT,    /* inet_service, plain */
+};
+
+/* Inclusive range, network order, fw_key_len() bytes used. */
+struct fw_range {
+	uint8_t lo[16];
+	uint8_t hi[16];
+};
+
+struct fw_set {
+	char name[FW_SET_NAME_MAX];
+	enum fw_key key;
+	struct fw_range *r;
+	size_t n;
+	int used;               /* referenced by a rule: emitted */
+	uint32_t id;            /* NFTNL_SET_ID within the batch */
+};
+
+enum fw_term_kind {
+	FW_T_CT_EST,            /* ct state established,related */
+	FW_T_SKUID,             /* meta skuid N */
+	FW_T_SADDR_SET,         /* ip/ip6 saddr @set */
+	FW_T_DADDR_SET,         /* ip/ip6 daddr @set */
+	FW_T_TCP_DPORT_SET,     /* tcp dport @set */
+};
+
+struct fw_term {
+	enum fw_term_kind kind;
+	uint32_t uid;
+	int set;                /* index in rs->sets */
+};
+
+enum fw_verdict { FW_ACCEPT, FW_DROP };
+
+#define FW_TERMS_MAX 4
+
+struct fw_rule {
+	int chain;              /* index in rs->chains */
+	struct fw_term t[FW_TERMS_MAX];
+	size_t nt;
+	enum fw_verdict verdict;
+};
+
+struct fw_chain {
+	const char *name;
+	int hook;               /* NF_INET_* */
+	const char *hook_name;
+};
+
+#define FW_SETS_MAX 12
+#define FW_CHAINS_MAX 3
+#define FW_RULES_MAX 32
+
+struct fw_ruleset {
+	char table[FW_TABLE_MAX];
+	struct fw_set sets[FW_SETS_MAX];
+	size_t nsets;
+	struct fw_chain chains[FW_CHAINS_MAX];
+	size_t nchains;
+	struct fw_rule rules[FW_RULES_MAX];
+	size_t nrules;
+};
+
+size_t fw_key_len(enum fw_key k);
+/* Text of a range as nft prints it ("10.0.0.0/8", "a-b", "::1", "443"). */
+void fw_range_format(enum fw_key k, const struct fw_range *r, char *buf,
+    size_t len);
+/* Sort and merge overlapping or adjacent ranges in place; returns n. */
+size_t fw_ranges_normalise(struct fw_range *r, size_t n, size_t klen);
+/* Parse "addr[/len]"; family must match key (V4/V6). 0 / -1. */
+int fw_cidr_parse(const char *s, enum fw_key *key, struct fw_range *out);
+/* a + 1 in place over len bytes; returns 1 on wrap to zero. */
+int fw_be_inc(uint8_t *a, size_t len);
+
+/* The family's address terms ("ip"/"ip6"), by key. */
+int fw_set_family_v6(const struct fw_set *s);
+
+/* Netlink objects (nl.c); callers free them with nftnl_*_free. */
+struct nftnl_batch;
+struct nftnl_table;
+struct nftnl_chain;
+struct nftnl_set;
+struct nftnl_rule;
+struct nftnl_table *fw_nl_table(const char *name);
+struct nftnl_chain *fw_nl_chain(const struct fw_ruleset *rs, size_t ci);
+struct nftnl_set *fw_nl_set(const struct fw_ruleset *rs, size_t si,
+    int with_elems);
+struct nftnl_rule *fw_nl_rule(const struct fw_ruleset *rs, size_t ri);
+/* A batch page holds any one message: element lists are split at the
+ * 16-bit attribute limit, so 64 KiB plus headers (as nft sizes it). */
+#define FW_BATCH_PAGE (128 * 1024)
+#define FW_BATCH_OVERRUN (65536 + 4096)
+/* The whole replace batch, BEGIN to END; seq is advanced. */
+struct nftnl_batch *fw_nl_batch(const struct fw_ruleset *rs,
+    uint32_t *seq, int with_acks);
+
+#endif /* SLUICE_FW_INT_H */

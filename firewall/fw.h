@@ -1,0 +1,91 @@
+/*
+ * fw.h: sluice's own nftables table (DESIGN.md "Firewall").
+ *
+ * One table (default "inet sluice") built from the configuration:
+ *  - self guard: an output-hook chain that drops sluiced's own new
+ *    connections (meta skuid) to refused address classes, after accepting
+ *    the admin allow_cidrs and the configured DNS servers;
+ *  - sandbox-subnet guard: from the sandbox subnets only the broker's
+ *    ports are reachable on input; forwarding from them is dropped except
+ *    replies to established connections, with private, metadata and
+ *    other-sandbox destinations dropped by rules of their own.
+ * Every rule has a counter.  The table is replaced atomically in one
+ * netlink batch, has no owner flag (the rules outlive sluiced: a crash
+ * fails closed), and no other table is ever read or changed.
+ *
+ * The ruleset is a pure value: fw_build needs no kernel, fw_render gives
+ * the exact text `nft list table` prints for it, fw_render_netlink the
+ * libnftnl debug text of the batch's objects.  Only fw_apply, fw_verify
+ * and fw_remove talk netlink (CAP_NET_ADMIN).
+ */
+#ifndef SLUICE_FW_H
+#define SLUICE_FW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FW_DEFAULT_TABLE "sluice"
+#define FW_TABLE_MAX 32          /* NFT_TABLE_MAXNAMELEN incl. NUL */
+
+struct fw_config {
+	const char *table;                     /* NULL: FW_DEFAULT_TABLE */
+	int64_t uid;                           /* self guard skuid; -1: none */
+	/* "a.b.c.d[/len]" or "v6[/len]" */
+	const char *const *allow_cidrs; size_t nallow_cidrs;
+	const char *const *deny_cidrs; size_t ndeny_cidrs;
+	/* DNS servers sluiced queries ("ip" or "ip:port", "[v6]:port"):
+	 * accepted by the self guard before the refused classes */
+	const char *const *resolvers; size_t nresolvers;
+	const char *const *sandbox_subnets; size_t nsandbox_subnets;
+	const uint16_t *broker_ports; size_t nbroker_ports;
+	char **owned_resolvers;                /* fw_config_from_cfg's */
+};
+
+/*
+ * From sluiced's configuration: firewall.*, allow_cidrs, deny_cidrs, and
+ * the resolvers from dns.servers or, when that is empty, the nameserver
+ * lines of resolv_conf (NULL: none).  fc borrows c's strings; release
+ * with fw_config_clear.  0 / -1 (memory).
+ */
+struct cfg;
+int fw_config_from_cfg(struct fw_config *fc, const struct cfg *c,
+    const char *resolv_conf);
+void fw_config_clear(struct fw_config *fc);
+
+struct fw_ruleset;
+
+/* Build and normalise; NULL with a message in err on a bad entry. */
+struct fw_ruleset *fw_build(const struct fw_config *fc, char *err,
+    size_t errlen);
+void fw_free(struct fw_ruleset *rs);
+const char *fw_table_name(const struct fw_ruleset *rs);
+
+/* `nft list table inet NAME` text of a freshly applied ruleset (counters
+ * at zero); also loadable with `nft -f`.  Caller frees. */
+char *fw_render(const struct fw_ruleset *rs);
+/* The batch's objects as libnftnl prints them (nftnl_*_snprintf), one
+ * per line group, for golden tests.  Caller frees. */
+char *fw_render_netlink(const struct fw_ruleset *rs);
+
+/*
+ * Replace the table in one batch (NEWTABLE, DELTABLE, NEWTABLE, chains,
+ * sets, elements, rules), then read it back and compare (fw_verify).
+ * 0 / -1 with err.
+ */
+int fw_apply(const struct fw_ruleset *rs, char *err, size_t errlen);
+/* Read the kernel's table back and compare it with rs.  0 / -1 with err
+ * naming the first difference. */
+int fw_verify(const struct fw_ruleset *rs, char *err, size_t errlen);
+/* Delete the table; a missing table is success. */
+int fw_remove(const char *table, char *err, size_t errlen);
+
+/*
+ * Safety belt for tests and tools: 1 if this process is (or may be) in
+ * the host's network namespace, 0 if it is known to be in another.  The
+ * host namespace is /proc/1/ns/net; where that cannot be read, the
+ * SLUICE_FW_HOST_NETNS environment variable ("net:[N]", recorded by the
+ * caller before unshare) stands in, and with neither the answer is 1.
+ */
+int fw_in_host_netns(void);
+
+#endif /* SLUICE_FW_H */

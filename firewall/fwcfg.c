@@ -1,0 +1,103 @@
+/*
+ * fwcfg.c: fw_config from sluiced's configuration (config.h).
+ */
+#include "sluice-config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "fw.h"
+
+/* nameserver lines of resolv.conf: the servers c-ares will use when
+ * dns.servers is empty */
+static int
+read_resolv(const char *path, char ***out, size_t *n)
+{
+	char line[512];
+	FILE *f = fopen(path, "r");
+	char **v = NULL;
+	size_t count = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (f == NULL)
+		return 0;       /* no file: c-ares falls back to loopback */
+	while (fgets(line, sizeof(line), f) != NULL && count < 16) {
+		char *p = line, *end, **nv;
+
+		if (strncmp(p, "nameserver", 10) != 0 ||
+		    (p[10] != ' ' && p[10] != '\t'))
+			continue;
+		p += 11;
+		p += strspn(p, " \t");
+		end = p + strcspn(p, " \t\r\n%");
+		*end = '\0';
+		if (*p == '\0')
+			continue;
+		nv = realloc(v, (count + 1) * sizeof(*v));
+		if (nv == NULL || (nv[count] = strdup(p)) == NULL) {
+			v = nv ? nv : v;
+			goto oom;
+		}
+		v = nv;
+		count++;
+	}
+	fclose(f);
+	*out = v;
+	*n = count;
+	return 0;
+oom:
+	fclose(f);
+	while (count > 0)
+		free(v[--count]);
+	free(v);
+	return -1;
+}
+
+int
+fw_config_from_cfg(struct fw_config *fc, const struct cfg *c,
+    const char *resolv_conf)
+{
+	char **rv;
+	size_t n;
+
+	memset(fc, 0, sizeof(*fc));
+	fc->table = c->firewall.table;
+	fc->uid = c->firewall.uid;
+	fc->allow_cidrs = (const char *const *)c->allow_cidrs;
+	fc->nallow_cidrs = c->nallow_cidrs;
+	fc->deny_cidrs = (const char *const *)c->deny_cidrs;
+	fc->ndeny_cidrs = c->ndeny_cidrs;
+	fc->sandbox_subnets = (const char *const *)c->firewall.sandbox_subnets;
+	fc->nsandbox_subnets = c->firewall.nsandbox_subnets;
+	fc->broker_ports = c->firewall.broker_ports;
+	fc->nbroker_ports = c->firewall.nbroker_ports;
+	if (c->ndns_servers > 0) {
+		fc->resolvers = (const char *const *)c->dns_servers;
+		fc->nresolvers = c->ndns_servers;
+		return 0;
+	}
+	if (resolv_conf == NULL)
+		return 0;
+	if (read_resolv(resolv_conf, &rv, &n) != 0)
+		return -1;
+	fc->resolvers = (const char *const *)rv;
+	fc->nresolvers = n;
+	fc->owned_resolvers = rv;
+	return 0;
+}
+
+void
+fw_config_clear(struct fw_config *fc)
+{
+	size_t i;
+
+	if (fc->owned_resolvers != NULL) {
+		for (i = 0; i < fc->nresolvers; i++)
+			free(fc->owned_resolvers[i]);
+		free(fc->owned_resolvers);
+	}
+	memset(fc, 0, sizeof(*fc));
+}

@@ -1,0 +1,84 @@
+#!/bin/sh
+# t_fw_netns.sh: apply, read back, replace and remove sluice's table with
+# the real kernel, inside a network namespace made for this test only.
+#
+# Outside: record the host namespace, re-exec under `unshare -n`.  Exit
+# 77 (skip) when unshare is impossible, or 1 with SLUICE_TEST_STRICT=1.
+# Inside: refuse to run if the namespace is the recorded host one.
+set -u
+src=${SLUICE_SRCDIR:-.}
+bld=${SLUICE_BUILDDIR:-.}
+tool=$bld/tests/fw/fw_tool
+
+skip() {
+	echo "t_fw_netns: $*" >&2
+	[ "${SLUICE_TEST_STRICT:-0}" = 1 ] && exit 1
+	exit 77
+}
+
+if [ "${1:-}" != --inside ]; then
+	command -v unshare >/dev/null 2>&1 || skip "no unshare"
+	command -v nft >/dev/null 2>&1 || skip "no nft"
+	SLUICE_FW_HOST_NETNS=$(readlink /proc/self/ns/net) || skip "no netns"
+	export SLUICE_FW_HOST_NETNS
+	unshare -n true 2>/dev/null || skip "unshare -n not permitted"
+	exec unshare -n "$0" --inside
+fi
+
+# --- inside the new namespace from here on
+here=$(readlink /proc/self/ns/net)
+if [ -z "$here" ] || [ "$here" = "$SLUICE_FW_HOST_NETNS" ]; then
+	echo "t_fw_netns: still in the host namespace, refusing" >&2
+	exit 1
+fi
+fail() { echo "FAIL: $*" >&2; exit 1; }
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+# 1. apply (the tool reads back and compares), then nft agrees with the
+#    golden text, which is also what --print-firewall renders
+"$tool" apply "$src/tests/fw/full.json" || fail "apply full"
+nft list table inet sluice > "$tmp/got" || fail "nft list"
+diff -u "$src/tests/fw/golden/full.nft" "$tmp/got" || fail "full dump"
+# nothing but our table exists in the namespace
+[ "$(nft list tables)" = "table inet sluice" ] || fail "other tables"
+
+# 2. a change behind our back is noticed by the read back
+nft add element inet sluice allow4 '{ 192.0.2.1 }' || fail "tamper"
+"$tool" verify "$src/tests/fw/full.json" 2>"$tmp/err" && fail "tamper unseen"
+grep -q "set allow4" "$tmp/err" || fail "tamper message: $(cat "$tmp/err")"
+
+# 3. atomic replace with a changed configuration: same table, new sets
+#    and rules, counters reset, the tampered element gone
+"$tool" apply "$src/tests/fw/changed.json" || fail "apply changed"
+nft list table inet sluice > "$tmp/got" || fail "nft list"
+diff -u "$src/tests/fw/golden/changed.nft" "$tmp/got" || fail "changed dump"
+"$tool" verify "$src/tests/fw/full.json" 2>/dev/null && fail "old verified"
+
+# 4. a second table of a different name lives beside it, untouched
+"$tool" apply "$src/tests/fw/self.json" || fail "apply self"
+nft list table inet sluice_self > "$tmp/got" || fail "nft list self"
+diff -u "$src/tests/fw/golden/self.nft" "$tmp/got" || fail "self dump"
+nft list table inet sluice > "$tmp/got" || fail "nft list"
+diff -u "$src/tests/fw/golden/changed.nft" "$tmp/got" || fail "neighbour"
+
+# 5. an extra chain in our table is noticed; a re-apply repairs it
+nft add chain inet sluice extra || fail "add chain"
+"$tool" verify "$src/tests/fw/changed.json" 2>"$tmp/err" && fail "extra unseen"
+grep -q "holds" "$tmp/err" || fail "extra message: $(cat "$tmp/err")"
+"$tool" apply "$src/tests/fw/changed.json" || fail "repair"
+nft list table inet sluice > "$tmp/got" || fail "nft list"
+diff -u "$src/tests/fw/golden/changed.nft" "$tmp/got" || fail "repaired dump"
+
+# 6. sluiced prints the same text and removes the table, twice; the
+#    other table stays until removed too
+sluiced=$bld/proxy/sluiced
+"$sluiced" --print-firewall -c "$src/tests/fw/changed.json" > "$tmp/got" ||
+    fail "--print-firewall"
+diff -u "$src/tests/fw/golden/changed.nft" "$tmp/got" || fail "print"
+"$sluiced" --remove-firewall -c "$src/tests/fw/changed.json" || fail "remove"
+"$tool" remove "$src/tests/fw/changed.json" || fail "remove again"
+[ "$(nft list tables)" = "table inet sluice_self" ] || fail "after remove"
+"$tool" remove "$src/tests/fw/self.json" || fail "remove self"
+[ -z "$(nft list ruleset)" ] || fail "ruleset not empty"
+echo "t_fw_netns: ok"
