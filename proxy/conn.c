@@ -19,6 +19,9 @@
 #include <linux/vm_sockets.h>
 
 #include "px.h"
+#include "events.h"
+
+#include <jansson.h>
 
 
 
@@ -320,6 +323,13 @@ px_conn_answer(struct px_conn *c, enum pol_reason why, const char *detail,
 		c->up = NULL;
 		c->up_host[0] = '\0';
 	}
+	/* the app hears of refusals as they happen; building the event
+	 * costs nothing while nobody listens */
+	if (ev_subscribers() > 0 && c->session != NULL)
+		ev_publish("denied", json_pack("{s:s,s:s,s:i,s:s,s:s}",
+		    "session", pol_session_id(c->session->pol),
+		    "host", c->target.host, "port", (int)c->target.port,
+		    "method", c->method, "reason", pol_reason_name(why)));
 	if (log && log_decision(c, c->dec.verdict == POL_PROMPT ?
 	    POL_PROMPT : POL_DENY, why) != 0)
 		px_log(PX_ERR, "%s: conn %llu: cannot write the decision record",

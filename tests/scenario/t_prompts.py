@@ -272,6 +272,10 @@ def deny_and_quiet_period(env):
         w2 = Waiter(d, "ask.test", up.port)
         done([w2])
         check_refusal(w2.resp, "user_denied", "within the quiet period")
+        wait_until(lambda: any(e == "denied" and dd.get("reason") ==
+                               "user_denied" and dd.get("host") == "ask.test"
+                               for e, dd in list(a.events)), 3,
+                   what="a denied event for the quiet refusal")
         check(time.monotonic() - t0 < 2, "the quiet refusal waited")
         check_eq(len(pending(d)), 0, "no prompt in the quiet period")
         time.sleep(2.2)
