@@ -592,6 +592,25 @@ cmp_str(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* Call the API and show the answer: as it came with --json, else as a
+ * table drawn by show. */
+static int
+api_show(const struct opts *o, const char *method, const char *path,
+    json_t *body, void (*show)(const json_t *))
+{
+	struct reply rp;
+	int rc = api(o, method, path, body, &rp);
+
+	if (rc == EX_OK) {
+		if (o->json)
+			print_raw(&rp);
+		else
+			show(rp.doc);
+	}
+	reply_free(&rp);
+	return rc;
+}
+
 static void
 print_ceiling(const json_t *doc)
 {
@@ -659,7 +678,6 @@ cmd_ceiling(const struct opts *o, int argc, char **argv)
 	const char *sub = argc > 0 ? argv[0] : "get";
 	unsigned allowed = 0;
 	json_t *body;
-	struct reply rp;
 	int rc;
 
 	if (strcmp(sub, "set") == 0)
@@ -674,15 +692,7 @@ cmd_ceiling(const struct opts *o, int argc, char **argv)
 	if (strcmp(sub, "get") == 0) {
 		if (argc > 1)
 			return usage_error("ceiling get takes no arguments");
-		rc = api(o, "GET", "/v1/ceiling", NULL, &rp);
-		if (rc == EX_OK) {
-			if (o->json)
-				print_raw(&rp);
-			else
-				print_ceiling(rp.doc);
-		}
-		reply_free(&rp);
-		return rc;
+		return api_show(o, "GET", "/v1/ceiling", NULL, print_ceiling);
 	}
 	if (strcmp(sub, "clear") == 0) {
 		if (argc != 1 || o->tenant == NULL)
@@ -818,18 +828,7 @@ static int
 session_call(const struct opts *o, const char *method, const char *path,
     json_t *body)
 {
-	struct reply rp;
-	int rc;
-
-	rc = api(o, method, path, body, &rp);
-	if (rc == EX_OK) {
-		if (o->json)
-			print_raw(&rp);
-		else
-			print_session(rp.doc);
-	}
-	reply_free(&rp);
-	return rc;
+	return api_show(o, method, path, body, print_session);
 }
 
 static int
@@ -900,15 +899,7 @@ cmd_session(const struct opts *o, int argc, char **argv)
 		return usage_error("session %s: wrong number of arguments",
 		    sub);
 	if (want == 1) {
-		rc = api(o, "GET", "/v1/sessions", NULL, &rp);
-		if (rc == EX_OK) {
-			if (o->json)
-				print_raw(&rp);
-			else
-				print_sessions(rp.doc);
-		}
-		reply_free(&rp);
-		return rc;
+		return api_show(o, "GET", "/v1/sessions", NULL, print_sessions);
 	}
 	if ((rc = check_id("session id", argv[1])) != EX_OK)
 		return rc;
@@ -1827,15 +1818,7 @@ cmd_prompts(const struct opts *o, int argc, char **argv)
 	if (strcmp(sub, "list") == 0) {
 		if (argc != 1)
 			return usage_error("prompts list takes no arguments");
-		rc = api(o, "GET", "/v1/prompts", NULL, &rp);
-		if (rc == EX_OK) {
-			if (o->json)
-				print_raw(&rp);
-			else
-				print_prompts(rp.doc);
-		}
-		reply_free(&rp);
-		return rc;
+		return api_show(o, "GET", "/v1/prompts", NULL, print_prompts);
 	}
 	if (strcmp(sub, "answer") != 0)
 		return usage_error("prompts: list, answer or watch");
