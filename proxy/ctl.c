@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -222,13 +223,21 @@ count_tunnels(void)
 void *
 ctl_json_health(void)
 {
+	static const char *const fw_names[] = {
+		"disabled", "applied", "failed"
+	};
 	struct px_listener *l;
+	char at[32];
+	struct tm tm;
 	int nl = 0;
 
 	TAILQ_FOREACH(l, &px.listeners, entry)
 		nl++;
+	at[0] = '\0';
+	if (px.fw.applied_at != 0 && gmtime_r(&px.fw.applied_at, &tm) != NULL)
+		strftime(at, sizeof(at), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	return json_pack("{s:s,s:s,s:I,s:i,s:I,s:i,s:i,s:{s:s,s:b,s:I,s:I},"
-	    "s:{s:s},s:s,s:b}",
+	    "s:{s:s,s:s,s:s?,s:s?},s:s,s:b}",
 	    "status", clog_healthy(px.log) && !px.draining ? "ok" : "degraded",
 	    "version", PACKAGE_VERSION,
 	    "uptime_s", (json_int_t)(time(NULL) - px.started),
@@ -241,7 +250,11 @@ ctl_json_health(void)
 		"healthy", clog_healthy(px.log),
 		"records", (json_int_t)clog_written(px.log),
 		"failures", (json_int_t)clog_failed(px.log),
-	    "firewall", "status", "not_configured",
+	    "firewall",
+		"status", fw_names[px.fw.status],
+		"table", px.fw.table,
+		"applied_at", at[0] != '\0' ? at : NULL,
+		"error", px.fw.error[0] != '\0' ? px.fw.error : NULL,
 	    "ceiling", pol_tier_name(pol_state_global_ceiling(px.state)),
 	    "draining", px.draining);
 }

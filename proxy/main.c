@@ -303,6 +303,151 @@ dns_cfg_equal(const struct cfg *a, const struct cfg *b)
 	return 1;
 }
 
+/* ------------------------------------------------------------------ */
+/* Firewall: the table is applied at start and on a reload that changes
+ * it; it is never removed at exit (the rules outlive sluiced, so that a
+ * crash fails closed). */
+
+static struct fw_ruleset *fw_rs;   /* in the kernel; NULL: disabled */
+static char *fw_text;              /* fw_render(fw_rs), to see changes */
+
+/* The ruleset of c and its text.  0 / -1 with err. */
+static int
+fw_make(const struct cfg *c, struct fw_ruleset **rsp, char **textp,
+    char *err, size_t errlen)
+{
+	struct fw_config fc;
+
+	*rsp = NULL;
+	*textp = NULL;
+	if (fw_config_from_cfg(&fc, c, "/etc/resolv.conf") != 0) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	*rsp = fw_build(&fc, err, errlen);
+	fw_config_clear(&fc);
+	if (*rsp == NULL)
+		return -1;
+	*textp = fw_render(*rsp);
+	if (*textp == NULL) {
+		fw_free(*rsp);
+		*rsp = NULL;
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+static void
+fw_set_table(const char *name)
+{
+	snprintf(px.fw.table, sizeof(px.fw.table), "inet %s", name);
+}
+
+/* At start: apply and read back, or refuse to start. */
+static int
+fw_start(const struct cfg *c)
+{
+	char err[512];
+	struct fw_ruleset *rs;
+	char *text;
+
+	fw_set_table(c->firewall.table);
+	if (!c->firewall.enabled) {
+		px.fw.status = PX_FW_DISABLED;
+		return 0;
+	}
+	if (fw_make(c, &rs, &text, err, sizeof(err)) != 0) {
+		px_log(PX_ERR, "firewall: table inet %s: %s; sluiced will not "
+		    "start without its firewall (firewall.enabled is true)",
+		    c->firewall.table, err);
+		return -1;
+	}
+	if (fw_apply(rs, err, sizeof(err)) != 0) {
+		px_log(PX_ERR, "firewall: cannot apply table inet %s: %s; "
+		    "sluiced will not start without its firewall (set "
+		    "firewall.enabled to false to run without it)",
+		    c->firewall.table, err);
+		fw_free(rs);
+		free(text);
+		return -1;
+	}
+	fw_rs = rs;
+	fw_text = text;
+	px.fw.status = PX_FW_APPLIED;
+	px.fw.applied_at = time(NULL);
+	px.fw.error[0] = '\0';
+	px_log(PX_INFO, "firewall: table inet %s applied and verified",
+	    c->firewall.table);
+	return 0;
+}
+
+/*
+ * On reload, the last step that may fail: apply nc's table if it differs
+ * from the one in the kernel.  On failure the running table is kept (the
+ * batch is atomic; if the read back found a difference the running
+ * table is applied again) and -1 returned with err; health then says
+ * "failed" until an apply succeeds.  Disabling leaves the table in the
+ * kernel.
+ */
+static int
+fw_reload(const struct cfg *nc, char *err, size_t errlen)
+{
+	struct fw_ruleset *rs;
+	char *text, e2[512];
+
+	if (!nc->firewall.enabled) {
+		if (fw_rs != NULL)
+			px_log(PX_WARN, "firewall: disabled by the new "
+			    "configuration; table inet %s stays in the kernel "
+			    "(sluiced --remove-firewall removes it)",
+			    fw_table_name(fw_rs));
+		fw_free(fw_rs);
+		free(fw_text);
+		fw_rs = NULL;
+		fw_text = NULL;
+		fw_set_table(nc->firewall.table);
+		px.fw.status = PX_FW_DISABLED;
+		px.fw.applied_at = 0;
+		px.fw.error[0] = '\0';
+		return 0;
+	}
+	if (fw_make(nc, &rs, &text, err, errlen) != 0)
+		return -1;
+	if (fw_rs != NULL && strcmp(text, fw_text) == 0) {
+		/* unchanged: nothing to apply; the running table is right */
+		fw_free(rs);
+		free(text);
+		px.fw.status = PX_FW_APPLIED;
+		px.fw.error[0] = '\0';
+		return 0;
+	}
+	if (fw_apply(rs, err, errlen) != 0) {
+		if (fw_rs != NULL && fw_verify(fw_rs, e2, sizeof(e2)) != 0 &&
+		    fw_apply(fw_rs, e2, sizeof(e2)) != 0)
+			px_log(PX_ERR, "firewall: cannot restore the running "
+			    "table inet %s: %s", fw_table_name(fw_rs), e2);
+		fw_free(rs);
+		free(text);
+		return -1;
+	}
+	if (fw_rs != NULL && strcmp(fw_table_name(fw_rs), fw_table_name(rs))
+	    != 0 && fw_remove(fw_table_name(fw_rs), e2, sizeof(e2)) != 0)
+		px_log(PX_WARN, "firewall: cannot remove the old table inet "
+		    "%s: %s", fw_table_name(fw_rs), e2);
+	fw_free(fw_rs);
+	free(fw_text);
+	fw_rs = rs;
+	fw_text = text;
+	fw_set_table(nc->firewall.table);
+	px.fw.status = PX_FW_APPLIED;
+	px.fw.applied_at = time(NULL);
+	px.fw.error[0] = '\0';
+	px_log(PX_INFO, "firewall: table inet %s re-applied and verified",
+	    nc->firewall.table);
+	return 0;
+}
+
 /* Load, build and swap a configuration; on any error the old one stays. */
 static int
 reload(const char *path)
@@ -311,6 +456,7 @@ reload(const char *path)
 	struct cfg *nc;
 	struct pol_config *np;
 	struct dns *nd = NULL;
+	struct clog *nl = NULL;
 	int dns_changed;
 
 	nc = cfg_load(path, err, sizeof(err));
@@ -339,8 +485,7 @@ reload(const char *path)
 		}
 	}
 	if (strcmp(nc->log_path, px.cfg->log_path) != 0) {
-		struct clog *nl = clog_open(nc->log_path, err, sizeof(err));
-
+		nl = clog_open(nc->log_path, err, sizeof(err));
 		if (nl == NULL) {
 			px_log(PX_ERR, "%s: keeping the running configuration: "
 			    "log: %s", __func__, err);
@@ -350,6 +495,22 @@ reload(const char *path)
 			cfg_free(nc);
 			return -1;
 		}
+	}
+	/* the firewall last: nothing after it may fail */
+	if (fw_reload(nc, err, sizeof(err)) != 0) {
+		px_log(PX_ERR, "%s: keeping the running configuration and "
+		    "firewall: firewall: %s", __func__, err);
+		px.fw.status = PX_FW_FAILED;
+		snprintf(px.fw.error, sizeof(px.fw.error), "reload: %s", err);
+		if (nl)
+			clog_close(nl);
+		if (nd)
+			dns_free(nd);
+		pol_config_free(np);
+		cfg_free(nc);
+		return -1;
+	}
+	if (nl != NULL) {
 		clog_close(px.log);
 		px.log = nl;
 	}
@@ -673,6 +834,9 @@ main(int argc, char **argv)
 		px_log(PX_ERR, "connection log: %s", err);
 		goto out;
 	}
+	/* the firewall before any listener, and before "ready" */
+	if (fw_start(px.cfg) != 0)
+		goto out;
 	px.dns = make_dns(px.cfg, err, sizeof(err));
 	if (px.dns == NULL) {
 		px_log(PX_ERR, "dns: %s", err);
@@ -758,6 +922,9 @@ out:
 	if (px.pol)
 		pol_config_free(px.pol);
 	cfg_free(px.cfg);
+	/* the table stays in the kernel: only the memory goes */
+	fw_free(fw_rs);
+	free(fw_text);
 	if (px.base)
 		event_base_free(px.base);
 	return rc;

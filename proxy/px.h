@@ -100,6 +100,15 @@ struct px_metrics {
 };
 
 /* The daemon. */
+/* The firewall table's state, for /v1/health (main.c keeps the ruleset). */
+enum px_fw_status { PX_FW_DISABLED, PX_FW_APPLIED, PX_FW_FAILED };
+struct px_fw {
+	enum px_fw_status status;
+	char table[64];          /* "inet NAME" */
+	time_t applied_at;       /* 0: never applied by this process */
+	char error[640];         /* the last failure; "" when none */
+};
+
 struct px {
 	struct event_base *base;
 	struct cfg *cfg;
@@ -118,6 +127,7 @@ struct px {
 	time_t started;
 	uint64_t next_conn_id;
 	struct px_metrics m;
+	struct px_fw fw;
 };
 extern struct px px;
 

@@ -1,0 +1,202 @@
+#!/bin/sh
+# t_fw_daemon.sh: the real sluiced applies its table at start, reports it
+# in /v1/health, re-applies it on SIGHUP, keeps the old table and
+# configuration when an apply fails, and leaves the table in place when
+# killed; all inside a network namespace made for this test only.
+#
+# Outside: record the host namespace, re-exec under `unshare -n`.  Exit
+# 77 (skip) when unshare is impossible, or 1 with SLUICE_TEST_STRICT=1.
+# Inside: refuse to run if the namespace is the recorded host one.
+set -u
+bld=${SLUICE_BUILDDIR:-.}
+sluiced=$bld/proxy/sluiced
+py=${PYTHON3:-python3}
+
+skip() {
+	echo "t_fw_daemon: $*" >&2
+	[ "${SLUICE_TEST_STRICT:-0}" = 1 ] && exit 1
+	exit 77
+}
+
+if [ "${1:-}" != --inside ]; then
+	command -v unshare >/dev/null 2>&1 || skip "no unshare"
+	command -v nft >/dev/null 2>&1 || skip "no nft"
+	command -v curl >/dev/null 2>&1 || skip "no curl"
+	SLUICE_FW_HOST_NETNS=$(readlink /proc/self/ns/net) || skip "no netns"
+	export SLUICE_FW_HOST_NETNS
+	unshare -n true 2>/dev/null || skip "unshare -n not permitted"
+	exec unshare -n "$0" --inside
+fi
+
+# --- inside the new namespace from here on
+here=$(readlink /proc/self/ns/net)
+if [ -z "$here" ] || [ "$here" = "$SLUICE_FW_HOST_NETNS" ]; then
+	echo "t_fw_daemon: still in the host namespace, refusing" >&2
+	exit 1
+fi
+
+tmp=$(mktemp -d) || exit 1
+pid=         # the sluiced this script started, if running
+holder=      # the nft -i holding an owner table, if running
+cleanup() {
+	[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+	[ -n "$holder" ] && kill "$holder" 2>/dev/null && wait "$holder" 2>/dev/null
+	exec 3>&- 2>/dev/null
+	nft delete table inet sluice 2>/dev/null
+	nft delete table inet sluice2 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+fail() {
+	echo "FAIL: $*" >&2
+	[ -f "$tmp/err" ] && { echo "--- sluiced stderr:" >&2; cat "$tmp/err" >&2; }
+	exit 1
+}
+
+# config FILE ENABLED TABLE DENY: a small configuration in $tmp
+config() {
+	cat > "$1" <<EOF
+{
+  "runtime_dir": "$tmp/run",
+  "state_file": "$tmp/state.json",
+  "log": { "path": "$tmp/conn.jsonl" },
+  "deny_cidrs": [$4],
+  "dns": { "servers": ["10.0.0.3"] },
+  "firewall": { "enabled": $2, "table": "$3", "uid": 4243,
+                "sandbox_subnets": ["10.77.0.0/16"],
+                "broker_ports": [3128] }
+}
+EOF
+}
+health() {
+	curl -sf --max-time 5 --unix-socket "$tmp/run/control.sock" \
+	    http://sluice/v1/health
+}
+# fwfield FIELD: the firewall object's FIELD from /v1/health ("null")
+fwfield() {
+	health | "$py" -c 'import json,sys
+v = json.load(sys.stdin)["firewall"][sys.argv[1]]
+print("null" if v is None else v)' "$1"
+}
+start() {
+	"$sluiced" -c "$1" 2>"$tmp/err" &
+	pid=$!
+	i=0
+	until health >/dev/null 2>&1; do
+		kill -0 "$pid" 2>/dev/null || { wait "$pid"; pid=; fail "sluiced exited at start"; }
+		i=$((i + 1))
+		[ $i -gt 100 ] && fail "sluiced not ready after 10 s"
+		sleep 0.1
+	done
+}
+stop_kill() {
+	kill -KILL "$pid" && wait "$pid" 2>/dev/null
+	pid=
+}
+# same FILE: the kernel's table is what --print-firewall renders for FILE
+same() {
+	"$sluiced" --print-firewall -c "$1" > "$tmp/want" || fail "print $1"
+	name=$(sed -n '1s/^table inet \([^ ]*\) {$/\1/p' "$tmp/want")
+	nft list table inet "$name" > "$tmp/got" 2>/dev/null &&
+	    cmp -s "$tmp/want" "$tmp/got"
+}
+
+# 1. disabled (the default): nothing is touched, health says so
+config "$tmp/off.json" false sluice '"192.0.2.0/24"'
+start "$tmp/off.json"
+[ "$(fwfield status)" = disabled ] || fail "disabled status: $(health)"
+[ "$(fwfield table)" = "inet sluice" ] || fail "disabled table"
+[ "$(fwfield applied_at)" = null ] || fail "disabled applied_at"
+[ -z "$(nft list tables)" ] || fail "disabled sluiced made a table"
+stop_kill
+
+# 2. enabled: applied at start, before ready; nft agrees with
+#    --print-firewall; health says applied
+config "$tmp/a.json" true sluice '"192.0.2.0/24"'
+start "$tmp/a.json"
+same "$tmp/a.json" || { diff -u "$tmp/want" "$tmp/got" >&2; fail "start table"; }
+[ "$(fwfield status)" = applied ] || fail "status: $(health)"
+[ "$(fwfield table)" = "inet sluice" ] || fail "table: $(health)"
+fwfield applied_at | grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z$' ||
+    fail "applied_at: $(health)"
+[ "$(fwfield error)" = null ] || fail "error: $(health)"
+
+# 3. SIGHUP with a new deny_cidr: the table is replaced and has it
+config "$tmp/b.json" true sluice '"192.0.2.0/24", "198.51.100.0/24"'
+cp "$tmp/b.json" "$tmp/a.json"
+kill -HUP "$pid"
+i=0
+until same "$tmp/b.json"; do
+	i=$((i + 1))
+	[ $i -gt 50 ] && { diff -u "$tmp/want" "$tmp/got" >&2; fail "reload table"; }
+	sleep 0.1
+done
+grep -q '198\.51\.100\.0/24' "$tmp/got" || fail "new deny_cidr missing"
+[ "$(fwfield status)" = applied ] || fail "status after reload: $(health)"
+
+# 4. a reload whose apply fails (another process owns a table of the
+#    new name) keeps the running table and configuration: health says
+#    failed with the reason, the old table is untouched
+mkfifo "$tmp/fifo" || fail mkfifo
+nft -i < "$tmp/fifo" >/dev/null 2>&1 &
+holder=$!
+exec 3>"$tmp/fifo"
+echo 'add table inet sluice2 { flags owner; }' >&3
+i=0
+until nft list table inet sluice2 >/dev/null 2>&1; do
+	i=$((i + 1)); [ $i -gt 50 ] && fail "owner table"; sleep 0.1
+done
+config "$tmp/a.json" true sluice2 '"203.0.113.0/24"'
+kill -HUP "$pid"
+i=0
+until [ "$(fwfield status)" = failed ]; do
+	i=$((i + 1)); [ $i -gt 50 ] && fail "no failed status: $(health)"
+	sleep 0.1
+done
+[ "$(fwfield table)" = "inet sluice" ] || fail "table after failure"
+[ "$(fwfield error)" != null ] || fail "no error: $(health)"
+grep -q "keeping the running configuration and firewall" "$tmp/err" ||
+    fail "reason not logged"
+same "$tmp/b.json" || { diff -u "$tmp/want" "$tmp/got" >&2; fail "old table"; }
+exec 3>&-
+wait "$holder" 2>/dev/null
+holder=
+# the owner table went with its socket; the same file now applies
+i=0
+while nft list table inet sluice2 >/dev/null 2>&1; do
+	i=$((i + 1)); [ $i -gt 50 ] && fail "owner table stays"; sleep 0.1
+done
+kill -HUP "$pid"
+i=0
+until same "$tmp/a.json"; do
+	i=$((i + 1)); [ $i -gt 50 ] && fail "retried reload"; sleep 0.1
+done
+[ "$(fwfield status)" = applied ] || fail "status after retry: $(health)"
+[ "$(fwfield table)" = "inet sluice2" ] || fail "table after retry"
+nft list table inet sluice >/dev/null 2>&1 && fail "old-name table stays"
+
+# 5. SIGKILL: the table outlives sluiced
+stop_kill
+same "$tmp/a.json" || fail "table gone after SIGKILL"
+
+# 6. a start whose apply fails refuses to start, with a clear message
+nft delete table inet sluice2 || fail "delete"
+nft -i < "$tmp/fifo" >/dev/null 2>&1 &
+holder=$!
+exec 3>"$tmp/fifo"
+echo 'add table inet sluice { flags owner; }' >&3
+i=0
+until nft list table inet sluice >/dev/null 2>&1; do
+	i=$((i + 1)); [ $i -gt 50 ] && fail "owner table 2"; sleep 0.1
+done
+config "$tmp/c.json" true sluice '"192.0.2.0/24"'
+"$sluiced" -c "$tmp/c.json" 2>"$tmp/err" && fail "started without firewall"
+grep -q "will not start without its firewall" "$tmp/err" ||
+    fail "start failure message"
+[ -S "$tmp/run/control.sock" ] && health >/dev/null 2>&1 && fail "ready"
+exec 3>&-
+wait "$holder" 2>/dev/null
+holder=
+rm -f "$tmp/err"
+echo "t_fw_daemon: ok"
