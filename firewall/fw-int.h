@@ -111,5 +111,14 @@ struct nftnl_rule *fw_nl_rule(const struct fw_ruleset *rs, size_t ri);
 /* The whole replace batch, BEGIN to END; seq is advanced. */
 struct nftnl_batch *fw_nl_batch(const struct fw_ruleset *rs,
     uint32_t *seq, int with_acks);
+/* 1 if set si holds other elements in a than in b (same shape). */
+int fw_set_changed(const struct fw_ruleset *a, const struct fw_ruleset *b,
+    size_t si);
+/* The set-refill batch from old to rs (fw_sets_only(old, rs) holds):
+ * for each used set whose elements changed, DELSETELEM with no element
+ * list (a flush) and NEWSETELEM messages with rs's elements, split
+ * where the list outgrows one message.  BEGIN to END; seq advanced. */
+struct nftnl_batch *fw_nl_set_batch(const struct fw_ruleset *old,
+    const struct fw_ruleset *rs, uint32_t *seq, int with_acks);
 
 #endif /* SLUICE_FW_INT_H */

@@ -73,6 +73,21 @@ char *fw_render_netlink(const struct fw_ruleset *rs);
  * 0 / -1 with err.
  */
 int fw_apply(const struct fw_ruleset *rs, char *err, size_t errlen);
+/*
+ * Bring the kernel from old (the ruleset applied last; NULL: unknown) to
+ * rs.  When the two differ only in set elements (fw_sets_only), one
+ * batch flushes and refills the changed sets: the rules and their
+ * counters stay, and the kernel swaps the sets in one transaction, so no
+ * packet sees a half-filled set.  Otherwise, or when that batch or its
+ * read back fails (the kernel was not in old's state), fw_apply.  Then
+ * read back as fw_apply does.  *refilled (may be NULL) is 1 when the
+ * sets were refilled in place.  0 / -1 with err.
+ */
+int fw_update(const struct fw_ruleset *old, const struct fw_ruleset *rs,
+    int *refilled, char *err, size_t errlen);
+/* 1 if a and b have the same table, chains, rules and sets, so that
+ * only the sets' elements differ. */
+int fw_sets_only(const struct fw_ruleset *a, const struct fw_ruleset *b);
 /* Read the kernel's table back and compare it with rs.  0 / -1 with err
  * naming the first difference. */
 int fw_verify(const struct fw_ruleset *rs, char *err, size_t errlen);

@@ -97,6 +97,7 @@ msg_name(uint16_t type)
 	case NFT_MSG_NEWCHAIN: return "NEWCHAIN";
 	case NFT_MSG_NEWSET: return "NEWSET";
 	case NFT_MSG_NEWSETELEM: return "NEWSETELEM";
+	case NFT_MSG_DELSETELEM: return "DELSETELEM";
 	case NFT_MSG_NEWRULE: return "NEWRULE";
 	}
 	return "message";
@@ -188,6 +189,36 @@ fw_apply(const struct fw_ruleset *rs, char *err, size_t errlen)
 	if (ret != 0)
 		return -1;
 	return fw_verify(rs, err, errlen);
+}
+
+int
+fw_update(const struct fw_ruleset *old, const struct fw_ruleset *rs,
+    int *refilled, char *err, size_t errlen)
+{
+	uint32_t base = seq_start(), seq = base;
+	struct nftnl_batch *b;
+	int ret;
+
+	if (refilled != NULL)
+		*refilled = 0;
+	if (old == NULL || !fw_sets_only(old, rs))
+		return fw_apply(rs, err, errlen);
+	b = fw_nl_set_batch(old, rs, &seq, 1);
+	if (b == NULL) {
+		snprintf(err, errlen, "building the batch: out of memory");
+		return -1;
+	}
+	ret = talk(b, base, seq - 1, err, errlen);
+	nftnl_batch_free(b);
+	if (ret == 0)
+		ret = fw_verify(rs, err, errlen);
+	/* the kernel did not hold old (changed behind our back, removed):
+	 * the whole-table replace repairs whatever it held */
+	if (ret != 0)
+		return fw_apply(rs, err, errlen);
+	if (refilled != NULL)
+		*refilled = 1;
+	return 0;
 }
 
 int

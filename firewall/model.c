@@ -536,3 +536,57 @@ fw_table_name(const struct fw_ruleset *rs)
 {
 	return rs->table;
 }
+
+static int
+set_same(const struct fw_set *a, const struct fw_set *b)
+{
+	size_t klen = fw_key_len(a->key), i;
+
+	if (a->key != b->key || a->n != b->n)
+		return 0;
+	for (i = 0; i < a->n; i++)
+		if (memcmp(a->r[i].lo, b->r[i].lo, klen) != 0 ||
+		    memcmp(a->r[i].hi, b->r[i].hi, klen) != 0)
+			return 0;
+	return 1;
+}
+
+int
+fw_set_changed(const struct fw_ruleset *a, const struct fw_ruleset *b,
+    size_t si)
+{
+	return !set_same(&a->sets[si], &b->sets[si]);
+}
+
+/* Same table, chains, rules and declared sets: only elements differ. */
+int
+fw_sets_only(const struct fw_ruleset *a, const struct fw_ruleset *b)
+{
+	size_t i, j;
+
+	if (strcmp(a->table, b->table) != 0 || a->nsets != b->nsets ||
+	    a->nchains != b->nchains || a->nrules != b->nrules)
+		return 0;
+	for (i = 0; i < a->nsets; i++)
+		if (strcmp(a->sets[i].name, b->sets[i].name) != 0 ||
+		    a->sets[i].key != b->sets[i].key ||
+		    a->sets[i].used != b->sets[i].used)
+			return 0;
+	for (i = 0; i < a->nchains; i++)
+		if (strcmp(a->chains[i].name, b->chains[i].name) != 0 ||
+		    a->chains[i].hook != b->chains[i].hook)
+			return 0;
+	for (i = 0; i < a->nrules; i++) {
+		const struct fw_rule *x = &a->rules[i], *y = &b->rules[i];
+
+		if (x->chain != y->chain || x->nt != y->nt ||
+		    x->verdict != y->verdict)
+			return 0;
+		for (j = 0; j < x->nt; j++)
+			if (x->t[j].kind != y->t[j].kind ||
+			    x->t[j].uid != y->t[j].uid ||
+			    x->t[j].set != y->t[j].set)
+				return 0;
+	}
+	return 1;
+}

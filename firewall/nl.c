@@ -456,6 +456,67 @@ fail:
 	return NULL;
 }
 
+/* DELSETELEM naming the set and no element list: the kernel flushes
+ * the set (what `nft flush set` sends), inside the transaction. */
+static int
+put_flush(struct nftnl_batch *b, const struct fw_ruleset *rs, size_t si,
+    uint16_t ack, uint32_t *seq)
+{
+	struct nftnl_set *s = fw_nl_set(rs, si, 0);
+	struct nlmsghdr *nlh;
+
+	if (s == NULL)
+		return -1;
+	/* the set exists: named, not found by a batch-local id */
+	nftnl_set_unset(s, NFTNL_SET_ID);
+	nlh = nftnl_nlmsg_build_hdr(nftnl_batch_buffer(b), NFT_MSG_DELSETELEM,
+	    NFPROTO_INET, ack, (*seq)++);
+	nftnl_set_elems_nlmsg_build_payload(nlh, s);
+	nftnl_set_free(s);
+	nftnl_batch_update(b);
+	return 0;
+}
+
+struct nftnl_batch *
+fw_nl_set_batch(const struct fw_ruleset *old, const struct fw_ruleset *rs,
+    uint32_t *seq, int with_acks)
+{
+	uint16_t ack = with_acks ? NLM_F_ACK : 0;
+	struct nftnl_batch *b;
+	size_t i;
+
+	b = nftnl_batch_alloc(FW_BATCH_PAGE, FW_BATCH_OVERRUN);
+	if (b == NULL)
+		return NULL;
+	nftnl_batch_begin(nftnl_batch_buffer(b), (*seq)++);
+	nftnl_batch_update(b);
+	for (i = 0; i < rs->nsets; i++) {
+		struct nftnl_set *s;
+		int r = 0;
+
+		if (!rs->sets[i].used || !fw_set_changed(old, rs, i))
+			continue;
+		if (put_flush(b, rs, i, ack, seq) != 0)
+			goto fail;
+		if (rs->sets[i].n == 0)
+			continue;
+		s = fw_nl_set(rs, i, 1);
+		if (s == NULL)
+			goto fail;
+		nftnl_set_unset(s, NFTNL_SET_ID);
+		r = put_elements(b, s, NLM_F_CREATE | ack, seq);
+		nftnl_set_free(s);
+		if (r != 0)
+			goto fail;
+	}
+	nftnl_batch_end(nftnl_batch_buffer(b), (*seq)++);
+	nftnl_batch_update(b);
+	return b;
+fail:
+	nftnl_batch_free(b);
+	return NULL;
+}
+
 /* ------------------------------------------------------------------ */
 /* Debug text for golden tests */
 

@@ -395,6 +395,7 @@ fw_reload(const struct cfg *nc, char *err, size_t errlen)
 {
 	struct fw_ruleset *rs;
 	char *text, e2[512];
+	int refilled = 0;
 
 	if (!nc->firewall.enabled) {
 		if (fw_rs != NULL)
@@ -422,7 +423,9 @@ fw_reload(const struct cfg *nc, char *err, size_t errlen)
 		px.fw.error[0] = '\0';
 		return 0;
 	}
-	if (fw_apply(rs, err, errlen) != 0) {
+	/* only set elements changed: refill them, keeping rules and
+	 * counters; anything else replaces the table */
+	if (fw_update(fw_rs, rs, &refilled, err, errlen) != 0) {
 		if (fw_rs != NULL && fw_verify(fw_rs, e2, sizeof(e2)) != 0 &&
 		    fw_apply(fw_rs, e2, sizeof(e2)) != 0)
 			px_log(PX_ERR, "firewall: cannot restore the running "
@@ -443,8 +446,9 @@ fw_reload(const struct cfg *nc, char *err, size_t errlen)
 	px.fw.status = PX_FW_APPLIED;
 	px.fw.applied_at = time(NULL);
 	px.fw.error[0] = '\0';
-	px_log(PX_INFO, "firewall: table inet %s re-applied and verified",
-	    nc->firewall.table);
+	px_log(PX_INFO, "firewall: table inet %s %s and verified",
+	    nc->firewall.table, refilled ? "sets refilled (rules and "
+	    "counters kept)" : "re-applied");
 	return 0;
 }
 

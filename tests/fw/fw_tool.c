@@ -2,7 +2,10 @@
  * fw_tool: drive firewall/ from a sluiced.json for the namespace test.
  *
  *   fw_tool print|netlink|apply|verify|remove CONFIG
+ *   fw_tool update OLD NEW
  *
+ * update brings the kernel from OLD's table to NEW's (fw_update) and
+ * prints "refilled" (sets refilled in place) or "replaced".
  * print and netlink need no kernel.  The others refuse to run in the
  * host's network namespace (fw_in_host_netns), whatever the caller.
  */
@@ -15,6 +18,50 @@
 #include "config.h"
 #include "fw.h"
 
+/* OLD's ruleset from a configuration file, or NULL with a message. */
+static struct fw_ruleset *
+load_rs(const char *path)
+{
+	struct fw_config fc;
+	struct fw_ruleset *rs = NULL;
+	struct cfg *c;
+	char err[512];
+
+	c = cfg_load(path, err, sizeof(err));
+	if (c == NULL) {
+		fprintf(stderr, "fw_tool: %s\n", err);
+		return NULL;
+	}
+	if (fw_config_from_cfg(&fc, c, NULL) == 0) {
+		rs = fw_build(&fc, err, sizeof(err));
+		if (rs == NULL)
+			fprintf(stderr, "fw_tool: %s: %s\n", path, err);
+		fw_config_clear(&fc);
+	}
+	cfg_free(c);
+	return rs;
+}
+
+static int
+update(const char *old_path, const char *new_path)
+{
+	struct fw_ruleset *old = load_rs(old_path), *rs = load_rs(new_path);
+	char err[512];
+	int refilled, ret = 1;
+
+	if (old != NULL && rs != NULL) {
+		if (fw_update(old, rs, &refilled, err, sizeof(err)) != 0)
+			fprintf(stderr, "fw_tool: update: %s\n", err);
+		else {
+			printf("%s\n", refilled ? "refilled" : "replaced");
+			ret = 0;
+		}
+	}
+	fw_free(old);
+	fw_free(rs);
+	return ret;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -26,9 +73,17 @@ main(int argc, char **argv)
 	char *text;
 	int ret = 1;
 
+	if (argc == 4 && strcmp(argv[1], "update") == 0) {
+		if (fw_in_host_netns()) {
+			fprintf(stderr, "fw_tool: refusing to touch nftables "
+			    "in the host's network namespace\n");
+			return 2;
+		}
+		return update(argv[2], argv[3]);
+	}
 	if (argc != 3) {
 		fprintf(stderr, "usage: fw_tool print|netlink|apply|verify|"
-		    "remove CONFIG\n");
+		    "remove CONFIG | update OLD NEW\n");
 		return 2;
 	}
 	cmd = argv[1];

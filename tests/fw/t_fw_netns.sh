@@ -48,6 +48,23 @@ nft add element inet sluice allow4 '{ 192.0.2.1 }' || fail "tamper"
 "$tool" verify "$src/tests/fw/full.json" 2>"$tmp/err" && fail "tamper unseen"
 grep -q "set allow4" "$tmp/err" || fail "tamper message: $(cat "$tmp/err")"
 
+# 2b. a change of set elements only refills the changed sets in one
+#     batch (the tampered allow4 is flushed with the rest); a rule added
+#     behind our back makes the refill's read back fail, and the update
+#     falls back to the whole-table replace
+sluiced=$bld/proxy/sluiced
+[ "$("$tool" update "$src/tests/fw/full.json" "$src/tests/fw/update.json")" \
+    = refilled ] || fail "refill"
+"$sluiced" --print-firewall -c "$src/tests/fw/update.json" > "$tmp/want" ||
+    fail "print update"
+nft list table inet sluice > "$tmp/got" || fail "nft list"
+diff -u "$tmp/want" "$tmp/got" || fail "refilled dump"
+nft add rule inet sluice input counter || fail "add rule"
+[ "$("$tool" update "$src/tests/fw/update.json" "$src/tests/fw/full.json")" \
+    = replaced ] || fail "fallback replace"
+nft list table inet sluice > "$tmp/got" || fail "nft list"
+diff -u "$src/tests/fw/golden/full.nft" "$tmp/got" || fail "fallback dump"
+
 # 3. atomic replace with a changed configuration: same table, new sets
 #    and rules, counters reset, the tampered element gone
 "$tool" apply "$src/tests/fw/changed.json" || fail "apply changed"
@@ -72,7 +89,6 @@ diff -u "$src/tests/fw/golden/changed.nft" "$tmp/got" || fail "repaired dump"
 
 # 6. sluiced prints the same text and removes the table, twice; the
 #    other table stays until removed too
-sluiced=$bld/proxy/sluiced
 "$sluiced" --print-firewall -c "$src/tests/fw/changed.json" > "$tmp/got" ||
     fail "--print-firewall"
 diff -u "$src/tests/fw/golden/changed.nft" "$tmp/got" || fail "print"

@@ -13,6 +13,13 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <sys/uio.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nf_tables.h>
+#include <libmnl/libmnl.h>
+#include <libnftnl/batch.h>
+#include <arpa/inet.h>
+
 #include "config.h"
 #include "fw.h"
 #include "fw-int.h"
@@ -237,12 +244,264 @@ test_empty_and_errors(void **state)
 	assert_non_null(strstr(err, "resolvers"));
 }
 
+
+/* ------------------------------------------------------------------ */
+/* The set-refill batch, decoded from its bytes: one line a message
+ * ("NEWSETELEM sluice/refused4 create,ack 24 elements"), the elements
+ * below it when elems is set.  nmsgs/maxlen: NEWSETELEM count and the
+ * longest message. */
+
+struct batch_stats {
+	size_t newelem_msgs, elems, maxlen;
+};
+
+/* One element: its key in hex, "end" for an interval end, "udata"
+ * when it carries user data (the open-interval hint).  libnftnl numbers
+ * the element nests 1, 2, ... rather than NFTA_LIST_ELEM; the kernel
+ * does not look at the type. */
+static size_t
+elem_decode(FILE *f, const struct nlattr *el, int print)
+{
+	const struct nlattr *a, *d;
+	char hex[40] = "";
+	uint32_t flags = 0;
+	int udata = 0;
+
+	mnl_attr_for_each_nested(a, el) {
+		switch (mnl_attr_get_type(a)) {
+		case NFTA_SET_ELEM_KEY:
+			mnl_attr_for_each_nested(d, a) {
+				const uint8_t *v = mnl_attr_get_payload(d);
+				uint16_t i, n = mnl_attr_get_payload_len(d);
+
+				assert_int_equal(mnl_attr_get_type(d),
+				    NFTA_DATA_VALUE);
+				assert_true(n <= 16);
+				for (i = 0; i < n; i++)
+					snprintf(hex + 2 * i, 3, "%02x", v[i]);
+			}
+			break;
+		case NFTA_SET_ELEM_FLAGS:
+			flags = ntohl(mnl_attr_get_u32(a));
+			break;
+		case NFTA_SET_ELEM_USERDATA:
+			udata = 1;
+			break;
+		default:
+			fail_msg("unexpected element attribute %u",
+			    mnl_attr_get_type(a));
+		}
+	}
+	if (print)
+		fprintf(f, "  %s%s%s\n", hex,
+		    flags & NFT_SET_ELEM_INTERVAL_END ? " end" : "",
+		    udata ? " udata" : "");
+	return 1;
+}
+
+static void
+decode_msg(FILE *f, const struct nlmsghdr *nlh, int elems,
+    struct batch_stats *st)
+{
+	uint16_t type = nlh->nlmsg_type;
+	const char *name, *table = "?", *set = "?";
+	const struct nlattr *a, *list = NULL;
+	size_t n = 0;
+	int id = 0;
+
+	if (nlh->nlmsg_len > st->maxlen)
+		st->maxlen = nlh->nlmsg_len;
+	if (type == NFNL_MSG_BATCH_BEGIN || type == NFNL_MSG_BATCH_END) {
+		fprintf(f, "%s\n", type == NFNL_MSG_BATCH_BEGIN ? "BEGIN" :
+		    "END");
+		return;
+	}
+	assert_int_equal(type >> 8, NFNL_SUBSYS_NFTABLES);
+	switch (type & 0xff) {
+	case NFT_MSG_NEWSETELEM: name = "NEWSETELEM"; break;
+	case NFT_MSG_DELSETELEM: name = "DELSETELEM"; break;
+	default:
+		fail_msg("unexpected message %#x in a set batch", type);
+		return;
+	}
+	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
+		switch (mnl_attr_get_type(a)) {
+		case NFTA_SET_ELEM_LIST_TABLE:
+			table = mnl_attr_get_str(a);
+			break;
+		case NFTA_SET_ELEM_LIST_SET:
+			set = mnl_attr_get_str(a);
+			break;
+		case NFTA_SET_ELEM_LIST_SET_ID:
+			id = 1;
+			break;
+		case NFTA_SET_ELEM_LIST_ELEMENTS:
+			list = a;
+			break;
+		}
+	}
+	if (list != NULL)
+		mnl_attr_for_each_nested(a, list)
+			n += elem_decode(f, a, 0);
+	fprintf(f, "%s %s/%s%s%s %zu elements%s\n", name, table, set,
+	    nlh->nlmsg_flags & NLM_F_CREATE ? " create" : "",
+	    nlh->nlmsg_flags & NLM_F_ACK ? " ack" : "", n, id ? " id" : "");
+	if ((type & 0xff) == NFT_MSG_NEWSETELEM) {
+		st->newelem_msgs++;
+		st->elems += n;
+	}
+	if (elems && list != NULL)
+		mnl_attr_for_each_nested(a, list)
+			elem_decode(f, a, 1);
+}
+
+static char *
+decode_batch(struct nftnl_batch *b, int elems, struct batch_stats *st)
+{
+	int n = nftnl_batch_iovec_len(b), i;
+	struct iovec *iov = calloc((size_t)n, sizeof(*iov));
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+
+	assert_non_null(iov);
+	assert_non_null(f);
+	memset(st, 0, sizeof(*st));
+	nftnl_batch_iovec(b, iov, (uint32_t)n);
+	for (i = 0; i < n; i++) {
+		const struct nlmsghdr *nlh = iov[i].iov_base;
+		int left = (int)iov[i].iov_len;
+
+		for (; mnl_nlmsg_ok(nlh, left); nlh = mnl_nlmsg_next(nlh, &left))
+			decode_msg(f, nlh, elems, st);
+		assert_int_equal(left, 0);
+	}
+	free(iov);
+	fclose(f);
+	return out;
+}
+
+static void
+test_golden_set_update(void **state)
+{
+	struct fw_ruleset *full = build_from("full");
+	struct fw_ruleset *upd = build_from("update");
+	struct fw_ruleset *chg = build_from("changed");
+	struct batch_stats st;
+	struct nftnl_batch *b;
+	uint32_t seq = 0;
+	char *want, *got;
+
+	(void)state;
+	/* only elements differ: a refill; chains/rules/uid differ: not */
+	assert_int_equal(fw_sets_only(full, upd), 1);
+	assert_int_equal(fw_sets_only(upd, full), 1);
+	assert_int_equal(fw_sets_only(full, chg), 0);
+	assert_int_equal(fw_sets_only(chg, full), 0);
+
+	b = fw_nl_set_batch(full, upd, &seq, 1);
+	assert_non_null(b);
+	got = decode_batch(b, 1, &st);
+	nftnl_batch_free(b);
+	want = slurp("tests/fw/golden/update.netlink");
+	if (strcmp(want, got) != 0)
+		fail_msg("tests/fw/golden/update.netlink differs; got:\n%s",
+		    got);
+	free(want);
+	free(got);
+	assert_int_equal(seq, 6);   /* BEGIN, 2 x (flush, add), END */
+
+	/* nothing changed: an empty transaction */
+	seq = 0;
+	b = fw_nl_set_batch(full, full, &seq, 1);
+	assert_non_null(b);
+	got = decode_batch(b, 0, &st);
+	nftnl_batch_free(b);
+	assert_string_equal(got, "BEGIN\nEND\n");
+	free(got);
+	fw_free(full);
+	fw_free(upd);
+	fw_free(chg);
+}
+
+/* A long deny list: the refill is split into several NEWSETELEM
+ * messages, each under the 16-bit attribute limit, none lost. */
+static void
+test_set_update_split(void **state)
+{
+	enum { N = 6000 };
+	const char *sub[] = { "10.77.0.0/16" };
+	const uint16_t ports[] = { 3128 };
+	char **deny = calloc(N, sizeof(*deny)), err[256], *got;
+	struct fw_config fc;
+	struct fw_ruleset *a, *b;
+	struct nftnl_batch *batch;
+	struct batch_stats st;
+	uint32_t seq = 0;
+	size_t i;
+
+	(void)state;
+	assert_non_null(deny);
+	for (i = 0; i < N; i++) {
+		/* every other address of 44.0.0.0/16 and up: no merging */
+		assert_true(asprintf(&deny[i], "44.%zu.%zu.%zu",
+		    i / 32768, (i / 128) % 256, (i % 128) * 2) > 0);
+	}
+	memset(&fc, 0, sizeof(fc));
+	fc.uid = 1000;
+	fc.sandbox_subnets = sub;
+	fc.nsandbox_subnets = 1;
+	fc.broker_ports = ports;
+	fc.nbroker_ports = 1;
+	a = fw_build(&fc, err, sizeof(err));
+	assert_non_null(a);
+	fc.deny_cidrs = (const char *const *)deny;
+	fc.ndeny_cidrs = N;
+	b = fw_build(&fc, err, sizeof(err));
+	assert_non_null(b);
+	assert_int_equal(fw_sets_only(a, b), 1);
+
+	batch = fw_nl_set_batch(a, b, &seq, 1);
+	assert_non_null(batch);
+	got = decode_batch(batch, 0, &st);
+	nftnl_batch_free(batch);
+	/* refused4 alone changed: one flush, then the refill in parts */
+	{
+		const char *p = "BEGIN\nDELSETELEM sluice/refused4 ack 0 "
+		    "elements\nNEWSETELEM sluice/refused4 create ack ";
+
+		assert_memory_equal(got, p, strlen(p));
+	}
+	assert_true(st.newelem_msgs >= 3);
+	/* each range a start and an end, but 240.0.0.0/4 reaches the top
+	 * (no end) and 0.0.0.0/8 the bottom (no sentinel) */
+	assert_string_equal(b->sets[4].name, "refused4");
+	assert_true(b->sets[4].n > N);
+	assert_int_equal(st.elems, 2 * b->sets[4].n - 1);
+	assert_true(st.maxlen <= 65535 + 64);
+	/* the other way round: the built-in ranges come back */
+	seq = 0;
+	batch = fw_nl_set_batch(b, a, &seq, 1);
+	assert_non_null(batch);
+	free(decode_batch(batch, 0, &st));
+	nftnl_batch_free(batch);
+	assert_int_equal(st.newelem_msgs, 1);
+	free(got);
+	for (i = 0; i < N; i++)
+		free(deny[i]);
+	free(deny);
+	fw_free(a);
+	fw_free(b);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_golden_text),
 		cmocka_unit_test(test_golden_netlink),
+		cmocka_unit_test(test_golden_set_update),
+		cmocka_unit_test(test_set_update_split),
 		cmocka_unit_test(test_cidr_parse),
 		cmocka_unit_test(test_normalise),
 		cmocka_unit_test(test_empty_and_errors),
