@@ -1,0 +1,377 @@
+#!/bin/sh
+# t_fw_veth.sh: sluiced's firewall against real traffic over veth pairs,
+# all inside network namespaces made for this test only.
+#
+#   broker (this script's own namespace, from `unshare -n`): sluiced with
+#     the firewall on, listening on 10.88.0.1:3128; routes to the others
+#   sbx1 10.88.0.2, sbx2 10.88.0.3: sandboxes in sandbox_subnets
+#     10.88.0.0/24, each on a veth pair of its own, default route via the
+#     broker (routed, so their traffic to each other crosses the broker's
+#     forward hook)
+#   lan 10.99.0.10 (private), 10.99.0.20 (the upstream, in allow_cidrs),
+#     169.254.169.254 (metadata), 44.0.0.1-3 (public-looking addresses
+#     for deny_cidrs): reached through the broker's routing table
+#
+# The namespaces are held by `unshare -n sleep` children and entered with
+# nsenter, so nothing is mounted under /run/netns; all of them end with
+# this script's namespace.  Every probe has a short timeout and every
+# loop a bound.
+#
+# Outside: record the host namespace, re-exec under `unshare -n`.  Exit
+# 77 (skip) when that is impossible, or 1 with SLUICE_TEST_STRICT=1.
+# Inside: refuse to run if the namespace is the recorded host one.
+set -u
+src=${SLUICE_SRCDIR:-.}
+bld=${SLUICE_BUILDDIR:-.}
+sluiced=$bld/proxy/sluiced
+py=${PYTHON3:-python3}
+probe=$src/tests/fw/netprobe.py
+
+skip() {
+	echo "t_fw_veth: $*" >&2
+	[ "${SLUICE_TEST_STRICT:-0}" = 1 ] && exit 1
+	exit 77
+}
+
+if [ "${1:-}" != --inside ]; then
+	for t in unshare nsenter setpriv ip nft curl "$py"; do
+		command -v "$t" >/dev/null 2>&1 || skip "no $t"
+	done
+	SLUICE_FW_HOST_NETNS=$(readlink /proc/self/ns/net) || skip "no netns"
+	export SLUICE_FW_HOST_NETNS
+	unshare -n true 2>/dev/null || skip "unshare -n not permitted"
+	exec unshare -n "$0" --inside
+fi
+
+# --- inside the broker namespace from here on
+here=$(readlink /proc/self/ns/net)
+if [ -z "$here" ] || [ "$here" = "$SLUICE_FW_HOST_NETNS" ]; then
+	echo "t_fw_veth: still in the host namespace, refusing" >&2
+	exit 1
+fi
+
+tmp=$(mktemp -d) || exit 1
+pid=            # sluiced
+pids=           # holders, listeners, loops: all started here
+cleanup() {
+	[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+	for p in $pids; do
+		kill -KILL "$p" 2>/dev/null
+	done
+	for p in $pids; do
+		wait "$p" 2>/dev/null
+	done
+	nft delete table inet sluice 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+fail() {
+	echo "FAIL: $*" >&2
+	[ -f "$tmp/err" ] && { echo "--- sluiced stderr:" >&2; cat "$tmp/err" >&2; }
+	nft list table inet sluice >&2 2>/dev/null
+	exit 1
+}
+
+# newns VAR: a namespace held by a sleeping child; VAR gets its pid
+newns() {
+	unshare -n sleep 300 &
+	_p=$!
+	pids="$pids $_p"
+	_i=0
+	while [ "$(readlink /proc/$_p/ns/net 2>/dev/null)" = "$here" ] ||
+	    [ -z "$(readlink /proc/$_p/ns/net 2>/dev/null)" ]; do
+		_i=$((_i + 1)); [ $_i -gt 50 ] && fail "namespace $1"
+		sleep 0.1
+	done
+	eval "$1=$_p"
+}
+# nsx NSPID CMD...: run CMD in that namespace
+nsx() {
+	_n=$1; shift
+	nsenter -t "$_n" -n "$@"
+}
+# nobody ADDR PORT: from the broker as uid/gid 65534 (not sluiced's
+# uid), "open" if a TCP connection is made (with curl: python may live
+# where that user cannot read it)
+nobody() {
+	setpriv --reuid=65534 --regid=65534 --clear-groups \
+	    curl -s --max-time 1 -o /dev/null "http://$1:$2/"
+	case $? in
+	7|28) echo closed ;;
+	*) echo open ;;
+	esac
+}
+# tcp NSPID|- ADDR PORT [SRC]: the probe's verdict (open, timeout, ...)
+tcp() {
+	if [ "$1" = - ]; then
+		shift; "$py" "$probe" tcp-probe 1 "$@"
+	else
+		_n=$1; shift; nsx "$_n" "$py" "$probe" tcp-probe 1 "$@"
+	fi
+}
+# ctr CHAIN TEXT: packets of the first rule of CHAIN whose text has TEXT
+ctr() {
+	nft list chain inet sluice "$1" |
+	    grep -F -- "$2 counter packets" | head -n 1 |
+	    sed 's/.*counter packets \([0-9]*\) .*/\1/'
+}
+
+# ---------------------------------------------------------------- net
+newns S1
+newns S2
+newns LAN
+ip link set lo up
+echo 1 > /proc/sys/net/ipv4/ip_forward || fail "ip_forward"
+
+# sandbox NSPID VETH ADDR: a routed veth to a sandbox
+sandbox() {
+	ip link add "$2" type veth peer name "$2p" || fail "veth $2"
+	ip link set "$2p" netns "$1" || fail "move $2"
+	ip addr add 10.88.0.1/32 dev "$2"
+	ip link set "$2" up
+	ip route add "$3/32" dev "$2" || fail "route $3"
+	nsx "$1" ip link set lo up
+	nsx "$1" ip link set "$2p" name eth0
+	nsx "$1" ip addr add "$3/32" dev eth0
+	nsx "$1" ip link set eth0 up
+	nsx "$1" ip route add 10.88.0.1/32 dev eth0
+	nsx "$1" ip route add default via 10.88.0.1 dev eth0 || fail "default $3"
+}
+sandbox "$S1" vs1 10.88.0.2
+sandbox "$S2" vs2 10.88.0.3
+
+ip link add vlan type veth peer name vlanp || fail "veth lan"
+ip link set vlanp netns "$LAN" || fail "move lan"
+ip addr add 10.99.0.1/24 dev vlan
+ip link set vlan up
+nsx "$LAN" ip link set lo up
+nsx "$LAN" ip link set vlanp name eth0
+for a in 10.99.0.10/24 10.99.0.20/24 169.254.169.254/32 44.0.0.1/32 \
+    44.0.0.2/32 44.0.0.3/32 44.0.0.9/32; do
+	nsx "$LAN" ip addr add "$a" dev eth0 || fail "lan address $a"
+done
+nsx "$LAN" ip link set eth0 up
+nsx "$LAN" ip route add default via 10.99.0.1 || fail "lan default"
+ip route add 169.254.169.254/32 via 10.99.0.10 || fail "metadata route"
+ip route add 44.0.0.0/24 via 10.99.0.10 || fail "44 route"
+
+# ---------------------------------------------------------- listeners
+echo "hello through sluice" > "$tmp/hello.txt"
+# wait for each listener's "listening" line
+listen() {
+	_n=$1; shift
+	mkfifo "$tmp/ready.$$" || fail mkfifo
+	if [ "$_n" = - ]; then
+		"$py" "$probe" "$@" > "$tmp/ready.$$" &
+	else
+		nsenter -t "$_n" -n "$py" "$probe" "$@" > "$tmp/ready.$$" &
+	fi
+	pids="$pids $!"
+	read -r _l < "$tmp/ready.$$"
+	rm -f "$tmp/ready.$$"
+	[ "$_l" = listening ] || fail "listener $*"
+}
+listen "$LAN" http-serve 110 10.99.0.20:8080 "$tmp/hello.txt"
+listen "$LAN" tcp-listen 110 10.99.0.10:80 169.254.169.254:80
+listen "$S1" tcp-listen 110 10.88.0.2:80
+listen "$S2" tcp-listen 110 10.88.0.3:80
+listen - tcp-listen 110 10.88.0.1:8081
+i=0
+until [ "$(tcp "$LAN" 10.99.0.20 8080)" = open ]; do
+	i=$((i + 1)); [ $i -gt 50 ] && fail "upstream not listening"; sleep 0.1
+done
+
+# ------------------------------------------------------------ sluiced
+# config FILE DENY: sluiced's configuration with deny_cidrs DENY
+config() {
+	cat > "$1" <<EOF
+{
+  "runtime_dir": "$tmp/run",
+  "state_file": "$tmp/state.json",
+  "log": { "path": "$tmp/conn.jsonl" },
+  "ceiling": "public",
+  "listen": { "tcp": ["10.88.0.1:3128"] },
+  "sessions": [
+    { "id": "sbx1", "tier": "public", "source": "10.88.0.2" },
+    { "id": "sbx2", "tier": "public", "source": "10.88.0.3" }
+  ],
+  "ports": { "public": [8080] },
+  "allow_cidrs": ["10.99.0.20/32"],
+  "deny_cidrs": [$2],
+  "dns": { "servers": ["127.0.0.1:53"],
+           "hosts": { "upstream.test": ["10.99.0.20"] } },
+  "firewall": { "enabled": true, "uid": 0,
+                "sandbox_subnets": ["10.88.0.0/24"],
+                "broker_ports": [3128] }
+}
+EOF
+}
+health() {
+	curl -sf --max-time 5 --unix-socket "$tmp/run/control.sock" \
+	    http://sluice/v1/health
+}
+# the always-denied 44.0.0.1; 44.0.0.3 (A) or 44.0.0.2 (B) besides
+config "$tmp/A.json" '"44.0.0.1/32", "44.0.0.3/32"'
+config "$tmp/B.json" '"44.0.0.1/32", "44.0.0.2/32", "198.51.100.0/24"'
+cp "$tmp/A.json" "$tmp/sluiced.json"
+"$sluiced" -c "$tmp/sluiced.json" 2>"$tmp/err" &
+pid=$!
+i=0
+until health >/dev/null 2>&1; do
+	kill -0 "$pid" 2>/dev/null || { wait "$pid"; pid=; fail "sluiced exited"; }
+	i=$((i + 1)); [ $i -gt 100 ] && fail "sluiced not ready after 10 s"
+	sleep 0.1
+done
+nft list table inet sluice >/dev/null || fail "no table"
+
+# ------------------------------------------- (b) what a sandbox reaches
+# the broker's port: a real request through sluiced to the upstream,
+# whose reply comes back over the established connection
+got=$(nsx "$S1" curl -sS --max-time 5 -x http://10.88.0.1:3128 \
+    http://upstream.test:8080/hello.txt) || fail "request through sluiced"
+[ "$got" = "hello through sluice" ] || fail "proxied body: $got"
+grep -q 'sbx1' "$tmp/conn.jsonl" || fail "no log record for sbx1"
+[ "$(ctr input '@broker_ports')" -gt 0 ] || fail "broker port counter"
+
+# controls: every listener is up and routed, seen from a place the
+# firewall does not cover
+[ "$(nobody 10.99.0.10 80)" = open ] ||
+    fail "control: private listener"
+[ "$(nobody 169.254.169.254 80)" = open ] ||
+    fail "control: metadata listener"
+[ "$(tcp "$LAN" 10.88.0.1 8081)" = open ] || fail "control: broker 8081"
+# a connection into a sandbox from a public-looking address: the
+# sandbox's replies pass the forward chain as established
+f_est=$(ctr forward 'ip saddr @sandbox4 ct state established,related')
+v=$(tcp "$LAN" 10.88.0.3 80 44.0.0.9); [ "$v" = open ] || fail "into sbx2: $v"
+[ "$(tcp "$LAN" 10.88.0.2 80 44.0.0.9)" = open ] || fail "into sbx1"
+[ "$(ctr forward 'ip saddr @sandbox4 ct state established,related')" \
+    -gt "$f_est" ] || fail "established counter did not move"
+
+# from the sandbox: the private address, the metadata address, the
+# upstream itself (only through sluiced), the other sandbox and another
+# port of the broker are all dropped (a timeout, not a refusal)
+f_ref=$(ctr forward 'ip saddr @sandbox4 ip daddr @refused4')
+f_sbx=$(ctr forward 'ip saddr @sandbox4 ip daddr @sandbox4')
+i_drop=$(ctr input 'ip saddr @sandbox4')
+for t in "10.99.0.10 80" "169.254.169.254 80" "10.99.0.20 8080" \
+    "10.88.0.3 80" "10.88.0.1 8081" "10.88.0.1 22"; do
+	# shellcheck disable=SC2086
+	v=$(tcp "$S1" $t)
+	[ "$v" = timeout ] || fail "sbx1 -> $t: $v, expected a drop"
+done
+[ "$(tcp "$S2" 10.88.0.2 80)" = timeout ] || fail "sbx2 -> sbx1"
+[ "$(tcp "$S1" 10.88.0.1 3128)" = open ] || fail "sbx1 -> broker port"
+# the dropping rules counted them (the SYN and its retries)
+[ "$(ctr forward 'ip saddr @sandbox4 ip daddr @refused4')" -ge \
+    $((f_ref + 3)) ] || fail "refused counter"
+[ "$(ctr forward 'ip saddr @sandbox4 ip daddr @sandbox4')" -ge \
+    $((f_sbx + 2)) ] || fail "other-sandbox counter"
+[ "$(ctr input 'ip saddr @sandbox4')" -ge $((i_drop + 2)) ] ||
+    fail "input drop counter"
+
+# the self guard: a process with sluiced's uid (0 here) cannot reach a
+# refused class, while the allowed upstream and another uid can
+o_ref=$(ctr output 'meta skuid 0 ip daddr @refused4')
+v=$(tcp - 10.99.0.10 80)
+case $v in timeout|"error EPERM") ;; *) fail "self guard: $v";; esac
+v=$(tcp - 169.254.169.254 80)
+case $v in timeout|"error EPERM") ;; *) fail "self guard metadata: $v";; esac
+[ "$(ctr output 'meta skuid 0 ip daddr @refused4')" -ge $((o_ref + 2)) ] ||
+    fail "self guard counter"
+[ "$(tcp - 10.99.0.20 8080)" = open ] || fail "self guard: allow_cidrs"
+
+# ----------------------------------- (c) reloads swap the sets, no window
+nsenter -t "$LAN" -n "$py" "$probe" udp-count 80 "$tmp/counts" \
+    44.0.0.1:9999 44.0.0.2:9999 44.0.0.3:9999 &
+pids="$pids $!"
+i=0
+until [ -s "$tmp/counts" ]; do
+	i=$((i + 1)); [ $i -gt 50 ] && fail "udp counter"; sleep 0.1
+done
+count() { sed -n "s/^$1 //p" "$tmp/counts"; }
+# settle: wait for the counter to stop moving, then read N
+settle() {
+	_a=$(cat "$tmp/counts"); sleep 0.3
+	while [ "$_a" != "$(cat "$tmp/counts")" ]; do
+		_a=$(cat "$tmp/counts"); sleep 0.3
+	done
+}
+# holds TEXT: the kernel's refused4 set shows TEXT
+holds() { nft list set inet sluice refused4 | grep -qF "$1"; }
+# reload FILE WANT GONE: SIGHUP with FILE, wait until the kernel's set
+# has WANT and not GONE
+reload() {
+	cp "$1" "$tmp/sluiced.json"
+	kill -HUP "$pid"
+	_i=0
+	until holds "$2" && ! holds "$3"; do
+		_i=$((_i + 1)); [ $_i -gt 100 ] && fail "reload to $1"
+		sleep 0.05
+	done
+}
+
+# before: under A, 44.0.0.2 passes, 44.0.0.1 and 44.0.0.3 do not
+"$py" "$probe" udp-send 20 2 9999 44.0.0.1 44.0.0.2 44.0.0.3 > "$tmp/s0" ||
+    fail "send"
+settle
+[ "$(count 44.0.0.1)" = 0 ] && [ "$(count 44.0.0.2)" = 20 ] &&
+    [ "$(count 44.0.0.3)" = 0 ] || fail "before the loop: $(cat "$tmp/counts")"
+f_ref=$(ctr forward 'ip saddr @sandbox4 ip daddr @refused4')
+o_ref=$(ctr output 'meta skuid 0 ip daddr @refused4')
+
+# the loop: 2000 rounds at 2 ms, from sluiced's uid (the self guard
+# decides by the sets) and from the sandbox (the forward chain), while
+# sluiced reloads six times between A and B
+"$py" "$probe" udp-send 2000 2 9999 44.0.0.1 44.0.0.2 44.0.0.3 \
+    > "$tmp/s1" 2>&1 &
+sender=$!
+pids="$pids $sender"
+nsenter -t "$S1" -n "$py" "$probe" udp-send 2000 2 9999 44.0.0.1 > "$tmp/s2" 2>&1 &
+sender2=$!
+pids="$pids $sender2"
+sleep 0.3
+for n in 1 2 3; do
+	reload "$tmp/B.json" 44.0.0.2 44.0.0.3
+	sleep 0.3
+	reload "$tmp/A.json" 44.0.0.3 44.0.0.2
+	sleep 0.3
+done
+wait "$sender" || fail "sender: $(cat "$tmp/s1")"
+wait "$sender2" || fail "sandbox sender: $(cat "$tmp/s2")"
+settle
+echo "t_fw_veth: loop: $(cat "$tmp/s1"); sandbox: $(cat "$tmp/s2");" \
+    "arrived: $(tr '\n' ' ' < "$tmp/counts")" >&2
+[ "$(count 44.0.0.1)" = 0 ] || fail "denied packets arrived: $(cat "$tmp/counts")"
+# the loop did cross the reloads: both toggled addresses got through
+# at some time, and the always-denied one was refused every round
+[ "$(count 44.0.0.2)" -gt 20 ] && [ "$(count 44.0.0.3)" -gt 0 ] ||
+    fail "loop did not run across the reloads: $(cat "$tmp/counts")"
+grep -q 'refused [1-9]' "$tmp/s1" || fail "no refusals: $(cat "$tmp/s1")"
+# the rules were refilled, not replaced: their counters kept counting
+[ "$(ctr forward 'ip saddr @sandbox4 ip daddr @refused4')" -ge \
+    $((f_ref + 2000)) ] || fail "forward counter reset or idle"
+[ "$(ctr output 'meta skuid 0 ip daddr @refused4')" -ge $((o_ref + 2000)) ] ||
+    fail "output counter reset or idle"
+grep -q 'sets refilled' "$tmp/err" || fail "no refill logged"
+
+# right after a reload: the newly denied address is blocked, the one
+# taken out of deny_cidrs passes
+c2=$(count 44.0.0.2); c3=$(count 44.0.0.3)
+reload "$tmp/B.json" 44.0.0.2 44.0.0.3
+"$py" "$probe" udp-send 50 2 9999 44.0.0.2 44.0.0.3 > "$tmp/s3" ||
+    fail "send after reload"
+settle
+[ "$(count 44.0.0.2)" = "$c2" ] || fail "newly denied passed: $(cat "$tmp/counts")"
+[ "$(count 44.0.0.3)" = $((c3 + 50)) ] ||
+    fail "no longer denied blocked: $(cat "$tmp/counts")"
+[ "$(count 44.0.0.1)" = 0 ] || fail "denied packets arrived at the end"
+# and the proxy still works after all that
+got=$(nsx "$S1" curl -sS --max-time 5 -x http://10.88.0.1:3128 \
+    http://upstream.test:8080/hello.txt) || fail "request after reloads"
+[ "$got" = "hello through sluice" ] || fail "proxied body after reloads"
+kill -TERM "$pid" && wait "$pid"
+pid=
+rm -f "$tmp/err"
+echo "t_fw_veth: ok"
