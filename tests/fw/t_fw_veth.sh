@@ -293,8 +293,9 @@ done
 count() { sed -n "s/^$1 //p" "$tmp/counts"; }
 # settle: wait for the counter to stop moving, then read N
 settle() {
-	_a=$(cat "$tmp/counts"); sleep 0.3
+	_a=$(cat "$tmp/counts"); sleep 0.3; _i=0
 	while [ "$_a" != "$(cat "$tmp/counts")" ]; do
+		_i=$((_i + 1)); [ $_i -gt 30 ] && fail "counts do not settle"
 		_a=$(cat "$tmp/counts"); sleep 0.3
 	done
 }
