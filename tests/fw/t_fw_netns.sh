@@ -65,6 +65,28 @@ nft add rule inet sluice input counter || fail "add rule"
 nft list table inet sluice > "$tmp/got" || fail "nft list"
 diff -u "$src/tests/fw/golden/full.nft" "$tmp/got" || fail "fallback dump"
 
+# 2c. a long deny list goes to the kernel in several NEWSETELEM messages
+#     of one refill batch, and comes back whole; and back again
+"${PYTHON3:-python3}" - "$src/tests/fw/update.json" "$tmp/long.json" <<'PY' ||
+import json, sys
+c = json.load(open(sys.argv[1]))
+# every other address from 44.0.0.0: 6000 ranges that cannot merge
+c["deny_cidrs"] = ["44.%d.%d.%d" % (i // 32768, i // 128 % 256, i % 128 * 2)
+                   for i in range(6000)]
+json.dump(c, open(sys.argv[2], "w"))
+PY
+    fail "long.json"
+"$tool" apply "$src/tests/fw/update.json" || fail "apply update"
+[ "$("$tool" update "$src/tests/fw/update.json" "$tmp/long.json")" \
+    = refilled ] || fail "long refill"
+n=$(nft list set inet sluice refused4 | grep -o '44\.[0-9.]*' | wc -l)
+[ "$n" -eq 6000 ] || fail "long refill: $n of 6000 in the kernel"
+[ "$("$tool" update "$tmp/long.json" "$src/tests/fw/update.json")" \
+    = refilled ] || fail "long refill back"
+nft list table inet sluice > "$tmp/got" || fail "nft list"
+diff -u "$tmp/want" "$tmp/got" || fail "refilled back dump"
+"$tool" apply "$src/tests/fw/full.json" || fail "apply full again"
+
 # 3. atomic replace with a changed configuration: same table, new sets
 #    and rules, counters reset, the tampered element gone
 "$tool" apply "$src/tests/fw/changed.json" || fail "apply changed"
