@@ -227,12 +227,20 @@ nft list table inet sluice >/dev/null || fail "no table"
 
 # ------------------------------------------- (b) what a sandbox reaches
 # the broker's port: a real request through sluiced to the upstream,
-# whose reply comes back over the established connection
+# whose reply comes back over the established connection (sluiced runs
+# as the guarded uid: its answer to the sandbox's private address passes
+# as established, its connection to the upstream through allow_cidrs)
+o_est=$(ctr output 'ct state established,related')
+o_allow=$(ctr output 'meta skuid 0 ip daddr @allow4')
 got=$(nsx "$S1" curl -sS --max-time 5 -x http://10.88.0.1:3128 \
     http://upstream.test:8080/hello.txt) || fail "request through sluiced"
 [ "$got" = "hello through sluice" ] || fail "proxied body: $got"
 grep -q 'sbx1' "$tmp/conn.jsonl" || fail "no log record for sbx1"
 [ "$(ctr input '@broker_ports')" -gt 0 ] || fail "broker port counter"
+[ "$(ctr output 'ct state established,related')" -gt "$o_est" ] ||
+    fail "established output counter"
+[ "$(ctr output 'meta skuid 0 ip daddr @allow4')" -gt "$o_allow" ] ||
+    fail "allow_cidrs output counter"
 
 # controls: every listener is up and routed, seen from a place the
 # firewall does not cover
