@@ -87,6 +87,19 @@ sb ip link set lo up && sb ip addr add 10.200.0.2/24 dev sb1 &&
     sb ip addr add 10.200.0.3/24 dev sb1 &&
     sb ip link set sb1 up && sb ip route add default via 10.200.0.1 ||
     fail "sandbox links"
+# IPv6 too, without duplicate address detection holding the addresses.
+# The input guard drops all but the broker ports from the sandbox
+# subnets, ICMPv6 neighbour discovery included, so the neighbours are
+# static here
+ip -6 addr add fd20::1/64 dev sb0 nodad &&
+    sb ip -6 addr add fd20::2/64 dev sb1 nodad &&
+    sb ip -6 route add default via fd20::1 || fail "sandbox IPv6"
+mac() { sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p'; }
+mac0=$(ip -o link show dev sb0 | mac)
+mac1=$(sb ip -o link show dev sb1 | mac)
+ip -6 neigh replace fd20::2 lladdr "$mac1" dev sb0 nud permanent &&
+    sb ip -6 neigh replace fd20::1 lladdr "$mac0" dev sb1 nud permanent ||
+    fail "static neighbours"
 
 # --- upstreams: HTTP on :80, TLS on :443, each answering with the name
 #     it was asked for, so a test sees which host was reached
@@ -131,14 +144,15 @@ cat > "$tmp/sluiced.json" <<EOF
   "log": { "path": "$tmp/conn.jsonl" },
   "ceiling": "registries",
   "registries": ["allowed.test", "ask.test"],
-  "listen": { "transparent": ["0.0.0.0:3129"] },
+  "listen": { "transparent": ["[::]:3129"] },
   "allow_cidrs": ["198.51.100.10"],
   "dns": { "servers": ["127.0.0.1:5353"],
            "hosts": { "allowed.test": ["198.51.100.10"],
                       "blocked.test": ["198.51.100.10"],
                       "ask.test": ["198.51.100.10"] } },
   "prompt": { "timeout_s": 20 },
-  "firewall": { "enabled": true, "sandbox_subnets": ["10.200.0.0/24"] }
+  "firewall": { "enabled": true,
+                "sandbox_subnets": ["10.200.0.0/24", "fd20::/64"] }
 }
 EOF
 "$sluiced" -c "$tmp/sluiced.json" 2>"$tmp/err" &
@@ -152,12 +166,15 @@ until api http://sluice/v1/health >/dev/null 2>&1 &&
 	sleep 0.1
 done
 
-# the sandbox's session by its source address, made the way an app
-# does (a session from the file could not change its tier later)
+# the sandbox's sessions by source address (IPv4 and IPv6), made the
+# way an app does (a session from the file could not change its tier)
 api -X POST -H 'Content-Type: application/json' -d '{"id": "sb-1",
     "tenant": "t", "user": "u", "tier": "registries",
     "source": "10.200.0.2"}' http://sluice/v1/sessions >/dev/null ||
     fail "create session"
+api -X POST -H 'Content-Type: application/json' -d '{"id": "sb-6", "tenant": "t", "user": "u",
+    "tier": "registries", "source": "fd20::2"}' \
+    http://sluice/v1/sessions >/dev/null || fail "create session 6"
 
 # the table holds the redirect and admits the transparent port
 "$sluiced" --print-firewall -c "$tmp/sluiced.json" > "$tmp/want" ||
@@ -262,7 +279,23 @@ echo "$r" | grep -q '"transport": "transparent:10.200.0.3:' || fail "unknown: $r
 c allowed.test 443 https --interface 10.200.0.3 >/dev/null 2>&1 &&
     fail "unknown source: https went through"
 
-# 7. a prompt through transparent mode, answered on the control API:
+# 7. IPv6: the ip6 redirect and IP6T_SO_ORIGINAL_DST; the name still
+#    decides what is dialed (the upstream is IPv4 only)
+out=$(ADDR='[2001:db8::10]' c allowed.test 80 http -6) || fail "v6 http: curl"
+[ "$out" = "upstream http allowed.test /p?x=1" ] || fail "v6 http: $out"
+r=$(rec 'r["event"] == "decision" and r.get("orig_dst") == "[2001:db8::10]:80"')
+echo "$r" | grep -q '"session": "sb-6"' || fail "v6 session: $r"
+echo "$r" | grep -q '"transport": "transparent:\[fd20::2\]:[0-9]*"' ||
+    fail "v6 transport: $r"
+echo "$r" | grep -q '"dialed": "198.51.100.10"' || fail "v6 dialed: $r"
+out=$(ADDR='[2001:db8::10]' c allowed.test 443 https -6) || fail "v6 https: curl"
+[ "$out" = "upstream tls allowed.test /p?x=1" ] || fail "v6 https: $out"
+ADDR='[2001:db8::10]' c blocked.test 443 https -6 >/dev/null 2>&1 &&
+    fail "v6 https blocked: went through"
+r=$(rec 'r["event"] == "decision" and r.get("orig_dst") == "[2001:db8::10]:443" and r["host"] == "blocked.test"')
+echo "$r" | grep -q '"reason": "above_ceiling"' || fail "v6 blocked: $r"
+
+# 8. a prompt through transparent mode, answered on the control API:
 #    the chat's tier drops to off, ask.test is admitted by the ceiling
 curl -s --max-time 5 --unix-socket "$tmp/run/control.sock" -X PATCH \
     -H 'Content-Type: application/json' -d '{"tier": "off"}' \
