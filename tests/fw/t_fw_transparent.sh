@@ -250,6 +250,17 @@ echo "$r" | grep -q '"decision": "deny"' || fail "https blocked: $r"
 echo "$r" | grep -q '"reason": "above_ceiling"' || fail "https blocked reason: $r"
 echo "$r" | grep -q '"sni": "blocked.test"' || fail "https blocked sni: $r"
 
+# ... a ClientHello without SNI (curl sends none for an address) and
+# bytes that are not TLS are closed too, with the reason logged
+sb curl --noproxy '*' -sk --max-time 10 https://198.51.100.10/ >/dev/null &&
+    fail "no SNI: went through"
+r=$(rec 'r["event"] == "decision" and r.get("reason") == "sni_missing"')
+echo "$r" | grep -q '"orig_dst": "198.51.100.10:443"' || fail "sni_missing: $r"
+c allowed.test 443 http > "$tmp/body" 2>/dev/null && fail "not TLS: went through"
+[ -s "$tmp/body" ] && fail "not TLS: got $(cat "$tmp/body")"
+r=$(rec 'r["event"] == "decision" and r.get("reason") == "not_tls"')
+echo "$r" | grep -q '"orig_dst": "198.51.100.10:443"' || fail "not_tls: $r"
+
 # 4. the name decides, not the address the client chose: an allowed SNI
 #    sent to another address reaches what the name resolves to, and the
 #    record shows both
