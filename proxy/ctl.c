@@ -126,6 +126,7 @@ transport_name(enum px_transport t)
 	case PX_T_UNIX: return "unix";
 	case PX_T_TCP: return "tcp";
 	case PX_T_VSOCK: return "vsock";
+	case PX_T_TRANSPARENT: return "transparent";
 	}
 	return "unknown";
 }

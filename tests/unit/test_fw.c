@@ -90,6 +90,7 @@ test_golden_text(void **state)
 	check_golden("full", 0);
 	check_golden("changed", 0);
 	check_golden("self", 0);
+	check_golden("transparent", 0);
 }
 
 static void
@@ -99,6 +100,7 @@ test_golden_netlink(void **state)
 	check_golden("full", 1);
 	check_golden("changed", 1);
 	check_golden("self", 1);
+	check_golden("transparent", 1);
 }
 
 static void
