@@ -1,16 +1,46 @@
 #!/bin/sh
-# sluice demo: sluiced with its embedded defaults plus one demo chat,
-# a local upstream standing in for a package registry, one allowed and
-# one refused request through the broker, and the log records of both.
-# Everything stays on 127.0.0.1.
+# sluice demo: the whole product on one machine.
+#
+#   sluiced with its embedded defaults (only paths, the ceiling and a
+#   resolver map set), a chat sandbox made by sluice-run (namespaces, no
+#   network device, the shim and the chat's socket inside), a pip install
+#   from a registry-like upstream through the broker, a second command that
+#   reaches a host outside the chat's tier and raises a prompt (answered at
+#   the terminal, or automatically with --yes or without a terminal), and
+#   the connection-log records of it all.
+#
+# The upstreams are local: pypi.org and example.com are mapped to 127.0.0.1
+# by the broker's own resolver settings (dns.hosts), so it runs the same
+# with or without internet.  It needs root (namespaces, mounts, cgroups).
 set -eu
+usage() { echo "usage: demo/demo.sh [--yes]" >&2; exit 2; }
+yes=0
+case "${1-}" in
+--yes|-y) yes=1 ;;
+"") ;;
+*) usage ;;
+esac
 top=$(cd "$(dirname "$0")/.." && pwd)
 sluiced=${SLUICED:-$top/proxy/sluiced}
+sluicectl=${SLUICECTL:-$top/proxy/sluicectl}
+sluice_run=${SLUICE_RUN:-$top/sandbox-glue/sluice-run}
+shim=${SLUICE_SHIM:-$top/sandbox-glue/sluice-shim}
+if [ "$(id -u)" != 0 ]; then
+	echo "demo: the sandbox needs root (user, mount and pid namespaces);" \
+	    "run it as root" >&2
+	exit 1
+fi
+[ -t 0 ] && [ -r /dev/tty ] || yes=1
+
 tmp=$(mktemp -d /tmp/sluice-demo.XXXXXX)
-up_pid= sl_pid=
+chmod 755 "$tmp"
+pids= created=0
+run() { "$sluice_run" --state-dir "$tmp/sandboxes" \
+	--control "$tmp/run/control.sock" --config "$tmp/sluice-run.json" "$@"; }
 cleanup() {
 	rc=$?
-	for p in $sl_pid $up_pid; do
+	[ $created = 1 ] && run destroy --chat demo-chat >/dev/null 2>&1 || true
+	for p in $pids; do
 		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true
 	done
 	rm -rf "$tmp"
@@ -22,59 +52,113 @@ trap 'exit 130' INT TERM
 free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
-up_port=$(free_port)
-px_port=$(free_port)
+wait_for() {	# what, command...
+	what=$1; shift; i=0
+	until "$@" >/dev/null 2>&1; do
+		i=$((i + 1))
+		[ $i -gt 100 ] && { echo "demo: $what did not start" >&2; exit 1; }
+		sleep 0.1
+	done
+}
+step() { printf '\n== %s\n' "$*"; }
 
-mkdir -p "$tmp/www/simple/requests"
-echo '<a href="requests-2.32.3.tar.gz">requests-2.32.3.tar.gz</a>' \
-	>"$tmp/www/simple/requests/index.html"
-python3 -m http.server "$up_port" --bind 127.0.0.1 --directory "$tmp/www" \
-	>"$tmp/upstream.log" 2>&1 &
-up_pid=$!
+reg_port=$(free_port)
+web_port=$(free_port)
+python3 "$top/demo/registry.py" --root "$tmp/registry" --port "$reg_port" \
+	2>"$tmp/registry.log" &
+pids="$pids $!"
+mkdir -p "$tmp/web"
+echo "hello from example.com (a local stand-in)" >"$tmp/web/index.html"
+python3 -m http.server "$web_port" --bind 127.0.0.1 --directory "$tmp/web" \
+	>"$tmp/web.log" 2>&1 &
+pids="$pids $!"
 
 cat >"$tmp/sluiced.json" <<JSON
 {
   "runtime_dir": "$tmp/run",
   "state_file": "$tmp/state.json",
-  "ceiling": "registries",
-  "listen": { "tcp": ["127.0.0.1:$px_port"] },
-  "sessions": [ { "id": "demo-chat", "tenant": "demo", "user": "alice",
-                  "tier": "registries", "source": "127.0.0.1" } ],
-  "registries": [ "pypi.demo.test" ],
-  "ports": { "registries": [443, 80, $up_port] },
+  "log": { "path": "$tmp/connections.jsonl" },
+  "control": { "socket": "$tmp/run/control.sock" },
+  "ceiling": "public",
+  "ports": { "registries": [443, 80, $reg_port], "public": [443, 80, $web_port] },
   "allow_cidrs": [ "127.0.0.1/32" ],
-  "dns": { "hosts": { "pypi.demo.test": ["127.0.0.1"],
-                      "example.demo.test": ["127.0.0.1"] } },
-  "log": { "path": "$tmp/connections.jsonl" }
+  "dns": { "hosts": { "pypi.org": ["127.0.0.1"],
+                      "example.com": ["127.0.0.1"] } }
 }
 JSON
-echo "== sluiced -c $tmp/sluiced.json (chat demo-chat, tier registries)"
-"$sluiced" -c "$tmp/sluiced.json" 2>"$tmp/sluiced.err" &
-sl_pid=$!
-i=0
-until grep -q ready "$tmp/sluiced.err" 2>/dev/null; do
-	i=$((i + 1))
-	if [ $i -gt 50 ] || ! kill -0 "$sl_pid" 2>/dev/null; then
-		cat "$tmp/sluiced.err"; exit 1
-	fi
-	sleep 0.1
-done
-i=0
-until curl -s -o /dev/null "http://127.0.0.1:$up_port/"; do
-	i=$((i + 1)); [ $i -gt 50 ] && { echo "upstream did not start"; exit 1; }
-	sleep 0.1
-done
+echo "{ \"shim\": \"$shim\" }" >"$tmp/sluice-run.json"
 
-echo
-echo "== allowed: a registry host"
-echo "\$ curl -x http://127.0.0.1:$px_port http://pypi.demo.test:$up_port/simple/requests/"
-curl -sS -i --max-time 10 -x "http://127.0.0.1:$px_port" \
-	"http://pypi.demo.test:$up_port/simple/requests/" | sed -n '1p;$p'
-echo
-echo "== refused: a host outside the chat's tier and the ceiling"
-echo "\$ curl -x http://127.0.0.1:$px_port http://example.demo.test:$up_port/"
-curl -sS -i --max-time 10 -x "http://127.0.0.1:$px_port" \
-	"http://example.demo.test:$up_port/" | grep -i -e '^HTTP' -e '^x-sluice' -e 'refused'
-echo
-echo "== connection log ($tmp/connections.jsonl)"
-grep -e '"event":"decision"' -e '"event":"close"' "$tmp/connections.jsonl"
+step "sluiced -c $tmp/sluiced.json   (ceiling: public; built-in registry list)"
+"$sluiced" -c "$tmp/sluiced.json" 2>"$tmp/sluiced.err" &
+pids="$pids $!"
+wait_for sluiced grep -q ready "$tmp/sluiced.err"
+wait_for "the registry" curl -s -o /dev/null "http://127.0.0.1:$reg_port/simple/"
+wait_for "the web server" curl -s -o /dev/null "http://127.0.0.1:$web_port/"
+
+step "a sandbox for chat demo-chat, tier registries"
+echo "\$ sluice-run create --chat demo-chat --tenant demo --user alice --tier registries"
+run create --chat demo-chat --tenant demo --user alice --tier registries
+created=1
+
+step "inside the sandbox: no network device, only the shim on loopback"
+echo "\$ sluice-run exec --chat demo-chat -- sh -c 'cat /proc/net/dev; echo \$HTTPS_PROXY'"
+run exec --chat demo-chat -- sh -c 'cat /proc/net/dev; echo $HTTPS_PROXY'
+
+step "pip installs a package from the registry through the broker"
+cmd="pip install --index-url http://pypi.org:$reg_port/simple/ --trusted-host pypi.org --target /workspace/pkgs sluicedemo"
+echo "\$ sluice-run exec --chat demo-chat -- $cmd"
+# shellcheck disable=SC2086
+run exec --chat demo-chat -- python3 -m $cmd
+echo "\$ sluice-run exec --chat demo-chat -- python3 -c 'import sluicedemo; ...'"
+run exec --chat demo-chat --env PYTHONPATH=/workspace/pkgs -- \
+	python3 -c 'import sluicedemo; print("sluicedemo.VALUE =", sluicedemo.VALUE)'
+
+step "a host outside the chat's tier: the broker asks the app"
+if [ $yes = 1 ]; then
+	echo "(answering with: sluicectl prompts watch --yes-all)"
+	"$sluicectl" --socket "$tmp/run/control.sock" prompts watch --yes-all \
+		>"$tmp/approver.log" 2>&1 &
+	approver=$!
+else
+	echo "(sluicectl prompts watch is the approver: press o, c or d)"
+	"$sluicectl" --socket "$tmp/run/control.sock" prompts watch \
+		</dev/tty &
+	approver=$!
+fi
+pids="$approver $pids"
+# the approver must be listening before the prompt, or it is refused at once
+wait_for "the approver" sh -c "'$sluicectl' --socket '$tmp/run/control.sock' \
+	--json health | grep -q '\"approvers\":[1-9]'"
+echo "\$ sluice-run exec --chat demo-chat -- curl -sS http://example.com:$web_port/"
+run exec --chat demo-chat -- curl -sS --max-time 120 "http://example.com:$web_port/" || true
+kill "$approver" 2>/dev/null && wait "$approver" 2>/dev/null || true
+[ $yes = 1 ] && sed 's/^/  approver: /' "$tmp/approver.log"
+
+step "sluice-run destroy --chat demo-chat"
+run destroy --chat demo-chat
+created=0
+
+step "the connection log (one line per record; removed with $tmp at exit)"
+python3 - "$tmp/connections.jsonl" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    e = r["event"]
+    if e == "decision":
+        print("%-13s %-4s %-7s %s:%s  %s %s%s" % (e, r["seq"], r.get("method"),
+              r.get("host"), r.get("port"), r["decision"],
+              r.get("rule") or r.get("reason"),
+              "  answer=%s" % r["answer"] if r.get("answer") else ""))
+    elif e == "close":
+        print("%-13s %-4s %-7s %s:%s  up %s down %s" % (e, r["seq"],
+              r.get("method"), r.get("host"), r.get("port"),
+              r.get("bytes_up"), r.get("bytes_down")))
+    elif e in ("prompt", "prompt_answer"):
+        print("%-13s %-4s %-7s %s:%s  %s" % (e, r["seq"], "", r.get("host"),
+              r.get("port"), r.get("answer") or r.get("prompt") or ""))
+    else:
+        print("%-13s %-4s %-7s %s" % (e, r["seq"], r.get("action") or "",
+              r.get("session") or ""))
+PY
+echo "\$ sluicectl log verify"
+"$sluicectl" log verify --file "$tmp/connections.jsonl"

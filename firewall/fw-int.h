@@ -48,7 +48,8 @@ struct fw_term {
 	int set;                /* index in rs->sets */
 };
 
-enum fw_verdict { FW_ACCEPT, FW_DROP };
+/* FW_REDIRECT: nat "redirect to :port" (rs->redirect_port) */
+enum fw_verdict { FW_ACCEPT, FW_DROP, FW_REDIRECT };
 
 #define FW_TERMS_MAX 4
 
@@ -63,10 +64,12 @@ struct fw_chain {
 	const char *name;
 	int hook;               /* NF_INET_* */
 	const char *hook_name;
+	int nat;                /* type nat priority dstnat (-100), else
+	                           type filter priority filter (0) */
 };
 
 #define FW_SETS_MAX 12
-#define FW_CHAINS_MAX 3
+#define FW_CHAINS_MAX 4
 #define FW_RULES_MAX 32
 
 struct fw_ruleset {
@@ -77,7 +80,10 @@ struct fw_ruleset {
 	size_t nchains;
 	struct fw_rule rules[FW_RULES_MAX];
 	size_t nrules;
+	uint16_t redirect_port;         /* FW_REDIRECT's target */
 };
+
+#define FW_NAT_PRIO (-100)      /* NF_IP_PRI_NAT_DST, nft's "dstnat" */
 
 size_t fw_key_len(enum fw_key k);
 /* Text of a range as nft prints it ("10.0.0.0/8", "a-b", "::1", "443"). */

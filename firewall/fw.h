@@ -8,7 +8,10 @@
  *  - sandbox-subnet guard: from the sandbox subnets only the broker's
  *    ports are reachable on input; forwarding from them is dropped except
  *    replies to established connections, with private, metadata and
- *    other-sandbox destinations dropped by rules of their own.
+ *    other-sandbox destinations dropped by rules of their own;
+ *  - transparent mode: a nat prerouting chain redirecting the sandbox
+ *    subnets' TCP 80 and 443 to sluiced's transparent port, which the
+ *    input guard admits with the broker's ports.
  * Every rule has a counter.  The table is replaced atomically in one
  * netlink batch, has no owner flag (the rules outlive sluiced: a crash
  * fails closed), and no other table is ever read or changed.
@@ -38,6 +41,7 @@ struct fw_config {
 	const char *const *resolvers; size_t nresolvers;
 	const char *const *sandbox_subnets; size_t nsandbox_subnets;
 	const uint16_t *broker_ports; size_t nbroker_ports;
+	uint16_t transparent_port;             /* 0: no redirect */
 	char **owned_resolvers;                /* fw_config_from_cfg's */
 };
 

@@ -74,6 +74,7 @@ fw_config_from_cfg(struct fw_config *fc, const struct cfg *c,
 	fc->nsandbox_subnets = c->firewall.nsandbox_subnets;
 	fc->broker_ports = c->firewall.broker_ports;
 	fc->nbroker_ports = c->firewall.nbroker_ports;
+	fc->transparent_port = c->transparent_port;
 	if (c->ndns_servers > 0) {
 		fc->resolvers = (const char *const *)c->dns_servers;
 		fc->nresolvers = c->ndns_servers;

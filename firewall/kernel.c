@@ -362,8 +362,10 @@ chain_cb(const struct nlmsghdr *nlh, void *data)
 static void
 chain_line(const struct fw_ruleset *rs, size_t ci, char *line, size_t len)
 {
-	snprintf(line, len, "%s hook %d prio 0 policy %u type filter",
-	    rs->chains[ci].name, rs->chains[ci].hook, NF_ACCEPT);
+	snprintf(line, len, "%s hook %d prio %d policy %u type %s",
+	    rs->chains[ci].name, rs->chains[ci].hook,
+	    rs->chains[ci].nat ? FW_NAT_PRIO : 0, NF_ACCEPT,
+	    rs->chains[ci].nat ? "nat" : "filter");
 }
 
 static int

@@ -304,19 +304,24 @@ add_resolvers(struct fw_ruleset *rs, int set4, int set6,
 }
 
 static int
+port_push(struct fw_set *s, uint16_t port)
+{
+	struct fw_range r;
+
+	memset(&r, 0, sizeof(r));
+	r.lo[0] = r.hi[0] = (uint8_t)(port >> 8);
+	r.lo[1] = r.hi[1] = (uint8_t)port;
+	return range_push(s, &r);
+}
+
+static int
 add_ports(struct fw_set *s, const struct fw_config *fc)
 {
 	size_t i;
 
-	for (i = 0; i < fc->nbroker_ports; i++) {
-		struct fw_range r;
-
-		memset(&r, 0, sizeof(r));
-		r.lo[0] = r.hi[0] = (uint8_t)(fc->broker_ports[i] >> 8);
-		r.lo[1] = r.hi[1] = (uint8_t)fc->broker_ports[i];
-		if (range_push(s, &r) != 0)
+	for (i = 0; i < fc->nbroker_ports; i++)
+		if (port_push(s, fc->broker_ports[i]) != 0)
 			return -1;
-	}
 	return 0;
 }
 
@@ -329,6 +334,7 @@ chain_add(struct fw_ruleset *rs, const char *name, int hook,
 	c->name = name;
 	c->hook = hook;
 	c->hook_name = hook_name;
+	c->nat = 0;
 	return (int)rs->nchains++;
 }
 
@@ -363,7 +369,7 @@ rule_add(struct fw_ruleset *rs, int chain, enum fw_verdict v, size_t n,
 
 struct set_ids {
 	int refused4, refused6, allow4, allow6, dns4, dns6;
-	int sandbox4, sandbox6, ports;
+	int sandbox4, sandbox6, ports, redirect;
 };
 
 static int
@@ -379,6 +385,7 @@ build_sets(struct fw_ruleset *rs, const struct fw_config *fc,
 	id->sandbox4 = set_add(rs, "sandbox4", FW_KEY_V4);
 	id->sandbox6 = set_add(rs, "sandbox6", FW_KEY_V6);
 	id->ports = set_add(rs, "broker_ports", FW_KEY_PORT);
+	id->redirect = set_add(rs, "redirect_ports", FW_KEY_PORT);
 
 	if (add_cidrs(rs, id->refused4, id->refused6, "refused", refused_v4,
 	    sizeof(refused_v4) / sizeof(*refused_v4), err, errlen) != 0 ||
@@ -392,7 +399,11 @@ build_sets(struct fw_ruleset *rs, const struct fw_config *fc,
 	    fc->sandbox_subnets, fc->nsandbox_subnets, err, errlen) != 0 ||
 	    add_resolvers(rs, id->dns4, id->dns6, fc, err, errlen) != 0)
 		return -1;
-	if (add_ports(&rs->sets[id->ports], fc) != 0) {
+	if (add_ports(&rs->sets[id->ports], fc) != 0 ||
+	    (fc->transparent_port != 0 &&
+	    (port_push(&rs->sets[id->ports], fc->transparent_port) != 0 ||
+	    port_push(&rs->sets[id->redirect], 80) != 0 ||
+	    port_push(&rs->sets[id->redirect], 443) != 0))) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -439,6 +450,24 @@ build_sandbox_guard(struct fw_ruleset *rs, const struct set_ids *id)
 	RULE(rs, fwd, FW_ACCEPT, TERM_SRC(s6), TERM_CT);
 	RULE(rs, fwd, FW_DROP, TERM_SRC(s4));
 	RULE(rs, fwd, FW_DROP, TERM_SRC(s6));
+}
+
+/* Transparent mode: the sandboxes' web traffic goes to sluiced's
+ * transparent listener on the address it came in on; the input guard
+ * then sees the transparent port, which is among the broker ports. */
+static void
+build_redirect(struct fw_ruleset *rs, const struct set_ids *id,
+    uint16_t port)
+{
+	int c = chain_add(rs, "prerouting", NF_INET_PRE_ROUTING,
+	    "prerouting");
+
+	rs->chains[c].nat = 1;
+	rs->redirect_port = port;
+	RULE(rs, c, FW_REDIRECT, TERM_SRC(id->sandbox4),
+	    TERM_TCP(id->redirect));
+	RULE(rs, c, FW_REDIRECT, TERM_SRC(id->sandbox6),
+	    TERM_TCP(id->redirect));
 }
 
 /* A plain set holds single keys: sort and drop repeats, never merge
@@ -513,6 +542,8 @@ fw_build(const struct fw_config *fc, char *err, size_t errlen)
 		build_self_guard(rs, &id, (uint32_t)fc->uid);
 	if (fc->nsandbox_subnets > 0)
 		build_sandbox_guard(rs, &id);
+	if (fc->nsandbox_subnets > 0 && fc->transparent_port != 0)
+		build_redirect(rs, &id, fc->transparent_port);
 	return rs;
 fail:
 	fw_free(rs);
@@ -565,7 +596,8 @@ fw_sets_only(const struct fw_ruleset *a, const struct fw_ruleset *b)
 	size_t i, j;
 
 	if (strcmp(a->table, b->table) != 0 || a->nsets != b->nsets ||
-	    a->nchains != b->nchains || a->nrules != b->nrules)
+	    a->nchains != b->nchains || a->nrules != b->nrules ||
+	    a->redirect_port != b->redirect_port)
 		return 0;
 	for (i = 0; i < a->nsets; i++)
 		if (strcmp(a->sets[i].name, b->sets[i].name) != 0 ||
@@ -574,7 +606,8 @@ fw_sets_only(const struct fw_ruleset *a, const struct fw_ruleset *b)
 			return 0;
 	for (i = 0; i < a->nchains; i++)
 		if (strcmp(a->chains[i].name, b->chains[i].name) != 0 ||
-		    a->chains[i].hook != b->chains[i].hook)
+		    a->chains[i].hook != b->chains[i].hook ||
+		    a->chains[i].nat != b->chains[i].nat)
 			return 0;
 	for (i = 0; i < a->nrules; i++) {
 		const struct fw_rule *x = &a->rules[i], *y = &b->rules[i];

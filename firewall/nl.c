@@ -23,6 +23,12 @@
 
 #include "fw-int.h"
 
+/* <linux/netfilter/nf_nat.h> pulls in <linux/in.h>, which clashes with
+ * the libc headers; the flag is kernel ABI */
+#ifndef NF_NAT_RANGE_PROTO_SPECIFIED
+#define NF_NAT_RANGE_PROTO_SPECIFIED (1 << 1)
+#endif
+
 /* nft datatype ids (nftables include/datatype.h) */
 #define NFT_TYPE_IPV4 7
 #define NFT_TYPE_IPV6 8
@@ -177,6 +183,33 @@ add_term(struct nftnl_rule *r, const struct fw_ruleset *rs,
 	return -1;
 }
 
+/* redirect to :port: the port in a register (network order), then
+ * redir with NF_NAT_RANGE_PROTO_SPECIFIED, as nft emits it (nft leaves
+ * out proto_max, which the kernel takes as equal to proto_min) */
+static int
+add_redirect(struct nftnl_rule *r, uint16_t port)
+{
+	/* network order; <arpa/inet.h> clashes with <linux/netfilter.h> */
+	uint8_t be[2] = { (uint8_t)(port >> 8), (uint8_t)port };
+	struct nftnl_expr *e = nftnl_expr_alloc("immediate");
+
+	if (e == NULL)
+		return -1;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_1);
+	nftnl_expr_set(e, NFTNL_EXPR_IMM_DATA, be, sizeof(be));
+	nftnl_rule_add_expr(r, e);
+	e = nftnl_expr_alloc("redir");
+	if (e == NULL)
+		return -1;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_REDIR_REG_PROTO_MIN, NFT_REG_1);
+	/* the kernel fills in max = min and reports both on read back */
+	nftnl_expr_set_u32(e, NFTNL_EXPR_REDIR_REG_PROTO_MAX, NFT_REG_1);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_REDIR_FLAGS,
+	    NF_NAT_RANGE_PROTO_SPECIFIED);
+	nftnl_rule_add_expr(r, e);
+	return 0;
+}
+
 struct nftnl_rule *
 fw_nl_rule(const struct fw_ruleset *rs, size_t ri)
 {
@@ -196,6 +229,11 @@ fw_nl_rule(const struct fw_ruleset *rs, size_t ri)
 			goto fail;
 	if (add_expr(r, nftnl_expr_alloc("counter")) != 0)
 		goto fail;
+	if (fr->verdict == FW_REDIRECT) {
+		if (add_redirect(r, rs->redirect_port) != 0)
+			goto fail;
+		return r;
+	}
 	e = nftnl_expr_alloc("immediate");
 	if (e == NULL)
 		goto fail;
@@ -233,9 +271,9 @@ fw_nl_chain(const struct fw_ruleset *rs, size_t ci)
 	nftnl_chain_set_u32(c, NFTNL_CHAIN_FAMILY, NFPROTO_INET);
 	nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, rs->table);
 	nftnl_chain_set_str(c, NFTNL_CHAIN_NAME, fc->name);
-	nftnl_chain_set_str(c, NFTNL_CHAIN_TYPE, "filter");
+	nftnl_chain_set_str(c, NFTNL_CHAIN_TYPE, fc->nat ? "nat" : "filter");
 	nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, (uint32_t)fc->hook);
-	nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, 0);
+	nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, fc->nat ? FW_NAT_PRIO : 0);
 	nftnl_chain_set_u32(c, NFTNL_CHAIN_POLICY, NF_ACCEPT);
 	return c;
 }

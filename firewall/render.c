@@ -87,8 +87,9 @@ render_chain(FILE *f, const struct fw_ruleset *rs, size_t ci)
 	size_t i, j;
 
 	fprintf(f, "\tchain %s {\n", c->name);
-	fprintf(f, "\t\ttype filter hook %s priority filter; "
-	    "policy accept;\n", c->hook_name);
+	fprintf(f, "\t\ttype %s hook %s priority %s; policy accept;\n",
+	    c->nat ? "nat" : "filter", c->hook_name,
+	    c->nat ? "dstnat" : "filter");
 	for (i = 0; i < rs->nrules; i++) {
 		const struct fw_rule *r = &rs->rules[i];
 
@@ -97,8 +98,12 @@ render_chain(FILE *f, const struct fw_ruleset *rs, size_t ci)
 		fprintf(f, "\t\t");
 		for (j = 0; j < r->nt; j++)
 			render_term(f, rs, &r->t[j]);
-		fprintf(f, "counter packets 0 bytes 0 %s\n",
-		    r->verdict == FW_ACCEPT ? "accept" : "drop");
+		if (r->verdict == FW_REDIRECT)
+			fprintf(f, "counter packets 0 bytes 0 redirect to "
+			    ":%u\n", (unsigned)rs->redirect_port);
+		else
+			fprintf(f, "counter packets 0 bytes 0 %s\n",
+			    r->verdict == FW_ACCEPT ? "accept" : "drop");
 	}
 	fprintf(f, "\t}\n");
 }

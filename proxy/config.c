@@ -927,6 +927,31 @@ k_listen_tcp(struct cfg_ctx *x, json_t *v, void *base)
 }
 
 static int
+k_listen_transparent(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+	size_t i;
+
+	if (get_str_list(x, v, check_listen, &c->listen_transparent,
+	    &c->nlisten_transparent) != 0)
+		return -1;
+	c->transparent_port = 0;
+	for (i = 0; i < c->nlisten_transparent; i++) {
+		const char *s = c->listen_transparent[i];
+		struct pol_target t;
+
+		(void)pol_target_parse_authority(s, strlen(s), &t);
+		/* one redirect target: "redirect to :PORT" lands on the
+		 * address of the interface the packet came in on */
+		if (i > 0 && t.port != c->transparent_port)
+			return cfg_fail(x, "every transparent listener needs "
+			    "the same port (the firewall redirects to one)");
+		c->transparent_port = t.port;
+	}
+	return 0;
+}
+
+static int
 k_vsock_port(struct cfg_ctx *x, json_t *v, void *base)
 {
 	struct cfg *c = base;
@@ -994,6 +1019,7 @@ k_socket_group(struct cfg_ctx *x, json_t *v, void *base)
 
 static const struct cfg_key listen_keys[] = {
 	{ "tcp", K_FN, 0, 0, 0, NULL, k_listen_tcp },
+	{ "transparent", K_FN, 0, 0, 0, NULL, k_listen_transparent },
 	{ "vsock_port", K_FN, 0, 0, 0, NULL, k_vsock_port },
 	{ "socket_mode", K_FN, 0, 0, 0, NULL, k_socket_mode },
 	{ "socket_group", K_FN, 0, 0, 0, NULL, k_socket_group },
@@ -1908,7 +1934,8 @@ cfg_cross_check(struct cfg_ctx *x, json_t *root)
 		return cfg_fail(x, "a webhook needs webhook.secret_file (its "
 		    "deliveries are signed)");
 	}
-	if (c->firewall.nsandbox_subnets > 0 && c->firewall.nbroker_ports == 0) {
+	if (c->firewall.nsandbox_subnets > 0 && c->firewall.nbroker_ports == 0 &&
+	    c->transparent_port == 0) {
 		ctx_key(x, "firewall");
 		ctx_key(x, "broker_ports");
 		/* otherwise the guard would leave the sandboxes no way out */
@@ -2000,6 +2027,7 @@ cfg_free(struct cfg *c)
 		free(c->tenants[i].name);
 	free(c->tenants);
 	strv_free(c->listen_tcp, c->nlisten_tcp);
+	strv_free(c->listen_transparent, c->nlisten_transparent);
 	free(c->socket_group);
 	for (i = 0; i < c->nsessions; i++) {
 		free(c->sessions[i].id);
@@ -2447,6 +2475,8 @@ dump_tree(const struct cfg *c, int *bad)
 	if ((o = jobj(bad)) != NULL) {
 		snprintf(mode, sizeof(mode), "%04o", c->socket_mode & 0777);
 		jset(o, "tcp", jstrv(c->listen_tcp, c->nlisten_tcp, bad), bad);
+		jset(o, "transparent", jstrv(c->listen_transparent,
+		    c->nlisten_transparent, bad), bad);
 		jset(o, "vsock_port", json_integer(c->vsock_port), bad);
 		jset(o, "socket_mode", json_string(mode), bad);
 		jset(o, "socket_group", c->socket_group != NULL ?

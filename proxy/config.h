@@ -107,6 +107,10 @@ struct cfg {
 
 	/* listen */
 	char **listen_tcp; size_t nlisten_tcp;    /* "addr:port", "[v6]:port" */
+	/* listen.transparent: where the firewall's redirect lands; every
+	 * entry has the same port, transparent_port (0: none) */
+	char **listen_transparent; size_t nlisten_transparent;
+	uint16_t transparent_port;
 	int vsock_port;                            /* -1: no vsock listener */
 	unsigned socket_mode;                      /* session sockets, 0660 */
 	char *socket_group;                        /* NULL: process group */

@@ -20,6 +20,7 @@
 
 #include "px.h"
 #include "events.h"
+#include "tproxy.h"
 
 #include <jansson.h>
 
@@ -65,6 +66,12 @@ rec_common(struct px_conn *c, struct clog_rec *r)
 	clog_rec_str(r, "tenant", s ? pol_session_tenant(s->pol) : NULL);
 	clog_rec_str(r, "user", s ? pol_session_user(s->pol) : NULL);
 	clog_rec_str(r, "transport", c->peer);
+	if (c->tp_port != 0) {
+		char d[64];
+
+		tp_format_dst(&c->tp_dst, c->tp_port, d, sizeof(d));
+		clog_rec_str(r, "orig_dst", d);
+	}
 	clog_rec_ustr(r, "method", c->method, strlen(c->method));
 	if (c->target.host[0] != '\0') {
 		clog_rec_str(r, "host", c->target.host);
@@ -335,6 +342,17 @@ px_conn_answer(struct px_conn *c, enum pol_reason why, const char *detail,
 		px_log(PX_ERR, "%s: conn %llu: cannot write the decision record",
 		    __func__, (unsigned long long)c->id);
 	c->logged_decision = 0;
+	if (c->tp_tls) {
+		/* a redirected TLS client expects a ServerHello: nothing
+		 * sluiced could say would reach it, so the close is the
+		 * answer and the record says why */
+		if (c->up != NULL) {
+			bufferevent_free(c->up);
+			c->up = NULL;
+		}
+		px_conn_flush_close(c, POL_R_NONE);
+		return;
+	}
 
 	if (c->target.host[0] != '\0')
 		snprintf(what, sizeof(what), "%s %s%s%s:%u", c->method,
@@ -404,6 +422,10 @@ handle_request(struct px_conn *c)
 		    c->req->target_len, &c->target);
 	else if (c->req->m == HTTP_M_TRACE || c->req->m == HTTP_M_TRACK)
 		r = POL_R_METHOD_NOT_ALLOWED;
+	else if (c->transport == PX_T_TRANSPARENT)
+		/* Host (or the URI) names it, the redirect gave the port */
+		r = tp_http_target(c->req, c->tp_port, &c->target, &c->path,
+		    &c->path_len);
 	else
 		r = pol_target_parse_uri(c->req->target, c->req->target_len,
 		    &c->target, &c->path, &c->path_len);
@@ -420,7 +442,7 @@ handle_request(struct px_conn *c)
 		px_conn_refuse(c, POL_R_SHUTTING_DOWN, NULL);
 		return;
 	}
-	if (c->req->m != HTTP_M_CONNECT) {
+	if (c->req->m != HTTP_M_CONNECT && c->transport != PX_T_TRANSPARENT) {
 		struct pol_target h;
 		const struct http_header *hh;
 
@@ -579,6 +601,11 @@ on_timer(evutil_socket_t fd, short ev, void *arg)
 		px_conn_refuse(c, POL_R_HEAD_TIMEOUT, NULL);
 		return;
 	case PX_S_SNI:
+		if (c->tp_tls && !c->logged_decision) {
+			/* no ClientHello yet: nothing was decided */
+			px_conn_refuse(c, POL_R_SNI_MISSING, NULL);
+			return;
+		}
 		px_conn_close(c, POL_R_SNI_MISSING);
 		return;
 	case PX_S_FLUSH:
@@ -648,7 +675,7 @@ static void
 describe_peer(struct px_conn *c, const struct sockaddr *sa, int salen,
     enum px_transport t)
 {
-	char ip[INET6_ADDRSTRLEN];
+	char ip[INET6_ADDRSTRLEN + 8];
 
 	switch (t) {
 	case PX_T_UNIX:
@@ -675,6 +702,21 @@ describe_peer(struct px_conn *c, const struct sockaddr *sa, int salen,
 		snprintf(c->peer, sizeof(c->peer), "vsock:%u",
 		    ((const struct sockaddr_vm *)(const void *)sa)->svm_cid);
 		break;
+	case PX_T_TRANSPARENT: {
+		struct pol_addr a;
+		uint16_t port = 0;
+
+		if (tp_addr_from_sockaddr(sa, (socklen_t)salen, &a, &port) != 0)
+			memset(&a, 0, sizeof(a));
+		if (a.family == 0)
+			snprintf(c->peer, sizeof(c->peer), "transparent");
+		else {
+			tp_format_dst(&a, port, ip, sizeof(ip));
+			snprintf(c->peer, sizeof(c->peer), "transparent:%s",
+			    ip);
+		}
+		break;
+	}
 	}
 }
 
@@ -684,7 +726,7 @@ px_conn_accept(evutil_socket_t fd, const struct sockaddr *sa, int salen,
 {
 	struct px_conn *c;
 	int one = 1;
-	enum pol_reason limit = POL_R_NONE;
+	enum pol_reason limit = POL_R_NONE, tp_why = POL_R_NONE;
 
 	c = calloc(1, sizeof(*c));
 	if (c == NULL) {
@@ -699,8 +741,10 @@ px_conn_accept(evutil_socket_t fd, const struct sockaddr *sa, int salen,
 	describe_peer(c, sa, salen, t);
 	if (t == PX_T_UNIX && s != NULL)
 		snprintf(c->peer, sizeof(c->peer), "unix:%s", s->socket_path);
-	if (t == PX_T_TCP)
+	if (t == PX_T_TCP || t == PX_T_TRANSPARENT)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (t == PX_T_TRANSPARENT)
+		tp_why = px_tp_setup(c, fd);
 	c->cli = bufferevent_socket_new(px.base, fd, BEV_OPT_CLOSE_ON_FREE);
 	c->timer = evtimer_new(px.base, on_timer, c);
 	if (c->cli == NULL || c->timer == NULL) {
@@ -724,10 +768,16 @@ px_conn_accept(evutil_socket_t fd, const struct sockaddr *sa, int salen,
 	if (px.nconns > px.cfg->max_conns_total)
 		limit = POL_R_TOO_MANY_CONNECTIONS;
 	px_conn_touch(c);
+	if (limit == POL_R_NONE)
+		limit = tp_why;
 	if (limit != POL_R_NONE) {
 		/* answer at once: reading the head would spend what the
 		 * limit protects */
 		px_conn_refuse(c, limit, NULL);
+		return;
+	}
+	if (c->tp_tls) {
+		px_tp_tls_start(c);
 		return;
 	}
 	c->state = PX_S_HEAD;

@@ -126,6 +126,7 @@ transport_name(enum px_transport t)
 	case PX_T_UNIX: return "unix";
 	case PX_T_TCP: return "tcp";
 	case PX_T_VSOCK: return "vsock";
+	case PX_T_TRANSPARENT: return "transparent";
 	}
 	return "unknown";
 }
@@ -237,7 +238,7 @@ ctl_json_health(void)
 	if (px.fw.applied_at != 0 && gmtime_r(&px.fw.applied_at, &tm) != NULL)
 		strftime(at, sizeof(at), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	return json_pack("{s:s,s:s,s:I,s:i,s:I,s:i,s:i,s:{s:s,s:b,s:I,s:I},"
-	    "s:{s:s,s:s,s:s?,s:s?},s:s,s:b}",
+	    "s:{s:s,s:s,s:s?,s:s?},s:s,s:b,s:I}",
 	    "status", clog_healthy(px.log) && !px.draining ? "ok" : "degraded",
 	    "version", PACKAGE_VERSION,
 	    "uptime_s", (json_int_t)(time(NULL) - px.started),
@@ -256,7 +257,8 @@ ctl_json_health(void)
 		"applied_at", at[0] != '\0' ? at : NULL,
 		"error", px.fw.error[0] != '\0' ? px.fw.error : NULL,
 	    "ceiling", pol_tier_name(pol_state_global_ceiling(px.state)),
-	    "draining", px.draining);
+	    "draining", px.draining,
+	    "approvers", (json_int_t)ev_approvers());
 }
 
 /* ------------------------------------------------------------------ */
@@ -349,13 +351,16 @@ ctl_metrics_text(void)
 		fprintf(f, "# HELP sluice_prompts_pending Prompts waiting for "
 		    "an answer.\n# TYPE sluice_prompts_pending gauge\n"
 		    "sluice_prompts_pending %zu\n"
+		    "# HELP sluice_approvers Event-stream subscribers that "
+		    "may answer prompts.\n# TYPE sluice_approvers gauge\n"
+		    "sluice_approvers %zu\n"
 		    "# HELP sluice_prompts_total Prompts raised.\n"
 		    "# TYPE sluice_prompts_total counter\n"
 		    "sluice_prompts_total %llu\n"
 		    "# HELP sluice_prompt_answers_total Prompts resolved, by "
 		    "answer (timeout and policy: resolved by sluiced).\n"
 		    "# TYPE sluice_prompt_answers_total counter\n",
-		    px_prompts_pending(),
+		    px_prompts_pending(), ev_approvers(),
 		    (unsigned long long)px.m.prompts_raised);
 		for (i = 0; i < 5; i++)
 			fprintf(f, "sluice_prompt_answers_total{answer=\"%s\"} "

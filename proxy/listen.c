@@ -113,6 +113,20 @@ on_accept_tcp(struct evconnlistener *evl, evutil_socket_t fd,
 	px_conn_accept(fd, sa, salen, PX_T_TCP, s);
 }
 
+/* Redirected by the firewall: the source address is the session, as on
+ * the TCP listener; transparent.c finds where the client was going. */
+static void
+on_accept_transparent(struct evconnlistener *evl, evutil_socket_t fd,
+    struct sockaddr *sa, int salen, void *arg)
+{
+	struct peer_id id;
+	struct px_session *s = NULL;
+
+	if (peer_identify(sa, (socklen_t)salen, &id) == 0 && id.kind == PEER_IP)
+		s = px_session_by_source(&id.ip);
+	px_conn_accept(fd, sa, salen, PX_T_TRANSPARENT, s);
+}
+
 static void
 on_accept_vsock(struct evconnlistener *evl, evutil_socket_t fd,
     struct sockaddr *sa, int salen, void *arg)
@@ -263,7 +277,7 @@ find_listener(enum px_transport kind, const char *spec)
 }
 
 static int
-listen_tcp(const char *spec)
+listen_tcp(enum px_transport kind, const char *spec)
 {
 	struct sockaddr_storage ss;
 	int sslen = sizeof(ss);
@@ -276,7 +290,8 @@ listen_tcp(const char *spec)
 		px_log(PX_ERR, "%s: bad listen address %s", __func__, spec);
 		return -1;
 	}
-	evl = evconnlistener_new_bind(px.base, on_accept_tcp, NULL,
+	evl = evconnlistener_new_bind(px.base, kind == PX_T_TRANSPARENT ?
+	    on_accept_transparent : on_accept_tcp, NULL,
 	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE,
 	    512, (struct sockaddr *)&ss, sslen);
 	if (evl == NULL) {
@@ -284,7 +299,7 @@ listen_tcp(const char *spec)
 		    strerror(errno));
 		return -1;
 	}
-	l = listener_new(PX_T_TCP, evl);
+	l = listener_new(kind, evl);
 	if (l == NULL) {
 		evconnlistener_free(evl);
 		return -1;
@@ -344,6 +359,11 @@ px_listeners_sync(void)
 			for (i = 0; i < px.cfg->nlisten_tcp; i++)
 				if (strcmp(px.cfg->listen_tcp[i], l->spec) == 0)
 					keep = 1;
+		} else if (l->kind == PX_T_TRANSPARENT) {
+			for (i = 0; i < px.cfg->nlisten_transparent; i++)
+				if (strcmp(px.cfg->listen_transparent[i],
+				    l->spec) == 0)
+					keep = 1;
 		} else if (px.cfg->vsock_port >= 0) {
 			char spec[32];
 
@@ -358,7 +378,13 @@ px_listeners_sync(void)
 	}
 	for (i = 0; i < px.cfg->nlisten_tcp; i++)
 		if (find_listener(PX_T_TCP, px.cfg->listen_tcp[i]) == NULL &&
-		    listen_tcp(px.cfg->listen_tcp[i]) != 0)
+		    listen_tcp(PX_T_TCP, px.cfg->listen_tcp[i]) != 0)
+			rc = -1;
+	for (i = 0; i < px.cfg->nlisten_transparent; i++)
+		if (find_listener(PX_T_TRANSPARENT,
+		    px.cfg->listen_transparent[i]) == NULL &&
+		    listen_tcp(PX_T_TRANSPARENT,
+		    px.cfg->listen_transparent[i]) != 0)
 			rc = -1;
 	if (px.cfg->vsock_port >= 0 && listen_vsock(px.cfg->vsock_port) != 0)
 		rc = -1;

@@ -7,6 +7,7 @@
  * upstream.c  resolve, check every address, dial the checked ones
  * tunnel.c    CONNECT relay (backpressure, half-close, SNI check)
  * forward.c   absolute-form http:// exchanges on keep-alive connections
+ * transparent.c  redirected connections: original destination, SNI
  *
  * Every connection ends in px_conn_close(), which logs why.
  */
@@ -48,7 +49,9 @@ void px_log(int prio, const char *fmt, ...)
 #define PX_DEBUG 7
 extern int px_verbose;
 
-enum px_transport { PX_T_UNIX, PX_T_TCP, PX_T_VSOCK };
+/* PX_T_TRANSPARENT: the firewall's redirect; its sessions are the TCP
+ * ones (by source address), so no session has this transport. */
+enum px_transport { PX_T_UNIX, PX_T_TCP, PX_T_VSOCK, PX_T_TRANSPARENT };
 
 struct px_conn;
 struct px_listener;
@@ -195,6 +198,11 @@ struct px_conn {
 	int logged_decision;             /* allow record written */
 	char sni[256];
 
+	/* transparent mode: where the client sent it (conntrack) */
+	int tp_tls;                      /* the TLS path: no HTTP answers */
+	struct pol_addr tp_dst;
+	uint16_t tp_port;                /* 0: not a redirected connection */
+
 	/* upstream reuse for plain HTTP */
 	char up_host[POL_HOST_MAX + 1];
 	uint16_t up_port;
@@ -267,5 +275,14 @@ void px_splice_cleanup(void);
 
 /* forward.c */
 void px_forward_start(struct px_conn *c);
+
+/* transparent.c */
+/* The original destination of a redirected connection, at accept:
+ * POL_R_NONE or the refusal. */
+enum pol_reason px_tp_setup(struct px_conn *c, int fd);
+/* TLS: wait for the ClientHello, decide on its SNI. */
+void px_tp_tls_start(struct px_conn *c);
+/* TLS: connected upstream; log the allow and relay. */
+void px_tp_tls_established(struct px_conn *c);
 
 #endif /* SLUICE_PX_H */

@@ -125,7 +125,9 @@ connected(struct px_conn *c)
 	    sizeof(one));
 	bufferevent_set_timeouts(c->up, NULL, NULL);
 	px_conn_touch(c);
-	if (c->req->m == HTTP_M_CONNECT) {
+	if (c->tp_tls) {
+		px_tp_tls_established(c);
+	} else if (c->req->m == HTTP_M_CONNECT) {
 		px_tunnel_established(c);
 	} else {
 		snprintf(c->up_host, sizeof(c->up_host), "%s", c->target.host);

@@ -4,66 +4,23 @@ a PyPI-like simple index on loopback, over plain HTTP (absolute-form
 forwarding) and over HTTPS (CONNECT with the SNI check), and a registry
 outside the chat's tier is refused with a reason pip shows."""
 
-import base64
 import functools
-import hashlib
 import http.server
 import os
 import ssl
 import subprocess
 import sys
 import threading
-import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, Skip, Fail, check, check_eq, decisions,  # noqa: E402
                      free_port, log)
+# the demo's registry is the one place the test wheel is made
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "demo"))
+from registry import PKG, make_index  # noqa: E402
 
 S = Suite("t_clients", time_limit=400)
-
-PKG, VER = "sluicedemo", "1.0"
-
-
-def make_wheel(directory):
-    """A minimal pure-Python wheel, written by hand."""
-    name = "%s-%s-py3-none-any.whl" % (PKG, VER)
-    path = os.path.join(directory, name)
-    files = {
-        "%s/__init__.py" % PKG: b"VALUE = 42\n",
-        "%s-%s.dist-info/METADATA" % (PKG, VER):
-            b"Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (
-                PKG.encode(), VER.encode()),
-        "%s-%s.dist-info/WHEEL" % (PKG, VER):
-            b"Wheel-Version: 1.0\nGenerator: sluice-test\n"
-            b"Root-Is-Purelib: true\nTag: py3-none-any\n",
-    }
-    record = []
-    for n, data in files.items():
-        digest = base64.urlsafe_b64encode(
-            hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        record.append("%s,sha256=%s,%d" % (n, digest, len(data)))
-    rec_name = "%s-%s.dist-info/RECORD" % (PKG, VER)
-    record.append("%s,," % rec_name)
-    with zipfile.ZipFile(path, "w") as z:
-        for n, data in files.items():
-            z.writestr(n, data)
-        z.writestr(rec_name, "\n".join(record) + "\n")
-    with open(path, "rb") as f:
-        sha = hashlib.sha256(f.read()).hexdigest()
-    return name, sha
-
-
-def make_index(root):
-    pkgdir = os.path.join(root, "simple", PKG)
-    os.makedirs(pkgdir)
-    os.makedirs(os.path.join(root, "files"))
-    name, sha = make_wheel(os.path.join(root, "files"))
-    with open(os.path.join(root, "simple", "index.html"), "w") as f:
-        f.write('<html><body><a href="%s/">%s</a></body></html>\n' % (PKG, PKG))
-    with open(os.path.join(pkgdir, "index.html"), "w") as f:
-        f.write('<html><body><a href="../../files/%s#sha256=%s">%s</a>'
-                '</body></html>\n' % (name, sha, name))
-
 
 class Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *a):

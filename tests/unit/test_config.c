@@ -627,7 +627,7 @@ round_trip(const char *text)
 	assert_int_equal(json_object_size(json_object_get(j, "webhook")), 5);
 	assert_int_equal(json_object_size(json_object_get(j, "control")), 15);
 	assert_int_equal(json_object_size(json_object_get(j, "limits")), 10);
-	assert_int_equal(json_object_size(json_object_get(j, "listen")), 4);
+	assert_int_equal(json_object_size(json_object_get(j, "listen")), 5);
 	assert_int_equal(json_object_size(json_object_get(j, "dns")), 3);
 	assert_int_equal(json_object_size(json_object_get(j, "tls")), 3);
 	json_decref(j);
@@ -734,6 +734,40 @@ test_firewall(void **state)
 	assert_int_equal(c->firewall.uid, -1);
 	assert_string_equal(c->firewall.table, "_x");
 	cfg_free(c);
+}
+
+static void
+test_transparent(void **state)
+{
+	char err[512] = "";
+	struct cfg *c;
+
+	(void)state;
+	c = cfg_load(NULL, err, sizeof(err));
+	assert_non_null(c);
+	assert_int_equal(c->nlisten_transparent, 0);
+	assert_int_equal(c->transparent_port, 0);
+	cfg_free(c);
+
+	c = load("{\"listen\": {\"transparent\": [\"0.0.0.0:3129\", "
+	    "\"[::]:3129\"]}, \"firewall\": {\"sandbox_subnets\": "
+	    "[\"10.200.0.0/24\"]}}", err, sizeof(err));
+	if (c == NULL)
+		fail_msg("%s", err);
+	/* the transparent port alone lets the sandboxes reach sluiced */
+	assert_int_equal(c->nlisten_transparent, 2);
+	assert_int_equal(c->transparent_port, 3129);
+	cfg_free(c);
+
+	/* one redirect target: every listener on the same port */
+	c = load("{\"listen\": {\"transparent\": [\"0.0.0.0:3129\", "
+	    "\"[::]:3130\"]}}", err, sizeof(err));
+	assert_null(c);
+	assert_non_null(strstr(err, "same port"));
+	c = load("{\"listen\": {\"transparent\": [\"localhost:3129\"]}}",
+	    err, sizeof(err));
+	assert_null(c);
+	assert_non_null(strstr(err, "bad listen address"));
 }
 
 static void
@@ -864,6 +898,7 @@ main(void)
 		cmocka_unit_test(test_max_line_follows_head),
 		cmocka_unit_test(test_dump_round_trip),
 		cmocka_unit_test(test_firewall),
+		cmocka_unit_test(test_transparent),
 		cmocka_unit_test(test_load_file),
 		cmocka_unit_test(test_build_policy),
 	};

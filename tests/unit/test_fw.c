@@ -97,6 +97,7 @@ test_golden_text(void **state)
 	check_golden("full", 0);
 	check_golden("changed", 0);
 	check_golden("self", 0);
+	check_golden("transparent", 0);
 }
 
 static void
@@ -106,6 +107,7 @@ test_golden_netlink(void **state)
 	check_golden("full", 1);
 	check_golden("changed", 1);
 	check_golden("self", 1);
+	check_golden("transparent", 1);
 }
 
 static void
@@ -398,6 +400,18 @@ test_golden_set_update(void **state)
 	assert_int_equal(fw_sets_only(upd, full), 1);
 	assert_int_equal(fw_sets_only(full, chg), 0);
 	assert_int_equal(fw_sets_only(chg, full), 0);
+	{
+		/* the redirect's port and the nat chain are structure */
+		struct fw_ruleset *t1 = build_from("transparent");
+		struct fw_ruleset *t2 = build_from("transparent");
+
+		assert_int_equal(fw_sets_only(t1, t2), 1);
+		assert_int_equal(fw_sets_only(t1, full), 0);
+		t2->redirect_port++;
+		assert_int_equal(fw_sets_only(t1, t2), 0);
+		fw_free(t1);
+		fw_free(t2);
+	}
 
 	b = fw_nl_set_batch(full, upd, &seq, 1);
 	assert_non_null(b);
