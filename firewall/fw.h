@@ -15,8 +15,9 @@
  *
  * The ruleset is a pure value: fw_build needs no kernel, fw_render gives
  * the exact text `nft list table` prints for it, fw_render_netlink the
- * libnftnl debug text of the batch's objects.  Only fw_apply, fw_verify
- * and fw_remove talk netlink (CAP_NET_ADMIN).
+ * libnftnl debug text of the batch's objects.  Only fw_apply, fw_verify,
+ * fw_remove and fw_table_exists talk netlink (CAP_NET_ADMIN); in sluiced
+ * they run in the firewall helper process alone (fwmsg.h).
  */
 #ifndef SLUICE_FW_H
 #define SLUICE_FW_H
@@ -78,6 +79,8 @@ int fw_apply(const struct fw_ruleset *rs, char *err, size_t errlen);
 int fw_verify(const struct fw_ruleset *rs, char *err, size_t errlen);
 /* Delete the table; a missing table is success. */
 int fw_remove(const char *table, char *err, size_t errlen);
+/* 1 if table inet NAME exists, 0 if not, -1 with err. */
+int fw_table_exists(const char *table, char *err, size_t errlen);
 
 /*
  * Safety belt for tests and tools: 1 if this process is (or may be) in

@@ -1201,6 +1201,12 @@ class Env:
             "log": {"path": self.path("conn.jsonl")},
             "dns": {"hosts": {}, "timeout_ms": 2000},
         }
+        if os.geteuid() == 0:
+            # started as root, sluiced runs its proxy as "user" (default
+            # "sluice", which CI machines lack); the scenarios keep root
+            # so that their 0600 token files and 0700 temp dirs stay
+            # readable.  tests/fw/t_fw_privsep.sh covers the drop.
+            cfg["user"] = "root"
         for k, v in over.items():
             if isinstance(v, dict) and isinstance(cfg.get(k), dict):
                 cfg[k] = dict(cfg[k], **v)

@@ -621,7 +621,7 @@ round_trip(const char *text)
 	/* The dump names every key the schema has, defaults included. */
 	j = json_loads(da, 0, NULL);
 	assert_non_null(j);
-	assert_int_equal(json_object_size(j), 20);
+	assert_int_equal(json_object_size(j), 21);
 	assert_int_equal(json_object_size(json_object_get(j, "firewall")), 5);
 	assert_int_equal(json_object_size(json_object_get(j, "events")), 3);
 	assert_int_equal(json_object_size(json_object_get(j, "webhook")), 5);
