@@ -32,8 +32,17 @@ python3 -m http.server "$up_port" --bind 127.0.0.1 --directory "$tmp/www" \
 	>"$tmp/upstream.log" 2>&1 &
 up_pid=$!
 
+# Started as root, sluiced runs its proxy process as an unprivileged user
+# ("user", default "sluice"); the demo borrows "nobody" and lets it own
+# $tmp, where the log, the state file and the sockets go.
+user_line=
+if [ "$(id -u)" = 0 ]; then
+	chown nobody "$tmp" && chmod 755 "$tmp"
+	user_line='"user": "nobody",'
+fi
 cat >"$tmp/sluiced.json" <<JSON
 {
+  $user_line
   "runtime_dir": "$tmp/run",
   "state_file": "$tmp/state.json",
   "ceiling": "registries",
