@@ -486,8 +486,16 @@ helper_apply(struct helper *h, const uint8_t *buf, size_t len, char *err,
 	}
 	if (h->ops->apply(rs, err, errlen) != 0) {
 		/* the batch is atomic, but a read-back difference leaves
-		 * the new table: put the running one back */
-		if (h->cur != NULL && h->ops->verify(h->cur, e2,
+		 * the new table: under a new name it is one this helper has
+		 * just made (there was none), so it goes, or a retry would
+		 * find it "not sluiced's"; under the running name the
+		 * running table is put back */
+		if (strcmp(name, h->table) != 0) {
+			if (h->ops->exists(name, e2, sizeof(e2)) == 1 &&
+			    h->ops->remove(name, e2, sizeof(e2)) != 0)
+				hlog(h, LOG_ERR, "cannot remove the half-applied "
+				    "table inet %s: %s", name, e2);
+		} else if (h->cur != NULL && h->ops->verify(h->cur, e2,
 		    sizeof(e2)) != 0 && h->ops->apply(h->cur, e2,
 		    sizeof(e2)) != 0)
 			hlog(h, LOG_ERR, "cannot restore the running table "

@@ -192,10 +192,13 @@ fail:
 static int
 give_files(const struct cfg *c, const struct priv_user *u)
 {
-	char err[512];
+	char err[512], tmp[PATH_MAX];
 
+	/* a <state_file>.tmp left by a crash would stop every save */
+	snprintf(tmp, sizeof(tmp), "%s.tmp", c->state_file);
 	if (priv_give_tree(c->runtime_dir, u, err, sizeof(err)) != 0 ||
 	    priv_give_file(c->state_file, u, err, sizeof(err)) != 0 ||
+	    priv_give_file(tmp, u, err, sizeof(err)) != 0 ||
 	    (strcmp(c->log_path, "-") != 0 &&
 	    priv_give_file(c->log_path, u, err, sizeof(err)) != 0)) {
 		px_log(PX_ERR, "%s: %s", __func__, err);

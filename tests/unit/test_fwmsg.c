@@ -254,7 +254,9 @@ static struct {
 	char applied[8][FW_TABLE_MAX];
 	int napplied;
 	char removed[FW_TABLE_MAX];
+	char made[FW_TABLE_MAX];        /* a failed apply left this table */
 	int verify_fails;
+	int fail_next;                  /* the next apply fails */
 } k;
 
 static int
@@ -263,8 +265,15 @@ fake_apply(const struct fw_ruleset *rs, char *err, size_t errlen)
 	if (k.napplied < 8)
 		snprintf(k.applied[k.napplied++], FW_TABLE_MAX, "%s",
 		    fw_table_name(rs));
-	if (strcmp(fw_table_name(rs), "failing") == 0) {
+	if (k.fail_next || strcmp(fw_table_name(rs), "failing") == 0) {
+		k.fail_next = 0;
 		snprintf(err, errlen, "kernel says no");
+		return -1;
+	}
+	if (strcmp(fw_table_name(rs), "newfail") == 0) {
+		/* committed, but the read back differs */
+		snprintf(k.made, sizeof(k.made), "newfail");
+		snprintf(err, errlen, "read back differs");
 		return -1;
 	}
 	return 0;
@@ -287,13 +296,14 @@ fake_remove(const char *table, char *err, size_t errlen)
 	return 0;
 }
 
-/* "other" belongs to someone else; "sluice" and the rest do not exist */
+/* "other" belongs to someone else; "sluice" and the rest do not exist
+ * but for what a failed apply left */
 static int
 fake_exists(const char *table, char *err, size_t errlen)
 {
 	(void)err;
 	(void)errlen;
-	return strcmp(table, "other") == 0;
+	return strcmp(table, "other") == 0 || strcmp(table, k.made) == 0;
 }
 
 static const struct fw_helper_ops fake_ops = {
@@ -391,14 +401,29 @@ test_helper_loop(void **state)
 	assert_string_equal(k.applied[1], "fresh");
 	assert_string_equal(k.removed, "sluice");
 
-	/* a failed apply whose read back differs: the running table
-	 * ("fresh") goes back */
+	/* a failed apply of the running table's name whose read back
+	 * differs: the running table ("fresh") goes back */
+	k.fail_next = 1;
 	k.verify_fails = 1;
-	assert_int_equal(call(sv[0], "failing", NULL, err, sizeof(err)), -1);
+	assert_int_equal(call(sv[0], "fresh", "192.0.2.7", err, sizeof(err)),
+	    -1);
 	assert_string_equal(err, "kernel says no");
 	assert_int_equal(k.napplied, 4);
-	assert_string_equal(k.applied[2], "failing");
+	assert_string_equal(k.applied[2], "fresh");
 	assert_string_equal(k.applied[3], "fresh");
+
+	/* a failed apply under a new name: the running table is another
+	 * one, untouched by the atomic batch, so nothing is restored */
+	assert_int_equal(call(sv[0], "failing", NULL, err, sizeof(err)), -1);
+	assert_string_equal(err, "kernel says no");
+	assert_int_equal(k.napplied, 5);
+
+	/* ... and if it left a table behind, the helper made it, so it
+	 * removes it (a retry must not find it "not sluiced's") */
+	assert_int_equal(call(sv[0], "newfail", NULL, err, sizeof(err)), -1);
+	assert_string_equal(k.removed, "newfail");
+	assert_int_equal(k.napplied, 6);
+	assert_int_equal(call(sv[0], "fresh", NULL, err, sizeof(err)), 0);
 
 	/* the proxy goes: the loop ends cleanly, removing nothing */
 	k.removed[0] = '\0';
