@@ -73,8 +73,13 @@ python3 -m http.server "$web_port" --bind 127.0.0.1 --directory "$tmp/web" \
 	>"$tmp/web.log" 2>&1 &
 pids="$pids $!"
 
+# Started as root, sluiced runs its proxy process as an unprivileged user
+# ("user", default "sluice"); the demo borrows "nobody" and lets it own
+# $tmp, where the log, the state file and the sockets go.
+chown nobody "$tmp"
 cat >"$tmp/sluiced.json" <<JSON
 {
+  "user": "nobody",
   "runtime_dir": "$tmp/run",
   "state_file": "$tmp/state.json",
   "log": { "path": "$tmp/connections.jsonl" },

@@ -18,8 +18,9 @@
  *
  * The ruleset is a pure value: fw_build needs no kernel, fw_render gives
  * the exact text `nft list table` prints for it, fw_render_netlink the
- * libnftnl debug text of the batch's objects.  Only fw_apply, fw_verify
- * and fw_remove talk netlink (CAP_NET_ADMIN).
+ * libnftnl debug text of the batch's objects.  Only fw_apply, fw_verify,
+ * fw_remove and fw_table_exists talk netlink (CAP_NET_ADMIN); in sluiced
+ * they run in the firewall helper process alone (fwmsg.h).
  */
 #ifndef SLUICE_FW_H
 #define SLUICE_FW_H
@@ -46,7 +47,9 @@ struct fw_config {
 };
 
 /*
- * From sluiced's configuration: firewall.*, allow_cidrs, deny_cidrs, and
+ * From sluiced's configuration: firewall.*, allow_cidrs, deny_cidrs (a
+ * null firewall.uid is the uid of "user" when that user exists and is not
+ * root: the uid the proxy process dials as), and
  * the resolvers from dns.servers or, when that is empty, the nameserver
  * lines of resolv_conf (NULL: none).  fc borrows c's strings; release
  * with fw_config_clear.  0 / -1 (memory).
@@ -97,6 +100,8 @@ int fw_sets_only(const struct fw_ruleset *a, const struct fw_ruleset *b);
 int fw_verify(const struct fw_ruleset *rs, char *err, size_t errlen);
 /* Delete the table; a missing table is success. */
 int fw_remove(const char *table, char *err, size_t errlen);
+/* 1 if table inet NAME exists, 0 if not, -1 with err. */
+int fw_table_exists(const char *table, char *err, size_t errlen);
 
 /*
  * Safety belt for tests and tools: 1 if this process is (or may be) in

@@ -3,6 +3,7 @@
  */
 #include "sluice-config.h"
 
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,22 @@ oom:
 	return -1;
 }
 
+/* The self guard follows the proxy process: the uid of "user", which it
+ * drops to when started as root.  Never root's: a guard on uid 0 would
+ * hold every root process of the host to sluiced's policy. */
+static int64_t
+fw_default_uid(const char *user)
+{
+	struct passwd *pw;
+
+	if (user == NULL || strcmp(user, "root") == 0)
+		return -1;
+	pw = getpwnam(user);
+	if (pw == NULL || pw->pw_uid == 0)
+		return -1;
+	return (int64_t)pw->pw_uid;
+}
+
 int
 fw_config_from_cfg(struct fw_config *fc, const struct cfg *c,
     const char *resolv_conf)
@@ -66,6 +83,8 @@ fw_config_from_cfg(struct fw_config *fc, const struct cfg *c,
 	memset(fc, 0, sizeof(*fc));
 	fc->table = c->firewall.table;
 	fc->uid = c->firewall.uid;
+	if (fc->uid < 0)
+		fc->uid = fw_default_uid(c->user);
 	fc->allow_cidrs = (const char *const *)c->allow_cidrs;
 	fc->nallow_cidrs = c->nallow_cidrs;
 	fc->deny_cidrs = (const char *const *)c->deny_cidrs;

@@ -802,3 +802,36 @@ out:
 	mnl_socket_close(nl);
 	return ret;
 }
+
+/* 1 if table inet NAME exists, 0 if not; the request names the table,
+ * so nothing of another table is read. */
+int
+fw_table_exists(const char *table, char *err, size_t errlen)
+{
+	char req[MNL_SOCKET_BUFFER_SIZE];
+	struct mnl_socket *nl;
+	struct nftnl_table *t;
+	struct nlmsghdr *nlh;
+	uint32_t use = 0;
+	int ret = -1;
+
+	if ((t = fw_nl_table(table)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if ((nl = nl_open(err, errlen)) == NULL) {
+		nftnl_table_free(t);
+		return -1;
+	}
+	nlh = nftnl_nlmsg_build_hdr(req, NFT_MSG_GETTABLE, NFPROTO_INET,
+	    NLM_F_ACK, seq_start());
+	nftnl_table_nlmsg_build_payload(nlh, t);
+	nftnl_table_free(t);
+	errno = 0;
+	if (dump(nl, nlh, table_cb, &use, err, errlen) == 0)
+		ret = 1;
+	else if (errno == ENOENT)
+		ret = 0;
+	mnl_socket_close(nl);
+	return ret;
+}

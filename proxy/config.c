@@ -868,6 +868,32 @@ k_state_file(struct cfg_ctx *x, json_t *v, void *base)
 	return set_str(x, s, &c->state_file);
 }
 
+/* A user name as useradd accepts it, so a typo is found by
+ * --check-config, not at the next start. */
+static int
+k_user(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+	const char *s;
+	char b[80];
+	size_t i, n;
+
+	if (get_str(x, v, &s) != 0)
+		return -1;
+	n = strlen(s);
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') ||
+		    (s[i] >= 'A' && s[i] <= 'Z') || s[i] == '_' ||
+		    (i > 0 && ((s[i] >= '0' && s[i] <= '9') || s[i] == '-' ||
+		    s[i] == '.'))))
+			break;
+	if (n == 0 || n > 32 || i < n)
+		return cfg_fail(x, "bad user name %s (letters, digits, _ . "
+		    "and -, starting with a letter or _, at most 32)",
+		    shown(s, b, sizeof(b)));
+	return set_str(x, s, &c->user);
+}
+
 static const struct cfg_key tenant_keys[] = {
 	{ "ceiling", K_TIER, offsetof(struct cfg_tenant, ceiling), 0, 0, NULL, NULL },
 	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
@@ -1835,6 +1861,7 @@ static const struct cfg_key firewall_keys[] = {
 static const struct cfg_key root_keys[] = {
 	{ "runtime_dir", K_FN, 0, 0, 0, NULL, k_runtime_dir },
 	{ "state_file", K_FN, 0, 0, 0, NULL, k_state_file },
+	{ "user", K_FN, 0, 0, 0, NULL, k_user },
 	{ "ceiling", K_TIER, offsetof(struct cfg, ceiling), 0, 0, NULL, NULL },
 	{ "tenants", K_FN, 0, 0, 0, NULL, k_tenants },
 	{ "listen", K_OBJ, 0, 0, 0, listen_keys, NULL },
@@ -1980,6 +2007,7 @@ cfg_defaults(void)
 	c->runtime_dir = strdup("/run/sluice");
 	c->log_path = strdup("/var/log/sluice/connections.jsonl");
 	c->state_file = strdup("/var/lib/sluice/state.json");
+	c->user = strdup("sluice");
 	c->control.socket = strdup("/run/sluice/control.sock");
 	c->control.socket_mode = 0660;
 	c->control.max_body = 65536;
@@ -1990,7 +2018,8 @@ cfg_defaults(void)
 	c->ports_public = malloc(sizeof(ports));
 	c->sni_ports = malloc(sizeof(ports[0]));
 	if (c->runtime_dir == NULL || c->log_path == NULL ||
-	    c->state_file == NULL || c->control.socket == NULL ||
+	    c->state_file == NULL || c->user == NULL ||
+	    c->control.socket == NULL ||
 	    c->ports_registries == NULL || c->ports_public == NULL ||
 	    c->sni_ports == NULL || c->firewall.table == NULL) {
 		cfg_free(c);
@@ -2023,6 +2052,7 @@ cfg_free(struct cfg *c)
 		return;
 	free(c->source_path);
 	free(c->runtime_dir);
+	free(c->user);
 	for (i = 0; i < c->ntenants; i++)
 		free(c->tenants[i].name);
 	free(c->tenants);
@@ -2461,6 +2491,7 @@ dump_tree(const struct cfg *c, int *bad)
 		return NULL;
 	jset(root, "runtime_dir", json_string(c->runtime_dir), bad);
 	jset(root, "state_file", json_string(c->state_file), bad);
+	jset(root, "user", json_string(c->user), bad);
 	jset(root, "ceiling", json_string(pol_tier_name(c->ceiling)), bad);
 	if ((o = jobj(bad)) != NULL) {
 		for (i = 0; i < c->ntenants; i++) {

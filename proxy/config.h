@@ -102,6 +102,9 @@ struct cfg {
 	char *source_path;      /* file it came from, or NULL for defaults */
 	char *runtime_dir;      /* "/run/sluice" */
 	char *state_file;       /* "/var/lib/sluice/state.json" */
+	/* started as root, the proxy process runs as this user ("root":
+	 * it keeps root); read at start only */
+	char *user;             /* "sluice" */
 	enum pol_tier ceiling;  /* "off" */
 	struct cfg_tenant *tenants; size_t ntenants;
 

@@ -276,6 +276,11 @@ find_listener(enum px_transport kind, const char *spec)
 	return NULL;
 }
 
+/* Listeners are opened after the proxy process dropped its privileges
+ * (sluiced(8), Process model): ports below 1024 need one it gave up. */
+#define DROPPED_HINT " (ports below 1024 need a privilege the proxy " \
+	"process no longer has: see Process model in sluiced(8))"
+
 static int
 listen_tcp(enum px_transport kind, const char *spec)
 {
@@ -295,8 +300,8 @@ listen_tcp(enum px_transport kind, const char *spec)
 	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE,
 	    512, (struct sockaddr *)&ss, sslen);
 	if (evl == NULL) {
-		px_log(PX_ERR, "%s: listen %s: %s", __func__, spec,
-		    strerror(errno));
+		px_log(PX_ERR, "%s: listen %s: %s%s", __func__, spec,
+		    strerror(errno), errno == EACCES ? DROPPED_HINT : "");
 		return -1;
 	}
 	l = listener_new(kind, evl);
@@ -328,8 +333,8 @@ listen_vsock(int port)
 	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 128,
 	    (struct sockaddr *)&vm, sizeof(vm));
 	if (evl == NULL) {
-		px_log(PX_ERR, "%s: vsock port %d: %s", __func__, port,
-		    strerror(errno));
+		px_log(PX_ERR, "%s: vsock port %d: %s%s", __func__, port,
+		    strerror(errno), errno == EACCES ? DROPPED_HINT : "");
 		return -1;
 	}
 	l = listener_new(PX_T_VSOCK, evl);

@@ -27,6 +27,8 @@
 #include "events.h"           /* events */
 #include "webhook.h"    /* webhook */
 #include "fw.h"
+#include "fwmsg.h"
+#include "priv.h"
 
 struct px px;
 int px_verbose;
@@ -75,6 +77,10 @@ usage(FILE *f)
 "  -v, --verbose         debug diagnostics on stderr\n"
 "  -V, --version         print the version and exit\n"
 "  -h, --help            this text\n"
+"\n"
+"Started as root, sluiced drops its proxy process to the configured\n"
+"\"user\" (default sluice) with no capabilities; with the firewall enabled\n"
+"a helper process keeps CAP_NET_ADMIN alone for the netlink work.\n"
 "\n"
 "Signals: SIGHUP reopens the connection log and reloads the\n"
 "configuration (a bad one is refused and the old one kept); SIGTERM and\n"
@@ -137,6 +143,104 @@ make_dns(const struct cfg *c, char *err, size_t errlen)
 	    errlen);
 	free(hosts);
 	return d;
+}
+
+/* The directory part of path ("/" for "/x"); "" if none. */
+static void
+parent_dir(const char *path, char *dir, size_t len)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (slash == NULL)
+		snprintf(dir, len, "%s", "");
+	else if (slash == path)
+		snprintf(dir, len, "/");
+	else
+		snprintf(dir, len, "%.*s", (int)(slash - path), path);
+}
+
+/*
+ * Started as root with an unprivileged "user": what the proxy needs
+ * after the drop is made or given to that user now.  runtime_dir and
+ * everything in it (sluiced's own) is the user's; the directories of
+ * the log and the state file are the user's when sluiced makes them, and
+ * otherwise must be writable by the user (checked after the drop by
+ * check_dirs); the log and state files are given to the user.
+ */
+static int
+prepare_dirs(const struct cfg *c, const struct priv_user *u)
+{
+	char dir[PATH_MAX], err[512];
+
+	if (priv_mkdir(c->runtime_dir, 0755, u, err, sizeof(err)) != 0)
+		goto fail;
+	parent_dir(c->state_file, dir, sizeof(dir));
+	if (dir[0] != '\0' && priv_mkdir(dir, 0750, u, err, sizeof(err)) != 0)
+		goto fail;
+	if (strcmp(c->log_path, "-") != 0) {
+		parent_dir(c->log_path, dir, sizeof(dir));
+		if (dir[0] != '\0' &&
+		    priv_mkdir(dir, 0750, u, err, sizeof(err)) != 0)
+			goto fail;
+	}
+	return 0;
+fail:
+	px_log(PX_ERR, "%s: %s", __func__, err);
+	return -1;
+}
+
+static int
+give_files(const struct cfg *c, const struct priv_user *u)
+{
+	char err[512], tmp[PATH_MAX];
+
+	/* a <state_file>.tmp left by a crash would stop every save */
+	snprintf(tmp, sizeof(tmp), "%s.tmp", c->state_file);
+	if (priv_give_tree(c->runtime_dir, u, err, sizeof(err)) != 0 ||
+	    priv_give_file(c->state_file, u, err, sizeof(err)) != 0 ||
+	    priv_give_file(tmp, u, err, sizeof(err)) != 0 ||
+	    (strcmp(c->log_path, "-") != 0 &&
+	    priv_give_file(c->log_path, u, err, sizeof(err)) != 0)) {
+		px_log(PX_ERR, "%s: %s", __func__, err);
+		return -1;
+	}
+	return 0;
+}
+
+/* After the drop: what the proxy writes later is writable by it. */
+static int
+check_dirs(const struct cfg *c, const char *user)
+{
+	char dir[PATH_MAX];
+
+	if (access(c->runtime_dir, W_OK | X_OK) != 0) {
+		px_log(PX_ERR, "runtime_dir %s is not writable by user %s: %s",
+		    c->runtime_dir, user, strerror(errno));
+		return -1;
+	}
+	parent_dir(c->state_file, dir, sizeof(dir));
+	if (access(dir, W_OK | X_OK) != 0) {
+		px_log(PX_ERR, "state_file: the directory %s is not writable "
+		    "by user %s (%s): the state is saved by renaming a new "
+		    "file over the old; chown the directory to %s or choose a "
+		    "state_file in one the user owns", dir, user,
+		    strerror(errno), user);
+		return -1;
+	}
+	if (strcmp(c->log_path, "-") != 0) {
+		parent_dir(c->log_path, dir, sizeof(dir));
+		if (access(c->log_path, W_OK) != 0) {
+			px_log(PX_ERR, "log.path %s is not writable by user "
+			    "%s: %s", c->log_path, user, strerror(errno));
+			return -1;
+		}
+		if (access(dir, W_OK | X_OK) != 0)
+			px_log(PX_WARN, "log.path: the directory %s is not "
+			    "writable by user %s: after a rotation that moves "
+			    "the log away, SIGHUP cannot create it again", dir,
+			    user);
+	}
+	return 0;
 }
 
 /* One broker per runtime directory: two would fight over socket paths. */
@@ -310,6 +414,40 @@ dns_cfg_equal(const struct cfg *a, const struct cfg *b)
 
 static struct fw_ruleset *fw_rs;   /* in the kernel; NULL: disabled */
 static char *fw_text;              /* fw_render(fw_rs), to see changes */
+/* The firewall helper: the only process that talks netlink (priv.h). */
+static int fw_fd = -1;
+static pid_t fw_pid = -1;
+#define FW_HELPER_TIMEOUT_MS 30000
+
+/* Ask the helper to apply c's table: it rebuilds, checks, applies and
+ * reads back.  0 / -1 with err; a helper that stopped answering is let
+ * go (fail closed: its table stays, further applies fail). */
+static int
+fw_send(const struct cfg *c, char *err, size_t errlen)
+{
+	struct fw_config fc;
+	int r;
+
+	if (fw_fd < 0) {
+		snprintf(err, errlen, "no firewall helper: the firewall was "
+		    "disabled when sluiced started, or its helper is gone; "
+		    "enabling it takes a restart");
+		return -1;
+	}
+	if (fw_config_from_cfg(&fc, c, "/etc/resolv.conf") != 0) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	r = fw_helper_apply(fw_fd, &fc, FW_HELPER_TIMEOUT_MS, err, errlen);
+	fw_config_clear(&fc);
+	if (r == -2) {
+		close(fw_fd);
+		fw_fd = -1;
+		priv_helper_reap(fw_pid, 1000);
+		fw_pid = -1;
+	}
+	return r == 0 ? 0 : -1;
+}
 
 /* The ruleset of c and its text.  0 / -1 with err. */
 static int
@@ -363,7 +501,7 @@ fw_start(const struct cfg *c)
 		    c->firewall.table, err);
 		return -1;
 	}
-	if (fw_apply(rs, err, sizeof(err)) != 0) {
+	if (fw_send(c, err, sizeof(err)) != 0) {
 		px_log(PX_ERR, "firewall: cannot apply table inet %s: %s; "
 		    "sluiced will not start without its firewall (set "
 		    "firewall.enabled to false to run without it)",
@@ -385,17 +523,17 @@ fw_start(const struct cfg *c)
 /*
  * On reload, the last step that may fail: apply nc's table if it differs
  * from the one in the kernel.  On failure the running table is kept (the
- * batch is atomic; if the read back found a difference the running
- * table is applied again) and -1 returned with err; health then says
- * "failed" until an apply succeeds.  Disabling leaves the table in the
- * kernel.
+ * batch is atomic; if the read back found a difference the helper
+ * applies the running table again) and -1 returned with err; health then
+ * says "failed" until an apply succeeds.  Disabling leaves the table in
+ * the kernel, and the helper running, so that enabling it again works.
  */
 static int
 fw_reload(const struct cfg *nc, char *err, size_t errlen)
 {
 	struct fw_ruleset *rs;
-	char *text, e2[512];
-	int refilled = 0;
+	char *text;
+	int refilled;
 
 	if (!nc->firewall.enabled) {
 		if (fw_rs != NULL)
@@ -423,21 +561,15 @@ fw_reload(const struct cfg *nc, char *err, size_t errlen)
 		px.fw.error[0] = '\0';
 		return 0;
 	}
-	/* only set elements changed: refill them, keeping rules and
-	 * counters; anything else replaces the table */
-	if (fw_update(fw_rs, rs, &refilled, err, errlen) != 0) {
-		if (fw_rs != NULL && fw_verify(fw_rs, e2, sizeof(e2)) != 0 &&
-		    fw_apply(fw_rs, e2, sizeof(e2)) != 0)
-			px_log(PX_ERR, "firewall: cannot restore the running "
-			    "table inet %s: %s", fw_table_name(fw_rs), e2);
+	/* the helper refills the sets in place when only their elements
+	 * changed (rules and counters stay), else replaces the table; on
+	 * failure it restores the running table */
+	if (fw_send(nc, err, errlen) != 0) {
 		fw_free(rs);
 		free(text);
 		return -1;
 	}
-	if (fw_rs != NULL && strcmp(fw_table_name(fw_rs), fw_table_name(rs))
-	    != 0 && fw_remove(fw_table_name(fw_rs), e2, sizeof(e2)) != 0)
-		px_log(PX_WARN, "firewall: cannot remove the old table inet "
-		    "%s: %s", fw_table_name(fw_rs), e2);
+	refilled = strcmp(err, "refilled") == 0;
 	fw_free(fw_rs);
 	free(fw_text);
 	fw_rs = rs;
@@ -469,6 +601,10 @@ reload(const char *path)
 		    __func__, err);
 		return -1;
 	}
+	if (strcmp(nc->user, px.cfg->user) != 0)
+		px_log(PX_WARN, "%s: user: \"%s\" takes effect at the next "
+		    "start (the privileges to switch users are gone)",
+		    __func__, nc->user);
 	np = cfg_build_policy(nc, err, sizeof(err));
 	if (np == NULL) {
 		px_log(PX_ERR, "%s: keeping the running configuration: %s",
@@ -752,8 +888,10 @@ main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct event *ev_hup, *ev_term, *ev_int;
+	struct priv_user run_user;
+	const struct priv_user *as_user = NULL;
 	char err[512];
-	int ch, do_print = 0, do_fw = 0, lockfd, rc = 1;
+	int ch, do_print = 0, do_fw = 0, lockfd, rc = 1, keep_root = 0;
 
 	while ((ch = getopt_long(argc, argv, "c:vVh", opts, NULL)) != -1) {
 		switch (ch) {
@@ -813,6 +951,35 @@ main(int argc, char **argv)
 		goto out;
 	}
 	add_host_addrs(px.pol);
+	/*
+	 * Privilege separation (sluiced(8), PROCESS MODEL): before any
+	 * untrusted byte is read, the firewall helper is forked with the
+	 * table named by this (trusted) configuration.
+	 */
+	if (geteuid() == 0 && strcmp(px.cfg->user, "root") == 0) {
+		keep_root = 1;
+		px_log(PX_WARN, "user is \"root\": the proxy process keeps "
+		    "root and every capability");
+	} else if (geteuid() == 0) {
+		if (priv_user_lookup(px.cfg->user, &run_user, err,
+		    sizeof(err)) != 0) {
+			px_log(PX_ERR, "%s; sluiced will not run its proxy as "
+			    "root: create the user (useradd --system --no-"
+			    "create-home --shell /usr/sbin/nologin %s) or name "
+			    "another unprivileged user in \"user\"",
+			    err, px.cfg->user);
+			goto out;
+		}
+		as_user = &run_user;
+	}
+	if (px.cfg->firewall.enabled) {
+		fw_fd = priv_helper_spawn(px.cfg->firewall.table, as_user,
+		    &fw_pid, err, sizeof(err));
+		if (fw_fd < 0) {
+			px_log(PX_ERR, "firewall helper: %s", err);
+			goto out;
+		}
+	}
 	px.state = pol_state_new();
 	{
 		struct event_config *ec = event_config_new();
@@ -831,6 +998,8 @@ main(int argc, char **argv)
 		px_log(PX_ERR, "%s: out of memory", __func__);
 		goto out;
 	}
+	if (as_user != NULL && prepare_dirs(px.cfg, as_user) != 0)
+		goto out;
 	if ((lockfd = lock_runtime_dir(px.cfg->runtime_dir)) < 0)
 		goto out;
 	px.log = clog_open(px.cfg->log_path, err, sizeof(err));
@@ -838,9 +1007,26 @@ main(int argc, char **argv)
 		px_log(PX_ERR, "connection log: %s", err);
 		goto out;
 	}
+	if (as_user != NULL && give_files(px.cfg, as_user) != 0)
+		goto out;
 	/* the firewall before any listener, and before "ready" */
 	if (fw_start(px.cfg) != 0)
 		goto out;
+	/* the drop: everything from here on (the resolver, the session
+	 * sockets, the state file, the control API) is the user's */
+	if (!keep_root) {
+		if (priv_drop(as_user, err, sizeof(err)) != 0) {
+			px_log(PX_ERR, "dropping privileges: %s", err);
+			goto out;
+		}
+		if (as_user != NULL) {
+			if (check_dirs(px.cfg, as_user->name) != 0)
+				goto out;
+			px_log(PX_INFO, "proxy process running as user %s "
+			    "(uid %u), no capabilities", as_user->name,
+			    (unsigned)as_user->uid);
+		}
+	}
 	px.dns = make_dns(px.cfg, err, sizeof(err));
 	if (px.dns == NULL) {
 		px_log(PX_ERR, "dns: %s", err);
@@ -926,9 +1112,13 @@ out:
 	if (px.pol)
 		pol_config_free(px.pol);
 	cfg_free(px.cfg);
-	/* the table stays in the kernel: only the memory goes */
+	/* the table stays in the kernel: only the memory goes, and the
+	 * helper, whose socket closes here */
 	fw_free(fw_rs);
 	free(fw_text);
+	if (fw_fd >= 0)
+		close(fw_fd);
+	priv_helper_reap(fw_pid, 2000);
 	if (px.base)
 		event_base_free(px.base);
 	return rc;

@@ -36,6 +36,10 @@ if [ -z "$here" ] || [ "$here" = "$SLUICE_FW_HOST_NETNS" ]; then
 fi
 
 tmp=$(mktemp -d) || exit 1
+# sluiced started as root runs its proxy as "nobody": the state file and
+# the log live in $tmp, so that user owns it
+id nobody >/dev/null 2>&1 || { rm -rf "$tmp"; skip "no user nobody"; }
+chown nobody "$tmp" && chmod 755 "$tmp" || exit 1
 pid=         # the sluiced this script started, if running
 holder=      # the nft -i holding an owner table, if running
 cleanup() {
@@ -60,6 +64,7 @@ config() {
 {
   "runtime_dir": "$tmp/run",
   "state_file": "$tmp/state.json",
+  "user": "nobody",
   "log": { "path": "$tmp/conn.jsonl" },
   "deny_cidrs": [$4],
   "dns": { "servers": ["10.0.0.3"] },

@@ -137,8 +137,12 @@ EOF
 upid=$!
 
 # --- sluiced: the transparent listener, the firewall with the veth subnet as the sandboxes'
+# the proxy process runs as nobody (privilege separation): it must be
+# be able to write its state and log under $tmp
+chown nobody "$tmp" && chmod 755 "$tmp"
 cat > "$tmp/sluiced.json" <<EOF
 {
+  "user": "nobody",
   "runtime_dir": "$tmp/run",
   "state_file": "$tmp/state.json",
   "log": { "path": "$tmp/conn.jsonl" },

@@ -190,6 +190,7 @@ done
 config() {
 	cat > "$1" <<EOF
 {
+  "user": "root",
   "runtime_dir": "$tmp/run",
   "state_file": "$tmp/state.json",
   "log": { "path": "$tmp/conn.jsonl" },
@@ -282,7 +283,9 @@ done
 [ "$(ctr input 'ip saddr @sandbox4')" -ge $((i_drop + 2)) ] ||
     fail "input drop counter"
 
-# the self guard: a process with sluiced's uid (0 here) cannot reach a
+# the self guard: a process with sluiced's uid (0 here: "user" is root so
+# that the probes below can share the proxy's uid without a user of their
+# own; t_fw_privsep covers the dropped proxy) cannot reach a
 # refused class, while the allowed upstream and another uid can
 o_ref=$(ctr output 'meta skuid 0 ip daddr @refused4')
 v=$(tcp - 10.99.0.10 80)

@@ -8,6 +8,10 @@ every exit path (exceptions, SIGTERM/SIGINT/SIGHUP, the suite watchdog).
 Exit codes follow automake: 0 pass, 1 fail, 77 skip (a missing client such
 as curl or openssl; with SLUICE_TEST_STRICT=1 a skip is a failure).
 
+Run as root, sluiced is configured with "user": "root" (it keeps root);
+with SLUICE_TEST_USER=nobody it drops its proxy process to that user as
+in a deployment, and each Env's directory belongs to that user.
+
 Safety: every socket has a timeout, every loop is bounded in count and
 time, only 127.0.0.0/8 and ::1 are touched, and the daemon is stopped by
 the PID we started, never by name.
@@ -44,6 +48,7 @@ SRCDIR = os.environ.get("SLUICE_SRCDIR") or os.path.abspath(
 BUILDDIR = os.environ.get("SLUICE_BUILDDIR") or SRCDIR
 STRICT = os.environ.get("SLUICE_TEST_STRICT") == "1"
 VERBOSE = os.environ.get("SLUICE_TEST_VERBOSE") == "1"
+TEST_USER = os.environ.get("SLUICE_TEST_USER")
 
 # Statuses the contract allows for a refusal, and the status each reason
 # is answered with where the contract leaves no doubt.  The three heads
@@ -1142,6 +1147,12 @@ class Env:
     def __init__(self, root, name):
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:40]
         self.dir = tempfile.mkdtemp(prefix=safe + ".", dir=root)
+        if TEST_USER and os.geteuid() == 0:
+            import pwd
+            pw = pwd.getpwnam(TEST_USER)
+            os.chmod(root, 0o711)
+            os.chmod(self.dir, 0o755)
+            os.chown(self.dir, pw.pw_uid, pw.pw_gid)
         self.name = name
         self.daemons = []
         self.closers = []
@@ -1154,6 +1165,16 @@ class Env:
 
     def path(self, *parts):
         return os.path.join(self.dir, *parts)
+
+    def give(self, path):
+        """A secret file sluiced reads after its drop: with
+        SLUICE_TEST_USER, that user's (a deployment does the same, or
+        makes it group-readable)."""
+        if TEST_USER and os.geteuid() == 0:
+            import pwd
+            pw = pwd.getpwnam(TEST_USER)
+            os.chown(path, pw.pw_uid, pw.pw_gid)
+        return path
 
     def dns(self, records=None):
         d = FakeDNS(records)
@@ -1201,6 +1222,14 @@ class Env:
             "log": {"path": self.path("conn.jsonl")},
             "dns": {"hosts": {}, "timeout_ms": 2000},
         }
+        if os.geteuid() == 0:
+            # started as root, sluiced runs its proxy as "user" (default
+            # "sluice", which CI machines lack); the scenarios keep root
+            # so that their 0600 token files and 0700 temp dirs stay
+            # readable.  tests/fw/t_fw_privsep.sh covers the drop;
+            # SLUICE_TEST_USER=nobody runs a suite with it (env dirs are
+            # then that user's).
+            cfg["user"] = TEST_USER or "root"
         for k, v in over.items():
             if isinstance(v, dict) and isinstance(cfg.get(k), dict):
                 cfg[k] = dict(cfg[k], **v)

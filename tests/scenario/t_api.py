@@ -381,7 +381,7 @@ def make_leaf(env, ca, name, server):
             f.write("extendedKeyUsage=clientAuth\n")
     openssl("x509", "-req", "-in", csr, "-CA", ca[0], "-CAkey", ca[1],
             "-CAcreateserial", "-out", crt, "-days", "2", "-extfile", ext)
-    return crt, key
+    return crt, env.give(key)
 
 
 def write_token(env, name, value):
@@ -389,7 +389,7 @@ def write_token(env, name, value):
     with open(p, "w") as f:
         f.write(value + "\n")
     os.chmod(p, 0o600)
-    return p
+    return env.give(p)
 
 
 TOKENS = {"ops": ("admin", "ops-token-0123456789abcdef"),

@@ -512,6 +512,12 @@ static const struct err_case err_cases[] = {
 	  "t.json:1:38: webhook.hosts[\"h.example\"][0]: ", "bad address" },
 	{ "webhook unknown key", "{\"webhook\": {\"secret\": \"x\"}}",
 	  "t.json:1:14: webhook.secret: ", "unknown key" },
+	{ "user name", "{\"user\": \"9sluice\"}",
+	  "t.json:1:10: user: ", "bad user name" },
+	{ "user name with a slash", "{\"user\": \"../root\"}",
+	  "t.json:1:10: user: ", "bad user name" },
+	{ "user type", "{\"user\": 0}",
+	  "t.json:1:10: user: ", "expected" },
 	{ "firewall table name",
 	  "{\"firewall\": {\"table\": \"1abc\"}}",
 	  "t.json:1:24: firewall.table: ", "bad table name" },
@@ -621,7 +627,7 @@ round_trip(const char *text)
 	/* The dump names every key the schema has, defaults included. */
 	j = json_loads(da, 0, NULL);
 	assert_non_null(j);
-	assert_int_equal(json_object_size(j), 20);
+	assert_int_equal(json_object_size(j), 21);
 	assert_int_equal(json_object_size(json_object_get(j, "firewall")), 5);
 	assert_int_equal(json_object_size(json_object_get(j, "events")), 3);
 	assert_int_equal(json_object_size(json_object_get(j, "webhook")), 5);

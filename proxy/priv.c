@@ -1,0 +1,401 @@
+/*
+ * priv.c: the firewall helper process and the proxy's privilege drop
+ * (priv.h).  Capabilities through the raw capget/capset system calls:
+ * the three sets sluiced needs do not justify a libcap dependency.
+ */
+#include "sluice-config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <grp.h>
+#include <limits.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/capability.h>
+
+#include "px.h"
+#include "priv.h"
+#include "fwmsg.h"
+
+int
+priv_user_lookup(const char *name, struct priv_user *u, char *err,
+    size_t errlen)
+{
+	struct passwd *pw;
+
+	errno = 0;
+	pw = getpwnam(name);
+	if (pw == NULL) {
+		snprintf(err, errlen, "user \"%s\" does not exist%s%s", name,
+		    errno ? ": " : "", errno ? strerror(errno) : "");
+		return -1;
+	}
+	if (pw->pw_uid == 0) {
+		snprintf(err, errlen, "user \"%s\" has uid 0", name);
+		return -1;
+	}
+	snprintf(u->name, sizeof(u->name), "%s", name);
+	u->uid = pw->pw_uid;
+	u->gid = pw->pw_gid;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Capabilities */
+
+static int
+cap_last(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "r");
+	int n = CAP_LAST_CAP;
+
+	if (f != NULL) {
+		if (fscanf(f, "%d", &n) != 1 || n < 0 || n > 63)
+			n = CAP_LAST_CAP;
+		fclose(f);
+	}
+	return n;
+}
+
+static int
+caps_get(uint64_t *eff, uint64_t *perm, uint64_t *inh)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+
+	memset(d, 0, sizeof(d));
+	if (syscall(SYS_capget, &h, d) != 0)
+		return -1;
+	*eff = (uint64_t)d[1].effective << 32 | d[0].effective;
+	*perm = (uint64_t)d[1].permitted << 32 | d[0].permitted;
+	*inh = (uint64_t)d[1].inheritable << 32 | d[0].inheritable;
+	return 0;
+}
+
+static int
+caps_set(uint64_t eff, uint64_t perm)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+
+	memset(d, 0, sizeof(d));
+	d[0].effective = (uint32_t)eff;
+	d[1].effective = (uint32_t)(eff >> 32);
+	d[0].permitted = (uint32_t)perm;
+	d[1].permitted = (uint32_t)(perm >> 32);
+	return (int)syscall(SYS_capset, &h, d);
+}
+
+/*
+ * Leave this process with the capabilities in keep alone (less if it
+ * does not hold them), in every set, bounding included; with u, as u
+ * (groups: the user's with all_groups, none otherwise); then
+ * no_new_privs.  Started as another user than root, the bounding set
+ * may be out of reach (no CAP_SETPCAP): no_new_privs covers that.
+ */
+static int
+caps_limit(uint64_t keep, const struct priv_user *u, int all_groups,
+    char *err, size_t errlen)
+{
+	uint64_t eff, perm, inh;
+	int c, last = cap_last(), root = geteuid() == 0;
+
+	for (c = 0; c <= last; c++) {
+		if (keep & (UINT64_C(1) << c))
+			continue;
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL &&
+		    (root || errno != EPERM)) {
+			snprintf(err, errlen, "bounding set: drop %d: %s", c,
+			    strerror(errno));
+			return -1;
+		}
+	}
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 &&
+	    errno != EINVAL) {
+		snprintf(err, errlen, "ambient set: %s", strerror(errno));
+		return -1;
+	}
+	if (u != NULL) {
+		if (keep != 0 && prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0) {
+			snprintf(err, errlen, "keepcaps: %s", strerror(errno));
+			return -1;
+		}
+		if ((all_groups ? initgroups(u->name, u->gid) :
+		    setgroups(0, NULL)) != 0) {
+			snprintf(err, errlen, "groups of %s: %s", u->name,
+			    strerror(errno));
+			return -1;
+		}
+		if (setresgid(u->gid, u->gid, u->gid) != 0 ||
+		    setresuid(u->uid, u->uid, u->uid) != 0) {
+			snprintf(err, errlen, "setting uid %u, gid %u: %s",
+			    (unsigned)u->uid, (unsigned)u->gid,
+			    strerror(errno));
+			return -1;
+		}
+		if (keep != 0)
+			prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0);
+	}
+	/* inheritable goes with the rest: caps_set leaves it zero */
+	if (caps_get(&eff, &perm, &inh) != 0 ||
+	    caps_set(perm & keep, perm & keep) != 0) {
+		snprintf(err, errlen, "capset: %s", strerror(errno));
+		return -1;
+	}
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+		snprintf(err, errlen, "no_new_privs: %s", strerror(errno));
+		return -1;
+	}
+	/* check rather than trust: nothing beyond keep, root for good */
+	if (caps_get(&eff, &perm, &inh) != 0 || (perm & ~keep) != 0 ||
+	    (eff & ~keep) != 0 || inh != 0) {
+		snprintf(err, errlen, "capabilities still held after the "
+		    "drop");
+		return -1;
+	}
+	if (u != NULL && (setuid(0) == 0 || geteuid() == 0 || getuid() == 0)) {
+		snprintf(err, errlen, "root regained after the drop");
+		return -1;
+	}
+	return 0;
+}
+
+int
+priv_drop(const struct priv_user *u, char *err, size_t errlen)
+{
+	return caps_limit(0, u, 1, err, errlen);
+}
+
+/* ------------------------------------------------------------------ */
+/* The firewall helper */
+
+static void
+helper_log(int prio, const char *msg)
+{
+	px_log(prio, "firewall helper: %s", msg);
+}
+
+/* Every descriptor but 0, 1, 2 and keep: the helper holds no listener,
+ * log or lock of the proxy's. */
+static int
+close_others(int keep)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int fds[256], n = 0, i, more = 1;
+
+	if (d == NULL)
+		return -1;
+	/* closing while reading the directory is not safe: in rounds */
+	while (more) {
+		more = 0;
+		n = 0;
+		rewinddir(d);
+		while ((e = readdir(d)) != NULL) {
+			char *end;
+			long fd = strtol(e->d_name, &end, 10);
+
+			if (*end != '\0' || e->d_name[0] == '\0' || fd < 3 ||
+			    fd == keep || fd == dirfd(d))
+				continue;
+			if (n == (int)(sizeof(fds) / sizeof(fds[0]))) {
+				more = 1;
+				break;
+			}
+			fds[n++] = (int)fd;
+		}
+		for (i = 0; i < n; i++)
+			close(fds[i]);
+	}
+	closedir(d);
+	return 0;
+}
+
+static const struct fw_helper_ops helper_ops = {
+	fw_apply, fw_verify, fw_remove, fw_table_exists, helper_log, fw_update
+};
+
+static void
+helper_main(int fd, const char *table, const struct priv_user *u)
+{
+	char err[256];
+	int rc;
+
+	/* the proxy's signals are the proxy's: the helper ends when its
+	 * socket does (SIGTERM still ends it at once) */
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	prctl(PR_SET_NAME, "sluiced-fw", 0, 0, 0);
+	if (close_others(fd) != 0 ||
+	    caps_limit(UINT64_C(1) << CAP_NET_ADMIN, u, 0, err,
+	    sizeof(err)) != 0) {
+		px_log(PX_ERR, "firewall helper: %s",
+		    err[0] ? err : "cannot close descriptors");
+		_exit(1);
+	}
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	rc = fw_helper_run(fd, table, &helper_ops);
+	px_log(PX_DEBUG, "firewall helper: the proxy closed its socket; "
+	    "exiting, the table stays");
+	_exit(rc == 0 ? 0 : 1);
+}
+
+int
+priv_helper_spawn(const char *start_table, const struct priv_user *u,
+    pid_t *pid, char *err, size_t errlen)
+{
+	int sv[2];
+	pid_t p;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+		snprintf(err, errlen, "socketpair: %s", strerror(errno));
+		return -1;
+	}
+	fflush(stderr);
+	p = fork();
+	if (p < 0) {
+		snprintf(err, errlen, "fork: %s", strerror(errno));
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	if (p == 0) {
+		close(sv[0]);
+		helper_main(sv[1], start_table, u);
+	}
+	close(sv[1]);
+	*pid = p;
+	return sv[0];
+}
+
+void
+priv_helper_reap(pid_t pid, int ms)
+{
+	struct timespec ts = { 0, 10 * 1000 * 1000 };
+	int i, st;
+
+	if (pid <= 0)
+		return;
+	for (i = 0; i <= ms / 10; i++) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+
+		if (r == pid || (r < 0 && errno != EINTR))
+			return;
+		nanosleep(&ts, NULL);
+	}
+	px_log(PX_WARN, "firewall helper (pid %ld) still running",
+	    (long)pid);
+}
+
+/* ------------------------------------------------------------------ */
+/* Files */
+
+int
+priv_mkdir(const char *dir, mode_t mode, const struct priv_user *u,
+    char *err, size_t errlen)
+{
+	char tmp[PATH_MAX];
+	char *p;
+
+	if (snprintf(tmp, sizeof(tmp), "%s", dir) >= (int)sizeof(tmp)) {
+		snprintf(err, errlen, "%s: path too long", dir);
+		return -1;
+	}
+	for (p = tmp + 1; ; p++) {
+		char c = *p;
+
+		if (c != '/' && c != '\0')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, mode) == 0) {
+			if (u != NULL && chown(tmp, u->uid, u->gid) != 0) {
+				snprintf(err, errlen, "chown %s: %s", tmp,
+				    strerror(errno));
+				return -1;
+			}
+		} else if (errno != EEXIST) {
+			snprintf(err, errlen, "mkdir %s: %s", tmp,
+			    strerror(errno));
+			return -1;
+		}
+		*p = c;
+		if (c == '\0' || p[1] == '\0')
+			break;
+	}
+	return 0;
+}
+
+static const struct priv_user *give_to;
+
+static int
+give_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)flag;
+	(void)f;
+	if ((st->st_uid != give_to->uid || st->st_gid != give_to->gid) &&
+	    lchown(path, give_to->uid, give_to->gid) != 0)
+		return errno ? errno : EPERM;
+	return 0;
+}
+
+int
+priv_give_tree(const char *dir, const struct priv_user *u, char *err,
+    size_t errlen)
+{
+	struct stat st;
+	int r;
+
+	if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "runtime_dir %s: not a directory", dir);
+		return -1;
+	}
+	if ((st.st_mode & (S_IWOTH | S_ISVTX)) != 0 || strcmp(dir, "/") == 0) {
+		snprintf(err, errlen, "runtime_dir %s is shared (writable by "
+		    "others or sticky): sluiced gives its runtime_dir to user "
+		    "%s, so it must be a directory of its own", dir, u->name);
+		return -1;
+	}
+	give_to = u;
+	r = nftw(dir, give_one, 16, FTW_PHYS | FTW_MOUNT);
+	give_to = NULL;
+	if (r != 0) {
+		snprintf(err, errlen, "giving %s to user %s: %s", dir, u->name,
+		    strerror(r > 0 ? r : errno));
+		return -1;
+	}
+	return 0;
+}
+
+int
+priv_give_file(const char *path, const struct priv_user *u, char *err,
+    size_t errlen)
+{
+	struct stat st;
+
+	if (lstat(path, &st) != 0)
+		return errno == ENOENT ? 0 : (snprintf(err, errlen, "%s: %s",
+		    path, strerror(errno)), -1);
+	if (!S_ISREG(st.st_mode) ||
+	    (st.st_uid == u->uid && st.st_gid == u->gid))
+		return 0;
+	if (lchown(path, u->uid, u->gid) != 0) {
+		snprintf(err, errlen, "chown %s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,69 @@
+/*
+ * priv.h: sluiced's privilege separation (sluiced(8), PROCESS MODEL).
+ *
+ * Started as root, sluiced forks the firewall helper (the only process
+ * that keeps a capability: CAP_NET_ADMIN, for the netlink code of
+ * firewall/) when the firewall is enabled, gives its own directories and
+ * files to the configured user, and then the proxy process, the one that
+ * parses untrusted bytes, drops to that user with no capabilities at all
+ * (effective, permitted, inheritable, ambient, bounding) and
+ * no_new_privs.
+ */
+#ifndef SLUICE_PRIV_H
+#define SLUICE_PRIV_H
+
+#include <sys/types.h>
+
+struct priv_user {
+	char name[64];
+	uid_t uid;
+	gid_t gid;
+};
+
+/* The user the proxy runs as.  0 / -1 with err (no such user, or uid 0
+ * under another name). */
+int priv_user_lookup(const char *name, struct priv_user *u, char *err,
+    size_t errlen);
+
+/*
+ * Fork the firewall helper on a SOCK_SEQPACKET socketpair.  The child
+ * closes every other descriptor, keeps CAP_NET_ADMIN alone (and, with
+ * u, becomes u with no supplementary groups), sets no_new_privs, serves
+ * requests (fw_helper_run) and exits when the proxy's end closes,
+ * leaving the table in the kernel.  start_table: the table named by the
+ * trusted start-up configuration.  Returns the proxy's end, or -1 with
+ * err; *pid is the helper.
+ */
+int priv_helper_spawn(const char *start_table, const struct priv_user *u,
+    pid_t *pid, char *err, size_t errlen);
+
+/* After the proxy closed its end: wait for the helper, at most ms. */
+void priv_helper_reap(pid_t pid, int ms);
+
+/*
+ * mkdir -p dir (mode for what is created); with u, every directory made
+ * here is given to u.  0 / -1 with err.
+ */
+int priv_mkdir(const char *dir, mode_t mode, const struct priv_user *u,
+    char *err, size_t errlen);
+
+/*
+ * Give runtime_dir and everything in it (sluiced's own: the lock,
+ * sockets and session directories of earlier runs) to u.  A directory
+ * that others may write to (such as /tmp) is refused.  0 / -1 with err.
+ */
+int priv_give_tree(const char *dir, const struct priv_user *u, char *err,
+    size_t errlen);
+
+/* Give a regular file to u if it exists (the log, the state file). */
+int priv_give_file(const char *path, const struct priv_user *u, char *err,
+    size_t errlen);
+
+/*
+ * The proxy's drop: with u, the user's groups, gid and uid; in every
+ * case no capabilities left in any set, and no_new_privs.  Checked
+ * afterwards (root cannot be regained).  0 / -1 with err.
+ */
+int priv_drop(const struct priv_user *u, char *err, size_t errlen);
+
+#endif /* SLUICE_PRIV_H */
