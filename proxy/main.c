@@ -65,7 +65,8 @@ usage(FILE *f)
 "\n"
 "sluiced is the egress policy proxy of code-execution sandboxes: each\n"
 "chat's sandbox reaches it over its own Unix socket (or TCP by source\n"
-"address, or vsock by CID) and gets what its network tier admits.\n"
+"address, or vsock by CID, or redirected to listen.transparent when the\n"
+"sandbox has a network device) and gets what its network tier admits.\n"
 "\n"
 "  -c, --config FILE     configuration (default " CFG_DEFAULT_PATH
 " if it exists,\n"
