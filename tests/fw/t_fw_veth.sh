@@ -353,6 +353,12 @@ ip -6 neigh show fd88::2 dev vs1 |
     fail "broker did not resolve fd88::2: $(ip -6 neigh show dev vs1)"
 [ "$(ctr input 'icmpv6 type nd-neighbor-advert')" -gt "$i_na" ] ||
     fail "no neighbour advertisement counted"
+# IPv4's counterpart needs no rule: ARP is not IP, no inet hook sees it
+ip -4 neigh flush dev vs1
+[ "$(nobody 10.88.0.2 80)" = closed ] || fail "broker -> sbx1 port 80 (v4)"
+ip -4 neigh show 10.88.0.2 dev vs1 |
+    grep -q 'lladdr .* \(REACHABLE\|STALE\|DELAY\|PROBE\)' ||
+    fail "broker did not resolve 10.88.0.2: $(ip -4 neigh show dev vs1)"
 
 # controls over IPv6, from the broker as another uid
 for t in "[fd99::10] 80" "[fd00:ec2::254] 80"; do
