@@ -40,11 +40,17 @@ enum fw_term_kind {
 	FW_T_SADDR_SET,         /* ip/ip6 saddr @set */
 	FW_T_DADDR_SET,         /* ip/ip6 daddr @set */
 	FW_T_TCP_DPORT_SET,     /* tcp dport @set */
+	FW_T_ICMPV6_TYPE,       /* icmpv6 type N */
 };
+
+/* The ICMPv6 neighbour discovery types (RFC 4861) the input guard
+ * accepts from sandbox subnets: address resolution both ways. */
+#define FW_ICMPV6_ND_NS 135
+#define FW_ICMPV6_ND_NA 136
 
 struct fw_term {
 	enum fw_term_kind kind;
-	uint32_t uid;
+	uint32_t uid;           /* FW_T_SKUID; FW_T_ICMPV6_TYPE: the type */
 	int set;                /* index in rs->sets */
 };
 

@@ -362,6 +362,7 @@ rule_add(struct fw_ruleset *rs, int chain, enum fw_verdict v, size_t n,
 #define TERM_SRC(s) { FW_T_SADDR_SET, 0, (s) }
 #define TERM_DST(s) { FW_T_DADDR_SET, 0, (s) }
 #define TERM_TCP(s) { FW_T_TCP_DPORT_SET, 0, (s) }
+#define TERM_ICMP6(type) { FW_T_ICMPV6_TYPE, (type), -1 }
 #define RULE(rs, c, v, ...) do { \
 	const struct fw_term t_[] = { __VA_ARGS__ }; \
 	rule_add((rs), (c), (v), sizeof(t_) / sizeof(*t_), t_); \
@@ -437,6 +438,15 @@ build_sandbox_guard(struct fw_ruleset *rs, const struct set_ids *id)
 
 	RULE(rs, in, FW_ACCEPT, TERM_SRC(s4), TERM_TCP(id->ports));
 	RULE(rs, in, FW_ACCEPT, TERM_SRC(s6), TERM_TCP(id->ports));
+	/* IPv6 address resolution is ICMPv6 and would meet the drop below:
+	 * the sandbox's solicitation for the broker and its advertisement
+	 * answering the broker's (both sent from its subnet address).  ARP
+	 * is not IP and never reaches an inet hook; router discovery and
+	 * DAD use link-local or unspecified sources, outside the subnets;
+	 * ICMP errors from a sandbox would only concern connections the
+	 * broker opens to it, and it opens none. */
+	RULE(rs, in, FW_ACCEPT, TERM_SRC(s6), TERM_ICMP6(FW_ICMPV6_ND_NS));
+	RULE(rs, in, FW_ACCEPT, TERM_SRC(s6), TERM_ICMP6(FW_ICMPV6_ND_NA));
 	RULE(rs, in, FW_DROP, TERM_SRC(s4));
 	RULE(rs, in, FW_DROP, TERM_SRC(s6));
 

@@ -145,7 +145,7 @@ add_term(struct nftnl_rule *r, const struct fw_ruleset *rs,
     const struct fw_term *t, struct deps *d)
 {
 	const struct fw_set *s = t->set >= 0 ? &rs->sets[t->set] : NULL;
-	uint8_t tcp = 6;
+	uint8_t tcp = 6, icmp6 = 58, type;
 	int v6;
 
 	switch (t->kind) {
@@ -179,6 +179,22 @@ add_term(struct nftnl_rule *r, const struct fw_ruleset *rs,
 		    2)) != 0)
 			return -1;
 		return add_expr(r, e_lookup(s));
+	case FW_T_ICMPV6_TYPE:
+		/* nft's dependencies: nfproto ipv6 (unless an ip6 term gave
+		 * it), l4proto ipv6-icmp, then the type byte at offset 0 */
+		if (add_nfproto(r, d, NFPROTO_IPV6) != 0)
+			return -1;
+		if (d->l4proto != icmp6) {
+			d->l4proto = icmp6;
+			if (add_expr(r, e_meta(NFT_META_L4PROTO)) != 0 ||
+			    add_expr(r, e_cmp(NFT_CMP_EQ, &icmp6, 1)) != 0)
+				return -1;
+		}
+		if (add_expr(r, e_payload(NFT_PAYLOAD_TRANSPORT_HEADER, 0,
+		    1)) != 0)
+			return -1;
+		type = (uint8_t)t->uid;
+		return add_expr(r, e_cmp(NFT_CMP_EQ, &type, 1));
 	}
 	return -1;
 }

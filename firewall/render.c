@@ -77,6 +77,15 @@ render_term(FILE *f, const struct fw_ruleset *rs, const struct fw_term *t)
 	case FW_T_TCP_DPORT_SET:
 		fprintf(f, "tcp dport @%s ", s->name);
 		break;
+	case FW_T_ICMPV6_TYPE:
+		/* nft names the types it knows; these are the ones built */
+		if (t->uid == FW_ICMPV6_ND_NS)
+			fprintf(f, "icmpv6 type nd-neighbor-solicit ");
+		else if (t->uid == FW_ICMPV6_ND_NA)
+			fprintf(f, "icmpv6 type nd-neighbor-advert ");
+		else
+			fprintf(f, "icmpv6 type %u ", t->uid);
+		break;
 	}
 }
 

@@ -18,8 +18,9 @@
                                     refused M" (sendto refused by the
                                     output hook: EPERM)
 
-Every loop is bounded in count and in time; nothing here picks its own
-targets: the caller passes addresses of its own namespaces.
+Addresses are IPv4 or IPv6 (ADDR:PORT is then [V6]:PORT; tcp-probe takes
+the bare V6).  Every loop is bounded in count and in time; nothing here
+picks its own targets: the caller passes addresses of its own namespaces.
 """
 import errno
 import os
@@ -30,14 +31,19 @@ import time
 
 
 def parse(ap):
+    """ADDR:PORT or [V6]:PORT to (host, port)."""
     host, _, port = ap.rpartition(":")
-    return host, int(port)
+    return host.strip("[]"), int(port)
+
+
+def family(host):
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
 def tcp_listen(seconds, addrs):
     sel = selectors.DefaultSelector()
     for ap in addrs:
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s = socket.socket(family(parse(ap)[0]), socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(parse(ap))
         s.listen(16)
@@ -60,7 +66,7 @@ def tcp_listen(seconds, addrs):
 def http_serve(seconds, ap, path):
     with open(path, "rb") as f:
         body = f.read()
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s = socket.socket(family(parse(ap)[0]), socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind(parse(ap))
     s.listen(16)
@@ -90,7 +96,7 @@ def http_serve(seconds, ap, path):
 
 
 def tcp_probe(timeout, addr, port, src=None):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s = socket.socket(family(addr), socket.SOCK_STREAM)
     s.settimeout(timeout)
     try:
         if src is not None:

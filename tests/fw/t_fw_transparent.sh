@@ -88,18 +88,12 @@ sb ip link set lo up && sb ip addr add 10.200.0.2/24 dev sb1 &&
     sb ip link set sb1 up && sb ip route add default via 10.200.0.1 ||
     fail "sandbox links"
 # IPv6 too, without duplicate address detection holding the addresses.
-# The input guard drops all but the broker ports from the sandbox
-# subnets, ICMPv6 neighbour discovery included, so the neighbours are
-# static here
+# The neighbours are resolved by neighbour discovery through the input
+# guard, which accepts the ICMPv6 solicitations and advertisements from
+# the sandbox subnets (no static entries: the IPv6 leg below proves it)
 ip -6 addr add fd20::1/64 dev sb0 nodad &&
     sb ip -6 addr add fd20::2/64 dev sb1 nodad &&
     sb ip -6 route add default via fd20::1 || fail "sandbox IPv6"
-mac() { sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p'; }
-mac0=$(ip -o link show dev sb0 | mac)
-mac1=$(sb ip -o link show dev sb1 | mac)
-ip -6 neigh replace fd20::2 lladdr "$mac1" dev sb0 nud permanent &&
-    sb ip -6 neigh replace fd20::1 lladdr "$mac0" dev sb1 nud permanent ||
-    fail "static neighbours"
 
 # --- upstreams: HTTP on :80, TLS on :443, each answering with the name
 #     it was asked for, so a test sees which host was reached
@@ -303,6 +297,10 @@ echo "$r" | grep -q '"session": "sb-6"' || fail "v6 session: $r"
 echo "$r" | grep -q '"transport": "transparent:\[fd20::2\]:[0-9]*"' ||
     fail "v6 transport: $r"
 echo "$r" | grep -q '"dialed": "198.51.100.10"' || fail "v6 dialed: $r"
+# the sandbox resolved its router, the broker, through the input guard
+nft list chain inet sluice input | grep -q \
+    'icmpv6 type nd-neighbor-solicit counter packets [1-9]' ||
+    fail "v6: no neighbour solicitation counted"
 out=$(ADDR='[2001:db8::10]' c allowed.test 443 https -6) || fail "v6 https: curl"
 [ "$out" = "upstream tls allowed.test /p?x=1" ] || fail "v6 https: $out"
 ADDR='[2001:db8::10]' c blocked.test 443 https -6 >/dev/null 2>&1 &&

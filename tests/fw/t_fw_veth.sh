@@ -11,6 +11,14 @@
 #   lan 10.99.0.10 (private), 10.99.0.20 (the upstream, in allow_cidrs),
 #     169.254.169.254 (metadata), 44.0.0.1-3 (public-looking addresses
 #     for deny_cidrs): reached through the broker's routing table
+#   IPv6 alongside: the broker fd88::1 (port 3128 too), the sandboxes
+#     fd88::2 and fd88::3 in sandbox subnet fd88::/64, the lan fd99::10
+#     (ULA), fd99::20 (the upstream, in allow_cidrs) and fd00:ec2::254
+#     (AWS's metadata address), 2a00:44::9 (public-looking, like
+#     44.0.0.9).  No static neighbour entries: the
+#     sandboxes and the broker find each other by neighbour discovery
+#     through the input guard (and by ARP for IPv4, which no inet hook
+#     sees)
 #
 # The namespaces are held by `unshare -n sleep` children and entered with
 # nsenter, so nothing is mounted under /run/netns; all of them end with
@@ -126,6 +134,8 @@ ip link set lo up || skip "no lo"
 ip link add vprobe type veth peer name vprobep 2>/dev/null || skip "no veth"
 ip link del vprobe
 echo 1 2>/dev/null > /proc/sys/net/ipv4/ip_forward || skip "no ip_forward"
+echo 1 2>/dev/null > /proc/sys/net/ipv6/conf/all/forwarding ||
+    skip "no IPv6 forwarding"
 
 # sandbox NSPID VETH ADDR: a routed veth to a sandbox
 sandbox() {
@@ -140,9 +150,16 @@ sandbox() {
 	nsx "$1" ip link set eth0 up
 	nsx "$1" ip route add 10.88.0.1/32 dev eth0
 	nsx "$1" ip route add default via 10.88.0.1 dev eth0 || fail "default $3"
+	# IPv6 the same way (nodad: no duplicate detection to wait for)
+	ip -6 addr add fd88::1/128 dev "$2" nodad
+	ip -6 route add "$4/128" dev "$2" || fail "route $4"
+	nsx "$1" ip -6 addr add "$4/128" dev eth0 nodad
+	nsx "$1" ip -6 route add fd88::1/128 dev eth0
+	nsx "$1" ip -6 route add default via fd88::1 dev eth0 ||
+	    fail "default $4"
 }
-sandbox "$S1" vs1 10.88.0.2
-sandbox "$S2" vs2 10.88.0.3
+sandbox "$S1" vs1 10.88.0.2 fd88::2
+sandbox "$S2" vs2 10.88.0.3 fd88::3
 
 ip link add vlan type veth peer name vlanp || fail "veth lan"
 ip link set vlanp netns "$LAN" || fail "move lan"
@@ -154,10 +171,18 @@ for a in 10.99.0.10/24 10.99.0.20/24 169.254.169.254/32 44.0.0.1/32 \
     44.0.0.2/32 44.0.0.3/32 44.0.0.9/32; do
 	nsx "$LAN" ip addr add "$a" dev eth0 || fail "lan address $a"
 done
+ip -6 addr add fd99::1/64 dev vlan nodad || fail "broker lan IPv6"
+for a in fd99::10/64 fd99::20/64 fd00:ec2::254/128 2a00:44::9/128; do
+	nsx "$LAN" ip -6 addr add "$a" dev eth0 nodad ||
+	    fail "lan address $a"
+done
 nsx "$LAN" ip link set eth0 up
 nsx "$LAN" ip route add default via 10.99.0.1 || fail "lan default"
+nsx "$LAN" ip -6 route add default via fd99::1 || fail "lan default v6"
 ip route add 169.254.169.254/32 via 10.99.0.10 || fail "metadata route"
 ip route add 44.0.0.0/24 via 10.99.0.10 || fail "44 route"
+ip -6 route add fd00:ec2::254/128 via fd99::10 || fail "metadata route v6"
+ip -6 route add 2a00:44::9/128 via fd99::10 || fail "2a00:44::9 route"
 
 # ---------------------------------------------------------- listeners
 echo "hello through sluice" > "$tmp/hello.txt"
@@ -176,12 +201,15 @@ listen() {
 	[ "$_l" = listening ] || fail "listener $*"
 }
 listen "$LAN" http-serve 110 10.99.0.20:8080 "$tmp/hello.txt"
-listen "$LAN" tcp-listen 110 10.99.0.10:80 169.254.169.254:80
-listen "$S1" tcp-listen 110 10.88.0.2:80
-listen "$S2" tcp-listen 110 10.88.0.3:80
-listen - tcp-listen 110 10.88.0.1:8081
+listen "$LAN" http-serve 110 '[fd99::20]:8080' "$tmp/hello.txt"
+listen "$LAN" tcp-listen 110 10.99.0.10:80 169.254.169.254:80 \
+    '[fd99::10]:80' '[fd00:ec2::254]:80'
+listen "$S1" tcp-listen 110 10.88.0.2:80 '[fd88::2]:80'
+listen "$S2" tcp-listen 110 10.88.0.3:80 '[fd88::3]:80'
+listen - tcp-listen 110 10.88.0.1:8081 '[fd88::1]:8081'
 i=0
-until [ "$(tcp "$LAN" 10.99.0.20 8080)" = open ]; do
+until [ "$(tcp "$LAN" 10.99.0.20 8080)" = open ] &&
+    [ "$(tcp "$LAN" fd99::20 8080)" = open ]; do
 	i=$((i + 1)); [ $i -gt 50 ] && fail "upstream not listening"; sleep 0.1
 done
 
@@ -195,18 +223,20 @@ config() {
   "state_file": "$tmp/state.json",
   "log": { "path": "$tmp/conn.jsonl" },
   "ceiling": "public",
-  "listen": { "tcp": ["10.88.0.1:3128"] },
+  "listen": { "tcp": ["10.88.0.1:3128", "[fd88::1]:3128"] },
   "sessions": [
     { "id": "sbx1", "tier": "public", "source": "10.88.0.2" },
-    { "id": "sbx2", "tier": "public", "source": "10.88.0.3" }
+    { "id": "sbx2", "tier": "public", "source": "10.88.0.3" },
+    { "id": "sbx1v6", "tier": "public", "source": "fd88::2" }
   ],
   "ports": { "public": [8080] },
-  "allow_cidrs": ["10.99.0.20/32"],
+  "allow_cidrs": ["10.99.0.20/32", "fd99::20/128"],
   "deny_cidrs": [$2],
   "dns": { "servers": ["127.0.0.1:53"],
-           "hosts": { "upstream.test": ["10.99.0.20"] } },
+           "hosts": { "upstream.test": ["10.99.0.20"],
+                      "upstream6.test": ["fd99::20"] } },
   "firewall": { "enabled": true, "uid": 0,
-                "sandbox_subnets": ["10.88.0.0/24"],
+                "sandbox_subnets": ["10.88.0.0/24", "fd88::/64"],
                 "broker_ports": [3128] }
 }
 EOF
@@ -295,6 +325,76 @@ case $v in timeout|"error EPERM") ;; *) fail "self guard metadata: $v";; esac
 [ "$(ctr output 'meta skuid 0 ip daddr @refused4')" -ge $((o_ref + 2)) ] ||
     fail "self guard counter"
 [ "$(tcp - 10.99.0.20 8080)" = open ] || fail "self guard: allow_cidrs"
+
+# ----------------------------------------- (b6) the same over IPv6
+# a request through sluiced's IPv6 listener to the upstream's IPv6
+# address: the sandbox first resolves the broker (a neighbour
+# solicitation from fd88::2, which the input guard accepts and counts)
+i_ns=$(ctr input 'icmpv6 type nd-neighbor-solicit')
+i_na=$(ctr input 'icmpv6 type nd-neighbor-advert')
+i_port6=$(ctr input 'ip6 saddr @sandbox6 tcp dport @broker_ports')
+o_allow6=$(ctr output 'meta skuid 0 ip6 daddr @allow6')
+got=$(nsx "$S1" curl -sS --max-time 5 -x 'http://[fd88::1]:3128' \
+    http://upstream6.test:8080/hello.txt) || fail "v6 request through sluiced"
+[ "$got" = "hello through sluice" ] || fail "v6 proxied body: $got"
+grep -q '"session": *"sbx1v6"' "$tmp/conn.jsonl" ||
+    fail "no log record for sbx1v6"
+[ "$(ctr input 'ip6 saddr @sandbox6 tcp dport @broker_ports')" -gt \
+    "$i_port6" ] || fail "v6 broker port counter"
+[ "$(ctr output 'meta skuid 0 ip6 daddr @allow6')" -gt "$o_allow6" ] ||
+    fail "allow6 output counter"
+[ "$(ctr input 'icmpv6 type nd-neighbor-solicit')" -gt "$i_ns" ] ||
+    fail "no neighbour solicitation counted"
+# the other way: the broker resolves a sandbox afresh; the sandbox's
+# advertisement (from fd88::2) passes the input guard.  The probe from
+# another uid is not answered (the SYN-ACK meets the input drop: the
+# broker reaches no sandbox port), but the neighbour became reachable
+ip -6 neigh flush dev vs1
+[ "$(nobody '[fd88::2]' 80)" = closed ] || fail "broker -> sbx1 port 80"
+ip -6 neigh show fd88::2 dev vs1 |
+    grep -q 'lladdr .* \(REACHABLE\|STALE\|DELAY\|PROBE\)' ||
+    fail "broker did not resolve fd88::2: $(ip -6 neigh show dev vs1)"
+[ "$(ctr input 'icmpv6 type nd-neighbor-advert')" -gt "$i_na" ] ||
+    fail "no neighbour advertisement counted"
+# IPv4's counterpart needs no rule: ARP is not IP, no inet hook sees it
+ip -4 neigh flush dev vs1
+[ "$(nobody 10.88.0.2 80)" = closed ] || fail "broker -> sbx1 port 80 (v4)"
+ip -4 neigh show 10.88.0.2 dev vs1 |
+    grep -q 'lladdr .* \(REACHABLE\|STALE\|DELAY\|PROBE\)' ||
+    fail "broker did not resolve 10.88.0.2: $(ip -4 neigh show dev vs1)"
+
+# controls over IPv6, from the broker as another uid
+for t in "[fd99::10] 80" "[fd00:ec2::254] 80"; do
+	# shellcheck disable=SC2086
+	[ "$(nobody $t)" = open ] || fail "control v6: $t"
+done
+[ "$(tcp "$LAN" fd88::1 8081)" = open ] || fail "control: [fd88::1]:8081"
+# a connection into a sandbox from a public-looking address: the
+# sandbox's replies pass the forward chain as established
+f_est6=$(ctr forward 'ip6 saddr @sandbox6 ct state established,related')
+[ "$(tcp "$LAN" fd88::3 80 2a00:44::9)" = open ] || fail "into sbx2 over v6"
+[ "$(ctr forward 'ip6 saddr @sandbox6 ct state established,related')" \
+    -gt "$f_est6" ] || fail "established v6 counter did not move"
+
+# from the sandbox: the ULA address, the metadata address, the upstream
+# itself, the other sandbox and another port of the broker are dropped
+f_ref6=$(ctr forward 'ip6 saddr @sandbox6 ip6 daddr @refused6')
+f_sbx6=$(ctr forward 'ip6 saddr @sandbox6 ip6 daddr @sandbox6')
+i_drop6=$(ctr input 'ip6 saddr @sandbox6')
+for t in "fd99::10 80" "fd00:ec2::254 80" "fd99::20 8080" "fd88::3 80" \
+    "fd88::1 8081" "fd88::1 22"; do
+	# shellcheck disable=SC2086
+	v=$(tcp "$S1" $t)
+	[ "$v" = timeout ] || fail "sbx1 -> $t: $v, expected a drop"
+done
+[ "$(tcp "$S2" fd88::2 80)" = timeout ] || fail "sbx2 -> sbx1 over v6"
+[ "$(tcp "$S1" fd88::1 3128)" = open ] || fail "sbx1 -> broker port over v6"
+[ "$(ctr forward 'ip6 saddr @sandbox6 ip6 daddr @refused6')" -ge \
+    $((f_ref6 + 3)) ] || fail "refused6 counter"
+[ "$(ctr forward 'ip6 saddr @sandbox6 ip6 daddr @sandbox6')" -ge \
+    $((f_sbx6 + 2)) ] || fail "other-sandbox v6 counter"
+[ "$(ctr input 'ip6 saddr @sandbox6')" -ge $((i_drop6 + 2)) ] ||
+    fail "input drop v6 counter"
 
 # ----------------------------------- (c) reloads swap the sets, no window
 nsenter -t "$LAN" -n "$py" "$probe" udp-count 80 "$tmp/counts" \
