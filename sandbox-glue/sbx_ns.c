@@ -167,17 +167,33 @@ close_others(const int *keep, int nkeep)
 static const char *const cg_v1_ctl[] = { "memory", "pids", "cpu", "freezer" };
 #define CG_V1_N (sizeof(cg_v1_ctl) / sizeof(cg_v1_ctl[0]))
 
+/* The group's name: the chat and a hash of its state directory, so that
+ * two state directories (two test runs) never share a group. */
+static void
+cg_name(char *buf, size_t len, const struct sbx_rec *rec)
+{
+	uint32_t h = 2166136261u;
+	const char *p;
+
+	for (p = rec->dir; *p != '\0'; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	snprintf(buf, len, "%s.%08x", rec->chat, h);
+}
+
 static void
 cg_path(char *buf, size_t len, const struct sbx_rec *rec, const char *ctl,
     const char *sub, const char *file)
 {
+	char n[SBX_ID_MAX + 16];
+
+	cg_name(n, sizeof(n), rec);
 	if (strncmp(rec->cgroup, "v2:", 3) == 0)
 		snprintf(buf, len, "%s/%s/%s%s%s%s%s", rec->cgroup + 3, CG_NAME,
-		    rec->chat, sub ? "/" : "", sub ? sub : "", file ? "/" : "",
+		    n, sub ? "/" : "", sub ? sub : "", file ? "/" : "",
 		    file ? file : "");
 	else
 		snprintf(buf, len, "%s/%s/%s/%s%s%s%s%s", CG_V1, ctl, CG_NAME,
-		    rec->chat, sub ? "/" : "", sub ? sub : "", file ? "/" : "",
+		    n, sub ? "/" : "", sub ? sub : "", file ? "/" : "",
 		    file ? file : "");
 }
 

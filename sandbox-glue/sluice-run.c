@@ -1416,6 +1416,7 @@ destroy_locked(struct sbx_rec *r)
 	if (r->workspace_made)
 		rm_tree(r->workspace);
 	rm_tree(r->dir);
+	(void)rmdir(r->session_dir);    /* sluiced leaves it, empty */
 	return 0;
 }
 
