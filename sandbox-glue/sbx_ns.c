@@ -523,6 +523,28 @@ proc_signal(const struct sbx_rec *rec, uint64_t since, int sig)
 	return n;
 }
 
+/* Live (not zombie) processes whose pid namespace is want. */
+static int
+proc_count_ns(const char *want)
+{
+	char have[64];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	if ((d = opendir("/proc")) == NULL)
+		return 0;
+	while ((de = readdir(d)) != NULL) {
+		pid_t pid = (pid_t)atoi(de->d_name);
+
+		if (pid > 0 && ns_ino(pid, "pid", have, sizeof(have)) == 0 &&
+		    strcmp(have, want) == 0 && sbx_proc_start(pid) != 0)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
 /* Boot-time clock ticks now, comparable with /proc starttime. */
 static uint64_t
 ticks_now(void)
@@ -1069,11 +1091,15 @@ ns_destroy(struct sbx_rec *rec, char *err, size_t errlen)
 			cg_v1_freeze(rec, NULL, 0);
 		else if (cg_is_v2(rec))
 			cg_write(rec, NULL, NULL, "cgroup.freeze", "0");
+		char ns[64] = "";
+
+		(void)ns_ino(rec->init_pid, "pid", ns, sizeof(ns));
 		proc_signal(rec, 0, SIGCONT);
-		/* killing a pid namespace's init kills all of it */
+		/* killing a pid namespace's init kills all of it; wait
+		 * (bounded) until the last of it has exited */
 		kill(rec->init_pid, SIGKILL);
-		for (i = 0; i < 400 && sbx_proc_start(rec->init_pid) ==
-		    rec->init_start; i++)
+		for (i = 0; i < 400 && (sbx_proc_start(rec->init_pid) ==
+		    rec->init_start || (ns[0] && proc_count_ns(ns) > 0)); i++)
 			usleep(5000);
 	}
 	if (rec->cgroup[0] != '\0') {
