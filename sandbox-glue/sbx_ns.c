@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stddef.h>
@@ -1244,6 +1245,110 @@ enter_ns(const struct sbx_rec *rec, const char **what)
 	return rc;
 }
 
+/*
+ * The drainer: a child of the command's parent that owns the read ends
+ * of the command's output pipes.  It passes output on to the caller
+ * until the main process has exited (ctl reaches EOF), then hands over
+ * what is already buffered, closes the caller's ends and acknowledges
+ * (closes ack); after that it reads and drops whatever background
+ * processes still write, until they close their ends.  Without it a
+ * background job's next write after the command would raise SIGPIPE or
+ * EPIPE.  It runs as the sandbox user's host uid, without privileges.
+ */
+static void
+drainer(const struct sbx_rec *rec, int in[2], int out[2], int ctl, int ack)
+{
+	char buf[16384];
+	int open_in = 2, passing = 1, i;
+
+	(void)prctl(PR_SET_NAME, "sbx-drain", 0, 0, 0);
+	signal(SIGPIPE, SIG_IGN);
+	/* it may outlive the caller: hold none of the caller's 0-2 (a
+	 * caller waiting for EOF on its output would wait for us) */
+	for (i = 0; i <= 2; i++)
+		if (i != out[0] && i != out[1] && i != ctl && i != ack &&
+		    i != in[0] && i != in[1]) {
+			int fd = open("/dev/null", O_RDWR);
+
+			if (fd >= 0 && fd != i) {
+				dup2(fd, i);
+				close(fd);
+			}
+		}
+	if (setgroups(0, NULL) != 0 || setresgid(rec->host_gid, rec->host_gid,
+	    rec->host_gid) != 0 || setresuid(rec->host_uid, rec->host_uid,
+	    rec->host_uid) != 0)
+		_exit(1);
+	(void)prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	while (open_in > 0 || passing) {
+		struct pollfd p[3];
+		int n = 0, k;
+
+		for (i = 0; i < 2; i++)
+			if (in[i] >= 0) {
+				p[n].fd = in[i];
+				p[n++].events = POLLIN;
+			}
+		if (passing) {
+			p[n].fd = ctl;
+			p[n++].events = POLLIN;
+		}
+		if (poll(p, n, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		for (k = 0; k < n; k++) {
+			ssize_t m;
+
+			if (p[k].revents == 0)
+				continue;
+			if (passing && p[k].fd == ctl) {
+				/* main exited: hand over what is buffered */
+				for (i = 0; i < 2; i++) {
+					int fl, r = 0;
+
+					if (in[i] < 0)
+						continue;
+					fl = fcntl(in[i], F_GETFL);
+					fcntl(in[i], F_SETFL, fl | O_NONBLOCK);
+					while (r++ < 256 && (m = read(in[i], buf,
+					    sizeof(buf))) > 0)
+						if (out[i] >= 0 && write(out[i], buf,
+						    (size_t)m) != m) {
+							close(out[i]);
+							out[i] = -1;
+						}
+					fcntl(in[i], F_SETFL, fl);
+				}
+				for (i = 0; i < 2; i++)
+					if (out[i] >= 0)
+						close(out[i]);
+				out[0] = out[1] = -1;
+				close(ack);
+				passing = 0;
+				break;
+			}
+			for (i = 0; i < 2 && in[i] != p[k].fd; i++)
+				;
+			if (i == 2)
+				continue;
+			m = read(in[i], buf, sizeof(buf));
+			if (m <= 0) {
+				close(in[i]);
+				in[i] = -1;
+				open_in--;
+				continue;
+			}
+			if (out[i] >= 0 && write(out[i], buf, (size_t)m) != m) {
+				close(out[i]);  /* the caller left: drop */
+				out[i] = -1;
+			}
+		}
+	}
+	_exit(0);
+}
+
 static int
 ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
     char *err, size_t errlen)
@@ -1271,8 +1376,9 @@ ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	}
 	if (pid == 0) {
 		const char *what = "";
-		pid_t child;
-		int st;
+		int pin[2][2], pctl[2], pack[2], st;
+		pid_t child, drain;
+		char c;
 
 		close(rep[0]);
 		{
@@ -1286,6 +1392,34 @@ ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 			what = "cgroup join";
 			goto child_fail;
 		}
+		if (pipe2(pin[0], O_CLOEXEC) != 0 || pipe2(pin[1], O_CLOEXEC)
+		    != 0 || pipe2(pctl, O_CLOEXEC) != 0 || pipe2(pack,
+		    O_CLOEXEC) != 0) {
+			what = "pipe";
+			goto child_fail;
+		}
+		if ((drain = fork()) < 0) {
+			what = "fork";
+			goto child_fail;
+		}
+		if (drain == 0) {
+			int in[2] = { pin[0][0], pin[1][0] };
+			int outs[2] = { cmd->fd_out, cmd->fd_err };
+
+			close(rep[1]);
+			close(pin[0][1]);
+			close(pin[1][1]);
+			close(pctl[1]);
+			close(pack[0]);
+			close(cmd->fd_in);
+			drainer(rec, in, outs, pctl[0], pack[1]);
+		}
+		close(pin[0][0]);
+		close(pin[1][0]);
+		close(pctl[0]);
+		close(pack[1]);
+		close(cmd->fd_out);
+		close(cmd->fd_err);
 		if (enter_ns(rec, &what) != 0)
 			goto child_fail;
 		if ((child = fork()) < 0) {
@@ -1293,8 +1427,8 @@ ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 			goto child_fail;
 		}
 		if (child == 0) {
-			if (dup2(cmd->fd_in, 0) < 0 || dup2(cmd->fd_out, 1) < 0
-			    || dup2(cmd->fd_err, 2) < 0) {
+			if (dup2(cmd->fd_in, 0) < 0 || dup2(pin[0][1], 1) < 0
+			    || dup2(pin[1][1], 2) < 0) {
 				what = "dup2";
 				goto child_fail;
 			}
@@ -1315,9 +1449,13 @@ ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 		}
 		close(rep[1]);
 		close(cmd->fd_in);
-		close(cmd->fd_out);
-		close(cmd->fd_err);
+		close(pin[0][1]);
+		close(pin[1][1]);
 		while (waitpid(child, &st, 0) < 0 && errno == EINTR)
+			;
+		/* tell the drainer, wait until it has handed over */
+		close(pctl[1]);
+		while (read(pack[0], &c, 1) < 0 && errno == EINTR)
 			;
 		if (WIFEXITED(st))
 			_exit(WEXITSTATUS(st));

@@ -173,6 +173,16 @@ def processes_limits_cancel(env):
     check_eq(o["exit_code"], 0, "background start")
     o = run.exec("p1", "kill -0 $(cat bg.pid) && echo alive; pwd")
     check_eq(o["stdout"], "alive\n/workspace\n", "background survives")
+    # a background job that keeps writing to the command's stdout does
+    # not die of a broken pipe once the command has returned
+    o = run.exec("p1", "(while :; do echo tick; sleep 0.1; done) & "
+                 "echo $! > ticker.pid; echo started")
+    check("started" in o["stdout"] and o["duration_ms"] < 5000,
+          "ticker: %r", o)
+    time.sleep(0.5)
+    o = run.exec("p1", "kill -0 $(cat ticker.pid) && echo alive && "
+                 "kill $(cat ticker.pid)")
+    check_eq(o["stdout"], "alive\n", "writer survives its command")
     # timeout: the command, a child and a setsid double-forked grandchild
     t0 = time.monotonic()
     r, o = run.json("exec", "--chat", "p1", "--timeout", "2", "--",
