@@ -241,6 +241,13 @@ cg_setup(struct sbx_rec *rec)
 	size_t i;
 	int ok = 1;
 
+	if (strcmp(rec->cgroup, "off") == 0) {
+		rec->cgroup[0] = '\0';
+		snprintf(rec->note, sizeof(rec->note), "cgroups off by "
+		    "configuration: no memory/pids/cpu limits, process trees "
+		    "found through /proc");
+		return;
+	}
 	rec->cgroup[0] = '\0';
 	snprintf(p, sizeof(p), "%s/freezer", CG_V1);
 	if (access(p, W_OK) == 0) {
@@ -1011,6 +1018,7 @@ init_main(void *arg)
 	if (setresgid(0, 0, 0) != 0 || setresuid(0, 0, 0) != 0)
 		init_fail(a, "setresuid", "0");
 	(void)setsid();
+	(void)prctl(PR_SET_NAME, "sbx-init", 0, 0, 0);
 	if (dup2(a->log_fd, 1) < 0 || dup2(a->log_fd, 2) < 0)
 		init_fail(a, "dup2", "log");
 	if ((fd = open("/dev/null", O_RDONLY)) >= 0) {
