@@ -12,8 +12,9 @@
  * Process trees are found through cgroups when the host lets us make
  * them (a v1 freezer per command, or a v2 group per command), and
  * otherwise by walking /proc for processes of the sandbox's pid
- * namespace started after the command.  A setsid double fork escapes
- * neither.
+ * namespace that were not there when the command started (so, without
+ * cgroups, a timeout also takes what a concurrent command of the same
+ * chat started meanwhile).  A setsid double fork escapes neither.
  */
 #include "sluice-config.h"
 
@@ -495,13 +496,31 @@ ns_ino(pid_t pid, const char *ns, char *buf, size_t len)
 	return 0;
 }
 
+/* Processes that ran before a command: (pid, start time) pairs. */
+struct snap {
+	size_t n;
+	struct { pid_t pid; uint64_t start; } *v;
+};
+
+static int
+snap_has(const struct snap *s, pid_t pid, uint64_t start)
+{
+	size_t i;
+
+	for (i = 0; s != NULL && i < s->n; i++)
+		if (s->v[i].pid == pid && s->v[i].start == start)
+			return 1;
+	return 0;
+}
+
 /*
  * Signal the processes of the sandbox's pid namespace other than its
- * holder whose start time is at least since (clock ticks since boot, 0:
- * all).  Returns how many.
+ * holder and those in pre (NULL: none).  With out, record them there
+ * instead of signalling.  Returns how many.
  */
 static int
-proc_signal(const struct sbx_rec *rec, uint64_t since, int sig)
+proc_signal_x(const struct sbx_rec *rec, const struct snap *pre, int sig,
+    FILE *out)
 {
 	char want[64], have[64];
 	struct dirent *de;
@@ -522,13 +541,68 @@ proc_signal(const struct sbx_rec *rec, uint64_t since, int sig)
 		    strcmp(have, want) != 0)
 			continue;
 		st = sbx_proc_start(pid);
-		if (st == 0 || st < since)
+		if (st == 0 || snap_has(pre, pid, st))
 			continue;
-		if (kill(pid, sig) == 0)
+		if (out != NULL) {
+			fprintf(out, "%d %llu\n", (int)pid,
+			    (unsigned long long)st);
+			n++;
+		} else if (kill(pid, sig) == 0)
 			n++;
 	}
 	closedir(d);
 	return n;
+}
+
+static int
+proc_signal(const struct sbx_rec *rec, int sig)
+{
+	return proc_signal_x(rec, NULL, sig, NULL);
+}
+
+/* Without cgroups a command's tree is "what was not there before it":
+ * the snapshot is kept in rec->dir/pre-<tag> for kill_tree. */
+static void
+snap_path(char *buf, size_t len, const struct sbx_rec *rec, const char *tag)
+{
+	snprintf(buf, len, "%s/pre-%s", rec->dir, tag);
+}
+
+static void
+snap_save(const struct sbx_rec *rec, const char *tag)
+{
+	char p[SBX_PATH_MAX + 160];
+	FILE *f;
+
+	snap_path(p, sizeof(p), rec, tag);
+	if ((f = fopen(p, "we")) == NULL)
+		return;
+	proc_signal_x(rec, NULL, 0, f);
+	fclose(f);
+}
+
+static void
+snap_load(const struct sbx_rec *rec, const char *tag, struct snap *s)
+{
+	char p[SBX_PATH_MAX + 160];
+	unsigned long long st;
+	void *nv;
+	FILE *f;
+	int pid;
+
+	memset(s, 0, sizeof(*s));
+	snap_path(p, sizeof(p), rec, tag);
+	if ((f = fopen(p, "re")) == NULL)
+		return;
+	while (fscanf(f, "%d %llu", &pid, &st) == 2) {
+		if ((nv = realloc(s->v, (s->n + 1) * sizeof(*s->v))) == NULL)
+			break;
+		s->v = nv;
+		s->v[s->n].pid = (pid_t)pid;
+		s->v[s->n].start = st;
+		s->n++;
+	}
+	fclose(f);
 }
 
 /* Live (not zombie) processes whose pid namespace is want. */
@@ -1103,7 +1177,7 @@ ns_destroy(struct sbx_rec *rec, char *err, size_t errlen)
 		char ns[64] = "";
 
 		(void)ns_ino(rec->init_pid, "pid", ns, sizeof(ns));
-		proc_signal(rec, 0, SIGCONT);
+		proc_signal(rec, SIGCONT);
 		/* killing a pid namespace's init kills all of it; wait
 		 * (bounded) until the last of it has exited */
 		kill(rec->init_pid, SIGKILL);
@@ -1374,6 +1448,8 @@ ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	out->start_ms = sbx_now_ms();
 	snprintf(out->tag, sizeof(out->tag), "x%llu-%d",
 	    (unsigned long long)ticks_now(), (int)getpid());
+	if (rec->cgroup[0] == '\0')
+		snap_save(rec, out->tag);
 	if (pipe2(rep, O_CLOEXEC) != 0)
 		return sbx_err(err, errlen, "pipe: %s", strerror(errno));
 	pid = fork();
@@ -1488,17 +1564,11 @@ child_fail:
 	return 0;
 }
 
-static uint64_t
-tag_ticks(const char *tag)
-{
-	return tag[0] == 'x' ? strtoull(tag + 1, NULL, 10) : 0;
-}
-
 static int
 ns_kill_tree(struct sbx_rec *rec, const struct sbx_proc *p, char *err,
     size_t errlen)
 {
-	uint64_t since = tag_ticks(p->tag);
+	struct snap pre;
 	int i;
 
 	(void)err;
@@ -1508,20 +1578,23 @@ ns_kill_tree(struct sbx_rec *rec, const struct sbx_proc *p, char *err,
 		return 0;
 	}
 	/* stop first so nothing forks between the rounds, then kill */
-	if (since == 0)
-		return 0;
+	snap_load(rec, p->tag, &pre);
 	for (i = 0; i < 5; i++)
-		if (proc_signal(rec, since, SIGSTOP) == 0)
-			break;
-	proc_signal(rec, since, SIGKILL);
-	proc_signal(rec, since, SIGCONT);
+		proc_signal_x(rec, &pre, SIGSTOP, NULL);
+	proc_signal_x(rec, &pre, SIGKILL, NULL);
+	proc_signal_x(rec, &pre, SIGCONT, NULL);
+	free(pre.v);
 	return 0;
 }
 
 static void
 ns_release(struct sbx_rec *rec, const struct sbx_proc *p)
 {
+	char path[SBX_PATH_MAX + 160];
+
 	cg_release(rec, p->tag);
+	snap_path(path, sizeof(path), rec, p->tag);
+	(void)unlink(path);
 }
 
 static int
@@ -1538,7 +1611,7 @@ ns_suspend(struct sbx_rec *rec, char *err, size_t errlen)
 			return sbx_err(err, errlen, "freezer: %s",
 			    strerror(errno));
 	} else
-		proc_signal(rec, 0, SIGSTOP);
+		proc_signal(rec, SIGSTOP);
 	rec->suspended = 1;
 	return 0;
 }
@@ -1555,7 +1628,7 @@ ns_resume(struct sbx_rec *rec, char *err, size_t errlen)
 			return sbx_err(err, errlen, "freezer: %s",
 			    strerror(errno));
 	} else
-		proc_signal(rec, 0, SIGCONT);
+		proc_signal(rec, SIGCONT);
 	rec->suspended = 0;
 	return 0;
 }
