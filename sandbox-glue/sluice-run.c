@@ -1322,6 +1322,8 @@ cmd_exec(char **argv)
 		else if (res.cancelled)
 			fprintf(stderr, PROG ": cancelled\n");
 	}
+	free(res.out[0]);
+	free(res.out[1]);
 	if (res.timed_out)
 		return EX_TIMEOUT;
 	return res.exit_code;
@@ -1360,6 +1362,8 @@ cmd_file(const char *verb, char **args)
 		argv[5] = NULL;
 		run_common(argv, 0, 1, 2, C.timeout_default, 0, 0, &res);
 	}
+	free(res.out[0]);
+	free(res.out[1]);
 	if (res.timed_out) {
 		fprintf(stderr, PROG ": %s timed out\n", verb);
 		return EX_TIMEOUT;
@@ -1658,7 +1662,7 @@ main(int argc, char **argv)
 	};
 	const char *state = NULL, *control = NULL, *config = NULL;
 	const char *verb = NULL;
-	struct envv extra = { NULL, 0 };
+	static struct envv extra;
 	size_t i;
 	int c, pass;
 
