@@ -221,114 +221,146 @@ mkdir_ok(const char *p)
 	return mkdir(p, 0755) == 0 || errno == EEXIST ? 0 : -1;
 }
 
-/* Find the v2 mount: /sys/fs/cgroup itself when it is cgroup2. */
+/* Find a v2 mount: /sys/fs/cgroup itself when it is cgroup2, else (with
+ * hybrid set) the unified hierarchy of a hybrid host, which has no
+ * controllers but can still freeze and kill. */
 static int
-cg_v2_root(char *buf, size_t len)
+cg_v2_root(char *buf, size_t len, int hybrid)
 {
 	struct stat st;
 
-	if (stat("/sys/fs/cgroup/cgroup.controllers", &st) != 0)
-		return -1;
-	snprintf(buf, len, "/sys/fs/cgroup");
+	if (stat("/sys/fs/cgroup/cgroup.controllers", &st) == 0) {
+		snprintf(buf, len, "/sys/fs/cgroup");
+		return 0;
+	}
+	if (hybrid && stat("/sys/fs/cgroup/unified/cgroup.controllers", &st)
+	    == 0) {
+		snprintf(buf, len, "/sys/fs/cgroup/unified");
+		return 0;
+	}
+	return -1;
+}
+
+/* Set one limit; a failure is added to the note. */
+static void
+cg_limit(struct sbx_rec *rec, const char *ctl, const char *file,
+    unsigned long long v, int cpu_max)
+{
+	char val[64];
+	size_t n = strlen(rec->note);
+
+	if (cpu_max)
+		snprintf(val, sizeof(val), "%llu 100000", v);
+	else
+		snprintf(val, sizeof(val), "%llu", v);
+	if (cg_write(rec, ctl, NULL, file, val) == 0)
+		return;
+	snprintf(rec->note + n, sizeof(rec->note) - n, "%s%s not set (%s)",
+	    n ? "; " : "", file, strerror(errno));
+}
+
+/* Make the groups of one version; -1 with the failing path in p. */
+static int
+cg_make(struct sbx_rec *rec, char *p, size_t plen)
+{
+	size_t i;
+
+	if (cg_is_v2(rec)) {
+		snprintf(p, plen, "%s/%s", rec->cgroup + 3, CG_NAME);
+		if (mkdir_ok(p) != 0)
+			return -1;
+		/* let the sandboxes' groups have the controllers; where
+		 * they are not available the limits below say so */
+		snprintf(p, plen, "%s/cgroup.subtree_control", rec->cgroup + 3);
+		(void)write_file(p, "+memory +pids +cpu");
+		snprintf(p, plen, "%s/%s/cgroup.subtree_control", rec->cgroup + 3,
+		    CG_NAME);
+		(void)write_file(p, "+memory +pids +cpu");
+		cg_path(p, plen, rec, NULL, NULL, NULL);
+		if (mkdir_ok(p) != 0)
+			return -1;
+		cg_path(p, plen, rec, NULL, "init", NULL);
+		return mkdir_ok(p);
+	}
+	for (i = 0; i < CG_V1_N; i++) {
+		snprintf(p, plen, "%s/%s/%s", CG_V1, cg_v1_ctl[i], CG_NAME);
+		if (mkdir_ok(p) != 0)
+			return -1;
+		cg_path(p, plen, rec, cg_v1_ctl[i], NULL, NULL);
+		if (mkdir_ok(p) != 0)
+			return -1;
+	}
 	return 0;
 }
 
-/* Make the sandbox's groups and set its limits.  Leaves rec->cgroup ""
- * and a note when neither version is writable. */
+/*
+ * Make the sandbox's groups and set its limits.  rec->cgroup on entry:
+ * "" choose (v1 where its freezer is writable, else v2), "v1" or "v2"
+ * only that one, "off" none.  On return "v1", "v2:<root>" or "" (none,
+ * with a note).
+ */
 static void
 cg_setup(struct sbx_rec *rec)
 {
-	char p[SBX_PATH_MAX + 128], v[64], root[256];
-	size_t i;
-	int ok = 1;
+	char p[SBX_PATH_MAX + 128], root[256], want[8];
+	const struct sbx_limits *l = &rec->lim;
 
-	if (strcmp(rec->cgroup, "off") == 0) {
-		rec->cgroup[0] = '\0';
+	snprintf(want, sizeof(want), "%.7s", rec->cgroup);
+	rec->cgroup[0] = '\0';
+	if (strcmp(want, "off") == 0) {
 		snprintf(rec->note, sizeof(rec->note), "cgroups off by "
 		    "configuration: no memory/pids/cpu limits, process trees "
 		    "found through /proc");
 		return;
 	}
-	rec->cgroup[0] = '\0';
 	snprintf(p, sizeof(p), "%s/freezer", CG_V1);
-	if (access(p, W_OK) == 0) {
+	if (strcmp(want, "v2") != 0 && access(p, W_OK) == 0)
 		snprintf(rec->cgroup, sizeof(rec->cgroup), "v1");
-		for (i = 0; i < CG_V1_N && ok; i++) {
-			snprintf(p, sizeof(p), "%s/%s/%s", CG_V1, cg_v1_ctl[i],
-			    CG_NAME);
-			if (mkdir_ok(p) != 0)
-				ok = 0;
-			cg_path(p, sizeof(p), rec, cg_v1_ctl[i], NULL, NULL);
-			if (ok && mkdir_ok(p) != 0)
-				ok = 0;
-		}
-		if (!ok) {
-			snprintf(rec->note, sizeof(rec->note), "cgroup v1: %s: "
-			    "%s; no memory/pids/cpu limits", p, strerror(errno));
-			rec->cgroup[0] = '\0';
-			return;
-		}
-		if (rec->lim.memory_bytes) {
+	else if (strcmp(want, "v1") != 0 && cg_v2_root(root, sizeof(root),
+	    strcmp(want, "v2") == 0) == 0)
+		snprintf(rec->cgroup, sizeof(rec->cgroup), "v2:%s", root);
+	else {
+		snprintf(rec->note, sizeof(rec->note), "no writable cgroup%s%s: "
+		    "no memory/pids/cpu limits, process trees found through "
+		    "/proc", want[0] ? " " : " v1 or v2", want);
+		return;
+	}
+	if (cg_make(rec, p, sizeof(p)) != 0) {
+		snprintf(rec->note, sizeof(rec->note), "cgroup %.2s: %.160s: %s; "
+		    "no memory/pids/cpu limits, process trees found through "
+		    "/proc", rec->cgroup, p, strerror(errno));
+		rec->cgroup[0] = '\0';
+		return;
+	}
+	if (!cg_is_v2(rec)) {
+		if (l->memory_bytes) {
+			char v[32];
+
+			cg_limit(rec, "memory", "memory.limit_in_bytes",
+			    l->memory_bytes, 0);
+			/* no swap on top, where swap accounting is on */
 			snprintf(v, sizeof(v), "%llu",
-			    (unsigned long long)rec->lim.memory_bytes);
-			cg_write(rec, "memory", NULL, "memory.limit_in_bytes", v);
-			cg_write(rec, "memory", NULL,
+			    (unsigned long long)l->memory_bytes);
+			(void)cg_write(rec, "memory", NULL,
 			    "memory.memsw.limit_in_bytes", v);
 		}
-		if (rec->lim.pids) {
-			snprintf(v, sizeof(v), "%llu",
-			    (unsigned long long)rec->lim.pids);
-			cg_write(rec, "pids", NULL, "pids.max", v);
-		}
-		if (rec->lim.cpu_pct) {
-			cg_write(rec, "cpu", NULL, "cpu.cfs_period_us", "100000");
-			snprintf(v, sizeof(v), "%llu",
-			    (unsigned long long)rec->lim.cpu_pct * 1000);
-			cg_write(rec, "cpu", NULL, "cpu.cfs_quota_us", v);
+		if (l->pids)
+			cg_limit(rec, "pids", "pids.max", l->pids, 0);
+		if (l->cpu_pct) {
+			cg_limit(rec, "cpu", "cpu.cfs_period_us", 100000, 0);
+			cg_limit(rec, "cpu", "cpu.cfs_quota_us", l->cpu_pct * 1000,
+			    0);
 		}
 		return;
 	}
-	if (cg_v2_root(root, sizeof(root)) == 0) {
-		snprintf(rec->cgroup, sizeof(rec->cgroup), "v2:%s", root);
-		snprintf(p, sizeof(p), "%s/%s", root, CG_NAME);
-		write_file("/sys/fs/cgroup/cgroup.subtree_control",
-		    "+memory +pids +cpu");
-		if (mkdir_ok(p) != 0)
-			ok = 0;
-		write_file(strcat(p, "/cgroup.subtree_control"),
-		    "+memory +pids +cpu");
-		cg_path(p, sizeof(p), rec, NULL, NULL, NULL);
-		if (ok && mkdir_ok(p) != 0)
-			ok = 0;
-		cg_path(p, sizeof(p), rec, NULL, "init", NULL);
-		if (ok && mkdir_ok(p) != 0)
-			ok = 0;
-		if (!ok) {
-			snprintf(rec->note, sizeof(rec->note), "cgroup v2: %s: "
-			    "%s; no memory/pids/cpu limits", p, strerror(errno));
-			rec->cgroup[0] = '\0';
-			return;
-		}
-		if (rec->lim.memory_bytes) {
-			snprintf(v, sizeof(v), "%llu",
-			    (unsigned long long)rec->lim.memory_bytes);
-			cg_write(rec, NULL, NULL, "memory.max", v);
-			cg_write(rec, NULL, NULL, "memory.swap.max", "0");
-		}
-		if (rec->lim.pids) {
-			snprintf(v, sizeof(v), "%llu",
-			    (unsigned long long)rec->lim.pids);
-			cg_write(rec, NULL, NULL, "pids.max", v);
-		}
-		if (rec->lim.cpu_pct) {
-			snprintf(v, sizeof(v), "%llu 100000",
-			    (unsigned long long)rec->lim.cpu_pct * 1000);
-			cg_write(rec, NULL, NULL, "cpu.max", v);
-		}
-		return;
+	if (l->memory_bytes) {
+		cg_limit(rec, NULL, "memory.max", l->memory_bytes, 0);
+		(void)cg_write(rec, NULL, NULL, "memory.swap.max", "0");
 	}
-	snprintf(rec->note, sizeof(rec->note), "no writable cgroup v1 or v2: "
-	    "no memory/pids/cpu limits, process trees found through /proc");
+	if (l->pids)
+		cg_limit(rec, NULL, "pids.max", l->pids, 0);
+	if (l->cpu_pct)
+		cg_limit(rec, NULL, "cpu.max", l->cpu_pct * 1000, 1);
 }
 
 /* Move process who into the sandbox's groups; sub is the per-command

@@ -67,7 +67,7 @@ struct cfg {
 	long max_per_tenant, max_per_user, max_total;
 	long idle_after, remove_after;
 	unsigned long uid_base, slots;
-	int cgroups;
+	char cgroups[8];        /* "", "v1", "v2", "off" */
 	struct sbx_limits lim;
 };
 
@@ -90,7 +90,6 @@ cfg_defaults(void)
 	C.max_total = 200;
 	C.idle_after = 15 * 60;
 	C.remove_after = 24 * 3600;
-	C.cgroups = 1;
 	C.uid_base = 1000000000ul;
 	C.slots = 1024;
 	C.lim.memory_bytes = 2048ull << 20;
@@ -207,9 +206,15 @@ cfg_load(const char *path)
 	cfg_num(o, "uid_base", &ub, 65536, 4000000000l - 65536l * 1024);
 	C.uid_base = (unsigned long)ub;
 	if ((l = json_object_get(o, "cgroups")) != NULL) {
-		if (!json_is_boolean(l))
-			die(EX_USAGE, "config: cgroups: true or false");
-		C.cgroups = json_is_true(l);
+		const char *v = json_is_false(l) ? "off" : json_is_true(l) ?
+		    "auto" : json_string_value(l);
+
+		if (v == NULL || (strcmp(v, "auto") && strcmp(v, "v1") &&
+		    strcmp(v, "v2") && strcmp(v, "off")))
+			die(EX_USAGE, "config: cgroups: \"auto\", \"v1\", "
+			    "\"v2\" or \"off\"");
+		snprintf(C.cgroups, sizeof(C.cgroups), "%s",
+		    strcmp(v, "auto") ? v : "");
 	}
 	if ((l = json_object_get(o, "limits")) != NULL) {
 		if (!json_is_object(l))
@@ -1119,8 +1124,7 @@ cmd_create(void)
 	r.host_gid = r.uid_base + SBX_GID;
 	r.created = r.last_used = time(NULL);
 	r.lim = C.lim;
-	if (!C.cgroups)
-		snprintf(r.cgroup, sizeof(r.cgroup), "off");
+	snprintf(r.cgroup, sizeof(r.cgroup), "%s", C.cgroups);
 	if (mkdir(d, 0711) != 0) {
 		unlock(lk);
 		die(EX_FAIL, "%s: %s", d, strerror(errno));
