@@ -620,7 +620,7 @@ broker_delete(const char *chat, char *err, size_t errlen)
  * others.  0, or -1 naming the first one that is not.
  */
 static int
-path_reachable(const char *path, char *err, size_t errlen)
+path_reachable(const char *path, int self, char *err, size_t errlen)
 {
 	char p[SBX_PATH_MAX], *s;
 	struct stat st;
@@ -632,7 +632,8 @@ path_reachable(const char *path, char *err, size_t errlen)
 		if (c != '/' && c != '\0')
 			continue;
 		*s = '\0';
-		if (stat(p, &st) == 0 && S_ISDIR(st.st_mode) &&
+		if ((c != '\0' || self) && stat(p, &st) == 0 &&
+		    S_ISDIR(st.st_mode) &&
 		    !(st.st_mode & S_IXOTH))
 			return sbx_err(err, errlen, "%s (mode %04o) is not "
 			    "searchable by others; the sandbox cannot reach "
@@ -1231,10 +1232,11 @@ cmd_create(void)
 	free(resp);
 	resp = NULL;
 	socket_own(&r);
-	if (path_reachable(r.dir, err, sizeof(err)) != 0 ||
-	    path_reachable(r.workspace, err, sizeof(err)) != 0 ||
-	    path_reachable(r.session_dir, err, sizeof(err)) != 0 ||
-	    path_reachable(r.shim, err, sizeof(err)) != 0) {
+	/* the workspace is the sandbox user's own: only the way there */
+	if (path_reachable(r.dir, 1, err, sizeof(err)) != 0 ||
+	    path_reachable(r.workspace, 0, err, sizeof(err)) != 0 ||
+	    path_reachable(r.session_dir, 1, err, sizeof(err)) != 0 ||
+	    path_reachable(r.shim, 0, err, sizeof(err)) != 0) {
 		fprintf(stderr, PROG ": %s\n", err);
 		goto fail;
 	}
