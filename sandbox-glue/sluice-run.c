@@ -931,8 +931,10 @@ collect(struct sbx_rec *r, const struct sbx_backend *be, struct sbx_proc *pr,
 			p[n].events = POLLIN;
 			fdi[n++] = 2;
 		}
-		if (poll(p, n, left > 200 || pfd_pid >= 0 ? (int)(left > 60000 ?
-		    60000 : left) : (int)left) < 0 && errno != EINTR)
+		/* without a pidfd (kernels before 5.3) the exit is polled */
+		if (left > (pfd_pid >= 0 ? 60000 : 50))
+			left = pfd_pid >= 0 ? 60000 : 50;
+		if (poll(p, n, (int)left) < 0 && errno != EINTR)
 			break;
 		if (pfd_pid < 0 && waitpid(pr->pid, &st, WNOHANG) == pr->pid) {
 			exited = 2;
@@ -967,8 +969,6 @@ collect(struct sbx_rec *r, const struct sbx_backend *be, struct sbx_proc *pr,
 				res->dropped[i] += (size_t)m - keep;
 			}
 		}
-		if (pfd_pid < 0 && fds[0] < 0 && fds[1] < 0)
-			usleep(10000);
 	}
 	/* the main process is gone: take what is already in the pipes,
 	 * not what background children may still write */
