@@ -53,6 +53,9 @@
 #define CG_NAME		"sluice-run"
 #define INIT_STACK	(256 * 1024)
 #define ROOT_TMPFS	"size=16m,mode=0755"
+/* where the new root is built, in the holder's private mount namespace
+ * (hiding the host's directory there only from the holder) */
+#define ROOT_BUILD	"/tmp"
 
 extern char **environ;
 
@@ -802,7 +805,20 @@ struct init_arg {
 	int go_rd;              /* parent says: maps written */
 	int rep_wr;             /* we say: "" ok, or an error line */
 	int log_fd;
+	/* O_PATH descriptors of the bind sources, opened by the holder
+	 * while it still has the host's uid 0: as the mapped uid it could
+	 * not search directories like a 0700 /root or mktemp -d */
+	int src_fd[3];          /* workspace, session dir, shim */
 };
+
+enum { SRC_WS, SRC_SESS, SRC_SHIM };
+
+static const char *
+src_path(const struct init_arg *a, int which, char *buf, size_t len)
+{
+	snprintf(buf, len, "/proc/self/fd/%d", a->src_fd[which]);
+	return buf;
+}
 
 static void
 init_fail(struct init_arg *a, const char *what, const char *path)
@@ -961,14 +977,12 @@ root_build(struct init_arg *a)
 	    "lib64", "libx32" };
 	struct sbx_rec *rec = a->rec;
 	char root[SBX_PATH_MAX], p[SBX_PATH_MAX * 2], lnk[SBX_PATH_MAX];
-	char opt[128];
+	char opt[128], src[64];
 	struct stat st;
 	size_t i;
 	ssize_t n;
 
-	if (snprintf(root, sizeof(root), "%s/root", rec->dir) >=
-	    (int)sizeof(root))
-		init_fail(a, "path too long", rec->dir);
+	snprintf(root, sizeof(root), "%s", ROOT_BUILD);
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
 		init_fail(a, "make-rprivate", "/");
 	if (mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, ROOT_TMPFS)
@@ -978,8 +992,6 @@ root_build(struct init_arg *a)
 	if (bind_at("/usr", p, 1, 1) != 0)
 		init_fail(a, "bind", "/usr");
 	for (i = 0; i < sizeof(top) / sizeof(top[0]); i++) {
-		char src[32];
-
 		snprintf(src, sizeof(src), "/%s", top[i]);
 		snprintf(p, sizeof(p), "%s/%s", root, top[i]);
 		if (lstat(src, &st) != 0)
@@ -1019,7 +1031,7 @@ root_build(struct init_arg *a)
 	    MS_NODEV, opt) != 0)
 		init_fail(a, "mount tmpfs", p);
 	snprintf(p, sizeof(p), "%s%s", root, SBX_WORKDIR);
-	if (bind_at(rec->workspace, p, 0, 1) != 0)
+	if (bind_at(src_path(a, SRC_WS, src, sizeof(src)), p, 0, 1) != 0)
 		init_fail(a, "bind", rec->workspace);
 	if (mount(NULL, p, NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV |
 	    kept_flags(p), NULL) != 0)
@@ -1029,14 +1041,14 @@ root_build(struct init_arg *a)
 	    MS_NODEV | MS_NOEXEC, "size=1m,mode=0755") != 0)
 		init_fail(a, "mount tmpfs", p);
 	snprintf(p, sizeof(p), "%s%s", root, SBX_SOCK_DIR);
-	if (bind_at(rec->session_dir, p, 0, 1) != 0)
+	if (bind_at(src_path(a, SRC_SESS, src, sizeof(src)), p, 0, 1) != 0)
 		init_fail(a, "bind", rec->session_dir);
 	snprintf(p, sizeof(p), "%s/opt", root);
 	(void)mkdir_ok(p);
 	snprintf(p, sizeof(p), "%s/opt/sluice", root);
 	(void)mkdir_ok(p);
 	snprintf(p, sizeof(p), "%s%s", root, SBX_SHIM_PATH);
-	if (bind_at(rec->shim, p, 1, 0) != 0)
+	if (bind_at(src_path(a, SRC_SHIM, src, sizeof(src)), p, 1, 0) != 0)
 		init_fail(a, "bind", rec->shim);
 	snprintf(p, sizeof(p), "%s/root", root);
 	(void)mkdir(p, 0700);
@@ -1121,6 +1133,16 @@ init_main(void *arg)
 	if (read(a->go_rd, &c, 1) != 1)
 		_exit(1);
 	close(a->go_rd);
+	{
+		const char *srcs[3] = { a->rec->workspace,
+		    a->rec->session_dir, a->rec->shim };
+		int i;
+
+		for (i = 0; i < 3; i++)
+			if ((a->src_fd[i] = open(srcs[i], O_PATH |
+			    O_CLOEXEC)) < 0)
+				init_fail(a, "open", srcs[i]);
+	}
 	if (setresgid(0, 0, 0) != 0 || setresuid(0, 0, 0) != 0)
 		init_fail(a, "setresuid", "0");
 	(void)setsid();
@@ -1237,17 +1259,14 @@ ns_create(struct sbx_rec *rec, char *err, size_t errlen)
 {
 	struct init_arg a;
 	int go[2] = { -1, -1 }, rep[2] = { -1, -1 }, rc = -1;
-	char root[SBX_PATH_MAX + 16], logp[SBX_PATH_MAX + 16], msg[1024];
+	char logp[SBX_PATH_MAX + 16], msg[1024];
 	char *stack = NULL;
 	ssize_t n;
 	pid_t pid;
 
 	memset(&a, 0, sizeof(a));
 	a.log_fd = -1;
-	snprintf(root, sizeof(root), "%s/root", rec->dir);
-	if (mkdir_ok(root) != 0)
-		return sbx_err(err, errlen, "mkdir %s: %s", root,
-		    strerror(errno));
+	a.src_fd[0] = a.src_fd[1] = a.src_fd[2] = -1;
 	snprintf(logp, sizeof(logp), "%s/init.log", rec->dir);
 	a.log_fd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (a.log_fd < 0)

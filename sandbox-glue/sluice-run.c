@@ -614,37 +614,6 @@ broker_delete(const char *chat, char *err, size_t errlen)
 	return 0;
 }
 
-/*
- * The sandbox's holder runs as an unprivileged mapped uid and binds
- * these paths itself: every directory on the way must be searchable by
- * others.  0, or -1 naming the first one that is not.
- */
-static int
-path_reachable(const char *path, int self, char *err, size_t errlen)
-{
-	char p[SBX_PATH_MAX], *s;
-	struct stat st;
-
-	snprintf(p, sizeof(p), "%s", path);
-	for (s = p + 1;; s++) {
-		char c = *s;
-
-		if (c != '/' && c != '\0')
-			continue;
-		*s = '\0';
-		if ((c != '\0' || self) && stat(p, &st) == 0 &&
-		    S_ISDIR(st.st_mode) &&
-		    !(st.st_mode & S_IXOTH))
-			return sbx_err(err, errlen, "%s (mode %04o) is not "
-			    "searchable by others; the sandbox cannot reach "
-			    "%s (chmod o+x, or use another directory)", p,
-			    (unsigned)(st.st_mode & 07777), path);
-		*s = c;
-		if (c == '\0')
-			return 0;
-	}
-}
-
 /* Hand the session socket to the sandbox user: sluiced makes it 0660
  * root's, and a restarted sluiced makes it afresh. */
 static void
@@ -1232,14 +1201,6 @@ cmd_create(void)
 	free(resp);
 	resp = NULL;
 	socket_own(&r);
-	/* the workspace is the sandbox user's own: only the way there */
-	if (path_reachable(r.dir, 1, err, sizeof(err)) != 0 ||
-	    path_reachable(r.workspace, 0, err, sizeof(err)) != 0 ||
-	    path_reachable(r.session_dir, 1, err, sizeof(err)) != 0 ||
-	    path_reachable(r.shim, 0, err, sizeof(err)) != 0) {
-		fprintf(stderr, PROG ": %s\n", err);
-		goto fail;
-	}
 	if (be->create(&r, err, sizeof(err)) != 0) {
 		fprintf(stderr, PROG ": backend %s: %s\n", be->name, err);
 		rc = EX_BACKEND;

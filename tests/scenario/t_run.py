@@ -44,10 +44,8 @@ class Runner:
     """sluice-run against one sluiced and one state directory."""
 
     def __init__(self, env, d, **cfg):
-        # the sandbox's root (mapped to an unprivileged uid) must be able
-        # to traverse to its state directory and to the session socket
-        for p in (os.path.dirname(env.dir), env.dir):
-            os.chmod(p, 0o711)
+        # env.dir stays 0700: the holder opens what it binds while it
+        # still has the host's uid 0
         self.env = env
         self.d = d
         self.state = env.path("state")
