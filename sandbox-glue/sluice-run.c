@@ -724,8 +724,8 @@ static void
 env_base(struct envv *e)
 {
 	static const char *const base[] = {
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
-		    "/sbin:/bin",
+		"PATH=" SBX_HOME "/.local/bin:/usr/local/sbin:/usr/local/bin:"
+		    "/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=" SBX_HOME, "USER=user", "LOGNAME=user",
 		"SHELL=/bin/bash", "LANG=C.UTF-8", "TMPDIR=/tmp",
 		"PWD=" SBX_WORKDIR,
@@ -734,6 +734,10 @@ env_base(struct envv *e)
 		"NO_PROXY=localhost,127.0.0.1,::1",
 		"no_proxy=localhost,127.0.0.1,::1",
 		"PIP_PROXY=" PROXY_URL,
+		/* the system is read-only anyway: let pip fall back to a
+		 * user install (~/.local) instead of refusing (PEP 668) */
+		"PIP_BREAK_SYSTEM_PACKAGES=1",
+		"npm_config_prefix=" SBX_HOME "/.local",
 		"npm_config_proxy=" PROXY_URL,
 		"npm_config_https_proxy=" PROXY_URL,
 		"CARGO_HTTP_PROXY=" PROXY_URL,

@@ -122,13 +122,14 @@ def network_only_through_broker(env):
                  "http://127.0.0.1:%d/hello.txt" % port)
     check(o["exit_code"] != 0, "direct loopback reached the host: %r", o)
     # pip: clean env (no host PIP_*), proxy from sluice-run's settings
+    # into ~/.local (the system is read-only); kept for the next command
     o = run.exec("net1", "python3 -m pip install --no-cache-dir "
                  "--disable-pip-version-check --no-input --retries 0 "
-                 "--timeout 15 --trusted-host pypi.test --index-url http://pypi.test:%d/simple/ "
-                 "--target /workspace/site %s" % (port, PKG), timeout=180)
+                 "--timeout 15 --trusted-host pypi.test --index-url "
+                 "http://pypi.test:%d/simple/ %s" % (port, PKG), timeout=180)
     check(o["exit_code"] == 0, "pip install: %r", o)
-    o = run.exec("net1", "PYTHONPATH=/workspace/site python3 -c "
-                 "'import %s; print(%s.VALUE)'" % (PKG, PKG))
+    o = run.exec("net1", "python3 -c 'import %s; print(%s.VALUE)'" % (
+        PKG, PKG))
     check_eq(o["stdout"], "42\n", "installed package")
     o = run.exec("net1", "env | sort")
     check("PIP_PROXY=http://127.0.0.1:3128" in o["stdout"], "env: %r", o)
