@@ -141,13 +141,28 @@ def network_only_through_broker(env):
                  "try:\n"
                  "    s.connect((\"192.0.2.1\", 80)); print(\"connected\")\n"
                  "except OSError as e: print(errno.errorcode[e.errno])\n"
-                 "for f in (socket.AF_PACKET, socket.AF_NETLINK):\n"
+                 "for f in (socket.AF_PACKET, socket.AF_NETLINK, 40):\n"
                  "    try:\n"
                  "        socket.socket(f, socket.SOCK_RAW); print(\"open\")\n"
                  "    except OSError as e: print(errno.errorcode[e.errno])\n"
                  "'")
-    check_eq(o["stdout"], "ENETUNREACH\nEAFNOSUPPORT\nEAFNOSUPPORT\n",
-             "direct connect / packet / netlink")
+    check_eq(o["stdout"], "ENETUNREACH\nEAFNOSUPPORT\nEAFNOSUPPORT\n"
+             "EAFNOSUPPORT\n", "direct connect / packet / netlink / vsock")
+    # who and where the command is
+    o = run.exec("net1", "id -u; pwd; grep -E '^(CapEff|CapBnd|NoNewPrivs|"
+                 "Seccomp):' /proc/self/status | tr -s '\t ' ' '; "
+                 "touch /usr/x 2>/dev/null || echo usr-ro; "
+                 "touch /x 2>/dev/null || echo root-ro; "
+                 "touch /tmp/x ~/x /workspace/x && echo rw; "
+                 "unshare -U true 2>/dev/null || echo no-userns; "
+                 "ls /sys 2>/dev/null | wc -l; ip -o link 2>/dev/null | "
+                 "wc -l || true")
+    lines = o["stdout"].splitlines()
+    check_eq(lines[:10], ["1000", "/workspace",
+                          "CapEff: 0000000000000000",
+                          "CapBnd: 0000000000000000", "NoNewPrivs: 1",
+                          "Seccomp: 2", "usr-ro", "root-ro", "rw",
+                          "no-userns"], "identity and mounts")
     # another chat's socket is not visible, and not ours to use
     run.create("net2", "--tenant", "acme", "--user", "bob")
     other = d.session_socket("net1")
