@@ -1,0 +1,162 @@
+/*
+ * sbx.h: the contract between sluice-run (the session executor) and its
+ * sandbox backends.
+ *
+ * One persistent sandbox per chat.  sluice-run holds the record (a
+ * struct sbx_rec saved as JSON under the state directory), takes the
+ * locks, talks to sluiced and enforces timeouts and output caps; a
+ * backend only makes, enters, freezes and tears down sandboxes.
+ *
+ * Every backend call runs as root on the host, with the chat's lock
+ * held, in a process that may exit right after the call: a backend keeps
+ * nothing in memory between calls.  What it must remember goes into the
+ * record (init_pid, cgroup, backend_data) or into files under rec->dir,
+ * which is private to the sandbox and removed by sluice-run after
+ * destroy().
+ *
+ * Error idiom: 0 on success, -1 with a one-line message (no newline, no
+ * program name) in err.  Backends do not print.
+ *
+ * What is inside every sandbox, whatever the backend:
+ *   /workspace        rec->workspace, read-write, owned by the sandbox user
+ *   /run/sluice/      rec->session_dir (holds proxy.sock), bound as a
+ *                     directory so a restarted sluiced's new socket is seen
+ *   /opt/sluice/sluice-shim   rec->shim, read-only; started by create()
+ *                     as the sandbox user with no arguments, kept running
+ *   /tmp, /home/user  size-bounded tmpfs (lim.tmp_bytes, lim.home_bytes),
+ *                     /home/user owned by the sandbox user
+ *   user "user", SBX_UID:SBX_GID inside, no capabilities, no_new_privs,
+ *   no network device but loopback.
+ */
+#ifndef SLUICE_SBX_H
+#define SLUICE_SBX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SBX_ID_MAX	64              /* chat, tenant: [A-Za-z0-9._-]{1,64} */
+#define SBX_USER_MAX	128
+#define SBX_PATH_MAX	512
+
+#define SBX_UID		1000            /* the sandbox user, inside */
+#define SBX_GID		1000
+#define SBX_HOME	"/home/user"
+#define SBX_WORKDIR	"/workspace"
+#define SBX_SHIM_PATH	"/opt/sluice/sluice-shim"
+#define SBX_SOCK_DIR	"/run/sluice"
+
+/* Resource limits of one sandbox.  0 means "no limit" for every field. */
+struct sbx_limits {
+	uint64_t memory_bytes;  /* cgroup memory limit, whole sandbox */
+	uint64_t pids;          /* cgroup pids limit, whole sandbox */
+	uint64_t cpu_pct;       /* CPU quota in percent of one CPU */
+	uint64_t tmp_bytes;     /* tmpfs size of /tmp */
+	uint64_t home_bytes;    /* tmpfs size of /home/user */
+	uint64_t fsize_bytes;   /* RLIMIT_FSIZE of every command */
+	uint64_t nofile;        /* RLIMIT_NOFILE of every command */
+	uint64_t nproc;         /* RLIMIT_NPROC of every command */
+};
+
+/*
+ * The per-sandbox record.  sluice-run fills the identity, paths and
+ * limits before create(); the backend fills init_pid, init_start,
+ * cgroup, note and backend_data.  Strings are NUL-terminated.
+ */
+struct sbx_rec {
+	char chat[SBX_ID_MAX + 1];
+	char tenant[SBX_ID_MAX + 1];    /* "" when none */
+	char user[SBX_USER_MAX + 1];    /* "" when none */
+	char tier[16];
+	char backend[16];               /* "ns", "gvisor" */
+	char dir[SBX_PATH_MAX];         /* <state-dir>/<chat>: backend files */
+	char workspace[SBX_PATH_MAX];   /* host directory of /workspace */
+	int workspace_made;             /* sluice-run created it: remove it */
+	char session_dir[SBX_PATH_MAX]; /* host dir of the session socket */
+	char shim[SBX_PATH_MAX];        /* host path of sluice-shim */
+	uid_t uid_base;                 /* host uid of uid 0 inside */
+	uid_t uid_count;                /* size of the mapped range */
+	uid_t host_uid;                 /* host uid of SBX_UID (owner of
+	                                 * workspace and the socket) */
+	gid_t host_gid;
+	int slot;                       /* index of the uid range */
+	pid_t init_pid;                 /* host pid of the sandbox's holder */
+	uint64_t init_start;            /* its /proc starttime (pid reuse) */
+	int64_t created;                /* unix seconds */
+	int64_t last_used;              /* unix seconds, end of last command */
+	int suspended;
+	char cgroup[SBX_PATH_MAX];      /* backend's cgroup note, "" none;
+	                                 * before create(): "" any, "v1",
+	                                 * "v2" or "off" (sluice-run's
+	                                 * "cgroups" setting) */
+	char note[256];                 /* limits not applied, and why */
+	char backend_data[SBX_PATH_MAX];/* backend private (runsc id...) */
+	struct sbx_limits lim;
+};
+
+/* A command to start in a sandbox. */
+struct sbx_cmd {
+	char *const *argv;      /* argv[0] looked up in PATH of envp */
+	char *const *envp;      /* the whole environment (nothing inherited) */
+	int fd_in, fd_out, fd_err;      /* host fds, become 0, 1, 2 */
+	const char *cwd;        /* SBX_WORKDIR */
+};
+
+/*
+ * A started command.  pid is a child of the caller whose exit status is
+ * the command's (waitpid it; a signal death may be reported as exit
+ * 128+N).  tag names the per-command group the backend uses to find the
+ * whole process tree (a cgroup, an exec id); it is opaque to sluice-run.
+ */
+struct sbx_proc {
+	pid_t pid;
+	int64_t start_ms;       /* CLOCK_MONOTONIC, set by the backend */
+	char tag[128];
+};
+
+struct sbx_backend {
+	const char *name;
+	/* 0 if the backend can run here; -1 and why not. */
+	int (*available)(char *err, size_t errlen);
+	/* Make and start the persistent sandbox, start the shim.  On failure
+	 * leave nothing running or mounted (files in rec->dir may stay). */
+	int (*create)(struct sbx_rec *rec, char *err, size_t errlen);
+	/* Start a command as SBX_UID in cmd->cwd with exactly cmd->envp.
+	 * The caller closes its copies of the cmd fds afterwards. */
+	int (*spawn)(struct sbx_rec *rec, const struct sbx_cmd *cmd,
+	    struct sbx_proc *out, char *err, size_t errlen);
+	/* Kill the command and everything it started (setsid, double fork
+	 * included); background jobs of other commands stay.  Does not reap
+	 * p->pid. */
+	int (*kill_tree)(struct sbx_rec *rec, const struct sbx_proc *p,
+	    char *err, size_t errlen);
+	/* The command's main process has been reaped: drop per-command
+	 * resources but leave its background processes running. */
+	void (*release)(struct sbx_rec *rec, const struct sbx_proc *p);
+	/* Freeze / thaw every process of the sandbox. */
+	int (*suspend)(struct sbx_rec *rec, char *err, size_t errlen);
+	int (*resume)(struct sbx_rec *rec, char *err, size_t errlen);
+	/* 1 if the sandbox is still there (its init runs), 0 if not. */
+	int (*alive)(const struct sbx_rec *rec);
+	/* Kill every process, unmount, remove what create() made outside
+	 * rec->dir.  Must succeed on a half-made or already dead sandbox. */
+	int (*destroy)(struct sbx_rec *rec, char *err, size_t errlen);
+};
+
+extern const struct sbx_backend sbx_ns_backend;
+extern const struct sbx_backend sbx_gvisor_backend;
+
+/* The backend called name, or NULL. */
+const struct sbx_backend *sbx_backend_find(const char *name);
+
+/* ---- helpers shared by backends (sbx_util.c) ---- */
+
+/* Monotonic milliseconds. */
+int64_t sbx_now_ms(void);
+/* /proc/<pid>/stat starttime, 0 if the process is gone. */
+uint64_t sbx_proc_start(pid_t pid);
+/* snprintf into err; returns -1 for "return sbx_err(...)". */
+int sbx_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif /* SLUICE_SBX_H */
