@@ -8,4 +8,5 @@ apt-get install -y -qq --no-install-recommends \
 	libevent-dev libc-ares-dev libjansson-dev libnftnl-dev libmnl-dev \
 	libcmocka-dev libssl-dev \
 	curl python3 openssl mandoc procps iproute2 nftables ca-certificates \
+	runsc \
 	>/dev/null
