@@ -1,0 +1,1428 @@
+/*
+ * sbx_ns.c: the Linux namespaces backend.
+ *
+ * A sandbox is a holder process ("init", pid 1 of its own pid namespace)
+ * that owns a user, mount, pid, net, ipc and uts namespace.  It builds a
+ * read-only root on a tmpfs from the host's /usr and a few /etc files,
+ * pivots into it, brings loopback up, starts sluice-shim and then only
+ * reaps.  Commands enter its namespaces with setns(2), user first, and
+ * are forked once more so that they are children in its pid namespace:
+ * whatever they leave behind reparents to the holder and survives.
+ *
+ * Process trees are found through cgroups when the host lets us make
+ * them (a v1 freezer per command, or a v2 group per command), and
+ * otherwise by walking /proc for processes of the sandbox's pid
+ * namespace started after the command.  A setsid double fork escapes
+ * neither.
+ */
+#include "sluice-config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/audit.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+
+#include "sandbox-glue/sbx.h"
+
+#define CG_V1		"/sys/fs/cgroup"
+#define CG_NAME		"sluice-run"
+#define INIT_STACK	(256 * 1024)
+#define ROOT_TMPFS	"size=16m,mode=0755"
+
+extern char **environ;
+
+/* ---- small file helpers ---- */
+
+static int
+write_file(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), rc = 0;
+	size_t n = strlen(s);
+
+	if (fd < 0)
+		return -1;
+	if (write(fd, s, n) != (ssize_t)n)
+		rc = -1;
+	if (close(fd) != 0)
+		rc = -1;
+	return rc;
+}
+
+static int
+read_small(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return 0;
+}
+
+static int
+create_file(const char *path, const char *content, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	size_t n = content ? strlen(content) : 0;
+	int rc = 0;
+
+	if (fd < 0)
+		return -1;
+	if (n > 0 && write(fd, content, n) != (ssize_t)n)
+		rc = -1;
+	close(fd);
+	return rc;
+}
+
+static int
+copy_file(const char *from, const char *to)
+{
+	char buf[8192];
+	int in, out, rc = 0;
+	ssize_t n;
+
+	if ((in = open(from, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	if ((out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+	    0644)) < 0) {
+		close(in);
+		return -1;
+	}
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, n) != n) {
+			rc = -1;
+			break;
+		}
+	if (n < 0)
+		rc = -1;
+	close(in);
+	close(out);
+	return rc;
+}
+
+/*
+ * Close every descriptor but 0-2 and those in keep: the holder and the
+ * command's parent never exec, so without this they would keep the
+ * caller's lock files (and their flocks) open for their whole life.
+ */
+static void
+close_others(const int *keep, int nkeep)
+{
+	struct dirent *de;
+	int fds[1024], n = 0, i, k;
+	DIR *d = opendir("/proc/self/fd");
+
+	if (d == NULL)
+		return;
+	while ((de = readdir(d)) != NULL && n < 1024)
+		if (de->d_name[0] != '.')
+			fds[n++] = atoi(de->d_name);
+	closedir(d);
+	for (i = 0; i < n; i++) {
+		if (fds[i] <= 2)
+			continue;
+		for (k = 0; k < nkeep && keep[k] != fds[i]; k++)
+			;
+		if (k == nkeep)
+			close(fds[i]);
+	}
+}
+
+/* ---- cgroups ---- */
+
+/*
+ * rec->cgroup holds "v1", "v2:<dir>" or "" (none).  v1 uses the memory,
+ * pids, cpu and freezer hierarchies under /sys/fs/cgroup/<c>/sluice-run/
+ * <chat>, with one freezer child per command; v2 uses <root>/sluice-run/
+ * <chat>/init for the holder and <chat>/<tag> per command.
+ */
+static const char *const cg_v1_ctl[] = { "memory", "pids", "cpu", "freezer" };
+#define CG_V1_N (sizeof(cg_v1_ctl) / sizeof(cg_v1_ctl[0]))
+
+/* The group's name: the chat and a hash of its state directory, so that
+ * two state directories (two test runs) never share a group. */
+static void
+cg_name(char *buf, size_t len, const struct sbx_rec *rec)
+{
+	uint32_t h = 2166136261u;
+	const char *p;
+
+	for (p = rec->dir; *p != '\0'; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	snprintf(buf, len, "%s.%08x", rec->chat, h);
+}
+
+static void
+cg_path(char *buf, size_t len, const struct sbx_rec *rec, const char *ctl,
+    const char *sub, const char *file)
+{
+	char n[SBX_ID_MAX + 16];
+
+	cg_name(n, sizeof(n), rec);
+	if (strncmp(rec->cgroup, "v2:", 3) == 0)
+		snprintf(buf, len, "%s/%s/%s%s%s%s%s", rec->cgroup + 3, CG_NAME,
+		    n, sub ? "/" : "", sub ? sub : "", file ? "/" : "",
+		    file ? file : "");
+	else
+		snprintf(buf, len, "%s/%s/%s/%s%s%s%s%s", CG_V1, ctl, CG_NAME,
+		    n, sub ? "/" : "", sub ? sub : "", file ? "/" : "",
+		    file ? file : "");
+}
+
+static int
+cg_is_v2(const struct sbx_rec *rec)
+{
+	return strncmp(rec->cgroup, "v2:", 3) == 0;
+}
+
+static int
+cg_write(const struct sbx_rec *rec, const char *ctl, const char *sub,
+    const char *file, const char *val)
+{
+	char p[SBX_PATH_MAX + 128];
+
+	cg_path(p, sizeof(p), rec, ctl, sub, file);
+	return write_file(p, val);
+}
+
+static int
+mkdir_ok(const char *p)
+{
+	return mkdir(p, 0755) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+/* Find the v2 mount: /sys/fs/cgroup itself when it is cgroup2. */
+static int
+cg_v2_root(char *buf, size_t len)
+{
+	struct stat st;
+
+	if (stat("/sys/fs/cgroup/cgroup.controllers", &st) != 0)
+		return -1;
+	snprintf(buf, len, "/sys/fs/cgroup");
+	return 0;
+}
+
+/* Make the sandbox's groups and set its limits.  Leaves rec->cgroup ""
+ * and a note when neither version is writable. */
+static void
+cg_setup(struct sbx_rec *rec)
+{
+	char p[SBX_PATH_MAX + 128], v[64], root[256];
+	size_t i;
+	int ok = 1;
+
+	rec->cgroup[0] = '\0';
+	snprintf(p, sizeof(p), "%s/freezer", CG_V1);
+	if (access(p, W_OK) == 0) {
+		snprintf(rec->cgroup, sizeof(rec->cgroup), "v1");
+		for (i = 0; i < CG_V1_N && ok; i++) {
+			snprintf(p, sizeof(p), "%s/%s/%s", CG_V1, cg_v1_ctl[i],
+			    CG_NAME);
+			if (mkdir_ok(p) != 0)
+				ok = 0;
+			cg_path(p, sizeof(p), rec, cg_v1_ctl[i], NULL, NULL);
+			if (ok && mkdir_ok(p) != 0)
+				ok = 0;
+		}
+		if (!ok) {
+			snprintf(rec->note, sizeof(rec->note), "cgroup v1: %s: "
+			    "%s; no memory/pids/cpu limits", p, strerror(errno));
+			rec->cgroup[0] = '\0';
+			return;
+		}
+		if (rec->lim.memory_bytes) {
+			snprintf(v, sizeof(v), "%llu",
+			    (unsigned long long)rec->lim.memory_bytes);
+			cg_write(rec, "memory", NULL, "memory.limit_in_bytes", v);
+			cg_write(rec, "memory", NULL,
+			    "memory.memsw.limit_in_bytes", v);
+		}
+		if (rec->lim.pids) {
+			snprintf(v, sizeof(v), "%llu",
+			    (unsigned long long)rec->lim.pids);
+			cg_write(rec, "pids", NULL, "pids.max", v);
+		}
+		if (rec->lim.cpu_pct) {
+			cg_write(rec, "cpu", NULL, "cpu.cfs_period_us", "100000");
+			snprintf(v, sizeof(v), "%llu",
+			    (unsigned long long)rec->lim.cpu_pct * 1000);
+			cg_write(rec, "cpu", NULL, "cpu.cfs_quota_us", v);
+		}
+		return;
+	}
+	if (cg_v2_root(root, sizeof(root)) == 0) {
+		snprintf(rec->cgroup, sizeof(rec->cgroup), "v2:%s", root);
+		snprintf(p, sizeof(p), "%s/%s", root, CG_NAME);
+		write_file("/sys/fs/cgroup/cgroup.subtree_control",
+		    "+memory +pids +cpu");
+		if (mkdir_ok(p) != 0)
+			ok = 0;
+		write_file(strcat(p, "/cgroup.subtree_control"),
+		    "+memory +pids +cpu");
+		cg_path(p, sizeof(p), rec, NULL, NULL, NULL);
+		if (ok && mkdir_ok(p) != 0)
+			ok = 0;
+		cg_path(p, sizeof(p), rec, NULL, "init", NULL);
+		if (ok && mkdir_ok(p) != 0)
+			ok = 0;
+		if (!ok) {
+			snprintf(rec->note, sizeof(rec->note), "cgroup v2: %s: "
+			    "%s; no memory/pids/cpu limits", p, strerror(errno));
+			rec->cgroup[0] = '\0';
+			return;
+		}
+		if (rec->lim.memory_bytes) {
+			snprintf(v, sizeof(v), "%llu",
+			    (unsigned long long)rec->lim.memory_bytes);
+			cg_write(rec, NULL, NULL, "memory.max", v);
+			cg_write(rec, NULL, NULL, "memory.swap.max", "0");
+		}
+		if (rec->lim.pids) {
+			snprintf(v, sizeof(v), "%llu",
+			    (unsigned long long)rec->lim.pids);
+			cg_write(rec, NULL, NULL, "pids.max", v);
+		}
+		if (rec->lim.cpu_pct) {
+			snprintf(v, sizeof(v), "%llu 100000",
+			    (unsigned long long)rec->lim.cpu_pct * 1000);
+			cg_write(rec, NULL, NULL, "cpu.max", v);
+		}
+		return;
+	}
+	snprintf(rec->note, sizeof(rec->note), "no writable cgroup v1 or v2: "
+	    "no memory/pids/cpu limits, process trees found through /proc");
+}
+
+/* Move process who into the sandbox's groups; sub is the per-command
+ * group (made here) or NULL for the holder.  Done from the host side:
+ * the holder, once in its user namespace, may no longer write there. */
+static int
+cg_join(const struct sbx_rec *rec, const char *sub, pid_t who)
+{
+	char p[SBX_PATH_MAX + 128], pid[32];
+	size_t i;
+
+	snprintf(pid, sizeof(pid), "%d", (int)who);
+	if (rec->cgroup[0] == '\0')
+		return 0;
+	if (cg_is_v2(rec)) {
+		cg_path(p, sizeof(p), rec, NULL, sub ? sub : "init", NULL);
+		if (mkdir_ok(p) != 0)
+			return -1;
+		return cg_write(rec, NULL, sub ? sub : "init", "cgroup.procs",
+		    pid);
+	}
+	for (i = 0; i < CG_V1_N; i++) {
+		const char *s = strcmp(cg_v1_ctl[i], "freezer") == 0 ? sub :
+		    NULL;
+
+		cg_path(p, sizeof(p), rec, cg_v1_ctl[i], s, NULL);
+		if (mkdir_ok(p) != 0)
+			return -1;
+		if (cg_write(rec, cg_v1_ctl[i], s, "cgroup.procs", pid) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Pids in a group file (cgroup.procs); returns how many were signalled. */
+static int
+cg_signal(const char *procs, int sig)
+{
+	char line[32];
+	FILE *f = fopen(procs, "re");
+	int n = 0;
+
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		pid_t pid = (pid_t)atoi(line);
+
+		if (pid > 0 && kill(pid, sig) == 0)
+			n++;
+	}
+	fclose(f);
+	return n;
+}
+
+/* v1 freezer: set state and wait (bounded) until it holds. */
+static int
+cg_v1_freeze(const struct sbx_rec *rec, const char *sub, int freeze)
+{
+	char p[SBX_PATH_MAX + 128], st[32];
+	int i;
+
+	cg_path(p, sizeof(p), rec, "freezer", sub, "freezer.state");
+	if (write_file(p, freeze ? "FROZEN" : "THAWED") != 0)
+		return -1;
+	for (i = 0; i < 200; i++) {
+		if (read_small(p, st, sizeof(st)) != 0)
+			return -1;
+		if (strncmp(st, freeze ? "FROZEN" : "THAWED", 6) == 0)
+			return 0;
+		if (freeze)
+			write_file(p, "FROZEN");
+		usleep(5000);
+	}
+	return -1;
+}
+
+/* Kill everything in a group; the group is removed when empty. */
+static void
+cg_kill(const struct sbx_rec *rec, const char *sub)
+{
+	char p[SBX_PATH_MAX + 128], d[SBX_PATH_MAX + 128];
+	int i;
+
+	if (cg_is_v2(rec)) {
+		cg_path(p, sizeof(p), rec, NULL, sub, "cgroup.kill");
+		if (write_file(p, "1") != 0) {
+			cg_path(p, sizeof(p), rec, NULL, sub, "cgroup.freeze");
+			write_file(p, "1");
+			cg_path(p, sizeof(p), rec, NULL, sub, "cgroup.procs");
+			cg_signal(p, SIGKILL);
+			cg_path(p, sizeof(p), rec, NULL, sub, "cgroup.freeze");
+			write_file(p, "0");
+		}
+		cg_path(d, sizeof(d), rec, NULL, sub, NULL);
+	} else {
+		cg_v1_freeze(rec, sub, 1);
+		cg_path(p, sizeof(p), rec, "freezer", sub, "cgroup.procs");
+		cg_signal(p, SIGKILL);
+		cg_v1_freeze(rec, sub, 0);
+		cg_path(d, sizeof(d), rec, "freezer", sub, NULL);
+	}
+	for (i = 0; i < 200 && rmdir(d) != 0 && errno == EBUSY; i++)
+		usleep(5000);
+}
+
+/* Remove a per-command group if it is empty; if background processes
+ * remain, leave it (they keep running; destroy() removes it). */
+static void
+cg_release(const struct sbx_rec *rec, const char *sub)
+{
+	char d[SBX_PATH_MAX + 128];
+
+	if (rec->cgroup[0] == '\0' || sub == NULL || sub[0] == '\0')
+		return;
+	cg_path(d, sizeof(d), rec, cg_is_v2(rec) ? NULL : "freezer", sub, NULL);
+	(void)rmdir(d);
+}
+
+/* Remove all of the sandbox's groups (children first). */
+static void
+cg_remove_all(const struct sbx_rec *rec)
+{
+	char p[SBX_PATH_MAX + 128];
+	struct dirent *de;
+	size_t i, n = cg_is_v2(rec) ? 1 : CG_V1_N;
+	DIR *d;
+	int k;
+
+	if (rec->cgroup[0] == '\0')
+		return;
+	for (i = 0; i < n; i++) {
+		const char *ctl = cg_is_v2(rec) ? NULL : cg_v1_ctl[i];
+
+		cg_path(p, sizeof(p), rec, ctl, NULL, NULL);
+		if ((d = opendir(p)) != NULL) {
+			while ((de = readdir(d)) != NULL) {
+				char c[SBX_PATH_MAX + 400];
+
+				if (de->d_type != DT_DIR || de->d_name[0] == '.')
+					continue;
+				snprintf(c, sizeof(c), "%s/%s", p, de->d_name);
+				for (k = 0; k < 100 && rmdir(c) != 0 &&
+				    errno == EBUSY; k++)
+					usleep(10000);
+			}
+			closedir(d);
+		}
+		for (k = 0; k < 100 && rmdir(p) != 0 && errno == EBUSY; k++)
+			usleep(10000);
+	}
+}
+
+/* ---- /proc walk: processes of the sandbox's pid namespace ---- */
+
+static int
+ns_ino(pid_t pid, const char *ns, char *buf, size_t len)
+{
+	char p[64];
+	ssize_t n;
+
+	snprintf(p, sizeof(p), "/proc/%d/ns/%s", (int)pid, ns);
+	if ((n = readlink(p, buf, len - 1)) < 0)
+		return -1;
+	buf[n] = '\0';
+	return 0;
+}
+
+/*
+ * Signal the processes of the sandbox's pid namespace other than its
+ * holder whose start time is at least since (clock ticks since boot, 0:
+ * all).  Returns how many.
+ */
+static int
+proc_signal(const struct sbx_rec *rec, uint64_t since, int sig)
+{
+	char want[64], have[64];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	if (ns_ino(rec->init_pid, "pid", want, sizeof(want)) != 0)
+		return 0;
+	if ((d = opendir("/proc")) == NULL)
+		return 0;
+	while ((de = readdir(d)) != NULL) {
+		pid_t pid = (pid_t)atoi(de->d_name);
+		uint64_t st;
+
+		if (pid <= 0 || pid == rec->init_pid)
+			continue;
+		if (ns_ino(pid, "pid", have, sizeof(have)) != 0 ||
+		    strcmp(have, want) != 0)
+			continue;
+		st = sbx_proc_start(pid);
+		if (st == 0 || st < since)
+			continue;
+		if (kill(pid, sig) == 0)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Live (not zombie) processes whose pid namespace is want. */
+static int
+proc_count_ns(const char *want)
+{
+	char have[64];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	if ((d = opendir("/proc")) == NULL)
+		return 0;
+	while ((de = readdir(d)) != NULL) {
+		pid_t pid = (pid_t)atoi(de->d_name);
+
+		if (pid > 0 && ns_ino(pid, "pid", have, sizeof(have)) == 0 &&
+		    strcmp(have, want) == 0 && sbx_proc_start(pid) != 0)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Boot-time clock ticks now, comparable with /proc starttime. */
+static uint64_t
+ticks_now(void)
+{
+	struct timespec ts;
+	long hz = sysconf(_SC_CLK_TCK);
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (uint64_t)ts.tv_sec * hz + (uint64_t)ts.tv_nsec / (1000000000 / hz);
+}
+
+/* ---- seccomp ---- */
+
+#if defined(__x86_64__)
+#define SBX_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define SBX_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#else
+#error "sbx_ns: seccomp filter written for x86_64 and aarch64 only"
+#endif
+
+#define LD_NR   BPF_STMT(BPF_LD | BPF_W | BPF_ABS, \
+	offsetof(struct seccomp_data, nr))
+#define LD_ARG0 BPF_STMT(BPF_LD | BPF_W | BPF_ABS, \
+	offsetof(struct seccomp_data, args[0]))
+#define RET(v)  BPF_STMT(BPF_RET | BPF_K, (v))
+#define ERRNO(e) (SECCOMP_RET_ERRNO | ((e) & SECCOMP_RET_DATA))
+
+/*
+ * socket()/socketpair() only for AF_UNIX, AF_INET and AF_INET6
+ * (EAFNOSUPPORT otherwise: no packet, netlink, vsock, bluetooth...);
+ * io_uring refused (its requests open sockets past this filter); clone3
+ * answered ENOSYS (its flags are in memory, out of a filter's reach:
+ * libc falls back to clone); new user namespaces refused so nothing
+ * regains capabilities.  Other architectures' calls kill the process.
+ */
+static int
+seccomp_install(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+		    offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SBX_AUDIT_ARCH, 1, 0),
+		RET(SECCOMP_RET_KILL_PROCESS),
+		LD_NR,
+#if defined(__x86_64__)
+		/* x32 calls carry bit 30: refuse them all */
+		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000, 0, 1),
+		RET(ERRNO(ENOSYS)),
+#endif
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socketpair, 1, 0),
+		BPF_STMT(BPF_JMP | BPF_JA, 6),
+		/* socket families */
+		LD_ARG0,
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 3, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET6, 1, 0),
+		RET(ERRNO(EAFNOSUPPORT)),
+		RET(SECCOMP_RET_ALLOW),
+		/* not a socket call */
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 3, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_enter, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_register, 1,
+		    0),
+		BPF_STMT(BPF_JMP | BPF_JA, 1),
+		RET(ERRNO(ENOSYS)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 0, 1),
+		RET(ERRNO(ENOSYS)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_unshare, 1, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 3),
+		LD_ARG0,
+		BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_NEWUSER, 0, 1),
+		RET(ERRNO(EPERM)),
+		RET(SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
+
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
+}
+
+/* ---- becoming the sandbox user (in the holder's namespaces) ---- */
+
+static void
+set_rlimit(int res, uint64_t v)
+{
+	struct rlimit rl = { (rlim_t)v, (rlim_t)v };
+
+	(void)setrlimit(res, &rl);
+}
+
+/* Drop to SBX_UID with no capabilities, no_new_privs, seccomp and the
+ * rlimits.  Returns -1 with errno; the caller reports and _exits. */
+static int
+become_user(const struct sbx_rec *rec, const char **what)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+	gid_t g = SBX_GID;
+	int c;
+
+	*what = "bounding set";
+	for (c = 0; c <= 63; c++)
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL)
+			return -1;
+	(void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+	set_rlimit(RLIMIT_CORE, 0);
+	if (rec->lim.nofile)
+		set_rlimit(RLIMIT_NOFILE, rec->lim.nofile);
+	if (rec->lim.fsize_bytes)
+		set_rlimit(RLIMIT_FSIZE, rec->lim.fsize_bytes);
+	if (rec->lim.nproc)
+		set_rlimit(RLIMIT_NPROC, rec->lim.nproc);
+	*what = "setgroups";
+	if (setgroups(1, &g) != 0)
+		return -1;
+	*what = "setresgid";
+	if (setresgid(SBX_GID, SBX_GID, SBX_GID) != 0)
+		return -1;
+	*what = "setresuid";
+	if (setresuid(SBX_UID, SBX_UID, SBX_UID) != 0)
+		return -1;
+	*what = "capset";
+	memset(d, 0, sizeof(d));
+	if (syscall(SYS_capset, &h, d) != 0)
+		return -1;
+	*what = "no_new_privs";
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+		return -1;
+	*what = "seccomp";
+	if (seccomp_install() != 0)
+		return -1;
+	umask(022);
+	return 0;
+}
+
+/* ---- the holder ---- */
+
+struct init_arg {
+	struct sbx_rec *rec;
+	int go_rd;              /* parent says: maps written */
+	int rep_wr;             /* we say: "" ok, or an error line */
+	int log_fd;
+};
+
+static void
+init_fail(struct init_arg *a, const char *what, const char *path)
+{
+	char m[SBX_PATH_MAX + 256];
+	int n;
+
+	n = snprintf(m, sizeof(m), "%s %s: %s", what, path ? path : "",
+	    strerror(errno));
+	if (n > 0)
+		(void)!write(a->rep_wr, m, (size_t)n < sizeof(m) ? (size_t)n :
+		    sizeof(m) - 1);
+	_exit(1);
+}
+
+/* Mount flags a bind remount must keep (locked in a user namespace). */
+static unsigned long
+kept_flags(const char *path)
+{
+	struct statvfs sv;
+	unsigned long f = 0;
+
+	if (statvfs(path, &sv) != 0)
+		return 0;
+	if (sv.f_flag & ST_NOSUID)
+		f |= MS_NOSUID;
+	if (sv.f_flag & ST_NODEV)
+		f |= MS_NODEV;
+	if (sv.f_flag & ST_NOEXEC)
+		f |= MS_NOEXEC;
+	if (sv.f_flag & ST_NOATIME)
+		f |= MS_NOATIME;
+	if (sv.f_flag & ST_RELATIME)
+		f |= MS_RELATIME;
+	return f;
+}
+
+/* Bind host path src on dst (made as a dir or a file), optionally
+ * read-only. */
+static int
+bind_at(const char *src, const char *dst, int ro, int dir)
+{
+	if (dir) {
+		if (mkdir_ok(dst) != 0)
+			return -1;
+	} else if (access(dst, F_OK) != 0 && create_file(dst, NULL, 0644) != 0)
+		return -1;
+	if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) != 0)
+		return -1;
+	if (ro && mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY |
+	    kept_flags(dst), NULL) != 0)
+		return -1;
+	return 0;
+}
+
+/* /etc entries copied (files) or bound read-only (directories) when the
+ * host has them.  passwd, group and hosts are written. */
+static const char *const etc_keep[] = {
+	"ssl", "ca-certificates", "ca-certificates.conf", "alternatives",
+	"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.conf",
+	"protocols", "services", "mime.types", "localtime", "timezone",
+	"host.conf", "os-release", "debian_version", "python3",
+	"python3.11", "python3.12", "python3.13", "bash.bashrc", "profile",
+	"inputrc", "mke2fs.conf", "perl", "gai.conf", "login.defs",
+	"magic", "papersize", "xdg",
+};
+
+static void
+etc_build(struct init_arg *a, const char *root)
+{
+	char src[SBX_PATH_MAX], dst[SBX_PATH_MAX * 2], lnk[SBX_PATH_MAX];
+	struct stat st;
+	size_t i;
+	ssize_t n;
+
+	snprintf(dst, sizeof(dst), "%s/etc", root);
+	if (mkdir_ok(dst) != 0)
+		init_fail(a, "mkdir", dst);
+	for (i = 0; i < sizeof(etc_keep) / sizeof(etc_keep[0]); i++) {
+		snprintf(src, sizeof(src), "/etc/%s", etc_keep[i]);
+		snprintf(dst, sizeof(dst), "%s/etc/%s", root, etc_keep[i]);
+		if (lstat(src, &st) != 0)
+			continue;
+		if (S_ISLNK(st.st_mode)) {
+			n = readlink(src, lnk, sizeof(lnk) - 1);
+			if (n > 0) {
+				lnk[n] = '\0';
+				(void)!symlink(lnk, dst);
+			}
+		} else if (S_ISDIR(st.st_mode)) {
+			if (bind_at(src, dst, 1, 1) != 0)
+				init_fail(a, "bind", src);
+		} else if (S_ISREG(st.st_mode))
+			(void)copy_file(src, dst);
+	}
+	snprintf(dst, sizeof(dst), "%s/etc/passwd", root);
+	snprintf(src, sizeof(src), "root:x:0:0:root:/root:/bin/sh\n"
+	    "user:x:%d:%d:sandbox user:%s:/bin/bash\n"
+	    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+	    SBX_UID, SBX_GID, SBX_HOME);
+	if (create_file(dst, src, 0644) != 0)
+		init_fail(a, "write", dst);
+	snprintf(dst, sizeof(dst), "%s/etc/group", root);
+	snprintf(src, sizeof(src), "root:x:0:\nuser:x:%d:\n"
+	    "nogroup:x:65534:\n", SBX_GID);
+	if (create_file(dst, src, 0644) != 0)
+		init_fail(a, "write", dst);
+	snprintf(dst, sizeof(dst), "%s/etc/hosts", root);
+	if (create_file(dst, "127.0.0.1\tlocalhost sandbox\n"
+	    "::1\tlocalhost ip6-localhost ip6-loopback\n", 0644) != 0)
+		init_fail(a, "write", dst);
+	snprintf(dst, sizeof(dst), "%s/etc/hostname", root);
+	(void)create_file(dst, "sandbox\n", 0644);
+}
+
+static void
+dev_build(struct init_arg *a, const char *root)
+{
+	static const char *const nodes[] = { "null", "zero", "full", "random",
+	    "urandom", "tty" };
+	static const char *const links[][2] = { { "fd", "/proc/self/fd" },
+	    { "stdin", "/proc/self/fd/0" }, { "stdout", "/proc/self/fd/1" },
+	    { "stderr", "/proc/self/fd/2" }, { "ptmx", "pts/ptmx" } };
+	char src[64], dst[SBX_PATH_MAX + 64];
+	size_t i;
+
+	snprintf(dst, sizeof(dst), "%s/dev", root);
+	if (mkdir_ok(dst) != 0 || mount("tmpfs", dst, "tmpfs", MS_NOSUID |
+	    MS_NOEXEC, "size=64k,mode=0755") != 0)
+		init_fail(a, "mount tmpfs", dst);
+	for (i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++) {
+		snprintf(src, sizeof(src), "/dev/%s", nodes[i]);
+		snprintf(dst, sizeof(dst), "%s/dev/%s", root, nodes[i]);
+		if (access(src, F_OK) == 0 && bind_at(src, dst, 0, 0) != 0)
+			init_fail(a, "bind", src);
+	}
+	for (i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
+		snprintf(dst, sizeof(dst), "%s/dev/%s", root, links[i][0]);
+		(void)!symlink(links[i][1], dst);
+	}
+	snprintf(dst, sizeof(dst), "%s/dev/shm", root);
+	if (mkdir_ok(dst) != 0 || mount("tmpfs", dst, "tmpfs", MS_NOSUID |
+	    MS_NODEV, "size=64m,mode=1777") != 0)
+		init_fail(a, "mount tmpfs", dst);
+	snprintf(dst, sizeof(dst), "%s/dev/pts", root);
+	/* ptys are a convenience: go on without them */
+	if (mkdir_ok(dst) == 0)
+		(void)mount("devpts", dst, "devpts", MS_NOSUID | MS_NOEXEC,
+		    "newinstance,ptmxmode=0666,mode=0620");
+}
+
+static void
+root_build(struct init_arg *a)
+{
+	static const char *const top[] = { "bin", "sbin", "lib", "lib32",
+	    "lib64", "libx32" };
+	struct sbx_rec *rec = a->rec;
+	char root[SBX_PATH_MAX], p[SBX_PATH_MAX * 2], lnk[SBX_PATH_MAX];
+	char opt[128];
+	struct stat st;
+	size_t i;
+	ssize_t n;
+
+	if (snprintf(root, sizeof(root), "%s/root", rec->dir) >=
+	    (int)sizeof(root))
+		init_fail(a, "path too long", rec->dir);
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+		init_fail(a, "make-rprivate", "/");
+	if (mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, ROOT_TMPFS)
+	    != 0)
+		init_fail(a, "mount tmpfs", root);
+	snprintf(p, sizeof(p), "%s/usr", root);
+	if (bind_at("/usr", p, 1, 1) != 0)
+		init_fail(a, "bind", "/usr");
+	for (i = 0; i < sizeof(top) / sizeof(top[0]); i++) {
+		char src[32];
+
+		snprintf(src, sizeof(src), "/%s", top[i]);
+		snprintf(p, sizeof(p), "%s/%s", root, top[i]);
+		if (lstat(src, &st) != 0)
+			continue;
+		if (S_ISLNK(st.st_mode)) {
+			if ((n = readlink(src, lnk, sizeof(lnk) - 1)) > 0) {
+				lnk[n] = '\0';
+				(void)!symlink(lnk, p);
+			}
+		} else if (S_ISDIR(st.st_mode) && bind_at(src, p, 1, 1) != 0)
+			init_fail(a, "bind", src);
+	}
+	etc_build(a, root);
+	dev_build(a, root);
+	snprintf(p, sizeof(p), "%s/proc", root);
+	if (mkdir_ok(p) != 0 || mount("proc", p, "proc", MS_NOSUID | MS_NODEV |
+	    MS_NOEXEC, NULL) != 0)
+		init_fail(a, "mount proc", p);
+	snprintf(p, sizeof(p), "%s/tmp", root);
+	snprintf(opt, sizeof(opt), "size=%llu,mode=1777",
+	    (unsigned long long)(rec->lim.tmp_bytes ? rec->lim.tmp_bytes :
+	    64ull << 20));
+	if (mkdir_ok(p) != 0 || mount("tmpfs", p, "tmpfs", MS_NOSUID |
+	    MS_NODEV, opt) != 0)
+		init_fail(a, "mount tmpfs", p);
+	snprintf(p, sizeof(p), "%s/var", root);
+	(void)mkdir_ok(p);
+	snprintf(p, sizeof(p), "%s/var/tmp", root);
+	(void)!symlink("/tmp", p);
+	snprintf(p, sizeof(p), "%s/home", root);
+	(void)mkdir_ok(p);
+	snprintf(p, sizeof(p), "%s%s", root, SBX_HOME);
+	snprintf(opt, sizeof(opt), "size=%llu,mode=0700,uid=%d,gid=%d",
+	    (unsigned long long)(rec->lim.home_bytes ? rec->lim.home_bytes :
+	    64ull << 20), SBX_UID, SBX_GID);
+	if (mkdir_ok(p) != 0 || mount("tmpfs", p, "tmpfs", MS_NOSUID |
+	    MS_NODEV, opt) != 0)
+		init_fail(a, "mount tmpfs", p);
+	snprintf(p, sizeof(p), "%s%s", root, SBX_WORKDIR);
+	if (bind_at(rec->workspace, p, 0, 1) != 0)
+		init_fail(a, "bind", rec->workspace);
+	if (mount(NULL, p, NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV |
+	    kept_flags(p), NULL) != 0)
+		init_fail(a, "remount nosuid", p);
+	snprintf(p, sizeof(p), "%s/run", root);
+	if (mkdir_ok(p) != 0 || mount("tmpfs", p, "tmpfs", MS_NOSUID |
+	    MS_NODEV | MS_NOEXEC, "size=1m,mode=0755") != 0)
+		init_fail(a, "mount tmpfs", p);
+	snprintf(p, sizeof(p), "%s%s", root, SBX_SOCK_DIR);
+	if (bind_at(rec->session_dir, p, 0, 1) != 0)
+		init_fail(a, "bind", rec->session_dir);
+	snprintf(p, sizeof(p), "%s/opt", root);
+	(void)mkdir_ok(p);
+	snprintf(p, sizeof(p), "%s/opt/sluice", root);
+	(void)mkdir_ok(p);
+	snprintf(p, sizeof(p), "%s%s", root, SBX_SHIM_PATH);
+	if (bind_at(rec->shim, p, 1, 0) != 0)
+		init_fail(a, "bind", rec->shim);
+	snprintf(p, sizeof(p), "%s/root", root);
+	(void)mkdir(p, 0700);
+
+	/* pivot into it and drop the host's tree */
+	if (chdir(root) != 0)
+		init_fail(a, "chdir", root);
+	if (syscall(SYS_pivot_root, ".", ".") != 0)
+		init_fail(a, "pivot_root", root);
+	if (umount2(".", MNT_DETACH) != 0)
+		init_fail(a, "umount old root", "");
+	if (chdir("/") != 0)
+		init_fail(a, "chdir", "/");
+	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY |
+	    MS_NOSUID | MS_NODEV, NULL) != 0)
+		init_fail(a, "remount read-only", "/");
+}
+
+static void
+loopback_up(struct init_arg *a)
+{
+	struct ifreq ifr;
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (s < 0)
+		init_fail(a, "socket", "lo");
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) != 0)
+		init_fail(a, "SIOCGIFFLAGS", "lo");
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) != 0)
+		init_fail(a, "SIOCSIFFLAGS", "lo");
+	close(s);
+}
+
+static pid_t
+shim_start(struct init_arg *a)
+{
+	static char *const argv[] = { "sluice-shim", NULL };
+	static char *const envp[] = { "PATH=/usr/bin:/bin", NULL };
+	const char *what;
+	pid_t pid = fork();
+
+	if (pid != 0)
+		return pid;
+	if (become_user(a->rec, &what) != 0) {
+		fprintf(stderr, "sluice-run init: shim: %s: %s\n", what,
+		    strerror(errno));
+		_exit(126);
+	}
+	execve(SBX_SHIM_PATH, argv, envp);
+	fprintf(stderr, "sluice-run init: exec %s: %s\n", SBX_SHIM_PATH,
+	    strerror(errno));
+	_exit(127);
+}
+
+static volatile sig_atomic_t init_stop;
+
+static void
+on_term(int sig)
+{
+	(void)sig;
+	init_stop = 1;
+}
+
+static int
+init_main(void *arg)
+{
+	struct init_arg *a = arg;
+	struct sigaction sa;
+	pid_t shim, pid;
+	int64_t last_start;
+	char c;
+	int st, fd;
+
+	{
+		int keep[3] = { a->go_rd, a->rep_wr, a->log_fd };
+
+		close_others(keep, 3);
+	}
+	if (read(a->go_rd, &c, 1) != 1)
+		_exit(1);
+	close(a->go_rd);
+	if (setresgid(0, 0, 0) != 0 || setresuid(0, 0, 0) != 0)
+		init_fail(a, "setresuid", "0");
+	(void)setsid();
+	if (dup2(a->log_fd, 1) < 0 || dup2(a->log_fd, 2) < 0)
+		init_fail(a, "dup2", "log");
+	if ((fd = open("/dev/null", O_RDONLY)) >= 0) {
+		dup2(fd, 0);
+		if (fd > 2)
+			close(fd);
+	}
+	close(a->log_fd);
+	root_build(a);
+	if (sethostname("sandbox", 7) != 0)
+		init_fail(a, "sethostname", "");
+	loopback_up(a);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_term;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	shim = shim_start(a);
+	last_start = sbx_now_ms();
+	if (shim < 0)
+		init_fail(a, "fork", "shim");
+	(void)!write(a->rep_wr, "", 0);
+	close(a->rep_wr);
+	/* reap all orphans; restart the shim at most once a second */
+	while (!init_stop) {
+		pid = waitpid(-1, &st, 0);
+		if (pid < 0 && errno == ECHILD)
+			sleep(1);
+		if (pid == shim && !init_stop) {
+			int64_t d = sbx_now_ms() - last_start;
+
+			fprintf(stderr, "sluice-run init: shim exited (%d), "
+			    "restarting\n", st);
+			if (d < 1000)
+				usleep((useconds_t)(1000 - d) * 1000);
+			shim = shim_start(a);
+			last_start = sbx_now_ms();
+		}
+	}
+	return 0;
+}
+
+/* ---- backend calls ---- */
+
+static int
+ns_available(char *err, size_t errlen)
+{
+	if (geteuid() != 0)
+		return sbx_err(err, errlen, "the ns backend needs root");
+	if (access("/proc/self/ns/user", F_OK) != 0)
+		return sbx_err(err, errlen, "no user namespaces here");
+	return 0;
+}
+
+static int
+write_maps(pid_t pid, const struct sbx_rec *rec)
+{
+	char p[64], m[64];
+
+	snprintf(m, sizeof(m), "0 %u %u\n", (unsigned)rec->uid_base,
+	    (unsigned)rec->uid_count);
+	snprintf(p, sizeof(p), "/proc/%d/uid_map", (int)pid);
+	if (write_file(p, m) != 0)
+		return -1;
+	snprintf(p, sizeof(p), "/proc/%d/gid_map", (int)pid);
+	return write_file(p, m);
+}
+
+static int
+ns_destroy(struct sbx_rec *rec, char *err, size_t errlen)
+{
+	int i;
+
+	(void)err;
+	(void)errlen;
+	if (rec->init_pid > 0 && sbx_proc_start(rec->init_pid) ==
+	    rec->init_start && rec->init_start != 0) {
+		/* thaw first: frozen tasks die only once thawed */
+		if (rec->cgroup[0] != '\0' && !cg_is_v2(rec))
+			cg_v1_freeze(rec, NULL, 0);
+		else if (cg_is_v2(rec))
+			cg_write(rec, NULL, NULL, "cgroup.freeze", "0");
+		char ns[64] = "";
+
+		(void)ns_ino(rec->init_pid, "pid", ns, sizeof(ns));
+		proc_signal(rec, 0, SIGCONT);
+		/* killing a pid namespace's init kills all of it; wait
+		 * (bounded) until the last of it has exited */
+		kill(rec->init_pid, SIGKILL);
+		for (i = 0; i < 400 && (sbx_proc_start(rec->init_pid) ==
+		    rec->init_start || (ns[0] && proc_count_ns(ns) > 0)); i++)
+			usleep(5000);
+	}
+	if (rec->cgroup[0] != '\0') {
+		char p[SBX_PATH_MAX + 128];
+
+		/* stragglers (intermediate processes) in the groups */
+		if (cg_is_v2(rec)) {
+			cg_path(p, sizeof(p), rec, NULL, NULL, "cgroup.kill");
+			write_file(p, "1");
+		}
+		cg_remove_all(rec);
+	}
+	rec->init_pid = 0;
+	rec->init_start = 0;
+	return 0;
+}
+
+static int
+ns_create(struct sbx_rec *rec, char *err, size_t errlen)
+{
+	struct init_arg a;
+	int go[2] = { -1, -1 }, rep[2] = { -1, -1 }, rc = -1;
+	char root[SBX_PATH_MAX + 16], logp[SBX_PATH_MAX + 16], msg[1024];
+	char *stack = NULL;
+	ssize_t n;
+	pid_t pid;
+
+	memset(&a, 0, sizeof(a));
+	a.log_fd = -1;
+	snprintf(root, sizeof(root), "%s/root", rec->dir);
+	if (mkdir_ok(root) != 0)
+		return sbx_err(err, errlen, "mkdir %s: %s", root,
+		    strerror(errno));
+	snprintf(logp, sizeof(logp), "%s/init.log", rec->dir);
+	a.log_fd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (a.log_fd < 0)
+		return sbx_err(err, errlen, "%s: %s", logp, strerror(errno));
+	cg_setup(rec);
+	if (pipe2(go, O_CLOEXEC) != 0 || pipe2(rep, O_CLOEXEC) != 0) {
+		sbx_err(err, errlen, "pipe: %s", strerror(errno));
+		goto out;
+	}
+	a.rec = rec;
+	a.go_rd = go[0];
+	a.rep_wr = rep[1];
+	if ((stack = malloc(INIT_STACK)) == NULL) {
+		sbx_err(err, errlen, "out of memory");
+		goto out;
+	}
+	pid = clone(init_main, stack + INIT_STACK, CLONE_NEWUSER | CLONE_NEWNS |
+	    CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
+	    SIGCHLD, &a);
+	if (pid < 0) {
+		sbx_err(err, errlen, "clone: %s", strerror(errno));
+		goto out;
+	}
+	close(go[0]);
+	go[0] = -1;
+	close(rep[1]);
+	rep[1] = -1;
+	rec->init_pid = pid;
+	rec->init_start = sbx_proc_start(pid);
+	if (cg_join(rec, NULL, pid) != 0) {
+		sbx_err(err, errlen, "cgroup join %s: %s", rec->cgroup,
+		    strerror(errno));
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		goto fail;
+	}
+	if (write_maps(pid, rec) != 0) {
+		sbx_err(err, errlen, "uid/gid map of %d: %s", (int)pid,
+		    strerror(errno));
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		goto fail;
+	}
+	(void)!write(go[1], "g", 1);
+	n = read(rep[0], msg, sizeof(msg) - 1);
+	if (n != 0) {
+		int st;
+
+		if (n < 0)
+			n = 0;
+		msg[n] = '\0';
+		waitpid(pid, &st, 0);
+		sbx_err(err, errlen, "sandbox setup: %s", n > 0 ? msg :
+		    "the holder died");
+		goto fail;
+	}
+	rc = 0;
+	goto out;
+fail:
+	ns_destroy(rec, NULL, 0);
+out:
+	if (go[0] >= 0)
+		close(go[0]);
+	if (go[1] >= 0)
+		close(go[1]);
+	if (rep[0] >= 0)
+		close(rep[0]);
+	if (rep[1] >= 0)
+		close(rep[1]);
+	if (a.log_fd >= 0)
+		close(a.log_fd);
+	free(stack);
+	return rc;
+}
+
+static int
+ns_alive(const struct sbx_rec *rec)
+{
+	return rec->init_pid > 0 && rec->init_start != 0 &&
+	    sbx_proc_start(rec->init_pid) == rec->init_start;
+}
+
+/* In the intermediate child: enter the holder's namespaces. */
+static int
+enter_ns(const struct sbx_rec *rec, const char **what)
+{
+	static const char *const order[] = { "user", "mnt", "pid", "net",
+	    "ipc", "uts" };
+	int fds[6], i, rc = 0;
+	char p[64];
+
+	for (i = 0; i < 6; i++) {
+		snprintf(p, sizeof(p), "/proc/%d/ns/%s", (int)rec->init_pid,
+		    order[i]);
+		if ((fds[i] = open(p, O_RDONLY | O_CLOEXEC)) < 0) {
+			*what = order[i];
+			while (--i >= 0)
+				close(fds[i]);
+			return -1;
+		}
+	}
+	for (i = 0; i < 6 && rc == 0; i++)
+		if (setns(fds[i], 0) != 0) {
+			*what = order[i];
+			rc = -1;
+		}
+	for (i = 0; i < 6; i++)
+		close(fds[i]);
+	return rc;
+}
+
+static int
+ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
+    char *err, size_t errlen)
+{
+	int rep[2];
+	pid_t pid;
+	char msg[256];
+	ssize_t n;
+
+	if (!ns_alive(rec))
+		return sbx_err(err, errlen, "the sandbox's holder is gone");
+	memset(out, 0, sizeof(*out));
+	/* tag: boot ticks now, so that the /proc walk can tell this
+	 * command's processes from older ones */
+	out->start_ms = sbx_now_ms();
+	snprintf(out->tag, sizeof(out->tag), "x%llu-%d",
+	    (unsigned long long)ticks_now(), (int)getpid());
+	if (pipe2(rep, O_CLOEXEC) != 0)
+		return sbx_err(err, errlen, "pipe: %s", strerror(errno));
+	pid = fork();
+	if (pid < 0) {
+		close(rep[0]);
+		close(rep[1]);
+		return sbx_err(err, errlen, "fork: %s", strerror(errno));
+	}
+	if (pid == 0) {
+		const char *what = "";
+		pid_t child;
+		int st;
+
+		close(rep[0]);
+		{
+			int keep[4] = { rep[1], cmd->fd_in, cmd->fd_out,
+			    cmd->fd_err };
+
+			close_others(keep, 4);
+		}
+		signal(SIGPIPE, SIG_DFL);
+		if (cg_join(rec, out->tag, getpid()) != 0) {
+			what = "cgroup join";
+			goto child_fail;
+		}
+		if (enter_ns(rec, &what) != 0)
+			goto child_fail;
+		if ((child = fork()) < 0) {
+			what = "fork";
+			goto child_fail;
+		}
+		if (child == 0) {
+			if (dup2(cmd->fd_in, 0) < 0 || dup2(cmd->fd_out, 1) < 0
+			    || dup2(cmd->fd_err, 2) < 0) {
+				what = "dup2";
+				goto child_fail;
+			}
+			closefrom(3);
+			/* rep was closed by closefrom: report on fd 2 */
+			rep[1] = 2;
+			if (chdir(cmd->cwd ? cmd->cwd : SBX_WORKDIR) != 0) {
+				what = "chdir";
+				goto child_fail;
+			}
+			if (become_user(rec, &what) != 0)
+				goto child_fail;
+			environ = (char **)cmd->envp;
+			execvp(cmd->argv[0], cmd->argv);
+			dprintf(2, "sluice-run: %s: %s\n", cmd->argv[0],
+			    strerror(errno));
+			_exit(errno == ENOENT ? 127 : 126);
+		}
+		close(rep[1]);
+		close(cmd->fd_in);
+		close(cmd->fd_out);
+		close(cmd->fd_err);
+		while (waitpid(child, &st, 0) < 0 && errno == EINTR)
+			;
+		if (WIFEXITED(st))
+			_exit(WEXITSTATUS(st));
+		_exit(128 + WTERMSIG(st));
+child_fail:
+		if (rep[1] == 2)
+			dprintf(2, "sluice-run: %s: %s\n", what,
+			    strerror(errno));
+		else
+			dprintf(rep[1], "%s: %s", what, strerror(errno));
+		_exit(125);
+	}
+	close(rep[1]);
+	n = read(rep[0], msg, sizeof(msg) - 1);
+	close(rep[0]);
+	if (n > 0) {
+		msg[n] = '\0';
+		waitpid(pid, NULL, 0);
+		return sbx_err(err, errlen, "entering the sandbox: %s", msg);
+	}
+	out->pid = pid;
+	return 0;
+}
+
+static uint64_t
+tag_ticks(const char *tag)
+{
+	return tag[0] == 'x' ? strtoull(tag + 1, NULL, 10) : 0;
+}
+
+static int
+ns_kill_tree(struct sbx_rec *rec, const struct sbx_proc *p, char *err,
+    size_t errlen)
+{
+	uint64_t since = tag_ticks(p->tag);
+	int i;
+
+	(void)err;
+	(void)errlen;
+	if (rec->cgroup[0] != '\0') {
+		cg_kill(rec, p->tag);
+		return 0;
+	}
+	/* stop first so nothing forks between the rounds, then kill */
+	if (since == 0)
+		return 0;
+	for (i = 0; i < 5; i++)
+		if (proc_signal(rec, since, SIGSTOP) == 0)
+			break;
+	proc_signal(rec, since, SIGKILL);
+	proc_signal(rec, since, SIGCONT);
+	return 0;
+}
+
+static void
+ns_release(struct sbx_rec *rec, const struct sbx_proc *p)
+{
+	cg_release(rec, p->tag);
+}
+
+static int
+ns_suspend(struct sbx_rec *rec, char *err, size_t errlen)
+{
+	if (!ns_alive(rec))
+		return sbx_err(err, errlen, "the sandbox's holder is gone");
+	if (cg_is_v2(rec)) {
+		if (cg_write(rec, NULL, NULL, "cgroup.freeze", "1") != 0)
+			return sbx_err(err, errlen, "cgroup.freeze: %s",
+			    strerror(errno));
+	} else if (rec->cgroup[0] != '\0') {
+		if (cg_v1_freeze(rec, NULL, 1) != 0)
+			return sbx_err(err, errlen, "freezer: %s",
+			    strerror(errno));
+	} else
+		proc_signal(rec, 0, SIGSTOP);
+	rec->suspended = 1;
+	return 0;
+}
+
+static int
+ns_resume(struct sbx_rec *rec, char *err, size_t errlen)
+{
+	if (cg_is_v2(rec)) {
+		if (cg_write(rec, NULL, NULL, "cgroup.freeze", "0") != 0)
+			return sbx_err(err, errlen, "cgroup.freeze: %s",
+			    strerror(errno));
+	} else if (rec->cgroup[0] != '\0') {
+		if (cg_v1_freeze(rec, NULL, 0) != 0)
+			return sbx_err(err, errlen, "freezer: %s",
+			    strerror(errno));
+	} else
+		proc_signal(rec, 0, SIGCONT);
+	rec->suspended = 0;
+	return 0;
+}
+
+const struct sbx_backend sbx_ns_backend = {
+	.name = "ns",
+	.available = ns_available,
+	.create = ns_create,
+	.spawn = ns_spawn,
+	.kill_tree = ns_kill_tree,
+	.release = ns_release,
+	.suspend = ns_suspend,
+	.resume = ns_resume,
+	.alive = ns_alive,
+	.destroy = ns_destroy,
+};

@@ -1,0 +1,1710 @@
+/*
+ * sluice-run.c: the session executor.  One persistent sandbox per chat,
+ * commands run in it with a timeout and capped output, the broker
+ * session made and removed through sluiced's control socket.
+ *
+ * State: <state-dir>/.lock (exclusive for create, destroy, gc; shared for
+ * list), <state-dir>/<chat>/record.json (struct sbx_rec), <chat>/lock
+ * (held while the record changes), <chat>/run/<tag> (a running command:
+ * the pid to wait for, used by cancel and destroy).  No daemon: every
+ * invocation reads the state, acts, and leaves.
+ */
+#include "sluice-config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "sandbox-glue/sbx.h"
+
+#define PROG		"sluice-run"
+#define DEF_STATE	"/run/sluice-run"
+#define DEF_CONTROL	"/run/sluice/control.sock"
+#define PROXY_URL	"http://127.0.0.1:3128"
+
+/* Exit codes (sluice-run(1), EXIT STATUS). */
+enum {
+	EX_OK = 0,
+	EX_FAIL = 1,            /* anything else that went wrong */
+	EX_USAGE = 2,
+	EX_NOSANDBOX = 3,       /* no sandbox for that chat */
+	EX_QUOTA = 4,           /* a live-sandbox limit is reached */
+	EX_BROKER = 5,          /* sluiced unreachable or refused */
+	EX_EXISTS = 6,          /* the chat has a sandbox already */
+	EX_BACKEND = 7,         /* backend unavailable or failed */
+	EX_TIMEOUT = 124,       /* exec: the command timed out */
+	EX_EXECFAIL = 125,      /* exec: sluice-run could not run it */
+};
+
+/* ---- configuration ---- */
+
+struct cfg {
+	char state_dir[SBX_PATH_MAX];
+	char control[SBX_PATH_MAX];
+	char shim[SBX_PATH_MAX];
+	char backend[16];
+	char tier[16];
+	long timeout_default, timeout_max;
+	long output_cap;
+	long max_per_tenant, max_per_user, max_total;
+	long idle_after, remove_after;
+	unsigned long uid_base, slots;
+	struct sbx_limits lim;
+};
+
+static struct cfg C;
+static int opt_json;
+
+static void
+cfg_defaults(void)
+{
+	snprintf(C.state_dir, sizeof(C.state_dir), "%s", DEF_STATE);
+	snprintf(C.control, sizeof(C.control), "%s", DEF_CONTROL);
+	snprintf(C.shim, sizeof(C.shim), "%s", SLUICE_SHIM_PATH);
+	snprintf(C.backend, sizeof(C.backend), "ns");
+	snprintf(C.tier, sizeof(C.tier), "registries");
+	C.timeout_default = 120;
+	C.timeout_max = 1680;
+	C.output_cap = 64 * 1024;
+	C.max_per_tenant = 50;
+	C.max_per_user = 5;
+	C.max_total = 200;
+	C.idle_after = 15 * 60;
+	C.remove_after = 24 * 3600;
+	C.uid_base = 1000000000ul;
+	C.slots = 1024;
+	C.lim.memory_bytes = 2048ull << 20;
+	C.lim.pids = 512;
+	C.lim.cpu_pct = 100;
+	C.lim.tmp_bytes = 512ull << 20;
+	C.lim.home_bytes = 1024ull << 20;
+	C.lim.fsize_bytes = 1024ull << 20;
+	C.lim.nofile = 1024;
+	C.lim.nproc = 512;
+}
+
+static void
+die(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+
+static void
+die(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, PROG ": ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(code);
+}
+
+static void
+cfg_num(json_t *o, const char *key, long *out, long lo, long hi)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (v == NULL)
+		return;
+	if (!json_is_integer(v) || json_integer_value(v) < lo ||
+	    json_integer_value(v) > hi)
+		die(EX_USAGE, "config: %s: an integer from %ld to %ld", key, lo,
+		    hi);
+	*out = (long)json_integer_value(v);
+}
+
+static void
+cfg_u64(json_t *o, const char *key, uint64_t *out, uint64_t mult)
+{
+	long v = -1;
+
+	cfg_num(o, key, &v, 0, LONG_MAX / 2);
+	if (v >= 0)
+		*out = (uint64_t)v * mult;
+}
+
+static void
+cfg_str(json_t *o, const char *key, char *out, size_t len)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (v == NULL)
+		return;
+	if (!json_is_string(v) || strlen(json_string_value(v)) >= len)
+		die(EX_USAGE, "config: %s: a string under %zu bytes", key, len);
+	snprintf(out, len, "%s", json_string_value(v));
+}
+
+static const char *const cfg_keys[] = { "state_dir", "control", "shim",
+	"backend", "tier", "timeout", "timeout_max", "output_cap",
+	"max_per_tenant", "max_per_user", "max_total", "idle_after",
+	"remove_after", "uid_base", "limits", NULL };
+static const char *const lim_keys[] = { "memory_mb", "pids", "cpu_pct",
+	"tmp_mb", "home_mb", "fsize_mb", "nofile", "nproc", NULL };
+
+static void
+cfg_check_keys(json_t *o, const char *const *keys, const char *where)
+{
+	const char *k;
+	json_t *v;
+	size_t i;
+
+	json_object_foreach(o, k, v) {
+		for (i = 0; keys[i] != NULL && strcmp(keys[i], k) != 0; i++)
+			;
+		if (keys[i] == NULL)
+			die(EX_USAGE, "config: unknown key %s%s", where, k);
+	}
+}
+
+static void
+cfg_load(const char *path)
+{
+	json_error_t je;
+	json_t *o, *l;
+	long ub = (long)C.uid_base;
+
+	o = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+	if (o == NULL)
+		die(EX_USAGE, "config %s:%d: %s", path, je.line, je.text);
+	if (!json_is_object(o))
+		die(EX_USAGE, "config %s: not a JSON object", path);
+	cfg_check_keys(o, cfg_keys, "");
+	cfg_str(o, "state_dir", C.state_dir, sizeof(C.state_dir));
+	cfg_str(o, "control", C.control, sizeof(C.control));
+	cfg_str(o, "shim", C.shim, sizeof(C.shim));
+	cfg_str(o, "backend", C.backend, sizeof(C.backend));
+	cfg_str(o, "tier", C.tier, sizeof(C.tier));
+	cfg_num(o, "timeout_max", &C.timeout_max, 1, 1680);
+	cfg_num(o, "timeout", &C.timeout_default, 1, C.timeout_max);
+	cfg_num(o, "output_cap", &C.output_cap, 0, 64l << 20);
+	cfg_num(o, "max_per_tenant", &C.max_per_tenant, 0, 1000000);
+	cfg_num(o, "max_per_user", &C.max_per_user, 0, 1000000);
+	cfg_num(o, "max_total", &C.max_total, 0, 1000000);
+	cfg_num(o, "idle_after", &C.idle_after, 0, LONG_MAX / 2);
+	cfg_num(o, "remove_after", &C.remove_after, 0, LONG_MAX / 2);
+	cfg_num(o, "uid_base", &ub, 65536, 4000000000l - 65536l * 1024);
+	C.uid_base = (unsigned long)ub;
+	if ((l = json_object_get(o, "limits")) != NULL) {
+		if (!json_is_object(l))
+			die(EX_USAGE, "config: limits: an object");
+		cfg_check_keys(l, lim_keys, "limits.");
+		cfg_u64(l, "memory_mb", &C.lim.memory_bytes, 1 << 20);
+		cfg_u64(l, "pids", &C.lim.pids, 1);
+		cfg_u64(l, "cpu_pct", &C.lim.cpu_pct, 1);
+		cfg_u64(l, "tmp_mb", &C.lim.tmp_bytes, 1 << 20);
+		cfg_u64(l, "home_mb", &C.lim.home_bytes, 1 << 20);
+		cfg_u64(l, "fsize_mb", &C.lim.fsize_bytes, 1 << 20);
+		cfg_u64(l, "nofile", &C.lim.nofile, 1);
+		cfg_u64(l, "nproc", &C.lim.nproc, 1);
+	}
+	json_decref(o);
+}
+
+/* ---- ids, paths, locks ---- */
+
+static int
+id_ok(const char *s, size_t max)
+{
+	size_t n = strlen(s), i;
+
+	if (n == 0 || n > max || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' &&
+		    s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+		    s[i] == '.' || s[i] == '_' || s[i] == '-'))
+			return 0;
+	return 1;
+}
+
+static void
+chat_dir(char *buf, size_t len, const char *chat)
+{
+	if (snprintf(buf, len, "%s/%s", C.state_dir, chat) >= (int)len)
+		die(EX_USAGE, "state directory path too long");
+}
+
+/* flock path (created); returns the fd, or exits. */
+static int
+lock_path(const char *path, int how)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		die(EX_FAIL, "%s: %s", path, strerror(errno));
+	while (flock(fd, how) != 0) {
+		if (errno == EINTR)
+			continue;
+		if (errno == EWOULDBLOCK) {
+			close(fd);
+			return -1;
+		}
+		die(EX_FAIL, "flock %s: %s", path, strerror(errno));
+	}
+	return fd;
+}
+
+static int
+lock_global(int how)
+{
+	char p[SBX_PATH_MAX + 16];
+
+	if (mkdir(C.state_dir, 0711) != 0 && errno != EEXIST)
+		die(EX_FAIL, "%s: %s", C.state_dir, strerror(errno));
+	snprintf(p, sizeof(p), "%s/.lock", C.state_dir);
+	return lock_path(p, how);
+}
+
+/* The chat's lock, or -1 when the chat has no directory. */
+static int
+lock_chat(const char *chat, int how)
+{
+	char d[SBX_PATH_MAX], p[SBX_PATH_MAX + 16];
+	struct stat st;
+
+	chat_dir(d, sizeof(d), chat);
+	if (stat(d, &st) != 0)
+		return -1;
+	snprintf(p, sizeof(p), "%s/lock", d);
+	return lock_path(p, how);
+}
+
+static void
+unlock(int fd)
+{
+	if (fd >= 0)
+		close(fd);
+}
+
+/* ---- records ---- */
+
+static json_t *
+lim_json(const struct sbx_limits *l)
+{
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	    "memory_bytes", (json_int_t)l->memory_bytes,
+	    "pids", (json_int_t)l->pids, "cpu_pct", (json_int_t)l->cpu_pct,
+	    "tmp_bytes", (json_int_t)l->tmp_bytes,
+	    "home_bytes", (json_int_t)l->home_bytes,
+	    "fsize_bytes", (json_int_t)l->fsize_bytes,
+	    "nofile", (json_int_t)l->nofile, "nproc", (json_int_t)l->nproc);
+}
+
+static json_t *
+rec_json(const struct sbx_rec *r)
+{
+	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:b,s:s,s:s,s:I,s:I,"
+	    "s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:b,s:s,s:s,s:s,s:o}",
+	    "chat", r->chat, "tenant", r->tenant, "user", r->user,
+	    "tier", r->tier, "backend", r->backend, "dir", r->dir,
+	    "workspace", r->workspace, "workspace_made", r->workspace_made,
+	    "session_dir", r->session_dir, "shim", r->shim,
+	    "uid_base", (json_int_t)r->uid_base,
+	    "uid_count", (json_int_t)r->uid_count,
+	    "host_uid", (json_int_t)r->host_uid,
+	    "host_gid", (json_int_t)r->host_gid, "slot", r->slot,
+	    "init_pid", (json_int_t)r->init_pid,
+	    "init_start", (json_int_t)r->init_start,
+	    "created", (json_int_t)r->created,
+	    "last_used", (json_int_t)r->last_used,
+	    "suspended", r->suspended, "cgroup", r->cgroup, "note", r->note,
+	    "backend_data", r->backend_data, "limits", lim_json(&r->lim));
+}
+
+static void
+get_s(json_t *o, const char *k, char *out, size_t len)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+
+	snprintf(out, len, "%s", s ? s : "");
+}
+
+static int64_t
+get_i(json_t *o, const char *k)
+{
+	return (int64_t)json_integer_value(json_object_get(o, k));
+}
+
+static int
+rec_load(const char *chat, struct sbx_rec *r)
+{
+	char p[SBX_PATH_MAX + 32];
+	json_t *o, *l;
+
+	snprintf(p, sizeof(p), "%s/%s/record.json", C.state_dir, chat);
+	if ((o = json_load_file(p, 0, NULL)) == NULL)
+		return -1;
+	memset(r, 0, sizeof(*r));
+	get_s(o, "chat", r->chat, sizeof(r->chat));
+	get_s(o, "tenant", r->tenant, sizeof(r->tenant));
+	get_s(o, "user", r->user, sizeof(r->user));
+	get_s(o, "tier", r->tier, sizeof(r->tier));
+	get_s(o, "backend", r->backend, sizeof(r->backend));
+	get_s(o, "dir", r->dir, sizeof(r->dir));
+	get_s(o, "workspace", r->workspace, sizeof(r->workspace));
+	r->workspace_made = json_is_true(json_object_get(o,
+	    "workspace_made"));
+	get_s(o, "session_dir", r->session_dir, sizeof(r->session_dir));
+	get_s(o, "shim", r->shim, sizeof(r->shim));
+	r->uid_base = (uid_t)get_i(o, "uid_base");
+	r->uid_count = (uid_t)get_i(o, "uid_count");
+	r->host_uid = (uid_t)get_i(o, "host_uid");
+	r->host_gid = (gid_t)get_i(o, "host_gid");
+	r->slot = (int)get_i(o, "slot");
+	r->init_pid = (pid_t)get_i(o, "init_pid");
+	r->init_start = (uint64_t)get_i(o, "init_start");
+	r->created = get_i(o, "created");
+	r->last_used = get_i(o, "last_used");
+	r->suspended = json_is_true(json_object_get(o, "suspended"));
+	get_s(o, "cgroup", r->cgroup, sizeof(r->cgroup));
+	get_s(o, "note", r->note, sizeof(r->note));
+	get_s(o, "backend_data", r->backend_data, sizeof(r->backend_data));
+	l = json_object_get(o, "limits");
+	r->lim.memory_bytes = (uint64_t)get_i(l, "memory_bytes");
+	r->lim.pids = (uint64_t)get_i(l, "pids");
+	r->lim.cpu_pct = (uint64_t)get_i(l, "cpu_pct");
+	r->lim.tmp_bytes = (uint64_t)get_i(l, "tmp_bytes");
+	r->lim.home_bytes = (uint64_t)get_i(l, "home_bytes");
+	r->lim.fsize_bytes = (uint64_t)get_i(l, "fsize_bytes");
+	r->lim.nofile = (uint64_t)get_i(l, "nofile");
+	r->lim.nproc = (uint64_t)get_i(l, "nproc");
+	json_decref(o);
+	return strcmp(r->chat, chat) == 0 ? 0 : -1;
+}
+
+/* Write record.json through a temporary file and rename. */
+static int
+rec_save(const struct sbx_rec *r)
+{
+	char p[SBX_PATH_MAX + 32], t[SBX_PATH_MAX + 32];
+	json_t *o = rec_json(r);
+	int rc;
+
+	snprintf(p, sizeof(p), "%s/record.json", r->dir);
+	snprintf(t, sizeof(t), "%s/record.json.tmp", r->dir);
+	rc = json_dump_file(o, t, JSON_INDENT(1) | JSON_SORT_KEYS);
+	json_decref(o);
+	if (rc != 0 || rename(t, p) != 0) {
+		fprintf(stderr, PROG ": %s: cannot save the record\n", p);
+		return -1;
+	}
+	return 0;
+}
+
+/* Chat names of all records (malloc'd, NULL-terminated). */
+static char **
+chats_all(void)
+{
+	char **v = calloc(1, sizeof(char *));
+	struct dirent *de;
+	size_t n = 0;
+	DIR *d;
+
+	if (v == NULL)
+		die(EX_FAIL, "out of memory");
+	if ((d = opendir(C.state_dir)) == NULL)
+		return v;
+	while ((de = readdir(d)) != NULL) {
+		char p[SBX_PATH_MAX + 300];
+		char **nv;
+
+		if (!id_ok(de->d_name, SBX_ID_MAX))
+			continue;
+		snprintf(p, sizeof(p), "%s/%s/record.json", C.state_dir,
+		    de->d_name);
+		if (access(p, F_OK) != 0)
+			continue;
+		if ((nv = realloc(v, (n + 2) * sizeof(char *))) == NULL)
+			die(EX_FAIL, "out of memory");
+		v = nv;
+		v[n++] = strdup(de->d_name);
+		v[n] = NULL;
+	}
+	closedir(d);
+	return v;
+}
+
+static void
+chats_free(char **v)
+{
+	size_t i;
+
+	for (i = 0; v[i] != NULL; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* Remove a directory tree (no symlink following). */
+static void
+rm_tree(const char *path)
+{
+	struct dirent *de;
+	struct stat st;
+	DIR *d;
+
+	if (lstat(path, &st) != 0)
+		return;
+	if (!S_ISDIR(st.st_mode)) {
+		unlink(path);
+		return;
+	}
+	if ((d = opendir(path)) != NULL) {
+		while ((de = readdir(d)) != NULL) {
+			char c[PATH_MAX];
+
+			if (strcmp(de->d_name, ".") == 0 ||
+			    strcmp(de->d_name, "..") == 0)
+				continue;
+			snprintf(c, sizeof(c), "%s/%s", path, de->d_name);
+			rm_tree(c);
+		}
+		closedir(d);
+	}
+	rmdir(path);
+}
+
+/* ---- sluiced control socket: one HTTP/1.1 request ---- */
+
+/*
+ * Send method path body over the Unix socket and return the status;
+ * body of the answer in *resp (malloc) or NULL.  -1 with err when the
+ * socket cannot be reached or the answer is not HTTP.
+ */
+static int
+broker_call(const char *method, const char *path, const char *body,
+    char **resp, char *err, size_t errlen)
+{
+	struct sockaddr_un sun;
+	char head[512], *buf = NULL, *p, *nb;
+	size_t len = 0, cap = 0, blen = body ? strlen(body) : 0;
+	int fd, status = -1;
+	struct pollfd pfd;
+	int64_t deadline = sbx_now_ms() + 10000;
+	ssize_t n;
+
+	*resp = NULL;
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	if (strlen(C.control) >= sizeof(sun.sun_path))
+		return sbx_err(err, errlen, "control socket path too long");
+	memcpy(sun.sun_path, C.control, strlen(C.control));
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return sbx_err(err, errlen, "socket: %s", strerror(errno));
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
+		sbx_err(err, errlen, "cannot reach sluiced at %s: %s",
+		    C.control, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	n = snprintf(head, sizeof(head), "%s %s HTTP/1.1\r\nHost: sluiced\r\n"
+	    "Connection: close\r\nContent-Type: application/json\r\n"
+	    "Content-Length: %zu\r\n\r\n", method, path, blen);
+	if (write(fd, head, (size_t)n) != n || (blen && write(fd, body, blen)
+	    != (ssize_t)blen)) {
+		sbx_err(err, errlen, "sluiced at %s: write: %s", C.control,
+		    strerror(errno));
+		close(fd);
+		return -1;
+	}
+	for (;;) {
+		int64_t left = deadline - sbx_now_ms();
+
+		if (left <= 0) {
+			sbx_err(err, errlen, "sluiced at %s: no answer in 10 s",
+			    C.control);
+			goto out;
+		}
+		pfd.fd = fd;
+		pfd.events = POLLIN;
+		if (poll(&pfd, 1, (int)left) < 0 && errno != EINTR)
+			break;
+		if (len + 4096 + 1 > cap) {
+			cap = cap ? cap * 2 : 16384;
+			if (cap > (4u << 20) || (nb = realloc(buf, cap)) == NULL) {
+				sbx_err(err, errlen, "sluiced: answer too large");
+				goto out;
+			}
+			buf = nb;
+		}
+		n = read(fd, buf + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	if (buf == NULL || len < 12 || strncmp(buf, "HTTP/1.", 7) != 0) {
+		sbx_err(err, errlen, "sluiced at %s: not an HTTP answer",
+		    C.control);
+		goto out;
+	}
+	buf[len] = '\0';
+	status = atoi(buf + 9);
+	if ((p = strstr(buf, "\r\n\r\n")) != NULL)
+		*resp = strdup(p + 4);
+out:
+	free(buf);
+	close(fd);
+	return status;
+}
+
+/* The "error" of a JSON error body, or the body itself. */
+static const char *
+broker_msg(const char *body, char *buf, size_t len)
+{
+	json_t *o = body ? json_loads(body, 0, NULL) : NULL;
+	const char *e = o ? json_string_value(json_object_get(o, "error")) :
+	    NULL;
+
+	snprintf(buf, len, "%s", e ? e : body ? body : "");
+	json_decref(o);
+	buf[strcspn(buf, "\r\n")] = '\0';
+	return buf;
+}
+
+static int
+broker_delete(const char *chat, char *err, size_t errlen)
+{
+	char path[128], *resp = NULL, m[256];
+	int st;
+
+	snprintf(path, sizeof(path), "/v1/sessions/%s", chat);
+	st = broker_call("DELETE", path, NULL, &resp, err, errlen);
+	if (st < 0)
+		return -1;
+	if (st != 200 && st != 204 && st != 404) {
+		sbx_err(err, errlen, "sluiced refused to delete session %s "
+		    "(%d): %s", chat, st, broker_msg(resp, m, sizeof(m)));
+		free(resp);
+		return -1;
+	}
+	free(resp);
+	return 0;
+}
+
+/* Hand the session socket to the sandbox user: sluiced makes it 0660
+ * root's, and a restarted sluiced makes it afresh. */
+static void
+socket_own(const struct sbx_rec *r)
+{
+	char p[SBX_PATH_MAX + 16];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/proxy.sock", r->session_dir);
+	if (lstat(p, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	    (st.st_uid != r->host_uid || st.st_gid != r->host_gid))
+		if (chown(p, r->host_uid, r->host_gid) != 0)
+			fprintf(stderr, PROG ": chown %s: %s\n", p,
+			    strerror(errno));
+}
+
+/* ---- output ---- */
+
+/* Valid UTF-8 copy of b[0..n) (bad bytes become U+FFFD). */
+static json_t *
+json_text(const unsigned char *b, size_t n)
+{
+	char *o = malloc(n * 3 + 1);
+	size_t i = 0, j = 0;
+	json_t *s;
+
+	if (o == NULL)
+		die(EX_FAIL, "out of memory");
+	while (i < n) {
+		unsigned c = b[i];
+		size_t k, need = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 :
+		    (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : 9;
+		int ok = need != 9 && i + need < n + (need ? 0 : 1) &&
+		    (need == 0 || i + need < n);
+
+		for (k = 1; ok && k <= need; k++)
+			if ((b[i + k] & 0xc0) != 0x80)
+				ok = 0;
+		if (ok && need == 1 && c < 0xc2)
+			ok = 0;
+		if (ok && need == 2 && ((c == 0xe0 && b[i + 1] < 0xa0) ||
+		    (c == 0xed && b[i + 1] >= 0xa0)))
+			ok = 0;
+		if (ok && need == 3 && ((c == 0xf0 && b[i + 1] < 0x90) ||
+		    c > 0xf4 || (c == 0xf4 && b[i + 1] >= 0x90)))
+			ok = 0;
+		if (!ok || (c == 0)) {
+			if (c == 0 && ok) {
+				o[j++] = ' ';   /* jansson: no NULs */
+				i++;
+				continue;
+			}
+			memcpy(o + j, "\xef\xbf\xbd", 3);
+			j += 3;
+			i++;
+			continue;
+		}
+		memcpy(o + j, b + i, need + 1);
+		j += need + 1;
+		i += need + 1;
+	}
+	s = json_stringn(o, j);
+	free(o);
+	return s;
+}
+
+static void
+json_out(json_t *o)
+{
+	char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+
+	if (s == NULL)
+		die(EX_FAIL, "cannot encode JSON");
+	printf("%s\n", s);
+	free(s);
+	json_decref(o);
+}
+
+/* ---- the commands' environment ---- */
+
+struct envv {
+	char **v;
+	size_t n;
+};
+
+static void
+env_set(struct envv *e, const char *kv)
+{
+	size_t klen = strcspn(kv, "="), i;
+	char **nv;
+
+	for (i = 0; i < e->n; i++)
+		if (strncmp(e->v[i], kv, klen) == 0 && e->v[i][klen] == '=') {
+			free(e->v[i]);
+			e->v[i] = strdup(kv);
+			return;
+		}
+	if ((nv = realloc(e->v, (e->n + 2) * sizeof(char *))) == NULL)
+		die(EX_FAIL, "out of memory");
+	e->v = nv;
+	e->v[e->n++] = strdup(kv);
+	e->v[e->n] = NULL;
+}
+
+/* A clean environment: nothing of the host's, the proxy set for every
+ * client we know, then the caller's --env. */
+static void
+env_base(struct envv *e)
+{
+	static const char *const base[] = {
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
+		    "/sbin:/bin",
+		"HOME=" SBX_HOME, "USER=user", "LOGNAME=user",
+		"SHELL=/bin/bash", "LANG=C.UTF-8", "TMPDIR=/tmp",
+		"PWD=" SBX_WORKDIR,
+		"HTTP_PROXY=" PROXY_URL, "HTTPS_PROXY=" PROXY_URL,
+		"http_proxy=" PROXY_URL, "https_proxy=" PROXY_URL,
+		"NO_PROXY=localhost,127.0.0.1,::1",
+		"no_proxy=localhost,127.0.0.1,::1",
+		"PIP_PROXY=" PROXY_URL,
+		"npm_config_proxy=" PROXY_URL,
+		"npm_config_https_proxy=" PROXY_URL,
+		"CARGO_HTTP_PROXY=" PROXY_URL,
+		"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.proxy",
+		"GIT_CONFIG_VALUE_0=" PROXY_URL,
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(base) / sizeof(base[0]); i++)
+		env_set(e, base[i]);
+}
+
+/* ---- running one command ---- */
+
+struct result {
+	int exit_code;
+	int timed_out, cancelled;
+	int64_t duration_ms;
+	unsigned char *out[2];
+	size_t len[2];
+	unsigned long long dropped[2];
+};
+
+static void
+run_file(char *buf, size_t len, const struct sbx_rec *r, const char *tag)
+{
+	snprintf(buf, len, "%s/run/%s", r->dir, tag);
+}
+
+/*
+ * Resume the sandbox if suspended, check it is alive and spawn argv in
+ * it; called with the chat lock held.  fd_out/fd_err -1: pipes made here
+ * (*pout, *perr).
+ */
+static int
+start_cmd(struct sbx_rec *r, const struct sbx_backend *be, char **argv,
+    struct envv *env, int fd_in, int fd_out, int fd_err, int *pout,
+    int *perr, struct sbx_proc *pr)
+{
+	int po[2] = { -1, -1 }, pe[2] = { -1, -1 };
+	char err[512], p[SBX_PATH_MAX + 200], pid[32];
+	struct sbx_cmd cmd;
+	int fd;
+
+	if (!be->alive(r)) {
+		fprintf(stderr, PROG ": the sandbox of chat %s is gone (its "
+		    "holder died); destroy it and create it again\n", r->chat);
+		return -1;
+	}
+	if (r->suspended) {
+		if (be->resume(r, err, sizeof(err)) != 0) {
+			fprintf(stderr, PROG ": resume: %s\n", err);
+			return -1;
+		}
+		rec_save(r);
+	}
+	socket_own(r);
+	if (fd_out < 0 && (pipe2(po, O_CLOEXEC) != 0 ||
+	    pipe2(pe, O_CLOEXEC) != 0)) {
+		fprintf(stderr, PROG ": pipe: %s\n", strerror(errno));
+		return -1;
+	}
+	memset(&cmd, 0, sizeof(cmd));
+	cmd.argv = argv;
+	cmd.envp = env->v;
+	cmd.fd_in = fd_in;
+	cmd.fd_out = fd_out >= 0 ? fd_out : po[1];
+	cmd.fd_err = fd_err >= 0 ? fd_err : pe[1];
+	cmd.cwd = SBX_WORKDIR;
+	if (be->spawn(r, &cmd, pr, err, sizeof(err)) != 0) {
+		fprintf(stderr, PROG ": %s\n", err);
+		if (po[0] >= 0) {
+			close(po[0]); close(po[1]);
+			close(pe[0]); close(pe[1]);
+		}
+		return -1;
+	}
+	if (po[0] >= 0) {
+		close(po[1]);
+		close(pe[1]);
+		*pout = po[0];
+		*perr = pe[0];
+	}
+	snprintf(p, sizeof(p), "%s/run", r->dir);
+	(void)mkdir(p, 0700);
+	run_file(p, sizeof(p), r, pr->tag);
+	if ((fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600))
+	    >= 0) {
+		snprintf(pid, sizeof(pid), "%d\n", (int)pr->pid);
+		(void)!write(fd, pid, strlen(pid));
+		close(fd);
+	}
+	return 0;
+}
+
+static int
+pidfd_open_(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+/*
+ * Read both pipes into res (cap bytes kept per stream, the rest read and
+ * counted) until the main process exits or the timeout passes; echo
+ * (text mode) writes kept bytes through as they come.
+ */
+static void
+collect(struct sbx_rec *r, const struct sbx_backend *be, struct sbx_proc *pr,
+    int fo, int fe, long timeout_s, long cap, int echo, struct result *res)
+{
+	int64_t deadline = pr->start_ms + timeout_s * 1000;
+	int pfd_pid = pidfd_open_(pr->pid), fds[2] = { fo, fe }, i, k, st = 0;
+	int exited = 0;
+	char buf[65536], err[256];
+
+	for (i = 0; i < 2; i++)
+		if ((res->out[i] = malloc((size_t)cap + 1)) == NULL)
+			die(EX_FAIL, "out of memory");
+	while (!exited) {
+		struct pollfd p[3];
+		int n = 0, fdi[3];
+		int64_t left = deadline - sbx_now_ms();
+
+		if (left <= 0) {
+			res->timed_out = 1;
+			be->kill_tree(r, pr, err, sizeof(err));
+			break;
+		}
+		for (i = 0; i < 2; i++)
+			if (fds[i] >= 0) {
+				p[n].fd = fds[i];
+				p[n].events = POLLIN;
+				fdi[n++] = i;
+			}
+		if (pfd_pid >= 0) {
+			p[n].fd = pfd_pid;
+			p[n].events = POLLIN;
+			fdi[n++] = 2;
+		}
+		if (poll(p, n, left > 200 || pfd_pid >= 0 ? (int)(left > 60000 ?
+		    60000 : left) : (int)left) < 0 && errno != EINTR)
+			break;
+		if (pfd_pid < 0 && waitpid(pr->pid, &st, WNOHANG) == pr->pid) {
+			exited = 2;
+			break;
+		}
+		for (k = 0; k < n; k++) {
+			ssize_t m;
+
+			if (p[k].revents == 0)
+				continue;
+			if (fdi[k] == 2) {
+				exited = 1;
+				continue;
+			}
+			i = fdi[k];
+			m = read(fds[i], buf, sizeof(buf));
+			if (m <= 0) {
+				close(fds[i]);
+				fds[i] = -1;
+				continue;
+			}
+			{
+				size_t keep = res->len[i] < (size_t)cap ?
+				    (size_t)cap - res->len[i] : 0;
+
+				if (keep > (size_t)m)
+					keep = (size_t)m;
+				memcpy(res->out[i] + res->len[i], buf, keep);
+				if (echo && keep)
+					(void)!write(i ? 2 : 1, buf, keep);
+				res->len[i] += keep;
+				res->dropped[i] += (size_t)m - keep;
+			}
+		}
+		if (pfd_pid < 0 && fds[0] < 0 && fds[1] < 0)
+			usleep(10000);
+	}
+	/* the main process is gone: take what is already in the pipes,
+	 * not what background children may still write */
+	for (i = 0; i < 2; i++) {
+		int fl;
+
+		if (fds[i] < 0)
+			continue;
+		fl = fcntl(fds[i], F_GETFL);
+		fcntl(fds[i], F_SETFL, fl | O_NONBLOCK);
+		for (k = 0; k < 64; k++) {
+			ssize_t m = read(fds[i], buf, sizeof(buf));
+			size_t keep;
+
+			if (m <= 0)
+				break;
+			keep = res->len[i] < (size_t)cap ? (size_t)cap -
+			    res->len[i] : 0;
+			if (keep > (size_t)m)
+				keep = (size_t)m;
+			memcpy(res->out[i] + res->len[i], buf, keep);
+			if (echo && keep)
+				(void)!write(i ? 2 : 1, buf, keep);
+			res->len[i] += keep;
+			res->dropped[i] += (size_t)m - keep;
+		}
+		close(fds[i]);
+	}
+	if (exited != 2)
+		while (waitpid(pr->pid, &st, 0) < 0 && errno == EINTR)
+			;
+	if (pfd_pid >= 0)
+		close(pfd_pid);
+	res->duration_ms = sbx_now_ms() - pr->start_ms;
+	if (WIFEXITED(st))
+		res->exit_code = WEXITSTATUS(st);
+	else
+		res->exit_code = 128 + WTERMSIG(st);
+}
+
+/* After the command: forget the run file, note the use. */
+static void
+finish_cmd(const char *chat, const struct sbx_backend *be,
+    struct sbx_proc *pr, struct result *res)
+{
+	char p[SBX_PATH_MAX + 200], c[SBX_PATH_MAX + 220];
+	struct sbx_rec r;
+	int lk = lock_chat(chat, LOCK_EX);
+
+	if (lk < 0 || rec_load(chat, &r) != 0) {
+		unlock(lk);
+		return;         /* destroyed meanwhile */
+	}
+	run_file(p, sizeof(p), &r, pr->tag);
+	snprintf(c, sizeof(c), "%s.cancelled", p);
+	if (access(c, F_OK) == 0 && res != NULL)
+		res->cancelled = 1;
+	unlink(c);
+	unlink(p);
+	be->release(&r, pr);
+	r.last_used = time(NULL);
+	rec_save(&r);
+	unlock(lk);
+}
+
+/* ---- subcommands ---- */
+
+static const char *o_chat, *o_tenant = "", *o_user = "", *o_tier,
+    *o_backend, *o_workspace;
+static long o_timeout = -1, o_cap = -1, o_idle = -1, o_remove = -1;
+static int o_stdin;
+static struct envv o_env;
+
+static const struct sbx_backend *
+backend_of(const char *name)
+{
+	const struct sbx_backend *be = sbx_backend_find(name);
+
+	if (be == NULL)
+		die(EX_USAGE, "unknown backend %s (ns, gvisor)", name);
+	return be;
+}
+
+static void
+need_chat(void)
+{
+	if (o_chat == NULL)
+		die(EX_USAGE, "--chat ID is required");
+	if (!id_ok(o_chat, SBX_ID_MAX))
+		die(EX_USAGE, "bad chat id \"%s\" (1 to 64 of A-Z a-z 0-9 . _ "
+		    "-)", o_chat);
+}
+
+static int
+cmd_create(void)
+{
+	const struct sbx_backend *be = backend_of(o_backend ? o_backend :
+	    C.backend);
+	struct sbx_rec r;
+	char err[1024], body[512], *resp = NULL, m[512];
+	char **all, d[SBX_PATH_MAX];
+	int lk, clk, st, rc = EX_FAIL, session = 0;
+	long nt = 0, nu = 0, ntot = 0;
+	unsigned long used[1024 / (8 * sizeof(unsigned long))] = { 0 };
+	size_t i;
+	json_t *o;
+	struct stat sst;
+
+	need_chat();
+	if (o_tenant[0] && !id_ok(o_tenant, SBX_ID_MAX))
+		die(EX_USAGE, "bad tenant \"%s\"", o_tenant);
+	if (strlen(o_user) > SBX_USER_MAX)
+		die(EX_USAGE, "user: at most %d bytes", SBX_USER_MAX);
+	if (be->available(err, sizeof(err)) != 0)
+		die(EX_BACKEND, "backend %s: %s", be->name, err);
+	if (access(C.shim, X_OK) != 0)
+		die(EX_FAIL, "sluice-shim %s: %s (set \"shim\" in the "
+		    "configuration)", C.shim, strerror(errno));
+	lk = lock_global(LOCK_EX);
+	chat_dir(d, sizeof(d), o_chat);
+	if (stat(d, &sst) == 0) {
+		unlock(lk);
+		die(EX_EXISTS, "chat %s has a sandbox already", o_chat);
+	}
+	/* quotas and a free uid range, under the global lock */
+	all = chats_all();
+	for (i = 0; all[i] != NULL; i++) {
+		struct sbx_rec o2;
+
+		if (rec_load(all[i], &o2) != 0)
+			continue;
+		ntot++;
+		if (o_tenant[0] && strcmp(o2.tenant, o_tenant) == 0)
+			nt++;
+		if (o_tenant[0] && o_user[0] && strcmp(o2.tenant, o_tenant) == 0
+		    && strcmp(o2.user, o_user) == 0)
+			nu++;
+		else if (!o_tenant[0] && o_user[0] && strcmp(o2.user, o_user)
+		    == 0)
+			nu++;
+		if (o2.slot >= 0 && o2.slot < 1024)
+			used[o2.slot / (8 * sizeof(unsigned long))] |= 1ul <<
+			    (o2.slot % (8 * sizeof(unsigned long)));
+	}
+	chats_free(all);
+	if (C.max_total && ntot >= C.max_total) {
+		unlock(lk);
+		die(EX_QUOTA, "quota: the host has %ld live sandboxes (max_total "
+		    "%ld)", ntot, C.max_total);
+	}
+	if (o_tenant[0] && C.max_per_tenant && nt >= C.max_per_tenant) {
+		unlock(lk);
+		die(EX_QUOTA, "quota: tenant %s has %ld live sandboxes "
+		    "(max_per_tenant %ld)", o_tenant, nt, C.max_per_tenant);
+	}
+	if (o_user[0] && C.max_per_user && nu >= C.max_per_user) {
+		unlock(lk);
+		die(EX_QUOTA, "quota: user %s%s%s has %ld live sandboxes "
+		    "(max_per_user %ld)", o_user, o_tenant[0] ? " of tenant " :
+		    "", o_tenant, nu, C.max_per_user);
+	}
+	memset(&r, 0, sizeof(r));
+	r.slot = -1;
+	for (i = 0; i < C.slots && i < 1024; i++)
+		if (!(used[i / (8 * sizeof(unsigned long))] & (1ul << (i %
+		    (8 * sizeof(unsigned long)))))) {
+			r.slot = (int)i;
+			break;
+		}
+	if (r.slot < 0) {
+		unlock(lk);
+		die(EX_QUOTA, "quota: no free uid range (%lu in use)", C.slots);
+	}
+	snprintf(r.chat, sizeof(r.chat), "%s", o_chat);
+	snprintf(r.tenant, sizeof(r.tenant), "%s", o_tenant);
+	snprintf(r.user, sizeof(r.user), "%s", o_user);
+	snprintf(r.tier, sizeof(r.tier), "%s", o_tier ? o_tier : C.tier);
+	snprintf(r.backend, sizeof(r.backend), "%s", be->name);
+	snprintf(r.dir, sizeof(r.dir), "%s", d);
+	snprintf(r.shim, sizeof(r.shim), "%s", C.shim);
+	r.uid_count = 65536;
+	r.uid_base = (uid_t)(C.uid_base + (unsigned long)r.slot * 65536);
+	r.host_uid = r.uid_base + SBX_UID;
+	r.host_gid = r.uid_base + SBX_GID;
+	r.created = r.last_used = time(NULL);
+	r.lim = C.lim;
+	if (mkdir(d, 0711) != 0) {
+		unlock(lk);
+		die(EX_FAIL, "%s: %s", d, strerror(errno));
+	}
+	clk = lock_chat(o_chat, LOCK_EX);
+	if (o_workspace != NULL) {
+		if (realpath(o_workspace, r.workspace) == NULL) {
+			if (errno != ENOENT || mkdir(o_workspace, 0750) != 0 ||
+			    realpath(o_workspace, r.workspace) == NULL) {
+				fprintf(stderr, PROG ": workspace %s: %s\n",
+				    o_workspace, strerror(errno));
+				goto fail;
+			}
+			r.workspace_made = 1;
+		}
+	} else {
+		if (snprintf(r.workspace, sizeof(r.workspace), "%s/workspace",
+		    d) >= (int)sizeof(r.workspace))
+			die(EX_USAGE, "state directory path too long");
+		if (mkdir(r.workspace, 0750) != 0) {
+			fprintf(stderr, PROG ": %s: %s\n", r.workspace,
+			    strerror(errno));
+			goto fail;
+		}
+		r.workspace_made = 1;
+	}
+	if (chown(r.workspace, r.host_uid, r.host_gid) != 0) {
+		fprintf(stderr, PROG ": chown %s: %s\n", r.workspace,
+		    strerror(errno));
+		goto fail;
+	}
+	/* the broker session first: no sandbox without its policy */
+	o = json_pack("{s:s,s:s,s:s,s:s}", "id", r.chat, "tenant", r.tenant,
+	    "user", r.user, "tier", r.tier);
+	{
+		char *b = json_dumps(o, JSON_COMPACT);
+
+		snprintf(body, sizeof(body), "%s", b ? b : "{}");
+		free(b);
+		json_decref(o);
+	}
+	st = broker_call("POST", "/v1/sessions", body, &resp, err,
+	    sizeof(err));
+	if (st < 0) {
+		fprintf(stderr, PROG ": %s\n", err);
+		rc = EX_BROKER;
+		goto fail;
+	}
+	if (st != 201 && st != 200) {
+		fprintf(stderr, PROG ": sluiced refused session %s (%d): %s\n",
+		    r.chat, st, broker_msg(resp, m, sizeof(m)));
+		rc = EX_BROKER;
+		goto fail;
+	}
+	session = 1;
+	o = resp ? json_loads(resp, 0, NULL) : NULL;
+	{
+		const char *sock = json_string_value(json_object_get(o,
+		    "socket"));
+		char *slash;
+
+		if (sock == NULL || sock[0] != '/') {
+			fprintf(stderr, PROG ": sluiced's session %s has no Unix "
+			    "socket\n", r.chat);
+			json_decref(o);
+			rc = EX_BROKER;
+			goto fail;
+		}
+		snprintf(r.session_dir, sizeof(r.session_dir), "%s", sock);
+		if ((slash = strrchr(r.session_dir, '/')) != NULL)
+			*slash = '\0';
+	}
+	json_decref(o);
+	free(resp);
+	resp = NULL;
+	socket_own(&r);
+	if (be->create(&r, err, sizeof(err)) != 0) {
+		fprintf(stderr, PROG ": backend %s: %s\n", be->name, err);
+		rc = EX_BACKEND;
+		goto fail;
+	}
+	if (rec_save(&r) != 0) {
+		be->destroy(&r, err, sizeof(err));
+		goto fail;
+	}
+	unlock(clk);
+	unlock(lk);
+	if (opt_json) {
+		json_t *j = rec_json(&r);
+
+		json_object_set_new(j, "state", json_string("running"));
+		json_out(j);
+	} else {
+		printf("created sandbox for chat %s (backend %s, workspace %s)"
+		    "\n", r.chat, r.backend, r.workspace);
+		if (r.note[0])
+			printf("note: %s\n", r.note);
+	}
+	return EX_OK;
+fail:
+	free(resp);
+	if (session && broker_delete(r.chat, err, sizeof(err)) != 0)
+		fprintf(stderr, PROG ": %s\n", err);
+	if (r.workspace_made && r.workspace[0])
+		rm_tree(r.workspace);
+	rm_tree(d);
+	unlock(clk);
+	unlock(lk);
+	return rc;
+}
+
+/* Load the chat's record under its lock, or exit EX_NOSANDBOX. */
+static int
+open_chat(struct sbx_rec *r, int how, int fail_code)
+{
+	int lk;
+
+	need_chat();
+	lk = lock_chat(o_chat, how);
+	if (lk < 0 || rec_load(o_chat, r) != 0) {
+		unlock(lk);
+		die(fail_code, "no sandbox for chat %s", o_chat);
+	}
+	return lk;
+}
+
+static int
+run_common(char **argv, int fd_in, int fd_out, int fd_err, long timeout,
+    long cap, int echo, struct result *res)
+{
+	const struct sbx_backend *be;
+	struct sbx_rec r;
+	struct sbx_proc pr;
+	int lk, fo = -1, fe = -1;
+
+	lk = open_chat(&r, LOCK_EX, EX_EXECFAIL);
+	be = backend_of(r.backend);
+	if (start_cmd(&r, be, argv, &o_env, fd_in, fd_out, fd_err, &fo, &fe,
+	    &pr) != 0) {
+		unlock(lk);
+		exit(EX_EXECFAIL);
+	}
+	r.last_used = time(NULL);
+	rec_save(&r);
+	unlock(lk);
+	memset(res, 0, sizeof(*res));
+	if (fd_out >= 0) {
+		/* streams go straight to our fds: only wait */
+		int p[2] = { -1, -1 };
+
+		if (pipe2(p, O_CLOEXEC) != 0)
+			die(EX_EXECFAIL, "pipe: %s", strerror(errno));
+		close(p[1]);
+		collect(&r, be, &pr, p[0], -1, timeout, 0, 0, res);
+	} else
+		collect(&r, be, &pr, fo, fe, timeout, cap, echo, res);
+	finish_cmd(o_chat, be, &pr, res);
+	return 0;
+}
+
+static int
+cmd_exec(char **argv)
+{
+	long timeout = o_timeout >= 0 ? o_timeout : C.timeout_default;
+	long cap = o_cap >= 0 ? o_cap : C.output_cap;
+	struct result res;
+	int devnull, i;
+
+	if (argv[0] == NULL)
+		die(EX_USAGE, "exec: no command (exec --chat ID -- CMD...)");
+	if (timeout < 1 || timeout > C.timeout_max)
+		die(EX_USAGE, "--timeout: 1 to %ld seconds", C.timeout_max);
+	if (cap > (64l << 20))
+		die(EX_USAGE, "--output-cap: at most 64 MiB");
+	devnull = o_stdin ? 0 : open("/dev/null", O_RDONLY | O_CLOEXEC);
+	run_common(argv, devnull, -1, -1, timeout, cap, !opt_json, &res);
+	if (opt_json) {
+		json_out(json_pack("{s:i,s:o,s:o,s:b,s:b,s:b,s:b,s:I}",
+		    "exit_code", res.exit_code,
+		    "stdout", json_text(res.out[0], res.len[0]),
+		    "stderr", json_text(res.out[1], res.len[1]),
+		    "stdout_truncated", res.dropped[0] > 0,
+		    "stderr_truncated", res.dropped[1] > 0,
+		    "timed_out", res.timed_out, "cancelled", res.cancelled,
+		    "duration_ms", (json_int_t)res.duration_ms));
+	} else {
+		fflush(stdout);
+		for (i = 0; i < 2; i++)
+			if (res.dropped[i])
+				fprintf(stderr, "\n" PROG ": %s truncated: kept "
+				    "%zu bytes, dropped %llu (--output-cap %ld)"
+				    "\n", i ? "stderr" : "stdout", res.len[i],
+				    res.dropped[i], cap);
+		if (res.timed_out)
+			fprintf(stderr, PROG ": timed out after %ld s: the "
+			    "command and everything it started were killed\n",
+			    timeout);
+		else if (res.cancelled)
+			fprintf(stderr, PROG ": cancelled\n");
+	}
+	if (res.timed_out)
+		return EX_TIMEOUT;
+	return res.exit_code;
+}
+
+/* write/read/ls: small commands inside the sandbox, with its rights. */
+static int
+cmd_file(const char *verb, char **args)
+{
+	char *argv[8];
+	struct result res;
+	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	const char *path = args[0];
+
+	if (strcmp(verb, "ls") == 0) {
+		argv[0] = "ls";
+		argv[1] = "-la";
+		argv[2] = "--";
+		argv[3] = (char *)(path ? path : ".");
+		argv[4] = NULL;
+		run_common(argv, devnull, 1, 2, C.timeout_default, 0, 0, &res);
+	} else if (path == NULL) {
+		die(EX_USAGE, "%s: a PATH is required", verb);
+	} else if (strcmp(verb, "read") == 0) {
+		argv[0] = "cat";
+		argv[1] = "--";
+		argv[2] = (char *)path;
+		argv[3] = NULL;
+		run_common(argv, devnull, 1, 2, C.timeout_default, 0, 0, &res);
+	} else {
+		argv[0] = "/bin/sh";
+		argv[1] = "-c";
+		argv[2] = "cat > \"$1\"";
+		argv[3] = "sh";
+		argv[4] = (char *)path;
+		argv[5] = NULL;
+		run_common(argv, 0, 1, 2, C.timeout_default, 0, 0, &res);
+	}
+	if (res.timed_out) {
+		fprintf(stderr, PROG ": %s timed out\n", verb);
+		return EX_TIMEOUT;
+	}
+	return res.exit_code == 0 ? EX_OK : EX_FAIL;
+}
+
+/* Kill every running command of r (run files). */
+static int
+kill_running(struct sbx_rec *r, const struct sbx_backend *be, int mark)
+{
+	char p[SBX_PATH_MAX + 16], err[256];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	snprintf(p, sizeof(p), "%s/run", r->dir);
+	if ((d = opendir(p)) == NULL)
+		return 0;
+	while ((de = readdir(d)) != NULL) {
+		struct sbx_proc pr;
+		char f[SBX_PATH_MAX + 300], buf[32];
+		int fd;
+		ssize_t k;
+
+		if (de->d_name[0] == '.' || strchr(de->d_name, '.'))
+			continue;
+		memset(&pr, 0, sizeof(pr));
+		if (snprintf(pr.tag, sizeof(pr.tag), "%s", de->d_name) >=
+		    (int)sizeof(pr.tag))
+			continue;
+		snprintf(f, sizeof(f), "%s/%s", p, de->d_name);
+		if ((fd = open(f, O_RDONLY | O_CLOEXEC)) < 0)
+			continue;
+		k = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		buf[k > 0 ? k : 0] = '\0';
+		pr.pid = (pid_t)atoi(buf);
+		if (mark) {
+			strcat(f, ".cancelled");
+			if ((fd = open(f, O_WRONLY | O_CREAT | O_CLOEXEC, 0600))
+			    >= 0)
+				close(fd);
+		}
+		if (r->suspended)
+			be->resume(r, err, sizeof(err));
+		be->kill_tree(r, &pr, err, sizeof(err));
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+static int
+cmd_cancel(void)
+{
+	struct sbx_rec r;
+	int lk = open_chat(&r, LOCK_EX, EX_NOSANDBOX);
+	int n = kill_running(&r, backend_of(r.backend), 1);
+
+	rec_save(&r);
+	unlock(lk);
+	if (opt_json)
+		json_out(json_pack("{s:i}", "cancelled", n));
+	else
+		printf("cancelled %d command%s\n", n, n == 1 ? "" : "s");
+	return EX_OK;
+}
+
+/* Tear a sandbox down with both locks held.  0, or -1 (message shown). */
+static int
+destroy_locked(struct sbx_rec *r)
+{
+	const struct sbx_backend *be = backend_of(r->backend);
+	char err[512];
+	int rc = 0;
+
+	kill_running(r, be, 1);
+	if (be->destroy(r, err, sizeof(err)) != 0) {
+		fprintf(stderr, PROG ": %s: %s\n", r->chat, err);
+		rc = -1;
+	}
+	if (broker_delete(r->chat, err, sizeof(err)) != 0) {
+		fprintf(stderr, PROG ": %s: %s\n", r->chat, err);
+		rc = -1;
+	}
+	if (rc != 0) {
+		rec_save(r);
+		return -1;
+	}
+	if (r->workspace_made)
+		rm_tree(r->workspace);
+	rm_tree(r->dir);
+	(void)rmdir(r->session_dir);    /* sluiced leaves it, empty */
+	return 0;
+}
+
+static int
+cmd_destroy(void)
+{
+	struct sbx_rec r;
+	int g, lk, rc;
+
+	need_chat();
+	g = lock_global(LOCK_EX);
+	lk = open_chat(&r, LOCK_EX, EX_NOSANDBOX);
+	rc = destroy_locked(&r);
+	unlock(lk);
+	unlock(g);
+	if (rc != 0)
+		return EX_FAIL;
+	if (opt_json)
+		json_out(json_pack("{s:s,s:b}", "chat", r.chat, "destroyed", 1));
+	else
+		printf("destroyed sandbox of chat %s\n", r.chat);
+	return EX_OK;
+}
+
+static const char *
+state_of(const struct sbx_rec *r)
+{
+	const struct sbx_backend *be = sbx_backend_find(r->backend);
+
+	if (be == NULL || !be->alive(r))
+		return "dead";
+	return r->suspended ? "suspended" : "running";
+}
+
+static int
+cmd_list(void)
+{
+	int g = lock_global(LOCK_SH);
+	char **all = chats_all();
+	json_t *a = json_array();
+	time_t now = time(NULL);
+	size_t i;
+
+	if (!opt_json)
+		printf("%-24s %-12s %-12s %-10s %-7s %-9s %8s\n", "CHAT",
+		    "TENANT", "USER", "TIER", "BACKEND", "STATE", "IDLE_S");
+	for (i = 0; all[i] != NULL; i++) {
+		struct sbx_rec r;
+
+		if (rec_load(all[i], &r) != 0)
+			continue;
+		if (opt_json) {
+			json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,"
+			    "s:I,s:I,s:I,s:s}", "chat", r.chat, "tenant",
+			    r.tenant, "user", r.user, "tier", r.tier, "backend",
+			    r.backend, "state", state_of(&r), "workspace",
+			    r.workspace, "created", (json_int_t)r.created,
+			    "last_used", (json_int_t)r.last_used, "init_pid",
+			    (json_int_t)r.init_pid, "note", r.note);
+
+			json_array_append_new(a, o);
+		} else
+			printf("%-24s %-12s %-12s %-10s %-7s %-9s %8lld\n",
+			    r.chat, r.tenant[0] ? r.tenant : "-",
+			    r.user[0] ? r.user : "-", r.tier, r.backend,
+			    state_of(&r), (long long)(now - r.last_used));
+	}
+	chats_free(all);
+	unlock(g);
+	if (opt_json)
+		json_out(json_pack("{s:o}", "sandboxes", a));
+	else
+		json_decref(a);
+	return EX_OK;
+}
+
+static int
+cmd_gc(void)
+{
+	long idle = o_idle >= 0 ? o_idle : C.idle_after;
+	long old = o_remove >= 0 ? o_remove : C.remove_after;
+	int g = lock_global(LOCK_EX), rc = EX_OK;
+	char **all = chats_all(), err[256];
+	json_t *sus = json_array(), *rem = json_array();
+	time_t now = time(NULL);
+	size_t i;
+
+	for (i = 0; all[i] != NULL; i++) {
+		struct sbx_rec r;
+		const struct sbx_backend *be;
+		char p[SBX_PATH_MAX + 16];
+		int lk = lock_chat(all[i], LOCK_EX | LOCK_NB), busy = 0;
+		DIR *d;
+		struct dirent *de;
+
+		if (lk < 0 || rec_load(all[i], &r) != 0) {
+			unlock(lk);
+			continue;       /* busy: next round */
+		}
+		be = backend_of(r.backend);
+		snprintf(p, sizeof(p), "%s/run", r.dir);
+		if ((d = opendir(p)) != NULL) {
+			while ((de = readdir(d)) != NULL)
+				if (de->d_name[0] != '.')
+					busy = 1;
+			closedir(d);
+		}
+		if (!be->alive(&r) || (!busy && now - r.last_used >= old)) {
+			if (destroy_locked(&r) == 0)
+				json_array_append_new(rem, json_string(r.chat));
+			else
+				rc = EX_FAIL;
+		} else if (!busy && !r.suspended && now - r.last_used >= idle) {
+			if (be->suspend(&r, err, sizeof(err)) == 0) {
+				rec_save(&r);
+				json_array_append_new(sus, json_string(r.chat));
+			} else {
+				fprintf(stderr, PROG ": suspend %s: %s\n", r.chat,
+				    err);
+				rc = EX_FAIL;
+			}
+		}
+		unlock(lk);
+	}
+	chats_free(all);
+	unlock(g);
+	if (opt_json)
+		json_out(json_pack("{s:o,s:o}", "suspended", sus, "removed",
+		    rem));
+	else {
+		printf("suspended %zu, removed %zu\n", json_array_size(sus),
+		    json_array_size(rem));
+		json_decref(sus);
+		json_decref(rem);
+	}
+	return rc;
+}
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+"usage: " PROG " [--json] [--state-dir DIR] [--control SOCKET] [--config FILE]\n"
+"                  COMMAND [options]\n"
+"commands:\n"
+"  create --chat ID [--tenant T] [--user U] [--tier TIER]\n"
+"         [--backend ns|gvisor] [--workspace DIR]\n"
+"  exec --chat ID [--timeout S] [--output-cap BYTES] [--env K=V]...\n"
+"       [--stdin] -- CMD [ARG]...\n"
+"  write --chat ID PATH      stdin to PATH (relative to /workspace)\n"
+"  read --chat ID PATH       PATH to stdout\n"
+"  ls --chat ID [PATH]\n"
+"  cancel --chat ID          kill the running commands' process trees\n"
+"  destroy --chat ID\n"
+"  list\n"
+"  gc [--idle-after S] [--remove-after S]\n"
+"defaults: timeout 120 s (max 1680), output cap 65536 bytes per stream;\n"
+"state " DEF_STATE ", control " DEF_CONTROL ".\n"
+"exit: 0 ok, 1 failure, 2 usage, 3 no sandbox, 4 quota, 5 sluiced,\n"
+"      6 exists, 7 backend; exec: the command's status, 124 timeout,\n"
+"      125 could not run.  See sluice-run(1).\n");
+}
+
+static long
+num_arg(const char *opt, const char *s, long lo, long hi)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || end == s || v < lo || v > hi)
+		die(EX_USAGE, "%s: expected %ld to %ld", opt, lo, hi);
+	return v;
+}
+
+int
+main(int argc, char **argv)
+{
+	enum { O_JSON = 256, O_STATE, O_CONTROL, O_CONFIG, O_CHAT, O_TENANT,
+	    O_USER, O_TIER, O_BACKEND, O_WS, O_TIMEOUT, O_CAP, O_ENV, O_IDLE,
+	    O_REMOVE, O_STDIN, O_HELP };
+	static const struct option lo[] = {
+		{ "json", no_argument, NULL, O_JSON },
+		{ "state-dir", required_argument, NULL, O_STATE },
+		{ "control", required_argument, NULL, O_CONTROL },
+		{ "config", required_argument, NULL, O_CONFIG },
+		{ "chat", required_argument, NULL, O_CHAT },
+		{ "tenant", required_argument, NULL, O_TENANT },
+		{ "user", required_argument, NULL, O_USER },
+		{ "tier", required_argument, NULL, O_TIER },
+		{ "backend", required_argument, NULL, O_BACKEND },
+		{ "workspace", required_argument, NULL, O_WS },
+		{ "timeout", required_argument, NULL, O_TIMEOUT },
+		{ "output-cap", required_argument, NULL, O_CAP },
+		{ "env", required_argument, NULL, O_ENV },
+		{ "idle-after", required_argument, NULL, O_IDLE },
+		{ "remove-after", required_argument, NULL, O_REMOVE },
+		{ "stdin", no_argument, NULL, O_STDIN },
+		{ "help", no_argument, NULL, O_HELP },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *state = NULL, *control = NULL, *config = NULL;
+	const char *verb = NULL;
+	struct envv extra = { NULL, 0 };
+	size_t i;
+	int c, pass;
+
+	signal(SIGPIPE, SIG_IGN);
+	cfg_defaults();
+	/* "+": stop at the subcommand, then at "--" after its options */
+	for (pass = 0; pass < 2; pass++) {
+		while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
+			switch (c) {
+			case O_JSON: opt_json = 1; break;
+			case O_STATE: state = optarg; break;
+			case O_CONTROL: control = optarg; break;
+			case O_CONFIG: config = optarg; break;
+			case O_CHAT: o_chat = optarg; break;
+			case O_TENANT: o_tenant = optarg; break;
+			case O_USER: o_user = optarg; break;
+			case O_TIER: o_tier = optarg; break;
+			case O_BACKEND: o_backend = optarg; break;
+			case O_WS: o_workspace = optarg; break;
+			case O_TIMEOUT:
+				o_timeout = num_arg("--timeout", optarg, 1,
+				    LONG_MAX / 2);
+				break;
+			case O_CAP:
+				o_cap = num_arg("--output-cap", optarg, 0,
+				    64l << 20);
+				break;
+			case O_ENV:
+				if (strchr(optarg, '=') == NULL ||
+				    optarg[0] == '=')
+					die(EX_USAGE, "--env: expected "
+					    "NAME=VALUE");
+				env_set(&extra, optarg);
+				break;
+			case O_IDLE:
+				o_idle = num_arg("--idle-after", optarg, 0,
+				    LONG_MAX / 2);
+				break;
+			case O_REMOVE:
+				o_remove = num_arg("--remove-after", optarg, 0,
+				    LONG_MAX / 2);
+				break;
+			case O_STDIN: o_stdin = 1; break;
+			case 'h': case O_HELP: usage(stdout); return EX_OK;
+			default: usage(stderr); return EX_USAGE;
+			}
+		}
+		if (pass == 0) {
+			if (optind >= argc) {
+				usage(stderr);
+				return EX_USAGE;
+			}
+			verb = argv[optind++];
+		}
+	}
+	if (config != NULL)
+		cfg_load(config);
+	if (state != NULL)
+		snprintf(C.state_dir, sizeof(C.state_dir), "%s", state);
+	if (control != NULL)
+		snprintf(C.control, sizeof(C.control), "%s", control);
+	if (C.state_dir[0] != '/')
+		die(EX_USAGE, "--state-dir: an absolute path");
+	if (geteuid() != 0)
+		die(EX_FAIL, "must run as root (it makes namespaces, mounts "
+		    "and cgroups)");
+	env_base(&o_env);
+	for (i = 0; i < extra.n; i++)
+		env_set(&o_env, extra.v[i]);
+	if (strcmp(verb, "create") == 0)
+		return cmd_create();
+	if (strcmp(verb, "exec") == 0)
+		return cmd_exec(argv + optind);
+	if (strcmp(verb, "write") == 0 || strcmp(verb, "read") == 0 ||
+	    strcmp(verb, "ls") == 0)
+		return cmd_file(verb, argv + optind);
+	if (strcmp(verb, "cancel") == 0)
+		return cmd_cancel();
+	if (strcmp(verb, "destroy") == 0)
+		return cmd_destroy();
+	if (strcmp(verb, "list") == 0)
+		return cmd_list();
+	if (strcmp(verb, "gc") == 0)
+		return cmd_gc();
+	die(EX_USAGE, "unknown command %s (try --help)", verb);
+}
