@@ -12,7 +12,7 @@
  *   uid, which is the host uid (no user namespace for files): host_uid
  *   is SBX_UID;
  * - "runsc exec --detach" is broken (it re-executes itself with its
- *   flags after the command), so the shim is started by the container's
+ *   flags after the command), so the shim is run by the container's
  *   init, a shell that also reaps orphans;
  * - OCI rlimits of an exec'd process are ignored, so commands get theirs
  *   from prlimit(1) inside;
@@ -80,11 +80,11 @@ static const char gv_killer[] =
 	"kill -9 $p 2>/dev/null; n=$((n+1)); "
 	"[ $n -ge 250 ] && exit 1; sleep 0.02; done; exit 0";
 
-/* The container's init: the shim as the sandbox user, and a wait loop
- * that reaps whatever is reparented to it (dash's wait takes any child). */
+/* The container's init, as the sandbox user: runs the shim (again, a
+ * second later, should it die).  While the shell waits for it, it reaps
+ * whatever is reparented to it: dash waits for any child. */
 static const char gv_init[] =
-	SBX_SHIM_PATH " & "
-	"trap 'exit 0' TERM; while :; do sleep 86400 & wait; done";
+	"trap 'exit 0' TERM; while :; do " SBX_SHIM_PATH "; sleep 1; done";
 
 static const char *const gv_etc_keep[] = {
 	"ssl", "ca-certificates", "ca-certificates.conf", "alternatives",
@@ -584,6 +584,7 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 	struct gv_ctx c;
 	char bundle[SBX_PATH_MAX + 16], pidf[SBX_PATH_MAX + 16];
 	char logp[SBX_PATH_MAX + 16], rootd[SBX_PATH_MAX + 16], msg[512];
+	char sock[SBX_PATH_MAX + 16];
 	char buf[32];
 	int with_cg, try, fd;
 	ssize_t n;
@@ -594,8 +595,12 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 	 * SBX_UID, which must own the workspace and may use the socket */
 	rec->host_uid = SBX_UID;
 	rec->host_gid = SBX_GID;
-	if (rec->workspace_made && chown(rec->workspace, SBX_UID, SBX_GID) != 0)
+	if (chown(rec->workspace, SBX_UID, SBX_GID) != 0)
 		return sbx_err(err, errlen, "chown %s: %s", rec->workspace,
+		    strerror(errno));
+	snprintf(sock, sizeof(sock), "%s/proxy.sock", rec->session_dir);
+	if (chown(sock, SBX_UID, SBX_GID) != 0 && errno != ENOENT)
+		return sbx_err(err, errlen, "chown %s: %s", sock,
 		    strerror(errno));
 	snprintf(bundle, sizeof(bundle), "%s/bundle", rec->dir);
 	snprintf(pidf, sizeof(pidf), "%s/runsc.pid", rec->dir);
@@ -825,13 +830,19 @@ gv_pause(struct sbx_rec *rec, const char *verb, char *err, size_t errlen)
 static int
 gv_suspend(struct sbx_rec *rec, char *err, size_t errlen)
 {
-	return gv_pause(rec, "pause", err, errlen);
+	if (gv_pause(rec, "pause", err, errlen) != 0)
+		return -1;
+	rec->suspended = 1;
+	return 0;
 }
 
 static int
 gv_resume(struct sbx_rec *rec, char *err, size_t errlen)
 {
-	return gv_pause(rec, "resume", err, errlen);
+	if (gv_pause(rec, "resume", err, errlen) != 0)
+		return -1;
+	rec->suspended = 0;
+	return 0;
 }
 
 static int
