@@ -28,6 +28,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -688,6 +689,89 @@ gv_push(json_t *a, const char *s)
 }
 
 static int
+gv_is_file(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/*
+ * In the forked child of spawn() when stdout or stderr is a regular
+ * file: gVisor would write such a file at its own offset (from 0), so
+ * "sluice-run read ... >>log" would overwrite and "2>&1" would garble.
+ * Those streams go through pipes; this process copies them to the files
+ * with write(), which keeps the file's offset and O_APPEND, and exits
+ * with the status of "runsc exec" once it ends.  Never returns.
+ */
+static void
+gv_relay(const char **av, const struct sbx_cmd *cmd)
+{
+	int fds[2] = { cmd->fd_out, cmd->fd_err }, rd[2] = { -1, -1 };
+	int wr[2], p[2], i, fd, st = 0;
+	char buf[16384];
+	ssize_t n;
+	pid_t pid;
+
+	for (i = 0; i < 2; i++) {
+		wr[i] = fds[i];
+		if (!gv_is_file(fds[i]))
+			continue;
+		if (pipe2(p, O_CLOEXEC) != 0)
+			_exit(125);
+		rd[i] = p[0];
+		wr[i] = p[1];
+	}
+	if ((pid = fork()) < 0)
+		_exit(125);
+	if (pid == 0)
+		gv_exec_child(av, cmd->fd_in, wr[0], wr[1]);
+	/* keep only the files and our pipe ends: a copy of sluice-run's
+	 * lock or pipes here would outlive it */
+	for (fd = 3; fd < 1024; fd++)
+		if (fd != fds[0] && fd != fds[1] && fd != rd[0] && fd != rd[1])
+			close(fd);
+	for (;;) {
+		struct pollfd pf[2];
+		int idx[2], np = 0, k;
+
+		for (i = 0; i < 2; i++)
+			if (rd[i] >= 0) {
+				pf[np].fd = rd[i];
+				pf[np].events = POLLIN;
+				pf[np].revents = 0;
+				idx[np++] = i;
+			}
+		if (np > 0)
+			(void)poll(pf, np, 100);
+		else
+			usleep(100000);
+		for (k = 0; k < np; k++) {
+			if (pf[k].revents == 0)
+				continue;
+			i = idx[k];
+			if ((n = read(rd[i], buf, sizeof(buf))) <= 0) {
+				close(rd[i]);
+				rd[i] = -1;
+			} else if (write(fds[i], buf, n) != n)
+				_exit(125);
+		}
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			break;
+	}
+	/* a background job may hold a pipe open: once the command has
+	 * ended, take what is there and stop */
+	for (i = 0; i < 2; i++)
+		if (rd[i] >= 0) {
+			(void)fcntl(rd[i], F_SETFL, O_NONBLOCK);
+			while ((n = read(rd[i], buf, sizeof(buf))) > 0)
+				if (write(fds[i], buf, n) != n)
+					break;
+		}
+	_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
+static int
 gv_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
     char *err, size_t errlen)
 {
@@ -770,8 +854,11 @@ gv_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 		sbx_err(err, errlen, "fork: %s", strerror(errno));
 		goto out;
 	}
-	if (pid == 0)
+	if (pid == 0) {
+		if (gv_is_file(cmd->fd_out) || gv_is_file(cmd->fd_err))
+			gv_relay(av, cmd);
 		gv_exec_child(av, cmd->fd_in, cmd->fd_out, cmd->fd_err);
+	}
 	/* "runsc exec" exits with the command's status, 128+N for a signal */
 	out->pid = pid;
 	rc = 0;

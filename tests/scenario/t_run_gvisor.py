@@ -4,7 +4,7 @@ curl, python and pip in a real gVisor sandbox reach a loopback upstream
 only through the broker; direct connects to non-loopback addresses fail
 and the host's loopback is not the sandbox's; another chat's socket is out
 of reach; a timeout kills the whole process tree (setsid double fork
-included) and keeps background jobs; gc suspends (runsc pause) and the
+included) and keeps background jobs; output to a file keeps its offset; gc suspends (runsc pause) and the
 next command resumes; destroy leaves no runsc container, process, cgroup,
 mount, socket or broker session behind; and a missing runsc is named.
 
@@ -172,6 +172,26 @@ def timeout_kills_the_tree(env):
           "cap: %r", {k: v for k, v in o.items() if k != "stdout"})
     o = run.exec("p1", "exit 3")
     check_eq(o["exit_code"], 3, "exit status")
+
+
+@S.case
+def streams_to_files(env):
+    """write/read pass sluice-run's own fds; a regular file among them
+    must keep its offset (gVisor would write it from 0)."""
+    d, run = start(env)
+    run.create("f1")
+    r = run("write", "--chat", "f1", "f.txt", stdin=b"data line\n")
+    check_eq(r.returncode, 0, "write")
+    out = env.path("out.txt")
+    with open(out, "w") as f:
+        f.write("first\n")
+    with open(out, "a") as f:
+        r = subprocess.run([RUN, "--config", run.conf, "--state-dir",
+                            run.state, "--control", run.ctl, "read",
+                            "--chat", "f1", "f.txt"], stdout=f, stderr=f,
+                           timeout=60)
+    check_eq(r.returncode, 0, "read")
+    check_eq(open(out).read(), "first\ndata line\n", "appended output")
 
 
 @S.case
