@@ -186,7 +186,8 @@ gv_exec_child(const char **av, int in, int out, int errfd)
 
 /*
  * Runs one runsc management command, bounded by GV_WAIT_MS.  stdin is
- * /dev/null; stdout and stderr go to <dir>/runsc.out, whose text (last
+ * /dev/null; stdout and stderr go to <dir>/runsc.<pid>.out (one per
+ * process: sluice-run invocations may overlap), whose text (last
  * line) is copied into msg.  stdio_log, when set, is opened for append
  * and becomes the command's stdout/stderr instead (the container's init
  * inherits the stdio of "runsc create").  Returns the exit status, or
@@ -208,7 +209,8 @@ gv_run(const struct gv_ctx *c, const struct sbx_rec *rec,
 		msg[0] = '\0';
 	if (gv_argv(c, av, args) != 0)
 		return sbx_err(msg, msglen, "too many runsc arguments");
-	snprintf(outp, sizeof(outp), "%s/runsc.out", rec->dir);
+	snprintf(outp, sizeof(outp), "%s/runsc.%d.out", rec->dir,
+	    (int)getpid());
 	in = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	out = open(stdio_log != NULL ? stdio_log : outp, O_WRONLY | O_CREAT |
 	    O_CLOEXEC | (stdio_log != NULL ? O_APPEND : O_TRUNC), 0600);
@@ -264,6 +266,8 @@ out:
 		close(in);
 	if (out >= 0)
 		close(out);
+	if (stdio_log == NULL)
+		unlink(outp);
 	return rc;
 }
 
@@ -782,7 +786,7 @@ gv_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	char procf[SBX_PATH_MAX + 160], lim[64];
 	const char *av[GV_ARGS_MAX];
 	json_t *args = NULL, *p = NULL;
-	int i, rc = -1;
+	int i, fd, rc = -1;
 	pid_t pid;
 
 	if (gv_ctx_init(&c, rec, err, errlen) != 0)
@@ -801,10 +805,11 @@ gv_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	gv_push(args, gv_wrapper);
 	gv_push(args, "sh");
 	gv_push(args, out->tag);
-	if (rec->lim.fsize_bytes || rec->lim.nofile || rec->lim.nproc) {
+	{
 		/* exec'd processes do not get OCI rlimits: set them inside,
 		 * after the drop (lowering needs no privilege) */
 		gv_push(args, "prlimit");
+		gv_push(args, "--core=0");
 		if (rec->lim.fsize_bytes) {
 			snprintf(lim, sizeof(lim), "--fsize=%llu",
 			    (unsigned long long)rec->lim.fsize_bytes);
@@ -824,6 +829,7 @@ gv_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	}
 	gv_push(args, "env");
 	gv_push(args, "-i");
+	gv_push(args, "--");	/* what follows are assignments, never options */
 	for (i = 0; cmd->envp != NULL && cmd->envp[i] != NULL; i++)
 		if (strchr(cmd->envp[i], '=') != NULL)
 			gv_push(args, cmd->envp[i]);
@@ -837,8 +843,16 @@ gv_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	    "capabilities", gv_caps(caps), "noNewPrivileges", 0);
 	args = NULL;
 	snprintf(procf, sizeof(procf), "%s/exec-%s.json", rec->dir, out->tag);
-	if (p == NULL || json_dump_file(p, procf, 0) != 0) {
+	/* 0600: the environment may hold tokens */
+	fd = open(procf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (p == NULL || fd < 0 || json_dumpfd(p, fd, 0) != 0) {
 		sbx_err(err, errlen, "cannot write %s", procf);
+		if (fd >= 0)
+			close(fd);
+		goto out;
+	}
+	if (close(fd) != 0) {
+		sbx_err(err, errlen, "%s: %s", procf, strerror(errno));
 		goto out;
 	}
 	{

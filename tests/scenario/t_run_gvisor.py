@@ -172,6 +172,12 @@ def timeout_kills_the_tree(env):
           "cap: %r", {k: v for k, v in o.items() if k != "stdout"})
     o = run.exec("p1", "exit 3")
     check_eq(o["exit_code"], 3, "exit status")
+    # the command cannot leave its group, and has no capabilities
+    o = run.exec("p1", "for g in /sys/fs/cgroup/memory /sys/fs/cgroup/"
+                 "memory/sluice; do echo $$ > $g/cgroup.procs && "
+                 "echo left $g; done 2>/dev/null; grep CapBnd "
+                 "/proc/self/status; ulimit -c")
+    check_eq(o["stdout"], "CapBnd:\t0000000000000000\n0\n", "group, caps")
 
 
 @S.case
