@@ -85,7 +85,8 @@ struct sbx_rec {
 	int64_t created;                /* unix seconds */
 	int64_t last_used;              /* unix seconds, end of last command */
 	int suspended;
-	char cgroup[SBX_PATH_MAX];      /* backend's cgroup note, "" none */
+	char cgroup[SBX_PATH_MAX];      /* backend's cgroup note, "" none;
+	                                 * "off" before create(): use none */
 	char note[256];                 /* limits not applied, and why */
 	char backend_data[SBX_PATH_MAX];/* backend private (runsc id...) */
 	struct sbx_limits lim;

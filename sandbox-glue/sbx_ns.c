@@ -12,8 +12,9 @@
  * Process trees are found through cgroups when the host lets us make
  * them (a v1 freezer per command, or a v2 group per command), and
  * otherwise by walking /proc for processes of the sandbox's pid
- * namespace started after the command.  A setsid double fork escapes
- * neither.
+ * namespace that were not there when the command started (so, without
+ * cgroups, a timeout also takes what a concurrent command of the same
+ * chat started meanwhile).  A setsid double fork escapes neither.
  */
 #include "sluice-config.h"
 
@@ -22,6 +23,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stddef.h>
@@ -240,6 +242,13 @@ cg_setup(struct sbx_rec *rec)
 	size_t i;
 	int ok = 1;
 
+	if (strcmp(rec->cgroup, "off") == 0) {
+		rec->cgroup[0] = '\0';
+		snprintf(rec->note, sizeof(rec->note), "cgroups off by "
+		    "configuration: no memory/pids/cpu limits, process trees "
+		    "found through /proc");
+		return;
+	}
 	rec->cgroup[0] = '\0';
 	snprintf(p, sizeof(p), "%s/freezer", CG_V1);
 	if (access(p, W_OK) == 0) {
@@ -487,13 +496,31 @@ ns_ino(pid_t pid, const char *ns, char *buf, size_t len)
 	return 0;
 }
 
+/* Processes that ran before a command: (pid, start time) pairs. */
+struct snap {
+	size_t n;
+	struct { pid_t pid; uint64_t start; } *v;
+};
+
+static int
+snap_has(const struct snap *s, pid_t pid, uint64_t start)
+{
+	size_t i;
+
+	for (i = 0; s != NULL && i < s->n; i++)
+		if (s->v[i].pid == pid && s->v[i].start == start)
+			return 1;
+	return 0;
+}
+
 /*
  * Signal the processes of the sandbox's pid namespace other than its
- * holder whose start time is at least since (clock ticks since boot, 0:
- * all).  Returns how many.
+ * holder and those in pre (NULL: none).  With out, record them there
+ * instead of signalling.  Returns how many.
  */
 static int
-proc_signal(const struct sbx_rec *rec, uint64_t since, int sig)
+proc_signal_x(const struct sbx_rec *rec, const struct snap *pre, int sig,
+    FILE *out)
 {
 	char want[64], have[64];
 	struct dirent *de;
@@ -514,13 +541,68 @@ proc_signal(const struct sbx_rec *rec, uint64_t since, int sig)
 		    strcmp(have, want) != 0)
 			continue;
 		st = sbx_proc_start(pid);
-		if (st == 0 || st < since)
+		if (st == 0 || snap_has(pre, pid, st))
 			continue;
-		if (kill(pid, sig) == 0)
+		if (out != NULL) {
+			fprintf(out, "%d %llu\n", (int)pid,
+			    (unsigned long long)st);
+			n++;
+		} else if (kill(pid, sig) == 0)
 			n++;
 	}
 	closedir(d);
 	return n;
+}
+
+static int
+proc_signal(const struct sbx_rec *rec, int sig)
+{
+	return proc_signal_x(rec, NULL, sig, NULL);
+}
+
+/* Without cgroups a command's tree is "what was not there before it":
+ * the snapshot is kept in rec->dir/pre-<tag> for kill_tree. */
+static void
+snap_path(char *buf, size_t len, const struct sbx_rec *rec, const char *tag)
+{
+	snprintf(buf, len, "%s/pre-%s", rec->dir, tag);
+}
+
+static void
+snap_save(const struct sbx_rec *rec, const char *tag)
+{
+	char p[SBX_PATH_MAX + 160];
+	FILE *f;
+
+	snap_path(p, sizeof(p), rec, tag);
+	if ((f = fopen(p, "we")) == NULL)
+		return;
+	proc_signal_x(rec, NULL, 0, f);
+	fclose(f);
+}
+
+static void
+snap_load(const struct sbx_rec *rec, const char *tag, struct snap *s)
+{
+	char p[SBX_PATH_MAX + 160];
+	unsigned long long st;
+	void *nv;
+	FILE *f;
+	int pid;
+
+	memset(s, 0, sizeof(*s));
+	snap_path(p, sizeof(p), rec, tag);
+	if ((f = fopen(p, "re")) == NULL)
+		return;
+	while (fscanf(f, "%d %llu", &pid, &st) == 2) {
+		if ((nv = realloc(s->v, (s->n + 1) * sizeof(*s->v))) == NULL)
+			break;
+		s->v = nv;
+		s->v[s->n].pid = (pid_t)pid;
+		s->v[s->n].start = st;
+		s->n++;
+	}
+	fclose(f);
 }
 
 /* Live (not zombie) processes whose pid namespace is want. */
@@ -1010,6 +1092,7 @@ init_main(void *arg)
 	if (setresgid(0, 0, 0) != 0 || setresuid(0, 0, 0) != 0)
 		init_fail(a, "setresuid", "0");
 	(void)setsid();
+	(void)prctl(PR_SET_NAME, "sbx-init", 0, 0, 0);
 	if (dup2(a->log_fd, 1) < 0 || dup2(a->log_fd, 2) < 0)
 		init_fail(a, "dup2", "log");
 	if ((fd = open("/dev/null", O_RDONLY)) >= 0) {
@@ -1094,7 +1177,7 @@ ns_destroy(struct sbx_rec *rec, char *err, size_t errlen)
 		char ns[64] = "";
 
 		(void)ns_ino(rec->init_pid, "pid", ns, sizeof(ns));
-		proc_signal(rec, 0, SIGCONT);
+		proc_signal(rec, SIGCONT);
 		/* killing a pid namespace's init kills all of it; wait
 		 * (bounded) until the last of it has exited */
 		kill(rec->init_pid, SIGKILL);
@@ -1244,6 +1327,110 @@ enter_ns(const struct sbx_rec *rec, const char **what)
 	return rc;
 }
 
+/*
+ * The drainer: a child of the command's parent that owns the read ends
+ * of the command's output pipes.  It passes output on to the caller
+ * until the main process has exited (ctl reaches EOF), then hands over
+ * what is already buffered, closes the caller's ends and acknowledges
+ * (closes ack); after that it reads and drops whatever background
+ * processes still write, until they close their ends.  Without it a
+ * background job's next write after the command would raise SIGPIPE or
+ * EPIPE.  It runs as the sandbox user's host uid, without privileges.
+ */
+static void
+drainer(const struct sbx_rec *rec, int in[2], int out[2], int ctl, int ack)
+{
+	char buf[16384];
+	int open_in = 2, passing = 1, i;
+
+	(void)prctl(PR_SET_NAME, "sbx-drain", 0, 0, 0);
+	signal(SIGPIPE, SIG_IGN);
+	/* it may outlive the caller: hold none of the caller's 0-2 (a
+	 * caller waiting for EOF on its output would wait for us) */
+	for (i = 0; i <= 2; i++)
+		if (i != out[0] && i != out[1] && i != ctl && i != ack &&
+		    i != in[0] && i != in[1]) {
+			int fd = open("/dev/null", O_RDWR);
+
+			if (fd >= 0 && fd != i) {
+				dup2(fd, i);
+				close(fd);
+			}
+		}
+	if (setgroups(0, NULL) != 0 || setresgid(rec->host_gid, rec->host_gid,
+	    rec->host_gid) != 0 || setresuid(rec->host_uid, rec->host_uid,
+	    rec->host_uid) != 0)
+		_exit(1);
+	(void)prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	while (open_in > 0 || passing) {
+		struct pollfd p[3];
+		int n = 0, k;
+
+		for (i = 0; i < 2; i++)
+			if (in[i] >= 0) {
+				p[n].fd = in[i];
+				p[n++].events = POLLIN;
+			}
+		if (passing) {
+			p[n].fd = ctl;
+			p[n++].events = POLLIN;
+		}
+		if (poll(p, n, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		for (k = 0; k < n; k++) {
+			ssize_t m;
+
+			if (p[k].revents == 0)
+				continue;
+			if (passing && p[k].fd == ctl) {
+				/* main exited: hand over what is buffered */
+				for (i = 0; i < 2; i++) {
+					int fl, r = 0;
+
+					if (in[i] < 0)
+						continue;
+					fl = fcntl(in[i], F_GETFL);
+					fcntl(in[i], F_SETFL, fl | O_NONBLOCK);
+					while (r++ < 256 && (m = read(in[i], buf,
+					    sizeof(buf))) > 0)
+						if (out[i] >= 0 && write(out[i], buf,
+						    (size_t)m) != m) {
+							close(out[i]);
+							out[i] = -1;
+						}
+					fcntl(in[i], F_SETFL, fl);
+				}
+				for (i = 0; i < 2; i++)
+					if (out[i] >= 0)
+						close(out[i]);
+				out[0] = out[1] = -1;
+				close(ack);
+				passing = 0;
+				break;
+			}
+			for (i = 0; i < 2 && in[i] != p[k].fd; i++)
+				;
+			if (i == 2)
+				continue;
+			m = read(in[i], buf, sizeof(buf));
+			if (m <= 0) {
+				close(in[i]);
+				in[i] = -1;
+				open_in--;
+				continue;
+			}
+			if (out[i] >= 0 && write(out[i], buf, (size_t)m) != m) {
+				close(out[i]);  /* the caller left: drop */
+				out[i] = -1;
+			}
+		}
+	}
+	_exit(0);
+}
+
 static int
 ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
     char *err, size_t errlen)
@@ -1261,6 +1448,8 @@ ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	out->start_ms = sbx_now_ms();
 	snprintf(out->tag, sizeof(out->tag), "x%llu-%d",
 	    (unsigned long long)ticks_now(), (int)getpid());
+	if (rec->cgroup[0] == '\0')
+		snap_save(rec, out->tag);
 	if (pipe2(rep, O_CLOEXEC) != 0)
 		return sbx_err(err, errlen, "pipe: %s", strerror(errno));
 	pid = fork();
@@ -1271,8 +1460,9 @@ ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	}
 	if (pid == 0) {
 		const char *what = "";
-		pid_t child;
-		int st;
+		int pin[2][2], pctl[2], pack[2], st;
+		pid_t child, drain;
+		char c;
 
 		close(rep[0]);
 		{
@@ -1286,6 +1476,34 @@ ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 			what = "cgroup join";
 			goto child_fail;
 		}
+		if (pipe2(pin[0], O_CLOEXEC) != 0 || pipe2(pin[1], O_CLOEXEC)
+		    != 0 || pipe2(pctl, O_CLOEXEC) != 0 || pipe2(pack,
+		    O_CLOEXEC) != 0) {
+			what = "pipe";
+			goto child_fail;
+		}
+		if ((drain = fork()) < 0) {
+			what = "fork";
+			goto child_fail;
+		}
+		if (drain == 0) {
+			int in[2] = { pin[0][0], pin[1][0] };
+			int outs[2] = { cmd->fd_out, cmd->fd_err };
+
+			close(rep[1]);
+			close(pin[0][1]);
+			close(pin[1][1]);
+			close(pctl[1]);
+			close(pack[0]);
+			close(cmd->fd_in);
+			drainer(rec, in, outs, pctl[0], pack[1]);
+		}
+		close(pin[0][0]);
+		close(pin[1][0]);
+		close(pctl[0]);
+		close(pack[1]);
+		close(cmd->fd_out);
+		close(cmd->fd_err);
 		if (enter_ns(rec, &what) != 0)
 			goto child_fail;
 		if ((child = fork()) < 0) {
@@ -1293,8 +1511,8 @@ ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 			goto child_fail;
 		}
 		if (child == 0) {
-			if (dup2(cmd->fd_in, 0) < 0 || dup2(cmd->fd_out, 1) < 0
-			    || dup2(cmd->fd_err, 2) < 0) {
+			if (dup2(cmd->fd_in, 0) < 0 || dup2(pin[0][1], 1) < 0
+			    || dup2(pin[1][1], 2) < 0) {
 				what = "dup2";
 				goto child_fail;
 			}
@@ -1315,9 +1533,13 @@ ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 		}
 		close(rep[1]);
 		close(cmd->fd_in);
-		close(cmd->fd_out);
-		close(cmd->fd_err);
+		close(pin[0][1]);
+		close(pin[1][1]);
 		while (waitpid(child, &st, 0) < 0 && errno == EINTR)
+			;
+		/* tell the drainer, wait until it has handed over */
+		close(pctl[1]);
+		while (read(pack[0], &c, 1) < 0 && errno == EINTR)
 			;
 		if (WIFEXITED(st))
 			_exit(WEXITSTATUS(st));
@@ -1342,17 +1564,11 @@ child_fail:
 	return 0;
 }
 
-static uint64_t
-tag_ticks(const char *tag)
-{
-	return tag[0] == 'x' ? strtoull(tag + 1, NULL, 10) : 0;
-}
-
 static int
 ns_kill_tree(struct sbx_rec *rec, const struct sbx_proc *p, char *err,
     size_t errlen)
 {
-	uint64_t since = tag_ticks(p->tag);
+	struct snap pre;
 	int i;
 
 	(void)err;
@@ -1362,20 +1578,23 @@ ns_kill_tree(struct sbx_rec *rec, const struct sbx_proc *p, char *err,
 		return 0;
 	}
 	/* stop first so nothing forks between the rounds, then kill */
-	if (since == 0)
-		return 0;
+	snap_load(rec, p->tag, &pre);
 	for (i = 0; i < 5; i++)
-		if (proc_signal(rec, since, SIGSTOP) == 0)
-			break;
-	proc_signal(rec, since, SIGKILL);
-	proc_signal(rec, since, SIGCONT);
+		proc_signal_x(rec, &pre, SIGSTOP, NULL);
+	proc_signal_x(rec, &pre, SIGKILL, NULL);
+	proc_signal_x(rec, &pre, SIGCONT, NULL);
+	free(pre.v);
 	return 0;
 }
 
 static void
 ns_release(struct sbx_rec *rec, const struct sbx_proc *p)
 {
+	char path[SBX_PATH_MAX + 160];
+
 	cg_release(rec, p->tag);
+	snap_path(path, sizeof(path), rec, p->tag);
+	(void)unlink(path);
 }
 
 static int
@@ -1392,7 +1611,7 @@ ns_suspend(struct sbx_rec *rec, char *err, size_t errlen)
 			return sbx_err(err, errlen, "freezer: %s",
 			    strerror(errno));
 	} else
-		proc_signal(rec, 0, SIGSTOP);
+		proc_signal(rec, SIGSTOP);
 	rec->suspended = 1;
 	return 0;
 }
@@ -1409,7 +1628,7 @@ ns_resume(struct sbx_rec *rec, char *err, size_t errlen)
 			return sbx_err(err, errlen, "freezer: %s",
 			    strerror(errno));
 	} else
-		proc_signal(rec, 0, SIGCONT);
+		proc_signal(rec, SIGCONT);
 	rec->suspended = 0;
 	return 0;
 }

@@ -67,6 +67,7 @@ struct cfg {
 	long max_per_tenant, max_per_user, max_total;
 	long idle_after, remove_after;
 	unsigned long uid_base, slots;
+	int cgroups;
 	struct sbx_limits lim;
 };
 
@@ -89,6 +90,7 @@ cfg_defaults(void)
 	C.max_total = 200;
 	C.idle_after = 15 * 60;
 	C.remove_after = 24 * 3600;
+	C.cgroups = 1;
 	C.uid_base = 1000000000ul;
 	C.slots = 1024;
 	C.lim.memory_bytes = 2048ull << 20;
@@ -157,7 +159,7 @@ cfg_str(json_t *o, const char *key, char *out, size_t len)
 static const char *const cfg_keys[] = { "state_dir", "control", "shim",
 	"backend", "tier", "timeout", "timeout_max", "output_cap",
 	"max_per_tenant", "max_per_user", "max_total", "idle_after",
-	"remove_after", "uid_base", "limits", NULL };
+	"remove_after", "uid_base", "cgroups", "limits", NULL };
 static const char *const lim_keys[] = { "memory_mb", "pids", "cpu_pct",
 	"tmp_mb", "home_mb", "fsize_mb", "nofile", "nproc", NULL };
 
@@ -204,6 +206,11 @@ cfg_load(const char *path)
 	cfg_num(o, "remove_after", &C.remove_after, 0, LONG_MAX / 2);
 	cfg_num(o, "uid_base", &ub, 65536, 4000000000l - 65536l * 1024);
 	C.uid_base = (unsigned long)ub;
+	if ((l = json_object_get(o, "cgroups")) != NULL) {
+		if (!json_is_boolean(l))
+			die(EX_USAGE, "config: cgroups: true or false");
+		C.cgroups = json_is_true(l);
+	}
 	if ((l = json_object_get(o, "limits")) != NULL) {
 		if (!json_is_object(l))
 			die(EX_USAGE, "config: limits: an object");
@@ -817,6 +824,28 @@ start_cmd(struct sbx_rec *r, const struct sbx_backend *be, char **argv,
 	return 0;
 }
 
+static volatile sig_atomic_t got_signal;
+
+static void
+on_signal(int sig)
+{
+	got_signal = sig;
+}
+
+/* SIGINT, SIGTERM and SIGHUP while a command runs cancel it: its tree
+ * is killed rather than left running without anyone reading it. */
+static void
+catch_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+}
+
 static int
 pidfd_open_(pid_t pid)
 {
@@ -847,6 +876,11 @@ collect(struct sbx_rec *r, const struct sbx_backend *be, struct sbx_proc *pr,
 
 		if (left <= 0) {
 			res->timed_out = 1;
+			be->kill_tree(r, pr, err, sizeof(err));
+			break;
+		}
+		if (got_signal) {
+			res->cancelled = 1;
 			be->kill_tree(r, pr, err, sizeof(err));
 			break;
 		}
@@ -954,7 +988,7 @@ finish_cmd(const char *chat, const struct sbx_backend *be,
 	}
 	run_file(p, sizeof(p), &r, pr->tag);
 	snprintf(c, sizeof(c), "%s.cancelled", p);
-	if (access(c, F_OK) == 0 && res != NULL)
+	if (access(c, F_OK) == 0)
 		res->cancelled = 1;
 	unlink(c);
 	unlink(p);
@@ -1085,6 +1119,8 @@ cmd_create(void)
 	r.host_gid = r.uid_base + SBX_GID;
 	r.created = r.last_used = time(NULL);
 	r.lim = C.lim;
+	if (!C.cgroups)
+		snprintf(r.cgroup, sizeof(r.cgroup), "off");
 	if (mkdir(d, 0711) != 0) {
 		unlock(lk);
 		die(EX_FAIL, "%s: %s", d, strerror(errno));
@@ -1230,6 +1266,7 @@ run_common(char **argv, int fd_in, int fd_out, int fd_err, long timeout,
 	r.last_used = time(NULL);
 	rec_save(&r);
 	unlock(lk);
+	catch_signals();
 	memset(res, 0, sizeof(*res));
 	if (fd_out >= 0) {
 		/* streams go straight to our fds: only wait */

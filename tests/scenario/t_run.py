@@ -173,6 +173,16 @@ def processes_limits_cancel(env):
     check_eq(o["exit_code"], 0, "background start")
     o = run.exec("p1", "kill -0 $(cat bg.pid) && echo alive; pwd")
     check_eq(o["stdout"], "alive\n/workspace\n", "background survives")
+    # a background job that keeps writing to the command's stdout does
+    # not die of a broken pipe once the command has returned
+    o = run.exec("p1", "(while :; do echo tick; sleep 0.1; done) & "
+                 "echo $! > ticker.pid; echo started")
+    check("started" in o["stdout"] and o["duration_ms"] < 5000,
+          "ticker: %r", o)
+    time.sleep(0.5)
+    o = run.exec("p1", "kill -0 $(cat ticker.pid) && echo alive && "
+                 "kill $(cat ticker.pid)")
+    check_eq(o["stdout"], "alive\n", "writer survives its command")
     # timeout: the command, a child and a setsid double-forked grandchild
     t0 = time.monotonic()
     r, o = run.json("exec", "--chat", "p1", "--timeout", "2", "--",
@@ -300,6 +310,53 @@ def quotas_gc_destroy(env):
     check_eq(resp.status, 404, "broker session after destroy")
     r = run("destroy", "--chat", "dz")
     check_eq(r.returncode, 3, "destroy twice")
+
+
+def sandbox_pids(init_pid):
+    """Host pids of the live processes in init_pid's pid namespace."""
+    ns = os.readlink("/proc/%d/ns/pid" % init_pid)
+    out = {}
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            if os.readlink("/proc/%s/ns/pid" % p) != ns:
+                continue
+            st = open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if st[0] != "Z":
+            out[int(p)] = st[0]
+    return out
+
+
+@S.case
+def without_cgroups(env):
+    """Where cgroups are not usable: process trees are found through
+    /proc, and suspension is SIGSTOP."""
+    d, run = start(env, cgroups=False)
+    r = run.create("nc")
+    check(b"cgroups off" in r.stdout, "note: %r" % r.stdout)
+    run.exec("nc", "nohup sleep 300 >/dev/null 2>&1 &")
+    r, o = run.json("exec", "--chat", "nc", "--timeout", "2", "--",
+                    "/bin/sh", "-c", "setsid sh -c 'sleep 400 & echo $! > "
+                    "dbl.pid; wait' & sleep 200 & wait")
+    check(o["timed_out"] is True, "timeout: %r", o)
+    o = run.exec("nc", "sleep 0.3; kill -0 $(cat dbl.pid) 2>/dev/null && "
+                 "echo alive || echo dead; pgrep -c sleep")
+    check_eq(o["stdout"], "dead\n1\n", "tree killed, background kept")
+    init = run.json("list")[1]["sandboxes"][0]["init_pid"]
+    r, o = run.json("gc", "--idle-after", "0")
+    check_eq(o["suspended"], ["nc"], "suspended")
+    states = sandbox_pids(init)
+    check(states.pop(init, None) is not None, "holder gone")
+    check(states and all(v == "T" for v in states.values()),
+          "not stopped: %r" % states)
+    o = run.exec("nc", "pgrep -c sleep")
+    check_eq(o["stdout"], "1\n", "resumed")
+    states = sandbox_pids(init)
+    check(all(v != "T" for v in states.values()), "still stopped: %r"
+          % states)
 
 
 @S.case
