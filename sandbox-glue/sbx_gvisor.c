@@ -615,6 +615,17 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 		return sbx_err(err, errlen, "mkdir %s: %s", bundle,
 		    strerror(errno));
 	with_cg = rec->lim.memory_bytes != 0 || rec->lim.cpu_pct != 0;
+	if (strcmp(rec->cgroup, "off") == 0) {
+		/* turned off in sluice-run's configuration: runsc must not
+		 * touch the host's cgroups either (commands' groups live in
+		 * gVisor's own cgroupfs and stay) */
+		c.nocg = 1;
+		rec->cgroup[0] = '\0';
+		if (with_cg)
+			gv_note(rec, "memory/cpu limits not applied: cgroups "
+			    "are off");
+		with_cg = 0;
+	}
 	if (rec->lim.pids)
 		gv_note(rec, "pids: not applied under gVisor (its host "
 		    "cgroup would count the sentry's threads); nproc is");

@@ -183,9 +183,13 @@ def timeout_kills_the_tree(env):
 @S.case
 def streams_to_files(env):
     """write/read pass sluice-run's own fds; a regular file among them
-    must keep its offset (gVisor would write it from 0)."""
-    d, run = start(env)
-    run.create("f1")
+    must keep its offset (gVisor would write it from 0).  With cgroups
+    off in sluice-run's configuration runsc leaves the host's alone."""
+    d, run = start(env, cgroups=False)
+    r = run.create("f1")
+    check(b"cgroups are off" in r.stdout, "note: %r", r.stdout)
+    check(not [c for c in os.listdir("/sys/fs/cgroup") if os.path.isdir(
+        "/sys/fs/cgroup/%s/sluice-gvisor-f1" % c)], "host cgroups made")
     r = run("write", "--chat", "f1", "f.txt", stdin=b"data line\n")
     check_eq(r.returncode, 0, "write")
     out = env.path("out.txt")
