@@ -166,13 +166,17 @@ gv_argv(const struct gv_ctx *c, const char **av, const char *const *args)
 }
 
 /* In a forked child: fds 0-2 from in/out/err, nothing else open, signals
- * back to default, then runsc. */
+ * back to default, then runsc.  own_session: the gofer that "runsc
+ * create" leaves behind would otherwise stay in the caller's process
+ * group, and a Ctrl-C there would take the sandbox's files away. */
 static void
-gv_exec_child(const char **av, int in, int out, int errfd)
+gv_exec_child(const char **av, int in, int out, int errfd, int own_session)
 {
 	sigset_t all;
 	int fd;
 
+	if (own_session)
+		(void)setsid();
 	sigemptyset(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
 	if ((in != 0 && dup2(in, 0) < 0) || (out != 1 && dup2(out, 1) < 0) ||
@@ -184,13 +188,41 @@ gv_exec_child(const char **av, int in, int out, int errfd)
 	_exit(127);
 }
 
+/* The last non-empty line of the file's last 4 KiB into msg: runsc
+ * says why it failed there. */
+static void
+gv_last_line(const char *path, char *msg, size_t msglen)
+{
+	char buf[4096], *p, *line;
+	struct stat st;
+	ssize_t n;
+	int fd;
+
+	if (msg == NULL || msglen == 0 ||
+	    (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	if (fstat(fd, &st) == 0 && st.st_size > (off_t)sizeof(buf) - 1)
+		(void)lseek(fd, st.st_size - (off_t)sizeof(buf) + 1, SEEK_SET);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		buf[--n] = '\0';
+	line = (p = strrchr(buf, '\n')) != NULL ? p + 1 : buf;
+	if (snprintf(msg, msglen, "%s", line) >= (int)msglen)
+		msg[msglen - 1] = '\0';
+}
+
 /*
  * Runs one runsc management command, bounded by GV_WAIT_MS.  stdin is
  * /dev/null; stdout and stderr go to <dir>/runsc.<pid>.out (one per
- * process: sluice-run invocations may overlap), whose text (last
- * line) is copied into msg.  stdio_log, when set, is opened for append
- * and becomes the command's stdout/stderr instead (the container's init
- * inherits the stdio of "runsc create").  Returns the exit status, or
+ * process: sluice-run invocations may overlap), whose last line is
+ * copied into msg.  stdio_log, when set, is opened for append and
+ * becomes the command's stdout/stderr instead (the container's init
+ * inherits the stdio of "runsc create"); its last line goes to msg when
+ * runsc fails.  Returns the exit status, or
  * -1 if runsc could not be run or was killed.
  */
 static int
@@ -199,10 +231,9 @@ gv_run(const struct gv_ctx *c, const struct sbx_rec *rec,
     size_t msglen)
 {
 	const char *av[GV_ARGS_MAX];
-	char outp[SBX_PATH_MAX + 16], buf[4096];
+	char outp[SBX_PATH_MAX + 16];
 	int in = -1, out = -1, st, rc = -1;
 	int64_t deadline;
-	ssize_t n;
 	pid_t pid, w;
 
 	if (msg != NULL && msglen > 0)
@@ -223,7 +254,7 @@ gv_run(const struct gv_ctx *c, const struct sbx_rec *rec,
 		goto out;
 	}
 	if (pid == 0)
-		gv_exec_child(av, in, out, out);
+		gv_exec_child(av, in, out, out, 1);
 	deadline = sbx_now_ms() + GV_WAIT_MS;
 	while ((w = waitpid(pid, &st, WNOHANG)) == 0 && sbx_now_ms() < deadline)
 		usleep(5000);
@@ -240,27 +271,8 @@ gv_run(const struct gv_ctx *c, const struct sbx_rec *rec,
 		goto out;
 	}
 	rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-	if (stdio_log == NULL && msg != NULL && msglen > 0) {
-		int fd = open(outp, O_RDONLY | O_CLOEXEC);
-
-		if (fd >= 0) {
-			n = read(fd, buf, sizeof(buf) - 1);
-			close(fd);
-			if (n > 0) {
-				char *p, *line;
-
-				buf[n] = '\0';
-				/* the last non-empty line says why */
-				while (n > 0 && (buf[n - 1] == '\n' ||
-				    buf[n - 1] == ' '))
-					buf[--n] = '\0';
-				line = (p = strrchr(buf, '\n')) ? p + 1 : buf;
-				if (snprintf(msg, msglen, "%s", line) >=
-				    (int)msglen)
-					msg[msglen - 1] = '\0';
-			}
-		}
-	}
+	if (rc != 0 || stdio_log == NULL)
+		gv_last_line(stdio_log != NULL ? stdio_log : outp, msg, msglen);
 out:
 	if (in >= 0)
 		close(in);
@@ -636,7 +648,7 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 		if (gv_config(rec, bundle, with_cg && !c.nocg, err, errlen) !=
 		    0)
 			goto fail;
-		if (gv_run(&c, rec, cr, logp, NULL, 0) == 0)
+		if (gv_run(&c, rec, cr, logp, msg, sizeof(msg)) == 0)
 			break;
 		/* the real reason is in the runsc log; one retry without
 		 * host cgroups covers hosts where they cannot be written */
@@ -646,7 +658,7 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 			(void)gv_run(&c, rec, del, NULL, NULL, 0);
 		}
 		if (c.nocg) {
-			sbx_err(err, errlen, "runsc create failed (see %s)",
+			sbx_err(err, errlen, "runsc create: %s (%s)", msg,
 			    logp);
 			goto fail;
 		}
@@ -740,7 +752,7 @@ gv_relay(const char **av, const struct sbx_cmd *cmd)
 	if ((pid = fork()) < 0)
 		_exit(125);
 	if (pid == 0)
-		gv_exec_child(av, cmd->fd_in, wr[0], wr[1]);
+		gv_exec_child(av, cmd->fd_in, wr[0], wr[1], 0);
 	/* keep only the files and our pipe ends: a copy of sluice-run's
 	 * lock or pipes here would outlive it */
 	for (fd = 3; fd < 1024; fd++)
@@ -882,7 +894,7 @@ gv_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	if (pid == 0) {
 		if (gv_is_file(cmd->fd_out) || gv_is_file(cmd->fd_err))
 			gv_relay(av, cmd);
-		gv_exec_child(av, cmd->fd_in, cmd->fd_out, cmd->fd_err);
+		gv_exec_child(av, cmd->fd_in, cmd->fd_out, cmd->fd_err, 0);
 	}
 	/* "runsc exec" exits with the command's status, 128+N for a signal */
 	out->pid = pid;
