@@ -45,7 +45,7 @@
 
 #define GV_MISSING	"runsc not found: install the Debian package runsc"
 #define GV_CG		"/sys/fs/cgroup/memory/sluice"	/* inside */
-#define GV_HOST_CG	"sluice-gvisor-"		/* + chat, host */
+#define GV_HOST_CG	"sluice-gvisor-"	/* + chat.hash, host */
 #define GV_ARGS_MAX	48
 #define GV_WAIT_MS	60000	/* bound on one runsc management call */
 #define GV_STR_(x)	#x
@@ -95,6 +95,19 @@ static const char *const gv_etc_keep[] = {
 	"python3.11", "python3.12", "python3.13", "bash.bashrc", "profile",
 	"inputrc", "perl", "gai.conf", "login.defs", "magic", "xdg",
 };
+
+/* The host cgroup of the sandbox, "/sluice-gvisor-<chat>.<hash of
+ * rec->dir>": two state directories may hold the same chat name. */
+static void
+gv_cgname(const struct sbx_rec *rec, char *buf, size_t len)
+{
+	uint32_t h = 2166136261u;
+	const char *p;
+
+	for (p = rec->dir; *p != '\0'; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	snprintf(buf, len, "/" GV_HOST_CG "%s.%08x", rec->chat, (unsigned)h);
+}
 
 /* ---- finding and running runsc ---- */
 
@@ -468,7 +481,7 @@ gv_config(struct sbx_rec *rec, const char *bundle, int with_cg, char *err,
 	    "noexec", NULL };
 	char path[SBX_PATH_MAX + 32], tmp_size[48], home_size[48];
 	char uid[24], gid[24];
-	char cgpath[SBX_ID_MAX + 32];
+	char cgpath[SBX_ID_MAX + 48];
 	json_t *cfg = NULL, *mounts, *linux_, *res;
 	const char *o_tmp[] = { tmp_size, "mode=1777", "nosuid", "nodev",
 	    NULL };
@@ -504,7 +517,7 @@ gv_config(struct sbx_rec *rec, const char *bundle, int with_cg, char *err,
 	    "type", "pid", "type", "network", "type", "ipc", "type", "uts",
 	    "type", "mount");
 	if (linux_ != NULL && with_cg) {
-		snprintf(cgpath, sizeof(cgpath), "/" GV_HOST_CG "%s", rec->chat);
+		gv_cgname(rec, cgpath, sizeof(cgpath));
 		res = json_object();
 		if (rec->lim.memory_bytes)
 			json_object_set_new(res, "memory", json_pack("{s:I}",
@@ -673,8 +686,7 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 		gv_note(rec, "memory/cpu limits not applied: runsc could not "
 		    "set up host cgroups");
 	else if (with_cg)
-		snprintf(rec->cgroup, sizeof(rec->cgroup), "/" GV_HOST_CG "%s",
-		    rec->chat);
+		gv_cgname(rec, rec->cgroup, sizeof(rec->cgroup));
 	if ((fd = open(pidf, O_RDONLY | O_CLOEXEC)) >= 0) {
 		n = read(fd, buf, sizeof(buf) - 1);
 		close(fd);
@@ -984,7 +996,7 @@ gv_destroy(struct sbx_rec *rec, char *err, size_t errlen)
 	    "cpuset", "blkio", "devices", "freezer", "net_cls", "net_prio",
 	    "perf_event", "hugetlb", "systemd", "unified", NULL };
 	struct gv_ctx c;
-	char msg[256], p[SBX_PATH_MAX + 64];
+	char msg[256], p[SBX_PATH_MAX + 64], cg[SBX_ID_MAX + 48];
 	int i, have = gv_ctx_init(&c, rec, NULL, 0) == 0;
 
 	if (have) {
@@ -1011,12 +1023,13 @@ gv_destroy(struct sbx_rec *rec, char *err, size_t errlen)
 	if (gv_alive(rec))
 		return sbx_err(err, errlen, "sandbox process %d does not die",
 		    (int)rec->init_pid);
+	/* runsc delete removes them; this covers a runsc that died */
+	gv_cgname(rec, cg, sizeof(cg));
 	for (i = 0; ctl[i] != NULL; i++) {
-		snprintf(p, sizeof(p), "/sys/fs/cgroup/%s/" GV_HOST_CG "%s",
-		    ctl[i], rec->chat);
+		snprintf(p, sizeof(p), "/sys/fs/cgroup/%s%s", ctl[i], cg);
 		(void)rmdir(p);
 	}
-	snprintf(p, sizeof(p), "/sys/fs/cgroup/" GV_HOST_CG "%s", rec->chat);
+	snprintf(p, sizeof(p), "/sys/fs/cgroup%s", cg);
 	(void)rmdir(p);
 	return 0;
 }

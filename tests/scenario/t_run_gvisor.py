@@ -82,6 +82,20 @@ def runsc_procs(root):
     return found
 
 
+def host_cgroups(chat):
+    """The host cgroups runsc made for chat's sandbox, in any hierarchy."""
+    found = []
+    for top in ("/sys/fs/cgroup", ) + tuple(
+            "/sys/fs/cgroup/" + c for c in os.listdir("/sys/fs/cgroup")):
+        try:
+            names = os.listdir(top)
+        except OSError:
+            continue
+        found += [os.path.join(top, n) for n in names
+                  if n.startswith("sluice-gvisor-%s." % chat)]
+    return found
+
+
 @S.case
 def network_only_through_broker(env):
     root = env.path("www")
@@ -188,8 +202,8 @@ def streams_to_files(env):
     d, run = start(env, cgroups=False)
     r = run.create("f1")
     check(b"cgroups are off" in r.stdout, "note: %r", r.stdout)
-    check(not [c for c in os.listdir("/sys/fs/cgroup") if os.path.isdir(
-        "/sys/fs/cgroup/%s/sluice-gvisor-f1" % c)], "host cgroups made")
+    check(not host_cgroups("f1"), "host cgroups made: %r" %
+          host_cgroups("f1"))
     r = run("write", "--chat", "f1", "f.txt", stdin=b"data line\n")
     check_eq(r.returncode, 0, "write")
     out = env.path("out.txt")
@@ -222,6 +236,10 @@ def gc_suspend_and_destroy(env):
     pid = lst["sandboxes"][0]["init_pid"]
     check(os.path.exists("/proc/%d" % pid), "sandbox pid %d" % pid)
     check(runsc_procs(root), "no runsc process found for %s" % root)
+    mem = [p for p in host_cgroups("g1") if "/memory/" in p]
+    if mem:
+        with open(os.path.join(mem[0], "memory.limit_in_bytes")) as f:
+            check_eq(int(f.read()), 2048 << 20, "memory limit")
     r = run("destroy", "--chat", "g1")
     check_eq(r.returncode, 0, "destroy: %r" % r.stderr)
     run.chats = []
@@ -236,9 +254,8 @@ def gc_suspend_and_destroy(env):
     check(not os.path.exists(d.session_socket("g1")), "socket left")
     check(run.state not in open("/proc/self/mountinfo").read(),
           "mounts left on the host")
-    cg = [c for c in os.listdir("/sys/fs/cgroup")
-          if os.path.isdir("/sys/fs/cgroup/%s/sluice-gvisor-g1" % c)]
-    check(not cg, "host cgroups left in %r" % cg)
+    check(not host_cgroups("g1"), "host cgroups left: %r" %
+          host_cgroups("g1"))
     check_eq(api_unix(run.ctl, "GET", "/v1/sessions/g1").status, 404,
              "broker session after destroy")
 
