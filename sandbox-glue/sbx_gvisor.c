@@ -20,7 +20,8 @@
  *   memory/sluice/<tag> there, which is how kill_tree finds processes
  *   that setsid'd or were reparented to init;
  * - a host fd that is a regular file is written by gVisor at its own
- *   offset, not the file's: give commands pipes, not files;
+ *   offset (from 0), not the file's: spawn() relays such stdout/stderr
+ *   through pipes;
  * - statx() with AT_NO_AUTOMOUNT fails with EINVAL, so coreutils 9.1
  *   "ls -l" and "stat" fail inside (plain "ls", python, pip work).
  */
