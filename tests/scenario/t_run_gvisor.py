@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+"""sluice-run with the gvisor backend (runsc --network=none), as root:
+curl, python and pip in a real gVisor sandbox reach a loopback upstream
+only through the broker; direct connects to non-loopback addresses fail
+and the host's loopback is not the sandbox's; another chat's socket is out
+of reach; a timeout kills the whole process tree (setsid double fork
+included) and keeps background jobs; output to a file keeps its offset; gc suspends (runsc pause) and the
+next command resumes; destroy leaves no runsc container, process, cgroup,
+mount, socket or broker session behind; and a missing runsc is named.
+
+Skips (77) when not root or when runsc is not installed (Debian package
+runsc); fails then under SLUICE_TEST_STRICT=1."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (Suite, Skip, check, check_eq, api_unix,  # noqa: E402
+                     wait_until)
+from t_clients import make_index, serve, PKG  # noqa: E402
+from t_run import Runner, RUN  # noqa: E402
+
+S = Suite("t_run_gvisor", time_limit=600)
+
+EX_BACKEND = 7
+
+
+def runsc():
+    return shutil.which("runsc") or next(
+        (p for p in ("/usr/sbin/runsc", "/usr/bin/runsc")
+         if os.access(p, os.X_OK)), None)
+
+
+def preflight():
+    if os.geteuid() != 0:
+        raise Skip("needs root")
+    if not os.path.exists(RUN):
+        raise Skip("sluice-run not built")
+    if runsc() is None:
+        raise Skip("runsc not installed (Debian package runsc)")
+
+
+def start(env, upstream_port=None, **run_cfg):
+    preflight()
+    ports = [443, 80] + ([upstream_port] if upstream_port else [])
+    cfg = env.config(sessions=[], ceiling="registries",
+                     registries=["pypi.test"],
+                     ports={"registries": ports, "public": ports},
+                     allow_cidrs=["127.0.0.1/32"],
+                     dns={"hosts": {"pypi.test": ["127.0.0.1"]}})
+    d = env.sluiced(cfg)
+    run_cfg.setdefault("backend", "gvisor")
+    return d, Runner(env, d, **run_cfg)
+
+
+def runsc_list(root):
+    r = subprocess.run([runsc(), "--root", root, "list", "--quiet"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=30)
+    return r.stdout.decode().split()
+
+
+def runsc_procs(root):
+    """Host processes of the runsc instance whose state is under root
+    (the sandbox, the gofer, any runsc client)."""
+    found = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % p, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if ("--root=" + root).encode() in argv or (
+                b"--root" in argv and root.encode() in argv):
+            found.append(int(p))
+    return found
+
+
+def host_cgroups(chat):
+    """The host cgroups runsc made for chat's sandbox, in any hierarchy."""
+    found = []
+    for top in ("/sys/fs/cgroup", ) + tuple(
+            "/sys/fs/cgroup/" + c for c in os.listdir("/sys/fs/cgroup")):
+        try:
+            names = os.listdir(top)
+        except OSError:
+            continue
+        found += [os.path.join(top, n) for n in names
+                  if n.startswith("sluice-gvisor-%s." % chat)]
+    return found
+
+
+@S.case
+def network_only_through_broker(env):
+    root = env.path("www")
+    os.makedirs(root)
+    make_index(root)
+    with open(os.path.join(root, "hello.txt"), "w") as f:
+        f.write("hello from the host's loopback\n")
+    port = serve(env, root)
+    d, run = start(env, port)
+    r = run.create("net1", "--tenant", "acme", "--user", "alice")
+    check(b"backend gvisor" in r.stdout, "create: %r", r.stdout)
+    url = "http://pypi.test:%d/hello.txt" % port
+    o = run.exec("net1", "curl -sS --max-time 10 %s" % url)
+    check_eq(o["stdout"], "hello from the host's loopback\n", "curl body")
+    o = run.exec("net1", "python3 -c 'import urllib.request as u; "
+                 "print(u.urlopen(\"%s\", timeout=10).read().decode(), "
+                 "end=\"\")'" % url)
+    check_eq(o["stdout"], "hello from the host's loopback\n", "python body")
+    # the upstream is on the HOST's loopback: gVisor's loopback is its own
+    o = run.exec("net1", "curl -sS --noproxy '*' --max-time 5 "
+                 "http://127.0.0.1:%d/hello.txt" % port)
+    check(o["exit_code"] != 0, "direct loopback reached the host: %r", o)
+    o = run.exec("net1", "python3 -m pip install --no-cache-dir "
+                 "--disable-pip-version-check --no-input --retries 0 "
+                 "--timeout 15 --trusted-host pypi.test --index-url "
+                 "http://pypi.test:%d/simple/ --target /workspace/site %s"
+                 % (port, PKG), timeout=240)
+    check(o["exit_code"] == 0, "pip install: %r", o)
+    o = run.exec("net1", "PYTHONPATH=/workspace/site python3 -c "
+                 "'import %s; print(%s.VALUE)'" % (PKG, PKG))
+    check_eq(o["stdout"], "42\n", "installed package")
+    o = run.exec("net1", "id -u; env | sort")
+    check(o["stdout"].startswith("1000\n"), "uid: %r", o["stdout"][:40])
+    check("PIP_PROXY=http://127.0.0.1:3128" in o["stdout"], "env: %r", o)
+    # direct connects leave nowhere: loopback is the only device
+    o = run.exec("net1", "python3 -c '\n"
+                 "import socket, errno\n"
+                 "print(sorted(n for _, n in socket.if_nameindex()))\n"
+                 "for fam, addr in ((socket.AF_INET, (\"192.0.2.1\", 80)),\n"
+                 "                  (socket.AF_INET6, (\"2001:db8::1\", 80))):\n"
+                 "    s = socket.socket(fam); s.settimeout(5)\n"
+                 "    try:\n"
+                 "        s.connect(addr); print(\"connected\")\n"
+                 "    except OSError as e:\n"
+                 "        print(errno.errorcode.get(e.errno, e))\n"
+                 "'")
+    lines = o["stdout"].split("\n")
+    check_eq(lines[0], "['lo']", "network devices")
+    check(all(x in ("ENETUNREACH", "EHOSTUNREACH") for x in lines[1:3]),
+          "direct connects: %r", o)
+    # another chat's socket is not visible, and not ours to use
+    run.create("net2", "--tenant", "acme", "--user", "bob")
+    other = d.session_socket("net1")
+    o = run.exec("net2", "python3 -c '\n"
+                 "import os, socket, errno\n"
+                 "s = socket.socket(socket.AF_UNIX)\n"
+                 "try:\n"
+                 "    s.connect(\"%s\"); print(\"connected\")\n"
+                 "except OSError as e: print(errno.errorcode[e.errno])\n"
+                 "print(os.listdir(\"/run/sluice\"))\n"
+                 "'" % other)
+    check_eq(o["stdout"], "ENOENT\n['proxy.sock']\n", "other chat's socket")
+    recs = [r for r in open(d.log_path) if '"decision"' in r]
+    check(any('"session":"net1"' in r for r in recs),
+          "no decision record for net1")
+
+
+@S.case
+def timeout_kills_the_tree(env):
+    d, run = start(env)
+    run.create("p1")
+    o = run.exec("p1", "nohup sleep 300 >/dev/null 2>&1 & echo $! > bg.pid")
+    check_eq(o["exit_code"], 0, "background start")
+    o = run.exec("p1", "kill -0 $(cat bg.pid) && echo alive; pwd")
+    check_eq(o["stdout"], "alive\n/workspace\n", "background survives")
+    t0 = time.monotonic()
+    r, o = run.json("exec", "--chat", "p1", "--timeout", "2", "--",
+                    "/bin/sh", "-c", "setsid sh -c 'sleep 400 & echo $! > "
+                    "dbl.pid; wait' & sleep 200 & wait")
+    check(time.monotonic() - t0 < 20, "timeout took too long")
+    check(o["timed_out"] is True and r.returncode == 124, "timeout: %r", o)
+    o = run.exec("p1", "sleep 0.3; kill -0 $(cat dbl.pid) 2>/dev/null && "
+                 "echo alive || echo dead; pgrep -c sleep")
+    check_eq(o["stdout"], "dead\n1\n", "tree killed, background kept")
+    o = run.exec("p1", "head -c 200000 /dev/zero | tr '\\0' a",
+                 "--output-cap", "1000")
+    check(len(o["stdout"]) == 1000 and o["stdout_truncated"] is True,
+          "cap: %r", {k: v for k, v in o.items() if k != "stdout"})
+    o = run.exec("p1", "exit 3")
+    check_eq(o["exit_code"], 3, "exit status")
+    # the command cannot leave its group, and has no capabilities
+    o = run.exec("p1", "for g in /sys/fs/cgroup/memory /sys/fs/cgroup/"
+                 "memory/sluice; do echo $$ > $g/cgroup.procs && "
+                 "echo left $g; done 2>/dev/null; grep CapBnd "
+                 "/proc/self/status; ulimit -c")
+    check_eq(o["stdout"], "CapBnd:\t0000000000000000\n0\n", "group, caps")
+
+
+@S.case
+def streams_to_files(env):
+    """write/read pass sluice-run's own fds; a regular file among them
+    must keep its offset (gVisor would write it from 0).  With cgroups
+    off in sluice-run's configuration runsc leaves the host's alone."""
+    d, run = start(env, cgroups=False)
+    r = run.create("f1")
+    check(b"cgroups are off" in r.stdout, "note: %r", r.stdout)
+    check(not host_cgroups("f1"), "host cgroups made: %r" %
+          host_cgroups("f1"))
+    r = run("write", "--chat", "f1", "f.txt", stdin=b"data line\n")
+    check_eq(r.returncode, 0, "write")
+    out = env.path("out.txt")
+    with open(out, "w") as f:
+        f.write("first\n")
+    with open(out, "a") as f:
+        r = subprocess.run([RUN, "--config", run.conf, "--state-dir",
+                            run.state, "--control", run.ctl, "read",
+                            "--chat", "f1", "f.txt"], stdout=f, stderr=f,
+                           timeout=60)
+    check_eq(r.returncode, 0, "read")
+    check_eq(open(out).read(), "first\ndata line\n", "appended output")
+
+
+@S.case
+def gc_suspend_and_destroy(env):
+    d, run = start(env)
+    run.create("g1", "--tenant", "t1", "--user", "u1")
+    root = os.path.join(run.state, "g1", "runsc")
+    check_eq(runsc_list(root), ["sluice-g1"], "runsc list")
+    run.exec("g1", "sleep 300 >/dev/null 2>&1 &")
+    r, o = run.json("gc", "--idle-after", "0", "--remove-after", "3600")
+    check_eq(o["suspended"], ["g1"], "suspended")
+    st = subprocess.run([runsc(), "--root", root, "state", "sluice-g1"],
+                        stdout=subprocess.PIPE, timeout=30)
+    check_eq(json.loads(st.stdout)["status"], "paused", "runsc state")
+    o = run.exec("g1", "pgrep -c sleep")
+    check_eq(o["stdout"], "1\n", "resumed with its background job")
+    _, lst = run.json("list")
+    pid = lst["sandboxes"][0]["init_pid"]
+    check(os.path.exists("/proc/%d" % pid), "sandbox pid %d" % pid)
+    check(runsc_procs(root), "no runsc process found for %s" % root)
+    mem = [p for p in host_cgroups("g1") if "/memory/" in p]
+    if mem:
+        with open(os.path.join(mem[0], "memory.limit_in_bytes")) as f:
+            check_eq(int(f.read()), 2048 << 20, "memory limit")
+    r = run("destroy", "--chat", "g1")
+    check_eq(r.returncode, 0, "destroy: %r" % r.stderr)
+    run.chats = []
+    wait_until(lambda: not runsc_procs(root), 10, what="runsc processes "
+               "to end")
+    check(not os.path.exists("/proc/%d" % pid) or
+          open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0]
+          == "Z", "sandbox process %d still runs" % pid)
+    check(not os.path.exists(root) or not runsc_list(root),
+          "runsc container left")
+    check(not os.path.exists(os.path.join(run.state, "g1")), "state dir")
+    check(not os.path.exists(d.session_socket("g1")), "socket left")
+    check(run.state not in open("/proc/self/mountinfo").read(),
+          "mounts left on the host")
+    check(not host_cgroups("g1"), "host cgroups left: %r" %
+          host_cgroups("g1"))
+    check_eq(api_unix(run.ctl, "GET", "/v1/sessions/g1").status, 404,
+             "broker session after destroy")
+
+
+@S.case
+def missing_runsc_is_named(env):
+    # SLUICE_RUNSC hides the installed runsc; without one installed the
+    # whole file is a skip, so that a machine without runsc says so
+    preflight()
+    os.makedirs(env.path("run"))
+    d = type("D", (), {"config": {"runtime_dir": env.path("run")}})()
+    run = Runner(env, d, backend="gvisor")
+    saved = os.environ.get("SLUICE_RUNSC")
+    os.environ["SLUICE_RUNSC"] = env.path("no-such-runsc")
+    try:
+        r = run("create", "--chat", "m1")
+    finally:
+        if saved is None:
+            del os.environ["SLUICE_RUNSC"]
+        else:
+            os.environ["SLUICE_RUNSC"] = saved
+    check(r.returncode == EX_BACKEND and b"runsc not found: install the "
+          b"Debian package runsc" in r.stderr, "missing runsc: rc %d %r" %
+          (r.returncode, r.stderr))
+    check(not os.path.exists(os.path.join(run.state, "m1")), "state left")
+
+
+if __name__ == "__main__":
+    S.main()
