@@ -91,6 +91,9 @@ fw_config_from_cfg(struct fw_config *fc, const struct cfg *c,
 	fc->ndeny_cidrs = c->ndeny_cidrs;
 	fc->sandbox_subnets = (const char *const *)c->firewall.sandbox_subnets;
 	fc->nsandbox_subnets = c->firewall.nsandbox_subnets;
+	fc->sandbox_interfaces =
+	    (const char *const *)c->firewall.sandbox_interfaces;
+	fc->nsandbox_interfaces = c->firewall.nsandbox_interfaces;
 	fc->broker_ports = c->firewall.broker_ports;
 	fc->nbroker_ports = c->firewall.nbroker_ports;
 	fc->transparent_port = c->transparent_port;
