@@ -78,7 +78,7 @@ struct fw_chain {
 	                           type filter priority filter (0) */
 };
 
-#define FW_SETS_MAX 12
+#define FW_SETS_MAX 16
 #define FW_CHAINS_MAX 4
 #define FW_RULES_MAX 48
 

@@ -7,7 +7,8 @@
  *    the admin allow_cidrs and the configured DNS servers;
  *  - sandbox guard: from the sandbox subnets (by source address) and
  *    from the sandbox interfaces (by input interface, whatever the
- *    source address) only the broker's ports are reachable on input;
+ *    source address) only the broker's ports on the broker's listening
+ *    addresses are reachable on input;
  *    forwarding from them is dropped except replies to established
  *    connections, with private, metadata and other-sandbox destinations
  *    dropped by rules of their own;
@@ -46,12 +47,19 @@ struct fw_config {
 	/* interface names, "name" or "name*" (fw_ifname_check) */
 	const char *const *sandbox_interfaces; size_t nsandbox_interfaces;
 	const uint16_t *broker_ports; size_t nbroker_ports;
+	/* where the broker listens ("addr[/len]"): the sandboxes reach the
+	 * broker ports on these destination addresses only; a wildcard
+	 * listener is "0.0.0.0/0" (and "::/0"); none: no broker port */
+	const char *const *broker_addrs; size_t nbroker_addrs;
 	uint16_t transparent_port;             /* 0: no redirect */
 	char **owned_resolvers;                /* fw_config_from_cfg's */
+	char **owned_broker_addrs;
 };
 
 /*
- * From sluiced's configuration: firewall.*, allow_cidrs, deny_cidrs (a
+ * From sluiced's configuration: firewall.*, allow_cidrs, deny_cidrs, the
+ * addresses of listen.tcp and listen.transparent (broker_addrs; a
+ * wildcard "[::]" listener, dual stack, stands for both families) (a
  * null firewall.uid is the uid of "user" when that user exists and is not
  * root: the uid the proxy process dials as), and
  * the resolvers from dns.servers or, when that is empty, the nameserver

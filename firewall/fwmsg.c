@@ -181,7 +181,9 @@ fw_msg_encode_apply(const struct fw_config *fc, uint8_t *buf, size_t cap,
 	    fc->nsandbox_subnets, err, errlen) != 0 ||
 	    put_list(&w, "sandbox_interfaces", A_IFNAME,
 	    fc->sandbox_interfaces, fc->nsandbox_interfaces, err,
-	    errlen) != 0)
+	    errlen) != 0 ||
+	    put_list(&w, "broker_addrs", A_ADDR, fc->broker_addrs,
+	    fc->nbroker_addrs, err, errlen) != 0)
 		return -1;
 	if (fc->nbroker_ports > FW_MSG_PORTS_MAX) {
 		snprintf(err, errlen, "broker_ports: more than %d",
@@ -398,6 +400,9 @@ fw_msg_decode_apply(const uint8_t *buf, size_t len, struct fw_msg_apply *out,
 	    errlen) != 0 ||
 	    get_list(&r, "sandbox_interfaces", A_IFNAME, &sp, &pp,
 	    &out->fc.sandbox_interfaces, &out->fc.nsandbox_interfaces, err,
+	    errlen) != 0 ||
+	    get_list(&r, "broker_addrs", A_ADDR, &sp, &pp,
+	    &out->fc.broker_addrs, &out->fc.nbroker_addrs, err,
 	    errlen) != 0)
 		return -1;
 	if (get16(&r, &nports) != 0 || nports > FW_MSG_PORTS_MAX) {

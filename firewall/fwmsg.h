@@ -15,7 +15,7 @@
  *            u32 payload length (the packet's length minus 8)
  *   APPLY    str8 table; u8 has_uid (0 or 1); u32 uid (0 unless has_uid);
  *            list allow_cidrs, deny_cidrs, resolvers, sandbox_subnets;
- *            ilist sandbox_interfaces;
+ *            ilist sandbox_interfaces; list broker_addrs;
  *            u16 count + count x u16 broker port (1..65535);
  *            u16 transparent port (0: no redirect)
  *   OK, ERR  str16 text (printable ASCII)

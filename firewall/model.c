@@ -469,7 +469,7 @@ rule_add(struct fw_ruleset *rs, int chain, enum fw_verdict v, size_t n,
 
 struct set_ids {
 	int refused4, refused6, allow4, allow6, dns4, dns6;
-	int sandbox4, sandbox6, ports, redirect, ifaces;
+	int sandbox4, sandbox6, broker4, broker6, ports, redirect, ifaces;
 };
 
 /* The interface list into its set; entries were checked by config.c,
@@ -511,6 +511,8 @@ build_sets(struct fw_ruleset *rs, const struct fw_config *fc,
 	id->refused6 = set_add(rs, "refused6", FW_KEY_V6);
 	id->sandbox4 = set_add(rs, "sandbox4", FW_KEY_V4);
 	id->sandbox6 = set_add(rs, "sandbox6", FW_KEY_V6);
+	id->broker4 = set_add(rs, "broker4", FW_KEY_V4);
+	id->broker6 = set_add(rs, "broker6", FW_KEY_V6);
 	id->ports = set_add(rs, "broker_ports", FW_KEY_PORT);
 	id->redirect = set_add(rs, "redirect_ports", FW_KEY_PORT);
 	id->ifaces = set_add(rs, "sandbox_ifaces", FW_KEY_IFNAME);
@@ -525,6 +527,8 @@ build_sets(struct fw_ruleset *rs, const struct fw_config *fc,
 	    fc->allow_cidrs, fc->nallow_cidrs, err, errlen) != 0 ||
 	    add_cidrs(rs, id->sandbox4, id->sandbox6, "sandbox_subnets",
 	    fc->sandbox_subnets, fc->nsandbox_subnets, err, errlen) != 0 ||
+	    add_cidrs(rs, id->broker4, id->broker6, "broker_addrs",
+	    fc->broker_addrs, fc->nbroker_addrs, err, errlen) != 0 ||
 	    add_resolvers(rs, id->dns4, id->dns6, fc, err, errlen) != 0 ||
 	    add_ifnames(rs, id->ifaces, fc, err, errlen) != 0)
 		return -1;
@@ -564,10 +568,16 @@ build_sandbox_guard(struct fw_ruleset *rs, const struct set_ids *id,
 	int in = chain_add(rs, "input", NF_INET_LOCAL_IN, "input");
 	int fwd = chain_add(rs, "forward", NF_INET_FORWARD, "forward");
 	int s4 = id->sandbox4, s6 = id->sandbox6, ifs = id->ifaces;
+	int b4 = id->broker4, b6 = id->broker6;
 
+	/* the broker ports on the addresses the broker listens on, not on
+	 * every address of the host: another service sharing a port number
+	 * on another address stays out of reach */
 	if (subnets) {
-		RULE(rs, in, FW_ACCEPT, TERM_SRC(s4), TERM_TCP(id->ports));
-		RULE(rs, in, FW_ACCEPT, TERM_SRC(s6), TERM_TCP(id->ports));
+		RULE(rs, in, FW_ACCEPT, TERM_SRC(s4), TERM_DST(b4),
+		    TERM_TCP(id->ports));
+		RULE(rs, in, FW_ACCEPT, TERM_SRC(s6), TERM_DST(b6),
+		    TERM_TCP(id->ports));
 		/* IPv6 address resolution is ICMPv6 and would meet the drop
 		 * below: the sandbox's solicitation for the broker and its
 		 * advertisement answering the broker's (both sent from its
@@ -588,7 +598,10 @@ build_sandbox_guard(struct fw_ruleset *rs, const struct set_ids *id,
 		 * no subnet at all): the interface the packet came in on
 		 * decides.  Neighbour solicitations and advertisements may
 		 * come from link-local or unspecified (DAD) sources here. */
-		RULE(rs, in, FW_ACCEPT, TERM_IIF(ifs), TERM_TCP(id->ports));
+		RULE(rs, in, FW_ACCEPT, TERM_IIF(ifs), TERM_DST(b4),
+		    TERM_TCP(id->ports));
+		RULE(rs, in, FW_ACCEPT, TERM_IIF(ifs), TERM_DST(b6),
+		    TERM_TCP(id->ports));
 		RULE(rs, in, FW_ACCEPT, TERM_IIF(ifs),
 		    TERM_ICMP6(FW_ICMPV6_ND_NS));
 		RULE(rs, in, FW_ACCEPT, TERM_IIF(ifs),

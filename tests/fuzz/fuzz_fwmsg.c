@@ -74,6 +74,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_list(m.fc.sandbox_subnets, m.fc.nsandbox_subnets);
 		check_ifnames(m.fc.sandbox_interfaces,
 		    m.fc.nsandbox_interfaces);
+		check_list(m.fc.broker_addrs, m.fc.nbroker_addrs);
 		CHECK(fw_msg_encode_apply(&m.fc, again, FW_MSG_MAX, &len, err,
 		    sizeof(err)) == 0);
 		CHECK(len == size && memcmp(again, copy, size) == 0);

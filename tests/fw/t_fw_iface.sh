@@ -6,9 +6,10 @@
 #
 #   broker (this script's own namespace, from `unshare -n`): sluiced with
 #     the firewall on, listening on 10.89.0.1:3128 and transparently on
-#     3129; a listener of its own on every address for the second broker
-#     port 3130 and for port 8081 (any other service of the host); a
-#     second address 10.90.0.1 (on lo)
+#     10.89.0.1:3129; a listener of its own on every address for the
+#     second broker port 3130 and for port 8081 (any other service of the
+#     host); a second address 10.90.0.1 (on lo).  The broker ports are
+#     admitted on sluiced's listening address 10.89.0.1 only
 #   sbx1, on veth sbxa (broker side, guarded by "sbx*"): 10.89.0.2 in
 #     sandbox subnet 10.89.0.0/24, and besides it 10.123.0.2 (outside
 #     every subnet: a forged or self-assigned source) and fe80::2 (its
@@ -186,7 +187,7 @@ config() {
   "state_file": "$tmp/state.json",
   "log": { "path": "$tmp/conn.jsonl" },
   "ceiling": "public",
-  "listen": { "tcp": ["10.89.0.1:3128"], "transparent": ["0.0.0.0:3129"] },
+  "listen": { "tcp": ["10.89.0.1:3128"], "transparent": ["10.89.0.1:3129"] },
   "sessions": [ { "id": "sbx1", "tier": "public", "source": "10.89.0.2" } ],
   "dns": { "servers": ["127.0.0.1:53"] },
   "firewall": { "enabled": true,
@@ -249,7 +250,8 @@ done
 nft list set inet sluice sandbox_ifaces | grep -qF \
     'elements = { "sbx*",' || fail "sandbox_ifaces elements"
 
-i_port=$(ctr input 'iifname @sandbox_ifaces tcp dport @broker_ports')
+bport='iifname @sandbox_ifaces ip daddr @broker4 tcp dport @broker_ports'
+i_port=$(ctr input "$bport")
 i_drop=$(ctr input 'iifname @sandbox_ifaces')
 i_ns=$(ctr input 'iifname @sandbox_ifaces icmpv6 type nd-neighbor-solicit')
 f_ref=$(ctr forward 'iifname @sandbox_ifaces ip daddr @refused4')
@@ -257,9 +259,11 @@ f_est=$(ctr forward 'iifname @sandbox_ifaces ct state established,related')
 f_drop=$(ctr forward 'iifname @sandbox_ifaces')
 # from the other IPv4 source and from the link-local address: another
 # port of the broker, on its sandbox-facing address and on another of
-# its addresses, is dropped; the broker's ports answer
+# its addresses, is dropped, and so is a broker port on an address
+# sluiced does not listen on; the broker's ports answer
 for s in 10.123.0.2 10.89.0.2; do
-	for t in "10.89.0.1 8081" "10.90.0.1 8081" "10.89.0.1 22"; do
+	for t in "10.89.0.1 8081" "10.90.0.1 8081" "10.89.0.1 22" \
+	    "10.90.0.1 3130"; do
 		# shellcheck disable=SC2086
 		v=$(tcp "$S1" $t $s)
 		[ "$v" = timeout ] || fail "$s -> $t: $v, expected a drop"
@@ -277,8 +281,9 @@ v=$(tcp "$S1" 'fe80::1%eth0' 8081)
 [ "$v" = timeout ] || fail "link-local -> 8081: $v, expected a drop"
 v=$(tcp "$S1" 'fe80::1%eth0' 22)
 [ "$v" = timeout ] || fail "link-local -> 22: $v, expected a drop"
-[ "$(tcp "$S1" 'fe80::1%eth0' 3130)" = open ] ||
-    fail "link-local -> broker port 3130"
+# sluiced listens on no IPv6 address: no broker port over IPv6 either
+v=$(tcp "$S1" 'fe80::1%eth0' 3130)
+[ "$v" = timeout ] || fail "link-local -> 3130: $v, expected a drop"
 # neighbour discovery from the link-local address went through the
 # interface rules (the subnet rules know no fe80::)
 [ "$(ctr input 'iifname @sandbox_ifaces icmpv6 type nd-neighbor-solicit')" \
@@ -291,12 +296,12 @@ v=$(tcp "$S1" 'fe80::1%eth0' 22)
     fail "other source forwarded to a private address"
 [ "$(tcp "$S1" 44.0.0.9 8080 10.89.0.2)" = timeout ] ||
     fail "subnet source forwarded to the lan"
-# the counters moved (at least one SYN for every probe: 3 from the
-# other source, 2 from the link-local address, 1 to the lan, 1 to
+# the counters moved (at least one SYN for every probe: 4 from the
+# other source, 3 from the link-local address, 1 to the lan, 1 to
 # the private address)
-[ "$(ctr input 'iifname @sandbox_ifaces tcp dport @broker_ports')" -gt \
-    "$i_port" ] || fail "interface broker port counter"
-[ "$(ctr input 'iifname @sandbox_ifaces')" -ge $((i_drop + 5)) ] ||
+[ "$(ctr input "$bport")" -gt "$i_port" ] ||
+    fail "interface broker port counter"
+[ "$(ctr input 'iifname @sandbox_ifaces')" -ge $((i_drop + 7)) ] ||
     fail "interface input drop counter"
 [ "$(ctr forward 'iifname @sandbox_ifaces ip daddr @refused4')" -ge \
     $((f_ref + 1)) ] || fail "interface refused counter"

@@ -262,6 +262,7 @@ test_ifnames(void **state)
 	const char *list[] = { "veth7", "tap0", "veth*", "tap", "vm-*",
 	    "vm.", "tap0", "ve*" };
 	const uint16_t ports[] = { 3128 };
+	const char *baddr[] = { "10.0.0.1" };
 	struct fw_range r[8];
 	struct fw_config fc;
 	struct fw_ruleset *a, *b;
@@ -300,6 +301,8 @@ test_ifnames(void **state)
 	fc.nsandbox_interfaces = 2;
 	fc.broker_ports = ports;
 	fc.nbroker_ports = 1;
+	fc.broker_addrs = baddr;
+	fc.nbroker_addrs = 1;
 	fc.transparent_port = 3129;
 	a = fw_build(&fc, err, sizeof(err));
 	if (a == NULL)
@@ -307,8 +310,15 @@ test_ifnames(void **state)
 	t = fw_render(a);
 	assert_non_null(strstr(t, "type ifname\n\t\tflags interval\n"
 	    "\t\telements = { \"tap0\",\n\t\t\t     \"veth7\" }"));
-	assert_non_null(strstr(t, "iifname @sandbox_ifaces tcp dport "
-	    "@broker_ports counter packets 0 bytes 0 accept\n"));
+	/* the broker ports on the broker's addresses only */
+	assert_non_null(strstr(t, "iifname @sandbox_ifaces ip daddr @broker4 "
+	    "tcp dport @broker_ports counter packets 0 bytes 0 accept\n"));
+	assert_non_null(strstr(t, "iifname @sandbox_ifaces ip6 daddr @broker6 "
+	    "tcp dport @broker_ports counter packets 0 bytes 0 accept\n"));
+	assert_non_null(strstr(t, "set broker4 {\n\t\ttype ipv4_addr\n"
+	    "\t\tflags interval\n\t\telements = { 10.0.0.1 }\n"));
+	assert_non_null(strstr(t, "set broker6 {\n\t\ttype ipv6_addr\n"
+	    "\t\tflags interval\n\t}\n"));
 	assert_non_null(strstr(t, "iifname @sandbox_ifaces counter packets "
 	    "0 bytes 0 drop\n\t}\n\n\tchain forward"));
 	assert_non_null(strstr(t, "iifname @sandbox_ifaces tcp dport "
@@ -332,6 +342,10 @@ test_ifnames(void **state)
 	fw_free(b);
 	fw_free(a);
 
+	baddr[0] = "10.0.0.1:3128";
+	assert_null(fw_build(&fc, err, sizeof(err)));
+	assert_non_null(strstr(err, "broker_addrs"));
+	baddr[0] = "fd00::1";
 	/* the helper rebuilds from what the proxy sent: checked again */
 	fc.sandbox_interfaces = bad;
 	fc.nsandbox_interfaces = 6;

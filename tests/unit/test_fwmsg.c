@@ -26,6 +26,7 @@ static const char *deny[] = { "192.0.2.0/24" };
 static const char *res[] = { "10.0.0.3", "[fd00::53]:53" };
 static const char *subnets[] = { "10.77.0.0/16" };
 static const char *ifaces[] = { "br-sandbox", "tap*" };
+static const char *baddrs[] = { "10.77.0.1", "::/0" };
 static const uint16_t ports[] = { 3128, 8080 };
 
 static void
@@ -44,6 +45,8 @@ sample(struct fw_config *fc, const char *table)
 	fc->nsandbox_subnets = 1;
 	fc->sandbox_interfaces = ifaces;
 	fc->nsandbox_interfaces = 2;
+	fc->broker_addrs = baddrs;
+	fc->nbroker_addrs = 2;
 	fc->broker_ports = ports;
 	fc->nbroker_ports = 2;
 	fc->transparent_port = 3129;
@@ -104,6 +107,8 @@ test_round_trip(void **state)
 	assert_int_equal(m.fc.nsandbox_interfaces, 2);
 	assert_string_equal(m.fc.sandbox_interfaces[0], ifaces[0]);
 	assert_string_equal(m.fc.sandbox_interfaces[1], ifaces[1]);
+	assert_int_equal(m.fc.nbroker_addrs, 2);
+	assert_string_equal(m.fc.broker_addrs[1], baddrs[1]);
 	assert_int_equal(m.fc.nbroker_ports, 2);
 	assert_int_equal(m.fc.broker_ports[1], 8080);
 	assert_int_equal(m.fc.transparent_port, 3129);
@@ -208,6 +213,12 @@ test_malformed(void **state)
 		memcpy(bad, buf, len);
 		bad[at - 3] = 0xff;     /* the count */
 		refused(bad, len, "sandbox_interfaces");
+		/* broker_addrs: the address alphabet */
+		p = memmem(buf, len, "10.77.0.1\x04::/0", 14);
+		assert_non_null(p);
+		memcpy(bad, buf, len);
+		bad[p - buf] = 'x';
+		refused(bad, len, "broker_addrs[0]");
 	}
 	/* broker port 0: the two bytes before the transparent port */
 	memcpy(bad, buf, len);
