@@ -17,6 +17,9 @@ enum fw_key {
 	FW_KEY_V4,      /* ipv4_addr, interval */
 	FW_KEY_V6,      /* ipv6_addr, interval */
 	FW_KEY_PORT,    /* inet_service, plain */
+	FW_KEY_IFNAME,  /* ifname (IFNAMSIZ bytes, NUL padded), interval:
+	                   a name is [name, name], "name*" the prefix
+	                   block [name 00.., name ff..] */
 };
 
 /* Inclusive range, network order, fw_key_len() bytes used. */
@@ -41,6 +44,7 @@ enum fw_term_kind {
 	FW_T_DADDR_SET,         /* ip/ip6 daddr @set */
 	FW_T_TCP_DPORT_SET,     /* tcp dport @set */
 	FW_T_ICMPV6_TYPE,       /* icmpv6 type N */
+	FW_T_IIFNAME_SET,       /* iifname @set */
 };
 
 /* The ICMPv6 neighbour discovery types (RFC 4861) the input guard
@@ -74,9 +78,9 @@ struct fw_chain {
 	                           type filter priority filter (0) */
 };
 
-#define FW_SETS_MAX 12
+#define FW_SETS_MAX 16
 #define FW_CHAINS_MAX 4
-#define FW_RULES_MAX 32
+#define FW_RULES_MAX 48
 
 struct fw_ruleset {
 	char table[FW_TABLE_MAX];
@@ -97,6 +101,12 @@ void fw_range_format(enum fw_key k, const struct fw_range *r, char *buf,
     size_t len);
 /* Sort and merge overlapping or adjacent ranges in place; returns n. */
 size_t fw_ranges_normalise(struct fw_range *r, size_t n, size_t klen);
+/* Interface names and prefix blocks: sort, drop the ones inside another,
+ * keep neighbours apart (a merged "tap*" and "taq" would be neither a
+ * name nor a prefix, and nft keeps them apart too); returns n. */
+size_t fw_ifnames_normalise(struct fw_range *r, size_t n);
+/* "name" or "name*" (fw_ifname_check's rules) as a range.  0 / -1. */
+int fw_ifname_parse(const char *s, struct fw_range *out);
 /* Parse "addr[/len]"; family must match key (V4/V6). 0 / -1. */
 int fw_cidr_parse(const char *s, enum fw_key *key, struct fw_range *out);
 /* a + 1 in place over len bytes; returns 1 on wrap to zero. */

@@ -5,13 +5,16 @@
  *  - self guard: an output-hook chain that drops sluiced's own new
  *    connections (meta skuid) to refused address classes, after accepting
  *    the admin allow_cidrs and the configured DNS servers;
- *  - sandbox-subnet guard: from the sandbox subnets only the broker's
- *    ports are reachable on input; forwarding from them is dropped except
- *    replies to established connections, with private, metadata and
- *    other-sandbox destinations dropped by rules of their own;
+ *  - sandbox guard: from the sandbox subnets (by source address) and
+ *    from the sandbox interfaces (by input interface, whatever the
+ *    source address) only the broker's ports on the broker's listening
+ *    addresses are reachable on input;
+ *    forwarding from them is dropped except replies to established
+ *    connections, with private, metadata and other-sandbox destinations
+ *    dropped by rules of their own;
  *  - transparent mode: a nat prerouting chain redirecting the sandbox
- *    subnets' TCP 80 and 443 to sluiced's transparent port, which the
- *    input guard admits with the broker's ports.
+ *    subnets' and interfaces' TCP 80 and 443 to sluiced's transparent
+ *    port, which the input guard admits with the broker's ports.
  * Every rule has a counter.  The table is replaced atomically in one
  * netlink batch, has no owner flag (the rules outlive sluiced: a crash
  * fails closed), and no other table is ever read or changed.
@@ -41,13 +44,22 @@ struct fw_config {
 	 * accepted by the self guard before the refused classes */
 	const char *const *resolvers; size_t nresolvers;
 	const char *const *sandbox_subnets; size_t nsandbox_subnets;
+	/* interface names, "name" or "name*" (fw_ifname_check) */
+	const char *const *sandbox_interfaces; size_t nsandbox_interfaces;
 	const uint16_t *broker_ports; size_t nbroker_ports;
+	/* where the broker listens ("addr[/len]"): the sandboxes reach the
+	 * broker ports on these destination addresses only; a wildcard
+	 * listener is "0.0.0.0/0" (and "::/0"); none: no broker port */
+	const char *const *broker_addrs; size_t nbroker_addrs;
 	uint16_t transparent_port;             /* 0: no redirect */
 	char **owned_resolvers;                /* fw_config_from_cfg's */
+	char **owned_broker_addrs;
 };
 
 /*
- * From sluiced's configuration: firewall.*, allow_cidrs, deny_cidrs (a
+ * From sluiced's configuration: firewall.*, allow_cidrs, deny_cidrs, the
+ * addresses of listen.tcp and listen.transparent (broker_addrs; a
+ * wildcard "[::]" listener, dual stack, stands for both families) (a
  * null firewall.uid is the uid of "user" when that user exists and is not
  * root: the uid the proxy process dials as), and
  * the resolvers from dns.servers or, when that is empty, the nameserver
@@ -58,6 +70,17 @@ struct cfg;
 int fw_config_from_cfg(struct fw_config *fc, const struct cfg *c,
     const char *resolv_conf);
 void fw_config_clear(struct fw_config *fc);
+
+/*
+ * An interface name as the kernel accepts one (dev_valid_name: 1 to 15
+ * bytes, not "." or "..", no '/', ':' or white space), further held to
+ * printable ASCII without '"' and '\\' so that nft prints it as given,
+ * and with one trailing '*' allowed: "tap*" stands for every name that
+ * starts with "tap" (nft's iifname "tap*"); a bare "*" is refused.  0,
+ * or -1 with the reason in why.
+ */
+#define FW_IFNAME_MAX 16         /* IFNAMSIZ incl. NUL */
+int fw_ifname_check(const char *s, char *why, size_t whylen);
 
 struct fw_ruleset;
 

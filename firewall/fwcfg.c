@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "fw.h"
+#include "policy.h"
 
 /* nameserver lines of resolv.conf: the servers c-ares will use when
  * dns.servers is empty */
@@ -57,6 +58,57 @@ oom:
 	return -1;
 }
 
+/* The addresses sluiced listens on for the sandboxes, from "addr:port"
+ * and "[v6]:port": the destinations the input guard admits the broker
+ * ports on.  A wildcard is the whole family; "[::]" is dual stack (the
+ * listeners leave IPV6_V6ONLY off), so IPv4 too. */
+static int
+listen_addrs(const struct cfg *c, char ***out, size_t *n)
+{
+	char *const *lists[2] = { c->listen_tcp, c->listen_transparent };
+	size_t lens[2] = { c->nlisten_tcp, c->nlisten_transparent };
+	static const uint8_t zero[16];
+	size_t l, i, count = 0;
+	char **v;
+
+	*out = NULL;
+	*n = 0;
+	v = calloc(2 * (lens[0] + lens[1]) + 1, sizeof(*v));
+	if (v == NULL)
+		return -1;
+	for (l = 0; l < 2; l++)
+		for (i = 0; i < lens[l]; i++) {
+			const char *s = lists[l][i];
+			struct pol_target t;
+			int any;
+
+			if (pol_target_parse_authority(s, strlen(s), &t) !=
+			    POL_R_NONE || (t.kind != POL_HOST_V4 &&
+			    t.kind != POL_HOST_V6))
+				continue;       /* config.c refused it */
+			any = memcmp(t.addr.a, zero,
+			    t.kind == POL_HOST_V4 ? 4 : 16) == 0;
+			if (!any)
+				v[count] = strdup(t.host);
+			else
+				v[count] = strdup(t.kind == POL_HOST_V4 ?
+				    "0.0.0.0/0" : "::/0");
+			if (v[count++] == NULL)
+				goto oom;
+			if (any && t.kind == POL_HOST_V6 &&
+			    (v[count++] = strdup("0.0.0.0/0")) == NULL)
+				goto oom;
+		}
+	*out = v;
+	*n = count;
+	return 0;
+oom:
+	while (count > 0)
+		free(v[--count]);
+	free(v);
+	return -1;
+}
+
 /* The self guard follows the proxy process: the uid of "user", which it
  * drops to when started as root.  Never root's: a guard on uid 0 would
  * hold every root process of the host to sluiced's policy. */
@@ -91,9 +143,15 @@ fw_config_from_cfg(struct fw_config *fc, const struct cfg *c,
 	fc->ndeny_cidrs = c->ndeny_cidrs;
 	fc->sandbox_subnets = (const char *const *)c->firewall.sandbox_subnets;
 	fc->nsandbox_subnets = c->firewall.nsandbox_subnets;
+	fc->sandbox_interfaces =
+	    (const char *const *)c->firewall.sandbox_interfaces;
+	fc->nsandbox_interfaces = c->firewall.nsandbox_interfaces;
 	fc->broker_ports = c->firewall.broker_ports;
 	fc->nbroker_ports = c->firewall.nbroker_ports;
 	fc->transparent_port = c->transparent_port;
+	if (listen_addrs(c, &fc->owned_broker_addrs, &fc->nbroker_addrs) != 0)
+		return -1;
+	fc->broker_addrs = (const char *const *)fc->owned_broker_addrs;
 	if (c->ndns_servers > 0) {
 		fc->resolvers = (const char *const *)c->dns_servers;
 		fc->nresolvers = c->ndns_servers;
@@ -101,8 +159,10 @@ fw_config_from_cfg(struct fw_config *fc, const struct cfg *c,
 	}
 	if (resolv_conf == NULL)
 		return 0;
-	if (read_resolv(resolv_conf, &rv, &n) != 0)
+	if (read_resolv(resolv_conf, &rv, &n) != 0) {
+		fw_config_clear(fc);
 		return -1;
+	}
 	fc->resolvers = (const char *const *)rv;
 	fc->nresolvers = n;
 	fc->owned_resolvers = rv;
@@ -114,6 +174,11 @@ fw_config_clear(struct fw_config *fc)
 {
 	size_t i;
 
+	if (fc->owned_broker_addrs != NULL) {
+		for (i = 0; i < fc->nbroker_addrs; i++)
+			free(fc->owned_broker_addrs[i]);
+		free(fc->owned_broker_addrs);
+	}
 	if (fc->owned_resolvers != NULL) {
 		for (i = 0; i < fc->nresolvers; i++)
 			free(fc->owned_resolvers[i]);

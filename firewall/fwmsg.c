@@ -96,9 +96,35 @@ addr_char(int c)
 	    c == '[' || c == ']';
 }
 
+/* interface names: printable ASCII but for the bytes fw_ifname_check
+ * refuses anywhere; length and '*' placement are fw_build's to check */
 static int
-put_list(struct wbuf *w, const char *what, const char *const *v, size_t n,
-    char *err, size_t errlen)
+ifname_char(int c)
+{
+	return c > 0x20 && c < 0x7f && c != '/' && c != ':' && c != '"' &&
+	    c != '\\';
+}
+
+enum alphabet { A_ADDR, A_TABLE, A_IFNAME };
+
+static int
+alphabet_char(enum alphabet a, int c)
+{
+	switch (a) {
+	case A_ADDR:
+		return addr_char(c);
+	case A_TABLE:
+		return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '_' || c == '-';
+	case A_IFNAME:
+		return ifname_char(c);
+	}
+	return 0;
+}
+
+static int
+put_list(struct wbuf *w, const char *what, enum alphabet a,
+    const char *const *v, size_t n, char *err, size_t errlen)
 {
 	size_t i, j, len;
 
@@ -110,7 +136,8 @@ put_list(struct wbuf *w, const char *what, const char *const *v, size_t n,
 	put16(w, (unsigned)n);
 	for (i = 0; i < n; i++) {
 		len = strlen(v[i]);
-		for (j = 0; j < len && addr_char((unsigned char)v[i][j]); j++)
+		for (j = 0; j < len &&
+		    alphabet_char(a, (unsigned char)v[i][j]); j++)
 			;
 		if (len == 0 || len > 255 || j < len) {
 			snprintf(err, errlen, "%s: bad entry \"%.64s\"", what,
@@ -144,14 +171,19 @@ fw_msg_encode_apply(const struct fw_config *fc, uint8_t *buf, size_t cap,
 	}
 	put8(&w, fc->uid >= 0);
 	put32(&w, fc->uid >= 0 ? (uint32_t)fc->uid : 0);
-	if (put_list(&w, "allow_cidrs", fc->allow_cidrs, fc->nallow_cidrs,
+	if (put_list(&w, "allow_cidrs", A_ADDR, fc->allow_cidrs,
+	    fc->nallow_cidrs, err, errlen) != 0 ||
+	    put_list(&w, "deny_cidrs", A_ADDR, fc->deny_cidrs,
+	    fc->ndeny_cidrs, err, errlen) != 0 ||
+	    put_list(&w, "resolvers", A_ADDR, fc->resolvers, fc->nresolvers,
 	    err, errlen) != 0 ||
-	    put_list(&w, "deny_cidrs", fc->deny_cidrs, fc->ndeny_cidrs,
-	    err, errlen) != 0 ||
-	    put_list(&w, "resolvers", fc->resolvers, fc->nresolvers,
-	    err, errlen) != 0 ||
-	    put_list(&w, "sandbox_subnets", fc->sandbox_subnets,
-	    fc->nsandbox_subnets, err, errlen) != 0)
+	    put_list(&w, "sandbox_subnets", A_ADDR, fc->sandbox_subnets,
+	    fc->nsandbox_subnets, err, errlen) != 0 ||
+	    put_list(&w, "sandbox_interfaces", A_IFNAME,
+	    fc->sandbox_interfaces, fc->nsandbox_interfaces, err,
+	    errlen) != 0 ||
+	    put_list(&w, "broker_addrs", A_ADDR, fc->broker_addrs,
+	    fc->nbroker_addrs, err, errlen) != 0)
 		return -1;
 	if (fc->nbroker_ports > FW_MSG_PORTS_MAX) {
 		snprintf(err, errlen, "broker_ports: more than %d",
@@ -268,10 +300,10 @@ get_hdr(struct rbuf *r, unsigned *type, char *err, size_t errlen)
 	return 0;
 }
 
-/* One str8 copied to *sp (advanced past its NUL); alphabet: table
- * names or addresses. */
+/* One str8 copied to *sp (advanced past its NUL), every byte in the
+ * alphabet (table names, addresses or interface names). */
 static int
-get_str8(struct rbuf *r, char **sp, int table, const char **out)
+get_str8(struct rbuf *r, char **sp, enum alphabet a, const char **out)
 {
 	const uint8_t *b;
 	unsigned n, i;
@@ -279,11 +311,7 @@ get_str8(struct rbuf *r, char **sp, int table, const char **out)
 	if (get8(r, &n) != 0 || n == 0 || get(r, n, &b) != 0)
 		return -1;
 	for (i = 0; i < n; i++) {
-		int c = b[i];
-
-		if (table ? !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		    (c >= '0' && c <= '9') || c == '_' || c == '-') :
-		    !addr_char(c))
+		if (!alphabet_char(a, b[i]))
 			return -1;
 	}
 	memcpy(*sp, b, n);
@@ -294,8 +322,9 @@ get_str8(struct rbuf *r, char **sp, int table, const char **out)
 }
 
 static int
-get_list(struct rbuf *r, const char *what, char **sp, const char ***pp,
-    const char *const **list, size_t *n, char *err, size_t errlen)
+get_list(struct rbuf *r, const char *what, enum alphabet a, char **sp,
+    const char ***pp, const char *const **list, size_t *n, char *err,
+    size_t errlen)
 {
 	unsigned count, i;
 
@@ -311,7 +340,7 @@ get_list(struct rbuf *r, const char *what, char **sp, const char ***pp,
 	*list = *pp;
 	*n = count;
 	for (i = 0; i < count; i++) {
-		if (get_str8(r, sp, 0, *pp) != 0) {
+		if (get_str8(r, sp, a, *pp) != 0) {
 			snprintf(err, errlen, "%s[%u]: truncated or bad "
 			    "bytes", what, i);
 			return -1;
@@ -349,7 +378,7 @@ fw_msg_decode_apply(const uint8_t *buf, size_t len, struct fw_msg_apply *out,
 	}
 	sp = out->strings;
 	pp = out->ptrs;
-	if (get_str8(&r, &sp, 1, &out->fc.table) != 0 ||
+	if (get_str8(&r, &sp, A_TABLE, &out->fc.table) != 0 ||
 	    strlen(out->fc.table) >= FW_TABLE_MAX) {
 		snprintf(err, errlen, "table: truncated or bad name");
 		return -1;
@@ -360,14 +389,20 @@ fw_msg_decode_apply(const uint8_t *buf, size_t len, struct fw_msg_apply *out,
 		return -1;
 	}
 	out->fc.uid = has_uid ? (int64_t)uid : -1;
-	if (get_list(&r, "allow_cidrs", &sp, &pp, &out->fc.allow_cidrs,
-	    &out->fc.nallow_cidrs, err, errlen) != 0 ||
-	    get_list(&r, "deny_cidrs", &sp, &pp, &out->fc.deny_cidrs,
+	if (get_list(&r, "allow_cidrs", A_ADDR, &sp, &pp,
+	    &out->fc.allow_cidrs, &out->fc.nallow_cidrs, err, errlen) != 0 ||
+	    get_list(&r, "deny_cidrs", A_ADDR, &sp, &pp, &out->fc.deny_cidrs,
 	    &out->fc.ndeny_cidrs, err, errlen) != 0 ||
-	    get_list(&r, "resolvers", &sp, &pp, &out->fc.resolvers,
+	    get_list(&r, "resolvers", A_ADDR, &sp, &pp, &out->fc.resolvers,
 	    &out->fc.nresolvers, err, errlen) != 0 ||
-	    get_list(&r, "sandbox_subnets", &sp, &pp,
+	    get_list(&r, "sandbox_subnets", A_ADDR, &sp, &pp,
 	    &out->fc.sandbox_subnets, &out->fc.nsandbox_subnets, err,
+	    errlen) != 0 ||
+	    get_list(&r, "sandbox_interfaces", A_IFNAME, &sp, &pp,
+	    &out->fc.sandbox_interfaces, &out->fc.nsandbox_interfaces, err,
+	    errlen) != 0 ||
+	    get_list(&r, "broker_addrs", A_ADDR, &sp, &pp,
+	    &out->fc.broker_addrs, &out->fc.nbroker_addrs, err,
 	    errlen) != 0)
 		return -1;
 	if (get16(&r, &nports) != 0 || nports > FW_MSG_PORTS_MAX) {

@@ -15,6 +15,7 @@
  *            u32 payload length (the packet's length minus 8)
  *   APPLY    str8 table; u8 has_uid (0 or 1); u32 uid (0 unless has_uid);
  *            list allow_cidrs, deny_cidrs, resolvers, sandbox_subnets;
+ *            ilist sandbox_interfaces; list broker_addrs;
  *            u16 count + count x u16 broker port (1..65535);
  *            u16 transparent port (0: no redirect)
  *   OK, ERR  str16 text (printable ASCII)
@@ -22,6 +23,9 @@
  *   str8     u8 length 1..255, bytes;  str16: u16 length 0..1024, bytes
  *   list     u16 count 0..FW_MSG_LIST_MAX, count x str8 whose bytes
  *            are hex digits and . : / [ ] only (addresses, prefixes)
+ *   ilist    as list, but the bytes are printable ASCII other than
+ *            space / : " and backslash (interface names; fw_build
+ *            checks the rest, fw_ifname_check)
  *
  * Nothing may follow the last field; anything else is refused.
  */

@@ -393,7 +393,8 @@ static void
 set_line(const struct fw_ruleset *rs, size_t si, char *line, size_t len)
 {
 	const struct fw_set *s = &rs->sets[si];
-	unsigned type = s->key == FW_KEY_V4 ? 7 : s->key == FW_KEY_V6 ? 8 : 13;
+	unsigned type = s->key == FW_KEY_V4 ? 7 : s->key == FW_KEY_V6 ? 8 :
+	    s->key == FW_KEY_IFNAME ? 41 : 13;
 
 	snprintf(line, len, "%s type %u len %zu flags %#x", s->name, type,
 	    fw_key_len(s->key), s->key == FW_KEY_PORT ? 0 : NFT_SET_INTERVAL);
@@ -467,8 +468,13 @@ static int
 key_cmp(const void *pa, const void *pb)
 {
 	const struct key_flag *a = pa, *b = pb;
+	int c = memcmp(a->key, b->key, 16);
 
-	return memcmp(a->key, b->key, 16);
+	/* ranges that touch (ifname "tap*" and "taq") share a key: the
+	 * end of the one before the start of the next */
+	if (c == 0)
+		return b->end - a->end;
+	return c;
 }
 
 struct keyv {

@@ -64,6 +64,8 @@ fw_key_len(enum fw_key k)
 		return 16;
 	case FW_KEY_PORT:
 		return 2;
+	case FW_KEY_IFNAME:
+		return FW_IFNAME_MAX;
 	}
 	return 0;
 }
@@ -155,6 +157,97 @@ fw_ranges_normalise(struct fw_range *r, size_t n, size_t klen)
 	return out + 1;
 }
 
+int
+fw_ifname_check(const char *s, char *why, size_t whylen)
+{
+	size_t i, n = strlen(s);
+
+	if (n == 0 || n >= FW_IFNAME_MAX) {
+		snprintf(why, whylen, "an interface name has 1 to %d bytes",
+		    FW_IFNAME_MAX - 1);
+		return -1;
+	}
+	if (strcmp(s, ".") == 0 || strcmp(s, "..") == 0 ||
+	    strcmp(s, "*") == 0) {
+		snprintf(why, whylen, "\"%s\" is not an interface name", s);
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == '*' && i == n - 1)
+			continue;
+		/* the kernel refuses '/', ':' and white space; the rest is
+		 * ours: what nft prints back unquoted inside "..." */
+		if (c <= 0x20 || c >= 0x7f || c == '/' || c == ':' ||
+		    c == '"' || c == '\\' || c == '*') {
+			snprintf(why, whylen, "%s in an interface name",
+			    c == '*' ? "'*' other than at the end" :
+			    "a byte other than printable ASCII without "
+			    "/ : \" \\");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int
+fw_ifname_parse(const char *s, struct fw_range *out)
+{
+	char why[80];
+	size_t n = strlen(s);
+
+	if (fw_ifname_check(s, why, sizeof(why)) != 0)
+		return -1;
+	memset(out, 0, sizeof(*out));
+	if (s[n - 1] == '*') {
+		/* the prefix block, as nft encodes iifname "tap*" in a set */
+		memcpy(out->lo, s, n - 1);
+		memcpy(out->hi, s, n - 1);
+		memset(out->hi + n - 1, 0xff, FW_IFNAME_MAX - (n - 1));
+		return 0;
+	}
+	memcpy(out->lo, s, n);
+	memcpy(out->hi, s, n);
+	return 0;
+}
+
+size_t
+fw_ifnames_normalise(struct fw_range *r, size_t n)
+{
+	size_t i, out = 0;
+
+	if (n == 0)
+		return 0;
+	qsort(r, n, sizeof(*r), range_cmp);
+	for (i = 1; i < n; i++) {
+		/* names and prefix blocks nest or are apart: one starting
+		 * inside the last kept is inside it */
+		if (memcmp(r[i].lo, r[out].hi, FW_IFNAME_MAX) <= 0) {
+			if (memcmp(r[i].hi, r[out].hi, FW_IFNAME_MAX) > 0)
+				memcpy(r[out].hi, r[i].hi, FW_IFNAME_MAX);
+			continue;
+		}
+		r[++out] = r[i];
+	}
+	return out + 1;
+}
+
+/* "name" or "name*" as nft prints an ifname range */
+static void
+ifname_format(const struct fw_range *r, char *buf, size_t len)
+{
+	size_t n = strnlen((const char *)r->lo, FW_IFNAME_MAX), i;
+	int wild = 0;
+
+	for (i = n; i < FW_IFNAME_MAX && r->hi[i] == 0xff; i++)
+		;
+	if (i == FW_IFNAME_MAX && n < FW_IFNAME_MAX)
+		wild = 1;
+	snprintf(buf, len, "\"%.*s%s\"", (int)n, (const char *)r->lo,
+	    wild ? "*" : "");
+}
+
 static int
 is_prefix(const struct fw_range *r, size_t klen, unsigned *plen)
 {
@@ -199,6 +292,10 @@ fw_range_format(enum fw_key k, const struct fw_range *r, char *buf,
 	char lo[48], hi[48];
 	unsigned plen;
 
+	if (k == FW_KEY_IFNAME) {
+		ifname_format(r, buf, len);
+		return;
+	}
 	addr_text(k, r->lo, lo, sizeof(lo));
 	if (memcmp(r->lo, r->hi, klen) == 0) {
 		snprintf(buf, len, "%s", lo);
@@ -352,6 +449,7 @@ rule_add(struct fw_ruleset *rs, int chain, enum fw_verdict v, size_t n,
 		r->t[i] = t[i];
 		if (t[i].kind == FW_T_SADDR_SET ||
 		    t[i].kind == FW_T_DADDR_SET ||
+		    t[i].kind == FW_T_IIFNAME_SET ||
 		    t[i].kind == FW_T_TCP_DPORT_SET)
 			rs->sets[t[i].set].used = 1;
 	}
@@ -363,6 +461,7 @@ rule_add(struct fw_ruleset *rs, int chain, enum fw_verdict v, size_t n,
 #define TERM_DST(s) { FW_T_DADDR_SET, 0, (s) }
 #define TERM_TCP(s) { FW_T_TCP_DPORT_SET, 0, (s) }
 #define TERM_ICMP6(type) { FW_T_ICMPV6_TYPE, (type), -1 }
+#define TERM_IIF(s) { FW_T_IIFNAME_SET, 0, (s) }
 #define RULE(rs, c, v, ...) do { \
 	const struct fw_term t_[] = { __VA_ARGS__ }; \
 	rule_add((rs), (c), (v), sizeof(t_) / sizeof(*t_), t_); \
@@ -370,8 +469,35 @@ rule_add(struct fw_ruleset *rs, int chain, enum fw_verdict v, size_t n,
 
 struct set_ids {
 	int refused4, refused6, allow4, allow6, dns4, dns6;
-	int sandbox4, sandbox6, ports, redirect;
+	int sandbox4, sandbox6, broker4, broker6, ports, redirect, ifaces;
 };
+
+/* The interface list into its set; entries were checked by config.c,
+ * but the helper gets them from the proxy, so again here. */
+static int
+add_ifnames(struct fw_ruleset *rs, int set, const struct fw_config *fc,
+    char *err, size_t errlen)
+{
+	size_t i;
+
+	for (i = 0; i < fc->nsandbox_interfaces; i++) {
+		struct fw_range r;
+		char why[120];
+
+		if (fw_ifname_check(fc->sandbox_interfaces[i], why,
+		    sizeof(why)) != 0 ||
+		    fw_ifname_parse(fc->sandbox_interfaces[i], &r) != 0) {
+			snprintf(err, errlen, "sandbox_interfaces: \"%.20s\": "
+			    "%s", fc->sandbox_interfaces[i], why);
+			return -1;
+		}
+		if (range_push(&rs->sets[set], &r) != 0) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+	}
+	return 0;
+}
 
 static int
 build_sets(struct fw_ruleset *rs, const struct fw_config *fc,
@@ -385,8 +511,11 @@ build_sets(struct fw_ruleset *rs, const struct fw_config *fc,
 	id->refused6 = set_add(rs, "refused6", FW_KEY_V6);
 	id->sandbox4 = set_add(rs, "sandbox4", FW_KEY_V4);
 	id->sandbox6 = set_add(rs, "sandbox6", FW_KEY_V6);
+	id->broker4 = set_add(rs, "broker4", FW_KEY_V4);
+	id->broker6 = set_add(rs, "broker6", FW_KEY_V6);
 	id->ports = set_add(rs, "broker_ports", FW_KEY_PORT);
 	id->redirect = set_add(rs, "redirect_ports", FW_KEY_PORT);
+	id->ifaces = set_add(rs, "sandbox_ifaces", FW_KEY_IFNAME);
 
 	if (add_cidrs(rs, id->refused4, id->refused6, "refused", refused_v4,
 	    sizeof(refused_v4) / sizeof(*refused_v4), err, errlen) != 0 ||
@@ -398,7 +527,10 @@ build_sets(struct fw_ruleset *rs, const struct fw_config *fc,
 	    fc->allow_cidrs, fc->nallow_cidrs, err, errlen) != 0 ||
 	    add_cidrs(rs, id->sandbox4, id->sandbox6, "sandbox_subnets",
 	    fc->sandbox_subnets, fc->nsandbox_subnets, err, errlen) != 0 ||
-	    add_resolvers(rs, id->dns4, id->dns6, fc, err, errlen) != 0)
+	    add_cidrs(rs, id->broker4, id->broker6, "broker_addrs",
+	    fc->broker_addrs, fc->nbroker_addrs, err, errlen) != 0 ||
+	    add_resolvers(rs, id->dns4, id->dns6, fc, err, errlen) != 0 ||
+	    add_ifnames(rs, id->ifaces, fc, err, errlen) != 0)
 		return -1;
 	if (add_ports(&rs->sets[id->ports], fc) != 0 ||
 	    (fc->transparent_port != 0 &&
@@ -430,36 +562,75 @@ build_self_guard(struct fw_ruleset *rs, const struct set_ids *id,
 }
 
 static void
-build_sandbox_guard(struct fw_ruleset *rs, const struct set_ids *id)
+build_sandbox_guard(struct fw_ruleset *rs, const struct set_ids *id,
+    int subnets, int ifaces)
 {
 	int in = chain_add(rs, "input", NF_INET_LOCAL_IN, "input");
 	int fwd = chain_add(rs, "forward", NF_INET_FORWARD, "forward");
-	int s4 = id->sandbox4, s6 = id->sandbox6;
+	int s4 = id->sandbox4, s6 = id->sandbox6, ifs = id->ifaces;
+	int b4 = id->broker4, b6 = id->broker6;
 
-	RULE(rs, in, FW_ACCEPT, TERM_SRC(s4), TERM_TCP(id->ports));
-	RULE(rs, in, FW_ACCEPT, TERM_SRC(s6), TERM_TCP(id->ports));
-	/* IPv6 address resolution is ICMPv6 and would meet the drop below:
-	 * the sandbox's solicitation for the broker and its advertisement
-	 * answering the broker's (both sent from its subnet address).  ARP
-	 * is not IP and never reaches an inet hook; router discovery and
-	 * DAD use link-local or unspecified sources, outside the subnets;
-	 * ICMP errors from a sandbox would only concern connections the
-	 * broker opens to it, and it opens none. */
-	RULE(rs, in, FW_ACCEPT, TERM_SRC(s6), TERM_ICMP6(FW_ICMPV6_ND_NS));
-	RULE(rs, in, FW_ACCEPT, TERM_SRC(s6), TERM_ICMP6(FW_ICMPV6_ND_NA));
-	RULE(rs, in, FW_DROP, TERM_SRC(s4));
-	RULE(rs, in, FW_DROP, TERM_SRC(s6));
+	/* the broker ports on the addresses the broker listens on, not on
+	 * every address of the host: another service sharing a port number
+	 * on another address stays out of reach */
+	if (subnets) {
+		RULE(rs, in, FW_ACCEPT, TERM_SRC(s4), TERM_DST(b4),
+		    TERM_TCP(id->ports));
+		RULE(rs, in, FW_ACCEPT, TERM_SRC(s6), TERM_DST(b6),
+		    TERM_TCP(id->ports));
+		/* IPv6 address resolution is ICMPv6 and would meet the drop
+		 * below: the sandbox's solicitation for the broker and its
+		 * advertisement answering the broker's (both sent from its
+		 * subnet address).  ARP is not IP and never reaches an inet
+		 * hook; router discovery and DAD use link-local or
+		 * unspecified sources, outside the subnets; ICMP errors
+		 * from a sandbox would only concern connections the broker
+		 * opens to it, and it opens none. */
+		RULE(rs, in, FW_ACCEPT, TERM_SRC(s6),
+		    TERM_ICMP6(FW_ICMPV6_ND_NS));
+		RULE(rs, in, FW_ACCEPT, TERM_SRC(s6),
+		    TERM_ICMP6(FW_ICMPV6_ND_NA));
+		RULE(rs, in, FW_DROP, TERM_SRC(s4));
+		RULE(rs, in, FW_DROP, TERM_SRC(s6));
+	}
+	if (ifaces) {
+		/* whatever the source address (link-local, forged, or in
+		 * no subnet at all): the interface the packet came in on
+		 * decides.  Neighbour solicitations and advertisements may
+		 * come from link-local or unspecified (DAD) sources here. */
+		RULE(rs, in, FW_ACCEPT, TERM_IIF(ifs), TERM_DST(b4),
+		    TERM_TCP(id->ports));
+		RULE(rs, in, FW_ACCEPT, TERM_IIF(ifs), TERM_DST(b6),
+		    TERM_TCP(id->ports));
+		RULE(rs, in, FW_ACCEPT, TERM_IIF(ifs),
+		    TERM_ICMP6(FW_ICMPV6_ND_NS));
+		RULE(rs, in, FW_ACCEPT, TERM_IIF(ifs),
+		    TERM_ICMP6(FW_ICMPV6_ND_NA));
+		RULE(rs, in, FW_DROP, TERM_IIF(ifs));
+	}
 
 	/* the explicit drops come first so that even replies never reach
 	 * another sandbox or a private address; each has its counter */
-	RULE(rs, fwd, FW_DROP, TERM_SRC(s4), TERM_DST(s4));
-	RULE(rs, fwd, FW_DROP, TERM_SRC(s6), TERM_DST(s6));
-	RULE(rs, fwd, FW_DROP, TERM_SRC(s4), TERM_DST(id->refused4));
-	RULE(rs, fwd, FW_DROP, TERM_SRC(s6), TERM_DST(id->refused6));
-	RULE(rs, fwd, FW_ACCEPT, TERM_SRC(s4), TERM_CT);
-	RULE(rs, fwd, FW_ACCEPT, TERM_SRC(s6), TERM_CT);
-	RULE(rs, fwd, FW_DROP, TERM_SRC(s4));
-	RULE(rs, fwd, FW_DROP, TERM_SRC(s6));
+	if (subnets) {
+		RULE(rs, fwd, FW_DROP, TERM_SRC(s4), TERM_DST(s4));
+		RULE(rs, fwd, FW_DROP, TERM_SRC(s6), TERM_DST(s6));
+		RULE(rs, fwd, FW_DROP, TERM_SRC(s4), TERM_DST(id->refused4));
+		RULE(rs, fwd, FW_DROP, TERM_SRC(s6), TERM_DST(id->refused6));
+		RULE(rs, fwd, FW_ACCEPT, TERM_SRC(s4), TERM_CT);
+		RULE(rs, fwd, FW_ACCEPT, TERM_SRC(s6), TERM_CT);
+		RULE(rs, fwd, FW_DROP, TERM_SRC(s4));
+		RULE(rs, fwd, FW_DROP, TERM_SRC(s6));
+	}
+	if (ifaces) {
+		if (subnets) {
+			RULE(rs, fwd, FW_DROP, TERM_IIF(ifs), TERM_DST(s4));
+			RULE(rs, fwd, FW_DROP, TERM_IIF(ifs), TERM_DST(s6));
+		}
+		RULE(rs, fwd, FW_DROP, TERM_IIF(ifs), TERM_DST(id->refused4));
+		RULE(rs, fwd, FW_DROP, TERM_IIF(ifs), TERM_DST(id->refused6));
+		RULE(rs, fwd, FW_ACCEPT, TERM_IIF(ifs), TERM_CT);
+		RULE(rs, fwd, FW_DROP, TERM_IIF(ifs));
+	}
 }
 
 /* Transparent mode: the sandboxes' web traffic goes to sluiced's
@@ -467,17 +638,22 @@ build_sandbox_guard(struct fw_ruleset *rs, const struct set_ids *id)
  * then sees the transparent port, which is among the broker ports. */
 static void
 build_redirect(struct fw_ruleset *rs, const struct set_ids *id,
-    uint16_t port)
+    uint16_t port, int subnets, int ifaces)
 {
 	int c = chain_add(rs, "prerouting", NF_INET_PRE_ROUTING,
 	    "prerouting");
 
 	rs->chains[c].nat = 1;
 	rs->redirect_port = port;
-	RULE(rs, c, FW_REDIRECT, TERM_SRC(id->sandbox4),
-	    TERM_TCP(id->redirect));
-	RULE(rs, c, FW_REDIRECT, TERM_SRC(id->sandbox6),
-	    TERM_TCP(id->redirect));
+	if (subnets) {
+		RULE(rs, c, FW_REDIRECT, TERM_SRC(id->sandbox4),
+		    TERM_TCP(id->redirect));
+		RULE(rs, c, FW_REDIRECT, TERM_SRC(id->sandbox6),
+		    TERM_TCP(id->redirect));
+	}
+	if (ifaces)
+		RULE(rs, c, FW_REDIRECT, TERM_IIF(id->ifaces),
+		    TERM_TCP(id->redirect));
 }
 
 /* A plain set holds single keys: sort and drop repeats, never merge
@@ -522,6 +698,7 @@ fw_build(const struct fw_config *fc, char *err, size_t errlen)
 	struct fw_ruleset *rs;
 	struct set_ids id;
 	size_t i;
+	int subnets, ifaces;
 
 	if (!valid_table_name(table)) {
 		snprintf(err, errlen, "table: bad name \"%s\"", table);
@@ -544,16 +721,20 @@ fw_build(const struct fw_config *fc, char *err, size_t errlen)
 
 		if (s->key == FW_KEY_PORT)
 			s->n = ports_dedupe(s->r, s->n);
+		else if (s->key == FW_KEY_IFNAME)
+			s->n = fw_ifnames_normalise(s->r, s->n);
 		else
 			s->n = fw_ranges_normalise(s->r, s->n,
 			    fw_key_len(s->key));
 	}
 	if (fc->uid >= 0)
 		build_self_guard(rs, &id, (uint32_t)fc->uid);
-	if (fc->nsandbox_subnets > 0)
-		build_sandbox_guard(rs, &id);
-	if (fc->nsandbox_subnets > 0 && fc->transparent_port != 0)
-		build_redirect(rs, &id, fc->transparent_port);
+	subnets = fc->nsandbox_subnets > 0;
+	ifaces = fc->nsandbox_interfaces > 0;
+	if (subnets || ifaces)
+		build_sandbox_guard(rs, &id, subnets, ifaces);
+	if ((subnets || ifaces) && fc->transparent_port != 0)
+		build_redirect(rs, &id, fc->transparent_port, subnets, ifaces);
 	return rs;
 fail:
 	fw_free(rs);

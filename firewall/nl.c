@@ -33,6 +33,7 @@
 #define NFT_TYPE_IPV4 7
 #define NFT_TYPE_IPV6 8
 #define NFT_TYPE_INET_SERVICE 13
+#define NFT_TYPE_IFNAME 41
 
 static int
 add_expr(struct nftnl_rule *r, struct nftnl_expr *e)
@@ -177,6 +178,11 @@ add_term(struct nftnl_rule *r, const struct fw_ruleset *rs,
 		}
 		if (add_expr(r, e_payload(NFT_PAYLOAD_TRANSPORT_HEADER, 2,
 		    2)) != 0)
+			return -1;
+		return add_expr(r, e_lookup(s));
+	case FW_T_IIFNAME_SET:
+		/* the name, IFNAMSIZ bytes NUL padded, into the lookup */
+		if (add_expr(r, e_meta(NFT_META_IIFNAME)) != 0)
 			return -1;
 		return add_expr(r, e_lookup(s));
 	case FW_T_ICMPV6_TYPE:
@@ -365,7 +371,8 @@ fw_nl_set(const struct fw_ruleset *rs, size_t si, int with_elems)
 	const struct fw_set *fs = &rs->sets[si];
 	struct nftnl_set *s = nftnl_set_alloc();
 	uint32_t type = fs->key == FW_KEY_V4 ? NFT_TYPE_IPV4 :
-	    fs->key == FW_KEY_V6 ? NFT_TYPE_IPV6 : NFT_TYPE_INET_SERVICE;
+	    fs->key == FW_KEY_V6 ? NFT_TYPE_IPV6 :
+	    fs->key == FW_KEY_IFNAME ? NFT_TYPE_IFNAME : NFT_TYPE_INET_SERVICE;
 
 	if (s == NULL)
 		return NULL;

@@ -16,6 +16,7 @@ static const char *const key_type[] = {
 	[FW_KEY_V4] = "ipv4_addr",
 	[FW_KEY_V6] = "ipv6_addr",
 	[FW_KEY_PORT] = "inet_service",
+	[FW_KEY_IFNAME] = "ifname",
 };
 
 /* nft wraps element lists by key width: so many per line. */
@@ -29,6 +30,8 @@ per_line(enum fw_key k)
 		return 1;
 	case FW_KEY_PORT:
 		return 5;
+	case FW_KEY_IFNAME:
+		return 1;
 	}
 	return 1;
 }
@@ -76,6 +79,9 @@ render_term(FILE *f, const struct fw_ruleset *rs, const struct fw_term *t)
 		break;
 	case FW_T_TCP_DPORT_SET:
 		fprintf(f, "tcp dport @%s ", s->name);
+		break;
+	case FW_T_IIFNAME_SET:
+		fprintf(f, "iifname @%s ", s->name);
 		break;
 	case FW_T_ICMPV6_TYPE:
 		/* nft names the types it knows; these are the ones built */

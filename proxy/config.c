@@ -23,6 +23,7 @@
 #include <jansson.h>
 
 #include "config.h"
+#include "fw.h"
 
 #define CFG_FILE_MAX (16u * 1024 * 1024)
 #define CFG_PATH_MAX 8     /* the schema nests three deep */
@@ -1840,6 +1841,26 @@ k_fw_subnets(struct cfg_ctx *x, json_t *v, void *base)
 }
 
 static int
+check_ifname(struct cfg_ctx *x, const char *s)
+{
+	char why[120], b[80];
+
+	if (fw_ifname_check(s, why, sizeof(why)) != 0)
+		return cfg_fail(x, "bad interface name %s: %s",
+		    shown(s, b, sizeof(b)), why);
+	return 0;
+}
+
+static int
+k_fw_ifaces(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+
+	return get_str_list(x, v, check_ifname,
+	    &c->firewall.sandbox_interfaces, &c->firewall.nsandbox_interfaces);
+}
+
+static int
 k_fw_ports(struct cfg_ctx *x, json_t *v, void *base)
 {
 	struct cfg *c = base;
@@ -1854,6 +1875,7 @@ static const struct cfg_key firewall_keys[] = {
 	{ "table", K_FN, 0, 0, 0, NULL, k_fw_table },
 	{ "uid", K_FN, 0, 0, 0, NULL, k_fw_uid },
 	{ "sandbox_subnets", K_FN, 0, 0, 0, NULL, k_fw_subnets },
+	{ "sandbox_interfaces", K_FN, 0, 0, 0, NULL, k_fw_ifaces },
 	{ "broker_ports", K_FN, 0, 0, 0, NULL, k_fw_ports },
 	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
 };
@@ -1961,12 +1983,15 @@ cfg_cross_check(struct cfg_ctx *x, json_t *root)
 		return cfg_fail(x, "a webhook needs webhook.secret_file (its "
 		    "deliveries are signed)");
 	}
-	if (c->firewall.nsandbox_subnets > 0 && c->firewall.nbroker_ports == 0 &&
-	    c->transparent_port == 0) {
+	if ((c->firewall.nsandbox_subnets > 0 ||
+	    c->firewall.nsandbox_interfaces > 0) &&
+	    c->firewall.nbroker_ports == 0 && c->transparent_port == 0) {
 		ctx_key(x, "firewall");
 		ctx_key(x, "broker_ports");
 		/* otherwise the guard would leave the sandboxes no way out */
-		return cfg_fail(x, "sandbox_subnets need the broker's ports");
+		return cfg_fail(x, "%s need the broker's ports",
+		    c->firewall.nsandbox_subnets > 0 ? "sandbox_subnets" :
+		    "sandbox_interfaces");
 	}
 	return cfg_check_control(x, root);
 }
@@ -2073,6 +2098,8 @@ cfg_free(struct cfg *c)
 	free(c->sni_ports);
 	free(c->firewall.table);
 	strv_free(c->firewall.sandbox_subnets, c->firewall.nsandbox_subnets);
+	strv_free(c->firewall.sandbox_interfaces,
+	    c->firewall.nsandbox_interfaces);
 	free(c->firewall.broker_ports);
 	strv_free(c->allow_cidrs, c->nallow_cidrs);
 	strv_free(c->deny_cidrs, c->ndeny_cidrs);
@@ -2436,6 +2463,8 @@ dump_firewall(const struct cfg *c, json_t *root, int *bad)
 		    json_integer((json_int_t)f->uid), bad);
 		jset(o, "sandbox_subnets", jstrv(f->sandbox_subnets,
 		    f->nsandbox_subnets, bad), bad);
+		jset(o, "sandbox_interfaces", jstrv(f->sandbox_interfaces,
+		    f->nsandbox_interfaces, bad), bad);
 		jset(o, "broker_ports", jports(f->broker_ports,
 		    f->nbroker_ports, bad), bad);
 	}

@@ -42,6 +42,10 @@ for f in "$src"/examples/*.json; do
 		grep -q 'ip daddr @refused4 counter packets 0 bytes 0 drop' \
 		    "$tmp/nft" || fail "$rel: no refused drop"
 	fi
+	if grep -q '"sandbox_interfaces"' "$f"; then
+		grep -q 'iifname @sandbox_ifaces counter packets 0 bytes 0 drop' \
+		    "$tmp/nft" || fail "$rel: no interface drop"
+	fi
 	block "$src/README.md" "<!-- example: $rel -->" '```json' '```' \
 	    > "$tmp/readme" || fail "$rel: no block in README.md"
 	cmp -s "$f" "$tmp/readme" || { diff -u "$f" "$tmp/readme" >&2;

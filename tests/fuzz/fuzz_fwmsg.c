@@ -34,6 +34,19 @@ check_list(const char *const *v, size_t n)
 	}
 }
 
+static void
+check_ifnames(const char *const *v, size_t n)
+{
+	size_t i, j;
+
+	for (i = 0; i < n; i++) {
+		CHECK(v[i][0] != '\0' && strlen(v[i]) < 256);
+		for (j = 0; v[i][j] != '\0'; j++)
+			CHECK(v[i][j] > ' ' && v[i][j] < 0x7f &&
+			    strchr("/:\"\\", v[i][j]) == NULL);
+	}
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -59,6 +72,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_list(m.fc.deny_cidrs, m.fc.ndeny_cidrs);
 		check_list(m.fc.resolvers, m.fc.nresolvers);
 		check_list(m.fc.sandbox_subnets, m.fc.nsandbox_subnets);
+		check_ifnames(m.fc.sandbox_interfaces,
+		    m.fc.nsandbox_interfaces);
+		check_list(m.fc.broker_addrs, m.fc.nbroker_addrs);
 		CHECK(fw_msg_encode_apply(&m.fc, again, FW_MSG_MAX, &len, err,
 		    sizeof(err)) == 0);
 		CHECK(len == size && memcmp(again, copy, size) == 0);

@@ -95,13 +95,23 @@ def http_serve(seconds, ap, path):
     return 0
 
 
+def sockaddr(host, port):
+    """(host, port), or the 4-tuple of a scoped IPv6 address
+    ("fe80::1%eth0"), which connect() takes only with its scope id."""
+    if "%" not in host:
+        return (host, port)
+    return socket.getaddrinfo(host, port, socket.AF_INET6,
+                              socket.SOCK_STREAM, 0,
+                              socket.AI_NUMERICHOST)[0][4]
+
+
 def tcp_probe(timeout, addr, port, src=None):
     s = socket.socket(family(addr), socket.SOCK_STREAM)
     s.settimeout(timeout)
     try:
         if src is not None:
-            s.bind((src, 0))
-        s.connect((addr, port))
+            s.bind(sockaddr(src, 0))
+        s.connect(sockaddr(addr, port))
     except socket.timeout:
         print("timeout")
         return 3

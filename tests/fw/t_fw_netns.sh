@@ -87,6 +87,25 @@ nft list table inet sluice > "$tmp/got" || fail "nft list"
 diff -u "$tmp/want" "$tmp/got" || fail "refilled back dump"
 "$tool" apply "$src/tests/fw/full.json" || fail "apply full again"
 
+# 2d. the interface guard: its ifname interval set (names, "name*"
+#     prefixes, two that touch) as nft lists it, then a changed interface
+#     list (and a moved listener: the broker addresses) is a refill
+"$tool" apply "$src/tests/fw/iface.json" || fail "apply iface"
+nft list table inet sluice > "$tmp/got" || fail "nft list"
+diff -u "$src/tests/fw/golden/iface.nft" "$tmp/got" || fail "iface dump"
+sed 's/"tap0", "br-sandbox", /"tap9", /; s/"\[::\]:3129"/"10.200.0.9:3129"/' \
+    "$src/tests/fw/iface.json" > "$tmp/iface2.json"
+[ "$("$tool" update "$src/tests/fw/iface.json" "$tmp/iface2.json")" \
+    = refilled ] || fail "iface refill"
+"$sluiced" --print-firewall -c "$tmp/iface2.json" > "$tmp/want" ||
+    fail "print iface2"
+grep -q '"tap9",' "$tmp/want" || fail "iface2 text"
+grep -q 'elements = { 10.200.0.1, 10.200.0.9 }' "$tmp/want" ||
+    fail "iface2 broker addresses"
+nft list table inet sluice > "$tmp/got" || fail "nft list"
+diff -u "$tmp/want" "$tmp/got" || fail "iface refilled dump"
+"$tool" apply "$src/tests/fw/full.json" || fail "apply full after iface"
+
 # 3. atomic replace with a changed configuration: same table, new sets
 #    and rules, counters reset, the tampered element gone
 "$tool" apply "$src/tests/fw/changed.json" || fail "apply changed"

@@ -228,7 +228,9 @@ assert typ == 0x82 and "malformed request refused" in text, (typ, text)
 sock.send(struct.pack(">HBBI", 0x534c, 1, 1, 3) + b"\x01x\x07")
 typ, text = reply()
 assert typ == 0x82 and "malformed" in text, (typ, text)
-p = s8("foreign") + struct.pack(">BI", 0, 0) + b"\x00\x00" * 4 + b"\x00\x00" * 2
+# six empty lists (allow, deny, resolvers, subnets, interfaces, broker
+# addresses), no broker ports, no transparent port
+p = s8("foreign") + struct.pack(">BI", 0, 0) + b"\x00\x00" * 6 + b"\x00\x00" * 2
 sock.send(struct.pack(">HBBI", 0x534c, 1, 1, len(p)) + p)
 typ, text = reply()
 assert typ == 0x82 and "not sluiced's" in text, (typ, text)

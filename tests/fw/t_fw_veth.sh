@@ -332,14 +332,15 @@ case $v in timeout|"error EPERM") ;; *) fail "self guard metadata: $v";; esac
 # solicitation from fd88::2, which the input guard accepts and counts)
 i_ns=$(ctr input 'icmpv6 type nd-neighbor-solicit')
 i_na=$(ctr input 'icmpv6 type nd-neighbor-advert')
-i_port6=$(ctr input 'ip6 saddr @sandbox6 tcp dport @broker_ports')
+port6='ip6 saddr @sandbox6 ip6 daddr @broker6 tcp dport @broker_ports'
+i_port6=$(ctr input "$port6")
 o_allow6=$(ctr output 'meta skuid 0 ip6 daddr @allow6')
 got=$(nsx "$S1" curl -sS --max-time 5 -x 'http://[fd88::1]:3128' \
     http://upstream6.test:8080/hello.txt) || fail "v6 request through sluiced"
 [ "$got" = "hello through sluice" ] || fail "v6 proxied body: $got"
 grep -q '"session": *"sbx1v6"' "$tmp/conn.jsonl" ||
     fail "no log record for sbx1v6"
-[ "$(ctr input 'ip6 saddr @sandbox6 tcp dport @broker_ports')" -gt \
+[ "$(ctr input "$port6")" -gt \
     "$i_port6" ] || fail "v6 broker port counter"
 [ "$(ctr output 'meta skuid 0 ip6 daddr @allow6')" -gt "$o_allow6" ] ||
     fail "allow6 output counter"

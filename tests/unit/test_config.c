@@ -87,6 +87,7 @@ static const char full[] =
 	"               \"hosts\": { \"hooks.example\": [\"127.0.0.1\", \"::1\"] } },\n"
 	"  \"firewall\": { \"enabled\": true, \"table\": \"sluice_t-1\", \"uid\": 4242,\n"
 	"                \"sandbox_subnets\": [\"10.77.0.0/16\", \"fd77::/64\"],\n"
+	"                \"sandbox_interfaces\": [\"br-sandbox\", \"tap*\"],\n"
 	"                \"broker_ports\": [3128, 3129] }\n"
 	"}\n";
 
@@ -545,6 +546,22 @@ static const struct err_case err_cases[] = {
 	{ "firewall subnets without ports",
 	  "{\"firewall\": {\"sandbox_subnets\": [\"10.0.0.0/8\"]}}",
 	  "t.json:1:14: firewall.broker_ports: ", "broker's ports" },
+	{ "firewall interface too long",
+	  "{\"firewall\": {\"sandbox_interfaces\": [\"eth0\", "
+	  "\"x234567890123456\"], \"broker_ports\": [3128]}}",
+	  "t.json:1:46: firewall.sandbox_interfaces[1]: ", "1 to 15 bytes" },
+	{ "firewall interface wildcard inside",
+	  "{\"firewall\": {\"sandbox_interfaces\": [\"ta*p\"]}}",
+	  "t.json:1:38: firewall.sandbox_interfaces[0]: ", "'*'" },
+	{ "firewall interface bare wildcard",
+	  "{\"firewall\": {\"sandbox_interfaces\": [\"*\"]}}",
+	  "t.json:1:38: firewall.sandbox_interfaces[0]: ", "not an interface" },
+	{ "firewall interface slash",
+	  "{\"firewall\": {\"sandbox_interfaces\": [\"a/b\"]}}",
+	  "t.json:1:38: firewall.sandbox_interfaces[0]: ", "printable ASCII" },
+	{ "firewall interfaces without ports",
+	  "{\"firewall\": {\"sandbox_interfaces\": [\"tap0\"]}}",
+	  "t.json:1:14: firewall.broker_ports: ", "sandbox_interfaces need" },
 	{ "firewall unknown key", "{\"firewall\": {\"owner\": true}}",
 	  "t.json:1:15: firewall.owner: ", "unknown key" },
 	{ "default control socket too long",
@@ -628,7 +645,7 @@ round_trip(const char *text)
 	j = json_loads(da, 0, NULL);
 	assert_non_null(j);
 	assert_int_equal(json_object_size(j), 21);
-	assert_int_equal(json_object_size(json_object_get(j, "firewall")), 5);
+	assert_int_equal(json_object_size(json_object_get(j, "firewall")), 6);
 	assert_int_equal(json_object_size(json_object_get(j, "events")), 3);
 	assert_int_equal(json_object_size(json_object_get(j, "webhook")), 5);
 	assert_int_equal(json_object_size(json_object_get(j, "control")), 15);
@@ -717,6 +734,7 @@ test_firewall(void **state)
 	assert_string_equal(c->firewall.table, "sluice");
 	assert_int_equal(c->firewall.uid, -1);
 	assert_int_equal(c->firewall.nsandbox_subnets, 0);
+	assert_int_equal(c->firewall.nsandbox_interfaces, 0);
 	assert_int_equal(c->firewall.nbroker_ports, 0);
 	cfg_free(c);
 
@@ -728,6 +746,8 @@ test_firewall(void **state)
 	assert_int_equal(c->firewall.uid, 4242);
 	assert_int_equal(c->firewall.nsandbox_subnets, 2);
 	assert_string_equal(c->firewall.sandbox_subnets[1], "fd77::/64");
+	assert_int_equal(c->firewall.nsandbox_interfaces, 2);
+	assert_string_equal(c->firewall.sandbox_interfaces[1], "tap*");
 	assert_int_equal(c->firewall.nbroker_ports, 2);
 	assert_int_equal(c->firewall.broker_ports[1], 3129);
 	cfg_free(c);

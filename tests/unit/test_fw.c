@@ -98,6 +98,7 @@ test_golden_text(void **state)
 	check_golden("changed", 0);
 	check_golden("self", 0);
 	check_golden("transparent", 0);
+	check_golden("iface", 0);
 }
 
 static void
@@ -108,6 +109,7 @@ test_golden_netlink(void **state)
 	check_golden("changed", 1);
 	check_golden("self", 1);
 	check_golden("transparent", 1);
+	check_golden("iface", 1);
 }
 
 static void
@@ -246,6 +248,110 @@ test_empty_and_errors(void **state)
 	assert_non_null(strstr(err, "resolvers"));
 }
 
+
+/* Interface names: the kernel's rules, a trailing '*' for a prefix,
+ * nested entries folded, touching ones kept apart, nft's text. */
+static void
+test_ifnames(void **state)
+{
+	const char *good[] = { "eth0", "br-sandbox", "tap*", "a",
+	    "x23456789012345", "veth.7@x", "v*" };
+	const char *bad[] = { "", "x234567890123456", ".", "..", "*",
+	    "ta*p", "a b", "a/b", "a:b", "a\"b", "a\\b", "caf\xc3\xa9",
+	    "tab\t", "**" };
+	const char *list[] = { "veth7", "tap0", "veth*", "tap", "vm-*",
+	    "vm.", "tap0", "ve*" };
+	const uint16_t ports[] = { 3128 };
+	const char *baddr[] = { "10.0.0.1" };
+	struct fw_range r[8];
+	struct fw_config fc;
+	struct fw_ruleset *a, *b;
+	char why[120], err[256], *t;
+	size_t i, n;
+
+	(void)state;
+	for (i = 0; i < sizeof(good) / sizeof(*good); i++)
+		if (fw_ifname_check(good[i], why, sizeof(why)) != 0)
+			fail_msg("%s refused: %s", good[i], why);
+	for (i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+		if (fw_ifname_check(bad[i], why, sizeof(why)) == 0)
+			fail_msg("\"%s\" accepted", bad[i]);
+
+	/* "tap*" is the prefix block, "tap" and "tap0" names in it */
+	for (i = 0; i < 8; i++)
+		assert_int_equal(fw_ifname_parse(list[i], &r[i]), 0);
+	fmt(FW_KEY_IFNAME, &r[2], "\"veth*\"");
+	fmt(FW_KEY_IFNAME, &r[1], "\"tap0\"");
+	assert_int_equal(r[2].hi[4], 0xff);
+	assert_int_equal(r[2].hi[15], 0xff);
+	assert_int_equal(r[1].hi[4], 0);
+	n = fw_ifnames_normalise(r, 8);
+	/* tap, tap0 (once), ve* (holding veth* and veth7), vm-*, vm. */
+	assert_int_equal(n, 5);
+	fmt(FW_KEY_IFNAME, &r[0], "\"tap\"");
+	fmt(FW_KEY_IFNAME, &r[1], "\"tap0\"");
+	fmt(FW_KEY_IFNAME, &r[2], "\"ve*\"");
+	fmt(FW_KEY_IFNAME, &r[3], "\"vm-*\"");
+	fmt(FW_KEY_IFNAME, &r[4], "\"vm.\"");
+
+	/* the guard from interfaces alone; a list change is a refill */
+	memset(&fc, 0, sizeof(fc));
+	fc.uid = -1;
+	fc.sandbox_interfaces = list;
+	fc.nsandbox_interfaces = 2;
+	fc.broker_ports = ports;
+	fc.nbroker_ports = 1;
+	fc.broker_addrs = baddr;
+	fc.nbroker_addrs = 1;
+	fc.transparent_port = 3129;
+	a = fw_build(&fc, err, sizeof(err));
+	if (a == NULL)
+		fail_msg("%s", err);
+	t = fw_render(a);
+	assert_non_null(strstr(t, "type ifname\n\t\tflags interval\n"
+	    "\t\telements = { \"tap0\",\n\t\t\t     \"veth7\" }"));
+	/* the broker ports on the broker's addresses only */
+	assert_non_null(strstr(t, "iifname @sandbox_ifaces ip daddr @broker4 "
+	    "tcp dport @broker_ports counter packets 0 bytes 0 accept\n"));
+	assert_non_null(strstr(t, "iifname @sandbox_ifaces ip6 daddr @broker6 "
+	    "tcp dport @broker_ports counter packets 0 bytes 0 accept\n"));
+	assert_non_null(strstr(t, "set broker4 {\n\t\ttype ipv4_addr\n"
+	    "\t\tflags interval\n\t\telements = { 10.0.0.1 }\n"));
+	assert_non_null(strstr(t, "set broker6 {\n\t\ttype ipv6_addr\n"
+	    "\t\tflags interval\n\t}\n"));
+	assert_non_null(strstr(t, "iifname @sandbox_ifaces counter packets "
+	    "0 bytes 0 drop\n\t}\n\n\tchain forward"));
+	assert_non_null(strstr(t, "iifname @sandbox_ifaces tcp dport "
+	    "@redirect_ports counter packets 0 bytes 0 redirect to :3129"));
+	/* no subnets: no address rules, no other-sandbox drop */
+	assert_null(strstr(t, "saddr"));
+	assert_null(strstr(t, "@sandbox4"));
+	free(t);
+	fc.nsandbox_interfaces = 5;
+	b = fw_build(&fc, err, sizeof(err));
+	assert_non_null(b);
+	assert_int_equal(fw_sets_only(a, b), 1);
+	fw_free(b);
+	fc.nsandbox_interfaces = 0;
+	b = fw_build(&fc, err, sizeof(err));
+	assert_non_null(b);
+	assert_int_equal(fw_sets_only(a, b), 0);
+	t = fw_render(b);
+	assert_string_equal(t, "table inet sluice {\n}\n");
+	free(t);
+	fw_free(b);
+	fw_free(a);
+
+	baddr[0] = "10.0.0.1:3128";
+	assert_null(fw_build(&fc, err, sizeof(err)));
+	assert_non_null(strstr(err, "broker_addrs"));
+	baddr[0] = "fd00::1";
+	/* the helper rebuilds from what the proxy sent: checked again */
+	fc.sandbox_interfaces = bad;
+	fc.nsandbox_interfaces = 6;
+	assert_null(fw_build(&fc, err, sizeof(err)));
+	assert_non_null(strstr(err, "sandbox_interfaces"));
+}
 
 /* ------------------------------------------------------------------ */
 /* The set-refill batch, decoded from its bytes: one line a message
@@ -519,6 +625,7 @@ main(void)
 		cmocka_unit_test(test_cidr_parse),
 		cmocka_unit_test(test_normalise),
 		cmocka_unit_test(test_empty_and_errors),
+		cmocka_unit_test(test_ifnames),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -25,6 +25,8 @@ static const char *allow[] = { "10.1.0.0/16", "fd00::/8" };
 static const char *deny[] = { "192.0.2.0/24" };
 static const char *res[] = { "10.0.0.3", "[fd00::53]:53" };
 static const char *subnets[] = { "10.77.0.0/16" };
+static const char *ifaces[] = { "br-sandbox", "tap*" };
+static const char *baddrs[] = { "10.77.0.1", "::/0" };
 static const uint16_t ports[] = { 3128, 8080 };
 
 static void
@@ -41,6 +43,10 @@ sample(struct fw_config *fc, const char *table)
 	fc->nresolvers = 2;
 	fc->sandbox_subnets = subnets;
 	fc->nsandbox_subnets = 1;
+	fc->sandbox_interfaces = ifaces;
+	fc->nsandbox_interfaces = 2;
+	fc->broker_addrs = baddrs;
+	fc->nbroker_addrs = 2;
 	fc->broker_ports = ports;
 	fc->nbroker_ports = 2;
 	fc->transparent_port = 3129;
@@ -98,6 +104,11 @@ test_round_trip(void **state)
 	assert_string_equal(m.fc.resolvers[1], res[1]);
 	assert_int_equal(m.fc.nsandbox_subnets, 1);
 	assert_string_equal(m.fc.sandbox_subnets[0], subnets[0]);
+	assert_int_equal(m.fc.nsandbox_interfaces, 2);
+	assert_string_equal(m.fc.sandbox_interfaces[0], ifaces[0]);
+	assert_string_equal(m.fc.sandbox_interfaces[1], ifaces[1]);
+	assert_int_equal(m.fc.nbroker_addrs, 2);
+	assert_string_equal(m.fc.broker_addrs[1], baddrs[1]);
 	assert_int_equal(m.fc.nbroker_ports, 2);
 	assert_int_equal(m.fc.broker_ports[1], 8080);
 	assert_int_equal(m.fc.transparent_port, 3129);
@@ -111,7 +122,8 @@ test_round_trip(void **state)
 	    0);
 	assert_string_equal(m.fc.table, FW_DEFAULT_TABLE);
 	assert_int_equal(m.fc.uid, -1);
-	assert_int_equal(m.fc.nallow_cidrs + m.fc.nbroker_ports, 0);
+	assert_int_equal(m.fc.nallow_cidrs + m.fc.nbroker_ports +
+	    m.fc.nsandbox_interfaces, 0);
 	fw_msg_apply_clear(&m);
 }
 
@@ -185,6 +197,29 @@ test_malformed(void **state)
 	memcpy(bad, buf, len);
 	bad[at - 2] = 0xff;
 	refused(bad, len, "allow_cidrs");
+	/* interface names: their own alphabet, no '"', space, '/' or
+	 * ':' (a '*' passes here: fw_build checks where it stands) */
+	{
+		const uint8_t *p = memmem(buf, len, "br-sandbox", 10);
+		static const char no[] = "\" /:\\\x7f\x80";
+
+		assert_non_null(p);
+		at = (size_t)(p - buf);
+		for (n = 0; n < sizeof(no) - 1; n++) {
+			memcpy(bad, buf, len);
+			bad[at + 2] = (uint8_t)no[n];
+			refused(bad, len, "sandbox_interfaces[0]");
+		}
+		memcpy(bad, buf, len);
+		bad[at - 3] = 0xff;     /* the count */
+		refused(bad, len, "sandbox_interfaces");
+		/* broker_addrs: the address alphabet */
+		p = memmem(buf, len, "10.77.0.1\x04::/0", 14);
+		assert_non_null(p);
+		memcpy(bad, buf, len);
+		bad[p - buf] = 'x';
+		refused(bad, len, "broker_addrs[0]");
+	}
 	/* broker port 0: the two bytes before the transparent port */
 	memcpy(bad, buf, len);
 	bad[len - 4] = 0;
@@ -202,6 +237,7 @@ static void
 test_encode_refuses(void **state)
 {
 	static const char *odd[] = { "10.0.0.0/8 drop" };
+	static const char *oddif[] = { "eth0\" accept" };
 	static const char *longname = "a_table_name_of_more_than_255_characters"
 	    "_________________________________________________________________"
 	    "_________________________________________________________________"
@@ -218,6 +254,12 @@ test_encode_refuses(void **state)
 	assert_int_equal(fw_msg_encode_apply(&fc, buf, sizeof(buf), &len, err,
 	    sizeof(err)), -1);
 	assert_non_null(strstr(err, "deny_cidrs"));
+	sample(&fc, "sluice");
+	fc.sandbox_interfaces = oddif;
+	fc.nsandbox_interfaces = 1;
+	assert_int_equal(fw_msg_encode_apply(&fc, buf, sizeof(buf), &len, err,
+	    sizeof(err)), -1);
+	assert_non_null(strstr(err, "sandbox_interfaces"));
 	sample(&fc, longname);
 	assert_int_equal(fw_msg_encode_apply(&fc, buf, sizeof(buf), &len, err,
 	    sizeof(err)), -1);
