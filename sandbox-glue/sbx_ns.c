@@ -1271,24 +1271,28 @@ ns_create(struct sbx_rec *rec, char *err, size_t errlen)
 	a.log_fd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (a.log_fd < 0)
 		return sbx_err(err, errlen, "%s: %s", logp, strerror(errno));
+	/* from here on failures go to fail: the groups made here must go
+	 * (ns_destroy copes with no holder) */
+	rec->init_pid = 0;
+	rec->init_start = 0;
 	cg_setup(rec);
 	if (pipe2(go, O_CLOEXEC) != 0 || pipe2(rep, O_CLOEXEC) != 0) {
 		sbx_err(err, errlen, "pipe: %s", strerror(errno));
-		goto out;
+		goto fail;
 	}
 	a.rec = rec;
 	a.go_rd = go[0];
 	a.rep_wr = rep[1];
 	if ((stack = malloc(INIT_STACK)) == NULL) {
 		sbx_err(err, errlen, "out of memory");
-		goto out;
+		goto fail;
 	}
 	pid = clone(init_main, stack + INIT_STACK, CLONE_NEWUSER | CLONE_NEWNS |
 	    CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
 	    SIGCHLD, &a);
 	if (pid < 0) {
 		sbx_err(err, errlen, "clone: %s", strerror(errno));
-		goto out;
+		goto fail;
 	}
 	close(go[0]);
 	go[0] = -1;
