@@ -23,7 +23,8 @@
  *   offset (from 0), not the file's: spawn() relays such stdout/stderr
  *   through pipes;
  * - statx() with AT_NO_AUTOMOUNT fails with EINVAL, so coreutils 9.1
- *   "ls -l" and "stat" fail inside (plain "ls", python, pip work).
+ *   "ls -l", "ls PATH" and "stat" fail inside (find, python, pip work;
+ *   sluice-run's ls uses find).
  */
 #include "sluice-config.h"
 
