@@ -1130,6 +1130,14 @@ init_main(void *arg)
 
 		close_others(keep, 3);
 	}
+	{
+		/* sluice-run blocks signals while it creates: not ours, nor
+		 * the shim's */
+		sigset_t none;
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+	}
 	if (read(a->go_rd, &c, 1) != 1)
 		_exit(1);
 	close(a->go_rd);

@@ -1143,6 +1143,20 @@ cmd_create(void)
 	if (access(C.shim, X_OK) != 0)
 		die(EX_FAIL, "sluice-shim %s: %s (set \"shim\" in the "
 		    "configuration)", C.shim, strerror(errno));
+	/* no interruption between the chat's directory and its record: a
+	 * directory without a record could be neither created again nor
+	 * destroyed, and what was made so far would stay.  A create ends
+	 * within bounds (sluiced 10 s, each runsc call 60 s). */
+	{
+		sigset_t ss;
+
+		sigemptyset(&ss);
+		sigaddset(&ss, SIGINT);
+		sigaddset(&ss, SIGTERM);
+		sigaddset(&ss, SIGHUP);
+		sigaddset(&ss, SIGQUIT);
+		sigprocmask(SIG_BLOCK, &ss, NULL);
+	}
 	lk = lock_global(LOCK_EX);
 	chat_dir(d, sizeof(d), o_chat);
 	if (stat(d, &sst) == 0) {

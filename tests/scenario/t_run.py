@@ -14,6 +14,7 @@ SLUICE_TEST_STRICT=1."""
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -506,6 +507,30 @@ def cgroup_v2(env):
     run.chats = []
     check(r.returncode == 0 and not os.path.exists(grp[0]),
           "group left: %r" % r.stderr)
+
+
+@S.case
+def create_is_not_interrupted(env):
+    """SIGINT or SIGTERM during create (once the chat's directory is
+    there) neither leaves a directory without a record, which could be
+    neither created again nor destroyed, nor a half-made sandbox."""
+    d, run = start(env)
+    for i, sig in enumerate((signal.SIGINT, signal.SIGTERM)):
+        chat = "ci%d" % i
+        p = subprocess.Popen([RUN, "--config", run.conf, "--state-dir",
+                              run.state, "--control", run.ctl, "create",
+                              "--chat", chat], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        wait_until(lambda: os.path.exists(os.path.join(run.state, chat)) or
+                   p.poll() is not None, 20, step=0.002,
+                   what="chat directory")
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=60)
+        check_eq(p.returncode, 0, "create after %s: %r" % (sig, err))
+        r = run("destroy", "--chat", chat)
+        check_eq(r.returncode, 0, "destroy: %r" % r.stderr)
+        check(not os.path.exists(os.path.join(run.state, chat)),
+              "state dir of %s" % chat)
 
 
 @S.case
