@@ -834,7 +834,7 @@ start_cmd(struct sbx_rec *r, const struct sbx_backend *be, char **argv,
     int *perr, struct sbx_proc *pr)
 {
 	int po[2] = { -1, -1 }, pe[2] = { -1, -1 };
-	char err[512], p[SBX_PATH_MAX + 200], pid[32];
+	char err[512], p[SBX_PATH_MAX + 200], pid[48];
 	struct sbx_cmd cmd;
 	int fd;
 
@@ -882,7 +882,10 @@ start_cmd(struct sbx_rec *r, const struct sbx_backend *be, char **argv,
 	run_file(p, sizeof(p), r, pr->tag);
 	if ((fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600))
 	    >= 0) {
-		snprintf(pid, sizeof(pid), "%d\n", (int)pr->pid);
+		/* with its start time: a run file whose sluice-run was
+		 * killed must be told from a running command */
+		snprintf(pid, sizeof(pid), "%d %llu\n", (int)pr->pid,
+		    (unsigned long long)sbx_proc_start(pr->pid));
 		(void)!write(fd, pid, strlen(pid));
 		close(fd);
 	}
@@ -1380,6 +1383,9 @@ run_common(char **argv, int fd_in, long timeout, long cap, int echo,
 	struct sbx_proc pr;
 	int lk, fo = -1, fe = -1;
 
+	/* before the command starts: a signal then cancels it, rather than
+	 * leaving it running with nobody to wait for it */
+	catch_signals();
 	lk = open_chat(&r, LOCK_EX, fail_code);
 	be = backend_of(r.backend);
 	if (start_cmd(&r, be, argv, &o_env, fd_in, -1, -1, &fo, &fe, &pr) !=
@@ -1390,7 +1396,6 @@ run_common(char **argv, int fd_in, long timeout, long cap, int echo,
 	r.last_used = time(NULL);
 	rec_save(&r);
 	unlock(lk);
-	catch_signals();
 	memset(res, 0, sizeof(*res));
 	collect(&r, be, &pr, fo, fe, timeout, cap, echo, res);
 	finish_cmd(o_chat, be, &pr, res);
@@ -1803,6 +1808,42 @@ cmd_ls(char **args)
 	return rc == EX_OK && res.dropped[0] > 0 ? EX_FAIL : rc;
 }
 
+/*
+ * Whether the run file's command still runs (its main process, by pid
+ * and start time).  A run file outlives a sluice-run that was killed;
+ * left, it would keep gc off the sandbox for ever.  A stale one is
+ * removed here, with the command's per-command resources (its
+ * background processes stay, as after any command).
+ */
+static int
+run_live(struct sbx_rec *r, const struct sbx_backend *be, const char *tag)
+{
+	char f[SBX_PATH_MAX + 300], buf[64];
+	unsigned long long st = 0;
+	struct sbx_proc pr;
+	int fd, pid = 0;
+	ssize_t k;
+
+	snprintf(f, sizeof(f), "%s/run/%s", r->dir, tag);
+	if ((fd = open(f, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	k = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[k > 0 ? k : 0] = '\0';
+	if (sscanf(buf, "%d %llu", &pid, &st) != 2)
+		return 1;       /* being written, or old: assume it runs */
+	if (pid > 0 && st != 0 && sbx_proc_start(pid) == st)
+		return 1;
+	memset(&pr, 0, sizeof(pr));
+	pr.pid = pid;
+	snprintf(pr.tag, sizeof(pr.tag), "%s", tag);
+	be->release(r, &pr);
+	unlink(f);
+	strcat(f, ".cancelled");
+	unlink(f);
+	return 0;
+}
+
 /* Kill every running command of r (run files). */
 static int
 kill_running(struct sbx_rec *r, const struct sbx_backend *be, int mark)
@@ -1821,7 +1862,8 @@ kill_running(struct sbx_rec *r, const struct sbx_backend *be, int mark)
 		int fd;
 		ssize_t k;
 
-		if (de->d_name[0] == '.' || strchr(de->d_name, '.'))
+		if (de->d_name[0] == '.' || strchr(de->d_name, '.') ||
+		    !run_live(r, be, de->d_name))
 			continue;
 		memset(&pr, 0, sizeof(pr));
 		if (snprintf(pr.tag, sizeof(pr.tag), "%s", de->d_name) >=
@@ -1993,7 +2035,8 @@ cmd_gc(void)
 		snprintf(p, sizeof(p), "%s/run", r.dir);
 		if ((d = opendir(p)) != NULL) {
 			while ((de = readdir(d)) != NULL)
-				if (de->d_name[0] != '.')
+				if (de->d_name[0] != '.' && !strchr(de->d_name,
+				    '.') && run_live(&r, be, de->d_name))
 					busy = 1;
 			closedir(d);
 		}

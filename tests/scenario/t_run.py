@@ -534,6 +534,31 @@ def create_is_not_interrupted(env):
 
 
 @S.case
+def killed_runner_leaves_no_busy_mark(env):
+    """A sluice-run killed while its command runs leaves a run file;
+    once the command has ended, gc must not take the sandbox for busy
+    for ever (it suspends it), and cancel must not touch it."""
+    d, run = start(env)
+    run.create("k1")
+    p = subprocess.Popen([RUN, "--config", run.conf, "--state-dir",
+                          run.state, "--control", run.ctl, "exec", "--chat",
+                          "k1", "--", "sleep", "1"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    rundir = os.path.join(run.state, "k1", "run")
+    wait_until(lambda: os.path.isdir(rundir) and os.listdir(rundir), 20,
+               step=0.01, what="run file")
+    p.kill()
+    p.communicate(timeout=20)
+    time.sleep(2)
+    r = run("cancel", "--chat", "k1")
+    check(r.returncode == 0 and b"cancelled 0 commands" in r.stdout,
+          "cancel: %r" % r.stdout)
+    r, o = run.json("gc", "--idle-after", "0")
+    check_eq(o["suspended"], ["k1"], "gc after a killed sluice-run")
+    check_eq(os.listdir(rundir), [], "run files")
+
+
+@S.case
 def fail_closed_without_sluiced(env):
     preflight()
     os.makedirs(env.path("run"))
