@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -1412,12 +1413,29 @@ stdin_pipe(pid_t *pump)
 	char buf[65536];
 	int p[2], fd;
 	ssize_t n, w, off;
+	pid_t parent;
 
 	if (pipe2(p, O_CLOEXEC) != 0)
 		die(EX_EXECFAIL, "pipe: %s", strerror(errno));
+	parent = getpid();
 	if ((*pump = fork()) < 0)
 		die(EX_EXECFAIL, "fork: %s", strerror(errno));
 	if (*pump == 0) {
+		/* a terminal may never say EOF: do not outlive sluice-run
+		 * (which may exit early: no such sandbox) */
+		(void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		if (getppid() != parent)
+			_exit(0);
+		/* nor keep the caller's stdout and stderr open (the pipe
+		 * moved out of their way first, should they be closed) */
+		if (p[1] <= 2 && (p[1] = fcntl(p[1], F_DUPFD, 3)) < 0)
+			_exit(1);
+		if ((fd = open("/dev/null", O_WRONLY)) >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+			if (fd > 2)
+				close(fd);
+		}
 		for (fd = 3; fd < p[1]; fd++)
 			close(fd);
 		closefrom(p[1] + 1);

@@ -567,6 +567,26 @@ def fail_closed_without_sluiced(env):
     r = run("create", "--chat", "nb")
     check(r.returncode == 5 and b"cannot reach sluiced" in r.stderr,
           "no sluiced: rc %d %r" % (r.returncode, r.stderr))
+    # a write that fails early (no such sandbox) leaves nothing reading
+    # its stdin, which may be a terminal that never says EOF
+    rd, wr = os.pipe()
+    r = subprocess.run([RUN, "--config", run.conf, "--state-dir",
+                        run.state, "--control", run.ctl, "write", "--chat",
+                        "nb", "f"], stdin=rd, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=30)
+    os.close(rd)
+    check_eq(r.returncode, 3, "write without a sandbox: %r" % r.stderr)
+
+    def no_reader():
+        try:
+            os.write(wr, b"x")
+            return False
+        except BrokenPipeError:
+            return True
+    try:
+        wait_until(no_reader, 5, what="stdin copier to end")
+    finally:
+        os.close(wr)
     # chat ids name directories: no "..", no ".lock", nothing too long
     for bad in ("..", ".lock", "../x", "a/b", "-x", "x" * 65, ""):
         r = run("create", "--chat", bad)
