@@ -11,6 +11,7 @@ Each case starts its own sluiced and uses its own state directory.  Skips
 (77) when not root or without user namespaces; fails then under
 SLUICE_TEST_STRICT=1."""
 
+import fcntl
 import json
 import os
 import re
@@ -556,6 +557,36 @@ def killed_runner_leaves_no_busy_mark(env):
     r, o = run.json("gc", "--idle-after", "0")
     check_eq(o["suspended"], ["k1"], "gc after a killed sluice-run")
     check_eq(os.listdir(rundir), [], "run files")
+
+
+@S.case
+def lock_follows_the_file(env):
+    """A waiter whose lock file was replaced meanwhile (destroy removes
+    the chat's directory with its lock held; create makes a new one)
+    must lock the new file, not go on with the old one."""
+    d, run = start(env)
+    run.create("lk")
+    lockp = os.path.join(run.state, "lk", "lock")
+    old = os.open(lockp, os.O_RDWR)
+    fcntl.flock(old, fcntl.LOCK_EX)
+    p = subprocess.Popen([RUN, "--config", run.conf, "--state-dir",
+                          run.state, "--control", run.ctl, "exec", "--chat",
+                          "lk", "--", "touch", "ran"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(0.5)
+    os.rename(lockp, lockp + ".old")
+    new = os.open(lockp, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(new, fcntl.LOCK_EX)
+    os.close(old)
+    time.sleep(1)
+    ran = os.path.join(run.state, "lk", "workspace", "ran")
+    early = os.path.exists(ran)
+    os.close(new)
+    out, err = p.communicate(timeout=60)
+    os.unlink(lockp + ".old")
+    check(not early, "exec went on with a replaced lock file")
+    check(p.returncode == 0 and os.path.exists(ran), "exec after the "
+          "lock: %r" % err)
 
 
 @S.case
