@@ -168,8 +168,8 @@ def files_fds_env(env, run, chat):
         r = subprocess.run(
             [RUN, "--config", run.conf, "--state-dir", run.state,
              "--control", run.ctl, "exec", "--chat", chat, "--stdin", "--",
-             "sh", "-c", "[ -p /proc/$$/fd/0 ] && echo pipe; cat; env"], stdin=f,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60,
+             "sh", "-c", "[ -p /proc/$$/fd/0 ] && echo pipe; cat; env"],
+            stdin=f, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60,
             env=dict(os.environ, SLUICE_LEAK_CANARY="leaked"))
     out = r.stdout.decode()
     check(out.startswith("pipe\nhost only\n"),
