@@ -1582,6 +1582,12 @@ ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 			closefrom(3);
 			/* rep was closed by closefrom: report on fd 2 */
 			rep[1] = 2;
+			/* a session of its own: no controlling terminal, so
+			 * /dev/tty is not the caller's (keys, TIOCSTI) */
+			if (setsid() < 0) {
+				what = "setsid";
+				goto child_fail;
+			}
 			if (chdir(cmd->cwd ? cmd->cwd : SBX_WORKDIR) != 0) {
 				what = "chdir";
 				goto child_fail;

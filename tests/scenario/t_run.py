@@ -18,6 +18,7 @@ import re
 import signal
 import subprocess
 import sys
+import termios
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -587,6 +588,36 @@ def lock_follows_the_file(env):
     check(not early, "exec went on with a replaced lock file")
     check(p.returncode == 0 and os.path.exists(ran), "exec after the "
           "lock: %r" % err)
+
+
+def no_tty(run, chat):
+    """sluice-run run from a terminal: a command must not reach it through
+    /dev/tty (it could read keys or push input with TIOCSTI)."""
+    mfd, sfd = os.openpty()
+
+    def ctty():
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    try:
+        p = subprocess.Popen([RUN, "--json", "--config", run.conf,
+                              "--state-dir", run.state, "--control", run.ctl,
+                              "exec", "--chat", chat, "--", "sh", "-c",
+                              "(exec 3<>/dev/tty) 2>/dev/null && echo tty "
+                              "|| echo none"], stdin=sfd,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             preexec_fn=ctty)
+        out, err = p.communicate(timeout=60)
+    finally:
+        os.close(sfd)
+        os.close(mfd)
+    check_eq(json.loads(out)["stdout"], "none\n", "/dev/tty in a command")
+
+
+@S.case
+def no_controlling_terminal(env):
+    d, run = start(env)
+    run.create("tt")
+    no_tty(run, "tt")
 
 
 @S.case

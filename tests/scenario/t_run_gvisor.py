@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, Skip, check, check_eq, api_unix,  # noqa: E402
                      wait_until)
 from t_clients import make_index, serve, PKG  # noqa: E402
-from t_run import Runner, RUN, files_fds_env  # noqa: E402
+from t_run import Runner, RUN, files_fds_env, no_tty  # noqa: E402
 
 S = Suite("t_run_gvisor", time_limit=600)
 
@@ -224,7 +224,7 @@ def streams_to_files(env):
 def files_ls_cgroup_presets(env):
     """write, read and ls as under the ns backend (ls does not use ls -l,
     whose statx(AT_NO_AUTOMOUNT) runsc 20221219 refuses); no host fd,
-    no host environment; and the "cgroups" presets "v1" and "v2" work
+    no host environment, no controlling terminal; and the "cgroups" presets "v1" and "v2" work
     like auto (runsc picks the host's hierarchy itself)."""
     d, run = start(env, cgroups="v1")
     _, o = run.json("create", "--chat", "l1")
@@ -241,6 +241,7 @@ def files_ls_cgroup_presets(env):
     check(o.get("cgroup") not in ("v1", "v2"), "record cgroup: %r" % o)
     o = run.exec("l2", "echo ok")
     check_eq(o["stdout"], "ok\n", "exec with cgroups v2")
+    no_tty(run, "l2")
     for c in ("l1", "l2"):
         r = run("destroy", "--chat", c)
         check_eq(r.returncode, 0, "destroy %s: %r" % (c, r.stderr))
