@@ -1163,9 +1163,19 @@ cmd_create(void)
 	}
 	lk = lock_global(LOCK_EX);
 	chat_dir(d, sizeof(d), o_chat);
-	if (stat(d, &sst) == 0) {
-		unlock(lk);
-		die(EX_EXISTS, "chat %s has a sandbox already", o_chat);
+	if (lstat(d, &sst) == 0) {
+		char rp[SBX_PATH_MAX + 16];
+
+		/* only create makes a chat's directory, and it holds the
+		 * global lock until the record is saved (right after the
+		 * directory and the workspace): without a record it is what
+		 * a killed create left, with nothing made yet */
+		snprintf(rp, sizeof(rp), "%s/record.json", d);
+		if (access(rp, F_OK) == 0 || errno != ENOENT) {
+			unlock(lk);
+			die(EX_EXISTS, "chat %s has a sandbox already", o_chat);
+		}
+		rm_tree(d);
 	}
 	/* quotas and a free uid range, under the global lock */
 	all = chats_all();
@@ -1270,6 +1280,11 @@ cmd_create(void)
 		    strerror(errno));
 		goto fail;
 	}
+	/* the record now, before anything is made outside the state
+	 * directory: a create killed from here on leaves a sandbox that
+	 * destroy and gc can take down (backends cope with half-made) */
+	if (rec_save(&r) != 0)
+		goto fail;
 	/* the broker session first: no sandbox without its policy */
 	o = json_pack("{s:s,s:s,s:s,s:s}", "id", r.chat, "tenant", r.tenant,
 	    "user", r.user, "tier", r.tier);

@@ -515,7 +515,8 @@ def cgroup_v2(env):
 def create_is_not_interrupted(env):
     """SIGINT or SIGTERM during create (once the chat's directory is
     there) neither leaves a directory without a record, which could be
-    neither created again nor destroyed, nor a half-made sandbox."""
+    neither created again nor destroyed, nor a half-made sandbox; after
+    a SIGKILL, destroy and create work."""
     d, run = start(env)
     for i, sig in enumerate((signal.SIGINT, signal.SIGTERM)):
         chat = "ci%d" % i
@@ -533,6 +534,26 @@ def create_is_not_interrupted(env):
         check_eq(r.returncode, 0, "destroy: %r" % r.stderr)
         check(not os.path.exists(os.path.join(run.state, chat)),
               "state dir of %s" % chat)
+    # SIGKILL cannot be blocked: what it leaves is destroyed, or cleared
+    # by the next create
+    for i, delay in enumerate((0, 0.02, 0.2)):
+        chat = "ck%d" % i
+        p = subprocess.Popen([RUN, "--config", run.conf, "--state-dir",
+                              run.state, "--control", run.ctl, "create",
+                              "--chat", chat], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        wait_until(lambda: os.path.exists(os.path.join(run.state, chat)) or
+                   p.poll() is not None, 20, step=0.002,
+                   what="chat directory")
+        time.sleep(delay)
+        p.kill()
+        p.communicate(timeout=60)
+        r = run("destroy", "--chat", chat)
+        check(r.returncode in (0, 3), "destroy after SIGKILL: %r" % r.stderr)
+        r = run("create", "--chat", chat)
+        check_eq(r.returncode, 0, "create after SIGKILL: %r" % r.stderr)
+        r = run("destroy", "--chat", chat)
+        check_eq(r.returncode, 0, "destroy: %r" % r.stderr)
 
 
 @S.case
