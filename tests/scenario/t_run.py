@@ -4,8 +4,13 @@ sandbox reach a loopback upstream only through the broker; direct
 connects, packet and netlink sockets and another chat's socket are out of
 reach; background processes survive between commands; timeout and cancel
 kill the whole process tree (setsid double fork included); output is
-capped; quotas name the full scope; gc suspends and removes by age; and
-destroy leaves no process, cgroup, socket or broker session behind.
+capped; quotas name the full scope; gc suspends and removes by age;
+destroy leaves no process, cgroup, socket or broker session behind and
+follows no link out of the workspace; write/read/ls stay inside the
+sandbox (ls in a fixed format); commands get no host fd, no controlling
+terminal, no host environment and no x32 calls; an interrupted or killed
+create and a killed exec leave nothing stuck; a replaced lock file is
+not trusted.
 
 Each case starts its own sluiced and uses its own state directory.  Skips
 (77) when not root or without user namespaces; fails then under
