@@ -23,7 +23,8 @@
  *   offset (from 0), not the file's: spawn() relays such stdout/stderr
  *   through pipes;
  * - statx() with AT_NO_AUTOMOUNT fails with EINVAL, so coreutils 9.1
- *   "ls -l" and "stat" fail inside (plain "ls", python, pip work).
+ *   "ls -l", "ls PATH" and "stat" fail inside (find, python, pip work;
+ *   sluice-run's ls uses find).
  */
 #include "sluice-config.h"
 
@@ -187,8 +188,6 @@ static void
 gv_exec_child(const char **av, int in, int out, int errfd, int own_session)
 {
 	sigset_t all;
-	int fd;
-
 	if (own_session)
 		(void)setsid();
 	sigemptyset(&all);
@@ -196,8 +195,7 @@ gv_exec_child(const char **av, int in, int out, int errfd, int own_session)
 	if ((in != 0 && dup2(in, 0) < 0) || (out != 1 && dup2(out, 1) < 0) ||
 	    (errfd != 2 && dup2(errfd, 2) < 0))
 		_exit(127);
-	for (fd = 3; fd < 1024; fd++)
-		close(fd);
+	closefrom(3);
 	execv(av[0], (char *const *)av);
 	_exit(127);
 }
@@ -616,7 +614,7 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 	char bundle[SBX_PATH_MAX + 16], pidf[SBX_PATH_MAX + 16];
 	char logp[SBX_PATH_MAX + 16], rootd[SBX_PATH_MAX + 16], msg[512];
 	char sock[SBX_PATH_MAX + 16];
-	char buf[32];
+	char buf[32], want[8];
 	int with_cg, try, fd;
 	ssize_t n;
 
@@ -630,7 +628,7 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 		return sbx_err(err, errlen, "chown %s: %s", rec->workspace,
 		    strerror(errno));
 	snprintf(sock, sizeof(sock), "%s/proxy.sock", rec->session_dir);
-	if (chown(sock, SBX_UID, SBX_GID) != 0 && errno != ENOENT)
+	if (lchown(sock, SBX_UID, SBX_GID) != 0 && errno != ENOENT)
 		return sbx_err(err, errlen, "chown %s: %s", sock,
 		    strerror(errno));
 	snprintf(bundle, sizeof(bundle), "%s/bundle", rec->dir);
@@ -641,12 +639,17 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 		return sbx_err(err, errlen, "mkdir %s: %s", bundle,
 		    strerror(errno));
 	with_cg = rec->lim.memory_bytes != 0 || rec->lim.cpu_pct != 0;
-	if (strcmp(rec->cgroup, "off") == 0) {
+	/* sluice-run's "cgroups" setting: "" (auto), "v1" and "v2" let
+	 * runsc use the host's hierarchy, whichever it is (runsc picks
+	 * the version itself); on return rec->cgroup names the host group,
+	 * or is "" */
+	snprintf(want, sizeof(want), "%.7s", rec->cgroup);
+	rec->cgroup[0] = '\0';
+	if (strcmp(want, "off") == 0) {
 		/* turned off in sluice-run's configuration: runsc must not
 		 * touch the host's cgroups either (commands' groups live in
 		 * gVisor's own cgroupfs and stay) */
 		c.nocg = 1;
-		rec->cgroup[0] = '\0';
 		if (with_cg)
 			gv_note(rec, "memory/cpu limits not applied: cgroups "
 			    "are off");

@@ -1130,6 +1130,14 @@ init_main(void *arg)
 
 		close_others(keep, 3);
 	}
+	{
+		/* sluice-run blocks signals while it creates: not ours, nor
+		 * the shim's */
+		sigset_t none;
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+	}
 	if (read(a->go_rd, &c, 1) != 1)
 		_exit(1);
 	close(a->go_rd);
@@ -1271,24 +1279,28 @@ ns_create(struct sbx_rec *rec, char *err, size_t errlen)
 	a.log_fd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (a.log_fd < 0)
 		return sbx_err(err, errlen, "%s: %s", logp, strerror(errno));
+	/* from here on failures go to fail: the groups made here must go
+	 * (ns_destroy copes with no holder) */
+	rec->init_pid = 0;
+	rec->init_start = 0;
 	cg_setup(rec);
 	if (pipe2(go, O_CLOEXEC) != 0 || pipe2(rep, O_CLOEXEC) != 0) {
 		sbx_err(err, errlen, "pipe: %s", strerror(errno));
-		goto out;
+		goto fail;
 	}
 	a.rec = rec;
 	a.go_rd = go[0];
 	a.rep_wr = rep[1];
 	if ((stack = malloc(INIT_STACK)) == NULL) {
 		sbx_err(err, errlen, "out of memory");
-		goto out;
+		goto fail;
 	}
 	pid = clone(init_main, stack + INIT_STACK, CLONE_NEWUSER | CLONE_NEWNS |
 	    CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
 	    SIGCHLD, &a);
 	if (pid < 0) {
 		sbx_err(err, errlen, "clone: %s", strerror(errno));
-		goto out;
+		goto fail;
 	}
 	close(go[0]);
 	go[0] = -1;
@@ -1570,6 +1582,12 @@ ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 			closefrom(3);
 			/* rep was closed by closefrom: report on fd 2 */
 			rep[1] = 2;
+			/* a session of its own: no controlling terminal, so
+			 * /dev/tty is not the caller's (keys, TIOCSTI) */
+			if (setsid() < 0) {
+				what = "setsid";
+				goto child_fail;
+			}
 			if (chdir(cmd->cwd ? cmd->cwd : SBX_WORKDIR) != 0) {
 				what = "chdir";
 				goto child_fail;

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -239,7 +240,10 @@ id_ok(const char *s, size_t max)
 {
 	size_t n = strlen(s), i;
 
-	if (n == 0 || n > max || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+	/* the first character alphanumeric: no ".", "..", ".lock" (the
+	 * state directory's own files), nothing that reads as an option */
+	if (n == 0 || n > max || !((s[0] >= 'a' && s[0] <= 'z') ||
+	    (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= '0' && s[0] <= '9')))
 		return 0;
 	for (i = 0; i < n; i++)
 		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' &&
@@ -256,24 +260,41 @@ chat_dir(char *buf, size_t len, const char *chat)
 		die(EX_USAGE, "state directory path too long");
 }
 
-/* flock path (created); returns the fd, or exits. */
+/*
+ * flock path (created unless must_exist); returns the fd, -1 when busy
+ * (LOCK_NB) or, with must_exist, when the file is gone; exits on other
+ * errors.  destroy removes a chat's directory, lock file included, while
+ * holding the lock: a waiter then holds a lock on a file nobody else
+ * will open, so once locked the fd must still be the file at path
+ * (else: open again).
+ */
 static int
-lock_path(const char *path, int how)
+lock_path(const char *path, int how, int must_exist)
 {
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	struct stat a, b;
+	int fd;
 
-	if (fd < 0)
-		die(EX_FAIL, "%s: %s", path, strerror(errno));
-	while (flock(fd, how) != 0) {
-		if (errno == EINTR)
-			continue;
-		if (errno == EWOULDBLOCK) {
-			close(fd);
+	for (;;) {
+		fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW |
+		    (must_exist ? 0 : O_CREAT), 0600);
+		if (fd < 0 && must_exist && errno == ENOENT)
 			return -1;
+		if (fd < 0)
+			die(EX_FAIL, "%s: %s", path, strerror(errno));
+		while (flock(fd, how) != 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EWOULDBLOCK) {
+				close(fd);
+				return -1;
+			}
+			die(EX_FAIL, "flock %s: %s", path, strerror(errno));
 		}
-		die(EX_FAIL, "flock %s: %s", path, strerror(errno));
+		if (fstat(fd, &a) == 0 && lstat(path, &b) == 0 &&
+		    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+			return fd;
+		close(fd);
 	}
-	return fd;
 }
 
 static int
@@ -284,7 +305,7 @@ lock_global(int how)
 	if (mkdir(C.state_dir, 0711) != 0 && errno != EEXIST)
 		die(EX_FAIL, "%s: %s", C.state_dir, strerror(errno));
 	snprintf(p, sizeof(p), "%s/.lock", C.state_dir);
-	return lock_path(p, how);
+	return lock_path(p, how, 0);
 }
 
 /* The chat's lock, or -1 when the chat has no directory. */
@@ -295,10 +316,12 @@ lock_chat(const char *chat, int how)
 	struct stat st;
 
 	chat_dir(d, sizeof(d), chat);
-	if (stat(d, &st) != 0)
+	if (lstat(d, &st) != 0 || !S_ISDIR(st.st_mode))
 		return -1;
 	snprintf(p, sizeof(p), "%s/lock", d);
-	return lock_path(p, how);
+	/* create makes the lock file right after the directory; a missing
+	 * one means not made yet or destroyed meanwhile */
+	return lock_path(p, how, 1);
 }
 
 static void
@@ -466,32 +489,66 @@ chats_free(char **v)
 	free(v);
 }
 
-/* Remove a directory tree (no symlink following). */
+/*
+ * Empty the directory open at dfd and close it.  Everything goes through
+ * the directory fds (unlinkat, openat with O_NOFOLLOW): the workspace
+ * belongs to the sandbox user (with gVisor, host uid 1000), and a
+ * directory swapped for a symbolic link between a check and a path-based
+ * call would have root remove files outside it.  Depth is bounded by the
+ * descriptors it takes.
+ */
 static void
-rm_tree(const char *path)
+rm_at(int dfd, int depth)
 {
 	struct dirent *de;
-	struct stat st;
-	DIR *d;
+	DIR *d = fdopendir(dfd);
+	int pass, gone;
 
-	if (lstat(path, &st) != 0)
-		return;
-	if (!S_ISDIR(st.st_mode)) {
-		unlink(path);
+	if (d == NULL) {
+		close(dfd);
 		return;
 	}
-	if ((d = opendir(path)) != NULL) {
+	/* removing while reading may skip entries: go again while it
+	 * removes something */
+	for (pass = 0, gone = 1; pass < 8 && gone; pass++) {
+		gone = 0;
+		rewinddir(d);
 		while ((de = readdir(d)) != NULL) {
-			char c[PATH_MAX];
+			int fd;
 
 			if (strcmp(de->d_name, ".") == 0 ||
 			    strcmp(de->d_name, "..") == 0)
 				continue;
-			snprintf(c, sizeof(c), "%s/%s", path, de->d_name);
-			rm_tree(c);
+			if (unlinkat(dirfd(d), de->d_name, 0) == 0) {
+				gone = 1;
+				continue;
+			}
+			if (errno != EISDIR || depth >= 256)
+				continue;
+			fd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY |
+			    O_NOFOLLOW | O_CLOEXEC);
+			if (fd < 0)
+				continue;
+			rm_at(fd, depth + 1);
+			if (unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) == 0)
+				gone = 1;
 		}
-		closedir(d);
 	}
+	closedir(d);
+}
+
+/* Remove a directory tree (no symlink following, see rm_at). */
+static void
+rm_tree(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0) {
+		if (errno == ENOTDIR || errno == ELOOP)
+			unlink(path);
+		return;
+	}
+	rm_at(fd, 0);
 	rmdir(path);
 }
 
@@ -625,7 +682,7 @@ socket_own(const struct sbx_rec *r)
 	snprintf(p, sizeof(p), "%s/proxy.sock", r->session_dir);
 	if (lstat(p, &st) == 0 && S_ISSOCK(st.st_mode) &&
 	    (st.st_uid != r->host_uid || st.st_gid != r->host_gid))
-		if (chown(p, r->host_uid, r->host_gid) != 0)
+		if (lchown(p, r->host_uid, r->host_gid) != 0)
 			fprintf(stderr, PROG ": chown %s: %s\n", p,
 			    strerror(errno));
 }
@@ -778,7 +835,7 @@ start_cmd(struct sbx_rec *r, const struct sbx_backend *be, char **argv,
     int *perr, struct sbx_proc *pr)
 {
 	int po[2] = { -1, -1 }, pe[2] = { -1, -1 };
-	char err[512], p[SBX_PATH_MAX + 200], pid[32];
+	char err[512], p[SBX_PATH_MAX + 200], pid[48];
 	struct sbx_cmd cmd;
 	int fd;
 
@@ -826,7 +883,10 @@ start_cmd(struct sbx_rec *r, const struct sbx_backend *be, char **argv,
 	run_file(p, sizeof(p), r, pr->tag);
 	if ((fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600))
 	    >= 0) {
-		snprintf(pid, sizeof(pid), "%d\n", (int)pr->pid);
+		/* with its start time: a run file whose sluice-run was
+		 * killed must be told from a running command */
+		snprintf(pid, sizeof(pid), "%d %llu\n", (int)pr->pid,
+		    (unsigned long long)sbx_proc_start(pr->pid));
 		(void)!write(fd, pid, strlen(pid));
 		close(fd);
 	}
@@ -861,10 +921,57 @@ pidfd_open_(pid_t pid)
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
+/* m bytes of stream i: keep what fits under cap (cap < 0: keep nothing
+ * and pass everything on), echo kept bytes, count the rest. */
+static void
+take(struct result *res, int i, const char *buf, size_t m, long cap,
+    int echo)
+{
+	size_t keep;
+
+	if (cap < 0) {
+		(void)!write(i ? 2 : 1, buf, m);
+		return;
+	}
+	keep = res->len[i] < (size_t)cap ? (size_t)cap - res->len[i] : 0;
+	if (keep > m)
+		keep = m;
+	memcpy(res->out[i] + res->len[i], buf, keep);
+	if (echo && keep)
+		(void)!write(i ? 2 : 1, buf, keep);
+	res->len[i] += keep;
+	res->dropped[i] += m - keep;
+}
+
+/* Reap pid, bounded when it was just killed: should the backend fail to
+ * end it (a stuck runsc), kill the host process so that we return. */
+static void
+reap(pid_t pid, int *st, int killed)
+{
+	int64_t until = sbx_now_ms() + 10000;
+	pid_t w;
+
+	if (!killed) {
+		while (waitpid(pid, st, 0) < 0 && errno == EINTR)
+			;
+		return;
+	}
+	while ((w = waitpid(pid, st, WNOHANG)) == 0 && sbx_now_ms() < until)
+		usleep(10000);
+	if (w == 0) {
+		fprintf(stderr, PROG ": process %d outlived the kill, killing "
+		    "it\n", (int)pid);
+		kill(pid, SIGKILL);
+		while (waitpid(pid, st, 0) < 0 && errno == EINTR)
+			;
+	}
+}
+
 /*
  * Read both pipes into res (cap bytes kept per stream, the rest read and
- * counted) until the main process exits or the timeout passes; echo
- * (text mode) writes kept bytes through as they come.
+ * counted; cap < 0: everything passed to our stdout/stderr) until the
+ * main process exits or the timeout passes; echo (text mode) writes
+ * kept bytes through as they come.
  */
 static void
 collect(struct sbx_rec *r, const struct sbx_backend *be, struct sbx_proc *pr,
@@ -872,25 +979,26 @@ collect(struct sbx_rec *r, const struct sbx_backend *be, struct sbx_proc *pr,
 {
 	int64_t deadline = pr->start_ms + timeout_s * 1000;
 	int pfd_pid = pidfd_open_(pr->pid), fds[2] = { fo, fe }, i, k, st = 0;
-	int exited = 0;
+	int exited = 0, killed = 0;
 	char buf[65536], err[256];
 
 	for (i = 0; i < 2; i++)
-		if ((res->out[i] = malloc((size_t)cap + 1)) == NULL)
+		if ((res->out[i] = malloc(cap > 0 ? (size_t)cap + 1 : 1)) ==
+		    NULL)
 			die(EX_FAIL, "out of memory");
 	while (!exited) {
 		struct pollfd p[3];
 		int n = 0, fdi[3];
 		int64_t left = deadline - sbx_now_ms();
 
-		if (left <= 0) {
-			res->timed_out = 1;
-			be->kill_tree(r, pr, err, sizeof(err));
-			break;
-		}
-		if (got_signal) {
-			res->cancelled = 1;
-			be->kill_tree(r, pr, err, sizeof(err));
+		if (left <= 0 || got_signal) {
+			if (left <= 0)
+				res->timed_out = 1;
+			else
+				res->cancelled = 1;
+			if (be->kill_tree(r, pr, err, sizeof(err)) != 0)
+				fprintf(stderr, PROG ": %s\n", err);
+			killed = 1;
 			break;
 		}
 		for (i = 0; i < 2; i++)
@@ -929,18 +1037,7 @@ collect(struct sbx_rec *r, const struct sbx_backend *be, struct sbx_proc *pr,
 				fds[i] = -1;
 				continue;
 			}
-			{
-				size_t keep = res->len[i] < (size_t)cap ?
-				    (size_t)cap - res->len[i] : 0;
-
-				if (keep > (size_t)m)
-					keep = (size_t)m;
-				memcpy(res->out[i] + res->len[i], buf, keep);
-				if (echo && keep)
-					(void)!write(i ? 2 : 1, buf, keep);
-				res->len[i] += keep;
-				res->dropped[i] += (size_t)m - keep;
-			}
+			take(res, i, buf, (size_t)m, cap, echo);
 		}
 	}
 	/* the main process is gone: take what is already in the pipes,
@@ -954,25 +1051,15 @@ collect(struct sbx_rec *r, const struct sbx_backend *be, struct sbx_proc *pr,
 		fcntl(fds[i], F_SETFL, fl | O_NONBLOCK);
 		for (k = 0; k < 64; k++) {
 			ssize_t m = read(fds[i], buf, sizeof(buf));
-			size_t keep;
 
 			if (m <= 0)
 				break;
-			keep = res->len[i] < (size_t)cap ? (size_t)cap -
-			    res->len[i] : 0;
-			if (keep > (size_t)m)
-				keep = (size_t)m;
-			memcpy(res->out[i] + res->len[i], buf, keep);
-			if (echo && keep)
-				(void)!write(i ? 2 : 1, buf, keep);
-			res->len[i] += keep;
-			res->dropped[i] += (size_t)m - keep;
+			take(res, i, buf, (size_t)m, cap, echo);
 		}
 		close(fds[i]);
 	}
 	if (exited != 2)
-		while (waitpid(pr->pid, &st, 0) < 0 && errno == EINTR)
-			;
+		reap(pr->pid, &st, killed);
 	if (pfd_pid >= 0)
 		close(pfd_pid);
 	res->duration_ms = sbx_now_ms() - pr->start_ms;
@@ -1032,7 +1119,7 @@ need_chat(void)
 		die(EX_USAGE, "--chat ID is required");
 	if (!id_ok(o_chat, SBX_ID_MAX))
 		die(EX_USAGE, "bad chat id \"%s\" (1 to 64 of A-Z a-z 0-9 . _ "
-		    "-)", o_chat);
+		    "-, the first a letter or digit)", o_chat);
 }
 
 static int
@@ -1041,7 +1128,7 @@ cmd_create(void)
 	const struct sbx_backend *be = backend_of(o_backend ? o_backend :
 	    C.backend);
 	struct sbx_rec r;
-	char err[1024], body[512], *resp = NULL, m[512];
+	char err[1024], *body = NULL, *resp = NULL, m[512];
 	char **all, d[SBX_PATH_MAX];
 	int lk, clk, st, rc = EX_FAIL, session = 0;
 	long nt = 0, nu = 0, ntot = 0;
@@ -1060,11 +1147,35 @@ cmd_create(void)
 	if (access(C.shim, X_OK) != 0)
 		die(EX_FAIL, "sluice-shim %s: %s (set \"shim\" in the "
 		    "configuration)", C.shim, strerror(errno));
+	/* no interruption between the chat's directory and its record: a
+	 * directory without a record could be neither created again nor
+	 * destroyed, and what was made so far would stay.  A create ends
+	 * within bounds (sluiced 10 s, each runsc call 60 s). */
+	{
+		sigset_t ss;
+
+		sigemptyset(&ss);
+		sigaddset(&ss, SIGINT);
+		sigaddset(&ss, SIGTERM);
+		sigaddset(&ss, SIGHUP);
+		sigaddset(&ss, SIGQUIT);
+		sigprocmask(SIG_BLOCK, &ss, NULL);
+	}
 	lk = lock_global(LOCK_EX);
 	chat_dir(d, sizeof(d), o_chat);
-	if (stat(d, &sst) == 0) {
-		unlock(lk);
-		die(EX_EXISTS, "chat %s has a sandbox already", o_chat);
+	if (lstat(d, &sst) == 0) {
+		char rp[SBX_PATH_MAX + 16];
+
+		/* only create makes a chat's directory, and it holds the
+		 * global lock until the record is saved (right after the
+		 * directory and the workspace): without a record it is what
+		 * a killed create left, with nothing made yet */
+		snprintf(rp, sizeof(rp), "%s/record.json", d);
+		if (access(rp, F_OK) == 0 || errno != ENOENT) {
+			unlock(lk);
+			die(EX_EXISTS, "chat %s has a sandbox already", o_chat);
+		}
+		rm_tree(d);
 	}
 	/* quotas and a free uid range, under the global lock */
 	all = chats_all();
@@ -1133,7 +1244,12 @@ cmd_create(void)
 		unlock(lk);
 		die(EX_FAIL, "%s: %s", d, strerror(errno));
 	}
-	clk = lock_chat(o_chat, LOCK_EX);
+	{
+		char p[SBX_PATH_MAX + 16];
+
+		snprintf(p, sizeof(p), "%s/lock", d);
+		clk = lock_path(p, LOCK_EX, 0);
+	}
 	if (o_workspace != NULL) {
 		if (realpath(o_workspace, r.workspace) == NULL) {
 			if (errno != ENOENT || mkdir(o_workspace, 0750) != 0 ||
@@ -1146,8 +1262,12 @@ cmd_create(void)
 		}
 	} else {
 		if (snprintf(r.workspace, sizeof(r.workspace), "%s/workspace",
-		    d) >= (int)sizeof(r.workspace))
-			die(EX_USAGE, "state directory path too long");
+		    d) >= (int)sizeof(r.workspace)) {
+			fprintf(stderr, PROG ": state directory path too long\n");
+			r.workspace[0] = '\0';
+			rc = EX_USAGE;
+			goto fail;
+		}
 		if (mkdir(r.workspace, 0750) != 0) {
 			fprintf(stderr, PROG ": %s: %s\n", r.workspace,
 			    strerror(errno));
@@ -1160,18 +1280,25 @@ cmd_create(void)
 		    strerror(errno));
 		goto fail;
 	}
+	/* the record now, before anything is made outside the state
+	 * directory: a create killed from here on leaves a sandbox that
+	 * destroy and gc can take down (backends cope with half-made) */
+	if (rec_save(&r) != 0)
+		goto fail;
 	/* the broker session first: no sandbox without its policy */
 	o = json_pack("{s:s,s:s,s:s,s:s}", "id", r.chat, "tenant", r.tenant,
 	    "user", r.user, "tier", r.tier);
-	{
-		char *b = json_dumps(o, JSON_COMPACT);
-
-		snprintf(body, sizeof(body), "%s", b ? b : "{}");
-		free(b);
-		json_decref(o);
+	/* whole: a user name of 128 bytes escapes to several times that */
+	body = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (body == NULL) {
+		fprintf(stderr, PROG ": out of memory\n");
+		goto fail;
 	}
 	st = broker_call("POST", "/v1/sessions", body, &resp, err,
 	    sizeof(err));
+	free(body);
+	body = NULL;
 	if (st < 0) {
 		fprintf(stderr, PROG ": %s\n", err);
 		rc = EX_BROKER;
@@ -1230,6 +1357,7 @@ cmd_create(void)
 	return EX_OK;
 fail:
 	free(resp);
+	free(body);
 	if (session && broker_delete(r.chat, err, sizeof(err)) != 0)
 		fprintf(stderr, PROG ": %s\n", err);
 	if (r.workspace_made && r.workspace[0])
@@ -1255,57 +1383,136 @@ open_chat(struct sbx_rec *r, int how, int fail_code)
 	return lk;
 }
 
-static int
-run_common(char **argv, int fd_in, int fd_out, int fd_err, long timeout,
-    long cap, int echo, struct result *res)
+/*
+ * Start argv in the chat's sandbox with fd_in as its stdin and collect
+ * its output (see collect: cap < 0 passes it through).  Commands never
+ * get sluice-run's own stdout or stderr, only pipes: a host terminal
+ * would let them push input into it (TIOCSTI), a host file or socket
+ * would be theirs to use in ways the caller did not mean.
+ */
+static void
+run_common(char **argv, int fd_in, long timeout, long cap, int echo,
+    int fail_code, struct result *res)
 {
 	const struct sbx_backend *be;
 	struct sbx_rec r;
 	struct sbx_proc pr;
 	int lk, fo = -1, fe = -1;
 
-	lk = open_chat(&r, LOCK_EX, EX_EXECFAIL);
+	/* before the command starts: a signal then cancels it, rather than
+	 * leaving it running with nobody to wait for it */
+	catch_signals();
+	lk = open_chat(&r, LOCK_EX, fail_code);
 	be = backend_of(r.backend);
-	if (start_cmd(&r, be, argv, &o_env, fd_in, fd_out, fd_err, &fo, &fe,
-	    &pr) != 0) {
+	if (start_cmd(&r, be, argv, &o_env, fd_in, -1, -1, &fo, &fe, &pr) !=
+	    0) {
 		unlock(lk);
 		exit(EX_EXECFAIL);
 	}
 	r.last_used = time(NULL);
 	rec_save(&r);
 	unlock(lk);
-	catch_signals();
 	memset(res, 0, sizeof(*res));
-	if (fd_out >= 0) {
-		/* streams go straight to our fds: only wait */
-		int p[2] = { -1, -1 };
-
-		if (pipe2(p, O_CLOEXEC) != 0)
-			die(EX_EXECFAIL, "pipe: %s", strerror(errno));
-		close(p[1]);
-		collect(&r, be, &pr, p[0], -1, timeout, 0, 0, res);
-	} else
-		collect(&r, be, &pr, fo, fe, timeout, cap, echo, res);
+	collect(&r, be, &pr, fo, fe, timeout, cap, echo, res);
 	finish_cmd(o_chat, be, &pr, res);
-	return 0;
+}
+
+/*
+ * The caller's stdin for a command, through a pipe fed by a child of
+ * ours (never the host fd itself: see run_common).  Returns the read
+ * end; *pump is the child, to be killed and reaped after the command.
+ */
+static int
+stdin_pipe(pid_t *pump)
+{
+	char buf[65536];
+	int p[2], fd;
+	ssize_t n, w, off;
+	pid_t parent;
+
+	if (pipe2(p, O_CLOEXEC) != 0)
+		die(EX_EXECFAIL, "pipe: %s", strerror(errno));
+	parent = getpid();
+	if ((*pump = fork()) < 0)
+		die(EX_EXECFAIL, "fork: %s", strerror(errno));
+	if (*pump == 0) {
+		/* a terminal may never say EOF: do not outlive sluice-run
+		 * (which may exit early: no such sandbox) */
+		(void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		if (getppid() != parent)
+			_exit(0);
+		/* nor keep the caller's stdout and stderr open (the pipe
+		 * moved out of their way first, should they be closed) */
+		if (p[1] <= 2 && (p[1] = fcntl(p[1], F_DUPFD, 3)) < 0)
+			_exit(1);
+		if ((fd = open("/dev/null", O_WRONLY)) >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+			if (fd > 2)
+				close(fd);
+		}
+		for (fd = 3; fd < p[1]; fd++)
+			close(fd);
+		closefrom(p[1] + 1);
+		for (;;) {
+			n = read(0, buf, sizeof(buf));
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				_exit(n == 0 ? 0 : 1);
+			for (off = 0; off < n; off += w)
+				if ((w = write(p[1], buf + off,
+				    (size_t)(n - off))) < 0) {
+					if (errno == EINTR) {
+						w = 0;
+						continue;
+					}
+					_exit(1);       /* the reader left */
+				}
+		}
+	}
+	close(p[1]);
+	return p[0];
+}
+
+static void
+pump_end(pid_t pump)
+{
+	if (pump <= 0)
+		return;
+	kill(pump, SIGKILL);
+	while (waitpid(pump, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
+static long
+timeout_of(void)
+{
+	long timeout = o_timeout >= 0 ? o_timeout : C.timeout_default;
+
+	if (timeout < 1 || timeout > C.timeout_max)
+		die(EX_USAGE, "--timeout: 1 to %ld seconds", C.timeout_max);
+	return timeout;
 }
 
 static int
 cmd_exec(char **argv)
 {
-	long timeout = o_timeout >= 0 ? o_timeout : C.timeout_default;
+	long timeout = timeout_of();
 	long cap = o_cap >= 0 ? o_cap : C.output_cap;
 	struct result res;
-	int devnull, i;
+	pid_t pump = -1;
+	int fd_in, i;
 
 	if (argv[0] == NULL)
 		die(EX_USAGE, "exec: no command (exec --chat ID -- CMD...)");
-	if (timeout < 1 || timeout > C.timeout_max)
-		die(EX_USAGE, "--timeout: 1 to %ld seconds", C.timeout_max);
 	if (cap > (64l << 20))
 		die(EX_USAGE, "--output-cap: at most 64 MiB");
-	devnull = o_stdin ? 0 : open("/dev/null", O_RDONLY | O_CLOEXEC);
-	run_common(argv, devnull, -1, -1, timeout, cap, !opt_json, &res);
+	need_chat();
+	fd_in = o_stdin ? stdin_pipe(&pump) : open("/dev/null", O_RDONLY |
+	    O_CLOEXEC);
+	run_common(argv, fd_in, timeout, cap, !opt_json, EX_EXECFAIL, &res);
+	pump_end(pump);
 	if (opt_json) {
 		json_out(json_pack("{s:i,s:o,s:o,s:b,s:b,s:b,s:b,s:I}",
 		    "exit_code", res.exit_code,
@@ -1337,46 +1544,337 @@ cmd_exec(char **argv)
 	return res.exit_code;
 }
 
-/* write/read/ls: small commands inside the sandbox, with its rights. */
+/*
+ * write, read and ls: fixed programs inside the sandbox, as the sandbox
+ * user, so a path (relative to /workspace, or absolute) names the
+ * sandbox's file whatever ".." or symbolic links it holds: the host's
+ * files are out of reach as they are for any command.  Absolute program
+ * paths: ~/.local/bin comes first in PATH and is the user's.
+ */
 static int
-cmd_file(const char *verb, char **args)
+file_status(const char *verb, struct result *res)
 {
-	char *argv[8];
+	int rc = EX_OK;
+
+	if (res->timed_out) {
+		fprintf(stderr, PROG ": %s timed out\n", verb);
+		rc = EX_TIMEOUT;
+	} else if (res->cancelled) {
+		fprintf(stderr, PROG ": %s cancelled\n", verb);
+		rc = EX_FAIL;
+	} else if (res->exit_code != 0)
+		rc = EX_FAIL;
+	free(res->out[0]);
+	free(res->out[1]);
+	return rc;
+}
+
+static int
+cmd_read(char **args)
+{
+	char *argv[] = { "/bin/cat", "--", args[0], NULL };
 	struct result res;
 	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	const char *path = args[0];
+	long timeout = timeout_of();
 
-	if (strcmp(verb, "ls") == 0) {
-		argv[0] = "ls";
-		argv[1] = "-la";
-		argv[2] = "--";
-		argv[3] = (char *)(path ? path : ".");
-		argv[4] = NULL;
-		run_common(argv, devnull, 1, 2, C.timeout_default, 0, 0, &res);
-	} else if (path == NULL) {
-		die(EX_USAGE, "%s: a PATH is required", verb);
-	} else if (strcmp(verb, "read") == 0) {
-		argv[0] = "cat";
-		argv[1] = "--";
-		argv[2] = (char *)path;
-		argv[3] = NULL;
-		run_common(argv, devnull, 1, 2, C.timeout_default, 0, 0, &res);
-	} else {
-		argv[0] = "/bin/sh";
-		argv[1] = "-c";
-		argv[2] = "cat > \"$1\"";
-		argv[3] = "sh";
-		argv[4] = (char *)path;
-		argv[5] = NULL;
-		run_common(argv, 0, 1, 2, C.timeout_default, 0, 0, &res);
+	need_chat();
+	if (args[0] == NULL)
+		die(EX_USAGE, "read: a PATH is required");
+	run_common(argv, devnull, timeout, -1, 0, EX_NOSANDBOX, &res);
+	return file_status("read", &res);
+}
+
+static int
+cmd_write(char **args)
+{
+	char *argv[] = { "/bin/sh", "-c", "exec /bin/cat > \"$1\"", "sh",
+	    args[0], NULL };
+	struct result res;
+	long timeout = timeout_of();
+	pid_t pump = -1;
+	int fd_in;
+
+	need_chat();
+	if (args[0] == NULL)
+		die(EX_USAGE, "write: a PATH is required");
+	fd_in = stdin_pipe(&pump);
+	run_common(argv, fd_in, timeout, -1, 0, EX_NOSANDBOX, &res);
+	pump_end(pump);
+	return file_status("write", &res);
+}
+
+/* One entry of ls, pointing into the collected output. */
+struct ls_ent {
+	const char *name, *target;
+	size_t nlen, tlen;
+	char type;              /* find's %y: f d l p s c b ... */
+	unsigned mode;          /* permission bits, setuid etc. included */
+	long long uid, gid, size, mtime;
+};
+
+static int
+ls_cmp(const void *a, const void *b)
+{
+	const struct ls_ent *x = a, *y = b;
+	size_t n = x->nlen < y->nlen ? x->nlen : y->nlen;
+	int c = memcmp(x->name, y->name, n);
+
+	if (c != 0)
+		return c;
+	return x->nlen < y->nlen ? -1 : x->nlen > y->nlen;
+}
+
+static const char *
+ls_type(char t)
+{
+	switch (t) {
+	case 'f': return "file";
+	case 'd': return "dir";
+	case 'l': return "symlink";
+	case 'p': return "fifo";
+	case 's': return "socket";
+	case 'c': return "char";
+	case 'b': return "block";
+	default: return "other";
 	}
-	free(res.out[0]);
-	free(res.out[1]);
-	if (res.timed_out) {
-		fprintf(stderr, PROG ": %s timed out\n", verb);
-		return EX_TIMEOUT;
+}
+
+/* "drwxr-xr-x" */
+static void
+ls_mode(char t, unsigned m, char out[11])
+{
+	static const char rwx[] = "rwxrwxrwx";
+	int i;
+
+	out[0] = t == 'f' ? '-' : strchr("dlpscb", t) && t ? t : '?';
+	for (i = 0; i < 9; i++)
+		out[1 + i] = (m & (0400u >> i)) ? rwx[i] : '-';
+	if (m & 04000)
+		out[3] = out[3] == 'x' ? 's' : 'S';
+	if (m & 02000)
+		out[6] = out[6] == 'x' ? 's' : 'S';
+	if (m & 01000)
+		out[9] = out[9] == 'x' ? 't' : 'T';
+	out[10] = '\0';
+}
+
+/* A name on one text line: control bytes and backslashes as \ooo. */
+static void
+ls_put(const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c < 0x20 || c == 0x7f || c == '\\')
+			printf("\\%03o", c);
+		else
+			putchar(c);
 	}
-	return res.exit_code == 0 ? EX_OK : EX_FAIL;
+}
+
+/*
+ * Parse find's records, "depth/type/mode/uid/gid/size/mtime/name\0
+ * target\0" (the name is last: a file name holds no '/', the start
+ * point's may).  Returns how many entries are in *out (malloc'd).
+ */
+static size_t
+ls_parse(char *b, size_t n, const char *given, struct ls_ent **out)
+{
+	struct ls_ent *v = NULL, *nv, e;
+	size_t cnt = 0, cap = 0;
+	char *p = b, *end = b + n;
+
+	while (p < end) {
+		char *rec_end = memchr(p, '\0', (size_t)(end - p)), *f[8], *t;
+		long long num[7];
+		int i;
+
+		if (rec_end == NULL)
+			break;          /* truncated */
+		t = rec_end + 1;
+		if (t >= end || (rec_end = memchr(t, '\0', (size_t)(end - t)))
+		    == NULL)
+			break;
+		f[0] = p;
+		for (i = 1; i < 8; i++) {
+			if ((f[i] = strchr(f[i - 1], '/')) == NULL)
+				break;
+			*f[i]++ = '\0';
+		}
+		p = rec_end + 1;
+		if (i < 8)
+			continue;
+		for (i = 0; i < 7; i++)
+			num[i] = i == 1 ? 0 : strtoll(f[i], NULL, i == 2 ? 8 : 10);
+		memset(&e, 0, sizeof(e));
+		e.type = f[1][0];
+		e.mode = (unsigned)num[2] & 07777;
+		e.uid = num[3];
+		e.gid = num[4];
+		e.size = num[5];
+		e.mtime = num[6];
+		e.name = f[7];
+		e.nlen = strlen(f[7]);
+		e.target = t;
+		e.tlen = strlen(t);
+		if (num[0] == 0) {
+			if (e.type == 'd')
+				continue;       /* list its entries, not it */
+			e.name = given;         /* a file: itself, as named */
+			e.nlen = strlen(given);
+		}
+		if (cnt == cap) {
+			cap = cap ? cap * 2 : 64;
+			if ((nv = realloc(v, cap * sizeof(*v))) == NULL)
+				die(EX_FAIL, "out of memory");
+			v = nv;
+		}
+		v[cnt++] = e;
+	}
+	qsort(v, cnt, sizeof(*v), ls_cmp);
+	*out = v;
+	return cnt;
+}
+
+#define LS_CAP  (16l << 20)     /* bytes of listing kept */
+
+/*
+ * ls runs find(1) with a fixed -printf format rather than ls -l, whose
+ * statx(AT_NO_AUTOMOUNT) runsc 20221219 refuses: the same output on both
+ * backends, and names with any bytes survive (NUL separated).
+ */
+static int
+cmd_ls(char **args)
+{
+	const char *given = args[0] != NULL ? args[0] : ".";
+	char *start, *argv[10];
+	struct ls_ent *v = NULL;
+	struct result res;
+	size_t n, i;
+	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC), rc;
+	long timeout = timeout_of();
+	json_t *a;
+
+	need_chat();
+	if (given[0] == '\0')
+		die(EX_USAGE, "ls: an empty PATH");
+	/* "./" before a relative path: find would take "-x", "!" or "("
+	 * for an expression */
+	if (asprintf(&start, "%s%s", given[0] == '/' ? "" : "./", given) < 0)
+		die(EX_FAIL, "out of memory");
+	argv[0] = "/usr/bin/find";
+	argv[1] = "-H";         /* a start point that is a link: follow */
+	argv[2] = start;
+	argv[3] = "-maxdepth";
+	argv[4] = "1";
+	argv[5] = "-printf";
+	argv[6] = "%d/%y/%m/%U/%G/%s/%T@/%f\\0%l\\0";
+	argv[7] = NULL;
+	run_common(argv, devnull, timeout, LS_CAP, 0, EX_NOSANDBOX, &res);
+	free(start);
+	n = ls_parse((char *)res.out[0], res.len[0], given, &v);
+	/* find's complaints, as ours */
+	if (res.len[1] > 0) {
+		char *s = (char *)res.out[1], *nl;
+
+		s[res.len[1]] = '\0';
+		for (; *s != '\0'; s = nl) {
+			if ((nl = strchr(s, '\n')) != NULL)
+				*nl++ = '\0';
+			else
+				nl = s + strlen(s);
+			if (strncmp(s, "/usr/bin/find: ", 15) == 0)
+				s += 15;
+			if (*s != '\0')
+				fprintf(stderr, PROG ": ls: %s\n", s);
+		}
+	}
+	if (res.dropped[0] > 0)
+		fprintf(stderr, PROG ": ls: listing truncated after %zu "
+		    "entries\n", n);
+	if (opt_json) {
+		a = json_array();
+		for (i = 0; i < n; i++) {
+			char mode[8];
+			json_t *o;
+
+			snprintf(mode, sizeof(mode), "%04o", v[i].mode);
+			o = json_pack("{s:o,s:s,s:s,s:I,s:I,s:I,s:I}", "name",
+			    json_text((const unsigned char *)v[i].name,
+			    v[i].nlen), "type", ls_type(v[i].type), "mode",
+			    mode, "uid", (json_int_t)v[i].uid, "gid",
+			    (json_int_t)v[i].gid, "size", (json_int_t)v[i].size,
+			    "mtime", (json_int_t)v[i].mtime);
+			if (v[i].type == 'l')
+				json_object_set_new(o, "target", json_text(
+				    (const unsigned char *)v[i].target,
+				    v[i].tlen));
+			json_array_append_new(a, o);
+		}
+		json_out(json_pack("{s:o,s:o,s:b}", "path", json_text(
+		    (const unsigned char *)given, strlen(given)), "entries",
+		    a, "truncated", res.dropped[0] > 0));
+	} else
+		for (i = 0; i < n; i++) {
+			char mode[11], tm[32];
+			time_t t = (time_t)v[i].mtime;
+			struct tm g;
+
+			ls_mode(v[i].type, v[i].mode, mode);
+			if (gmtime_r(&t, &g) == NULL ||
+			    strftime(tm, sizeof(tm), "%Y-%m-%dT%H:%M:%SZ", &g) ==
+			    0)
+				snprintf(tm, sizeof(tm), "?");
+			printf("%s %lld %lld %lld %s ", mode, v[i].uid, v[i].gid,
+			    v[i].size, tm);
+			ls_put(v[i].name, v[i].nlen);
+			if (v[i].type == 'l') {
+				fputs(" -> ", stdout);
+				ls_put(v[i].target, v[i].tlen);
+			}
+			putchar('\n');
+		}
+	free(v);
+	rc = file_status("ls", &res);
+	return rc == EX_OK && res.dropped[0] > 0 ? EX_FAIL : rc;
+}
+
+/*
+ * Whether the run file's command still runs (its main process, by pid
+ * and start time).  A run file outlives a sluice-run that was killed;
+ * left, it would keep gc off the sandbox for ever.  A stale one is
+ * removed here, with the command's per-command resources (its
+ * background processes stay, as after any command).
+ */
+static int
+run_live(struct sbx_rec *r, const struct sbx_backend *be, const char *tag)
+{
+	char f[SBX_PATH_MAX + 300], buf[64];
+	unsigned long long st = 0;
+	struct sbx_proc pr;
+	int fd, pid = 0;
+	ssize_t k;
+
+	snprintf(f, sizeof(f), "%s/run/%s", r->dir, tag);
+	if ((fd = open(f, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	k = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[k > 0 ? k : 0] = '\0';
+	if (sscanf(buf, "%d %llu", &pid, &st) != 2)
+		return 1;       /* being written, or old: assume it runs */
+	if (pid > 0 && st != 0 && sbx_proc_start(pid) == st)
+		return 1;
+	memset(&pr, 0, sizeof(pr));
+	pr.pid = pid;
+	snprintf(pr.tag, sizeof(pr.tag), "%s", tag);
+	be->release(r, &pr);
+	unlink(f);
+	strcat(f, ".cancelled");
+	unlink(f);
+	return 0;
 }
 
 /* Kill every running command of r (run files). */
@@ -1397,7 +1895,8 @@ kill_running(struct sbx_rec *r, const struct sbx_backend *be, int mark)
 		int fd;
 		ssize_t k;
 
-		if (de->d_name[0] == '.' || strchr(de->d_name, '.'))
+		if (de->d_name[0] == '.' || strchr(de->d_name, '.') ||
+		    !run_live(r, be, de->d_name))
 			continue;
 		memset(&pr, 0, sizeof(pr));
 		if (snprintf(pr.tag, sizeof(pr.tag), "%s", de->d_name) >=
@@ -1569,7 +2068,8 @@ cmd_gc(void)
 		snprintf(p, sizeof(p), "%s/run", r.dir);
 		if ((d = opendir(p)) != NULL) {
 			while ((de = readdir(d)) != NULL)
-				if (de->d_name[0] != '.')
+				if (de->d_name[0] != '.' && !strchr(de->d_name,
+				    '.') && run_live(&r, be, de->d_name))
 					busy = 1;
 			closedir(d);
 		}
@@ -1615,9 +2115,11 @@ usage(FILE *f)
 "         [--backend ns|gvisor] [--workspace DIR]\n"
 "  exec --chat ID [--timeout S] [--output-cap BYTES] [--env K=V]...\n"
 "       [--stdin] -- CMD [ARG]...\n"
-"  write --chat ID PATH      stdin to PATH (relative to /workspace)\n"
-"  read --chat ID PATH       PATH to stdout\n"
-"  ls --chat ID [PATH]\n"
+"  write --chat ID [--timeout S] PATH   stdin to PATH (relative to\n"
+"                            /workspace; as the sandbox user)\n"
+"  read --chat ID [--timeout S] PATH    PATH to stdout\n"
+"  ls --chat ID [--timeout S] [PATH]    one line per entry, sorted:\n"
+"                            MODE UID GID SIZE MTIME NAME [-> TARGET]\n"
 "  cancel --chat ID          kill the running commands' process trees\n"
 "  destroy --chat ID\n"
 "  list\n"
@@ -1744,9 +2246,12 @@ main(int argc, char **argv)
 		return cmd_create();
 	if (strcmp(verb, "exec") == 0)
 		return cmd_exec(argv + optind);
-	if (strcmp(verb, "write") == 0 || strcmp(verb, "read") == 0 ||
-	    strcmp(verb, "ls") == 0)
-		return cmd_file(verb, argv + optind);
+	if (strcmp(verb, "write") == 0)
+		return cmd_write(argv + optind);
+	if (strcmp(verb, "read") == 0)
+		return cmd_read(argv + optind);
+	if (strcmp(verb, "ls") == 0)
+		return cmd_ls(argv + optind);
 	if (strcmp(verb, "cancel") == 0)
 		return cmd_cancel();
 	if (strcmp(verb, "destroy") == 0)

@@ -4,17 +4,26 @@ sandbox reach a loopback upstream only through the broker; direct
 connects, packet and netlink sockets and another chat's socket are out of
 reach; background processes survive between commands; timeout and cancel
 kill the whole process tree (setsid double fork included); output is
-capped; quotas name the full scope; gc suspends and removes by age; and
-destroy leaves no process, cgroup, socket or broker session behind.
+capped; quotas name the full scope; gc suspends and removes by age;
+destroy leaves no process, cgroup, socket or broker session behind and
+follows no link out of the workspace; write/read/ls stay inside the
+sandbox (ls in a fixed format); commands get no host fd, no controlling
+terminal, no host environment and no x32 calls; an interrupted or killed
+create and a killed exec leave nothing stuck; a replaced lock file is
+not trusted.
 
 Each case starts its own sluiced and uses its own state directory.  Skips
 (77) when not root or without user namespaces; fails then under
 SLUICE_TEST_STRICT=1."""
 
+import fcntl
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import termios
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -88,6 +97,93 @@ class Runner:
             self("destroy", "--chat", c)
 
 
+LS_LINE = (r"^(?P<mode>[-dlpscb?][-rwxsStT]{9}) (?P<uid>\d+) (?P<gid>\d+) "
+           r"(?P<size>\d+) \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ (?P<name>.*)$")
+
+
+def files_fds_env(env, run, chat):
+    """write, read and ls the same way on every backend (ls: a fixed
+    format, sorted, names escaped; --json); paths that climb out of
+    /workspace or symbolic links to host paths stay inside the sandbox;
+    a command holds no fd but 0-2, gets no host fd (stdin is a pipe),
+    and none of the caller's environment."""
+    secret = env.path("host-secret")
+    with open(secret, "w") as f:
+        f.write("host only\n")
+    r = run("write", "--chat", chat, "f.txt", stdin=b"data\n")
+    check_eq(r.returncode, 0, "write: %r" % r.stderr)
+    o = run.exec(chat, "chmod 0640 f.txt && mkdir sub && ln -s f.txt link "
+                 "&& ln -s %s hs && printf x > \"$(printf 'new\\nl')\" && "
+                 "chmod 0644 new*l && mkfifo ff" % secret)
+    check_eq(o["exit_code"], 0, "files: %r" % o)
+    r = run("ls", "--chat", chat)
+    check_eq(r.returncode, 0, "ls: %r" % r.stderr)
+    lines = r.stdout.decode().splitlines()
+    got = [re.match(LS_LINE, x) for x in lines]
+    check(all(got), "ls format: %r" % lines)
+    check_eq([m.group("name") for m in got],
+             ["f.txt", "ff", "hs -> " + secret, "link -> f.txt",
+              "new\\012l", "sub"], "ls names")
+    f = got[0]
+    check_eq((f.group("mode"), f.group("uid"), f.group("gid"),
+              f.group("size")), ("-rw-r-----", "1000", "1000", "5"),
+             "ls f.txt")
+    check(got[1].group("mode").startswith("p") and
+          got[5].group("mode").startswith("d"), "ls types: %r" % lines)
+    r, j = run.json("ls", "--chat", chat, "sub/..")
+    check_eq(r.returncode, 0, "ls --json")
+    check_eq([(e["name"], e["type"]) for e in j["entries"]],
+             [("f.txt", "file"), ("ff", "fifo"), ("hs", "symlink"),
+              ("link", "symlink"), ("new\nl", "file"), ("sub", "dir")],
+             "ls --json entries")
+    check_eq((j["entries"][0]["mode"], j["entries"][0]["size"],
+              j["entries"][0]["uid"], j["entries"][3]["target"]),
+             ("0640", 5, 1000, "f.txt"), "ls --json fields")
+    r = run("ls", "--chat", chat, "f.txt")
+    check(r.returncode == 0 and r.stdout.decode().endswith(" f.txt\n"),
+          "ls of a file: %r" % r.stdout)
+    r = run("ls", "--chat", chat, "sub")
+    check(r.returncode == 0 and r.stdout == b"", "ls of an empty dir")
+    r = run("ls", "--chat", chat, "nosuch")
+    check(r.returncode == 1 and b"No such file" in r.stderr,
+          "ls nosuch: %d %r" % (r.returncode, r.stderr))
+    # out of /workspace is still the sandbox
+    r = run("read", "--chat", chat, "../../etc/passwd")
+    check(r.returncode == 0 and b"sandbox user" in r.stdout and
+          r.stdout != open("/etc/passwd", "rb").read(), "read ../..: %r"
+          % r.stdout[:80])
+    r = run("read", "--chat", chat, "hs")
+    check(r.returncode == 1 and b"host only" not in r.stdout,
+          "read through a link to a host file: %r" % r.stdout)
+    r = run("write", "--chat", chat, "hs", stdin=b"overwritten\n")
+    check_eq(open(secret).read(), "host only\n", "host file after write")
+    name = "sluice-t-run-escape-%d" % os.getpid()
+    r = run("write", "--chat", chat, "../../tmp/" + name, stdin=b"x\n")
+    check(r.returncode == 0 and not os.path.exists("/tmp/" + name),
+          "write ../../tmp: %r" % r.stderr)
+    r = run("read", "--chat", chat, "f.txt")
+    check_eq(r.stdout, b"data\n", "read")
+    r = run("read", "--chat", chat, "--timeout", "2", "ff")
+    check_eq(r.returncode, 124, "read of a fifo times out")
+    # descriptors and environment of a command
+    # (the shell's, listed by its child: ls would list its own too)
+    o = run.exec(chat, "python3 -c 'import os; print(sorted(os.listdir("
+                 "\"/proc/%d/fd\" % os.getppid())))'; true")
+    check_eq(o["stdout"], "['0', '1', '2']\n", "fds of a command: %r" % o)
+    with open(secret) as f:
+        r = subprocess.run(
+            [RUN, "--config", run.conf, "--state-dir", run.state,
+             "--control", run.ctl, "exec", "--chat", chat, "--stdin", "--",
+             "sh", "-c", "[ -p /proc/$$/fd/0 ] && echo pipe; cat; env"],
+            stdin=f, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60,
+            env=dict(os.environ, SLUICE_LEAK_CANARY="leaked"))
+    out = r.stdout.decode()
+    check(out.startswith("pipe\nhost only\n"),
+          "stdin: %r" % out[:80])
+    check("SLUICE_LEAK_CANARY" not in out and "HTTPS_PROXY=" in out,
+          "environment: %r" % out)
+
+
 def start(env, upstream_port=None, **run_cfg):
     preflight()
     ports = [443, 80] + ([upstream_port] if upstream_port else [])
@@ -148,6 +244,16 @@ def network_only_through_broker(env):
                  "'")
     check_eq(o["stdout"], "ENETUNREACH\nEAFNOSUPPORT\nEAFNOSUPPORT\n"
              "EAFNOSUPPORT\n", "direct connect / packet / netlink / vsock")
+    if os.uname().machine == "x86_64":
+        # x32 calls (bit 30) are refused whatever they are: socket()
+        # through the x32 table would skip the family check
+        o = run.exec("net1", "python3 -c '\n"
+                     "import ctypes, errno\n"
+                     "libc = ctypes.CDLL(None, use_errno=True)\n"
+                     "r = libc.syscall(0x40000000 | 41, 16, 3, 0)\n"
+                     "print(r, errno.errorcode[ctypes.get_errno()])\n"
+                     "'")
+        check_eq(o["stdout"], "-1 ENOSYS\n", "x32 socket()")
     # who and where the command is
     o = run.exec("net1", "id -u; pwd; grep -E '^(CapEff|CapBnd|NoNewPrivs|"
                  "Seccomp):' /proc/self/status | tr -s '\t ' ' '; "
@@ -239,12 +345,8 @@ def processes_limits_cancel(env):
     # write / read / ls
     r = run("write", "--chat", "p1", "notes/../f.txt", stdin=b"data\n")
     check(r.returncode != 0, "write into a missing directory succeeded")
-    r = run("write", "--chat", "p1", "f.txt", stdin=b"data\n")
-    check_eq(r.returncode, 0, "write")
-    r = run("read", "--chat", "p1", "f.txt")
-    check_eq(r.stdout, b"data\n", "read")
-    r = run("ls", "--chat", "p1")
-    check(b"f.txt" in r.stdout, "ls: %r" % r.stdout)
+    run.create("p2")
+    files_fds_env(env, run, "p2")
     r = run("exec", "--chat", "nosuch", "--", "true")
     check_eq(r.returncode, 125, "exec in a missing sandbox")
 
@@ -296,6 +398,12 @@ def quotas_gc_destroy(env):
     run.chats = []
     run.create("dz", "--tenant", "t1", "--user", "u1")
     run.exec("dz", "setsid sleep 300 >/dev/null 2>&1 &")
+    keep = env.path("keep")
+    os.makedirs(keep)
+    with open(os.path.join(keep, "k"), "w") as f:
+        f.write("k")
+    run.exec("dz", "ln -s %s victim; mkdir d; ln -s %s d/victim" % (keep,
+             keep))
     _, lst = run.json("list")
     pid = lst["sandboxes"][0]["init_pid"]
     ns = os.readlink("/proc/%d/ns/pid" % pid)
@@ -313,6 +421,8 @@ def quotas_gc_destroy(env):
                 pass
     check(not left, "processes left in the sandbox: %r" % left)
     check(not os.path.exists(os.path.join(run.state, "dz")), "state dir")
+    check(os.path.exists(os.path.join(keep, "k")), "destroy followed a "
+          "link out of the workspace")
     check(not os.path.exists(d.session_socket("dz")), "socket left")
     mounts = open("/proc/self/mountinfo").read()
     check(run.state not in mounts, "mounts left on the host")
@@ -407,6 +517,136 @@ def cgroup_v2(env):
 
 
 @S.case
+def create_is_not_interrupted(env):
+    """SIGINT or SIGTERM during create (once the chat's directory is
+    there) neither leaves a directory without a record, which could be
+    neither created again nor destroyed, nor a half-made sandbox; after
+    a SIGKILL, destroy and create work."""
+    d, run = start(env)
+    for i, sig in enumerate((signal.SIGINT, signal.SIGTERM)):
+        chat = "ci%d" % i
+        p = subprocess.Popen([RUN, "--config", run.conf, "--state-dir",
+                              run.state, "--control", run.ctl, "create",
+                              "--chat", chat], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        wait_until(lambda: os.path.exists(os.path.join(run.state, chat)) or
+                   p.poll() is not None, 20, step=0.002,
+                   what="chat directory")
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=60)
+        check_eq(p.returncode, 0, "create after %s: %r" % (sig, err))
+        r = run("destroy", "--chat", chat)
+        check_eq(r.returncode, 0, "destroy: %r" % r.stderr)
+        check(not os.path.exists(os.path.join(run.state, chat)),
+              "state dir of %s" % chat)
+    # SIGKILL cannot be blocked: what it leaves is destroyed, or cleared
+    # by the next create
+    for i, delay in enumerate((0, 0.02, 0.2)):
+        chat = "ck%d" % i
+        p = subprocess.Popen([RUN, "--config", run.conf, "--state-dir",
+                              run.state, "--control", run.ctl, "create",
+                              "--chat", chat], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        wait_until(lambda: os.path.exists(os.path.join(run.state, chat)) or
+                   p.poll() is not None, 20, step=0.002,
+                   what="chat directory")
+        time.sleep(delay)
+        p.kill()
+        p.communicate(timeout=60)
+        r = run("destroy", "--chat", chat)
+        check(r.returncode in (0, 3), "destroy after SIGKILL: %r" % r.stderr)
+        r = run("create", "--chat", chat)
+        check_eq(r.returncode, 0, "create after SIGKILL: %r" % r.stderr)
+        r = run("destroy", "--chat", chat)
+        check_eq(r.returncode, 0, "destroy: %r" % r.stderr)
+
+
+@S.case
+def killed_runner_leaves_no_busy_mark(env):
+    """A sluice-run killed while its command runs leaves a run file;
+    once the command has ended, gc must not take the sandbox for busy
+    for ever (it suspends it), and cancel must not touch it."""
+    d, run = start(env)
+    run.create("k1")
+    p = subprocess.Popen([RUN, "--config", run.conf, "--state-dir",
+                          run.state, "--control", run.ctl, "exec", "--chat",
+                          "k1", "--", "sleep", "1"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    rundir = os.path.join(run.state, "k1", "run")
+    wait_until(lambda: os.path.isdir(rundir) and os.listdir(rundir), 20,
+               step=0.01, what="run file")
+    p.kill()
+    p.communicate(timeout=20)
+    time.sleep(2)
+    r = run("cancel", "--chat", "k1")
+    check(r.returncode == 0 and b"cancelled 0 commands" in r.stdout,
+          "cancel: %r" % r.stdout)
+    r, o = run.json("gc", "--idle-after", "0")
+    check_eq(o["suspended"], ["k1"], "gc after a killed sluice-run")
+    check_eq(os.listdir(rundir), [], "run files")
+
+
+@S.case
+def lock_follows_the_file(env):
+    """A waiter whose lock file was replaced meanwhile (destroy removes
+    the chat's directory with its lock held; create makes a new one)
+    must lock the new file, not go on with the old one."""
+    d, run = start(env)
+    run.create("lk")
+    lockp = os.path.join(run.state, "lk", "lock")
+    old = os.open(lockp, os.O_RDWR)
+    fcntl.flock(old, fcntl.LOCK_EX)
+    p = subprocess.Popen([RUN, "--config", run.conf, "--state-dir",
+                          run.state, "--control", run.ctl, "exec", "--chat",
+                          "lk", "--", "touch", "ran"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(0.5)
+    os.rename(lockp, lockp + ".old")
+    new = os.open(lockp, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(new, fcntl.LOCK_EX)
+    os.close(old)
+    time.sleep(1)
+    ran = os.path.join(run.state, "lk", "workspace", "ran")
+    early = os.path.exists(ran)
+    os.close(new)
+    out, err = p.communicate(timeout=60)
+    os.unlink(lockp + ".old")
+    check(not early, "exec went on with a replaced lock file")
+    check(p.returncode == 0 and os.path.exists(ran), "exec after the "
+          "lock: %r" % err)
+
+
+def no_tty(run, chat):
+    """sluice-run run from a terminal: a command must not reach it through
+    /dev/tty (it could read keys or push input with TIOCSTI)."""
+    mfd, sfd = os.openpty()
+
+    def ctty():
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    try:
+        p = subprocess.Popen([RUN, "--json", "--config", run.conf,
+                              "--state-dir", run.state, "--control", run.ctl,
+                              "exec", "--chat", chat, "--", "sh", "-c",
+                              "(exec 3<>/dev/tty) 2>/dev/null && echo tty "
+                              "|| echo none"], stdin=sfd,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             preexec_fn=ctty)
+        out, err = p.communicate(timeout=60)
+    finally:
+        os.close(sfd)
+        os.close(mfd)
+    check_eq(json.loads(out)["stdout"], "none\n", "/dev/tty in a command")
+
+
+@S.case
+def no_controlling_terminal(env):
+    d, run = start(env)
+    run.create("tt")
+    no_tty(run, "tt")
+
+
+@S.case
 def fail_closed_without_sluiced(env):
     preflight()
     os.makedirs(env.path("run"))
@@ -415,6 +655,31 @@ def fail_closed_without_sluiced(env):
     r = run("create", "--chat", "nb")
     check(r.returncode == 5 and b"cannot reach sluiced" in r.stderr,
           "no sluiced: rc %d %r" % (r.returncode, r.stderr))
+    # a write that fails early (no such sandbox) leaves nothing reading
+    # its stdin, which may be a terminal that never says EOF
+    rd, wr = os.pipe()
+    r = subprocess.run([RUN, "--config", run.conf, "--state-dir",
+                        run.state, "--control", run.ctl, "write", "--chat",
+                        "nb", "f"], stdin=rd, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=30)
+    os.close(rd)
+    check_eq(r.returncode, 3, "write without a sandbox: %r" % r.stderr)
+
+    def no_reader():
+        try:
+            os.write(wr, b"x")
+            return False
+        except BrokenPipeError:
+            return True
+    try:
+        wait_until(no_reader, 5, what="stdin copier to end")
+    finally:
+        os.close(wr)
+    # chat ids name directories: no "..", no ".lock", nothing too long
+    for bad in ("..", ".lock", "../x", "a/b", "-x", "x" * 65, ""):
+        r = run("create", "--chat", bad)
+        check(r.returncode == 2 and b"bad chat id" in r.stderr,
+              "chat id %r: rc %d %r" % (bad, r.returncode, r.stderr))
     check(not os.path.exists(os.path.join(run.state, "nb")), "state left")
 
 

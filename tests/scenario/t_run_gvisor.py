@@ -4,7 +4,9 @@ curl, python and pip in a real gVisor sandbox reach a loopback upstream
 only through the broker; direct connects to non-loopback addresses fail
 and the host's loopback is not the sandbox's; another chat's socket is out
 of reach; a timeout kills the whole process tree (setsid double fork
-included) and keeps background jobs; output to a file keeps its offset; gc suspends (runsc pause) and the
+included) and keeps background jobs; output to a file keeps its offset;
+write, read and ls work as under the ns backend; the cgroups presets v1
+and v2 work like auto; gc suspends (runsc pause) and the
 next command resumes; destroy leaves no runsc container, process, cgroup,
 mount, socket or broker session behind; and a missing runsc is named.
 
@@ -22,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, Skip, check, check_eq, api_unix,  # noqa: E402
                      wait_until)
 from t_clients import make_index, serve, PKG  # noqa: E402
-from t_run import Runner, RUN  # noqa: E402
+from t_run import Runner, RUN, files_fds_env, no_tty  # noqa: E402
 
 S = Suite("t_run_gvisor", time_limit=600)
 
@@ -216,6 +218,36 @@ def streams_to_files(env):
                            timeout=60)
     check_eq(r.returncode, 0, "read")
     check_eq(open(out).read(), "first\ndata line\n", "appended output")
+
+
+@S.case
+def files_ls_cgroup_presets(env):
+    """write, read and ls as under the ns backend (ls does not use ls -l,
+    whose statx(AT_NO_AUTOMOUNT) runsc 20221219 refuses); no host fd,
+    no host environment, no controlling terminal; and the "cgroups" presets "v1" and "v2" work
+    like auto (runsc picks the host's hierarchy itself)."""
+    d, run = start(env, cgroups="v1")
+    _, o = run.json("create", "--chat", "l1")
+    run.chats.append("l1")
+    check(o.get("cgroup") not in ("v1", "v2"), "record cgroup: %r" % o)
+    files_fds_env(env, run, "l1")
+    with open(run.conf) as f:
+        conf = json.load(f)
+    conf["cgroups"] = "v2"
+    with open(run.conf, "w") as f:
+        json.dump(conf, f)
+    _, o = run.json("create", "--chat", "l2")
+    run.chats.append("l2")
+    check(o.get("cgroup") not in ("v1", "v2"), "record cgroup: %r" % o)
+    o = run.exec("l2", "echo ok")
+    check_eq(o["stdout"], "ok\n", "exec with cgroups v2")
+    no_tty(run, "l2")
+    for c in ("l1", "l2"):
+        r = run("destroy", "--chat", c)
+        check_eq(r.returncode, 0, "destroy %s: %r" % (c, r.stderr))
+        check(not host_cgroups(c), "host cgroups left: %r" %
+              host_cgroups(c))
+    run.chats = []
 
 
 @S.case
