@@ -1733,7 +1733,8 @@ ls_parse(char *b, size_t n, const char *given, struct ls_ent **out)
 		}
 		v[cnt++] = e;
 	}
-	qsort(v, cnt, sizeof(*v), ls_cmp);
+	if (cnt > 1)            /* qsort(NULL, 0, ...) is undefined */
+		qsort(v, cnt, sizeof(*v), ls_cmp);
 	*out = v;
 	return cnt;
 }
