@@ -25,8 +25,9 @@
  *                     as the sandbox user with no arguments, kept running
  *   /tmp, /home/user  size-bounded tmpfs (lim.tmp_bytes, lim.home_bytes),
  *                     /home/user owned by the sandbox user
- *   user "user", SBX_UID:SBX_GID inside, no capabilities, no_new_privs,
- *   no network device but loopback.
+ *   user "user", no capabilities, no_new_privs, no network device but
+ *   loopback; SBX_UID:SBX_GID inside a user namespace (ns), or
+ *   host_uid:host_gid where the sandbox sees host uids (gvisor).
  */
 #ifndef SLUICE_SBX_H
 #define SLUICE_SBX_H

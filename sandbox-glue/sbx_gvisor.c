@@ -9,8 +9,12 @@
  * - the ptrace platform works everywhere; kvm may hang (nested guests);
  * - connecting to the bound session socket needs --host-uds=open, and
  *   gVisor checks the socket file's owner and mode against the sandbox
- *   uid, which is the host uid (no user namespace for files): host_uid
- *   is SBX_UID;
+ *   uid, which is the host uid (no user namespace for files; OCI uid
+ *   mappings are not applied to files either).  So the sandbox user is
+ *   not SBX_UID but rec->host_uid, the ns backend's host uid of SBX_UID
+ *   in the sandbox's slot: unprivileged, its own, and never a real host
+ *   account's or another sandbox's (sluice-run hands out the slots of
+ *   both backends from one set);
  * - "runsc exec --detach" is broken (it re-executes itself with its
  *   flags after the command), so the shim is run by the container's
  *   init, a shell that also reaps orphans;
@@ -50,8 +54,6 @@
 #define GV_HOST_CG	"sluice-gvisor-"	/* + chat.hash, host */
 #define GV_ARGS_MAX	48
 #define GV_WAIT_MS	60000	/* bound on one runsc management call */
-#define GV_STR_(x)	#x
-#define GV_STR(x)	GV_STR_(x)
 
 /* What every runsc call of one sandbox needs. */
 struct gv_ctx {
@@ -62,15 +64,16 @@ struct gv_ctx {
 };
 
 /* Runs as root before dropping to the sandbox user: joins the command's
- * cgroup inside gVisor ($1), then setpriv drops uid, groups and every
- * capability.  The user's environment is applied only after the drop
- * (env -i) so that LD_PRELOAD and friends never reach the privileged
- * part.  A tag that already exists was claimed by kill_tree: refuse. */
+ * cgroup inside gVisor ($1), then setpriv drops to uid $2, gid $3, no
+ * groups and no capability.  The user's environment is applied only
+ * after the drop (env -i) so that LD_PRELOAD and friends never reach the
+ * privileged part.  A tag that already exists was claimed by kill_tree:
+ * refuse. */
 static const char gv_wrapper[] =
-	"cg=" GV_CG "/$1; shift; "
+	"cg=" GV_CG "/$1; u=$2; g=$3; shift 3; "
 	"mkdir \"$cg\" 2>/dev/null && echo $$ > \"$cg/cgroup.procs\" || "
 	"{ echo 'sluice: cannot set up the command group' >&2; exit 125; }; "
-	"exec setpriv --reuid=" GV_STR(SBX_UID) " --regid=" GV_STR(SBX_GID)
+	"exec setpriv --reuid=\"$u\" --regid=\"$g\""
 	" --clear-groups "
 	"--inh-caps=-all --bounding-set=-all --no-new-privs -- \"$@\"";
 
@@ -435,14 +438,14 @@ gv_rootfs(const struct sbx_rec *rec, const char *rootfs, json_t *mounts,
 	}
 	snprintf(dst, sizeof(dst), "%s/etc/passwd", rootfs);
 	snprintf(text, sizeof(text), "root:x:0:0:root:/root:/bin/sh\n"
-	    "user:x:%d:%d:sandbox user:%s:/bin/bash\n"
+	    "user:x:%u:%u:sandbox user:%s:/bin/bash\n"
 	    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-	    SBX_UID, SBX_GID, SBX_HOME);
+	    (unsigned)rec->host_uid, (unsigned)rec->host_gid, SBX_HOME);
 	if (gv_write(dst, text) != 0)
 		return sbx_err(err, errlen, "%s: %s", dst, strerror(errno));
 	snprintf(dst, sizeof(dst), "%s/etc/group", rootfs);
-	snprintf(text, sizeof(text), "root:x:0:\nuser:x:%d:\n"
-	    "nogroup:x:65534:\n", SBX_GID);
+	snprintf(text, sizeof(text), "root:x:0:\nuser:x:%u:\n"
+	    "nogroup:x:65534:\n", (unsigned)rec->host_gid);
 	if (gv_write(dst, text) != 0)
 		return sbx_err(err, errlen, "%s: %s", dst, strerror(errno));
 	snprintf(dst, sizeof(dst), "%s/etc/hosts", rootfs);
@@ -451,7 +454,6 @@ gv_rootfs(const struct sbx_rec *rec, const char *rootfs, json_t *mounts,
 		return sbx_err(err, errlen, "%s: %s", dst, strerror(errno));
 	snprintf(dst, sizeof(dst), "%s/etc/hostname", rootfs);
 	(void)gv_write(dst, "sandbox\n");
-	(void)rec;
 	return 0;
 }
 
@@ -498,8 +500,8 @@ gv_config(struct sbx_rec *rec, const char *bundle, int with_cg, char *err,
 	snprintf(home_size, sizeof(home_size), "size=%llu",
 	    (unsigned long long)(rec->lim.home_bytes ? rec->lim.home_bytes :
 	    64ull << 20));
-	snprintf(uid, sizeof(uid), "uid=%d", SBX_UID);
-	snprintf(gid, sizeof(gid), "gid=%d", SBX_GID);
+	snprintf(uid, sizeof(uid), "uid=%u", (unsigned)rec->host_uid);
+	snprintf(gid, sizeof(gid), "gid=%u", (unsigned)rec->host_gid);
 	if (gv_mount_add(mounts, "/proc", "proc", "proc", NULL) != 0 ||
 	    gv_mount_add(mounts, "/dev", "tmpfs", "tmpfs", NULL) != 0 ||
 	    gv_mount_add(mounts, "/sys", "sysfs", "sysfs", mopt_ro) != 0 ||
@@ -528,10 +530,11 @@ gv_config(struct sbx_rec *rec, const char *bundle, int with_cg, char *err,
 		json_object_set_new(linux_, "cgroupsPath", json_string(cgpath));
 		json_object_set_new(linux_, "resources", res);
 	}
-	cfg = json_pack("{s:s, s:{s:{s:i, s:i}, s:[s,s,s], s:[s,s], s:s, "
+	cfg = json_pack("{s:s, s:{s:{s:I, s:I}, s:[s,s,s], s:[s,s], s:s, "
 	    "s:o, s:b}, s:{s:s, s:b}, s:s, s:o, s:o}",
 	    "ociVersion", "1.0.0",
-	    "process", "user", "uid", SBX_UID, "gid", SBX_GID,
+	    "process", "user", "uid", (json_int_t)rec->host_uid, "gid",
+	    (json_int_t)rec->host_gid,
 	    "args", "/bin/sh", "-c", gv_init,
 	    "env", "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" SBX_HOME,
 	    "cwd", "/",
@@ -621,14 +624,17 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 	if (gv_ctx_init(&c, rec, err, errlen) != 0)
 		return -1;
 	/* gVisor keeps host uids for files: the sandbox user is host uid
-	 * SBX_UID, which must own the workspace and may use the socket */
-	rec->host_uid = SBX_UID;
-	rec->host_gid = SBX_GID;
-	if (chown(rec->workspace, SBX_UID, SBX_GID) != 0)
+	 * rec->host_uid (see the top), which must own the workspace and
+	 * may use the socket.  uid 0 would be the host's root, and a low
+	 * uid a real account of the host. */
+	if (rec->host_uid < 65536 || rec->host_gid < 65536)
+		return sbx_err(err, errlen, "sandbox uid %u: not an "
+		    "unprivileged per-sandbox uid", (unsigned)rec->host_uid);
+	if (chown(rec->workspace, rec->host_uid, rec->host_gid) != 0)
 		return sbx_err(err, errlen, "chown %s: %s", rec->workspace,
 		    strerror(errno));
 	snprintf(sock, sizeof(sock), "%s/proxy.sock", rec->session_dir);
-	if (lchown(sock, SBX_UID, SBX_GID) != 0 && errno != ENOENT)
+	if (lchown(sock, rec->host_uid, rec->host_gid) != 0 && errno != ENOENT)
 		return sbx_err(err, errlen, "chown %s: %s", sock,
 		    strerror(errno));
 	snprintf(bundle, sizeof(bundle), "%s/bundle", rec->dir);
@@ -822,7 +828,7 @@ gv_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	static const char *const caps[] = { "CAP_SETUID", "CAP_SETGID",
 	    "CAP_SETPCAP", NULL };
 	struct gv_ctx c;
-	char procf[SBX_PATH_MAX + 160], lim[64];
+	char procf[SBX_PATH_MAX + 160], lim[64], uid[16], gid[16];
 	const char *av[GV_ARGS_MAX];
 	json_t *args = NULL, *p = NULL;
 	int i, fd, rc = -1;
@@ -844,6 +850,12 @@ gv_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	gv_push(args, gv_wrapper);
 	gv_push(args, "sh");
 	gv_push(args, out->tag);
+	/* the record's: a sandbox made before per-sandbox uids keeps its
+	 * own (1000) */
+	snprintf(uid, sizeof(uid), "%u", (unsigned)rec->host_uid);
+	snprintf(gid, sizeof(gid), "%u", (unsigned)rec->host_gid);
+	gv_push(args, uid);
+	gv_push(args, gid);
 	{
 		/* exec'd processes do not get OCI rlimits: set them inside,
 		 * after the drop (lowering needs no privilege) */

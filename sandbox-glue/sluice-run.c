@@ -492,7 +492,7 @@ chats_free(char **v)
 /*
  * Empty the directory open at dfd and close it.  Everything goes through
  * the directory fds (unlinkat, openat with O_NOFOLLOW): the workspace
- * belongs to the sandbox user (with gVisor, host uid 1000), and a
+ * belongs to the sandbox user (an unprivileged host uid), and a
  * directory swapped for a symbolic link between a check and a path-based
  * call would have root remove files outside it.  Depth is bounded by the
  * descriptors it takes.

@@ -101,7 +101,7 @@ LS_LINE = (r"^(?P<mode>[-dlpscb?][-rwxsStT]{9}) (?P<uid>\d+) (?P<gid>\d+) "
            r"(?P<size>\d+) \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ (?P<name>.*)$")
 
 
-def files_fds_env(env, run, chat):
+def files_fds_env(env, run, chat, uid=1000):
     """write, read and ls the same way on every backend (ls: a fixed
     format, sorted, names escaped; --json); paths that climb out of
     /workspace or symbolic links to host paths stay inside the sandbox;
@@ -126,7 +126,7 @@ def files_fds_env(env, run, chat):
               "new\\012l", "sub"], "ls names")
     f = got[0]
     check_eq((f.group("mode"), f.group("uid"), f.group("gid"),
-              f.group("size")), ("-rw-r-----", "1000", "1000", "5"),
+              f.group("size")), ("-rw-r-----", str(uid), str(uid), "5"),
              "ls f.txt")
     check(got[1].group("mode").startswith("p") and
           got[5].group("mode").startswith("d"), "ls types: %r" % lines)
@@ -138,7 +138,7 @@ def files_fds_env(env, run, chat):
              "ls --json entries")
     check_eq((j["entries"][0]["mode"], j["entries"][0]["size"],
               j["entries"][0]["uid"], j["entries"][3]["target"]),
-             ("0640", 5, 1000, "f.txt"), "ls --json fields")
+             ("0640", 5, uid, "f.txt"), "ls --json fields")
     r = run("ls", "--chat", chat, "f.txt")
     check(r.returncode == 0 and r.stdout.decode().endswith(" f.txt\n"),
           "ls of a file: %r" % r.stdout)
