@@ -683,5 +683,51 @@ def fail_closed_without_sluiced(env):
     check(not os.path.exists(os.path.join(run.state, "nb")), "state left")
 
 
+@S.case
+def names_safe_on_a_terminal(env):
+    """--user and --tier are checked at create (UTF-8 without control
+    characters, as sluiced wants users; tiers are names), and list prints
+    what a record holds with control characters, backslashes and bytes
+    that are not UTF-8 escaped (\\ooo), JSON output unchanged."""
+    preflight()
+    os.makedirs(env.path("run"))
+    d = type("D", (), {"config": {"runtime_dir": env.path("run")}})()
+    run = Runner(env, d)
+    for bad in ("a\x1b[2Jb", "bell\x07", "del\x7f", "c1\u009b",
+                "x" * 129):
+        r = run("create", "--chat", "nm", "--user", bad)
+        check(r.returncode == 2 and b"bad user" in r.stderr,
+              "user %r: rc %d %r" % (bad, r.returncode, r.stderr))
+    r = subprocess.run([RUN, "--state-dir", run.state, "--control", run.ctl,
+                        "create", "--chat", "nm", "--user", b"\xff\xfe"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=30)
+    check(r.returncode == 2 and b"bad user" in r.stderr,
+          "user not UTF-8: rc %d %r" % (r.returncode, r.stderr))
+    r = run("create", "--chat", "nm", "--tier", "reg\x1b[0m")
+    check(r.returncode == 2 and b"bad tier" in r.stderr,
+          "tier: rc %d %r" % (r.returncode, r.stderr))
+    check(not os.path.exists(os.path.join(run.state, "nm")), "state left")
+    # a record holding such names (an older sluice-run's): list escapes
+    user = "\x1b]0;owned\x07\u009b31m Zo\u00eb \\ end"
+    os.makedirs(os.path.join(run.state, "nm"), mode=0o711)
+    with open(os.path.join(run.state, "nm", "record.json"), "w") as f:
+        json.dump({"chat": "nm", "tenant": "t\r\nFAKE", "user": user,
+                   "tier": "registries", "backend": "ns\x08\x08",
+                   "dir": os.path.join(run.state, "nm"), "slot": 0}, f)
+    r = run("list")
+    check_eq(r.returncode, 0, "list: %r" % r.stderr)
+    out = r.stdout
+    check(not any(c < 0x20 and c != 0x0a or c == 0x7f for c in out) and
+          b"\xc2\x9b" not in out and out.count(b"\n") == 2,
+          "list prints control characters: %r" % out)
+    check(b"\\033]0;owned\\007\\302\\23331m Zo\xc3\xab \\134 end" in
+          out and b"t\\015\\012FAKE" in out and b"ns\\010\\010" in out,
+          "list escapes: %r" % out)
+    _, o = run.json("list")
+    check_eq((o["sandboxes"][0]["user"], o["sandboxes"][0]["tenant"]),
+             (user, "t\r\nFAKE"), "list --json")
+
+
 if __name__ == "__main__":
     S.main()
