@@ -603,8 +603,10 @@ const char *
 sbx_broker_msg(const char *body, char *buf, size_t len)
 {
 	json_t *o = body ? json_loads(body, 0, NULL) : NULL;
-	const char *e = o ? json_string_value(json_object_get(o, "error")) :
-	    NULL;
+	json_t *ev = json_object_get(o, "error");
+	/* {"error":"text"} or {"error":{"code":..,"message":"text"}} */
+	const char *e = json_is_object(ev) ? json_string_value(
+	    json_object_get(ev, "message")) : json_string_value(ev);
 	char line[512];
 
 	snprintf(line, sizeof(line), "%s", e ? e : body ? body : "");

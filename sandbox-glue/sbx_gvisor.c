@@ -234,19 +234,18 @@ gv_last_line(const char *path, char *msg, size_t msglen)
  * Runs one runsc management command, bounded by GV_WAIT_MS.  stdin is
  * /dev/null; stdout and stderr go to <dir>/runsc.<pid>.out (one per
  * process: sluice-run invocations may overlap), whose last line is
- * copied into msg.  stdio_log, when set, is opened for append and
- * becomes the command's stdout/stderr instead (the container's init
- * inherits the stdio of "runsc create"); its last line goes to msg when
- * runsc fails.  Returns the exit status, or
- * -1 if runsc could not be run or was killed.
+ * copied into msg.  stdio_fd, when not -1, becomes the command's
+ * stdout/stderr instead (the container's init inherits the stdio of
+ * "runsc create": the bounded log's pipe); the last line of init.log
+ * goes to msg when runsc fails.  Returns the exit status, or -1 if runsc
+ * could not be run or was killed.
  */
 static int
 gv_run(const struct gv_ctx *c, const struct sbx_rec *rec,
-    const char *const *args, const char *stdio_log, char *msg,
-    size_t msglen)
+    const char *const *args, int stdio_fd, char *msg, size_t msglen)
 {
 	const char *av[GV_ARGS_MAX];
-	char outp[SBX_PATH_MAX + 16];
+	char outp[SBX_PATH_MAX + 16], logp[SBX_PATH_MAX + 16];
 	int in = -1, out = -1, st, rc = -1;
 	int64_t deadline;
 	pid_t pid, w;
@@ -257,9 +256,10 @@ gv_run(const struct gv_ctx *c, const struct sbx_rec *rec,
 		return sbx_err(msg, msglen, "too many runsc arguments");
 	snprintf(outp, sizeof(outp), "%s/runsc.%d.out", rec->dir,
 	    (int)getpid());
+	snprintf(logp, sizeof(logp), "%s/init.log", rec->dir);
 	in = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	out = open(stdio_log != NULL ? stdio_log : outp, O_WRONLY | O_CREAT |
-	    O_CLOEXEC | (stdio_log != NULL ? O_APPEND : O_TRUNC), 0600);
+	out = stdio_fd >= 0 ? fcntl(stdio_fd, F_DUPFD_CLOEXEC, 3) :
+	    open(outp, O_WRONLY | O_CREAT | O_CLOEXEC | O_TRUNC, 0600);
 	if (in < 0 || out < 0) {
 		sbx_err(msg, msglen, "%s: %s", outp, strerror(errno));
 		goto out;
@@ -286,14 +286,19 @@ gv_run(const struct gv_ctx *c, const struct sbx_rec *rec,
 		goto out;
 	}
 	rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-	if (rc != 0 || stdio_log == NULL)
-		gv_last_line(stdio_log != NULL ? stdio_log : outp, msg, msglen);
+	if (stdio_fd < 0)
+		gv_last_line(outp, msg, msglen);
+	else if (rc != 0) {
+		/* runsc's complaint went through the log's reader */
+		sbx_log_flush(stdio_fd);
+		gv_last_line(logp, msg, msglen);
+	}
 out:
 	if (in >= 0)
 		close(in);
 	if (out >= 0)
 		close(out);
-	if (stdio_log == NULL)
+	if (stdio_fd < 0)
 		unlink(outp);
 	return rc;
 }
@@ -605,7 +610,7 @@ gv_root_sh(const struct gv_ctx *c, const struct sbx_rec *rec,
 	a[n++] = "sh";
 	a[n++] = arg;
 	a[n] = NULL;
-	return gv_run(c, rec, a, NULL, msg, msglen);
+	return gv_run(c, rec, a, -1, msg, msglen);
 }
 
 static int gv_destroy(struct sbx_rec *rec, char *err, size_t errlen);
@@ -618,7 +623,7 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 	char logp[SBX_PATH_MAX + 16], rootd[SBX_PATH_MAX + 16], msg[512];
 	char sock[SBX_PATH_MAX + 16];
 	char buf[32], want[8];
-	int with_cg, try, fd;
+	int with_cg, try, fd, logfd = -1;
 	ssize_t n;
 
 	if (gv_ctx_init(&c, rec, err, errlen) != 0)
@@ -664,6 +669,10 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 	if (rec->lim.pids)
 		gv_note(rec, "pids: not applied under gVisor (its host "
 		    "cgroup would count the sentry's threads); nproc is");
+	/* the container's stdio, so the shim's stderr: bounded, as a
+	 * sandbox can make the shim log as much as it likes */
+	if ((logfd = sbx_log_start(rec->dir, err, errlen)) < 0)
+		return -1;
 	for (try = 0; try < 2; try++) {
 		const char *cr[] = { "create", "--bundle", bundle,
 		    "--pid-file", pidf, c.id, NULL };
@@ -671,14 +680,14 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 		if (gv_config(rec, bundle, with_cg && !c.nocg, err, errlen) !=
 		    0)
 			goto fail;
-		if (gv_run(&c, rec, cr, logp, msg, sizeof(msg)) == 0)
+		if (gv_run(&c, rec, cr, logfd, msg, sizeof(msg)) == 0)
 			break;
 		/* the real reason is in the runsc log; one retry without
 		 * host cgroups covers hosts where they cannot be written */
 		{
 			const char *del[] = { "delete", "--force", c.id, NULL };
 
-			(void)gv_run(&c, rec, del, NULL, NULL, 0);
+			(void)gv_run(&c, rec, del, -1, NULL, 0);
 		}
 		if (c.nocg) {
 			sbx_err(err, errlen, "runsc create: %s (%s)", msg,
@@ -708,7 +717,7 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 	{
 		const char *st[] = { "start", c.id, NULL };
 
-		if (gv_run(&c, rec, st, NULL, msg, sizeof(msg)) != 0) {
+		if (gv_run(&c, rec, st, -1, msg, sizeof(msg)) != 0) {
 			sbx_err(err, errlen, "runsc start: %s", msg);
 			goto fail;
 		}
@@ -720,8 +729,10 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 		sbx_err(err, errlen, "runsc exec (command groups): %s", msg);
 		goto fail;
 	}
+	close(logfd);
 	return 0;
 fail:
+	close(logfd);
 	{
 		char e2[8];
 
@@ -974,7 +985,7 @@ gv_pause(struct sbx_rec *rec, const char *verb, char *err, size_t errlen)
 	if (gv_ctx_init(&c, rec, err, errlen) != 0)
 		return -1;
 	a[1] = c.id;
-	if (gv_run(&c, rec, a, NULL, msg, sizeof(msg)) != 0)
+	if (gv_run(&c, rec, a, -1, msg, sizeof(msg)) != 0)
 		return sbx_err(err, errlen, "runsc %s: %s", verb, msg);
 	return 0;
 }
@@ -1022,10 +1033,10 @@ gv_destroy(struct sbx_rec *rec, char *err, size_t errlen)
 		const char *s[] = { "state", c.id, NULL };
 
 		/* a paused sandbox must run to die */
-		(void)gv_run(&c, rec, r, NULL, NULL, 0);
-		(void)gv_run(&c, rec, k, NULL, NULL, 0);
-		(void)gv_run(&c, rec, d, NULL, msg, sizeof(msg));
-		if (gv_run(&c, rec, s, NULL, NULL, 0) == 0)
+		(void)gv_run(&c, rec, r, -1, NULL, 0);
+		(void)gv_run(&c, rec, k, -1, NULL, 0);
+		(void)gv_run(&c, rec, d, -1, msg, sizeof(msg));
+		if (gv_run(&c, rec, s, -1, NULL, 0) == 0)
 			return sbx_err(err, errlen, "runsc delete %s: %s",
 			    c.id, msg);
 	}
@@ -1039,6 +1050,7 @@ gv_destroy(struct sbx_rec *rec, char *err, size_t errlen)
 	if (gv_alive(rec))
 		return sbx_err(err, errlen, "sandbox process %d does not die",
 		    (int)rec->init_pid);
+	sbx_log_stop(rec->dir);
 	/* runsc delete removes them; this covers a runsc that died */
 	gv_cgname(rec, cg, sizeof(cg));
 	for (i = 0; ctl[i] != NULL; i++) {

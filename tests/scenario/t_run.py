@@ -683,6 +683,52 @@ def fail_closed_without_sluiced(env):
     check(not os.path.exists(os.path.join(run.state, "nb")), "state left")
 
 
+def log_is_bounded(env, run, chat, n=20000, timeout=120):
+    """The shim logs each failed relay to init.log on the host: with the
+    broker session gone, n connects inside make n log lines (~70 bytes
+    each), and init.log and init.log.1 each stay within 1 MiB, the newest
+    lines kept.  destroy ends the log's reader."""
+    resp = api_unix(run.ctl, "DELETE", "/v1/sessions/%s" % chat)
+    check(resp.status in (200, 204), "delete session: %r" % resp)
+    o = run.exec(chat, "python3 -c '\n"
+                 "import socket\n"
+                 "for i in range(%d):\n"
+                 "    s = socket.socket()\n"
+                 "    try:\n"
+                 "        s.connect((\"127.0.0.1\", 3128)); s.recv(1)\n"
+                 "    except OSError:\n"
+                 "        pass\n"
+                 "    s.close()\n"
+                 "print(\"done\")'" % n, "--timeout", str(timeout),
+                 timeout=timeout + 30)
+    check_eq(o["stdout"], "done\n", "connect loop: %r" % o)
+    log = os.path.join(run.state, chat, "init.log")
+    wait_until(lambda: os.path.exists(log + ".1"), 10, what="init.log to "
+               "be rotated (%d bytes)" % os.path.getsize(log))
+    for p in (log, log + ".1"):
+        check(os.path.getsize(p) <= 1 << 20, "%s: %d bytes" % (
+              p, os.path.getsize(p)))
+    check(b"connect /run/sluice/proxy.sock" in open(log, "rb").read()[-300:],
+          "newest line: %r" % open(log, "rb").read()[-300:])
+    with open(os.path.join(run.state, chat, "log.pid")) as f:
+        pid = int(f.read().split()[0])
+    check(os.path.exists("/proc/%d" % pid), "log reader %d" % pid)
+    r = run("destroy", "--chat", chat)
+    check_eq(r.returncode, 0, "destroy: %r" % r.stderr)
+    run.chats.remove(chat)
+    check(not os.path.exists("/proc/%d" % pid) or
+          open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0]
+          == "Z", "log reader %d left" % pid)
+    check(not os.path.exists(os.path.join(run.state, chat)), "state left")
+
+
+@S.case
+def init_log_is_bounded(env):
+    d, run = start(env)
+    run.create("lg")
+    log_is_bounded(env, run, "lg")
+
+
 @S.case
 def names_safe_on_a_terminal(env):
     """--user and --tier are checked at create (UTF-8 without control

@@ -3,7 +3,8 @@
 curl, python and pip in a real gVisor sandbox reach a loopback upstream
 only through the broker; direct connects to non-loopback addresses fail
 and the host's loopback is not the sandbox's; another chat's socket is out
-of reach and each sandbox has its own host uid; a timeout kills the whole process tree (setsid double fork
+of reach and each sandbox has its own host uid; the shim's log on the
+host is bounded; a timeout kills the whole process tree (setsid double fork
 included) and keeps background jobs; output to a file keeps its offset;
 write, read and ls work as under the ns backend; the cgroups presets v1
 and v2 work like auto; gc suspends (runsc pause) and the
@@ -26,7 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, Skip, check, check_eq, api_unix,  # noqa: E402
                      wait_until)
 from t_clients import make_index, serve, PKG  # noqa: E402
-from t_run import Runner, RUN, files_fds_env, no_tty  # noqa: E402
+from t_run import (Runner, RUN, files_fds_env, no_tty,  # noqa: E402
+                   log_is_bounded)
 
 S = Suite("t_run_gvisor", time_limit=600)
 
@@ -236,6 +238,13 @@ def per_sandbox_uids(env):
     lo, hi = o["uid_base"], o["uid_base"] + o["uid_count"]
     check(not any(lo <= u < hi for u, _, _ in uids.values()),
           "gvisor uid in the ns range %d-%d: %r" % (lo, hi, uids))
+
+
+@S.case
+def init_log_is_bounded(env):
+    d, run = start(env)
+    run.create("lg")
+    log_is_bounded(env, run, "lg", timeout=400)
 
 
 @S.case

@@ -196,6 +196,9 @@ t_broker_answers(void **state)
 	sbx_broker_msg("{\"error\":\"bad \\u001b[2J\\nnext\"}", msg,
 	    sizeof(msg));
 	assert_string_equal(msg, "bad \\033[2J");
+	sbx_broker_msg("{\"error\":{\"code\":\"conflict\",\"message\":"
+	    "\"session c1 exists\"}}", msg, sizeof(msg));
+	assert_string_equal(msg, "session c1 exists");
 }
 
 int
