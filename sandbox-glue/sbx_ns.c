@@ -1171,6 +1171,9 @@ init_main(void *arg)
 	sa.sa_handler = on_term;
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	/* stderr is the log's pipe: should its reader be gone, a message
+	 * is lost, not the sandbox */
+	signal(SIGPIPE, SIG_IGN);
 	shim = shim_start(a);
 	last_start = sbx_now_ms();
 	if (shim < 0)

@@ -155,7 +155,11 @@ sbx_log_start(const char *dir, char *err, size_t errlen)
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		close(pp[1]);
-		if (dup2(pp[0], 0) < 0 || dup2(dfd, 3) < 0)
+		/* out of 0-3 first: either may be there (a caller started
+		 * with stdin closed) */
+		if ((pp[0] = fcntl(pp[0], F_DUPFD, 10)) < 0 ||
+		    (dfd = fcntl(dfd, F_DUPFD, 10)) < 0 ||
+		    dup2(pp[0], 0) < 0 || dup2(dfd, 3) < 0)
 			_exit(1);
 		if ((nul = open("/dev/null", O_WRONLY)) >= 0) {
 			dup2(nul, 1);
