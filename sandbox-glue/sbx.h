@@ -25,8 +25,9 @@
  *                     as the sandbox user with no arguments, kept running
  *   /tmp, /home/user  size-bounded tmpfs (lim.tmp_bytes, lim.home_bytes),
  *                     /home/user owned by the sandbox user
- *   user "user", SBX_UID:SBX_GID inside, no capabilities, no_new_privs,
- *   no network device but loopback.
+ *   user "user", no capabilities, no_new_privs, no network device but
+ *   loopback; SBX_UID:SBX_GID inside a user namespace (ns), or
+ *   host_uid:host_gid where the sandbox sees host uids (gvisor).
  */
 #ifndef SLUICE_SBX_H
 #define SLUICE_SBX_H
@@ -155,6 +156,23 @@ const struct sbx_backend *sbx_backend_find(const char *name);
 int64_t sbx_now_ms(void);
 /* /proc/<pid>/stat starttime, 0 if the process is gone. */
 uint64_t sbx_proc_start(pid_t pid);
+/*
+ * The bounded log of a sandbox's holder and shim: a pipe whose reader,
+ * a host process of its own ("sluice-log", its pid and start time in
+ * <dir>/log.pid), appends to <dir>/init.log and, before it would pass
+ * SBX_LOG_MAX bytes, renames it to init.log.1 (replacing the older one)
+ * and starts a new one.  A sandbox that makes the shim log without end
+ * keeps at most twice SBX_LOG_MAX on the host.  sbx_log_start returns
+ * the pipe's write end (close-on-exec), -1 on error; the reader ends
+ * when every write end is closed.  sbx_log_flush waits (bounded) until
+ * the reader has taken what is in the pipe.  sbx_log_stop kills the
+ * reader and waits until it is gone (destroy, before the directory
+ * goes).
+ */
+#define SBX_LOG_MAX	(1 << 20)
+int sbx_log_start(const char *dir, char *err, size_t errlen);
+void sbx_log_flush(int wfd);
+void sbx_log_stop(const char *dir);
 /* snprintf into err; returns -1 for "return sbx_err(...)". */
 int sbx_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

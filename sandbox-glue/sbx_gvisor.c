@@ -9,8 +9,12 @@
  * - the ptrace platform works everywhere; kvm may hang (nested guests);
  * - connecting to the bound session socket needs --host-uds=open, and
  *   gVisor checks the socket file's owner and mode against the sandbox
- *   uid, which is the host uid (no user namespace for files): host_uid
- *   is SBX_UID;
+ *   uid, which is the host uid (no user namespace for files; OCI uid
+ *   mappings are not applied to files either).  So the sandbox user is
+ *   not SBX_UID but rec->host_uid, the ns backend's host uid of SBX_UID
+ *   in the sandbox's slot: unprivileged, its own, and never a real host
+ *   account's or another sandbox's (sluice-run hands out the slots of
+ *   both backends from one set);
  * - "runsc exec --detach" is broken (it re-executes itself with its
  *   flags after the command), so the shim is run by the container's
  *   init, a shell that also reaps orphans;
@@ -50,8 +54,6 @@
 #define GV_HOST_CG	"sluice-gvisor-"	/* + chat.hash, host */
 #define GV_ARGS_MAX	48
 #define GV_WAIT_MS	60000	/* bound on one runsc management call */
-#define GV_STR_(x)	#x
-#define GV_STR(x)	GV_STR_(x)
 
 /* What every runsc call of one sandbox needs. */
 struct gv_ctx {
@@ -62,15 +64,16 @@ struct gv_ctx {
 };
 
 /* Runs as root before dropping to the sandbox user: joins the command's
- * cgroup inside gVisor ($1), then setpriv drops uid, groups and every
- * capability.  The user's environment is applied only after the drop
- * (env -i) so that LD_PRELOAD and friends never reach the privileged
- * part.  A tag that already exists was claimed by kill_tree: refuse. */
+ * cgroup inside gVisor ($1), then setpriv drops to uid $2, gid $3, no
+ * groups and no capability.  The user's environment is applied only
+ * after the drop (env -i) so that LD_PRELOAD and friends never reach the
+ * privileged part.  A tag that already exists was claimed by kill_tree:
+ * refuse. */
 static const char gv_wrapper[] =
-	"cg=" GV_CG "/$1; shift; "
+	"cg=" GV_CG "/$1; u=$2; g=$3; shift 3; "
 	"mkdir \"$cg\" 2>/dev/null && echo $$ > \"$cg/cgroup.procs\" || "
 	"{ echo 'sluice: cannot set up the command group' >&2; exit 125; }; "
-	"exec setpriv --reuid=" GV_STR(SBX_UID) " --regid=" GV_STR(SBX_GID)
+	"exec setpriv --reuid=\"$u\" --regid=\"$g\""
 	" --clear-groups "
 	"--inh-caps=-all --bounding-set=-all --no-new-privs -- \"$@\"";
 
@@ -231,19 +234,18 @@ gv_last_line(const char *path, char *msg, size_t msglen)
  * Runs one runsc management command, bounded by GV_WAIT_MS.  stdin is
  * /dev/null; stdout and stderr go to <dir>/runsc.<pid>.out (one per
  * process: sluice-run invocations may overlap), whose last line is
- * copied into msg.  stdio_log, when set, is opened for append and
- * becomes the command's stdout/stderr instead (the container's init
- * inherits the stdio of "runsc create"); its last line goes to msg when
- * runsc fails.  Returns the exit status, or
- * -1 if runsc could not be run or was killed.
+ * copied into msg.  stdio_fd, when not -1, becomes the command's
+ * stdout/stderr instead (the container's init inherits the stdio of
+ * "runsc create": the bounded log's pipe); the last line of init.log
+ * goes to msg when runsc fails.  Returns the exit status, or -1 if runsc
+ * could not be run or was killed.
  */
 static int
 gv_run(const struct gv_ctx *c, const struct sbx_rec *rec,
-    const char *const *args, const char *stdio_log, char *msg,
-    size_t msglen)
+    const char *const *args, int stdio_fd, char *msg, size_t msglen)
 {
 	const char *av[GV_ARGS_MAX];
-	char outp[SBX_PATH_MAX + 16];
+	char outp[SBX_PATH_MAX + 16], logp[SBX_PATH_MAX + 16];
 	int in = -1, out = -1, st, rc = -1;
 	int64_t deadline;
 	pid_t pid, w;
@@ -254,9 +256,10 @@ gv_run(const struct gv_ctx *c, const struct sbx_rec *rec,
 		return sbx_err(msg, msglen, "too many runsc arguments");
 	snprintf(outp, sizeof(outp), "%s/runsc.%d.out", rec->dir,
 	    (int)getpid());
+	snprintf(logp, sizeof(logp), "%s/init.log", rec->dir);
 	in = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	out = open(stdio_log != NULL ? stdio_log : outp, O_WRONLY | O_CREAT |
-	    O_CLOEXEC | (stdio_log != NULL ? O_APPEND : O_TRUNC), 0600);
+	out = stdio_fd >= 0 ? fcntl(stdio_fd, F_DUPFD_CLOEXEC, 3) :
+	    open(outp, O_WRONLY | O_CREAT | O_CLOEXEC | O_TRUNC, 0600);
 	if (in < 0 || out < 0) {
 		sbx_err(msg, msglen, "%s: %s", outp, strerror(errno));
 		goto out;
@@ -283,14 +286,19 @@ gv_run(const struct gv_ctx *c, const struct sbx_rec *rec,
 		goto out;
 	}
 	rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-	if (rc != 0 || stdio_log == NULL)
-		gv_last_line(stdio_log != NULL ? stdio_log : outp, msg, msglen);
+	if (stdio_fd < 0)
+		gv_last_line(outp, msg, msglen);
+	else if (rc != 0) {
+		/* runsc's complaint went through the log's reader */
+		sbx_log_flush(stdio_fd);
+		gv_last_line(logp, msg, msglen);
+	}
 out:
 	if (in >= 0)
 		close(in);
 	if (out >= 0)
 		close(out);
-	if (stdio_log == NULL)
+	if (stdio_fd < 0)
 		unlink(outp);
 	return rc;
 }
@@ -435,14 +443,14 @@ gv_rootfs(const struct sbx_rec *rec, const char *rootfs, json_t *mounts,
 	}
 	snprintf(dst, sizeof(dst), "%s/etc/passwd", rootfs);
 	snprintf(text, sizeof(text), "root:x:0:0:root:/root:/bin/sh\n"
-	    "user:x:%d:%d:sandbox user:%s:/bin/bash\n"
+	    "user:x:%u:%u:sandbox user:%s:/bin/bash\n"
 	    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-	    SBX_UID, SBX_GID, SBX_HOME);
+	    (unsigned)rec->host_uid, (unsigned)rec->host_gid, SBX_HOME);
 	if (gv_write(dst, text) != 0)
 		return sbx_err(err, errlen, "%s: %s", dst, strerror(errno));
 	snprintf(dst, sizeof(dst), "%s/etc/group", rootfs);
-	snprintf(text, sizeof(text), "root:x:0:\nuser:x:%d:\n"
-	    "nogroup:x:65534:\n", SBX_GID);
+	snprintf(text, sizeof(text), "root:x:0:\nuser:x:%u:\n"
+	    "nogroup:x:65534:\n", (unsigned)rec->host_gid);
 	if (gv_write(dst, text) != 0)
 		return sbx_err(err, errlen, "%s: %s", dst, strerror(errno));
 	snprintf(dst, sizeof(dst), "%s/etc/hosts", rootfs);
@@ -451,7 +459,6 @@ gv_rootfs(const struct sbx_rec *rec, const char *rootfs, json_t *mounts,
 		return sbx_err(err, errlen, "%s: %s", dst, strerror(errno));
 	snprintf(dst, sizeof(dst), "%s/etc/hostname", rootfs);
 	(void)gv_write(dst, "sandbox\n");
-	(void)rec;
 	return 0;
 }
 
@@ -498,8 +505,8 @@ gv_config(struct sbx_rec *rec, const char *bundle, int with_cg, char *err,
 	snprintf(home_size, sizeof(home_size), "size=%llu",
 	    (unsigned long long)(rec->lim.home_bytes ? rec->lim.home_bytes :
 	    64ull << 20));
-	snprintf(uid, sizeof(uid), "uid=%d", SBX_UID);
-	snprintf(gid, sizeof(gid), "gid=%d", SBX_GID);
+	snprintf(uid, sizeof(uid), "uid=%u", (unsigned)rec->host_uid);
+	snprintf(gid, sizeof(gid), "gid=%u", (unsigned)rec->host_gid);
 	if (gv_mount_add(mounts, "/proc", "proc", "proc", NULL) != 0 ||
 	    gv_mount_add(mounts, "/dev", "tmpfs", "tmpfs", NULL) != 0 ||
 	    gv_mount_add(mounts, "/sys", "sysfs", "sysfs", mopt_ro) != 0 ||
@@ -528,10 +535,11 @@ gv_config(struct sbx_rec *rec, const char *bundle, int with_cg, char *err,
 		json_object_set_new(linux_, "cgroupsPath", json_string(cgpath));
 		json_object_set_new(linux_, "resources", res);
 	}
-	cfg = json_pack("{s:s, s:{s:{s:i, s:i}, s:[s,s,s], s:[s,s], s:s, "
+	cfg = json_pack("{s:s, s:{s:{s:I, s:I}, s:[s,s,s], s:[s,s], s:s, "
 	    "s:o, s:b}, s:{s:s, s:b}, s:s, s:o, s:o}",
 	    "ociVersion", "1.0.0",
-	    "process", "user", "uid", SBX_UID, "gid", SBX_GID,
+	    "process", "user", "uid", (json_int_t)rec->host_uid, "gid",
+	    (json_int_t)rec->host_gid,
 	    "args", "/bin/sh", "-c", gv_init,
 	    "env", "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" SBX_HOME,
 	    "cwd", "/",
@@ -602,7 +610,7 @@ gv_root_sh(const struct gv_ctx *c, const struct sbx_rec *rec,
 	a[n++] = "sh";
 	a[n++] = arg;
 	a[n] = NULL;
-	return gv_run(c, rec, a, NULL, msg, msglen);
+	return gv_run(c, rec, a, -1, msg, msglen);
 }
 
 static int gv_destroy(struct sbx_rec *rec, char *err, size_t errlen);
@@ -615,20 +623,23 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 	char logp[SBX_PATH_MAX + 16], rootd[SBX_PATH_MAX + 16], msg[512];
 	char sock[SBX_PATH_MAX + 16];
 	char buf[32], want[8];
-	int with_cg, try, fd;
+	int with_cg, try, fd, logfd = -1;
 	ssize_t n;
 
 	if (gv_ctx_init(&c, rec, err, errlen) != 0)
 		return -1;
 	/* gVisor keeps host uids for files: the sandbox user is host uid
-	 * SBX_UID, which must own the workspace and may use the socket */
-	rec->host_uid = SBX_UID;
-	rec->host_gid = SBX_GID;
-	if (chown(rec->workspace, SBX_UID, SBX_GID) != 0)
+	 * rec->host_uid (see the top), which must own the workspace and
+	 * may use the socket.  uid 0 would be the host's root, and a low
+	 * uid a real account of the host. */
+	if (rec->host_uid < 65536 || rec->host_gid < 65536)
+		return sbx_err(err, errlen, "sandbox uid %u: not an "
+		    "unprivileged per-sandbox uid", (unsigned)rec->host_uid);
+	if (chown(rec->workspace, rec->host_uid, rec->host_gid) != 0)
 		return sbx_err(err, errlen, "chown %s: %s", rec->workspace,
 		    strerror(errno));
 	snprintf(sock, sizeof(sock), "%s/proxy.sock", rec->session_dir);
-	if (lchown(sock, SBX_UID, SBX_GID) != 0 && errno != ENOENT)
+	if (lchown(sock, rec->host_uid, rec->host_gid) != 0 && errno != ENOENT)
 		return sbx_err(err, errlen, "chown %s: %s", sock,
 		    strerror(errno));
 	snprintf(bundle, sizeof(bundle), "%s/bundle", rec->dir);
@@ -658,6 +669,10 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 	if (rec->lim.pids)
 		gv_note(rec, "pids: not applied under gVisor (its host "
 		    "cgroup would count the sentry's threads); nproc is");
+	/* the container's stdio, so the shim's stderr: bounded, as a
+	 * sandbox can make the shim log as much as it likes */
+	if ((logfd = sbx_log_start(rec->dir, err, errlen)) < 0)
+		return -1;
 	for (try = 0; try < 2; try++) {
 		const char *cr[] = { "create", "--bundle", bundle,
 		    "--pid-file", pidf, c.id, NULL };
@@ -665,14 +680,14 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 		if (gv_config(rec, bundle, with_cg && !c.nocg, err, errlen) !=
 		    0)
 			goto fail;
-		if (gv_run(&c, rec, cr, logp, msg, sizeof(msg)) == 0)
+		if (gv_run(&c, rec, cr, logfd, msg, sizeof(msg)) == 0)
 			break;
 		/* the real reason is in the runsc log; one retry without
 		 * host cgroups covers hosts where they cannot be written */
 		{
 			const char *del[] = { "delete", "--force", c.id, NULL };
 
-			(void)gv_run(&c, rec, del, NULL, NULL, 0);
+			(void)gv_run(&c, rec, del, -1, NULL, 0);
 		}
 		if (c.nocg) {
 			sbx_err(err, errlen, "runsc create: %s (%s)", msg,
@@ -702,7 +717,7 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 	{
 		const char *st[] = { "start", c.id, NULL };
 
-		if (gv_run(&c, rec, st, NULL, msg, sizeof(msg)) != 0) {
+		if (gv_run(&c, rec, st, -1, msg, sizeof(msg)) != 0) {
 			sbx_err(err, errlen, "runsc start: %s", msg);
 			goto fail;
 		}
@@ -714,8 +729,10 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 		sbx_err(err, errlen, "runsc exec (command groups): %s", msg);
 		goto fail;
 	}
+	close(logfd);
 	return 0;
 fail:
+	close(logfd);
 	{
 		char e2[8];
 
@@ -822,7 +839,7 @@ gv_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	static const char *const caps[] = { "CAP_SETUID", "CAP_SETGID",
 	    "CAP_SETPCAP", NULL };
 	struct gv_ctx c;
-	char procf[SBX_PATH_MAX + 160], lim[64];
+	char procf[SBX_PATH_MAX + 160], lim[64], uid[16], gid[16];
 	const char *av[GV_ARGS_MAX];
 	json_t *args = NULL, *p = NULL;
 	int i, fd, rc = -1;
@@ -844,6 +861,12 @@ gv_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	gv_push(args, gv_wrapper);
 	gv_push(args, "sh");
 	gv_push(args, out->tag);
+	/* the record's: a sandbox made before per-sandbox uids keeps its
+	 * own (1000) */
+	snprintf(uid, sizeof(uid), "%u", (unsigned)rec->host_uid);
+	snprintf(gid, sizeof(gid), "%u", (unsigned)rec->host_gid);
+	gv_push(args, uid);
+	gv_push(args, gid);
 	{
 		/* exec'd processes do not get OCI rlimits: set them inside,
 		 * after the drop (lowering needs no privilege) */
@@ -962,7 +985,7 @@ gv_pause(struct sbx_rec *rec, const char *verb, char *err, size_t errlen)
 	if (gv_ctx_init(&c, rec, err, errlen) != 0)
 		return -1;
 	a[1] = c.id;
-	if (gv_run(&c, rec, a, NULL, msg, sizeof(msg)) != 0)
+	if (gv_run(&c, rec, a, -1, msg, sizeof(msg)) != 0)
 		return sbx_err(err, errlen, "runsc %s: %s", verb, msg);
 	return 0;
 }
@@ -1010,10 +1033,10 @@ gv_destroy(struct sbx_rec *rec, char *err, size_t errlen)
 		const char *s[] = { "state", c.id, NULL };
 
 		/* a paused sandbox must run to die */
-		(void)gv_run(&c, rec, r, NULL, NULL, 0);
-		(void)gv_run(&c, rec, k, NULL, NULL, 0);
-		(void)gv_run(&c, rec, d, NULL, msg, sizeof(msg));
-		if (gv_run(&c, rec, s, NULL, NULL, 0) == 0)
+		(void)gv_run(&c, rec, r, -1, NULL, 0);
+		(void)gv_run(&c, rec, k, -1, NULL, 0);
+		(void)gv_run(&c, rec, d, -1, msg, sizeof(msg));
+		if (gv_run(&c, rec, s, -1, NULL, 0) == 0)
 			return sbx_err(err, errlen, "runsc delete %s: %s",
 			    c.id, msg);
 	}
@@ -1027,6 +1050,7 @@ gv_destroy(struct sbx_rec *rec, char *err, size_t errlen)
 	if (gv_alive(rec))
 		return sbx_err(err, errlen, "sandbox process %d does not die",
 		    (int)rec->init_pid);
+	sbx_log_stop(rec->dir);
 	/* runsc delete removes them; this covers a runsc that died */
 	gv_cgname(rec, cg, sizeof(cg));
 	for (i = 0; ctl[i] != NULL; i++) {

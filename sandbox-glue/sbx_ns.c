@@ -1171,6 +1171,9 @@ init_main(void *arg)
 	sa.sa_handler = on_term;
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	/* stderr is the log's pipe: should its reader be gone, a message
+	 * is lost, not the sandbox */
+	signal(SIGPIPE, SIG_IGN);
 	shim = shim_start(a);
 	last_start = sbx_now_ms();
 	if (shim < 0)
@@ -1257,6 +1260,9 @@ ns_destroy(struct sbx_rec *rec, char *err, size_t errlen)
 		}
 		cg_remove_all(rec);
 	}
+	/* its writers are gone; what they left in the pipe goes with the
+	 * directory */
+	sbx_log_stop(rec->dir);
 	rec->init_pid = 0;
 	rec->init_start = 0;
 	return 0;
@@ -1267,7 +1273,7 @@ ns_create(struct sbx_rec *rec, char *err, size_t errlen)
 {
 	struct init_arg a;
 	int go[2] = { -1, -1 }, rep[2] = { -1, -1 }, rc = -1;
-	char logp[SBX_PATH_MAX + 16], msg[1024];
+	char msg[1024];
 	char *stack = NULL;
 	ssize_t n;
 	pid_t pid;
@@ -1275,10 +1281,9 @@ ns_create(struct sbx_rec *rec, char *err, size_t errlen)
 	memset(&a, 0, sizeof(a));
 	a.log_fd = -1;
 	a.src_fd[0] = a.src_fd[1] = a.src_fd[2] = -1;
-	snprintf(logp, sizeof(logp), "%s/init.log", rec->dir);
-	a.log_fd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	if (a.log_fd < 0)
-		return sbx_err(err, errlen, "%s: %s", logp, strerror(errno));
+	/* bounded: a sandbox can make the shim log as much as it likes */
+	if ((a.log_fd = sbx_log_start(rec->dir, err, errlen)) < 0)
+		return -1;
 	/* from here on failures go to fail: the groups made here must go
 	 * (ns_destroy copes with no holder) */
 	rec->init_pid = 0;

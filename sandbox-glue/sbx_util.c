@@ -3,10 +3,19 @@
  */
 #include "sluice-config.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sandbox-glue/sbx.h"
 
@@ -71,4 +80,144 @@ sbx_err(char *err, size_t errlen, const char *fmt, ...)
 		va_end(ap);
 	}
 	return -1;
+}
+
+/* ---- the bounded log ---- */
+
+/* The reader: fd 0 the pipe, fd 3 the directory.  Never returns. */
+static void
+log_reader(void)
+{
+	char buf[4096];
+	struct stat st;
+	off_t size = 0;
+	ssize_t n, w;
+	int fd;
+
+	fd = openat(3, "init.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
+	    O_NOFOLLOW, 0600);
+	if (fd >= 0 && fstat(fd, &st) == 0)
+		size = st.st_size;
+	for (;;) {
+		n = read(0, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			_exit(0);
+		if (size + n > SBX_LOG_MAX) {
+			/* by the directory fd: once destroy has removed the
+			 * directory, nothing is made again */
+			if (fd >= 0)
+				close(fd);
+			(void)renameat(3, "init.log", 3, "init.log.1");
+			fd = openat(3, "init.log", O_WRONLY | O_CREAT |
+			    O_APPEND | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+			size = 0;
+		}
+		/* without a file the bytes are still taken: the writers
+		 * must never block on a full pipe */
+		if (fd >= 0 && (w = write(fd, buf, (size_t)n)) > 0)
+			size += w;
+	}
+}
+
+int
+sbx_log_start(const char *dir, char *err, size_t errlen)
+{
+	char p[4096], line[64];
+	int pp[2], dfd, fd, nul;
+	pid_t pid;
+
+	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+	    O_NOFOLLOW)) < 0)
+		return sbx_err(err, errlen, "%s: %s", dir, strerror(errno));
+	if (pipe2(pp, O_CLOEXEC) != 0) {
+		close(dfd);
+		return sbx_err(err, errlen, "pipe: %s", strerror(errno));
+	}
+	if ((pid = fork()) < 0) {
+		close(dfd);
+		close(pp[0]);
+		close(pp[1]);
+		return sbx_err(err, errlen, "fork: %s", strerror(errno));
+	}
+	if (pid == 0) {
+		sigset_t none;
+
+		/* its own session, out of the caller's Ctrl-C, with none of
+		 * the caller's fds (locks above all): it outlives it */
+		(void)setsid();
+		(void)prctl(PR_SET_NAME, "sluice-log", 0, 0, 0);
+		signal(SIGINT, SIG_IGN);
+		signal(SIGHUP, SIG_IGN);
+		signal(SIGPIPE, SIG_IGN);
+		signal(SIGTERM, SIG_DFL);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		close(pp[1]);
+		/* out of 0-3 first: either may be there (a caller started
+		 * with stdin closed) */
+		if ((pp[0] = fcntl(pp[0], F_DUPFD, 10)) < 0 ||
+		    (dfd = fcntl(dfd, F_DUPFD, 10)) < 0 ||
+		    dup2(pp[0], 0) < 0 || dup2(dfd, 3) < 0)
+			_exit(1);
+		if ((nul = open("/dev/null", O_WRONLY)) >= 0) {
+			dup2(nul, 1);
+			dup2(nul, 2);
+		}
+		closefrom(4);
+		if (chdir("/") != 0)
+			_exit(1);
+		log_reader();
+	}
+	close(pp[0]);
+	close(dfd);
+	snprintf(p, sizeof(p), "%s/log.pid", dir);
+	snprintf(line, sizeof(line), "%d %llu\n", (int)pid,
+	    (unsigned long long)sbx_proc_start(pid));
+	if ((fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
+	    O_NOFOLLOW, 0600)) >= 0) {
+		(void)!write(fd, line, strlen(line));
+		close(fd);
+	}
+	return pp[1];
+}
+
+void
+sbx_log_flush(int wfd)
+{
+	int i, n;
+
+	for (i = 0; i < 100; i++) {
+		if (ioctl(wfd, FIONREAD, &n) != 0 || n <= 0)
+			break;
+		usleep(10000);
+	}
+	/* the last read may still be on its way to the file */
+	usleep(20000);
+}
+
+void
+sbx_log_stop(const char *dir)
+{
+	char p[4096], buf[64];
+	unsigned long long st = 0;
+	int fd, pid = 0, i;
+	ssize_t n;
+
+	snprintf(p, sizeof(p), "%s/log.pid", dir);
+	if ((fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	if (sscanf(buf, "%d %llu", &pid, &st) == 2 && pid > 0 && st != 0 &&
+	    sbx_proc_start(pid) == st) {
+		kill(pid, SIGKILL);
+		for (i = 0; i < 200 && sbx_proc_start(pid) == st; i++)
+			usleep(10000);
+		/* ours when create fails */
+		(void)waitpid(pid, NULL, WNOHANG);
+	}
+	unlink(p);
 }

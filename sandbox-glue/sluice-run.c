@@ -35,6 +35,7 @@
 #include <jansson.h>
 
 #include "sandbox-glue/sbx.h"
+#include "sandbox-glue/sbx_cfg.h"
 
 #define PROG		"sluice-run"
 #define DEF_STATE	"/run/sluice-run"
@@ -55,53 +56,10 @@ enum {
 	EX_EXECFAIL = 125,      /* exec: sluice-run could not run it */
 };
 
-/* ---- configuration ---- */
+/* ---- configuration (sbx_cfg.c) ---- */
 
-struct cfg {
-	char state_dir[SBX_PATH_MAX];
-	char control[SBX_PATH_MAX];
-	char shim[SBX_PATH_MAX];
-	char backend[16];
-	char tier[16];
-	long timeout_default, timeout_max;
-	long output_cap;
-	long max_per_tenant, max_per_user, max_total;
-	long idle_after, remove_after;
-	unsigned long uid_base, slots;
-	char cgroups[8];        /* "", "v1", "v2", "off" */
-	struct sbx_limits lim;
-};
-
-static struct cfg C;
+static struct sbx_cfg C;
 static int opt_json;
-
-static void
-cfg_defaults(void)
-{
-	snprintf(C.state_dir, sizeof(C.state_dir), "%s", DEF_STATE);
-	snprintf(C.control, sizeof(C.control), "%s", DEF_CONTROL);
-	snprintf(C.shim, sizeof(C.shim), "%s", SLUICE_SHIM_PATH);
-	snprintf(C.backend, sizeof(C.backend), "ns");
-	snprintf(C.tier, sizeof(C.tier), "registries");
-	C.timeout_default = 120;
-	C.timeout_max = 1680;
-	C.output_cap = 64 * 1024;
-	C.max_per_tenant = 50;
-	C.max_per_user = 5;
-	C.max_total = 200;
-	C.idle_after = 15 * 60;
-	C.remove_after = 24 * 3600;
-	C.uid_base = 1000000000ul;
-	C.slots = 1024;
-	C.lim.memory_bytes = 2048ull << 20;
-	C.lim.pids = 512;
-	C.lim.cpu_pct = 100;
-	C.lim.tmp_bytes = 512ull << 20;
-	C.lim.home_bytes = 1024ull << 20;
-	C.lim.fsize_bytes = 1024ull << 20;
-	C.lim.nofile = 1024;
-	C.lim.nproc = 512;
-}
 
 static void
 die(int code, const char *fmt, ...)
@@ -120,138 +78,7 @@ die(int code, const char *fmt, ...)
 	exit(code);
 }
 
-static void
-cfg_num(json_t *o, const char *key, long *out, long lo, long hi)
-{
-	json_t *v = json_object_get(o, key);
-
-	if (v == NULL)
-		return;
-	if (!json_is_integer(v) || json_integer_value(v) < lo ||
-	    json_integer_value(v) > hi)
-		die(EX_USAGE, "config: %s: an integer from %ld to %ld", key, lo,
-		    hi);
-	*out = (long)json_integer_value(v);
-}
-
-static void
-cfg_u64(json_t *o, const char *key, uint64_t *out, uint64_t mult)
-{
-	long v = -1;
-
-	cfg_num(o, key, &v, 0, LONG_MAX / 2);
-	if (v >= 0)
-		*out = (uint64_t)v * mult;
-}
-
-static void
-cfg_str(json_t *o, const char *key, char *out, size_t len)
-{
-	json_t *v = json_object_get(o, key);
-
-	if (v == NULL)
-		return;
-	if (!json_is_string(v) || strlen(json_string_value(v)) >= len)
-		die(EX_USAGE, "config: %s: a string under %zu bytes", key, len);
-	snprintf(out, len, "%s", json_string_value(v));
-}
-
-static const char *const cfg_keys[] = { "state_dir", "control", "shim",
-	"backend", "tier", "timeout", "timeout_max", "output_cap",
-	"max_per_tenant", "max_per_user", "max_total", "idle_after",
-	"remove_after", "uid_base", "cgroups", "limits", NULL };
-static const char *const lim_keys[] = { "memory_mb", "pids", "cpu_pct",
-	"tmp_mb", "home_mb", "fsize_mb", "nofile", "nproc", NULL };
-
-static void
-cfg_check_keys(json_t *o, const char *const *keys, const char *where)
-{
-	const char *k;
-	json_t *v;
-	size_t i;
-
-	json_object_foreach(o, k, v) {
-		for (i = 0; keys[i] != NULL && strcmp(keys[i], k) != 0; i++)
-			;
-		if (keys[i] == NULL)
-			die(EX_USAGE, "config: unknown key %s%s", where, k);
-	}
-}
-
-static void
-cfg_load(const char *path)
-{
-	json_error_t je;
-	json_t *o, *l;
-	long ub = (long)C.uid_base;
-
-	o = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-	if (o == NULL)
-		die(EX_USAGE, "config %s:%d: %s", path, je.line, je.text);
-	if (!json_is_object(o))
-		die(EX_USAGE, "config %s: not a JSON object", path);
-	cfg_check_keys(o, cfg_keys, "");
-	cfg_str(o, "state_dir", C.state_dir, sizeof(C.state_dir));
-	cfg_str(o, "control", C.control, sizeof(C.control));
-	cfg_str(o, "shim", C.shim, sizeof(C.shim));
-	cfg_str(o, "backend", C.backend, sizeof(C.backend));
-	cfg_str(o, "tier", C.tier, sizeof(C.tier));
-	cfg_num(o, "timeout_max", &C.timeout_max, 1, 1680);
-	cfg_num(o, "timeout", &C.timeout_default, 1, C.timeout_max);
-	cfg_num(o, "output_cap", &C.output_cap, 0, 64l << 20);
-	cfg_num(o, "max_per_tenant", &C.max_per_tenant, 0, 1000000);
-	cfg_num(o, "max_per_user", &C.max_per_user, 0, 1000000);
-	cfg_num(o, "max_total", &C.max_total, 0, 1000000);
-	cfg_num(o, "idle_after", &C.idle_after, 0, LONG_MAX / 2);
-	cfg_num(o, "remove_after", &C.remove_after, 0, LONG_MAX / 2);
-	cfg_num(o, "uid_base", &ub, 65536, 4000000000l - 65536l * 1024);
-	C.uid_base = (unsigned long)ub;
-	if ((l = json_object_get(o, "cgroups")) != NULL) {
-		const char *v = json_is_false(l) ? "off" : json_is_true(l) ?
-		    "auto" : json_string_value(l);
-
-		if (v == NULL || (strcmp(v, "auto") && strcmp(v, "v1") &&
-		    strcmp(v, "v2") && strcmp(v, "off")))
-			die(EX_USAGE, "config: cgroups: \"auto\", \"v1\", "
-			    "\"v2\" or \"off\"");
-		snprintf(C.cgroups, sizeof(C.cgroups), "%s",
-		    strcmp(v, "auto") ? v : "");
-	}
-	if ((l = json_object_get(o, "limits")) != NULL) {
-		if (!json_is_object(l))
-			die(EX_USAGE, "config: limits: an object");
-		cfg_check_keys(l, lim_keys, "limits.");
-		cfg_u64(l, "memory_mb", &C.lim.memory_bytes, 1 << 20);
-		cfg_u64(l, "pids", &C.lim.pids, 1);
-		cfg_u64(l, "cpu_pct", &C.lim.cpu_pct, 1);
-		cfg_u64(l, "tmp_mb", &C.lim.tmp_bytes, 1 << 20);
-		cfg_u64(l, "home_mb", &C.lim.home_bytes, 1 << 20);
-		cfg_u64(l, "fsize_mb", &C.lim.fsize_bytes, 1 << 20);
-		cfg_u64(l, "nofile", &C.lim.nofile, 1);
-		cfg_u64(l, "nproc", &C.lim.nproc, 1);
-	}
-	json_decref(o);
-}
-
 /* ---- ids, paths, locks ---- */
-
-static int
-id_ok(const char *s, size_t max)
-{
-	size_t n = strlen(s), i;
-
-	/* the first character alphanumeric: no ".", "..", ".lock" (the
-	 * state directory's own files), nothing that reads as an option */
-	if (n == 0 || n > max || !((s[0] >= 'a' && s[0] <= 'z') ||
-	    (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= '0' && s[0] <= '9')))
-		return 0;
-	for (i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' &&
-		    s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
-		    s[i] == '.' || s[i] == '_' || s[i] == '-'))
-			return 0;
-	return 1;
-}
 
 static void
 chat_dir(char *buf, size_t len, const char *chat)
@@ -333,97 +160,19 @@ unlock(int fd)
 
 /* ---- records ---- */
 
-static json_t *
-lim_json(const struct sbx_limits *l)
-{
-	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
-	    "memory_bytes", (json_int_t)l->memory_bytes,
-	    "pids", (json_int_t)l->pids, "cpu_pct", (json_int_t)l->cpu_pct,
-	    "tmp_bytes", (json_int_t)l->tmp_bytes,
-	    "home_bytes", (json_int_t)l->home_bytes,
-	    "fsize_bytes", (json_int_t)l->fsize_bytes,
-	    "nofile", (json_int_t)l->nofile, "nproc", (json_int_t)l->nproc);
-}
-
-static json_t *
-rec_json(const struct sbx_rec *r)
-{
-	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:b,s:s,s:s,s:I,s:I,"
-	    "s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:b,s:s,s:s,s:s,s:o}",
-	    "chat", r->chat, "tenant", r->tenant, "user", r->user,
-	    "tier", r->tier, "backend", r->backend, "dir", r->dir,
-	    "workspace", r->workspace, "workspace_made", r->workspace_made,
-	    "session_dir", r->session_dir, "shim", r->shim,
-	    "uid_base", (json_int_t)r->uid_base,
-	    "uid_count", (json_int_t)r->uid_count,
-	    "host_uid", (json_int_t)r->host_uid,
-	    "host_gid", (json_int_t)r->host_gid, "slot", r->slot,
-	    "init_pid", (json_int_t)r->init_pid,
-	    "init_start", (json_int_t)r->init_start,
-	    "created", (json_int_t)r->created,
-	    "last_used", (json_int_t)r->last_used,
-	    "suspended", r->suspended, "cgroup", r->cgroup, "note", r->note,
-	    "backend_data", r->backend_data, "limits", lim_json(&r->lim));
-}
-
-static void
-get_s(json_t *o, const char *k, char *out, size_t len)
-{
-	const char *s = json_string_value(json_object_get(o, k));
-
-	snprintf(out, len, "%s", s ? s : "");
-}
-
-static int64_t
-get_i(json_t *o, const char *k)
-{
-	return (int64_t)json_integer_value(json_object_get(o, k));
-}
-
+/* The chat's record; -1 (quietly) when there is none or it is not
+ * the chat's. */
 static int
 rec_load(const char *chat, struct sbx_rec *r)
 {
-	char p[SBX_PATH_MAX + 32];
-	json_t *o, *l;
+	char p[SBX_PATH_MAX + 32], err[256];
 
 	snprintf(p, sizeof(p), "%s/%s/record.json", C.state_dir, chat);
-	if ((o = json_load_file(p, 0, NULL)) == NULL)
+	if (sbx_rec_load(r, p, err, sizeof(err)) != 0) {
+		if (access(p, F_OK) == 0)
+			fprintf(stderr, PROG ": %s: %s\n", chat, err);
 		return -1;
-	memset(r, 0, sizeof(*r));
-	get_s(o, "chat", r->chat, sizeof(r->chat));
-	get_s(o, "tenant", r->tenant, sizeof(r->tenant));
-	get_s(o, "user", r->user, sizeof(r->user));
-	get_s(o, "tier", r->tier, sizeof(r->tier));
-	get_s(o, "backend", r->backend, sizeof(r->backend));
-	get_s(o, "dir", r->dir, sizeof(r->dir));
-	get_s(o, "workspace", r->workspace, sizeof(r->workspace));
-	r->workspace_made = json_is_true(json_object_get(o,
-	    "workspace_made"));
-	get_s(o, "session_dir", r->session_dir, sizeof(r->session_dir));
-	get_s(o, "shim", r->shim, sizeof(r->shim));
-	r->uid_base = (uid_t)get_i(o, "uid_base");
-	r->uid_count = (uid_t)get_i(o, "uid_count");
-	r->host_uid = (uid_t)get_i(o, "host_uid");
-	r->host_gid = (gid_t)get_i(o, "host_gid");
-	r->slot = (int)get_i(o, "slot");
-	r->init_pid = (pid_t)get_i(o, "init_pid");
-	r->init_start = (uint64_t)get_i(o, "init_start");
-	r->created = get_i(o, "created");
-	r->last_used = get_i(o, "last_used");
-	r->suspended = json_is_true(json_object_get(o, "suspended"));
-	get_s(o, "cgroup", r->cgroup, sizeof(r->cgroup));
-	get_s(o, "note", r->note, sizeof(r->note));
-	get_s(o, "backend_data", r->backend_data, sizeof(r->backend_data));
-	l = json_object_get(o, "limits");
-	r->lim.memory_bytes = (uint64_t)get_i(l, "memory_bytes");
-	r->lim.pids = (uint64_t)get_i(l, "pids");
-	r->lim.cpu_pct = (uint64_t)get_i(l, "cpu_pct");
-	r->lim.tmp_bytes = (uint64_t)get_i(l, "tmp_bytes");
-	r->lim.home_bytes = (uint64_t)get_i(l, "home_bytes");
-	r->lim.fsize_bytes = (uint64_t)get_i(l, "fsize_bytes");
-	r->lim.nofile = (uint64_t)get_i(l, "nofile");
-	r->lim.nproc = (uint64_t)get_i(l, "nproc");
-	json_decref(o);
+	}
 	return strcmp(r->chat, chat) == 0 ? 0 : -1;
 }
 
@@ -432,7 +181,7 @@ static int
 rec_save(const struct sbx_rec *r)
 {
 	char p[SBX_PATH_MAX + 32], t[SBX_PATH_MAX + 32];
-	json_t *o = rec_json(r);
+	json_t *o = sbx_rec_json(r);
 	int rc;
 
 	snprintf(p, sizeof(p), "%s/record.json", r->dir);
@@ -463,7 +212,7 @@ chats_all(void)
 		char p[SBX_PATH_MAX + 300];
 		char **nv;
 
-		if (!id_ok(de->d_name, SBX_ID_MAX))
+		if (!sbx_id_ok(de->d_name, SBX_ID_MAX))
 			continue;
 		snprintf(p, sizeof(p), "%s/%s/record.json", C.state_dir,
 		    de->d_name);
@@ -492,7 +241,7 @@ chats_free(char **v)
 /*
  * Empty the directory open at dfd and close it.  Everything goes through
  * the directory fds (unlinkat, openat with O_NOFOLLOW): the workspace
- * belongs to the sandbox user (with gVisor, host uid 1000), and a
+ * belongs to the sandbox user (an unprivileged host uid), and a
  * directory swapped for a symbolic link between a check and a path-based
  * call would have root remove files outside it.  Depth is bounded by the
  * descriptors it takes.
@@ -564,7 +313,8 @@ broker_call(const char *method, const char *path, const char *body,
     char **resp, char *err, size_t errlen)
 {
 	struct sockaddr_un sun;
-	char head[512], *buf = NULL, *p, *nb;
+	char head[512], *buf = NULL, *nb;
+	const char *p;
 	size_t len = 0, cap = 0, blen = body ? strlen(body) : 0;
 	int fd, status = -1;
 	struct pollfd pfd;
@@ -622,33 +372,19 @@ broker_call(const char *method, const char *path, const char *body,
 			break;
 		len += (size_t)n;
 	}
-	if (buf == NULL || len < 12 || strncmp(buf, "HTTP/1.", 7) != 0) {
+	if (buf != NULL)
+		buf[len] = '\0';
+	if (sbx_http_split(buf, len, &status, &p) != 0) {
 		sbx_err(err, errlen, "sluiced at %s: not an HTTP answer",
 		    C.control);
 		goto out;
 	}
-	buf[len] = '\0';
-	status = atoi(buf + 9);
-	if ((p = strstr(buf, "\r\n\r\n")) != NULL)
-		*resp = strdup(p + 4);
+	if (p != NULL)
+		*resp = strdup(p);
 out:
 	free(buf);
 	close(fd);
 	return status;
-}
-
-/* The "error" of a JSON error body, or the body itself. */
-static const char *
-broker_msg(const char *body, char *buf, size_t len)
-{
-	json_t *o = body ? json_loads(body, 0, NULL) : NULL;
-	const char *e = o ? json_string_value(json_object_get(o, "error")) :
-	    NULL;
-
-	snprintf(buf, len, "%s", e ? e : body ? body : "");
-	json_decref(o);
-	buf[strcspn(buf, "\r\n")] = '\0';
-	return buf;
 }
 
 static int
@@ -663,7 +399,7 @@ broker_delete(const char *chat, char *err, size_t errlen)
 		return -1;
 	if (st != 200 && st != 204 && st != 404) {
 		sbx_err(err, errlen, "sluiced refused to delete session %s "
-		    "(%d): %s", chat, st, broker_msg(resp, m, sizeof(m)));
+		    "(%d): %s", chat, st, sbx_broker_msg(resp, m, sizeof(m)));
 		free(resp);
 		return -1;
 	}
@@ -1117,7 +853,7 @@ need_chat(void)
 {
 	if (o_chat == NULL)
 		die(EX_USAGE, "--chat ID is required");
-	if (!id_ok(o_chat, SBX_ID_MAX))
+	if (!sbx_id_ok(o_chat, SBX_ID_MAX))
 		die(EX_USAGE, "bad chat id \"%s\" (1 to 64 of A-Z a-z 0-9 . _ "
 		    "-, the first a letter or digit)", o_chat);
 }
@@ -1138,10 +874,15 @@ cmd_create(void)
 	struct stat sst;
 
 	need_chat();
-	if (o_tenant[0] && !id_ok(o_tenant, SBX_ID_MAX))
+	if (o_tenant[0] && !sbx_id_ok(o_tenant, SBX_ID_MAX))
 		die(EX_USAGE, "bad tenant \"%s\"", o_tenant);
-	if (strlen(o_user) > SBX_USER_MAX)
-		die(EX_USAGE, "user: at most %d bytes", SBX_USER_MAX);
+	/* list prints them on a terminal, sluiced takes them whole */
+	if (!sbx_user_ok(o_user))
+		die(EX_USAGE, "bad user (at most %d bytes of UTF-8 without "
+		    "control characters)", SBX_USER_MAX);
+	if (o_tier != NULL && !sbx_id_ok(o_tier, sizeof(((struct sbx_rec *)
+	    0)->tier) - 1))
+		die(EX_USAGE, "bad tier (a tier name: public, registries...)");
 	if (be->available(err, sizeof(err)) != 0)
 		die(EX_BACKEND, "backend %s: %s", be->name, err);
 	if (access(C.shim, X_OK) != 0)
@@ -1306,29 +1047,18 @@ cmd_create(void)
 	}
 	if (st != 201 && st != 200) {
 		fprintf(stderr, PROG ": sluiced refused session %s (%d): %s\n",
-		    r.chat, st, broker_msg(resp, m, sizeof(m)));
+		    r.chat, st, sbx_broker_msg(resp, m, sizeof(m)));
 		rc = EX_BROKER;
 		goto fail;
 	}
 	session = 1;
-	o = resp ? json_loads(resp, 0, NULL) : NULL;
-	{
-		const char *sock = json_string_value(json_object_get(o,
-		    "socket"));
-		char *slash;
-
-		if (sock == NULL || sock[0] != '/') {
-			fprintf(stderr, PROG ": sluiced's session %s has no Unix "
-			    "socket\n", r.chat);
-			json_decref(o);
-			rc = EX_BROKER;
-			goto fail;
-		}
-		snprintf(r.session_dir, sizeof(r.session_dir), "%s", sock);
-		if ((slash = strrchr(r.session_dir, '/')) != NULL)
-			*slash = '\0';
+	if (sbx_broker_socket(resp, r.session_dir, sizeof(r.session_dir), err,
+	    sizeof(err)) != 0) {
+		fprintf(stderr, PROG ": sluiced's session %s: %s\n", r.chat,
+		    err);
+		rc = EX_BROKER;
+		goto fail;
 	}
-	json_decref(o);
 	free(resp);
 	resp = NULL;
 	socket_own(&r);
@@ -1344,7 +1074,7 @@ cmd_create(void)
 	unlock(clk);
 	unlock(lk);
 	if (opt_json) {
-		json_t *j = rec_json(&r);
+		json_t *j = sbx_rec_json(&r);
 
 		json_object_set_new(j, "state", json_string("running"));
 		json_out(j);
@@ -2027,11 +1757,22 @@ cmd_list(void)
 			    (json_int_t)r.init_pid, "note", r.note);
 
 			json_array_append_new(a, o);
-		} else
+		} else {
+			/* records are ours, but names came from callers:
+			 * nothing of them may act on the terminal */
+			char te[4 * SBX_ID_MAX + 1], us[4 * SBX_USER_MAX + 1];
+			char ti[4 * sizeof(r.tier) + 1];
+			char be[4 * sizeof(r.backend) + 1];
+
+			sbx_text_safe(r.tenant[0] ? r.tenant : "-", te,
+			    sizeof(te));
+			sbx_text_safe(r.user[0] ? r.user : "-", us, sizeof(us));
+			sbx_text_safe(r.tier, ti, sizeof(ti));
+			sbx_text_safe(r.backend, be, sizeof(be));
 			printf("%-24s %-12s %-12s %-10s %-7s %-9s %8lld\n",
-			    r.chat, r.tenant[0] ? r.tenant : "-",
-			    r.user[0] ? r.user : "-", r.tier, r.backend,
-			    state_of(&r), (long long)(now - r.last_used));
+			    r.chat, te, us, ti, be, state_of(&r),
+			    (long long)(now - r.last_used));
+		}
 	}
 	chats_free(all);
 	unlock(g);
@@ -2174,11 +1915,12 @@ main(int argc, char **argv)
 	const char *state = NULL, *control = NULL, *config = NULL;
 	const char *verb = NULL;
 	static struct envv extra;
+	char err[512];
 	size_t i;
 	int c, pass;
 
 	signal(SIGPIPE, SIG_IGN);
-	cfg_defaults();
+	sbx_cfg_defaults(&C, DEF_STATE, DEF_CONTROL, SLUICE_SHIM_PATH);
 	/* "+": stop at the subcommand, then at "--" after its options */
 	for (pass = 0; pass < 2; pass++) {
 		while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
@@ -2230,7 +1972,8 @@ main(int argc, char **argv)
 		}
 	}
 	if (config != NULL)
-		cfg_load(config);
+		if (sbx_cfg_load(&C, config, err, sizeof(err)) != 0)
+			die(EX_USAGE, "%s", err);
 	if (state != NULL)
 		snprintf(C.state_dir, sizeof(C.state_dir), "%s", state);
 	if (control != NULL)

@@ -101,7 +101,7 @@ LS_LINE = (r"^(?P<mode>[-dlpscb?][-rwxsStT]{9}) (?P<uid>\d+) (?P<gid>\d+) "
            r"(?P<size>\d+) \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ (?P<name>.*)$")
 
 
-def files_fds_env(env, run, chat):
+def files_fds_env(env, run, chat, uid=1000):
     """write, read and ls the same way on every backend (ls: a fixed
     format, sorted, names escaped; --json); paths that climb out of
     /workspace or symbolic links to host paths stay inside the sandbox;
@@ -126,7 +126,7 @@ def files_fds_env(env, run, chat):
               "new\\012l", "sub"], "ls names")
     f = got[0]
     check_eq((f.group("mode"), f.group("uid"), f.group("gid"),
-              f.group("size")), ("-rw-r-----", "1000", "1000", "5"),
+              f.group("size")), ("-rw-r-----", str(uid), str(uid), "5"),
              "ls f.txt")
     check(got[1].group("mode").startswith("p") and
           got[5].group("mode").startswith("d"), "ls types: %r" % lines)
@@ -138,7 +138,7 @@ def files_fds_env(env, run, chat):
              "ls --json entries")
     check_eq((j["entries"][0]["mode"], j["entries"][0]["size"],
               j["entries"][0]["uid"], j["entries"][3]["target"]),
-             ("0640", 5, 1000, "f.txt"), "ls --json fields")
+             ("0640", 5, uid, "f.txt"), "ls --json fields")
     r = run("ls", "--chat", chat, "f.txt")
     check(r.returncode == 0 and r.stdout.decode().endswith(" f.txt\n"),
           "ls of a file: %r" % r.stdout)
@@ -681,6 +681,98 @@ def fail_closed_without_sluiced(env):
         check(r.returncode == 2 and b"bad chat id" in r.stderr,
               "chat id %r: rc %d %r" % (bad, r.returncode, r.stderr))
     check(not os.path.exists(os.path.join(run.state, "nb")), "state left")
+
+
+def log_is_bounded(env, run, chat, n=20000, timeout=120):
+    """The shim logs each failed relay to init.log on the host: with the
+    broker session gone, n connects inside make n log lines (~70 bytes
+    each), and init.log and init.log.1 each stay within 1 MiB, the newest
+    lines kept.  destroy ends the log's reader."""
+    resp = api_unix(run.ctl, "DELETE", "/v1/sessions/%s" % chat)
+    check(resp.status in (200, 204), "delete session: %r" % resp)
+    o = run.exec(chat, "python3 -c '\n"
+                 "import socket\n"
+                 "for i in range(%d):\n"
+                 "    s = socket.socket()\n"
+                 "    try:\n"
+                 "        s.connect((\"127.0.0.1\", 3128)); s.recv(1)\n"
+                 "    except OSError:\n"
+                 "        pass\n"
+                 "    s.close()\n"
+                 "print(\"done\")'" % n, "--timeout", str(timeout),
+                 timeout=timeout + 30)
+    check_eq(o["stdout"], "done\n", "connect loop: %r" % o)
+    log = os.path.join(run.state, chat, "init.log")
+    wait_until(lambda: os.path.exists(log + ".1"), 10, what="init.log to "
+               "be rotated (%d bytes)" % os.path.getsize(log))
+    for p in (log, log + ".1"):
+        check(os.path.getsize(p) <= 1 << 20, "%s: %d bytes" % (
+              p, os.path.getsize(p)))
+    check(b"connect /run/sluice/proxy.sock" in open(log, "rb").read()[-300:],
+          "newest line: %r" % open(log, "rb").read()[-300:])
+    with open(os.path.join(run.state, chat, "log.pid")) as f:
+        pid = int(f.read().split()[0])
+    check(os.path.exists("/proc/%d" % pid), "log reader %d" % pid)
+    r = run("destroy", "--chat", chat)
+    check_eq(r.returncode, 0, "destroy: %r" % r.stderr)
+    run.chats.remove(chat)
+    check(not os.path.exists("/proc/%d" % pid) or
+          open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0]
+          == "Z", "log reader %d left" % pid)
+    check(not os.path.exists(os.path.join(run.state, chat)), "state left")
+
+
+@S.case
+def init_log_is_bounded(env):
+    d, run = start(env)
+    run.create("lg")
+    log_is_bounded(env, run, "lg")
+
+
+@S.case
+def names_safe_on_a_terminal(env):
+    """--user and --tier are checked at create (UTF-8 without control
+    characters, as sluiced wants users; tiers are names), and list prints
+    what a record holds with control characters, backslashes and bytes
+    that are not UTF-8 escaped (\\ooo), JSON output unchanged."""
+    preflight()
+    os.makedirs(env.path("run"))
+    d = type("D", (), {"config": {"runtime_dir": env.path("run")}})()
+    run = Runner(env, d)
+    for bad in ("a\x1b[2Jb", "bell\x07", "del\x7f", "c1\u009b",
+                "x" * 129):
+        r = run("create", "--chat", "nm", "--user", bad)
+        check(r.returncode == 2 and b"bad user" in r.stderr,
+              "user %r: rc %d %r" % (bad, r.returncode, r.stderr))
+    r = subprocess.run([RUN, "--state-dir", run.state, "--control", run.ctl,
+                        "create", "--chat", "nm", "--user", b"\xff\xfe"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=30)
+    check(r.returncode == 2 and b"bad user" in r.stderr,
+          "user not UTF-8: rc %d %r" % (r.returncode, r.stderr))
+    r = run("create", "--chat", "nm", "--tier", "reg\x1b[0m")
+    check(r.returncode == 2 and b"bad tier" in r.stderr,
+          "tier: rc %d %r" % (r.returncode, r.stderr))
+    check(not os.path.exists(os.path.join(run.state, "nm")), "state left")
+    # a record holding such names (an older sluice-run's): list escapes
+    user = "\x1b]0;owned\x07\u009b31m Zo\u00eb \\ end"
+    os.makedirs(os.path.join(run.state, "nm"), mode=0o711)
+    with open(os.path.join(run.state, "nm", "record.json"), "w") as f:
+        json.dump({"chat": "nm", "tenant": "t\r\nFAKE", "user": user,
+                   "tier": "registries", "backend": "ns\x08\x08",
+                   "dir": os.path.join(run.state, "nm"), "slot": 0}, f)
+    r = run("list")
+    check_eq(r.returncode, 0, "list: %r" % r.stderr)
+    out = r.stdout
+    check(not any(c < 0x20 and c != 0x0a or c == 0x7f for c in out) and
+          b"\xc2\x9b" not in out and out.count(b"\n") == 2,
+          "list prints control characters: %r" % out)
+    check(b"\\033]0;owned\\007\\302\\23331m Zo\xc3\xab \\134 end" in
+          out and b"t\\015\\012FAKE" in out and b"ns\\010\\010" in out,
+          "list escapes: %r" % out)
+    _, o = run.json("list")
+    check_eq((o["sandboxes"][0]["user"], o["sandboxes"][0]["tenant"]),
+             (user, "t\r\nFAKE"), "list --json")
 
 
 if __name__ == "__main__":

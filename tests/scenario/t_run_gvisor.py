@@ -3,7 +3,8 @@
 curl, python and pip in a real gVisor sandbox reach a loopback upstream
 only through the broker; direct connects to non-loopback addresses fail
 and the host's loopback is not the sandbox's; another chat's socket is out
-of reach; a timeout kills the whole process tree (setsid double fork
+of reach and each sandbox has its own host uid; the shim's log on the
+host is bounded; a timeout kills the whole process tree (setsid double fork
 included) and keeps background jobs; output to a file keeps its offset;
 write, read and ls work as under the ns backend; the cgroups presets v1
 and v2 work like auto; gc suspends (runsc pause) and the
@@ -13,9 +14,11 @@ mount, socket or broker session behind; and a missing runsc is named.
 Skips (77) when not root or when runsc is not installed (Debian package
 runsc); fails then under SLUICE_TEST_STRICT=1."""
 
+import errno
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -24,7 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, Skip, check, check_eq, api_unix,  # noqa: E402
                      wait_until)
 from t_clients import make_index, serve, PKG  # noqa: E402
-from t_run import Runner, RUN, files_fds_env, no_tty  # noqa: E402
+from t_run import (Runner, RUN, files_fds_env, no_tty,  # noqa: E402
+                   log_is_bounded)
 
 S = Suite("t_run_gvisor", time_limit=600)
 
@@ -129,8 +133,8 @@ def network_only_through_broker(env):
     o = run.exec("net1", "PYTHONPATH=/workspace/site python3 -c "
                  "'import %s; print(%s.VALUE)'" % (PKG, PKG))
     check_eq(o["stdout"], "42\n", "installed package")
-    o = run.exec("net1", "id -u; env | sort")
-    check(o["stdout"].startswith("1000\n"), "uid: %r", o["stdout"][:40])
+    o = run.exec("net1", "id -un; env | sort")
+    check(o["stdout"].startswith("user\n"), "user: %r", o["stdout"][:40])
     check("PIP_PROXY=http://127.0.0.1:3128" in o["stdout"], "env: %r", o)
     # direct connects leave nowhere: loopback is the only device
     o = run.exec("net1", "python3 -c '\n"
@@ -163,6 +167,84 @@ def network_only_through_broker(env):
     recs = [r for r in open(d.log_path) if '"decision"' in r]
     check(any('"session":"net1"' in r for r in recs),
           "no decision record for net1")
+
+
+def connect_as(path, uid, gid):
+    """errno name of connecting to the Unix socket path as uid:gid on the
+    host, or "connected".  Through an O_PATH fd: the test's directories
+    are root's 0700, and only the socket's own owner and mode are in
+    question."""
+    fd = os.open(path, os.O_PATH)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        res = b"?"
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            s = socket.socket(socket.AF_UNIX)
+            try:
+                s.connect("/proc/self/fd/%d" % fd)
+                res = b"connected"
+            except OSError as e:
+                res = errno.errorcode.get(e.errno, "?").encode()
+        finally:
+            os.write(w, res)
+            os._exit(0)
+    os.close(w)
+    os.close(fd)
+    res = os.read(r, 64).decode()
+    os.close(r)
+    os.waitpid(pid, 0)
+    return res
+
+
+@S.case
+def per_sandbox_uids(env):
+    """Each gVisor sandbox's user is its own unprivileged host uid (from
+    the slot's range, as under the ns backend): not 1000, which may be a
+    real account of the host, and not another sandbox's; it owns the
+    workspace and the session socket, which a host uid 1000 and the other
+    sandbox's uid cannot use."""
+    d, run = start(env)
+    uids = {}
+    for c in ("u1", "u2"):
+        _, o = run.json("create", "--chat", c)
+        run.chats.append(c)
+        uids[c] = (o["host_uid"], o["host_gid"], o["workspace"])
+    u1, u2 = uids["u1"][0], uids["u2"][0]
+    check(u1 != u2, "two sandboxes share uid %d" % u1)
+    for c, (u, g, ws) in uids.items():
+        check(u >= 65536 and g >= 65536, "%s: low uid %d:%d" % (c, u, g))
+        o = run.exec(c, "id -u; id -g; id -un; echo $HOME; python3 -c "
+                     "'import os; print(os.stat(\"/workspace\").st_uid, "
+                     "os.stat(\"/home/user\").st_uid)'; touch f")
+        check_eq(o["stdout"], "%d\n%d\nuser\n/home/user\n%d %d\n" %
+                 (u, g, u, u), "%s: identity inside" % c)
+        check_eq((os.stat(ws).st_uid, os.stat(os.path.join(ws, "f")).st_uid),
+                 (u, u), "%s: workspace owner on the host" % c)
+        sock = d.session_socket(c)
+        check_eq(os.stat(sock).st_uid, u, "%s: socket owner" % c)
+        check_eq(connect_as(sock, u, g), "connected", "%s: own uid" % c)
+        check(connect_as(sock, 1000, 1000) != "connected",
+              "%s: host uid 1000 reaches the socket" % c)
+    check(connect_as(d.session_socket("u2"), u1, uids["u1"][1]) !=
+          "connected", "u1's uid reaches u2's socket")
+    # the ns backend's ranges come from the same slots: no overlap
+    _, o = run.json("create", "--chat", "n1", "--backend", "ns")
+    run.chats.append("n1")
+    lo, hi = o["uid_base"], o["uid_base"] + o["uid_count"]
+    check(not any(lo <= u < hi for u, _, _ in uids.values()),
+          "gvisor uid in the ns range %d-%d: %r" % (lo, hi, uids))
+
+
+@S.case
+def init_log_is_bounded(env):
+    d, run = start(env)
+    run.create("lg")
+    log_is_bounded(env, run, "lg", timeout=400)
 
 
 @S.case
@@ -230,7 +312,7 @@ def files_ls_cgroup_presets(env):
     _, o = run.json("create", "--chat", "l1")
     run.chats.append("l1")
     check(o.get("cgroup") not in ("v1", "v2"), "record cgroup: %r" % o)
-    files_fds_env(env, run, "l1")
+    files_fds_env(env, run, "l1", uid=o["host_uid"])
     with open(run.conf) as f:
         conf = json.load(f)
     conf["cgroups"] = "v2"

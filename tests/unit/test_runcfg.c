@@ -1,0 +1,217 @@
+/*
+ * test_runcfg.c: sluice-run's configuration checks, record files and
+ * name checks (sandbox-glue/sbx_cfg.c).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "sandbox-glue/sbx_cfg.h"
+
+static int
+parse(struct sbx_cfg *c, const char *text, char *err, size_t errlen)
+{
+	sbx_cfg_defaults(c, "/run/sluice-run", "/run/sluice/control.sock",
+	    "/usr/bin/sluice-shim");
+	err[0] = '\0';
+	return sbx_cfg_parse(c, text, strlen(text), "t.json", err, errlen);
+}
+
+static void
+t_cfg_defaults_and_values(void **state)
+{
+	struct sbx_cfg c;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(parse(&c, "{}", err, sizeof(err)), 0);
+	assert_int_equal(c.timeout_default, 120);
+	assert_int_equal(c.timeout_max, 1680);
+	assert_int_equal(c.output_cap, 65536);
+	assert_string_equal(c.backend, "ns");
+	assert_string_equal(c.tier, "registries");
+	assert_int_equal(c.uid_base, 1000000000ul);
+	assert_int_equal(c.lim.memory_bytes, 2048ull << 20);
+	assert_int_equal(parse(&c, "{\"backend\":\"gvisor\",\"timeout\":30,"
+	    "\"cgroups\":false,\"limits\":{\"memory_mb\":256,\"nproc\":0}}",
+	    err, sizeof(err)), 0);
+	assert_string_equal(c.backend, "gvisor");
+	assert_int_equal(c.timeout_default, 30);
+	assert_string_equal(c.cgroups, "off");
+	assert_int_equal(c.lim.memory_bytes, 256ull << 20);
+	assert_int_equal(c.lim.nproc, 0);
+	assert_int_equal(parse(&c, "{\"cgroups\":\"auto\"}", err,
+	    sizeof(err)), 0);
+	assert_string_equal(c.cgroups, "");
+}
+
+/* A timeout_max under the default lowers the default timeout. */
+static void
+t_cfg_timeout_max_lowers_default(void **state)
+{
+	struct sbx_cfg c;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(parse(&c, "{\"timeout_max\":60}", err, sizeof(err)),
+	    0);
+	assert_int_equal(c.timeout_default, 60);
+	assert_int_equal(parse(&c, "{\"timeout_max\":60,\"timeout\":61}", err,
+	    sizeof(err)), -1);
+	assert_non_null(strstr(err, "timeout: an integer from 1 to 60"));
+}
+
+static void
+t_cfg_refusals(void **state)
+{
+	static const struct {
+		const char *text, *msg;
+	} bad[] = {
+		{ "{\"bogus\":1}", "unknown key bogus" },
+		{ "{\"limits\":{\"cpu\":1}}", "unknown key limits.cpu" },
+		{ "{\"limits\":[]}", "limits: an object" },
+		{ "{\"timeout\":0}", "timeout: an integer" },
+		{ "{\"timeout_max\":1681}", "timeout_max: an integer" },
+		{ "{\"output_cap\":\"1\"}", "output_cap: an integer" },
+		{ "{\"uid_base\":1000}", "uid_base: an integer" },
+		{ "{\"backend\":\"lxc\"}", "backend" },
+		{ "{\"tier\":\"\\u001b[2J\"}", "tier" },
+		{ "{\"cgroups\":\"v3\"}", "cgroups" },
+		{ "{\"tier\":\"a\",\"tier\":\"b\"}", "config t.json:1" },
+		{ "[]", "not a JSON object" },
+		{ "{\"\\u001b[2J\":1}", "unknown key \\033[2J" },
+	};
+	struct sbx_cfg c;
+	char err[256];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(parse(&c, bad[i].text, err, sizeof(err)), -1);
+		if (strstr(err, bad[i].msg) == NULL)
+			fail_msg("%s: got \"%s\", want \"%s\"", bad[i].text, err,
+			    bad[i].msg);
+	}
+}
+
+static void
+t_rec_round_trip_and_refusals(void **state)
+{
+	struct sbx_rec r, again;
+	char err[256], *d;
+	json_t *o;
+
+	(void)state;
+	memset(&r, 0, sizeof(r));
+	snprintf(r.chat, sizeof(r.chat), "c1");
+	snprintf(r.user, sizeof(r.user), "Zo\xc3\xab");
+	snprintf(r.backend, sizeof(r.backend), "gvisor");
+	snprintf(r.workspace, sizeof(r.workspace), "/w");
+	r.host_uid = 1000001000u;
+	r.slot = 3;
+	r.init_start = 1ull << 40;
+	r.workspace_made = 1;
+	r.lim.memory_bytes = 5;
+	o = sbx_rec_json(&r);
+	assert_non_null(o);
+	d = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	assert_int_equal(sbx_rec_parse(&again, d, strlen(d), err, sizeof(err)),
+	    0);
+	free(d);
+	assert_memory_equal(&r, &again, sizeof(r));
+#define BAD(text, msg) do { \
+	assert_int_equal(sbx_rec_parse(&again, text, strlen(text), err, \
+	    sizeof(err)), -1); \
+	assert_non_null(strstr(err, msg)); \
+} while (0)
+	BAD("{\"chat\":\"../x\"}", "chat");
+	BAD("{\"chat\":\"c\",\"slot\":1024}", "slot");
+	BAD("{\"chat\":\"c\",\"init_pid\":-2}", "init_pid");
+	BAD("{\"chat\":\"c\",\"suspended\":1}", "suspended: a boolean");
+	BAD("{\"chat\":\"c\",\"tier\":\"0123456789abcdef\"}", "tier: a string");
+	BAD("{\"chat\":\"c\",\"limits\":{\"pids\":-1}}", "pids");
+	BAD("[]", "not a JSON object");
+#undef BAD
+}
+
+static void
+t_names(void **state)
+{
+	char out[64], big[200];
+
+	(void)state;
+	assert_true(sbx_user_ok(""));
+	assert_true(sbx_user_ok("alice@example.org"));
+	assert_true(sbx_user_ok("Zo\xc3\xab"));
+	assert_false(sbx_user_ok("a\x1b[2J"));
+	assert_false(sbx_user_ok("a\x7f"));
+	assert_false(sbx_user_ok("a\xc2\x9b"));
+	assert_false(sbx_user_ok("\xff"));
+	assert_false(sbx_user_ok("\xed\xa0\x80"));     /* a surrogate */
+	memset(big, 'x', 129);
+	big[129] = '\0';
+	assert_false(sbx_user_ok(big));
+	big[128] = '\0';
+	assert_true(sbx_user_ok(big));
+	sbx_text_safe("a\x1b]0;x\x07 \\ Zo\xc3\xab \xc2\x9b\xff", out,
+	    sizeof(out));
+	assert_string_equal(out, "a\\033]0;x\\007 \\134 Zo\xc3\xab "
+	    "\\302\\233\\377");
+	sbx_text_safe("\x01\x01", out, 6);      /* no escape cut in two */
+	assert_string_equal(out, "\\001");
+	assert_true(sbx_id_ok("chat-1.a_b", SBX_ID_MAX));
+	assert_false(sbx_id_ok(".lock", SBX_ID_MAX));
+	assert_false(sbx_id_ok("-x", SBX_ID_MAX));
+}
+
+static void
+t_broker_answers(void **state)
+{
+	char buf[] = "HTTP/1.1 201 Created\r\nA: b\r\n\r\n{\"socket\":"
+	    "\"/run/s/c1/proxy.sock\"}", dir[64], err[128], msg[64];
+	const char *body;
+	int st;
+
+	(void)state;
+	assert_int_equal(sbx_http_split(buf, strlen(buf), &st, &body), 0);
+	assert_int_equal(st, 201);
+	assert_int_equal(sbx_broker_socket(body, dir, sizeof(dir), err,
+	    sizeof(err)), 0);
+	assert_string_equal(dir, "/run/s/c1");
+	assert_int_equal(sbx_broker_socket("{\"socket\":\"/p.sock\"}", dir,
+	    sizeof(dir), err, sizeof(err)), -1);
+	assert_int_equal(sbx_broker_socket("{\"socket\":\"p.sock\"}", dir,
+	    sizeof(dir), err, sizeof(err)), -1);
+	assert_int_equal(sbx_http_split("HTTP/1.1 2x1 X\r\n", 16, &st, &body),
+	    -1);
+	assert_int_equal(sbx_http_split("SSH-2.0-x\r\n", 11, &st, &body), -1);
+	sbx_broker_msg("{\"error\":\"bad \\u001b[2J\\nnext\"}", msg,
+	    sizeof(msg));
+	assert_string_equal(msg, "bad \\033[2J");
+	sbx_broker_msg("{\"error\":{\"code\":\"conflict\",\"message\":"
+	    "\"session c1 exists\"}}", msg, sizeof(msg));
+	assert_string_equal(msg, "session c1 exists");
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(t_cfg_defaults_and_values),
+		cmocka_unit_test(t_cfg_timeout_max_lowers_default),
+		cmocka_unit_test(t_cfg_refusals),
+		cmocka_unit_test(t_rec_round_trip_and_refusals),
+		cmocka_unit_test(t_names),
+		cmocka_unit_test(t_broker_answers),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
