@@ -101,17 +101,25 @@ static const char *const gv_etc_keep[] = {
 	"inputrc", "perl", "gai.conf", "login.defs", "magic", "xdg",
 };
 
-/* The host cgroup of the sandbox, "/sluice-gvisor-<chat>.<hash of
- * rec->dir>": two state directories may hold the same chat name. */
-static void
-gv_cgname(const struct sbx_rec *rec, char *buf, size_t len)
+/* FNV-1a of rec->dir: two state directories may hold the same chat
+ * name, and runsc's container ids and the host cgroups are host-wide. */
+static unsigned
+gv_dir_hash(const struct sbx_rec *rec)
 {
 	uint32_t h = 2166136261u;
 	const char *p;
 
 	for (p = rec->dir; *p != '\0'; p++)
 		h = (h ^ (unsigned char)*p) * 16777619u;
-	snprintf(buf, len, "/" GV_HOST_CG "%s.%08x", rec->chat, (unsigned)h);
+	return (unsigned)h;
+}
+
+/* The host cgroup of the sandbox, "/sluice-gvisor-<chat>.<hash>". */
+static void
+gv_cgname(const struct sbx_rec *rec, char *buf, size_t len)
+{
+	snprintf(buf, len, "/" GV_HOST_CG "%s.%08x", rec->chat,
+	    gv_dir_hash(rec));
 }
 
 /* ---- finding and running runsc ---- */
@@ -155,8 +163,9 @@ gv_ctx_init(struct gv_ctx *c, const struct sbx_rec *rec, char *err,
 		snprintf(c->id, sizeof(c->id), "%s", rec->backend_data);
 		c->id[strcspn(c->id, " ")] = '\0';
 		c->nocg = strstr(rec->backend_data, " nocg") != NULL;
-	} else
-		snprintf(c->id, sizeof(c->id), "sluice-%s", rec->chat);
+	} else          /* a new sandbox; older records name theirs */
+		snprintf(c->id, sizeof(c->id), "sluice-%s.%08x", rec->chat,
+		    gv_dir_hash(rec));
 	return 0;
 }
 
