@@ -12,51 +12,20 @@ bld=${SLUICE_BUILDDIR:-.}
 sluiced=$bld/proxy/sluiced
 py=${PYTHON3:-python3}
 
-skip() {
-	echo "t_fw_daemon: $*" >&2
-	[ "${SLUICE_TEST_STRICT:-0}" = 1 ] && exit 1
-	exit 77
-}
+. "$(dirname "$0")/lib.sh"
+fw_netns "${1:-}" nft curl
 
-if [ "${1:-}" != --inside ]; then
-	command -v unshare >/dev/null 2>&1 || skip "no unshare"
-	command -v nft >/dev/null 2>&1 || skip "no nft"
-	command -v curl >/dev/null 2>&1 || skip "no curl"
-	SLUICE_FW_HOST_NETNS=$(readlink /proc/self/ns/net) || skip "no netns"
-	export SLUICE_FW_HOST_NETNS
-	unshare -n true 2>/dev/null || skip "unshare -n not permitted"
-	exec unshare -n "$0" --inside
-fi
-
-# --- inside the new namespace from here on
-here=$(readlink /proc/self/ns/net)
-if [ -z "$here" ] || [ "$here" = "$SLUICE_FW_HOST_NETNS" ]; then
-	echo "t_fw_daemon: still in the host namespace, refusing" >&2
-	exit 1
-fi
-
-tmp=$(mktemp -d) || exit 1
 # sluiced started as root runs its proxy as "nobody": the state file and
 # the log live in $tmp, so that user owns it
-id nobody >/dev/null 2>&1 || { rm -rf "$tmp"; skip "no user nobody"; }
-chown nobody "$tmp" && chmod 755 "$tmp" || exit 1
-pid=         # the sluiced this script started, if running
+id nobody >/dev/null 2>&1 || skip "no user nobody"
+fw_tmp
 holder=      # the nft -i holding an owner table, if running
-cleanup() {
-	[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+fw_tables="sluice sluice2"
+fw_cleanup_hook() {
 	[ -n "$holder" ] && kill "$holder" 2>/dev/null && wait "$holder" 2>/dev/null
 	exec 3>&- 2>/dev/null
-	nft delete table inet sluice 2>/dev/null
-	nft delete table inet sluice2 2>/dev/null
-	rm -rf "$tmp"
 }
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-fail() {
-	echo "FAIL: $*" >&2
-	[ -f "$tmp/err" ] && { echo "--- sluiced stderr:" >&2; cat "$tmp/err" >&2; }
-	exit 1
-}
+chown nobody "$tmp" && chmod 755 "$tmp" || exit 1
 
 # config FILE ENABLED TABLE DENY: a small configuration in $tmp
 config() {
@@ -74,26 +43,11 @@ config() {
 }
 EOF
 }
-health() {
-	curl -sf --max-time 5 --unix-socket "$tmp/run/control.sock" \
-	    http://sluice/v1/health
-}
 # fwfield FIELD: the firewall object's FIELD from /v1/health ("null")
 fwfield() {
 	health | "$py" -c 'import json,sys
 v = json.load(sys.stdin)["firewall"][sys.argv[1]]
 print("null" if v is None else v)' "$1"
-}
-start() {
-	"$sluiced" -c "$1" 2>"$tmp/err" &
-	pid=$!
-	i=0
-	until health >/dev/null 2>&1; do
-		kill -0 "$pid" 2>/dev/null || { wait "$pid"; pid=; fail "sluiced exited at start"; }
-		i=$((i + 1))
-		[ $i -gt 100 ] && fail "sluiced not ready after 10 s"
-		sleep 0.1
-	done
 }
 stop_kill() {
 	kill -KILL "$pid" && wait "$pid" 2>/dev/null
@@ -109,7 +63,7 @@ same() {
 
 # 1. disabled (the default): nothing is touched, health says so
 config "$tmp/off.json" false sluice '"192.0.2.0/24"'
-start "$tmp/off.json"
+fw_start "$tmp/off.json"
 [ "$(fwfield status)" = disabled ] || fail "disabled status: $(health)"
 [ "$(fwfield table)" = "inet sluice" ] || fail "disabled table"
 [ "$(fwfield applied_at)" = null ] || fail "disabled applied_at"
@@ -119,7 +73,7 @@ stop_kill
 # 2. enabled: applied at start, before ready; nft agrees with
 #    --print-firewall; health says applied
 config "$tmp/a.json" true sluice '"192.0.2.0/24"'
-start "$tmp/a.json"
+fw_start "$tmp/a.json"
 same "$tmp/a.json" || { diff -u "$tmp/want" "$tmp/got" >&2; fail "start table"; }
 [ "$(fwfield status)" = applied ] || fail "status: $(health)"
 [ "$(fwfield table)" = "inet sluice" ] || fail "table: $(health)"

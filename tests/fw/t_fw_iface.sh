@@ -32,99 +32,22 @@ sluiced=$bld/proxy/sluiced
 py=${PYTHON3:-python3}
 probe=$src/tests/fw/netprobe.py
 
-skip() {
-	echo "t_fw_iface: $*" >&2
-	[ "${SLUICE_TEST_STRICT:-0}" = 1 ] && exit 1
-	exit 77
-}
+. "$(dirname "$0")/lib.sh"
+fw_netns "${1:-}" nsenter ip nft curl "$py"
 
-if [ "${1:-}" != --inside ]; then
-	for t in unshare nsenter ip nft curl "$py"; do
-		command -v "$t" >/dev/null 2>&1 || skip "no $t"
-	done
-	SLUICE_FW_HOST_NETNS=$(readlink /proc/self/ns/net) || skip "no netns"
-	export SLUICE_FW_HOST_NETNS
-	unshare -n true 2>/dev/null || skip "unshare -n not permitted"
-	exec unshare -n "$0" --inside
-fi
-
-# --- inside the broker namespace from here on
-here=$(readlink /proc/self/ns/net)
-if [ -z "$here" ] || [ "$here" = "$SLUICE_FW_HOST_NETNS" ]; then
-	echo "t_fw_iface: still in the host namespace, refusing" >&2
-	exit 1
-fi
-
-tmp=$(mktemp -d) || exit 1
-pid=            # sluiced
-pids=           # holders and listeners: all started here
-cleanup() {
-	[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	for p in $pids; do
-		kill -KILL "$p" 2>/dev/null
-	done
-	for p in $pids; do
-		wait "$p" 2>/dev/null
-	done
-	nft delete table inet sluice 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-fail() {
-	echo "FAIL: $*" >&2
-	[ -f "$tmp/err" ] && { echo "--- sluiced stderr:" >&2; cat "$tmp/err" >&2; }
-	nft list table inet sluice >&2 2>/dev/null
-	exit 1
-}
-
-# newns VAR: a namespace held by a sleeping child; VAR gets its pid
-newns() {
-	unshare -n sleep 300 &
-	_p=$!
-	pids="$pids $_p"
-	_i=0
-	while [ "$(readlink /proc/$_p/ns/net 2>/dev/null)" = "$here" ] ||
-	    [ -z "$(readlink /proc/$_p/ns/net 2>/dev/null)" ]; do
-		_i=$((_i + 1)); [ $_i -gt 50 ] && fail "namespace $1"
-		sleep 0.1
-	done
-	eval "$1=$_p"
-}
-nsx() {
-	_n=$1; shift
-	nsenter -t "$_n" -n "$@"
-}
-# tcp NSPID|- ADDR PORT [SRC]: the probe's verdict (open, timeout, ...)
-tcp() {
-	if [ "$1" = - ]; then
-		shift; "$py" "$probe" tcp-probe 1 "$@"
-	else
-		_n=$1; shift; nsx "$_n" "$py" "$probe" tcp-probe 1 "$@"
-	fi
-}
-# ctr CHAIN TEXT: packets of the first rule of CHAIN whose text has TEXT
-ctr() {
-	nft list chain inet sluice "$1" |
-	    grep -F -- "$2 counter packets" | head -n 1 |
-	    sed 's/.*counter packets \([0-9]*\) .*/\1/'
-}
+fw_tmp
+fw_tables=sluice
+fw_fail_hook() { nft list table inet sluice >&2 2>/dev/null; }
 
 # ---------------------------------------------------------------- net
 newns S1
 newns LAN
-ip link set lo up || skip "no lo"
-ip link add vprobe type veth peer name vprobep 2>/dev/null || skip "no veth"
-ip link del vprobe
-echo 1 2>/dev/null > /proc/sys/net/ipv4/ip_forward || skip "no ip_forward"
-echo 1 2>/dev/null > /proc/sys/net/ipv6/conf/all/forwarding ||
-    skip "no IPv6 forwarding"
+fw_routing
 ip addr add 10.90.0.1/32 dev lo || fail "second broker address"
 
 # the sandbox: a routed veth, link-local addresses of our choosing
 # (addrgenmode none, nodad: nothing to wait for)
-ip link add sbxa type veth peer name sbxap || fail "veth sbxa"
-ip link set sbxap netns "$S1" || fail "move sbxa"
+fw_veth "$S1" sbxa
 ip link set sbxa addrgenmode none 2>/dev/null
 ip addr add 10.89.0.1/32 dev sbxa
 ip -6 addr add fe80::1/64 dev sbxa nodad || fail "broker link-local"
@@ -133,8 +56,6 @@ ip route add 10.89.0.2/32 dev sbxa || fail "route sbx1"
 # the broker answers the other source too (a sandbox that gave itself
 # an address it may not use still gets its replies by the same wire)
 ip route add 10.123.0.2/32 dev sbxa || fail "route other source"
-nsx "$S1" ip link set lo up
-nsx "$S1" ip link set sbxap name eth0
 nsx "$S1" ip link set eth0 addrgenmode none 2>/dev/null
 nsx "$S1" ip addr add 10.89.0.2/32 dev eth0
 nsx "$S1" ip addr add 10.123.0.2/32 dev eth0
@@ -144,32 +65,15 @@ nsx "$S1" ip route add 10.89.0.1/32 dev eth0
 nsx "$S1" ip route add default via 10.89.0.1 dev eth0 src 10.89.0.2 ||
     fail "sbx default"
 
-ip link add lana type veth peer name lanap || fail "veth lan"
-ip link set lanap netns "$LAN" || fail "move lan"
+fw_veth "$LAN" lana
 ip addr add 10.99.0.1/24 dev lana
 ip link set lana up
-nsx "$LAN" ip link set lo up
-nsx "$LAN" ip link set lanap name eth0
 nsx "$LAN" ip addr add 10.99.0.10/24 dev eth0
 nsx "$LAN" ip addr add 44.0.0.9/32 dev eth0
 nsx "$LAN" ip link set eth0 up
 nsx "$LAN" ip route add default via 10.99.0.1 || fail "lan default"
 ip route add 44.0.0.9/32 via 10.99.0.10 || fail "44 route"
 
-# ---------------------------------------------------------- listeners
-listen() {
-	_n=$1; shift
-	mkfifo "$tmp/ready.$$" || fail mkfifo
-	if [ "$_n" = - ]; then
-		"$py" "$probe" "$@" > "$tmp/ready.$$" &
-	else
-		nsenter -t "$_n" -n "$py" "$probe" "$@" > "$tmp/ready.$$" &
-	fi
-	pids="$pids $!"
-	read -r _l < "$tmp/ready.$$"
-	rm -f "$tmp/ready.$$"
-	[ "$_l" = listening ] || fail "listener $*"
-}
 # the broker host: the second broker port and another service, on every
 # address of both families
 # (dual stack: IPv4 arrives v4-mapped)
@@ -196,24 +100,13 @@ config() {
 }
 EOF
 }
-health() {
-	curl -sf --max-time 5 --unix-socket "$tmp/run/control.sock" \
-	    http://sluice/v1/health
-}
 config "$tmp/subnets.json" ""
 config "$tmp/ifaces.json" '
                 "sandbox_interfaces": ["sbx*", "tap0"],'
 "$sluiced" --check-config "$tmp/ifaces.json" >/dev/null ||
     fail "check-config ifaces"
 cp "$tmp/subnets.json" "$tmp/sluiced.json"
-"$sluiced" -c "$tmp/sluiced.json" 2>"$tmp/err" &
-pid=$!
-i=0
-until health >/dev/null 2>&1; do
-	kill -0 "$pid" 2>/dev/null || { wait "$pid"; pid=; fail "sluiced exited"; }
-	i=$((i + 1)); [ $i -gt 100 ] && fail "sluiced not ready after 10 s"
-	sleep 0.1
-done
+fw_start "$tmp/sluiced.json"
 nft list table inet sluice >/dev/null || fail "no table"
 
 # controls: the listeners are up, seen from places the guards do not

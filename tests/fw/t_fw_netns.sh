@@ -10,30 +10,10 @@ src=${SLUICE_SRCDIR:-.}
 bld=${SLUICE_BUILDDIR:-.}
 tool=$bld/tests/fw/fw_tool
 
-skip() {
-	echo "t_fw_netns: $*" >&2
-	[ "${SLUICE_TEST_STRICT:-0}" = 1 ] && exit 1
-	exit 77
-}
-
-if [ "${1:-}" != --inside ]; then
-	command -v unshare >/dev/null 2>&1 || skip "no unshare"
-	command -v nft >/dev/null 2>&1 || skip "no nft"
-	SLUICE_FW_HOST_NETNS=$(readlink /proc/self/ns/net) || skip "no netns"
-	export SLUICE_FW_HOST_NETNS
-	unshare -n true 2>/dev/null || skip "unshare -n not permitted"
-	exec unshare -n "$0" --inside
-fi
-
-# --- inside the new namespace from here on
-here=$(readlink /proc/self/ns/net)
-if [ -z "$here" ] || [ "$here" = "$SLUICE_FW_HOST_NETNS" ]; then
-	echo "t_fw_netns: still in the host namespace, refusing" >&2
-	exit 1
-fi
+. "$(dirname "$0")/lib.sh"
+fw_netns "${1:-}" nft
+fw_tmp
 fail() { echo "FAIL: $*" >&2; exit 1; }
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
 
 # 1. apply (the tool reads back and compares), then nft agrees with the
 #    golden text, which is also what --print-firewall renders

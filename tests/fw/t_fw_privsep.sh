@@ -15,46 +15,15 @@ bld=${SLUICE_BUILDDIR:-.}
 sluiced=$bld/proxy/sluiced
 py=${PYTHON3:-python3}
 
-skip() {
-	echo "t_fw_privsep: $*" >&2
-	[ "${SLUICE_TEST_STRICT:-0}" = 1 ] && exit 1
-	exit 77
-}
-
+. "$(dirname "$0")/lib.sh"
 if [ "${1:-}" != --inside ]; then
 	[ "$(id -u)" = 0 ] || skip "needs root"
-	command -v unshare >/dev/null 2>&1 || skip "no unshare"
-	command -v nft >/dev/null 2>&1 || skip "no nft"
-	command -v curl >/dev/null 2>&1 || skip "no curl"
 	id nobody >/dev/null 2>&1 || skip "no user nobody"
-	SLUICE_FW_HOST_NETNS=$(readlink /proc/self/ns/net) || skip "no netns"
-	export SLUICE_FW_HOST_NETNS
-	unshare -n true 2>/dev/null || skip "unshare -n not permitted"
-	exec unshare -n "$0" --inside
 fi
+fw_netns "${1:-}" nft curl
 
-# --- inside the new namespace from here on
-here=$(readlink /proc/self/ns/net)
-if [ -z "$here" ] || [ "$here" = "$SLUICE_FW_HOST_NETNS" ]; then
-	echo "t_fw_privsep: still in the host namespace, refusing" >&2
-	exit 1
-fi
-
-tmp=$(mktemp -d) || exit 1
-pid=         # the sluiced this script started, if running
-cleanup() {
-	[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	nft delete table inet sluice 2>/dev/null
-	nft delete table inet foreign 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-fail() {
-	echo "FAIL: $*" >&2
-	[ -f "$tmp/err" ] && { echo "--- sluiced stderr:" >&2; cat "$tmp/err" >&2; }
-	exit 1
-}
+fw_tmp
+fw_tables="sluice foreign"
 nobody=$(id -u nobody)
 # the proxy's files (state, log, runtime_dir) live in $tmp: the user's
 chown nobody "$tmp" && chmod 755 "$tmp" || fail "chown $tmp"
@@ -74,20 +43,6 @@ config() {
                 "broker_ports": [3128] }
 }
 EOF
-}
-api() {
-	curl -sf --max-time 5 --unix-socket "$tmp/run/control.sock" "$@"
-}
-start() {
-	"$sluiced" -c "$1" 2>"$tmp/err" &
-	pid=$!
-	i=0
-	until api http://sluice/v1/health >/dev/null 2>&1; do
-		kill -0 "$pid" 2>/dev/null || { wait "$pid"; pid=; fail "sluiced exited at start"; }
-		i=$((i + 1))
-		[ $i -gt 100 ] && fail "sluiced not ready after 10 s"
-		sleep 0.1
-	done
 }
 # field PID NAME: the value of NAME: in /proc/PID/status
 field() {
@@ -110,7 +65,7 @@ same() {
 # 1. two processes: the proxy (the pid we started) and one child, the
 #    helper
 config "$tmp/a.json" true '"192.0.2.0/24"'
-start "$tmp/a.json"
+fw_start "$tmp/a.json"
 helper=$(echo $(children "$pid"))
 [ -n "$helper" ] || fail "no helper process"
 [ "$(echo $helper | wc -w)" = 1 ] || fail "more than one child: $helper"
@@ -263,7 +218,7 @@ same "$tmp/b.json" || fail "table gone after SIGKILL"
 
 # 8. firewall disabled: no helper at all, the proxy drops all the same
 config "$tmp/c.json" false '"192.0.2.0/24"'
-start "$tmp/c.json"
+fw_start "$tmp/c.json"
 [ -z "$(echo $(children "$pid"))" ] ||
     fail "a helper with the firewall disabled"
 [ "$(field "$pid" CapBnd)" = 0000000000000000 ] || fail "disabled: CapBnd"

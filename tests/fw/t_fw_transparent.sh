@@ -18,43 +18,19 @@ bld=${SLUICE_BUILDDIR:-.}
 sluiced=$bld/proxy/sluiced
 py=${PYTHON3:-python3}
 
-skip() {
-	echo "t_fw_transparent: $*" >&2
-	[ "${SLUICE_TEST_STRICT:-0}" = 1 ] && exit 1
-	exit 77
-}
+. "$(dirname "$0")/lib.sh"
+fw_netns "${1:-}" nsenter nft curl ip openssl "$py"
 
-if [ "${1:-}" != --inside ]; then
-	for t in unshare nsenter nft curl ip openssl "$py"; do
-		command -v "$t" >/dev/null 2>&1 || skip "no $t"
-	done
-	SLUICE_FW_HOST_NETNS=$(readlink /proc/self/ns/net) || skip "no netns"
-	export SLUICE_FW_HOST_NETNS
-	unshare -n true 2>/dev/null || skip "unshare -n not permitted"
-	exec unshare -n "$0" --inside
-fi
-
-# --- inside the broker's new namespace from here on
-here=$(readlink /proc/self/ns/net)
-if [ -z "$here" ] || [ "$here" = "$SLUICE_FW_HOST_NETNS" ]; then
-	echo "t_fw_transparent: still in the host namespace, refusing" >&2
-	exit 1
-fi
-
-tmp=$(mktemp -d) || exit 1
-pid=       # sluiced
+fw_tmp
+trap 'exit 1' INT TERM HUP PIPE
 upid=      # the upstream servers
-sbpid=     # the process holding the sandbox namespace
+sbpid=     # the process holding the sandbox namespace (in $pids)
 evpid=     # the event-stream reader (approver)
-cleanup() {
-	for p in $evpid $pid $upid $sbpid; do
+fw_cleanup_hook() {
+	for p in $evpid $upid; do
 		kill -KILL "$p" 2>/dev/null && wait "$p" 2>/dev/null
 	done
-	# the namespaces go with their last process; the links with them
-	rm -rf "$tmp"
 }
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP PIPE
 fail() {
 	echo "FAIL: $*" >&2
 	[ -f "$tmp/err" ] && { echo "--- sluiced stderr:" >&2; tail -n 30 "$tmp/err" >&2; }
@@ -62,10 +38,7 @@ fail() {
 	exit 1
 }
 # sb CMD...: run in the sandbox namespace
-sb() { nsenter -t "$sbpid" -n "$@"; }
-api() {
-	curl -sf --max-time 5 --unix-socket "$tmp/run/control.sock" "$@"
-}
+sb() { nsx "$sbpid" "$@"; }
 
 # --- links: the sandbox on a veth pair, the upstream on a dummy
 ip link set lo up || skip "no lo"
@@ -76,12 +49,7 @@ updev=lo
 ip link add up0 type dummy 2>/dev/null && ip link set up0 up && updev=up0
 ip addr add 10.200.0.1/24 dev sb0 && ip link set sb0 up &&
     ip addr add 198.51.100.10/32 dev "$updev" || fail "broker links"
-unshare -n sleep 300 &
-sbpid=$!
-i=0
-while [ "$(readlink /proc/$sbpid/ns/net)" = "$here" ]; do
-	i=$((i + 1)); [ $i -gt 50 ] && fail "sandbox namespace"; sleep 0.1
-done
+newns sbpid
 ip link set sb1 netns "$sbpid" || fail "move sb1"
 sb ip link set lo up && sb ip addr add 10.200.0.2/24 dev sb1 &&
     sb ip addr add 10.200.0.3/24 dev sb1 &&

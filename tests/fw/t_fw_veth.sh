@@ -35,70 +35,12 @@ sluiced=$bld/proxy/sluiced
 py=${PYTHON3:-python3}
 probe=$src/tests/fw/netprobe.py
 
-skip() {
-	echo "t_fw_veth: $*" >&2
-	[ "${SLUICE_TEST_STRICT:-0}" = 1 ] && exit 1
-	exit 77
-}
+. "$(dirname "$0")/lib.sh"
+fw_netns "${1:-}" nsenter setpriv ip nft curl "$py"
 
-if [ "${1:-}" != --inside ]; then
-	for t in unshare nsenter setpriv ip nft curl "$py"; do
-		command -v "$t" >/dev/null 2>&1 || skip "no $t"
-	done
-	SLUICE_FW_HOST_NETNS=$(readlink /proc/self/ns/net) || skip "no netns"
-	export SLUICE_FW_HOST_NETNS
-	unshare -n true 2>/dev/null || skip "unshare -n not permitted"
-	exec unshare -n "$0" --inside
-fi
-
-# --- inside the broker namespace from here on
-here=$(readlink /proc/self/ns/net)
-if [ -z "$here" ] || [ "$here" = "$SLUICE_FW_HOST_NETNS" ]; then
-	echo "t_fw_veth: still in the host namespace, refusing" >&2
-	exit 1
-fi
-
-tmp=$(mktemp -d) || exit 1
-pid=            # sluiced
-pids=           # holders, listeners, loops: all started here
-cleanup() {
-	[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	for p in $pids; do
-		kill -KILL "$p" 2>/dev/null
-	done
-	for p in $pids; do
-		wait "$p" 2>/dev/null
-	done
-	nft delete table inet sluice 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-fail() {
-	echo "FAIL: $*" >&2
-	[ -f "$tmp/err" ] && { echo "--- sluiced stderr:" >&2; cat "$tmp/err" >&2; }
-	nft list table inet sluice >&2 2>/dev/null
-	exit 1
-}
-
-# newns VAR: a namespace held by a sleeping child; VAR gets its pid
-newns() {
-	unshare -n sleep 300 &
-	_p=$!
-	pids="$pids $_p"
-	_i=0
-	while [ "$(readlink /proc/$_p/ns/net 2>/dev/null)" = "$here" ] ||
-	    [ -z "$(readlink /proc/$_p/ns/net 2>/dev/null)" ]; do
-		_i=$((_i + 1)); [ $_i -gt 50 ] && fail "namespace $1"
-		sleep 0.1
-	done
-	eval "$1=$_p"
-}
-# nsx NSPID CMD...: run CMD in that namespace
-nsx() {
-	_n=$1; shift
-	nsenter -t "$_n" -n "$@"
-}
+fw_tmp
+fw_tables=sluice
+fw_fail_hook() { nft list table inet sluice >&2 2>/dev/null; }
 # nobody ADDR PORT: from the broker as uid/gid 65534 (not sluiced's
 # uid), "open" if a TCP connection is made (with curl: python may live
 # where that user cannot read it)
@@ -110,42 +52,19 @@ nobody() {
 	*) echo open ;;
 	esac
 }
-# tcp NSPID|- ADDR PORT [SRC]: the probe's verdict (open, timeout, ...)
-tcp() {
-	if [ "$1" = - ]; then
-		shift; "$py" "$probe" tcp-probe 1 "$@"
-	else
-		_n=$1; shift; nsx "$_n" "$py" "$probe" tcp-probe 1 "$@"
-	fi
-}
-# ctr CHAIN TEXT: packets of the first rule of CHAIN whose text has TEXT
-ctr() {
-	nft list chain inet sluice "$1" |
-	    grep -F -- "$2 counter packets" | head -n 1 |
-	    sed 's/.*counter packets \([0-9]*\) .*/\1/'
-}
 
 # ---------------------------------------------------------------- net
 newns S1
 newns S2
 newns LAN
-ip link set lo up || skip "no lo"
-# a kernel without veth, or a read-only /proc/sys, cannot run this test
-ip link add vprobe type veth peer name vprobep 2>/dev/null || skip "no veth"
-ip link del vprobe
-echo 1 2>/dev/null > /proc/sys/net/ipv4/ip_forward || skip "no ip_forward"
-echo 1 2>/dev/null > /proc/sys/net/ipv6/conf/all/forwarding ||
-    skip "no IPv6 forwarding"
+fw_routing
 
 # sandbox NSPID VETH ADDR: a routed veth to a sandbox
 sandbox() {
-	ip link add "$2" type veth peer name "$2p" || fail "veth $2"
-	ip link set "$2p" netns "$1" || fail "move $2"
+	fw_veth "$1" "$2"
 	ip addr add 10.88.0.1/32 dev "$2"
 	ip link set "$2" up
 	ip route add "$3/32" dev "$2" || fail "route $3"
-	nsx "$1" ip link set lo up
-	nsx "$1" ip link set "$2p" name eth0
 	nsx "$1" ip addr add "$3/32" dev eth0
 	nsx "$1" ip link set eth0 up
 	nsx "$1" ip route add 10.88.0.1/32 dev eth0
@@ -161,12 +80,9 @@ sandbox() {
 sandbox "$S1" vs1 10.88.0.2 fd88::2
 sandbox "$S2" vs2 10.88.0.3 fd88::3
 
-ip link add vlan type veth peer name vlanp || fail "veth lan"
-ip link set vlanp netns "$LAN" || fail "move lan"
+fw_veth "$LAN" vlan
 ip addr add 10.99.0.1/24 dev vlan
 ip link set vlan up
-nsx "$LAN" ip link set lo up
-nsx "$LAN" ip link set vlanp name eth0
 for a in 10.99.0.10/24 10.99.0.20/24 169.254.169.254/32 44.0.0.1/32 \
     44.0.0.2/32 44.0.0.3/32 44.0.0.9/32; do
 	nsx "$LAN" ip addr add "$a" dev eth0 || fail "lan address $a"
@@ -186,20 +102,6 @@ ip -6 route add 2a00:44::9/128 via fd99::10 || fail "2a00:44::9 route"
 
 # ---------------------------------------------------------- listeners
 echo "hello through sluice" > "$tmp/hello.txt"
-# wait for each listener's "listening" line
-listen() {
-	_n=$1; shift
-	mkfifo "$tmp/ready.$$" || fail mkfifo
-	if [ "$_n" = - ]; then
-		"$py" "$probe" "$@" > "$tmp/ready.$$" &
-	else
-		nsenter -t "$_n" -n "$py" "$probe" "$@" > "$tmp/ready.$$" &
-	fi
-	pids="$pids $!"
-	read -r _l < "$tmp/ready.$$"
-	rm -f "$tmp/ready.$$"
-	[ "$_l" = listening ] || fail "listener $*"
-}
 listen "$LAN" http-serve 110 10.99.0.20:8080 "$tmp/hello.txt"
 listen "$LAN" http-serve 110 '[fd99::20]:8080' "$tmp/hello.txt"
 listen "$LAN" tcp-listen 110 10.99.0.10:80 169.254.169.254:80 \
@@ -241,22 +143,11 @@ config() {
 }
 EOF
 }
-health() {
-	curl -sf --max-time 5 --unix-socket "$tmp/run/control.sock" \
-	    http://sluice/v1/health
-}
 # the always-denied 44.0.0.1; 44.0.0.3 (A) or 44.0.0.2 (B) besides
 config "$tmp/A.json" '"44.0.0.1/32", "44.0.0.3/32"'
 config "$tmp/B.json" '"44.0.0.1/32", "44.0.0.2/32", "198.51.100.0/24"'
 cp "$tmp/A.json" "$tmp/sluiced.json"
-"$sluiced" -c "$tmp/sluiced.json" 2>"$tmp/err" &
-pid=$!
-i=0
-until health >/dev/null 2>&1; do
-	kill -0 "$pid" 2>/dev/null || { wait "$pid"; pid=; fail "sluiced exited"; }
-	i=$((i + 1)); [ $i -gt 100 ] && fail "sluiced not ready after 10 s"
-	sleep 0.1
-done
+fw_start "$tmp/sluiced.json"
 nft list table inet sluice >/dev/null || fail "no table"
 
 # ------------------------------------------- (b) what a sandbox reaches
