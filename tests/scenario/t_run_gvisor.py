@@ -22,14 +22,16 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, Skip, check, check_eq, api_unix,  # noqa: E402
                      wait_until)
-from t_clients import make_index, serve, PKG  # noqa: E402
-from t_run import (Runner, RUN, files_fds_env, no_tty,  # noqa: E402
-                   log_is_bounded)
+from t_clients import PKG  # noqa: E402
+import runlib  # noqa: E402
+from runlib import (RUN, Runner, files_fds_env, no_tty,  # noqa: E402
+                    log_is_bounded, hello_upstream,
+                    reaches_only_through_broker, background_survives,
+                    timeout_kills_tree)
 
 S = Suite("t_run_gvisor", time_limit=600)
 
@@ -52,16 +54,8 @@ def preflight():
 
 
 def start(env, upstream_port=None, **run_cfg):
-    preflight()
-    ports = [443, 80] + ([upstream_port] if upstream_port else [])
-    cfg = env.config(sessions=[], ceiling="registries",
-                     registries=["pypi.test"],
-                     ports={"registries": ports, "public": ports},
-                     allow_cidrs=["127.0.0.1/32"],
-                     dns={"hosts": {"pypi.test": ["127.0.0.1"]}})
-    d = env.sluiced(cfg)
     run_cfg.setdefault("backend", "gvisor")
-    return d, Runner(env, d, **run_cfg)
+    return runlib.start(env, preflight, upstream_port, **run_cfg)
 
 
 def runsc_list(root):
@@ -105,26 +99,12 @@ def host_cgroups(chat):
 
 @S.case
 def network_only_through_broker(env):
-    root = env.path("www")
-    os.makedirs(root)
-    make_index(root)
-    with open(os.path.join(root, "hello.txt"), "w") as f:
-        f.write("hello from the host's loopback\n")
-    port = serve(env, root)
+    port = hello_upstream(env)
     d, run = start(env, port)
     r = run.create("net1", "--tenant", "acme", "--user", "alice")
     check(b"backend gvisor" in r.stdout, "create: %r", r.stdout)
-    url = "http://pypi.test:%d/hello.txt" % port
-    o = run.exec("net1", "curl -sS --max-time 10 %s" % url)
-    check_eq(o["stdout"], "hello from the host's loopback\n", "curl body")
-    o = run.exec("net1", "python3 -c 'import urllib.request as u; "
-                 "print(u.urlopen(\"%s\", timeout=10).read().decode(), "
-                 "end=\"\")'" % url)
-    check_eq(o["stdout"], "hello from the host's loopback\n", "python body")
     # the upstream is on the HOST's loopback: gVisor's loopback is its own
-    o = run.exec("net1", "curl -sS --noproxy '*' --max-time 5 "
-                 "http://127.0.0.1:%d/hello.txt" % port)
-    check(o["exit_code"] != 0, "direct loopback reached the host: %r", o)
+    reaches_only_through_broker(run, "net1", port)
     o = run.exec("net1", "python3 -m pip install --no-cache-dir "
                  "--disable-pip-version-check --no-input --retries 0 "
                  "--timeout 15 --trusted-host pypi.test --index-url "
@@ -252,19 +232,8 @@ def init_log_is_bounded(env):
 def timeout_kills_the_tree(env):
     d, run = start(env)
     run.create("p1")
-    o = run.exec("p1", "nohup sleep 300 >/dev/null 2>&1 & echo $! > bg.pid")
-    check_eq(o["exit_code"], 0, "background start")
-    o = run.exec("p1", "kill -0 $(cat bg.pid) && echo alive; pwd")
-    check_eq(o["stdout"], "alive\n/workspace\n", "background survives")
-    t0 = time.monotonic()
-    r, o = run.json("exec", "--chat", "p1", "--timeout", "2", "--",
-                    "/bin/sh", "-c", "setsid sh -c 'sleep 400 & echo $! > "
-                    "dbl.pid; wait' & sleep 200 & wait")
-    check(time.monotonic() - t0 < 20, "timeout took too long")
-    check(o["timed_out"] is True and r.returncode == 124, "timeout: %r", o)
-    o = run.exec("p1", "sleep 0.3; kill -0 $(cat dbl.pid) 2>/dev/null && "
-                 "echo alive || echo dead; pgrep -c sleep")
-    check_eq(o["stdout"], "dead\n1\n", "tree killed, background kept")
+    background_survives(run, "p1")
+    timeout_kills_tree(run, "p1", 20)
     o = run.exec("p1", "head -c 200000 /dev/zero | tr '\\0' a",
                  "--output-cap", "1000")
     check(len(o["stdout"]) == 1000 and o["stdout_truncated"] is True,
@@ -295,10 +264,8 @@ def streams_to_files(env):
     with open(out, "w") as f:
         f.write("first\n")
     with open(out, "a") as f:
-        r = subprocess.run([RUN, "--config", run.conf, "--state-dir",
-                            run.state, "--control", run.ctl, "read",
-                            "--chat", "f1", "f.txt"], stdout=f, stderr=f,
-                           timeout=60)
+        r = subprocess.run(run.argv("read", "--chat", "f1", "f.txt"),
+                           stdout=f, stderr=f, timeout=60)
     check_eq(r.returncode, 0, "read")
     check_eq(open(out).read(), "first\ndata line\n", "appended output")
 
