@@ -177,4 +177,38 @@ void sbx_log_stop(const char *dir);
 int sbx_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/*
+ * FNV-1a of a state directory's path: two state directories may hold the
+ * same chat name, while host cgroups and runsc's container ids are
+ * host-wide, so the backends' host-wide names carry it.
+ */
+uint32_t sbx_dir_hash(const char *dir);
+
+/* ---- pieces of a sandbox's root file system, for both backends ---- */
+
+/* The top-level entries of a merged-/usr host ("bin", "lib", ...): each
+ * is a symlink (copied, sbx_copy_link) or a directory (bound). */
+extern const char *const sbx_root_top[];
+extern const size_t sbx_root_top_n;
+/* /etc entries copied (files) or bound read-only (directories) when the
+ * host has them; passwd, group, hosts and hostname are written
+ * (sbx_etc_ids). */
+extern const char *const sbx_etc_keep[];
+extern const size_t sbx_etc_keep_n;
+/* mkdir that accepts an existing directory: 0/-1. */
+int sbx_mkdir(const char *path, mode_t mode);
+/* Create or truncate path with mode and write content (NULL: none). */
+int sbx_write_file(const char *path, const char *content, mode_t mode);
+/* Copy the regular file from to to (mode 0644). */
+int sbx_copy_file(const char *from, const char *to);
+/* Make dst a symlink with the target of the symlink src (best effort). */
+void sbx_copy_link(const char *src, const char *dst);
+/*
+ * Write <root>/etc/passwd and group (root, "user" uid:gid with home
+ * SBX_HOME, nobody), hosts (loopback names only) and hostname.  -1 with
+ * the path that failed in failed (hostname is best effort).
+ */
+int sbx_etc_ids(const char *root, unsigned uid, unsigned gid, char *failed,
+    size_t flen);
+
 #endif /* SLUICE_SBX_H */

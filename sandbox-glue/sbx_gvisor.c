@@ -92,34 +92,12 @@ static const char gv_killer[] =
 static const char gv_init[] =
 	"trap 'exit 0' TERM; while :; do " SBX_SHIM_PATH "; sleep 1; done";
 
-static const char *const gv_etc_keep[] = {
-	"ssl", "ca-certificates", "ca-certificates.conf", "alternatives",
-	"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.conf",
-	"protocols", "services", "mime.types", "localtime", "timezone",
-	"host.conf", "os-release", "debian_version", "python3",
-	"python3.11", "python3.12", "python3.13", "bash.bashrc", "profile",
-	"inputrc", "perl", "gai.conf", "login.defs", "magic", "xdg",
-};
-
-/* FNV-1a of rec->dir: two state directories may hold the same chat
- * name, and runsc's container ids and the host cgroups are host-wide. */
-static unsigned
-gv_dir_hash(const struct sbx_rec *rec)
-{
-	uint32_t h = 2166136261u;
-	const char *p;
-
-	for (p = rec->dir; *p != '\0'; p++)
-		h = (h ^ (unsigned char)*p) * 16777619u;
-	return (unsigned)h;
-}
-
 /* The host cgroup of the sandbox, "/sluice-gvisor-<chat>.<hash>". */
 static void
 gv_cgname(const struct sbx_rec *rec, char *buf, size_t len)
 {
 	snprintf(buf, len, "/" GV_HOST_CG "%s.%08x", rec->chat,
-	    gv_dir_hash(rec));
+	    sbx_dir_hash(rec->dir));
 }
 
 /* ---- finding and running runsc ---- */
@@ -165,7 +143,7 @@ gv_ctx_init(struct gv_ctx *c, const struct sbx_rec *rec, char *err,
 		c->nocg = strstr(rec->backend_data, " nocg") != NULL;
 	} else          /* a new sandbox; older records name theirs */
 		snprintf(c->id, sizeof(c->id), "sluice-%s.%08x", rec->chat,
-		    gv_dir_hash(rec));
+		    sbx_dir_hash(rec->dir));
 	return 0;
 }
 
@@ -315,49 +293,6 @@ out:
 /* ---- the bundle ---- */
 
 static int
-gv_mkdir(const char *p, mode_t mode)
-{
-	return mkdir(p, mode) == 0 || errno == EEXIST ? 0 : -1;
-}
-
-static int
-gv_write(const char *path, const char *s)
-{
-	FILE *f = fopen(path, "we");
-	int rc;
-
-	if (f == NULL)
-		return -1;
-	rc = fputs(s, f) < 0 ? -1 : 0;
-	if (fclose(f) != 0)
-		rc = -1;
-	return rc;
-}
-
-static int
-gv_copy(const char *from, const char *to)
-{
-	char buf[65536];
-	int in, out, rc = -1;
-	ssize_t n;
-
-	if ((in = open(from, O_RDONLY | O_CLOEXEC)) < 0)
-		return -1;
-	if ((out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) <
-	    0)
-		goto out;
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		if (write(out, buf, n) != n)
-			goto out;
-	rc = n == 0 ? 0 : -1;
-out:
-	close(in);
-	if (out >= 0 && close(out) != 0)
-		rc = -1;
-	return rc;
-}
-
-static int
 gv_mount_add(json_t *mounts, const char *dst, const char *type,
     const char *src, const char *const *opts)
 {
@@ -383,6 +318,27 @@ gv_bind(json_t *mounts, const char *dst, const char *src, int ro)
 	return gv_mount_add(mounts, dst, "bind", src, opts);
 }
 
+/* The host's src at dst in the rootfs, if the host has it: a symlink
+ * copied, a directory bound read-only, a regular file copied when
+ * files (best effort).  -1 only when a directory cannot be bound. */
+static int
+gv_host_entry(json_t *mounts, const char *src, const char *dst, int files)
+{
+	struct stat st;
+
+	if (lstat(src, &st) != 0)
+		return 0;
+	if (S_ISLNK(st.st_mode))
+		sbx_copy_link(src, dst);
+	else if (S_ISDIR(st.st_mode)) {
+		if (sbx_mkdir(dst, 0755) != 0 ||
+		    gv_bind(mounts, src, src, 1) != 0)
+			return -1;
+	} else if (S_ISREG(st.st_mode) && files)
+		(void)sbx_copy_file(src, dst);
+	return 0;
+}
+
 /* rootfs/ holds mount points, the top-level symlinks of a merged-/usr
  * host, and an /etc of copied files, binds of some /etc directories and
  * our own passwd, group and hosts.  gVisor mounts it read-only. */
@@ -390,84 +346,43 @@ static int
 gv_rootfs(const struct sbx_rec *rec, const char *rootfs, json_t *mounts,
     char *err, size_t errlen)
 {
-	static const char *const top[] = { "bin", "sbin", "lib", "lib32",
-	    "lib64", "libx32" };
 	static const char *const dirs[] = { "usr", "etc", "proc", "dev", "sys",
 	    "tmp", "home", "home/user", "workspace", "run", "run/sluice", "opt",
 	    "opt/sluice", "var", "root" };
-	char src[SBX_PATH_MAX], dst[SBX_PATH_MAX * 2], lnk[SBX_PATH_MAX];
-	char text[512];
-	struct stat st;
-	ssize_t n;
+	char src[SBX_PATH_MAX], dst[SBX_PATH_MAX * 2];
 	size_t i;
 
-	if (gv_mkdir(rootfs, 0755) != 0)
+	if (sbx_mkdir(rootfs, 0755) != 0)
 		return sbx_err(err, errlen, "mkdir %s: %s", rootfs,
 		    strerror(errno));
 	for (i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
 		snprintf(dst, sizeof(dst), "%s/%s", rootfs, dirs[i]);
-		if (gv_mkdir(dst, 0755) != 0)
+		if (sbx_mkdir(dst, 0755) != 0)
 			return sbx_err(err, errlen, "mkdir %s: %s", dst,
 			    strerror(errno));
 	}
 	snprintf(dst, sizeof(dst), "%s/var/tmp", rootfs);
 	(void)!symlink("/tmp", dst);
 	snprintf(dst, sizeof(dst), "%s%s", rootfs, SBX_SHIM_PATH);
-	if (gv_write(dst, "") != 0)
+	if (sbx_write_file(dst, "", 0644) != 0)
 		return sbx_err(err, errlen, "%s: %s", dst, strerror(errno));
-	for (i = 0; i < sizeof(top) / sizeof(top[0]); i++) {
-		snprintf(src, sizeof(src), "/%s", top[i]);
-		snprintf(dst, sizeof(dst), "%s/%s", rootfs, top[i]);
-		if (lstat(src, &st) != 0)
-			continue;
-		if (S_ISLNK(st.st_mode)) {
-			if ((n = readlink(src, lnk, sizeof(lnk) - 1)) > 0) {
-				lnk[n] = '\0';
-				(void)!symlink(lnk, dst);
-			}
-		} else if (S_ISDIR(st.st_mode)) {
-			if (gv_mkdir(dst, 0755) != 0 ||
-			    gv_bind(mounts, src, src, 1) != 0)
-				return sbx_err(err, errlen, "%s: %s", dst,
-				    strerror(errno));
-		}
+	for (i = 0; i < sbx_root_top_n; i++) {
+		snprintf(src, sizeof(src), "/%s", sbx_root_top[i]);
+		snprintf(dst, sizeof(dst), "%s/%s", rootfs, sbx_root_top[i]);
+		if (gv_host_entry(mounts, src, dst, 0) != 0)
+			return sbx_err(err, errlen, "%s: %s", dst,
+			    strerror(errno));
 	}
-	for (i = 0; i < sizeof(gv_etc_keep) / sizeof(gv_etc_keep[0]); i++) {
-		snprintf(src, sizeof(src), "/etc/%s", gv_etc_keep[i]);
-		snprintf(dst, sizeof(dst), "%s/etc/%s", rootfs, gv_etc_keep[i]);
-		if (lstat(src, &st) != 0)
-			continue;
-		if (S_ISLNK(st.st_mode)) {
-			if ((n = readlink(src, lnk, sizeof(lnk) - 1)) > 0) {
-				lnk[n] = '\0';
-				(void)!symlink(lnk, dst);
-			}
-		} else if (S_ISDIR(st.st_mode)) {
-			if (gv_mkdir(dst, 0755) != 0 ||
-			    gv_bind(mounts, src, src, 1) != 0)
-				return sbx_err(err, errlen, "%s: %s", dst,
-				    strerror(errno));
-		} else if (S_ISREG(st.st_mode))
-			(void)gv_copy(src, dst);
+	for (i = 0; i < sbx_etc_keep_n; i++) {
+		snprintf(src, sizeof(src), "/etc/%s", sbx_etc_keep[i]);
+		snprintf(dst, sizeof(dst), "%s/etc/%s", rootfs, sbx_etc_keep[i]);
+		if (gv_host_entry(mounts, src, dst, 1) != 0)
+			return sbx_err(err, errlen, "%s: %s", dst,
+			    strerror(errno));
 	}
-	snprintf(dst, sizeof(dst), "%s/etc/passwd", rootfs);
-	snprintf(text, sizeof(text), "root:x:0:0:root:/root:/bin/sh\n"
-	    "user:x:%u:%u:sandbox user:%s:/bin/bash\n"
-	    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-	    (unsigned)rec->host_uid, (unsigned)rec->host_gid, SBX_HOME);
-	if (gv_write(dst, text) != 0)
+	if (sbx_etc_ids(rootfs, (unsigned)rec->host_uid,
+	    (unsigned)rec->host_gid, dst, sizeof(dst)) != 0)
 		return sbx_err(err, errlen, "%s: %s", dst, strerror(errno));
-	snprintf(dst, sizeof(dst), "%s/etc/group", rootfs);
-	snprintf(text, sizeof(text), "root:x:0:\nuser:x:%u:\n"
-	    "nogroup:x:65534:\n", (unsigned)rec->host_gid);
-	if (gv_write(dst, text) != 0)
-		return sbx_err(err, errlen, "%s: %s", dst, strerror(errno));
-	snprintf(dst, sizeof(dst), "%s/etc/hosts", rootfs);
-	if (gv_write(dst, "127.0.0.1\tlocalhost sandbox\n"
-	    "::1\tlocalhost ip6-localhost ip6-loopback\n") != 0)
-		return sbx_err(err, errlen, "%s: %s", dst, strerror(errno));
-	snprintf(dst, sizeof(dst), "%s/etc/hostname", rootfs);
-	(void)gv_write(dst, "sandbox\n");
 	return 0;
 }
 
@@ -655,7 +570,7 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 	snprintf(pidf, sizeof(pidf), "%s/runsc.pid", rec->dir);
 	snprintf(logp, sizeof(logp), "%s/init.log", rec->dir);
 	snprintf(rootd, sizeof(rootd), "%s/runsc", rec->dir);
-	if (gv_mkdir(bundle, 0700) != 0 || gv_mkdir(rootd, 0700) != 0)
+	if (sbx_mkdir(bundle, 0700) != 0 || sbx_mkdir(rootd, 0700) != 0)
 		return sbx_err(err, errlen, "mkdir %s: %s", bundle,
 		    strerror(errno));
 	with_cg = rec->lim.memory_bytes != 0 || rec->lim.cpu_pct != 0;

@@ -92,47 +92,6 @@ read_small(const char *path, char *buf, size_t len)
 	return 0;
 }
 
-static int
-create_file(const char *path, const char *content, mode_t mode)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-	size_t n = content ? strlen(content) : 0;
-	int rc = 0;
-
-	if (fd < 0)
-		return -1;
-	if (n > 0 && write(fd, content, n) != (ssize_t)n)
-		rc = -1;
-	close(fd);
-	return rc;
-}
-
-static int
-copy_file(const char *from, const char *to)
-{
-	char buf[8192];
-	int in, out, rc = 0;
-	ssize_t n;
-
-	if ((in = open(from, O_RDONLY | O_CLOEXEC)) < 0)
-		return -1;
-	if ((out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-	    0644)) < 0) {
-		close(in);
-		return -1;
-	}
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		if (write(out, buf, n) != n) {
-			rc = -1;
-			break;
-		}
-	if (n < 0)
-		rc = -1;
-	close(in);
-	close(out);
-	return rc;
-}
-
 /*
  * Close every descriptor but 0-2 and those in keep: the holder and the
  * command's parent never exec, so without this they would keep the
@@ -177,12 +136,8 @@ static const char *const cg_v1_ctl[] = { "memory", "pids", "cpu", "freezer" };
 static void
 cg_name(char *buf, size_t len, const struct sbx_rec *rec)
 {
-	uint32_t h = 2166136261u;
-	const char *p;
-
-	for (p = rec->dir; *p != '\0'; p++)
-		h = (h ^ (unsigned char)*p) * 16777619u;
-	snprintf(buf, len, "%s.%08x", rec->chat, h);
+	snprintf(buf, len, "%s.%08x", rec->chat,
+	    (unsigned)sbx_dir_hash(rec->dir));
 }
 
 static void
@@ -218,11 +173,8 @@ cg_write(const struct sbx_rec *rec, const char *ctl, const char *sub,
 	return write_file(p, val);
 }
 
-static int
-mkdir_ok(const char *p)
-{
-	return mkdir(p, 0755) == 0 || errno == EEXIST ? 0 : -1;
-}
+/* mkdir 0755, an existing directory is fine */
+#define mkdir_ok(p)	sbx_mkdir((p), 0755)
 
 /* Find a v2 mount: /sys/fs/cgroup itself when it is cgroup2, else (with
  * hybrid set) the unified hierarchy of a hybrid host, which has no
@@ -864,7 +816,7 @@ bind_at(const char *src, const char *dst, int ro, int dir)
 	if (dir) {
 		if (mkdir_ok(dst) != 0)
 			return -1;
-	} else if (access(dst, F_OK) != 0 && create_file(dst, NULL, 0644) != 0)
+	} else if (access(dst, F_OK) != 0 && sbx_write_file(dst, NULL, 0644) != 0)
 		return -1;
 	if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) != 0)
 		return -1;
@@ -874,64 +826,31 @@ bind_at(const char *src, const char *dst, int ro, int dir)
 	return 0;
 }
 
-/* /etc entries copied (files) or bound read-only (directories) when the
- * host has them.  passwd, group and hosts are written. */
-static const char *const etc_keep[] = {
-	"ssl", "ca-certificates", "ca-certificates.conf", "alternatives",
-	"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.conf",
-	"protocols", "services", "mime.types", "localtime", "timezone",
-	"host.conf", "os-release", "debian_version", "python3",
-	"python3.11", "python3.12", "python3.13", "bash.bashrc", "profile",
-	"inputrc", "mke2fs.conf", "perl", "gai.conf", "login.defs",
-	"magic", "papersize", "xdg",
-};
-
 static void
 etc_build(struct init_arg *a, const char *root)
 {
-	char src[SBX_PATH_MAX], dst[SBX_PATH_MAX * 2], lnk[SBX_PATH_MAX];
+	char src[SBX_PATH_MAX], dst[SBX_PATH_MAX * 2];
 	struct stat st;
 	size_t i;
-	ssize_t n;
 
 	snprintf(dst, sizeof(dst), "%s/etc", root);
 	if (mkdir_ok(dst) != 0)
 		init_fail(a, "mkdir", dst);
-	for (i = 0; i < sizeof(etc_keep) / sizeof(etc_keep[0]); i++) {
-		snprintf(src, sizeof(src), "/etc/%s", etc_keep[i]);
-		snprintf(dst, sizeof(dst), "%s/etc/%s", root, etc_keep[i]);
+	for (i = 0; i < sbx_etc_keep_n; i++) {
+		snprintf(src, sizeof(src), "/etc/%s", sbx_etc_keep[i]);
+		snprintf(dst, sizeof(dst), "%s/etc/%s", root, sbx_etc_keep[i]);
 		if (lstat(src, &st) != 0)
 			continue;
-		if (S_ISLNK(st.st_mode)) {
-			n = readlink(src, lnk, sizeof(lnk) - 1);
-			if (n > 0) {
-				lnk[n] = '\0';
-				(void)!symlink(lnk, dst);
-			}
-		} else if (S_ISDIR(st.st_mode)) {
+		if (S_ISLNK(st.st_mode))
+			sbx_copy_link(src, dst);
+		else if (S_ISDIR(st.st_mode)) {
 			if (bind_at(src, dst, 1, 1) != 0)
 				init_fail(a, "bind", src);
 		} else if (S_ISREG(st.st_mode))
-			(void)copy_file(src, dst);
+			(void)sbx_copy_file(src, dst);
 	}
-	snprintf(dst, sizeof(dst), "%s/etc/passwd", root);
-	snprintf(src, sizeof(src), "root:x:0:0:root:/root:/bin/sh\n"
-	    "user:x:%d:%d:sandbox user:%s:/bin/bash\n"
-	    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-	    SBX_UID, SBX_GID, SBX_HOME);
-	if (create_file(dst, src, 0644) != 0)
+	if (sbx_etc_ids(root, SBX_UID, SBX_GID, dst, sizeof(dst)) != 0)
 		init_fail(a, "write", dst);
-	snprintf(dst, sizeof(dst), "%s/etc/group", root);
-	snprintf(src, sizeof(src), "root:x:0:\nuser:x:%d:\n"
-	    "nogroup:x:65534:\n", SBX_GID);
-	if (create_file(dst, src, 0644) != 0)
-		init_fail(a, "write", dst);
-	snprintf(dst, sizeof(dst), "%s/etc/hosts", root);
-	if (create_file(dst, "127.0.0.1\tlocalhost sandbox\n"
-	    "::1\tlocalhost ip6-localhost ip6-loopback\n", 0644) != 0)
-		init_fail(a, "write", dst);
-	snprintf(dst, sizeof(dst), "%s/etc/hostname", root);
-	(void)create_file(dst, "sandbox\n", 0644);
 }
 
 static void
@@ -973,14 +892,11 @@ dev_build(struct init_arg *a, const char *root)
 static void
 root_build(struct init_arg *a)
 {
-	static const char *const top[] = { "bin", "sbin", "lib", "lib32",
-	    "lib64", "libx32" };
 	struct sbx_rec *rec = a->rec;
-	char root[SBX_PATH_MAX], p[SBX_PATH_MAX * 2], lnk[SBX_PATH_MAX];
+	char root[SBX_PATH_MAX], p[SBX_PATH_MAX * 2];
 	char opt[128], src[64];
 	struct stat st;
 	size_t i;
-	ssize_t n;
 
 	snprintf(root, sizeof(root), "%s", ROOT_BUILD);
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
@@ -991,17 +907,14 @@ root_build(struct init_arg *a)
 	snprintf(p, sizeof(p), "%s/usr", root);
 	if (bind_at("/usr", p, 1, 1) != 0)
 		init_fail(a, "bind", "/usr");
-	for (i = 0; i < sizeof(top) / sizeof(top[0]); i++) {
-		snprintf(src, sizeof(src), "/%s", top[i]);
-		snprintf(p, sizeof(p), "%s/%s", root, top[i]);
+	for (i = 0; i < sbx_root_top_n; i++) {
+		snprintf(src, sizeof(src), "/%s", sbx_root_top[i]);
+		snprintf(p, sizeof(p), "%s/%s", root, sbx_root_top[i]);
 		if (lstat(src, &st) != 0)
 			continue;
-		if (S_ISLNK(st.st_mode)) {
-			if ((n = readlink(src, lnk, sizeof(lnk) - 1)) > 0) {
-				lnk[n] = '\0';
-				(void)!symlink(lnk, p);
-			}
-		} else if (S_ISDIR(st.st_mode) && bind_at(src, p, 1, 1) != 0)
+		if (S_ISLNK(st.st_mode))
+			sbx_copy_link(src, p);
+		else if (S_ISDIR(st.st_mode) && bind_at(src, p, 1, 1) != 0)
 			init_fail(a, "bind", src);
 	}
 	etc_build(a, root);

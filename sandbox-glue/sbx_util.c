@@ -221,3 +221,116 @@ sbx_log_stop(const char *dir)
 	}
 	unlink(p);
 }
+
+uint32_t
+sbx_dir_hash(const char *dir)
+{
+	uint32_t h = 2166136261u;
+	const char *p;
+
+	for (p = dir; *p != '\0'; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	return h;
+}
+
+/* ---- root file system pieces ---- */
+
+const char *const sbx_root_top[] = { "bin", "sbin", "lib", "lib32",
+    "lib64", "libx32" };
+const size_t sbx_root_top_n = sizeof(sbx_root_top) / sizeof(sbx_root_top[0]);
+
+const char *const sbx_etc_keep[] = {
+	"ssl", "ca-certificates", "ca-certificates.conf", "alternatives",
+	"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.conf",
+	"protocols", "services", "mime.types", "localtime", "timezone",
+	"host.conf", "os-release", "debian_version", "python3",
+	"python3.11", "python3.12", "python3.13", "bash.bashrc", "profile",
+	"inputrc", "mke2fs.conf", "perl", "gai.conf", "login.defs",
+	"magic", "papersize", "xdg",
+};
+const size_t sbx_etc_keep_n = sizeof(sbx_etc_keep) / sizeof(sbx_etc_keep[0]);
+
+int
+sbx_mkdir(const char *path, mode_t mode)
+{
+	return mkdir(path, mode) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+/* open/write only: the ns backend calls it in its init child */
+int
+sbx_write_file(const char *path, const char *content, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	size_t n = content ? strlen(content) : 0;
+	int rc = 0;
+
+	if (fd < 0)
+		return -1;
+	if (n > 0 && write(fd, content, n) != (ssize_t)n)
+		rc = -1;
+	if (close(fd) != 0)
+		rc = -1;
+	return rc;
+}
+
+int
+sbx_copy_file(const char *from, const char *to)
+{
+	char buf[8192];
+	int in, out, rc = -1;
+	ssize_t n;
+
+	if ((in = open(from, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	if ((out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) <
+	    0)
+		goto out;
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, n) != n)
+			goto out;
+	rc = n == 0 ? 0 : -1;
+out:
+	close(in);
+	if (out >= 0 && close(out) != 0)
+		rc = -1;
+	return rc;
+}
+
+void
+sbx_copy_link(const char *src, const char *dst)
+{
+	char lnk[SBX_PATH_MAX];
+	ssize_t n;
+
+	if ((n = readlink(src, lnk, sizeof(lnk) - 1)) > 0) {
+		lnk[n] = '\0';
+		(void)!symlink(lnk, dst);
+	}
+}
+
+int
+sbx_etc_ids(const char *root, unsigned uid, unsigned gid, char *failed,
+    size_t flen)
+{
+	char text[512];
+
+	snprintf(failed, flen, "%s/etc/passwd", root);
+	snprintf(text, sizeof(text), "root:x:0:0:root:/root:/bin/sh\n"
+	    "user:x:%u:%u:sandbox user:%s:/bin/bash\n"
+	    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+	    uid, gid, SBX_HOME);
+	if (sbx_write_file(failed, text, 0644) != 0)
+		return -1;
+	snprintf(failed, flen, "%s/etc/group", root);
+	snprintf(text, sizeof(text), "root:x:0:\nuser:x:%u:\n"
+	    "nogroup:x:65534:\n", gid);
+	if (sbx_write_file(failed, text, 0644) != 0)
+		return -1;
+	snprintf(failed, flen, "%s/etc/hosts", root);
+	if (sbx_write_file(failed, "127.0.0.1\tlocalhost sandbox\n"
+	    "::1\tlocalhost ip6-localhost ip6-loopback\n", 0644) != 0)
+		return -1;
+	snprintf(failed, flen, "%s/etc/hostname", root);
+	(void)sbx_write_file(failed, "sandbox\n", 0644);
+	return 0;
+}
