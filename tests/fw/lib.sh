@@ -8,8 +8,9 @@
 #   fw_tmp: the temporary directory and the exit trap that stops every
 #     process the script started and removes what it made, on every exit
 #
-# Variables a script sets and these functions read:
-#   py, probe, sluiced    the python, netprobe.py and sluiced to run
+# Variables set here (src, bld: the source and build trees; sluiced,
+# py, probe: the sluiced, python and netprobe.py to run) and by the
+# script, read by these functions:
 #   pid                   the sluiced this script started, if running
 #   pids                  further processes it started (killed with -KILL)
 #   fw_tables             nft tables (inet) to delete at exit
@@ -18,6 +19,11 @@
 #   fw_fail_hook          extra diagnostics of fail, after sluiced's stderr
 
 fw_name=$(basename "$0" .sh)
+src=${SLUICE_SRCDIR:-.}
+bld=${SLUICE_BUILDDIR:-.}
+sluiced=$bld/proxy/sluiced
+py=${PYTHON3:-python3}
+probe=$src/tests/fw/netprobe.py
 pid=
 pids=
 fw_tables=
@@ -107,6 +113,17 @@ fw_start() {
 		    { wait "$pid"; pid=; fail "sluiced exited at start"; }
 		_i=$((_i + 1))
 		[ $_i -gt 100 ] && fail "sluiced not ready after 10 s"
+		sleep 0.1
+	done
+}
+
+# wait_same FILE MSG: until the script's "same FILE" holds (its want and
+# got in $tmp), at most 5 s, else fail MSG with their diff
+wait_same() {
+	_i=0
+	until same "$1"; do
+		_i=$((_i + 1))
+		[ $_i -gt 50 ] && { diff -u "$tmp/want" "$tmp/got" >&2; fail "$2"; }
 		sleep 0.1
 	done
 }

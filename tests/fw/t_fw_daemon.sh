@@ -8,9 +8,6 @@
 # 77 (skip) when unshare is impossible, or 1 with SLUICE_TEST_STRICT=1.
 # Inside: refuse to run if the namespace is the recorded host one.
 set -u
-bld=${SLUICE_BUILDDIR:-.}
-sluiced=$bld/proxy/sluiced
-py=${PYTHON3:-python3}
 
 . "$(dirname "$0")/lib.sh"
 fw_netns "${1:-}" nft curl
@@ -85,12 +82,7 @@ fwfield applied_at | grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z$' ||
 config "$tmp/b.json" true sluice '"192.0.2.0/24", "198.51.100.0/24"'
 cp "$tmp/b.json" "$tmp/a.json"
 kill -HUP "$pid"
-i=0
-until same "$tmp/b.json"; do
-	i=$((i + 1))
-	[ $i -gt 50 ] && { diff -u "$tmp/want" "$tmp/got" >&2; fail "reload table"; }
-	sleep 0.1
-done
+wait_same "$tmp/b.json" "reload table"
 grep -q '198\.51\.100\.0/24' "$tmp/got" || fail "new deny_cidr missing"
 [ "$(fwfield status)" = applied ] || fail "status after reload: $(health)"
 

@@ -6,11 +6,8 @@
 # 77 (skip) when unshare is impossible, or 1 with SLUICE_TEST_STRICT=1.
 # Inside: refuse to run if the namespace is the recorded host one.
 set -u
-src=${SLUICE_SRCDIR:-.}
-bld=${SLUICE_BUILDDIR:-.}
-tool=$bld/tests/fw/fw_tool
-
 . "$(dirname "$0")/lib.sh"
+tool=$bld/tests/fw/fw_tool
 fw_netns "${1:-}" nft
 fw_tmp
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -32,7 +29,6 @@ grep -q "set allow4" "$tmp/err" || fail "tamper message: $(cat "$tmp/err")"
 #     batch (the tampered allow4 is flushed with the rest); a rule added
 #     behind our back makes the refill's read back fail, and the update
 #     falls back to the whole-table replace
-sluiced=$bld/proxy/sluiced
 [ "$("$tool" update "$src/tests/fw/full.json" "$src/tests/fw/update.json")" \
     = refilled ] || fail "refill"
 "$sluiced" --print-firewall -c "$src/tests/fw/update.json" > "$tmp/want" ||

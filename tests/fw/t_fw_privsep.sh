@@ -11,9 +11,6 @@
 # 77 (skip) when unshare is impossible or not root, or 1 with
 # SLUICE_TEST_STRICT=1.  Inside: refuse to run in the recorded host one.
 set -u
-bld=${SLUICE_BUILDDIR:-.}
-sluiced=$bld/proxy/sluiced
-py=${PYTHON3:-python3}
 
 . "$(dirname "$0")/lib.sh"
 if [ "${1:-}" != --inside ]; then
@@ -119,12 +116,7 @@ sock=$tmp/run/sessions/s1/proxy.sock
 config "$tmp/b.json" true '"192.0.2.0/24", "198.51.100.0/24"'
 cp "$tmp/b.json" "$tmp/a.json"
 kill -HUP "$pid"
-i=0
-until same "$tmp/b.json"; do
-	i=$((i + 1))
-	[ $i -gt 50 ] && { diff -u "$tmp/want" "$tmp/got" >&2; fail "reload table"; }
-	sleep 0.1
-done
+wait_same "$tmp/b.json" "reload table"
 grep -q '198\.51\.100\.0/24' "$tmp/got" || fail "new deny_cidr missing"
 [ "$(api http://sluice/v1/health | "$py" -c 'import json,sys
 print(json.load(sys.stdin)["firewall"]["status"])')" = applied ] ||

@@ -14,9 +14,6 @@
 # permission is missing, or 1 with SLUICE_TEST_STRICT=1.  Inside: refuse
 # to run if the namespace is the recorded host one.
 set -u
-bld=${SLUICE_BUILDDIR:-.}
-sluiced=$bld/proxy/sluiced
-py=${PYTHON3:-python3}
 
 . "$(dirname "$0")/lib.sh"
 fw_netns "${1:-}" nsenter nft curl ip openssl "$py"

@@ -29,11 +29,6 @@
 # 77 (skip) when that is impossible, or 1 with SLUICE_TEST_STRICT=1.
 # Inside: refuse to run if the namespace is the recorded host one.
 set -u
-src=${SLUICE_SRCDIR:-.}
-bld=${SLUICE_BUILDDIR:-.}
-sluiced=$bld/proxy/sluiced
-py=${PYTHON3:-python3}
-probe=$src/tests/fw/netprobe.py
 
 . "$(dirname "$0")/lib.sh"
 fw_netns "${1:-}" nsenter setpriv ip nft curl "$py"
