@@ -308,6 +308,21 @@ refusal_keeps_connection(const struct px_conn *c, enum pol_reason why)
 	}
 }
 
+int
+px_conn_decide(struct px_conn *c, struct px_session *s)
+{
+	pol_decide(px.pol, px.state, s->pol, &c->target, &c->dec);
+	if (c->dec.verdict == POL_DENY) {
+		px_conn_refuse(c, c->dec.reason, NULL);
+		return 0;
+	}
+	if (c->dec.verdict == POL_PROMPT) {
+		px_prompt_request(c);
+		return 0;
+	}
+	return 1;
+}
+
 void
 px_conn_refuse(struct px_conn *c, enum pol_reason why, const char *detail)
 {
@@ -459,15 +474,8 @@ handle_request(struct px_conn *c)
 			return;
 		}
 	}
-	pol_decide(px.pol, px.state, s->pol, &c->target, &c->dec);
-	if (c->dec.verdict == POL_DENY) {
-		px_conn_refuse(c, c->dec.reason, NULL);
+	if (!px_conn_decide(c, s))
 		return;
-	}
-	if (c->dec.verdict == POL_PROMPT) {
-		px_prompt_request(c);
-		return;
-	}
 	if (c->req->m != HTTP_M_CONNECT && c->up != NULL &&
 	    strcmp(c->up_host, c->target.host) == 0 &&
 	    c->up_port == c->target.port) {

@@ -26,6 +26,7 @@
 
 #include "policy.h"
 #include "config.h"
+#include "sni.h"
 #include "clog.h"
 #include "dns.h"
 #include "http.h"
@@ -231,6 +232,14 @@ struct px_conn {
 void px_conn_accept(evutil_socket_t fd, const struct sockaddr *sa,
     int salen, enum px_transport t, struct px_session *s);
 void px_conn_close(struct px_conn *c, enum pol_reason why);
+/* Peek at the TLS ClientHello buffered from c's client, leaving it for
+ * upstream (sni.h statuses; SNI_INCOMPLETE while more may come, and a
+ * hello past SNI_MAX_HELLO is SNI_NOT_TLS).  NAME gets the SNI. */
+enum sni_status px_sni_peek(struct px_conn *c, char *name, size_t namelen);
+/* Decide c->target for session s into c->dec: a deny is refused, a
+ * prompt holds the connection (px_prompt_request); 1 only for an allow,
+ * which the caller carries on with. */
+int px_conn_decide(struct px_conn *c, struct px_session *s);
 /* Answer a refusal (status, X-Sluice-Reason, one-line body), log the
  * decision, and close or keep the connection as the request allows. */
 void px_conn_refuse(struct px_conn *c, enum pol_reason why,

@@ -60,15 +60,8 @@ decide(struct px_conn *c)
 		px_conn_refuse(c, POL_R_SHUTTING_DOWN, NULL);
 		return;
 	}
-	pol_decide(px.pol, px.state, s->pol, &c->target, &c->dec);
-	if (c->dec.verdict == POL_DENY) {
-		px_conn_refuse(c, c->dec.reason, NULL);
+	if (!px_conn_decide(c, s))
 		return;
-	}
-	if (c->dec.verdict == POL_PROMPT) {
-		px_prompt_request(c);
-		return;
-	}
 	px_upstream_start(c);
 }
 
@@ -76,22 +69,15 @@ static void
 hello_read(struct bufferevent *bev, void *arg)
 {
 	struct px_conn *c = arg;
-	struct evbuffer *in = bufferevent_get_input(c->cli);
-	size_t len = evbuffer_get_length(in);
-	size_t n = len < SNI_MAX_HELLO ? len : SNI_MAX_HELLO;
 	enum pol_reason r;
 	enum sni_status st;
 	char name[256];
 
-	if (len == 0 || c->state != PX_S_SNI)
+	if (c->state != PX_S_SNI)
 		return;
-	/* peek only: the ClientHello goes upstream unchanged */
-	st = sni_parse(evbuffer_pullup(in, (ev_ssize_t)n), n, name,
-	    sizeof(name));
+	st = px_sni_peek(c, name, sizeof(name));
 	switch (st) {
 	case SNI_INCOMPLETE:
-		if (len >= SNI_MAX_HELLO)
-			break;
 		return;
 	case SNI_NONE:
 		px_conn_refuse(c, POL_R_SNI_MISSING, "A client redirected to "

@@ -190,25 +190,32 @@ refuse_tunnel(struct px_conn *c, enum pol_reason why)
 	px_conn_flush_close(c, why);
 }
 
+enum sni_status
+px_sni_peek(struct px_conn *c, char *name, size_t namelen)
+{
+	struct evbuffer *in = bufferevent_get_input(c->cli);
+	size_t len = evbuffer_get_length(in);
+	size_t n = len < SNI_MAX_HELLO ? len : SNI_MAX_HELLO;
+	enum sni_status st;
+
+	if (len == 0)
+		return SNI_INCOMPLETE;
+	/* peek only: the ClientHello goes upstream unchanged */
+	st = sni_parse(evbuffer_pullup(in, (ev_ssize_t)n), n, name, namelen);
+	if (st == SNI_INCOMPLETE && len >= SNI_MAX_HELLO)
+		return SNI_NOT_TLS;     /* no hello is that long */
+	return st;
+}
+
 static void
 sni_read(struct bufferevent *bev, void *arg)
 {
 	struct px_conn *c = arg;
-	struct evbuffer *in = bufferevent_get_input(c->cli);
-	size_t len = evbuffer_get_length(in);
-	size_t n = len < SNI_MAX_HELLO ? len : SNI_MAX_HELLO;
 	struct pol_target t;
-	enum sni_status st;
 	char name[256];
 
-	if (len == 0)
-		return;
-	st = sni_parse(evbuffer_pullup(in, (ev_ssize_t)n), n, name,
-	    sizeof(name));
-	switch (st) {
+	switch (px_sni_peek(c, name, sizeof(name))) {
 	case SNI_INCOMPLETE:
-		if (len >= SNI_MAX_HELLO)
-			refuse_tunnel(c, POL_R_NOT_TLS);
 		return;
 	case SNI_NONE:
 		refuse_tunnel(c, POL_R_SNI_MISSING);
