@@ -142,6 +142,11 @@ struct sbx_backend {
 	/* Kill every process, unmount, remove what create() made outside
 	 * rec->dir.  Must succeed on a half-made or already dead sandbox. */
 	int (*destroy)(struct sbx_rec *rec, char *err, size_t errlen);
+	/* The record naming the sandbox made by create() is saved: from now
+	 * on it outlives this process.  Until then it may die with it, so
+	 * that a create killed half way leaves nothing nobody can find.
+	 * NULL: nothing to do. */
+	void (*commit)(struct sbx_rec *rec);
 };
 
 extern const struct sbx_backend sbx_ns_backend;

@@ -756,6 +756,7 @@ struct init_arg {
 	struct sbx_rec *rec;
 	int go_rd;              /* parent says: maps written */
 	int rep_wr;             /* we say: "" ok, or an error line */
+	int commit_fd;          /* parent says: the record names us */
 	int log_fd;
 	/* O_PATH descriptors of the bind sources, opened by the holder
 	 * while it still has the host's uid 0: as the mapped uid it could
@@ -1039,9 +1040,10 @@ init_main(void *arg)
 	int st, fd;
 
 	{
-		int keep[3] = { a->go_rd, a->rep_wr, a->log_fd };
+		int keep[4] = { a->go_rd, a->rep_wr, a->log_fd,
+		    a->commit_fd };
 
-		close_others(keep, 3);
+		close_others(keep, 4);
 	}
 	{
 		/* sluice-run blocks signals while it creates: not ours, nor
@@ -1066,6 +1068,18 @@ init_main(void *arg)
 	}
 	if (setresgid(0, 0, 0) != 0 || setresuid(0, 0, 0) != 0)
 		init_fail(a, "setresuid", "0");
+	/* Until sluice-run has saved the record that names this holder, the
+	 * holder dies with it: a create killed half way must not leave a
+	 * sandbox nobody can find.  Set after the uid change, which clears
+	 * it; then a parent already gone shows as the commit socket's
+	 * hang-up (only the parent holds the other end). */
+	(void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	{
+		struct pollfd pf = { a->commit_fd, POLLIN, 0 };
+
+		if (poll(&pf, 1, 0) == 1 && (pf.revents & POLLHUP))
+			_exit(1);
+	}
 	(void)setsid();
 	(void)prctl(PR_SET_NAME, "sbx-init", 0, 0, 0);
 	if (dup2(a->log_fd, 1) < 0 || dup2(a->log_fd, 2) < 0)
@@ -1093,6 +1107,14 @@ init_main(void *arg)
 		init_fail(a, "fork", "shim");
 	(void)!write(a->rep_wr, "", 0);
 	close(a->rep_wr);
+	/* the record is saved (a byte), or the parent died (end of file);
+	 * the answer tells the parent it may exit: before it, its death
+	 * would still kill us */
+	if (read(a->commit_fd, &c, 1) != 1)
+		_exit(1);
+	(void)prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
+	(void)!write(a->commit_fd, "a", 1);
+	close(a->commit_fd);
 	/* reap all orphans; restart the shim at most once a second */
 	while (!init_stop) {
 		pid = waitpid(-1, &st, 0);
@@ -1181,11 +1203,17 @@ ns_destroy(struct sbx_rec *rec, char *err, size_t errlen)
 	return 0;
 }
 
+/* The write end of the commit pipe of the holder made by ns_create in
+ * this process (sluice-run makes one sandbox per process), until
+ * ns_commit: a socket pair, as the holder answers. */
+static int ns_commit_fd = -1;
+
 static int
 ns_create(struct sbx_rec *rec, char *err, size_t errlen)
 {
 	struct init_arg a;
-	int go[2] = { -1, -1 }, rep[2] = { -1, -1 }, rc = -1;
+	int go[2] = { -1, -1 }, rep[2] = { -1, -1 }, cm[2] = { -1, -1 };
+	int rc = -1;
 	char msg[1024];
 	char *stack = NULL;
 	ssize_t n;
@@ -1202,13 +1230,15 @@ ns_create(struct sbx_rec *rec, char *err, size_t errlen)
 	rec->init_pid = 0;
 	rec->init_start = 0;
 	cg_setup(rec);
-	if (pipe2(go, O_CLOEXEC) != 0 || pipe2(rep, O_CLOEXEC) != 0) {
+	if (pipe2(go, O_CLOEXEC) != 0 || pipe2(rep, O_CLOEXEC) != 0 ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, cm) != 0) {
 		sbx_err(err, errlen, "pipe: %s", strerror(errno));
 		goto fail;
 	}
 	a.rec = rec;
 	a.go_rd = go[0];
 	a.rep_wr = rep[1];
+	a.commit_fd = cm[0];
 	if ((stack = malloc(INIT_STACK)) == NULL) {
 		sbx_err(err, errlen, "out of memory");
 		goto fail;
@@ -1224,6 +1254,8 @@ ns_create(struct sbx_rec *rec, char *err, size_t errlen)
 	go[0] = -1;
 	close(rep[1]);
 	rep[1] = -1;
+	close(cm[0]);
+	cm[0] = -1;
 	rec->init_pid = pid;
 	rec->init_start = sbx_proc_start(pid);
 	if (cg_join(rec, NULL, pid) != 0) {
@@ -1253,11 +1285,17 @@ ns_create(struct sbx_rec *rec, char *err, size_t errlen)
 		    "the holder died");
 		goto fail;
 	}
+	ns_commit_fd = cm[1];
+	cm[1] = -1;
 	rc = 0;
 	goto out;
 fail:
 	ns_destroy(rec, NULL, 0);
 out:
+	if (cm[0] >= 0)
+		close(cm[0]);
+	if (cm[1] >= 0)
+		close(cm[1]);
 	if (go[0] >= 0)
 		close(go[0]);
 	if (go[1] >= 0)
@@ -1620,6 +1658,21 @@ ns_resume(struct sbx_rec *rec, char *err, size_t errlen)
 	return 0;
 }
 
+/* The record names the holder: from now on it outlives sluice-run. */
+static void
+ns_commit(struct sbx_rec *rec)
+{
+	char c;
+
+	(void)rec;
+	if (ns_commit_fd < 0)
+		return;
+	if (write(ns_commit_fd, "c", 1) == 1)
+		(void)!read(ns_commit_fd, &c, 1);       /* "a", or the holder died */
+	close(ns_commit_fd);
+	ns_commit_fd = -1;
+}
+
 const struct sbx_backend sbx_ns_backend = {
 	.name = "ns",
 	.available = ns_available,
@@ -1631,4 +1684,5 @@ const struct sbx_backend sbx_ns_backend = {
 	.resume = ns_resume,
 	.alive = ns_alive,
 	.destroy = ns_destroy,
+	.commit = ns_commit,
 };

@@ -1071,6 +1071,8 @@ cmd_create(void)
 		be->destroy(&r, err, sizeof(err));
 		goto fail;
 	}
+	if (be->commit != NULL)
+		be->commit(&r);
 	unlock(clk);
 	unlock(lk);
 	if (opt_json) {

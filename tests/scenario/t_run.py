@@ -346,6 +346,43 @@ def cgroup_v2(env):
           "group left: %r" % r.stderr)
 
 
+def creators(run, chat):
+    """pids whose command line is a create of chat in run's state dir"""
+    want = [b"--state-dir", run.state.encode(), b"create", b"--chat",
+            chat.encode()]
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if all(w in argv for w in want):
+            found.append(int(pid))
+    return found
+
+
+def children_named(ppid, comm):
+    """pids of ppid's children whose name is comm (fast enough to poll
+    in a tight loop: only ppid's children are read)"""
+    found = []
+    try:
+        with open("/proc/%d/task/%d/children" % (ppid, ppid)) as f:
+            kids = f.read().split()
+    except OSError:
+        return found
+    for pid in kids:
+        try:
+            with open("/proc/%s/comm" % pid) as f:
+                if f.read().strip() == comm:
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
 @S.case
 def create_is_not_interrupted(env):
     """SIGINT or SIGTERM during create (once the chat's directory is
@@ -365,14 +402,40 @@ def create_is_not_interrupted(env):
               "state dir of %s" % chat)
     # SIGKILL cannot be blocked: what it leaves is destroyed, or cleared
     # by the next create
-    for i, delay in enumerate((0, 0.02, 0.2)):
+    # "holder": the moment the sandbox's holder exists, before the
+    # record can name it (the narrowest window, caught by watching /proc)
+    for i, delay in enumerate((0, 0.02, 0.2, "holder")):
         chat = "ck%d" % i
-        p = run.popen_create(chat)
-        time.sleep(delay)
+        run.chats.append(chat)          # destroyed at cleanup, pass or fail
+        if delay == "holder":
+            p = subprocess.Popen(run.argv("create", "--chat", chat),
+                                 stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+            deadline = time.monotonic() + 20
+            while not children_named(p.pid, "sbx-init") and \
+                    time.monotonic() < deadline and p.poll() is None:
+                time.sleep(0.0005)
+            check(p.poll() is None, "create ended before it was killed")
+        else:
+            p = run.popen_create(chat)
+            time.sleep(delay)
         p.kill()
         p.communicate(timeout=60)
         r = run("destroy", "--chat", chat)
         check(r.returncode in (0, 3), "destroy after SIGKILL: %r" % r.stderr)
+        # what the killed create started is gone now: a holder the
+        # record names by destroy, one made before the record named it
+        # with its creator (else it would run on with nothing to find it
+        # by); holder and log reader are forks, so they carry create's
+        # command line
+        deadline = time.monotonic() + 5
+        while creators(run, chat) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = creators(run, chat)
+        for pid in left:        # never leave them running, pass or fail
+            os.kill(pid, signal.SIGKILL)
+        check(not left, "processes of the killed create of %s: %r" %
+              (chat, left))
         r = run("create", "--chat", chat)
         check_eq(r.returncode, 0, "create after SIGKILL: %r" % r.stderr)
         r = run("destroy", "--chat", chat)
