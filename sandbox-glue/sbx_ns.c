@@ -1194,6 +1194,20 @@ ns_destroy(struct sbx_rec *rec, char *err, size_t errlen)
 			write_file(p, "1");
 		}
 		cg_remove_all(rec);
+	} else {
+		/* a record saved before create made its groups (a create
+		 * killed half way) does not name them; their names follow
+		 * from the chat and the state directory, so look for them in
+		 * both kinds (missing ones are no error) */
+		struct sbx_rec t = *rec;
+		char root[256];
+
+		snprintf(t.cgroup, sizeof(t.cgroup), "v1");
+		cg_remove_all(&t);
+		if (cg_v2_root(root, sizeof(root), 1) == 0) {
+			snprintf(t.cgroup, sizeof(t.cgroup), "v2:%s", root);
+			cg_remove_all(&t);
+		}
 	}
 	/* its writers are gone; what they left in the pipe goes with the
 	 * directory */

@@ -364,6 +364,18 @@ def creators(run, chat):
     return found
 
 
+def sandbox_cgroups(run, chat):
+    """the chat's cgroup v1 directories that exist (sbx_ns.c names them
+    <chat>.<FNV-1a of the chat's state directory, 8 hex digits>)"""
+    h = 2166136261
+    for b in os.path.join(run.state, chat).encode():
+        h = ((h ^ b) * 16777619) & 0xffffffff
+    name = "%s.%08x" % (chat, h)
+    return [d for d in ("/sys/fs/cgroup/%s/sluice-run/%s" % (c, name)
+                        for c in ("memory", "pids", "cpu", "freezer"))
+            if os.path.isdir(d)]
+
+
 def children_named(ppid, comm):
     """pids of ppid's children whose name is comm (fast enough to poll
     in a tight loop: only ppid's children are read)"""
@@ -435,6 +447,10 @@ def create_is_not_interrupted(env):
         for pid in left:        # never leave them running, pass or fail
             os.kill(pid, signal.SIGKILL)
         check(not left, "processes of the killed create of %s: %r" %
+              (chat, left))
+        # groups made before the record named them go too
+        left = sandbox_cgroups(run, chat)
+        check(not left, "cgroups of the killed create of %s: %r" %
               (chat, left))
         r = run("create", "--chat", chat)
         check_eq(r.returncode, 0, "create after SIGKILL: %r" % r.stderr)
