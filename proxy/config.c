@@ -736,8 +736,8 @@ get_opt_str(struct cfg_ctx *x, json_t *v, const char *what, char **out)
 }
 
 /* K_FILE: a file name or null (an optional file) */
-enum cfg_kind { K_INT, K_SIZE, K_BOOL, K_TIER, K_STR, K_FILE, K_OBJ, K_FN,
-    K_IDS };
+enum cfg_kind { K_INT, K_SIZE, K_BOOL, K_TIER, K_STR, K_PATH, K_FILE, K_OBJ,
+    K_FN, K_IDS };
 
 struct cfg_key;
 typedef int (*key_fn)(struct cfg_ctx *, json_t *, void *base);
@@ -803,6 +803,15 @@ key_apply(struct cfg_ctx *x, const struct cfg_key *k, json_t *v, void *base)
 			return cfg_fail(x, "must not be empty");
 		return set_str(x, s, (char **)(void *)field);
 	}
+	case K_PATH: {          /* a directory or file sluiced makes: absolute */
+		const char *s;
+
+		if (get_str(x, v, &s) != 0)
+			return -1;
+		if (s[0] != '/')
+			return cfg_fail(x, "expected an absolute path");
+		return set_str(x, s, (char **)(void *)field);
+	}
 	case K_FILE:
 		return get_opt_str(x, v, "a file name", (char **)(void *)field);
 	case K_OBJ:
@@ -842,32 +851,6 @@ walk_object(struct cfg_ctx *x, json_t *v, const struct cfg_key *keys,
 
 /* ------------------------------------------------------------------ */
 /* Key handlers. */
-
-static int
-k_runtime_dir(struct cfg_ctx *x, json_t *v, void *base)
-{
-	struct cfg *c = base;
-	const char *s;
-
-	if (get_str(x, v, &s) != 0)
-		return -1;
-	if (s[0] != '/')
-		return cfg_fail(x, "expected an absolute path");
-	return set_str(x, s, &c->runtime_dir);
-}
-
-static int
-k_state_file(struct cfg_ctx *x, json_t *v, void *base)
-{
-	struct cfg *c = base;
-	const char *s;
-
-	if (get_str(x, v, &s) != 0)
-		return -1;
-	if (s[0] != '/')
-		return cfg_fail(x, "expected an absolute path");
-	return set_str(x, s, &c->state_file);
-}
 
 /* A user name as useradd accepts it, so a typo is found by
  * --check-config, not at the next start. */
@@ -1881,8 +1864,10 @@ static const struct cfg_key firewall_keys[] = {
 };
 
 static const struct cfg_key root_keys[] = {
-	{ "runtime_dir", K_FN, 0, 0, 0, NULL, k_runtime_dir },
-	{ "state_file", K_FN, 0, 0, 0, NULL, k_state_file },
+	{ "runtime_dir", K_PATH, offsetof(struct cfg, runtime_dir), 0, 0, NULL,
+	  NULL },
+	{ "state_file", K_PATH, offsetof(struct cfg, state_file), 0, 0, NULL,
+	  NULL },
 	{ "user", K_FN, 0, 0, 0, NULL, k_user },
 	{ "ceiling", K_TIER, offsetof(struct cfg, ceiling), 0, 0, NULL, NULL },
 	{ "tenants", K_FN, 0, 0, 0, NULL, k_tenants },

@@ -278,6 +278,16 @@ label_escape(FILE *f, const char *s)
 	}
 }
 
+/* METRIC{session="<id>"[,LABEL]} V */
+static void
+session_sample(FILE *f, const char *metric, const struct px_session *s,
+    const char *label, unsigned long long v)
+{
+	fprintf(f, "%s{session=\"", metric);
+	label_escape(f, pol_session_id(s->pol));
+	fprintf(f, "\"%s%s} %llu\n", label ? "," : "", label ? label : "", v);
+}
+
 char *
 ctl_metrics_text(void)
 {
@@ -377,38 +387,24 @@ ctl_metrics_text(void)
 	fputs("# HELP sluice_session_decisions_total Decisions per session.\n"
 	    "# TYPE sluice_session_decisions_total counter\n", f);
 	TAILQ_FOREACH(s, &px.sessions, entry) {
-		const char *id = pol_session_id(s->pol);
-
-		fputs("sluice_session_decisions_total{session=\"", f);
-		label_escape(f, id);
-		fprintf(f, "\",decision=\"allow\"} %llu\n",
-		    (unsigned long long)s->n_allowed);
-		fputs("sluice_session_decisions_total{session=\"", f);
-		label_escape(f, id);
-		fprintf(f, "\",decision=\"deny\"} %llu\n",
-		    (unsigned long long)s->n_denied);
+		session_sample(f, "sluice_session_decisions_total", s,
+		    "decision=\"allow\"", s->n_allowed);
+		session_sample(f, "sluice_session_decisions_total", s,
+		    "decision=\"deny\"", s->n_denied);
 	}
 	fputs("# HELP sluice_session_bytes_total Bytes per session.\n"
 	    "# TYPE sluice_session_bytes_total counter\n", f);
 	TAILQ_FOREACH(s, &px.sessions, entry) {
-		const char *id = pol_session_id(s->pol);
-
-		fputs("sluice_session_bytes_total{session=\"", f);
-		label_escape(f, id);
-		fprintf(f, "\",direction=\"up\"} %llu\n",
-		    (unsigned long long)s->bytes_up);
-		fputs("sluice_session_bytes_total{session=\"", f);
-		label_escape(f, id);
-		fprintf(f, "\",direction=\"down\"} %llu\n",
-		    (unsigned long long)s->bytes_down);
+		session_sample(f, "sluice_session_bytes_total", s,
+		    "direction=\"up\"", s->bytes_up);
+		session_sample(f, "sluice_session_bytes_total", s,
+		    "direction=\"down\"", s->bytes_down);
 	}
 	fputs("# HELP sluice_session_open_connections Open connections per "
 	    "session.\n# TYPE sluice_session_open_connections gauge\n", f);
-	TAILQ_FOREACH(s, &px.sessions, entry) {
-		fputs("sluice_session_open_connections{session=\"", f);
-		label_escape(f, pol_session_id(s->pol));
-		fprintf(f, "\"} %d\n", s->nconns);
-	}
+	TAILQ_FOREACH(s, &px.sessions, entry)
+		session_sample(f, "sluice_session_open_connections", s, NULL,
+		    (unsigned long long)s->nconns);
 	if (fclose(f) != 0) {
 		free(buf);
 		return NULL;
