@@ -432,15 +432,17 @@ handle_request(struct px_conn *c)
 		c->dec.ceiling = pol_state_ceiling(px.state,
 		    pol_session_tenant(s->pol));
 	}
-	if (c->req->m == HTTP_M_CONNECT)
-		r = pol_target_parse_authority(c->req->target,
-		    c->req->target_len, &c->target);
-	else if (c->req->m == HTTP_M_TRACE || c->req->m == HTTP_M_TRACK)
+	if (c->req->m == HTTP_M_TRACE || c->req->m == HTTP_M_TRACK)
 		r = POL_R_METHOD_NOT_ALLOWED;
 	else if (c->transport == PX_T_TRANSPARENT)
-		/* Host (or the URI) names it, the redirect gave the port */
+		/* Host (or the URI) names it, the redirect gave the port; a
+		 * CONNECT here is refused (bad_target): it would open a
+		 * tunnel to a port the client never dialled */
 		r = tp_http_target(c->req, c->tp_port, &c->target, &c->path,
 		    &c->path_len);
+	else if (c->req->m == HTTP_M_CONNECT)
+		r = pol_target_parse_authority(c->req->target,
+		    c->req->target_len, &c->target);
 	else
 		r = pol_target_parse_uri(c->req->target, c->req->target_len,
 		    &c->target, &c->path, &c->path_len);

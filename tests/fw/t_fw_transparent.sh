@@ -245,6 +245,16 @@ sb curl --noproxy '*' -sS --max-time 10 \
 grep -q 'upstream http allowed.test /one' "$tmp/k1" || fail "keep-alive 1: $(cat "$tmp/k1")"
 grep -q 'above_ceiling' "$tmp/k2" || fail "keep-alive 2: $(cat "$tmp/k2")"
 
+# ... and a CONNECT sent to the redirected port 80 opens no tunnel to a
+#    port the client never dialled: bad_target
+code=$(sb curl --noproxy '*' -s --max-time 10 \
+    --resolve allowed.test:80:198.51.100.10 -X CONNECT \
+    --request-target allowed.test:22 -D "$tmp/hdr" -o /dev/null \
+    -w '%{http_code}' http://allowed.test/)
+[ "$code" = 400 ] || fail "CONNECT on 80: status $code"
+grep -qi '^X-Sluice-Reason: bad_target' "$tmp/hdr" ||
+    fail "CONNECT on 80: $(cat "$tmp/hdr")"
+
 # 6. an unknown source is refused and logged
 code=$(c allowed.test 80 http --interface 10.200.0.3 -o /dev/null -w '%{http_code}')
 [ "$code" = 403 ] || fail "unknown source: status $code"
