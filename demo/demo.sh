@@ -111,7 +111,7 @@ run exec --chat demo-chat -- sh -c 'cat /proc/net/dev; echo $HTTPS_PROXY'
 
 step "pip installs a package from the registry through the broker"
 cmd="pip install --index-url http://pypi.org:$reg_port/simple/ --trusted-host pypi.org --target /workspace/pkgs sluicedemo"
-echo "\$ sluice-run exec --chat demo-chat -- $cmd"
+echo "\$ sluice-run exec --chat demo-chat -- python3 -m $cmd"
 # shellcheck disable=SC2086
 run exec --chat demo-chat -- python3 -m $cmd
 echo "\$ sluice-run exec --chat demo-chat -- python3 -c 'import sluicedemo; ...'"

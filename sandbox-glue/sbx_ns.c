@@ -755,7 +755,7 @@ become_user(const struct sbx_rec *rec, const char **what)
 struct init_arg {
 	struct sbx_rec *rec;
 	int go_rd;              /* parent says: maps written */
-	int rep_wr;             /* we say: "" ok, or an error line */
+	int rep_wr;             /* we say: a NUL byte ok, or an error line */
 	int commit_fd;          /* parent says: the record names us */
 	int log_fd;
 	/* O_PATH descriptors of the bind sources, opened by the holder
@@ -1105,7 +1105,9 @@ init_main(void *arg)
 	last_start = sbx_now_ms();
 	if (shim < 0)
 		init_fail(a, "fork", "shim");
-	(void)!write(a->rep_wr, "", 0);
+	/* ready: one NUL byte (an error is a line of text, and a holder
+	 * that died says nothing at all) */
+	(void)!write(a->rep_wr, "", 1);
 	close(a->rep_wr);
 	/* the record is saved (a byte), or the parent died (end of file);
 	 * the answer tells the parent it may exit: before it, its death
@@ -1288,7 +1290,7 @@ ns_create(struct sbx_rec *rec, char *err, size_t errlen)
 	}
 	(void)!write(go[1], "g", 1);
 	n = read(rep[0], msg, sizeof(msg) - 1);
-	if (n != 0) {
+	if (n != 1 || msg[0] != '\0') {
 		int st;
 
 		if (n < 0)
