@@ -268,6 +268,12 @@ def down_then_up_retries(env):
     check_eq(resp.status, 200, "held request after a retried delivery")
     check_eq(len(r.got()), 1, "deliveries once up")
     check_delivery(r.got()[0], r, port)
+    # the line is written before the answer releases the request, but
+    # sluiced's stderr reaches the harness through a pipe: wait for it
+    deadline = time.monotonic() + 5
+    while not stderr_lines(d, "delivered (HTTP 200") and \
+            time.monotonic() < deadline:
+        time.sleep(0.05)
     check(stderr_lines(d, "delivered (HTTP 200"), "no delivery line")
 
 
