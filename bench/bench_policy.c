@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "policy.h"
+#include "policy/policy.h"
 
 #define BP_HOSTS 100000
 #define BP_TARGETS 3000

@@ -22,9 +22,9 @@ case "${1-}" in
 esac
 top=$(cd "$(dirname "$0")/.." && pwd)
 sluiced=${SLUICED:-$top/proxy/sluiced}
-sluicectl=${SLUICECTL:-$top/proxy/sluicectl}
-sluice_run=${SLUICE_RUN:-$top/sandbox-glue/sluice-run}
-shim=${SLUICE_SHIM:-$top/sandbox-glue/sluice-shim}
+sluicectl=${SLUICECTL:-$top/proxy/sluicectl/sluicectl}
+sluice_run=${SLUICE_RUN:-$top/sandbox-glue/executor/sluice-run}
+shim=${SLUICE_SHIM:-$top/sandbox-glue/shim/sluice-shim}
 if [ "$(id -u)" != 0 ]; then
 	echo "demo: the sandbox needs root (user, mount and pid namespaces);" \
 	    "run it as root" >&2

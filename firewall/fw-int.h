@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fw.h"
+#include "firewall/fw.h"
 
 #define FW_SET_NAME_MAX 16
 

@@ -52,24 +52,10 @@ struct fw_config {
 	 * listener is "0.0.0.0/0" (and "::/0"); none: no broker port */
 	const char *const *broker_addrs; size_t nbroker_addrs;
 	uint16_t transparent_port;             /* 0: no redirect */
-	char **owned_resolvers;                /* fw_config_from_cfg's */
+	char **owned_resolvers;                /* the adapter's (proxy/fwcfg.h) */
 	char **owned_broker_addrs;
 };
 
-/*
- * From sluiced's configuration: firewall.*, allow_cidrs, deny_cidrs, the
- * addresses of listen.tcp and listen.transparent (broker_addrs; a
- * wildcard "[::]" listener, dual stack, stands for both families) (a
- * null firewall.uid is the uid of "user" when that user exists and is not
- * root: the uid the proxy process dials as), and
- * the resolvers from dns.servers or, when that is empty, the nameserver
- * lines of resolv_conf (NULL: none).  fc borrows c's strings; release
- * with fw_config_clear.  0 / -1 (memory).
- */
-struct cfg;
-int fw_config_from_cfg(struct fw_config *fc, const struct cfg *c,
-    const char *resolv_conf);
-void fw_config_clear(struct fw_config *fc);
 
 /*
  * An interface name as the kernel accepts one (dev_valid_name: 1 to 15

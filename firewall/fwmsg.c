@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fwmsg.h"
+#include "firewall/fwmsg.h"
 
 /* ------------------------------------------------------------------ */
 /* Encoding */

@@ -36,7 +36,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "fw.h"
+#include "firewall/fw.h"
 
 #define FW_MSG_MAGIC 0x534c
 #define FW_MSG_VERSION 1

@@ -26,7 +26,7 @@
 #include <libnftnl/set.h>
 #include <libnftnl/table.h>
 
-#include "fw-int.h"
+#include "firewall/fw-int.h"
 
 #define RECV_BUF 65536
 

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "policy.h"
-#include "fw-int.h"
+#include "policy/policy.h"
+#include "firewall/fw-int.h"
 
 #include <linux/netfilter.h>
 

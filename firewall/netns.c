@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fw.h"
+#include "firewall/fw.h"
 
 int
 fw_in_host_netns(void)

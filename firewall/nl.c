@@ -21,7 +21,7 @@
 #include <libnftnl/table.h>
 #include <libnftnl/udata.h>
 
-#include "fw-int.h"
+#include "firewall/fw-int.h"
 
 /* <linux/netfilter/nf_nat.h> pulls in <linux/in.h>, which clashes with
  * the libc headers; the flag is kernel ABI */

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "fw-int.h"
+#include "firewall/fw-int.h"
 
 static const char *const key_type[] = {
 	[FW_KEY_V4] = "ipv4_addr",

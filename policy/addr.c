@@ -10,7 +10,7 @@
 #include <arpa/inet.h>
 #include <string.h>
 
-#include "policy-int.h"
+#include "policy/policy-int.h"
 
 static const char *const class_names[POL_AC__COUNT] = {
 	[POL_AC_PUBLIC] = "public",

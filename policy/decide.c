@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy-int.h"
+#include "policy/policy-int.h"
 
 #define PORTS_MAX 64
 

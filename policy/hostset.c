@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy-int.h"
+#include "policy/policy-int.h"
 
 struct hs_entry {
 	char *name;          /* canonical name; NULL marks an empty slot */

@@ -5,7 +5,7 @@
 #ifndef SLUICE_POLICY_INT_H
 #define SLUICE_POLICY_INT_H
 
-#include "policy.h"
+#include "policy/policy.h"
 
 /* Strict decimal port: 1..65535, no sign, no leading zeros. 0 / -1. */
 int pol__port_parse(const char *s, size_t len, uint16_t *out);

@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "policy.h"
+#include "policy/policy.h"
 
 struct reason_info {
 	const char *name;

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy-int.h"
+#include "policy/policy-int.h"
 
 #define ID_MAX 64
 

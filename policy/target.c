@@ -10,7 +10,7 @@
 #include <sys/socket.h>
 #include <string.h>
 
-#include "policy-int.h"
+#include "policy/policy-int.h"
 
 #define LABEL_MAX 63
 

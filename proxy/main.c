@@ -21,14 +21,15 @@
 
 #include <openssl/crypto.h>
 
-#include "px.h"
-#include "ctl.h"
-#include "api.h"
-#include "events.h"           /* events */
-#include "webhook.h"    /* webhook */
-#include "fw.h"
-#include "fwmsg.h"
-#include "priv.h"
+#include "proxy/px.h"
+#include "proxy/control/ctl.h"
+#include "proxy/control/api.h"
+#include "proxy/control/events.h"           /* events */
+#include "proxy/control/webhook.h"    /* webhook */
+#include "firewall/fw.h"
+#include "proxy/fwcfg.h"
+#include "firewall/fwmsg.h"
+#include "proxy/priv.h"
 
 struct px px;
 int px_verbose;

@@ -27,9 +27,9 @@
 
 #include <linux/capability.h>
 
-#include "px.h"
-#include "priv.h"
-#include "fwmsg.h"
+#include "proxy/px.h"
+#include "proxy/priv.h"
+#include "firewall/fwmsg.h"
 
 int
 priv_user_lookup(const char *name, struct priv_user *u, char *err,

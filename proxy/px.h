@@ -24,12 +24,12 @@
 #include <event2/buffer.h>
 #include <event2/listener.h>
 
-#include "policy.h"
-#include "config.h"
-#include "sni.h"
-#include "clog.h"
-#include "dns.h"
-#include "http.h"
+#include "policy/policy.h"
+#include "proxy/lib/config.h"
+#include "proxy/lib/sni.h"
+#include "proxy/lib/clog.h"
+#include "proxy/lib/dns.h"
+#include "proxy/lib/http.h"
 
 #define PX_NAME "sluiced"
 

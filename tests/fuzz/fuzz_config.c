@@ -10,7 +10,7 @@
 #include <string.h>
 
 /* proxy/ spelled out: the top-level config.h is autoconf's. */
-#include "proxy/config.h"
+#include "proxy/lib/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

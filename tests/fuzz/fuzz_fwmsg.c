@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fw.h"
-#include "fwmsg.h"
+#include "firewall/fw.h"
+#include "firewall/fwmsg.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "http.h"
+#include "proxy/lib/http.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sandbox-glue/sbx_cfg.h"
+#include "sandbox-glue/executor/sbx_cfg.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

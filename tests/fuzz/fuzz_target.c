@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy.h"
+#include "policy/policy.h"
 
 /* A broken invariant is a bug the fuzzer must report, not survive. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

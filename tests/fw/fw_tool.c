@@ -15,8 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "fw.h"
+#include "proxy/lib/config.h"
+#include "firewall/fw.h"
+#include "proxy/fwcfg.h"
 
 /* OLD's ruleset from a configuration file, or NULL with a message. */
 static struct fw_ruleset *

@@ -840,7 +840,7 @@ def read_log(path):
 
 def verify_chain(paths, start_prev=ZERO_HASH):
     """Verify the hash chain over the concatenation of files (oldest
-    first).  Rule (proxy/clog.h): line = <body>,"hash":"<hex>"}\\n with
+    first).  Rule (proxy/lib/clog.h): line = <body>,"hash":"<hex>"}\\n with
     hash = hex(SHA-256(<body>)); prev = hash of the record before; seq
     increases by one.  Returns the records."""
     prev = start_prev

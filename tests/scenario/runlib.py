@@ -15,8 +15,8 @@ from harness import check, check_eq, Fail, api_unix, wait_until
 from t_clients import make_index, serve
 
 BLD = os.environ.get("SLUICE_BUILDDIR", ".")
-RUN = os.path.join(BLD, "sandbox-glue", "sluice-run")
-SHIM = os.path.abspath(os.path.join(BLD, "sandbox-glue", "sluice-shim"))
+RUN = os.path.join(BLD, "sandbox-glue", "executor", "sluice-run")
+SHIM = os.path.abspath(os.path.join(BLD, "sandbox-glue", "shim", "sluice-shim"))
 
 
 class Runner:

@@ -29,7 +29,7 @@ N_DOWN = 100000
 
 
 def shim_path():
-    p = os.path.join(BUILDDIR, "sandbox-glue", "sluice-shim")
+    p = os.path.join(BUILDDIR, "sandbox-glue", "shim", "sluice-shim")
     if not os.access(p, os.X_OK):
         raise Fail("sluice-shim not built at %s" % p)
     return p

@@ -161,7 +161,7 @@ def wait_conns(d, sid, n):
 
 
 def ctl_path():
-    p = os.path.join(BUILDDIR, "proxy", "sluicectl")
+    p = os.path.join(BUILDDIR, "proxy", "sluicectl", "sluicectl")
     if not os.access(p, os.X_OK):
         raise Fail("sluicectl not built at %s" % p)
     return p

@@ -21,7 +21,7 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
-#include "clog.h"
+#include "proxy/lib/clog.h"
 
 #define ZERO64 \
 	"0000000000000000000000000000000000000000000000000000000000000000"

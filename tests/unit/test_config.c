@@ -16,7 +16,7 @@
 #include <jansson.h>
 
 /* proxy/ spelled out: the top-level config.h is autoconf's. */
-#include "proxy/config.h"
+#include "proxy/lib/config.h"
 
 /* DESIGN.md's example, with its one session split into three: the
  * example gives all three transports at once, which a session may not. */

@@ -32,7 +32,7 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
-#include "dns.h"
+#include "proxy/lib/dns.h"
 
 /* ------------------------------------------------------------------ */
 /* Fake server. */

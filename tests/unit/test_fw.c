@@ -20,9 +20,10 @@
 #include <libnftnl/batch.h>
 #include <arpa/inet.h>
 
-#include "config.h"
-#include "fw.h"
-#include "fw-int.h"
+#include "proxy/lib/config.h"
+#include "firewall/fw.h"
+#include "proxy/fwcfg.h"
+#include "firewall/fw-int.h"
 
 static char *
 slurp(const char *rel)

@@ -18,8 +18,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "fw.h"
-#include "fwmsg.h"
+#include "firewall/fw.h"
+#include "firewall/fwmsg.h"
 
 static const char *allow[] = { "10.1.0.0/16", "fd00::/8" };
 static const char *deny[] = { "192.0.2.0/24" };

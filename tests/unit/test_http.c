@@ -12,9 +12,9 @@
 
 #include <cmocka.h>
 
-#include "http.h"
-#include "sni.h"
-#include "tls_hellos.h"
+#include "proxy/lib/http.h"
+#include "proxy/lib/sni.h"
+#include "tests/unit/tls_hellos.h"
 
 /* String literals may hold NULs: take their size, not strlen. */
 #define LIT(s) (s), (sizeof(s) - 1)

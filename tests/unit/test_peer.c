@@ -10,7 +10,7 @@
 #include <linux/vm_sockets.h>
 #include <cmocka.h>
 
-#include "peer.h"
+#include "proxy/lib/peer.h"
 
 static void
 test_ipv4(void **state)

@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <cmocka.h>
 
-#include "policy.h"
+#include "policy/policy.h"
 
 /* ------------------------------------------------------------------ */
 /* Helpers */

@@ -13,7 +13,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "sandbox-glue/sbx_cfg.h"
+#include "sandbox-glue/executor/sbx_cfg.h"
 
 static int
 parse(struct sbx_cfg *c, const char *text, char *err, size_t errlen)

@@ -13,8 +13,8 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "ctl_http.h"
-#include "ctl_log.h"
+#include "proxy/sluicectl/ctl_http.h"
+#include "proxy/sluicectl/ctl_log.h"
 
 static int
 parse(const char *s, int eof, struct ctlh_resp *r, char *err)

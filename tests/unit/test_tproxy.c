@@ -12,7 +12,7 @@
 #include <sys/un.h>
 #include <cmocka.h>
 
-#include "tproxy.h"
+#include "proxy/lib/tproxy.h"
 
 static void
 test_sockaddr(void **state)

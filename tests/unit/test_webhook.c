@@ -22,9 +22,9 @@
 #include <event2/event.h>
 #include <jansson.h>
 
-#include "../../proxy/px.h"
-#include "../../proxy/ctl.h"
-#include "../../proxy/webhook.h"
+#include "proxy/px.h"
+#include "proxy/control/ctl.h"
+#include "proxy/control/webhook.h"
 
 /* ------------------------------------------------------------------ */
 /* Stubs for what sluiced provides. */

@@ -1,0 +1,1695 @@
+/*
+ * api.c: the control API over evhttp.
+ *
+ * One request goes: who is calling (SO_PEERCRED on the Unix socket, a
+ * bearer token on TLS), which route (404, 405), may this role call it
+ * (403, with an audit record), is the input well formed (400, 415), and
+ * then one ctl_* call whose result is mapped to a status.  Every error
+ * has the same JSON shape.  The configuration is copied in, because a
+ * reload frees the one it came from.
+ */
+#include "sluice-config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include <jansson.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+#include <openssl/ssl.h>
+
+#include "proxy/px.h"
+#include "proxy/control/ctl.h"
+#include "proxy/control/api.h"
+#include "proxy/control/events.h"
+
+#define API_HEADERS_MAX 16384
+#define API_TIMEOUT_S 30
+#define API_TOKEN_MIN 16
+#define API_TOKEN_MAX 4096
+#define API_GROUPS_MAX 256
+#define API_USER_MAX 256
+
+#define R_AUDITOR (1u << CFG_ROLE_AUDITOR)
+#define R_APP (1u << CFG_ROLE_APP)
+#define R_ADMIN (1u << CFG_ROLE_ADMIN)
+#define R_ALL (R_AUDITOR | R_APP | R_ADMIN)
+
+struct api_token {
+	char name[65];
+	enum cfg_role role;
+	unsigned char digest[SHA256_DIGEST_LENGTH];
+};
+
+/* Who may call. */
+struct api_acl {
+	struct cfg_idlist uids[CFG_ROLE_ADMIN + 1];
+	struct cfg_idlist gids[CFG_ROLE_ADMIN + 1];
+	struct api_token *tokens;
+	size_t ntokens;
+};
+
+struct api_unix {
+	struct evhttp *http;
+	char *path;
+	unsigned mode;
+	char *group;
+	dev_t dev;               /* of the socket file we made, so that */
+	ino_t ino;               /* stop never unlinks another's */
+};
+
+struct api_tls {
+	struct evhttp *http;
+	char *addr;
+	SSL_CTX *ctx;            /* read at each accept: reload swaps it */
+};
+
+static struct {
+	struct event_base *base;
+	struct api_acl acl;
+	size_t max_body;
+	struct api_unix un;
+	struct api_tls tls;
+} api;
+
+/* Listener kinds, passed to the request callback. */
+static int kind_unix = 0, kind_tls = 1;
+
+/* One request being answered. */
+struct call {
+	struct evhttp_request *req;
+	int tls;
+	enum cfg_role role;
+	struct ctl_actor actor;
+	const struct route *route;
+	char id[65];             /* {id} */
+	char *grant;             /* {grant}, percent-decoded */
+	json_t *body;
+};
+
+typedef void (*handler_fn)(struct call *);
+
+struct route {
+	const char *pattern;     /* segments; {id} and {grant} capture */
+	enum evhttp_cmd_type method;
+	unsigned roles;
+	const char *action;      /* names the call in audit records */
+	handler_fn fn;
+	int body;                /* 1: takes a JSON object */
+};
+
+/* ------------------------------------------------------------------ */
+/* Answers. */
+
+static const char *
+status_phrase(int status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 201: return "Created";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 409: return "Conflict";
+	case 413: return "Payload Too Large";
+	case 415: return "Unsupported Media Type";
+	case 503: return "Service Unavailable";
+	default: return "Internal Server Error";
+	}
+}
+
+static void
+send_text(struct evhttp_request *req, int status, const char *type,
+    const char *text, size_t len)
+{
+	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+	struct evbuffer *b = evbuffer_new();
+
+	evhttp_remove_header(h, "Content-Type");
+	evhttp_add_header(h, "Content-Type", type);
+	evhttp_add_header(h, "Cache-Control", "no-store");
+	if (b == NULL || evbuffer_add(b, text, len) != 0) {
+		if (b != NULL)
+			evbuffer_free(b);
+		evhttp_send_error(req, 500, NULL);
+		return;
+	}
+	evhttp_send_reply(req, status, status_phrase(status), b);
+	evbuffer_free(b);
+}
+
+/* Sends j (a new reference, consumed). */
+static void
+send_json(struct evhttp_request *req, int status, json_t *j)
+{
+	static const char oom[] = "{\"error\":{\"code\":\"internal\","
+	    "\"message\":\"out of memory\"}}\n";
+	char *text = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+	size_t n;
+
+	json_decref(j);
+	if (text == NULL) {
+		send_text(req, 500, "application/json", oom, sizeof(oom) - 1);
+		return;
+	}
+	n = strlen(text);
+	/* a newline keeps curl output and shell pipes tidy */
+	{
+		char *t = realloc(text, n + 2);
+
+		if (t != NULL) {
+			text = t;
+			text[n++] = '\n';
+			text[n] = '\0';
+		}
+	}
+	send_text(req, status, "application/json", text, n);
+	free(text);
+}
+
+static const char *
+status_code(int status)
+{
+	switch (status) {
+	case 400: return "bad_request";
+	case 401: return "unauthorized";
+	case 403: return "forbidden";
+	case 404: return "not_found";
+	case 405: return "method_not_allowed";
+	case 409: return "conflict";
+	case 413: return "payload_too_large";
+	case 415: return "unsupported_media_type";
+	case 503: return "unavailable";
+	default: return "internal";
+	}
+}
+
+static void send_error(struct evhttp_request *req, int status,
+    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void
+send_error(struct evhttp_request *req, int status, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	send_json(req, status, json_pack("{s:{s:s,s:s}}", "error",
+	    "code", status_code(status), "message", msg));
+}
+
+static void
+send_ctl_error(struct evhttp_request *req, const struct ctl_err *e)
+{
+	int status;
+
+	switch (e->code) {
+	case CTL_BAD_REQUEST: status = 400; break;
+	case CTL_NOT_FOUND: status = 404; break;
+	case CTL_CONFLICT: status = 409; break;
+	case CTL_UNAVAILABLE: status = 503; break;
+	default: status = 500; break;
+	}
+	send_error(req, status, "%s", e->msg[0] != '\0' ? e->msg :
+	    "the operation failed");
+}
+
+/* Text from the caller inside a message: printable, bounded. */
+static const char *
+shown(const char *s, char *buf, size_t len)
+{
+	size_t i, at = 0;
+
+	for (i = 0; s[i] != '\0' && at + 4 < len && i < 64; i++)
+		buf[at++] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+	if (s[i] != '\0' && at + 4 < len) {
+		memcpy(buf + at, "...", 3);
+		at += 3;
+	}
+	buf[at] = '\0';
+	return buf;
+}
+
+/* ------------------------------------------------------------------ */
+/* Input. */
+
+enum ftype { F_STR, F_INT, F_BOOL, F_OBJ };
+
+struct field {
+	const char *name;
+	enum ftype type;
+	int required;
+	json_t *v;               /* out: NULL when absent or null */
+};
+
+static const char *
+ftype_text(enum ftype t)
+{
+	switch (t) {
+	case F_STR: return "a string";
+	case F_INT: return "an integer";
+	case F_BOOL: return "true or false";
+	case F_OBJ: return "an object";
+	}
+	return "a value";
+}
+
+static int
+ftype_ok(enum ftype t, json_t *v)
+{
+	switch (t) {
+	case F_STR: return json_is_string(v);
+	case F_INT: return json_is_integer(v);
+	case F_BOOL: return json_is_boolean(v);
+	case F_OBJ: return json_is_object(v);
+	}
+	return 0;
+}
+
+/* Reads the body's fields; answers 400 and returns -1 on anything else. */
+static int
+fields_get(struct call *k, struct field *f, size_t n)
+{
+	char list[256], b[80];
+	const char *key;
+	size_t i, at = 0;
+	json_t *v;
+
+	list[0] = '\0';
+	for (i = 0; i < n; i++)
+		at += (size_t)snprintf(list + at, at < sizeof(list) ?
+		    sizeof(list) - at : 0, "%s%s", i ? ", " : "", f[i].name);
+	json_object_foreach(k->body, key, v) {
+		for (i = 0; i < n; i++)
+			if (strcmp(f[i].name, key) == 0)
+				break;
+		if (i == n) {
+			send_error(k->req, 400, "%s: unknown field (expected "
+			    "one of: %s)", shown(key, b, sizeof(b)), list);
+			return -1;
+		}
+		if (json_is_null(v) && !f[i].required)
+			continue;
+		if (!ftype_ok(f[i].type, v)) {
+			send_error(k->req, 400, "%s: expected %s", f[i].name,
+			    ftype_text(f[i].type));
+			return -1;
+		}
+		f[i].v = v;
+	}
+	for (i = 0; i < n; i++) {
+		if (f[i].required && f[i].v == NULL) {
+			send_error(k->req, 400, "%s: required", f[i].name);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int
+tier_get(struct call *k, const char *path, json_t *v, enum pol_tier *out)
+{
+	char b[80];
+
+	if (pol_tier_parse(json_string_value(v), out) != 0) {
+		send_error(k->req, 400, "%s: unknown tier \"%s\" (expected off, "
+		    "registries or public)", path,
+		    shown(json_string_value(v), b, sizeof(b)));
+		return -1;
+	}
+	return 0;
+}
+
+/* "application/json", any case, optionally with parameters. */
+static int
+is_json_type(const char *ct)
+{
+	static const char want[] = "application/json";
+	size_t n = sizeof(want) - 1;
+
+	if (ct == NULL || strncasecmp(ct, want, n) != 0)
+		return 0;
+	ct += n;
+	while (*ct == ' ' || *ct == '\t')
+		ct++;
+	return *ct == '\0' || *ct == ';';
+}
+
+/* The body as the route wants it: none, or one JSON object. */
+static int
+read_body(struct call *k)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(k->req);
+	size_t len = evbuffer_get_length(in);
+	const char *ct;
+	json_error_t je;
+	char b[200];
+
+	if (!k->route->body) {
+		if (len != 0) {
+			send_error(k->req, 400, "this call takes no body");
+			return -1;
+		}
+		return 0;
+	}
+	if (len == 0) {
+		send_error(k->req, 400, "expected a JSON object body");
+		return -1;
+	}
+	if (len > api.max_body) {   /* evhttp caps it first; kept for safety */
+		send_error(k->req, 413, "the body is larger than %zu bytes",
+		    api.max_body);
+		return -1;
+	}
+	ct = evhttp_find_header(evhttp_request_get_input_headers(k->req),
+	    "Content-Type");
+	if (!is_json_type(ct)) {
+		send_error(k->req, 415, "the body must be application/json");
+		return -1;
+	}
+	k->body = json_loadb((const char *)evbuffer_pullup(in, -1), len,
+	    JSON_REJECT_DUPLICATES, &je);
+	if (k->body == NULL) {
+		send_error(k->req, 400, "body: invalid JSON at line %d column "
+		    "%d: %s", je.line, je.column, shown(je.text, b, sizeof(b)));
+		return -1;
+	}
+	if (!json_is_object(k->body)) {
+		send_error(k->req, 400, "body: expected a JSON object");
+		return -1;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Handlers. */
+
+static void
+h_health(struct call *k)
+{
+	send_json(k->req, 200, ctl_json_health());
+}
+
+static void
+h_ceiling_get(struct call *k)
+{
+	send_json(k->req, 200, ctl_json_ceiling());
+}
+
+/* Checks every value before changing anything. */
+static int
+ceiling_tenants_check(struct call *k, json_t *tenants)
+{
+	const char *name;
+	enum pol_tier t;
+	char b[80], path[128];
+	json_t *v;
+
+	json_object_foreach(tenants, name, v) {
+		snprintf(path, sizeof(path), "tenants.%s",
+		    shown(name, b, sizeof(b)));
+		if (!pol_id_valid(name)) {
+			send_error(k->req, 400, "%s: bad tenant name (expected "
+			    "1 to 64 of A-Z a-z 0-9 . _ -)", path);
+			return -1;
+		}
+		if (json_is_null(v))
+			continue;
+		if (!json_is_string(v)) {
+			send_error(k->req, 400, "%s: expected a tier or null",
+			    path);
+			return -1;
+		}
+		if (tier_get(k, path, v, &t) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+static void
+h_ceiling_put(struct call *k)
+{
+	struct field f[] = {
+		{ "tier", F_STR, 0, NULL },
+		{ "tenants", F_OBJ, 0, NULL },
+		{ "close_exceeding", F_BOOL, 0, NULL },
+	};
+	struct ctl_err e = { CTL_OK, "" };
+	size_t closed = 0, n;
+	enum pol_tier t = POL_TIER_OFF;
+	int close_ex;
+	const char *name;
+	json_t *v, *j;
+
+	if (fields_get(k, f, 3) != 0)
+		return;
+	if (f[0].v == NULL && f[1].v == NULL) {
+		send_error(k->req, 400, "expected \"tier\" or \"tenants\"");
+		return;
+	}
+	if ((f[0].v != NULL && tier_get(k, "tier", f[0].v, &t) != 0) ||
+	    (f[1].v != NULL && ceiling_tenants_check(k, f[1].v) != 0))
+		return;
+	close_ex = f[2].v != NULL && json_is_true(f[2].v);
+	if (f[0].v != NULL) {
+		n = 0;
+		if (ctl_ceiling_set(&k->actor, NULL, t, close_ex, &n, &e) != 0)
+			goto fail;
+		closed += n;
+	}
+	json_object_foreach(f[1].v, name, v) {
+		n = 0;
+		if (json_is_null(v)) {
+			/* clearing what is not set leaves what PUT asked for */
+			if (ctl_ceiling_clear(&k->actor, name, &e) != 0 &&
+			    e.code != CTL_NOT_FOUND)
+				goto fail;
+			continue;
+		}
+		pol_tier_parse(json_string_value(v), &t);
+		if (ctl_ceiling_set(&k->actor, name, t, close_ex, &n, &e) != 0)
+			goto fail;
+		closed += n;
+	}
+	j = ctl_json_ceiling();
+	if (j != NULL)
+		json_object_set_new(j, "closed", json_integer((json_int_t)closed));
+	send_json(k->req, 200, j);
+	return;
+fail:
+	send_ctl_error(k->req, &e);
+}
+
+static void
+h_sessions_list(struct call *k)
+{
+	send_json(k->req, 200, ctl_json_sessions());
+}
+
+static int
+user_ok(const char *u)
+{
+	size_t i;
+
+	for (i = 0; u[i] != '\0'; i++)
+		if ((unsigned char)u[i] < 0x20 || u[i] == 0x7f)
+			return 0;
+	return i <= API_USER_MAX;
+}
+
+static void
+h_session_create(struct call *k)
+{
+	struct field f[] = {
+		{ "id", F_STR, 1, NULL },
+		{ "tenant", F_STR, 1, NULL },
+		{ "user", F_STR, 1, NULL },
+		{ "tier", F_STR, 1, NULL },
+		{ "socket", F_STR, 0, NULL },
+		{ "vsock_cid", F_INT, 0, NULL },
+		{ "source", F_STR, 0, NULL },
+	};
+	struct ctl_session_spec spec;
+	struct ctl_err e = { CTL_OK, "" };
+	struct px_session *s = NULL;
+	char loc[128], b[80];
+
+	if (fields_get(k, f, 7) != 0)
+		return;
+	memset(&spec, 0, sizeof(spec));
+	spec.id = json_string_value(f[0].v);
+	spec.tenant = json_string_value(f[1].v);
+	spec.user = json_string_value(f[2].v);
+	spec.socket = f[4].v ? json_string_value(f[4].v) : NULL;
+	spec.source = f[6].v ? json_string_value(f[6].v) : NULL;
+	spec.vsock_cid = f[5].v ? json_integer_value(f[5].v) : -1;
+	if (!pol_id_valid(spec.id)) {
+		send_error(k->req, 400, "id: bad session id \"%s\" (expected 1 "
+		    "to 64 of A-Z a-z 0-9 . _ -)", shown(spec.id, b, sizeof(b)));
+		return;
+	}
+	if (spec.tenant[0] != '\0' && !pol_id_valid(spec.tenant)) {
+		send_error(k->req, 400, "tenant: bad tenant name (expected \"\" "
+		    "or 1 to 64 of A-Z a-z 0-9 . _ -)");
+		return;
+	}
+	if (!user_ok(spec.user)) {
+		send_error(k->req, 400, "user: at most %d bytes, no control "
+		    "characters", API_USER_MAX);
+		return;
+	}
+	if (tier_get(k, "tier", f[3].v, &spec.tier) != 0)
+		return;
+	if (f[5].v != NULL && (spec.vsock_cid < 1 ||
+	    spec.vsock_cid > 0xfffffffeLL || spec.vsock_cid == 2)) {
+		send_error(k->req, 400, "vsock_cid: expected 1 or 3 to "
+		    "4294967294");
+		return;
+	}
+	if (ctl_session_create(&k->actor, &spec, &s, &e) != 0) {
+		send_ctl_error(k->req, &e);
+		return;
+	}
+	snprintf(loc, sizeof(loc), "/v1/sessions/%s", spec.id);
+	evhttp_add_header(evhttp_request_get_output_headers(k->req),
+	    "Location", loc);
+	send_json(k->req, 201, ctl_json_session(s));
+}
+
+static void
+h_session_get(struct call *k)
+{
+	struct px_session *s = ctl_session_find(k->id);
+
+	if (s == NULL) {
+		send_error(k->req, 404, "no session %s", k->id);
+		return;
+	}
+	send_json(k->req, 200, ctl_json_session(s));
+}
+
+static void
+h_session_patch(struct call *k)
+{
+	struct field f[] = { { "tier", F_STR, 1, NULL } };
+	struct ctl_err e = { CTL_OK, "" };
+	struct px_session *s;
+	enum pol_tier t;
+
+	if (fields_get(k, f, 1) != 0 || tier_get(k, "tier", f[0].v, &t) != 0)
+		return;
+	if (ctl_session_set_tier(&k->actor, k->id, t, &e) != 0) {
+		send_ctl_error(k->req, &e);
+		return;
+	}
+	if ((s = ctl_session_find(k->id)) == NULL) {
+		send_error(k->req, 404, "no session %s", k->id);
+		return;
+	}
+	send_json(k->req, 200, ctl_json_session(s));
+}
+
+static void
+h_session_delete(struct call *k)
+{
+	struct ctl_err e = { CTL_OK, "" };
+
+	if (ctl_session_delete(&k->actor, k->id, &e) != 0) {
+		send_ctl_error(k->req, &e);
+		return;
+	}
+	send_json(k->req, 200, json_pack("{s:s}", "deleted", k->id));
+}
+
+/* A grant names one host: a DNS name or an address, never a pattern. */
+static int
+grant_host(struct call *k, const char *h, struct pol_target *t)
+{
+	char b[80], br[POL_HOST_MAX + 3];
+
+	if (strchr(h, '*') != NULL) {
+		send_error(k->req, 400, "host: \"%s\" is a pattern; a grant "
+		    "names one host", shown(h, b, sizeof(b)));
+		return -1;
+	}
+	/* IPv6 with or without brackets */
+	if (h[0] != '[' && strchr(h, ':') != NULL &&
+	    strlen(h) + 3 <= sizeof(br)) {
+		snprintf(br, sizeof(br), "[%s]", h);
+		h = br;
+	}
+	if (pol_host_parse(h, strlen(h), 1, t) != POL_R_NONE) {
+		send_error(k->req, 400, "host: \"%s\" is not a host name or "
+		    "address (lower or upper case ASCII, no port, no escapes)",
+		    shown(h, b, sizeof(b)));
+		return -1;
+	}
+	return 0;
+}
+
+static json_t *
+grant_json(const char *id, const struct pol_target *t)
+{
+	return json_pack("{s:s,s:s,s:i}", "session", id, "host", t->host,
+	    "port", (int)t->port);
+}
+
+static void
+h_grant_add(struct call *k)
+{
+	struct field f[] = {
+		{ "host", F_STR, 1, NULL },
+		{ "port", F_INT, 1, NULL },
+	};
+	struct ctl_err e = { CTL_OK, "" };
+	struct pol_target t;
+	struct px_session *s;
+	json_int_t port;
+	int existed;
+
+	if (fields_get(k, f, 2) != 0 ||
+	    grant_host(k, json_string_value(f[0].v), &t) != 0)
+		return;
+	port = json_integer_value(f[1].v);
+	if (port < 1 || port > 65535) {
+		send_error(k->req, 400, "port: expected 1 to 65535");
+		return;
+	}
+	t.port = (uint16_t)port;
+	s = ctl_session_find(k->id);
+	existed = s != NULL && pol_session_has_grant(s->pol, t.host, t.port);
+	if (ctl_grant_add(&k->actor, k->id, t.host, t.port, &e) != 0) {
+		send_ctl_error(k->req, &e);
+		return;
+	}
+	send_json(k->req, existed ? 200 : 201, grant_json(k->id, &t));
+}
+
+static void
+h_grant_remove(struct call *k)
+{
+	struct ctl_err e = { CTL_OK, "" };
+	struct pol_target t;
+	char b[80];
+	json_t *j;
+
+	if (strchr(k->grant, '*') != NULL ||
+	    pol_target_parse_authority(k->grant, strlen(k->grant), &t) !=
+	    POL_R_NONE) {
+		send_error(k->req, 400, "grant: \"%s\" is not HOST:PORT or "
+		    "[IPV6]:PORT", shown(k->grant, b, sizeof(b)));
+		return;
+	}
+	if (ctl_grant_remove(&k->actor, k->id, t.host, t.port, &e) != 0) {
+		send_ctl_error(k->req, &e);
+		return;
+	}
+	j = grant_json(k->id, &t);
+	if (j != NULL)
+		json_object_set_new(j, "removed", json_true());
+	send_json(k->req, 200, j);
+}
+
+static void
+h_metrics(struct call *k)
+{
+	char *text = ctl_metrics_text();
+
+	if (text == NULL) {
+		send_error(k->req, 500, "out of memory");
+		return;
+	}
+	send_text(k->req, 200, "text/plain; version=0.0.4", text,
+	    strlen(text));
+	free(text);
+}
+
+/* The stream takes the request over; api.c is done with it. */
+static void
+h_events(struct call *k)
+{
+	const char *last = evhttp_find_header(
+	    evhttp_request_get_input_headers(k->req), "Last-Event-ID");
+
+	/* only app and admin reach this route, and both may answer */
+	ev_subscribe(k->req, 1, last);
+}
+
+static void
+h_prompts_list(struct call *k)
+{
+	send_json(k->req, 200, ctl_json_prompts());
+}
+
+static void
+h_prompt_get(struct call *k)
+{
+	json_t *j = ctl_json_prompt(k->id);
+
+	if (j == NULL) {
+		send_error(k->req, 404, "no prompt %s", k->id);
+		return;
+	}
+	send_json(k->req, 200, j);
+}
+
+static void
+h_prompt_answer(struct call *k)
+{
+	struct field f[] = { { "decision", F_STR, 1, NULL } };
+	struct ctl_err e = { CTL_OK, "" };
+	enum ctl_answer ans;
+	json_t *j;
+	char b[80];
+
+	if (fields_get(k, f, 1) != 0)
+		return;
+	if (ctl_answer_parse(json_string_value(f[0].v), &ans) != 0) {
+		send_error(k->req, 400, "decision: unknown decision \"%s\" "
+		    "(expected allow_once, allow_chat or deny)",
+		    shown(json_string_value(f[0].v), b, sizeof(b)));
+		return;
+	}
+	if (ctl_prompt_answer(&k->actor, k->id, ans, &e) != 0) {
+		send_ctl_error(k->req, &e);
+		return;
+	}
+	if ((j = ctl_json_prompt(k->id)) == NULL) {
+		send_error(k->req, 404, "no prompt %s", k->id);
+		return;
+	}
+	send_json(k->req, 200, j);
+}
+
+static const struct route routes[] = {
+	{ "/v1/health", EVHTTP_REQ_GET, R_ALL, "health", h_health, 0 },
+	{ "/v1/ceiling", EVHTTP_REQ_GET, R_ADMIN | R_AUDITOR, "ceiling_get",
+	  h_ceiling_get, 0 },
+	{ "/v1/ceiling", EVHTTP_REQ_PUT, R_ADMIN, "ceiling_set",
+	  h_ceiling_put, 1 },
+	{ "/v1/sessions", EVHTTP_REQ_GET, R_ALL, "session_list",
+	  h_sessions_list, 0 },
+	{ "/v1/sessions", EVHTTP_REQ_POST, R_ADMIN | R_APP, "session_create",
+	  h_session_create, 1 },
+	{ "/v1/sessions/{id}", EVHTTP_REQ_GET, R_ALL, "session_get",
+	  h_session_get, 0 },
+	{ "/v1/sessions/{id}", EVHTTP_REQ_PATCH, R_ADMIN | R_APP,
+	  "session_set_tier", h_session_patch, 1 },
+	{ "/v1/sessions/{id}", EVHTTP_REQ_DELETE, R_ADMIN | R_APP,
+	  "session_delete", h_session_delete, 0 },
+	{ "/v1/sessions/{id}/grants", EVHTTP_REQ_POST, R_ADMIN | R_APP,
+	  "grant_add", h_grant_add, 1 },
+	{ "/v1/sessions/{id}/grants/{grant}", EVHTTP_REQ_DELETE,
+	  R_ADMIN | R_APP, "grant_remove", h_grant_remove, 0 },
+	{ "/v1/metrics", EVHTTP_REQ_GET, R_ADMIN | R_AUDITOR, "metrics",
+	  h_metrics, 0 },
+	{ "/v1/events", EVHTTP_REQ_GET, R_ADMIN | R_APP, "events",
+	  h_events, 0 },
+	{ "/v1/prompts", EVHTTP_REQ_GET, R_ADMIN | R_APP, "prompt_list",
+	  h_prompts_list, 0 },
+	{ "/v1/prompts/{id}", EVHTTP_REQ_GET, R_ADMIN | R_APP, "prompt_get",
+	  h_prompt_get, 0 },
+	{ "/v1/prompts/{id}", EVHTTP_REQ_POST, R_ADMIN | R_APP,
+	  "prompt_answer", h_prompt_answer, 1 },
+};
+#define NROUTES (sizeof(routes) / sizeof(routes[0]))
+
+/* ------------------------------------------------------------------ */
+/* Routing. */
+
+struct cap {
+	const char *p;
+	size_t n;
+};
+
+/* Matches path against pattern segment by segment; captures hold the
+ * {…} segments in order (never empty, never containing '/'). */
+static int
+path_match(const char *pat, const char *path, struct cap caps[2],
+    size_t *ncaps)
+{
+	*ncaps = 0;
+	while (*pat != '\0' && *path != '\0') {
+		if (*pat == '{') {
+			const char *end = strchr(pat, '}');
+			const char *seg = strchr(path, '/');
+
+			if (seg == NULL)
+				seg = path + strlen(path);
+			if (end == NULL || seg == path || *ncaps >= 2)
+				return 0;
+			caps[*ncaps].p = path;
+			caps[(*ncaps)++].n = (size_t)(seg - path);
+			pat = end + 1;
+			path = seg;
+			continue;
+		}
+		if (*pat++ != *path++)
+			return 0;
+	}
+	return *pat == '\0' && *path == '\0';
+}
+
+static const char *
+method_name(enum evhttp_cmd_type m)
+{
+	switch (m) {
+	case EVHTTP_REQ_GET: return "GET";
+	case EVHTTP_REQ_POST: return "POST";
+	case EVHTTP_REQ_HEAD: return "HEAD";
+	case EVHTTP_REQ_PUT: return "PUT";
+	case EVHTTP_REQ_DELETE: return "DELETE";
+	case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+	case EVHTTP_REQ_TRACE: return "TRACE";
+	case EVHTTP_REQ_CONNECT: return "CONNECT";
+	case EVHTTP_REQ_PATCH: return "PATCH";
+	}
+	return "?";
+}
+
+/* Finds the route; on a miss answers 404 or 405 (with Allow) only when
+ * answer is set, so that callers not yet identified learn nothing. */
+static int
+route_find(struct call *k, const char *path, struct cap caps[2],
+    int answer)
+{
+	enum evhttp_cmd_type m = evhttp_request_get_command(k->req);
+	char allow[128];
+	size_t i, n, at = 0;
+	int seen = 0;
+
+	allow[0] = '\0';
+	for (i = 0; i < NROUTES; i++) {
+		if (!path_match(routes[i].pattern, path, caps, &n))
+			continue;
+		if (routes[i].method == m) {
+			k->route = &routes[i];
+			return 0;
+		}
+		seen = 1;
+		at += (size_t)snprintf(allow + at, at < sizeof(allow) ?
+		    sizeof(allow) - at : 0, "%s%s", at ? ", " : "",
+		    method_name(routes[i].method));
+	}
+	if (!answer)
+		return -1;
+	if (!seen) {
+		send_error(k->req, 404, "no such resource");
+		return -1;
+	}
+	evhttp_add_header(evhttp_request_get_output_headers(k->req), "Allow",
+	    allow);
+	send_error(k->req, 405, "%s is not allowed here (allowed: %s)",
+	    method_name(m), allow);
+	return -1;
+}
+
+/* The {id} and {grant} segments, checked. */
+static int
+route_args(struct call *k, const struct cap caps[2])
+{
+	const char *pat = k->route->pattern;
+	char raw[80], b[80];
+	size_t n;
+
+	if (strstr(pat, "{id}") != NULL) {
+		if (caps[0].n >= sizeof(k->id)) {
+			send_error(k->req, 400, "id: longer than 64 characters");
+			return -1;
+		}
+		memcpy(k->id, caps[0].p, caps[0].n);
+		k->id[caps[0].n] = '\0';
+		if (!pol_id_valid(k->id)) {
+			send_error(k->req, 400, "id: bad %s id \"%s\" "
+			    "(expected 1 to 64 of A-Z a-z 0-9 . _ -)",
+			    strncmp(pat, "/v1/prompts/", 12) == 0 ? "prompt" :
+			    "session", shown(k->id, b, sizeof(b)));
+			return -1;
+		}
+	}
+	if (strstr(pat, "{grant}") != NULL) {
+		if (caps[1].n >= sizeof(raw) * 4) {
+			send_error(k->req, 400, "grant: too long");
+			return -1;
+		}
+		k->grant = evhttp_uridecode(caps[1].p, 0, &n);
+		/* the decoded text must be plain text: no NUL, no '/' */
+		if (k->grant == NULL || strlen(k->grant) != n ||
+		    strchr(k->grant, '/') != NULL) {
+			snprintf(raw, sizeof(raw), "%.*s", (int)(caps[1].n < 64 ?
+			    caps[1].n : 64), caps[1].p);
+			send_error(k->req, 400, "grant: \"%s\" is not HOST:PORT",
+			    shown(raw, b, sizeof(b)));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Callers. */
+
+static int
+id_in(const struct cfg_idlist *l, uint32_t id)
+{
+	size_t i;
+
+	for (i = 0; i < l->n; i++)
+		if (l->ids[i] == id)
+			return 1;
+	return 0;
+}
+
+/* uid first (root is admin), then the primary and supplementary gids;
+ * the highest role a list gives wins. */
+static enum cfg_role
+role_of(uid_t uid, const gid_t *gids, size_t ngids)
+{
+	int r;
+	size_t i;
+
+	if (uid == 0)
+		return CFG_ROLE_ADMIN;
+	for (r = CFG_ROLE_ADMIN; r > CFG_ROLE_NONE; r--)
+		if (id_in(&api.acl.uids[r], (uint32_t)uid))
+			return (enum cfg_role)r;
+	for (r = CFG_ROLE_ADMIN; r > CFG_ROLE_NONE; r--)
+		for (i = 0; i < ngids; i++)
+			if (id_in(&api.acl.gids[r], (uint32_t)gids[i]))
+				return (enum cfg_role)r;
+	return CFG_ROLE_NONE;
+}
+
+static void
+identify_unix(struct call *k, int fd)
+{
+	gid_t gids[API_GROUPS_MAX + 1];
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+	size_t ngids = 0;
+
+	k->role = CFG_ROLE_NONE;
+	snprintf(k->actor.who, sizeof(k->actor.who), "unix:unknown");
+	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) != 0)
+		return;
+	gids[ngids++] = uc.gid;
+#ifdef SO_PEERGROUPS
+	len = (socklen_t)(API_GROUPS_MAX * sizeof(gid_t));
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, gids + 1, &len) == 0)
+		ngids += len / sizeof(gid_t);
+#endif
+	k->role = role_of(uc.uid, gids, ngids);
+	if (uc.uid == 0)
+		snprintf(k->actor.who, sizeof(k->actor.who), "root");
+	else
+		snprintf(k->actor.who, sizeof(k->actor.who), "uid:%lu",
+		    (unsigned long)uc.uid);
+}
+
+/* "Bearer TOKEN": the token's hash against every configured hash, all
+ * of them compared in constant time, so neither the content nor which
+ * token came close shows in the timing. */
+static void
+identify_token(struct call *k)
+{
+	struct evkeyvalq *h = evhttp_request_get_input_headers(k->req);
+	unsigned char d[SHA256_DIGEST_LENGTH];
+	const struct api_token *hit = NULL;
+	struct evkeyval *kv;
+	const char *v = NULL;
+	size_t i;
+	int n = 0;
+
+	k->role = CFG_ROLE_NONE;
+	TAILQ_FOREACH(kv, h, next)
+		if (strcasecmp(kv->key, "Authorization") == 0) {
+			v = kv->value;
+			n++;
+		}
+	if (n != 1 || strncasecmp(v, "Bearer ", 7) != 0)
+		return;
+	for (v += 7; *v == ' '; v++)
+		;
+	if (*v == '\0' || strlen(v) > API_TOKEN_MAX ||
+	    EVP_Digest(v, strlen(v), d, NULL, EVP_sha256(), NULL) != 1)
+		return;
+	for (i = 0; i < api.acl.ntokens; i++)
+		if (CRYPTO_memcmp(d, api.acl.tokens[i].digest, sizeof(d)) == 0)
+			hit = &api.acl.tokens[i];
+	OPENSSL_cleanse(d, sizeof(d));
+	if (hit == NULL)
+		return;
+	k->role = hit->role;
+	snprintf(k->actor.who, sizeof(k->actor.who), "token:%s", hit->name);
+}
+
+static void
+peer_text(struct evhttp_request *req, char *buf, size_t len)
+{
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+	char *addr = NULL;
+	ev_uint16_t port = 0;
+
+	if (evcon != NULL)
+		evhttp_connection_get_peer(evcon, &addr, &port);
+	snprintf(buf, len, "tcp:%s:%u", addr ? addr : "?", (unsigned)port);
+}
+
+/* A refusal record names the call (or "api_call" for no known route)
+ * and the method and path asked for. */
+static void
+audit_refusal(struct call *k, const char *path, const char *outcome)
+{
+	char target[160];
+
+	snprintf(target, sizeof(target), "%s %.120s",
+	    method_name(evhttp_request_get_command(k->req)), path);
+	ctl_audit(&k->actor, k->route ? k->route->action : "api_call",
+	    target, outcome);
+}
+
+/* ------------------------------------------------------------------ */
+/* The request callback. */
+
+static void
+on_request(struct evhttp_request *req, void *arg)
+{
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+	struct bufferevent *bev = evcon ?
+	    evhttp_connection_get_bufferevent(evcon) : NULL;
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+	const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+	struct cap caps[2];
+	struct call k;
+	int found;
+
+	memset(&k, 0, sizeof(k));
+	k.req = req;
+	k.tls = arg == &kind_tls;
+	if (path == NULL)
+		path = "";
+	if (k.tls) {
+		/* evhttp serves plain HTTP when the bevcb fails: never */
+		if (bev == NULL || bufferevent_openssl_get_ssl(bev) == NULL) {
+			send_error(req, 500, "TLS setup failed");
+			return;
+		}
+		identify_token(&k);
+		if (k.role == CFG_ROLE_NONE)
+			peer_text(req, k.actor.who, sizeof(k.actor.who));
+	} else {
+		identify_unix(&k, bev ? bufferevent_getfd(bev) : -1);
+	}
+	k.actor.role = cfg_role_name(k.role);
+	found = route_find(&k, path, caps, 0) == 0;
+	if (k.role == CFG_ROLE_NONE) {
+		if (k.tls) {
+			audit_refusal(&k, path, "unauthorized");
+			evhttp_add_header(evhttp_request_get_output_headers(req),
+			    "WWW-Authenticate", "Bearer realm=\"sluice\"");
+			send_error(req, 401, "a valid bearer token is required");
+		} else {
+			audit_refusal(&k, path, "forbidden");
+			send_error(req, 403, "%s is in no role of the control "
+			    "API (control.*_uids, control.*_gids)",
+			    k.actor.who);
+		}
+		goto out;
+	}
+	if (!found) {
+		route_find(&k, path, caps, 1);
+		goto out;
+	}
+	if (evhttp_uri_get_query(uri) != NULL) {
+		send_error(req, 400, "the API takes no query parameters");
+		goto out;
+	}
+	if (!(k.route->roles & (1u << k.role))) {
+		audit_refusal(&k, path, "forbidden");
+		send_error(req, 403, "the %s role may not call %s %s",
+		    k.actor.role, method_name(k.route->method),
+		    k.route->pattern);
+		goto out;
+	}
+	if (route_args(&k, caps) != 0 || read_body(&k) != 0)
+		goto out;
+	k.route->fn(&k);
+out:
+	json_decref(k.body);
+	free(k.grant);
+}
+
+/* ------------------------------------------------------------------ */
+/* Configuration copies. */
+
+static void
+idlist_free(struct cfg_idlist *l)
+{
+	free(l->ids);
+	l->ids = NULL;
+	l->n = 0;
+}
+
+static int
+idlist_copy(struct cfg_idlist *to, const struct cfg_idlist *from)
+{
+	to->n = 0;
+	to->ids = calloc(from->n ? from->n : 1, sizeof(*to->ids));
+	if (to->ids == NULL)
+		return -1;
+	if (from->n > 0)
+		memcpy(to->ids, from->ids, from->n * sizeof(*to->ids));
+	to->n = from->n;
+	return 0;
+}
+
+static void
+acl_free(struct api_acl *a)
+{
+	int r;
+
+	for (r = 0; r <= CFG_ROLE_ADMIN; r++) {
+		idlist_free(&a->uids[r]);
+		idlist_free(&a->gids[r]);
+	}
+	if (a->tokens != NULL)
+		OPENSSL_cleanse(a->tokens, a->ntokens * sizeof(*a->tokens));
+	free(a->tokens);
+	memset(a, 0, sizeof(*a));
+}
+
+/* Reads a token file into its hash; the token itself is wiped and never
+ * appears in a message. */
+static int
+token_load(const struct cfg_token *ct, struct api_token *t, char *err,
+    size_t errlen)
+{
+	char buf[API_TOKEN_MAX + 2];
+	struct stat st;
+	size_t len = 0, i;
+	ssize_t r;
+	int fd, rc = -1;
+
+	snprintf(t->name, sizeof(t->name), "%s", ct->name);
+	t->role = ct->role;
+	if ((fd = open(ct->token_file, O_RDONLY | O_CLOEXEC)) < 0) {
+		snprintf(err, errlen, "token %s: %s: %s", ct->name,
+		    ct->token_file, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "token %s: %s: not a regular file",
+		    ct->name, ct->token_file);
+		goto out;
+	}
+	while (len < sizeof(buf) - 1) {
+		r = read(fd, buf + len, sizeof(buf) - 1 - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+	}
+	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' ||
+	    buf[len - 1] == ' ' || buf[len - 1] == '\t'))
+		len--;
+	for (i = 0; i < len; i++)
+		if (buf[i] <= 0x20 || buf[i] >= 0x7f)
+			break;
+	if (len < API_TOKEN_MIN || len > API_TOKEN_MAX || i != len) {
+		snprintf(err, errlen, "token %s: %s: expected %d to %d "
+		    "printable characters without spaces", ct->name,
+		    ct->token_file, API_TOKEN_MIN, API_TOKEN_MAX);
+		goto out;
+	}
+	if (EVP_Digest(buf, len, t->digest, NULL, EVP_sha256(), NULL) != 1) {
+		snprintf(err, errlen, "token %s: cannot hash it", ct->name);
+		goto out;
+	}
+	if (st.st_mode & 0007)
+		px_log(PX_WARN, "%s: token %s: %s is readable by others",
+		    __func__, ct->name, ct->token_file);
+	rc = 0;
+out:
+	OPENSSL_cleanse(buf, sizeof(buf));
+	close(fd);
+	return rc;
+}
+
+static int
+acl_build(const struct cfg_control *cc, struct api_acl *a, char *err,
+    size_t errlen)
+{
+	size_t i;
+	int r;
+
+	memset(a, 0, sizeof(*a));
+	for (r = 0; r <= CFG_ROLE_ADMIN; r++)
+		if (idlist_copy(&a->uids[r], &cc->uids[r]) != 0 ||
+		    idlist_copy(&a->gids[r], &cc->gids[r]) != 0)
+			goto oom;
+	a->tokens = calloc(cc->ntokens ? cc->ntokens : 1, sizeof(*a->tokens));
+	if (a->tokens == NULL)
+		goto oom;
+	for (i = 0; i < cc->ntokens; i++) {
+		if (token_load(&cc->tokens[i], &a->tokens[i], err,
+		    errlen) != 0) {
+			acl_free(a);
+			return -1;
+		}
+		a->ntokens = i + 1;
+	}
+	return 0;
+oom:
+	snprintf(err, errlen, "out of memory");
+	acl_free(a);
+	return -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Listeners. */
+
+static struct evhttp *
+http_new(int *kind)
+{
+	struct evhttp *h = evhttp_new(api.base);
+
+	if (h == NULL)
+		return NULL;
+	evhttp_set_gencb(h, on_request, kind);
+	/* every method reaches on_request, which answers 405 itself */
+	evhttp_set_allowed_methods(h, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
+	    EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+	    EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE | EVHTTP_REQ_PATCH);
+	evhttp_set_max_body_size(h, (ev_ssize_t)api.max_body);
+	evhttp_set_max_headers_size(h, API_HEADERS_MAX);
+	evhttp_set_timeout(h, API_TIMEOUT_S);
+	evhttp_set_default_content_type(h, "application/json");
+	/* an oversized body is read and dropped, so the client gets 413 */
+	evhttp_set_flags(h, EVHTTP_SERVER_LINGERING_CLOSE);
+	return h;
+}
+
+static int
+group_lookup(const char *name, gid_t *gid, char *err, size_t errlen)
+{
+	struct group *g;
+
+	*gid = (gid_t)-1;
+	if (name == NULL)
+		return 0;
+	errno = 0;
+	if ((g = getgrnam(name)) == NULL) {
+		snprintf(err, errlen, "control.socket_group: no group %s",
+		    name);
+		return -1;
+	}
+	*gid = g->gr_gid;
+	return 0;
+}
+
+static int
+mkdir_parents(const char *path)
+{
+	char dir[PATH_MAX], *p;
+
+	if (snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir))
+		return -1;
+	if ((p = strrchr(dir, '/')) == NULL || p == dir)
+		return 0;
+	*p = '\0';
+	for (p = dir + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+/* Someone accepts on path right now. */
+static int
+socket_live(const struct sockaddr_un *sa)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int live;
+
+	if (fd < 0)
+		return 0;
+	live = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 ||
+	    errno == EAGAIN || errno == EINPROGRESS;
+	close(fd);
+	return live;
+}
+
+static int
+unix_perms(const char *path, unsigned mode, gid_t gid, char *err,
+    size_t errlen)
+{
+	if ((gid != (gid_t)-1 && chown(path, (uid_t)-1, gid) != 0) ||
+	    chmod(path, (mode_t)mode) != 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The control socket: never replaces a file that is not a socket or a
+ * socket someone serves, and is reachable only once its mode and group
+ * are set (bound under a tight umask, then opened up).
+ */
+static int
+unix_listen(const struct cfg_control *cc, struct api_unix *u, char *err,
+    size_t errlen)
+{
+	struct sockaddr_un sa;
+	struct stat st;
+	mode_t old;
+	gid_t gid;
+	int fd = -1;
+
+	memset(u, 0, sizeof(*u));
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	if (strlen(cc->socket) >= sizeof(sa.sun_path)) {
+		snprintf(err, errlen, "%s: too long for a socket", cc->socket);
+		return -1;
+	}
+	memcpy(sa.sun_path, cc->socket, strlen(cc->socket));
+	if (group_lookup(cc->socket_group, &gid, err, errlen) != 0)
+		return -1;
+	if (mkdir_parents(cc->socket) != 0) {
+		snprintf(err, errlen, "%s: cannot create its directory: %s",
+		    cc->socket, strerror(errno));
+		return -1;
+	}
+	if (lstat(cc->socket, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			snprintf(err, errlen, "%s exists and is not a socket",
+			    cc->socket);
+			return -1;
+		}
+		if (socket_live(&sa)) {
+			snprintf(err, errlen, "%s: another process serves it",
+			    cc->socket);
+			return -1;
+		}
+		unlink(cc->socket);   /* stale, from a previous run */
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		goto fail;
+	old = umask(0177);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		umask(old);
+		goto fail;
+	}
+	umask(old);
+	if (unix_perms(cc->socket, cc->socket_mode, gid, err, errlen) != 0 ||
+	    stat(cc->socket, &st) != 0) {
+		unlink(cc->socket);
+		close(fd);
+		return -1;
+	}
+	u->dev = st.st_dev;
+	u->ino = st.st_ino;
+	if (listen(fd, 128) != 0)
+		goto fail_unlink;
+	u->path = strdup(cc->socket);
+	u->group = cc->socket_group ? strdup(cc->socket_group) : NULL;
+	u->mode = cc->socket_mode;
+	if (u->path == NULL || (cc->socket_group && u->group == NULL) ||
+	    (u->http = http_new(&kind_unix)) == NULL ||
+	    evhttp_accept_socket_with_handle(u->http, fd) == NULL) {
+		errno = ENOMEM;
+		goto fail_unlink;
+	}
+	return 0;
+fail_unlink:
+	unlink(cc->socket);
+fail:
+	snprintf(err, errlen, "%s: %s", cc->socket, strerror(errno));
+	if (u->http != NULL)
+		evhttp_free(u->http);
+	if (fd >= 0)
+		close(fd);
+	free(u->path);
+	free(u->group);
+	memset(u, 0, sizeof(*u));
+	return -1;
+}
+
+static void
+unix_close(struct api_unix *u)
+{
+	struct stat st;
+
+	if (u->http != NULL)
+		evhttp_free(u->http);
+	if (u->path != NULL && stat(u->path, &st) == 0 &&
+	    st.st_dev == u->dev && st.st_ino == u->ino)
+		unlink(u->path);
+	free(u->path);
+	free(u->group);
+	memset(u, 0, sizeof(*u));
+}
+
+static void
+ssl_error(const char *what, const char *file, char *err, size_t errlen)
+{
+	char buf[256];
+	unsigned long e = ERR_get_error();
+
+	if (e == 0)
+		snprintf(buf, sizeof(buf), "%s", strerror(errno));
+	else
+		ERR_error_string_n(e, buf, sizeof(buf));
+	ERR_clear_error();
+	snprintf(err, errlen, "%s %s: %s", what, file, buf);
+}
+
+static SSL_CTX *
+tls_ctx_new(const struct cfg_control *cc, char *err, size_t errlen)
+{
+	static const unsigned char sid[] = "sluice-api";
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+
+	if (ctx == NULL) {
+		ssl_error("TLS", "context", err, errlen);
+		return NULL;
+	}
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION |
+	    SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_COMPRESSION);
+	/* resumed sessions keep the verified client certificate */
+	SSL_CTX_set_session_id_context(ctx, sid, sizeof(sid) - 1);
+	if (SSL_CTX_use_certificate_chain_file(ctx, cc->tls_cert) != 1) {
+		ssl_error("control.tls_cert", cc->tls_cert, err, errlen);
+		goto fail;
+	}
+	if (SSL_CTX_use_PrivateKey_file(ctx, cc->tls_key,
+	    SSL_FILETYPE_PEM) != 1 || SSL_CTX_check_private_key(ctx) != 1) {
+		ssl_error("control.tls_key", cc->tls_key, err, errlen);
+		goto fail;
+	}
+	if (cc->client_ca != NULL) {
+		STACK_OF(X509_NAME) *names;
+
+		if (SSL_CTX_load_verify_locations(ctx, cc->client_ca,
+		    NULL) != 1 ||
+		    (names = SSL_load_client_CA_file(cc->client_ca)) == NULL) {
+			ssl_error("control.client_ca", cc->client_ca, err,
+			    errlen);
+			goto fail;
+		}
+		SSL_CTX_set_client_CA_list(ctx, names);
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER |
+		    SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+	}
+	return ctx;
+fail:
+	SSL_CTX_free(ctx);
+	return NULL;
+}
+
+/* evhttp asks for each accepted connection's bufferevent. */
+static struct bufferevent *
+tls_bev(struct event_base *base, void *arg)
+{
+	SSL *ssl;
+
+	(void)arg;
+	if (api.tls.ctx == NULL || (ssl = SSL_new(api.tls.ctx)) == NULL)
+		return NULL;
+	return bufferevent_openssl_socket_new(base, -1, ssl,
+	    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+}
+
+static struct evhttp *
+tls_listen(const char *addr, char *err, size_t errlen)
+{
+	struct pol_target t;
+	struct evhttp *h;
+
+	if (pol_target_parse_authority(addr, strlen(addr), &t) != POL_R_NONE ||
+	    t.kind == POL_HOST_NAME) {
+		snprintf(err, errlen, "control.tcp: bad address %s", addr);
+		return NULL;
+	}
+	if ((h = http_new(&kind_tls)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	evhttp_set_bevcb(h, tls_bev, NULL);
+	if (evhttp_bind_socket_with_handle(h, t.host, t.port) == NULL) {
+		snprintf(err, errlen, "control.tcp %s: %s", addr,
+		    strerror(errno));
+		evhttp_free(h);
+		return NULL;
+	}
+	return h;
+}
+
+static void
+tls_close(struct api_tls *t)
+{
+	if (t->http != NULL)
+		evhttp_free(t->http);
+	if (t->ctx != NULL)
+		SSL_CTX_free(t->ctx);
+	free(t->addr);
+	memset(t, 0, sizeof(*t));
+}
+
+/* ------------------------------------------------------------------ */
+/* Contract. */
+
+int
+api_start(struct event_base *base, const struct cfg *c, char *err,
+    size_t errlen)
+{
+	const struct cfg_control *cc = &c->control;
+
+	memset(&api, 0, sizeof(api));
+	api.base = base;
+	api.max_body = cc->max_body;
+	if (acl_build(cc, &api.acl, err, errlen) != 0 ||
+	    unix_listen(cc, &api.un, err, errlen) != 0)
+		goto fail;
+	if (cc->tcp != NULL) {
+		if ((api.tls.ctx = tls_ctx_new(cc, err, errlen)) == NULL ||
+		    (api.tls.http = tls_listen(cc->tcp, err, errlen)) == NULL ||
+		    (api.tls.addr = strdup(cc->tcp)) == NULL) {
+			if (api.tls.http != NULL)
+				snprintf(err, errlen, "out of memory");
+			goto fail;
+		}
+	}
+	px_log(PX_INFO, "control API on %s%s%s", api.un.path,
+	    cc->tcp ? " and TLS " : "", cc->tcp ? cc->tcp : "");
+	return 0;
+fail:
+	api_stop();
+	return -1;
+}
+
+int
+api_reload(const struct cfg *c)
+{
+	const struct cfg_control *cc = &c->control;
+	struct api_acl acl;
+	struct api_unix nu;
+	struct evhttp *nt = NULL;
+	SSL_CTX *ctx = NULL;
+	char err[512], *addr = NULL;
+	gid_t gid;
+	int newsock;
+
+	memset(&nu, 0, sizeof(nu));
+	if (api.base == NULL)
+		return -1;
+	/* everything that can fail, before anything changes */
+	if (acl_build(cc, &acl, err, sizeof(err)) != 0)
+		goto fail_log;
+	if (group_lookup(cc->socket_group, &gid, err, sizeof(err)) != 0)
+		goto fail;
+	if (cc->tcp != NULL && (ctx = tls_ctx_new(cc, err, sizeof(err))) ==
+	    NULL)
+		goto fail;
+	if (cc->tcp != NULL && (api.tls.addr == NULL ||
+	    strcmp(api.tls.addr, cc->tcp) != 0)) {
+		if ((addr = strdup(cc->tcp)) == NULL) {
+			snprintf(err, sizeof(err), "out of memory");
+			goto fail;
+		}
+		if ((nt = tls_listen(cc->tcp, err, sizeof(err))) == NULL)
+			goto fail;
+	}
+	newsock = strcmp(api.un.path, cc->socket) != 0;
+	if (newsock && unix_listen(cc, &nu, err, sizeof(err)) != 0)
+		goto fail;
+
+	acl_free(&api.acl);
+	api.acl = acl;
+	api.max_body = cc->max_body;
+	if (newsock) {
+		unix_close(&api.un);
+		api.un = nu;
+	} else {
+		if (unix_perms(api.un.path, cc->socket_mode, gid, err,
+		    sizeof(err)) != 0)
+			px_log(PX_ERR, "%s: control socket: %s", __func__, err);
+		api.un.mode = cc->socket_mode;
+		free(api.un.group);
+		api.un.group = cc->socket_group ? strdup(cc->socket_group) :
+		    NULL;
+		evhttp_set_max_body_size(api.un.http,
+		    (ev_ssize_t)api.max_body);
+	}
+	if (cc->tcp == NULL) {
+		tls_close(&api.tls);
+	} else {
+		if (nt != NULL) {
+			if (api.tls.http != NULL)
+				evhttp_free(api.tls.http);
+			free(api.tls.addr);
+			api.tls.http = nt;
+			api.tls.addr = addr;
+		}
+		if (api.tls.ctx != NULL)
+			SSL_CTX_free(api.tls.ctx);   /* live SSLs hold a ref */
+		api.tls.ctx = ctx;
+		evhttp_set_max_body_size(api.tls.http,
+		    (ev_ssize_t)api.max_body);
+	}
+	return 0;
+fail:
+	acl_free(&acl);
+fail_log:
+	if (nt != NULL)
+		evhttp_free(nt);
+	if (ctx != NULL)
+		SSL_CTX_free(ctx);
+	free(addr);
+	px_log(PX_ERR, "%s: keeping the running control API: %s", __func__,
+	    err);
+	return -1;
+}
+
+void
+api_stop(void)
+{
+	unix_close(&api.un);
+	tls_close(&api.tls);
+	acl_free(&api.acl);
+	api.base = NULL;
+}

@@ -1,0 +1,107 @@
+/*
+ * ctl.h: what the control plane may do to a running sluiced.
+ *
+ * The control API (api.c) parses, authenticates and authorises; these
+ * operations change the daemon, write the admin record to the connection
+ * log and save the state file.  Each returns 0, or -1 with a code and a
+ * message in *e (the API maps codes to statuses).
+ */
+#ifndef SLUICE_CTL_H
+#define SLUICE_CTL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy/policy.h"
+
+struct px_session;
+
+enum ctl_code {
+	CTL_OK = 0,
+	CTL_BAD_REQUEST,     /* 400: a value the operation cannot take */
+	CTL_NOT_FOUND,       /* 404 */
+	CTL_CONFLICT,        /* 409: duplicate id, transport in use */
+	CTL_INTERNAL,        /* 500: the state file could not be saved, ... */
+	CTL_UNAVAILABLE,     /* 503: shutting down */
+};
+
+struct ctl_err {
+	enum ctl_code code;
+	char msg[256];
+};
+
+/* Who asked, for the admin record: "uid:1000", "token:ops", "root". */
+struct ctl_actor {
+	char who[96];
+	const char *role;    /* "admin", "app", "auditor" */
+};
+
+/* A session to create.  At most one transport; none: a socket under
+ * runtime_dir. */
+struct ctl_session_spec {
+	const char *id, *tenant, *user;
+	enum pol_tier tier;
+	const char *socket;      /* NULL */
+	const char *source;      /* NULL; an IP literal */
+	int64_t vsock_cid;       /* -1 */
+};
+
+/* Sessions.  ctl_session_create makes the listener before it returns. */
+int ctl_session_create(const struct ctl_actor *a,
+    const struct ctl_session_spec *spec, struct px_session **out,
+    struct ctl_err *e);
+int ctl_session_delete(const struct ctl_actor *a, const char *id,
+    struct ctl_err *e);
+int ctl_session_set_tier(const struct ctl_actor *a, const char *id,
+    enum pol_tier tier, struct ctl_err *e);
+struct px_session *ctl_session_find(const char *id);
+
+/* Grants: canonical host and port. */
+int ctl_grant_add(const struct ctl_actor *a, const char *id,
+    const char *host, uint16_t port, struct ctl_err *e);
+int ctl_grant_remove(const struct ctl_actor *a, const char *id,
+    const char *host, uint16_t port, struct ctl_err *e);
+
+/*
+ * Ceilings.  tenant NULL sets the global one.  Lowering applies to new
+ * connections at once; with close_exceeding, open tunnels and exchanges
+ * the new ceiling no longer admits are closed (ceiling_lowered).
+ * clear removes a tenant's own ceiling.
+ */
+int ctl_ceiling_set(const struct ctl_actor *a, const char *tenant,
+    enum pol_tier tier, int close_exceeding, size_t *closed,
+    struct ctl_err *e);
+int ctl_ceiling_clear(const struct ctl_actor *a, const char *tenant,
+    struct ctl_err *e);
+
+/* An audit record for a refused call (403) or any other admin event. */
+void ctl_audit(const struct ctl_actor *a, const char *action,
+    const char *target, const char *outcome);
+
+/* Prompts (DESIGN.md "Prompts").  ctl_prompt_answer: CTL_NOT_FOUND for
+ * an unknown id, CTL_CONFLICT for one already answered or expired. */
+enum ctl_answer { CTL_ALLOW_ONCE, CTL_ALLOW_CHAT, CTL_DENY };
+int ctl_answer_parse(const char *s, enum ctl_answer *out);
+const char *ctl_answer_name(enum ctl_answer a);
+int ctl_prompt_answer(const struct ctl_actor *a, const char *id,
+    enum ctl_answer ans, struct ctl_err *e);
+/* {"prompts": [PROMPT...]} of the pending prompts; one prompt by id
+ * (pending or recently answered), or NULL. */
+void *ctl_json_prompts(void);
+void *ctl_json_prompt(const char *id);
+
+/* JSON views (jansson json_t *, new reference) for the API. */
+void *ctl_json_health(void);
+void *ctl_json_ceiling(void);
+void *ctl_json_session(const struct px_session *s);
+void *ctl_json_sessions(void);
+/* Prometheus text exposition; caller frees. */
+char *ctl_metrics_text(void);
+
+/* State file: load at start (before listeners are reported ready) and
+ * save after every change.  ctl_state_load returns -1 with a message
+ * when the file exists but cannot be used. */
+int ctl_state_load(const char *path, char *err, size_t errlen);
+int ctl_state_save(struct ctl_err *e);
+
+#endif /* SLUICE_CTL_H */

@@ -1,0 +1,1092 @@
+/*
+ * clog.c: the connection log (see clog.h for the record layout and the
+ * chain rule).
+ *
+ * Torn tails.  A crash in the middle of write(2) can leave a last line
+ * without its newline.  clog_open() ignores such a partial tail for chain
+ * purposes (seq and prev continue from the last complete line) and
+ * prefixes the next record with a newline, in the same write, so that
+ * record starts on a line of its own.  The torn line stays in the file as
+ * evidence: clog_verify_file() reports it as a line that is not a record.
+ */
+#ifdef HAVE_CONFIG_H
+#include "proxy/lib/config.h"
+#endif
+
+#include "proxy/lib/clog.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <openssl/evp.h>
+
+#define CLOG_HEX_LEN 64
+/* A record line longer than this is refused by the verifier and at open. */
+#define CLOG_LINE_MAX (1024 * 1024)
+/* ,"hash":"<64 hex>"} */
+#define CLOG_HASH_PREFIX ",\"hash\":\""
+#define CLOG_HASH_PREFIX_LEN (sizeof(CLOG_HASH_PREFIX) - 1)
+#define CLOG_SUFFIX_LEN (CLOG_HASH_PREFIX_LEN + CLOG_HEX_LEN + 2)
+#define CLOG_ZERO_HASH \
+	"0000000000000000000000000000000000000000000000000000000000000000"
+
+struct clog {
+	char *path;
+	int fd;
+	int is_stdout;
+	int healthy;
+	int need_nl;            /* file ends in a torn line */
+	uint64_t seq;           /* seq of the last record written */
+	char prev[CLOG_HEX_LEN + 1];
+	uint64_t written;
+	uint64_t failed;
+	time_t last_try;        /* last failed reopen: retry once a second */
+};
+
+/*
+ * A record is built as JSON text directly: ",\"key\":value" per field,
+ * in order.  Going through jansson objects cost about a seventh of the
+ * broker's CPU on short requests (two records each).  Nested values
+ * (clog_rec_json) still go through json_dumps.
+ */
+struct clog_rec {
+	char *event;
+	char *buf;              /* the fields, each starting with ',' */
+	size_t len, cap;
+	int bad;                /* a field could not be added: refuse to write */
+};
+
+/* What one line of the log says about itself. */
+struct clog_line {
+	uint64_t seq;
+	char prev[CLOG_HEX_LEN + 1];
+	char hash[CLOG_HEX_LEN + 1];
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- sanitiser ---- */
+
+/* Code points that must not reach a log line or a terminal as they are. */
+static int
+cp_is_unsafe(uint32_t cp)
+{
+	if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
+		return 1;
+	switch (cp) {
+	case 0x061c:            /* ARABIC LETTER MARK */
+	case 0x200b: case 0x200c: case 0x200d:  /* zero width sp/nj/j */
+	case 0x200e: case 0x200f:               /* LRM, RLM */
+	case 0x2028: case 0x2029:               /* line/paragraph sep */
+	case 0x2060:            /* WORD JOINER */
+	case 0xfeff:            /* ZWNBSP / BOM */
+		return 1;
+	}
+	if (cp >= 0x202a && cp <= 0x202e)       /* LRE..RLO */
+		return 1;
+	if (cp >= 0x2066 && cp <= 0x2069)       /* LRI..PDI */
+		return 1;
+	/* Tag characters: invisible, used to smuggle text past readers. */
+	if (cp >= 0xe0000 && cp <= 0xe007f)
+		return 1;
+	return 0;
+}
+
+/*
+ * Decode one UTF-8 sequence at s (n > 0 bytes available).  Returns its
+ * length and sets *cp, or returns 0 and sets *bad to the length of the
+ * maximal ill-formed prefix (at least 1), which becomes a single '?'.
+ * Bounds follow Unicode table 3-7, so overlongs and surrogates are
+ * ill-formed.
+ */
+static size_t
+utf8_decode(const unsigned char *s, size_t n, uint32_t *cp, size_t *bad)
+{
+	unsigned char c = s[0];
+	unsigned char lo = 0x80, hi = 0xbf;
+	size_t need, i;
+	uint32_t v;
+
+	if (c < 0x80) {
+		*cp = c;
+		return 1;
+	}
+	if (c >= 0xc2 && c <= 0xdf) {
+		need = 1;
+		v = c & 0x1f;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		need = 2;
+		v = c & 0x0f;
+		if (c == 0xe0)
+			lo = 0xa0;
+		else if (c == 0xed)
+			hi = 0x9f;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		need = 3;
+		v = c & 0x07;
+		if (c == 0xf0)
+			lo = 0x90;
+		else if (c == 0xf4)
+			hi = 0x8f;
+	} else {
+		*bad = 1;
+		return 0;
+	}
+	for (i = 1; i <= need; i++) {
+		if (i >= n || s[i] < lo || s[i] > hi) {
+			*bad = i;
+			return 0;
+		}
+		v = (v << 6) | (s[i] & 0x3f);
+		lo = 0x80;
+		hi = 0xbf;
+	}
+	*cp = v;
+	return need + 1;
+}
+
+char *
+clog_sanitize(const char *in, size_t len, char *out, size_t outlen,
+    size_t cap)
+{
+	const unsigned char *s = (const unsigned char *)in;
+	size_t i = 0, o = 0, limit;
+	int cut = 0;
+
+	if (out == NULL || outlen == 0)
+		return out;
+	limit = cap < outlen - 1 ? cap : outlen - 1;
+	while (i < len) {
+		uint32_t cp;
+		size_t bad = 0, n, w;
+		const unsigned char *src;
+
+		n = utf8_decode(s + i, len - i, &cp, &bad);
+		if (n == 0 || cp_is_unsafe(cp)) {
+			src = (const unsigned char *)"?";
+			w = 1;
+			n = n ? n : bad;
+		} else {
+			src = s + i;
+			w = n;
+		}
+		if (o + w > limit) {
+			cut = 1;
+			break;
+		}
+		memcpy(out + o, src, w);
+		o += w;
+		i += n;
+	}
+	if (cut) {
+		/* Make room for "..." by dropping whole characters. */
+		while (o > 0 && o + 4 > outlen) {
+			o--;
+			while (o > 0 && ((unsigned char)out[o] & 0xc0) == 0x80)
+				o--;
+		}
+		for (i = 0; i < 3 && o + 1 < outlen; i++)
+			out[o++] = '.';
+	}
+	out[o] = '\0';
+	return out;
+}
+
+/* ---- hashing and the line format ---- */
+
+static int
+sha256_hex(const void *data, size_t len, char hex[CLOG_HEX_LEN + 1])
+{
+	static const char digits[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0, i;
+
+	if (!EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) ||
+	    mdlen * 2 != CLOG_HEX_LEN)
+		return -1;
+	for (i = 0; i < mdlen; i++) {
+		hex[2 * i] = digits[md[i] >> 4];
+		hex[2 * i + 1] = digits[md[i] & 0x0f];
+	}
+	hex[CLOG_HEX_LEN] = '\0';
+	return 0;
+}
+
+static int
+is_hex64(const char *s, size_t len)
+{
+	size_t i;
+
+	if (len != CLOG_HEX_LEN)
+		return 0;
+	for (i = 0; i < len; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') ||
+		    (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+	return 1;
+}
+
+enum clog_line_err {
+	CLOG_LINE_OK,
+	CLOG_LINE_FORMAT,       /* not a record; err says why */
+	CLOG_LINE_HASH,         /* well formed, but hash != SHA-256(body) */
+};
+
+/*
+ * Check one line (without its newline) against the chain rule and pull
+ * out seq, prev and hash.  Reused by clog_open() for the tail and by the
+ * verifier, so both agree on what a record is.
+ */
+static enum clog_line_err
+parse_line(const char *line, size_t len, struct clog_line *out, char *err,
+    size_t errlen)
+{
+	const char *suffix;
+	char body_hash[CLOG_HEX_LEN + 1];
+	json_error_t jerr;
+	json_t *root = NULL, *v;
+	enum clog_line_err rc = CLOG_LINE_FORMAT;
+
+	if (len < CLOG_SUFFIX_LEN + 1 || line[len - 1] != '}' ||
+	    line[len - 2] != '"') {
+		set_err(err, errlen, "not a record (torn by a crash?)");
+		goto done;
+	}
+	suffix = line + len - CLOG_SUFFIX_LEN;
+	if (memcmp(suffix, CLOG_HASH_PREFIX, CLOG_HASH_PREFIX_LEN) != 0 ||
+	    !is_hex64(suffix + CLOG_HASH_PREFIX_LEN, CLOG_HEX_LEN)) {
+		set_err(err, errlen, "record does not end with its hash");
+		goto done;
+	}
+	/* Duplicates rejected: a second "hash" or "prev" inside the body
+	 * could otherwise say something other than the text we hash. */
+	root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (root == NULL || !json_is_object(root)) {
+		set_err(err, errlen, "not valid JSON (%s)",
+		    root == NULL ? jerr.text : "not an object");
+		goto done;
+	}
+	v = json_object_get(root, "seq");
+	if (!json_is_integer(v) || json_integer_value(v) < 0) {
+		set_err(err, errlen, "record has no valid seq");
+		goto done;
+	}
+	out->seq = (uint64_t)json_integer_value(v);
+	v = json_object_get(root, "prev");
+	if (!json_is_string(v) ||
+	    !is_hex64(json_string_value(v), json_string_length(v))) {
+		set_err(err, errlen, "record has no valid prev");
+		goto done;
+	}
+	memcpy(out->prev, json_string_value(v), CLOG_HEX_LEN + 1);
+	if (!json_is_string(json_object_get(root, "event")) ||
+	    !json_is_string(json_object_get(root, "ts"))) {
+		set_err(err, errlen, "record lacks ts or event");
+		goto done;
+	}
+	memcpy(out->hash, suffix + CLOG_HASH_PREFIX_LEN, CLOG_HEX_LEN);
+	out->hash[CLOG_HEX_LEN] = '\0';
+	if (sha256_hex(line, len - CLOG_SUFFIX_LEN, body_hash) < 0) {
+		set_err(err, errlen, "SHA-256 unavailable");
+		goto done;
+	}
+	if (strcmp(body_hash, out->hash) != 0) {
+		set_err(err, errlen, "hash does not match its record (edited?)");
+		rc = CLOG_LINE_HASH;
+		goto done;
+	}
+	rc = CLOG_LINE_OK;
+done:
+	json_decref(root);
+	return rc;
+}
+
+/* ---- open, tail, reopen ---- */
+
+/* mkdir -p for the directory part of path (0750 for what we create). */
+static int
+make_parent_dirs(const char *path, char *err, size_t errlen)
+{
+	char *dir, *p, c;
+	int rc = -1;
+
+	dir = strdup(path);
+	if (dir == NULL) {
+		set_err(err, errlen, "out of memory");
+		return -1;
+	}
+	p = strrchr(dir, '/');
+	if (p == NULL || p == dir) {
+		rc = 0;
+		goto done;
+	}
+	*p = '\0';
+	for (p = dir + 1; ; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		c = *p;
+		*p = '\0';
+		if (mkdir(dir, 0750) < 0 && errno != EEXIST) {
+			set_err(err, errlen, "mkdir %s: %s", dir,
+			    strerror(errno));
+			goto done;
+		}
+		*p = c;
+		if (c == '\0')
+			break;
+	}
+	rc = 0;
+done:
+	free(dir);
+	return rc;
+}
+
+static int
+read_exact_at(int fd, char *buf, size_t len, off_t off)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = pread(fd, buf + got, len - got, off + (off_t)got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+/*
+ * Continue seq and prev from the last complete line of the file open on
+ * rfd (size bytes).  A partial last line is skipped and remembered in
+ * need_nl.  At most two maximal lines are read from the end.
+ */
+static int
+load_tail(struct clog *l, int rfd, off_t size, char *err, size_t errlen)
+{
+	size_t win, end, start;
+	off_t base;
+	char *buf = NULL;
+	struct clog_line info;
+	char why[160];
+	int rc = -1;
+
+	if (size == 0)
+		return 0;
+	win = (size_t)size < 2 * (size_t)CLOG_LINE_MAX + 2 ?
+	    (size_t)size : 2 * (size_t)CLOG_LINE_MAX + 2;
+	base = size - (off_t)win;
+	buf = malloc(win);
+	if (buf == NULL) {
+		set_err(err, errlen, "out of memory");
+		goto done;
+	}
+	if (read_exact_at(rfd, buf, win, base) < 0) {
+		set_err(err, errlen, "%s: cannot read the tail", l->path);
+		goto done;
+	}
+	/* end: index of the newline that closes the last complete line. */
+	end = win;
+	while (end > 0 && buf[end - 1] != '\n')
+		end--;
+	if (end != win)
+		l->need_nl = 1;
+	if (end == 0) {
+		if (base > 0) {
+			set_err(err, errlen, "%s: last line is too long",
+			    l->path);
+			goto done;
+		}
+		/* Only a torn first record: the chain starts afresh. */
+		rc = 0;
+		goto done;
+	}
+	end--;
+	start = end;
+	while (start > 0 && buf[start - 1] != '\n')
+		start--;
+	if (start == 0 && base > 0) {
+		set_err(err, errlen, "%s: last line is too long", l->path);
+		goto done;
+	}
+	if (parse_line(buf + start, end - start, &info, why, sizeof(why)) !=
+	    CLOG_LINE_OK) {
+		set_err(err, errlen, "%s: last record: %s", l->path, why);
+		goto done;
+	}
+	l->seq = info.seq;
+	memcpy(l->prev, info.hash, sizeof(l->prev));
+	rc = 0;
+done:
+	free(buf);
+	return rc;
+}
+
+static int
+open_fd(const char *path, char *err, size_t errlen)
+{
+	int fd;
+
+	if (make_parent_dirs(path, err, errlen) < 0)
+		return -1;
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	if (fd < 0)
+		set_err(err, errlen, "open %s: %s", path, strerror(errno));
+	return fd;
+}
+
+/*
+ * Read the tail through a second, read-only descriptor (the log's own is
+ * write-only) and make sure both name the same file.  Only regular files
+ * have a tail: reading a device such as /dev/full would never end.
+ */
+static int
+read_existing(struct clog *l, char *err, size_t errlen)
+{
+	struct stat ws, rs;
+	int rfd = -1, rc = -1;
+
+	if (fstat(l->fd, &ws) < 0) {
+		set_err(err, errlen, "fstat %s: %s", l->path, strerror(errno));
+		return -1;
+	}
+	if (!S_ISREG(ws.st_mode))
+		return 0;
+	rfd = open(l->path, O_RDONLY | O_CLOEXEC);
+	if (rfd < 0) {
+		set_err(err, errlen, "open %s for reading: %s", l->path,
+		    strerror(errno));
+		goto done;
+	}
+	if (fstat(rfd, &rs) < 0 || rs.st_dev != ws.st_dev ||
+	    rs.st_ino != ws.st_ino) {
+		set_err(err, errlen, "%s changed while opening", l->path);
+		goto done;
+	}
+	rc = load_tail(l, rfd, rs.st_size, err, errlen);
+done:
+	if (rfd >= 0)
+		close(rfd);
+	return rc;
+}
+
+struct clog *
+clog_open(const char *path, char *err, size_t errlen)
+{
+	struct clog *l;
+
+	if (path == NULL || *path == '\0') {
+		set_err(err, errlen, "no log path");
+		return NULL;
+	}
+	l = calloc(1, sizeof(*l));
+	if (l == NULL || (l->path = strdup(path)) == NULL) {
+		set_err(err, errlen, "out of memory");
+		free(l);
+		return NULL;
+	}
+	l->fd = -1;
+	l->healthy = 1;
+	memcpy(l->prev, CLOG_ZERO_HASH, sizeof(l->prev));
+	if (strcmp(path, "-") == 0) {
+		l->is_stdout = 1;
+		l->fd = STDOUT_FILENO;
+		return l;
+	}
+	l->fd = open_fd(path, err, errlen);
+	if (l->fd < 0 || read_existing(l, err, errlen) < 0)
+		goto fail;
+	return l;
+fail:
+	clog_close(l);
+	return NULL;
+}
+
+/* Whether the file on fd ends in a partial line (someone else's, or a
+ * torn write of ours before rotation copied it). */
+static int
+ends_torn(int fd)
+{
+	struct stat st;
+	char c;
+
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
+		return 0;
+	if (pread(fd, &c, 1, st.st_size - 1) != 1)
+		return 0;
+	return c != '\n';
+}
+
+int
+clog_reopen(struct clog *l)
+{
+	int fd, rfd;
+	char err[256];
+
+	if (l == NULL)
+		return -1;
+	if (l->is_stdout)
+		return 0;
+	/*
+	 * On failure the log is closed, not left on the rotated file:
+	 * logrotate may compress or delete that file, and auditors look
+	 * at the configured path.  Writes fail (so connections are
+	 * refused) and each one retries the open, at most once a second.
+	 */
+	if (l->fd >= 0)
+		close(l->fd);
+	l->fd = -1;
+	fd = open_fd(l->path, err, sizeof(err));
+	if (fd < 0) {
+		l->healthy = 0;
+		l->last_try = time(NULL);
+		return -1;
+	}
+	l->fd = fd;
+	rfd = open(l->path, O_RDONLY | O_CLOEXEC);
+	l->need_nl = rfd >= 0 && ends_torn(rfd);
+	if (rfd >= 0)
+		close(rfd);
+	return 0;
+}
+
+void
+clog_close(struct clog *l)
+{
+	if (l == NULL)
+		return;
+	if (!l->is_stdout && l->fd >= 0)
+		close(l->fd);
+	free(l->path);
+	free(l);
+}
+
+int
+clog_healthy(const struct clog *l)
+{
+	return l != NULL && l->healthy;
+}
+
+uint64_t
+clog_last_seq(const struct clog *l)
+{
+	return l ? l->seq : 0;
+}
+
+const char *
+clog_path(const struct clog *l)
+{
+	return l ? l->path : NULL;
+}
+
+uint64_t
+clog_written(const struct clog *l)
+{
+	return l ? l->written : 0;
+}
+
+uint64_t
+clog_failed(const struct clog *l)
+{
+	return l ? l->failed : 0;
+}
+
+/* ---- record builder ---- */
+
+/* Keys the writer owns; a caller setting them would break the chain or
+ * the field order. */
+static int
+key_reserved(const char *key)
+{
+	return strcmp(key, "ts") == 0 || strcmp(key, "seq") == 0 ||
+	    strcmp(key, "event") == 0 || strcmp(key, "prev") == 0 ||
+	    strcmp(key, "hash") == 0;
+}
+
+static int
+rec_grow(struct clog_rec *r, size_t more)
+{
+	char *nb;
+	size_t cap;
+
+	if (r->len + more + 1 <= r->cap)
+		return 0;
+	cap = r->cap ? r->cap : 512;
+	while (cap < r->len + more + 1)
+		cap *= 2;
+	if (cap > CLOG_LINE_MAX || (nb = realloc(r->buf, cap)) == NULL) {
+		r->bad = 1;
+		return -1;
+	}
+	r->buf = nb;
+	r->cap = cap;
+	return 0;
+}
+
+static void
+rec_raw(struct clog_rec *r, const char *s, size_t n)
+{
+	if (r->bad || rec_grow(r, n) != 0)
+		return;
+	memcpy(r->buf + r->len, s, n);
+	r->len += n;
+	r->buf[r->len] = '\0';
+}
+
+/* A JSON string of valid UTF-8 (the callers made sure of it). */
+static void
+rec_quoted(struct clog_rec *r, const char *s)
+{
+	const char *p = s;
+	char esc[8];
+
+	rec_raw(r, "\"", 1);
+	for (; *p; p++) {
+		unsigned char c = (unsigned char)*p;
+
+		if (c == '"' || c == '\\') {
+			esc[0] = '\\';
+			esc[1] = (char)c;
+			rec_raw(r, s, (size_t)(p - s));
+			rec_raw(r, esc, 2);
+			s = p + 1;
+		} else if (c < 0x20) {
+			snprintf(esc, sizeof(esc), "\\u%04x", c);
+			rec_raw(r, s, (size_t)(p - s));
+			rec_raw(r, esc, 6);
+			s = p + 1;
+		}
+	}
+	rec_raw(r, s, (size_t)(p - s));
+	rec_raw(r, "\"", 1);
+}
+
+static int
+utf8_valid(const char *s)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t n = strlen(s), i = 0, k, bad = 0;
+	uint32_t cp;
+
+	while (i < n) {
+		k = utf8_decode(u + i, n - i, &cp, &bad);
+		if (k == 0)
+			return 0;
+		i += k;
+	}
+	return 1;
+}
+
+/* Starts a field; 0 when the value should follow.  A key set twice
+ * keeps its first value: a record never holds a key twice (the
+ * verifier refuses duplicates). */
+static int
+rec_key(struct clog_rec *r, const char *key)
+{
+	char pat[80];
+
+	if (r == NULL || key == NULL || r->bad || key_reserved(key))
+		return -1;
+	if (snprintf(pat, sizeof(pat), ",\"%s\":", key) >= (int)sizeof(pat)) {
+		r->bad = 1;
+		return -1;
+	}
+	if (r->buf != NULL && strstr(r->buf, pat) != NULL)
+		return -1;
+	rec_raw(r, ",", 1);
+	rec_quoted(r, key);
+	rec_raw(r, ":", 1);
+	return r->bad ? -1 : 0;
+}
+
+/* A trusted string that still is not valid UTF-8 is sanitised rather
+ * than dropped. */
+static void
+rec_trusted(struct clog_rec *r, const char *val)
+{
+	char buf[CLOG_STR_CAP + 4];
+
+	if (val == NULL) {
+		rec_raw(r, "null", 4);
+		return;
+	}
+	if (utf8_valid(val)) {
+		rec_quoted(r, val);
+		return;
+	}
+	clog_sanitize(val, strlen(val), buf, sizeof(buf), CLOG_STR_CAP);
+	rec_quoted(r, buf);
+}
+
+struct clog_rec *
+clog_rec_new(const char *event)
+{
+	struct clog_rec *r;
+	char buf[CLOG_STR_CAP + 4];
+
+	r = calloc(1, sizeof(*r));
+	if (r == NULL)
+		return NULL;
+	event = event ? event : "";
+	if (!utf8_valid(event)) {
+		clog_sanitize(event, strlen(event), buf, sizeof(buf),
+		    CLOG_STR_CAP);
+		event = buf;
+	}
+	r->event = strdup(event);
+	if (r->event == NULL) {
+		free(r);
+		return NULL;
+	}
+	return r;
+}
+
+void
+clog_rec_free(struct clog_rec *r)
+{
+	if (r == NULL)
+		return;
+	free(r->event);
+	free(r->buf);
+	free(r);
+}
+
+void
+clog_rec_str(struct clog_rec *r, const char *key, const char *val)
+{
+	if (rec_key(r, key) == 0)
+		rec_trusted(r, val);
+}
+
+void
+clog_rec_ustr(struct clog_rec *r, const char *key, const char *val,
+    size_t len)
+{
+	char buf[CLOG_STR_CAP + 4];
+
+	if (rec_key(r, key) != 0)
+		return;
+	if (val == NULL) {
+		rec_raw(r, "null", 4);
+		return;
+	}
+	clog_sanitize(val, len, buf, sizeof(buf), CLOG_STR_CAP);
+	rec_quoted(r, buf);
+}
+
+void
+clog_rec_int(struct clog_rec *r, const char *key, int64_t v)
+{
+	char num[32];
+	int n;
+
+	if (rec_key(r, key) != 0)
+		return;
+	n = snprintf(num, sizeof(num), "%lld", (long long)v);
+	rec_raw(r, num, (size_t)n);
+}
+
+void
+clog_rec_bool(struct clog_rec *r, const char *key, int v)
+{
+	if (rec_key(r, key) == 0)
+		rec_raw(r, v ? "true" : "false", v ? 4 : 5);
+}
+
+void
+clog_rec_strv(struct clog_rec *r, const char *key,
+    const char *const *vals, size_t n)
+{
+	size_t i;
+
+	if (rec_key(r, key) != 0)
+		return;
+	rec_raw(r, "[", 1);
+	for (i = 0; i < n; i++) {
+		if (i > 0)
+			rec_raw(r, ",", 1);
+		rec_trusted(r, vals[i]);
+	}
+	rec_raw(r, "]", 1);
+}
+
+void
+clog_rec_json(struct clog_rec *r, const char *key, void *json)
+{
+	json_t *v = json ? (json_t *)json : json_null();
+	char *text;
+
+	if (rec_key(r, key) != 0) {
+		json_decref(v);
+		return;
+	}
+	text = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER |
+	    JSON_ENCODE_ANY);
+	json_decref(v);
+	if (text == NULL) {
+		r->bad = 1;
+		return;
+	}
+	rec_raw(r, text, strlen(text));
+	free(text);
+}
+
+/* ---- writing ---- */
+
+static int
+format_ts(char *buf, size_t len)
+{
+	struct timespec ts;
+	struct tm tm;
+	size_t n;
+
+	if (clock_gettime(CLOCK_REALTIME, &ts) < 0 ||
+	    gmtime_r(&ts.tv_sec, &tm) == NULL)
+		return -1;
+	n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (n == 0 || n + 6 > len)
+		return -1;
+	snprintf(buf + n, len - n, ".%03ldZ", ts.tv_nsec / 1000000L);
+	return 0;
+}
+
+/*
+ * Serialise r as the next record: ts, seq and prev filled in, the hash
+ * appended after the body.  Returns a malloc'd line ending in "\n" (with
+ * a leading "\n" when the file ends in a torn line).
+ */
+static char *
+build_line(struct clog *l, struct clog_rec *r, char hash[CLOG_HEX_LEN + 1],
+    size_t *lenp)
+{
+	char ts[40];
+	struct clog_rec head;
+	char *line = NULL;
+	size_t lead = l->need_nl ? 1 : 0, n, body;
+
+	if (r->bad || format_ts(ts, sizeof(ts)) < 0)
+		return NULL;
+	/* {"ts":..,"seq":..,"event":..<fields>,"prev":".."  (the body) */
+	memset(&head, 0, sizeof(head));
+	rec_raw(&head, "{\"ts\":", 6);
+	rec_quoted(&head, ts);
+	{
+		char num[40];
+		int k = snprintf(num, sizeof(num), ",\"seq\":%llu,\"event\":",
+		    (unsigned long long)(l->seq + 1));
+
+		rec_raw(&head, num, (size_t)k);
+	}
+	rec_quoted(&head, r->event);
+	if (r->len > 0)
+		rec_raw(&head, r->buf, r->len);
+	rec_raw(&head, ",\"prev\":", 8);
+	rec_quoted(&head, l->prev);
+	if (head.bad)
+		goto done;
+	body = head.len;
+	if (sha256_hex(head.buf, body, hash) < 0)
+		goto done;
+	/* Never write what the verifier (and the next open) would refuse. */
+	if (body + CLOG_SUFFIX_LEN > CLOG_LINE_MAX)
+		goto done;
+	n = lead + body + CLOG_SUFFIX_LEN + 1;
+	line = malloc(n + 1);
+	if (line == NULL)
+		goto done;
+	snprintf(line, n + 1, "%s%.*s%s%s\"}\n", lead ? "\n" : "",
+	    (int)body, head.buf, CLOG_HASH_PREFIX, hash);
+	*lenp = n;
+done:
+	free(head.buf);
+	return line;
+}
+
+static ssize_t
+write_once(int fd, const char *buf, size_t len)
+{
+	ssize_t n;
+
+	do
+		n = write(fd, buf, len);
+	while (n < 0 && errno == EINTR);
+	return n;
+}
+
+int
+clog_write(struct clog *l, struct clog_rec *r)
+{
+	char hash[CLOG_HEX_LEN + 1];
+	char *line = NULL;
+	size_t len = 0;
+	ssize_t n;
+	int rc = -1;
+
+	if (l == NULL || r == NULL)
+		goto done;
+	if (l->fd < 0 && (time(NULL) == l->last_try || clog_reopen(l) != 0))
+		goto done;
+	line = build_line(l, r, hash, &len);
+	if (line == NULL)
+		goto done;
+	n = write_once(l->fd, line, len);
+	if (n != (ssize_t)len) {
+		/* Part of a record may be in the file now: start the next
+		 * one on a fresh line.  seq and prev stay, as this record
+		 * does not count. */
+		if (n > 0)
+			l->need_nl = 1;
+		goto done;
+	}
+	l->need_nl = 0;
+	l->seq++;
+	memcpy(l->prev, hash, sizeof(l->prev));
+	rc = 0;
+done:
+	if (l != NULL) {
+		l->healthy = rc == 0;
+		if (rc == 0)
+			l->written++;
+		else
+			l->failed++;
+	}
+	free(line);
+	clog_rec_free(r);
+	return rc;
+}
+
+/* ---- verification ---- */
+
+/* Read one line (newline dropped) into buf; *len is its length.
+ * Returns 1 for a line, 0 at EOF, -1 when longer than max, -2 when the
+ * last line has no newline. */
+static int
+read_line(FILE *f, char *buf, size_t max, size_t *len)
+{
+	size_t n = 0;
+	int c;
+
+	while ((c = getc_unlocked(f)) != EOF) {
+		if (c == '\n') {
+			*len = n;
+			return 1;
+		}
+		if (n == max)
+			return -1;
+		buf[n++] = (char)c;
+	}
+	*len = n;
+	return n == 0 ? 0 : -2;
+}
+
+int
+clog_verify_file(const char *path, const char *start_prev,
+    uint64_t *records, uint64_t *bad_line, char *err, size_t errlen)
+{
+	FILE *f = NULL;
+	char *buf = NULL;
+	char why[160];
+	struct clog_line cur, last;
+	uint64_t lineno = 0, count = 0;
+	size_t len;
+	int rc = -1, r;
+
+	memset(&last, 0, sizeof(last));
+
+	if (bad_line)
+		*bad_line = 0;
+	f = fopen(path, "r");
+	if (f == NULL) {
+		set_err(err, errlen, "open %s: %s", path, strerror(errno));
+		goto done;
+	}
+	buf = malloc(CLOG_LINE_MAX);
+	if (buf == NULL) {
+		set_err(err, errlen, "out of memory");
+		goto done;
+	}
+	for (;;) {
+		r = read_line(f, buf, CLOG_LINE_MAX, &len);
+		if (r == 0)
+			break;
+		lineno++;
+		if (bad_line)
+			*bad_line = lineno;
+		if (r == -1) {
+			set_err(err, errlen, "line %" PRIu64 ": longer than "
+			    "%d bytes", lineno, CLOG_LINE_MAX);
+			goto done;
+		}
+		if (r == -2) {
+			set_err(err, errlen, "line %" PRIu64 ": last line has "
+			    "no newline (torn write?)", lineno);
+			goto done;
+		}
+		if (parse_line(buf, len, &cur, why, sizeof(why)) !=
+		    CLOG_LINE_OK) {
+			set_err(err, errlen, "line %" PRIu64 ": %s", lineno,
+			    why);
+			goto done;
+		}
+		if (lineno > 1 && cur.seq != last.seq + 1) {
+			set_err(err, errlen, "line %" PRIu64 ": seq %" PRIu64
+			    " follows %" PRIu64 " (%s?)", lineno, cur.seq,
+			    last.seq, cur.seq > last.seq ? "record removed" :
+			    "records reordered or duplicated");
+			goto done;
+		}
+		if (lineno > 1 && strcmp(cur.prev, last.hash) != 0) {
+			set_err(err, errlen, "line %" PRIu64 ": prev does not "
+			    "match the hash of line %" PRIu64, lineno,
+			    lineno - 1);
+			goto done;
+		}
+		if (lineno == 1 && start_prev != NULL &&
+		    strcmp(cur.prev, start_prev) != 0) {
+			set_err(err, errlen, "line 1: prev does not match the "
+			    "expected start of the chain");
+			goto done;
+		}
+		last = cur;
+		count++;
+	}
+	if (ferror(f)) {
+		set_err(err, errlen, "read %s: %s", path, strerror(errno));
+		goto done;
+	}
+	if (bad_line)
+		*bad_line = 0;
+	rc = 0;
+done:
+	if (records)
+		*records = count;
+	free(buf);
+	if (f)
+		fclose(f);
+	return rc;
+}

@@ -1,0 +1,799 @@
+/*
+ * conn.c: one client connection of sluiced.
+ *
+ * A connection reads a request head under a deadline, is decided by
+ * policy/, and is refused here or handed to upstream.c.  Every
+ * connection ends in px_conn_close(), which writes the close record and
+ * says why on the diagnostic log.
+ */
+#include "sluice-config.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <linux/vm_sockets.h>
+
+#include "proxy/px.h"
+#include "proxy/control/events.h"
+#include "proxy/lib/tproxy.h"
+
+#include <jansson.h>
+
+
+
+long
+px_elapsed_ms(const struct timespec *since)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (long)((now.tv_sec - since->tv_sec) * 1000 +
+	    (now.tv_nsec - since->tv_nsec) / 1000000);
+}
+
+void
+px_conn_touch(struct px_conn *c)
+{
+	struct timeval tv;
+
+	event_base_gettimeofday_cached(px.base, &tv);
+	c->last_active_ms = (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+}
+
+static void
+arm_timer_ms(struct px_conn *c, long ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	evtimer_add(c->timer, &tv);
+}
+
+/* ------------------------------------------------------------------ */
+/* Connection-log records. */
+
+static void
+rec_common(struct px_conn *c, struct clog_rec *r)
+{
+	struct px_session *s = c->session;
+
+	clog_rec_int(r, "conn", (int64_t)c->id);
+	clog_rec_str(r, "session", s ? pol_session_id(s->pol) : NULL);
+	clog_rec_str(r, "tenant", s ? pol_session_tenant(s->pol) : NULL);
+	clog_rec_str(r, "user", s ? pol_session_user(s->pol) : NULL);
+	clog_rec_str(r, "transport", c->peer);
+	if (c->tp_port != 0) {
+		char d[64];
+
+		tp_format_dst(&c->tp_dst, c->tp_port, d, sizeof(d));
+		clog_rec_str(r, "orig_dst", d);
+	}
+	clog_rec_ustr(r, "method", c->method, strlen(c->method));
+	if (c->target.host[0] != '\0') {
+		clog_rec_str(r, "host", c->target.host);
+		clog_rec_int(r, "port", c->target.port);
+	} else {
+		clog_rec_str(r, "host", NULL);
+		clog_rec_str(r, "port", NULL);
+	}
+}
+
+static void
+rec_addrs(struct px_conn *c, struct clog_rec *r)
+{
+	char bufs[DNS_MAX_ADDRS][48];
+	const char *v[DNS_MAX_ADDRS];
+	size_t i;
+
+	for (i = 0; i < c->naddrs; i++) {
+		pol_addr_format(&c->addrs[i], bufs[i], sizeof(bufs[i]));
+		v[i] = bufs[i];
+	}
+	clog_rec_strv(r, "addrs", v, c->naddrs);
+	if (c->dialed_idx >= 0) {
+		char d[48];
+
+		pol_addr_format(&c->checked[c->dialed_idx], d, sizeof(d));
+		clog_rec_str(r, "dialed", d);
+	} else
+		clog_rec_str(r, "dialed", NULL);
+}
+
+const long px_dns_bucket_us[PX_DNS_BUCKETS] = {
+	1000, 5000, 10000, 50000, 100000, 500000, 1000000, 2500000, 5000000
+};
+
+void
+px_count_decision(struct px_conn *c, enum pol_verdict v, enum pol_reason why)
+{
+	if ((unsigned)why >= POL_R__COUNT)
+		why = POL_R_NONE;
+	px.m.decisions[v][why]++;
+	if (c->session != NULL) {
+		if (v == POL_ALLOW)
+			c->session->n_allowed++;
+		else
+			c->session->n_denied++;
+	}
+}
+
+void
+px_count_dns(long elapsed_us)
+{
+	size_t i;
+
+	for (i = 0; i < PX_DNS_BUCKETS; i++)
+		if (elapsed_us <= px_dns_bucket_us[i])
+			break;
+	px.m.dns[i]++;
+	px.m.dns_count++;
+	px.m.dns_sum_s += elapsed_us / 1e6;
+}
+
+static int
+log_decision(struct px_conn *c, enum pol_verdict v, enum pol_reason why)
+{
+	struct clog_rec *r = clog_rec_new("decision");
+	struct px_session *s = c->session;
+
+	px_count_decision(c, v, why);
+
+	rec_common(c, r);
+	if (c->path != NULL)
+		clog_rec_ustr(r, "path", c->path, c->path_len);
+	if (c->sni[0] != '\0')
+		clog_rec_ustr(r, "sni", c->sni, strlen(c->sni));
+	rec_addrs(c, r);
+	clog_rec_str(r, "tier", s ? pol_tier_name(c->dec.tier) : NULL);
+	clog_rec_str(r, "ceiling", s ? pol_tier_name(c->dec.ceiling) : NULL);
+	clog_rec_str(r, "decision", pol_verdict_name(v));
+	clog_rec_str(r, "reason", why == POL_R_NONE ? NULL :
+	    pol_reason_name(why));
+	clog_rec_str(r, "rule", v == POL_ALLOW ? pol_rule_name(c->dec.rule) :
+	    NULL);
+	clog_rec_str(r, "prompt", c->prompt_id[0] ? c->prompt_id : NULL);
+	clog_rec_str(r, "answer", c->prompt_answer);
+	return clog_write(px.log, r);
+}
+
+int
+px_conn_log_allow(struct px_conn *c)
+{
+	if (log_decision(c, POL_ALLOW, POL_R_NONE) != 0)
+		return -1;
+	c->logged_decision = 1;
+	return 0;
+}
+
+void
+px_conn_log_close(struct px_conn *c, enum pol_reason why)
+{
+	struct clog_rec *r;
+
+	if (!c->logged_decision)
+		return;
+	c->logged_decision = 0;
+	px.m.bytes_up += c->bytes_up;
+	px.m.bytes_down += c->bytes_down;
+	px.m.closes[(unsigned)why < POL_R__COUNT ? why : POL_R_NONE]++;
+	if (c->session != NULL) {
+		c->session->bytes_up += c->bytes_up;
+		c->session->bytes_down += c->bytes_down;
+	}
+	r = clog_rec_new("close");
+	rec_common(c, r);
+	rec_addrs(c, r);
+	clog_rec_int(r, "bytes_up", (int64_t)c->bytes_up);
+	clog_rec_int(r, "bytes_down", (int64_t)c->bytes_down);
+	clog_rec_int(r, "duration_ms", px_elapsed_ms(&c->t_start));
+	clog_rec_str(r, "reason", why == POL_R_NONE ? NULL :
+	    pol_reason_name(why));
+	if (clog_write(px.log, r) != 0)
+		px_log(PX_ERR, "%s: conn %llu: cannot write the close record",
+		    __func__, (unsigned long long)c->id);
+}
+
+/* ------------------------------------------------------------------ */
+/* Close: the one way out. */
+
+void
+px_conn_close(struct px_conn *c, enum pol_reason why)
+{
+	px_conn_log_close(c, why);
+	px_prompt_leave(c);
+	px_log(PX_DEBUG, "%s: conn %llu (%s): %s", __func__,
+	    (unsigned long long)c->id, c->peer,
+	    why == POL_R_NONE ? "done" : pol_reason_name(why));
+	px_upstream_cancel(c);
+	px_splice_free(c->spl);
+	if (c->up != NULL)
+		bufferevent_free(c->up);
+	if (c->cli != NULL)
+		bufferevent_free(c->cli);
+	if (c->timer != NULL)
+		event_free(c->timer);
+	free(c->head);
+	free(c->req);
+	TAILQ_REMOVE(&px.conns, c, entry);
+	px.nconns--;
+	if (c->session != NULL) {
+		TAILQ_REMOVE(&c->session->conns, c, sentry);
+		c->session->nconns--;
+	}
+	free(c);
+	px_drain_check();
+}
+
+void
+px_conns_close_session(struct px_session *s, enum pol_reason why)
+{
+	struct px_conn *c;
+
+	while ((c = TAILQ_FIRST(&s->conns)) != NULL)
+		px_conn_close(c, why);
+}
+
+/* ------------------------------------------------------------------ */
+/* Refusals. */
+
+static const char *
+status_text(int status)
+{
+	switch (status) {
+	case 400: return "Bad Request";
+	case 403: return "Forbidden";
+	case 421: return "Misdirected Request";
+	case 429: return "Too Many Requests";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	default: return "Error";
+	}
+}
+
+static void
+flush_then_close(struct bufferevent *bev, void *arg)
+{
+	struct px_conn *c = arg;
+
+	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		px_conn_close(c, c->close_why);
+}
+
+static void
+flush_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct px_conn *c = arg;
+
+	px_conn_close(c, c->close_why);
+}
+
+/* Write what is queued and close; a client that stops reading cannot
+ * keep us past the head deadline. */
+void
+px_conn_flush_close(struct px_conn *c, enum pol_reason why)
+{
+	c->close_why = why;
+	c->state = PX_S_FLUSH;
+	bufferevent_disable(c->cli, EV_READ);
+	bufferevent_setcb(c->cli, NULL, flush_then_close, flush_event, c);
+	bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
+	evtimer_del(c->timer);
+	arm_timer_ms(c, px.cfg->head_timeout_ms);
+	if (evbuffer_get_length(bufferevent_get_output(c->cli)) == 0)
+		px_conn_close(c, why);
+	else
+		bufferevent_enable(c->cli, EV_WRITE);
+}
+
+static int
+refusal_keeps_connection(const struct px_conn *c, enum pol_reason why)
+{
+	if (c->req == NULL || c->req->m == HTTP_M_CONNECT ||
+	    c->req->method == NULL ||
+	    !c->req->keep_alive || c->req->body != HTTP_BODY_NONE || px.draining)
+		return 0;
+	switch (why) {
+	case POL_R_BAD_REQUEST: case POL_R_HEAD_TOO_LARGE:
+	case POL_R_HEAD_TIMEOUT: case POL_R_SESSION_UNKNOWN:
+	case POL_R_TOO_MANY_CONNECTIONS: case POL_R_LOG_UNAVAILABLE:
+	case POL_R_SHUTTING_DOWN:
+		return 0;
+	default:
+		return 1;
+	}
+}
+
+int
+px_conn_decide(struct px_conn *c, struct px_session *s)
+{
+	pol_decide(px.pol, px.state, s->pol, &c->target, &c->dec);
+	if (c->dec.verdict == POL_DENY) {
+		px_conn_refuse(c, c->dec.reason, NULL);
+		return 0;
+	}
+	if (c->dec.verdict == POL_PROMPT) {
+		px_prompt_request(c);
+		return 0;
+	}
+	return 1;
+}
+
+void
+px_conn_refuse(struct px_conn *c, enum pol_reason why, const char *detail)
+{
+	px_conn_answer(c, why, detail, 1);
+}
+
+void
+px_conn_answer(struct px_conn *c, enum pol_reason why, const char *detail,
+    int log)
+{
+	int status = pol_reason_status(why);
+	int keep = refusal_keeps_connection(c, why);
+	char what[POL_HOST_MAX + 64], body[1024];
+	int n;
+
+	px_upstream_cancel(c);
+	if (c->up != NULL && (c->state == PX_S_CONNECT ||
+	    c->state == PX_S_FWD)) {
+		bufferevent_free(c->up);
+		c->up = NULL;
+		c->up_host[0] = '\0';
+	}
+	/* the app hears of refusals as they happen; building the event
+	 * costs nothing while nobody listens */
+	if (ev_subscribers() > 0 && c->session != NULL)
+		ev_publish("denied", json_pack("{s:s,s:s,s:i,s:s,s:s}",
+		    "session", pol_session_id(c->session->pol),
+		    "host", c->target.host, "port", (int)c->target.port,
+		    "method", c->method, "reason", pol_reason_name(why)));
+	if (log && log_decision(c, c->dec.verdict == POL_PROMPT ?
+	    POL_PROMPT : POL_DENY, why) != 0)
+		px_log(PX_ERR, "%s: conn %llu: cannot write the decision record",
+		    __func__, (unsigned long long)c->id);
+	c->logged_decision = 0;
+	if (c->tp_tls) {
+		/* a redirected TLS client expects a ServerHello: nothing
+		 * sluiced could say would reach it, so the close is the
+		 * answer and the record says why */
+		if (c->up != NULL) {
+			bufferevent_free(c->up);
+			c->up = NULL;
+		}
+		px_conn_flush_close(c, POL_R_NONE);
+		return;
+	}
+
+	if (c->target.host[0] != '\0')
+		snprintf(what, sizeof(what), "%s %s%s%s:%u", c->method,
+		    c->target.kind == POL_HOST_V6 ? "[" : "", c->target.host,
+		    c->target.kind == POL_HOST_V6 ? "]" : "",
+		    c->target.port);
+	else
+		snprintf(what, sizeof(what), "this request");
+	n = snprintf(body, sizeof(body), "sluice refused %s (%s): %s%s%s\n",
+	    what, pol_reason_name(why), pol_reason_hint(why),
+	    detail ? " " : "", detail ? detail : "");
+	if (n < 0 || (size_t)n >= sizeof(body)) {
+		n = (int)sizeof(body) - 1;
+		body[n - 1] = '\n';
+	}
+	evbuffer_add_printf(bufferevent_get_output(c->cli),
+	    "HTTP/1.1 %d %s\r\n"
+	    "X-Sluice-Reason: %s\r\n"
+	    "Content-Type: text/plain; charset=utf-8\r\n"
+	    "Content-Length: %d\r\n"
+	    "Connection: %s\r\n"
+	    "\r\n%s",
+	    status, status_text(status), pol_reason_name(why), n,
+	    keep ? "keep-alive" : "close", body);
+	px_log(PX_DEBUG, "%s: conn %llu: %d %s", __func__,
+	    (unsigned long long)c->id, status, pol_reason_name(why));
+	if (keep)
+		px_conn_next_request(c);
+	else
+		px_conn_flush_close(c, POL_R_NONE);
+}
+
+/* ------------------------------------------------------------------ */
+/* Reading and deciding a request. */
+
+static void cli_read(struct bufferevent *bev, void *arg);
+static void cli_event(struct bufferevent *bev, short what, void *arg);
+static void up_idle_event(struct bufferevent *bev, short what, void *arg);
+
+static void
+handle_request(struct px_conn *c)
+{
+	struct px_session *s = c->session;
+	enum pol_reason r;
+
+	clock_gettime(CLOCK_MONOTONIC, &c->t_start);
+	c->bytes_up = c->bytes_down = 0;
+	c->naddrs = c->nchecked = c->next_try = 0;
+	c->dialed_idx = -1;
+	c->sni[0] = '\0';
+	c->prompt_id[0] = '\0';
+	c->prompt_answer = NULL;
+	c->path = NULL;
+	memset(&c->target, 0, sizeof(c->target));
+	memset(&c->dec, 0, sizeof(c->dec));
+	snprintf(c->method, sizeof(c->method), "%.*s",
+	    (int)c->req->method_len, c->req->method);
+	c->nrequests++;
+
+	if (s != NULL) {
+		c->dec.tier = pol_session_tier(s->pol);
+		c->dec.ceiling = pol_state_ceiling(px.state,
+		    pol_session_tenant(s->pol));
+	}
+	if (c->req->m == HTTP_M_TRACE || c->req->m == HTTP_M_TRACK)
+		r = POL_R_METHOD_NOT_ALLOWED;
+	else if (c->transport == PX_T_TRANSPARENT)
+		/* Host (or the URI) names it, the redirect gave the port; a
+		 * CONNECT here is refused (bad_target): it would open a
+		 * tunnel to a port the client never dialled */
+		r = tp_http_target(c->req, c->tp_port, &c->target, &c->path,
+		    &c->path_len);
+	else if (c->req->m == HTTP_M_CONNECT)
+		r = pol_target_parse_authority(c->req->target,
+		    c->req->target_len, &c->target);
+	else
+		r = pol_target_parse_uri(c->req->target, c->req->target_len,
+		    &c->target, &c->path, &c->path_len);
+	if (r != POL_R_NONE) {
+		memset(&c->target, 0, sizeof(c->target));
+		px_conn_refuse(c, r, NULL);
+		return;
+	}
+	if (s == NULL) {
+		px_conn_refuse(c, POL_R_SESSION_UNKNOWN, NULL);
+		return;
+	}
+	if (px.draining) {
+		px_conn_refuse(c, POL_R_SHUTTING_DOWN, NULL);
+		return;
+	}
+	if (c->req->m != HTTP_M_CONNECT && c->transport != PX_T_TRANSPARENT) {
+		struct pol_target h;
+		const struct http_header *hh;
+
+		if (c->req->host_idx < 0) {
+			px_conn_refuse(c, POL_R_BAD_REQUEST,
+			    "The request has no Host header.");
+			return;
+		}
+		hh = &c->req->headers[c->req->host_idx];
+		if (pol_target_parse_hostport(hh->value, hh->value_len, 80,
+		    &h) != POL_R_NONE || strcmp(h.host, c->target.host) != 0 ||
+		    h.port != c->target.port) {
+			px_conn_refuse(c, POL_R_HOST_MISMATCH, NULL);
+			return;
+		}
+	}
+	if (!px_conn_decide(c, s))
+		return;
+	if (c->req->m != HTTP_M_CONNECT && c->up != NULL &&
+	    strcmp(c->up_host, c->target.host) == 0 &&
+	    c->up_port == c->target.port) {
+		/* same origin on a kept upstream connection: its address
+		 * was checked when it was dialed */
+		c->dialed_idx = 0;
+		c->naddrs = 1;
+		c->addrs[0] = c->checked[0];
+		px_forward_start(c);
+		return;
+	}
+	if (c->up != NULL) {
+		bufferevent_free(c->up);
+		c->up = NULL;
+		c->up_host[0] = '\0';
+	}
+	px_upstream_start(c);
+}
+
+static void
+parse_head(struct px_conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->cli);
+	struct http_limits lim;
+	size_t len = evbuffer_get_length(in), n;
+	const char *why = NULL;
+	unsigned char *data;
+	enum http_status st;
+
+	lim.max_head = px.cfg->max_head;
+	lim.max_line = px.cfg->max_line;
+	lim.max_headers = px.cfg->max_headers;
+	if (len == 0)
+		return;
+	if (c->req == NULL && (c->req = malloc(sizeof(*c->req))) == NULL) {
+		px_conn_close(c, POL_R_NONE);
+		return;
+	}
+	n = len < lim.max_head ? len : lim.max_head;
+	data = evbuffer_pullup(in, (ev_ssize_t)n);
+	st = http_parse_request((const char *)data, n, &lim, c->req, &why);
+	if (st == HTTP_PARSE_INCOMPLETE)
+		return;
+	if (st == HTTP_PARSE_OK) {
+		/* keep our own copy: the input buffer moves on */
+		free(c->head);
+		c->head_len = c->req->head_len;
+		c->head = malloc(c->head_len + 1);
+		if (c->head == NULL) {
+			px_conn_close(c, POL_R_NONE);
+			return;
+		}
+		memcpy(c->head, data, c->head_len);
+		c->head[c->head_len] = '\0';
+		evbuffer_drain(in, c->head_len);
+		st = http_parse_request(c->head, c->head_len, &lim, c->req,
+		    &why);
+	}
+	evtimer_del(c->timer);
+	/* bytes after the head belong to the body or the tunnel */
+	bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
+	bufferevent_disable(c->cli, EV_READ);
+	if (st != HTTP_PARSE_OK) {
+		/* nothing of a previous request may leak into this record */
+		c->method[0] = '\0';
+		memset(&c->target, 0, sizeof(c->target));
+		c->path = NULL;
+		c->naddrs = 0;
+		c->dialed_idx = -1;
+	}
+	switch (st) {
+	case HTTP_PARSE_OK:
+		handle_request(c);
+		break;
+	case HTTP_PARSE_TOO_LARGE:
+		if (c->req != NULL)
+			memset(c->req, 0, sizeof(*c->req));
+		px_conn_refuse(c, POL_R_HEAD_TOO_LARGE, why);
+		break;
+	default:
+		if (c->req != NULL)
+			memset(c->req, 0, sizeof(*c->req));
+		px_conn_refuse(c, POL_R_BAD_REQUEST, why);
+		break;
+	}
+}
+
+static void
+cli_read(struct bufferevent *bev, void *arg)
+{
+	struct px_conn *c = arg;
+
+	if (c->state != PX_S_HEAD)
+		return;
+	if (!c->head_armed) {
+		/* the first byte of a request starts its head deadline */
+		evtimer_del(c->timer);
+		arm_timer_ms(c, px.cfg->head_timeout_ms);
+		c->head_armed = 1;
+	}
+	parse_head(c);
+}
+
+static void
+cli_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct px_conn *c = arg;
+
+	/* EOF or error while waiting for a head: nothing to answer */
+	px_conn_close(c, POL_R_NONE);
+}
+
+static void
+on_timer(evutil_socket_t fd, short ev, void *arg)
+{
+	struct px_conn *c = arg;
+	struct timeval now;
+	long idle_left;
+
+	switch (c->state) {
+	case PX_S_HEAD:
+		if (evbuffer_get_length(bufferevent_get_input(c->cli)) == 0 &&
+		    c->nrequests > 0) {
+			px_conn_close(c, POL_R_IDLE_TIMEOUT);
+			return;
+		}
+		if (c->req != NULL)
+			memset(c->req, 0, sizeof(*c->req));
+		memset(&c->target, 0, sizeof(c->target));
+		c->method[0] = '\0';
+		px_conn_refuse(c, POL_R_HEAD_TIMEOUT, NULL);
+		return;
+	case PX_S_SNI:
+		if (c->tp_tls && !c->logged_decision) {
+			/* no ClientHello yet: nothing was decided */
+			px_conn_refuse(c, POL_R_SNI_MISSING, NULL);
+			return;
+		}
+		px_conn_close(c, POL_R_SNI_MISSING);
+		return;
+	case PX_S_FLUSH:
+		px_conn_close(c, c->close_why);
+		return;
+	case PX_S_TUNNEL:
+	case PX_S_FWD:
+		event_base_gettimeofday_cached(px.base, &now);
+		idle_left = (long)px.cfg->idle_timeout_s * 1000 - (long)
+		    ((uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_usec / 1000 -
+		    c->last_active_ms);
+		if (idle_left <= 0) {
+			px_conn_close(c, POL_R_IDLE_TIMEOUT);
+			return;
+		}
+		arm_timer_ms(c, idle_left);
+		return;
+	default:
+		return;
+	}
+}
+
+static void
+up_idle_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct px_conn *c = arg;
+
+	/* the kept upstream connection went away between requests */
+	bufferevent_free(c->up);
+	c->up = NULL;
+	c->up_host[0] = '\0';
+}
+
+static void
+up_idle_read(struct bufferevent *bev, void *arg)
+{
+	/* bytes nobody asked for: this upstream cannot be trusted to frame
+	 * the next answer */
+	up_idle_event(bev, BEV_EVENT_ERROR, arg);
+}
+
+void
+px_conn_next_request(struct px_conn *c)
+{
+	c->state = PX_S_HEAD;
+	c->path = NULL;
+	bufferevent_setcb(c->cli, cli_read, NULL, cli_event, c);
+	/* bound what a client can queue before its head is judged */
+	bufferevent_setwatermark(c->cli, EV_READ, 0, px.cfg->max_head + 1);
+	bufferevent_enable(c->cli, EV_READ | EV_WRITE);
+	if (c->up != NULL) {
+		bufferevent_setcb(c->up, up_idle_read, NULL, up_idle_event, c);
+		bufferevent_enable(c->up, EV_READ);
+	}
+	evtimer_del(c->timer);
+	if (evbuffer_get_length(bufferevent_get_input(c->cli)) > 0) {
+		arm_timer_ms(c, px.cfg->head_timeout_ms);
+		c->head_armed = 1;
+		parse_head(c);
+	} else {
+		arm_timer_ms(c, (long)px.cfg->idle_timeout_s * 1000);
+		c->head_armed = 0;
+	}
+}
+
+static void
+describe_peer(struct px_conn *c, const struct sockaddr *sa, int salen,
+    enum px_transport t)
+{
+	char ip[INET6_ADDRSTRLEN + 8];
+
+	switch (t) {
+	case PX_T_UNIX:
+		snprintf(c->peer, sizeof(c->peer), "unix");
+		break;
+	case PX_T_TCP:
+		if (sa->sa_family == AF_INET) {
+			const struct sockaddr_in *in =
+			    (const struct sockaddr_in *)(const void *)sa;
+
+			inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+			snprintf(c->peer, sizeof(c->peer), "tcp:%s:%u", ip,
+			    ntohs(in->sin_port));
+		} else {
+			const struct sockaddr_in6 *in6 =
+			    (const struct sockaddr_in6 *)(const void *)sa;
+
+			inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
+			snprintf(c->peer, sizeof(c->peer), "tcp:[%s]:%u", ip,
+			    ntohs(in6->sin6_port));
+		}
+		break;
+	case PX_T_VSOCK:
+		snprintf(c->peer, sizeof(c->peer), "vsock:%u",
+		    ((const struct sockaddr_vm *)(const void *)sa)->svm_cid);
+		break;
+	case PX_T_TRANSPARENT: {
+		struct pol_addr a;
+		uint16_t port = 0;
+
+		if (tp_addr_from_sockaddr(sa, (socklen_t)salen, &a, &port) != 0)
+			memset(&a, 0, sizeof(a));
+		if (a.family == 0)
+			snprintf(c->peer, sizeof(c->peer), "transparent");
+		else {
+			tp_format_dst(&a, port, ip, sizeof(ip));
+			snprintf(c->peer, sizeof(c->peer), "transparent:%s",
+			    ip);
+		}
+		break;
+	}
+	}
+}
+
+void
+px_conn_accept(evutil_socket_t fd, const struct sockaddr *sa, int salen,
+    enum px_transport t, struct px_session *s)
+{
+	struct px_conn *c;
+	int one = 1;
+	enum pol_reason limit = POL_R_NONE, tp_why = POL_R_NONE;
+
+	c = calloc(1, sizeof(*c));
+	if (c == NULL) {
+		close(fd);
+		return;
+	}
+	c->id = ++px.next_conn_id;
+	px.m.accepted++;
+	c->transport = t;
+	c->session = s;
+	c->dialed_idx = -1;
+	describe_peer(c, sa, salen, t);
+	if (t == PX_T_UNIX && s != NULL)
+		snprintf(c->peer, sizeof(c->peer), "unix:%s", s->socket_path);
+	if (t == PX_T_TCP || t == PX_T_TRANSPARENT)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (t == PX_T_TRANSPARENT)
+		tp_why = px_tp_setup(c, fd);
+	c->cli = bufferevent_socket_new(px.base, fd, BEV_OPT_CLOSE_ON_FREE);
+	c->timer = evtimer_new(px.base, on_timer, c);
+	if (c->cli == NULL || c->timer == NULL) {
+		if (c->cli)
+			bufferevent_free(c->cli);
+		else
+			close(fd);
+		if (c->timer)
+			event_free(c->timer);
+		free(c);
+		return;
+	}
+	TAILQ_INSERT_TAIL(&px.conns, c, entry);
+	px.nconns++;
+	if (s != NULL) {
+		TAILQ_INSERT_TAIL(&s->conns, c, sentry);
+		s->nconns++;
+		if (s->nconns > px.cfg->max_conns_per_session)
+			limit = POL_R_TOO_MANY_CONNECTIONS;
+	}
+	if (px.nconns > px.cfg->max_conns_total)
+		limit = POL_R_TOO_MANY_CONNECTIONS;
+	px_conn_touch(c);
+	if (limit == POL_R_NONE)
+		limit = tp_why;
+	if (limit != POL_R_NONE) {
+		/* answer at once: reading the head would spend what the
+		 * limit protects */
+		px_conn_refuse(c, limit, NULL);
+		return;
+	}
+	if (c->tp_tls) {
+		px_tp_tls_start(c);
+		return;
+	}
+	c->state = PX_S_HEAD;
+	bufferevent_setcb(c->cli, cli_read, NULL, cli_event, c);
+	bufferevent_setwatermark(c->cli, EV_READ, 0, px.cfg->max_head + 1);
+	bufferevent_enable(c->cli, EV_READ | EV_WRITE);
+	arm_timer_ms(c, px.cfg->head_timeout_ms);
+	c->head_armed = 1;
+}

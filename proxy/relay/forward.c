@@ -1,0 +1,286 @@
+/*
+ * forward.c: absolute-form http:// requests, one exchange at a time.
+ *
+ * The request head is rewritten to origin form without hop-by-hop
+ * headers (Proxy-Authorization never goes upstream); bodies pass through
+ * unchanged while http_body_feed() finds where each message ends, so the
+ * next request on a keep-alive connection is decided on its own.
+ * Pipelined requests wait in the client's input until the exchange
+ * before them is complete.
+ */
+#include "sluice-config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "proxy/px.h"
+
+static void exchange_done(struct px_conn *c);
+
+static void
+limits(struct http_limits *lim)
+{
+	lim->max_head = px.cfg->max_head;
+	lim->max_line = px.cfg->max_line;
+	lim->max_headers = px.cfg->max_headers;
+}
+
+static void
+add_headers(struct evbuffer *out, const struct http_msg *m)
+{
+	size_t i;
+
+	for (i = 0; i < m->nheaders; i++) {
+		const struct http_header *h = &m->headers[i];
+
+		if (http_is_hop_by_hop(m, h))
+			continue;
+		evbuffer_add(out, h->name, h->name_len);
+		evbuffer_add(out, ": ", 2);
+		evbuffer_add(out, h->value, h->value_len);
+		evbuffer_add(out, "\r\n", 2);
+	}
+}
+
+/*
+ * Move the body bytes of the current message from src to dst, as far as
+ * they have arrived and dst has room.  Returns -1 on a framing error.
+ */
+static int
+pump_body(struct px_conn *c, struct bufferevent *src, struct bufferevent *dst,
+    struct http_body_state *st, uint64_t *count)
+{
+	struct evbuffer *in = bufferevent_get_input(src);
+	struct evbuffer *out = bufferevent_get_output(dst);
+
+	while (!st->done && evbuffer_get_length(in) > 0) {
+		struct evbuffer_iovec v;
+		long n;
+
+		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+			break;
+		n = http_body_feed(st, v.iov_base, v.iov_len);
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		evbuffer_remove_buffer(in, out, (size_t)n);
+		*count += (uint64_t)n;
+	}
+	if (evbuffer_get_length(out) >= px.cfg->tunnel_buffer) {
+		bufferevent_disable(src, EV_READ);
+		bufferevent_setwatermark(dst, EV_WRITE,
+		    px.cfg->tunnel_buffer / 2, 0);
+	} else if (!st->done)
+		bufferevent_enable(src, EV_READ);
+	return 0;
+}
+
+static void
+fwd_fail(struct px_conn *c, const char *why)
+{
+	px_log(PX_DEBUG, "%s: conn %llu: %s", __func__,
+	    (unsigned long long)c->id, why);
+	if (!c->resp_head_done) {
+		c->fwd_close_after = 1;
+		px_conn_log_close(c, POL_R_UPSTREAM_FAILED);
+		px_conn_answer(c, POL_R_UPSTREAM_FAILED, why, 0);
+	} else
+		px_conn_close(c, POL_R_UPSTREAM_FAILED);
+}
+
+static void
+send_response_head(struct px_conn *c, const struct http_msg *r)
+{
+	struct evbuffer *out = bufferevent_get_output(c->cli);
+	int interim = r->status >= 100 && r->status < 200;
+
+	evbuffer_add_printf(out, "HTTP/1.1 %d %.*s\r\n", r->status,
+	    (int)r->reason_len, r->reason_phrase);
+	add_headers(out, r);
+	if (!interim) {
+		if (!r->keep_alive || r->body == HTTP_BODY_UNTIL_CLOSE)
+			c->fwd_close_after = 1;
+		evbuffer_add_printf(out, "Connection: %s\r\n",
+		    c->fwd_close_after ? "close" : "keep-alive");
+	}
+	evbuffer_add(out, "\r\n", 2);
+}
+
+static void
+read_response(struct px_conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->up);
+	struct http_limits lim;
+	struct http_msg r;
+	const char *why = NULL;
+	enum http_status st;
+	size_t len, n;
+
+	limits(&lim);
+	while (!c->resp_head_done) {
+		len = evbuffer_get_length(in);
+		if (len == 0)
+			return;
+		n = len < lim.max_head ? len : lim.max_head;
+		st = http_parse_response((const char *)evbuffer_pullup(in,
+		    (ev_ssize_t)n), n, &lim, c->req->m, &r, &why);
+		if (st == HTTP_PARSE_INCOMPLETE)
+			return;
+		if (st != HTTP_PARSE_OK || r.status == 101) {
+			fwd_fail(c, why ? why : "The upstream answered with "
+			    "a protocol switch.");
+			return;
+		}
+		send_response_head(c, &r);
+		c->bytes_down += r.head_len;
+		evbuffer_drain(in, r.head_len);
+		if (r.status >= 100 && r.status < 200)
+			continue;   /* 100 Continue: the real answer follows */
+		c->resp_head_done = 1;
+		http_body_init(&c->resp_body, r.body, r.content_length,
+		    lim.max_line);
+		if (r.body == HTTP_BODY_NONE)
+			c->resp_body.done = 1;
+	}
+	if (pump_body(c, c->up, c->cli, &c->resp_body, &c->bytes_down) != 0) {
+		px_conn_close(c, POL_R_UPSTREAM_FAILED);
+		return;
+	}
+	if (c->resp_body.done && c->req_body.done)
+		exchange_done(c);
+}
+
+static void
+up_read(struct bufferevent *bev, void *arg)
+{
+	struct px_conn *c = arg;
+
+	px_conn_touch(c);
+	read_response(c);
+}
+
+static void
+cli_body_read(struct bufferevent *bev, void *arg)
+{
+	struct px_conn *c = arg;
+
+	px_conn_touch(c);
+	if (c->req_body.done)
+		return;   /* a pipelined request waits its turn */
+	if (pump_body(c, c->cli, c->up, &c->req_body, &c->bytes_up) != 0) {
+		px_conn_close(c, POL_R_BAD_REQUEST);
+		return;
+	}
+	if (c->req_body.done) {
+		/* hold pipelined bytes to one head's worth */
+		bufferevent_setwatermark(c->cli, EV_READ, 0,
+		    px.cfg->max_head + 1);
+		if (c->resp_body.done && c->resp_head_done)
+			exchange_done(c);
+	}
+}
+
+/* Output drained: resume the side backpressure stopped. */
+static void
+fwd_write(struct bufferevent *dst, void *arg)
+{
+	struct px_conn *c = arg;
+
+	bufferevent_setwatermark(dst, EV_WRITE, 0, 0);
+	if (dst == c->up && !c->req_body.done)
+		bufferevent_enable(c->cli, EV_READ);
+	else if (dst == c->cli && c->up != NULL && !c->resp_body.done)
+		bufferevent_enable(c->up, EV_READ);
+}
+
+static void
+up_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct px_conn *c = arg;
+
+	if ((what & BEV_EVENT_EOF) && c->resp_head_done &&
+	    c->resp_body.kind == HTTP_BODY_UNTIL_CLOSE) {
+		/* the body ends with the connection */
+		read_response(c);
+		c->resp_body.done = 1;
+		c->req_body.done = 1;
+		c->fwd_close_after = 1;
+		exchange_done(c);
+		return;
+	}
+	fwd_fail(c, (what & BEV_EVENT_EOF) ? "The upstream closed the "
+	    "connection before its answer was complete." :
+	    "The upstream connection failed.");
+}
+
+static void
+cli_fwd_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct px_conn *c = arg;
+
+	px_conn_close(c, POL_R_NONE);
+}
+
+static void
+exchange_done(struct px_conn *c)
+{
+	px_conn_log_close(c, POL_R_NONE);
+	if (c->fwd_close_after) {
+		/* drop the upstream; flush the answer, then close */
+		if (c->up != NULL) {
+			bufferevent_free(c->up);
+			c->up = NULL;
+			c->up_host[0] = '\0';
+		}
+		px_conn_flush_close(c, POL_R_NONE);
+		return;
+	}
+	px_conn_next_request(c);
+}
+
+void
+px_forward_start(struct px_conn *c)
+{
+	struct evbuffer *out;
+
+	if (px_conn_log_allow(c) != 0) {
+		px_conn_refuse(c, POL_R_LOG_UNAVAILABLE, NULL);
+		return;
+	}
+	c->state = PX_S_FWD;
+	c->resp_head_done = 0;
+	c->fwd_close_after = !c->req->keep_alive || px.draining;
+	memset(&c->resp_body, 0, sizeof(c->resp_body));
+	http_body_init(&c->req_body, c->req->body, c->req->content_length,
+	    px.cfg->max_line);
+	if (c->req->body == HTTP_BODY_NONE)
+		c->req_body.done = 1;
+
+	out = bufferevent_get_output(c->up);
+	evbuffer_add_printf(out, "%s %.*s HTTP/1.1\r\n", c->method,
+	    (int)c->path_len, c->path);
+	add_headers(out, c->req);
+	evbuffer_add(out, "\r\n", 2);
+	c->bytes_up += c->head_len;
+
+	bufferevent_setcb(c->up, up_read, fwd_write, up_event, c);
+	bufferevent_setcb(c->cli, cli_body_read, fwd_write, cli_fwd_event, c);
+	bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
+	bufferevent_setwatermark(c->up, EV_READ, 0, 0);
+	bufferevent_enable(c->up, EV_READ | EV_WRITE);
+	bufferevent_enable(c->cli, EV_READ | EV_WRITE);
+	evtimer_del(c->timer);
+	{
+		struct timeval tv = { px.cfg->idle_timeout_s, 0 };
+
+		evtimer_add(c->timer, &tv);
+	}
+	if (!c->req_body.done)
+		cli_body_read(c->cli, c);
+	else
+		bufferevent_setwatermark(c->cli, EV_READ, 0,
+		    px.cfg->max_head + 1);
+	if (evbuffer_get_length(bufferevent_get_input(c->up)) > 0)
+		read_response(c);
+}

@@ -1,0 +1,645 @@
+/*
+ * sbx_cfg.c: sluice-run's parsers (sbx_cfg.h): its configuration, its
+ * record files and sluiced's answers, with the checks of names.
+ */
+#include "sluice-config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "sandbox-glue/executor/sbx_cfg.h"
+
+/* ---- names ---- */
+
+int
+sbx_id_ok(const char *s, size_t max)
+{
+	size_t n = strlen(s), i;
+
+	/* the first character alphanumeric: no ".", "..", ".lock" (the
+	 * state directory's own files), nothing that reads as an option */
+	if (n == 0 || n > max || !((s[0] >= 'a' && s[0] <= 'z') ||
+	    (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= '0' && s[0] <= '9')))
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' &&
+		    s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+		    s[i] == '.' || s[i] == '_' || s[i] == '-'))
+			return 0;
+	return 1;
+}
+
+/*
+ * Length of the UTF-8 sequence at s[0..n) (1 to 4), its code point in
+ * *cp; 0 when it is not valid UTF-8 (overlong, surrogate, beyond
+ * U+10FFFF, truncated).
+ */
+static size_t
+utf8_seq(const unsigned char *s, size_t n, unsigned long *cp)
+{
+	unsigned c = s[0];
+	size_t need, k;
+	unsigned long v;
+
+	if (c < 0x80) {
+		*cp = c;
+		return 1;
+	}
+	if (c >= 0xc2 && c <= 0xdf) {
+		need = 1;
+		v = c & 0x1f;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		need = 2;
+		v = c & 0x0f;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		need = 3;
+		v = c & 0x07;
+	} else
+		return 0;
+	if (need >= n)
+		return 0;
+	for (k = 1; k <= need; k++) {
+		if ((s[k] & 0xc0) != 0x80)
+			return 0;
+		v = (v << 6) | (s[k] & 0x3f);
+	}
+	if ((need == 2 && (v < 0x800 || (v >= 0xd800 && v <= 0xdfff))) ||
+	    (need == 3 && (v < 0x10000 || v > 0x10ffff)))
+		return 0;
+	*cp = v;
+	return need + 1;
+}
+
+static int
+is_control(unsigned long cp)
+{
+	return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f);
+}
+
+int
+sbx_user_ok(const char *s)
+{
+	size_t n = strlen(s), i = 0, k;
+	unsigned long cp;
+
+	if (n > SBX_USER_MAX)
+		return 0;
+	while (i < n) {
+		if ((k = utf8_seq((const unsigned char *)s + i, n - i, &cp)) ==
+		    0 || is_control(cp))
+			return 0;
+		i += k;
+	}
+	return 1;
+}
+
+void
+sbx_text_safe(const char *s, char *out, size_t outlen)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t n = strlen(s), i = 0, j = 0, k, m;
+	unsigned long cp;
+
+	if (outlen == 0)
+		return;
+	while (i < n) {
+		k = utf8_seq(u + i, n - i, &cp);
+		if (k == 0 || is_control(cp) || cp == '\\') {
+			/* every byte of it, so that nothing of it acts */
+			if (k == 0)
+				k = 1;
+			if (j + 4 * k + 1 > outlen)
+				break;
+			for (m = 0; m < k; m++, j += 4)
+				snprintf(out + j, 5, "\\%03o", u[i + m]);
+		} else {
+			if (j + k + 1 > outlen)
+				break;
+			memcpy(out + j, u + i, k);
+			j += k;
+		}
+		i += k;
+	}
+	out[j] = '\0';
+}
+
+/* ---- configuration ---- */
+
+void
+sbx_cfg_defaults(struct sbx_cfg *c, const char *state_dir,
+    const char *control, const char *shim)
+{
+	memset(c, 0, sizeof(*c));
+	snprintf(c->state_dir, sizeof(c->state_dir), "%s", state_dir);
+	snprintf(c->control, sizeof(c->control), "%s", control);
+	snprintf(c->shim, sizeof(c->shim), "%s", shim);
+	snprintf(c->backend, sizeof(c->backend), "ns");
+	snprintf(c->tier, sizeof(c->tier), "registries");
+	c->timeout_default = 120;
+	c->timeout_max = 1680;
+	c->output_cap = 64 * 1024;
+	c->max_per_tenant = 50;
+	c->max_per_user = 5;
+	c->max_total = 200;
+	c->idle_after = 15 * 60;
+	c->remove_after = 24 * 3600;
+	c->uid_base = 1000000000ul;
+	c->slots = SBX_SLOTS_MAX;
+	c->lim.memory_bytes = 2048ull << 20;
+	c->lim.pids = 512;
+	c->lim.cpu_pct = 100;
+	c->lim.tmp_bytes = 512ull << 20;
+	c->lim.home_bytes = 1024ull << 20;
+	c->lim.fsize_bytes = 1024ull << 20;
+	c->lim.nofile = 1024;
+	c->lim.nproc = 512;
+}
+
+/* 0 and *out set (when present), or -1 and why. */
+static int
+cfg_num(json_t *o, const char *key, long *out, long lo, long hi, char *err,
+    size_t errlen)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (v == NULL)
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < lo ||
+	    json_integer_value(v) > hi)
+		return sbx_err(err, errlen, "config: %s: an integer from %ld "
+		    "to %ld", key, lo, hi);
+	*out = (long)json_integer_value(v);
+	return 0;
+}
+
+static int
+cfg_u64(json_t *o, const char *key, uint64_t *out, uint64_t mult,
+    char *err, size_t errlen)
+{
+	long v = -1;
+
+	/* bounded so that v * mult (1 MiB at most) fits */
+	if (cfg_num(o, key, &v, 0, (long)(INT64_MAX >> 21), err, errlen) != 0)
+		return -1;
+	if (v >= 0)
+		*out = (uint64_t)v * mult;
+	return 0;
+}
+
+static int
+cfg_str(json_t *o, const char *key, char *out, size_t len, char *err,
+    size_t errlen)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (v == NULL)
+		return 0;
+	if (!json_is_string(v) || strlen(json_string_value(v)) >= len)
+		return sbx_err(err, errlen, "config: %s: a string under %zu "
+		    "bytes", key, len);
+	snprintf(out, len, "%s", json_string_value(v));
+	return 0;
+}
+
+static const char *const cfg_keys[] = { "state_dir", "control", "shim",
+	"backend", "tier", "timeout", "timeout_max", "output_cap",
+	"max_per_tenant", "max_per_user", "max_total", "idle_after",
+	"remove_after", "uid_base", "cgroups", "limits", NULL };
+static const char *const lim_keys[] = { "memory_mb", "pids", "cpu_pct",
+	"tmp_mb", "home_mb", "fsize_mb", "nofile", "nproc", NULL };
+
+static int
+cfg_check_keys(json_t *o, const char *const *keys, const char *where,
+    char *err, size_t errlen)
+{
+	const char *k;
+	json_t *v;
+	size_t i;
+
+	json_object_foreach(o, k, v) {
+		for (i = 0; keys[i] != NULL && strcmp(keys[i], k) != 0; i++)
+			;
+		if (keys[i] == NULL) {
+			char safe[64];
+
+			sbx_text_safe(k, safe, sizeof(safe));
+			return sbx_err(err, errlen, "config: unknown key %s%s",
+			    where, safe);
+		}
+	}
+	return 0;
+}
+
+static int
+cfg_apply(struct sbx_cfg *c, json_t *o, char *err, size_t errlen)
+{
+	json_t *l;
+	long ub = (long)c->uid_base;
+	int have_timeout = json_object_get(o, "timeout") != NULL;
+
+	if (cfg_check_keys(o, cfg_keys, "", err, errlen) != 0 ||
+	    cfg_str(o, "state_dir", c->state_dir, sizeof(c->state_dir), err,
+	    errlen) != 0 ||
+	    cfg_str(o, "control", c->control, sizeof(c->control), err,
+	    errlen) != 0 ||
+	    cfg_str(o, "shim", c->shim, sizeof(c->shim), err, errlen) != 0 ||
+	    cfg_str(o, "backend", c->backend, sizeof(c->backend), err,
+	    errlen) != 0 ||
+	    cfg_str(o, "tier", c->tier, sizeof(c->tier), err, errlen) != 0 ||
+	    cfg_num(o, "timeout_max", &c->timeout_max, 1, 1680, err,
+	    errlen) != 0 ||
+	    cfg_num(o, "timeout", &c->timeout_default, 1, c->timeout_max,
+	    err, errlen) != 0 ||
+	    cfg_num(o, "output_cap", &c->output_cap, 0, 64l << 20, err,
+	    errlen) != 0 ||
+	    cfg_num(o, "max_per_tenant", &c->max_per_tenant, 0, 1000000, err,
+	    errlen) != 0 ||
+	    cfg_num(o, "max_per_user", &c->max_per_user, 0, 1000000, err,
+	    errlen) != 0 ||
+	    cfg_num(o, "max_total", &c->max_total, 0, 1000000, err,
+	    errlen) != 0 ||
+	    cfg_num(o, "idle_after", &c->idle_after, 0, LONG_MAX / 2, err,
+	    errlen) != 0 ||
+	    cfg_num(o, "remove_after", &c->remove_after, 0, LONG_MAX / 2,
+	    err, errlen) != 0 ||
+	    cfg_num(o, "uid_base", &ub, 65536, 4000000000l -
+	    65536l * SBX_SLOTS_MAX, err, errlen) != 0)
+		return -1;
+	c->uid_base = (unsigned long)ub;
+	/* a timeout_max under the default timeout lowers the default:
+	 * else every exec without --timeout would be refused */
+	if (!have_timeout && c->timeout_default > c->timeout_max)
+		c->timeout_default = c->timeout_max;
+	if (c->backend[0] == '\0' || sbx_backend_find(c->backend) == NULL)
+		return sbx_err(err, errlen, "config: backend: \"ns\" or "
+		    "\"gvisor\"");
+	if (!sbx_id_ok(c->tier, sizeof(c->tier) - 1))
+		return sbx_err(err, errlen, "config: tier: a tier name");
+	if ((l = json_object_get(o, "cgroups")) != NULL) {
+		const char *v = json_is_false(l) ? "off" : json_is_true(l) ?
+		    "auto" : json_string_value(l);
+
+		if (v == NULL || (strcmp(v, "auto") && strcmp(v, "v1") &&
+		    strcmp(v, "v2") && strcmp(v, "off")))
+			return sbx_err(err, errlen, "config: cgroups: \"auto\", "
+			    "\"v1\", \"v2\" or \"off\"");
+		snprintf(c->cgroups, sizeof(c->cgroups), "%s",
+		    strcmp(v, "auto") ? v : "");
+	}
+	if ((l = json_object_get(o, "limits")) != NULL) {
+		if (!json_is_object(l))
+			return sbx_err(err, errlen, "config: limits: an object");
+		if (cfg_check_keys(l, lim_keys, "limits.", err, errlen) != 0 ||
+		    cfg_u64(l, "memory_mb", &c->lim.memory_bytes, 1 << 20, err,
+		    errlen) != 0 ||
+		    cfg_u64(l, "pids", &c->lim.pids, 1, err, errlen) != 0 ||
+		    cfg_u64(l, "cpu_pct", &c->lim.cpu_pct, 1, err, errlen) != 0 ||
+		    cfg_u64(l, "tmp_mb", &c->lim.tmp_bytes, 1 << 20, err,
+		    errlen) != 0 ||
+		    cfg_u64(l, "home_mb", &c->lim.home_bytes, 1 << 20, err,
+		    errlen) != 0 ||
+		    cfg_u64(l, "fsize_mb", &c->lim.fsize_bytes, 1 << 20, err,
+		    errlen) != 0 ||
+		    cfg_u64(l, "nofile", &c->lim.nofile, 1, err, errlen) != 0 ||
+		    cfg_u64(l, "nproc", &c->lim.nproc, 1, err, errlen) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+int
+sbx_cfg_parse(struct sbx_cfg *c, const char *text, size_t len,
+    const char *name, char *err, size_t errlen)
+{
+	json_error_t je;
+	json_t *o;
+	int rc;
+
+	o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+	if (o == NULL)
+		return sbx_err(err, errlen, "config %s:%d: %s", name, je.line,
+		    je.text);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return sbx_err(err, errlen, "config %s: not a JSON object",
+		    name);
+	}
+	rc = cfg_apply(c, o, err, errlen);
+	json_decref(o);
+	return rc;
+}
+
+/* path's bytes (at most max) into *buf (malloc'd, NUL-terminated). */
+static int
+read_all(const char *path, size_t max, char **buf, size_t *len, char *err,
+    size_t errlen)
+{
+	char *b = NULL;
+	size_t n = 0;
+	ssize_t k;
+	int fd;
+
+	*buf = NULL;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+		return sbx_err(err, errlen, "%s: %s", path, strerror(errno));
+	if ((b = malloc(max + 2)) == NULL) {
+		close(fd);
+		return sbx_err(err, errlen, "out of memory");
+	}
+	while (n <= max && (k = read(fd, b + n, max + 1 - n)) != 0) {
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			sbx_err(err, errlen, "%s: %s", path, strerror(errno));
+			goto fail;
+		}
+		n += (size_t)k;
+	}
+	if (n > max) {
+		sbx_err(err, errlen, "%s: larger than %zu bytes", path, max);
+		goto fail;
+	}
+	close(fd);
+	b[n] = '\0';
+	*buf = b;
+	*len = n;
+	return 0;
+fail:
+	close(fd);
+	free(b);
+	return -1;
+}
+
+int
+sbx_cfg_load(struct sbx_cfg *c, const char *path, char *err, size_t errlen)
+{
+	char *buf;
+	size_t len;
+	int rc;
+
+	if (read_all(path, SBX_CFG_FILE_MAX, &buf, &len, err, errlen) != 0)
+		return -1;
+	rc = sbx_cfg_parse(c, buf, len, path, err, errlen);
+	free(buf);
+	return rc;
+}
+
+/* ---- records ---- */
+
+static json_t *
+lim_json(const struct sbx_limits *l)
+{
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	    "memory_bytes", (json_int_t)l->memory_bytes,
+	    "pids", (json_int_t)l->pids, "cpu_pct", (json_int_t)l->cpu_pct,
+	    "tmp_bytes", (json_int_t)l->tmp_bytes,
+	    "home_bytes", (json_int_t)l->home_bytes,
+	    "fsize_bytes", (json_int_t)l->fsize_bytes,
+	    "nofile", (json_int_t)l->nofile, "nproc", (json_int_t)l->nproc);
+}
+
+json_t *
+sbx_rec_json(const struct sbx_rec *r)
+{
+	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:b,s:s,s:s,s:I,s:I,"
+	    "s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:b,s:s,s:s,s:s,s:o}",
+	    "chat", r->chat, "tenant", r->tenant, "user", r->user,
+	    "tier", r->tier, "backend", r->backend, "dir", r->dir,
+	    "workspace", r->workspace, "workspace_made", r->workspace_made,
+	    "session_dir", r->session_dir, "shim", r->shim,
+	    "uid_base", (json_int_t)r->uid_base,
+	    "uid_count", (json_int_t)r->uid_count,
+	    "host_uid", (json_int_t)r->host_uid,
+	    "host_gid", (json_int_t)r->host_gid, "slot", r->slot,
+	    "init_pid", (json_int_t)r->init_pid,
+	    "init_start", (json_int_t)r->init_start,
+	    "created", (json_int_t)r->created,
+	    "last_used", (json_int_t)r->last_used,
+	    "suspended", r->suspended, "cgroup", r->cgroup, "note", r->note,
+	    "backend_data", r->backend_data, "limits", lim_json(&r->lim));
+}
+
+/* A string field: missing is "", too long is an error (never cut). */
+static int
+rec_s(json_t *o, const char *k, char *out, size_t len, char *err,
+    size_t errlen)
+{
+	json_t *v = json_object_get(o, k);
+
+	out[0] = '\0';
+	if (v == NULL)
+		return 0;
+	if (!json_is_string(v) || json_string_length(v) >= len ||
+	    strlen(json_string_value(v)) != json_string_length(v))
+		return sbx_err(err, errlen, "record: %s: a string under %zu "
+		    "bytes", k, len);
+	memcpy(out, json_string_value(v), json_string_length(v) + 1);
+	return 0;
+}
+
+/* An integer field from lo to hi; missing is 0. */
+static int
+rec_i(json_t *o, const char *k, int64_t lo, int64_t hi, int64_t *out,
+    char *err, size_t errlen)
+{
+	json_t *v = json_object_get(o, k);
+
+	*out = 0;
+	if (v == NULL)
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < lo ||
+	    json_integer_value(v) > hi)
+		return sbx_err(err, errlen, "record: %s: an integer from "
+		    "%lld to %lld", k, (long long)lo, (long long)hi);
+	*out = (int64_t)json_integer_value(v);
+	return 0;
+}
+
+static int
+rec_b(json_t *o, const char *k, int *out, char *err, size_t errlen)
+{
+	json_t *v = json_object_get(o, k);
+
+	*out = 0;
+	if (v == NULL)
+		return 0;
+	if (!json_is_boolean(v))
+		return sbx_err(err, errlen, "record: %s: a boolean", k);
+	*out = json_is_true(v);
+	return 0;
+}
+
+static int
+rec_apply(struct sbx_rec *r, json_t *o, char *err, size_t errlen)
+{
+	static const struct {
+		const char *k;
+		size_t off, len;
+	} strs[] = {
+#define S_(f) { #f, offsetof(struct sbx_rec, f), \
+	sizeof(((struct sbx_rec *)0)->f) }
+		S_(chat), S_(tenant), S_(user), S_(tier), S_(backend),
+		S_(dir), S_(workspace), S_(session_dir), S_(shim), S_(cgroup),
+		S_(note), S_(backend_data),
+#undef S_
+	};
+	static const char *const lims[] = { "memory_bytes", "pids",
+	    "cpu_pct", "tmp_bytes", "home_bytes", "fsize_bytes", "nofile",
+	    "nproc" };
+	uint64_t *limv[] = { &r->lim.memory_bytes, &r->lim.pids,
+	    &r->lim.cpu_pct, &r->lim.tmp_bytes, &r->lim.home_bytes,
+	    &r->lim.fsize_bytes, &r->lim.nofile, &r->lim.nproc };
+	const int64_t uid_hi = (int64_t)UINT32_MAX - 1;
+	int64_t v[10];
+	json_t *l;
+	size_t i;
+
+	if (!json_is_object(o))
+		return sbx_err(err, errlen, "record: not a JSON object");
+	for (i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
+		if (rec_s(o, strs[i].k, (char *)r + strs[i].off, strs[i].len,
+		    err, errlen) != 0)
+			return -1;
+	if (!sbx_id_ok(r->chat, SBX_ID_MAX))
+		return sbx_err(err, errlen, "record: chat: a chat id");
+	if (rec_b(o, "workspace_made", &r->workspace_made, err, errlen) ||
+	    rec_b(o, "suspended", &r->suspended, err, errlen) ||
+	    rec_i(o, "uid_base", 0, uid_hi, &v[0], err, errlen) ||
+	    rec_i(o, "uid_count", 0, uid_hi, &v[1], err, errlen) ||
+	    rec_i(o, "host_uid", 0, uid_hi, &v[2], err, errlen) ||
+	    rec_i(o, "host_gid", 0, uid_hi, &v[3], err, errlen) ||
+	    rec_i(o, "slot", -1, SBX_SLOTS_MAX - 1, &v[4], err, errlen) ||
+	    rec_i(o, "init_pid", 0, INT_MAX, &v[5], err, errlen) ||
+	    rec_i(o, "init_start", 0, INT64_MAX, &v[6], err, errlen) ||
+	    rec_i(o, "created", 0, INT64_MAX, &v[7], err, errlen) ||
+	    rec_i(o, "last_used", 0, INT64_MAX, &v[8], err, errlen))
+		return -1;
+	r->uid_base = (uid_t)v[0];
+	r->uid_count = (uid_t)v[1];
+	r->host_uid = (uid_t)v[2];
+	r->host_gid = (gid_t)v[3];
+	r->slot = (int)v[4];
+	r->init_pid = (pid_t)v[5];
+	r->init_start = (uint64_t)v[6];
+	r->created = v[7];
+	r->last_used = v[8];
+	if ((l = json_object_get(o, "limits")) != NULL) {
+		if (!json_is_object(l))
+			return sbx_err(err, errlen, "record: limits: an object");
+		for (i = 0; i < sizeof(lims) / sizeof(lims[0]); i++) {
+			if (rec_i(l, lims[i], 0, INT64_MAX, &v[9], err,
+			    errlen) != 0)
+				return -1;
+			*limv[i] = (uint64_t)v[9];
+		}
+	}
+	return 0;
+}
+
+int
+sbx_rec_parse(struct sbx_rec *r, const char *text, size_t len, char *err,
+    size_t errlen)
+{
+	json_error_t je;
+	json_t *o;
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+	if (o == NULL)
+		return sbx_err(err, errlen, "record:%d: %s", je.line, je.text);
+	rc = rec_apply(r, o, err, errlen);
+	json_decref(o);
+	return rc;
+}
+
+int
+sbx_rec_load(struct sbx_rec *r, const char *path, char *err, size_t errlen)
+{
+	char *buf;
+	size_t len;
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	if (read_all(path, SBX_REC_FILE_MAX, &buf, &len, err, errlen) != 0)
+		return -1;
+	rc = sbx_rec_parse(r, buf, len, err, errlen);
+	free(buf);
+	return rc;
+}
+
+/* ---- sluiced's answers ---- */
+
+int
+sbx_http_split(const char *buf, size_t len, int *status, const char **body)
+{
+	const char *p;
+	int i;
+
+	*status = -1;
+	*body = NULL;
+	if (buf == NULL || len < 12 || strncmp(buf, "HTTP/1.", 7) != 0 ||
+	    buf[8] != ' ')
+		return -1;
+	for (i = 9; i < 12; i++)
+		if (buf[i] < '0' || buf[i] > '9')
+			return -1;
+	*status = (buf[9] - '0') * 100 + (buf[10] - '0') * 10 + (buf[11] -
+	    '0');
+	if ((p = strstr(buf, "\r\n\r\n")) != NULL)
+		*body = p + 4;
+	return 0;
+}
+
+const char *
+sbx_broker_msg(const char *body, char *buf, size_t len)
+{
+	json_t *o = body ? json_loads(body, 0, NULL) : NULL;
+	json_t *ev = json_object_get(o, "error");
+	/* {"error":"text"} or {"error":{"code":..,"message":"text"}} */
+	const char *e = json_is_object(ev) ? json_string_value(
+	    json_object_get(ev, "message")) : json_string_value(ev);
+	char line[512];
+
+	snprintf(line, sizeof(line), "%s", e ? e : body ? body : "");
+	json_decref(o);
+	line[strcspn(line, "\r\n")] = '\0';
+	sbx_text_safe(line, buf, len);
+	return buf;
+}
+
+int
+sbx_broker_socket(const char *body, char *dir, size_t dirlen, char *err,
+    size_t errlen)
+{
+	json_t *o = body ? json_loads(body, 0, NULL) : NULL;
+	const char *sock = json_string_value(json_object_get(o, "socket"));
+	const char *slash;
+	size_t n;
+	int rc = -1;
+
+	if (sock == NULL || sock[0] != '/') {
+		sbx_err(err, errlen, "no Unix socket in the answer");
+		goto out;
+	}
+	slash = strrchr(sock, '/');
+	n = (size_t)(slash - sock);
+	if (n == 0 || n >= dirlen || slash[1] == '\0') {
+		sbx_err(err, errlen, "unusable socket path in the answer");
+		goto out;
+	}
+	memcpy(dir, sock, n);
+	dir[n] = '\0';
+	rc = 0;
+out:
+	json_decref(o);
+	return rc;
+}

@@ -1,0 +1,85 @@
+/*
+ * sbx_cfg.h: the parsers of sluice-run, kept apart from the CLI so that
+ * each has a fuzz harness (tests/fuzz/fuzz_runcfg.c) and unit tests:
+ * its JSON configuration, its per-chat record files (struct sbx_rec),
+ * the answers of sluiced's control API, and the checks and escaping of
+ * the names it is given (chat, tenant, user).
+ *
+ * Error idiom as in sbx.h: 0 on success, -1 with a one-line message in
+ * err.  Nothing here prints or exits.
+ */
+#ifndef SLUICE_SBX_CFG_H
+#define SLUICE_SBX_CFG_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "sandbox-glue/executor/sbx.h"
+
+#define SBX_CFG_FILE_MAX	(1 << 20)	/* bytes of a config file */
+#define SBX_REC_FILE_MAX	(1 << 20)	/* bytes of a record file */
+#define SBX_SLOTS_MAX		1024		/* uid ranges of 65536 */
+
+/* sluice-run's settings: defaults, then the configuration file. */
+struct sbx_cfg {
+	char state_dir[SBX_PATH_MAX];
+	char control[SBX_PATH_MAX];
+	char shim[SBX_PATH_MAX];
+	char backend[16];
+	char tier[16];
+	long timeout_default, timeout_max;
+	long output_cap;
+	long max_per_tenant, max_per_user, max_total;
+	long idle_after, remove_after;
+	unsigned long uid_base, slots;
+	char cgroups[8];        /* "", "v1", "v2", "off" */
+	struct sbx_limits lim;
+};
+
+/* The built-in defaults; shim is the installed sluice-shim's path. */
+void sbx_cfg_defaults(struct sbx_cfg *c, const char *state_dir,
+    const char *control, const char *shim);
+/* Apply the JSON configuration text[0..len) (name: for messages) over
+ * c.  Unknown keys, wrong types and values out of range are refused; on
+ * failure c may be partly changed. */
+int sbx_cfg_parse(struct sbx_cfg *c, const char *text, size_t len,
+    const char *name, char *err, size_t errlen);
+/* The same from a file (at most SBX_CFG_FILE_MAX bytes). */
+int sbx_cfg_load(struct sbx_cfg *c, const char *path, char *err,
+    size_t errlen);
+
+/* The record as saved (new reference) and read back.  sbx_rec_parse
+ * refuses what sluice-run could not have written: a string too long for
+ * its field (a truncated path would name another file), a bad chat id,
+ * negative numbers, a slot out of range. */
+json_t *sbx_rec_json(const struct sbx_rec *r);
+int sbx_rec_parse(struct sbx_rec *r, const char *text, size_t len,
+    char *err, size_t errlen);
+int sbx_rec_load(struct sbx_rec *r, const char *path, char *err,
+    size_t errlen);
+
+/* A chat or tenant id: 1 to max of A-Z a-z 0-9 . _ -, the first a
+ * letter or digit. */
+int sbx_id_ok(const char *s, size_t max);
+/* A user name: valid UTF-8 of at most SBX_USER_MAX bytes without
+ * control characters (sluiced refuses C0 and DEL; C1 too here). */
+int sbx_user_ok(const char *s);
+/* s for one line of a terminal: C0, DEL, C1 controls, backslash and
+ * bytes that are not UTF-8 as \ooo (each byte); cut to fit out. */
+void sbx_text_safe(const char *s, char *out, size_t outlen);
+
+/*
+ * sluiced's answers.  sbx_http_split: status and body of a raw HTTP
+ * response buf[0..len) (buf NUL-terminated at len); -1 when it is not
+ * HTTP.  sbx_broker_msg: the "error" (or its "message") of a JSON error
+ * body, or the body, as one safe line.  sbx_broker_socket: the directory of the session's
+ * Unix socket from the answer to POST /v1/sessions.
+ */
+int sbx_http_split(const char *buf, size_t len, int *status,
+    const char **body);
+const char *sbx_broker_msg(const char *body, char *buf, size_t len);
+int sbx_broker_socket(const char *body, char *dir, size_t dirlen,
+    char *err, size_t errlen);
+
+#endif /* SLUICE_SBX_CFG_H */
