@@ -114,6 +114,8 @@ enum pol_addr_class pol_addr_classify(const struct pol_addr *a);
 /* ------------------------------------------------------------------ */
 /* Targets: canonical (host, port).  Parsing refuses rather than repairs. */
 #define POL_HOST_MAX 253
+/* Longest session, tenant or chat id (pol_id_valid). */
+#define POL_ID_MAX 64
 
 enum pol_host_kind { POL_HOST_NAME, POL_HOST_V4, POL_HOST_V6 };
 
@@ -279,5 +281,56 @@ void pol_decide(const struct pol_config *c, const struct pol_state *st,
  */
 enum pol_reason pol_check_addr(const struct pol_config *c,
     const struct pol_addr *a, enum pol_addr_class *cls);
+
+/* ------------------------------------------------------------------ */
+/* Prompt bookkeeping (DESIGN.md "Prompts"): which pending prompt a new
+ * request joins, the per-chat cap, and the quiet period after a deny.
+ * Pure: the caller passes the time and owns the prompts themselves
+ * (an opaque owner pointer per entry). */
+
+/* How a prompt ended.  The log, the API and the webhook carry the names. */
+enum pol_answer {
+	POL_ANSWER_ALLOW_ONCE = 0,
+	POL_ANSWER_ALLOW_CHAT = 1,
+	POL_ANSWER_DENY = 2,
+	POL_ANSWER_TIMEOUT = 3,      /* never given by a person */
+	POL_ANSWER__COUNT
+};
+/* "allow_once", "allow_chat", "deny", "timeout"; "unknown" out of range. */
+const char *pol_answer_name(enum pol_answer a);
+/* The answers a person may give (not "timeout").  0 / -1. */
+int pol_answer_parse(const char *s, enum pol_answer *out);
+/* 1 for allow_once and allow_chat. */
+int pol_answer_allows(enum pol_answer a);
+
+struct pol_prompts;
+
+/* per_session: pending prompts one chat may have at once (>= 1);
+ * quiet_max: deny quiet periods kept at once (0: none).  NULL: memory. */
+struct pol_prompts *pol_prompts_new(size_t per_session, size_t quiet_max);
+void pol_prompts_free(struct pol_prompts *pp);
+
+enum pol_prompt_join {
+	POL_PJ_NEW,      /* no prompt for this place yet, and room for one */
+	POL_PJ_JOIN,     /* *owner is the pending prompt to wait on */
+	POL_PJ_FULL,     /* the chat has per_session prompts pending */
+	POL_PJ_QUIET,    /* a person denied this place a moment ago */
+};
+/* Where a request of session for host:port goes, at time now. */
+enum pol_prompt_join pol_prompts_join(struct pol_prompts *pp,
+    const char *session, const char *host, uint16_t port, int64_t now,
+    void **owner);
+/* A new pending prompt (strings copied).  0 / -1 (memory). */
+int pol_prompts_add(struct pol_prompts *pp, const char *session,
+    const char *host, uint16_t port, void *owner);
+/* The prompt of owner is no longer pending (answered or expired). */
+void pol_prompts_remove(struct pol_prompts *pp, void *owner);
+size_t pol_prompts_pending(const struct pol_prompts *pp);
+/* A person's deny at time now: requests of session for host:port are
+ * refused without a new prompt until until.  Expired entries make room;
+ * when the table is still full nothing is kept (the next request asks
+ * again: a question more, never a hole). */
+void pol_prompts_quiet(struct pol_prompts *pp, const char *session,
+    const char *host, uint16_t port, int64_t now, int64_t until);
 
 #endif /* SLUICE_POLICY_H */

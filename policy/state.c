@@ -11,7 +11,7 @@
 
 #include "policy/policy-int.h"
 
-#define ID_MAX 64
+#define ID_MAX POL_ID_MAX
 
 struct tenant {
 	char *name;

@@ -19,40 +19,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <openssl/crypto.h>
 
-#include "proxy/px.h"
+#include "proxy/daemon.h"
+#include "proxy/fwctl.h"
+#include "proxy/priv.h"
+#include "proxy/relay/relay.h"
 #include "proxy/control/ctl.h"
 #include "proxy/control/api.h"
-#include "proxy/control/events.h"           /* events */
-#include "proxy/control/webhook.h"    /* webhook */
-#include "firewall/fw.h"
-#include "proxy/fwcfg.h"
-#include "firewall/fwmsg.h"
-#include "proxy/priv.h"
+#include "proxy/control/events.h"
+#include "proxy/control/webhook.h"
 
-struct px px;
-int px_verbose;
-
-static const char *prio_names[] = {
-	"emerg", "alert", "crit", "error", "warning", "notice", "info", "debug"
-};
-
-void
-px_log(int prio, const char *fmt, ...)
-{
-	va_list ap;
-	char buf[1024];
-
-	if (prio >= PX_DEBUG && !px_verbose)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	/* "<N>" prefixes are what journald understands on stderr */
-	fprintf(stderr, "<%d>%s: %s: %s\n", prio, PX_NAME,
-	    prio_names[prio & 7], buf);
-}
 
 static void
 usage(FILE *f)
@@ -147,20 +125,6 @@ make_dns(const struct cfg *c, char *err, size_t errlen)
 	return d;
 }
 
-/* The directory part of path ("/" for "/x"); "" if none. */
-static void
-parent_dir(const char *path, char *dir, size_t len)
-{
-	const char *slash = strrchr(path, '/');
-
-	if (slash == NULL)
-		snprintf(dir, len, "%s", "");
-	else if (slash == path)
-		snprintf(dir, len, "/");
-	else
-		snprintf(dir, len, "%.*s", (int)(slash - path), path);
-}
-
 /*
  * Started as root with an unprivileged "user": what the proxy needs
  * after the drop is made or given to that user now.  runtime_dir and
@@ -176,11 +140,13 @@ prepare_dirs(const struct cfg *c, const struct priv_user *u)
 
 	if (priv_mkdir(c->runtime_dir, 0755, u, err, sizeof(err)) != 0)
 		goto fail;
-	parent_dir(c->state_file, dir, sizeof(dir));
+	if (util_parent_dir(c->state_file, dir, sizeof(dir)) != 0)
+		dir[0] = '\0';
 	if (dir[0] != '\0' && priv_mkdir(dir, 0750, u, err, sizeof(err)) != 0)
 		goto fail;
 	if (strcmp(c->log_path, "-") != 0) {
-		parent_dir(c->log_path, dir, sizeof(dir));
+		if (util_parent_dir(c->log_path, dir, sizeof(dir)) != 0)
+			dir[0] = '\0';
 		if (dir[0] != '\0' &&
 		    priv_mkdir(dir, 0750, u, err, sizeof(err)) != 0)
 			goto fail;
@@ -220,7 +186,8 @@ check_dirs(const struct cfg *c, const char *user)
 		    c->runtime_dir, user, strerror(errno));
 		return -1;
 	}
-	parent_dir(c->state_file, dir, sizeof(dir));
+	if (util_parent_dir(c->state_file, dir, sizeof(dir)) != 0)
+		dir[0] = '\0';
 	if (access(dir, W_OK | X_OK) != 0) {
 		px_log(PX_ERR, "state_file: the directory %s is not writable "
 		    "by user %s (%s): the state is saved by renaming a new "
@@ -230,7 +197,8 @@ check_dirs(const struct cfg *c, const char *user)
 		return -1;
 	}
 	if (strcmp(c->log_path, "-") != 0) {
-		parent_dir(c->log_path, dir, sizeof(dir));
+		if (util_parent_dir(c->log_path, dir, sizeof(dir)) != 0)
+			dir[0] = '\0';
 		if (access(c->log_path, W_OK) != 0) {
 			px_log(PX_ERR, "log.path %s is not writable by user "
 			    "%s: %s", c->log_path, user, strerror(errno));
@@ -252,7 +220,7 @@ lock_runtime_dir(const char *dir)
 	char path[PATH_MAX];
 	int fd;
 
-	if (px_mkdir_p(dir, 0755) != 0) {
+	if (util_mkdir_p(dir, 0755) != 0) {
 		px_log(PX_ERR, "%s: cannot create %s: %s", __func__, dir,
 		    strerror(errno));
 		return -1;
@@ -267,79 +235,6 @@ lock_runtime_dir(const char *dir)
 		return -1;
 	}
 	return fd;   /* held open for the life of the process */
-}
-
-static struct px_session *
-find_config_session(const char *id)
-{
-	struct px_session *s;
-
-	TAILQ_FOREACH(s, &px.sessions, entry)
-		if (strcmp(pol_session_id(s->pol), id) == 0)
-			return s;
-	return NULL;
-}
-
-static int
-same_transport(const struct px_session *s, const struct cfg_session *cs,
-    const char *runtime_dir)
-{
-	char path[PATH_MAX];
-
-	if (cs->source != NULL)
-		return s->transport == PX_T_TCP &&
-		    memcmp(&s->source, &cs->source_addr, sizeof(s->source)) == 0;
-	if (cs->vsock_cid >= 0)
-		return s->transport == PX_T_VSOCK && s->vsock_cid == cs->vsock_cid;
-	if (s->transport != PX_T_UNIX)
-		return 0;
-	if (cs->socket != NULL)
-		return strcmp(s->socket_path, cs->socket) == 0;
-	snprintf(path, sizeof(path), "%s/sessions/%s/proxy.sock", runtime_dir,
-	    cs->id);
-	return strcmp(s->socket_path, path) == 0;
-}
-
-/*
- * Bring the sessions in line with the configuration: new ones are
- * created, missing ones destroyed (closing their connections), changed
- * tiers applied.  Returns -1 if a new session could not be created.
- */
-static int
-sync_sessions(void)
-{
-	struct px_session *s, *tmp;
-	char err[256];
-	size_t i;
-	int rc = 0;
-
-	TAILQ_FOREACH_SAFE(s, &px.sessions, entry, tmp) {
-		const struct cfg_session *cs = NULL;
-
-		if (!s->from_config)
-			continue;
-		for (i = 0; i < px.cfg->nsessions; i++)
-			if (strcmp(px.cfg->sessions[i].id,
-			    pol_session_id(s->pol)) == 0)
-				cs = &px.cfg->sessions[i];
-		if (cs == NULL || !same_transport(s, cs, px.cfg->runtime_dir) ||
-		    strcmp(cs->tenant, pol_session_tenant(s->pol)) != 0 ||
-		    strcmp(cs->user, pol_session_user(s->pol)) != 0)
-			px_session_destroy(s, POL_R_SESSION_CLOSED);
-		else
-			pol_session_set_tier(s->pol, cs->tier);
-	}
-	for (i = 0; i < px.cfg->nsessions; i++) {
-		if (find_config_session(px.cfg->sessions[i].id) != NULL)
-			continue;
-		if (px_session_create(&px.cfg->sessions[i], 1, err,
-		    sizeof(err)) == NULL) {
-			px_log(PX_ERR, "%s: session %s: %s", __func__,
-			    px.cfg->sessions[i].id, err);
-			rc = -1;
-		}
-	}
-	return rc;
 }
 
 static void
@@ -409,183 +304,6 @@ dns_cfg_equal(const struct cfg *a, const struct cfg *b)
 	return 1;
 }
 
-/* ------------------------------------------------------------------ */
-/* Firewall: the table is applied at start and on a reload that changes
- * it; it is never removed at exit (the rules outlive sluiced, so that a
- * crash fails closed). */
-
-static struct fw_ruleset *fw_rs;   /* in the kernel; NULL: disabled */
-static char *fw_text;              /* fw_render(fw_rs), to see changes */
-/* The firewall helper: the only process that talks netlink (priv.h). */
-static int fw_fd = -1;
-static pid_t fw_pid = -1;
-#define FW_HELPER_TIMEOUT_MS 30000
-
-/* Ask the helper to apply c's table: it rebuilds, checks, applies and
- * reads back.  0 / -1 with err; a helper that stopped answering is let
- * go (fail closed: its table stays, further applies fail). */
-static int
-fw_send(const struct cfg *c, char *err, size_t errlen)
-{
-	struct fw_config fc;
-	int r;
-
-	if (fw_fd < 0) {
-		snprintf(err, errlen, "no firewall helper: the firewall was "
-		    "disabled when sluiced started, or its helper is gone; "
-		    "enabling it takes a restart");
-		return -1;
-	}
-	if (fw_config_from_cfg(&fc, c, "/etc/resolv.conf") != 0) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	r = fw_helper_apply(fw_fd, &fc, FW_HELPER_TIMEOUT_MS, err, errlen);
-	fw_config_clear(&fc);
-	if (r == -2) {
-		close(fw_fd);
-		fw_fd = -1;
-		priv_helper_reap(fw_pid, 1000);
-		fw_pid = -1;
-	}
-	return r == 0 ? 0 : -1;
-}
-
-/* The ruleset of c and its text.  0 / -1 with err. */
-static int
-fw_make(const struct cfg *c, struct fw_ruleset **rsp, char **textp,
-    char *err, size_t errlen)
-{
-	struct fw_config fc;
-
-	*rsp = NULL;
-	*textp = NULL;
-	if (fw_config_from_cfg(&fc, c, "/etc/resolv.conf") != 0) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	*rsp = fw_build(&fc, err, errlen);
-	fw_config_clear(&fc);
-	if (*rsp == NULL)
-		return -1;
-	*textp = fw_render(*rsp);
-	if (*textp == NULL) {
-		fw_free(*rsp);
-		*rsp = NULL;
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	return 0;
-}
-
-static void
-fw_set_table(const char *name)
-{
-	snprintf(px.fw.table, sizeof(px.fw.table), "inet %s", name);
-}
-
-/* At start: apply and read back, or refuse to start. */
-static int
-fw_start(const struct cfg *c)
-{
-	char err[512];
-	struct fw_ruleset *rs;
-	char *text;
-
-	fw_set_table(c->firewall.table);
-	if (!c->firewall.enabled) {
-		px.fw.status = PX_FW_DISABLED;
-		return 0;
-	}
-	if (fw_make(c, &rs, &text, err, sizeof(err)) != 0) {
-		px_log(PX_ERR, "firewall: table inet %s: %s; sluiced will not "
-		    "start without its firewall (firewall.enabled is true)",
-		    c->firewall.table, err);
-		return -1;
-	}
-	if (fw_send(c, err, sizeof(err)) != 0) {
-		px_log(PX_ERR, "firewall: cannot apply table inet %s: %s; "
-		    "sluiced will not start without its firewall (set "
-		    "firewall.enabled to false to run without it)",
-		    c->firewall.table, err);
-		fw_free(rs);
-		free(text);
-		return -1;
-	}
-	fw_rs = rs;
-	fw_text = text;
-	px.fw.status = PX_FW_APPLIED;
-	px.fw.applied_at = time(NULL);
-	px.fw.error[0] = '\0';
-	px_log(PX_INFO, "firewall: table inet %s applied and verified",
-	    c->firewall.table);
-	return 0;
-}
-
-/*
- * On reload, the last step that may fail: apply nc's table if it differs
- * from the one in the kernel.  On failure the running table is kept (the
- * batch is atomic; if the read back found a difference the helper
- * applies the running table again) and -1 returned with err; health then
- * says "failed" until an apply succeeds.  Disabling leaves the table in
- * the kernel, and the helper running, so that enabling it again works.
- */
-static int
-fw_reload(const struct cfg *nc, char *err, size_t errlen)
-{
-	struct fw_ruleset *rs;
-	char *text;
-	int refilled;
-
-	if (!nc->firewall.enabled) {
-		if (fw_rs != NULL)
-			px_log(PX_WARN, "firewall: disabled by the new "
-			    "configuration; table inet %s stays in the kernel "
-			    "(sluiced --remove-firewall removes it)",
-			    fw_table_name(fw_rs));
-		fw_free(fw_rs);
-		free(fw_text);
-		fw_rs = NULL;
-		fw_text = NULL;
-		fw_set_table(nc->firewall.table);
-		px.fw.status = PX_FW_DISABLED;
-		px.fw.applied_at = 0;
-		px.fw.error[0] = '\0';
-		return 0;
-	}
-	if (fw_make(nc, &rs, &text, err, errlen) != 0)
-		return -1;
-	if (fw_rs != NULL && strcmp(text, fw_text) == 0) {
-		/* unchanged: nothing to apply; the running table is right */
-		fw_free(rs);
-		free(text);
-		px.fw.status = PX_FW_APPLIED;
-		px.fw.error[0] = '\0';
-		return 0;
-	}
-	/* the helper refills the sets in place when only their elements
-	 * changed (rules and counters stay), else replaces the table; on
-	 * failure it restores the running table */
-	if (fw_send(nc, err, errlen) != 0) {
-		fw_free(rs);
-		free(text);
-		return -1;
-	}
-	refilled = strcmp(err, "refilled") == 0;
-	fw_free(fw_rs);
-	free(fw_text);
-	fw_rs = rs;
-	fw_text = text;
-	fw_set_table(nc->firewall.table);
-	px.fw.status = PX_FW_APPLIED;
-	px.fw.applied_at = time(NULL);
-	px.fw.error[0] = '\0';
-	px_log(PX_INFO, "firewall: table inet %s %s and verified",
-	    nc->firewall.table, refilled ? "sets refilled (rules and "
-	    "counters kept)" : "re-applied");
-	return 0;
-}
-
 /* Load, build and swap a configuration; on any error the old one stays. */
 static int
 reload(const char *path)
@@ -639,11 +357,9 @@ reload(const char *path)
 		}
 	}
 	/* the firewall last: nothing after it may fail */
-	if (fw_reload(nc, err, sizeof(err)) != 0) {
+	if (fwctl_reload(nc, err, sizeof(err)) != 0) {
 		px_log(PX_ERR, "%s: keeping the running configuration and "
 		    "firewall: firewall: %s", __func__, err);
-		px.fw.status = PX_FW_FAILED;
-		snprintf(px.fw.error, sizeof(px.fw.error), "reload: %s", err);
 		if (nl)
 			clog_close(nl);
 		if (nd)
@@ -656,26 +372,15 @@ reload(const char *path)
 		clog_close(px.log);
 		px.log = nl;
 	}
-	if (nd != NULL) {
-		struct px_conn *c;
-
-		/* queries in flight restart on the new resolver */
-		TAILQ_FOREACH(c, &px.conns, entry)
-			if (c->state == PX_S_RESOLVE)
-				px_upstream_cancel(c);
-		dns_free(px.dns);
-		px.dns = nd;
-		TAILQ_FOREACH(c, &px.conns, entry)
-			if (c->state == PX_S_RESOLVE)
-				px_upstream_start(c);
-	}
+	if (nd != NULL)
+		px_relay_dns_swap(nd);
 	pol_config_free(px.pol);
 	px.pol = np;
 	cfg_free(px.cfg);
 	px.cfg = nc;
 	apply_ceilings(nc);
 	ctl_apply_api_ceilings();
-	sync_sessions();
+	px_sessions_sync_config();
 	px_prompts_recheck(NULL);
 	px_listeners_sync();
 	api_reload(nc);     /* control API: logs and keeps its own on error */
@@ -686,6 +391,60 @@ reload(const char *path)
 }
 
 static const char *config_path;
+
+/* ------------------------------------------------------------------ */
+/* The seam: the relay's events go to the event stream and the webhook,
+ * and the webhook's answers to the control plane. */
+
+static void
+hook_denied(const char *session, const char *host, int port,
+    const char *method, enum pol_reason why)
+{
+	/* building the event costs nothing while nobody listens */
+	if (ev_subscribers() == 0)
+		return;
+	ev_publish("denied", json_pack("{s:s,s:s,s:i,s:s,s:s}",
+	    "session", session, "host", host, "port", port,
+	    "method", method, "reason", pol_reason_name(why)));
+}
+
+static size_t
+hook_approvers(void)
+{
+	return ev_approvers() + (wh_configured() ? 1 : 0);
+}
+
+static void
+hook_prompt_raised(const char *id, void *prompt)
+{
+	wh_prompt(id, prompt);
+	ev_publish("prompt", prompt);
+}
+
+static void
+hook_prompt_done(const char *id, void *resolved)
+{
+	ev_publish("prompt_resolved", resolved);
+	wh_prompt_done(id);
+}
+
+static int
+webhook_answer(const char *id, enum pol_answer ans, char *msg, size_t msglen)
+{
+	struct ctl_actor a = { .who = "webhook", .role = "app" };
+	struct ctl_err e = { CTL_OK, "" };
+
+	if (ctl_prompt_answer(&a, id, ans, &e) != 0)
+		return errf(msg, msglen, "%s", e.msg);
+	return 0;
+}
+
+static const struct relay_hooks hooks = {
+	.denied = hook_denied,
+	.approvers = hook_approvers,
+	.prompt_raised = hook_prompt_raised,
+	.prompt_done = hook_prompt_done,
+};
 
 static void
 on_sighup(evutil_socket_t fd, short ev, void *arg)
@@ -699,28 +458,17 @@ on_sighup(evutil_socket_t fd, short ev, void *arg)
 }
 
 static void
-drain_check(void)
-{
-	if (px.draining && px.nconns == 0)
-		event_base_loopexit(px.base, NULL);
-}
-
-static void
 on_drain_deadline(evutil_socket_t fd, short ev, void *arg)
 {
-	struct px_conn *c, *tmp;
-
 	px_log(PX_INFO, "%s: drain deadline: closing %d connection(s)",
-	    __func__, px.nconns);
-	TAILQ_FOREACH_SAFE(c, &px.conns, entry, tmp)
-		px_conn_close(c, POL_R_SHUTTING_DOWN);
+	    __func__, px_relay_nconns());
+	px_relay_close_all(POL_R_SHUTTING_DOWN);
 	event_base_loopexit(px.base, NULL);
 }
 
 static void
 on_sigterm(evutil_socket_t fd, short ev, void *arg)
 {
-	struct px_conn *c, *tmp;
 	struct timeval tv = { px.cfg->drain_timeout_s, 0 };
 
 	if (px.draining)
@@ -728,34 +476,15 @@ on_sigterm(evutil_socket_t fd, short ev, void *arg)
 	px.draining = 1;
 	px_prompts_shutdown();
 	px_log(PX_INFO, "%s: stopping: draining %d connection(s), at most "
-	    "%d s", __func__, px.nconns, px.cfg->drain_timeout_s);
+	    "%d s", __func__, px_relay_nconns(), px.cfg->drain_timeout_s);
 	/* closed, not just paused: new clients are refused at once
 	 * instead of waiting in a backlog nobody reads */
-	{
-		struct px_listener *l;
-		struct px_session *s;
-
-		TAILQ_FOREACH(s, &px.sessions, entry)
-			s->listener = NULL;
-		while ((l = TAILQ_FIRST(&px.listeners)) != NULL) {
-			TAILQ_REMOVE(&px.listeners, l, entry);
-			px_listener_free(l);
-		}
-	}
+	px_listeners_close();
 	/* idle keep-alive connections have nothing to drain */
-	TAILQ_FOREACH_SAFE(c, &px.conns, entry, tmp)
-		if (c->state == PX_S_HEAD &&
-		    evbuffer_get_length(bufferevent_get_input(c->cli)) == 0)
-			px_conn_close(c, POL_R_SHUTTING_DOWN);
+	px_relay_close_idle(POL_R_SHUTTING_DOWN);
 	px.drain_ev = evtimer_new(px.base, on_drain_deadline, NULL);
 	evtimer_add(px.drain_ev, &tv);
-	drain_check();
-}
-
-void
-px_drain_check(void)
-{
-	drain_check();
+	px_relay_drain_check();
 }
 
 static int
@@ -816,65 +545,6 @@ raise_nofile(void)
 	}
 }
 
-/*
- * --print-firewall needs no kernel and works whether or not the firewall
- * is enabled.  --remove-firewall deletes the configured table; with
- * SLUICE_FW_NETNS_GUARD=1 in the environment (the test harness sets it)
- * it refuses in the host's network namespace.
- */
-static int
-firewall_command(const char *path, int remove)
-{
-	struct fw_ruleset *rs = NULL;
-	struct fw_config fc;
-	char err[512], *text;
-	struct cfg *c;
-	int rc = 1;
-
-	c = cfg_load(path, err, sizeof(err));
-	if (c == NULL) {
-		fprintf(stderr, "sluiced: %s\n", err);
-		return 1;
-	}
-	if (remove) {
-		const char *g = getenv("SLUICE_FW_NETNS_GUARD");
-
-		if (g != NULL && strcmp(g, "1") == 0 && fw_in_host_netns()) {
-			fprintf(stderr, "sluiced: refusing to remove a table in "
-			    "the host's network namespace "
-			    "(SLUICE_FW_NETNS_GUARD=1)\n");
-			goto out;
-		}
-		if (fw_remove(c->firewall.table, err, sizeof(err)) != 0) {
-			fprintf(stderr, "sluiced: remove table inet %s: %s\n",
-			    c->firewall.table, err);
-			goto out;
-		}
-		rc = 0;
-		goto out;
-	}
-	if (fw_config_from_cfg(&fc, c, "/etc/resolv.conf") != 0) {
-		fprintf(stderr, "sluiced: out of memory\n");
-		goto out;
-	}
-	rs = fw_build(&fc, err, sizeof(err));
-	fw_config_clear(&fc);
-	if (rs == NULL) {
-		fprintf(stderr, "sluiced: firewall: %s\n", err);
-		goto out;
-	}
-	text = fw_render(rs);
-	if (text != NULL) {
-		fputs(text, stdout);
-		free(text);
-		rc = fflush(stdout) == 0 ? 0 : 1;
-	}
-out:
-	fw_free(rs);
-	cfg_free(c);
-	return rc;
-}
-
 int
 main(int argc, char **argv)
 {
@@ -932,14 +602,13 @@ main(int argc, char **argv)
 	if (do_print)
 		return print_config(config_path);
 	if (do_fw != 0)
-		return firewall_command(config_path, do_fw == 'R');
+		return fwctl_command(config_path, do_fw == 'R');
 
 	signal(SIGPIPE, SIG_IGN);
 	raise_nofile();
 	memset(&px, 0, sizeof(px));
 	TAILQ_INIT(&px.sessions);
 	TAILQ_INIT(&px.listeners);
-	TAILQ_INIT(&px.conns);
 	px.started = time(NULL);
 
 	px.cfg = cfg_load(config_path, err, sizeof(err));
@@ -974,14 +643,9 @@ main(int argc, char **argv)
 		}
 		as_user = &run_user;
 	}
-	if (px.cfg->firewall.enabled) {
-		fw_fd = priv_helper_spawn(px.cfg->firewall.table, as_user,
-		    &fw_pid, err, sizeof(err));
-		if (fw_fd < 0) {
-			px_log(PX_ERR, "firewall helper: %s", err);
-			goto out;
-		}
-	}
+	if (fwctl_spawn_helper(px.cfg, as_user) != 0)
+		goto out;
+	px_relay_set_hooks(&hooks);
 	px.state = pol_state_new();
 	{
 		struct event_config *ec = event_config_new();
@@ -1012,7 +676,7 @@ main(int argc, char **argv)
 	if (as_user != NULL && give_files(px.cfg, as_user) != 0)
 		goto out;
 	/* the firewall before any listener, and before "ready" */
-	if (fw_start(px.cfg) != 0)
+	if (fwctl_start(px.cfg) != 0)
 		goto out;
 	/* the drop: everything from here on (the resolver, the session
 	 * sockets, the state file, the control API) is the user's */
@@ -1035,7 +699,7 @@ main(int argc, char **argv)
 		goto out;
 	}
 	apply_ceilings(px.cfg);
-	if (sync_sessions() != 0)
+	if (px_sessions_sync_config() != 0)
 		goto out;
 	/* sessions, grants and ceilings the API made, listeners included,
 	 * are back before anything reports ready */
@@ -1050,7 +714,7 @@ main(int argc, char **argv)
 		goto out;
 	/* event stream: before the API that serves it */
 	if (ev_init(px.base, px.cfg->events_ring, px.cfg->events_max_pending,
-	    px.cfg->events_heartbeat_s) != 0) {              /* events */
+	    px.cfg->events_heartbeat_s) != 0) {
 		px_log(PX_ERR, "events: out of memory");
 		goto out;
 	}
@@ -1061,7 +725,7 @@ main(int argc, char **argv)
 	}
 
 	/* webhook: an approver, so up before "ready" */
-	if (wh_init(px.base, px.cfg, err, sizeof(err)) != 0) {
+	if (wh_init(px.base, px.cfg, webhook_answer, err, sizeof(err)) != 0) {
 		px_log(PX_ERR, "webhook: %s", err);
 		goto out;
 	}
@@ -1086,9 +750,9 @@ main(int argc, char **argv)
 	event_free(ev_term);
 	event_free(ev_int);
 out:
-	api_stop();         /* control API: before the sessions go */
-	ev_shutdown();      /* events: its streams went with the API */
-	wh_shutdown();      /* webhook */
+	api_stop();         /* before the sessions go */
+	ev_shutdown();      /* its streams went with the API */
+	wh_shutdown();
 	{
 		struct px_session *s;
 		struct px_listener *l;
@@ -1114,13 +778,7 @@ out:
 	if (px.pol)
 		pol_config_free(px.pol);
 	cfg_free(px.cfg);
-	/* the table stays in the kernel: only the memory goes, and the
-	 * helper, whose socket closes here */
-	fw_free(fw_rs);
-	free(fw_text);
-	if (fw_fd >= 0)
-		close(fw_fd);
-	priv_helper_reap(fw_pid, 2000);
+	fwctl_shutdown();
 	if (px.base)
 		event_base_free(px.base);
 	return rc;

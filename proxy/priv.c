@@ -27,7 +27,8 @@
 
 #include <linux/capability.h>
 
-#include "proxy/px.h"
+#include "proxy/lib/log.h"
+#include "proxy/lib/util.h"
 #include "proxy/priv.h"
 #include "firewall/fwmsg.h"
 

@@ -1,9 +1,11 @@
 /*
- * listen.c: listeners and the identity they give a connection.
+ * session.c: the one sessions registry, and the listeners and the
+ * identity they give a connection (daemon.h).
  *
  * A sandbox never names its chat: the Unix socket that accepted, the TCP
  * source address or the vsock peer CID does (DESIGN.md, "Transports and
- * identity").
+ * identity").  Sessions come from the configuration file (synced on
+ * start and reload) and from the control API (proxy/control/ctl.c).
  */
 #include "sluice-config.h"
 
@@ -19,7 +21,8 @@
 #include <unistd.h>
 #include <linux/vm_sockets.h>
 
-#include "proxy/px.h"
+#include "proxy/daemon.h"
+#include "proxy/relay/relay.h"
 #include "proxy/lib/peer.h"
 
 static void
@@ -67,6 +70,17 @@ px_listeners_enable(int on)
 		else
 			evconnlistener_disable(l->evl);
 	}
+}
+
+struct px_session *
+px_session_find(const char *id)
+{
+	struct px_session *s;
+
+	TAILQ_FOREACH(s, &px.sessions, entry)
+		if (strcmp(pol_session_id(s->pol), id) == 0)
+			return s;
+	return NULL;
 }
 
 struct px_session *
@@ -170,28 +184,6 @@ px_listener_free(struct px_listener *l)
 	free(l);
 }
 
-/* mkdir -p: every missing directory of path, with mode. */
-int
-px_mkdir_p(const char *path, mode_t mode)
-{
-	char tmp[PATH_MAX];
-	char *p;
-
-	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
-		return -1;
-	for (p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(tmp, mode) != 0 && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	if (mkdir(tmp, mode) != 0 && errno != EEXIST)
-		return -1;
-	return 0;
-}
-
 /* Create the session's socket before anything could try to connect. */
 int
 px_session_listen(struct px_session *s)
@@ -214,7 +206,7 @@ px_session_listen(struct px_session *s)
 	slash = strrchr(dir, '/');
 	if (slash != NULL && slash != dir) {
 		*slash = '\0';
-		if (px_mkdir_p(dir, 0755) != 0) {
+		if (util_mkdir_p(dir, 0755) != 0) {
 			px_log(PX_ERR, "%s: %s: %s", __func__, dir,
 			    strerror(errno));
 			return -1;
@@ -450,7 +442,7 @@ void
 px_session_destroy(struct px_session *s, enum pol_reason why)
 {
 	px_prompts_session_gone(s, why);
-	px_conns_close_session(s, why);
+	px_relay_close_session(s, why);
 	if (s->listener != NULL) {
 		TAILQ_REMOVE(&px.listeners, s->listener, entry);
 		px_listener_free(s->listener);
@@ -459,4 +451,100 @@ px_session_destroy(struct px_session *s, enum pol_reason why)
 	pol_session_remove(px.state, s->pol);
 	free(s->socket_path);
 	free(s);
+}
+
+static int
+same_transport(const struct px_session *s, const struct cfg_session *cs,
+    const char *runtime_dir)
+{
+	char path[PATH_MAX];
+
+	if (cs->source != NULL)
+		return s->transport == PX_T_TCP &&
+		    memcmp(&s->source, &cs->source_addr, sizeof(s->source)) == 0;
+	if (cs->vsock_cid >= 0)
+		return s->transport == PX_T_VSOCK && s->vsock_cid == cs->vsock_cid;
+	if (s->transport != PX_T_UNIX)
+		return 0;
+	if (cs->socket != NULL)
+		return strcmp(s->socket_path, cs->socket) == 0;
+	snprintf(path, sizeof(path), "%s/sessions/%s/proxy.sock", runtime_dir,
+	    cs->id);
+	return strcmp(s->socket_path, path) == 0;
+}
+
+/*
+ * Bring the sessions in line with the configuration: new ones are
+ * created, missing ones destroyed (closing their connections), changed
+ * tiers applied.  Returns -1 if a new session could not be created.
+ */
+int
+px_sessions_sync_config(void)
+{
+	struct px_session *s, *tmp;
+	char err[256];
+	size_t i;
+	int rc = 0;
+
+	TAILQ_FOREACH_SAFE(s, &px.sessions, entry, tmp) {
+		const struct cfg_session *cs = NULL;
+
+		if (!s->from_config)
+			continue;
+		for (i = 0; i < px.cfg->nsessions; i++)
+			if (strcmp(px.cfg->sessions[i].id,
+			    pol_session_id(s->pol)) == 0)
+				cs = &px.cfg->sessions[i];
+		if (cs == NULL || !same_transport(s, cs, px.cfg->runtime_dir) ||
+		    strcmp(cs->tenant, pol_session_tenant(s->pol)) != 0 ||
+		    strcmp(cs->user, pol_session_user(s->pol)) != 0)
+			px_session_destroy(s, POL_R_SESSION_CLOSED);
+		else
+			pol_session_set_tier(s->pol, cs->tier);
+	}
+	for (i = 0; i < px.cfg->nsessions; i++) {
+		if (px_session_find(px.cfg->sessions[i].id) != NULL)
+			continue;
+		if (px_session_create(&px.cfg->sessions[i], 1, err,
+		    sizeof(err)) == NULL) {
+			px_log(PX_ERR, "%s: session %s: %s", __func__,
+			    px.cfg->sessions[i].id, err);
+			rc = -1;
+		}
+	}
+	return rc;
+}
+
+int
+px_session_transport_taken(const struct cfg_session *cs, const char *path)
+{
+	struct px_session *s;
+
+	TAILQ_FOREACH(s, &px.sessions, entry) {
+		if (cs->source != NULL && s->transport == PX_T_TCP &&
+		    memcmp(&s->source, &cs->source_addr,
+		    sizeof(s->source)) == 0)
+			return 1;
+		if (cs->vsock_cid >= 0 && s->transport == PX_T_VSOCK &&
+		    s->vsock_cid == cs->vsock_cid)
+			return 1;
+		if (path != NULL && s->transport == PX_T_UNIX &&
+		    strcmp(s->socket_path, path) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+void
+px_listeners_close(void)
+{
+	struct px_listener *l;
+	struct px_session *s;
+
+	TAILQ_FOREACH(s, &px.sessions, entry)
+		s->listener = NULL;
+	while ((l = TAILQ_FIRST(&px.listeners)) != NULL) {
+		TAILQ_REMOVE(&px.listeners, l, entry);
+		px_listener_free(l);
+	}
 }

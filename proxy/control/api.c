@@ -38,7 +38,7 @@
 #include <openssl/sha.h>
 #include <openssl/ssl.h>
 
-#include "proxy/px.h"
+#include "proxy/daemon.h"
 #include "proxy/control/ctl.h"
 #include "proxy/control/api.h"
 #include "proxy/control/events.h"
@@ -583,7 +583,7 @@ h_session_create(struct call *k)
 static void
 h_session_get(struct call *k)
 {
-	struct px_session *s = ctl_session_find(k->id);
+	struct px_session *s = px_session_find(k->id);
 
 	if (s == NULL) {
 		send_error(k->req, 404, "no session %s", k->id);
@@ -606,7 +606,7 @@ h_session_patch(struct call *k)
 		send_ctl_error(k->req, &e);
 		return;
 	}
-	if ((s = ctl_session_find(k->id)) == NULL) {
+	if ((s = px_session_find(k->id)) == NULL) {
 		send_error(k->req, 404, "no session %s", k->id);
 		return;
 	}
@@ -680,7 +680,7 @@ h_grant_add(struct call *k)
 		return;
 	}
 	t.port = (uint16_t)port;
-	s = ctl_session_find(k->id);
+	s = px_session_find(k->id);
 	existed = s != NULL && pol_session_has_grant(s->pol, t.host, t.port);
 	if (ctl_grant_add(&k->actor, k->id, t.host, t.port, &e) != 0) {
 		send_ctl_error(k->req, &e);
@@ -762,13 +762,13 @@ h_prompt_answer(struct call *k)
 {
 	struct field f[] = { { "decision", F_STR, 1, NULL } };
 	struct ctl_err e = { CTL_OK, "" };
-	enum ctl_answer ans;
+	enum pol_answer ans;
 	json_t *j;
 	char b[80];
 
 	if (fields_get(k, f, 1) != 0)
 		return;
-	if (ctl_answer_parse(json_string_value(f[0].v), &ans) != 0) {
+	if (pol_answer_parse(json_string_value(f[0].v), &ans) != 0) {
 		send_error(k->req, 400, "decision: unknown decision \"%s\" "
 		    "(expected allow_once, allow_chat or deny)",
 		    shown(json_string_value(f[0].v), b, sizeof(b)));

@@ -21,7 +21,8 @@
 
 #include <jansson.h>
 
-#include "proxy/px.h"
+#include "proxy/daemon.h"
+#include "proxy/relay/relay.h"
 #include "proxy/control/ctl.h"
 #include "proxy/control/events.h"
 
@@ -209,18 +210,6 @@ ctl_json_ceiling(void)
 	    "source", api_ceiling != NULL ? "api" : "config");
 }
 
-static int
-count_tunnels(void)
-{
-	struct px_conn *c;
-	int n = 0;
-
-	TAILQ_FOREACH(c, &px.conns, entry)
-		if (c->state == PX_S_TUNNEL)
-			n++;
-	return n;
-}
-
 void *
 ctl_json_health(void)
 {
@@ -244,8 +233,8 @@ ctl_json_health(void)
 	    "uptime_s", (json_int_t)(time(NULL) - px.started),
 	    "listeners", nl,
 	    "sessions", (json_int_t)pol_session_count(px.state),
-	    "connections", px.nconns,
-	    "tunnels", count_tunnels(),
+	    "connections", px_relay_nconns(),
+	    "tunnels", px_relay_count_tunnels(),
 	    "log",
 		"path", clog_path(px.log),
 		"healthy", clog_healthy(px.log),
@@ -304,25 +293,25 @@ ctl_metrics_text(void)
 	    "# TYPE sluice_decisions_total counter\n", f);
 	for (v = 0; v < 3; v++)
 		for (r = 0; r < POL_R__COUNT; r++)
-			if (px.m.decisions[v][r] != 0 || r == POL_R_NONE)
+			if (px_counters.decisions[v][r] != 0 || r == POL_R_NONE)
 				fprintf(f, "sluice_decisions_total{decision=\"%s\","
 				    "reason=\"%s\"} %llu\n",
 				    pol_verdict_name((enum pol_verdict)v),
 				    pol_reason_name((enum pol_reason)r),
-				    (unsigned long long)px.m.decisions[v][r]);
+				    (unsigned long long)px_counters.decisions[v][r]);
 	fputs("# HELP sluice_closes_total Allowed connections closed, by "
 	    "reason.\n# TYPE sluice_closes_total counter\n", f);
 	for (r = 0; r < POL_R__COUNT; r++)
-		if (px.m.closes[r] != 0 || r == POL_R_NONE)
+		if (px_counters.closes[r] != 0 || r == POL_R_NONE)
 			fprintf(f, "sluice_closes_total{reason=\"%s\"} %llu\n",
 			    pol_reason_name((enum pol_reason)r),
-			    (unsigned long long)px.m.closes[r]);
+			    (unsigned long long)px_counters.closes[r]);
 	fprintf(f, "# HELP sluice_bytes_total Bytes relayed.\n"
 	    "# TYPE sluice_bytes_total counter\n"
 	    "sluice_bytes_total{direction=\"up\"} %llu\n"
 	    "sluice_bytes_total{direction=\"down\"} %llu\n",
-	    (unsigned long long)px.m.bytes_up,
-	    (unsigned long long)px.m.bytes_down);
+	    (unsigned long long)px_counters.bytes_up,
+	    (unsigned long long)px_counters.bytes_down);
 	fprintf(f, "# HELP sluice_accepted_total Connections accepted.\n"
 	    "# TYPE sluice_accepted_total counter\n"
 	    "sluice_accepted_total %llu\n"
@@ -338,21 +327,21 @@ ctl_metrics_text(void)
 	    "# HELP sluice_log_healthy 1 while the connection log is writable.\n"
 	    "# TYPE sluice_log_healthy gauge\n"
 	    "sluice_log_healthy %d\n",
-	    (unsigned long long)px.m.accepted, px.nconns, count_tunnels(),
+	    (unsigned long long)px_counters.accepted, px_relay_nconns(), px_relay_count_tunnels(),
 	    pol_session_count(px.state), clog_healthy(px.log));
 	fputs("# HELP sluice_dns_duration_seconds Name resolution latency.\n"
 	    "# TYPE sluice_dns_duration_seconds histogram\n", f);
 	for (i = 0; i < PX_DNS_BUCKETS; i++) {
-		cum += px.m.dns[i];
+		cum += px_counters.dns[i];
 		fprintf(f, "sluice_dns_duration_seconds_bucket{le=\"%g\"} %llu\n",
 		    px_dns_bucket_us[i] / 1e6, (unsigned long long)cum);
 	}
-	cum += px.m.dns[PX_DNS_BUCKETS];
+	cum += px_counters.dns[PX_DNS_BUCKETS];
 	fprintf(f, "sluice_dns_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
 	    "sluice_dns_duration_seconds_sum %.6f\n"
 	    "sluice_dns_duration_seconds_count %llu\n",
-	    (unsigned long long)cum, px.m.dns_sum_s,
-	    (unsigned long long)px.m.dns_count);
+	    (unsigned long long)cum, px_counters.dns_sum_s,
+	    (unsigned long long)px_counters.dns_count);
 	{
 		static const char *const kinds[5] = {
 			"allow_once", "allow_chat", "deny", "timeout", "policy"
@@ -371,18 +360,18 @@ ctl_metrics_text(void)
 		    "answer (timeout and policy: resolved by sluiced).\n"
 		    "# TYPE sluice_prompt_answers_total counter\n",
 		    px_prompts_pending(), ev_approvers(),
-		    (unsigned long long)px.m.prompts_raised);
+		    (unsigned long long)px_counters.prompts_raised);
 		for (i = 0; i < 5; i++)
 			fprintf(f, "sluice_prompt_answers_total{answer=\"%s\"} "
 			    "%llu\n", kinds[i],
-			    (unsigned long long)px.m.prompts_answered[i]);
+			    (unsigned long long)px_counters.prompts_answered[i]);
 		fprintf(f, "# HELP sluice_prompt_answer_seconds Time from a "
 		    "prompt to a person's answer.\n"
 		    "# TYPE sluice_prompt_answer_seconds summary\n"
 		    "sluice_prompt_answer_seconds_sum %.3f\n"
 		    "sluice_prompt_answer_seconds_count %llu\n",
-		    px.m.prompt_latency_sum_s,
-		    (unsigned long long)px.m.prompt_latency_count);
+		    px_counters.prompt_latency_sum_s,
+		    (unsigned long long)px_counters.prompt_latency_count);
 	}
 	fputs("# HELP sluice_session_decisions_total Decisions per session.\n"
 	    "# TYPE sluice_session_decisions_total counter\n", f);
@@ -479,19 +468,6 @@ fsync_dir(const char *path)
 	return rc;
 }
 
-static int
-mkdir_parent(const char *path)
-{
-	char dir[PATH_MAX], *p;
-
-	snprintf(dir, sizeof(dir), "%s", path);
-	p = strrchr(dir, '/');
-	if (p == NULL || p == dir)
-		return 0;
-	*p = '\0';
-	return px_mkdir_p(dir, 0750);
-}
-
 /* Write to a temporary file, fsync, rename over, fsync the directory:
  * a crash leaves the old state or the new one, never half of either. */
 int
@@ -510,7 +486,7 @@ ctl_state_save(struct ctl_err *e)
 		return fail(e, CTL_INTERNAL, "out of memory");
 	len = strlen(text);
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp) ||
-	    mkdir_parent(path) != 0)
+	    util_mkdir_parent(path, 0750) != 0)
 		goto bad;
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
 	if (fd < 0)
@@ -635,7 +611,7 @@ restore_session(json_t *o, size_t idx, char *err, size_t errlen)
 	}
 	if (json_is_true(json_object_get(o, "from_config"))) {
 		/* grants of a session the configuration declares */
-		s = ctl_session_find(json_string_value(id));
+		s = px_session_find(json_string_value(id));
 		if (s == NULL) {
 			px_log(PX_WARN, "%s: grants for %s dropped: the "
 			    "configuration no longer declares it", __func__,
@@ -670,7 +646,7 @@ restore_session(json_t *o, size_t idx, char *err, size_t errlen)
 	if (json_is_integer(json_object_get(o, "vsock_cid")))
 		cs.vsock_cid = json_integer_value(json_object_get(o,
 		    "vsock_cid"));
-	if (ctl_session_find(cs.id) != NULL) {
+	if (px_session_find(cs.id) != NULL) {
 		snprintf(err, errlen, "sessions[%zu]: %s is also declared in "
 		    "the configuration", idx, cs.id);
 		return -1;
@@ -735,37 +711,6 @@ bad:
 /* ------------------------------------------------------------------ */
 /* Sessions and grants. */
 
-struct px_session *
-ctl_session_find(const char *id)
-{
-	struct px_session *s;
-
-	TAILQ_FOREACH(s, &px.sessions, entry)
-		if (strcmp(pol_session_id(s->pol), id) == 0)
-			return s;
-	return NULL;
-}
-
-static int
-transport_taken(const struct cfg_session *cs, const char *path)
-{
-	struct px_session *s;
-
-	TAILQ_FOREACH(s, &px.sessions, entry) {
-		if (cs->source != NULL && s->transport == PX_T_TCP &&
-		    memcmp(&s->source, &cs->source_addr,
-		    sizeof(s->source)) == 0)
-			return 1;
-		if (cs->vsock_cid >= 0 && s->transport == PX_T_VSOCK &&
-		    s->vsock_cid == cs->vsock_cid)
-			return 1;
-		if (path != NULL && s->transport == PX_T_UNIX &&
-		    strcmp(s->socket_path, path) == 0)
-			return 1;
-	}
-	return 0;
-}
-
 int
 ctl_session_create(const struct ctl_actor *a,
     const struct ctl_session_spec *spec, struct px_session **out,
@@ -788,7 +733,7 @@ ctl_session_create(const struct ctl_actor *a,
 	if (ntransports > 1)
 		return fail(e, CTL_BAD_REQUEST, "a session has at most one of "
 		    "socket, source and vsock_cid");
-	if (ctl_session_find(spec->id) != NULL)
+	if (px_session_find(spec->id) != NULL)
 		return fail(e, CTL_CONFLICT, "session %s exists", spec->id);
 	memset(&cs, 0, sizeof(cs));
 	cs.id = (char *)spec->id;
@@ -815,7 +760,7 @@ ctl_session_create(const struct ctl_actor *a,
 	} else
 		snprintf(path, sizeof(path), "%s/sessions/%s/proxy.sock",
 		    px.cfg->runtime_dir, spec->id);
-	if (transport_taken(&cs, ntransports == 0 || spec->socket ? path :
+	if (px_session_transport_taken(&cs, ntransports == 0 || spec->socket ? path :
 	    NULL))
 		return fail(e, CTL_CONFLICT, "that transport belongs to "
 		    "another session");
@@ -838,7 +783,7 @@ int
 ctl_session_delete(const struct ctl_actor *a, const char *id,
     struct ctl_err *e)
 {
-	struct px_session *s = ctl_session_find(id);
+	struct px_session *s = px_session_find(id);
 	json_t *before;
 
 	if (s == NULL)
@@ -857,33 +802,11 @@ ctl_session_delete(const struct ctl_actor *a, const char *id,
 	return 0;
 }
 
-/* Close what a tier or ceiling change no longer admits. */
-static size_t
-close_exceeding(struct px_session *only)
-{
-	struct px_conn *c, *tmp;
-	struct pol_decision d;
-	size_t n = 0;
-
-	TAILQ_FOREACH_SAFE(c, &px.conns, entry, tmp) {
-		if (c->session == NULL || (only && c->session != only) ||
-		    c->target.host[0] == '\0' || c->state == PX_S_HEAD ||
-		    c->state == PX_S_FLUSH)
-			continue;
-		pol_decide(px.pol, px.state, c->session->pol, &c->target, &d);
-		if (d.verdict == POL_ALLOW)
-			continue;
-		px_conn_close(c, POL_R_CEILING_LOWERED);
-		n++;
-	}
-	return n;
-}
-
 int
 ctl_session_set_tier(const struct ctl_actor *a, const char *id,
     enum pol_tier tier, struct ctl_err *e)
 {
-	struct px_session *s = ctl_session_find(id);
+	struct px_session *s = px_session_find(id);
 	enum pol_tier old;
 	json_t *before;
 
@@ -914,7 +837,7 @@ static int
 grant_change(const struct ctl_actor *a, const char *id, const char *host,
     uint16_t port, int add, struct ctl_err *e)
 {
-	struct px_session *s = ctl_session_find(id);
+	struct px_session *s = px_session_find(id);
 	struct pol_target t;
 	char target[POL_HOST_MAX + 80];
 	json_t *before;
@@ -952,7 +875,7 @@ grant_change(const struct ctl_actor *a, const char *id, const char *host,
 	admin_record_s(a, add ? "grant_add" : "grant_remove", id, target,
 	    before, grants_json(s->pol), "ok");
 	if (!add)
-		close_exceeding(s);
+		px_relay_close_exceeding(s);
 	return 0;
 }
 
@@ -1018,7 +941,7 @@ ceiling_commit(const struct ctl_actor *a, json_t *next, const char *target,
 	}
 	json_decref(prev);
 	if (closed != NULL)
-		*closed = close_ex ? close_exceeding(NULL) : 0;
+		*closed = close_ex ? px_relay_close_exceeding(NULL) : 0;
 	px_prompts_recheck(NULL);
 	admin_record(a, "ceiling_set", target, before, ctl_json_ceiling(),
 	    "ok");
@@ -1073,4 +996,45 @@ ctl_ceiling_clear(const struct ctl_actor *a, const char *tenant,
 	}
 	json_object_del(t, tenant);
 	return ceiling_commit(a, next, tenant, 0, NULL, e);
+}
+
+/* ------------------------------------------------------------------ */
+/* Prompts: the answer of a person (API) or of the webhook. */
+
+int
+ctl_prompt_answer(const struct ctl_actor *a, const char *id,
+    enum pol_answer ans, struct ctl_err *e)
+{
+	struct px_prompt_view v;
+
+	switch (px_prompt_lookup(id, &v)) {
+	case PX_PROMPT_NONE:
+		return fail(e, CTL_NOT_FOUND, "no prompt %s", id);
+	case PX_PROMPT_DONE:
+		return fail(e, CTL_CONFLICT, "prompt %s was already answered "
+		    "(%s)", id, pol_answer_name(v.answer));
+	case PX_PROMPT_PENDING:
+		break;
+	}
+	if (ans == POL_ANSWER_TIMEOUT)
+		return fail(e, CTL_BAD_REQUEST, "\"timeout\" is not an answer");
+	if (ans == POL_ANSWER_ALLOW_CHAT && v.session_alive &&
+	    ctl_grant_add(a, v.session, v.host, v.port, e) != 0)
+		return -1;   /* not granted: the prompt stays pending */
+	if (px_prompt_resolve(id, ans, a ? a->who : "sluiced") != 0)
+		return fail(e, CTL_CONFLICT, "prompt %s is no longer pending",
+		    id);
+	return 0;
+}
+
+void *
+ctl_json_prompts(void)
+{
+	return px_prompts_json();
+}
+
+void *
+ctl_json_prompt(const char *id)
+{
+	return px_prompt_json(id);
 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "policy/policy.h"
+#include "proxy/lib/util.h"
 
 struct px_session;
 
@@ -54,7 +55,6 @@ int ctl_session_delete(const struct ctl_actor *a, const char *id,
     struct ctl_err *e);
 int ctl_session_set_tier(const struct ctl_actor *a, const char *id,
     enum pol_tier tier, struct ctl_err *e);
-struct px_session *ctl_session_find(const char *id);
 
 /* Grants: canonical host and port. */
 int ctl_grant_add(const struct ctl_actor *a, const char *id,
@@ -80,11 +80,8 @@ void ctl_audit(const struct ctl_actor *a, const char *action,
 
 /* Prompts (DESIGN.md "Prompts").  ctl_prompt_answer: CTL_NOT_FOUND for
  * an unknown id, CTL_CONFLICT for one already answered or expired. */
-enum ctl_answer { CTL_ALLOW_ONCE, CTL_ALLOW_CHAT, CTL_DENY };
-int ctl_answer_parse(const char *s, enum ctl_answer *out);
-const char *ctl_answer_name(enum ctl_answer a);
 int ctl_prompt_answer(const struct ctl_actor *a, const char *id,
-    enum ctl_answer ans, struct ctl_err *e);
+    enum pol_answer ans, struct ctl_err *e);
 /* {"prompts": [PROMPT...]} of the pending prompts; one prompt by id
  * (pending or recently answered), or NULL. */
 void *ctl_json_prompts(void);
@@ -103,5 +100,8 @@ char *ctl_metrics_text(void);
  * when the file exists but cannot be used. */
 int ctl_state_load(const char *path, char *err, size_t errlen);
 int ctl_state_save(struct ctl_err *e);
+/* After a reload: re-apply the ceilings the control API set (they win
+ * over the file's). */
+void ctl_apply_api_ceilings(void);
 
 #endif /* SLUICE_CTL_H */

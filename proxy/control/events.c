@@ -33,7 +33,8 @@
 
 #include <jansson.h>
 
-#include "proxy/px.h"
+#include "proxy/lib/log.h"
+#include "proxy/lib/util.h"
 #include "proxy/control/events.h"
 
 /* A stream whose pending bytes make no progress for this long is

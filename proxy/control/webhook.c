@@ -43,8 +43,10 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-#include "proxy/px.h"
-#include "proxy/control/ctl.h"
+#include "proxy/lib/config.h"
+#include "proxy/lib/dns.h"
+#include "proxy/lib/log.h"
+#include "proxy/lib/util.h"
 #include "proxy/control/webhook.h"
 
 #define WH_SECRET_MAX 4096
@@ -93,6 +95,9 @@ struct wh_delivery {
 	char *resp;                   /* 2xx body, NUL-terminated */
 	TAILQ_ENTRY(wh_delivery) entry;
 };
+
+/* Applies a decision found in an answer (wh_init's). */
+static wh_answer_fn answer_fn;
 
 static struct {
 	struct event_base *base;
@@ -412,9 +417,8 @@ attempt_failed(struct wh_delivery *d, const char *why)
 static void
 apply_answer(struct wh_delivery *d)
 {
-	struct ctl_actor a = { .who = "webhook", .role = "app" };
-	struct ctl_err e = { CTL_OK, "" };
-	enum ctl_answer ans;
+	enum pol_answer ans;
+	char msg[256] = "";
 	json_error_t je;
 	json_t *j, *dec;
 	char id[sizeof(d->id)];
@@ -432,13 +436,14 @@ apply_answer(struct wh_delivery *d)
 		json_decref(j);
 		return;
 	}
-	if (!json_is_string(dec) || ctl_answer_parse(json_string_value(dec),
+	if (!json_is_string(dec) || pol_answer_parse(json_string_value(dec),
 	    &ans) != 0) {
 		px_log(PX_WARN, "webhook: prompt %s: ignoring an unknown "
 		    "decision in the answer", id);
-	} else if (ctl_prompt_answer(&a, id, ans, &e) != 0) {
+	} else if (answer_fn == NULL ||
+	    answer_fn(id, ans, msg, sizeof(msg)) != 0) {
 		px_log(PX_INFO, "webhook: prompt %s: decision %s not applied: "
-		    "%s", id, ctl_answer_name(ans), e.msg);
+		    "%s", id, pol_answer_name(ans), msg);
 	}
 	json_decref(j);
 }
@@ -764,10 +769,11 @@ drop_all(void)
 }
 
 int
-wh_init(struct event_base *base, const struct cfg *c, char *err,
-    size_t errlen)
+wh_init(struct event_base *base, const struct cfg *c, wh_answer_fn answer,
+    char *err, size_t errlen)
 {
 	wh.base = base;
+	answer_fn = answer;
 	if (c->webhook.url == NULL)
 		return 0;
 	if ((wh.conf = conf_new(c, err, errlen)) == NULL)

@@ -11,18 +11,26 @@
  * backoff and jitter while the prompt is pending; each attempt writes a
  * diagnostic line.  A 2xx answer whose JSON body carries
  * {"decision": "allow_once"|"allow_chat"|"deny"} answers the prompt at
- * once (through ctl_prompt_answer, actor "webhook").
+ * once, through the answer function given to wh_init (sluiced's is
+ * ctl_prompt_answer with the actor "webhook"): webhook.c itself knows
+ * nothing of the control plane.
  */
 #ifndef SLUICE_WEBHOOK_H
 #define SLUICE_WEBHOOK_H
 
 #include <stddef.h>
 
+#include "policy/policy.h"
+
 struct event_base;
 struct cfg;
 
-int wh_init(struct event_base *base, const struct cfg *c, char *err,
-    size_t errlen);
+/* Answer prompt id with ans; 0, or -1 with why in msg (not pending,
+ * already answered, ...). */
+typedef int (*wh_answer_fn)(const char *id, enum pol_answer ans, char *msg,
+    size_t msglen);
+int wh_init(struct event_base *base, const struct cfg *c, wh_answer_fn answer,
+    char *err, size_t errlen);
 int wh_reload(const struct cfg *c);   /* -1: logged, old settings kept */
 void wh_shutdown(void);
 /* 1 when a webhook is configured (it counts as an approver). */

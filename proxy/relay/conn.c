@@ -18,13 +18,22 @@
 #include <arpa/inet.h>
 #include <linux/vm_sockets.h>
 
-#include "proxy/px.h"
-#include "proxy/control/events.h"
+#include "proxy/relay/relay-int.h"
 #include "proxy/lib/tproxy.h"
 
-#include <jansson.h>
+/* Every connection, for the walkers; the count bounds max_conns_total. */
+static TAILQ_HEAD(, px_conn) conns = TAILQ_HEAD_INITIALIZER(conns);
+static int nconns;
+static uint64_t next_conn_id;
 
+struct relay_counters px_counters;
+struct relay_hooks px_hooks;
 
+void
+px_relay_set_hooks(const struct relay_hooks *h)
+{
+	px_hooks = *h;
+}
 
 long
 px_elapsed_ms(const struct timespec *since)
@@ -53,56 +62,6 @@ arm_timer_ms(struct px_conn *c, long ms)
 	evtimer_add(c->timer, &tv);
 }
 
-/* ------------------------------------------------------------------ */
-/* Connection-log records. */
-
-static void
-rec_common(struct px_conn *c, struct clog_rec *r)
-{
-	struct px_session *s = c->session;
-
-	clog_rec_int(r, "conn", (int64_t)c->id);
-	clog_rec_str(r, "session", s ? pol_session_id(s->pol) : NULL);
-	clog_rec_str(r, "tenant", s ? pol_session_tenant(s->pol) : NULL);
-	clog_rec_str(r, "user", s ? pol_session_user(s->pol) : NULL);
-	clog_rec_str(r, "transport", c->peer);
-	if (c->tp_port != 0) {
-		char d[64];
-
-		tp_format_dst(&c->tp_dst, c->tp_port, d, sizeof(d));
-		clog_rec_str(r, "orig_dst", d);
-	}
-	clog_rec_ustr(r, "method", c->method, strlen(c->method));
-	if (c->target.host[0] != '\0') {
-		clog_rec_str(r, "host", c->target.host);
-		clog_rec_int(r, "port", c->target.port);
-	} else {
-		clog_rec_str(r, "host", NULL);
-		clog_rec_str(r, "port", NULL);
-	}
-}
-
-static void
-rec_addrs(struct px_conn *c, struct clog_rec *r)
-{
-	char bufs[DNS_MAX_ADDRS][48];
-	const char *v[DNS_MAX_ADDRS];
-	size_t i;
-
-	for (i = 0; i < c->naddrs; i++) {
-		pol_addr_format(&c->addrs[i], bufs[i], sizeof(bufs[i]));
-		v[i] = bufs[i];
-	}
-	clog_rec_strv(r, "addrs", v, c->naddrs);
-	if (c->dialed_idx >= 0) {
-		char d[48];
-
-		pol_addr_format(&c->checked[c->dialed_idx], d, sizeof(d));
-		clog_rec_str(r, "dialed", d);
-	} else
-		clog_rec_str(r, "dialed", NULL);
-}
-
 const long px_dns_bucket_us[PX_DNS_BUCKETS] = {
 	1000, 5000, 10000, 50000, 100000, 500000, 1000000, 2500000, 5000000
 };
@@ -112,7 +71,7 @@ px_count_decision(struct px_conn *c, enum pol_verdict v, enum pol_reason why)
 {
 	if ((unsigned)why >= POL_R__COUNT)
 		why = POL_R_NONE;
-	px.m.decisions[v][why]++;
+	px_counters.decisions[v][why]++;
 	if (c->session != NULL) {
 		if (v == POL_ALLOW)
 			c->session->n_allowed++;
@@ -129,41 +88,15 @@ px_count_dns(long elapsed_us)
 	for (i = 0; i < PX_DNS_BUCKETS; i++)
 		if (elapsed_us <= px_dns_bucket_us[i])
 			break;
-	px.m.dns[i]++;
-	px.m.dns_count++;
-	px.m.dns_sum_s += elapsed_us / 1e6;
-}
-
-static int
-log_decision(struct px_conn *c, enum pol_verdict v, enum pol_reason why)
-{
-	struct clog_rec *r = clog_rec_new("decision");
-	struct px_session *s = c->session;
-
-	px_count_decision(c, v, why);
-
-	rec_common(c, r);
-	if (c->path != NULL)
-		clog_rec_ustr(r, "path", c->path, c->path_len);
-	if (c->sni[0] != '\0')
-		clog_rec_ustr(r, "sni", c->sni, strlen(c->sni));
-	rec_addrs(c, r);
-	clog_rec_str(r, "tier", s ? pol_tier_name(c->dec.tier) : NULL);
-	clog_rec_str(r, "ceiling", s ? pol_tier_name(c->dec.ceiling) : NULL);
-	clog_rec_str(r, "decision", pol_verdict_name(v));
-	clog_rec_str(r, "reason", why == POL_R_NONE ? NULL :
-	    pol_reason_name(why));
-	clog_rec_str(r, "rule", v == POL_ALLOW ? pol_rule_name(c->dec.rule) :
-	    NULL);
-	clog_rec_str(r, "prompt", c->prompt_id[0] ? c->prompt_id : NULL);
-	clog_rec_str(r, "answer", c->prompt_answer);
-	return clog_write(px.log, r);
+	px_counters.dns[i]++;
+	px_counters.dns_count++;
+	px_counters.dns_sum_s += elapsed_us / 1e6;
 }
 
 int
 px_conn_log_allow(struct px_conn *c)
 {
-	if (log_decision(c, POL_ALLOW, POL_R_NONE) != 0)
+	if (px_rec_decision(c, POL_ALLOW, POL_R_NONE) != 0)
 		return -1;
 	c->logged_decision = 1;
 	return 0;
@@ -172,27 +105,17 @@ px_conn_log_allow(struct px_conn *c)
 void
 px_conn_log_close(struct px_conn *c, enum pol_reason why)
 {
-	struct clog_rec *r;
-
 	if (!c->logged_decision)
 		return;
 	c->logged_decision = 0;
-	px.m.bytes_up += c->bytes_up;
-	px.m.bytes_down += c->bytes_down;
-	px.m.closes[(unsigned)why < POL_R__COUNT ? why : POL_R_NONE]++;
+	px_counters.bytes_up += c->bytes_up;
+	px_counters.bytes_down += c->bytes_down;
+	px_counters.closes[(unsigned)why < POL_R__COUNT ? why : POL_R_NONE]++;
 	if (c->session != NULL) {
 		c->session->bytes_up += c->bytes_up;
 		c->session->bytes_down += c->bytes_down;
 	}
-	r = clog_rec_new("close");
-	rec_common(c, r);
-	rec_addrs(c, r);
-	clog_rec_int(r, "bytes_up", (int64_t)c->bytes_up);
-	clog_rec_int(r, "bytes_down", (int64_t)c->bytes_down);
-	clog_rec_int(r, "duration_ms", px_elapsed_ms(&c->t_start));
-	clog_rec_str(r, "reason", why == POL_R_NONE ? NULL :
-	    pol_reason_name(why));
-	if (clog_write(px.log, r) != 0)
+	if (px_rec_close(c, why) != 0)
 		px_log(PX_ERR, "%s: conn %llu: cannot write the close record",
 		    __func__, (unsigned long long)c->id);
 }
@@ -218,23 +141,108 @@ px_conn_close(struct px_conn *c, enum pol_reason why)
 		event_free(c->timer);
 	free(c->head);
 	free(c->req);
-	TAILQ_REMOVE(&px.conns, c, entry);
-	px.nconns--;
+	TAILQ_REMOVE(&conns, c, entry);
+	nconns--;
 	if (c->session != NULL) {
 		TAILQ_REMOVE(&c->session->conns, c, sentry);
 		c->session->nconns--;
 	}
 	free(c);
-	px_drain_check();
+	px_relay_drain_check();
+}
+
+/* ------------------------------------------------------------------ */
+/* Walkers: the rest of sluiced acts on connections only through these. */
+
+void
+px_relay_drain_check(void)
+{
+	if (px.draining && nconns == 0)
+		event_base_loopexit(px.base, NULL);
+}
+
+int
+px_relay_nconns(void)
+{
+	return nconns;
+}
+
+int
+px_relay_count_tunnels(void)
+{
+	struct px_conn *c;
+	int n = 0;
+
+	TAILQ_FOREACH(c, &conns, entry)
+		if (c->state == PX_S_TUNNEL)
+			n++;
+	return n;
 }
 
 void
-px_conns_close_session(struct px_session *s, enum pol_reason why)
+px_relay_close_session(struct px_session *s, enum pol_reason why)
 {
 	struct px_conn *c;
 
 	while ((c = TAILQ_FIRST(&s->conns)) != NULL)
 		px_conn_close(c, why);
+}
+
+void
+px_relay_close_all(enum pol_reason why)
+{
+	struct px_conn *c;
+
+	while ((c = TAILQ_FIRST(&conns)) != NULL)
+		px_conn_close(c, why);
+}
+
+void
+px_relay_close_idle(enum pol_reason why)
+{
+	struct px_conn *c, *tmp;
+
+	TAILQ_FOREACH_SAFE(c, &conns, entry, tmp)
+		if (c->state == PX_S_HEAD &&
+		    evbuffer_get_length(bufferevent_get_input(c->cli)) == 0)
+			px_conn_close(c, why);
+}
+
+size_t
+px_relay_close_exceeding(struct px_session *only)
+{
+	struct px_conn *c, *tmp;
+	struct pol_decision d;
+	size_t n = 0;
+
+	TAILQ_FOREACH_SAFE(c, &conns, entry, tmp) {
+		if (c->session == NULL || (only && c->session != only) ||
+		    c->target.host[0] == '\0' || c->state == PX_S_HEAD ||
+		    c->state == PX_S_FLUSH)
+			continue;
+		pol_decide(px.pol, px.state, c->session->pol, &c->target, &d);
+		if (d.verdict == POL_ALLOW)
+			continue;
+		px_conn_close(c, POL_R_CEILING_LOWERED);
+		n++;
+	}
+	return n;
+}
+
+void
+px_relay_dns_swap(struct dns *nd)
+{
+	struct px_conn *c;
+
+	/* queries in flight restart on the new resolver */
+	TAILQ_FOREACH(c, &conns, entry)
+		if (c->state == PX_S_RESOLVE)
+			px_upstream_cancel(c);
+	dns_free(px.dns);
+	px.dns = nd;
+	TAILQ_FOREACH(c, &conns, entry)
+		if (c->state == PX_S_RESOLVE)
+			px_upstream_start(c);
 }
 
 /* ------------------------------------------------------------------ */
@@ -345,14 +353,11 @@ px_conn_answer(struct px_conn *c, enum pol_reason why, const char *detail,
 		c->up = NULL;
 		c->up_host[0] = '\0';
 	}
-	/* the app hears of refusals as they happen; building the event
-	 * costs nothing while nobody listens */
-	if (ev_subscribers() > 0 && c->session != NULL)
-		ev_publish("denied", json_pack("{s:s,s:s,s:i,s:s,s:s}",
-		    "session", pol_session_id(c->session->pol),
-		    "host", c->target.host, "port", (int)c->target.port,
-		    "method", c->method, "reason", pol_reason_name(why)));
-	if (log && log_decision(c, c->dec.verdict == POL_PROMPT ?
+	/* the app hears of refusals as they happen */
+	if (px_hooks.denied != NULL && c->session != NULL)
+		px_hooks.denied(pol_session_id(c->session->pol),
+		    c->target.host, (int)c->target.port, c->method, why);
+	if (log && px_rec_decision(c, c->dec.verdict == POL_PROMPT ?
 	    POL_PROMPT : POL_DENY, why) != 0)
 		px_log(PX_ERR, "%s: conn %llu: cannot write the decision record",
 		    __func__, (unsigned long long)c->id);
@@ -419,7 +424,7 @@ handle_request(struct px_conn *c)
 	c->dialed_idx = -1;
 	c->sni[0] = '\0';
 	c->prompt_id[0] = '\0';
-	c->prompt_answer = NULL;
+	c->answered = 0;
 	c->path = NULL;
 	memset(&c->target, 0, sizeof(c->target));
 	memset(&c->dec, 0, sizeof(c->dec));
@@ -743,8 +748,8 @@ px_conn_accept(evutil_socket_t fd, const struct sockaddr *sa, int salen,
 		close(fd);
 		return;
 	}
-	c->id = ++px.next_conn_id;
-	px.m.accepted++;
+	c->id = ++next_conn_id;
+	px_counters.accepted++;
 	c->transport = t;
 	c->session = s;
 	c->dialed_idx = -1;
@@ -767,15 +772,15 @@ px_conn_accept(evutil_socket_t fd, const struct sockaddr *sa, int salen,
 		free(c);
 		return;
 	}
-	TAILQ_INSERT_TAIL(&px.conns, c, entry);
-	px.nconns++;
+	TAILQ_INSERT_TAIL(&conns, c, entry);
+	nconns++;
 	if (s != NULL) {
 		TAILQ_INSERT_TAIL(&s->conns, c, sentry);
 		s->nconns++;
 		if (s->nconns > px.cfg->max_conns_per_session)
 			limit = POL_R_TOO_MANY_CONNECTIONS;
 	}
-	if (px.nconns > px.cfg->max_conns_total)
+	if (nconns > px.cfg->max_conns_total)
 		limit = POL_R_TOO_MANY_CONNECTIONS;
 	px_conn_touch(c);
 	if (limit == POL_R_NONE)

@@ -19,10 +19,7 @@
 #include <jansson.h>
 #include <openssl/rand.h>
 
-#include "proxy/px.h"
-#include "proxy/control/ctl.h"
-#include "proxy/control/events.h"
-#include "proxy/control/webhook.h"
+#include "proxy/relay/relay-int.h"
 
 /* A chat may not pile up prompts without end: each holds connections
  * and asks a person. */
@@ -36,8 +33,8 @@ enum prompt_state { PR_PENDING, PR_ANSWERED };
 struct px_prompt {
 	char id[20];                     /* "p-" + 16 hex digits */
 	struct px_session *s;
-	char session[65];
-	char tenant[65];
+	char session[POL_ID_MAX + 1];
+	char tenant[POL_ID_MAX + 1];
 	char user[257];
 	char host[POL_HOST_MAX + 1];
 	uint16_t port;
@@ -47,7 +44,7 @@ struct px_prompt {
 	time_t created, expires;
 	struct timespec t0;
 	enum prompt_state state;
-	const char *answer;              /* allow_once, ..., timeout */
+	enum pol_answer answer;          /* PR_ANSWERED */
 	char by[96];
 	TAILQ_HEAD(, px_conn) waiters;
 	int nwaiters;
@@ -60,24 +57,16 @@ static struct prompt_list pending = TAILQ_HEAD_INITIALIZER(pending);
 static struct prompt_list done = TAILQ_HEAD_INITIALIZER(done);
 static int ndone;
 
-/* "deny" answers: new requests to the same place are refused without a
- * new prompt until the quiet period ends. */
-struct quiet {
-	char session[65];
-	char host[POL_HOST_MAX + 1];
-	uint16_t port;
-	time_t until;
-};
-static struct quiet quiet[QUIET_MAX];
-static int nquiet;
+/* Coalescing, the per-chat cap and the deny quiet periods (policy.h);
+ * made at the first prompt. */
+static struct pol_prompts *book;
 
-static void
-rfc3339(time_t t, char *buf, size_t len)
+static int
+book_ready(void)
 {
-	struct tm tm;
-
-	gmtime_r(&t, &tm);
-	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	if (book == NULL)
+		book = pol_prompts_new(PROMPTS_PER_SESSION, QUIET_MAX);
+	return book != NULL;
 }
 
 static json_t *
@@ -86,8 +75,8 @@ prompt_json(const struct px_prompt *p)
 	char created[32], expires[32];
 	long left = (long)(p->expires - time(NULL));
 
-	rfc3339(p->created, created, sizeof(created));
-	rfc3339(p->expires, expires, sizeof(expires));
+	util_rfc3339(p->created, created, sizeof(created));
+	util_rfc3339(p->expires, expires, sizeof(expires));
 	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:s,s:o,s:s,s:s,s:s,s:s,"
 	    "s:i,s:i,s:s}",
 	    "id", p->id, "session", p->session, "tenant", p->tenant,
@@ -99,7 +88,8 @@ prompt_json(const struct px_prompt *p)
 	    "created", created, "expires", expires,
 	    "expires_in_s", (int)(p->state == PR_PENDING && left > 0 ? left : 0),
 	    "waiting", p->nwaiters,
-	    "state", p->state == PR_PENDING ? "pending" : p->answer);
+	    "state", p->state == PR_PENDING ? "pending" :
+		pol_answer_name(p->answer));
 }
 
 static void
@@ -109,45 +99,6 @@ prompt_free(struct px_prompt *p)
 		event_free(p->timer);
 	free(p->path);
 	free(p);
-}
-
-/* ------------------------------------------------------------------ */
-/* Quiet periods. */
-
-static struct quiet *
-quiet_find(const char *session, const char *host, uint16_t port)
-{
-	time_t now = time(NULL);
-	int i;
-
-	for (i = 0; i < nquiet; i++) {
-		if (quiet[i].until <= now) {
-			quiet[i--] = quiet[--nquiet];   /* expired */
-			continue;
-		}
-		if (quiet[i].port == port && strcmp(quiet[i].host, host) == 0 &&
-		    strcmp(quiet[i].session, session) == 0)
-			return &quiet[i];
-	}
-	return NULL;
-}
-
-static void
-quiet_add(const struct px_prompt *p)
-{
-	struct quiet *q = quiet_find(p->session, p->host, p->port);
-
-	if (px.cfg->prompt_deny_quiet_s <= 0)
-		return;
-	if (q == NULL) {
-		if (nquiet == QUIET_MAX)
-			return;   /* full: the next request asks again */
-		q = &quiet[nquiet++];
-		snprintf(q->session, sizeof(q->session), "%s", p->session);
-		snprintf(q->host, sizeof(q->host), "%s", p->host);
-		q->port = p->port;
-	}
-	q->until = time(NULL) + px.cfg->prompt_deny_quiet_s;
 }
 
 /* ------------------------------------------------------------------ */
@@ -171,7 +122,7 @@ log_prompt(const struct px_prompt *p, const char *event)
 	clog_rec_str(r, "ceiling", pol_tier_name(p->ceiling));
 	clog_rec_int(r, "waiting", p->nwaiters);
 	if (p->state == PR_ANSWERED) {
-		clog_rec_str(r, "answer", p->answer);
+		clog_rec_str(r, "answer", pol_answer_name(p->answer));
 		clog_rec_str(r, "who", p->by);
 		clog_rec_int(r, "latency_ms", px_elapsed_ms(&p->t0));
 	} else
@@ -187,17 +138,13 @@ count_answer(const struct px_prompt *p)
 	int k;
 
 	if (strcmp(p->by, "sluiced") == 0)
-		k = strcmp(p->answer, "timeout") == 0 ? 3 : 4;
-	else if (strcmp(p->answer, "allow_once") == 0)
-		k = 0;
-	else if (strcmp(p->answer, "allow_chat") == 0)
-		k = 1;
+		k = p->answer == POL_ANSWER_TIMEOUT ? 3 : 4;
 	else
-		k = 2;
-	px.m.prompts_answered[k]++;
+		k = (int)p->answer;   /* allow_once 0, allow_chat 1, deny 2 */
+	px_counters.prompts_answered[k]++;
 	if (k <= 2) {
-		px.m.prompt_latency_sum_s += px_elapsed_ms(&p->t0) / 1e3;
-		px.m.prompt_latency_count++;
+		px_counters.prompt_latency_sum_s += px_elapsed_ms(&p->t0) / 1e3;
+		px_counters.prompt_latency_count++;
 	}
 }
 
@@ -220,11 +167,10 @@ keep_done(struct px_prompt *p)
  * to resolve and dial, denied ones get their refusal with why.
  */
 static void
-resolve(struct px_prompt *p, const char *answer, const char *by,
+resolve(struct px_prompt *p, enum pol_answer answer, const char *by,
     enum pol_reason why)
 {
-	int allow = strcmp(answer, "allow_once") == 0 ||
-	    strcmp(answer, "allow_chat") == 0;
+	int allow = pol_answer_allows(answer);
 	struct px_conn *c;
 
 	p->state = PR_ANSWERED;
@@ -233,17 +179,23 @@ resolve(struct px_prompt *p, const char *answer, const char *by,
 	count_answer(p);
 	evtimer_del(p->timer);
 	TAILQ_REMOVE(&pending, p, entry);
+	pol_prompts_remove(book, p);
 	log_prompt(p, "prompt_answer");
-	ev_publish("prompt_resolved", json_pack("{s:s,s:s,s:s,s:i,s:s,s:s,s:I}",
-	    "id", p->id, "session", p->session, "host", p->host,
-	    "port", (int)p->port, "answer", answer, "by", p->by,
-	    "latency_ms", (json_int_t)px_elapsed_ms(&p->t0)));
-	wh_prompt_done(p->id);
+	if (px_hooks.prompt_done != NULL)
+		px_hooks.prompt_done(p->id, json_pack(
+		    "{s:s,s:s,s:s,s:i,s:s,s:s,s:I}",
+		    "id", p->id, "session", p->session, "host", p->host,
+		    "port", (int)p->port, "answer", pol_answer_name(answer),
+		    "by", p->by,
+		    "latency_ms", (json_int_t)px_elapsed_ms(&p->t0)));
 	/* only a person's "deny" means "do not ask again for a while";
 	 * denies sluiced makes on its own (a lowered ceiling, a shutdown)
 	 * must not silence the next question */
-	if (strcmp(answer, "deny") == 0 && strcmp(by, "sluiced") != 0)
-		quiet_add(p);
+	if (answer == POL_ANSWER_DENY && strcmp(by, "sluiced") != 0 &&
+	    px.cfg->prompt_deny_quiet_s > 0)
+		pol_prompts_quiet(book, p->session, p->host, p->port,
+		    (int64_t)time(NULL),
+		    (int64_t)time(NULL) + px.cfg->prompt_deny_quiet_s);
 	keep_done(p);
 
 	while ((c = TAILQ_FIRST(&p->waiters)) != NULL) {
@@ -251,7 +203,8 @@ resolve(struct px_prompt *p, const char *answer, const char *by,
 		p->nwaiters--;
 		c->prompt = NULL;
 		snprintf(c->prompt_id, sizeof(c->prompt_id), "%s", p->id);
-		c->prompt_answer = answer;
+		c->answered = 1;
+		c->answer = answer;
 		if (allow) {
 			c->dec.verdict = POL_ALLOW;
 			c->dec.reason = POL_R_NONE;
@@ -269,24 +222,7 @@ resolve(struct px_prompt *p, const char *answer, const char *by,
 static void
 on_expire(evutil_socket_t fd, short ev, void *arg)
 {
-	resolve(arg, "timeout", "sluiced", POL_R_PROMPT_TIMEOUT);
-}
-
-static struct px_prompt *
-find_pending(const char *session, const char *host, uint16_t port,
-    int *count)
-{
-	struct px_prompt *p, *hit = NULL;
-
-	*count = 0;
-	TAILQ_FOREACH(p, &pending, entry) {
-		if (strcmp(p->session, session) != 0)
-			continue;
-		(*count)++;
-		if (p->port == port && strcmp(p->host, host) == 0)
-			hit = p;
-	}
-	return hit;
+	resolve(arg, POL_ANSWER_TIMEOUT, "sluiced", POL_R_PROMPT_TIMEOUT);
 }
 
 static struct px_prompt *
@@ -336,9 +272,13 @@ prompt_new(struct px_conn *c)
 		prompt_free(p);
 		return NULL;
 	}
+	if (pol_prompts_add(book, p->session, p->host, p->port, p) != 0) {
+		prompt_free(p);
+		return NULL;
+	}
 	evtimer_add(p->timer, &tv);
 	TAILQ_INSERT_TAIL(&pending, p, entry);
-	px.m.prompts_raised++;
+	px_counters.prompts_raised++;
 	return p;
 }
 
@@ -375,12 +315,17 @@ px_prompt_leave(struct px_conn *c)
 void
 px_prompt_request(struct px_conn *c)
 {
-	struct px_prompt *p;
-	int count;
-	json_t *j;
+	struct px_prompt *p = NULL;
+	enum pol_prompt_join join;
+	void *owner;
 
-	if (quiet_find(pol_session_id(c->session->pol), c->target.host,
-	    c->target.port) != NULL) {
+	if (!book_ready()) {
+		px_conn_refuse(c, POL_R_NO_APPROVER, NULL);
+		return;
+	}
+	join = pol_prompts_join(book, pol_session_id(c->session->pol),
+	    c->target.host, c->target.port, (int64_t)time(NULL), &owner);
+	if (join == POL_PJ_QUIET) {
 		px_conn_refuse(c, POL_R_USER_DENIED, "It was denied a moment "
 		    "ago; it is refused without asking again for a while.");
 		return;
@@ -389,18 +334,18 @@ px_prompt_request(struct px_conn *c)
 		px_conn_refuse(c, POL_R_SHUTTING_DOWN, NULL);
 		return;
 	}
-	if (ev_approvers() == 0 && !wh_configured()) {
+	if (px_hooks.approvers == NULL || px_hooks.approvers() == 0) {
 		px_conn_refuse(c, POL_R_NO_APPROVER, NULL);
 		return;
 	}
-	p = find_pending(pol_session_id(c->session->pol), c->target.host,
-	    c->target.port, &count);
-	if (p == NULL) {
-		if (count >= PROMPTS_PER_SESSION) {
-			px_conn_refuse(c, POL_R_TOO_MANY_CONNECTIONS,
-			    "This chat has too many questions pending.");
-			return;
-		}
+	if (join == POL_PJ_FULL) {
+		px_conn_refuse(c, POL_R_TOO_MANY_CONNECTIONS,
+		    "This chat has too many questions pending.");
+		return;
+	}
+	if (join == POL_PJ_JOIN)
+		p = owner;
+	else {
 		p = prompt_new(c);
 		if (p == NULL) {
 			px_conn_refuse(c, POL_R_NO_APPROVER, NULL);
@@ -408,9 +353,8 @@ px_prompt_request(struct px_conn *c)
 		}
 		p->nwaiters = 1;   /* counted in the record and event */
 		log_prompt(p, "prompt");
-		j = prompt_json(p);
-		wh_prompt(p->id, j);
-		ev_publish("prompt", j);
+		if (px_hooks.prompt_raised != NULL)
+			px_hooks.prompt_raised(p->id, prompt_json(p));
 		p->nwaiters = 0;
 	}
 	/* the connection waits: no deadline of its own, the prompt's */
@@ -448,9 +392,10 @@ px_prompts_recheck(struct px_session *only)
 			    POL_HOST_V6;
 		pol_decide(px.pol, px.state, p->s->pol, &t, &d);
 		if (d.verdict == POL_DENY)
-			resolve(p, "deny", "sluiced", d.reason);
+			resolve(p, POL_ANSWER_DENY, "sluiced", d.reason);
 		else if (d.verdict == POL_ALLOW)
-			resolve(p, "allow_once", "sluiced", POL_R_NONE);
+			resolve(p, POL_ANSWER_ALLOW_ONCE, "sluiced",
+			    POL_R_NONE);
 	}
 }
 
@@ -463,7 +408,7 @@ px_prompts_deny_session(struct px_session *s, enum pol_reason why)
 
 	TAILQ_FOREACH_SAFE(p, &pending, entry, tmp)
 		if (p->s == s)
-			resolve(p, "deny", "sluiced", why);
+			resolve(p, POL_ANSWER_DENY, "sluiced", why);
 }
 
 /* The session is going: its prompts end as denied and forget it. */
@@ -485,7 +430,7 @@ px_prompts_shutdown(void)
 	struct px_prompt *p;
 
 	while ((p = TAILQ_FIRST(&pending)) != NULL)
-		resolve(p, "deny", "sluiced", POL_R_SHUTTING_DOWN);
+		resolve(p, POL_ANSWER_DENY, "sluiced", POL_R_SHUTTING_DOWN);
 	while ((p = TAILQ_FIRST(&done)) != NULL) {
 		TAILQ_REMOVE(&done, p, entry);
 		prompt_free(p);
@@ -507,58 +452,39 @@ find_id(struct prompt_list *l, const char *id)
 	return NULL;
 }
 
-static const char *const answer_names[] = {
-	[CTL_ALLOW_ONCE] = "allow_once",
-	[CTL_ALLOW_CHAT] = "allow_chat",
-	[CTL_DENY] = "deny",
-};
-
-int
-ctl_answer_parse(const char *s, enum ctl_answer *out)
+enum px_prompt_state
+px_prompt_lookup(const char *id, struct px_prompt_view *out)
 {
-	size_t i;
+	struct px_prompt *p = find_id(&pending, id);
+	enum px_prompt_state st = PX_PROMPT_PENDING;
 
-	for (i = 0; i < sizeof(answer_names) / sizeof(answer_names[0]); i++)
-		if (strcmp(s, answer_names[i]) == 0) {
-			*out = (enum ctl_answer)i;
-			return 0;
-		}
-	return -1;
-}
-
-const char *
-ctl_answer_name(enum ctl_answer a)
-{
-	return (unsigned)a < sizeof(answer_names) / sizeof(answer_names[0]) ?
-	    answer_names[a] : "unknown";
+	if (p == NULL) {
+		p = find_id(&done, id);
+		st = PX_PROMPT_DONE;
+	}
+	if (p == NULL)
+		return PX_PROMPT_NONE;
+	snprintf(out->session, sizeof(out->session), "%s", p->session);
+	snprintf(out->host, sizeof(out->host), "%s", p->host);
+	out->port = p->port;
+	out->session_alive = p->s != NULL;
+	out->answer = p->answer;
+	return st;
 }
 
 int
-ctl_prompt_answer(const struct ctl_actor *a, const char *id,
-    enum ctl_answer ans, struct ctl_err *e)
+px_prompt_resolve(const char *id, enum pol_answer ans, const char *by)
 {
 	struct px_prompt *p = find_id(&pending, id);
 
-	if (p == NULL) {
-		if (e != NULL) {
-			p = find_id(&done, id);
-			e->code = p ? CTL_CONFLICT : CTL_NOT_FOUND;
-			snprintf(e->msg, sizeof(e->msg), p ?
-			    "prompt %s was already answered (%s)" :
-			    "no prompt %s", id, p ? p->answer : "");
-		}
+	if (p == NULL)
 		return -1;
-	}
-	if (ans == CTL_ALLOW_CHAT && p->s != NULL &&
-	    ctl_grant_add(a, p->session, p->host, p->port, e) != 0)
-		return -1;   /* not granted: the prompt stays pending */
-	resolve(p, answer_names[ans], a ? a->who : "sluiced",
-	    POL_R_USER_DENIED);
+	resolve(p, ans, by, POL_R_USER_DENIED);
 	return 0;
 }
 
 void *
-ctl_json_prompts(void)
+px_prompts_json(void)
 {
 	json_t *a = json_array();
 	struct px_prompt *p;
@@ -569,7 +495,7 @@ ctl_json_prompts(void)
 }
 
 void *
-ctl_json_prompt(const char *id)
+px_prompt_json(const char *id)
 {
 	struct px_prompt *p = find_id(&pending, id);
 
@@ -581,10 +507,5 @@ ctl_json_prompt(const char *id)
 size_t
 px_prompts_pending(void)
 {
-	struct px_prompt *p;
-	size_t n = 0;
-
-	TAILQ_FOREACH(p, &pending, entry)
-		n++;
-	return n;
+	return book != NULL ? pol_prompts_pending(book) : 0;
 }

@@ -24,7 +24,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "proxy/px.h"
+#include "proxy/relay/relay-int.h"
 
 #define SPL_PIPE_SIZE (256 * 1024)
 

@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "proxy/px.h"
+#include "proxy/relay/relay-int.h"
 #include "proxy/lib/sni.h"
 #include "proxy/lib/tproxy.h"
 
@@ -143,5 +143,5 @@ px_tp_tls_established(struct px_conn *c)
 	}
 	/* the ClientHello waits in the client's input; the relay sends it
 	 * first */
-	px_relay_start(c);
+	px_tunnel_relay(c);
 }

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "proxy/px.h"
+#include "proxy/relay/relay-int.h"
 #include "proxy/lib/sni.h"
 
 static struct bufferevent *
@@ -109,7 +109,7 @@ relay_event(struct bufferevent *bev, short what, void *arg)
 }
 
 void
-px_relay_start(struct px_conn *c)
+px_tunnel_relay(struct px_conn *c)
 {
 	size_t chunk = px.cfg->tunnel_buffer < 65536 ?
 	    px.cfg->tunnel_buffer : 65536;
@@ -160,25 +160,8 @@ sni_port(uint16_t port)
 static void
 refuse_tunnel(struct px_conn *c, enum pol_reason why)
 {
-	struct clog_rec *r = clog_rec_new("decision");
-
 	/* the allow record stands; this one says why it was cut */
-	px_count_decision(c, POL_DENY, why);
-	clog_rec_int(r, "conn", (int64_t)c->id);
-	clog_rec_str(r, "session", pol_session_id(c->session->pol));
-	clog_rec_str(r, "tenant", pol_session_tenant(c->session->pol));
-	clog_rec_str(r, "user", pol_session_user(c->session->pol));
-	clog_rec_str(r, "transport", c->peer);
-	clog_rec_str(r, "method", "CONNECT");
-	clog_rec_str(r, "host", c->target.host);
-	clog_rec_int(r, "port", c->target.port);
-	if (c->sni[0] != '\0')
-		clog_rec_ustr(r, "sni", c->sni, strlen(c->sni));
-	else
-		clog_rec_str(r, "sni", NULL);
-	clog_rec_str(r, "decision", "deny");
-	clog_rec_str(r, "reason", pol_reason_name(why));
-	if (clog_write(px.log, r) != 0)
+	if (px_rec_decision(c, POL_DENY, why) != 0)
 		px_log(PX_ERR, "%s: conn %llu: cannot write the record",
 		    __func__, (unsigned long long)c->id);
 	/* the 200 may still be queued: let the client see it, then the
@@ -233,7 +216,7 @@ sni_read(struct bufferevent *bev, void *arg)
 		refuse_tunnel(c, POL_R_SNI_MISMATCH);
 		return;
 	}
-	px_relay_start(c);
+	px_tunnel_relay(c);
 }
 
 static void
@@ -257,7 +240,7 @@ px_tunnel_established(struct px_conn *c)
 	evbuffer_add(bufferevent_get_output(c->cli),
 	    "HTTP/1.1 200 Connection established\r\n\r\n", 39);
 	if (!sni_port(c->target.port)) {
-		px_relay_start(c);
+		px_tunnel_relay(c);
 		return;
 	}
 	/* nothing flows upstream until the ClientHello names the host */

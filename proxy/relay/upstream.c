@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "proxy/px.h"
+#include "proxy/relay/relay-int.h"
 
 static void connect_next(struct px_conn *c);
 

@@ -1,8 +1,9 @@
 /*
  * test_webhook.c: the delivery signature (vectors from Python's hmac),
  * start-up checks of the settings, and retries against a refused port
- * on 127.0.0.1.  webhook.c is linked alone, with the daemon functions
- * it calls stubbed here.
+ * on 127.0.0.1.  webhook.c is linked alone: it needs nothing of the
+ * daemon but an answer function and the logger, whose lines the test
+ * reads through a sink.
  */
 #include "sluice-config.h"
 
@@ -22,60 +23,29 @@
 #include <event2/event.h>
 #include <jansson.h>
 
-#include "proxy/px.h"
-#include "proxy/control/ctl.h"
+#include "proxy/lib/config.h"
+#include "proxy/lib/log.h"
 #include "proxy/control/webhook.h"
 
 /* ------------------------------------------------------------------ */
-/* Stubs for what sluiced provides. */
+/* What the module says (px_log's sink), and an answer function. */
 
-int px_verbose;
 static char logged[8192];
 
-void
-px_log(int prio, const char *fmt, ...)
+static void
+log_sink(int prio, const char *line)
 {
-	va_list ap;
 	size_t at = strlen(logged);
 
 	(void)prio;
-	va_start(ap, fmt);
-	if (at < sizeof(logged) - 2)
-		vsnprintf(logged + at, sizeof(logged) - at - 1, fmt, ap);
-	va_end(ap);
-	at = strlen(logged);
-	if (at < sizeof(logged) - 1)
-		strcat(logged, "\n");
+	snprintf(logged + at, sizeof(logged) - at, "%s\n", line);
 }
 
-int
-ctl_answer_parse(const char *s, enum ctl_answer *out)
+static int
+fake_answer(const char *id, enum pol_answer ans, char *msg, size_t msglen)
 {
-	if (strcmp(s, "allow_once") == 0)
-		*out = CTL_ALLOW_ONCE;
-	else if (strcmp(s, "allow_chat") == 0)
-		*out = CTL_ALLOW_CHAT;
-	else if (strcmp(s, "deny") == 0)
-		*out = CTL_DENY;
-	else
-		return -1;
-	return 0;
-}
-
-const char *
-ctl_answer_name(enum ctl_answer a)
-{
-	return a == CTL_ALLOW_ONCE ? "allow_once" : a == CTL_ALLOW_CHAT ?
-	    "allow_chat" : "deny";
-}
-
-int
-ctl_prompt_answer(const struct ctl_actor *a, const char *id,
-    enum ctl_answer ans, struct ctl_err *e)
-{
-	(void)a; (void)id; (void)ans;
-	e->code = CTL_NOT_FOUND;
-	snprintf(e->msg, sizeof(e->msg), "stub");
+	(void)id; (void)ans;
+	snprintf(msg, msglen, "not pending");
 	return -1;
 }
 
@@ -164,13 +134,13 @@ test_init_checks(void **state)
 	/* no webhook: not an approver */
 	c = cfg_load_buffer("{}", 2, "t.json", err, sizeof(err));
 	assert_non_null(c);
-	assert_int_equal(wh_init(base, c, err, sizeof(err)), 0);
+	assert_int_equal(wh_init(base, c, fake_answer, err, sizeof(err)), 0);
 	assert_int_equal(wh_configured(), 0);
 	cfg_free(c);
 
 	/* a missing secret file stops the start */
 	c = webhook_cfg("hooks.test", "/nonexistent/secret");
-	assert_int_equal(wh_init(base, c, err, sizeof(err)), -1);
+	assert_int_equal(wh_init(base, c, fake_answer, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "/nonexistent/secret"));
 	assert_int_equal(wh_configured(), 0);
 	cfg_free(c);
@@ -178,7 +148,7 @@ test_init_checks(void **state)
 	/* so does one that holds only a line end */
 	write_file("empty", "\n", empty, sizeof(empty));
 	c = webhook_cfg("hooks.test", empty);
-	assert_int_equal(wh_init(base, c, err, sizeof(err)), -1);
+	assert_int_equal(wh_init(base, c, fake_answer, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "empty"));
 	cfg_free(c);
 
@@ -186,7 +156,7 @@ test_init_checks(void **state)
 	write_file("secret", "hunter2-secret\n", path, sizeof(path));
 	c = webhook_cfg("hooks.test", path);
 	logged[0] = '\0';
-	assert_int_equal(wh_init(base, c, err, sizeof(err)), 0);
+	assert_int_equal(wh_init(base, c, fake_answer, err, sizeof(err)), 0);
 	assert_int_equal(wh_configured(), 1);
 	/* a reload that cannot read its secret keeps the running one */
 	cfg_free(c);
@@ -251,7 +221,7 @@ test_retries_then_done(void **state)
 	write_file("secret2", "s3cret", path, sizeof(path));
 	snprintf(hp, sizeof(hp), "hooks.test:%d", port);
 	c = webhook_cfg(hp, path);
-	assert_int_equal(wh_init(base, c, err, sizeof(err)), 0);
+	assert_int_equal(wh_init(base, c, fake_answer, err, sizeof(err)), 0);
 	p = json_pack("{s:s,s:i}", "id", "p-1", "expires_in_s", 60);
 	logged[0] = '\0';
 	wh_prompt("p-1", p);
@@ -288,6 +258,7 @@ static int
 setup(void **state)
 {
 	(void)state;
+	px_log_set_sink(log_sink);
 	snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_webhook.XXXXXX");
 	return mkdtemp(tmpdir) != NULL ? 0 : -1;
 }

@@ -1,0 +1,42 @@
+/*
+ * log.c: px_log (log.h).
+ */
+#include "sluice-config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "proxy/lib/log.h"
+
+int px_verbose;
+static px_log_sink sink;
+
+static const char *const prio_names[] = {
+	"emerg", "alert", "crit", "error", "warning", "notice", "info", "debug"
+};
+
+void
+px_log(int prio, const char *fmt, ...)
+{
+	va_list ap;
+	char buf[1024];
+
+	if (prio >= PX_DEBUG && !px_verbose)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (sink != NULL) {
+		sink(prio, buf);
+		return;
+	}
+	/* "<N>" prefixes are what journald understands on stderr */
+	fprintf(stderr, "<%d>%s: %s: %s\n", prio, PX_NAME,
+	    prio_names[prio & 7], buf);
+}
+
+void
+px_log_set_sink(px_log_sink s)
+{
+	sink = s;
+}

@@ -1,0 +1,31 @@
+/*
+ * log.h: sluiced's diagnostics on stderr, systemd style.
+ *
+ * A line is "<N>sluiced: LEVEL: message"; journald reads the "<N>"
+ * prefix.  Operator lines name their subsystem ("firewall: ...",
+ * "reload: ..."); debug lines start with __func__.  This is the leaf
+ * every file of sluiced may use: it knows nothing of the daemon.
+ */
+#ifndef SLUICE_LOG_H
+#define SLUICE_LOG_H
+
+#define PX_NAME "sluiced"
+
+#define PX_ERR 3
+#define PX_WARN 4
+#define PX_INFO 6
+#define PX_DEBUG 7
+
+/* 1: PX_DEBUG lines are written too (--verbose). */
+extern int px_verbose;
+
+void px_log(int prio, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Where lines go instead of stderr (NULL: stderr again); line is the
+ * message without prefix or newline.  For tests that read what a module
+ * said. */
+typedef void (*px_log_sink)(int prio, const char *line);
+void px_log_set_sink(px_log_sink sink);
+
+#endif /* SLUICE_LOG_H */

@@ -1,0 +1,47 @@
+/*
+ * util.h: small helpers every program of sluice shares (sluiced,
+ * sluicectl, sluice-run).  libc only.
+ */
+#ifndef SLUICE_UTIL_H
+#define SLUICE_UTIL_H
+
+#include <stddef.h>
+#include <sys/types.h>
+#include <time.h>
+
+/* Marks a function whose result must be looked at: 0/-1 functions and
+ * those returning something to free. */
+#define SLUICE_MUSTCHECK __attribute__((warn_unused_result))
+
+/* glibc's sys/queue.h lacks the _SAFE walkers the BSDs have */
+#ifndef TAILQ_FOREACH_SAFE
+#define TAILQ_FOREACH_SAFE(var, head, field, tvar)			\
+	for ((var) = TAILQ_FIRST(head);					\
+	    (var) != NULL && ((tvar) = TAILQ_NEXT(var, field), 1);	\
+	    (var) = (tvar))
+#endif
+
+/*
+ * The error idiom: format a message into err (when err is not NULL and
+ * errlen not 0) and return -1, so that a failing path reads
+ * "return errf(err, errlen, "...", ...);".
+ */
+int errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* mkdir -p: path and every missing parent, each made with mode.  0, or
+ * -1 with errno (ENAMETOOLONG for a path longer than PATH_MAX). */
+int util_mkdir_p(const char *path, mode_t mode) SLUICE_MUSTCHECK;
+
+/* mkdir -p of the directory part of path ("a/b/c" makes "a/b"); nothing
+ * for a path with no directory part.  0 / -1 with errno. */
+int util_mkdir_parent(const char *path, mode_t mode) SLUICE_MUSTCHECK;
+
+/* The directory part of path into dir: "/" for "/x", "" for "x".  0, or
+ * -1 when it does not fit. */
+int util_parent_dir(const char *path, char *dir, size_t len) SLUICE_MUSTCHECK;
+
+/* "2026-12-01T21:28:39Z" (UTC, seconds); len of at least 21. */
+void util_rfc3339(time_t t, char *buf, size_t len);
+
+#endif /* SLUICE_UTIL_H */

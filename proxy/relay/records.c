@@ -1,0 +1,100 @@
+/*
+ * records.c: the connection log's records of connections, one builder
+ * per record type (DESIGN.md "Connection log").  The fields each record
+ * carries, and their order, are pinned by tests/scenario/t_log_keys.py.
+ */
+#include "sluice-config.h"
+
+#include <string.h>
+
+#include "proxy/relay/relay-int.h"
+#include "proxy/lib/tproxy.h"
+
+static void
+rec_common(struct px_conn *c, struct clog_rec *r)
+{
+	struct px_session *s = c->session;
+
+	clog_rec_int(r, "conn", (int64_t)c->id);
+	clog_rec_str(r, "session", s ? pol_session_id(s->pol) : NULL);
+	clog_rec_str(r, "tenant", s ? pol_session_tenant(s->pol) : NULL);
+	clog_rec_str(r, "user", s ? pol_session_user(s->pol) : NULL);
+	clog_rec_str(r, "transport", c->peer);
+	if (c->tp_port != 0) {
+		char d[64];
+
+		tp_format_dst(&c->tp_dst, c->tp_port, d, sizeof(d));
+		clog_rec_str(r, "orig_dst", d);
+	}
+	clog_rec_ustr(r, "method", c->method, strlen(c->method));
+	if (c->target.host[0] != '\0') {
+		clog_rec_str(r, "host", c->target.host);
+		clog_rec_int(r, "port", c->target.port);
+	} else {
+		clog_rec_str(r, "host", NULL);
+		clog_rec_str(r, "port", NULL);
+	}
+}
+
+static void
+rec_addrs(struct px_conn *c, struct clog_rec *r)
+{
+	char bufs[DNS_MAX_ADDRS][48];
+	const char *v[DNS_MAX_ADDRS];
+	size_t i;
+
+	for (i = 0; i < c->naddrs; i++) {
+		pol_addr_format(&c->addrs[i], bufs[i], sizeof(bufs[i]));
+		v[i] = bufs[i];
+	}
+	clog_rec_strv(r, "addrs", v, c->naddrs);
+	if (c->dialed_idx >= 0) {
+		char d[48];
+
+		pol_addr_format(&c->checked[c->dialed_idx], d, sizeof(d));
+		clog_rec_str(r, "dialed", d);
+	} else
+		clog_rec_str(r, "dialed", NULL);
+}
+
+int
+px_rec_decision(struct px_conn *c, enum pol_verdict v, enum pol_reason why)
+{
+	struct clog_rec *r = clog_rec_new("decision");
+	struct px_session *s = c->session;
+
+	px_count_decision(c, v, why);
+
+	rec_common(c, r);
+	if (c->path != NULL)
+		clog_rec_ustr(r, "path", c->path, c->path_len);
+	if (c->sni[0] != '\0')
+		clog_rec_ustr(r, "sni", c->sni, strlen(c->sni));
+	rec_addrs(c, r);
+	clog_rec_str(r, "tier", s ? pol_tier_name(c->dec.tier) : NULL);
+	clog_rec_str(r, "ceiling", s ? pol_tier_name(c->dec.ceiling) : NULL);
+	clog_rec_str(r, "decision", pol_verdict_name(v));
+	clog_rec_str(r, "reason", why == POL_R_NONE ? NULL :
+	    pol_reason_name(why));
+	clog_rec_str(r, "rule", v == POL_ALLOW ? pol_rule_name(c->dec.rule) :
+	    NULL);
+	clog_rec_str(r, "prompt", c->prompt_id[0] ? c->prompt_id : NULL);
+	clog_rec_str(r, "answer", c->answered ? pol_answer_name(c->answer) :
+	    NULL);
+	return clog_write(px.log, r);
+}
+
+int
+px_rec_close(struct px_conn *c, enum pol_reason why)
+{
+	struct clog_rec *r = clog_rec_new("close");
+
+	rec_common(c, r);
+	rec_addrs(c, r);
+	clog_rec_int(r, "bytes_up", (int64_t)c->bytes_up);
+	clog_rec_int(r, "bytes_down", (int64_t)c->bytes_down);
+	clog_rec_int(r, "duration_ms", px_elapsed_ms(&c->t_start));
+	clog_rec_str(r, "reason", why == POL_R_NONE ? NULL :
+	    pol_reason_name(why));
+	return clog_write(px.log, r);
+}
