@@ -19,16 +19,6 @@
 
 #include "sandbox-glue/executor/sbx.h"
 
-const struct sbx_backend *
-sbx_backend_find(const char *name)
-{
-	if (strcmp(name, sbx_ns_backend.name) == 0)
-		return &sbx_ns_backend;
-	if (strcmp(name, sbx_gvisor_backend.name) == 0)
-		return &sbx_gvisor_backend;
-	return NULL;
-}
-
 int64_t
 sbx_now_ms(void)
 {
