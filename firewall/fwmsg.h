@@ -101,7 +101,6 @@ struct fw_helper_ops {
 	int (*update)(const struct fw_ruleset *old, const struct fw_ruleset *rs,
 	    int *refilled, char *err, size_t errlen);
 };
-extern const struct fw_helper_ops fw_helper_kernel_ops;
 int fw_helper_run(int fd, const char *start_table,
     const struct fw_helper_ops *ops);
 

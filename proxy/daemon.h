@@ -93,12 +93,9 @@ extern struct px px;
 
 /* session.c: the one sessions registry (and the listeners). */
 struct px_session *px_session_find(const char *id);
-struct px_session *px_session_by_source(const struct pol_addr *a);
-struct px_session *px_session_by_cid(int64_t cid);
 struct px_session *px_session_create(const struct cfg_session *cs,
     int from_config, char *err, size_t errlen);
 void px_session_destroy(struct px_session *s, enum pol_reason why);
-int px_session_listen(struct px_session *s) SLUICE_MUSTCHECK;
 /* Another session already uses cs's transport (path: the socket path
  * cs would get; NULL for a TCP or vsock session). */
 int px_session_transport_taken(const struct cfg_session *cs,
@@ -109,7 +106,6 @@ int px_session_transport_taken(const struct cfg_session *cs,
 int px_sessions_sync_config(void);
 int px_listeners_sync(void);            /* TCP and vsock listeners per cfg */
 void px_listener_free(struct px_listener *l);
-void px_listeners_enable(int on);
 /* Close every listener (draining: new clients are refused at once). */
 void px_listeners_close(void);
 

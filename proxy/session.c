@@ -25,6 +25,8 @@
 #include "proxy/relay/relay.h"
 #include "proxy/lib/peer.h"
 
+static void px_listeners_enable(int on);
+
 static void
 pause_expired(evutil_socket_t fd, short ev, void *arg)
 {
@@ -59,7 +61,7 @@ accept_error(struct evconnlistener *evl, void *arg)
 	evtimer_add(px.accept_pause_ev, &tv);
 }
 
-void
+static void
 px_listeners_enable(int on)
 {
 	struct px_listener *l;
@@ -83,7 +85,7 @@ px_session_find(const char *id)
 	return NULL;
 }
 
-struct px_session *
+static struct px_session *
 px_session_by_source(const struct pol_addr *a)
 {
 	struct px_session *s;
@@ -95,7 +97,7 @@ px_session_by_source(const struct pol_addr *a)
 	return NULL;
 }
 
-struct px_session *
+static struct px_session *
 px_session_by_cid(int64_t cid)
 {
 	struct px_session *s;
@@ -185,7 +187,7 @@ px_listener_free(struct px_listener *l)
 }
 
 /* Create the session's socket before anything could try to connect. */
-int
+static int
 px_session_listen(struct px_session *s)
 {
 	struct sockaddr_un sun;

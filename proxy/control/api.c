@@ -39,6 +39,7 @@
 #include <openssl/ssl.h>
 
 #include "proxy/daemon.h"
+#include "proxy/lib/util.h"
 #include "proxy/control/ctl.h"
 #include "proxy/control/api.h"
 #include "proxy/control/events.h"
@@ -1312,29 +1313,6 @@ group_lookup(const char *name, gid_t *gid, char *err, size_t errlen)
 	return 0;
 }
 
-static int
-mkdir_parents(const char *path)
-{
-	char dir[PATH_MAX], *p;
-
-	if (snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir))
-		return -1;
-	if ((p = strrchr(dir, '/')) == NULL || p == dir)
-		return 0;
-	*p = '\0';
-	for (p = dir + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-		return -1;
-	return 0;
-}
-
 /* Someone accepts on path right now. */
 static int
 socket_live(const struct sockaddr_un *sa)
@@ -1387,7 +1365,7 @@ unix_listen(const struct cfg_control *cc, struct api_unix *u, char *err,
 	memcpy(sa.sun_path, cc->socket, strlen(cc->socket));
 	if (group_lookup(cc->socket_group, &gid, err, errlen) != 0)
 		return -1;
-	if (mkdir_parents(cc->socket) != 0) {
+	if (util_mkdir_parent(cc->socket, 0755) != 0) {
 		snprintf(err, errlen, "%s: cannot create its directory: %s",
 		    cc->socket, strerror(errno));
 		return -1;

@@ -133,8 +133,7 @@ px_conn_close(struct px_conn *c, enum pol_reason why)
 	    why == POL_R_NONE ? "done" : pol_reason_name(why));
 	px_upstream_cancel(c);
 	px_splice_free(c->spl);
-	if (c->up != NULL)
-		bufferevent_free(c->up);
+	px_upstream_drop(c);
 	if (c->cli != NULL)
 		bufferevent_free(c->cli);
 	if (c->timer != NULL)
@@ -347,12 +346,8 @@ px_conn_answer(struct px_conn *c, enum pol_reason why, const char *detail,
 	int n;
 
 	px_upstream_cancel(c);
-	if (c->up != NULL && (c->state == PX_S_CONNECT ||
-	    c->state == PX_S_FWD)) {
-		bufferevent_free(c->up);
-		c->up = NULL;
-		c->up_host[0] = '\0';
-	}
+	if (c->state == PX_S_CONNECT || c->state == PX_S_FWD)
+		px_upstream_drop(c);
 	/* the app hears of refusals as they happen */
 	if (px_hooks.denied != NULL && c->session != NULL)
 		px_hooks.denied(pol_session_id(c->session->pol),
@@ -366,10 +361,7 @@ px_conn_answer(struct px_conn *c, enum pol_reason why, const char *detail,
 		/* a redirected TLS client expects a ServerHello: nothing
 		 * sluiced could say would reach it, so the close is the
 		 * answer and the record says why */
-		if (c->up != NULL) {
-			bufferevent_free(c->up);
-			c->up = NULL;
-		}
+		px_upstream_drop(c);
 		px_conn_flush_close(c, POL_R_NONE);
 		return;
 	}
@@ -494,11 +486,7 @@ handle_request(struct px_conn *c)
 		px_forward_start(c);
 		return;
 	}
-	if (c->up != NULL) {
-		bufferevent_free(c->up);
-		c->up = NULL;
-		c->up_host[0] = '\0';
-	}
+	px_upstream_drop(c);
 	px_upstream_start(c);
 }
 
@@ -649,9 +637,7 @@ up_idle_event(struct bufferevent *bev, short what, void *arg)
 	struct px_conn *c = arg;
 
 	/* the kept upstream connection went away between requests */
-	bufferevent_free(c->up);
-	c->up = NULL;
-	c->up_host[0] = '\0';
+	px_upstream_drop(c);
 }
 
 static void

@@ -228,11 +228,7 @@ exchange_done(struct px_conn *c)
 	px_conn_log_close(c, POL_R_NONE);
 	if (c->fwd_close_after) {
 		/* drop the upstream; flush the answer, then close */
-		if (c->up != NULL) {
-			bufferevent_free(c->up);
-			c->up = NULL;
-			c->up_host[0] = '\0';
-		}
+		px_upstream_drop(c);
 		px_conn_flush_close(c, POL_R_NONE);
 		return;
 	}

@@ -436,6 +436,8 @@ px_prompts_shutdown(void)
 		prompt_free(p);
 	}
 	ndone = 0;
+	pol_prompts_free(book);
+	book = NULL;
 }
 
 /* ------------------------------------------------------------------ */

@@ -156,6 +156,9 @@ int px_rec_close(struct px_conn *c, enum pol_reason why) SLUICE_MUSTCHECK;
 /* upstream.c */
 void px_upstream_start(struct px_conn *c);
 void px_upstream_cancel(struct px_conn *c);
+/* Close and forget c's upstream connection (the kept one included): the
+ * one teardown of c->up, whatever the state. */
+void px_upstream_drop(struct px_conn *c);
 
 /* tunnel.c */
 void px_tunnel_established(struct px_conn *c);

@@ -166,10 +166,7 @@ refuse_tunnel(struct px_conn *c, enum pol_reason why)
 		    __func__, (unsigned long long)c->id);
 	/* the 200 may still be queued: let the client see it, then the
 	 * close, as it would had the hello come later */
-	if (c->up != NULL) {
-		bufferevent_free(c->up);
-		c->up = NULL;
-	}
+	px_upstream_drop(c);
 	px_conn_flush_close(c, why);
 }
 

@@ -12,6 +12,7 @@
 
 #include "proxy/sluicectl/ctl_log.h"
 #include "proxy/lib/clog.h"
+#include "proxy/lib/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,21 +30,6 @@
 #define CTLOG_LINE_MAX (1024 * 1024)   /* as clog.c's verifier */
 #define CTLOG_FOLLOW_MS 200            /* poll period of tail -f */
 #define CTLOG_CELL 160                 /* bytes shown of one field */
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* ---- filters ---- */
 
@@ -254,7 +240,7 @@ ctlog_query(const char *path, const struct ctlog_filter *f,
 
 	in = fopen(path, "r");
 	if (in == NULL) {
-		set_err(err, errlen, "%s: %s", path, strerror(errno));
+		errf(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;
 	}
 	if (!o->json)
@@ -264,7 +250,7 @@ ctlog_query(const char *path, const struct ctlog_filter *f,
 		n = getline(&line, &cap, in);
 		if (n < 0) {
 			if (errno != 0) {
-				set_err(err, errlen, "%s: %s", path,
+				errf(err, errlen, "%s: %s", path,
 				    strerror(errno));
 				goto done;
 			}
@@ -282,7 +268,7 @@ ctlog_query(const char *path, const struct ctlog_filter *f,
 		}
 		hits += (uint64_t)emit_line(line, (size_t)n - 1, lineno, f, o);
 		if (ferror(o->out)) {
-			set_err(err, errlen, "output: %s", strerror(errno));
+			errf(err, errlen, "output: %s", strerror(errno));
 			goto done;
 		}
 	}
@@ -488,11 +474,11 @@ ctlog_tail(const char *path, long n, int follow,
 	int rc = -1;
 
 	if (follower_open(&fl, path) != 0 || fstat(fl.fd, &st) != 0) {
-		set_err(err, errlen, "%s: %s", path, strerror(errno));
+		errf(err, errlen, "%s: %s", path, strerror(errno));
 		goto done;
 	}
 	if (find_tail(fl.fd, st.st_size, n, &start, &end) != 0) {
-		set_err(err, errlen, "%s: read: %s", path, strerror(errno));
+		errf(err, errlen, "%s: read: %s", path, strerror(errno));
 		goto done;
 	}
 	if (!o->json)
@@ -509,7 +495,7 @@ ctlog_tail(const char *path, long n, int follow,
 				want = sizeof(buf);
 			got = pread(fl.fd, buf, want, fl.off);
 			if (got <= 0) {
-				set_err(err, errlen, "%s: read: %s", path,
+				errf(err, errlen, "%s: read: %s", path,
 				    got == 0 ? "file shrank" : strerror(errno));
 				goto done;
 			}
@@ -521,7 +507,7 @@ ctlog_tail(const char *path, long n, int follow,
 	fflush(o->out);
 	while (follow && (stop == NULL || !*stop) && !ferror(o->out)) {
 		if (drain(&fl, o) != 0) {
-			set_err(err, errlen, "%s: read: %s", path,
+			errf(err, errlen, "%s: read: %s", path,
 			    strerror(errno));
 			goto done;
 		}
@@ -531,7 +517,7 @@ ctlog_tail(const char *path, long n, int follow,
 	if (ferror(o->out) && (stop == NULL || !*stop)) {
 		/* a closed pipe (| head) is how a follow usually ends */
 		if (errno != EPIPE) {
-			set_err(err, errlen, "output: %s", strerror(errno));
+			errf(err, errlen, "output: %s", strerror(errno));
 			goto done;
 		}
 	}

@@ -36,6 +36,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "proxy/lib/util.h"
+
 #define SBX_ID_MAX	64              /* chat, tenant: [A-Za-z0-9._-]{1,64} */
 #define SBX_USER_MAX	128
 #define SBX_PATH_MAX	512
@@ -178,9 +180,9 @@ uint64_t sbx_proc_start(pid_t pid);
 int sbx_log_start(const char *dir, char *err, size_t errlen);
 void sbx_log_flush(int wfd);
 void sbx_log_stop(const char *dir);
-/* snprintf into err; returns -1 for "return sbx_err(...)". */
-int sbx_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* snprintf into err; returns -1 for "return sbx_err(...)": the one
+ * errf of proxy/lib/util.h under the backends' prefix. */
+#define sbx_err errf
 
 /*
  * FNV-1a of a state directory's path: two state directories may hold the

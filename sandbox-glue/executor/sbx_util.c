@@ -59,19 +59,6 @@ sbx_proc_start(pid_t pid)
 	return st;
 }
 
-int
-sbx_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err != NULL && errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
-
 /* ---- the bounded log ---- */
 
 /* The reader: fd 0 the pipe, fd 3 the directory.  Never returns. */
