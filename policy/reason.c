@@ -5,6 +5,8 @@
  * Logs, webhooks and tests carry these strings, so each table is indexed
  * by the enum and only ever grows at the end.
  */
+#include "sluice-config.h"
+
 #include <string.h>
 
 #include "policy/policy.h"

@@ -6,6 +6,8 @@
  * thousands at most and grants per session in the tens, and keeping
  * insertion order makes the _at iterators stable for the control API.
  */
+#include "sluice-config.h"
+
 #include <stdlib.h>
 #include <string.h>
 

@@ -491,7 +491,13 @@ h_ceiling_put(struct call *k)
 				goto fail;
 			continue;
 		}
-		pol_tier_parse(json_string_value(v), &t);
+		if (pol_tier_parse(json_string_value(v), &t) != 0) {
+			/* checked above; never guess a tier */
+			e.code = CTL_BAD_REQUEST;
+			snprintf(e.msg, sizeof(e.msg), "tenants.%s: not a tier",
+			    name);
+			goto fail;
+		}
 		if (ctl_ceiling_set(&k->actor, name, t, close_ex, &n, &e) != 0)
 			goto fail;
 		closed += n;

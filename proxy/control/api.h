@@ -21,7 +21,7 @@ struct cfg;
  * in err (nothing is left listening then).  c need not outlive the call.
  */
 int api_start(struct event_base *base, const struct cfg *c, char *err,
-    size_t errlen);
+    size_t errlen) SLUICE_MUSTCHECK;
 
 /*
  * Apply a reloaded configuration: callers, tokens (token files are read

@@ -17,7 +17,7 @@ int ctl_fail(struct ctl_err *e, enum ctl_code code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* A grant's host as the policy stores it: a name (brackets refused), or
  * an IP literal in canonical text.  0 / -1. */
-int ctl_grant_host(const char *host, struct pol_target *t);
+int ctl_grant_host(const char *host, struct pol_target *t) SLUICE_MUSTCHECK;
 /* [{"host","port"}...] of a session's grants (new reference). */
 json_t *ctl_grants_json(const struct pol_session *ps);
 
@@ -25,6 +25,6 @@ json_t *ctl_grants_json(const struct pol_session *ps);
  * NULL: none), kept in the state file; ctl.c changes them. */
 extern json_t *ctl_api_ceiling;
 /* Apply such a ceiling object to px.state.  0 / -1 with err. */
-int ctl_apply_ceiling_json(json_t *c, char *err, size_t errlen);
+int ctl_apply_ceiling_json(json_t *c, char *err, size_t errlen) SLUICE_MUSTCHECK;
 
 #endif /* SLUICE_CONTROL_INT_H */

@@ -353,10 +353,12 @@ grant_change(const struct ctl_actor *a, const char *id, const char *host,
 		    port, id);
 	}
 	if (ctl_state_save(e) != 0) {
-		if (add)
-			pol_session_revoke(s->pol, t.host, port);
-		else
-			pol_session_grant(s->pol, t.host, port);
+		/* undo: what was not saved did not happen */
+		if ((add ? pol_session_revoke(s->pol, t.host, port) :
+		    pol_session_grant(s->pol, t.host, port)) != 0)
+			px_log(PX_ERR, "%s: %s %s:%u: cannot undo the change "
+			    "the state file did not take", __func__, id, t.host,
+			    port);
 		json_decref(before);
 		return -1;
 	}
@@ -398,27 +400,14 @@ ceiling_commit(const struct ctl_actor *a, json_t *next, const char *target,
     int close_ex, size_t *closed, struct ctl_err *e)
 {
 	json_t *before = ctl_json_ceiling(), *prev = ctl_api_ceiling;
-	char err[256];
+	char err[256] = "";
 
 	ctl_api_ceiling = next;
 	/* rebuild from the file's values, then the API's on top */
-	{
-		const char *tenant;
-		enum pol_tier t;
-		size_t i;
-
-		while (pol_state_tenant_at(px.state, 0, &tenant, &t) == 0) {
-			char name[128];
-
-			snprintf(name, sizeof(name), "%s", tenant);
-			pol_state_clear_tenant_ceiling(px.state, name);
-		}
-		pol_state_set_ceiling(px.state, px.cfg->ceiling);
-		for (i = 0; i < px.cfg->ntenants; i++)
-			pol_state_set_tenant_ceiling(px.state,
-			    px.cfg->tenants[i].name, px.cfg->tenants[i].ceiling);
-	}
-	if (ctl_apply_ceiling_json(ctl_api_ceiling, err, sizeof(err)) != 0 ||
+	if (ctl_apply_file_ceilings(px.cfg) != 0)
+		snprintf(err, sizeof(err), "out of memory");
+	if (err[0] != '\0' ||
+	    ctl_apply_ceiling_json(ctl_api_ceiling, err, sizeof(err)) != 0 ||
 	    ctl_state_save(e) != 0) {
 		if (e != NULL && e->code == CTL_OK)
 			ctl_fail(e, CTL_BAD_REQUEST, "%s", err);

@@ -176,6 +176,30 @@ ctl_apply_ceiling_json(json_t *c, char *err, size_t errlen)
 	return 0;
 }
 
+int
+ctl_apply_file_ceilings(const struct cfg *c)
+{
+	const char *tenant;
+	enum pol_tier t;
+	size_t i;
+	int rc = 0;
+
+	/* forget tenant ceilings the file no longer names */
+	while (pol_state_tenant_at(px.state, 0, &tenant, &t) == 0) {
+		char name[128];
+
+		snprintf(name, sizeof(name), "%s", tenant);
+		if (pol_state_clear_tenant_ceiling(px.state, name) != 0)
+			break;   /* cannot happen: it was just listed */
+	}
+	pol_state_set_ceiling(px.state, c->ceiling);
+	for (i = 0; i < c->ntenants; i++)
+		if (pol_state_set_tenant_ceiling(px.state, c->tenants[i].name,
+		    c->tenants[i].ceiling) != 0)
+			rc = -1;
+	return rc;
+}
+
 void
 ctl_apply_api_ceilings(void)
 {

@@ -30,7 +30,7 @@ struct cfg;
 typedef int (*wh_answer_fn)(const char *id, enum pol_answer ans, char *msg,
     size_t msglen);
 int wh_init(struct event_base *base, const struct cfg *c, wh_answer_fn answer,
-    char *err, size_t errlen);
+    char *err, size_t errlen) SLUICE_MUSTCHECK;
 int wh_reload(const struct cfg *c);   /* -1: logged, old settings kept */
 void wh_shutdown(void);
 /* 1 when a webhook is configured (it counts as an approver). */
@@ -45,6 +45,6 @@ void wh_prompt_done(const char *id);
 /* The X-Sluice-Signature value: HMAC-SHA256 with key over
  * "<timestamp>.<body>".  0, or -1 when OpenSSL fails. */
 int wh_sign(const void *key, size_t keylen, const char *timestamp,
-    const char *body, size_t bodylen, char out[WH_SIG_LEN]);
+    const char *body, size_t bodylen, char out[WH_SIG_LEN]) SLUICE_MUSTCHECK;
 
 #endif /* SLUICE_WEBHOOK_H */

@@ -10,6 +10,8 @@
  * evidence: clog_verify_file() reports it as a line that is not a record.
  */
 #ifdef HAVE_CONFIG_H
+#include "sluice-config.h"
+
 #include "proxy/lib/config.h"
 #endif
 

@@ -7,6 +7,8 @@
  * accepted, or, for syntax errors, the prefix jansson read before it
  * stopped).
  */
+#include "sluice-config.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -12,6 +12,8 @@
  * per-query cancel.  Cancel, deadline and dns_free mark it abandoned and
  * unlink it; its late c-ares callback only frees it.
  */
+#include "sluice-config.h"
+
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <netinet/in.h>

@@ -7,6 +7,8 @@
  * refused before the rest arrives, and limits are enforced on partial
  * heads too so a slow sender cannot make us buffer without bound.
  */
+#include "sluice-config.h"
+
 #include <limits.h>
 #include <string.h>
 

@@ -6,6 +6,8 @@
  * every length checked against its enclosing one.  Nothing is decided on
  * a partial hello, so a truncated hello can only be SNI_INCOMPLETE.
  */
+#include "sluice-config.h"
+
 #include <string.h>
 
 #include "proxy/lib/sni.h"

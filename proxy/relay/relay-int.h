@@ -134,7 +134,7 @@ void px_conn_flush_close(struct px_conn *c, enum pol_reason why);
 /* Back to reading the next request head on a keep-alive connection. */
 void px_conn_next_request(struct px_conn *c);
 /* Write the allow record; -1 means refuse (fail closed). */
-int px_conn_log_allow(struct px_conn *c);
+int px_conn_log_allow(struct px_conn *c) SLUICE_MUSTCHECK;
 void px_conn_log_close(struct px_conn *c, enum pol_reason why);
 void px_conn_touch(struct px_conn *c);
 long px_elapsed_ms(const struct timespec *since);
@@ -173,7 +173,7 @@ void px_prompt_request(struct px_conn *c);
 void px_prompt_leave(struct px_conn *c);
 
 /* splice.c */
-int px_splice_start(struct px_conn *c);
+int px_splice_start(struct px_conn *c) SLUICE_MUSTCHECK;
 void px_splice_free(struct px_splice *s);
 
 /* forward.c */

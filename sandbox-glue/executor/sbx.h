@@ -177,7 +177,7 @@ uint64_t sbx_proc_start(pid_t pid);
  * goes).
  */
 #define SBX_LOG_MAX	(1 << 20)
-int sbx_log_start(const char *dir, char *err, size_t errlen);
+int sbx_log_start(const char *dir, char *err, size_t errlen) SLUICE_MUSTCHECK;
 void sbx_log_flush(int wfd);
 void sbx_log_stop(const char *dir);
 /* snprintf into err; returns -1 for "return sbx_err(...)": the one
@@ -205,7 +205,7 @@ extern const size_t sbx_etc_keep_n;
 /* mkdir that accepts an existing directory: 0/-1. */
 int sbx_mkdir(const char *path, mode_t mode);
 /* Create or truncate path with mode and write content (NULL: none). */
-int sbx_write_file(const char *path, const char *content, mode_t mode);
+int sbx_write_file(const char *path, const char *content, mode_t mode) SLUICE_MUSTCHECK;
 /* Copy the regular file from to to (mode 0644). */
 int sbx_copy_file(const char *from, const char *to);
 /* Make dst a symlink with the target of the symlink src (best effort). */
@@ -216,6 +216,6 @@ void sbx_copy_link(const char *src, const char *dst);
  * the path that failed in failed (hostname is best effort).
  */
 int sbx_etc_ids(const char *root, unsigned uid, unsigned gid, char *failed,
-    size_t flen);
+    size_t flen) SLUICE_MUSTCHECK;
 
 #endif /* SLUICE_SBX_H */

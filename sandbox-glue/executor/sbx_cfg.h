@@ -44,10 +44,10 @@ void sbx_cfg_defaults(struct sbx_cfg *c, const char *state_dir,
  * c.  Unknown keys, wrong types and values out of range are refused; on
  * failure c may be partly changed. */
 int sbx_cfg_parse(struct sbx_cfg *c, const char *text, size_t len,
-    const char *name, char *err, size_t errlen);
+    const char *name, char *err, size_t errlen) SLUICE_MUSTCHECK;
 /* The same from a file (at most SBX_CFG_FILE_MAX bytes). */
 int sbx_cfg_load(struct sbx_cfg *c, const char *path, char *err,
-    size_t errlen);
+    size_t errlen) SLUICE_MUSTCHECK;
 
 /* The record as saved (new reference) and read back.  sbx_rec_parse
  * refuses what sluice-run could not have written: a string too long for
@@ -55,9 +55,9 @@ int sbx_cfg_load(struct sbx_cfg *c, const char *path, char *err,
  * negative numbers, a slot out of range. */
 json_t *sbx_rec_json(const struct sbx_rec *r);
 int sbx_rec_parse(struct sbx_rec *r, const char *text, size_t len,
-    char *err, size_t errlen);
+    char *err, size_t errlen) SLUICE_MUSTCHECK;
 int sbx_rec_load(struct sbx_rec *r, const char *path, char *err,
-    size_t errlen);
+    size_t errlen) SLUICE_MUSTCHECK;
 
 /* A chat or tenant id: 1 to max of A-Z a-z 0-9 . _ -, the first a
  * letter or digit. */
@@ -77,9 +77,9 @@ void sbx_text_safe(const char *s, char *out, size_t outlen);
  * Unix socket from the answer to POST /v1/sessions.
  */
 int sbx_http_split(const char *buf, size_t len, int *status,
-    const char **body);
+    const char **body) SLUICE_MUSTCHECK;
 const char *sbx_broker_msg(const char *body, char *buf, size_t len);
 int sbx_broker_socket(const char *body, char *dir, size_t dirlen,
-    char *err, size_t errlen);
+    char *err, size_t errlen) SLUICE_MUSTCHECK;
 
 #endif /* SLUICE_SBX_CFG_H */

@@ -308,6 +308,8 @@ sbx_etc_ids(const char *root, unsigned uid, unsigned gid, char *failed,
 	    "::1\tlocalhost ip6-localhost ip6-loopback\n", 0644) != 0)
 		return -1;
 	snprintf(failed, flen, "%s/etc/hostname", root);
-	(void)sbx_write_file(failed, "sandbox\n", 0644);
+	/* optional: without it the sandbox only lacks a pretty name */
+	if (sbx_write_file(failed, "sandbox\n", 0644) != 0)
+		failed[0] = '\0';
 	return 0;
 }

@@ -11,6 +11,8 @@
  * head that is not INCOMPLETE, or a framer whose result depends on how
  * the input is split.
  */
+#include "sluice-config.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

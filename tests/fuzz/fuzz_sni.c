@@ -6,6 +6,8 @@
  * NUL-terminated string, or when a prefix of the input yields a name
  * other than the one the whole input yields.
  */
+#include "sluice-config.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -2,6 +2,8 @@
  * test_config.c: sluiced.json loading, error positions, dump round trip
  * and the policy built from a configuration.
  */
+#include "sluice-config.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

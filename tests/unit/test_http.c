@@ -2,6 +2,8 @@
  * test_http.c: the strict HTTP/1.x parser, the body framer and the
  * ClientHello SNI reader (proxy/http.c, proxy/sni.c).
  */
+#include "sluice-config.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -2,6 +2,8 @@
  * test_runcfg.c: sluice-run's configuration checks, record files and
  * name checks (sandbox-glue/sbx_cfg.c).
  */
+#include "sluice-config.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
