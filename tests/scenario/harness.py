@@ -84,6 +84,9 @@ REASON_STATUS = {
     "log_unavailable": {503},
     "shutting_down": {503},
     "tier_lowered": {403},
+    "ech_refused": {403},
+    "connect_plain_port": {403},
+    "self_target": {400},
 }
 
 ZERO_HASH = "0" * 64
