@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """CONNECT to SNI-checked ports: a good handshake (curl -k, urllib, early
 ClientHello, fragmented ClientHello) and the closing cases sni_mismatch,
-sni_missing, not_tls, where no byte may reach the upstream."""
+sni_missing, not_tls, where no byte may reach the upstream; the checked
+name in the close record."""
 
 import json
 import os
@@ -13,7 +14,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, check, check_eq, curl, curl_status, do_connect,  # noqa: E402
                      read_log, wait_until, recorder_handler, client_hello,
                      TLSOverSocket, urllib_opener, insecure_ctx, is_closed,
-                     read_head, read_body, decisions)
+                     read_head, read_body, decisions, wait_close)
 
 S = Suite("t_sni")
 
@@ -177,6 +178,30 @@ def sni_wait_times_out(env):
           time.monotonic() - t0)
     s.close()
     check_eq(len(recorded_bytes(rec)), 0, "bytes that reached the upstream")
+
+
+@S.case
+def allowed_tunnel_logs_sni(env):
+    # the allow record of a CONNECT is written before the ClientHello
+    # comes: the close record carries the name the tunnel was checked on
+    d, tls, _, _ = setup(env)
+    r = curl(["-k", "-x", d.proxy_url(), "-o", "/dev/null", "-w",
+              "%{http_code}", "https://tls.test:%d/logged" % tls.port],
+             src=env.src(1))
+    check_eq(r.returncode, 0, "curl exit (stderr %r)" % r.stderr)
+    check_eq(r.stdout.strip(), b"200", "status")
+    rec = wait_close(d.log_path, tls.port)
+    check_eq(rec.get("sni"), "tls.test", "close.sni (record %r)" % rec)
+    check_eq(rec.get("host"), "tls.test", "close.host")
+    # a tunnel to an unchecked port has no SNI to tell
+    d.stop()
+    d2, _, _, plain = setup(env)
+    s = d2.connect(env.src(1))
+    resp, _ = do_connect(s, "up.test", plain.port)
+    check_eq(resp.status, 200, "CONNECT to an unchecked port")
+    s.close()
+    rec = wait_close(d2.log_path, plain.port)
+    check("sni" not in rec, "close record of an unchecked tunnel: %r", rec)
 
 
 @S.case
