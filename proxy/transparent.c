@@ -85,11 +85,19 @@ hello_read(struct bufferevent *bev, void *arg)
 		return;
 	case SNI_NOT_TLS:
 	case SNI_MALFORMED:
+	case SNI_ECH:
 	case SNI_OK:
 		break;
 	}
 	bufferevent_disable(c->cli, EV_READ);
 	evtimer_del(c->timer);
+	if (st == SNI_ECH) {
+		/* the outer name is not what the server is asked for: no
+		 * decision on it, only the record of what was offered */
+		snprintf(c->sni, sizeof(c->sni), "%s", name);
+		px_conn_refuse(c, POL_R_ECH_REFUSED, NULL);
+		return;
+	}
 	if (st != SNI_OK) {
 		px_conn_refuse(c, POL_R_NOT_TLS, NULL);
 		return;
