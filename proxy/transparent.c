@@ -36,7 +36,17 @@ tls_port(uint16_t port)
 enum pol_reason
 px_tp_setup(struct px_conn *c, int fd)
 {
-	if (tp_orig_dst(fd, &c->tp_dst, &c->tp_port) != 0) {
+	switch (tp_orig_dst(fd, &c->tp_dst, &c->tp_port)) {
+	case 0:
+		break;
+	case 1:
+		/* dialled directly: the Host or SNI would be decided for
+		 * the listener's own port, a destination the client never
+		 * had.  Refused before any decision, with an HTTP answer
+		 * (a client that dials a proxy port speaks HTTP); the
+		 * record keeps orig_dst. */
+		return POL_R_SELF_TARGET;
+	default:
 		px_log(PX_WARN, "%s: conn %llu (%s): no original destination: "
 		    "%s", __func__, (unsigned long long)c->id, c->peer,
 		    strerror(errno));

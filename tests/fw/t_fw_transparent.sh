@@ -318,6 +318,21 @@ r=$(rec 'r["event"] == "decision" and r["host"] == "ask.test"')
 echo "$r" | grep -q '"answer": "allow_once"' || fail "prompt record: $r"
 echo "$r" | grep -q '"orig_dst": "198.51.100.10:443"' || fail "prompt orig_dst: $r"
 
+# 9. a client that dials the transparent listener itself (nothing
+#    redirected it: its original destination is the listener) is refused
+#    before any decision, its Host never consulted (self_target)
+for dst in 10.200.0.1 '[fd20::1]'; do
+	code=$(sb curl --noproxy '*' -s --max-time 10 -H 'Host: allowed.test' \
+	    -D "$tmp/hdr" -o "$tmp/body" -w '%{http_code}' \
+	    "http://$dst:3129/p")
+	[ "$code" = 400 ] || fail "direct $dst: status $code $(cat "$tmp/body")"
+	grep -qi '^X-Sluice-Reason: self_target' "$tmp/hdr" ||
+	    fail "direct $dst: $(cat "$tmp/hdr")"
+	r=$(rec 'r["event"] == "decision" and r.get("orig_dst") == "'"$dst:3129"'"')
+	echo "$r" | grep -q '"reason": "self_target"' || fail "direct $dst: $r"
+	echo "$r" | grep -q '"host": null' || fail "direct $dst host: $r"
+done
+
 # 10. a ClientHello that hides its name (Encrypted Client Hello, or the
 #     ESNI drafts' extension) is refused on the redirected TLS port: its
 #     SNI is only the outer, public name (ech_refused).  The hello is
