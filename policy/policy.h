@@ -52,6 +52,9 @@ enum pol_reason {
 	POL_R_SESSION_CLOSED = 27,     /* close reason: session removed */
 	POL_R_CEILING_LOWERED = 28,    /* close reason: tunnel no longer admitted */
 	POL_R_TIER_LOWERED = 29,       /* a prompt ended: the chat's tier went down */
+	POL_R_ECH_REFUSED = 30,        /* ClientHello hides its name (ECH, ESNI) */
+	POL_R_CONNECT_PLAIN_PORT = 31, /* CONNECT to a port that carries plain HTTP */
+	POL_R_SELF_TARGET = 32,        /* transparent: dialled the listener itself */
 	POL_R__COUNT
 };
 

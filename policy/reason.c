@@ -128,6 +128,21 @@ static const struct reason_info reasons[POL_R__COUNT] = {
 	[POL_R_TIER_LOWERED] = { "tier_lowered", 403,
 	    "the request waited for an answer while the chat's network tier "
 	    "was lowered; the app can raise the tier again." },
+	[POL_R_ECH_REFUSED] = { "ech_refused", 403,
+	    "the tunnel was closed because the TLS ClientHello uses Encrypted "
+	    "Client Hello (or ESNI), which hides the server name sluice "
+	    "checks; turn ECH off in the client, or an administrator can "
+	    "allow it with tls.allow_ech." },
+	[POL_R_CONNECT_PLAIN_PORT] = { "connect_plain_port", 403,
+	    "the tunnel was refused because this port carries plain HTTP, "
+	    "whose Host sluice checks only on requests it forwards itself; "
+	    "send http:// requests to the proxy directly instead of through "
+	    "CONNECT." },
+	[POL_R_SELF_TARGET] = { "self_target", 400,
+	    "the connection was refused because it was made to sluice's "
+	    "transparent listener directly instead of being redirected to "
+	    "it; use the proxy port (HTTP_PROXY) or connect to the real "
+	    "host." },
 };
 
 static int

@@ -1489,11 +1489,22 @@ k_sni_ports(struct cfg_ctx *x, json_t *v, void *base)
 	return get_port_list(x, v, &c->sni_ports, &c->nsni_ports);
 }
 
+static int
+k_plain_ports(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+
+	return get_port_list(x, v, &c->plain_ports, &c->nplain_ports);
+}
+
 static const struct cfg_key tls_keys[] = {
 	{ "sni_check", K_BOOL, offsetof(struct cfg, sni_check), 0, 0, NULL,
 	  NULL },
 	{ "sni_ports", K_FN, 0, 0, 0, NULL, k_sni_ports },
 	LIM("sni_timeout_ms", K_INT, sni_timeout_ms, 100, 600000),
+	{ "allow_ech", K_BOOL, offsetof(struct cfg, allow_ech), 0, 0, NULL,
+	  NULL },
+	{ "plain_http_ports", K_FN, 0, 0, 0, NULL, k_plain_ports },
 	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
 };
 
@@ -2029,11 +2040,13 @@ cfg_defaults(void)
 	c->ports_registries = malloc(sizeof(ports));
 	c->ports_public = malloc(sizeof(ports));
 	c->sni_ports = malloc(sizeof(ports[0]));
+	c->plain_ports = malloc(sizeof(ports[0]));
 	if (c->runtime_dir == NULL || c->log_path == NULL ||
 	    c->state_file == NULL || c->user == NULL ||
 	    c->control.socket == NULL ||
 	    c->ports_registries == NULL || c->ports_public == NULL ||
-	    c->sni_ports == NULL || c->firewall.table == NULL) {
+	    c->sni_ports == NULL || c->plain_ports == NULL ||
+	    c->firewall.table == NULL) {
 		cfg_free(c);
 		return NULL;
 	}
@@ -2042,6 +2055,8 @@ cfg_defaults(void)
 	c->nports_registries = c->nports_public = 2;
 	c->sni_ports[0] = 443;
 	c->nsni_ports = 1;
+	c->plain_ports[0] = 80;
+	c->nplain_ports = 1;
 	return c;
 }
 
@@ -2083,6 +2098,7 @@ cfg_free(struct cfg *c)
 	free(c->ports_registries);
 	free(c->ports_public);
 	free(c->sni_ports);
+	free(c->plain_ports);
 	free(c->firewall.table);
 	strv_free(c->firewall.sandbox_subnets, c->firewall.nsandbox_subnets);
 	strv_free(c->firewall.sandbox_interfaces,
@@ -2569,10 +2585,13 @@ dump_tree(const struct cfg *c, int *bad)
 	    "max_conns_total", c->max_conns_total,
 	    "tunnel_buffer", (json_int_t)c->tunnel_buffer,
 	    "drain_timeout_s", c->drain_timeout_s), bad);
-	jset(root, "tls", json_pack("{s:b,s:i,s:o}",
+	jset(root, "tls", json_pack("{s:b,s:i,s:o,s:b,s:o}",
 	    "sni_check", c->sni_check,
 	    "sni_timeout_ms", c->sni_timeout_ms,
-	    "sni_ports", jports(c->sni_ports, c->nsni_ports, bad)), bad);
+	    "sni_ports", jports(c->sni_ports, c->nsni_ports, bad),
+	    "allow_ech", c->allow_ech,
+	    "plain_http_ports", jports(c->plain_ports, c->nplain_ports,
+	    bad)), bad);
 	dump_control(c, root, bad);
 	dump_webhook(c, root, bad);
 	dump_firewall(c, root, bad);

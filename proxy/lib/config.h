@@ -162,6 +162,8 @@ struct cfg {
 	int sni_check;                             /* 1: CONNECT :443 needs matching SNI */
 	int sni_timeout_ms;                        /* 5000: wait for the ClientHello */
 	uint16_t *sni_ports; size_t nsni_ports;    /* tls.sni_ports, [443] */
+	int allow_ech;                             /* 0: ECH/ESNI hellos are refused */
+	uint16_t *plain_ports; size_t nplain_ports;/* tls.plain_http_ports, [80]: no CONNECT */
 
 	struct cfg_control control;
 	struct cfg_webhook webhook;

@@ -115,7 +115,9 @@ struct px_conn {
 void px_conn_close(struct px_conn *c, enum pol_reason why);
 /* Peek at the TLS ClientHello buffered from c's client, leaving it for
  * upstream (sni.h statuses; SNI_INCOMPLETE while more may come, and a
- * hello past SNI_MAX_HELLO is SNI_NOT_TLS).  NAME gets the SNI. */
+ * hello past SNI_MAX_HELLO is SNI_NOT_TLS).  NAME gets the SNI.  A hello
+ * that hides its name (ECH, ESNI) is SNI_ECH unless tls.allow_ech, with
+ * which it is judged by its outer name (SNI_OK or SNI_NONE). */
 enum sni_status px_sni_peek(struct px_conn *c, char *name, size_t namelen);
 /* Decide c->target for session s into c->dec: a deny is refused, a
  * prompt holds the connection (px_prompt_request); 1 only for an allow,

@@ -184,6 +184,9 @@ px_sni_peek(struct px_conn *c, char *name, size_t namelen)
 	st = sni_parse(evbuffer_pullup(in, (ev_ssize_t)n), n, name, namelen);
 	if (st == SNI_INCOMPLETE && len >= SNI_MAX_HELLO)
 		return SNI_NOT_TLS;     /* no hello is that long */
+	if (st == SNI_ECH && px.cfg->allow_ech)
+		/* the admin accepts that the outer name is all we see */
+		return name[0] != '\0' ? SNI_OK : SNI_NONE;
 	return st;
 }
 
@@ -203,6 +206,11 @@ sni_read(struct bufferevent *bev, void *arg)
 	case SNI_NOT_TLS:
 	case SNI_MALFORMED:
 		refuse_tunnel(c, POL_R_NOT_TLS);
+		return;
+	case SNI_ECH:
+		/* the record shows the outer name the hello offered */
+		snprintf(c->sni, sizeof(c->sni), "%s", name);
+		refuse_tunnel(c, POL_R_ECH_REFUSED);
 		return;
 	case SNI_OK:
 		break;

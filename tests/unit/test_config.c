@@ -69,7 +69,8 @@ static const char full[] =
 	"              \"connect_timeout_ms\": 3000, \"max_conns_per_session\": 8,\n"
 	"              \"max_conns_total\": 64, \"tunnel_buffer\": 65536,\n"
 	"              \"drain_timeout_s\": 2 },\n"
-	"  \"tls\": { \"sni_check\": false, \"sni_timeout_ms\": 1000 },\n"
+	"  \"tls\": { \"sni_check\": false, \"sni_timeout_ms\": 1000,\n"
+	"           \"allow_ech\": true, \"plain_http_ports\": [80, 8080] },\n"
 	"  \"state_file\": \"/tmp/sluice-test/state.json\",\n"
 	"  \"control\": { \"socket\": \"/tmp/sluice-test/ctl.sock\",\n"
 	"               \"socket_mode\": \"0600\", \"socket_group\": \"wheel\",\n"
@@ -151,6 +152,9 @@ test_defaults(void **state)
 	assert_int_equal(c->drain_timeout_s, 10);
 	assert_int_equal(c->sni_check, 1);
 	assert_int_equal(c->sni_timeout_ms, 5000);
+	assert_int_equal(c->allow_ech, 0);
+	assert_int_equal(c->nplain_ports, 1);
+	assert_int_equal(c->plain_ports[0], 80);
 	assert_string_equal(c->state_file, "/var/lib/sluice/state.json");
 	assert_string_equal(c->control.socket, "/run/sluice/control.sock");
 	assert_int_equal(c->control.socket_mode, 0660);
@@ -282,6 +286,10 @@ test_full(void **state)
 	assert_string_equal(cfg_role_name(CFG_ROLE_AUDITOR), "auditor");
 	assert_int_equal(c->sni_check, 0);
 	assert_int_equal(c->sni_timeout_ms, 1000);
+	assert_int_equal(c->allow_ech, 1);
+	assert_int_equal(c->nplain_ports, 2);
+	assert_int_equal(c->plain_ports[0], 80);
+	assert_int_equal(c->plain_ports[1], 8080);
 	assert_int_equal(c->prompt_deny_quiet_s, 0);
 	assert_int_equal(c->events_ring, 16);
 	assert_int_equal(c->events_max_pending, 4096);
@@ -360,6 +368,10 @@ static const struct err_case err_cases[] = {
 	  "t.json:1:12: limits: ", "expected an object" },
 	{ "bool as string", "{\"tls\": {\"sni_check\": \"yes\"}}",
 	  "t.json:1:23: tls.sni_check: ", "expected true or false" },
+	{ "allow_ech as number", "{\"tls\": {\"allow_ech\": 1}}",
+	  "t.json:1:23: tls.allow_ech: ", "expected true or false" },
+	{ "plain port zero", "{\"tls\": {\"plain_http_ports\": [80, 0]}}",
+	  "t.json:1:35: tls.plain_http_ports[1]: ", "out of range" },
 	{ "port out of range",
 	  "{\"ports\": {\"public\": [443,\n    70000]}}",
 	  "t.json:2:5: ports.public[1]: ", "out of range" },
@@ -654,7 +666,7 @@ round_trip(const char *text)
 	assert_int_equal(json_object_size(json_object_get(j, "limits")), 10);
 	assert_int_equal(json_object_size(json_object_get(j, "listen")), 5);
 	assert_int_equal(json_object_size(json_object_get(j, "dns")), 3);
-	assert_int_equal(json_object_size(json_object_get(j, "tls")), 3);
+	assert_int_equal(json_object_size(json_object_get(j, "tls")), 5);
 	json_decref(j);
 
 	assert_int_equal(b->nsessions, a->nsessions);
@@ -710,6 +722,8 @@ test_dump_round_trip(void **state)
 	assert_non_null(strstr(d, "\"socket_mode\": \"0660\""));
 	assert_non_null(strstr(d, "\"max_conns_total\": 4096"));
 	assert_non_null(strstr(d, "\"sni_check\": true"));
+	assert_non_null(strstr(d, "\"allow_ech\": false"));
+	assert_non_null(strstr(d, "\"plain_http_ports\": [\n      80\n    ]"));
 	assert_non_null(strstr(d, "\"socket\": \"/run/sluice/control.sock\""));
 	assert_non_null(strstr(d, "\"client_ca\": null"));
 	assert_non_null(strstr(d, "\"max_body\": 65536"));

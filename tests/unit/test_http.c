@@ -1044,6 +1044,119 @@ test_sni_garbage_lengths(void **state)
 	    sizeof(out)), SNI_MALFORMED);
 }
 
+/*
+ * A one-record hello with an extension (type, body) added before its
+ * first extension (at_end 0) or after its last, every length fixed up.
+ * Returns the new length.
+ */
+static size_t
+with_extension(const uint8_t *hello, size_t n, unsigned type,
+    const uint8_t *body, size_t blen, int at_end, uint8_t *out, size_t cap)
+{
+	size_t p = 5 + 4 + 2 + 32, ext, elen, add = 4 + blen, at, v;
+
+	assert_true(n >= p + 1 && n + add <= cap);
+	p += 1 + hello[p];                              /* session id */
+	p += 2 + ((size_t)hello[p] << 8 | hello[p + 1]);  /* suites */
+	p += 1 + hello[p];                              /* compression */
+	ext = p;                                        /* extensions length */
+	elen = (size_t)hello[ext] << 8 | hello[ext + 1];
+	assert_int_equal(ext + 2 + elen, n);            /* one record, whole */
+	at = at_end ? n : ext + 2;
+	memcpy(out, hello, at);
+	out[at] = (uint8_t)(type >> 8);
+	out[at + 1] = (uint8_t)type;
+	out[at + 2] = (uint8_t)(blen >> 8);
+	out[at + 3] = (uint8_t)blen;
+	memcpy(out + at + 4, body, blen);
+	memcpy(out + at + add, hello + at, n - at);
+	v = elen + add;
+	out[ext] = (uint8_t)(v >> 8);
+	out[ext + 1] = (uint8_t)v;
+	v = ((size_t)hello[3] << 8 | hello[4]) + add;   /* record */
+	out[3] = (uint8_t)(v >> 8);
+	out[4] = (uint8_t)v;
+	v = ((size_t)hello[6] << 16 | (size_t)hello[7] << 8 | hello[8]) + add;
+	out[6] = (uint8_t)(v >> 16);
+	out[7] = (uint8_t)(v >> 8);
+	out[8] = (uint8_t)v;
+	return n + add;
+}
+
+static void
+test_sni_ech(void **state)
+{
+	/* an outer ECHClientHello as a GREASE-ing client sends it: type
+	 * outer, HPKE suite, config id, a 32-byte enc, a payload */
+	uint8_t ech[1 + 4 + 1 + 2 + 32 + 2 + 64];
+	static const uint8_t good[] = "\x00\x0c\x00\x00\x09" "a.example";
+	uint8_t buf[1200], base[700];
+	char out[256];
+	size_t n, k, bn;
+
+	(void)state;
+	memset(ech, 0x5a, sizeof(ech));
+	ech[0] = 0;                                  /* outer */
+	ech[1] = 0; ech[2] = 1; ech[3] = 0; ech[4] = 1;  /* HKDF-SHA256, AES-128-GCM */
+	ech[6] = 0; ech[7] = 32;
+	ech[40] = 0; ech[41] = 64;
+
+	/* the name shown is only the outer one: not SNI_OK, wherever the
+	 * extension sits, and a truncated one still waits */
+	n = with_extension(hello_sni_tls13, sizeof(hello_sni_tls13), 0xfe0d,
+	    ech, sizeof(ech), 0, buf, sizeof(buf));
+	memset(out, 0, sizeof(out));
+	assert_int_equal(sni_parse(buf, n, out, sizeof(out)), SNI_ECH);
+	assert_string_equal(out, "x.example");
+	for (k = 0; k < n; k++)
+		if (sni_parse(buf, k, out, sizeof(out)) != SNI_INCOMPLETE)
+			fail_msg("ECH hello truncated at %zu", k);
+	n = with_extension(hello_sni_tls13, sizeof(hello_sni_tls13), 0xfe0d,
+	    ech, sizeof(ech), 1, buf, sizeof(buf));
+	assert_int_equal(sni_parse(buf, n, out, sizeof(out)), SNI_ECH);
+	assert_string_equal(out, "x.example");
+	/* fragmented over records like any hello */
+	{
+		static uint8_t frag[8 * 1200];
+
+		k = refragment(buf, n, 100, frag, sizeof(frag));
+		assert_int_equal(sni_parse(frag, k, out, sizeof(out)),
+		    SNI_ECH);
+	}
+	/* the ESNI drafts' extension hides the name just as well */
+	n = with_extension(hello_sni_tls12, sizeof(hello_sni_tls12), 0xffce,
+	    ech, sizeof(ech), 0, buf, sizeof(buf));
+	assert_int_equal(sni_parse(buf, n, out, sizeof(out)), SNI_ECH);
+	assert_string_equal(out, "registry.npmjs.org");
+	/* no server_name at all: SNI_ECH with an empty name */
+	n = with_extension(hello_nosni, sizeof(hello_nosni), 0xfe0d, ech,
+	    sizeof(ech), 1, buf, sizeof(buf));
+	strcpy(out, "stale");
+	assert_int_equal(sni_parse(buf, n, out, sizeof(out)), SNI_ECH);
+	assert_string_equal(out, "");
+	/* an empty body is no less a hidden name */
+	n = with_extension(hello_sni_tls13, sizeof(hello_sni_tls13), 0xfe0d,
+	    ech, 0, 0, buf, sizeof(buf));
+	assert_int_equal(sni_parse(buf, n, out, sizeof(out)), SNI_ECH);
+	/* the neighbours of the code points are other extensions */
+	n = with_extension(hello_sni_tls13, sizeof(hello_sni_tls13), 0xfe0c,
+	    ech, sizeof(ech), 0, buf, sizeof(buf));
+	assert_int_equal(sni_parse(buf, n, out, sizeof(out)), SNI_OK);
+	n = with_extension(hello_sni_tls13, sizeof(hello_sni_tls13), 0xffcf,
+	    ech, sizeof(ech), 0, buf, sizeof(buf));
+	assert_int_equal(sni_parse(buf, n, out, sizeof(out)), SNI_OK);
+	/* a malformed hello stays malformed: a duplicate server_name, and
+	 * an ECH extension whose length runs past the block */
+	bn = build_hello_n(good, sizeof(good) - 1, 2, base);
+	n = with_extension(base, bn, 0xfe0d, ech, sizeof(ech), 0, buf,
+	    sizeof(buf));
+	assert_int_equal(sni_parse(buf, n, out, sizeof(out)), SNI_MALFORMED);
+	n = with_extension(hello_sni_tls13, sizeof(hello_sni_tls13), 0xfe0d,
+	    ech, sizeof(ech), 1, buf, sizeof(buf));
+	buf[n - sizeof(ech) - 1]++;
+	assert_int_equal(sni_parse(buf, n, out, sizeof(out)), SNI_MALFORMED);
+}
+
 int
 main(void)
 {
@@ -1071,6 +1184,7 @@ main(void)
 		cmocka_unit_test(test_sni_not_tls),
 		cmocka_unit_test(test_sni_built),
 		cmocka_unit_test(test_sni_garbage_lengths),
+		cmocka_unit_test(test_sni_ech),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
