@@ -8,6 +8,7 @@
 #include <getopt.h>
 #include <ifaddrs.h>
 #include <limits.h>
+#include <pwd.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 
 #include "proxy/daemon.h"
 #include "proxy/fwctl.h"
+#include "proxy/lib/notify.h"
 #include "proxy/priv.h"
 #include "proxy/relay/relay.h"
 #include "proxy/control/ctl.h"
@@ -380,6 +382,7 @@ reload(const char *path)
 	wh_reload(nc);      /* webhook: logs and keeps its own on error */
 	log_admin("reload", nc->source_path ? nc->source_path : "(defaults)");
 	px_log(PX_INFO, "%s: configuration reloaded", __func__);
+	(void)px_notify("READY=1\nSTATUS=configuration reloaded");
 	return 0;
 }
 
@@ -516,6 +519,19 @@ check_config(const char *path)
 	p = cfg_build_policy(c, err, sizeof(err));
 	if (p == NULL) {
 		fprintf(stderr, "%s\n", err);
+		cfg_free(c);
+		return 1;
+	}
+	/* started as root, sluiced runs its proxy as user: a start would
+	 * fail without it, so the check does too */
+	if (strcmp(c->user, "root") != 0 && getpwnam(c->user) == NULL) {
+		fprintf(stderr, "%s: user: \"%s\" does not exist; sluiced "
+		    "started as root runs its proxy as that user: create it "
+		    "(the Debian package does, through sysusers.d; by hand: "
+		    "useradd --system --no-create-home --shell "
+		    "/usr/sbin/nologin %s) or name another unprivileged user\n",
+		    path ? path : "(defaults)", c->user, c->user);
+		pol_config_free(p);
 		cfg_free(c);
 		return 1;
 	}
@@ -740,7 +756,12 @@ main(int argc, char **argv)
 	    pol_session_count(px.state),
 	    pol_tier_name(pol_state_global_ceiling(px.state)),
 	    clog_path(px.log));
+	/* systemd (Type=notify): the listeners, the firewall and the
+	 * control API are up */
+	if (px_notify("READY=1\nSTATUS=ready") < 0)
+		px_log(PX_WARN, "NOTIFY_SOCKET: %s", strerror(errno));
 	event_base_dispatch(px.base);
+	(void)px_notify("STOPPING=1");
 	log_admin("stop", "drained");
 	px_log(PX_INFO, "stopped");
 	rc = 0;

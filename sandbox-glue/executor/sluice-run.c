@@ -858,6 +858,25 @@ need_chat(void)
 		    "-, the first a letter or digit)", o_chat);
 }
 
+/* realpath into a record field: refused (ENAMETOOLONG) rather than cut
+ * when the canonical path is longer than the record holds. */
+static int
+workspace_path(const char *given, char *out, size_t outlen)
+{
+	char *p = realpath(given, NULL);
+	int n;
+
+	if (p == NULL)
+		return -1;
+	n = snprintf(out, outlen, "%s", p);
+	free(p);
+	if (n < 0 || (size_t)n >= outlen) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
 static int
 cmd_create(void)
 {
@@ -992,9 +1011,11 @@ cmd_create(void)
 		clk = lock_path(p, LOCK_EX, 0);
 	}
 	if (o_workspace != NULL) {
-		if (realpath(o_workspace, r.workspace) == NULL) {
+		if (workspace_path(o_workspace, r.workspace,
+		    sizeof(r.workspace)) != 0) {
 			if (errno != ENOENT || mkdir(o_workspace, 0750) != 0 ||
-			    realpath(o_workspace, r.workspace) == NULL) {
+			    workspace_path(o_workspace, r.workspace,
+			    sizeof(r.workspace)) != 0) {
 				fprintf(stderr, PROG ": workspace %s: %s\n",
 				    o_workspace, strerror(errno));
 				goto fail;

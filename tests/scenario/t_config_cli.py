@@ -45,10 +45,27 @@ def check_config_ok(env):
     p = write(env, "ok.json", json.dumps(env.config(), indent=2))
     rc, out, err = run(["--check-config", p])
     check_eq(rc, 0, "exit status (stderr %r)" % err)
-    # the empty object is a valid config: every key has a default
-    p = write(env, "empty.json", "{}\n")
+    # the empty object is a valid config: every key has a default (the
+    # default user, "sluice", must exist: see check_config_user)
+    p = write(env, "empty.json", '{"user": "nobody"}\n')
     rc, out, err = run(["--check-config", p])
     check_eq(rc, 0, "empty config (stderr %r)" % err)
+
+
+@S.case
+def check_config_user(env):
+    """A user that does not exist fails the check, as it would fail the
+    start, and the message says how to make it."""
+    p = write(env, "nouser.json", '{"user": "sluice-no-such-user"}\n')
+    rc, out, err = run(["--check-config", p])
+    check_eq(rc, 1, "missing user: exit status")
+    check('user: "sluice-no-such-user" does not exist' in err and
+          "useradd --system" in err and "sysusers.d" in err,
+          "missing user message %r", err)
+    check("configuration OK" not in out, "said OK: %r", out)
+    p = write(env, "rootuser.json", '{"user": "root"}\n')
+    rc, out, err = run(["--check-config", p])
+    check_eq(rc, 0, "user root (stderr %r)" % err)
 
 
 @S.case
