@@ -714,9 +714,40 @@ get_id_list(struct cfg_ctx *x, json_t *v, struct cfg_idlist *out)
 	return 0;
 }
 
-/* ------------------------------------------------------------------ */
-/* Schema tables. */
+static int
+get_mode(struct cfg_ctx *x, json_t *v, unsigned *out)
+{
+	unsigned mode = 0;
+	const char *s;
+	size_t i;
 
+	if (json_is_integer(v)) {
+		json_int_t n = json_integer_value(v);
+
+		if (n < 0 || n > 0777)
+			return cfg_fail(x, "mode %lld is out of range (write "
+			    "it as an octal string such as \"0660\")",
+			    (long long)n);
+		*out = (unsigned)n;
+		return 0;
+	}
+	if (!json_is_string(v))
+		return cfg_fail(x, "expected an octal mode string such as "
+		    "\"0660\"");
+	s = json_string_value(v);
+	for (i = 0; s[i] != '\0'; i++) {
+		if (i >= 4 || s[i] < '0' || s[i] > '7')
+			break;
+		mode = mode * 8 + (unsigned)(s[i] - '0');
+	}
+	if (i == 0 || s[i] != '\0' || mode > 0777)
+		return cfg_fail(x, "expected an octal mode string such as "
+		    "\"0660\"");
+	*out = mode;
+	return 0;
+}
+
+/* A string or null (NULL); what says what the string is. */
 static int
 get_opt_str(struct cfg_ctx *x, json_t *v, const char *what, char **out)
 {
@@ -735,20 +766,125 @@ get_opt_str(struct cfg_ctx *x, json_t *v, const char *what, char **out)
 	return set_str(x, s, out);
 }
 
-/* K_FILE: a file name or null (an optional file) */
-enum cfg_kind { K_INT, K_SIZE, K_BOOL, K_TIER, K_STR, K_PATH, K_FILE, K_OBJ,
-    K_FN, K_IDS };
+static int
+dns_host_addrs(struct cfg_ctx *x, json_t *v, struct cfg_hostmap *h)
+{
+	size_t i;
+
+	if (!json_is_array(v) || json_array_size(v) == 0)
+		return cfg_fail(x, "expected a non-empty array of addresses");
+	h->addrs = cfg_calloc(x, json_array_size(v), sizeof(*h->addrs));
+	if (h->addrs == NULL)
+		return -1;
+	for (i = 0; i < json_array_size(v); i++) {
+		const char *s;
+		char b[80];
+
+		ctx_idx(x, i);
+		if (get_str(x, json_array_get(v, i), &s) != 0)
+			return -1;
+		if (pol_addr_parse(s, strlen(s), &h->addrs[i]) != 0)
+			return cfg_fail(x, "bad address %s (expected an IPv4 "
+			    "or IPv6 address)", shown(s, b, sizeof(b)));
+		h->naddrs = i + 1;
+		ctx_pop(x);
+	}
+	return 0;
+}
+
+/* {"name": ["ip", ...]}: dns.hosts and webhook.hosts. */
+static int
+get_hostmap(struct cfg_ctx *x, json_t *v, struct cfg_hostmap **out,
+    size_t *nout)
+{
+	const char *name;
+	json_t *m;
+
+	if (!json_is_object(v))
+		return cfg_fail(x, "expected an object of host names");
+	*out = cfg_calloc(x, json_object_size(v), sizeof(**out));
+	if (*out == NULL)
+		return -1;
+	json_object_foreach(v, name, m) {
+		struct cfg_hostmap *h = &(*out)[*nout];
+		struct pol_target t;
+		size_t i;
+
+		ctx_key(x, name);
+		if (pol_host_parse(name, strlen(name), 0, &t) != POL_R_NONE ||
+		    t.kind != POL_HOST_NAME)
+			return cfg_fail_key(x, "bad host name (expected a DNS "
+			    "name such as pypi.org)");
+		for (i = 0; i < *nout; i++)
+			if (strcmp((*out)[i].name, t.host) == 0)
+				return cfg_fail_key(x, "host %s is given twice",
+				    t.host);
+		if ((h->name = strdup(t.host)) == NULL)
+			return cfg_fail(x, "out of memory");
+		(*nout)++;
+		if (dns_host_addrs(x, m, h) != 0)
+			return -1;
+		ctx_pop(x);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Schema tables. */
+
+/*
+ * One row per key.  The kind is the field's type: it says how the value
+ * is read (unless fn reads it: a check the kind alone cannot say), what
+ * the field holds by default (cfg_keys_default) and how --print-config
+ * prints it (dump_value).  Keys of a type of their own are read by fn and
+ * printed by hand (K_TENANTS ... K_TOKENS); K_FN rows sit only inside an
+ * object printed by hand (a session).
+ */
+enum cfg_kind {
+	K_INT,          /* int in lo..hi */
+	K_SIZE,         /* size_t in lo..hi */
+	K_BOOL,         /* int, 0 or 1 */
+	K_TIER,         /* enum pol_tier */
+	K_ROLE,         /* enum cfg_role, read by fn */
+	K_MODE,         /* unsigned permission bits: "0660" (or 432) */
+	K_UID,          /* int64_t, a uid or null (-1) */
+	K_STR,          /* char *, not empty */
+	K_PATH,         /* char *, absolute: a directory or file sluiced makes */
+	K_FILE,         /* char *: a file name or null (an optional file) */
+	K_OPT,          /* char *: a string or null, read by fn */
+	K_IDS,          /* struct cfg_idlist */
+	K_STRV,         /* char **, count at noff; each string passes check */
+	K_PORTS,        /* uint16_t *, count at noff */
+	K_HOSTS,        /* struct cfg_hostmap *, count at noff */
+	K_OBJ,          /* an object: the rows sub, same base */
+	K_TENANTS,      /* struct cfg_tenant *, count at noff; each: sub */
+	K_SESSIONS,     /* struct cfg_session *, count at noff */
+	K_REGISTRIES,   /* char ** in struct cfg, count at noff; null (the
+	                 * built-in list) when registries_default */
+	K_TOKENS,       /* struct cfg_token *, count at noff; each: sub */
+	K_FN,           /* read by fn, printed by whoever prints its object */
+};
 
 struct cfg_key;
 typedef int (*key_fn)(struct cfg_ctx *, json_t *, void *base);
 
+/* KF_LAST: printed after the other keys of its object, where
+ * --print-config has always put it (tls.sni_ports) */
+#define KF_LAST 1u
+
 struct cfg_key {
 	const char *name;
 	enum cfg_kind kind;
-	size_t off;                  /* into base */
-	long long lo, hi;            /* K_INT, K_SIZE */
-	const struct cfg_key *sub;   /* K_OBJ: same base */
-	key_fn fn;                   /* K_FN */
+	size_t off;                  /* the field, into base */
+	size_t noff;                 /* a list's count, into base */
+	long long lo, hi;            /* K_INT, K_SIZE: bounds */
+	long long def;               /* default of a number, tier, mode, uid */
+	const char *sdef;            /* default of a string (NULL: none) */
+	const uint16_t *pdef;        /* K_PORTS default, 0-terminated */
+	const struct cfg_key *sub;   /* K_OBJ, K_TENANTS, K_TOKENS */
+	str_check check;             /* K_STRV: each string, or NULL */
+	key_fn fn;                   /* reads the value in place of the kind */
+	unsigned flags;              /* KF_LAST */
 };
 
 static int walk_object(struct cfg_ctx *x, json_t *v, const struct cfg_key *keys,
@@ -774,8 +910,11 @@ static int
 key_apply(struct cfg_ctx *x, const struct cfg_key *k, json_t *v, void *base)
 {
 	char *field = (char *)base + k->off;
+	size_t *count = (size_t *)(void *)((char *)base + k->noff);
 	long long n;
 
+	if (k->fn != NULL)
+		return k->fn(x, v, base);
 	switch (k->kind) {
 	case K_INT:
 		if (get_int(x, v, k->lo, k->hi, &n) != 0)
@@ -794,6 +933,17 @@ key_apply(struct cfg_ctx *x, const struct cfg_key *k, json_t *v, void *base)
 		return 0;
 	case K_TIER:
 		return get_tier(x, v, (enum pol_tier *)(void *)field);
+	case K_MODE:
+		return get_mode(x, v, (unsigned *)(void *)field);
+	case K_UID:
+		if (json_is_null(v)) {
+			*(int64_t *)(void *)field = -1;
+			return 0;
+		}
+		if (get_int(x, v, 0, 0xfffffffeLL, &n) != 0)
+			return -1;
+		*(int64_t *)(void *)field = n;
+		return 0;
 	case K_STR: {
 		const char *s;
 
@@ -814,12 +964,26 @@ key_apply(struct cfg_ctx *x, const struct cfg_key *k, json_t *v, void *base)
 	}
 	case K_FILE:
 		return get_opt_str(x, v, "a file name", (char **)(void *)field);
-	case K_OBJ:
-		return walk_object(x, v, k->sub, base);
-	case K_FN:
-		return k->fn(x, v, base);
 	case K_IDS:
 		return get_id_list(x, v, (struct cfg_idlist *)(void *)field);
+	case K_STRV:
+		return get_str_list(x, v, k->check, (char ***)(void *)field,
+		    count);
+	case K_PORTS:
+		return get_port_list(x, v, (uint16_t **)(void *)field, count);
+	case K_HOSTS:
+		return get_hostmap(x, v, (struct cfg_hostmap **)(void *)field,
+		    count);
+	case K_OBJ:
+		return walk_object(x, v, k->sub, base);
+	case K_ROLE:
+	case K_OPT:
+	case K_TENANTS:
+	case K_SESSIONS:
+	case K_REGISTRIES:
+	case K_TOKENS:
+	case K_FN:
+		break;          /* read by fn */
 	}
 	return -1;
 }
@@ -845,6 +1009,76 @@ walk_object(struct cfg_ctx *x, json_t *v, const struct cfg_key *keys,
 		if (key_apply(x, k, m, base) != 0)
 			return -1;
 		ctx_pop(x);
+	}
+	return 0;
+}
+
+/* Fills base with the defaults of the rows (and of the objects below);
+ * lists other than ports start empty, types of their own are left to
+ * their owner.  -1 when out of memory (base is then safe to free). */
+static int
+cfg_keys_default(const struct cfg_key *keys, void *base)
+{
+	const struct cfg_key *k;
+
+	for (k = keys; k->name != NULL; k++) {
+		char *field = (char *)base + k->off;
+		size_t n;
+
+		switch (k->kind) {
+		case K_INT:
+		case K_BOOL:
+			*(int *)(void *)field = (int)k->def;
+			break;
+		case K_SIZE:
+			*(size_t *)(void *)field = (size_t)k->def;
+			break;
+		case K_TIER:
+			*(enum pol_tier *)(void *)field = (enum pol_tier)k->def;
+			break;
+		case K_ROLE:
+			*(enum cfg_role *)(void *)field = (enum cfg_role)k->def;
+			break;
+		case K_MODE:
+			*(unsigned *)(void *)field = (unsigned)k->def;
+			break;
+		case K_UID:
+			*(int64_t *)(void *)field = k->def;
+			break;
+		case K_STR:
+		case K_PATH:
+		case K_FILE:
+		case K_OPT:
+			if (k->sdef != NULL && (*(char **)(void *)field =
+			    strdup(k->sdef)) == NULL)
+				return -1;
+			break;
+		case K_PORTS:
+			for (n = 0; k->pdef != NULL && k->pdef[n] != 0; n++)
+				;
+			if (n == 0)
+				break;
+			if ((*(uint16_t **)(void *)field = calloc(n,
+			    sizeof(uint16_t))) == NULL)
+				return -1;
+			memcpy(*(uint16_t **)(void *)field, k->pdef,
+			    n * sizeof(uint16_t));
+			*(size_t *)(void *)((char *)base + k->noff) = n;
+			break;
+		case K_OBJ:
+			if (cfg_keys_default(k->sub, base) != 0)
+				return -1;
+			break;
+		case K_IDS:
+		case K_STRV:
+		case K_HOSTS:
+		case K_TENANTS:
+		case K_SESSIONS:
+		case K_REGISTRIES:
+		case K_TOKENS:
+		case K_FN:
+			break;
+		}
 	}
 	return 0;
 }
@@ -879,8 +1113,8 @@ k_user(struct cfg_ctx *x, json_t *v, void *base)
 }
 
 static const struct cfg_key tenant_keys[] = {
-	{ "ceiling", K_TIER, offsetof(struct cfg_tenant, ceiling), 0, 0, NULL, NULL },
-	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
+	{ "ceiling", K_TIER, .off = offsetof(struct cfg_tenant, ceiling) },
+	{ .name = NULL }
 };
 
 static int
@@ -928,15 +1162,6 @@ check_listen(struct cfg_ctx *x, const char *s)
 }
 
 static int
-k_listen_tcp(struct cfg_ctx *x, json_t *v, void *base)
-{
-	struct cfg *c = base;
-
-	return get_str_list(x, v, check_listen, &c->listen_tcp,
-	    &c->nlisten_tcp);
-}
-
-static int
 k_listen_transparent(struct cfg_ctx *x, json_t *v, void *base)
 {
 	struct cfg *c = base;
@@ -977,49 +1202,6 @@ k_vsock_port(struct cfg_ctx *x, json_t *v, void *base)
 }
 
 static int
-get_mode(struct cfg_ctx *x, json_t *v, unsigned *out)
-{
-	unsigned mode = 0;
-	const char *s;
-	size_t i;
-
-	if (json_is_integer(v)) {
-		json_int_t n = json_integer_value(v);
-
-		if (n < 0 || n > 0777)
-			return cfg_fail(x, "mode %lld is out of range (write "
-			    "it as an octal string such as \"0660\")",
-			    (long long)n);
-		*out = (unsigned)n;
-		return 0;
-	}
-	if (!json_is_string(v))
-		return cfg_fail(x, "expected an octal mode string such as "
-		    "\"0660\"");
-	s = json_string_value(v);
-	for (i = 0; s[i] != '\0'; i++) {
-		if (i >= 4 || s[i] < '0' || s[i] > '7')
-			break;
-		mode = mode * 8 + (unsigned)(s[i] - '0');
-	}
-	if (i == 0 || s[i] != '\0' || mode > 0777)
-		return cfg_fail(x, "expected an octal mode string such as "
-		    "\"0660\"");
-	*out = mode;
-	return 0;
-}
-
-/* A string or null (NULL); what says what the string is. */
-
-static int
-k_socket_mode(struct cfg_ctx *x, json_t *v, void *base)
-{
-	struct cfg *c = base;
-
-	return get_mode(x, v, &c->socket_mode);
-}
-
-static int
 k_socket_group(struct cfg_ctx *x, json_t *v, void *base)
 {
 	struct cfg *c = base;
@@ -1027,13 +1209,20 @@ k_socket_group(struct cfg_ctx *x, json_t *v, void *base)
 	return get_opt_str(x, v, "a group name", &c->socket_group);
 }
 
+/* Row parts: a field of struct cfg, a list of it and its count, a
+ * number's bounds and default. */
+#define F(field) .off = offsetof(struct cfg, field)
+#define LIST(field, count) F(field), .noff = offsetof(struct cfg, count)
+#define NUM(lo_, hi_, def_) .lo = (lo_), .hi = (hi_), .def = (def_)
+
 static const struct cfg_key listen_keys[] = {
-	{ "tcp", K_FN, 0, 0, 0, NULL, k_listen_tcp },
-	{ "transparent", K_FN, 0, 0, 0, NULL, k_listen_transparent },
-	{ "vsock_port", K_FN, 0, 0, 0, NULL, k_vsock_port },
-	{ "socket_mode", K_FN, 0, 0, 0, NULL, k_socket_mode },
-	{ "socket_group", K_FN, 0, 0, 0, NULL, k_socket_group },
-	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
+	{ "tcp", K_STRV, LIST(listen_tcp, nlisten_tcp), .check = check_listen },
+	{ "transparent", K_STRV, LIST(listen_transparent, nlisten_transparent),
+	  .fn = k_listen_transparent },
+	{ "vsock_port", K_INT, F(vsock_port), .def = -1, .fn = k_vsock_port },
+	{ "socket_mode", K_MODE, F(socket_mode), .def = 0660 },
+	{ "socket_group", K_OPT, F(socket_group), .fn = k_socket_group },
+	{ .name = NULL }
 };
 
 /* Sessions: x->c->sessions[x->c->nsessions - 1] is the one being read. */
@@ -1163,15 +1352,16 @@ k_sess_cid(struct cfg_ctx *x, json_t *v, void *base)
 	return 0;
 }
 
+/* printed by hand (dump_sessions): some keys only when given */
 static const struct cfg_key session_keys[] = {
-	{ "id", K_FN, 0, 0, 0, NULL, k_sess_id },
-	{ "tenant", K_FN, 0, 0, 0, NULL, k_sess_tenant },
-	{ "user", K_FN, 0, 0, 0, NULL, k_sess_user },
-	{ "tier", K_TIER, offsetof(struct cfg_session, tier), 0, 0, NULL, NULL },
-	{ "socket", K_FN, 0, 0, 0, NULL, k_sess_socket },
-	{ "source", K_FN, 0, 0, 0, NULL, k_sess_source },
-	{ "vsock_cid", K_FN, 0, 0, 0, NULL, k_sess_cid },
-	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
+	{ "id", K_FN, .fn = k_sess_id },
+	{ "tenant", K_FN, .fn = k_sess_tenant },
+	{ "user", K_FN, .fn = k_sess_user },
+	{ "tier", K_TIER, .off = offsetof(struct cfg_session, tier) },
+	{ "socket", K_FN, .fn = k_sess_socket },
+	{ "source", K_FN, .fn = k_sess_source },
+	{ "vsock_cid", K_FN, .fn = k_sess_cid },
+	{ .name = NULL }
 };
 
 static int
@@ -1229,27 +1419,15 @@ k_registries(struct cfg_ctx *x, json_t *v, void *base)
 	    &c->nregistries);
 }
 
-static int
-k_ports_reg(struct cfg_ctx *x, json_t *v, void *base)
-{
-	struct cfg *c = base;
-
-	return get_port_list(x, v, &c->ports_registries,
-	    &c->nports_registries);
-}
-
-static int
-k_ports_pub(struct cfg_ctx *x, json_t *v, void *base)
-{
-	struct cfg *c = base;
-
-	return get_port_list(x, v, &c->ports_public, &c->nports_public);
-}
+static const uint16_t web_ports[] = { 443, 80, 0 };
+static const uint16_t tls_ports[] = { 443, 0 };
 
 static const struct cfg_key ports_keys[] = {
-	{ "registries", K_FN, 0, 0, 0, NULL, k_ports_reg },
-	{ "public", K_FN, 0, 0, 0, NULL, k_ports_pub },
-	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
+	{ "registries", K_PORTS, LIST(ports_registries, nports_registries),
+	  .pdef = web_ports },
+	{ "public", K_PORTS, LIST(ports_public, nports_public),
+	  .pdef = web_ports },
+	{ .name = NULL }
 };
 
 static int
@@ -1285,33 +1463,6 @@ check_deny_host(struct cfg_ctx *x, const char *s)
 		    "or *.suffix, with an optional :port)",
 		    shown(s, b, sizeof(b)));
 	return 0;
-}
-
-static int
-k_allow_cidrs(struct cfg_ctx *x, json_t *v, void *base)
-{
-	struct cfg *c = base;
-
-	return get_str_list(x, v, check_allow_cidr, &c->allow_cidrs,
-	    &c->nallow_cidrs);
-}
-
-static int
-k_deny_cidrs(struct cfg_ctx *x, json_t *v, void *base)
-{
-	struct cfg *c = base;
-
-	return get_str_list(x, v, check_deny_cidr, &c->deny_cidrs,
-	    &c->ndeny_cidrs);
-}
-
-static int
-k_deny_hosts(struct cfg_ctx *x, json_t *v, void *base)
-{
-	struct cfg *c = base;
-
-	return get_str_list(x, v, check_deny_host, &c->deny_hosts,
-	    &c->ndeny_hosts);
 }
 
 /* "ip", "ip:port", "[v6]" or "[v6]:port". */
@@ -1351,148 +1502,59 @@ bad:
 	    "[IPV6]:PORT)", shown(s, b, sizeof(b)));
 }
 
-static int
-k_dns_servers(struct cfg_ctx *x, json_t *v, void *base)
-{
-	struct cfg *c = base;
-
-	return get_str_list(x, v, check_dns_server, &c->dns_servers,
-	    &c->ndns_servers);
-}
-
-static int
-dns_host_addrs(struct cfg_ctx *x, json_t *v, struct cfg_hostmap *h)
-{
-	size_t i;
-
-	if (!json_is_array(v) || json_array_size(v) == 0)
-		return cfg_fail(x, "expected a non-empty array of addresses");
-	h->addrs = cfg_calloc(x, json_array_size(v), sizeof(*h->addrs));
-	if (h->addrs == NULL)
-		return -1;
-	for (i = 0; i < json_array_size(v); i++) {
-		const char *s;
-		char b[80];
-
-		ctx_idx(x, i);
-		if (get_str(x, json_array_get(v, i), &s) != 0)
-			return -1;
-		if (pol_addr_parse(s, strlen(s), &h->addrs[i]) != 0)
-			return cfg_fail(x, "bad address %s (expected an IPv4 "
-			    "or IPv6 address)", shown(s, b, sizeof(b)));
-		h->naddrs = i + 1;
-		ctx_pop(x);
-	}
-	return 0;
-}
-
-/* {"name": ["ip", ...]}: dns.hosts and webhook.hosts. */
-static int
-get_hostmap(struct cfg_ctx *x, json_t *v, struct cfg_hostmap **out,
-    size_t *nout)
-{
-	const char *name;
-	json_t *m;
-
-	if (!json_is_object(v))
-		return cfg_fail(x, "expected an object of host names");
-	*out = cfg_calloc(x, json_object_size(v), sizeof(**out));
-	if (*out == NULL)
-		return -1;
-	json_object_foreach(v, name, m) {
-		struct cfg_hostmap *h = &(*out)[*nout];
-		struct pol_target t;
-		size_t i;
-
-		ctx_key(x, name);
-		if (pol_host_parse(name, strlen(name), 0, &t) != POL_R_NONE ||
-		    t.kind != POL_HOST_NAME)
-			return cfg_fail_key(x, "bad host name (expected a DNS "
-			    "name such as pypi.org)");
-		for (i = 0; i < *nout; i++)
-			if (strcmp((*out)[i].name, t.host) == 0)
-				return cfg_fail_key(x, "host %s is given twice",
-				    t.host);
-		if ((h->name = strdup(t.host)) == NULL)
-			return cfg_fail(x, "out of memory");
-		(*nout)++;
-		if (dns_host_addrs(x, m, h) != 0)
-			return -1;
-		ctx_pop(x);
-	}
-	return 0;
-}
-
-static int
-k_dns_hosts(struct cfg_ctx *x, json_t *v, void *base)
-{
-	struct cfg *c = base;
-
-	return get_hostmap(x, v, &c->dns_hosts, &c->ndns_hosts);
-}
-
 static const struct cfg_key dns_keys[] = {
-	{ "servers", K_FN, 0, 0, 0, NULL, k_dns_servers },
-	{ "hosts", K_FN, 0, 0, 0, NULL, k_dns_hosts },
-	{ "timeout_ms", K_INT, offsetof(struct cfg, dns_timeout_ms), 1, 600000,
-	  NULL, NULL },
-	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
+	{ "servers", K_STRV, LIST(dns_servers, ndns_servers),
+	  .check = check_dns_server },
+	{ "hosts", K_HOSTS, LIST(dns_hosts, ndns_hosts) },
+	{ "timeout_ms", K_INT, F(dns_timeout_ms), NUM(1, 600000, 3000) },
+	{ .name = NULL }
 };
 
 static const struct cfg_key log_keys[] = {
-	{ "path", K_STR, offsetof(struct cfg, log_path), 0, 0, NULL, NULL },
-	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
+	{ "path", K_STR, F(log_path),
+	  .sdef = "/var/log/sluice/connections.jsonl" },
+	{ .name = NULL }
 };
 
 static const struct cfg_key prompt_keys[] = {
-	{ "timeout_s", K_INT, offsetof(struct cfg, prompt_timeout_s), 1, 86400,
-	  NULL, NULL },
-	{ "deny_quiet_s", K_INT, offsetof(struct cfg, prompt_deny_quiet_s), 0,
-	  86400, NULL, NULL },
-	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
+	{ "timeout_s", K_INT, F(prompt_timeout_s), NUM(1, 86400, 90) },
+	{ "deny_quiet_s", K_INT, F(prompt_deny_quiet_s), NUM(0, 86400, 60) },
+	{ .name = NULL }
 };
 
 static const struct cfg_key events_keys[] = {
-	{ "ring", K_SIZE, offsetof(struct cfg, events_ring), 16, 100000,
-	  NULL, NULL },
-	{ "max_pending", K_SIZE, offsetof(struct cfg, events_max_pending),
-	  4096, 64 * 1048576, NULL, NULL },
-	{ "heartbeat_s", K_INT, offsetof(struct cfg, events_heartbeat_s), 1,
-	  3600, NULL, NULL },
-	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
+	{ "ring", K_SIZE, F(events_ring), NUM(16, 100000, 1024) },
+	{ "max_pending", K_SIZE, F(events_max_pending),
+	  NUM(4096, 64 * 1048576, 256 * 1024) },
+	{ "heartbeat_s", K_INT, F(events_heartbeat_s), NUM(1, 3600, 15) },
+	{ .name = NULL }
 };
-
-#define LIM(name, kind, field, lo, hi) \
-	{ name, kind, offsetof(struct cfg, field), lo, hi, NULL, NULL }
 
 static const struct cfg_key limits_keys[] = {
-	LIM("max_head", K_SIZE, max_head, 1024, 1048576),
-	LIM("max_line", K_SIZE, max_line, 256, 1048576),
-	LIM("max_headers", K_SIZE, max_headers, 1, 10000),
-	LIM("head_timeout_ms", K_INT, head_timeout_ms, 100, 600000),
-	LIM("idle_timeout_s", K_INT, idle_timeout_s, 1, 86400),
-	LIM("connect_timeout_ms", K_INT, connect_timeout_ms, 100, 600000),
-	LIM("max_conns_per_session", K_INT, max_conns_per_session, 1, 1000000),
-	LIM("max_conns_total", K_INT, max_conns_total, 1, 1000000),
-	LIM("tunnel_buffer", K_SIZE, tunnel_buffer, 4096, 64 * 1048576),
-	LIM("drain_timeout_s", K_INT, drain_timeout_s, 0, 3600),
-	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
+	{ "max_head", K_SIZE, F(max_head), NUM(1024, 1048576, 32768) },
+	{ "max_line", K_SIZE, F(max_line), NUM(256, 1048576, 8192) },
+	{ "max_headers", K_SIZE, F(max_headers), NUM(1, 10000, 100) },
+	{ "head_timeout_ms", K_INT, F(head_timeout_ms),
+	  NUM(100, 600000, 10000) },
+	{ "idle_timeout_s", K_INT, F(idle_timeout_s), NUM(1, 86400, 300) },
+	{ "connect_timeout_ms", K_INT, F(connect_timeout_ms),
+	  NUM(100, 600000, 10000) },
+	{ "max_conns_per_session", K_INT, F(max_conns_per_session),
+	  NUM(1, 1000000, 256) },
+	{ "max_conns_total", K_INT, F(max_conns_total),
+	  NUM(1, 1000000, 4096) },
+	{ "tunnel_buffer", K_SIZE, F(tunnel_buffer),
+	  NUM(4096, 64 * 1048576, 256 * 1024) },
+	{ "drain_timeout_s", K_INT, F(drain_timeout_s), NUM(0, 3600, 10) },
+	{ .name = NULL }
 };
 
-static int
-k_sni_ports(struct cfg_ctx *x, json_t *v, void *base)
-{
-	struct cfg *c = base;
-
-	return get_port_list(x, v, &c->sni_ports, &c->nsni_ports);
-}
-
 static const struct cfg_key tls_keys[] = {
-	{ "sni_check", K_BOOL, offsetof(struct cfg, sni_check), 0, 0, NULL,
-	  NULL },
-	{ "sni_ports", K_FN, 0, 0, 0, NULL, k_sni_ports },
-	LIM("sni_timeout_ms", K_INT, sni_timeout_ms, 100, 600000),
-	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
+	{ "sni_check", K_BOOL, F(sni_check), .def = 1 },
+	{ "sni_ports", K_PORTS, LIST(sni_ports, nsni_ports), .pdef = tls_ports,
+	  .flags = KF_LAST },
+	{ "sni_timeout_ms", K_INT, F(sni_timeout_ms), NUM(100, 600000, 5000) },
+	{ .name = NULL }
 };
 
 
@@ -1512,14 +1574,6 @@ k_ctl_socket(struct cfg_ctx *x, json_t *v, void *base)
 		return cfg_fail(x, "longer than a socket path can be (%zu "
 		    "bytes)", SUN_PATH_MAX - 1);
 	return set_str(x, p, &c->control.socket);
-}
-
-static int
-k_ctl_socket_mode(struct cfg_ctx *x, json_t *v, void *base)
-{
-	struct cfg *c = base;
-
-	return get_mode(x, v, &c->control.socket_mode);
 }
 
 static int
@@ -1599,11 +1653,10 @@ k_tok_role(struct cfg_ctx *x, json_t *v, void *base)
 }
 
 static const struct cfg_key token_keys[] = {
-	{ "name", K_FN, 0, 0, 0, NULL, k_tok_name },
-	{ "role", K_FN, 0, 0, 0, NULL, k_tok_role },
-	{ "token_file", K_STR, offsetof(struct cfg_token, token_file), 0, 0,
-	  NULL, NULL },
-	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
+	{ "name", K_STR, offsetof(struct cfg_token, name), .fn = k_tok_name },
+	{ "role", K_ROLE, offsetof(struct cfg_token, role), .fn = k_tok_role },
+	{ "token_file", K_STR, .off = offsetof(struct cfg_token, token_file) },
+	{ .name = NULL }
 };
 
 static int
@@ -1696,50 +1749,37 @@ k_wh_url(struct cfg_ctx *x, json_t *v, void *base)
 	return get_opt_str(x, v, "an https:// URL", &c->webhook.url);
 }
 
-static int
-k_wh_hosts(struct cfg_ctx *x, json_t *v, void *base)
-{
-	struct cfg *c = base;
-
-	return get_hostmap(x, v, &c->webhook.hosts, &c->webhook.nhosts);
-}
-
+/* The secret itself is never in the configuration, only its file. */
 static const struct cfg_key webhook_keys[] = {
-	{ "url", K_FN, 0, 0, 0, NULL, k_wh_url },
-	{ "secret_file", K_FILE, offsetof(struct cfg, webhook.secret_file), 0, 0,
-	  NULL, NULL },
-	{ "ca_file", K_FILE, offsetof(struct cfg, webhook.ca_file), 0, 0, NULL,
-	  NULL },
-	{ "timeout_ms", K_INT, offsetof(struct cfg, webhook.timeout_ms), 100,
-	  600000, NULL, NULL },
-	{ "hosts", K_FN, 0, 0, 0, NULL, k_wh_hosts },
-	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
+	{ "url", K_OPT, F(webhook.url), .fn = k_wh_url },
+	{ "secret_file", K_FILE, F(webhook.secret_file) },
+	{ "ca_file", K_FILE, F(webhook.ca_file) },
+	{ "timeout_ms", K_INT, F(webhook.timeout_ms), NUM(100, 600000, 5000) },
+	{ "hosts", K_HOSTS, LIST(webhook.hosts, webhook.nhosts) },
+	{ .name = NULL }
 };
 
-#define CTL(name, kind, field) \
-	{ name, kind, offsetof(struct cfg, control.field), 0, 0, NULL, NULL }
-
 static const struct cfg_key control_keys[] = {
-	{ "socket", K_FN, 0, 0, 0, NULL, k_ctl_socket },
-	{ "socket_mode", K_FN, 0, 0, 0, NULL, k_ctl_socket_mode },
-	{ "socket_group", K_FN, 0, 0, 0, NULL, k_ctl_socket_group },
-	CTL("admin_uids", K_IDS, uids[CFG_ROLE_ADMIN]),
-	CTL("admin_gids", K_IDS, gids[CFG_ROLE_ADMIN]),
-	CTL("app_uids", K_IDS, uids[CFG_ROLE_APP]),
-	CTL("app_gids", K_IDS, gids[CFG_ROLE_APP]),
-	CTL("auditor_uids", K_IDS, uids[CFG_ROLE_AUDITOR]),
-	CTL("auditor_gids", K_IDS, gids[CFG_ROLE_AUDITOR]),
-	{ "tcp", K_FN, 0, 0, 0, NULL, k_ctl_tcp },
-	{ "tls_cert", K_FILE, offsetof(struct cfg, control.tls_cert), 0, 0, NULL,
-	  NULL },
-	{ "tls_key", K_FILE, offsetof(struct cfg, control.tls_key), 0, 0, NULL,
-	  NULL },
-	{ "client_ca", K_FILE, offsetof(struct cfg, control.client_ca), 0, 0,
-	  NULL, NULL },
-	{ "tokens", K_FN, 0, 0, 0, NULL, k_ctl_tokens },
-	{ "max_body", K_SIZE, offsetof(struct cfg, control.max_body), 1024,
-	  16 * 1048576, NULL, NULL },
-	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
+	{ "socket", K_PATH, F(control.socket),
+	  .sdef = "/run/sluice/control.sock", .fn = k_ctl_socket },
+	{ "socket_mode", K_MODE, F(control.socket_mode), .def = 0660 },
+	{ "socket_group", K_OPT, F(control.socket_group),
+	  .fn = k_ctl_socket_group },
+	{ "admin_uids", K_IDS, F(control.uids[CFG_ROLE_ADMIN]) },
+	{ "admin_gids", K_IDS, F(control.gids[CFG_ROLE_ADMIN]) },
+	{ "app_uids", K_IDS, F(control.uids[CFG_ROLE_APP]) },
+	{ "app_gids", K_IDS, F(control.gids[CFG_ROLE_APP]) },
+	{ "auditor_uids", K_IDS, F(control.uids[CFG_ROLE_AUDITOR]) },
+	{ "auditor_gids", K_IDS, F(control.gids[CFG_ROLE_AUDITOR]) },
+	{ "tcp", K_OPT, F(control.tcp), .fn = k_ctl_tcp },
+	{ "tls_cert", K_FILE, F(control.tls_cert) },
+	{ "tls_key", K_FILE, F(control.tls_key) },
+	{ "client_ca", K_FILE, F(control.client_ca) },
+	{ "tokens", K_TOKENS, LIST(control.tokens, control.ntokens),
+	  .sub = token_keys, .fn = k_ctl_tokens },
+	{ "max_body", K_SIZE, F(control.max_body),
+	  NUM(1024, 16 * 1048576, 65536) },
+	{ .name = NULL }
 };
 
 /* ------------------------------------------------------------------ */
@@ -1767,22 +1807,6 @@ k_fw_table(struct cfg_ctx *x, json_t *v, void *base)
 		    "and -, starting with a letter or _, at most 31)",
 		    shown(s, b, sizeof(b)));
 	return set_str(x, s, &c->firewall.table);
-}
-
-static int
-k_fw_uid(struct cfg_ctx *x, json_t *v, void *base)
-{
-	struct cfg *c = base;
-	long long id;
-
-	if (json_is_null(v)) {
-		c->firewall.uid = -1;
-		return 0;
-	}
-	if (get_int(x, v, 0, 0xfffffffeLL, &id) != 0)
-		return -1;
-	c->firewall.uid = id;
-	return 0;
 }
 
 /* ADDRESS/PREFIX with no host bits: a subnet, not an address in one */
@@ -1815,15 +1839,6 @@ bad:
 }
 
 static int
-k_fw_subnets(struct cfg_ctx *x, json_t *v, void *base)
-{
-	struct cfg *c = base;
-
-	return get_str_list(x, v, check_subnet, &c->firewall.sandbox_subnets,
-	    &c->firewall.nsandbox_subnets);
-}
-
-static int
 check_ifname(struct cfg_ctx *x, const char *s)
 {
 	char why[120], b[80];
@@ -1834,60 +1849,51 @@ check_ifname(struct cfg_ctx *x, const char *s)
 	return 0;
 }
 
-static int
-k_fw_ifaces(struct cfg_ctx *x, json_t *v, void *base)
-{
-	struct cfg *c = base;
-
-	return get_str_list(x, v, check_ifname,
-	    &c->firewall.sandbox_interfaces, &c->firewall.nsandbox_interfaces);
-}
-
-static int
-k_fw_ports(struct cfg_ctx *x, json_t *v, void *base)
-{
-	struct cfg *c = base;
-
-	return get_port_list(x, v, &c->firewall.broker_ports,
-	    &c->firewall.nbroker_ports);
-}
-
 static const struct cfg_key firewall_keys[] = {
-	{ "enabled", K_BOOL, offsetof(struct cfg, firewall.enabled), 0, 0,
-	  NULL, NULL },
-	{ "table", K_FN, 0, 0, 0, NULL, k_fw_table },
-	{ "uid", K_FN, 0, 0, 0, NULL, k_fw_uid },
-	{ "sandbox_subnets", K_FN, 0, 0, 0, NULL, k_fw_subnets },
-	{ "sandbox_interfaces", K_FN, 0, 0, 0, NULL, k_fw_ifaces },
-	{ "broker_ports", K_FN, 0, 0, 0, NULL, k_fw_ports },
-	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
+	{ "enabled", K_BOOL, F(firewall.enabled), .def = 0 },
+	{ "table", K_STR, F(firewall.table), .sdef = "sluice",
+	  .fn = k_fw_table },
+	{ "uid", K_UID, F(firewall.uid), .def = -1 },
+	{ "sandbox_subnets", K_STRV,
+	  LIST(firewall.sandbox_subnets, firewall.nsandbox_subnets),
+	  .check = check_subnet },
+	{ "sandbox_interfaces", K_STRV,
+	  LIST(firewall.sandbox_interfaces, firewall.nsandbox_interfaces),
+	  .check = check_ifname },
+	{ "broker_ports", K_PORTS,
+	  LIST(firewall.broker_ports, firewall.nbroker_ports) },
+	{ .name = NULL }
 };
 
 static const struct cfg_key root_keys[] = {
-	{ "runtime_dir", K_PATH, offsetof(struct cfg, runtime_dir), 0, 0, NULL,
-	  NULL },
-	{ "state_file", K_PATH, offsetof(struct cfg, state_file), 0, 0, NULL,
-	  NULL },
-	{ "user", K_FN, 0, 0, 0, NULL, k_user },
-	{ "ceiling", K_TIER, offsetof(struct cfg, ceiling), 0, 0, NULL, NULL },
-	{ "tenants", K_FN, 0, 0, 0, NULL, k_tenants },
-	{ "listen", K_OBJ, 0, 0, 0, listen_keys, NULL },
-	{ "sessions", K_FN, 0, 0, 0, NULL, k_sessions },
-	{ "registries", K_FN, 0, 0, 0, NULL, k_registries },
-	{ "ports", K_OBJ, 0, 0, 0, ports_keys, NULL },
-	{ "allow_cidrs", K_FN, 0, 0, 0, NULL, k_allow_cidrs },
-	{ "deny_cidrs", K_FN, 0, 0, 0, NULL, k_deny_cidrs },
-	{ "deny_hosts", K_FN, 0, 0, 0, NULL, k_deny_hosts },
-	{ "dns", K_OBJ, 0, 0, 0, dns_keys, NULL },
-	{ "log", K_OBJ, 0, 0, 0, log_keys, NULL },
-	{ "prompt", K_OBJ, 0, 0, 0, prompt_keys, NULL },
-	{ "events", K_OBJ, 0, 0, 0, events_keys, NULL },
-	{ "limits", K_OBJ, 0, 0, 0, limits_keys, NULL },
-	{ "tls", K_OBJ, 0, 0, 0, tls_keys, NULL },
-	{ "control", K_OBJ, 0, 0, 0, control_keys, NULL },
-	{ "webhook", K_OBJ, 0, 0, 0, webhook_keys, NULL },
-	{ "firewall", K_OBJ, 0, 0, 0, firewall_keys, NULL },
-	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
+	{ "runtime_dir", K_PATH, F(runtime_dir), .sdef = "/run/sluice" },
+	{ "state_file", K_PATH, F(state_file),
+	  .sdef = "/var/lib/sluice/state.json" },
+	{ "user", K_STR, F(user), .sdef = "sluice", .fn = k_user },
+	{ "ceiling", K_TIER, F(ceiling), .def = POL_TIER_OFF },
+	{ "tenants", K_TENANTS, LIST(tenants, ntenants), .sub = tenant_keys,
+	  .fn = k_tenants },
+	{ "listen", K_OBJ, .sub = listen_keys },
+	{ "sessions", K_SESSIONS, LIST(sessions, nsessions), .fn = k_sessions },
+	{ "registries", K_REGISTRIES, LIST(registries, nregistries),
+	  .fn = k_registries },
+	{ "ports", K_OBJ, .sub = ports_keys },
+	{ "allow_cidrs", K_STRV, LIST(allow_cidrs, nallow_cidrs),
+	  .check = check_allow_cidr },
+	{ "deny_cidrs", K_STRV, LIST(deny_cidrs, ndeny_cidrs),
+	  .check = check_deny_cidr },
+	{ "deny_hosts", K_STRV, LIST(deny_hosts, ndeny_hosts),
+	  .check = check_deny_host },
+	{ "dns", K_OBJ, .sub = dns_keys },
+	{ "log", K_OBJ, .sub = log_keys },
+	{ "prompt", K_OBJ, .sub = prompt_keys },
+	{ "events", K_OBJ, .sub = events_keys },
+	{ "limits", K_OBJ, .sub = limits_keys },
+	{ "tls", K_OBJ, .sub = tls_keys },
+	{ "control", K_OBJ, .sub = control_keys },
+	{ "webhook", K_OBJ, .sub = webhook_keys },
+	{ "firewall", K_OBJ, .sub = firewall_keys },
+	{ .name = NULL }
 };
 
 static int
@@ -1984,62 +1990,19 @@ cfg_cross_check(struct cfg_ctx *x, json_t *root)
 /* ------------------------------------------------------------------ */
 /* Public API. */
 
+/* The rows' defaults; the built-in registry list is policy/'s. */
 static struct cfg *
 cfg_defaults(void)
 {
-	static const uint16_t ports[] = { 443, 80 };
 	struct cfg *c = calloc(1, sizeof(*c));
 
 	if (c == NULL)
 		return NULL;
-	c->ceiling = POL_TIER_OFF;
-	c->vsock_port = -1;
-	c->socket_mode = 0660;
-	c->registries_default = 1;
-	c->dns_timeout_ms = 3000;
-	c->prompt_timeout_s = 90;
-	c->prompt_deny_quiet_s = 60;
-	c->events_ring = 1024;
-	c->events_max_pending = 262144;
-	c->events_heartbeat_s = 15;
-	c->max_head = 32768;
-	c->max_line = 8192;
-	c->max_headers = 100;
-	c->head_timeout_ms = 10000;
-	c->idle_timeout_s = 300;
-	c->connect_timeout_ms = 10000;
-	c->max_conns_per_session = 256;
-	c->max_conns_total = 4096;
-	c->tunnel_buffer = 256 * 1024;
-	c->drain_timeout_s = 10;
-	c->sni_check = 1;
-	c->sni_timeout_ms = 5000;
-	c->runtime_dir = strdup("/run/sluice");
-	c->log_path = strdup("/var/log/sluice/connections.jsonl");
-	c->state_file = strdup("/var/lib/sluice/state.json");
-	c->user = strdup("sluice");
-	c->control.socket = strdup("/run/sluice/control.sock");
-	c->control.socket_mode = 0660;
-	c->control.max_body = 65536;
-	c->webhook.timeout_ms = 5000;
-	c->firewall.table = strdup("sluice");
-	c->firewall.uid = -1;
-	c->ports_registries = malloc(sizeof(ports));
-	c->ports_public = malloc(sizeof(ports));
-	c->sni_ports = malloc(sizeof(ports[0]));
-	if (c->runtime_dir == NULL || c->log_path == NULL ||
-	    c->state_file == NULL || c->user == NULL ||
-	    c->control.socket == NULL ||
-	    c->ports_registries == NULL || c->ports_public == NULL ||
-	    c->sni_ports == NULL || c->firewall.table == NULL) {
+	if (cfg_keys_default(root_keys, c) != 0) {
 		cfg_free(c);
 		return NULL;
 	}
-	memcpy(c->ports_registries, ports, sizeof(ports));
-	memcpy(c->ports_public, ports, sizeof(ports));
-	c->nports_registries = c->nports_public = 2;
-	c->sni_ports[0] = 443;
-	c->nsni_ports = 1;
+	c->registries_default = 1;
 	return c;
 }
 
@@ -2327,37 +2290,6 @@ jobj(int *bad)
 	return o;
 }
 
-static void
-dump_sessions(const struct cfg *c, json_t *root, int *bad)
-{
-	json_t *a = json_array();
-	size_t i;
-
-	if (a == NULL) {
-		*bad = 1;
-		return;
-	}
-	for (i = 0; i < c->nsessions; i++) {
-		const struct cfg_session *s = &c->sessions[i];
-		json_t *o = jobj(bad);
-
-		if (o == NULL)
-			break;
-		jset(o, "id", json_string(s->id), bad);
-		jset(o, "tenant", json_string(s->tenant ? s->tenant : ""), bad);
-		jset(o, "user", json_string(s->user ? s->user : ""), bad);
-		jset(o, "tier", json_string(pol_tier_name(s->tier)), bad);
-		if (s->socket != NULL)
-			jset(o, "socket", json_string(s->socket), bad);
-		if (s->source != NULL)
-			jset(o, "source", json_string(s->source), bad);
-		if (s->vsock_cid >= 0)
-			jset(o, "vsock_cid", json_integer(s->vsock_cid), bad);
-		jpush(a, o, bad);
-	}
-	jset(root, "sessions", a, bad);
-}
-
 static json_t *
 jhostmap(const struct cfg_hostmap *m, size_t n, int *bad)
 {
@@ -2378,23 +2310,6 @@ jhostmap(const struct cfg_hostmap *m, size_t n, int *bad)
 		jset(hosts, m[i].name, a, bad);
 	}
 	return hosts;
-}
-
-static void
-dump_dns(const struct cfg *c, json_t *root, int *bad)
-{
-	json_t *dns = jobj(bad);
-	json_t *hosts = jhostmap(c->dns_hosts, c->ndns_hosts, bad);
-
-	if (dns != NULL) {
-		jset(dns, "servers", jstrv(c->dns_servers, c->ndns_servers,
-		    bad), bad);
-		jset(dns, "hosts", hosts, bad);
-		jset(dns, "timeout_ms", json_integer(c->dns_timeout_ms), bad);
-	} else {
-		json_decref(hosts);
-	}
-	jset(root, "dns", dns, bad);
 }
 
 static json_t *
@@ -2418,163 +2333,160 @@ jopt(const char *s)
 	return s != NULL ? json_string(s) : json_null();
 }
 
-/* The secret itself is never in the configuration, only its file. */
-static void
-dump_webhook(const struct cfg *c, json_t *root, int *bad)
-{
-	const struct cfg_webhook *w = &c->webhook;
-	json_t *o = jobj(bad);
+static json_t *dump_keys(const struct cfg_key *keys, const void *base,
+    int *bad);
 
-	if (o != NULL) {
-		jset(o, "url", jopt(w->url), bad);
-		jset(o, "secret_file", jopt(w->secret_file), bad);
-		jset(o, "ca_file", jopt(w->ca_file), bad);
-		jset(o, "timeout_ms", json_integer(w->timeout_ms), bad);
-		jset(o, "hosts", jhostmap(w->hosts, w->nhosts, bad), bad);
-	}
-	jset(root, "webhook", o, bad);
-}
-
-static void
-dump_firewall(const struct cfg *c, json_t *root, int *bad)
-{
-	const struct cfg_firewall *f = &c->firewall;
-	json_t *o = jobj(bad);
-
-	if (o != NULL) {
-		jset(o, "enabled", json_boolean(f->enabled), bad);
-		jset(o, "table", json_string(f->table), bad);
-		jset(o, "uid", f->uid < 0 ? json_null() :
-		    json_integer((json_int_t)f->uid), bad);
-		jset(o, "sandbox_subnets", jstrv(f->sandbox_subnets,
-		    f->nsandbox_subnets, bad), bad);
-		jset(o, "sandbox_interfaces", jstrv(f->sandbox_interfaces,
-		    f->nsandbox_interfaces, bad), bad);
-		jset(o, "broker_ports", jports(f->broker_ports,
-		    f->nbroker_ports, bad), bad);
-	}
-	jset(root, "firewall", o, bad);
-}
-
-static void
-dump_control(const struct cfg *c, json_t *root, int *bad)
-{
-	const struct cfg_control *k = &c->control;
-	json_t *o = jobj(bad), *toks = json_array();
-	char mode[8];
-	size_t i;
-
-	if (o == NULL || toks == NULL) {
-		*bad = 1;
-		json_decref(o);
-		json_decref(toks);
-		return;
-	}
-	snprintf(mode, sizeof(mode), "%04o", k->socket_mode & 0777);
-	jset(o, "socket", json_string(k->socket), bad);
-	jset(o, "socket_mode", json_string(mode), bad);
-	jset(o, "socket_group", jopt(k->socket_group), bad);
-	jset(o, "admin_uids", jids(&k->uids[CFG_ROLE_ADMIN], bad), bad);
-	jset(o, "admin_gids", jids(&k->gids[CFG_ROLE_ADMIN], bad), bad);
-	jset(o, "app_uids", jids(&k->uids[CFG_ROLE_APP], bad), bad);
-	jset(o, "app_gids", jids(&k->gids[CFG_ROLE_APP], bad), bad);
-	jset(o, "auditor_uids", jids(&k->uids[CFG_ROLE_AUDITOR], bad), bad);
-	jset(o, "auditor_gids", jids(&k->gids[CFG_ROLE_AUDITOR], bad), bad);
-	jset(o, "tcp", jopt(k->tcp), bad);
-	jset(o, "tls_cert", jopt(k->tls_cert), bad);
-	jset(o, "tls_key", jopt(k->tls_key), bad);
-	jset(o, "client_ca", jopt(k->client_ca), bad);
-	for (i = 0; i < k->ntokens; i++)
-		jpush(toks, json_pack("{s:s,s:s,s:s}",
-		    "name", k->tokens[i].name,
-		    "role", cfg_role_name(k->tokens[i].role),
-		    "token_file", k->tokens[i].token_file), bad);
-	jset(o, "tokens", toks, bad);
-	jset(o, "max_body", json_integer((json_int_t)k->max_body), bad);
-	jset(root, "control", o, bad);
-}
-
+/* Printed by hand: socket, source and vsock_cid only when given. */
 static json_t *
-dump_tree(const struct cfg *c, int *bad)
+dump_sessions(const struct cfg_session *ss, size_t n, int *bad)
 {
-	json_t *root = jobj(bad), *o;
-	char mode[8];
+	json_t *a = json_array();
 	size_t i;
 
-	if (root == NULL)
+	if (a == NULL) {
+		*bad = 1;
 		return NULL;
-	jset(root, "runtime_dir", json_string(c->runtime_dir), bad);
-	jset(root, "state_file", json_string(c->state_file), bad);
-	jset(root, "user", json_string(c->user), bad);
-	jset(root, "ceiling", json_string(pol_tier_name(c->ceiling)), bad);
-	if ((o = jobj(bad)) != NULL) {
-		for (i = 0; i < c->ntenants; i++) {
-			json_t *t = json_pack("{s:s}", "ceiling",
-			    pol_tier_name(c->tenants[i].ceiling));
-
-			jset(o, c->tenants[i].name, t, bad);
-		}
 	}
-	jset(root, "tenants", o, bad);
+	for (i = 0; i < n; i++) {
+		const struct cfg_session *s = &ss[i];
+		json_t *o = jobj(bad);
 
-	if ((o = jobj(bad)) != NULL) {
-		snprintf(mode, sizeof(mode), "%04o", c->socket_mode & 0777);
-		jset(o, "tcp", jstrv(c->listen_tcp, c->nlisten_tcp, bad), bad);
-		jset(o, "transparent", jstrv(c->listen_transparent,
-		    c->nlisten_transparent, bad), bad);
-		jset(o, "vsock_port", json_integer(c->vsock_port), bad);
-		jset(o, "socket_mode", json_string(mode), bad);
-		jset(o, "socket_group", c->socket_group != NULL ?
-		    json_string(c->socket_group) : json_null(), bad);
+		if (o == NULL)
+			break;
+		jset(o, "id", json_string(s->id), bad);
+		jset(o, "tenant", json_string(s->tenant ? s->tenant : ""), bad);
+		jset(o, "user", json_string(s->user ? s->user : ""), bad);
+		jset(o, "tier", json_string(pol_tier_name(s->tier)), bad);
+		if (s->socket != NULL)
+			jset(o, "socket", json_string(s->socket), bad);
+		if (s->source != NULL)
+			jset(o, "source", json_string(s->source), bad);
+		if (s->vsock_cid >= 0)
+			jset(o, "vsock_cid", json_integer(s->vsock_cid), bad);
+		jpush(a, o, bad);
 	}
-	jset(root, "listen", o, bad);
-	dump_sessions(c, root, bad);
+	return a;
+}
 
-	/* The built-in list lives in policy/; null names it. */
-	jset(root, "registries", c->registries_default ? json_null() :
-	    jstrv(c->registries, c->nregistries, bad), bad);
-	if ((o = jobj(bad)) != NULL) {
-		jset(o, "registries", jports(c->ports_registries,
-		    c->nports_registries, bad), bad);
-		jset(o, "public", jports(c->ports_public, c->nports_public,
-		    bad), bad);
+/* {"name": {tenant's rows}} */
+static json_t *
+dump_tenants(const struct cfg_key *k, const struct cfg_tenant *t, size_t n,
+    int *bad)
+{
+	json_t *o = jobj(bad);
+	size_t i;
+
+	for (i = 0; o != NULL && i < n; i++)
+		jset(o, t[i].name, dump_keys(k->sub, &t[i], bad), bad);
+	return o;
+}
+
+/* [{token's rows}]: the secret stays in its file */
+static json_t *
+dump_tokens(const struct cfg_key *k, const struct cfg_token *t, size_t n,
+    int *bad)
+{
+	json_t *a = json_array();
+	size_t i;
+
+	if (a == NULL) {
+		*bad = 1;
+		return NULL;
 	}
-	jset(root, "ports", o, bad);
-	jset(root, "allow_cidrs", jstrv(c->allow_cidrs, c->nallow_cidrs, bad),
-	    bad);
-	jset(root, "deny_cidrs", jstrv(c->deny_cidrs, c->ndeny_cidrs, bad),
-	    bad);
-	jset(root, "deny_hosts", jstrv(c->deny_hosts, c->ndeny_hosts, bad),
-	    bad);
-	dump_dns(c, root, bad);
+	for (i = 0; i < n; i++)
+		jpush(a, dump_keys(k->sub, &t[i], bad), bad);
+	return a;
+}
 
-	jset(root, "log", json_pack("{s:s}", "path", c->log_path), bad);
-	jset(root, "prompt", json_pack("{s:i,s:i}",
-	    "timeout_s", c->prompt_timeout_s,
-	    "deny_quiet_s", c->prompt_deny_quiet_s), bad);
-	jset(root, "events", json_pack("{s:I,s:I,s:i}",
-	    "ring", (json_int_t)c->events_ring,
-	    "max_pending", (json_int_t)c->events_max_pending,
-	    "heartbeat_s", c->events_heartbeat_s), bad);
-	jset(root, "limits", json_pack("{s:I,s:I,s:I,s:i,s:i,s:i,s:i,s:i,s:I,s:i}",
-	    "max_head", (json_int_t)c->max_head,
-	    "max_line", (json_int_t)c->max_line,
-	    "max_headers", (json_int_t)c->max_headers,
-	    "head_timeout_ms", c->head_timeout_ms,
-	    "idle_timeout_s", c->idle_timeout_s,
-	    "connect_timeout_ms", c->connect_timeout_ms,
-	    "max_conns_per_session", c->max_conns_per_session,
-	    "max_conns_total", c->max_conns_total,
-	    "tunnel_buffer", (json_int_t)c->tunnel_buffer,
-	    "drain_timeout_s", c->drain_timeout_s), bad);
-	jset(root, "tls", json_pack("{s:b,s:i,s:o}",
-	    "sni_check", c->sni_check,
-	    "sni_timeout_ms", c->sni_timeout_ms,
-	    "sni_ports", jports(c->sni_ports, c->nsni_ports, bad)), bad);
-	dump_control(c, root, bad);
-	dump_webhook(c, root, bad);
-	dump_firewall(c, root, bad);
-	return root;
+/* A list row's count. */
+static size_t
+row_count(const struct cfg_key *k, const void *base)
+{
+	return *(const size_t *)(const void *)((const char *)base + k->noff);
+}
+
+/* One row's value; NULL (counted by jset) when it cannot be printed. */
+static json_t *
+dump_value(const struct cfg_key *k, const void *base, int *bad)
+{
+	const char *field = (const char *)base + k->off;
+	char mode[8];
+	int64_t id;
+
+	switch (k->kind) {
+	case K_INT:
+		return json_integer(*(const int *)(const void *)field);
+	case K_SIZE:
+		return json_integer((json_int_t)*(const size_t *)(const void *)
+		    field);
+	case K_BOOL:
+		return json_boolean(*(const int *)(const void *)field);
+	case K_TIER:
+		return json_string(pol_tier_name(*(const enum pol_tier *)
+		    (const void *)field));
+	case K_ROLE:
+		return json_string(cfg_role_name(*(const enum cfg_role *)
+		    (const void *)field));
+	case K_MODE:
+		snprintf(mode, sizeof(mode), "%04o",
+		    *(const unsigned *)(const void *)field & 0777);
+		return json_string(mode);
+	case K_UID:
+		id = *(const int64_t *)(const void *)field;
+		return id < 0 ? json_null() : json_integer((json_int_t)id);
+	case K_STR:
+	case K_PATH:
+		return json_string(*(char *const *)(const void *)field);
+	case K_FILE:
+	case K_OPT:
+		return jopt(*(char *const *)(const void *)field);
+	case K_IDS:
+		return jids((const struct cfg_idlist *)(const void *)field,
+		    bad);
+	case K_STRV:
+		return jstrv(*(char **const *)(const void *)field,
+		    row_count(k, base), bad);
+	case K_PORTS:
+		return jports(*(uint16_t *const *)(const void *)field,
+		    row_count(k, base), bad);
+	case K_HOSTS:
+		return jhostmap(*(struct cfg_hostmap *const *)
+		    (const void *)field, row_count(k, base), bad);
+	case K_OBJ:
+		return dump_keys(k->sub, base, bad);
+	case K_TENANTS:
+		return dump_tenants(k, *(struct cfg_tenant *const *)
+		    (const void *)field, row_count(k, base), bad);
+	case K_SESSIONS:
+		return dump_sessions(*(struct cfg_session *const *)
+		    (const void *)field, row_count(k, base), bad);
+	case K_REGISTRIES:
+		/* The built-in list lives in policy/; null names it. */
+		return ((const struct cfg *)base)->registries_default ?
+		    json_null() : jstrv(*(char **const *)(const void *)field,
+		    row_count(k, base), bad);
+	case K_TOKENS:
+		return dump_tokens(k, *(struct cfg_token *const *)
+		    (const void *)field, row_count(k, base), bad);
+	case K_FN:
+		break;
+	}
+	return NULL;
+}
+
+/* An object of the rows in table order, KF_LAST rows last. */
+static json_t *
+dump_keys(const struct cfg_key *keys, const void *base, int *bad)
+{
+	const struct cfg_key *k;
+	json_t *o = jobj(bad);
+	unsigned last;
+
+	for (last = 0; o != NULL && last < 2; last++)
+		for (k = keys; k->name != NULL; k++)
+			if (((k->flags & KF_LAST) != 0) == last)
+				jset(o, k->name, dump_value(k, base, bad), bad);
+	return o;
 }
 
 char *
@@ -2587,7 +2499,7 @@ cfg_dump(const struct cfg *c)
 
 	if (c == NULL)
 		return NULL;
-	root = dump_tree(c, &bad);
+	root = dump_keys(root_keys, c, &bad);
 	if (root != NULL && !bad)
 		text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(root);
