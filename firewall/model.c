@@ -519,7 +519,7 @@ struct set_ids {
 	int sandbox4, sandbox6, broker4, broker6, ports, redirect, ifaces;
 };
 
-/* The interface list into its set; entries were checked by config.c,
+/* The interface list into its set; entries were checked by config_keys.c,
  * but the helper gets them from the proxy, so again here. */
 static int
 add_ifnames(struct fw_ruleset *rs, int set, const struct fw_config *fc,
