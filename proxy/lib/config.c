@@ -24,6 +24,7 @@
 #include <jansson.h>
 
 #include "proxy/lib/config-int.h"
+#include "proxy/lib/util.h"
 
 #define CFG_FILE_MAX (16u * 1024 * 1024)
 
@@ -130,22 +131,6 @@ cfg_free(struct cfg *c)
 }
 
 static void
-err_set(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-err_set(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
-static void
 syntax_error(struct cfg_ctx *x, const json_error_t *je)
 {
 	struct cfg_pel path[CFG_POS_MAX];
@@ -178,7 +163,7 @@ cfg_load_buffer(const char *buf, size_t len, const char *name, char *err,
 	x.errlen = errlen;
 	if ((c = x.c = cfg_defaults()) == NULL ||
 	    (x.trial = pol_config_new()) == NULL) {
-		err_set(err, errlen, "%s: out of memory", x.name);
+		errf(err, errlen, "%s: out of memory", x.name);
 		goto fail;
 	}
 	root = json_loadb(x.text, x.len, JSON_REJECT_DUPLICATES, &je);
@@ -209,20 +194,20 @@ read_file(const char *path, size_t *len, char *err, size_t errlen)
 	int fd;
 
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-		err_set(err, errlen, "%s: %s", path, strerror(errno));
+		errf(err, errlen, "%s: %s", path, strerror(errno));
 		return NULL;
 	}
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		err_set(err, errlen, "%s: not a regular file", path);
+		errf(err, errlen, "%s: not a regular file", path);
 		goto fail;
 	}
 	if ((uintmax_t)st.st_size > CFG_FILE_MAX) {
-		err_set(err, errlen, "%s: larger than %u bytes", path,
+		errf(err, errlen, "%s: larger than %u bytes", path,
 		    CFG_FILE_MAX);
 		goto fail;
 	}
 	if ((buf = malloc((size_t)st.st_size + 1)) == NULL) {
-		err_set(err, errlen, "%s: out of memory", path);
+		errf(err, errlen, "%s: out of memory", path);
 		goto fail;
 	}
 	/* The file may shrink or grow while read; take what is there up
@@ -232,7 +217,7 @@ read_file(const char *path, size_t *len, char *err, size_t errlen)
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
-			err_set(err, errlen, "%s: %s", path, strerror(errno));
+			errf(err, errlen, "%s: %s", path, strerror(errno));
 			goto fail;
 		}
 		if (r == 0)
@@ -258,7 +243,7 @@ cfg_load(const char *path, char *err, size_t errlen)
 
 	if (path == NULL) {
 		if ((c = cfg_defaults()) == NULL)
-			err_set(err, errlen, "out of memory");
+			errf(err, errlen, "out of memory");
 		return c;
 	}
 	if ((text = read_file(path, &len, err, errlen)) == NULL)
@@ -266,7 +251,7 @@ cfg_load(const char *path, char *err, size_t errlen)
 	c = cfg_load_buffer(text, len, path, err, errlen);
 	free(text);
 	if (c != NULL && (c->source_path = strdup(path)) == NULL) {
-		err_set(err, errlen, "%s: out of memory", path);
+		errf(err, errlen, "%s: out of memory", path);
 		cfg_free(c);
 		return NULL;
 	}
@@ -320,7 +305,7 @@ cfg_build_policy(const struct cfg *c, char *err, size_t errlen)
 		}
 	return p;
 fail:
-	err_set(err, errlen, "%s: %s", c->source_path != NULL ?
+	errf(err, errlen, "%s: %s", c->source_path != NULL ?
 	    c->source_path : "configuration", what);
 	pol_config_free(p);
 	return NULL;
