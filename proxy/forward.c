@@ -123,10 +123,12 @@ read_response(struct px_conn *c)
 		if (len == 0)
 			return;
 		n = len < lim.max_head ? len : lim.max_head;
-		st = http_parse_response((const char *)evbuffer_pullup(in,
-		    (ev_ssize_t)n), n, &lim, c->req->m, &r, &why);
+		st = http_parse_response_resume((const char *)evbuffer_pullup(
+		    in, (ev_ssize_t)n), n, &lim, c->req->m, &c->resp_ps, &r,
+		    &why);
 		if (st == HTTP_PARSE_INCOMPLETE)
 			return;
+		memset(&c->resp_ps, 0, sizeof(c->resp_ps));
 		if (st != HTTP_PARSE_OK || r.status == 101) {
 			fwd_fail(c, why ? why : "The upstream answered with "
 			    "a protocol switch.");
@@ -250,6 +252,7 @@ px_forward_start(struct px_conn *c)
 	}
 	c->state = PX_S_FWD;
 	c->resp_head_done = 0;
+	memset(&c->resp_ps, 0, sizeof(c->resp_ps));
 	c->fwd_close_after = !c->req->keep_alive || px.draining;
 	memset(&c->resp_body, 0, sizeof(c->resp_body));
 	http_body_init(&c->req_body, c->req->body, c->req->content_length,

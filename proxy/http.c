@@ -1,11 +1,14 @@
 /*
  * http.c: strict HTTP/1.x head parser and body framer (see http.h).
  *
- * The parser works on whatever has arrived so far and is simply called
- * again with the longer buffer; it keeps no state between calls.  Every
- * complete line is checked as soon as it is seen, so a malformed head is
- * refused before the rest arrives, and limits are enforced on partial
- * heads too so a slow sender cannot make us buffer without bound.
+ * The parser works on whatever has arrived so far and is called again
+ * with the longer buffer.  Every complete line is checked as soon as it
+ * is seen, so a malformed head is refused before the rest arrives, and
+ * limits are enforced on partial heads too so a slow sender cannot make
+ * us buffer without bound.  A caller's struct http_parse_state remembers
+ * how far the lines were checked, so a head that arrives a byte at a time
+ * costs each byte once (plus one last pass over the whole head), not once
+ * per call.
  */
 #include <limits.h>
 #include <string.h>
@@ -150,25 +153,29 @@ list_next(const char **p, const char *end, int allow_empty,
 #define FAIL(st, msg) do { if (why != NULL) *why = (msg); return (st); } while (0)
 
 /*
- * Find the CRLF ending the line at pos within buf[0..len).  A CR not
- * followed by LF, or an LF not preceded by CR, is an error wherever it
- * is.  The line (without CRLF) may be at most max_line bytes.
+ * Find the CRLF ending the line at pos within buf[0..len), looking from
+ * *from on (bytes before it were looked at by an earlier call); on
+ * INCOMPLETE, *from says where to look next time.  A CR not followed by
+ * LF, or an LF not preceded by CR, is an error wherever it is.  The line
+ * (without CRLF) may be at most max_line bytes.
  */
 static enum http_status
-line_scan(const char *buf, size_t len, size_t pos, size_t max_line,
-    size_t *eol, const char **why)
+line_scan(const char *buf, size_t len, size_t pos, size_t *from,
+    size_t max_line, size_t *eol, const char **why)
 {
 	size_t i;
 
-	for (i = pos; i < len; i++) {
+	for (i = *from > pos ? *from : pos; i < len; i++) {
 		if (i - pos > max_line)
 			FAIL(HTTP_PARSE_TOO_LARGE, "a line of the head is too long");
 		if (buf[i] == '\n')
 			FAIL(HTTP_PARSE_ERROR, "bare LF in the head (CRLF only)");
 		if (buf[i] != '\r')
 			continue;
-		if (i + 1 == len)
+		if (i + 1 == len) {
+			*from = i;      /* the LF may come next */
 			return HTTP_PARSE_INCOMPLETE;
+		}
 		if (buf[i + 1] != '\n')
 			FAIL(HTTP_PARSE_ERROR, "bare CR in the head (CRLF only)");
 		*eol = i;
@@ -176,6 +183,7 @@ line_scan(const char *buf, size_t len, size_t pos, size_t max_line,
 	}
 	if (len - pos > max_line)
 		FAIL(HTTP_PARSE_TOO_LARGE, "a line of the head is too long");
+	*from = len;
 	return HTTP_PARSE_INCOMPLETE;
 }
 
@@ -495,51 +503,84 @@ limits_resolve(const struct http_limits *in, struct http_limits *out)
 		out->max_headers = HTTP_MAX_HEADERS_HARD;
 }
 
+/*
+ * Check the complete lines of buf[0..view) that ps has not checked yet,
+ * each once: the start line into msg, header lines into msg's headers
+ * when fill is set (else into a scratch field: the caller's buffer may
+ * move between calls, so only offsets are kept).  OK once the empty line
+ * ending the head is found; *eol is where it starts.
+ */
+static enum http_status
+scan_lines(const char *buf, size_t view, const struct http_limits *lim,
+    int is_request, struct http_msg *msg, int fill,
+    struct http_parse_state *ps, size_t *eol, const char **why)
+{
+	struct http_header scratch;
+	enum http_status st;
+	size_t pos = ps->done;
+
+	for (;;) {
+		st = line_scan(buf, view, pos, &ps->scanned, lim->max_line,
+		    eol, why);
+		if (st != HTTP_PARSE_OK)
+			return st;
+		if (ps->nlines == 0) {
+			if (*eol == pos)
+				FAIL(HTTP_PARSE_ERROR, "empty line before the start line");
+			st = is_request ?
+			    parse_request_line(buf + pos, *eol - pos, msg, why) :
+			    parse_status_line(buf + pos, *eol - pos, msg, why);
+		} else if (*eol == pos) {
+			return HTTP_PARSE_OK;
+		} else if (ps->nlines - 1 >= lim->max_headers) {
+			FAIL(HTTP_PARSE_TOO_LARGE, "too many header lines");
+		} else {
+			st = parse_header_line(buf + pos, *eol - pos,
+			    fill ? &msg->headers[ps->nlines - 1] : &scratch, why);
+		}
+		if (st != HTTP_PARSE_OK)
+			return st;
+		ps->nlines++;
+		ps->done = ps->scanned = pos = *eol + 2;
+	}
+}
+
 static enum http_status
 parse_head(const char *buf, size_t len, const struct http_limits *lim_in,
-    int is_request, enum http_method req_method, struct http_msg *msg,
-    const char **why)
+    int is_request, enum http_method req_method,
+    struct http_parse_state *ps, struct http_msg *msg, const char **why)
 {
+	struct http_parse_state all;
 	struct http_limits lim;
 	struct framing f;
 	enum http_status st;
-	size_t view, pos = 0, eol = 0;
+	size_t view, eol = 0;
 
 	if (why != NULL)
 		*why = NULL;
-	memset(msg, 0, sizeof(*msg));
-	memset(&f, 0, sizeof(f));
-	msg->host_idx = -1;
 	limits_resolve(lim_in, &lim);
 	/* Never look past max_head: a head not finished by then is too
 	 * large whatever follows. */
 	view = len < lim.max_head ? len : lim.max_head;
+	if (ps->done > view || ps->scanned > view)
+		memset(ps, 0, sizeof(*ps));   /* not the bytes it saw */
 
-	for (;;) {
-		st = line_scan(buf, view, pos, lim.max_line, &eol, why);
-		if (st == HTTP_PARSE_INCOMPLETE && len >= lim.max_head)
-			FAIL(HTTP_PARSE_TOO_LARGE, "the request or response head is too large");
-		if (st != HTTP_PARSE_OK)
-			return st;
-		if (pos == 0) {
-			if (eol == 0)
-				FAIL(HTTP_PARSE_ERROR, "empty line before the start line");
-			st = is_request ?
-			    parse_request_line(buf, eol, msg, why) :
-			    parse_status_line(buf, eol, msg, why);
-		} else if (eol == pos) {
-			break;
-		} else if (msg->nheaders >= lim.max_headers) {
-			FAIL(HTTP_PARSE_TOO_LARGE, "too many header lines");
-		} else {
-			st = parse_header_line(buf + pos, eol - pos,
-			    &msg->headers[msg->nheaders], why);
-			msg->nheaders++;
-		}
-		if (st != HTTP_PARSE_OK)
-			return st;
-		pos = eol + 2;
-	}
+	st = scan_lines(buf, view, &lim, is_request, msg, 0, ps, &eol, why);
+	if (st == HTTP_PARSE_INCOMPLETE && len >= lim.max_head)
+		FAIL(HTTP_PARSE_TOO_LARGE, "the request or response head is too large");
+	if (st != HTTP_PARSE_OK)
+		return st;
+
+	/* The head is complete and every line passed: one more pass fills
+	 * msg with pointers into this buffer. */
+	memset(msg, 0, sizeof(*msg));
+	memset(&all, 0, sizeof(all));
+	memset(&f, 0, sizeof(f));
+	msg->host_idx = -1;
+	st = scan_lines(buf, view, &lim, is_request, msg, 1, &all, &eol, why);
+	if (st != HTTP_PARSE_OK)
+		return st;
+	msg->nheaders = all.nlines - 1;
 	msg->head_len = eol + 2;
 
 	st = scan_fields(msg, is_request, &f, why);
@@ -552,17 +593,39 @@ parse_head(const char *buf, size_t len, const struct http_limits *lim_in,
 }
 
 enum http_status
+http_parse_request_resume(const char *buf, size_t len,
+    const struct http_limits *lim, struct http_parse_state *ps,
+    struct http_msg *msg, const char **why)
+{
+	return parse_head(buf, len, lim, 1, HTTP_M_OTHER, ps, msg, why);
+}
+
+enum http_status
+http_parse_response_resume(const char *buf, size_t len,
+    const struct http_limits *lim, enum http_method req_method,
+    struct http_parse_state *ps, struct http_msg *msg, const char **why)
+{
+	return parse_head(buf, len, lim, 0, req_method, ps, msg, why);
+}
+
+enum http_status
 http_parse_request(const char *buf, size_t len, const struct http_limits *lim,
     struct http_msg *msg, const char **why)
 {
-	return parse_head(buf, len, lim, 1, HTTP_M_OTHER, msg, why);
+	struct http_parse_state ps;
+
+	memset(&ps, 0, sizeof(ps));
+	return parse_head(buf, len, lim, 1, HTTP_M_OTHER, &ps, msg, why);
 }
 
 enum http_status
 http_parse_response(const char *buf, size_t len, const struct http_limits *lim,
     enum http_method req_method, struct http_msg *msg, const char **why)
 {
-	return parse_head(buf, len, lim, 0, req_method, msg, why);
+	struct http_parse_state ps;
+
+	memset(&ps, 0, sizeof(ps));
+	return parse_head(buf, len, lim, 0, req_method, &ps, msg, why);
 }
 
 int

@@ -81,9 +81,9 @@ enum http_status {
 /*
  * Parse a request head from buf[0..len).  On HTTP_PARSE_OK, msg is filled
  * and msg->head_len tells how many bytes the head used; bytes after it
- * belong to the body or the tunnel.  On HTTP_PARSE_ERROR and
- * HTTP_PARSE_TOO_LARGE, *why (if not NULL) gets a static one-line
- * explanation for the refusal body.
+ * belong to the body or the tunnel.  On any other status msg holds
+ * nothing of use.  On HTTP_PARSE_ERROR and HTTP_PARSE_TOO_LARGE, *why (if
+ * not NULL) gets a static one-line explanation for the refusal body.
  *
  * Request framing rules: Content-Length together with Transfer-Encoding,
  * duplicate or differing Content-Length, a Transfer-Encoding that does not
@@ -101,6 +101,25 @@ enum http_status http_parse_request(const char *buf, size_t len,
 enum http_status http_parse_response(const char *buf, size_t len,
     const struct http_limits *lim, enum http_method req_method,
     struct http_msg *msg, const char **why);
+
+/*
+ * The same, resumable: a caller that is handed a head in pieces calls
+ * again with the same bytes plus what arrived, and the same state, which
+ * it zeroes before the first call for each head.  Lines the state has
+ * seen are not scanned again, so the work is linear in the head's size
+ * however it is split.  The results are those of the calls above.
+ */
+struct http_parse_state {
+	size_t done;       /* bytes of lines already checked */
+	size_t scanned;    /* bytes of the line after them looked at */
+	size_t nlines;     /* lines checked: start line, then headers */
+};
+enum http_status http_parse_request_resume(const char *buf, size_t len,
+    const struct http_limits *lim, struct http_parse_state *ps,
+    struct http_msg *msg, const char **why);
+enum http_status http_parse_response_resume(const char *buf, size_t len,
+    const struct http_limits *lim, enum http_method req_method,
+    struct http_parse_state *ps, struct http_msg *msg, const char **why);
 
 /* Case-insensitive header lookup: index of the first match or -1. */
 int http_find_header(const struct http_msg *msg, const char *name);
