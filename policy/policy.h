@@ -52,6 +52,7 @@ enum pol_reason {
 	POL_R_SESSION_CLOSED = 27,     /* close reason: session removed */
 	POL_R_CEILING_LOWERED = 28,    /* close reason: tunnel no longer admitted */
 	POL_R_TIER_LOWERED = 29,       /* a prompt ended: the chat's tier went down */
+	POL_R_TOO_MANY_INTERIM = 33,   /* the upstream sent 1xx answers without end */
 	POL_R__COUNT
 };
 

@@ -126,12 +126,17 @@ static const struct reason_info reasons[POL_R__COUNT] = {
 	[POL_R_TIER_LOWERED] = { "tier_lowered", 403,
 	    "the request waited for an answer while the chat's network tier "
 	    "was lowered; the app can raise the tier again." },
+	[POL_R_TOO_MANY_INTERIM] = { "too_many_interim", 502,
+	    "the exchange failed because the upstream sent interim (1xx) "
+	    "answers without a final one; check the upstream service." },
 };
 
+/* Codes are assigned in blocks, so the table may have holes: a hole is
+ * an unknown code. */
 static int
 reason_ok(enum pol_reason r)
 {
-	return (int)r >= 0 && r < POL_R__COUNT;
+	return (int)r >= 0 && r < POL_R__COUNT && reasons[r].name != NULL;
 }
 
 const char *

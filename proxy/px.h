@@ -213,6 +213,7 @@ struct px_conn {
 	struct http_body_state req_body;
 	struct http_body_state resp_body;
 	struct http_parse_state resp_ps; /* of the response head being read */
+	int resp_interim;                /* 1xx answers to this request */
 	int resp_head_done;
 	int fwd_close_after;             /* close the client after this exchange */
 	int nrequests;

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Plain HTTP against hostile peers (issue 11): a client that sends its
-head a byte at a time."""
+"""Plain HTTP against hostile peers (issue 11): an upstream that sends
+interim (1xx) answers without end, and a client that sends its head a
+byte at a time."""
 
 import os
 import socket
@@ -8,9 +9,14 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Suite, check, check_eq, read_response, log)  # noqa: E402
+from harness import (Suite, check, check_eq, check_refusal, read_head,  # noqa: E402
+                     read_body, read_response, get_request, vmrss_kib, log,
+                     _read_request, decisions)
 
 S = Suite("t_http_hostile", time_limit=300)
+
+MAX_INTERIM = 8                  # forward.c PX_MAX_INTERIM
+MAX_GROWTH_KIB = 16 * 1024
 
 
 def setup(env, *servers, **over):
@@ -18,6 +24,98 @@ def setup(env, *servers, **over):
     cfg = env.config(ports=env.ports(*ports),
                      dns={"hosts": {"up.test": ["127.0.0.1"]}}, **over)
     return env.sluiced(cfg)
+
+
+def endless_interim(server, conn, peer):
+    """Answer every request with 1xx heads until the peer goes away (at
+    most 64 MiB or 60 s)."""
+    buf = bytearray()
+    if _read_request(conn, buf) is None:
+        return
+    heads = (b"HTTP/1.1 100 Continue\r\n\r\n" +
+             b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n"
+             b"\r\n") * 256
+    sent, deadline = 0, time.monotonic() + 60
+    while sent < 64 * 1024 * 1024 and time.monotonic() < deadline:
+        try:
+            conn.sendall(heads)
+        except OSError:
+            break
+        sent += len(heads)
+    server.record(("sent", sent))
+
+
+def some_interim(server, conn, peer):
+    """Two interim answers, then the final one (what real servers do)."""
+    buf = bytearray()
+    if _read_request(conn, buf) is None:
+        return
+    conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n"
+                 b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"
+                 b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    time.sleep(1)
+
+
+def read_answers(s, limit):
+    """Heads until a final (non-1xx) one (read with its body), at most
+    limit of them."""
+    interim, rest = [], b""
+    for _ in range(limit):
+        r, rest = read_head(s, timeout=30, pre=rest)
+        if r.status >= 200:
+            r.body, rest = read_body(s, r, rest)
+            return interim, r, rest
+        interim.append(r.status)
+    return interim, None, rest
+
+
+@S.case
+def interim_answers_pass(env):
+    up = env.server(some_interim)
+    d = setup(env, up)
+    s = d.connect(env.src(1))
+    s.sendall(get_request("http://up.test:%d/" % up.port))
+    interim, final, rest = read_answers(s, 10)
+    check_eq(interim, [100, 103], "interim answers passed on")
+    check(final is not None and final.status == 200, "final answer %r", final)
+    s.close()
+
+
+@S.case
+def endless_interim_is_502(env):
+    # issue 11, finding 3: the interim answers were buffered without
+    # limit (+67 MiB for 69 MiB sent); now at most 8 pass, then 502
+    up = env.server(endless_interim)
+    d = setup(env, up)
+    warm = d.connect(env.src(1))
+    warm.close()
+    time.sleep(0.3)
+    rss0 = vmrss_kib(d.pid)
+    s = d.connect(env.src(1))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    s.sendall(get_request("http://up.test:%d/" % up.port))
+    peak, deadline = rss0, time.monotonic() + 4
+    for _ in range(100):
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+        peak = max(peak, vmrss_kib(d.pid))
+    log("VmRSS %d KiB before, peak %d KiB while the client did not read"
+        % (rss0, peak))
+    check(peak - rss0 < MAX_GROWTH_KIB,
+          "sluiced grew by %d KiB while the upstream sent 1xx answers",
+          peak - rss0)
+    interim, final, _ = read_answers(s, 4 * MAX_INTERIM)
+    check(final is not None, "no final answer after %d interim ones",
+          len(interim))
+    check(len(interim) <= MAX_INTERIM, "%d interim answers passed on",
+          len(interim))
+    check_refusal(final, "too_many_interim", "endless 1xx")
+    s.close()
+    check(d.alive(), "sluiced died")
+    recs = [r for r in decisions(d.log_path) if r.get("port") == up.port]
+    check(recs and recs[0].get("decision") == "allow", "allow record %r",
+          recs)
 
 
 def cpu_ticks(pid):
