@@ -327,7 +327,8 @@ parse_header_line(const char *s, size_t n, struct http_header *h,
 struct framing {
 	int cl_seen;
 	uint64_t cl;
-	int te_seen;
+	int te_seen;           /* Transfer-Encoding header lines */
+	int te_codings;        /* codings in them */
 	int te_chunked_last;   /* the final coding is chunked */
 	int te_chunked_early;  /* chunked somewhere before the final coding */
 	int conn_close;
@@ -369,6 +370,10 @@ parse_transfer_encoding(const struct http_header *h, struct framing *f,
 	enum list_rc rc;
 	int n = 0;
 
+	/* Two lines are one list to some recipients and the first or the
+	 * last line to others: refused whatever they say. */
+	if (f->te_seen)
+		FAIL(HTTP_PARSE_ERROR, "more than one Transfer-Encoding");
 	while ((rc = list_next(&p, end, 0, &tok, &toklen)) == LIST_ITEM) {
 		if (f->te_chunked_last)
 			f->te_chunked_early = 1;
@@ -378,6 +383,7 @@ parse_transfer_encoding(const struct http_header *h, struct framing *f,
 	if (rc == LIST_BAD || n == 0)
 		FAIL(HTTP_PARSE_ERROR, "Transfer-Encoding is not a list of codings");
 	f->te_seen = 1;
+	f->te_codings = n;
 	return HTTP_PARSE_OK;
 }
 
@@ -456,8 +462,11 @@ request_framing(struct http_msg *msg, const struct framing *f,
 			FAIL(HTTP_PARSE_ERROR, "CONNECT with a body");
 		msg->body = HTTP_BODY_NONE;
 	} else if (f->te_seen) {
-		if (!f->te_chunked_last)
-			FAIL(HTTP_PARSE_ERROR, "Transfer-Encoding does not end in chunked");
+		/* The body goes upstream as it came: a coding before chunked
+		 * is one more way for the upstream to read it differently,
+		 * and no client needs one. */
+		if (!f->te_chunked_last || f->te_codings != 1)
+			FAIL(HTTP_PARSE_ERROR, "Transfer-Encoding is not exactly chunked");
 		msg->body = HTTP_BODY_CHUNKED;
 	} else if (f->cl_seen) {
 		msg->body = HTTP_BODY_LENGTH;
@@ -685,18 +694,29 @@ http_is_hop_by_hop(const struct http_msg *msg, const struct http_header *h)
 
 enum {
 	BP_SIZE = 0,    /* hex digits of a chunk size */
-	BP_EXT,         /* after ';' up to CR */
+	BP_EXT_NAME0,   /* after ';': the first byte of an extension name */
+	BP_EXT_NAME,
+	BP_EXT_VAL0,    /* after '=': a token or a quoted string */
+	BP_EXT_TOKEN,
+	BP_EXT_QUOTED,  /* inside the quoted string */
+	BP_EXT_QPAIR,   /* after a backslash in it */
+	BP_EXT_QEND,    /* after its closing quote */
 	BP_SIZE_LF,     /* CR seen after the size line */
 	BP_DATA,        /* chunk data, remaining bytes left */
 	BP_DATA_CR,     /* CRLF after the data */
 	BP_DATA_LF,
 	BP_TRAILER,     /* start of a trailer line (or the final CRLF) */
-	BP_TRAILER_LINE,
+	BP_TRAILER_NAME,
+	BP_TRAILER_VALUE,
 	BP_TRAILER_LF,
 	BP_END_LF,      /* CR of the final empty line seen */
 	BP_DONE,
 	BP_ERROR,
 };
+
+/* 16 hex digits hold any uint64_t; more are only leading zeros, which
+ * one recipient may count against a limit and another not. */
+#define CHUNK_SIZE_DIGITS 16
 
 void
 http_body_init(struct http_body_state *st, enum http_body kind,
@@ -726,6 +746,14 @@ hex_value(unsigned char c)
 	return -1;
 }
 
+/* qdtext of RFC 9110 5.6.4 without obs-text, as in field values. */
+static int
+is_qdtext(unsigned char c)
+{
+	return c == '\t' || c == ' ' || c == 0x21 ||
+	    (c >= 0x23 && c <= 0x5b) || (c >= 0x5d && c <= 0x7e);
+}
+
 /* Bytes of a size or trailer line, bounded by max_line. */
 static int
 line_byte(struct http_body_state *st)
@@ -733,6 +761,28 @@ line_byte(struct http_body_state *st)
 	if (++st->line_len > st->max_line)
 		return -1;
 	return 0;
+}
+
+/* Go to phase next, counting the byte of the line that leads there. */
+static int
+next_byte(struct http_body_state *st, int next)
+{
+	st->phase = next;
+	return line_byte(st);
+}
+
+/* The end of a size line (CR) or the next extension (';'), which may
+ * follow a complete extension; -1 for anything else. */
+static int
+ext_end(struct http_body_state *st, unsigned char c)
+{
+	if (c == '\r') {
+		st->phase = BP_SIZE_LF;
+		return 0;
+	}
+	if (c == ';')
+		return next_byte(st, BP_EXT_NAME0);
+	return -1;
 }
 
 /* One byte of the chunked syntax outside chunk data; -1 on error. */
@@ -743,27 +793,39 @@ chunk_byte(struct http_body_state *st, unsigned char c)
 
 	switch (st->phase) {
 	case BP_SIZE:
-		if (c == '\r' && st->line_len > 0) {
-			st->phase = BP_SIZE_LF;
-			return 0;
-		}
-		if (c == ';' && st->line_len > 0) {
-			st->phase = BP_EXT;
-			return line_byte(st);
-		}
+		if (st->line_len > 0 && (c == '\r' || c == ';'))
+			return ext_end(st, c);
 		d = hex_value(c);
-		if (d < 0 || st->remaining > (UINT64_MAX >> 4))
+		if (d < 0 || st->line_len >= CHUNK_SIZE_DIGITS)
 			return -1;
 		st->remaining = (st->remaining << 4) | (uint64_t)d;
 		return line_byte(st);
-	case BP_EXT:
-		if (c == '\r') {
-			st->phase = BP_SIZE_LF;
-			return 0;
-		}
-		if (!is_field_char(c))
-			return -1;
-		return line_byte(st);
+	/* chunk-ext = *( ";" name [ "=" ( token / quoted-string ) ] ),
+	 * without the BWS a sender must not generate (RFC 9110 5.6.3) */
+	case BP_EXT_NAME0:
+		return is_tchar(c) ? next_byte(st, BP_EXT_NAME) : -1;
+	case BP_EXT_NAME:
+		if (c == '=')
+			return next_byte(st, BP_EXT_VAL0);
+		return is_tchar(c) ? line_byte(st) : ext_end(st, c);
+	case BP_EXT_VAL0:
+		if (c == '"')
+			return next_byte(st, BP_EXT_QUOTED);
+		return is_tchar(c) ? next_byte(st, BP_EXT_TOKEN) : -1;
+	case BP_EXT_TOKEN:
+		return is_tchar(c) ? line_byte(st) : ext_end(st, c);
+	case BP_EXT_QUOTED:
+		/* a CR here is inside the string: whoever reads on past it
+		 * frames the body elsewhere, so it is an error */
+		if (c == '"')
+			return next_byte(st, BP_EXT_QEND);
+		if (c == '\\')
+			return next_byte(st, BP_EXT_QPAIR);
+		return is_qdtext(c) ? line_byte(st) : -1;
+	case BP_EXT_QPAIR:
+		return is_field_char(c) ? next_byte(st, BP_EXT_QUOTED) : -1;
+	case BP_EXT_QEND:
+		return ext_end(st, c);
 	case BP_SIZE_LF:
 		if (c != '\n')
 			return -1;
@@ -787,19 +849,19 @@ chunk_byte(struct http_body_state *st, unsigned char c)
 			st->phase = BP_END_LF;
 			return 0;
 		}
-		/* A trailer line is a field line: no folding, no bare bytes. */
-		if (!is_tchar(c))
-			return -1;
-		st->phase = BP_TRAILER_LINE;
-		return line_byte(st);
-	case BP_TRAILER_LINE:
+		/* A trailer line is a field line: a token name right before
+		 * its colon, no folding, no bare bytes. */
+		return is_tchar(c) ? next_byte(st, BP_TRAILER_NAME) : -1;
+	case BP_TRAILER_NAME:
+		if (c == ':')
+			return next_byte(st, BP_TRAILER_VALUE);
+		return is_tchar(c) ? line_byte(st) : -1;
+	case BP_TRAILER_VALUE:
 		if (c == '\r') {
 			st->phase = BP_TRAILER_LF;
 			return 0;
 		}
-		if (!is_field_char(c))
-			return -1;
-		return line_byte(st);
+		return is_field_char(c) ? line_byte(st) : -1;
 	case BP_TRAILER_LF:
 		if (c != '\n')
 			return -1;

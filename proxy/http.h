@@ -86,9 +86,9 @@ enum http_status {
  * not NULL) gets a static one-line explanation for the refusal body.
  *
  * Request framing rules: Content-Length together with Transfer-Encoding,
- * duplicate or differing Content-Length, a Transfer-Encoding that does not
- * end in exactly "chunked" (case-insensitive token), or a CONNECT with a
- * body are all errors.  HTTP/1.0 and HTTP/1.1 only.
+ * duplicate or differing Content-Length, more than one Transfer-Encoding
+ * line or one that is not exactly "chunked" (case-insensitive token), or
+ * a CONNECT with a body are all errors.  HTTP/1.0 and HTTP/1.1 only.
  */
 enum http_status http_parse_request(const char *buf, size_t len,
     const struct http_limits *lim, struct http_msg *msg, const char **why);
@@ -96,7 +96,8 @@ enum http_status http_parse_request(const char *buf, size_t len,
 /*
  * Parse a response head.  req_method is the method of the request it
  * answers (HEAD and CONNECT change framing).  1xx, 204 and 304 have no
- * body; otherwise chunked, then Content-Length, else until close.
+ * body; otherwise chunked, then Content-Length, else until close.  More
+ * than one Transfer-Encoding line is an error here too.
  */
 enum http_status http_parse_response(const char *buf, size_t len,
     const struct http_limits *lim, enum http_method req_method,
@@ -138,9 +139,13 @@ int http_is_hop_by_hop(const struct http_msg *msg, const struct http_header *h);
 
 /*
  * Streaming body framer: tells how many of the next bytes belong to the
- * current message body so the relay can pass them through unchanged.
- * Chunk sizes are hex with overflow checks; chunk extensions and trailers
- * are bounded (by max_line); bare LF is an error.
+ * current message body so the relay can pass them through unchanged, so
+ * it admits only what every recipient frames alike.  Chunk sizes are 1
+ * to 16 hex digits (leading zeros included); chunk extensions follow
+ * RFC 9112 7.1.1 without the optional whitespace (";name", ";name=token",
+ * ";name=\"quoted\"", the quoted string closed before the CRLF); trailer
+ * lines are field lines (a token, a colon, a field value); size lines and
+ * trailer lines are bounded by max_line; bare CR or LF is an error.
  */
 struct http_body_state {
 	enum http_body kind;

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Plain HTTP against hostile peers (issue 11): an upstream that sends
-interim (1xx) answers without end, and a client that sends its head a
-byte at a time."""
+interim (1xx) answers without end, a client that sends its head a byte
+at a time, and chunked bodies and framing headers that not every
+recipient would read alike."""
 
+import json
 import os
 import socket
 import sys
@@ -11,7 +13,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, check, check_eq, check_refusal, read_head,  # noqa: E402
                      read_body, read_response, get_request, vmrss_kib, log,
-                     _read_request, decisions)
+                     _read_request, recorder_handler, decisions,
+                     wait_until)
 
 S = Suite("t_http_hostile", time_limit=300)
 
@@ -167,6 +170,101 @@ def bytewise_head_is_linear(env):
     check(big - small < 0.08,
           "2000 one-byte reads after a 28 KiB head cost %.3f s more CPU "
           "than after a short one", big - small)
+
+
+def raw_post(port, te_lines, body):
+    return (("POST http://up.test:%d/ HTTP/1.1\r\nHost: up.test:%d\r\n"
+             % (port, port)) + "".join("Transfer-Encoding: %s\r\n" % t
+                                       for t in te_lines) + "\r\n").encode() + body
+
+
+@S.case
+def transfer_encoding_exactly_chunked(env):
+    # issue 11, finding 17: "gzip, chunked" and two TE lines went upstream
+    rec = env.server(recorder_handler)
+    d = setup(env, rec)
+    for te in (["gzip, chunked"], ["gzip", "chunked"], ["chunked", "chunked"],
+               ["chunked, chunked"], ["identity, chunked"]):
+        s = d.connect(env.src(1))
+        s.sendall(raw_post(rec.port, te, b"2\r\nhi\r\n0\r\n\r\n"))
+        check_refusal(read_response(s), "bad_request", "TE %r" % te)
+        s.close()
+    check_eq(rec.accept_count(), 0, "upstream connections")
+
+
+def bad_body_not_forwarded(env, body, marker, what):
+    """The head goes upstream when it is decided, the body as it is
+    framed: a chunked body with bad syntax must close both connections
+    before its bad line reaches the upstream."""
+    rec = env.server(recorder_handler)
+    d = setup(env, rec)
+    s = d.connect(env.src(1))
+    s.sendall(raw_post(rec.port, ["chunked"], body))
+    s.settimeout(15)
+    got = b""
+    for _ in range(100):
+        try:
+            c = s.recv(65536)
+        except socket.timeout:
+            break
+        if not c:
+            break
+        got += c
+    check(not got.startswith(b"HTTP/1.1 200"), "%s: answered %r" % (what, got))
+    s.close()
+    # the recorder writes down what it got when its connection ends (or
+    # after 10 s without bytes, when sluiced kept it open)
+    ev = wait_until(lambda: [e for e in list(rec.events) if e[0] == "bytes"],
+                    15, what="the upstream connection to end")
+    sent = b"".join(e[2] for e in ev)
+    check(marker not in sent, "%s: upstream received %r" % (what, sent))
+
+
+@S.case
+def chunk_extension_grammar(env):
+    # "2;" and an unclosed quoted string: the upstream that reads the
+    # quote across the CRLF frames the body elsewhere
+    bad_body_not_forwarded(env, b"2;\r\naa\r\n0\r\n\r\n", b"2;",
+                           "empty extension")
+
+
+@S.case
+def chunk_extension_unclosed_quote(env):
+    bad_body_not_forwarded(env, b'2;a="b\r\naa\r\n0\r\n\r\n', b'2;a=',
+                           "unclosed quoted string")
+
+
+@S.case
+def chunk_size_leading_zeros(env):
+    bad_body_not_forwarded(env, b"0" * 40 + b"2\r\naa\r\n0\r\n\r\n", b"0000",
+                           "40 leading zeros")
+
+
+@S.case
+def trailer_without_colon(env):
+    bad_body_not_forwarded(env, b"2\r\naa\r\n0\r\nX-No-Colon\r\n\r\n",
+                           b"X-No-Colon", "trailer line without a colon")
+
+
+@S.case
+def trailer_space_before_colon(env):
+    bad_body_not_forwarded(env, b"2\r\naa\r\n0\r\nX-Sum : 1\r\n\r\n",
+                           b"X-Sum", "trailer with a space before its colon")
+
+
+@S.case
+def good_chunked_passes(env):
+    # the controls: extensions and trailers of the grammar pass unchanged
+    up = env.http_upstream()
+    d = setup(env, up)
+    s = d.connect(env.src(1))
+    body = (b'2;a=b;q="x \\" y"\r\nhe\r\n0000000000000003;z\r\nllo\r\n'
+            b"0\r\nX-Sum: 5\r\n\r\n")
+    s.sendall(raw_post(up.port, ["chunked"], body))
+    r = read_response(s)
+    check_eq(r.status, 200, "status")
+    check_eq(json.loads(r.body)["body_len"], 5, "body upstream")
+    s.close()
 
 
 if __name__ == "__main__":

@@ -98,6 +98,9 @@ static const struct bad_case bad_requests[] = {
 	BAD("TE gzip only", "POST http://a/ HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n"),
 	BAD("TE empty", "POST http://a/ HTTP/1.1\r\nTransfer-Encoding:\r\n\r\n"),
 	BAD("TE in HTTP/1.0", "POST http://a/ HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"),
+	BAD("TE gzip, chunked", "POST http://a/ HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"),
+	BAD("TE gzip and chunked lines", "POST http://a/ HTTP/1.1\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n"),
+	BAD("TE empty line, then chunked", "POST http://a/ HTTP/1.1\r\nTransfer-Encoding: ,\r\nTransfer-Encoding: chunked\r\n\r\n"),
 	BAD("TE space before colon", "POST http://a/ HTTP/1.1\r\nTransfer-Encoding : chunked\r\n\r\n"),
 	BAD("HT before colon", "GET http://a/ HTTP/1.1\r\nHost\t: a\r\n\r\n"),
 	BAD("empty header name", "GET http://a/ HTTP/1.1\r\n: a\r\n\r\n"),
@@ -330,7 +333,7 @@ static const char *const good_requests[] = {
 	"Empty:\r\n\r\n",
 	"POST http://a.example/upload HTTP/1.1\r\n"
 	"Host: a.example\r\n"
-	"Transfer-Encoding: gzip, Chunked\r\n"
+	"Transfer-Encoding: Chunked\r\n"
 	"Expect: 100-continue\r\n\r\n",
 	"GET http://a/ HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
 };
@@ -553,10 +556,6 @@ test_bodies_and_expect(void **state)
 	assert_int_equal(req(LIT("POST http://a/ HTTP/1.1\r\nTransfer-Encoding: chunked\t\r\n\r\n")),
 	    HTTP_PARSE_OK);
 	assert_int_equal(msg.body, HTTP_BODY_CHUNKED);
-	/* codings split over two fields, chunked last */
-	assert_int_equal(req(LIT("POST http://a/ HTTP/1.1\r\nTransfer-Encoding: gzip\r\n"
-	    "Transfer-Encoding: chunked\r\n\r\n")), HTTP_PARSE_OK);
-	assert_int_equal(msg.body, HTTP_BODY_CHUNKED);
 
 	assert_int_equal(req(LIT("POST http://a/ HTTP/1.1\r\nExpect: 100-continue-x\r\n\r\n")),
 	    HTTP_PARSE_OK);
@@ -654,6 +653,7 @@ test_response_framing(void **state)
 		{ "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n", HTTP_M_GET, HTTP_BODY_LENGTH, 12, 1 },
 		{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", HTTP_M_GET, HTTP_BODY_CHUNKED, 0, 1 },
 		{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", HTTP_M_GET, HTTP_BODY_UNTIL_CLOSE, 0, 0 },
+		{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", HTTP_M_GET, HTTP_BODY_CHUNKED, 0, 1 },
 		{ "HTTP/1.1 200 OK\r\n\r\n", HTTP_M_GET, HTTP_BODY_UNTIL_CLOSE, 0, 0 },
 		{ "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n", HTTP_M_HEAD, HTTP_BODY_NONE, 0, 1 },
 		{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", HTTP_M_HEAD, HTTP_BODY_NONE, 0, 1 },
@@ -695,6 +695,7 @@ static const struct bad_case bad_responses[] = {
 	BAD("CL and TE", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"),
 	BAD("duplicate CL", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n"),
 	BAD("chunked not last", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"),
+	BAD("two TE lines", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n"),
 	BAD("TE in 1.0", "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"),
 	BAD("HTTP/2", "HTTP/2 200 OK\r\n\r\n"),
 	BAD("lowercase version", "http/1.1 200 OK\r\n\r\n"),
@@ -729,7 +730,8 @@ static const char chunked_body[] =
     "5\r\nhello\r\n"
     "1A;name=value;x\r\n" "abcdefghijklmnopqrstuvwxyz\r\n"
     "00000001\r\n" "!\r\n"
-    "0\r\n"
+    "2;q=\"a \\\" b;c\";z=1\r\n" "ok\r\n"
+    "0;last\r\n"
     "X-Sum: 42\r\n"
     "X-Other:\tv\r\n"
     "\r\n";
@@ -821,6 +823,36 @@ test_chunked_errors(void **state)
 		"5\rhello",
 		"0000000000000000000000000000000000000000000000000000000000000000005\r\n",
 		"5;aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n",
+		/* 17 digits, even as leading zeros */
+		"00000000000000005\r\nhello\r\n0\r\n\r\n",
+		"00000000000000000\r\n\r\n",
+		/* chunk extensions: RFC 9112 7.1.1, no BWS */
+		"2;\r\naa\r\n0\r\n\r\n",
+		"2;;a\r\naa\r\n",
+		"2;a;\r\naa\r\n",
+		"2;=b\r\naa\r\n",
+		"2;a=\r\naa\r\n",
+		"2;a=b=c\r\naa\r\n",
+		"2;a=\"b\r\naa\r\n0\r\n\r\n",
+		"2;a=\"b\\\r\naa\r\n",
+		"2;a=\"b\"c\r\naa\r\n",
+		"2;a=\"\x01\"\r\naa\r\n",
+		"2;a=\"\xc3\xa9\"\r\naa\r\n",
+		"2;a=b c\r\naa\r\n",
+		"2 ;a\r\naa\r\n",
+		"2; a\r\naa\r\n",
+		"2;a =b\r\naa\r\n",
+		"2;a= b\r\naa\r\n",
+		"2;a\"b\"\r\naa\r\n",
+		"2;a=\"b\"\"c\"\r\naa\r\n",
+		/* trailers are field lines */
+		"0\r\nX-No-Colon\r\n\r\n",
+		"0\r\nX : 1\r\n\r\n",
+		"0\r\nX\t: 1\r\n\r\n",
+		"0\r\n: 1\r\n\r\n",
+		"0\r\nX(: 1\r\n\r\n",
+		"0\r\nX: \xff\r\n\r\n",
+		"0\r\nX: 1\r\nY\r\n\r\n",
 	};
 	size_t i;
 
@@ -858,6 +890,16 @@ test_chunked_edges(void **state)
 	assert_false(st.done);
 	/* upper-case hex */
 	assert_int_equal(http_body_feed(&st, LIT("A\r\n0123456789\r\n0\r\n\r\n")), 20);
+	assert_true(st.done);
+	/* 16 digits with leading zeros are fine */
+	http_body_init(&st, HTTP_BODY_CHUNKED, 0, 64);
+	assert_int_equal(http_body_feed(&st,
+	    LIT("0000000000000002\r\nab\r\n0000000000000000\r\n\r\n")), 42);
+	assert_true(st.done);
+	/* extensions and trailers of the grammar */
+	http_body_init(&st, HTTP_BODY_CHUNKED, 0, 64);
+	assert_int_equal(http_body_feed(&st, LIT("1;a;b=c;d=\"\";e=\"\\\\\"\r\nx\r\n"
+	    "0\r\nA:\r\nB: 1 2\r\n\r\n")), 41);
 	assert_true(st.done);
 }
 
