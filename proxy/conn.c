@@ -432,7 +432,8 @@ handle_request(struct px_conn *c)
 		c->dec.ceiling = pol_state_ceiling(px.state,
 		    pol_session_tenant(s->pol));
 	}
-	if (c->req->m == HTTP_M_TRACE || c->req->m == HTTP_M_TRACK)
+	if (c->req->m == HTTP_M_TRACE || c->req->m == HTTP_M_TRACK ||
+	    c->req->m == HTTP_M_UNKNOWN)
 		r = POL_R_METHOD_NOT_ALLOWED;
 	else if (c->transport == PX_T_TRANSPARENT)
 		/* Host (or the URI) names it, the redirect gave the port; a

@@ -289,8 +289,11 @@ px_forward_start(struct px_conn *c)
 		c->req_body.done = 1;
 
 	out = bufferevent_get_output(c->up);
-	evbuffer_add_printf(out, "%s %.*s HTTP/1.1\r\n", c->method,
-	    (int)c->path_len, c->path);
+	/* the method as parsed, whole (c->method is a bounded copy for
+	 * the records) */
+	evbuffer_add_printf(out, "%.*s %.*s HTTP/1.1\r\n",
+	    (int)c->req->method_len, c->req->method, (int)c->path_len,
+	    c->path);
 	add_headers(out, c->req);
 	evbuffer_add(out, "\r\n", 2);
 	c->bytes_up += c->head_len;

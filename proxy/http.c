@@ -187,6 +187,12 @@ line_scan(const char *buf, size_t len, size_t pos, size_t *from,
 	return HTTP_PARSE_INCOMPLETE;
 }
 
+/*
+ * The methods of the IANA HTTP Method Registry, except PRI (the HTTP/2
+ * connection preface, never a request), plus QUERY and TRACK (named so
+ * that it can be refused).  Anything else is HTTP_M_UNKNOWN: an upstream
+ * that gives an unregistered token a meaning of its own is not asked.
+ */
 static enum http_method
 method_of(const char *s, size_t n)
 {
@@ -199,6 +205,22 @@ method_of(const char *s, size_t n)
 		{ "DELETE", HTTP_M_DELETE }, { "OPTIONS", HTTP_M_OPTIONS },
 		{ "PATCH", HTTP_M_PATCH }, { "CONNECT", HTTP_M_CONNECT },
 		{ "TRACE", HTTP_M_TRACE }, { "TRACK", HTTP_M_TRACK },
+		{ "ACL", HTTP_M_OTHER }, { "BASELINE-CONTROL", HTTP_M_OTHER },
+		{ "BIND", HTTP_M_OTHER }, { "CHECKIN", HTTP_M_OTHER },
+		{ "CHECKOUT", HTTP_M_OTHER }, { "COPY", HTTP_M_OTHER },
+		{ "LABEL", HTTP_M_OTHER }, { "LINK", HTTP_M_OTHER },
+		{ "LOCK", HTTP_M_OTHER }, { "MERGE", HTTP_M_OTHER },
+		{ "MKACTIVITY", HTTP_M_OTHER }, { "MKCALENDAR", HTTP_M_OTHER },
+		{ "MKCOL", HTTP_M_OTHER }, { "MKREDIRECTREF", HTTP_M_OTHER },
+		{ "MKWORKSPACE", HTTP_M_OTHER }, { "MOVE", HTTP_M_OTHER },
+		{ "ORDERPATCH", HTTP_M_OTHER }, { "PROPFIND", HTTP_M_OTHER },
+		{ "PROPPATCH", HTTP_M_OTHER }, { "QUERY", HTTP_M_OTHER },
+		{ "REBIND", HTTP_M_OTHER }, { "REPORT", HTTP_M_OTHER },
+		{ "SEARCH", HTTP_M_OTHER }, { "UNBIND", HTTP_M_OTHER },
+		{ "UNCHECKOUT", HTTP_M_OTHER }, { "UNLINK", HTTP_M_OTHER },
+		{ "UNLOCK", HTTP_M_OTHER }, { "UPDATE", HTTP_M_OTHER },
+		{ "UPDATEREDIRECTREF", HTTP_M_OTHER },
+		{ "VERSION-CONTROL", HTTP_M_OTHER },
 	};
 	size_t i;
 
@@ -206,7 +228,7 @@ method_of(const char *s, size_t n)
 	for (i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
 		if (strlen(tab[i].name) == n && memcmp(tab[i].name, s, n) == 0)
 			return tab[i].m;
-	return HTTP_M_OTHER;
+	return HTTP_M_UNKNOWN;
 }
 
 /* "HTTP/1.0" or "HTTP/1.1", exactly (the name is case-sensitive). */
@@ -529,6 +551,12 @@ scan_lines(const char *buf, size_t view, const struct http_limits *lim,
 	size_t pos = ps->done;
 
 	for (;;) {
+		/* RFC 9112 2.2: empty lines before a request line are
+		 * ignored (a client may end a body with an extra CRLF); they
+		 * count towards max_head and the head deadline */
+		while (is_request && ps->nlines == 0 && pos + 1 < view &&
+		    buf[pos] == '\r' && buf[pos + 1] == '\n')
+			ps->done = ps->scanned = pos = pos + 2;
 		st = line_scan(buf, view, pos, &ps->scanned, lim->max_line,
 		    eol, why);
 		if (st != HTTP_PARSE_OK)

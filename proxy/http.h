@@ -35,10 +35,17 @@ struct http_header {
 	size_t value_len;
 };
 
+/*
+ * HTTP_M_OTHER: a registered method framed like any other (PROPFIND,
+ * MKCOL, ...).  HTTP_M_UNKNOWN: a token that is no method of the IANA
+ * registry (or PRI, the HTTP/2 preface); sluiced refuses it, as it does
+ * TRACE and TRACK (method_not_allowed).  No known method is longer than
+ * 17 bytes.
+ */
 enum http_method {
 	HTTP_M_OTHER = 0, HTTP_M_GET, HTTP_M_HEAD, HTTP_M_POST, HTTP_M_PUT,
 	HTTP_M_DELETE, HTTP_M_OPTIONS, HTTP_M_PATCH, HTTP_M_CONNECT,
-	HTTP_M_TRACE, HTTP_M_TRACK,
+	HTTP_M_TRACE, HTTP_M_TRACK, HTTP_M_UNKNOWN,
 };
 
 /* Message framing, from RFC 9112 section 6. */
@@ -85,10 +92,12 @@ enum http_status {
  * nothing of use.  On HTTP_PARSE_ERROR and HTTP_PARSE_TOO_LARGE, *why (if
  * not NULL) gets a static one-line explanation for the refusal body.
  *
- * Request framing rules: Content-Length together with Transfer-Encoding,
- * duplicate or differing Content-Length, more than one Transfer-Encoding
- * line or one that is not exactly "chunked" (case-insensitive token), or
- * a CONNECT with a body are all errors.  HTTP/1.0 and HTTP/1.1 only.
+ * Empty lines before the request line are skipped (RFC 9112 2.2) and
+ * count towards the head.  Request framing rules: Content-Length
+ * together with Transfer-Encoding, duplicate or differing Content-Length,
+ * more than one Transfer-Encoding line or one that is not exactly
+ * "chunked" (case-insensitive token), or a CONNECT with a body are all
+ * errors.  HTTP/1.0 and HTTP/1.1 only.
  */
 enum http_status http_parse_request(const char *buf, size_t len,
     const struct http_limits *lim, struct http_msg *msg, const char **why);

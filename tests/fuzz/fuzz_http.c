@@ -203,7 +203,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case 1:
 		parse_response(buf, len,
-		    (enum http_method)((mode >> 2) % (HTTP_M_TRACK + 1)));
+		    (enum http_method)((mode >> 2) % (HTTP_M_UNKNOWN + 1)));
 		break;
 	case 2:
 		frame_body((enum http_body)((mode >> 2) & 3),

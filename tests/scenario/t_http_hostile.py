@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plain HTTP against hostile peers (issue 11): an upstream that sends
 interim (1xx) answers without end, a client that sends its head a byte
-at a time, and chunked bodies and framing headers that not every
+at a time, and chunked bodies, methods and framing headers that not every
 recipient would read alike."""
 
 import json
@@ -264,6 +264,44 @@ def good_chunked_passes(env):
     r = read_response(s)
     check_eq(r.status, 200, "status")
     check_eq(json.loads(r.body)["body_len"], 5, "body upstream")
+    s.close()
+
+
+@S.case
+def methods(env):
+    # registered methods go upstream whole; unregistered ones, however
+    # long, are refused (they were forwarded, cut to 23 bytes)
+    up = env.http_upstream()
+    d = setup(env, up)
+    s = d.connect(env.src(1))
+    s.sendall(get_request("http://up.test:%d/dav" % up.port,
+                          method="UPDATEREDIRECTREF"))
+    r = read_response(s)
+    check_eq(r.status, 200, "UPDATEREDIRECTREF")
+    check_eq(json.loads(r.body)["method"], "UPDATEREDIRECTREF", "method upstream")
+    s.close()
+    for m in ("MKCOLA", "ANNOUNCE", "PRI", "get", "A" * 40):
+        s = d.connect(env.src(1))
+        s.sendall(get_request("http://up.test:%d/" % up.port, method=m))
+        check_refusal(read_response(s), "method_not_allowed", m)
+        s.close()
+    check_eq(up.accept_count(), 1, "upstream connections")
+
+
+@S.case
+def empty_lines_before_request(env):
+    # RFC 9112 2.2: a client may end a body with an extra CRLF; the next
+    # request on the connection is still read
+    up = env.http_upstream()
+    d = setup(env, up)
+    s = d.connect(env.src(1))
+    post = ("POST http://up.test:%d/a HTTP/1.1\r\nHost: up.test:%d\r\n"
+            "Content-Length: 4\r\n\r\nq=42\r\n\r\n" % (up.port, up.port)).encode()
+    s.sendall(post + get_request("http://up.test:%d/b" % up.port))
+    r1 = read_response(s)
+    r2 = read_response(s)
+    check_eq((r1.status, r2.status), (200, 200), "both answered")
+    check_eq(json.loads(r2.body)["path"], "/b", "second request")
     s.close()
 
 

@@ -120,7 +120,9 @@ static const struct bad_case bad_requests[] = {
 	BAD("leading space", " GET http://a/ HTTP/1.1\r\n\r\n"),
 	BAD("tab as separator", "GET\thttp://a/ HTTP/1.1\r\n\r\n"),
 	BAD("method not a token", "G(T http://a/ HTTP/1.1\r\n\r\n"),
-	BAD("empty line before request", "\r\nGET http://a/ HTTP/1.1\r\n\r\n"),
+	BAD("bare LF before request", "\nGET http://a/ HTTP/1.1\r\n\r\n"),
+	BAD("bare CR before request", "\r\rGET http://a/ HTTP/1.1\r\n\r\n"),
+	BAD("space line before request", " \r\nGET http://a/ HTTP/1.1\r\n\r\n"),
 	BAD("CRLF injected in target", "CONNECT a.com:443\r\nX-Injected: 1 HTTP/1.1\r\n\r\n"),
 	BAD("CONNECT with CL", "CONNECT a.com:443 HTTP/1.1\r\nContent-Length: 5\r\n\r\n"),
 	BAD("CONNECT with TE", "CONNECT a.com:443 HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"),
@@ -402,11 +404,77 @@ test_absolute_get(void **state)
 	assert_int_equal(http_find_header(&msg, "accept"), 1);
 	assert_int_equal(http_find_header(&msg, "Accep"), -1);
 	assert_int_equal(http_find_header(&msg, "Content-Length"), -1);
-	/* lowercase methods are other methods, not GET */
+	/* lowercase methods are no methods sluice knows, not GET */
 	assert_int_equal(req(LIT("get http://a/ HTTP/1.1\r\n\r\n")), HTTP_PARSE_OK);
-	assert_int_equal(msg.m, HTTP_M_OTHER);
+	assert_int_equal(msg.m, HTTP_M_UNKNOWN);
 	assert_int_equal(req(LIT("TRACK http://a/ HTTP/1.1\r\n\r\n")), HTTP_PARSE_OK);
 	assert_int_equal(msg.m, HTTP_M_TRACK);
+}
+
+/* Registered methods parse as such; any other token is HTTP_M_UNKNOWN
+ * (which sluiced refuses), however long. */
+static void
+test_methods(void **state)
+{
+	static const struct {
+		const char *line;
+		enum http_method m;
+	} cases[] = {
+		{ "PROPFIND http://a/ HTTP/1.1\r\n\r\n", HTTP_M_OTHER },
+		{ "MKCOL http://a/ HTTP/1.1\r\n\r\n", HTTP_M_OTHER },
+		{ "VERSION-CONTROL http://a/ HTTP/1.1\r\n\r\n", HTTP_M_OTHER },
+		{ "UPDATEREDIRECTREF http://a/ HTTP/1.1\r\n\r\n", HTTP_M_OTHER },
+		{ "QUERY http://a/ HTTP/1.1\r\n\r\n", HTTP_M_OTHER },
+		{ "DELETE http://a/ HTTP/1.1\r\n\r\n", HTTP_M_DELETE },
+		{ "MKCOLA http://a/ HTTP/1.1\r\n\r\n", HTTP_M_UNKNOWN },
+		{ "ANNOUNCE http://a/ HTTP/1.1\r\n\r\n", HTTP_M_UNKNOWN },
+		{ "M-SEARCH http://a/ HTTP/1.1\r\n\r\n", HTTP_M_UNKNOWN },
+		{ "PRI http://a/ HTTP/1.1\r\n\r\n", HTTP_M_UNKNOWN },
+		{ "GETS http://a/ HTTP/1.1\r\n\r\n", HTTP_M_UNKNOWN },
+		{ "Get http://a/ HTTP/1.1\r\n\r\n", HTTP_M_UNKNOWN },
+		/* 30 bytes: longer than sluiced's record copy of a method */
+		{ "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123 http://a/ HTTP/1.1\r\n\r\n",
+		  HTTP_M_UNKNOWN },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(req(cases[i].line, strlen(cases[i].line)),
+		    HTTP_PARSE_OK);
+		if (msg.m != cases[i].m)
+			fail_msg("%s: method %d, want %d", cases[i].line, msg.m,
+			    cases[i].m);
+		/* the parsed token is whole, however long */
+		assert_int_equal(msg.method_len,
+		    strchr(cases[i].line, ' ') - cases[i].line);
+	}
+}
+
+/* RFC 9112 2.2: empty lines before the request line are skipped and are
+ * part of the head (so max_head bounds them). */
+static void
+test_leading_empty_lines(void **state)
+{
+	struct http_limits lim = { 64, 0, 10 };
+	const char *s = "\r\n\r\nGET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n";
+	size_t n = strlen(s), k;
+
+	for (k = 0; k < n; k++)
+		if (req(s, k) != HTTP_PARSE_INCOMPLETE)
+			fail_msg("prefix %zu not incomplete", k);
+	assert_int_equal(req(s, n), HTTP_PARSE_OK);
+	assert_int_equal(msg.head_len, n);
+	assert_true(span_is(msg.method, msg.method_len, "GET"));
+	assert_int_equal(msg.nheaders, 1);
+	lim.max_head = n;
+	assert_int_equal(http_parse_request(s, n, &lim, &msg, NULL),
+	    HTTP_PARSE_OK);
+	lim.max_head = n - 1;
+	assert_int_equal(http_parse_request(s, n, &lim, &msg, NULL),
+	    HTTP_PARSE_TOO_LARGE);
+	/* only before a request line: a response starts with its status */
+	assert_int_equal(resp(LIT("\r\nHTTP/1.1 200 OK\r\n\r\n"), HTTP_M_GET),
+	    HTTP_PARSE_ERROR);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1218,6 +1286,8 @@ main(void)
 		cmocka_unit_test(test_incomplete_prefixes),
 		cmocka_unit_test(test_connect),
 		cmocka_unit_test(test_absolute_get),
+		cmocka_unit_test(test_methods),
+		cmocka_unit_test(test_leading_empty_lines),
 		cmocka_unit_test(test_resume_equivalent),
 		cmocka_unit_test(test_resume_linear),
 		cmocka_unit_test(test_bodies_and_expect),
