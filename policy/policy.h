@@ -45,7 +45,7 @@ enum pol_reason {
 	POL_R_TOO_MANY_CONNECTIONS = 20,
 	POL_R_HEAD_TOO_LARGE = 21,
 	POL_R_HEAD_TIMEOUT = 22,
-	POL_R_METHOD_NOT_ALLOWED = 23, /* TRACE, TRACK, unknown methods */
+	POL_R_METHOD_NOT_ALLOWED = 23, /* TRACE, TRACK, unregistered methods */
 	POL_R_LOG_UNAVAILABLE = 24,    /* fail closed: the record could not be written */
 	POL_R_SHUTTING_DOWN = 25,
 	POL_R_IDLE_TIMEOUT = 26,       /* close reason */
@@ -55,6 +55,7 @@ enum pol_reason {
 	POL_R_ECH_REFUSED = 30,        /* ClientHello hides its name (ECH, ESNI) */
 	POL_R_CONNECT_PLAIN_PORT = 31, /* CONNECT to a port that carries plain HTTP */
 	POL_R_SELF_TARGET = 32,        /* transparent: dialled the listener itself */
+	POL_R_TOO_MANY_INTERIM = 33,   /* the upstream sent 1xx answers without end */
 	POL_R__COUNT
 };
 

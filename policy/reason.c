@@ -143,12 +143,17 @@ static const struct reason_info reasons[POL_R__COUNT] = {
 	    "transparent listener directly instead of being redirected to "
 	    "it; use the proxy port (HTTP_PROXY) or connect to the real "
 	    "host." },
+	[POL_R_TOO_MANY_INTERIM] = { "too_many_interim", 502,
+	    "the exchange failed because the upstream sent interim (1xx) "
+	    "answers without a final one; check the upstream service." },
 };
 
+/* Codes are assigned in blocks, so the table may have holes: a hole is
+ * an unknown code. */
 static int
 reason_ok(enum pol_reason r)
 {
-	return (int)r >= 0 && r < POL_R__COUNT;
+	return (int)r >= 0 && r < POL_R__COUNT && reasons[r].name != NULL;
 }
 
 const char *

@@ -441,7 +441,8 @@ handle_request(struct px_conn *c)
 		c->dec.ceiling = pol_state_ceiling(px.state,
 		    pol_session_tenant(s->pol));
 	}
-	if (c->req->m == HTTP_M_TRACE || c->req->m == HTTP_M_TRACK)
+	if (c->req->m == HTTP_M_TRACE || c->req->m == HTTP_M_TRACK ||
+	    c->req->m == HTTP_M_UNKNOWN)
 		r = POL_R_METHOD_NOT_ALLOWED;
 	else if (c->transport == PX_T_TRANSPARENT)
 		/* Host (or the URI) names it, the redirect gave the port; a
@@ -532,9 +533,12 @@ parse_head(struct px_conn *c)
 	}
 	n = len < lim.max_head ? len : lim.max_head;
 	data = evbuffer_pullup(in, (ev_ssize_t)n);
-	st = http_parse_request((const char *)data, n, &lim, c->req, &why);
+	/* resumed: lines of earlier reads are not scanned again */
+	st = http_parse_request_resume((const char *)data, n, &lim,
+	    &c->req_ps, c->req, &why);
 	if (st == HTTP_PARSE_INCOMPLETE)
 		return;
+	memset(&c->req_ps, 0, sizeof(c->req_ps));
 	if (st == HTTP_PARSE_OK) {
 		/* keep our own copy: the input buffer moves on */
 		free(c->head);
@@ -674,6 +678,7 @@ px_conn_next_request(struct px_conn *c)
 {
 	c->state = PX_S_HEAD;
 	c->path = NULL;
+	memset(&c->req_ps, 0, sizeof(c->req_ps));
 	bufferevent_setcb(c->cli, cli_read, NULL, cli_event, c);
 	/* bound what a client can queue before its head is judged */
 	bufferevent_setwatermark(c->cli, EV_READ, 0, px.cfg->max_head + 1);

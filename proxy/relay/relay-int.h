@@ -66,6 +66,7 @@ struct px_conn {
 	/* the current request */
 	char *head;                      /* copy of the request head */
 	size_t head_len;
+	struct http_parse_state req_ps;  /* how far the head was checked */
 	struct http_msg *req;            /* NULL once a tunnel relays */
 	struct pol_target target;
 	const char *path; size_t path_len; /* origin-form part (plain HTTP) */
@@ -93,6 +94,8 @@ struct px_conn {
 	/* plain HTTP exchange */
 	struct http_body_state req_body;
 	struct http_body_state resp_body;
+	struct http_parse_state resp_ps; /* of the response head being read */
+	int resp_interim;                /* 1xx answers to this request */
 	int resp_head_done;
 	int fwd_close_after;             /* close the client after this exchange */
 	int nrequests;

@@ -87,6 +87,7 @@ REASON_STATUS = {
     "ech_refused": {403},
     "connect_plain_port": {403},
     "self_target": {400},
+    "too_many_interim": {502},
 }
 
 ZERO_HASH = "0" * 64

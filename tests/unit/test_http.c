@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -99,6 +100,9 @@ static const struct bad_case bad_requests[] = {
 	BAD("TE gzip only", "POST http://a/ HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n"),
 	BAD("TE empty", "POST http://a/ HTTP/1.1\r\nTransfer-Encoding:\r\n\r\n"),
 	BAD("TE in HTTP/1.0", "POST http://a/ HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"),
+	BAD("TE gzip, chunked", "POST http://a/ HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"),
+	BAD("TE gzip and chunked lines", "POST http://a/ HTTP/1.1\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n"),
+	BAD("TE empty line, then chunked", "POST http://a/ HTTP/1.1\r\nTransfer-Encoding: ,\r\nTransfer-Encoding: chunked\r\n\r\n"),
 	BAD("TE space before colon", "POST http://a/ HTTP/1.1\r\nTransfer-Encoding : chunked\r\n\r\n"),
 	BAD("HT before colon", "GET http://a/ HTTP/1.1\r\nHost\t: a\r\n\r\n"),
 	BAD("empty header name", "GET http://a/ HTTP/1.1\r\n: a\r\n\r\n"),
@@ -118,7 +122,9 @@ static const struct bad_case bad_requests[] = {
 	BAD("leading space", " GET http://a/ HTTP/1.1\r\n\r\n"),
 	BAD("tab as separator", "GET\thttp://a/ HTTP/1.1\r\n\r\n"),
 	BAD("method not a token", "G(T http://a/ HTTP/1.1\r\n\r\n"),
-	BAD("empty line before request", "\r\nGET http://a/ HTTP/1.1\r\n\r\n"),
+	BAD("bare LF before request", "\nGET http://a/ HTTP/1.1\r\n\r\n"),
+	BAD("bare CR before request", "\r\rGET http://a/ HTTP/1.1\r\n\r\n"),
+	BAD("space line before request", " \r\nGET http://a/ HTTP/1.1\r\n\r\n"),
 	BAD("CRLF injected in target", "CONNECT a.com:443\r\nX-Injected: 1 HTTP/1.1\r\n\r\n"),
 	BAD("CONNECT with CL", "CONNECT a.com:443 HTTP/1.1\r\nContent-Length: 5\r\n\r\n"),
 	BAD("CONNECT with TE", "CONNECT a.com:443 HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"),
@@ -331,7 +337,7 @@ static const char *const good_requests[] = {
 	"Empty:\r\n\r\n",
 	"POST http://a.example/upload HTTP/1.1\r\n"
 	"Host: a.example\r\n"
-	"Transfer-Encoding: gzip, Chunked\r\n"
+	"Transfer-Encoding: Chunked\r\n"
 	"Expect: 100-continue\r\n\r\n",
 	"GET http://a/ HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
 };
@@ -400,11 +406,197 @@ test_absolute_get(void **state)
 	assert_int_equal(http_find_header(&msg, "accept"), 1);
 	assert_int_equal(http_find_header(&msg, "Accep"), -1);
 	assert_int_equal(http_find_header(&msg, "Content-Length"), -1);
-	/* lowercase methods are other methods, not GET */
+	/* lowercase methods are no methods sluice knows, not GET */
 	assert_int_equal(req(LIT("get http://a/ HTTP/1.1\r\n\r\n")), HTTP_PARSE_OK);
-	assert_int_equal(msg.m, HTTP_M_OTHER);
+	assert_int_equal(msg.m, HTTP_M_UNKNOWN);
 	assert_int_equal(req(LIT("TRACK http://a/ HTTP/1.1\r\n\r\n")), HTTP_PARSE_OK);
 	assert_int_equal(msg.m, HTTP_M_TRACK);
+}
+
+/* Registered methods parse as such; any other token is HTTP_M_UNKNOWN
+ * (which sluiced refuses), however long. */
+static void
+test_methods(void **state)
+{
+	static const struct {
+		const char *line;
+		enum http_method m;
+	} cases[] = {
+		{ "PROPFIND http://a/ HTTP/1.1\r\n\r\n", HTTP_M_OTHER },
+		{ "MKCOL http://a/ HTTP/1.1\r\n\r\n", HTTP_M_OTHER },
+		{ "VERSION-CONTROL http://a/ HTTP/1.1\r\n\r\n", HTTP_M_OTHER },
+		{ "UPDATEREDIRECTREF http://a/ HTTP/1.1\r\n\r\n", HTTP_M_OTHER },
+		{ "QUERY http://a/ HTTP/1.1\r\n\r\n", HTTP_M_OTHER },
+		{ "DELETE http://a/ HTTP/1.1\r\n\r\n", HTTP_M_DELETE },
+		{ "MKCOLA http://a/ HTTP/1.1\r\n\r\n", HTTP_M_UNKNOWN },
+		{ "ANNOUNCE http://a/ HTTP/1.1\r\n\r\n", HTTP_M_UNKNOWN },
+		{ "M-SEARCH http://a/ HTTP/1.1\r\n\r\n", HTTP_M_UNKNOWN },
+		{ "PRI http://a/ HTTP/1.1\r\n\r\n", HTTP_M_UNKNOWN },
+		{ "GETS http://a/ HTTP/1.1\r\n\r\n", HTTP_M_UNKNOWN },
+		{ "Get http://a/ HTTP/1.1\r\n\r\n", HTTP_M_UNKNOWN },
+		/* 30 bytes: longer than sluiced's record copy of a method */
+		{ "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123 http://a/ HTTP/1.1\r\n\r\n",
+		  HTTP_M_UNKNOWN },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(req(cases[i].line, strlen(cases[i].line)),
+		    HTTP_PARSE_OK);
+		if (msg.m != cases[i].m)
+			fail_msg("%s: method %d, want %d", cases[i].line, msg.m,
+			    cases[i].m);
+		/* the parsed token is whole, however long */
+		assert_int_equal(msg.method_len,
+		    strchr(cases[i].line, ' ') - cases[i].line);
+	}
+}
+
+/* RFC 9112 2.2: empty lines before the request line are skipped and are
+ * part of the head (so max_head bounds them). */
+static void
+test_leading_empty_lines(void **state)
+{
+	struct http_limits lim = { 64, 0, 10 };
+	const char *s = "\r\n\r\nGET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n";
+	size_t n = strlen(s), k;
+
+	for (k = 0; k < n; k++)
+		if (req(s, k) != HTTP_PARSE_INCOMPLETE)
+			fail_msg("prefix %zu not incomplete", k);
+	assert_int_equal(req(s, n), HTTP_PARSE_OK);
+	assert_int_equal(msg.head_len, n);
+	assert_true(span_is(msg.method, msg.method_len, "GET"));
+	assert_int_equal(msg.nheaders, 1);
+	lim.max_head = n;
+	assert_int_equal(http_parse_request(s, n, &lim, &msg, NULL),
+	    HTTP_PARSE_OK);
+	lim.max_head = n - 1;
+	assert_int_equal(http_parse_request(s, n, &lim, &msg, NULL),
+	    HTTP_PARSE_TOO_LARGE);
+	/* only before a request line: a response starts with its status */
+	assert_int_equal(resp(LIT("\r\nHTTP/1.1 200 OK\r\n\r\n"), HTTP_M_GET),
+	    HTTP_PARSE_ERROR);
+}
+
+/* ------------------------------------------------------------------ */
+/* Resumed parsing. */
+
+/* Feed s[0..n) growing by step bytes, resuming with one state; the
+ * first final status and its msg must be those of one call on the same
+ * bytes. */
+static void
+resume_matches(const char *s, size_t n, size_t step, int is_req)
+{
+	static struct http_msg one;
+	struct http_parse_state ps;
+	struct http_limits lim;
+	enum http_status st = HTTP_PARSE_INCOMPLETE, want;
+	size_t k = 0;
+
+	http_limits_default(&lim);
+	memset(&ps, 0, sizeof(ps));
+	while (st == HTTP_PARSE_INCOMPLETE && k < n) {
+		k = k + step < n ? k + step : n;
+		st = is_req ?
+		    http_parse_request_resume(s, k, &lim, &ps, &msg, NULL) :
+		    http_parse_response_resume(s, k, &lim, HTTP_M_GET, &ps,
+		    &msg, NULL);
+		want = is_req ? http_parse_request(s, k, &lim, &one, NULL) :
+		    http_parse_response(s, k, &lim, HTTP_M_GET, &one, NULL);
+		if (st != want)
+			fail_msg("\"%.*s\": %zu bytes by %zu: %d, want %d",
+			    (int)(n < 40 ? n : 40), s, k, step, st, want);
+	}
+	if (st != HTTP_PARSE_OK)
+		return;
+	assert_int_equal(msg.head_len, one.head_len);
+	assert_int_equal(msg.nheaders, one.nheaders);
+	assert_int_equal(msg.body, one.body);
+	assert_true(msg.method == one.method && msg.target == one.target);
+	assert_true(msg.nheaders == 0 ||
+	    msg.headers[msg.nheaders - 1].value ==
+	    one.headers[one.nheaders - 1].value);
+}
+
+static void
+test_resume_equivalent(void **state)
+{
+	static const char *const resps[] = {
+		"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX: y\r\n\r\nabc",
+		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nX: a\rb\r\n\r\n",
+	};
+	size_t i, step;
+
+	for (step = 1; step <= 7; step++) {
+		for (i = 0; i < sizeof(good_requests) / sizeof(*good_requests);
+		    i++)
+			resume_matches(good_requests[i],
+			    strlen(good_requests[i]), step, 1);
+		for (i = 0; i < sizeof(bad_requests) / sizeof(*bad_requests);
+		    i++)
+			resume_matches(bad_requests[i].s, bad_requests[i].n,
+			    step, 1);
+		for (i = 0; i < sizeof(resps) / sizeof(*resps); i++)
+			resume_matches(resps[i], strlen(resps[i]), step, 0);
+		resume_matches(LIT("\r\n\r\nGET http://a/ HTTP/1.1\r\n\r\n"),
+		    step, 1);
+	}
+}
+
+static double
+cpu_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/*
+ * Issue 11, finding 14: a 30 KiB head that arrives a byte at a time must
+ * cost about what it costs at once, not once per byte.  Parsed from the
+ * start on each call it costs ~15000 times a single parse; resumed, its
+ * 30000 calls cost a few dozen.  The bound (1000) is far from both.
+ */
+static void
+test_resume_linear(void **state)
+{
+	struct http_parse_state ps;
+	struct http_limits lim;
+	double t0, once = 1e9, bytewise;
+	size_t n, k, i;
+	char *s;
+	int r;
+
+	http_limits_default(&lim);
+	s = many_headers(60, 500, 1, &n);
+	assert_true(n > 30000 && n < lim.max_head);
+	for (r = 0; r < 20; r++) {
+		t0 = cpu_seconds();
+		for (i = 0; i < 10; i++)
+			assert_int_equal(http_parse_request(s, n, &lim, &msg,
+			    NULL), HTTP_PARSE_OK);
+		if ((cpu_seconds() - t0) / 10 < once)
+			once = (cpu_seconds() - t0) / 10;
+	}
+	memset(&ps, 0, sizeof(ps));
+	t0 = cpu_seconds();
+	for (k = 1; k < n; k++)
+		assert_int_equal(http_parse_request_resume(s, k, &lim, &ps, &msg,
+		    NULL), HTTP_PARSE_INCOMPLETE);
+	assert_int_equal(http_parse_request_resume(s, n, &lim, &ps, &msg,
+	    NULL), HTTP_PARSE_OK);
+	bytewise = cpu_seconds() - t0;
+	print_message("head of %zu bytes: %.1f us at once, %.1f us byte by "
+	    "byte (%.0f times)\n", n, once * 1e6, bytewise * 1e6,
+	    bytewise / once);
+	assert_int_equal(msg.nheaders, 60);
+	if (bytewise > 1000 * once)
+		fail_msg("byte-wise parsing cost %.0f single parses",
+		    bytewise / once);
+	free(s);
 }
 
 static void
@@ -433,10 +625,6 @@ test_bodies_and_expect(void **state)
 	/* a trailing HT is OWS, not garbage */
 	assert_int_equal(req(LIT("POST http://a/ HTTP/1.1\r\nTransfer-Encoding: chunked\t\r\n\r\n")),
 	    HTTP_PARSE_OK);
-	assert_int_equal(msg.body, HTTP_BODY_CHUNKED);
-	/* codings split over two fields, chunked last */
-	assert_int_equal(req(LIT("POST http://a/ HTTP/1.1\r\nTransfer-Encoding: gzip\r\n"
-	    "Transfer-Encoding: chunked\r\n\r\n")), HTTP_PARSE_OK);
 	assert_int_equal(msg.body, HTTP_BODY_CHUNKED);
 
 	assert_int_equal(req(LIT("POST http://a/ HTTP/1.1\r\nExpect: 100-continue-x\r\n\r\n")),
@@ -535,6 +723,7 @@ test_response_framing(void **state)
 		{ "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n", HTTP_M_GET, HTTP_BODY_LENGTH, 12, 1 },
 		{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", HTTP_M_GET, HTTP_BODY_CHUNKED, 0, 1 },
 		{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", HTTP_M_GET, HTTP_BODY_UNTIL_CLOSE, 0, 0 },
+		{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", HTTP_M_GET, HTTP_BODY_CHUNKED, 0, 1 },
 		{ "HTTP/1.1 200 OK\r\n\r\n", HTTP_M_GET, HTTP_BODY_UNTIL_CLOSE, 0, 0 },
 		{ "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n", HTTP_M_HEAD, HTTP_BODY_NONE, 0, 1 },
 		{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", HTTP_M_HEAD, HTTP_BODY_NONE, 0, 1 },
@@ -576,6 +765,7 @@ static const struct bad_case bad_responses[] = {
 	BAD("CL and TE", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"),
 	BAD("duplicate CL", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n"),
 	BAD("chunked not last", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"),
+	BAD("two TE lines", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n"),
 	BAD("TE in 1.0", "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"),
 	BAD("HTTP/2", "HTTP/2 200 OK\r\n\r\n"),
 	BAD("lowercase version", "http/1.1 200 OK\r\n\r\n"),
@@ -610,7 +800,8 @@ static const char chunked_body[] =
     "5\r\nhello\r\n"
     "1A;name=value;x\r\n" "abcdefghijklmnopqrstuvwxyz\r\n"
     "00000001\r\n" "!\r\n"
-    "0\r\n"
+    "2;q=\"a \\\" b;c\";z=1\r\n" "ok\r\n"
+    "0;last\r\n"
     "X-Sum: 42\r\n"
     "X-Other:\tv\r\n"
     "\r\n";
@@ -702,6 +893,36 @@ test_chunked_errors(void **state)
 		"5\rhello",
 		"0000000000000000000000000000000000000000000000000000000000000000005\r\n",
 		"5;aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n",
+		/* 17 digits, even as leading zeros */
+		"00000000000000005\r\nhello\r\n0\r\n\r\n",
+		"00000000000000000\r\n\r\n",
+		/* chunk extensions: RFC 9112 7.1.1, no BWS */
+		"2;\r\naa\r\n0\r\n\r\n",
+		"2;;a\r\naa\r\n",
+		"2;a;\r\naa\r\n",
+		"2;=b\r\naa\r\n",
+		"2;a=\r\naa\r\n",
+		"2;a=b=c\r\naa\r\n",
+		"2;a=\"b\r\naa\r\n0\r\n\r\n",
+		"2;a=\"b\\\r\naa\r\n",
+		"2;a=\"b\"c\r\naa\r\n",
+		"2;a=\"\x01\"\r\naa\r\n",
+		"2;a=\"\xc3\xa9\"\r\naa\r\n",
+		"2;a=b c\r\naa\r\n",
+		"2 ;a\r\naa\r\n",
+		"2; a\r\naa\r\n",
+		"2;a =b\r\naa\r\n",
+		"2;a= b\r\naa\r\n",
+		"2;a\"b\"\r\naa\r\n",
+		"2;a=\"b\"\"c\"\r\naa\r\n",
+		/* trailers are field lines */
+		"0\r\nX-No-Colon\r\n\r\n",
+		"0\r\nX : 1\r\n\r\n",
+		"0\r\nX\t: 1\r\n\r\n",
+		"0\r\n: 1\r\n\r\n",
+		"0\r\nX(: 1\r\n\r\n",
+		"0\r\nX: \xff\r\n\r\n",
+		"0\r\nX: 1\r\nY\r\n\r\n",
 	};
 	size_t i;
 
@@ -739,6 +960,16 @@ test_chunked_edges(void **state)
 	assert_false(st.done);
 	/* upper-case hex */
 	assert_int_equal(http_body_feed(&st, LIT("A\r\n0123456789\r\n0\r\n\r\n")), 20);
+	assert_true(st.done);
+	/* 16 digits with leading zeros are fine */
+	http_body_init(&st, HTTP_BODY_CHUNKED, 0, 64);
+	assert_int_equal(http_body_feed(&st,
+	    LIT("0000000000000002\r\nab\r\n0000000000000000\r\n\r\n")), 42);
+	assert_true(st.done);
+	/* extensions and trailers of the grammar */
+	http_body_init(&st, HTTP_BODY_CHUNKED, 0, 64);
+	assert_int_equal(http_body_feed(&st, LIT("1;a;b=c;d=\"\";e=\"\\\\\"\r\nx\r\n"
+	    "0\r\nA:\r\nB: 1 2\r\n\r\n")), 41);
 	assert_true(st.done);
 }
 
@@ -1170,6 +1401,10 @@ main(void)
 		cmocka_unit_test(test_incomplete_prefixes),
 		cmocka_unit_test(test_connect),
 		cmocka_unit_test(test_absolute_get),
+		cmocka_unit_test(test_methods),
+		cmocka_unit_test(test_leading_empty_lines),
+		cmocka_unit_test(test_resume_equivalent),
+		cmocka_unit_test(test_resume_linear),
 		cmocka_unit_test(test_bodies_and_expect),
 		cmocka_unit_test(test_keep_alive),
 		cmocka_unit_test(test_hop_by_hop),

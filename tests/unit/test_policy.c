@@ -434,6 +434,9 @@ test_names(void **state)
 	assert_int_equal(pol_reason_status(POL_R_DNS_TIMEOUT), 504);
 	assert_int_equal(pol_reason_status(POL_R_SHUTTING_DOWN), 503);
 	assert_int_equal(pol_reason_status(POL_R_HEAD_TOO_LARGE), 400);
+	assert_string_equal(pol_reason_name(POL_R_TOO_MANY_INTERIM),
+	    "too_many_interim");
+	assert_int_equal(pol_reason_status(POL_R_TOO_MANY_INTERIM), 502);
 	for (i = 1; i < POL_R__COUNT; i++) {
 		int st = pol_reason_status((enum pol_reason)i);
 		const char *h = pol_reason_hint((enum pol_reason)i);
