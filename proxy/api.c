@@ -42,6 +42,7 @@
 #include "ctl.h"
 #include "api.h"
 #include "events.h"
+#include "jsonstrict.h"
 
 #define API_HEADERS_MAX 16384
 #define API_TIMEOUT_S 30
@@ -391,8 +392,9 @@ read_body(struct call *k)
 		send_error(k->req, 415, "the body must be application/json");
 		return -1;
 	}
-	k->body = json_loadb((const char *)evbuffer_pullup(in, -1), len,
-	    JSON_REJECT_DUPLICATES, &je);
+	/* one object, no key twice, nothing after it, no NUL byte */
+	k->body = jsonstrict_load((const char *)evbuffer_pullup(in, -1), len,
+	    &je);
 	if (k->body == NULL) {
 		send_error(k->req, 400, "body: invalid JSON at line %d column "
 		    "%d: %s", je.line, je.column, shown(je.text, b, sizeof(b)));

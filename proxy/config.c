@@ -24,6 +24,7 @@
 
 #include "config.h"
 #include "fw.h"
+#include "jsonstrict.h"
 
 #define CFG_FILE_MAX (16u * 1024 * 1024)
 #define CFG_PATH_MAX 8     /* the schema nests three deep */
@@ -2177,7 +2178,7 @@ cfg_load_buffer(const char *buf, size_t len, const char *name, char *err,
 		err_set(err, errlen, "%s: out of memory", x.name);
 		goto fail;
 	}
-	root = json_loadb(x.text, x.len, JSON_REJECT_DUPLICATES, &je);
+	root = jsonstrict_load(x.text, x.len, &je);
 	if (root == NULL) {
 		syntax_error(&x, &je);
 		goto fail;

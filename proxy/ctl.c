@@ -24,9 +24,14 @@
 #include "px.h"
 #include "ctl.h"
 #include "events.h"
+#include "jsonstrict.h"
 
 /* Ceilings the API set; they win over the configuration file's. */
 static json_t *api_ceiling;      /* {"tier": T|null, "tenants": {..}} */
+
+/* Far above what any state saves to; ctl_state_save refuses more, so
+ * that a file it writes is always one the next start can read. */
+#define CTL_STATE_MAX (64u << 20)
 
 static int
 fail(struct ctl_err *e, enum ctl_code code, const char *fmt, ...)
@@ -512,6 +517,10 @@ ctl_state_save(struct ctl_err *e)
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp) ||
 	    mkdir_parent(path) != 0)
 		goto bad;
+	if (len + 1 > CTL_STATE_MAX) {
+		errno = EFBIG;
+		goto bad;
+	}
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
 	if (fd < 0)
 		goto bad;
@@ -693,11 +702,19 @@ ctl_state_load(const char *path, char *err, size_t errlen)
 
 	if (access(path, F_OK) != 0 && errno == ENOENT)
 		return 0;   /* first start */
-	j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+	/* as strict as every JSON text sluiced reads (jsonstrict.h) */
+	j = jsonstrict_load_file(path, CTL_STATE_MAX, &je);
 	if (j == NULL) {
-		snprintf(err, errlen, "%s:%d:%d: %s", path, je.line, je.column,
-		    je.text);
+		if (je.line > 0)
+			snprintf(err, errlen, "%s:%d:%d: %s", path, je.line,
+			    je.column, je.text);
+		else
+			snprintf(err, errlen, "%s: %s", path, je.text);
 		return -1;
+	}
+	if (!json_is_object(j)) {
+		snprintf(err, errlen, "%s: not a JSON object", path);
+		goto bad;
 	}
 	if (json_integer_value(json_object_get(j, "version")) != 1) {
 		snprintf(err, errlen, "%s: unknown state version", path);

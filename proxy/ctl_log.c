@@ -12,6 +12,7 @@
 
 #include "ctl_log.h"
 #include "clog.h"
+#include "jsonstrict.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -218,7 +219,7 @@ emit_line(const char *line, size_t len, uint64_t lineno,
 	json_error_t je;
 	int shown = 0;
 
-	rec = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
+	rec = jsonstrict_load(line, len, &je);
 	if (rec == NULL || !json_is_object(rec)) {
 		if (o->diag != NULL)
 			fprintf(o->diag, "sluicectl: line %" PRIu64 ": not a "

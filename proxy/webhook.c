@@ -44,7 +44,9 @@
 #include <openssl/x509v3.h>
 
 #include "px.h"
+#include "clog.h"
 #include "ctl.h"
+#include "jsonstrict.h"
 #include "webhook.h"
 
 #define WH_SECRET_MAX 4096
@@ -91,6 +93,7 @@ struct wh_delivery {
 	char why[200];
 	char addr[64];                /* dialed address, for messages */
 	char *resp;                   /* 2xx body, NUL-terminated */
+	size_t resp_len;
 	TAILQ_ENTRY(wh_delivery) entry;
 };
 
@@ -349,6 +352,7 @@ attempt_abort(struct wh_delivery *d)
 	}
 	free(d->resp);
 	d->resp = NULL;
+	d->resp_len = 0;
 }
 
 static void
@@ -416,16 +420,28 @@ apply_answer(struct wh_delivery *d)
 	struct ctl_err e = { CTL_OK, "" };
 	enum ctl_answer ans;
 	json_error_t je;
-	json_t *j, *dec;
-	char id[sizeof(d->id)];
+	json_t *j = NULL, *dec;
+	const char *bad = NULL;
+	char id[sizeof(d->id)], why[200];
 
 	snprintf(id, sizeof(id), "%s", d->id);
-	j = d->resp != NULL && d->resp[0] != '\0' ?
-	    json_loads(d->resp, 0, &je) : NULL;
-	dec = json_is_object(j) ? json_object_get(j, "decision") : NULL;
+	/* exactly one object, no key twice, nothing after it: a gateway in
+	 * front of the receiver must not read another decision than ours */
+	if (d->resp != NULL && d->resp_len > 0) {
+		j = jsonstrict_load(d->resp, d->resp_len, &je);
+		bad = j == NULL ? je.text : !json_is_object(j) ?
+		    "not a JSON object" : NULL;
+	}
+	if (bad != NULL)   /* jansson quotes the input: the receiver's bytes */
+		clog_sanitize(bad, strnlen(bad, sizeof(je.text)), why,
+		    sizeof(why), 160);
+	dec = bad == NULL ? json_object_get(j, "decision") : NULL;
 	px_log(PX_INFO, "webhook: prompt %s attempt %d delivered (HTTP %d, "
 	    "%ld ms)%s", d->id, d->attempt, d->status,
 	    ms_since(&d->t_attempt), dec != NULL ? "" : "; no decision");
+	if (bad != NULL)
+		px_log(PX_WARN, "webhook: prompt %s: ignoring the answer, it "
+		    "is not one JSON object: %s", id, why);
 	/* the delivery ends first: answering calls wh_prompt_done */
 	delivery_free(d);
 	if (dec == NULL) {
@@ -545,6 +561,7 @@ on_done(struct evhttp_request *req, void *arg)
 			if (n > 0)
 				evbuffer_copyout(in, d->resp, n);
 			d->resp[n] = '\0';
+			d->resp_len = n;
 		}
 	} else {
 		snprintf(d->why, sizeof(d->why), "HTTP %d", d->status);

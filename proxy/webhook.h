@@ -9,9 +9,10 @@
  * (certificate chain and host name), with the system store or the
  * configured CA file.  Failed deliveries are retried with exponential
  * backoff and jitter while the prompt is pending; each attempt writes a
- * diagnostic line.  A 2xx answer whose JSON body carries
- * {"decision": "allow_once"|"allow_chat"|"deny"} answers the prompt at
- * once (through ctl_prompt_answer, actor "webhook").
+ * diagnostic line.  A 2xx answer whose body is one JSON object
+ * (jsonstrict.h) carrying {"decision": "allow_once"|"allow_chat"|"deny"}
+ * answers the prompt at once (through ctl_prompt_answer, actor
+ * "webhook").
  */
 #ifndef SLUICE_WEBHOOK_H
 #define SLUICE_WEBHOOK_H

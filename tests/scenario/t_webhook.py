@@ -6,7 +6,9 @@ signature, the timestamp and the headers of every delivery.  Cases: a
 signed delivery when a prompt is raised; a receiver answering allow_once
 lets the waiting client through; a receiver that is down, then up, gets
 the prompt by a retry; a wrong CA fails every attempt with a diagnostic
-line and the prompt times out to a refusal."""
+line and the prompt times out to a refusal; answers that are not exactly
+one JSON object (a NUL and more after it, a key twice, text after it)
+decide nothing."""
 
 import hashlib
 import hmac
@@ -78,7 +80,9 @@ class Receiver:
                 body = self.rfile.read(n) if 0 < n <= 1 << 20 else b""
                 rcv.record(self.path, self.headers, body)
                 status, obj = rcv.answer
-                data = json.dumps(obj).encode()
+                # bytes go out as they are: answers no JSON encoder makes
+                data = obj if isinstance(obj, bytes) else \
+                    json.dumps(obj).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -296,6 +300,35 @@ def wrong_ca_times_out(env):
     time.sleep(1.5)
     check_eq(len(stderr_lines(d, "webhook: prompt ")), n,
              "attempt lines after the timeout")
+
+
+@S.case
+def lenient_answers_decide_nothing(env):
+    ca = make_ca(env, "ca")
+    r = Receiver(*make_server_cert(env, ca))
+    env.closers.append(r.close)
+    d, up = setup(env, r.port, ca[0], timeout_s=2)
+    # each would have allowed the request had sluiced read it leniently
+    answers = [
+        ("a NUL and more after it",
+         b'{"decision":"allow_once"}\x00{"decision":"deny"}'),
+        ("a key twice", b'{"decision":"deny","decision":"allow_once"}'),
+        ("text after the object", b'{"decision":"allow_once"} {"x":1}'),
+    ]
+    for i, (what, body) in enumerate(answers):
+        r.answer = (200, body)
+        resp = Waiter(d, up.port).finish()
+        check_refusal(resp, "prompt_timeout", what)
+        check_eq(len(r.got()), i + 1, "deliveries after %s" % what)
+    wait_until(lambda: len(stderr_lines(d, "ignoring the answer, it is not "
+                                        "one JSON object")) == 3, 5,
+               what="a diagnostic line per refused answer")
+    check(not [x for x in read_log(d.log_path)
+               if x.get("event") == "prompt_answer" and
+               x.get("answer") != "timeout"],
+          "a prompt was answered by a refused answer")
+    check(not decisions(d.log_path, decision="allow", host="ask.test"),
+          "a request was allowed")
 
 
 if __name__ == "__main__":
