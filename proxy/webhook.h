@@ -12,7 +12,8 @@
  * diagnostic line.  A 2xx answer whose body is one JSON object
  * (jsonstrict.h) carrying {"decision": "allow_once"|"allow_chat"|"deny"}
  * answers the prompt at once (through ctl_prompt_answer, actor
- * "webhook").
+ * "webhook").  The header section, the body, each attempt and all
+ * attempts in flight have bounds on what they may hold (webhook.c).
  */
 #ifndef SLUICE_WEBHOOK_H
 #define SLUICE_WEBHOOK_H
