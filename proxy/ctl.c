@@ -462,6 +462,12 @@ state_json(void)
 	    "sessions", sessions);
 }
 
+void *
+ctl_json_state(void)
+{
+	return state_json();
+}
+
 static int
 fsync_dir(const char *path)
 {
@@ -693,23 +699,20 @@ restore_session(json_t *o, size_t idx, char *err, size_t errlen)
 	return rc;
 }
 
-int
-ctl_state_load(const char *path, char *err, size_t errlen)
+/* j: the state document (consumed), or NULL with je saying why. */
+static int
+state_restore(json_t *j, const json_error_t *je, const char *path,
+    char *err, size_t errlen)
 {
-	json_error_t je;
-	json_t *j, *sessions, *o;
+	json_t *sessions, *o;
 	size_t i;
 
-	if (access(path, F_OK) != 0 && errno == ENOENT)
-		return 0;   /* first start */
-	/* as strict as every JSON text sluiced reads (jsonstrict.h) */
-	j = jsonstrict_load_file(path, CTL_STATE_MAX, &je);
 	if (j == NULL) {
-		if (je.line > 0)
-			snprintf(err, errlen, "%s:%d:%d: %s", path, je.line,
-			    je.column, je.text);
+		if (je->line > 0)
+			snprintf(err, errlen, "%s:%d:%d: %s", path, je->line,
+			    je->column, je->text);
 		else
-			snprintf(err, errlen, "%s: %s", path, je.text);
+			snprintf(err, errlen, "%s: %s", path, je->text);
 		return -1;
 	}
 	if (!json_is_object(j)) {
@@ -720,11 +723,19 @@ ctl_state_load(const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: unknown state version", path);
 		goto bad;
 	}
+	/* the ceilings are what the document says, nothing older */
+	json_decref(api_ceiling);
+	api_ceiling = NULL;
 	o = json_object_get(j, "ceiling");
 	if (o != NULL && !json_is_null(o)) {
-		if (!json_is_object(o) || apply_ceiling_json(o, err,
-		    errlen) != 0)
+		char why[256];
+
+		if (!json_is_object(o) || apply_ceiling_json(o, why,
+		    sizeof(why)) != 0) {
+			snprintf(err, errlen, "%s: %s", path, json_is_object(o) ?
+			    why : "ceiling: expected an object or null");
 			goto bad;
+		}
 		api_ceiling = json_incref(o);
 	}
 	sessions = json_object_get(j, "sessions");
@@ -747,6 +758,29 @@ ctl_state_load(const char *path, char *err, size_t errlen)
 bad:
 	json_decref(j);
 	return -1;
+}
+
+int
+ctl_state_load(const char *path, char *err, size_t errlen)
+{
+	json_error_t je;
+	json_t *j;
+
+	if (access(path, F_OK) != 0 && errno == ENOENT)
+		return 0;   /* first start */
+	/* as strict as every JSON text sluiced reads (jsonstrict.h) */
+	j = jsonstrict_load_file(path, CTL_STATE_MAX, &je);
+	return state_restore(j, &je, path, err, errlen);
+}
+
+int
+ctl_state_restore(const char *text, size_t len, const char *name,
+    char *err, size_t errlen)
+{
+	json_error_t je;
+
+	return state_restore(jsonstrict_load(text, len, &je), &je, name, err,
+	    errlen);
 }
 
 /* ------------------------------------------------------------------ */

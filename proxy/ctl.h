@@ -103,5 +103,11 @@ char *ctl_metrics_text(void);
  * when the file exists but cannot be used. */
 int ctl_state_load(const char *path, char *err, size_t errlen);
 int ctl_state_save(struct ctl_err *e);
+/* The same from text[0..len), named name in messages, and the document
+ * ctl_state_save writes (json_t *, new reference); the fuzz harness
+ * tests/fuzz/fuzz_state.c checks that one loads back to the other. */
+int ctl_state_restore(const char *text, size_t len, const char *name,
+    char *err, size_t errlen);
+void *ctl_json_state(void);
 
 #endif /* SLUICE_CTL_H */
