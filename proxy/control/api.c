@@ -43,6 +43,7 @@
 #include "proxy/control/ctl.h"
 #include "proxy/control/api.h"
 #include "proxy/control/events.h"
+#include "proxy/lib/jsonstrict.h"
 
 #define API_HEADERS_MAX 16384
 #define API_TIMEOUT_S 30
@@ -100,6 +101,8 @@ static int kind_unix = 0, kind_tls = 1;
 struct call {
 	struct evhttp_request *req;
 	int tls;
+	enum evhttp_cmd_type method;
+	size_t max_body;
 	enum cfg_role role;
 	struct ctl_actor actor;
 	const struct route *route;
@@ -381,9 +384,9 @@ read_body(struct call *k)
 		send_error(k->req, 400, "expected a JSON object body");
 		return -1;
 	}
-	if (len > api.max_body) {   /* evhttp caps it first; kept for safety */
+	if (len > k->max_body) {   /* evhttp caps it first; kept for safety */
 		send_error(k->req, 413, "the body is larger than %zu bytes",
-		    api.max_body);
+		    k->max_body);
 		return -1;
 	}
 	ct = evhttp_find_header(evhttp_request_get_input_headers(k->req),
@@ -392,8 +395,9 @@ read_body(struct call *k)
 		send_error(k->req, 415, "the body must be application/json");
 		return -1;
 	}
-	k->body = json_loadb((const char *)evbuffer_pullup(in, -1), len,
-	    JSON_REJECT_DUPLICATES, &je);
+	/* one object, no key twice, nothing after it, no NUL byte */
+	k->body = jsonstrict_load((const char *)evbuffer_pullup(in, -1), len,
+	    &je);
 	if (k->body == NULL) {
 		send_error(k->req, 400, "body: invalid JSON at line %d column "
 		    "%d: %s", je.line, je.column, shown(je.text, b, sizeof(b)));
@@ -884,7 +888,7 @@ static int
 route_find(struct call *k, const char *path, struct cap caps[2],
     int answer)
 {
-	enum evhttp_cmd_type m = evhttp_request_get_command(k->req);
+	enum evhttp_cmd_type m = k->method;
 	char allow[128];
 	size_t i, n, at = 0;
 	int seen = 0;
@@ -1074,7 +1078,7 @@ audit_refusal(struct call *k, const char *path, const char *outcome)
 	char target[160];
 
 	snprintf(target, sizeof(target), "%s %.120s",
-	    method_name(evhttp_request_get_command(k->req)), path);
+	    method_name(k->method), path);
 	ctl_audit(&k->actor, k->route ? k->route->action : "api_call",
 	    target, outcome);
 }
@@ -1089,16 +1093,12 @@ on_request(struct evhttp_request *req, void *arg)
 	struct bufferevent *bev = evcon ?
 	    evhttp_connection_get_bufferevent(evcon) : NULL;
 	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
-	const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
-	struct cap caps[2];
+	struct api_call_in in;
 	struct call k;
-	int found;
 
 	memset(&k, 0, sizeof(k));
 	k.req = req;
 	k.tls = arg == &kind_tls;
-	if (path == NULL)
-		path = "";
 	if (k.tls) {
 		/* evhttp serves plain HTTP when the bevcb fails: never */
 		if (bev == NULL || bufferevent_openssl_get_ssl(bev) == NULL) {
@@ -1111,6 +1111,32 @@ on_request(struct evhttp_request *req, void *arg)
 	} else {
 		identify_unix(&k, bev ? bufferevent_getfd(bev) : -1);
 	}
+	memset(&in, 0, sizeof(in));
+	in.tls = k.tls;
+	in.role = k.role;
+	in.who = k.actor.who;
+	in.method = evhttp_request_get_command(req);
+	in.path = uri ? evhttp_uri_get_path(uri) : NULL;
+	in.query = uri ? evhttp_uri_get_query(uri) : NULL;
+	in.max_body = api.max_body;
+	api_serve(req, &in);
+}
+
+void
+api_serve(struct evhttp_request *req, const struct api_call_in *in)
+{
+	const char *path = in->path != NULL ? in->path : "";
+	struct cap caps[2];
+	struct call k;
+	int found;
+
+	memset(&k, 0, sizeof(k));
+	k.req = req;
+	k.tls = in->tls;
+	k.method = (enum evhttp_cmd_type)in->method;
+	k.max_body = in->max_body;
+	k.role = (enum cfg_role)in->role;
+	snprintf(k.actor.who, sizeof(k.actor.who), "%s", in->who);
 	k.actor.role = cfg_role_name(k.role);
 	found = route_find(&k, path, caps, 0) == 0;
 	if (k.role == CFG_ROLE_NONE) {
@@ -1131,7 +1157,7 @@ on_request(struct evhttp_request *req, void *arg)
 		route_find(&k, path, caps, 1);
 		goto out;
 	}
-	if (evhttp_uri_get_query(uri) != NULL) {
+	if (in->query != NULL) {
 		send_error(req, 400, "the API takes no query parameters");
 		goto out;
 	}

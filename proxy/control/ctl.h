@@ -107,5 +107,11 @@ int ctl_apply_file_ceilings(const struct cfg *c) SLUICE_MUSTCHECK;
 /* After a reload: re-apply the ceilings the control API set (they win
  * over the file's). */
 void ctl_apply_api_ceilings(void);
+/* The same from text[0..len), named name in messages, and the document
+ * ctl_state_save writes (json_t *, new reference); the fuzz harness
+ * tests/fuzz/fuzz_state.c checks that one loads back to the other. */
+int ctl_state_restore(const char *text, size_t len, const char *name,
+    char *err, size_t errlen) SLUICE_MUSTCHECK;
+void *ctl_json_state(void);
 
 #endif /* SLUICE_CTL_H */

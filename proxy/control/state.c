@@ -23,9 +23,14 @@
 #include "proxy/relay/relay.h"
 #include "proxy/control/ctl.h"
 #include "proxy/control/control-int.h"
+#include "proxy/lib/jsonstrict.h"
 
 /* Ceilings the API set; they win over the configuration file's. */
 json_t *ctl_api_ceiling;          /* {"tier": T|null, "tenants": {..}} */
+
+/* Far above what any state saves to; ctl_state_save refuses more, so
+ * that a file it writes is always one the next start can read. */
+#define CTL_STATE_MAX (64u << 20)
 
 static json_t *
 state_json(void)
@@ -67,6 +72,12 @@ state_json(void)
 	return json_pack("{s:i,s:O,s:o}", "version", 1,
 	    "ceiling", ctl_api_ceiling ? ctl_api_ceiling : json_null(),
 	    "sessions", sessions);
+}
+
+void *
+ctl_json_state(void)
+{
+	return state_json();
 }
 
 static int
@@ -111,6 +122,10 @@ ctl_state_save(struct ctl_err *e)
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp) ||
 	    util_mkdir_parent(path, 0750) != 0)
 		goto bad;
+	if (len + 1 > CTL_STATE_MAX) {
+		errno = EFBIG;
+		goto bad;
+	}
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
 	if (fd < 0)
 		goto bad;
@@ -307,30 +322,43 @@ restore_session(json_t *o, size_t idx, char *err, size_t errlen)
 	return rc;
 }
 
-int
-ctl_state_load(const char *path, char *err, size_t errlen)
+/* j: the state document (consumed), or NULL with je saying why. */
+static int
+state_restore(json_t *j, const json_error_t *je, const char *path,
+    char *err, size_t errlen)
 {
-	json_error_t je;
-	json_t *j, *sessions, *o;
+	json_t *sessions, *o;
 	size_t i;
 
-	if (access(path, F_OK) != 0 && errno == ENOENT)
-		return 0;   /* first start */
-	j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
 	if (j == NULL) {
-		snprintf(err, errlen, "%s:%d:%d: %s", path, je.line, je.column,
-		    je.text);
+		if (je->line > 0)
+			snprintf(err, errlen, "%s:%d:%d: %s", path, je->line,
+			    je->column, je->text);
+		else
+			snprintf(err, errlen, "%s: %s", path, je->text);
 		return -1;
+	}
+	if (!json_is_object(j)) {
+		snprintf(err, errlen, "%s: not a JSON object", path);
+		goto bad;
 	}
 	if (json_integer_value(json_object_get(j, "version")) != 1) {
 		snprintf(err, errlen, "%s: unknown state version", path);
 		goto bad;
 	}
+	/* the ceilings are what the document says, nothing older */
+	json_decref(ctl_api_ceiling);
+	ctl_api_ceiling = NULL;
 	o = json_object_get(j, "ceiling");
 	if (o != NULL && !json_is_null(o)) {
-		if (!json_is_object(o) || ctl_apply_ceiling_json(o, err,
-		    errlen) != 0)
+		char why[256];
+
+		if (!json_is_object(o) || ctl_apply_ceiling_json(o, why,
+		    sizeof(why)) != 0) {
+			snprintf(err, errlen, "%s: %s", path, json_is_object(o) ?
+			    why : "ceiling: expected an object or null");
 			goto bad;
+		}
 		ctl_api_ceiling = json_incref(o);
 	}
 	sessions = json_object_get(j, "sessions");
@@ -353,4 +381,27 @@ ctl_state_load(const char *path, char *err, size_t errlen)
 bad:
 	json_decref(j);
 	return -1;
+}
+
+int
+ctl_state_load(const char *path, char *err, size_t errlen)
+{
+	json_error_t je;
+	json_t *j;
+
+	if (access(path, F_OK) != 0 && errno == ENOENT)
+		return 0;   /* first start */
+	/* as strict as every JSON text sluiced reads (jsonstrict.h) */
+	j = jsonstrict_load_file(path, CTL_STATE_MAX, &je);
+	return state_restore(j, &je, path, err, errlen);
+}
+
+int
+ctl_state_restore(const char *text, size_t len, const char *name,
+    char *err, size_t errlen)
+{
+	json_error_t je;
+
+	return state_restore(jsonstrict_load(text, len, &je), &je, name, err,
+	    errlen);
 }

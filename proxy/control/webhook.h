@@ -9,11 +9,13 @@
  * (certificate chain and host name), with the system store or the
  * configured CA file.  Failed deliveries are retried with exponential
  * backoff and jitter while the prompt is pending; each attempt writes a
- * diagnostic line.  A 2xx answer whose JSON body carries
- * {"decision": "allow_once"|"allow_chat"|"deny"} answers the prompt at
- * once, through the answer function given to wh_init (sluiced's is
- * ctl_prompt_answer with the actor "webhook"): webhook.c itself knows
- * nothing of the control plane.
+ * diagnostic line.  A 2xx answer whose body is one JSON object
+ * (jsonstrict.h) carrying {"decision": "allow_once"|"allow_chat"|"deny"}
+ * answers the prompt at once, through the answer function given to
+ * wh_init (sluiced's is ctl_prompt_answer with the actor "webhook"):
+ * webhook.c itself knows nothing of the control plane.  The header
+ * section, the body, each attempt and all attempts in flight have bounds
+ * on what they may hold (webhook.c).
  */
 #ifndef SLUICE_WEBHOOK_H
 #define SLUICE_WEBHOOK_H

@@ -17,6 +17,7 @@
 
 #include "proxy/lib/clog.h"
 #include "proxy/lib/util.h"
+#include "proxy/lib/jsonstrict.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -271,7 +272,7 @@ parse_line(const char *line, size_t len, struct clog_line *out, char *err,
 	}
 	/* Duplicates rejected: a second "hash" or "prev" inside the body
 	 * could otherwise say something other than the text we hash. */
-	root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	root = jsonstrict_load(line, len, &jerr);
 	if (root == NULL || !json_is_object(root)) {
 		errf(err, errlen, "not valid JSON (%s)",
 		    root == NULL ? jerr.text : "not an object");

@@ -25,6 +25,7 @@
 
 #include "proxy/lib/config-int.h"
 #include "proxy/lib/util.h"
+#include "proxy/lib/jsonstrict.h"
 
 #define CFG_FILE_MAX (16u * 1024 * 1024)
 
@@ -166,7 +167,7 @@ cfg_load_buffer(const char *buf, size_t len, const char *name, char *err,
 		errf(err, errlen, "%s: out of memory", x.name);
 		goto fail;
 	}
-	root = json_loadb(x.text, x.len, JSON_REJECT_DUPLICATES, &je);
+	root = jsonstrict_load(x.text, x.len, &je);
 	if (root == NULL) {
 		syntax_error(&x, &je);
 		goto fail;

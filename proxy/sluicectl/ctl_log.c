@@ -13,6 +13,7 @@
 #include "proxy/sluicectl/ctl_log.h"
 #include "proxy/lib/clog.h"
 #include "proxy/lib/util.h"
+#include "proxy/lib/jsonstrict.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -204,7 +205,7 @@ emit_line(const char *line, size_t len, uint64_t lineno,
 	json_error_t je;
 	int shown = 0;
 
-	rec = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
+	rec = jsonstrict_load(line, len, &je);
 	if (rec == NULL || !json_is_object(rec)) {
 		if (o->diag != NULL)
 			fprintf(o->diag, "sluicectl: line %" PRIu64 ": not a "

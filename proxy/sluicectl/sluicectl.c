@@ -36,6 +36,7 @@
 #include "proxy/sluicectl/ctl_http.h"
 #include "proxy/sluicectl/ctl_log.h"
 #include "policy/policy.h"
+#include "proxy/lib/jsonstrict.h"
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "0"
@@ -464,7 +465,7 @@ api_error_text(const struct ctlh_resp *r, char *out, size_t outlen)
 	const char *code = NULL, *msg = NULL;
 	char c[128], m[600];
 
-	doc = json_loadb(r->body ? r->body : "", r->body_len, 0, NULL);
+	doc = jsonstrict_load(r->body, r->body_len, NULL);
 	e = json_object_get(doc, "error");
 	if (json_is_object(e)) {
 		code = json_string_value(json_object_get(e, "code"));
@@ -541,7 +542,7 @@ api(const struct opts *o, const char *method, const char *path,
 		errx_msg("unexpected %d %s", rp->resp.status, rp->resp.reason);
 		return EX_SERVER;
 	}
-	rp->doc = json_loadb(rp->resp.body, rp->resp.body_len, 0, &je);
+	rp->doc = jsonstrict_load(rp->resp.body, rp->resp.body_len, &je);
 	if (!json_is_object(rp->doc)) {
 		errx_msg("bad answer from sluiced: %s", rp->doc ?
 		    "not a JSON object" : je.text);
@@ -1329,7 +1330,7 @@ watch_answer(struct watch *w, struct pitem *it, const char *decision)
 	}
 	if (r.status >= 200 && r.status < 300) {
 		char st[64], wt[32];
-		doc = json_loadb(r.body, r.body_len, 0, NULL);
+		doc = jsonstrict_load(r.body, r.body_len, NULL);
 		watch_msg(w, "%s: %s (waiting %s)", id, doc ? field(doc,
 		    "state", st, sizeof(st)) : decision, doc ? field(doc,
 		    "waiting", wt, sizeof(wt)) : "?");
@@ -1357,7 +1358,7 @@ on_event(void *arg, const char *type, const char *data, size_t len,
 	char by[100], ans[64];
 
 	(void)id;
-	doc = json_loadb(data, len, 0, NULL);
+	doc = jsonstrict_load(data, len, NULL);
 	if (!json_is_object(doc))
 		goto done;
 	if (strcmp(type, "prompt") == 0) {

@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "proxy/lib/jsonstrict.h"
 #include "sandbox-glue/executor/sbx_cfg.h"
 
 /* ---- names ---- */
@@ -323,7 +324,7 @@ sbx_cfg_parse(struct sbx_cfg *c, const char *text, size_t len,
 	json_t *o;
 	int rc;
 
-	o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+	o = jsonstrict_load(text, len, &je);
 	if (o == NULL)
 		return sbx_err(err, errlen, "config %s:%d: %s", name, je.line,
 		    je.text);
@@ -553,7 +554,7 @@ sbx_rec_parse(struct sbx_rec *r, const char *text, size_t len, char *err,
 	int rc;
 
 	memset(r, 0, sizeof(*r));
-	o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+	o = jsonstrict_load(text, len, &je);
 	if (o == NULL)
 		return sbx_err(err, errlen, "record:%d: %s", je.line, je.text);
 	rc = rec_apply(r, o, err, errlen);
@@ -586,8 +587,10 @@ sbx_http_split(const char *buf, size_t len, int *status, const char **body)
 
 	*status = -1;
 	*body = NULL;
-	if (buf == NULL || len < 12 || strncmp(buf, "HTTP/1.", 7) != 0 ||
-	    buf[8] != ' ')
+	/* the body is read as a C string: an answer with a NUL byte in it
+	 * could mean something else to another reader, so it is not one */
+	if (buf == NULL || len < 12 || memchr(buf, '\0', len) != NULL ||
+	    strncmp(buf, "HTTP/1.", 7) != 0 || buf[8] != ' ')
 		return -1;
 	for (i = 9; i < 12; i++)
 		if (buf[i] < '0' || buf[i] > '9')
@@ -602,7 +605,7 @@ sbx_http_split(const char *buf, size_t len, int *status, const char **body)
 const char *
 sbx_broker_msg(const char *body, char *buf, size_t len)
 {
-	json_t *o = body ? json_loads(body, 0, NULL) : NULL;
+	json_t *o = body ? jsonstrict_load(body, strlen(body), NULL) : NULL;
 	json_t *ev = json_object_get(o, "error");
 	/* {"error":"text"} or {"error":{"code":..,"message":"text"}} */
 	const char *e = json_is_object(ev) ? json_string_value(
@@ -620,7 +623,7 @@ int
 sbx_broker_socket(const char *body, char *dir, size_t dirlen, char *err,
     size_t errlen)
 {
-	json_t *o = body ? json_loads(body, 0, NULL) : NULL;
+	json_t *o = body ? jsonstrict_load(body, strlen(body), NULL) : NULL;
 	const char *sock = json_string_value(json_object_get(o, "socket"));
 	const char *slash;
 	size_t n;

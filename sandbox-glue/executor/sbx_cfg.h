@@ -72,9 +72,10 @@ void sbx_text_safe(const char *s, char *out, size_t outlen);
 /*
  * sluiced's answers.  sbx_http_split: status and body of a raw HTTP
  * response buf[0..len) (buf NUL-terminated at len); -1 when it is not
- * HTTP.  sbx_broker_msg: the "error" (or its "message") of a JSON error
+ * HTTP or holds a NUL byte.  sbx_broker_msg: the "error" (or its "message") of a JSON error
  * body, or the body, as one safe line.  sbx_broker_socket: the directory of the session's
- * Unix socket from the answer to POST /v1/sessions.
+ * Unix socket from the answer to POST /v1/sessions.  JSON is read as
+ * proxy/jsonstrict.h says.
  */
 int sbx_http_split(const char *buf, size_t len, int *status,
     const char **body) SLUICE_MUSTCHECK;

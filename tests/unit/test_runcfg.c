@@ -201,6 +201,22 @@ t_broker_answers(void **state)
 	sbx_broker_msg("{\"error\":{\"code\":\"conflict\",\"message\":"
 	    "\"session c1 exists\"}}", msg, sizeof(msg));
 	assert_string_equal(msg, "session c1 exists");
+
+	/* one JSON object and nothing else: a key twice, text after it */
+	assert_int_equal(sbx_broker_socket("{\"socket\":\"/run/s/a/p.sock\","
+	    "\"socket\":\"/run/s/b/p.sock\"}", dir, sizeof(dir), err,
+	    sizeof(err)), -1);
+	assert_int_equal(sbx_broker_socket("{\"socket\":\"/run/s/a/p.sock\"}"
+	    " {}", dir, sizeof(dir), err, sizeof(err)), -1);
+	/* an answer with a NUL byte is not one: the body after it would be
+	 * another answer to another reader */
+	{
+		static const char nul[] = "HTTP/1.1 201 Created\r\n\r\n"
+		    "{\"socket\":\"/run/s/c1/p.sock\"}\0{\"socket\":\"/x/p\"}";
+
+		assert_int_equal(sbx_http_split(nul, sizeof(nul) - 1, &st,
+		    &body), -1);
+	}
 }
 
 int
