@@ -38,15 +38,21 @@ lintian --fail-on error --suppress-tags-from-file /dev/null \
 	echo "lintian found errors"; exit 1; }
 
 echo "== a fresh Debian 12 root (mmdebstrap)"
+# the host's package sources (updates and security included), so that
+# the root has the library versions the packages were built against
+srcs=
+[ -f /etc/apt/sources.list.d/debian.sources ] &&
+    srcs=/etc/apt/sources.list.d/debian.sources
 mmdebstrap --variant=apt --include=ca-certificates,systemd,curl \
-    bookworm "$tmp/root" >"$tmp/mmdebstrap.log" 2>&1 || {
+    bookworm "$tmp/root" $srcs >"$tmp/mmdebstrap.log" 2>&1 || {
 	tail -n 30 "$tmp/mmdebstrap.log"; exit 1; }
 t2=$(date +%s)
 mkdir -p "$tmp/root/tmp/debs"
 cp "$tmp"/*.deb "$tmp/root/tmp/debs/"
 mount -t proc proc "$tmp/root/proc"
-chroot "$tmp/root" sh -c 'apt-get install -y -qq /tmp/debs/*.deb' \
-    >"$tmp/install.log" 2>&1 || { tail -n 30 "$tmp/install.log"; exit 1; }
+chroot "$tmp/root" sh -c 'apt-get install -y /tmp/debs/sluice_*.deb \
+    /tmp/debs/sluice-executor_*.deb' >"$tmp/install.log" 2>&1 || {
+	tail -n 40 "$tmp/install.log"; exit 1; }
 
 echo "== checks in the root"
 fail=0
