@@ -311,3 +311,14 @@ fail:
 	pol_config_free(p);
 	return NULL;
 }
+
+int
+cfg_port_in(const uint16_t *ports, size_t n, uint16_t port)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (ports[i] == port)
+			return 1;
+	return 0;
+}

@@ -192,4 +192,7 @@ char *cfg_dump(const struct cfg *c);
 struct pol_config *cfg_build_policy(const struct cfg *c, char *err,
     size_t errlen);
 
+/* 1 if port is one of ports[0..n) (tls.sni_ports, plain_http_ports...). */
+int cfg_port_in(const uint16_t *ports, size_t n, uint16_t port);
+
 #endif /* SLUICE_CONFIG_H */

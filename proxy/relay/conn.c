@@ -404,18 +404,6 @@ static void cli_read(struct bufferevent *bev, void *arg);
 static void cli_event(struct bufferevent *bev, short what, void *arg);
 static void up_idle_event(struct bufferevent *bev, short what, void *arg);
 
-/* tls.plain_http_ports: where a CONNECT is refused */
-static int
-plain_port(uint16_t port)
-{
-	size_t i;
-
-	for (i = 0; i < px.cfg->nplain_ports; i++)
-		if (px.cfg->plain_ports[i] == port)
-			return 1;
-	return 0;
-}
-
 static void
 handle_request(struct px_conn *c)
 {
@@ -469,7 +457,8 @@ handle_request(struct px_conn *c)
 		px_conn_refuse(c, POL_R_SHUTTING_DOWN, NULL);
 		return;
 	}
-	if (c->req->m == HTTP_M_CONNECT && plain_port(c->target.port)) {
+	if (c->req->m == HTTP_M_CONNECT && cfg_port_in(px.cfg->plain_ports,
+	    px.cfg->nplain_ports, c->target.port)) {
 		/* the requests in such a tunnel would name any virtual host
 		 * of the admitted name's front end, and nobody checks their
 		 * Host: plain HTTP goes through the forwarder, which checks
