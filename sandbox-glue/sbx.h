@@ -189,6 +189,17 @@ int sbx_err(char *err, size_t errlen, const char *fmt, ...)
  */
 uint32_t sbx_dir_hash(const char *dir);
 
+/*
+ * The seccomp filter of every sandboxed process (sbx_seccomp.c; its list
+ * is in sluice-run(1)).  sbx_seccomp_load installs it in the calling
+ * process: 0, or -1 with errno and why in err.  sbx_seccomp_hex gives the
+ * compiled program (struct sock_filter[], host byte order) as hex for
+ * "sluice-shim --seccomp" inside a sandbox whose processes the host
+ * cannot prepare itself (gvisor); malloc'd, NULL and why in err.
+ */
+int sbx_seccomp_load(char *err, size_t errlen);
+char *sbx_seccomp_hex(char *err, size_t errlen);
+
 /* ---- pieces of a sandbox's root file system, for both backends ---- */
 
 /* The top-level entries of a merged-/usr host ("bin", "lib", ...): each

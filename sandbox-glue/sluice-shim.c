@@ -21,11 +21,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <linux/vm_sockets.h>
 
 #define SHIM_NAME		"sluice-shim"
@@ -756,12 +759,83 @@ shim_signals(void)
 	return sigprocmask(SIG_BLOCK, &set, NULL);
 }
 
+/*
+ * ---- helpers for sluice-run inside a sandbox ----
+ *
+ * The one program of ours that every sandbox has, so the few steps
+ * sluice-run needs done inside, where the host cannot reach (gVisor),
+ * are here: each is a mode named by the first argument and exits.
+ *
+ * --seccomp HEX -- CMD [ARG]...: install the seccomp program HEX
+ * (struct sock_filter[], host byte order, compiled on the host by
+ * sluice-run) and exec CMD.  Run before the drop to the sandbox user, so
+ * that no process of the sandbox can trace it out of the way.  Exits 125
+ * when the filter cannot be installed, 126/127 when CMD cannot be run.
+ */
+enum { EX_SHIM_NOFILTER = 125 };
+
+static int
+shim_hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+static int
+shim_seccomp_main(int argc, char **argv)
+{
+	static struct sock_filter prog[4096];
+	struct sock_fprog fp;
+	const char *hex;
+	unsigned char *b = (unsigned char *)prog;
+	size_t n, i;
+
+	if (argc < 5 || strcmp(argv[3], "--") != 0) {
+		shim_log("usage: --seccomp HEX -- CMD [ARG]...");
+		return EX_SHIM_USAGE;
+	}
+	hex = argv[2];
+	n = strlen(hex);
+	if (n == 0 || n % (2 * sizeof(prog[0])) != 0 ||
+	    n / 2 > sizeof(prog)) {
+		shim_log("--seccomp: not a filter program");
+		return EX_SHIM_NOFILTER;
+	}
+	for (i = 0; i < n / 2; i++) {
+		int hi = shim_hexval(hex[2 * i]), lo = shim_hexval(hex[2 * i + 1]);
+
+		if (hi < 0 || lo < 0) {
+			shim_log("--seccomp: not a filter program");
+			return EX_SHIM_NOFILTER;
+		}
+		b[i] = (unsigned char)(hi << 4 | lo);
+	}
+	fp.len = (unsigned short)(n / 2 / sizeof(prog[0]));
+	fp.filter = prog;
+	/* without CAP_SYS_ADMIN a filter needs no_new_privs; uid changes
+	 * (setpriv) still work under it */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fp, 0, 0) != 0) {
+		shim_log("seccomp: %s", strerror(errno));
+		return EX_SHIM_NOFILTER;
+	}
+	execvp(argv[4], argv + 4);
+	shim_log("%s: %s", argv[4], strerror(errno));
+	return errno == ENOENT ? 127 : 126;
+}
+
 int
 main(int argc, char **argv)
 {
 	struct shim sh;
 	size_t i;
 	int rc;
+
+	if (argc >= 2 && strcmp(argv[1], "--seccomp") == 0)
+		return shim_seccomp_main(argc, argv);
 
 	memset(&sh, 0, sizeof(sh));
 	sh.unix_path = SHIM_DEFAULT_SOCKET;

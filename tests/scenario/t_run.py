@@ -8,7 +8,8 @@ capped; quotas name the full scope; gc suspends and removes by age;
 destroy leaves no process, cgroup, socket or broker session behind and
 follows no link out of the workspace; write/read/ls stay inside the
 sandbox (ls in a fixed format); commands get no host fd, no controlling
-terminal, no host environment and no x32 calls; an interrupted or killed
+terminal, no host environment, no x32 calls and none of the seccomp deny
+list; an interrupted or killed
 create and a killed exec leave nothing stuck; a replaced lock file is
 not trusted.
 
@@ -32,7 +33,7 @@ import runlib  # noqa: E402
 from runlib import (RUN, Runner, files_fds_env, no_tty,  # noqa: E402
                     log_is_bounded, hello_upstream,
                     reaches_only_through_broker, background_survives,
-                    timeout_kills_tree)
+                    timeout_kills_tree, seccomp_refuses)
 
 S = Suite("t_run", time_limit=500)
 
@@ -125,6 +126,18 @@ def network_only_through_broker(env):
     recs = [r for r in open(d.log_path) if '"decision"' in r]
     check(any('"session":"net1"' in r for r in recs),
           "no decision record for net1")
+
+
+@S.case
+def seccomp_deny_list(env):
+    """The calls a sandbox never needs (keyrings, bpf, userfaultfd, perf,
+    kexec, modules, mounts, namespaces, ports, swap, reboot, the clock,
+    io_uring, address-space personalities, other socket families) are
+    refused inside with EPERM (ENOSYS, EAFNOSUPPORT), the process lives
+    on, threads and sockets work."""
+    d, run = start(env)
+    run.create("sc")
+    seccomp_refuses(run, "sc")
 
 
 @S.case

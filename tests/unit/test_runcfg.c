@@ -1,7 +1,9 @@
 /*
  * test_runcfg.c: sluice-run's configuration checks, record files and
- * name checks (sandbox-glue/sbx_cfg.c).
+ * name checks (sandbox-glue/sbx_cfg.c), and the sandboxes' seccomp
+ * filter (sbx_seccomp.c) in a child of the test.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <jansson.h>
@@ -201,6 +208,52 @@ t_broker_answers(void **state)
 	assert_string_equal(msg, "session c1 exists");
 }
 
+/* The compiled program is well-formed hex, and loaded (no privilege
+ * needed under no_new_privs) it refuses and lets through as meant. */
+static void
+t_seccomp(void **state)
+{
+	char err[256], *hex;
+	size_t i, n;
+	pid_t pid;
+	int st;
+
+	(void)state;
+	hex = sbx_seccomp_hex(err, sizeof(err));
+	if (hex == NULL)
+		fail_msg("sbx_seccomp_hex: %s", err);
+	n = strlen(hex);
+	assert_true(n > 0 && n % 16 == 0);
+	for (i = 0; i < n; i++)
+		assert_non_null(strchr("0123456789abcdef", hex[i]));
+	free(hex);
+	if ((pid = fork()) == 0) {
+		int fd;
+
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+		    sbx_seccomp_load(err, sizeof(err)) != 0)
+			_exit(10);
+		errno = 0;
+		if (syscall(SYS_keyctl, 0, -3, 0) != -1 || errno != EPERM)
+			_exit(11);
+		if (syscall(SYS_unshare, 0x10000000) != -1 || errno != EPERM)
+			_exit(12);
+		if (socket(AF_NETLINK, SOCK_RAW, 0) != -1 ||
+		    errno != EAFNOSUPPORT)
+			_exit(13);
+		if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) < 0)
+			_exit(14);
+		close(fd);
+		if (syscall(SYS_clone3, NULL, 0) != -1 || errno != ENOSYS)
+			_exit(15);
+		_exit(0);
+	}
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int
 main(void)
 {
@@ -211,6 +264,7 @@ main(void)
 		cmocka_unit_test(t_rec_round_trip_and_refusals),
 		cmocka_unit_test(t_names),
 		cmocka_unit_test(t_broker_answers),
+		cmocka_unit_test(t_seccomp),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
