@@ -84,6 +84,23 @@ is_control(unsigned long cp)
 	return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f);
 }
 
+/*
+ * Characters that change how the text around them reads without being
+ * seen: bidirectional controls (a name that shows as "txt.exe" and is
+ * "exe.txt"), zero-width and other invisible format characters, line
+ * and paragraph separators.
+ */
+static int
+is_format(unsigned long cp)
+{
+	return cp == 0xad || cp == 0x61c || cp == 0x180e ||
+	    (cp >= 0x200b && cp <= 0x200f) ||   /* ZWSP ZWNJ ZWJ LRM RLM */
+	    (cp >= 0x2028 && cp <= 0x202e) ||   /* LS PS LRE RLE PDF LRO RLO */
+	    (cp >= 0x2060 && cp <= 0x206f) ||   /* WJ, LRI RLI FSI PDI... */
+	    cp == 0xfeff || (cp >= 0xfff9 && cp <= 0xfffb) ||
+	    (cp >= 0xe0000 && cp <= 0xe007f);   /* tags */
+}
+
 int
 sbx_user_ok(const char *s)
 {
@@ -102,17 +119,17 @@ sbx_user_ok(const char *s)
 }
 
 void
-sbx_text_safe(const char *s, char *out, size_t outlen)
+sbx_text_safen(const char *s, size_t n, char *out, size_t outlen)
 {
 	const unsigned char *u = (const unsigned char *)s;
-	size_t n = strlen(s), i = 0, j = 0, k, m;
+	size_t i = 0, j = 0, k, m;
 	unsigned long cp;
 
 	if (outlen == 0)
 		return;
 	while (i < n) {
 		k = utf8_seq(u + i, n - i, &cp);
-		if (k == 0 || is_control(cp) || cp == '\\') {
+		if (k == 0 || is_control(cp) || is_format(cp) || cp == '\\') {
 			/* every byte of it, so that nothing of it acts */
 			if (k == 0)
 				k = 1;
@@ -129,6 +146,12 @@ sbx_text_safe(const char *s, char *out, size_t outlen)
 		i += k;
 	}
 	out[j] = '\0';
+}
+
+void
+sbx_text_safe(const char *s, char *out, size_t outlen)
+{
+	sbx_text_safen(s, strlen(s), out, outlen);
 }
 
 /* ---- configuration ---- */

@@ -65,9 +65,15 @@ int sbx_id_ok(const char *s, size_t max);
 /* A user name: valid UTF-8 of at most SBX_USER_MAX bytes without
  * control characters (sluiced refuses C0 and DEL; C1 too here). */
 int sbx_user_ok(const char *s);
-/* s for one line of a terminal: C0, DEL, C1 controls, backslash and
- * bytes that are not UTF-8 as \ooo (each byte); cut to fit out. */
+/* s for one line of a terminal, the one escaping of every text that
+ * sluice-run prints: C0, DEL and C1 controls, bidirectional and
+ * invisible format characters (U+00AD, U+061C, U+180E, U+200B-U+200F,
+ * U+2028-U+202E, U+2060-U+206F, U+FEFF, U+FFF9-U+FFFB, tags), backslash
+ * and bytes that are not UTF-8 as \ooo (each byte); cut to fit out (at
+ * most 4 bytes of out per byte of s, and one for the NUL).  _n: the n
+ * bytes at s (no NUL among them). */
 void sbx_text_safe(const char *s, char *out, size_t outlen);
+void sbx_text_safen(const char *s, size_t n, char *out, size_t outlen);
 
 /*
  * sluiced's answers.  sbx_http_split: status and body of a raw HTTP

@@ -78,6 +78,22 @@ die(int code, const char *fmt, ...)
 	exit(code);
 }
 
+/*
+ * s as it may be printed on a terminal (sbx_text_safe: controls, C1,
+ * bidirectional and invisible characters escaped), for messages that
+ * hold names and paths from callers or sandboxes.  Four at a time.
+ */
+static const char *
+safe(const char *s)
+{
+	static char buf[4][4 * SBX_PATH_MAX + 1];
+	static int k;
+
+	k = (k + 1) % 4;
+	sbx_text_safe(s, buf[k], sizeof(buf[k]));
+	return buf[k];
+}
+
 /* ---- ids, paths, locks ---- */
 
 static void
@@ -476,7 +492,10 @@ json_text(const unsigned char *b, size_t n)
 static void
 json_out(json_t *o)
 {
-	char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	/* ASCII only (\uXXXX beyond): the same strings to a JSON reader,
+	 * and nothing a terminal would act on when shown raw */
+	char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS |
+	    JSON_ENSURE_ASCII);
 
 	if (s == NULL)
 		die(EX_FAIL, "cannot encode JSON");
@@ -844,7 +863,7 @@ backend_of(const char *name)
 	const struct sbx_backend *be = sbx_backend_find(name);
 
 	if (be == NULL)
-		die(EX_USAGE, "unknown backend %s (ns, gvisor)", name);
+		die(EX_USAGE, "unknown backend %s (ns, gvisor)", safe(name));
 	return be;
 }
 
@@ -855,7 +874,7 @@ need_chat(void)
 		die(EX_USAGE, "--chat ID is required");
 	if (!sbx_id_ok(o_chat, SBX_ID_MAX))
 		die(EX_USAGE, "bad chat id \"%s\" (1 to 64 of A-Z a-z 0-9 . _ "
-		    "-, the first a letter or digit)", o_chat);
+		    "-, the first a letter or digit)", safe(o_chat));
 }
 
 static int
@@ -875,7 +894,7 @@ cmd_create(void)
 
 	need_chat();
 	if (o_tenant[0] && !sbx_id_ok(o_tenant, SBX_ID_MAX))
-		die(EX_USAGE, "bad tenant \"%s\"", o_tenant);
+		die(EX_USAGE, "bad tenant \"%s\"", safe(o_tenant));
 	/* list prints them on a terminal, sluiced takes them whole */
 	if (!sbx_user_ok(o_user))
 		die(EX_USAGE, "bad user (at most %d bytes of UTF-8 without "
@@ -952,7 +971,7 @@ cmd_create(void)
 	if (o_user[0] && C.max_per_user && nu >= C.max_per_user) {
 		unlock(lk);
 		die(EX_QUOTA, "quota: user %s%s%s has %ld live sandboxes "
-		    "(max_per_user %ld)", o_user, o_tenant[0] ? " of tenant " :
+		    "(max_per_user %ld)", safe(o_user), o_tenant[0] ? " of tenant " :
 		    "", o_tenant, nu, C.max_per_user);
 	}
 	memset(&r, 0, sizeof(r));
@@ -1063,7 +1082,7 @@ cmd_create(void)
 	resp = NULL;
 	socket_own(&r);
 	if (be->create(&r, err, sizeof(err)) != 0) {
-		fprintf(stderr, PROG ": backend %s: %s\n", be->name, err);
+		fprintf(stderr, PROG ": backend %s: %s\n", be->name, safe(err));
 		rc = EX_BACKEND;
 		goto fail;
 	}
@@ -1082,9 +1101,9 @@ cmd_create(void)
 		json_out(j);
 	} else {
 		printf("created sandbox for chat %s (backend %s, workspace %s)"
-		    "\n", r.chat, r.backend, r.workspace);
+		    "\n", r.chat, r.backend, safe(r.workspace));
 		if (r.note[0])
-			printf("note: %s\n", r.note);
+			printf("note: %s\n", safe(r.note));
 	}
 	return EX_OK;
 fail:
@@ -1390,20 +1409,17 @@ ls_mode(char t, unsigned m, char out[11])
 	out[10] = '\0';
 }
 
-/* A name on one text line: control bytes and backslashes as \ooo. */
+/* A name on one text line, escaped as everything we print (safe). */
 static void
 ls_put(const char *s, size_t n)
 {
-	size_t i;
+	char *b = malloc(4 * n + 1);
 
-	for (i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c < 0x20 || c == 0x7f || c == '\\')
-			printf("\\%03o", c);
-		else
-			putchar(c);
-	}
+	if (b == NULL)
+		die(EX_FAIL, "out of memory");
+	sbx_text_safen(s, n, b, 4 * n + 1);
+	fputs(b, stdout);
+	free(b);
 }
 
 /*
@@ -1521,7 +1537,7 @@ cmd_ls(char **args)
 			if (strncmp(s, "/usr/bin/find: ", 15) == 0)
 				s += 15;
 			if (*s != '\0')
-				fprintf(stderr, PROG ": ls: %s\n", s);
+				fprintf(stderr, PROG ": ls: %s\n", safe(s));
 		}
 	}
 	if (res.dropped[0] > 0)
@@ -2006,5 +2022,5 @@ main(int argc, char **argv)
 		return cmd_list();
 	if (strcmp(verb, "gc") == 0)
 		return cmd_gc();
-	die(EX_USAGE, "unknown command %s (try --help)", verb);
+	die(EX_USAGE, "unknown command %s (try --help)", safe(verb));
 }

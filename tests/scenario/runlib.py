@@ -128,6 +128,21 @@ def files_fds_env(env, run, chat, uid=1000):
           "ls of a file: %r" % r.stdout)
     r = run("ls", "--chat", chat, "sub")
     check(r.returncode == 0 and r.stdout == b"", "ls of an empty dir")
+    # a name with a C1 CSI, a right-to-left override and a zero-width
+    # space: escaped as bytes like control characters; JSON in ASCII
+    o = run.exec(chat, "touch \"sub/$(printf 'a\\302\\233b\\342\\200\\256c"
+                 "\\342\\200\\213d')\"")
+    check_eq(o["exit_code"], 0, "bidi name: %r" % o)
+    r = run("ls", "--chat", chat, "sub")
+    check(r.returncode == 0 and r.stdout.endswith(
+          b" a\\302\\233b\\342\\200\\256c\\342\\200\\213d\n"),
+          "ls of a bidi name: %r" % r.stdout)
+    r, j = run.json("ls", "--chat", chat, "sub")
+    check(all(c < 0x80 for c in r.stdout) and j["entries"][0]["name"] ==
+          "a\u009bb\u202ec\u200bd", "ls --json of a bidi name: %r" %
+          r.stdout)
+    o = run.exec(chat, "rm sub/a*")
+    check_eq(o["exit_code"], 0, "rm: %r" % o)
     r = run("ls", "--chat", chat, "nosuch")
     check(r.returncode == 1 and b"No such file" in r.stderr,
           "ls nosuch: %d %r" % (r.returncode, r.stderr))

@@ -578,8 +578,9 @@ def init_log_is_bounded(env):
 def names_safe_on_a_terminal(env):
     """--user and --tier are checked at create (UTF-8 without control
     characters, as sluiced wants users; tiers are names), and list prints
-    what a record holds with control characters, backslashes and bytes
-    that are not UTF-8 escaped (\\ooo), JSON output unchanged."""
+    what a record holds with control characters (C1 too), bidirectional
+    and invisible characters, backslashes and bytes that are not UTF-8
+    escaped (\\ooo), JSON output the same strings, in ASCII."""
     preflight()
     os.makedirs(env.path("run"))
     d = type("D", (), {"config": {"runtime_dir": env.path("run")}})()
@@ -600,7 +601,7 @@ def names_safe_on_a_terminal(env):
           "tier: rc %d %r" % (r.returncode, r.stderr))
     check(not os.path.exists(os.path.join(run.state, "nm")), "state left")
     # a record holding such names (an older sluice-run's): list escapes
-    user = "\x1b]0;owned\x07\u009b31m Zo\u00eb \\ end"
+    user = "\x1b]0;owned\x07\u009b31m Zo\u00eb \\ end \u202efdp.exe\u200b"
     os.makedirs(os.path.join(run.state, "nm"), mode=0o711)
     with open(os.path.join(run.state, "nm", "record.json"), "w") as f:
         json.dump({"chat": "nm", "tenant": "t\r\nFAKE", "user": user,
@@ -612,10 +613,13 @@ def names_safe_on_a_terminal(env):
     check(not any(c < 0x20 and c != 0x0a or c == 0x7f for c in out) and
           b"\xc2\x9b" not in out and out.count(b"\n") == 2,
           "list prints control characters: %r" % out)
-    check(b"\\033]0;owned\\007\\302\\23331m Zo\xc3\xab \\134 end" in
-          out and b"t\\015\\012FAKE" in out and b"ns\\010\\010" in out,
+    check(b"\\033]0;owned\\007\\302\\23331m Zo\xc3\xab \\134 end "
+          b"\\342\\200\\256fdp.exe\\342\\200\\213" in out and
+          b"t\\015\\012FAKE" in out and b"ns\\010\\010" in out,
           "list escapes: %r" % out)
-    _, o = run.json("list")
+    r, o = run.json("list")
+    check(all(c < 0x80 for c in r.stdout), "list --json not ASCII: %r" %
+          r.stdout)
     check_eq((o["sandboxes"][0]["user"], o["sandboxes"][0]["tenant"]),
              (user, "t\r\nFAKE"), "list --json")
 

@@ -174,6 +174,17 @@ t_names(void **state)
 	    "\\302\\233\\377");
 	sbx_text_safe("\x01\x01", out, 6);      /* no escape cut in two */
 	assert_string_equal(out, "\\001");
+	/* bidirectional overrides and invisible characters, as bytes */
+	sbx_text_safe("a\xe2\x80\xae" "b\xe2\x80\x8b" "c\xe2\x81\xa6" "d"
+	    "\xef\xbb\xbf\xc2\xad\xe2\x80\xa8.", big, sizeof(big));
+	assert_string_equal(big, "a\\342\\200\\256b\\342\\200\\213c"
+	    "\\342\\201\\246d\\357\\273\\277\\302\\255\\342\\200\\250.");
+	/* what reads as it is stays */
+	sbx_text_safe("\xe2\x80\x90 \xe2\x82\xac \xf0\x9f\x98\x80", out,
+	    sizeof(out));
+	assert_string_equal(out, "\xe2\x80\x90 \xe2\x82\xac \xf0\x9f\x98\x80");
+	sbx_text_safen("ab\x1b", 2, out, sizeof(out));
+	assert_string_equal(out, "ab");
 	assert_true(sbx_id_ok("chat-1.a_b", SBX_ID_MAX));
 	assert_false(sbx_id_ok(".lock", SBX_ID_MAX));
 	assert_false(sbx_id_ok("-x", SBX_ID_MAX));
