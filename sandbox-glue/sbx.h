@@ -142,6 +142,13 @@ struct sbx_backend {
 	/* Kill every process, unmount, remove what create() made outside
 	 * rec->dir.  Must succeed on a half-made or already dead sandbox. */
 	int (*destroy)(struct sbx_rec *rec, char *err, size_t errlen);
+	/* An O_PATH descriptor of the sandbox's root directory as its
+	 * processes see it, mounts included, so that sluice-run opens files
+	 * inside from the host (openat2 RESOLVE_IN_ROOT) with nothing of the
+	 * sandbox in the way; -1 and why when it is gone.  NULL where the
+	 * host cannot see the sandbox's files (gvisor: they are the
+	 * sentry's); then sluice-shim's file modes run inside. */
+	int (*root_fd)(const struct sbx_rec *rec, char *err, size_t errlen);
 	/* The record naming the sandbox made by create() is saved: from now
 	 * on it outlives this process.  Until then it may die with it, so
 	 * that a create killed half way leaves nothing nobody can find.

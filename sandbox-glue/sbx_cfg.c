@@ -169,6 +169,7 @@ sbx_cfg_defaults(struct sbx_cfg *c, const char *state_dir,
 	c->timeout_default = 120;
 	c->timeout_max = 1680;
 	c->output_cap = 64 * 1024;
+	c->max_file_bytes = 64l << 20;
 	c->max_per_tenant = 50;
 	c->max_per_user = 5;
 	c->max_total = 200;
@@ -234,6 +235,7 @@ cfg_str(json_t *o, const char *key, char *out, size_t len, char *err,
 
 static const char *const cfg_keys[] = { "state_dir", "control", "shim",
 	"backend", "tier", "timeout", "timeout_max", "output_cap",
+	"max_file_bytes",
 	"max_per_tenant", "max_per_user", "max_total", "idle_after",
 	"remove_after", "uid_base", "cgroups", "limits", NULL };
 static const char *const lim_keys[] = { "memory_mb", "pids", "cpu_pct",
@@ -282,6 +284,8 @@ cfg_apply(struct sbx_cfg *c, json_t *o, char *err, size_t errlen)
 	    cfg_num(o, "timeout", &c->timeout_default, 1, c->timeout_max,
 	    err, errlen) != 0 ||
 	    cfg_num(o, "output_cap", &c->output_cap, 0, 64l << 20, err,
+	    errlen) != 0 ||
+	    cfg_num(o, "max_file_bytes", &c->max_file_bytes, 1, 1l << 40, err,
 	    errlen) != 0 ||
 	    cfg_num(o, "max_per_tenant", &c->max_per_tenant, 0, 1000000, err,
 	    errlen) != 0 ||

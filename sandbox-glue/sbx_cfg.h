@@ -30,6 +30,7 @@ struct sbx_cfg {
 	char tier[16];
 	long timeout_default, timeout_max;
 	long output_cap;
+	long max_file_bytes;    /* read: bytes of a file passed on */
 	long max_per_tenant, max_per_user, max_total;
 	long idle_after, remove_after;
 	unsigned long uid_base, slots;

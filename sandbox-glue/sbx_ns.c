@@ -1263,6 +1263,28 @@ ns_alive(const struct sbx_rec *rec)
 	    sbx_proc_start(rec->init_pid) == rec->init_start;
 }
 
+/* The holder's root, that is the sandbox's (after its pivot_root). */
+static int
+ns_root_fd(const struct sbx_rec *rec, char *err, size_t errlen)
+{
+	char p[64];
+	int fd;
+
+	snprintf(p, sizeof(p), "/proc/%d/root", (int)rec->init_pid);
+	if (rec->init_pid <= 0 || (fd = open(p, O_PATH | O_DIRECTORY |
+	    O_CLOEXEC)) < 0)
+		return sbx_err(err, errlen, "the sandbox is gone (its holder "
+		    "died)");
+	/* checked after the open: the descriptor is then the holder's root,
+	 * not that of a process that got its pid later */
+	if (!ns_alive(rec)) {
+		close(fd);
+		return sbx_err(err, errlen, "the sandbox is gone (its holder "
+		    "died)");
+	}
+	return fd;
+}
+
 /* In the intermediate child: enter the holder's namespaces. */
 static int
 enter_ns(const struct sbx_rec *rec, const char **what)
@@ -1630,5 +1652,6 @@ const struct sbx_backend sbx_ns_backend = {
 	.resume = ns_resume,
 	.alive = ns_alive,
 	.destroy = ns_destroy,
+	.root_fd = ns_root_fd,
 	.commit = ns_commit,
 };

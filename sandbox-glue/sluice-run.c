@@ -22,8 +22,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -31,6 +33,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <linux/openat2.h>
 
 #include <jansson.h>
 
@@ -52,6 +56,8 @@ enum {
 	EX_BROKER = 5,          /* sluiced unreachable or refused */
 	EX_EXISTS = 6,          /* the chat has a sandbox already */
 	EX_BACKEND = 7,         /* backend unavailable or failed */
+	EX_CUT = 8,             /* read: the file was larger than
+	                         * max_file_bytes, cut there */
 	EX_TIMEOUT = 124,       /* exec: the command timed out */
 	EX_EXECFAIL = 125,      /* exec: sluice-run could not run it */
 };
@@ -567,6 +573,7 @@ env_base(struct envv *e)
 struct result {
 	int exit_code;
 	int timed_out, cancelled;
+	int cut;                /* OUT_PASS: stdout passed its cap, killed */
 	int64_t duration_ms;
 	unsigned char *out[2];
 	size_t len[2];
@@ -676,24 +683,34 @@ pidfd_open_(pid_t pid)
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
-/* m bytes of stream i: keep what fits under cap (cap < 0: keep nothing
- * and pass everything on), echo kept bytes, count the rest. */
+/* How collect() treats the command's output (flags). */
+enum {
+	OUT_ECHO = 1,   /* kept bytes are also written through as they come */
+	OUT_PASS = 2,   /* stdout is written through, not kept, at most cap[0]
+	                 * bytes: past them the command is killed (res->cut) */
+};
+
+/* m bytes of stream i: keep what fits under cap (or pass it on, see
+ * OUT_PASS), echo kept bytes, count the rest. */
 static void
 take(struct result *res, int i, const char *buf, size_t m, long cap,
-    int echo)
+    int how)
 {
 	size_t keep;
 
-	if (cap < 0) {
-		(void)!write(i ? 2 : 1, buf, m);
-		return;
-	}
 	keep = res->len[i] < (size_t)cap ? (size_t)cap - res->len[i] : 0;
 	if (keep > m)
 		keep = m;
-	memcpy(res->out[i] + res->len[i], buf, keep);
-	if (echo && keep)
-		(void)!write(i ? 2 : 1, buf, keep);
+	if (i == 0 && (how & OUT_PASS)) {
+		if (keep)
+			(void)!write(1, buf, keep);
+		if (keep < m)
+			res->cut = 1;
+	} else {
+		memcpy(res->out[i] + res->len[i], buf, keep);
+		if ((how & OUT_ECHO) && keep)
+			(void)!write(i ? 2 : 1, buf, keep);
+	}
 	res->len[i] += keep;
 	res->dropped[i] += m - keep;
 }
@@ -723,14 +740,15 @@ reap(pid_t pid, int *st, int killed)
 }
 
 /*
- * Read both pipes into res (cap bytes kept per stream, the rest read and
- * counted; cap < 0: everything passed to our stdout/stderr) until the
- * main process exits or the timeout passes; echo (text mode) writes
- * kept bytes through as they come.
+ * Read both pipes into res (cap[i] bytes kept of stream i, the rest read
+ * and counted) until the main process exits or the timeout passes; how:
+ * OUT_ECHO (text mode) writes kept bytes through as they come, OUT_PASS
+ * passes stdout on instead of keeping it.
  */
 static void
 collect(struct sbx_rec *r, const struct sbx_backend *be, struct sbx_proc *pr,
-    int fo, int fe, long timeout_s, long cap, int echo, struct result *res)
+    int fo, int fe, long timeout_s, const long cap[2], int how,
+    struct result *res)
 {
 	int64_t deadline = pr->start_ms + timeout_s * 1000;
 	int pfd_pid = pidfd_open_(pr->pid), fds[2] = { fo, fe }, i, k, st = 0;
@@ -738,16 +756,18 @@ collect(struct sbx_rec *r, const struct sbx_backend *be, struct sbx_proc *pr,
 	char buf[65536], err[256];
 
 	for (i = 0; i < 2; i++)
-		if ((res->out[i] = malloc(cap > 0 ? (size_t)cap + 1 : 1)) ==
-		    NULL)
+		if ((res->out[i] = malloc(cap[i] > 0 && !(i == 0 &&
+		    (how & OUT_PASS)) ? (size_t)cap[i] + 1 : 1)) == NULL)
 			die(EX_FAIL, "out of memory");
 	while (!exited) {
 		struct pollfd p[3];
 		int n = 0, fdi[3];
 		int64_t left = deadline - sbx_now_ms();
 
-		if (left <= 0 || got_signal) {
-			if (left <= 0)
+		if (left <= 0 || got_signal || res->cut) {
+			if (res->cut)
+				;       /* said by the caller */
+			else if (left <= 0)
 				res->timed_out = 1;
 			else
 				res->cancelled = 1;
@@ -792,7 +812,7 @@ collect(struct sbx_rec *r, const struct sbx_backend *be, struct sbx_proc *pr,
 				fds[i] = -1;
 				continue;
 			}
-			take(res, i, buf, (size_t)m, cap, echo);
+			take(res, i, buf, (size_t)m, cap[i], how);
 		}
 	}
 	/* the main process is gone: take what is already in the pipes,
@@ -809,7 +829,7 @@ collect(struct sbx_rec *r, const struct sbx_backend *be, struct sbx_proc *pr,
 
 			if (m <= 0)
 				break;
-			take(res, i, buf, (size_t)m, cap, echo);
+			take(res, i, buf, (size_t)m, cap[i], how);
 		}
 		close(fds[i]);
 	}
@@ -1136,13 +1156,13 @@ open_chat(struct sbx_rec *r, int how, int fail_code)
 
 /*
  * Start argv in the chat's sandbox with fd_in as its stdin and collect
- * its output (see collect: cap < 0 passes it through).  Commands never
+ * its output (see collect).  Commands never
  * get sluice-run's own stdout or stderr, only pipes: a host terminal
  * would let them push input into it (TIOCSTI), a host file or socket
  * would be theirs to use in ways the caller did not mean.
  */
 static void
-run_common(char **argv, int fd_in, long timeout, long cap, int echo,
+run_common(char **argv, int fd_in, long timeout, const long cap[2], int how,
     int fail_code, struct result *res)
 {
 	const struct sbx_backend *be;
@@ -1164,7 +1184,7 @@ run_common(char **argv, int fd_in, long timeout, long cap, int echo,
 	rec_save(&r);
 	unlock(lk);
 	memset(res, 0, sizeof(*res));
-	collect(&r, be, &pr, fo, fe, timeout, cap, echo, res);
+	collect(&r, be, &pr, fo, fe, timeout, cap, how, res);
 	finish_cmd(o_chat, be, &pr, res);
 }
 
@@ -1262,7 +1282,12 @@ cmd_exec(char **argv)
 	need_chat();
 	fd_in = o_stdin ? stdin_pipe(&pump) : open("/dev/null", O_RDONLY |
 	    O_CLOEXEC);
-	run_common(argv, fd_in, timeout, cap, !opt_json, EX_EXECFAIL, &res);
+	{
+		const long caps[2] = { cap, cap };
+
+		run_common(argv, fd_in, timeout, caps, opt_json ? 0 : OUT_ECHO,
+		    EX_EXECFAIL, &res);
+	}
 	pump_end(pump);
 	if (opt_json) {
 		json_out(json_pack("{s:i,s:o,s:o,s:b,s:b,s:b,s:b,s:I}",
@@ -1295,12 +1320,35 @@ cmd_exec(char **argv)
 	return res.exit_code;
 }
 
+/* What the programs run by read, write and ls say, as ours: one
+ * escaped line each, without their own name (strip). */
+static void
+relay_errs(const char *verb, struct result *res, const char *strip)
+{
+	char *s = (char *)res->out[1], *nl;
+	size_t k = strlen(strip);
+
+	if (res->len[1] == 0)
+		return;
+	s[res->len[1]] = '\0';
+	for (; *s != '\0'; s = nl) {
+		if ((nl = strchr(s, '\n')) != NULL)
+			*nl++ = '\0';
+		else
+			nl = s + strlen(s);
+		if (strncmp(s, strip, k) == 0)
+			s += k;
+		if (*s != '\0')
+			fprintf(stderr, PROG ": %s: %s\n", verb, safe(s));
+	}
+}
+
 /*
- * write, read and ls: fixed programs inside the sandbox, as the sandbox
- * user, so a path (relative to /workspace, or absolute) names the
- * sandbox's file whatever ".." or symbolic links it holds: the host's
- * files are out of reach as they are for any command.  Absolute program
- * paths: ~/.local/bin comes first in PATH and is the user's.
+ * ls (and read and write with gvisor): fixed programs inside the sandbox,
+ * as the sandbox user, so a path (relative to /workspace, or absolute)
+ * names the sandbox's file whatever ".." or symbolic links it holds: the
+ * host's files are out of reach as they are for any command.  Absolute
+ * program paths: ~/.local/bin comes first in PATH and is the user's.
  */
 static int
 file_status(const char *verb, struct result *res)
@@ -1320,38 +1368,232 @@ file_status(const char *verb, struct result *res)
 	return rc;
 }
 
+#define ERR_CAP	(64l << 10)     /* bytes of a file program's messages */
+
+/*
+ * read and write move the bytes of one regular file and nothing else:
+ * the path's last component is never followed, nor any magic link, and
+ * what was opened must be a regular file (a link to /dev/zero, a fifo, a
+ * device, a directory are refused, a fifo without waiting); read passes
+ * at most max_file_bytes and says so when the file had more (EX_CUT).
+ * The path is relative to /workspace, or absolute, and names the
+ * sandbox's file whatever ".." or links it holds.
+ *
+ * Where the host can open the sandbox's root (be->root_fd: ns), a child
+ * of ours opens the file in it with openat2(RESOLVE_IN_ROOT), as the
+ * sandbox user (its uid, gid and permissions, the sandbox's mounts):
+ * nothing runs in the sandbox, nothing there can get in the way.
+ * Elsewhere (gvisor) sluice-shim's file modes do the same inside, as the
+ * sandbox user, and what they pass on is capped here all the same.
+ */
+static void
+file_child(const struct sbx_rec *r, int rootfd, const char *path, int wr,
+    long timeout)
+{
+	const char *verb = wr ? "write" : "read";
+	char p[SBX_PATH_MAX * 2], buf[65536];
+	unsigned long long done = 0, max = (unsigned long long)C.max_file_bytes;
+	struct open_how how;
+	gid_t g = r->host_gid;
+	struct stat st;
+	int fd, in, out;
+	ssize_t n;
+
+	alarm((unsigned)timeout);
+	if (setgroups(1, &g) != 0 || setresgid(g, g, g) != 0 ||
+	    setresuid(r->host_uid, r->host_uid, r->host_uid) != 0) {
+		fprintf(stderr, PROG ": %s: setresuid: %s\n", verb,
+		    strerror(errno));
+		_exit(EX_FAIL);
+	}
+	/* after the uid change, which clears them: end with sluice-run, and
+	 * be nobody's to trace */
+	(void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	umask(022);
+	if (wr && r->lim.fsize_bytes) {
+		struct rlimit rl = { (rlim_t)r->lim.fsize_bytes,
+		    (rlim_t)r->lim.fsize_bytes };
+
+		(void)setrlimit(RLIMIT_FSIZE, &rl);
+		signal(SIGXFSZ, SIG_IGN);       /* EFBIG, said below */
+	}
+	if (snprintf(p, sizeof(p), "%s%s", path[0] == '/' ? "" :
+	    SBX_WORKDIR "/", path) >= (int)sizeof(p)) {
+		fprintf(stderr, PROG ": %s: path too long\n", verb);
+		_exit(EX_FAIL);
+	}
+	memset(&how, 0, sizeof(how));
+	how.flags = (uint64_t)((wr ? O_WRONLY | O_CREAT : O_RDONLY) |
+	    O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	how.mode = wr ? 0666 : 0;
+	how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+	if ((fd = (int)syscall(SYS_openat2, rootfd, p, &how, sizeof(how))) <
+	    0) {
+		fprintf(stderr, PROG ": %s: %s: %s\n", verb, safe(path),
+		    errno == ELOOP ? "a symbolic link (not followed)" :
+		    errno == ENXIO ? "not a regular file" : strerror(errno));
+		_exit(EX_FAIL);
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		fprintf(stderr, PROG ": %s: %s: not a regular file\n", verb,
+		    safe(path));
+		_exit(EX_FAIL);
+	}
+	if (fcntl(fd, F_SETFL, 0) != 0 || (wr && ftruncate(fd, 0) != 0)) {
+		fprintf(stderr, PROG ": %s: %s: %s\n", verb, safe(path),
+		    strerror(errno));
+		_exit(EX_FAIL);
+	}
+	in = wr ? 0 : fd;
+	out = wr ? fd : 1;
+	for (;;) {
+		size_t want = sizeof(buf), off = 0;
+		int last = 0;
+
+		/* one byte past max tells "cut" from "exactly max" */
+		if (!wr && max - done + 1 < want)
+			want = (size_t)(max - done + 1);
+		if ((n = read(in, buf, want)) < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			fprintf(stderr, PROG ": %s: %s: %s\n", verb, wr ?
+			    "stdin" : safe(path), strerror(errno));
+			_exit(EX_FAIL);
+		}
+		if (n == 0)
+			break;
+		if (!wr && done + (size_t)n > max) {
+			n = (ssize_t)(max - done);
+			last = 1;
+		}
+		while (off < (size_t)n) {
+			ssize_t w = write(out, buf + off, (size_t)n - off);
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0) {
+				fprintf(stderr, PROG ": %s: %s: %s\n", verb, wr ?
+				    safe(path) : "stdout", strerror(errno));
+				_exit(EX_FAIL);
+			}
+			off += (size_t)w;
+		}
+		done += (size_t)n;
+		if (last) {
+			fprintf(stderr, PROG ": read: %s: more than %llu bytes, "
+			    "cut there (max_file_bytes)\n", safe(path), max);
+			_exit(EX_CUT);
+		}
+	}
+	if (wr && close(fd) != 0) {
+		fprintf(stderr, PROG ": write: %s: %s\n", safe(path),
+		    strerror(errno));
+		_exit(EX_FAIL);
+	}
+	_exit(EX_OK);
+}
+
+/* The root of r's sandbox for openat2, or -1 when the backend has none
+ * or the kernel no openat2 (before 5.6). */
+static int
+file_root(const struct sbx_backend *be, struct sbx_rec *r)
+{
+	struct open_how how;
+	char err[256];
+	int fd, t;
+
+	if (be->root_fd == NULL)
+		return -1;
+	if ((fd = be->root_fd(r, err, sizeof(err))) < 0)
+		die(EX_FAIL, "%s", err);
+	memset(&how, 0, sizeof(how));
+	how.flags = O_PATH | O_CLOEXEC;
+	how.resolve = RESOLVE_IN_ROOT;
+	if ((t = (int)syscall(SYS_openat2, fd, ".", &how, sizeof(how))) < 0 &&
+	    errno == ENOSYS) {
+		close(fd);
+		return -1;
+	}
+	if (t >= 0)
+		close(t);
+	return fd;
+}
+
+/* read or write through sluice-shim inside the sandbox. */
+static int
+file_shim(const char *path, int wr, long timeout)
+{
+	const char *verb = wr ? "write" : "read";
+	char maxs[32], *argv[] = { SBX_SHIM_PATH, wr ? "--write-file" :
+	    "--read-file", (char *)path, maxs, NULL };
+	const long caps[2] = { wr ? 0 : C.max_file_bytes, ERR_CAP };
+	struct result res;
+	pid_t pump = -1;
+	int fd_in, cut, rc;
+
+	snprintf(maxs, sizeof(maxs), "%ld", C.max_file_bytes);
+	if (wr)
+		argv[3] = NULL;
+	fd_in = wr ? stdin_pipe(&pump) : open("/dev/null", O_RDONLY |
+	    O_CLOEXEC);
+	run_common(argv, fd_in, timeout, caps, wr ? 0 : OUT_PASS,
+	    EX_NOSANDBOX, &res);
+	pump_end(pump);
+	relay_errs(verb, &res, "sluice-shim: ");
+	/* the shim stops at max_file_bytes and exits 3; should something
+	 * in the sandbox make it go on, it is cut here */
+	cut = !wr && (res.cut || (res.exit_code == 3 && !res.timed_out &&
+	    !res.cancelled));
+	if (res.cut)
+		fprintf(stderr, PROG ": read: %s: more than %ld bytes, cut "
+		    "there (max_file_bytes)\n", safe(path), C.max_file_bytes);
+	rc = file_status(verb, &res);
+	return cut ? EX_CUT : rc;
+}
+
+static int
+file_cmd(char **args, int wr)
+{
+	const struct sbx_backend *be;
+	struct sbx_rec r;
+	long timeout = timeout_of();
+	int lk, rootfd, st;
+	pid_t pid;
+
+	need_chat();
+	if (args[0] == NULL || args[0][0] == '\0')
+		die(EX_USAGE, "%s: a PATH is required", wr ? "write" : "read");
+	lk = open_chat(&r, LOCK_SH, EX_NOSANDBOX);
+	be = backend_of(r.backend);
+	rootfd = file_root(be, &r);
+	unlock(lk);
+	if (rootfd < 0)
+		return file_shim(args[0], wr, timeout);
+	if ((pid = fork()) < 0)
+		die(EX_FAIL, "fork: %s", strerror(errno));
+	if (pid == 0)
+		file_child(&r, rootfd, args[0], wr, timeout);
+	close(rootfd);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM) {
+		fprintf(stderr, PROG ": %s timed out\n", wr ? "write" : "read");
+		return EX_TIMEOUT;
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : EX_FAIL;
+}
+
 static int
 cmd_read(char **args)
 {
-	char *argv[] = { "/bin/cat", "--", args[0], NULL };
-	struct result res;
-	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	long timeout = timeout_of();
-
-	need_chat();
-	if (args[0] == NULL)
-		die(EX_USAGE, "read: a PATH is required");
-	run_common(argv, devnull, timeout, -1, 0, EX_NOSANDBOX, &res);
-	return file_status("read", &res);
+	return file_cmd(args, 0);
 }
 
 static int
 cmd_write(char **args)
 {
-	char *argv[] = { "/bin/sh", "-c", "exec /bin/cat > \"$1\"", "sh",
-	    args[0], NULL };
-	struct result res;
-	long timeout = timeout_of();
-	pid_t pump = -1;
-	int fd_in;
-
-	need_chat();
-	if (args[0] == NULL)
-		die(EX_USAGE, "write: a PATH is required");
-	fd_in = stdin_pipe(&pump);
-	run_common(argv, fd_in, timeout, -1, 0, EX_NOSANDBOX, &res);
-	pump_end(pump);
-	return file_status("write", &res);
+	return file_cmd(args, 1);
 }
 
 /* One entry of ls, pointing into the collected output. */
@@ -1521,25 +1763,15 @@ cmd_ls(char **args)
 	argv[5] = "-printf";
 	argv[6] = "%d/%y/%m/%U/%G/%s/%T@/%f\\0%l\\0";
 	argv[7] = NULL;
-	run_common(argv, devnull, timeout, LS_CAP, 0, EX_NOSANDBOX, &res);
+	{
+		const long caps[2] = { LS_CAP, LS_CAP };
+
+		run_common(argv, devnull, timeout, caps, 0, EX_NOSANDBOX, &res);
+	}
 	free(start);
 	n = ls_parse((char *)res.out[0], res.len[0], given, &v);
 	/* find's complaints, as ours */
-	if (res.len[1] > 0) {
-		char *s = (char *)res.out[1], *nl;
-
-		s[res.len[1]] = '\0';
-		for (; *s != '\0'; s = nl) {
-			if ((nl = strchr(s, '\n')) != NULL)
-				*nl++ = '\0';
-			else
-				nl = s + strlen(s);
-			if (strncmp(s, "/usr/bin/find: ", 15) == 0)
-				s += 15;
-			if (*s != '\0')
-				fprintf(stderr, PROG ": ls: %s\n", safe(s));
-		}
-	}
+	relay_errs("ls", &res, "/usr/bin/find: ");
 	if (res.dropped[0] > 0)
 		fprintf(stderr, PROG ": ls: listing truncated after %zu "
 		    "entries\n", n);
@@ -1877,7 +2109,8 @@ usage(FILE *f)
 "       [--stdin] -- CMD [ARG]...\n"
 "  write --chat ID [--timeout S] PATH   stdin to PATH (relative to\n"
 "                            /workspace; as the sandbox user)\n"
-"  read --chat ID [--timeout S] PATH    PATH to stdout\n"
+"  read --chat ID [--timeout S] PATH    PATH to stdout (at most\n"
+"                            max_file_bytes; regular files only)\n"
 "  ls --chat ID [--timeout S] [PATH]    one line per entry, sorted:\n"
 "                            MODE UID GID SIZE MTIME NAME [-> TARGET]\n"
 "  cancel --chat ID          kill the running commands' process trees\n"
@@ -1887,8 +2120,8 @@ usage(FILE *f)
 "defaults: timeout 120 s (max 1680), output cap 65536 bytes per stream;\n"
 "state " DEF_STATE ", control " DEF_CONTROL ".\n"
 "exit: 0 ok, 1 failure, 2 usage, 3 no sandbox, 4 quota, 5 sluiced,\n"
-"      6 exists, 7 backend; exec: the command's status, 124 timeout,\n"
-"      125 could not run.  See sluice-run(1).\n");
+"      6 exists, 7 backend, 8 read cut; exec: the command's status,\n"
+"      124 timeout, 125 could not run.  See sluice-run(1).\n");
 }
 
 static long

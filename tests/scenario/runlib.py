@@ -152,8 +152,9 @@ def files_fds_env(env, run, chat, uid=1000):
           r.stdout != open("/etc/passwd", "rb").read(), "read ../..: %r"
           % r.stdout[:80])
     r = run("read", "--chat", chat, "hs")
-    check(r.returncode == 1 and b"host only" not in r.stdout,
-          "read through a link to a host file: %r" % r.stdout)
+    check(r.returncode == 1 and b"host only" not in r.stdout and
+          b"symbolic link" in r.stderr,
+          "read through a link to a host file: %r %r" % (r.stdout, r.stderr))
     r = run("write", "--chat", chat, "hs", stdin=b"overwritten\n")
     check_eq(open(secret).read(), "host only\n", "host file after write")
     name = "sluice-t-run-escape-%d" % os.getpid()
@@ -162,8 +163,9 @@ def files_fds_env(env, run, chat, uid=1000):
           "write ../../tmp: %r" % r.stderr)
     r = run("read", "--chat", chat, "f.txt")
     check_eq(r.stdout, b"data\n", "read")
-    r = run("read", "--chat", chat, "--timeout", "2", "ff")
-    check_eq(r.returncode, 124, "read of a fifo times out")
+    r = run("read", "--chat", chat, "--timeout", "5", "ff")
+    check(r.returncode == 1 and b"not a regular file" in r.stderr,
+          "read of a fifo: %d %r" % (r.returncode, r.stderr))
     # descriptors and environment of a command
     # (the shell's, listed by its child: ls would list its own too)
     o = run.exec(chat, "python3 -c 'import os; print(sorted(os.listdir("
@@ -410,3 +412,59 @@ def seccomp_refuses(run, chat):
                  "/status")
     check_eq(o["stdout"].split(), ["Seccomp:", "2"], "shim's seccomp: %r"
              % o)
+
+
+def files_regular_only(env, run, chat, cap):
+    """read and write move regular files only: a planted symbolic link
+    (to /dev/zero, the host's /etc/shadow, a file out of /workspace, a
+    directory of devices) is refused, so are a fifo and a device, without
+    a byte out; read passes at most max_file_bytes (cap) and says it cut
+    (exit 8); write neither follows a link nor writes into a fifo.  The
+    run's configuration has max_file_bytes = cap."""
+    data = bytes(range(256)) * (cap // 256 + 100)
+    r = run("write", "--chat", chat, "big", stdin=data)
+    check_eq(r.returncode, 0, "write big: %r" % r.stderr)
+    r = run("write", "--chat", chat, "exact", stdin=data[:cap])
+    check_eq(r.returncode, 0, "write exact: %r" % r.stderr)
+    o = run.exec(chat, "ln -s /dev/zero zero && ln -s /etc/shadow shadow && "
+                 "ln -s ../etc/passwd outside && ln -s /dev devs && "
+                 "mkfifo fifo && ln -s exact wlink")
+    check_eq(o["exit_code"], 0, "plant: %r" % o)
+    r = run("read", "--chat", chat, "big")
+    check(r.returncode == 8 and r.stdout == data[:cap] and
+          b"more than %d bytes, cut there" % cap in
+          r.stderr, "read of a file over the cap: rc %d, %d bytes, %r" % (
+              r.returncode, len(r.stdout), r.stderr))
+    r = run("read", "--chat", chat, "exact")
+    check(r.returncode == 0 and r.stdout == data[:cap] and r.stderr == b"",
+          "read of a file of cap bytes: rc %d, %d bytes, %r" % (
+              r.returncode, len(r.stdout), r.stderr))
+    for path, why in (("zero", b"symbolic link"), ("shadow", b"symbolic link"),
+                      ("outside", b"symbolic link"),
+                      ("/workspace/zero", b"symbolic link"),
+                      ("devs/zero", b"not a regular file"),
+                      ("/dev/zero", b"not a regular file"),
+                      ("fifo", b"not a regular file"),
+                      ("/workspace", b"not a regular file")):
+        r = run("read", "--chat", chat, "--timeout", "10", path)
+        check(r.returncode == 1 and r.stdout == b"" and why in r.stderr,
+              "read %s: rc %d, %d bytes, %r" % (path, r.returncode,
+                                                 len(r.stdout), r.stderr))
+    for path, why in (("wlink", b"symbolic link"), ("zero", b"symbolic link"),
+                      ("fifo", b"not a regular file"),
+                      ("devs/null", b"not a regular file")):
+        r = run("write", "--chat", chat, "--timeout", "10", path,
+                stdin=b"overwritten\n")
+        check(r.returncode == 1 and why in r.stderr, "write %s: rc %d, %r" % (
+              path, r.returncode, r.stderr))
+    o = run.exec(chat, "cmp -s exact big -n %d && echo same; "
+                 "[ -L wlink ] && echo link" % cap)
+    check_eq(o["stdout"], "same\nlink\n", "after refused writes: %r" % o)
+    # write makes and truncates regular files as the sandbox user
+    r = run("write", "--chat", chat, "sub2-new", stdin=b"x\n")
+    check_eq(r.returncode, 0, "write new: %r" % r.stderr)
+    r = run("write", "--chat", chat, "big", stdin=b"short\n")
+    check_eq(r.returncode, 0, "write over: %r" % r.stderr)
+    o = run.exec(chat, "cat big sub2-new; stat -c '%a' sub2-new 2>/dev/null "
+                 "|| find sub2-new -printf '%m\\n'")
+    check_eq(o["stdout"], "short\nx\n644\n", "written files: %r" % o)

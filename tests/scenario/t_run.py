@@ -33,7 +33,8 @@ import runlib  # noqa: E402
 from runlib import (RUN, Runner, files_fds_env, no_tty,  # noqa: E402
                     log_is_bounded, hello_upstream,
                     reaches_only_through_broker, background_survives,
-                    timeout_kills_tree, seccomp_refuses)
+                    timeout_kills_tree, seccomp_refuses,
+                    files_regular_only)
 
 S = Suite("t_run", time_limit=500)
 
@@ -138,6 +139,13 @@ def seccomp_deny_list(env):
     d, run = start(env)
     run.create("sc")
     seccomp_refuses(run, "sc")
+
+
+@S.case
+def read_write_regular_only(env):
+    d, run = start(env, max_file_bytes=100000)
+    run.create("rw")
+    files_regular_only(env, run, "rw", 100000)
 
 
 @S.case

@@ -42,6 +42,7 @@ t_cfg_defaults_and_values(void **state)
 	assert_int_equal(c.timeout_default, 120);
 	assert_int_equal(c.timeout_max, 1680);
 	assert_int_equal(c.output_cap, 65536);
+	assert_int_equal(c.max_file_bytes, 64l << 20);
 	assert_string_equal(c.backend, "ns");
 	assert_string_equal(c.tier, "registries");
 	assert_int_equal(c.uid_base, 1000000000ul);
@@ -57,6 +58,9 @@ t_cfg_defaults_and_values(void **state)
 	assert_int_equal(parse(&c, "{\"cgroups\":\"auto\"}", err,
 	    sizeof(err)), 0);
 	assert_string_equal(c.cgroups, "");
+	assert_int_equal(parse(&c, "{\"max_file_bytes\":1}", err,
+	    sizeof(err)), 0);
+	assert_int_equal(c.max_file_bytes, 1);
 }
 
 /* A timeout_max under the default lowers the default timeout. */
@@ -87,6 +91,8 @@ t_cfg_refusals(void **state)
 		{ "{\"timeout\":0}", "timeout: an integer" },
 		{ "{\"timeout_max\":1681}", "timeout_max: an integer" },
 		{ "{\"output_cap\":\"1\"}", "output_cap: an integer" },
+		{ "{\"max_file_bytes\":0}", "max_file_bytes: an integer from 1" },
+		{ "{\"max_file_bytes\":1099511627777}", "max_file_bytes" },
 		{ "{\"uid_base\":1000}", "uid_base: an integer" },
 		{ "{\"backend\":\"lxc\"}", "backend" },
 		{ "{\"tier\":\"\\u001b[2J\"}", "tier" },
