@@ -73,6 +73,12 @@ struct sbx_rec {
 	char dir[SBX_PATH_MAX];         /* <state-dir>/<chat>: backend files */
 	char workspace[SBX_PATH_MAX];   /* host directory of /workspace */
 	int workspace_made;             /* sluice-run created it: remove it */
+	int workspace_given;            /* an empty directory handed over:
+	                                 * give it back on destroy, as it
+	                                 * was (owner, group, mode) */
+	uid_t workspace_uid;
+	gid_t workspace_gid;
+	unsigned workspace_mode;        /* permission bits, 07777 */
 	char session_dir[SBX_PATH_MAX]; /* host dir of the session socket */
 	char shim[SBX_PATH_MAX];        /* host path of sluice-shim */
 	uid_t uid_base;                 /* host uid of uid 0 inside */

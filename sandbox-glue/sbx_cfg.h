@@ -35,6 +35,8 @@ struct sbx_cfg {
 	long idle_after, remove_after;
 	unsigned long uid_base, slots;
 	char cgroups[8];        /* "", "v1", "v2", "off" */
+	char workspace_root[SBX_PATH_MAX];      /* --workspace only under it;
+	                                         * "": no --workspace */
 	struct sbx_limits lim;
 };
 
@@ -59,6 +61,11 @@ int sbx_rec_parse(struct sbx_rec *r, const char *text, size_t len,
     char *err, size_t errlen);
 int sbx_rec_load(struct sbx_rec *r, const char *path, char *err,
     size_t errlen);
+
+/* 1 when the absolute path is "/", a top-level directory or in one of
+ * the system's trees (/bin /boot /dev /etc /lib* /proc /root /sbin /sys
+ * /usr): never a workspace nor the root of workspaces. */
+int sbx_path_system(const char *path);
 
 /* A chat or tenant id: 1 to max of A-Z a-z 0-9 . _ -, the first a
  * letter or digit. */

@@ -591,7 +591,7 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 	if (rec->host_uid < 65536 || rec->host_gid < 65536)
 		return sbx_err(err, errlen, "sandbox uid %u: not an "
 		    "unprivileged per-sandbox uid", (unsigned)rec->host_uid);
-	if (chown(rec->workspace, rec->host_uid, rec->host_gid) != 0)
+	if (lchown(rec->workspace, rec->host_uid, rec->host_gid) != 0)
 		return sbx_err(err, errlen, "chown %s: %s", rec->workspace,
 		    strerror(errno));
 	snprintf(sock, sizeof(sock), "%s/proxy.sock", rec->session_dir);

@@ -323,6 +323,289 @@ rm_tree(const char *path)
 	rmdir(path);
 }
 
+/* ---- a workspace given with --workspace ---- */
+
+/*
+ * --workspace DIR hands a host directory to the sandbox user, so only one
+ * that is new or empty, and only under the configured workspace_root (a
+ * directory of root's that nobody else may write, never / nor the
+ * system's trees): a root-owned /etc/x or someone's home must never
+ * change hands.  DIR is relative to workspace_root or absolute under it;
+ * every directory from workspace_root down to it must be root's and not
+ * writable by group or others, so nobody can swap a link in later.  A
+ * new one is made (and removed on destroy); an empty one keeps its
+ * owner, group and mode in the record, and destroy gives it back with
+ * them, the files the sandbox made in it included.
+ */
+struct ws_pick {
+	int parent;                     /* descriptor of DIR's parent */
+	char base[NAME_MAX + 1];        /* DIR's last component */
+	struct stat st;                 /* DIR when it exists */
+	int exists;
+};
+
+static int
+ws_dir_ok(int fd, const char *name, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) != 0)
+		return sbx_err(err, errlen, "%s: %s", safe(name),
+		    strerror(errno));
+	if (st.st_uid != 0 || (st.st_mode & 022))
+		return sbx_err(err, errlen, "%s: must be root's and not "
+		    "writable by group or others", safe(name));
+	return 0;
+}
+
+/* 1 when the directory open at fd has no entry, 0 if it has, -1 error. */
+static int
+dir_empty(int fd)
+{
+	int d = dup(fd), n = 0;
+	struct dirent *de;
+	DIR *dp;
+
+	if (d < 0 || (dp = fdopendir(d)) == NULL) {
+		if (d >= 0)
+			close(d);
+		return -1;
+	}
+	while ((de = readdir(dp)) != NULL)
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..")
+		    != 0)
+			n++;
+	closedir(dp);
+	return n == 0;
+}
+
+/* Check DIR and fill r->workspace and what destroy needs; nothing
+ * changes yet (ws_take). */
+static int
+ws_check(const char *given, struct sbx_rec *r, struct ws_pick *w, char *err,
+    size_t errlen)
+{
+	char root[PATH_MAX], state[PATH_MAX], parent[PATH_MAX];
+	char path[2 * PATH_MAX], *slash, *comp, *save = NULL;
+	size_t rl, n;
+	int fd, nfd;
+
+	memset(w, 0, sizeof(*w));
+	w->parent = -1;
+	if (C.workspace_root[0] == '\0')
+		return sbx_err(err, errlen, "--workspace: no workspace_root in "
+		    "the configuration");
+	if (realpath(C.workspace_root, root) == NULL)
+		return sbx_err(err, errlen, "workspace_root %s: %s",
+		    safe(C.workspace_root), strerror(errno));
+	if (sbx_path_system(root))
+		return sbx_err(err, errlen, "workspace_root %s: a system "
+		    "directory", safe(root));
+	rl = strlen(root);
+	/* the state directory's entries are chats: not workspaces */
+	if (realpath(C.state_dir, state) != NULL && ((strncmp(state, root, rl)
+	    == 0 && (state[rl] == '\0' || state[rl] == '/')) || (strncmp(root,
+	    state, strlen(state)) == 0 && root[strlen(state)] == '/')))
+		return sbx_err(err, errlen, "workspace_root %s: overlaps the "
+		    "state directory", safe(root));
+	if (snprintf(path, sizeof(path), "%s%s%s", given[0] == '/' ? "" : root,
+	    given[0] == '/' ? "" : "/", given) >= (int)sizeof(path))
+		return sbx_err(err, errlen, "--workspace: path too long");
+	for (n = strlen(path); n > 1 && path[n - 1] == '/'; n--)
+		path[n - 1] = '\0';
+	slash = strrchr(path, '/');
+	if (strlen(slash + 1) >= sizeof(w->base) || strcmp(slash + 1, ".") ==
+	    0 || strcmp(slash + 1, "..") == 0 || slash[1] == '\0')
+		return sbx_err(err, errlen, "--workspace %s: not a directory "
+		    "name", safe(given));
+	snprintf(w->base, sizeof(w->base), "%s", slash + 1);
+	*slash = '\0';
+	if (realpath(path[0] ? path : "/", parent) == NULL)
+		return sbx_err(err, errlen, "--workspace %s: %s", safe(given),
+		    strerror(errno));
+	if (strncmp(parent, root, rl) != 0 || (parent[rl] != '\0' &&
+	    parent[rl] != '/'))
+		return sbx_err(err, errlen, "--workspace %s: not under "
+		    "workspace_root %s", safe(given), safe(root));
+	if (snprintf(r->workspace, sizeof(r->workspace), "%s/%s", parent,
+	    w->base) >= (int)sizeof(r->workspace))
+		return sbx_err(err, errlen, "--workspace: path too long");
+	/* root and each directory down to the parent: root's alone */
+	if ((fd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC)) < 0)
+		return sbx_err(err, errlen, "%s: %s", safe(root),
+		    strerror(errno));
+	if (ws_dir_ok(fd, root, err, errlen) != 0)
+		goto fail;
+	for (comp = strtok_r(parent + rl, "/", &save); comp != NULL;
+	    comp = strtok_r(NULL, "/", &save)) {
+		if ((nfd = openat(fd, comp, O_RDONLY | O_DIRECTORY |
+		    O_NOFOLLOW | O_CLOEXEC)) < 0) {
+			sbx_err(err, errlen, "%s: %s", safe(comp),
+			    strerror(errno));
+			goto fail;
+		}
+		close(fd);
+		fd = nfd;
+		if (ws_dir_ok(fd, comp, err, errlen) != 0)
+			goto fail;
+	}
+	if (fstatat(fd, w->base, &w->st, AT_SYMLINK_NOFOLLOW) == 0) {
+		struct stat ps;
+		int dfd, e;
+
+		if (!S_ISDIR(w->st.st_mode)) {
+			sbx_err(err, errlen, "--workspace %s: %s", safe(given),
+			    S_ISLNK(w->st.st_mode) ? "a symbolic link" :
+			    "not a directory");
+			goto fail;
+		}
+		if (fstat(fd, &ps) != 0 || ps.st_dev != w->st.st_dev) {
+			sbx_err(err, errlen, "--workspace %s: a mount point",
+			    safe(given));
+			goto fail;
+		}
+		if ((dfd = openat(fd, w->base, O_RDONLY | O_DIRECTORY |
+		    O_NOFOLLOW | O_CLOEXEC)) < 0) {
+			sbx_err(err, errlen, "--workspace %s: %s", safe(given),
+			    strerror(errno));
+			goto fail;
+		}
+		e = dir_empty(dfd);
+		close(dfd);
+		if (e != 1) {
+			sbx_err(err, errlen, "--workspace %s: %s", safe(given),
+			    e == 0 ? "not empty (only a new or empty directory "
+			    "is handed to a sandbox)" : strerror(errno));
+			goto fail;
+		}
+		w->exists = 1;
+		r->workspace_given = 1;
+		r->workspace_uid = w->st.st_uid;
+		r->workspace_gid = w->st.st_gid;
+		r->workspace_mode = w->st.st_mode & 07777;
+	} else if (errno == ENOENT)
+		r->workspace_made = 1;
+	else {
+		sbx_err(err, errlen, "--workspace %s: %s", safe(given),
+		    strerror(errno));
+		goto fail;
+	}
+	w->parent = fd;
+	return 0;
+fail:
+	close(fd);
+	return -1;
+}
+
+/* Make or take the directory ws_check chose and hand it to the sandbox
+ * user; *changed once it has changed. */
+static int
+ws_take(struct sbx_rec *r, struct ws_pick *w, int *changed, char *err,
+    size_t errlen)
+{
+	struct stat st;
+	int dfd = -1, rc = -1;
+
+	if (!w->exists) {
+		if (mkdirat(w->parent, w->base, 0750) != 0) {
+			sbx_err(err, errlen, "%s: %s", safe(r->workspace),
+			    strerror(errno));
+			goto out;
+		}
+		*changed = 1;
+	}
+	if ((dfd = openat(w->parent, w->base, O_RDONLY | O_DIRECTORY |
+	    O_NOFOLLOW | O_CLOEXEC)) < 0 || fstat(dfd, &st) != 0) {
+		sbx_err(err, errlen, "%s: %s", safe(r->workspace),
+		    strerror(errno));
+		goto out;
+	}
+	if (w->exists && (st.st_dev != w->st.st_dev || st.st_ino !=
+	    w->st.st_ino || dir_empty(dfd) != 1)) {
+		sbx_err(err, errlen, "%s: changed while it was checked",
+		    safe(r->workspace));
+		goto out;
+	}
+	*changed = 1;
+	if (fchown(dfd, r->host_uid, r->host_gid) != 0) {
+		sbx_err(err, errlen, "chown %s: %s", safe(r->workspace),
+		    strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	if (dfd >= 0)
+		close(dfd);
+	close(w->parent);
+	w->parent = -1;
+	return rc;
+}
+
+/* Entries under dfd owned by the sandbox's uids or gids become the
+ * owner's again (no link followed: fchownat on the entry itself). */
+static void
+ws_give_back_at(const struct sbx_rec *r, int dfd, int depth)
+{
+	uid_t lo = r->uid_base, hi = r->uid_base + r->uid_count;
+	struct dirent *de;
+	struct stat st;
+	DIR *d = fdopendir(dfd);
+
+	if (d == NULL) {
+		close(dfd);
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		uid_t u;
+		gid_t g;
+		int fd;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") ==
+		    0 || fstatat(dirfd(d), de->d_name, &st,
+		    AT_SYMLINK_NOFOLLOW) != 0)
+			continue;
+		u = st.st_uid >= lo && st.st_uid < hi ? r->workspace_uid :
+		    st.st_uid;
+		g = st.st_gid >= lo && st.st_gid < hi ? r->workspace_gid :
+		    st.st_gid;
+		/* the kernel drops setuid and setgid bits on the way */
+		if ((u != st.st_uid || g != st.st_gid) && fchownat(dirfd(d),
+		    de->d_name, u, g, AT_SYMLINK_NOFOLLOW) != 0)
+			fprintf(stderr, PROG ": chown %s/%s: %s\n",
+			    safe(r->workspace), safe(de->d_name),
+			    strerror(errno));
+		if (!S_ISDIR(st.st_mode) || depth >= 256)
+			continue;
+		if ((fd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY |
+		    O_NOFOLLOW | O_CLOEXEC)) >= 0)
+			ws_give_back_at(r, fd, depth + 1);
+	}
+	closedir(d);
+}
+
+/* destroy of a sandbox given an empty directory: it and what the
+ * sandbox made in it go back to the directory's owner, with its mode. */
+static void
+ws_give_back(const struct sbx_rec *r)
+{
+	int fd = open(r->workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC), sub;
+
+	if (fd < 0) {
+		fprintf(stderr, PROG ": workspace %s: %s\n", safe(r->workspace),
+		    strerror(errno));
+		return;
+	}
+	if ((sub = dup(fd)) >= 0)
+		ws_give_back_at(r, sub, 0);
+	if (fchown(fd, r->workspace_uid, r->workspace_gid) != 0 ||
+	    fchmod(fd, r->workspace_mode) != 0)
+		fprintf(stderr, PROG ": workspace %s: %s\n", safe(r->workspace),
+		    strerror(errno));
+	close(fd);
+}
+
 /* ---- sluiced control socket: one HTTP/1.1 request ---- */
 
 /*
@@ -911,6 +1194,8 @@ cmd_create(void)
 	size_t i;
 	json_t *o;
 	struct stat sst;
+	struct ws_pick ws;
+	int ws_changed = 0;
 
 	need_chat();
 	if (o_tenant[0] && !sbx_id_ok(o_tenant, SBX_ID_MAX))
@@ -1031,14 +1316,20 @@ cmd_create(void)
 		clk = lock_path(p, LOCK_EX, 0);
 	}
 	if (o_workspace != NULL) {
-		if (realpath(o_workspace, r.workspace) == NULL) {
-			if (errno != ENOENT || mkdir(o_workspace, 0750) != 0 ||
-			    realpath(o_workspace, r.workspace) == NULL) {
-				fprintf(stderr, PROG ": workspace %s: %s\n",
-				    o_workspace, strerror(errno));
-				goto fail;
-			}
-			r.workspace_made = 1;
+		if (ws_check(o_workspace, &r, &ws, err, sizeof(err)) != 0) {
+			fprintf(stderr, PROG ": %s\n", err);
+			rc = EX_USAGE;
+			goto fail;
+		}
+		/* the record first: a create killed from here on is undone
+		 * by destroy, which gives the directory back */
+		if (rec_save(&r) != 0 || ws_take(&r, &ws, &ws_changed, err,
+		    sizeof(err)) != 0) {
+			if (ws.parent >= 0)
+				close(ws.parent);
+			else
+				fprintf(stderr, PROG ": %s\n", err);
+			goto fail;
 		}
 	} else {
 		if (snprintf(r.workspace, sizeof(r.workspace), "%s/workspace",
@@ -1054,11 +1345,12 @@ cmd_create(void)
 			goto fail;
 		}
 		r.workspace_made = 1;
-	}
-	if (chown(r.workspace, r.host_uid, r.host_gid) != 0) {
-		fprintf(stderr, PROG ": chown %s: %s\n", r.workspace,
-		    strerror(errno));
-		goto fail;
+		ws_changed = 1;
+		if (chown(r.workspace, r.host_uid, r.host_gid) != 0) {
+			fprintf(stderr, PROG ": chown %s: %s\n", r.workspace,
+			    strerror(errno));
+			goto fail;
+		}
 	}
 	/* the record now, before anything is made outside the state
 	 * directory: a create killed from here on leaves a sandbox that
@@ -1131,8 +1423,12 @@ fail:
 	free(body);
 	if (session && broker_delete(r.chat, err, sizeof(err)) != 0)
 		fprintf(stderr, PROG ": %s\n", err);
-	if (r.workspace_made && r.workspace[0])
+	/* only what this create changed: a directory ws_check chose may
+	 * have come meanwhile */
+	if (ws_changed && r.workspace_made && r.workspace[0])
 		rm_tree(r.workspace);
+	else if (ws_changed && r.workspace_given)
+		ws_give_back(&r);
 	rm_tree(d);
 	unlock(clk);
 	unlock(lk);
@@ -1944,6 +2240,8 @@ destroy_locked(struct sbx_rec *r)
 	}
 	if (r->workspace_made)
 		rm_tree(r->workspace);
+	else if (r->workspace_given)
+		ws_give_back(r);
 	rm_tree(r->dir);
 	(void)rmdir(r->session_dir);    /* sluiced leaves it, empty */
 	return 0;

@@ -9,7 +9,8 @@ destroy leaves no process, cgroup, socket or broker session behind and
 follows no link out of the workspace; write/read/ls stay inside the
 sandbox (ls in a fixed format); commands get no host fd, no controlling
 terminal, no host environment, no x32 calls and none of the seccomp deny
-list; an interrupted or killed
+list; --workspace takes only a new or empty directory under
+workspace_root and gives it back; an interrupted or killed
 create and a killed exec leave nothing stuck; a replaced lock file is
 not trusted.
 
@@ -146,6 +147,89 @@ def read_write_regular_only(env):
     d, run = start(env, max_file_bytes=100000)
     run.create("rw")
     files_regular_only(env, run, "rw", 100000)
+
+
+@S.case
+def workspace_only_under_its_root(env):
+    """--workspace hands a host directory to the sandbox user, so: none
+    without workspace_root in the configuration (a root-owned directory
+    named keeps its owner); under it only a new directory (made, removed
+    on destroy) or an empty one (handed over, given back on destroy with
+    its owner, group and mode, the files made in it too); a non-empty
+    one, a symbolic link, a path out of the root, a root that others may
+    write and a root that is / or a system directory are refused."""
+    d, run = start(env)
+    victim = env.path("victim")
+    os.makedirs(victim)
+    os.chmod(victim, 0o755)
+
+    def unchanged(path, want, what):
+        st = os.lstat(path)
+        check_eq((st.st_uid, st.st_gid, st.st_mode & 0o7777), want, what)
+    r = run("create", "--chat", "w0", "--workspace", victim)
+    check(r.returncode == 2 and b"no workspace_root" in r.stderr,
+          "--workspace without workspace_root: rc %d %r" % (r.returncode,
+                                                           r.stderr))
+    unchanged(victim, (0, 0, 0o755), "a directory refused")
+    check(not os.path.exists(os.path.join(run.state, "w0")), "state left")
+    for bad in ("/", "/etc/ws", "/usr"):
+        r = Runner(env, d, workspace_root=bad)("create", "--chat", "w0",
+                                               "--workspace", "x")
+        check(r.returncode == 2 and b"workspace_root" in r.stderr,
+              "workspace_root %s: rc %d %r" % (bad, r.returncode, r.stderr))
+    root = env.path("wsroot")
+    os.makedirs(root)
+    os.chmod(root, 0o755)
+    run = Runner(env, d, workspace_root=root)
+    full = os.path.join(root, "full")
+    os.makedirs(full)
+    with open(os.path.join(full, "k"), "w") as f:
+        f.write("k")
+    os.symlink(victim, os.path.join(root, "ln"))
+    loose = os.path.join(root, "loose")
+    os.makedirs(os.path.join(loose, "x"))
+    os.chmod(loose, 0o777)
+    for ws, why in ((victim, b"not under workspace_root"),
+                    ("../victim", b"not under workspace_root"),
+                    ("ln", b"a symbolic link"),
+                    ("full", b"not empty"),
+                    ("loose/x", b"must be root's and not writable"),
+                    ("..", b"not a directory name")):
+        r = run("create", "--chat", "w1", "--workspace", ws)
+        check(r.returncode == 2 and why in r.stderr,
+              "--workspace %s: rc %d %r" % (ws, r.returncode, r.stderr))
+    unchanged(victim, (0, 0, 0o755), "the link's target")
+    unchanged(full, (0, 0, 0o755), "a non-empty directory")
+    check(not os.path.exists(os.path.join(run.state, "w1")), "state left")
+    # a new one: the sandbox's, removed on destroy
+    r, o = run.json("create", "--chat", "w2", "--workspace", "new")
+    check_eq(r.returncode, 0, "create in a new directory: %r" % r.stderr)
+    new = os.path.join(root, "new")
+    check_eq((o["workspace"], os.stat(new).st_uid), (new, o["host_uid"]),
+             "new workspace")
+    check_eq(run("destroy", "--chat", "w2").returncode, 0, "destroy w2")
+    check(not os.path.exists(new), "a made workspace is removed")
+    # an empty one: handed over, then given back as it was
+    given = os.path.join(root, "given")
+    os.makedirs(given)
+    os.chown(given, 4242, 4343)
+    os.chmod(given, 0o2710)
+    r, o = run.json("create", "--chat", "w3", "--workspace", given)
+    check_eq(r.returncode, 0, "create in an empty directory: %r" % r.stderr)
+    check_eq(os.stat(given).st_uid, o["host_uid"], "handed over")
+    e = run.exec("w3", "echo data > f && mkdir -p d/e && echo x > d/e/g && "
+                 "chmod 4755 f && ln -s %s out && pwd" % victim)
+    check_eq(e["stdout"], "/workspace\n", "work in it: %r" % e)
+    check_eq(run("destroy", "--chat", "w3").returncode, 0, "destroy w3")
+    unchanged(given, (4242, 4343, 0o2710), "given back")
+    for f in ("f", "d", "d/e", "d/e/g", "out"):
+        st = os.lstat(os.path.join(given, f))
+        check_eq((st.st_uid, st.st_gid), (4242, 4343), "owner of %s" % f)
+    check_eq(os.stat(os.path.join(given, "f")).st_mode & 0o7000, 0,
+             "setuid bit after the hand-back")
+    check_eq(open(os.path.join(given, "d", "e", "g")).read(), "x\n",
+             "the sandbox's files stay")
+    unchanged(victim, (0, 0, 0o755), "a link's target after destroy")
 
 
 @S.case

@@ -61,6 +61,10 @@ t_cfg_defaults_and_values(void **state)
 	assert_int_equal(parse(&c, "{\"max_file_bytes\":1}", err,
 	    sizeof(err)), 0);
 	assert_int_equal(c.max_file_bytes, 1);
+	assert_string_equal(c.workspace_root, "");
+	assert_int_equal(parse(&c, "{\"workspace_root\":\"/srv/ws\"}", err,
+	    sizeof(err)), 0);
+	assert_string_equal(c.workspace_root, "/srv/ws");
 }
 
 /* A timeout_max under the default lowers the default timeout. */
@@ -100,6 +104,10 @@ t_cfg_refusals(void **state)
 		{ "{\"tier\":\"a\",\"tier\":\"b\"}", "config t.json:1" },
 		{ "[]", "not a JSON object" },
 		{ "{\"\\u001b[2J\":1}", "unknown key \\033[2J" },
+		{ "{\"workspace_root\":\"/\"}", "workspace_root: an absolute" },
+		{ "{\"workspace_root\":\"/srv\"}", "workspace_root" },
+		{ "{\"workspace_root\":\"/etc/ws\"}", "workspace_root" },
+		{ "{\"workspace_root\":\"srv/ws\"}", "workspace_root" },
 	};
 	struct sbx_cfg c;
 	char err[256];
@@ -131,6 +139,10 @@ t_rec_round_trip_and_refusals(void **state)
 	r.slot = 3;
 	r.init_start = 1ull << 40;
 	r.workspace_made = 1;
+	r.workspace_given = 1;
+	r.workspace_uid = 1234;
+	r.workspace_gid = 4321;
+	r.workspace_mode = 02755;
 	r.lim.memory_bytes = 5;
 	o = sbx_rec_json(&r);
 	assert_non_null(o);
@@ -151,6 +163,7 @@ t_rec_round_trip_and_refusals(void **state)
 	BAD("{\"chat\":\"c\",\"suspended\":1}", "suspended: a boolean");
 	BAD("{\"chat\":\"c\",\"tier\":\"0123456789abcdef\"}", "tier: a string");
 	BAD("{\"chat\":\"c\",\"limits\":{\"pids\":-1}}", "pids");
+	BAD("{\"chat\":\"c\",\"workspace_mode\":4096}", "workspace_mode");
 	BAD("[]", "not a JSON object");
 #undef BAD
 }
@@ -191,6 +204,19 @@ t_names(void **state)
 	assert_string_equal(out, "\xe2\x80\x90 \xe2\x82\xac \xf0\x9f\x98\x80");
 	sbx_text_safen("ab\x1b", 2, out, sizeof(out));
 	assert_string_equal(out, "ab");
+	/* never a workspace nor their root */
+	assert_true(sbx_path_system("/"));
+	assert_true(sbx_path_system("//"));
+	assert_true(sbx_path_system("/home"));
+	assert_true(sbx_path_system("/home/"));
+	assert_true(sbx_path_system("/etc/x"));
+	assert_true(sbx_path_system("/usr"));
+	assert_true(sbx_path_system("/root/ws"));
+	assert_true(sbx_path_system("/proc/1/root"));
+	assert_true(sbx_path_system("rel/x"));
+	assert_false(sbx_path_system("/srv/ws"));
+	assert_false(sbx_path_system("/var/lib/sluice-ws"));
+	assert_false(sbx_path_system("/etcetera/ws"));
 	assert_true(sbx_id_ok("chat-1.a_b", SBX_ID_MAX));
 	assert_false(sbx_id_ok(".lock", SBX_ID_MAX));
 	assert_false(sbx_id_ok("-x", SBX_ID_MAX));
