@@ -26,8 +26,9 @@
  *   /tmp, /home/user  size-bounded tmpfs (lim.tmp_bytes, lim.home_bytes),
  *                     /home/user owned by the sandbox user
  *   user "user", no capabilities, no_new_privs, no network device but
- *   loopback; SBX_UID:SBX_GID inside a user namespace (ns), or
- *   host_uid:host_gid where the sandbox sees host uids (gvisor).
+ *   loopback, the seccomp filter of sbx_seccomp.c; SBX_UID:SBX_GID
+ *   inside a user namespace (ns), or host_uid:host_gid where the
+ *   sandbox sees host uids (gvisor).
  */
 #ifndef SLUICE_SBX_H
 #define SLUICE_SBX_H

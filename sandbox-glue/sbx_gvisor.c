@@ -54,7 +54,7 @@
 #define GV_HOST_CG	"sluice-gvisor-"	/* + chat.hash, host */
 #define GV_ARGS_MAX	48
 #define GV_WAIT_MS	60000	/* bound on one runsc management call */
-#define GV_SECCOMP_MAX	65536	/* bytes of the seccomp program, in hex */
+#define GV_SECCOMP_MAX	65536	/* bytes of the seccomp program (hex) */
 
 /* What every runsc call of one sandbox needs. */
 struct gv_ctx {

@@ -1276,8 +1276,8 @@ cmd_create(void)
 	if (o_user[0] && C.max_per_user && nu >= C.max_per_user) {
 		unlock(lk);
 		die(EX_QUOTA, "quota: user %s%s%s has %ld live sandboxes "
-		    "(max_per_user %ld)", safe(o_user), o_tenant[0] ? " of tenant " :
-		    "", o_tenant, nu, C.max_per_user);
+		    "(max_per_user %ld)", safe(o_user), o_tenant[0] ?
+		    " of tenant " : "", o_tenant, nu, C.max_per_user);
 	}
 	memset(&r, 0, sizeof(r));
 	r.slot = -1;
@@ -1769,16 +1769,18 @@ file_child(const struct sbx_rec *r, int rootfd, const char *path, int wr,
 			if (w < 0 && errno == EINTR)
 				continue;
 			if (w < 0) {
-				fprintf(stderr, PROG ": %s: %s: %s\n", verb, wr ?
-				    safe(path) : "stdout", strerror(errno));
+				fprintf(stderr, PROG ": %s: %s: %s\n", verb,
+				    wr ? safe(path) : "stdout",
+				    strerror(errno));
 				_exit(EX_FAIL);
 			}
 			off += (size_t)w;
 		}
 		done += (size_t)n;
 		if (last) {
-			fprintf(stderr, PROG ": read: %s: more than %llu bytes, "
-			    "cut there (max_file_bytes)\n", safe(path), max);
+			fprintf(stderr, PROG ": read: %s: more than %llu "
+			    "bytes, cut there (max_file_bytes)\n", safe(path),
+			    max);
 			_exit(EX_CUT);
 		}
 	}
@@ -1860,9 +1862,14 @@ file_cmd(char **args, int wr)
 	need_chat();
 	if (args[0] == NULL || args[0][0] == '\0')
 		die(EX_USAGE, "%s: a PATH is required", wr ? "write" : "read");
-	lk = open_chat(&r, LOCK_SH, EX_NOSANDBOX);
+	lk = open_chat(&r, LOCK_EX, EX_NOSANDBOX);
 	be = backend_of(r.backend);
 	rootfd = file_root(be, &r);
+	if (rootfd >= 0) {
+		/* a use, as a command's: not idle for gc */
+		r.last_used = time(NULL);
+		rec_save(&r);
+	}
 	unlock(lk);
 	if (rootfd < 0)
 		return file_shim(args[0], wr, timeout);
@@ -1873,6 +1880,12 @@ file_cmd(char **args, int wr)
 	close(rootfd);
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
+	if ((lk = lock_chat(o_chat, LOCK_EX)) >= 0 && rec_load(o_chat, &r) ==
+	    0) {
+		r.last_used = time(NULL);
+		rec_save(&r);
+	}
+	unlock(lk);
 	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM) {
 		fprintf(stderr, PROG ": %s timed out\n", wr ? "write" : "read");
 		return EX_TIMEOUT;

@@ -821,7 +821,8 @@ shim_seccomp_main(int argc, char **argv)
 		return EX_SHIM_NOFILTER;
 	}
 	for (i = 0; i < n / 2; i++) {
-		int hi = shim_hexval(hex[2 * i]), lo = shim_hexval(hex[2 * i + 1]);
+		int hi = shim_hexval(hex[2 * i]);
+		int lo = shim_hexval(hex[2 * i + 1]);
 
 		if (hi < 0 || lo < 0) {
 			shim_log("--seccomp: not a filter program");
@@ -931,7 +932,8 @@ shim_file_main(int argc, char **argv)
 		if ((n = read(in, buf, want)) < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			shim_log("%s: %s", wr ? "stdin" : path, strerror(errno));
+			shim_log("%s: %s", wr ? "stdin" : path,
+			    strerror(errno));
 			return EX_SHIM_RUNTIME;
 		}
 		if (n == 0)
@@ -939,11 +941,13 @@ shim_file_main(int argc, char **argv)
 		if (!wr && done + (size_t)n > max) {
 			if (shim_write_all(out, buf, (size_t)(max - done)) != 0)
 				break;
-			shim_log("%s: more than %llu bytes, cut there", path, max);
+			shim_log("%s: more than %llu bytes, cut there", path,
+			    max);
 			return EX_SHIM_CUT;
 		}
 		if (shim_write_all(out, buf, (size_t)n) != 0) {
-			shim_log("%s: %s", wr ? path : "stdout", strerror(errno));
+			shim_log("%s: %s", wr ? path : "stdout",
+			    strerror(errno));
 			return EX_SHIM_RUNTIME;
 		}
 		done += (size_t)n;

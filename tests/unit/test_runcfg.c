@@ -95,7 +95,7 @@ t_cfg_refusals(void **state)
 		{ "{\"timeout\":0}", "timeout: an integer" },
 		{ "{\"timeout_max\":1681}", "timeout_max: an integer" },
 		{ "{\"output_cap\":\"1\"}", "output_cap: an integer" },
-		{ "{\"max_file_bytes\":0}", "max_file_bytes: an integer from 1" },
+		{ "{\"max_file_bytes\":0}", "max_file_bytes: an integer" },
 		{ "{\"max_file_bytes\":1099511627777}", "max_file_bytes" },
 		{ "{\"uid_base\":1000}", "uid_base: an integer" },
 		{ "{\"backend\":\"lxc\"}", "backend" },
