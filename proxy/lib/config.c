@@ -25,6 +25,7 @@
 #include <jansson.h>
 
 #include "proxy/lib/config.h"
+#include "proxy/lib/usock.h"
 #include "firewall/fw.h"
 
 #define CFG_FILE_MAX (16u * 1024 * 1024)
@@ -1029,12 +1030,36 @@ k_socket_group(struct cfg_ctx *x, json_t *v, void *base)
 	return get_opt_str(x, v, "a group name", &c->socket_group);
 }
 
+/* listen.socket_prefixes: where an admin may put a session's socket;
+ * "/" would be every path */
+static int
+check_prefix(struct cfg_ctx *x, const char *s)
+{
+	char why[128], b[80];
+
+	if (strcmp(s, "/") == 0)
+		return cfg_fail(x, "\"/\" would admit every path");
+	if (usock_path_check(s, why, sizeof(why)) != 0)
+		return cfg_fail(x, "%s: %s", shown(s, b, sizeof(b)), why);
+	return 0;
+}
+
+static int
+k_socket_prefixes(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+
+	return get_str_list(x, v, check_prefix, &c->socket_prefixes,
+	    &c->nsocket_prefixes);
+}
+
 static const struct cfg_key listen_keys[] = {
 	{ "tcp", K_FN, 0, 0, 0, NULL, k_listen_tcp },
 	{ "transparent", K_FN, 0, 0, 0, NULL, k_listen_transparent },
 	{ "vsock_port", K_FN, 0, 0, 0, NULL, k_vsock_port },
 	{ "socket_mode", K_FN, 0, 0, 0, NULL, k_socket_mode },
 	{ "socket_group", K_FN, 0, 0, 0, NULL, k_socket_group },
+	{ "socket_prefixes", K_FN, 0, 0, 0, NULL, k_socket_prefixes },
 	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
 };
 
@@ -1061,7 +1086,8 @@ k_sess_id(struct cfg_ctx *x, json_t *v, void *base)
 		return -1;
 	if (!pol_id_valid(id))
 		return cfg_fail(x, "bad session id %s (expected 1 to 64 of "
-		    "A-Z a-z 0-9 . _ -)", shown(id, b, sizeof(b)));
+		    "A-Z a-z 0-9 . _ -, not starting with a dot)",
+		    shown(id, b, sizeof(b)));
 	for (i = 0; x->c->sessions + i < s; i++)
 		if (x->c->sessions[i].id != NULL &&
 		    strcmp(x->c->sessions[i].id, id) == 0)
@@ -1102,7 +1128,7 @@ k_sess_socket(struct cfg_ctx *x, json_t *v, void *base)
 {
 	struct cfg_session *s = base;
 	const char *p;
-	char b[80];
+	char b[80], why[128];
 	size_t i;
 
 	if (session_transport(x, s) != 0 || get_str(x, v, &p) != 0)
@@ -1112,6 +1138,8 @@ k_sess_socket(struct cfg_ctx *x, json_t *v, void *base)
 	if (strlen(p) >= SUN_PATH_MAX)
 		return cfg_fail(x, "longer than a socket path can be (%zu "
 		    "bytes)", SUN_PATH_MAX - 1);
+	if (usock_path_check(p, why, sizeof(why)) != 0)
+		return cfg_fail(x, "%s: %s", shown(p, b, sizeof(b)), why);
 	for (i = 0; x->c->sessions + i < s; i++)
 		if (x->c->sessions[i].socket != NULL &&
 		    strcmp(x->c->sessions[i].socket, p) == 0)
@@ -1505,6 +1533,7 @@ k_ctl_socket(struct cfg_ctx *x, json_t *v, void *base)
 {
 	struct cfg *c = base;
 	const char *p;
+	char why[128], b[80];
 
 	if (get_str(x, v, &p) != 0)
 		return -1;
@@ -1513,6 +1542,8 @@ k_ctl_socket(struct cfg_ctx *x, json_t *v, void *base)
 	if (strlen(p) >= SUN_PATH_MAX)
 		return cfg_fail(x, "longer than a socket path can be (%zu "
 		    "bytes)", SUN_PATH_MAX - 1);
+	if (usock_path_check(p, why, sizeof(why)) != 0)
+		return cfg_fail(x, "%s: %s", shown(p, b, sizeof(b)), why);
 	return set_str(x, p, &c->control.socket);
 }
 
@@ -2071,6 +2102,7 @@ cfg_free(struct cfg *c)
 	strv_free(c->listen_tcp, c->nlisten_tcp);
 	strv_free(c->listen_transparent, c->nlisten_transparent);
 	free(c->socket_group);
+	strv_free(c->socket_prefixes, c->nsocket_prefixes);
 	for (i = 0; i < c->nsessions; i++) {
 		free(c->sessions[i].id);
 		free(c->sessions[i].tenant);
@@ -2528,6 +2560,8 @@ dump_tree(const struct cfg *c, int *bad)
 		jset(o, "socket_mode", json_string(mode), bad);
 		jset(o, "socket_group", c->socket_group != NULL ?
 		    json_string(c->socket_group) : json_null(), bad);
+		jset(o, "socket_prefixes", jstrv(c->socket_prefixes,
+		    c->nsocket_prefixes, bad), bad);
 	}
 	jset(root, "listen", o, bad);
 	dump_sessions(c, root, bad);
