@@ -221,6 +221,8 @@ struct pol_session *pol_session_find(const struct pol_state *st,
 void pol_session_remove(struct pol_state *st, struct pol_session *s);
 size_t pol_session_count(const struct pol_state *st);
 struct pol_session *pol_session_at(const struct pol_state *st, size_t idx);
+/* 1 to POL_ID_MAX of A-Z a-z 0-9 . _ -, not starting with a dot (so
+ * never "." or "..": an id names a directory). */
 int pol_id_valid(const char *id);
 
 const char *pol_session_id(const struct pol_session *s);

@@ -207,7 +207,8 @@ ctl_session_create(const struct ctl_actor *a,
 {
 	struct cfg_session cs;
 	struct px_session *s;
-	char path[PATH_MAX], why[256];
+	enum px_refusal ref;
+	char why[512];
 	int ntransports = (spec->socket != NULL) + (spec->source != NULL) +
 	    (spec->vsock_cid >= 0);
 
@@ -215,10 +216,10 @@ ctl_session_create(const struct ctl_actor *a,
 		return ctl_fail(e, CTL_UNAVAILABLE, "sluiced is shutting down");
 	if (!pol_id_valid(spec->id))
 		return ctl_fail(e, CTL_BAD_REQUEST, "id: must match "
-		    "[A-Za-z0-9._-]{1,64}");
+		    "[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}");
 	if (spec->tenant[0] != '\0' && !pol_id_valid(spec->tenant))
 		return ctl_fail(e, CTL_BAD_REQUEST, "tenant: must match "
-		    "[A-Za-z0-9._-]{1,64}");
+		    "[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}");
 	if (ntransports > 1)
 		return ctl_fail(e, CTL_BAD_REQUEST, "a session has at most one of "
 		    "socket, source and vsock_cid");
@@ -240,22 +241,17 @@ ctl_session_create(const struct ctl_actor *a,
 			    "address");
 		cs.source = (char *)spec->source;
 	}
-	if (spec->socket != NULL) {
-		if (spec->socket[0] != '/' || strlen(spec->socket) >= 108)
-			return ctl_fail(e, CTL_BAD_REQUEST, "socket: an absolute "
-			    "path under 108 bytes");
-		cs.socket = (char *)spec->socket;
-		snprintf(path, sizeof(path), "%s", spec->socket);
-	} else
-		snprintf(path, sizeof(path), "%s/sessions/%s/proxy.sock",
-		    px.cfg->runtime_dir, spec->id);
-	if (px_session_transport_taken(&cs, ntransports == 0 || spec->socket ? path :
-	    NULL))
+	cs.socket = (char *)spec->socket;
+	if (px_session_transport_taken(&cs))
 		return ctl_fail(e, CTL_CONFLICT, "that transport belongs to "
 		    "another session");
-	s = px_session_create(&cs, 0, why, sizeof(why));
+	/* the socket's path is the registry's to check (session.c) */
+	s = px_session_create(&cs, spec->admin ? PX_ORIGIN_ADMIN :
+	    PX_ORIGIN_APP, &ref, why, sizeof(why));
 	if (s == NULL)
-		return ctl_fail(e, CTL_BAD_REQUEST, "%s", why);
+		return ctl_fail(e, ref == PX_REF_FORBIDDEN ? CTL_FORBIDDEN :
+		    ref == PX_REF_TAKEN ? CTL_CONFLICT : ref == PX_REF_BAD ?
+		    CTL_BAD_REQUEST : CTL_INTERNAL, "%s", why);
 	if (ctl_state_save(e) != 0) {
 		px_session_destroy(s, POL_R_SESSION_CLOSED);
 		return -1;
@@ -444,7 +440,7 @@ ctl_ceiling_set(const struct ctl_actor *a, const char *tenant,
 		if (!pol_id_valid(tenant)) {
 			json_decref(next);
 			return ctl_fail(e, CTL_BAD_REQUEST, "tenant: must match "
-			    "[A-Za-z0-9._-]{1,64}");
+			    "[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}");
 		}
 		if (!json_is_object(t)) {
 			t = json_object();

@@ -25,6 +25,7 @@ enum ctl_code {
 	CTL_CONFLICT,        /* 409: duplicate id, transport in use */
 	CTL_INTERNAL,        /* 500: the state file could not be saved, ... */
 	CTL_UNAVAILABLE,     /* 503: shutting down */
+	CTL_FORBIDDEN,       /* 403: not for this caller's role */
 };
 
 struct ctl_err {
@@ -39,10 +40,12 @@ struct ctl_actor {
 };
 
 /* A session to create.  At most one transport; none: a socket under
- * runtime_dir. */
+ * runtime_dir.  A socket elsewhere is for an admin, under
+ * listen.socket_prefixes (sluiced(8), "Session sockets"). */
 struct ctl_session_spec {
 	const char *id, *tenant, *user;
 	enum pol_tier tier;
+	int admin;               /* the caller has the admin role */
 	const char *socket;      /* NULL */
 	const char *source;      /* NULL; an IP literal */
 	int64_t vsock_cid;       /* -1 */

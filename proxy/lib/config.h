@@ -119,6 +119,9 @@ struct cfg {
 	int vsock_port;                            /* -1: no vsock listener */
 	unsigned socket_mode;                      /* session sockets, 0660 */
 	char *socket_group;                        /* NULL: process group */
+	/* absolute directories an admin may put a session socket under
+	 * (sluiced(8), "Session sockets"); none by default */
+	char **socket_prefixes; size_t nsocket_prefixes;
 
 	struct cfg_session *sessions; size_t nsessions;
 

@@ -19,6 +19,7 @@
 #include <jansson.h>
 
 #include "proxy/lib/config-int.h"
+#include "proxy/lib/usock.h"
 #include "firewall/fw.h"
 
 #define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path))
@@ -152,6 +153,20 @@ k_socket_group(struct cfg_ctx *x, json_t *v, void *base)
 #define LIST(field, count) F(field), .noff = offsetof(struct cfg, count)
 #define NUM(lo_, hi_, def_) .lo = (lo_), .hi = (hi_), .def = (def_)
 
+/* listen.socket_prefixes: where an admin may put a session's socket;
+ * "/" would be every path */
+static int
+check_prefix(struct cfg_ctx *x, const char *s)
+{
+	char why[128], b[80];
+
+	if (strcmp(s, "/") == 0)
+		return cfg_fail(x, "\"/\" would admit every path");
+	if (usock_path_check(s, why, sizeof(why)) != 0)
+		return cfg_fail(x, "%s: %s", cfg_shown(s, b, sizeof(b)), why);
+	return 0;
+}
+
 static const struct cfg_key listen_keys[] = {
 	{ "tcp", K_STRV, LIST(listen_tcp, nlisten_tcp), .check = check_listen },
 	{ "transparent", K_STRV, LIST(listen_transparent, nlisten_transparent),
@@ -159,6 +174,8 @@ static const struct cfg_key listen_keys[] = {
 	{ "vsock_port", K_INT, F(vsock_port), .def = -1, .fn = k_vsock_port },
 	{ "socket_mode", K_MODE, F(socket_mode), .def = 0660 },
 	{ "socket_group", K_OPT, F(socket_group), .fn = k_socket_group },
+	{ "socket_prefixes", K_STRV, LIST(socket_prefixes, nsocket_prefixes),
+	  .check = check_prefix },
 	{ .name = NULL }
 };
 
@@ -185,7 +202,8 @@ k_sess_id(struct cfg_ctx *x, json_t *v, void *base)
 		return -1;
 	if (!pol_id_valid(id))
 		return cfg_fail(x, "bad session id %s (expected 1 to 64 of "
-		    "A-Z a-z 0-9 . _ -)", cfg_shown(id, b, sizeof(b)));
+		    "A-Z a-z 0-9 . _ -, not starting with a dot)",
+		    cfg_shown(id, b, sizeof(b)));
 	for (i = 0; x->c->sessions + i < s; i++)
 		if (x->c->sessions[i].id != NULL &&
 		    strcmp(x->c->sessions[i].id, id) == 0)
@@ -226,7 +244,7 @@ k_sess_socket(struct cfg_ctx *x, json_t *v, void *base)
 {
 	struct cfg_session *s = base;
 	const char *p;
-	char b[80];
+	char b[80], why[128];
 	size_t i;
 
 	if (session_transport(x, s) != 0 || cfg_get_str(x, v, &p) != 0)
@@ -236,6 +254,8 @@ k_sess_socket(struct cfg_ctx *x, json_t *v, void *base)
 	if (strlen(p) >= SUN_PATH_MAX)
 		return cfg_fail(x, "longer than a socket path can be (%zu "
 		    "bytes)", SUN_PATH_MAX - 1);
+	if (usock_path_check(p, why, sizeof(why)) != 0)
+		return cfg_fail(x, "%s: %s", cfg_shown(p, b, sizeof(b)), why);
 	for (i = 0; x->c->sessions + i < s; i++)
 		if (x->c->sessions[i].socket != NULL &&
 		    strcmp(x->c->sessions[i].socket, p) == 0)
@@ -523,6 +543,7 @@ k_ctl_socket(struct cfg_ctx *x, json_t *v, void *base)
 {
 	struct cfg *c = base;
 	const char *p;
+	char why[128], b[80];
 
 	if (cfg_get_str(x, v, &p) != 0)
 		return -1;
@@ -531,6 +552,8 @@ k_ctl_socket(struct cfg_ctx *x, json_t *v, void *base)
 	if (strlen(p) >= SUN_PATH_MAX)
 		return cfg_fail(x, "longer than a socket path can be (%zu "
 		    "bytes)", SUN_PATH_MAX - 1);
+	if (usock_path_check(p, why, sizeof(why)) != 0)
+		return cfg_fail(x, "%s: %s", cfg_shown(p, b, sizeof(b)), why);
 	return cfg_set_str(x, p, &c->control.socket);
 }
 

@@ -195,13 +195,15 @@ usage_error(const char *fmt, ...)
 
 /* ---- validation ---- */
 
-/* Ids go into URL paths: the API's own rule, [A-Za-z0-9._-]{1,64}. */
+/* Ids go into URL paths: the API's own rule (pol_id_valid),
+ * [A-Za-z0-9._-]{1,64} not starting with a dot. */
 static int
 id_valid(const char *s)
 {
 	size_t n = strlen(s);
 
-	return n >= 1 && n <= 64 && strspn(s, "abcdefghijklmnopqrstuvwxyz"
+	return n >= 1 && n <= 64 && s[0] != '.' &&
+	    strspn(s, "abcdefghijklmnopqrstuvwxyz"
 	    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
 }
 
@@ -209,8 +211,8 @@ static int
 check_id(const char *what, const char *s)
 {
 	if (!id_valid(s))
-		return usage_error("bad %s %s: 1 to 64 of A-Z a-z 0-9 . _ -",
-		    what, s);
+		return usage_error("bad %s %s: 1 to 64 of A-Z a-z 0-9 . _ -, "
+		    "not starting with a dot", what, s);
 	return EX_OK;
 }
 

@@ -839,6 +839,7 @@ def prompts_list_answer(env):
     for bad in (("prompts",), ("prompts", "answer", "p-1"),
                 ("prompts", "answer", "p-1", "allow"),
                 ("prompts", "answer", "p/1", "deny"),
+                ("prompts", "answer", "..", "deny"),
                 ("prompts", "list", "x"), ("prompts", "list", "--yes-all"),
                 ("prompts", "watch", "--yes-all", "--deny-all"),
                 ("prompts", "watch", "now")):
@@ -1111,8 +1112,8 @@ def control_socket(d):
     return os.path.join(d.config["runtime_dir"], "control.sock")
 
 
-def api_daemon(env):
-    cfg = env.config(ports=env.ports())
+def api_daemon(env, **over):
+    cfg = env.config(ports=env.ports(), **over)
     d = env.sluiced(cfg)
     sock = control_socket(d)
     wait_until(lambda: os.path.exists(sock), 5, what="control socket")
@@ -1120,7 +1121,9 @@ def api_daemon(env):
 
 
 def api_sessions(env):
-    d, s = api_daemon(env)
+    # --socket names a path outside runtime_dir: an admin's, under a
+    # configured prefix
+    d, s = api_daemon(env, listen={"socket_prefixes": [env.dir]})
     r = expect(ctl(*s, "--json", "health"), EX_OK, "health")
     check(json.loads(r.out)["status"] in ("ok", "degraded"), "health %r", r.out)
     expect(ctl(*s, "health"), EX_OK, "health text")

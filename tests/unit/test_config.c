@@ -52,7 +52,8 @@ static const char full[] =
 	"               \"beta.corp\": { \"ceiling\": \"off\" } },\n"
 	"  \"listen\": { \"tcp\": [\"127.0.0.1:3128\", \"[::1]:3129\"],\n"
 	"              \"vsock_port\": 1024, \"socket_mode\": \"0600\",\n"
-	"              \"socket_group\": \"sluice\" },\n"
+	"              \"socket_group\": \"sluice\",\n"
+	"              \"socket_prefixes\": [\"/run/vm\", \"/srv/fc/jail\"] },\n"
 	"  \"sessions\": [ { \"id\": \"s1\", \"source\": \"::FFFF:127.0.0.1\" },\n"
 	"                { \"id\": \"s2\" } ],\n"
 	"  \"registries\": [ \"pypi.org\", \"*.example.org:8443\" ],\n"
@@ -118,6 +119,7 @@ test_defaults(void **state)
 	assert_int_equal(c->vsock_port, -1);
 	assert_int_equal(c->socket_mode, 0660);
 	assert_null(c->socket_group);
+	assert_int_equal(c->nsocket_prefixes, 0);    /* none: admins too */
 	assert_int_equal(c->nsessions, 0);
 	assert_true(c->registries_default);
 	assert_null(c->registries);
@@ -251,6 +253,9 @@ test_full(void **state)
 	assert_string_equal(c->tenants[1].name, "beta.corp");
 	assert_int_equal(c->socket_mode, 0600);
 	assert_string_equal(c->socket_group, "sluice");
+	assert_int_equal(c->nsocket_prefixes, 2);
+	assert_string_equal(c->socket_prefixes[0], "/run/vm");
+	assert_string_equal(c->socket_prefixes[1], "/srv/fc/jail");
 	/* Sources are kept in canonical form. */
 	assert_string_equal(c->sessions[0].source, "::ffff:127.0.0.1");
 	assert_string_equal(c->dns_hosts[0].name, "mirror.example");
@@ -438,6 +443,30 @@ static const struct err_case err_cases[] = {
 	  "t.json:1:28: listen.socket_mode: ", "octal" },
 	{ "decimal socket mode", "{\"listen\": {\"socket_mode\": 660}}",
 	  "t.json:1:28: listen.socket_mode: ", "out of range" },
+	{ "socket prefixes not a list",
+	  "{\"listen\": {\"socket_prefixes\": \"/run/vm\"}}",
+	  "t.json:1:32: listen.socket_prefixes: ", "array of strings" },
+	{ "relative socket prefix",
+	  "{\"listen\": {\"socket_prefixes\": [\"/run/vm\", \"vm\"]}}",
+	  "t.json:1:44: listen.socket_prefixes[1]: ", "absolute" },
+	{ "socket prefix with ..",
+	  "{\"listen\": {\"socket_prefixes\": [\"/run/../etc\"]}}",
+	  "t.json:1:33: listen.socket_prefixes[0]: ", "\"..\"" },
+	{ "socket prefix with a trailing slash",
+	  "{\"listen\": {\"socket_prefixes\": [\"/run/vm/\"]}}",
+	  "t.json:1:33: listen.socket_prefixes[0]: ", "empty path component" },
+	{ "socket prefix /",
+	  "{\"listen\": {\"socket_prefixes\": [\"/\"]}}",
+	  "t.json:1:33: listen.socket_prefixes[0]: ", "every path" },
+	{ "session socket with .",
+	  "{\"sessions\": [{\"id\": \"a\", \"socket\": \"/run/./a.sock\"}]}",
+	  "t.json:1:37: sessions[0].socket: ", "\"..\"" },
+	{ "control socket with ..",
+	  "{\"control\": {\"socket\": \"/run/x/../ctl.sock\"}}",
+	  "t.json:1:24: control.socket: ", "\"..\"" },
+	{ "session id with a leading dot",
+	  "{\"sessions\": [{\"id\": \".a\"}]}",
+	  "t.json:1:22: sessions[0].id: ", "not starting with a dot" },
 	{ "bad dns server", "{\"dns\": {\"servers\": [\"1.2.3.4:0\"]}}",
 	  "t.json:1:22: dns.servers[0]: ", "bad DNS server" },
 	{ "bad dns host name", "{\"dns\": {\"hosts\": {\"1.2.3.4\": [\"1.2.3.4\"]}}}",
@@ -705,6 +734,7 @@ round_trip(const char *text)
 	assert_int_equal(b->nsessions, a->nsessions);
 	assert_int_equal(b->registries_default, a->registries_default);
 	assert_int_equal(b->socket_mode, a->socket_mode);
+	assert_int_equal(b->nsocket_prefixes, a->nsocket_prefixes);
 	assert_string_equal(b->control.socket, a->control.socket);
 	assert_int_equal(b->control.ntokens, a->control.ntokens);
 	assert_int_equal(b->control.max_body, a->control.max_body);
@@ -753,6 +783,7 @@ test_dump_round_trip(void **state)
 	assert_non_null(d);
 	assert_non_null(strstr(d, "\"registries\": null"));
 	assert_non_null(strstr(d, "\"socket_mode\": \"0660\""));
+	assert_non_null(strstr(d, "\"socket_prefixes\": []"));
 	assert_non_null(strstr(d, "\"max_conns_total\": 4096"));
 	assert_non_null(strstr(d, "\"sni_check\": true"));
 	assert_non_null(strstr(d, "\"allow_ech\": false"));

@@ -1107,6 +1107,13 @@ test_sessions(void **state)
 	assert_int_equal(pol_id_valid(""), 0);
 	assert_int_equal(pol_id_valid("a/b"), 0);
 	assert_int_equal(pol_id_valid("a b"), 0);
+	/* ids name directories: no ".", "..", or hidden names */
+	assert_int_equal(pol_id_valid("."), 0);
+	assert_int_equal(pol_id_valid(".."), 0);
+	assert_int_equal(pol_id_valid(".x"), 0);
+	assert_int_equal(pol_id_valid("..x"), 0);
+	assert_int_equal(pol_id_valid("x."), 1);
+	assert_int_equal(pol_id_valid("x..y"), 1);
 	memset(id, 'x', 64);
 	id[64] = '\0';
 	assert_int_equal(pol_id_valid(id), 1);
@@ -1120,6 +1127,8 @@ test_sessions(void **state)
 	assert_non_null(b);
 	assert_null(pol_session_add(st, "a", NULL, NULL, POL_TIER_OFF));
 	assert_null(pol_session_add(st, "c/d", NULL, NULL, POL_TIER_OFF));
+	assert_null(pol_session_add(st, "..", NULL, NULL, POL_TIER_OFF));
+	assert_null(pol_session_add(st, ".", NULL, NULL, POL_TIER_OFF));
 	assert_null(pol_session_add(st, "e", NULL, NULL, (enum pol_tier)7));
 	assert_int_equal(pol_session_count(st), 2);
 	assert_ptr_equal(pol_session_find(st, "b"), b);
