@@ -68,6 +68,7 @@ static const char full[] =
 	"              \"head_timeout_ms\": 2000, \"idle_timeout_s\": 60,\n"
 	"              \"connect_timeout_ms\": 3000, \"max_conns_per_session\": 8,\n"
 	"              \"max_conns_total\": 64, \"tunnel_buffer\": 65536,\n"
+	"              \"max_conns_per_tenant\": 32, \"pressure_pct\": 90,\n"
 	"              \"drain_timeout_s\": 2 },\n"
 	"  \"tls\": { \"sni_check\": false, \"sni_timeout_ms\": 1000,\n"
 	"           \"allow_ech\": true, \"plain_http_ports\": [80, 8080] },\n"
@@ -142,6 +143,8 @@ test_defaults(void **state)
 	assert_int_equal(c->connect_timeout_ms, 10000);
 	assert_int_equal(c->max_conns_per_session, 256);
 	assert_int_equal(c->max_conns_total, 4096);
+	assert_int_equal(c->max_conns_per_tenant, 1024);
+	assert_int_equal(c->pressure_pct, 75);
 	assert_int_equal(c->tunnel_buffer, 256 * 1024);
 	assert_null(c->webhook.url);
 	assert_null(c->webhook.host);
@@ -283,6 +286,8 @@ test_full(void **state)
 	assert_string_equal(c->control.tokens[0].token_file,
 	    "/etc/s/ops.token");
 	assert_int_equal(c->control.max_body, 4096);
+	assert_int_equal(c->max_conns_per_tenant, 32);
+	assert_int_equal(c->pressure_pct, 90);
 	assert_string_equal(cfg_role_name(CFG_ROLE_AUDITOR), "auditor");
 	assert_int_equal(c->sni_check, 0);
 	assert_int_equal(c->sni_timeout_ms, 1000);
@@ -501,6 +506,12 @@ static const struct err_case err_cases[] = {
 	  "t.json:1:26: control.tokens[0].token: ", "unknown key" },
 	{ "max_body too small", "{\"control\": {\"max_body\": 10}}",
 	  "t.json:1:26: control.max_body: ", "out of range" },
+	{ "pressure_pct over 100", "{\"limits\": {\"pressure_pct\": 101}}",
+	  "t.json:1:29: limits.pressure_pct: ", "out of range" },
+	{ "max_conns_per_tenant zero",
+	  "{\"limits\": {\"max_conns_per_tenant\": 0}}",
+	  "t.json:1:37: limits.max_conns_per_tenant: ", "out of range" },
+
 	{ "webhook over plain http",
 	  "{\"webhook\": {\"url\": \"http://hooks.example/\", "
 	  "\"secret_file\": \"/s\"}}",
@@ -663,7 +674,7 @@ round_trip(const char *text)
 	assert_int_equal(json_object_size(json_object_get(j, "events")), 3);
 	assert_int_equal(json_object_size(json_object_get(j, "webhook")), 5);
 	assert_int_equal(json_object_size(json_object_get(j, "control")), 15);
-	assert_int_equal(json_object_size(json_object_get(j, "limits")), 10);
+	assert_int_equal(json_object_size(json_object_get(j, "limits")), 12);
 	assert_int_equal(json_object_size(json_object_get(j, "listen")), 5);
 	assert_int_equal(json_object_size(json_object_get(j, "dns")), 3);
 	assert_int_equal(json_object_size(json_object_get(j, "tls")), 5);
