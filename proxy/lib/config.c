@@ -1478,6 +1478,7 @@ static const struct cfg_key limits_keys[] = {
 	LIM("max_conns_total", K_INT, max_conns_total, 1, 1000000),
 	LIM("max_conns_per_tenant", K_INT, max_conns_per_tenant, 1, 1000000),
 	LIM("pressure_pct", K_INT, pressure_pct, 1, 100),
+	LIM("fd_reserve", K_INT, fd_reserve, 0, 65536),
 	LIM("tunnel_buffer", K_SIZE, tunnel_buffer, 4096, 64 * 1048576),
 	LIM("drain_timeout_s", K_INT, drain_timeout_s, 0, 3600),
 	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
@@ -1754,6 +1755,13 @@ static const struct cfg_key control_keys[] = {
 	{ "tokens", K_FN, 0, 0, 0, NULL, k_ctl_tokens },
 	{ "max_body", K_SIZE, offsetof(struct cfg, control.max_body), 1024,
 	  16 * 1048576, NULL, NULL },
+	{ "max_conns", K_INT, offsetof(struct cfg, control.max_conns), 1,
+	  100000, NULL, NULL },
+	{ "max_conns_per_peer", K_INT,
+	  offsetof(struct cfg, control.max_conns_per_peer), 1, 100000, NULL,
+	  NULL },
+	{ "head_timeout_ms", K_INT, offsetof(struct cfg, control.head_timeout_ms),
+	  100, 600000, NULL, NULL },
 	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
 };
 
@@ -2027,6 +2035,7 @@ cfg_defaults(void)
 	c->max_conns_total = 4096;
 	c->max_conns_per_tenant = 1024;
 	c->pressure_pct = 75;
+	c->fd_reserve = 256;
 	c->tunnel_buffer = 256 * 1024;
 	c->drain_timeout_s = 10;
 	c->sni_check = 1;
@@ -2038,6 +2047,9 @@ cfg_defaults(void)
 	c->control.socket = strdup("/run/sluice/control.sock");
 	c->control.socket_mode = 0660;
 	c->control.max_body = 65536;
+	c->control.max_conns = 64;
+	c->control.max_conns_per_peer = 8;
+	c->control.head_timeout_ms = 10000;
 	c->webhook.timeout_ms = 5000;
 	c->firewall.table = strdup("sluice");
 	c->firewall.uid = -1;
@@ -2513,6 +2525,9 @@ dump_control(const struct cfg *c, json_t *root, int *bad)
 		    "token_file", k->tokens[i].token_file), bad);
 	jset(o, "tokens", toks, bad);
 	jset(o, "max_body", json_integer((json_int_t)k->max_body), bad);
+	jset(o, "max_conns", json_integer(k->max_conns), bad);
+	jset(o, "max_conns_per_peer", json_integer(k->max_conns_per_peer), bad);
+	jset(o, "head_timeout_ms", json_integer(k->head_timeout_ms), bad);
 	jset(root, "control", o, bad);
 }
 
@@ -2579,7 +2594,7 @@ dump_tree(const struct cfg *c, int *bad)
 	    "max_pending", (json_int_t)c->events_max_pending,
 	    "heartbeat_s", c->events_heartbeat_s), bad);
 	jset(root, "limits", json_pack("{s:I,s:I,s:I,s:i,s:i,s:i,s:i,s:i,s:i,"
-	    "s:i,s:I,s:i}",
+	    "s:i,s:i,s:I,s:i}",
 	    "max_head", (json_int_t)c->max_head,
 	    "max_line", (json_int_t)c->max_line,
 	    "max_headers", (json_int_t)c->max_headers,
@@ -2590,6 +2605,7 @@ dump_tree(const struct cfg *c, int *bad)
 	    "max_conns_total", c->max_conns_total,
 	    "max_conns_per_tenant", c->max_conns_per_tenant,
 	    "pressure_pct", c->pressure_pct,
+	    "fd_reserve", c->fd_reserve,
 	    "tunnel_buffer", (json_int_t)c->tunnel_buffer,
 	    "drain_timeout_s", c->drain_timeout_s), bad);
 	jset(root, "tls", json_pack("{s:b,s:i,s:o,s:b,s:o}",
