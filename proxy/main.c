@@ -542,7 +542,8 @@ check_config(const char *path)
 	return 0;
 }
 
-/* Leave room for relays: every tunnel holds two descriptors. */
+/* Leave room for relays: a tunnel holds up to six descriptors (client,
+ * upstream, two pipes when spliced). */
 static void
 raise_nofile(void)
 {
@@ -552,6 +553,23 @@ raise_nofile(void)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
+}
+
+/* Say so when the limits cannot all be reached (sluiced.json(5),
+ * "limits"): a warning, since most configurations never get there. */
+static void
+check_nofile(const struct cfg *c)
+{
+	struct rlimit rl;
+	unsigned long long need = 6ULL * (unsigned)c->max_conns_total +
+	    (unsigned)c->control.max_conns + (unsigned)c->fd_reserve + 64;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur < need)
+		px_log(PX_WARN, "open files limited to %llu, below the %llu "
+		    "that limits.max_conns_total %d may need: raise the hard "
+		    "limit or lower max_conns_total",
+		    (unsigned long long)rl.rlim_cur, need, c->max_conns_total);
 }
 
 int
@@ -634,6 +652,7 @@ main(int argc, char **argv)
 		px_log(PX_ERR, "%s: out of memory", __func__);
 		goto out;
 	}
+	check_nofile(px.cfg);
 	/*
 	 * Privilege separation (sluiced(8), PROCESS MODEL): before any
 	 * untrusted byte is read, the firewall helper is forked with the

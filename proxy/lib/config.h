@@ -74,6 +74,9 @@ struct cfg_control {
 	char *client_ca;            /* NULL: no client certificates */
 	struct cfg_token *tokens; size_t ntokens;
 	size_t max_body;            /* 65536 */
+	int max_conns;              /* 64: on tcp at once */
+	int max_conns_per_peer;     /* 8: on tcp from one address */
+	int head_timeout_ms;        /* 10000: accept to a whole request (tcp) */
 };
 
 /* Prompts POSTed to the operator's endpoint (webhook.h).  The secret
@@ -160,6 +163,9 @@ struct cfg {
 	int connect_timeout_ms;                    /* 10000 */
 	int max_conns_per_session;                 /* 256 */
 	int max_conns_total;                       /* 4096 */
+	int max_conns_per_tenant;                  /* 1024: a tenant's sessions together */
+	int pressure_pct;                          /* 75: of max_conns_total, then fair shares */
+	int fd_reserve;                            /* 256: descriptors control.tcp leaves free */
 	size_t tunnel_buffer;                      /* per direction, 256 KiB */
 	int drain_timeout_s;                       /* 10: SIGTERM drain deadline */
 	int sni_check;                             /* 1: CONNECT :443 needs matching SNI */

@@ -519,6 +519,10 @@ static const struct cfg_key limits_keys[] = {
 	  NUM(1, 1000000, 256) },
 	{ "max_conns_total", K_INT, F(max_conns_total),
 	  NUM(1, 1000000, 4096) },
+	{ "max_conns_per_tenant", K_INT, F(max_conns_per_tenant),
+	  NUM(1, 1000000, 1024) },
+	{ "pressure_pct", K_INT, F(pressure_pct), NUM(1, 100, 75) },
+	{ "fd_reserve", K_INT, F(fd_reserve), NUM(0, 65536, 256) },
 	{ "tunnel_buffer", K_SIZE, F(tunnel_buffer),
 	  NUM(4096, 64 * 1048576, 256 * 1024) },
 	{ "drain_timeout_s", K_INT, F(drain_timeout_s), NUM(0, 3600, 10) },
@@ -760,6 +764,11 @@ static const struct cfg_key control_keys[] = {
 	  .sub = token_keys, .fn = k_ctl_tokens },
 	{ "max_body", K_SIZE, F(control.max_body),
 	  NUM(1024, 16 * 1048576, 65536) },
+	{ "max_conns", K_INT, F(control.max_conns), NUM(1, 100000, 64) },
+	{ "max_conns_per_peer", K_INT, F(control.max_conns_per_peer),
+	  NUM(1, 100000, 8) },
+	{ "head_timeout_ms", K_INT, F(control.head_timeout_ms),
+	  NUM(100, 600000, 10000) },
 	{ .name = NULL }
 };
 

@@ -71,6 +71,8 @@ static const char full[] =
 	"              \"head_timeout_ms\": 2000, \"idle_timeout_s\": 60,\n"
 	"              \"connect_timeout_ms\": 3000, \"max_conns_per_session\": 8,\n"
 	"              \"max_conns_total\": 64, \"tunnel_buffer\": 65536,\n"
+	"              \"max_conns_per_tenant\": 32, \"pressure_pct\": 90,\n"
+	"              \"fd_reserve\": 0,\n"
 	"              \"drain_timeout_s\": 2 },\n"
 	"  \"tls\": { \"sni_check\": false, \"sni_timeout_ms\": 1000,\n"
 	"           \"allow_ech\": true, \"plain_http_ports\": [80, 8080] },\n"
@@ -86,7 +88,8 @@ static const char full[] =
 	"                             \"token_file\": \"/etc/s/ops.token\" },\n"
 	"                           { \"name\": \"chat\", \"role\": \"app\",\n"
 	"                             \"token_file\": \"/etc/s/chat.token\" } ],\n"
-	"               \"max_body\": 4096 },\n"
+	"               \"max_body\": 4096, \"max_conns\": 16,\n"
+	"               \"max_conns_per_peer\": 2, \"head_timeout_ms\": 3000 },\n"
 	"  \"webhook\": { \"url\": \"HTTPS://Hooks.Example:8443/sluice?x=1\",\n"
 	"               \"secret_file\": \"/etc/s/hook.secret\",\n"
 	"               \"ca_file\": \"/etc/s/hook-ca.pem\", \"timeout_ms\": 750,\n"
@@ -146,6 +149,9 @@ test_defaults(void **state)
 	assert_int_equal(c->connect_timeout_ms, 10000);
 	assert_int_equal(c->max_conns_per_session, 256);
 	assert_int_equal(c->max_conns_total, 4096);
+	assert_int_equal(c->max_conns_per_tenant, 1024);
+	assert_int_equal(c->pressure_pct, 75);
+	assert_int_equal(c->fd_reserve, 256);
 	assert_int_equal(c->tunnel_buffer, 256 * 1024);
 	assert_null(c->webhook.url);
 	assert_null(c->webhook.host);
@@ -174,6 +180,9 @@ test_defaults(void **state)
 	assert_null(c->control.client_ca);
 	assert_int_equal(c->control.ntokens, 0);
 	assert_int_equal(c->control.max_body, 65536);
+	assert_int_equal(c->control.max_conns, 64);
+	assert_int_equal(c->control.max_conns_per_peer, 8);
+	assert_int_equal(c->control.head_timeout_ms, 10000);
 	cfg_free(c);
 
 	/* An empty object is the same configuration as no file. */
@@ -290,6 +299,12 @@ test_full(void **state)
 	assert_string_equal(c->control.tokens[0].token_file,
 	    "/etc/s/ops.token");
 	assert_int_equal(c->control.max_body, 4096);
+	assert_int_equal(c->control.max_conns, 16);
+	assert_int_equal(c->control.max_conns_per_peer, 2);
+	assert_int_equal(c->control.head_timeout_ms, 3000);
+	assert_int_equal(c->max_conns_per_tenant, 32);
+	assert_int_equal(c->pressure_pct, 90);
+	assert_int_equal(c->fd_reserve, 0);
 	assert_string_equal(cfg_role_name(CFG_ROLE_AUDITOR), "auditor");
 	assert_int_equal(c->sni_check, 0);
 	assert_int_equal(c->sni_timeout_ms, 1000);
@@ -532,6 +547,21 @@ static const struct err_case err_cases[] = {
 	  "t.json:1:26: control.tokens[0].token: ", "unknown key" },
 	{ "max_body too small", "{\"control\": {\"max_body\": 10}}",
 	  "t.json:1:26: control.max_body: ", "out of range" },
+	{ "control max_conns zero", "{\"control\": {\"max_conns\": 0}}",
+	  "t.json:1:27: control.max_conns: ", "out of range" },
+	{ "control max_conns_per_peer zero",
+	  "{\"control\": {\"max_conns_per_peer\": 0}}",
+	  "t.json:1:36: control.max_conns_per_peer: ", "out of range" },
+	{ "control head_timeout_ms too short",
+	  "{\"control\": {\"head_timeout_ms\": 10}}",
+	  "t.json:1:33: control.head_timeout_ms: ", "out of range" },
+	{ "pressure_pct over 100", "{\"limits\": {\"pressure_pct\": 101}}",
+	  "t.json:1:29: limits.pressure_pct: ", "out of range" },
+	{ "max_conns_per_tenant zero",
+	  "{\"limits\": {\"max_conns_per_tenant\": 0}}",
+	  "t.json:1:37: limits.max_conns_per_tenant: ", "out of range" },
+	{ "fd_reserve negative", "{\"limits\": {\"fd_reserve\": -1}}",
+	  "t.json:1:27: limits.fd_reserve: ", "out of range" },
 	{ "webhook over plain http",
 	  "{\"webhook\": {\"url\": \"http://hooks.example/\", "
 	  "\"secret_file\": \"/s\"}}",
