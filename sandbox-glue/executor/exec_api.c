@@ -1174,19 +1174,9 @@ on_request_l(struct evhttp_request *req, void *arg)
 	int known, bad;
 	char allow[128];
 
-	if (uri == NULL) {
-		/* evhttp calls back for a request it gave up reading: an
-		 * oversized body (413) or bad framing; never for one of
-		 * ours in flight */
-		if (call_known(xd, req))
-			return;
-		if (evhttp_request_get_response_code(req) == 413)
-			xd_reply_error(req, 413, "too_large", NULL, "the body "
-			    "is larger than this daemon takes (max_file_bytes "
-			    "%llu)", (unsigned long long)xd->cfg->max_file_bytes);
-		else
-			xd_reply_error(req, 400, "bad_request", NULL, "a "
-			    "request that does not parse");
+	if (uri == NULL || call_known(xd, req)) {
+		/* evhttp answers what it could not read (400, 413) itself */
+		evhttp_send_error(req, 400, NULL);
 		return;
 	}
 	if ((k = calloc(1, sizeof(*k))) == NULL) {
@@ -1264,9 +1254,12 @@ http_new(struct xd *xd, struct listener *l)
 	evhttp_set_allowed_methods(h, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
 	    EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
 	    EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE | EVHTTP_REQ_PATCH);
-	/* a PUT of a file may be max_file_bytes: more is read and
-	 * dropped, and the client gets 413 (lingering close) */
-	evhttp_set_max_body_size(h, (ev_ssize_t)max);
+	/* evhttp refuses a body above its limit with a page of its own,
+	 * not our error shape: its limit is twice ours, so that what is
+	 * too large reaches read_body and h_file_put, which answer 413
+	 * too_large; only a body more than twice the limit gets evhttp's
+	 * 413 (lingering close: read and dropped) */
+	evhttp_set_max_body_size(h, (ev_ssize_t)(2 * max));
 	evhttp_set_max_headers_size(h, HEADERS_MAX);
 	evhttp_set_timeout(h, HTTP_TIMEOUT_S);
 	evhttp_set_default_content_type(h, "application/json");
@@ -1448,14 +1441,14 @@ xd_api_reload(struct xd *xd, char *err, size_t errlen)
 		 * certificate */
 		SSL_CTX_free(xd->tls_ctx);
 		xd->tls_ctx = n;
-		evhttp_set_max_body_size(xd->http_tls, (ev_ssize_t)max);
+		evhttp_set_max_body_size(xd->http_tls, (ev_ssize_t)(2 * max));
 	}
 	if (xd->http_unix != NULL) {
-		evhttp_set_max_body_size(xd->http_unix, (ev_ssize_t)max);
+		evhttp_set_max_body_size(xd->http_unix, (ev_ssize_t)(2 * max));
 		/* the group and mode may have changed */
-		if (chown(xd->sock_path, 0, xd->cfg->socket_group[0] ?
+		if (xd->sock_path[0] && (chown(xd->sock_path, 0, xd->cfg->socket_group[0] ?
 		    xd->cfg->socket_gid : 0) != 0 ||
-		    chmod(xd->sock_path, (mode_t)xd->cfg->socket_mode) != 0)
+		    chmod(xd->sock_path, (mode_t)xd->cfg->socket_mode) != 0))
 			xd_log(XD_LOG_WARN, "%s: %m", xd->sock_path);
 	}
 	return 0;

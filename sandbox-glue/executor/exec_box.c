@@ -732,3 +732,20 @@ xd_box_json(const struct xd_box *b)
 	    "last_used", time_s(b->rec.last_used),
 	    "note", b->rec.note);
 }
+
+void
+xd_box_free_all(struct xd *xd)
+{
+	struct xd_box *b;
+	struct xd_cmd *c;
+
+	while ((b = TAILQ_FIRST(&xd->boxes)) != NULL) {
+		b->refs++;
+		if (b->fg != NULL)
+			xd_cmd_forget(b->fg);
+		while ((c = TAILQ_FIRST(&b->cmds)) != NULL)
+			xd_cmd_forget(c);
+		box_remove(b);
+		xd_box_unref(b);
+	}
+}

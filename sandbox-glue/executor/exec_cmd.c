@@ -679,6 +679,31 @@ xd_cmd_free(struct xd_cmd *c)
 	xd_box_unref(b);
 }
 
+void
+xd_cmd_forget(struct xd_cmd *c)
+{
+	int i;
+
+	/* the daemon exits: the command runs on without it */
+	for (i = 0; i < 2; i++)
+		stream_close(&c->out[i]);
+	in_close(c);
+	if (c->ev_exit != NULL)
+		event_free(c->ev_exit);
+	if (c->ev_deadline != NULL)
+		event_free(c->ev_deadline);
+	if (c->ev_backstop != NULL)
+		event_free(c->ev_backstop);
+	if (c->pidfd >= 0)
+		close(c->pidfd);
+	c->ev_exit = c->ev_deadline = c->ev_backstop = NULL;
+	c->pidfd = -1;
+	c->running = 0;
+	if (c->box->fg == c)
+		c->box->fg = NULL;
+	xd_cmd_free(c);
+}
+
 /* ---- results ---- */
 
 static void

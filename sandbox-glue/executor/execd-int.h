@@ -416,6 +416,8 @@ json_t *xd_cmd_output(const struct xd_cmd *c, const uint64_t off[2],
 /* Free an exited command (a finished background one or the
  * foreground one after its answer). */
 void xd_cmd_free(struct xd_cmd *c);
+/* At exit: stop watching a command (it runs on) and free it. */
+void xd_cmd_forget(struct xd_cmd *c);
 
 /* ---- exec_box.c ---- */
 
@@ -461,6 +463,8 @@ int xd_box_set_tier(struct xd_box *b, const char *tier, xd_box_cb cb,
 json_t *xd_box_json(const struct xd_box *b);
 /* Let go of a box (exec_rec.c): freed once gone and unused. */
 void xd_box_unref(struct xd_box *b);
+/* At exit: free every box and command (the sandboxes stay). */
+void xd_box_free_all(struct xd *xd);
 /* Live sandboxes (creating or running) in total, of tenant, of user. */
 void xd_box_counts(struct xd *xd, const char *tenant, const char *user,
     long *total, long *nt, long *nu);

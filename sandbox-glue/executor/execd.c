@@ -294,8 +294,10 @@ out:
 		event_free(ev_int);
 	if (ev_drain != NULL)
 		event_free(ev_drain);
-	if (XD.base != NULL && !check && !print && !doc)
+	if (XD.base != NULL && !check && !print && !doc) {
 		xd_api_close(&XD);
+		xd_box_free_all(&XD);
+	}
 	if (XD.base != NULL)
 		event_base_free(XD.base);
 	free(XD.cfg);
