@@ -275,22 +275,22 @@ proc_job_done(void *arg, json_t *res)
 }
 
 static void
-proc_job(struct xd_cmd *c, int kill)
+proc_job(struct xd_box *b, const struct sbx_proc *p, int kill)
 {
 	struct proc_job *pj = calloc(1, sizeof(*pj));
 	char err[XD_ERR_MAX];
 
 	if (pj == NULL)
 		return;
-	pj->box = c->box;
-	pj->proc = c->proc;
+	pj->box = b;
+	pj->proc = *p;
 	pj->kill = kill;
-	c->box->refs++;
-	if (xd_job_run(c->box->xd, kill ? "kill_tree" : "release",
+	b->refs++;
+	if (xd_job_run(b->xd, kill ? "kill_tree" : "release",
 	    proc_job_child, pj, proc_job_done, pj, err, sizeof(err)) != 0) {
-		xd_log(XD_LOG_ERR, "sandbox %s: %s: %s", c->box->rec.chat,
+		xd_log(XD_LOG_ERR, "sandbox %s: %s: %s", b->rec.chat,
 		    kill ? "kill" : "release", err);
-		c->box->refs--;
+		b->refs--;
 		free(pj);
 	}
 }
@@ -302,6 +302,7 @@ cmd_finish(struct xd_cmd *c, int st)
 {
 	struct xd_box *b = c->box;
 	unsigned char buf[READ_CHUNK];
+	struct sbx_proc proc;
 	int i, k;
 	uint64_t after;
 
@@ -341,16 +342,16 @@ cmd_finish(struct xd_cmd *c, int st)
 	if (c->oom_known && b->be->oom_kills != NULL &&
 	    b->be->oom_kills(&b->rec, &after) == 0 && after > c->oom_before)
 		c->oom_killed = 1;
-	proc_job(c, 0);
-	b->rec.last_used = (int64_t)time(NULL);
-	if (b->state == XD_BOX_RUNNING)
-		(void)xd_rec_save(&b->rec);
 	if (b->fg == c)
 		b->fg = NULL;
 	xd_log(XD_LOG_DEBUG, "sandbox %s: command %s ended (0x%x)",
 	    b->rec.chat, c->id, st);
+	/* the answer first: the clean-up below forks a worker and writes
+	 * the record, which the caller need not wait for */
+	proc = c->proc;
+	b->refs++;
 	if (c->sink != NULL && c->sink->exit != NULL)
-		c->sink->exit(c->sink_arg, c);
+		c->sink->exit(c->sink_arg, c);          /* may free c */
 	else if (!c->background)
 		xd_cmd_free(c);         /* nobody waits for it */
 	else {
@@ -370,6 +371,11 @@ cmd_finish(struct xd_cmd *c, int st)
 			}
 		}
 	}
+	proc_job(b, &proc, 0);
+	b->rec.last_used = (int64_t)time(NULL);
+	if (b->state == XD_BOX_RUNNING)
+		(void)xd_rec_save(&b->rec);
+	xd_box_unref(b);
 }
 
 static void
@@ -430,7 +436,7 @@ xd_cmd_kill(struct xd_cmd *c, const char *why)
 	c->kill_sent = 1;
 	xd_log(XD_LOG_DEBUG, "sandbox %s: command %s: kill (%s)",
 	    c->box->rec.chat, c->id, why);
-	proc_job(c, 1);
+	proc_job(c->box, &c->proc, 1);
 	if ((c->ev_backstop = evtimer_new(c->box->xd->base, on_backstop, c)) !=
 	    NULL)
 		evtimer_add(c->ev_backstop, &tv);
