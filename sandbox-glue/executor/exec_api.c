@@ -695,11 +695,12 @@ static void
 h_cmd_output(struct xd_call *k)
 {
 	struct xd_cmd *c = cmd_of(k);
-	const char *enc = q(k, "encoding");
+	const char *enc;
 	uint64_t off[2] = { 0, 0 }, o = 0;
 
 	if (c == NULL)
-		return;
+		return;         /* answered, k freed */
+	enc = q(k, "encoding");
 	if (enc != NULL && strcmp(enc, "base64") != 0 && strcmp(enc, "utf-8")
 	    != 0) {
 		reply_err(k, 400, "bad_request", "encoding: utf-8 or base64");
@@ -730,12 +731,13 @@ static void
 h_cancel(struct xd_call *k)
 {
 	struct xd_box *b = box_of(k);
-	json_t *all = json_object_get(k->body, "all");
+	json_t *all;
 	struct xd_cmd *c;
 	int n = 0;
 
 	if (b == NULL)
-		return;
+		return;         /* answered, k freed */
+	all = json_object_get(k->body, "all");
 	if (k->body != NULL && (json_object_size(k->body) > (all ? 1u : 0u) ||
 	    (all != NULL && !json_is_boolean(all)))) {
 		reply_err(k, 400, "bad_request", "cancel takes {\"all\": "
@@ -761,12 +763,13 @@ static void
 h_files_list(struct xd_call *k)
 {
 	struct xd_box *b = box_of(k);
-	const char *rec = q(k, "recursive");
+	const char *rec;
 	struct xd_perr e;
 	json_t *out;
 
 	if (b == NULL)
-		return;
+		return;         /* answered, k freed */
+	rec = q(k, "recursive");
 	memset(&e, 0, sizeof(e));
 	if (rec != NULL && strcmp(rec, "0") && strcmp(rec, "1") &&
 	    strcmp(rec, "true") && strcmp(rec, "false")) {
@@ -869,12 +872,14 @@ static void
 h_file_put(struct xd_call *k)
 {
 	struct xd_box *b = box_of(k);
-	struct evbuffer *in = evhttp_request_get_input_buffer(k->req);
-	size_t len = evbuffer_get_length(in);
+	struct evbuffer *in;
+	size_t len;
 	struct xd_perr e;
 
 	if (b == NULL)
-		return;
+		return;         /* answered, k freed */
+	in = evhttp_request_get_input_buffer(k->req);
+	len = evbuffer_get_length(in);
 	memset(&e, 0, sizeof(e));
 	if (len > k->xd->cfg->max_file_bytes) {
 		reply_err(k, 413, "too_large", "more than max_file_bytes "

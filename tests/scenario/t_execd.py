@@ -262,9 +262,12 @@ class Execd:
                               b["id"], timeout=60)
         finally:
             try:
-                self.stop()
+                rc = self.stop()
+                if rc not in (0, None):
+                    log("sluice-execd exited with %s:\n%s" % (rc,
+                                                            self.stderr()))
             except Exception as e:
-                log("stopping sluice-execd: %r" % e)
+                log("stopping sluice-execd: %r\n%s" % (e, self.stderr()))
 
 
 def start(env, **over):
@@ -899,7 +902,9 @@ def openapi_routes(env):
     check_eq(sorted(served - documented), [], "served, not documented")
     check_eq(sorted(documented - served), [], "documented, not served")
     create(x, "o1")
-    for m, path in sorted(documented):
+    # the sandbox's own DELETE last, so that every other route meets it
+    for m, path in sorted(documented, key=lambda mp: (
+            mp == ("DELETE", "/v1/sandboxes/{id}"), mp)):
         p = path.replace("{id}", "o1").replace("{cid}", "c1").replace(
             "{path}", "f")
         body = {} if m in ("POST", "PATCH") else None
