@@ -47,6 +47,7 @@ mode=all
 ALLOW_INT=(
 	"tests/unit/test_fw.c:firewall/fw-int.h"
 	"tests/fuzz/fuzz_execapi.c:sandbox-glue/executor/execd-int.h"
+	"tests/unit/test_execd.c:sandbox-glue/executor/execd-int.h"
 )
 
 while [ $# -gt 0 ]; do
