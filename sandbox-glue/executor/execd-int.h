@@ -31,12 +31,15 @@
  * Blocking.  The backends (sbx.h) fork, wait and run runsc; sluiced's
  * client waits on a socket.  Nothing of that runs on the loop:
  *  - spawn() runs in the daemon: it forks and returns once the command's
- *    process is set up (measured: about 2 ms on ns, a fork on gvisor);
+ *    process is set up (ns: it waits for the setns/exec handshake, a
+ *    few ms: `true` runs from spawn to exit in 5 ms here; gvisor: one
+ *    fork, runsc runs in the child);
  *    the command's main process is a child of the daemon, watched with a
  *    pidfd, its pipes read by events;
  *  - create, destroy, the tier change, kill_tree and release run in a
  *    forked worker (xd_job_run) that reports one JSON object on a pipe
- *    and exits: a create takes 100 ms (ns) to seconds (gvisor), a
+ *    and exits: a create takes 30-150 ms (ns, measured) to seconds
+ *    (gvisor), a
  *    runsc kill or a slow sluiced as much as their bounds (60 s, 10 s),
  *    and the backends keep per-process state (ns_commit_fd) that must
  *    not be shared by two creates.  A worker is a fork of the daemon, so
