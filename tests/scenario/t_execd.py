@@ -20,7 +20,8 @@ list, status, output from an offset with the ring wrapped, stop) and
 cancel all; files (list with glob and recursive, get with Range, put
 with parents owned by the sandbox user, delete, edit 409 when missing
 or not unique) and symlink, /dev/zero, FIFO and other-workspace tricks;
-503 broker_unavailable leaving nothing behind; TLS with bearer tokens
+503 broker_unavailable leaving nothing behind (sluiced stopped, or hung
+and holding the one create slot: 429 scope creates); per-tenant quota; TLS with bearer tokens
 (401, a tenant-bound token sees and makes only its tenant's, 403);
 SIGHUP reload (a bad file keeps the old configuration); the OpenAPI
 document matches the route table both ways and every documented route
@@ -754,6 +755,76 @@ def broker_unavailable(env):
     r = x.app("GET", "/v1/health")
     check(not r.json["broker"]["ok"] and r.json["broker"]["reason"],
           "health without sluiced: %r" % r.json["broker"])
+
+
+@S.case
+def quotas_and_hung_broker(env):
+    d, ctl, x = start(env, quotas={"per_tenant": 1, "creates": 1})
+    create(x, "q1")
+    r = x.app("POST", "/v1/sandboxes", {"id": "q2", "tenant": "acme"})
+    check_err(r, 429, "quota_exceeded", "per-tenant quota")
+    check_eq((r.json["error"]["scope"], r.json["error"]["limit"],
+              r.json["error"]["in_use"]), ("tenant", 1, 1), "tenant quota")
+    # a sluiced that accepts and never answers: the create waits for it
+    # (bounded by control_timeout_ms) and meanwhile holds the one
+    # create slot
+    hang = env.path("hang.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(hang)
+    srv.listen(8)
+    held = []
+    stop = threading.Event()
+
+    def hold():
+        srv.settimeout(0.2)
+        for _ in range(200):
+            if stop.is_set():
+                return
+            try:
+                held.append(srv.accept()[0])
+            except OSError:
+                pass
+    th = threading.Thread(target=hold, daemon=True)
+    th.start()
+
+    def closer():
+        stop.set()
+        th.join(5)
+        for c in held:
+            c.close()
+        srv.close()
+    env.closers.append(closer)
+    x.conf["control_socket"] = hang
+    x.conf["control_timeout_ms"] = 2000
+    x.write()
+    n = len(x.lines)
+    x.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: any("applied" in ln for ln in x.lines[n:]), 10,
+               what="reload applied")
+    res = {}
+
+    def slow_create():
+        res["r"] = root_call(x.sock, "POST", "/v1/sandboxes",
+                             {"id": "h1", "tenant": "other"}, timeout=30)
+    t = threading.Thread(target=slow_create)
+    t.start()
+    wait_until(lambda: x.app("GET", "/v1/sandboxes/h1").status == 200, 10,
+               what="create under way")
+    check_eq(x.app("GET", "/v1/sandboxes/h1").json["state"], "creating",
+             "state while creating")
+    r = x.app("POST", "/v1/sandboxes", {"id": "h2", "tenant": "third"})
+    check_err(r, 429, "quota_exceeded", "concurrent creates")
+    check_eq((r.json["error"]["scope"], r.json["error"]["in_use"]),
+             ("creates", 1), "creates quota")
+    check_err(x.app("POST", "/v1/sandboxes/h1/exec", {"shell": "true"}),
+              409, "conflict", "exec while creating")
+    t.join(30)
+    check_err(res["r"], 503, "broker_unavailable", "create against a hung "
+              "sluiced")
+    check_err(x.app("GET", "/v1/sandboxes/h1"), 404, "not_found",
+              "after the failed create")
+    check(not os.path.exists(os.path.join(x.conf["state_dir"], "h1")),
+          "left in state_dir")
 
 
 @S.case
