@@ -262,7 +262,7 @@ h_health(struct xd_call *k)
 	call_wait(k);
 	if (xd_health(k->xd, health_cb, k) != 0)
 		/* no worker: answer without the broker's state */
-		health_cb(k, xd_health_json(k->xd, 0, "cannot start a worker"));
+		health_cb(k, xd_health_json(k->xd, NULL, 0, "cannot start a worker"));
 }
 
 static void

@@ -474,8 +474,10 @@ void xd_box_counts(struct xd *xd, const char *tenant, const char *user,
 
 /* ---- exec_health.c ---- */
 
-/* The health document; broker_ok/why from a ping (the caller's). */
-json_t *xd_health_json(struct xd *xd, int broker_ok, const char *why);
+/* The health document; bes (consumed) the backends as a worker probed
+ * them (NULL: probe here), broker_ok/why from a ping. */
+json_t *xd_health_json(struct xd *xd, json_t *bes, int broker_ok,
+    const char *why);
 /* Ping sluiced in a worker, then cb(arg, health). */
 int xd_health(struct xd *xd, void (*cb)(void *arg, json_t *h), void *arg);
 
