@@ -284,8 +284,8 @@ struct xd_job {
 	struct xd *xd;
 	char what[32];
 	pid_t pid;
-	int fd;
-	struct event *ev;
+	int fd, pidfd;
+	struct event *ev, *ev_exit;
 	struct evbuffer *buf;
 	xd_job_done done;
 	void *arg;
