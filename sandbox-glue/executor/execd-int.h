@@ -76,6 +76,7 @@
 
 #include <jansson.h>
 
+#include "proxy/lib/usock.h"
 #include "sandbox-glue/executor/sbx.h"
 
 #define XD_NAME		"sluice-execd"
@@ -503,9 +504,8 @@ struct xd {
 	struct evhttp *http_unix, *http_tls;
 	struct evhttp_bound_socket *bound_unix, *bound_tls;
 	struct ssl_ctx_st *tls_ctx;
-	char sock_path[SBX_PATH_MAX + 16];
-	dev_t sock_dev;
-	ino_t sock_ino;
+	char sock_path[SBX_PATH_MAX + 16];     /* canonical, "" none */
+	struct usock_id sock_id;
 };
 
 /* ---- exec_api.c ---- */
