@@ -163,6 +163,11 @@ struct sbx_backend {
 	 * that a create killed half way leaves nothing nobody can find.
 	 * NULL: nothing to do. */
 	void (*commit)(struct sbx_rec *rec);
+	/* How many processes of the sandbox the kernel's OOM killer has
+	 * killed so far (its memory cgroup's oom_kill count): 0 and *n, or
+	 * -1 when it cannot be known.  A command was OOM-killed when the
+	 * count grew while it ran.  NULL: never known. */
+	int (*oom_kills)(const struct sbx_rec *rec, uint64_t *n);
 };
 
 extern const struct sbx_backend sbx_ns_backend;

@@ -1418,6 +1418,11 @@ drainer(const struct sbx_rec *rec, int in[2], int out[2], int ctl, int ack)
 	_exit(0);
 }
 
+/* One process (sluice-execd) spawns many commands within a clock tick:
+ * the tag, which names the command's cgroup, needs more than tick and
+ * pid. */
+static unsigned tag_seq;
+
 static int
 ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
     char *err, size_t errlen)
@@ -1433,8 +1438,8 @@ ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	/* tag: boot ticks now, so that the /proc walk can tell this
 	 * command's processes from older ones */
 	out->start_ms = sbx_now_ms();
-	snprintf(out->tag, sizeof(out->tag), "x%llu-%d",
-	    (unsigned long long)ticks_now(), (int)getpid());
+	snprintf(out->tag, sizeof(out->tag), "x%llu-%d-%u",
+	    (unsigned long long)ticks_now(), (int)getpid(), tag_seq++);
 	if (rec->cgroup[0] == '\0')
 		snap_save(rec, out->tag);
 	if (pipe2(rep, O_CLOEXEC) != 0)
@@ -1626,6 +1631,34 @@ ns_resume(struct sbx_rec *rec, char *err, size_t errlen)
 	return 0;
 }
 
+/* The oom_kill line of the sandbox group's memory.events (v2) or
+ * memory.oom_control (v1): the count covers the group's whole tree. */
+static int
+ns_oom_kills(const struct sbx_rec *rec, uint64_t *n)
+{
+	char p[SBX_PATH_MAX + 128], line[128];
+	unsigned long long v;
+	FILE *f;
+	int rc = -1;
+
+	if (rec->cgroup[0] == '\0')
+		return -1;
+	if (cg_is_v2(rec))
+		cg_path(p, sizeof(p), rec, NULL, NULL, "memory.events");
+	else
+		cg_path(p, sizeof(p), rec, "memory", NULL,
+		    "memory.oom_control");
+	if ((f = fopen(p, "re")) == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "oom_kill %llu", &v) == 1) {
+			*n = v;
+			rc = 0;
+		}
+	fclose(f);
+	return rc;
+}
+
 /* The record names the holder: from now on it outlives sluice-run. */
 static void
 ns_commit(struct sbx_rec *rec)
@@ -1654,4 +1687,5 @@ const struct sbx_backend sbx_ns_backend = {
 	.destroy = ns_destroy,
 	.root_fd = ns_root_fd,
 	.commit = ns_commit,
+	.oom_kills = ns_oom_kills,
 };
