@@ -390,12 +390,27 @@ px_listeners_sync(void)
 	return rc;
 }
 
+/*
+ * The user a session is shown as comes from the app (or the file): it
+ * reaches log records, prompts and approvers' terminals, so it gets the
+ * sandbox strings' sanitising (controls, bidi and zero-width characters,
+ * invalid UTF-8 become '?') and cap, once, where every session is made.
+ */
+#define SESSION_USER_CAP 256
+
+static const char *
+session_user(const char *u, char *buf, size_t len)
+{
+	u = u != NULL ? u : "";
+	return clog_sanitize(u, strlen(u), buf, len, SESSION_USER_CAP);
+}
+
 struct px_session *
 px_session_create(const struct cfg_session *cs, int from_config, char *err,
     size_t errlen)
 {
 	struct px_session *s;
-	char path[PATH_MAX];
+	char path[PATH_MAX], user[SESSION_USER_CAP + 4];
 
 	s = calloc(1, sizeof(*s));
 	if (s == NULL) {
@@ -420,8 +435,8 @@ px_session_create(const struct cfg_session *cs, int from_config, char *err,
 			    px.cfg->runtime_dir, cs->id);
 		s->socket_path = strdup(path);
 	}
-	s->pol = pol_session_add(px.state, cs->id, cs->tenant, cs->user,
-	    cs->tier);
+	s->pol = pol_session_add(px.state, cs->id, cs->tenant,
+	    session_user(cs->user, user, sizeof(user)), cs->tier);
 	if (s->pol == NULL) {
 		snprintf(err, errlen, "cannot add session (bad or duplicate id)");
 		goto fail;
@@ -484,7 +499,7 @@ int
 px_sessions_sync_config(void)
 {
 	struct px_session *s, *tmp;
-	char err[256];
+	char err[256], user[SESSION_USER_CAP + 4];
 	size_t i;
 	int rc = 0;
 
@@ -499,7 +514,8 @@ px_sessions_sync_config(void)
 				cs = &px.cfg->sessions[i];
 		if (cs == NULL || !same_transport(s, cs, px.cfg->runtime_dir) ||
 		    strcmp(cs->tenant, pol_session_tenant(s->pol)) != 0 ||
-		    strcmp(cs->user, pol_session_user(s->pol)) != 0)
+		    strcmp(session_user(cs->user, user, sizeof(user)),
+		    pol_session_user(s->pol)) != 0)
 			px_session_destroy(s, POL_R_SESSION_CLOSED);
 		else
 			pol_session_set_tier(s->pol, cs->tier);

@@ -167,15 +167,19 @@ send_json(struct evhttp_request *req, int status, json_t *j)
 {
 	static const char oom[] = "{\"error\":{\"code\":\"internal\","
 	    "\"message\":\"out of memory\"}}\n";
-	char *text = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
-	size_t n;
+	char *raw = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+	char *text = NULL;
+	size_t n = 0;
 
 	json_decref(j);
+	/* bidi and C1 characters a caller stored reach no terminal raw */
+	if (raw != NULL)
+		text = clog_json_escape(raw, strlen(raw), &n);
+	free(raw);
 	if (text == NULL) {
 		send_text(req, 500, "application/json", oom, sizeof(oom) - 1);
 		return;
 	}
-	n = strlen(text);
 	/* a newline keeps curl output and shell pipes tidy */
 	{
 		char *t = realloc(text, n + 2);

@@ -244,6 +244,11 @@ ctl_session_create(const struct ctl_actor *a,
 		if (spec->socket[0] != '/' || strlen(spec->socket) >= 108)
 			return ctl_fail(e, CTL_BAD_REQUEST, "socket: an absolute "
 			    "path under 108 bytes");
+		/* shown in records and views as it is: nothing a terminal
+		 * would act on */
+		if (!clog_text_safe(spec->socket, strlen(spec->socket)))
+			return ctl_fail(e, CTL_BAD_REQUEST, "socket: control, "
+			    "bidi or zero-width characters, or not UTF-8");
 		cs.socket = (char *)spec->socket;
 		snprintf(path, sizeof(path), "%s", spec->socket);
 	} else

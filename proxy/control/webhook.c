@@ -43,6 +43,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "proxy/lib/clog.h"
 #include "proxy/lib/config.h"
 #include "proxy/lib/dns.h"
 #include "proxy/lib/log.h"
@@ -728,7 +729,13 @@ wh_prompt(const char *id, const void *prompt_json)
 	if ((d = calloc(1, sizeof(*d))) == NULL)
 		goto oom;
 	snprintf(d->id, sizeof(d->id), "%s", id);
-	d->body = json_dumps(p, JSON_COMPACT);
+	{
+		char *raw = json_dumps(p, JSON_COMPACT);
+
+		/* a receiver may show them to a person: escaped, not raw */
+		d->body = raw ? clog_json_escape(raw, strlen(raw), NULL) : NULL;
+		free(raw);
+	}
 	d->timer = evtimer_new(wh.base, on_timer, d);
 	if (d->body == NULL || d->timer == NULL) {
 		if (d->timer)

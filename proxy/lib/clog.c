@@ -203,6 +203,71 @@ clog_sanitize(const char *in, size_t len, char *out, size_t outlen,
 	return out;
 }
 
+int
+clog_text_safe(const char *in, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)in;
+	size_t i = 0, n, bad;
+	uint32_t cp;
+
+	while (i < len) {
+		n = utf8_decode(s + i, len - i, &cp, &bad);
+		if (n == 0 || cp_is_unsafe(cp))
+			return 0;
+		i += n;
+	}
+	return 1;
+}
+
+static size_t json_u_escape(uint32_t cp, char esc[16]);
+
+/* One pass of clog_json_escape: the length out (NULL: only counted). */
+static size_t
+json_escape_pass(const unsigned char *s, size_t len, char *out)
+{
+	size_t i = 0, o = 0, n, bad, k;
+	char esc[16];
+	uint32_t cp;
+
+	while (i < len) {
+		n = utf8_decode(s + i, len - i, &cp, &bad);
+		if (n == 0) {
+			n = bad;
+			cp = 0xfffd;
+		} else if (!cp_is_unsafe(cp) || cp == '\t' || cp == '\n' ||
+		    cp == '\r') {
+			/* JSON's own whitespace stays: raw, it is only ever
+			 * between tokens */
+			if (out != NULL)
+				memcpy(out + o, s + i, n);
+			o += n;
+			i += n;
+			continue;
+		}
+		k = json_u_escape(cp, esc);
+		if (out != NULL)
+			memcpy(out + o, esc, k);
+		o += k;
+		i += n;
+	}
+	return o;
+}
+
+char *
+clog_json_escape(const char *in, size_t len, size_t *outlen)
+{
+	size_t n = json_escape_pass((const unsigned char *)in, len, NULL);
+	char *out = malloc(n + 1);
+
+	if (out == NULL)
+		return NULL;
+	json_escape_pass((const unsigned char *)in, len, out);
+	out[n] = '\0';
+	if (outlen != NULL)
+		*outlen = n;
+	return out;
+}
+
 /* ---- hashing and the line format ---- */
 
 static int
@@ -610,29 +675,54 @@ rec_raw(struct clog_rec *r, const char *s, size_t n)
 	r->buf[r->len] = '\0';
 }
 
-/* A JSON string of valid UTF-8 (the callers made sure of it). */
+/* \uXXXX (a surrogate pair above the BMP) for cp into esc; its length. */
+static size_t
+json_u_escape(uint32_t cp, char esc[16])
+{
+	if (cp < 0x10000)
+		return (size_t)snprintf(esc, 16, "\\u%04x", (unsigned)cp);
+	cp -= 0x10000;
+	return (size_t)snprintf(esc, 16, "\\u%04x\\u%04x",
+	    (unsigned)(0xd800 + (cp >> 10)), (unsigned)(0xdc00 + (cp & 0x3ff)));
+}
+
+/*
+ * A JSON string of valid UTF-8 (the callers made sure of it).  Code
+ * points that must not reach a terminal as they are (cp_is_unsafe: C0,
+ * DEL, C1, bidi and zero-width format characters) are written as
+ * \uXXXX escapes, whoever supplied the string: the line stays inert for
+ * cat and tail, and says exactly what it was given.
+ */
 static void
 rec_quoted(struct clog_rec *r, const char *s)
 {
-	const char *p = s;
-	char esc[8];
+	const char *p = s, *end = s + strlen(s);
+	char esc[16];
 
 	rec_raw(r, "\"", 1);
-	for (; *p; p++) {
+	while (p < end) {
 		unsigned char c = (unsigned char)*p;
+		uint32_t cp = c;
+		size_t n = 1, bad = 0, k = 0;
 
-		if (c == '"' || c == '\\') {
+		if (c >= 0x80 && (n = utf8_decode((const unsigned char *)p,
+		    (size_t)(end - p), &cp, &bad)) == 0) {
+			/* not promised, but never copied raw */
+			n = bad;
+			cp = 0xfffd;
+			k = json_u_escape(cp, esc);
+		} else if (c == '"' || c == '\\') {
 			esc[0] = '\\';
 			esc[1] = (char)c;
+			k = 2;
+		} else if (cp_is_unsafe(cp))
+			k = json_u_escape(cp, esc);
+		if (k > 0) {
 			rec_raw(r, s, (size_t)(p - s));
-			rec_raw(r, esc, 2);
-			s = p + 1;
-		} else if (c < 0x20) {
-			snprintf(esc, sizeof(esc), "\\u%04x", c);
-			rec_raw(r, s, (size_t)(p - s));
-			rec_raw(r, esc, 6);
-			s = p + 1;
+			rec_raw(r, esc, k);
+			s = p + n;
 		}
+		p += n;
 	}
 	rec_raw(r, s, (size_t)(p - s));
 	rec_raw(r, "\"", 1);
@@ -791,7 +881,8 @@ void
 clog_rec_json(struct clog_rec *r, const char *key, void *json)
 {
 	json_t *v = json ? (json_t *)json : json_null();
-	char *text;
+	char *text, *safe;
+	size_t n;
 
 	if (rec_key(r, key) != 0) {
 		json_decref(v);
@@ -804,8 +895,15 @@ clog_rec_json(struct clog_rec *r, const char *key, void *json)
 		r->bad = 1;
 		return;
 	}
-	rec_raw(r, text, strlen(text));
+	/* the same escapes as rec_quoted's for what jansson left raw */
+	safe = clog_json_escape(text, strlen(text), &n);
 	free(text);
+	if (safe == NULL) {
+		r->bad = 1;
+		return;
+	}
+	rec_raw(r, safe, n);
+	free(safe);
 }
 
 /* ---- writing ---- */

@@ -81,6 +81,19 @@ int clog_write(struct clog *l, struct clog_rec *r) SLUICE_MUSTCHECK;
 char *clog_sanitize(const char *in, size_t len, char *out, size_t outlen,
     size_t cap);
 
+/* 1 when in is valid UTF-8 with none of the characters clog_sanitize
+ * replaces (a string that may be shown as it is). */
+int clog_text_safe(const char *in, size_t len);
+
+/*
+ * JSON text (jansson's output, or any body about to be printed) with
+ * every C0 control but tab, newline and return, DEL, C1 control, bidi
+ * and zero-width format character written as a \uXXXX escape, and
+ * invalid UTF-8 as \ufffd: still the same JSON, inert on a terminal.
+ * Returns malloc'd text (*outlen its length), NULL when out of memory.
+ */
+char *clog_json_escape(const char *in, size_t len, size_t *outlen);
+
 /*
  * Verify a log file.  Returns 0 if every line parses, seq increases by
  * one, prev matches the previous hash and each hash matches its body.

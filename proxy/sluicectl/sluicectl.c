@@ -554,10 +554,19 @@ api(const struct opts *o, const char *method, const char *path,
 static void
 print_raw(const struct reply *rp)
 {
-	fwrite(rp->resp.body, 1, rp->resp.body_len, stdout);
-	if (rp->resp.body_len == 0 ||
-	    rp->resp.body[rp->resp.body_len - 1] != '\n')
+	size_t n = 0;
+	char *safe = clog_json_escape(rp->resp.body ? rp->resp.body : "",
+	    rp->resp.body_len, &n);
+
+	/* the same JSON, with nothing a terminal would act on left raw */
+	if (safe == NULL) {
+		errx_msg("out of memory");
+		exit(EX_SERVER);
+	}
+	fwrite(safe, 1, n, stdout);
+	if (n == 0 || safe[n - 1] != '\n')
 		fputc('\n', stdout);
+	free(safe);
 }
 
 /* ---- health ---- */

@@ -24,6 +24,7 @@
 #include <openssl/evp.h>
 
 #include "proxy/lib/clog.h"
+#include "proxy/lib/log.h"
 
 #define ZERO64 \
 	"0000000000000000000000000000000000000000000000000000000000000000"
@@ -889,6 +890,107 @@ test_ustr_in_record(void **state)
 	free_lines(lines, n);
 }
 
+/*
+ * Strings that are not the sandbox's are kept as they are, but no line
+ * holds a character a terminal would act on: C1, bidi and zero-width
+ * characters become \uXXXX escapes in plain and nested fields alike.
+ */
+static void
+test_escape_in_record(void **state)
+{
+	struct fx *fx = *state;
+	char err[256] = "", *lines[MAX_LINES];
+	struct clog *l;
+	struct clog_rec *r;
+	json_t *root;
+	size_t n;
+
+	l = clog_open(fx->log, err, sizeof(err));
+	assert_non_null(l);
+	r = clog_rec_new("admin");
+	clog_rec_str(r, "user", "ev\xe2\x80\xaeil\xe2\x80\x8b\xc2\x9b"
+	    "x\x7f\xf3\xa0\x81\x81");
+	clog_rec_json(r, "after", json_pack("{s:s}", "user",
+	    "a\xe2\x80\xae" "b\xc2\x85"));
+	assert_int_equal(clog_write(l, r), 0);
+	clog_close(l);
+	expect_good(fx->log, ZERO64, 1);
+
+	n = read_lines(fx->log, lines);
+	assert_int_equal(n, 1);
+	assert_null(strstr(lines[0], "\xe2\x80\xae"));
+	assert_null(strstr(lines[0], "\xe2\x80\x8b"));
+	assert_null(strstr(lines[0], "\xc2\x9b"));
+	assert_null(strstr(lines[0], "\xc2\x85"));
+	assert_null(strchr(lines[0], 0x7f));
+	assert_non_null(strstr(lines[0], "\"user\":\"ev\\u202eil\\u200b"
+	    "\\u009bx\\u007f\\udb40\\udc41\""));
+	assert_non_null(strstr(lines[0], "{\"user\":\"a\\u202eb\\u0085\"}"));
+	/* and a JSON reader gets the very string back */
+	root = json_loads(lines[0], 0, NULL);
+	assert_non_null(root);
+	assert_string_equal(json_string_value(json_object_get(root, "user")),
+	    "ev\xe2\x80\xaeil\xe2\x80\x8b\xc2\x9bx\x7f\xf3\xa0\x81\x81");
+	json_decref(root);
+	free_lines(lines, n);
+}
+
+static void
+test_json_escape(void **state)
+{
+	static const struct vec ev[] = {
+		V("{\"a\":\"plain caf\xc3\xa9\"}", "{\"a\":\"plain caf\xc3\xa9\"}"),
+		V("\t\r\n", "\t\r\n"),
+		V("\"\x1b[31m\"", "\"\\u001b[31m\""),
+		V("\"\xc2\x9b\xe2\x80\xae\xe2\x81\xa6\"",
+		    "\"\\u009b\\u202e\\u2066\""),
+		V("\xef\xbb\xbf", "\\ufeff"),
+		V("\xf3\xa0\x80\x81", "\\udb40\\udc01"),
+		V("\xff\xc3", "\\ufffd\\ufffd"),
+		V("\xe2\x80\xaf", "\xe2\x80\xaf"),
+	};
+	size_t i, n;
+	char *out;
+
+	(void)state;
+	for (i = 0; i < sizeof(ev) / sizeof(ev[0]); i++) {
+		out = clog_json_escape(ev[i].in, ev[i].len, &n);
+		assert_non_null(out);
+		if (strcmp(out, ev[i].want) != 0)
+			fail_msg("vector %zu: got \"%s\" want \"%s\"", i, out,
+			    ev[i].want);
+		assert_int_equal(n, strlen(ev[i].want));
+		free(out);
+	}
+	assert_int_equal(clog_text_safe("alice caf\xc3\xa9", 11), 1);
+	assert_int_equal(clog_text_safe("", 0), 1);
+	assert_int_equal(clog_text_safe("a\xe2\x80\xae", 4), 0);
+	assert_int_equal(clog_text_safe("a\xc2\x9b", 3), 0);
+	assert_int_equal(clog_text_safe("a\xff", 2), 0);
+	assert_int_equal(clog_text_safe("a\nb", 3), 0);
+}
+
+static char sink_last[1100];
+
+static void
+sink_keep(int prio, const char *msg)
+{
+	(void)prio;
+	snprintf(sink_last, sizeof(sink_last), "%s", msg);
+}
+
+/* The diagnostic log quotes outside strings too: one inert line. */
+static void
+test_px_log_sanitised(void **state)
+{
+	(void)state;
+	px_log_set_sink(sink_keep);
+	px_log(PX_WARN, "session %s: %s", "ev\xe2\x80\xaeil\xc2\x9b",
+	    "two\nlines\x1b[2J");
+	px_log_set_sink(NULL);
+	assert_string_equal(sink_last, "session ev?il?: two?lines?[2J");
+}
+
 int
 main(void)
 {
@@ -919,6 +1021,10 @@ main(void)
 		cmocka_unit_test(test_sanitize_vectors),
 		cmocka_unit_test(test_sanitize_cap),
 		cmocka_unit_test(test_sanitize_random),
+		cmocka_unit_test_setup_teardown(test_escape_in_record, setup,
+		    teardown),
+		cmocka_unit_test(test_json_escape),
+		cmocka_unit_test(test_px_log_sanitised),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
