@@ -598,6 +598,9 @@ main(int argc, char **argv)
 		return fwctl_command(config_path, do_fw == 'R');
 
 	signal(SIGPIPE, SIG_IGN);
+	/* a file size limit under the log: a failed write (fail closed),
+	 * not the end of the process */
+	signal(SIGXFSZ, SIG_IGN);
 	raise_nofile();
 	memset(&px, 0, sizeof(px));
 	TAILQ_INIT(&px.sessions);

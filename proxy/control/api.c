@@ -230,6 +230,7 @@ send_error(struct evhttp_request *req, int status, const char *fmt, ...)
 static void
 send_ctl_error(struct evhttp_request *req, const struct ctl_err *e)
 {
+	const char *code = NULL;
 	int status;
 
 	switch (e->code) {
@@ -237,10 +238,15 @@ send_ctl_error(struct evhttp_request *req, const struct ctl_err *e)
 	case CTL_NOT_FOUND: status = 404; break;
 	case CTL_CONFLICT: status = 409; break;
 	case CTL_UNAVAILABLE: status = 503; break;
+	case CTL_LOG_UNAVAILABLE:
+		status = 503;
+		code = "log_unavailable";
+		break;
 	default: status = 500; break;
 	}
-	send_error(req, status, "%s", e->msg[0] != '\0' ? e->msg :
-	    "the operation failed");
+	send_json(req, status, json_pack("{s:{s:s,s:s}}", "error",
+	    "code", code != NULL ? code : status_code(status),
+	    "message", e->msg[0] != '\0' ? e->msg : "the operation failed"));
 }
 
 /* Text from the caller inside a message: printable, bounded. */

@@ -3,10 +3,15 @@
  * (sessions, grants, ceilings, prompt answers, JSON views).  The state
  * file is state.c's, the metrics text metrics.c's.
  *
- * Every change goes the same way: check, apply, save the state file,
- * write an admin record (who, what, before and after).  A change whose
- * state cannot be saved is undone and reported, so what survives a
- * restart is always what the API said it did.
+ * Every change goes the same way: check, apply in memory, write the
+ * admin record (who, what, before and after), save the state file, and
+ * only then act on it (events, closing what it no longer admits).  Until
+ * the loop runs again nobody sees the change, so the record comes before
+ * the change takes effect: a record that cannot be written undoes the
+ * change and the call fails with CTL_LOG_UNAVAILABLE (503); nothing
+ * happens that the log does not show.  A change whose state cannot be
+ * saved is undone too and a second record says so (outcome "undone"),
+ * so what survives a restart is always what the API and the log say.
  */
 #include "sluice-config.h"
 
@@ -43,7 +48,9 @@ session_event(const char *action, json_t *session)
 /* ------------------------------------------------------------------ */
 /* Admin records. */
 
-static void
+/* Writes an admin record; before and after are borrowed (NULL: null).
+ * 0 / -1 when the record could not be written (logged). */
+static int
 admin_record_s(const struct ctl_actor *a, const char *action,
     const char *session, const char *target, json_t *before, json_t *after,
     const char *outcome)
@@ -56,26 +63,54 @@ admin_record_s(const struct ctl_actor *a, const char *action,
 	clog_rec_str(r, "who", a ? a->who : "sluiced");
 	clog_rec_str(r, "role", a ? a->role : NULL);
 	clog_rec_str(r, "target", target);
-	clog_rec_json(r, "before", before ? before : json_null());
-	clog_rec_json(r, "after", after ? after : json_null());
+	clog_rec_json(r, "before", before ? json_incref(before) : json_null());
+	clog_rec_json(r, "after", after ? json_incref(after) : json_null());
 	clog_rec_str(r, "outcome", outcome);
-	if (clog_write(px.log, r) != 0)
+	if (clog_write(px.log, r) != 0) {
 		px_log(PX_ERR, "%s: cannot write the admin record for %s",
 		    __func__, action);
+		return -1;
+	}
+	return 0;
 }
 
-static void
-admin_record(const struct ctl_actor *a, const char *action,
-    const char *target, json_t *before, json_t *after, const char *outcome)
+/*
+ * The record of a change about to take effect (outcome "ok"); when it
+ * cannot be written, e says so and the caller undoes the change.
+ */
+static int
+admin_commit(const struct ctl_actor *a, const char *action,
+    const char *session, const char *target, json_t *before, json_t *after,
+    struct ctl_err *e)
 {
-	admin_record_s(a, action, NULL, target, before, after, outcome);
+	if (admin_record_s(a, action, session, target, before, after,
+	    "ok") != 0)
+		return ctl_fail(e, CTL_LOG_UNAVAILABLE, "the connection log "
+		    "cannot be written (%s): %s was not done",
+		    clog_path(px.log), action);
+	return 0;
+}
+
+/* The state file did not take a change its record announced: the change
+ * is undone (or, outcome "not_saved", could not be) and a record says so;
+ * e keeps the state file's error. */
+static void
+admin_undone(const struct ctl_actor *a, const char *action,
+    const char *session, const char *target, json_t *before, json_t *after,
+    const char *outcome)
+{
+	if (admin_record_s(a, action, session, target, before, after,
+	    outcome) != 0)
+		px_log(PX_ERR, "%s: %s: the log says done, but the state file "
+		    "did not take it and it was %s", __func__, action,
+		    strcmp(outcome, "undone") == 0 ? "undone" : "not saved");
 }
 
 void
 ctl_audit(const struct ctl_actor *a, const char *action, const char *target,
     const char *outcome)
 {
-	admin_record(a, action, target, NULL, NULL, outcome);
+	(void)admin_record_s(a, action, NULL, target, NULL, NULL, outcome);
 }
 
 /* ------------------------------------------------------------------ */
@@ -207,7 +242,9 @@ ctl_session_create(const struct ctl_actor *a,
 {
 	struct cfg_session cs;
 	struct px_session *s;
+	json_t *after;
 	char path[PATH_MAX], why[256];
+	int logged;
 	int ntransports = (spec->socket != NULL) + (spec->source != NULL) +
 	    (spec->vsock_cid >= 0);
 
@@ -261,12 +298,19 @@ ctl_session_create(const struct ctl_actor *a,
 	s = px_session_create(&cs, 0, why, sizeof(why));
 	if (s == NULL)
 		return ctl_fail(e, CTL_BAD_REQUEST, "%s", why);
-	if (ctl_state_save(e) != 0) {
+	after = ctl_json_session(s);
+	logged = admin_commit(a, "session_create", spec->id, spec->id, NULL,
+	    after, e) == 0;
+	if (!logged || ctl_state_save(e) != 0) {
+		/* nothing has reached the session yet: the loop has not run */
+		if (logged)
+			admin_undone(a, "session_create", spec->id, spec->id,
+			    NULL, after, "undone");
 		px_session_destroy(s, POL_R_SESSION_CLOSED);
+		json_decref(after);
 		return -1;
 	}
-	admin_record_s(a, "session_create", spec->id, spec->id, NULL,
-	    ctl_json_session(s), "ok");
+	json_decref(after);
 	session_event("create", ctl_json_session(s));     /* events */
 	if (out != NULL)
 		*out = s;
@@ -286,12 +330,20 @@ ctl_session_delete(const struct ctl_actor *a, const char *id,
 		return ctl_fail(e, CTL_CONFLICT, "session %s is declared in the "
 		    "configuration file; remove it there and reload", id);
 	before = ctl_json_session(s);
+	/* closing its connections cannot be undone: the record first */
+	if (admin_commit(a, "session_delete", id, id, before, NULL, e) != 0) {
+		json_decref(before);
+		return -1;
+	}
 	px_session_destroy(s, POL_R_SESSION_CLOSED);
 	if (ctl_state_save(e) != 0) {
+		/* gone now; the old state restores it at the next start */
+		admin_undone(a, "session_delete", id, id, before, NULL,
+		    "not_saved");
 		json_decref(before);
-		return -1;   /* gone now; the old state restores it later */
+		return -1;
 	}
-	admin_record_s(a, "session_delete", id, id, before, NULL, "ok");
+	json_decref(before);
 	session_event("delete", json_pack("{s:s}", "id", id));   /* events */
 	return 0;
 }
@@ -302,7 +354,8 @@ ctl_session_set_tier(const struct ctl_actor *a, const char *id,
 {
 	struct px_session *s = px_session_find(id);
 	enum pol_tier old;
-	json_t *before;
+	json_t *before, *after;
+	int logged;
 
 	if (s == NULL)
 		return ctl_fail(e, CTL_NOT_FOUND, "no session %s", id);
@@ -312,13 +365,20 @@ ctl_session_set_tier(const struct ctl_actor *a, const char *id,
 	old = pol_session_tier(s->pol);
 	before = ctl_json_session(s);
 	pol_session_set_tier(s->pol, tier);
-	if (ctl_state_save(e) != 0) {
+	after = ctl_json_session(s);
+	logged = admin_commit(a, "session_set_tier", id, id, before, after,
+	    e) == 0;
+	if (!logged || ctl_state_save(e) != 0) {
+		if (logged)
+			admin_undone(a, "session_set_tier", id, id, before,
+			    after, "undone");
 		pol_session_set_tier(s->pol, old);
 		json_decref(before);
+		json_decref(after);
 		return -1;
 	}
-	admin_record_s(a, "session_set_tier", id, id, before,
-	    ctl_json_session(s), "ok");
+	json_decref(before);
+	json_decref(after);
 	session_event("set_tier", ctl_json_session(s));   /* events */
 	if (tier < old)
 		px_prompts_deny_session(s, POL_R_TIER_LOWERED);
@@ -334,7 +394,9 @@ grant_change(const struct ctl_actor *a, const char *id, const char *host,
 	struct px_session *s = px_session_find(id);
 	struct pol_target t;
 	char target[POL_HOST_MAX + 80];
-	json_t *before;
+	const char *action = add ? "grant_add" : "grant_remove";
+	json_t *before, *after;
+	int logged;
 
 	if (s == NULL)
 		return ctl_fail(e, CTL_NOT_FOUND, "no session %s", id);
@@ -357,19 +419,25 @@ grant_change(const struct ctl_actor *a, const char *id, const char *host,
 		return ctl_fail(e, CTL_NOT_FOUND, "no grant %s:%u for %s", t.host,
 		    port, id);
 	}
-	if (ctl_state_save(e) != 0) {
-		/* undo: what was not saved did not happen */
+	snprintf(target, sizeof(target), "%s %s:%u", id, t.host, port);
+	after = ctl_grants_json(s->pol);
+	logged = admin_commit(a, action, id, target, before, after, e) == 0;
+	if (!logged || ctl_state_save(e) != 0) {
+		/* undo: what was not logged and saved did not happen */
 		if ((add ? pol_session_revoke(s->pol, t.host, port) :
 		    pol_session_grant(s->pol, t.host, port)) != 0)
 			px_log(PX_ERR, "%s: %s %s:%u: cannot undo the change "
 			    "the state file did not take", __func__, id, t.host,
 			    port);
+		else if (logged)
+			admin_undone(a, action, id, target, before, after,
+			    "undone");
 		json_decref(before);
+		json_decref(after);
 		return -1;
 	}
-	snprintf(target, sizeof(target), "%s %s:%u", id, t.host, port);
-	admin_record_s(a, add ? "grant_add" : "grant_remove", id, target,
-	    before, ctl_grants_json(s->pol), "ok");
+	json_decref(before);
+	json_decref(after);
 	if (!add)
 		px_relay_close_exceeding(s);
 	return 0;
@@ -405,29 +473,44 @@ ceiling_commit(const struct ctl_actor *a, json_t *next, const char *target,
     int close_ex, size_t *closed, struct ctl_err *e)
 {
 	json_t *before = ctl_json_ceiling(), *prev = ctl_api_ceiling;
+	json_t *after = NULL;
 	char err[256] = "";
+	int logged;
 
 	ctl_api_ceiling = next;
 	/* rebuild from the file's values, then the API's on top */
 	if (ctl_apply_file_ceilings(px.cfg) != 0)
 		snprintf(err, sizeof(err), "out of memory");
-	if (err[0] != '\0' ||
-	    ctl_apply_ceiling_json(ctl_api_ceiling, err, sizeof(err)) != 0 ||
-	    ctl_state_save(e) != 0) {
-		if (e != NULL && e->code == CTL_OK)
-			ctl_fail(e, CTL_BAD_REQUEST, "%s", err);
-		ctl_api_ceiling = prev;
-		json_decref(next);
-		ctl_apply_api_ceilings();
-		json_decref(before);
-		return -1;
+	if (err[0] == '\0' &&
+	    ctl_apply_ceiling_json(ctl_api_ceiling, err, sizeof(err)) == 0) {
+		after = ctl_json_ceiling();
+		logged = admin_commit(a, "ceiling_set", NULL, target, before,
+		    after, e) == 0;
+		if (logged && ctl_state_save(e) == 0)
+			goto done;
+		if (logged)
+			admin_undone(a, "ceiling_set", NULL, target, before,
+			    after, "undone");
 	}
+	if (e != NULL && e->code == CTL_OK)
+		ctl_fail(e, CTL_BAD_REQUEST, "%s", err);
+	ctl_api_ceiling = prev;
+	json_decref(next);
+	/* the file's ceilings were rebuilt above: back to the old ones */
+	if (ctl_apply_file_ceilings(px.cfg) != 0)
+		px_log(PX_ERR, "%s: a tenant ceiling could not be restored "
+		    "(out of memory)", __func__);
+	ctl_apply_api_ceilings();
+	json_decref(before);
+	json_decref(after);
+	return -1;
+done:
 	json_decref(prev);
+	json_decref(before);
+	json_decref(after);
 	if (closed != NULL)
 		*closed = close_ex ? px_relay_close_exceeding(NULL) : 0;
 	px_prompts_recheck(NULL);
-	admin_record(a, "ceiling_set", target, before, ctl_json_ceiling(),
-	    "ok");
 	ev_publish("ceiling", ctl_json_ceiling());        /* events */
 	return 0;
 }

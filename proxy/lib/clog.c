@@ -53,6 +53,7 @@ struct clog {
 	char prev[CLOG_HEX_LEN + 1];
 	uint64_t written;
 	uint64_t failed;
+	uint64_t truncated;     /* short writes cut back off the file */
 	time_t last_try;        /* last failed reopen: retry once a second */
 };
 
@@ -988,6 +989,28 @@ write_once(int fd, const char *buf, size_t len)
 	return n;
 }
 
+/*
+ * A short write (the disk filled up, a file size limit) left the first n
+ * bytes of line at the end of the file.  Cut the file back to where it
+ * was, so no torn fragment stays for the verifier to trip over; where
+ * that is impossible (not a regular file, or ftruncate refused) the next
+ * record starts on a fresh line instead, and the verifier reports the
+ * fragment.
+ */
+static void
+drop_partial(struct clog *l, const char *line, size_t n)
+{
+	struct stat st;
+
+	if (fstat(l->fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	    st.st_size >= (off_t)n && ftruncate(l->fd, st.st_size -
+	    (off_t)n) == 0) {
+		l->truncated++;
+		return;
+	}
+	l->need_nl = line[n - 1] != '\n';
+}
+
 int
 clog_write(struct clog *l, struct clog_rec *r)
 {
@@ -1006,11 +1029,9 @@ clog_write(struct clog *l, struct clog_rec *r)
 		goto done;
 	n = write_once(l->fd, line, len);
 	if (n != (ssize_t)len) {
-		/* Part of a record may be in the file now: start the next
-		 * one on a fresh line.  seq and prev stay, as this record
-		 * does not count. */
+		/* seq and prev stay: this record does not count */
 		if (n > 0)
-			l->need_nl = 1;
+			drop_partial(l, line, (size_t)n);
 		goto done;
 	}
 	l->need_nl = 0;
@@ -1054,22 +1075,89 @@ read_line(FILE *f, char *buf, size_t max, size_t *len)
 	return n == 0 ? 0 : -2;
 }
 
-int
-clog_verify_file(const char *path, const char *start_prev,
-    uint64_t *records, uint64_t *bad_line, char *err, size_t errlen)
+/* One verification in progress. */
+struct verifier {
+	const struct clog_verify_opts *o;
+	struct clog_verify_result *res;
+	struct clog_line last;
+	uint64_t last_line;     /* where last is */
+	uint64_t pending_line;  /* first of a run of fragments, 0: none */
+	uint64_t pending_n;
+	char pending_why[160];
+};
+
+static void
+note(struct verifier *v, uint64_t line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+note(struct verifier *v, uint64_t line, const char *fmt, ...)
 {
+	char msg[256];
+	va_list ap;
+
+	if (v->o == NULL || v->o->note == NULL)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	v->o->note(v->o->arg, line, msg);
+}
+
+/* The run of fragments before line lineno was torn writes: counted,
+ * reported, skipped. */
+static void
+fragments_skipped(struct verifier *v, uint64_t lineno, const char *why)
+{
+	if (v->pending_n == 0)
+		return;
+	v->res->fragments += v->pending_n;
+	note(v, v->pending_line, "%" PRIu64 " torn fragment(s) (%s), "
+	    "skipped: %s", v->pending_n, v->pending_why, why);
+	(void)lineno;
+	v->pending_n = 0;
+	v->pending_line = 0;
+}
+
+/* cur (line lineno) must continue the chain from v->last. */
+static int
+check_link(struct verifier *v, const struct clog_line *cur, uint64_t lineno,
+    char *err, size_t errlen)
+{
+	const char *start_prev = v->o ? v->o->start_prev : NULL;
+
+	if (v->res->records > 0 && cur->seq != v->last.seq + 1)
+		return errf(err, errlen, "line %" PRIu64 ": seq %" PRIu64
+		    " follows %" PRIu64 " (%s?)", lineno, cur->seq,
+		    v->last.seq, cur->seq > v->last.seq ? "record removed" :
+		    "records reordered or duplicated");
+	if (v->res->records > 0 && strcmp(cur->prev, v->last.hash) != 0)
+		return errf(err, errlen, "line %" PRIu64 ": prev does not "
+		    "match the hash of line %" PRIu64, lineno, v->last_line);
+	if (v->res->records == 0 && start_prev != NULL &&
+	    strcmp(cur->prev, start_prev) != 0)
+		return errf(err, errlen, "line %" PRIu64 ": prev does not "
+		    "match the expected start of the chain", lineno);
+	return 0;
+}
+
+int
+clog_verify(const char *path, const struct clog_verify_opts *o,
+    struct clog_verify_result *res, char *err, size_t errlen)
+{
+	struct verifier v;
 	FILE *f = NULL;
 	char *buf = NULL;
 	char why[160];
-	struct clog_line cur, last;
-	uint64_t lineno = 0, count = 0;
+	struct clog_line cur;
+	uint64_t lineno = 0;
 	size_t len;
 	int rc = -1, r;
 
-	memset(&last, 0, sizeof(last));
-
-	if (bad_line)
-		*bad_line = 0;
+	memset(&v, 0, sizeof(v));
+	memset(res, 0, sizeof(*res));
+	v.o = o;
+	v.res = res;
 	f = fopen(path, "r");
 	if (f == NULL) {
 		errf(err, errlen, "open %s: %s", path, strerror(errno));
@@ -1085,58 +1173,94 @@ clog_verify_file(const char *path, const char *start_prev,
 		if (r == 0)
 			break;
 		lineno++;
-		if (bad_line)
-			*bad_line = lineno;
+		res->bad_line = lineno;
 		if (r == -1) {
 			errf(err, errlen, "line %" PRIu64 ": longer than "
 			    "%d bytes", lineno, CLOG_LINE_MAX);
 			goto done;
 		}
 		if (r == -2) {
-			errf(err, errlen, "line %" PRIu64 ": last line has "
-			    "no newline (torn write?)", lineno);
+			/* a write cut short by a crash: sluiced continues
+			 * the chain from the line before it */
+			res->fragments++;
+			note(&v, lineno, "last line has no newline (%zu bytes, "
+			    "a write cut short), skipped", len);
+			fragments_skipped(&v, lineno, "at the end of the file");
+			break;
+		}
+		switch (parse_line(buf, len, &cur, why, sizeof(why))) {
+		case CLOG_LINE_OK:
+			break;
+		case CLOG_LINE_FORMAT:
+			/* what a torn write leaves: the start of a record,
+			 * the next one on a line of its own */
+			if (len > 0 && buf[0] == '{') {
+				if (v.pending_n++ == 0) {
+					v.pending_line = lineno;
+					snprintf(v.pending_why,
+					    sizeof(v.pending_why), "%s", why);
+				}
+				continue;
+			}
+			/* FALLTHROUGH */
+		default:
+			errf(err, errlen, "line %" PRIu64 ": %s", lineno, why);
 			goto done;
 		}
-		if (parse_line(buf, len, &cur, why, sizeof(why)) !=
-		    CLOG_LINE_OK) {
-			errf(err, errlen, "line %" PRIu64 ": %s", lineno,
-			    why);
+		if (check_link(&v, &cur, lineno, err, errlen) != 0) {
+			if (v.pending_n > 0) {
+				/* not a torn write: it stands where a record
+				 * is missing */
+				res->bad_line = v.pending_line;
+				errf(err, errlen, "line %" PRIu64 ": %s",
+				    v.pending_line, v.pending_why);
+			}
 			goto done;
 		}
-		if (lineno > 1 && cur.seq != last.seq + 1) {
-			errf(err, errlen, "line %" PRIu64 ": seq %" PRIu64
-			    " follows %" PRIu64 " (%s?)", lineno, cur.seq,
-			    last.seq, cur.seq > last.seq ? "record removed" :
-			    "records reordered or duplicated");
-			goto done;
-		}
-		if (lineno > 1 && strcmp(cur.prev, last.hash) != 0) {
-			errf(err, errlen, "line %" PRIu64 ": prev does not "
-			    "match the hash of line %" PRIu64, lineno,
-			    lineno - 1);
-			goto done;
-		}
-		if (lineno == 1 && start_prev != NULL &&
-		    strcmp(cur.prev, start_prev) != 0) {
-			errf(err, errlen, "line 1: prev does not match the "
-			    "expected start of the chain");
-			goto done;
-		}
-		last = cur;
-		count++;
+		fragments_skipped(&v, lineno, "the next record continues the "
+		    "chain");
+		if (res->records == 0)
+			res->first_seq = cur.seq;
+		v.last = cur;
+		v.last_line = lineno;
+		res->records++;
+		res->last_seq = cur.seq;
+		memcpy(res->last_hash, cur.hash, sizeof(res->last_hash));
 	}
 	if (ferror(f)) {
 		errf(err, errlen, "read %s: %s", path, strerror(errno));
 		goto done;
 	}
-	if (bad_line)
-		*bad_line = 0;
+	if (v.pending_n > 0) {
+		/* complete lines no record follows: not a torn write */
+		res->bad_line = v.pending_line;
+		errf(err, errlen, "line %" PRIu64 ": %s", v.pending_line,
+		    v.pending_why);
+		goto done;
+	}
+	res->bad_line = 0;
 	rc = 0;
 done:
-	if (records)
-		*records = count;
 	free(buf);
 	if (f)
 		fclose(f);
+	return rc;
+}
+
+int
+clog_verify_file(const char *path, const char *start_prev,
+    uint64_t *records, uint64_t *bad_line, char *err, size_t errlen)
+{
+	struct clog_verify_opts o;
+	struct clog_verify_result res;
+	int rc;
+
+	memset(&o, 0, sizeof(o));
+	o.start_prev = start_prev;
+	rc = clog_verify(path, &o, &res, err, errlen);
+	if (records)
+		*records = res.records;
+	if (bad_line)
+		*bad_line = res.bad_line;
 	return rc;
 }

@@ -95,11 +95,38 @@ int clog_text_safe(const char *in, size_t len);
 char *clog_json_escape(const char *in, size_t len, size_t *outlen);
 
 /*
- * Verify a log file.  Returns 0 if every line parses, seq increases by
+ * Verify a log file.  Returns 0 if every record parses, seq increases by
  * one, prev matches the previous hash and each hash matches its body.
- * Otherwise -1 with *bad_line (1-based) and a message in err.  start_prev
- * may be NULL (accept whatever the first line's prev is: a rotated file).
+ * Otherwise -1 with res->bad_line (1-based) and a message in err.
+ *
+ * Torn fragments, what a write cut short leaves behind (a crash, or a
+ * short write that could not be cut back), are reported through note
+ * and skipped: lines that start like a record but are not one, when the
+ * record after them continues the chain from the record before them,
+ * and a last line with no newline.  Anything else that is not a record
+ * fails.
  */
+struct clog_verify_opts {
+	/* NULL: accept whatever the first record's prev is (a rotated
+	 * file) */
+	const char *start_prev;
+	/* A finding that is not a failure (a torn fragment); may be NULL. */
+	void (*note)(void *arg, uint64_t line, const char *msg);
+	void *arg;
+};
+
+struct clog_verify_result {
+	uint64_t records;               /* records verified */
+	uint64_t bad_line;              /* the failing line, 0 when none */
+	uint64_t fragments;             /* torn fragments skipped */
+	uint64_t first_seq, last_seq;   /* of the records verified */
+	char last_hash[65];             /* "" when none */
+};
+
+int clog_verify(const char *path, const struct clog_verify_opts *o,
+    struct clog_verify_result *res, char *err, size_t errlen) SLUICE_MUSTCHECK;
+
+/* clog_verify with start_prev alone. */
 int clog_verify_file(const char *path, const char *start_prev,
     uint64_t *records, uint64_t *bad_line, char *err, size_t errlen) SLUICE_MUSTCHECK;
 

@@ -268,5 +268,225 @@ def sluicectl_escapes(env):
             check_eq(json.loads(p.stdout)["user"], HOSTILE_USER,
                      "log --json: the same JSON")
 
+
+# ---------------------------------------------------------------------------
+# Finding 7: the disk full under the log
+
+def mntns_ino():
+    return os.stat("/proc/self/ns/mnt").st_ino
+
+
+@S.case
+def disk_full_admin_changes(env):
+    """The log on a 256 KiB tmpfs, filled up: every admin change is refused
+    with 503 log_unavailable and not made (GET shows the old state), the
+    file ends on a whole record (the short write was cut back) and
+    verifies; with room again the next change is logged on the chain."""
+    if os.geteuid() != 0:
+        raise Skip("needs root for a mount namespace of its own")
+    for t in ("unshare", "mount"):
+        if subprocess.run(["which", t], stdout=subprocess.DEVNULL).returncode:
+            raise Skip("%s not installed" % t)
+    try:
+        r = subprocess.run(["unshare", "-m", "--propagation", "private",
+                            sys.executable, os.path.abspath(__file__),
+                            "--mnt-child", str(mntns_ino())],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=180)
+    except subprocess.TimeoutExpired:
+        raise Fail("the disk-full child did not finish in 180 s")
+    err = r.stderr.decode(errors="replace")
+    if r.returncode != 0 and err.startswith("unshare:"):
+        raise Skip("no mount namespace: %s" % err.strip())
+    if r.returncode == 77:
+        raise Skip("disk-full child: %s" % err.strip().splitlines()[-1:])
+    check(r.returncode == 0, "disk-full child failed (%d):\n%s",
+          r.returncode, err[-6000:])
+
+
+def fill(path):
+    """Write path until the file system is full (bounded)."""
+    chunk = b"x" * 65536
+    with open(path, "wb", buffering=0) as f:
+        for size in (65536, 4096, 512, 1):
+            for _ in range(10000):
+                try:
+                    f.write(chunk[:size])
+                except OSError:
+                    break
+
+
+def expect_503(r, what):
+    check(r.status == 503 and isinstance(r.json, dict) and
+          r.json.get("error", {}).get("code") == "log_unavailable",
+          "%s: %d %r, want 503 log_unavailable", what, r.status, r.body[:300])
+
+
+def whole_records(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    check(data.endswith(b"\n"), "the log ends in a partial line: %r",
+          data[-120:])
+    return verify_chain([path])
+
+
+def until_refused(d, what, attempt, unchanged, tries=100):
+    """attempt(i) until it is refused with 503 log_unavailable.  While the
+    disk is full a change that fits in the page the log still has is
+    made and logged: each success must add one record, the refusal none,
+    and unchanged() checks the refused change did not happen."""
+    n = len(whole_records(d.log_path))
+    for i in range(tries):
+        r = attempt(i)
+        after = len(whole_records(d.log_path))
+        if r.status in (200, 201):
+            check_eq(after, n + 1, "%s %d: records for a change made" %
+                     (what, i))
+            n = after
+            continue
+        expect_503(r, what)
+        check_eq(after, n, "%s: records for a refused change" % what)
+        unchanged(i)
+        return i
+    raise Fail("%s: never refused in %d tries on a full disk" % (what, tries))
+
+
+def disk_full_child(env, mnt):
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0755",
+                    "tmpfs", mnt], check=True, timeout=10)
+    try:
+        d, up = setup(env, log={"path": os.path.join(mnt, "conn.jsonl")})
+        r = call(d, "POST", "/v1/sessions", {"id": "k0", "tenant": "acme",
+                                             "user": "alice",
+                                             "tier": "public"})
+        check_eq(r.status, 201, "create k0")
+        fill(os.path.join(mnt, "filler"))
+
+        def grants(sid="k0"):
+            r = call(d, "GET", "/v1/sessions/%s" % sid)
+            check_eq(r.status, 200, "GET %s" % sid)
+            return sorted(g["host"] for g in r.json["grants"])
+
+        granted = []
+
+        def grant(i):
+            r = call(d, "POST", "/v1/sessions/k0/grants",
+                     {"host": "g%03d.test" % i, "port": 443})
+            if r.status == 201:
+                granted.append("g%03d.test" % i)
+            return r
+        until_refused(d, "grant add", grant,
+                      lambda i: check_eq(grants(), granted, "grants"), 400)
+
+        def create(i):
+            return call(d, "POST", "/v1/sessions", {
+                "id": "k%d" % (i + 1), "tenant": "acme", "user": "bob",
+                "tier": "public"})
+
+        def not_created(i):
+            sid = "k%d" % (i + 1)
+            check_eq(call(d, "GET", "/v1/sessions/%s" % sid).status, 404,
+                     "%s after a refused create" % sid)
+            check(not os.path.exists(d.session_socket(sid)),
+                  "%s's socket left behind" % sid)
+        until_refused(d, "session create", create, not_created)
+
+        tiers = ["registries", "public"]
+
+        def ceiling(i):
+            return call(d, "PUT", "/v1/ceiling", {"tier": tiers[i % 2]})
+
+        def ceiling_kept(i):
+            check_eq(call(d, "GET", "/v1/ceiling").json["tier"],
+                     tiers[(i + 1) % 2] if i else "public",
+                     "ceiling after a refused set")
+        until_refused(d, "ceiling set", ceiling, ceiling_kept)
+
+        def tier(i):
+            return call(d, "PATCH", "/v1/sessions/k0",
+                        {"tier": ["off", "public"][i % 2]})
+
+        def tier_kept(i):
+            check_eq(call(d, "GET", "/v1/sessions/k0").json["tier"],
+                     ["off", "public"][(i + 1) % 2] if i else "public",
+                     "tier after a refused change")
+        until_refused(d, "set tier", tier, tier_kept)
+
+        removed = []
+
+        def remove(i):
+            r = call(d, "DELETE", "/v1/sessions/k0/grants/%s:443"
+                     % granted[i])
+            if r.status == 200:
+                removed.append(granted[i])
+            return r
+        until_refused(d, "grant remove", remove, lambda i: check_eq(
+            grants(), sorted(set(granted) - set(removed)), "grants"))
+        # k0's record holds all its grants: bigger than any page left
+        until_refused(d, "session delete", lambda i: call(
+            d, "DELETE", "/v1/sessions/k0"), lambda i: grants(), 1)
+
+        # what the API says is what the state file and the log say
+        with open(env.path("state.json")) as f:
+            state = json.load(f)
+        st = dict((s["id"], s) for s in state["sessions"])
+        live = call(d, "GET", "/v1/sessions").json["sessions"]
+        check_eq(sorted(st), sorted(s["id"] for s in live),
+                 "sessions in the state file")
+        check_eq(sorted(g["host"] for g in st["k0"]["grants"]), grants(),
+                 "grants in the state file")
+        p = sluicectl("log", "verify", "--file", d.log_path)
+        check_eq(p.returncode, 0, "sluicectl log verify: %r" % p.stdout)
+
+        # room again: the next change is logged on the same chain
+        os.unlink(os.path.join(mnt, "filler"))
+        r = call(d, "POST", "/v1/sessions/k0/grants",
+                 {"host": "after.test", "port": 443})
+        check_eq(r.status, 201, "grant with room again (%r)" % r.body[:200])
+        recs = whole_records(d.log_path)
+        check_eq(recs[-1].get("action"), "grant_add", "the last record")
+        check_eq(recs[-1]["seq"], recs[-2]["seq"] + 1, "seq continues")
+        check_eq(d.stop(), 0, "exit status")
+        whole_records(d.log_path)
+    finally:
+        for dd in env.daemons:
+            try:
+                dd.stop(timeout=5)
+            except Exception:
+                pass
+        subprocess.run(["umount", "-l", mnt], timeout=10)
+
+
+def mnt_child(host_ino):
+    """Inside a mount namespace of its own: the case's daemon and a tmpfs
+    that nobody outside sees."""
+    import tempfile
+    import traceback
+    from harness import Env
+    if mntns_ino() == host_ino:
+        sys.stderr.write("refusing: still in the host mount namespace\n")
+        return 1
+    root = tempfile.mkdtemp(prefix="sluice-t_log_safety-mnt.")
+    env = Env(root, "disk_full")
+    mnt = env.path("logfs")
+    os.mkdir(mnt)
+    try:
+        disk_full_child(env, mnt)
+        return 0
+    except Skip as e:
+        sys.stderr.write("%s\n" % e)
+        return 77
+    except Exception:
+        sys.stderr.write(traceback.format_exc())
+        for d in env.daemons:
+            sys.stderr.write("--- sluiced stderr:\n%s\n" % d.stderr())
+        return 1
+    finally:
+        env.close()
+        subprocess.run(["rm", "-rf", root], timeout=30)
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--mnt-child":
+        sys.exit(mnt_child(int(sys.argv[2])))
     S.main()
