@@ -242,6 +242,10 @@ send_ctl_error(struct evhttp_request *req, const struct ctl_err *e)
 		status = 503;
 		code = "log_unavailable";
 		break;
+	case CTL_TOO_MANY_GRANTS:
+		status = 409;
+		code = "too_many_grants";
+		break;
 	default: status = 500; break;
 	}
 	send_json(req, status, json_pack("{s:{s:s,s:s}}", "error",

@@ -48,30 +48,55 @@ session_event(const char *action, json_t *session)
 /* ------------------------------------------------------------------ */
 /* Admin records. */
 
-/* Writes an admin record; before and after are borrowed (NULL: null).
+/*
+ * What an admin record says changed: {"before": B, "after": A} (the
+ * session or ceiling view; references stolen, NULL is null), or for a
+ * grant {"grant": {"host","port"}, "grants": N}: the change and the count
+ * after it, not both lists.
+ */
+static json_t *
+change_ba(json_t *before, json_t *after)
+{
+	return json_pack("{s:o,s:o}", "before", before ? before : json_null(),
+	    "after", after ? after : json_null());
+}
+
+static json_t *
+change_grant(const char *host, uint16_t port, size_t ngrants)
+{
+	return json_pack("{s:{s:s,s:i},s:I}", "grant", "host", host, "port",
+	    (int)port, "grants", (json_int_t)ngrants);
+}
+
+/* Writes an admin record with the fields of change (borrowed) in order.
  * 0 / -1 when the record could not be written (logged). */
 static int
 admin_record_s(const struct ctl_actor *a, const char *action,
-    const char *session, const char *target, json_t *before, json_t *after,
+    const char *session, const char *target, json_t *change,
     const char *outcome)
 {
-	struct clog_rec *r = clog_rec_new("admin");
+	struct clog_rec *r;
+	const char *k;
+	json_t *v;
 
+	if (change == NULL)
+		goto fail;      /* out of memory: no record, no change */
+	r = clog_rec_new("admin");
 	clog_rec_str(r, "action", action);
 	if (session != NULL)
 		clog_rec_str(r, "session", session);
 	clog_rec_str(r, "who", a ? a->who : "sluiced");
 	clog_rec_str(r, "role", a ? a->role : NULL);
 	clog_rec_str(r, "target", target);
-	clog_rec_json(r, "before", before ? json_incref(before) : json_null());
-	clog_rec_json(r, "after", after ? json_incref(after) : json_null());
+	json_object_foreach(change, k, v)
+		clog_rec_json(r, k, json_incref(v));
 	clog_rec_str(r, "outcome", outcome);
-	if (clog_write(px.log, r) != 0) {
-		px_log(PX_ERR, "%s: cannot write the admin record for %s",
-		    __func__, action);
-		return -1;
-	}
-	return 0;
+	if (clog_write(px.log, r) == 0)
+		return 0;
+fail:
+	px_log(PX_ERR, "%s: cannot write the admin record for %s", __func__,
+	    action);
+	return -1;
 }
 
 /*
@@ -80,11 +105,10 @@ admin_record_s(const struct ctl_actor *a, const char *action,
  */
 static int
 admin_commit(const struct ctl_actor *a, const char *action,
-    const char *session, const char *target, json_t *before, json_t *after,
+    const char *session, const char *target, json_t *change,
     struct ctl_err *e)
 {
-	if (admin_record_s(a, action, session, target, before, after,
-	    "ok") != 0)
+	if (admin_record_s(a, action, session, target, change, "ok") != 0)
 		return ctl_fail(e, CTL_LOG_UNAVAILABLE, "the connection log "
 		    "cannot be written (%s): %s was not done",
 		    clog_path(px.log), action);
@@ -96,11 +120,10 @@ admin_commit(const struct ctl_actor *a, const char *action,
  * e keeps the state file's error. */
 static void
 admin_undone(const struct ctl_actor *a, const char *action,
-    const char *session, const char *target, json_t *before, json_t *after,
+    const char *session, const char *target, json_t *change,
     const char *outcome)
 {
-	if (admin_record_s(a, action, session, target, before, after,
-	    outcome) != 0)
+	if (admin_record_s(a, action, session, target, change, outcome) != 0)
 		px_log(PX_ERR, "%s: %s: the log says done, but the state file "
 		    "did not take it and it was %s", __func__, action,
 		    strcmp(outcome, "undone") == 0 ? "undone" : "not saved");
@@ -110,7 +133,10 @@ void
 ctl_audit(const struct ctl_actor *a, const char *action, const char *target,
     const char *outcome)
 {
-	(void)admin_record_s(a, action, NULL, target, NULL, NULL, outcome);
+	json_t *change = change_ba(NULL, NULL);
+
+	(void)admin_record_s(a, action, NULL, target, change, outcome);
+	json_decref(change);
 }
 
 /* ------------------------------------------------------------------ */
@@ -242,7 +268,7 @@ ctl_session_create(const struct ctl_actor *a,
 {
 	struct cfg_session cs;
 	struct px_session *s;
-	json_t *after;
+	json_t *change;
 	char path[PATH_MAX], why[256];
 	int logged;
 	int ntransports = (spec->socket != NULL) + (spec->source != NULL) +
@@ -298,19 +324,19 @@ ctl_session_create(const struct ctl_actor *a,
 	s = px_session_create(&cs, 0, why, sizeof(why));
 	if (s == NULL)
 		return ctl_fail(e, CTL_BAD_REQUEST, "%s", why);
-	after = ctl_json_session(s);
-	logged = admin_commit(a, "session_create", spec->id, spec->id, NULL,
-	    after, e) == 0;
+	change = change_ba(NULL, ctl_json_session(s));
+	logged = admin_commit(a, "session_create", spec->id, spec->id, change,
+	    e) == 0;
 	if (!logged || ctl_state_save(e) != 0) {
 		/* nothing has reached the session yet: the loop has not run */
 		if (logged)
 			admin_undone(a, "session_create", spec->id, spec->id,
-			    NULL, after, "undone");
+			    change, "undone");
 		px_session_destroy(s, POL_R_SESSION_CLOSED);
-		json_decref(after);
+		json_decref(change);
 		return -1;
 	}
-	json_decref(after);
+	json_decref(change);
 	session_event("create", ctl_json_session(s));     /* events */
 	if (out != NULL)
 		*out = s;
@@ -322,28 +348,27 @@ ctl_session_delete(const struct ctl_actor *a, const char *id,
     struct ctl_err *e)
 {
 	struct px_session *s = px_session_find(id);
-	json_t *before;
+	json_t *change;
 
 	if (s == NULL)
 		return ctl_fail(e, CTL_NOT_FOUND, "no session %s", id);
 	if (s->from_config)
 		return ctl_fail(e, CTL_CONFLICT, "session %s is declared in the "
 		    "configuration file; remove it there and reload", id);
-	before = ctl_json_session(s);
+	change = change_ba(ctl_json_session(s), NULL);
 	/* closing its connections cannot be undone: the record first */
-	if (admin_commit(a, "session_delete", id, id, before, NULL, e) != 0) {
-		json_decref(before);
+	if (admin_commit(a, "session_delete", id, id, change, e) != 0) {
+		json_decref(change);
 		return -1;
 	}
 	px_session_destroy(s, POL_R_SESSION_CLOSED);
 	if (ctl_state_save(e) != 0) {
 		/* gone now; the old state restores it at the next start */
-		admin_undone(a, "session_delete", id, id, before, NULL,
-		    "not_saved");
-		json_decref(before);
+		admin_undone(a, "session_delete", id, id, change, "not_saved");
+		json_decref(change);
 		return -1;
 	}
-	json_decref(before);
+	json_decref(change);
 	session_event("delete", json_pack("{s:s}", "id", id));   /* events */
 	return 0;
 }
@@ -354,7 +379,7 @@ ctl_session_set_tier(const struct ctl_actor *a, const char *id,
 {
 	struct px_session *s = px_session_find(id);
 	enum pol_tier old;
-	json_t *before, *after;
+	json_t *before, *change;
 	int logged;
 
 	if (s == NULL)
@@ -365,20 +390,17 @@ ctl_session_set_tier(const struct ctl_actor *a, const char *id,
 	old = pol_session_tier(s->pol);
 	before = ctl_json_session(s);
 	pol_session_set_tier(s->pol, tier);
-	after = ctl_json_session(s);
-	logged = admin_commit(a, "session_set_tier", id, id, before, after,
-	    e) == 0;
+	change = change_ba(before, ctl_json_session(s));
+	logged = admin_commit(a, "session_set_tier", id, id, change, e) == 0;
 	if (!logged || ctl_state_save(e) != 0) {
 		if (logged)
-			admin_undone(a, "session_set_tier", id, id, before,
-			    after, "undone");
+			admin_undone(a, "session_set_tier", id, id, change,
+			    "undone");
 		pol_session_set_tier(s->pol, old);
-		json_decref(before);
-		json_decref(after);
+		json_decref(change);
 		return -1;
 	}
-	json_decref(before);
-	json_decref(after);
+	json_decref(change);
 	session_event("set_tier", ctl_json_session(s));   /* events */
 	if (tier < old)
 		px_prompts_deny_session(s, POL_R_TIER_LOWERED);
@@ -395,7 +417,8 @@ grant_change(const struct ctl_actor *a, const char *id, const char *host,
 	struct pol_target t;
 	char target[POL_HOST_MAX + 80];
 	const char *action = add ? "grant_add" : "grant_remove";
-	json_t *before, *after;
+	json_t *change;
+	size_t n;
 	int logged;
 
 	if (s == NULL)
@@ -407,21 +430,23 @@ grant_change(const struct ctl_actor *a, const char *id, const char *host,
 		    "name or address");
 	if (add && pol_session_has_grant(s->pol, t.host, port))
 		return 0;   /* already granted: nothing changes */
-	/* the session's grants before and after, for the admin record */
-	before = ctl_grants_json(s->pol);
+	/* every grant is kept, saved and checked on each decision of the
+	 * chat: a bounded number of them */
+	n = pol_session_grant_count(s->pol);
+	if (add && n >= (size_t)px.cfg->max_grants_per_session)
+		return ctl_fail(e, CTL_TOO_MANY_GRANTS, "session %s has %zu "
+		    "grants, limits.max_grants_per_session; remove one first",
+		    id, n);
 	if (add) {
-		if (pol_session_grant(s->pol, t.host, port) != 0) {
-			json_decref(before);
+		if (pol_session_grant(s->pol, t.host, port) != 0)
 			return ctl_fail(e, CTL_INTERNAL, "out of memory");
-		}
-	} else if (pol_session_revoke(s->pol, t.host, port) != 0) {
-		json_decref(before);
+	} else if (pol_session_revoke(s->pol, t.host, port) != 0)
 		return ctl_fail(e, CTL_NOT_FOUND, "no grant %s:%u for %s", t.host,
 		    port, id);
-	}
 	snprintf(target, sizeof(target), "%s %s:%u", id, t.host, port);
-	after = ctl_grants_json(s->pol);
-	logged = admin_commit(a, action, id, target, before, after, e) == 0;
+	/* the record names the change, not the lists before and after */
+	change = change_grant(t.host, port, pol_session_grant_count(s->pol));
+	logged = admin_commit(a, action, id, target, change, e) == 0;
 	if (!logged || ctl_state_save(e) != 0) {
 		/* undo: what was not logged and saved did not happen */
 		if ((add ? pol_session_revoke(s->pol, t.host, port) :
@@ -430,14 +455,11 @@ grant_change(const struct ctl_actor *a, const char *id, const char *host,
 			    "the state file did not take", __func__, id, t.host,
 			    port);
 		else if (logged)
-			admin_undone(a, action, id, target, before, after,
-			    "undone");
-		json_decref(before);
-		json_decref(after);
+			admin_undone(a, action, id, target, change, "undone");
+		json_decref(change);
 		return -1;
 	}
-	json_decref(before);
-	json_decref(after);
+	json_decref(change);
 	if (!add)
 		px_relay_close_exceeding(s);
 	return 0;
@@ -473,7 +495,7 @@ ceiling_commit(const struct ctl_actor *a, json_t *next, const char *target,
     int close_ex, size_t *closed, struct ctl_err *e)
 {
 	json_t *before = ctl_json_ceiling(), *prev = ctl_api_ceiling;
-	json_t *after = NULL;
+	json_t *change = NULL;
 	char err[256] = "";
 	int logged;
 
@@ -483,14 +505,14 @@ ceiling_commit(const struct ctl_actor *a, json_t *next, const char *target,
 		snprintf(err, sizeof(err), "out of memory");
 	if (err[0] == '\0' &&
 	    ctl_apply_ceiling_json(ctl_api_ceiling, err, sizeof(err)) == 0) {
-		after = ctl_json_ceiling();
-		logged = admin_commit(a, "ceiling_set", NULL, target, before,
-		    after, e) == 0;
+		change = change_ba(json_incref(before), ctl_json_ceiling());
+		logged = admin_commit(a, "ceiling_set", NULL, target, change,
+		    e) == 0;
 		if (logged && ctl_state_save(e) == 0)
 			goto done;
 		if (logged)
-			admin_undone(a, "ceiling_set", NULL, target, before,
-			    after, "undone");
+			admin_undone(a, "ceiling_set", NULL, target, change,
+			    "undone");
 	}
 	if (e != NULL && e->code == CTL_OK)
 		ctl_fail(e, CTL_BAD_REQUEST, "%s", err);
@@ -502,12 +524,12 @@ ceiling_commit(const struct ctl_actor *a, json_t *next, const char *target,
 		    "(out of memory)", __func__);
 	ctl_apply_api_ceilings();
 	json_decref(before);
-	json_decref(after);
+	json_decref(change);
 	return -1;
 done:
 	json_decref(prev);
 	json_decref(before);
-	json_decref(after);
+	json_decref(change);
 	if (closed != NULL)
 		*closed = close_ex ? px_relay_close_exceeding(NULL) : 0;
 	px_prompts_recheck(NULL);

@@ -28,6 +28,8 @@ enum ctl_code {
 	CTL_UNAVAILABLE,     /* 503: shutting down */
 	CTL_LOG_UNAVAILABLE, /* 503 "log_unavailable": the admin record could
 	                        not be written, so the change was not made */
+	CTL_TOO_MANY_GRANTS, /* 409 "too_many_grants": the session has
+	                        limits.max_grants_per_session */
 };
 
 struct ctl_err {

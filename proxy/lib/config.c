@@ -1476,6 +1476,8 @@ static const struct cfg_key limits_keys[] = {
 	LIM("connect_timeout_ms", K_INT, connect_timeout_ms, 100, 600000),
 	LIM("max_conns_per_session", K_INT, max_conns_per_session, 1, 1000000),
 	LIM("max_conns_total", K_INT, max_conns_total, 1, 1000000),
+	LIM("max_grants_per_session", K_INT, max_grants_per_session, 1,
+	    100000),
 	LIM("tunnel_buffer", K_SIZE, tunnel_buffer, 4096, 64 * 1048576),
 	LIM("drain_timeout_s", K_INT, drain_timeout_s, 0, 3600),
 	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
@@ -2012,6 +2014,7 @@ cfg_defaults(void)
 	c->connect_timeout_ms = 10000;
 	c->max_conns_per_session = 256;
 	c->max_conns_total = 4096;
+	c->max_grants_per_session = 256;
 	c->tunnel_buffer = 256 * 1024;
 	c->drain_timeout_s = 10;
 	c->sni_check = 1;
@@ -2558,7 +2561,8 @@ dump_tree(const struct cfg *c, int *bad)
 	    "ring", (json_int_t)c->events_ring,
 	    "max_pending", (json_int_t)c->events_max_pending,
 	    "heartbeat_s", c->events_heartbeat_s), bad);
-	jset(root, "limits", json_pack("{s:I,s:I,s:I,s:i,s:i,s:i,s:i,s:i,s:I,s:i}",
+	jset(root, "limits", json_pack("{s:I,s:I,s:I,s:i,s:i,s:i,s:i,s:i,s:i,s:I,"
+	    "s:i}",
 	    "max_head", (json_int_t)c->max_head,
 	    "max_line", (json_int_t)c->max_line,
 	    "max_headers", (json_int_t)c->max_headers,
@@ -2567,6 +2571,7 @@ dump_tree(const struct cfg *c, int *bad)
 	    "connect_timeout_ms", c->connect_timeout_ms,
 	    "max_conns_per_session", c->max_conns_per_session,
 	    "max_conns_total", c->max_conns_total,
+	    "max_grants_per_session", c->max_grants_per_session,
 	    "tunnel_buffer", (json_int_t)c->tunnel_buffer,
 	    "drain_timeout_s", c->drain_timeout_s), bad);
 	jset(root, "tls", json_pack("{s:b,s:i,s:o}",

@@ -157,6 +157,7 @@ struct cfg {
 	int connect_timeout_ms;                    /* 10000 */
 	int max_conns_per_session;                 /* 256 */
 	int max_conns_total;                       /* 4096 */
+	int max_grants_per_session;                /* 256 */
 	size_t tunnel_buffer;                      /* per direction, 256 KiB */
 	int drain_timeout_s;                       /* 10: SIGTERM drain deadline */
 	int sni_check;                             /* 1: CONNECT :443 needs matching SNI */

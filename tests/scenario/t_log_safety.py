@@ -270,6 +270,57 @@ def sluicectl_escapes(env):
 
 
 # ---------------------------------------------------------------------------
+# Finding 16: grants per session
+
+@S.case
+def grants_capped_and_logged_as_changes(env):
+    """limits.max_grants_per_session caps a session's grants (409
+    too_many_grants, nothing changes), and each grant record names the
+    change and the count after it: its size does not grow with the list."""
+    d, up = setup(env, limits={"max_grants_per_session": 5})
+    r = call(d, "POST", "/v1/sessions", {"id": "g1", "tenant": "acme",
+                                         "user": "alice", "tier": "off"})
+    check_eq(r.status, 201, "create")
+    hosts = ["%s%d.test" % (("h" * 60 + ".") * 4, i) for i in range(6)]
+    for h in hosts[:5]:
+        r = call(d, "POST", "/v1/sessions/g1/grants", {"host": h, "port": 443})
+        check_eq(r.status, 201, "grant %s..." % h[-8:])
+    r = call(d, "POST", "/v1/sessions/g1/grants", {"host": hosts[5],
+                                                   "port": 443})
+    check(r.status == 409 and r.json["error"]["code"] == "too_many_grants",
+          "sixth grant: %d %r", r.status, r.body[:200])
+    g = call(d, "GET", "/v1/sessions/g1").json["grants"]
+    check_eq(len(g), 5, "grants after the refused one")
+    # granting what is there already changes nothing, so it is no refusal
+    r = call(d, "POST", "/v1/sessions/g1/grants", {"host": hosts[0],
+                                                   "port": 443})
+    check_eq(r.status, 200, "a grant the session has")
+    r = call(d, "DELETE", "/v1/sessions/g1/grants/%s:443" % hosts[0])
+    check_eq(r.status, 200, "remove one")
+    r = call(d, "POST", "/v1/sessions/g1/grants", {"host": hosts[5],
+                                                   "port": 443})
+    check_eq(r.status, 201, "a grant with room again")
+
+    recs = [x for x in read_log(d.log_path) if x.get("event") == "admin" and
+            x.get("action") in ("grant_add", "grant_remove")]
+    check_eq([x["action"] for x in recs], ["grant_add"] * 5 +
+             ["grant_remove", "grant_add"], "grant records")
+    for i, x in enumerate(recs):
+        check("before" not in x and "after" not in x,
+              "grant record %d carries the lists: %r", i, sorted(x))
+        check_eq(x["grant"]["port"], 443, "grant record %d port" % i)
+    check_eq([x["grants"] for x in recs], [1, 2, 3, 4, 5, 4, 5],
+             "counts after each change")
+    check_eq([x["grant"]["host"] for x in recs],
+             hosts[:5] + [hosts[0], hosts[5]], "hosts of the changes")
+    with open(d.log_path, "rb") as f:
+        lines = [ln for ln in f.read().split(b"\n")
+                 if b'"action":"grant_' in ln]
+    sizes = [len(ln) for ln in lines]
+    check(max(sizes) - min(sizes) < 64, "grant record sizes grow with the "
+          "list: %r", sizes)
+
+# ---------------------------------------------------------------------------
 # Finding 7: the disk full under the log
 
 def mntns_ino():

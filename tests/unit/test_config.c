@@ -68,6 +68,7 @@ static const char full[] =
 	"              \"head_timeout_ms\": 2000, \"idle_timeout_s\": 60,\n"
 	"              \"connect_timeout_ms\": 3000, \"max_conns_per_session\": 8,\n"
 	"              \"max_conns_total\": 64, \"tunnel_buffer\": 65536,\n"
+	"              \"max_grants_per_session\": 16,\n"
 	"              \"drain_timeout_s\": 2 },\n"
 	"  \"tls\": { \"sni_check\": false, \"sni_timeout_ms\": 1000 },\n"
 	"  \"state_file\": \"/tmp/sluice-test/state.json\",\n"
@@ -141,6 +142,7 @@ test_defaults(void **state)
 	assert_int_equal(c->connect_timeout_ms, 10000);
 	assert_int_equal(c->max_conns_per_session, 256);
 	assert_int_equal(c->max_conns_total, 4096);
+	assert_int_equal(c->max_grants_per_session, 256);
 	assert_int_equal(c->tunnel_buffer, 256 * 1024);
 	assert_null(c->webhook.url);
 	assert_null(c->webhook.host);
@@ -255,6 +257,7 @@ test_full(void **state)
 	assert_int_equal(c->ports_public[2], 8080);
 	assert_int_equal(c->max_head, 16384);
 	assert_int_equal(c->tunnel_buffer, 65536);
+	assert_int_equal(c->max_grants_per_session, 16);
 	assert_int_equal(c->drain_timeout_s, 2);
 	assert_string_equal(c->state_file, "/tmp/sluice-test/state.json");
 	assert_string_equal(c->control.socket, "/tmp/sluice-test/ctl.sock");
@@ -439,6 +442,9 @@ static const struct err_case err_cases[] = {
 	  "t.json:1:18: log.path: ", "must not be empty" },
 	{ "limit out of range", "{\"limits\": {\"max_headers\": 0}}",
 	  "t.json:1:28: limits.max_headers: ", "out of range" },
+	{ "no grants at all",
+	  "{\"limits\": {\"max_grants_per_session\": 0}}",
+	  "t.json:1:39: limits.max_grants_per_session: ", "out of range" },
 	{ "an explicit max_line above max_head",
 	  "{\"limits\": {\"max_head\": 1024, \"max_line\": 2048}}",
 	  "t.json:1:43: limits.max_line: ", "exceeds limits.max_head" },
@@ -651,7 +657,7 @@ round_trip(const char *text)
 	assert_int_equal(json_object_size(json_object_get(j, "events")), 3);
 	assert_int_equal(json_object_size(json_object_get(j, "webhook")), 5);
 	assert_int_equal(json_object_size(json_object_get(j, "control")), 15);
-	assert_int_equal(json_object_size(json_object_get(j, "limits")), 10);
+	assert_int_equal(json_object_size(json_object_get(j, "limits")), 11);
 	assert_int_equal(json_object_size(json_object_get(j, "listen")), 5);
 	assert_int_equal(json_object_size(json_object_get(j, "dns")), 3);
 	assert_int_equal(json_object_size(json_object_get(j, "tls")), 3);
