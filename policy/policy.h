@@ -52,6 +52,11 @@ enum pol_reason {
 	POL_R_SESSION_CLOSED = 27,     /* close reason: session removed */
 	POL_R_CEILING_LOWERED = 28,    /* close reason: tunnel no longer admitted */
 	POL_R_TIER_LOWERED = 29,       /* a prompt ended: the chat's tier went down */
+	POL_R_ECH_REFUSED = 30,        /* encrypted ClientHello on a checked port */
+	POL_R_CONNECT_PLAIN_PORT = 31, /* CONNECT to a plain-HTTP port */
+	POL_R_SELF_TARGET = 32,        /* a transparent connection to itself */
+	POL_R_TOO_MANY_INTERIM = 33,   /* an upstream's endless 1xx answers */
+	POL_R_TOO_MANY_REFUSALS = 34,  /* the connection was refused too often */
 	POL_R__COUNT
 };
 

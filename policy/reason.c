@@ -128,6 +128,21 @@ static const struct reason_info reasons[POL_R__COUNT] = {
 	[POL_R_TIER_LOWERED] = { "tier_lowered", 403,
 	    "the request waited for an answer while the chat's network tier "
 	    "was lowered; the app can raise the tier again." },
+	[POL_R_ECH_REFUSED] = { "ech_refused", 403,
+	    "the tunnel was refused because its ClientHello hides the server "
+	    "name (encrypted client hello); connect without ECH." },
+	[POL_R_CONNECT_PLAIN_PORT] = { "connect_plain_port", 403,
+	    "the tunnel was refused because its port carries plain HTTP; send "
+	    "the request to the proxy instead of a CONNECT." },
+	[POL_R_SELF_TARGET] = { "self_target", 403,
+	    "the connection was refused because it was made to the proxy "
+	    "itself; connect to the destination instead." },
+	[POL_R_TOO_MANY_INTERIM] = { "too_many_interim", 502,
+	    "the request was refused because the upstream sent too many "
+	    "interim (1xx) responses; the upstream is misbehaving." },
+	[POL_R_TOO_MANY_REFUSALS] = { "too_many_refusals", 429,
+	    "the connection was closed because too many of its requests were "
+	    "refused; fix the requests, then open a new connection." },
 };
 
 static int

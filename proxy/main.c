@@ -242,6 +242,21 @@ lock_runtime_dir(const char *dir)
 	return fd;   /* held open for the life of the process */
 }
 
+/* The log's file system ran low (or has room again): said once each. */
+static void
+log_space(const char *path, int low, uint64_t free_bytes, uint64_t min_free)
+{
+	if (low)
+		px_log(PX_WARN, "connection log %s: %llu bytes free on its file "
+		    "system, below log.min_free_bytes (%llu): when it is full "
+		    "every connection is refused (log_unavailable)", path,
+		    (unsigned long long)free_bytes,
+		    (unsigned long long)min_free);
+	else
+		px_log(PX_INFO, "connection log %s: %llu bytes free again", path,
+		    (unsigned long long)free_bytes);
+}
+
 static void
 log_admin(const char *what, const char *detail)
 {
@@ -369,6 +384,7 @@ reload(const char *path)
 	px.pol = np;
 	cfg_free(px.cfg);
 	px.cfg = nc;
+	clog_set_min_free(px.log, nc->log_min_free_bytes, log_space);
 	if (ctl_apply_file_ceilings(nc) != 0)
 		px_log(PX_ERR, "%s: a tenant ceiling could not be set (out of "
 		    "memory)", __func__);
@@ -672,6 +688,7 @@ main(int argc, char **argv)
 		px_log(PX_ERR, "connection log: %s", err);
 		goto out;
 	}
+	clog_set_min_free(px.log, px.cfg->log_min_free_bytes, log_space);
 	if (as_user != NULL && give_files(px.cfg, as_user) != 0)
 		goto out;
 	/* the firewall before any listener, and before "ready" */
@@ -744,6 +761,7 @@ main(int argc, char **argv)
 	    pol_tier_name(pol_state_global_ceiling(px.state)),
 	    clog_path(px.log));
 	event_base_dispatch(px.base);
+	px_refusals_flush(NULL);    /* what was folded, before the stop */
 	log_admin("stop", "drained");
 	px_log(PX_INFO, "stopped");
 	rc = 0;

@@ -459,6 +459,7 @@ void
 px_session_destroy(struct px_session *s, enum pol_reason why)
 {
 	px_prompts_session_gone(s, why);
+	px_refusals_flush(s);
 	px_relay_close_session(s, why);
 	if (s->listener != NULL) {
 		TAILQ_REMOVE(&px.listeners, s->listener, entry);

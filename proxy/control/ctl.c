@@ -234,7 +234,8 @@ ctl_json_health(void)
 	at[0] = '\0';
 	if (px.fw.applied_at != 0 && gmtime_r(&px.fw.applied_at, &tm) != NULL)
 		strftime(at, sizeof(at), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	return json_pack("{s:s,s:s,s:I,s:i,s:I,s:i,s:i,s:{s:s,s:b,s:I,s:I},"
+	return json_pack("{s:s,s:s,s:I,s:i,s:I,s:i,s:i,"
+	    "s:{s:s,s:b,s:I,s:I,s:o,s:b,s:I},"
 	    "s:{s:s,s:s,s:s?,s:s?},s:s,s:b,s:I}",
 	    "status", clog_healthy(px.log) && !px.draining ? "ok" : "degraded",
 	    "version", PACKAGE_VERSION,
@@ -248,6 +249,11 @@ ctl_json_health(void)
 		"healthy", clog_healthy(px.log),
 		"records", (json_int_t)clog_written(px.log),
 		"failures", (json_int_t)clog_failed(px.log),
+		"free_bytes", clog_free_bytes(px.log) == UINT64_MAX ?
+		    json_null() : json_integer((json_int_t)
+		    clog_free_bytes(px.log)),
+		"low_space", clog_low_space(px.log),
+		"refusals_folded", (json_int_t)px_refusals_folded_total,
 	    "firewall",
 		"status", fw_names[px.fw.status],
 		"table", px.fw.table,

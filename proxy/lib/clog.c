@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -54,6 +55,11 @@ struct clog {
 	uint64_t written;
 	uint64_t failed;
 	uint64_t truncated;     /* short writes cut back off the file */
+	uint64_t min_free;      /* warn below this many free bytes; 0: never */
+	uint64_t free_bytes;    /* at the last look; UINT64_MAX: unknown */
+	int low;                /* free_bytes < min_free */
+	clog_space_fn on_space; /* told when low changes */
+	time_t space_checked;   /* last look: at most one a second */
 	time_t last_try;        /* last failed reopen: retry once a second */
 };
 
@@ -530,6 +536,7 @@ clog_open(const char *path, char *err, size_t errlen)
 	}
 	l->fd = -1;
 	l->healthy = 1;
+	l->free_bytes = UINT64_MAX;
 	memcpy(l->prev, CLOG_ZERO_HASH, sizeof(l->prev));
 	if (strcmp(path, "-") == 0) {
 		l->is_stdout = 1;
@@ -544,6 +551,8 @@ fail:
 	clog_close(l);
 	return NULL;
 }
+
+static void space_check(struct clog *l, int force);
 
 /* Whether the file on fd ends in a partial line (someone else's, or a
  * torn write of ours before rotation copied it). */
@@ -590,6 +599,7 @@ clog_reopen(struct clog *l)
 	l->need_nl = rfd >= 0 && ends_torn(rfd);
 	if (rfd >= 0)
 		close(rfd);
+	space_check(l, 1);
 	return 0;
 }
 
@@ -632,6 +642,55 @@ uint64_t
 clog_failed(const struct clog *l)
 {
 	return l ? l->failed : 0;
+}
+
+/*
+ * The free space of the log's file system, looked at once a second at
+ * most (on writes): below min_free a warning is logged once, and again
+ * once there is room, so the operator hears of it before the disk is
+ * full and every connection is refused (fail closed).
+ */
+static void
+space_check(struct clog *l, int force)
+{
+	struct statvfs sv;
+	time_t now = time(NULL);
+	int low;
+
+	if (l->is_stdout || l->fd < 0 || (!force && now == l->space_checked))
+		return;
+	l->space_checked = now;
+	if (fstatvfs(l->fd, &sv) != 0) {
+		l->free_bytes = UINT64_MAX;
+		return;
+	}
+	l->free_bytes = (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
+	low = l->min_free > 0 && l->free_bytes < l->min_free;
+	if (low != l->low && l->on_space != NULL)
+		l->on_space(l->path, low, l->free_bytes, l->min_free);
+	l->low = low;
+}
+
+void
+clog_set_min_free(struct clog *l, uint64_t bytes, clog_space_fn fn)
+{
+	if (l == NULL)
+		return;
+	l->min_free = bytes;
+	l->on_space = fn;
+	space_check(l, 1);
+}
+
+uint64_t
+clog_free_bytes(const struct clog *l)
+{
+	return l ? l->free_bytes : UINT64_MAX;
+}
+
+int
+clog_low_space(const struct clog *l)
+{
+	return l != NULL && l->low;
 }
 
 /* ---- record builder ---- */
@@ -1037,6 +1096,7 @@ clog_write(struct clog *l, struct clog_rec *r)
 	l->need_nl = 0;
 	l->seq++;
 	memcpy(l->prev, hash, sizeof(l->prev));
+	space_check(l, 0);
 	rc = 0;
 done:
 	if (l != NULL) {

@@ -53,6 +53,16 @@ const char *clog_path(const struct clog *l);
 /* Records written / failed since open (for health and metrics). */
 uint64_t clog_written(const struct clog *l);
 uint64_t clog_failed(const struct clog *l);
+/* Tell fn (may be NULL) when the log's file system gets fewer than bytes
+ * free (low 1; 0: never) and when it has room again (low 0); looked at
+ * now and then at most once a second as records are written. */
+typedef void (*clog_space_fn)(const char *path, int low,
+    uint64_t free_bytes, uint64_t min_free);
+void clog_set_min_free(struct clog *l, uint64_t bytes, clog_space_fn fn);
+/* Free bytes at the last look (UINT64_MAX: unknown, or stdout), and 1
+ * while that is below the minimum. */
+uint64_t clog_free_bytes(const struct clog *l);
+int clog_low_space(const struct clog *l);
 
 /* Record builder; fields keep insertion order after ts, seq, event. */
 struct clog_rec *clog_rec_new(const char *event);

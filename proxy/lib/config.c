@@ -1443,6 +1443,12 @@ static const struct cfg_key dns_keys[] = {
 
 static const struct cfg_key log_keys[] = {
 	{ "path", K_STR, offsetof(struct cfg, log_path), 0, 0, NULL, NULL },
+	{ "refusals_per_s", K_INT, offsetof(struct cfg, log_refusals_per_s), 0,
+	  1000000, NULL, NULL },
+	{ "refusal_burst", K_INT, offsetof(struct cfg, log_refusal_burst), 1,
+	  1000000, NULL, NULL },
+	{ "min_free_bytes", K_SIZE, offsetof(struct cfg, log_min_free_bytes), 0,
+	  (long long)1 << 50, NULL, NULL },
 	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
 };
 
@@ -1478,6 +1484,7 @@ static const struct cfg_key limits_keys[] = {
 	LIM("max_conns_total", K_INT, max_conns_total, 1, 1000000),
 	LIM("max_grants_per_session", K_INT, max_grants_per_session, 1,
 	    100000),
+	LIM("max_refusals_per_conn", K_INT, max_refusals_per_conn, 1, 1000000),
 	LIM("tunnel_buffer", K_SIZE, tunnel_buffer, 4096, 64 * 1048576),
 	LIM("drain_timeout_s", K_INT, drain_timeout_s, 0, 3600),
 	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
@@ -2015,6 +2022,10 @@ cfg_defaults(void)
 	c->max_conns_per_session = 256;
 	c->max_conns_total = 4096;
 	c->max_grants_per_session = 256;
+	c->max_refusals_per_conn = 100;
+	c->log_refusals_per_s = 20;
+	c->log_refusal_burst = 100;
+	c->log_min_free_bytes = 64 * 1048576;
 	c->tunnel_buffer = 256 * 1024;
 	c->drain_timeout_s = 10;
 	c->sni_check = 1;
@@ -2553,7 +2564,10 @@ dump_tree(const struct cfg *c, int *bad)
 	    bad);
 	dump_dns(c, root, bad);
 
-	jset(root, "log", json_pack("{s:s}", "path", c->log_path), bad);
+	jset(root, "log", json_pack("{s:s,s:i,s:i,s:I}", "path", c->log_path,
+	    "refusals_per_s", c->log_refusals_per_s,
+	    "refusal_burst", c->log_refusal_burst,
+	    "min_free_bytes", (json_int_t)c->log_min_free_bytes), bad);
 	jset(root, "prompt", json_pack("{s:i,s:i}",
 	    "timeout_s", c->prompt_timeout_s,
 	    "deny_quiet_s", c->prompt_deny_quiet_s), bad);
@@ -2561,8 +2575,8 @@ dump_tree(const struct cfg *c, int *bad)
 	    "ring", (json_int_t)c->events_ring,
 	    "max_pending", (json_int_t)c->events_max_pending,
 	    "heartbeat_s", c->events_heartbeat_s), bad);
-	jset(root, "limits", json_pack("{s:I,s:I,s:I,s:i,s:i,s:i,s:i,s:i,s:i,s:I,"
-	    "s:i}",
+	jset(root, "limits", json_pack("{s:I,s:I,s:I,s:i,s:i,s:i,s:i,s:i,s:i,s:i,"
+	    "s:I,s:i}",
 	    "max_head", (json_int_t)c->max_head,
 	    "max_line", (json_int_t)c->max_line,
 	    "max_headers", (json_int_t)c->max_headers,
@@ -2572,6 +2586,7 @@ dump_tree(const struct cfg *c, int *bad)
 	    "max_conns_per_session", c->max_conns_per_session,
 	    "max_conns_total", c->max_conns_total,
 	    "max_grants_per_session", c->max_grants_per_session,
+	    "max_refusals_per_conn", c->max_refusals_per_conn,
 	    "tunnel_buffer", (json_int_t)c->tunnel_buffer,
 	    "drain_timeout_s", c->drain_timeout_s), bad);
 	jset(root, "tls", json_pack("{s:b,s:i,s:o}",

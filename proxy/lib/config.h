@@ -138,6 +138,9 @@ struct cfg {
 
 	/* log */
 	char *log_path;                            /* "/var/log/sluice/connections.jsonl" */
+	int log_refusals_per_s;                    /* 20 per session; 0: no limit */
+	int log_refusal_burst;                     /* 100 */
+	size_t log_min_free_bytes;                 /* 64 MiB; 0: no warning */
 
 	/* prompt */
 	int prompt_timeout_s;                      /* 90 */
@@ -158,6 +161,7 @@ struct cfg {
 	int max_conns_per_session;                 /* 256 */
 	int max_conns_total;                       /* 4096 */
 	int max_grants_per_session;                /* 256 */
+	int max_refusals_per_conn;                 /* 100 */
 	size_t tunnel_buffer;                      /* per direction, 256 KiB */
 	int drain_timeout_s;                       /* 10: SIGTERM drain deadline */
 	int sni_check;                             /* 1: CONNECT :443 needs matching SNI */

@@ -84,6 +84,7 @@ REASON_STATUS = {
     "log_unavailable": {503},
     "shutting_down": {503},
     "tier_lowered": {403},
+    "too_many_refusals": {429},
 }
 
 ZERO_HASH = "0" * 64

@@ -375,6 +375,30 @@ def control_records(env, got):
         lg.take("admin." + action, event="admin", action=action, outcome="ok")
 
 
+@pinned("refusals_folded", "decision.too_many_refusals")
+def refusal_records(env, got):
+    """Refusals past the bucket fold into a refusals_folded record; a
+    connection refused too often gets too_many_refusals."""
+    cfg = env.config(deny_hosts=["bad.test"],
+                     log={"refusals_per_s": 1, "refusal_burst": 8},
+                     limits={"max_refusals_per_conn": 4})
+    d = env.sluiced(cfg)
+    lg = Log(d.log_path, got)
+    for _ in range(3):      # 15 refusals: the bucket has 8 and 1/s
+        s = d.connect(env.src(1))
+        s.sendall(get_request("http://bad.test/x") * 5)
+        rest = b""
+        for i in range(5):
+            r, rest = read_head(s, pre=rest)
+            r.body, rest = read_body(s, r, rest)
+        check_eq(r.sluice_reason, "too_many_refusals", "the fifth refusal")
+        s.close()
+    check_eq(d.stop(), 0, "exit status")
+    lg.take("refusals_folded", event="refusals_folded", session="s1")
+    lg.take("decision.too_many_refusals", event="decision",
+            reason="too_many_refusals")
+
+
 @pinned("admin.refused.unauthorized", "admin.refused.forbidden",
         "admin.refused.api_call")
 def refused_api_calls(env, got):

@@ -19,7 +19,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, Skip, Fail, check, check_eq, api_unix,  # noqa: E402
-                     read_response, read_head, get_request, read_log,
+                     read_response, read_head, read_body, get_request,
+                     read_log,
                      verify_chain, wait_until, BUILDDIR, STRICT)
 
 S = Suite("t_log_safety", time_limit=420)
@@ -268,6 +269,136 @@ def sluicectl_escapes(env):
             check_eq(json.loads(p.stdout)["user"], HOSTILE_USER,
                      "log --json: the same JSON")
 
+
+# ---------------------------------------------------------------------------
+# Finding 8: refusal records
+
+def read_responses(sock, k):
+    """k pipelined answers (what one read brings of the next is kept)."""
+    out, rest = [], b""
+    for _ in range(k):
+        r, rest = read_head(sock, pre=rest)
+        r.body, rest = read_body(sock, r, rest)
+        out.append(r)
+    return out
+
+
+def flood(d, src, n, per_conn, host="bad.test"):
+    """n refused plain-HTTP requests, per_conn pipelined on each keep-alive
+    connection; returns the answers' reasons."""
+    reasons = []
+    while len(reasons) < n:
+        k = min(per_conn, n - len(reasons))
+        s = d.connect(src)
+        s.sendall(get_request("http://%s/x" % host) * k)
+        reasons += [r.sluice_reason for r in read_responses(s, k)]
+        s.close()
+    return reasons
+
+
+def metric(d, name):
+    r = call(d, "GET", "/v1/metrics")
+    for line in r.body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise Fail("no %s in the metrics" % name)
+
+
+@S.case
+def refusals_rate_limited(env):
+    """300 refusals of one session in a burst: a token bucket per session
+    (log.refusals_per_s, log.refusal_burst) lets a few records through
+    and folds the rest into refusals_folded records that count them by
+    reason; the answers and the decision counters are those of every
+    refusal."""
+    d, up = setup(env, sessions=[{"id": "s1", "tenant": "acme",
+                                  "user": "alice", "tier": "public",
+                                  "source": env.src(1)}],
+                  deny_hosts=["bad.test"],
+                  log={"refusals_per_s": 5, "refusal_burst": 10})
+    t0 = time.monotonic()
+    got = flood(d, env.src(1), 300, 50)
+    elapsed = time.monotonic() - t0
+    check_eq(set(got), {"admin_deny"}, "answers")
+    # connections that name no session share one bucket
+    got = flood(d, env.src(9), 40, 1, host="up.test")
+    check_eq(set(got), {"session_unknown"}, "unknown source")
+
+    def folded(sid):
+        return [r for r in read_log(d.log_path)
+                if r.get("event") == "refusals_folded" and
+                r.get("session") == sid]
+    wait_until(lambda: folded("s1") and folded(None), 5,
+               what="refusals_folded records")
+    check_eq(metric(d, 'sluice_decisions_total{decision="deny",'
+                    'reason="admin_deny"}'), 300, "decisions counted")
+    check_eq(d.stop(), 0, "exit status")
+    recs = read_log(d.log_path)
+    one = [r for r in recs if r.get("event") == "decision" and
+           r.get("session") == "s1"]
+    fo = folded("s1")
+    check(len(one) <= 10 + 5 * (elapsed + 2) + 1,
+          "%d refusal records of s1 in %.1f s (burst 10, 5/s)", len(one),
+          elapsed)
+    check_eq(len(one) + sum(r["folded"] for r in fo), 300,
+             "records + folded")
+    check_eq(sum(r["reasons"].get("admin_deny", 0) for r in fo),
+             sum(r["folded"] for r in fo), "folded by reason")
+    check(all(r["tenant"] == "acme" and r["user"] == "alice" and
+              re.match(r"^\d{4}-\d\d-\d\dT", r["since"]) for r in fo),
+          "refusals_folded fields: %r", fo[:1])
+    nob = [r for r in recs if r.get("event") == "decision" and
+           r.get("reason") == "session_unknown"]
+    check_eq(len(nob) + sum(r["folded"] for r in folded(None)), 40,
+             "no-session records + folded")
+    check(len(nob) <= 10 + 5 * (elapsed + 4) + 1, "%d no-session records",
+          len(nob))
+
+
+@S.case
+def connection_closed_after_refusals(env):
+    """limits.max_refusals_per_conn: the request after that many refusals
+    on one keep-alive connection is answered 429 too_many_refusals and the
+    connection closed."""
+    d, up = setup(env, sessions=[{"id": "s1", "tenant": "acme",
+                                  "user": "alice", "tier": "public",
+                                  "source": env.src(1)}],
+                  deny_hosts=["bad.test"],
+                  limits={"max_refusals_per_conn": 3})
+    s = d.connect(env.src(1))
+    s.sendall(get_request("http://bad.test/x") * 5)
+    got = [(r.status, r.sluice_reason, (r.header("Connection") or "").lower())
+           for r in read_responses(s, 4)]
+    check_eq(got, [(403, "admin_deny", "keep-alive")] * 3 +
+             [(429, "too_many_refusals", "close")], "answers")
+    s.settimeout(5)
+    check_eq(s.recv(4096), b"", "closed after the answer")
+    s.close()
+    # a new connection starts afresh
+    check_eq(flood(d, env.src(1), 2, 2), ["admin_deny"] * 2, "new connection")
+    check(any(r.get("reason") == "too_many_refusals"
+              for r in read_log(d.log_path)), "too_many_refusals record")
+
+
+@S.case
+def low_space_warned(env):
+    """log.min_free_bytes above what the log's file system has free: a
+    warning on standard error, log.low_space in /v1/health and
+    sluice_log_low_space 1, before the disk is full."""
+    d, up = setup(env, log={"min_free_bytes": 1 << 49})
+    h = call(d, "GET", "/v1/health").json
+    check(h["log"]["low_space"] is True and
+          isinstance(h["log"]["free_bytes"], int) and
+          h["log"]["free_bytes"] < 1 << 49, "health.log: %r", h["log"])
+    check_eq(metric(d, "sluice_log_low_space"), 1, "sluice_log_low_space")
+    check(metric(d, "sluice_log_free_bytes") > 0, "sluice_log_free_bytes")
+    wait_until(lambda: "below log.min_free_bytes" in d.stderr(), 5,
+               what="the low-space warning")
+    check_eq(d.stop(), 0, "exit status")
+    d2, _ = setup(env, log={"min_free_bytes": 0})
+    h = call(d2, "GET", "/v1/health").json
+    check(h["log"]["low_space"] is False, "health.log: %r", h["log"])
+    check_eq(metric(d2, "sluice_log_low_space"), 0, "sluice_log_low_space")
 
 # ---------------------------------------------------------------------------
 # Finding 16: grants per session

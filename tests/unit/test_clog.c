@@ -763,6 +763,42 @@ test_short_write_cut_back(void **state)
 	free(before);
 }
 
+static int space_calls, space_low;
+
+static void
+space_seen(const char *path, int low, uint64_t free_bytes, uint64_t min_free)
+{
+	(void)path;
+	(void)free_bytes;
+	(void)min_free;
+	space_calls++;
+	space_low = low;
+}
+
+/* Below the minimum free space: told once, and once when it is over. */
+static void
+test_low_space(void **state)
+{
+	struct fx *fx = *state;
+	char err[256] = "";
+	struct clog *l = clog_open(fx->log, err, sizeof(err));
+
+	assert_non_null(l);
+	space_calls = 0;
+	clog_set_min_free(l, UINT64_C(1) << 60, space_seen);
+	assert_int_equal(space_calls, 1);
+	assert_int_equal(space_low, 1);
+	assert_int_equal(clog_low_space(l), 1);
+	assert_true(clog_free_bytes(l) < UINT64_C(1) << 60);
+	write_n(l, 3, "x.example");
+	assert_int_equal(space_calls, 1);
+	clog_set_min_free(l, 0, space_seen);
+	assert_int_equal(space_calls, 2);
+	assert_int_equal(space_low, 0);
+	assert_int_equal(clog_low_space(l), 0);
+	clog_close(l);
+}
+
 static void
 test_stdout(void **state)
 {
@@ -1109,6 +1145,7 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_short_write_cut_back, setup,
 		    teardown),
+		cmocka_unit_test_setup_teardown(test_low_space, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stdout, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ustr_in_record, setup,
 		    teardown),

@@ -61,7 +61,9 @@ static const char full[] =
 	"  \"dns\": { \"servers\": [\"127.0.0.1\", \"[::1]:5353\"],\n"
 	"           \"hosts\": { \"Mirror.Example.\": [\"10.1.2.3\", \"::1\"] },\n"
 	"           \"timeout_ms\": 1500 },\n"
-	"  \"log\": { \"path\": \"/tmp/sluice-test/log.jsonl\" },\n"
+	"  \"log\": { \"path\": \"/tmp/sluice-test/log.jsonl\",\n"
+	"           \"refusals_per_s\": 0, \"refusal_burst\": 7,\n"
+	"           \"min_free_bytes\": 1048576 },\n"
 	"  \"prompt\": { \"timeout_s\": 30, \"deny_quiet_s\": 0 },\n"
 	"  \"events\": { \"ring\": 16, \"max_pending\": 4096, \"heartbeat_s\": 3600 },\n"
 	"  \"limits\": { \"max_head\": 16384, \"max_line\": 4096, \"max_headers\": 50,\n"
@@ -69,6 +71,7 @@ static const char full[] =
 	"              \"connect_timeout_ms\": 3000, \"max_conns_per_session\": 8,\n"
 	"              \"max_conns_total\": 64, \"tunnel_buffer\": 65536,\n"
 	"              \"max_grants_per_session\": 16,\n"
+	"              \"max_refusals_per_conn\": 5,\n"
 	"              \"drain_timeout_s\": 2 },\n"
 	"  \"tls\": { \"sni_check\": false, \"sni_timeout_ms\": 1000 },\n"
 	"  \"state_file\": \"/tmp/sluice-test/state.json\",\n"
@@ -143,6 +146,10 @@ test_defaults(void **state)
 	assert_int_equal(c->max_conns_per_session, 256);
 	assert_int_equal(c->max_conns_total, 4096);
 	assert_int_equal(c->max_grants_per_session, 256);
+	assert_int_equal(c->max_refusals_per_conn, 100);
+	assert_int_equal(c->log_refusals_per_s, 20);
+	assert_int_equal(c->log_refusal_burst, 100);
+	assert_int_equal(c->log_min_free_bytes, 64 * 1048576);
 	assert_int_equal(c->tunnel_buffer, 256 * 1024);
 	assert_null(c->webhook.url);
 	assert_null(c->webhook.host);
@@ -258,6 +265,10 @@ test_full(void **state)
 	assert_int_equal(c->max_head, 16384);
 	assert_int_equal(c->tunnel_buffer, 65536);
 	assert_int_equal(c->max_grants_per_session, 16);
+	assert_int_equal(c->max_refusals_per_conn, 5);
+	assert_int_equal(c->log_refusals_per_s, 0);
+	assert_int_equal(c->log_refusal_burst, 7);
+	assert_int_equal(c->log_min_free_bytes, 1048576);
 	assert_int_equal(c->drain_timeout_s, 2);
 	assert_string_equal(c->state_file, "/tmp/sluice-test/state.json");
 	assert_string_equal(c->control.socket, "/tmp/sluice-test/ctl.sock");
@@ -442,6 +453,18 @@ static const struct err_case err_cases[] = {
 	  "t.json:1:18: log.path: ", "must not be empty" },
 	{ "limit out of range", "{\"limits\": {\"max_headers\": 0}}",
 	  "t.json:1:28: limits.max_headers: ", "out of range" },
+	{ "a bucket that holds nothing",
+	  "{\"log\": {\"refusal_burst\": 0}}",
+	  "t.json:1:27: log.refusal_burst: ", "out of range" },
+	{ "a negative refusal rate",
+	  "{\"log\": {\"refusals_per_s\": -1}}",
+	  "t.json:1:28: log.refusals_per_s: ", "out of range" },
+	{ "negative free bytes",
+	  "{\"log\": {\"min_free_bytes\": -5}}",
+	  "t.json:1:28: log.min_free_bytes: ", "out of range" },
+	{ "no refusal per connection",
+	  "{\"limits\": {\"max_refusals_per_conn\": 0}}",
+	  "t.json:1:38: limits.max_refusals_per_conn: ", "out of range" },
 	{ "no grants at all",
 	  "{\"limits\": {\"max_grants_per_session\": 0}}",
 	  "t.json:1:39: limits.max_grants_per_session: ", "out of range" },
@@ -657,7 +680,8 @@ round_trip(const char *text)
 	assert_int_equal(json_object_size(json_object_get(j, "events")), 3);
 	assert_int_equal(json_object_size(json_object_get(j, "webhook")), 5);
 	assert_int_equal(json_object_size(json_object_get(j, "control")), 15);
-	assert_int_equal(json_object_size(json_object_get(j, "limits")), 11);
+	assert_int_equal(json_object_size(json_object_get(j, "limits")), 12);
+	assert_int_equal(json_object_size(json_object_get(j, "log")), 4);
 	assert_int_equal(json_object_size(json_object_get(j, "listen")), 5);
 	assert_int_equal(json_object_size(json_object_get(j, "dns")), 3);
 	assert_int_equal(json_object_size(json_object_get(j, "tls")), 3);
