@@ -235,7 +235,7 @@ ctl_json_health(void)
 	if (px.fw.applied_at != 0 && gmtime_r(&px.fw.applied_at, &tm) != NULL)
 		strftime(at, sizeof(at), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	return json_pack("{s:s,s:s,s:I,s:i,s:I,s:i,s:i,"
-	    "s:{s:s,s:b,s:I,s:I,s:o,s:b,s:I},"
+	    "s:{s:s,s:b,s:I,s:I,s:o,s:b,s:I,s:I,s:s,s:b},"
 	    "s:{s:s,s:s,s:s?,s:s?},s:s,s:b,s:I}",
 	    "status", clog_healthy(px.log) && !px.draining ? "ok" : "degraded",
 	    "version", PACKAGE_VERSION,
@@ -254,6 +254,9 @@ ctl_json_health(void)
 		    clog_free_bytes(px.log)),
 		"low_space", clog_low_space(px.log),
 		"refusals_folded", (json_int_t)px_refusals_folded_total,
+		"seq", (json_int_t)clog_last_seq(px.log),
+		"hash", clog_last_hash(px.log),
+		"keyed", clog_keyed(px.log),
 	    "firewall",
 		"status", fw_names[px.fw.status],
 		"table", px.fw.table,

@@ -100,6 +100,19 @@ ctl_metrics_text(void)
 	    pol_session_count(px.state), clog_healthy(px.log),
 	    clog_low_space(px.log),
 	    (unsigned long long)px_refusals_folded_total);
+	/* the head of the chain, for a SIEM to keep as an anchor (sluicectl
+	 * log verify --anchor SEQ:HASH); the hash label changes with every
+	 * record */
+	fprintf(f, "# HELP sluice_log_last_seq Sequence number of the last "
+	    "record written.\n"
+	    "# TYPE sluice_log_last_seq gauge\n"
+	    "sluice_log_last_seq %llu\n"
+	    "# HELP sluice_log_head_info The last record written: its seq and "
+	    "hash.\n"
+	    "# TYPE sluice_log_head_info gauge\n"
+	    "sluice_log_head_info{seq=\"%llu\",hash=\"%s\"} 1\n",
+	    (unsigned long long)clog_last_seq(px.log),
+	    (unsigned long long)clog_last_seq(px.log), clog_last_hash(px.log));
 	if (clog_free_bytes(px.log) != UINT64_MAX)
 		fprintf(f, "# HELP sluice_log_free_bytes Free bytes on the "
 		    "connection log's file system.\n"

@@ -32,7 +32,9 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #define CLOG_HEX_LEN 64
 /* A record line longer than this is refused by the verifier and at open. */
@@ -41,6 +43,10 @@
 #define CLOG_HASH_PREFIX ",\"hash\":\""
 #define CLOG_HASH_PREFIX_LEN (sizeof(CLOG_HASH_PREFIX) - 1)
 #define CLOG_SUFFIX_LEN (CLOG_HASH_PREFIX_LEN + CLOG_HEX_LEN + 2)
+/* ","mac":"<64 hex> between the hash's hex and its closing "} */
+#define CLOG_MAC_PREFIX "\",\"mac\":\""
+#define CLOG_MAC_PREFIX_LEN (sizeof(CLOG_MAC_PREFIX) - 1)
+#define CLOG_MAC_LEN (CLOG_MAC_PREFIX_LEN + CLOG_HEX_LEN)
 #define CLOG_ZERO_HASH \
 	"0000000000000000000000000000000000000000000000000000000000000000"
 
@@ -50,6 +56,8 @@ struct clog {
 	int is_stdout;
 	int healthy;
 	int need_nl;            /* file ends in a torn line */
+	clog_sign_fn sign;      /* NULL: records carry no mac */
+	void *sign_arg;
 	uint64_t seq;           /* seq of the last record written */
 	char prev[CLOG_HEX_LEN + 1];
 	uint64_t written;
@@ -81,6 +89,7 @@ struct clog_line {
 	uint64_t seq;
 	char prev[CLOG_HEX_LEN + 1];
 	char hash[CLOG_HEX_LEN + 1];
+	char mac[CLOG_HEX_LEN + 1];     /* "" when the line has none */
 };
 
 /* ---- sanitiser ---- */
@@ -295,6 +304,26 @@ sha256_hex(const void *data, size_t len, char hex[CLOG_HEX_LEN + 1])
 	return 0;
 }
 
+int
+clog_mac(const void *key, size_t keylen, const char *hash, char mac[65])
+{
+	static const char digits[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0, i;
+
+	if (key == NULL || keylen == 0 || keylen > INT32_MAX ||
+	    HMAC(EVP_sha256(), key, (int)keylen, (const unsigned char *)hash,
+	    CLOG_HEX_LEN, md, &mdlen) == NULL || mdlen * 2 != CLOG_HEX_LEN)
+		return -1;
+	for (i = 0; i < mdlen; i++) {
+		mac[2 * i] = digits[md[i] >> 4];
+		mac[2 * i + 1] = digits[md[i] & 0x0f];
+	}
+	mac[CLOG_HEX_LEN] = '\0';
+	OPENSSL_cleanse(md, sizeof(md));
+	return 0;
+}
+
 static int
 is_hex64(const char *s, size_t len)
 {
@@ -328,25 +357,43 @@ parse_line(const char *line, size_t len, struct clog_line *out, char *err,
 	char body_hash[CLOG_HEX_LEN + 1];
 	json_error_t jerr;
 	json_t *root = NULL, *v;
+	size_t core, body;
 	enum clog_line_err rc = CLOG_LINE_FORMAT;
 
+	out->mac[0] = '\0';
 	if (len < CLOG_SUFFIX_LEN + 1 || line[len - 1] != '}' ||
 	    line[len - 2] != '"') {
 		errf(err, errlen, "not a record (torn by a crash?)");
 		goto done;
 	}
-	suffix = line + len - CLOG_SUFFIX_LEN;
+	/* core: <body>,"hash":"<hex>" (what the brace closes) */
+	core = len - 1;
+	if (len > CLOG_SUFFIX_LEN + CLOG_MAC_LEN &&
+	    memcmp(line + len - 2 - CLOG_MAC_LEN, CLOG_MAC_PREFIX,
+	    CLOG_MAC_PREFIX_LEN) == 0 &&
+	    is_hex64(line + len - 2 - CLOG_HEX_LEN, CLOG_HEX_LEN)) {
+		memcpy(out->mac, line + len - 2 - CLOG_HEX_LEN, CLOG_HEX_LEN);
+		out->mac[CLOG_HEX_LEN] = '\0';
+		core = len - 1 - CLOG_MAC_LEN;
+	}
+	body = core + 1 - CLOG_SUFFIX_LEN;
+	suffix = line + body;
 	if (memcmp(suffix, CLOG_HASH_PREFIX, CLOG_HASH_PREFIX_LEN) != 0 ||
-	    !is_hex64(suffix + CLOG_HASH_PREFIX_LEN, CLOG_HEX_LEN)) {
+	    !is_hex64(suffix + CLOG_HASH_PREFIX_LEN, CLOG_HEX_LEN) ||
+	    line[core - 1] != '"') {
 		errf(err, errlen, "record does not end with its hash");
 		goto done;
 	}
-	/* Duplicates rejected: a second "hash" or "prev" inside the body
-	 * could otherwise say something other than the text we hash. */
+	/* Duplicates rejected: a second "hash", "mac" or "prev" inside the
+	 * body could otherwise say something other than the text we hash. */
 	root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (root == NULL || !json_is_object(root)) {
 		errf(err, errlen, "not valid JSON (%s)",
 		    root == NULL ? jerr.text : "not an object");
+		goto done;
+	}
+	if ((out->mac[0] == '\0') != (json_object_get(root, "mac") == NULL)) {
+		errf(err, errlen, "a mac that is not the last field");
 		goto done;
 	}
 	v = json_object_get(root, "seq");
@@ -369,7 +416,7 @@ parse_line(const char *line, size_t len, struct clog_line *out, char *err,
 	}
 	memcpy(out->hash, suffix + CLOG_HASH_PREFIX_LEN, CLOG_HEX_LEN);
 	out->hash[CLOG_HEX_LEN] = '\0';
-	if (sha256_hex(line, len - CLOG_SUFFIX_LEN, body_hash) < 0) {
+	if (sha256_hex(line, body, body_hash) < 0) {
 		errf(err, errlen, "SHA-256 unavailable");
 		goto done;
 	}
@@ -624,6 +671,27 @@ uint64_t
 clog_last_seq(const struct clog *l)
 {
 	return l ? l->seq : 0;
+}
+
+const char *
+clog_last_hash(const struct clog *l)
+{
+	return l ? l->prev : CLOG_ZERO_HASH;
+}
+
+int
+clog_keyed(const struct clog *l)
+{
+	return l != NULL && l->sign != NULL;
+}
+
+void
+clog_set_signer(struct clog *l, clog_sign_fn fn, void *arg)
+{
+	if (l == NULL)
+		return;
+	l->sign = fn;
+	l->sign_arg = arg;
 }
 
 const char *
@@ -994,10 +1062,10 @@ static char *
 build_line(struct clog *l, struct clog_rec *r, char hash[CLOG_HEX_LEN + 1],
     size_t *lenp)
 {
-	char ts[40];
+	char ts[40], mac[CLOG_HEX_LEN + 1];
 	struct clog_rec head;
 	char *line = NULL;
-	size_t lead = l->need_nl ? 1 : 0, n, body;
+	size_t lead = l->need_nl ? 1 : 0, n, body, maclen;
 
 	if (r->bad || format_ts(ts, sizeof(ts)) < 0)
 		return NULL;
@@ -1022,15 +1090,22 @@ build_line(struct clog *l, struct clog_rec *r, char hash[CLOG_HEX_LEN + 1],
 	body = head.len;
 	if (sha256_hex(head.buf, body, hash) < 0)
 		goto done;
+	maclen = l->sign != NULL ? CLOG_MAC_LEN : 0;
 	/* Never write what the verifier (and the next open) would refuse. */
-	if (body + CLOG_SUFFIX_LEN > CLOG_LINE_MAX)
+	if (body + CLOG_SUFFIX_LEN + maclen > CLOG_LINE_MAX)
 		goto done;
-	n = lead + body + CLOG_SUFFIX_LEN + 1;
+	/* the signer keeps the key and the chain it signed: no mac, no
+	 * record */
+	if (l->sign != NULL && l->sign(l->sign_arg, l->seq + 1, l->prev, hash,
+	    mac) != 0)
+		goto done;
+	n = lead + body + CLOG_SUFFIX_LEN + maclen + 1;
 	line = malloc(n + 1);
 	if (line == NULL)
 		goto done;
-	snprintf(line, n + 1, "%s%.*s%s%s\"}\n", lead ? "\n" : "",
-	    (int)body, head.buf, CLOG_HASH_PREFIX, hash);
+	snprintf(line, n + 1, "%s%.*s%s%s%s%s\"}\n", lead ? "\n" : "",
+	    (int)body, head.buf, CLOG_HASH_PREFIX, hash,
+	    maclen ? CLOG_MAC_PREFIX : "", maclen ? mac : "");
 	*lenp = n;
 done:
 	free(head.buf);
@@ -1201,6 +1276,83 @@ check_link(struct verifier *v, const struct clog_line *cur, uint64_t lineno,
 	return 0;
 }
 
+/* With a key, every record carries the mac of its hash. */
+static int
+check_mac(struct verifier *v, const struct clog_line *cur, uint64_t lineno,
+    char *err, size_t errlen)
+{
+	char want[CLOG_HEX_LEN + 1];
+
+	if (v->o == NULL || v->o->key == NULL)
+		return 0;
+	if (cur->mac[0] == '\0')
+		return errf(err, errlen, "line %" PRIu64 ": no mac (written "
+		    "without the key, or the mac was removed)", lineno);
+	if (clog_mac(v->o->key, v->o->keylen, cur->hash, want) != 0)
+		return errf(err, errlen, "HMAC-SHA256 unavailable");
+	if (CRYPTO_memcmp(want, cur->mac, CLOG_HEX_LEN) != 0)
+		return errf(err, errlen, "line %" PRIu64 ": mac does not match "
+		    "(rewritten without the key, or another key)", lineno);
+	v->res->macs++;
+	return 0;
+}
+
+/* A record with an anchor's seq must have the anchor's hash. */
+static int
+check_anchor(struct verifier *v, const struct clog_line *cur,
+    uint64_t lineno, char *err, size_t errlen)
+{
+	size_t i;
+
+	if (v->o == NULL)
+		return 0;
+	for (i = 0; i < v->o->nanchors; i++) {
+		const struct clog_anchor *a = &v->o->anchors[i];
+
+		if (a->seq != cur->seq)
+			continue;
+		if (strcmp(a->hash, cur->hash) != 0)
+			return errf(err, errlen, "line %" PRIu64 ": seq %" PRIu64
+			    " does not have the anchor's hash: the log was "
+			    "rewritten at or before it", lineno, cur->seq);
+		v->res->anchors++;
+	}
+	return 0;
+}
+
+/* At the end: an anchor no record had is a cut. */
+static int
+anchors_missing(struct verifier *v, char *err, size_t errlen)
+{
+	const struct clog_verify_result *r = v->res;
+	size_t i, j;
+
+	if (v->o == NULL)
+		return 0;
+	for (i = 0; i < v->o->nanchors; i++) {
+		const struct clog_anchor *a = &v->o->anchors[i];
+		int seen = 0;
+
+		for (j = 0; j < i; j++)
+			seen |= v->o->anchors[j].seq == a->seq;
+		if (seen || (r->records > 0 && a->seq >= r->first_seq &&
+		    a->seq <= r->last_seq))
+			continue;
+		if (r->records == 0)
+			return errf(err, errlen, "anchor seq %" PRIu64 ": the "
+			    "file holds no record", a->seq);
+		if (a->seq < r->first_seq)
+			return errf(err, errlen, "anchor seq %" PRIu64 ": the "
+			    "file begins at seq %" PRIu64 " (its head was cut, or "
+			    "the anchor is in an older file)", a->seq,
+			    r->first_seq);
+		return errf(err, errlen, "anchor seq %" PRIu64 ": the file "
+		    "ends at seq %" PRIu64 " (records after it were cut)",
+		    a->seq, r->last_seq);
+	}
+	return 0;
+}
+
 int
 clog_verify(const char *path, const struct clog_verify_opts *o,
     struct clog_verify_result *res, char *err, size_t errlen)
@@ -1277,6 +1429,9 @@ clog_verify(const char *path, const struct clog_verify_opts *o,
 			}
 			goto done;
 		}
+		if (check_mac(&v, &cur, lineno, err, errlen) != 0 ||
+		    check_anchor(&v, &cur, lineno, err, errlen) != 0)
+			goto done;
 		fragments_skipped(&v, lineno, "the next record continues the "
 		    "chain");
 		if (res->records == 0)
@@ -1299,6 +1454,8 @@ clog_verify(const char *path, const struct clog_verify_opts *o,
 		goto done;
 	}
 	res->bad_line = 0;
+	if (anchors_missing(&v, err, errlen) != 0)
+		goto done;
 	rc = 0;
 done:
 	free(buf);

@@ -64,6 +64,23 @@ void clog_set_min_free(struct clog *l, uint64_t bytes, clog_space_fn fn);
 uint64_t clog_free_bytes(const struct clog *l);
 int clog_low_space(const struct clog *l);
 
+/*
+ * A keyed chain (sluiced(8), "Connection log"): with a signer set, each
+ * line carries after its hash a "mac", HMAC-SHA256 under a key the
+ * writer never holds, over the 64 hex characters of the hash:
+ *     <body>,"hash":"<hex>","mac":"<hex>"}\n
+ * sign gets the record's seq, prev and hash and fills mac (64 hex and a
+ * NUL); -1 means no mac, and the record is not written (fail closed).
+ */
+typedef int (*clog_sign_fn)(void *arg, uint64_t seq, const char *prev,
+    const char *hash, char mac[65]);
+void clog_set_signer(struct clog *l, clog_sign_fn fn, void *arg);
+/* 1 with a signer set. */
+int clog_keyed(const struct clog *l);
+/* The hash of the last record written or found at open (64 zeros for
+ * an empty log): with clog_last_seq, the head of the chain. */
+const char *clog_last_hash(const struct clog *l);
+
 /* Record builder; fields keep insertion order after ts, seq, event. */
 struct clog_rec *clog_rec_new(const char *event);
 void clog_rec_free(struct clog_rec *r);
@@ -116,10 +133,26 @@ char *clog_json_escape(const char *in, size_t len, size_t *outlen);
  * and a last line with no newline.  Anything else that is not a record
  * fails.
  */
+/* A record the verifier must find as it was: its seq and hash, kept
+ * elsewhere (a SIEM, from /v1/health). */
+struct clog_anchor {
+	uint64_t seq;
+	char hash[65];
+};
+
 struct clog_verify_opts {
 	/* NULL: accept whatever the first record's prev is (a rotated
 	 * file) */
 	const char *start_prev;
+	/* Non-NULL: every record must carry the mac of its hash under this
+	 * key. */
+	const void *key;
+	size_t keylen;
+	/* Each anchor's seq must be a record of the file with its hash: an
+	 * anchor before the first record is a cut head (or an older file),
+	 * after the last a cut tail, and another hash a rewrite. */
+	const struct clog_anchor *anchors;
+	size_t nanchors;
 	/* A finding that is not a failure (a torn fragment); may be NULL. */
 	void (*note)(void *arg, uint64_t line, const char *msg);
 	void *arg;
@@ -131,10 +164,16 @@ struct clog_verify_result {
 	uint64_t fragments;             /* torn fragments skipped */
 	uint64_t first_seq, last_seq;   /* of the records verified */
 	char last_hash[65];             /* "" when none */
+	uint64_t macs;                  /* macs checked (with a key) */
+	uint64_t anchors;               /* anchors found */
 };
 
 int clog_verify(const char *path, const struct clog_verify_opts *o,
     struct clog_verify_result *res, char *err, size_t errlen) SLUICE_MUSTCHECK;
+
+/* hex(HMAC-SHA256(key, the 64 hex characters of hash)) into mac.  0/-1. */
+int clog_mac(const void *key, size_t keylen, const char *hash,
+    char mac[65]) SLUICE_MUSTCHECK;
 
 /* clog_verify with start_prev alone. */
 int clog_verify_file(const char *path, const char *start_prev,

@@ -1449,6 +1449,8 @@ static const struct cfg_key log_keys[] = {
 	  1000000, NULL, NULL },
 	{ "min_free_bytes", K_SIZE, offsetof(struct cfg, log_min_free_bytes), 0,
 	  (long long)1 << 50, NULL, NULL },
+	{ "mac_key_file", K_FILE, offsetof(struct cfg, log_mac_key_file), 0, 0,
+	  NULL, NULL },
 	{ NULL, K_INT, 0, 0, 0, NULL, NULL }
 };
 
@@ -2112,6 +2114,7 @@ cfg_free(struct cfg *c)
 	}
 	free(c->dns_hosts);
 	free(c->log_path);
+	free(c->log_mac_key_file);
 	free(c->state_file);
 	free(c->control.socket);
 	free(c->control.socket_group);
@@ -2564,10 +2567,11 @@ dump_tree(const struct cfg *c, int *bad)
 	    bad);
 	dump_dns(c, root, bad);
 
-	jset(root, "log", json_pack("{s:s,s:i,s:i,s:I}", "path", c->log_path,
+	jset(root, "log", json_pack("{s:s,s:i,s:i,s:I,s:o}", "path", c->log_path,
 	    "refusals_per_s", c->log_refusals_per_s,
 	    "refusal_burst", c->log_refusal_burst,
-	    "min_free_bytes", (json_int_t)c->log_min_free_bytes), bad);
+	    "min_free_bytes", (json_int_t)c->log_min_free_bytes,
+	    "mac_key_file", jopt(c->log_mac_key_file)), bad);
 	jset(root, "prompt", json_pack("{s:i,s:i}",
 	    "timeout_s", c->prompt_timeout_s,
 	    "deny_quiet_s", c->prompt_deny_quiet_s), bad);

@@ -141,6 +141,7 @@ struct cfg {
 	int log_refusals_per_s;                    /* 20 per session; 0: no limit */
 	int log_refusal_burst;                     /* 100 */
 	size_t log_min_free_bytes;                 /* 64 MiB; 0: no warning */
+	char *log_mac_key_file;                    /* NULL: no mac; read at start */
 
 	/* prompt */
 	int prompt_timeout_s;                      /* 90 */

@@ -278,7 +278,7 @@ def control_for_caller():
 # ---------------------------------------------------------------------------
 # Cases
 
-@pinned("admin.start", "admin.reload", "admin.stop",
+@pinned("admin.start", "admin.reopen", "admin.reload", "admin.stop",
         "decision.forward.allow", "close.forward",
         "decision.forward.deny",
         "decision.connect.allow", "close.connect",
@@ -344,6 +344,7 @@ def proxy_records(env, got):
     old = d.log_path + ".1"
     os.rename(d.log_path, old)
     d.signal(signal.SIGHUP)
+    lg.take("admin.reopen", event="admin", action="reopen")
     lg.take("admin.reload", event="admin", action="reload")
     check_eq(d.stop(), 0, "exit status")
     lg.take("admin.stop", event="admin", action="stop")
@@ -373,6 +374,22 @@ def control_records(env, got):
         check(r.status in (200, 201), "%s %s: %d %r", method, path, r.status,
               r.body[:200])
         lg.take("admin." + action, event="admin", action=action, outcome="ok")
+
+
+@pinned("admin.start.keyed", "decision.forward.keyed")
+def keyed_records(env, got):
+    """With log.mac_key_file every record ends in a mac after its hash."""
+    key = env.path("mac.key")
+    with open(key, "wb") as f:
+        f.write(os.urandom(32))
+    os.chmod(key, 0o600)
+    cfg = env.config(deny_hosts=["bad.test"], log={"mac_key_file": key})
+    d = env.sluiced(cfg)
+    lg = Log(d.log_path, got)
+    lg.take("admin.start.keyed", event="admin", action="start")
+    r = raw_request(d, env.src(1), get_request("http://bad.test/x"))
+    check_eq(r.sluice_reason, "admin_deny", "refused")
+    lg.take("decision.forward.keyed", event="decision", host="bad.test")
 
 
 @pinned("refusals_folded", "decision.too_many_refusals")

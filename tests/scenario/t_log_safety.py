@@ -11,6 +11,7 @@ keyed (a MAC from a signer process) and anchored (sluicectl log verify
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -450,6 +451,266 @@ def grants_capped_and_logged_as_changes(env):
     sizes = [len(ln) for ln in lines]
     check(max(sizes) - min(sizes) < 64, "grant record sizes grow with the "
           "list: %r", sizes)
+
+# ---------------------------------------------------------------------------
+# Finding 10: a keyed, anchored chain
+
+def write_key(env, name="mac.key", mode=0o600):
+    path = env.path(name)
+    key = os.urandom(32)
+    with open(path, "wb") as f:
+        f.write(key)
+    os.chmod(path, mode)
+    return path, key
+
+
+def lines_of(path):
+    with open(path, "rb") as f:
+        return f.read().split(b"\n")[:-1]
+
+
+def write_lines(path, lines):
+    with open(path, "wb") as f:
+        f.write(b"".join(ln + b"\n" for ln in lines))
+
+
+def rechain(lines, prev, seq):
+    """Renumber and rechain lines as someone without the key would: seq,
+    prev and hash made right again, the macs left as they were."""
+    import hashlib
+    out = []
+    for ln in lines:
+        m = re.match(rb'^(.*),"hash":"([0-9a-f]{64})"(,"mac":"[0-9a-f]{64}")?}$',
+                     ln)
+        check(m, "not a record: %r" % ln[:80])
+        body, mac = m.group(1), m.group(3) or b""
+        body = re.sub(rb'"seq":\d+,', b'"seq":%d,' % seq, body, count=1)
+        body = re.sub(rb'"prev":"[0-9a-f]{64}"$', b'"prev":"%s"' % prev, body)
+        h = hashlib.sha256(body).hexdigest().encode()
+        out.append(body + b',"hash":"' + h + b'"' + mac + b"}")
+        prev, seq = h, seq + 1
+    return out
+
+
+def verify(path, *args):
+    p = sluicectl("--json", "log", "verify", "--file", path, *args)
+    doc = json.loads(p.stdout) if p.stdout.strip() else {}
+    return p.returncode, doc
+
+
+def proc_children(pid):
+    kids = []
+    for t in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/children" % (pid, t)) as f:
+                kids += [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+    return kids
+
+
+def proc_status(pid):
+    out = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            out[k] = v.strip()
+    return out
+
+
+def memory_holds(pid, needle):
+    """Whether needle is anywhere in the readable memory of pid (root)."""
+    with open("/proc/%d/maps" % pid) as f:
+        maps = f.read().splitlines()
+    with open("/proc/%d/mem" % pid, "rb", 0) as mem:
+        for m in maps:
+            addr, perms = m.split()[:2]
+            if perms[0] != "r" or m.endswith("[vvar]") or \
+                    m.endswith("[vsyscall]"):
+                continue
+            lo, hi = (int(x, 16) for x in addr.split("-"))
+            if hi - lo > 1 << 30:
+                continue
+            try:
+                mem.seek(lo)
+                if needle in mem.read(hi - lo):
+                    return True
+            except (OSError, ValueError, OverflowError):
+                continue
+    return False
+
+
+@S.case
+def keyed_log_and_anchors(env):
+    """log.mac_key_file: a signer process of its own reads the key (the
+    proxy never holds it) and every record carries a mac; sluicectl log
+    verify --key finds a record removed and the chain made right again,
+    --anchor SEQ:HASH (the head /v1/health shows) finds a cut head, a cut
+    tail and a rewrite; each start and reopen names the head it follows."""
+    key_path, key = write_key(env)
+    sessions = [{"id": "s1", "tenant": "acme", "user": "alice",
+                 "tier": "public", "source": env.src(1)}]
+    d, up = setup(env, sessions=sessions, deny_hosts=["bad.test"],
+                  log={"mac_key_file": key_path})
+    for host in ("up.test", "bad.test", "up.test", "bad.test"):
+        s = d.connect(env.src(1))
+        s.sendall(get_request("http://%s:%d/k" % (host, up.port),
+                              headers=[("Connection", "close")]))
+        read_response(s)
+        s.close()
+    check_eq(call(d, "PUT", "/v1/ceiling", {"tier": "registries"}).status, 200,
+             "an admin change")
+    h = call(d, "GET", "/v1/health").json["log"]
+    recs = read_log(d.log_path)
+    check_eq((h["keyed"], h["seq"], h["hash"]),
+             (True, recs[-1]["seq"], recs[-1]["hash"]), "health.log head")
+    check_eq(metric(d, "sluice_log_last_seq"), recs[-1]["seq"], "metric seq")
+    r = call(d, "GET", "/v1/metrics")
+    check(('sluice_log_head_info{seq="%d",hash="%s"} 1' %
+           (recs[-1]["seq"], recs[-1]["hash"])).encode() in r.body,
+          "sluice_log_head_info")
+    mid = "%d:%s" % (h["seq"], h["hash"])
+    start = [x for x in recs if x.get("action") == "start"][0]
+    check_eq((start["anchor_seq"], start["anchor_hash"], start["keyed"]),
+             (0, "0" * 64, True), "start record of a new log")
+    check(all(re.match("^[0-9a-f]{64}$", x.get("mac", "")) for x in recs),
+          "a record without a mac")
+
+    # the key never entered the proxy process; a child holds it
+    if os.geteuid() == 0:
+        check(not memory_holds(d.pid, key), "the key is in the proxy's "
+              "memory")
+        kids = [k for k in proc_children(d.pid)
+                if proc_status(k).get("Name") == "sluiced-sign"]
+        check_eq(len(kids), 1, "one signer process")
+        st = proc_status(kids[0])
+        check_eq((st["CapEff"], st["CapPrm"], st["NoNewPrivs"]),
+                 ("0000000000000000", "0000000000000000", "1"),
+                 "the signer's privileges")
+        check(memory_holds(kids[0], key), "the signer holds the key")
+    elif STRICT:
+        raise Fail("the memory checks need root")
+
+    # a restart continues the signed chain, its start naming the head
+    check_eq(d.stop(), 0, "exit status")
+    last = read_log(d.log_path)[-1]
+    d2, _ = setup(env, sessions=sessions, deny_hosts=["bad.test"],
+                  log={"mac_key_file": key_path})
+    d.skip_chain = True
+    start = [x for x in read_log(d2.log_path)
+             if x.get("action") == "start"][-1]
+    check_eq((start["anchor_seq"], start["anchor_hash"]),
+             (last["seq"], last["hash"]), "start record after a restart")
+    # a rotation: the reopen record names the old file's last record
+    old = d2.log_path + ".1"
+    os.rename(d2.log_path, old)
+    last = read_log(old)[-1]
+    d2.signal(signal.SIGHUP)
+    wait_until(lambda: any(x.get("action") == "reload"
+                           for x in read_log(d2.log_path)), 5,
+               what="the reload record")
+    first = read_log(d2.log_path)[0]
+    check_eq((first["action"], first["anchor_seq"], first["anchor_hash"],
+              first["prev"]), ("reopen", last["seq"], last["hash"],
+                               last["hash"]), "the reopen record")
+    check_eq(d2.stop(), 0, "exit status")
+    d2.chain_paths = [old, d2.log_path]
+
+    rc, doc = verify(old, "--key", key_path)
+    check(rc == 0 and doc["macs"] == doc["records"] > 0, "verify --key: %r"
+          % doc)
+    rc, doc = verify(d2.log_path, "--key", key_path, "--prev", last["hash"])
+    check(rc == 0 and doc["macs"] == doc["records"], "the new file: %r" % doc)
+    other, _ = write_key(env, "other.key")
+    rc, doc = verify(old, "--key", other)
+    check(rc == 1 and "mac does not match" in doc["error"],
+          "another key: %r" % doc)
+    rc, doc = verify(old, "--anchor", mid)
+    check(rc == 0 and doc["anchors"] == 1, "the anchor: %r" % doc)
+
+    lines = lines_of(old)
+    n_mid = int(mid.split(":")[0])
+    # a record removed and the rest rechained: only the key (or an
+    # anchor after it) sees it
+    side = env.path("rechained.jsonl")
+    write_lines(side, lines[:2] + rechain(lines[3:], json.loads(
+        lines[1])["hash"].encode(), json.loads(lines[2])["seq"]))
+    rc, doc = verify(side)
+    check_eq(rc, 0, "a rechained log without the key verifies (%r)" % doc)
+    rc, doc = verify(side, "--key", key_path)
+    check(rc == 1 and doc["line"] == 3 and "mac does not match" in
+          doc["error"], "rechained, with the key: %r" % doc)
+    rc, doc = verify(side, "--anchor", mid)
+    check(rc == 1 and "does not have the anchor's hash" in doc["error"],
+          "rechained, with the anchor: %r" % doc)
+    # the head cut
+    write_lines(side, lines[n_mid:])
+    check_eq(verify(side)[0], 0, "a cut head verifies alone")
+    rc, doc = verify(side, "--anchor", mid)
+    check(rc == 1 and "the file begins at seq" in doc["error"],
+          "cut head: %r" % doc)
+    # the tail cut
+    write_lines(side, lines[:n_mid - 1])
+    check_eq(verify(side)[0], 0, "a cut tail verifies alone")
+    rc, doc = verify(side, "--anchor", mid)
+    check(rc == 1 and "the file ends at seq" in doc["error"],
+          "cut tail: %r" % doc)
+    # the text output names the head for the next anchor
+    p = sluicectl("log", "verify", "--file", old, "--key", key_path)
+    check(b"mac(s) verified" in p.stdout and
+          ("last record seq %d hash %s" % (last["seq"], last["hash"])
+           ).encode() in p.stdout, "verify text: %r" % p.stdout)
+
+
+@S.case
+def signer_refuses_and_fails_closed(env):
+    """A key the proxy's user could read is refused at start; a signer
+    that is gone means no record and no connection (log_unavailable)."""
+    bad, _ = write_key(env, "loose.key", 0o644)
+    cfg = env.config(log={"mac_key_file": bad})
+    d = env.sluiced(cfg, start=False)
+    try:
+        d.start(ready_timeout=5)
+        raise Fail("sluiced started with a key others may read")
+    except Fail as e:
+        if "started with" in str(e):
+            raise
+    wait_until(lambda: not d.alive() and "no access for group and others"
+               in d.stderr(), 5, what="sluiced to exit saying why")
+    short = env.path("short.key")
+    with open(short, "wb") as f:
+        f.write(b"x" * 8)
+    os.chmod(short, 0o600)
+    d = env.sluiced(env.config(log={"mac_key_file": short}), start=False,
+                    name="short")
+    try:
+        d.start(ready_timeout=5)
+        raise Fail("sluiced started with an 8-byte key")
+    except Fail as e:
+        if "started with" in str(e):
+            raise
+    wait_until(lambda: not d.alive() and "at least 32 wanted" in
+               d.stderr(), 5, what="sluiced to exit on a short key")
+
+    key_path, _ = write_key(env)
+    d, up = setup(env, sessions=[{"id": "s1", "tenant": "acme",
+                                  "user": "alice", "tier": "public",
+                                  "source": env.src(1)}],
+                  log={"mac_key_file": key_path})
+    kids = [k for k in proc_children(d.pid)
+            if proc_status(k).get("Name") == "sluiced-sign"]
+    check_eq(len(kids), 1, "one signer process")
+    os.kill(kids[0], signal.SIGKILL)    # sluiced's child, by its pid
+    time.sleep(0.3)
+    s = d.connect(env.src(1))
+    s.sendall(get_request("http://up.test:%d/x" % up.port,
+                          headers=[("Connection", "close")]))
+    r = read_response(s)
+    s.close()
+    check_eq((r.status, r.sluice_reason), (503, "log_unavailable"),
+             "a request with no signer")
+    wait_until(lambda: "log signer: no mac" in d.stderr(), 5,
+               what="the signer error on stderr")
 
 # ---------------------------------------------------------------------------
 # Finding 7: the disk full under the log

@@ -763,6 +763,229 @@ test_short_write_cut_back(void **state)
 	free(before);
 }
 
+/* ---- keyed and anchored chains ---- */
+
+static const char test_key[] = "0123456789abcdef0123456789abcdef";
+static int sign_calls, sign_refuse;
+
+static int
+sign_test(void *arg, uint64_t seq, const char *prev, const char *hash,
+    char mac[65])
+{
+	(void)arg;
+	(void)seq;
+	(void)prev;
+	sign_calls++;
+	if (sign_refuse)
+		return -1;
+	return clog_mac(test_key, sizeof(test_key) - 1, hash, mac);
+}
+
+static int
+verify_with(const char *path, const char *key, const struct clog_anchor *a,
+    size_t na, struct clog_verify_result *res, char *err, size_t errlen)
+{
+	struct clog_verify_opts o;
+
+	memset(&o, 0, sizeof(o));
+	o.key = key;
+	o.keylen = key ? strlen(key) : 0;
+	o.anchors = a;
+	o.nanchors = na;
+	return clog_verify(path, &o, res, err, errlen);
+}
+
+static void
+expect_verify(const char *path, const char *key, const struct clog_anchor *a,
+    size_t na, const char *msg)
+{
+	struct clog_verify_result res;
+	char err[256] = "";
+	int rc = verify_with(path, key, a, na, &res, err, sizeof(err));
+
+	if (msg == NULL && rc != 0)
+		fail_msg("verify %s: %s", path, err);
+	if (msg != NULL && (rc == 0 || strstr(err, msg) == NULL))
+		fail_msg("verify %s: rc %d err \"%s\", want \"%s\"", path, rc,
+		    err, msg);
+}
+
+/* Renumber and rechain lines (no mac) from seq first, as someone without
+ * the key who removed a record would. */
+static void
+rechain(char **lines, size_t n, uint64_t first, const char *prev0)
+{
+	char prev[65], h[65], *nl, seqs[32];
+	size_t i, len;
+
+	snprintf(prev, sizeof(prev), "%s", prev0);
+	for (i = 0; i < n; i++) {
+		char *p = strstr(lines[i], "\"seq\":"), *q;
+
+		assert_non_null(p);
+		q = strchr(p, ',');
+		snprintf(seqs, sizeof(seqs), "\"seq\":%llu",
+		    (unsigned long long)(first + i));
+		len = strlen(lines[i]) - (size_t)(q - p) + strlen(seqs);
+		nl = malloc(len + 1);
+		assert_non_null(nl);
+		snprintf(nl, len + 1, "%.*s%s%s", (int)(p - lines[i]),
+		    lines[i], seqs, q);
+		free(lines[i]);
+		lines[i] = nl;
+		len = strlen(nl);
+		/* body ends ,"prev":"<64>" ; then ,"hash":"<64>"} */
+		memcpy(nl + len - 75 - 65, prev, 64);
+		sha256_hex(nl, len - 75, h);
+		memcpy(nl + len - 66, h, 64);
+		memcpy(prev, h, 65);
+	}
+}
+
+static void
+test_signed_chain(void **state)
+{
+	struct fx *fx = *state;
+	char err[256] = "", *lines[MAX_LINES], mac[65], h[65], side[PATH_MAX];
+	struct clog_verify_result res;
+	struct clog *l;
+	size_t n;
+
+	l = clog_open(fx->log, err, sizeof(err));
+	assert_non_null(l);
+	clog_set_signer(l, sign_test, NULL);
+	sign_calls = sign_refuse = 0;
+	write_n(l, 4, "pypi.org");
+	assert_int_equal(sign_calls, 4);
+	/* a signer that says no: no record, fail closed */
+	sign_refuse = 1;
+	assert_int_equal(clog_write(l, clog_rec_new("decision")), -1);
+	assert_int_equal(clog_last_seq(l), 4);
+	sign_refuse = 0;
+	write_n(l, 1, "pypi.org");
+	clog_close(l);
+
+	/* the mac after the hash; a reader without the key still verifies */
+	n = read_lines(fx->log, lines);
+	assert_int_equal(n, 5);
+	assert_non_null(strstr(lines[0], "\",\"mac\":\""));
+	assert_int_equal(strncmp(lines[0] + strlen(lines[0]) - 148,
+	    ",\"hash\":\"", 9), 0);
+	memcpy(h, strstr(lines[2], ",\"hash\":\"") + 9, 64);
+	h[64] = '\0';
+	assert_int_equal(clog_mac(test_key, sizeof(test_key) - 1, h, mac), 0);
+	assert_non_null(strstr(lines[2], mac));
+	assert_int_equal(verify_with(fx->log, test_key, NULL, 0, &res, err,
+	    sizeof(err)), 0);
+	assert_int_equal(res.records, 5);
+	assert_int_equal(res.macs, 5);
+	memcpy(h, strstr(lines[4], ",\"hash\":\"") + 9, 64);
+	assert_string_equal(res.last_hash, h);
+	expect_good(fx->log, ZERO64, 5);
+	expect_verify(fx->log, "another key, not the one", NULL, 0,
+	    "line 1: mac does not match");
+
+	/* opening continues from the signed tail */
+	l = clog_open(fx->log, err, sizeof(err));
+	if (l == NULL)
+		fail_msg("open a signed log: %s", err);
+	assert_int_equal(clog_last_seq(l), 5);
+	assert_string_equal(clog_last_hash(l), res.last_hash);
+	clog_close(l);
+
+	/* a record removed and the rest rechained: the plain chain holds,
+	 * the macs do not */
+	snprintf(side, sizeof(side), "%s/rechained.log", fx->dir);
+	free(lines[2]);
+	memmove(&lines[2], &lines[3], 2 * sizeof(lines[0]));
+	n = 4;
+	{
+		size_t i;
+
+		/* without the key the macs can only be dropped */
+		for (i = 0; i < n; i++) {
+			char *m = strstr(lines[i], "\",\"mac\":\"");
+
+			memmove(m, m + 73, strlen(m + 73) + 1);
+		}
+	}
+	rechain(lines, n, 1, ZERO64);
+	write_lines(side, lines, n);
+	expect_good(side, ZERO64, 4);
+	expect_verify(side, test_key, NULL, 0, "line 1: no mac");
+	free_lines(lines, n);
+}
+
+static void
+test_anchors(void **state)
+{
+	struct fx *fx = *state;
+	char *lines[MAX_LINES], side[PATH_MAX];
+	struct clog_anchor a[2];
+	struct clog_verify_result res;
+	char err[256];
+	size_t n;
+
+	{
+		char err2[256] = "", host[32];
+		struct clog *l = clog_open(fx->log, err2, sizeof(err2));
+		int i;
+
+		/* records that differ, so a removal shows after a rechain */
+		assert_non_null(l);
+		for (i = 1; i <= 10; i++) {
+			snprintf(host, sizeof(host), "h%d.example", i);
+			write_n(l, 1, host);
+		}
+		clog_close(l);
+	}
+	n = read_lines(fx->log, lines);
+	assert_int_equal(n, 10);
+	a[0].seq = 5;
+	line_hash(lines[4], a[0].hash);
+	a[1].seq = 9;
+	line_hash(lines[8], a[1].hash);
+	assert_int_equal(verify_with(fx->log, NULL, a, 2, &res, err,
+	    sizeof(err)), 0);
+	assert_int_equal(res.anchors, 2);
+	assert_int_equal(res.first_seq, 1);
+	assert_int_equal(res.last_seq, 10);
+
+	/* another hash at the anchor's seq */
+	a[0].hash[0] = a[0].hash[0] == '0' ? '1' : '0';
+	expect_verify(fx->log, NULL, a, 1, "line 5: seq 5 does not have the "
+	    "anchor's hash");
+	line_hash(lines[4], a[0].hash);
+
+	snprintf(side, sizeof(side), "%s/cut.log", fx->dir);
+	/* the head cut: it still verifies alone, not with an anchor in it */
+	write_lines(side, lines + 3, 7);
+	expect_verify(side, NULL, NULL, 0, NULL);
+	a[0].seq = 2;
+	line_hash(lines[1], a[0].hash);
+	expect_verify(side, NULL, a, 1, "anchor seq 2: the file begins at "
+	    "seq 4");
+	/* the tail cut */
+	write_lines(side, lines, 7);
+	expect_verify(side, NULL, NULL, 0, NULL);
+	expect_verify(side, NULL, a + 1, 1, "anchor seq 9: the file ends at "
+	    "seq 7");
+	/* a record removed and the rest rechained: only the anchor sees it */
+	free(lines[5]);
+	memmove(&lines[5], &lines[6], 4 * sizeof(lines[0]));
+	{
+		char prev[65];
+
+		line_hash(lines[4], prev);
+		rechain(lines + 5, 4, 6, prev);
+	}
+	write_lines(side, lines, 9);
+	expect_verify(side, NULL, NULL, 0, NULL);
+	expect_verify(side, NULL, a + 1, 1, "seq 9 does not have the anchor's "
+	    "hash");
+	free_lines(lines, 9);
+}
+
 static int space_calls, space_low;
 
 static void
@@ -1146,6 +1369,9 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_short_write_cut_back, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_low_space, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_signed_chain, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_anchors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stdout, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ustr_in_record, setup,
 		    teardown),

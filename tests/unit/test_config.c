@@ -63,7 +63,8 @@ static const char full[] =
 	"           \"timeout_ms\": 1500 },\n"
 	"  \"log\": { \"path\": \"/tmp/sluice-test/log.jsonl\",\n"
 	"           \"refusals_per_s\": 0, \"refusal_burst\": 7,\n"
-	"           \"min_free_bytes\": 1048576 },\n"
+	"           \"min_free_bytes\": 1048576,\n"
+	"           \"mac_key_file\": \"/etc/s/log.key\" },\n"
 	"  \"prompt\": { \"timeout_s\": 30, \"deny_quiet_s\": 0 },\n"
 	"  \"events\": { \"ring\": 16, \"max_pending\": 4096, \"heartbeat_s\": 3600 },\n"
 	"  \"limits\": { \"max_head\": 16384, \"max_line\": 4096, \"max_headers\": 50,\n"
@@ -150,6 +151,7 @@ test_defaults(void **state)
 	assert_int_equal(c->log_refusals_per_s, 20);
 	assert_int_equal(c->log_refusal_burst, 100);
 	assert_int_equal(c->log_min_free_bytes, 64 * 1048576);
+	assert_null(c->log_mac_key_file);
 	assert_int_equal(c->tunnel_buffer, 256 * 1024);
 	assert_null(c->webhook.url);
 	assert_null(c->webhook.host);
@@ -269,6 +271,7 @@ test_full(void **state)
 	assert_int_equal(c->log_refusals_per_s, 0);
 	assert_int_equal(c->log_refusal_burst, 7);
 	assert_int_equal(c->log_min_free_bytes, 1048576);
+	assert_string_equal(c->log_mac_key_file, "/etc/s/log.key");
 	assert_int_equal(c->drain_timeout_s, 2);
 	assert_string_equal(c->state_file, "/tmp/sluice-test/state.json");
 	assert_string_equal(c->control.socket, "/tmp/sluice-test/ctl.sock");
@@ -465,6 +468,9 @@ static const struct err_case err_cases[] = {
 	{ "no refusal per connection",
 	  "{\"limits\": {\"max_refusals_per_conn\": 0}}",
 	  "t.json:1:38: limits.max_refusals_per_conn: ", "out of range" },
+	{ "a key file that is not a string",
+	  "{\"log\": {\"mac_key_file\": 7}}",
+	  "t.json:1:26: log.mac_key_file: ", "expected" },
 	{ "no grants at all",
 	  "{\"limits\": {\"max_grants_per_session\": 0}}",
 	  "t.json:1:39: limits.max_grants_per_session: ", "out of range" },
@@ -681,7 +687,7 @@ round_trip(const char *text)
 	assert_int_equal(json_object_size(json_object_get(j, "webhook")), 5);
 	assert_int_equal(json_object_size(json_object_get(j, "control")), 15);
 	assert_int_equal(json_object_size(json_object_get(j, "limits")), 12);
-	assert_int_equal(json_object_size(json_object_get(j, "log")), 4);
+	assert_int_equal(json_object_size(json_object_get(j, "log")), 5);
 	assert_int_equal(json_object_size(json_object_get(j, "listen")), 5);
 	assert_int_equal(json_object_size(json_object_get(j, "dns")), 3);
 	assert_int_equal(json_object_size(json_object_get(j, "tls")), 3);
