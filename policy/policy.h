@@ -56,6 +56,7 @@ enum pol_reason {
 	POL_R_CONNECT_PLAIN_PORT = 31, /* CONNECT to a port that carries plain HTTP */
 	POL_R_SELF_TARGET = 32,        /* transparent: dialled the listener itself */
 	POL_R_TOO_MANY_INTERIM = 33,   /* the upstream sent 1xx answers without end */
+	POL_R_TOO_MANY_REFUSALS = 34,  /* the connection was refused too often */
 	POL_R__COUNT
 };
 

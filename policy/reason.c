@@ -147,6 +147,9 @@ static const struct reason_info reasons[POL_R__COUNT] = {
 	[POL_R_TOO_MANY_INTERIM] = { "too_many_interim", 502,
 	    "the exchange failed because the upstream sent interim (1xx) "
 	    "answers without a final one; check the upstream service." },
+	[POL_R_TOO_MANY_REFUSALS] = { "too_many_refusals", 429,
+	    "the connection was closed because too many of its requests were "
+	    "refused; fix the requests, then open a new connection." },
 };
 
 /* Codes are assigned in blocks, so the table may have holes: a hole is

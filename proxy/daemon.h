@@ -39,6 +39,21 @@ enum px_transport { PX_T_UNIX, PX_T_TCP, PX_T_VSOCK, PX_T_TRANSPARENT };
 struct px_conn;        /* the relay's (proxy/relay/relay-int.h) */
 struct px_listener;
 
+/*
+ * Refusal records of one session (or of connections with no session):
+ * a token bucket (log.refusals_per_s, log.refusal_burst), and what was
+ * folded into the next "refusals_folded" record (the relay's, records.c).
+ */
+struct px_refusals {
+	double tokens;
+	uint64_t refilled_ms;            /* 0: never used (the bucket is full) */
+	uint64_t folded;                 /* records not written since the last
+	                                    refusals_folded */
+	uint32_t reasons[POL_R__COUNT];  /* of those, by reason */
+	time_t since;                    /* the first of them */
+	uint64_t summary_ms;             /* the last refusals_folded */
+};
+
 /* A session as the daemon sees it: the policy object plus its transport. */
 struct px_session {
 	struct pol_session *pol;         /* owned by px.state */
@@ -52,6 +67,7 @@ struct px_session {
 	int nconns;
 	uint64_t n_allowed, n_denied;    /* decisions, for metrics */
 	uint64_t bytes_up, bytes_down;
+	struct px_refusals refusals;     /* the relay's */
 	TAILQ_HEAD(, px_conn) conns;     /* the relay's list */
 	TAILQ_ENTRY(px_session) entry;
 };

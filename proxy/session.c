@@ -494,13 +494,28 @@ socket_place(const struct cfg_session *cs, enum px_origin origin,
 	return 0;
 }
 
+/*
+ * The user a session is shown as comes from the app (or the file): it
+ * reaches log records, prompts and approvers' terminals, so it gets the
+ * sandbox strings' sanitising (controls, bidi and zero-width characters,
+ * invalid UTF-8 become '?') and cap, once, where every session is made.
+ */
+#define SESSION_USER_CAP 256
+
+static const char *
+session_user(const char *u, char *buf, size_t len)
+{
+	u = u != NULL ? u : "";
+	return clog_sanitize(u, strlen(u), buf, len, SESSION_USER_CAP);
+}
+
 struct px_session *
 px_session_create(const struct cfg_session *cs, enum px_origin origin,
     enum px_refusal *why, char *err, size_t errlen)
 {
 	struct px_session *s;
 	enum px_refusal ignored;
-	char path[PATH_MAX], canon[PATH_MAX];
+	char path[PATH_MAX], canon[PATH_MAX], user[SESSION_USER_CAP + 4];
 
 	if (why == NULL)
 		why = &ignored;
@@ -537,8 +552,8 @@ px_session_create(const struct cfg_session *cs, enum px_origin origin,
 			goto fail;
 		}
 	}
-	s->pol = pol_session_add(px.state, cs->id, cs->tenant, cs->user,
-	    cs->tier);
+	s->pol = pol_session_add(px.state, cs->id, cs->tenant,
+	    session_user(cs->user, user, sizeof(user)), cs->tier);
 	if (s->pol == NULL) {
 		*why = PX_REF_BAD;
 		errf(err, errlen, "cannot add session (bad or duplicate id)");
@@ -562,6 +577,7 @@ void
 px_session_destroy(struct px_session *s, enum pol_reason why)
 {
 	px_prompts_session_gone(s, why);
+	px_refusals_flush(s);
 	px_relay_close_session(s, why);
 	if (s->listener != NULL) {
 		TAILQ_REMOVE(&px.listeners, s->listener, entry);
@@ -603,7 +619,7 @@ int
 px_sessions_sync_config(void)
 {
 	struct px_session *s, *tmp;
-	char err[512];
+	char err[512], user[SESSION_USER_CAP + 4];
 	size_t i;
 	int rc = 0;
 
@@ -618,7 +634,8 @@ px_sessions_sync_config(void)
 				cs = &px.cfg->sessions[i];
 		if (cs == NULL || !same_transport(s, cs) ||
 		    strcmp(cs->tenant, pol_session_tenant(s->pol)) != 0 ||
-		    strcmp(cs->user, pol_session_user(s->pol)) != 0)
+		    strcmp(session_user(cs->user, user, sizeof(user)),
+		    pol_session_user(s->pol)) != 0)
 			px_session_destroy(s, POL_R_SESSION_CLOSED);
 		else
 			pol_session_set_tier(s->pol, cs->tier);

@@ -208,15 +208,19 @@ send_json(struct evhttp_request *req, int status, json_t *j)
 {
 	static const char oom[] = "{\"error\":{\"code\":\"internal\","
 	    "\"message\":\"out of memory\"}}\n";
-	char *text = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
-	size_t n;
+	char *raw = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+	char *text = NULL;
+	size_t n = 0;
 
 	json_decref(j);
+	/* bidi and C1 characters a caller stored reach no terminal raw */
+	if (raw != NULL)
+		text = clog_json_escape(raw, strlen(raw), &n);
+	free(raw);
 	if (text == NULL) {
 		send_text(req, 500, "application/json", oom, sizeof(oom) - 1);
 		return;
 	}
-	n = strlen(text);
 	/* a newline keeps curl output and shell pipes tidy */
 	{
 		char *t = realloc(text, n + 2);
@@ -267,6 +271,7 @@ send_error(struct evhttp_request *req, int status, const char *fmt, ...)
 static void
 send_ctl_error(struct evhttp_request *req, const struct ctl_err *e)
 {
+	const char *code = NULL;
 	int status;
 
 	switch (e->code) {
@@ -275,10 +280,19 @@ send_ctl_error(struct evhttp_request *req, const struct ctl_err *e)
 	case CTL_NOT_FOUND: status = 404; break;
 	case CTL_CONFLICT: status = 409; break;
 	case CTL_UNAVAILABLE: status = 503; break;
+	case CTL_LOG_UNAVAILABLE:
+		status = 503;
+		code = "log_unavailable";
+		break;
+	case CTL_TOO_MANY_GRANTS:
+		status = 409;
+		code = "too_many_grants";
+		break;
 	default: status = 500; break;
 	}
-	send_error(req, status, "%s", e->msg[0] != '\0' ? e->msg :
-	    "the operation failed");
+	send_json(req, status, json_pack("{s:{s:s,s:s}}", "error",
+	    "code", code != NULL ? code : status_code(status),
+	    "message", e->msg[0] != '\0' ? e->msg : "the operation failed"));
 }
 
 /* Text from the caller inside a message: printable, bounded. */

@@ -74,6 +74,7 @@ cfg_free(struct cfg *c)
 	strv_free(c->listen_tcp, c->nlisten_tcp);
 	strv_free(c->listen_transparent, c->nlisten_transparent);
 	free(c->socket_group);
+	free(c->log_mac_key_file);
 	strv_free(c->socket_prefixes, c->nsocket_prefixes);
 	for (i = 0; i < c->nsessions; i++) {
 		free(c->sessions[i].id);

@@ -144,6 +144,10 @@ struct cfg {
 
 	/* log */
 	char *log_path;                            /* "/var/log/sluice/connections.jsonl" */
+	int log_refusals_per_s;                    /* 20 per session; 0: no limit */
+	int log_refusal_burst;                     /* 100 */
+	size_t log_min_free_bytes;                 /* 64 MiB; 0: no warning */
+	char *log_mac_key_file;                    /* NULL: no mac; read at start */
 
 	/* prompt */
 	int prompt_timeout_s;                      /* 90 */
@@ -166,6 +170,8 @@ struct cfg {
 	int max_conns_per_tenant;                  /* 1024: a tenant's sessions together */
 	int pressure_pct;                          /* 75: of max_conns_total, then fair shares */
 	int fd_reserve;                            /* 256: descriptors control.tcp leaves free */
+	int max_grants_per_session;                /* 256 */
+	int max_refusals_per_conn;                 /* 100 */
 	size_t tunnel_buffer;                      /* per direction, 256 KiB */
 	int drain_timeout_s;                       /* 10: SIGTERM drain deadline */
 	int sni_check;                             /* 1: CONNECT :443 needs matching SNI */

@@ -489,6 +489,11 @@ static const struct cfg_key dns_keys[] = {
 static const struct cfg_key log_keys[] = {
 	{ "path", K_STR, F(log_path),
 	  .sdef = "/var/log/sluice/connections.jsonl" },
+	{ "refusals_per_s", K_INT, F(log_refusals_per_s), NUM(0, 1000000, 20) },
+	{ "refusal_burst", K_INT, F(log_refusal_burst), NUM(1, 1000000, 100) },
+	{ "min_free_bytes", K_SIZE, F(log_min_free_bytes),
+	  NUM(0, (long long)1 << 50, 64 * 1048576) },
+	{ "mac_key_file", K_FILE, F(log_mac_key_file) },
 	{ .name = NULL }
 };
 
@@ -523,6 +528,10 @@ static const struct cfg_key limits_keys[] = {
 	  NUM(1, 1000000, 1024) },
 	{ "pressure_pct", K_INT, F(pressure_pct), NUM(1, 100, 75) },
 	{ "fd_reserve", K_INT, F(fd_reserve), NUM(0, 65536, 256) },
+	{ "max_grants_per_session", K_INT, F(max_grants_per_session),
+	  NUM(1, 100000, 256) },
+	{ "max_refusals_per_conn", K_INT, F(max_refusals_per_conn),
+	  NUM(1, 1000000, 100) },
 	{ "tunnel_buffer", K_SIZE, F(tunnel_buffer),
 	  NUM(4096, 64 * 1048576, 256 * 1024) },
 	{ "drain_timeout_s", K_INT, F(drain_timeout_s), NUM(0, 3600, 10) },

@@ -345,7 +345,7 @@ refusal_keeps_connection(const struct px_conn *c, enum pol_reason why)
 	case POL_R_BAD_REQUEST: case POL_R_HEAD_TOO_LARGE:
 	case POL_R_HEAD_TIMEOUT: case POL_R_SESSION_UNKNOWN:
 	case POL_R_TOO_MANY_CONNECTIONS: case POL_R_LOG_UNAVAILABLE:
-	case POL_R_SHUTTING_DOWN:
+	case POL_R_SHUTTING_DOWN: case POL_R_TOO_MANY_REFUSALS:
 		return 0;
 	default:
 		return 1;
@@ -393,6 +393,8 @@ px_conn_answer(struct px_conn *c, enum pol_reason why, const char *detail,
 	    POL_PROMPT : POL_DENY, why) != 0)
 		px_log(PX_ERR, "%s: conn %llu: cannot write the decision record",
 		    __func__, (unsigned long long)c->id);
+	if (log)
+		c->nrefused++;
 	c->logged_decision = 0;
 	if (c->tp_tls) {
 		/* a redirected TLS client expects a ServerHello: nothing
@@ -466,6 +468,12 @@ handle_request(struct px_conn *c)
 		c->dec.tier = pol_session_tier(s->pol);
 		c->dec.ceiling = pol_state_ceiling(px.state,
 		    pol_session_tenant(s->pol));
+	}
+	/* a keep-alive connection refused again and again is closed: the
+	 * client must fix its requests, not loop on them */
+	if (c->nrefused >= px.cfg->max_refusals_per_conn) {
+		px_conn_refuse(c, POL_R_TOO_MANY_REFUSALS, NULL);
+		return;
 	}
 	if (c->req->m == HTTP_M_TRACE || c->req->m == HTTP_M_TRACK ||
 	    c->req->m == HTTP_M_UNKNOWN)

@@ -64,7 +64,10 @@ static const char full[] =
 	"  \"dns\": { \"servers\": [\"127.0.0.1\", \"[::1]:5353\"],\n"
 	"           \"hosts\": { \"Mirror.Example.\": [\"10.1.2.3\", \"::1\"] },\n"
 	"           \"timeout_ms\": 1500 },\n"
-	"  \"log\": { \"path\": \"/tmp/sluice-test/log.jsonl\" },\n"
+	"  \"log\": { \"path\": \"/tmp/sluice-test/log.jsonl\",\n"
+	"           \"refusals_per_s\": 0, \"refusal_burst\": 7,\n"
+	"           \"min_free_bytes\": 1048576,\n"
+	"           \"mac_key_file\": \"/etc/s/log.key\" },\n"
 	"  \"prompt\": { \"timeout_s\": 30, \"deny_quiet_s\": 0 },\n"
 	"  \"events\": { \"ring\": 16, \"max_pending\": 4096, \"heartbeat_s\": 3600 },\n"
 	"  \"limits\": { \"max_head\": 16384, \"max_line\": 4096, \"max_headers\": 50,\n"
@@ -72,7 +75,8 @@ static const char full[] =
 	"              \"connect_timeout_ms\": 3000, \"max_conns_per_session\": 8,\n"
 	"              \"max_conns_total\": 64, \"tunnel_buffer\": 65536,\n"
 	"              \"max_conns_per_tenant\": 32, \"pressure_pct\": 90,\n"
-	"              \"fd_reserve\": 0,\n"
+	"              \"fd_reserve\": 0, \"max_grants_per_session\": 16,\n"
+	"              \"max_refusals_per_conn\": 5,\n"
 	"              \"drain_timeout_s\": 2 },\n"
 	"  \"tls\": { \"sni_check\": false, \"sni_timeout_ms\": 1000,\n"
 	"           \"allow_ech\": true, \"plain_http_ports\": [80, 8080] },\n"
@@ -275,6 +279,12 @@ test_full(void **state)
 	assert_int_equal(c->ports_public[2], 8080);
 	assert_int_equal(c->max_head, 16384);
 	assert_int_equal(c->tunnel_buffer, 65536);
+	assert_int_equal(c->max_grants_per_session, 16);
+	assert_int_equal(c->max_refusals_per_conn, 5);
+	assert_int_equal(c->log_refusals_per_s, 0);
+	assert_int_equal(c->log_refusal_burst, 7);
+	assert_int_equal(c->log_min_free_bytes, 1048576);
+	assert_string_equal(c->log_mac_key_file, "/etc/s/log.key");
 	assert_int_equal(c->drain_timeout_s, 2);
 	assert_string_equal(c->state_file, "/tmp/sluice-test/state.json");
 	assert_string_equal(c->control.socket, "/tmp/sluice-test/ctl.sock");
@@ -497,6 +507,24 @@ static const struct err_case err_cases[] = {
 	  "t.json:1:18: log.path: ", "must not be empty" },
 	{ "limit out of range", "{\"limits\": {\"max_headers\": 0}}",
 	  "t.json:1:28: limits.max_headers: ", "out of range" },
+	{ "a bucket that holds nothing",
+	  "{\"log\": {\"refusal_burst\": 0}}",
+	  "t.json:1:27: log.refusal_burst: ", "out of range" },
+	{ "a negative refusal rate",
+	  "{\"log\": {\"refusals_per_s\": -1}}",
+	  "t.json:1:28: log.refusals_per_s: ", "out of range" },
+	{ "negative free bytes",
+	  "{\"log\": {\"min_free_bytes\": -5}}",
+	  "t.json:1:28: log.min_free_bytes: ", "out of range" },
+	{ "no refusal per connection",
+	  "{\"limits\": {\"max_refusals_per_conn\": 0}}",
+	  "t.json:1:38: limits.max_refusals_per_conn: ", "out of range" },
+	{ "a key file that is not a string",
+	  "{\"log\": {\"mac_key_file\": 7}}",
+	  "t.json:1:26: log.mac_key_file: ", "expected" },
+	{ "no grants at all",
+	  "{\"limits\": {\"max_grants_per_session\": 0}}",
+	  "t.json:1:39: limits.max_grants_per_session: ", "out of range" },
 	{ "an explicit max_line above max_head",
 	  "{\"limits\": {\"max_head\": 1024, \"max_line\": 2048}}",
 	  "t.json:1:43: limits.max_line: ", "exceeds limits.max_head" },
