@@ -19,6 +19,8 @@
  *                  client (blocking: only ever called inside a worker)
  *   exec_files.c   the files API: openat2 inside the workspace, as the
  *                  sandbox's host uid
+ *   exec_ws.c      the workspace as a loop-mounted ext4 of its own (the
+ *                  kernel enforces its bytes and inodes)
  *   exec_cmd.c     commands: spawn, pipes, deadline, output kept, capped,
  *                  streamed or in a ring, kill, exit
  *   exec_box.c     the sandboxes: records, quotas, uid slots, create,
@@ -113,6 +115,10 @@ struct xd_lims {
 	struct sbx_limits sbx;
 	long timeout_s;         /* a command's default deadline */
 	long output_cap;        /* bytes kept per stream and command */
+	/* The workspace: an ext4 file system of disk_bytes with inodes
+	 * inodes, loop-mounted (exec_ws.c); disk_bytes 0: a plain
+	 * directory of the state dir's file system, no quota. */
+	uint64_t disk_bytes, inodes;
 };
 
 /* ---- exec_cfg.c ---- */
@@ -138,6 +144,7 @@ struct xd_cfg {
 	char control[SBX_PATH_MAX];     /* sluiced's control socket */
 	int control_timeout_ms;
 	char shim[SBX_PATH_MAX];
+	char mke2fs[SBX_PATH_MAX];      /* makes workspace file systems */
 	char backend[16];
 	char tier[16];
 	char cgroups[8];
@@ -322,6 +329,17 @@ void xd_broker_socket_own(const struct sbx_rec *r);
 
 /* Save the record (atomically): 0 / -1 (logged). */
 int xd_rec_save(const struct sbx_rec *r);
+
+/* ---- exec_ws.c (blocking: in workers) ---- */
+
+/* Make r->workspace: a directory, and when lim->disk_bytes an ext4 of
+ * that size and lim->inodes inodes mounted on it (nosuid, nodev),
+ * owned by the sandbox user.  -1 with err, nothing left behind. */
+int xd_ws_make(const char *mke2fs, const struct sbx_rec *r,
+    const struct xd_lims *lim, char *err, size_t len) SLUICE_MUSTCHECK;
+/* Unmount whatever is mounted on r->workspace (0 when nothing is);
+ * the loop device is released with its last mount. */
+int xd_ws_remove(const struct sbx_rec *r);
 
 /* ---- exec_files.c ---- */
 

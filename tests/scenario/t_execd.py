@@ -20,6 +20,8 @@ list, status, output from an offset with the ring wrapped, stop) and
 cancel all; files (list with glob and recursive, get with Range, put
 with parents owned by the sandbox user, delete, edit 409 when missing
 or not unique) and symlink, /dev/zero, FIFO and other-workspace tricks;
+the workspace as a loop-mounted ext4 (ENOSPC past disk_mb and inodes,
+df inside, no mount or loop device left by delete or a failed create);
 503 broker_unavailable leaving nothing behind (sluiced stopped, or hung
 and holding the one create slot: 429 scope creates); per-tenant quota; TLS with bearer tokens
 (401, a tenant-bound token sees and makes only its tenant's, 403);
@@ -970,6 +972,85 @@ def config_cli(env):
     for a in ("--help", "--version"):
         check_eq(subprocess.run([EXECD, a], stdout=subprocess.PIPE)
                  .returncode, 0, a)
+
+
+def mounts_of(path):
+    """findmnt's view of path (the mount points at or under it)."""
+    r = subprocess.run(["findmnt", "-rn", "-o", "TARGET"],
+                       capture_output=True, text=True, timeout=10)
+    return [t for t in r.stdout.split() if t == path or
+            t.startswith(path + "/")]
+
+
+def loops_of(path):
+    r = subprocess.run(["losetup", "-a"], capture_output=True, text=True,
+                       timeout=10)
+    return [ln for ln in r.stdout.splitlines() if path in ln]
+
+
+@S.case
+def workspace_quota(env):
+    """The workspace is a file system of its own: bytes and inodes are
+    the kernel's limits; df shows them; delete leaves no mount and no
+    loop device."""
+    d, ctl, x = start(env)
+    b = create(x, "q1", limits={"disk_mb": 16, "inodes": 256})
+    check_eq((b["limits"]["disk_mb"], b["limits"]["inodes"]), (16, 256),
+             "limits shown")
+    sdir = os.path.join(x.conf["state_dir"], "q1")
+    ws = os.path.join(sdir, "workspace")
+    img = os.path.join(sdir, "workspace.img")
+    check_eq(mounts_of(ws), [ws], "workspace mounted")
+    check(len(loops_of(img)) == 1, "one loop device: %r" % loops_of(img))
+    st = os.stat(ws)
+    check_eq((st.st_uid, oct(st.st_mode & 0o7777)),
+             (1200000000 + 1000, "0o750"), "workspace owner and mode")
+    o = ex(x, "q1", {"shell": "df -Pk /workspace | tail -1; "
+                     "df -Pi /workspace | tail -1; ls -a /workspace"})
+    check_eq(o["exit_code"], 0, "df: %r" % o)
+    kb = int(o["stdout"].split("\n")[0].split()[1])
+    inodes = int(o["stdout"].split("\n")[1].split()[1])
+    check(kb <= 16 * 1024 and kb > 8 * 1024, "df size %d KiB" % kb)
+    check_eq(inodes, 256, "df inodes")
+    check("lost+found" not in o["stdout"], "no lost+found: %r" % o)
+    # bytes: a write past the size gets ENOSPC
+    o = ex(x, "q1", {"shell": "dd if=/dev/zero of=big bs=1M count=40 "
+                     "2>&1; echo rc=$?"}, timeout=60)
+    check("No space left on device" in o["stdout"] and
+          "rc=1" in o["stdout"], "ENOSPC: %r" % o)
+    # the files API says so too
+    r = x.app("PUT", "/v1/sandboxes/q1/files/more.bin", raw=b"x" * 1000000)
+    check_err(r, 413, "too_large", "PUT on a full workspace")
+    o = ex(x, "q1", {"shell": "rm big; echo ok"})
+    check_eq(o["stdout"], "ok\n", "healthy after ENOSPC")
+    # inodes: creating files past the count fails, the sandbox lives
+    o = ex(x, "q1", {"shell": "i=0; while [ $i -lt 400 ]; do "
+                     "touch f$i || break; i=$((i+1)); done 2>&1; echo n=$i"},
+           timeout=60)
+    check("n=" in o["stdout"], "inode loop: %r" % o)
+    n = int(o["stdout"].rsplit("n=", 1)[1])
+    check(200 < n < 256 and "No space left" in o["stdout"],
+          "inode exhaustion at %d: %r" % (n, o))
+    o = ex(x, "q1", {"shell": "rm -f f*; echo ok"})
+    check_eq(o["stdout"], "ok\n", "healthy after inode exhaustion")
+    check_eq(x.app("GET", "/v1/health").status, 200, "daemon healthy")
+    check_eq(x.app("DELETE", "/v1/sandboxes/q1", timeout=60).status, 200,
+             "delete")
+    check_eq(mounts_of(ws), [], "no mount left")
+    wait_until(lambda: not loops_of(img), 10, what="loop device released")
+    check(not os.path.exists(sdir), "directory gone")
+    # a create that fails after the mount (sluiced refuses the tier)
+    # takes its mount and device down too
+    r = x.app("POST", "/v1/sandboxes", {"id": "q2", "limits":
+              {"disk_mb": 16}, "network": {"tier": "full"}}, timeout=60)
+    check(r.status >= 400, "create refused: %r" % r)
+    q2 = os.path.join(x.conf["state_dir"], "q2")
+    check_eq(mounts_of(os.path.join(q2, "workspace")), [], "no mount left")
+    check(not loops_of(q2), "no loop device left")
+    check(not os.path.exists(q2), "nothing left of q2")
+    # too small for a file system: refused before anything is made
+    check_err(x.app("POST", "/v1/sandboxes", {"id": "q3", "limits":
+              {"disk_mb": 4}}), 400, "bad_request", "disk_mb 4")
 
 
 @S.case
