@@ -99,6 +99,10 @@ xd_cfg_defaults(struct xd_cfg *c)
 	c->ring_bytes = 1 << 20;
 	c->stream_watermark = 256 * 1024;
 	c->drain_s = 10;
+	c->art.file_bytes = 20ull << 20;
+	c->art.count = 20;
+	c->art.total_bytes = 50ull << 20;
+	c->snap_entries = 10000;
 }
 
 /* ---- positions ---- */
@@ -550,8 +554,10 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	    "control_socket", "control_timeout_ms", "shim", "mke2fs", "backend", "tier",
 	    "cgroups", "uid_base", "slots", "socket", "limits", "limits_max",
 	    "quotas", "max_file_bytes", "max_body_bytes", "ring_bytes",
-	    "stream_watermark", "drain_s", "roles", "tcp", NULL };
+	    "stream_watermark", "drain_s", "roles", "tcp", "artifacts", NULL };
 	static const char *const skeys[] = { "group", "mode", NULL };
+	static const char *const akeys[] = { "file_bytes", "count",
+	    "total_bytes", "walk_entries", NULL };
 	static const char *const qkeys[] = { "sandboxes", "per_tenant",
 	    "per_user", "creates", "background_per_sandbox",
 	    "finished_per_sandbox", NULL };
@@ -691,6 +697,22 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	    c_u64(&x, root, "stream_watermark", &c->stream_watermark, 1, 0) !=
 	    0 || c_long(&x, root, "drain_s", &c->drain_s, 0, 3600) != 0)
 		goto out;
+	if (c_obj(&x, root, "artifacts", &o) != 0)
+		goto out;
+	if (o != NULL) {
+		long n = (long)c->art.count;
+
+		x.path[x.depth++] = "artifacts";
+		if (c_keys(&x, o, akeys) != 0 ||
+		    c_u64(&x, o, "file_bytes", &c->art.file_bytes, 1, 1) != 0 ||
+		    c_long(&x, o, "count", &n, 0, 10000) != 0 ||
+		    c_u64(&x, o, "total_bytes", &c->art.total_bytes, 1, 1) != 0 ||
+		    c_long(&x, o, "walk_entries", &c->snap_entries, 1, 10000000)
+		    != 0)
+			goto out;
+		c->art.count = (size_t)n;
+		x.depth--;
+	}
 	if (c->max_file_bytes > (1ull << 32)) {
 		cfail(&x, "max_file_bytes", 0, "at most 4 GiB");
 		goto out;
@@ -847,6 +869,12 @@ xd_cfg_json(const struct xd_cfg *c)
 	    "stream_watermark", (json_int_t)c->stream_watermark,
 	    "drain_s", (json_int_t)c->drain_s,
 	    "roles", roles);
+	if (o != NULL)
+		json_object_set_new(o, "artifacts", json_pack("{s:I,s:I,s:I,"
+		    "s:I}", "file_bytes", (json_int_t)c->art.file_bytes, "count",
+		    (json_int_t)c->art.count, "total_bytes",
+		    (json_int_t)c->art.total_bytes, "walk_entries",
+		    (json_int_t)c->snap_entries));
 	if (o != NULL && c->tcp[0])
 		json_object_set_new(o, "tcp", json_pack("{s:s,s:s,s:s,s:o}",
 		    "listen", c->tcp, "tls_cert", c->tls_cert, "tls_key",

@@ -21,6 +21,8 @@
  *                  sandbox's host uid
  *   exec_ws.c      the workspace as a loop-mounted ext4 of its own (the
  *                  kernel enforces its bytes and inodes)
+ *   exec_snap.c    workspace snapshots: what a command changed, its
+ *                  artifacts under outputs/ with SHA-256
  *   exec_cmd.c     commands: spawn, pipes, deadline, output kept, capped,
  *                  streamed or in a ring, kill, exit
  *   exec_box.c     the sandboxes: records, quotas, uid slots, create,
@@ -138,6 +140,13 @@ struct xd_token {
 
 #define XD_TOKENS_MAX	64
 
+/* What a command's result carries of outputs/ (exec_snap.c). */
+struct xd_art_lims {
+	uint64_t file_bytes;    /* per file (0 any) */
+	size_t count;           /* per command */
+	uint64_t total_bytes;   /* per command (0 any) */
+};
+
 struct xd_cfg {
 	char runtime_dir[SBX_PATH_MAX];
 	char state_dir[SBX_PATH_MAX];
@@ -161,6 +170,8 @@ struct xd_cfg {
 	uint64_t ring_bytes;            /* per stream, background commands */
 	uint64_t stream_watermark;      /* bytes queued for a client */
 	long drain_s;
+	struct xd_art_lims art;
+	long snap_entries;              /* entries walked per snapshot */
 	struct xd_ids uids[XD_ROLE__COUNT], gids[XD_ROLE__COUNT];
 	char tcp[128];                  /* "" off */
 	char tls_cert[SBX_PATH_MAX], tls_key[SBX_PATH_MAX];
@@ -341,6 +352,19 @@ int xd_ws_make(const char *mke2fs, const struct sbx_rec *r,
  * the loop device is released with its last mount. */
 int xd_ws_remove(const struct sbx_rec *r);
 
+/* ---- exec_snap.c ---- */
+
+struct xd_snap;
+/* (path, type, size, mtime_ns, inode) of at most max_entries entries
+ * under workspace, no link followed.  NULL only without memory. */
+struct xd_snap *xd_snap_take(const char *workspace, size_t max_entries);
+void xd_snap_free(struct xd_snap *s);
+/* Against the workspace now: {"changed":[{path,change,type,size}],
+ * "changed_truncated", "artifacts":[{path,size,sha256}],
+ * "artifacts_skipped":[{path,size,limit}]}. */
+json_t *xd_snap_diff(const struct xd_snap *before, const char *workspace,
+    const struct xd_art_lims *lim);
+
 /* ---- exec_files.c ---- */
 
 /* Every call works inside r->workspace as r->host_uid:host_gid;
@@ -410,6 +434,8 @@ struct xd_cmd {
 	int oom_known;
 	int paused;
 	json_t *argv;                   /* for status */
+	struct xd_snap *snap;           /* the workspace at the start */
+	json_t *changes;                /* xd_snap_diff at the end */
 	const struct xd_sink *sink;
 	void *sink_arg;
 };

@@ -20,6 +20,7 @@ list, status, output from an offset with the ring wrapped, stop) and
 cancel all; files (list with glob and recursive, get with Range, put
 with parents owned by the sandbox user, delete, edit 409 when missing
 or not unique) and symlink, /dev/zero, FIFO and other-workspace tricks;
+changed and artifacts in results (limits, links, walk cap);
 the workspace as a loop-mounted ext4 (ENOSPC past disk_mb and inodes,
 df inside, no mount or loop device left by delete or a failed create);
 503 broker_unavailable leaving nothing behind (sluiced stopped, or hung
@@ -1051,6 +1052,81 @@ def workspace_quota(env):
     # too small for a file system: refused before anything is made
     check_err(x.app("POST", "/v1/sandboxes", {"id": "q3", "limits":
               {"disk_mb": 4}}), 400, "bad_request", "disk_mb 4")
+
+
+@S.case
+def artifacts_changed(env):
+    """A command's result lists what it changed under /workspace and
+    the files it made under outputs/ with size and SHA-256, within the
+    configured limits; a link is never followed; past the walk cap the
+    changes are not guessed."""
+    import hashlib
+    d, ctl, x = start(env, artifacts={"file_bytes": 4096, "count": 3,
+                                      "total_bytes": 10000,
+                                      "walk_entries": 300})
+    create(x, "a1")
+    for n in ("keep.txt", "old.txt", "mod.txt"):
+        check_eq(x.app("PUT", "/v1/sandboxes/a1/files/" + n,
+                       raw=b"v").status, 201, "put " + n)
+    o = ex(x, "a1", {"shell": "mkdir outputs; printf hello > outputs/a.txt; "
+                     "head -c 5000 /dev/zero > outputs/big.bin; "
+                     "printf 1 > outputs/b; printf 2 > outputs/c; "
+                     "printf 3 > outputs/d; ln -s /etc/shadow outputs/l; "
+                     "echo x >> mod.txt; rm old.txt; touch new.txt"})
+    check_eq(o["exit_code"], 0, "command: %r" % o)
+    ch = {c["path"]: (c["change"], c["type"]) for c in o["changed"]}
+    check_eq(ch, {"mod.txt": ("modified", "file"),
+                  "old.txt": ("deleted", "file"),
+                  "new.txt": ("created", "file"),
+                  "outputs": ("created", "directory"),
+                  "outputs/a.txt": ("created", "file"),
+                  "outputs/big.bin": ("created", "file"),
+                  "outputs/b": ("created", "file"),
+                  "outputs/c": ("created", "file"),
+                  "outputs/d": ("created", "file"),
+                  "outputs/l": ("created", "symlink")}, "changed")
+    check(not o["changed_truncated"], "not truncated")
+    check_eq([(a["path"], a["size"], a["sha256"]) for a in o["artifacts"]],
+             [("outputs/a.txt", 5, hashlib.sha256(b"hello").hexdigest()),
+              ("outputs/b", 1, hashlib.sha256(b"1").hexdigest()),
+              ("outputs/c", 1, hashlib.sha256(b"2").hexdigest())],
+             "artifacts")
+    check_eq([(a["path"], a["limit"]) for a in o["artifacts_skipped"]],
+             [("outputs/big.bin", "file_bytes"), ("outputs/d", "count")],
+             "skipped")
+    # nothing changed: nothing listed
+    o = ex(x, "a1", {"shell": "cat keep.txt >/dev/null"})
+    check_eq((o["changed"], o["artifacts"]), ([], []), "no change")
+    # the per-command total
+    o = ex(x, "a1", {"shell": "rm outputs/*; for i in 1 2 3; do "
+                     "head -c 4000 /dev/zero > outputs/t$i; done"})
+    check_eq([a["path"] for a in o["artifacts"]],
+             ["outputs/t1", "outputs/t2"], "total: artifacts")
+    check_eq([(a["path"], a["limit"]) for a in o["artifacts_skipped"]],
+             [("outputs/t3", "total_bytes")], "total: skipped")
+    check("outputs/a.txt" in [c["path"] for c in o["changed"]
+                              if c["change"] == "deleted"], "deleted listed")
+    # a background command's status carries them too
+    r = x.app("POST", "/v1/sandboxes/a1/commands",
+              {"shell": "printf bg > outputs/bg"})
+    check_eq(r.status, 202, "background: %r" % r)
+    cid = r.json["id"]
+    st = wait_until(lambda: (lambda j: j if j.get("status") == "exited"
+                             else None)(x.app("GET", "/v1/sandboxes/a1/"
+                                              "commands/" + cid).json),
+                    20, what="background exit")
+    check_eq([a["path"] for a in st["artifacts"]], ["outputs/bg"],
+             "background artifacts")
+    # past the walk cap: outputs/ (walked first) still gives artifacts,
+    # the rest is said not computed
+    o = ex(x, "a1", {"shell": "mkdir many; cd many; i=0; while [ $i -lt "
+                     "400 ]; do : > f$i; i=$((i+1)); done"}, timeout=60)
+    o = ex(x, "a1", {"shell": "printf z > outputs/z; touch many/f1"})
+    check(o["changed_truncated"], "truncated: %r" % o["changed_truncated"])
+    check_eq([a["path"] for a in o["artifacts"]], ["outputs/z"],
+             "artifacts past the walk cap")
+    check("many/f1" not in [c["path"] for c in o["changed"]],
+          "no guess past the cap")
 
 
 @S.case
