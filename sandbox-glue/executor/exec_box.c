@@ -123,9 +123,11 @@ static void
 side_save(const struct xd_box *b)
 {
 	char p[SBX_PATH_MAX + 32], t[SBX_PATH_MAX + 32];
-	json_t *o = json_pack("{s:s,s:I,s:I}", "profile", b->profile,
+	json_t *o = json_pack("{s:s,s:I,s:I,s:I,s:I}", "profile", b->profile,
 	    "timeout_s", (json_int_t)b->lim.timeout_s, "output_cap",
-	    (json_int_t)b->lim.output_cap);
+	    (json_int_t)b->lim.output_cap, "disk_bytes",
+	    (json_int_t)b->lim.disk_bytes, "inodes",
+	    (json_int_t)b->lim.inodes);
 
 	snprintf(p, sizeof(p), "%s/execd.json", b->rec.dir);
 	snprintf(t, sizeof(t), "%s/execd.json.tmp", b->rec.dir);
@@ -154,6 +156,13 @@ side_load(struct xd_box *b)
 	    json_integer_value(v) >= 0 && json_integer_value(v) <=
 	    b->xd->cfg->max.output_cap)
 		b->lim.output_cap = (long)json_integer_value(v);
+	/* what the workspace was made with (shown, not enforced here) */
+	if (json_is_integer(v = json_object_get(o, "disk_bytes")) &&
+	    json_integer_value(v) >= 0)
+		b->lim.disk_bytes = (uint64_t)json_integer_value(v);
+	if (json_is_integer(v = json_object_get(o, "inodes")) &&
+	    json_integer_value(v) >= 0)
+		b->lim.inodes = (uint64_t)json_integer_value(v);
 	json_decref(o);
 }
 
@@ -286,6 +295,11 @@ box_create_child(void *arg)
 		if (access(rp, F_OK) == 0)
 			return fail_json(409, "exists", "a sandbox of that id "
 			    "exists (made by another program)");
+		if (snprintf(r->workspace, sizeof(r->workspace),
+		    "%s/workspace", r->dir) >= (int)sizeof(r->workspace) ||
+		    xd_ws_remove(r) != 0)
+			return fail_json(500, "internal", "a workspace left "
+			    "mounted by an earlier create cannot be unmounted");
 		rm_tree(r->dir);
 	}
 	if (mkdir(r->dir, 0711) != 0) {
@@ -293,11 +307,15 @@ box_create_child(void *arg)
 		return fail_json(500, "internal", err);
 	}
 	if (snprintf(r->workspace, sizeof(r->workspace), "%s/workspace",
-	    r->dir) >= (int)sizeof(r->workspace) ||
-	    mkdir(r->workspace, 0750) != 0 ||
-	    chown(r->workspace, r->host_uid, r->host_gid) != 0) {
-		snprintf(err, sizeof(err), "workspace: %s", strerror(errno));
-		res = fail_json(500, "internal", err);
+	    r->dir) >= (int)sizeof(r->workspace)) {
+		res = fail_json(500, "internal", "workspace: path too long");
+		goto fail;
+	}
+	if (xd_ws_make(xd->cfg->mke2fs, r, &b->lim, err, sizeof(err)) != 0) {
+		char m[XD_ERR_MAX + 16];
+
+		snprintf(m, sizeof(m), "workspace: %s", err);
+		res = fail_json(500, "internal", m);
 		goto fail;
 	}
 	r->workspace_made = 1;
@@ -337,7 +355,9 @@ fail:
 		    r->chat, be.msg);
 	if (r->session_dir[0])
 		(void)rmdir(r->session_dir);
-	rm_tree(r->dir);
+	/* never remove files under a mount that is still there */
+	if (xd_ws_remove(r) == 0)
+		rm_tree(r->dir);
 	return res;
 }
 
@@ -521,6 +541,12 @@ box_delete_child(void *arg)
 		xd_log(XD_LOG_WARN, "sandbox %s: broker session left: %s",
 		    r->chat, be.msg);
 		left = be.msg;
+	}
+	/* the sandbox is down: its mounts of the workspace went with it */
+	if (xd_ws_remove(r) != 0) {
+		(void)xd_rec_save(r);
+		return fail_json(503, "backend_unavailable", "the workspace "
+		    "cannot be unmounted (delete again)");
 	}
 	if (r->workspace_made)
 		rm_tree(r->workspace);
@@ -712,7 +738,7 @@ xd_box_json(const struct xd_box *b)
 			bg++;
 	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:n,"
 	    "s:{s:s,s:s},"
-	    "s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I},"
+	    "s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I},"
 	    "s:{s:b,s:I},s:o,s:o,s:s}",
 	    "id", b->rec.chat, "tenant", b->rec.tenant, "user", b->rec.user,
 	    "state", state_name(b), "backend", b->rec.backend,
@@ -726,6 +752,8 @@ xd_box_json(const struct xd_box *b)
 	    "nofile", (json_int_t)l->nofile, "nproc", (json_int_t)l->nproc,
 	    "timeout_s", (json_int_t)b->lim.timeout_s,
 	    "output_cap", (json_int_t)b->lim.output_cap,
+	    "disk_mb", (json_int_t)(b->lim.disk_bytes >> 20),
+	    "inodes", (json_int_t)b->lim.inodes,
 	    "usage", "foreground", b->fg != NULL, "background_running",
 	    (json_int_t)bg,
 	    "created", time_s(b->rec.created),

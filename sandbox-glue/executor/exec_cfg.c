@@ -56,6 +56,7 @@ xd_cfg_defaults(struct xd_cfg *c)
 	snprintf(c->control, sizeof(c->control), "/run/sluice/control.sock");
 	c->control_timeout_ms = 10000;
 	snprintf(c->shim, sizeof(c->shim), "%s", SLUICE_SHIM_PATH);
+	snprintf(c->mke2fs, sizeof(c->mke2fs), "/usr/sbin/mke2fs");
 	snprintf(c->backend, sizeof(c->backend), "ns");
 	snprintf(c->tier, sizeof(c->tier), "off");
 	/* apart from sluice-run's ranges (1000000000...): both may run on
@@ -73,6 +74,8 @@ xd_cfg_defaults(struct xd_cfg *c)
 	c->def.sbx.nproc = 512;
 	c->def.timeout_s = 120;
 	c->def.output_cap = 64 * 1024;
+	c->def.disk_bytes = 1024ull << 20;
+	c->def.inodes = 65536;
 	c->max.sbx.memory_bytes = 8192ull << 20;
 	c->max.sbx.pids = 4096;
 	c->max.sbx.cpu_pct = 400;
@@ -83,6 +86,8 @@ xd_cfg_defaults(struct xd_cfg *c)
 	c->max.sbx.nproc = 4096;
 	c->max.timeout_s = 28 * 60;
 	c->max.output_cap = 64l << 20;
+	c->max.disk_bytes = 16384ull << 20;
+	c->max.inodes = 1048576;
 	c->max_total = 200;
 	c->max_per_tenant = 50;
 	c->max_per_user = 5;
@@ -94,6 +99,10 @@ xd_cfg_defaults(struct xd_cfg *c)
 	c->ring_bytes = 1 << 20;
 	c->stream_watermark = 256 * 1024;
 	c->drain_s = 10;
+	c->art.file_bytes = 20ull << 20;
+	c->art.count = 20;
+	c->art.total_bytes = 50ull << 20;
+	c->snap_entries = 10000;
 }
 
 /* ---- positions ---- */
@@ -359,7 +368,7 @@ c_lims(struct cx *x, json_t *root, const char *key, struct xd_lims *l)
 {
 	static const char *const keys[] = { "memory_mb", "pids", "cpu_pct",
 	    "tmp_mb", "home_mb", "fsize_mb", "nofile", "nproc", "timeout_s",
-	    "output_cap", NULL };
+	    "output_cap", "disk_mb", "inodes", NULL };
 	json_t *o;
 	int rc;
 
@@ -378,8 +387,9 @@ c_lims(struct cx *x, json_t *root, const char *key, struct xd_lims *l)
 	    c_u64(x, o, "nofile", &l->sbx.nofile, 1, 1) != 0 ||
 	    c_u64(x, o, "nproc", &l->sbx.nproc, 1, 1) != 0 ||
 	    c_long(x, o, "timeout_s", &l->timeout_s, 1, 24 * 3600) != 0 ||
-	    c_long(x, o, "output_cap", &l->output_cap, 0, 1l << 30) != 0 ?
-	    -1 : 0;
+	    c_long(x, o, "output_cap", &l->output_cap, 0, 1l << 30) != 0 ||
+	    c_u64(x, o, "disk_mb", &l->disk_bytes, 1 << 20, 1) != 0 ||
+	    c_u64(x, o, "inodes", &l->inodes, 1, 1) != 0 ? -1 : 0;
 	x->depth--;
 	return rc;
 }
@@ -420,6 +430,18 @@ c_lims_check(struct cx *x, const struct xd_lims *d, const struct xd_lims *m)
 		return cfail(x, "timeout_s", 0, "above limits_max.timeout_s");
 	if (d->output_cap > m->output_cap)
 		return cfail(x, "output_cap", 0, "above limits_max.output_cap");
+	if (m->disk_bytes && (d->disk_bytes > m->disk_bytes ||
+	    d->disk_bytes == 0))
+		return cfail(x, "disk_mb", 0, "above limits_max.disk_mb (0, no "
+		    "quota, is above any)");
+	if (m->inodes && (d->inodes > m->inodes || d->inodes == 0))
+		return cfail(x, "inodes", 0, "above limits_max.inodes (0, no "
+		    "limit, is above any)");
+	/* below that mke2fs cannot make an ext4 with a journal */
+	if ((d->disk_bytes && d->disk_bytes < (8ull << 20)) ||
+	    (d->disk_bytes && d->inodes < 64))
+		return cfail(x, "disk_mb", 0, "a workspace is at least 8 MB "
+		    "and 64 inodes");
 	x->depth--;
 	return 0;
 }
@@ -529,11 +551,13 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
     const char *name, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "runtime_dir", "state_dir",
-	    "control_socket", "control_timeout_ms", "shim", "backend", "tier",
+	    "control_socket", "control_timeout_ms", "shim", "mke2fs", "backend", "tier",
 	    "cgroups", "uid_base", "slots", "socket", "limits", "limits_max",
 	    "quotas", "max_file_bytes", "max_body_bytes", "ring_bytes",
-	    "stream_watermark", "drain_s", "roles", "tcp", NULL };
+	    "stream_watermark", "drain_s", "roles", "tcp", "artifacts", NULL };
 	static const char *const skeys[] = { "group", "mode", NULL };
+	static const char *const akeys[] = { "file_bytes", "count",
+	    "total_bytes", "walk_entries", NULL };
 	static const char *const qkeys[] = { "sandboxes", "per_tenant",
 	    "per_user", "creates", "background_per_sandbox",
 	    "finished_per_sandbox", NULL };
@@ -579,6 +603,7 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 		c->control_timeout_ms = (int)t;
 	}
 	if (c_str(&x, root, "shim", c->shim, sizeof(c->shim), 1) != 0 ||
+	    c_str(&x, root, "mke2fs", c->mke2fs, sizeof(c->mke2fs), 1) != 0 ||
 	    c_str(&x, root, "backend", c->backend, sizeof(c->backend), 0) != 0 ||
 	    c_str(&x, root, "tier", c->tier, sizeof(c->tier), 0) != 0 ||
 	    c_str(&x, root, "cgroups", c->cgroups, sizeof(c->cgroups), 0) != 0 ||
@@ -672,6 +697,22 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	    c_u64(&x, root, "stream_watermark", &c->stream_watermark, 1, 0) !=
 	    0 || c_long(&x, root, "drain_s", &c->drain_s, 0, 3600) != 0)
 		goto out;
+	if (c_obj(&x, root, "artifacts", &o) != 0)
+		goto out;
+	if (o != NULL) {
+		long n = (long)c->art.count;
+
+		x.path[x.depth++] = "artifacts";
+		if (c_keys(&x, o, akeys) != 0 ||
+		    c_u64(&x, o, "file_bytes", &c->art.file_bytes, 1, 1) != 0 ||
+		    c_long(&x, o, "count", &n, 0, 10000) != 0 ||
+		    c_u64(&x, o, "total_bytes", &c->art.total_bytes, 1, 1) != 0 ||
+		    c_long(&x, o, "walk_entries", &c->snap_entries, 1, 10000000)
+		    != 0)
+			goto out;
+		c->art.count = (size_t)n;
+		x.depth--;
+	}
 	if (c->max_file_bytes > (1ull << 32)) {
 		cfail(&x, "max_file_bytes", 0, "at most 4 GiB");
 		goto out;
@@ -756,7 +797,7 @@ xd_cfg_load(struct xd_cfg *c, const char *path, char *err, size_t errlen)
 static json_t *
 lims_json(const struct xd_lims *l)
 {
-	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
 	    "memory_mb", (json_int_t)(l->sbx.memory_bytes >> 20),
 	    "pids", (json_int_t)l->sbx.pids,
 	    "cpu_pct", (json_int_t)l->sbx.cpu_pct,
@@ -766,7 +807,9 @@ lims_json(const struct xd_lims *l)
 	    "nofile", (json_int_t)l->sbx.nofile,
 	    "nproc", (json_int_t)l->sbx.nproc,
 	    "timeout_s", (json_int_t)l->timeout_s,
-	    "output_cap", (json_int_t)l->output_cap);
+	    "output_cap", (json_int_t)l->output_cap,
+	    "disk_mb", (json_int_t)(l->disk_bytes >> 20),
+	    "inodes", (json_int_t)l->inodes);
 }
 
 static json_t *
@@ -801,14 +844,15 @@ xd_cfg_json(const struct xd_cfg *c)
 		json_array_append_new(toks, o);
 	}
 	snprintf(mode, sizeof(mode), "%04o", (unsigned)c->socket_mode);
-	o = json_pack("{s:s,s:s,s:s,s:i,s:s,s:s,s:s,s:s,s:I,s:I,"
+	o = json_pack("{s:s,s:s,s:s,s:i,s:s,s:s,s:s,s:s,s:s,s:I,s:I,"
 	    "s:{s:s,s:s},s:o,s:o,"
 	    "s:{s:I,s:I,s:I,s:I,s:I,s:I},"
 	    "s:I,s:I,s:I,s:I,s:I,s:o}",
 	    "runtime_dir", c->runtime_dir, "state_dir", c->state_dir,
 	    "control_socket", c->control,
 	    "control_timeout_ms", c->control_timeout_ms,
-	    "shim", c->shim, "backend", c->backend, "tier", c->tier,
+	    "shim", c->shim, "mke2fs", c->mke2fs, "backend", c->backend,
+	    "tier", c->tier,
 	    "cgroups", c->cgroups, "uid_base", (json_int_t)c->uid_base,
 	    "slots", (json_int_t)c->slots,
 	    "socket", "group", c->socket_group, "mode", mode,
@@ -825,6 +869,12 @@ xd_cfg_json(const struct xd_cfg *c)
 	    "stream_watermark", (json_int_t)c->stream_watermark,
 	    "drain_s", (json_int_t)c->drain_s,
 	    "roles", roles);
+	if (o != NULL)
+		json_object_set_new(o, "artifacts", json_pack("{s:I,s:I,s:I,"
+		    "s:I}", "file_bytes", (json_int_t)c->art.file_bytes, "count",
+		    (json_int_t)c->art.count, "total_bytes",
+		    (json_int_t)c->art.total_bytes, "walk_entries",
+		    (json_int_t)c->snap_entries));
 	if (o != NULL && c->tcp[0])
 		json_object_set_new(o, "tcp", json_pack("{s:s,s:s,s:s,s:o}",
 		    "listen", c->tcp, "tls_cert", c->tls_cert, "tls_key",

@@ -339,6 +339,12 @@ cmd_finish(struct xd_cmd *c, int st)
 		stream_close(&c->out[i]);
 	}
 	in_close(c);
+	if (c->snap != NULL) {
+		c->changes = xd_snap_diff(c->snap, b->rec.workspace,
+		    &b->xd->cfg->art);
+		xd_snap_free(c->snap);
+		c->snap = NULL;
+	}
 	if (c->oom_known && b->be->oom_kills != NULL &&
 	    b->be->oom_kills(&b->rec, &after) == 0 && after > c->oom_before)
 		c->oom_killed = 1;
@@ -561,6 +567,11 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 	c->oom_known = b->be->oom_kills != NULL &&
 	    b->be->oom_kills(&b->rec, &c->oom_before) == 0;
 	xd_broker_socket_own(&b->rec);
+	/* the workspace before: what the command changes is the
+	 * difference at its end */
+	if ((c->snap = xd_snap_take(b->rec.workspace,
+	    (size_t)xd->cfg->snap_entries)) == NULL)
+		goto oom;
 	if (b->be->spawn(&b->rec, &sc, &c->proc, err, sizeof(err)) != 0) {
 		cerr(e, 503, "backend_unavailable", "cannot start the command",
 		    err);
@@ -649,6 +660,7 @@ fail:
 	free(env);
 	if (c != NULL) {
 		json_decref(c->argv);
+		xd_snap_free(c->snap);
 		free(c->out[0].buf);
 		free(c->out[1].buf);
 		free(c);
@@ -679,6 +691,8 @@ xd_cmd_free(struct xd_cmd *c)
 	if (c->background)
 		TAILQ_REMOVE(&b->cmds, c, link);
 	json_decref(c->argv);
+	json_decref(c->changes);
+	xd_snap_free(c->snap);
 	free(c->out[0].buf);
 	free(c->out[1].buf);
 	free(c);
@@ -759,6 +773,8 @@ xd_cmd_result(const struct xd_cmd *c, int with_output)
 		return NULL;
 	if (c->base64)
 		json_object_set_new(o, "encoding", json_string("base64"));
+	if (c->changes != NULL)
+		json_object_update(o, c->changes);
 	if (with_output && c->mode == XD_OUT_KEEP) {
 		json_object_set_new(o, "stdout", kept_json(&c->out[0],
 		    c->base64));
@@ -795,6 +811,8 @@ xd_cmd_status(const struct xd_cmd *c)
 	json_object_set_new(o, "oom_killed", json_boolean(c->oom_killed));
 	json_object_set_new(o, "duration_ms", json_integer(c->ended_ms -
 	    c->started_ms));
+	if (c->changes != NULL)
+		json_object_update(o, c->changes);
 	return o;
 }
 

@@ -342,7 +342,7 @@ xd_create_parse(json_t *body, const struct xd_lims *def,
 	    "network", "profile", "limits", "backend", NULL };
 	static const char *const lkeys[] = { "memory_mb", "pids", "cpu_pct",
 	    "tmp_mb", "home_mb", "fsize_mb", "nofile", "nproc", "timeout_s",
-	    "output_cap", NULL };
+	    "output_cap", "disk_mb", "inodes", NULL };
 	json_t *net, *l;
 	uint64_t t, cap;
 
@@ -407,8 +407,16 @@ xd_create_parse(json_t *body, const struct xd_lims *def,
 		    get_lim(l, "timeout_s", 1, &t, (uint64_t)max->timeout_s, e)
 		    != 0 ||
 		    get_lim(l, "output_cap", 1, &cap, (uint64_t)max->output_cap,
-		    e) != 0)
+		    e) != 0 ||
+		    get_lim(l, "disk_mb", 1 << 20, &s->lim.disk_bytes,
+		    max->disk_bytes, e) != 0 ||
+		    get_lim(l, "inodes", 1, &s->lim.inodes, max->inodes, e) != 0)
 			return -1;
+		/* what mke2fs can make (and a workspace needs) */
+		if (s->lim.disk_bytes && (s->lim.disk_bytes < (8ull << 20) ||
+		    s->lim.inodes < 64))
+			return perr(e, 400, "bad_request", "limits: a workspace "
+			    "is at least 8 disk_mb and 64 inodes");
 		s->lim.timeout_s = (long)t;
 		s->lim.output_cap = (long)cap;
 	}

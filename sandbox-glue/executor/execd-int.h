@@ -19,6 +19,10 @@
  *                  client (blocking: only ever called inside a worker)
  *   exec_files.c   the files API: openat2 inside the workspace, as the
  *                  sandbox's host uid
+ *   exec_ws.c      the workspace as a loop-mounted ext4 of its own (the
+ *                  kernel enforces its bytes and inodes)
+ *   exec_snap.c    workspace snapshots: what a command changed, its
+ *                  artifacts under outputs/ with SHA-256
  *   exec_cmd.c     commands: spawn, pipes, deadline, output kept, capped,
  *                  streamed or in a ring, kill, exit
  *   exec_box.c     the sandboxes: records, quotas, uid slots, create,
@@ -113,6 +117,10 @@ struct xd_lims {
 	struct sbx_limits sbx;
 	long timeout_s;         /* a command's default deadline */
 	long output_cap;        /* bytes kept per stream and command */
+	/* The workspace: an ext4 file system of disk_bytes with inodes
+	 * inodes, loop-mounted (exec_ws.c); disk_bytes 0: a plain
+	 * directory of the state dir's file system, no quota. */
+	uint64_t disk_bytes, inodes;
 };
 
 /* ---- exec_cfg.c ---- */
@@ -132,12 +140,20 @@ struct xd_token {
 
 #define XD_TOKENS_MAX	64
 
+/* What a command's result carries of outputs/ (exec_snap.c). */
+struct xd_art_lims {
+	uint64_t file_bytes;    /* per file (0 any) */
+	size_t count;           /* per command */
+	uint64_t total_bytes;   /* per command (0 any) */
+};
+
 struct xd_cfg {
 	char runtime_dir[SBX_PATH_MAX];
 	char state_dir[SBX_PATH_MAX];
 	char control[SBX_PATH_MAX];     /* sluiced's control socket */
 	int control_timeout_ms;
 	char shim[SBX_PATH_MAX];
+	char mke2fs[SBX_PATH_MAX];      /* makes workspace file systems */
 	char backend[16];
 	char tier[16];
 	char cgroups[8];
@@ -154,6 +170,8 @@ struct xd_cfg {
 	uint64_t ring_bytes;            /* per stream, background commands */
 	uint64_t stream_watermark;      /* bytes queued for a client */
 	long drain_s;
+	struct xd_art_lims art;
+	long snap_entries;              /* entries walked per snapshot */
 	struct xd_ids uids[XD_ROLE__COUNT], gids[XD_ROLE__COUNT];
 	char tcp[128];                  /* "" off */
 	char tls_cert[SBX_PATH_MAX], tls_key[SBX_PATH_MAX];
@@ -323,6 +341,30 @@ void xd_broker_socket_own(const struct sbx_rec *r);
 /* Save the record (atomically): 0 / -1 (logged). */
 int xd_rec_save(const struct sbx_rec *r);
 
+/* ---- exec_ws.c (blocking: in workers) ---- */
+
+/* Make r->workspace: a directory, and when lim->disk_bytes an ext4 of
+ * that size and lim->inodes inodes mounted on it (nosuid, nodev),
+ * owned by the sandbox user.  -1 with err, nothing left behind. */
+int xd_ws_make(const char *mke2fs, const struct sbx_rec *r,
+    const struct xd_lims *lim, char *err, size_t len) SLUICE_MUSTCHECK;
+/* Unmount whatever is mounted on r->workspace (0 when nothing is);
+ * the loop device is released with its last mount. */
+int xd_ws_remove(const struct sbx_rec *r);
+
+/* ---- exec_snap.c ---- */
+
+struct xd_snap;
+/* (path, type, size, mtime_ns, inode) of at most max_entries entries
+ * under workspace, no link followed.  NULL only without memory. */
+struct xd_snap *xd_snap_take(const char *workspace, size_t max_entries);
+void xd_snap_free(struct xd_snap *s);
+/* Against the workspace now: {"changed":[{path,change,type,size}],
+ * "changed_truncated", "artifacts":[{path,size,sha256}],
+ * "artifacts_skipped":[{path,size,limit}]}. */
+json_t *xd_snap_diff(const struct xd_snap *before, const char *workspace,
+    const struct xd_art_lims *lim);
+
 /* ---- exec_files.c ---- */
 
 /* Every call works inside r->workspace as r->host_uid:host_gid;
@@ -392,6 +434,8 @@ struct xd_cmd {
 	int oom_known;
 	int paused;
 	json_t *argv;                   /* for status */
+	struct xd_snap *snap;           /* the workspace at the start */
+	json_t *changes;                /* xd_snap_diff at the end */
 	const struct xd_sink *sink;
 	void *sink_arg;
 };

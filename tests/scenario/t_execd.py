@@ -20,6 +20,9 @@ list, status, output from an offset with the ring wrapped, stop) and
 cancel all; files (list with glob and recursive, get with Range, put
 with parents owned by the sandbox user, delete, edit 409 when missing
 or not unique) and symlink, /dev/zero, FIFO and other-workspace tricks;
+changed and artifacts in results (limits, links, walk cap);
+the workspace as a loop-mounted ext4 (ENOSPC past disk_mb and inodes,
+df inside, no mount or loop device left by delete or a failed create);
 503 broker_unavailable leaving nothing behind (sluiced stopped, or hung
 and holding the one create slot: 429 scope creates); per-tenant quota; TLS with bearer tokens
 (401, a tenant-bound token sees and makes only its tenant's, 403);
@@ -970,6 +973,160 @@ def config_cli(env):
     for a in ("--help", "--version"):
         check_eq(subprocess.run([EXECD, a], stdout=subprocess.PIPE)
                  .returncode, 0, a)
+
+
+def mounts_of(path):
+    """findmnt's view of path (the mount points at or under it)."""
+    r = subprocess.run(["findmnt", "-rn", "-o", "TARGET"],
+                       capture_output=True, text=True, timeout=10)
+    return [t for t in r.stdout.split() if t == path or
+            t.startswith(path + "/")]
+
+
+def loops_of(path):
+    r = subprocess.run(["losetup", "-a"], capture_output=True, text=True,
+                       timeout=10)
+    return [ln for ln in r.stdout.splitlines() if path in ln]
+
+
+@S.case
+def workspace_quota(env):
+    """The workspace is a file system of its own: bytes and inodes are
+    the kernel's limits; df shows them; delete leaves no mount and no
+    loop device."""
+    d, ctl, x = start(env)
+    b = create(x, "q1", limits={"disk_mb": 16, "inodes": 256})
+    check_eq((b["limits"]["disk_mb"], b["limits"]["inodes"]), (16, 256),
+             "limits shown")
+    sdir = os.path.join(x.conf["state_dir"], "q1")
+    ws = os.path.join(sdir, "workspace")
+    img = os.path.join(sdir, "workspace.img")
+    check_eq(mounts_of(ws), [ws], "workspace mounted")
+    check(len(loops_of(img)) == 1, "one loop device: %r" % loops_of(img))
+    st = os.stat(ws)
+    check_eq((st.st_uid, oct(st.st_mode & 0o7777)),
+             (1200000000 + 1000, "0o750"), "workspace owner and mode")
+    o = ex(x, "q1", {"shell": "df -Pk /workspace | tail -1; "
+                     "df -Pi /workspace | tail -1; ls -a /workspace"})
+    check_eq(o["exit_code"], 0, "df: %r" % o)
+    kb = int(o["stdout"].split("\n")[0].split()[1])
+    inodes = int(o["stdout"].split("\n")[1].split()[1])
+    check(kb <= 16 * 1024 and kb > 8 * 1024, "df size %d KiB" % kb)
+    check_eq(inodes, 256, "df inodes")
+    check("lost+found" not in o["stdout"], "no lost+found: %r" % o)
+    # bytes: a write past the size gets ENOSPC
+    o = ex(x, "q1", {"shell": "dd if=/dev/zero of=big bs=1M count=40 "
+                     "2>&1; echo rc=$?"}, timeout=60)
+    check("No space left on device" in o["stdout"] and
+          "rc=1" in o["stdout"], "ENOSPC: %r" % o)
+    # the files API says so too
+    r = x.app("PUT", "/v1/sandboxes/q1/files/more.bin", raw=b"x" * 1000000)
+    check_err(r, 413, "too_large", "PUT on a full workspace")
+    o = ex(x, "q1", {"shell": "rm big; echo ok"})
+    check_eq(o["stdout"], "ok\n", "healthy after ENOSPC")
+    # inodes: creating files past the count fails, the sandbox lives
+    o = ex(x, "q1", {"shell": "i=0; while [ $i -lt 400 ]; do "
+                     "touch f$i || break; i=$((i+1)); done 2>&1; echo n=$i"},
+           timeout=60)
+    check("n=" in o["stdout"], "inode loop: %r" % o)
+    n = int(o["stdout"].rsplit("n=", 1)[1])
+    check(200 < n < 256 and "No space left" in o["stdout"],
+          "inode exhaustion at %d: %r" % (n, o))
+    o = ex(x, "q1", {"shell": "rm -f f*; echo ok"})
+    check_eq(o["stdout"], "ok\n", "healthy after inode exhaustion")
+    check_eq(x.app("GET", "/v1/health").status, 200, "daemon healthy")
+    check_eq(x.app("DELETE", "/v1/sandboxes/q1", timeout=60).status, 200,
+             "delete")
+    check_eq(mounts_of(ws), [], "no mount left")
+    wait_until(lambda: not loops_of(img), 10, what="loop device released")
+    check(not os.path.exists(sdir), "directory gone")
+    # a create that fails after the mount (sluiced refuses the tier)
+    # takes its mount and device down too
+    r = x.app("POST", "/v1/sandboxes", {"id": "q2", "limits":
+              {"disk_mb": 16}, "network": {"tier": "full"}}, timeout=60)
+    check(r.status >= 400, "create refused: %r" % r)
+    q2 = os.path.join(x.conf["state_dir"], "q2")
+    check_eq(mounts_of(os.path.join(q2, "workspace")), [], "no mount left")
+    check(not loops_of(q2), "no loop device left")
+    check(not os.path.exists(q2), "nothing left of q2")
+    # too small for a file system: refused before anything is made
+    check_err(x.app("POST", "/v1/sandboxes", {"id": "q3", "limits":
+              {"disk_mb": 4}}), 400, "bad_request", "disk_mb 4")
+
+
+@S.case
+def artifacts_changed(env):
+    """A command's result lists what it changed under /workspace and
+    the files it made under outputs/ with size and SHA-256, within the
+    configured limits; a link is never followed; past the walk cap the
+    changes are not guessed."""
+    import hashlib
+    d, ctl, x = start(env, artifacts={"file_bytes": 4096, "count": 3,
+                                      "total_bytes": 10000,
+                                      "walk_entries": 300})
+    create(x, "a1")
+    for n in ("keep.txt", "old.txt", "mod.txt"):
+        check_eq(x.app("PUT", "/v1/sandboxes/a1/files/" + n,
+                       raw=b"v").status, 201, "put " + n)
+    o = ex(x, "a1", {"shell": "mkdir outputs; printf hello > outputs/a.txt; "
+                     "head -c 5000 /dev/zero > outputs/big.bin; "
+                     "printf 1 > outputs/b; printf 2 > outputs/c; "
+                     "printf 3 > outputs/d; ln -s /etc/shadow outputs/l; "
+                     "echo x >> mod.txt; rm old.txt; touch new.txt"})
+    check_eq(o["exit_code"], 0, "command: %r" % o)
+    ch = {c["path"]: (c["change"], c["type"]) for c in o["changed"]}
+    check_eq(ch, {"mod.txt": ("modified", "file"),
+                  "old.txt": ("deleted", "file"),
+                  "new.txt": ("created", "file"),
+                  "outputs": ("created", "directory"),
+                  "outputs/a.txt": ("created", "file"),
+                  "outputs/big.bin": ("created", "file"),
+                  "outputs/b": ("created", "file"),
+                  "outputs/c": ("created", "file"),
+                  "outputs/d": ("created", "file"),
+                  "outputs/l": ("created", "symlink")}, "changed")
+    check(not o["changed_truncated"], "not truncated")
+    check_eq([(a["path"], a["size"], a["sha256"]) for a in o["artifacts"]],
+             [("outputs/a.txt", 5, hashlib.sha256(b"hello").hexdigest()),
+              ("outputs/b", 1, hashlib.sha256(b"1").hexdigest()),
+              ("outputs/c", 1, hashlib.sha256(b"2").hexdigest())],
+             "artifacts")
+    check_eq([(a["path"], a["limit"]) for a in o["artifacts_skipped"]],
+             [("outputs/big.bin", "file_bytes"), ("outputs/d", "count")],
+             "skipped")
+    # nothing changed: nothing listed
+    o = ex(x, "a1", {"shell": "cat keep.txt >/dev/null"})
+    check_eq((o["changed"], o["artifacts"]), ([], []), "no change")
+    # the per-command total
+    o = ex(x, "a1", {"shell": "rm outputs/*; for i in 1 2 3; do "
+                     "head -c 4000 /dev/zero > outputs/t$i; done"})
+    check_eq([a["path"] for a in o["artifacts"]],
+             ["outputs/t1", "outputs/t2"], "total: artifacts")
+    check_eq([(a["path"], a["limit"]) for a in o["artifacts_skipped"]],
+             [("outputs/t3", "total_bytes")], "total: skipped")
+    check("outputs/a.txt" in [c["path"] for c in o["changed"]
+                              if c["change"] == "deleted"], "deleted listed")
+    # a background command's status carries them too
+    r = x.app("POST", "/v1/sandboxes/a1/commands",
+              {"shell": "printf bg > outputs/bg"})
+    check_eq(r.status, 202, "background: %r" % r)
+    cid = r.json["id"]
+    st = wait_until(lambda: (lambda j: j if j.get("status") == "exited"
+                             else None)(x.app("GET", "/v1/sandboxes/a1/"
+                                              "commands/" + cid).json),
+                    20, what="background exit")
+    check_eq([a["path"] for a in st["artifacts"]], ["outputs/bg"],
+             "background artifacts")
+    # past the walk cap: outputs/ (walked first) still gives artifacts,
+    # the rest is said not computed
+    o = ex(x, "a1", {"shell": "mkdir many; cd many; i=0; while [ $i -lt "
+                     "400 ]; do : > f$i; i=$((i+1)); done"}, timeout=60)
+    o = ex(x, "a1", {"shell": "printf z > outputs/z; touch many/f1"})
+    check(o["changed_truncated"], "truncated: %r" % o["changed_truncated"])
+    check_eq([a["path"] for a in o["artifacts"]], ["outputs/z"],
+             "artifacts past the walk cap")
+    check("many/f1" not in [c["path"] for c in o["changed"]],
+          "no guess past the cap")
 
 
 @S.case
