@@ -61,6 +61,8 @@ ck chroot "$tmp/root" getent passwd sluice
 ck chroot "$tmp/root" getent group sluice
 for f in /usr/sbin/sluiced /usr/bin/sluicectl /usr/bin/sluice-shim \
     /usr/lib/sluice/sluice-shim-static /usr/bin/sluice-run \
+    /usr/sbin/sluice-execd /lib/systemd/system/sluice-execd.service \
+    /etc/sluice/sluice-execd.json \
     /lib/systemd/system/sluiced.service /usr/lib/sysusers.d/sluice.conf \
     /usr/lib/tmpfiles.d/sluice.conf /etc/logrotate.d/sluice \
     /etc/sluice/sluiced.json /usr/share/man/man8/sluiced.8.gz; do
@@ -70,6 +72,9 @@ ck grep -q '"ceiling": "off"' "$tmp/root/etc/sluice/sluiced.json"
 ck chroot "$tmp/root" systemd-analyze verify --man=no \
     /lib/systemd/system/sluiced.service
 ck chroot "$tmp/root" sluiced --check-config /etc/sluice/sluiced.json
+ck chroot "$tmp/root" systemd-analyze verify --man=no \
+    /lib/systemd/system/sluice-execd.service
+ck chroot "$tmp/root" sluice-execd --check-config -c /etc/sluice/sluice-execd.json
 # the unit's ExecStart, by hand: no systemd runs in the root
 chroot "$tmp/root" systemd-tmpfiles --create /usr/lib/tmpfiles.d/sluice.conf
 chroot "$tmp/root" /usr/sbin/sluiced -c /etc/sluice/sluiced.json \
