@@ -1396,8 +1396,9 @@ console_free(struct console *c)
 static void
 on_signal(evutil_socket_t sig, short what, void *arg)
 {
-	(void)sig;
 	(void)what;
+	fprintf(stderr, "sluicectl: console: stopping (signal %d)\n",
+	    (int)sig);
 	event_base_loopexit(arg, NULL);
 }
 

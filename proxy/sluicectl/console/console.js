@@ -571,6 +571,8 @@
     if (document.activeElement !== sel) sel.value = doc.tier;
     $('ceiling-source').textContent = 'Set by ' + (doc.source === 'api' ? 'the API' : 'the configuration file') + '.';
     const tb = $('tenants-table').tBodies[0];
+    // a ceiling being chosen in a row stays as it is
+    if (tb.contains(document.activeElement) && document.activeElement.tagName === 'SELECT') return;
     clear(tb);
     const tenants = doc.tenants && typeof doc.tenants === 'object' ? Object.keys(doc.tenants).sort() : [];
     for (const t of tenants) {
@@ -802,7 +804,7 @@
     const caller = health.caller || {};
     S.role = caller.role || 'auditor';
     S.who = caller.who || S.me.user;
-    $('whoami').textContent = S.me.user + ' (' + S.who + ') · role ' + S.role;
+    $('whoami').textContent = (S.me.user === S.who ? S.who : S.me.user + ' (' + S.who + ')') + ' · role ' + S.role;
     if (S.role !== 'admin') removePage('ceiling');
     if (!canWrite()) removePage('prompts');
     bindForms();
