@@ -19,12 +19,12 @@
  * one line), so nothing sluiced relays from a sandbox can frame an
  * event of its own.
  *
- * evhttp 2.1 notes, as in proxy/control/events.c: it stops reading a
- * connection while a request is being answered, so a browser that left
- * is seen by a read watcher on its descriptor; a connection that fails
- * before we answer leaves the request to us (freed in the close
- * callback); connections are freed from the loop, never inside
- * evhttp's own call stack.
+ * evhttp 2.1 notes, as in proxy/control/events.c: a connection that
+ * fails before we answer leaves the request to us (freed in the close
+ * callback); connections are freed from the loop, never inside evhttp's
+ * own call stack.  A browser that closes its event stream is seen at
+ * once (evhttp reads a connection whose reply has started), so the
+ * approver it was goes with it; t_console checks that.
  */
 #ifdef HAVE_CONFIG_H
 #include "sluice-config.h"
@@ -380,7 +380,6 @@ struct relay {
 	struct ctlh_stream *st;
 	struct ctlh_sse sse;
 	struct event *up_rd;     /* sluiced's stream is readable */
-	struct event *gone;      /* the browser's side is readable: EOF */
 	struct event *kill;      /* deferred teardown */
 	size_t pending;          /* bytes queued to the browser */
 	time_t last_up;          /* last bytes from sluiced */
@@ -680,7 +679,7 @@ api_log(struct console *c, struct evhttp_request *req, const char *query,
 	TAILQ_INIT(&q);
 	if (query != NULL && evhttp_parse_query_str(query, &q) != 0) {
 		send_error(req, 400, "bad_request", "bad query string");
-		return;
+		goto out;
 	}
 	if (verify && query != NULL) {
 		send_error(req, 400, "bad_request", "verify takes no "
@@ -838,8 +837,6 @@ relay_free(struct relay *r)
 	r->c->nrelays--;
 	if (r->up_rd != NULL)
 		event_free(r->up_rd);
-	if (r->gone != NULL)
-		event_free(r->gone);
 	if (r->kill != NULL)
 		event_free(r->kill);
 	ctlh_stream_close(r->st);
@@ -858,10 +855,6 @@ relay_drop(struct relay *r, int ended)
 	if (r->up_rd != NULL) {
 		event_free(r->up_rd);
 		r->up_rd = NULL;
-	}
-	if (r->gone != NULL) {
-		event_free(r->gone);
-		r->gone = NULL;
 	}
 	ctlh_stream_close(r->st);
 	r->st = NULL;
@@ -1001,15 +994,6 @@ relay_on_up(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-/* The browser never sends on its stream: readable means it closed. */
-static void
-relay_on_gone(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	relay_drop(arg, 0);
-}
-
 static void
 on_ping(evutil_socket_t fd, short what, void *arg)
 {
@@ -1096,8 +1080,6 @@ api_events(struct console *c, struct evhttp_request *req)
 	r->kill = event_new(c->base, -1, 0, relay_on_kill, r);
 	r->up_rd = event_new(c->base, ctlh_stream_fd(st), EV_READ | EV_PERSIST,
 	    relay_on_up, r);
-	r->gone = bev ? event_new(c->base, bufferevent_getfd(bev), EV_READ,
-	    relay_on_gone, r) : NULL;
 	if (r->kill == NULL || r->up_rd == NULL || event_add(r->up_rd, NULL)) {
 		relay_free(r);
 		send_error(req, 500, "internal", "out of memory");
@@ -1110,8 +1092,6 @@ api_events(struct console *c, struct evhttp_request *req)
 	/* the browser sends nothing more: a write timeout only */
 	if (bev != NULL)
 		bufferevent_set_timeouts(bev, NULL, &wtv);
-	if (r->gone != NULL)
-		event_add(r->gone, NULL);
 	/* reconnect soon after an end; the first bytes open the stream */
 	relay_send(r, "retry: 2000\n\n", 13);
 	/* bytes that came with the head are in the stream, not the socket */

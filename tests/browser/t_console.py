@@ -515,6 +515,15 @@ def prompt_cards_live(env):
           "grants table %r", gt)
     s = api_unix(d.ctl, "GET", "/v1/sessions/chat-4711").json
     check_eq(s["grants"], [{"host": "ask.test", "port": port}], "grants")
+
+    # the page was the approver: gone with it, not at the next ping
+    check_eq(api_unix(d.ctl, "GET", "/v1/health").json["approvers"], 1,
+             "approvers with the page open")
+    drv.get("about:blank")
+    t0 = time.monotonic()
+    wait_until(lambda: api_unix(d.ctl, "GET", "/v1/health").json
+               ["approvers"] == 0, 5, what="no approver once the page is closed")
+    log("approver gone %.0f ms after the page" % ((time.monotonic() - t0) * 1000))
     con.finish()
 
 
