@@ -516,6 +516,31 @@ def prompt_cards_live(env):
     s = api_unix(d.ctl, "GET", "/v1/sessions/chat-4711").json
     check_eq(s["grants"], [{"host": "ask.test", "port": port}], "grants")
 
+    # the log: the chain verifies; the chat's allowed requests, one
+    # record's every field
+    drv.find_element("css selector", 'a[href="#log"]').click()
+    wait_text(drv, "#chain-status", "Chain intact", 10, "the chain's status")
+    one(drv, "#log-session").send_keys("chat-4711")
+    from selenium.webdriver.support.ui import Select
+    Select(one(drv, "#log-decision")).select_by_value("allow")
+    one(drv, "#log-form").find_element("css selector", "button").click()
+    wait_text(drv, "#log-summary", "1 matching record", 10, "the query")
+    rows = by_css(drv, "#log-table tbody tr")
+    check(len(rows) == 1 and "ask.test:%d" % port in rows[0].text and
+          "allow" in rows[0].text, "log rows %r", [r.text for r in rows])
+    rows[0].find_element("css selector", "button").click()
+    wait_for(lambda: one(drv, "#log-detail").is_displayed(), 5,
+             "the record's fields")
+    fields = one(drv, "#log-fields").text
+    for want in ("answer", "allow_chat", "prompt", "hash", "prev", "seq"):
+        check(want in fields, "record fields lack %r: %r", want, fields)
+    Select(one(drv, "#log-decision")).select_by_value("deny")
+    one(drv, "#log-reason").send_keys("user_denied")
+    one(drv, "#log-form").find_element("css selector", "button").click()
+    wait_text(drv, "#log-summary", "1 matching record", 10,
+              "the denied request by its reason")
+    check("pypi.example" in one(drv, "#log-table").text, "the denied record")
+
     # the page was the approver: gone with it, not at the next ping
     check_eq(api_unix(d.ctl, "GET", "/v1/health").json["approvers"], 1,
              "approvers with the page open")
