@@ -50,7 +50,7 @@ t2=$(date +%s)
 mkdir -p "$tmp/root/tmp/debs"
 cp "$tmp"/*.deb "$tmp/root/tmp/debs/"
 mount -t proc proc "$tmp/root/proc"
-chroot "$tmp/root" sh -c 'apt-get install -y /tmp/debs/sluice_*.deb \
+chroot "$tmp/root" sh -c 'apt-get update -qq && apt-get install -y /tmp/debs/sluice_*.deb \
     /tmp/debs/sluice-executor_*.deb' >"$tmp/install.log" 2>&1 || {
 	tail -n 40 "$tmp/install.log"; exit 1; }
 

@@ -99,6 +99,7 @@ struct px_conn {
 	int resp_head_done;
 	int fwd_close_after;             /* close the client after this exchange */
 	int nrequests;
+	int nrefused;                    /* refusals answered on it */
 
 	/* tunnel half-close */
 	int cli_eof, up_eof;

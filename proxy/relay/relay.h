@@ -95,6 +95,12 @@ void px_relay_dns_swap(struct dns *nd);
 void px_relay_drain_check(void);
 /* At exit: the splice pipes kept for reuse. */
 void px_splice_cleanup(void);
+/* Write the refusals_folded record of s now (a session going away), or
+ * with s NULL of every session and of connections with none (stopping).
+ * See records.c. */
+void px_refusals_flush(struct px_session *s);
+/* Refusal records folded since start, for /v1/metrics. */
+extern uint64_t px_refusals_folded_total;
 
 /* ------------------------------------------------------------------ */
 /* Prompts (DESIGN.md "Prompts"). */
