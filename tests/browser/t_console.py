@@ -937,4 +937,127 @@ def executor_parts_follow_its_socket(env):
     con.finish()
 
 
+class Execd:
+    """The real sluice-execd beside sluiced; stopped first (its sandboxes
+    deleted while sluiced still answers)."""
+
+    def __init__(self, env, d):
+        exe = os.path.join(BUILDDIR, "sandbox-glue", "executor", "sluice-execd")
+        shim = os.path.join(BUILDDIR, "sandbox-glue", "shim", "sluice-shim")
+        if os.geteuid() != 0:
+            raise Skip("sluice-execd needs root")
+        if not os.access(exe, os.X_OK):
+            raise Fail("sluice-execd not built at %s" % exe)
+        r = subprocess.run(["unshare", "-U", "-m", "-p", "-n", "-f", "true"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if r.returncode != 0:
+            raise Skip("no user namespaces: %s" % r.stderr.decode().strip())
+        conf = {"runtime_dir": env.path("xrun"), "state_dir": env.path("xstate"),
+                "control_socket": d.ctl, "shim": shim}
+        path = env.path("execd.json")
+        with open(path, "w") as f:
+            json.dump(conf, f)
+        self.sock = os.path.join(conf["runtime_dir"], "exec.sock")
+        self.name = "sluice-execd"
+        self.skip_chain = True
+        self.lines = []
+        self.proc = subprocess.Popen([exe, "-c", path], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE)
+        env.daemons.insert(0, self)
+        ready = threading.Event()
+
+        def drain():
+            for _ in range(100000):
+                line = self.proc.stderr.readline()
+                if not line:
+                    return
+                self.lines.append(line.decode("utf-8", "replace").rstrip())
+                if "ready:" in self.lines[-1]:
+                    ready.set()
+        threading.Thread(target=drain, daemon=True).start()
+        if not ready.wait(15):
+            raise Fail("sluice-execd not ready:\n%s" % self.stderr())
+
+    def call(self, method, path, body=None):
+        return api_unix(self.sock, method, path, body, timeout=60)
+
+    def stderr(self):
+        return "\n".join(self.lines[-60:])
+
+    def stop(self, timeout=20):
+        if self.proc.poll() is None:
+            try:
+                for b in self.call("GET", "/v1/sandboxes").json["sandboxes"]:
+                    self.call("DELETE", "/v1/sandboxes/" + b["id"])
+            except (OSError, KeyError, TypeError, ValueError) as e:
+                log("sluice-execd cleanup: %r" % e)
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        return self.proc.returncode
+
+
+@S.case
+def real_executor(env):
+    drv = browser()
+    from selenium.webdriver.support.ui import Select
+    d = start_sluiced(env)
+    x = Execd(env, d)
+    r = x.call("POST", "/v1/sandboxes", {"id": "chat-5000", "tenant": "acme",
+                                         "user": "dana",
+                                         "network": {"tier": "registries"}})
+    check_eq(r.status, 201, "create a sandbox (%r)" % r.body[:300])
+    r = x.call("POST", "/v1/sandboxes/chat-5000/commands",
+               {"cmd": ["echo", "hello from the sandbox"]})
+    check_eq(r.status, 202, "a background command (%r)" % r.body[:300])
+    con = Console(env, d, exec_socket=x.sock)
+    sign_in(drv, con)
+    drv.get(con.base + "/#sessions")
+    row = wait_for(lambda: one(drv, 'tr[data-sandbox="chat-5000"]'), 10,
+                   "the sandbox's row")
+    check("running" in row.text and "ns" in row.text and "dana" in row.text,
+          "sandbox row %r", row.text)
+    # its broker session, which the executor made
+    wait_for(lambda: one(drv, 'tr[data-session="chat-5000"]'), 8,
+             "the sandbox's broker session")
+    act(lambda: [b for b in one(drv, 'tr[data-sandbox="chat-5000"]')
+                 .find_elements("css selector", "button")
+                 if b.text == "Commands"][0].click(), what="Commands")
+    wait_text(drv, "#commands-table", "echo hello from the sandbox", 8,
+              "the recent commands")
+    # the tier, through the executor, reaches sluiced's session
+    act(lambda: Select(one(drv, 'tr[data-sandbox="chat-5000"] select'))
+        .select_by_value("public"), what="choosing a tier")
+    act(lambda: [b for b in by_css(drv, 'tr[data-sandbox="chat-5000"] button')
+                 if b.text == "Set"][0].click(), what="Set")
+    wait_until(lambda: api_unix(d.ctl, "GET", "/v1/sessions/chat-5000").json
+               .get("tier") == "public", 10, what="the broker session's tier")
+    drv.get(con.base + "/#health")
+    wait_text(drv, "#health-exec", "no kvm (microVM) backend in this build",
+              10, "the executor's backends with their reasons")
+    # destroyed from the page: the sandbox and its broker session go
+    drv.get(con.base + "/#sessions")
+    wait_for(lambda: one(drv, 'tr[data-sandbox="chat-5000"]'), 10,
+             "the sandbox's row")
+
+    def destroy():
+        b = [b for b in by_css(drv, 'tr[data-sandbox="chat-5000"] button')
+             if b.text in ("Destroy", "Really destroy?")][0]
+        b.click()
+        if b.text == "Really destroy?":
+            b.click()
+    act(destroy, what="Destroy, twice")
+    wait_until(lambda: x.call("GET", "/v1/sandboxes").json["sandboxes"] == [],
+               30, what="the sandbox to go")
+    wait_until(lambda: api_unix(d.ctl, "GET", "/v1/sessions/chat-5000").status
+               == 404, 10, what="its broker session to go")
+    wait_for(lambda: not one(drv, 'tr[data-sandbox="chat-5000"]'), 10,
+             "the row to go")
+    con.finish()
+
+
 S.main()

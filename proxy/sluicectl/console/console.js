@@ -110,6 +110,13 @@
     return b;
   }
 
+  // A table is not redrawn under a choice being made in it: a tier being
+  // picked, a Destroy pressed once and waiting for the second press.
+  function busy(tb) {
+    const a = document.activeElement;
+    return !!a && tb.contains(a) && (a.tagName === 'SELECT' || a.classList.contains('confirm'));
+  }
+
   function fieldList(dl, pairs) {
     clear(dl);
     for (const [k, v] of pairs) {
@@ -452,9 +459,7 @@
     const list = Array.isArray(doc.sessions) ? doc.sessions : [];
     list.sort((a, b) => String(a.id).localeCompare(String(b.id)));
     const tb = $('sessions-table').tBodies[0];
-    // keep a tier being chosen: redraw rows only when nothing has focus
-    // inside the table
-    if (!tb.contains(document.activeElement) || document.activeElement.tagName !== 'SELECT') {
+    if (!busy(tb)) {
       clear(tb);
       for (const s of list) tb.appendChild(sessionRow(s));
     }
@@ -524,7 +529,7 @@
     }
     const list = Array.isArray(doc.sandboxes) ? doc.sandboxes : [];
     const tb = $('sandboxes-table').tBodies[0];
-    if (tb.contains(document.activeElement) && document.activeElement.tagName === 'SELECT') return;
+    if (busy(tb)) return;
     clear(tb);
     for (const b of list) {
       const id = b.id;
@@ -571,8 +576,7 @@
     if (document.activeElement !== sel) sel.value = doc.tier;
     $('ceiling-source').textContent = 'Set by ' + (doc.source === 'api' ? 'the API' : 'the configuration file') + '.';
     const tb = $('tenants-table').tBodies[0];
-    // a ceiling being chosen in a row stays as it is
-    if (tb.contains(document.activeElement) && document.activeElement.tagName === 'SELECT') return;
+    if (busy(tb)) return;
     clear(tb);
     const tenants = doc.tenants && typeof doc.tenants === 'object' ? Object.keys(doc.tenants).sort() : [];
     for (const t of tenants) {
