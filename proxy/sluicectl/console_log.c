@@ -161,10 +161,19 @@ done:
 	return text;
 }
 
+/* What sluiced's health says of its log, when the path came from it. */
+struct head {
+	int known;               /* health named the path */
+	int have_anchor;         /* and a last record */
+	struct clog_anchor a;
+	int keyed;               /* its records carry macs */
+};
+
 static char *
-verify_text(const char *path, int *status)
+verify_text(const char *path, const struct head *h, int *status)
 {
-	uint64_t records = 0, bad = 0;
+	struct clog_verify_opts o;
+	struct clog_verify_result res;
 	char err[512];
 	json_t *doc;
 	char *text;
@@ -174,14 +183,31 @@ verify_text(const char *path, int *status)
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return open_error(path, errno, status);
 	close(fd);
-	r = clog_verify_file(path, NULL, &records, &bad, err, sizeof(err));
-	doc = json_pack("{s:s,s:b,s:I}", "file", path, "ok", r == 0,
-	    "records", (json_int_t)records);
+	memset(&o, 0, sizeof(o));
+	memset(&res, 0, sizeof(res));
+	/* the record sluiced reports as its last must be in the file: a cut
+	 * tail (or a rewrite up to it) fails */
+	if (h->have_anchor) {
+		o.anchors = &h->a;
+		o.nanchors = 1;
+	}
+	r = clog_verify(path, &o, &res, err, sizeof(err));
+	doc = json_pack("{s:s,s:b,s:I,s:I,s:I}", "file", path, "ok", r == 0,
+	    "records", (json_int_t)res.records, "fragments",
+	    (json_int_t)res.fragments, "last_seq", (json_int_t)res.last_seq);
 	if (doc != NULL) {
-		json_object_set_new(doc, "line", r != 0 && bad ?
-		    json_integer((json_int_t)bad) : json_null());
+		json_object_set_new(doc, "last_hash", res.last_hash[0] ?
+		    json_string(res.last_hash) : json_null());
+		json_object_set_new(doc, "line", r != 0 && res.bad_line ?
+		    json_integer((json_int_t)res.bad_line) : json_null());
 		json_object_set_new(doc, "error", r != 0 ? json_string(err) :
 		    json_null());
+		json_object_set_new(doc, "anchor", h->have_anchor ?
+		    json_pack("{s:I,s:s,s:b}", "seq", (json_int_t)h->a.seq,
+		    "hash", h->a.hash, "found", res.anchors > 0) : json_null());
+		/* the key is not the console's to read: macs are left to
+		 * sluicectl log verify --key */
+		json_object_set_new(doc, "keyed", json_boolean(h->keyed));
 	}
 	text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
 	json_decref(doc);
@@ -189,26 +215,46 @@ verify_text(const char *path, int *status)
 	return text;
 }
 
-/* The log's path: given, else from sluiced's health, else fallback. */
+static int
+hex64(const char *s)
+{
+	return s != NULL && strlen(s) == 64 &&
+	    strspn(s, "0123456789abcdef") == 64;
+}
+
+/* The log's path: given, else from sluiced's health (with what health
+ * says of its head), else fallback. */
 static const char *
-where_path(const struct clj_where *w, char *buf, size_t buflen)
+where_path(const struct clj_where *w, char *buf, size_t buflen,
+    struct head *h)
 {
 	struct ctlh_target t = { .socket = w->socket, .timeout_ms = 5000 };
 	struct ctlh_resp r;
 	char err[256];
-	json_t *doc;
-	const char *p;
+	json_t *doc, *log, *seq;
+	const char *p, *hash;
 
+	memset(h, 0, sizeof(*h));
 	if (w->path != NULL)
 		return w->path;
 	if (w->socket != NULL && ctlh_request(&t, "GET", "/v1/health", NULL,
 	    &r, err, sizeof(err)) == CTLH_OK) {
 		doc = r.status == 200 ? jsonstrict_load(r.body, r.body_len,
 		    NULL) : NULL;
-		p = json_string_value(json_object_get(json_object_get(doc,
-		    "log"), "path"));
+		log = json_object_get(doc, "log");
+		p = json_string_value(json_object_get(log, "path"));
 		if (p != NULL && *p == '/' && strlen(p) < buflen) {
 			snprintf(buf, buflen, "%s", p);
+			h->known = 1;
+			h->keyed = json_is_true(json_object_get(log, "keyed"));
+			seq = json_object_get(log, "seq");
+			hash = json_string_value(json_object_get(log, "hash"));
+			if (json_is_integer(seq) && json_integer_value(seq) > 0 &&
+			    hex64(hash)) {
+				h->have_anchor = 1;
+				h->a.seq = (uint64_t)json_integer_value(seq);
+				snprintf(h->a.hash, sizeof(h->a.hash), "%s", hash);
+			}
 			json_decref(doc);
 			ctlh_resp_free(&r);
 			return buf;
@@ -363,6 +409,7 @@ spawn(struct event_base *base, const struct clj_where *w,
 	}
 	if (j->pid == 0) {
 		char pathbuf[4096], head[16], *text;
+		struct head h;
 		const char *path;
 		int status = 500;
 
@@ -375,8 +422,8 @@ spawn(struct event_base *base, const struct clj_where *w,
 		signal(SIGHUP, SIG_DFL);
 		signal(SIGALRM, SIG_DFL);
 		alarm(CLJ_TIME_LIMIT_S);
-		path = where_path(w, pathbuf, sizeof(pathbuf));
-		text = verify ? verify_text(path, &status) :
+		path = where_path(w, pathbuf, sizeof(pathbuf), &h);
+		text = verify ? verify_text(path, &h, &status) :
 		    clj_query_text(path, f, limit, &status);
 		if (text == NULL) {
 			status = 500;

@@ -43,7 +43,11 @@ struct clj *clj_query(struct event_base *base, const struct clj_where *w,
     const struct ctlog_filter *f, size_t limit, clj_done_fn done, void *arg,
     char *err, size_t errlen);
 
-/* The hash chain: {"file","ok","records","line","error"}. */
+/* The hash chain: {"file","ok","records","fragments","last_seq",
+ * "last_hash","line","error","anchor","keyed"}.  When the path is
+ * sluiced's, the record its health names as the last must be in the
+ * file (anchor: seq, hash, found); macs are not checked (keyed says
+ * whether the records carry them). */
 struct clj *clj_verify(struct event_base *base, const struct clj_where *w,
     clj_done_fn done, void *arg, char *err, size_t errlen);
 

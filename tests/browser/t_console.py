@@ -520,6 +520,9 @@ def prompt_cards_live(env):
     # record's every field
     drv.find_element("css selector", 'a[href="#log"]').click()
     wait_text(drv, "#chain-status", "Chain intact", 10, "the chain's status")
+    check("holds the last record sluiced reports" in
+          one(drv, "#chain-status").text, "the head sluiced reports: %r",
+          one(drv, "#chain-status").text)
     one(drv, "#log-session").send_keys("chat-4711")
     from selenium.webdriver.support.ui import Select
     Select(one(drv, "#log-decision")).select_by_value("allow")
@@ -934,6 +937,47 @@ def executor_parts_follow_its_socket(env):
     time.sleep(0.5)
     check(not one(drv, "[data-exec]").is_displayed(),
           "sandboxes shown after the executor went")
+    con.finish()
+
+
+@S.case
+def log_cut_and_changed(env):
+    drv = browser()
+    d = start_sluiced(env)
+    d.skip_chain = True         # this case breaks it on purpose
+    for t in ("registries", "public", "registries", "public"):
+        check_eq(api_unix(d.ctl, "PUT", "/v1/ceiling", {"tier": t}).status,
+                 200, "PUT /v1/ceiling")
+    con = Console(env, d)
+    sign_in(drv, con)
+    drv.get(con.base + "/#log")
+    wait_text(drv, "#chain-status", "holds the last record sluiced reports",
+              10, "an intact chain")
+    # the tail cut: the chain of what is left is right, but the record
+    # sluiced wrote last is not there
+    with open(d.log_path, "rb") as f:
+        lines = f.read().splitlines(True)
+    with open(d.log_path, "r+b") as f:
+        f.truncate(sum(len(x) for x in lines[:-1]))
+    one(drv, "#chain-verify").click()
+    wait_text(drv, "#chain-status", "Chain broken", 10, "a cut tail found")
+    log("cut tail: %s" % one(drv, "#chain-status").text)
+    check(str(len(lines)) in one(drv, "#chain-status").text,
+          "the missing seq named: %r", one(drv, "#chain-status").text)
+    # a record changed in the middle, in a copy read with --log
+    copy = env.path("copy.jsonl")
+    rec = json.loads(lines[2])
+    rec["who"] = "someone-else"
+    with open(copy, "wb") as f:
+        f.writelines(lines[:2] + [json.dumps(rec, separators=(",", ":"))
+                                  .encode() + b"\n"] + lines[3:-1])
+    con2 = Console(env, d, extra=("--log", copy))
+    sign_in(drv, con2)
+    drv.get(con2.base + "/#log")
+    wait_text(drv, "#chain-status", "Chain broken at line 3", 10,
+              "the changed record found")
+    wait_text(drv, "#log-summary", copy, 10, "--log's file searched")
+    con2.finish()
     con.finish()
 
 

@@ -649,7 +649,12 @@
       const v = await api('GET', '/api/log/verify');
       if (v.ok) {
         st.setAttribute('data-state', 'ok');
-        st.textContent = 'Chain intact: ' + v.records + ' record(s) in ' + v.file + '.';
+        let t = 'Chain intact: ' + v.records + ' record(s) in ' + v.file +
+          (v.last_hash ? ', the last seq ' + v.last_seq + ' (hash ' + String(v.last_hash).slice(0, 16) + '…)' : '') + '.';
+        if (v.anchor && v.anchor.found) t += ' It holds the last record sluiced reports (seq ' + v.anchor.seq + ').';
+        if (v.fragments) t += ' ' + v.fragments + ' torn fragment(s) skipped.';
+        if (v.keyed) t += ' Record MACs are not checked here (sluicectl log verify --key).';
+        st.textContent = t;
       } else {
         st.setAttribute('data-state', 'bad');
         st.textContent = 'Chain broken' + (v.line ? ' at line ' + v.line : '') + ' of ' + v.file + ': ' + text(v.error) +
