@@ -34,6 +34,7 @@
 #include <openssl/crypto.h>
 
 #include "proxy/lib/clog.h"
+#include "proxy/sluicectl/console.h"
 #include "proxy/sluicectl/ctl_http.h"
 #include "proxy/sluicectl/ctl_log.h"
 #include "policy/policy.h"
@@ -51,6 +52,7 @@
 
 #define DEFAULT_SOCKET "/run/sluice/control.sock"
 #define DEFAULT_LOG "/var/log/sluice/connections.jsonl"
+#define DEFAULT_EXEC_SOCKET "/run/sluice-execd/exec.sock"
 #define TIMEOUT_MS 30000
 #define TOKEN_MAX 4096
 
@@ -62,9 +64,10 @@ enum opt_id {
 	O_FILE, O_TENANT, O_USER, O_TIER, O_VSOCK_CID, O_SOURCE,
 	O_CLOSE_EXCEEDING, O_FOLLOW, O_LINES, O_SESSION, O_HOST, O_DECISION,
 	O_REASON, O_EVENT, O_SINCE, O_UNTIL, O_PREV, O_SESSION_SOCKET,
-	O_YES_ALL, O_DENY_ALL, O_ANCHOR,
+	O_YES_ALL, O_DENY_ALL, O_ANCHOR, O_PORT, O_EXEC_SOCKET,
 };
-#define BIT(o) (1u << (o))
+/* more than 32 options: the masks are 64 bits */
+#define BIT(o) ((uint64_t)1 << (o))
 #define GLOBAL_BITS (BIT(O_SOCKET) | BIT(O_URL) | BIT(O_TOKEN_FILE) | \
 	BIT(O_CACERT) | BIT(O_CERT) | BIT(O_KEY) | BIT(O_JSON) | BIT(O_LOG) | \
 	BIT(O_HELP) | BIT(O_VERSION))
@@ -100,13 +103,15 @@ static const struct option long_opts[] = {
 	{ "anchor", required_argument, NULL, O_ANCHOR },
 	{ "yes-all", no_argument, NULL, O_YES_ALL },
 	{ "deny-all", no_argument, NULL, O_DENY_ALL },
+	{ "port", required_argument, NULL, O_PORT },
+	{ "exec-socket", required_argument, NULL, O_EXEC_SOCKET },
 	{ NULL, 0, NULL, 0 },
 };
 
 struct opts {
 	const char *socket, *url, *token_file, *cacert, *cert, *key, *log;
 	int json;
-	unsigned seen;
+	uint64_t seen;
 	const char *tenant, *user, *tier, *vsock_cid, *source, *sess_socket;
 	int close_exceeding, follow;
 	long lines;
@@ -115,6 +120,8 @@ struct opts {
 	struct clog_anchor anchors[16];     /* log verify --anchor SEQ:HASH */
 	size_t nanchors;
 	char *token;            /* read from --token-file or $SLUICE_TOKEN */
+	long port;              /* console --port */
+	const char *exec_socket;
 };
 
 static volatile sig_atomic_t stop_flag;
@@ -167,6 +174,7 @@ usage(FILE *f)
 "            [--reason R] [--event E] [--since TS] [--until TS] [--file PATH]\n"
 "  log verify [--file PATH] [--prev HASH] [--anchor SEQ:HASH]...\n"
 "             [--key FILE]   (the log's MAC key, log.mac_key_file)\n"
+"  console [--port P] [--exec-socket PATH]\n"
 "\n"
 "global options:\n"
 "  --socket PATH      control socket (default $SLUICE_CONTROL_SOCKET or\n"
@@ -693,7 +701,7 @@ static int
 cmd_ceiling(const struct opts *o, int argc, char **argv)
 {
 	const char *sub = argc > 0 ? argv[0] : "get";
-	unsigned allowed = 0;
+	uint64_t allowed = 0;
 	json_t *body;
 	int rc;
 
@@ -896,7 +904,7 @@ cmd_session(const struct opts *o, int argc, char **argv)
 	const char *sub = argc > 0 ? argv[0] : "";
 	char path[128];
 	struct reply rp;
-	unsigned allowed = 0;
+	uint64_t allowed = 0;
 	int rc, want = 2;
 
 	if (strcmp(sub, "create") == 0)
@@ -1994,10 +2002,10 @@ cmd_log(struct opts *o, int argc, char **argv)
 	const char *path = o->log;
 	struct ctlog_opts lo = { .json = o->json, .out = stdout,
 	    .diag = stderr };
-	unsigned filt = BIT(O_SESSION) | BIT(O_TENANT) | BIT(O_HOST) |
+	uint64_t filt = BIT(O_SESSION) | BIT(O_TENANT) | BIT(O_HOST) |
 	    BIT(O_DECISION) | BIT(O_REASON) | BIT(O_EVENT) | BIT(O_SINCE) |
 	    BIT(O_UNTIL);
-	unsigned allowed;
+	uint64_t allowed;
 	uint64_t matched = 0;
 	char err[512];
 
@@ -2044,6 +2052,36 @@ cmd_log(struct opts *o, int argc, char **argv)
 		return EX_REFUSED;
 	}
 	return EX_OK;
+}
+
+/* ---- console ---- */
+
+static int
+cmd_console(const struct opts *o, int argc, char **argv)
+{
+	struct console_cfg cfg;
+	const char *env = getenv("SLUICE_EXEC_SOCKET");
+
+	(void)argv;
+	if (o->seen & ~(BIT(O_PORT) | BIT(O_EXEC_SOCKET)))
+		return usage_error("console: option not accepted here");
+	if (argc != 0)
+		return usage_error("console takes no arguments");
+	/* the page has the role of the user who runs this, which only the
+	 * Unix socket's credentials give */
+	if (o->url != NULL)
+		return usage_error("console talks to the control socket: --url "
+		    "does not apply");
+	if (o->json)
+		return usage_error("console has no --json output");
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.socket = o->socket;
+	cfg.exec_socket = o->exec_socket ? o->exec_socket : env && *env ?
+	    env : DEFAULT_EXEC_SOCKET;
+	cfg.log = o->log;
+	cfg.log_default = DEFAULT_LOG;
+	cfg.port = (int)o->port;
+	return console_run(&cfg);
 }
 
 /* ---- options ---- */
@@ -2164,6 +2202,11 @@ take_opt(struct opts *o, int c, int after_cmd)
 			    "seq and its 64 lower-case hex digits), at most 16");
 		break;
 	case O_YES_ALL: case O_DENY_ALL: break;
+	case O_PORT:
+		if (parse_lines(a, &o->port) != 0 || o->port > 65535)
+			return usage_error("bad --port %s: 0 to 65535", a);
+		break;
+	case O_EXEC_SOCKET: o->exec_socket = a; break;
 	case O_HELP:
 		usage(stdout);
 		exit(EX_OK);
@@ -2275,6 +2318,8 @@ main(int argc, char **argv)
 		rc = cmd_prompts(&o, nsub, sub);
 	else if (strcmp(cmd, "log") == 0)
 		rc = cmd_log(&o, nsub, sub);
+	else if (strcmp(cmd, "console") == 0)
+		rc = cmd_console(&o, nsub, sub);
 	else
 		rc = usage_error("unknown command %s", cmd);
 	free(o.token);

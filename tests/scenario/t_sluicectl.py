@@ -399,7 +399,27 @@ def usage_errors(env):
         ("--url", "https://127.0.0.1:1", "--token-file", env.path("none"),
          "health"),
         ("--no-such-option", "health"),
+        ("console", "extra"),
+        ("console", "--port", "70000"),
+        ("console", "--port", "-1"),
+        ("console", "--port", "x"),
+        ("console", "--tenant", "x"),
+        ("--json", "console"),
+        ("--url", "https://127.0.0.1:1", "console"),
+        ("health", "--port", "1"),
+        ("health", "--exec-socket", "/x"),
     ]
+    # a console port that is taken: said, and exit 2
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    try:
+        r = expect(ctl("--socket", sock, "console", "--port",
+                       str(taken.getsockname()[1]), timeout=10), EX_USAGE,
+                   "console on a port in use")
+        check("cannot listen" in r.err, "message: %r", r.err)
+    finally:
+        taken.close()
     for args in bad:
         expect(ctl("--socket", sock, *args) if "--url" not in args and
                "--token-file" not in args else ctl(*args), EX_USAGE,
