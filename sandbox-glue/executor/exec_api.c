@@ -88,6 +88,10 @@ struct xd_call {
 	size_t ncarry[2];
 	int gone;                       /* the streaming client left */
 	int pending;
+	/* install: the command, kept while sluiced is asked for the tier */
+	int install;
+	struct xd_cmd_spec ispec;
+	char manager[8];
 };
 
 static void h_health(struct xd_call *k);
@@ -108,6 +112,7 @@ static void h_file_get(struct xd_call *k);
 static void h_file_put(struct xd_call *k);
 static void h_file_delete(struct xd_call *k);
 static void h_edit(struct xd_call *k);
+static void h_install(struct xd_call *k);
 
 #define R(m, pat, role, body, q, fn) \
 	{ EVHTTP_REQ_##m, #m, pat, XD_ROLE_##role, body, q, fn }
@@ -141,6 +146,7 @@ static const struct route routes[] = {
 	R(DELETE, "/v1/sandboxes/{id}/files/{path}", APP, B_NONE, ",",
 	    h_file_delete),
 	R(POST, "/v1/sandboxes/{id}/edit", APP, B_JSON, ",", h_edit),
+	R(POST, "/v1/sandboxes/{id}/install", APP, B_JSON, ",", h_install),
 };
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
 
@@ -173,6 +179,7 @@ call_free(struct xd_call *k)
 	if (k->have_query)
 		evhttp_clear_headers(&k->query);
 	xd_args_free(k->arg, XD_ARGS_MAX);
+	xd_cmd_spec_free(&k->ispec);
 	json_decref(k->body);
 	if (k->box != NULL)
 		xd_box_unref(k->box);
@@ -528,6 +535,7 @@ static void
 sink_exit(void *arg, struct xd_cmd *c)
 {
 	struct xd_call *k = arg;
+	json_t *r;
 	int i;
 
 	if (k->sse) {
@@ -539,7 +547,13 @@ sink_exit(void *arg, struct xd_cmd *c)
 
 				sse_send(k, i ? "stderr" : "stdout", d);
 			}
-		sse_send(k, "exit", xd_cmd_result(c, 0));
+		r = xd_cmd_result(c, 0);
+		if (k->install && r != NULL) {
+			json_object_set_new(r, "manager", json_string(
+			    k->manager));
+			json_object_set(r, "command", c->argv);
+		}
+		sse_send(k, "exit", r);
 		if (k->evcon != NULL) {
 			evhttp_connection_set_closecb(k->evcon, NULL, NULL);
 			k->evcon = NULL;
@@ -551,7 +565,12 @@ sink_exit(void *arg, struct xd_cmd *c)
 		return;
 	}
 	k->cmd = NULL;
-	reply_json(k, 200, xd_cmd_result(c, 1));
+	r = xd_cmd_result(c, 1);
+	if (k->install && r != NULL) {
+		json_object_set_new(r, "manager", json_string(k->manager));
+		json_object_set(r, "command", c->argv);
+	}
+	reply_json(k, 200, r);
 	xd_cmd_free(c);
 }
 
@@ -580,26 +599,24 @@ wants_sse(struct xd_call *k)
 	return a != NULL && strstr(a, "text/event-stream") != NULL;
 }
 
+/* Start s as b's foreground command answered by exec_sink (k waits
+ * once started). */
 static void
-h_exec(struct xd_call *k)
+fg_start(struct xd_call *k, struct xd_box *b, const struct xd_cmd_spec *s)
 {
-	struct xd_cmd_spec s;
 	struct xd_perr e;
-	struct xd_box *b = box_of(k);
 	struct evkeyvalq *h;
 
-	if (b == NULL || spec_of(k, 0, &s) != 0)
-		return;
 	memset(&e, 0, sizeof(e));
 	k->sse = wants_sse(k);
-	k->cmd = xd_cmd_start(b, &s, 0, k->sse ? XD_OUT_STREAM : XD_OUT_KEEP,
+	k->cmd = xd_cmd_start(b, s, 0, k->sse ? XD_OUT_STREAM : XD_OUT_KEEP,
 	    &exec_sink, k, &e);
-	xd_cmd_spec_free(&s);
 	if (k->cmd == NULL) {
 		reply_perr(k, &e);
 		return;
 	}
-	call_wait(k);
+	if (!k->pending)
+		call_wait(k);
 	if (k->sse) {
 		h = evhttp_request_get_output_headers(k->req);
 		evhttp_add_header(h, "Content-Type", "text/event-stream");
@@ -610,6 +627,80 @@ h_exec(struct xd_call *k)
 			    k);
 		sse_send(k, "start", json_pack("{s:s}", "id", k->cmd->id));
 	}
+}
+
+static void
+h_exec(struct xd_call *k)
+{
+	struct xd_cmd_spec s;
+	struct xd_box *b = box_of(k);
+
+	if (b == NULL || spec_of(k, 0, &s) != 0)
+		return;
+	fg_start(k, b, &s);
+	xd_cmd_spec_free(&s);
+}
+
+/* sluiced said what the sandbox's network admits: a registry or not */
+static void
+install_net_cb(void *arg, struct xd_box *b, struct xd_perr *e)
+{
+	struct xd_call *k = arg;
+
+	if (b == NULL) {
+		reply_perr(k, e);
+		return;
+	}
+	if (b->state != XD_BOX_RUNNING) {
+		reply_err(k, 404, "not_found", "sandbox %s was deleted",
+		    b->rec.chat);
+		return;
+	}
+	/* tiers are off < registries < public: only off admits none */
+	if (strcmp(b->eff_tier, "off") == 0) {
+		struct xd_perr ne;
+
+		memset(&ne, 0, sizeof(ne));
+		ne.status = 403;
+		ne.code = "network_not_permitted";
+		ne.extra = json_pack("{s:s,s:s}", "effective_tier",
+		    b->eff_tier, "broker", b->broker);
+		snprintf(ne.msg, sizeof(ne.msg), "sandbox %s: %s admits no "
+		    "package registry", b->rec.chat, strcmp(b->broker,
+		    "missing") == 0 ? "sluiced has no session for it, so it "
+		    "has no network; it" : "its effective tier \"off\"");
+		reply_perr(k, &ne);
+		return;
+	}
+	fg_start(k, b, &k->ispec);
+}
+
+static void
+h_install(struct xd_call *k)
+{
+	const struct xd_cfg *c = k->xd->cfg;
+	struct xd_box *b = box_of(k);
+	struct xd_perr e;
+
+	if (b == NULL)
+		return;
+	memset(&e, 0, sizeof(e));
+	if (xd_install_parse(k->body, &b->lim, c->max.timeout_s,
+	    c->max.output_cap, &k->ispec, k->manager, sizeof(k->manager),
+	    &e) != 0) {
+		reply_perr(k, &e);
+		return;
+	}
+	k->install = 1;
+	/* busy now rather than after asking sluiced */
+	if (b->fg != NULL) {
+		reply_err(k, 429, "busy", "sandbox %s runs a command already",
+		    b->rec.chat);
+		return;
+	}
+	call_wait(k);
+	if (xd_box_network(b, install_net_cb, k, &e) != 0)
+		reply_perr(k, &e);
 }
 
 static void

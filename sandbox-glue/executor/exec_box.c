@@ -697,6 +697,78 @@ xd_box_set_tier(struct xd_box *b, const char *tier, xd_box_cb cb, void *arg,
 	return 0;
 }
 
+/* ---- the network as sluiced sees it ---- */
+
+static json_t *
+box_net_child(void *arg)
+{
+	struct box_op *op = arg;
+	struct xd_broker_err be;
+	char eff[16];
+
+	memset(&be, 0, sizeof(be));
+	if (xd_broker_get(op->box->xd->cfg, op->box->rec.chat, eff,
+	    sizeof(eff), &be) != 0)
+		return fail_json(be.status, be.code, be.msg);
+	return json_pack("{s:b,s:s}", "ok", 1, "effective_tier", eff);
+}
+
+static void
+box_net_done(void *arg, json_t *res)
+{
+	struct box_op *op = arg;
+	struct xd_box *b = op->box;
+	const char *eff = json_string_value(json_object_get(res,
+	    "effective_tier"));
+	struct xd_perr e;
+
+	memset(&e, 0, sizeof(e));
+	if (json_is_true(json_object_get(res, "ok")) && eff != NULL) {
+		snprintf(b->eff_tier, sizeof(b->eff_tier), "%s", eff);
+		snprintf(b->broker, sizeof(b->broker), "ok");
+		op->cb(op->arg, b, NULL);
+	} else if (json_integer_value(json_object_get(res, "status")) == 404) {
+		/* the session is gone (sluiced restarted, or someone
+		 * deleted it): the sandbox has no network */
+		snprintf(b->eff_tier, sizeof(b->eff_tier), "off");
+		snprintf(b->broker, sizeof(b->broker), "missing");
+		op->cb(op->arg, b, NULL);
+	} else {
+		if (res == NULL)
+			berr(&e, 500, "internal", "the worker died");
+		else
+			perr_from(&e, res, "the broker session");
+		op->cb(op->arg, NULL, &e);
+	}
+	xd_box_unref(b);
+	json_decref(res);
+	free(op);
+}
+
+int
+xd_box_network(struct xd_box *b, xd_box_cb cb, void *arg, struct xd_perr *e)
+{
+	struct box_op *op;
+	char err[XD_ERR_MAX];
+
+	if (b->state != XD_BOX_RUNNING)
+		return berr(e, 409, "conflict", "the sandbox is being created "
+		    "or deleted");
+	if ((op = calloc(1, sizeof(*op))) == NULL)
+		return berr(e, 500, "internal", "out of memory");
+	op->box = b;
+	op->cb = cb;
+	op->arg = arg;
+	b->refs++;
+	if (xd_job_run(b->xd, "network", box_net_child, op, box_net_done, op,
+	    err, sizeof(err)) != 0) {
+		b->refs--;
+		free(op);
+		return berr(e, 500, "internal", err);
+	}
+	return 0;
+}
+
 /* ---- what GET shows ---- */
 
 static json_t *

@@ -265,6 +265,14 @@ int xd_cmd_spec_parse(json_t *body, const struct xd_lims *lim,
     struct xd_cmd_spec *s, struct xd_perr *e);
 void xd_cmd_spec_free(struct xd_cmd_spec *s);
 
+/* POST /v1/sandboxes/{id}/install {"manager","packages","timeout_s"?}:
+ * pip (PEP 508 names, extras, version clauses) or npm (names, scopes,
+ * @version or range) packages, never an option, a URL or a path; s gets
+ * the foreground command that installs them, manager "pip" or "npm". */
+int xd_install_parse(json_t *body, const struct xd_lims *lim,
+    long timeout_max, long cap_max, struct xd_cmd_spec *s, char *manager,
+    size_t mlen, struct xd_perr *e);
+
 /* ---- exec_http.c ---- */
 
 struct evhttp_request;
@@ -331,6 +339,11 @@ int xd_broker_delete(const struct xd_cfg *c, const char *chat,
     struct xd_broker_err *e);
 int xd_broker_tier(const struct xd_cfg *c, const char *chat,
     const char *tier, struct xd_broker_err *e);
+/* GET /v1/sessions/{chat}: 0 with its effective_tier (the lower of
+ * the session's tier and the ceiling); e->status 404 when sluiced has
+ * no such session. */
+int xd_broker_get(const struct xd_cfg *c, const char *chat, char *eff,
+    size_t elen, struct xd_broker_err *e);
 /* 0 when sluiced answers GET /v1/health with 200. */
 int xd_broker_ping(const struct xd_cfg *c, struct xd_broker_err *e);
 /* The session socket to the sandbox user (sluiced makes it root's). */
@@ -485,6 +498,8 @@ struct xd_box {
 	char profile[32];
 	struct xd_lims lim;
 	char broker[16];                /* "ok", "unknown" */
+	char eff_tier[16];              /* sluiced's effective tier, "" not
+	                                 * asked yet */
 	int op;                         /* a worker changes the record */
 	struct xd_cmd *fg;
 	struct xd_cmdq cmds;            /* background, running or done */
@@ -509,6 +524,10 @@ int xd_box_delete(struct xd_box *b, xd_box_cb cb, void *arg,
 int xd_box_set_tier(struct xd_box *b, const char *tier, xd_box_cb cb,
     void *arg, struct xd_perr *e);
 json_t *xd_box_json(const struct xd_box *b);
+/* Ask sluiced (in a worker) for the box's session and its effective
+ * tier, into b->eff_tier; cb(arg, b, NULL) then, or with e. */
+int xd_box_network(struct xd_box *b, xd_box_cb cb, void *arg,
+    struct xd_perr *e);
 /* Let go of a box (exec_rec.c): freed once gone and unused. */
 void xd_box_unref(struct xd_box *b);
 /* At exit: free every box and command (the sandboxes stay). */

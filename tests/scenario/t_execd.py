@@ -28,7 +28,9 @@ and holding the one create slot: 429 scope creates); per-tenant quota; TLS with 
 (401, a tenant-bound token sees and makes only its tenant's, 403);
 SIGHUP reload (a bad file keeps the old configuration); the OpenAPI
 document matches the route table both ways and every documented route
-is served; SIGTERM drains.
+is served; SIGTERM drains; install (400 for anything but names, 403
+network_not_permitted at an effective tier off or without a session,
+pip from a loopback registry through sluiced).
 
 Skips (77) without root or user namespaces; fails then under
 SLUICE_TEST_STRICT=1."""
@@ -1160,6 +1162,113 @@ def openapi_routes(env):
         check(r.status < 300 or (r.json and "error" in r.json and
                                  r.json["error"].get("code")),
               "%s %s: error shape: %r" % (m, path, r))
+
+
+@S.case
+def install(env):
+    """install: 400 for anything but package names (options, URLs,
+    paths, markers, aliases), 403 network_not_permitted when sluiced's
+    effective tier for the session is off (or it has no session), and a
+    real pip install from a loopback registry through sluiced."""
+    import functools
+    import http.server
+    sys.path.insert(0, os.path.join(SRCDIR, "demo"))
+    import registry
+    root = env.path("registry")
+    registry.make_index(root)
+    handler = functools.partial(registry.Quiet, directory=root)
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    srv.daemon_threads = True
+    hits = []
+    orig = registry.Quiet.do_GET
+
+    def counting(self):
+        hits.append(self.path)
+        return orig(self)
+    registry.Quiet.do_GET = counting
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.2},
+                     daemon=True).start()
+    env.closers.append(lambda: (srv.shutdown(), srv.server_close(),
+                                setattr(registry.Quiet, "do_GET", orig)))
+    port = srv.server_address[1]
+    preflight()
+    os.chmod(os.path.dirname(env.dir), 0o711)
+    os.chmod(env.dir, 0o711)
+    # pypi.org is loopback to this sluiced: nothing leaves the host
+    cfg = env.config(sessions=[], ceiling="public",
+                     ports={"registries": [443, 80, port],
+                            "public": [443, 80]},
+                     dns={"hosts": {"pypi.org": ["127.0.0.1"]},
+                          "timeout_ms": 2000})
+    env.sluiced(cfg)
+    ctl = os.path.join(cfg["runtime_dir"], "control.sock")
+    x = Execd(env, ctl).start()
+    create(x, "i0", network={"tier": "off"})
+    create(x, "i1", network={"tier": "registries"})
+    url = "/v1/sandboxes/%s/install"
+    # names only: never an option, URL, path, marker or alias
+    for m, bad in (("pip", "-e"), ("pip", "--index-url=http://x/"),
+                   ("pip", "http://x/p.whl"), ("pip", "p @ http://x/"),
+                   ("pip", "../p"), ("pip", "p; os_name=='nt'"),
+                   ("pip", "p==1 ; x"), ("pip", "p[a,]"), ("pip", "p=1"),
+                   ("pip", ""), ("pip", "p -r x"), ("npm", "--global"),
+                   ("npm", "git+ssh://h/r"), ("npm", "./dir"),
+                   ("npm", "x@npm:y"), ("npm", "x@file:../y"),
+                   ("npm", "@scope"), ("npm", "Upper"), ("npm", "x@-g")):
+        check_err(x.app("POST", url % "i1", {"manager": m,
+                                              "packages": [bad]}),
+                  400, "bad_request", "%s %r" % (m, bad))
+    for body in ({"manager": "apt", "packages": ["x"]},
+                 {"manager": "pip", "packages": []},
+                 {"manager": "pip", "packages": "x"},
+                 {"manager": "pip", "packages": ["x"], "index": "y"}):
+        check_err(x.app("POST", url % "i1", body), 400, "bad_request",
+                  "body %r" % body)
+    # tier off: no registry
+    r = x.app("POST", url % "i0", {"manager": "pip", "packages": ["x"]})
+    check_err(r, 403, "network_not_permitted", "tier off")
+    check_eq(r.json["error"].get("effective_tier"), "off", "effective")
+    check_err(x.app("POST", url % "i0", {"manager": "npm",
+                                         "packages": ["left-pad@^1.3"]}),
+              403, "network_not_permitted", "npm, tier off")
+    # the ceiling lowers the effective tier below the sandbox's own
+    check_eq(api_unix(ctl, "PUT", "/v1/ceiling", {"tier": "off"}).status,
+             200, "ceiling off")
+    check_err(x.app("POST", url % "i1", {"manager": "pip",
+                                         "packages": ["x"]}),
+              403, "network_not_permitted", "ceiling off")
+    check_eq(api_unix(ctl, "PUT", "/v1/ceiling", {"tier": "public"}).status,
+             200, "ceiling public")
+    # a vanished session: no network
+    check_eq(api_unix(ctl, "DELETE", "/v1/sessions/i0").status in (200, 204),
+             True, "session deleted")
+    r = x.app("POST", url % "i0", {"manager": "pip", "packages": ["x"]})
+    check_err(r, 403, "network_not_permitted", "no session")
+    check_eq(r.json["error"].get("broker"), "missing", "broker missing")
+    # a real install through sluiced from the loopback registry
+    ex(x, "i1", {"shell": "mkdir -p ~/.config/pip && printf '[global]\\n"
+                 "index-url = http://pypi.org:%d/simple/\\n"
+                 "trusted-host = pypi.org\\n' > "
+                 "~/.config/pip/pip.conf" % port})
+    r = x.app("POST", url % "i1", {"manager": "pip",
+                                   "packages": ["sluicedemo==1.0"]},
+              timeout=180)
+    check_eq(r.status, 200, "install: %r" % r)
+    o = r.json
+    check_eq(o["command"], ["python3", "-m", "pip", "install", "--user",
+                            "--no-input", "--disable-pip-version-check",
+                            "--progress-bar", "off", "sluicedemo==1.0"],
+             "argv")
+    check(o["exit_code"] == 0 and o["manager"] == "pip",
+          "pip install: %r (registry saw %r)" % (o, hits))
+    check(any(h.startswith("/files/sluicedemo") for h in hits),
+          "the wheel came from the loopback registry: %r" % hits)
+    o = ex(x, "i1", {"cmd": ["python3", "-c",
+                             "import sluicedemo; print(sluicedemo.VALUE)"]})
+    check_eq(o["stdout"], "42\n", "installed: %r" % o)
+    # it went through the broker: sluiced logged the registry's host
+    with open(cfg["log"]["path"]) as f:
+        check("pypi.org" in f.read(), "sluiced's log names pypi.org")
 
 
 def runsc_works():
