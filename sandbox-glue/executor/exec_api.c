@@ -254,6 +254,41 @@ box_of(struct xd_call *k)
 	return b;
 }
 
+/* The audit record of a lifecycle call: b the sandbox (NULL: what the
+ * body named), e the refusal (NULL: done). */
+static void
+audit_call(struct xd_call *k, const char *action, const struct xd_box *b,
+    int status, const struct xd_perr *e)
+{
+	const char *id = k->arg[0], *tenant = "", *user = "";
+
+	if (b != NULL) {
+		id = b->rec.chat;
+		tenant = b->rec.tenant;
+		user = b->rec.user;
+	} else if (k->body != NULL) {
+		const char *s;
+
+		if (id == NULL && (s = json_string_value(json_object_get(
+		    k->body, "id"))) != NULL)
+			id = s;
+		if ((s = json_string_value(json_object_get(k->body,
+		    "tenant"))) != NULL)
+			tenant = s;
+		if ((s = json_string_value(json_object_get(k->body, "user")))
+		    != NULL)
+			user = s;
+	}
+	if (b == NULL && k->box != NULL) {
+		tenant = k->box->rec.tenant;
+		user = k->box->rec.user;
+	}
+	xd_audit_box(k->xd, action, k->who, xd_role_name(k->role),
+	    id != NULL ? id : "", tenant, user, e != NULL ? e->status : status,
+	    e != NULL ? e->code : NULL, e != NULL ? json_pack("{s:s}",
+	    "message", e->msg) : NULL);
+}
+
 /* ---- sandboxes ---- */
 
 static void
@@ -305,9 +340,11 @@ create_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	struct xd_call *k = arg;
 
 	if (b == NULL) {
+		audit_call(k, "create", NULL, 0, e);
 		reply_perr(k, e);
 		return;
 	}
+	audit_call(k, "create", b, 201, NULL);
 	reply_json(k, 201, xd_box_json(b));
 }
 
@@ -338,8 +375,10 @@ h_create(struct xd_call *k)
 		return;
 	}
 	call_wait(k);
-	if (xd_box_create(k->xd, &s, create_cb, k, &e) != 0)
+	if (xd_box_create(k->xd, &s, create_cb, k, &e) != 0) {
+		audit_call(k, "create", NULL, 0, &e);
 		reply_perr(k, &e);
+	}
 }
 
 static void
@@ -357,9 +396,13 @@ box_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	struct xd_call *k = arg;
 
 	if (b == NULL) {
+		audit_call(k, "tier", NULL, 0, e);
 		reply_perr(k, e);
 		return;
 	}
+	xd_audit_box(k->xd, "tier", k->who, xd_role_name(k->role),
+	    b->rec.chat, b->rec.tenant, b->rec.user, 200, NULL,
+	    json_pack("{s:s}", "tier", b->rec.tier));
 	reply_json(k, 200, xd_box_json(b));
 }
 
@@ -393,8 +436,10 @@ h_patch(struct xd_call *k)
 		return;
 	}
 	call_wait(k);
-	if (xd_box_set_tier(b, tier, box_cb, k, &e) != 0)
+	if (xd_box_set_tier(b, tier, box_cb, k, &e) != 0) {
+		audit_call(k, "tier", NULL, 0, &e);
 		reply_perr(k, &e);
+	}
 }
 
 static void
@@ -403,9 +448,13 @@ delete_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	struct xd_call *k = arg;
 
 	if (b == NULL) {
+		audit_call(k, "delete", NULL, 0, e);
 		reply_perr(k, e);
 		return;
 	}
+	xd_audit_box(k->xd, "delete", k->who, xd_role_name(k->role),
+	    b->rec.chat, b->rec.tenant, b->rec.user, 200, NULL,
+	    json_pack("{s:s}", "broker", b->broker));
 	reply_json(k, 200, json_pack("{s:s,s:b,s:s}", "id", b->rec.chat,
 	    "deleted", 1, "broker", b->broker));
 }
@@ -426,8 +475,10 @@ h_delete(struct xd_call *k)
 		return;
 	memset(&e, 0, sizeof(e));
 	call_wait(k);
-	if (xd_box_delete(b, delete_cb, k, &e) != 0)
+	if (xd_box_delete(b, delete_cb, k, &e) != 0) {
+		audit_call(k, "delete", NULL, 0, &e);
 		reply_perr(k, &e);
+	}
 }
 
 /* ---- commands ---- */
@@ -599,6 +650,15 @@ wants_sse(struct xd_call *k)
 	return a != NULL && strstr(a, "text/event-stream") != NULL;
 }
 
+/* Who started c, for its audit record. */
+static void
+cmd_caller(struct xd_call *k, struct xd_cmd *c)
+{
+	snprintf(c->who, sizeof(c->who), "%s", k->who);
+	snprintf(c->role, sizeof(c->role), "%s", xd_role_name(k->role));
+	c->install = k->install;
+}
+
 /* Start s as b's foreground command answered by exec_sink (k waits
  * once started). */
 static void
@@ -615,6 +675,7 @@ fg_start(struct xd_call *k, struct xd_box *b, const struct xd_cmd_spec *s)
 		reply_perr(k, &e);
 		return;
 	}
+	cmd_caller(k, k->cmd);
 	if (!k->pending)
 		call_wait(k);
 	if (k->sse) {
@@ -669,6 +730,7 @@ install_net_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 		    "package registry", b->rec.chat, strcmp(b->broker,
 		    "missing") == 0 ? "sluiced has no session for it, so it "
 		    "has no network; it" : "its effective tier \"off\"");
+		audit_call(k, "install", b, 0, &ne);
 		reply_perr(k, &ne);
 		return;
 	}
@@ -720,6 +782,7 @@ h_cmd_start(struct xd_call *k)
 		reply_perr(k, &e);
 		return;
 	}
+	cmd_caller(k, c);
 	reply_json(k, 202, json_pack("{s:s,s:s}", "id", c->id, "status",
 	    "running"));
 }

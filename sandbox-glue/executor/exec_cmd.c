@@ -352,6 +352,7 @@ cmd_finish(struct xd_cmd *c, int st)
 		b->fg = NULL;
 	xd_log(XD_LOG_DEBUG, "sandbox %s: command %s ended (0x%x)",
 	    b->rec.chat, c->id, st);
+	xd_audit_cmd(c);
 	/* the answer first: the clean-up below forks a worker and writes
 	 * the record, which the caller need not wait for */
 	proc = c->proc;
@@ -540,6 +541,7 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 	c->sink = sink;
 	c->sink_arg = sink_arg;
 	snprintf(c->id, sizeof(c->id), "c%lu", ++b->cmd_seq);
+	snprintf(c->cwd, sizeof(c->cwd), "%s", spec->cwd);
 	for (i = 0; i < 2; i++) {
 		c->out[i].cap = mode == XD_OUT_RING ? xd->cfg->ring_bytes :
 		    (size_t)spec->output_cap;

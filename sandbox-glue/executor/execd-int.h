@@ -23,6 +23,8 @@
  *                  kernel enforces its bytes and inodes)
  *   exec_snap.c    workspace snapshots: what a command changed, its
  *                  artifacts under outputs/ with SHA-256
+ *   exec_audit.c   the audit log: a record per lifecycle action and per
+ *                  command, in the connection log's hash-chained format
  *   exec_cmd.c     commands: spawn, pipes, deadline, output kept, capped,
  *                  streamed or in a ring, kill, exit
  *   exec_box.c     the sandboxes: records, quotas, uid slots, create,
@@ -154,6 +156,7 @@ struct xd_cfg {
 	int control_timeout_ms;
 	char shim[SBX_PATH_MAX];
 	char mke2fs[SBX_PATH_MAX];      /* makes workspace file systems */
+	char audit_log[SBX_PATH_MAX];   /* log.path: the audit log */
 	char backend[16];
 	char tier[16];
 	char cgroups[8];
@@ -395,6 +398,22 @@ int xd_fs_edit(const struct sbx_rec *r, const char *path, const char *old,
     size_t oldn, const char *new_, size_t newn, uint64_t max,
     json_t **out, struct xd_perr *e);
 
+/* ---- exec_audit.c ---- */
+
+struct xd_cmd;
+/* Open cfg->audit_log (its directory made 0750): -1 with err. */
+int xd_audit_open(struct xd *xd, char *err, size_t errlen);
+void xd_audit_reopen(struct xd *xd);
+void xd_audit_close(struct xd *xd);
+/* One lifecycle record: action ("create", "delete", "tier",
+ * "install"), the caller, the sandbox, the outcome (HTTP status and
+ * error code or NULL); detail (consumed, may be NULL) more of it. */
+void xd_audit_box(struct xd *xd, const char *action, const char *who,
+    const char *role, const char *id, const char *tenant, const char *user,
+    int status, const char *code, json_t *detail);
+/* One record for an ended command. */
+void xd_audit_cmd(const struct xd_cmd *c);
+
 /* ---- exec_cmd.c ---- */
 
 struct xd_box;
@@ -447,6 +466,9 @@ struct xd_cmd {
 	int oom_known;
 	int paused;
 	json_t *argv;                   /* for status */
+	char cwd[SBX_PATH_MAX];
+	char who[96], role[16];         /* the caller, for the audit log */
+	int install;                    /* started by install */
 	struct xd_snap *snap;           /* the workspace at the start */
 	json_t *changes;                /* xd_snap_diff at the end */
 	const struct xd_sink *sink;
@@ -551,6 +573,7 @@ struct evhttp;
 struct evhttp_bound_socket;
 struct event_base;
 struct ssl_ctx_st;
+struct clog;
 struct xd_call;
 TAILQ_HEAD(xd_callq, xd_call);
 
@@ -568,6 +591,7 @@ struct xd {
 	struct evhttp_bound_socket *bound_unix, *bound_tls;
 	struct ssl_ctx_st *tls_ctx;
 	char sock_path[SBX_PATH_MAX + 16];     /* canonical, "" none */
+	struct clog *audit;             /* exec_audit.c */
 	struct usock_id sock_id;
 };
 

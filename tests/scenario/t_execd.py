@@ -30,7 +30,8 @@ SIGHUP reload (a bad file keeps the old configuration); the OpenAPI
 document matches the route table both ways and every documented route
 is served; SIGTERM drains; install (400 for anything but names, 403
 network_not_permitted at an effective tier off or without a session,
-pip from a loopback registry through sluiced).
+pip from a loopback registry through sluiced); the audit log (a record
+per lifecycle action and command, verified by sluicectl log verify).
 
 Skips (77) without root or user namespaces; fails then under
 SLUICE_TEST_STRICT=1."""
@@ -55,6 +56,7 @@ from harness import (Suite, Skip, Fail, check, check_eq, log,  # noqa: E402
 S = Suite("t_execd", time_limit=600)
 
 EXECD = os.path.join(BUILDDIR, "sandbox-glue", "executor", "sluice-execd")
+SLUICECTL = os.path.join(BUILDDIR, "proxy", "sluicectl", "sluicectl")
 SHIM = os.path.abspath(os.path.join(BUILDDIR, "sandbox-glue", "shim",
                                     "sluice-shim"))
 OPENAPI = os.path.join(SRCDIR, "sandbox-glue", "executor", "openapi.json")
@@ -199,6 +201,7 @@ class Execd:
             "max_file_bytes": 1 << 20,
             "ring_bytes": 4096,
             "limits_max": {"timeout_s": 120, "memory_mb": 4096},
+            "log": {"path": env.path("xaudit/execd.jsonl")},
         }
         for k, v in over.items():
             if isinstance(v, dict) and isinstance(self.conf.get(k), dict):
@@ -1269,6 +1272,76 @@ def install(env):
     # it went through the broker: sluiced logged the registry's host
     with open(cfg["log"]["path"]) as f:
         check("pypi.org" in f.read(), "sluiced's log names pypi.org")
+
+
+@S.case
+def audit_log(env):
+    """Every lifecycle action and every command is one record of the
+    executor's own hash-chained log (the connection log's format), with
+    who, tenant, user, argv (capped), cwd, exit, duration, bytes out,
+    oom and timeout; sluicectl log verify --file passes, and fails once
+    a record is changed."""
+    d, ctl, x = start(env)
+    path = x.conf["log"]["path"]
+    create(x, "au1", tenant="acme", user="bob")
+    check_err(x.app("POST", "/v1/sandboxes", {"id": "au1",
+                                              "network": {"tier": "off"}}),
+              409, "exists", "second create")
+    ex(x, "au1", {"shell": "mkdir -p sub; printf 12345; echo e >&2; exit 3"})
+    ex(x, "au1", {"cmd": ["sleep", "5"], "timeout_s": 1, "cwd": "sub"})
+    ex(x, "au1", {"cmd": ["echo"] + ["w" * 300] * 80})
+    r = x.app("POST", "/v1/sandboxes/au1/commands", {"shell": "exit 0"})
+    check_eq(r.status, 202, "background")
+    wait_until(lambda: x.app("GET", "/v1/sandboxes/au1/commands/" +
+                             r.json["id"]).json.get("status") == "exited",
+               20, what="background exit")
+    check_eq(x.app("PATCH", "/v1/sandboxes/au1",
+                   {"network": {"tier": "off"}}).status, 200, "tier")
+    check_eq(x.app("DELETE", "/v1/sandboxes/au1", timeout=60).status, 200,
+             "delete")
+    with open(path) as f:
+        recs = [json.loads(ln) for ln in f]
+    for rec in recs:
+        check(all(k in rec for k in ("seq", "ts", "prev", "hash")),
+              "chained record: %r" % rec)
+    box = [(r_["action"], r_["status"], r_["code"]) for r_ in recs
+           if r_["event"] == "sandbox"]
+    check_eq(box, [("create", 201, None), ("create", 409, "exists"),
+                   ("tier", 200, None), ("delete", 200, None)],
+             "lifecycle records")
+    cr = [r_ for r_ in recs if r_["event"] == "sandbox"][0]
+    check_eq((cr["who"], cr["role"], cr["sandbox"], cr["tenant"],
+              cr["user"]), ("uid:%d" % NOBODY, "app", "au1", "acme", "bob"),
+             "create record")
+    cmds = [r_ for r_ in recs if r_["event"] == "command"]
+    check_eq(len(cmds), 4, "one record per command: %r" % cmds)
+    c1, c2, c3, c4 = cmds
+    check_eq((c1["who"], c1["role"], c1["tenant"], c1["user"], c1["kind"],
+              c1["argv"][:2], c1["cwd"], c1["exit_code"], c1["signal"],
+              c1["stdout_bytes"], c1["stderr_bytes"], c1["oom_killed"],
+              c1["timed_out"]),
+             ("uid:%d" % NOBODY, "app", "acme", "bob", "foreground",
+              ["/bin/sh", "-c"], "/workspace", 3, None, 5, 2, False,
+              False), "command record")
+    check(isinstance(c1["duration_ms"], int) and c1["duration_ms"] >= 0,
+          "duration")
+    check_eq((c2["argv"], c2["cwd"], c2["timed_out"]),
+             (["sleep", "5"], "/workspace/sub", True), "timed out")
+    check(c3["argv_truncated"] and len(json.dumps(c3["argv"])) < 4096,
+          "argv capped: %d" % len(json.dumps(c3["argv"])))
+    check_eq(c4["kind"], "background", "background record")
+    v = subprocess.run([SLUICECTL, "log", "verify", "--file", path],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    check_eq(v.returncode, 0, "verify: %s" % v.stdout.decode())
+    # a changed record breaks the chain
+    with open(path) as f:
+        text = f.read()
+    bad = env.path("tampered.jsonl")
+    with open(bad, "w") as f:
+        f.write(text.replace('"exit_code":3', '"exit_code":0', 1))
+    v = subprocess.run([SLUICECTL, "log", "verify", "--file", bad],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    check(v.returncode != 0, "tampered log verifies: %s" % v.stdout.decode())
 
 
 def runsc_works():

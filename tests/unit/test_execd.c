@@ -70,6 +70,17 @@ t_cfg(void **state)
 	    sizeof(err)), -1);
 	assert_int_equal(cfg(&c, "{\"backend\": \"kvm\"}", err, sizeof(err)),
 	    -1);
+	/* the audit log: a default under /var/log/sluice, an absolute path */
+	assert_int_equal(cfg(&c, "{}", err, sizeof(err)), 0);
+	assert_string_equal(c.audit_log, "/var/log/sluice/execd.jsonl");
+	assert_int_equal(cfg(&c, "{\"log\": {\"path\": \"/x/a.jsonl\"}}", err,
+	    sizeof(err)), 0);
+	assert_string_equal(c.audit_log, "/x/a.jsonl");
+	assert_int_equal(cfg(&c, "{\"log\": {\"path\": \"rel\"}}", err,
+	    sizeof(err)), -1);
+	assert_non_null(strstr(err, "log.path"));
+	assert_int_equal(cfg(&c, "{\"log\": {\"file\": \"/x\"}}", err,
+	    sizeof(err)), -1);
 }
 
 static void
