@@ -92,6 +92,8 @@ struct xd_call {
 	int install;
 	struct xd_cmd_spec ispec;
 	char manager[8];
+	/* events: a subscriber */
+	struct xd_sub sub;
 };
 
 static void h_health(struct xd_call *k);
@@ -113,6 +115,8 @@ static void h_file_put(struct xd_call *k);
 static void h_file_delete(struct xd_call *k);
 static void h_edit(struct xd_call *k);
 static void h_install(struct xd_call *k);
+static void h_events(struct xd_call *k);
+static void h_metrics(struct xd_call *k);
 
 #define R(m, pat, role, body, q, fn) \
 	{ EVHTTP_REQ_##m, #m, pat, XD_ROLE_##role, body, q, fn }
@@ -121,6 +125,8 @@ static void h_install(struct xd_call *k);
  * openapi.json; tests/scenario/t_execd.py checks both ways). */
 static const struct route routes[] = {
 	R(GET, "/v1/health", AUDITOR, B_NONE, ",", h_health),
+	R(GET, "/v1/metrics", AUDITOR, B_NONE, ",", h_metrics),
+	R(GET, "/v1/events", AUDITOR, B_NONE, ",", h_events),
 	R(GET, "/v1/sandboxes", AUDITOR, B_NONE, ",tenant,user,", h_list),
 	R(POST, "/v1/sandboxes", APP, B_JSON, ",", h_create),
 	R(GET, "/v1/sandboxes/{id}", AUDITOR, B_NONE, ",", h_get),
@@ -912,6 +918,189 @@ h_cancel(struct xd_call *k)
 	reply_json(k, 200, json_pack("{s:i}", "cancelled", n));
 }
 
+/* ---- events and metrics ---- */
+
+/* The end of a subscriber: the stream closed (the terminal chunk
+ * queued when the connection is still there) and the call freed. */
+static void
+sub_end(struct xd_call *k)
+{
+	xd_event_unsub(k->xd, &k->sub);
+	if (k->evcon != NULL) {
+		evhttp_connection_set_closecb(k->evcon, NULL, NULL);
+		k->evcon = NULL;
+	}
+	evhttp_send_reply_end(k->req);
+	call_free(k);
+}
+
+static void
+sub_end_later(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	sub_end(arg);
+}
+
+static void
+sub_frame(void *arg, const char *frame, size_t n)
+{
+	static const char dropped[] = "event: dropped\ndata: {\"reason\":"
+	    "\"slow reader\"}\n\n";
+	struct xd_call *k = arg;
+	struct evbuffer *b;
+
+	if (k->gone)
+		return;
+	if ((b = evbuffer_new()) == NULL)
+		return;
+	/* a reader that does not keep up is dropped: what it has not read
+	 * stays below events_buffer_bytes and one event */
+	if (out_queued(k) > k->xd->cfg->events_buffer) {
+		k->xd->stats.events_dropped++;
+		xd_log(XD_LOG_INFO, "%s: events: a slow reader dropped",
+		    k->who);
+		evbuffer_add(b, dropped, sizeof(dropped) - 1);
+		evhttp_send_reply_chunk(k->req, b);
+		evbuffer_free(b);
+		k->gone = 1;
+		xd_event_unsub(k->xd, &k->sub);
+		/* not from inside xd_event's walk: it frees k */
+		if (event_base_once(k->xd->base, -1, EV_TIMEOUT, sub_end_later,
+		    k, NULL) != 0)
+			sub_end(k);
+		return;
+	}
+	evbuffer_add(b, frame, n);
+	evhttp_send_reply_chunk(k->req, b);
+	evbuffer_free(b);
+}
+
+static void
+sub_closed(struct evhttp_connection *evcon, void *arg)
+{
+	struct xd_call *k = arg;
+
+	(void)evcon;
+	k->evcon = NULL;
+	if (k->gone)
+		return;         /* sub_end_later is on its way */
+	k->gone = 1;
+	xd_event_unsub(k->xd, &k->sub);
+	if (event_base_once(k->xd->base, -1, EV_TIMEOUT, sub_end_later, k,
+	    NULL) != 0)
+		xd_log(XD_LOG_WARN, "events: cannot end a stream");
+}
+
+static void
+h_events(struct xd_call *k)
+{
+	struct evkeyvalq *h = evhttp_request_get_output_headers(k->req);
+	struct evbuffer *b;
+
+	evhttp_add_header(h, "Content-Type", "text/event-stream");
+	evhttp_add_header(h, "Cache-Control", "no-store");
+	evhttp_send_reply_start(k->req, 200, "OK");
+	if ((k->evcon = evhttp_request_get_connection(k->req)) != NULL)
+		evhttp_connection_set_closecb(k->evcon, sub_closed, k);
+	/* a first comment: the client knows it is subscribed */
+	if ((b = evbuffer_new()) != NULL) {
+		evbuffer_add_printf(b, ": subscribed\n\n");
+		evhttp_send_reply_chunk(k->req, b);
+		evbuffer_free(b);
+	}
+	k->sub.fn = sub_frame;
+	k->sub.arg = k;
+	xd_event_sub(k->xd, &k->sub);
+}
+
+static void
+h_metrics(struct xd_call *k)
+{
+	const struct xd_cfg *c = k->xd->cfg;
+	const struct xd_stats *st = &k->xd->stats;
+	struct evbuffer *o = evbuffer_new();
+	long n[4] = { 0, 0, 0, 0 }, fg = 0, bg = 0, subs = 0;
+	struct xd_box *b;
+	struct xd_cmd *x;
+	struct xd_sub *s;
+
+	if (o == NULL) {
+		reply_err(k, 500, "internal", "out of memory");
+		return;
+	}
+	TAILQ_FOREACH(b, &k->xd->boxes, link) {
+		n[b->state <= XD_BOX_GONE ? b->state : XD_BOX_GONE]++;
+		fg += b->fg != NULL;
+		TAILQ_FOREACH(x, &b->cmds, link)
+			bg += x->running;
+	}
+	TAILQ_FOREACH(s, &k->xd->subs, link)
+		subs++;
+#define M(name, type, help) evbuffer_add_printf(o, "# HELP sluice_execd_" \
+	name " " help "\n# TYPE sluice_execd_" name " " type "\n")
+	M("sandboxes", "gauge", "Sandboxes by state.");
+	evbuffer_add_printf(o, "sluice_execd_sandboxes{state=\"creating\"} "
+	    "%ld\nsluice_execd_sandboxes{state=\"running\"} %ld\n"
+	    "sluice_execd_sandboxes{state=\"deleting\"} %ld\n",
+	    n[XD_BOX_CREATING], n[XD_BOX_RUNNING], n[XD_BOX_DELETING]);
+	M("sandboxes_created_total", "counter", "Sandboxes created.");
+	evbuffer_add_printf(o, "sluice_execd_sandboxes_created_total %llu\n",
+	    (unsigned long long)st->created);
+	M("sandbox_creates_failed_total", "counter", "Creates that failed.");
+	evbuffer_add_printf(o, "sluice_execd_sandbox_creates_failed_total "
+	    "%llu\n", (unsigned long long)st->create_failed);
+	M("sandboxes_removed_total", "counter", "Sandboxes removed.");
+	evbuffer_add_printf(o, "sluice_execd_sandboxes_removed_total %llu\n",
+	    (unsigned long long)st->removed);
+	M("commands_running", "gauge", "Commands running.");
+	evbuffer_add_printf(o, "sluice_execd_commands_running{kind="
+	    "\"foreground\"} %ld\nsluice_execd_commands_running{kind="
+	    "\"background\"} %ld\n", fg, bg);
+	M("commands_started_total", "counter", "Commands started.");
+	evbuffer_add_printf(o, "sluice_execd_commands_started_total %llu\n",
+	    (unsigned long long)st->cmds_started);
+	M("commands_exited_total", "counter", "Commands ended.");
+	evbuffer_add_printf(o, "sluice_execd_commands_exited_total %llu\n",
+	    (unsigned long long)st->cmds_exited);
+	M("commands_timed_out_total", "counter", "Commands killed at their "
+	    "deadline.");
+	evbuffer_add_printf(o, "sluice_execd_commands_timed_out_total %llu\n",
+	    (unsigned long long)st->timed_out);
+	M("commands_oom_killed_total", "counter", "Commands the OOM killer "
+	    "hit.");
+	evbuffer_add_printf(o, "sluice_execd_commands_oom_killed_total %llu\n",
+	    (unsigned long long)st->oom_killed);
+	M("commands_cancelled_total", "counter", "Commands cancelled or "
+	    "stopped.");
+	evbuffer_add_printf(o, "sluice_execd_commands_cancelled_total %llu\n",
+	    (unsigned long long)st->cancelled);
+	M("quota_limit", "gauge", "Configured quotas (0: none).");
+	evbuffer_add_printf(o, "sluice_execd_quota_limit{scope=\"global\"} "
+	    "%ld\nsluice_execd_quota_limit{scope=\"tenant\"} %ld\n"
+	    "sluice_execd_quota_limit{scope=\"user\"} %ld\n"
+	    "sluice_execd_quota_limit{scope=\"creates\"} %ld\n"
+	    "sluice_execd_quota_limit{scope=\"background_per_sandbox\"} "
+	    "%ld\n", c->max_total, c->max_per_tenant, c->max_per_user,
+	    c->max_creates, c->max_background);
+	M("quota_in_use", "gauge", "What counts against the global quotas.");
+	evbuffer_add_printf(o, "sluice_execd_quota_in_use{scope=\"global\"} "
+	    "%ld\nsluice_execd_quota_in_use{scope=\"creates\"} %ld\n",
+	    n[XD_BOX_CREATING] + n[XD_BOX_RUNNING], k->xd->creating);
+	M("event_subscribers", "gauge", "GET /v1/events streams open.");
+	evbuffer_add_printf(o, "sluice_execd_event_subscribers %ld\n", subs);
+	M("event_subscribers_dropped_total", "counter", "Slow event readers "
+	    "dropped.");
+	evbuffer_add_printf(o, "sluice_execd_event_subscribers_dropped_total "
+	    "%llu\n", (unsigned long long)st->events_dropped);
+#undef M
+	evhttp_add_header(evhttp_request_get_output_headers(k->req),
+	    "Content-Type", "text/plain; version=0.0.4");
+	evhttp_send_reply(k->req, 200, "OK", o);
+	evbuffer_free(o);
+	call_free(k);
+}
+
 /* ---- files ---- */
 
 static void
@@ -1583,6 +1772,12 @@ xd_api_reload(struct xd *xd, char *err, size_t errlen)
 void
 xd_api_stop_accepting(struct xd *xd)
 {
+	struct xd_sub *sub;
+
+	/* event streams have no end of their own: they end with the
+	 * daemon */
+	while ((sub = TAILQ_FIRST(&xd->subs)) != NULL)
+		sub_end(sub->arg);
 	if (xd->bound_unix != NULL) {
 		evhttp_del_accept_socket(xd->http_unix, xd->bound_unix);
 		xd->bound_unix = NULL;
@@ -1600,6 +1795,17 @@ xd_api_stop_accepting(struct xd *xd)
 void
 xd_api_close(struct xd *xd)
 {
+	struct xd_sub *s;
+
+	while ((s = TAILQ_FIRST(&xd->subs)) != NULL) {
+		struct xd_call *k = s->arg;
+
+		xd_event_unsub(xd, s);
+		if (k->evcon != NULL)
+			evhttp_connection_set_closecb(k->evcon, NULL, NULL);
+		k->evcon = NULL;
+		call_free(k);
+	}
 	if (xd->http_unix != NULL) {
 		evhttp_free(xd->http_unix);
 		xd->http_unix = NULL;

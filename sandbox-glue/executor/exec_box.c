@@ -405,6 +405,11 @@ box_create_done(void *arg, json_t *res)
 			b->state = XD_BOX_RUNNING;
 			xd_log(XD_LOG_INFO, "sandbox %s: created (%s, tenant "
 			    "%s)", b->rec.chat, b->rec.backend, b->rec.tenant);
+			b->xd->stats.created++;
+			xd_event(b->xd, "sandbox", "created", json_pack(
+			    "{s:s,s:s,s:s,s:s,s:s}", "id", b->rec.chat,
+			    "tenant", b->rec.tenant, "user", b->rec.user,
+			    "backend", b->rec.backend, "tier", b->rec.tier));
 			op->cb(op->arg, b, NULL);
 			goto out;
 		}
@@ -416,6 +421,7 @@ box_create_done(void *arg, json_t *res)
 	else
 		perr_from(&e, res, "create failed");
 	xd_log(XD_LOG_INFO, "sandbox %s: not created: %s", b->rec.chat, e.msg);
+	b->xd->stats.create_failed++;
 	op->cb(op->arg, NULL, &e);
 	xd_perr_clear(&e);
 	box_remove(b);
@@ -573,6 +579,10 @@ box_delete_done(void *arg, json_t *res)
 		xd_log(XD_LOG_INFO, "sandbox %s: deleted", b->rec.chat);
 		if (left != NULL)
 			snprintf(b->broker, sizeof(b->broker), "left");
+		b->xd->stats.removed++;
+		xd_event(b->xd, "sandbox", "removed", json_pack(
+		    "{s:s,s:s,s:s,s:s}", "id", b->rec.chat, "tenant",
+		    b->rec.tenant, "user", b->rec.user, "broker", b->broker));
 		op->cb(op->arg, b, NULL);
 		/* finished background commands go with it; running ones
 		 * end with their sandbox and are freed then */

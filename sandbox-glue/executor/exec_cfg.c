@@ -100,6 +100,7 @@ xd_cfg_defaults(struct xd_cfg *c)
 	c->max_body_bytes = 1 << 20;
 	c->ring_bytes = 1 << 20;
 	c->stream_watermark = 256 * 1024;
+	c->events_buffer = 1024 * 1024;
 	c->drain_s = 10;
 	c->art.file_bytes = 20ull << 20;
 	c->art.count = 20;
@@ -557,7 +558,7 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	    "cgroups", "uid_base", "slots", "socket", "limits", "limits_max",
 	    "quotas", "max_file_bytes", "max_body_bytes", "ring_bytes",
 	    "stream_watermark", "drain_s", "roles", "tcp", "artifacts", "log",
-	    NULL };
+	    "events_buffer_bytes", NULL };
 	static const char *const lkeys[] = { "path", NULL };
 	static const char *const skeys[] = { "group", "mode", NULL };
 	static const char *const akeys[] = { "file_bytes", "count",
@@ -698,6 +699,8 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	if (c_u64(&x, root, "max_file_bytes", &c->max_file_bytes, 1, 0) != 0 ||
 	    c_u64(&x, root, "max_body_bytes", &c->max_body_bytes, 1, 0) != 0 ||
 	    c_u64(&x, root, "ring_bytes", &c->ring_bytes, 1, 0) != 0 ||
+	    c_u64(&x, root, "events_buffer_bytes", &c->events_buffer, 1, 0) !=
+	    0 ||
 	    c_u64(&x, root, "stream_watermark", &c->stream_watermark, 1, 0) !=
 	    0 || c_long(&x, root, "drain_s", &c->drain_s, 0, 3600) != 0)
 		goto out;
@@ -888,9 +891,12 @@ xd_cfg_json(const struct xd_cfg *c)
 		    (json_int_t)c->art.count, "total_bytes",
 		    (json_int_t)c->art.total_bytes, "walk_entries",
 		    (json_int_t)c->snap_entries));
-	if (o != NULL)
+	if (o != NULL) {
 		json_object_set_new(o, "log", json_pack("{s:s}", "path",
 		    c->audit_log));
+		json_object_set_new(o, "events_buffer_bytes", json_integer(
+		    (json_int_t)c->events_buffer));
+	}
 	if (o != NULL && c->tcp[0])
 		json_object_set_new(o, "tcp", json_pack("{s:s,s:s,s:s,s:o}",
 		    "listen", c->tcp, "tls_cert", c->tls_cert, "tls_key",

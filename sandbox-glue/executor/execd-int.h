@@ -23,6 +23,7 @@
  *                  kernel enforces its bytes and inodes)
  *   exec_snap.c    workspace snapshots: what a command changed, its
  *                  artifacts under outputs/ with SHA-256
+ *   exec_events.c  sandbox and command events for GET /v1/events
  *   exec_audit.c   the audit log: a record per lifecycle action and per
  *                  command, in the connection log's hash-chained format
  *   exec_cmd.c     commands: spawn, pipes, deadline, output kept, capped,
@@ -172,6 +173,7 @@ struct xd_cfg {
 	uint64_t max_body_bytes;        /* JSON bodies */
 	uint64_t ring_bytes;            /* per stream, background commands */
 	uint64_t stream_watermark;      /* bytes queued for a client */
+	uint64_t events_buffer;         /* queued for an events reader */
 	long drain_s;
 	struct xd_art_lims art;
 	long snap_entries;              /* entries walked per snapshot */
@@ -398,6 +400,32 @@ int xd_fs_edit(const struct sbx_rec *r, const char *path, const char *old,
     size_t oldn, const char *new_, size_t newn, uint64_t max,
     json_t **out, struct xd_perr *e);
 
+/* ---- exec_events.c ---- */
+
+/* A subscriber of GET /v1/events: fn gets each frame ("event: T\n
+ * data: {...}\n\n") and may unsubscribe s. */
+struct xd_sub {
+	TAILQ_ENTRY(xd_sub) link;
+	void (*fn)(void *arg, const char *frame, size_t n);
+	void *arg;
+	int on;
+};
+TAILQ_HEAD(xd_subq, xd_sub);
+
+void xd_event_sub(struct xd *xd, struct xd_sub *s);
+void xd_event_unsub(struct xd *xd, struct xd_sub *s);
+/* type "sandbox" (what: created, removed) or "command" (started,
+ * exited); data (consumed) the fields, "what" and "ts_ms" added. */
+void xd_event(struct xd *xd, const char *type, const char *what,
+    json_t *data);
+
+/* What GET /v1/metrics counts since the start. */
+struct xd_stats {
+	uint64_t created, create_failed, removed;
+	uint64_t cmds_started, cmds_exited, timed_out, oom_killed, cancelled;
+	uint64_t events_dropped;
+};
+
 /* ---- exec_audit.c ---- */
 
 struct xd_cmd;
@@ -592,6 +620,8 @@ struct xd {
 	struct ssl_ctx_st *tls_ctx;
 	char sock_path[SBX_PATH_MAX + 16];     /* canonical, "" none */
 	struct clog *audit;             /* exec_audit.c */
+	struct xd_subq subs;            /* exec_events.c */
+	struct xd_stats stats;
 	struct usock_id sock_id;
 };
 

@@ -251,6 +251,7 @@ main(int argc, char **argv)
 	TAILQ_INIT(&XD.boxes);
 	TAILQ_INIT(&XD.jobs);
 	TAILQ_INIT(&XD.calls);
+	TAILQ_INIT(&XD.subs);
 	signal(SIGPIPE, SIG_IGN);
 	if ((XD.base = event_base_new()) == NULL) {
 		fprintf(stderr, XD_NAME ": cannot make the event loop\n");

@@ -31,7 +31,8 @@ document matches the route table both ways and every documented route
 is served; SIGTERM drains; install (400 for anything but names, 403
 network_not_permitted at an effective tier off or without a session,
 pip from a loopback registry through sluiced); the audit log (a record
-per lifecycle action and command, verified by sluicectl log verify).
+per lifecycle action and command, verified by sluicectl log verify);
+GET /v1/events (events in order, a slow reader dropped) and /v1/metrics.
 
 Skips (77) without root or user namespaces; fails then under
 SLUICE_TEST_STRICT=1."""
@@ -1154,6 +1155,8 @@ def openapi_routes(env):
     # the sandbox's own DELETE last, so that every other route meets it
     for m, path in sorted(documented, key=lambda mp: (
             mp == ("DELETE", "/v1/sandboxes/{id}"), mp)):
+        if (m, path) == ("GET", "/v1/events"):
+            continue            # a stream without end: events_metrics
         p = path.replace("{id}", "o1").replace("{cid}", "c1").replace(
             "{path}", "f")
         body = {} if m in ("POST", "PATCH") else None
@@ -1342,6 +1345,135 @@ def audit_log(env):
     v = subprocess.run([SLUICECTL, "log", "verify", "--file", bad],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     check(v.returncode != 0, "tampered log verifies: %s" % v.stdout.decode())
+
+
+def dechunk_partial(body):
+    """The data of the complete chunks of a chunked body so far, and
+    whether the terminal chunk came."""
+    out = b""
+    while True:
+        line, sep, rest = body.partition(b"\r\n")
+        if not sep:
+            return out, False
+        n = int(line, 16)
+        if n == 0:
+            return out, True
+        if len(rest) < n + 2:
+            return out, False
+        out += rest[:n]
+        body = rest[n + 2:]
+
+
+def metrics(x):
+    r = root_call(x.sock, "GET", "/v1/metrics")
+    check_eq(r.status, 200, "metrics")
+    check(r.header("Content-Type").startswith("text/plain"), "text/plain")
+    m = {}
+    for ln in r.body.decode().split("\n"):
+        if ln and not ln.startswith("#"):
+            k, v = ln.rsplit(" ", 1)
+            m[k] = int(v)
+    return m
+
+
+@S.case
+def events_metrics(env):
+    """GET /v1/events streams sandbox created/removed and command
+    started/exited as they happen; a reader that does not keep up is
+    dropped (told so, its stream ended) while the others go on; GET
+    /v1/metrics counts sandboxes, commands, quotas and subscribers."""
+    d, ctl, x = start(env, events_buffer_bytes=1 << 20,
+                      max_body_bytes=1 << 20, quotas={"per_user": 7})
+
+    def subscribe(rcvbuf=None):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        if rcvbuf:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        s.connect(x.sock)
+        s.settimeout(30)
+        s.sendall(b"GET /v1/events HTTP/1.1\r\nHost: x\r\n\r\n")
+        return s
+    fast = subscribe()
+    got = bytearray()
+    stop = threading.Event()
+
+    def reader():
+        while not stop.is_set():
+            try:
+                b = fast.recv(1 << 20)
+            except socket.timeout:
+                continue
+            if not b:
+                break
+            got.extend(b)
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    slow = subscribe(rcvbuf=4096)
+    wait_until(lambda: metrics(x).get("sluice_execd_event_subscribers") == 2,
+               10, what="two subscribers")
+    m = metrics(x)
+    check_eq(m['sluice_execd_quota_limit{scope="user"}'], 7, "quota")
+    create(x, "ev1")
+    o = ex(x, "ev1", {"shell": "exit 2"})
+    check_eq(o["exit_code"], 2, "exec")
+
+    def events():
+        head, _, body = bytes(got).partition(b"\r\n\r\n")
+        data, _ = dechunk_partial(body)
+        return head, sse_events(data)
+    wait_until(lambda: len(events()[1]) >= 3, 10, what="three events")
+    head, ev = events()
+    check(b"text/event-stream" in head, "SSE head: %r" % head)
+    check_eq([(n, p["what"]) for n, p in ev[:3]],
+             [("sandbox", "created"), ("command", "started"),
+              ("command", "exited")], "events in order")
+    check_eq((ev[0][1]["id"], ev[0][1]["tenant"], ev[2][1]["sandbox"],
+              ev[2][1]["exit_code"], ev[1][1]["id"] == ev[2][1]["id"]),
+             ("ev1", "acme", "ev1", 2, True), "event fields: %r" % ev)
+    # the slow reader: big events it never reads
+    for i in range(16):
+        ex(x, "ev1", {"cmd": ["true", "x" * 200000]}, timeout=60)
+    wait_until(lambda: metrics(x).get(
+        "sluice_execd_event_subscribers_dropped_total") == 1, 10,
+        what="the slow reader dropped (fast got %d bytes, %r)" % (len(got), metrics(x)))
+    m = metrics(x)
+    check_eq(m["sluice_execd_event_subscribers"], 1, "one left")
+    check_eq(m["sluice_execd_commands_started_total"], 17, "started")
+    check_eq(m["sluice_execd_commands_exited_total"], 17, "exited")
+    check_eq(m['sluice_execd_sandboxes{state="running"}'], 1, "running")
+    check_eq(m['sluice_execd_quota_in_use{scope="global"}'], 1, "in use")
+    # the dropped one is told and its stream ends
+    raw = bytearray()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        b = slow.recv(1 << 20)
+        if not b:
+            break
+        raw.extend(b)
+        if dechunk_partial(bytes(raw).partition(b"\r\n\r\n")[2])[1]:
+            break
+    data, ended = dechunk_partial(bytes(raw).partition(b"\r\n\r\n")[2])
+    check(ended, "the slow stream ended")
+    check_eq(sse_events(data)[-1][0], "dropped", "told it was dropped")
+    slow.close()
+    # the fast one goes on
+    check_eq(x.app("DELETE", "/v1/sandboxes/ev1", timeout=60).status, 200,
+             "delete")
+    wait_until(lambda: ("sandbox", "removed") in [
+        (n, p["what"]) for n, p in events()[1]], 10, what="removed event")
+    check_eq(metrics(x)["sluice_execd_sandboxes_removed_total"], 1,
+             "removed counted")
+    stop.set()
+    fast.shutdown(socket.SHUT_RDWR)     # wakes the reader's recv
+    t.join(5)
+    fast.close()
+    # a reader that left is noticed at the next event sent to it (as
+    # root, from this process: a forked client would hold the socket)
+    check_eq(root_call(x.sock, "POST", "/v1/sandboxes", {
+        "id": "ev2", "network": {"tier": "off"}}, timeout=60).status, 201,
+        "create ev2")
+    wait_until(lambda: metrics(x).get("sluice_execd_event_subscribers") == 0,
+               10, what="no subscriber left")
 
 
 def runsc_works():

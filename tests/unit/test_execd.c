@@ -73,6 +73,7 @@ t_cfg(void **state)
 	/* the audit log: a default under /var/log/sluice, an absolute path */
 	assert_int_equal(cfg(&c, "{}", err, sizeof(err)), 0);
 	assert_string_equal(c.audit_log, "/var/log/sluice/execd.jsonl");
+	assert_int_equal(c.events_buffer, 1048576);
 	assert_int_equal(cfg(&c, "{\"log\": {\"path\": \"/x/a.jsonl\"}}", err,
 	    sizeof(err)), 0);
 	assert_string_equal(c.audit_log, "/x/a.jsonl");
