@@ -388,12 +388,38 @@ h_create(struct xd_call *k)
 }
 
 static void
+get_net_cb(void *arg, struct xd_box *b, struct xd_perr *e)
+{
+	struct xd_call *k = arg;
+
+	/* sluiced unreachable or refusing: the record still answers, its
+	 * network says so */
+	(void)b;
+	if (e != NULL)
+		xd_perr_clear(e);
+	reply_json(k, 200, xd_box_json(k->box));
+}
+
+/* The sandbox with its network as sluiced has it now: a session that
+ * vanished (sluiced restarted, or it was deleted) is made again here. */
+static void
 h_get(struct xd_call *k)
 {
 	struct xd_box *b = box_of(k);
+	struct xd_perr e;
 
-	if (b != NULL)
+	if (b == NULL)
+		return;
+	memset(&e, 0, sizeof(e));
+	if (b->state != XD_BOX_RUNNING) {
 		reply_json(k, 200, xd_box_json(b));
+		return;
+	}
+	call_wait(k);
+	if (xd_box_network(b, get_net_cb, k, &e) != 0) {
+		xd_perr_clear(&e);
+		reply_json(k, 200, xd_box_json(b));
+	}
 }
 
 static void

@@ -30,7 +30,8 @@ SIGHUP reload (a bad file keeps the old configuration); the OpenAPI
 document matches the route table both ways and every documented route
 is served; SIGTERM drains; install (400 for anything but names, 403
 network_not_permitted at an effective tier off or without a session,
-pip from a loopback registry through sluiced); the audit log (a record
+pip from a loopback registry through sluiced; a vanished broker session
+made again on the next GET, which shows it); the audit log (a record
 per lifecycle action and command, verified by sluicectl log verify);
 GET /v1/events (events in order, a slow reader dropped) and /v1/metrics.
 
@@ -1206,7 +1207,7 @@ def install(env):
                             "public": [443, 80]},
                      dns={"hosts": {"pypi.org": ["127.0.0.1"]},
                           "timeout_ms": 2000})
-    env.sluiced(cfg)
+    d = env.sluiced(cfg)
     ctl = os.path.join(cfg["runtime_dir"], "control.sock")
     x = Execd(env, ctl).start()
     create(x, "i0", network={"tier": "off"})
@@ -1245,12 +1246,13 @@ def install(env):
               403, "network_not_permitted", "ceiling off")
     check_eq(api_unix(ctl, "PUT", "/v1/ceiling", {"tier": "public"}).status,
              200, "ceiling public")
-    # a vanished session: no network
+    # a vanished session is made again, with the sandbox's tier (off)
     check_eq(api_unix(ctl, "DELETE", "/v1/sessions/i0").status in (200, 204),
              True, "session deleted")
     r = x.app("POST", url % "i0", {"manager": "pip", "packages": ["x"]})
-    check_err(r, 403, "network_not_permitted", "no session")
-    check_eq(r.json["error"].get("broker"), "missing", "broker missing")
+    check_err(r, 403, "network_not_permitted", "repaired at tier off")
+    check_eq(r.json["error"].get("broker"), "repaired", "broker repaired")
+    check_eq(session(ctl, "i0").json["tier"], "off", "session made again")
     # a real install through sluiced from the loopback registry
     ex(x, "i1", {"shell": "mkdir -p ~/.config/pip && printf '[global]\\n"
                  "index-url = http://pypi.org:%d/simple/\\n"
@@ -1275,6 +1277,30 @@ def install(env):
     # it went through the broker: sluiced logged the registry's host
     with open(cfg["log"]["path"]) as f:
         check("pypi.org" in f.read(), "sluiced's log names pypi.org")
+    # the broker in step: a session that vanished is made again on the
+    # next GET, which shows it, and the sandbox reaches the registry
+    # through it again
+    check_eq(api_unix(ctl, "DELETE", "/v1/sessions/i1").status in (200, 204),
+             True, "session i1 deleted")
+    check_eq(session(ctl, "i1").status, 404, "gone from sluiced")
+    g = x.app("GET", "/v1/sandboxes/i1").json
+    check_eq((g["network"]["broker"], g["network"]["tier"],
+              g["network"]["effective_tier"]),
+             ("repaired", "registries", "registries"), "GET: %r" % g)
+    check_eq(session(ctl, "i1").json["tier"], "registries", "made again")
+    g = x.app("GET", "/v1/sandboxes/i1").json
+    check_eq(g["network"]["broker"], "ok", "in step again")
+    n = len(hits)
+    o = ex(x, "i1", {"cmd": ["python3", "-c", "import urllib.request as u; "
+                             "print(u.urlopen('http://pypi.org:%d/simple/')"
+                             ".status)" % port]}, timeout=60)
+    check_eq(o["stdout"], "200\n", "through the repaired session: %r" % o)
+    check(len(hits) > n, "the registry was reached")
+    # sluiced unreachable: GET still answers and says so
+    d.stop()
+    g = x.app("GET", "/v1/sandboxes/i1").json
+    check_eq((g["network"]["broker"], g["network"]["effective_tier"]),
+             ("unreachable", None), "GET without sluiced: %r" % g)
 
 
 @S.case
