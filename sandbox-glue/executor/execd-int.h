@@ -57,21 +57,24 @@
  *  - artifacts and changes: xd_cmd's exit path (cmd_finish in
  *    exec_cmd.c) is where a snapshot taken in xd_cmd_start is compared;
  *    results are built by xd_cmd_result;
- *  - install: one more handler in exec_api.c that builds an xd_cmd_spec;
+ *  - install: done (h_install in exec_api.c, xd_install_parse; the
+ *    tier from sluiced through xd_box_network);
  *  - workspace quota: box_create_child in exec_box.c makes the
  *    workspace (a loop mount or a project quota goes there, and its
  *    removal in box_delete_child);
  *  - suspend/resume/remove/archive: struct xd_box has last_used; a
  *    timer in exec_box.c walks xd->boxes; xd_cmd_start is the one place
  *    a command starts (resume there);
- *  - audit log: xd_call carries who/role/tenant; exec_api.c's handlers
- *    and cmd_finish are where records are written;
+ *  - audit log: done (exec_audit.c; records from exec_api.c's handlers
+ *    and cmd_finish); suspend/remove by age will add theirs;
  *  - restart adoption: xd_box_load_all adopts records at start (running
  *    sandboxes keep running); commands started by an earlier daemon are
  *    not known to this one yet;
- *  - reconciliation with sluiced: box->broker says what the daemon knows
- *    of the broker session;
- *  - events and metrics: xd_box_event/xd_cmd's exit are the emit points.
+ *  - reconciliation with sluiced: xd_box_network (GET of one sandbox,
+ *    install) asks sluiced and makes a vanished session again;
+ *    box->broker says what it found; exec does not ask (its latency);
+ *  - events and metrics: done (exec_events.c; xd_event from exec_box.c
+ *    and exec_cmd.c); suspend/resume will emit theirs there.
  */
 #ifndef SLUICE_EXECD_INT_H
 #define SLUICE_EXECD_INT_H

@@ -1296,6 +1296,21 @@ def install(env):
                              ".status)" % port]}, timeout=60)
     check_eq(o["stdout"], "200\n", "through the repaired session: %r" % o)
     check(len(hits) > n, "the registry was reached")
+    # sluiced restarted without its state: the next GET makes the
+    # session again, and the sandbox's network works through it
+    d.stop()
+    if os.path.exists(cfg["state_file"]):
+        os.unlink(cfg["state_file"])
+    d = env.sluiced(dict(d.config), name="sluiced2")
+    check_eq(session(ctl, "i1").status, 404, "sluiced restarted bare")
+    g = x.app("GET", "/v1/sandboxes/i1").json
+    check_eq(g["network"]["broker"], "repaired", "after a restart: %r" % g)
+    n = len(hits)
+    o = ex(x, "i1", {"cmd": ["python3", "-c", "import urllib.request as u; "
+                             "print(u.urlopen('http://pypi.org:%d/simple/')"
+                             ".status)" % port]}, timeout=60)
+    check_eq(o["stdout"], "200\n", "after a sluiced restart: %r" % o)
+    check(len(hits) > n, "the registry was reached after the restart")
     # sluiced unreachable: GET still answers and says so
     d.stop()
     g = x.app("GET", "/v1/sandboxes/i1").json
