@@ -88,6 +88,12 @@ struct xd_call {
 	size_t ncarry[2];
 	int gone;                       /* the streaming client left */
 	int pending;
+	/* install: the command, kept while sluiced is asked for the tier */
+	int install;
+	struct xd_cmd_spec ispec;
+	char manager[8];
+	/* events: a subscriber */
+	struct xd_sub sub;
 };
 
 static void h_health(struct xd_call *k);
@@ -108,6 +114,9 @@ static void h_file_get(struct xd_call *k);
 static void h_file_put(struct xd_call *k);
 static void h_file_delete(struct xd_call *k);
 static void h_edit(struct xd_call *k);
+static void h_install(struct xd_call *k);
+static void h_events(struct xd_call *k);
+static void h_metrics(struct xd_call *k);
 
 #define R(m, pat, role, body, q, fn) \
 	{ EVHTTP_REQ_##m, #m, pat, XD_ROLE_##role, body, q, fn }
@@ -116,6 +125,8 @@ static void h_edit(struct xd_call *k);
  * openapi.json; tests/scenario/t_execd.py checks both ways). */
 static const struct route routes[] = {
 	R(GET, "/v1/health", AUDITOR, B_NONE, ",", h_health),
+	R(GET, "/v1/metrics", AUDITOR, B_NONE, ",", h_metrics),
+	R(GET, "/v1/events", AUDITOR, B_NONE, ",", h_events),
 	R(GET, "/v1/sandboxes", AUDITOR, B_NONE, ",tenant,user,", h_list),
 	R(POST, "/v1/sandboxes", APP, B_JSON, ",", h_create),
 	R(GET, "/v1/sandboxes/{id}", AUDITOR, B_NONE, ",", h_get),
@@ -141,6 +152,7 @@ static const struct route routes[] = {
 	R(DELETE, "/v1/sandboxes/{id}/files/{path}", APP, B_NONE, ",",
 	    h_file_delete),
 	R(POST, "/v1/sandboxes/{id}/edit", APP, B_JSON, ",", h_edit),
+	R(POST, "/v1/sandboxes/{id}/install", APP, B_JSON, ",", h_install),
 };
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
 
@@ -173,6 +185,7 @@ call_free(struct xd_call *k)
 	if (k->have_query)
 		evhttp_clear_headers(&k->query);
 	xd_args_free(k->arg, XD_ARGS_MAX);
+	xd_cmd_spec_free(&k->ispec);
 	json_decref(k->body);
 	if (k->box != NULL)
 		xd_box_unref(k->box);
@@ -247,6 +260,41 @@ box_of(struct xd_call *k)
 	return b;
 }
 
+/* The audit record of a lifecycle call: b the sandbox (NULL: what the
+ * body named), e the refusal (NULL: done). */
+static void
+audit_call(struct xd_call *k, const char *action, const struct xd_box *b,
+    int status, const struct xd_perr *e)
+{
+	const char *id = k->arg[0], *tenant = "", *user = "";
+
+	if (b != NULL) {
+		id = b->rec.chat;
+		tenant = b->rec.tenant;
+		user = b->rec.user;
+	} else if (k->body != NULL) {
+		const char *s;
+
+		if (id == NULL && (s = json_string_value(json_object_get(
+		    k->body, "id"))) != NULL)
+			id = s;
+		if ((s = json_string_value(json_object_get(k->body,
+		    "tenant"))) != NULL)
+			tenant = s;
+		if ((s = json_string_value(json_object_get(k->body, "user")))
+		    != NULL)
+			user = s;
+	}
+	if (b == NULL && k->box != NULL) {
+		tenant = k->box->rec.tenant;
+		user = k->box->rec.user;
+	}
+	xd_audit_box(k->xd, action, k->who, xd_role_name(k->role),
+	    id != NULL ? id : "", tenant, user, e != NULL ? e->status : status,
+	    e != NULL ? e->code : NULL, e != NULL ? json_pack("{s:s}",
+	    "message", e->msg) : NULL);
+}
+
 /* ---- sandboxes ---- */
 
 static void
@@ -298,9 +346,11 @@ create_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	struct xd_call *k = arg;
 
 	if (b == NULL) {
+		audit_call(k, "create", NULL, 0, e);
 		reply_perr(k, e);
 		return;
 	}
+	audit_call(k, "create", b, 201, NULL);
 	reply_json(k, 201, xd_box_json(b));
 }
 
@@ -331,17 +381,45 @@ h_create(struct xd_call *k)
 		return;
 	}
 	call_wait(k);
-	if (xd_box_create(k->xd, &s, create_cb, k, &e) != 0)
+	if (xd_box_create(k->xd, &s, create_cb, k, &e) != 0) {
+		audit_call(k, "create", NULL, 0, &e);
 		reply_perr(k, &e);
+	}
 }
 
+static void
+get_net_cb(void *arg, struct xd_box *b, struct xd_perr *e)
+{
+	struct xd_call *k = arg;
+
+	/* sluiced unreachable or refusing: the record still answers, its
+	 * network says so */
+	(void)b;
+	if (e != NULL)
+		xd_perr_clear(e);
+	reply_json(k, 200, xd_box_json(k->box));
+}
+
+/* The sandbox with its network as sluiced has it now: a session that
+ * vanished (sluiced restarted, or it was deleted) is made again here. */
 static void
 h_get(struct xd_call *k)
 {
 	struct xd_box *b = box_of(k);
+	struct xd_perr e;
 
-	if (b != NULL)
+	if (b == NULL)
+		return;
+	memset(&e, 0, sizeof(e));
+	if (b->state != XD_BOX_RUNNING) {
 		reply_json(k, 200, xd_box_json(b));
+		return;
+	}
+	call_wait(k);
+	if (xd_box_network(b, get_net_cb, k, &e) != 0) {
+		xd_perr_clear(&e);
+		reply_json(k, 200, xd_box_json(b));
+	}
 }
 
 static void
@@ -350,9 +428,13 @@ box_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	struct xd_call *k = arg;
 
 	if (b == NULL) {
+		audit_call(k, "tier", NULL, 0, e);
 		reply_perr(k, e);
 		return;
 	}
+	xd_audit_box(k->xd, "tier", k->who, xd_role_name(k->role),
+	    b->rec.chat, b->rec.tenant, b->rec.user, 200, NULL,
+	    json_pack("{s:s}", "tier", b->rec.tier));
 	reply_json(k, 200, xd_box_json(b));
 }
 
@@ -386,8 +468,10 @@ h_patch(struct xd_call *k)
 		return;
 	}
 	call_wait(k);
-	if (xd_box_set_tier(b, tier, box_cb, k, &e) != 0)
+	if (xd_box_set_tier(b, tier, box_cb, k, &e) != 0) {
+		audit_call(k, "tier", NULL, 0, &e);
 		reply_perr(k, &e);
+	}
 }
 
 static void
@@ -396,9 +480,13 @@ delete_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	struct xd_call *k = arg;
 
 	if (b == NULL) {
+		audit_call(k, "delete", NULL, 0, e);
 		reply_perr(k, e);
 		return;
 	}
+	xd_audit_box(k->xd, "delete", k->who, xd_role_name(k->role),
+	    b->rec.chat, b->rec.tenant, b->rec.user, 200, NULL,
+	    json_pack("{s:s}", "broker", b->broker));
 	reply_json(k, 200, json_pack("{s:s,s:b,s:s}", "id", b->rec.chat,
 	    "deleted", 1, "broker", b->broker));
 }
@@ -419,8 +507,10 @@ h_delete(struct xd_call *k)
 		return;
 	memset(&e, 0, sizeof(e));
 	call_wait(k);
-	if (xd_box_delete(b, delete_cb, k, &e) != 0)
+	if (xd_box_delete(b, delete_cb, k, &e) != 0) {
+		audit_call(k, "delete", NULL, 0, &e);
 		reply_perr(k, &e);
+	}
 }
 
 /* ---- commands ---- */
@@ -528,6 +618,7 @@ static void
 sink_exit(void *arg, struct xd_cmd *c)
 {
 	struct xd_call *k = arg;
+	json_t *r;
 	int i;
 
 	if (k->sse) {
@@ -539,7 +630,13 @@ sink_exit(void *arg, struct xd_cmd *c)
 
 				sse_send(k, i ? "stderr" : "stdout", d);
 			}
-		sse_send(k, "exit", xd_cmd_result(c, 0));
+		r = xd_cmd_result(c, 0);
+		if (k->install && r != NULL) {
+			json_object_set_new(r, "manager", json_string(
+			    k->manager));
+			json_object_set(r, "command", c->argv);
+		}
+		sse_send(k, "exit", r);
 		if (k->evcon != NULL) {
 			evhttp_connection_set_closecb(k->evcon, NULL, NULL);
 			k->evcon = NULL;
@@ -551,7 +648,12 @@ sink_exit(void *arg, struct xd_cmd *c)
 		return;
 	}
 	k->cmd = NULL;
-	reply_json(k, 200, xd_cmd_result(c, 1));
+	r = xd_cmd_result(c, 1);
+	if (k->install && r != NULL) {
+		json_object_set_new(r, "manager", json_string(k->manager));
+		json_object_set(r, "command", c->argv);
+	}
+	reply_json(k, 200, r);
 	xd_cmd_free(c);
 }
 
@@ -580,26 +682,34 @@ wants_sse(struct xd_call *k)
 	return a != NULL && strstr(a, "text/event-stream") != NULL;
 }
 
+/* Who started c, for its audit record. */
 static void
-h_exec(struct xd_call *k)
+cmd_caller(struct xd_call *k, struct xd_cmd *c)
 {
-	struct xd_cmd_spec s;
+	snprintf(c->who, sizeof(c->who), "%s", k->who);
+	snprintf(c->role, sizeof(c->role), "%s", xd_role_name(k->role));
+	c->install = k->install;
+}
+
+/* Start s as b's foreground command answered by exec_sink (k waits
+ * once started). */
+static void
+fg_start(struct xd_call *k, struct xd_box *b, const struct xd_cmd_spec *s)
+{
 	struct xd_perr e;
-	struct xd_box *b = box_of(k);
 	struct evkeyvalq *h;
 
-	if (b == NULL || spec_of(k, 0, &s) != 0)
-		return;
 	memset(&e, 0, sizeof(e));
 	k->sse = wants_sse(k);
-	k->cmd = xd_cmd_start(b, &s, 0, k->sse ? XD_OUT_STREAM : XD_OUT_KEEP,
+	k->cmd = xd_cmd_start(b, s, 0, k->sse ? XD_OUT_STREAM : XD_OUT_KEEP,
 	    &exec_sink, k, &e);
-	xd_cmd_spec_free(&s);
 	if (k->cmd == NULL) {
 		reply_perr(k, &e);
 		return;
 	}
-	call_wait(k);
+	cmd_caller(k, k->cmd);
+	if (!k->pending)
+		call_wait(k);
 	if (k->sse) {
 		h = evhttp_request_get_output_headers(k->req);
 		evhttp_add_header(h, "Content-Type", "text/event-stream");
@@ -610,6 +720,81 @@ h_exec(struct xd_call *k)
 			    k);
 		sse_send(k, "start", json_pack("{s:s}", "id", k->cmd->id));
 	}
+}
+
+static void
+h_exec(struct xd_call *k)
+{
+	struct xd_cmd_spec s;
+	struct xd_box *b = box_of(k);
+
+	if (b == NULL || spec_of(k, 0, &s) != 0)
+		return;
+	fg_start(k, b, &s);
+	xd_cmd_spec_free(&s);
+}
+
+/* sluiced said what the sandbox's network admits: a registry or not */
+static void
+install_net_cb(void *arg, struct xd_box *b, struct xd_perr *e)
+{
+	struct xd_call *k = arg;
+
+	if (b == NULL) {
+		reply_perr(k, e);
+		return;
+	}
+	if (b->state != XD_BOX_RUNNING) {
+		reply_err(k, 404, "not_found", "sandbox %s was deleted",
+		    b->rec.chat);
+		return;
+	}
+	/* tiers are off < registries < public: only off admits none */
+	if (strcmp(b->eff_tier, "off") == 0) {
+		struct xd_perr ne;
+
+		memset(&ne, 0, sizeof(ne));
+		ne.status = 403;
+		ne.code = "network_not_permitted";
+		ne.extra = json_pack("{s:s,s:s}", "effective_tier",
+		    b->eff_tier, "broker", b->broker);
+		snprintf(ne.msg, sizeof(ne.msg), "sandbox %s: %s admits no "
+		    "package registry", b->rec.chat, strcmp(b->broker,
+		    "missing") == 0 ? "sluiced has no session for it, so it "
+		    "has no network; it" : "its effective tier \"off\"");
+		audit_call(k, "install", b, 0, &ne);
+		reply_perr(k, &ne);
+		return;
+	}
+	fg_start(k, b, &k->ispec);
+}
+
+static void
+h_install(struct xd_call *k)
+{
+	const struct xd_cfg *c = k->xd->cfg;
+	struct xd_box *b = box_of(k);
+	struct xd_perr e;
+
+	if (b == NULL)
+		return;
+	memset(&e, 0, sizeof(e));
+	if (xd_install_parse(k->body, &b->lim, c->max.timeout_s,
+	    c->max.output_cap, &k->ispec, k->manager, sizeof(k->manager),
+	    &e) != 0) {
+		reply_perr(k, &e);
+		return;
+	}
+	k->install = 1;
+	/* busy now rather than after asking sluiced */
+	if (b->fg != NULL) {
+		reply_err(k, 429, "busy", "sandbox %s runs a command already",
+		    b->rec.chat);
+		return;
+	}
+	call_wait(k);
+	if (xd_box_network(b, install_net_cb, k, &e) != 0)
+		reply_perr(k, &e);
 }
 
 static void
@@ -629,6 +814,7 @@ h_cmd_start(struct xd_call *k)
 		reply_perr(k, &e);
 		return;
 	}
+	cmd_caller(k, c);
 	reply_json(k, 202, json_pack("{s:s,s:s}", "id", c->id, "status",
 	    "running"));
 }
@@ -756,6 +942,189 @@ h_cancel(struct xd_call *k)
 				n++;
 			}
 	reply_json(k, 200, json_pack("{s:i}", "cancelled", n));
+}
+
+/* ---- events and metrics ---- */
+
+/* The end of a subscriber: the stream closed (the terminal chunk
+ * queued when the connection is still there) and the call freed. */
+static void
+sub_end(struct xd_call *k)
+{
+	xd_event_unsub(k->xd, &k->sub);
+	if (k->evcon != NULL) {
+		evhttp_connection_set_closecb(k->evcon, NULL, NULL);
+		k->evcon = NULL;
+	}
+	evhttp_send_reply_end(k->req);
+	call_free(k);
+}
+
+static void
+sub_end_later(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	sub_end(arg);
+}
+
+static void
+sub_frame(void *arg, const char *frame, size_t n)
+{
+	static const char dropped[] = "event: dropped\ndata: {\"reason\":"
+	    "\"slow reader\"}\n\n";
+	struct xd_call *k = arg;
+	struct evbuffer *b;
+
+	if (k->gone)
+		return;
+	if ((b = evbuffer_new()) == NULL)
+		return;
+	/* a reader that does not keep up is dropped: what it has not read
+	 * stays below events_buffer_bytes and one event */
+	if (out_queued(k) > k->xd->cfg->events_buffer) {
+		k->xd->stats.events_dropped++;
+		xd_log(XD_LOG_INFO, "%s: events: a slow reader dropped",
+		    k->who);
+		evbuffer_add(b, dropped, sizeof(dropped) - 1);
+		evhttp_send_reply_chunk(k->req, b);
+		evbuffer_free(b);
+		k->gone = 1;
+		xd_event_unsub(k->xd, &k->sub);
+		/* not from inside xd_event's walk: it frees k */
+		if (event_base_once(k->xd->base, -1, EV_TIMEOUT, sub_end_later,
+		    k, NULL) != 0)
+			sub_end(k);
+		return;
+	}
+	evbuffer_add(b, frame, n);
+	evhttp_send_reply_chunk(k->req, b);
+	evbuffer_free(b);
+}
+
+static void
+sub_closed(struct evhttp_connection *evcon, void *arg)
+{
+	struct xd_call *k = arg;
+
+	(void)evcon;
+	k->evcon = NULL;
+	if (k->gone)
+		return;         /* sub_end_later is on its way */
+	k->gone = 1;
+	xd_event_unsub(k->xd, &k->sub);
+	if (event_base_once(k->xd->base, -1, EV_TIMEOUT, sub_end_later, k,
+	    NULL) != 0)
+		xd_log(XD_LOG_WARN, "events: cannot end a stream");
+}
+
+static void
+h_events(struct xd_call *k)
+{
+	struct evkeyvalq *h = evhttp_request_get_output_headers(k->req);
+	struct evbuffer *b;
+
+	evhttp_add_header(h, "Content-Type", "text/event-stream");
+	evhttp_add_header(h, "Cache-Control", "no-store");
+	evhttp_send_reply_start(k->req, 200, "OK");
+	if ((k->evcon = evhttp_request_get_connection(k->req)) != NULL)
+		evhttp_connection_set_closecb(k->evcon, sub_closed, k);
+	/* a first comment: the client knows it is subscribed */
+	if ((b = evbuffer_new()) != NULL) {
+		evbuffer_add_printf(b, ": subscribed\n\n");
+		evhttp_send_reply_chunk(k->req, b);
+		evbuffer_free(b);
+	}
+	k->sub.fn = sub_frame;
+	k->sub.arg = k;
+	xd_event_sub(k->xd, &k->sub);
+}
+
+static void
+h_metrics(struct xd_call *k)
+{
+	const struct xd_cfg *c = k->xd->cfg;
+	const struct xd_stats *st = &k->xd->stats;
+	struct evbuffer *o = evbuffer_new();
+	long n[4] = { 0, 0, 0, 0 }, fg = 0, bg = 0, subs = 0;
+	struct xd_box *b;
+	struct xd_cmd *x;
+	struct xd_sub *s;
+
+	if (o == NULL) {
+		reply_err(k, 500, "internal", "out of memory");
+		return;
+	}
+	TAILQ_FOREACH(b, &k->xd->boxes, link) {
+		n[b->state <= XD_BOX_GONE ? b->state : XD_BOX_GONE]++;
+		fg += b->fg != NULL;
+		TAILQ_FOREACH(x, &b->cmds, link)
+			bg += x->running;
+	}
+	TAILQ_FOREACH(s, &k->xd->subs, link)
+		subs++;
+#define M(name, type, help) evbuffer_add_printf(o, "# HELP sluice_execd_" \
+	name " " help "\n# TYPE sluice_execd_" name " " type "\n")
+	M("sandboxes", "gauge", "Sandboxes by state.");
+	evbuffer_add_printf(o, "sluice_execd_sandboxes{state=\"creating\"} "
+	    "%ld\nsluice_execd_sandboxes{state=\"running\"} %ld\n"
+	    "sluice_execd_sandboxes{state=\"deleting\"} %ld\n",
+	    n[XD_BOX_CREATING], n[XD_BOX_RUNNING], n[XD_BOX_DELETING]);
+	M("sandboxes_created_total", "counter", "Sandboxes created.");
+	evbuffer_add_printf(o, "sluice_execd_sandboxes_created_total %llu\n",
+	    (unsigned long long)st->created);
+	M("sandbox_creates_failed_total", "counter", "Creates that failed.");
+	evbuffer_add_printf(o, "sluice_execd_sandbox_creates_failed_total "
+	    "%llu\n", (unsigned long long)st->create_failed);
+	M("sandboxes_removed_total", "counter", "Sandboxes removed.");
+	evbuffer_add_printf(o, "sluice_execd_sandboxes_removed_total %llu\n",
+	    (unsigned long long)st->removed);
+	M("commands_running", "gauge", "Commands running.");
+	evbuffer_add_printf(o, "sluice_execd_commands_running{kind="
+	    "\"foreground\"} %ld\nsluice_execd_commands_running{kind="
+	    "\"background\"} %ld\n", fg, bg);
+	M("commands_started_total", "counter", "Commands started.");
+	evbuffer_add_printf(o, "sluice_execd_commands_started_total %llu\n",
+	    (unsigned long long)st->cmds_started);
+	M("commands_exited_total", "counter", "Commands ended.");
+	evbuffer_add_printf(o, "sluice_execd_commands_exited_total %llu\n",
+	    (unsigned long long)st->cmds_exited);
+	M("commands_timed_out_total", "counter", "Commands killed at their "
+	    "deadline.");
+	evbuffer_add_printf(o, "sluice_execd_commands_timed_out_total %llu\n",
+	    (unsigned long long)st->timed_out);
+	M("commands_oom_killed_total", "counter", "Commands the OOM killer "
+	    "hit.");
+	evbuffer_add_printf(o, "sluice_execd_commands_oom_killed_total %llu\n",
+	    (unsigned long long)st->oom_killed);
+	M("commands_cancelled_total", "counter", "Commands cancelled or "
+	    "stopped.");
+	evbuffer_add_printf(o, "sluice_execd_commands_cancelled_total %llu\n",
+	    (unsigned long long)st->cancelled);
+	M("quota_limit", "gauge", "Configured quotas (0: none).");
+	evbuffer_add_printf(o, "sluice_execd_quota_limit{scope=\"global\"} "
+	    "%ld\nsluice_execd_quota_limit{scope=\"tenant\"} %ld\n"
+	    "sluice_execd_quota_limit{scope=\"user\"} %ld\n"
+	    "sluice_execd_quota_limit{scope=\"creates\"} %ld\n"
+	    "sluice_execd_quota_limit{scope=\"background_per_sandbox\"} "
+	    "%ld\n", c->max_total, c->max_per_tenant, c->max_per_user,
+	    c->max_creates, c->max_background);
+	M("quota_in_use", "gauge", "What counts against the global quotas.");
+	evbuffer_add_printf(o, "sluice_execd_quota_in_use{scope=\"global\"} "
+	    "%ld\nsluice_execd_quota_in_use{scope=\"creates\"} %ld\n",
+	    n[XD_BOX_CREATING] + n[XD_BOX_RUNNING], k->xd->creating);
+	M("event_subscribers", "gauge", "GET /v1/events streams open.");
+	evbuffer_add_printf(o, "sluice_execd_event_subscribers %ld\n", subs);
+	M("event_subscribers_dropped_total", "counter", "Slow event readers "
+	    "dropped.");
+	evbuffer_add_printf(o, "sluice_execd_event_subscribers_dropped_total "
+	    "%llu\n", (unsigned long long)st->events_dropped);
+#undef M
+	evhttp_add_header(evhttp_request_get_output_headers(k->req),
+	    "Content-Type", "text/plain; version=0.0.4");
+	evhttp_send_reply(k->req, 200, "OK", o);
+	evbuffer_free(o);
+	call_free(k);
 }
 
 /* ---- files ---- */
@@ -1429,6 +1798,12 @@ xd_api_reload(struct xd *xd, char *err, size_t errlen)
 void
 xd_api_stop_accepting(struct xd *xd)
 {
+	struct xd_sub *sub;
+
+	/* event streams have no end of their own: they end with the
+	 * daemon */
+	while ((sub = TAILQ_FIRST(&xd->subs)) != NULL)
+		sub_end(sub->arg);
 	if (xd->bound_unix != NULL) {
 		evhttp_del_accept_socket(xd->http_unix, xd->bound_unix);
 		xd->bound_unix = NULL;
@@ -1446,6 +1821,17 @@ xd_api_stop_accepting(struct xd *xd)
 void
 xd_api_close(struct xd *xd)
 {
+	struct xd_sub *s;
+
+	while ((s = TAILQ_FIRST(&xd->subs)) != NULL) {
+		struct xd_call *k = s->arg;
+
+		xd_event_unsub(xd, s);
+		if (k->evcon != NULL)
+			evhttp_connection_set_closecb(k->evcon, NULL, NULL);
+		k->evcon = NULL;
+		call_free(k);
+	}
 	if (xd->http_unix != NULL) {
 		evhttp_free(xd->http_unix);
 		xd->http_unix = NULL;

@@ -405,6 +405,11 @@ box_create_done(void *arg, json_t *res)
 			b->state = XD_BOX_RUNNING;
 			xd_log(XD_LOG_INFO, "sandbox %s: created (%s, tenant "
 			    "%s)", b->rec.chat, b->rec.backend, b->rec.tenant);
+			b->xd->stats.created++;
+			xd_event(b->xd, "sandbox", "created", json_pack(
+			    "{s:s,s:s,s:s,s:s,s:s}", "id", b->rec.chat,
+			    "tenant", b->rec.tenant, "user", b->rec.user,
+			    "backend", b->rec.backend, "tier", b->rec.tier));
 			op->cb(op->arg, b, NULL);
 			goto out;
 		}
@@ -416,6 +421,7 @@ box_create_done(void *arg, json_t *res)
 	else
 		perr_from(&e, res, "create failed");
 	xd_log(XD_LOG_INFO, "sandbox %s: not created: %s", b->rec.chat, e.msg);
+	b->xd->stats.create_failed++;
 	op->cb(op->arg, NULL, &e);
 	xd_perr_clear(&e);
 	box_remove(b);
@@ -573,6 +579,10 @@ box_delete_done(void *arg, json_t *res)
 		xd_log(XD_LOG_INFO, "sandbox %s: deleted", b->rec.chat);
 		if (left != NULL)
 			snprintf(b->broker, sizeof(b->broker), "left");
+		b->xd->stats.removed++;
+		xd_event(b->xd, "sandbox", "removed", json_pack(
+		    "{s:s,s:s,s:s,s:s}", "id", b->rec.chat, "tenant",
+		    b->rec.tenant, "user", b->rec.user, "broker", b->broker));
 		op->cb(op->arg, b, NULL);
 		/* finished background commands go with it; running ones
 		 * end with their sandbox and are freed then */
@@ -697,6 +707,114 @@ xd_box_set_tier(struct xd_box *b, const char *tier, xd_box_cb cb, void *arg,
 	return 0;
 }
 
+/* ---- the network as sluiced sees it ---- */
+
+static json_t *
+box_net_child(void *arg)
+{
+	struct box_op *op = arg;
+	const struct xd_cfg *c = op->box->xd->cfg;
+	const struct sbx_rec *r = &op->box->rec;
+	struct xd_broker_err be;
+	char eff[16], dir[SBX_PATH_MAX];
+	int repaired = 0;
+
+	memset(&be, 0, sizeof(be));
+	if (xd_broker_get(c, r->chat, eff, sizeof(eff), &be) != 0) {
+		if (be.status != 404)
+			return fail_json(be.status, be.code, be.msg);
+		/* sluiced restarted or the session was deleted: make it
+		 * again with the sandbox's tier.  sluiced puts its socket
+		 * where it was (the directory the sandbox has mounted), or
+		 * the sandbox could not reach it: then it is taken back. */
+		memset(&be, 0, sizeof(be));
+		if (xd_broker_create(c, r, dir, sizeof(dir), &be) != 0)
+			return json_pack("{s:b,s:i,s:s,s:s,s:b}", "ok", 0,
+			    "status", 404, "code", "not_found", "message",
+			    be.msg, "repair_failed", 1);
+		if (strcmp(dir, r->session_dir) != 0) {
+			(void)xd_broker_delete(c, r->chat, &be);
+			return json_pack("{s:b,s:i,s:s,s:s,s:b}", "ok", 0,
+			    "status", 404, "code", "not_found", "message",
+			    "sluiced made the session elsewhere", "repair_failed",
+			    1);
+		}
+		xd_broker_socket_own(r);
+		repaired = 1;
+		if (xd_broker_get(c, r->chat, eff, sizeof(eff), &be) != 0)
+			return fail_json(be.status, be.code, be.msg);
+	}
+	return json_pack("{s:b,s:s,s:b}", "ok", 1, "effective_tier", eff,
+	    "repaired", repaired);
+}
+
+static void
+box_net_done(void *arg, json_t *res)
+{
+	struct box_op *op = arg;
+	struct xd_box *b = op->box;
+	const char *eff = json_string_value(json_object_get(res,
+	    "effective_tier"));
+	json_int_t st = json_integer_value(json_object_get(res, "status"));
+	struct xd_perr e;
+
+	memset(&e, 0, sizeof(e));
+	if (json_is_true(json_object_get(res, "ok")) && eff != NULL) {
+		snprintf(b->eff_tier, sizeof(b->eff_tier), "%s", eff);
+		if (json_is_true(json_object_get(res, "repaired"))) {
+			xd_log(XD_LOG_WARN, "sandbox %s: sluiced had no session "
+			    "for it: made again (tier %s)", b->rec.chat,
+			    b->rec.tier);
+			snprintf(b->broker, sizeof(b->broker), "repaired");
+		} else
+			snprintf(b->broker, sizeof(b->broker), "ok");
+		op->cb(op->arg, b, NULL);
+	} else if (st == 404) {
+		/* the session is gone and could not be made again: the
+		 * sandbox has no network */
+		snprintf(b->eff_tier, sizeof(b->eff_tier), "off");
+		snprintf(b->broker, sizeof(b->broker), "missing");
+		op->cb(op->arg, b, NULL);
+	} else {
+		if (res == NULL)
+			berr(&e, 500, "internal", "the worker died");
+		else
+			perr_from(&e, res, "the broker session");
+		if (e.status == 503) {
+			snprintf(b->broker, sizeof(b->broker), "unreachable");
+			b->eff_tier[0] = '\0';
+		}
+		op->cb(op->arg, NULL, &e);
+	}
+	xd_box_unref(b);
+	json_decref(res);
+	free(op);
+}
+
+int
+xd_box_network(struct xd_box *b, xd_box_cb cb, void *arg, struct xd_perr *e)
+{
+	struct box_op *op;
+	char err[XD_ERR_MAX];
+
+	if (b->state != XD_BOX_RUNNING)
+		return berr(e, 409, "conflict", "the sandbox is being created "
+		    "or deleted");
+	if ((op = calloc(1, sizeof(*op))) == NULL)
+		return berr(e, 500, "internal", "out of memory");
+	op->box = b;
+	op->cb = cb;
+	op->arg = arg;
+	b->refs++;
+	if (xd_job_run(b->xd, "network", box_net_child, op, box_net_done, op,
+	    err, sizeof(err)) != 0) {
+		b->refs--;
+		free(op);
+		return berr(e, 500, "internal", err);
+	}
+	return 0;
+}
+
 /* ---- what GET shows ---- */
 
 static json_t *
@@ -737,13 +855,15 @@ xd_box_json(const struct xd_box *b)
 		if (c->running)
 			bg++;
 	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:n,"
-	    "s:{s:s,s:s},"
+	    "s:{s:s,s:s,s:o},"
 	    "s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I},"
 	    "s:{s:b,s:I},s:o,s:o,s:s}",
 	    "id", b->rec.chat, "tenant", b->rec.tenant, "user", b->rec.user,
 	    "state", state_name(b), "backend", b->rec.backend,
 	    "profile", b->profile, "image",
 	    "network", "tier", b->rec.tier, "broker", b->broker,
+	    "effective_tier", b->eff_tier[0] ? json_string(b->eff_tier) :
+	    json_null(),
 	    "limits", "memory_mb", (json_int_t)(l->memory_bytes >> 20),
 	    "pids", (json_int_t)l->pids, "cpu_pct", (json_int_t)l->cpu_pct,
 	    "tmp_mb", (json_int_t)(l->tmp_bytes >> 20),

@@ -171,6 +171,38 @@ xd_broker_tier(const struct xd_cfg *c, const char *chat, const char *tier,
 }
 
 int
+xd_broker_get(const struct xd_cfg *c, const char *chat, char *eff,
+    size_t elen, struct xd_broker_err *e)
+{
+	struct ctlh_resp resp;
+	char path[128];
+	json_t *o;
+	const char *t;
+	int rc = -1;
+
+	snprintf(path, sizeof(path), "/v1/sessions/%s", chat);
+	if (call(c, "GET", path, NULL, &resp, e) != 0)
+		return -1;
+	if (resp.status != 200) {
+		refused(e, &resp, "the session");
+		goto out;
+	}
+	o = resp.body != NULL ? json_loads(resp.body, 0, NULL) : NULL;
+	t = json_string_value(json_object_get(o, "effective_tier"));
+	if (t == NULL || strlen(t) >= elen)
+		berr(e, 503, "broker_unavailable", "sluiced's session %s has no "
+		    "effective_tier", chat);
+	else {
+		snprintf(eff, elen, "%s", t);
+		rc = 0;
+	}
+	json_decref(o);
+out:
+	ctlh_resp_free(&resp);
+	return rc;
+}
+
+int
 xd_broker_ping(const struct xd_cfg *c, struct xd_broker_err *e)
 {
 	struct ctlh_resp resp;

@@ -57,6 +57,8 @@ xd_cfg_defaults(struct xd_cfg *c)
 	c->control_timeout_ms = 10000;
 	snprintf(c->shim, sizeof(c->shim), "%s", SLUICE_SHIM_PATH);
 	snprintf(c->mke2fs, sizeof(c->mke2fs), "/usr/sbin/mke2fs");
+	snprintf(c->audit_log, sizeof(c->audit_log),
+	    "/var/log/sluice/execd.jsonl");
 	snprintf(c->backend, sizeof(c->backend), "ns");
 	snprintf(c->tier, sizeof(c->tier), "off");
 	/* apart from sluice-run's ranges (1000000000...): both may run on
@@ -98,6 +100,7 @@ xd_cfg_defaults(struct xd_cfg *c)
 	c->max_body_bytes = 1 << 20;
 	c->ring_bytes = 1 << 20;
 	c->stream_watermark = 256 * 1024;
+	c->events_buffer = 1024 * 1024;
 	c->drain_s = 10;
 	c->art.file_bytes = 20ull << 20;
 	c->art.count = 20;
@@ -554,7 +557,9 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	    "control_socket", "control_timeout_ms", "shim", "mke2fs", "backend", "tier",
 	    "cgroups", "uid_base", "slots", "socket", "limits", "limits_max",
 	    "quotas", "max_file_bytes", "max_body_bytes", "ring_bytes",
-	    "stream_watermark", "drain_s", "roles", "tcp", "artifacts", NULL };
+	    "stream_watermark", "drain_s", "roles", "tcp", "artifacts", "log",
+	    "events_buffer_bytes", NULL };
+	static const char *const lkeys[] = { "path", NULL };
 	static const char *const skeys[] = { "group", "mode", NULL };
 	static const char *const akeys[] = { "file_bytes", "count",
 	    "total_bytes", "walk_entries", NULL };
@@ -694,9 +699,20 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	if (c_u64(&x, root, "max_file_bytes", &c->max_file_bytes, 1, 0) != 0 ||
 	    c_u64(&x, root, "max_body_bytes", &c->max_body_bytes, 1, 0) != 0 ||
 	    c_u64(&x, root, "ring_bytes", &c->ring_bytes, 1, 0) != 0 ||
+	    c_u64(&x, root, "events_buffer_bytes", &c->events_buffer, 1, 0) !=
+	    0 ||
 	    c_u64(&x, root, "stream_watermark", &c->stream_watermark, 1, 0) !=
 	    0 || c_long(&x, root, "drain_s", &c->drain_s, 0, 3600) != 0)
 		goto out;
+	if (c_obj(&x, root, "log", &o) != 0)
+		goto out;
+	if (o != NULL) {
+		x.path[x.depth++] = "log";
+		if (c_keys(&x, o, lkeys) != 0 || c_str(&x, o, "path",
+		    c->audit_log, sizeof(c->audit_log), 1) != 0)
+			goto out;
+		x.depth--;
+	}
 	if (c_obj(&x, root, "artifacts", &o) != 0)
 		goto out;
 	if (o != NULL) {
@@ -875,6 +891,12 @@ xd_cfg_json(const struct xd_cfg *c)
 		    (json_int_t)c->art.count, "total_bytes",
 		    (json_int_t)c->art.total_bytes, "walk_entries",
 		    (json_int_t)c->snap_entries));
+	if (o != NULL) {
+		json_object_set_new(o, "log", json_pack("{s:s}", "path",
+		    c->audit_log));
+		json_object_set_new(o, "events_buffer_bytes", json_integer(
+		    (json_int_t)c->events_buffer));
+	}
 	if (o != NULL && c->tcp[0])
 		json_object_set_new(o, "tcp", json_pack("{s:s,s:s,s:s,s:o}",
 		    "listen", c->tcp, "tls_cert", c->tls_cert, "tls_key",

@@ -352,6 +352,26 @@ cmd_finish(struct xd_cmd *c, int st)
 		b->fg = NULL;
 	xd_log(XD_LOG_DEBUG, "sandbox %s: command %s ended (0x%x)",
 	    b->rec.chat, c->id, st);
+	xd_audit_cmd(c);
+	b->xd->stats.cmds_exited++;
+	b->xd->stats.timed_out += c->timed_out != 0;
+	b->xd->stats.oom_killed += c->oom_killed != 0;
+	b->xd->stats.cancelled += c->cancelled || c->stopped;
+	{
+		json_t *res = xd_cmd_result(c, 0);
+
+		if (res != NULL) {
+			json_object_set_new(res, "sandbox", json_string(
+			    b->rec.chat));
+			json_object_set_new(res, "background", json_boolean(
+			    c->background));
+			/* the result's lists are not the event's business */
+			json_object_del(res, "changed");
+			json_object_del(res, "artifacts");
+			json_object_del(res, "artifacts_skipped");
+		}
+		xd_event(b->xd, "command", "exited", res);
+	}
 	/* the answer first: the clean-up below forks a worker and writes
 	 * the record, which the caller need not wait for */
 	proc = c->proc;
@@ -540,6 +560,7 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 	c->sink = sink;
 	c->sink_arg = sink_arg;
 	snprintf(c->id, sizeof(c->id), "c%lu", ++b->cmd_seq);
+	snprintf(c->cwd, sizeof(c->cwd), "%s", spec->cwd);
 	for (i = 0; i < 2; i++) {
 		c->out[i].cap = mode == XD_OUT_RING ? xd->cfg->ring_bytes :
 		    (size_t)spec->output_cap;
@@ -644,6 +665,10 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 	free(env);
 	xd_log(XD_LOG_DEBUG, "sandbox %s: command %s started (pid %d)",
 	    b->rec.chat, c->id, (int)c->proc.pid);
+	xd->stats.cmds_started++;
+	xd_event(xd, "command", "started", json_pack("{s:s,s:s,s:b,s:O}",
+	    "sandbox", b->rec.chat, "id", c->id, "background", background,
+	    "argv", c->argv));
 	return c;
 oom:
 	cerr(e, 500, "internal", "out of memory", NULL);

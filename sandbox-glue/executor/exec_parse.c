@@ -624,3 +624,191 @@ fail:
 	xd_cmd_spec_free(s);
 	return -1;
 }
+
+/* ---- install ---- */
+
+#define PKGS_MAX	64
+#define PKG_LEN_MAX	214     /* npm's longest name; PEP 508 has none */
+
+static int
+pep508_name_ch(int c)
+{
+	return isalnum(c) || c == '.' || c == '_' || c == '-';
+}
+
+/*
+ * A PEP 508 requirement without URL or marker: NAME[EXTRAS][SPEC], NAME
+ * of letters, digits, ".", "_", "-" starting and ending with a letter or
+ * digit, EXTRAS "[a,b]" of such names, SPEC one or more comma-separated
+ * clauses OP VERSION (OP of ==, !=, <=, >=, <, >, ~=, ===; VERSION of
+ * letters, digits, ".", "*", "+", "!", "_", "-").  No space, no "@", no
+ * ";", no "/" or ":": nothing pip could take for an option, a path or a
+ * URL.
+ */
+static int
+pip_req_ok(const char *s)
+{
+	size_t i = 0, j;
+
+	if (!isalnum((unsigned char)s[0]))
+		return 0;
+	while (pep508_name_ch((unsigned char)s[i]))
+		i++;
+	if (!isalnum((unsigned char)s[i - 1]))
+		return 0;
+	if (s[i] == '[') {
+		for (i++;;) {
+			j = i;
+			while (pep508_name_ch((unsigned char)s[i]))
+				i++;
+			if (i == j || !isalnum((unsigned char)s[j]) ||
+			    !isalnum((unsigned char)s[i - 1]))
+				return 0;
+			if (s[i] == ']')
+				break;
+			if (s[i++] != ',')
+				return 0;
+		}
+		i++;
+	}
+	while (s[i] != '\0') {
+		j = i;
+		while (s[i] == '=' || s[i] == '!' || s[i] == '<' ||
+		    s[i] == '>' || s[i] == '~')
+			i++;
+		if (!((i - j == 1 && (s[j] == '<' || s[j] == '>')) ||
+		    (i - j == 2 && s[j + 1] == '=' && strchr("=!<>~", s[j])) ||
+		    (i - j == 3 && strncmp(s + j, "===", 3) == 0)))
+			return 0;
+		j = i;
+		while (s[i] != '\0' && (isalnum((unsigned char)s[i]) ||
+		    strchr(".*+!_-", s[i]) != NULL))
+			i++;
+		if (i == j)
+			return 0;
+		if (s[i] == ',' && s[i + 1] != '\0')
+			i++;
+		else if (s[i] != '\0')
+			return 0;
+	}
+	return 1;
+}
+
+static int
+npm_name_ch(int c)
+{
+	return islower(c) || isdigit(c) || c == '-' || c == '.' || c == '_' ||
+	    c == '~';
+}
+
+/*
+ * An npm package: [@SCOPE/]NAME[@RANGE], SCOPE and NAME of lower-case
+ * letters, digits, "-", ".", "_", "~", not starting with "." or "_";
+ * RANGE a semver range or a dist-tag: letters, digits and ". ^ ~ < > =
+ * | * + -" and spaces, never "/" or ":" (a git URL, a tarball, a path, an
+ * alias "npm:").
+ */
+static int
+npm_spec_ok(const char *s)
+{
+	size_t i = 0, j;
+
+	if (s[0] == '@') {
+		for (j = ++i; npm_name_ch((unsigned char)s[i]); i++)
+			;
+		if (i == j || s[j] == '.' || s[j] == '_' || s[i++] != '/')
+			return 0;
+	}
+	for (j = i; npm_name_ch((unsigned char)s[i]); i++)
+		;
+	if (i == j || s[j] == '.' || s[j] == '_' || s[j] == '-')
+		return 0;
+	if (s[i] == '\0')
+		return 1;
+	if (s[i++] != '@' || s[i] == '\0' || s[i] == '-')
+		return 0;
+	for (; s[i] != '\0'; i++)
+		if (!isalnum((unsigned char)s[i]) && strchr(".^~<>=|*+- ",
+		    s[i]) == NULL)
+			return 0;
+	return 1;
+}
+
+int
+xd_install_parse(json_t *body, const struct xd_lims *lim, long timeout_max,
+    long cap_max, struct xd_cmd_spec *s, char *manager, size_t mlen,
+    struct xd_perr *e)
+{
+	static const char *const keys[] = { "manager", "packages",
+	    "timeout_s", NULL };
+	/* pip: into ~/.local (the system is read-only), never asking;
+	 * npm: into the workspace's node_modules.  The proxy comes from
+	 * the environment every command gets (exec_cmd.c). */
+	static const char *const pip[] = { "python3", "-m", "pip", "install",
+	    "--user", "--no-input", "--disable-pip-version-check",
+	    "--progress-bar", "off", NULL };
+	static const char *const npm[] = { "npm", "install", "--no-audit",
+	    "--no-fund", "--no-update-notifier", NULL };
+	const char *const *pre;
+	const char *m, *p;
+	json_t *pk;
+	size_t n, i, npre;
+	int bad = 0, is_pip;
+
+	memset(s, 0, sizeof(*s));
+	if (want_object(body, e) != 0 || keys_only(body, keys, "", e) != 0)
+		return -1;
+	m = cstr(json_object_get(body, "manager"));
+	if (m == NULL || (strcmp(m, "pip") != 0 && strcmp(m, "npm") != 0))
+		return perr(e, 400, "bad_request", "manager: \"pip\" or "
+		    "\"npm\"");
+	is_pip = m[0] == 'p';
+	pk = json_object_get(body, "packages");
+	if (!json_is_array(pk) || (n = json_array_size(pk)) == 0 ||
+	    n > PKGS_MAX)
+		return perr(e, 400, "bad_request", "packages: an array of 1 to "
+		    "%d names", PKGS_MAX);
+	for (i = 0; i < n; i++) {
+		p = cstr(json_array_get(pk, i));
+		if (p == NULL || strlen(p) > PKG_LEN_MAX ||
+		    !(is_pip ? pip_req_ok(p) : npm_spec_ok(p))) {
+			char shown[4 * 64 + 1];
+
+			sbx_text_safe(p != NULL ? p : "", shown, sizeof(shown));
+			perr(e, 400, "bad_request", "packages[%zu] \"%s\": not "
+			    "%s", i, shown, is_pip ? "a PEP 508 name with "
+			    "optional extras and version clauses (no URL, "
+			    "option or marker)" : "an npm name with an "
+			    "optional @version or range (no URL, path, option "
+			    "or alias)");
+			e->extra = json_pack("{s:s}", "field", "packages");
+			return -1;
+		}
+	}
+	pre = is_pip ? pip : npm;
+	for (npre = 0; pre[npre] != NULL; npre++)
+		;
+	if ((s->argv = calloc(npre + n + 1, sizeof(char *))) == NULL)
+		goto oom;
+	for (i = 0; i < npre; i++)
+		if ((s->argv[i] = strdup(pre[i])) == NULL)
+			goto oom;
+	for (i = 0; i < n; i++)
+		if ((s->argv[npre + i] = strdup(json_string_value(
+		    json_array_get(pk, i)))) == NULL)
+			goto oom;
+	snprintf(s->cwd, sizeof(s->cwd), SBX_WORKDIR);
+	s->timeout_s = get_long(body, "timeout_s", lim->timeout_s, 1,
+	    timeout_max, e, &bad);
+	if (bad)
+		goto fail;
+	s->output_cap = lim->output_cap < cap_max || cap_max == 0 ?
+	    lim->output_cap : cap_max;
+	snprintf(manager, mlen, "%s", m);
+	return 0;
+oom:
+	perr(e, 500, "internal", "out of memory");
+fail:
+	xd_cmd_spec_free(s);
+	return -1;
+}

@@ -23,6 +23,9 @@
  *                  kernel enforces its bytes and inodes)
  *   exec_snap.c    workspace snapshots: what a command changed, its
  *                  artifacts under outputs/ with SHA-256
+ *   exec_events.c  sandbox and command events for GET /v1/events
+ *   exec_audit.c   the audit log: a record per lifecycle action and per
+ *                  command, in the connection log's hash-chained format
  *   exec_cmd.c     commands: spawn, pipes, deadline, output kept, capped,
  *                  streamed or in a ring, kill, exit
  *   exec_box.c     the sandboxes: records, quotas, uid slots, create,
@@ -54,21 +57,24 @@
  *  - artifacts and changes: xd_cmd's exit path (cmd_finish in
  *    exec_cmd.c) is where a snapshot taken in xd_cmd_start is compared;
  *    results are built by xd_cmd_result;
- *  - install: one more handler in exec_api.c that builds an xd_cmd_spec;
+ *  - install: done (h_install in exec_api.c, xd_install_parse; the
+ *    tier from sluiced through xd_box_network);
  *  - workspace quota: box_create_child in exec_box.c makes the
  *    workspace (a loop mount or a project quota goes there, and its
  *    removal in box_delete_child);
  *  - suspend/resume/remove/archive: struct xd_box has last_used; a
  *    timer in exec_box.c walks xd->boxes; xd_cmd_start is the one place
  *    a command starts (resume there);
- *  - audit log: xd_call carries who/role/tenant; exec_api.c's handlers
- *    and cmd_finish are where records are written;
+ *  - audit log: done (exec_audit.c; records from exec_api.c's handlers
+ *    and cmd_finish); suspend/remove by age will add theirs;
  *  - restart adoption: xd_box_load_all adopts records at start (running
  *    sandboxes keep running); commands started by an earlier daemon are
  *    not known to this one yet;
- *  - reconciliation with sluiced: box->broker says what the daemon knows
- *    of the broker session;
- *  - events and metrics: xd_box_event/xd_cmd's exit are the emit points.
+ *  - reconciliation with sluiced: xd_box_network (GET of one sandbox,
+ *    install) asks sluiced and makes a vanished session again;
+ *    box->broker says what it found; exec does not ask (its latency);
+ *  - events and metrics: done (exec_events.c; xd_event from exec_box.c
+ *    and exec_cmd.c); suspend/resume will emit theirs there.
  */
 #ifndef SLUICE_EXECD_INT_H
 #define SLUICE_EXECD_INT_H
@@ -154,6 +160,7 @@ struct xd_cfg {
 	int control_timeout_ms;
 	char shim[SBX_PATH_MAX];
 	char mke2fs[SBX_PATH_MAX];      /* makes workspace file systems */
+	char audit_log[SBX_PATH_MAX];   /* log.path: the audit log */
 	char backend[16];
 	char tier[16];
 	char cgroups[8];
@@ -169,6 +176,7 @@ struct xd_cfg {
 	uint64_t max_body_bytes;        /* JSON bodies */
 	uint64_t ring_bytes;            /* per stream, background commands */
 	uint64_t stream_watermark;      /* bytes queued for a client */
+	uint64_t events_buffer;         /* queued for an events reader */
 	long drain_s;
 	struct xd_art_lims art;
 	long snap_entries;              /* entries walked per snapshot */
@@ -265,6 +273,14 @@ int xd_cmd_spec_parse(json_t *body, const struct xd_lims *lim,
     struct xd_cmd_spec *s, struct xd_perr *e);
 void xd_cmd_spec_free(struct xd_cmd_spec *s);
 
+/* POST /v1/sandboxes/{id}/install {"manager","packages","timeout_s"?}:
+ * pip (PEP 508 names, extras, version clauses) or npm (names, scopes,
+ * @version or range) packages, never an option, a URL or a path; s gets
+ * the foreground command that installs them, manager "pip" or "npm". */
+int xd_install_parse(json_t *body, const struct xd_lims *lim,
+    long timeout_max, long cap_max, struct xd_cmd_spec *s, char *manager,
+    size_t mlen, struct xd_perr *e);
+
 /* ---- exec_http.c ---- */
 
 struct evhttp_request;
@@ -331,6 +347,11 @@ int xd_broker_delete(const struct xd_cfg *c, const char *chat,
     struct xd_broker_err *e);
 int xd_broker_tier(const struct xd_cfg *c, const char *chat,
     const char *tier, struct xd_broker_err *e);
+/* GET /v1/sessions/{chat}: 0 with its effective_tier (the lower of
+ * the session's tier and the ceiling); e->status 404 when sluiced has
+ * no such session. */
+int xd_broker_get(const struct xd_cfg *c, const char *chat, char *eff,
+    size_t elen, struct xd_broker_err *e);
 /* 0 when sluiced answers GET /v1/health with 200. */
 int xd_broker_ping(const struct xd_cfg *c, struct xd_broker_err *e);
 /* The session socket to the sandbox user (sluiced makes it root's). */
@@ -381,6 +402,48 @@ int xd_fs_delete(const struct sbx_rec *r, const char *path,
 int xd_fs_edit(const struct sbx_rec *r, const char *path, const char *old,
     size_t oldn, const char *new_, size_t newn, uint64_t max,
     json_t **out, struct xd_perr *e);
+
+/* ---- exec_events.c ---- */
+
+/* A subscriber of GET /v1/events: fn gets each frame ("event: T\n
+ * data: {...}\n\n") and may unsubscribe s. */
+struct xd_sub {
+	TAILQ_ENTRY(xd_sub) link;
+	void (*fn)(void *arg, const char *frame, size_t n);
+	void *arg;
+	int on;
+};
+TAILQ_HEAD(xd_subq, xd_sub);
+
+void xd_event_sub(struct xd *xd, struct xd_sub *s);
+void xd_event_unsub(struct xd *xd, struct xd_sub *s);
+/* type "sandbox" (what: created, removed) or "command" (started,
+ * exited); data (consumed) the fields, "what" and "ts_ms" added. */
+void xd_event(struct xd *xd, const char *type, const char *what,
+    json_t *data);
+
+/* What GET /v1/metrics counts since the start. */
+struct xd_stats {
+	uint64_t created, create_failed, removed;
+	uint64_t cmds_started, cmds_exited, timed_out, oom_killed, cancelled;
+	uint64_t events_dropped;
+};
+
+/* ---- exec_audit.c ---- */
+
+struct xd_cmd;
+/* Open cfg->audit_log (its directory made 0750): -1 with err. */
+int xd_audit_open(struct xd *xd, char *err, size_t errlen);
+void xd_audit_reopen(struct xd *xd);
+void xd_audit_close(struct xd *xd);
+/* One lifecycle record: action ("create", "delete", "tier",
+ * "install"), the caller, the sandbox, the outcome (HTTP status and
+ * error code or NULL); detail (consumed, may be NULL) more of it. */
+void xd_audit_box(struct xd *xd, const char *action, const char *who,
+    const char *role, const char *id, const char *tenant, const char *user,
+    int status, const char *code, json_t *detail);
+/* One record for an ended command. */
+void xd_audit_cmd(const struct xd_cmd *c);
 
 /* ---- exec_cmd.c ---- */
 
@@ -434,6 +497,9 @@ struct xd_cmd {
 	int oom_known;
 	int paused;
 	json_t *argv;                   /* for status */
+	char cwd[SBX_PATH_MAX];
+	char who[96], role[16];         /* the caller, for the audit log */
+	int install;                    /* started by install */
 	struct xd_snap *snap;           /* the workspace at the start */
 	json_t *changes;                /* xd_snap_diff at the end */
 	const struct xd_sink *sink;
@@ -485,6 +551,8 @@ struct xd_box {
 	char profile[32];
 	struct xd_lims lim;
 	char broker[16];                /* "ok", "unknown" */
+	char eff_tier[16];              /* sluiced's effective tier, "" not
+	                                 * asked yet */
 	int op;                         /* a worker changes the record */
 	struct xd_cmd *fg;
 	struct xd_cmdq cmds;            /* background, running or done */
@@ -509,6 +577,10 @@ int xd_box_delete(struct xd_box *b, xd_box_cb cb, void *arg,
 int xd_box_set_tier(struct xd_box *b, const char *tier, xd_box_cb cb,
     void *arg, struct xd_perr *e);
 json_t *xd_box_json(const struct xd_box *b);
+/* Ask sluiced (in a worker) for the box's session and its effective
+ * tier, into b->eff_tier; cb(arg, b, NULL) then, or with e. */
+int xd_box_network(struct xd_box *b, xd_box_cb cb, void *arg,
+    struct xd_perr *e);
 /* Let go of a box (exec_rec.c): freed once gone and unused. */
 void xd_box_unref(struct xd_box *b);
 /* At exit: free every box and command (the sandboxes stay). */
@@ -532,6 +604,7 @@ struct evhttp;
 struct evhttp_bound_socket;
 struct event_base;
 struct ssl_ctx_st;
+struct clog;
 struct xd_call;
 TAILQ_HEAD(xd_callq, xd_call);
 
@@ -549,6 +622,9 @@ struct xd {
 	struct evhttp_bound_socket *bound_unix, *bound_tls;
 	struct ssl_ctx_st *tls_ctx;
 	char sock_path[SBX_PATH_MAX + 16];     /* canonical, "" none */
+	struct clog *audit;             /* exec_audit.c */
+	struct xd_subq subs;            /* exec_events.c */
+	struct xd_stats stats;
 	struct usock_id sock_id;
 };
 

@@ -86,9 +86,11 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 	/* what the running daemon is built on stays until a restart */
 	if (strcmp(n->runtime_dir, old->runtime_dir) ||
 	    strcmp(n->state_dir, old->state_dir) || strcmp(n->tcp, old->tcp) ||
-	    n->uid_base != old->uid_base || n->slots != old->slots)
+	    n->uid_base != old->uid_base || n->slots != old->slots ||
+	    strcmp(n->audit_log, old->audit_log))
 		xd_log(XD_LOG_WARN, "reload: runtime_dir, state_dir, tcp.listen, "
-		    "uid_base and slots change on restart only");
+		    "uid_base, slots and log.path change on restart only");
+	snprintf(n->audit_log, sizeof(n->audit_log), "%s", old->audit_log);
 	snprintf(n->runtime_dir, sizeof(n->runtime_dir), "%s",
 	    old->runtime_dir);
 	snprintf(n->state_dir, sizeof(n->state_dir), "%s", old->state_dir);
@@ -104,6 +106,8 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 		return;
 	}
 	free(old);
+	/* after logrotate moved it: the chain goes on in a new file */
+	xd_audit_reopen(xd);
 	xd_log(XD_LOG_INFO, "reload: configuration %s applied",
 	    opt_config ? opt_config : "(defaults)");
 }
@@ -247,6 +251,7 @@ main(int argc, char **argv)
 	TAILQ_INIT(&XD.boxes);
 	TAILQ_INIT(&XD.jobs);
 	TAILQ_INIT(&XD.calls);
+	TAILQ_INIT(&XD.subs);
 	signal(SIGPIPE, SIG_IGN);
 	if ((XD.base = event_base_new()) == NULL) {
 		fprintf(stderr, XD_NAME ": cannot make the event loop\n");
@@ -262,6 +267,10 @@ main(int argc, char **argv)
 	umask(022);
 	if (util_mkdir_p(XD.cfg->state_dir, 0711) != 0) {
 		xd_log(XD_LOG_ERR, "%s: %s", XD.cfg->state_dir, strerror(errno));
+		goto out;
+	}
+	if (xd_audit_open(&XD, err, sizeof(err)) != 0) {
+		xd_log(XD_LOG_ERR, "audit log: %s", err);
 		goto out;
 	}
 	xd_box_load_all(&XD);
@@ -297,6 +306,7 @@ out:
 	if (XD.base != NULL && !check && !print && !doc) {
 		xd_api_close(&XD);
 		xd_box_free_all(&XD);
+		xd_audit_close(&XD);
 	}
 	if (XD.base != NULL)
 		event_base_free(XD.base);

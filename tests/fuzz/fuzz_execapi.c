@@ -14,6 +14,9 @@
  *   'x'  a command body: an accepted one has an argv without NUL and a
  *        timeout and cap within the maximum;
  *   't'  a PATCH body;
+ *   'i'  an install body: an accepted one has an argv of the manager's
+ *        words then packages that begin with no "-" and hold no "/",
+ *        ":" or "@" past an npm scope (never an option, path or URL);
  *   other: output bytes as JSON text (valid UTF-8 out) and the cut of a
  *        stream at a character boundary.
  */
@@ -94,6 +97,31 @@ fuzz_json(char kind, const char *s, size_t n)
 			xd_cmd_spec_free(&cs);
 		} else if (e.code == NULL)
 			abort();
+	} else if (kind == 'i') {
+		struct xd_cmd_spec cs;
+		char mgr[8];
+		size_t i, first;
+
+		if (xd_install_parse(j, &d, m.timeout_s, m.output_cap, &cs,
+		    mgr, sizeof(mgr), &e) == 0) {
+			first = strcmp(mgr, "pip") == 0 ? 9 : 5;
+			for (i = 0; cs.argv[i] != NULL; i++) {
+				const char *a = cs.argv[i], *at;
+
+				if (i < first)
+					continue;
+				at = a[0] == '@' ? strchr(a, '/') : a;
+				if (a[0] == '-' || a[0] == '\0' || at == NULL ||
+				    strchr(at + (a[0] == '@'), '/') != NULL ||
+				    strchr(a, ':') != NULL ||
+				    (mgr[0] == 'p' && strchr(a, '@') != NULL))
+					abort();
+			}
+			if (i <= first || cs.timeout_s > m.timeout_s)
+				abort();
+			xd_cmd_spec_free(&cs);
+		} else if (e.status != 400 || e.code == NULL)
+			abort();
 	} else {
 		char tier[16];
 
@@ -153,6 +181,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 'c':
 	case 'x':
 	case 't':
+	case 'i':
 		fuzz_json(kind, s, n);
 		break;
 	default: {

@@ -28,7 +28,12 @@ and holding the one create slot: 429 scope creates); per-tenant quota; TLS with 
 (401, a tenant-bound token sees and makes only its tenant's, 403);
 SIGHUP reload (a bad file keeps the old configuration); the OpenAPI
 document matches the route table both ways and every documented route
-is served; SIGTERM drains.
+is served; SIGTERM drains; install (400 for anything but names, 403
+network_not_permitted at an effective tier off or without a session,
+pip from a loopback registry through sluiced; a vanished broker session
+made again on the next GET, which shows it); the audit log (a record
+per lifecycle action and command, verified by sluicectl log verify);
+GET /v1/events (events in order, a slow reader dropped) and /v1/metrics.
 
 Skips (77) without root or user namespaces; fails then under
 SLUICE_TEST_STRICT=1."""
@@ -53,6 +58,7 @@ from harness import (Suite, Skip, Fail, check, check_eq, log,  # noqa: E402
 S = Suite("t_execd", time_limit=600)
 
 EXECD = os.path.join(BUILDDIR, "sandbox-glue", "executor", "sluice-execd")
+SLUICECTL = os.path.join(BUILDDIR, "proxy", "sluicectl", "sluicectl")
 SHIM = os.path.abspath(os.path.join(BUILDDIR, "sandbox-glue", "shim",
                                     "sluice-shim"))
 OPENAPI = os.path.join(SRCDIR, "sandbox-glue", "executor", "openapi.json")
@@ -197,6 +203,7 @@ class Execd:
             "max_file_bytes": 1 << 20,
             "ring_bytes": 4096,
             "limits_max": {"timeout_s": 120, "memory_mb": 4096},
+            "log": {"path": env.path("xaudit/execd.jsonl")},
         }
         for k, v in over.items():
             if isinstance(v, dict) and isinstance(self.conf.get(k), dict):
@@ -1149,6 +1156,8 @@ def openapi_routes(env):
     # the sandbox's own DELETE last, so that every other route meets it
     for m, path in sorted(documented, key=lambda mp: (
             mp == ("DELETE", "/v1/sandboxes/{id}"), mp)):
+        if (m, path) == ("GET", "/v1/events"):
+            continue            # a stream without end: events_metrics
         p = path.replace("{id}", "o1").replace("{cid}", "c1").replace(
             "{path}", "f")
         body = {} if m in ("POST", "PATCH") else None
@@ -1160,6 +1169,352 @@ def openapi_routes(env):
         check(r.status < 300 or (r.json and "error" in r.json and
                                  r.json["error"].get("code")),
               "%s %s: error shape: %r" % (m, path, r))
+
+
+@S.case
+def install(env):
+    """install: 400 for anything but package names (options, URLs,
+    paths, markers, aliases), 403 network_not_permitted when sluiced's
+    effective tier for the session is off (or it has no session), and a
+    real pip install from a loopback registry through sluiced."""
+    import functools
+    import http.server
+    sys.path.insert(0, os.path.join(SRCDIR, "demo"))
+    import registry
+    root = env.path("registry")
+    registry.make_index(root)
+    handler = functools.partial(registry.Quiet, directory=root)
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    srv.daemon_threads = True
+    hits = []
+    orig = registry.Quiet.do_GET
+
+    def counting(self):
+        hits.append(self.path)
+        return orig(self)
+    registry.Quiet.do_GET = counting
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.2},
+                     daemon=True).start()
+    env.closers.append(lambda: (srv.shutdown(), srv.server_close(),
+                                setattr(registry.Quiet, "do_GET", orig)))
+    port = srv.server_address[1]
+    preflight()
+    os.chmod(os.path.dirname(env.dir), 0o711)
+    os.chmod(env.dir, 0o711)
+    # pypi.org is loopback to this sluiced: nothing leaves the host
+    cfg = env.config(sessions=[], ceiling="public",
+                     ports={"registries": [443, 80, port],
+                            "public": [443, 80]},
+                     dns={"hosts": {"pypi.org": ["127.0.0.1"]},
+                          "timeout_ms": 2000})
+    d = env.sluiced(cfg)
+    ctl = os.path.join(cfg["runtime_dir"], "control.sock")
+    x = Execd(env, ctl).start()
+    create(x, "i0", network={"tier": "off"})
+    create(x, "i1", network={"tier": "registries"})
+    url = "/v1/sandboxes/%s/install"
+    # names only: never an option, URL, path, marker or alias
+    for m, bad in (("pip", "-e"), ("pip", "--index-url=http://x/"),
+                   ("pip", "http://x/p.whl"), ("pip", "p @ http://x/"),
+                   ("pip", "../p"), ("pip", "p; os_name=='nt'"),
+                   ("pip", "p==1 ; x"), ("pip", "p[a,]"), ("pip", "p=1"),
+                   ("pip", ""), ("pip", "p -r x"), ("npm", "--global"),
+                   ("npm", "git+ssh://h/r"), ("npm", "./dir"),
+                   ("npm", "x@npm:y"), ("npm", "x@file:../y"),
+                   ("npm", "@scope"), ("npm", "Upper"), ("npm", "x@-g")):
+        check_err(x.app("POST", url % "i1", {"manager": m,
+                                              "packages": [bad]}),
+                  400, "bad_request", "%s %r" % (m, bad))
+    for body in ({"manager": "apt", "packages": ["x"]},
+                 {"manager": "pip", "packages": []},
+                 {"manager": "pip", "packages": "x"},
+                 {"manager": "pip", "packages": ["x"], "index": "y"}):
+        check_err(x.app("POST", url % "i1", body), 400, "bad_request",
+                  "body %r" % body)
+    # tier off: no registry
+    r = x.app("POST", url % "i0", {"manager": "pip", "packages": ["x"]})
+    check_err(r, 403, "network_not_permitted", "tier off")
+    check_eq(r.json["error"].get("effective_tier"), "off", "effective")
+    check_err(x.app("POST", url % "i0", {"manager": "npm",
+                                         "packages": ["left-pad@^1.3"]}),
+              403, "network_not_permitted", "npm, tier off")
+    # the ceiling lowers the effective tier below the sandbox's own
+    check_eq(api_unix(ctl, "PUT", "/v1/ceiling", {"tier": "off"}).status,
+             200, "ceiling off")
+    check_err(x.app("POST", url % "i1", {"manager": "pip",
+                                         "packages": ["x"]}),
+              403, "network_not_permitted", "ceiling off")
+    check_eq(api_unix(ctl, "PUT", "/v1/ceiling", {"tier": "public"}).status,
+             200, "ceiling public")
+    # a vanished session is made again, with the sandbox's tier (off)
+    check_eq(api_unix(ctl, "DELETE", "/v1/sessions/i0").status in (200, 204),
+             True, "session deleted")
+    r = x.app("POST", url % "i0", {"manager": "pip", "packages": ["x"]})
+    check_err(r, 403, "network_not_permitted", "repaired at tier off")
+    check_eq(r.json["error"].get("broker"), "repaired", "broker repaired")
+    check_eq(session(ctl, "i0").json["tier"], "off", "session made again")
+    # a real install through sluiced from the loopback registry
+    ex(x, "i1", {"shell": "mkdir -p ~/.config/pip && printf '[global]\\n"
+                 "index-url = http://pypi.org:%d/simple/\\n"
+                 "trusted-host = pypi.org\\n' > "
+                 "~/.config/pip/pip.conf" % port})
+    r = x.app("POST", url % "i1", {"manager": "pip",
+                                   "packages": ["sluicedemo==1.0"]},
+              timeout=180)
+    check_eq(r.status, 200, "install: %r" % r)
+    o = r.json
+    check_eq(o["command"], ["python3", "-m", "pip", "install", "--user",
+                            "--no-input", "--disable-pip-version-check",
+                            "--progress-bar", "off", "sluicedemo==1.0"],
+             "argv")
+    check(o["exit_code"] == 0 and o["manager"] == "pip",
+          "pip install: %r (registry saw %r)" % (o, hits))
+    check(any(h.startswith("/files/sluicedemo") for h in hits),
+          "the wheel came from the loopback registry: %r" % hits)
+    o = ex(x, "i1", {"cmd": ["python3", "-c",
+                             "import sluicedemo; print(sluicedemo.VALUE)"]})
+    check_eq(o["stdout"], "42\n", "installed: %r" % o)
+    # it went through the broker: sluiced logged the registry's host
+    with open(cfg["log"]["path"]) as f:
+        check("pypi.org" in f.read(), "sluiced's log names pypi.org")
+    # the broker in step: a session that vanished is made again on the
+    # next GET, which shows it, and the sandbox reaches the registry
+    # through it again
+    check_eq(api_unix(ctl, "DELETE", "/v1/sessions/i1").status in (200, 204),
+             True, "session i1 deleted")
+    check_eq(session(ctl, "i1").status, 404, "gone from sluiced")
+    g = x.app("GET", "/v1/sandboxes/i1").json
+    check_eq((g["network"]["broker"], g["network"]["tier"],
+              g["network"]["effective_tier"]),
+             ("repaired", "registries", "registries"), "GET: %r" % g)
+    check_eq(session(ctl, "i1").json["tier"], "registries", "made again")
+    g = x.app("GET", "/v1/sandboxes/i1").json
+    check_eq(g["network"]["broker"], "ok", "in step again")
+    n = len(hits)
+    o = ex(x, "i1", {"cmd": ["python3", "-c", "import urllib.request as u; "
+                             "print(u.urlopen('http://pypi.org:%d/simple/')"
+                             ".status)" % port]}, timeout=60)
+    check_eq(o["stdout"], "200\n", "through the repaired session: %r" % o)
+    check(len(hits) > n, "the registry was reached")
+    # sluiced restarted without its state: the next GET makes the
+    # session again, and the sandbox's network works through it
+    d.stop()
+    if os.path.exists(cfg["state_file"]):
+        os.unlink(cfg["state_file"])
+    d = env.sluiced(dict(d.config), name="sluiced2")
+    check_eq(session(ctl, "i1").status, 404, "sluiced restarted bare")
+    g = x.app("GET", "/v1/sandboxes/i1").json
+    check_eq(g["network"]["broker"], "repaired", "after a restart: %r" % g)
+    n = len(hits)
+    o = ex(x, "i1", {"cmd": ["python3", "-c", "import urllib.request as u; "
+                             "print(u.urlopen('http://pypi.org:%d/simple/')"
+                             ".status)" % port]}, timeout=60)
+    check_eq(o["stdout"], "200\n", "after a sluiced restart: %r" % o)
+    check(len(hits) > n, "the registry was reached after the restart")
+    # sluiced unreachable: GET still answers and says so
+    d.stop()
+    g = x.app("GET", "/v1/sandboxes/i1").json
+    check_eq((g["network"]["broker"], g["network"]["effective_tier"]),
+             ("unreachable", None), "GET without sluiced: %r" % g)
+
+
+@S.case
+def audit_log(env):
+    """Every lifecycle action and every command is one record of the
+    executor's own hash-chained log (the connection log's format), with
+    who, tenant, user, argv (capped), cwd, exit, duration, bytes out,
+    oom and timeout; sluicectl log verify --file passes, and fails once
+    a record is changed."""
+    d, ctl, x = start(env)
+    path = x.conf["log"]["path"]
+    create(x, "au1", tenant="acme", user="bob")
+    check_err(x.app("POST", "/v1/sandboxes", {"id": "au1",
+                                              "network": {"tier": "off"}}),
+              409, "exists", "second create")
+    ex(x, "au1", {"shell": "mkdir -p sub; printf 12345; echo e >&2; exit 3"})
+    ex(x, "au1", {"cmd": ["sleep", "5"], "timeout_s": 1, "cwd": "sub"})
+    ex(x, "au1", {"cmd": ["echo"] + ["w" * 300] * 80})
+    r = x.app("POST", "/v1/sandboxes/au1/commands", {"shell": "exit 0"})
+    check_eq(r.status, 202, "background")
+    wait_until(lambda: x.app("GET", "/v1/sandboxes/au1/commands/" +
+                             r.json["id"]).json.get("status") == "exited",
+               20, what="background exit")
+    check_eq(x.app("PATCH", "/v1/sandboxes/au1",
+                   {"network": {"tier": "off"}}).status, 200, "tier")
+    check_eq(x.app("DELETE", "/v1/sandboxes/au1", timeout=60).status, 200,
+             "delete")
+    with open(path) as f:
+        recs = [json.loads(ln) for ln in f]
+    for rec in recs:
+        check(all(k in rec for k in ("seq", "ts", "prev", "hash")),
+              "chained record: %r" % rec)
+    box = [(r_["action"], r_["status"], r_["code"]) for r_ in recs
+           if r_["event"] == "sandbox"]
+    check_eq(box, [("create", 201, None), ("create", 409, "exists"),
+                   ("tier", 200, None), ("delete", 200, None)],
+             "lifecycle records")
+    cr = [r_ for r_ in recs if r_["event"] == "sandbox"][0]
+    check_eq((cr["who"], cr["role"], cr["sandbox"], cr["tenant"],
+              cr["user"]), ("uid:%d" % NOBODY, "app", "au1", "acme", "bob"),
+             "create record")
+    cmds = [r_ for r_ in recs if r_["event"] == "command"]
+    check_eq(len(cmds), 4, "one record per command: %r" % cmds)
+    c1, c2, c3, c4 = cmds
+    check_eq((c1["who"], c1["role"], c1["tenant"], c1["user"], c1["kind"],
+              c1["argv"][:2], c1["cwd"], c1["exit_code"], c1["signal"],
+              c1["stdout_bytes"], c1["stderr_bytes"], c1["oom_killed"],
+              c1["timed_out"]),
+             ("uid:%d" % NOBODY, "app", "acme", "bob", "foreground",
+              ["/bin/sh", "-c"], "/workspace", 3, None, 5, 2, False,
+              False), "command record")
+    check(isinstance(c1["duration_ms"], int) and c1["duration_ms"] >= 0,
+          "duration")
+    check_eq((c2["argv"], c2["cwd"], c2["timed_out"]),
+             (["sleep", "5"], "/workspace/sub", True), "timed out")
+    check(c3["argv_truncated"] and len(json.dumps(c3["argv"])) < 4096,
+          "argv capped: %d" % len(json.dumps(c3["argv"])))
+    check_eq(c4["kind"], "background", "background record")
+    v = subprocess.run([SLUICECTL, "log", "verify", "--file", path],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    check_eq(v.returncode, 0, "verify: %s" % v.stdout.decode())
+    # a changed record breaks the chain
+    with open(path) as f:
+        text = f.read()
+    bad = env.path("tampered.jsonl")
+    with open(bad, "w") as f:
+        f.write(text.replace('"exit_code":3', '"exit_code":0', 1))
+    v = subprocess.run([SLUICECTL, "log", "verify", "--file", bad],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    check(v.returncode != 0, "tampered log verifies: %s" % v.stdout.decode())
+
+
+def dechunk_partial(body):
+    """The data of the complete chunks of a chunked body so far, and
+    whether the terminal chunk came."""
+    out = b""
+    while True:
+        line, sep, rest = body.partition(b"\r\n")
+        if not sep:
+            return out, False
+        n = int(line, 16)
+        if n == 0:
+            return out, True
+        if len(rest) < n + 2:
+            return out, False
+        out += rest[:n]
+        body = rest[n + 2:]
+
+
+def metrics(x):
+    r = root_call(x.sock, "GET", "/v1/metrics")
+    check_eq(r.status, 200, "metrics")
+    check(r.header("Content-Type").startswith("text/plain"), "text/plain")
+    m = {}
+    for ln in r.body.decode().split("\n"):
+        if ln and not ln.startswith("#"):
+            k, v = ln.rsplit(" ", 1)
+            m[k] = int(v)
+    return m
+
+
+@S.case
+def events_metrics(env):
+    """GET /v1/events streams sandbox created/removed and command
+    started/exited as they happen; a reader that does not keep up is
+    dropped (told so, its stream ended) while the others go on; GET
+    /v1/metrics counts sandboxes, commands, quotas and subscribers."""
+    d, ctl, x = start(env, events_buffer_bytes=1 << 20,
+                      max_body_bytes=1 << 20, quotas={"per_user": 7})
+
+    def subscribe(rcvbuf=None):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        if rcvbuf:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        s.connect(x.sock)
+        s.settimeout(30)
+        s.sendall(b"GET /v1/events HTTP/1.1\r\nHost: x\r\n\r\n")
+        return s
+    fast = subscribe()
+    got = bytearray()
+    stop = threading.Event()
+
+    def reader():
+        while not stop.is_set():
+            try:
+                b = fast.recv(1 << 20)
+            except socket.timeout:
+                continue
+            if not b:
+                break
+            got.extend(b)
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    slow = subscribe(rcvbuf=4096)
+    wait_until(lambda: metrics(x).get("sluice_execd_event_subscribers") == 2,
+               10, what="two subscribers")
+    m = metrics(x)
+    check_eq(m['sluice_execd_quota_limit{scope="user"}'], 7, "quota")
+    create(x, "ev1")
+    o = ex(x, "ev1", {"shell": "exit 2"})
+    check_eq(o["exit_code"], 2, "exec")
+
+    def events():
+        head, _, body = bytes(got).partition(b"\r\n\r\n")
+        data, _ = dechunk_partial(body)
+        return head, sse_events(data)
+    wait_until(lambda: len(events()[1]) >= 3, 10, what="three events")
+    head, ev = events()
+    check(b"text/event-stream" in head, "SSE head: %r" % head)
+    check_eq([(n, p["what"]) for n, p in ev[:3]],
+             [("sandbox", "created"), ("command", "started"),
+              ("command", "exited")], "events in order")
+    check_eq((ev[0][1]["id"], ev[0][1]["tenant"], ev[2][1]["sandbox"],
+              ev[2][1]["exit_code"], ev[1][1]["id"] == ev[2][1]["id"]),
+             ("ev1", "acme", "ev1", 2, True), "event fields: %r" % ev)
+    # the slow reader: big events it never reads
+    for i in range(16):
+        ex(x, "ev1", {"cmd": ["true", "x" * 200000]}, timeout=60)
+    wait_until(lambda: metrics(x).get(
+        "sluice_execd_event_subscribers_dropped_total") == 1, 10,
+        what="the slow reader dropped (fast got %d bytes, %r)" % (len(got), metrics(x)))
+    m = metrics(x)
+    check_eq(m["sluice_execd_event_subscribers"], 1, "one left")
+    check_eq(m["sluice_execd_commands_started_total"], 17, "started")
+    check_eq(m["sluice_execd_commands_exited_total"], 17, "exited")
+    check_eq(m['sluice_execd_sandboxes{state="running"}'], 1, "running")
+    check_eq(m['sluice_execd_quota_in_use{scope="global"}'], 1, "in use")
+    # the dropped one is told and its stream ends
+    raw = bytearray()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        b = slow.recv(1 << 20)
+        if not b:
+            break
+        raw.extend(b)
+        if dechunk_partial(bytes(raw).partition(b"\r\n\r\n")[2])[1]:
+            break
+    data, ended = dechunk_partial(bytes(raw).partition(b"\r\n\r\n")[2])
+    check(ended, "the slow stream ended")
+    check_eq(sse_events(data)[-1][0], "dropped", "told it was dropped")
+    slow.close()
+    # the fast one goes on
+    check_eq(x.app("DELETE", "/v1/sandboxes/ev1", timeout=60).status, 200,
+             "delete")
+    wait_until(lambda: ("sandbox", "removed") in [
+        (n, p["what"]) for n, p in events()[1]], 10, what="removed event")
+    check_eq(metrics(x)["sluice_execd_sandboxes_removed_total"], 1,
+             "removed counted")
+    stop.set()
+    fast.shutdown(socket.SHUT_RDWR)     # wakes the reader's recv
+    t.join(5)
+    fast.close()
+    # a reader that left is noticed at the next event sent to it (as
+    # root, from this process: a forked client would hold the socket)
+    check_eq(root_call(x.sock, "POST", "/v1/sandboxes", {
+        "id": "ev2", "network": {"tier": "off"}}, timeout=60).status, 201,
+        "create ev2")
+    wait_until(lambda: metrics(x).get("sluice_execd_event_subscribers") == 0,
+               10, what="no subscriber left")
 
 
 def runsc_works():

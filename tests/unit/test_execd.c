@@ -70,6 +70,18 @@ t_cfg(void **state)
 	    sizeof(err)), -1);
 	assert_int_equal(cfg(&c, "{\"backend\": \"kvm\"}", err, sizeof(err)),
 	    -1);
+	/* the audit log: a default under /var/log/sluice, an absolute path */
+	assert_int_equal(cfg(&c, "{}", err, sizeof(err)), 0);
+	assert_string_equal(c.audit_log, "/var/log/sluice/execd.jsonl");
+	assert_int_equal(c.events_buffer, 1048576);
+	assert_int_equal(cfg(&c, "{\"log\": {\"path\": \"/x/a.jsonl\"}}", err,
+	    sizeof(err)), 0);
+	assert_string_equal(c.audit_log, "/x/a.jsonl");
+	assert_int_equal(cfg(&c, "{\"log\": {\"path\": \"rel\"}}", err,
+	    sizeof(err)), -1);
+	assert_non_null(strstr(err, "log.path"));
+	assert_int_equal(cfg(&c, "{\"log\": {\"file\": \"/x\"}}", err,
+	    sizeof(err)), -1);
 }
 
 static void
@@ -220,6 +232,78 @@ t_text(void **state)
 	    3), 3);
 }
 
+static int
+install_ok(const char *manager, const char *pkg)
+{
+	struct xd_cfg c;
+	struct xd_cmd_spec cs;
+	struct xd_perr e;
+	char m[8], err[256];
+	json_t *j;
+	int rc;
+
+	assert_int_equal(cfg(&c, "{}", err, sizeof(err)), 0);
+	memset(&e, 0, sizeof(e));
+	j = json_pack("{s:s,s:[s]}", "manager", manager, "packages", pkg);
+	rc = xd_install_parse(j, &c.def, c.max.timeout_s, c.max.output_cap,
+	    &cs, m, sizeof(m), &e);
+	if (rc == 0) {
+		size_t n;
+
+		for (n = 0; cs.argv[n] != NULL; n++)
+			;
+		/* the package is the last word, as given */
+		assert_string_equal(cs.argv[n - 1], pkg);
+		assert_string_equal(m, manager);
+		assert_string_equal(cs.cwd, "/workspace");
+		assert_int_equal(cs.timeout_s, 120);
+		xd_cmd_spec_free(&cs);
+	} else {
+		assert_int_equal(e.status, 400);
+		xd_perr_clear(&e);
+	}
+	json_decref(j);
+	return rc == 0;
+}
+
+static void
+t_install(void **state)
+{
+	static const char *const pip_good[] = { "requests", "Django==4.2.1",
+	    "numpy>=1.24,<2", "a", "zope.interface", "pkg_name-x",
+	    "requests[socks,security]~=2.31", "x===1.0.post1", "y!=1.*",
+	    "z<=2.0rc1+local", NULL };
+	static const char *const pip_bad[] = { "", "-e", "--user", "-r",
+	    "http://h/p.whl", "p @ https://h/p", "p@x", "./p", "/abs",
+	    "../p", "p;python_version<'3'", "p ==1", "p=1", "p==", "p[",
+	    "p[]", "p[a,]", "p[-a]", "-p", "p-", ".p", "p==1,", "p==1;x",
+	    "git+https://h/r", "p\\x", "p==1 --hash", "p=<1", NULL };
+	static const char *const npm_good[] = { "left-pad", "@types/node",
+	    "lodash@4.17.21", "react@^18.2.0", "x@>=1.2 <2 || 3.x",
+	    "@scope/pkg@latest", "a.b_c~d", "x@~1.2.3-beta.1", NULL };
+	static const char *const npm_bad[] = { "", "-g", "--global",
+	    "Upper", "@scope", "@/x", "@s/", ".x", "_x", "-x", "x@",
+	    "x@-g", "x@npm:y", "x@file:../y", "git+ssh://h/r",
+	    "https://h/x.tgz", "./dir", "/abs", "user/repo", "x@github:u/r",
+	    "x@1;rm", NULL };
+	size_t i;
+
+	(void)state;
+	for (i = 0; pip_good[i] != NULL; i++)
+		if (!install_ok("pip", pip_good[i]))
+			fail_msg("pip refused \"%s\"", pip_good[i]);
+	for (i = 0; pip_bad[i] != NULL; i++)
+		if (install_ok("pip", pip_bad[i]))
+			fail_msg("pip accepted \"%s\"", pip_bad[i]);
+	for (i = 0; npm_good[i] != NULL; i++)
+		if (!install_ok("npm", npm_good[i]))
+			fail_msg("npm refused \"%s\"", npm_good[i]);
+	for (i = 0; npm_bad[i] != NULL; i++)
+		if (install_ok("npm", npm_bad[i]))
+			fail_msg("npm accepted \"%s\"", npm_bad[i]);
+	assert_false(install_ok("apt", "x"));
+}
+
 int
 main(void)
 {
@@ -230,6 +314,7 @@ main(void)
 		cmocka_unit_test(t_range),
 		cmocka_unit_test(t_bodies),
 		cmocka_unit_test(t_text),
+		cmocka_unit_test(t_install),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
