@@ -206,8 +206,9 @@ def world(env):
 
     web = WebServer(env.path("web"))
     env.closers.append(web.close)
-    with open(os.path.join(web.root, "index.html"), "w") as f:
-        f.write("hello from web.test\n")
+    for name in ("index.html", "one", "two", "late"):
+        with open(os.path.join(web.root, name), "w") as f:
+            f.write("hello from web.test\n")
     sys.path.insert(0, os.path.join(SRCDIR, "demo"))
     import registry
     reg_root = env.path("registry")
