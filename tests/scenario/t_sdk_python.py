@@ -42,6 +42,7 @@ def pytest_suite(env):
     junit = os.path.join(home, "junit.xml")
     e["PYTHONPATH"] = os.path.join(tree, "src")
     argv = [py, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs",
+            "--durations=5",
             "--junitxml", junit, os.path.join(tree, "tests")]
     if os.environ.get("SLUICE_SDK_K"):      # a subset, by pytest -k
         argv += ["-k", os.environ["SLUICE_SDK_K"]]

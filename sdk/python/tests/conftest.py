@@ -165,22 +165,28 @@ class Forwarder:
             if drop_req:
                 raise OSError("cut before forwarding")
             up.sendall(head)
+            threading.Thread(target=self._pump, args=(c, up),
+                             daemon=True).start()
             if drop_ans:
                 # the daemon gets the whole request and answers; the client
                 # gets nothing: the connection drops
                 up.settimeout(120)
-                while True:
+                got = b""
+                while b"\r\n\r\n" not in got:
                     d = up.recv(65536)
-                    if not d or b"\r\n\r\n" in d:
+                    if not d:
                         break
+                    got += d
                 raise OSError("cut before the answer")
-            threading.Thread(target=self._pump, args=(c, up),
-                             daemon=True).start()
             self._pump(up, c)
         except OSError:
             pass
         finally:
             for s in (c, up):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
                 try:
                     s.close()
                 except OSError:
@@ -188,8 +194,8 @@ class Forwarder:
 
     @staticmethod
     def _pump(a: socket.socket, b: socket.socket) -> None:
-        a.settimeout(None)
         try:
+            a.settimeout(None)
             while True:
                 d = a.recv(65536)
                 if not d:

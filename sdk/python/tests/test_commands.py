@@ -60,7 +60,8 @@ def test_busy_and_cancel(sandbox):
 def test_stream(sandbox):
     t0 = time.monotonic()
     seen = []
-    for item in sandbox.stream("echo one; sleep 1; echo two >&2; echo three"):
+    for item in sandbox.stream("echo one; sleep 1; echo two >&2; sleep 0.3; "
+                                 "echo three"):
         seen.append((time.monotonic() - t0, item))
     chunks = [i for _, i in seen if isinstance(i, sluice.StreamChunk)]
     result = seen[-1][1]

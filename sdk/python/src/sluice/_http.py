@@ -253,7 +253,8 @@ class Transport(_Base):
 
     def _send(self, call: Call[Any], timeout: Optional[float],
               extra: Mapping[str, str] = {}
-              ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+              ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse,
+                         Optional[socket.socket]]:
         c = self._conn(timeout)
         try:
             c.putrequest(call.method, self.address.prefix + call.path,
@@ -261,7 +262,10 @@ class Transport(_Base):
             for k, v in self._headers(call, extra).items():
                 c.putheader(k, v)
             c.endheaders(call.body)
-            return c, c.getresponse()
+            # http.client forgets the socket of a "Connection: close"
+            # answer; a stream keeps it, to be shut from another thread
+            sock = c.sock
+            return c, c.getresponse(), sock
         except BaseException:
             c.close()
             raise
@@ -270,7 +274,7 @@ class Transport(_Base):
         timeout = call.timeout if call.timeout is not None else self.timeout
         for attempt in (0, 1):
             try:
-                c, resp = self._send(call, timeout)
+                c, resp, _ = self._send(call, timeout)
                 try:
                     body = resp.read()
                 finally:
@@ -290,7 +294,7 @@ class Transport(_Base):
         """Send call and read the head of its answer: a 2xx answer is a
         :class:`Stream` of its body, an error answer raises."""
         try:
-            c, resp = self._send(call, read_timeout, extra)
+            c, resp, sock = self._send(call, read_timeout, extra)
         except (OSError, http.client.HTTPException) as e:
             raise self._fail(e) from e
         if resp.status >= 400:
@@ -301,7 +305,7 @@ class Transport(_Base):
             finally:
                 c.close()
             self._check(call, Response(resp.status, resp.getheaders(), body))
-        return Stream(self, c, resp)
+        return Stream(self, c, resp, sock)
 
 
 class Stream:
@@ -309,8 +313,9 @@ class Stream:
     ends the connection."""
 
     def __init__(self, t: Transport, c: http.client.HTTPConnection,
-                 resp: http.client.HTTPResponse) -> None:
-        self._t, self._c, self._resp = t, c, resp
+                 resp: http.client.HTTPResponse,
+                 sock: Optional[socket.socket]) -> None:
+        self._t, self._c, self._resp, self._sock = t, c, resp, sock
         self.status = resp.status
         self.headers = resp.getheaders()
 
@@ -329,15 +334,16 @@ class Stream:
 
     def close(self) -> None:
         c, self._c = self._c, None
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            # another thread may be blocked reading: shut the socket
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         if c is not None:
-            sock = c.sock
-            if sock is not None:
-                # another thread may be blocked reading: shut the socket
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
             c.close()
+            self._resp.close()
 
 
 class AsyncTransport(_Base):
