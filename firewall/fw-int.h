@@ -122,7 +122,6 @@ struct nftnl_chain;
 struct nftnl_set;
 struct nftnl_rule;
 struct nftnl_table *fw_nl_table(const char *name);
-struct nftnl_chain *fw_nl_chain(const struct fw_ruleset *rs, size_t ci);
 struct nftnl_set *fw_nl_set(const struct fw_ruleset *rs, size_t si,
     int with_elems);
 struct nftnl_rule *fw_nl_rule(const struct fw_ruleset *rs, size_t ri);

@@ -66,7 +66,7 @@ struct fw_config {
  * or -1 with the reason in why.
  */
 #define FW_IFNAME_MAX 16         /* IFNAMSIZ incl. NUL */
-int fw_ifname_check(const char *s, char *why, size_t whylen);
+int fw_ifname_check(const char *s, char *why, size_t whylen) SLUICE_MUSTCHECK;
 
 struct fw_ruleset;
 
@@ -88,7 +88,7 @@ char *fw_render_netlink(const struct fw_ruleset *rs);
  * sets, elements, rules), then read it back and compare (fw_verify).
  * 0 / -1 with err.
  */
-int fw_apply(const struct fw_ruleset *rs, char *err, size_t errlen);
+int fw_apply(const struct fw_ruleset *rs, char *err, size_t errlen) SLUICE_MUSTCHECK;
 /*
  * Bring the kernel from old (the ruleset applied last; NULL: unknown) to
  * rs.  When the two differ only in set elements (fw_sets_only), one
@@ -100,17 +100,17 @@ int fw_apply(const struct fw_ruleset *rs, char *err, size_t errlen);
  * sets were refilled in place.  0 / -1 with err.
  */
 int fw_update(const struct fw_ruleset *old, const struct fw_ruleset *rs,
-    int *refilled, char *err, size_t errlen);
+    int *refilled, char *err, size_t errlen) SLUICE_MUSTCHECK;
 /* 1 if a and b have the same table, chains, rules and sets, so that
  * only the sets' elements differ. */
 int fw_sets_only(const struct fw_ruleset *a, const struct fw_ruleset *b);
 /* Read the kernel's table back and compare it with rs.  0 / -1 with err
  * naming the first difference. */
-int fw_verify(const struct fw_ruleset *rs, char *err, size_t errlen);
+int fw_verify(const struct fw_ruleset *rs, char *err, size_t errlen) SLUICE_MUSTCHECK;
 /* Delete the table; a missing table is success. */
-int fw_remove(const char *table, char *err, size_t errlen);
+int fw_remove(const char *table, char *err, size_t errlen) SLUICE_MUSTCHECK;
 /* 1 if table inet NAME exists, 0 if not, -1 with err. */
-int fw_table_exists(const char *table, char *err, size_t errlen);
+int fw_table_exists(const char *table, char *err, size_t errlen) SLUICE_MUSTCHECK;
 
 /*
  * Safety belt for tests and tools: 1 if this process is (or may be) in

@@ -614,10 +614,6 @@ fw_helper_run(int fd, const char *start_table,
 	return rc;
 }
 
-const struct fw_helper_ops fw_helper_kernel_ops = {
-	fw_apply, fw_verify, fw_remove, fw_table_exists, NULL, fw_update
-};
-
 /* ------------------------------------------------------------------ */
 /* The proxy's call */
 

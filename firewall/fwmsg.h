@@ -63,11 +63,11 @@ struct fw_msg_apply {
 /* APPLY for fc into buf; *len is the packet length.  0 / -1 with err
  * (a field the format cannot carry, or more than cap bytes). */
 int fw_msg_encode_apply(const struct fw_config *fc, uint8_t *buf, size_t cap,
-    size_t *len, char *err, size_t errlen);
+    size_t *len, char *err, size_t errlen) SLUICE_MUSTCHECK;
 /* Strict parse of one APPLY packet.  0 / -1 with err naming the field.
  * Release with fw_msg_apply_clear (also after a failure). */
 int fw_msg_decode_apply(const uint8_t *buf, size_t len,
-    struct fw_msg_apply *out, char *err, size_t errlen);
+    struct fw_msg_apply *out, char *err, size_t errlen) SLUICE_MUSTCHECK;
 void fw_msg_apply_clear(struct fw_msg_apply *a);
 
 /* OK or ERR with text (cut at FW_MSG_TEXT_MAX, non-printable bytes
@@ -76,7 +76,7 @@ size_t fw_msg_encode_reply(uint8_t *buf, size_t cap, int ok,
     const char *text);
 /* 1 (OK) / 0 (ERR) with the text in text, or -1 if malformed. */
 int fw_msg_decode_reply(const uint8_t *buf, size_t len, char *text,
-    size_t textlen);
+    size_t textlen) SLUICE_MUSTCHECK;
 
 /*
  * The helper's request loop on fd: one reply for every request, until
@@ -101,7 +101,6 @@ struct fw_helper_ops {
 	int (*update)(const struct fw_ruleset *old, const struct fw_ruleset *rs,
 	    int *refilled, char *err, size_t errlen);
 };
-extern const struct fw_helper_ops fw_helper_kernel_ops;
 int fw_helper_run(int fd, const char *start_table,
     const struct fw_helper_ops *ops);
 
@@ -115,6 +114,6 @@ int fw_helper_run(int fd, const char *start_table,
  * caller closes fd.
  */
 int fw_helper_apply(int fd, const struct fw_config *fc, int timeout_ms,
-    char *err, size_t errlen);
+    char *err, size_t errlen) SLUICE_MUSTCHECK;
 
 #endif /* SLUICE_FWMSG_H */

@@ -15,12 +15,18 @@
 #include <linux/netfilter.h>
 
 /*
- * The refused ranges, kept here rather than derived from policy/: the
- * kernel can only match prefixes, while policy/ also classifies IPv6
- * forms that embed an IPv4 address (6to4, Teredo, NAT64) by the address
- * they carry.  The firewall is the second line, so it lists the ranges
- * that are refused whatever they hold and leaves the embedding forms to
- * the policy check.  Keep in step with policy/addr.c.
+ * The refused ranges, kept here rather than derived from policy/ (whose
+ * tables are classification code, not prefix lists).  Keep in step with
+ * policy/addr.c; test_fw checks that the two agree.
+ *
+ * policy/ also judges IPv6 forms that embed an IPv4 address by the
+ * address they carry.  The firewall follows it: the forms policy/ never
+ * admits are listed whole below, and the NAT64 and 6to4 images of every
+ * refused IPv4 range (and of deny_cidrs) are added by add_v4_images.
+ * Teredo is the exception: its client address sits inverted in the low
+ * 32 bits, after the server's, so no prefix matches "a refused client";
+ * the firewall drops all of 2001::/32, stricter than policy/, which
+ * admits a Teredo address of a public client (then upstream_failed).
  */
 static const char *const refused_v4[] = {
 	"0.0.0.0/8",            /* this network, 0.0.0.0 */
@@ -42,8 +48,11 @@ static const char *const refused_v4[] = {
 };
 
 static const char *const refused_v6[] = {
-	"::/127",               /* unspecified, loopback */
+	"::/96",                /* unspecified, loopback, IPv4-compatible */
+	"::ffff:0:0:0/96",      /* IPv4-translated (SIIT), not global */
+	"64:ff9b:1::/48",       /* NAT64 local use (RFC 8215) */
 	"100::/64",             /* discard */
+	"2001::/32",            /* Teredo (see above) */
 	"2001:2::/48",          /* benchmarking */
 	"2001:db8::/32",        /* documentation */
 	"3fff::/20",            /* documentation */
@@ -358,6 +367,44 @@ oom:
 	return -1;
 }
 
+/*
+ * The IPv6 forms that carry each IPv4 range of set4 in a prefix, into
+ * set6: NAT64 64:ff9b::/96 (RFC 6052, the address in the low 32 bits)
+ * and 6to4 2002::/16 (RFC 3056, in bits 16-47).  policy/ refuses those
+ * forms of a refused or denied IPv4 address and admits the others, so
+ * the NAT64 of public addresses keeps working.  IPv4-mapped addresses
+ * need nothing: the kernel sends them as IPv4, which set4 matches.
+ */
+static int
+add_v4_images(struct fw_ruleset *rs, int set4, int set6)
+{
+	const struct fw_set *s4 = &rs->sets[set4];
+	size_t i, n = s4->n;
+
+	for (i = 0; i < n; i++) {
+		const struct fw_range *v4 = &s4->r[i];
+		struct fw_range r;
+
+		memset(&r, 0, sizeof(r));
+		r.lo[1] = r.hi[1] = 0x64;
+		r.lo[2] = r.hi[2] = 0xff;
+		r.lo[3] = r.hi[3] = 0x9b;
+		memcpy(r.lo + 12, v4->lo, 4);
+		memcpy(r.hi + 12, v4->hi, 4);
+		if (range_push(&rs->sets[set6], &r) != 0)
+			return -1;
+		memset(&r, 0, sizeof(r));
+		r.lo[0] = r.hi[0] = 0x20;
+		r.lo[1] = r.hi[1] = 0x02;
+		memcpy(r.lo + 2, v4->lo, 4);
+		memcpy(r.hi + 2, v4->hi, 4);
+		memset(r.hi + 6, 0xff, 10);
+		if (range_push(&rs->sets[set6], &r) != 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* A resolver is "ip", "ip:port" or "[v6]:port"; the port is not kept:
  * the guard admits the configured DNS servers on any port. */
 static int
@@ -472,7 +519,7 @@ struct set_ids {
 	int sandbox4, sandbox6, broker4, broker6, ports, redirect, ifaces;
 };
 
-/* The interface list into its set; entries were checked by config.c,
+/* The interface list into its set; entries were checked by config_keys.c,
  * but the helper gets them from the proxy, so again here. */
 static int
 add_ifnames(struct fw_ruleset *rs, int set, const struct fw_config *fc,
@@ -522,8 +569,13 @@ build_sets(struct fw_ruleset *rs, const struct fw_config *fc,
 	    add_cidrs(rs, id->refused4, id->refused6, "refused", refused_v6,
 	    sizeof(refused_v6) / sizeof(*refused_v6), err, errlen) != 0 ||
 	    add_cidrs(rs, id->refused4, id->refused6, "deny_cidrs",
-	    fc->deny_cidrs, fc->ndeny_cidrs, err, errlen) != 0 ||
-	    add_cidrs(rs, id->allow4, id->allow6, "allow_cidrs",
+	    fc->deny_cidrs, fc->ndeny_cidrs, err, errlen) != 0)
+		return -1;
+	if (add_v4_images(rs, id->refused4, id->refused6) != 0) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (add_cidrs(rs, id->allow4, id->allow6, "allow_cidrs",
 	    fc->allow_cidrs, fc->nallow_cidrs, err, errlen) != 0 ||
 	    add_cidrs(rs, id->sandbox4, id->sandbox6, "sandbox_subnets",
 	    fc->sandbox_subnets, fc->nsandbox_subnets, err, errlen) != 0 ||

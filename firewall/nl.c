@@ -282,7 +282,7 @@ fw_nl_table(const char *name)
 	return t;
 }
 
-struct nftnl_chain *
+static struct nftnl_chain *
 fw_nl_chain(const struct fw_ruleset *rs, size_t ci)
 {
 	const struct fw_chain *fc = &rs->chains[ci];

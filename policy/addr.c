@@ -6,6 +6,8 @@
  * answer.  Anything not known to be globally reachable unicast is refused;
  * IPv6 forms that carry an IPv4 address are judged by that address.
  */
+#include "sluice-config.h"
+
 #include <sys/socket.h>
 #include <arpa/inet.h>
 #include <string.h>

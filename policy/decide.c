@@ -3,6 +3,8 @@
  * may this session reach this (host, port) (pol_decide), and may the
  * connection dial this address (pol_check_addr).
  */
+#include "sluice-config.h"
+
 #include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>

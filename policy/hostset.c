@@ -7,6 +7,8 @@
  * wildcard key, so it costs O(labels) probes whatever the set's size:
  * a 100,000-entry registry mirror list is as fast as a ten-entry one.
  */
+#include "sluice-config.h"
+
 #include <stdlib.h>
 #include <string.h>
 

@@ -45,13 +45,17 @@ enum pol_reason {
 	POL_R_TOO_MANY_CONNECTIONS = 20,
 	POL_R_HEAD_TOO_LARGE = 21,
 	POL_R_HEAD_TIMEOUT = 22,
-	POL_R_METHOD_NOT_ALLOWED = 23, /* TRACE, TRACK, unknown methods */
+	POL_R_METHOD_NOT_ALLOWED = 23, /* TRACE, TRACK, unregistered methods */
 	POL_R_LOG_UNAVAILABLE = 24,    /* fail closed: the record could not be written */
 	POL_R_SHUTTING_DOWN = 25,
 	POL_R_IDLE_TIMEOUT = 26,       /* close reason */
 	POL_R_SESSION_CLOSED = 27,     /* close reason: session removed */
 	POL_R_CEILING_LOWERED = 28,    /* close reason: tunnel no longer admitted */
 	POL_R_TIER_LOWERED = 29,       /* a prompt ended: the chat's tier went down */
+	POL_R_ECH_REFUSED = 30,        /* ClientHello hides its name (ECH, ESNI) */
+	POL_R_CONNECT_PLAIN_PORT = 31, /* CONNECT to a port that carries plain HTTP */
+	POL_R_SELF_TARGET = 32,        /* transparent: dialled the listener itself */
+	POL_R_TOO_MANY_INTERIM = 33,   /* the upstream sent 1xx answers without end */
 	POL_R__COUNT
 };
 
@@ -72,7 +76,7 @@ enum pol_tier {
 	POL_TIER_PUBLIC = 2,
 };
 const char *pol_tier_name(enum pol_tier t);
-int pol_tier_parse(const char *s, enum pol_tier *out); /* 0 / -1 */
+int pol_tier_parse(const char *s, enum pol_tier *out) SLUICE_MUSTCHECK; /* 0 / -1 */
 
 /* ------------------------------------------------------------------ */
 /* Addresses. */
@@ -105,7 +109,7 @@ const char *pol_addr_class_name(enum pol_addr_class c);
 /* Strict literal parsers.  IPv4: exactly four decimal octets without
  * leading zeros (127.1, 0x7f.0.0.1, 0177.0.0.1, 2130706433 fail).  IPv6:
  * inet_pton syntax without brackets or zone id.  Return 0 / -1. */
-int pol_addr_parse(const char *s, size_t len, struct pol_addr *out);
+int pol_addr_parse(const char *s, size_t len, struct pol_addr *out) SLUICE_MUSTCHECK;
 /* Canonical text (inet_ntop); buf of at least 46 bytes.  Returns buf. */
 char *pol_addr_format(const struct pol_addr *a, char *buf, size_t len);
 /* Intrinsic class, ignoring the admin CIDR lists and host addresses. */
@@ -161,7 +165,7 @@ struct pol_hostset;
 struct pol_hostset *pol_hostset_new(void);
 void pol_hostset_free(struct pol_hostset *s);
 /* 0, or -1 for a malformed pattern. */
-int pol_hostset_add(struct pol_hostset *s, const char *pattern);
+int pol_hostset_add(struct pol_hostset *s, const char *pattern) SLUICE_MUSTCHECK;
 size_t pol_hostset_count(const struct pol_hostset *s);
 /* 1 if (host, port) matches; portless entries match when port is one of
  * default_ports (pass n_default 0 to accept any port for them). */
@@ -174,18 +178,18 @@ int pol_hostset_match(const struct pol_hostset *s, const char *host,
 struct pol_config;
 struct pol_config *pol_config_new(void);
 void pol_config_free(struct pol_config *c);
-int pol_config_add_registry(struct pol_config *c, const char *pattern);
+int pol_config_add_registry(struct pol_config *c, const char *pattern) SLUICE_MUSTCHECK;
 /* The built-in registry list (PyPI, npm, crates.io, Go modules,
  * RubyGems, Maven Central, Debian and Ubuntu archives). */
-int pol_config_add_default_registries(struct pol_config *c);
-int pol_config_add_deny_host(struct pol_config *c, const char *pattern);
+int pol_config_add_default_registries(struct pol_config *c) SLUICE_MUSTCHECK;
+int pol_config_add_deny_host(struct pol_config *c, const char *pattern) SLUICE_MUSTCHECK;
 /* "a.b.c.d/len", "v6/len" or a bare address; allow=1 for allow_cidrs. */
-int pol_config_add_cidr(struct pol_config *c, const char *cidr, int allow);
+int pol_config_add_cidr(struct pol_config *c, const char *cidr, int allow) SLUICE_MUSTCHECK;
 /* Ports a tier admits (registries and public); replaces the previous set. */
 int pol_config_set_ports(struct pol_config *c, enum pol_tier t,
-    const uint16_t *ports, size_t n);
+    const uint16_t *ports, size_t n) SLUICE_MUSTCHECK;
 /* The broker host's own addresses (classified POL_AC_HOST_OWN). */
-int pol_config_add_host_addr(struct pol_config *c, const struct pol_addr *a);
+int pol_config_add_host_addr(struct pol_config *c, const struct pol_addr *a) SLUICE_MUSTCHECK;
 size_t pol_config_registry_count(const struct pol_config *c);
 
 /* ------------------------------------------------------------------ */
@@ -200,8 +204,8 @@ void pol_state_set_ceiling(struct pol_state *st, enum pol_tier t);
 enum pol_tier pol_state_global_ceiling(const struct pol_state *st);
 /* Per-tenant ceiling; the effective value never exceeds the global one. */
 int pol_state_set_tenant_ceiling(struct pol_state *st, const char *tenant,
-    enum pol_tier t);
-int pol_state_clear_tenant_ceiling(struct pol_state *st, const char *tenant);
+    enum pol_tier t) SLUICE_MUSTCHECK;
+int pol_state_clear_tenant_ceiling(struct pol_state *st, const char *tenant) SLUICE_MUSTCHECK;
 /* Effective ceiling for a tenant (NULL or unknown: the global one). */
 enum pol_tier pol_state_ceiling(const struct pol_state *st,
     const char *tenant);
@@ -217,6 +221,8 @@ struct pol_session *pol_session_find(const struct pol_state *st,
 void pol_session_remove(struct pol_state *st, struct pol_session *s);
 size_t pol_session_count(const struct pol_state *st);
 struct pol_session *pol_session_at(const struct pol_state *st, size_t idx);
+/* 1 to POL_ID_MAX of A-Z a-z 0-9 . _ -, not starting with a dot (so
+ * never "." or "..": an id names a directory). */
 int pol_id_valid(const char *id);
 
 const char *pol_session_id(const struct pol_session *s);
@@ -225,8 +231,8 @@ const char *pol_session_user(const struct pol_session *s);   /* "" if none */
 enum pol_tier pol_session_tier(const struct pol_session *s);
 void pol_session_set_tier(struct pol_session *s, enum pol_tier t);
 /* Grants: canonical host (as in pol_target.host) and port. */
-int pol_session_grant(struct pol_session *s, const char *host, uint16_t port);
-int pol_session_revoke(struct pol_session *s, const char *host, uint16_t port);
+int pol_session_grant(struct pol_session *s, const char *host, uint16_t port) SLUICE_MUSTCHECK;
+int pol_session_revoke(struct pol_session *s, const char *host, uint16_t port) SLUICE_MUSTCHECK;
 int pol_session_has_grant(const struct pol_session *s, const char *host,
     uint16_t port);
 size_t pol_session_grant_count(const struct pol_session *s);
@@ -299,7 +305,7 @@ enum pol_answer {
 /* "allow_once", "allow_chat", "deny", "timeout"; "unknown" out of range. */
 const char *pol_answer_name(enum pol_answer a);
 /* The answers a person may give (not "timeout").  0 / -1. */
-int pol_answer_parse(const char *s, enum pol_answer *out);
+int pol_answer_parse(const char *s, enum pol_answer *out) SLUICE_MUSTCHECK;
 /* 1 for allow_once and allow_chat. */
 int pol_answer_allows(enum pol_answer a);
 
@@ -322,7 +328,7 @@ enum pol_prompt_join pol_prompts_join(struct pol_prompts *pp,
     void **owner);
 /* A new pending prompt (strings copied).  0 / -1 (memory). */
 int pol_prompts_add(struct pol_prompts *pp, const char *session,
-    const char *host, uint16_t port, void *owner);
+    const char *host, uint16_t port, void *owner) SLUICE_MUSTCHECK;
 /* The prompt of owner is no longer pending (answered or expired). */
 void pol_prompts_remove(struct pol_prompts *pp, void *owner);
 size_t pol_prompts_pending(const struct pol_prompts *pp);

@@ -5,6 +5,8 @@
  * (32 per chat by default) and a request asks once, so a scan costs less
  * than keeping an index in step.
  */
+#include "sluice-config.h"
+
 #include <stdlib.h>
 #include <string.h>
 

@@ -5,6 +5,8 @@
  * Logs, webhooks and tests carry these strings, so each table is indexed
  * by the enum and only ever grows at the end.
  */
+#include "sluice-config.h"
+
 #include <string.h>
 
 #include "policy/policy.h"
@@ -126,12 +128,32 @@ static const struct reason_info reasons[POL_R__COUNT] = {
 	[POL_R_TIER_LOWERED] = { "tier_lowered", 403,
 	    "the request waited for an answer while the chat's network tier "
 	    "was lowered; the app can raise the tier again." },
+	[POL_R_ECH_REFUSED] = { "ech_refused", 403,
+	    "the tunnel was closed because the TLS ClientHello uses Encrypted "
+	    "Client Hello (or ESNI), which hides the server name sluice "
+	    "checks; turn ECH off in the client, or an administrator can "
+	    "allow it with tls.allow_ech." },
+	[POL_R_CONNECT_PLAIN_PORT] = { "connect_plain_port", 403,
+	    "the tunnel was refused because this port carries plain HTTP, "
+	    "whose Host sluice checks only on requests it forwards itself; "
+	    "send http:// requests to the proxy directly instead of through "
+	    "CONNECT." },
+	[POL_R_SELF_TARGET] = { "self_target", 400,
+	    "the connection was refused because it was made to sluice's "
+	    "transparent listener directly instead of being redirected to "
+	    "it; use the proxy port (HTTP_PROXY) or connect to the real "
+	    "host." },
+	[POL_R_TOO_MANY_INTERIM] = { "too_many_interim", 502,
+	    "the exchange failed because the upstream sent interim (1xx) "
+	    "answers without a final one; check the upstream service." },
 };
 
+/* Codes are assigned in blocks, so the table may have holes: a hole is
+ * an unknown code. */
 static int
 reason_ok(enum pol_reason r)
 {
-	return (int)r >= 0 && r < POL_R__COUNT;
+	return (int)r >= 0 && r < POL_R__COUNT && reasons[r].name != NULL;
 }
 
 const char *

@@ -6,6 +6,8 @@
  * thousands at most and grants per session in the tens, and keeping
  * insertion order makes the _at iterators stable for the control API.
  */
+#include "sluice-config.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,7 +80,9 @@ pol_id_valid(const char *id)
 {
 	size_t i;
 
-	if (id == NULL)
+	/* ids name directories (<runtime_dir>/sessions/<id>/): ".", ".."
+	 * and hidden names are not ids */
+	if (id == NULL || id[0] == '.')
 		return 0;
 	for (i = 0; id[i] != '\0'; i++) {
 		char ch = id[i];

@@ -7,6 +7,8 @@
  * percent escapes, Unicode look-alikes, zone ids) is refused, so the
  * policy, the log and the dialer cannot disagree about the target.
  */
+#include "sluice-config.h"
+
 #include <sys/socket.h>
 #include <string.h>
 

@@ -19,7 +19,7 @@
  */
 struct cfg;
 int fw_config_from_cfg(struct fw_config *fc, const struct cfg *c,
-    const char *resolv_conf);
+    const char *resolv_conf) SLUICE_MUSTCHECK;
 void fw_config_clear(struct fw_config *fc);
 
 #endif /* SLUICE_FWCFG_H */

@@ -8,6 +8,7 @@
 #include <getopt.h>
 #include <ifaddrs.h>
 #include <limits.h>
+#include <pwd.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 
 #include "proxy/daemon.h"
 #include "proxy/fwctl.h"
+#include "proxy/lib/notify.h"
 #include "proxy/priv.h"
 #include "proxy/relay/relay.h"
 #include "proxy/control/ctl.h"
@@ -71,7 +73,7 @@ usage(FILE *f)
 /* Host addresses are a refused class of their own: a "public" name that
  * resolves to the broker's own public address must not reach its
  * services. */
-static void
+static int
 add_host_addrs(struct pol_config *pc)
 {
 	struct ifaddrs *ifa, *i;
@@ -80,7 +82,7 @@ add_host_addrs(struct pol_config *pc)
 	if (getifaddrs(&ifa) != 0) {
 		px_log(PX_WARN, "%s: getifaddrs: %s", __func__,
 		    strerror(errno));
-		return;
+		return 0;
 	}
 	for (i = ifa; i != NULL; i = i->ifa_next) {
 		if (i->ifa_addr == NULL)
@@ -96,9 +98,14 @@ add_host_addrs(struct pol_config *pc)
 			    i->ifa_addr)->sin6_addr, 16);
 		} else
 			continue;
-		pol_config_add_host_addr(pc, &a);
+		if (pol_config_add_host_addr(pc, &a) != 0) {
+			/* the host-own guard would miss an address */
+			freeifaddrs(ifa);
+			return -1;
+		}
 	}
 	freeifaddrs(ifa);
+	return 0;
 }
 
 static struct dns *
@@ -238,26 +245,6 @@ lock_runtime_dir(const char *dir)
 }
 
 static void
-apply_ceilings(const struct cfg *c)
-{
-	const char *tenant;
-	enum pol_tier t;
-	size_t i;
-
-	/* forget tenant ceilings the new file no longer names */
-	while (pol_state_tenant_at(px.state, 0, &tenant, &t) == 0) {
-		char name[128];
-
-		snprintf(name, sizeof(name), "%s", tenant);
-		pol_state_clear_tenant_ceiling(px.state, name);
-	}
-	pol_state_set_ceiling(px.state, c->ceiling);
-	for (i = 0; i < c->ntenants; i++)
-		pol_state_set_tenant_ceiling(px.state, c->tenants[i].name,
-		    c->tenants[i].ceiling);
-}
-
-static void
 log_admin(const char *what, const char *detail)
 {
 	struct clog_rec *r = clog_rec_new("admin");
@@ -332,7 +319,13 @@ reload(const char *path)
 		cfg_free(nc);
 		return -1;
 	}
-	add_host_addrs(np);
+	if (add_host_addrs(np) != 0) {
+		px_log(PX_ERR, "%s: keeping the running configuration: out of "
+		    "memory", __func__);
+		pol_config_free(np);
+		cfg_free(nc);
+		return -1;
+	}
 	dns_changed = !dns_cfg_equal(px.cfg, nc);
 	if (dns_changed) {
 		nd = make_dns(nc, err, sizeof(err));
@@ -378,7 +371,9 @@ reload(const char *path)
 	px.pol = np;
 	cfg_free(px.cfg);
 	px.cfg = nc;
-	apply_ceilings(nc);
+	if (ctl_apply_file_ceilings(nc) != 0)
+		px_log(PX_ERR, "%s: a tenant ceiling could not be set (out of "
+		    "memory)", __func__);
 	ctl_apply_api_ceilings();
 	px_sessions_sync_config();
 	px_prompts_recheck(NULL);
@@ -387,6 +382,7 @@ reload(const char *path)
 	wh_reload(nc);      /* webhook: logs and keeps its own on error */
 	log_admin("reload", nc->source_path ? nc->source_path : "(defaults)");
 	px_log(PX_INFO, "%s: configuration reloaded", __func__);
+	(void)px_notify("READY=1\nSTATUS=configuration reloaded");
 	return 0;
 }
 
@@ -526,6 +522,19 @@ check_config(const char *path)
 		cfg_free(c);
 		return 1;
 	}
+	/* started as root, sluiced runs its proxy as user: a start would
+	 * fail without it, so the check does too */
+	if (strcmp(c->user, "root") != 0 && getpwnam(c->user) == NULL) {
+		fprintf(stderr, "%s: user: \"%s\" does not exist; sluiced "
+		    "started as root runs its proxy as that user: create it "
+		    "(the Debian package does, through sysusers.d; by hand: "
+		    "useradd --system --no-create-home --shell "
+		    "/usr/sbin/nologin %s) or name another unprivileged user\n",
+		    path ? path : "(defaults)", c->user, c->user);
+		pol_config_free(p);
+		cfg_free(c);
+		return 1;
+	}
 	printf("%s: configuration OK (%zu sessions, %zu registry entries)\n",
 	    path, c->nsessions, pol_config_registry_count(p));
 	pol_config_free(p);
@@ -621,7 +630,10 @@ main(int argc, char **argv)
 		px_log(PX_ERR, "%s", err);
 		goto out;
 	}
-	add_host_addrs(px.pol);
+	if (add_host_addrs(px.pol) != 0) {
+		px_log(PX_ERR, "%s: out of memory", __func__);
+		goto out;
+	}
 	/*
 	 * Privilege separation (sluiced(8), PROCESS MODEL): before any
 	 * untrusted byte is read, the firewall helper is forked with the
@@ -698,7 +710,10 @@ main(int argc, char **argv)
 		px_log(PX_ERR, "dns: %s", err);
 		goto out;
 	}
-	apply_ceilings(px.cfg);
+	if (ctl_apply_file_ceilings(px.cfg) != 0) {
+		px_log(PX_ERR, "ceilings: out of memory");
+		goto out;
+	}
 	if (px_sessions_sync_config() != 0)
 		goto out;
 	/* sessions, grants and ceilings the API made, listeners included,
@@ -741,7 +756,12 @@ main(int argc, char **argv)
 	    pol_session_count(px.state),
 	    pol_tier_name(pol_state_global_ceiling(px.state)),
 	    clog_path(px.log));
+	/* systemd (Type=notify): the listeners, the firewall and the
+	 * control API are up */
+	if (px_notify("READY=1\nSTATUS=ready") < 0)
+		px_log(PX_WARN, "NOTIFY_SOCKET: %s", strerror(errno));
 	event_base_dispatch(px.base);
+	(void)px_notify("STOPPING=1");
 	log_admin("stop", "drained");
 	px_log(PX_INFO, "stopped");
 	rc = 0;

@@ -23,7 +23,7 @@ struct priv_user {
 /* The user the proxy runs as.  0 / -1 with err (no such user, or uid 0
  * under another name). */
 int priv_user_lookup(const char *name, struct priv_user *u, char *err,
-    size_t errlen);
+    size_t errlen) SLUICE_MUSTCHECK;
 
 /*
  * Fork the firewall helper on a SOCK_SEQPACKET socketpair.  The child
@@ -35,7 +35,7 @@ int priv_user_lookup(const char *name, struct priv_user *u, char *err,
  * err; *pid is the helper.
  */
 int priv_helper_spawn(const char *start_table, const struct priv_user *u,
-    pid_t *pid, char *err, size_t errlen);
+    pid_t *pid, char *err, size_t errlen) SLUICE_MUSTCHECK;
 
 /* After the proxy closed its end: wait for the helper, at most ms. */
 void priv_helper_reap(pid_t pid, int ms);
@@ -45,7 +45,7 @@ void priv_helper_reap(pid_t pid, int ms);
  * here is given to u.  0 / -1 with err.
  */
 int priv_mkdir(const char *dir, mode_t mode, const struct priv_user *u,
-    char *err, size_t errlen);
+    char *err, size_t errlen) SLUICE_MUSTCHECK;
 
 /*
  * Give runtime_dir and everything in it (sluiced's own: the lock,
@@ -53,17 +53,17 @@ int priv_mkdir(const char *dir, mode_t mode, const struct priv_user *u,
  * that others may write to (such as /tmp) is refused.  0 / -1 with err.
  */
 int priv_give_tree(const char *dir, const struct priv_user *u, char *err,
-    size_t errlen);
+    size_t errlen) SLUICE_MUSTCHECK;
 
 /* Give a regular file to u if it exists (the log, the state file). */
 int priv_give_file(const char *path, const struct priv_user *u, char *err,
-    size_t errlen);
+    size_t errlen) SLUICE_MUSTCHECK;
 
 /*
  * The proxy's drop: with u, the user's groups, gid and uid; in every
  * case no capabilities left in any set, and no_new_privs.  Checked
  * afterwards (root cannot be regained).  0 / -1 with err.
  */
-int priv_drop(const struct priv_user *u, char *err, size_t errlen);
+int priv_drop(const struct priv_user *u, char *err, size_t errlen) SLUICE_MUSTCHECK;
 
 #endif /* SLUICE_PRIV_H */

@@ -39,9 +39,12 @@
 #include <openssl/ssl.h>
 
 #include "proxy/daemon.h"
+#include "proxy/lib/usock.h"
+#include "proxy/lib/util.h"
 #include "proxy/control/ctl.h"
 #include "proxy/control/api.h"
 #include "proxy/control/events.h"
+#include "proxy/lib/jsonstrict.h"
 
 #define API_HEADERS_MAX 16384
 #define API_TIMEOUT_S 30
@@ -71,11 +74,11 @@ struct api_acl {
 
 struct api_unix {
 	struct evhttp *http;
-	char *path;
+	char *path;              /* canonical (usock.h) */
 	unsigned mode;
 	char *group;
-	dev_t dev;               /* of the socket file we made, so that */
-	ino_t ino;               /* stop never unlinks another's */
+	struct usock_id sock;    /* the file we made, so that stop never
+	                            unlinks another's */
 };
 
 struct api_tls {
@@ -99,6 +102,8 @@ static int kind_unix = 0, kind_tls = 1;
 struct call {
 	struct evhttp_request *req;
 	int tls;
+	enum evhttp_cmd_type method;
+	size_t max_body;
 	enum cfg_role role;
 	struct ctl_actor actor;
 	const struct route *route;
@@ -229,6 +234,7 @@ send_ctl_error(struct evhttp_request *req, const struct ctl_err *e)
 
 	switch (e->code) {
 	case CTL_BAD_REQUEST: status = 400; break;
+	case CTL_FORBIDDEN: status = 403; break;
 	case CTL_NOT_FOUND: status = 404; break;
 	case CTL_CONFLICT: status = 409; break;
 	case CTL_UNAVAILABLE: status = 503; break;
@@ -380,9 +386,9 @@ read_body(struct call *k)
 		send_error(k->req, 400, "expected a JSON object body");
 		return -1;
 	}
-	if (len > api.max_body) {   /* evhttp caps it first; kept for safety */
+	if (len > k->max_body) {   /* evhttp caps it first; kept for safety */
 		send_error(k->req, 413, "the body is larger than %zu bytes",
-		    api.max_body);
+		    k->max_body);
 		return -1;
 	}
 	ct = evhttp_find_header(evhttp_request_get_input_headers(k->req),
@@ -391,8 +397,9 @@ read_body(struct call *k)
 		send_error(k->req, 415, "the body must be application/json");
 		return -1;
 	}
-	k->body = json_loadb((const char *)evbuffer_pullup(in, -1), len,
-	    JSON_REJECT_DUPLICATES, &je);
+	/* one object, no key twice, nothing after it, no NUL byte */
+	k->body = jsonstrict_load((const char *)evbuffer_pullup(in, -1), len,
+	    &je);
 	if (k->body == NULL) {
 		send_error(k->req, 400, "body: invalid JSON at line %d column "
 		    "%d: %s", je.line, je.column, shown(je.text, b, sizeof(b)));
@@ -434,7 +441,8 @@ ceiling_tenants_check(struct call *k, json_t *tenants)
 		    shown(name, b, sizeof(b)));
 		if (!pol_id_valid(name)) {
 			send_error(k->req, 400, "%s: bad tenant name (expected "
-			    "1 to 64 of A-Z a-z 0-9 . _ -)", path);
+			    "1 to 64 of A-Z a-z 0-9 . _ -, not starting with "
+			    "a dot)", path);
 			return -1;
 		}
 		if (json_is_null(v))
@@ -490,7 +498,13 @@ h_ceiling_put(struct call *k)
 				goto fail;
 			continue;
 		}
-		pol_tier_parse(json_string_value(v), &t);
+		if (pol_tier_parse(json_string_value(v), &t) != 0) {
+			/* checked above; never guess a tier */
+			e.code = CTL_BAD_REQUEST;
+			snprintf(e.msg, sizeof(e.msg), "tenants.%s: not a tier",
+			    name);
+			goto fail;
+		}
 		if (ctl_ceiling_set(&k->actor, name, t, close_ex, &n, &e) != 0)
 			goto fail;
 		closed += n;
@@ -544,17 +558,20 @@ h_session_create(struct call *k)
 	spec.id = json_string_value(f[0].v);
 	spec.tenant = json_string_value(f[1].v);
 	spec.user = json_string_value(f[2].v);
+	spec.admin = k->role == CFG_ROLE_ADMIN;
 	spec.socket = f[4].v ? json_string_value(f[4].v) : NULL;
 	spec.source = f[6].v ? json_string_value(f[6].v) : NULL;
 	spec.vsock_cid = f[5].v ? json_integer_value(f[5].v) : -1;
 	if (!pol_id_valid(spec.id)) {
 		send_error(k->req, 400, "id: bad session id \"%s\" (expected 1 "
-		    "to 64 of A-Z a-z 0-9 . _ -)", shown(spec.id, b, sizeof(b)));
+		    "to 64 of A-Z a-z 0-9 . _ -, not starting with a dot)",
+		    shown(spec.id, b, sizeof(b)));
 		return;
 	}
 	if (spec.tenant[0] != '\0' && !pol_id_valid(spec.tenant)) {
 		send_error(k->req, 400, "tenant: bad tenant name (expected \"\" "
-		    "or 1 to 64 of A-Z a-z 0-9 . _ -)");
+		    "or 1 to 64 of A-Z a-z 0-9 . _ -, not starting with a "
+		    "dot)");
 		return;
 	}
 	if (!user_ok(spec.user)) {
@@ -571,6 +588,15 @@ h_session_create(struct call *k)
 		return;
 	}
 	if (ctl_session_create(&k->actor, &spec, &s, &e) != 0) {
+		/* a socket the role may not have: refused, like a route */
+		if (e.code == CTL_FORBIDDEN) {
+			char target[200];
+
+			snprintf(target, sizeof(target), "POST /v1/sessions "
+			    "(socket %s)", spec.socket ? spec.socket : "-");
+			ctl_audit(&k->actor, "session_create", target,
+			    "forbidden");
+		}
 		send_ctl_error(k->req, &e);
 		return;
 	}
@@ -877,7 +903,7 @@ static int
 route_find(struct call *k, const char *path, struct cap caps[2],
     int answer)
 {
-	enum evhttp_cmd_type m = evhttp_request_get_command(k->req);
+	enum evhttp_cmd_type m = k->method;
 	char allow[128];
 	size_t i, n, at = 0;
 	int seen = 0;
@@ -925,7 +951,8 @@ route_args(struct call *k, const struct cap caps[2])
 		k->id[caps[0].n] = '\0';
 		if (!pol_id_valid(k->id)) {
 			send_error(k->req, 400, "id: bad %s id \"%s\" "
-			    "(expected 1 to 64 of A-Z a-z 0-9 . _ -)",
+			    "(expected 1 to 64 of A-Z a-z 0-9 . _ -, not "
+			    "starting with a dot)",
 			    strncmp(pat, "/v1/prompts/", 12) == 0 ? "prompt" :
 			    "session", shown(k->id, b, sizeof(b)));
 			return -1;
@@ -1067,7 +1094,7 @@ audit_refusal(struct call *k, const char *path, const char *outcome)
 	char target[160];
 
 	snprintf(target, sizeof(target), "%s %.120s",
-	    method_name(evhttp_request_get_command(k->req)), path);
+	    method_name(k->method), path);
 	ctl_audit(&k->actor, k->route ? k->route->action : "api_call",
 	    target, outcome);
 }
@@ -1082,16 +1109,12 @@ on_request(struct evhttp_request *req, void *arg)
 	struct bufferevent *bev = evcon ?
 	    evhttp_connection_get_bufferevent(evcon) : NULL;
 	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
-	const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
-	struct cap caps[2];
+	struct api_call_in in;
 	struct call k;
-	int found;
 
 	memset(&k, 0, sizeof(k));
 	k.req = req;
 	k.tls = arg == &kind_tls;
-	if (path == NULL)
-		path = "";
 	if (k.tls) {
 		/* evhttp serves plain HTTP when the bevcb fails: never */
 		if (bev == NULL || bufferevent_openssl_get_ssl(bev) == NULL) {
@@ -1104,6 +1127,32 @@ on_request(struct evhttp_request *req, void *arg)
 	} else {
 		identify_unix(&k, bev ? bufferevent_getfd(bev) : -1);
 	}
+	memset(&in, 0, sizeof(in));
+	in.tls = k.tls;
+	in.role = k.role;
+	in.who = k.actor.who;
+	in.method = evhttp_request_get_command(req);
+	in.path = uri ? evhttp_uri_get_path(uri) : NULL;
+	in.query = uri ? evhttp_uri_get_query(uri) : NULL;
+	in.max_body = api.max_body;
+	api_serve(req, &in);
+}
+
+void
+api_serve(struct evhttp_request *req, const struct api_call_in *in)
+{
+	const char *path = in->path != NULL ? in->path : "";
+	struct cap caps[2];
+	struct call k;
+	int found;
+
+	memset(&k, 0, sizeof(k));
+	k.req = req;
+	k.tls = in->tls;
+	k.method = (enum evhttp_cmd_type)in->method;
+	k.max_body = in->max_body;
+	k.role = (enum cfg_role)in->role;
+	snprintf(k.actor.who, sizeof(k.actor.who), "%s", in->who);
 	k.actor.role = cfg_role_name(k.role);
 	found = route_find(&k, path, caps, 0) == 0;
 	if (k.role == CFG_ROLE_NONE) {
@@ -1124,7 +1173,7 @@ on_request(struct evhttp_request *req, void *arg)
 		route_find(&k, path, caps, 1);
 		goto out;
 	}
-	if (evhttp_uri_get_query(uri) != NULL) {
+	if (in->query != NULL) {
 		send_error(req, 400, "the API takes no query parameters");
 		goto out;
 	}
@@ -1312,152 +1361,54 @@ group_lookup(const char *name, gid_t *gid, char *err, size_t errlen)
 	return 0;
 }
 
-static int
-mkdir_parents(const char *path)
-{
-	char dir[PATH_MAX], *p;
-
-	if (snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir))
-		return -1;
-	if ((p = strrchr(dir, '/')) == NULL || p == dir)
-		return 0;
-	*p = '\0';
-	for (p = dir + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-		return -1;
-	return 0;
-}
-
-/* Someone accepts on path right now. */
-static int
-socket_live(const struct sockaddr_un *sa)
-{
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	int live;
-
-	if (fd < 0)
-		return 0;
-	live = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 ||
-	    errno == EAGAIN || errno == EINPROGRESS;
-	close(fd);
-	return live;
-}
-
-static int
-unix_perms(const char *path, unsigned mode, gid_t gid, char *err,
-    size_t errlen)
-{
-	if ((gid != (gid_t)-1 && chown(path, (uid_t)-1, gid) != 0) ||
-	    chmod(path, (mode_t)mode) != 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
 /*
- * The control socket: never replaces a file that is not a socket or a
- * socket someone serves, and is reachable only once its mode and group
- * are set (bound under a tight umask, then opened up).
+ * The control socket (usock.h): never replaces a file that is not a
+ * socket or a socket someone serves, never follows a link on the way,
+ * and is reachable only once its mode and group are set.
  */
 static int
 unix_listen(const struct cfg_control *cc, struct api_unix *u, char *err,
     size_t errlen)
 {
-	struct sockaddr_un sa;
-	struct stat st;
-	mode_t old;
+	char canon[PATH_MAX], why[PATH_MAX + 128];
 	gid_t gid;
-	int fd = -1;
+	int fd;
 
-	memset(u, 0, sizeof(*u));
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	if (strlen(cc->socket) >= sizeof(sa.sun_path)) {
-		snprintf(err, errlen, "%s: too long for a socket", cc->socket);
-		return -1;
-	}
-	memcpy(sa.sun_path, cc->socket, strlen(cc->socket));
+	memset(u, 0, sizeof(u[0]));
+	/* the path's form is checked with the configuration (and the
+	 * default's, under runtime_dir, is resolved here) */
 	if (group_lookup(cc->socket_group, &gid, err, errlen) != 0)
 		return -1;
-	if (mkdir_parents(cc->socket) != 0) {
-		snprintf(err, errlen, "%s: cannot create its directory: %s",
-		    cc->socket, strerror(errno));
-		return -1;
-	}
-	if (lstat(cc->socket, &st) == 0) {
-		if (!S_ISSOCK(st.st_mode)) {
-			snprintf(err, errlen, "%s exists and is not a socket",
-			    cc->socket);
-			return -1;
-		}
-		if (socket_live(&sa)) {
-			snprintf(err, errlen, "%s: another process serves it",
-			    cc->socket);
-			return -1;
-		}
-		unlink(cc->socket);   /* stale, from a previous run */
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		goto fail;
-	old = umask(0177);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		umask(old);
-		goto fail;
-	}
-	umask(old);
-	if (unix_perms(cc->socket, cc->socket_mode, gid, err, errlen) != 0 ||
-	    stat(cc->socket, &st) != 0) {
-		unlink(cc->socket);
-		close(fd);
-		return -1;
-	}
-	u->dev = st.st_dev;
-	u->ino = st.st_ino;
-	if (listen(fd, 128) != 0)
-		goto fail_unlink;
-	u->path = strdup(cc->socket);
+	if (usock_canon(cc->socket, canon, sizeof(canon), why,
+	    sizeof(why)) != 0 ||
+	    (fd = usock_listen(canon, (mode_t)cc->socket_mode, gid, 0755, 128,
+	    &u->sock, why, sizeof(why))) < 0)
+		return errf(err, errlen, "%s", why);
+	u->path = strdup(canon);
 	u->group = cc->socket_group ? strdup(cc->socket_group) : NULL;
 	u->mode = cc->socket_mode;
 	if (u->path == NULL || (cc->socket_group && u->group == NULL) ||
 	    (u->http = http_new(&kind_unix)) == NULL ||
 	    evhttp_accept_socket_with_handle(u->http, fd) == NULL) {
-		errno = ENOMEM;
-		goto fail_unlink;
+		usock_unlink(canon, &u->sock);
+		if (u->http != NULL)
+			evhttp_free(u->http);
+		close(fd);
+		free(u->path);
+		free(u->group);
+		memset(u, 0, sizeof(u[0]));
+		return errf(err, errlen, "%s: out of memory", cc->socket);
 	}
 	return 0;
-fail_unlink:
-	unlink(cc->socket);
-fail:
-	snprintf(err, errlen, "%s: %s", cc->socket, strerror(errno));
-	if (u->http != NULL)
-		evhttp_free(u->http);
-	if (fd >= 0)
-		close(fd);
-	free(u->path);
-	free(u->group);
-	memset(u, 0, sizeof(*u));
-	return -1;
 }
 
 static void
 unix_close(struct api_unix *u)
 {
-	struct stat st;
-
 	if (u->http != NULL)
 		evhttp_free(u->http);
-	if (u->path != NULL && stat(u->path, &st) == 0 &&
-	    st.st_dev == u->dev && st.st_ino == u->ino)
-		unlink(u->path);
+	if (u->path != NULL)
+		usock_unlink(u->path, &u->sock);
 	free(u->path);
 	free(u->group);
 	memset(u, 0, sizeof(*u));
@@ -1610,7 +1561,7 @@ api_reload(const struct cfg *c)
 	struct api_unix nu;
 	struct evhttp *nt = NULL;
 	SSL_CTX *ctx = NULL;
-	char err[512], *addr = NULL;
+	char err[512], canon[PATH_MAX], *addr = NULL;
 	gid_t gid;
 	int newsock;
 
@@ -1634,7 +1585,8 @@ api_reload(const struct cfg *c)
 		if ((nt = tls_listen(cc->tcp, err, sizeof(err))) == NULL)
 			goto fail;
 	}
-	newsock = strcmp(api.un.path, cc->socket) != 0;
+	newsock = usock_canon(cc->socket, canon, sizeof(canon), NULL, 0) != 0 ||
+	    strcmp(api.un.path, canon) != 0;
 	if (newsock && unix_listen(cc, &nu, err, sizeof(err)) != 0)
 		goto fail;
 
@@ -1645,8 +1597,8 @@ api_reload(const struct cfg *c)
 		unix_close(&api.un);
 		api.un = nu;
 	} else {
-		if (unix_perms(api.un.path, cc->socket_mode, gid, err,
-		    sizeof(err)) != 0)
+		if (usock_perms(api.un.path, &api.un.sock,
+		    (mode_t)cc->socket_mode, gid, err, sizeof(err)) != 0)
 			px_log(PX_ERR, "%s: control socket: %s", __func__, err);
 		api.un.mode = cc->socket_mode;
 		free(api.un.group);

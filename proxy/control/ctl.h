@@ -16,6 +16,7 @@
 #include "proxy/lib/util.h"
 
 struct px_session;
+struct cfg;
 
 enum ctl_code {
 	CTL_OK = 0,
@@ -24,6 +25,7 @@ enum ctl_code {
 	CTL_CONFLICT,        /* 409: duplicate id, transport in use */
 	CTL_INTERNAL,        /* 500: the state file could not be saved, ... */
 	CTL_UNAVAILABLE,     /* 503: shutting down */
+	CTL_FORBIDDEN,       /* 403: not for this caller's role */
 };
 
 struct ctl_err {
@@ -38,10 +40,12 @@ struct ctl_actor {
 };
 
 /* A session to create.  At most one transport; none: a socket under
- * runtime_dir. */
+ * runtime_dir.  A socket elsewhere is for an admin, under
+ * listen.socket_prefixes (sluiced(8), "Session sockets"). */
 struct ctl_session_spec {
 	const char *id, *tenant, *user;
 	enum pol_tier tier;
+	int admin;               /* the caller has the admin role */
 	const char *socket;      /* NULL */
 	const char *source;      /* NULL; an IP literal */
 	int64_t vsock_cid;       /* -1 */
@@ -50,17 +54,17 @@ struct ctl_session_spec {
 /* Sessions.  ctl_session_create makes the listener before it returns. */
 int ctl_session_create(const struct ctl_actor *a,
     const struct ctl_session_spec *spec, struct px_session **out,
-    struct ctl_err *e);
+    struct ctl_err *e) SLUICE_MUSTCHECK;
 int ctl_session_delete(const struct ctl_actor *a, const char *id,
-    struct ctl_err *e);
+    struct ctl_err *e) SLUICE_MUSTCHECK;
 int ctl_session_set_tier(const struct ctl_actor *a, const char *id,
-    enum pol_tier tier, struct ctl_err *e);
+    enum pol_tier tier, struct ctl_err *e) SLUICE_MUSTCHECK;
 
 /* Grants: canonical host and port. */
 int ctl_grant_add(const struct ctl_actor *a, const char *id,
-    const char *host, uint16_t port, struct ctl_err *e);
+    const char *host, uint16_t port, struct ctl_err *e) SLUICE_MUSTCHECK;
 int ctl_grant_remove(const struct ctl_actor *a, const char *id,
-    const char *host, uint16_t port, struct ctl_err *e);
+    const char *host, uint16_t port, struct ctl_err *e) SLUICE_MUSTCHECK;
 
 /*
  * Ceilings.  tenant NULL sets the global one.  Lowering applies to new
@@ -70,9 +74,9 @@ int ctl_grant_remove(const struct ctl_actor *a, const char *id,
  */
 int ctl_ceiling_set(const struct ctl_actor *a, const char *tenant,
     enum pol_tier tier, int close_exceeding, size_t *closed,
-    struct ctl_err *e);
+    struct ctl_err *e) SLUICE_MUSTCHECK;
 int ctl_ceiling_clear(const struct ctl_actor *a, const char *tenant,
-    struct ctl_err *e);
+    struct ctl_err *e) SLUICE_MUSTCHECK;
 
 /* An audit record for a refused call (403) or any other admin event. */
 void ctl_audit(const struct ctl_actor *a, const char *action,
@@ -81,7 +85,7 @@ void ctl_audit(const struct ctl_actor *a, const char *action,
 /* Prompts (DESIGN.md "Prompts").  ctl_prompt_answer: CTL_NOT_FOUND for
  * an unknown id, CTL_CONFLICT for one already answered or expired. */
 int ctl_prompt_answer(const struct ctl_actor *a, const char *id,
-    enum pol_answer ans, struct ctl_err *e);
+    enum pol_answer ans, struct ctl_err *e) SLUICE_MUSTCHECK;
 /* {"prompts": [PROMPT...]} of the pending prompts; one prompt by id
  * (pending or recently answered), or NULL. */
 void *ctl_json_prompts(void);
@@ -98,10 +102,19 @@ char *ctl_metrics_text(void);
 /* State file: load at start (before listeners are reported ready) and
  * save after every change.  ctl_state_load returns -1 with a message
  * when the file exists but cannot be used. */
-int ctl_state_load(const char *path, char *err, size_t errlen);
-int ctl_state_save(struct ctl_err *e);
+int ctl_state_load(const char *path, char *err, size_t errlen) SLUICE_MUSTCHECK;
+int ctl_state_save(struct ctl_err *e) SLUICE_MUSTCHECK;
+/* The configuration file's ceilings (global and per tenant) replace
+ * those in force; -1 when a tenant's could not be set (memory). */
+int ctl_apply_file_ceilings(const struct cfg *c) SLUICE_MUSTCHECK;
 /* After a reload: re-apply the ceilings the control API set (they win
  * over the file's). */
 void ctl_apply_api_ceilings(void);
+/* The same from text[0..len), named name in messages, and the document
+ * ctl_state_save writes (json_t *, new reference); the fuzz harness
+ * tests/fuzz/fuzz_state.c checks that one loads back to the other. */
+int ctl_state_restore(const char *text, size_t len, const char *name,
+    char *err, size_t errlen) SLUICE_MUSTCHECK;
+void *ctl_json_state(void);
 
 #endif /* SLUICE_CTL_H */

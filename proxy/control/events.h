@@ -21,7 +21,7 @@ struct evhttp_request;
 /* ring: events kept for replay; max_pending: bytes a subscriber may
  * have unsent before it is dropped; heartbeat_s: ping interval. */
 int ev_init(struct event_base *base, size_t ring, size_t max_pending,
-    int heartbeat_s);
+    int heartbeat_s) SLUICE_MUSTCHECK;
 void ev_shutdown(void);           /* ends every stream */
 
 /* Publish an event to every subscriber; data is a jansson json_t *,

@@ -16,6 +16,14 @@
  * activates the delivery's timer; the timer callback tears down and
  * decides.  The timer also carries the attempt deadline and the backoff
  * wait, so a delivery has exactly one thing pending at a time.
+ *
+ * What an answer may cost is bounded: its header section (WH_HEAD_MAX,
+ * evhttp's own limit), its body (WH_RESP_MAX), everything one attempt
+ * receives (WH_ATTEMPT_MAX) and everything the attempts in flight hold
+ * together (WH_HELD_MAX).  An attempt is charged each byte it receives
+ * and, until its header section ends, WH_LINE_COST for each line, which
+ * evhttp keeps as a header of its own; the charge stands until the
+ * attempt ends.  Past a bound the attempt fails like any other.
  */
 #include "sluice-config.h"
 
@@ -43,14 +51,20 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "proxy/lib/clog.h"
 #include "proxy/lib/config.h"
 #include "proxy/lib/dns.h"
 #include "proxy/lib/log.h"
 #include "proxy/lib/util.h"
 #include "proxy/control/webhook.h"
+#include "proxy/lib/jsonstrict.h"
 
 #define WH_SECRET_MAX 4096
 #define WH_RESP_MAX 65536
+#define WH_HEAD_MAX 8192
+#define WH_LINE_COST 128          /* a parsed header: entry, key, value */
+#define WH_ATTEMPT_MAX (256 * 1024)
+#define WH_HELD_MAX (4 * 1024 * 1024)
 #define WH_MAX_PENDING 1024
 #define WH_BACKOFF_MIN_MS 500
 #define WH_BACKOFF_MAX_MS 30000
@@ -86,6 +100,10 @@ struct wh_delivery {
 	struct event *timer;
 	struct dns_query *dnsq;
 	struct evhttp_connection *evcon;
+	struct evbuffer_cb_entry *incb;  /* counts what evcon receives */
+	size_t rcvd;                  /* bytes this attempt received */
+	size_t held;                  /* charged to this attempt, in wh.held */
+	int head_done;                /* the final header section is read */
 	struct timespec t_attempt;
 	time_t expires;               /* no attempt starts after this */
 	/* outcome recorded by done_cb */
@@ -93,6 +111,7 @@ struct wh_delivery {
 	char why[200];
 	char addr[64];                /* dialed address, for messages */
 	char *resp;                   /* 2xx body, NUL-terminated */
+	size_t resp_len;
 	TAILQ_ENTRY(wh_delivery) entry;
 };
 
@@ -104,6 +123,7 @@ static struct {
 	struct wh_conf *conf;         /* NULL: no webhook */
 	TAILQ_HEAD(, wh_delivery) q;
 	size_t n;
+	size_t held;                  /* sum of the attempts' charges */
 } wh = { .q = TAILQ_HEAD_INITIALIZER(wh.q) };
 
 static void attempt_start(struct wh_delivery *d);
@@ -348,12 +368,22 @@ attempt_abort(struct wh_delivery *d)
 		d->dnsq = NULL;
 	}
 	if (d->evcon != NULL) {
+		if (d->incb != NULL)
+			evbuffer_remove_cb_entry(bufferevent_get_input(
+			    evhttp_connection_get_bufferevent(d->evcon)),
+			    d->incb);
 		/* frees the request without calling done_cb */
 		evhttp_connection_free(d->evcon);
 		d->evcon = NULL;
 	}
+	d->incb = NULL;
+	wh.held -= d->held;
+	d->held = 0;
+	d->rcvd = 0;
+	d->head_done = 0;
 	free(d->resp);
 	d->resp = NULL;
+	d->resp_len = 0;
 }
 
 static void
@@ -420,16 +450,28 @@ apply_answer(struct wh_delivery *d)
 	enum pol_answer ans;
 	char msg[256] = "";
 	json_error_t je;
-	json_t *j, *dec;
-	char id[sizeof(d->id)];
+	json_t *j = NULL, *dec;
+	const char *bad = NULL;
+	char id[sizeof(d->id)], why[200];
 
 	snprintf(id, sizeof(id), "%s", d->id);
-	j = d->resp != NULL && d->resp[0] != '\0' ?
-	    json_loads(d->resp, 0, &je) : NULL;
-	dec = json_is_object(j) ? json_object_get(j, "decision") : NULL;
+	/* exactly one object, no key twice, nothing after it: a gateway in
+	 * front of the receiver must not read another decision than ours */
+	if (d->resp != NULL && d->resp_len > 0) {
+		j = jsonstrict_load(d->resp, d->resp_len, &je);
+		bad = j == NULL ? je.text : !json_is_object(j) ?
+		    "not a JSON object" : NULL;
+	}
+	if (bad != NULL)   /* jansson quotes the input: the receiver's bytes */
+		clog_sanitize(bad, strnlen(bad, sizeof(je.text)), why,
+		    sizeof(why), 160);
+	dec = bad == NULL ? json_object_get(j, "decision") : NULL;
 	px_log(PX_INFO, "webhook: prompt %s attempt %d delivered (HTTP %d, "
 	    "%ld ms)%s", d->id, d->attempt, d->status,
 	    ms_since(&d->t_attempt), dec != NULL ? "" : "; no decision");
+	if (bad != NULL)
+		px_log(PX_WARN, "webhook: prompt %s: ignoring the answer, it "
+		    "is not one JSON object: %s", id, why);
 	/* the delivery ends first: answering calls wh_prompt_done */
 	delivery_free(d);
 	if (dec == NULL) {
@@ -497,7 +539,72 @@ on_req_error(enum evhttp_request_error e, void *arg)
 {
 	struct wh_delivery *d = arg;
 
-	snprintf(d->why, sizeof(d->why), "%s", req_error_name(e));
+	/* a bound that was passed has said why already */
+	if (d->why[0] != '\0')
+		return;
+	/* evhttp reports an oversized header section as a bad one */
+	if (e == EVREQ_HTTP_INVALID_HEADER && !d->head_done &&
+	    d->rcvd > WH_HEAD_MAX)
+		snprintf(d->why, sizeof(d->why), "response header section "
+		    "longer than %d bytes", WH_HEAD_MAX);
+	else
+		snprintf(d->why, sizeof(d->why), "%s", req_error_name(e));
+}
+
+/* The attempt is decided (failed, or answered): tear it down outside
+ * evhttp's own call stack, from the timer. */
+static void
+reap_soon(struct wh_delivery *d)
+{
+	d->phase = WH_REAP;
+	evtimer_del(d->timer);
+	event_active(d->timer, EV_TIMEOUT, 1);
+}
+
+/* Every change of the connection's input buffer: charge what arrived. */
+static void
+on_input(struct evbuffer *b, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	struct wh_delivery *d = arg;
+	struct evbuffer_ptr p;
+	size_t charge = info->n_added, len = evbuffer_get_length(b);
+
+	if (info->n_added == 0 || d->phase != WH_SEND)
+		return;
+	d->rcvd += info->n_added;
+	if (!d->head_done && evbuffer_ptr_set(b, &p, len > info->n_added ?
+	    len - info->n_added : 0, EVBUFFER_PTR_SET) == 0) {
+		/* the new bytes are the last ones; one line, one header */
+		while ((p = evbuffer_search(b, "\n", 1, &p)).pos != -1 &&
+		    evbuffer_ptr_set(b, &p, 1, EVBUFFER_PTR_ADD) == 0)
+			charge += WH_LINE_COST;
+	}
+	d->held += charge;
+	wh.held += charge;
+	if (d->held > WH_ATTEMPT_MAX)
+		snprintf(d->why, sizeof(d->why), "the answer is larger than "
+		    "%d bytes", WH_ATTEMPT_MAX);
+	else if (wh.held > WH_HELD_MAX)
+		snprintf(d->why, sizeof(d->why), "answers in flight hold more "
+		    "than %d bytes", WH_HELD_MAX);
+	else
+		return;
+	d->status = 0;
+	bufferevent_disable(evhttp_connection_get_bufferevent(d->evcon),
+	    EV_READ);
+	reap_soon(d);
+}
+
+/* The end of a header section: a 100 Continue starts another one. */
+static int
+on_headers(struct evhttp_request *req, void *arg)
+{
+	struct wh_delivery *d = arg;
+
+	if (evhttp_request_get_response_code(req) >= 200)
+		d->head_done = 1;
+	return 0;
 }
 
 /* The TLS reason of a failed attempt, when there is one. */
@@ -532,6 +639,8 @@ on_done(struct evhttp_request *req, void *arg)
 	struct evbuffer *in;
 	size_t n;
 
+	if (d->phase != WH_SEND)
+		return;   /* a bound decided the attempt first */
 	d->status = req != NULL ? evhttp_request_get_response_code(req) : 0;
 	if (d->status == 0) {
 		/* 2.1 reports a failed connect or handshake with the request
@@ -550,14 +659,12 @@ on_done(struct evhttp_request *req, void *arg)
 			if (n > 0)
 				evbuffer_copyout(in, d->resp, n);
 			d->resp[n] = '\0';
+			d->resp_len = n;
 		}
 	} else {
 		snprintf(d->why, sizeof(d->why), "HTTP %d", d->status);
 	}
-	/* tear down outside evhttp's own call stack */
-	d->phase = WH_REAP;
-	evtimer_del(d->timer);
-	event_active(d->timer, EV_TIMEOUT, 1);
+	reap_soon(d);
 }
 
 static int
@@ -640,12 +747,16 @@ dial(struct wh_delivery *d, const char *ip)
 	}
 	evhttp_connection_set_timeout_tv(d->evcon, &tv);
 	evhttp_connection_set_retries(d->evcon, 0);
+	evhttp_connection_set_max_headers_size(d->evcon, WH_HEAD_MAX);
 	evhttp_connection_set_max_body_size(d->evcon, WH_RESP_MAX);
-	if ((req = evhttp_request_new(on_done, d)) == NULL) {
+	d->incb = evbuffer_add_cb(bufferevent_get_input(bev), on_input, d);
+	if (d->incb == NULL ||
+	    (req = evhttp_request_new(on_done, d)) == NULL) {
 		attempt_failed(d, "out of memory");
 		return;
 	}
 	evhttp_request_set_error_cb(req, on_req_error);
+	evhttp_request_set_header_cb(req, on_headers);
 	if (add_headers(d, req) != 0) {
 		evhttp_request_free(req);
 		attempt_failed(d, "cannot build the request");

@@ -9,11 +9,13 @@
  * (certificate chain and host name), with the system store or the
  * configured CA file.  Failed deliveries are retried with exponential
  * backoff and jitter while the prompt is pending; each attempt writes a
- * diagnostic line.  A 2xx answer whose JSON body carries
- * {"decision": "allow_once"|"allow_chat"|"deny"} answers the prompt at
- * once, through the answer function given to wh_init (sluiced's is
- * ctl_prompt_answer with the actor "webhook"): webhook.c itself knows
- * nothing of the control plane.
+ * diagnostic line.  A 2xx answer whose body is one JSON object
+ * (jsonstrict.h) carrying {"decision": "allow_once"|"allow_chat"|"deny"}
+ * answers the prompt at once, through the answer function given to
+ * wh_init (sluiced's is ctl_prompt_answer with the actor "webhook"):
+ * webhook.c itself knows nothing of the control plane.  The header
+ * section, the body, each attempt and all attempts in flight have bounds
+ * on what they may hold (webhook.c).
  */
 #ifndef SLUICE_WEBHOOK_H
 #define SLUICE_WEBHOOK_H
@@ -30,7 +32,7 @@ struct cfg;
 typedef int (*wh_answer_fn)(const char *id, enum pol_answer ans, char *msg,
     size_t msglen);
 int wh_init(struct event_base *base, const struct cfg *c, wh_answer_fn answer,
-    char *err, size_t errlen);
+    char *err, size_t errlen) SLUICE_MUSTCHECK;
 int wh_reload(const struct cfg *c);   /* -1: logged, old settings kept */
 void wh_shutdown(void);
 /* 1 when a webhook is configured (it counts as an approver). */
@@ -45,6 +47,6 @@ void wh_prompt_done(const char *id);
 /* The X-Sluice-Signature value: HMAC-SHA256 with key over
  * "<timestamp>.<body>".  0, or -1 when OpenSSL fails. */
 int wh_sign(const void *key, size_t keylen, const char *timestamp,
-    const char *body, size_t bodylen, char out[WH_SIG_LEN]);
+    const char *body, size_t bodylen, char out[WH_SIG_LEN]) SLUICE_MUSTCHECK;
 
 #endif /* SLUICE_WEBHOOK_H */

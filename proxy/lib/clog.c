@@ -10,10 +10,14 @@
  * evidence: clog_verify_file() reports it as a line that is not a record.
  */
 #ifdef HAVE_CONFIG_H
+#include "sluice-config.h"
+
 #include "proxy/lib/config.h"
 #endif
 
 #include "proxy/lib/clog.h"
+#include "proxy/lib/util.h"
+#include "proxy/lib/jsonstrict.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -72,21 +76,6 @@ struct clog_line {
 	char prev[CLOG_HEX_LEN + 1];
 	char hash[CLOG_HEX_LEN + 1];
 };
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* ---- sanitiser ---- */
 
@@ -272,49 +261,49 @@ parse_line(const char *line, size_t len, struct clog_line *out, char *err,
 
 	if (len < CLOG_SUFFIX_LEN + 1 || line[len - 1] != '}' ||
 	    line[len - 2] != '"') {
-		set_err(err, errlen, "not a record (torn by a crash?)");
+		errf(err, errlen, "not a record (torn by a crash?)");
 		goto done;
 	}
 	suffix = line + len - CLOG_SUFFIX_LEN;
 	if (memcmp(suffix, CLOG_HASH_PREFIX, CLOG_HASH_PREFIX_LEN) != 0 ||
 	    !is_hex64(suffix + CLOG_HASH_PREFIX_LEN, CLOG_HEX_LEN)) {
-		set_err(err, errlen, "record does not end with its hash");
+		errf(err, errlen, "record does not end with its hash");
 		goto done;
 	}
 	/* Duplicates rejected: a second "hash" or "prev" inside the body
 	 * could otherwise say something other than the text we hash. */
-	root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	root = jsonstrict_load(line, len, &jerr);
 	if (root == NULL || !json_is_object(root)) {
-		set_err(err, errlen, "not valid JSON (%s)",
+		errf(err, errlen, "not valid JSON (%s)",
 		    root == NULL ? jerr.text : "not an object");
 		goto done;
 	}
 	v = json_object_get(root, "seq");
 	if (!json_is_integer(v) || json_integer_value(v) < 0) {
-		set_err(err, errlen, "record has no valid seq");
+		errf(err, errlen, "record has no valid seq");
 		goto done;
 	}
 	out->seq = (uint64_t)json_integer_value(v);
 	v = json_object_get(root, "prev");
 	if (!json_is_string(v) ||
 	    !is_hex64(json_string_value(v), json_string_length(v))) {
-		set_err(err, errlen, "record has no valid prev");
+		errf(err, errlen, "record has no valid prev");
 		goto done;
 	}
 	memcpy(out->prev, json_string_value(v), CLOG_HEX_LEN + 1);
 	if (!json_is_string(json_object_get(root, "event")) ||
 	    !json_is_string(json_object_get(root, "ts"))) {
-		set_err(err, errlen, "record lacks ts or event");
+		errf(err, errlen, "record lacks ts or event");
 		goto done;
 	}
 	memcpy(out->hash, suffix + CLOG_HASH_PREFIX_LEN, CLOG_HEX_LEN);
 	out->hash[CLOG_HEX_LEN] = '\0';
 	if (sha256_hex(line, len - CLOG_SUFFIX_LEN, body_hash) < 0) {
-		set_err(err, errlen, "SHA-256 unavailable");
+		errf(err, errlen, "SHA-256 unavailable");
 		goto done;
 	}
 	if (strcmp(body_hash, out->hash) != 0) {
-		set_err(err, errlen, "hash does not match its record (edited?)");
+		errf(err, errlen, "hash does not match its record (edited?)");
 		rc = CLOG_LINE_HASH;
 		goto done;
 	}
@@ -325,44 +314,6 @@ done:
 }
 
 /* ---- open, tail, reopen ---- */
-
-/* mkdir -p for the directory part of path (0750 for what we create). */
-static int
-make_parent_dirs(const char *path, char *err, size_t errlen)
-{
-	char *dir, *p, c;
-	int rc = -1;
-
-	dir = strdup(path);
-	if (dir == NULL) {
-		set_err(err, errlen, "out of memory");
-		return -1;
-	}
-	p = strrchr(dir, '/');
-	if (p == NULL || p == dir) {
-		rc = 0;
-		goto done;
-	}
-	*p = '\0';
-	for (p = dir + 1; ; p++) {
-		if (*p != '/' && *p != '\0')
-			continue;
-		c = *p;
-		*p = '\0';
-		if (mkdir(dir, 0750) < 0 && errno != EEXIST) {
-			set_err(err, errlen, "mkdir %s: %s", dir,
-			    strerror(errno));
-			goto done;
-		}
-		*p = c;
-		if (c == '\0')
-			break;
-	}
-	rc = 0;
-done:
-	free(dir);
-	return rc;
-}
 
 static int
 read_exact_at(int fd, char *buf, size_t len, off_t off)
@@ -403,11 +354,11 @@ load_tail(struct clog *l, int rfd, off_t size, char *err, size_t errlen)
 	base = size - (off_t)win;
 	buf = malloc(win);
 	if (buf == NULL) {
-		set_err(err, errlen, "out of memory");
+		errf(err, errlen, "out of memory");
 		goto done;
 	}
 	if (read_exact_at(rfd, buf, win, base) < 0) {
-		set_err(err, errlen, "%s: cannot read the tail", l->path);
+		errf(err, errlen, "%s: cannot read the tail", l->path);
 		goto done;
 	}
 	/* end: index of the newline that closes the last complete line. */
@@ -418,7 +369,7 @@ load_tail(struct clog *l, int rfd, off_t size, char *err, size_t errlen)
 		l->need_nl = 1;
 	if (end == 0) {
 		if (base > 0) {
-			set_err(err, errlen, "%s: last line is too long",
+			errf(err, errlen, "%s: last line is too long",
 			    l->path);
 			goto done;
 		}
@@ -431,12 +382,12 @@ load_tail(struct clog *l, int rfd, off_t size, char *err, size_t errlen)
 	while (start > 0 && buf[start - 1] != '\n')
 		start--;
 	if (start == 0 && base > 0) {
-		set_err(err, errlen, "%s: last line is too long", l->path);
+		errf(err, errlen, "%s: last line is too long", l->path);
 		goto done;
 	}
 	if (parse_line(buf + start, end - start, &info, why, sizeof(why)) !=
 	    CLOG_LINE_OK) {
-		set_err(err, errlen, "%s: last record: %s", l->path, why);
+		errf(err, errlen, "%s: last record: %s", l->path, why);
 		goto done;
 	}
 	l->seq = info.seq;
@@ -452,11 +403,13 @@ open_fd(const char *path, char *err, size_t errlen)
 {
 	int fd;
 
-	if (make_parent_dirs(path, err, errlen) < 0)
-		return -1;
+	/* mkdir -p of its directory, 0750 for what is made */
+	if (util_mkdir_parent(path, 0750) != 0)
+		return errf(err, errlen, "mkdir for %s: %s", path,
+		    strerror(errno));
 	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
 	if (fd < 0)
-		set_err(err, errlen, "open %s: %s", path, strerror(errno));
+		errf(err, errlen, "open %s: %s", path, strerror(errno));
 	return fd;
 }
 
@@ -472,20 +425,20 @@ read_existing(struct clog *l, char *err, size_t errlen)
 	int rfd = -1, rc = -1;
 
 	if (fstat(l->fd, &ws) < 0) {
-		set_err(err, errlen, "fstat %s: %s", l->path, strerror(errno));
+		errf(err, errlen, "fstat %s: %s", l->path, strerror(errno));
 		return -1;
 	}
 	if (!S_ISREG(ws.st_mode))
 		return 0;
 	rfd = open(l->path, O_RDONLY | O_CLOEXEC);
 	if (rfd < 0) {
-		set_err(err, errlen, "open %s for reading: %s", l->path,
+		errf(err, errlen, "open %s for reading: %s", l->path,
 		    strerror(errno));
 		goto done;
 	}
 	if (fstat(rfd, &rs) < 0 || rs.st_dev != ws.st_dev ||
 	    rs.st_ino != ws.st_ino) {
-		set_err(err, errlen, "%s changed while opening", l->path);
+		errf(err, errlen, "%s changed while opening", l->path);
 		goto done;
 	}
 	rc = load_tail(l, rfd, rs.st_size, err, errlen);
@@ -501,12 +454,12 @@ clog_open(const char *path, char *err, size_t errlen)
 	struct clog *l;
 
 	if (path == NULL || *path == '\0') {
-		set_err(err, errlen, "no log path");
+		errf(err, errlen, "no log path");
 		return NULL;
 	}
 	l = calloc(1, sizeof(*l));
 	if (l == NULL || (l->path = strdup(path)) == NULL) {
-		set_err(err, errlen, "out of memory");
+		errf(err, errlen, "out of memory");
 		free(l);
 		return NULL;
 	}
@@ -1022,12 +975,12 @@ clog_verify_file(const char *path, const char *start_prev,
 		*bad_line = 0;
 	f = fopen(path, "r");
 	if (f == NULL) {
-		set_err(err, errlen, "open %s: %s", path, strerror(errno));
+		errf(err, errlen, "open %s: %s", path, strerror(errno));
 		goto done;
 	}
 	buf = malloc(CLOG_LINE_MAX);
 	if (buf == NULL) {
-		set_err(err, errlen, "out of memory");
+		errf(err, errlen, "out of memory");
 		goto done;
 	}
 	for (;;) {
@@ -1038,37 +991,37 @@ clog_verify_file(const char *path, const char *start_prev,
 		if (bad_line)
 			*bad_line = lineno;
 		if (r == -1) {
-			set_err(err, errlen, "line %" PRIu64 ": longer than "
+			errf(err, errlen, "line %" PRIu64 ": longer than "
 			    "%d bytes", lineno, CLOG_LINE_MAX);
 			goto done;
 		}
 		if (r == -2) {
-			set_err(err, errlen, "line %" PRIu64 ": last line has "
+			errf(err, errlen, "line %" PRIu64 ": last line has "
 			    "no newline (torn write?)", lineno);
 			goto done;
 		}
 		if (parse_line(buf, len, &cur, why, sizeof(why)) !=
 		    CLOG_LINE_OK) {
-			set_err(err, errlen, "line %" PRIu64 ": %s", lineno,
+			errf(err, errlen, "line %" PRIu64 ": %s", lineno,
 			    why);
 			goto done;
 		}
 		if (lineno > 1 && cur.seq != last.seq + 1) {
-			set_err(err, errlen, "line %" PRIu64 ": seq %" PRIu64
+			errf(err, errlen, "line %" PRIu64 ": seq %" PRIu64
 			    " follows %" PRIu64 " (%s?)", lineno, cur.seq,
 			    last.seq, cur.seq > last.seq ? "record removed" :
 			    "records reordered or duplicated");
 			goto done;
 		}
 		if (lineno > 1 && strcmp(cur.prev, last.hash) != 0) {
-			set_err(err, errlen, "line %" PRIu64 ": prev does not "
+			errf(err, errlen, "line %" PRIu64 ": prev does not "
 			    "match the hash of line %" PRIu64, lineno,
 			    lineno - 1);
 			goto done;
 		}
 		if (lineno == 1 && start_prev != NULL &&
 		    strcmp(cur.prev, start_prev) != 0) {
-			set_err(err, errlen, "line 1: prev does not match the "
+			errf(err, errlen, "line 1: prev does not match the "
 			    "expected start of the chain");
 			goto done;
 		}
@@ -1076,7 +1029,7 @@ clog_verify_file(const char *path, const char *start_prev,
 		count++;
 	}
 	if (ferror(f)) {
-		set_err(err, errlen, "read %s: %s", path, strerror(errno));
+		errf(err, errlen, "read %s: %s", path, strerror(errno));
 		goto done;
 	}
 	if (bad_line)

@@ -44,7 +44,7 @@ struct clog_rec;
 struct clog *clog_open(const char *path, char *err, size_t errlen);
 /* Reopen the same path (after logrotate moved it); the chain continues
  * from the last hash written.  0 / -1. */
-int clog_reopen(struct clog *l);
+int clog_reopen(struct clog *l) SLUICE_MUSTCHECK;
 void clog_close(struct clog *l);
 /* 1 while the last write succeeded. */
 int clog_healthy(const struct clog *l);
@@ -71,7 +71,7 @@ void clog_rec_strv(struct clog_rec *r, const char *key,
 void clog_rec_json(struct clog_rec *r, const char *key, void *json);
 
 /* Write and free the record (always frees).  0 / -1. */
-int clog_write(struct clog *l, struct clog_rec *r);
+int clog_write(struct clog *l, struct clog_rec *r) SLUICE_MUSTCHECK;
 
 /*
  * Sanitise untrusted bytes into out (NUL-terminated, at most cap bytes of
@@ -88,6 +88,6 @@ char *clog_sanitize(const char *in, size_t len, char *out, size_t outlen,
  * may be NULL (accept whatever the first line's prev is: a rotated file).
  */
 int clog_verify_file(const char *path, const char *start_prev,
-    uint64_t *records, uint64_t *bad_line, char *err, size_t errlen);
+    uint64_t *records, uint64_t *bad_line, char *err, size_t errlen) SLUICE_MUSTCHECK;
 
 #endif /* SLUICE_CLOG_H */

@@ -119,6 +119,9 @@ struct cfg {
 	int vsock_port;                            /* -1: no vsock listener */
 	unsigned socket_mode;                      /* session sockets, 0660 */
 	char *socket_group;                        /* NULL: process group */
+	/* absolute directories an admin may put a session socket under
+	 * (sluiced(8), "Session sockets"); none by default */
+	char **socket_prefixes; size_t nsocket_prefixes;
 
 	struct cfg_session *sessions; size_t nsessions;
 
@@ -162,6 +165,8 @@ struct cfg {
 	int sni_check;                             /* 1: CONNECT :443 needs matching SNI */
 	int sni_timeout_ms;                        /* 5000: wait for the ClientHello */
 	uint16_t *sni_ports; size_t nsni_ports;    /* tls.sni_ports, [443] */
+	int allow_ech;                             /* 0: ECH/ESNI hellos are refused */
+	uint16_t *plain_ports; size_t nplain_ports;/* tls.plain_http_ports, [80]: no CONNECT */
 
 	struct cfg_control control;
 	struct cfg_webhook webhook;
@@ -189,5 +194,8 @@ char *cfg_dump(const struct cfg *c);
  */
 struct pol_config *cfg_build_policy(const struct cfg *c, char *err,
     size_t errlen);
+
+/* 1 if port is one of ports[0..n) (tls.sni_ports, plain_http_ports...). */
+int cfg_port_in(const uint16_t *ports, size_t n, uint16_t port);
 
 #endif /* SLUICE_CONFIG_H */

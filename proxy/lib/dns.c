@@ -12,6 +12,8 @@
  * per-query cancel.  Cancel, deadline and dns_free mark it abandoned and
  * unlink it; its late c-ares callback only frees it.
  */
+#include "sluice-config.h"
+
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
@@ -30,6 +32,7 @@
 #include <event2/event.h>
 
 #include "proxy/lib/dns.h"
+#include "proxy/lib/util.h"
 
 #define DNS_RCVBUF (1 << 20)
 
@@ -86,22 +89,6 @@ dns_status_name(enum dns_status s)
 	case DNS_TIMEOUT:  return "timeout";
 	}
 	return "unknown";
-}
-
-static void
-dns_seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-dns_seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
 }
 
 /* ------------------------------------------------------------------ */
@@ -563,13 +550,13 @@ dns_set_servers(struct dns *d, const char *const *servers, size_t n,
 
 	nodes = calloc(n, sizeof(*nodes));
 	if (nodes == NULL) {
-		dns_seterr(err, errlen, "dns: out of memory");
+		errf(err, errlen, "dns: out of memory");
 		return -1;
 	}
 	for (i = 0; i < n; i++) {
 		if (servers[i] == NULL ||
 		    dns_parse_server(servers[i], &nodes[i]) == -1) {
-			dns_seterr(err, errlen, "dns: bad server \"%s\"",
+			errf(err, errlen, "dns: bad server \"%s\"",
 			    servers[i] ? servers[i] : "(null)");
 			goto out;
 		}
@@ -577,7 +564,7 @@ dns_set_servers(struct dns *d, const char *const *servers, size_t n,
 	}
 	rc = ares_set_servers_ports(d->chan, nodes);
 	if (rc != ARES_SUCCESS) {
-		dns_seterr(err, errlen, "dns: setting servers: %s",
+		errf(err, errlen, "dns: setting servers: %s",
 		    ares_strerror(rc));
 		goto out;
 	}
@@ -653,7 +640,7 @@ dns_init_channel(struct dns *d, char *err, size_t errlen)
 	    ARES_OPT_SOCK_RCVBUF;
 	rc = ares_init_options(&d->chan, &opts, mask);
 	if (rc != ARES_SUCCESS) {
-		dns_seterr(err, errlen, "dns: c-ares init: %s",
+		errf(err, errlen, "dns: c-ares init: %s",
 		    ares_strerror(rc));
 		return -1;
 	}
@@ -709,26 +696,26 @@ dns_new(struct event_base *base, const char *const *servers,
 	int rc;
 
 	if (base == NULL || timeout_ms <= 0) {
-		dns_seterr(err, errlen, "dns: bad arguments");
+		errf(err, errlen, "dns: bad arguments");
 		return NULL;
 	}
 	d = calloc(1, sizeof(*d));
 	if (d == NULL) {
-		dns_seterr(err, errlen, "dns: out of memory");
+		errf(err, errlen, "dns: out of memory");
 		return NULL;
 	}
 	d->base = base;
 	d->timeout_ms = timeout_ms;
 	rc = ares_library_init(ARES_LIB_INIT_ALL);
 	if (rc != ARES_SUCCESS) {
-		dns_seterr(err, errlen, "dns: c-ares library: %s",
+		errf(err, errlen, "dns: c-ares library: %s",
 		    ares_strerror(rc));
 		goto fail;
 	}
 	d->lib_init = 1;
 	d->timer = evtimer_new(base, dns_on_timer, d);
 	if (d->timer == NULL || dns_copy_hosts(d, hosts, nhosts) == -1) {
-		dns_seterr(err, errlen, "dns: out of memory");
+		errf(err, errlen, "dns: out of memory");
 		goto fail;
 	}
 	if (dns_init_channel(d, err, errlen) == -1)

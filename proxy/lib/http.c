@@ -1,12 +1,17 @@
 /*
  * http.c: strict HTTP/1.x head parser and body framer (see http.h).
  *
- * The parser works on whatever has arrived so far and is simply called
- * again with the longer buffer; it keeps no state between calls.  Every
- * complete line is checked as soon as it is seen, so a malformed head is
- * refused before the rest arrives, and limits are enforced on partial
- * heads too so a slow sender cannot make us buffer without bound.
+ * The parser works on whatever has arrived so far and is called again
+ * with the longer buffer.  Every complete line is checked as soon as it
+ * is seen, so a malformed head is refused before the rest arrives, and
+ * limits are enforced on partial heads too so a slow sender cannot make
+ * us buffer without bound.  A caller's struct http_parse_state remembers
+ * how far the lines were checked, so a head that arrives a byte at a time
+ * costs each byte once (plus one last pass over the whole head), not once
+ * per call.
  */
+#include "sluice-config.h"
+
 #include <limits.h>
 #include <string.h>
 
@@ -150,25 +155,29 @@ list_next(const char **p, const char *end, int allow_empty,
 #define FAIL(st, msg) do { if (why != NULL) *why = (msg); return (st); } while (0)
 
 /*
- * Find the CRLF ending the line at pos within buf[0..len).  A CR not
- * followed by LF, or an LF not preceded by CR, is an error wherever it
- * is.  The line (without CRLF) may be at most max_line bytes.
+ * Find the CRLF ending the line at pos within buf[0..len), looking from
+ * *from on (bytes before it were looked at by an earlier call); on
+ * INCOMPLETE, *from says where to look next time.  A CR not followed by
+ * LF, or an LF not preceded by CR, is an error wherever it is.  The line
+ * (without CRLF) may be at most max_line bytes.
  */
 static enum http_status
-line_scan(const char *buf, size_t len, size_t pos, size_t max_line,
-    size_t *eol, const char **why)
+line_scan(const char *buf, size_t len, size_t pos, size_t *from,
+    size_t max_line, size_t *eol, const char **why)
 {
 	size_t i;
 
-	for (i = pos; i < len; i++) {
+	for (i = *from > pos ? *from : pos; i < len; i++) {
 		if (i - pos > max_line)
 			FAIL(HTTP_PARSE_TOO_LARGE, "a line of the head is too long");
 		if (buf[i] == '\n')
 			FAIL(HTTP_PARSE_ERROR, "bare LF in the head (CRLF only)");
 		if (buf[i] != '\r')
 			continue;
-		if (i + 1 == len)
+		if (i + 1 == len) {
+			*from = i;      /* the LF may come next */
 			return HTTP_PARSE_INCOMPLETE;
+		}
 		if (buf[i + 1] != '\n')
 			FAIL(HTTP_PARSE_ERROR, "bare CR in the head (CRLF only)");
 		*eol = i;
@@ -176,9 +185,16 @@ line_scan(const char *buf, size_t len, size_t pos, size_t max_line,
 	}
 	if (len - pos > max_line)
 		FAIL(HTTP_PARSE_TOO_LARGE, "a line of the head is too long");
+	*from = len;
 	return HTTP_PARSE_INCOMPLETE;
 }
 
+/*
+ * The methods of the IANA HTTP Method Registry, except PRI (the HTTP/2
+ * connection preface, never a request), plus QUERY and TRACK (named so
+ * that it can be refused).  Anything else is HTTP_M_UNKNOWN: an upstream
+ * that gives an unregistered token a meaning of its own is not asked.
+ */
 static enum http_method
 method_of(const char *s, size_t n)
 {
@@ -191,6 +207,22 @@ method_of(const char *s, size_t n)
 		{ "DELETE", HTTP_M_DELETE }, { "OPTIONS", HTTP_M_OPTIONS },
 		{ "PATCH", HTTP_M_PATCH }, { "CONNECT", HTTP_M_CONNECT },
 		{ "TRACE", HTTP_M_TRACE }, { "TRACK", HTTP_M_TRACK },
+		{ "ACL", HTTP_M_OTHER }, { "BASELINE-CONTROL", HTTP_M_OTHER },
+		{ "BIND", HTTP_M_OTHER }, { "CHECKIN", HTTP_M_OTHER },
+		{ "CHECKOUT", HTTP_M_OTHER }, { "COPY", HTTP_M_OTHER },
+		{ "LABEL", HTTP_M_OTHER }, { "LINK", HTTP_M_OTHER },
+		{ "LOCK", HTTP_M_OTHER }, { "MERGE", HTTP_M_OTHER },
+		{ "MKACTIVITY", HTTP_M_OTHER }, { "MKCALENDAR", HTTP_M_OTHER },
+		{ "MKCOL", HTTP_M_OTHER }, { "MKREDIRECTREF", HTTP_M_OTHER },
+		{ "MKWORKSPACE", HTTP_M_OTHER }, { "MOVE", HTTP_M_OTHER },
+		{ "ORDERPATCH", HTTP_M_OTHER }, { "PROPFIND", HTTP_M_OTHER },
+		{ "PROPPATCH", HTTP_M_OTHER }, { "QUERY", HTTP_M_OTHER },
+		{ "REBIND", HTTP_M_OTHER }, { "REPORT", HTTP_M_OTHER },
+		{ "SEARCH", HTTP_M_OTHER }, { "UNBIND", HTTP_M_OTHER },
+		{ "UNCHECKOUT", HTTP_M_OTHER }, { "UNLINK", HTTP_M_OTHER },
+		{ "UNLOCK", HTTP_M_OTHER }, { "UPDATE", HTTP_M_OTHER },
+		{ "UPDATEREDIRECTREF", HTTP_M_OTHER },
+		{ "VERSION-CONTROL", HTTP_M_OTHER },
 	};
 	size_t i;
 
@@ -198,7 +230,7 @@ method_of(const char *s, size_t n)
 	for (i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
 		if (strlen(tab[i].name) == n && memcmp(tab[i].name, s, n) == 0)
 			return tab[i].m;
-	return HTTP_M_OTHER;
+	return HTTP_M_UNKNOWN;
 }
 
 /* "HTTP/1.0" or "HTTP/1.1", exactly (the name is case-sensitive). */
@@ -319,7 +351,8 @@ parse_header_line(const char *s, size_t n, struct http_header *h,
 struct framing {
 	int cl_seen;
 	uint64_t cl;
-	int te_seen;
+	int te_seen;           /* Transfer-Encoding header lines */
+	int te_codings;        /* codings in them */
 	int te_chunked_last;   /* the final coding is chunked */
 	int te_chunked_early;  /* chunked somewhere before the final coding */
 	int conn_close;
@@ -361,6 +394,10 @@ parse_transfer_encoding(const struct http_header *h, struct framing *f,
 	enum list_rc rc;
 	int n = 0;
 
+	/* Two lines are one list to some recipients and the first or the
+	 * last line to others: refused whatever they say. */
+	if (f->te_seen)
+		FAIL(HTTP_PARSE_ERROR, "more than one Transfer-Encoding");
 	while ((rc = list_next(&p, end, 0, &tok, &toklen)) == LIST_ITEM) {
 		if (f->te_chunked_last)
 			f->te_chunked_early = 1;
@@ -370,6 +407,7 @@ parse_transfer_encoding(const struct http_header *h, struct framing *f,
 	if (rc == LIST_BAD || n == 0)
 		FAIL(HTTP_PARSE_ERROR, "Transfer-Encoding is not a list of codings");
 	f->te_seen = 1;
+	f->te_codings = n;
 	return HTTP_PARSE_OK;
 }
 
@@ -448,8 +486,11 @@ request_framing(struct http_msg *msg, const struct framing *f,
 			FAIL(HTTP_PARSE_ERROR, "CONNECT with a body");
 		msg->body = HTTP_BODY_NONE;
 	} else if (f->te_seen) {
-		if (!f->te_chunked_last)
-			FAIL(HTTP_PARSE_ERROR, "Transfer-Encoding does not end in chunked");
+		/* The body goes upstream as it came: a coding before chunked
+		 * is one more way for the upstream to read it differently,
+		 * and no client needs one. */
+		if (!f->te_chunked_last || f->te_codings != 1)
+			FAIL(HTTP_PARSE_ERROR, "Transfer-Encoding is not exactly chunked");
 		msg->body = HTTP_BODY_CHUNKED;
 	} else if (f->cl_seen) {
 		msg->body = HTTP_BODY_LENGTH;
@@ -495,51 +536,90 @@ limits_resolve(const struct http_limits *in, struct http_limits *out)
 		out->max_headers = HTTP_MAX_HEADERS_HARD;
 }
 
+/*
+ * Check the complete lines of buf[0..view) that ps has not checked yet,
+ * each once: the start line into msg, header lines into msg's headers
+ * when fill is set (else into a scratch field: the caller's buffer may
+ * move between calls, so only offsets are kept).  OK once the empty line
+ * ending the head is found; *eol is where it starts.
+ */
+static enum http_status
+scan_lines(const char *buf, size_t view, const struct http_limits *lim,
+    int is_request, struct http_msg *msg, int fill,
+    struct http_parse_state *ps, size_t *eol, const char **why)
+{
+	struct http_header scratch;
+	enum http_status st;
+	size_t pos = ps->done;
+
+	for (;;) {
+		/* RFC 9112 2.2: empty lines before a request line are
+		 * ignored (a client may end a body with an extra CRLF); they
+		 * count towards max_head and the head deadline */
+		while (is_request && ps->nlines == 0 && pos + 1 < view &&
+		    buf[pos] == '\r' && buf[pos + 1] == '\n')
+			ps->done = ps->scanned = pos = pos + 2;
+		st = line_scan(buf, view, pos, &ps->scanned, lim->max_line,
+		    eol, why);
+		if (st != HTTP_PARSE_OK)
+			return st;
+		if (ps->nlines == 0) {
+			if (*eol == pos)
+				FAIL(HTTP_PARSE_ERROR, "empty line before the start line");
+			st = is_request ?
+			    parse_request_line(buf + pos, *eol - pos, msg, why) :
+			    parse_status_line(buf + pos, *eol - pos, msg, why);
+		} else if (*eol == pos) {
+			return HTTP_PARSE_OK;
+		} else if (ps->nlines - 1 >= lim->max_headers) {
+			FAIL(HTTP_PARSE_TOO_LARGE, "too many header lines");
+		} else {
+			st = parse_header_line(buf + pos, *eol - pos,
+			    fill ? &msg->headers[ps->nlines - 1] : &scratch, why);
+		}
+		if (st != HTTP_PARSE_OK)
+			return st;
+		ps->nlines++;
+		ps->done = ps->scanned = pos = *eol + 2;
+	}
+}
+
 static enum http_status
 parse_head(const char *buf, size_t len, const struct http_limits *lim_in,
-    int is_request, enum http_method req_method, struct http_msg *msg,
-    const char **why)
+    int is_request, enum http_method req_method,
+    struct http_parse_state *ps, struct http_msg *msg, const char **why)
 {
+	struct http_parse_state all;
 	struct http_limits lim;
 	struct framing f;
 	enum http_status st;
-	size_t view, pos = 0, eol = 0;
+	size_t view, eol = 0;
 
 	if (why != NULL)
 		*why = NULL;
-	memset(msg, 0, sizeof(*msg));
-	memset(&f, 0, sizeof(f));
-	msg->host_idx = -1;
 	limits_resolve(lim_in, &lim);
 	/* Never look past max_head: a head not finished by then is too
 	 * large whatever follows. */
 	view = len < lim.max_head ? len : lim.max_head;
+	if (ps->done > view || ps->scanned > view)
+		memset(ps, 0, sizeof(*ps));   /* not the bytes it saw */
 
-	for (;;) {
-		st = line_scan(buf, view, pos, lim.max_line, &eol, why);
-		if (st == HTTP_PARSE_INCOMPLETE && len >= lim.max_head)
-			FAIL(HTTP_PARSE_TOO_LARGE, "the request or response head is too large");
-		if (st != HTTP_PARSE_OK)
-			return st;
-		if (pos == 0) {
-			if (eol == 0)
-				FAIL(HTTP_PARSE_ERROR, "empty line before the start line");
-			st = is_request ?
-			    parse_request_line(buf, eol, msg, why) :
-			    parse_status_line(buf, eol, msg, why);
-		} else if (eol == pos) {
-			break;
-		} else if (msg->nheaders >= lim.max_headers) {
-			FAIL(HTTP_PARSE_TOO_LARGE, "too many header lines");
-		} else {
-			st = parse_header_line(buf + pos, eol - pos,
-			    &msg->headers[msg->nheaders], why);
-			msg->nheaders++;
-		}
-		if (st != HTTP_PARSE_OK)
-			return st;
-		pos = eol + 2;
-	}
+	st = scan_lines(buf, view, &lim, is_request, msg, 0, ps, &eol, why);
+	if (st == HTTP_PARSE_INCOMPLETE && len >= lim.max_head)
+		FAIL(HTTP_PARSE_TOO_LARGE, "the request or response head is too large");
+	if (st != HTTP_PARSE_OK)
+		return st;
+
+	/* The head is complete and every line passed: one more pass fills
+	 * msg with pointers into this buffer. */
+	memset(msg, 0, sizeof(*msg));
+	memset(&all, 0, sizeof(all));
+	memset(&f, 0, sizeof(f));
+	msg->host_idx = -1;
+	st = scan_lines(buf, view, &lim, is_request, msg, 1, &all, &eol, why);
+	if (st != HTTP_PARSE_OK)
+		return st;
+	msg->nheaders = all.nlines - 1;
 	msg->head_len = eol + 2;
 
 	st = scan_fields(msg, is_request, &f, why);
@@ -552,17 +632,39 @@ parse_head(const char *buf, size_t len, const struct http_limits *lim_in,
 }
 
 enum http_status
+http_parse_request_resume(const char *buf, size_t len,
+    const struct http_limits *lim, struct http_parse_state *ps,
+    struct http_msg *msg, const char **why)
+{
+	return parse_head(buf, len, lim, 1, HTTP_M_OTHER, ps, msg, why);
+}
+
+enum http_status
+http_parse_response_resume(const char *buf, size_t len,
+    const struct http_limits *lim, enum http_method req_method,
+    struct http_parse_state *ps, struct http_msg *msg, const char **why)
+{
+	return parse_head(buf, len, lim, 0, req_method, ps, msg, why);
+}
+
+enum http_status
 http_parse_request(const char *buf, size_t len, const struct http_limits *lim,
     struct http_msg *msg, const char **why)
 {
-	return parse_head(buf, len, lim, 1, HTTP_M_OTHER, msg, why);
+	struct http_parse_state ps;
+
+	memset(&ps, 0, sizeof(ps));
+	return parse_head(buf, len, lim, 1, HTTP_M_OTHER, &ps, msg, why);
 }
 
 enum http_status
 http_parse_response(const char *buf, size_t len, const struct http_limits *lim,
     enum http_method req_method, struct http_msg *msg, const char **why)
 {
-	return parse_head(buf, len, lim, 0, req_method, msg, why);
+	struct http_parse_state ps;
+
+	memset(&ps, 0, sizeof(ps));
+	return parse_head(buf, len, lim, 0, req_method, &ps, msg, why);
 }
 
 int
@@ -622,18 +724,29 @@ http_is_hop_by_hop(const struct http_msg *msg, const struct http_header *h)
 
 enum {
 	BP_SIZE = 0,    /* hex digits of a chunk size */
-	BP_EXT,         /* after ';' up to CR */
+	BP_EXT_NAME0,   /* after ';': the first byte of an extension name */
+	BP_EXT_NAME,
+	BP_EXT_VAL0,    /* after '=': a token or a quoted string */
+	BP_EXT_TOKEN,
+	BP_EXT_QUOTED,  /* inside the quoted string */
+	BP_EXT_QPAIR,   /* after a backslash in it */
+	BP_EXT_QEND,    /* after its closing quote */
 	BP_SIZE_LF,     /* CR seen after the size line */
 	BP_DATA,        /* chunk data, remaining bytes left */
 	BP_DATA_CR,     /* CRLF after the data */
 	BP_DATA_LF,
 	BP_TRAILER,     /* start of a trailer line (or the final CRLF) */
-	BP_TRAILER_LINE,
+	BP_TRAILER_NAME,
+	BP_TRAILER_VALUE,
 	BP_TRAILER_LF,
 	BP_END_LF,      /* CR of the final empty line seen */
 	BP_DONE,
 	BP_ERROR,
 };
+
+/* 16 hex digits hold any uint64_t; more are only leading zeros, which
+ * one recipient may count against a limit and another not. */
+#define CHUNK_SIZE_DIGITS 16
 
 void
 http_body_init(struct http_body_state *st, enum http_body kind,
@@ -663,6 +776,14 @@ hex_value(unsigned char c)
 	return -1;
 }
 
+/* qdtext of RFC 9110 5.6.4 without obs-text, as in field values. */
+static int
+is_qdtext(unsigned char c)
+{
+	return c == '\t' || c == ' ' || c == 0x21 ||
+	    (c >= 0x23 && c <= 0x5b) || (c >= 0x5d && c <= 0x7e);
+}
+
 /* Bytes of a size or trailer line, bounded by max_line. */
 static int
 line_byte(struct http_body_state *st)
@@ -670,6 +791,28 @@ line_byte(struct http_body_state *st)
 	if (++st->line_len > st->max_line)
 		return -1;
 	return 0;
+}
+
+/* Go to phase next, counting the byte of the line that leads there. */
+static int
+next_byte(struct http_body_state *st, int next)
+{
+	st->phase = next;
+	return line_byte(st);
+}
+
+/* The end of a size line (CR) or the next extension (';'), which may
+ * follow a complete extension; -1 for anything else. */
+static int
+ext_end(struct http_body_state *st, unsigned char c)
+{
+	if (c == '\r') {
+		st->phase = BP_SIZE_LF;
+		return 0;
+	}
+	if (c == ';')
+		return next_byte(st, BP_EXT_NAME0);
+	return -1;
 }
 
 /* One byte of the chunked syntax outside chunk data; -1 on error. */
@@ -680,27 +823,39 @@ chunk_byte(struct http_body_state *st, unsigned char c)
 
 	switch (st->phase) {
 	case BP_SIZE:
-		if (c == '\r' && st->line_len > 0) {
-			st->phase = BP_SIZE_LF;
-			return 0;
-		}
-		if (c == ';' && st->line_len > 0) {
-			st->phase = BP_EXT;
-			return line_byte(st);
-		}
+		if (st->line_len > 0 && (c == '\r' || c == ';'))
+			return ext_end(st, c);
 		d = hex_value(c);
-		if (d < 0 || st->remaining > (UINT64_MAX >> 4))
+		if (d < 0 || st->line_len >= CHUNK_SIZE_DIGITS)
 			return -1;
 		st->remaining = (st->remaining << 4) | (uint64_t)d;
 		return line_byte(st);
-	case BP_EXT:
-		if (c == '\r') {
-			st->phase = BP_SIZE_LF;
-			return 0;
-		}
-		if (!is_field_char(c))
-			return -1;
-		return line_byte(st);
+	/* chunk-ext = *( ";" name [ "=" ( token / quoted-string ) ] ),
+	 * without the BWS a sender must not generate (RFC 9110 5.6.3) */
+	case BP_EXT_NAME0:
+		return is_tchar(c) ? next_byte(st, BP_EXT_NAME) : -1;
+	case BP_EXT_NAME:
+		if (c == '=')
+			return next_byte(st, BP_EXT_VAL0);
+		return is_tchar(c) ? line_byte(st) : ext_end(st, c);
+	case BP_EXT_VAL0:
+		if (c == '"')
+			return next_byte(st, BP_EXT_QUOTED);
+		return is_tchar(c) ? next_byte(st, BP_EXT_TOKEN) : -1;
+	case BP_EXT_TOKEN:
+		return is_tchar(c) ? line_byte(st) : ext_end(st, c);
+	case BP_EXT_QUOTED:
+		/* a CR here is inside the string: whoever reads on past it
+		 * frames the body elsewhere, so it is an error */
+		if (c == '"')
+			return next_byte(st, BP_EXT_QEND);
+		if (c == '\\')
+			return next_byte(st, BP_EXT_QPAIR);
+		return is_qdtext(c) ? line_byte(st) : -1;
+	case BP_EXT_QPAIR:
+		return is_field_char(c) ? next_byte(st, BP_EXT_QUOTED) : -1;
+	case BP_EXT_QEND:
+		return ext_end(st, c);
 	case BP_SIZE_LF:
 		if (c != '\n')
 			return -1;
@@ -724,19 +879,19 @@ chunk_byte(struct http_body_state *st, unsigned char c)
 			st->phase = BP_END_LF;
 			return 0;
 		}
-		/* A trailer line is a field line: no folding, no bare bytes. */
-		if (!is_tchar(c))
-			return -1;
-		st->phase = BP_TRAILER_LINE;
-		return line_byte(st);
-	case BP_TRAILER_LINE:
+		/* A trailer line is a field line: a token name right before
+		 * its colon, no folding, no bare bytes. */
+		return is_tchar(c) ? next_byte(st, BP_TRAILER_NAME) : -1;
+	case BP_TRAILER_NAME:
+		if (c == ':')
+			return next_byte(st, BP_TRAILER_VALUE);
+		return is_tchar(c) ? line_byte(st) : -1;
+	case BP_TRAILER_VALUE:
 		if (c == '\r') {
 			st->phase = BP_TRAILER_LF;
 			return 0;
 		}
-		if (!is_field_char(c))
-			return -1;
-		return line_byte(st);
+		return is_field_char(c) ? line_byte(st) : -1;
 	case BP_TRAILER_LF:
 		if (c != '\n')
 			return -1;

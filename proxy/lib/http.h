@@ -35,10 +35,17 @@ struct http_header {
 	size_t value_len;
 };
 
+/*
+ * HTTP_M_OTHER: a registered method framed like any other (PROPFIND,
+ * MKCOL, ...).  HTTP_M_UNKNOWN: a token that is no method of the IANA
+ * registry (or PRI, the HTTP/2 preface); sluiced refuses it, as it does
+ * TRACE and TRACK (method_not_allowed).  No known method is longer than
+ * 17 bytes.
+ */
 enum http_method {
 	HTTP_M_OTHER = 0, HTTP_M_GET, HTTP_M_HEAD, HTTP_M_POST, HTTP_M_PUT,
 	HTTP_M_DELETE, HTTP_M_OPTIONS, HTTP_M_PATCH, HTTP_M_CONNECT,
-	HTTP_M_TRACE, HTTP_M_TRACK,
+	HTTP_M_TRACE, HTTP_M_TRACK, HTTP_M_UNKNOWN,
 };
 
 /* Message framing, from RFC 9112 section 6. */
@@ -81,14 +88,16 @@ enum http_status {
 /*
  * Parse a request head from buf[0..len).  On HTTP_PARSE_OK, msg is filled
  * and msg->head_len tells how many bytes the head used; bytes after it
- * belong to the body or the tunnel.  On HTTP_PARSE_ERROR and
- * HTTP_PARSE_TOO_LARGE, *why (if not NULL) gets a static one-line
- * explanation for the refusal body.
+ * belong to the body or the tunnel.  On any other status msg holds
+ * nothing of use.  On HTTP_PARSE_ERROR and HTTP_PARSE_TOO_LARGE, *why (if
+ * not NULL) gets a static one-line explanation for the refusal body.
  *
- * Request framing rules: Content-Length together with Transfer-Encoding,
- * duplicate or differing Content-Length, a Transfer-Encoding that does not
- * end in exactly "chunked" (case-insensitive token), or a CONNECT with a
- * body are all errors.  HTTP/1.0 and HTTP/1.1 only.
+ * Empty lines before the request line are skipped (RFC 9112 2.2) and
+ * count towards the head.  Request framing rules: Content-Length
+ * together with Transfer-Encoding, duplicate or differing Content-Length,
+ * more than one Transfer-Encoding line or one that is not exactly
+ * "chunked" (case-insensitive token), or a CONNECT with a body are all
+ * errors.  HTTP/1.0 and HTTP/1.1 only.
  */
 enum http_status http_parse_request(const char *buf, size_t len,
     const struct http_limits *lim, struct http_msg *msg, const char **why);
@@ -96,11 +105,31 @@ enum http_status http_parse_request(const char *buf, size_t len,
 /*
  * Parse a response head.  req_method is the method of the request it
  * answers (HEAD and CONNECT change framing).  1xx, 204 and 304 have no
- * body; otherwise chunked, then Content-Length, else until close.
+ * body; otherwise chunked, then Content-Length, else until close.  More
+ * than one Transfer-Encoding line is an error here too.
  */
 enum http_status http_parse_response(const char *buf, size_t len,
     const struct http_limits *lim, enum http_method req_method,
     struct http_msg *msg, const char **why);
+
+/*
+ * The same, resumable: a caller that is handed a head in pieces calls
+ * again with the same bytes plus what arrived, and the same state, which
+ * it zeroes before the first call for each head.  Lines the state has
+ * seen are not scanned again, so the work is linear in the head's size
+ * however it is split.  The results are those of the calls above.
+ */
+struct http_parse_state {
+	size_t done;       /* bytes of lines already checked */
+	size_t scanned;    /* bytes of the line after them looked at */
+	size_t nlines;     /* lines checked: start line, then headers */
+};
+enum http_status http_parse_request_resume(const char *buf, size_t len,
+    const struct http_limits *lim, struct http_parse_state *ps,
+    struct http_msg *msg, const char **why);
+enum http_status http_parse_response_resume(const char *buf, size_t len,
+    const struct http_limits *lim, enum http_method req_method,
+    struct http_parse_state *ps, struct http_msg *msg, const char **why);
 
 /* Case-insensitive header lookup: index of the first match or -1. */
 int http_find_header(const struct http_msg *msg, const char *name);
@@ -119,9 +148,13 @@ int http_is_hop_by_hop(const struct http_msg *msg, const struct http_header *h);
 
 /*
  * Streaming body framer: tells how many of the next bytes belong to the
- * current message body so the relay can pass them through unchanged.
- * Chunk sizes are hex with overflow checks; chunk extensions and trailers
- * are bounded (by max_line); bare LF is an error.
+ * current message body so the relay can pass them through unchanged, so
+ * it admits only what every recipient frames alike.  Chunk sizes are 1
+ * to 16 hex digits (leading zeros included); chunk extensions follow
+ * RFC 9112 7.1.1 without the optional whitespace (";name", ";name=token",
+ * ";name=\"quoted\"", the quoted string closed before the CRLF); trailer
+ * lines are field lines (a token, a colon, a field value); size lines and
+ * trailer lines are bounded by max_line; bare CR or LF is an error.
  */
 struct http_body_state {
 	enum http_body kind;

@@ -1,6 +1,8 @@
 /*
  * peer.c: identity keys from accepted peer addresses.
  */
+#include "sluice-config.h"
+
 #include <string.h>
 #include <netinet/in.h>
 #include <linux/vm_sockets.h>

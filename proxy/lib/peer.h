@@ -27,6 +27,6 @@ struct peer_id {
 /* 0, or -1 for an address too short for its family or of another
  * family. */
 int peer_identify(const struct sockaddr *sa, socklen_t len,
-    struct peer_id *out);
+    struct peer_id *out) SLUICE_MUSTCHECK;
 
 #endif /* SLUICE_PEER_H */

@@ -6,6 +6,8 @@
  * every length checked against its enclosing one.  Nothing is decided on
  * a partial hello, so a truncated hello can only be SNI_INCOMPLETE.
  */
+#include "sluice-config.h"
+
 #include <string.h>
 
 #include "proxy/lib/sni.h"
@@ -16,6 +18,8 @@
 #define TLS_HS_HDR 4
 #define TLS_MAX_FRAGMENT 16384
 #define TLS_EXT_SERVER_NAME 0
+#define TLS_EXT_ECH 0xfe0d          /* encrypted_client_hello */
+#define TLS_EXT_ESNI 0xffce         /* encrypted_server_name (drafts) */
 #define TLS_SN_HOST_NAME 0
 
 /* A bounds-checked reader over the hello body. */
@@ -112,7 +116,7 @@ parse_hello(const uint8_t *body, size_t len, char *out, size_t outlen)
 {
 	struct rd r = { body, len }, skip, exts, ext;
 	size_t type;
-	int found = 0, seen_sn = 0;
+	int found = 0, seen_sn = 0, hidden = 0;
 	enum sni_status st;
 
 	/* legacy_version, random, session id, suites, compression */
@@ -127,6 +131,8 @@ parse_hello(const uint8_t *body, size_t len, char *out, size_t outlen)
 	while (exts.left > 0) {
 		if (rd_u16(&exts, &type) < 0 || rd_vec16(&exts, &ext) < 0)
 			return SNI_MALFORMED;
+		if (type == TLS_EXT_ECH || type == TLS_EXT_ESNI)
+			hidden = 1;     /* decided once the whole hello parsed */
 		if (type != TLS_EXT_SERVER_NAME)
 			continue;
 		if (seen_sn++)
@@ -134,6 +140,11 @@ parse_hello(const uint8_t *body, size_t len, char *out, size_t outlen)
 		st = parse_server_name(ext, out, outlen, &found);
 		if (st != SNI_OK)
 			return st;
+	}
+	if (hidden) {
+		if (!found && out != NULL && outlen > 0)
+			out[0] = '\0';
+		return SNI_ECH;
 	}
 	return found ? SNI_OK : SNI_NONE;
 }

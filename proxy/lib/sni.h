@@ -17,6 +17,9 @@ enum sni_status {
 	SNI_NONE,            /* a whole ClientHello without server_name */
 	SNI_NOT_TLS,         /* the bytes are not a TLS handshake record */
 	SNI_MALFORMED,       /* a ClientHello whose lengths do not add up */
+	SNI_ECH,             /* a whole ClientHello with encrypted_client_hello
+	                      * or the draft ESNI extension: its server_name
+	                      * (out, "" if none) is only the outer name */
 };
 
 /* The largest ClientHello we wait for (a record may be fragmented; we
@@ -27,6 +30,11 @@ enum sni_status {
  * Parse buf[0..len).  On SNI_OK out holds the name as sent (NUL
  * terminated, at most outlen-1 bytes; a longer name is SNI_MALFORMED).
  * The caller canonicalises it with pol_host_parse before comparing.
+ * A hello that carries encrypted_client_hello (0xfe0d, TLS Encrypted
+ * Client Hello) or encrypted_server_name (0xffce, the ESNI drafts) is
+ * SNI_ECH rather than SNI_OK or SNI_NONE: the name it shows may not be
+ * the one the server is asked for, so the check means nothing unless
+ * the caller admits that.  A malformed hello stays SNI_MALFORMED.
  */
 enum sni_status sni_parse(const uint8_t *buf, size_t len, char *out,
     size_t outlen);

@@ -77,7 +77,14 @@ tp_orig_dst(int fd, struct pol_addr *a, uint16_t *port)
 		    &len) != 0)
 			return -1;
 	}
-	return tp_addr_from_sockaddr((struct sockaddr *)&orig, len, a, port);
+	if (tp_addr_from_sockaddr((struct sockaddr *)&orig, len, a, port) != 0)
+		return -1;
+	/* conntrack tracks connections nothing redirected too; theirs
+	 * is the address the socket was reached at */
+	if (a->family == la.family && *port == lport &&
+	    memcmp(a->a, la.a, a->family == AF_INET ? 4 : 16) == 0)
+		return 1;
+	return 0;
 }
 
 void

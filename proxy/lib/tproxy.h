@@ -22,13 +22,14 @@
  * v4-mapped IPv6 address is given as the IPv4 address it carries.
  * 0 / -1 (another family, short length). */
 int tp_addr_from_sockaddr(const struct sockaddr *sa, socklen_t len,
-    struct pol_addr *a, uint16_t *port);
+    struct pol_addr *a, uint16_t *port) SLUICE_MUSTCHECK;
 
 /* The original destination of an accepted, redirected connection:
  * getsockopt SO_ORIGINAL_DST (IPv4, also for a v4 client on a dual-stack
- * socket) or IP6T_SO_ORIGINAL_DST (IPv6).  0 / -1 with errno (ENOENT:
- * no conntrack entry). */
-int tp_orig_dst(int fd, struct pol_addr *a, uint16_t *port);
+ * socket) or IP6T_SO_ORIGINAL_DST (IPv6).  0; 1 when it is the socket's
+ * own local address and port (nothing redirected it: the client dialled
+ * the listener itself); -1 with errno (ENOENT: no conntrack entry). */
+int tp_orig_dst(int fd, struct pol_addr *a, uint16_t *port) SLUICE_MUSTCHECK;
 
 /* "198.51.100.10:443" or "[2001:db8::1]:80"; buf of 56 bytes or more. */
 void tp_format_dst(const struct pol_addr *a, uint16_t port, char *buf,

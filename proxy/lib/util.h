@@ -9,10 +9,6 @@
 #include <sys/types.h>
 #include <time.h>
 
-/* Marks a function whose result must be looked at: 0/-1 functions and
- * those returning something to free. */
-#define SLUICE_MUSTCHECK __attribute__((warn_unused_result))
-
 /* glibc's sys/queue.h lacks the _SAFE walkers the BSDs have */
 #ifndef TAILQ_FOREACH_SAFE
 #define TAILQ_FOREACH_SAFE(var, head, field, tvar)			\

@@ -133,8 +133,7 @@ px_conn_close(struct px_conn *c, enum pol_reason why)
 	    why == POL_R_NONE ? "done" : pol_reason_name(why));
 	px_upstream_cancel(c);
 	px_splice_free(c->spl);
-	if (c->up != NULL)
-		bufferevent_free(c->up);
+	px_upstream_drop(c);
 	if (c->cli != NULL)
 		bufferevent_free(c->cli);
 	if (c->timer != NULL)
@@ -347,12 +346,8 @@ px_conn_answer(struct px_conn *c, enum pol_reason why, const char *detail,
 	int n;
 
 	px_upstream_cancel(c);
-	if (c->up != NULL && (c->state == PX_S_CONNECT ||
-	    c->state == PX_S_FWD)) {
-		bufferevent_free(c->up);
-		c->up = NULL;
-		c->up_host[0] = '\0';
-	}
+	if (c->state == PX_S_CONNECT || c->state == PX_S_FWD)
+		px_upstream_drop(c);
 	/* the app hears of refusals as they happen */
 	if (px_hooks.denied != NULL && c->session != NULL)
 		px_hooks.denied(pol_session_id(c->session->pol),
@@ -366,10 +361,7 @@ px_conn_answer(struct px_conn *c, enum pol_reason why, const char *detail,
 		/* a redirected TLS client expects a ServerHello: nothing
 		 * sluiced could say would reach it, so the close is the
 		 * answer and the record says why */
-		if (c->up != NULL) {
-			bufferevent_free(c->up);
-			c->up = NULL;
-		}
+		px_upstream_drop(c);
 		px_conn_flush_close(c, POL_R_NONE);
 		return;
 	}
@@ -437,7 +429,8 @@ handle_request(struct px_conn *c)
 		c->dec.ceiling = pol_state_ceiling(px.state,
 		    pol_session_tenant(s->pol));
 	}
-	if (c->req->m == HTTP_M_TRACE || c->req->m == HTTP_M_TRACK)
+	if (c->req->m == HTTP_M_TRACE || c->req->m == HTTP_M_TRACK ||
+	    c->req->m == HTTP_M_UNKNOWN)
 		r = POL_R_METHOD_NOT_ALLOWED;
 	else if (c->transport == PX_T_TRANSPARENT)
 		/* Host (or the URI) names it, the redirect gave the port; a
@@ -462,6 +455,16 @@ handle_request(struct px_conn *c)
 	}
 	if (px.draining) {
 		px_conn_refuse(c, POL_R_SHUTTING_DOWN, NULL);
+		return;
+	}
+	if (c->req->m == HTTP_M_CONNECT && cfg_port_in(px.cfg->plain_ports,
+	    px.cfg->nplain_ports, c->target.port)) {
+		/* the requests in such a tunnel would name any virtual host
+		 * of the admitted name's front end, and nobody checks their
+		 * Host: plain HTTP goes through the forwarder, which checks
+		 * every request.  Refused before the decision, so no prompt
+		 * asks about a tunnel that could not be opened anyway. */
+		px_conn_refuse(c, POL_R_CONNECT_PLAIN_PORT, NULL);
 		return;
 	}
 	if (c->req->m != HTTP_M_CONNECT && c->transport != PX_T_TRANSPARENT) {
@@ -494,11 +497,7 @@ handle_request(struct px_conn *c)
 		px_forward_start(c);
 		return;
 	}
-	if (c->up != NULL) {
-		bufferevent_free(c->up);
-		c->up = NULL;
-		c->up_host[0] = '\0';
-	}
+	px_upstream_drop(c);
 	px_upstream_start(c);
 }
 
@@ -523,9 +522,12 @@ parse_head(struct px_conn *c)
 	}
 	n = len < lim.max_head ? len : lim.max_head;
 	data = evbuffer_pullup(in, (ev_ssize_t)n);
-	st = http_parse_request((const char *)data, n, &lim, c->req, &why);
+	/* resumed: lines of earlier reads are not scanned again */
+	st = http_parse_request_resume((const char *)data, n, &lim,
+	    &c->req_ps, c->req, &why);
 	if (st == HTTP_PARSE_INCOMPLETE)
 		return;
+	memset(&c->req_ps, 0, sizeof(c->req_ps));
 	if (st == HTTP_PARSE_OK) {
 		/* keep our own copy: the input buffer moves on */
 		free(c->head);
@@ -649,9 +651,7 @@ up_idle_event(struct bufferevent *bev, short what, void *arg)
 	struct px_conn *c = arg;
 
 	/* the kept upstream connection went away between requests */
-	bufferevent_free(c->up);
-	c->up = NULL;
-	c->up_host[0] = '\0';
+	px_upstream_drop(c);
 }
 
 static void
@@ -667,6 +667,7 @@ px_conn_next_request(struct px_conn *c)
 {
 	c->state = PX_S_HEAD;
 	c->path = NULL;
+	memset(&c->req_ps, 0, sizeof(c->req_ps));
 	bufferevent_setcb(c->cli, cli_read, NULL, cli_event, c);
 	/* bound what a client can queue before its head is judged */
 	bufferevent_setwatermark(c->cli, EV_READ, 0, px.cfg->max_head + 1);

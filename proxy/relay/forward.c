@@ -15,6 +15,13 @@
 
 #include "proxy/relay/relay-int.h"
 
+/*
+ * 1xx answers passed on before the final one.  An upstream sends one 100
+ * Continue and maybe a 103 Early Hints or two; one that keeps sending
+ * them would hold the exchange open forever.
+ */
+#define PX_MAX_INTERIM 8
+
 static void exchange_done(struct px_conn *c);
 
 static void
@@ -77,16 +84,16 @@ pump_body(struct px_conn *c, struct bufferevent *src, struct bufferevent *dst,
 }
 
 static void
-fwd_fail(struct px_conn *c, const char *why)
+fwd_fail(struct px_conn *c, enum pol_reason reason, const char *why)
 {
 	px_log(PX_DEBUG, "%s: conn %llu: %s", __func__,
 	    (unsigned long long)c->id, why);
 	if (!c->resp_head_done) {
 		c->fwd_close_after = 1;
-		px_conn_log_close(c, POL_R_UPSTREAM_FAILED);
-		px_conn_answer(c, POL_R_UPSTREAM_FAILED, why, 0);
+		px_conn_log_close(c, reason);
+		px_conn_answer(c, reason, why, 0);
 	} else
-		px_conn_close(c, POL_R_UPSTREAM_FAILED);
+		px_conn_close(c, reason);
 }
 
 static void
@@ -122,14 +129,30 @@ read_response(struct px_conn *c)
 		len = evbuffer_get_length(in);
 		if (len == 0)
 			return;
+		if (evbuffer_get_length(bufferevent_get_output(c->cli)) >=
+		    px.cfg->tunnel_buffer) {
+			/* heads obey the same backpressure as bodies: read
+			 * on when the client has taken its share (fwd_write) */
+			bufferevent_disable(c->up, EV_READ);
+			bufferevent_setwatermark(c->cli, EV_WRITE,
+			    px.cfg->tunnel_buffer / 2, 0);
+			return;
+		}
 		n = len < lim.max_head ? len : lim.max_head;
-		st = http_parse_response((const char *)evbuffer_pullup(in,
-		    (ev_ssize_t)n), n, &lim, c->req->m, &r, &why);
+		st = http_parse_response_resume((const char *)evbuffer_pullup(
+		    in, (ev_ssize_t)n), n, &lim, c->req->m, &c->resp_ps, &r,
+		    &why);
 		if (st == HTTP_PARSE_INCOMPLETE)
 			return;
+		memset(&c->resp_ps, 0, sizeof(c->resp_ps));
 		if (st != HTTP_PARSE_OK || r.status == 101) {
-			fwd_fail(c, why ? why : "The upstream answered with "
-			    "a protocol switch.");
+			fwd_fail(c, POL_R_UPSTREAM_FAILED, why ? why : "The "
+			    "upstream answered with a protocol switch.");
+			return;
+		}
+		if (r.status < 200 && ++c->resp_interim > PX_MAX_INTERIM) {
+			fwd_fail(c, POL_R_TOO_MANY_INTERIM, "The upstream sent "
+			    "too many interim (1xx) answers.");
 			return;
 		}
 		send_response_head(c, &r);
@@ -190,8 +213,14 @@ fwd_write(struct bufferevent *dst, void *arg)
 	bufferevent_setwatermark(dst, EV_WRITE, 0, 0);
 	if (dst == c->up && !c->req_body.done)
 		bufferevent_enable(c->cli, EV_READ);
-	else if (dst == c->cli && c->up != NULL && !c->resp_body.done)
+	else if (dst == c->cli && c->up != NULL && !c->resp_body.done) {
 		bufferevent_enable(c->up, EV_READ);
+		/* a head held back by the watermark is already buffered:
+		 * no read event will come for it */
+		if (!c->resp_head_done &&
+		    evbuffer_get_length(bufferevent_get_input(c->up)) > 0)
+			read_response(c);
+	}
 }
 
 static void
@@ -209,9 +238,9 @@ up_event(struct bufferevent *bev, short what, void *arg)
 		exchange_done(c);
 		return;
 	}
-	fwd_fail(c, (what & BEV_EVENT_EOF) ? "The upstream closed the "
-	    "connection before its answer was complete." :
-	    "The upstream connection failed.");
+	fwd_fail(c, POL_R_UPSTREAM_FAILED, (what & BEV_EVENT_EOF) ?
+	    "The upstream closed the connection before its answer was "
+	    "complete." : "The upstream connection failed.");
 }
 
 static void
@@ -228,11 +257,7 @@ exchange_done(struct px_conn *c)
 	px_conn_log_close(c, POL_R_NONE);
 	if (c->fwd_close_after) {
 		/* drop the upstream; flush the answer, then close */
-		if (c->up != NULL) {
-			bufferevent_free(c->up);
-			c->up = NULL;
-			c->up_host[0] = '\0';
-		}
+		px_upstream_drop(c);
 		px_conn_flush_close(c, POL_R_NONE);
 		return;
 	}
@@ -250,6 +275,8 @@ px_forward_start(struct px_conn *c)
 	}
 	c->state = PX_S_FWD;
 	c->resp_head_done = 0;
+	c->resp_interim = 0;
+	memset(&c->resp_ps, 0, sizeof(c->resp_ps));
 	c->fwd_close_after = !c->req->keep_alive || px.draining;
 	memset(&c->resp_body, 0, sizeof(c->resp_body));
 	http_body_init(&c->req_body, c->req->body, c->req->content_length,
@@ -258,8 +285,11 @@ px_forward_start(struct px_conn *c)
 		c->req_body.done = 1;
 
 	out = bufferevent_get_output(c->up);
-	evbuffer_add_printf(out, "%s %.*s HTTP/1.1\r\n", c->method,
-	    (int)c->path_len, c->path);
+	/* the method as parsed, whole (c->method is a bounded copy for
+	 * the records) */
+	evbuffer_add_printf(out, "%.*s %.*s HTTP/1.1\r\n",
+	    (int)c->req->method_len, c->req->method, (int)c->path_len,
+	    c->path);
 	add_headers(out, c->req);
 	evbuffer_add(out, "\r\n", 2);
 	c->bytes_up += c->head_len;

@@ -40,6 +40,10 @@ struct px_prompt {
 	uint16_t port;
 	char method[24];
 	char *path;                      /* sanitised, NULL for CONNECT */
+	/* the request the approver is shown, byte for byte: allow_once
+	 * releases only waiters that sent exactly this */
+	char *shown_path;                /* NULL for CONNECT */
+	size_t shown_path_len;
 	enum pol_tier tier, ceiling;
 	time_t created, expires;
 	struct timespec t0;
@@ -98,6 +102,7 @@ prompt_free(struct px_prompt *p)
 	if (p->timer != NULL)
 		event_free(p->timer);
 	free(p->path);
+	free(p->shown_path);
 	free(p);
 }
 
@@ -162,6 +167,19 @@ keep_done(struct px_prompt *p)
 	}
 }
 
+/* c asks for exactly what p shows: the same method and path (none for
+ * CONNECT, whose host and port are the prompt's own). */
+static int
+prompt_shows(const struct px_prompt *p, const struct px_conn *c)
+{
+	if (strcmp(p->method, c->method) != 0)
+		return 0;
+	if (p->shown_path == NULL || c->path == NULL)
+		return p->shown_path == NULL && c->path == NULL;
+	return p->shown_path_len == c->path_len &&
+	    memcmp(p->shown_path, c->path, c->path_len) == 0;
+}
+
 /*
  * Answer a pending prompt and release its waiters: allowed ones go on
  * to resolve and dial, denied ones get their refusal with why.
@@ -205,6 +223,15 @@ resolve(struct px_prompt *p, enum pol_answer answer, const char *by,
 		snprintf(c->prompt_id, sizeof(c->prompt_id), "%s", p->id);
 		c->answered = 1;
 		c->answer = answer;
+		if (answer == POL_ANSWER_ALLOW_ONCE && !prompt_shows(p, c)) {
+			/* allowed was the request the approver saw, not this
+			 * one: it is decided again, and asks on its own */
+			c->prompt_id[0] = '\0';
+			c->answered = 0;
+			if (px_conn_decide(c, c->session))
+				px_upstream_start(c);
+			continue;
+		}
 		if (allow) {
 			c->dec.verdict = POL_ALLOW;
 			c->dec.reason = POL_R_NONE;
@@ -259,6 +286,14 @@ prompt_new(struct px_conn *c)
 		clog_sanitize(c->path, c->path_len, buf, sizeof(buf),
 		    CLOG_STR_CAP);
 		p->path = strdup(buf);
+		p->shown_path = malloc(c->path_len + 1);
+		if (p->path == NULL || p->shown_path == NULL) {
+			prompt_free(p);
+			return NULL;
+		}
+		memcpy(p->shown_path, c->path, c->path_len);
+		p->shown_path[c->path_len] = '\0';
+		p->shown_path_len = c->path_len;
 	}
 	p->tier = c->dec.tier;
 	p->ceiling = c->dec.ceiling;
@@ -436,6 +471,8 @@ px_prompts_shutdown(void)
 		prompt_free(p);
 	}
 	ndone = 0;
+	pol_prompts_free(book);
+	book = NULL;
 }
 
 /* ------------------------------------------------------------------ */

@@ -90,6 +90,10 @@ px_rec_close(struct px_conn *c, enum pol_reason why)
 	struct clog_rec *r = clog_rec_new("close");
 
 	rec_common(c, r);
+	/* a CONNECT's allow record is written before its ClientHello
+	 * arrives: the name the tunnel was checked against is told here */
+	if (c->sni[0] != '\0')
+		clog_rec_ustr(r, "sni", c->sni, strlen(c->sni));
 	rec_addrs(c, r);
 	clog_rec_int(r, "bytes_up", (int64_t)c->bytes_up);
 	clog_rec_int(r, "bytes_down", (int64_t)c->bytes_down);

@@ -66,6 +66,7 @@ struct px_conn {
 	/* the current request */
 	char *head;                      /* copy of the request head */
 	size_t head_len;
+	struct http_parse_state req_ps;  /* how far the head was checked */
 	struct http_msg *req;            /* NULL once a tunnel relays */
 	struct pol_target target;
 	const char *path; size_t path_len; /* origin-form part (plain HTTP) */
@@ -93,6 +94,8 @@ struct px_conn {
 	/* plain HTTP exchange */
 	struct http_body_state req_body;
 	struct http_body_state resp_body;
+	struct http_parse_state resp_ps; /* of the response head being read */
+	int resp_interim;                /* 1xx answers to this request */
 	int resp_head_done;
 	int fwd_close_after;             /* close the client after this exchange */
 	int nrequests;
@@ -115,7 +118,9 @@ struct px_conn {
 void px_conn_close(struct px_conn *c, enum pol_reason why);
 /* Peek at the TLS ClientHello buffered from c's client, leaving it for
  * upstream (sni.h statuses; SNI_INCOMPLETE while more may come, and a
- * hello past SNI_MAX_HELLO is SNI_NOT_TLS).  NAME gets the SNI. */
+ * hello past SNI_MAX_HELLO is SNI_NOT_TLS).  NAME gets the SNI.  A hello
+ * that hides its name (ECH, ESNI) is SNI_ECH unless tls.allow_ech, with
+ * which it is judged by its outer name (SNI_OK or SNI_NONE). */
 enum sni_status px_sni_peek(struct px_conn *c, char *name, size_t namelen);
 /* Decide c->target for session s into c->dec: a deny is refused, a
  * prompt holds the connection (px_prompt_request); 1 only for an allow,
@@ -134,7 +139,7 @@ void px_conn_flush_close(struct px_conn *c, enum pol_reason why);
 /* Back to reading the next request head on a keep-alive connection. */
 void px_conn_next_request(struct px_conn *c);
 /* Write the allow record; -1 means refuse (fail closed). */
-int px_conn_log_allow(struct px_conn *c);
+int px_conn_log_allow(struct px_conn *c) SLUICE_MUSTCHECK;
 void px_conn_log_close(struct px_conn *c, enum pol_reason why);
 void px_conn_touch(struct px_conn *c);
 long px_elapsed_ms(const struct timespec *since);
@@ -156,6 +161,9 @@ int px_rec_close(struct px_conn *c, enum pol_reason why) SLUICE_MUSTCHECK;
 /* upstream.c */
 void px_upstream_start(struct px_conn *c);
 void px_upstream_cancel(struct px_conn *c);
+/* Close and forget c's upstream connection (the kept one included): the
+ * one teardown of c->up, whatever the state. */
+void px_upstream_drop(struct px_conn *c);
 
 /* tunnel.c */
 void px_tunnel_established(struct px_conn *c);
@@ -170,7 +178,7 @@ void px_prompt_request(struct px_conn *c);
 void px_prompt_leave(struct px_conn *c);
 
 /* splice.c */
-int px_splice_start(struct px_conn *c);
+int px_splice_start(struct px_conn *c) SLUICE_MUSTCHECK;
 void px_splice_free(struct px_splice *s);
 
 /* forward.c */

@@ -25,18 +25,23 @@
 static int
 tls_port(uint16_t port)
 {
-	size_t i;
-
-	for (i = 0; i < px.cfg->nsni_ports; i++)
-		if (px.cfg->sni_ports[i] == port)
-			return 1;
-	return 0;
+	return cfg_port_in(px.cfg->sni_ports, px.cfg->nsni_ports, port);
 }
 
 enum pol_reason
 px_tp_setup(struct px_conn *c, int fd)
 {
-	if (tp_orig_dst(fd, &c->tp_dst, &c->tp_port) != 0) {
+	switch (tp_orig_dst(fd, &c->tp_dst, &c->tp_port)) {
+	case 0:
+		break;
+	case 1:
+		/* dialled directly: the Host or SNI would be decided for
+		 * the listener's own port, a destination the client never
+		 * had.  Refused before any decision, with an HTTP answer
+		 * (a client that dials a proxy port speaks HTTP); the
+		 * record keeps orig_dst. */
+		return POL_R_SELF_TARGET;
+	default:
 		px_log(PX_WARN, "%s: conn %llu (%s): no original destination: "
 		    "%s", __func__, (unsigned long long)c->id, c->peer,
 		    strerror(errno));
@@ -85,11 +90,19 @@ hello_read(struct bufferevent *bev, void *arg)
 		return;
 	case SNI_NOT_TLS:
 	case SNI_MALFORMED:
+	case SNI_ECH:
 	case SNI_OK:
 		break;
 	}
 	bufferevent_disable(c->cli, EV_READ);
 	evtimer_del(c->timer);
+	if (st == SNI_ECH) {
+		/* the outer name is not what the server is asked for: no
+		 * decision on it, only the record of what was offered */
+		snprintf(c->sni, sizeof(c->sni), "%s", name);
+		px_conn_refuse(c, POL_R_ECH_REFUSED, NULL);
+		return;
+	}
 	if (st != SNI_OK) {
 		px_conn_refuse(c, POL_R_NOT_TLS, NULL);
 		return;

@@ -147,14 +147,8 @@ px_tunnel_relay(struct px_conn *c)
 static int
 sni_port(uint16_t port)
 {
-	size_t i;
-
-	if (!px.cfg->sni_check)
-		return 0;
-	for (i = 0; i < px.cfg->nsni_ports; i++)
-		if (px.cfg->sni_ports[i] == port)
-			return 1;
-	return 0;
+	return px.cfg->sni_check &&
+	    cfg_port_in(px.cfg->sni_ports, px.cfg->nsni_ports, port);
 }
 
 static void
@@ -166,10 +160,7 @@ refuse_tunnel(struct px_conn *c, enum pol_reason why)
 		    __func__, (unsigned long long)c->id);
 	/* the 200 may still be queued: let the client see it, then the
 	 * close, as it would had the hello come later */
-	if (c->up != NULL) {
-		bufferevent_free(c->up);
-		c->up = NULL;
-	}
+	px_upstream_drop(c);
 	px_conn_flush_close(c, why);
 }
 
@@ -187,6 +178,9 @@ px_sni_peek(struct px_conn *c, char *name, size_t namelen)
 	st = sni_parse(evbuffer_pullup(in, (ev_ssize_t)n), n, name, namelen);
 	if (st == SNI_INCOMPLETE && len >= SNI_MAX_HELLO)
 		return SNI_NOT_TLS;     /* no hello is that long */
+	if (st == SNI_ECH && px.cfg->allow_ech)
+		/* the admin accepts that the outer name is all we see */
+		return name[0] != '\0' ? SNI_OK : SNI_NONE;
 	return st;
 }
 
@@ -206,6 +200,11 @@ sni_read(struct bufferevent *bev, void *arg)
 	case SNI_NOT_TLS:
 	case SNI_MALFORMED:
 		refuse_tunnel(c, POL_R_NOT_TLS);
+		return;
+	case SNI_ECH:
+		/* the record shows the outer name the hello offered */
+		snprintf(c->sni, sizeof(c->sni), "%s", name);
+		refuse_tunnel(c, POL_R_ECH_REFUSED);
 		return;
 	case SNI_OK:
 		break;

@@ -107,6 +107,17 @@ px_upstream_start(struct px_conn *c)
 }
 
 void
+px_upstream_drop(struct px_conn *c)
+{
+	if (c->up == NULL)
+		return;
+	bufferevent_free(c->up);
+	c->up = NULL;
+	c->up_host[0] = '\0';
+	c->up_port = 0;
+}
+
+void
 px_upstream_cancel(struct px_conn *c)
 {
 	if (c->dnsq != NULL) {
@@ -154,8 +165,7 @@ up_connect_event(struct bufferevent *bev, short what, void *arg)
 	    POL_R_UPSTREAM_TIMEOUT : POL_R_UPSTREAM_FAILED;
 	px_log(PX_DEBUG, "%s: conn %llu: connect failed (%s)", __func__,
 	    (unsigned long long)c->id, pol_reason_name(c->last_fail));
-	bufferevent_free(c->up);
-	c->up = NULL;
+	px_upstream_drop(c);
 	connect_next(c);
 }
 
@@ -181,8 +191,7 @@ connect_next(struct px_conn *c)
 		if (bufferevent_socket_connect(c->up, (struct sockaddr *)&ss,
 		    len) == 0)
 			return;   /* up_connect_event reports */
-		bufferevent_free(c->up);
-		c->up = NULL;
+		px_upstream_drop(c);
 		c->last_fail = POL_R_UPSTREAM_FAILED;
 	}
 	px_conn_refuse(c, c->last_fail, NULL);

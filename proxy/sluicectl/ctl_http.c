@@ -12,6 +12,7 @@
 #endif
 
 #include "proxy/sluicectl/ctl_http.h"
+#include "proxy/lib/util.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -44,21 +45,6 @@ struct conn {
 	SSL *ssl;
 	int64_t deadline;       /* CLOCK_MONOTONIC ms */
 };
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static int64_t
 now_ms(void)
@@ -130,7 +116,7 @@ parse_status_line(const char *p, size_t n, struct head *h, char *err,
 	    memcmp(p, "HTTP/1.0 ", 9) != 0) ||
 	    p[9] < '1' || p[9] > '5' || p[10] < '0' || p[10] > '9' ||
 	    p[11] < '0' || p[11] > '9' || (n > 12 && p[12] != ' ')) {
-		set_err(err, errlen, "bad status line");
+		errf(err, errlen, "bad status line");
 		return -1;
 	}
 	h->status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
@@ -152,13 +138,13 @@ parse_header_line(const char *p, size_t n, struct head *h, char *err,
 	int r;
 
 	if (colon == NULL || colon == p) {
-		set_err(err, errlen, "bad header line");
+		errf(err, errlen, "bad header line");
 		return -1;
 	}
 	namelen = (size_t)(colon - p);
 	for (i = 0; i < namelen; i++)
 		if (!is_tchar((unsigned char)p[i])) {
-			set_err(err, errlen, "bad header name");
+			errf(err, errlen, "bad header name");
 			return -1;
 		}
 	v = colon + 1;
@@ -168,18 +154,18 @@ parse_header_line(const char *p, size_t n, struct head *h, char *err,
 		end--;
 	for (i = 0; v + i < end; i++)
 		if ((unsigned char)v[i] < 0x20 && v[i] != '\t') {
-			set_err(err, errlen, "control character in a header");
+			errf(err, errlen, "control character in a header");
 			return -1;
 		}
 	if (namelen == 14 && strncasecmp(p, "Content-Length", 14) == 0) {
 		r = parse_length(v, (size_t)(end - v), &len);
 		if (r == -2) {
-			set_err(err, errlen, "body larger than %d bytes",
+			errf(err, errlen, "body larger than %d bytes",
 			    CTLH_BODY_MAX);
 			return -1;
 		}
 		if (r != 0 || (h->has_length && h->length != len)) {
-			set_err(err, errlen, "bad Content-Length");
+			errf(err, errlen, "bad Content-Length");
 			return -1;
 		}
 		h->has_length = 1;
@@ -187,7 +173,7 @@ parse_header_line(const char *p, size_t n, struct head *h, char *err,
 	} else if (namelen == 17 &&
 	    strncasecmp(p, "Transfer-Encoding", 17) == 0) {
 		if ((size_t)(end - v) != 7 || strncasecmp(v, "chunked", 7) != 0) {
-			set_err(err, errlen, "unsupported Transfer-Encoding");
+			errf(err, errlen, "unsupported Transfer-Encoding");
 			return -1;
 		}
 		h->chunked = 1;
@@ -210,7 +196,7 @@ parse_head(const char *buf, size_t headlen, struct head *h, char *err,
 			eol++;
 		if (memchr(p, '\n', (size_t)(eol - p)) != NULL ||
 		    memchr(p, '\r', (size_t)(eol - p)) != NULL) {
-			set_err(err, errlen, "bare CR or LF in the head");
+			errf(err, errlen, "bare CR or LF in the head");
 			return -1;
 		}
 		if (first) {
@@ -225,7 +211,7 @@ parse_head(const char *buf, size_t headlen, struct head *h, char *err,
 		p = eol + 2;
 	}
 	if (first) {
-		set_err(err, errlen, "empty response head");
+		errf(err, errlen, "empty response head");
 		return -1;
 	}
 	return 0;
@@ -237,7 +223,7 @@ copy_body(const char *src, size_t n, struct ctlh_resp *r, char *err,
 {
 	r->body = malloc(n + 1);
 	if (r->body == NULL) {
-		set_err(err, errlen, "out of memory");
+		errf(err, errlen, "out of memory");
 		return -1;
 	}
 	if (n > 0)
@@ -304,7 +290,7 @@ parse_chunked(const char *p, const char *end, struct ctlh_resp *r,
 		if (size == 0)
 			break;
 		if (size > CTLH_BODY_MAX - total) {
-			set_err(err, errlen, "body larger than %d bytes",
+			errf(err, errlen, "body larger than %d bytes",
 			    CTLH_BODY_MAX);
 			k = -1;
 			goto fail;
@@ -314,14 +300,14 @@ parse_chunked(const char *p, const char *end, struct ctlh_resp *r,
 			goto fail;
 		}
 		if (p[size] != '\r' || p[size + 1] != '\n') {
-			set_err(err, errlen, "bad chunk terminator");
+			errf(err, errlen, "bad chunk terminator");
 			k = -1;
 			goto fail;
 		}
 		if (r != NULL) {
 			char *nb = realloc(out, total + size + 1);
 			if (nb == NULL) {
-				set_err(err, errlen, "out of memory");
+				errf(err, errlen, "out of memory");
 				k = -1;
 				goto fail;
 			}
@@ -350,12 +336,12 @@ parse_chunked(const char *p, const char *end, struct ctlh_resp *r,
 		}
 		p = q + 2;
 	}
-	set_err(err, errlen, "too many trailer fields");
+	errf(err, errlen, "too many trailer fields");
 	k = -1;
 	goto fail;
 stop:
 	if (k < 0)
-		set_err(err, errlen, "bad chunk size");
+		errf(err, errlen, "bad chunk size");
 fail:
 	free(out);
 	return k;
@@ -376,12 +362,12 @@ ctlh_parse_response(const char *buf, size_t len, int eof,
 	    len);
 	if (he < 0) {
 		if (len > CTLH_HEAD_MAX) {
-			set_err(err, errlen, "response head larger than %d "
+			errf(err, errlen, "response head larger than %d "
 			    "bytes", CTLH_HEAD_MAX);
 			return -1;
 		}
 		if (eof) {
-			set_err(err, errlen, len ? "connection closed inside "
+			errf(err, errlen, len ? "connection closed inside "
 			    "the response head" : "connection closed without "
 			    "a response");
 			return -1;
@@ -391,7 +377,7 @@ ctlh_parse_response(const char *buf, size_t len, int eof,
 	if (parse_head(buf, (size_t)he, &h, err, errlen) != 0)
 		return -1;
 	if (h.status < 200) {
-		set_err(err, errlen, "unexpected interim response %d",
+		errf(err, errlen, "unexpected interim response %d",
 		    h.status);
 		return -1;
 	}
@@ -404,7 +390,7 @@ ctlh_parse_response(const char *buf, size_t len, int eof,
 	} else if (h.chunked) {
 		k = parse_chunked(body, buf + len, r, err, errlen);
 		if (k == 0 && eof) {
-			set_err(err, errlen, "connection closed inside the "
+			errf(err, errlen, "connection closed inside the "
 			    "chunked body");
 			k = -1;
 		}
@@ -413,13 +399,13 @@ ctlh_parse_response(const char *buf, size_t len, int eof,
 			k = copy_body(body, h.length, r, err, errlen) == 0 ?
 			    1 : -1;
 		else if (eof) {
-			set_err(err, errlen, "connection closed after %zu of "
+			errf(err, errlen, "connection closed after %zu of "
 			    "%zu body bytes", avail, h.length);
 			k = -1;
 		} else
 			k = 0;
 	} else if (avail > CTLH_BODY_MAX) {
-		set_err(err, errlen, "body larger than %d bytes",
+		errf(err, errlen, "body larger than %d bytes",
 		    CTLH_BODY_MAX);
 		k = -1;
 	} else if (eof) {
@@ -548,18 +534,18 @@ open_unix(struct conn *c, const char *path, char *err, size_t errlen)
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
 	if (strlen(path) >= sizeof(sun.sun_path)) {
-		set_err(err, errlen, "%s: socket path too long", path);
+		errf(err, errlen, "%s: socket path too long", path);
 		return -1;
 	}
 	memcpy(sun.sun_path, path, strlen(path) + 1);
 	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->fd < 0) {
-		set_err(err, errlen, "socket: %s", strerror(errno));
+		errf(err, errlen, "socket: %s", strerror(errno));
 		return -1;
 	}
 	/* a local connect does not wait on the network: blocking is fine */
 	if (connect(c->fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
-		set_err(err, errlen, "connect %s: %s", path, strerror(errno));
+		errf(err, errlen, "connect %s: %s", path, strerror(errno));
 		return -1;
 	}
 	return set_nonblock(c->fd);
@@ -602,7 +588,7 @@ open_tcp(struct conn *c, const char *host, const char *port, char *err,
 	hints.ai_socktype = SOCK_STREAM;
 	r = getaddrinfo(host, port, &hints, &res);
 	if (r != 0) {
-		set_err(err, errlen, "%s: %s", host, gai_strerror(r));
+		errf(err, errlen, "%s: %s", host, gai_strerror(r));
 		return -1;
 	}
 	for (ai = res; ai != NULL; ai = ai->ai_next) {
@@ -616,7 +602,7 @@ open_tcp(struct conn *c, const char *host, const char *port, char *err,
 		c->fd = -1;
 	}
 	freeaddrinfo(res);
-	set_err(err, errlen, "connect %s port %s: %s", host, port,
+	errf(err, errlen, "connect %s port %s: %s", host, port,
 	    strerror(saved));
 	return -1;
 }
@@ -628,10 +614,10 @@ ssl_err(char *err, size_t errlen, const char *what)
 	unsigned long e = ERR_get_error();
 
 	if (e == 0)
-		set_err(err, errlen, "%s failed", what);
+		errf(err, errlen, "%s failed", what);
 	else {
 		ERR_error_string_n(e, buf, sizeof(buf));
-		set_err(err, errlen, "%s: %s", what, buf);
+		errf(err, errlen, "%s: %s", what, buf);
 	}
 	ERR_clear_error();
 }
@@ -730,10 +716,10 @@ tls_handshake(struct conn *c, char *err, size_t errlen)
 	}
 	vr = SSL_get_verify_result(c->ssl);
 	if (vr != X509_V_OK)
-		set_err(err, errlen, "TLS: server certificate: %s",
+		errf(err, errlen, "TLS: server certificate: %s",
 		    X509_verify_cert_error_string(vr));
 	else if (errno == ETIMEDOUT && ERR_peek_error() == 0)
-		set_err(err, errlen, "TLS handshake timed out");
+		errf(err, errlen, "TLS handshake timed out");
 	else
 		ssl_err(err, errlen, "TLS handshake");
 	return CTLH_UNREACHABLE;
@@ -886,7 +872,7 @@ read_response(struct conn *c, struct ctlh_resp *r, char *err,
 	int k, eof = 0;
 
 	if (buf == NULL) {
-		set_err(err, errlen, "out of memory");
+		errf(err, errlen, "out of memory");
 		return rc;
 	}
 	for (;;) {
@@ -899,12 +885,12 @@ read_response(struct conn *c, struct ctlh_resp *r, char *err,
 			break;
 		if (len == cap) {
 			if (cap >= CTLH_HEAD_MAX + CTLH_BODY_MAX * 2) {
-				set_err(err, errlen, "response too large");
+				errf(err, errlen, "response too large");
 				break;
 			}
 			nb = realloc(buf, cap * 2);
 			if (nb == NULL) {
-				set_err(err, errlen, "out of memory");
+				errf(err, errlen, "out of memory");
 				break;
 			}
 			buf = nb;
@@ -912,7 +898,7 @@ read_response(struct conn *c, struct ctlh_resp *r, char *err,
 		}
 		n = conn_read(c, buf + len, cap - len);
 		if (n < 0) {
-			set_err(err, errlen, "reading the response: %s",
+			errf(err, errlen, "reading the response: %s",
 			    errno == ETIMEDOUT ? "timed out" :
 			    (errno ? strerror(errno) : "TLS error"));
 			break;
@@ -935,7 +921,7 @@ open_target(struct conn *c, const struct ctlh_target *t, char *err,
 
 	c->deadline = now_ms() + (t->timeout_ms > 0 ? t->timeout_ms : 30000);
 	if (t->token != NULL && !token_ok(t->token)) {
-		set_err(err, errlen, "the token holds spaces or control "
+		errf(err, errlen, "the token holds spaces or control "
 		    "characters");
 		return CTLH_USAGE;
 	}
@@ -944,7 +930,7 @@ open_target(struct conn *c, const struct ctlh_target *t, char *err,
 		    CTLH_UNREACHABLE;
 	if (ctlh_parse_url(t->url, host, sizeof(host), port,
 	    sizeof(port)) != 0) {
-		set_err(err, errlen, "%s: not an https://host:port URL",
+		errf(err, errlen, "%s: not an https://host:port URL",
 		    t->url);
 		return CTLH_USAGE;
 	}
@@ -974,7 +960,7 @@ ctlh_request(const struct ctlh_target *t, const char *method,
 	req = build_request(t, method, path, body, "application/json", "",
 	    &reqlen);
 	if (req == NULL) {
-		set_err(err, errlen, "out of memory");
+		errf(err, errlen, "out of memory");
 		goto done;
 	}
 	if (conn_write(&c, req, reqlen) != 0) {
@@ -982,7 +968,7 @@ ctlh_request(const struct ctlh_target *t, const char *method,
 		 * read what is there before giving up */
 		rc = read_response(&c, r, err, errlen);
 		if (rc != CTLH_OK) {
-			set_err(err, errlen, "sending the request: %s",
+			errf(err, errlen, "sending the request: %s",
 			    errno == ETIMEDOUT ? "timed out" : strerror(errno));
 			rc = CTLH_UNREACHABLE;
 		}
@@ -1145,13 +1131,13 @@ ctlh_stream_read(struct ctlh_stream *s, char *buf, size_t n, char *err,
 			if (got == CTLH_AGAIN)
 				return CTLH_AGAIN;
 			if (got < 0) {
-				set_err(err, errlen, "reading the stream: %s",
+				errf(err, errlen, "reading the stream: %s",
 				    errno ? strerror(errno) : "TLS error");
 				return -1;
 			}
 			if (got == 0) {
 				if (s->frame != FR_CLOSE) {
-					set_err(err, errlen, "the stream was "
+					errf(err, errlen, "the stream was "
 					    "cut short");
 					return -1;
 				}
@@ -1173,7 +1159,7 @@ ctlh_stream_read(struct ctlh_stream *s, char *buf, size_t n, char *err,
 		}
 		out = dechunk(s, buf, (size_t)got);
 		if (out < 0) {
-			set_err(err, errlen, "bad chunked framing in the "
+			errf(err, errlen, "bad chunked framing in the "
 			    "stream");
 			return -1;
 		}
@@ -1234,7 +1220,7 @@ stream_start(struct ctlh_stream *s, const struct head *h, const char *body,
 	if (avail > 0) {
 		s->held = malloc(avail);
 		if (s->held == NULL) {
-			set_err(err, errlen, "out of memory");
+			errf(err, errlen, "out of memory");
 			return -1;
 		}
 		memcpy(s->held, body, avail);
@@ -1263,7 +1249,7 @@ ctlh_stream_open(const struct ctlh_target *t, const char *path,
 	buf = malloc(cap);
 	extra = extra_headers(headers);
 	if (s == NULL || buf == NULL || extra == NULL) {
-		set_err(err, errlen, extra == NULL && s && buf ? "bad header "
+		errf(err, errlen, extra == NULL && s && buf ? "bad header "
 		    "line" : "out of memory");
 		rc = CTLH_USAGE;
 		goto fail;
@@ -1276,7 +1262,7 @@ ctlh_stream_open(const struct ctlh_target *t, const char *path,
 	req = build_request(t, "GET", path, NULL, "text/event-stream", extra,
 	    &reqlen);
 	if (req == NULL || conn_write(&s->c, req, reqlen) != 0) {
-		set_err(err, errlen, "sending the request: %s", req == NULL ?
+		errf(err, errlen, "sending the request: %s", req == NULL ?
 		    "out of memory" : errno == ETIMEDOUT ? "timed out" :
 		    strerror(errno));
 		goto fail;
@@ -1310,18 +1296,18 @@ ctlh_stream_open(const struct ctlh_target *t, const char *path,
 			if (k < 0)
 				goto fail;
 		} else if (len > CTLH_HEAD_MAX) {
-			set_err(err, errlen, "response head larger than %d "
+			errf(err, errlen, "response head larger than %d "
 			    "bytes", CTLH_HEAD_MAX);
 			goto fail;
 		}
 		if (len == cap) {
 			if (cap >= 4 * 1024 * 1024) {
-				set_err(err, errlen, "response too large");
+				errf(err, errlen, "response too large");
 				goto fail;
 			}
 			nb = realloc(buf, cap * 2);
 			if (nb == NULL) {
-				set_err(err, errlen, "out of memory");
+				errf(err, errlen, "out of memory");
 				goto fail;
 			}
 			buf = nb;
@@ -1329,7 +1315,7 @@ ctlh_stream_open(const struct ctlh_target *t, const char *path,
 		}
 		n = conn_read(&s->c, buf + len, cap - len);
 		if (n < 0) {
-			set_err(err, errlen, "reading the response: %s",
+			errf(err, errlen, "reading the response: %s",
 			    errno == ETIMEDOUT ? "timed out" :
 			    (errno ? strerror(errno) : "TLS error"));
 			goto fail;
@@ -1429,7 +1415,7 @@ sse_line(struct ctlh_sse *p, ctlh_sse_cb cb, void *arg, char *err,
 	}
 	if (namelen == 4 && memcmp(line, "data", 4) == 0) {
 		if (grow(&p->data, &p->datacap, p->datalen + vlen + 2) != 0) {
-			set_err(err, errlen, "out of memory");
+			errf(err, errlen, "out of memory");
 			return -1;
 		}
 		if (p->has_data)
@@ -1472,7 +1458,7 @@ ctlh_sse_feed(struct ctlh_sse *p, const char *buf, size_t n,
 		if (c == '\r' || c == '\n') {
 			p->after_cr = c == '\r';
 			if (grow(&p->line, &p->linecap, p->linelen + 1) != 0) {
-				set_err(err, errlen, "out of memory");
+				errf(err, errlen, "out of memory");
 				return -1;
 			}
 			p->line[p->linelen] = '\0';
@@ -1482,12 +1468,12 @@ ctlh_sse_feed(struct ctlh_sse *p, const char *buf, size_t n,
 			continue;
 		}
 		if (p->linelen >= CTLH_SSE_LINE_MAX) {
-			set_err(err, errlen, "event line longer than %d bytes",
+			errf(err, errlen, "event line longer than %d bytes",
 			    CTLH_SSE_LINE_MAX);
 			return -1;
 		}
 		if (grow(&p->line, &p->linecap, p->linelen + 2) != 0) {
-			set_err(err, errlen, "out of memory");
+			errf(err, errlen, "out of memory");
 			return -1;
 		}
 		p->line[p->linelen++] = c;

@@ -59,12 +59,12 @@ void ctlh_resp_free(struct ctlh_resp *r);
  * tests.
  */
 int ctlh_parse_response(const char *buf, size_t len, int eof,
-    struct ctlh_resp *r, char *err, size_t errlen);
+    struct ctlh_resp *r, char *err, size_t errlen) SLUICE_MUSTCHECK;
 
 /* Split https://host[:port][/] into host (brackets removed) and port
  * (default 443).  0 / -1. */
 int ctlh_parse_url(const char *url, char *host, size_t hostlen,
-    char *port, size_t portlen);
+    char *port, size_t portlen) SLUICE_MUSTCHECK;
 
 /* ---- streams (GET /v1/events) ---- */
 
@@ -122,7 +122,7 @@ void ctlh_sse_init(struct ctlh_sse *p);
 /* Feed bytes; calls cb for each complete event.  0, or -1 (message in
  * err) when a line passes CTLH_SSE_LINE_MAX or memory runs out. */
 int ctlh_sse_feed(struct ctlh_sse *p, const char *buf, size_t n,
-    ctlh_sse_cb cb, void *arg, char *err, size_t errlen);
+    ctlh_sse_cb cb, void *arg, char *err, size_t errlen) SLUICE_MUSTCHECK;
 /* Forget a half-read event (after a dropped connection); keeps the id. */
 void ctlh_sse_reset(struct ctlh_sse *p);
 void ctlh_sse_free(struct ctlh_sse *p);

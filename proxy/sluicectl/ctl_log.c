@@ -12,6 +12,8 @@
 
 #include "proxy/sluicectl/ctl_log.h"
 #include "proxy/lib/clog.h"
+#include "proxy/lib/util.h"
+#include "proxy/lib/jsonstrict.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,21 +31,6 @@
 #define CTLOG_LINE_MAX (1024 * 1024)   /* as clog.c's verifier */
 #define CTLOG_FOLLOW_MS 200            /* poll period of tail -f */
 #define CTLOG_CELL 160                 /* bytes shown of one field */
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* ---- filters ---- */
 
@@ -218,7 +205,7 @@ emit_line(const char *line, size_t len, uint64_t lineno,
 	json_error_t je;
 	int shown = 0;
 
-	rec = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
+	rec = jsonstrict_load(line, len, &je);
 	if (rec == NULL || !json_is_object(rec)) {
 		if (o->diag != NULL)
 			fprintf(o->diag, "sluicectl: line %" PRIu64 ": not a "
@@ -254,7 +241,7 @@ ctlog_query(const char *path, const struct ctlog_filter *f,
 
 	in = fopen(path, "r");
 	if (in == NULL) {
-		set_err(err, errlen, "%s: %s", path, strerror(errno));
+		errf(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;
 	}
 	if (!o->json)
@@ -264,7 +251,7 @@ ctlog_query(const char *path, const struct ctlog_filter *f,
 		n = getline(&line, &cap, in);
 		if (n < 0) {
 			if (errno != 0) {
-				set_err(err, errlen, "%s: %s", path,
+				errf(err, errlen, "%s: %s", path,
 				    strerror(errno));
 				goto done;
 			}
@@ -282,7 +269,7 @@ ctlog_query(const char *path, const struct ctlog_filter *f,
 		}
 		hits += (uint64_t)emit_line(line, (size_t)n - 1, lineno, f, o);
 		if (ferror(o->out)) {
-			set_err(err, errlen, "output: %s", strerror(errno));
+			errf(err, errlen, "output: %s", strerror(errno));
 			goto done;
 		}
 	}
@@ -488,11 +475,11 @@ ctlog_tail(const char *path, long n, int follow,
 	int rc = -1;
 
 	if (follower_open(&fl, path) != 0 || fstat(fl.fd, &st) != 0) {
-		set_err(err, errlen, "%s: %s", path, strerror(errno));
+		errf(err, errlen, "%s: %s", path, strerror(errno));
 		goto done;
 	}
 	if (find_tail(fl.fd, st.st_size, n, &start, &end) != 0) {
-		set_err(err, errlen, "%s: read: %s", path, strerror(errno));
+		errf(err, errlen, "%s: read: %s", path, strerror(errno));
 		goto done;
 	}
 	if (!o->json)
@@ -509,7 +496,7 @@ ctlog_tail(const char *path, long n, int follow,
 				want = sizeof(buf);
 			got = pread(fl.fd, buf, want, fl.off);
 			if (got <= 0) {
-				set_err(err, errlen, "%s: read: %s", path,
+				errf(err, errlen, "%s: read: %s", path,
 				    got == 0 ? "file shrank" : strerror(errno));
 				goto done;
 			}
@@ -521,7 +508,7 @@ ctlog_tail(const char *path, long n, int follow,
 	fflush(o->out);
 	while (follow && (stop == NULL || !*stop) && !ferror(o->out)) {
 		if (drain(&fl, o) != 0) {
-			set_err(err, errlen, "%s: read: %s", path,
+			errf(err, errlen, "%s: read: %s", path,
 			    strerror(errno));
 			goto done;
 		}
@@ -531,7 +518,7 @@ ctlog_tail(const char *path, long n, int follow,
 	if (ferror(o->out) && (stop == NULL || !*stop)) {
 		/* a closed pipe (| head) is how a follow usually ends */
 		if (errno != EPIPE) {
-			set_err(err, errlen, "output: %s", strerror(errno));
+			errf(err, errlen, "output: %s", strerror(errno));
 			goto done;
 		}
 	}

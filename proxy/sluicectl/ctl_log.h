@@ -37,7 +37,7 @@ int ctlog_match(const void *rec, const struct ctlog_filter *f);
 
 /* Print records of path that pass f; *matched counts them.  0 / -1. */
 int ctlog_query(const char *path, const struct ctlog_filter *f,
-    const struct ctlog_opts *o, uint64_t *matched, char *err, size_t errlen);
+    const struct ctlog_opts *o, uint64_t *matched, char *err, size_t errlen) SLUICE_MUSTCHECK;
 
 /*
  * Print the last n complete lines of path; with follow, keep printing
@@ -47,6 +47,6 @@ int ctlog_query(const char *path, const struct ctlog_filter *f,
  */
 int ctlog_tail(const char *path, long n, int follow,
     const volatile sig_atomic_t *stop, const struct ctlog_opts *o, char *err,
-    size_t errlen);
+    size_t errlen) SLUICE_MUSTCHECK;
 
 #endif /* SLUICE_CTL_LOG_H */

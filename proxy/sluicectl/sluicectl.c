@@ -36,6 +36,7 @@
 #include "proxy/sluicectl/ctl_http.h"
 #include "proxy/sluicectl/ctl_log.h"
 #include "policy/policy.h"
+#include "proxy/lib/jsonstrict.h"
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "0"
@@ -194,13 +195,15 @@ usage_error(const char *fmt, ...)
 
 /* ---- validation ---- */
 
-/* Ids go into URL paths: the API's own rule, [A-Za-z0-9._-]{1,64}. */
+/* Ids go into URL paths: the API's own rule (pol_id_valid),
+ * [A-Za-z0-9._-]{1,64} not starting with a dot. */
 static int
 id_valid(const char *s)
 {
 	size_t n = strlen(s);
 
-	return n >= 1 && n <= 64 && strspn(s, "abcdefghijklmnopqrstuvwxyz"
+	return n >= 1 && n <= 64 && s[0] != '.' &&
+	    strspn(s, "abcdefghijklmnopqrstuvwxyz"
 	    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
 }
 
@@ -208,8 +211,8 @@ static int
 check_id(const char *what, const char *s)
 {
 	if (!id_valid(s))
-		return usage_error("bad %s %s: 1 to 64 of A-Z a-z 0-9 . _ -",
-		    what, s);
+		return usage_error("bad %s %s: 1 to 64 of A-Z a-z 0-9 . _ -, "
+		    "not starting with a dot", what, s);
 	return EX_OK;
 }
 
@@ -464,7 +467,7 @@ api_error_text(const struct ctlh_resp *r, char *out, size_t outlen)
 	const char *code = NULL, *msg = NULL;
 	char c[128], m[600];
 
-	doc = json_loadb(r->body ? r->body : "", r->body_len, 0, NULL);
+	doc = jsonstrict_load(r->body, r->body_len, NULL);
 	e = json_object_get(doc, "error");
 	if (json_is_object(e)) {
 		code = json_string_value(json_object_get(e, "code"));
@@ -541,7 +544,7 @@ api(const struct opts *o, const char *method, const char *path,
 		errx_msg("unexpected %d %s", rp->resp.status, rp->resp.reason);
 		return EX_SERVER;
 	}
-	rp->doc = json_loadb(rp->resp.body, rp->resp.body_len, 0, &je);
+	rp->doc = jsonstrict_load(rp->resp.body, rp->resp.body_len, &je);
 	if (!json_is_object(rp->doc)) {
 		errx_msg("bad answer from sluiced: %s", rp->doc ?
 		    "not a JSON object" : je.text);
@@ -1329,7 +1332,7 @@ watch_answer(struct watch *w, struct pitem *it, const char *decision)
 	}
 	if (r.status >= 200 && r.status < 300) {
 		char st[64], wt[32];
-		doc = json_loadb(r.body, r.body_len, 0, NULL);
+		doc = jsonstrict_load(r.body, r.body_len, NULL);
 		watch_msg(w, "%s: %s (waiting %s)", id, doc ? field(doc,
 		    "state", st, sizeof(st)) : decision, doc ? field(doc,
 		    "waiting", wt, sizeof(wt)) : "?");
@@ -1357,7 +1360,7 @@ on_event(void *arg, const char *type, const char *data, size_t len,
 	char by[100], ans[64];
 
 	(void)id;
-	doc = json_loadb(data, len, 0, NULL);
+	doc = jsonstrict_load(data, len, NULL);
 	if (!json_is_object(doc))
 		goto done;
 	if (strcmp(type, "prompt") == 0) {

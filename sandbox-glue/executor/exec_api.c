@@ -43,6 +43,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "proxy/lib/usock.h"
 #include "proxy/lib/util.h"
 #include "sandbox-glue/executor/execd-int.h"
 
@@ -262,7 +263,7 @@ h_health(struct xd_call *k)
 	call_wait(k);
 	if (xd_health(k->xd, health_cb, k) != 0)
 		/* no worker: answer without the broker's state */
-		health_cb(k, xd_health_json(k->xd, 0, "cannot start a worker"));
+		health_cb(k, xd_health_json(k->xd, NULL, 0, "cannot start a worker"));
 }
 
 static void
@@ -1272,76 +1273,42 @@ http_new(struct xd *xd, struct listener *l)
 	return h;
 }
 
+/*
+ * exec.sock, made the way sluiced makes its sockets (proxy/lib/usock.h):
+ * no link on the way followed, mode and group set before the name
+ * appears, a stale socket replaced but never one someone serves.
+ */
 static int
 unix_listen(struct xd *xd, char *err, size_t errlen)
 {
-	struct sockaddr_un sa;
-	struct stat st;
-	mode_t old;
-	int fd = -1;
+	char path[SBX_PATH_MAX + 16];
+	gid_t gid = xd->cfg->socket_group[0] ? xd->cfg->socket_gid :
+	    (gid_t)-1;
+	int fd;
 
-	if (util_mkdir_p(xd->cfg->runtime_dir, 0755) != 0) {
-		snprintf(err, errlen, "%s: %s", xd->cfg->runtime_dir,
-		    strerror(errno));
+	if (snprintf(path, sizeof(path), "%s/exec.sock", xd->cfg->runtime_dir)
+	    >= (int)sizeof(path) || usock_path_check(path, err, errlen) != 0 ||
+	    usock_canon(path, xd->sock_path, sizeof(xd->sock_path), err,
+	    errlen) != 0)
+		return -1;
+	if ((fd = usock_listen(xd->sock_path, (mode_t)xd->cfg->socket_mode,
+	    gid, 0755, 128, &xd->sock_id, err, errlen)) < 0) {
+		xd->sock_path[0] = '\0';
 		return -1;
 	}
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/exec.sock",
-	    xd->cfg->runtime_dir) >= (int)sizeof(sa.sun_path)) {
-		snprintf(err, errlen, "runtime_dir: too long for a socket path");
-		return -1;
-	}
-	snprintf(xd->sock_path, sizeof(xd->sock_path), "%s", sa.sun_path);
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
-	    0)) < 0)
-		goto fail;
-	if (lstat(sa.sun_path, &st) == 0) {
-		int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-		if (probe >= 0 && connect(probe, (struct sockaddr *)&sa,
-		    sizeof(sa)) == 0) {
-			close(probe);
-			close(fd);
-			snprintf(err, errlen, "%s: another process serves it",
-			    sa.sun_path);
-			return -1;
-		}
-		if (probe >= 0)
-			close(probe);
-		(void)unlink(sa.sun_path);      /* stale, from a past run */
-	}
-	old = umask(0177);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		umask(old);
-		goto fail;
-	}
-	umask(old);
-	if (chown(sa.sun_path, 0, xd->cfg->socket_group[0] ?
-	    xd->cfg->socket_gid : 0) != 0 || chmod(sa.sun_path,
-	    (mode_t)xd->cfg->socket_mode) != 0 || stat(sa.sun_path, &st) != 0 ||
-	    listen(fd, 128) != 0)
-		goto fail_unlink;
-	xd->sock_dev = st.st_dev;
-	xd->sock_ino = st.st_ino;
 	if ((xd->http_unix = http_new(xd, &l_unix)) == NULL ||
 	    (xd->bound_unix = evhttp_accept_socket_with_handle(xd->http_unix,
 	    fd)) == NULL) {
-		errno = ENOMEM;
-		goto fail_unlink;
+		snprintf(err, errlen, "%s: out of memory", xd->sock_path);
+		if (xd->http_unix != NULL)
+			evhttp_free(xd->http_unix);
+		xd->http_unix = NULL;
+		close(fd);
+		usock_unlink(xd->sock_path, &xd->sock_id);
+		xd->sock_path[0] = '\0';
+		return -1;
 	}
 	return 0;
-fail_unlink:
-	(void)unlink(sa.sun_path);
-fail:
-	snprintf(err, errlen, "%s: %s", sa.sun_path, strerror(errno));
-	if (xd->http_unix != NULL) {
-		evhttp_free(xd->http_unix);
-		xd->http_unix = NULL;
-	}
-	if (fd >= 0)
-		close(fd);
-	return -1;
 }
 
 static SSL_CTX *
@@ -1451,10 +1418,10 @@ xd_api_reload(struct xd *xd, char *err, size_t errlen)
 	if (xd->http_unix != NULL) {
 		evhttp_set_max_body_size(xd->http_unix, (ev_ssize_t)(2 * max));
 		/* the group and mode may have changed */
-		if (xd->sock_path[0] && (chown(xd->sock_path, 0, xd->cfg->socket_group[0] ?
-		    xd->cfg->socket_gid : 0) != 0 ||
-		    chmod(xd->sock_path, (mode_t)xd->cfg->socket_mode) != 0))
-			xd_log(XD_LOG_WARN, "%s: %m", xd->sock_path);
+		if (xd->sock_path[0] && usock_perms(xd->sock_path, &xd->sock_id,
+		    (mode_t)xd->cfg->socket_mode, xd->cfg->socket_group[0] ?
+		    xd->cfg->socket_gid : (gid_t)-1, err, errlen) != 0)
+			xd_log(XD_LOG_WARN, "reload: %s", err);
 	}
 	return 0;
 }
@@ -1462,8 +1429,6 @@ xd_api_reload(struct xd *xd, char *err, size_t errlen)
 void
 xd_api_stop_accepting(struct xd *xd)
 {
-	struct stat st;
-
 	if (xd->bound_unix != NULL) {
 		evhttp_del_accept_socket(xd->http_unix, xd->bound_unix);
 		xd->bound_unix = NULL;
@@ -1473,17 +1438,14 @@ xd_api_stop_accepting(struct xd *xd)
 		xd->bound_tls = NULL;
 	}
 	/* a new daemon may bind it now */
-	if (xd->sock_path[0] && stat(xd->sock_path, &st) == 0 &&
-	    st.st_dev == xd->sock_dev && st.st_ino == xd->sock_ino)
-		(void)unlink(xd->sock_path);
+	if (xd->sock_path[0])
+		usock_unlink(xd->sock_path, &xd->sock_id);
 	xd->sock_path[0] = '\0';
 }
 
 void
 xd_api_close(struct xd *xd)
 {
-	struct stat st;
-
 	if (xd->http_unix != NULL) {
 		evhttp_free(xd->http_unix);
 		xd->http_unix = NULL;
@@ -1496,7 +1458,7 @@ xd_api_close(struct xd *xd)
 		SSL_CTX_free(xd->tls_ctx);
 		xd->tls_ctx = NULL;
 	}
-	if (xd->sock_path[0] && stat(xd->sock_path, &st) == 0 &&
-	    st.st_dev == xd->sock_dev && st.st_ino == xd->sock_ino)
-		(void)unlink(xd->sock_path);
+	if (xd->sock_path[0])
+		usock_unlink(xd->sock_path, &xd->sock_id);
+	xd->sock_path[0] = '\0';
 }

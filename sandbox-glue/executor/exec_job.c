@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,10 +31,19 @@ static void
 job_end(struct xd_job *j)
 {
 	json_t *res = NULL;
-	size_t len = evbuffer_get_length(j->buf);
+	size_t len;
 	int st = 0;
 
+	/* what the worker wrote before it exited is in the pipe */
+	while (evbuffer_get_length(j->buf) <= JOB_RESULT_MAX &&
+	    evbuffer_read(j->buf, j->fd, 65536) > 0)
+		;
+	len = evbuffer_get_length(j->buf);
 	event_free(j->ev);
+	if (j->ev_exit != NULL)
+		event_free(j->ev_exit);
+	if (j->pidfd >= 0)
+		close(j->pidfd);
 	close(j->fd);
 	while (waitpid(j->pid, &st, 0) < 0 && errno == EINTR)
 		;
@@ -63,6 +73,17 @@ job_read(evutil_socket_t fd, short what, void *arg)
 	if (n > 0 && evbuffer_get_length(j->buf) <= JOB_RESULT_MAX)
 		return;
 	job_end(j);
+}
+
+/* The worker exited: a process it left behind (a sandbox's holder, a
+ * logger) may still hold the pipe open, so its exit, not the pipe's
+ * end, says the result is complete. */
+static void
+job_exited(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	job_end(arg);
 }
 
 int
@@ -105,6 +126,8 @@ xd_job_run(struct xd *xd, const char *what, xd_job_fn fn, void *fnarg,
 				_exit(1);
 			close(p[1]);
 		}
+		/* what the backends exec (runsc, its helpers) gets no copy */
+		(void)fcntl(3, F_SETFD, FD_CLOEXEC);
 		/* listeners, clients, other workers' pipes, the loop */
 		closefrom(4);
 		res = fn(fnarg);
@@ -129,6 +152,17 @@ xd_job_run(struct xd *xd, const char *what, xd_job_fn fn, void *fnarg,
 	j->done = done;
 	j->arg = donearg;
 	snprintf(j->what, sizeof(j->what), "%s", what);
+	j->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (j->pidfd >= 0 && ((j->ev_exit = event_new(xd->base, j->pidfd,
+	    EV_READ, job_exited, j)) == NULL || event_add(j->ev_exit, NULL) !=
+	    0)) {
+		/* the pipe's end alone says it then */
+		if (j->ev_exit != NULL)
+			event_free(j->ev_exit);
+		j->ev_exit = NULL;
+		close(j->pidfd);
+		j->pidfd = -1;
+	}
 	if ((j->ev = event_new(xd->base, p[0], EV_READ | EV_PERSIST, job_read,
 	    j)) == NULL || event_add(j->ev, NULL) != 0) {
 		/* cannot watch it: wait for it here (rare, and bounded
@@ -138,6 +172,10 @@ xd_job_run(struct xd *xd, const char *what, xd_job_fn fn, void *fnarg,
 		waitpid(pid, NULL, 0);
 		if (j->ev != NULL)
 			event_free(j->ev);
+		if (j->ev_exit != NULL)
+			event_free(j->ev_exit);
+		if (j->pidfd >= 0)
+			close(j->pidfd);
 		goto fail;
 	}
 	TAILQ_INSERT_TAIL(&xd->jobs, j, link);

@@ -76,6 +76,7 @@
 
 #include <jansson.h>
 
+#include "proxy/lib/usock.h"
 #include "sandbox-glue/executor/sbx.h"
 
 #define XD_NAME		"sluice-execd"
@@ -284,8 +285,8 @@ struct xd_job {
 	struct xd *xd;
 	char what[32];
 	pid_t pid;
-	int fd;
-	struct event *ev;
+	int fd, pidfd;
+	struct event *ev, *ev_exit;
 	struct evbuffer *buf;
 	xd_job_done done;
 	void *arg;
@@ -474,8 +475,10 @@ void xd_box_counts(struct xd *xd, const char *tenant, const char *user,
 
 /* ---- exec_health.c ---- */
 
-/* The health document; broker_ok/why from a ping (the caller's). */
-json_t *xd_health_json(struct xd *xd, int broker_ok, const char *why);
+/* The health document; bes (consumed) the backends as a worker probed
+ * them (NULL: probe here), broker_ok/why from a ping. */
+json_t *xd_health_json(struct xd *xd, json_t *bes, int broker_ok,
+    const char *why);
 /* Ping sluiced in a worker, then cb(arg, health). */
 int xd_health(struct xd *xd, void (*cb)(void *arg, json_t *h), void *arg);
 
@@ -501,9 +504,8 @@ struct xd {
 	struct evhttp *http_unix, *http_tls;
 	struct evhttp_bound_socket *bound_unix, *bound_tls;
 	struct ssl_ctx_st *tls_ctx;
-	char sock_path[SBX_PATH_MAX + 16];
-	dev_t sock_dev;
-	ino_t sock_ino;
+	char sock_path[SBX_PATH_MAX + 16];     /* canonical, "" none */
+	struct usock_id sock_id;
 };
 
 /* ---- exec_api.c ---- */

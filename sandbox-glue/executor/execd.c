@@ -170,7 +170,7 @@ doctor(struct xd *xd)
 	int rc;
 
 	if (xd_health(xd, doctor_cb, &h) != 0)
-		h = xd_health_json(xd, 0, "cannot start a worker");
+		h = xd_health_json(xd, NULL, 0, "cannot start a worker");
 	while (h == NULL && event_base_loop(xd->base, EVLOOP_ONCE) == 0)
 		;
 	if (h == NULL)

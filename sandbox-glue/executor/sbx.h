@@ -26,8 +26,9 @@
  *   /tmp, /home/user  size-bounded tmpfs (lim.tmp_bytes, lim.home_bytes),
  *                     /home/user owned by the sandbox user
  *   user "user", no capabilities, no_new_privs, no network device but
- *   loopback; SBX_UID:SBX_GID inside a user namespace (ns), or
- *   host_uid:host_gid where the sandbox sees host uids (gvisor).
+ *   loopback, the seccomp filter of sbx_seccomp.c; SBX_UID:SBX_GID
+ *   inside a user namespace (ns), or host_uid:host_gid where the
+ *   sandbox sees host uids (gvisor).
  */
 #ifndef SLUICE_SBX_H
 #define SLUICE_SBX_H
@@ -35,6 +36,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "proxy/lib/util.h"
 
 #define SBX_ID_MAX	64              /* chat, tenant: [A-Za-z0-9._-]{1,64} */
 #define SBX_USER_MAX	128
@@ -73,6 +76,12 @@ struct sbx_rec {
 	char dir[SBX_PATH_MAX];         /* <state-dir>/<chat>: backend files */
 	char workspace[SBX_PATH_MAX];   /* host directory of /workspace */
 	int workspace_made;             /* sluice-run created it: remove it */
+	int workspace_given;            /* an empty directory handed over:
+	                                 * give it back on destroy, as it
+	                                 * was (owner, group, mode) */
+	uid_t workspace_uid;
+	gid_t workspace_gid;
+	unsigned workspace_mode;        /* permission bits, 07777 */
 	char session_dir[SBX_PATH_MAX]; /* host dir of the session socket */
 	char shim[SBX_PATH_MAX];        /* host path of sluice-shim */
 	uid_t uid_base;                 /* host uid of uid 0 inside */
@@ -142,6 +151,13 @@ struct sbx_backend {
 	/* Kill every process, unmount, remove what create() made outside
 	 * rec->dir.  Must succeed on a half-made or already dead sandbox. */
 	int (*destroy)(struct sbx_rec *rec, char *err, size_t errlen);
+	/* An O_PATH descriptor of the sandbox's root directory as its
+	 * processes see it, mounts included, so that sluice-run opens files
+	 * inside from the host (openat2 RESOLVE_IN_ROOT) with nothing of the
+	 * sandbox in the way; -1 and why when it is gone.  NULL where the
+	 * host cannot see the sandbox's files (gvisor: they are the
+	 * sentry's); then sluice-shim's file modes run inside. */
+	int (*root_fd)(const struct sbx_rec *rec, char *err, size_t errlen);
 	/* The record naming the sandbox made by create() is saved: from now
 	 * on it outlives this process.  Until then it may die with it, so
 	 * that a create killed half way leaves nothing nobody can find.
@@ -180,12 +196,12 @@ uint64_t sbx_proc_start(pid_t pid);
  * goes).
  */
 #define SBX_LOG_MAX	(1 << 20)
-int sbx_log_start(const char *dir, char *err, size_t errlen);
+int sbx_log_start(const char *dir, char *err, size_t errlen) SLUICE_MUSTCHECK;
 void sbx_log_flush(int wfd);
 void sbx_log_stop(const char *dir);
-/* snprintf into err; returns -1 for "return sbx_err(...)". */
-int sbx_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* snprintf into err; returns -1 for "return sbx_err(...)": the one
+ * errf of proxy/lib/util.h under the backends' prefix. */
+#define sbx_err errf
 
 /*
  * FNV-1a of a state directory's path: two state directories may hold the
@@ -193,6 +209,17 @@ int sbx_err(char *err, size_t errlen, const char *fmt, ...)
  * host-wide, so the backends' host-wide names carry it.
  */
 uint32_t sbx_dir_hash(const char *dir);
+
+/*
+ * The seccomp filter of every sandboxed process (sbx_seccomp.c; its list
+ * is in sluice-run(1)).  sbx_seccomp_load installs it in the calling
+ * process: 0, or -1 with errno and why in err.  sbx_seccomp_hex gives the
+ * compiled program (struct sock_filter[], host byte order) as hex for
+ * "sluice-shim --seccomp" inside a sandbox whose processes the host
+ * cannot prepare itself (gvisor); malloc'd, NULL and why in err.
+ */
+int sbx_seccomp_load(char *err, size_t errlen);
+char *sbx_seccomp_hex(char *err, size_t errlen);
 
 /* ---- pieces of a sandbox's root file system, for both backends ---- */
 
@@ -208,7 +235,7 @@ extern const size_t sbx_etc_keep_n;
 /* mkdir that accepts an existing directory: 0/-1. */
 int sbx_mkdir(const char *path, mode_t mode);
 /* Create or truncate path with mode and write content (NULL: none). */
-int sbx_write_file(const char *path, const char *content, mode_t mode);
+int sbx_write_file(const char *path, const char *content, mode_t mode) SLUICE_MUSTCHECK;
 /* Copy the regular file from to to (mode 0644). */
 int sbx_copy_file(const char *from, const char *to);
 /* Make dst a symlink with the target of the symlink src (best effort). */
@@ -219,6 +246,6 @@ void sbx_copy_link(const char *src, const char *dst);
  * the path that failed in failed (hostname is best effort).
  */
 int sbx_etc_ids(const char *root, unsigned uid, unsigned gid, char *failed,
-    size_t flen);
+    size_t flen) SLUICE_MUSTCHECK;
 
 #endif /* SLUICE_SBX_H */

@@ -59,19 +59,6 @@ sbx_proc_start(pid_t pid)
 	return st;
 }
 
-int
-sbx_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err != NULL && errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
-
 /* ---- the bounded log ---- */
 
 /* The reader: fd 0 the pipe, fd 3 the directory.  Never returns. */
@@ -321,6 +308,8 @@ sbx_etc_ids(const char *root, unsigned uid, unsigned gid, char *failed,
 	    "::1\tlocalhost ip6-localhost ip6-loopback\n", 0644) != 0)
 		return -1;
 	snprintf(failed, flen, "%s/etc/hostname", root);
-	(void)sbx_write_file(failed, "sandbox\n", 0644);
+	/* optional: without it the sandbox only lacks a pretty name */
+	if (sbx_write_file(failed, "sandbox\n", 0644) != 0)
+		failed[0] = '\0';
 	return 0;
 }

@@ -5,6 +5,8 @@
  * to text that loads again and dumps the same (the --print-config
  * promise), and a refusal must always say why.
  */
+#include "sluice-config.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -17,6 +17,8 @@
  *   other: output bytes as JSON text (valid UTF-8 out) and the cut of a
  *        stream at a character boundary.
  */
+#include "sluice-config.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -10,6 +10,8 @@
  * The reply decoder, the proxy's only input from the helper, gets the
  * same bytes.
  */
+#include "sluice-config.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,7 +90,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 	}
 	fw_msg_apply_clear(&m);
-	(void)fw_msg_decode_reply(copy, size, text, sizeof(text));
+	/* a reply decodes or is refused; either way text is a string */
+	if (fw_msg_decode_reply(copy, size, text, sizeof(text)) >= 0)
+		CHECK(memchr(text, '\0', sizeof(text)) != NULL);
 	free(copy);
 	free(again);
 	return 0;

@@ -11,6 +11,8 @@
  *   other: the names: sbx_id_ok, sbx_user_ok and sbx_text_safe (whose
  *        output holds no control character and fits).
  */
+#include "sluice-config.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

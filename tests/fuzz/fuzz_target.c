@@ -4,6 +4,8 @@
  * host is canonical (parsing it again yields itself), and a parsed
  * address formats to text that parses back to the same address.
  */
+#include "sluice-config.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -3,6 +3,8 @@
  * when the build has no libFuzzer, so the harnesses stay compiled and
  * their seed corpora run as regression tests in every build.
  */
+#include "sluice-config.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

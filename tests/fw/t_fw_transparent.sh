@@ -318,4 +318,75 @@ r=$(rec 'r["event"] == "decision" and r["host"] == "ask.test"')
 echo "$r" | grep -q '"answer": "allow_once"' || fail "prompt record: $r"
 echo "$r" | grep -q '"orig_dst": "198.51.100.10:443"' || fail "prompt orig_dst: $r"
 
+# 9. a client that dials the transparent listener itself (nothing
+#    redirected it: its original destination is the listener) is refused
+#    before any decision, its Host never consulted (self_target)
+for dst in 10.200.0.1 '[fd20::1]'; do
+	code=$(sb curl --noproxy '*' -s --max-time 10 -H 'Host: allowed.test' \
+	    -D "$tmp/hdr" -o "$tmp/body" -w '%{http_code}' \
+	    "http://$dst:3129/p")
+	[ "$code" = 400 ] || fail "direct $dst: status $code $(cat "$tmp/body")"
+	grep -qi '^X-Sluice-Reason: self_target' "$tmp/hdr" ||
+	    fail "direct $dst: $(cat "$tmp/hdr")"
+	r=$(rec 'r["event"] == "decision" and r.get("orig_dst") == "'"$dst:3129"'"')
+	echo "$r" | grep -q '"reason": "self_target"' || fail "direct $dst: $r"
+	echo "$r" | grep -q '"host": null' || fail "direct $dst host: $r"
+done
+
+# 10. a ClientHello that hides its name (Encrypted Client Hello, or the
+#     ESNI drafts' extension) is refused on the redirected TLS port: its
+#     SNI is only the outer, public name (ech_refused).  The hello is
+#     Python's with a GREASE ECH extension added
+cat > "$tmp/ech.py" <<'PYEOF'
+import socket, ssl, sys
+def hello(name):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(inc, out, server_hostname=name)
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return out.read()
+def with_ext(h, typ, body):
+    p = 5 + 4 + 2 + 32
+    p += 1 + h[p]
+    p += 2 + int.from_bytes(h[p:p + 2], "big")
+    p += 1 + h[p]
+    ext = typ.to_bytes(2, "big") + len(body).to_bytes(2, "big") + body
+    o = bytearray(h[:p + 2] + ext + h[p + 2:])
+    for at, n in ((p, 2), (3, 2), (6, 3)):
+        o[at:at + n] = (int.from_bytes(h[at:at + n], "big") +
+                        len(ext)).to_bytes(n, "big")
+    return bytes(o)
+grease = (bytes([0, 0, 1, 0, 1, 0x5a, 0, 32]) + b"\x5a" * 32 +
+          bytes([0, 64]) + b"\x5a" * 64)
+s = socket.create_connection((sys.argv[1], 443), timeout=10)
+s.sendall(with_ext(hello(sys.argv[2]), int(sys.argv[3], 16), grease))
+# the first answer is enough: a ServerHello, or the close
+try:
+    got = s.recv(4096)
+except ConnectionResetError:
+    got = b""
+print("bytes %d" % len(got))
+PYEOF
+# (sb-1's tier back to registries after 8.; the neighbouring code point
+# is any extension: relayed, answered)
+api -X PATCH -H 'Content-Type: application/json' -d '{"tier": "registries"}' \
+    http://sluice/v1/sessions/sb-1 >/dev/null || fail "patch tier back"
+out=$(sb "$py" "$tmp/ech.py" 198.51.100.10 allowed.test fe0c) ||
+    fail "fe0c: client failed"
+[ "$out" != "bytes 0" ] || fail "fe0c: no ServerHello"
+for ext in fe0d ffce; do
+	out=$(sb "$py" "$tmp/ech.py" 198.51.100.10 allowed.test "$ext") ||
+	    fail "ech $ext: client failed"
+	[ "$out" = "bytes 0" ] || fail "ech $ext: the upstream answered ($out)"
+	r=$(rec 'r["event"] == "decision" and r.get("reason") == "ech_refused"')
+	echo "$r" | grep -q '"sni": "allowed.test"' || fail "ech $ext: $r"
+	echo "$r" | grep -q '"orig_dst": "198.51.100.10:443"' ||
+	    fail "ech $ext orig_dst: $r"
+done
+
 echo "t_fw_transparent: ok"

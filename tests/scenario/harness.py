@@ -84,6 +84,10 @@ REASON_STATUS = {
     "log_unavailable": {503},
     "shutting_down": {503},
     "tier_lowered": {403},
+    "ech_refused": {403},
+    "connect_plain_port": {403},
+    "self_target": {400},
+    "too_many_interim": {502},
 }
 
 ZERO_HASH = "0" * 64
@@ -744,6 +748,31 @@ def client_hello(server_hostname):
     except ssl.SSLWantReadError:
         pass
     return out.read()
+
+
+# An outer ECHClientHello as a client sends it when it has no ECH
+# configuration (GREASE): type outer, an HPKE suite, a config id, a
+# 32-byte enc and a payload.  sluice never reads inside it.
+GREASE_ECH = (bytes([0, 0, 1, 0, 1, 0x5a, 0, 32]) + b"\x5a" * 32 +
+              bytes([0, 64]) + b"\x5a" * 64)
+
+
+def hello_with_extension(hello, ext_type, body, at_end=False):
+    """A one-record ClientHello (client_hello()) with one more extension,
+    before the first one or after the last, every length fixed up."""
+    p = 5 + 4 + 2 + 32
+    p += 1 + hello[p]                                  # session id
+    p += 2 + int.from_bytes(hello[p:p + 2], "big")     # cipher suites
+    p += 1 + hello[p]                                  # compression
+    elen = int.from_bytes(hello[p:p + 2], "big")
+    check(p + 2 + elen == len(hello), "not a one-record hello")
+    ext = ext_type.to_bytes(2, "big") + len(body).to_bytes(2, "big") + body
+    at = len(hello) if at_end else p + 2
+    out = bytearray(hello[:at] + ext + hello[at:])
+    out[p:p + 2] = (elen + len(ext)).to_bytes(2, "big")
+    out[3:5] = (int.from_bytes(hello[3:5], "big") + len(ext)).to_bytes(2, "big")
+    out[6:9] = (int.from_bytes(hello[6:9], "big") + len(ext)).to_bytes(3, "big")
+    return bytes(out)
 
 
 class TLSOverSocket:

@@ -543,6 +543,19 @@ def malformed_input(env):
          {"raw": b'{"id": "\xff\xfe"}'}),
         ("POST", "/v1/sessions", 400, "bad_request", "expected a JSON object",
          {"raw": b'["id"]'}),
+        # exactly one object, no key twice, nothing after it, no NUL:
+        # a proxy in front must not read another call than sluiced
+        ("POST", "/v1/sessions", 400, "bad_request", "end of file expected",
+         {"raw": json.dumps(new_session("m3")).encode() + b' {"id": "m4"}'}),
+        ("POST", "/v1/sessions", 400, "bad_request", "NUL byte",
+         {"raw": json.dumps(new_session("m3")).encode() + b"\0garbage"}),
+        ("POST", "/v1/sessions", 400, "bad_request", "invalid JSON",
+         {"raw": b'{"id": "m3", "tenant": "acme", "user": "a\\u0000b", '
+                 b'"tier": "off"}'}),
+        ("PUT", "/v1/ceiling", 400, "bad_request", "duplicate object key",
+         {"raw": b'{"tenants": {"acme": "off", "acme": "public"}}'}),
+        ("POST", "/v1/prompts/p-1", 400, "bad_request", "duplicate object key",
+         {"raw": b'{"decision": "deny", "decision": "allow_chat"}'}),
         ("POST", "/v1/sessions", 400, "bad_request", "expected a JSON object",
          {"raw": b''}),
         ("POST", "/v1/sessions", 415, "unsupported_media_type", None,

@@ -1,7 +1,16 @@
 #!/usr/bin/env python3
 """Command line: --check-config (exit 0, or FILE:LINE:COL: path: message
-and exit 1), --print-config [-c FILE], and a start with a bad file."""
+and exit 1), --print-config [-c FILE], and a start with a bad file.
 
+The --print-config output of the defaults and of a configuration that
+sets every key is pinned byte for byte by the golden files
+tests/scenario/golden/print_config_defaults.json and
+print_config_every_key.json; SLUICE_UPDATE_GOLDEN=1 (e.g.
+SLUICE_UPDATE_GOLDEN=1 make check TESTS=tests/scenario/t_config_cli.py)
+rewrites them in the source tree.  A key added to the schema must be
+added to EVERY_KEY below, with a value other than its default."""
+
+import difflib
 import json
 import os
 import re
@@ -9,9 +18,75 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Suite, check, check_eq, sluiced_path  # noqa: E402
+from harness import Suite, check, check_eq, log, sluiced_path, SRCDIR  # noqa: E402
 
 S = Suite("t_config_cli")
+
+GOLDEN_DIR = os.path.join(SRCDIR, "tests", "scenario", "golden")
+UPDATE = os.environ.get("SLUICE_UPDATE_GOLDEN") == "1"
+
+# Every key of sluiced.json(5), none at its default; the sessions and
+# tokens between them give every key of a session and of a token.
+EVERY_KEY = {
+    "runtime_dir": "/tmp/sluice-every",
+    "state_file": "/tmp/sluice-every/state.json",
+    "user": "nobody",
+    "ceiling": "registries",
+    "tenants": {"acme": {"ceiling": "public"}, "b.corp": {"ceiling": "off"}},
+    "listen": {"tcp": ["127.0.0.1:3128", "[::1]:3129"],
+               "transparent": ["0.0.0.0:3140", "[::]:3140"],
+               "vsock_port": 4000, "socket_mode": "0640",
+               "socket_group": "grp",
+               "socket_prefixes": ["/run/vm", "/srv/firecracker"]},
+    "sessions": [{"id": "a", "tenant": "acme", "user": "alice",
+                  "tier": "public", "socket": "/tmp/sluice-every/a.sock"},
+                 {"id": "b", "source": "::FFFF:10.0.0.1",
+                  "tier": "registries"},
+                 {"id": "c", "vsock_cid": 9},
+                 {"id": "d"}],
+    "registries": ["pypi.org", "*.crates.io:8443"],
+    "ports": {"registries": [443], "public": [443, 80, 8080]},
+    "allow_cidrs": ["10.1.0.0/16", "fd00::/8"],
+    "deny_cidrs": ["203.0.113.7"],
+    "deny_hosts": ["bad.example", "*.evil.example"],
+    "dns": {"servers": ["127.0.0.1", "[::1]:5353", "10.0.0.1:53"],
+            "hosts": {"Mirror.Example.": ["10.1.2.3", "::1"],
+                      "b.example": ["1.2.3.4"]},
+            "timeout_ms": 1234},
+    "log": {"path": "/tmp/sluice-every/log.jsonl"},
+    "prompt": {"timeout_s": 45, "deny_quiet_s": 5},
+    "events": {"ring": 64, "max_pending": 8192, "heartbeat_s": 7},
+    "limits": {"max_head": 20000, "max_line": 3000, "max_headers": 77,
+               "head_timeout_ms": 2500, "idle_timeout_s": 120,
+               "connect_timeout_ms": 4000, "max_conns_per_session": 9,
+               "max_conns_total": 99, "tunnel_buffer": 70000,
+               "drain_timeout_s": 0},
+    "tls": {"sni_check": False, "sni_ports": [443, 8443],
+            "allow_ech": True, "plain_http_ports": [80, 8080],
+            "sni_timeout_ms": 900},
+    "control": {"socket": "/tmp/sluice-every/ctl.sock", "socket_mode": 384,
+                "socket_group": "wheel",
+                "admin_uids": [1000], "admin_gids": [10, 11],
+                "app_uids": [1001], "app_gids": [13],
+                "auditor_uids": [1002, 4294967294], "auditor_gids": [12],
+                "tcp": "127.0.0.1:9443", "tls_cert": "/etc/s/c.pem",
+                "tls_key": "/etc/s/k.pem", "client_ca": "/etc/s/ca.pem",
+                "tokens": [{"name": "ops", "role": "admin",
+                            "token_file": "/etc/s/ops"},
+                           {"name": "chat", "role": "app",
+                            "token_file": "/etc/s/chat"},
+                           {"name": "aud", "role": "auditor",
+                            "token_file": "/etc/s/aud"}],
+                "max_body": 4096},
+    "webhook": {"url": "HTTPS://Hooks.Example:8443/x?y=1",
+                "secret_file": "/etc/s/hook", "ca_file": "/etc/s/hca.pem",
+                "timeout_ms": 700,
+                "hosts": {"hooks.example": ["127.0.0.1", "::1"]}},
+    "firewall": {"enabled": True, "table": "t_1", "uid": 4242,
+                 "sandbox_subnets": ["10.77.0.0/16", "fd77::/64"],
+                 "sandbox_interfaces": ["br0", "tap*"],
+                 "broker_ports": [3128, 3129]},
+}
 
 
 def run(args, timeout=20):
@@ -45,10 +120,27 @@ def check_config_ok(env):
     p = write(env, "ok.json", json.dumps(env.config(), indent=2))
     rc, out, err = run(["--check-config", p])
     check_eq(rc, 0, "exit status (stderr %r)" % err)
-    # the empty object is a valid config: every key has a default
-    p = write(env, "empty.json", "{}\n")
+    # the empty object is a valid config: every key has a default (the
+    # default user, "sluice", must exist: see check_config_user)
+    p = write(env, "empty.json", '{"user": "nobody"}\n')
     rc, out, err = run(["--check-config", p])
     check_eq(rc, 0, "empty config (stderr %r)" % err)
+
+
+@S.case
+def check_config_user(env):
+    """A user that does not exist fails the check, as it would fail the
+    start, and the message says how to make it."""
+    p = write(env, "nouser.json", '{"user": "sluice-no-such-user"}\n')
+    rc, out, err = run(["--check-config", p])
+    check_eq(rc, 1, "missing user: exit status")
+    check('user: "sluice-no-such-user" does not exist' in err and
+          "useradd --system" in err and "sysusers.d" in err,
+          "missing user message %r", err)
+    check("configuration OK" not in out, "said OK: %r", out)
+    p = write(env, "rootuser.json", '{"user": "root"}\n')
+    rc, out, err = run(["--check-config", p])
+    check_eq(rc, 0, "user root (stderr %r)" % err)
 
 
 @S.case
@@ -151,6 +243,79 @@ def print_config_defaults(env):
     check_eq(doc.get("runtime_dir"), "/run/sluice", "default runtime_dir")
     check_eq(sorted(doc.get("ports", {}).get("public", [])), [80, 443], "public ports")
     check_eq(doc.get("tls", {}).get("sni_ports"), [443], "default tls.sni_ports")
+
+
+def print_config_bytes(env, cfg):
+    """--print-config's stdout as bytes: the defaults when cfg is None."""
+    if cfg is not None:
+        args = ["--print-config", "-c", write(env, "c.json", cfg)]
+    elif os.path.exists("/etc/sluice/sluiced.json"):
+        args = ["--print-config", "-c", write(env, "empty.json", "{}")]
+    else:
+        args = ["--print-config"]
+    r = subprocess.run([sluiced_path()] + args, stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=20)
+    check_eq(r.returncode, 0, "exit status (stderr %r)" % r.stderr)
+    return r.stdout
+
+
+def golden_compare(name, got):
+    path = os.path.join(GOLDEN_DIR, name)
+    if UPDATE:
+        with open(path + ".tmp", "wb") as f:
+            f.write(got)
+        os.rename(path + ".tmp", path)
+        log("wrote %s" % path)
+        return
+    try:
+        with open(path, "rb") as f:
+            want = f.read()
+    except FileNotFoundError:
+        raise AssertionError("%s missing: run with SLUICE_UPDATE_GOLDEN=1 "
+                             "to write it" % path)
+    if got != want:
+        diff = difflib.unified_diff(
+            want.decode("utf-8", "replace").splitlines(),
+            got.decode("utf-8", "replace").splitlines(),
+            "golden/" + name, "--print-config", lineterm="")
+        raise AssertionError("--print-config differs from %s "
+                             "(SLUICE_UPDATE_GOLDEN=1 rewrites it):\n%s"
+                             % (os.path.relpath(path, SRCDIR),
+                                "\n".join(diff)))
+
+
+def unset_keys(defaults, cfg, at=""):
+    """Keys of the defaults' dump that cfg leaves out or sets to their
+    default; objects of fixed keys (non-empty in the defaults) are
+    followed, anything else is one value."""
+    bad = []
+    for k, dv in defaults.items():
+        p = at + k
+        if k not in cfg:
+            bad.append(p + " (missing)")
+        elif isinstance(dv, dict) and dv:
+            if isinstance(cfg[k], dict):
+                bad += unset_keys(dv, cfg[k], p + ".")
+            else:
+                bad.append(p + " (not an object)")
+        elif cfg[k] == dv:
+            bad.append(p + " (at its default)")
+    return bad
+
+
+@S.case
+def print_config_golden_defaults(env):
+    golden_compare("print_config_defaults.json", print_config_bytes(env, None))
+
+
+@S.case
+def print_config_golden_every_key(env):
+    defaults = json.loads(print_config_bytes(env, None))
+    bad = unset_keys(defaults, EVERY_KEY)
+    check(not bad, "EVERY_KEY does not set every key: %s", ", ".join(bad))
+    golden_compare("print_config_every_key.json",
+                   print_config_bytes(env, json.dumps(EVERY_KEY, indent=1)))
 
 
 @S.case

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """CONNECT tunnels allowed: raw python, http.client, urllib, curl, a Unix
-session socket, early data, canonical hosts, next address on failure."""
+session socket, early data, canonical hosts, next address on failure; and
+refused to plain-HTTP ports (connect_plain_port), whose Host only the
+forwarder checks."""
 
 import http.client
 import json
@@ -11,7 +13,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, check, check_eq, curl, curl_status, do_connect,  # noqa: E402
                      read_response, decisions, wait_close, addr_only,
                      as_list, get_request, read_head, read_body,
-                     transport_kind)
+                     transport_kind, check_refusal, is_closed)
 
 S = Suite("t_connect")
 
@@ -191,6 +193,56 @@ def connect_many_sequential(env):
         s.close()
     wait_close(d.log_path, up.port)
     check(d.alive(), "sluiced died")
+
+
+@S.case
+def connect_plain_port_refused(env):
+    # a tunnel to port 80 of an admitted name carries requests whose Host
+    # nobody checks: any virtual host behind that name's front end.
+    # Refused by default, before any decision, resolution or dial.
+    d, up = setup(env)
+    s = d.connect(env.src(1))
+    resp, _ = do_connect(s, "up.test", 80)
+    check_refusal(resp, "connect_plain_port", "CONNECT up.test:80")
+    check(is_closed(s, 5.0), "connection open after the refusal")
+    s.close()
+    dec = decisions(d.log_path, method="CONNECT", port=80)
+    check_eq(len(dec), 1, "decision records")
+    check_eq(dec[0].get("decision"), "deny", "decision")
+    check_eq(dec[0].get("reason"), "connect_plain_port", "reason")
+    check_eq(as_list(dec[0].get("addrs")), [], "addrs (nothing resolved)")
+
+
+@S.case
+def connect_plain_ports_configured(env):
+    # tls.plain_http_ports names the plain-HTTP ports; plain HTTP to them
+    # still goes through the forwarder, with its Host check
+    up = env.http_upstream()
+    cfg = env.config(ports=env.ports(up.port),
+                     dns={"hosts": {"up.test": ["127.0.0.1"]}},
+                     tls={"plain_http_ports": [up.port]})
+    d = env.sluiced(cfg)
+    s = d.connect(env.src(1))
+    resp, _ = do_connect(s, "up.test", up.port)
+    check_refusal(resp, "connect_plain_port", "CONNECT up.test:%d" % up.port)
+    s.close()
+    check_eq(up.accept_count(), 0, "connections the upstream saw")
+    s = d.connect(env.src(1))
+    s.sendall(get_request("http://up.test:%d/fwd" % up.port))
+    r = read_response(s)
+    check_eq(r.status, 200, "absolute-form request to the same port")
+    check_eq(json.loads(r.body)["path"], "/fwd", "path upstream")
+    s.sendall(get_request("http://up.test:%d/vhost" % up.port,
+                          host_header="other.test:%d" % up.port))
+    check_refusal(read_response(s), "host_mismatch", "another Host")
+    s.close()
+    # 80 is no longer in the list: a CONNECT there is decided as usual
+    # (and fails to dial, nothing listens there)
+    s = d.connect(env.src(1))
+    resp, _ = do_connect(s, "up.test", 80)
+    check(resp.sluice_reason != "connect_plain_port",
+          "CONNECT :80 with 80 not listed: %r", resp)
+    s.close()
 
 
 if __name__ == "__main__":

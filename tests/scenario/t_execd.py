@@ -511,6 +511,22 @@ def commands(env):
                    .json["status"] == "exited", 20, what="cancelled bg")
     o = ex(x, "c1", {"shell": "pgrep -c sleep || true"})
     check_eq(o["stdout"].strip(), "0", "processes left after cancel all")
+    # a delete while a foreground and a background command run: both
+    # end with the sandbox, the exec is answered (cancelled)
+    bg = x.app("POST", "/v1/sandboxes/c1/commands",
+               {"shell": "sleep 60"}).json["id"]
+    res.clear()
+    t = threading.Thread(target=long_exec)
+    t.start()
+    wait_until(lambda: "r" in res or x.app("GET", "/v1/sandboxes/c1").json
+               ["usage"]["foreground"], 10, what="foreground running")
+    r = x.app("DELETE", "/v1/sandboxes/c1", timeout=60)
+    check_eq(r.status, 200, "delete with commands running: %r" % r)
+    t.join(30)
+    check(res["r"].status == 200 and res["r"].json["cancelled"],
+          "exec across a delete: %r" % res.get("r"))
+    check_err(x.app("GET", "/v1/sandboxes/c1/commands/%s" % bg), 404,
+              "not_found", "background command of a deleted sandbox")
 
 
 def sse_events(data):

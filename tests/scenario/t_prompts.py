@@ -221,10 +221,95 @@ def twenty_connections_one_prompt(env):
         wait_until(lambda: pending(d) and pending(d)[0]["waiting"] == 20, 10,
                    what="20 waiters on one prompt")
         check_eq(len(pending(d)), 1, "prompts for 20 connections")
-        answer(d, pending(d)[0]["id"], "allow_once")
-        done(ws)
-        check(all(w.resp.status == 200 for w in ws),
-              "statuses %r", [w.resp.status for w in ws])
+        first = pending(d)[0]
+        answer(d, first["id"], "allow_once")
+        # allow_once releases what the approver was shown (the first
+        # request's method and path); the other kind asks on its own,
+        # all ten of them on one new prompt
+        shown = [w for i, w in enumerate(ws)
+                 if (i % 2 == 0) == (first["method"] == "CONNECT")]
+        others = [w for w in ws if w not in shown]
+        done(shown)
+        check(all(w.resp.status == 200 for w in shown),
+              "statuses %r", [w.resp.status for w in shown])
+        wait_until(lambda: pending(d) and pending(d)[0]["waiting"] == 10, 10,
+                   what="10 waiters on the second prompt")
+        second = pending(d)[0]
+        check(second["id"] != first["id"] and
+              second["method"] != first["method"], "second prompt %r", second)
+        answer(d, second["id"], "allow_once")
+        done(others)
+        check(all(w.resp.status == 200 for w in others),
+              "statuses %r", [w.resp.status for w in others])
+    finally:
+        a.close()
+
+
+class RawWaiter(threading.Thread):
+    """Sends req (bytes) on the session socket and reads one answer."""
+
+    def __init__(self, d, req, sid="c1"):
+        super().__init__(daemon=True)
+        self.req = req
+        self.resp = None
+        self.err = None
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.settimeout(40)
+        self.sock.connect(session_sock(d, sid))
+        self.start()
+
+    def run(self):
+        try:
+            self.sock.sendall(self.req)
+            r, rest = read_head(self.sock, timeout=40)
+            r.body, r.leftover = read_body(self.sock, r, rest, 40)
+            self.resp = r
+        except Exception as e:          # reported by the test
+            self.err = e
+        finally:
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+
+
+@S.case
+def allow_once_releases_only_what_was_shown(env):
+    """Issue 11, finding 11: "Allow once" for a prompt shown as GET
+    /index.html must not release POST /upload requests that joined it."""
+    d, up = setup(env)
+    a = Approver(d.ctl)
+    try:
+        hp = b"ask.test:%d" % up.port
+        get = RawWaiter(d, b"GET http://" + hp + b"/index.html HTTP/1.1\r\n"
+                        b"Host: " + hp + b"\r\nConnection: close\r\n\r\n")
+        p = wait_prompts(d, 1)[0]
+        check_eq((p["method"], p["path"]), ("GET", "/index.html"),
+                 "what the approver is shown")
+        body = b"secret=" + b"x" * 64
+        posts = [RawWaiter(d, b"POST http://" + hp + b"/upload HTTP/1.1\r\n"
+                           b"Host: " + hp + b"\r\nContent-Length: %d\r\n"
+                           b"Connection: close\r\n\r\n" % len(body) + body)
+                 for _ in range(5)]
+        wait_until(lambda: pending(d)[0]["waiting"] == 6, 10,
+                   what="the posts joining the prompt")
+        answer(d, p["id"], "allow_once")
+        done([get])
+        check_eq(get.resp.status, 200, "the shown GET")
+        # the posts ask again, as what they are
+        wait_until(lambda: pending(d) and pending(d)[0]["id"] != p["id"], 10,
+                   what="a prompt for the posts")
+        q = pending(d)[0]
+        check_eq((q["method"], q["path"], q["waiting"]), ("POST", "/upload", 5),
+                 "the second prompt")
+        seen = [e["path"] for e in up.events]
+        check("/upload" not in seen, "a post reached the upstream: %r", seen)
+        answer(d, q["id"], "deny")
+        done(posts)
+        check(all(w.resp.status == 403 for w in posts),
+              "post statuses %r", [w.resp.status for w in posts])
+        seen = [e["path"] for e in up.events]
+        check_eq(seen, ["/index.html"], "what the upstream saw")
     finally:
         a.close()
 

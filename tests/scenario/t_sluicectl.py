@@ -601,6 +601,11 @@ def fake_api_commands(env):
         b"Content-Length: 5\r\n\r\nhello",
         ("GET", "/v1/sessions/cut"): b"HTTP/1.1 200 OK\r\n"
         b"Content-Length: 50\r\n\r\n{\"id\":",
+        # answers read as jsonstrict.h says: one object and nothing else
+        ("GET", "/v1/sessions/twice"): b"HTTP/1.1 200 OK\r\n"
+        b"Content-Length: 27\r\n\r\n{\"id\":\"twice\",\"id\":\"other\"}",
+        ("GET", "/v1/sessions/nul"): b"HTTP/1.1 200 OK\r\n"
+        b"Content-Length: 17\r\n\r\n{\"id\":\"nul\"}\0junk",
     }
     api = FakeAPI(env, routes)
     s = ["--socket", api.path]
@@ -676,6 +681,10 @@ def fake_api_commands(env):
     expect(ctl(*s, "session", "show", "nobody"), EX_REFUSED, "404")
     expect(ctl(*s, "session", "show", "junk"), EX_SERVER, "not JSON")
     expect(ctl(*s, "session", "show", "cut"), EX_SERVER, "short body")
+    r = expect(ctl(*s, "session", "show", "twice"), EX_SERVER, "a key twice")
+    check("duplicate object key" in r.err, "a key twice: %r", r.err)
+    r = expect(ctl(*s, "session", "show", "nul"), EX_SERVER, "a NUL byte")
+    check("NUL byte" in r.err, "a NUL byte: %r", r.err)
     h = api.last()["headers"]
     check("authorization" not in h, "no token on the socket")
 
@@ -830,6 +839,7 @@ def prompts_list_answer(env):
     for bad in (("prompts",), ("prompts", "answer", "p-1"),
                 ("prompts", "answer", "p-1", "allow"),
                 ("prompts", "answer", "p/1", "deny"),
+                ("prompts", "answer", "..", "deny"),
                 ("prompts", "list", "x"), ("prompts", "list", "--yes-all"),
                 ("prompts", "watch", "--yes-all", "--deny-all"),
                 ("prompts", "watch", "now")):
@@ -1102,8 +1112,8 @@ def control_socket(d):
     return os.path.join(d.config["runtime_dir"], "control.sock")
 
 
-def api_daemon(env):
-    cfg = env.config(ports=env.ports())
+def api_daemon(env, **over):
+    cfg = env.config(ports=env.ports(), **over)
     d = env.sluiced(cfg)
     sock = control_socket(d)
     wait_until(lambda: os.path.exists(sock), 5, what="control socket")
@@ -1111,7 +1121,9 @@ def api_daemon(env):
 
 
 def api_sessions(env):
-    d, s = api_daemon(env)
+    # --socket names a path outside runtime_dir: an admin's, under a
+    # configured prefix
+    d, s = api_daemon(env, listen={"socket_prefixes": [env.dir]})
     r = expect(ctl(*s, "--json", "health"), EX_OK, "health")
     check(json.loads(r.out)["status"] in ("ok", "degraded"), "health %r", r.out)
     expect(ctl(*s, "health"), EX_OK, "health text")

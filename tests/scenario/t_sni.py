@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """CONNECT to SNI-checked ports: a good handshake (curl -k, urllib, early
 ClientHello, fragmented ClientHello) and the closing cases sni_mismatch,
-sni_missing, not_tls, where no byte may reach the upstream."""
+sni_missing, not_tls, ech_refused (Encrypted Client Hello, ESNI), where
+no byte may reach the upstream; the checked name in the close record."""
 
 import json
 import os
@@ -13,21 +14,23 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, check, check_eq, curl, curl_status, do_connect,  # noqa: E402
                      read_log, wait_until, recorder_handler, client_hello,
                      TLSOverSocket, urllib_opener, insecure_ctx, is_closed,
-                     read_head, read_body, decisions)
+                     read_head, read_body, decisions, wait_close,
+                     hello_with_extension, GREASE_ECH)
 
 S = Suite("t_sni")
 
 
-def setup(env, **over):
+def setup(env, tls_extra=None, **over):
     tls = env.tls_upstream(("tls.test",))
     rec = env.server(recorder_handler)
     plain = env.http_upstream()
     hosts = {"tls.test": ["127.0.0.1"], "other.test": ["127.0.0.1"],
              "rec.test": ["127.0.0.1"], "up.test": ["127.0.0.1"]}
+    t = {"sni_check": True, "sni_timeout_ms": 1000,
+         "sni_ports": [443, tls.port, rec.port]}
+    t.update(tls_extra or {})
     cfg = env.config(ports=env.ports(tls.port, rec.port, plain.port),
-                     dns={"hosts": hosts},
-                     tls={"sni_check": True, "sni_timeout_ms": 1000,
-                          "sni_ports": [443, tls.port, rec.port]}, **over)
+                     dns={"hosts": hosts}, tls=t, **over)
     d = env.sluiced(cfg)
     return d, tls, rec, plain
 
@@ -177,6 +180,76 @@ def sni_wait_times_out(env):
           time.monotonic() - t0)
     s.close()
     check_eq(len(recorded_bytes(rec)), 0, "bytes that reached the upstream")
+
+
+@S.case
+def allowed_tunnel_logs_sni(env):
+    # the allow record of a CONNECT is written before the ClientHello
+    # comes: the close record carries the name the tunnel was checked on
+    d, tls, _, _ = setup(env)
+    r = curl(["-k", "-x", d.proxy_url(), "-o", "/dev/null", "-w",
+              "%{http_code}", "https://tls.test:%d/logged" % tls.port],
+             src=env.src(1))
+    check_eq(r.returncode, 0, "curl exit (stderr %r)" % r.stderr)
+    check_eq(r.stdout.strip(), b"200", "status")
+    rec = wait_close(d.log_path, tls.port)
+    check_eq(rec.get("sni"), "tls.test", "close.sni (record %r)" % rec)
+    check_eq(rec.get("host"), "tls.test", "close.host")
+    # a tunnel to an unchecked port has no SNI to tell
+    d.stop()
+    d2, _, _, plain = setup(env)
+    s = d2.connect(env.src(1))
+    resp, _ = do_connect(s, "up.test", plain.port)
+    check_eq(resp.status, 200, "CONNECT to an unchecked port")
+    s.close()
+    rec = wait_close(d2.log_path, plain.port)
+    check("sni" not in rec, "close record of an unchecked tunnel: %r", rec)
+
+
+def ech_refusal(env, ext_type, at_end):
+    d, _, rec, _ = setup(env)
+    hello = hello_with_extension(client_hello("rec.test"), ext_type,
+                                 GREASE_ECH, at_end=at_end)
+    closed_without_upstream_bytes(env, d, rec, hello, "ech_refused")
+    r = [x for x in read_log(d.log_path)
+         if x.get("event") == "decision" and x.get("reason") == "ech_refused"]
+    check_eq(r[-1].get("decision"), "deny", "decision")
+    # the outer name matched the CONNECT host: only ECH refused it
+    check_eq(r[-1].get("sni"), "rec.test", "sni of the refused hello")
+
+
+@S.case
+def ech_refused(env):
+    # the outer SNI names the CONNECT host, the inner (encrypted) one
+    # may name anything behind the same front end
+    ech_refusal(env, 0xfe0d, False)
+
+
+@S.case
+def esni_refused(env):
+    ech_refusal(env, 0xffce, True)
+
+
+@S.case
+def ech_allowed_by_admin(env):
+    # tls.allow_ech: the outer name is checked and the hello relayed
+    d, _, rec, _ = setup(env, tls_extra={"allow_ech": True})
+    hello = hello_with_extension(client_hello("rec.test"), 0xfe0d, GREASE_ECH)
+    s = d.connect(env.src(1))
+    resp, _ = do_connect(s, "rec.test", rec.port)
+    check_eq(resp.status, 200, "CONNECT")
+    s.sendall(hello)
+    check(not is_closed(s, 1.0), "tunnel closed after an allowed ECH hello")
+    s.close()
+    check_eq(recorded_bytes(rec), hello, "bytes that reached the upstream")
+    rec_close = wait_close(d.log_path, rec.port)
+    check_eq(rec_close.get("sni"), "rec.test", "close.sni")
+    # and an outer name that differs is still a mismatch
+    d.stop()
+    d, _, rec, _ = setup(env, tls_extra={"allow_ech": True})
+    hello = hello_with_extension(client_hello("other.test"), 0xfe0d,
+                                 GREASE_ECH)
+    closed_without_upstream_bytes(env, d, rec, hello, "sni_mismatch")
 
 
 @S.case

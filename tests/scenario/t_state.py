@@ -374,6 +374,13 @@ def corrupt_state_file(env):
         ("wrong version", json.dumps(bad_version).encode()),
         ("a session with a bad tier", json.dumps(bad_tier).encode()),
         ("not an object", b"[]\n"),
+        # one JSON object and nothing else (jsonstrict.h): a reader
+        # that stops at the NUL or takes the last "tier" must not see
+        # another state than sluiced
+        ("a key twice", good.replace(b'"tier": "public"',
+                                     b'"tier": "off", "tier": "public"', 1)),
+        ("text after the object", good + b'{"version": 1}\n'),
+        ("a NUL byte after the object", good + b"\0garbage"),
     ]
     for i, (what, data) in enumerate(variants):
         with open(path, "wb") as f:

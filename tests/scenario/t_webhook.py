@@ -6,7 +6,11 @@ signature, the timestamp and the headers of every delivery.  Cases: a
 signed delivery when a prompt is raised; a receiver answering allow_once
 lets the waiting client through; a receiver that is down, then up, gets
 the prompt by a retry; a wrong CA fails every attempt with a diagnostic
-line and the prompt times out to a refusal."""
+line and the prompt times out to a refusal; answers that are not exactly
+one JSON object (a NUL and more after it, a key twice, text after it)
+decide nothing; a receiver that never ends its header section, and many
+answers that stall half sent, leave sluiced's memory bounded and fail
+their attempts with a diagnostic line."""
 
 import hashlib
 import hmac
@@ -23,7 +27,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, check, check_eq, read_response,  # noqa: E402
                      check_refusal, read_log, decisions, wait_until,
-                     require_tool, free_port)
+                     require_tool, free_port, vmrss_kib, TCPServer,
+                     _read_request, log)
 
 S = Suite("t_webhook", time_limit=240)
 
@@ -78,7 +83,9 @@ class Receiver:
                 body = self.rfile.read(n) if 0 < n <= 1 << 20 else b""
                 rcv.record(self.path, self.headers, body)
                 status, obj = rcv.answer
-                data = json.dumps(obj).encode()
+                # bytes go out as they are: answers no JSON encoder makes
+                data = obj if isinstance(obj, bytes) else \
+                    json.dumps(obj).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -147,17 +154,19 @@ def check_delivery(d, r, port):
     check("hooks.test" in r.sni, "SNI %r" % r.sni)
 
 
-def setup(env, port, ca_file, timeout_s=30):
+def setup(env, port, ca_file, timeout_s=30, hosts=(), sids=("c1",)):
     require_tool("openssl")
     up = env.http_upstream()
     secret = env.path("hook.secret")
     with open(secret, "w") as f:
         f.write(SECRET + "\n")
+    names = {"ask.test": ["127.0.0.1"]}
+    names.update((h, ["127.0.0.1"]) for h in hosts)
     cfg = env.config(
-        sessions=[{"id": "c1", "tenant": "acme", "user": "alice",
-                   "tier": "registries"}],
+        sessions=[{"id": sid, "tenant": "acme", "user": "alice",
+                   "tier": "registries"} for sid in sids],
         ceiling="public", registries=["reg.test"], ports=env.ports(up.port),
-        dns={"hosts": {"ask.test": ["127.0.0.1"]}},
+        dns={"hosts": names},
         prompt={"timeout_s": timeout_s, "deny_quiet_s": 0},
         webhook={"url": "https://hooks.test:%d/hook?k=1" % port,
                  "secret_file": secret, "ca_file": ca_file,
@@ -171,20 +180,21 @@ def setup(env, port, ca_file, timeout_s=30):
 class Waiter(threading.Thread):
     """One GET through the session socket, held by the prompt."""
 
-    def __init__(self, d, port):
+    def __init__(self, d, port, host="ask.test", sid="c1"):
         super().__init__(daemon=True)
         self.resp, self.err = None, None
         self.sock = socket.socket(socket.AF_UNIX)
         self.sock.settimeout(30)
-        self.sock.connect(d.session_socket("c1"))
+        self.sock.connect(d.session_socket(sid))
         self.port = port
+        self.host = host.encode()
         self.start()
 
     def run(self):
         try:
-            self.sock.sendall(b"GET http://ask.test:%d/ok HTTP/1.1\r\n"
-                              b"Host: ask.test:%d\r\nConnection: close\r\n\r\n"
-                              % (self.port, self.port))
+            self.sock.sendall(b"GET http://%s:%d/ok HTTP/1.1\r\n"
+                              b"Host: %s:%d\r\nConnection: close\r\n\r\n"
+                              % (self.host, self.port, self.host, self.port))
             self.resp = read_response(self.sock, timeout=30)
         except Exception as e:          # reported by the case
             self.err = e
@@ -296,6 +306,126 @@ def wrong_ca_times_out(env):
     time.sleep(1.5)
     check_eq(len(stderr_lines(d, "webhook: prompt ")), n,
              "attempt lines after the timeout")
+
+
+@S.case
+def lenient_answers_decide_nothing(env):
+    ca = make_ca(env, "ca")
+    r = Receiver(*make_server_cert(env, ca))
+    env.closers.append(r.close)
+    d, up = setup(env, r.port, ca[0], timeout_s=2)
+    # each would have allowed the request had sluiced read it leniently
+    answers = [
+        ("a NUL and more after it",
+         b'{"decision":"allow_once"}\x00{"decision":"deny"}'),
+        ("a key twice", b'{"decision":"deny","decision":"allow_once"}'),
+        ("text after the object", b'{"decision":"allow_once"} {"x":1}'),
+    ]
+    for i, (what, body) in enumerate(answers):
+        r.answer = (200, body)
+        resp = Waiter(d, up.port).finish()
+        check_refusal(resp, "prompt_timeout", what)
+        check_eq(len(r.got()), i + 1, "deliveries after %s" % what)
+    wait_until(lambda: len(stderr_lines(d, "ignoring the answer, it is not "
+                                        "one JSON object")) == 3, 5,
+               what="a diagnostic line per refused answer")
+    check(not [x for x in read_log(d.log_path)
+               if x.get("event") == "prompt_answer" and
+               x.get("answer") != "timeout"],
+          "a prompt was answered by a refused answer")
+    check(not decisions(d.log_path, decision="allow", host="ask.test"),
+          "a request was allowed")
+
+
+def server_ctx(crt, key):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(crt, key)
+    return ctx
+
+
+ENDLESS_MAX = 400 << 20      # what one connection may send, at most
+
+
+def endless_headers(server, conn, peer):
+    """A 200 whose header section never ends."""
+    _read_request(conn, bytearray(), timeout=10)
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+    chunk = (b"X-Pad: " + b"a" * 1000 + b"\r\n") * 64
+    sent, deadline = 0, time.monotonic() + 4
+    try:
+        while sent < ENDLESS_MAX and time.monotonic() < deadline:
+            conn.sendall(chunk)
+            sent += len(chunk)
+    except OSError:
+        pass
+    server.record(("sent", sent))
+
+
+@S.case
+def endless_header_section(env):
+    ca = make_ca(env, "ca")
+    crt, key = make_server_cert(env, ca)
+    srv = TCPServer(endless_headers, ssl_ctx=server_ctx(crt, key),
+                    conn_timeout=5)
+    env.closers.append(srv.close)
+    d, up = setup(env, srv.port, ca[0], timeout_s=8)
+    base = peak = vmrss_kib(d.pid)
+    w = Waiter(d, up.port)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and \
+            not stderr_lines(d, "attempt 2 failed"):
+        peak = max(peak, vmrss_kib(d.pid))
+        time.sleep(0.02)
+    log_lines = stderr_lines(d, "failed after")
+    check(len(log_lines) >= 2, "no two failed attempts:\n%s", d.stderr())
+    for l in log_lines[:2]:
+        check("response header section longer than 8192 bytes" in l,
+              "attempt line %r", l)
+    log("VmRSS %d KiB before the prompt, %d KiB at most after" % (base, peak))
+    # unbounded, the 1.5 s attempt alone held hundreds of MiB
+    check(peak - base < 32 << 10, "VmRSS grew from %d to %d KiB",
+          base, peak)
+    check_refusal(w.finish(), "prompt_timeout")
+    check(d.alive(), "sluiced died")
+
+
+def half_answer(server, conn, peer):
+    """A 200 with most of its body, then nothing until sluiced hangs up."""
+    _read_request(conn, bytearray(), timeout=10)
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: 65000\r\n\r\n" + b" " * 60000)
+    try:
+        conn.recv(1)
+    except OSError:
+        pass
+
+
+@S.case
+def stalled_answers_share_a_bound(env):
+    # 81 attempts holding 60 kB each pass the 4 MiB that answers in
+    # flight may hold together; the attempts past it fail at once, the
+    # others at their deadline.  27 prompts in each of three chats: a
+    # chat may have 32 pending.
+    ca = make_ca(env, "ca")
+    crt, key = make_server_cert(env, ca)
+    srv = TCPServer(half_answer, ssl_ctx=server_ctx(crt, key),
+                    conn_timeout=10)
+    env.closers.append(srv.close)
+    hosts = ["h%d.ask.test" % i for i in range(81)]
+    sids = ("c1", "c2", "c3")
+    d, up = setup(env, srv.port, ca[0], timeout_s=4, hosts=hosts, sids=sids)
+    ws = [Waiter(d, up.port, host=h, sid=sids[i % 3])
+          for i, h in enumerate(hosts)]
+    for w in ws:
+        check_refusal(w.finish(), "prompt_timeout")
+    over = stderr_lines(d, "answers in flight hold more than 4194304 bytes")
+    log("%d attempt lines, %d for the shared bound" % (
+        len(stderr_lines(d, "failed after")), len(over)))
+    check(over, "no attempt failed for the shared bound:\n%s",
+          "\n".join(stderr_lines(d, "webhook:")[:20]))
+    check([l for l in stderr_lines(d, "failed after") if "timed out" in l],
+          "no attempt within the bound ran to its deadline")
+    check(d.alive(), "sluiced died")
 
 
 if __name__ == "__main__":

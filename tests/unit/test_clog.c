@@ -3,6 +3,8 @@
  * tails, the sanitiser and fail-closed writes.
  */
 #define _GNU_SOURCE
+#include "sluice-config.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>

@@ -2,6 +2,8 @@
  * test_config.c: sluiced.json loading, error positions, dump round trip
  * and the policy built from a configuration.
  */
+#include "sluice-config.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +19,8 @@
 
 /* proxy/ spelled out: the top-level config.h is autoconf's. */
 #include "proxy/lib/config.h"
+/* white-box: the rows (cfg_root_keys), to hold the dump to them */
+#include "proxy/lib/config-int.h"
 
 /* DESIGN.md's example, with its one session split into three: the
  * example gives all three transports at once, which a session may not. */
@@ -48,7 +52,8 @@ static const char full[] =
 	"               \"beta.corp\": { \"ceiling\": \"off\" } },\n"
 	"  \"listen\": { \"tcp\": [\"127.0.0.1:3128\", \"[::1]:3129\"],\n"
 	"              \"vsock_port\": 1024, \"socket_mode\": \"0600\",\n"
-	"              \"socket_group\": \"sluice\" },\n"
+	"              \"socket_group\": \"sluice\",\n"
+	"              \"socket_prefixes\": [\"/run/vm\", \"/srv/fc/jail\"] },\n"
 	"  \"sessions\": [ { \"id\": \"s1\", \"source\": \"::FFFF:127.0.0.1\" },\n"
 	"                { \"id\": \"s2\" } ],\n"
 	"  \"registries\": [ \"pypi.org\", \"*.example.org:8443\" ],\n"
@@ -67,7 +72,8 @@ static const char full[] =
 	"              \"connect_timeout_ms\": 3000, \"max_conns_per_session\": 8,\n"
 	"              \"max_conns_total\": 64, \"tunnel_buffer\": 65536,\n"
 	"              \"drain_timeout_s\": 2 },\n"
-	"  \"tls\": { \"sni_check\": false, \"sni_timeout_ms\": 1000 },\n"
+	"  \"tls\": { \"sni_check\": false, \"sni_timeout_ms\": 1000,\n"
+	"           \"allow_ech\": true, \"plain_http_ports\": [80, 8080] },\n"
 	"  \"state_file\": \"/tmp/sluice-test/state.json\",\n"
 	"  \"control\": { \"socket\": \"/tmp/sluice-test/ctl.sock\",\n"
 	"               \"socket_mode\": \"0600\", \"socket_group\": \"wheel\",\n"
@@ -113,6 +119,7 @@ test_defaults(void **state)
 	assert_int_equal(c->vsock_port, -1);
 	assert_int_equal(c->socket_mode, 0660);
 	assert_null(c->socket_group);
+	assert_int_equal(c->nsocket_prefixes, 0);    /* none: admins too */
 	assert_int_equal(c->nsessions, 0);
 	assert_true(c->registries_default);
 	assert_null(c->registries);
@@ -149,6 +156,9 @@ test_defaults(void **state)
 	assert_int_equal(c->drain_timeout_s, 10);
 	assert_int_equal(c->sni_check, 1);
 	assert_int_equal(c->sni_timeout_ms, 5000);
+	assert_int_equal(c->allow_ech, 0);
+	assert_int_equal(c->nplain_ports, 1);
+	assert_int_equal(c->plain_ports[0], 80);
 	assert_string_equal(c->state_file, "/var/lib/sluice/state.json");
 	assert_string_equal(c->control.socket, "/run/sluice/control.sock");
 	assert_int_equal(c->control.socket_mode, 0660);
@@ -243,6 +253,9 @@ test_full(void **state)
 	assert_string_equal(c->tenants[1].name, "beta.corp");
 	assert_int_equal(c->socket_mode, 0600);
 	assert_string_equal(c->socket_group, "sluice");
+	assert_int_equal(c->nsocket_prefixes, 2);
+	assert_string_equal(c->socket_prefixes[0], "/run/vm");
+	assert_string_equal(c->socket_prefixes[1], "/srv/fc/jail");
 	/* Sources are kept in canonical form. */
 	assert_string_equal(c->sessions[0].source, "::ffff:127.0.0.1");
 	assert_string_equal(c->dns_hosts[0].name, "mirror.example");
@@ -280,6 +293,10 @@ test_full(void **state)
 	assert_string_equal(cfg_role_name(CFG_ROLE_AUDITOR), "auditor");
 	assert_int_equal(c->sni_check, 0);
 	assert_int_equal(c->sni_timeout_ms, 1000);
+	assert_int_equal(c->allow_ech, 1);
+	assert_int_equal(c->nplain_ports, 2);
+	assert_int_equal(c->plain_ports[0], 80);
+	assert_int_equal(c->plain_ports[1], 8080);
 	assert_int_equal(c->prompt_deny_quiet_s, 0);
 	assert_int_equal(c->events_ring, 16);
 	assert_int_equal(c->events_max_pending, 4096);
@@ -358,6 +375,10 @@ static const struct err_case err_cases[] = {
 	  "t.json:1:12: limits: ", "expected an object" },
 	{ "bool as string", "{\"tls\": {\"sni_check\": \"yes\"}}",
 	  "t.json:1:23: tls.sni_check: ", "expected true or false" },
+	{ "allow_ech as number", "{\"tls\": {\"allow_ech\": 1}}",
+	  "t.json:1:23: tls.allow_ech: ", "expected true or false" },
+	{ "plain port zero", "{\"tls\": {\"plain_http_ports\": [80, 0]}}",
+	  "t.json:1:35: tls.plain_http_ports[1]: ", "out of range" },
 	{ "port out of range",
 	  "{\"ports\": {\"public\": [443,\n    70000]}}",
 	  "t.json:2:5: ports.public[1]: ", "out of range" },
@@ -422,6 +443,30 @@ static const struct err_case err_cases[] = {
 	  "t.json:1:28: listen.socket_mode: ", "octal" },
 	{ "decimal socket mode", "{\"listen\": {\"socket_mode\": 660}}",
 	  "t.json:1:28: listen.socket_mode: ", "out of range" },
+	{ "socket prefixes not a list",
+	  "{\"listen\": {\"socket_prefixes\": \"/run/vm\"}}",
+	  "t.json:1:32: listen.socket_prefixes: ", "array of strings" },
+	{ "relative socket prefix",
+	  "{\"listen\": {\"socket_prefixes\": [\"/run/vm\", \"vm\"]}}",
+	  "t.json:1:44: listen.socket_prefixes[1]: ", "absolute" },
+	{ "socket prefix with ..",
+	  "{\"listen\": {\"socket_prefixes\": [\"/run/../etc\"]}}",
+	  "t.json:1:33: listen.socket_prefixes[0]: ", "\"..\"" },
+	{ "socket prefix with a trailing slash",
+	  "{\"listen\": {\"socket_prefixes\": [\"/run/vm/\"]}}",
+	  "t.json:1:33: listen.socket_prefixes[0]: ", "empty path component" },
+	{ "socket prefix /",
+	  "{\"listen\": {\"socket_prefixes\": [\"/\"]}}",
+	  "t.json:1:33: listen.socket_prefixes[0]: ", "every path" },
+	{ "session socket with .",
+	  "{\"sessions\": [{\"id\": \"a\", \"socket\": \"/run/./a.sock\"}]}",
+	  "t.json:1:37: sessions[0].socket: ", "\"..\"" },
+	{ "control socket with ..",
+	  "{\"control\": {\"socket\": \"/run/x/../ctl.sock\"}}",
+	  "t.json:1:24: control.socket: ", "\"..\"" },
+	{ "session id with a leading dot",
+	  "{\"sessions\": [{\"id\": \".a\"}]}",
+	  "t.json:1:22: sessions[0].id: ", "not starting with a dot" },
 	{ "bad dns server", "{\"dns\": {\"servers\": [\"1.2.3.4:0\"]}}",
 	  "t.json:1:22: dns.servers[0]: ", "bad DNS server" },
 	{ "bad dns host name", "{\"dns\": {\"hosts\": {\"1.2.3.4\": [\"1.2.3.4\"]}}}",
@@ -620,6 +665,44 @@ test_error_printable(void **state)
 	cfg_free(c);
 }
 
+/* Object o of a dump has exactly the keys of the rows keys, and so on
+ * down (objects, and each tenant's and token's object). */
+static void
+dump_has_rows(json_t *o, const struct cfg_key *keys, const char *at)
+{
+	const struct cfg_key *k;
+	const char *name;
+	json_t *v, *e;
+	char sub[160];
+	size_t n = 0, i;
+
+	if (!json_is_object(o))
+		fail_msg("%s: not an object in the dump", at);
+	for (k = keys; k->name != NULL; k++, n++) {
+		snprintf(sub, sizeof(sub), "%s%s%s", at, *at ? "." : "",
+		    k->name);
+		if ((v = json_object_get(o, k->name)) == NULL)
+			fail_msg("%s: a row, not in the dump", sub);
+		if (k->kind == K_OBJ)
+			dump_has_rows(v, k->sub, sub);
+		if (k->kind == K_TENANTS)
+			json_object_foreach(v, name, e)
+				dump_has_rows(e, k->sub, sub);
+		if (k->kind == K_TOKENS)
+			for (i = 0; i < json_array_size(v); i++)
+				dump_has_rows(json_array_get(v, i), k->sub, sub);
+	}
+	if (json_object_size(o) != n)
+		json_object_foreach(o, name, v) {
+			for (k = keys; k->name != NULL; k++)
+				if (strcmp(k->name, name) == 0)
+					break;
+			if (k->name == NULL)
+				fail_msg("%s%s%s: in the dump, not a row", at,
+				    *at ? "." : "", name);
+		}
+}
+
 static void
 round_trip(const char *text)
 {
@@ -641,23 +724,17 @@ round_trip(const char *text)
 	assert_non_null(db);
 	assert_string_equal(da, db);
 
-	/* The dump names every key the schema has, defaults included. */
+	/* The dump names every key the schema has, defaults included,
+	 * and nothing else. */
 	j = json_loads(da, 0, NULL);
 	assert_non_null(j);
-	assert_int_equal(json_object_size(j), 21);
-	assert_int_equal(json_object_size(json_object_get(j, "firewall")), 6);
-	assert_int_equal(json_object_size(json_object_get(j, "events")), 3);
-	assert_int_equal(json_object_size(json_object_get(j, "webhook")), 5);
-	assert_int_equal(json_object_size(json_object_get(j, "control")), 15);
-	assert_int_equal(json_object_size(json_object_get(j, "limits")), 10);
-	assert_int_equal(json_object_size(json_object_get(j, "listen")), 5);
-	assert_int_equal(json_object_size(json_object_get(j, "dns")), 3);
-	assert_int_equal(json_object_size(json_object_get(j, "tls")), 3);
+	dump_has_rows(j, cfg_root_keys, "");
 	json_decref(j);
 
 	assert_int_equal(b->nsessions, a->nsessions);
 	assert_int_equal(b->registries_default, a->registries_default);
 	assert_int_equal(b->socket_mode, a->socket_mode);
+	assert_int_equal(b->nsocket_prefixes, a->nsocket_prefixes);
 	assert_string_equal(b->control.socket, a->control.socket);
 	assert_int_equal(b->control.ntokens, a->control.ntokens);
 	assert_int_equal(b->control.max_body, a->control.max_body);
@@ -706,8 +783,11 @@ test_dump_round_trip(void **state)
 	assert_non_null(d);
 	assert_non_null(strstr(d, "\"registries\": null"));
 	assert_non_null(strstr(d, "\"socket_mode\": \"0660\""));
+	assert_non_null(strstr(d, "\"socket_prefixes\": []"));
 	assert_non_null(strstr(d, "\"max_conns_total\": 4096"));
 	assert_non_null(strstr(d, "\"sni_check\": true"));
+	assert_non_null(strstr(d, "\"allow_ech\": false"));
+	assert_non_null(strstr(d, "\"plain_http_ports\": [\n      80\n    ]"));
 	assert_non_null(strstr(d, "\"socket\": \"/run/sluice/control.sock\""));
 	assert_non_null(strstr(d, "\"client_ca\": null"));
 	assert_non_null(strstr(d, "\"max_body\": 65536"));
@@ -718,6 +798,62 @@ test_dump_round_trip(void **state)
 	assert_int_equal(d[strlen(d) - 1], '\n');
 	free(d);
 	cfg_free(c);
+}
+
+/* What the engine takes for granted of a row. */
+static void
+rows_check(const struct cfg_key *keys, int printed, const char *at)
+{
+	const struct cfg_key *k;
+	char sub[160];
+	size_t i;
+
+	for (k = keys; k->name != NULL; k++) {
+		snprintf(sub, sizeof(sub), "%s%s%s", at, *at ? "." : "",
+		    k->name);
+		switch (k->kind) {
+		case K_ROLE:
+		case K_OPT:
+		case K_TENANTS:
+		case K_SESSIONS:
+		case K_REGISTRIES:
+		case K_TOKENS:
+		case K_FN:
+			/* no reader of their own */
+			if (k->fn == NULL)
+				fail_msg("%s: kind %d needs fn", sub, k->kind);
+			break;
+		case K_INT:
+		case K_SIZE:
+			/* the default is a value the file could give */
+			if (k->fn == NULL && (k->def < k->lo || k->def > k->hi))
+				fail_msg("%s: default %lld outside %lld..%lld",
+				    sub, k->def, k->lo, k->hi);
+			break;
+		case K_PORTS:
+			for (i = 0; k->pdef != NULL && k->pdef[i] != 0; i++)
+				assert_true(i < 64);
+			break;
+		default:
+			break;
+		}
+		/* the dump walks these; a K_FN row only prints by hand */
+		if (printed && k->kind == K_FN)
+			fail_msg("%s: K_FN in a table the dump walks", sub);
+		if (k->kind == K_OBJ || k->kind == K_TENANTS ||
+		    k->kind == K_TOKENS) {
+			if (k->sub == NULL)
+				fail_msg("%s: no sub rows", sub);
+			rows_check(k->sub, printed, sub);
+		}
+	}
+}
+
+static void
+test_rows(void **state)
+{
+	(void)state;
+	rows_check(cfg_root_keys, 1, "");
 }
 
 static void
@@ -923,6 +1059,7 @@ main(void)
 		cmocka_unit_test(test_error_printable),
 		cmocka_unit_test(test_max_line_follows_head),
 		cmocka_unit_test(test_dump_round_trip),
+		cmocka_unit_test(test_rows),
 		cmocka_unit_test(test_firewall),
 		cmocka_unit_test(test_transparent),
 		cmocka_unit_test(test_load_file),

@@ -7,6 +7,8 @@
  * counts the questions it sees, so tests can tell a cached or mapped
  * answer from a real query.
  */
+#include "sluice-config.h"
+
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <netinet/in.h>

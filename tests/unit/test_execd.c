@@ -4,6 +4,8 @@
  * the create and command bodies (an app may ask for less than the
  * maximum, never more), and output bytes as JSON text.
  */
+#include "sluice-config.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

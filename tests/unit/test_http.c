@@ -2,6 +2,8 @@
  * test_http.c: the strict HTTP/1.x parser, the body framer and the
  * ClientHello SNI reader (proxy/http.c, proxy/sni.c).
  */
+#include "sluice-config.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -97,6 +100,9 @@ static const struct bad_case bad_requests[] = {
 	BAD("TE gzip only", "POST http://a/ HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n"),
 	BAD("TE empty", "POST http://a/ HTTP/1.1\r\nTransfer-Encoding:\r\n\r\n"),
 	BAD("TE in HTTP/1.0", "POST http://a/ HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"),
+	BAD("TE gzip, chunked", "POST http://a/ HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"),
+	BAD("TE gzip and chunked lines", "POST http://a/ HTTP/1.1\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n"),
+	BAD("TE empty line, then chunked", "POST http://a/ HTTP/1.1\r\nTransfer-Encoding: ,\r\nTransfer-Encoding: chunked\r\n\r\n"),
 	BAD("TE space before colon", "POST http://a/ HTTP/1.1\r\nTransfer-Encoding : chunked\r\n\r\n"),
 	BAD("HT before colon", "GET http://a/ HTTP/1.1\r\nHost\t: a\r\n\r\n"),
 	BAD("empty header name", "GET http://a/ HTTP/1.1\r\n: a\r\n\r\n"),
@@ -116,7 +122,9 @@ static const struct bad_case bad_requests[] = {
 	BAD("leading space", " GET http://a/ HTTP/1.1\r\n\r\n"),
 	BAD("tab as separator", "GET\thttp://a/ HTTP/1.1\r\n\r\n"),
 	BAD("method not a token", "G(T http://a/ HTTP/1.1\r\n\r\n"),
-	BAD("empty line before request", "\r\nGET http://a/ HTTP/1.1\r\n\r\n"),
+	BAD("bare LF before request", "\nGET http://a/ HTTP/1.1\r\n\r\n"),
+	BAD("bare CR before request", "\r\rGET http://a/ HTTP/1.1\r\n\r\n"),
+	BAD("space line before request", " \r\nGET http://a/ HTTP/1.1\r\n\r\n"),
 	BAD("CRLF injected in target", "CONNECT a.com:443\r\nX-Injected: 1 HTTP/1.1\r\n\r\n"),
 	BAD("CONNECT with CL", "CONNECT a.com:443 HTTP/1.1\r\nContent-Length: 5\r\n\r\n"),
 	BAD("CONNECT with TE", "CONNECT a.com:443 HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"),
@@ -329,7 +337,7 @@ static const char *const good_requests[] = {
 	"Empty:\r\n\r\n",
 	"POST http://a.example/upload HTTP/1.1\r\n"
 	"Host: a.example\r\n"
-	"Transfer-Encoding: gzip, Chunked\r\n"
+	"Transfer-Encoding: Chunked\r\n"
 	"Expect: 100-continue\r\n\r\n",
 	"GET http://a/ HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
 };
@@ -398,11 +406,197 @@ test_absolute_get(void **state)
 	assert_int_equal(http_find_header(&msg, "accept"), 1);
 	assert_int_equal(http_find_header(&msg, "Accep"), -1);
 	assert_int_equal(http_find_header(&msg, "Content-Length"), -1);
-	/* lowercase methods are other methods, not GET */
+	/* lowercase methods are no methods sluice knows, not GET */
 	assert_int_equal(req(LIT("get http://a/ HTTP/1.1\r\n\r\n")), HTTP_PARSE_OK);
-	assert_int_equal(msg.m, HTTP_M_OTHER);
+	assert_int_equal(msg.m, HTTP_M_UNKNOWN);
 	assert_int_equal(req(LIT("TRACK http://a/ HTTP/1.1\r\n\r\n")), HTTP_PARSE_OK);
 	assert_int_equal(msg.m, HTTP_M_TRACK);
+}
+
+/* Registered methods parse as such; any other token is HTTP_M_UNKNOWN
+ * (which sluiced refuses), however long. */
+static void
+test_methods(void **state)
+{
+	static const struct {
+		const char *line;
+		enum http_method m;
+	} cases[] = {
+		{ "PROPFIND http://a/ HTTP/1.1\r\n\r\n", HTTP_M_OTHER },
+		{ "MKCOL http://a/ HTTP/1.1\r\n\r\n", HTTP_M_OTHER },
+		{ "VERSION-CONTROL http://a/ HTTP/1.1\r\n\r\n", HTTP_M_OTHER },
+		{ "UPDATEREDIRECTREF http://a/ HTTP/1.1\r\n\r\n", HTTP_M_OTHER },
+		{ "QUERY http://a/ HTTP/1.1\r\n\r\n", HTTP_M_OTHER },
+		{ "DELETE http://a/ HTTP/1.1\r\n\r\n", HTTP_M_DELETE },
+		{ "MKCOLA http://a/ HTTP/1.1\r\n\r\n", HTTP_M_UNKNOWN },
+		{ "ANNOUNCE http://a/ HTTP/1.1\r\n\r\n", HTTP_M_UNKNOWN },
+		{ "M-SEARCH http://a/ HTTP/1.1\r\n\r\n", HTTP_M_UNKNOWN },
+		{ "PRI http://a/ HTTP/1.1\r\n\r\n", HTTP_M_UNKNOWN },
+		{ "GETS http://a/ HTTP/1.1\r\n\r\n", HTTP_M_UNKNOWN },
+		{ "Get http://a/ HTTP/1.1\r\n\r\n", HTTP_M_UNKNOWN },
+		/* 30 bytes: longer than sluiced's record copy of a method */
+		{ "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123 http://a/ HTTP/1.1\r\n\r\n",
+		  HTTP_M_UNKNOWN },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(req(cases[i].line, strlen(cases[i].line)),
+		    HTTP_PARSE_OK);
+		if (msg.m != cases[i].m)
+			fail_msg("%s: method %d, want %d", cases[i].line, msg.m,
+			    cases[i].m);
+		/* the parsed token is whole, however long */
+		assert_int_equal(msg.method_len,
+		    strchr(cases[i].line, ' ') - cases[i].line);
+	}
+}
+
+/* RFC 9112 2.2: empty lines before the request line are skipped and are
+ * part of the head (so max_head bounds them). */
+static void
+test_leading_empty_lines(void **state)
+{
+	struct http_limits lim = { 64, 0, 10 };
+	const char *s = "\r\n\r\nGET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n";
+	size_t n = strlen(s), k;
+
+	for (k = 0; k < n; k++)
+		if (req(s, k) != HTTP_PARSE_INCOMPLETE)
+			fail_msg("prefix %zu not incomplete", k);
+	assert_int_equal(req(s, n), HTTP_PARSE_OK);
+	assert_int_equal(msg.head_len, n);
+	assert_true(span_is(msg.method, msg.method_len, "GET"));
+	assert_int_equal(msg.nheaders, 1);
+	lim.max_head = n;
+	assert_int_equal(http_parse_request(s, n, &lim, &msg, NULL),
+	    HTTP_PARSE_OK);
+	lim.max_head = n - 1;
+	assert_int_equal(http_parse_request(s, n, &lim, &msg, NULL),
+	    HTTP_PARSE_TOO_LARGE);
+	/* only before a request line: a response starts with its status */
+	assert_int_equal(resp(LIT("\r\nHTTP/1.1 200 OK\r\n\r\n"), HTTP_M_GET),
+	    HTTP_PARSE_ERROR);
+}
+
+/* ------------------------------------------------------------------ */
+/* Resumed parsing. */
+
+/* Feed s[0..n) growing by step bytes, resuming with one state; the
+ * first final status and its msg must be those of one call on the same
+ * bytes. */
+static void
+resume_matches(const char *s, size_t n, size_t step, int is_req)
+{
+	static struct http_msg one;
+	struct http_parse_state ps;
+	struct http_limits lim;
+	enum http_status st = HTTP_PARSE_INCOMPLETE, want;
+	size_t k = 0;
+
+	http_limits_default(&lim);
+	memset(&ps, 0, sizeof(ps));
+	while (st == HTTP_PARSE_INCOMPLETE && k < n) {
+		k = k + step < n ? k + step : n;
+		st = is_req ?
+		    http_parse_request_resume(s, k, &lim, &ps, &msg, NULL) :
+		    http_parse_response_resume(s, k, &lim, HTTP_M_GET, &ps,
+		    &msg, NULL);
+		want = is_req ? http_parse_request(s, k, &lim, &one, NULL) :
+		    http_parse_response(s, k, &lim, HTTP_M_GET, &one, NULL);
+		if (st != want)
+			fail_msg("\"%.*s\": %zu bytes by %zu: %d, want %d",
+			    (int)(n < 40 ? n : 40), s, k, step, st, want);
+	}
+	if (st != HTTP_PARSE_OK)
+		return;
+	assert_int_equal(msg.head_len, one.head_len);
+	assert_int_equal(msg.nheaders, one.nheaders);
+	assert_int_equal(msg.body, one.body);
+	assert_true(msg.method == one.method && msg.target == one.target);
+	assert_true(msg.nheaders == 0 ||
+	    msg.headers[msg.nheaders - 1].value ==
+	    one.headers[one.nheaders - 1].value);
+}
+
+static void
+test_resume_equivalent(void **state)
+{
+	static const char *const resps[] = {
+		"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX: y\r\n\r\nabc",
+		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nX: a\rb\r\n\r\n",
+	};
+	size_t i, step;
+
+	for (step = 1; step <= 7; step++) {
+		for (i = 0; i < sizeof(good_requests) / sizeof(*good_requests);
+		    i++)
+			resume_matches(good_requests[i],
+			    strlen(good_requests[i]), step, 1);
+		for (i = 0; i < sizeof(bad_requests) / sizeof(*bad_requests);
+		    i++)
+			resume_matches(bad_requests[i].s, bad_requests[i].n,
+			    step, 1);
+		for (i = 0; i < sizeof(resps) / sizeof(*resps); i++)
+			resume_matches(resps[i], strlen(resps[i]), step, 0);
+		resume_matches(LIT("\r\n\r\nGET http://a/ HTTP/1.1\r\n\r\n"),
+		    step, 1);
+	}
+}
+
+static double
+cpu_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/*
+ * Issue 11, finding 14: a 30 KiB head that arrives a byte at a time must
+ * cost about what it costs at once, not once per byte.  Parsed from the
+ * start on each call it costs ~15000 times a single parse; resumed, its
+ * 30000 calls cost a few dozen.  The bound (1000) is far from both.
+ */
+static void
+test_resume_linear(void **state)
+{
+	struct http_parse_state ps;
+	struct http_limits lim;
+	double t0, once = 1e9, bytewise;
+	size_t n, k, i;
+	char *s;
+	int r;
+
+	http_limits_default(&lim);
+	s = many_headers(60, 500, 1, &n);
+	assert_true(n > 30000 && n < lim.max_head);
+	for (r = 0; r < 20; r++) {
+		t0 = cpu_seconds();
+		for (i = 0; i < 10; i++)
+			assert_int_equal(http_parse_request(s, n, &lim, &msg,
+			    NULL), HTTP_PARSE_OK);
+		if ((cpu_seconds() - t0) / 10 < once)
+			once = (cpu_seconds() - t0) / 10;
+	}
+	memset(&ps, 0, sizeof(ps));
+	t0 = cpu_seconds();
+	for (k = 1; k < n; k++)
+		assert_int_equal(http_parse_request_resume(s, k, &lim, &ps, &msg,
+		    NULL), HTTP_PARSE_INCOMPLETE);
+	assert_int_equal(http_parse_request_resume(s, n, &lim, &ps, &msg,
+	    NULL), HTTP_PARSE_OK);
+	bytewise = cpu_seconds() - t0;
+	print_message("head of %zu bytes: %.1f us at once, %.1f us byte by "
+	    "byte (%.0f times)\n", n, once * 1e6, bytewise * 1e6,
+	    bytewise / once);
+	assert_int_equal(msg.nheaders, 60);
+	if (bytewise > 1000 * once)
+		fail_msg("byte-wise parsing cost %.0f single parses",
+		    bytewise / once);
+	free(s);
 }
 
 static void
@@ -431,10 +625,6 @@ test_bodies_and_expect(void **state)
 	/* a trailing HT is OWS, not garbage */
 	assert_int_equal(req(LIT("POST http://a/ HTTP/1.1\r\nTransfer-Encoding: chunked\t\r\n\r\n")),
 	    HTTP_PARSE_OK);
-	assert_int_equal(msg.body, HTTP_BODY_CHUNKED);
-	/* codings split over two fields, chunked last */
-	assert_int_equal(req(LIT("POST http://a/ HTTP/1.1\r\nTransfer-Encoding: gzip\r\n"
-	    "Transfer-Encoding: chunked\r\n\r\n")), HTTP_PARSE_OK);
 	assert_int_equal(msg.body, HTTP_BODY_CHUNKED);
 
 	assert_int_equal(req(LIT("POST http://a/ HTTP/1.1\r\nExpect: 100-continue-x\r\n\r\n")),
@@ -533,6 +723,7 @@ test_response_framing(void **state)
 		{ "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n", HTTP_M_GET, HTTP_BODY_LENGTH, 12, 1 },
 		{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", HTTP_M_GET, HTTP_BODY_CHUNKED, 0, 1 },
 		{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", HTTP_M_GET, HTTP_BODY_UNTIL_CLOSE, 0, 0 },
+		{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", HTTP_M_GET, HTTP_BODY_CHUNKED, 0, 1 },
 		{ "HTTP/1.1 200 OK\r\n\r\n", HTTP_M_GET, HTTP_BODY_UNTIL_CLOSE, 0, 0 },
 		{ "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n", HTTP_M_HEAD, HTTP_BODY_NONE, 0, 1 },
 		{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", HTTP_M_HEAD, HTTP_BODY_NONE, 0, 1 },
@@ -574,6 +765,7 @@ static const struct bad_case bad_responses[] = {
 	BAD("CL and TE", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"),
 	BAD("duplicate CL", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n"),
 	BAD("chunked not last", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"),
+	BAD("two TE lines", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n"),
 	BAD("TE in 1.0", "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"),
 	BAD("HTTP/2", "HTTP/2 200 OK\r\n\r\n"),
 	BAD("lowercase version", "http/1.1 200 OK\r\n\r\n"),
@@ -608,7 +800,8 @@ static const char chunked_body[] =
     "5\r\nhello\r\n"
     "1A;name=value;x\r\n" "abcdefghijklmnopqrstuvwxyz\r\n"
     "00000001\r\n" "!\r\n"
-    "0\r\n"
+    "2;q=\"a \\\" b;c\";z=1\r\n" "ok\r\n"
+    "0;last\r\n"
     "X-Sum: 42\r\n"
     "X-Other:\tv\r\n"
     "\r\n";
@@ -700,6 +893,36 @@ test_chunked_errors(void **state)
 		"5\rhello",
 		"0000000000000000000000000000000000000000000000000000000000000000005\r\n",
 		"5;aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n",
+		/* 17 digits, even as leading zeros */
+		"00000000000000005\r\nhello\r\n0\r\n\r\n",
+		"00000000000000000\r\n\r\n",
+		/* chunk extensions: RFC 9112 7.1.1, no BWS */
+		"2;\r\naa\r\n0\r\n\r\n",
+		"2;;a\r\naa\r\n",
+		"2;a;\r\naa\r\n",
+		"2;=b\r\naa\r\n",
+		"2;a=\r\naa\r\n",
+		"2;a=b=c\r\naa\r\n",
+		"2;a=\"b\r\naa\r\n0\r\n\r\n",
+		"2;a=\"b\\\r\naa\r\n",
+		"2;a=\"b\"c\r\naa\r\n",
+		"2;a=\"\x01\"\r\naa\r\n",
+		"2;a=\"\xc3\xa9\"\r\naa\r\n",
+		"2;a=b c\r\naa\r\n",
+		"2 ;a\r\naa\r\n",
+		"2; a\r\naa\r\n",
+		"2;a =b\r\naa\r\n",
+		"2;a= b\r\naa\r\n",
+		"2;a\"b\"\r\naa\r\n",
+		"2;a=\"b\"\"c\"\r\naa\r\n",
+		/* trailers are field lines */
+		"0\r\nX-No-Colon\r\n\r\n",
+		"0\r\nX : 1\r\n\r\n",
+		"0\r\nX\t: 1\r\n\r\n",
+		"0\r\n: 1\r\n\r\n",
+		"0\r\nX(: 1\r\n\r\n",
+		"0\r\nX: \xff\r\n\r\n",
+		"0\r\nX: 1\r\nY\r\n\r\n",
 	};
 	size_t i;
 
@@ -737,6 +960,16 @@ test_chunked_edges(void **state)
 	assert_false(st.done);
 	/* upper-case hex */
 	assert_int_equal(http_body_feed(&st, LIT("A\r\n0123456789\r\n0\r\n\r\n")), 20);
+	assert_true(st.done);
+	/* 16 digits with leading zeros are fine */
+	http_body_init(&st, HTTP_BODY_CHUNKED, 0, 64);
+	assert_int_equal(http_body_feed(&st,
+	    LIT("0000000000000002\r\nab\r\n0000000000000000\r\n\r\n")), 42);
+	assert_true(st.done);
+	/* extensions and trailers of the grammar */
+	http_body_init(&st, HTTP_BODY_CHUNKED, 0, 64);
+	assert_int_equal(http_body_feed(&st, LIT("1;a;b=c;d=\"\";e=\"\\\\\"\r\nx\r\n"
+	    "0\r\nA:\r\nB: 1 2\r\n\r\n")), 41);
 	assert_true(st.done);
 }
 
@@ -1042,6 +1275,119 @@ test_sni_garbage_lengths(void **state)
 	    sizeof(out)), SNI_MALFORMED);
 }
 
+/*
+ * A one-record hello with an extension (type, body) added before its
+ * first extension (at_end 0) or after its last, every length fixed up.
+ * Returns the new length.
+ */
+static size_t
+with_extension(const uint8_t *hello, size_t n, unsigned type,
+    const uint8_t *body, size_t blen, int at_end, uint8_t *out, size_t cap)
+{
+	size_t p = 5 + 4 + 2 + 32, ext, elen, add = 4 + blen, at, v;
+
+	assert_true(n >= p + 1 && n + add <= cap);
+	p += 1 + hello[p];                              /* session id */
+	p += 2 + ((size_t)hello[p] << 8 | hello[p + 1]);  /* suites */
+	p += 1 + hello[p];                              /* compression */
+	ext = p;                                        /* extensions length */
+	elen = (size_t)hello[ext] << 8 | hello[ext + 1];
+	assert_int_equal(ext + 2 + elen, n);            /* one record, whole */
+	at = at_end ? n : ext + 2;
+	memcpy(out, hello, at);
+	out[at] = (uint8_t)(type >> 8);
+	out[at + 1] = (uint8_t)type;
+	out[at + 2] = (uint8_t)(blen >> 8);
+	out[at + 3] = (uint8_t)blen;
+	memcpy(out + at + 4, body, blen);
+	memcpy(out + at + add, hello + at, n - at);
+	v = elen + add;
+	out[ext] = (uint8_t)(v >> 8);
+	out[ext + 1] = (uint8_t)v;
+	v = ((size_t)hello[3] << 8 | hello[4]) + add;   /* record */
+	out[3] = (uint8_t)(v >> 8);
+	out[4] = (uint8_t)v;
+	v = ((size_t)hello[6] << 16 | (size_t)hello[7] << 8 | hello[8]) + add;
+	out[6] = (uint8_t)(v >> 16);
+	out[7] = (uint8_t)(v >> 8);
+	out[8] = (uint8_t)v;
+	return n + add;
+}
+
+static void
+test_sni_ech(void **state)
+{
+	/* an outer ECHClientHello as a GREASE-ing client sends it: type
+	 * outer, HPKE suite, config id, a 32-byte enc, a payload */
+	uint8_t ech[1 + 4 + 1 + 2 + 32 + 2 + 64];
+	static const uint8_t good[] = "\x00\x0c\x00\x00\x09" "a.example";
+	uint8_t buf[1200], base[700];
+	char out[256];
+	size_t n, k, bn;
+
+	(void)state;
+	memset(ech, 0x5a, sizeof(ech));
+	ech[0] = 0;                                  /* outer */
+	ech[1] = 0; ech[2] = 1; ech[3] = 0; ech[4] = 1;  /* HKDF-SHA256, AES-128-GCM */
+	ech[6] = 0; ech[7] = 32;
+	ech[40] = 0; ech[41] = 64;
+
+	/* the name shown is only the outer one: not SNI_OK, wherever the
+	 * extension sits, and a truncated one still waits */
+	n = with_extension(hello_sni_tls13, sizeof(hello_sni_tls13), 0xfe0d,
+	    ech, sizeof(ech), 0, buf, sizeof(buf));
+	memset(out, 0, sizeof(out));
+	assert_int_equal(sni_parse(buf, n, out, sizeof(out)), SNI_ECH);
+	assert_string_equal(out, "x.example");
+	for (k = 0; k < n; k++)
+		if (sni_parse(buf, k, out, sizeof(out)) != SNI_INCOMPLETE)
+			fail_msg("ECH hello truncated at %zu", k);
+	n = with_extension(hello_sni_tls13, sizeof(hello_sni_tls13), 0xfe0d,
+	    ech, sizeof(ech), 1, buf, sizeof(buf));
+	assert_int_equal(sni_parse(buf, n, out, sizeof(out)), SNI_ECH);
+	assert_string_equal(out, "x.example");
+	/* fragmented over records like any hello */
+	{
+		static uint8_t frag[8 * 1200];
+
+		k = refragment(buf, n, 100, frag, sizeof(frag));
+		assert_int_equal(sni_parse(frag, k, out, sizeof(out)),
+		    SNI_ECH);
+	}
+	/* the ESNI drafts' extension hides the name just as well */
+	n = with_extension(hello_sni_tls12, sizeof(hello_sni_tls12), 0xffce,
+	    ech, sizeof(ech), 0, buf, sizeof(buf));
+	assert_int_equal(sni_parse(buf, n, out, sizeof(out)), SNI_ECH);
+	assert_string_equal(out, "registry.npmjs.org");
+	/* no server_name at all: SNI_ECH with an empty name */
+	n = with_extension(hello_nosni, sizeof(hello_nosni), 0xfe0d, ech,
+	    sizeof(ech), 1, buf, sizeof(buf));
+	strcpy(out, "stale");
+	assert_int_equal(sni_parse(buf, n, out, sizeof(out)), SNI_ECH);
+	assert_string_equal(out, "");
+	/* an empty body is no less a hidden name */
+	n = with_extension(hello_sni_tls13, sizeof(hello_sni_tls13), 0xfe0d,
+	    ech, 0, 0, buf, sizeof(buf));
+	assert_int_equal(sni_parse(buf, n, out, sizeof(out)), SNI_ECH);
+	/* the neighbours of the code points are other extensions */
+	n = with_extension(hello_sni_tls13, sizeof(hello_sni_tls13), 0xfe0c,
+	    ech, sizeof(ech), 0, buf, sizeof(buf));
+	assert_int_equal(sni_parse(buf, n, out, sizeof(out)), SNI_OK);
+	n = with_extension(hello_sni_tls13, sizeof(hello_sni_tls13), 0xffcf,
+	    ech, sizeof(ech), 0, buf, sizeof(buf));
+	assert_int_equal(sni_parse(buf, n, out, sizeof(out)), SNI_OK);
+	/* a malformed hello stays malformed: a duplicate server_name, and
+	 * an ECH extension whose length runs past the block */
+	bn = build_hello_n(good, sizeof(good) - 1, 2, base);
+	n = with_extension(base, bn, 0xfe0d, ech, sizeof(ech), 0, buf,
+	    sizeof(buf));
+	assert_int_equal(sni_parse(buf, n, out, sizeof(out)), SNI_MALFORMED);
+	n = with_extension(hello_sni_tls13, sizeof(hello_sni_tls13), 0xfe0d,
+	    ech, sizeof(ech), 1, buf, sizeof(buf));
+	buf[n - sizeof(ech) - 1]++;
+	assert_int_equal(sni_parse(buf, n, out, sizeof(out)), SNI_MALFORMED);
+}
+
 int
 main(void)
 {
@@ -1055,6 +1401,10 @@ main(void)
 		cmocka_unit_test(test_incomplete_prefixes),
 		cmocka_unit_test(test_connect),
 		cmocka_unit_test(test_absolute_get),
+		cmocka_unit_test(test_methods),
+		cmocka_unit_test(test_leading_empty_lines),
+		cmocka_unit_test(test_resume_equivalent),
+		cmocka_unit_test(test_resume_linear),
 		cmocka_unit_test(test_bodies_and_expect),
 		cmocka_unit_test(test_keep_alive),
 		cmocka_unit_test(test_hop_by_hop),
@@ -1069,6 +1419,7 @@ main(void)
 		cmocka_unit_test(test_sni_not_tls),
 		cmocka_unit_test(test_sni_built),
 		cmocka_unit_test(test_sni_garbage_lengths),
+		cmocka_unit_test(test_sni_ech),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

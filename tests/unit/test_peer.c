@@ -1,4 +1,6 @@
 /* test_peer.c: identity keys from accepted peer addresses. */
+#include "sluice-config.h"
+
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>

@@ -5,6 +5,8 @@
  * The bypass vectors are those of anchors.md section 6 that concern
  * parsing or classification; each row states the outcome it must get.
  */
+#include "sluice-config.h"
+
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -432,6 +434,9 @@ test_names(void **state)
 	assert_int_equal(pol_reason_status(POL_R_DNS_TIMEOUT), 504);
 	assert_int_equal(pol_reason_status(POL_R_SHUTTING_DOWN), 503);
 	assert_int_equal(pol_reason_status(POL_R_HEAD_TOO_LARGE), 400);
+	assert_string_equal(pol_reason_name(POL_R_TOO_MANY_INTERIM),
+	    "too_many_interim");
+	assert_int_equal(pol_reason_status(POL_R_TOO_MANY_INTERIM), 502);
 	for (i = 1; i < POL_R__COUNT; i++) {
 		int st = pol_reason_status((enum pol_reason)i);
 		const char *h = pol_reason_hint((enum pol_reason)i);
@@ -1102,6 +1107,13 @@ test_sessions(void **state)
 	assert_int_equal(pol_id_valid(""), 0);
 	assert_int_equal(pol_id_valid("a/b"), 0);
 	assert_int_equal(pol_id_valid("a b"), 0);
+	/* ids name directories: no ".", "..", or hidden names */
+	assert_int_equal(pol_id_valid("."), 0);
+	assert_int_equal(pol_id_valid(".."), 0);
+	assert_int_equal(pol_id_valid(".x"), 0);
+	assert_int_equal(pol_id_valid("..x"), 0);
+	assert_int_equal(pol_id_valid("x."), 1);
+	assert_int_equal(pol_id_valid("x..y"), 1);
 	memset(id, 'x', 64);
 	id[64] = '\0';
 	assert_int_equal(pol_id_valid(id), 1);
@@ -1115,6 +1127,8 @@ test_sessions(void **state)
 	assert_non_null(b);
 	assert_null(pol_session_add(st, "a", NULL, NULL, POL_TIER_OFF));
 	assert_null(pol_session_add(st, "c/d", NULL, NULL, POL_TIER_OFF));
+	assert_null(pol_session_add(st, "..", NULL, NULL, POL_TIER_OFF));
+	assert_null(pol_session_add(st, ".", NULL, NULL, POL_TIER_OFF));
 	assert_null(pol_session_add(st, "e", NULL, NULL, (enum pol_tier)7));
 	assert_int_equal(pol_session_count(st), 2);
 	assert_ptr_equal(pol_session_find(st, "b"), b);
@@ -1185,6 +1199,134 @@ test_default_registries(void **state)
 	pol_config_free(c);
 }
 
+/* ------------------------------------------------------------------ */
+/* Prompt bookkeeping (policy/prompts.c). */
+
+static void
+test_answers(void **state)
+{
+	enum pol_answer a;
+
+	(void)state;
+	assert_string_equal(pol_answer_name(POL_ANSWER_ALLOW_ONCE),
+	    "allow_once");
+	assert_string_equal(pol_answer_name(POL_ANSWER_ALLOW_CHAT),
+	    "allow_chat");
+	assert_string_equal(pol_answer_name(POL_ANSWER_DENY), "deny");
+	assert_string_equal(pol_answer_name(POL_ANSWER_TIMEOUT), "timeout");
+	assert_string_equal(pol_answer_name((enum pol_answer)99), "unknown");
+	assert_int_equal(pol_answer_parse("allow_chat", &a), 0);
+	assert_int_equal(a, POL_ANSWER_ALLOW_CHAT);
+	assert_int_equal(pol_answer_parse("deny", &a), 0);
+	assert_int_equal(a, POL_ANSWER_DENY);
+	/* nobody may answer "timeout": only sluiced ends a prompt so */
+	assert_int_equal(pol_answer_parse("timeout", &a), -1);
+	assert_int_equal(pol_answer_parse("Deny", &a), -1);
+	assert_int_equal(pol_answer_parse("", &a), -1);
+	assert_true(pol_answer_allows(POL_ANSWER_ALLOW_ONCE));
+	assert_true(pol_answer_allows(POL_ANSWER_ALLOW_CHAT));
+	assert_false(pol_answer_allows(POL_ANSWER_DENY));
+	assert_false(pol_answer_allows(POL_ANSWER_TIMEOUT));
+}
+
+static void
+test_prompts_coalesce_and_cap(void **state)
+{
+	struct pol_prompts *pp = pol_prompts_new(2, 4);
+	int a, b, c;
+	void *owner;
+
+	(void)state;
+	assert_non_null(pp);
+	assert_int_equal(pol_prompts_join(pp, "s1", "pypi.org", 443, 100,
+	    &owner), POL_PJ_NEW);
+	assert_null(owner);
+	assert_int_equal(pol_prompts_add(pp, "s1", "pypi.org", 443, &a), 0);
+	/* the same place joins; another port or chat does not */
+	assert_int_equal(pol_prompts_join(pp, "s1", "pypi.org", 443, 100,
+	    &owner), POL_PJ_JOIN);
+	assert_ptr_equal(owner, &a);
+	assert_int_equal(pol_prompts_join(pp, "s1", "pypi.org", 80, 100,
+	    &owner), POL_PJ_NEW);
+	assert_int_equal(pol_prompts_join(pp, "s2", "pypi.org", 443, 100,
+	    &owner), POL_PJ_NEW);
+	assert_int_equal(pol_prompts_add(pp, "s1", "example.com", 443, &b), 0);
+	/* two pending for s1: a third place is over the cap, a joiner not */
+	assert_int_equal(pol_prompts_join(pp, "s1", "other.org", 443, 100,
+	    &owner), POL_PJ_FULL);
+	assert_int_equal(pol_prompts_join(pp, "s1", "example.com", 443, 100,
+	    &owner), POL_PJ_JOIN);
+	assert_ptr_equal(owner, &b);
+	/* another chat is not limited by s1's prompts */
+	assert_int_equal(pol_prompts_add(pp, "s2", "other.org", 443, &c), 0);
+	assert_int_equal(pol_prompts_pending(pp), 3);
+	pol_prompts_remove(pp, &a);
+	assert_int_equal(pol_prompts_pending(pp), 2);
+	assert_int_equal(pol_prompts_join(pp, "s1", "pypi.org", 443, 100,
+	    &owner), POL_PJ_NEW);
+	assert_int_equal(pol_prompts_join(pp, "s1", "other.org", 443, 100,
+	    &owner), POL_PJ_NEW);
+	pol_prompts_remove(pp, &a);   /* twice: nothing happens */
+	assert_int_equal(pol_prompts_pending(pp), 2);
+	/* ids and hosts too long for the table are refused, not cut */
+	{
+		char longid[POL_ID_MAX + 2];
+
+		memset(longid, 'x', sizeof(longid) - 1);
+		longid[sizeof(longid) - 1] = '\0';
+		assert_int_equal(pol_prompts_add(pp, longid, "a.org", 1, &c),
+		    -1);
+	}
+	pol_prompts_free(pp);
+}
+
+static void
+test_prompts_quiet(void **state)
+{
+	struct pol_prompts *pp = pol_prompts_new(32, 2);
+	void *owner;
+
+	(void)state;
+	assert_non_null(pp);
+	pol_prompts_quiet(pp, "s1", "pypi.org", 443, 100, 160);
+	assert_int_equal(pol_prompts_join(pp, "s1", "pypi.org", 443, 159,
+	    &owner), POL_PJ_QUIET);
+	/* only that chat, host and port */
+	assert_int_equal(pol_prompts_join(pp, "s2", "pypi.org", 443, 120,
+	    &owner), POL_PJ_NEW);
+	assert_int_equal(pol_prompts_join(pp, "s1", "pypi.org", 80, 120,
+	    &owner), POL_PJ_NEW);
+	/* the period ends */
+	assert_int_equal(pol_prompts_join(pp, "s1", "pypi.org", 443, 160,
+	    &owner), POL_PJ_NEW);
+	/* quiet wins over a pending prompt of the same place */
+	assert_int_equal(pol_prompts_add(pp, "s1", "pypi.org", 443, pp), 0);
+	pol_prompts_quiet(pp, "s1", "pypi.org", 443, 200, 260);
+	assert_int_equal(pol_prompts_join(pp, "s1", "pypi.org", 443, 210,
+	    &owner), POL_PJ_QUIET);
+	/* a second deny extends the period of the same entry */
+	pol_prompts_quiet(pp, "s1", "pypi.org", 443, 250, 400);
+	assert_int_equal(pol_prompts_join(pp, "s1", "pypi.org", 443, 300,
+	    &owner), POL_PJ_QUIET);
+	/* full (2 entries): a third place is not kept, so it asks again */
+	pol_prompts_quiet(pp, "s1", "a.org", 443, 300, 400);
+	pol_prompts_quiet(pp, "s1", "b.org", 443, 300, 400);
+	assert_int_equal(pol_prompts_join(pp, "s1", "b.org", 443, 310,
+	    &owner), POL_PJ_NEW);
+	/* expired entries make room */
+	pol_prompts_quiet(pp, "s1", "b.org", 443, 401, 500);
+	assert_int_equal(pol_prompts_join(pp, "s1", "b.org", 443, 450,
+	    &owner), POL_PJ_QUIET);
+	pol_prompts_free(pp);
+	/* no quiet table at all: a deny never silences */
+	pp = pol_prompts_new(1, 0);
+	assert_non_null(pp);
+	pol_prompts_quiet(pp, "s1", "pypi.org", 443, 100, 200);
+	assert_int_equal(pol_prompts_join(pp, "s1", "pypi.org", 443, 150,
+	    &owner), POL_PJ_NEW);
+	pol_prompts_free(pp);
+}
+
 int
 main(void)
 {
@@ -1210,6 +1352,9 @@ main(void)
 		    fixture_setup, fixture_teardown),
 		cmocka_unit_test(test_sessions),
 		cmocka_unit_test(test_default_registries),
+		cmocka_unit_test(test_answers),
+		cmocka_unit_test(test_prompts_coalesce_and_cap),
+		cmocka_unit_test(test_prompts_quiet),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,6 +2,8 @@
  * Unit tests of sluicectl's modules: the HTTP response parser and URL
  * splitter of ctl_http.c, the time prefixes and filters of ctl_log.c.
  */
+#include "sluice-config.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,5 +1,7 @@
 /* test_tproxy.c: transparent mode's pure parts: addresses from
  * SO_ORIGINAL_DST answers, targets from redirected requests. */
+#include "sluice-config.h"
+
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>

@@ -1,0 +1,418 @@
+/*
+ * state.c: the state file (ctl.h, ctl_state_load / ctl_state_save) and
+ * the ceilings the control API set, which the file keeps.
+ *
+ * The file holds what the API made (sessions, grants, ceilings) so that
+ * a restart restores it before sluiced reports ready; it is replaced by
+ * rename, so a crash leaves the old file or the new one, never half.
+ */
+#include "sluice-config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "proxy/daemon.h"
+#include "proxy/relay/relay.h"
+#include "proxy/control/ctl.h"
+#include "proxy/control/control-int.h"
+#include "proxy/lib/jsonstrict.h"
+
+/* Ceilings the API set; they win over the configuration file's. */
+json_t *ctl_api_ceiling;          /* {"tier": T|null, "tenants": {..}} */
+
+/* Far above what any state saves to; ctl_state_save refuses more, so
+ * that a file it writes is always one the next start can read. */
+#define CTL_STATE_MAX (64u << 20)
+
+static json_t *
+state_json(void)
+{
+	json_t *sessions = json_array();
+	struct px_session *s;
+
+	TAILQ_FOREACH(s, &px.sessions, entry) {
+		json_t *o;
+		char src[48];
+
+		if (s->from_config) {
+			/* the file declares these; only grants are ours */
+			if (pol_session_grant_count(s->pol) == 0)
+				continue;
+			o = json_pack("{s:s,s:b,s:o}", "id",
+			    pol_session_id(s->pol), "from_config", 1,
+			    "grants", ctl_grants_json(s->pol));
+			json_array_append_new(sessions, o);
+			continue;
+		}
+		o = json_pack("{s:s,s:s,s:s,s:s,s:o}",
+		    "id", pol_session_id(s->pol),
+		    "tenant", pol_session_tenant(s->pol),
+		    "user", pol_session_user(s->pol),
+		    "tier", pol_tier_name(pol_session_tier(s->pol)),
+		    "grants", ctl_grants_json(s->pol));
+		if (s->transport == PX_T_UNIX)
+			json_object_set_new(o, "socket",
+			    json_string(s->socket_path));
+		else if (s->transport == PX_T_TCP) {
+			pol_addr_format(&s->source, src, sizeof(src));
+			json_object_set_new(o, "source", json_string(src));
+		} else
+			json_object_set_new(o, "vsock_cid",
+			    json_integer(s->vsock_cid));
+		json_array_append_new(sessions, o);
+	}
+	return json_pack("{s:i,s:O,s:o}", "version", 1,
+	    "ceiling", ctl_api_ceiling ? ctl_api_ceiling : json_null(),
+	    "sessions", sessions);
+}
+
+void *
+ctl_json_state(void)
+{
+	return state_json();
+}
+
+static int
+fsync_dir(const char *path)
+{
+	char dir[PATH_MAX], *slash;
+	int fd, rc;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash == NULL)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	rc = fsync(fd);
+	close(fd);
+	return rc;
+}
+
+/* Write to a temporary file, fsync, rename over, fsync the directory:
+ * a crash leaves the old state or the new one, never half of either. */
+int
+ctl_state_save(struct ctl_err *e)
+{
+	const char *path = px.cfg->state_file;
+	char tmp[PATH_MAX];
+	json_t *j = state_json();
+	char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) :
+	    NULL;
+	size_t len, off = 0;
+	int fd = -1;
+
+	json_decref(j);
+	if (text == NULL)
+		return ctl_fail(e, CTL_INTERNAL, "out of memory");
+	len = strlen(text);
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp) ||
+	    util_mkdir_parent(path, 0750) != 0)
+		goto bad;
+	if (len + 1 > CTL_STATE_MAX) {
+		errno = EFBIG;
+		goto bad;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+	if (fd < 0)
+		goto bad;
+	while (off < len) {
+		ssize_t n = write(fd, text + off, len - off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			goto bad;
+		off += (size_t)n;
+	}
+	if (write(fd, "\n", 1) != 1 || fsync(fd) != 0 || close(fd) != 0) {
+		fd = -1;
+		goto bad;
+	}
+	fd = -1;
+	if (rename(tmp, path) != 0 || fsync_dir(path) != 0)
+		goto bad;
+	free(text);
+	return 0;
+bad:
+	ctl_fail(e, CTL_INTERNAL, "cannot save the state file %s: %s", path,
+	    strerror(errno));
+	px_log(PX_ERR, "%s: %s", __func__, e ? e->msg : "failed");
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	free(text);
+	return -1;
+}
+
+int
+ctl_apply_ceiling_json(json_t *c, char *err, size_t errlen)
+{
+	json_t *tier = json_object_get(c, "tier");
+	json_t *tenants = json_object_get(c, "tenants");
+	const char *name;
+	json_t *v;
+	enum pol_tier t;
+
+	if (tier != NULL && !json_is_null(tier)) {
+		if (!json_is_string(tier) ||
+		    pol_tier_parse(json_string_value(tier), &t) != 0) {
+			snprintf(err, errlen, "ceiling.tier: not a tier");
+			return -1;
+		}
+		pol_state_set_ceiling(px.state, t);
+	}
+	if (tenants != NULL && !json_is_object(tenants)) {
+		snprintf(err, errlen, "ceiling.tenants: expected an object");
+		return -1;
+	}
+	json_object_foreach(tenants, name, v) {
+		if (!json_is_string(v) ||
+		    pol_tier_parse(json_string_value(v), &t) != 0 ||
+		    pol_state_set_tenant_ceiling(px.state, name, t) != 0) {
+			snprintf(err, errlen, "ceiling.tenants.%s: not a tier",
+			    name);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int
+ctl_apply_file_ceilings(const struct cfg *c)
+{
+	const char *tenant;
+	enum pol_tier t;
+	size_t i;
+	int rc = 0;
+
+	/* forget tenant ceilings the file no longer names */
+	while (pol_state_tenant_at(px.state, 0, &tenant, &t) == 0) {
+		char name[128];
+
+		snprintf(name, sizeof(name), "%s", tenant);
+		if (pol_state_clear_tenant_ceiling(px.state, name) != 0)
+			break;   /* cannot happen: it was just listed */
+	}
+	pol_state_set_ceiling(px.state, c->ceiling);
+	for (i = 0; i < c->ntenants; i++)
+		if (pol_state_set_tenant_ceiling(px.state, c->tenants[i].name,
+		    c->tenants[i].ceiling) != 0)
+			rc = -1;
+	return rc;
+}
+
+void
+ctl_apply_api_ceilings(void)
+{
+	char err[128];
+
+	if (ctl_api_ceiling != NULL && ctl_apply_ceiling_json(ctl_api_ceiling, err,
+	    sizeof(err)) != 0)
+		px_log(PX_ERR, "%s: %s", __func__, err);
+}
+
+static int
+restore_grants(struct px_session *s, json_t *grants, char *err,
+    size_t errlen)
+{
+	size_t i;
+	json_t *g;
+
+	if (grants == NULL)
+		return 0;
+	if (!json_is_array(grants)) {
+		snprintf(err, errlen, "session %s: grants: expected an array",
+		    pol_session_id(s->pol));
+		return -1;
+	}
+	json_array_foreach(grants, i, g) {
+		json_t *h = json_object_get(g, "host");
+		json_int_t p = json_integer_value(json_object_get(g, "port"));
+		struct pol_target t;
+
+		if (!json_is_string(h) || p < 1 || p > 65535 ||
+		    ctl_grant_host(json_string_value(h), &t) != 0 ||
+		    pol_session_grant(s->pol, t.host, (uint16_t)p) != 0) {
+			snprintf(err, errlen, "session %s: grants[%zu]: bad "
+			    "grant", pol_session_id(s->pol), i);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int
+restore_session(json_t *o, size_t idx, char *err, size_t errlen)
+{
+	struct cfg_session cs;
+	struct px_session *s;
+	json_t *id = json_object_get(o, "id");
+	const char *tier;
+	char why[256];
+	int rc = -1;
+
+	memset(&cs, 0, sizeof(cs));
+	cs.vsock_cid = -1;
+	if (!json_is_string(id) || !pol_id_valid(json_string_value(id))) {
+		snprintf(err, errlen, "sessions[%zu]: bad id", idx);
+		return -1;
+	}
+	if (json_is_true(json_object_get(o, "from_config"))) {
+		/* grants of a session the configuration declares */
+		s = px_session_find(json_string_value(id));
+		if (s == NULL) {
+			px_log(PX_WARN, "%s: grants for %s dropped: the "
+			    "configuration no longer declares it", __func__,
+			    json_string_value(id));
+			return 0;
+		}
+		return restore_grants(s, json_object_get(o, "grants"), err,
+		    errlen);
+	}
+	cs.id = (char *)json_string_value(id);
+	cs.tenant = (char *)json_string_value(json_object_get(o, "tenant"));
+	cs.user = (char *)json_string_value(json_object_get(o, "user"));
+	tier = json_string_value(json_object_get(o, "tier"));
+	if (cs.tenant == NULL || cs.user == NULL || tier == NULL ||
+	    pol_tier_parse(tier, &cs.tier) != 0) {
+		snprintf(err, errlen, "sessions[%zu] (%s): tenant, user or "
+		    "tier missing or wrong", idx, cs.id);
+		return -1;
+	}
+	cs.socket = (char *)json_string_value(json_object_get(o, "socket"));
+	if (json_is_string(json_object_get(o, "source"))) {
+		const char *src = json_string_value(json_object_get(o,
+		    "source"));
+
+		if (pol_addr_parse(src, strlen(src), &cs.source_addr) != 0) {
+			snprintf(err, errlen, "sessions[%zu] (%s): bad source",
+			    idx, cs.id);
+			return -1;
+		}
+		cs.source = (char *)src;
+	}
+	if (json_is_integer(json_object_get(o, "vsock_cid")))
+		cs.vsock_cid = json_integer_value(json_object_get(o,
+		    "vsock_cid"));
+	if (px_session_find(cs.id) != NULL) {
+		snprintf(err, errlen, "sessions[%zu]: %s is also declared in "
+		    "the configuration", idx, cs.id);
+		return -1;
+	}
+	/* what an admin made: the default socket, or one under
+	 * listen.socket_prefixes */
+	s = px_session_create(&cs, PX_ORIGIN_ADMIN, NULL, why, sizeof(why));
+	if (s == NULL && cs.socket != NULL) {
+		/* an older sluiced's state, a prefix gone from the file, an
+		 * edited file: the session stays, on its default socket */
+		px_log(PX_WARN, "%s: session %s: %s; restored on its default "
+		    "socket instead", __func__, cs.id, why);
+		cs.socket = NULL;
+		s = px_session_create(&cs, PX_ORIGIN_ADMIN, NULL, why,
+		    sizeof(why));
+	}
+	if (s == NULL) {
+		snprintf(err, errlen, "sessions[%zu] (%s): %s", idx, cs.id, why);
+		return -1;
+	}
+	rc = restore_grants(s, json_object_get(o, "grants"), err, errlen);
+	return rc;
+}
+
+/* j: the state document (consumed), or NULL with je saying why. */
+static int
+state_restore(json_t *j, const json_error_t *je, const char *path,
+    char *err, size_t errlen)
+{
+	json_t *sessions, *o;
+	size_t i;
+
+	if (j == NULL) {
+		if (je->line > 0)
+			snprintf(err, errlen, "%s:%d:%d: %s", path, je->line,
+			    je->column, je->text);
+		else
+			snprintf(err, errlen, "%s: %s", path, je->text);
+		return -1;
+	}
+	if (!json_is_object(j)) {
+		snprintf(err, errlen, "%s: not a JSON object", path);
+		goto bad;
+	}
+	if (json_integer_value(json_object_get(j, "version")) != 1) {
+		snprintf(err, errlen, "%s: unknown state version", path);
+		goto bad;
+	}
+	/* the ceilings are what the document says, nothing older */
+	json_decref(ctl_api_ceiling);
+	ctl_api_ceiling = NULL;
+	o = json_object_get(j, "ceiling");
+	if (o != NULL && !json_is_null(o)) {
+		char why[256];
+
+		if (!json_is_object(o) || ctl_apply_ceiling_json(o, why,
+		    sizeof(why)) != 0) {
+			snprintf(err, errlen, "%s: %s", path, json_is_object(o) ?
+			    why : "ceiling: expected an object or null");
+			goto bad;
+		}
+		ctl_api_ceiling = json_incref(o);
+	}
+	sessions = json_object_get(j, "sessions");
+	if (sessions != NULL && !json_is_array(sessions)) {
+		snprintf(err, errlen, "%s: sessions: expected an array", path);
+		goto bad;
+	}
+	json_array_foreach(sessions, i, o) {
+		char why[300];
+
+		if (!json_is_object(o) || restore_session(o, i, why,
+		    sizeof(why)) != 0) {
+			snprintf(err, errlen, "%s: %s", path,
+			    json_is_object(o) ? why : "not an object");
+			goto bad;
+		}
+	}
+	json_decref(j);
+	return 0;
+bad:
+	json_decref(j);
+	return -1;
+}
+
+int
+ctl_state_load(const char *path, char *err, size_t errlen)
+{
+	json_error_t je;
+	json_t *j;
+
+	if (access(path, F_OK) != 0 && errno == ENOENT)
+		return 0;   /* first start */
+	/* as strict as every JSON text sluiced reads (jsonstrict.h) */
+	j = jsonstrict_load_file(path, CTL_STATE_MAX, &je);
+	return state_restore(j, &je, path, err, errlen);
+}
+
+int
+ctl_state_restore(const char *text, size_t len, const char *name,
+    char *err, size_t errlen)
+{
+	json_error_t je;
+
+	return state_restore(jsonstrict_load(text, len, &je), &je, name, err,
+	    errlen);
+}

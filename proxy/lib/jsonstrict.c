@@ -1,0 +1,125 @@
+/*
+ * jsonstrict.c: strict JSON reading (jsonstrict.h).
+ *
+ * JSON_REJECT_DUPLICATES refuses a key given twice; leaving out
+ * JSON_DISABLE_EOF_CHECK makes jansson refuse anything but white space
+ * after the value, and leaving out JSON_ALLOW_NUL refuses \u0000.  A NUL
+ * byte is looked for here first, whatever the jansson version does with
+ * one: it is where a C-string reader of the same bytes would stop.
+ */
+#include "sluice-config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "proxy/lib/jsonstrict.h"
+
+static void
+error_set(json_error_t *err, const char *source, int line, int column,
+    size_t position, const char *text)
+{
+	if (err == NULL)
+		return;
+	memset(err, 0, sizeof(*err));
+	err->line = line;
+	err->column = column;
+	err->position = (int)position;
+	snprintf(err->source, sizeof(err->source), "%s", source);
+	snprintf(err->text, sizeof(err->text), "%s", text);
+}
+
+json_t *
+jsonstrict_load(const char *buf, size_t len, json_error_t *err)
+{
+	const char *nul = len > 0 ? memchr(buf, '\0', len) : NULL;
+	const char *p;
+	int line = 1, column = 0;
+
+	if (nul == NULL)
+		return json_loadb(len > 0 ? buf : "", len,
+		    JSON_REJECT_DUPLICATES, err);
+	/* where it is, counted as jansson counts (column in bytes) */
+	for (p = buf; p < nul; p++) {
+		if (*p == '\n') {
+			line++;
+			column = 0;
+		} else {
+			column++;
+		}
+	}
+	error_set(err, "<buffer>", line, column + 1, (size_t)(nul - buf),
+	    "NUL byte in the text");
+	return NULL;
+}
+
+json_t *
+jsonstrict_load_file(const char *path, size_t max, json_error_t *err)
+{
+	char msg[160], *buf = NULL, *nb;
+	struct stat st;
+	size_t len = 0, cap;
+	ssize_t r;
+	json_t *j = NULL;
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		snprintf(msg, sizeof(msg), "cannot open: %s", strerror(errno));
+		goto fail;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		snprintf(msg, sizeof(msg), "not a regular file");
+		goto fail;
+	}
+	if ((size_t)st.st_size > max) {
+		snprintf(msg, sizeof(msg), "larger than %zu bytes", max);
+		goto fail;
+	}
+	/* the size fstat gave is a hint: read to the end, at most max + 1 */
+	cap = ((size_t)st.st_size < max ? (size_t)st.st_size : max) + 1;
+	if ((buf = malloc(cap)) == NULL)
+		goto oom;
+	for (;;) {
+		if (len == cap) {
+			if (cap > max)
+				break;
+			cap = cap <= max / 2 ? cap * 2 : max + 1;
+			if ((nb = realloc(buf, cap)) == NULL)
+				goto oom;
+			buf = nb;
+		}
+		r = read(fd, buf + len, cap - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			snprintf(msg, sizeof(msg), "read: %s", strerror(errno));
+			goto fail;
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
+	}
+	if (len > max) {
+		snprintf(msg, sizeof(msg), "larger than %zu bytes", max);
+		goto fail;
+	}
+	close(fd);
+	j = jsonstrict_load(buf, len, err);
+	if (j == NULL && err != NULL)
+		snprintf(err->source, sizeof(err->source), "%s", path);
+	free(buf);
+	return j;
+fail:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	error_set(err, path, -1, -1, 0, msg);
+	return NULL;
+oom:
+	snprintf(msg, sizeof(msg), "out of memory");
+	goto fail;
+}

@@ -1,0 +1,34 @@
+/*
+ * jsonstrict.h: the one way sluice's programs read a JSON text.
+ *
+ * jansson's defaults leave room for two readers of the same bytes to see
+ * different documents: json_loads stops at a NUL byte and takes what came
+ * before it, and a key given twice keeps its last value.  A gateway in
+ * front of a webhook receiver, or any tool that reads the state file,
+ * could then act on another decision than sluiced.  Every JSON text that
+ * sluiced, sluicectl and sluice-run read goes through here: webhook
+ * answers, control API bodies and answers, the configuration, the state
+ * file, connection log records, sluice-run's files.
+ *
+ * The rules: exactly one JSON object or array (the callers say which),
+ * nothing after it but white space, no key twice in any object, no NUL
+ * byte anywhere in the text and no \u0000 in a string (strings stay C
+ * strings), valid UTF-8.
+ */
+#ifndef SLUICE_JSONSTRICT_H
+#define SLUICE_JSONSTRICT_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+/* buf[0..len) under the rules above; NULL with err filled (line, column,
+ * position and text as jansson gives them) when it breaks one. */
+json_t *jsonstrict_load(const char *buf, size_t len, json_error_t *err);
+
+/* A regular file of at most max bytes, read whole, then as above.  For a
+ * file that cannot be read err has line -1 and the reason in its text. */
+json_t *jsonstrict_load_file(const char *path, size_t max,
+    json_error_t *err);
+
+#endif /* SLUICE_JSONSTRICT_H */

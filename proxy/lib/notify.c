@@ -1,0 +1,48 @@
+/*
+ * notify.c: px_notify (notify.h).
+ */
+#include "sluice-config.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "proxy/lib/notify.h"
+
+int
+px_notify(const char *state)
+{
+	const char *path = getenv("NOTIFY_SOCKET");
+	struct sockaddr_un sun;
+	socklen_t len;
+	size_t n;
+	ssize_t w;
+	int fd, saved;
+
+	if (path == NULL || path[0] == '\0')
+		return 0;
+	n = strlen(path);
+	if ((path[0] != '/' && path[0] != '@') || n >= sizeof(sun.sun_path)) {
+		errno = EINVAL;
+		return -1;
+	}
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	memcpy(sun.sun_path, path, n);
+	if (path[0] == '@')
+		sun.sun_path[0] = '\0';   /* abstract namespace */
+	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	w = sendto(fd, state, strlen(state), MSG_NOSIGNAL,
+	    (struct sockaddr *)&sun, len);
+	saved = errno;
+	close(fd);
+	errno = saved;
+	return w == (ssize_t)strlen(state) ? 1 : -1;
+}
