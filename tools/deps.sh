@@ -10,3 +10,7 @@ apt-get install -y -qq --no-install-recommends \
 	curl python3 python3-pip openssl mandoc procps iproute2 nftables \
 	ca-certificates util-linux runsc systemd dpkg-dev python3-pytest \
 	>/dev/null
+# Node 18+ for the JavaScript SDK's tests: Debian's, unless a newer one
+# (with its own npm) is installed already.
+command -v node >/dev/null 2>&1 ||
+	apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null

@@ -34,7 +34,7 @@ def test_exec_timeout_cap_binary(sandbox):
     r = sandbox.exec("head -c 5000 /dev/zero | tr '\\0' x", output_cap=100)
     assert r.stdout_truncated and len(r.stdout) == 100
     r = sandbox.exec(["printf", "\\377\\000ok"], binary=True)
-    assert r.stdout_bytes == b"\xff\x00ok"
+    assert r.stdout_raw == b"\xff\x00ok"
     assert r.stdout == "\ufffd\x00ok"
     r = sandbox.exec(["printf", "\\377ok"])
     assert r.stdout == "\ufffdok"
@@ -74,7 +74,7 @@ def test_stream(sandbox):
         0, "one\nthree\n", "two\n")
     # binary, and an error before the stream starts
     items = list(sandbox.stream(["printf", "\\377"], binary=True))
-    assert items[0].data_bytes == b"\xff" and items[-1].stdout_bytes == b"\xff"
+    assert items[0].data_raw == b"\xff" and items[-1].stdout_raw == b"\xff"
     with pytest.raises(sluice.BadRequestError):
         list(sandbox.stream(["true"], timeout_s=100000))
 

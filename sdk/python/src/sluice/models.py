@@ -98,7 +98,7 @@ class ExecResult:
     """How a command ended, with its output.
 
     ``stdout``/``stderr`` are text (invalid UTF-8 shows as U+FFFD); with
-    ``binary=True`` the exact bytes are in ``stdout_bytes``/``stderr_bytes``.
+    ``binary=True`` the exact bytes are in ``stdout_raw``/``stderr_raw``.
     A signal death is ``exit_code`` 128+N with ``signal`` N.
     """
 
@@ -113,8 +113,8 @@ class ExecResult:
     stderr: str
     stdout_truncated: bool
     stderr_truncated: bool
-    stdout_bytes: bytes = field(repr=False)
-    stderr_bytes: bytes = field(repr=False)
+    stdout_raw: bytes = field(repr=False)
+    stderr_raw: bytes = field(repr=False)
     raw: Mapping[str, Any] = field(repr=False, compare=False)
 
     @property
@@ -148,17 +148,17 @@ class ExecResult:
                    stdout=so, stderr=se,
                    stdout_truncated=_b(d.get("stdout_truncated")),
                    stderr_truncated=_b(d.get("stderr_truncated")),
-                   stdout_bytes=sob, stderr_bytes=seb, raw=dict(d))
+                   stdout_raw=sob, stderr_raw=seb, raw=dict(d))
 
 
 @dataclass(frozen=True)
 class StreamChunk:
     """Output of a streamed command as it came: ``stream`` is ``"stdout"``
-    or ``"stderr"``, ``data`` its text (``data_bytes`` the bytes)."""
+    or ``"stderr"``, ``data`` its text (``data_raw`` the bytes)."""
 
     stream: Literal["stdout", "stderr"]
     data: str
-    data_bytes: bytes = field(repr=False)
+    data_raw: bytes = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -170,7 +170,7 @@ class OutputChunk:
     offset: int
     next: int
     data: str
-    data_bytes: bytes = field(repr=False)
+    data_raw: bytes = field(repr=False)
 
     @classmethod
     def from_json(cls, d: Any, base64_: bool = False) -> "OutputChunk":
@@ -181,7 +181,7 @@ class OutputChunk:
         return cls(offset=_i(d.get("offset")) or 0,
                    next=_i(d.get("next")) or 0,
                    data=raw.decode("utf-8", "replace") if base64_ else v,
-                   data_bytes=raw)
+                   data_raw=raw)
 
 
 @dataclass(frozen=True)
