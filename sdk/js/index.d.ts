@@ -358,4 +358,4 @@ export class BrokerClient {
   events(options?: StreamOptions): EventStream;
 }
 
-export * as webhook from './webhook';
+export * as webhook from './webhook.js';
