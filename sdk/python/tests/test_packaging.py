@@ -47,3 +47,19 @@ def test_wheel_and_offline_install(tmp_path):
                        capture_output=True, text=True,
                        env={"PYTHONPATH": str(target), "PATH": "/usr/bin"})
     assert r.stdout.startswith("0.1.0 " + str(target)), r.stdout + r.stderr
+
+
+def test_types_strict(tmp_path):
+    """The package's annotations hold under mypy --strict (Debian:
+    python3-mypy)."""
+    r = subprocess.run([sys.executable, "-c", "import mypy"],
+                       capture_output=True)
+    if r.returncode != 0:
+        pytest.skip("no mypy for %s (apt-get install python3-mypy)" %
+                    sys.executable)
+    r = subprocess.run([sys.executable, "-m", "mypy", "--strict",
+                        "--python-version", "3.11", "--cache-dir",
+                        str(tmp_path / "cache"),
+                        os.path.join(HERE, "src", "sluice")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -374,5 +374,5 @@ def b_events() -> Call[None]:
                 headers={"Accept": "text/event-stream"})
 
 
-def prompt_of(d: Mapping[str, Any], answer: Any) -> Prompt:
+def prompt_of(d: dict[str, Any], answer: Any) -> Prompt:
     return Prompt.from_json(d, answer)

@@ -315,7 +315,8 @@ class Stream:
     def __init__(self, t: Transport, c: http.client.HTTPConnection,
                  resp: http.client.HTTPResponse,
                  sock: Optional[socket.socket]) -> None:
-        self._t, self._c, self._resp, self._sock = t, c, resp, sock
+        self._t, self._resp, self._sock = t, resp, sock
+        self._c: Optional[http.client.HTTPConnection] = c
         self.status = resp.status
         self.headers = resp.getheaders()
 

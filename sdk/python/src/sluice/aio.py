@@ -7,7 +7,8 @@ import asyncio
 import random
 import ssl
 import time
-from typing import Any, AsyncIterator, Mapping, Optional, Sequence, Union
+from typing import (Any, AsyncGenerator, AsyncIterator, Mapping, Optional,
+                    Sequence, Union)
 
 from . import _calls as C
 from ._http import AsyncTransport, Body, SSEParser, as_bytes
@@ -327,7 +328,7 @@ class AsyncEventStream:
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
 
-    async def _run(self) -> AsyncIterator[Event]:
+    async def _run(self) -> AsyncGenerator[Event, None]:
         fails = 0
         delay = 0.1
         while not self._closed:
@@ -389,7 +390,7 @@ class AsyncPromptWatch:
         return ((self._session is None or p.session == self._session) and
                 p.state == "pending" and self._seen.add(p.id))
 
-    async def _run(self) -> AsyncIterator[Prompt]:
+    async def _run(self) -> AsyncGenerator[Prompt, None]:
         async for e in self.events:
             if e.type == "connected" and e.id is None:
                 for p in (await self._b.prompts.list()

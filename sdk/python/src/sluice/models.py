@@ -32,6 +32,14 @@ def _b(v: Any) -> bool:
     return v is True
 
 
+def _o(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _l(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else []
+
+
 @dataclass(frozen=True)
 class Limits:
     """A sandbox's limits (see sluice-execd(8)); None where not given."""
@@ -77,9 +85,9 @@ class SandboxInfo:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "SandboxInfo":
-        net = d.get("network") if isinstance(d.get("network"), dict) else {}
-        lim = d.get("limits") if isinstance(d.get("limits"), dict) else {}
-        use = d.get("usage") if isinstance(d.get("usage"), dict) else {}
+        net = _o(d.get("network"))
+        lim = _o(d.get("limits"))
+        use = _o(d.get("usage"))
         return cls(id=_s(d.get("id")) or "", tenant=_s(d.get("tenant")) or "",
                    user=_s(d.get("user")) or "",
                    state=_s(d.get("state")) or "",
@@ -209,7 +217,7 @@ class CommandStatus:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "CommandStatus":
-        argv = d.get("argv") if isinstance(d.get("argv"), list) else []
+        argv = _l(d.get("argv"))
         return cls(id=_s(d.get("id")) or "", status=_s(d.get("status")) or "",
                    background=_b(d.get("background")),
                    argv=[a for a in argv if isinstance(a, str)],
@@ -269,7 +277,7 @@ class Listing(list[FileEntry]):
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Listing":
-        ents = d.get("entries") if isinstance(d.get("entries"), list) else []
+        ents = _l(d.get("entries"))
         return cls([FileEntry.from_json(e) for e in ents
                     if isinstance(e, dict)], _s(d.get("path")) or "",
                    _b(d.get("truncated")))
@@ -293,9 +301,9 @@ class Health:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Health":
-        bk = d.get("backends") if isinstance(d.get("backends"), list) else []
-        br = d.get("broker") if isinstance(d.get("broker"), dict) else {}
-        cap = d.get("capacity") if isinstance(d.get("capacity"), dict) else {}
+        bk = _l(d.get("backends"))
+        br = _o(d.get("broker"))
+        cap = _o(d.get("capacity"))
         return cls(ok=_b(d.get("ok")), version=_s(d.get("version")) or "",
                    default_backend=_s(d.get("default_backend")) or "",
                    backends=[b for b in bk if isinstance(b, dict)],
@@ -344,8 +352,8 @@ class BrokerSession:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "BrokerSession":
-        gr = d.get("grants") if isinstance(d.get("grants"), list) else []
-        co = d.get("counters") if isinstance(d.get("counters"), dict) else {}
+        gr = _l(d.get("grants"))
+        co = _o(d.get("counters"))
         return cls(id=_s(d.get("id")) or "", tenant=_s(d.get("tenant")) or "",
                    user=_s(d.get("user")) or "", tier=_s(d.get("tier")) or "",
                    ceiling=_s(d.get("ceiling")) or "",
@@ -372,7 +380,7 @@ class Ceiling:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Ceiling":
-        t = d.get("tenants") if isinstance(d.get("tenants"), dict) else {}
+        t = _o(d.get("tenants"))
         return cls(tier=_s(d.get("tier")) or "",
                    tenants={k: v for k, v in t.items() if isinstance(v, str)},
                    source=_s(d.get("source")) or "",
