@@ -42,6 +42,8 @@ def node_test_suite(env):
     argv = [node, "--test", "--test-reporter=tap"]
     if os.environ.get("SLUICE_SDK_K"):      # a subset, by name pattern
         argv += ["--test-name-pattern", os.environ["SLUICE_SDK_K"]]
+    if os.environ.get("SLUICE_SDK_S"):      # show what the examples print
+        e["SLUICE_SDK_S"] = "1"
     rc, out = sdklib.run_runner(env, argv + tests, e, home, tree)
 
     def count(name):

@@ -46,6 +46,8 @@ def pytest_suite(env):
             "--junitxml", junit, os.path.join(tree, "tests")]
     if os.environ.get("SLUICE_SDK_K"):      # a subset, by pytest -k
         argv += ["-k", os.environ["SLUICE_SDK_K"]]
+    if os.environ.get("SLUICE_SDK_S"):      # show what the tests print
+        argv += ["-s"]
     rc, _ = sdklib.run_runner(env, argv, e, home, tree)
     n = f = s = 0
     if os.path.exists(junit):
