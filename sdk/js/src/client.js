@@ -71,7 +71,7 @@ export function doctorOf(h, err) {
   const d = h.backends.find((b) => b.name === h.defaultBackend);
   if (d && !d.ok) p.push(`the default backend ${h.defaultBackend} cannot run here: ${d.reason}`);
   if (!h.broker.ok) {
-    p.push(`sluiced does not answer sluice-execd on its control socket (${h.broker.error || h.broker.socket || '?'}): sandboxes cannot be created`);
+    p.push(`sluiced does not answer sluice-execd on its control socket (${h.broker.reason || h.broker.socket || '?'}): sandboxes cannot be created`);
   }
   const sb = h.capacity.sandboxes;
   if (sb && sb.left === 0) p.push(`no sandbox left: the host's ${sb.limit} are in use (quotas.sandboxes)`);

@@ -50,7 +50,7 @@ def doctor_of(h: Optional[Health], err: Optional[BaseException]) -> Doctor:
     if not h.broker.get("ok"):
         p.append("sluiced does not answer sluice-execd on its control "
                  "socket (%s): sandboxes cannot be created" %
-                 (h.broker.get("error") or h.broker.get("socket") or "?"))
+                 (h.broker.get("reason") or h.broker.get("socket") or "?"))
     sb = h.capacity.get("sandboxes")
     if isinstance(sb, dict) and sb.get("left") == 0:
         p.append("no sandbox left: the host's %s are in use (quotas."
