@@ -47,7 +47,11 @@ export function installCmd(packages, manager, indexUrl, args) {
     // Debian's Python is externally managed (PEP 668): the user's site
     const c = ['python3', '-m', 'pip', 'install', '--user', '--break-system-packages',
       '--disable-pip-version-check', '--no-input', '--progress-bar', 'off'];
-    if (indexUrl) c.push('--index-url', indexUrl);
+    if (indexUrl) {
+      c.push('--index-url', indexUrl);
+      // a plain-HTTP index the app chose (a local mirror): pip wants it trusted
+      if (indexUrl.startsWith('http://')) c.push('--trusted-host', new URL(indexUrl).hostname);
+    }
     return [...c, ...args, '--', ...pk];
   }
   if (manager === 'npm') {

@@ -31,6 +31,13 @@ def test_quickstart():
     assert out[-1].startswith("ExecResult(id='c") and "exit_code=0" in out[-1]
 
 
+def test_app():
+    out = example("app.py").splitlines()
+    assert out[:2] == ["42", "b'some content' ['data.txt']"]
+    assert out[2].startswith("sbx-") and " wants GET web.test:" in out[2]
+    assert out[3] == "hello from web.test"
+
+
 def test_async_chat():
     out = example("async_chat.py")
     assert "server answers 200" in out and "prompt: GET web.test:" in out

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shlex
+import urllib.parse
 from typing import Any, Mapping, Optional, Sequence, Union
 
 from ._http import Call, Response, json_call, q, query
@@ -95,6 +96,11 @@ def install_cmd(packages: Sequence[str], manager: str,
                "--no-input", "--progress-bar", "off"]
         if index_url:
             cmd += ["--index-url", index_url]
+            host = urllib.parse.urlsplit(index_url).hostname
+            if index_url.startswith("http://") and host:
+                # a plain-HTTP index the app chose (a local mirror): pip
+                # wants it named as trusted
+                cmd += ["--trusted-host", host]
         return cmd + list(args) + ["--"] + pk
     if manager == "npm":
         cmd = ["npm", "install", "--no-audit", "--no-fund"]
