@@ -307,6 +307,8 @@ export class EventStream implements AsyncIterableIterator<Event> {
   next(): Promise<IteratorResult<Event>>;
   return(): Promise<IteratorResult<Event>>;
   [Symbol.asyncIterator](): EventStream;
+  /** open the stream now (an approver from here on) */
+  connect(): Promise<EventStream>;
   close(): void;
 }
 
@@ -315,6 +317,8 @@ export class PromptWatch implements AsyncIterableIterator<Prompt> {
   next(): Promise<IteratorResult<Prompt>>;
   return(): Promise<IteratorResult<Prompt>>;
   [Symbol.asyncIterator](): PromptWatch;
+  /** open the stream now: an approver from here on, so start what may ask after */
+  connect(): Promise<PromptWatch>;
   close(): void;
 }
 

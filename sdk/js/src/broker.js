@@ -29,9 +29,25 @@ export class EventStream {
     this._idle = idleTimeoutMs;
     this._markers = markers;
     this._stream = null;
+    this._pre = null;
     this._closed = false;
     this.connects = 0;
     this._it = this._run();
+  }
+
+  async _open() {
+    const extra = this.lastEventId != null ? { 'Last-Event-ID': String(this.lastEventId) } : {};
+    const s = await this._t.open({ method: 'GET', path: '/v1/events', parse: () => null,
+      body: null, ctype: null, headers: { Accept: 'text/event-stream' }, sandbox: false }, extra, this._idle);
+    this.connects++;
+    return s;
+  }
+
+  /** Open the stream now rather than at the first next(): from here on
+   * the client counts as an approver. */
+  async connect() {
+    if (!this._stream && !this._pre && !this._closed) this._pre = await this._open();
+    return this;
   }
 
   [Symbol.asyncIterator]() { return this; }
@@ -44,18 +60,16 @@ export class EventStream {
   close() {
     this._closed = true;
     if (this._stream) this._stream.close();
+    if (this._pre) this._pre.close();
   }
 
   async *_run() {
     let fails = 0;
     let delay = 100;
     while (!this._closed) {
-      const extra = this.lastEventId != null ? { 'Last-Event-ID': String(this.lastEventId) } : {};
       try {
-        this._stream = await this._t.open({ method: 'GET', path: '/v1/events', parse: () => null,
-          body: null, ctype: null, headers: { Accept: 'text/event-stream' }, sandbox: false }, extra, this._idle);
+        if (this._pre) { this._stream = this._pre; this._pre = null; } else this._stream = await this._open();
         if (this._closed) { this._stream.close(); return; }
-        this.connects++;
         fails = 0; delay = 100;
         if (this._markers) yield { id: null, type: 'connected', data: { connects: this.connects } };
         const parser = new SSEParser();
@@ -124,6 +138,10 @@ export class PromptWatch {
   next() { return this._it.next(); }
 
   return() { this.close(); return this._it.return(); }
+
+  /** Open the stream now: from here on the app is an approver (a prompt
+   * raised with none is refused at once), so start what may ask after. */
+  async connect() { await this.events.connect(); return this; }
 
   close() { this.events.close(); }
 }

@@ -140,3 +140,15 @@ test('webhook: sluiced signs, verify() checks', { skip }, async () => {
     await new Promise((r) => srv.close(r));
   }
 });
+
+test('connect() makes the watch an approver before its first prompt', { skip }, async () => {
+  const b = new S.BrokerClient(BROKER);
+  const before = (await b.health()).approvers;
+  const w = b.prompts.watch();
+  assert.equal((await b.health()).approvers, before);
+  assert.equal(await w.connect(), w);
+  assert.equal(w.events.connects, 1);
+  assert.equal((await b.health()).approvers, before + 1);
+  w.close();
+  await waitFor(async () => (await b.health()).approvers === before, 10000, 'the close');
+});

@@ -12,11 +12,12 @@ try:
     sb.install(["sluicedemo"], index_url=os.environ.get("PIP_INDEX"))
     sb.write("data.txt", b"some content")
     print(sb.read("data.txt"), sb.list("*.txt").paths)
-    fetch = sb.start(["curl", "-sS", os.environ["WEB_URL"]])  # asks the app
-    for prompt in client.broker.prompts.watch(session=sb.id):
-        print(prompt.session, "wants", prompt.method, prompt.target)
-        prompt.allow_once()                  # or allow_chat(), deny()
-        break
+    with client.broker.prompts.watch(session=sb.id) as prompts:  # approver
+        fetch = sb.start(["curl", "-sS", os.environ["WEB_URL"]])   # asks
+        for prompt in prompts:
+            print(prompt.session, "wants", prompt.method, prompt.target)
+            prompt.allow_once()              # or allow_chat(), deny()
+            break
     fetch.wait()
     print(fetch.output().stdout.data, end="")
 finally:

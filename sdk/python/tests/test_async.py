@@ -129,19 +129,17 @@ def test_async_prompts():
                 await b.grants.list(sb.id)
             # sessions and events
             sid = uid("as")
-            ev = b.events()
+            before = (await b.health())["approvers"]
+            ev = await b.events().connect()     # open now: nothing is missed
+            assert (await b.health())["approvers"] == before + 1
 
             async def created():
                 async for e in ev:
                     if e.type == "session" and e.data["session"]["id"] == sid:
                         return e
-            task = asyncio.ensure_future(created())
-            for _ in range(200):        # the stream connects on first read
-                if ev.connects:
-                    break
-                await asyncio.sleep(0.05)
             s = await b.sessions.create(sid, "acme", "bob", "off")
             assert s.tier == "off"
+            task = asyncio.ensure_future(created())
             e = await asyncio.wait_for(task, 20)
             assert e.data["action"] == "create" and ev.last_event_id == e.id
             await ev.aclose()

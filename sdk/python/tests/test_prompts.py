@@ -251,3 +251,17 @@ def test_webhook_verify(make, client, hook):
                                  now=late)
     rec = client.broker.prompts.get(json.loads(body)["id"])
     assert rec.state == "allow_once"
+
+
+def test_connect_makes_an_approver(client):
+    b = client.broker
+    before = b.health()["approvers"]
+    w = b.prompts.watch()
+    assert b.health()["approvers"] == before          # lazy
+    with w:                                           # connects
+        assert w.events.connects == 1
+        assert b.health()["approvers"] == before + 1
+    wait_for(lambda: b.health()["approvers"] == before, 10, "the close")
+    ev = b.events().connect()
+    assert b.health()["approvers"] == before + 1
+    ev.close()

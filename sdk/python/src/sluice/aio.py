@@ -306,6 +306,7 @@ class AsyncEventStream:
         self._idle = idle_timeout
         self._markers = markers
         self._stream: Any = None
+        self._pre: Any = None
         self._closed = False
         self.connects = 0
         self._it = self._run()
@@ -316,14 +317,29 @@ class AsyncEventStream:
     async def __anext__(self) -> Event:
         return await self._it.__anext__()
 
+    async def _open(self) -> Any:
+        extra = {}
+        if self.last_event_id is not None:
+            extra["Last-Event-ID"] = str(self.last_event_id)
+        s = await self._t.open(C.b_events(), extra, self._idle)
+        self.connects += 1
+        return s
+
+    async def connect(self) -> "AsyncEventStream":
+        """Open the stream now (see :meth:`sluice.EventStream.connect`)."""
+        if self._stream is None and self._pre is None and not self._closed:
+            self._pre = await self._open()
+        return self
+
     async def aclose(self) -> None:
         self._closed = True
-        if self._stream is not None:
-            self._stream.close()
+        for s in (self._stream, self._pre):
+            if s is not None:
+                s.close()
         await self._it.aclose()
 
     async def __aenter__(self) -> "AsyncEventStream":
-        return self
+        return await self.connect()
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
@@ -332,13 +348,11 @@ class AsyncEventStream:
         fails = 0
         delay = 0.1
         while not self._closed:
-            extra = {}
-            if self.last_event_id is not None:
-                extra["Last-Event-ID"] = str(self.last_event_id)
             try:
-                self._stream = await self._t.open(C.b_events(), extra,
-                                                  self._idle)
-                self.connects += 1
+                if self._pre is not None:
+                    self._stream, self._pre = self._pre, None
+                else:
+                    self._stream = await self._open()
                 fails, delay = 0, 0.1
                 if self._markers:
                     yield Event(None, "connected", {"connects": self.connects})
@@ -408,12 +422,18 @@ class AsyncPromptWatch:
     async def __anext__(self) -> Prompt:
         return await self._it.__anext__()
 
+    async def connect(self) -> "AsyncPromptWatch":
+        """Open the stream now: from here on the app is an approver
+        (``async with ... watch() as w`` does it)."""
+        await self.events.connect()
+        return self
+
     async def aclose(self) -> None:
         await self.events.aclose()
         await self._it.aclose()
 
     async def __aenter__(self) -> "AsyncPromptWatch":
-        return self
+        return await self.connect()
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()

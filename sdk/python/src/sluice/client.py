@@ -436,6 +436,7 @@ class EventStream:
         self._idle = idle_timeout
         self._markers = markers
         self._stream: Any = None
+        self._pre: Any = None
         self._closed = False
         self.connects = 0
         self._it = self._run()
@@ -446,15 +447,31 @@ class EventStream:
     def __next__(self) -> Event:
         return next(self._it)
 
+    def _open(self) -> Any:
+        extra = {}
+        if self.last_event_id is not None:
+            extra["Last-Event-ID"] = str(self.last_event_id)
+        s = self._t.open(C.b_events(), extra, self._idle)
+        self.connects += 1
+        return s
+
+    def connect(self) -> "EventStream":
+        """Open the stream now rather than at the first ``next()``: from
+        here on the client counts as an approver, and what happens is
+        kept for the iteration."""
+        if self._stream is None and self._pre is None and not self._closed:
+            self._pre = self._open()
+        return self
+
     def close(self) -> None:
         """Stop: the iteration ends (also from another thread)."""
         self._closed = True
-        s = self._stream
-        if s is not None:
-            s.close()
+        for s in (self._stream, self._pre):
+            if s is not None:
+                s.close()
 
     def __enter__(self) -> "EventStream":
-        return self
+        return self.connect()
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
@@ -463,12 +480,11 @@ class EventStream:
         fails = 0
         delay = 0.1
         while not self._closed:
-            extra = {}
-            if self.last_event_id is not None:
-                extra["Last-Event-ID"] = str(self.last_event_id)
             try:
-                self._stream = self._t.open(C.b_events(), extra, self._idle)
-                self.connects += 1
+                if self._pre is not None:
+                    self._stream, self._pre = self._pre, None
+                else:
+                    self._stream = self._open()
                 fails, delay = 0, 0.1
                 if self._markers:
                     yield Event(None, "connected", {"connects": self.connects})
@@ -545,11 +561,18 @@ class PromptWatch:
     def __next__(self) -> Prompt:
         return next(self._it)
 
+    def connect(self) -> "PromptWatch":
+        """Open the stream now: from here on the app counts as an
+        approver (a prompt raised with none is refused at once), so start
+        what may ask after this.  ``with ... watch() as w`` does it."""
+        self.events.connect()
+        return self
+
     def close(self) -> None:
         self.events.close()
 
     def __enter__(self) -> "PromptWatch":
-        return self
+        return self.connect()
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
