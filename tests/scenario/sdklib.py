@@ -192,8 +192,10 @@ class Execd:
                                                  self.stderr()))
 
 
-def world(env):
-    """Start everything; returns the SLUICE_TEST_* environment."""
+def world(env, uid_base):
+    """Start everything; returns the SLUICE_TEST_* environment.  uid_base
+    keeps this executor's sandbox uids apart from those of another one
+    that make -j may run at the same time."""
     preflight()
     os.chmod(os.path.dirname(env.dir), 0o711)
     os.chmod(env.dir, 0o711)
@@ -252,6 +254,7 @@ def world(env):
         "control_socket": ctl,
         "shim": SHIM,
         "tier": "registries",
+        "uid_base": uid_base, "slots": 64,
         "socket": {"group": str(G_SOCK), "mode": "0660"},
         "roles": {"app": {"groups": [G_APP]},
                   "auditor": {"groups": [G_AUD]}},

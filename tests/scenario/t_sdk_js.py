@@ -33,7 +33,7 @@ def find_node():
 def node_test_suite(env):
     sdklib.preflight()
     node = find_node()
-    d, x, e, home = sdklib.world(env)
+    d, x, e, home = sdklib.world(env, 1310000000)
     tree = sdklib.copy_tree(os.path.join(SRCDIR, "sdk", "js"),
                             os.path.join(home, "js"))
     tests = sorted(os.path.join("test", f) for f in

@@ -36,7 +36,7 @@ def find_python():
 def pytest_suite(env):
     sdklib.preflight()
     py = find_python()
-    d, x, e, home = sdklib.world(env)
+    d, x, e, home = sdklib.world(env, 1300000000)
     tree = sdklib.copy_tree(os.path.join(SRCDIR, "sdk", "python"),
                             os.path.join(home, "python"))
     junit = os.path.join(home, "junit.xml")
