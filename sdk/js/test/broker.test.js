@@ -152,3 +152,14 @@ test('connect() makes the watch an approver before its first prompt', { skip }, 
   w.close();
   await waitFor(async () => (await b.health()).approvers === before, 10000, 'the close');
 });
+
+test('a stream silent for longer than idleTimeoutMs is opened again', { skip }, async () => {
+  const ev = new S.BrokerClient(BROKER).events({ idleTimeoutMs: 500 });
+  const pending = ev.next().catch(() => null);
+  try {
+    await waitFor(() => ev.connects >= 3, 10000, 'reconnects');
+  } finally {
+    ev.close();
+    await pending;
+  }
+});

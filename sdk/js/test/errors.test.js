@@ -49,3 +49,14 @@ test('webhook sign and verify, offline', () => {
   assert.ok(!S.webhook.verify('secret', '17e8', '{"id":"p-1"}', sig, { toleranceS: null }));
   assert.ok(!S.webhook.verify('secret', '1700000000', '{"id":"p-1"}', sig.toUpperCase(), { toleranceS: null }));
 });
+
+test('install command lines', async () => {
+  const { installCmd } = await import('../src/client.js');
+  assert.deepEqual(installCmd(['a', 'b'], 'pip', null, []), ['python3', '-m', 'pip', 'install', '--user',
+    '--break-system-packages', '--disable-pip-version-check', '--no-input', '--progress-bar', 'off', '--', 'a', 'b']);
+  assert.deepEqual(installCmd('a', 'pip', 'http://mirror.test:8080/simple/', ['-q']).slice(-6),
+    ['--index-url', 'http://mirror.test:8080/simple/', '--trusted-host', 'mirror.test', '-q', '--', 'a'].slice(-6));
+  assert.deepEqual(installCmd(['left-pad'], 'npm', 'https://r.test/', []),
+    ['npm', 'install', '--no-audit', '--no-fund', '--registry', 'https://r.test/', '--', 'left-pad']);
+  assert.throws(() => installCmd(['a'], 'apt', null, []), TypeError);
+});

@@ -73,3 +73,22 @@ def test_webhook_vector():
                                      want)                       # too old
     assert not sluice.webhook.verify("secret", "17e8", b'{"id":"p-1"}', want,
                                      tolerance_s=None)
+
+
+def test_install_command_lines():
+    from sluice._calls import install_cmd
+    assert install_cmd(["a", "b"], "pip", None, ()) == [
+        "python3", "-m", "pip", "install", "--user", "--break-system-packages",
+        "--disable-pip-version-check", "--no-input", "--progress-bar", "off",
+        "--", "a", "b"]
+    assert install_cmd("a", "pip", "http://mirror.test:8080/simple/",
+                       ["-q"])[-6:] == [
+        "--index-url", "http://mirror.test:8080/simple/", "--trusted-host",
+        "mirror.test", "-q", "--", "a"][-6:]
+    assert "--trusted-host" not in install_cmd("a", "pip",
+                                               "https://m.test/simple/", ())
+    assert install_cmd(["left-pad"], "npm", "https://r.test/", ()) == [
+        "npm", "install", "--no-audit", "--no-fund", "--registry",
+        "https://r.test/", "--", "left-pad"]
+    with pytest.raises(ValueError):
+        install_cmd(["a"], "apt", None, ())

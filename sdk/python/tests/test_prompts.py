@@ -265,3 +265,14 @@ def test_connect_makes_an_approver(client):
     ev = b.events().connect()
     assert b.health()["approvers"] == before + 1
     ev.close()
+
+
+def test_idle_stream_reconnects(client):
+    """A stream silent for longer than idle_timeout (no event, no ping) is
+    taken for dead and opened again, from where it was."""
+    ev = client.broker.events(idle_timeout=0.5).connect()
+    w = Collector(ev)
+    try:
+        wait_for(lambda: ev.connects >= 3, 10, "reconnects")
+    finally:
+        w.close()

@@ -219,17 +219,22 @@ class Sandbox:
             timeout_s, self.last_info.limits))
         parser = SSEParser()
         out: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
-        for data in s.chunks():
-            for _id, ev, text in parser.feed(data):
-                ev, d = C.stream_event(ev, text)
-                if ev in ("stdout", "stderr"):
-                    b = C.chunk_bytes(d, binary)
-                    out[ev].append(b)
-                    yield StreamChunk(ev, b.decode("utf-8", "replace"), b)  # type: ignore[arg-type]
-                elif ev == "exit":
-                    yield ExecResult.from_json(d, b"".join(out["stdout"]),
-                                               b"".join(out["stderr"]))
-                    return
+        try:
+            for data in s.chunks():
+                for _id, ev, text in parser.feed(data):
+                    ev, d = C.stream_event(ev, text)
+                    if ev in ("stdout", "stderr"):
+                        b = C.chunk_bytes(d, binary)
+                        out[ev].append(b)
+                        yield StreamChunk(ev, b.decode("utf-8", "replace"), b)  # type: ignore[arg-type]
+                    elif ev == "exit":
+                        yield ExecResult.from_json(d, b"".join(out["stdout"]),
+                                                   b"".join(out["stderr"]))
+                        return
+        finally:
+            # leaving the loop early closes the connection (the command
+            # runs on to its deadline; cancel() stops it)
+            s.close()
         raise SluiceConnectionError("sluice-execd: the stream of a command "
                                     "ended before its exit event",
                                     code="connection_failed")
