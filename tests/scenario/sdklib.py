@@ -277,7 +277,9 @@ def world(env, uid_base):
     home = env.path("home")
     os.makedirs(home)
     os.chown(home, NOBODY, NOBODY)
-    for src, name in ((key, "hook.key"), (secret, "webhook.secret")):
+    for src, name in ((key, "hook.key"), (secret, "webhook.secret"),
+                      (os.path.join(SRCDIR, "sandbox-glue", "executor",
+                                    "openapi.json"), "openapi.json")):
         shutil.copy(src, os.path.join(home, name))
         os.chown(os.path.join(home, name), NOBODY, NOBODY)
     tokfile = env.path("tokens.json")
@@ -297,6 +299,7 @@ def world(env, uid_base):
         "SLUICE_TEST_INDEX": "http://pypi.org:%d/simple/" % reg.port,
         "SLUICE_TEST_STATE": x.conf["state_dir"],
         "SLUICE_TEST_TMP": home,
+        "SLUICE_TEST_OPENAPI": os.path.join(home, "openapi.json"),
         "SLUICE_TEST_HOOK_PORT": str(hook_port),
         "SLUICE_TEST_HOOK_KEY": os.path.join(home, "hook.key"),
         "SLUICE_TEST_HOOK_SECRET": os.path.join(home, "webhook.secret"),

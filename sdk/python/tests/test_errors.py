@@ -92,3 +92,45 @@ def test_install_command_lines():
         "https://r.test/", "--", "left-pad"]
     with pytest.raises(ValueError):
         install_cmd(["a"], "apt", None, ())
+
+
+# Every route of sluice-execd's OpenAPI document and the SDK call that
+# makes it (the JavaScript SDK has the same surface, in camelCase).  A
+# route the executor gains fails here until the SDKs have it.
+ROUTES = {
+    ("GET", "/v1/health"): "client.health, client.doctor",
+    ("GET", "/v1/sandboxes"): "sandboxes.list",
+    ("POST", "/v1/sandboxes"): "sandboxes.create",
+    ("GET", "/v1/sandboxes/{id}"): "sandboxes.get, Sandbox.info",
+    ("PATCH", "/v1/sandboxes/{id}"): "Sandbox.set_network",
+    ("DELETE", "/v1/sandboxes/{id}"): "Sandbox.destroy",
+    ("POST", "/v1/sandboxes/{id}/exec"): "Sandbox.exec, Sandbox.stream, "
+                                         "Sandbox.install",
+    ("POST", "/v1/sandboxes/{id}/commands"): "Sandbox.start",
+    ("GET", "/v1/sandboxes/{id}/commands"): "Sandbox.commands",
+    ("GET", "/v1/sandboxes/{id}/commands/{cid}"): "Sandbox.command, "
+                                                  "Command.refresh, wait",
+    ("GET", "/v1/sandboxes/{id}/commands/{cid}/output"): "Command.output",
+    ("POST", "/v1/sandboxes/{id}/commands/{cid}/stop"): "Command.stop",
+    ("POST", "/v1/sandboxes/{id}/cancel"): "Sandbox.cancel",
+    ("GET", "/v1/sandboxes/{id}/files"): "Sandbox.list",
+    ("GET", "/v1/sandboxes/{id}/files/{path}"): "Sandbox.read, read_text",
+    ("PUT", "/v1/sandboxes/{id}/files/{path}"): "Sandbox.write",
+    ("DELETE", "/v1/sandboxes/{id}/files/{path}"): "Sandbox.remove",
+    ("POST", "/v1/sandboxes/{id}/edit"): "Sandbox.edit",
+}
+
+
+def test_every_executor_route_has_a_call():
+    import os
+    with open(os.environ["SLUICE_TEST_OPENAPI"]) as f:
+        doc = json.load(f)
+    routes = {(m.upper(), p) for p, ops in doc["paths"].items()
+              for m in ops if m in ("get", "put", "post", "patch", "delete")}
+    assert routes == set(ROUTES), (routes ^ set(ROUTES))
+    for names in ROUTES.values():
+        for n in names.split(", "):
+            cls, _, meth = n.rpartition(".")
+            if cls in ("Sandbox", "Command"):
+                assert hasattr(getattr(sluice, cls), meth), n
+                assert hasattr(getattr(sluice, "Async" + cls), meth), n
