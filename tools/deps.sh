@@ -8,7 +8,7 @@ apt-get install -y -qq --no-install-recommends \
 	libevent-dev libc-ares-dev libjansson-dev libnftnl-dev libmnl-dev \
 	libcmocka-dev libssl-dev libseccomp-dev \
 	curl python3 python3-pip openssl mandoc procps iproute2 nftables \
-	ca-certificates util-linux e2fsprogs runsc systemd dpkg-dev \
+	ca-certificates util-linux e2fsprogs runsc systemd dpkg-dev strace \
 	chromium chromium-driver python3-selenium python3-pytest python3-mypy \
 	>/dev/null
 # Node 18+ for the JavaScript SDK's tests: Debian's, unless a newer one
