@@ -233,8 +233,6 @@ export interface ExecOptions extends CommandOptions {
 
 export interface InstallOptions {
   manager?: 'pip' | 'npm';
-  indexUrl?: string | null;
-  args?: string[];
   timeoutS?: number | null;
   /** throw CommandError when the install fails (default true) */
   check?: boolean;
@@ -248,6 +246,10 @@ export class SandboxClient {
   readonly broker: BrokerClient;
   health(): Promise<Health>;
   doctor(): Promise<Doctor>;
+  /** GET /v1/metrics: the Prometheus text (auditor) */
+  metrics(): Promise<string>;
+  /** GET /v1/events (auditor): [event, data] as they happen (sandbox, command; dropped, then the end, for a reader that fell behind) */
+  events(options?: { idleTimeoutMs?: number | null }): AsyncGenerator<[string, any], void, undefined>;
 }
 
 export class Sandboxes {

@@ -1,7 +1,7 @@
 // The client of sluice-execd(8): sandboxes, commands and files.
 import { randomBytes } from 'node:crypto';
 import { Transport, SSEParser, jsonCall, q, query, addressString } from './http.js';
-import { CommandError, NetworkNotPermittedError, SluiceConnectionError, SluiceError } from './errors.js';
+import { CommandError, SluiceConnectionError, SluiceError } from './errors.js';
 import * as M from './models.js';
 import { BrokerClient } from './broker.js';
 
@@ -40,26 +40,15 @@ export function commandBody(cmd, { timeoutS, env, cwd, stdin, outputCap, binary 
   return b;
 }
 
-export function installCmd(packages, manager, indexUrl, args) {
+/** The body of POST /install: the executor builds the command line
+ * itself and refuses (400) what is not a bare package name. */
+export function installBody(packages, manager, timeoutS) {
   const pk = typeof packages === 'string' ? [packages] : [...(packages || [])];
   if (!pk.length || !pk.every((p) => typeof p === 'string' && p)) throw new TypeError('packages: one or more names');
-  if (manager === 'pip') {
-    // Debian's Python is externally managed (PEP 668): the user's site
-    const c = ['python3', '-m', 'pip', 'install', '--user', '--break-system-packages',
-      '--disable-pip-version-check', '--no-input', '--progress-bar', 'off'];
-    if (indexUrl) {
-      c.push('--index-url', indexUrl);
-      // a plain-HTTP index the app chose (a local mirror): pip wants it trusted
-      if (indexUrl.startsWith('http://')) c.push('--trusted-host', new URL(indexUrl).hostname);
-    }
-    return [...c, ...args, '--', ...pk];
-  }
-  if (manager === 'npm') {
-    const c = ['npm', 'install', '--no-audit', '--no-fund'];
-    if (indexUrl) c.push('--registry', indexUrl);
-    return [...c, ...args, '--', ...pk];
-  }
-  throw new TypeError(`manager: pip or npm, not ${JSON.stringify(manager)}`);
+  if (manager !== 'pip' && manager !== 'npm') throw new TypeError(`manager: pip or npm, not ${JSON.stringify(manager)}`);
+  const b = { manager, packages: pk };
+  if (timeoutS != null) b.timeout_s = timeoutS;
+  return b;
 }
 
 function filePath(p) {
@@ -114,6 +103,32 @@ export class SandboxClient {
 
   /** GET /v1/health: backends, broker, capacity. */
   health() { return this._t.call(jsonCall('GET', '/v1/health', (r) => M.health(json(r)))); }
+
+  /** GET /v1/metrics: the Prometheus text (auditor). */
+  metrics() { return this._t.call(jsonCall('GET', '/v1/metrics', (r) => r.body.toString('utf8'))); }
+
+  /** for await (const [event, data] of client.events()): GET /v1/events
+   * (auditor), sandbox (created, removed) and command (started, exited)
+   * as they happen.  Not resumed: a reader that fell behind gets
+   * 'dropped' and the iteration ends, as it does when the daemon drains;
+   * idleTimeoutMs bounds a silence (null: none). */
+  async *events({ idleTimeoutMs = null } = {}) {
+    const s = await this._t.open(jsonCall('GET', '/v1/events', () => null, undefined,
+      { headers: { Accept: 'text/event-stream' } }), {}, idleTimeoutMs);
+    const parser = new SSEParser();
+    try {
+      for await (const chunk of s.chunks()) {
+        for (const e of parser.feed(chunk)) {
+          let d = e.data;
+          try { d = JSON.parse(e.data); } catch { /* kept as text */ }
+          yield [e.event, d];
+        }
+      }
+    } finally {
+      // leaving the loop early closes the connection at once
+      s.close();
+    }
+  }
 
   /** The health, read as a list of problems with what to do. */
   async doctor() {
@@ -239,15 +254,12 @@ export class Sandbox {
   }
 
   /** Install packages with pip (the sandbox user's site) or npm
-   * (node_modules in /workspace), through the broker. */
-  async install(packages, { manager = 'pip', indexUrl = null, args = [], timeoutS = null, check = true } = {}) {
-    const argv = installCmd(packages, manager, indexUrl, args);
-    const info = await this.info();
-    if (info.tier === 'off') {
-      throw new NetworkNotPermittedError(`sandbox ${this.id} has network off: install needs the registries tier (sandbox.setNetwork("registries"))`,
-        { status: 403, code: 'network_not_permitted' });
-    }
-    const r = await this.exec(argv, { timeoutS });
+   * (node_modules in /workspace), through the broker (POST /install: the
+   * executor runs the manager; NetworkNotPermittedError when the
+   * effective tier is off, BadRequestError for a name that is not one). */
+  async install(packages, { manager = 'pip', timeoutS = null, check = true } = {}) {
+    const r = await this._call('POST', '/install', (res) => M.execResult(json(res)),
+      installBody(packages, manager, timeoutS), { timeoutMs: this._waitMs(timeoutS) });
     if (check && !r.ok) {
       const tail = (r.stderr || r.stdout).trim().split('\n').slice(-3).join(' / ');
       throw new CommandError(`${manager} install failed (exit ${r.exitCode}): ${tail}`, r);

@@ -9,7 +9,11 @@ client = SandboxClient()   # /run/sluice-execd/exec.sock: your uid is your role
 sb = client.sandboxes.create(tenant_id="acme", user_id="alice")  # not retried
 try:
     print(sb.exec(["python3", "-c", "print(6 * 7)"]).stdout, end="")
-    sb.install(["sluicedemo"], index_url=os.environ.get("PIP_INDEX"))
+    if os.environ.get("PIP_INDEX"):   # a mirror goes in pip's config
+        sb.exec("mkdir -p ~/.config/pip && printf '[global]\\nindex-url = "
+                "%s\\ntrusted-host = pypi.org\\n' > ~/.config/pip/pip.conf"
+                % os.environ["PIP_INDEX"])
+    sb.install(["sluicedemo"])
     sb.write("data.txt", b"some content")
     print(sb.read("data.txt"), sb.list("*.txt").paths)
     with client.broker.prompts.watch(session=sb.id) as prompts:  # approver

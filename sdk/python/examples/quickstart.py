@@ -15,8 +15,11 @@ try:
     r = sb.exec(["python3", "-c", "print(6 * 7)"])
     print(r.exit_code, r.stdout, end="")
     idx = os.environ.get("PIP_INDEX")
-    sb.install(["sluicedemo"], index_url=idx,
-               args=["--trusted-host", "pypi.org"] if idx else [])
+    if idx:   # install takes names only: a mirror goes in pip's config
+        sb.exec("mkdir -p ~/.config/pip && printf '[global]\\nindex-url = "
+                "%s\\ntrusted-host = pypi.org\\n' > ~/.config/pip/pip.conf"
+                % idx)
+    sb.install(["sluicedemo"])
     print(sb.exec("python3 -c 'import sluicedemo; print(sluicedemo.VALUE)'")
           .stdout, end="")
     sb.write("data.txt", b"some content")

@@ -39,6 +39,11 @@ INDEX = ENV["SLUICE_TEST_INDEX"]
 TMP = ENV["SLUICE_TEST_TMP"]
 
 
+PIP_CONF = ("mkdir -p ~/.config/pip && printf '[global]\\nindex-url = %s\\n"
+            "trusted-host = pypi.org\\n' > ~/.config/pip/pip.conf" % INDEX)
+"""A shell command pointing the sandbox's pip at the test registry."""
+
+
 def uid(prefix: str = "py") -> str:
     return "%s-%s" % (prefix, uuid.uuid4().hex[:10])
 

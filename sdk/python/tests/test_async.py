@@ -6,7 +6,7 @@ import asyncio
 import pytest
 
 import sluice
-from conftest import BROKER, BROKER_URL, CA, EXEC, EXEC_URL, INDEX, TOKENS, WEB, uid
+from conftest import BROKER, BROKER_URL, CA, EXEC, EXEC_URL, PIP_CONF, TOKENS, WEB, uid
 
 
 def run(coro):
@@ -67,8 +67,8 @@ def test_async_sandbox():
             assert await sb.cancel(all=True) == 1
             assert (await bg.wait(timeout=20)).cancelled
             # install, network, errors
-            r = await sb.install("sluicedemo", index_url=INDEX,
-                                 args=["--trusted-host", "pypi.org"])
+            assert (await sb.exec(PIP_CONF)).ok
+            r = await sb.install("sluicedemo")
             assert r.ok
             assert (await sb.set_network("off")).tier == "off"
             with pytest.raises(sluice.NetworkNotPermittedError):
@@ -161,4 +161,35 @@ def test_async_prompts():
         assert (await admin.ceilings.set(tenants={t: "off"})).tenants[t] == \
             "off"
         await admin.ceilings.set(tenants={t: None})
+    run(go())
+
+
+def test_async_metrics_and_events():
+    async def subscribers(c) -> int:
+        for line in (await c.metrics()).splitlines():
+            if line.startswith("sluice_execd_event_subscribers "):
+                return int(float(line.split()[1]))
+        raise AssertionError("no sluice_execd_event_subscribers")
+
+    async def go():
+        c = sluice.AsyncSandboxClient(EXEC, broker=BROKER)
+        assert "sluice_execd_commands_started_total" in await c.metrics()
+        base = await subscribers(c)
+        sid = uid("aev")
+
+        async def read():
+            async for ev, data in c.events(idle_timeout=60):
+                if ev == "sandbox" and data.get("id") == sid:
+                    return data
+        task = asyncio.ensure_future(read())
+        for _ in range(400):
+            if await subscribers(c) > base:
+                break
+            await asyncio.sleep(0.05)
+        sb = await c.sandboxes.create("acme", uid("a"), id=sid)
+        try:
+            data = await asyncio.wait_for(task, 60)
+            assert data["what"] == "created" and data["tenant"] == "acme"
+        finally:
+            await sb.destroy()
     run(go())

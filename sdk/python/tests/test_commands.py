@@ -7,7 +7,7 @@ import time
 import pytest
 
 import sluice
-from conftest import INDEX, wait_for
+from conftest import PIP_CONF, wait_for
 
 
 def test_exec_result(sandbox):
@@ -130,19 +130,26 @@ def test_cancel_all(sandbox):
 
 def test_install_pip(make):
     sb = make(network="registries")
-    r = sb.install("sluicedemo", index_url=INDEX,
-                   args=["--trusted-host", "pypi.org"])
+    assert sb.exec(PIP_CONF).ok
+    r = sb.install("sluicedemo")
     assert r.ok and "Successfully installed sluicedemo" in r.stdout
     assert sb.exec(["python3", "-c", "import sluicedemo; "
                     "print(sluicedemo.VALUE)"]).stdout == "42\n"
     with pytest.raises(sluice.CommandError) as ei:
-        sb.install(["no-such-package-x"], index_url=INDEX,
-                   args=["--trusted-host", "pypi.org"])
+        sb.install(["no-such-package-x"])
     assert ei.value.result.exit_code != 0
+    # the executor's own answer: tier off admits no registry
     off = make(network="off")
     with pytest.raises(sluice.NetworkNotPermittedError) as ei:
         off.install("sluicedemo")
-    assert ei.value.code == "network_not_permitted"
+    assert ei.value.code == "network_not_permitted" and ei.value.status == 403
+    # and a name that is an option or a URL is the executor's 400
+    for bad in ("--index-url=http://x/", "http://x/p.whl"):
+        with pytest.raises(sluice.BadRequestError) as eb:
+            sb.install([bad])
+        assert eb.value.status == 400 and eb.value.code == "bad_request"
+    with pytest.raises(sluice.BadRequestError):
+        sb.install(["--global"], manager="npm")
     with pytest.raises(ValueError):
         sb.install([], manager="pip")
     with pytest.raises(ValueError):

@@ -75,23 +75,16 @@ def test_webhook_vector():
                                      tolerance_s=None)
 
 
-def test_install_command_lines():
-    from sluice._calls import install_cmd
-    assert install_cmd(["a", "b"], "pip", None, ()) == [
-        "python3", "-m", "pip", "install", "--user", "--break-system-packages",
-        "--disable-pip-version-check", "--no-input", "--progress-bar", "off",
-        "--", "a", "b"]
-    assert install_cmd("a", "pip", "http://mirror.test:8080/simple/",
-                       ["-q"])[-6:] == [
-        "--index-url", "http://mirror.test:8080/simple/", "--trusted-host",
-        "mirror.test", "-q", "--", "a"][-6:]
-    assert "--trusted-host" not in install_cmd("a", "pip",
-                                               "https://m.test/simple/", ())
-    assert install_cmd(["left-pad"], "npm", "https://r.test/", ()) == [
-        "npm", "install", "--no-audit", "--no-fund", "--registry",
-        "https://r.test/", "--", "left-pad"]
+def test_install_body():
+    from sluice._calls import install_body
+    assert install_body(["a", "b"], "pip", None) == {
+        "manager": "pip", "packages": ["a", "b"]}
+    assert install_body("left-pad", "npm", 30) == {
+        "manager": "npm", "packages": ["left-pad"], "timeout_s": 30}
     with pytest.raises(ValueError):
-        install_cmd(["a"], "apt", None, ())
+        install_body(["a"], "apt", None)
+    with pytest.raises(ValueError):
+        install_body([], "pip", None)
 
 
 # Every route of sluice-execd's OpenAPI document and the SDK call that
@@ -104,8 +97,10 @@ ROUTES = {
     ("GET", "/v1/sandboxes/{id}"): "sandboxes.get, Sandbox.info",
     ("PATCH", "/v1/sandboxes/{id}"): "Sandbox.set_network",
     ("DELETE", "/v1/sandboxes/{id}"): "Sandbox.destroy",
-    ("POST", "/v1/sandboxes/{id}/exec"): "Sandbox.exec, Sandbox.stream, "
-                                         "Sandbox.install",
+    ("POST", "/v1/sandboxes/{id}/exec"): "Sandbox.exec, Sandbox.stream",
+    ("POST", "/v1/sandboxes/{id}/install"): "Sandbox.install",
+    ("GET", "/v1/metrics"): "client.metrics",
+    ("GET", "/v1/events"): "client.events",
     ("POST", "/v1/sandboxes/{id}/commands"): "Sandbox.start",
     ("GET", "/v1/sandboxes/{id}/commands"): "Sandbox.commands",
     ("GET", "/v1/sandboxes/{id}/commands/{cid}"): "Sandbox.command, "
@@ -134,3 +129,6 @@ def test_every_executor_route_has_a_call():
             if cls in ("Sandbox", "Command"):
                 assert hasattr(getattr(sluice, cls), meth), n
                 assert hasattr(getattr(sluice, "Async" + cls), meth), n
+            elif cls == "client":
+                assert hasattr(sluice.SandboxClient, meth), n
+                assert hasattr(sluice.AsyncSandboxClient, meth), n

@@ -119,3 +119,36 @@ def test_addresses():
     with pytest.raises(ValueError):
         sluice.SandboxClient(EXEC, token="a-token-on-a-socket")
     assert sluice.SandboxClient("unix:" + EXEC).address == EXEC
+
+
+def _subscribers(client) -> int:
+    for line in client.metrics().splitlines():
+        if line.startswith("sluice_execd_event_subscribers "):
+            return int(float(line.split()[1]))
+    raise AssertionError("no sluice_execd_event_subscribers")
+
+
+def test_metrics_and_events(client, make):
+    import threading
+    from conftest import wait_for
+    text = client.metrics()
+    assert "# TYPE sluice_execd_sandboxes_created_total counter" in text
+    base = _subscribers(client)
+    seen: list = []
+    sid = uid("ev")
+
+    def read() -> None:
+        for ev, data in client.events(idle_timeout=60):
+            seen.append((ev, data))
+            if ev == "sandbox" and data.get("id") == sid:
+                return      # leaving closes the stream
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    # subscribed once the executor counts one more reader
+    wait_for(lambda: _subscribers(client) > base, what="the subscription")
+    sb = make(id=sid)
+    t.join(60)
+    assert not t.is_alive(), seen
+    ev, data = seen[-1]
+    assert data["what"] == "created" and data["id"] == sb.id, seen
+    assert isinstance(data["ts_ms"], int)

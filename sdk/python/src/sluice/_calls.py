@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shlex
-import urllib.parse
 from typing import Any, Mapping, Optional, Sequence, Union
 
 from ._http import Call, Response, json_call, q, query
@@ -82,32 +81,44 @@ def exec_wait_s(timeout_s: Optional[int], limits: Optional[Limits]) -> float:
     return float(t + MARGIN_S)
 
 
-def install_cmd(packages: Sequence[str], manager: str,
-                index_url: Optional[str], args: Sequence[str]) -> list[str]:
-    """The command line of Sandbox.install."""
+def install_body(packages: Union[str, Sequence[str]], manager: str,
+                 timeout_s: Optional[int]) -> dict[str, Any]:
+    """The body of POST /install: the executor builds the command line
+    itself and refuses (400) what is not a bare package name."""
     pk = [packages] if isinstance(packages, str) else list(packages)
     if not pk or not all(isinstance(p, str) and p for p in pk):
         raise ValueError("packages: one or more names")
-    if manager == "pip":
-        # Debian's Python is externally managed (PEP 668): a sandbox's
-        # packages go to the user's site, which python3 finds by itself.
-        cmd = ["python3", "-m", "pip", "install", "--user",
-               "--break-system-packages", "--disable-pip-version-check",
-               "--no-input", "--progress-bar", "off"]
-        if index_url:
-            cmd += ["--index-url", index_url]
-            host = urllib.parse.urlsplit(index_url).hostname
-            if index_url.startswith("http://") and host:
-                # a plain-HTTP index the app chose (a local mirror): pip
-                # wants it named as trusted
-                cmd += ["--trusted-host", host]
-        return cmd + list(args) + ["--"] + pk
-    if manager == "npm":
-        cmd = ["npm", "install", "--no-audit", "--no-fund"]
-        if index_url:
-            cmd += ["--registry", index_url]
-        return cmd + list(args) + ["--"] + pk
-    raise ValueError("manager: pip or npm, not %r" % manager)
+    if manager not in ("pip", "npm"):
+        raise ValueError("manager: pip or npm, not %r" % manager)
+    body: dict[str, Any] = {"manager": manager, "packages": pk}
+    if timeout_s is not None:
+        body["timeout_s"] = timeout_s
+    return body
+
+
+def install(sid: str, body: Mapping[str, Any], wait_s: float
+            ) -> Call[ExecResult]:
+    return json_call("POST", "/v1/sandboxes/%s/install" % q(sid),
+                     lambda r: ExecResult.from_json(_obj(r)), body,
+                     sandbox=True, timeout=wait_s)
+
+
+def metrics() -> Call[str]:
+    return Call("GET", "/v1/metrics", lambda r: r.body.decode("utf-8",
+                                                              "replace"))
+
+
+def events() -> Call[None]:
+    return Call("GET", "/v1/events", lambda r: None,
+                headers={"Accept": "text/event-stream"})
+
+
+def event_of(event: str, data: str) -> tuple[str, Any]:
+    """An executor event: its data is JSON (text kept if it is not)."""
+    try:
+        return event, json.loads(data)
+    except ValueError:
+        return event, data
 
 
 def shell_join(argv: Sequence[str]) -> str:

@@ -14,7 +14,7 @@ from . import _calls as C
 from ._http import AsyncTransport, Body, SSEParser, as_bytes
 from .client import (DEFAULT_BROKER_ADDRESS, DEFAULT_EXEC_ADDRESS, _Seen,
                      _addr, _event, _fatal, _token, doctor_of)
-from .errors import (CommandError, NetworkNotPermittedError,
+from .errors import (CommandError,
                      SluiceConnectionError, SluiceError)
 from .models import (BrokerSession, Ceiling, CommandOutput, CommandStatus,
                      Decision, Doctor, Event, ExecResult, Grant, Health,
@@ -65,6 +65,22 @@ class AsyncSandboxClient:
             return doctor_of(await self.health(), None)
         except SluiceError as e:
             return doctor_of(None, e)
+
+    async def metrics(self) -> str:
+        return await self._t.call(C.metrics())
+
+    async def events(self, idle_timeout: Optional[float] = None
+                     ) -> AsyncIterator[tuple[str, Any]]:
+        """``async for event, data in client.events()``; see
+        :meth:`sluice.SandboxClient.events`."""
+        s = await self._t.open(C.events(), read_timeout=idle_timeout)
+        parser = SSEParser()
+        try:
+            async for data in s.chunks():
+                for _id, ev, text in parser.feed(data):
+                    yield C.event_of(ev, text)
+        finally:
+            s.close()
 
     async def close(self) -> None:
         """Nothing stays open between calls; for ``async with``."""
@@ -190,18 +206,11 @@ class AsyncSandbox:
 
     async def install(self, packages: Union[str, Sequence[str]],
                       manager: str = "pip", *,
-                      index_url: Optional[str] = None,
-                      args: Sequence[str] = (),
                       timeout_s: Optional[int] = None,
                       check: bool = True) -> ExecResult:
-        argv = C.install_cmd(packages, manager, index_url, args)
-        info = await self.info()
-        if info.tier == "off":
-            raise NetworkNotPermittedError(
-                "sandbox %s has network off: install needs the registries "
-                "tier (sandbox.set_network(\"registries\"))" % self.id,
-                status=403, code="network_not_permitted")
-        r = await self.exec(argv, timeout_s=timeout_s)
+        body = C.install_body(packages, manager, timeout_s)
+        r = await self._t.call(C.install(self.id, body, C.exec_wait_s(
+            timeout_s, self.last_info.limits)))
         if check and not r.ok:
             tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
             raise CommandError("%s install failed (exit %d): %s" % (

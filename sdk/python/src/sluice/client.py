@@ -14,7 +14,7 @@ from typing import (Any, Iterator, Mapping, Optional, Sequence,
 
 from . import _calls as C
 from ._http import Body, SSEParser, Transport, as_bytes
-from .errors import (CommandError, NetworkNotPermittedError, SluiceConnectionError,
+from .errors import (CommandError, SluiceConnectionError,
                      SluiceError)
 from .models import (BrokerSession, Ceiling, CommandOutput, CommandStatus,
                      Decision, Doctor, Event, ExecResult, FileEntry, Grant,
@@ -109,6 +109,27 @@ class SandboxClient:
             return doctor_of(self.health(), None)
         except SluiceError as e:
             return doctor_of(None, e)
+
+    def metrics(self) -> str:
+        """GET /v1/metrics: the Prometheus text (auditor)."""
+        return self._t.call(C.metrics())
+
+    def events(self, idle_timeout: Optional[float] = None
+               ) -> Iterator[tuple[str, Any]]:
+        """GET /v1/events (auditor): ``(event, data)`` as they happen,
+        ``sandbox`` (created, removed) and ``command`` (started, exited),
+        data a dict.  It is not resumed: a reader that fell behind gets
+        ``("dropped", ...)`` and the iteration ends, as it does when the
+        daemon drains.  ``idle_timeout`` bounds a silence (None: none)."""
+        s = self._t.open(C.events(), read_timeout=idle_timeout)
+        parser = SSEParser()
+        try:
+            for data in s.chunks():
+                for _id, ev, text in parser.feed(data):
+                    yield C.event_of(ev, text)
+        finally:
+            # leaving the loop early closes the connection at once
+            s.close()
 
     def close(self) -> None:
         """Nothing stays open between calls; for ``with`` blocks."""
@@ -262,22 +283,19 @@ class Sandbox:
         return c
 
     def install(self, packages: Union[str, Sequence[str]],
-                manager: str = "pip", *, index_url: Optional[str] = None,
-                args: Sequence[str] = (), timeout_s: Optional[int] = None,
+                manager: str = "pip", *, timeout_s: Optional[int] = None,
                 check: bool = True) -> ExecResult:
         """Install packages with pip (to the sandbox user's site, which
         ``python3`` finds) or npm (``node_modules`` in /workspace), through
-        the broker.  A sandbox whose network is off raises
-        :class:`~sluice.NetworkNotPermittedError`; with ``check``, a failed
-        install raises :class:`~sluice.CommandError` with its result."""
-        argv = C.install_cmd(packages, manager, index_url, args)
-        info = self.info()
-        if info.tier == "off":
-            raise NetworkNotPermittedError(
-                "sandbox %s has network off: install needs the registries "
-                "tier (sandbox.set_network(\"registries\"))" % self.id,
-                status=403, code="network_not_permitted")
-        r = self.exec(argv, timeout_s=timeout_s)
+        the broker (POST /install: the executor runs the manager).  A
+        sandbox whose effective tier is off raises
+        :class:`~sluice.NetworkNotPermittedError`, a name that is not a
+        bare package name :class:`~sluice.BadRequestError`; with
+        ``check``, a failed install raises :class:`~sluice.CommandError`
+        with its result."""
+        body = C.install_body(packages, manager, timeout_s)
+        r = self._t.call(C.install(self.id, body, C.exec_wait_s(
+            timeout_s, self.last_info.limits)))
         if check and not r.ok:
             tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
             raise CommandError("%s install failed (exit %d): %s" % (
