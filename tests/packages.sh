@@ -51,7 +51,7 @@ mkdir -p "$tmp/root/tmp/debs"
 cp "$tmp"/*.deb "$tmp/root/tmp/debs/"
 mount -t proc proc "$tmp/root/proc"
 chroot "$tmp/root" sh -c 'apt-get update -qq && apt-get install -y /tmp/debs/sluice_*.deb \
-    /tmp/debs/sluice-executor_*.deb' >"$tmp/install.log" 2>&1 || {
+    /tmp/debs/sluice-executor_*.deb /tmp/debs/python3-sluice_*.deb' >"$tmp/install.log" 2>&1 || {
 	tail -n 40 "$tmp/install.log"; exit 1; }
 
 echo "== checks in the root"
@@ -69,6 +69,8 @@ for f in /usr/sbin/sluiced /usr/bin/sluicectl /usr/bin/sluice-shim \
 	ck test -e "$tmp/root$f"
 done
 ck grep -q '"ceiling": "off"' "$tmp/root/etc/sluice/sluiced.json"
+ck chroot "$tmp/root" python3 -c 'import sluice; sluice.SandboxClient; sluice.webhook.verify'
+ck chroot "$tmp/root" logrotate --debug /etc/logrotate.d/sluice
 ck chroot "$tmp/root" systemd-analyze verify --man=no \
     /lib/systemd/system/sluiced.service
 ck chroot "$tmp/root" sluiced --check-config /etc/sluice/sluiced.json
