@@ -163,7 +163,8 @@ xd_snap_take(const char *workspace, size_t max_entries)
 	else
 		s->truncated = 1;
 	close(ws);
-	qsort(s->e, s->n, sizeof(*s->e), ent_cmp);
+	if (s->n > 1)           /* qsort(NULL, 0, ...) is undefined */
+		qsort(s->e, s->n, sizeof(*s->e), ent_cmp);
 	return s;
 }
 
