@@ -9,9 +9,11 @@ connection to the origin.  Only PIDs this script started are ever
 signalled.
 """
 import argparse
+import ipaddress
 import json
 import os
 import platform
+import resource
 import shutil
 import signal
 import socket
@@ -19,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 PROXY_CPU = "0"
@@ -27,7 +30,29 @@ GIB = 1 << 30
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
 ORIGIN_NAME = "origin.bench.test"
-TARGETS = ["direct", "sluiced", "tinyproxy", "squid"]
+TARGETS = ["direct", "sluiced", "tinyproxy", "squid", "ats"]
+PEERS = ["tinyproxy", "squid", "ats"]
+# --scale: label, key, format, higher is better
+SCALE_ROWS = [
+    ("7. RSS per idle tunnel (KiB, {sidle:,} held)", "s_idle_kib", "%.1f",
+     False),
+    ("7. ... idle tunnels that failed or were dropped", "s_idle_err",
+     "%.0f", False),
+    ("8. 1,000 sessions x 1 active tunnel (MB/s, all)", "s_sess_mbps",
+     "%.0f", True),
+    ("8. ... tunnels that failed", "s_sess_err", "%.0f", False),
+    ("9. 1,000 prompts answered at once: answer to first byte p50 (ms)",
+     "s_prompt_p50", "%.1f", False),
+    ("9. ... p99 (ms)", "s_prompt_p99", "%.1f", False),
+    ("10. Keep-alive GET p99, c=50 (ms)", "s_ka50_p99", "%.2f", False),
+    ("10. Keep-alive GET p99, c=500 (ms)", "s_ka500_p99", "%.2f", False),
+    ("10. ... req/s at c=500", "s_ka500_rps", "%.0f", True),
+    ("11. System calls per keep-alive request", "sys_ka", "%.1f", False),
+    ("11. System calls per short tunnel", "sys_tunnels", "%.1f", False),
+]
+SCALE_IDLE = 10000
+SCALE_SESSIONS = 1000
+SCALE_SRC = "127.1.0.1"     # session i comes from 127.1.0.1 + i
 
 
 def log(msg):
@@ -71,7 +96,7 @@ def rss_kib(pid):
 class Daemon:
     """A process we started, pinned to a CPU, stopped by its own PID."""
 
-    def __init__(self, name, argv, cpu, tmp, ready_word=None):
+    def __init__(self, name, argv, cpu, tmp, ready_word=None, env=None):
         self.name = name
         self.out_path = os.path.join(tmp, name + ".out")
         self.out = open(self.out_path, "wb")
@@ -79,7 +104,8 @@ class Daemon:
         self.proc = subprocess.Popen(["taskset", "-c", cpu] + argv,
                                      stdin=subprocess.DEVNULL,
                                      stdout=self.out, stderr=self.out,
-                                     start_new_session=True)
+                                     start_new_session=True,
+                                     env=dict(os.environ, **(env or {})))
         self.pid = self.proc.pid
         self.ready_word = ready_word
 
@@ -125,12 +151,14 @@ class Bench:
         self.tmp = tempfile.mkdtemp(prefix="sluice-bench.")
         os.chmod(self.tmp, 0o755)
         self.daemons = []
+        self.scale_idle_n = SCALE_IDLE
         self.results = {t: {} for t in TARGETS}
         self.notes = []
 
     # -------------------------------------------------------------- setup
-    def start(self, name, argv, port, ready_word=None, cpu=PROXY_CPU):
-        d = Daemon(name, argv, cpu, self.tmp, ready_word)
+    def start(self, name, argv, port, ready_word=None, cpu=PROXY_CPU,
+              env=None):
+        d = Daemon(name, argv, cpu, self.tmp, ready_word, env)
         self.daemons.append(d)
         if not d.wait_ready(port):
             log("%s did not come up; its output:\n%s" % (name, d.tail()))
@@ -156,7 +184,8 @@ class Bench:
         with open(os.path.join(www, "1k"), "wb") as f:
             f.write(os.urandom(1024))
         # sparse files: page cache after the warm-up read, no disk
-        for name, size in (("big1g", GIB), ("big256m", 256 << 20)):
+        for name, size in (("big1g", GIB), ("big256m", 256 << 20),
+                           ("2m", 2 << 20)):
             with open(os.path.join(www, name), "wb") as f:
                 f.truncate(size)
         self.origin_port = free_port()
@@ -165,10 +194,10 @@ class Bench:
             f.write("""daemon off;
 master_process off;
 worker_processes 1;
-worker_rlimit_nofile 20000;
+worker_rlimit_nofile 65536;
 pid {root}/nginx.pid;
 error_log {root}/error.log crit;
-events {{ worker_connections 10000; multi_accept on; }}
+events {{ worker_connections 30000; multi_accept on; }}
 http {{
   access_log off;
   sendfile on;
@@ -194,12 +223,14 @@ http {{
         if d is None:
             raise SystemExit("bench: the nginx origin did not start")
         # warm the page cache so the first repetition is not a disk test
-        for name in ("big1g", "big256m"):
+        for name in ("big1g", "big256m", "2m"):
             with open(os.path.join(www, name), "rb") as f:
                 while f.read(8 << 20):
                     pass
 
-    def start_sluiced(self, port, rep):
+    def start_sluiced(self, port, rep, sessions=0, tier="public"):
+        """sessions: 0 for the one session "bench" (127.0.0.1), else that
+        many, session i from SCALE_SRC + i, in tier."""
         exe = self.args.sluiced
         if not exe or not os.access(exe, os.X_OK):
             self.notes.append("sluiced: not built (%s)" % exe)
@@ -214,7 +245,10 @@ http {{
             "ceiling": "public",
             "listen": {"tcp": ["127.0.0.1:%d" % port]},
             "sessions": [{"id": "bench", "tier": "public",
-                          "source": "127.0.0.1"}],
+                          "source": "127.0.0.1"}] if not sessions else
+            [{"id": "s%d" % i, "tier": tier,
+              "source": str(ipaddress.IPv4Address(SCALE_SRC) + i)}
+             for i in range(sessions)],
             "ports": {"public": [self.origin_port, 443, 80]},
             "allow_cidrs": ["127.0.0.1/32"],
             "dns": {"hosts": {ORIGIN_NAME: ["127.0.0.1"]}},
@@ -222,8 +256,9 @@ http {{
             # as root: keep it (the 0700 run dir); the drop costs nothing
             # per request, so the figures are the same either way
             "user": "root" if os.geteuid() == 0 else "sluice",
-            "limits": {"max_conns_total": 10000,
-                       "max_conns_per_session": 10000},
+            # room for the 10,000 idle tunnels of --scale
+            "limits": {"max_conns_total": 30000,
+                       "max_conns_per_session": 30000},
         }
         with open(conf, "w") as f:
             json.dump(cfg, f, indent=1)
@@ -231,7 +266,7 @@ http {{
                        ready_word="ready")
         return d, "%s:%d" % (ORIGIN_NAME, self.origin_port)
 
-    def start_tinyproxy(self, port, rep):
+    def start_tinyproxy(self, port, rep, **_):
         if shutil.which("tinyproxy") is None:
             self.notes.append("tinyproxy: not installed")
             return None, None
@@ -245,8 +280,8 @@ Group nogroup
 Port {port}
 Listen 127.0.0.1
 Timeout 600
-MaxClients 4096
-Allow 127.0.0.1
+MaxClients 12000
+Allow 127.0.0.0/8
 ConnectPort {origin}
 PidFile "{root}/tinyproxy.pid"
 LogLevel Critical
@@ -256,7 +291,7 @@ DisableViaHeader Yes
                        ["tinyproxy", "-d", "-c", conf], port)
         return d, "127.0.0.1:%d" % self.origin_port
 
-    def start_squid(self, port, rep):
+    def start_squid(self, port, rep, **_):
         if shutil.which("squid") is None:
             self.notes.append("squid: not installed")
             return None, None
@@ -276,7 +311,7 @@ cache_mem 0 MB
 coredump_dir {root}
 pinger_enable off
 workers 1
-max_filedescriptors 16384
+max_filedescriptors 65536
 acl SSL_ports port {origin}
 acl Safe_ports port {origin}
 acl CONNECT method CONNECT
@@ -286,6 +321,70 @@ via off
 forwarded_for delete
 """.format(port=port, origin=self.origin_port, root=root))
         d = self.start("squid-%d" % rep, ["squid", "-N", "-f", conf], port)
+        return d, "127.0.0.1:%d" % self.origin_port
+
+    def start_ats(self, port, rep, **_):
+        """Apache Traffic Server as a forward proxy: one exec thread, no
+        cache, no logs, its whole layout (runroot) in the run's dir."""
+        exe = shutil.which("traffic_server")
+        if exe is None or not os.path.isdir("/etc/trafficserver"):
+            self.notes.append("ats: not installed")
+            return None, None
+        root = os.path.join(self.tmp, "ats-%d" % rep)
+        etc = os.path.join(root, "etc")
+        # the packaged defaults for the files records.config does not
+        # replace (body_factory, ip_allow.yaml: loopback may use every
+        # method, CONNECT included)
+        shutil.copytree("/etc/trafficserver", etc)
+        for d in ("run", "log", "cache", "var"):
+            os.makedirs(os.path.join(root, d))
+        for name in ("remap.config", "storage.config"):
+            open(os.path.join(etc, name), "w").close()   # no remap, no disk
+        with open(os.path.join(root, "runroot.yaml"), "w") as f:
+            f.write("prefix: {r}\nexec_prefix: /usr\nbindir: /usr/bin\n"
+                    "sbindir: /usr/sbin\nsysconfdir: {r}/etc\n"
+                    "datadir: /usr/share/trafficserver\n"
+                    "includedir: /usr/include\n"
+                    "libdir: /usr/lib/trafficserver\n"
+                    "libexecdir: /usr/lib/trafficserver/modules\n"
+                    "localstatedir: {r}/var\nruntimedir: {r}/run\n"
+                    "logdir: {r}/log\ncachedir: {r}/cache\n"
+                    .format(r=root))
+        recs = [
+            # stay the user that started it (#-1): the run dir is ours
+            ("admin.user_id", "STRING", "#-1"),
+            ("http.server_ports", "STRING",
+             "%d:ipv4:ip-in=127.0.0.1" % port),
+            ("exec_thread.autoconfig", "INT", "0"),
+            ("exec_thread.limit", "INT", "1"),
+            ("exec_thread.affinity", "INT", "0"),
+            ("accept_threads", "INT", "0"),
+            ("task_threads", "INT", "1"),
+            ("cache.threads_per_disk", "INT", "1"),
+            ("http.cache.http", "INT", "0"),
+            ("cache.ram_cache.size", "INT", "0"),
+            ("log.logging_enabled", "INT", "0"),
+            ("url_remap.remap_required", "INT", "0"),
+            ("reverse_proxy.enabled", "INT", "0"),
+            ("http.connect_ports", "STRING", str(self.origin_port)),
+            ("http.insert_request_via_str", "INT", "0"),
+            ("http.insert_response_via_str", "INT", "0"),
+            ("http.insert_client_ip", "INT", "0"),
+            ("http.insert_squid_x_forwarded_for", "INT", "0"),
+            ("http.keep_alive_no_activity_timeout_in", "INT", "300"),
+            ("http.keep_alive_no_activity_timeout_out", "INT", "300"),
+            ("http.transaction_no_activity_timeout_in", "INT", "300"),
+            ("http.transaction_no_activity_timeout_out", "INT", "300"),
+            ("net.connections_throttle", "INT", "60000"),
+            ("net.max_connections_in", "INT", "60000"),
+            ("diags.debug.enabled", "INT", "0"),
+        ]
+        # Debian 12's ATS 9.2 reads records.config (records.yaml is 10.x)
+        with open(os.path.join(etc, "records.config"), "w") as f:
+            for k, t, v in recs:
+                f.write("CONFIG proxy.config.%s %s %s\n" % (k, t, v))
+        d = self.start("ats-%d" % rep, [exe, "--run-root=" + root], port,
+                       env={"TS_RUNROOT": root})
         return d, "127.0.0.1:%d" % self.origin_port
 
     # ----------------------------------------------------------- running
@@ -392,21 +491,29 @@ forwarded_for delete
                 self.stop(d)
         return errors
 
-    def one_target(self, target):
-        log("%s: %d repetitions" % (target, self.args.reps))
-        reps = {k: [] for k in ("bulk1", "bulk8", "tunnels", "ka_rps",
-                                "ka_p50", "ka_p99", "cpu_gib", "idle_kib")}
-        errors = 0
+    KEYS = ("bulk1", "bulk8", "tunnels", "ka_rps", "ka_p50", "ka_p99",
+            "cpu_gib", "idle_kib")
+
+    def run_targets(self, targets):
+        """Repetition by repetition, every target in turn: a load that
+        others put on the machine meanwhile falls on all of them alike,
+        which keeps the ratios honest on a shared host."""
+        reps = {t: {k: [] for k in self.KEYS} for t in targets}
+        errors = dict.fromkeys(targets, 0)
         for rep in range(self.args.reps):
-            errors += self.one_rep(target, rep, reps,
-                                   rep == self.args.reps - 1)
-            time.sleep(0.5)
-        if errors:
-            self.notes.append("%s: %d failed requests or tunnels over the "
-                              "run" % (target, errors))
-        self.results[target] = {k: statistics.median(v)
-                                for k, v in reps.items() if v}
-        self.results[target]["_raw"] = reps
+            for t in targets:
+                log("%s: repetition %d of %d" % (t, rep + 1,
+                                                   self.args.reps))
+                errors[t] += self.one_rep(t, rep, reps[t],
+                                          rep == self.args.reps - 1)
+                time.sleep(0.5)
+        for t in targets:
+            if errors[t]:
+                self.notes.append("%s: %d failed requests or tunnels over "
+                                  "the run" % (t, errors[t]))
+            self.results[t].update({k: statistics.median(v)
+                                    for k, v in reps[t].items() if v})
+            self.results[t]["_raw"] = reps[t]
 
     def perf_profile(self, d, via, authority):
         """Where sluiced spends its CPU in bulk and in new tunnels."""
@@ -439,6 +546,311 @@ forwarded_for delete
                 f.write(rep.stdout)
             log("perf profile of sluiced (%s) in %s" % (label, path_out))
 
+    # --------------------------------------------------------- syscalls
+    def syscalls(self, targets):
+        """System calls per keep-alive request and per short tunnel:
+        strace -c -f attached to a fresh proxy over a fixed count (the
+        connections' setup included, spread over the count)."""
+        if shutil.which("strace") is None:
+            self.notes.append("syscalls: strace not installed")
+            return
+        n = self.args.syscall_count
+        for t in targets:
+            port = free_port()
+            d, authority = getattr(self, "start_" + t)(port, 90)
+            if d is None:
+                continue
+            via = "127.0.0.1:%d" % port
+            try:
+                for label, mode, conc in (("ka", "ka", 50),
+                                          ("tunnels", "tunnels", 50)):
+                    out = os.path.join(self.tmp, "strace-%s-%s" % (t, label))
+                    st = subprocess.Popen(["strace", "-c", "-f", "-q", "-o",
+                                           out, "-p", str(d.pid)],
+                                          stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL)
+                    time.sleep(1.0)     # attached to every thread
+                    try:
+                        r = self.loadgen(via, authority, mode, "/1k", conc,
+                                         count=n, secs=60)
+                    finally:
+                        st.send_signal(signal.SIGINT)
+                        st.wait(timeout=30)
+                    calls, top = self.strace_total(out)
+                    done = r["ops"] if r["ops"] else 1
+                    key = "sys_" + label
+                    self.results[t][key] = calls / done
+                    shutil.copy(out, os.path.join(
+                        self.args.outdir, "strace-%s-%s.txt" % (t, label)))
+                    log("%s: %.1f system calls per %s (%s)" % (
+                        t, calls / done, "request" if label == "ka"
+                        else "tunnel", ", ".join(top)))
+            except (subprocess.SubprocessError, ValueError, OSError,
+                    KeyError) as e:
+                self.notes.append("%s: syscall count failed: %s" % (t, e))
+            finally:
+                self.stop(d)
+
+    @staticmethod
+    def strace_total(path):
+        """(total calls, the five most frequent as "name N") of a
+        strace -c summary."""
+        total, rows = 0, []
+        with open(path) as f:
+            for ln in f:
+                parts = ln.split()
+                if len(parts) < 5 or not parts[3].isdigit():
+                    continue
+                if parts[-1] == "total":
+                    total = int(parts[3])
+                else:
+                    rows.append((int(parts[3]), parts[-1]))
+        rows.sort(reverse=True)
+        return total, ["%s %d" % (nm, c) for c, nm in rows[:5]]
+
+    # ------------------------------------------------------------ scale
+    def scale(self, targets):
+        """The --scale figures, one repetition each, each bounded in
+        time by the load generator's -d and a timeout around it."""
+        dur = self.args.duration
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if soft != resource.RLIM_INFINITY and \
+                soft < 2 * SCALE_IDLE + 100:
+            # a proxy holds two descriptors a tunnel: where the hard
+            # limit cannot be raised (no CAP_SYS_RESOURCE), hold fewer
+            self.scale_idle_n = (soft - 100) // 2
+            self.notes.append("idle tunnels: %d held, not %d: "
+                              "RLIMIT_NOFILE is %d here" % (
+                                  self.scale_idle_n, SCALE_IDLE, soft))
+        for t in targets:
+            if t != "direct":
+                self.scale_idle(t)
+            self.scale_sessions(t)
+            self.scale_ka(t, dur)
+        if "sluiced" in targets:
+            self.scale_prompts()
+
+    def fresh(self, t, rep, **kw):
+        """(daemon, via, authority) of a freshly started target; daemon
+        None for direct."""
+        if t == "direct":
+            via = "127.0.0.1:%d" % self.origin_port
+            return None, via, via
+        port = free_port()
+        d, authority = getattr(self, "start_" + t)(port, rep, **kw)
+        if d is None:
+            raise OSError("%s did not start" % t)
+        return d, "127.0.0.1:%d" % port, authority
+
+    def scale_idle(self, t):
+        n = self.scale_idle_n
+        d = None
+        try:
+            d, via, authority = self.fresh(t, 100)
+            before = rss_kib(d.pid)
+            argv = ["taskset", "-c", LOAD_CPU, self.args.loadgen, "-m",
+                    "idle", "-P", "-t", via, "-a", authority, "-n", str(n),
+                    "-c", "200", "-d", "120"]
+            p = subprocess.Popen(argv, stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE)
+            try:
+                line = p.stdout.readline().decode().split()
+                got = int(line[1]) if len(line) == 2 and \
+                    line[0] == "ready" else 0
+                time.sleep(2.0)
+                after = rss_kib(d.pid)
+            finally:
+                p.stdin.close()
+                out = p.stdout.read().decode()
+                p.wait(timeout=130)
+            res = json.loads(out.strip().splitlines()[-1])
+            if got:
+                self.results[t]["s_idle_kib"] = (after - before) / got
+            # not established, or dropped during the hold
+            self.results[t]["s_idle_err"] = (n - got) + \
+                max(0, got - res["established"])
+            if self.results[t]["s_idle_err"]:
+                self.notes.append(
+                    "%s: idle tunnels: %d failed to dial, %d cut, %d "
+                    "answered other than 200 (last errno %d)" % (
+                        t, res["err_dial"], res["err_cut"],
+                        res["err_answer"], res["last_errno"]))
+        except (subprocess.SubprocessError, ValueError, OSError,
+                IndexError, KeyError) as e:
+            self.notes.append("%s: 10,000 idle tunnels failed: %s" % (t, e))
+        finally:
+            if d:
+                self.stop(d)
+
+    def scale_sessions(self, t):
+        """1,000 sessions (sources 127.1.0.1 and on), one tunnel each,
+        all moving a 2 MiB body at once."""
+        d = None
+        try:
+            d, via, authority = self.fresh(t, 101, sessions=SCALE_SESSIONS)
+            argv = ["taskset", "-c", LOAD_CPU, self.args.loadgen, "-m",
+                    "bulk", "-t", via, "-a", authority, "-u", "/2m", "-c",
+                    str(SCALE_SESSIONS), "-b", SCALE_SRC, "-d", "60"]
+            if d:
+                argv.append("-P")
+            out = subprocess.run(argv, stdout=subprocess.PIPE, timeout=90,
+                                 check=True).stdout.decode()
+            r = json.loads(out.strip().splitlines()[-1])
+            self.results[t]["s_sess_mbps"] = r["mb_per_s"]
+            self.results[t]["s_sess_err"] = r["errors"] + \
+                (SCALE_SESSIONS - r["ops"] - r["errors"])
+        except (subprocess.SubprocessError, ValueError, OSError,
+                IndexError, KeyError) as e:
+            self.notes.append("%s: 1,000 sessions failed: %s" % (t, e))
+        finally:
+            if d:
+                self.stop(d)
+
+    def scale_ka(self, t, dur):
+        d = None
+        try:
+            d, via, authority = self.fresh(t, 102)
+            for conc, key in ((50, "s_ka50"), (500, "s_ka500")):
+                r = self.loadgen(via, authority, "ka", "/1k", conc,
+                                 secs=dur)
+                self.results[t][key + "_p99"] = r["p99_us"] / 1000.0
+                self.results[t][key + "_rps"] = r["ops_per_s"]
+                if r["errors"]:
+                    self.notes.append("%s: %d errors in keep-alive GET at "
+                                      "c=%d" % (t, r["errors"], conc))
+        except (subprocess.SubprocessError, ValueError, OSError,
+                IndexError, KeyError) as e:
+            self.notes.append("%s: keep-alive at c=500 failed: %s" % (t, e))
+        finally:
+            if d:
+                self.stop(d)
+
+    def scale_prompts(self):
+        """1,000 sessions of a lower tier than the ceiling each CONNECT
+        once: 1,000 prompts pending.  An event-stream subscriber makes
+        sluiced ask; the answers (allow_once) go in one burst, pipelined
+        on one control connection; the figure is the time from the
+        burst's start to each client's first byte (its 200)."""
+        n = SCALE_SESSIONS
+        d = ev = None
+        try:
+            d, via, authority = self.fresh("sluiced", 103, sessions=n,
+                                           tier="registries")
+            ctl = os.path.join(self.tmp, "sluiced-103", "run",
+                               "control.sock")
+            ev = socket.socket(socket.AF_UNIX)
+            ev.settimeout(10)
+            ev.connect(ctl)
+            ev.sendall(b"GET /v1/events HTTP/1.1\r\nHost: x\r\n"
+                       b"Accept: text/event-stream\r\n\r\n")
+            if b" 200 " not in ev.recv(4096):
+                raise OSError("no event stream")
+            # an approver reads its events: a stream nobody reads would
+            # fill and be dropped, and sluiced would stop asking
+            threading.Thread(target=self.drain, args=(ev,),
+                             daemon=True).start()
+            argv = ["taskset", "-c", LOAD_CPU, self.args.loadgen, "-m",
+                    "hold", "-P", "-t", via, "-a", authority, "-n", str(n),
+                    "-b", SCALE_SRC, "-d", "60"]
+            p = subprocess.Popen(argv, stdout=subprocess.PIPE)
+            try:
+                line = p.stdout.readline().decode().split()
+                if len(line) != 2 or line[0] != "sent":
+                    raise OSError("the load generator did not send")
+                ids = []
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    js = self.ctl_call(ctl, b"GET /v1/prompts HTTP/1.1\r\n"
+                                       b"Host: x\r\nConnection: close"
+                                       b"\r\n\r\n")
+                    ids = [x["id"] for x in json.loads(js)["prompts"]]
+                    if len(ids) >= n:
+                        break
+                    time.sleep(0.2)
+                body = b'{"decision":"allow_once"}'
+                burst = b"".join(
+                    b"POST /v1/prompts/%s HTTP/1.1\r\nHost: x\r\n"
+                    b"Content-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n%s"
+                    % (i.encode(), len(body), body) for i in ids)
+                t0 = time.monotonic_ns()
+                self.ctl_burst(ctl, burst, len(ids))
+                out = p.communicate(timeout=90)[0].decode()
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait(timeout=10)
+            lines = out.strip().splitlines()
+            first = json.loads(lines[-1])["first_ns"]
+            lat = sorted((f - t0) / 1e6 for f in first if f > 0)
+            if lat:
+                self.results["sluiced"]["s_prompt_p50"] = \
+                    lat[len(lat) // 2]
+                self.results["sluiced"]["s_prompt_p99"] = \
+                    lat[min(len(lat) - 1, (len(lat) * 99) // 100)]
+            if len(ids) < n or len(lat) < n:
+                self.notes.append("prompts: %d pending of %d, %d answered "
+                                  "through" % (len(ids), n, len(lat)))
+        except (subprocess.SubprocessError, ValueError, OSError,
+                IndexError, KeyError) as e:
+            self.notes.append("sluiced: 1,000 prompts failed: %s" % e)
+        finally:
+            if ev:
+                ev.close()
+            if d:
+                self.stop(d)
+
+    @staticmethod
+    def drain(sock):
+        """Read and drop what sock sends until it closes (bounded)."""
+        sock.settimeout(1.0)
+        for _ in range(100000):
+            try:
+                if not sock.recv(1 << 16):
+                    return
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+
+    @staticmethod
+    def ctl_call(path, req):
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(10)
+        s.connect(path)
+        try:
+            s.sendall(req)
+            buf = b""
+            for _ in range(100000):
+                b = s.recv(1 << 16)
+                if not b:
+                    break
+                buf += b
+        finally:
+            s.close()
+        return buf.split(b"\r\n\r\n", 1)[1].decode()
+
+    @staticmethod
+    def ctl_burst(path, burst, n):
+        """Send n pipelined requests at once; wait for n answers."""
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(30)
+        s.connect(path)
+        try:
+            s.sendall(burst)
+            buf, got = b"", 0
+            deadline = time.monotonic() + 60
+            while got < n and time.monotonic() < deadline:
+                b = s.recv(1 << 16)
+                if not b:
+                    break
+                buf += b
+                got = buf.count(b"HTTP/1.1 ")
+        finally:
+            s.close()
+        if got < n:
+            raise OSError("%d of %d answers acknowledged" % (got, n))
+
     def policy_bench(self):
         exe = self.args.bench_policy
         if not exe or not os.access(exe, os.X_OK):
@@ -453,24 +865,45 @@ forwarded_for delete
         self.results["sluiced"]["decide_ns"] = statistics.median(vals)
 
     # ------------------------------------------------------------ report
+    ROWS = [
+        # label, key, format, higher is better
+        ("1. Bulk, 1 CONNECT tunnel, 1 GiB (MB/s)", "bulk1", "%.0f", True),
+        ("1. Bulk, 8 tunnels x 256 MiB (MB/s)", "bulk8", "%.0f", True),
+        ("2. New tunnels/s, c=50, 1 KiB GET", "tunnels", "%.0f", True),
+        ("3. Keep-alive GET 1 KiB, c=50 (req/s)", "ka_rps", "%.0f", True),
+        ("3. ... p50 latency (ms)", "ka_p50", "%.2f", False),
+        ("3. ... p99 latency (ms)", "ka_p99", "%.2f", False),
+        ("4. RSS per idle tunnel (KiB, {idle} held)", "idle_kib", "%.1f",
+         False),
+        ("5. Proxy CPU s per GiB relayed", "cpu_gib", "%.2f", False),
+        ("6. Policy decision, 100k-host list (ns)", "decide_ns", "%.0f",
+         False),
+    ]
+
+    def best_peer(self, key, higher):
+        """The peer with the best median of key: (name, value)."""
+        got = [(t, self.results[t][key]) for t in PEERS
+               if self.results[t].get(key) is not None]
+        if not got:
+            return None, None
+        return (max if higher else min)(got, key=lambda tv: tv[1])
+
+    def scale_rows(self):
+        """Rows of the --scale figures that some target has."""
+        return [r for r in SCALE_ROWS
+                if any(r[1] in self.results[t] for t in TARGETS)]
+
     def table(self):
-        rows = [
-            ("1. Bulk, 1 CONNECT tunnel, 1 GiB (MB/s)", "bulk1", "%.0f"),
-            ("1. Bulk, 8 tunnels x 256 MiB (MB/s)", "bulk8", "%.0f"),
-            ("2. New tunnels/s, c=50, 1 KiB GET", "tunnels", "%.0f"),
-            ("3. Keep-alive GET 1 KiB, c=50 (req/s)", "ka_rps", "%.0f"),
-            ("3. ... p50 latency (ms)", "ka_p50", "%.2f"),
-            ("3. ... p99 latency (ms)", "ka_p99", "%.2f"),
-            ("4. RSS per idle tunnel (KiB, %d held)" % self.args.idle,
-             "idle_kib", "%.1f"),
-            ("5. Proxy CPU s per GiB relayed", "cpu_gib", "%.2f"),
-            ("6. Policy decision, 100k-host list (ns)", "decide_ns", "%.0f"),
-        ]
-        head = ["Figure"] + TARGETS
+        """Each cell: value (ratio to direct); the last column is
+        sluiced's ratio to the best peer of that row (> 1 is ahead for
+        rates, < 1 for times and sizes)."""
+        rows = self.ROWS + self.scale_rows()
+        head = ["Figure"] + TARGETS + ["sluiced / best peer"]
         lines = []
-        for label, key, fmt in rows:
+        for label, key, fmt, higher in rows:
             base = self.results["direct"].get(key)
-            cells = [label]
+            cells = [label.format(idle=self.args.idle,
+                                  sidle=self.scale_idle_n)]
             for t in TARGETS:
                 v = self.results[t].get(key)
                 if v is None:
@@ -479,6 +912,12 @@ forwarded_for delete
                     cells.append(fmt % v)
                 else:
                     cells.append("%s (%.2f)" % (fmt % v, v / base))
+            peer, pv = self.best_peer(key, higher)
+            sv = self.results["sluiced"].get(key)
+            if sv is None or not pv:
+                cells.append("-")
+            else:
+                cells.append("%.2f (%s)" % (sv / pv, peer))
             lines.append(cells)
         return head, lines
 
@@ -510,8 +949,11 @@ forwarded_for delete
             pass
         text = ("Loopback only, %s, Linux %s, %d cores; proxy pinned on "
                 "core 0, nginx origin and load generator on core 1.  "
-                "Median of %d runs; (ratio) = value / direct.  "
-                "tinyproxy and squid are Debian's, one process each, no "
+                "Median of %d runs; (ratio) = value / direct; the last "
+                "column is sluiced / the best of the peers (tinyproxy, "
+                "squid, ats) on that row.  "
+                "tinyproxy, squid and Apache Traffic Server (ats) are "
+                "Debian's, one process each (ATS: one exec thread), no "
                 "cache, no disk logs; sluiced writes its hash-chained "
                 "connection log (two records per request or tunnel) as it "
                 "does in production.\n\n" % (cpu, platform.release(),
@@ -542,6 +984,13 @@ def main():
     ap.add_argument("--targets", default=",".join(TARGETS))
     ap.add_argument("--perf", action="store_true",
                     help="also record a perf profile of sluiced")
+    ap.add_argument("--scale", action="store_true",
+                    help="also the scale figures (10,000 idle tunnels, "
+                    "1,000 sessions, 1,000 prompts, c=500)")
+    ap.add_argument("--syscalls", action="store_true",
+                    help="also system calls per request and per tunnel "
+                    "(strace -c)")
+    ap.add_argument("--syscall-count", type=int, default=5000)
     ap.add_argument("--keep-tmp", action="store_true")
     args = ap.parse_args()
     if not 1 <= args.reps <= 9 or not 0.5 <= args.duration <= 30 \
@@ -554,11 +1003,17 @@ def main():
     t0 = time.monotonic()
     try:
         b.start_origin()
-        for t in args.targets.split(","):
+        targets = args.targets.split(",")
+        for t in targets:
             if t not in TARGETS:
                 raise SystemExit("bench: unknown target " + t)
-            b.one_target(t)
+        b.run_targets(targets)
         b.policy_bench()
+        if args.syscalls:
+            b.syscalls([t for t in targets if t != "direct"])
+        if args.scale:
+            b.scale([t for t in targets if t != "direct"] +
+                    (["direct"] if "direct" in targets else []))
     finally:
         b.stop_all()
         if not args.keep_tmp:

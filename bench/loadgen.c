@@ -14,6 +14,12 @@
  *            proxy, origin form direct); requests/s, p50 and p99 latency
  *   idle     -n tunnels established and held; prints "ready N" on stdout
  *            and holds them until stdin closes or -d seconds pass
+ *   hold     -n CONNECTs sent at once (a proxy that asks before it
+ *            answers holds them); prints "sent N" once every one was
+ *            written, then waits for the answers and reports when the
+ *            first byte of each came (CLOCK_MONOTONIC ns, "first_ns")
+ * -b ADDR binds connection i to the source address ADDR + i (within
+ * 127.0.0.0/8), so a proxy that tells sessions by source sees -n of them.
  * Every mode stops after -n operations or -d seconds, whichever is first.
  * The result is one JSON object on stdout.
  */
@@ -34,7 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum lg_mode { LG_BULK, LG_TUNNELS, LG_KA, LG_IDLE };
+enum lg_mode { LG_BULK, LG_TUNNELS, LG_KA, LG_IDLE, LG_HOLD };
 
 enum lg_state {
 	LG_S_FREE = 0,
@@ -47,7 +53,7 @@ enum lg_state {
 
 #define LG_HEAD_MAX 4096
 #define LG_RBUF (1024 * 1024)
-#define LG_MAX_CONNS 8192
+#define LG_MAX_CONNS 16384
 
 struct lg_conn {
 	int fd;
@@ -57,6 +63,8 @@ struct lg_conn {
 	uint64_t body_left;
 	uint64_t t_sent_ns;
 	unsigned served;     /* responses on this connection */
+	uint32_t src;        /* source address to bind (host order), 0 none */
+	uint64_t t_first_ns; /* hold: when the answer's first byte came */
 	int resend;          /* ka: reconnected, request still owed */
 	int close_after;     /* the response said Connection: close */
 };
@@ -82,11 +90,16 @@ struct lg {
 	uint64_t errors;
 	uint64_t bytes;
 	uint64_t reconnects;
+	/* why errors happened: dial, cut (EOF or error mid-answer), answer
+	 * (not a 200 or not HTTP) */
+	uint64_t err_dial, err_cut, err_answer;
+	int last_errno;
 	uint64_t *lat_ns;
 	size_t nlat;
 	size_t cap_lat;
 	int active;
 	int established;
+	uint32_t src_base;           /* -b, host order; 0: no bind */
 	char *rbuf;
 	uint64_t t0_ns;
 };
@@ -105,10 +118,11 @@ usage(void)
 {
 	fprintf(stderr,
 "usage: loadgen -m bulk|tunnels|ka|idle -t 127.0.0.1:PORT -a HOST:PORT\n"
-"               [-P] [-u PATH] [-c CONC] [-n COUNT] [-d SECONDS]\n"
+"               [-P] [-u PATH] [-c CONC] [-n COUNT] [-d SECONDS] [-b SRC]\n"
 "  -t  address to dial (the proxy with -P, else the origin)\n"
 "  -a  authority the requests name (CONNECT target, Host, absolute URI)\n"
-"  -P  go through the proxy at -t\n");
+"  -P  go through the proxy at -t\n"
+"  -b  bind connection i to source address SRC + i (127.x.y.z)\n");
 }
 
 /* Loopback only, numeric only: the bench must never dial anything else. */
@@ -204,13 +218,20 @@ conn_open(struct lg *g, struct lg_conn *c)
 
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return -1;
+		goto fail;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(fd, (struct sockaddr *)&g->dial, sizeof(g->dial)) != 0 &&
-	    errno != EINPROGRESS) {
-		close(fd);
-		return -1;
+	if (c->src != 0) {
+		struct sockaddr_in sa;
+
+		memset(&sa, 0, sizeof(sa));
+		sa.sin_family = AF_INET;
+		sa.sin_addr.s_addr = htonl(c->src);
+		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+			goto fail_fd;
 	}
+	if (connect(fd, (struct sockaddr *)&g->dial, sizeof(g->dial)) != 0 &&
+	    errno != EINPROGRESS)
+		goto fail_fd;
 	c->fd = fd;
 	c->state = LG_S_CONNECTING;
 	c->head_len = 0;
@@ -221,13 +242,21 @@ conn_open(struct lg *g, struct lg_conn *c)
 	ev.events = EPOLLOUT | EPOLLIN;
 	ev.data.ptr = c;
 	if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-		close(fd);
 		c->state = LG_S_FREE;
-		return -1;
+		goto fail_fd;
 	}
 	g->active++;
 	g->started++;
 	return 0;
+fail_fd:
+	g->last_errno = errno;
+	close(fd);
+	g->err_dial++;
+	return -1;
+fail:
+	g->last_errno = errno;
+	g->err_dial++;
+	return -1;
 }
 
 static void
@@ -288,10 +317,12 @@ record_latency(struct lg *g, uint64_t ns)
 	g->lat_ns[g->nlat++] = ns;
 }
 
+/* Whether to open another connection: only tunnels mode opens more
+ * than its first -c (ka reconnects in place). */
 static int
 want_more(const struct lg *g)
 {
-	if (g->mode == LG_BULK || g->mode == LG_IDLE)
+	if (g->mode != LG_TUNNELS)
 		return 0;
 	return g->started < g->max_ops && !time_up(g);
 }
@@ -419,7 +450,7 @@ feed_head(struct lg *g, struct lg_conn *c, const char *buf, size_t n)
 	if (c->state == LG_S_PROXY_HEAD) {
 		if (status_of(c->head, hl) != 200)
 			return -1;
-		if (g->mode == LG_IDLE) {
+		if (g->mode == LG_IDLE || g->mode == LG_HOLD) {
 			c->state = LG_S_IDLE;
 			g->established++;
 			set_events(g, c, EPOLLIN);
@@ -462,9 +493,14 @@ on_readable(struct lg *g, struct lg_conn *c)
 		if (r <= 0) {
 			/* EOF or error before the response ended */
 			g->errors++;
+			g->err_cut++;
+			if (r < 0)
+				g->last_errno = errno;
 			conn_close(g, c);
 			return;
 		}
+		if (c->t_first_ns == 0)
+			c->t_first_ns = now_ns();
 		while (off < (size_t)r && c->state != LG_S_FREE) {
 			size_t left = (size_t)r - off;
 
@@ -475,6 +511,7 @@ on_readable(struct lg *g, struct lg_conn *c)
 
 				if (k < 0) {
 					g->errors++;
+					g->err_answer++;
 					conn_close(g, c);
 					return;
 				}
@@ -509,6 +546,8 @@ on_writable(struct lg *g, struct lg_conn *c)
 	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 ||
 	    err != 0) {
 		g->errors++;
+		g->err_dial++;
+		g->last_errno = err;
 		conn_close(g, c);
 		return;
 	}
@@ -517,7 +556,7 @@ on_writable(struct lg *g, struct lg_conn *c)
 		c->head_len = 0;
 		if (send_all(c->fd, g->connect_req, g->connect_len) != 0)
 			goto fail;
-	} else if (g->mode == LG_IDLE) {
+	} else if (g->mode == LG_IDLE || g->mode == LG_HOLD) {
 		c->state = LG_S_IDLE;
 		g->established++;
 	} else if (send_request(g, c) != 0) {
@@ -541,7 +580,8 @@ cmp_u64(const void *a, const void *b)
 static void
 print_result(struct lg *g, double secs)
 {
-	static const char *names[] = { "bulk", "tunnels", "ka", "idle" };
+	static const char *names[] = { "bulk", "tunnels", "ka", "idle",
+	    "hold" };
 	double p50 = 0, p99 = 0;
 
 	if (g->nlat > 0) {
@@ -552,12 +592,30 @@ print_result(struct lg *g, double secs)
 	printf("{\"mode\":\"%s\",\"secs\":%.4f,\"ops\":%llu,\"errors\":%llu,"
 	    "\"bytes\":%llu,\"mb_per_s\":%.2f,\"ops_per_s\":%.1f,"
 	    "\"p50_us\":%.1f,\"p99_us\":%.1f,\"established\":%d,"
-	    "\"reconnects\":%llu}\n",
+	    "\"reconnects\":%llu,\"err_dial\":%llu,\"err_cut\":%llu,"
+	    "\"err_answer\":%llu,\"last_errno\":%d}\n",
 	    names[g->mode], secs, (unsigned long long)g->done,
 	    (unsigned long long)g->errors, (unsigned long long)g->bytes,
 	    secs > 0 ? (double)g->bytes / 1e6 / secs : 0.0,
 	    secs > 0 ? (double)g->done / secs : 0.0, p50, p99,
-	    g->established, (unsigned long long)g->reconnects);
+	    g->established, (unsigned long long)g->reconnects,
+	    (unsigned long long)g->err_dial, (unsigned long long)g->err_cut,
+	    (unsigned long long)g->err_answer, g->last_errno);
+	fflush(stdout);
+}
+
+/* hold: one more line, the first-byte times of the connections that got
+ * their answer (0 for one that did not) */
+static void
+print_first(struct lg *g, int n)
+{
+	int i;
+
+	printf("{\"first_ns\":[");
+	for (i = 0; i < n; i++)
+		printf("%s%llu", i ? "," : "",
+		    (unsigned long long)g->conns[i].t_first_ns);
+	printf("]}\n");
 	fflush(stdout);
 }
 
@@ -601,7 +659,7 @@ run_load(struct lg *g)
 	int i;
 
 	for (i = 0; i < g->conc; i++) {
-		if (g->mode != LG_BULK && !want_more(g))
+		if (g->mode == LG_TUNNELS && !want_more(g))
 			break;
 		if (conn_open(g, &g->conns[i]) != 0)
 			g->errors++;
@@ -664,6 +722,35 @@ run_idle(struct lg *g, int total)
 	close_all(g, total);
 }
 
+/* Hold: send -n CONNECTs (all in flight), say so, wait for the answers. */
+static void
+run_hold(struct lg *g, int total)
+{
+	int i, sent = 0;
+
+	for (i = 0; i < total; i++)
+		if (conn_open(g, &g->conns[i]) != 0)
+			g->errors++;
+	/* written: every connection left LG_S_CONNECTING */
+	while (!time_up(g)) {
+		sent = 0;
+		for (i = 0; i < total; i++)
+			if (g->conns[i].state != LG_S_CONNECTING)
+				sent++;
+		if (sent == total)
+			break;
+		dispatch(g, 50);
+	}
+	printf("sent %d\n", sent);
+	fflush(stdout);
+	while (!time_up(g) && g->established < g->active)
+		dispatch(g, 50);
+	/* the records say when each got its answer */
+	for (i = 0; i < total; i++)
+		if (g->conns[i].state != LG_S_IDLE)
+			g->conns[i].t_first_ns = 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -678,7 +765,7 @@ main(int argc, char **argv)
 	g.conc = 1;
 	g.max_secs = 10;
 	snprintf(g.path, sizeof(g.path), "/");
-	while ((opt = getopt(argc, argv, "m:t:a:Pu:c:n:d:h")) != -1) {
+	while ((opt = getopt(argc, argv, "m:t:a:Pu:c:n:d:b:h")) != -1) {
 		switch (opt) {
 		case 'm': mode = optarg; break;
 		case 't': dial = optarg; break;
@@ -689,6 +776,18 @@ main(int argc, char **argv)
 		case 'c': g.conc = atoi(optarg); break;
 		case 'n': count = atol(optarg); break;
 		case 'd': g.max_secs = atof(optarg); break;
+		case 'b': {
+			struct in_addr a;
+
+			if (inet_pton(AF_INET, optarg, &a) != 1 ||
+			    (ntohl(a.s_addr) >> 24) != 127) {
+				fprintf(stderr, "loadgen: -b must be "
+				    "127.x.y.z\n");
+				return 2;
+			}
+			g.src_base = ntohl(a.s_addr);
+			break;
+		}
 		default: usage(); return 2;
 		}
 	}
@@ -700,6 +799,8 @@ main(int argc, char **argv)
 		g.mode = LG_KA;
 	else if (strcmp(mode, "idle") == 0)
 		g.mode = LG_IDLE;
+	else if (strcmp(mode, "hold") == 0)
+		g.mode = LG_HOLD;
 	else {
 		usage();
 		return 2;
@@ -716,11 +817,13 @@ main(int argc, char **argv)
 		return 2;
 	}
 	g.max_ops = count > 0 ? (uint64_t)count : 100000000u;
-	if (g.mode == LG_IDLE && (count < 1 || count > LG_MAX_CONNS)) {
-		fprintf(stderr, "loadgen: idle needs -n 1..%d\n", LG_MAX_CONNS);
+	if ((g.mode == LG_IDLE || g.mode == LG_HOLD) &&
+	    (count < 1 || count > LG_MAX_CONNS)) {
+		fprintf(stderr, "loadgen: idle and hold need -n 1..%d\n",
+		    LG_MAX_CONNS);
 		return 2;
 	}
-	nconns = g.mode == LG_IDLE ? (int)count : g.conc;
+	nconns = g.mode == LG_IDLE || g.mode == LG_HOLD ? (int)count : g.conc;
 	g.conns = calloc((size_t)nconns, sizeof(*g.conns));
 	g.rbuf = malloc(LG_RBUF);
 	g.epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -728,14 +831,29 @@ main(int argc, char **argv)
 		perror("loadgen");
 		return 1;
 	}
+	if (g.src_base != 0) {
+		int i;
+
+		/* every source stays inside 127.0.0.0/8 */
+		if (((g.src_base + (uint32_t)nconns - 1) >> 24) != 127) {
+			fprintf(stderr, "loadgen: -b + -n leaves 127/8\n");
+			return 2;
+		}
+		for (i = 0; i < nconns; i++)
+			g.conns[i].src = g.src_base + (uint32_t)i;
+	}
 	build_requests(&g);
 	g.t0_ns = now_ns();
 	if (g.mode == LG_IDLE)
 		run_idle(&g, nconns);
+	else if (g.mode == LG_HOLD)
+		run_hold(&g, nconns);
 	else
 		run_load(&g);
 	t1 = now_ns();
 	print_result(&g, (double)(t1 - g.t0_ns) / 1e9);
+	if (g.mode == LG_HOLD)
+		print_first(&g, nconns);
 	free(g.lat_ns);
 	free(g.conns);
 	free(g.rbuf);

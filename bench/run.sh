@@ -1,14 +1,16 @@
 #!/bin/sh
-# bench/run.sh: sluiced against tinyproxy, squid and a direct connection,
-# on loopback only, in one run of under ~10 minutes.
+# bench/run.sh: sluiced against tinyproxy, squid, Apache Traffic Server
+# and a direct connection, on loopback only, in one run of under ~10
+# minutes (--scale adds the scale figures, a few minutes more).
 #
 #   bench/run.sh [--reps N] [--duration S] [--targets direct,sluiced,...]
-#                [--perf] [--keep-tmp]
+#                [--perf] [--scale] [--keep-tmp]
 #
-# Installs what it lacks (Debian packages tinyproxy, squid, nginx), builds
-# sluiced, bench/loadgen and bench/bench_policy, then hands over to
-# bench/bench.py, which starts every daemon itself in the foreground with
-# its own config and pid file in a temp dir and stops it by its PID.
+# Installs what it lacks (Debian packages tinyproxy, squid, trafficserver,
+# nginx), builds sluiced, bench/loadgen and bench/bench_policy, then hands
+# over to bench/bench.py, which starts every daemon itself in the
+# foreground with its own config (ATS: its whole runroot) and pid file in
+# a temp dir and stops it by its PID.
 # System services are never touched.  The table is printed and written to
 # bench/results.md (markdown, for README) and bench/results.json.
 #
@@ -23,8 +25,8 @@ build=${SLUICE_BUILDDIR:-$src}
 outdir=${BENCH_OUTDIR:-$here}
 
 need=""
-for pair in tinyproxy:tinyproxy squid:squid nginx:nginx taskset:util-linux \
-    python3:python3; do
+for pair in tinyproxy:tinyproxy squid:squid traffic_server:trafficserver \
+    nginx:nginx taskset:util-linux python3:python3; do
 	cmd=${pair%%:*}
 	pkg=${pair#*:}
 	# squid and nginx live in sbin, which a plain PATH may lack
@@ -60,11 +62,11 @@ if ! make -C "$build" -j2 proxy/sluiced >/dev/null 2>&1; then
 	echo "bench: sluiced did not build; it will be skipped" >&2
 fi
 
-# 2,000 idle tunnels: the proxy holds 4,000 descriptors, nginx and the
-# load generator 2,000 each
+# 2,000 idle tunnels (10,000 with --scale): the proxy holds two
+# descriptors a tunnel, nginx and the load generator one each
 hard=$(ulimit -Hn)
-if [ "$hard" != unlimited ] && [ "$hard" -lt 20000 ]; then
-	ulimit -Hn 20000 2>/dev/null || true
+if [ "$hard" != unlimited ] && [ "$hard" -lt 65536 ]; then
+	ulimit -Hn 65536 2>/dev/null || true
 fi
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || ulimit -n 20000 2>/dev/null || true
 
