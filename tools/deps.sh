@@ -8,5 +8,5 @@ apt-get install -y -qq --no-install-recommends \
 	libevent-dev libc-ares-dev libjansson-dev libnftnl-dev libmnl-dev \
 	libcmocka-dev libssl-dev \
 	curl python3 python3-pip openssl mandoc procps iproute2 nftables \
-	ca-certificates util-linux runsc systemd dpkg-dev \
+	ca-certificates util-linux runsc systemd dpkg-dev strace \
 	>/dev/null

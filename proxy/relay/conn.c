@@ -54,6 +54,35 @@ px_conn_touch(struct px_conn *c)
 	c->last_active_ms = (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
 }
 
+/*
+ * Write what bev has queued now, in this callback, instead of on the
+ * next writable event.  A socket bufferevent writes only when epoll says
+ * the socket is writable: for a keep-alive request that is a loop turn
+ * and an epoll_ctl pair per direction, on sockets that almost always
+ * have room.  What a short write leaves is handed back to libevent
+ * (EV_WRITE on), so a slow reader is still waited for; an error stays
+ * queued for libevent to find and report through the event callback.
+ * Returns 1 when nothing is left queued.
+ */
+int
+px_out_flush(struct bufferevent *bev)
+{
+	struct evbuffer *out = bufferevent_get_output(bev);
+
+	if (evbuffer_get_length(out) == 0)
+		return 1;
+	/* libevent keeps the front of its output frozen while it owns
+	 * the writing; take it for one write, as bufferevent_writecb does */
+	evbuffer_unfreeze(out, 1);
+	(void)evbuffer_write(out, bufferevent_getfd(bev));
+	evbuffer_freeze(out, 1);
+	if (evbuffer_get_length(out) > 0) {
+		bufferevent_enable(bev, EV_WRITE);
+		return 0;
+	}
+	return 1;
+}
+
 static void
 arm_timer_ms(struct px_conn *c, long ms)
 {
@@ -291,10 +320,9 @@ px_conn_flush_close(struct px_conn *c, enum pol_reason why)
 	bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
 	evtimer_del(c->timer);
 	arm_timer_ms(c, px.cfg->head_timeout_ms);
-	if (evbuffer_get_length(bufferevent_get_output(c->cli)) == 0)
+	/* the answer usually fits the socket: close now, no loop turn */
+	if (px_out_flush(c->cli))
 		px_conn_close(c, why);
-	else
-		bufferevent_enable(c->cli, EV_WRITE);
 }
 
 static int
@@ -391,9 +419,10 @@ px_conn_answer(struct px_conn *c, enum pol_reason why, const char *detail,
 	    keep ? "keep-alive" : "close", body);
 	px_log(PX_DEBUG, "%s: conn %llu: %d %s", __func__,
 	    (unsigned long long)c->id, status, pol_reason_name(why));
-	if (keep)
+	if (keep) {
+		px_out_flush(c->cli);
 		px_conn_next_request(c);
-	else
+	} else
 		px_conn_flush_close(c, POL_R_NONE);
 }
 
@@ -508,6 +537,10 @@ handle_request(struct px_conn *c)
 		px_forward_start(c);
 		return;
 	}
+	/* nothing more is read while the upstream is dialed (a kept one
+	 * reads on at once: a disable and enable in one turn would cost
+	 * an epoll_ctl) */
+	bufferevent_disable(c->cli, EV_READ);
 	px_upstream_drop(c);
 	px_upstream_start(c);
 }
@@ -555,9 +588,9 @@ parse_head(struct px_conn *c)
 		    &why);
 	}
 	evtimer_del(c->timer);
-	/* bytes after the head belong to the body or the tunnel */
+	/* bytes after the head belong to the body or the tunnel; whoever
+	 * goes on from here says whether the client is read further */
 	bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
-	bufferevent_disable(c->cli, EV_READ);
 	if (st != HTTP_PARSE_OK) {
 		/* nothing of a previous request may leak into this record */
 		c->method[0] = '\0';
@@ -682,7 +715,11 @@ px_conn_next_request(struct px_conn *c)
 	bufferevent_setcb(c->cli, cli_read, NULL, cli_event, c);
 	/* bound what a client can queue before its head is judged */
 	bufferevent_setwatermark(c->cli, EV_READ, 0, px.cfg->max_head + 1);
-	bufferevent_enable(c->cli, EV_READ | EV_WRITE);
+	/* EV_WRITE only for what is still queued: enabling it on an empty
+	 * output costs a wake-up for nothing */
+	bufferevent_enable(c->cli, EV_READ);
+	if (evbuffer_get_length(bufferevent_get_output(c->cli)) > 0)
+		bufferevent_enable(c->cli, EV_WRITE);
 	if (c->up != NULL) {
 		bufferevent_setcb(c->up, up_idle_read, NULL, up_idle_event, c);
 		bufferevent_enable(c->up, EV_READ);

@@ -74,6 +74,9 @@ pump_body(struct px_conn *c, struct bufferevent *src, struct bufferevent *dst,
 		evbuffer_remove_buffer(in, out, (size_t)n);
 		*count += (uint64_t)n;
 	}
+	/* before the backpressure check: what the socket takes now does
+	 * not count against the buffer */
+	px_out_flush(dst);
 	if (evbuffer_get_length(out) >= px.cfg->tunnel_buffer) {
 		bufferevent_disable(src, EV_READ);
 		bufferevent_setwatermark(dst, EV_WRITE,
@@ -112,6 +115,9 @@ send_response_head(struct px_conn *c, const struct http_msg *r)
 		    c->fwd_close_after ? "close" : "keep-alive");
 	}
 	evbuffer_add(out, "\r\n", 2);
+	/* a final head goes out with the first body bytes (pump_body) */
+	if (interim)
+		px_out_flush(c->cli);
 }
 
 static void
@@ -210,6 +216,9 @@ fwd_write(struct bufferevent *dst, void *arg)
 {
 	struct px_conn *c = arg;
 
+	/* drained: the next bytes are written as they come (px_out_flush) */
+	if (evbuffer_get_length(bufferevent_get_output(dst)) == 0)
+		bufferevent_disable(dst, EV_WRITE);
 	bufferevent_setwatermark(dst, EV_WRITE, 0, 0);
 	if (dst == c->up && !c->req_body.done)
 		bufferevent_enable(c->cli, EV_READ);
@@ -284,6 +293,12 @@ px_forward_start(struct px_conn *c)
 	if (c->req->body == HTTP_BODY_NONE)
 		c->req_body.done = 1;
 
+	/* writes go out from the callback that queues them (px_out_flush);
+	 * libevent writes only what a socket did not take at once */
+	if (evbuffer_get_length(bufferevent_get_output(c->cli)) == 0)
+		bufferevent_disable(c->cli, EV_WRITE);
+	if (evbuffer_get_length(bufferevent_get_output(c->up)) == 0)
+		bufferevent_disable(c->up, EV_WRITE);
 	out = bufferevent_get_output(c->up);
 	/* the method as parsed, whole (c->method is a bounded copy for
 	 * the records) */
@@ -298,8 +313,9 @@ px_forward_start(struct px_conn *c)
 	bufferevent_setcb(c->cli, cli_body_read, fwd_write, cli_fwd_event, c);
 	bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
 	bufferevent_setwatermark(c->up, EV_READ, 0, 0);
-	bufferevent_enable(c->up, EV_READ | EV_WRITE);
-	bufferevent_enable(c->cli, EV_READ | EV_WRITE);
+	bufferevent_enable(c->up, EV_READ);
+	bufferevent_enable(c->cli, EV_READ);
+	px_out_flush(c->up);
 	evtimer_del(c->timer);
 	{
 		struct timeval tv = { px.cfg->idle_timeout_s, 0 };

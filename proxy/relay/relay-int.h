@@ -134,6 +134,9 @@ void px_conn_refuse(struct px_conn *c, enum pol_reason why,
  * why (an upstream that failed after the allow record). */
 void px_conn_answer(struct px_conn *c, enum pol_reason why,
     const char *detail, int log);
+/* Write what bev has queued at once; what the socket does not take is
+ * left to libevent (EV_WRITE on).  1 when nothing is left queued. */
+int px_out_flush(struct bufferevent *bev);
 /* Flush what is queued to the client, then close for why. */
 void px_conn_flush_close(struct px_conn *c, enum pol_reason why);
 /* Back to reading the next request head on a keep-alive connection. */

@@ -345,7 +345,7 @@ px_splice_start(struct px_conn *c)
 	c->state = PX_S_TUNNEL;
 	/* write what the bufferevents held; no read yet: the client has
 	 * rarely sent more than its head before it saw the 200 */
-	if (dir_flush(&s->d[0]) != 0) {
+	if (dir_flush(&s->d[0]) != 0 || dir_flush(&s->d[1]) != 0) {
 		px_conn_close(c, POL_R_NONE);
 		return 0;
 	}

@@ -244,6 +244,9 @@ px_tunnel_established(struct px_conn *c)
 	}
 	evbuffer_add(bufferevent_get_output(c->cli),
 	    "HTTP/1.1 200 Connection established\r\n\r\n", 39);
+	/* now, not on the next writable event: the client's first bytes
+	 * (its ClientHello) come that much sooner */
+	px_out_flush(c->cli);
 	if (!sni_port(c->target.port)) {
 		px_tunnel_relay(c);
 		return;
@@ -254,7 +257,7 @@ px_tunnel_established(struct px_conn *c)
 	bufferevent_setcb(c->up, NULL, NULL, sni_event, c);
 	bufferevent_setcb(c->cli, sni_read, NULL, sni_event, c);
 	bufferevent_setwatermark(c->cli, EV_READ, 0, SNI_MAX_HELLO);
-	bufferevent_enable(c->cli, EV_READ | EV_WRITE);
+	bufferevent_enable(c->cli, EV_READ);
 	evtimer_del(c->timer);
 	tv.tv_sec = px.cfg->sni_timeout_ms / 1000;
 	tv.tv_usec = (px.cfg->sni_timeout_ms % 1000) * 1000;
