@@ -55,6 +55,17 @@ struct clog {
 	uint64_t written;
 	uint64_t failed;
 	time_t last_try;        /* last failed reopen: retry once a second */
+	/*
+	 * Records queued by clog_queue, chained on from seq/prev into
+	 * pseq/pprev, that the next write takes along: the lines of one
+	 * loop turn cost one write(2).  Empty (npend 0) after every write.
+	 */
+	char *pend;
+	size_t pend_len, pend_cap;
+	size_t npend;
+	uint64_t pseq;
+	char pprev[CLOG_HEX_LEN + 1];
+	int pneed_nl;           /* need_nl as the queued lines leave it */
 };
 
 /*
@@ -313,6 +324,8 @@ done:
 	return rc;
 }
 
+static int write_queue(struct clog *l);
+
 /* ---- open, tail, reopen ---- */
 
 static int
@@ -511,8 +524,12 @@ clog_reopen(struct clog *l)
 	 * at the configured path.  Writes fail (so connections are
 	 * refused) and each one retries the open, at most once a second.
 	 */
-	if (l->fd >= 0)
+	/* queued records were chained before the rotation: they end the
+	 * old file */
+	if (l->fd >= 0) {
+		(void)write_queue(l);
 		close(l->fd);
+	}
 	l->fd = -1;
 	fd = open_fd(l->path, err, sizeof(err));
 	if (fd < 0) {
@@ -533,8 +550,10 @@ clog_close(struct clog *l)
 {
 	if (l == NULL)
 		return;
+	(void)write_queue(l);
 	if (!l->is_stdout && l->fd >= 0)
 		close(l->fd);
+	free(l->pend);
 	free(l->path);
 	free(l);
 }
@@ -840,7 +859,11 @@ build_line(struct clog *l, struct clog_rec *r, char hash[CLOG_HEX_LEN + 1],
 	char ts[40];
 	struct clog_rec head;
 	char *line = NULL;
-	size_t lead = l->need_nl ? 1 : 0, n, body;
+	/* chained on from the last queued record, if any */
+	int need_nl = l->npend ? l->pneed_nl : l->need_nl;
+	uint64_t seq = l->npend ? l->pseq : l->seq;
+	const char *prev = l->npend ? l->pprev : l->prev;
+	size_t lead = need_nl ? 1 : 0, n, body;
 
 	if (r->bad || format_ts(ts, sizeof(ts)) < 0)
 		return NULL;
@@ -851,7 +874,7 @@ build_line(struct clog *l, struct clog_rec *r, char hash[CLOG_HEX_LEN + 1],
 	{
 		char num[40];
 		int k = snprintf(num, sizeof(num), ",\"seq\":%llu,\"event\":",
-		    (unsigned long long)(l->seq + 1));
+		    (unsigned long long)(seq + 1));
 
 		rec_raw(&head, num, (size_t)k);
 	}
@@ -859,7 +882,7 @@ build_line(struct clog *l, struct clog_rec *r, char hash[CLOG_HEX_LEN + 1],
 	if (r->len > 0)
 		rec_raw(&head, r->buf, r->len);
 	rec_raw(&head, ",\"prev\":", 8);
-	rec_quoted(&head, l->prev);
+	rec_quoted(&head, prev);
 	if (head.bad)
 		goto done;
 	body = head.len;
@@ -891,44 +914,122 @@ write_once(int fd, const char *buf, size_t len)
 	return n;
 }
 
-int
-clog_write(struct clog *l, struct clog_rec *r)
+/* Append r's line to the queue; -1 (nothing queued) when it cannot be
+ * built. */
+static int
+queue_line(struct clog *l, struct clog_rec *r)
 {
 	char hash[CLOG_HEX_LEN + 1];
-	char *line = NULL;
-	size_t len = 0;
-	ssize_t n;
-	int rc = -1;
+	char *line, *nb;
+	size_t len = 0, cap;
 
-	if (l == NULL || r == NULL)
-		goto done;
-	if (l->fd < 0 && (time(NULL) == l->last_try || clog_reopen(l) != 0))
-		goto done;
 	line = build_line(l, r, hash, &len);
 	if (line == NULL)
+		return -1;
+	if (l->pend_len + len > l->pend_cap) {
+		cap = l->pend_cap ? l->pend_cap : 4096;
+		while (cap < l->pend_len + len)
+			cap *= 2;
+		if ((nb = realloc(l->pend, cap)) == NULL) {
+			free(line);
+			return -1;
+		}
+		l->pend = nb;
+		l->pend_cap = cap;
+	}
+	memcpy(l->pend + l->pend_len, line, len);
+	l->pend_len += len;
+	free(line);
+	l->pseq = (l->npend ? l->pseq : l->seq) + 1;
+	memcpy(l->pprev, hash, sizeof(l->pprev));
+	l->pneed_nl = 0;
+	l->npend++;
+	return 0;
+}
+
+/*
+ * Write the queued lines in one write(2).  All or nothing for the chain:
+ * a short or failed write counts none of them (seq and prev stay), and
+ * the next line starts on a fresh one.
+ */
+static int
+write_queue(struct clog *l)
+{
+	ssize_t n;
+	size_t k = l->npend;
+	int rc = -1;
+
+	if (k == 0)
+		return 0;
+	if (l->fd < 0 && (time(NULL) == l->last_try || clog_reopen(l) != 0))
 		goto done;
-	n = write_once(l->fd, line, len);
-	if (n != (ssize_t)len) {
-		/* Part of a record may be in the file now: start the next
-		 * one on a fresh line.  seq and prev stay, as this record
-		 * does not count. */
+	if (l->fd < 0)
+		goto done;
+	n = write_once(l->fd, l->pend, l->pend_len);
+	if (n != (ssize_t)l->pend_len) {
 		if (n > 0)
 			l->need_nl = 1;
 		goto done;
 	}
 	l->need_nl = 0;
-	l->seq++;
-	memcpy(l->prev, hash, sizeof(l->prev));
+	l->seq = l->pseq;
+	memcpy(l->prev, l->pprev, sizeof(l->prev));
 	rc = 0;
 done:
-	if (l != NULL) {
-		l->healthy = rc == 0;
-		if (rc == 0)
-			l->written++;
-		else
-			l->failed++;
-	}
-	free(line);
+	l->npend = 0;
+	l->pend_len = 0;
+	l->healthy = rc == 0;
+	if (rc == 0)
+		l->written += k;
+	else
+		l->failed += k;
+	return rc;
+}
+
+int
+clog_queue(struct clog *l, struct clog_rec *r)
+{
+	int rc = -1;
+
+	if (l != NULL && r != NULL && queue_line(l, r) == 0)
+		rc = 0;
+	else if (l != NULL)
+		l->failed++;
+	clog_rec_free(r);
+	return rc;
+}
+
+int
+clog_flush(struct clog *l)
+{
+	return l == NULL ? -1 : write_queue(l);
+}
+
+int
+clog_write(struct clog *l, struct clog_rec *r)
+{
+	int rc = -1;
+
+	if (l == NULL)
+		goto done;
+	if (r == NULL)
+		goto fail;
+	/* the fd is looked at before the line is built: a log that is
+	 * closed after a failed reopen refuses at once */
+	if (l->fd < 0 && (time(NULL) == l->last_try || clog_reopen(l) != 0))
+		goto fail;
+	if (queue_line(l, r) != 0)
+		goto fail;
+	rc = write_queue(l);
+	goto done;
+fail:
+	/* what was queued goes with this record: it cannot reach the
+	 * file before it */
+	l->failed += 1;
+	if (l->npend > 0)
+		(void)write_queue(l);
+	l->healthy = 0;
+done:
 	clog_rec_free(r);
 	return rc;
 }

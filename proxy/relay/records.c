@@ -10,6 +10,50 @@
 #include "proxy/relay/relay-int.h"
 #include "proxy/lib/tproxy.h"
 
+/*
+ * Close records are queued (clog_queue) and written together at the end
+ * of the loop's pass over its active events, or with the next decision
+ * record, which is written at once: with many connections a turn's
+ * records cost one write(2).  Nothing waits on a close record; a
+ * decision record is in the file before the proxy acts on it.
+ */
+static struct event *flush_ev;
+static int flush_armed;
+
+static void
+flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	flush_armed = 0;
+	if (clog_flush(px.log) != 0)
+		px_log(PX_ERR, "%s: cannot write the close records", __func__);
+}
+
+/* Queue r, and have the loop write it before it next sleeps. */
+static int
+rec_queue(struct clog_rec *r)
+{
+	if (clog_queue(px.log, r) != 0)
+		return -1;
+	if (flush_armed)
+		return 0;
+	if (flush_ev == NULL &&
+	    (flush_ev = event_new(px.base, -1, 0, flush_cb, NULL)) == NULL)
+		return clog_flush(px.log);
+	/* active now: runs after the callbacks already due in this pass */
+	event_active(flush_ev, EV_TIMEOUT, 1);
+	flush_armed = 1;
+	return 0;
+}
+
+void
+px_rec_cleanup(void)
+{
+	if (flush_ev != NULL)
+		event_free(flush_ev);
+	flush_ev = NULL;
+	flush_armed = 0;
+}
+
 static void
 rec_common(struct px_conn *c, struct clog_rec *r)
 {
@@ -100,5 +144,5 @@ px_rec_close(struct px_conn *c, enum pol_reason why)
 	clog_rec_int(r, "duration_ms", px_elapsed_ms(&c->t_start));
 	clog_rec_str(r, "reason", why == POL_R_NONE ? NULL :
 	    pol_reason_name(why));
-	return clog_write(px.log, r);
+	return rec_queue(r);
 }

@@ -670,6 +670,85 @@ test_write_failure(void **state)
 	clog_close(l);
 }
 
+/* Queued records: nothing in the file until a write or a flush takes
+ * them along, in order, in one chain; a failed write counts none of
+ * them; close and reopen write what is queued. */
+static void
+queue_close(struct clog *l, int conn)
+{
+	struct clog_rec *r = clog_rec_new("close");
+
+	assert_non_null(r);
+	clog_rec_int(r, "conn", conn);
+	assert_int_equal(clog_queue(l, r), 0);
+}
+
+static void
+test_queue(void **state)
+{
+	struct fx *fx = *state;
+	char err[256] = "", link[PATH_MAX], *lines[MAX_LINES];
+	struct clog *l;
+	struct stat st;
+	size_t n;
+
+	l = clog_open(fx->log, err, sizeof(err));
+	assert_non_null(l);
+	queue_close(l, 1);
+	queue_close(l, 2);
+	queue_close(l, 3);
+	assert_int_equal(stat(fx->log, &st), 0);
+	assert_int_equal(st.st_size, 0);
+	assert_int_equal(clog_last_seq(l), 0);
+	write_n(l, 1, "pypi.org");          /* takes the three along */
+	assert_int_equal(clog_last_seq(l), 4);
+	assert_int_equal(clog_written(l), 4);
+	n = read_lines(fx->log, lines);
+	assert_int_equal(n, 4);
+	assert_non_null(strstr(lines[0], "\"seq\":1,\"event\":\"close\",\"conn\":1"));
+	assert_non_null(strstr(lines[2], "\"seq\":3,\"event\":\"close\",\"conn\":3"));
+	assert_non_null(strstr(lines[3], "\"seq\":4,\"event\":\"decision\""));
+	free_lines(lines, n);
+	expect_good(fx->log, ZERO64, 4);
+
+	queue_close(l, 4);
+	assert_int_equal(clog_flush(l), 0);
+	assert_int_equal(clog_flush(l), 0);          /* nothing: no-op */
+	queue_close(l, 5);
+	assert_int_equal(clog_reopen(l), 0);         /* rotation writes it */
+	queue_close(l, 6);
+	clog_close(l);                               /* and so does close */
+	expect_good(fx->log, ZERO64, 7);
+
+	/* a write that fails takes the queue with it: no seq is spent */
+	snprintf(link, sizeof(link), "%s/q.log", fx->dir);
+	if (access("/dev/full", W_OK) != 0)
+		return;
+	assert_int_equal(symlink("/dev/full", link), 0);
+	l = clog_open(link, err, sizeof(err));
+	assert_non_null(l);
+	queue_close(l, 1);
+	queue_close(l, 2);
+	assert_int_equal(clog_write(l, clog_rec_new("decision")), -1);
+	assert_int_equal(clog_failed(l), 3);
+	assert_int_equal(clog_written(l), 0);
+	assert_int_equal(clog_last_seq(l), 0);
+	assert_int_equal(clog_healthy(l), 0);
+	queue_close(l, 3);
+	assert_int_equal(clog_flush(l), -1);
+	assert_int_equal(clog_failed(l), 4);
+	assert_int_equal(unlink(link), 0);
+	assert_int_equal(unlink(fx->log), 0);
+	assert_int_equal(symlink(fx->log, link), 0);
+	assert_int_equal(clog_reopen(l), 0);
+	queue_close(l, 4);
+	assert_int_equal(clog_write(l, clog_rec_new("decision")), 0);
+	assert_int_equal(clog_last_seq(l), 2);
+	assert_int_equal(clog_healthy(l), 1);
+	clog_close(l);
+	expect_good(fx->log, ZERO64, 2);
+}
+
 static void
 test_stdout(void **state)
 {
@@ -914,6 +993,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_write_failure, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_stdout, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_queue, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ustr_in_record, setup,
 		    teardown),
 		cmocka_unit_test(test_sanitize_vectors),
