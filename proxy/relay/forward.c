@@ -24,6 +24,45 @@
 
 static void exchange_done(struct px_conn *c);
 
+/*
+ * Requests whose head waits in c->up's output for their allow record:
+ * the records of one loop pass are written together at its end (one
+ * write(2) for all), and only then do the heads go upstream.  Should
+ * that write fail, or any write since the first of them was queued,
+ * they are refused: no byte of a request goes upstream before its
+ * record is in the file.
+ */
+static TAILQ_HEAD(, px_conn) waiting = TAILQ_HEAD_INITIALIZER(waiting);
+static uint64_t waiting_failed0;   /* clog_failed() when the first came */
+
+void
+px_forward_unwait(struct px_conn *c)
+{
+	if (!c->log_wait)
+		return;
+	TAILQ_REMOVE(&waiting, c, lwentry);
+	c->log_wait = 0;
+}
+
+void
+px_forward_log_written(int ok)
+{
+	struct px_conn *c;
+
+	ok = ok && clog_failed(px.log) == waiting_failed0;
+	while ((c = TAILQ_FIRST(&waiting)) != NULL) {
+		px_forward_unwait(c);
+		if (ok) {
+			px_out_flush(c->up);
+			continue;
+		}
+		px_log(PX_DEBUG, "%s: conn %llu: allow record not written",
+		    __func__, (unsigned long long)c->id);
+		c->logged_decision = 0;
+		px_conn_refuse(c, POL_R_LOG_UNAVAILABLE, NULL);
+	}
+}
+
 static void
 limits(struct http_limits *lim)
 {
@@ -277,8 +316,21 @@ void
 px_forward_start(struct px_conn *c)
 {
 	struct evbuffer *out;
+	/* a request without a body sends nothing upstream but its head:
+	 * that can wait for the pass's one log write; one with a body
+	 * streams it, so its record is written now */
+	int queued = 0;
 
-	if (px_conn_log_allow(c) != 0) {
+	if (c->req->body == HTTP_BODY_NONE) {
+		int rc = px_rec_allow_queued(c);
+
+		if (rc < 0) {
+			px_conn_refuse(c, POL_R_LOG_UNAVAILABLE, NULL);
+			return;
+		}
+		queued = rc == 0;
+		c->logged_decision = 1;
+	} else if (px_conn_log_allow(c) != 0) {
 		px_conn_refuse(c, POL_R_LOG_UNAVAILABLE, NULL);
 		return;
 	}
@@ -315,7 +367,13 @@ px_forward_start(struct px_conn *c)
 	bufferevent_setwatermark(c->up, EV_READ, 0, 0);
 	bufferevent_enable(c->up, EV_READ);
 	bufferevent_enable(c->cli, EV_READ);
-	px_out_flush(c->up);
+	if (queued) {
+		if (TAILQ_EMPTY(&waiting))
+			waiting_failed0 = clog_failed(px.log);
+		TAILQ_INSERT_TAIL(&waiting, c, lwentry);
+		c->log_wait = 1;
+	} else
+		px_out_flush(c->up);
 	evtimer_del(c->timer);
 	{
 		struct timeval tv = { px.cfg->idle_timeout_s, 0 };

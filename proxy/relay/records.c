@@ -23,12 +23,18 @@ static int flush_armed;
 static void
 flush_cb(evutil_socket_t fd, short what, void *arg)
 {
+	int rc;
+
 	flush_armed = 0;
-	if (clog_flush(px.log) != 0)
-		px_log(PX_ERR, "%s: cannot write the close records", __func__);
+	rc = clog_flush(px.log);
+	if (rc != 0)
+		px_log(PX_ERR, "%s: cannot write the queued records", __func__);
+	/* the requests whose allow records went in this write */
+	px_forward_log_written(rc == 0);
 }
 
-/* Queue r, and have the loop write it before it next sleeps. */
+/* Queue r, and have the loop write it before it next sleeps: 0, or 1
+ * when it was written at once (no event to be had), -1 on failure. */
 static int
 rec_queue(struct clog_rec *r)
 {
@@ -38,7 +44,7 @@ rec_queue(struct clog_rec *r)
 		return 0;
 	if (flush_ev == NULL &&
 	    (flush_ev = event_new(px.base, -1, 0, flush_cb, NULL)) == NULL)
-		return clog_flush(px.log);
+		return clog_flush(px.log) == 0 ? 1 : -1;
 	/* active now: runs after the callbacks already due in this pass */
 	event_active(flush_ev, EV_TIMEOUT, 1);
 	flush_armed = 1;
@@ -101,8 +107,8 @@ rec_addrs(struct px_conn *c, struct clog_rec *r)
 		clog_rec_str(r, "dialed", NULL);
 }
 
-int
-px_rec_decision(struct px_conn *c, enum pol_verdict v, enum pol_reason why)
+static struct clog_rec *
+rec_decision(struct px_conn *c, enum pol_verdict v, enum pol_reason why)
 {
 	struct clog_rec *r = clog_rec_new("decision");
 	struct px_session *s = c->session;
@@ -125,7 +131,19 @@ px_rec_decision(struct px_conn *c, enum pol_verdict v, enum pol_reason why)
 	clog_rec_str(r, "prompt", c->prompt_id[0] ? c->prompt_id : NULL);
 	clog_rec_str(r, "answer", c->answered ? pol_answer_name(c->answer) :
 	    NULL);
-	return clog_write(px.log, r);
+	return r;
+}
+
+int
+px_rec_decision(struct px_conn *c, enum pol_verdict v, enum pol_reason why)
+{
+	return clog_write(px.log, rec_decision(c, v, why));
+}
+
+int
+px_rec_allow_queued(struct px_conn *c)
+{
+	return rec_queue(rec_decision(c, POL_ALLOW, POL_R_NONE));
 }
 
 int
@@ -144,5 +162,5 @@ px_rec_close(struct px_conn *c, enum pol_reason why)
 	clog_rec_int(r, "duration_ms", px_elapsed_ms(&c->t_start));
 	clog_rec_str(r, "reason", why == POL_R_NONE ? NULL :
 	    pol_reason_name(why));
-	return rec_queue(r);
+	return rec_queue(r) < 0 ? -1 : 0;
 }

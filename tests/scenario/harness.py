@@ -350,8 +350,10 @@ def _read_chunked(sock, rest, timeout, limit):
     raise Fail("too many chunks")
 
 
-def read_response(sock, timeout=10.0, head_req=False):
-    r, rest = read_head(sock, timeout)
+def read_response(sock, timeout=10.0, head_req=False, pre=b""):
+    """One whole response; pre: bytes already read (the leftover of the
+    response before, when requests were pipelined)."""
+    r, rest = read_head(sock, timeout, pre=pre)
     r.body, r.leftover = read_body(sock, r, rest, timeout, head_req=head_req)
     return r
 

@@ -299,7 +299,8 @@ def empty_lines_before_request(env):
             "Content-Length: 4\r\n\r\nq=42\r\n\r\n" % (up.port, up.port)).encode()
     s.sendall(post + get_request("http://up.test:%d/b" % up.port))
     r1 = read_response(s)
-    r2 = read_response(s)
+    # both answers may come in one read
+    r2 = read_response(s, pre=r1.leftover)
     check_eq((r1.status, r2.status), (200, 200), "both answered")
     check_eq(json.loads(r2.body)["path"], "/b", "second request")
     s.close()
