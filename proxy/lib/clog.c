@@ -74,11 +74,18 @@ struct clog {
  * broker's CPU on short requests (two records each).  Nested values
  * (clog_rec_json) still go through json_dumps.
  */
+#define CLOG_REC_KEYS 48      /* keys a record tells apart by offset */
+
 struct clog_rec {
 	char *event;
 	char *buf;              /* the fields, each starting with ',' */
 	size_t len, cap;
 	int bad;                /* a field could not be added: refuse to write */
+	/* where each field's ,"key": starts in buf, for the duplicate check
+	 * (past CLOG_REC_KEYS fields it searches buf) */
+	uint32_t koff[CLOG_REC_KEYS];
+	uint16_t klen[CLOG_REC_KEYS];
+	size_t nkeys;
 };
 
 /* What one line of the log says about itself. */
@@ -217,6 +224,14 @@ clog_sanitize(const char *in, size_t len, char *out, size_t outlen,
 
 /* ---- hashing and the line format ---- */
 
+/*
+ * One SHA-256 per record.  EVP_Digest() looks the algorithm up and makes
+ * a context on every call, which cost more than the hashing of a short
+ * record: both are made once and kept (sluiced is single-threaded).
+ */
+static EVP_MD *sha256_md;
+static EVP_MD_CTX *sha256_ctx;
+
 static int
 sha256_hex(const void *data, size_t len, char hex[CLOG_HEX_LEN + 1])
 {
@@ -224,7 +239,14 @@ sha256_hex(const void *data, size_t len, char hex[CLOG_HEX_LEN + 1])
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0, i;
 
-	if (!EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) ||
+	if (sha256_md == NULL &&
+	    (sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL)) == NULL)
+		return -1;
+	if (sha256_ctx == NULL && (sha256_ctx = EVP_MD_CTX_new()) == NULL)
+		return -1;
+	if (!EVP_DigestInit_ex2(sha256_ctx, sha256_md, NULL) ||
+	    !EVP_DigestUpdate(sha256_ctx, data, len) ||
+	    !EVP_DigestFinal_ex(sha256_ctx, md, &mdlen) ||
 	    mdlen * 2 != CLOG_HEX_LEN)
 		return -1;
 	for (i = 0; i < mdlen; i++) {
@@ -620,10 +642,36 @@ rec_grow(struct clog_rec *r, size_t more)
 	return 0;
 }
 
-static void
+/* v in decimal into buf (24 bytes), no NUL; its length.  snprintf was a
+ * fifth of a record's cost. */
+static size_t
+fmt_u64(char *buf, uint64_t v)
+{
+	char tmp[24];
+	size_t n = 0, i;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	for (i = 0; i < n; i++)
+		buf[i] = tmp[n - 1 - i];
+	return n;
+}
+
+static size_t
+fmt_i64(char *buf, int64_t v)
+{
+	if (v >= 0)
+		return fmt_u64(buf, (uint64_t)v);
+	buf[0] = '-';
+	return 1 + fmt_u64(buf + 1, (uint64_t)0 - (uint64_t)v);
+}
+
+static inline void
 rec_raw(struct clog_rec *r, const char *s, size_t n)
 {
-	if (r->bad || rec_grow(r, n) != 0)
+	if (r->bad || (r->len + n + 1 > r->cap && rec_grow(r, n) != 0))
 		return;
 	memcpy(r->buf + r->len, s, n);
 	r->len += n;
@@ -681,15 +729,34 @@ static int
 rec_key(struct clog_rec *r, const char *key)
 {
 	char pat[80];
+	size_t kl, pl, i;
 
 	if (r == NULL || key == NULL || r->bad || key_reserved(key))
 		return -1;
-	if (snprintf(pat, sizeof(pat), ",\"%s\":", key) >= (int)sizeof(pat)) {
+	kl = strlen(key);
+	if (kl + 4 >= sizeof(pat)) {
 		r->bad = 1;
 		return -1;
 	}
-	if (r->buf != NULL && strstr(r->buf, pat) != NULL)
+	/* ,"key": as the record holds it (keys are our own names: no
+	 * escapes to mind here, rec_quoted adds none to them) */
+	pat[0] = ',';
+	pat[1] = '"';
+	memcpy(pat + 2, key, kl);
+	pat[kl + 2] = '"';
+	pat[kl + 3] = ':';
+	pl = kl + 4;
+	for (i = 0; i < r->nkeys && i < CLOG_REC_KEYS; i++)
+		if (r->klen[i] == pl && memcmp(r->buf + r->koff[i], pat, pl) == 0)
+			return -1;
+	if (r->nkeys >= CLOG_REC_KEYS && r->buf != NULL &&
+	    memmem(r->buf, r->len, pat, pl) != NULL)
 		return -1;
+	if (r->nkeys < CLOG_REC_KEYS) {
+		r->koff[r->nkeys] = (uint32_t)r->len;
+		r->klen[r->nkeys] = (uint16_t)pl;
+	}
+	r->nkeys++;
 	rec_raw(r, ",", 1);
 	rec_quoted(r, key);
 	rec_raw(r, ":", 1);
@@ -774,13 +841,13 @@ clog_rec_ustr(struct clog_rec *r, const char *key, const char *val,
 void
 clog_rec_int(struct clog_rec *r, const char *key, int64_t v)
 {
-	char num[32];
-	int n;
+	char num[24];
+	size_t n;
 
 	if (rec_key(r, key) != 0)
 		return;
-	n = snprintf(num, sizeof(num), "%lld", (long long)v);
-	rec_raw(r, num, (size_t)n);
+	n = fmt_i64(num, v);
+	rec_raw(r, num, n);
 }
 
 void
@@ -833,17 +900,35 @@ clog_rec_json(struct clog_rec *r, const char *key, void *json)
 static int
 format_ts(char *buf, size_t len)
 {
+	/* the seconds part changes once a second: kept, not made again
+	 * for every record */
+	static time_t last_sec = (time_t)-1;
+	static char last[32];
+	static size_t last_n;
 	struct timespec ts;
 	struct tm tm;
-	size_t n;
+	long ms;
 
-	if (clock_gettime(CLOCK_REALTIME, &ts) < 0 ||
-	    gmtime_r(&ts.tv_sec, &tm) == NULL)
+	if (clock_gettime(CLOCK_REALTIME, &ts) < 0)
 		return -1;
-	n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
-	if (n == 0 || n + 6 > len)
+	if (ts.tv_sec != last_sec) {
+		if (gmtime_r(&ts.tv_sec, &tm) == NULL)
+			return -1;
+		last_n = strftime(last, sizeof(last), "%Y-%m-%dT%H:%M:%S", &tm);
+		if (last_n == 0)
+			return -1;
+		last_sec = ts.tv_sec;
+	}
+	if (last_n + 6 > len)
 		return -1;
-	snprintf(buf + n, len - n, ".%03ldZ", ts.tv_nsec / 1000000L);
+	ms = ts.tv_nsec / 1000000L;
+	memcpy(buf, last, last_n);
+	buf[last_n] = '.';
+	buf[last_n + 1] = (char)('0' + ms / 100);
+	buf[last_n + 2] = (char)('0' + ms / 10 % 10);
+	buf[last_n + 3] = (char)('0' + ms % 10);
+	buf[last_n + 4] = 'Z';
+	buf[last_n + 5] = '\0';
 	return 0;
 }
 
@@ -872,11 +957,11 @@ build_line(struct clog *l, struct clog_rec *r, char hash[CLOG_HEX_LEN + 1],
 	rec_raw(&head, "{\"ts\":", 6);
 	rec_quoted(&head, ts);
 	{
-		char num[40];
-		int k = snprintf(num, sizeof(num), ",\"seq\":%llu,\"event\":",
-		    (unsigned long long)(seq + 1));
+		char num[24];
 
-		rec_raw(&head, num, (size_t)k);
+		rec_raw(&head, ",\"seq\":", 7);
+		rec_raw(&head, num, fmt_u64(num, seq + 1));
+		rec_raw(&head, ",\"event\":", 9);
 	}
 	rec_quoted(&head, r->event);
 	if (r->len > 0)
@@ -895,8 +980,20 @@ build_line(struct clog *l, struct clog_rec *r, char hash[CLOG_HEX_LEN + 1],
 	line = malloc(n + 1);
 	if (line == NULL)
 		goto done;
-	snprintf(line, n + 1, "%s%.*s%s%s\"}\n", lead ? "\n" : "",
-	    (int)body, head.buf, CLOG_HASH_PREFIX, hash);
+	/* [\n]<body>,"hash":"<hex>"}\n */
+	{
+		char *p = line;
+
+		if (lead)
+			*p++ = '\n';
+		memcpy(p, head.buf, body);
+		p += body;
+		memcpy(p, CLOG_HASH_PREFIX, CLOG_HASH_PREFIX_LEN);
+		p += CLOG_HASH_PREFIX_LEN;
+		memcpy(p, hash, CLOG_HEX_LEN);
+		p += CLOG_HEX_LEN;
+		memcpy(p, "\"}\n", 4);   /* and the NUL */
+	}
 	*lenp = n;
 done:
 	free(head.buf);

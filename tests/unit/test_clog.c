@@ -749,6 +749,51 @@ test_queue(void **state)
 	expect_good(fx->log, ZERO64, 2);
 }
 
+/* Integers as JSON numbers at both ends of int64; a key set twice keeps
+ * its first value; a nested value that holds ,"key": text does not make
+ * a later key of that name a duplicate. */
+static void
+test_fields(void **state)
+{
+	struct fx *fx = *state;
+	char err[256] = "", *lines[MAX_LINES];
+	struct clog *l;
+	struct clog_rec *r;
+	json_t *root;
+	json_error_t je;
+	size_t n;
+
+	l = clog_open(fx->log, err, sizeof(err));
+	assert_non_null(l);
+	r = clog_rec_new("admin");
+	clog_rec_int(r, "zero", 0);
+	clog_rec_int(r, "neg", -1);
+	clog_rec_int(r, "min", INT64_MIN);
+	clog_rec_int(r, "max", INT64_MAX);
+	clog_rec_int(r, "neg", 5);                  /* dropped: set twice */
+	clog_rec_json(r, "before", json_pack("{s:i,s:s}", "x", 1, "host",
+	    "a"));
+	clog_rec_str(r, "host", "b");               /* not a duplicate */
+	assert_int_equal(clog_write(l, r), 0);
+	clog_close(l);
+	n = read_lines(fx->log, lines);
+	assert_int_equal(n, 1);
+	root = json_loads(lines[0], 0, &je);
+	assert_non_null(root);
+	assert_int_equal(json_integer_value(json_object_get(root, "zero")), 0);
+	assert_int_equal(json_integer_value(json_object_get(root, "neg")), -1);
+	assert_true(json_integer_value(json_object_get(root, "min")) ==
+	    INT64_MIN);
+	assert_true(json_integer_value(json_object_get(root, "max")) ==
+	    INT64_MAX);
+	assert_non_null(json_object_get(root, "host"));
+	assert_string_equal(json_string_value(json_object_get(root, "host")),
+	    "b");
+	json_decref(root);
+	free_lines(lines, n);
+	expect_good(fx->log, ZERO64, 1);
+}
+
 static void
 test_stdout(void **state)
 {
@@ -994,6 +1039,7 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_stdout, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_queue, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fields, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ustr_in_record, setup,
 		    teardown),
 		cmocka_unit_test(test_sanitize_vectors),
