@@ -143,15 +143,24 @@ send_response_head(struct px_conn *c, const struct http_msg *r)
 {
 	struct evbuffer *out = bufferevent_get_output(c->cli);
 	int interim = r->status >= 100 && r->status < 200;
+	char line[16];
 
-	evbuffer_add_printf(out, "HTTP/1.1 %d %.*s\r\n", r->status,
-	    (int)r->reason_len, r->reason_phrase);
+	/* the parser admits three-digit statuses only */
+	memcpy(line, "HTTP/1.1 000 ", 13);
+	line[9] = (char)('0' + r->status / 100 % 10);
+	line[10] = (char)('0' + r->status / 10 % 10);
+	line[11] = (char)('0' + r->status % 10);
+	evbuffer_add(out, line, 13);
+	evbuffer_add(out, r->reason_phrase, r->reason_len);
+	evbuffer_add(out, "\r\n", 2);
 	add_headers(out, r);
 	if (!interim) {
 		if (!r->keep_alive || r->body == HTTP_BODY_UNTIL_CLOSE)
 			c->fwd_close_after = 1;
-		evbuffer_add_printf(out, "Connection: %s\r\n",
-		    c->fwd_close_after ? "close" : "keep-alive");
+		if (c->fwd_close_after)
+			evbuffer_add(out, "Connection: close\r\n", 19);
+		else
+			evbuffer_add(out, "Connection: keep-alive\r\n", 24);
 	}
 	evbuffer_add(out, "\r\n", 2);
 	/* a final head goes out with the first body bytes (pump_body) */
@@ -354,9 +363,10 @@ px_forward_start(struct px_conn *c)
 	out = bufferevent_get_output(c->up);
 	/* the method as parsed, whole (c->method is a bounded copy for
 	 * the records) */
-	evbuffer_add_printf(out, "%.*s %.*s HTTP/1.1\r\n",
-	    (int)c->req->method_len, c->req->method, (int)c->path_len,
-	    c->path);
+	evbuffer_add(out, c->req->method, c->req->method_len);
+	evbuffer_add(out, " ", 1);
+	evbuffer_add(out, c->path, c->path_len);
+	evbuffer_add(out, " HTTP/1.1\r\n", 11);
 	add_headers(out, c->req);
 	evbuffer_add(out, "\r\n", 2);
 	c->bytes_up += c->head_len;
