@@ -695,6 +695,9 @@ rec_quoted(struct clog_rec *r, const char *s)
 	for (; *p; p++) {
 		unsigned char c = (unsigned char)*p;
 
+		/* the common byte needs nothing: one test for it */
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
 		if (c == '"' || c == '\\') {
 			esc[0] = '\\';
 			esc[1] = (char)c;
@@ -716,9 +719,15 @@ static int
 utf8_valid(const char *s)
 {
 	const unsigned char *u = (const unsigned char *)s;
-	size_t n = strlen(s), i = 0, k, bad = 0;
+	size_t n, i = 0, k, bad = 0;
 	uint32_t cp;
 
+	/* ASCII, what names and codes are, without the decoder */
+	while (u[i] != '\0' && u[i] < 0x80)
+		i++;
+	if (u[i] == '\0')
+		return 1;
+	n = i + strlen(s + i);
 	while (i < n) {
 		k = utf8_decode(u + i, n - i, &cp, &bad);
 		if (k == 0)
