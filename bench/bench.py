@@ -622,10 +622,14 @@ forwarded_for delete
             self.notes.append("idle tunnels: %d held, not %d: "
                               "RLIMIT_NOFILE is %d here" % (
                                   self.scale_idle_n, SCALE_IDLE, soft))
+        # figure by figure, every target in turn: a load that others put
+        # on the machine meanwhile falls on all of them alike
         for t in targets:
             if t != "direct":
                 self.scale_idle(t)
+        for t in targets:
             self.scale_sessions(t)
+        for t in targets:
             self.scale_ka(t, dur)
         if "sluiced" in targets:
             self.scale_prompts()
