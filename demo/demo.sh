@@ -2,12 +2,14 @@
 # sluice demo: the whole product on one machine.
 #
 #   sluiced with its embedded defaults (only paths, the ceiling and a
-#   resolver map set), a chat sandbox made by sluice-run (namespaces, no
-#   network device, the shim and the chat's socket inside), a pip install
-#   from a registry-like upstream through the broker, a second command that
-#   reaches a host outside the chat's tier and raises a prompt (answered at
-#   the terminal, or automatically with --yes or without a terminal), and
-#   the connection-log records of it all.
+#   resolver map set) and sluice-execd beside it, as root; then the app's
+#   half, as an unprivileged app on the Python SDK (demo/app.py, run as
+#   nobody): a chat sandbox (namespaces, no network device, the shim and
+#   the chat's socket inside), a pip install from a registry-like upstream
+#   through the broker, a command that reaches a host outside the chat's
+#   tier and raises a prompt (answered at the terminal, or automatically
+#   with --yes or without a terminal), an artifact collected, the sandbox
+#   destroyed; and the connection-log records of it all.
 #
 # The upstreams are local: pypi.org and example.com are mapped to 127.0.0.1
 # by the broker's own resolver settings (dns.hosts), so it runs the same
@@ -23,7 +25,7 @@ esac
 top=$(cd "$(dirname "$0")/.." && pwd)
 sluiced=${SLUICED:-$top/proxy/sluiced}
 sluicectl=${SLUICECTL:-$top/proxy/sluicectl/sluicectl}
-sluice_run=${SLUICE_RUN:-$top/sandbox-glue/executor/sluice-run}
+execd=${SLUICE_EXECD:-$top/sandbox-glue/executor/sluice-execd}
 shim=${SLUICE_SHIM:-$top/sandbox-glue/shim/sluice-shim}
 if [ "$(id -u)" != 0 ]; then
 	echo "demo: the sandbox needs root (user, mount and pid namespaces);" \
@@ -34,12 +36,13 @@ fi
 
 tmp=$(mktemp -d /tmp/sluice-demo.XXXXXX)
 chmod 755 "$tmp"
-pids= created=0
-run() { "$sluice_run" --state-dir "$tmp/sandboxes" \
-	--control "$tmp/run/control.sock" --config "$tmp/sluice-run.json" "$@"; }
+pids=
 cleanup() {
 	rc=$?
-	[ $created = 1 ] && run destroy --chat demo-chat >/dev/null 2>&1 || true
+	# a sandbox the app left (interrupted) goes before its executor stops
+	[ -S "$tmp/xrun/exec.sock" ] && curl -s -o /dev/null -X DELETE \
+		--unix-socket "$tmp/xrun/exec.sock" \
+		http://localhost/v1/sandboxes/demo-chat 2>/dev/null || true
 	for p in $pids; do
 		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true
 	done
@@ -77,13 +80,15 @@ pids="$pids $!"
 # ("user", default "sluice"); the demo borrows "nobody" and lets it own
 # $tmp, where the log, the state file and the sockets go.
 chown nobody "$tmp"
+appgid=$(getent group nogroup | cut -d: -f3)
 cat >"$tmp/sluiced.json" <<JSON
 {
   "user": "nobody",
   "runtime_dir": "$tmp/run",
   "state_file": "$tmp/state.json",
   "log": { "path": "$tmp/connections.jsonl" },
-  "control": { "socket": "$tmp/run/control.sock" },
+  "control": { "socket": "$tmp/run/control.sock", "socket_group": "nogroup",
+               "app_gids": [ $appgid ] },
   "ceiling": "public",
   "ports": { "registries": [443, 80, $reg_port], "public": [443, 80, $web_port] },
   "allow_cidrs": [ "127.0.0.1/32" ],
@@ -91,7 +96,18 @@ cat >"$tmp/sluiced.json" <<JSON
                       "example.com": ["127.0.0.1"] } }
 }
 JSON
-echo "{ \"shim\": \"$shim\" }" >"$tmp/sluice-run.json"
+# sluice-execd owns the sandboxes; the app role goes to nogroup, the
+# group the demo's app (nobody) runs in, on both daemons.
+cat >"$tmp/execd.json" <<JSON
+{
+  "runtime_dir": "$tmp/xrun",
+  "state_dir": "$tmp/xstate",
+  "control_socket": "$tmp/run/control.sock",
+  "shim": "$shim",
+  "socket": { "group": "nogroup", "mode": "0660" },
+  "roles": { "app": { "groups": ["nogroup"] } }
+}
+JSON
 
 step "sluiced -c $tmp/sluiced.json   (ceiling: public; built-in registry list)"
 "$sluiced" -c "$tmp/sluiced.json" 2>"$tmp/sluiced.err" &
@@ -100,48 +116,30 @@ wait_for sluiced grep -q ready "$tmp/sluiced.err"
 wait_for "the registry" curl -s -o /dev/null "http://127.0.0.1:$reg_port/simple/"
 wait_for "the web server" curl -s -o /dev/null "http://127.0.0.1:$web_port/"
 
-step "a sandbox for chat demo-chat, tier registries"
-echo "\$ sluice-run create --chat demo-chat --tenant demo --user alice --tier registries"
-run create --chat demo-chat --tenant demo --user alice --tier registries
-created=1
+step "sluice-execd -c $tmp/execd.json   (the app role: group nogroup)"
+"$execd" -c "$tmp/execd.json" 2>"$tmp/execd.err" &
+pids="$! $pids"
+wait_for sluice-execd grep -q ready: "$tmp/execd.err"
 
-step "inside the sandbox: no network device, only the shim on loopback"
-echo "\$ sluice-run exec --chat demo-chat -- sh -c 'cat /proc/net/dev; echo \$HTTPS_PROXY'"
-run exec --chat demo-chat -- sh -c 'cat /proc/net/dev; echo $HTTPS_PROXY'
-
-step "pip installs a package from the registry through the broker"
-cmd="pip install --index-url http://pypi.org:$reg_port/simple/ --trusted-host pypi.org --target /workspace/pkgs sluicedemo"
-echo "\$ sluice-run exec --chat demo-chat -- python3 -m $cmd"
-# shellcheck disable=SC2086
-run exec --chat demo-chat -- python3 -m $cmd
-echo "\$ sluice-run exec --chat demo-chat -- python3 -c 'import sluicedemo; ...'"
-run exec --chat demo-chat --env PYTHONPATH=/workspace/pkgs -- \
-	python3 -c 'import sluicedemo; print("sluicedemo.VALUE =", sluicedemo.VALUE)'
-
-step "a host outside the chat's tier: the broker asks the app"
-if [ $yes = 1 ]; then
-	echo "(answering with: sluicectl prompts watch --yes-all)"
-	"$sluicectl" --socket "$tmp/run/control.sock" prompts watch --yes-all \
-		>"$tmp/approver.log" 2>&1 &
-	approver=$!
-else
-	echo "(sluicectl prompts watch is the approver: press o, c or d)"
-	"$sluicectl" --socket "$tmp/run/control.sock" prompts watch \
-		</dev/tty &
-	approver=$!
-fi
-pids="$approver $pids"
-# the approver must be listening before the prompt, or it is refused at once
-wait_for "the approver" sh -c "'$sluicectl' --socket '$tmp/run/control.sock' \
-	--json health | grep -q '\"approvers\":[1-9]'"
-echo "\$ sluice-run exec --chat demo-chat -- curl -sS http://example.com:$web_port/"
-run exec --chat demo-chat -- curl -sS --max-time 120 "http://example.com:$web_port/" || true
-kill "$approver" 2>/dev/null && wait "$approver" 2>/dev/null || true
-[ $yes = 1 ] && sed 's/^/  approver: /' "$tmp/approver.log"
-
-step "sluice-run destroy --chat demo-chat"
-run destroy --chat demo-chat
-created=0
+# The app: the SDK from this tree (copied where nobody can read it), run
+# as nobody with Debian's python3 (3.11).
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+mkdir -p "$tmp/app/out"
+cp -R "$top/sdk/python/src/sluice" "$top/demo/app.py" "$tmp/app/"
+chown -R nobody "$tmp/app"
+flag=
+[ $yes = 1 ] && flag=--yes
+echo "\$ setpriv --reuid nobody --regid nogroup --clear-groups python3 demo/app.py ..."
+app() {
+	setpriv --reuid nobody --regid "$appgid" --clear-groups \
+		env -i PATH=/usr/bin:/bin HOME="$tmp/app" LANG=C.UTF-8 \
+		PYTHONPATH="$tmp/app" PYTHONDONTWRITEBYTECODE=1 \
+		"$py" "$tmp/app/app.py" "$tmp/xrun/exec.sock" "$tmp/run/control.sock" \
+		"http://pypi.org:$reg_port/simple/" "http://example.com:$web_port/" \
+		"$tmp/app/out" $flag
+}
+if [ $yes = 1 ]; then app </dev/null; else app </dev/tty; fi
 
 step "the connection log (one line per record; removed with $tmp at exit)"
 python3 - "$tmp/connections.jsonl" <<'PY'

@@ -56,6 +56,7 @@ enum pol_reason {
 	POL_R_CONNECT_PLAIN_PORT = 31, /* CONNECT to a port that carries plain HTTP */
 	POL_R_SELF_TARGET = 32,        /* transparent: dialled the listener itself */
 	POL_R_TOO_MANY_INTERIM = 33,   /* the upstream sent 1xx answers without end */
+	POL_R_TOO_MANY_REFUSALS = 34,  /* the connection was refused too often */
 	POL_R__COUNT
 };
 
@@ -221,6 +222,8 @@ struct pol_session *pol_session_find(const struct pol_state *st,
 void pol_session_remove(struct pol_state *st, struct pol_session *s);
 size_t pol_session_count(const struct pol_state *st);
 struct pol_session *pol_session_at(const struct pol_state *st, size_t idx);
+/* 1 to POL_ID_MAX of A-Z a-z 0-9 . _ -, not starting with a dot (so
+ * never "." or "..": an id names a directory). */
 int pol_id_valid(const char *id);
 
 const char *pol_session_id(const struct pol_session *s);

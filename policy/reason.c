@@ -98,8 +98,9 @@ static const struct reason_info reasons[POL_R__COUNT] = {
 	    "the connection failed because the host did not answer in time; "
 	    "retry later." },
 	[POL_R_TOO_MANY_CONNECTIONS] = { "too_many_connections", 429,
-	    "the connection was refused because the session has too many "
-	    "open connections; close some and retry." },
+	    "the connection was refused because a connection limit was "
+	    "reached (of the session, its tenant, or sluiced in all); close "
+	    "some and retry." },
 	[POL_R_HEAD_TOO_LARGE] = { "head_too_large", 400,
 	    "the request was refused because its head (request line and "
 	    "headers) is too large; send fewer or shorter headers." },
@@ -146,6 +147,9 @@ static const struct reason_info reasons[POL_R__COUNT] = {
 	[POL_R_TOO_MANY_INTERIM] = { "too_many_interim", 502,
 	    "the exchange failed because the upstream sent interim (1xx) "
 	    "answers without a final one; check the upstream service." },
+	[POL_R_TOO_MANY_REFUSALS] = { "too_many_refusals", 429,
+	    "the connection was closed because too many of its requests were "
+	    "refused; fix the requests, then open a new connection." },
 };
 
 /* Codes are assigned in blocks, so the table may have holes: a hole is

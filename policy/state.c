@@ -80,7 +80,9 @@ pol_id_valid(const char *id)
 {
 	size_t i;
 
-	if (id == NULL)
+	/* ids name directories (<runtime_dir>/sessions/<id>/): ".", ".."
+	 * and hidden names are not ids */
+	if (id == NULL || id[0] == '.')
 		return 0;
 	for (i = 0; id[i] != '\0'; i++) {
 		char ch = id[i];

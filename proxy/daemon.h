@@ -29,6 +29,7 @@
 #include "proxy/lib/clog.h"
 #include "proxy/lib/dns.h"
 #include "proxy/lib/log.h"
+#include "proxy/lib/usock.h"
 #include "proxy/lib/util.h"
 
 /* PX_T_TRANSPARENT: the firewall's redirect; its sessions are the TCP
@@ -38,11 +39,27 @@ enum px_transport { PX_T_UNIX, PX_T_TCP, PX_T_VSOCK, PX_T_TRANSPARENT };
 struct px_conn;        /* the relay's (proxy/relay/relay-int.h) */
 struct px_listener;
 
+/*
+ * Refusal records of one session (or of connections with no session):
+ * a token bucket (log.refusals_per_s, log.refusal_burst), and what was
+ * folded into the next "refusals_folded" record (the relay's, records.c).
+ */
+struct px_refusals {
+	double tokens;
+	uint64_t refilled_ms;            /* 0: never used (the bucket is full) */
+	uint64_t folded;                 /* records not written since the last
+	                                    refusals_folded */
+	uint32_t reasons[POL_R__COUNT];  /* of those, by reason */
+	time_t since;                    /* the first of them */
+	uint64_t summary_ms;             /* the last refusals_folded */
+};
+
 /* A session as the daemon sees it: the policy object plus its transport. */
 struct px_session {
 	struct pol_session *pol;         /* owned by px.state */
 	enum px_transport transport;
-	char *socket_path;               /* PX_T_UNIX */
+	char *socket_path;               /* PX_T_UNIX, as given */
+	char *socket_canon;              /* the same, canonical (usock.h) */
 	struct pol_addr source;          /* PX_T_TCP */
 	int64_t vsock_cid;               /* PX_T_VSOCK */
 	int from_config;
@@ -50,6 +67,7 @@ struct px_session {
 	int nconns;
 	uint64_t n_allowed, n_denied;    /* decisions, for metrics */
 	uint64_t bytes_up, bytes_down;
+	struct px_refusals refusals;     /* the relay's */
 	TAILQ_HEAD(, px_conn) conns;     /* the relay's list */
 	TAILQ_ENTRY(px_session) entry;
 };
@@ -57,7 +75,8 @@ struct px_session {
 struct px_listener {
 	enum px_transport kind;
 	struct evconnlistener *evl;
-	char *path;                      /* unix */
+	char *path;                      /* unix: canonical */
+	struct usock_id sock;            /* unix: the file made */
 	char *spec;                      /* tcp "addr:port" */
 	struct px_session *session;      /* unix: the session it serves */
 	TAILQ_ENTRY(px_listener) entry;
@@ -93,13 +112,27 @@ extern struct px px;
 
 /* session.c: the one sessions registry (and the listeners). */
 struct px_session *px_session_find(const char *id);
+
+/* Who asks for a session; where its socket may go follows (sluiced(8),
+ * "Session sockets"). */
+enum px_origin {
+	PX_ORIGIN_FILE,     /* the configuration file: any path */
+	PX_ORIGIN_ADMIN,    /* the admin role, and the state file (what the
+	                       API made): also under listen.socket_prefixes */
+	PX_ORIGIN_APP,      /* the app role: <runtime_dir>/sessions/<id>/ */
+};
+/* Why px_session_create refused (the API's 400, 403, 409, 500). */
+enum px_refusal {
+	PX_REF_BAD, PX_REF_FORBIDDEN, PX_REF_TAKEN, PX_REF_INTERNAL
+};
+/* A session, its socket listening before it returns; NULL with why
+ * (may be NULL) and a message in err. */
 struct px_session *px_session_create(const struct cfg_session *cs,
-    int from_config, char *err, size_t errlen);
+    enum px_origin origin, enum px_refusal *why, char *err, size_t errlen);
 void px_session_destroy(struct px_session *s, enum pol_reason why);
-/* Another session already uses cs's transport (path: the socket path
- * cs would get; NULL for a TCP or vsock session). */
-int px_session_transport_taken(const struct cfg_session *cs,
-    const char *path);
+/* Another session already uses cs's TCP source or vsock CID (a socket
+ * path is px_session_create's to check). */
+int px_session_transport_taken(const struct cfg_session *cs);
 /* Bring the file's sessions in line with px.cfg: new ones created,
  * missing or changed ones destroyed, tiers applied.  -1 if a new one
  * could not be created (logged). */

@@ -27,6 +27,7 @@
 #include "proxy/fwctl.h"
 #include "proxy/lib/notify.h"
 #include "proxy/priv.h"
+#include "proxy/signer.h"
 #include "proxy/relay/relay.h"
 #include "proxy/control/ctl.h"
 #include "proxy/control/api.h"
@@ -244,6 +245,25 @@ lock_runtime_dir(const char *dir)
 	return fd;   /* held open for the life of the process */
 }
 
+/* The log's file system ran low (or has room again): said once each. */
+static void
+log_space(const char *path, int low, uint64_t free_bytes, uint64_t min_free)
+{
+	if (low)
+		px_log(PX_WARN, "connection log %s: %llu bytes free on its file "
+		    "system, below log.min_free_bytes (%llu): when it is full "
+		    "every connection is refused (log_unavailable)", path,
+		    (unsigned long long)free_bytes,
+		    (unsigned long long)min_free);
+	else
+		px_log(PX_INFO, "connection log %s: %llu bytes free again", path,
+		    (unsigned long long)free_bytes);
+}
+
+/* The log signer (signer.h): fd -1 when log.mac_key_file is unset. */
+static struct signer signer = { -1, 0 };
+static pid_t signer_pid = -1;
+
 static void
 log_admin(const char *what, const char *detail)
 {
@@ -252,6 +272,28 @@ log_admin(const char *what, const char *detail)
 	clog_rec_str(r, "action", what);
 	clog_rec_str(r, "who", "sluiced");
 	clog_rec_str(r, "detail", detail);
+	if (clog_write(px.log, r) != 0)
+		px_log(PX_ERR, "%s: cannot write the connection log", __func__);
+}
+
+/*
+ * A start or a reopen (rotation): the record names the head of the chain
+ * it follows, the last record of the file before (seq 0 and 64 zeros for
+ * none), so the files of a rotated log are tied together and a cut
+ * between them shows; and whether the records carry macs.
+ */
+static void
+log_admin_anchor(const char *what, const char *detail, uint64_t seq,
+    const char *hash)
+{
+	struct clog_rec *r = clog_rec_new("admin");
+
+	clog_rec_str(r, "action", what);
+	clog_rec_str(r, "who", "sluiced");
+	clog_rec_str(r, "detail", detail);
+	clog_rec_int(r, "anchor_seq", (int64_t)seq);
+	clog_rec_str(r, "anchor_hash", hash);
+	clog_rec_bool(r, "keyed", signer.fd >= 0);
 	if (clog_write(px.log, r) != 0)
 		px_log(PX_ERR, "%s: cannot write the connection log", __func__);
 }
@@ -312,6 +354,19 @@ reload(const char *path)
 		px_log(PX_WARN, "%s: user: \"%s\" takes effect at the next "
 		    "start (the privileges to switch users are gone)",
 		    __func__, nc->user);
+	if ((nc->log_mac_key_file == NULL) != (px.cfg->log_mac_key_file ==
+	    NULL) || (nc->log_mac_key_file != NULL &&
+	    strcmp(nc->log_mac_key_file, px.cfg->log_mac_key_file) != 0))
+		px_log(PX_WARN, "%s: log.mac_key_file takes effect at the next "
+		    "start (only root may read the key)", __func__);
+	if (signer.fd >= 0 && strcmp(nc->log_path, px.cfg->log_path) != 0) {
+		/* the signer signs the chain it started on */
+		px_log(PX_ERR, "%s: keeping the running configuration: "
+		    "log.path cannot change while the log is keyed "
+		    "(log.mac_key_file); restart sluiced", __func__);
+		cfg_free(nc);
+		return -1;
+	}
 	np = cfg_build_policy(nc, err, sizeof(err));
 	if (np == NULL) {
 		px_log(PX_ERR, "%s: keeping the running configuration: %s",
@@ -371,6 +426,7 @@ reload(const char *path)
 	px.pol = np;
 	cfg_free(px.cfg);
 	px.cfg = nc;
+	clog_set_min_free(px.log, nc->log_min_free_bytes, log_space);
 	if (ctl_apply_file_ceilings(nc) != 0)
 		px_log(PX_ERR, "%s: a tenant ceiling could not be set (out of "
 		    "memory)", __func__);
@@ -445,9 +501,15 @@ static const struct relay_hooks hooks = {
 static void
 on_sighup(evutil_socket_t fd, short ev, void *arg)
 {
+	char hash[65];
+	uint64_t seq = clog_last_seq(px.log);
+
+	snprintf(hash, sizeof(hash), "%s", clog_last_hash(px.log));
 	if (clog_reopen(px.log) != 0)
 		px_log(PX_ERR, "%s: cannot reopen the connection log %s",
 		    __func__, clog_path(px.log));
+	else
+		log_admin_anchor("reopen", clog_path(px.log), seq, hash);
 	if (px.draining)
 		return;   /* no new listeners while stopping */
 	reload(config_path);
@@ -542,7 +604,8 @@ check_config(const char *path)
 	return 0;
 }
 
-/* Leave room for relays: every tunnel holds two descriptors. */
+/* Leave room for relays: a tunnel holds up to six descriptors (client,
+ * upstream, two pipes when spliced). */
 static void
 raise_nofile(void)
 {
@@ -552,6 +615,23 @@ raise_nofile(void)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
+}
+
+/* Say so when the limits cannot all be reached (sluiced.json(5),
+ * "limits"): a warning, since most configurations never get there. */
+static void
+check_nofile(const struct cfg *c)
+{
+	struct rlimit rl;
+	unsigned long long need = 6ULL * (unsigned)c->max_conns_total +
+	    (unsigned)c->control.max_conns + (unsigned)c->fd_reserve + 64;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur < need)
+		px_log(PX_WARN, "open files limited to %llu, below the %llu "
+		    "that limits.max_conns_total %d may need: raise the hard "
+		    "limit or lower max_conns_total",
+		    (unsigned long long)rl.rlim_cur, need, c->max_conns_total);
 }
 
 int
@@ -571,7 +651,8 @@ main(int argc, char **argv)
 	struct event *ev_hup, *ev_term, *ev_int;
 	struct priv_user run_user;
 	const struct priv_user *as_user = NULL;
-	char err[512];
+	char err[512], open_hash[65];
+	uint64_t open_seq = 0;
 	int ch, do_print = 0, do_fw = 0, lockfd, rc = 1, keep_root = 0;
 
 	while ((ch = getopt_long(argc, argv, "c:vVh", opts, NULL)) != -1) {
@@ -614,6 +695,9 @@ main(int argc, char **argv)
 		return fwctl_command(config_path, do_fw == 'R');
 
 	signal(SIGPIPE, SIG_IGN);
+	/* a file size limit under the log: a failed write (fail closed),
+	 * not the end of the process */
+	signal(SIGXFSZ, SIG_IGN);
 	raise_nofile();
 	memset(&px, 0, sizeof(px));
 	TAILQ_INIT(&px.sessions);
@@ -634,6 +718,7 @@ main(int argc, char **argv)
 		px_log(PX_ERR, "%s: out of memory", __func__);
 		goto out;
 	}
+	check_nofile(px.cfg);
 	/*
 	 * Privilege separation (sluiced(8), PROCESS MODEL): before any
 	 * untrusted byte is read, the firewall helper is forked with the
@@ -684,6 +769,24 @@ main(int argc, char **argv)
 	if (px.log == NULL) {
 		px_log(PX_ERR, "connection log: %s", err);
 		goto out;
+	}
+	clog_set_min_free(px.log, px.cfg->log_min_free_bytes, log_space);
+	open_seq = clog_last_seq(px.log);
+	snprintf(open_hash, sizeof(open_hash), "%s", clog_last_hash(px.log));
+	/* the signer, before the drop: it reads the key as root, and starts
+	 * from the chain head found before any untrusted byte was read */
+	if (px.cfg->log_mac_key_file != NULL) {
+		if (keep_root)
+			px_log(PX_WARN, "log.mac_key_file: the proxy runs as "
+			    "root and could read the key: the macs show only "
+			    "edits made by others");
+		signer.fd = priv_signer_spawn(px.cfg->log_mac_key_file, as_user,
+		    open_seq, open_hash, &signer_pid, err, sizeof(err));
+		if (signer.fd < 0) {
+			px_log(PX_ERR, "log signer: %s", err);
+			goto out;
+		}
+		clog_set_signer(px.log, signer_sign, &signer);
 	}
 	if (as_user != NULL && give_files(px.cfg, as_user) != 0)
 		goto out;
@@ -751,7 +854,8 @@ main(int argc, char **argv)
 	evsignal_add(ev_term, NULL);
 	evsignal_add(ev_int, NULL);
 
-	log_admin("start", config_path ? config_path : "(defaults)");
+	log_admin_anchor("start", config_path ? config_path : "(defaults)",
+	    open_seq, open_hash);
 	px_log(PX_INFO, "ready: %zu session(s), ceiling %s, log %s",
 	    pol_session_count(px.state),
 	    pol_tier_name(pol_state_global_ceiling(px.state)),
@@ -761,6 +865,7 @@ main(int argc, char **argv)
 	if (px_notify("READY=1\nSTATUS=ready") < 0)
 		px_log(PX_WARN, "NOTIFY_SOCKET: %s", strerror(errno));
 	event_base_dispatch(px.base);
+	px_refusals_flush(NULL);    /* what was folded, before the stop */
 	(void)px_notify("STOPPING=1");
 	log_admin("stop", "drained");
 	px_log(PX_INFO, "stopped");
@@ -794,6 +899,10 @@ out:
 		dns_free(px.dns);
 	if (px.log)
 		clog_close(px.log);
+	if (signer.fd >= 0) {
+		close(signer.fd);       /* the signer ends with its socket */
+		priv_helper_reap(signer_pid, 1000);
+	}
 	if (px.state)
 		pol_state_free(px.state);
 	if (px.pol)

@@ -1,6 +1,6 @@
 /*
- * priv.c: the firewall helper process and the proxy's privilege drop
- * (priv.h).  Capabilities through the raw capget/capset system calls:
+ * priv.c: the firewall helper process, the log signer process and the
+ * proxy's privilege drop (priv.h).  Capabilities through the raw capget/capset system calls:
  * the three sets sluiced needs do not justify a libcap dependency.
  */
 #include "sluice-config.h"
@@ -11,6 +11,7 @@
 #include <ftw.h>
 #include <grp.h>
 #include <limits.h>
+#include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdint.h>
@@ -30,7 +31,10 @@
 #include "proxy/lib/log.h"
 #include "proxy/lib/util.h"
 #include "proxy/priv.h"
+#include "proxy/signer.h"
 #include "firewall/fwmsg.h"
+
+#include <openssl/crypto.h>
 
 int
 priv_user_lookup(const char *name, struct priv_user *u, char *err,
@@ -282,6 +286,112 @@ priv_helper_spawn(const char *start_table, const struct priv_user *u,
 	close(sv[1]);
 	*pid = p;
 	return sv[0];
+}
+
+/* ------------------------------------------------------------------ */
+/* The log signer */
+
+/* Tell the proxy how the start went: 'R', or 'E' and why. */
+static void
+signer_say(int fd, const char *err)
+{
+	char msg[512];
+	size_t n = 1;
+
+	msg[0] = err ? 'E' : 'R';
+	if (err != NULL)
+		n += (size_t)snprintf(msg + 1, sizeof(msg) - 1, "%s", err);
+	if (n > sizeof(msg))
+		n = sizeof(msg);
+	if (send(fd, msg, n, MSG_NOSIGNAL) < 0)
+		px_log(PX_ERR, "log signer: %s", err ? err : "cannot say ready");
+}
+
+static void
+signer_main(int fd, const char *key_file, const struct priv_user *u,
+    uint64_t seq, const char *hash)
+{
+	static unsigned char key[SIGNER_KEY_MAX];
+	size_t keylen = 0;
+	char err[512] = "";
+	int rc;
+
+	/* nothing may attach while the key is in memory, and it stays to
+	 * write the stop record: it ends when the proxy's socket does */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	prctl(PR_SET_NAME, "sluiced-sign", 0, 0, 0);
+	/* read while still the user sluiced started as (root): the key is
+	 * not the proxy's user's to read */
+	if (signer_load_key(key_file, key, &keylen, err, sizeof(err)) != 0)
+		goto fail;
+	if (close_others(fd) != 0) {
+		snprintf(err, sizeof(err), "cannot close descriptors");
+		goto fail;
+	}
+	if (caps_limit(0, u, 0, err, sizeof(err)) != 0)
+		goto fail;
+	/* a change of uid makes a process dumpable again */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	signer_say(fd, NULL);
+	rc = signer_serve(fd, key, keylen, seq, hash);
+	OPENSSL_cleanse(key, sizeof(key));
+	_exit(rc == 0 ? 0 : 1);
+fail:
+	OPENSSL_cleanse(key, sizeof(key));
+	signer_say(fd, err);
+	_exit(1);
+}
+
+int
+priv_signer_spawn(const char *key_file, const struct priv_user *u,
+    uint64_t seq, const char *hash, pid_t *pid, char *err, size_t errlen)
+{
+	char msg[513];
+	struct pollfd pf;
+	ssize_t n;
+	int sv[2], r;
+	pid_t p;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+		snprintf(err, errlen, "socketpair: %s", strerror(errno));
+		return -1;
+	}
+	fflush(stderr);
+	p = fork();
+	if (p < 0) {
+		snprintf(err, errlen, "fork: %s", strerror(errno));
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	if (p == 0) {
+		close(sv[0]);
+		signer_main(sv[1], key_file, u, seq, hash);
+	}
+	close(sv[1]);
+	*pid = p;
+	/* its first word: ready, or why not */
+	pf.fd = sv[0];
+	pf.events = POLLIN;
+	do
+		r = poll(&pf, 1, 10000);
+	while (r < 0 && errno == EINTR);
+	n = r > 0 ? recv(sv[0], msg, sizeof(msg) - 1, 0) : -1;
+	if (n >= 1 && msg[0] == 'R')
+		return sv[0];
+	if (n > 1 && msg[0] == 'E') {
+		msg[n] = '\0';
+		snprintf(err, errlen, "%s", msg + 1);
+	} else
+		snprintf(err, errlen, "the log signer did not start");
+	close(sv[0]);
+	priv_helper_reap(p, 1000);
+	*pid = -1;
+	return -1;
 }
 
 void

@@ -7,7 +7,8 @@
  * files to the configured user, and then the proxy process, the one that
  * parses untrusted bytes, drops to that user with no capabilities at all
  * (effective, permitted, inheritable, ambient, bounding) and
- * no_new_privs.
+ * no_new_privs.  With log.mac_key_file a second helper, the log signer,
+ * holds the key the proxy never sees.
  */
 #ifndef SLUICE_PRIV_H
 #define SLUICE_PRIV_H
@@ -39,6 +40,20 @@ int priv_helper_spawn(const char *start_table, const struct priv_user *u,
 
 /* After the proxy closed its end: wait for the helper, at most ms. */
 void priv_helper_reap(pid_t pid, int ms);
+
+/*
+ * Fork the log signer (signer.h) on a SOCK_SEQPACKET socketpair.  The
+ * child reads key_file as the user sluiced started as (root), closes
+ * every other descriptor, keeps no capability (and, with u, becomes u
+ * with no supplementary groups), sets no_new_privs and is not dumpable,
+ * and signs the records after the chain head (seq, hash) until the
+ * proxy's end closes.  The proxy never reads the key.  Returns the
+ * proxy's end once the child says it is ready, or -1 with err (a key
+ * the child refused, for one); *pid is the signer (-1 on failure).
+ */
+int priv_signer_spawn(const char *key_file, const struct priv_user *u,
+    uint64_t seq, const char *hash, pid_t *pid, char *err,
+    size_t errlen) SLUICE_MUSTCHECK;
 
 /*
  * mkdir -p dir (mode for what is created); with u, every directory made

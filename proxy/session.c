@@ -179,8 +179,9 @@ px_listener_free(struct px_listener *l)
 		return;
 	if (l->evl)
 		evconnlistener_free(l->evl);
+	/* only the socket made, if that is still what the path names */
 	if (l->kind == PX_T_UNIX && l->path != NULL)
-		unlink(l->path);
+		usock_unlink(l->path, &l->sock);
 	free(l->path);
 	free(l->spec);
 	free(l);
@@ -188,51 +189,15 @@ px_listener_free(struct px_listener *l)
 
 /* Create the session's socket before anything could try to connect. */
 static int
-px_session_listen(struct px_session *s)
+px_session_listen(struct px_session *s, enum px_refusal *why, char *err,
+    size_t errlen)
 {
-	struct sockaddr_un sun;
 	struct evconnlistener *evl;
 	struct px_listener *l;
-	char dir[PATH_MAX], *slash;
+	struct usock_id id;
 	gid_t gid = (gid_t)-1;
+	int fd;
 
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	if (strlen(s->socket_path) >= sizeof(sun.sun_path)) {
-		px_log(PX_ERR, "%s: %s: path longer than %zu bytes", __func__,
-		    s->socket_path, sizeof(sun.sun_path) - 1);
-		return -1;
-	}
-	memcpy(sun.sun_path, s->socket_path, strlen(s->socket_path));
-	snprintf(dir, sizeof(dir), "%s", s->socket_path);
-	slash = strrchr(dir, '/');
-	if (slash != NULL && slash != dir) {
-		*slash = '\0';
-		if (util_mkdir_p(dir, 0755) != 0) {
-			px_log(PX_ERR, "%s: %s: %s", __func__, dir,
-			    strerror(errno));
-			return -1;
-		}
-	}
-	/* a stale socket from an earlier run; the runtime lock says it
-	 * is not another broker's */
-	if (unlink(s->socket_path) != 0 && errno != ENOENT) {
-		px_log(PX_ERR, "%s: %s: %s", __func__, s->socket_path,
-		    strerror(errno));
-		return -1;
-	}
-	l = calloc(1, sizeof(*l));
-	if (l == NULL)
-		return -1;
-	evl = evconnlistener_new_bind(px.base, on_accept_unix, l,
-	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 128,
-	    (struct sockaddr *)&sun, sizeof(sun));
-	if (evl == NULL) {
-		px_log(PX_ERR, "%s: bind %s: %s", __func__, s->socket_path,
-		    strerror(errno));
-		free(l);
-		return -1;
-	}
 	if (px.cfg->socket_group != NULL) {
 		struct group *gr = getgrnam(px.cfg->socket_group);
 
@@ -242,13 +207,31 @@ px_session_listen(struct px_session *s)
 		else
 			gid = gr->gr_gid;
 	}
-	if (chmod(s->socket_path, px.cfg->socket_mode) != 0 ||
-	    (gid != (gid_t)-1 && chown(s->socket_path, (uid_t)-1, gid) != 0))
-		px_log(PX_WARN, "%s: %s: %s", __func__, s->socket_path,
-		    strerror(errno));
+	fd = usock_listen(s->socket_canon, (mode_t)px.cfg->socket_mode, gid,
+	    0755, 128, &id, err, errlen);
+	if (fd < 0) {
+		/* EEXIST: a file that is not a socket, or a socket someone
+		 * serves; ENOTDIR, ELOOP: a symlink or a file on the way */
+		*why = errno == EEXIST ? PX_REF_TAKEN : errno == ENOTDIR ||
+		    errno == ELOOP ? PX_REF_BAD : PX_REF_INTERNAL;
+		px_log(PX_ERR, "%s: %s", __func__, err);
+		return -1;
+	}
+	l = calloc(1, sizeof(*l));
+	if (l == NULL || (l->path = strdup(s->socket_canon)) == NULL ||
+	    (evl = evconnlistener_new(px.base, on_accept_unix, l,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd)) == NULL) {
+		usock_unlink(s->socket_canon, &id);
+		close(fd);
+		if (l != NULL)
+			free(l->path);
+		free(l);
+		*why = PX_REF_INTERNAL;
+		return errf(err, errlen, "%s: out of memory", s->socket_path);
+	}
 	l->kind = PX_T_UNIX;
 	l->evl = evl;
-	l->path = strdup(s->socket_path);
+	l->sock = id;
 	l->session = s;
 	evconnlistener_set_error_cb(evl, accept_error);
 	if (px.draining || px.accept_paused)
@@ -390,21 +373,169 @@ px_listeners_sync(void)
 	return rc;
 }
 
+/* <runtime_dir>/sessions/<id>/proxy.sock into out (PATH_MAX). */
+static int
+default_socket(const char *id, char *out)
+{
+	int n = snprintf(out, PATH_MAX, "%s/sessions/%s/proxy.sock",
+	    px.cfg->runtime_dir, id);
+
+	return n < 0 || n >= PATH_MAX ? -1 : 0;
+}
+
+/* A prefix directory, resolved whole (its own last component too). */
+static int
+prefix_canon(const char *prefix, char *out)
+{
+	char p[PATH_MAX];
+	size_t n;
+
+	if (snprintf(p, sizeof(p), "%s/x", prefix) >= (int)sizeof(p) ||
+	    usock_canon(p, out, PATH_MAX, NULL, 0) != 0)
+		return -1;
+	n = strlen(out);
+	out[n - 2] = '\0';      /* the "/x" */
+	if (out[0] == '\0')
+		strcpy(out, "/");
+	return 0;
+}
+
+/* What of sluiced's own canon names, or NULL: a socket never goes
+ * there, whoever asks. */
+static const char *
+own_file(const char *canon)
+{
+	const struct cfg *c = px.cfg;
+	const struct {
+		const char *what, *path, *suffix;
+	} f[] = {
+		{ "the connection log", c->log_path, "" },
+		{ "the state file", c->state_file, "" },
+		{ "the state file's temporary file", c->state_file, ".tmp" },
+		{ "the control socket", c->control.socket, "" },
+		{ "the runtime lock", c->runtime_dir, "/sluiced.lock" },
+	};
+	char p[PATH_MAX], cp[PATH_MAX];
+	size_t i;
+
+	for (i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+		if (f[i].path == NULL || f[i].path[0] != '/' ||
+		    snprintf(p, sizeof(p), "%s%s", f[i].path, f[i].suffix) >=
+		    (int)sizeof(p))
+			continue;
+		if (usock_canon(p, cp, sizeof(cp), NULL, 0) == 0 &&
+		    strcmp(cp, canon) == 0)
+			return f[i].what;
+	}
+	return NULL;
+}
+
+/*
+ * Where a session's socket goes (sluiced(8), "Session sockets"), into
+ * path (as given) and canon (PATH_MAX each): the default for everyone;
+ * another path for the configuration file anywhere, for an admin or the
+ * state file only under listen.socket_prefixes, for the app role never.
+ * Compared canonical, so no spelling makes two sessions share a socket
+ * or puts one on the log, the state file or the control socket.
+ */
+static int
+socket_place(const struct cfg_session *cs, enum px_origin origin,
+    char *path, char *canon, enum px_refusal *why, char *err, size_t errlen)
+{
+	char dflt[PATH_MAX], dcanon[PATH_MAX], pc[PATH_MAX], e[160];
+	const struct px_session *o;
+	const char *own;
+	size_t i;
+
+	*why = PX_REF_INTERNAL;
+	if (default_socket(cs->id, dflt) != 0 ||
+	    usock_canon(dflt, dcanon, sizeof(dcanon), e, sizeof(e)) != 0)
+		return errf(err, errlen, "socket: the default %s: %s", dflt,
+		    e);
+	*why = PX_REF_BAD;
+	if (cs->socket == NULL) {
+		snprintf(path, PATH_MAX, "%s", dflt);
+		snprintf(canon, PATH_MAX, "%s", dcanon);
+	} else {
+		if (usock_path_check(cs->socket, e, sizeof(e)) != 0 ||
+		    usock_canon(cs->socket, canon, PATH_MAX, e, sizeof(e)) != 0)
+			return errf(err, errlen, "socket: %s", e);
+		snprintf(path, PATH_MAX, "%s", cs->socket);
+	}
+	/* clients connect by this name */
+	if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+		return errf(err, errlen, "socket: %s is longer than a socket "
+		    "path can be (%zu bytes)", path,
+		    sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+	*why = PX_REF_FORBIDDEN;
+	if (strcmp(canon, dcanon) != 0 && origin == PX_ORIGIN_APP)
+		return errf(err, errlen, "socket: the app role gets the "
+		    "default socket %s; leave socket out (other paths are for "
+		    "admins, under listen.socket_prefixes)", dflt);
+	if (strcmp(canon, dcanon) != 0 && origin == PX_ORIGIN_ADMIN) {
+		for (i = 0; i < px.cfg->nsocket_prefixes; i++)
+			if (prefix_canon(px.cfg->socket_prefixes[i], pc) == 0 &&
+			    usock_under(canon, pc))
+				break;
+		if (i == px.cfg->nsocket_prefixes)
+			return errf(err, errlen, "socket: %s is not under "
+			    "listen.socket_prefixes%s", path,
+			    px.cfg->nsocket_prefixes == 0 ?
+			    " (none are configured)" : "");
+	}
+	if ((own = own_file(canon)) != NULL)
+		return errf(err, errlen, "socket: %s is %s", path, own);
+	*why = PX_REF_TAKEN;
+	TAILQ_FOREACH(o, &px.sessions, entry)
+		if (o->transport == PX_T_UNIX &&
+		    strcmp(o->socket_canon, canon) == 0)
+			return errf(err, errlen, "socket: %s belongs to session "
+			    "%s", path, pol_session_id(o->pol));
+	return 0;
+}
+
+/*
+ * The user a session is shown as comes from the app (or the file): it
+ * reaches log records, prompts and approvers' terminals, so it gets the
+ * sandbox strings' sanitising (controls, bidi and zero-width characters,
+ * invalid UTF-8 become '?') and cap, once, where every session is made.
+ */
+#define SESSION_USER_CAP 256
+
+static const char *
+session_user(const char *u, char *buf, size_t len)
+{
+	u = u != NULL ? u : "";
+	return clog_sanitize(u, strlen(u), buf, len, SESSION_USER_CAP);
+}
+
 struct px_session *
-px_session_create(const struct cfg_session *cs, int from_config, char *err,
-    size_t errlen)
+px_session_create(const struct cfg_session *cs, enum px_origin origin,
+    enum px_refusal *why, char *err, size_t errlen)
 {
 	struct px_session *s;
-	char path[PATH_MAX];
+	enum px_refusal ignored;
+	char path[PATH_MAX], canon[PATH_MAX], user[SESSION_USER_CAP + 4];
 
+	if (why == NULL)
+		why = &ignored;
+	*why = PX_REF_BAD;
+	if (!pol_id_valid(cs->id)) {
+		errf(err, errlen, "bad session id");
+		return NULL;
+	}
+	if (cs->source == NULL && cs->vsock_cid < 0 &&
+	    socket_place(cs, origin, path, canon, why, err, errlen) != 0)
+		return NULL;
 	s = calloc(1, sizeof(*s));
 	if (s == NULL) {
-		snprintf(err, errlen, "out of memory");
+		*why = PX_REF_INTERNAL;
+		errf(err, errlen, "out of memory");
 		return NULL;
 	}
 	TAILQ_INIT(&s->conns);
 	s->vsock_cid = -1;
-	s->from_config = from_config;
+	s->from_config = origin == PX_ORIGIN_FILE;
 	if (cs->source != NULL) {
 		s->transport = PX_T_TCP;
 		s->source = cs->source_addr;
@@ -413,29 +544,31 @@ px_session_create(const struct cfg_session *cs, int from_config, char *err,
 		s->vsock_cid = cs->vsock_cid;
 	} else {
 		s->transport = PX_T_UNIX;
-		if (cs->socket != NULL)
-			snprintf(path, sizeof(path), "%s", cs->socket);
-		else
-			snprintf(path, sizeof(path), "%s/sessions/%s/proxy.sock",
-			    px.cfg->runtime_dir, cs->id);
 		s->socket_path = strdup(path);
+		s->socket_canon = strdup(canon);
+		if (s->socket_path == NULL || s->socket_canon == NULL) {
+			*why = PX_REF_INTERNAL;
+			errf(err, errlen, "out of memory");
+			goto fail;
+		}
 	}
-	s->pol = pol_session_add(px.state, cs->id, cs->tenant, cs->user,
-	    cs->tier);
+	s->pol = pol_session_add(px.state, cs->id, cs->tenant,
+	    session_user(cs->user, user, sizeof(user)), cs->tier);
 	if (s->pol == NULL) {
-		snprintf(err, errlen, "cannot add session (bad or duplicate id)");
+		*why = PX_REF_BAD;
+		errf(err, errlen, "cannot add session (bad or duplicate id)");
 		goto fail;
 	}
-	if (s->transport == PX_T_UNIX && px_session_listen(s) != 0) {
-		snprintf(err, errlen, "cannot listen on %s", s->socket_path);
+	if (s->transport == PX_T_UNIX &&
+	    px_session_listen(s, why, err, errlen) != 0)
 		goto fail;
-	}
 	TAILQ_INSERT_TAIL(&px.sessions, s, entry);
 	return s;
 fail:
 	if (s->pol != NULL)
 		pol_session_remove(px.state, s->pol);
 	free(s->socket_path);
+	free(s->socket_canon);
 	free(s);
 	return NULL;
 }
@@ -444,6 +577,7 @@ void
 px_session_destroy(struct px_session *s, enum pol_reason why)
 {
 	px_prompts_session_gone(s, why);
+	px_refusals_flush(s);
 	px_relay_close_session(s, why);
 	if (s->listener != NULL) {
 		TAILQ_REMOVE(&px.listeners, s->listener, entry);
@@ -452,14 +586,14 @@ px_session_destroy(struct px_session *s, enum pol_reason why)
 	TAILQ_REMOVE(&px.sessions, s, entry);
 	pol_session_remove(px.state, s->pol);
 	free(s->socket_path);
+	free(s->socket_canon);
 	free(s);
 }
 
 static int
-same_transport(const struct px_session *s, const struct cfg_session *cs,
-    const char *runtime_dir)
+same_transport(const struct px_session *s, const struct cfg_session *cs)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX], canon[PATH_MAX];
 
 	if (cs->source != NULL)
 		return s->transport == PX_T_TCP &&
@@ -469,10 +603,11 @@ same_transport(const struct px_session *s, const struct cfg_session *cs,
 	if (s->transport != PX_T_UNIX)
 		return 0;
 	if (cs->socket != NULL)
-		return strcmp(s->socket_path, cs->socket) == 0;
-	snprintf(path, sizeof(path), "%s/sessions/%s/proxy.sock", runtime_dir,
-	    cs->id);
-	return strcmp(s->socket_path, path) == 0;
+		snprintf(path, sizeof(path), "%s", cs->socket);
+	else if (default_socket(cs->id, path) != 0)
+		return 0;
+	return usock_canon(path, canon, sizeof(canon), NULL, 0) == 0 &&
+	    strcmp(s->socket_canon, canon) == 0;
 }
 
 /*
@@ -484,7 +619,7 @@ int
 px_sessions_sync_config(void)
 {
 	struct px_session *s, *tmp;
-	char err[256];
+	char err[512], user[SESSION_USER_CAP + 4];
 	size_t i;
 	int rc = 0;
 
@@ -497,9 +632,10 @@ px_sessions_sync_config(void)
 			if (strcmp(px.cfg->sessions[i].id,
 			    pol_session_id(s->pol)) == 0)
 				cs = &px.cfg->sessions[i];
-		if (cs == NULL || !same_transport(s, cs, px.cfg->runtime_dir) ||
+		if (cs == NULL || !same_transport(s, cs) ||
 		    strcmp(cs->tenant, pol_session_tenant(s->pol)) != 0 ||
-		    strcmp(cs->user, pol_session_user(s->pol)) != 0)
+		    strcmp(session_user(cs->user, user, sizeof(user)),
+		    pol_session_user(s->pol)) != 0)
 			px_session_destroy(s, POL_R_SESSION_CLOSED);
 		else
 			pol_session_set_tier(s->pol, cs->tier);
@@ -507,8 +643,8 @@ px_sessions_sync_config(void)
 	for (i = 0; i < px.cfg->nsessions; i++) {
 		if (px_session_find(px.cfg->sessions[i].id) != NULL)
 			continue;
-		if (px_session_create(&px.cfg->sessions[i], 1, err,
-		    sizeof(err)) == NULL) {
+		if (px_session_create(&px.cfg->sessions[i], PX_ORIGIN_FILE,
+		    NULL, err, sizeof(err)) == NULL) {
 			px_log(PX_ERR, "%s: session %s: %s", __func__,
 			    px.cfg->sessions[i].id, err);
 			rc = -1;
@@ -518,7 +654,7 @@ px_sessions_sync_config(void)
 }
 
 int
-px_session_transport_taken(const struct cfg_session *cs, const char *path)
+px_session_transport_taken(const struct cfg_session *cs)
 {
 	struct px_session *s;
 
@@ -529,9 +665,6 @@ px_session_transport_taken(const struct cfg_session *cs, const char *path)
 			return 1;
 		if (cs->vsock_cid >= 0 && s->transport == PX_T_VSOCK &&
 		    s->vsock_cid == cs->vsock_cid)
-			return 1;
-		if (path != NULL && s->transport == PX_T_UNIX &&
-		    strcmp(s->socket_path, path) == 0)
 			return 1;
 	}
 	return 0;

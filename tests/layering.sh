@@ -47,6 +47,8 @@ mode=all
 ALLOW_INT=(
 	"tests/unit/test_fw.c:firewall/fw-int.h"
 	"tests/unit/test_config.c:proxy/lib/config-int.h"
+	"tests/fuzz/fuzz_execapi.c:sandbox-glue/executor/execd-int.h"
+	"tests/unit/test_execd.c:sandbox-glue/executor/execd-int.h"
 )
 
 while [ $# -gt 0 ]; do

@@ -50,8 +50,8 @@ t2=$(date +%s)
 mkdir -p "$tmp/root/tmp/debs"
 cp "$tmp"/*.deb "$tmp/root/tmp/debs/"
 mount -t proc proc "$tmp/root/proc"
-chroot "$tmp/root" sh -c 'apt-get install -y /tmp/debs/sluice_*.deb \
-    /tmp/debs/sluice-executor_*.deb' >"$tmp/install.log" 2>&1 || {
+chroot "$tmp/root" sh -c 'apt-get update -qq && apt-get install -y /tmp/debs/sluice_*.deb \
+    /tmp/debs/sluice-executor_*.deb /tmp/debs/python3-sluice_*.deb' >"$tmp/install.log" 2>&1 || {
 	tail -n 40 "$tmp/install.log"; exit 1; }
 
 echo "== checks in the root"
@@ -61,15 +61,22 @@ ck chroot "$tmp/root" getent passwd sluice
 ck chroot "$tmp/root" getent group sluice
 for f in /usr/sbin/sluiced /usr/bin/sluicectl /usr/bin/sluice-shim \
     /usr/lib/sluice/sluice-shim-static /usr/bin/sluice-run \
+    /usr/sbin/sluice-execd /lib/systemd/system/sluice-execd.service \
+    /etc/sluice/sluice-execd.json \
     /lib/systemd/system/sluiced.service /usr/lib/sysusers.d/sluice.conf \
     /usr/lib/tmpfiles.d/sluice.conf /etc/logrotate.d/sluice \
     /etc/sluice/sluiced.json /usr/share/man/man8/sluiced.8.gz; do
 	ck test -e "$tmp/root$f"
 done
 ck grep -q '"ceiling": "off"' "$tmp/root/etc/sluice/sluiced.json"
+ck chroot "$tmp/root" python3 -c 'import sluice; sluice.SandboxClient; sluice.webhook.verify'
+ck chroot "$tmp/root" logrotate --debug /etc/logrotate.d/sluice
 ck chroot "$tmp/root" systemd-analyze verify --man=no \
     /lib/systemd/system/sluiced.service
 ck chroot "$tmp/root" sluiced --check-config /etc/sluice/sluiced.json
+ck chroot "$tmp/root" systemd-analyze verify --man=no \
+    /lib/systemd/system/sluice-execd.service
+ck chroot "$tmp/root" sluice-execd --check-config -c /etc/sluice/sluice-execd.json
 # the unit's ExecStart, by hand: no systemd runs in the root
 chroot "$tmp/root" systemd-tmpfiles --create /usr/lib/tmpfiles.d/sluice.conf
 chroot "$tmp/root" /usr/sbin/sluiced -c /etc/sluice/sluiced.json \

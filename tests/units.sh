@@ -24,18 +24,24 @@ sed -e "s|@sbindir@|$bld/proxy|g" -e "s|@bindir@|$bld/proxy/sluicectl|g" \
     -e "s|@sysconfdir@|$tmp/etc|g" "$src/packaging/sluiced.service.in" \
     > "$tmp/units/sluiced.service"
 # sluice-execd.service is ordered after this one; verify wants to find it
-if systemd-analyze verify --man=no "$tmp/units/sluiced.service" \
-    >"$tmp/verify" 2>&1; then
-	:
-else
-	cat "$tmp/verify" >&2
-	fail "systemd-analyze verify sluiced.service"
-fi
-# anything verify says about our unit is a finding, even with exit 0
-if grep -v -e 'sluice-execd.service' "$tmp/verify" | grep -q 'sluiced.service'; then
-	cat "$tmp/verify" >&2
-	fail "systemd-analyze verify printed warnings"
-fi
+cp "$src/packaging/sluice-execd.json" "$tmp/etc/sluice/sluice-execd.json"
+sed -e "s|@sbindir@|$bld/sandbox-glue/executor|g" \
+    -e "s|@sysconfdir@|$tmp/etc|g" "$src/packaging/sluice-execd.service.in" \
+    > "$tmp/units/sluice-execd.service"
+for u in sluiced sluice-execd; do
+	if systemd-analyze verify --man=no "$tmp/units/$u.service" \
+	    >"$tmp/verify" 2>&1; then
+		:
+	else
+		cat "$tmp/verify" >&2
+		fail "systemd-analyze verify $u.service"
+	fi
+	# anything verify says about our units is a finding, even with exit 0
+	if grep -q -e 'sluiced.service' -e 'sluice-execd.service' "$tmp/verify"; then
+		cat "$tmp/verify" >&2
+		fail "systemd-analyze verify $u.service printed warnings"
+	fi
+done
 if systemd-analyze security --help 2>/dev/null | grep -q -- '--offline'; then
 	systemd-analyze security --offline=true --no-pager \
 	    "$tmp/units/sluiced.service" >"$tmp/security" 2>&1 ||
@@ -44,6 +50,9 @@ if systemd-analyze security --help 2>/dev/null | grep -q -- '--offline'; then
 	    "$tmp/security")
 	[ -n "$score" ] || { cat "$tmp/security" >&2; fail "no exposure score"; }
 	echo "units: $score"
+	systemd-analyze security --offline=true --no-pager \
+	    "$tmp/units/sluice-execd.service" 2>&1 |
+	    grep -o 'Overall exposure level for sluice-execd.service: .*' || true
 fi
 
 # sysusers.d and tmpfiles.d into a scratch root
@@ -66,5 +75,8 @@ sed 's/"user": "sluice"/"user": "nobody"/' "$src/packaging/sluiced.json" \
     > "$tmp/default.json"
 "$bld/proxy/sluiced" --check-config "$tmp/default.json" >/dev/null ||
     fail "default configuration: --check-config"
+"$bld/sandbox-glue/executor/sluice-execd" --check-config \
+    -c "$src/packaging/sluice-execd.json" >/dev/null ||
+    fail "the executor's default configuration: --check-config"
 [ $rc = 0 ] && echo "units: ok"
 exit $rc

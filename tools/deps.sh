@@ -6,7 +6,12 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
 	build-essential autoconf automake pkg-config clang libclang-rt-14-dev \
 	libevent-dev libc-ares-dev libjansson-dev libnftnl-dev libmnl-dev \
-	libcmocka-dev libssl-dev \
+	libcmocka-dev libssl-dev libseccomp-dev \
 	curl python3 python3-pip openssl mandoc procps iproute2 nftables \
-	ca-certificates util-linux runsc systemd dpkg-dev strace \
+	ca-certificates util-linux e2fsprogs runsc systemd dpkg-dev strace \
+	chromium chromium-driver python3-selenium python3-pytest python3-mypy \
 	>/dev/null
+# Node 18+ for the JavaScript SDK's tests: Debian's, unless a newer one
+# (with its own npm) is installed already.
+command -v node >/dev/null 2>&1 ||
+	apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null

@@ -19,9 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -30,6 +32,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
 
 #include <jansson.h>
 #include <openssl/crypto.h>
@@ -39,6 +42,7 @@
 #include <openssl/ssl.h>
 
 #include "proxy/daemon.h"
+#include "proxy/lib/usock.h"
 #include "proxy/lib/util.h"
 #include "proxy/control/ctl.h"
 #include "proxy/control/api.h"
@@ -73,17 +77,38 @@ struct api_acl {
 
 struct api_unix {
 	struct evhttp *http;
-	char *path;
+	char *path;              /* canonical (usock.h) */
 	unsigned mode;
 	char *group;
-	dev_t dev;               /* of the socket file we made, so that */
-	ino_t ino;               /* stop never unlinks another's */
+	struct usock_id sock;    /* the file we made, so that stop never
+	                            unlinks another's */
 };
 
 struct api_tls {
 	struct evhttp *http;
+	struct evhttp_bound_socket *bound;   /* its listener */
+	int paused;              /* that listener is disabled (gate) */
 	char *addr;
 	SSL_CTX *ctx;            /* read at each accept: reload swaps it */
+};
+
+/*
+ * One connection of the TCP listener (see "Connections of the TCP
+ * listener" below): made in tls_bev, freed only when its SSL is (by
+ * libevent, once the bufferevent is destroyed and its descriptor
+ * closed), so while it exists fd is this connection's.
+ */
+struct api_conn {
+	SSL *ssl;
+	struct bufferevent *bev; /* evhttp's: never freed here */
+	int fd;                  /* -1 until admitted */
+	struct event *timer;     /* admission at once, then the deadline */
+	struct sockaddr_storage peer;
+	int admitted;
+	const char *refuse;      /* why it may not stay, NULL: it may */
+	int serving;             /* a whole request is being answered */
+	int shut;                /* shutdown(2) done: evhttp ends it */
+	TAILQ_ENTRY(api_conn) entry;
 };
 
 static struct {
@@ -92,7 +117,20 @@ static struct {
 	size_t max_body;
 	struct api_unix un;
 	struct api_tls tls;
+	/* the TCP listener's connections and limits */
+	TAILQ_HEAD(, api_conn) conns;
+	int nconns;
+	int max_conns, max_per_peer, head_timeout_ms, fd_reserve;
+	int fd_short;            /* too few descriptors at the last look */
+	struct event *fd_ev;     /* looks again while fd_short */
+	int fd_credit;           /* accepts the last look has room for */
+	struct timespec fd_ok_until;   /* ... until then */
+	time_t refused_logged;   /* refusals are logged once per 10 s */
+	unsigned long refused;
 } api;
+
+/* SSL ex_data index of an SSL's api_conn. */
+static int conn_idx = -1;
 
 /* Listener kinds, passed to the request callback. */
 static int kind_unix = 0, kind_tls = 1;
@@ -170,15 +208,19 @@ send_json(struct evhttp_request *req, int status, json_t *j)
 {
 	static const char oom[] = "{\"error\":{\"code\":\"internal\","
 	    "\"message\":\"out of memory\"}}\n";
-	char *text = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
-	size_t n;
+	char *raw = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+	char *text = NULL;
+	size_t n = 0;
 
 	json_decref(j);
+	/* bidi and C1 characters a caller stored reach no terminal raw */
+	if (raw != NULL)
+		text = clog_json_escape(raw, strlen(raw), &n);
+	free(raw);
 	if (text == NULL) {
 		send_text(req, 500, "application/json", oom, sizeof(oom) - 1);
 		return;
 	}
-	n = strlen(text);
 	/* a newline keeps curl output and shell pipes tidy */
 	{
 		char *t = realloc(text, n + 2);
@@ -229,17 +271,28 @@ send_error(struct evhttp_request *req, int status, const char *fmt, ...)
 static void
 send_ctl_error(struct evhttp_request *req, const struct ctl_err *e)
 {
+	const char *code = NULL;
 	int status;
 
 	switch (e->code) {
 	case CTL_BAD_REQUEST: status = 400; break;
+	case CTL_FORBIDDEN: status = 403; break;
 	case CTL_NOT_FOUND: status = 404; break;
 	case CTL_CONFLICT: status = 409; break;
 	case CTL_UNAVAILABLE: status = 503; break;
+	case CTL_LOG_UNAVAILABLE:
+		status = 503;
+		code = "log_unavailable";
+		break;
+	case CTL_TOO_MANY_GRANTS:
+		status = 409;
+		code = "too_many_grants";
+		break;
 	default: status = 500; break;
 	}
-	send_error(req, status, "%s", e->msg[0] != '\0' ? e->msg :
-	    "the operation failed");
+	send_json(req, status, json_pack("{s:{s:s,s:s}}", "error",
+	    "code", code != NULL ? code : status_code(status),
+	    "message", e->msg[0] != '\0' ? e->msg : "the operation failed"));
 }
 
 /* Text from the caller inside a message: printable, bounded. */
@@ -416,7 +469,15 @@ read_body(struct call *k)
 static void
 h_health(struct call *k)
 {
-	send_json(k->req, 200, ctl_json_health());
+	json_t *h = ctl_json_health();
+
+	/* the caller's own role, so that a client (sluicectl console) can
+	 * leave out what that role may not do without trying it: a refused
+	 * call is an audit record */
+	if (h != NULL)
+		json_object_set_new(h, "caller", json_pack("{s:s,s:s}",
+		    "role", k->actor.role, "who", k->actor.who));
+	send_json(k->req, 200, h);
 }
 
 static void
@@ -439,7 +500,8 @@ ceiling_tenants_check(struct call *k, json_t *tenants)
 		    shown(name, b, sizeof(b)));
 		if (!pol_id_valid(name)) {
 			send_error(k->req, 400, "%s: bad tenant name (expected "
-			    "1 to 64 of A-Z a-z 0-9 . _ -)", path);
+			    "1 to 64 of A-Z a-z 0-9 . _ -, not starting with "
+			    "a dot)", path);
 			return -1;
 		}
 		if (json_is_null(v))
@@ -555,17 +617,20 @@ h_session_create(struct call *k)
 	spec.id = json_string_value(f[0].v);
 	spec.tenant = json_string_value(f[1].v);
 	spec.user = json_string_value(f[2].v);
+	spec.admin = k->role == CFG_ROLE_ADMIN;
 	spec.socket = f[4].v ? json_string_value(f[4].v) : NULL;
 	spec.source = f[6].v ? json_string_value(f[6].v) : NULL;
 	spec.vsock_cid = f[5].v ? json_integer_value(f[5].v) : -1;
 	if (!pol_id_valid(spec.id)) {
 		send_error(k->req, 400, "id: bad session id \"%s\" (expected 1 "
-		    "to 64 of A-Z a-z 0-9 . _ -)", shown(spec.id, b, sizeof(b)));
+		    "to 64 of A-Z a-z 0-9 . _ -, not starting with a dot)",
+		    shown(spec.id, b, sizeof(b)));
 		return;
 	}
 	if (spec.tenant[0] != '\0' && !pol_id_valid(spec.tenant)) {
 		send_error(k->req, 400, "tenant: bad tenant name (expected \"\" "
-		    "or 1 to 64 of A-Z a-z 0-9 . _ -)");
+		    "or 1 to 64 of A-Z a-z 0-9 . _ -, not starting with a "
+		    "dot)");
 		return;
 	}
 	if (!user_ok(spec.user)) {
@@ -582,6 +647,15 @@ h_session_create(struct call *k)
 		return;
 	}
 	if (ctl_session_create(&k->actor, &spec, &s, &e) != 0) {
+		/* a socket the role may not have: refused, like a route */
+		if (e.code == CTL_FORBIDDEN) {
+			char target[200];
+
+			snprintf(target, sizeof(target), "POST /v1/sessions "
+			    "(socket %s)", spec.socket ? spec.socket : "-");
+			ctl_audit(&k->actor, "session_create", target,
+			    "forbidden");
+		}
 		send_ctl_error(k->req, &e);
 		return;
 	}
@@ -936,7 +1010,8 @@ route_args(struct call *k, const struct cap caps[2])
 		k->id[caps[0].n] = '\0';
 		if (!pol_id_valid(k->id)) {
 			send_error(k->req, 400, "id: bad %s id \"%s\" "
-			    "(expected 1 to 64 of A-Z a-z 0-9 . _ -)",
+			    "(expected 1 to 64 of A-Z a-z 0-9 . _ -, not "
+			    "starting with a dot)",
 			    strncmp(pat, "/v1/prompts/", 12) == 0 ? "prompt" :
 			    "session", shown(k->id, b, sizeof(b)));
 			return -1;
@@ -1086,6 +1161,8 @@ audit_refusal(struct call *k, const char *path, const char *outcome)
 /* ------------------------------------------------------------------ */
 /* The request callback. */
 
+static int conn_request(struct evhttp_request *req, SSL *ssl);
+
 static void
 on_request(struct evhttp_request *req, void *arg)
 {
@@ -1103,6 +1180,10 @@ on_request(struct evhttp_request *req, void *arg)
 		/* evhttp serves plain HTTP when the bevcb fails: never */
 		if (bev == NULL || bufferevent_openssl_get_ssl(bev) == NULL) {
 			send_error(req, 500, "TLS setup failed");
+			return;
+		}
+		if (conn_request(req, bufferevent_openssl_get_ssl(bev)) != 0) {
+			send_error(req, 503, "too many control connections");
 			return;
 		}
 		identify_token(&k);
@@ -1304,6 +1385,363 @@ oom:
 }
 
 /* ------------------------------------------------------------------ */
+/*
+ * Connections of the TCP listener.
+ *
+ * control.tcp is open to anyone who can reach it, before any token, so
+ * its connections are capped and held to deadlines: control.max_conns in
+ * all, control.max_conns_per_peer from one address, and
+ * control.head_timeout_ms from the accept (or from the previous answer
+ * on a kept connection) to a whole request, TLS handshake included; a
+ * byte now and then does not extend it.  And the listener leaves
+ * limits.fd_reserve descriptors to the proxy.
+ *
+ * evhttp (libevent 2.1.12) has none of this, and it owns each connection
+ * and its bufferevent: it tells us of a connection only in the bufferevent
+ * callback (tls_bev), before the descriptor is set, and then only once a
+ * whole request has arrived.  So:
+ *  - tls_bev makes an api_conn and ties it to the SSL it makes; the SSL's
+ *    ex_data free callback (conn_gone) is the one place it is freed.
+ *    libevent frees the SSL when it destroys the bufferevent, after
+ *    closing the descriptor, so while an api_conn exists its descriptor
+ *    is still this connection's and touching it is no use after free;
+ *    nothing here frees anything of evhttp's.
+ *  - a connection is ended by shutdown(2) of its descriptor, which evhttp
+ *    reads as the peer hanging up, in any phase it waits to read in, and
+ *    frees the connection itself.
+ *  - tls_bev counts the connection and looks at the free descriptors
+ *    (the accepted one is taken already), so that the listener stops
+ *    within its accept loop; a zero timer, run once evhttp has set the
+ *    descriptor, admits it or not (its peer's count, or what tls_bev
+ *    found), then holds the deadline; on_request stops it and the
+ *    request's completion starts it again.
+ *  - at control.max_conns the listener is disabled (the kernel queues
+ *    the rest) until a connection is gone; with too few descriptors, or
+ *    when accept(2) fails for want of them, until a look twice a second
+ *    finds enough.
+ */
+
+static int64_t
+mono_ms(const struct timespec *t)
+{
+	return (int64_t)t->tv_sec * 1000 + t->tv_nsec / 1000000;
+}
+
+/* Spare descriptors to look for at once beyond limits.fd_reserve: so
+ * many accepts need no look of their own. */
+#define API_FD_CREDIT 16
+
+/*
+ * At least n descriptors are free: take them (duplicates of fd) and give
+ * them back.  That is n system calls, so one look takes up to
+ * API_FD_CREDIT more and lets that many accepts, in the next 100 ms, go
+ * without a look (what the proxy opens meanwhile is not seen).
+ */
+static int
+fds_free(int fd, int n)
+{
+	struct timespec now;
+	int *got, i, want = n + API_FD_CREDIT;
+
+	if (n <= 0)
+		return 1;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (api.fd_credit > 0 && mono_ms(&now) < mono_ms(&api.fd_ok_until)) {
+		api.fd_credit--;
+		return 1;
+	}
+	api.fd_credit = 0;
+	if ((got = malloc((size_t)want * sizeof(*got))) == NULL)
+		return 0;
+	for (i = 0; i < want; i++)
+		if ((got[i] = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)
+			break;
+	api.fd_credit = i - n;
+	while (i-- > 0)
+		close(got[i]);
+	free(got);
+	if (api.fd_credit < 0) {
+		api.fd_credit = 0;
+		return 0;
+	}
+	api.fd_ok_until = now;
+	api.fd_ok_until.tv_nsec += 100 * 1000000L;
+	if (api.fd_ok_until.tv_nsec >= 1000000000L) {
+		api.fd_ok_until.tv_sec++;
+		api.fd_ok_until.tv_nsec -= 1000000000L;
+	}
+	return 1;
+}
+
+/* Accept on control.tcp only below control.max_conns and with
+ * descriptors to spare. */
+static void
+gate(void)
+{
+	struct evconnlistener *l;
+	int pause;
+
+	if (api.tls.bound == NULL ||
+	    (l = evhttp_bound_socket_get_listener(api.tls.bound)) == NULL)
+		return;
+	pause = api.nconns >= api.max_conns || api.fd_short;
+	if (pause == api.tls.paused)
+		return;
+	if ((pause ? evconnlistener_disable(l) : evconnlistener_enable(l)) !=
+	    0)
+		return;
+	api.tls.paused = pause;
+	px_log(pause ? PX_INFO : PX_DEBUG, "control.tcp: %s (%d connections, "
+	    "control.max_conns %d%s)", pause ? "accepting paused" :
+	    "accepting again", api.nconns, api.max_conns,
+	    api.fd_short ? ", fewer than limits.fd_reserve descriptors free" :
+	    "");
+}
+
+static void
+fd_look(evutil_socket_t fd, short ev, void *arg)
+{
+	struct timeval tv = { 0, 500000 };
+	struct evconnlistener *l;
+
+	(void)fd;
+	(void)ev;
+	(void)arg;
+	if (api.tls.bound != NULL &&
+	    (l = evhttp_bound_socket_get_listener(api.tls.bound)) != NULL &&
+	    fds_free(evconnlistener_get_fd(l), api.fd_reserve + 1)) {
+		api.fd_short = 0;
+		gate();
+		return;
+	}
+	evtimer_add(api.fd_ev, &tv);
+}
+
+/* Too few descriptors: stop accepting until fd_look finds enough. */
+static void
+fd_shortage(void)
+{
+	struct timeval tv = { 0, 500000 };
+
+	if (api.fd_short)
+		return;
+	api.fd_short = 1;
+	api.fd_credit = 0;
+	gate();
+	if (api.fd_ev == NULL &&
+	    (api.fd_ev = evtimer_new(api.base, fd_look, NULL)) == NULL) {
+		api.fd_short = 0;       /* cannot look again: do not pause */
+		gate();
+		return;
+	}
+	evtimer_add(api.fd_ev, &tv);
+}
+
+/* accept(2) failed on control.tcp; evhttp would retry at once, forever. */
+static void
+tls_accept_error(struct evconnlistener *l, void *arg)
+{
+	int e = EVUTIL_SOCKET_ERROR();
+
+	(void)l;
+	(void)arg;
+	px_log(PX_ERR, "control.tcp: accept: %s", strerror(e));
+	fd_shortage();
+}
+
+static void
+conn_shut(struct api_conn *k, const char *why)
+{
+	time_t now = time(NULL);
+
+	if (k->shut)
+		return;
+	k->shut = 1;
+	evtimer_del(k->timer);
+	if (k->fd >= 0)
+		shutdown(k->fd, SHUT_RDWR);
+	api.refused++;
+	if (now - api.refused_logged >= 10) {
+		px_log(PX_INFO, "control.tcp: closed %lu connection(s) since "
+		    "the last report, the last for %s", api.refused, why);
+		api.refused_logged = now;
+		api.refused = 0;
+	}
+}
+
+static int
+same_peer(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return 0;
+	if (a->ss_family == AF_INET)
+		return memcmp(&((const struct sockaddr_in *)(const void *)a)->
+		    sin_addr, &((const struct sockaddr_in *)(const void *)b)->
+		    sin_addr, sizeof(struct in_addr)) == 0;
+	if (a->ss_family == AF_INET6)
+		return memcmp(&((const struct sockaddr_in6 *)(const void *)a)->
+		    sin6_addr, &((const struct sockaddr_in6 *)(const void *)b)->
+		    sin6_addr, sizeof(struct in6_addr)) == 0;
+	return 0;
+}
+
+static void
+conn_arm(struct api_conn *k)
+{
+	struct timeval tv = { api.head_timeout_ms / 1000,
+	    (api.head_timeout_ms % 1000) * 1000 };
+
+	evtimer_add(k->timer, &tv);
+}
+
+/* Who is it, and may it stay?  0 admitted, -1 shut. */
+static int
+conn_admit(struct api_conn *k)
+{
+	struct api_conn *o;
+	socklen_t len = sizeof(k->peer);
+	int fd = bufferevent_getfd(k->bev), n = 1;
+
+	k->admitted = 1;
+	if (fd < 0)
+		goto shut;      /* evhttp set none: nothing to serve */
+	k->fd = fd;
+	if (k->refuse != NULL) {
+		conn_shut(k, k->refuse);
+		return -1;
+	}
+	if (getpeername(fd, (struct sockaddr *)&k->peer, &len) != 0) {
+		conn_shut(k, "a peer already gone");
+		return -1;
+	}
+	TAILQ_FOREACH(o, &api.conns, entry)
+		if (o != k && o->admitted && !o->shut &&
+		    same_peer(&o->peer, &k->peer))
+			n++;
+	if (n > api.max_per_peer) {
+		conn_shut(k, "control.max_conns_per_peer");
+		return -1;
+	}
+	return 0;
+shut:
+	k->shut = 1;
+	evtimer_del(k->timer);
+	return -1;
+}
+
+static void
+conn_timer(evutil_socket_t fd, short ev, void *arg)
+{
+	struct api_conn *k = arg;
+
+	(void)fd;
+	(void)ev;
+	if (k->shut || k->serving)
+		return;
+	if (!k->admitted) {
+		if (conn_admit(k) == 0)
+			conn_arm(k);
+		return;
+	}
+	conn_shut(k, "control.head_timeout_ms");
+}
+
+static struct api_conn *
+conn_of(SSL *ssl)
+{
+	return ssl != NULL && conn_idx >= 0 ? SSL_get_ex_data(ssl, conn_idx) :
+	    NULL;
+}
+
+/* A kept connection's next request has control.head_timeout_ms again. */
+static void
+conn_answered(struct evhttp_request *req, void *arg)
+{
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+	struct bufferevent *bev;
+	struct api_conn *k;
+
+	(void)arg;
+	if (evcon == NULL ||
+	    (bev = evhttp_connection_get_bufferevent(evcon)) == NULL ||
+	    (k = conn_of(bufferevent_openssl_get_ssl(bev))) == NULL ||
+	    k->shut)
+		return;
+	k->serving = 0;
+	conn_arm(k);
+}
+
+/* A whole request arrived on ssl's connection: no deadline while it is
+ * answered (an event stream may last).  -1: the connection may not stay
+ * (admitted only now, which a zero timer makes all but impossible). */
+static int
+conn_request(struct evhttp_request *req, SSL *ssl)
+{
+	struct api_conn *k = conn_of(ssl);
+
+	if (k == NULL)
+		return 0;       /* made before the limits (no ex_data): none */
+	if (!k->admitted && conn_admit(k) != 0)
+		return -1;
+	if (k->shut)
+		return -1;
+	k->serving = 1;
+	evtimer_del(k->timer);
+	evhttp_request_set_on_complete_cb(req, conn_answered, NULL);
+	return 0;
+}
+
+/* The SSL is being freed, so is its connection: forget it. */
+static void
+conn_gone(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
+    void *argp)
+{
+	struct api_conn *k = ptr;
+
+	(void)parent;
+	(void)ad;
+	(void)idx;
+	(void)argl;
+	(void)argp;
+	if (k == NULL)
+		return;
+	TAILQ_REMOVE(&api.conns, k, entry);
+	api.nconns--;
+	event_free(k->timer);
+	free(k);
+	gate();
+}
+
+/* Forget every connection at stop: their SSLs may be freed later, by
+ * event_base_free, when api is gone. */
+static void
+conns_forget(void)
+{
+	struct api_conn *k;
+
+	while ((k = TAILQ_FIRST(&api.conns)) != NULL) {
+		SSL_set_ex_data(k->ssl, conn_idx, NULL);
+		TAILQ_REMOVE(&api.conns, k, entry);
+		event_free(k->timer);
+		free(k);
+	}
+	api.nconns = 0;
+	if (api.fd_ev != NULL)
+		event_free(api.fd_ev);
+	api.fd_ev = NULL;
+	api.fd_short = 0;
+}
+
+static void
+conn_limits(const struct cfg *c)
+{
+	api.max_conns = c->control.max_conns;
+	api.max_per_peer = c->control.max_conns_per_peer;
+	api.head_timeout_ms = c->control.head_timeout_ms;
+	api.fd_reserve = c->fd_reserve;
+}
+
+/* ------------------------------------------------------------------ */
 /* Listeners. */
 
 static struct evhttp *
@@ -1345,129 +1783,54 @@ group_lookup(const char *name, gid_t *gid, char *err, size_t errlen)
 	return 0;
 }
 
-/* Someone accepts on path right now. */
-static int
-socket_live(const struct sockaddr_un *sa)
-{
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	int live;
-
-	if (fd < 0)
-		return 0;
-	live = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 ||
-	    errno == EAGAIN || errno == EINPROGRESS;
-	close(fd);
-	return live;
-}
-
-static int
-unix_perms(const char *path, unsigned mode, gid_t gid, char *err,
-    size_t errlen)
-{
-	if ((gid != (gid_t)-1 && chown(path, (uid_t)-1, gid) != 0) ||
-	    chmod(path, (mode_t)mode) != 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
 /*
- * The control socket: never replaces a file that is not a socket or a
- * socket someone serves, and is reachable only once its mode and group
- * are set (bound under a tight umask, then opened up).
+ * The control socket (usock.h): never replaces a file that is not a
+ * socket or a socket someone serves, never follows a link on the way,
+ * and is reachable only once its mode and group are set.
  */
 static int
 unix_listen(const struct cfg_control *cc, struct api_unix *u, char *err,
     size_t errlen)
 {
-	struct sockaddr_un sa;
-	struct stat st;
-	mode_t old;
+	char canon[PATH_MAX], why[PATH_MAX + 128];
 	gid_t gid;
-	int fd = -1;
+	int fd;
 
-	memset(u, 0, sizeof(*u));
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	if (strlen(cc->socket) >= sizeof(sa.sun_path)) {
-		snprintf(err, errlen, "%s: too long for a socket", cc->socket);
-		return -1;
-	}
-	memcpy(sa.sun_path, cc->socket, strlen(cc->socket));
+	memset(u, 0, sizeof(u[0]));
+	/* the path's form is checked with the configuration (and the
+	 * default's, under runtime_dir, is resolved here) */
 	if (group_lookup(cc->socket_group, &gid, err, errlen) != 0)
 		return -1;
-	if (util_mkdir_parent(cc->socket, 0755) != 0) {
-		snprintf(err, errlen, "%s: cannot create its directory: %s",
-		    cc->socket, strerror(errno));
-		return -1;
-	}
-	if (lstat(cc->socket, &st) == 0) {
-		if (!S_ISSOCK(st.st_mode)) {
-			snprintf(err, errlen, "%s exists and is not a socket",
-			    cc->socket);
-			return -1;
-		}
-		if (socket_live(&sa)) {
-			snprintf(err, errlen, "%s: another process serves it",
-			    cc->socket);
-			return -1;
-		}
-		unlink(cc->socket);   /* stale, from a previous run */
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		goto fail;
-	old = umask(0177);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		umask(old);
-		goto fail;
-	}
-	umask(old);
-	if (unix_perms(cc->socket, cc->socket_mode, gid, err, errlen) != 0 ||
-	    stat(cc->socket, &st) != 0) {
-		unlink(cc->socket);
-		close(fd);
-		return -1;
-	}
-	u->dev = st.st_dev;
-	u->ino = st.st_ino;
-	if (listen(fd, 128) != 0)
-		goto fail_unlink;
-	u->path = strdup(cc->socket);
+	if (usock_canon(cc->socket, canon, sizeof(canon), why,
+	    sizeof(why)) != 0 ||
+	    (fd = usock_listen(canon, (mode_t)cc->socket_mode, gid, 0755, 128,
+	    &u->sock, why, sizeof(why))) < 0)
+		return errf(err, errlen, "%s", why);
+	u->path = strdup(canon);
 	u->group = cc->socket_group ? strdup(cc->socket_group) : NULL;
 	u->mode = cc->socket_mode;
 	if (u->path == NULL || (cc->socket_group && u->group == NULL) ||
 	    (u->http = http_new(&kind_unix)) == NULL ||
 	    evhttp_accept_socket_with_handle(u->http, fd) == NULL) {
-		errno = ENOMEM;
-		goto fail_unlink;
+		usock_unlink(canon, &u->sock);
+		if (u->http != NULL)
+			evhttp_free(u->http);
+		close(fd);
+		free(u->path);
+		free(u->group);
+		memset(u, 0, sizeof(u[0]));
+		return errf(err, errlen, "%s: out of memory", cc->socket);
 	}
 	return 0;
-fail_unlink:
-	unlink(cc->socket);
-fail:
-	snprintf(err, errlen, "%s: %s", cc->socket, strerror(errno));
-	if (u->http != NULL)
-		evhttp_free(u->http);
-	if (fd >= 0)
-		close(fd);
-	free(u->path);
-	free(u->group);
-	memset(u, 0, sizeof(*u));
-	return -1;
 }
 
 static void
 unix_close(struct api_unix *u)
 {
-	struct stat st;
-
 	if (u->http != NULL)
 		evhttp_free(u->http);
-	if (u->path != NULL && stat(u->path, &st) == 0 &&
-	    st.st_dev == u->dev && st.st_ino == u->ino)
-		unlink(u->path);
+	if (u->path != NULL)
+		usock_unlink(u->path, &u->sock);
 	free(u->path);
 	free(u->group);
 	memset(u, 0, sizeof(*u));
@@ -1531,24 +1894,63 @@ fail:
 	return NULL;
 }
 
-/* evhttp asks for each accepted connection's bufferevent. */
+/* evhttp asks for each accepted connection's bufferevent, before it
+ * sets the descriptor: the connection is counted here, admitted by its
+ * zero timer. */
 static struct bufferevent *
 tls_bev(struct event_base *base, void *arg)
 {
+	static const struct timeval now = { 0, 0 };
+	struct evconnlistener *l;
+	struct bufferevent *bev;
+	struct api_conn *k;
 	SSL *ssl;
 
 	(void)arg;
 	if (api.tls.ctx == NULL || (ssl = SSL_new(api.tls.ctx)) == NULL)
 		return NULL;
-	return bufferevent_openssl_socket_new(base, -1, ssl,
+	if ((k = calloc(1, sizeof(*k))) == NULL ||
+	    (k->timer = evtimer_new(base, conn_timer, k)) == NULL) {
+		free(k);
+		SSL_free(ssl);
+		return NULL;
+	}
+	/* BEV_OPT_CLOSE_ON_FREE: libevent frees the SSL with the
+	 * bufferevent (which conn_gone relies on), and on failure here */
+	bev = bufferevent_openssl_socket_new(base, -1, ssl,
 	    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+	if (bev == NULL || SSL_set_ex_data(ssl, conn_idx, k) != 1) {
+		if (bev != NULL)
+			bufferevent_free(bev);
+		event_free(k->timer);
+		free(k);
+		return NULL;
+	}
+	k->ssl = ssl;
+	k->bev = bev;
+	k->fd = -1;
+	TAILQ_INSERT_TAIL(&api.conns, k, entry);
+	api.nconns++;
+	/* its descriptor is taken already: look now, so that the accept
+	 * loop stops here (gate), not when the descriptors are gone */
+	if (api.tls.bound != NULL && (l = evhttp_bound_socket_get_listener(
+	    api.tls.bound)) != NULL &&
+	    !fds_free(evconnlistener_get_fd(l), api.fd_reserve)) {
+		k->refuse = "limits.fd_reserve";
+		fd_shortage();
+	}
+	evtimer_add(k->timer, &now);
+	gate();
+	return bev;
 }
 
 static struct evhttp *
-tls_listen(const char *addr, char *err, size_t errlen)
+tls_listen(const char *addr, struct evhttp_bound_socket **bound, char *err,
+    size_t errlen)
 {
 	struct pol_target t;
 	struct evhttp *h;
+	struct evconnlistener *l;
 
 	if (pol_target_parse_authority(addr, strlen(addr), &t) != POL_R_NONE ||
 	    t.kind == POL_HOST_NAME) {
@@ -1560,12 +1962,15 @@ tls_listen(const char *addr, char *err, size_t errlen)
 		return NULL;
 	}
 	evhttp_set_bevcb(h, tls_bev, NULL);
-	if (evhttp_bind_socket_with_handle(h, t.host, t.port) == NULL) {
+	if ((*bound = evhttp_bind_socket_with_handle(h, t.host, t.port)) ==
+	    NULL) {
 		snprintf(err, errlen, "control.tcp %s: %s", addr,
 		    strerror(errno));
 		evhttp_free(h);
 		return NULL;
 	}
+	if ((l = evhttp_bound_socket_get_listener(*bound)) != NULL)
+		evconnlistener_set_error_cb(l, tls_accept_error);
 	return h;
 }
 
@@ -1573,7 +1978,7 @@ static void
 tls_close(struct api_tls *t)
 {
 	if (t->http != NULL)
-		evhttp_free(t->http);
+		evhttp_free(t->http);   /* its connections' SSLs go later */
 	if (t->ctx != NULL)
 		SSL_CTX_free(t->ctx);
 	free(t->addr);
@@ -1592,12 +1997,20 @@ api_start(struct event_base *base, const struct cfg *c, char *err,
 	memset(&api, 0, sizeof(api));
 	api.base = base;
 	api.max_body = cc->max_body;
+	TAILQ_INIT(&api.conns);
+	conn_limits(c);
+	if (conn_idx < 0 && (conn_idx = SSL_get_ex_new_index(0, NULL, NULL,
+	    NULL, conn_gone)) < 0) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
 	if (acl_build(cc, &api.acl, err, errlen) != 0 ||
 	    unix_listen(cc, &api.un, err, errlen) != 0)
 		goto fail;
 	if (cc->tcp != NULL) {
 		if ((api.tls.ctx = tls_ctx_new(cc, err, errlen)) == NULL ||
-		    (api.tls.http = tls_listen(cc->tcp, err, errlen)) == NULL ||
+		    (api.tls.http = tls_listen(cc->tcp, &api.tls.bound, err,
+		    errlen)) == NULL ||
 		    (api.tls.addr = strdup(cc->tcp)) == NULL) {
 			if (api.tls.http != NULL)
 				snprintf(err, errlen, "out of memory");
@@ -1619,8 +2032,9 @@ api_reload(const struct cfg *c)
 	struct api_acl acl;
 	struct api_unix nu;
 	struct evhttp *nt = NULL;
+	struct evhttp_bound_socket *nbound = NULL;
 	SSL_CTX *ctx = NULL;
-	char err[512], *addr = NULL;
+	char err[512], canon[PATH_MAX], *addr = NULL;
 	gid_t gid;
 	int newsock;
 
@@ -1641,22 +2055,25 @@ api_reload(const struct cfg *c)
 			snprintf(err, sizeof(err), "out of memory");
 			goto fail;
 		}
-		if ((nt = tls_listen(cc->tcp, err, sizeof(err))) == NULL)
+		if ((nt = tls_listen(cc->tcp, &nbound, err, sizeof(err))) ==
+		    NULL)
 			goto fail;
 	}
-	newsock = strcmp(api.un.path, cc->socket) != 0;
+	newsock = usock_canon(cc->socket, canon, sizeof(canon), NULL, 0) != 0 ||
+	    strcmp(api.un.path, canon) != 0;
 	if (newsock && unix_listen(cc, &nu, err, sizeof(err)) != 0)
 		goto fail;
 
 	acl_free(&api.acl);
 	api.acl = acl;
 	api.max_body = cc->max_body;
+	conn_limits(c);
 	if (newsock) {
 		unix_close(&api.un);
 		api.un = nu;
 	} else {
-		if (unix_perms(api.un.path, cc->socket_mode, gid, err,
-		    sizeof(err)) != 0)
+		if (usock_perms(api.un.path, &api.un.sock,
+		    (mode_t)cc->socket_mode, gid, err, sizeof(err)) != 0)
 			px_log(PX_ERR, "%s: control socket: %s", __func__, err);
 		api.un.mode = cc->socket_mode;
 		free(api.un.group);
@@ -1673,6 +2090,8 @@ api_reload(const struct cfg *c)
 				evhttp_free(api.tls.http);
 			free(api.tls.addr);
 			api.tls.http = nt;
+			api.tls.bound = nbound;
+			api.tls.paused = 0;
 			api.tls.addr = addr;
 		}
 		if (api.tls.ctx != NULL)
@@ -1681,6 +2100,7 @@ api_reload(const struct cfg *c)
 		evhttp_set_max_body_size(api.tls.http,
 		    (ev_ssize_t)api.max_body);
 	}
+	gate();
 	return 0;
 fail:
 	acl_free(&acl);
@@ -1700,6 +2120,7 @@ api_stop(void)
 {
 	unix_close(&api.un);
 	tls_close(&api.tls);
+	conns_forget();
 	acl_free(&api.acl);
 	api.base = NULL;
 }

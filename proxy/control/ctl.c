@@ -3,10 +3,15 @@
  * (sessions, grants, ceilings, prompt answers, JSON views).  The state
  * file is state.c's, the metrics text metrics.c's.
  *
- * Every change goes the same way: check, apply, save the state file,
- * write an admin record (who, what, before and after).  A change whose
- * state cannot be saved is undone and reported, so what survives a
- * restart is always what the API said it did.
+ * Every change goes the same way: check, apply in memory, write the
+ * admin record (who, what, before and after), save the state file, and
+ * only then act on it (events, closing what it no longer admits).  Until
+ * the loop runs again nobody sees the change, so the record comes before
+ * the change takes effect: a record that cannot be written undoes the
+ * change and the call fails with CTL_LOG_UNAVAILABLE (503); nothing
+ * happens that the log does not show.  A change whose state cannot be
+ * saved is undone too and a second record says so (outcome "undone"),
+ * so what survives a restart is always what the API and the log say.
  */
 #include "sluice-config.h"
 
@@ -43,39 +48,95 @@ session_event(const char *action, json_t *session)
 /* ------------------------------------------------------------------ */
 /* Admin records. */
 
-static void
+/*
+ * What an admin record says changed: {"before": B, "after": A} (the
+ * session or ceiling view; references stolen, NULL is null), or for a
+ * grant {"grant": {"host","port"}, "grants": N}: the change and the count
+ * after it, not both lists.
+ */
+static json_t *
+change_ba(json_t *before, json_t *after)
+{
+	return json_pack("{s:o,s:o}", "before", before ? before : json_null(),
+	    "after", after ? after : json_null());
+}
+
+static json_t *
+change_grant(const char *host, uint16_t port, size_t ngrants)
+{
+	return json_pack("{s:{s:s,s:i},s:I}", "grant", "host", host, "port",
+	    (int)port, "grants", (json_int_t)ngrants);
+}
+
+/* Writes an admin record with the fields of change (borrowed) in order.
+ * 0 / -1 when the record could not be written (logged). */
+static int
 admin_record_s(const struct ctl_actor *a, const char *action,
-    const char *session, const char *target, json_t *before, json_t *after,
+    const char *session, const char *target, json_t *change,
     const char *outcome)
 {
-	struct clog_rec *r = clog_rec_new("admin");
+	struct clog_rec *r;
+	const char *k;
+	json_t *v;
 
+	if (change == NULL)
+		goto fail;      /* out of memory: no record, no change */
+	r = clog_rec_new("admin");
 	clog_rec_str(r, "action", action);
 	if (session != NULL)
 		clog_rec_str(r, "session", session);
 	clog_rec_str(r, "who", a ? a->who : "sluiced");
 	clog_rec_str(r, "role", a ? a->role : NULL);
 	clog_rec_str(r, "target", target);
-	clog_rec_json(r, "before", before ? before : json_null());
-	clog_rec_json(r, "after", after ? after : json_null());
+	json_object_foreach(change, k, v)
+		clog_rec_json(r, k, json_incref(v));
 	clog_rec_str(r, "outcome", outcome);
-	if (clog_write(px.log, r) != 0)
-		px_log(PX_ERR, "%s: cannot write the admin record for %s",
-		    __func__, action);
+	if (clog_write(px.log, r) == 0)
+		return 0;
+fail:
+	px_log(PX_ERR, "%s: cannot write the admin record for %s", __func__,
+	    action);
+	return -1;
 }
 
-static void
-admin_record(const struct ctl_actor *a, const char *action,
-    const char *target, json_t *before, json_t *after, const char *outcome)
+/*
+ * The record of a change about to take effect (outcome "ok"); when it
+ * cannot be written, e says so and the caller undoes the change.
+ */
+static int
+admin_commit(const struct ctl_actor *a, const char *action,
+    const char *session, const char *target, json_t *change,
+    struct ctl_err *e)
 {
-	admin_record_s(a, action, NULL, target, before, after, outcome);
+	if (admin_record_s(a, action, session, target, change, "ok") != 0)
+		return ctl_fail(e, CTL_LOG_UNAVAILABLE, "the connection log "
+		    "cannot be written (%s): %s was not done",
+		    clog_path(px.log), action);
+	return 0;
+}
+
+/* The state file did not take a change its record announced: the change
+ * is undone (or, outcome "not_saved", could not be) and a record says so;
+ * e keeps the state file's error. */
+static void
+admin_undone(const struct ctl_actor *a, const char *action,
+    const char *session, const char *target, json_t *change,
+    const char *outcome)
+{
+	if (admin_record_s(a, action, session, target, change, outcome) != 0)
+		px_log(PX_ERR, "%s: %s: the log says done, but the state file "
+		    "did not take it and it was %s", __func__, action,
+		    strcmp(outcome, "undone") == 0 ? "undone" : "not saved");
 }
 
 void
 ctl_audit(const struct ctl_actor *a, const char *action, const char *target,
     const char *outcome)
 {
-	admin_record(a, action, target, NULL, NULL, outcome);
+	json_t *change = change_ba(NULL, NULL);
+
+	(void)admin_record_s(a, action, NULL, target, change, outcome);
+	json_decref(change);
 }
 
 /* ------------------------------------------------------------------ */
@@ -173,7 +234,8 @@ ctl_json_health(void)
 	at[0] = '\0';
 	if (px.fw.applied_at != 0 && gmtime_r(&px.fw.applied_at, &tm) != NULL)
 		strftime(at, sizeof(at), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	return json_pack("{s:s,s:s,s:I,s:i,s:I,s:i,s:i,s:{s:s,s:b,s:I,s:I},"
+	return json_pack("{s:s,s:s,s:I,s:i,s:I,s:i,s:i,"
+	    "s:{s:s,s:b,s:I,s:I,s:o,s:b,s:I,s:I,s:s,s:b},"
 	    "s:{s:s,s:s,s:s?,s:s?},s:s,s:b,s:I}",
 	    "status", clog_healthy(px.log) && !px.draining ? "ok" : "degraded",
 	    "version", PACKAGE_VERSION,
@@ -187,6 +249,14 @@ ctl_json_health(void)
 		"healthy", clog_healthy(px.log),
 		"records", (json_int_t)clog_written(px.log),
 		"failures", (json_int_t)clog_failed(px.log),
+		"free_bytes", clog_free_bytes(px.log) == UINT64_MAX ?
+		    json_null() : json_integer((json_int_t)
+		    clog_free_bytes(px.log)),
+		"low_space", clog_low_space(px.log),
+		"refusals_folded", (json_int_t)px_refusals_folded_total,
+		"seq", (json_int_t)clog_last_seq(px.log),
+		"hash", clog_last_hash(px.log),
+		"keyed", clog_keyed(px.log),
 	    "firewall",
 		"status", fw_names[px.fw.status],
 		"table", px.fw.table,
@@ -207,7 +277,10 @@ ctl_session_create(const struct ctl_actor *a,
 {
 	struct cfg_session cs;
 	struct px_session *s;
-	char path[PATH_MAX], why[256];
+	enum px_refusal ref;
+	json_t *change;
+	char why[512];
+	int logged;
 	int ntransports = (spec->socket != NULL) + (spec->source != NULL) +
 	    (spec->vsock_cid >= 0);
 
@@ -215,10 +288,10 @@ ctl_session_create(const struct ctl_actor *a,
 		return ctl_fail(e, CTL_UNAVAILABLE, "sluiced is shutting down");
 	if (!pol_id_valid(spec->id))
 		return ctl_fail(e, CTL_BAD_REQUEST, "id: must match "
-		    "[A-Za-z0-9._-]{1,64}");
+		    "[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}");
 	if (spec->tenant[0] != '\0' && !pol_id_valid(spec->tenant))
 		return ctl_fail(e, CTL_BAD_REQUEST, "tenant: must match "
-		    "[A-Za-z0-9._-]{1,64}");
+		    "[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}");
 	if (ntransports > 1)
 		return ctl_fail(e, CTL_BAD_REQUEST, "a session has at most one of "
 		    "socket, source and vsock_cid");
@@ -240,28 +313,36 @@ ctl_session_create(const struct ctl_actor *a,
 			    "address");
 		cs.source = (char *)spec->source;
 	}
-	if (spec->socket != NULL) {
-		if (spec->socket[0] != '/' || strlen(spec->socket) >= 108)
-			return ctl_fail(e, CTL_BAD_REQUEST, "socket: an absolute "
-			    "path under 108 bytes");
-		cs.socket = (char *)spec->socket;
-		snprintf(path, sizeof(path), "%s", spec->socket);
-	} else
-		snprintf(path, sizeof(path), "%s/sessions/%s/proxy.sock",
-		    px.cfg->runtime_dir, spec->id);
-	if (px_session_transport_taken(&cs, ntransports == 0 || spec->socket ? path :
-	    NULL))
+	/* shown in records and views as it is: nothing a terminal would
+	 * act on (the path's form is the registry's to check) */
+	if (spec->socket != NULL &&
+	    !clog_text_safe(spec->socket, strlen(spec->socket)))
+		return ctl_fail(e, CTL_BAD_REQUEST, "socket: control, bidi or "
+		    "zero-width characters, or not UTF-8");
+	cs.socket = (char *)spec->socket;
+	if (px_session_transport_taken(&cs))
 		return ctl_fail(e, CTL_CONFLICT, "that transport belongs to "
 		    "another session");
-	s = px_session_create(&cs, 0, why, sizeof(why));
+	/* the socket's path is the registry's to check (session.c) */
+	s = px_session_create(&cs, spec->admin ? PX_ORIGIN_ADMIN :
+	    PX_ORIGIN_APP, &ref, why, sizeof(why));
 	if (s == NULL)
-		return ctl_fail(e, CTL_BAD_REQUEST, "%s", why);
-	if (ctl_state_save(e) != 0) {
+		return ctl_fail(e, ref == PX_REF_FORBIDDEN ? CTL_FORBIDDEN :
+		    ref == PX_REF_TAKEN ? CTL_CONFLICT : ref == PX_REF_BAD ?
+		    CTL_BAD_REQUEST : CTL_INTERNAL, "%s", why);
+	change = change_ba(NULL, ctl_json_session(s));
+	logged = admin_commit(a, "session_create", spec->id, spec->id, change,
+	    e) == 0;
+	if (!logged || ctl_state_save(e) != 0) {
+		/* nothing has reached the session yet: the loop has not run */
+		if (logged)
+			admin_undone(a, "session_create", spec->id, spec->id,
+			    change, "undone");
 		px_session_destroy(s, POL_R_SESSION_CLOSED);
+		json_decref(change);
 		return -1;
 	}
-	admin_record_s(a, "session_create", spec->id, spec->id, NULL,
-	    ctl_json_session(s), "ok");
+	json_decref(change);
 	session_event("create", ctl_json_session(s));     /* events */
 	if (out != NULL)
 		*out = s;
@@ -273,20 +354,27 @@ ctl_session_delete(const struct ctl_actor *a, const char *id,
     struct ctl_err *e)
 {
 	struct px_session *s = px_session_find(id);
-	json_t *before;
+	json_t *change;
 
 	if (s == NULL)
 		return ctl_fail(e, CTL_NOT_FOUND, "no session %s", id);
 	if (s->from_config)
 		return ctl_fail(e, CTL_CONFLICT, "session %s is declared in the "
 		    "configuration file; remove it there and reload", id);
-	before = ctl_json_session(s);
+	change = change_ba(ctl_json_session(s), NULL);
+	/* closing its connections cannot be undone: the record first */
+	if (admin_commit(a, "session_delete", id, id, change, e) != 0) {
+		json_decref(change);
+		return -1;
+	}
 	px_session_destroy(s, POL_R_SESSION_CLOSED);
 	if (ctl_state_save(e) != 0) {
-		json_decref(before);
-		return -1;   /* gone now; the old state restores it later */
+		/* gone now; the old state restores it at the next start */
+		admin_undone(a, "session_delete", id, id, change, "not_saved");
+		json_decref(change);
+		return -1;
 	}
-	admin_record_s(a, "session_delete", id, id, before, NULL, "ok");
+	json_decref(change);
 	session_event("delete", json_pack("{s:s}", "id", id));   /* events */
 	return 0;
 }
@@ -297,7 +385,8 @@ ctl_session_set_tier(const struct ctl_actor *a, const char *id,
 {
 	struct px_session *s = px_session_find(id);
 	enum pol_tier old;
-	json_t *before;
+	json_t *before, *change;
+	int logged;
 
 	if (s == NULL)
 		return ctl_fail(e, CTL_NOT_FOUND, "no session %s", id);
@@ -307,13 +396,17 @@ ctl_session_set_tier(const struct ctl_actor *a, const char *id,
 	old = pol_session_tier(s->pol);
 	before = ctl_json_session(s);
 	pol_session_set_tier(s->pol, tier);
-	if (ctl_state_save(e) != 0) {
+	change = change_ba(before, ctl_json_session(s));
+	logged = admin_commit(a, "session_set_tier", id, id, change, e) == 0;
+	if (!logged || ctl_state_save(e) != 0) {
+		if (logged)
+			admin_undone(a, "session_set_tier", id, id, change,
+			    "undone");
 		pol_session_set_tier(s->pol, old);
-		json_decref(before);
+		json_decref(change);
 		return -1;
 	}
-	admin_record_s(a, "session_set_tier", id, id, before,
-	    ctl_json_session(s), "ok");
+	json_decref(change);
 	session_event("set_tier", ctl_json_session(s));   /* events */
 	if (tier < old)
 		px_prompts_deny_session(s, POL_R_TIER_LOWERED);
@@ -329,7 +422,10 @@ grant_change(const struct ctl_actor *a, const char *id, const char *host,
 	struct px_session *s = px_session_find(id);
 	struct pol_target t;
 	char target[POL_HOST_MAX + 80];
-	json_t *before;
+	const char *action = add ? "grant_add" : "grant_remove";
+	json_t *change;
+	size_t n;
+	int logged;
 
 	if (s == NULL)
 		return ctl_fail(e, CTL_NOT_FOUND, "no session %s", id);
@@ -340,31 +436,36 @@ grant_change(const struct ctl_actor *a, const char *id, const char *host,
 		    "name or address");
 	if (add && pol_session_has_grant(s->pol, t.host, port))
 		return 0;   /* already granted: nothing changes */
-	/* the session's grants before and after, for the admin record */
-	before = ctl_grants_json(s->pol);
+	/* every grant is kept, saved and checked on each decision of the
+	 * chat: a bounded number of them */
+	n = pol_session_grant_count(s->pol);
+	if (add && n >= (size_t)px.cfg->max_grants_per_session)
+		return ctl_fail(e, CTL_TOO_MANY_GRANTS, "session %s has %zu "
+		    "grants, limits.max_grants_per_session; remove one first",
+		    id, n);
 	if (add) {
-		if (pol_session_grant(s->pol, t.host, port) != 0) {
-			json_decref(before);
+		if (pol_session_grant(s->pol, t.host, port) != 0)
 			return ctl_fail(e, CTL_INTERNAL, "out of memory");
-		}
-	} else if (pol_session_revoke(s->pol, t.host, port) != 0) {
-		json_decref(before);
+	} else if (pol_session_revoke(s->pol, t.host, port) != 0)
 		return ctl_fail(e, CTL_NOT_FOUND, "no grant %s:%u for %s", t.host,
 		    port, id);
-	}
-	if (ctl_state_save(e) != 0) {
-		/* undo: what was not saved did not happen */
+	snprintf(target, sizeof(target), "%s %s:%u", id, t.host, port);
+	/* the record names the change, not the lists before and after */
+	change = change_grant(t.host, port, pol_session_grant_count(s->pol));
+	logged = admin_commit(a, action, id, target, change, e) == 0;
+	if (!logged || ctl_state_save(e) != 0) {
+		/* undo: what was not logged and saved did not happen */
 		if ((add ? pol_session_revoke(s->pol, t.host, port) :
 		    pol_session_grant(s->pol, t.host, port)) != 0)
 			px_log(PX_ERR, "%s: %s %s:%u: cannot undo the change "
 			    "the state file did not take", __func__, id, t.host,
 			    port);
-		json_decref(before);
+		else if (logged)
+			admin_undone(a, action, id, target, change, "undone");
+		json_decref(change);
 		return -1;
 	}
-	snprintf(target, sizeof(target), "%s %s:%u", id, t.host, port);
-	admin_record_s(a, add ? "grant_add" : "grant_remove", id, target,
-	    before, ctl_grants_json(s->pol), "ok");
+	json_decref(change);
 	if (!add)
 		px_relay_close_exceeding(s);
 	return 0;
@@ -400,29 +501,44 @@ ceiling_commit(const struct ctl_actor *a, json_t *next, const char *target,
     int close_ex, size_t *closed, struct ctl_err *e)
 {
 	json_t *before = ctl_json_ceiling(), *prev = ctl_api_ceiling;
+	json_t *change = NULL;
 	char err[256] = "";
+	int logged;
 
 	ctl_api_ceiling = next;
 	/* rebuild from the file's values, then the API's on top */
 	if (ctl_apply_file_ceilings(px.cfg) != 0)
 		snprintf(err, sizeof(err), "out of memory");
-	if (err[0] != '\0' ||
-	    ctl_apply_ceiling_json(ctl_api_ceiling, err, sizeof(err)) != 0 ||
-	    ctl_state_save(e) != 0) {
-		if (e != NULL && e->code == CTL_OK)
-			ctl_fail(e, CTL_BAD_REQUEST, "%s", err);
-		ctl_api_ceiling = prev;
-		json_decref(next);
-		ctl_apply_api_ceilings();
-		json_decref(before);
-		return -1;
+	if (err[0] == '\0' &&
+	    ctl_apply_ceiling_json(ctl_api_ceiling, err, sizeof(err)) == 0) {
+		change = change_ba(json_incref(before), ctl_json_ceiling());
+		logged = admin_commit(a, "ceiling_set", NULL, target, change,
+		    e) == 0;
+		if (logged && ctl_state_save(e) == 0)
+			goto done;
+		if (logged)
+			admin_undone(a, "ceiling_set", NULL, target, change,
+			    "undone");
 	}
+	if (e != NULL && e->code == CTL_OK)
+		ctl_fail(e, CTL_BAD_REQUEST, "%s", err);
+	ctl_api_ceiling = prev;
+	json_decref(next);
+	/* the file's ceilings were rebuilt above: back to the old ones */
+	if (ctl_apply_file_ceilings(px.cfg) != 0)
+		px_log(PX_ERR, "%s: a tenant ceiling could not be restored "
+		    "(out of memory)", __func__);
+	ctl_apply_api_ceilings();
+	json_decref(before);
+	json_decref(change);
+	return -1;
+done:
 	json_decref(prev);
+	json_decref(before);
+	json_decref(change);
 	if (closed != NULL)
 		*closed = close_ex ? px_relay_close_exceeding(NULL) : 0;
 	px_prompts_recheck(NULL);
-	admin_record(a, "ceiling_set", target, before, ctl_json_ceiling(),
-	    "ok");
 	ev_publish("ceiling", ctl_json_ceiling());        /* events */
 	return 0;
 }
@@ -444,7 +560,7 @@ ctl_ceiling_set(const struct ctl_actor *a, const char *tenant,
 		if (!pol_id_valid(tenant)) {
 			json_decref(next);
 			return ctl_fail(e, CTL_BAD_REQUEST, "tenant: must match "
-			    "[A-Za-z0-9._-]{1,64}");
+			    "[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}");
 		}
 		if (!json_is_object(t)) {
 			t = json_object();

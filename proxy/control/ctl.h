@@ -2,8 +2,9 @@
  * ctl.h: what the control plane may do to a running sluiced.
  *
  * The control API (api.c) parses, authenticates and authorises; these
- * operations change the daemon, write the admin record to the connection
- * log and save the state file.  Each returns 0, or -1 with a code and a
+ * operations write the admin record to the connection log, change the
+ * daemon and save the state file (a change the log cannot record is not
+ * made: CTL_LOG_UNAVAILABLE).  Each returns 0, or -1 with a code and a
  * message in *e (the API maps codes to statuses).
  */
 #ifndef SLUICE_CTL_H
@@ -25,6 +26,11 @@ enum ctl_code {
 	CTL_CONFLICT,        /* 409: duplicate id, transport in use */
 	CTL_INTERNAL,        /* 500: the state file could not be saved, ... */
 	CTL_UNAVAILABLE,     /* 503: shutting down */
+	CTL_FORBIDDEN,       /* 403: not for this caller's role */
+	CTL_LOG_UNAVAILABLE, /* 503 "log_unavailable": the admin record could
+	                        not be written, so the change was not made */
+	CTL_TOO_MANY_GRANTS, /* 409 "too_many_grants": the session has
+	                        limits.max_grants_per_session */
 };
 
 struct ctl_err {
@@ -39,10 +45,12 @@ struct ctl_actor {
 };
 
 /* A session to create.  At most one transport; none: a socket under
- * runtime_dir. */
+ * runtime_dir.  A socket elsewhere is for an admin, under
+ * listen.socket_prefixes (sluiced(8), "Session sockets"). */
 struct ctl_session_spec {
 	const char *id, *tenant, *user;
 	enum pol_tier tier;
+	int admin;               /* the caller has the admin role */
 	const char *socket;      /* NULL */
 	const char *source;      /* NULL; an IP literal */
 	int64_t vsock_cid;       /* -1 */

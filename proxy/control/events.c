@@ -33,6 +33,7 @@
 
 #include <jansson.h>
 
+#include "proxy/lib/clog.h"
 #include "proxy/lib/log.h"
 #include "proxy/lib/util.h"
 #include "proxy/control/events.h"
@@ -327,13 +328,18 @@ ev_publish(const char *type, void *data)
 	json_t *j = data;
 	struct ev_frame *f;
 	struct ev_sub *s, *tmp;
-	char *json = NULL, *text = NULL;
+	char *raw = NULL, *json = NULL, *text = NULL;
 	uint64_t id;
 	int n;
 
 	if (ev.base == NULL || j == NULL)
 		goto fail;
-	if ((json = json_dumps(j, JSON_COMPACT)) == NULL)
+	if ((raw = json_dumps(j, JSON_COMPACT)) == NULL)
+		goto fail;
+	/* an approver's terminal shows these strings: escaped, not raw */
+	json = clog_json_escape(raw, strlen(raw), NULL);
+	free(raw);
+	if (json == NULL)
 		goto fail;
 	id = ev.next_id;
 	/* compact JSON has no raw newlines: one data line */

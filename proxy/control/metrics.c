@@ -87,9 +87,38 @@ ctl_metrics_text(void)
 	    "sluice_sessions %zu\n"
 	    "# HELP sluice_log_healthy 1 while the connection log is writable.\n"
 	    "# TYPE sluice_log_healthy gauge\n"
-	    "sluice_log_healthy %d\n",
+	    "sluice_log_healthy %d\n"
+	    "# HELP sluice_log_low_space 1 while the log's file system has "
+	    "less than log.min_free_bytes free.\n"
+	    "# TYPE sluice_log_low_space gauge\n"
+	    "sluice_log_low_space %d\n"
+	    "# HELP sluice_log_refusals_folded_total Refusal records folded "
+	    "into refusals_folded records (log.refusals_per_s).\n"
+	    "# TYPE sluice_log_refusals_folded_total counter\n"
+	    "sluice_log_refusals_folded_total %llu\n",
 	    (unsigned long long)px_counters.accepted, px_relay_nconns(), px_relay_count_tunnels(),
-	    pol_session_count(px.state), clog_healthy(px.log));
+	    pol_session_count(px.state), clog_healthy(px.log),
+	    clog_low_space(px.log),
+	    (unsigned long long)px_refusals_folded_total);
+	/* the head of the chain, for a SIEM to keep as an anchor (sluicectl
+	 * log verify --anchor SEQ:HASH); the hash label changes with every
+	 * record */
+	fprintf(f, "# HELP sluice_log_last_seq Sequence number of the last "
+	    "record written.\n"
+	    "# TYPE sluice_log_last_seq gauge\n"
+	    "sluice_log_last_seq %llu\n"
+	    "# HELP sluice_log_head_info The last record written: its seq and "
+	    "hash.\n"
+	    "# TYPE sluice_log_head_info gauge\n"
+	    "sluice_log_head_info{seq=\"%llu\",hash=\"%s\"} 1\n",
+	    (unsigned long long)clog_last_seq(px.log),
+	    (unsigned long long)clog_last_seq(px.log), clog_last_hash(px.log));
+	if (clog_free_bytes(px.log) != UINT64_MAX)
+		fprintf(f, "# HELP sluice_log_free_bytes Free bytes on the "
+		    "connection log's file system.\n"
+		    "# TYPE sluice_log_free_bytes gauge\n"
+		    "sluice_log_free_bytes %llu\n",
+		    (unsigned long long)clog_free_bytes(px.log));
 	fputs("# HELP sluice_dns_duration_seconds Name resolution latency.\n"
 	    "# TYPE sluice_dns_duration_seconds histogram\n", f);
 	for (i = 0; i < PX_DNS_BUCKETS; i++) {

@@ -313,7 +313,18 @@ restore_session(json_t *o, size_t idx, char *err, size_t errlen)
 		    "the configuration", idx, cs.id);
 		return -1;
 	}
-	s = px_session_create(&cs, 0, why, sizeof(why));
+	/* what an admin made: the default socket, or one under
+	 * listen.socket_prefixes */
+	s = px_session_create(&cs, PX_ORIGIN_ADMIN, NULL, why, sizeof(why));
+	if (s == NULL && cs.socket != NULL) {
+		/* an older sluiced's state, a prefix gone from the file, an
+		 * edited file: the session stays, on its default socket */
+		px_log(PX_WARN, "%s: session %s: %s; restored on its default "
+		    "socket instead", __func__, cs.id, why);
+		cs.socket = NULL;
+		s = px_session_create(&cs, PX_ORIGIN_ADMIN, NULL, why,
+		    sizeof(why));
+	}
 	if (s == NULL) {
 		snprintf(err, errlen, "sessions[%zu] (%s): %s", idx, cs.id, why);
 		return -1;

@@ -839,7 +839,13 @@ wh_prompt(const char *id, const void *prompt_json)
 	if ((d = calloc(1, sizeof(*d))) == NULL)
 		goto oom;
 	snprintf(d->id, sizeof(d->id), "%s", id);
-	d->body = json_dumps(p, JSON_COMPACT);
+	{
+		char *raw = json_dumps(p, JSON_COMPACT);
+
+		/* a receiver may show them to a person: escaped, not raw */
+		d->body = raw ? clog_json_escape(raw, strlen(raw), NULL) : NULL;
+		free(raw);
+	}
 	d->timer = evtimer_new(wh.base, on_timer, d);
 	if (d->body == NULL || d->timer == NULL) {
 		if (d->timer)

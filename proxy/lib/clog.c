@@ -27,12 +27,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #define CLOG_HEX_LEN 64
 /* A record line longer than this is refused by the verifier and at open. */
@@ -41,6 +44,10 @@
 #define CLOG_HASH_PREFIX ",\"hash\":\""
 #define CLOG_HASH_PREFIX_LEN (sizeof(CLOG_HASH_PREFIX) - 1)
 #define CLOG_SUFFIX_LEN (CLOG_HASH_PREFIX_LEN + CLOG_HEX_LEN + 2)
+/* ","mac":"<64 hex> between the hash's hex and its closing "} */
+#define CLOG_MAC_PREFIX "\",\"mac\":\""
+#define CLOG_MAC_PREFIX_LEN (sizeof(CLOG_MAC_PREFIX) - 1)
+#define CLOG_MAC_LEN (CLOG_MAC_PREFIX_LEN + CLOG_HEX_LEN)
 #define CLOG_ZERO_HASH \
 	"0000000000000000000000000000000000000000000000000000000000000000"
 
@@ -50,10 +57,18 @@ struct clog {
 	int is_stdout;
 	int healthy;
 	int need_nl;            /* file ends in a torn line */
+	clog_sign_fn sign;      /* NULL: records carry no mac */
+	void *sign_arg;
 	uint64_t seq;           /* seq of the last record written */
 	char prev[CLOG_HEX_LEN + 1];
 	uint64_t written;
 	uint64_t failed;
+	uint64_t truncated;     /* short writes cut back off the file */
+	uint64_t min_free;      /* warn below this many free bytes; 0: never */
+	uint64_t free_bytes;    /* at the last look; UINT64_MAX: unknown */
+	int low;                /* free_bytes < min_free */
+	clog_space_fn on_space; /* told when low changes */
+	time_t space_checked;   /* last look: at most one a second */
 	time_t last_try;        /* last failed reopen: retry once a second */
 	/*
 	 * Records queued by clog_queue, chained on from seq/prev into
@@ -93,6 +108,7 @@ struct clog_line {
 	uint64_t seq;
 	char prev[CLOG_HEX_LEN + 1];
 	char hash[CLOG_HEX_LEN + 1];
+	char mac[CLOG_HEX_LEN + 1];     /* "" when the line has none */
 };
 
 /* ---- sanitiser ---- */
@@ -222,6 +238,71 @@ clog_sanitize(const char *in, size_t len, char *out, size_t outlen,
 	return out;
 }
 
+int
+clog_text_safe(const char *in, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)in;
+	size_t i = 0, n, bad;
+	uint32_t cp;
+
+	while (i < len) {
+		n = utf8_decode(s + i, len - i, &cp, &bad);
+		if (n == 0 || cp_is_unsafe(cp))
+			return 0;
+		i += n;
+	}
+	return 1;
+}
+
+static size_t json_u_escape(uint32_t cp, char esc[16]);
+
+/* One pass of clog_json_escape: the length out (NULL: only counted). */
+static size_t
+json_escape_pass(const unsigned char *s, size_t len, char *out)
+{
+	size_t i = 0, o = 0, n, bad, k;
+	char esc[16];
+	uint32_t cp;
+
+	while (i < len) {
+		n = utf8_decode(s + i, len - i, &cp, &bad);
+		if (n == 0) {
+			n = bad;
+			cp = 0xfffd;
+		} else if (!cp_is_unsafe(cp) || cp == '\t' || cp == '\n' ||
+		    cp == '\r') {
+			/* JSON's own whitespace stays: raw, it is only ever
+			 * between tokens */
+			if (out != NULL)
+				memcpy(out + o, s + i, n);
+			o += n;
+			i += n;
+			continue;
+		}
+		k = json_u_escape(cp, esc);
+		if (out != NULL)
+			memcpy(out + o, esc, k);
+		o += k;
+		i += n;
+	}
+	return o;
+}
+
+char *
+clog_json_escape(const char *in, size_t len, size_t *outlen)
+{
+	size_t n = json_escape_pass((const unsigned char *)in, len, NULL);
+	char *out = malloc(n + 1);
+
+	if (out == NULL)
+		return NULL;
+	json_escape_pass((const unsigned char *)in, len, out);
+	out[n] = '\0';
+	if (outlen != NULL)
+		*outlen = n;
+	return out;
+}
+
 /* ---- hashing and the line format ---- */
 
 /*
@@ -254,6 +335,26 @@ sha256_hex(const void *data, size_t len, char hex[CLOG_HEX_LEN + 1])
 		hex[2 * i + 1] = digits[md[i] & 0x0f];
 	}
 	hex[CLOG_HEX_LEN] = '\0';
+	return 0;
+}
+
+int
+clog_mac(const void *key, size_t keylen, const char *hash, char mac[65])
+{
+	static const char digits[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0, i;
+
+	if (key == NULL || keylen == 0 || keylen > INT32_MAX ||
+	    HMAC(EVP_sha256(), key, (int)keylen, (const unsigned char *)hash,
+	    CLOG_HEX_LEN, md, &mdlen) == NULL || mdlen * 2 != CLOG_HEX_LEN)
+		return -1;
+	for (i = 0; i < mdlen; i++) {
+		mac[2 * i] = digits[md[i] >> 4];
+		mac[2 * i + 1] = digits[md[i] & 0x0f];
+	}
+	mac[CLOG_HEX_LEN] = '\0';
+	OPENSSL_cleanse(md, sizeof(md));
 	return 0;
 }
 
@@ -290,25 +391,43 @@ parse_line(const char *line, size_t len, struct clog_line *out, char *err,
 	char body_hash[CLOG_HEX_LEN + 1];
 	json_error_t jerr;
 	json_t *root = NULL, *v;
+	size_t core, body;
 	enum clog_line_err rc = CLOG_LINE_FORMAT;
 
+	out->mac[0] = '\0';
 	if (len < CLOG_SUFFIX_LEN + 1 || line[len - 1] != '}' ||
 	    line[len - 2] != '"') {
 		errf(err, errlen, "not a record (torn by a crash?)");
 		goto done;
 	}
-	suffix = line + len - CLOG_SUFFIX_LEN;
+	/* core: <body>,"hash":"<hex>" (what the brace closes) */
+	core = len - 1;
+	if (len > CLOG_SUFFIX_LEN + CLOG_MAC_LEN &&
+	    memcmp(line + len - 2 - CLOG_MAC_LEN, CLOG_MAC_PREFIX,
+	    CLOG_MAC_PREFIX_LEN) == 0 &&
+	    is_hex64(line + len - 2 - CLOG_HEX_LEN, CLOG_HEX_LEN)) {
+		memcpy(out->mac, line + len - 2 - CLOG_HEX_LEN, CLOG_HEX_LEN);
+		out->mac[CLOG_HEX_LEN] = '\0';
+		core = len - 1 - CLOG_MAC_LEN;
+	}
+	body = core + 1 - CLOG_SUFFIX_LEN;
+	suffix = line + body;
 	if (memcmp(suffix, CLOG_HASH_PREFIX, CLOG_HASH_PREFIX_LEN) != 0 ||
-	    !is_hex64(suffix + CLOG_HASH_PREFIX_LEN, CLOG_HEX_LEN)) {
+	    !is_hex64(suffix + CLOG_HASH_PREFIX_LEN, CLOG_HEX_LEN) ||
+	    line[core - 1] != '"') {
 		errf(err, errlen, "record does not end with its hash");
 		goto done;
 	}
-	/* Duplicates rejected: a second "hash" or "prev" inside the body
-	 * could otherwise say something other than the text we hash. */
+	/* Duplicates rejected: a second "hash", "mac" or "prev" inside the
+	 * body could otherwise say something other than the text we hash. */
 	root = jsonstrict_load(line, len, &jerr);
 	if (root == NULL || !json_is_object(root)) {
 		errf(err, errlen, "not valid JSON (%s)",
 		    root == NULL ? jerr.text : "not an object");
+		goto done;
+	}
+	if ((out->mac[0] == '\0') != (json_object_get(root, "mac") == NULL)) {
+		errf(err, errlen, "a mac that is not the last field");
 		goto done;
 	}
 	v = json_object_get(root, "seq");
@@ -331,7 +450,7 @@ parse_line(const char *line, size_t len, struct clog_line *out, char *err,
 	}
 	memcpy(out->hash, suffix + CLOG_HASH_PREFIX_LEN, CLOG_HEX_LEN);
 	out->hash[CLOG_HEX_LEN] = '\0';
-	if (sha256_hex(line, len - CLOG_SUFFIX_LEN, body_hash) < 0) {
+	if (sha256_hex(line, body, body_hash) < 0) {
 		errf(err, errlen, "SHA-256 unavailable");
 		goto done;
 	}
@@ -500,6 +619,7 @@ clog_open(const char *path, char *err, size_t errlen)
 	}
 	l->fd = -1;
 	l->healthy = 1;
+	l->free_bytes = UINT64_MAX;
 	memcpy(l->prev, CLOG_ZERO_HASH, sizeof(l->prev));
 	if (strcmp(path, "-") == 0) {
 		l->is_stdout = 1;
@@ -514,6 +634,8 @@ fail:
 	clog_close(l);
 	return NULL;
 }
+
+static void space_check(struct clog *l, int force);
 
 /* Whether the file on fd ends in a partial line (someone else's, or a
  * torn write of ours before rotation copied it). */
@@ -564,6 +686,7 @@ clog_reopen(struct clog *l)
 	l->need_nl = rfd >= 0 && ends_torn(rfd);
 	if (rfd >= 0)
 		close(rfd);
+	space_check(l, 1);
 	return 0;
 }
 
@@ -593,6 +716,27 @@ clog_last_seq(const struct clog *l)
 }
 
 const char *
+clog_last_hash(const struct clog *l)
+{
+	return l ? l->prev : CLOG_ZERO_HASH;
+}
+
+int
+clog_keyed(const struct clog *l)
+{
+	return l != NULL && l->sign != NULL;
+}
+
+void
+clog_set_signer(struct clog *l, clog_sign_fn fn, void *arg)
+{
+	if (l == NULL)
+		return;
+	l->sign = fn;
+	l->sign_arg = arg;
+}
+
+const char *
 clog_path(const struct clog *l)
 {
 	return l ? l->path : NULL;
@@ -608,6 +752,55 @@ uint64_t
 clog_failed(const struct clog *l)
 {
 	return l ? l->failed : 0;
+}
+
+/*
+ * The free space of the log's file system, looked at once a second at
+ * most (on writes): below min_free a warning is logged once, and again
+ * once there is room, so the operator hears of it before the disk is
+ * full and every connection is refused (fail closed).
+ */
+static void
+space_check(struct clog *l, int force)
+{
+	struct statvfs sv;
+	time_t now = time(NULL);
+	int low;
+
+	if (l->is_stdout || l->fd < 0 || (!force && now == l->space_checked))
+		return;
+	l->space_checked = now;
+	if (fstatvfs(l->fd, &sv) != 0) {
+		l->free_bytes = UINT64_MAX;
+		return;
+	}
+	l->free_bytes = (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
+	low = l->min_free > 0 && l->free_bytes < l->min_free;
+	if (low != l->low && l->on_space != NULL)
+		l->on_space(l->path, low, l->free_bytes, l->min_free);
+	l->low = low;
+}
+
+void
+clog_set_min_free(struct clog *l, uint64_t bytes, clog_space_fn fn)
+{
+	if (l == NULL)
+		return;
+	l->min_free = bytes;
+	l->on_space = fn;
+	space_check(l, 1);
+}
+
+uint64_t
+clog_free_bytes(const struct clog *l)
+{
+	return l ? l->free_bytes : UINT64_MAX;
+}
+
+int
+clog_low_space(const struct clog *l)
+{
+	return l != NULL && l->low;
 }
 
 /* ---- record builder ---- */
@@ -684,32 +877,60 @@ rec_raw(struct clog_rec *r, const char *s, size_t n)
 	r->buf[r->len] = '\0';
 }
 
-/* A JSON string of valid UTF-8 (the callers made sure of it). */
+/* \uXXXX (a surrogate pair above the BMP) for cp into esc; its length. */
+static size_t
+json_u_escape(uint32_t cp, char esc[16])
+{
+	if (cp < 0x10000)
+		return (size_t)snprintf(esc, 16, "\\u%04x", (unsigned)cp);
+	cp -= 0x10000;
+	return (size_t)snprintf(esc, 16, "\\u%04x\\u%04x",
+	    (unsigned)(0xd800 + (cp >> 10)), (unsigned)(0xdc00 + (cp & 0x3ff)));
+}
+
+/*
+ * A JSON string of valid UTF-8 (the callers made sure of it).  Code
+ * points that must not reach a terminal as they are (cp_is_unsafe: C0,
+ * DEL, C1, bidi and zero-width format characters) are written as
+ * \uXXXX escapes, whoever supplied the string: the line stays inert for
+ * cat and tail, and says exactly what it was given.
+ */
 static void
 rec_quoted(struct clog_rec *r, const char *s)
 {
-	const char *p = s;
-	char esc[8];
+	const char *p = s, *end = s + strlen(s);
+	char esc[16];
 
 	rec_raw(r, "\"", 1);
-	for (; *p; p++) {
+	while (p < end) {
 		unsigned char c = (unsigned char)*p;
+		uint32_t cp = c;
+		size_t n = 1, bad = 0, k = 0;
 
-		/* the common byte needs nothing: one test for it */
-		if (c >= 0x20 && c != '"' && c != '\\')
+		/* printable ASCII, the common byte, needs nothing: one
+		 * test for it */
+		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+			p++;
 			continue;
-		if (c == '"' || c == '\\') {
+		}
+		if (c >= 0x80 && (n = utf8_decode((const unsigned char *)p,
+		    (size_t)(end - p), &cp, &bad)) == 0) {
+			/* not promised, but never copied raw */
+			n = bad;
+			cp = 0xfffd;
+			k = json_u_escape(cp, esc);
+		} else if (c == '"' || c == '\\') {
 			esc[0] = '\\';
 			esc[1] = (char)c;
+			k = 2;
+		} else if (cp_is_unsafe(cp))
+			k = json_u_escape(cp, esc);
+		if (k > 0) {
 			rec_raw(r, s, (size_t)(p - s));
-			rec_raw(r, esc, 2);
-			s = p + 1;
-		} else if (c < 0x20) {
-			snprintf(esc, sizeof(esc), "\\u%04x", c);
-			rec_raw(r, s, (size_t)(p - s));
-			rec_raw(r, esc, 6);
-			s = p + 1;
+			rec_raw(r, esc, k);
+			s = p + n;
 		}
+		p += n;
 	}
 	rec_raw(r, s, (size_t)(p - s));
 	rec_raw(r, "\"", 1);
@@ -893,7 +1114,8 @@ void
 clog_rec_json(struct clog_rec *r, const char *key, void *json)
 {
 	json_t *v = json ? (json_t *)json : json_null();
-	char *text;
+	char *text, *safe;
+	size_t n;
 
 	if (rec_key(r, key) != 0) {
 		json_decref(v);
@@ -906,8 +1128,15 @@ clog_rec_json(struct clog_rec *r, const char *key, void *json)
 		r->bad = 1;
 		return;
 	}
-	rec_raw(r, text, strlen(text));
+	/* the same escapes as rec_quoted's for what jansson left raw */
+	safe = clog_json_escape(text, strlen(text), &n);
 	free(text);
+	if (safe == NULL) {
+		r->bad = 1;
+		return;
+	}
+	rec_raw(r, safe, n);
+	free(safe);
 }
 
 /* ---- writing ---- */
@@ -956,14 +1185,14 @@ static char *
 build_line(struct clog *l, struct clog_rec *r, char hash[CLOG_HEX_LEN + 1],
     size_t *lenp)
 {
-	char ts[40];
+	char ts[40], mac[CLOG_HEX_LEN + 1];
 	struct clog_rec head;
 	char *line = NULL;
 	/* chained on from the last queued record, if any */
 	int need_nl = l->npend ? l->pneed_nl : l->need_nl;
 	uint64_t seq = l->npend ? l->pseq : l->seq;
 	const char *prev = l->npend ? l->pprev : l->prev;
-	size_t lead = need_nl ? 1 : 0, n, body;
+	size_t lead = need_nl ? 1 : 0, n, body, maclen;
 
 	if (r->bad || format_ts(ts, sizeof(ts)) < 0)
 		return NULL;
@@ -988,14 +1217,20 @@ build_line(struct clog *l, struct clog_rec *r, char hash[CLOG_HEX_LEN + 1],
 	body = head.len;
 	if (sha256_hex(head.buf, body, hash) < 0)
 		goto done;
+	maclen = l->sign != NULL ? CLOG_MAC_LEN : 0;
 	/* Never write what the verifier (and the next open) would refuse. */
-	if (body + CLOG_SUFFIX_LEN > CLOG_LINE_MAX)
+	if (body + CLOG_SUFFIX_LEN + maclen > CLOG_LINE_MAX)
 		goto done;
-	n = lead + body + CLOG_SUFFIX_LEN + 1;
+	/* the signer keeps the key and the chain it signed: no mac, no
+	 * record */
+	if (l->sign != NULL && l->sign(l->sign_arg, seq + 1, prev, hash,
+	    mac) != 0)
+		goto done;
+	n = lead + body + CLOG_SUFFIX_LEN + maclen + 1;
 	line = malloc(n + 1);
 	if (line == NULL)
 		goto done;
-	/* [\n]<body>,"hash":"<hex>"}\n */
+	/* [\n]<body>,"hash":"<hex>"[,"mac":"<hex>"]"}\n */
 	{
 		char *p = line;
 
@@ -1007,6 +1242,12 @@ build_line(struct clog *l, struct clog_rec *r, char hash[CLOG_HEX_LEN + 1],
 		p += CLOG_HASH_PREFIX_LEN;
 		memcpy(p, hash, CLOG_HEX_LEN);
 		p += CLOG_HEX_LEN;
+		if (maclen) {
+			memcpy(p, CLOG_MAC_PREFIX, CLOG_MAC_PREFIX_LEN);
+			p += CLOG_MAC_PREFIX_LEN;
+			memcpy(p, mac, CLOG_HEX_LEN);
+			p += CLOG_HEX_LEN;
+		}
 		memcpy(p, "\"}\n", 4);   /* and the NUL */
 	}
 	*lenp = n;
@@ -1024,6 +1265,28 @@ write_once(int fd, const char *buf, size_t len)
 		n = write(fd, buf, len);
 	while (n < 0 && errno == EINTR);
 	return n;
+}
+
+/*
+ * A short write (the disk filled up, a file size limit) left the first n
+ * bytes of buf at the end of the file.  Cut the file back to where it
+ * was, so no torn fragment stays for the verifier to trip over; where
+ * that is impossible (not a regular file, or ftruncate refused) the next
+ * record starts on a fresh line instead, and the verifier reports the
+ * fragment.
+ */
+static void
+drop_partial(struct clog *l, const char *buf, size_t n)
+{
+	struct stat st;
+
+	if (fstat(l->fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	    st.st_size >= (off_t)n && ftruncate(l->fd, st.st_size -
+	    (off_t)n) == 0) {
+		l->truncated++;
+		return;
+	}
+	l->need_nl = buf[n - 1] != '\n';
 }
 
 /* Append r's line to the queue; -1 (nothing queued) when it cannot be
@@ -1079,13 +1342,15 @@ write_queue(struct clog *l)
 		goto done;
 	n = write_once(l->fd, l->pend, l->pend_len);
 	if (n != (ssize_t)l->pend_len) {
+		/* seq and prev stay: none of these records counts */
 		if (n > 0)
-			l->need_nl = 1;
+			drop_partial(l, l->pend, (size_t)n);
 		goto done;
 	}
 	l->need_nl = 0;
 	l->seq = l->pseq;
 	memcpy(l->prev, l->pprev, sizeof(l->prev));
+	space_check(l, 0);
 	rc = 0;
 done:
 	l->npend = 0;
@@ -1103,6 +1368,11 @@ clog_queue(struct clog *l, struct clog_rec *r)
 {
 	int rc = -1;
 
+	/* a signer signs only the record after the one it signed last, or
+	 * that one again: a queue it signed whose write failed could not be
+	 * signed anew.  Signed logs write each record as it comes. */
+	if (l != NULL && l->sign != NULL)
+		return clog_write(l, r);
 	if (l != NULL && r != NULL && queue_line(l, r) == 0)
 		rc = 0;
 	else if (l != NULL)
@@ -1170,22 +1440,166 @@ read_line(FILE *f, char *buf, size_t max, size_t *len)
 	return n == 0 ? 0 : -2;
 }
 
-int
-clog_verify_file(const char *path, const char *start_prev,
-    uint64_t *records, uint64_t *bad_line, char *err, size_t errlen)
+/* One verification in progress. */
+struct verifier {
+	const struct clog_verify_opts *o;
+	struct clog_verify_result *res;
+	struct clog_line last;
+	uint64_t last_line;     /* where last is */
+	uint64_t pending_line;  /* first of a run of fragments, 0: none */
+	uint64_t pending_n;
+	char pending_why[160];
+};
+
+static void
+note(struct verifier *v, uint64_t line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+note(struct verifier *v, uint64_t line, const char *fmt, ...)
 {
+	char msg[256];
+	va_list ap;
+
+	if (v->o == NULL || v->o->note == NULL)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	v->o->note(v->o->arg, line, msg);
+}
+
+/* The run of fragments before line lineno was torn writes: counted,
+ * reported, skipped. */
+static void
+fragments_skipped(struct verifier *v, uint64_t lineno, const char *why)
+{
+	if (v->pending_n == 0)
+		return;
+	v->res->fragments += v->pending_n;
+	note(v, v->pending_line, "%" PRIu64 " torn fragment(s) (%s), "
+	    "skipped: %s", v->pending_n, v->pending_why, why);
+	(void)lineno;
+	v->pending_n = 0;
+	v->pending_line = 0;
+}
+
+/* cur (line lineno) must continue the chain from v->last. */
+static int
+check_link(struct verifier *v, const struct clog_line *cur, uint64_t lineno,
+    char *err, size_t errlen)
+{
+	const char *start_prev = v->o ? v->o->start_prev : NULL;
+
+	if (v->res->records > 0 && cur->seq != v->last.seq + 1)
+		return errf(err, errlen, "line %" PRIu64 ": seq %" PRIu64
+		    " follows %" PRIu64 " (%s?)", lineno, cur->seq,
+		    v->last.seq, cur->seq > v->last.seq ? "record removed" :
+		    "records reordered or duplicated");
+	if (v->res->records > 0 && strcmp(cur->prev, v->last.hash) != 0)
+		return errf(err, errlen, "line %" PRIu64 ": prev does not "
+		    "match the hash of line %" PRIu64, lineno, v->last_line);
+	if (v->res->records == 0 && start_prev != NULL &&
+	    strcmp(cur->prev, start_prev) != 0)
+		return errf(err, errlen, "line %" PRIu64 ": prev does not "
+		    "match the expected start of the chain", lineno);
+	return 0;
+}
+
+/* With a key, every record carries the mac of its hash. */
+static int
+check_mac(struct verifier *v, const struct clog_line *cur, uint64_t lineno,
+    char *err, size_t errlen)
+{
+	char want[CLOG_HEX_LEN + 1];
+
+	if (v->o == NULL || v->o->key == NULL)
+		return 0;
+	if (cur->mac[0] == '\0')
+		return errf(err, errlen, "line %" PRIu64 ": no mac (written "
+		    "without the key, or the mac was removed)", lineno);
+	if (clog_mac(v->o->key, v->o->keylen, cur->hash, want) != 0)
+		return errf(err, errlen, "HMAC-SHA256 unavailable");
+	if (CRYPTO_memcmp(want, cur->mac, CLOG_HEX_LEN) != 0)
+		return errf(err, errlen, "line %" PRIu64 ": mac does not match "
+		    "(rewritten without the key, or another key)", lineno);
+	v->res->macs++;
+	return 0;
+}
+
+/* A record with an anchor's seq must have the anchor's hash. */
+static int
+check_anchor(struct verifier *v, const struct clog_line *cur,
+    uint64_t lineno, char *err, size_t errlen)
+{
+	size_t i;
+
+	if (v->o == NULL)
+		return 0;
+	for (i = 0; i < v->o->nanchors; i++) {
+		const struct clog_anchor *a = &v->o->anchors[i];
+
+		if (a->seq != cur->seq)
+			continue;
+		if (strcmp(a->hash, cur->hash) != 0)
+			return errf(err, errlen, "line %" PRIu64 ": seq %" PRIu64
+			    " does not have the anchor's hash: the log was "
+			    "rewritten at or before it", lineno, cur->seq);
+		v->res->anchors++;
+	}
+	return 0;
+}
+
+/* At the end: an anchor no record had is a cut. */
+static int
+anchors_missing(struct verifier *v, char *err, size_t errlen)
+{
+	const struct clog_verify_result *r = v->res;
+	size_t i, j;
+
+	if (v->o == NULL)
+		return 0;
+	for (i = 0; i < v->o->nanchors; i++) {
+		const struct clog_anchor *a = &v->o->anchors[i];
+		int seen = 0;
+
+		for (j = 0; j < i; j++)
+			seen |= v->o->anchors[j].seq == a->seq;
+		if (seen || (r->records > 0 && a->seq >= r->first_seq &&
+		    a->seq <= r->last_seq))
+			continue;
+		if (r->records == 0)
+			return errf(err, errlen, "anchor seq %" PRIu64 ": the "
+			    "file holds no record", a->seq);
+		if (a->seq < r->first_seq)
+			return errf(err, errlen, "anchor seq %" PRIu64 ": the "
+			    "file begins at seq %" PRIu64 " (its head was cut, or "
+			    "the anchor is in an older file)", a->seq,
+			    r->first_seq);
+		return errf(err, errlen, "anchor seq %" PRIu64 ": the file "
+		    "ends at seq %" PRIu64 " (records after it were cut)",
+		    a->seq, r->last_seq);
+	}
+	return 0;
+}
+
+int
+clog_verify(const char *path, const struct clog_verify_opts *o,
+    struct clog_verify_result *res, char *err, size_t errlen)
+{
+	struct verifier v;
 	FILE *f = NULL;
 	char *buf = NULL;
 	char why[160];
-	struct clog_line cur, last;
-	uint64_t lineno = 0, count = 0;
+	struct clog_line cur;
+	uint64_t lineno = 0;
 	size_t len;
 	int rc = -1, r;
 
-	memset(&last, 0, sizeof(last));
-
-	if (bad_line)
-		*bad_line = 0;
+	memset(&v, 0, sizeof(v));
+	memset(res, 0, sizeof(*res));
+	v.o = o;
+	v.res = res;
 	f = fopen(path, "r");
 	if (f == NULL) {
 		errf(err, errlen, "open %s: %s", path, strerror(errno));
@@ -1201,58 +1615,99 @@ clog_verify_file(const char *path, const char *start_prev,
 		if (r == 0)
 			break;
 		lineno++;
-		if (bad_line)
-			*bad_line = lineno;
+		res->bad_line = lineno;
 		if (r == -1) {
 			errf(err, errlen, "line %" PRIu64 ": longer than "
 			    "%d bytes", lineno, CLOG_LINE_MAX);
 			goto done;
 		}
 		if (r == -2) {
-			errf(err, errlen, "line %" PRIu64 ": last line has "
-			    "no newline (torn write?)", lineno);
+			/* a write cut short by a crash: sluiced continues
+			 * the chain from the line before it */
+			res->fragments++;
+			note(&v, lineno, "last line has no newline (%zu bytes, "
+			    "a write cut short), skipped", len);
+			fragments_skipped(&v, lineno, "at the end of the file");
+			break;
+		}
+		switch (parse_line(buf, len, &cur, why, sizeof(why))) {
+		case CLOG_LINE_OK:
+			break;
+		case CLOG_LINE_FORMAT:
+			/* what a torn write leaves: the start of a record,
+			 * the next one on a line of its own */
+			if (len > 0 && buf[0] == '{') {
+				if (v.pending_n++ == 0) {
+					v.pending_line = lineno;
+					snprintf(v.pending_why,
+					    sizeof(v.pending_why), "%s", why);
+				}
+				continue;
+			}
+			/* FALLTHROUGH */
+		default:
+			errf(err, errlen, "line %" PRIu64 ": %s", lineno, why);
 			goto done;
 		}
-		if (parse_line(buf, len, &cur, why, sizeof(why)) !=
-		    CLOG_LINE_OK) {
-			errf(err, errlen, "line %" PRIu64 ": %s", lineno,
-			    why);
+		if (check_link(&v, &cur, lineno, err, errlen) != 0) {
+			if (v.pending_n > 0) {
+				/* not a torn write: it stands where a record
+				 * is missing */
+				res->bad_line = v.pending_line;
+				errf(err, errlen, "line %" PRIu64 ": %s",
+				    v.pending_line, v.pending_why);
+			}
 			goto done;
 		}
-		if (lineno > 1 && cur.seq != last.seq + 1) {
-			errf(err, errlen, "line %" PRIu64 ": seq %" PRIu64
-			    " follows %" PRIu64 " (%s?)", lineno, cur.seq,
-			    last.seq, cur.seq > last.seq ? "record removed" :
-			    "records reordered or duplicated");
+		if (check_mac(&v, &cur, lineno, err, errlen) != 0 ||
+		    check_anchor(&v, &cur, lineno, err, errlen) != 0)
 			goto done;
-		}
-		if (lineno > 1 && strcmp(cur.prev, last.hash) != 0) {
-			errf(err, errlen, "line %" PRIu64 ": prev does not "
-			    "match the hash of line %" PRIu64, lineno,
-			    lineno - 1);
-			goto done;
-		}
-		if (lineno == 1 && start_prev != NULL &&
-		    strcmp(cur.prev, start_prev) != 0) {
-			errf(err, errlen, "line 1: prev does not match the "
-			    "expected start of the chain");
-			goto done;
-		}
-		last = cur;
-		count++;
+		fragments_skipped(&v, lineno, "the next record continues the "
+		    "chain");
+		if (res->records == 0)
+			res->first_seq = cur.seq;
+		v.last = cur;
+		v.last_line = lineno;
+		res->records++;
+		res->last_seq = cur.seq;
+		memcpy(res->last_hash, cur.hash, sizeof(res->last_hash));
 	}
 	if (ferror(f)) {
 		errf(err, errlen, "read %s: %s", path, strerror(errno));
 		goto done;
 	}
-	if (bad_line)
-		*bad_line = 0;
+	if (v.pending_n > 0) {
+		/* complete lines no record follows: not a torn write */
+		res->bad_line = v.pending_line;
+		errf(err, errlen, "line %" PRIu64 ": %s", v.pending_line,
+		    v.pending_why);
+		goto done;
+	}
+	res->bad_line = 0;
+	if (anchors_missing(&v, err, errlen) != 0)
+		goto done;
 	rc = 0;
 done:
-	if (records)
-		*records = count;
 	free(buf);
 	if (f)
 		fclose(f);
+	return rc;
+}
+
+int
+clog_verify_file(const char *path, const char *start_prev,
+    uint64_t *records, uint64_t *bad_line, char *err, size_t errlen)
+{
+	struct clog_verify_opts o;
+	struct clog_verify_result res;
+	int rc;
+
+	memset(&o, 0, sizeof(o));
+	o.start_prev = start_prev;
+	rc = clog_verify(path, &o, &res, err, errlen);
+	if (records)
+		*records = res.records;
+	if (bad_line)
+		*bad_line = res.bad_line;
 	return rc;
 }

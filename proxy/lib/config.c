@@ -74,6 +74,8 @@ cfg_free(struct cfg *c)
 	strv_free(c->listen_tcp, c->nlisten_tcp);
 	strv_free(c->listen_transparent, c->nlisten_transparent);
 	free(c->socket_group);
+	free(c->log_mac_key_file);
+	strv_free(c->socket_prefixes, c->nsocket_prefixes);
 	for (i = 0; i < c->nsessions; i++) {
 		free(c->sessions[i].id);
 		free(c->sessions[i].tenant);
@@ -310,4 +312,15 @@ fail:
 	    c->source_path : "configuration", what);
 	pol_config_free(p);
 	return NULL;
+}
+
+int
+cfg_port_in(const uint16_t *ports, size_t n, uint16_t port)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (ports[i] == port)
+			return 1;
+	return 0;
 }

@@ -74,6 +74,9 @@ struct cfg_control {
 	char *client_ca;            /* NULL: no client certificates */
 	struct cfg_token *tokens; size_t ntokens;
 	size_t max_body;            /* 65536 */
+	int max_conns;              /* 64: on tcp at once */
+	int max_conns_per_peer;     /* 8: on tcp from one address */
+	int head_timeout_ms;        /* 10000: accept to a whole request (tcp) */
 };
 
 /* Prompts POSTed to the operator's endpoint (webhook.h).  The secret
@@ -119,6 +122,9 @@ struct cfg {
 	int vsock_port;                            /* -1: no vsock listener */
 	unsigned socket_mode;                      /* session sockets, 0660 */
 	char *socket_group;                        /* NULL: process group */
+	/* absolute directories an admin may put a session socket under
+	 * (sluiced(8), "Session sockets"); none by default */
+	char **socket_prefixes; size_t nsocket_prefixes;
 
 	struct cfg_session *sessions; size_t nsessions;
 
@@ -138,6 +144,10 @@ struct cfg {
 
 	/* log */
 	char *log_path;                            /* "/var/log/sluice/connections.jsonl" */
+	int log_refusals_per_s;                    /* 20 per session; 0: no limit */
+	int log_refusal_burst;                     /* 100 */
+	size_t log_min_free_bytes;                 /* 64 MiB; 0: no warning */
+	char *log_mac_key_file;                    /* NULL: no mac; read at start */
 
 	/* prompt */
 	int prompt_timeout_s;                      /* 90 */
@@ -157,6 +167,11 @@ struct cfg {
 	int connect_timeout_ms;                    /* 10000 */
 	int max_conns_per_session;                 /* 256 */
 	int max_conns_total;                       /* 4096 */
+	int max_conns_per_tenant;                  /* 1024: a tenant's sessions together */
+	int pressure_pct;                          /* 75: of max_conns_total, then fair shares */
+	int fd_reserve;                            /* 256: descriptors control.tcp leaves free */
+	int max_grants_per_session;                /* 256 */
+	int max_refusals_per_conn;                 /* 100 */
 	size_t tunnel_buffer;                      /* per direction, 256 KiB */
 	int drain_timeout_s;                       /* 10: SIGTERM drain deadline */
 	int sni_check;                             /* 1: CONNECT :443 needs matching SNI */
@@ -191,5 +206,8 @@ char *cfg_dump(const struct cfg *c);
  */
 struct pol_config *cfg_build_policy(const struct cfg *c, char *err,
     size_t errlen);
+
+/* 1 if port is one of ports[0..n) (tls.sni_ports, plain_http_ports...). */
+int cfg_port_in(const uint16_t *ports, size_t n, uint16_t port);
 
 #endif /* SLUICE_CONFIG_H */

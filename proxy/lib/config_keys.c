@@ -19,6 +19,7 @@
 #include <jansson.h>
 
 #include "proxy/lib/config-int.h"
+#include "proxy/lib/usock.h"
 #include "firewall/fw.h"
 
 #define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path))
@@ -152,6 +153,20 @@ k_socket_group(struct cfg_ctx *x, json_t *v, void *base)
 #define LIST(field, count) F(field), .noff = offsetof(struct cfg, count)
 #define NUM(lo_, hi_, def_) .lo = (lo_), .hi = (hi_), .def = (def_)
 
+/* listen.socket_prefixes: where an admin may put a session's socket;
+ * "/" would be every path */
+static int
+check_prefix(struct cfg_ctx *x, const char *s)
+{
+	char why[128], b[80];
+
+	if (strcmp(s, "/") == 0)
+		return cfg_fail(x, "\"/\" would admit every path");
+	if (usock_path_check(s, why, sizeof(why)) != 0)
+		return cfg_fail(x, "%s: %s", cfg_shown(s, b, sizeof(b)), why);
+	return 0;
+}
+
 static const struct cfg_key listen_keys[] = {
 	{ "tcp", K_STRV, LIST(listen_tcp, nlisten_tcp), .check = check_listen },
 	{ "transparent", K_STRV, LIST(listen_transparent, nlisten_transparent),
@@ -159,6 +174,8 @@ static const struct cfg_key listen_keys[] = {
 	{ "vsock_port", K_INT, F(vsock_port), .def = -1, .fn = k_vsock_port },
 	{ "socket_mode", K_MODE, F(socket_mode), .def = 0660 },
 	{ "socket_group", K_OPT, F(socket_group), .fn = k_socket_group },
+	{ "socket_prefixes", K_STRV, LIST(socket_prefixes, nsocket_prefixes),
+	  .check = check_prefix },
 	{ .name = NULL }
 };
 
@@ -185,7 +202,8 @@ k_sess_id(struct cfg_ctx *x, json_t *v, void *base)
 		return -1;
 	if (!pol_id_valid(id))
 		return cfg_fail(x, "bad session id %s (expected 1 to 64 of "
-		    "A-Z a-z 0-9 . _ -)", cfg_shown(id, b, sizeof(b)));
+		    "A-Z a-z 0-9 . _ -, not starting with a dot)",
+		    cfg_shown(id, b, sizeof(b)));
 	for (i = 0; x->c->sessions + i < s; i++)
 		if (x->c->sessions[i].id != NULL &&
 		    strcmp(x->c->sessions[i].id, id) == 0)
@@ -226,7 +244,7 @@ k_sess_socket(struct cfg_ctx *x, json_t *v, void *base)
 {
 	struct cfg_session *s = base;
 	const char *p;
-	char b[80];
+	char b[80], why[128];
 	size_t i;
 
 	if (session_transport(x, s) != 0 || cfg_get_str(x, v, &p) != 0)
@@ -236,6 +254,8 @@ k_sess_socket(struct cfg_ctx *x, json_t *v, void *base)
 	if (strlen(p) >= SUN_PATH_MAX)
 		return cfg_fail(x, "longer than a socket path can be (%zu "
 		    "bytes)", SUN_PATH_MAX - 1);
+	if (usock_path_check(p, why, sizeof(why)) != 0)
+		return cfg_fail(x, "%s: %s", cfg_shown(p, b, sizeof(b)), why);
 	for (i = 0; x->c->sessions + i < s; i++)
 		if (x->c->sessions[i].socket != NULL &&
 		    strcmp(x->c->sessions[i].socket, p) == 0)
@@ -469,6 +489,11 @@ static const struct cfg_key dns_keys[] = {
 static const struct cfg_key log_keys[] = {
 	{ "path", K_STR, F(log_path),
 	  .sdef = "/var/log/sluice/connections.jsonl" },
+	{ "refusals_per_s", K_INT, F(log_refusals_per_s), NUM(0, 1000000, 20) },
+	{ "refusal_burst", K_INT, F(log_refusal_burst), NUM(1, 1000000, 100) },
+	{ "min_free_bytes", K_SIZE, F(log_min_free_bytes),
+	  NUM(0, (long long)1 << 50, 64 * 1048576) },
+	{ "mac_key_file", K_FILE, F(log_mac_key_file) },
 	{ .name = NULL }
 };
 
@@ -499,6 +524,14 @@ static const struct cfg_key limits_keys[] = {
 	  NUM(1, 1000000, 256) },
 	{ "max_conns_total", K_INT, F(max_conns_total),
 	  NUM(1, 1000000, 4096) },
+	{ "max_conns_per_tenant", K_INT, F(max_conns_per_tenant),
+	  NUM(1, 1000000, 1024) },
+	{ "pressure_pct", K_INT, F(pressure_pct), NUM(1, 100, 75) },
+	{ "fd_reserve", K_INT, F(fd_reserve), NUM(0, 65536, 256) },
+	{ "max_grants_per_session", K_INT, F(max_grants_per_session),
+	  NUM(1, 100000, 256) },
+	{ "max_refusals_per_conn", K_INT, F(max_refusals_per_conn),
+	  NUM(1, 1000000, 100) },
 	{ "tunnel_buffer", K_SIZE, F(tunnel_buffer),
 	  NUM(4096, 64 * 1048576, 256 * 1024) },
 	{ "drain_timeout_s", K_INT, F(drain_timeout_s), NUM(0, 3600, 10) },
@@ -523,6 +556,7 @@ k_ctl_socket(struct cfg_ctx *x, json_t *v, void *base)
 {
 	struct cfg *c = base;
 	const char *p;
+	char why[128], b[80];
 
 	if (cfg_get_str(x, v, &p) != 0)
 		return -1;
@@ -531,6 +565,8 @@ k_ctl_socket(struct cfg_ctx *x, json_t *v, void *base)
 	if (strlen(p) >= SUN_PATH_MAX)
 		return cfg_fail(x, "longer than a socket path can be (%zu "
 		    "bytes)", SUN_PATH_MAX - 1);
+	if (usock_path_check(p, why, sizeof(why)) != 0)
+		return cfg_fail(x, "%s: %s", cfg_shown(p, b, sizeof(b)), why);
 	return cfg_set_str(x, p, &c->control.socket);
 }
 
@@ -737,6 +773,11 @@ static const struct cfg_key control_keys[] = {
 	  .sub = token_keys, .fn = k_ctl_tokens },
 	{ "max_body", K_SIZE, F(control.max_body),
 	  NUM(1024, 16 * 1048576, 65536) },
+	{ "max_conns", K_INT, F(control.max_conns), NUM(1, 100000, 64) },
+	{ "max_conns_per_peer", K_INT, F(control.max_conns_per_peer),
+	  NUM(1, 100000, 8) },
+	{ "head_timeout_ms", K_INT, F(control.head_timeout_ms),
+	  NUM(100, 600000, 10000) },
 	{ .name = NULL }
 };
 

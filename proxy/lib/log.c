@@ -5,7 +5,9 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "proxy/lib/clog.h"
 #include "proxy/lib/log.h"
 
 int px_verbose;
@@ -19,13 +21,16 @@ void
 px_log(int prio, const char *fmt, ...)
 {
 	va_list ap;
-	char buf[1024];
+	char raw[1024], buf[1024];
 
 	if (prio >= PX_DEBUG && !px_verbose)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
+	/* messages quote names, paths and answers from outside: one line,
+	 * nothing a terminal or the journal reader would act on */
+	clog_sanitize(raw, strlen(raw), buf, sizeof(buf), sizeof(buf) - 4);
 	if (sink != NULL) {
 		sink(prio, buf);
 		return;

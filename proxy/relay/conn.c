@@ -26,6 +26,10 @@ static TAILQ_HEAD(, px_conn) conns = TAILQ_HEAD_INITIALIZER(conns);
 static int nconns;
 static uint64_t next_conn_id;
 
+/* Under pressure a session may hold at least this many, whatever its
+ * fair share comes to. */
+#define PX_FAIR_FLOOR 4
+
 struct relay_counters px_counters;
 struct relay_hooks px_hooks;
 
@@ -89,6 +93,39 @@ arm_timer_ms(struct px_conn *c, long ms)
 	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 
 	evtimer_add(c->timer, &tv);
+}
+
+/* Above this many connections in all (limits.pressure_pct of
+ * limits.max_conns_total) sluiced is under pressure: sessions are held
+ * to their fair share and kept connections wait less for their next
+ * request. */
+static int
+pressure_mark(void)
+{
+	return (int)((long)px.cfg->max_conns_total * px.cfg->pressure_pct /
+	    100);
+}
+
+/*
+ * How much longer a kept client connection, idle since last_active_ms,
+ * may wait for its next request (<= 0: it is closed now): idle_timeout_s,
+ * or head_timeout_ms under pressure.  Never more than head_timeout_ms
+ * at a time, so that one kept idle before the pressure began is looked
+ * at again soon after it begins.
+ */
+static long
+idle_left_ms(const struct px_conn *c)
+{
+	struct timeval now;
+	long limit, left;
+
+	limit = nconns > pressure_mark() ? (long)px.cfg->head_timeout_ms :
+	    (long)px.cfg->idle_timeout_s * 1000;
+	event_base_gettimeofday_cached(px.base, &now);
+	left = limit - (long)((uint64_t)now.tv_sec * 1000 +
+	    (uint64_t)now.tv_usec / 1000 - c->last_active_ms);
+	return left < px.cfg->head_timeout_ms ? left :
+	    px.cfg->head_timeout_ms;
 }
 
 const long px_dns_bucket_us[PX_DNS_BUCKETS] = {
@@ -336,7 +373,7 @@ refusal_keeps_connection(const struct px_conn *c, enum pol_reason why)
 	case POL_R_BAD_REQUEST: case POL_R_HEAD_TOO_LARGE:
 	case POL_R_HEAD_TIMEOUT: case POL_R_SESSION_UNKNOWN:
 	case POL_R_TOO_MANY_CONNECTIONS: case POL_R_LOG_UNAVAILABLE:
-	case POL_R_SHUTTING_DOWN:
+	case POL_R_SHUTTING_DOWN: case POL_R_TOO_MANY_REFUSALS:
 		return 0;
 	default:
 		return 1;
@@ -384,6 +421,8 @@ px_conn_answer(struct px_conn *c, enum pol_reason why, const char *detail,
 	    POL_PROMPT : POL_DENY, why) != 0)
 		px_log(PX_ERR, "%s: conn %llu: cannot write the decision record",
 		    __func__, (unsigned long long)c->id);
+	if (log)
+		c->nrefused++;
 	c->logged_decision = 0;
 	if (c->tp_tls) {
 		/* a redirected TLS client expects a ServerHello: nothing
@@ -433,18 +472,6 @@ static void cli_read(struct bufferevent *bev, void *arg);
 static void cli_event(struct bufferevent *bev, short what, void *arg);
 static void up_idle_event(struct bufferevent *bev, short what, void *arg);
 
-/* tls.plain_http_ports: where a CONNECT is refused */
-static int
-plain_port(uint16_t port)
-{
-	size_t i;
-
-	for (i = 0; i < px.cfg->nplain_ports; i++)
-		if (px.cfg->plain_ports[i] == port)
-			return 1;
-	return 0;
-}
-
 static void
 handle_request(struct px_conn *c)
 {
@@ -452,6 +479,7 @@ handle_request(struct px_conn *c)
 	enum pol_reason r;
 
 	clock_gettime(CLOCK_MONOTONIC, &c->t_start);
+	px_conn_touch(c);    /* a head is traffic: no longer idle */
 	c->bytes_up = c->bytes_down = 0;
 	c->naddrs = c->nchecked = c->next_try = 0;
 	c->dialed_idx = -1;
@@ -469,6 +497,12 @@ handle_request(struct px_conn *c)
 		c->dec.tier = pol_session_tier(s->pol);
 		c->dec.ceiling = pol_state_ceiling(px.state,
 		    pol_session_tenant(s->pol));
+	}
+	/* a keep-alive connection refused again and again is closed: the
+	 * client must fix its requests, not loop on them */
+	if (c->nrefused >= px.cfg->max_refusals_per_conn) {
+		px_conn_refuse(c, POL_R_TOO_MANY_REFUSALS, NULL);
+		return;
 	}
 	if (c->req->m == HTTP_M_TRACE || c->req->m == HTTP_M_TRACK ||
 	    c->req->m == HTTP_M_UNKNOWN)
@@ -498,7 +532,8 @@ handle_request(struct px_conn *c)
 		px_conn_refuse(c, POL_R_SHUTTING_DOWN, NULL);
 		return;
 	}
-	if (c->req->m == HTTP_M_CONNECT && plain_port(c->target.port)) {
+	if (c->req->m == HTTP_M_CONNECT && cfg_port_in(px.cfg->plain_ports,
+	    px.cfg->nplain_ports, c->target.port)) {
 		/* the requests in such a tunnel would name any virtual host
 		 * of the admitted name's front end, and nobody checks their
 		 * Host: plain HTTP goes through the forwarder, which checks
@@ -653,6 +688,10 @@ on_timer(evutil_socket_t fd, short ev, void *arg)
 	case PX_S_HEAD:
 		if (evbuffer_get_length(bufferevent_get_input(c->cli)) == 0 &&
 		    c->nrequests > 0) {
+			if ((idle_left = idle_left_ms(c)) > 0) {
+				arm_timer_ms(c, idle_left);
+				return;
+			}
 			px_conn_close(c, POL_R_IDLE_TIMEOUT);
 			return;
 		}
@@ -731,7 +770,8 @@ px_conn_next_request(struct px_conn *c)
 		c->head_armed = 1;
 		parse_head(c);
 	} else {
-		arm_timer_ms(c, (long)px.cfg->idle_timeout_s * 1000);
+		px_conn_touch(c);    /* idle from now */
+		arm_timer_ms(c, idle_left_ms(c));
 		c->head_armed = 0;
 	}
 }
@@ -785,6 +825,95 @@ describe_peer(struct px_conn *c, const struct sockaddr *sa, int salen,
 	}
 }
 
+/*
+ * Close the kept client connection, idle longest, of the session that
+ * holds the most connections above share (not c's): room for c when the
+ * total is full.  0 when there is none to close.
+ */
+static int
+evict_idle(const struct px_conn *c, int share)
+{
+	struct px_conn *v, *best = NULL;
+
+	TAILQ_FOREACH(v, &conns, entry) {
+		if (v == c || v->session == NULL || v->session == c->session ||
+		    v->session->nconns <= share || v->state != PX_S_HEAD ||
+		    v->nrequests == 0 || v->head_armed ||
+		    evbuffer_get_length(bufferevent_get_input(v->cli)) != 0)
+			continue;
+		if (best == NULL || v->session->nconns > best->session->nconns ||
+		    (v->session == best->session &&
+		    v->last_active_ms < best->last_active_ms))
+			best = v;
+	}
+	if (best == NULL)
+		return 0;
+	px_log(PX_DEBUG, "%s: conn %llu closed to make room for conn %llu",
+	    __func__, (unsigned long long)best->id,
+	    (unsigned long long)c->id);
+	px_conn_close(best, POL_R_IDLE_TIMEOUT);
+	return 1;
+}
+
+/*
+ * May c, just accepted and counted, stay?  Its session's cap, its
+ * tenant's cap (a tenant's sessions together; a session without a
+ * tenant is alone), then the total.  Above the pressure mark a session
+ * is held to its fair share: the mark divided among the sessions that
+ * hold connections, at least PX_FAIR_FLOOR.  So sessions that filled
+ * sluiced up to the mark cannot take the rest, which is left to those
+ * within their share; and one within its share that finds the total
+ * full makes room by closing an idle kept connection of the biggest
+ * holder.  POL_R_NONE, or the refusal with its detail for the answer.
+ */
+static enum pol_reason
+admit(struct px_conn *c, char *detail, size_t len)
+{
+	const struct px_session *s = c->session, *t;
+	const char *tenant;
+	int n = 0, active = 0, share, mark = pressure_mark();
+
+	if (s != NULL && s->nconns > px.cfg->max_conns_per_session) {
+		snprintf(detail, len, "Its session holds %d connections "
+		    "(limits.max_conns_per_session).", s->nconns - 1);
+		return POL_R_TOO_MANY_CONNECTIONS;
+	}
+	if (s != NULL && *(tenant = pol_session_tenant(s->pol)) != '\0') {
+		TAILQ_FOREACH(t, &px.sessions, entry)
+			if (strcmp(pol_session_tenant(t->pol), tenant) == 0)
+				n += t->nconns;
+		if (n > px.cfg->max_conns_per_tenant) {
+			snprintf(detail, len, "The sessions of tenant %s hold "
+			    "%d connections (limits.max_conns_per_tenant).",
+			    tenant, n - 1);
+			return POL_R_TOO_MANY_CONNECTIONS;
+		}
+	}
+	if (nconns <= mark)
+		return POL_R_NONE;
+	share = PX_FAIR_FLOOR;
+	if (s != NULL) {
+		TAILQ_FOREACH(t, &px.sessions, entry)
+			if (t->nconns > 0)
+				active++;
+		if (mark / active > share)
+			share = mark / active;
+		if (s->nconns > share) {
+			snprintf(detail, len, "sluiced holds %d of %d "
+			    "connections (above limits.pressure_pct) and its "
+			    "session holds more than its fair share of %d.",
+			    nconns - 1, px.cfg->max_conns_total, share);
+			return POL_R_TOO_MANY_CONNECTIONS;
+		}
+	}
+	if (nconns <= px.cfg->max_conns_total ||
+	    (s != NULL && evict_idle(c, share)))
+		return POL_R_NONE;
+	snprintf(detail, len, "sluiced holds %d connections "
+	    "(limits.max_conns_total).", nconns - 1);
+	return POL_R_TOO_MANY_CONNECTIONS;
+}
+
 void
 px_conn_accept(evutil_socket_t fd, const struct sockaddr *sa, int salen,
     enum px_transport t, struct px_session *s)
@@ -792,6 +921,7 @@ px_conn_accept(evutil_socket_t fd, const struct sockaddr *sa, int salen,
 	struct px_conn *c;
 	int one = 1;
 	enum pol_reason limit = POL_R_NONE, tp_why = POL_R_NONE;
+	char detail[256] = "";
 
 	c = calloc(1, sizeof(*c));
 	if (c == NULL) {
@@ -827,18 +957,15 @@ px_conn_accept(evutil_socket_t fd, const struct sockaddr *sa, int salen,
 	if (s != NULL) {
 		TAILQ_INSERT_TAIL(&s->conns, c, sentry);
 		s->nconns++;
-		if (s->nconns > px.cfg->max_conns_per_session)
-			limit = POL_R_TOO_MANY_CONNECTIONS;
 	}
-	if (nconns > px.cfg->max_conns_total)
-		limit = POL_R_TOO_MANY_CONNECTIONS;
 	px_conn_touch(c);
+	limit = admit(c, detail, sizeof(detail));
 	if (limit == POL_R_NONE)
 		limit = tp_why;
 	if (limit != POL_R_NONE) {
 		/* answer at once: reading the head would spend what the
 		 * limit protects */
-		px_conn_refuse(c, limit, NULL);
+		px_conn_refuse(c, limit, detail[0] != '\0' ? detail : NULL);
 		return;
 	}
 	if (c->tp_tls) {

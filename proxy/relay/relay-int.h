@@ -102,6 +102,7 @@ struct px_conn {
 	int log_wait;                    /* head queued, allow record not yet
 	                                  * written (px_forward_log_written) */
 	TAILQ_ENTRY(px_conn) lwentry;
+	int nrefused;                    /* refusals answered on it */
 
 	/* tunnel half-close */
 	int cli_eof, up_eof;

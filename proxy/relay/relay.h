@@ -98,6 +98,12 @@ void px_splice_cleanup(void);
 /* At exit: the connection log's flush event (what it would have written
  * is written by clog_close). */
 void px_rec_cleanup(void);
+/* Write the refusals_folded record of s now (a session going away), or
+ * with s NULL of every session and of connections with none (stopping).
+ * See records.c. */
+void px_refusals_flush(struct px_session *s);
+/* Refusal records folded since start, for /v1/metrics. */
+extern uint64_t px_refusals_folded_total;
 
 /* ------------------------------------------------------------------ */
 /* Prompts (DESIGN.md "Prompts"). */

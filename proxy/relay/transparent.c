@@ -25,12 +25,7 @@
 static int
 tls_port(uint16_t port)
 {
-	size_t i;
-
-	for (i = 0; i < px.cfg->nsni_ports; i++)
-		if (px.cfg->sni_ports[i] == port)
-			return 1;
-	return 0;
+	return cfg_port_in(px.cfg->sni_ports, px.cfg->nsni_ports, port);
 }
 
 enum pol_reason

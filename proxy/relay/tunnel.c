@@ -147,14 +147,8 @@ px_tunnel_relay(struct px_conn *c)
 static int
 sni_port(uint16_t port)
 {
-	size_t i;
-
-	if (!px.cfg->sni_check)
-		return 0;
-	for (i = 0; i < px.cfg->nsni_ports; i++)
-		if (px.cfg->sni_ports[i] == port)
-			return 1;
-	return 0;
+	return px.cfg->sni_check &&
+	    cfg_port_in(px.cfg->sni_ports, px.cfg->nsni_ports, port);
 }
 
 static void

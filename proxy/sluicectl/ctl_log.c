@@ -215,8 +215,20 @@ emit_line(const char *line, size_t len, uint64_t lineno,
 	}
 	if (f == NULL || ctlog_match(rec, f)) {
 		if (o->json) {
-			fwrite(line, 1, len, o->out);
+			/* byte for byte as sluiced writes it (it escapes
+			 * what a terminal would act on); a line that still
+			 * holds such a character raw (edited, or older) is
+			 * escaped here too, and no longer verifies as shown */
+			size_t n = 0;
+			char *safe = clog_json_escape(line, len, &n);
+
+			if (safe == NULL) {
+				json_decref(rec);
+				return 0;
+			}
+			fwrite(safe, 1, n, o->out);
 			fputc('\n', o->out);
+			free(safe);
 		} else {
 			print_text(o->out, rec);
 		}

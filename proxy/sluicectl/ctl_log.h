@@ -5,7 +5,8 @@
  *
  * Text output is one fixed-width line per record with every string
  * sanitised for the terminal; JSON output is the log's own lines, byte
- * for byte, so that they still verify.
+ * for byte, so that they still verify (a control, bidi or zero-width
+ * character that sluiced would have escaped is escaped here too).
  */
 #ifndef SLUICE_CTL_LOG_H
 #define SLUICE_CTL_LOG_H

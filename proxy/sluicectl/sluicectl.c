@@ -31,8 +31,10 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <openssl/crypto.h>
 
 #include "proxy/lib/clog.h"
+#include "proxy/sluicectl/console.h"
 #include "proxy/sluicectl/ctl_http.h"
 #include "proxy/sluicectl/ctl_log.h"
 #include "policy/policy.h"
@@ -50,6 +52,7 @@
 
 #define DEFAULT_SOCKET "/run/sluice/control.sock"
 #define DEFAULT_LOG "/var/log/sluice/connections.jsonl"
+#define DEFAULT_EXEC_SOCKET "/run/sluice-execd/exec.sock"
 #define TIMEOUT_MS 30000
 #define TOKEN_MAX 4096
 
@@ -61,9 +64,10 @@ enum opt_id {
 	O_FILE, O_TENANT, O_USER, O_TIER, O_VSOCK_CID, O_SOURCE,
 	O_CLOSE_EXCEEDING, O_FOLLOW, O_LINES, O_SESSION, O_HOST, O_DECISION,
 	O_REASON, O_EVENT, O_SINCE, O_UNTIL, O_PREV, O_SESSION_SOCKET,
-	O_YES_ALL, O_DENY_ALL,
+	O_YES_ALL, O_DENY_ALL, O_ANCHOR, O_PORT, O_EXEC_SOCKET,
 };
-#define BIT(o) (1u << (o))
+/* more than 32 options: the masks are 64 bits */
+#define BIT(o) ((uint64_t)1 << (o))
 #define GLOBAL_BITS (BIT(O_SOCKET) | BIT(O_URL) | BIT(O_TOKEN_FILE) | \
 	BIT(O_CACERT) | BIT(O_CERT) | BIT(O_KEY) | BIT(O_JSON) | BIT(O_LOG) | \
 	BIT(O_HELP) | BIT(O_VERSION))
@@ -96,21 +100,28 @@ static const struct option long_opts[] = {
 	{ "since", required_argument, NULL, O_SINCE },
 	{ "until", required_argument, NULL, O_UNTIL },
 	{ "prev", required_argument, NULL, O_PREV },
+	{ "anchor", required_argument, NULL, O_ANCHOR },
 	{ "yes-all", no_argument, NULL, O_YES_ALL },
 	{ "deny-all", no_argument, NULL, O_DENY_ALL },
+	{ "port", required_argument, NULL, O_PORT },
+	{ "exec-socket", required_argument, NULL, O_EXEC_SOCKET },
 	{ NULL, 0, NULL, 0 },
 };
 
 struct opts {
 	const char *socket, *url, *token_file, *cacert, *cert, *key, *log;
 	int json;
-	unsigned seen;
+	uint64_t seen;
 	const char *tenant, *user, *tier, *vsock_cid, *source, *sess_socket;
 	int close_exceeding, follow;
 	long lines;
 	struct ctlog_filter filter;
 	const char *prev;
+	struct clog_anchor anchors[16];     /* log verify --anchor SEQ:HASH */
+	size_t nanchors;
 	char *token;            /* read from --token-file or $SLUICE_TOKEN */
+	long port;              /* console --port */
+	const char *exec_socket;
 };
 
 static volatile sig_atomic_t stop_flag;
@@ -161,7 +172,9 @@ usage(FILE *f)
 "  log tail [-f] [-n N] [--file PATH]\n"
 "  log query [--session S] [--tenant T] [--host H] [--decision D]\n"
 "            [--reason R] [--event E] [--since TS] [--until TS] [--file PATH]\n"
-"  log verify [--file PATH] [--prev HASH]\n"
+"  log verify [--file PATH] [--prev HASH] [--anchor SEQ:HASH]...\n"
+"             [--key FILE]   (the log's MAC key, log.mac_key_file)\n"
+"  console [--port P] [--exec-socket PATH]\n"
 "\n"
 "global options:\n"
 "  --socket PATH      control socket (default $SLUICE_CONTROL_SOCKET or\n"
@@ -195,13 +208,15 @@ usage_error(const char *fmt, ...)
 
 /* ---- validation ---- */
 
-/* Ids go into URL paths: the API's own rule, [A-Za-z0-9._-]{1,64}. */
+/* Ids go into URL paths: the API's own rule (pol_id_valid),
+ * [A-Za-z0-9._-]{1,64} not starting with a dot. */
 static int
 id_valid(const char *s)
 {
 	size_t n = strlen(s);
 
-	return n >= 1 && n <= 64 && strspn(s, "abcdefghijklmnopqrstuvwxyz"
+	return n >= 1 && n <= 64 && s[0] != '.' &&
+	    strspn(s, "abcdefghijklmnopqrstuvwxyz"
 	    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
 }
 
@@ -209,8 +224,8 @@ static int
 check_id(const char *what, const char *s)
 {
 	if (!id_valid(s))
-		return usage_error("bad %s %s: 1 to 64 of A-Z a-z 0-9 . _ -",
-		    what, s);
+		return usage_error("bad %s %s: 1 to 64 of A-Z a-z 0-9 . _ -, "
+		    "not starting with a dot", what, s);
 	return EX_OK;
 }
 
@@ -555,10 +570,19 @@ api(const struct opts *o, const char *method, const char *path,
 static void
 print_raw(const struct reply *rp)
 {
-	fwrite(rp->resp.body, 1, rp->resp.body_len, stdout);
-	if (rp->resp.body_len == 0 ||
-	    rp->resp.body[rp->resp.body_len - 1] != '\n')
+	size_t n = 0;
+	char *safe = clog_json_escape(rp->resp.body ? rp->resp.body : "",
+	    rp->resp.body_len, &n);
+
+	/* the same JSON, with nothing a terminal would act on left raw */
+	if (safe == NULL) {
+		errx_msg("out of memory");
+		exit(EX_SERVER);
+	}
+	fwrite(safe, 1, n, stdout);
+	if (n == 0 || safe[n - 1] != '\n')
 		fputc('\n', stdout);
+	free(safe);
 }
 
 /* ---- health ---- */
@@ -677,7 +701,7 @@ static int
 cmd_ceiling(const struct opts *o, int argc, char **argv)
 {
 	const char *sub = argc > 0 ? argv[0] : "get";
-	unsigned allowed = 0;
+	uint64_t allowed = 0;
 	json_t *body;
 	int rc;
 
@@ -880,7 +904,7 @@ cmd_session(const struct opts *o, int argc, char **argv)
 	const char *sub = argc > 0 ? argv[0] : "";
 	char path[128];
 	struct reply rp;
-	unsigned allowed = 0;
+	uint64_t allowed = 0;
 	int rc, want = 2;
 
 	if (strcmp(sub, "create") == 0)
@@ -1849,22 +1873,90 @@ cmd_prompts(const struct opts *o, int argc, char **argv)
 
 /* ---- log ---- */
 
+/* The MAC key of log verify --key: the file's bytes, as sluiced reads
+ * log.mac_key_file. */
+static int
+read_mac_key(const char *file, unsigned char *key, size_t *keylen)
+{
+	FILE *f = fopen(file, "rb");
+	size_t n;
+
+	if (f == NULL) {
+		errx_msg("--key %s: %s", file, strerror(errno));
+		return -1;
+	}
+	n = fread(key, 1, 4097, f);
+	fclose(f);
+	if (n < 32 || n > 4096) {
+		errx_msg("--key %s: %zu bytes; a MAC key has 32 to 4096", file,
+		    n);
+		OPENSSL_cleanse(key, 4097);
+		return -1;
+	}
+	*keylen = n;
+	return 0;
+}
+
+/* A torn fragment the verifier skipped: said, not a failure. */
+static void
+verify_note(void *arg, uint64_t line, const char *msg)
+{
+	json_t *notes = arg;
+	char safe[300];
+
+	clog_sanitize(msg, strlen(msg), safe, sizeof(safe), 256);
+	if (notes != NULL)
+		json_array_append_new(notes, json_pack("{s:I,s:s}", "line",
+		    (json_int_t)line, "note", safe));
+	else
+		printf("line %" PRIu64 ": %s\n", line, safe);
+}
+
 static int
 log_verify(const struct opts *o, const char *path)
 {
-	uint64_t records = 0, bad = 0;
+	struct clog_verify_opts vo;
+	struct clog_verify_result res;
+	json_t *notes;
+	unsigned char key[4097];
+	size_t keylen = 0;
 	char err[512];
 	int r;
 
-	r = clog_verify_file(path, o->prev, &records, &bad, err, sizeof(err));
+	/* in log verify, --key is the log's MAC key (log.mac_key_file), not
+	 * a TLS client key */
+	if (o->key != NULL && read_mac_key(o->key, key, &keylen) != 0)
+		return EX_USAGE;
+	notes = o->json ? json_array() : NULL;
+	memset(&vo, 0, sizeof(vo));
+	vo.start_prev = o->prev;
+	vo.key = o->key ? key : NULL;
+	vo.keylen = keylen;
+	vo.anchors = o->anchors;
+	vo.nanchors = o->nanchors;
+	vo.note = verify_note;
+	vo.arg = notes;
+	r = clog_verify(path, &vo, &res, err, sizeof(err));
+	OPENSSL_cleanse(key, sizeof(key));
 	if (o->json) {
-		json_t *doc = json_pack("{s:s, s:b, s:I}", "file", path,
-		    "ok", r == 0, "records", (json_int_t)records);
+		json_t *doc = json_pack("{s:s, s:b, s:I, s:I, s:o, s:I, s:I}",
+		    "file", path, "ok", r == 0, "records",
+		    (json_int_t)res.records, "fragments",
+		    (json_int_t)res.fragments, "notes",
+		    notes ? notes : json_array(), "macs",
+		    (json_int_t)res.macs, "anchors", (json_int_t)res.anchors);
 		char *text;
 		if (doc != NULL && r != 0) {
-			json_object_set_new(doc, "line", bad ?
-			    json_integer((json_int_t)bad) : json_null());
+			json_object_set_new(doc, "line", res.bad_line ?
+			    json_integer((json_int_t)res.bad_line) :
+			    json_null());
 			json_object_set_new(doc, "error", json_string(err));
+		}
+		if (doc != NULL && r == 0 && res.records > 0) {
+			json_object_set_new(doc, "last_seq",
+			    json_integer((json_int_t)res.last_seq));
+			json_object_set_new(doc, "last_hash",
+			    json_string(res.last_hash));
 		}
 		text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
 		if (text != NULL)
@@ -1872,15 +1964,27 @@ log_verify(const struct opts *o, const char *path)
 		free(text);
 		json_decref(doc);
 	} else if (r == 0) {
-		printf("%s: %" PRIu64 " record(s), chain intact\n", path,
-		    records);
+		printf("%s: %" PRIu64 " record(s), chain intact", path,
+		    res.records);
+		if (res.fragments > 0)
+			printf(" (%" PRIu64 " torn fragment(s) skipped)",
+			    res.fragments);
+		if (o->key != NULL)
+			printf(", %" PRIu64 " mac(s) verified", res.macs);
+		if (o->nanchors > 0)
+			printf(", %zu anchor(s) found", o->nanchors);
+		printf("\n");
+		if (res.records > 0)
+			printf("%s: last record seq %" PRIu64 " hash %s\n", path,
+			    res.last_seq, res.last_hash);
 	} else {
 		char safe[600];
 		clog_sanitize(err, strlen(err), safe, sizeof(safe), 512);
 		printf("%s: %s\n", path, safe);
-		if (bad > 0)
+		if (res.bad_line > 0)
 			printf("%s: %" PRIu64 " record(s) verified before "
-			    "line %" PRIu64 "\n", path, records, bad);
+			    "line %" PRIu64 "\n", path, res.records,
+			    res.bad_line);
 	}
 	return r == 0 ? EX_OK : EX_REFUSED;
 }
@@ -1898,10 +2002,10 @@ cmd_log(struct opts *o, int argc, char **argv)
 	const char *path = o->log;
 	struct ctlog_opts lo = { .json = o->json, .out = stdout,
 	    .diag = stderr };
-	unsigned filt = BIT(O_SESSION) | BIT(O_TENANT) | BIT(O_HOST) |
+	uint64_t filt = BIT(O_SESSION) | BIT(O_TENANT) | BIT(O_HOST) |
 	    BIT(O_DECISION) | BIT(O_REASON) | BIT(O_EVENT) | BIT(O_SINCE) |
 	    BIT(O_UNTIL);
-	unsigned allowed;
+	uint64_t allowed;
 	uint64_t matched = 0;
 	char err[512];
 
@@ -1910,7 +2014,7 @@ cmd_log(struct opts *o, int argc, char **argv)
 	else if (strcmp(sub, "query") == 0)
 		allowed = filt;
 	else if (strcmp(sub, "verify") == 0)
-		allowed = BIT(O_PREV);
+		allowed = BIT(O_PREV) | BIT(O_ANCHOR);
 	else
 		return usage_error("log: tail, query or verify");
 	if (o->seen & ~(allowed | BIT(O_FILE)))
@@ -1948,6 +2052,36 @@ cmd_log(struct opts *o, int argc, char **argv)
 		return EX_REFUSED;
 	}
 	return EX_OK;
+}
+
+/* ---- console ---- */
+
+static int
+cmd_console(const struct opts *o, int argc, char **argv)
+{
+	struct console_cfg cfg;
+	const char *env = getenv("SLUICE_EXEC_SOCKET");
+
+	(void)argv;
+	if (o->seen & ~(BIT(O_PORT) | BIT(O_EXEC_SOCKET)))
+		return usage_error("console: option not accepted here");
+	if (argc != 0)
+		return usage_error("console takes no arguments");
+	/* the page has the role of the user who runs this, which only the
+	 * Unix socket's credentials give */
+	if (o->url != NULL)
+		return usage_error("console talks to the control socket: --url "
+		    "does not apply");
+	if (o->json)
+		return usage_error("console has no --json output");
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.socket = o->socket;
+	cfg.exec_socket = o->exec_socket ? o->exec_socket : env && *env ?
+	    env : DEFAULT_EXEC_SOCKET;
+	cfg.log = o->log;
+	cfg.log_default = DEFAULT_LOG;
+	cfg.port = (int)o->port;
+	return console_run(&cfg);
 }
 
 /* ---- options ---- */
@@ -1990,6 +2124,28 @@ parse_lines(const char *s, long *out)
 	*out = strtol(s, &end, 10);
 	return (*end != '\0' || end == s || errno != 0 || *out < 0 ||
 	    *out > 100000000) ? -1 : 0;
+}
+
+/* --anchor SEQ:HASH into o->anchors. */
+static int
+parse_anchor(const char *s, struct opts *o)
+{
+	const char *c = strchr(s, ':');
+	unsigned long long seq;
+	char *end;
+
+	if (c == NULL || c == s || o->nanchors == 16 || s[0] < '0' ||
+	    s[0] > '9')
+		return -1;
+	errno = 0;
+	seq = strtoull(s, &end, 10);
+	if (end != c || errno != 0 || strlen(c + 1) != 64 ||
+	    strspn(c + 1, "0123456789abcdef") != 64)
+		return -1;
+	o->anchors[o->nanchors].seq = seq;
+	memcpy(o->anchors[o->nanchors].hash, c + 1, 65);
+	o->nanchors++;
+	return 0;
 }
 
 /* One option; phase 2 (after the command) records command options. */
@@ -2040,7 +2196,17 @@ take_opt(struct opts *o, int c, int after_cmd)
 	case O_SINCE: o->filter.since = a; break;
 	case O_UNTIL: o->filter.until = a; break;
 	case O_PREV: o->prev = a; break;
+	case O_ANCHOR:
+		if (parse_anchor(a, o) != 0)
+			return usage_error("--anchor wants SEQ:HASH (a record's "
+			    "seq and its 64 lower-case hex digits), at most 16");
+		break;
 	case O_YES_ALL: case O_DENY_ALL: break;
+	case O_PORT:
+		if (parse_lines(a, &o->port) != 0 || o->port > 65535)
+			return usage_error("bad --port %s: 0 to 65535", a);
+		break;
+	case O_EXEC_SOCKET: o->exec_socket = a; break;
 	case O_HELP:
 		usage(stdout);
 		exit(EX_OK);
@@ -2152,6 +2318,8 @@ main(int argc, char **argv)
 		rc = cmd_prompts(&o, nsub, sub);
 	else if (strcmp(cmd, "log") == 0)
 		rc = cmd_log(&o, nsub, sub);
+	else if (strcmp(cmd, "console") == 0)
+		rc = cmd_console(&o, nsub, sub);
 	else
 		rc = usage_error("unknown command %s", cmd);
 	free(o.token);

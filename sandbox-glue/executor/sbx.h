@@ -26,8 +26,9 @@
  *   /tmp, /home/user  size-bounded tmpfs (lim.tmp_bytes, lim.home_bytes),
  *                     /home/user owned by the sandbox user
  *   user "user", no capabilities, no_new_privs, no network device but
- *   loopback; SBX_UID:SBX_GID inside a user namespace (ns), or
- *   host_uid:host_gid where the sandbox sees host uids (gvisor).
+ *   loopback, the seccomp filter of sbx_seccomp.c; SBX_UID:SBX_GID
+ *   inside a user namespace (ns), or host_uid:host_gid where the
+ *   sandbox sees host uids (gvisor).
  */
 #ifndef SLUICE_SBX_H
 #define SLUICE_SBX_H
@@ -75,6 +76,12 @@ struct sbx_rec {
 	char dir[SBX_PATH_MAX];         /* <state-dir>/<chat>: backend files */
 	char workspace[SBX_PATH_MAX];   /* host directory of /workspace */
 	int workspace_made;             /* sluice-run created it: remove it */
+	int workspace_given;            /* an empty directory handed over:
+	                                 * give it back on destroy, as it
+	                                 * was (owner, group, mode) */
+	uid_t workspace_uid;
+	gid_t workspace_gid;
+	unsigned workspace_mode;        /* permission bits, 07777 */
 	char session_dir[SBX_PATH_MAX]; /* host dir of the session socket */
 	char shim[SBX_PATH_MAX];        /* host path of sluice-shim */
 	uid_t uid_base;                 /* host uid of uid 0 inside */
@@ -144,11 +151,23 @@ struct sbx_backend {
 	/* Kill every process, unmount, remove what create() made outside
 	 * rec->dir.  Must succeed on a half-made or already dead sandbox. */
 	int (*destroy)(struct sbx_rec *rec, char *err, size_t errlen);
+	/* An O_PATH descriptor of the sandbox's root directory as its
+	 * processes see it, mounts included, so that sluice-run opens files
+	 * inside from the host (openat2 RESOLVE_IN_ROOT) with nothing of the
+	 * sandbox in the way; -1 and why when it is gone.  NULL where the
+	 * host cannot see the sandbox's files (gvisor: they are the
+	 * sentry's); then sluice-shim's file modes run inside. */
+	int (*root_fd)(const struct sbx_rec *rec, char *err, size_t errlen);
 	/* The record naming the sandbox made by create() is saved: from now
 	 * on it outlives this process.  Until then it may die with it, so
 	 * that a create killed half way leaves nothing nobody can find.
 	 * NULL: nothing to do. */
 	void (*commit)(struct sbx_rec *rec);
+	/* How many processes of the sandbox the kernel's OOM killer has
+	 * killed so far (its memory cgroup's oom_kill count): 0 and *n, or
+	 * -1 when it cannot be known.  A command was OOM-killed when the
+	 * count grew while it ran.  NULL: never known. */
+	int (*oom_kills)(const struct sbx_rec *rec, uint64_t *n);
 };
 
 extern const struct sbx_backend sbx_ns_backend;
@@ -190,6 +209,17 @@ void sbx_log_stop(const char *dir);
  * host-wide, so the backends' host-wide names carry it.
  */
 uint32_t sbx_dir_hash(const char *dir);
+
+/*
+ * The seccomp filter of every sandboxed process (sbx_seccomp.c; its list
+ * is in sluice-run(1)).  sbx_seccomp_load installs it in the calling
+ * process: 0, or -1 with errno and why in err.  sbx_seccomp_hex gives the
+ * compiled program (struct sock_filter[], host byte order) as hex for
+ * "sluice-shim --seccomp" inside a sandbox whose processes the host
+ * cannot prepare itself (gvisor); malloc'd, NULL and why in err.
+ */
+int sbx_seccomp_load(char *err, size_t errlen);
+char *sbx_seccomp_hex(char *err, size_t errlen);
 
 /* ---- pieces of a sandbox's root file system, for both backends ---- */
 

@@ -21,6 +21,34 @@
 /* ---- names ---- */
 
 int
+sbx_path_system(const char *path)
+{
+	static const char *const sys[] = { "/bin", "/boot", "/dev", "/etc",
+	    "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root", "/sbin",
+	    "/sys", "/usr" };
+	const char *p;
+	size_t i, n;
+
+	if (path[0] != '/')
+		return 1;
+	/* "/", "/x", "/x/": the root, a top-level directory */
+	for (p = path + 1; *p == '/'; p++)
+		;
+	p += strcspn(p, "/");
+	while (*p == '/')
+		p++;
+	if (*p == '\0')
+		return 1;
+	for (i = 0; i < sizeof(sys) / sizeof(sys[0]); i++) {
+		n = strlen(sys[i]);
+		if (strncmp(path, sys[i], n) == 0 && (path[n] == '\0' ||
+		    path[n] == '/'))
+			return 1;
+	}
+	return 0;
+}
+
+int
 sbx_id_ok(const char *s, size_t max)
 {
 	size_t n = strlen(s), i;
@@ -85,6 +113,23 @@ is_control(unsigned long cp)
 	return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f);
 }
 
+/*
+ * Characters that change how the text around them reads without being
+ * seen: bidirectional controls (a name that shows as "txt.exe" and is
+ * "exe.txt"), zero-width and other invisible format characters, line
+ * and paragraph separators.
+ */
+static int
+is_format(unsigned long cp)
+{
+	return cp == 0xad || cp == 0x61c || cp == 0x180e ||
+	    (cp >= 0x200b && cp <= 0x200f) ||   /* ZWSP ZWNJ ZWJ LRM RLM */
+	    (cp >= 0x2028 && cp <= 0x202e) ||   /* LS PS LRE RLE PDF LRO RLO */
+	    (cp >= 0x2060 && cp <= 0x206f) ||   /* WJ, LRI RLI FSI PDI... */
+	    cp == 0xfeff || (cp >= 0xfff9 && cp <= 0xfffb) ||
+	    (cp >= 0xe0000 && cp <= 0xe007f);   /* tags */
+}
+
 int
 sbx_user_ok(const char *s)
 {
@@ -103,17 +148,17 @@ sbx_user_ok(const char *s)
 }
 
 void
-sbx_text_safe(const char *s, char *out, size_t outlen)
+sbx_text_safen(const char *s, size_t n, char *out, size_t outlen)
 {
 	const unsigned char *u = (const unsigned char *)s;
-	size_t n = strlen(s), i = 0, j = 0, k, m;
+	size_t i = 0, j = 0, k, m;
 	unsigned long cp;
 
 	if (outlen == 0)
 		return;
 	while (i < n) {
 		k = utf8_seq(u + i, n - i, &cp);
-		if (k == 0 || is_control(cp) || cp == '\\') {
+		if (k == 0 || is_control(cp) || is_format(cp) || cp == '\\') {
 			/* every byte of it, so that nothing of it acts */
 			if (k == 0)
 				k = 1;
@@ -132,6 +177,12 @@ sbx_text_safe(const char *s, char *out, size_t outlen)
 	out[j] = '\0';
 }
 
+void
+sbx_text_safe(const char *s, char *out, size_t outlen)
+{
+	sbx_text_safen(s, strlen(s), out, outlen);
+}
+
 /* ---- configuration ---- */
 
 void
@@ -147,6 +198,7 @@ sbx_cfg_defaults(struct sbx_cfg *c, const char *state_dir,
 	c->timeout_default = 120;
 	c->timeout_max = 1680;
 	c->output_cap = 64 * 1024;
+	c->max_file_bytes = 64l << 20;
 	c->max_per_tenant = 50;
 	c->max_per_user = 5;
 	c->max_total = 200;
@@ -212,8 +264,10 @@ cfg_str(json_t *o, const char *key, char *out, size_t len, char *err,
 
 static const char *const cfg_keys[] = { "state_dir", "control", "shim",
 	"backend", "tier", "timeout", "timeout_max", "output_cap",
+	"max_file_bytes",
 	"max_per_tenant", "max_per_user", "max_total", "idle_after",
-	"remove_after", "uid_base", "cgroups", "limits", NULL };
+	"remove_after", "uid_base", "cgroups", "limits", "workspace_root",
+	NULL };
 static const char *const lim_keys[] = { "memory_mb", "pids", "cpu_pct",
 	"tmp_mb", "home_mb", "fsize_mb", "nofile", "nproc", NULL };
 
@@ -255,11 +309,15 @@ cfg_apply(struct sbx_cfg *c, json_t *o, char *err, size_t errlen)
 	    cfg_str(o, "backend", c->backend, sizeof(c->backend), err,
 	    errlen) != 0 ||
 	    cfg_str(o, "tier", c->tier, sizeof(c->tier), err, errlen) != 0 ||
+	    cfg_str(o, "workspace_root", c->workspace_root,
+	    sizeof(c->workspace_root), err, errlen) != 0 ||
 	    cfg_num(o, "timeout_max", &c->timeout_max, 1, 1680, err,
 	    errlen) != 0 ||
 	    cfg_num(o, "timeout", &c->timeout_default, 1, c->timeout_max,
 	    err, errlen) != 0 ||
 	    cfg_num(o, "output_cap", &c->output_cap, 0, 64l << 20, err,
+	    errlen) != 0 ||
+	    cfg_num(o, "max_file_bytes", &c->max_file_bytes, 1, 1l << 40, err,
 	    errlen) != 0 ||
 	    cfg_num(o, "max_per_tenant", &c->max_per_tenant, 0, 1000000, err,
 	    errlen) != 0 ||
@@ -284,6 +342,10 @@ cfg_apply(struct sbx_cfg *c, json_t *o, char *err, size_t errlen)
 		    "\"gvisor\"");
 	if (!sbx_id_ok(c->tier, sizeof(c->tier) - 1))
 		return sbx_err(err, errlen, "config: tier: a tier name");
+	if (c->workspace_root[0] != '\0' && sbx_path_system(c->workspace_root))
+		return sbx_err(err, errlen, "config: workspace_root: an "
+		    "absolute path below a top-level directory, not in /etc, "
+		    "/usr, /root and the like");
 	if ((l = json_object_get(o, "cgroups")) != NULL) {
 		const char *v = json_is_false(l) ? "off" : json_is_true(l) ?
 		    "auto" : json_string_value(l);
@@ -410,11 +472,15 @@ lim_json(const struct sbx_limits *l)
 json_t *
 sbx_rec_json(const struct sbx_rec *r)
 {
-	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:b,s:s,s:s,s:I,s:I,"
-	    "s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:b,s:s,s:s,s:s,s:o}",
+	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:b,s:b,s:I,s:I,s:I,"
+	    "s:s,s:s,s:I,s:I,s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:b,s:s,s:s,s:s,s:o}",
 	    "chat", r->chat, "tenant", r->tenant, "user", r->user,
 	    "tier", r->tier, "backend", r->backend, "dir", r->dir,
 	    "workspace", r->workspace, "workspace_made", r->workspace_made,
+	    "workspace_given", r->workspace_given,
+	    "workspace_uid", (json_int_t)r->workspace_uid,
+	    "workspace_gid", (json_int_t)r->workspace_gid,
+	    "workspace_mode", (json_int_t)r->workspace_mode,
 	    "session_dir", r->session_dir, "shim", r->shim,
 	    "uid_base", (json_int_t)r->uid_base,
 	    "uid_count", (json_int_t)r->uid_count,
@@ -499,7 +565,7 @@ rec_apply(struct sbx_rec *r, json_t *o, char *err, size_t errlen)
 	    &r->lim.cpu_pct, &r->lim.tmp_bytes, &r->lim.home_bytes,
 	    &r->lim.fsize_bytes, &r->lim.nofile, &r->lim.nproc };
 	const int64_t uid_hi = (int64_t)UINT32_MAX - 1;
-	int64_t v[10];
+	int64_t v[13];
 	json_t *l;
 	size_t i;
 
@@ -512,6 +578,10 @@ rec_apply(struct sbx_rec *r, json_t *o, char *err, size_t errlen)
 	if (!sbx_id_ok(r->chat, SBX_ID_MAX))
 		return sbx_err(err, errlen, "record: chat: a chat id");
 	if (rec_b(o, "workspace_made", &r->workspace_made, err, errlen) ||
+	    rec_b(o, "workspace_given", &r->workspace_given, err, errlen) ||
+	    rec_i(o, "workspace_uid", 0, uid_hi, &v[10], err, errlen) ||
+	    rec_i(o, "workspace_gid", 0, uid_hi, &v[11], err, errlen) ||
+	    rec_i(o, "workspace_mode", 0, 07777, &v[12], err, errlen) ||
 	    rec_b(o, "suspended", &r->suspended, err, errlen) ||
 	    rec_i(o, "uid_base", 0, uid_hi, &v[0], err, errlen) ||
 	    rec_i(o, "uid_count", 0, uid_hi, &v[1], err, errlen) ||
@@ -532,6 +602,9 @@ rec_apply(struct sbx_rec *r, json_t *o, char *err, size_t errlen)
 	r->init_start = (uint64_t)v[6];
 	r->created = v[7];
 	r->last_used = v[8];
+	r->workspace_uid = (uid_t)v[10];
+	r->workspace_gid = (gid_t)v[11];
+	r->workspace_mode = (unsigned)v[12];
 	if ((l = json_object_get(o, "limits")) != NULL) {
 		if (!json_is_object(l))
 			return sbx_err(err, errlen, "record: limits: an object");

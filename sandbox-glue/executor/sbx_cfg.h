@@ -30,10 +30,13 @@ struct sbx_cfg {
 	char tier[16];
 	long timeout_default, timeout_max;
 	long output_cap;
+	long max_file_bytes;    /* read: bytes of a file passed on */
 	long max_per_tenant, max_per_user, max_total;
 	long idle_after, remove_after;
 	unsigned long uid_base, slots;
 	char cgroups[8];        /* "", "v1", "v2", "off" */
+	char workspace_root[SBX_PATH_MAX];      /* --workspace only under it;
+	                                         * "": no --workspace */
 	struct sbx_limits lim;
 };
 
@@ -59,15 +62,26 @@ int sbx_rec_parse(struct sbx_rec *r, const char *text, size_t len,
 int sbx_rec_load(struct sbx_rec *r, const char *path, char *err,
     size_t errlen) SLUICE_MUSTCHECK;
 
+/* 1 when the absolute path is "/", a top-level directory or in one of
+ * the system's trees (/bin /boot /dev /etc /lib* /proc /root /sbin /sys
+ * /usr): never a workspace nor the root of workspaces. */
+int sbx_path_system(const char *path);
+
 /* A chat or tenant id: 1 to max of A-Z a-z 0-9 . _ -, the first a
  * letter or digit. */
 int sbx_id_ok(const char *s, size_t max);
 /* A user name: valid UTF-8 of at most SBX_USER_MAX bytes without
  * control characters (sluiced refuses C0 and DEL; C1 too here). */
 int sbx_user_ok(const char *s);
-/* s for one line of a terminal: C0, DEL, C1 controls, backslash and
- * bytes that are not UTF-8 as \ooo (each byte); cut to fit out. */
+/* s for one line of a terminal, the one escaping of every text that
+ * sluice-run prints: C0, DEL and C1 controls, bidirectional and
+ * invisible format characters (U+00AD, U+061C, U+180E, U+200B-U+200F,
+ * U+2028-U+202E, U+2060-U+206F, U+FEFF, U+FFF9-U+FFFB, tags), backslash
+ * and bytes that are not UTF-8 as \ooo (each byte); cut to fit out (at
+ * most 4 bytes of out per byte of s, and one for the NUL).  _n: the n
+ * bytes at s (no NUL among them). */
 void sbx_text_safe(const char *s, char *out, size_t outlen);
+void sbx_text_safen(const char *s, size_t n, char *out, size_t outlen);
 
 /*
  * sluiced's answers.  sbx_http_split: status and body of a raw HTTP

@@ -54,6 +54,7 @@
 #define GV_HOST_CG	"sluice-gvisor-"	/* + chat.hash, host */
 #define GV_ARGS_MAX	48
 #define GV_WAIT_MS	60000	/* bound on one runsc management call */
+#define GV_SECCOMP_MAX	65536	/* bytes of the seccomp program (hex) */
 
 /* What every runsc call of one sandbox needs. */
 struct gv_ctx {
@@ -65,17 +66,21 @@ struct gv_ctx {
 
 /* Runs as root before dropping to the sandbox user: joins the command's
  * cgroup inside gVisor ($1), then setpriv drops to uid $2, gid $3, no
- * groups and no capability.  The user's environment is applied only
- * after the drop (env -i) so that LD_PRELOAD and friends never reach the
- * privileged part.  A tag that already exists was claimed by kill_tree:
- * refuse. */
+ * groups and no capability.  With $4, the sandbox's seccomp program,
+ * sluice-shim installs it first, still as root: no process of the sandbox
+ * can trace it out of the way (a sandbox made before there was one has
+ * none).  The user's environment is applied only after the drop (env -i)
+ * so that LD_PRELOAD and friends never reach the privileged part.  A tag
+ * that already exists was claimed by kill_tree: refuse. */
 static const char gv_wrapper[] =
-	"cg=" GV_CG "/$1; u=$2; g=$3; shift 3; "
+	"cg=" GV_CG "/$1; u=$2; g=$3; sc=$4; shift 4; "
 	"mkdir \"$cg\" 2>/dev/null && echo $$ > \"$cg/cgroup.procs\" || "
 	"{ echo 'sluice: cannot set up the command group' >&2; exit 125; }; "
-	"exec setpriv --reuid=\"$u\" --regid=\"$g\""
-	" --clear-groups "
-	"--inh-caps=-all --bounding-set=-all --no-new-privs -- \"$@\"";
+	"set -- setpriv --reuid=\"$u\" --regid=\"$g\" --clear-groups "
+	"--inh-caps=-all --bounding-set=-all --no-new-privs -- \"$@\"; "
+	"[ -z \"$sc\" ] || "
+	"set -- " SBX_SHIM_PATH " --seccomp \"$sc\" -- \"$@\"; "
+	"exec \"$@\"";
 
 /* Kills every process of the command group $1 until it is empty.  mkdir
  * first: if the wrapper has not run yet, its own mkdir now fails and the
@@ -91,6 +96,29 @@ static const char gv_killer[] =
  * whatever is reparented to it: dash waits for any child. */
 static const char gv_init[] =
 	"trap 'exit 0' TERM; while :; do " SBX_SHIM_PATH "; sleep 1; done";
+
+/* The sandbox's seccomp program (hex, sbx_seccomp_hex), kept by create()
+ * in <dir>/seccomp.hex for every command: "" when the sandbox was made
+ * without one.  malloc'd, NULL on error. */
+static char *
+gv_seccomp(const struct sbx_rec *rec)
+{
+	char p[SBX_PATH_MAX + 16], *b;
+	ssize_t n = 0, k;
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/seccomp.hex", rec->dir);
+	if ((b = calloc(1, GV_SECCOMP_MAX + 1)) == NULL)
+		return NULL;
+	if ((fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+		return errno == ENOENT ? b : (free(b), NULL);
+	while (n < GV_SECCOMP_MAX && (k = read(fd, b + n, (size_t)(
+	    GV_SECCOMP_MAX - n))) > 0)
+		n += k;
+	close(fd);
+	b[n] = '\0';
+	return b;
+}
 
 /* The host cgroup of the sandbox, "/sluice-gvisor-<chat>.<hash>". */
 static void
@@ -404,8 +432,8 @@ gv_caps(const char *const *names)
 /* config.json: init as the sandbox user, no capabilities, the mounts,
  * and host cgroup limits when with_cg. */
 static int
-gv_config(struct sbx_rec *rec, const char *bundle, int with_cg, char *err,
-    size_t errlen)
+gv_config(struct sbx_rec *rec, const char *bundle, int with_cg,
+    const char *sc, char *err, size_t errlen)
 {
 	static const char *const mopt_ro[] = { "ro", "nosuid", "nodev",
 	    "noexec", NULL };
@@ -459,12 +487,16 @@ gv_config(struct sbx_rec *rec, const char *bundle, int with_cg, char *err,
 		json_object_set_new(linux_, "cgroupsPath", json_string(cgpath));
 		json_object_set_new(linux_, "resources", res);
 	}
-	cfg = json_pack("{s:s, s:{s:{s:I, s:I}, s:[s,s,s], s:[s,s], s:s, "
-	    "s:o, s:b}, s:{s:s, s:b}, s:s, s:o, s:o}",
+	/* the first process, and so the shim and all it adopts, under the
+	 * sandbox's seccomp filter (runsc's --oci-seccomp would apply one
+	 * to this process only, not to runsc exec: sluice-shim does both) */
+	cfg = json_pack("{s:s, s:{s:{s:I, s:I}, s:[s,s,s,s,s,s,s], s:[s,s], "
+	    "s:s, s:o, s:b}, s:{s:s, s:b}, s:s, s:o, s:o}",
 	    "ociVersion", "1.0.0",
 	    "process", "user", "uid", (json_int_t)rec->host_uid, "gid",
 	    (json_int_t)rec->host_gid,
-	    "args", "/bin/sh", "-c", gv_init,
+	    "args", SBX_SHIM_PATH, "--seccomp", sc, "--", "/bin/sh", "-c",
+	    gv_init,
 	    "env", "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" SBX_HOME,
 	    "cwd", "/",
 	    "capabilities", gv_caps(NULL), "noNewPrivileges", 1,
@@ -545,7 +577,7 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 	struct gv_ctx c;
 	char bundle[SBX_PATH_MAX + 16], pidf[SBX_PATH_MAX + 16];
 	char logp[SBX_PATH_MAX + 16], rootd[SBX_PATH_MAX + 16], msg[512];
-	char sock[SBX_PATH_MAX + 16];
+	char sock[SBX_PATH_MAX + 16], scp[SBX_PATH_MAX + 16], *sc = NULL;
 	char buf[32], want[8];
 	int with_cg, try, fd, logfd = -1;
 	ssize_t n;
@@ -559,7 +591,7 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 	if (rec->host_uid < 65536 || rec->host_gid < 65536)
 		return sbx_err(err, errlen, "sandbox uid %u: not an "
 		    "unprivileged per-sandbox uid", (unsigned)rec->host_uid);
-	if (chown(rec->workspace, rec->host_uid, rec->host_gid) != 0)
+	if (lchown(rec->workspace, rec->host_uid, rec->host_gid) != 0)
 		return sbx_err(err, errlen, "chown %s: %s", rec->workspace,
 		    strerror(errno));
 	snprintf(sock, sizeof(sock), "%s/proxy.sock", rec->session_dir);
@@ -593,16 +625,27 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 	if (rec->lim.pids)
 		gv_note(rec, "pids: not applied under gVisor (its host "
 		    "cgroup would count the sentry's threads); nproc is");
+	/* the seccomp program of every process, kept for spawn() */
+	snprintf(scp, sizeof(scp), "%s/seccomp.hex", rec->dir);
+	if ((sc = sbx_seccomp_hex(err, errlen)) == NULL)
+		return -1;
+	if (strlen(sc) > GV_SECCOMP_MAX || sbx_write_file(scp, sc, 0600) != 0) {
+		sbx_err(err, errlen, "%s: cannot write it", scp);
+		free(sc);
+		return -1;
+	}
 	/* the container's stdio, so the shim's stderr: bounded, as a
 	 * sandbox can make the shim log as much as it likes */
-	if ((logfd = sbx_log_start(rec->dir, err, errlen)) < 0)
+	if ((logfd = sbx_log_start(rec->dir, err, errlen)) < 0) {
+		free(sc);
 		return -1;
+	}
 	for (try = 0; try < 2; try++) {
 		const char *cr[] = { "create", "--bundle", bundle,
 		    "--pid-file", pidf, c.id, NULL };
 
-		if (gv_config(rec, bundle, with_cg && !c.nocg, err, errlen) !=
-		    0)
+		if (gv_config(rec, bundle, with_cg && !c.nocg, sc, err,
+		    errlen) != 0)
 			goto fail;
 		if (gv_run(&c, rec, cr, logfd, msg, sizeof(msg)) == 0)
 			break;
@@ -654,9 +697,11 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 		goto fail;
 	}
 	close(logfd);
+	free(sc);
 	return 0;
 fail:
 	close(logfd);
+	free(sc);
 	{
 		char e2[8];
 
@@ -763,7 +808,7 @@ gv_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	static const char *const caps[] = { "CAP_SETUID", "CAP_SETGID",
 	    "CAP_SETPCAP", NULL };
 	struct gv_ctx c;
-	char procf[SBX_PATH_MAX + 160], lim[64], uid[16], gid[16];
+	char procf[SBX_PATH_MAX + 160], lim[64], uid[16], gid[16], *sc = NULL;
 	const char *av[GV_ARGS_MAX];
 	json_t *args = NULL, *p = NULL;
 	int i, fd, rc = -1;
@@ -791,6 +836,12 @@ gv_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	snprintf(gid, sizeof(gid), "%u", (unsigned)rec->host_gid);
 	gv_push(args, uid);
 	gv_push(args, gid);
+	if ((sc = gv_seccomp(rec)) == NULL) {
+		sbx_err(err, errlen, "%s/seccomp.hex: %s", rec->dir,
+		    strerror(errno));
+		goto out;
+	}
+	gv_push(args, sc);
 	{
 		/* exec'd processes do not get OCI rlimits: set them inside,
 		 * after the drop (lowering needs no privilege) */
@@ -863,6 +914,7 @@ gv_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	out->pid = pid;
 	rc = 0;
 out:
+	free(sc);
 	json_decref(args);
 	json_decref(p);
 	return rc;

@@ -42,10 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <linux/audit.h>
 #include <linux/capability.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 
 #include "sandbox-glue/executor/sbx.h"
 
@@ -625,76 +622,6 @@ ticks_now(void)
 	return (uint64_t)ts.tv_sec * hz + (uint64_t)ts.tv_nsec / (1000000000 / hz);
 }
 
-/* ---- seccomp ---- */
-
-#if defined(__x86_64__)
-#define SBX_AUDIT_ARCH AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define SBX_AUDIT_ARCH AUDIT_ARCH_AARCH64
-#else
-#error "sbx_ns: seccomp filter written for x86_64 and aarch64 only"
-#endif
-
-#define LD_NR   BPF_STMT(BPF_LD | BPF_W | BPF_ABS, \
-	offsetof(struct seccomp_data, nr))
-#define LD_ARG0 BPF_STMT(BPF_LD | BPF_W | BPF_ABS, \
-	offsetof(struct seccomp_data, args[0]))
-#define RET(v)  BPF_STMT(BPF_RET | BPF_K, (v))
-#define ERRNO(e) (SECCOMP_RET_ERRNO | ((e) & SECCOMP_RET_DATA))
-
-/*
- * socket()/socketpair() only for AF_UNIX, AF_INET and AF_INET6
- * (EAFNOSUPPORT otherwise: no packet, netlink, vsock, bluetooth...);
- * io_uring refused (its requests open sockets past this filter); clone3
- * answered ENOSYS (its flags are in memory, out of a filter's reach:
- * libc falls back to clone); new user namespaces refused so nothing
- * regains capabilities.  Other architectures' calls kill the process.
- */
-static int
-seccomp_install(void)
-{
-	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-		    offsetof(struct seccomp_data, arch)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SBX_AUDIT_ARCH, 1, 0),
-		RET(SECCOMP_RET_KILL_PROCESS),
-		LD_NR,
-#if defined(__x86_64__)
-		/* x32 calls carry bit 30: refuse them all */
-		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000, 0, 1),
-		RET(ERRNO(ENOSYS)),
-#endif
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 2, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socketpair, 1, 0),
-		BPF_STMT(BPF_JMP | BPF_JA, 6),
-		/* socket families */
-		LD_ARG0,
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 3, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET, 2, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET6, 1, 0),
-		RET(ERRNO(EAFNOSUPPORT)),
-		RET(SECCOMP_RET_ALLOW),
-		/* not a socket call */
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 3, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_enter, 2, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_register, 1,
-		    0),
-		BPF_STMT(BPF_JMP | BPF_JA, 1),
-		RET(ERRNO(ENOSYS)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 0, 1),
-		RET(ERRNO(ENOSYS)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_unshare, 1, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 3),
-		LD_ARG0,
-		BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_NEWUSER, 0, 1),
-		RET(ERRNO(EPERM)),
-		RET(SECCOMP_RET_ALLOW),
-	};
-	struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
-
-	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
-}
-
 /* ---- becoming the sandbox user (in the holder's namespaces) ---- */
 
 static void
@@ -710,6 +637,7 @@ set_rlimit(int res, uint64_t v)
 static int
 become_user(const struct sbx_rec *rec, const char **what)
 {
+	static char sc_err[200];
 	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
 	struct __user_cap_data_struct d[2];
 	gid_t g = SBX_GID;
@@ -744,8 +672,10 @@ become_user(const struct sbx_rec *rec, const char **what)
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
 		return -1;
 	*what = "seccomp";
-	if (seccomp_install() != 0)
+	if (sbx_seccomp_load(sc_err, sizeof(sc_err)) != 0) {
+		*what = sc_err;
 		return -1;
+	}
 	umask(022);
 	return 0;
 }
@@ -1333,6 +1263,28 @@ ns_alive(const struct sbx_rec *rec)
 	    sbx_proc_start(rec->init_pid) == rec->init_start;
 }
 
+/* The holder's root, that is the sandbox's (after its pivot_root). */
+static int
+ns_root_fd(const struct sbx_rec *rec, char *err, size_t errlen)
+{
+	char p[64];
+	int fd;
+
+	snprintf(p, sizeof(p), "/proc/%d/root", (int)rec->init_pid);
+	if (rec->init_pid <= 0 || (fd = open(p, O_PATH | O_DIRECTORY |
+	    O_CLOEXEC)) < 0)
+		return sbx_err(err, errlen, "the sandbox is gone (its holder "
+		    "died)");
+	/* checked after the open: the descriptor is then the holder's root,
+	 * not that of a process that got its pid later */
+	if (!ns_alive(rec)) {
+		close(fd);
+		return sbx_err(err, errlen, "the sandbox is gone (its holder "
+		    "died)");
+	}
+	return fd;
+}
+
 /* In the intermediate child: enter the holder's namespaces. */
 static int
 enter_ns(const struct sbx_rec *rec, const char **what)
@@ -1466,6 +1418,11 @@ drainer(const struct sbx_rec *rec, int in[2], int out[2], int ctl, int ack)
 	_exit(0);
 }
 
+/* One process (sluice-execd) spawns many commands within a clock tick:
+ * the tag, which names the command's cgroup, needs more than tick and
+ * pid. */
+static unsigned tag_seq;
+
 static int
 ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
     char *err, size_t errlen)
@@ -1481,8 +1438,8 @@ ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	/* tag: boot ticks now, so that the /proc walk can tell this
 	 * command's processes from older ones */
 	out->start_ms = sbx_now_ms();
-	snprintf(out->tag, sizeof(out->tag), "x%llu-%d",
-	    (unsigned long long)ticks_now(), (int)getpid());
+	snprintf(out->tag, sizeof(out->tag), "x%llu-%d-%u",
+	    (unsigned long long)ticks_now(), (int)getpid(), tag_seq++);
 	if (rec->cgroup[0] == '\0')
 		snap_save(rec, out->tag);
 	if (pipe2(rep, O_CLOEXEC) != 0)
@@ -1674,6 +1631,34 @@ ns_resume(struct sbx_rec *rec, char *err, size_t errlen)
 	return 0;
 }
 
+/* The oom_kill line of the sandbox group's memory.events (v2) or
+ * memory.oom_control (v1): the count covers the group's whole tree. */
+static int
+ns_oom_kills(const struct sbx_rec *rec, uint64_t *n)
+{
+	char p[SBX_PATH_MAX + 128], line[128];
+	unsigned long long v;
+	FILE *f;
+	int rc = -1;
+
+	if (rec->cgroup[0] == '\0')
+		return -1;
+	if (cg_is_v2(rec))
+		cg_path(p, sizeof(p), rec, NULL, NULL, "memory.events");
+	else
+		cg_path(p, sizeof(p), rec, "memory", NULL,
+		    "memory.oom_control");
+	if ((f = fopen(p, "re")) == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "oom_kill %llu", &v) == 1) {
+			*n = v;
+			rc = 0;
+		}
+	fclose(f);
+	return rc;
+}
+
 /* The record names the holder: from now on it outlives sluice-run. */
 static void
 ns_commit(struct sbx_rec *rec)
@@ -1700,5 +1685,7 @@ const struct sbx_backend sbx_ns_backend = {
 	.resume = ns_resume,
 	.alive = ns_alive,
 	.destroy = ns_destroy,
+	.root_fd = ns_root_fd,
 	.commit = ns_commit,
+	.oom_kills = ns_oom_kills,
 };

@@ -22,8 +22,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -31,6 +33,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <linux/openat2.h>
 
 #include <jansson.h>
 
@@ -52,6 +56,8 @@ enum {
 	EX_BROKER = 5,          /* sluiced unreachable or refused */
 	EX_EXISTS = 6,          /* the chat has a sandbox already */
 	EX_BACKEND = 7,         /* backend unavailable or failed */
+	EX_CUT = 8,             /* read: the file was larger than
+	                         * max_file_bytes, cut there */
 	EX_TIMEOUT = 124,       /* exec: the command timed out */
 	EX_EXECFAIL = 125,      /* exec: sluice-run could not run it */
 };
@@ -76,6 +82,22 @@ die(int code, const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	exit(code);
+}
+
+/*
+ * s as it may be printed on a terminal (sbx_text_safe: controls, C1,
+ * bidirectional and invisible characters escaped), for messages that
+ * hold names and paths from callers or sandboxes.  Four at a time.
+ */
+static const char *
+safe(const char *s)
+{
+	static char buf[4][4 * SBX_PATH_MAX + 1];
+	static int k;
+
+	k = (k + 1) % 4;
+	sbx_text_safe(s, buf[k], sizeof(buf[k]));
+	return buf[k];
 }
 
 /* ---- ids, paths, locks ---- */
@@ -301,6 +323,289 @@ rm_tree(const char *path)
 	rmdir(path);
 }
 
+/* ---- a workspace given with --workspace ---- */
+
+/*
+ * --workspace DIR hands a host directory to the sandbox user, so only one
+ * that is new or empty, and only under the configured workspace_root (a
+ * directory of root's that nobody else may write, never / nor the
+ * system's trees): a root-owned /etc/x or someone's home must never
+ * change hands.  DIR is relative to workspace_root or absolute under it;
+ * every directory from workspace_root down to it must be root's and not
+ * writable by group or others, so nobody can swap a link in later.  A
+ * new one is made (and removed on destroy); an empty one keeps its
+ * owner, group and mode in the record, and destroy gives it back with
+ * them, the files the sandbox made in it included.
+ */
+struct ws_pick {
+	int parent;                     /* descriptor of DIR's parent */
+	char base[NAME_MAX + 1];        /* DIR's last component */
+	struct stat st;                 /* DIR when it exists */
+	int exists;
+};
+
+static int
+ws_dir_ok(int fd, const char *name, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) != 0)
+		return sbx_err(err, errlen, "%s: %s", safe(name),
+		    strerror(errno));
+	if (st.st_uid != 0 || (st.st_mode & 022))
+		return sbx_err(err, errlen, "%s: must be root's and not "
+		    "writable by group or others", safe(name));
+	return 0;
+}
+
+/* 1 when the directory open at fd has no entry, 0 if it has, -1 error. */
+static int
+dir_empty(int fd)
+{
+	int d = dup(fd), n = 0;
+	struct dirent *de;
+	DIR *dp;
+
+	if (d < 0 || (dp = fdopendir(d)) == NULL) {
+		if (d >= 0)
+			close(d);
+		return -1;
+	}
+	while ((de = readdir(dp)) != NULL)
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..")
+		    != 0)
+			n++;
+	closedir(dp);
+	return n == 0;
+}
+
+/* Check DIR and fill r->workspace and what destroy needs; nothing
+ * changes yet (ws_take). */
+static int
+ws_check(const char *given, struct sbx_rec *r, struct ws_pick *w, char *err,
+    size_t errlen)
+{
+	char root[PATH_MAX], state[PATH_MAX], parent[PATH_MAX];
+	char path[2 * PATH_MAX], *slash, *comp, *save = NULL;
+	size_t rl, n;
+	int fd, nfd;
+
+	memset(w, 0, sizeof(*w));
+	w->parent = -1;
+	if (C.workspace_root[0] == '\0')
+		return sbx_err(err, errlen, "--workspace: no workspace_root in "
+		    "the configuration");
+	if (realpath(C.workspace_root, root) == NULL)
+		return sbx_err(err, errlen, "workspace_root %s: %s",
+		    safe(C.workspace_root), strerror(errno));
+	if (sbx_path_system(root))
+		return sbx_err(err, errlen, "workspace_root %s: a system "
+		    "directory", safe(root));
+	rl = strlen(root);
+	/* the state directory's entries are chats: not workspaces */
+	if (realpath(C.state_dir, state) != NULL && ((strncmp(state, root, rl)
+	    == 0 && (state[rl] == '\0' || state[rl] == '/')) || (strncmp(root,
+	    state, strlen(state)) == 0 && root[strlen(state)] == '/')))
+		return sbx_err(err, errlen, "workspace_root %s: overlaps the "
+		    "state directory", safe(root));
+	if (snprintf(path, sizeof(path), "%s%s%s", given[0] == '/' ? "" : root,
+	    given[0] == '/' ? "" : "/", given) >= (int)sizeof(path))
+		return sbx_err(err, errlen, "--workspace: path too long");
+	for (n = strlen(path); n > 1 && path[n - 1] == '/'; n--)
+		path[n - 1] = '\0';
+	slash = strrchr(path, '/');
+	if (strlen(slash + 1) >= sizeof(w->base) || strcmp(slash + 1, ".") ==
+	    0 || strcmp(slash + 1, "..") == 0 || slash[1] == '\0')
+		return sbx_err(err, errlen, "--workspace %s: not a directory "
+		    "name", safe(given));
+	snprintf(w->base, sizeof(w->base), "%s", slash + 1);
+	*slash = '\0';
+	if (realpath(path[0] ? path : "/", parent) == NULL)
+		return sbx_err(err, errlen, "--workspace %s: %s", safe(given),
+		    strerror(errno));
+	if (strncmp(parent, root, rl) != 0 || (parent[rl] != '\0' &&
+	    parent[rl] != '/'))
+		return sbx_err(err, errlen, "--workspace %s: not under "
+		    "workspace_root %s", safe(given), safe(root));
+	if (snprintf(r->workspace, sizeof(r->workspace), "%s/%s", parent,
+	    w->base) >= (int)sizeof(r->workspace))
+		return sbx_err(err, errlen, "--workspace: path too long");
+	/* root and each directory down to the parent: root's alone */
+	if ((fd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC)) < 0)
+		return sbx_err(err, errlen, "%s: %s", safe(root),
+		    strerror(errno));
+	if (ws_dir_ok(fd, root, err, errlen) != 0)
+		goto fail;
+	for (comp = strtok_r(parent + rl, "/", &save); comp != NULL;
+	    comp = strtok_r(NULL, "/", &save)) {
+		if ((nfd = openat(fd, comp, O_RDONLY | O_DIRECTORY |
+		    O_NOFOLLOW | O_CLOEXEC)) < 0) {
+			sbx_err(err, errlen, "%s: %s", safe(comp),
+			    strerror(errno));
+			goto fail;
+		}
+		close(fd);
+		fd = nfd;
+		if (ws_dir_ok(fd, comp, err, errlen) != 0)
+			goto fail;
+	}
+	if (fstatat(fd, w->base, &w->st, AT_SYMLINK_NOFOLLOW) == 0) {
+		struct stat ps;
+		int dfd, e;
+
+		if (!S_ISDIR(w->st.st_mode)) {
+			sbx_err(err, errlen, "--workspace %s: %s", safe(given),
+			    S_ISLNK(w->st.st_mode) ? "a symbolic link" :
+			    "not a directory");
+			goto fail;
+		}
+		if (fstat(fd, &ps) != 0 || ps.st_dev != w->st.st_dev) {
+			sbx_err(err, errlen, "--workspace %s: a mount point",
+			    safe(given));
+			goto fail;
+		}
+		if ((dfd = openat(fd, w->base, O_RDONLY | O_DIRECTORY |
+		    O_NOFOLLOW | O_CLOEXEC)) < 0) {
+			sbx_err(err, errlen, "--workspace %s: %s", safe(given),
+			    strerror(errno));
+			goto fail;
+		}
+		e = dir_empty(dfd);
+		close(dfd);
+		if (e != 1) {
+			sbx_err(err, errlen, "--workspace %s: %s", safe(given),
+			    e == 0 ? "not empty (only a new or empty directory "
+			    "is handed to a sandbox)" : strerror(errno));
+			goto fail;
+		}
+		w->exists = 1;
+		r->workspace_given = 1;
+		r->workspace_uid = w->st.st_uid;
+		r->workspace_gid = w->st.st_gid;
+		r->workspace_mode = w->st.st_mode & 07777;
+	} else if (errno == ENOENT)
+		r->workspace_made = 1;
+	else {
+		sbx_err(err, errlen, "--workspace %s: %s", safe(given),
+		    strerror(errno));
+		goto fail;
+	}
+	w->parent = fd;
+	return 0;
+fail:
+	close(fd);
+	return -1;
+}
+
+/* Make or take the directory ws_check chose and hand it to the sandbox
+ * user; *changed once it has changed. */
+static int
+ws_take(struct sbx_rec *r, struct ws_pick *w, int *changed, char *err,
+    size_t errlen)
+{
+	struct stat st;
+	int dfd = -1, rc = -1;
+
+	if (!w->exists) {
+		if (mkdirat(w->parent, w->base, 0750) != 0) {
+			sbx_err(err, errlen, "%s: %s", safe(r->workspace),
+			    strerror(errno));
+			goto out;
+		}
+		*changed = 1;
+	}
+	if ((dfd = openat(w->parent, w->base, O_RDONLY | O_DIRECTORY |
+	    O_NOFOLLOW | O_CLOEXEC)) < 0 || fstat(dfd, &st) != 0) {
+		sbx_err(err, errlen, "%s: %s", safe(r->workspace),
+		    strerror(errno));
+		goto out;
+	}
+	if (w->exists && (st.st_dev != w->st.st_dev || st.st_ino !=
+	    w->st.st_ino || dir_empty(dfd) != 1)) {
+		sbx_err(err, errlen, "%s: changed while it was checked",
+		    safe(r->workspace));
+		goto out;
+	}
+	*changed = 1;
+	if (fchown(dfd, r->host_uid, r->host_gid) != 0) {
+		sbx_err(err, errlen, "chown %s: %s", safe(r->workspace),
+		    strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	if (dfd >= 0)
+		close(dfd);
+	close(w->parent);
+	w->parent = -1;
+	return rc;
+}
+
+/* Entries under dfd owned by the sandbox's uids or gids become the
+ * owner's again (no link followed: fchownat on the entry itself). */
+static void
+ws_give_back_at(const struct sbx_rec *r, int dfd, int depth)
+{
+	uid_t lo = r->uid_base, hi = r->uid_base + r->uid_count;
+	struct dirent *de;
+	struct stat st;
+	DIR *d = fdopendir(dfd);
+
+	if (d == NULL) {
+		close(dfd);
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		uid_t u;
+		gid_t g;
+		int fd;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") ==
+		    0 || fstatat(dirfd(d), de->d_name, &st,
+		    AT_SYMLINK_NOFOLLOW) != 0)
+			continue;
+		u = st.st_uid >= lo && st.st_uid < hi ? r->workspace_uid :
+		    st.st_uid;
+		g = st.st_gid >= lo && st.st_gid < hi ? r->workspace_gid :
+		    st.st_gid;
+		/* the kernel drops setuid and setgid bits on the way */
+		if ((u != st.st_uid || g != st.st_gid) && fchownat(dirfd(d),
+		    de->d_name, u, g, AT_SYMLINK_NOFOLLOW) != 0)
+			fprintf(stderr, PROG ": chown %s/%s: %s\n",
+			    safe(r->workspace), safe(de->d_name),
+			    strerror(errno));
+		if (!S_ISDIR(st.st_mode) || depth >= 256)
+			continue;
+		if ((fd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY |
+		    O_NOFOLLOW | O_CLOEXEC)) >= 0)
+			ws_give_back_at(r, fd, depth + 1);
+	}
+	closedir(d);
+}
+
+/* destroy of a sandbox given an empty directory: it and what the
+ * sandbox made in it go back to the directory's owner, with its mode. */
+static void
+ws_give_back(const struct sbx_rec *r)
+{
+	int fd = open(r->workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC), sub;
+
+	if (fd < 0) {
+		fprintf(stderr, PROG ": workspace %s: %s\n", safe(r->workspace),
+		    strerror(errno));
+		return;
+	}
+	if ((sub = dup(fd)) >= 0)
+		ws_give_back_at(r, sub, 0);
+	if (fchown(fd, r->workspace_uid, r->workspace_gid) != 0 ||
+	    fchmod(fd, r->workspace_mode) != 0)
+		fprintf(stderr, PROG ": workspace %s: %s\n", safe(r->workspace),
+		    strerror(errno));
+	close(fd);
+}
+
 /* ---- sluiced control socket: one HTTP/1.1 request ---- */
 
 /*
@@ -476,7 +781,10 @@ json_text(const unsigned char *b, size_t n)
 static void
 json_out(json_t *o)
 {
-	char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	/* ASCII only (\uXXXX beyond): the same strings to a JSON reader,
+	 * and nothing a terminal would act on when shown raw */
+	char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS |
+	    JSON_ENSURE_ASCII);
 
 	if (s == NULL)
 		die(EX_FAIL, "cannot encode JSON");
@@ -548,6 +856,7 @@ env_base(struct envv *e)
 struct result {
 	int exit_code;
 	int timed_out, cancelled;
+	int cut;                /* OUT_PASS: stdout passed its cap, killed */
 	int64_t duration_ms;
 	unsigned char *out[2];
 	size_t len[2];
@@ -657,24 +966,34 @@ pidfd_open_(pid_t pid)
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
-/* m bytes of stream i: keep what fits under cap (cap < 0: keep nothing
- * and pass everything on), echo kept bytes, count the rest. */
+/* How collect() treats the command's output (flags). */
+enum {
+	OUT_ECHO = 1,   /* kept bytes are also written through as they come */
+	OUT_PASS = 2,   /* stdout is written through, not kept, at most cap[0]
+	                 * bytes: past them the command is killed (res->cut) */
+};
+
+/* m bytes of stream i: keep what fits under cap (or pass it on, see
+ * OUT_PASS), echo kept bytes, count the rest. */
 static void
 take(struct result *res, int i, const char *buf, size_t m, long cap,
-    int echo)
+    int how)
 {
 	size_t keep;
 
-	if (cap < 0) {
-		(void)!write(i ? 2 : 1, buf, m);
-		return;
-	}
 	keep = res->len[i] < (size_t)cap ? (size_t)cap - res->len[i] : 0;
 	if (keep > m)
 		keep = m;
-	memcpy(res->out[i] + res->len[i], buf, keep);
-	if (echo && keep)
-		(void)!write(i ? 2 : 1, buf, keep);
+	if (i == 0 && (how & OUT_PASS)) {
+		if (keep)
+			(void)!write(1, buf, keep);
+		if (keep < m)
+			res->cut = 1;
+	} else {
+		memcpy(res->out[i] + res->len[i], buf, keep);
+		if ((how & OUT_ECHO) && keep)
+			(void)!write(i ? 2 : 1, buf, keep);
+	}
 	res->len[i] += keep;
 	res->dropped[i] += m - keep;
 }
@@ -704,14 +1023,15 @@ reap(pid_t pid, int *st, int killed)
 }
 
 /*
- * Read both pipes into res (cap bytes kept per stream, the rest read and
- * counted; cap < 0: everything passed to our stdout/stderr) until the
- * main process exits or the timeout passes; echo (text mode) writes
- * kept bytes through as they come.
+ * Read both pipes into res (cap[i] bytes kept of stream i, the rest read
+ * and counted) until the main process exits or the timeout passes; how:
+ * OUT_ECHO (text mode) writes kept bytes through as they come, OUT_PASS
+ * passes stdout on instead of keeping it.
  */
 static void
 collect(struct sbx_rec *r, const struct sbx_backend *be, struct sbx_proc *pr,
-    int fo, int fe, long timeout_s, long cap, int echo, struct result *res)
+    int fo, int fe, long timeout_s, const long cap[2], int how,
+    struct result *res)
 {
 	int64_t deadline = pr->start_ms + timeout_s * 1000;
 	int pfd_pid = pidfd_open_(pr->pid), fds[2] = { fo, fe }, i, k, st = 0;
@@ -719,16 +1039,18 @@ collect(struct sbx_rec *r, const struct sbx_backend *be, struct sbx_proc *pr,
 	char buf[65536], err[256];
 
 	for (i = 0; i < 2; i++)
-		if ((res->out[i] = malloc(cap > 0 ? (size_t)cap + 1 : 1)) ==
-		    NULL)
+		if ((res->out[i] = malloc(cap[i] > 0 && !(i == 0 &&
+		    (how & OUT_PASS)) ? (size_t)cap[i] + 1 : 1)) == NULL)
 			die(EX_FAIL, "out of memory");
 	while (!exited) {
 		struct pollfd p[3];
 		int n = 0, fdi[3];
 		int64_t left = deadline - sbx_now_ms();
 
-		if (left <= 0 || got_signal) {
-			if (left <= 0)
+		if (left <= 0 || got_signal || res->cut) {
+			if (res->cut)
+				;       /* said by the caller */
+			else if (left <= 0)
 				res->timed_out = 1;
 			else
 				res->cancelled = 1;
@@ -773,7 +1095,7 @@ collect(struct sbx_rec *r, const struct sbx_backend *be, struct sbx_proc *pr,
 				fds[i] = -1;
 				continue;
 			}
-			take(res, i, buf, (size_t)m, cap, echo);
+			take(res, i, buf, (size_t)m, cap[i], how);
 		}
 	}
 	/* the main process is gone: take what is already in the pipes,
@@ -790,7 +1112,7 @@ collect(struct sbx_rec *r, const struct sbx_backend *be, struct sbx_proc *pr,
 
 			if (m <= 0)
 				break;
-			take(res, i, buf, (size_t)m, cap, echo);
+			take(res, i, buf, (size_t)m, cap[i], how);
 		}
 		close(fds[i]);
 	}
@@ -844,7 +1166,7 @@ backend_of(const char *name)
 	const struct sbx_backend *be = sbx_backend_find(name);
 
 	if (be == NULL)
-		die(EX_USAGE, "unknown backend %s (ns, gvisor)", name);
+		die(EX_USAGE, "unknown backend %s (ns, gvisor)", safe(name));
 	return be;
 }
 
@@ -855,26 +1177,7 @@ need_chat(void)
 		die(EX_USAGE, "--chat ID is required");
 	if (!sbx_id_ok(o_chat, SBX_ID_MAX))
 		die(EX_USAGE, "bad chat id \"%s\" (1 to 64 of A-Z a-z 0-9 . _ "
-		    "-, the first a letter or digit)", o_chat);
-}
-
-/* realpath into a record field: refused (ENAMETOOLONG) rather than cut
- * when the canonical path is longer than the record holds. */
-static int
-workspace_path(const char *given, char *out, size_t outlen)
-{
-	char *p = realpath(given, NULL);
-	int n;
-
-	if (p == NULL)
-		return -1;
-	n = snprintf(out, outlen, "%s", p);
-	free(p);
-	if (n < 0 || (size_t)n >= outlen) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	return 0;
+		    "-, the first a letter or digit)", safe(o_chat));
 }
 
 static int
@@ -891,10 +1194,12 @@ cmd_create(void)
 	size_t i;
 	json_t *o;
 	struct stat sst;
+	struct ws_pick ws;
+	int ws_changed = 0;
 
 	need_chat();
 	if (o_tenant[0] && !sbx_id_ok(o_tenant, SBX_ID_MAX))
-		die(EX_USAGE, "bad tenant \"%s\"", o_tenant);
+		die(EX_USAGE, "bad tenant \"%s\"", safe(o_tenant));
 	/* list prints them on a terminal, sluiced takes them whole */
 	if (!sbx_user_ok(o_user))
 		die(EX_USAGE, "bad user (at most %d bytes of UTF-8 without "
@@ -971,8 +1276,8 @@ cmd_create(void)
 	if (o_user[0] && C.max_per_user && nu >= C.max_per_user) {
 		unlock(lk);
 		die(EX_QUOTA, "quota: user %s%s%s has %ld live sandboxes "
-		    "(max_per_user %ld)", o_user, o_tenant[0] ? " of tenant " :
-		    "", o_tenant, nu, C.max_per_user);
+		    "(max_per_user %ld)", safe(o_user), o_tenant[0] ?
+		    " of tenant " : "", o_tenant, nu, C.max_per_user);
 	}
 	memset(&r, 0, sizeof(r));
 	r.slot = -1;
@@ -1011,16 +1316,20 @@ cmd_create(void)
 		clk = lock_path(p, LOCK_EX, 0);
 	}
 	if (o_workspace != NULL) {
-		if (workspace_path(o_workspace, r.workspace,
-		    sizeof(r.workspace)) != 0) {
-			if (errno != ENOENT || mkdir(o_workspace, 0750) != 0 ||
-			    workspace_path(o_workspace, r.workspace,
-			    sizeof(r.workspace)) != 0) {
-				fprintf(stderr, PROG ": workspace %s: %s\n",
-				    o_workspace, strerror(errno));
-				goto fail;
-			}
-			r.workspace_made = 1;
+		if (ws_check(o_workspace, &r, &ws, err, sizeof(err)) != 0) {
+			fprintf(stderr, PROG ": %s\n", err);
+			rc = EX_USAGE;
+			goto fail;
+		}
+		/* the record first: a create killed from here on is undone
+		 * by destroy, which gives the directory back */
+		if (rec_save(&r) != 0 || ws_take(&r, &ws, &ws_changed, err,
+		    sizeof(err)) != 0) {
+			if (ws.parent >= 0)
+				close(ws.parent);
+			else
+				fprintf(stderr, PROG ": %s\n", err);
+			goto fail;
 		}
 	} else {
 		if (snprintf(r.workspace, sizeof(r.workspace), "%s/workspace",
@@ -1036,11 +1345,12 @@ cmd_create(void)
 			goto fail;
 		}
 		r.workspace_made = 1;
-	}
-	if (chown(r.workspace, r.host_uid, r.host_gid) != 0) {
-		fprintf(stderr, PROG ": chown %s: %s\n", r.workspace,
-		    strerror(errno));
-		goto fail;
+		ws_changed = 1;
+		if (chown(r.workspace, r.host_uid, r.host_gid) != 0) {
+			fprintf(stderr, PROG ": chown %s: %s\n", r.workspace,
+			    strerror(errno));
+			goto fail;
+		}
 	}
 	/* the record now, before anything is made outside the state
 	 * directory: a create killed from here on leaves a sandbox that
@@ -1084,7 +1394,7 @@ cmd_create(void)
 	resp = NULL;
 	socket_own(&r);
 	if (be->create(&r, err, sizeof(err)) != 0) {
-		fprintf(stderr, PROG ": backend %s: %s\n", be->name, err);
+		fprintf(stderr, PROG ": backend %s: %s\n", be->name, safe(err));
 		rc = EX_BACKEND;
 		goto fail;
 	}
@@ -1103,9 +1413,9 @@ cmd_create(void)
 		json_out(j);
 	} else {
 		printf("created sandbox for chat %s (backend %s, workspace %s)"
-		    "\n", r.chat, r.backend, r.workspace);
+		    "\n", r.chat, r.backend, safe(r.workspace));
 		if (r.note[0])
-			printf("note: %s\n", r.note);
+			printf("note: %s\n", safe(r.note));
 	}
 	return EX_OK;
 fail:
@@ -1113,8 +1423,12 @@ fail:
 	free(body);
 	if (session && broker_delete(r.chat, err, sizeof(err)) != 0)
 		fprintf(stderr, PROG ": %s\n", err);
-	if (r.workspace_made && r.workspace[0])
+	/* only what this create changed: a directory ws_check chose may
+	 * have come meanwhile */
+	if (ws_changed && r.workspace_made && r.workspace[0])
 		rm_tree(r.workspace);
+	else if (ws_changed && r.workspace_given)
+		ws_give_back(&r);
 	rm_tree(d);
 	unlock(clk);
 	unlock(lk);
@@ -1138,13 +1452,13 @@ open_chat(struct sbx_rec *r, int how, int fail_code)
 
 /*
  * Start argv in the chat's sandbox with fd_in as its stdin and collect
- * its output (see collect: cap < 0 passes it through).  Commands never
+ * its output (see collect).  Commands never
  * get sluice-run's own stdout or stderr, only pipes: a host terminal
  * would let them push input into it (TIOCSTI), a host file or socket
  * would be theirs to use in ways the caller did not mean.
  */
 static void
-run_common(char **argv, int fd_in, long timeout, long cap, int echo,
+run_common(char **argv, int fd_in, long timeout, const long cap[2], int how,
     int fail_code, struct result *res)
 {
 	const struct sbx_backend *be;
@@ -1166,7 +1480,7 @@ run_common(char **argv, int fd_in, long timeout, long cap, int echo,
 	rec_save(&r);
 	unlock(lk);
 	memset(res, 0, sizeof(*res));
-	collect(&r, be, &pr, fo, fe, timeout, cap, echo, res);
+	collect(&r, be, &pr, fo, fe, timeout, cap, how, res);
 	finish_cmd(o_chat, be, &pr, res);
 }
 
@@ -1264,7 +1578,12 @@ cmd_exec(char **argv)
 	need_chat();
 	fd_in = o_stdin ? stdin_pipe(&pump) : open("/dev/null", O_RDONLY |
 	    O_CLOEXEC);
-	run_common(argv, fd_in, timeout, cap, !opt_json, EX_EXECFAIL, &res);
+	{
+		const long caps[2] = { cap, cap };
+
+		run_common(argv, fd_in, timeout, caps, opt_json ? 0 : OUT_ECHO,
+		    EX_EXECFAIL, &res);
+	}
 	pump_end(pump);
 	if (opt_json) {
 		json_out(json_pack("{s:i,s:o,s:o,s:b,s:b,s:b,s:b,s:I}",
@@ -1297,12 +1616,35 @@ cmd_exec(char **argv)
 	return res.exit_code;
 }
 
+/* What the programs run by read, write and ls say, as ours: one
+ * escaped line each, without their own name (strip). */
+static void
+relay_errs(const char *verb, struct result *res, const char *strip)
+{
+	char *s = (char *)res->out[1], *nl;
+	size_t k = strlen(strip);
+
+	if (res->len[1] == 0)
+		return;
+	s[res->len[1]] = '\0';
+	for (; *s != '\0'; s = nl) {
+		if ((nl = strchr(s, '\n')) != NULL)
+			*nl++ = '\0';
+		else
+			nl = s + strlen(s);
+		if (strncmp(s, strip, k) == 0)
+			s += k;
+		if (*s != '\0')
+			fprintf(stderr, PROG ": %s: %s\n", verb, safe(s));
+	}
+}
+
 /*
- * write, read and ls: fixed programs inside the sandbox, as the sandbox
- * user, so a path (relative to /workspace, or absolute) names the
- * sandbox's file whatever ".." or symbolic links it holds: the host's
- * files are out of reach as they are for any command.  Absolute program
- * paths: ~/.local/bin comes first in PATH and is the user's.
+ * ls (and read and write with gvisor): fixed programs inside the sandbox,
+ * as the sandbox user, so a path (relative to /workspace, or absolute)
+ * names the sandbox's file whatever ".." or symbolic links it holds: the
+ * host's files are out of reach as they are for any command.  Absolute
+ * program paths: ~/.local/bin comes first in PATH and is the user's.
  */
 static int
 file_status(const char *verb, struct result *res)
@@ -1322,38 +1664,245 @@ file_status(const char *verb, struct result *res)
 	return rc;
 }
 
+#define ERR_CAP	(64l << 10)     /* bytes of a file program's messages */
+
+/*
+ * read and write move the bytes of one regular file and nothing else:
+ * the path's last component is never followed, nor any magic link, and
+ * what was opened must be a regular file (a link to /dev/zero, a fifo, a
+ * device, a directory are refused, a fifo without waiting); read passes
+ * at most max_file_bytes and says so when the file had more (EX_CUT).
+ * The path is relative to /workspace, or absolute, and names the
+ * sandbox's file whatever ".." or links it holds.
+ *
+ * Where the host can open the sandbox's root (be->root_fd: ns), a child
+ * of ours opens the file in it with openat2(RESOLVE_IN_ROOT), as the
+ * sandbox user (its uid, gid and permissions, the sandbox's mounts):
+ * nothing runs in the sandbox, nothing there can get in the way.
+ * Elsewhere (gvisor) sluice-shim's file modes do the same inside, as the
+ * sandbox user, and what they pass on is capped here all the same.
+ */
+static void
+file_child(const struct sbx_rec *r, int rootfd, const char *path, int wr,
+    long timeout)
+{
+	const char *verb = wr ? "write" : "read";
+	char p[SBX_PATH_MAX * 2], buf[65536];
+	unsigned long long done = 0, max = (unsigned long long)C.max_file_bytes;
+	struct open_how how;
+	gid_t g = r->host_gid;
+	struct stat st;
+	int fd, in, out;
+	ssize_t n;
+
+	alarm((unsigned)timeout);
+	if (setgroups(1, &g) != 0 || setresgid(g, g, g) != 0 ||
+	    setresuid(r->host_uid, r->host_uid, r->host_uid) != 0) {
+		fprintf(stderr, PROG ": %s: setresuid: %s\n", verb,
+		    strerror(errno));
+		_exit(EX_FAIL);
+	}
+	/* after the uid change, which clears them: end with sluice-run, and
+	 * be nobody's to trace */
+	(void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	umask(022);
+	if (wr && r->lim.fsize_bytes) {
+		struct rlimit rl = { (rlim_t)r->lim.fsize_bytes,
+		    (rlim_t)r->lim.fsize_bytes };
+
+		(void)setrlimit(RLIMIT_FSIZE, &rl);
+		signal(SIGXFSZ, SIG_IGN);       /* EFBIG, said below */
+	}
+	if (snprintf(p, sizeof(p), "%s%s", path[0] == '/' ? "" :
+	    SBX_WORKDIR "/", path) >= (int)sizeof(p)) {
+		fprintf(stderr, PROG ": %s: path too long\n", verb);
+		_exit(EX_FAIL);
+	}
+	memset(&how, 0, sizeof(how));
+	how.flags = (uint64_t)((wr ? O_WRONLY | O_CREAT : O_RDONLY) |
+	    O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	how.mode = wr ? 0666 : 0;
+	how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+	if ((fd = (int)syscall(SYS_openat2, rootfd, p, &how, sizeof(how))) <
+	    0) {
+		fprintf(stderr, PROG ": %s: %s: %s\n", verb, safe(path),
+		    errno == ELOOP ? "a symbolic link (not followed)" :
+		    errno == ENXIO ? "not a regular file" : strerror(errno));
+		_exit(EX_FAIL);
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		fprintf(stderr, PROG ": %s: %s: not a regular file\n", verb,
+		    safe(path));
+		_exit(EX_FAIL);
+	}
+	if (fcntl(fd, F_SETFL, 0) != 0 || (wr && ftruncate(fd, 0) != 0)) {
+		fprintf(stderr, PROG ": %s: %s: %s\n", verb, safe(path),
+		    strerror(errno));
+		_exit(EX_FAIL);
+	}
+	in = wr ? 0 : fd;
+	out = wr ? fd : 1;
+	for (;;) {
+		size_t want = sizeof(buf), off = 0;
+		int last = 0;
+
+		/* one byte past max tells "cut" from "exactly max" */
+		if (!wr && max - done + 1 < want)
+			want = (size_t)(max - done + 1);
+		if ((n = read(in, buf, want)) < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			fprintf(stderr, PROG ": %s: %s: %s\n", verb, wr ?
+			    "stdin" : safe(path), strerror(errno));
+			_exit(EX_FAIL);
+		}
+		if (n == 0)
+			break;
+		if (!wr && done + (size_t)n > max) {
+			n = (ssize_t)(max - done);
+			last = 1;
+		}
+		while (off < (size_t)n) {
+			ssize_t w = write(out, buf + off, (size_t)n - off);
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0) {
+				fprintf(stderr, PROG ": %s: %s: %s\n", verb,
+				    wr ? safe(path) : "stdout",
+				    strerror(errno));
+				_exit(EX_FAIL);
+			}
+			off += (size_t)w;
+		}
+		done += (size_t)n;
+		if (last) {
+			fprintf(stderr, PROG ": read: %s: more than %llu "
+			    "bytes, cut there (max_file_bytes)\n", safe(path),
+			    max);
+			_exit(EX_CUT);
+		}
+	}
+	if (wr && close(fd) != 0) {
+		fprintf(stderr, PROG ": write: %s: %s\n", safe(path),
+		    strerror(errno));
+		_exit(EX_FAIL);
+	}
+	_exit(EX_OK);
+}
+
+/* The root of r's sandbox for openat2, or -1 when the backend has none
+ * or the kernel no openat2 (before 5.6). */
+static int
+file_root(const struct sbx_backend *be, struct sbx_rec *r)
+{
+	struct open_how how;
+	char err[256];
+	int fd, t;
+
+	if (be->root_fd == NULL)
+		return -1;
+	if ((fd = be->root_fd(r, err, sizeof(err))) < 0)
+		die(EX_FAIL, "%s", err);
+	memset(&how, 0, sizeof(how));
+	how.flags = O_PATH | O_CLOEXEC;
+	how.resolve = RESOLVE_IN_ROOT;
+	if ((t = (int)syscall(SYS_openat2, fd, ".", &how, sizeof(how))) < 0 &&
+	    errno == ENOSYS) {
+		close(fd);
+		return -1;
+	}
+	if (t >= 0)
+		close(t);
+	return fd;
+}
+
+/* read or write through sluice-shim inside the sandbox. */
+static int
+file_shim(const char *path, int wr, long timeout)
+{
+	const char *verb = wr ? "write" : "read";
+	char maxs[32], *argv[] = { SBX_SHIM_PATH, wr ? "--write-file" :
+	    "--read-file", (char *)path, maxs, NULL };
+	const long caps[2] = { wr ? 0 : C.max_file_bytes, ERR_CAP };
+	struct result res;
+	pid_t pump = -1;
+	int fd_in, cut, rc;
+
+	snprintf(maxs, sizeof(maxs), "%ld", C.max_file_bytes);
+	if (wr)
+		argv[3] = NULL;
+	fd_in = wr ? stdin_pipe(&pump) : open("/dev/null", O_RDONLY |
+	    O_CLOEXEC);
+	run_common(argv, fd_in, timeout, caps, wr ? 0 : OUT_PASS,
+	    EX_NOSANDBOX, &res);
+	pump_end(pump);
+	relay_errs(verb, &res, "sluice-shim: ");
+	/* the shim stops at max_file_bytes and exits 3; should something
+	 * in the sandbox make it go on, it is cut here */
+	cut = !wr && (res.cut || (res.exit_code == 3 && !res.timed_out &&
+	    !res.cancelled));
+	if (res.cut)
+		fprintf(stderr, PROG ": read: %s: more than %ld bytes, cut "
+		    "there (max_file_bytes)\n", safe(path), C.max_file_bytes);
+	rc = file_status(verb, &res);
+	return cut ? EX_CUT : rc;
+}
+
+static int
+file_cmd(char **args, int wr)
+{
+	const struct sbx_backend *be;
+	struct sbx_rec r;
+	long timeout = timeout_of();
+	int lk, rootfd, st;
+	pid_t pid;
+
+	need_chat();
+	if (args[0] == NULL || args[0][0] == '\0')
+		die(EX_USAGE, "%s: a PATH is required", wr ? "write" : "read");
+	lk = open_chat(&r, LOCK_EX, EX_NOSANDBOX);
+	be = backend_of(r.backend);
+	rootfd = file_root(be, &r);
+	if (rootfd >= 0) {
+		/* a use, as a command's: not idle for gc */
+		r.last_used = time(NULL);
+		rec_save(&r);
+	}
+	unlock(lk);
+	if (rootfd < 0)
+		return file_shim(args[0], wr, timeout);
+	if ((pid = fork()) < 0)
+		die(EX_FAIL, "fork: %s", strerror(errno));
+	if (pid == 0)
+		file_child(&r, rootfd, args[0], wr, timeout);
+	close(rootfd);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if ((lk = lock_chat(o_chat, LOCK_EX)) >= 0 && rec_load(o_chat, &r) ==
+	    0) {
+		r.last_used = time(NULL);
+		rec_save(&r);
+	}
+	unlock(lk);
+	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM) {
+		fprintf(stderr, PROG ": %s timed out\n", wr ? "write" : "read");
+		return EX_TIMEOUT;
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : EX_FAIL;
+}
+
 static int
 cmd_read(char **args)
 {
-	char *argv[] = { "/bin/cat", "--", args[0], NULL };
-	struct result res;
-	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	long timeout = timeout_of();
-
-	need_chat();
-	if (args[0] == NULL)
-		die(EX_USAGE, "read: a PATH is required");
-	run_common(argv, devnull, timeout, -1, 0, EX_NOSANDBOX, &res);
-	return file_status("read", &res);
+	return file_cmd(args, 0);
 }
 
 static int
 cmd_write(char **args)
 {
-	char *argv[] = { "/bin/sh", "-c", "exec /bin/cat > \"$1\"", "sh",
-	    args[0], NULL };
-	struct result res;
-	long timeout = timeout_of();
-	pid_t pump = -1;
-	int fd_in;
-
-	need_chat();
-	if (args[0] == NULL)
-		die(EX_USAGE, "write: a PATH is required");
-	fd_in = stdin_pipe(&pump);
-	run_common(argv, fd_in, timeout, -1, 0, EX_NOSANDBOX, &res);
-	pump_end(pump);
-	return file_status("write", &res);
+	return file_cmd(args, 1);
 }
 
 /* One entry of ls, pointing into the collected output. */
@@ -1411,20 +1960,17 @@ ls_mode(char t, unsigned m, char out[11])
 	out[10] = '\0';
 }
 
-/* A name on one text line: control bytes and backslashes as \ooo. */
+/* A name on one text line, escaped as everything we print (safe). */
 static void
 ls_put(const char *s, size_t n)
 {
-	size_t i;
+	char *b = malloc(4 * n + 1);
 
-	for (i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c < 0x20 || c == 0x7f || c == '\\')
-			printf("\\%03o", c);
-		else
-			putchar(c);
-	}
+	if (b == NULL)
+		die(EX_FAIL, "out of memory");
+	sbx_text_safen(s, n, b, 4 * n + 1);
+	fputs(b, stdout);
+	free(b);
 }
 
 /*
@@ -1526,25 +2072,15 @@ cmd_ls(char **args)
 	argv[5] = "-printf";
 	argv[6] = "%d/%y/%m/%U/%G/%s/%T@/%f\\0%l\\0";
 	argv[7] = NULL;
-	run_common(argv, devnull, timeout, LS_CAP, 0, EX_NOSANDBOX, &res);
+	{
+		const long caps[2] = { LS_CAP, LS_CAP };
+
+		run_common(argv, devnull, timeout, caps, 0, EX_NOSANDBOX, &res);
+	}
 	free(start);
 	n = ls_parse((char *)res.out[0], res.len[0], given, &v);
 	/* find's complaints, as ours */
-	if (res.len[1] > 0) {
-		char *s = (char *)res.out[1], *nl;
-
-		s[res.len[1]] = '\0';
-		for (; *s != '\0'; s = nl) {
-			if ((nl = strchr(s, '\n')) != NULL)
-				*nl++ = '\0';
-			else
-				nl = s + strlen(s);
-			if (strncmp(s, "/usr/bin/find: ", 15) == 0)
-				s += 15;
-			if (*s != '\0')
-				fprintf(stderr, PROG ": ls: %s\n", s);
-		}
-	}
+	relay_errs("ls", &res, "/usr/bin/find: ");
 	if (res.dropped[0] > 0)
 		fprintf(stderr, PROG ": ls: listing truncated after %zu "
 		    "entries\n", n);
@@ -1717,6 +2253,8 @@ destroy_locked(struct sbx_rec *r)
 	}
 	if (r->workspace_made)
 		rm_tree(r->workspace);
+	else if (r->workspace_given)
+		ws_give_back(r);
 	rm_tree(r->dir);
 	(void)rmdir(r->session_dir);    /* sluiced leaves it, empty */
 	return 0;
@@ -1882,7 +2420,8 @@ usage(FILE *f)
 "       [--stdin] -- CMD [ARG]...\n"
 "  write --chat ID [--timeout S] PATH   stdin to PATH (relative to\n"
 "                            /workspace; as the sandbox user)\n"
-"  read --chat ID [--timeout S] PATH    PATH to stdout\n"
+"  read --chat ID [--timeout S] PATH    PATH to stdout (at most\n"
+"                            max_file_bytes; regular files only)\n"
 "  ls --chat ID [--timeout S] [PATH]    one line per entry, sorted:\n"
 "                            MODE UID GID SIZE MTIME NAME [-> TARGET]\n"
 "  cancel --chat ID          kill the running commands' process trees\n"
@@ -1892,8 +2431,8 @@ usage(FILE *f)
 "defaults: timeout 120 s (max 1680), output cap 65536 bytes per stream;\n"
 "state " DEF_STATE ", control " DEF_CONTROL ".\n"
 "exit: 0 ok, 1 failure, 2 usage, 3 no sandbox, 4 quota, 5 sluiced,\n"
-"      6 exists, 7 backend; exec: the command's status, 124 timeout,\n"
-"      125 could not run.  See sluice-run(1).\n");
+"      6 exists, 7 backend, 8 read cut; exec: the command's status,\n"
+"      124 timeout, 125 could not run.  See sluice-run(1).\n");
 }
 
 static long
@@ -2027,5 +2566,5 @@ main(int argc, char **argv)
 		return cmd_list();
 	if (strcmp(verb, "gc") == 0)
 		return cmd_gc();
-	die(EX_USAGE, "unknown command %s (try --help)", verb);
+	die(EX_USAGE, "unknown command %s (try --help)", safe(verb));
 }

@@ -21,12 +21,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <linux/vm_sockets.h>
+#ifdef SYS_openat2
+#include <linux/openat2.h>
+#endif
 
 #define SHIM_NAME		"sluice-shim"
 #define SHIM_DEFAULT_SOCKET	"/run/sluice/proxy.sock"
@@ -756,12 +765,212 @@ shim_signals(void)
 	return sigprocmask(SIG_BLOCK, &set, NULL);
 }
 
+/*
+ * ---- helpers for sluice-run inside a sandbox ----
+ *
+ * The one program of ours that every sandbox has, so the few steps
+ * sluice-run needs done inside, where the host cannot reach (gVisor),
+ * are here: each is a mode named by the first argument and exits.
+ *
+ * --seccomp HEX -- CMD [ARG]...: install the seccomp program HEX
+ * (struct sock_filter[], host byte order, compiled on the host by
+ * sluice-run) and exec CMD.  Run before the drop to the sandbox user, so
+ * that no process of the sandbox can trace it out of the way.  Exits 125
+ * when the filter cannot be installed, 126/127 when CMD cannot be run.
+ *
+ * --read-file PATH MAX, --write-file PATH: copy the regular file PATH (at
+ * most MAX bytes) to standard output, or standard input to it (made or
+ * truncated).  The last component is never followed (O_NOFOLLOW), magic
+ * links never (openat2 RESOLVE_NO_MAGICLINKS where the kernel has it),
+ * and what was opened must be a regular file (fstat): a link to
+ * /dev/zero, a fifo or a device is refused, a fifo without blocking.
+ * Exits 0, 1 on error (message on standard error) or 3 when the file
+ * had more than MAX bytes (MAX were written).  These run as the sandbox
+ * user: sluice-run still caps what it takes from them.
+ */
+enum { EX_SHIM_CUT = 3, EX_SHIM_NOFILTER = 125 };
+
+static int
+shim_hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+static int
+shim_seccomp_main(int argc, char **argv)
+{
+	static struct sock_filter prog[4096];
+	struct sock_fprog fp;
+	const char *hex;
+	unsigned char *b = (unsigned char *)prog;
+	size_t n, i;
+
+	if (argc < 5 || strcmp(argv[3], "--") != 0) {
+		shim_log("usage: --seccomp HEX -- CMD [ARG]...");
+		return EX_SHIM_USAGE;
+	}
+	hex = argv[2];
+	n = strlen(hex);
+	if (n == 0 || n % (2 * sizeof(prog[0])) != 0 ||
+	    n / 2 > sizeof(prog)) {
+		shim_log("--seccomp: not a filter program");
+		return EX_SHIM_NOFILTER;
+	}
+	for (i = 0; i < n / 2; i++) {
+		int hi = shim_hexval(hex[2 * i]);
+		int lo = shim_hexval(hex[2 * i + 1]);
+
+		if (hi < 0 || lo < 0) {
+			shim_log("--seccomp: not a filter program");
+			return EX_SHIM_NOFILTER;
+		}
+		b[i] = (unsigned char)(hi << 4 | lo);
+	}
+	fp.len = (unsigned short)(n / 2 / sizeof(prog[0]));
+	fp.filter = prog;
+	/* without CAP_SYS_ADMIN a filter needs no_new_privs; uid changes
+	 * (setpriv) still work under it */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fp, 0, 0) != 0) {
+		shim_log("seccomp: %s", strerror(errno));
+		return EX_SHIM_NOFILTER;
+	}
+	execvp(argv[4], argv + 4);
+	shim_log("%s: %s", argv[4], strerror(errno));
+	return errno == ENOENT ? 127 : 126;
+}
+
+/* open(2) of path without following its last component or any magic
+ * link; -1 with errno. */
+static int
+shim_open_file(const char *path, int flags)
+{
+	flags |= O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+#ifdef SYS_openat2
+	{
+		struct open_how how;
+		long fd;
+
+		memset(&how, 0, sizeof(how));
+		how.flags = (uint64_t)flags;
+		how.mode = (flags & O_CREAT) ? 0666 : 0;
+		how.resolve = RESOLVE_NO_MAGICLINKS;
+		fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+		if (fd >= 0 || (errno != ENOSYS && errno != EPERM))
+			return (int)fd;
+	}
+#endif
+	return open(path, flags, 0666);
+}
+
+static int
+shim_write_all(int fd, const char *b, size_t n)
+{
+	ssize_t w;
+
+	while (n > 0) {
+		if ((w = write(fd, b, n)) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		b += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int
+shim_file_main(int argc, char **argv)
+{
+	static char buf[SHIM_BUF_SIZE];
+	int wr = strcmp(argv[1], "--write-file") == 0, fd, in, out;
+	unsigned long long max = 0, done = 0;
+	const char *path;
+	struct stat st;
+	ssize_t n;
+
+	if (argc != (wr ? 3 : 4) || argv[2][0] == '\0' || (!wr &&
+	    (argv[3][0] < '0' || argv[3][0] > '9'))) {
+		shim_log("usage: --read-file PATH MAX | --write-file PATH");
+		return EX_SHIM_USAGE;
+	}
+	path = argv[2];
+	if (!wr && ((max = strtoull(argv[3], NULL, 10)) > (1ull << 62))) {
+		shim_log("--read-file: MAX too large");
+		return EX_SHIM_USAGE;
+	}
+	/* not traceable by the sandbox's processes from here on */
+	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	if ((fd = shim_open_file(path, wr ? O_WRONLY | O_CREAT :
+	    O_RDONLY)) < 0) {
+		shim_log("%s: %s", path, errno == ELOOP ? "a symbolic link "
+		    "(not followed)" : errno == ENXIO ? "not a regular file" :
+		    strerror(errno));
+		return EX_SHIM_RUNTIME;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		shim_log("%s: not a regular file", path);
+		return EX_SHIM_RUNTIME;
+	}
+	if (fcntl(fd, F_SETFL, 0) != 0 || (wr && ftruncate(fd, 0) != 0)) {
+		shim_log("%s: %s", path, strerror(errno));
+		return EX_SHIM_RUNTIME;
+	}
+	in = wr ? STDIN_FILENO : fd;
+	out = wr ? fd : STDOUT_FILENO;
+	for (;;) {
+		size_t want = sizeof(buf);
+
+		/* one byte past max tells "cut" from "exactly max" */
+		if (!wr && max - done + 1 < want)
+			want = (size_t)(max - done + 1);
+		if ((n = read(in, buf, want)) < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			shim_log("%s: %s", wr ? "stdin" : path,
+			    strerror(errno));
+			return EX_SHIM_RUNTIME;
+		}
+		if (n == 0)
+			break;
+		if (!wr && done + (size_t)n > max) {
+			if (shim_write_all(out, buf, (size_t)(max - done)) != 0)
+				break;
+			shim_log("%s: more than %llu bytes, cut there", path,
+			    max);
+			return EX_SHIM_CUT;
+		}
+		if (shim_write_all(out, buf, (size_t)n) != 0) {
+			shim_log("%s: %s", wr ? path : "stdout",
+			    strerror(errno));
+			return EX_SHIM_RUNTIME;
+		}
+		done += (size_t)n;
+	}
+	if (wr && close(fd) != 0) {
+		shim_log("%s: %s", path, strerror(errno));
+		return EX_SHIM_RUNTIME;
+	}
+	return n == 0 ? EX_SHIM_OK : EX_SHIM_RUNTIME;
+}
+
 int
 main(int argc, char **argv)
 {
 	struct shim sh;
 	size_t i;
 	int rc;
+
+	if (argc >= 2 && strcmp(argv[1], "--seccomp") == 0)
+		return shim_seccomp_main(argc, argv);
+	if (argc >= 2 && (strcmp(argv[1], "--read-file") == 0 ||
+	    strcmp(argv[1], "--write-file") == 0))
+		return shim_file_main(argc, argv);
 
 	memset(&sh, 0, sizeof(sh));
 	sh.unix_path = SHIM_DEFAULT_SOCKET;

@@ -46,8 +46,8 @@ px_session_find(const char *id)
 }
 
 struct px_session *
-px_session_create(const struct cfg_session *cs, int from_config, char *err,
-    size_t errlen)
+px_session_create(const struct cfg_session *cs, enum px_origin origin,
+    enum px_refusal *why, char *err, size_t errlen)
 {
 	struct px_session *s = calloc(1, sizeof(*s));
 	char path[512];
@@ -56,7 +56,7 @@ px_session_create(const struct cfg_session *cs, int from_config, char *err,
 		abort();
 	TAILQ_INIT(&s->conns);
 	s->vsock_cid = -1;
-	s->from_config = from_config;
+	s->from_config = origin == PX_ORIGIN_FILE;
 	if (cs->source != NULL) {
 		s->transport = PX_T_TCP;
 		s->source = cs->source_addr;
@@ -77,6 +77,8 @@ px_session_create(const struct cfg_session *cs, int from_config, char *err,
 	    cs->tier);
 	if (s->pol == NULL) {
 		snprintf(err, errlen, "cannot add session");
+		if (why != NULL)
+			*why = PX_REF_BAD;
 		free(s->socket_path);
 		free(s);
 		return NULL;
@@ -113,7 +115,8 @@ fresh(void)
 	cs.user = (char *)"alice";
 	cs.tier = POL_TIER_REGISTRIES;
 	cs.vsock_cid = -1;
-	if (px_session_create(&cs, 1, err, sizeof(err)) == NULL)
+	if (px_session_create(&cs, PX_ORIGIN_FILE, NULL, err, sizeof(err)) ==
+	    NULL)
 		abort();
 }
 

@@ -86,6 +86,9 @@ def every_endpoint_as_root(env):
               "log"):
         check(k in h, "health lacks %r: %r", k, h)
     check_eq(h["sessions"], 1, "health.sessions")
+    if os.geteuid() == 0:
+        check_eq(h.get("caller"), {"role": "admin", "who": "root"},
+                 "health.caller of root")
 
     c = expect(call(d, "GET", "/v1/ceiling"), 200, what="ceiling")
     check_eq(c["tier"], "public", "ceiling.tier")
@@ -308,6 +311,12 @@ def roles_on_the_unix_socket(env):
         status, doc, raw = asuid(uid, method, path, body)
         check(status == want, "uid %d %s %s: %d, want %d (%r)", uid, method,
               path, status, want, raw[:200])
+        if path == "/v1/health" and want == 200:
+            # health names the caller's role (sluicectl console uses it)
+            check_eq(doc.get("caller"), {"role": "app" if uid == APP_UID
+                                         else "auditor",
+                                         "who": "uid:%d" % uid},
+                     "health.caller of uid %d" % uid)
         if want == 403:
             check(doc and doc["error"]["code"] == "forbidden",
                   "403 body %r", raw[:200])

@@ -10,7 +10,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, check, check_eq, do_connect, read_response,  # noqa: E402
                      decisions, get_request, check_refusal, is_closed,
-                     wait_until, wait_close, close_records, read_head)
+                     wait_until, wait_close, close_records, read_head, log)
 
 S = Suite("t_limits")
 
@@ -218,6 +218,194 @@ def busy_tunnel_not_idle(env):
         time.sleep(0.7)
     s.close()
     check_eq(len(close_records(d.log_path, up.port)) <= 1, True, "close records")
+
+
+# ---------------------------------------------------------------------------
+# Fairness between sessions and tenants (issue 11, finding 5)
+
+def kept_idle(d, src, host="denied.test"):
+    """A client connection left idle after one answered request (a
+    refusal that keeps the connection); returns (socket, Response)."""
+    s = d.connect(src)
+    s.sendall(get_request("http://%s/" % host))
+    r = read_response(s)
+    if r.status != 429:
+        check_eq(r.header("Connection"), "keep-alive", "kept connection")
+    return s, r
+
+
+@S.case
+def greedy_tenant_leaves_room(env):
+    # sixteen chats of one tenant open idle kept connections until they
+    # are refused; a chat of another tenant still gets through
+    sessions = [{"id": "g%d" % i, "tenant": "greedy", "tier": "public",
+                 "source": env.src(i)} for i in range(1, 17)]
+    sessions.append({"id": "polite", "tenant": "polite", "tier": "public",
+                     "source": env.src(17)})
+    up = env.http_upstream()
+    cfg = env.config(sessions=sessions, ports=env.ports(up.port),
+                     dns={"hosts": {"up.test": ["127.0.0.1"]}},
+                     deny_hosts=["denied.test"],
+                     limits={"max_conns_total": 160})
+    d = env.sluiced(cfg)
+    held, done, refused = [], set(), 0
+    for _ in range(400):
+        if len(done) == 16:
+            break
+        for i in range(1, 17):
+            if i in done:
+                continue
+            s, r = kept_idle(d, env.src(i))
+            if r.status == 429:
+                check_refusal(r, "too_many_connections", "greedy g%d" % i)
+                s.close()
+                done.add(i)
+                refused += 1
+            else:
+                check_refusal(r, "admin_deny", "greedy g%d" % i)
+                held.append(s)
+    check_eq(len(done), 16, "greedy sessions refused at last")
+    log("greedy sessions hold %d connections" % len(held))
+    try:
+        s = d.connect(env.src(17))
+        s.sendall(get_request("http://up.test:%d/polite" % up.port))
+        r = read_response(s)
+        check(r.status == 200, "the polite chat was refused while greedy "
+              "chats hold %d connections: %r", len(held), r)
+        s.close()
+        # and a few more of its own
+        for k in range(3):
+            s, r = kept_idle(d, env.src(17))
+            check_refusal(r, "admin_deny", "polite connection %d" % k)
+            held.append(s)
+    finally:
+        for s in held:
+            s.close()
+
+
+@S.case
+def tenant_cap(env):
+    sessions = [{"id": "a1", "tenant": "t1", "tier": "public", "source": env.src(1)},
+                {"id": "a2", "tenant": "t1", "tier": "public", "source": env.src(2)},
+                {"id": "b1", "tenant": "t2", "tier": "public", "source": env.src(3)},
+                {"id": "n1", "tier": "public", "source": env.src(4)},
+                {"id": "n2", "tier": "public", "source": env.src(5)}]
+    d, up = setup(env, {"max_conns_per_tenant": 3}, sessions)
+    held = []
+
+    def tunnel(n, what):
+        s = d.connect(env.src(n))
+        resp, _ = do_connect(s, "up.test", up.port)
+        if resp.status == 200:
+            held.append(s)
+        else:
+            s.close()
+        return resp
+    try:
+        for n in (1, 1, 2):
+            check_eq(tunnel(n, "").status, 200, "tenant t1 within its cap")
+        for n in (2, 1):
+            r = tunnel(n, "")
+            check_refusal(r, "too_many_connections", "fourth of tenant t1")
+            check(b"max_conns_per_tenant" in r.body, "detail: %r", r.body)
+        # other tenants are not affected, and sessions without a tenant
+        # are not pooled into one
+        for n in (3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5):
+            check_eq(tunnel(n, "").status, 200, "session %d" % n)
+        # a freed slot of the tenant is usable by either of its sessions
+        held.pop(0).close()
+        wait_until(lambda: tunnel(2, "").status == 200, 5, step=0.2,
+                   what="a freed tenant slot")
+    finally:
+        for s in held:
+            s.close()
+
+
+@S.case
+def idle_kept_connections_shed_under_pressure(env):
+    sessions = [{"id": "a", "tenant": "ta", "tier": "public", "source": env.src(1)},
+                {"id": "b", "tenant": "tb", "tier": "public", "source": env.src(2)},
+                {"id": "c", "tenant": "tc", "tier": "public", "source": env.src(3)}]
+    d, up = setup(env, {"max_conns_total": 20, "pressure_pct": 50,
+                        "head_timeout_ms": 1500, "idle_timeout_s": 300},
+                  sessions)
+    idle = []
+    tunnels = []
+    try:
+        for k in range(8):
+            s = d.connect(env.src(1))
+            s.sendall(get_request("http://up.test:%d/k%d" % (up.port, k)))
+            check_eq(read_response(s).status, 200, "kept request %d" % k)
+            idle.append(s)
+        # below the mark (10 of 20) an idle kept connection waits
+        # idle_timeout_s, not head_timeout_ms
+        time.sleep(2.5)
+        for k, s in enumerate(idle):
+            check(not is_closed(s, 0.05), "idle kept connection %d closed "
+                  "after 2.5 s without pressure", k)
+        # other sessions' tunnels (4 each, the floor of a fair share)
+        # push sluiced to 16, above the mark: idle kept connections are
+        # closed until it is back at the mark
+        for k in range(8):
+            s = d.connect(env.src(2 + k % 2))
+            resp, _ = do_connect(s, "up.test", up.port)
+            check_eq(resp.status, 200, "tunnel %d" % k)
+            tunnels.append(s)
+        t0 = time.monotonic()
+        closed = set()
+        while time.monotonic() - t0 < 6 and len(closed) < 6:
+            for k, s in enumerate(idle):
+                if k not in closed and is_closed(s, 0.02):
+                    closed.add(k)
+            time.sleep(0.1)
+        el = time.monotonic() - t0
+        check(len(closed) == 6, "%d idle kept connections closed in %.1f s "
+              "of pressure, want 6 (16 open, mark 10, head_timeout_ms 1.5 "
+              "s)", len(closed), el)
+        time.sleep(2)
+        for k, s in enumerate(idle):
+            if k not in closed:
+                check(not is_closed(s, 0.05), "idle kept connection %d closed "
+                      "at the mark", k)
+        # the tunnels are not idle kept connections: still open
+        for k, s in enumerate(tunnels):
+            s.sendall(b"GET /t%d HTTP/1.1\r\nHost: up.test\r\n\r\n" % k)
+            check_eq(read_response(s).status, 200, "tunnel %d after" % k)
+    finally:
+        for s in idle + tunnels:
+            s.close()
+
+
+@S.case
+def full_total_makes_room(env):
+    # a session within its share that finds the total full closes an
+    # idle kept connection of the biggest holder instead of being refused
+    sessions = [{"id": "a", "tenant": "ta", "tier": "public", "source": env.src(1)},
+                {"id": "b", "tenant": "tb", "tier": "public", "source": env.src(2)}]
+    d, up = setup(env, {"max_conns_total": 12, "pressure_pct": 100}, sessions)
+    held = []
+    try:
+        for k in range(12):
+            s = d.connect(env.src(1))
+            s.sendall(get_request("http://up.test:%d/a%d" % (up.port, k)))
+            check_eq(read_response(s).status, 200, "a's request %d" % k)
+            held.append(s)
+            time.sleep(0.01)
+        s = d.connect(env.src(1))
+        resp, _ = do_connect(s, "up.test", up.port)
+        check_refusal(resp, "too_many_connections", "a over the total")
+        s.close()
+        s = d.connect(env.src(2))
+        s.sendall(get_request("http://up.test:%d/b" % up.port))
+        r = read_response(s)
+        check_eq(r.status, 200, "b when the total is full of a's idle "
+                 "connections")
+        s.close()
+        check(is_closed(held[0], 3), "a's longest idle connection is open")
+        check(not is_closed(held[-1], 0.05), "a's newest connection closed")
+    finally:
+        for s in held:
+            s.close()
 
 
 if __name__ == "__main__":

@@ -278,7 +278,7 @@ def control_for_caller():
 # ---------------------------------------------------------------------------
 # Cases
 
-@pinned("admin.start", "admin.reload", "admin.stop",
+@pinned("admin.start", "admin.reopen", "admin.reload", "admin.stop",
         "decision.forward.allow", "close.forward",
         "decision.forward.deny",
         "decision.connect.allow", "close.connect",
@@ -344,6 +344,7 @@ def proxy_records(env, got):
     old = d.log_path + ".1"
     os.rename(d.log_path, old)
     d.signal(signal.SIGHUP)
+    lg.take("admin.reopen", event="admin", action="reopen")
     lg.take("admin.reload", event="admin", action="reload")
     check_eq(d.stop(), 0, "exit status")
     lg.take("admin.stop", event="admin", action="stop")
@@ -373,6 +374,46 @@ def control_records(env, got):
         check(r.status in (200, 201), "%s %s: %d %r", method, path, r.status,
               r.body[:200])
         lg.take("admin." + action, event="admin", action=action, outcome="ok")
+
+
+@pinned("admin.start.keyed", "decision.forward.keyed")
+def keyed_records(env, got):
+    """With log.mac_key_file every record ends in a mac after its hash."""
+    key = env.path("mac.key")
+    with open(key, "wb") as f:
+        f.write(os.urandom(32))
+    os.chmod(key, 0o600)
+    cfg = env.config(deny_hosts=["bad.test"], log={"mac_key_file": key})
+    d = env.sluiced(cfg)
+    lg = Log(d.log_path, got)
+    lg.take("admin.start.keyed", event="admin", action="start")
+    r = raw_request(d, env.src(1), get_request("http://bad.test/x"))
+    check_eq(r.sluice_reason, "admin_deny", "refused")
+    lg.take("decision.forward.keyed", event="decision", host="bad.test")
+
+
+@pinned("refusals_folded", "decision.too_many_refusals")
+def refusal_records(env, got):
+    """Refusals past the bucket fold into a refusals_folded record; a
+    connection refused too often gets too_many_refusals."""
+    cfg = env.config(deny_hosts=["bad.test"],
+                     log={"refusals_per_s": 1, "refusal_burst": 8},
+                     limits={"max_refusals_per_conn": 4})
+    d = env.sluiced(cfg)
+    lg = Log(d.log_path, got)
+    for _ in range(3):      # 15 refusals: the bucket has 8 and 1/s
+        s = d.connect(env.src(1))
+        s.sendall(get_request("http://bad.test/x") * 5)
+        rest = b""
+        for i in range(5):
+            r, rest = read_head(s, pre=rest)
+            r.body, rest = read_body(s, r, rest)
+        check_eq(r.sluice_reason, "too_many_refusals", "the fifth refusal")
+        s.close()
+    check_eq(d.stop(), 0, "exit status")
+    lg.take("refusals_folded", event="refusals_folded", session="s1")
+    lg.take("decision.too_many_refusals", event="decision",
+            reason="too_many_refusals")
 
 
 @pinned("admin.refused.unauthorized", "admin.refused.forbidden",

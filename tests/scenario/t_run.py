@@ -8,7 +8,9 @@ capped; quotas name the full scope; gc suspends and removes by age;
 destroy leaves no process, cgroup, socket or broker session behind and
 follows no link out of the workspace; write/read/ls stay inside the
 sandbox (ls in a fixed format); commands get no host fd, no controlling
-terminal, no host environment and no x32 calls; an interrupted or killed
+terminal, no host environment, no x32 calls and none of the seccomp deny
+list; --workspace takes only a new or empty directory under
+workspace_root and gives it back; an interrupted or killed
 create and a killed exec leave nothing stuck; a replaced lock file is
 not trusted.
 
@@ -32,7 +34,8 @@ import runlib  # noqa: E402
 from runlib import (RUN, Runner, files_fds_env, no_tty,  # noqa: E402
                     log_is_bounded, hello_upstream,
                     reaches_only_through_broker, background_survives,
-                    timeout_kills_tree)
+                    timeout_kills_tree, seccomp_refuses,
+                    files_regular_only)
 
 S = Suite("t_run", time_limit=500)
 
@@ -125,6 +128,108 @@ def network_only_through_broker(env):
     recs = [r for r in open(d.log_path) if '"decision"' in r]
     check(any('"session":"net1"' in r for r in recs),
           "no decision record for net1")
+
+
+@S.case
+def seccomp_deny_list(env):
+    """The calls a sandbox never needs (keyrings, bpf, userfaultfd, perf,
+    kexec, modules, mounts, namespaces, ports, swap, reboot, the clock,
+    io_uring, address-space personalities, other socket families) are
+    refused inside with EPERM (ENOSYS, EAFNOSUPPORT), the process lives
+    on, threads and sockets work."""
+    d, run = start(env)
+    run.create("sc")
+    seccomp_refuses(run, "sc")
+
+
+@S.case
+def read_write_regular_only(env):
+    d, run = start(env, max_file_bytes=100000)
+    run.create("rw")
+    files_regular_only(env, run, "rw", 100000)
+
+
+@S.case
+def workspace_only_under_its_root(env):
+    """--workspace hands a host directory to the sandbox user, so: none
+    without workspace_root in the configuration (a root-owned directory
+    named keeps its owner); under it only a new directory (made, removed
+    on destroy) or an empty one (handed over, given back on destroy with
+    its owner, group and mode, the files made in it too); a non-empty
+    one, a symbolic link, a path out of the root, a root that others may
+    write and a root that is / or a system directory are refused."""
+    d, run = start(env)
+    victim = env.path("victim")
+    os.makedirs(victim)
+    os.chmod(victim, 0o755)
+
+    def unchanged(path, want, what):
+        st = os.lstat(path)
+        check_eq((st.st_uid, st.st_gid, st.st_mode & 0o7777), want, what)
+    r = run("create", "--chat", "w0", "--workspace", victim)
+    check(r.returncode == 2 and b"no workspace_root" in r.stderr,
+          "--workspace without workspace_root: rc %d %r" % (r.returncode,
+                                                           r.stderr))
+    unchanged(victim, (0, 0, 0o755), "a directory refused")
+    check(not os.path.exists(os.path.join(run.state, "w0")), "state left")
+    for bad in ("/", "/etc/ws", "/usr"):
+        r = Runner(env, d, workspace_root=bad)("create", "--chat", "w0",
+                                               "--workspace", "x")
+        check(r.returncode == 2 and b"workspace_root" in r.stderr,
+              "workspace_root %s: rc %d %r" % (bad, r.returncode, r.stderr))
+    root = env.path("wsroot")
+    os.makedirs(root)
+    os.chmod(root, 0o755)
+    run = Runner(env, d, workspace_root=root)
+    full = os.path.join(root, "full")
+    os.makedirs(full)
+    with open(os.path.join(full, "k"), "w") as f:
+        f.write("k")
+    os.symlink(victim, os.path.join(root, "ln"))
+    loose = os.path.join(root, "loose")
+    os.makedirs(os.path.join(loose, "x"))
+    os.chmod(loose, 0o777)
+    for ws, why in ((victim, b"not under workspace_root"),
+                    ("../victim", b"not under workspace_root"),
+                    ("ln", b"a symbolic link"),
+                    ("full", b"not empty"),
+                    ("loose/x", b"must be root's and not writable"),
+                    ("..", b"not a directory name")):
+        r = run("create", "--chat", "w1", "--workspace", ws)
+        check(r.returncode == 2 and why in r.stderr,
+              "--workspace %s: rc %d %r" % (ws, r.returncode, r.stderr))
+    unchanged(victim, (0, 0, 0o755), "the link's target")
+    unchanged(full, (0, 0, 0o755), "a non-empty directory")
+    check(not os.path.exists(os.path.join(run.state, "w1")), "state left")
+    # a new one: the sandbox's, removed on destroy
+    r, o = run.json("create", "--chat", "w2", "--workspace", "new")
+    check_eq(r.returncode, 0, "create in a new directory: %r" % r.stderr)
+    new = os.path.join(root, "new")
+    check_eq((o["workspace"], os.stat(new).st_uid), (new, o["host_uid"]),
+             "new workspace")
+    check_eq(run("destroy", "--chat", "w2").returncode, 0, "destroy w2")
+    check(not os.path.exists(new), "a made workspace is removed")
+    # an empty one: handed over, then given back as it was
+    given = os.path.join(root, "given")
+    os.makedirs(given)
+    os.chown(given, 4242, 4343)
+    os.chmod(given, 0o2710)
+    r, o = run.json("create", "--chat", "w3", "--workspace", given)
+    check_eq(r.returncode, 0, "create in an empty directory: %r" % r.stderr)
+    check_eq(os.stat(given).st_uid, o["host_uid"], "handed over")
+    e = run.exec("w3", "echo data > f && mkdir -p d/e && echo x > d/e/g && "
+                 "chmod 4755 f && ln -s %s out && pwd" % victim)
+    check_eq(e["stdout"], "/workspace\n", "work in it: %r" % e)
+    check_eq(run("destroy", "--chat", "w3").returncode, 0, "destroy w3")
+    unchanged(given, (4242, 4343, 0o2710), "given back")
+    for f in ("f", "d", "d/e", "d/e/g", "out"):
+        st = os.lstat(os.path.join(given, f))
+        check_eq((st.st_uid, st.st_gid), (4242, 4343), "owner of %s" % f)
+    check_eq(os.stat(os.path.join(given, "f")).st_mode & 0o7000, 0,
+             "setuid bit after the hand-back")
+    check_eq(open(os.path.join(given, "d", "e", "g")).read(), "x\n",
+             "the sandbox's files stay")
+    unchanged(victim, (0, 0, 0o755), "a link's target after destroy")
 
 
 @S.case
@@ -565,8 +670,9 @@ def init_log_is_bounded(env):
 def names_safe_on_a_terminal(env):
     """--user and --tier are checked at create (UTF-8 without control
     characters, as sluiced wants users; tiers are names), and list prints
-    what a record holds with control characters, backslashes and bytes
-    that are not UTF-8 escaped (\\ooo), JSON output unchanged."""
+    what a record holds with control characters (C1 too), bidirectional
+    and invisible characters, backslashes and bytes that are not UTF-8
+    escaped (\\ooo), JSON output the same strings, in ASCII."""
     preflight()
     os.makedirs(env.path("run"))
     d = type("D", (), {"config": {"runtime_dir": env.path("run")}})()
@@ -587,7 +693,7 @@ def names_safe_on_a_terminal(env):
           "tier: rc %d %r" % (r.returncode, r.stderr))
     check(not os.path.exists(os.path.join(run.state, "nm")), "state left")
     # a record holding such names (an older sluice-run's): list escapes
-    user = "\x1b]0;owned\x07\u009b31m Zo\u00eb \\ end"
+    user = "\x1b]0;owned\x07\u009b31m Zo\u00eb \\ end \u202efdp.exe\u200b"
     os.makedirs(os.path.join(run.state, "nm"), mode=0o711)
     with open(os.path.join(run.state, "nm", "record.json"), "w") as f:
         json.dump({"chat": "nm", "tenant": "t\r\nFAKE", "user": user,
@@ -599,10 +705,13 @@ def names_safe_on_a_terminal(env):
     check(not any(c < 0x20 and c != 0x0a or c == 0x7f for c in out) and
           b"\xc2\x9b" not in out and out.count(b"\n") == 2,
           "list prints control characters: %r" % out)
-    check(b"\\033]0;owned\\007\\302\\23331m Zo\xc3\xab \\134 end" in
-          out and b"t\\015\\012FAKE" in out and b"ns\\010\\010" in out,
+    check(b"\\033]0;owned\\007\\302\\23331m Zo\xc3\xab \\134 end "
+          b"\\342\\200\\256fdp.exe\\342\\200\\213" in out and
+          b"t\\015\\012FAKE" in out and b"ns\\010\\010" in out,
           "list escapes: %r" % out)
-    _, o = run.json("list")
+    r, o = run.json("list")
+    check(all(c < 0x80 for c in r.stdout), "list --json not ASCII: %r" %
+          r.stdout)
     check_eq((o["sandboxes"][0]["user"], o["sandboxes"][0]["tenant"]),
              (user, "t\r\nFAKE"), "list --json")
 

@@ -3,7 +3,8 @@
 curl, python and pip in a real gVisor sandbox reach a loopback upstream
 only through the broker; direct connects to non-loopback addresses fail
 and the host's loopback is not the sandbox's; another chat's socket is out
-of reach and each sandbox has its own host uid; the shim's log on the
+of reach and each sandbox has its own host uid; the seccomp deny list
+applies to commands and the shim; the shim's log on the
 host is bounded; a timeout kills the whole process tree (setsid double fork
 included) and keeps background jobs; output to a file keeps its offset;
 write, read and ls work as under the ns backend; the cgroups presets v1
@@ -31,7 +32,8 @@ import runlib  # noqa: E402
 from runlib import (RUN, Runner, files_fds_env, no_tty,  # noqa: E402
                     log_is_bounded, hello_upstream,
                     reaches_only_through_broker, background_survives,
-                    timeout_kills_tree)
+                    timeout_kills_tree, seccomp_refuses,
+                    files_regular_only)
 
 S = Suite("t_run_gvisor", time_limit=600)
 
@@ -117,10 +119,12 @@ def network_only_through_broker(env):
     o = run.exec("net1", "id -un; env | sort")
     check(o["stdout"].startswith("user\n"), "user: %r", o["stdout"][:40])
     check("PIP_PROXY=http://127.0.0.1:3128" in o["stdout"], "env: %r", o)
-    # direct connects leave nowhere: loopback is the only device
+    # direct connects leave nowhere: loopback is the only device (listed
+    # from /proc: netlink sockets are refused, see seccomp_deny_list)
     o = run.exec("net1", "python3 -c '\n"
                  "import socket, errno\n"
-                 "print(sorted(n for _, n in socket.if_nameindex()))\n"
+                 "print(sorted(l.split(\":\")[0].strip() for l in\n"
+                 "             open(\"/proc/net/dev\").readlines()[2:]))\n"
                  "for fam, addr in ((socket.AF_INET, (\"192.0.2.1\", 80)),\n"
                  "                  (socket.AF_INET6, (\"2001:db8::1\", 80))):\n"
                  "    s = socket.socket(fam); s.settimeout(5)\n"
@@ -148,6 +152,25 @@ def network_only_through_broker(env):
     recs = [r for r in open(d.log_path) if '"decision"' in r]
     check(any('"session":"net1"' in r for r in recs),
           "no decision record for net1")
+
+
+@S.case
+def seccomp_deny_list(env):
+    """The calls a sandbox never needs (keyrings, bpf, userfaultfd, perf,
+    kexec, modules, mounts, namespaces, ports, swap, reboot, the clock,
+    io_uring, address-space personalities, other socket families) are
+    refused inside with EPERM (ENOSYS, EAFNOSUPPORT), the process lives
+    on, threads and sockets work."""
+    d, run = start(env)
+    run.create("sc")
+    seccomp_refuses(run, "sc")
+
+
+@S.case
+def read_write_regular_only(env):
+    d, run = start(env, max_file_bytes=100000)
+    run.create("rw")
+    files_regular_only(env, run, "rw", 100000)
 
 
 def connect_as(path, uid, gid):

@@ -137,7 +137,7 @@ def admin_recs(d, action, **match):
 
 def check_admin(d, action, who="root", **match):
     """One admin record for action: who, role, before and after present
-    and changed."""
+    and changed (for a grant: the grant changed and the count after)."""
     recs = admin_recs(d, action, outcome="ok", **match)
     check(recs, "no admin record for %s %r (admin records: %r)", action,
           match, [(r.get("action"), r.get("target"))
@@ -145,6 +145,10 @@ def check_admin(d, action, who="root", **match):
     r = recs[-1]
     check_eq(r.get("who"), who, "%s record who" % action)
     check_eq(r.get("role"), "admin", "%s record role" % action)
+    if action.startswith("grant_"):
+        check("grant" in r and "grants" in r and "before" not in r,
+              "%s record: not grant and grants: %r", action, r)
+        return r
     check("before" in r and "after" in r, "%s record lacks before/after: %r",
           action, r)
     check(r["before"] != r["after"], "%s record: before == after (%r)",
@@ -591,13 +595,12 @@ def admin_records_of_every_change(env):
     adds = admin_recs(d, "grant_add", outcome="ok", session="a1")
     check_eq(len(adds), 2, "grant_add records")
     r = check_admin(d, "grant_add", target="a1 up.test:%d" % echo.port)
-    check_eq((r["before"], r["after"]),
-             ([], [{"host": "up.test", "port": echo.port}]),
-             "grant_add before/after")
+    check_eq((r["grant"], r["grants"]),
+             ({"host": "up.test", "port": echo.port}, 1),
+             "grant_add: the change and the count")
     r = check_admin(d, "grant_remove", target="a1 up.test:443")
-    check_eq(r["after"], [{"host": "up.test", "port": echo.port}],
-             "grant_remove after")
-    check(len(r["before"]) == 2, "grant_remove before %r", r["before"])
+    check_eq((r["grant"], r["grants"]), ({"host": "up.test", "port": 443}, 1),
+             "grant_remove: the change and the count")
     r = check_admin(d, "ceiling_set", target="global")
     check_eq((r["before"]["tier"], r["after"]["tier"]),
              ("public", "registries"), "global ceiling record")

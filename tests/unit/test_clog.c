@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,6 +26,7 @@
 #include <openssl/evp.h>
 
 #include "proxy/lib/clog.h"
+#include "proxy/lib/log.h"
 
 #define ZERO64 \
 	"0000000000000000000000000000000000000000000000000000000000000000"
@@ -448,11 +451,28 @@ test_reorder(void **state)
 	free_lines(lines, n + 1);
 }
 
+/* Verify path: good, with want records and nfrag torn fragments. */
+static void
+expect_torn(const char *path, uint64_t want, uint64_t nfrag)
+{
+	struct clog_verify_opts o;
+	struct clog_verify_result res;
+	char err[256] = "";
+
+	memset(&o, 0, sizeof(o));
+	o.start_prev = ZERO64;
+	if (clog_verify(path, &o, &res, err, sizeof(err)) != 0)
+		fail_msg("verify %s: %s", path, err);
+	assert_int_equal(res.records, want);
+	assert_int_equal(res.fragments, nfrag);
+	assert_int_equal(res.bad_line, 0);
+}
+
 static void
 test_torn_tail(void **state)
 {
 	struct fx *fx = *state;
-	char err[256] = "", *lines[MAX_LINES], h[65], *buf, side[PATH_MAX];
+	char err[256] = "", *lines[MAX_LINES], h[65], *buf;
 	struct clog *l;
 	size_t n, len;
 	FILE *f;
@@ -462,7 +482,8 @@ test_torn_tail(void **state)
 	assert_non_null(f);
 	fputs("{\"ts\":\"2026-11-30T02:1", f);
 	fclose(f);
-	expect_bad(fx->log, NULL, 4, "line 4: last line has no newline");
+	/* a crash mid-write: reported, skipped, the chain is whole */
+	expect_torn(fx->log, 3, 1);
 
 	l = clog_open(fx->log, err, sizeof(err));
 	if (l == NULL)
@@ -480,20 +501,35 @@ test_torn_tail(void **state)
 	assert_non_null(strstr(lines[4], "\"seq\":4,"));
 	line_hash(lines[2], h);
 	assert_non_null(strstr(lines[4], h));
-	/* The torn line is reported; without it the chain is whole. */
-	expect_bad(fx->log, NULL, 4, "line 4: not a record");
-	snprintf(side, sizeof(side), "%s/side.log", fx->dir);
-	free(lines[3]);
-	memmove(&lines[3], &lines[4], 2 * sizeof(lines[0]));
-	write_lines(side, lines, 5);
-	expect_good(side, ZERO64, 5);
-	free_lines(lines, 5);
+	/* The torn line is reported and skipped: line 5 continues the
+	 * chain of line 3. */
+	expect_torn(fx->log, 5, 1);
+	expect_good(fx->log, ZERO64, 5);
 
-	/* Opening again leaves the (now complete) file alone. */
-	l = clog_open(fx->log, err, sizeof(err));
-	assert_non_null(l);
-	assert_int_equal(clog_last_seq(l), 5);
-	clog_close(l);
+	/* A fragment where a record was is no torn write: the next record
+	 * does not continue the chain, and the fragment is the failure. */
+	lines[2][20] = '\0';
+	write_lines(fx->log, lines, n);
+	expect_bad(fx->log, NULL, 3, "line 3: not a record");
+	free_lines(lines, n);
+
+	/* Nor is a fragment no record follows. */
+	unlink(fx->log);
+	make_log(fx->log, 2);
+	f = fopen(fx->log, "ab");
+	assert_non_null(f);
+	fputs("{\"ts\":\"2026\n", f);
+	fclose(f);
+	expect_bad(fx->log, NULL, 3, "line 3: not a record");
+	/* nor a line that does not even start like a record */
+	unlink(fx->log);
+	make_log(fx->log, 3);
+	n = read_lines(fx->log, lines);
+	memmove(&lines[2], &lines[1], 2 * sizeof(lines[0]));
+	lines[1] = strdup("junk");
+	write_lines(fx->log, lines, 4);
+	expect_bad(fx->log, NULL, 2, "line 2: not a record");
+	free_lines(lines, 4);
 }
 
 static void
@@ -794,6 +830,354 @@ test_fields(void **state)
 	expect_good(fx->log, ZERO64, 1);
 }
 
+/*
+ * A short write (the disk full; here a file size limit just past the end
+ * of the log) leaves no torn fragment: the file is cut back to its last
+ * record, the record does not count, and the next one continues the
+ * chain from the record before.
+ */
+static void
+test_short_write_cut_back(void **state)
+{
+	struct fx *fx = *state;
+	char err[256] = "", *before, *after;
+	size_t blen, alen;
+	struct rlimit old, lim;
+	struct clog *l;
+	struct clog_rec *r;
+	void (*old_xfsz)(int);
+	int rc, healthy;
+
+	make_log(fx->log, 3);
+	before = slurp(fx->log, &blen);
+	l = clog_open(fx->log, err, sizeof(err));
+	assert_non_null(l);
+	r = clog_rec_new("admin");
+	clog_rec_str(r, "action", "grant_add");
+	clog_rec_str(r, "detail", "a record longer than the fifty bytes "
+	    "the limit leaves room for, so that write(2) is cut short");
+
+	/* nothing may print while the limit holds: the test's own output
+	 * is a file too */
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	lim = old;
+	lim.rlim_cur = (rlim_t)blen + 50;
+	old_xfsz = signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	rc = clog_write(l, r);
+	healthy = clog_healthy(l);
+	setrlimit(RLIMIT_FSIZE, &old);
+	signal(SIGXFSZ, old_xfsz);
+
+	assert_int_equal(rc, -1);
+	assert_int_equal(healthy, 0);
+	assert_int_equal(clog_last_seq(l), 3);
+	after = slurp(fx->log, &alen);
+	assert_int_equal(alen, blen);
+	assert_memory_equal(after, before, blen);
+	free(after);
+	expect_torn(fx->log, 3, 0);
+
+	/* room again: the next record is seq 4 on the record before */
+	write_n(l, 1, "again.example");
+	assert_int_equal(clog_last_seq(l), 4);
+	assert_int_equal(clog_healthy(l), 1);
+	clog_close(l);
+	expect_torn(fx->log, 4, 0);
+	free(before);
+}
+
+/* ---- keyed and anchored chains ---- */
+
+static const char test_key[] = "0123456789abcdef0123456789abcdef";
+static int sign_calls, sign_refuse;
+
+static int
+sign_test(void *arg, uint64_t seq, const char *prev, const char *hash,
+    char mac[65])
+{
+	(void)arg;
+	(void)seq;
+	(void)prev;
+	sign_calls++;
+	if (sign_refuse)
+		return -1;
+	return clog_mac(test_key, sizeof(test_key) - 1, hash, mac);
+}
+
+static int
+verify_with(const char *path, const char *key, const struct clog_anchor *a,
+    size_t na, struct clog_verify_result *res, char *err, size_t errlen)
+{
+	struct clog_verify_opts o;
+
+	memset(&o, 0, sizeof(o));
+	o.key = key;
+	o.keylen = key ? strlen(key) : 0;
+	o.anchors = a;
+	o.nanchors = na;
+	return clog_verify(path, &o, res, err, errlen);
+}
+
+static void
+expect_verify(const char *path, const char *key, const struct clog_anchor *a,
+    size_t na, const char *msg)
+{
+	struct clog_verify_result res;
+	char err[256] = "";
+	int rc = verify_with(path, key, a, na, &res, err, sizeof(err));
+
+	if (msg == NULL && rc != 0)
+		fail_msg("verify %s: %s", path, err);
+	if (msg != NULL && (rc == 0 || strstr(err, msg) == NULL))
+		fail_msg("verify %s: rc %d err \"%s\", want \"%s\"", path, rc,
+		    err, msg);
+}
+
+/* Renumber and rechain lines (no mac) from seq first, as someone without
+ * the key who removed a record would. */
+static void
+rechain(char **lines, size_t n, uint64_t first, const char *prev0)
+{
+	char prev[65], h[65], *nl, seqs[32];
+	size_t i, len;
+
+	snprintf(prev, sizeof(prev), "%s", prev0);
+	for (i = 0; i < n; i++) {
+		char *p = strstr(lines[i], "\"seq\":"), *q;
+
+		assert_non_null(p);
+		q = strchr(p, ',');
+		snprintf(seqs, sizeof(seqs), "\"seq\":%llu",
+		    (unsigned long long)(first + i));
+		len = strlen(lines[i]) - (size_t)(q - p) + strlen(seqs);
+		nl = malloc(len + 1);
+		assert_non_null(nl);
+		snprintf(nl, len + 1, "%.*s%s%s", (int)(p - lines[i]),
+		    lines[i], seqs, q);
+		free(lines[i]);
+		lines[i] = nl;
+		len = strlen(nl);
+		/* body ends ,"prev":"<64>" ; then ,"hash":"<64>"} */
+		memcpy(nl + len - 75 - 65, prev, 64);
+		sha256_hex(nl, len - 75, h);
+		memcpy(nl + len - 66, h, 64);
+		memcpy(prev, h, 65);
+	}
+}
+
+static void
+test_signed_chain(void **state)
+{
+	struct fx *fx = *state;
+	char err[256] = "", *lines[MAX_LINES], mac[65], h[65], side[PATH_MAX];
+	struct clog_verify_result res;
+	struct clog *l;
+	size_t n;
+
+	l = clog_open(fx->log, err, sizeof(err));
+	assert_non_null(l);
+	clog_set_signer(l, sign_test, NULL);
+	sign_calls = sign_refuse = 0;
+	write_n(l, 4, "pypi.org");
+	assert_int_equal(sign_calls, 4);
+	/* a signer that says no: no record, fail closed */
+	sign_refuse = 1;
+	assert_int_equal(clog_write(l, clog_rec_new("decision")), -1);
+	assert_int_equal(clog_last_seq(l), 4);
+	sign_refuse = 0;
+	write_n(l, 1, "pypi.org");
+	clog_close(l);
+
+	/* the mac after the hash; a reader without the key still verifies */
+	n = read_lines(fx->log, lines);
+	assert_int_equal(n, 5);
+	assert_non_null(strstr(lines[0], "\",\"mac\":\""));
+	assert_int_equal(strncmp(lines[0] + strlen(lines[0]) - 148,
+	    ",\"hash\":\"", 9), 0);
+	memcpy(h, strstr(lines[2], ",\"hash\":\"") + 9, 64);
+	h[64] = '\0';
+	assert_int_equal(clog_mac(test_key, sizeof(test_key) - 1, h, mac), 0);
+	assert_non_null(strstr(lines[2], mac));
+	assert_int_equal(verify_with(fx->log, test_key, NULL, 0, &res, err,
+	    sizeof(err)), 0);
+	assert_int_equal(res.records, 5);
+	assert_int_equal(res.macs, 5);
+	memcpy(h, strstr(lines[4], ",\"hash\":\"") + 9, 64);
+	assert_string_equal(res.last_hash, h);
+	expect_good(fx->log, ZERO64, 5);
+	expect_verify(fx->log, "another key, not the one", NULL, 0,
+	    "line 1: mac does not match");
+
+	/* opening continues from the signed tail */
+	l = clog_open(fx->log, err, sizeof(err));
+	if (l == NULL)
+		fail_msg("open a signed log: %s", err);
+	assert_int_equal(clog_last_seq(l), 5);
+	assert_string_equal(clog_last_hash(l), res.last_hash);
+	clog_close(l);
+
+	/* a record removed and the rest rechained: the plain chain holds,
+	 * the macs do not */
+	snprintf(side, sizeof(side), "%s/rechained.log", fx->dir);
+	free(lines[2]);
+	memmove(&lines[2], &lines[3], 2 * sizeof(lines[0]));
+	n = 4;
+	{
+		size_t i;
+
+		/* without the key the macs can only be dropped */
+		for (i = 0; i < n; i++) {
+			char *m = strstr(lines[i], "\",\"mac\":\"");
+
+			memmove(m, m + 73, strlen(m + 73) + 1);
+		}
+	}
+	rechain(lines, n, 1, ZERO64);
+	write_lines(side, lines, n);
+	expect_good(side, ZERO64, 4);
+	expect_verify(side, test_key, NULL, 0, "line 1: no mac");
+	free_lines(lines, n);
+}
+
+static void
+test_anchors(void **state)
+{
+	struct fx *fx = *state;
+	char *lines[MAX_LINES], side[PATH_MAX];
+	struct clog_anchor a[2];
+	struct clog_verify_result res;
+	char err[256];
+	size_t n;
+
+	{
+		char err2[256] = "", host[32];
+		struct clog *l = clog_open(fx->log, err2, sizeof(err2));
+		int i;
+
+		/* records that differ, so a removal shows after a rechain */
+		assert_non_null(l);
+		for (i = 1; i <= 10; i++) {
+			snprintf(host, sizeof(host), "h%d.example", i);
+			write_n(l, 1, host);
+		}
+		clog_close(l);
+	}
+	n = read_lines(fx->log, lines);
+	assert_int_equal(n, 10);
+	a[0].seq = 5;
+	line_hash(lines[4], a[0].hash);
+	a[1].seq = 9;
+	line_hash(lines[8], a[1].hash);
+	assert_int_equal(verify_with(fx->log, NULL, a, 2, &res, err,
+	    sizeof(err)), 0);
+	assert_int_equal(res.anchors, 2);
+	assert_int_equal(res.first_seq, 1);
+	assert_int_equal(res.last_seq, 10);
+
+	/* another hash at the anchor's seq */
+	a[0].hash[0] = a[0].hash[0] == '0' ? '1' : '0';
+	expect_verify(fx->log, NULL, a, 1, "line 5: seq 5 does not have the "
+	    "anchor's hash");
+	line_hash(lines[4], a[0].hash);
+
+	snprintf(side, sizeof(side), "%s/cut.log", fx->dir);
+	/* the head cut: it still verifies alone, not with an anchor in it */
+	write_lines(side, lines + 3, 7);
+	expect_verify(side, NULL, NULL, 0, NULL);
+	a[0].seq = 2;
+	line_hash(lines[1], a[0].hash);
+	expect_verify(side, NULL, a, 1, "anchor seq 2: the file begins at "
+	    "seq 4");
+	/* the tail cut */
+	write_lines(side, lines, 7);
+	expect_verify(side, NULL, NULL, 0, NULL);
+	expect_verify(side, NULL, a + 1, 1, "anchor seq 9: the file ends at "
+	    "seq 7");
+	/* a record removed and the rest rechained: only the anchor sees it */
+	free(lines[5]);
+	memmove(&lines[5], &lines[6], 4 * sizeof(lines[0]));
+	{
+		char prev[65];
+
+		line_hash(lines[4], prev);
+		rechain(lines + 5, 4, 6, prev);
+	}
+	write_lines(side, lines, 9);
+	expect_verify(side, NULL, NULL, 0, NULL);
+	expect_verify(side, NULL, a + 1, 1, "seq 9 does not have the anchor's "
+	    "hash");
+	free_lines(lines, 9);
+}
+
+static int space_calls, space_low;
+
+static void
+space_seen(const char *path, int low, uint64_t free_bytes, uint64_t min_free)
+{
+	(void)path;
+	(void)free_bytes;
+	(void)min_free;
+	space_calls++;
+	space_low = low;
+}
+
+/* Below the minimum free space: told once, and once when it is over. */
+static void
+test_low_space(void **state)
+{
+	struct fx *fx = *state;
+	char err[256] = "";
+	struct clog *l = clog_open(fx->log, err, sizeof(err));
+
+	assert_non_null(l);
+	space_calls = 0;
+	clog_set_min_free(l, UINT64_C(1) << 60, space_seen);
+	assert_int_equal(space_calls, 1);
+	assert_int_equal(space_low, 1);
+	assert_int_equal(clog_low_space(l), 1);
+	assert_true(clog_free_bytes(l) < UINT64_C(1) << 60);
+	write_n(l, 3, "x.example");
+	assert_int_equal(space_calls, 1);
+	clog_set_min_free(l, 0, space_seen);
+	assert_int_equal(space_calls, 2);
+	assert_int_equal(space_low, 0);
+	assert_int_equal(clog_low_space(l), 0);
+	clog_close(l);
+}
+
+/* With a signer nothing is queued: a queued record is signed and written
+ * at once (a queue the signer signed whose write failed could not be
+ * signed again). */
+static void
+test_signed_queue(void **state)
+{
+	struct fx *fx = *state;
+	char err[256] = "";
+	struct clog *l;
+	struct stat st;
+
+	l = clog_open(fx->log, err, sizeof(err));
+	assert_non_null(l);
+	clog_set_signer(l, sign_test, NULL);
+	sign_calls = sign_refuse = 0;
+	queue_close(l, 1);
+	assert_int_equal(clog_last_seq(l), 1);
+	assert_int_equal(stat(fx->log, &st), 0);
+	assert_true(st.st_size > 0);
+	queue_close(l, 2);
+	assert_int_equal(clog_last_seq(l), 2);
+	assert_int_equal(clog_flush(l), 0);
+	assert_int_equal(sign_calls, 2);
+	sign_refuse = 1;
+	assert_int_equal(clog_queue(l, clog_rec_new("close")), -1);
+	sign_refuse = 0;
+	queue_close(l, 3);
+	clog_close(l);
+	expect_good(fx->log, ZERO64, 3);
+	expect_verify(fx->log, test_key, NULL, 0, NULL);
+}
+
 static void
 test_stdout(void **state)
 {
@@ -1013,6 +1397,107 @@ test_ustr_in_record(void **state)
 	free_lines(lines, n);
 }
 
+/*
+ * Strings that are not the sandbox's are kept as they are, but no line
+ * holds a character a terminal would act on: C1, bidi and zero-width
+ * characters become \uXXXX escapes in plain and nested fields alike.
+ */
+static void
+test_escape_in_record(void **state)
+{
+	struct fx *fx = *state;
+	char err[256] = "", *lines[MAX_LINES];
+	struct clog *l;
+	struct clog_rec *r;
+	json_t *root;
+	size_t n;
+
+	l = clog_open(fx->log, err, sizeof(err));
+	assert_non_null(l);
+	r = clog_rec_new("admin");
+	clog_rec_str(r, "user", "ev\xe2\x80\xaeil\xe2\x80\x8b\xc2\x9b"
+	    "x\x7f\xf3\xa0\x81\x81");
+	clog_rec_json(r, "after", json_pack("{s:s}", "user",
+	    "a\xe2\x80\xae" "b\xc2\x85"));
+	assert_int_equal(clog_write(l, r), 0);
+	clog_close(l);
+	expect_good(fx->log, ZERO64, 1);
+
+	n = read_lines(fx->log, lines);
+	assert_int_equal(n, 1);
+	assert_null(strstr(lines[0], "\xe2\x80\xae"));
+	assert_null(strstr(lines[0], "\xe2\x80\x8b"));
+	assert_null(strstr(lines[0], "\xc2\x9b"));
+	assert_null(strstr(lines[0], "\xc2\x85"));
+	assert_null(strchr(lines[0], 0x7f));
+	assert_non_null(strstr(lines[0], "\"user\":\"ev\\u202eil\\u200b"
+	    "\\u009bx\\u007f\\udb40\\udc41\""));
+	assert_non_null(strstr(lines[0], "{\"user\":\"a\\u202eb\\u0085\"}"));
+	/* and a JSON reader gets the very string back */
+	root = json_loads(lines[0], 0, NULL);
+	assert_non_null(root);
+	assert_string_equal(json_string_value(json_object_get(root, "user")),
+	    "ev\xe2\x80\xaeil\xe2\x80\x8b\xc2\x9bx\x7f\xf3\xa0\x81\x81");
+	json_decref(root);
+	free_lines(lines, n);
+}
+
+static void
+test_json_escape(void **state)
+{
+	static const struct vec ev[] = {
+		V("{\"a\":\"plain caf\xc3\xa9\"}", "{\"a\":\"plain caf\xc3\xa9\"}"),
+		V("\t\r\n", "\t\r\n"),
+		V("\"\x1b[31m\"", "\"\\u001b[31m\""),
+		V("\"\xc2\x9b\xe2\x80\xae\xe2\x81\xa6\"",
+		    "\"\\u009b\\u202e\\u2066\""),
+		V("\xef\xbb\xbf", "\\ufeff"),
+		V("\xf3\xa0\x80\x81", "\\udb40\\udc01"),
+		V("\xff\xc3", "\\ufffd\\ufffd"),
+		V("\xe2\x80\xaf", "\xe2\x80\xaf"),
+	};
+	size_t i, n;
+	char *out;
+
+	(void)state;
+	for (i = 0; i < sizeof(ev) / sizeof(ev[0]); i++) {
+		out = clog_json_escape(ev[i].in, ev[i].len, &n);
+		assert_non_null(out);
+		if (strcmp(out, ev[i].want) != 0)
+			fail_msg("vector %zu: got \"%s\" want \"%s\"", i, out,
+			    ev[i].want);
+		assert_int_equal(n, strlen(ev[i].want));
+		free(out);
+	}
+	assert_int_equal(clog_text_safe("alice caf\xc3\xa9", 11), 1);
+	assert_int_equal(clog_text_safe("", 0), 1);
+	assert_int_equal(clog_text_safe("a\xe2\x80\xae", 4), 0);
+	assert_int_equal(clog_text_safe("a\xc2\x9b", 3), 0);
+	assert_int_equal(clog_text_safe("a\xff", 2), 0);
+	assert_int_equal(clog_text_safe("a\nb", 3), 0);
+}
+
+static char sink_last[1100];
+
+static void
+sink_keep(int prio, const char *msg)
+{
+	(void)prio;
+	snprintf(sink_last, sizeof(sink_last), "%s", msg);
+}
+
+/* The diagnostic log quotes outside strings too: one inert line. */
+static void
+test_px_log_sanitised(void **state)
+{
+	(void)state;
+	px_log_set_sink(sink_keep);
+	px_log(PX_WARN, "session %s: %s", "ev\xe2\x80\xaeil\xc2\x9b",
+	    "two\nlines\x1b[2J");
+	px_log_set_sink(NULL);
+	assert_string_equal(sink_last, "session ev?il?: two?lines?[2J");
+}
+
 int
 main(void)
 {
@@ -1037,14 +1522,26 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_write_failure, setup,
 		    teardown),
+		cmocka_unit_test_setup_teardown(test_short_write_cut_back, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_low_space, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_signed_chain, setup,
+		    teardown),
+		cmocka_unit_test_setup_teardown(test_anchors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stdout, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_queue, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fields, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_signed_queue, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_ustr_in_record, setup,
 		    teardown),
 		cmocka_unit_test(test_sanitize_vectors),
 		cmocka_unit_test(test_sanitize_cap),
 		cmocka_unit_test(test_sanitize_random),
+		cmocka_unit_test_setup_teardown(test_escape_in_record, setup,
+		    teardown),
+		cmocka_unit_test(test_json_escape),
+		cmocka_unit_test(test_px_log_sanitised),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

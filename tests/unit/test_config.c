@@ -52,7 +52,8 @@ static const char full[] =
 	"               \"beta.corp\": { \"ceiling\": \"off\" } },\n"
 	"  \"listen\": { \"tcp\": [\"127.0.0.1:3128\", \"[::1]:3129\"],\n"
 	"              \"vsock_port\": 1024, \"socket_mode\": \"0600\",\n"
-	"              \"socket_group\": \"sluice\" },\n"
+	"              \"socket_group\": \"sluice\",\n"
+	"              \"socket_prefixes\": [\"/run/vm\", \"/srv/fc/jail\"] },\n"
 	"  \"sessions\": [ { \"id\": \"s1\", \"source\": \"::FFFF:127.0.0.1\" },\n"
 	"                { \"id\": \"s2\" } ],\n"
 	"  \"registries\": [ \"pypi.org\", \"*.example.org:8443\" ],\n"
@@ -63,13 +64,19 @@ static const char full[] =
 	"  \"dns\": { \"servers\": [\"127.0.0.1\", \"[::1]:5353\"],\n"
 	"           \"hosts\": { \"Mirror.Example.\": [\"10.1.2.3\", \"::1\"] },\n"
 	"           \"timeout_ms\": 1500 },\n"
-	"  \"log\": { \"path\": \"/tmp/sluice-test/log.jsonl\" },\n"
+	"  \"log\": { \"path\": \"/tmp/sluice-test/log.jsonl\",\n"
+	"           \"refusals_per_s\": 0, \"refusal_burst\": 7,\n"
+	"           \"min_free_bytes\": 1048576,\n"
+	"           \"mac_key_file\": \"/etc/s/log.key\" },\n"
 	"  \"prompt\": { \"timeout_s\": 30, \"deny_quiet_s\": 0 },\n"
 	"  \"events\": { \"ring\": 16, \"max_pending\": 4096, \"heartbeat_s\": 3600 },\n"
 	"  \"limits\": { \"max_head\": 16384, \"max_line\": 4096, \"max_headers\": 50,\n"
 	"              \"head_timeout_ms\": 2000, \"idle_timeout_s\": 60,\n"
 	"              \"connect_timeout_ms\": 3000, \"max_conns_per_session\": 8,\n"
 	"              \"max_conns_total\": 64, \"tunnel_buffer\": 65536,\n"
+	"              \"max_conns_per_tenant\": 32, \"pressure_pct\": 90,\n"
+	"              \"fd_reserve\": 0, \"max_grants_per_session\": 16,\n"
+	"              \"max_refusals_per_conn\": 5,\n"
 	"              \"drain_timeout_s\": 2 },\n"
 	"  \"tls\": { \"sni_check\": false, \"sni_timeout_ms\": 1000,\n"
 	"           \"allow_ech\": true, \"plain_http_ports\": [80, 8080] },\n"
@@ -85,7 +92,8 @@ static const char full[] =
 	"                             \"token_file\": \"/etc/s/ops.token\" },\n"
 	"                           { \"name\": \"chat\", \"role\": \"app\",\n"
 	"                             \"token_file\": \"/etc/s/chat.token\" } ],\n"
-	"               \"max_body\": 4096 },\n"
+	"               \"max_body\": 4096, \"max_conns\": 16,\n"
+	"               \"max_conns_per_peer\": 2, \"head_timeout_ms\": 3000 },\n"
 	"  \"webhook\": { \"url\": \"HTTPS://Hooks.Example:8443/sluice?x=1\",\n"
 	"               \"secret_file\": \"/etc/s/hook.secret\",\n"
 	"               \"ca_file\": \"/etc/s/hook-ca.pem\", \"timeout_ms\": 750,\n"
@@ -118,6 +126,7 @@ test_defaults(void **state)
 	assert_int_equal(c->vsock_port, -1);
 	assert_int_equal(c->socket_mode, 0660);
 	assert_null(c->socket_group);
+	assert_int_equal(c->nsocket_prefixes, 0);    /* none: admins too */
 	assert_int_equal(c->nsessions, 0);
 	assert_true(c->registries_default);
 	assert_null(c->registries);
@@ -144,6 +153,9 @@ test_defaults(void **state)
 	assert_int_equal(c->connect_timeout_ms, 10000);
 	assert_int_equal(c->max_conns_per_session, 256);
 	assert_int_equal(c->max_conns_total, 4096);
+	assert_int_equal(c->max_conns_per_tenant, 1024);
+	assert_int_equal(c->pressure_pct, 75);
+	assert_int_equal(c->fd_reserve, 256);
 	assert_int_equal(c->tunnel_buffer, 256 * 1024);
 	assert_null(c->webhook.url);
 	assert_null(c->webhook.host);
@@ -172,6 +184,9 @@ test_defaults(void **state)
 	assert_null(c->control.client_ca);
 	assert_int_equal(c->control.ntokens, 0);
 	assert_int_equal(c->control.max_body, 65536);
+	assert_int_equal(c->control.max_conns, 64);
+	assert_int_equal(c->control.max_conns_per_peer, 8);
+	assert_int_equal(c->control.head_timeout_ms, 10000);
 	cfg_free(c);
 
 	/* An empty object is the same configuration as no file. */
@@ -251,6 +266,9 @@ test_full(void **state)
 	assert_string_equal(c->tenants[1].name, "beta.corp");
 	assert_int_equal(c->socket_mode, 0600);
 	assert_string_equal(c->socket_group, "sluice");
+	assert_int_equal(c->nsocket_prefixes, 2);
+	assert_string_equal(c->socket_prefixes[0], "/run/vm");
+	assert_string_equal(c->socket_prefixes[1], "/srv/fc/jail");
 	/* Sources are kept in canonical form. */
 	assert_string_equal(c->sessions[0].source, "::ffff:127.0.0.1");
 	assert_string_equal(c->dns_hosts[0].name, "mirror.example");
@@ -261,6 +279,12 @@ test_full(void **state)
 	assert_int_equal(c->ports_public[2], 8080);
 	assert_int_equal(c->max_head, 16384);
 	assert_int_equal(c->tunnel_buffer, 65536);
+	assert_int_equal(c->max_grants_per_session, 16);
+	assert_int_equal(c->max_refusals_per_conn, 5);
+	assert_int_equal(c->log_refusals_per_s, 0);
+	assert_int_equal(c->log_refusal_burst, 7);
+	assert_int_equal(c->log_min_free_bytes, 1048576);
+	assert_string_equal(c->log_mac_key_file, "/etc/s/log.key");
 	assert_int_equal(c->drain_timeout_s, 2);
 	assert_string_equal(c->state_file, "/tmp/sluice-test/state.json");
 	assert_string_equal(c->control.socket, "/tmp/sluice-test/ctl.sock");
@@ -285,6 +309,12 @@ test_full(void **state)
 	assert_string_equal(c->control.tokens[0].token_file,
 	    "/etc/s/ops.token");
 	assert_int_equal(c->control.max_body, 4096);
+	assert_int_equal(c->control.max_conns, 16);
+	assert_int_equal(c->control.max_conns_per_peer, 2);
+	assert_int_equal(c->control.head_timeout_ms, 3000);
+	assert_int_equal(c->max_conns_per_tenant, 32);
+	assert_int_equal(c->pressure_pct, 90);
+	assert_int_equal(c->fd_reserve, 0);
 	assert_string_equal(cfg_role_name(CFG_ROLE_AUDITOR), "auditor");
 	assert_int_equal(c->sni_check, 0);
 	assert_int_equal(c->sni_timeout_ms, 1000);
@@ -438,6 +468,30 @@ static const struct err_case err_cases[] = {
 	  "t.json:1:28: listen.socket_mode: ", "octal" },
 	{ "decimal socket mode", "{\"listen\": {\"socket_mode\": 660}}",
 	  "t.json:1:28: listen.socket_mode: ", "out of range" },
+	{ "socket prefixes not a list",
+	  "{\"listen\": {\"socket_prefixes\": \"/run/vm\"}}",
+	  "t.json:1:32: listen.socket_prefixes: ", "array of strings" },
+	{ "relative socket prefix",
+	  "{\"listen\": {\"socket_prefixes\": [\"/run/vm\", \"vm\"]}}",
+	  "t.json:1:44: listen.socket_prefixes[1]: ", "absolute" },
+	{ "socket prefix with ..",
+	  "{\"listen\": {\"socket_prefixes\": [\"/run/../etc\"]}}",
+	  "t.json:1:33: listen.socket_prefixes[0]: ", "\"..\"" },
+	{ "socket prefix with a trailing slash",
+	  "{\"listen\": {\"socket_prefixes\": [\"/run/vm/\"]}}",
+	  "t.json:1:33: listen.socket_prefixes[0]: ", "empty path component" },
+	{ "socket prefix /",
+	  "{\"listen\": {\"socket_prefixes\": [\"/\"]}}",
+	  "t.json:1:33: listen.socket_prefixes[0]: ", "every path" },
+	{ "session socket with .",
+	  "{\"sessions\": [{\"id\": \"a\", \"socket\": \"/run/./a.sock\"}]}",
+	  "t.json:1:37: sessions[0].socket: ", "\"..\"" },
+	{ "control socket with ..",
+	  "{\"control\": {\"socket\": \"/run/x/../ctl.sock\"}}",
+	  "t.json:1:24: control.socket: ", "\"..\"" },
+	{ "session id with a leading dot",
+	  "{\"sessions\": [{\"id\": \".a\"}]}",
+	  "t.json:1:22: sessions[0].id: ", "not starting with a dot" },
 	{ "bad dns server", "{\"dns\": {\"servers\": [\"1.2.3.4:0\"]}}",
 	  "t.json:1:22: dns.servers[0]: ", "bad DNS server" },
 	{ "bad dns host name", "{\"dns\": {\"hosts\": {\"1.2.3.4\": [\"1.2.3.4\"]}}}",
@@ -453,6 +507,24 @@ static const struct err_case err_cases[] = {
 	  "t.json:1:18: log.path: ", "must not be empty" },
 	{ "limit out of range", "{\"limits\": {\"max_headers\": 0}}",
 	  "t.json:1:28: limits.max_headers: ", "out of range" },
+	{ "a bucket that holds nothing",
+	  "{\"log\": {\"refusal_burst\": 0}}",
+	  "t.json:1:27: log.refusal_burst: ", "out of range" },
+	{ "a negative refusal rate",
+	  "{\"log\": {\"refusals_per_s\": -1}}",
+	  "t.json:1:28: log.refusals_per_s: ", "out of range" },
+	{ "negative free bytes",
+	  "{\"log\": {\"min_free_bytes\": -5}}",
+	  "t.json:1:28: log.min_free_bytes: ", "out of range" },
+	{ "no refusal per connection",
+	  "{\"limits\": {\"max_refusals_per_conn\": 0}}",
+	  "t.json:1:38: limits.max_refusals_per_conn: ", "out of range" },
+	{ "a key file that is not a string",
+	  "{\"log\": {\"mac_key_file\": 7}}",
+	  "t.json:1:26: log.mac_key_file: ", "expected" },
+	{ "no grants at all",
+	  "{\"limits\": {\"max_grants_per_session\": 0}}",
+	  "t.json:1:39: limits.max_grants_per_session: ", "out of range" },
 	{ "an explicit max_line above max_head",
 	  "{\"limits\": {\"max_head\": 1024, \"max_line\": 2048}}",
 	  "t.json:1:43: limits.max_line: ", "exceeds limits.max_head" },
@@ -503,6 +575,21 @@ static const struct err_case err_cases[] = {
 	  "t.json:1:26: control.tokens[0].token: ", "unknown key" },
 	{ "max_body too small", "{\"control\": {\"max_body\": 10}}",
 	  "t.json:1:26: control.max_body: ", "out of range" },
+	{ "control max_conns zero", "{\"control\": {\"max_conns\": 0}}",
+	  "t.json:1:27: control.max_conns: ", "out of range" },
+	{ "control max_conns_per_peer zero",
+	  "{\"control\": {\"max_conns_per_peer\": 0}}",
+	  "t.json:1:36: control.max_conns_per_peer: ", "out of range" },
+	{ "control head_timeout_ms too short",
+	  "{\"control\": {\"head_timeout_ms\": 10}}",
+	  "t.json:1:33: control.head_timeout_ms: ", "out of range" },
+	{ "pressure_pct over 100", "{\"limits\": {\"pressure_pct\": 101}}",
+	  "t.json:1:29: limits.pressure_pct: ", "out of range" },
+	{ "max_conns_per_tenant zero",
+	  "{\"limits\": {\"max_conns_per_tenant\": 0}}",
+	  "t.json:1:37: limits.max_conns_per_tenant: ", "out of range" },
+	{ "fd_reserve negative", "{\"limits\": {\"fd_reserve\": -1}}",
+	  "t.json:1:27: limits.fd_reserve: ", "out of range" },
 	{ "webhook over plain http",
 	  "{\"webhook\": {\"url\": \"http://hooks.example/\", "
 	  "\"secret_file\": \"/s\"}}",
@@ -705,6 +792,7 @@ round_trip(const char *text)
 	assert_int_equal(b->nsessions, a->nsessions);
 	assert_int_equal(b->registries_default, a->registries_default);
 	assert_int_equal(b->socket_mode, a->socket_mode);
+	assert_int_equal(b->nsocket_prefixes, a->nsocket_prefixes);
 	assert_string_equal(b->control.socket, a->control.socket);
 	assert_int_equal(b->control.ntokens, a->control.ntokens);
 	assert_int_equal(b->control.max_body, a->control.max_body);
@@ -753,6 +841,7 @@ test_dump_round_trip(void **state)
 	assert_non_null(d);
 	assert_non_null(strstr(d, "\"registries\": null"));
 	assert_non_null(strstr(d, "\"socket_mode\": \"0660\""));
+	assert_non_null(strstr(d, "\"socket_prefixes\": []"));
 	assert_non_null(strstr(d, "\"max_conns_total\": 4096"));
 	assert_non_null(strstr(d, "\"sni_check\": true"));
 	assert_non_null(strstr(d, "\"allow_ech\": false"));

@@ -432,6 +432,9 @@ test_names(void **state)
 	assert_string_equal(pol_reason_name(POL_R__COUNT), "unknown");
 	assert_int_equal(pol_reason_status(POL_R_HOST_MISMATCH), 421);
 	assert_int_equal(pol_reason_status(POL_R_TOO_MANY_CONNECTIONS), 429);
+	assert_int_equal(pol_reason_status(POL_R_TOO_MANY_REFUSALS), 429);
+	assert_string_equal(pol_reason_name(POL_R_TOO_MANY_REFUSALS),
+	    "too_many_refusals");
 	assert_int_equal(pol_reason_status(POL_R_DNS_TIMEOUT), 504);
 	assert_int_equal(pol_reason_status(POL_R_SHUTTING_DOWN), 503);
 	assert_int_equal(pol_reason_status(POL_R_HEAD_TOO_LARGE), 400);
@@ -1108,6 +1111,13 @@ test_sessions(void **state)
 	assert_int_equal(pol_id_valid(""), 0);
 	assert_int_equal(pol_id_valid("a/b"), 0);
 	assert_int_equal(pol_id_valid("a b"), 0);
+	/* ids name directories: no ".", "..", or hidden names */
+	assert_int_equal(pol_id_valid("."), 0);
+	assert_int_equal(pol_id_valid(".."), 0);
+	assert_int_equal(pol_id_valid(".x"), 0);
+	assert_int_equal(pol_id_valid("..x"), 0);
+	assert_int_equal(pol_id_valid("x."), 1);
+	assert_int_equal(pol_id_valid("x..y"), 1);
 	memset(id, 'x', 64);
 	id[64] = '\0';
 	assert_int_equal(pol_id_valid(id), 1);
@@ -1121,6 +1131,8 @@ test_sessions(void **state)
 	assert_non_null(b);
 	assert_null(pol_session_add(st, "a", NULL, NULL, POL_TIER_OFF));
 	assert_null(pol_session_add(st, "c/d", NULL, NULL, POL_TIER_OFF));
+	assert_null(pol_session_add(st, "..", NULL, NULL, POL_TIER_OFF));
+	assert_null(pol_session_add(st, ".", NULL, NULL, POL_TIER_OFF));
 	assert_null(pol_session_add(st, "e", NULL, NULL, (enum pol_tier)7));
 	assert_int_equal(pol_session_count(st), 2);
 	assert_ptr_equal(pol_session_find(st, "b"), b);

@@ -1,9 +1,11 @@
 /*
  * test_runcfg.c: sluice-run's configuration checks, record files and
- * name checks (sandbox-glue/sbx_cfg.c).
+ * name checks (sandbox-glue/sbx_cfg.c), and the sandboxes' seccomp
+ * filter (sbx_seccomp.c) in a child of the test.
  */
 #include "sluice-config.h"
 
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <jansson.h>
@@ -37,6 +44,7 @@ t_cfg_defaults_and_values(void **state)
 	assert_int_equal(c.timeout_default, 120);
 	assert_int_equal(c.timeout_max, 1680);
 	assert_int_equal(c.output_cap, 65536);
+	assert_int_equal(c.max_file_bytes, 64l << 20);
 	assert_string_equal(c.backend, "ns");
 	assert_string_equal(c.tier, "registries");
 	assert_int_equal(c.uid_base, 1000000000ul);
@@ -52,6 +60,13 @@ t_cfg_defaults_and_values(void **state)
 	assert_int_equal(parse(&c, "{\"cgroups\":\"auto\"}", err,
 	    sizeof(err)), 0);
 	assert_string_equal(c.cgroups, "");
+	assert_int_equal(parse(&c, "{\"max_file_bytes\":1}", err,
+	    sizeof(err)), 0);
+	assert_int_equal(c.max_file_bytes, 1);
+	assert_string_equal(c.workspace_root, "");
+	assert_int_equal(parse(&c, "{\"workspace_root\":\"/srv/ws\"}", err,
+	    sizeof(err)), 0);
+	assert_string_equal(c.workspace_root, "/srv/ws");
 }
 
 /* A timeout_max under the default lowers the default timeout. */
@@ -82,6 +97,8 @@ t_cfg_refusals(void **state)
 		{ "{\"timeout\":0}", "timeout: an integer" },
 		{ "{\"timeout_max\":1681}", "timeout_max: an integer" },
 		{ "{\"output_cap\":\"1\"}", "output_cap: an integer" },
+		{ "{\"max_file_bytes\":0}", "max_file_bytes: an integer" },
+		{ "{\"max_file_bytes\":1099511627777}", "max_file_bytes" },
 		{ "{\"uid_base\":1000}", "uid_base: an integer" },
 		{ "{\"backend\":\"lxc\"}", "backend" },
 		{ "{\"tier\":\"\\u001b[2J\"}", "tier" },
@@ -89,6 +106,10 @@ t_cfg_refusals(void **state)
 		{ "{\"tier\":\"a\",\"tier\":\"b\"}", "config t.json:1" },
 		{ "[]", "not a JSON object" },
 		{ "{\"\\u001b[2J\":1}", "unknown key \\033[2J" },
+		{ "{\"workspace_root\":\"/\"}", "workspace_root: an absolute" },
+		{ "{\"workspace_root\":\"/srv\"}", "workspace_root" },
+		{ "{\"workspace_root\":\"/etc/ws\"}", "workspace_root" },
+		{ "{\"workspace_root\":\"srv/ws\"}", "workspace_root" },
 	};
 	struct sbx_cfg c;
 	char err[256];
@@ -120,6 +141,10 @@ t_rec_round_trip_and_refusals(void **state)
 	r.slot = 3;
 	r.init_start = 1ull << 40;
 	r.workspace_made = 1;
+	r.workspace_given = 1;
+	r.workspace_uid = 1234;
+	r.workspace_gid = 4321;
+	r.workspace_mode = 02755;
 	r.lim.memory_bytes = 5;
 	o = sbx_rec_json(&r);
 	assert_non_null(o);
@@ -140,6 +165,7 @@ t_rec_round_trip_and_refusals(void **state)
 	BAD("{\"chat\":\"c\",\"suspended\":1}", "suspended: a boolean");
 	BAD("{\"chat\":\"c\",\"tier\":\"0123456789abcdef\"}", "tier: a string");
 	BAD("{\"chat\":\"c\",\"limits\":{\"pids\":-1}}", "pids");
+	BAD("{\"chat\":\"c\",\"workspace_mode\":4096}", "workspace_mode");
 	BAD("[]", "not a JSON object");
 #undef BAD
 }
@@ -169,6 +195,30 @@ t_names(void **state)
 	    "\\302\\233\\377");
 	sbx_text_safe("\x01\x01", out, 6);      /* no escape cut in two */
 	assert_string_equal(out, "\\001");
+	/* bidirectional overrides and invisible characters, as bytes */
+	sbx_text_safe("a\xe2\x80\xae" "b\xe2\x80\x8b" "c\xe2\x81\xa6" "d"
+	    "\xef\xbb\xbf\xc2\xad\xe2\x80\xa8.", big, sizeof(big));
+	assert_string_equal(big, "a\\342\\200\\256b\\342\\200\\213c"
+	    "\\342\\201\\246d\\357\\273\\277\\302\\255\\342\\200\\250.");
+	/* what reads as it is stays */
+	sbx_text_safe("\xe2\x80\x90 \xe2\x82\xac \xf0\x9f\x98\x80", out,
+	    sizeof(out));
+	assert_string_equal(out, "\xe2\x80\x90 \xe2\x82\xac \xf0\x9f\x98\x80");
+	sbx_text_safen("ab\x1b", 2, out, sizeof(out));
+	assert_string_equal(out, "ab");
+	/* never a workspace nor their root */
+	assert_true(sbx_path_system("/"));
+	assert_true(sbx_path_system("//"));
+	assert_true(sbx_path_system("/home"));
+	assert_true(sbx_path_system("/home/"));
+	assert_true(sbx_path_system("/etc/x"));
+	assert_true(sbx_path_system("/usr"));
+	assert_true(sbx_path_system("/root/ws"));
+	assert_true(sbx_path_system("/proc/1/root"));
+	assert_true(sbx_path_system("rel/x"));
+	assert_false(sbx_path_system("/srv/ws"));
+	assert_false(sbx_path_system("/var/lib/sluice-ws"));
+	assert_false(sbx_path_system("/etcetera/ws"));
 	assert_true(sbx_id_ok("chat-1.a_b", SBX_ID_MAX));
 	assert_false(sbx_id_ok(".lock", SBX_ID_MAX));
 	assert_false(sbx_id_ok("-x", SBX_ID_MAX));
@@ -219,6 +269,52 @@ t_broker_answers(void **state)
 	}
 }
 
+/* The compiled program is well-formed hex, and loaded (no privilege
+ * needed under no_new_privs) it refuses and lets through as meant. */
+static void
+t_seccomp(void **state)
+{
+	char err[256], *hex;
+	size_t i, n;
+	pid_t pid;
+	int st;
+
+	(void)state;
+	hex = sbx_seccomp_hex(err, sizeof(err));
+	if (hex == NULL)
+		fail_msg("sbx_seccomp_hex: %s", err);
+	n = strlen(hex);
+	assert_true(n > 0 && n % 16 == 0);
+	for (i = 0; i < n; i++)
+		assert_non_null(strchr("0123456789abcdef", hex[i]));
+	free(hex);
+	if ((pid = fork()) == 0) {
+		int fd;
+
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+		    sbx_seccomp_load(err, sizeof(err)) != 0)
+			_exit(10);
+		errno = 0;
+		if (syscall(SYS_keyctl, 0, -3, 0) != -1 || errno != EPERM)
+			_exit(11);
+		if (syscall(SYS_unshare, 0x10000000) != -1 || errno != EPERM)
+			_exit(12);
+		if (socket(AF_NETLINK, SOCK_RAW, 0) != -1 ||
+		    errno != EAFNOSUPPORT)
+			_exit(13);
+		if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) < 0)
+			_exit(14);
+		close(fd);
+		if (syscall(SYS_clone3, NULL, 0) != -1 || errno != ENOSYS)
+			_exit(15);
+		_exit(0);
+	}
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int
 main(void)
 {
@@ -229,6 +325,7 @@ main(void)
 		cmocka_unit_test(t_rec_round_trip_and_refusals),
 		cmocka_unit_test(t_names),
 		cmocka_unit_test(t_broker_answers),
+		cmocka_unit_test(t_seccomp),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

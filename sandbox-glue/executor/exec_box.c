@@ -1,0 +1,899 @@
+/*
+ * exec_box.c: the sandboxes sluice-execd owns.  Each is a box in
+ * memory (struct xd_box) and a directory <state_dir>/<id> holding the
+ * record (record.json, struct sbx_rec, as sluice-run writes it), the
+ * daemon's own settings of it (execd.json: profile, command limits),
+ * the backend's files and, by default, the workspace.
+ *
+ * A create checks the quotas and takes a uid slot on the loop, then a
+ * worker makes the directory, the workspace, the broker session
+ * (sluiced), the sandbox (backend), saves the record and commits; a
+ * create that fails at any step takes back what it made, the broker
+ * session included, so that a refused create leaves nothing behind.
+ * A delete destroys the sandbox, deletes the broker session and removes
+ * the directory, also in a worker.  While a worker holds a box (op) it
+ * takes no command and no other change.
+ *
+ * References: the list holds one, each command and each worker one;
+ * xd_box_unref (exec_rec.c) frees a box that has left the list.
+ */
+#include "sluice-config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proxy/lib/util.h"
+#include "sandbox-glue/executor/execd-int.h"
+#include "sandbox-glue/executor/sbx_cfg.h"
+
+struct box_op {
+	struct xd_box *box;
+	xd_box_cb cb;
+	void *arg;
+	char tier[16];
+};
+
+static int
+berr(struct xd_perr *e, int status, const char *code, const char *msg)
+{
+	e->status = status;
+	e->code = code;
+	snprintf(e->msg, sizeof(e->msg), "%s", msg);
+	return -1;
+}
+
+static void
+box_remove(struct xd_box *b)
+{
+	TAILQ_REMOVE(&b->xd->boxes, b, link);
+	b->state = XD_BOX_GONE;
+	xd_box_unref(b);
+}
+
+/* ---- tree removal (no link followed) ---- */
+
+/*
+ * Empty the directory open at dfd and close it, through directory fds
+ * only: the workspace is the sandbox user's, and a directory swapped
+ * for a link between a check and a path-based call would have root
+ * remove files elsewhere.
+ */
+static void
+rm_at(int dfd, int depth)
+{
+	struct dirent *de;
+	DIR *d = fdopendir(dfd);
+	int pass, gone;
+
+	if (d == NULL) {
+		close(dfd);
+		return;
+	}
+	for (pass = 0, gone = 1; pass < 8 && gone; pass++) {
+		gone = 0;
+		rewinddir(d);
+		while ((de = readdir(d)) != NULL) {
+			int fd;
+
+			if (strcmp(de->d_name, ".") == 0 ||
+			    strcmp(de->d_name, "..") == 0)
+				continue;
+			if (unlinkat(dirfd(d), de->d_name, 0) == 0) {
+				gone = 1;
+				continue;
+			}
+			if (errno != EISDIR || depth >= 256)
+				continue;
+			fd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY |
+			    O_NOFOLLOW | O_CLOEXEC);
+			if (fd < 0)
+				continue;
+			rm_at(fd, depth + 1);
+			if (unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) == 0)
+				gone = 1;
+		}
+	}
+	closedir(d);
+}
+
+static void
+rm_tree(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0) {
+		if (errno == ENOTDIR || errno == ELOOP)
+			(void)unlink(path);
+		return;
+	}
+	rm_at(fd, 0);
+	(void)rmdir(path);
+}
+
+/* ---- the daemon's settings of a box (execd.json) ---- */
+
+static void
+side_save(const struct xd_box *b)
+{
+	char p[SBX_PATH_MAX + 32], t[SBX_PATH_MAX + 32];
+	json_t *o = json_pack("{s:s,s:I,s:I,s:I,s:I}", "profile", b->profile,
+	    "timeout_s", (json_int_t)b->lim.timeout_s, "output_cap",
+	    (json_int_t)b->lim.output_cap, "disk_bytes",
+	    (json_int_t)b->lim.disk_bytes, "inodes",
+	    (json_int_t)b->lim.inodes);
+
+	snprintf(p, sizeof(p), "%s/execd.json", b->rec.dir);
+	snprintf(t, sizeof(t), "%s/execd.json.tmp", b->rec.dir);
+	if (o == NULL || json_dump_file(o, t, 0) != 0 || rename(t, p) != 0)
+		xd_log(XD_LOG_WARN, "%s: cannot save", p);
+	json_decref(o);
+}
+
+static void
+side_load(struct xd_box *b)
+{
+	char p[SBX_PATH_MAX + 32];
+	json_t *o, *v;
+
+	snprintf(p, sizeof(p), "%s/execd.json", b->rec.dir);
+	if ((o = json_load_file(p, 0, NULL)) == NULL)
+		return;
+	if (json_is_string(v = json_object_get(o, "profile")))
+		snprintf(b->profile, sizeof(b->profile), "%s",
+		    json_string_value(v));
+	if (json_is_integer(v = json_object_get(o, "timeout_s")) &&
+	    json_integer_value(v) > 0 && json_integer_value(v) <=
+	    b->xd->cfg->max.timeout_s)
+		b->lim.timeout_s = (long)json_integer_value(v);
+	if (json_is_integer(v = json_object_get(o, "output_cap")) &&
+	    json_integer_value(v) >= 0 && json_integer_value(v) <=
+	    b->xd->cfg->max.output_cap)
+		b->lim.output_cap = (long)json_integer_value(v);
+	/* what the workspace was made with (shown, not enforced here) */
+	if (json_is_integer(v = json_object_get(o, "disk_bytes")) &&
+	    json_integer_value(v) >= 0)
+		b->lim.disk_bytes = (uint64_t)json_integer_value(v);
+	if (json_is_integer(v = json_object_get(o, "inodes")) &&
+	    json_integer_value(v) >= 0)
+		b->lim.inodes = (uint64_t)json_integer_value(v);
+	json_decref(o);
+}
+
+static struct xd_box *
+box_new(struct xd *xd)
+{
+	struct xd_box *b = calloc(1, sizeof(*b));
+
+	if (b == NULL)
+		return NULL;
+	b->xd = xd;
+	TAILQ_INIT(&b->cmds);
+	b->refs = 1;            /* the list's */
+	b->lim = xd->cfg->def;
+	snprintf(b->profile, sizeof(b->profile), "base");
+	snprintf(b->broker, sizeof(b->broker), "ok");
+	return b;
+}
+
+void
+xd_box_load_all(struct xd *xd)
+{
+	DIR *d = opendir(xd->cfg->state_dir);
+	struct dirent *de;
+
+	if (d == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		char p[SBX_PATH_MAX + 300], err[XD_ERR_MAX];
+		struct xd_box *b;
+
+		if (!sbx_id_ok(de->d_name, SBX_ID_MAX))
+			continue;
+		snprintf(p, sizeof(p), "%s/%s/record.json", xd->cfg->state_dir,
+		    de->d_name);
+		if (access(p, F_OK) != 0 || (b = box_new(xd)) == NULL)
+			continue;
+		if (sbx_rec_load(&b->rec, p, err, sizeof(err)) != 0 ||
+		    strcmp(b->rec.chat, de->d_name) != 0 ||
+		    (b->be = sbx_backend_find(b->rec.backend)) == NULL) {
+			xd_log(XD_LOG_WARN, "%s: not adopted: %s", p, err);
+			free(b);
+			continue;
+		}
+		b->state = XD_BOX_RUNNING;
+		b->lim.sbx = b->rec.lim;
+		snprintf(b->broker, sizeof(b->broker), "unknown");
+		side_load(b);
+		TAILQ_INSERT_TAIL(&xd->boxes, b, link);
+		xd_log(XD_LOG_INFO, "sandbox %s (%s): adopted, %s", b->rec.chat,
+		    b->rec.backend, b->be->alive(&b->rec) ? "running" :
+		    "its sandbox is gone (delete it)");
+	}
+	closedir(d);
+}
+
+struct xd_box *
+xd_box_find(struct xd *xd, const char *id)
+{
+	struct xd_box *b;
+
+	TAILQ_FOREACH(b, &xd->boxes, link)
+		if (strcmp(b->rec.chat, id) == 0)
+			return b;
+	return NULL;
+}
+
+void
+xd_box_counts(struct xd *xd, const char *tenant, const char *user,
+    long *total, long *nt, long *nu)
+{
+	struct xd_box *b;
+
+	*total = *nt = *nu = 0;
+	TAILQ_FOREACH(b, &xd->boxes, link) {
+		(*total)++;
+		if (tenant != NULL && tenant[0] && strcmp(b->rec.tenant,
+		    tenant) == 0)
+			(*nt)++;
+		/* a user is counted within the tenant */
+		if (user != NULL && user[0] && strcmp(b->rec.user, user) == 0 &&
+		    strcmp(b->rec.tenant, tenant ? tenant : "") == 0)
+			(*nu)++;
+	}
+}
+
+static int
+quota(struct xd_perr *e, const char *scope, long limit, long in_use)
+{
+	e->status = 429;
+	e->code = "quota_exceeded";
+	snprintf(e->msg, sizeof(e->msg), "%s quota: %ld of %ld in use",
+	    scope, in_use, limit);
+	e->extra = json_pack("{s:s,s:I,s:I}", "scope", scope, "limit",
+	    (json_int_t)limit, "in_use", (json_int_t)in_use);
+	return -1;
+}
+
+/* ---- create ---- */
+
+static json_t *
+fail_json(int status, const char *code, const char *msg)
+{
+	return json_pack("{s:b,s:i,s:s,s:s}", "ok", 0, "status", status,
+	    "code", code, "message", msg);
+}
+
+/* In the worker. */
+static json_t *
+box_create_child(void *arg)
+{
+	struct xd_box *b = arg;
+	struct xd *xd = b->xd;
+	struct sbx_rec *r = &b->rec;
+	struct xd_broker_err be;
+	char err[XD_ERR_MAX], rp[SBX_PATH_MAX + 16];
+	int session = 0;
+	json_t *res = NULL;
+	struct stat st;
+
+	memset(&be, 0, sizeof(be));
+	if (util_mkdir_p(xd->cfg->state_dir, 0711) != 0) {
+		snprintf(err, sizeof(err), "%.300s: %s", xd->cfg->state_dir,
+		    strerror(errno));
+		return fail_json(500, "internal", err);
+	}
+	/* a directory without a record is what a killed create left */
+	snprintf(rp, sizeof(rp), "%s/record.json", r->dir);
+	if (lstat(r->dir, &st) == 0) {
+		if (access(rp, F_OK) == 0)
+			return fail_json(409, "exists", "a sandbox of that id "
+			    "exists (made by another program)");
+		if (snprintf(r->workspace, sizeof(r->workspace),
+		    "%s/workspace", r->dir) >= (int)sizeof(r->workspace) ||
+		    xd_ws_remove(r) != 0)
+			return fail_json(500, "internal", "a workspace left "
+			    "mounted by an earlier create cannot be unmounted");
+		rm_tree(r->dir);
+	}
+	if (mkdir(r->dir, 0711) != 0) {
+		snprintf(err, sizeof(err), "%.300s: %s", r->dir, strerror(errno));
+		return fail_json(500, "internal", err);
+	}
+	if (snprintf(r->workspace, sizeof(r->workspace), "%s/workspace",
+	    r->dir) >= (int)sizeof(r->workspace)) {
+		res = fail_json(500, "internal", "workspace: path too long");
+		goto fail;
+	}
+	if (xd_ws_make(xd->cfg->mke2fs, r, &b->lim, err, sizeof(err)) != 0) {
+		char m[XD_ERR_MAX + 16];
+
+		snprintf(m, sizeof(m), "workspace: %s", err);
+		res = fail_json(500, "internal", m);
+		goto fail;
+	}
+	r->workspace_made = 1;
+	/* the record before anything is made outside the directory: a
+	 * worker killed from here on leaves what delete can take down */
+	if (xd_rec_save(r) != 0) {
+		res = fail_json(500, "internal", "cannot save the record");
+		goto fail;
+	}
+	side_save(b);
+	/* the broker session first: no sandbox without its policy */
+	if (xd_broker_create(xd->cfg, r, r->session_dir,
+	    sizeof(r->session_dir), &be) != 0) {
+		res = fail_json(be.status, be.code, be.msg);
+		goto fail;
+	}
+	session = 1;
+	xd_broker_socket_own(r);
+	if (b->be->create(r, err, sizeof(err)) != 0) {
+		char m[XD_ERR_MAX + 32];
+
+		snprintf(m, sizeof(m), "backend %s: %s", b->be->name, err);
+		res = fail_json(503, "backend_unavailable", m);
+		goto fail;
+	}
+	if (xd_rec_save(r) != 0) {
+		(void)b->be->destroy(r, err, sizeof(err));
+		res = fail_json(500, "internal", "cannot save the record");
+		goto fail;
+	}
+	if (b->be->commit != NULL)
+		b->be->commit(r);
+	return json_pack("{s:b,s:o}", "ok", 1, "record", sbx_rec_json(r));
+fail:
+	if (session && xd_broker_delete(xd->cfg, r->chat, &be) != 0)
+		xd_log(XD_LOG_WARN, "sandbox %s: broker session left: %s",
+		    r->chat, be.msg);
+	if (r->session_dir[0])
+		(void)rmdir(r->session_dir);
+	/* never remove files under a mount that is still there */
+	if (xd_ws_remove(r) == 0)
+		rm_tree(r->dir);
+	return res;
+}
+
+static void
+perr_from(struct xd_perr *e, json_t *res, const char *what)
+{
+	const char *code = json_string_value(json_object_get(res, "code"));
+	const char *msg = json_string_value(json_object_get(res, "message"));
+	json_int_t st = json_integer_value(json_object_get(res, "status"));
+
+	e->status = st >= 400 && st < 600 ? (int)st : 500;
+	/* the code is one of ours; keep the pointer to a literal */
+	e->code = "internal";
+	if (code != NULL) {
+		static const char *const codes[] = { "bad_request",
+		    "forbidden", "network_not_permitted", "not_found",
+		    "exists", "conflict", "backend_unavailable",
+		    "broker_unavailable", NULL };
+		size_t i;
+
+		for (i = 0; codes[i] != NULL; i++)
+			if (strcmp(codes[i], code) == 0)
+				e->code = codes[i];
+	}
+	snprintf(e->msg, sizeof(e->msg), "%s", msg ? msg : what);
+}
+
+static void
+box_create_done(void *arg, json_t *res)
+{
+	struct box_op *op = arg;
+	struct xd_box *b = op->box;
+	struct xd_perr e;
+	char err[XD_ERR_MAX];
+
+	memset(&e, 0, sizeof(e));
+	b->xd->creating--;
+	b->op = 0;
+	if (json_is_true(json_object_get(res, "ok"))) {
+		char *s = json_dumps(json_object_get(res, "record"), 0);
+
+		if (s != NULL && sbx_rec_parse(&b->rec, s, strlen(s), err,
+		    sizeof(err)) == 0) {
+			free(s);
+			b->state = XD_BOX_RUNNING;
+			xd_log(XD_LOG_INFO, "sandbox %s: created (%s, tenant "
+			    "%s)", b->rec.chat, b->rec.backend, b->rec.tenant);
+			b->xd->stats.created++;
+			xd_event(b->xd, "sandbox", "created", json_pack(
+			    "{s:s,s:s,s:s,s:s,s:s}", "id", b->rec.chat,
+			    "tenant", b->rec.tenant, "user", b->rec.user,
+			    "backend", b->rec.backend, "tier", b->rec.tier));
+			op->cb(op->arg, b, NULL);
+			goto out;
+		}
+		free(s);
+		berr(&e, 500, "internal", "the created record does not read "
+		    "back");
+	} else if (res == NULL)
+		berr(&e, 500, "internal", "the create worker died");
+	else
+		perr_from(&e, res, "create failed");
+	xd_log(XD_LOG_INFO, "sandbox %s: not created: %s", b->rec.chat, e.msg);
+	b->xd->stats.create_failed++;
+	op->cb(op->arg, NULL, &e);
+	xd_perr_clear(&e);
+	box_remove(b);
+out:
+	xd_box_unref(b);        /* the worker's */
+	json_decref(res);
+	free(op);
+}
+
+int
+xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
+    void *arg, struct xd_perr *e)
+{
+	const struct xd_cfg *c = xd->cfg;
+	unsigned char used[1024];
+	struct xd_box *b, *x;
+	struct box_op *op;
+	long total, nt, nu;
+	char err[XD_ERR_MAX];
+	unsigned long i;
+
+	if (xd_box_find(xd, s->id) != NULL)
+		return berr(e, 409, "exists", "a sandbox of that id exists");
+	if (xd->creating >= c->max_creates)
+		return quota(e, "creates", c->max_creates, xd->creating);
+	xd_box_counts(xd, s->tenant, s->user, &total, &nt, &nu);
+	if (c->max_total && total >= c->max_total)
+		return quota(e, "global", c->max_total, total);
+	if (s->tenant[0] && c->max_per_tenant && nt >= c->max_per_tenant)
+		return quota(e, "tenant", c->max_per_tenant, nt);
+	if (s->user[0] && c->max_per_user && nu >= c->max_per_user)
+		return quota(e, "user", c->max_per_user, nu);
+	if ((b = box_new(xd)) == NULL)
+		return berr(e, 500, "internal", "out of memory");
+	if ((b->be = sbx_backend_find(s->backend)) == NULL)
+		snprintf(err, sizeof(err), "unknown backend");
+	if (b->be == NULL || b->be->available(err, sizeof(err)) != 0) {
+		free(b);
+		e->extra = json_pack("{s:s}", "backend", s->backend);
+		return berr(e, 503, "backend_unavailable", err);
+	}
+	if (access(c->shim, X_OK) != 0) {
+		free(b);
+		snprintf(err, sizeof(err), "sluice-shim %.300s: %s (set \"shim\")",
+		    c->shim, strerror(errno));
+		return berr(e, 503, "backend_unavailable", err);
+	}
+	memset(used, 0, sizeof(used));
+	TAILQ_FOREACH(x, &xd->boxes, link)
+		if (x->rec.slot >= 0 && x->rec.slot < 1024)
+			used[x->rec.slot] = 1;
+	b->rec.slot = -1;
+	for (i = 0; i < c->slots && i < 1024; i++)
+		if (!used[i]) {
+			b->rec.slot = (int)i;
+			break;
+		}
+	if (b->rec.slot < 0) {
+		free(b);
+		return quota(e, "global", (long)c->slots, (long)c->slots);
+	}
+	snprintf(b->rec.chat, sizeof(b->rec.chat), "%s", s->id);
+	snprintf(b->rec.tenant, sizeof(b->rec.tenant), "%s", s->tenant);
+	snprintf(b->rec.user, sizeof(b->rec.user), "%s", s->user);
+	snprintf(b->rec.tier, sizeof(b->rec.tier), "%s", s->tier);
+	snprintf(b->rec.backend, sizeof(b->rec.backend), "%s", b->be->name);
+	snprintf(b->rec.shim, sizeof(b->rec.shim), "%s", c->shim);
+	snprintf(b->rec.cgroup, sizeof(b->rec.cgroup), "%s", c->cgroups);
+	if (snprintf(b->rec.dir, sizeof(b->rec.dir), "%s/%s", c->state_dir,
+	    s->id) >= (int)sizeof(b->rec.dir)) {
+		free(b);
+		return berr(e, 500, "internal", "state_dir too long");
+	}
+	b->rec.uid_count = 65536;
+	b->rec.uid_base = (uid_t)(c->uid_base + (unsigned long)b->rec.slot *
+	    65536);
+	b->rec.host_uid = b->rec.uid_base + SBX_UID;
+	b->rec.host_gid = b->rec.uid_base + SBX_GID;
+	b->rec.created = b->rec.last_used = (int64_t)time(NULL);
+	b->rec.lim = s->lim.sbx;
+	b->lim = s->lim;
+	snprintf(b->profile, sizeof(b->profile), "%s", s->profile);
+	b->state = XD_BOX_CREATING;
+	b->op = 1;
+	if ((op = calloc(1, sizeof(*op))) == NULL) {
+		free(b);
+		return berr(e, 500, "internal", "out of memory");
+	}
+	op->box = b;
+	op->cb = cb;
+	op->arg = arg;
+	b->refs++;              /* the worker's */
+	if (xd_job_run(xd, "create", box_create_child, b, box_create_done, op,
+	    err, sizeof(err)) != 0) {
+		free(op);
+		free(b);
+		return berr(e, 500, "internal", err);
+	}
+	TAILQ_INSERT_TAIL(&xd->boxes, b, link);
+	xd->creating++;
+	return 0;
+}
+
+/* ---- delete ---- */
+
+static json_t *
+box_delete_child(void *arg)
+{
+	struct xd_box *b = arg;
+	struct sbx_rec *r = &b->rec;
+	struct xd_broker_err be;
+	char err[XD_ERR_MAX];
+	const char *left = NULL;
+
+	memset(&be, 0, sizeof(be));
+	if (b->be->destroy(r, err, sizeof(err)) != 0) {
+		(void)xd_rec_save(r);
+		return fail_json(503, "backend_unavailable", err);
+	}
+	/* the sandbox is gone; a broker session sluiced cannot be asked to
+	 * drop now is named in the answer (and the log) */
+	if (xd_broker_delete(b->xd->cfg, r->chat, &be) != 0) {
+		xd_log(XD_LOG_WARN, "sandbox %s: broker session left: %s",
+		    r->chat, be.msg);
+		left = be.msg;
+	}
+	/* the sandbox is down: its mounts of the workspace went with it */
+	if (xd_ws_remove(r) != 0) {
+		(void)xd_rec_save(r);
+		return fail_json(503, "backend_unavailable", "the workspace "
+		    "cannot be unmounted (delete again)");
+	}
+	if (r->workspace_made)
+		rm_tree(r->workspace);
+	rm_tree(r->dir);
+	if (r->session_dir[0])
+		(void)rmdir(r->session_dir);    /* sluiced leaves it, empty */
+	return json_pack("{s:b,s:s?}", "ok", 1, "broker_left", left);
+}
+
+static void
+box_delete_done(void *arg, json_t *res)
+{
+	struct box_op *op = arg;
+	struct xd_box *b = op->box;
+	struct xd_perr e;
+	struct xd_cmd *c;
+
+	memset(&e, 0, sizeof(e));
+	b->op = 0;
+	if (json_is_true(json_object_get(res, "ok"))) {
+		const char *left = json_string_value(json_object_get(res,
+		    "broker_left"));
+
+		xd_log(XD_LOG_INFO, "sandbox %s: deleted", b->rec.chat);
+		if (left != NULL)
+			snprintf(b->broker, sizeof(b->broker), "left");
+		b->xd->stats.removed++;
+		xd_event(b->xd, "sandbox", "removed", json_pack(
+		    "{s:s,s:s,s:s,s:s}", "id", b->rec.chat, "tenant",
+		    b->rec.tenant, "user", b->rec.user, "broker", b->broker));
+		op->cb(op->arg, b, NULL);
+		/* finished background commands go with it; running ones
+		 * end with their sandbox and are freed then */
+		while ((c = TAILQ_FIRST(&b->cmds)) != NULL && !c->running)
+			xd_cmd_free(c);
+		box_remove(b);
+	} else {
+		if (res == NULL)
+			berr(&e, 500, "internal", "the delete worker died");
+		else
+			perr_from(&e, res, "delete failed");
+		b->state = XD_BOX_RUNNING;
+		op->cb(op->arg, NULL, &e);
+	}
+	xd_box_unref(b);
+	json_decref(res);
+	free(op);
+}
+
+int
+xd_box_delete(struct xd_box *b, xd_box_cb cb, void *arg, struct xd_perr *e)
+{
+	struct box_op *op;
+	struct xd_cmd *c;
+	char err[XD_ERR_MAX];
+
+	if (b->op || b->state != XD_BOX_RUNNING)
+		return berr(e, 409, "conflict", "the sandbox is being created, "
+		    "changed or deleted");
+	if ((op = calloc(1, sizeof(*op))) == NULL)
+		return berr(e, 500, "internal", "out of memory");
+	op->box = b;
+	op->cb = cb;
+	op->arg = arg;
+	b->refs++;
+	b->op = 1;
+	b->state = XD_BOX_DELETING;
+	/* destroy kills every process; their results say cancelled */
+	if (b->fg != NULL)
+		b->fg->cancelled = 1;
+	TAILQ_FOREACH(c, &b->cmds, link)
+		if (c->running)
+			c->cancelled = 1;
+	if (xd_job_run(b->xd, "delete", box_delete_child, b, box_delete_done,
+	    op, err, sizeof(err)) != 0) {
+		b->refs--;
+		b->op = 0;
+		b->state = XD_BOX_RUNNING;
+		free(op);
+		return berr(e, 500, "internal", err);
+	}
+	return 0;
+}
+
+/* ---- tier ---- */
+
+static json_t *
+box_tier_child(void *arg)
+{
+	struct box_op *op = arg;
+	struct xd_broker_err be;
+
+	memset(&be, 0, sizeof(be));
+	if (xd_broker_tier(op->box->xd->cfg, op->box->rec.chat, op->tier,
+	    &be) != 0)
+		return fail_json(be.status, be.code, be.msg);
+	return json_pack("{s:b}", "ok", 1);
+}
+
+static void
+box_tier_done(void *arg, json_t *res)
+{
+	struct box_op *op = arg;
+	struct xd_box *b = op->box;
+	struct xd_perr e;
+
+	memset(&e, 0, sizeof(e));
+	b->op = 0;
+	if (json_is_true(json_object_get(res, "ok"))) {
+		snprintf(b->rec.tier, sizeof(b->rec.tier), "%s", op->tier);
+		snprintf(b->broker, sizeof(b->broker), "ok");
+		if (b->state == XD_BOX_RUNNING)
+			(void)xd_rec_save(&b->rec);
+		op->cb(op->arg, b, NULL);
+	} else {
+		if (res == NULL)
+			berr(&e, 500, "internal", "the worker died");
+		else
+			perr_from(&e, res, "tier change failed");
+		op->cb(op->arg, NULL, &e);
+	}
+	xd_box_unref(b);
+	json_decref(res);
+	free(op);
+}
+
+int
+xd_box_set_tier(struct xd_box *b, const char *tier, xd_box_cb cb, void *arg,
+    struct xd_perr *e)
+{
+	struct box_op *op;
+	char err[XD_ERR_MAX];
+
+	if (b->op || b->state != XD_BOX_RUNNING)
+		return berr(e, 409, "conflict", "the sandbox is being created, "
+		    "changed or deleted");
+	if ((op = calloc(1, sizeof(*op))) == NULL)
+		return berr(e, 500, "internal", "out of memory");
+	op->box = b;
+	op->cb = cb;
+	op->arg = arg;
+	snprintf(op->tier, sizeof(op->tier), "%s", tier);
+	b->refs++;
+	b->op = 1;
+	if (xd_job_run(b->xd, "tier", box_tier_child, op, box_tier_done, op,
+	    err, sizeof(err)) != 0) {
+		b->refs--;
+		b->op = 0;
+		free(op);
+		return berr(e, 500, "internal", err);
+	}
+	return 0;
+}
+
+/* ---- the network as sluiced sees it ---- */
+
+static json_t *
+box_net_child(void *arg)
+{
+	struct box_op *op = arg;
+	const struct xd_cfg *c = op->box->xd->cfg;
+	const struct sbx_rec *r = &op->box->rec;
+	struct xd_broker_err be;
+	char eff[16], dir[SBX_PATH_MAX];
+	int repaired = 0;
+
+	memset(&be, 0, sizeof(be));
+	if (xd_broker_get(c, r->chat, eff, sizeof(eff), &be) != 0) {
+		if (be.status != 404)
+			return fail_json(be.status, be.code, be.msg);
+		/* sluiced restarted or the session was deleted: make it
+		 * again with the sandbox's tier.  sluiced puts its socket
+		 * where it was (the directory the sandbox has mounted), or
+		 * the sandbox could not reach it: then it is taken back. */
+		memset(&be, 0, sizeof(be));
+		if (xd_broker_create(c, r, dir, sizeof(dir), &be) != 0)
+			return json_pack("{s:b,s:i,s:s,s:s,s:b}", "ok", 0,
+			    "status", 404, "code", "not_found", "message",
+			    be.msg, "repair_failed", 1);
+		if (strcmp(dir, r->session_dir) != 0) {
+			(void)xd_broker_delete(c, r->chat, &be);
+			return json_pack("{s:b,s:i,s:s,s:s,s:b}", "ok", 0,
+			    "status", 404, "code", "not_found", "message",
+			    "sluiced made the session elsewhere", "repair_failed",
+			    1);
+		}
+		xd_broker_socket_own(r);
+		repaired = 1;
+		if (xd_broker_get(c, r->chat, eff, sizeof(eff), &be) != 0)
+			return fail_json(be.status, be.code, be.msg);
+	}
+	return json_pack("{s:b,s:s,s:b}", "ok", 1, "effective_tier", eff,
+	    "repaired", repaired);
+}
+
+static void
+box_net_done(void *arg, json_t *res)
+{
+	struct box_op *op = arg;
+	struct xd_box *b = op->box;
+	const char *eff = json_string_value(json_object_get(res,
+	    "effective_tier"));
+	json_int_t st = json_integer_value(json_object_get(res, "status"));
+	struct xd_perr e;
+
+	memset(&e, 0, sizeof(e));
+	if (json_is_true(json_object_get(res, "ok")) && eff != NULL) {
+		snprintf(b->eff_tier, sizeof(b->eff_tier), "%s", eff);
+		if (json_is_true(json_object_get(res, "repaired"))) {
+			xd_log(XD_LOG_WARN, "sandbox %s: sluiced had no session "
+			    "for it: made again (tier %s)", b->rec.chat,
+			    b->rec.tier);
+			snprintf(b->broker, sizeof(b->broker), "repaired");
+		} else
+			snprintf(b->broker, sizeof(b->broker), "ok");
+		op->cb(op->arg, b, NULL);
+	} else if (st == 404) {
+		/* the session is gone and could not be made again: the
+		 * sandbox has no network */
+		snprintf(b->eff_tier, sizeof(b->eff_tier), "off");
+		snprintf(b->broker, sizeof(b->broker), "missing");
+		op->cb(op->arg, b, NULL);
+	} else {
+		if (res == NULL)
+			berr(&e, 500, "internal", "the worker died");
+		else
+			perr_from(&e, res, "the broker session");
+		if (e.status == 503) {
+			snprintf(b->broker, sizeof(b->broker), "unreachable");
+			b->eff_tier[0] = '\0';
+		}
+		op->cb(op->arg, NULL, &e);
+	}
+	xd_box_unref(b);
+	json_decref(res);
+	free(op);
+}
+
+int
+xd_box_network(struct xd_box *b, xd_box_cb cb, void *arg, struct xd_perr *e)
+{
+	struct box_op *op;
+	char err[XD_ERR_MAX];
+
+	if (b->state != XD_BOX_RUNNING)
+		return berr(e, 409, "conflict", "the sandbox is being created "
+		    "or deleted");
+	if ((op = calloc(1, sizeof(*op))) == NULL)
+		return berr(e, 500, "internal", "out of memory");
+	op->box = b;
+	op->cb = cb;
+	op->arg = arg;
+	b->refs++;
+	if (xd_job_run(b->xd, "network", box_net_child, op, box_net_done, op,
+	    err, sizeof(err)) != 0) {
+		b->refs--;
+		free(op);
+		return berr(e, 500, "internal", err);
+	}
+	return 0;
+}
+
+/* ---- what GET shows ---- */
+
+static json_t *
+time_s(int64_t t)
+{
+	char buf[32];
+	time_t tt = (time_t)t;
+	struct tm g;
+
+	if (t <= 0 || gmtime_r(&tt, &g) == NULL)
+		return json_null();
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &g);
+	return json_string(buf);
+}
+
+static const char *
+state_name(const struct xd_box *b)
+{
+	switch (b->state) {
+	case XD_BOX_CREATING: return "creating";
+	case XD_BOX_DELETING: return "deleting";
+	case XD_BOX_GONE: return "deleted";
+	default: break;
+	}
+	if (!b->be->alive(&b->rec))
+		return "dead";
+	return b->rec.suspended ? "suspended" : "running";
+}
+
+json_t *
+xd_box_json(const struct xd_box *b)
+{
+	const struct sbx_limits *l = &b->rec.lim;
+	struct xd_cmd *c;
+	long bg = 0;
+
+	TAILQ_FOREACH(c, &b->cmds, link)
+		if (c->running)
+			bg++;
+	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:n,"
+	    "s:{s:s,s:s,s:o},"
+	    "s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I},"
+	    "s:{s:b,s:I},s:o,s:o,s:s}",
+	    "id", b->rec.chat, "tenant", b->rec.tenant, "user", b->rec.user,
+	    "state", state_name(b), "backend", b->rec.backend,
+	    "profile", b->profile, "image",
+	    "network", "tier", b->rec.tier, "broker", b->broker,
+	    "effective_tier", b->eff_tier[0] ? json_string(b->eff_tier) :
+	    json_null(),
+	    "limits", "memory_mb", (json_int_t)(l->memory_bytes >> 20),
+	    "pids", (json_int_t)l->pids, "cpu_pct", (json_int_t)l->cpu_pct,
+	    "tmp_mb", (json_int_t)(l->tmp_bytes >> 20),
+	    "home_mb", (json_int_t)(l->home_bytes >> 20),
+	    "fsize_mb", (json_int_t)(l->fsize_bytes >> 20),
+	    "nofile", (json_int_t)l->nofile, "nproc", (json_int_t)l->nproc,
+	    "timeout_s", (json_int_t)b->lim.timeout_s,
+	    "output_cap", (json_int_t)b->lim.output_cap,
+	    "disk_mb", (json_int_t)(b->lim.disk_bytes >> 20),
+	    "inodes", (json_int_t)b->lim.inodes,
+	    "usage", "foreground", b->fg != NULL, "background_running",
+	    (json_int_t)bg,
+	    "created", time_s(b->rec.created),
+	    "last_used", time_s(b->rec.last_used),
+	    "note", b->rec.note);
+}
+
+void
+xd_box_free_all(struct xd *xd)
+{
+	struct xd_box *b;
+	struct xd_cmd *c;
+
+	while ((b = TAILQ_FIRST(&xd->boxes)) != NULL) {
+		b->refs++;
+		if (b->fg != NULL)
+			xd_cmd_forget(b->fg);
+		while ((c = TAILQ_FIRST(&b->cmds)) != NULL)
+			xd_cmd_forget(c);
+		box_remove(b);
+		xd_box_unref(b);
+	}
+}

@@ -1,0 +1,367 @@
+// Type declarations of the sluice SDK for Node (an ES module).
+
+/// <reference types="node" />
+
+export const VERSION: string;
+export const DEFAULT_EXEC_ADDRESS: string;
+export const DEFAULT_BROKER_ADDRESS: string;
+
+export type Tier = 'off' | 'registries' | 'public';
+export type Decision = 'allow_once' | 'allow_chat' | 'deny';
+export type Cmd = string | string[];
+export type Bytes = string | Buffer | Uint8Array;
+
+// ------------------------------------------------------------------ errors
+
+export interface ErrorOptions {
+  status?: number | null;
+  code?: string | null;
+  details?: Record<string, unknown>;
+}
+
+/** Base of every error the SDK throws. */
+export class SluiceError extends Error {
+  constructor(message: string, options?: ErrorOptions);
+  /** HTTP status; null when no answer came. */
+  readonly status: number | null;
+  /** The API's error code ("quota_exceeded", ...). */
+  readonly code: string | null;
+  /** The API's message (message adds status and code). */
+  readonly apiMessage: string;
+  /** The whole error object the API sent. */
+  readonly details: Record<string, unknown>;
+}
+export class SluiceConnectionError extends SluiceError {}
+export class BadRequestError extends SluiceError {
+  readonly field: string | null;
+  readonly max: number | null;
+}
+export class UnauthorizedError extends SluiceError {}
+export class ForbiddenError extends SluiceError {}
+export class NetworkNotPermittedError extends SluiceError {}
+export class NotFoundError extends SluiceError {}
+export class SandboxNotFoundError extends NotFoundError {}
+export class ConflictError extends SluiceError {}
+export class TooLargeError extends SluiceError {}
+export class QuotaExceededError extends SluiceError {
+  /** global, tenant, user, creates or sandbox */
+  readonly scope: string | null;
+  readonly limit: number | null;
+  readonly inUse: number | null;
+}
+export class BusyError extends SluiceError {}
+export class BackendUnavailableError extends SluiceError {}
+export class BrokerUnavailableError extends SluiceError {}
+export class CommandError extends SluiceError {
+  constructor(message: string, result: ExecResult);
+  readonly result: ExecResult;
+}
+export function errorFrom(status: number, body: Buffer,
+  options?: { broker?: boolean; sandbox?: boolean }): SluiceError;
+
+// ------------------------------------------------------------------ models
+
+export interface Limits {
+  memoryMb?: number; pids?: number; cpuPct?: number; tmpMb?: number; homeMb?: number;
+  fsizeMb?: number; nofile?: number; nproc?: number; timeoutS?: number; outputCap?: number;
+}
+
+export interface SandboxInfo {
+  id: string; tenant: string; user: string;
+  /** creating, running, suspended, deleting or dead */
+  state: string;
+  backend: string; profile: string; tier: string; broker: string;
+  limits: Limits; usage: Record<string, unknown>;
+  created: string; lastUsed: string; note: string;
+  raw: Record<string, unknown>;
+}
+
+export interface ExecResult {
+  id: string;
+  /** 128+N for a death by signal N */
+  exitCode: number;
+  signal: number | null;
+  timedOut: boolean; oomKilled: boolean; cancelled: boolean;
+  durationMs: number;
+  /** text: invalid UTF-8 shows as U+FFFD */
+  stdout: string; stderr: string;
+  /** the bytes (exact with binary: true) */
+  stdoutRaw: Buffer; stderrRaw: Buffer;
+  stdoutTruncated: boolean; stderrTruncated: boolean;
+  /** exit 0, not timed out, cancelled or OOM-killed */
+  ok: boolean;
+  raw: Record<string, unknown>;
+}
+
+export interface StreamChunk {
+  stream: 'stdout' | 'stderr';
+  data: string;
+  dataRaw: Buffer;
+}
+
+export interface CommandStatus {
+  id: string;
+  status: 'running' | 'exited' | string;
+  background: boolean; argv: string[];
+  started: string | null; ended: string | null;
+  exitCode: number | null; signal: number | null;
+  timedOut: boolean; cancelled: boolean; oomKilled: boolean;
+  /** bytes written so far */
+  stdoutBytes: number; stderrBytes: number;
+  raw: Record<string, unknown>;
+}
+
+export interface OutputChunk {
+  /** above the offset asked for when the ring dropped the bytes between */
+  offset: number;
+  next: number;
+  data: string;
+  dataRaw: Buffer;
+}
+
+export interface CommandOutput {
+  status: CommandStatus;
+  stdout: OutputChunk;
+  stderr: OutputChunk;
+}
+
+export interface FileEntry {
+  path: string;
+  /** file, dir, symlink, fifo, socket, char, block or other */
+  type: string;
+  size: number;
+  /** octal text, "0644" */
+  mode: string;
+  mtime: number;
+  target: string | null;
+}
+
+export interface Listing extends Array<FileEntry> {
+  path: string;
+  truncated: boolean;
+}
+
+export interface Health {
+  ok: boolean; version: string; defaultBackend: string;
+  backends: Array<{ name: string; ok: boolean; reason: string | null }>;
+  broker: Record<string, any>;
+  capacity: Record<string, any>;
+  raw: Record<string, unknown>;
+}
+
+export interface Doctor { ok: boolean; problems: string[]; health: Health | null }
+
+export interface Grant { host: string; port: number }
+
+export interface BrokerSession {
+  id: string; tenant: string; user: string; tier: string; ceiling: string;
+  effectiveTier: string; transport: string; socket: string | null; fromConfig: boolean;
+  connections: number; grants: Grant[]; counters: Record<string, number>;
+  raw: Record<string, unknown>;
+}
+
+export interface Ceiling {
+  tier: string; tenants: Record<string, string>; source: string;
+  /** connections closed by a set with closeExceeding */
+  closed: number | null;
+  raw: Record<string, unknown>;
+}
+
+export interface Event {
+  /** counts up from 1 within a sluiced process; null for "connected" */
+  id: number | null;
+  /** prompt, prompt_resolved, denied, session, ceiling (or connected) */
+  type: string;
+  data: any;
+}
+
+/** A pending network prompt. */
+export class Prompt {
+  readonly id: string; readonly session: string; readonly tenant: string; readonly user: string;
+  readonly host: string; readonly port: number; readonly method: string; readonly path: string | null;
+  readonly tier: string; readonly ceiling: string; readonly created: string; readonly expires: string;
+  readonly expiresInS: number; readonly waiting: number;
+  /** pending, allow_once, allow_chat, deny or timeout */
+  state: string;
+  readonly raw: Record<string, unknown>;
+  /** host:port (IPv6 in brackets) */
+  readonly target: string;
+  /** ConflictError when already answered or expired */
+  answer(decision: Decision): Promise<Prompt>;
+  allowOnce(): Promise<Prompt>;
+  allowChat(): Promise<Prompt>;
+  deny(): Promise<Prompt>;
+}
+
+// ------------------------------------------------------------------ executor
+
+export interface ClientOptions {
+  /** bearer token for an https address (default $SLUICE_EXEC_TOKEN) */
+  token?: string | null;
+  /** sluiced's control API (default $SLUICE_BROKER_ADDRESS or /run/sluice/control.sock) */
+  broker?: string | null;
+  brokerToken?: string | null;
+  /** CA certificates (PEM) to verify https servers */
+  ca?: string | Buffer | null;
+  timeoutMs?: number;
+  createTimeoutMs?: number;
+}
+
+export interface CreateOptions {
+  tenantId: string;
+  userId: string;
+  /** default a random sbx-... */
+  id?: string | null;
+  network?: Tier;
+  profile?: string | null;
+  limits?: Limits | null;
+  backend?: 'ns' | 'gvisor' | null;
+}
+
+export interface CommandOptions {
+  timeoutS?: number | null;
+  env?: Record<string, string> | null;
+  cwd?: string | null;
+  stdin?: string | Buffer | null;
+}
+
+export interface ExecOptions extends CommandOptions {
+  outputCap?: number | null;
+  /** exact bytes in stdoutRaw/stderrRaw */
+  binary?: boolean;
+}
+
+export interface InstallOptions {
+  manager?: 'pip' | 'npm';
+  timeoutS?: number | null;
+  /** throw CommandError when the install fails (default true) */
+  check?: boolean;
+}
+
+export class SandboxClient {
+  /** address: a Unix socket path (default $SLUICE_EXEC_ADDRESS or /run/sluice-execd/exec.sock) or an https:// URL */
+  constructor(address?: string | null, options?: ClientOptions);
+  readonly address: string;
+  readonly sandboxes: Sandboxes;
+  readonly broker: BrokerClient;
+  health(): Promise<Health>;
+  doctor(): Promise<Doctor>;
+  /** GET /v1/metrics: the Prometheus text (auditor) */
+  metrics(): Promise<string>;
+  /** GET /v1/events (auditor): [event, data] as they happen (sandbox, command; dropped, then the end, for a reader that fell behind) */
+  events(options?: { idleTimeoutMs?: number | null }): AsyncGenerator<[string, any], void, undefined>;
+}
+
+export class Sandboxes {
+  /** Never retried: a timeout cannot create two. */
+  create(options: CreateOptions): Promise<Sandbox>;
+  get(id: string): Promise<Sandbox>;
+  list(filter?: { tenant?: string | null; user?: string | null }): Promise<Sandbox[]>;
+}
+
+export class Sandbox {
+  readonly id: string;
+  lastInfo: SandboxInfo;
+  info(): Promise<SandboxInfo>;
+  setNetwork(tier: Tier): Promise<SandboxInfo>;
+  exec(cmd: Cmd, options?: ExecOptions): Promise<ExecResult>;
+  /** chunks as they come, then the result */
+  stream(cmd: Cmd, options?: CommandOptions & { binary?: boolean }): AsyncGenerator<StreamChunk | ExecResult, void, undefined>;
+  start(cmd: Cmd, options?: CommandOptions): Promise<Command>;
+  commands(): Promise<CommandStatus[]>;
+  command(id: string): Promise<Command>;
+  install(packages: string | string[], options?: InstallOptions): Promise<ExecResult>;
+  cancel(options?: { all?: boolean }): Promise<number>;
+  destroy(options?: { archive?: boolean }): Promise<void>;
+  write(path: string, data: Bytes): Promise<number>;
+  read(path: string, range?: { offset?: number | null; length?: number | null }): Promise<Buffer>;
+  readText(path: string): Promise<string>;
+  list(options?: { glob?: string; recursive?: boolean; path?: string | null }): Promise<Listing>;
+  edit(path: string, old: string, nu: string): Promise<void>;
+  remove(path: string): Promise<void>;
+}
+
+export class Command {
+  readonly id: string;
+  readonly sandbox: Sandbox;
+  /** the last status seen: running or exited */
+  status: string;
+  last: CommandStatus | null;
+  refresh(): Promise<CommandStatus>;
+  output(options?: { offset?: number | null; stdoutOffset?: number | null; stderrOffset?: number | null; binary?: boolean }): Promise<CommandOutput>;
+  /** rejects with an Error named TimeoutError after timeoutMs */
+  wait(options?: { timeoutMs?: number | null; pollMs?: number }): Promise<CommandStatus>;
+  stop(): Promise<void>;
+}
+
+// ------------------------------------------------------------------ broker
+
+export interface StreamOptions {
+  lastEventId?: number | null;
+  reconnect?: boolean;
+  reconnects?: number | null;
+  idleTimeoutMs?: number;
+}
+
+export class EventStream implements AsyncIterableIterator<Event> {
+  lastEventId: number | null;
+  readonly connects: number;
+  next(): Promise<IteratorResult<Event>>;
+  return(): Promise<IteratorResult<Event>>;
+  [Symbol.asyncIterator](): EventStream;
+  /** open the stream now (an approver from here on) */
+  connect(): Promise<EventStream>;
+  close(): void;
+}
+
+export class PromptWatch implements AsyncIterableIterator<Prompt> {
+  readonly events: EventStream;
+  next(): Promise<IteratorResult<Prompt>>;
+  return(): Promise<IteratorResult<Prompt>>;
+  [Symbol.asyncIterator](): PromptWatch;
+  /** open the stream now: an approver from here on, so start what may ask after */
+  connect(): Promise<PromptWatch>;
+  close(): void;
+}
+
+export interface WatchOptions {
+  /** the prompts already waiting first (default true) */
+  pending?: boolean;
+  /** one chat's prompts only */
+  session?: string | null;
+  lastEventId?: number | null;
+  reconnects?: number | null;
+  idleTimeoutMs?: number;
+}
+
+export class BrokerClient {
+  constructor(address?: string | null, options?: { token?: string | null; ca?: string | Buffer | null; timeoutMs?: number });
+  readonly address: string;
+  readonly sessions: {
+    list(): Promise<BrokerSession[]>;
+    get(id: string): Promise<BrokerSession>;
+    create(options: { id: string; tenant?: string; user?: string; tier?: Tier; socket?: string | null; source?: string | null; vsockCid?: number | null }): Promise<BrokerSession>;
+    setTier(id: string, tier: Tier): Promise<BrokerSession>;
+    delete(id: string): Promise<void>;
+  };
+  readonly grants: {
+    list(session: string): Promise<Grant[]>;
+    add(session: string, host: string, port: number): Promise<Grant>;
+    remove(session: string, host: string, port: number): Promise<void>;
+  };
+  readonly ceilings: {
+    get(): Promise<Ceiling>;
+    set(options: { tier?: Tier | null; tenants?: Record<string, Tier | null> | null; closeExceeding?: boolean }): Promise<Ceiling>;
+  };
+  readonly prompts: {
+    list(): Promise<Prompt[]>;
+    get(id: string): Promise<Prompt>;
+    answer(id: string, decision: Decision): Promise<Prompt>;
+    watch(options?: WatchOptions): PromptWatch;
+  };
+  health(): Promise<Record<string, any>>;
+  metrics(): Promise<string>;
+  events(options?: StreamOptions): EventStream;
+}
+
+export * as webhook from './webhook.js';

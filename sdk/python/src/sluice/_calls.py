@@ -1,0 +1,395 @@
+"""Every endpoint of sluice-execd(8) and of sluiced(8)'s control API as a
+:class:`~sluice._http.Call`, shared by the blocking and the asyncio
+clients so that both send exactly the same requests."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shlex
+from typing import Any, Mapping, Optional, Sequence, Union
+
+from ._http import Call, Response, json_call, q, query
+from .models import (Ceiling, CommandOutput, CommandStatus, ExecResult,
+                     Grant, Health, Limits, Listing, BrokerSession, Prompt,
+                     SandboxInfo)
+
+Cmd = Union[str, Sequence[str]]
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# The deadline the executor enforces, at most limits_max.timeout_s (28
+# minutes by default): a client waiting on an exec never gives up first.
+EXEC_MAX_S = 1680
+MARGIN_S = 30
+
+
+def _json(r: Response) -> Any:
+    return r.json()
+
+
+def _obj(r: Response) -> dict[str, Any]:
+    d = r.json()
+    return d if isinstance(d, dict) else {}
+
+
+def new_id() -> str:
+    return "sbx-" + os.urandom(6).hex()
+
+
+def check_id(what: str, v: str) -> str:
+    if not isinstance(v, str) or not _ID.match(v):
+        raise ValueError("%s %r: 1 to 64 of A-Z a-z 0-9 . _ - (not starting "
+                         "with . _ -)" % (what, v))
+    return v
+
+
+def command_body(cmd: Cmd, timeout_s: Optional[int] = None,
+                 env: Optional[Mapping[str, str]] = None,
+                 cwd: Optional[str] = None,
+                 stdin: Union[str, bytes, None] = None,
+                 output_cap: Optional[int] = None,
+                 binary: bool = False) -> dict[str, Any]:
+    """The body of exec and commands: a list is argv, a string a shell
+    command line (``/bin/sh -c``)."""
+    b: dict[str, Any] = {}
+    if isinstance(cmd, str):
+        b["shell"] = cmd
+    else:
+        argv = list(cmd)
+        if not argv or not all(isinstance(a, str) for a in argv):
+            raise ValueError("cmd: a non-empty list of strings, or a string")
+        b["cmd"] = argv
+    if env is not None:
+        b["env"] = dict(env)
+    if cwd is not None:
+        b["cwd"] = cwd
+    if timeout_s is not None:
+        b["timeout_s"] = int(timeout_s)
+    if stdin is not None:
+        b["stdin"] = (stdin.decode("utf-8") if isinstance(stdin, bytes)
+                      else stdin)
+    if output_cap is not None:
+        b["output_cap"] = int(output_cap)
+    if binary:
+        b["encoding"] = "base64"
+    return b
+
+
+def exec_wait_s(timeout_s: Optional[int], limits: Optional[Limits]) -> float:
+    t = timeout_s or (limits.timeout_s if limits else None) or EXEC_MAX_S
+    return float(t + MARGIN_S)
+
+
+def install_body(packages: Union[str, Sequence[str]], manager: str,
+                 timeout_s: Optional[int]) -> dict[str, Any]:
+    """The body of POST /install: the executor builds the command line
+    itself and refuses (400) what is not a bare package name."""
+    pk = [packages] if isinstance(packages, str) else list(packages)
+    if not pk or not all(isinstance(p, str) and p for p in pk):
+        raise ValueError("packages: one or more names")
+    if manager not in ("pip", "npm"):
+        raise ValueError("manager: pip or npm, not %r" % manager)
+    body: dict[str, Any] = {"manager": manager, "packages": pk}
+    if timeout_s is not None:
+        body["timeout_s"] = timeout_s
+    return body
+
+
+def install(sid: str, body: Mapping[str, Any], wait_s: float
+            ) -> Call[ExecResult]:
+    return json_call("POST", "/v1/sandboxes/%s/install" % q(sid),
+                     lambda r: ExecResult.from_json(_obj(r)), body,
+                     sandbox=True, timeout=wait_s)
+
+
+def metrics() -> Call[str]:
+    return Call("GET", "/v1/metrics", lambda r: r.body.decode("utf-8",
+                                                              "replace"))
+
+
+def events() -> Call[None]:
+    return Call("GET", "/v1/events", lambda r: None,
+                headers={"Accept": "text/event-stream"})
+
+
+def event_of(event: str, data: str) -> tuple[str, Any]:
+    """An executor event: its data is JSON (text kept if it is not)."""
+    try:
+        return event, json.loads(data)
+    except ValueError:
+        return event, data
+
+
+def shell_join(argv: Sequence[str]) -> str:
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def file_path(path: str) -> str:
+    if not isinstance(path, str) or not path or "\0" in path:
+        raise ValueError("path: a non-empty string")
+    return "/".join(q(p) for p in path.split("/"))
+
+
+# ---------------------------------------------------------------- executor
+
+def health() -> Call[Health]:
+    return json_call("GET", "/v1/health", lambda r: Health.from_json(_obj(r)))
+
+
+def sandbox_create(body: Mapping[str, Any], timeout: float) -> Call[SandboxInfo]:
+    return json_call("POST", "/v1/sandboxes",
+                     lambda r: SandboxInfo.from_json(_obj(r)), body,
+                     timeout=timeout)
+
+
+def create_body(tenant_id: str, user_id: str, id: Optional[str],
+                network: str, profile: Optional[str],
+                limits: Union[Limits, Mapping[str, int], None],
+                backend: Optional[str]) -> dict[str, Any]:
+    b: dict[str, Any] = {"id": check_id("sandbox id", id or new_id()),
+                         "tenant": tenant_id, "user": user_id,
+                         "network": {"tier": network}}
+    if profile is not None:
+        b["profile"] = profile
+    if backend is not None:
+        b["backend"] = backend
+    if limits is not None:
+        b["limits"] = (limits.to_json() if isinstance(limits, Limits)
+                       else dict(limits))
+    return b
+
+
+def sandbox_list(tenant: Optional[str], user: Optional[str]
+                 ) -> Call[list[SandboxInfo]]:
+    def parse(r: Response) -> list[SandboxInfo]:
+        return [SandboxInfo.from_json(b) for b in
+                _obj(r).get("sandboxes") or [] if isinstance(b, dict)]
+    return json_call("GET", "/v1/sandboxes" + query(tenant=tenant, user=user),
+                     parse)
+
+
+def sandbox_get(sid: str) -> Call[SandboxInfo]:
+    return json_call("GET", "/v1/sandboxes/" + q(sid),
+                     lambda r: SandboxInfo.from_json(_obj(r)), sandbox=True)
+
+
+def sandbox_patch(sid: str, tier: str) -> Call[SandboxInfo]:
+    return json_call("PATCH", "/v1/sandboxes/" + q(sid),
+                     lambda r: SandboxInfo.from_json(_obj(r)),
+                     {"network": {"tier": tier}}, sandbox=True)
+
+
+def sandbox_delete(sid: str, archive: bool) -> Call[dict[str, Any]]:
+    return json_call("DELETE", "/v1/sandboxes/%s%s" % (
+        q(sid), query(archive="keep" if archive else "discard")), _obj,
+        sandbox=True, timeout=120)
+
+
+def exec_(sid: str, body: Mapping[str, Any], wait_s: float
+          ) -> Call[ExecResult]:
+    return json_call("POST", "/v1/sandboxes/%s/exec" % q(sid),
+                     lambda r: ExecResult.from_json(_obj(r)), body,
+                     sandbox=True, timeout=wait_s)
+
+
+def exec_stream(sid: str, body: Mapping[str, Any]) -> Call[None]:
+    return json_call("POST", "/v1/sandboxes/%s/exec" % q(sid),
+                     lambda r: None, body, sandbox=True,
+                     headers={"Accept": "text/event-stream"})
+
+
+def command_start(sid: str, body: Mapping[str, Any]) -> Call[dict[str, Any]]:
+    return json_call("POST", "/v1/sandboxes/%s/commands" % q(sid), _obj, body,
+                     sandbox=True)
+
+
+def command_list(sid: str) -> Call[list[CommandStatus]]:
+    def parse(r: Response) -> list[CommandStatus]:
+        d = r.json()
+        items = d.get("commands") if isinstance(d, dict) else d
+        return [CommandStatus.from_json(c) for c in items or []
+                if isinstance(c, dict)]
+    return json_call("GET", "/v1/sandboxes/%s/commands" % q(sid), parse,
+                     sandbox=True)
+
+
+def command_get(sid: str, cid: str) -> Call[CommandStatus]:
+    return json_call("GET", "/v1/sandboxes/%s/commands/%s" % (q(sid), q(cid)),
+                     lambda r: CommandStatus.from_json(_obj(r)), sandbox=True)
+
+
+def command_output(sid: str, cid: str, stdout_offset: int,
+                   stderr_offset: int, binary: bool) -> Call[CommandOutput]:
+    return json_call("GET", "/v1/sandboxes/%s/commands/%s/output%s" % (
+        q(sid), q(cid), query(stdout_offset=stdout_offset,
+                              stderr_offset=stderr_offset,
+                              encoding="base64" if binary else None)),
+        lambda r: CommandOutput.from_json(_obj(r), binary), sandbox=True)
+
+
+def command_stop(sid: str, cid: str) -> Call[dict[str, Any]]:
+    return json_call("POST", "/v1/sandboxes/%s/commands/%s/stop" % (
+        q(sid), q(cid)), _obj, sandbox=True, timeout=120)
+
+
+def cancel(sid: str, all_: bool) -> Call[int]:
+    return json_call("POST", "/v1/sandboxes/%s/cancel" % q(sid),
+                     lambda r: int(_obj(r).get("cancelled") or 0),
+                     {"all": bool(all_)}, sandbox=True, timeout=120)
+
+
+def files_list(sid: str, path: Optional[str], glob: Optional[str],
+               recursive: bool) -> Call[Listing]:
+    return json_call("GET", "/v1/sandboxes/%s/files%s" % (q(sid), query(
+        path=path, glob=None if glob in (None, "*") and not recursive
+        else glob, recursive="1" if recursive else None)),
+        lambda r: Listing.from_json(_obj(r)), sandbox=True)
+
+
+def file_read(sid: str, path: str, offset: Optional[int],
+              length: Optional[int]) -> Call[bytes]:
+    h = {"Accept": "application/octet-stream"}
+    if offset is not None or length is not None:
+        start = offset or 0
+        if length is None:
+            h["Range"] = "bytes=%d-" % start
+        elif length <= 0:
+            raise ValueError("length: above 0")
+        else:
+            h["Range"] = "bytes=%d-%d" % (start, start + length - 1)
+    return Call("GET", "/v1/sandboxes/%s/files/%s" % (q(sid), file_path(path)),
+                lambda r: r.body, headers=h, sandbox=True, timeout=300)
+
+
+def file_write(sid: str, path: str, data: bytes) -> Call[dict[str, Any]]:
+    return Call("PUT", "/v1/sandboxes/%s/files/%s" % (q(sid), file_path(path)),
+                _obj, data, "application/octet-stream", sandbox=True,
+                timeout=300)
+
+
+def file_delete(sid: str, path: str) -> Call[dict[str, Any]]:
+    return json_call("DELETE", "/v1/sandboxes/%s/files/%s" % (
+        q(sid), file_path(path)), _obj, sandbox=True)
+
+
+def edit(sid: str, path: str, old: str, new: str) -> Call[dict[str, Any]]:
+    return json_call("POST", "/v1/sandboxes/%s/edit" % q(sid), _obj,
+                     {"path": path, "old": old, "new": new}, sandbox=True)
+
+
+def stream_event(event: str, data: str) -> tuple[str, Any]:
+    try:
+        return event, json.loads(data) if data else {}
+    except ValueError:
+        return event, {}
+
+
+def chunk_bytes(d: Any, binary: bool) -> bytes:
+    v = d.get("data") if isinstance(d, dict) else None
+    if not isinstance(v, str):
+        return b""
+    return base64.b64decode(v) if binary else v.encode("utf-8",
+                                                       "surrogatepass")
+
+
+# ------------------------------------------------------------------ broker
+
+def b_health() -> Call[dict[str, Any]]:
+    return json_call("GET", "/v1/health", _obj)
+
+
+def b_metrics() -> Call[str]:
+    return Call("GET", "/v1/metrics", lambda r: r.body.decode("utf-8",
+                                                              "replace"))
+
+
+def b_ceiling_get() -> Call[Ceiling]:
+    return json_call("GET", "/v1/ceiling", lambda r: Ceiling.from_json(_obj(r)))
+
+
+def b_ceiling_set(tier: Optional[str], tenants: Optional[Mapping[str, Any]],
+                  close_exceeding: bool) -> Call[Ceiling]:
+    b: dict[str, Any] = {}
+    if tier is not None:
+        b["tier"] = tier
+    if tenants is not None:
+        b["tenants"] = dict(tenants)
+    if not b:
+        raise ValueError("set a tier, tenants or both")
+    if close_exceeding:
+        b["close_exceeding"] = True
+    return json_call("PUT", "/v1/ceiling",
+                     lambda r: Ceiling.from_json(_obj(r)), b)
+
+
+def b_sessions() -> Call[list[BrokerSession]]:
+    return json_call("GET", "/v1/sessions", lambda r: [
+        BrokerSession.from_json(s) for s in _obj(r).get("sessions") or []
+        if isinstance(s, dict)])
+
+
+def b_session_get(sid: str) -> Call[BrokerSession]:
+    return json_call("GET", "/v1/sessions/" + q(sid),
+                     lambda r: BrokerSession.from_json(_obj(r)))
+
+
+def b_session_create(sid: str, tenant: str, user: str, tier: str,
+                     socket: Optional[str], source: Optional[str],
+                     vsock_cid: Optional[int]) -> Call[BrokerSession]:
+    b: dict[str, Any] = {"id": check_id("session id", sid), "tenant": tenant,
+                         "user": user, "tier": tier}
+    for k, v in (("socket", socket), ("source", source),
+                 ("vsock_cid", vsock_cid)):
+        if v is not None:
+            b[k] = v
+    return json_call("POST", "/v1/sessions",
+                     lambda r: BrokerSession.from_json(_obj(r)), b)
+
+
+def b_session_tier(sid: str, tier: str) -> Call[BrokerSession]:
+    return json_call("PATCH", "/v1/sessions/" + q(sid),
+                     lambda r: BrokerSession.from_json(_obj(r)),
+                     {"tier": tier})
+
+
+def b_session_delete(sid: str) -> Call[dict[str, Any]]:
+    return json_call("DELETE", "/v1/sessions/" + q(sid), _obj)
+
+
+def b_grant_add(sid: str, host: str, port: int) -> Call[Grant]:
+    return json_call("POST", "/v1/sessions/%s/grants" % q(sid),
+                     lambda r: Grant.from_json(_obj(r)),
+                     {"host": host, "port": int(port)})
+
+
+def b_grant_remove(sid: str, host: str, port: int) -> Call[dict[str, Any]]:
+    h = host.strip("[]")
+    target = "[%s]:%d" % (h, port) if ":" in h else "%s:%d" % (h, port)
+    return json_call("DELETE", "/v1/sessions/%s/grants/%s" % (q(sid),
+                                                              q(target)), _obj)
+
+
+def b_prompts() -> Call[list[dict[str, Any]]]:
+    return json_call("GET", "/v1/prompts", lambda r: [
+        p for p in _obj(r).get("prompts") or [] if isinstance(p, dict)])
+
+
+def b_prompt_get(pid: str) -> Call[dict[str, Any]]:
+    return json_call("GET", "/v1/prompts/" + q(pid), _obj)
+
+
+def b_prompt_answer(pid: str, decision: str) -> Call[dict[str, Any]]:
+    if decision not in ("allow_once", "allow_chat", "deny"):
+        raise ValueError("decision: allow_once, allow_chat or deny")
+    return json_call("POST", "/v1/prompts/" + q(pid), _obj,
+                     {"decision": decision})
+
+
+def b_events() -> Call[None]:
+    return Call("GET", "/v1/events", lambda r: None,
+                headers={"Accept": "text/event-stream"})
+
+
+def prompt_of(d: dict[str, Any], answer: Any) -> Prompt:
+    return Prompt.from_json(d, answer)

@@ -1,0 +1,200 @@
+/*
+ * fuzz_execapi.c: what a client sends to sluice-execd, parsed by
+ * sandbox-glue/executor/exec_parse.c, on arbitrary bytes.  The first
+ * byte picks the parser, the rest is its input:
+ *   'r'  a request path against every route pattern: a match has its
+ *        arguments, decoded, without NUL; a files path then normalises
+ *        inside the workspace;
+ *   'p'  a files API path: the result never climbs out (no "..", no
+ *        leading "/", no "//");
+ *   'g'  a Range header against a file size (the first 8 bytes): a
+ *        satisfiable range lies inside the file;
+ *   'c'  a create body (JSON): an accepted one has a good id and every
+ *        limit within the maximum;
+ *   'x'  a command body: an accepted one has an argv without NUL and a
+ *        timeout and cap within the maximum;
+ *   't'  a PATCH body;
+ *   'i'  an install body: an accepted one has an argv of the manager's
+ *        words then packages that begin with no "-" and hold no "/",
+ *        ":" or "@" past an npm scope (never an option, path or URL);
+ *   other: output bytes as JSON text (valid UTF-8 out) and the cut of a
+ *        stream at a character boundary.
+ */
+#include "sluice-config.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "sandbox-glue/executor/execd-int.h"
+#include "sandbox-glue/executor/sbx_cfg.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static const char *const patterns[] = {
+	"/v1/health", "/v1/sandboxes", "/v1/sandboxes/{id}",
+	"/v1/sandboxes/{id}/exec", "/v1/sandboxes/{id}/commands",
+	"/v1/sandboxes/{id}/commands/{cid}",
+	"/v1/sandboxes/{id}/commands/{cid}/output",
+	"/v1/sandboxes/{id}/files", "/v1/sandboxes/{id}/files/{path}",
+};
+
+static void
+check_norm(const char *out)
+{
+	if (out[0] == '/' || strstr(out, "//") != NULL)
+		abort();
+	if (strcmp(out, "..") == 0 || strncmp(out, "../", 3) == 0 ||
+	    strstr(out, "/../") != NULL || (strlen(out) >= 3 &&
+	    strcmp(out + strlen(out) - 3, "/..") == 0))
+		abort();
+}
+
+static void
+lims_default(struct xd_lims *d, struct xd_lims *m)
+{
+	struct xd_cfg c;
+
+	xd_cfg_defaults(&c);
+	*d = c.def;
+	*m = c.max;
+}
+
+static void
+fuzz_json(char kind, const char *s, size_t n)
+{
+	json_t *j = json_loadb(s, n, 0, NULL);
+	struct xd_lims d, m;
+	struct xd_perr e;
+
+	lims_default(&d, &m);
+	memset(&e, 0, sizeof(e));
+	if (kind == 'c') {
+		struct xd_create_spec cs;
+
+		if (xd_create_parse(j, &d, &m, "off", "ns", &cs, &e) == 0) {
+			if (!sbx_id_ok(cs.id, SBX_ID_MAX) ||
+			    cs.lim.sbx.memory_bytes > m.sbx.memory_bytes ||
+			    cs.lim.timeout_s > m.timeout_s ||
+			    cs.lim.output_cap > m.output_cap)
+				abort();
+		} else if (e.status != 400 || e.code == NULL)
+			abort();
+	} else if (kind == 'x') {
+		struct xd_cmd_spec cs;
+		size_t i;
+
+		if (xd_cmd_spec_parse(j, &d, m.timeout_s, m.output_cap,
+		    n & 1, &cs, &e) == 0) {
+			if (cs.argv == NULL || cs.argv[0] == NULL ||
+			    cs.timeout_s > m.timeout_s ||
+			    cs.output_cap > m.output_cap)
+				abort();
+			for (i = 0; cs.argv[i] != NULL; i++)
+				(void)strlen(cs.argv[i]);
+			xd_cmd_spec_free(&cs);
+		} else if (e.code == NULL)
+			abort();
+	} else if (kind == 'i') {
+		struct xd_cmd_spec cs;
+		char mgr[8];
+		size_t i, first;
+
+		if (xd_install_parse(j, &d, m.timeout_s, m.output_cap, &cs,
+		    mgr, sizeof(mgr), &e) == 0) {
+			first = strcmp(mgr, "pip") == 0 ? 9 : 5;
+			for (i = 0; cs.argv[i] != NULL; i++) {
+				const char *a = cs.argv[i], *at;
+
+				if (i < first)
+					continue;
+				at = a[0] == '@' ? strchr(a, '/') : a;
+				if (a[0] == '-' || a[0] == '\0' || at == NULL ||
+				    strchr(at + (a[0] == '@'), '/') != NULL ||
+				    strchr(a, ':') != NULL ||
+				    (mgr[0] == 'p' && strchr(a, '@') != NULL))
+					abort();
+			}
+			if (i <= first || cs.timeout_s > m.timeout_s)
+				abort();
+			xd_cmd_spec_free(&cs);
+		} else if (e.status != 400 || e.code == NULL)
+			abort();
+	} else {
+		char tier[16];
+
+		if (xd_tier_parse(j, tier, sizeof(tier), &e) == 0 &&
+		    !sbx_id_ok(tier, sizeof(tier) - 1))
+			abort();
+	}
+	xd_perr_clear(&e);
+	json_decref(j);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char *s, out[SBX_PATH_MAX], *args[XD_ARGS_MAX];
+	size_t n, i, k;
+	char kind;
+
+	if (size == 0)
+		return 0;
+	kind = (char)data[0];
+	n = size - 1;
+	if ((s = malloc(n + 1)) == NULL)
+		return 0;
+	memcpy(s, data + 1, n);
+	s[n] = '\0';
+	switch (kind) {
+	case 'r':
+		for (i = 0; i < sizeof(patterns) / sizeof(patterns[0]); i++) {
+			if (xd_route_match(patterns[i], s, args, XD_ARGS_MAX)
+			    != 1)
+				continue;
+			for (k = 0; k < XD_ARGS_MAX && args[k] != NULL; k++)
+				if (args[k][0] == '\0')
+					abort();
+			if (strstr(patterns[i], "{path}") != NULL &&
+			    xd_path_norm(args[1], out, sizeof(out)) == 0)
+				check_norm(out);
+			xd_args_free(args, XD_ARGS_MAX);
+		}
+		break;
+	case 'p':
+		if (strlen(s) == n && xd_path_norm(s, out, sizeof(out)) == 0)
+			check_norm(out);
+		break;
+	case 'g':
+		if (n >= 8) {
+			uint64_t sz = 0, from, to;
+
+			memcpy(&sz, s, 8);
+			sz &= (1ull << 40) - 1;
+			if (strlen(s + 8) == n - 8 && xd_range_parse(s + 8, sz,
+			    &from, &to) == 1 && (from > to || to >= sz))
+				abort();
+		}
+		break;
+	case 'c':
+	case 'x':
+	case 't':
+	case 'i':
+		fuzz_json(kind, s, n);
+		break;
+	default: {
+		json_t *j = xd_text_json((const unsigned char *)s, n, kind & 1);
+		size_t w = xd_utf8_whole((const unsigned char *)s, n);
+
+		/* jansson refuses invalid UTF-8: NULL would mean we made some */
+		if (j == NULL || w > n || n - w > 3)
+			abort();
+		json_decref(j);
+		break;
+	}
+	}
+	free(s);
+	return 0;
+}
