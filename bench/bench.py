@@ -622,10 +622,14 @@ forwarded_for delete
             self.notes.append("idle tunnels: %d held, not %d: "
                               "RLIMIT_NOFILE is %d here" % (
                                   self.scale_idle_n, SCALE_IDLE, soft))
+        # figure by figure, every target in turn: a load that others put
+        # on the machine meanwhile falls on all of them alike
         for t in targets:
             if t != "direct":
                 self.scale_idle(t)
+        for t in targets:
             self.scale_sessions(t)
+        for t in targets:
             self.scale_ka(t, dur)
         if "sluiced" in targets:
             self.scale_prompts()
@@ -987,12 +991,15 @@ def main():
     ap.add_argument("--scale", action="store_true",
                     help="also the scale figures (10,000 idle tunnels, "
                     "1,000 sessions, 1,000 prompts, c=500)")
+    ap.add_argument("--scale-only", action="store_true",
+                    help="the --scale figures alone (implies --scale)")
     ap.add_argument("--syscalls", action="store_true",
                     help="also system calls per request and per tunnel "
                     "(strace -c)")
     ap.add_argument("--syscall-count", type=int, default=5000)
     ap.add_argument("--keep-tmp", action="store_true")
     args = ap.parse_args()
+    args.scale = args.scale or args.scale_only
     if not 1 <= args.reps <= 9 or not 0.5 <= args.duration <= 30 \
             or not 1 <= args.idle <= 8000:
         raise SystemExit("bench: --reps 1..9, --duration 0.5..30, "
@@ -1007,8 +1014,9 @@ def main():
         for t in targets:
             if t not in TARGETS:
                 raise SystemExit("bench: unknown target " + t)
-        b.run_targets(targets)
-        b.policy_bench()
+        if not args.scale_only:
+            b.run_targets(targets)
+            b.policy_bench()
         if args.syscalls:
             b.syscalls([t for t in targets if t != "direct"])
         if args.scale:

@@ -124,6 +124,26 @@ pol_addr_format(const struct pol_addr *a, char *buf, size_t len)
 	buf[0] = '\0';
 	if (a == NULL || (a->family != AF_INET && a->family != AF_INET6))
 		return buf;
+	if (a->family == AF_INET && len >= 16) {
+		/* by hand: glibc's inet_ntop goes through sprintf, and two
+		 * log records per request format three or four addresses */
+		char *p = buf;
+		int i;
+
+		for (i = 0; i < 4; i++) {
+			unsigned v = a->a[i];
+
+			if (i > 0)
+				*p++ = '.';
+			if (v >= 100)
+				*p++ = (char)('0' + v / 100);
+			if (v >= 10)
+				*p++ = (char)('0' + v / 10 % 10);
+			*p++ = (char)('0' + v % 10);
+		}
+		*p = '\0';
+		return buf;
+	}
 	if (inet_ntop(a->family, a->a, buf, (socklen_t)len) == NULL)
 		buf[0] = '\0';
 	return buf;

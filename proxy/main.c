@@ -894,6 +894,7 @@ out:
 	if (px.accept_pause_ev)
 		event_free(px.accept_pause_ev);
 	px_splice_cleanup();
+	px_rec_cleanup();
 	if (px.dns)
 		dns_free(px.dns);
 	if (px.log)

@@ -70,6 +70,17 @@ struct clog {
 	clog_space_fn on_space; /* told when low changes */
 	time_t space_checked;   /* last look: at most one a second */
 	time_t last_try;        /* last failed reopen: retry once a second */
+	/*
+	 * Records queued by clog_queue, chained on from seq/prev into
+	 * pseq/pprev, that the next write takes along: the lines of one
+	 * loop turn cost one write(2).  Empty (npend 0) after every write.
+	 */
+	char *pend;
+	size_t pend_len, pend_cap;
+	size_t npend;
+	uint64_t pseq;
+	char pprev[CLOG_HEX_LEN + 1];
+	int pneed_nl;           /* need_nl as the queued lines leave it */
 };
 
 /*
@@ -78,11 +89,18 @@ struct clog {
  * broker's CPU on short requests (two records each).  Nested values
  * (clog_rec_json) still go through json_dumps.
  */
+#define CLOG_REC_KEYS 48      /* keys a record tells apart by offset */
+
 struct clog_rec {
 	char *event;
 	char *buf;              /* the fields, each starting with ',' */
 	size_t len, cap;
 	int bad;                /* a field could not be added: refuse to write */
+	/* where each field's ,"key": starts in buf, for the duplicate check
+	 * (past CLOG_REC_KEYS fields it searches buf) */
+	uint32_t koff[CLOG_REC_KEYS];
+	uint16_t klen[CLOG_REC_KEYS];
+	size_t nkeys;
 };
 
 /* What one line of the log says about itself. */
@@ -287,6 +305,14 @@ clog_json_escape(const char *in, size_t len, size_t *outlen)
 
 /* ---- hashing and the line format ---- */
 
+/*
+ * One SHA-256 per record.  EVP_Digest() looks the algorithm up and makes
+ * a context on every call, which cost more than the hashing of a short
+ * record: both are made once and kept (sluiced is single-threaded).
+ */
+static EVP_MD *sha256_md;
+static EVP_MD_CTX *sha256_ctx;
+
 static int
 sha256_hex(const void *data, size_t len, char hex[CLOG_HEX_LEN + 1])
 {
@@ -294,7 +320,14 @@ sha256_hex(const void *data, size_t len, char hex[CLOG_HEX_LEN + 1])
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0, i;
 
-	if (!EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) ||
+	if (sha256_md == NULL &&
+	    (sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL)) == NULL)
+		return -1;
+	if (sha256_ctx == NULL && (sha256_ctx = EVP_MD_CTX_new()) == NULL)
+		return -1;
+	if (!EVP_DigestInit_ex2(sha256_ctx, sha256_md, NULL) ||
+	    !EVP_DigestUpdate(sha256_ctx, data, len) ||
+	    !EVP_DigestFinal_ex(sha256_ctx, md, &mdlen) ||
 	    mdlen * 2 != CLOG_HEX_LEN)
 		return -1;
 	for (i = 0; i < mdlen; i++) {
@@ -431,6 +464,8 @@ done:
 	json_decref(root);
 	return rc;
 }
+
+static int write_queue(struct clog *l);
 
 /* ---- open, tail, reopen ---- */
 
@@ -633,8 +668,12 @@ clog_reopen(struct clog *l)
 	 * at the configured path.  Writes fail (so connections are
 	 * refused) and each one retries the open, at most once a second.
 	 */
-	if (l->fd >= 0)
+	/* queued records were chained before the rotation: they end the
+	 * old file */
+	if (l->fd >= 0) {
+		(void)write_queue(l);
 		close(l->fd);
+	}
 	l->fd = -1;
 	fd = open_fd(l->path, err, sizeof(err));
 	if (fd < 0) {
@@ -656,8 +695,10 @@ clog_close(struct clog *l)
 {
 	if (l == NULL)
 		return;
+	(void)write_queue(l);
 	if (!l->is_stdout && l->fd >= 0)
 		close(l->fd);
+	free(l->pend);
 	free(l->path);
 	free(l);
 }
@@ -769,9 +810,15 @@ clog_low_space(const struct clog *l)
 static int
 key_reserved(const char *key)
 {
-	return strcmp(key, "ts") == 0 || strcmp(key, "seq") == 0 ||
-	    strcmp(key, "event") == 0 || strcmp(key, "prev") == 0 ||
-	    strcmp(key, "hash") == 0;
+	/* by first letter: five strcmp per field showed in profiles */
+	switch (key[0]) {
+	case 't': return strcmp(key, "ts") == 0;
+	case 's': return strcmp(key, "seq") == 0;
+	case 'e': return strcmp(key, "event") == 0;
+	case 'p': return strcmp(key, "prev") == 0;
+	case 'h': return strcmp(key, "hash") == 0;
+	default: return 0;
+	}
 }
 
 static int
@@ -794,10 +841,36 @@ rec_grow(struct clog_rec *r, size_t more)
 	return 0;
 }
 
-static void
+/* v in decimal into buf (24 bytes), no NUL; its length.  snprintf was a
+ * fifth of a record's cost. */
+static size_t
+fmt_u64(char *buf, uint64_t v)
+{
+	char tmp[24];
+	size_t n = 0, i;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	for (i = 0; i < n; i++)
+		buf[i] = tmp[n - 1 - i];
+	return n;
+}
+
+static size_t
+fmt_i64(char *buf, int64_t v)
+{
+	if (v >= 0)
+		return fmt_u64(buf, (uint64_t)v);
+	buf[0] = '-';
+	return 1 + fmt_u64(buf + 1, (uint64_t)0 - (uint64_t)v);
+}
+
+static inline void
 rec_raw(struct clog_rec *r, const char *s, size_t n)
 {
-	if (r->bad || rec_grow(r, n) != 0)
+	if (r->bad || (r->len + n + 1 > r->cap && rec_grow(r, n) != 0))
 		return;
 	memcpy(r->buf + r->len, s, n);
 	r->len += n;
@@ -834,6 +907,12 @@ rec_quoted(struct clog_rec *r, const char *s)
 		uint32_t cp = c;
 		size_t n = 1, bad = 0, k = 0;
 
+		/* printable ASCII, the common byte, needs nothing: one
+		 * test for it */
+		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+			p++;
+			continue;
+		}
 		if (c >= 0x80 && (n = utf8_decode((const unsigned char *)p,
 		    (size_t)(end - p), &cp, &bad)) == 0) {
 			/* not promised, but never copied raw */
@@ -861,9 +940,15 @@ static int
 utf8_valid(const char *s)
 {
 	const unsigned char *u = (const unsigned char *)s;
-	size_t n = strlen(s), i = 0, k, bad = 0;
+	size_t n, i = 0, k, bad = 0;
 	uint32_t cp;
 
+	/* ASCII, what names and codes are, without the decoder */
+	while (u[i] != '\0' && u[i] < 0x80)
+		i++;
+	if (u[i] == '\0')
+		return 1;
+	n = i + strlen(s + i);
 	while (i < n) {
 		k = utf8_decode(u + i, n - i, &cp, &bad);
 		if (k == 0)
@@ -880,15 +965,34 @@ static int
 rec_key(struct clog_rec *r, const char *key)
 {
 	char pat[80];
+	size_t kl, pl, i;
 
 	if (r == NULL || key == NULL || r->bad || key_reserved(key))
 		return -1;
-	if (snprintf(pat, sizeof(pat), ",\"%s\":", key) >= (int)sizeof(pat)) {
+	kl = strlen(key);
+	if (kl + 4 >= sizeof(pat)) {
 		r->bad = 1;
 		return -1;
 	}
-	if (r->buf != NULL && strstr(r->buf, pat) != NULL)
+	/* ,"key": as the record holds it (keys are our own names: no
+	 * escapes to mind here, rec_quoted adds none to them) */
+	pat[0] = ',';
+	pat[1] = '"';
+	memcpy(pat + 2, key, kl);
+	pat[kl + 2] = '"';
+	pat[kl + 3] = ':';
+	pl = kl + 4;
+	for (i = 0; i < r->nkeys && i < CLOG_REC_KEYS; i++)
+		if (r->klen[i] == pl && memcmp(r->buf + r->koff[i], pat, pl) == 0)
+			return -1;
+	if (r->nkeys >= CLOG_REC_KEYS && r->buf != NULL &&
+	    memmem(r->buf, r->len, pat, pl) != NULL)
 		return -1;
+	if (r->nkeys < CLOG_REC_KEYS) {
+		r->koff[r->nkeys] = (uint32_t)r->len;
+		r->klen[r->nkeys] = (uint16_t)pl;
+	}
+	r->nkeys++;
 	rec_raw(r, ",", 1);
 	rec_quoted(r, key);
 	rec_raw(r, ":", 1);
@@ -973,13 +1077,13 @@ clog_rec_ustr(struct clog_rec *r, const char *key, const char *val,
 void
 clog_rec_int(struct clog_rec *r, const char *key, int64_t v)
 {
-	char num[32];
-	int n;
+	char num[24];
+	size_t n;
 
 	if (rec_key(r, key) != 0)
 		return;
-	n = snprintf(num, sizeof(num), "%lld", (long long)v);
-	rec_raw(r, num, (size_t)n);
+	n = fmt_i64(num, v);
+	rec_raw(r, num, n);
 }
 
 void
@@ -1040,17 +1144,35 @@ clog_rec_json(struct clog_rec *r, const char *key, void *json)
 static int
 format_ts(char *buf, size_t len)
 {
+	/* the seconds part changes once a second: kept, not made again
+	 * for every record */
+	static time_t last_sec = (time_t)-1;
+	static char last[32];
+	static size_t last_n;
 	struct timespec ts;
 	struct tm tm;
-	size_t n;
+	long ms;
 
-	if (clock_gettime(CLOCK_REALTIME, &ts) < 0 ||
-	    gmtime_r(&ts.tv_sec, &tm) == NULL)
+	if (clock_gettime(CLOCK_REALTIME, &ts) < 0)
 		return -1;
-	n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
-	if (n == 0 || n + 6 > len)
+	if (ts.tv_sec != last_sec) {
+		if (gmtime_r(&ts.tv_sec, &tm) == NULL)
+			return -1;
+		last_n = strftime(last, sizeof(last), "%Y-%m-%dT%H:%M:%S", &tm);
+		if (last_n == 0)
+			return -1;
+		last_sec = ts.tv_sec;
+	}
+	if (last_n + 6 > len)
 		return -1;
-	snprintf(buf + n, len - n, ".%03ldZ", ts.tv_nsec / 1000000L);
+	ms = ts.tv_nsec / 1000000L;
+	memcpy(buf, last, last_n);
+	buf[last_n] = '.';
+	buf[last_n + 1] = (char)('0' + ms / 100);
+	buf[last_n + 2] = (char)('0' + ms / 10 % 10);
+	buf[last_n + 3] = (char)('0' + ms % 10);
+	buf[last_n + 4] = 'Z';
+	buf[last_n + 5] = '\0';
 	return 0;
 }
 
@@ -1066,7 +1188,11 @@ build_line(struct clog *l, struct clog_rec *r, char hash[CLOG_HEX_LEN + 1],
 	char ts[40], mac[CLOG_HEX_LEN + 1];
 	struct clog_rec head;
 	char *line = NULL;
-	size_t lead = l->need_nl ? 1 : 0, n, body, maclen;
+	/* chained on from the last queued record, if any */
+	int need_nl = l->npend ? l->pneed_nl : l->need_nl;
+	uint64_t seq = l->npend ? l->pseq : l->seq;
+	const char *prev = l->npend ? l->pprev : l->prev;
+	size_t lead = need_nl ? 1 : 0, n, body, maclen;
 
 	if (r->bad || format_ts(ts, sizeof(ts)) < 0)
 		return NULL;
@@ -1075,17 +1201,17 @@ build_line(struct clog *l, struct clog_rec *r, char hash[CLOG_HEX_LEN + 1],
 	rec_raw(&head, "{\"ts\":", 6);
 	rec_quoted(&head, ts);
 	{
-		char num[40];
-		int k = snprintf(num, sizeof(num), ",\"seq\":%llu,\"event\":",
-		    (unsigned long long)(l->seq + 1));
+		char num[24];
 
-		rec_raw(&head, num, (size_t)k);
+		rec_raw(&head, ",\"seq\":", 7);
+		rec_raw(&head, num, fmt_u64(num, seq + 1));
+		rec_raw(&head, ",\"event\":", 9);
 	}
 	rec_quoted(&head, r->event);
 	if (r->len > 0)
 		rec_raw(&head, r->buf, r->len);
 	rec_raw(&head, ",\"prev\":", 8);
-	rec_quoted(&head, l->prev);
+	rec_quoted(&head, prev);
 	if (head.bad)
 		goto done;
 	body = head.len;
@@ -1097,16 +1223,33 @@ build_line(struct clog *l, struct clog_rec *r, char hash[CLOG_HEX_LEN + 1],
 		goto done;
 	/* the signer keeps the key and the chain it signed: no mac, no
 	 * record */
-	if (l->sign != NULL && l->sign(l->sign_arg, l->seq + 1, l->prev, hash,
+	if (l->sign != NULL && l->sign(l->sign_arg, seq + 1, prev, hash,
 	    mac) != 0)
 		goto done;
 	n = lead + body + CLOG_SUFFIX_LEN + maclen + 1;
 	line = malloc(n + 1);
 	if (line == NULL)
 		goto done;
-	snprintf(line, n + 1, "%s%.*s%s%s%s%s\"}\n", lead ? "\n" : "",
-	    (int)body, head.buf, CLOG_HASH_PREFIX, hash,
-	    maclen ? CLOG_MAC_PREFIX : "", maclen ? mac : "");
+	/* [\n]<body>,"hash":"<hex>"[,"mac":"<hex>"]"}\n */
+	{
+		char *p = line;
+
+		if (lead)
+			*p++ = '\n';
+		memcpy(p, head.buf, body);
+		p += body;
+		memcpy(p, CLOG_HASH_PREFIX, CLOG_HASH_PREFIX_LEN);
+		p += CLOG_HASH_PREFIX_LEN;
+		memcpy(p, hash, CLOG_HEX_LEN);
+		p += CLOG_HEX_LEN;
+		if (maclen) {
+			memcpy(p, CLOG_MAC_PREFIX, CLOG_MAC_PREFIX_LEN);
+			p += CLOG_MAC_PREFIX_LEN;
+			memcpy(p, mac, CLOG_HEX_LEN);
+			p += CLOG_HEX_LEN;
+		}
+		memcpy(p, "\"}\n", 4);   /* and the NUL */
+	}
 	*lenp = n;
 done:
 	free(head.buf);
@@ -1126,14 +1269,14 @@ write_once(int fd, const char *buf, size_t len)
 
 /*
  * A short write (the disk filled up, a file size limit) left the first n
- * bytes of line at the end of the file.  Cut the file back to where it
+ * bytes of buf at the end of the file.  Cut the file back to where it
  * was, so no torn fragment stays for the verifier to trip over; where
  * that is impossible (not a regular file, or ftruncate refused) the next
  * record starts on a fresh line instead, and the verifier reports the
  * fragment.
  */
 static void
-drop_partial(struct clog *l, const char *line, size_t n)
+drop_partial(struct clog *l, const char *buf, size_t n)
 {
 	struct stat st;
 
@@ -1143,46 +1286,132 @@ drop_partial(struct clog *l, const char *line, size_t n)
 		l->truncated++;
 		return;
 	}
-	l->need_nl = line[n - 1] != '\n';
+	l->need_nl = buf[n - 1] != '\n';
+}
+
+/* Append r's line to the queue; -1 (nothing queued) when it cannot be
+ * built. */
+static int
+queue_line(struct clog *l, struct clog_rec *r)
+{
+	char hash[CLOG_HEX_LEN + 1];
+	char *line, *nb;
+	size_t len = 0, cap;
+
+	line = build_line(l, r, hash, &len);
+	if (line == NULL)
+		return -1;
+	if (l->pend_len + len > l->pend_cap) {
+		cap = l->pend_cap ? l->pend_cap : 4096;
+		while (cap < l->pend_len + len)
+			cap *= 2;
+		if ((nb = realloc(l->pend, cap)) == NULL) {
+			free(line);
+			return -1;
+		}
+		l->pend = nb;
+		l->pend_cap = cap;
+	}
+	memcpy(l->pend + l->pend_len, line, len);
+	l->pend_len += len;
+	free(line);
+	l->pseq = (l->npend ? l->pseq : l->seq) + 1;
+	memcpy(l->pprev, hash, sizeof(l->pprev));
+	l->pneed_nl = 0;
+	l->npend++;
+	return 0;
+}
+
+/*
+ * Write the queued lines in one write(2).  All or nothing for the chain:
+ * a short or failed write counts none of them (seq and prev stay), and
+ * the next line starts on a fresh one.
+ */
+static int
+write_queue(struct clog *l)
+{
+	ssize_t n;
+	size_t k = l->npend;
+	int rc = -1;
+
+	if (k == 0)
+		return 0;
+	if (l->fd < 0 && (time(NULL) == l->last_try || clog_reopen(l) != 0))
+		goto done;
+	if (l->fd < 0)
+		goto done;
+	n = write_once(l->fd, l->pend, l->pend_len);
+	if (n != (ssize_t)l->pend_len) {
+		/* seq and prev stay: none of these records counts */
+		if (n > 0)
+			drop_partial(l, l->pend, (size_t)n);
+		goto done;
+	}
+	l->need_nl = 0;
+	l->seq = l->pseq;
+	memcpy(l->prev, l->pprev, sizeof(l->prev));
+	space_check(l, 0);
+	rc = 0;
+done:
+	l->npend = 0;
+	l->pend_len = 0;
+	l->healthy = rc == 0;
+	if (rc == 0)
+		l->written += k;
+	else
+		l->failed += k;
+	return rc;
+}
+
+int
+clog_queue(struct clog *l, struct clog_rec *r)
+{
+	int rc = -1;
+
+	/* a signer signs only the record after the one it signed last, or
+	 * that one again: a queue it signed whose write failed could not be
+	 * signed anew.  Signed logs write each record as it comes. */
+	if (l != NULL && l->sign != NULL)
+		return clog_write(l, r);
+	if (l != NULL && r != NULL && queue_line(l, r) == 0)
+		rc = 0;
+	else if (l != NULL)
+		l->failed++;
+	clog_rec_free(r);
+	return rc;
+}
+
+int
+clog_flush(struct clog *l)
+{
+	return l == NULL ? -1 : write_queue(l);
 }
 
 int
 clog_write(struct clog *l, struct clog_rec *r)
 {
-	char hash[CLOG_HEX_LEN + 1];
-	char *line = NULL;
-	size_t len = 0;
-	ssize_t n;
 	int rc = -1;
 
-	if (l == NULL || r == NULL)
+	if (l == NULL)
 		goto done;
+	if (r == NULL)
+		goto fail;
+	/* the fd is looked at before the line is built: a log that is
+	 * closed after a failed reopen refuses at once */
 	if (l->fd < 0 && (time(NULL) == l->last_try || clog_reopen(l) != 0))
-		goto done;
-	line = build_line(l, r, hash, &len);
-	if (line == NULL)
-		goto done;
-	n = write_once(l->fd, line, len);
-	if (n != (ssize_t)len) {
-		/* seq and prev stay: this record does not count */
-		if (n > 0)
-			drop_partial(l, line, (size_t)n);
-		goto done;
-	}
-	l->need_nl = 0;
-	l->seq++;
-	memcpy(l->prev, hash, sizeof(l->prev));
-	space_check(l, 0);
-	rc = 0;
+		goto fail;
+	if (queue_line(l, r) != 0)
+		goto fail;
+	rc = write_queue(l);
+	goto done;
+fail:
+	/* what was queued goes with this record: it cannot reach the
+	 * file before it */
+	l->failed += 1;
+	if (l->npend > 0)
+		(void)write_queue(l);
+	l->healthy = 0;
 done:
-	if (l != NULL) {
-		l->healthy = rc == 0;
-		if (rc == 0)
-			l->written++;
-		else
-			l->failed++;
-	}
-	free(line);
 	clog_rec_free(r);
 	return rc;
 }

@@ -19,7 +19,8 @@
  *
  * Fail closed: clog_write() returns -1 when the record could not be
  * written whole; the proxy then refuses the connection.  Writes are
- * single write(2) calls on an O_APPEND descriptor.
+ * single write(2) calls on an O_APPEND descriptor, of one record or of
+ * the records queued with clog_queue() and the one written after them.
  */
 #ifndef SLUICE_CLOG_H
 #define SLUICE_CLOG_H
@@ -97,8 +98,22 @@ void clog_rec_strv(struct clog_rec *r, const char *key,
 /* Any jansson value (json_t *), reference stolen; for admin records. */
 void clog_rec_json(struct clog_rec *r, const char *key, void *json);
 
-/* Write and free the record (always frees).  0 / -1. */
+/* Write and free the record (always frees).  0 / -1.  Records queued
+ * before it go in the same write(2), ahead of it; when that write fails
+ * none of them counts. */
 int clog_write(struct clog *l, struct clog_rec *r) SLUICE_MUSTCHECK;
+/*
+ * Chain the record and queue it for the next clog_write or clog_flush
+ * (always frees).  For records nothing waits on (a close): the caller
+ * flushes before the loop sleeps, so the lines of one loop turn cost one
+ * write(2).  A record that must be in the file before the proxy acts on
+ * it (a decision) uses clog_write.  -1 when it cannot be built.
+ * clog_reopen and clog_close write what is queued first.
+ */
+int clog_queue(struct clog *l, struct clog_rec *r) SLUICE_MUSTCHECK;
+/* Write what clog_queue queued, in one write(2).  0 / -1 (then none of
+ * it counts: seq and prev continue from before it). */
+int clog_flush(struct clog *l) SLUICE_MUSTCHECK;
 
 /*
  * Sanitise untrusted bytes into out (NUL-terminated, at most cap bytes of

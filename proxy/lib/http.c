@@ -63,7 +63,7 @@ lower(int c)
 	return (c >= 'A' && c <= 'Z') ? c + ('a' - 'A') : c;
 }
 
-static int
+static inline int
 ci_equal_n(const char *a, size_t alen, const char *b, size_t blen)
 {
 	size_t i;
@@ -76,7 +76,10 @@ ci_equal_n(const char *a, size_t alen, const char *b, size_t blen)
 	return 1;
 }
 
-static int
+/* inline: with a literal b the length is known when compiled, and most
+ * names differ from it in length (the hop-by-hop check asks eleven per
+ * header) */
+static inline int
 ci_equal(const char *a, size_t alen, const char *b)
 {
 	return ci_equal_n(a, alen, b, strlen(b));
@@ -584,6 +587,21 @@ scan_lines(const char *buf, size_t view, const struct http_limits *lim,
 	}
 }
 
+/* An empty msg; the header slots past those a parse fills are never
+ * read, so the 4 KiB of them are left as they are. */
+_Static_assert(offsetof(struct http_msg, nheaders) ==
+    offsetof(struct http_msg, headers) + sizeof(((struct http_msg *)0)->headers),
+    "msg_clear: the fields after headers start at nheaders");
+
+static void
+msg_clear(struct http_msg *msg)
+{
+	memset(msg, 0, offsetof(struct http_msg, headers));
+	memset(&msg->nheaders, 0,
+	    sizeof(*msg) - offsetof(struct http_msg, nheaders));
+	msg->host_idx = -1;
+}
+
 static enum http_status
 parse_head(const char *buf, size_t len, const struct http_limits *lim_in,
     int is_request, enum http_method req_method,
@@ -594,6 +612,7 @@ parse_head(const char *buf, size_t len, const struct http_limits *lim_in,
 	struct framing f;
 	enum http_status st;
 	size_t view, eol = 0;
+	int fresh;
 
 	if (why != NULL)
 		*why = NULL;
@@ -603,22 +622,34 @@ parse_head(const char *buf, size_t len, const struct http_limits *lim_in,
 	view = len < lim.max_head ? len : lim.max_head;
 	if (ps->done > view || ps->scanned > view)
 		memset(ps, 0, sizeof(*ps));   /* not the bytes it saw */
+	/* From the first byte (a head that came in one read, the common
+	 * case) the one pass fills msg as it checks; a resumed parse fills
+	 * it in a second pass once the head is complete, since the lines
+	 * checked earlier may have been in another buffer. */
+	fresh = ps->done == 0 && ps->scanned == 0 && ps->nlines == 0;
+	if (fresh)
+		msg_clear(msg);
 
-	st = scan_lines(buf, view, &lim, is_request, msg, 0, ps, &eol, why);
+	st = scan_lines(buf, view, &lim, is_request, msg, fresh, ps, &eol,
+	    why);
 	if (st == HTTP_PARSE_INCOMPLETE && len >= lim.max_head)
 		FAIL(HTTP_PARSE_TOO_LARGE, "the request or response head is too large");
 	if (st != HTTP_PARSE_OK)
 		return st;
 
-	/* The head is complete and every line passed: one more pass fills
-	 * msg with pointers into this buffer. */
-	memset(msg, 0, sizeof(*msg));
-	memset(&all, 0, sizeof(all));
 	memset(&f, 0, sizeof(f));
-	msg->host_idx = -1;
-	st = scan_lines(buf, view, &lim, is_request, msg, 1, &all, &eol, why);
-	if (st != HTTP_PARSE_OK)
-		return st;
+	if (fresh)
+		all = *ps;
+	else {
+		/* The head is complete and every line passed: one more pass
+		 * fills msg with pointers into this buffer. */
+		msg_clear(msg);
+		memset(&all, 0, sizeof(all));
+		st = scan_lines(buf, view, &lim, is_request, msg, 1, &all, &eol,
+		    why);
+		if (st != HTTP_PARSE_OK)
+			return st;
+	}
 	msg->nheaders = all.nlines - 1;
 	msg->head_len = eol + 2;
 
@@ -665,6 +696,30 @@ http_parse_response(const char *buf, size_t len, const struct http_limits *lim,
 
 	memset(&ps, 0, sizeof(ps));
 	return parse_head(buf, len, lim, 0, req_method, &ps, msg, why);
+}
+
+static const char *
+rebase(const char *p, const char *from, const char *to, size_t len)
+{
+	if (p == NULL || p < from || p > from + len)
+		return p;      /* not into the head (a static "" or NULL) */
+	return to + (p - from);
+}
+
+void
+http_msg_rebase(struct http_msg *msg, const char *from, const char *to)
+{
+	size_t i, len = msg->head_len;
+
+	msg->method = rebase(msg->method, from, to, len);
+	msg->target = rebase(msg->target, from, to, len);
+	msg->reason_phrase = rebase(msg->reason_phrase, from, to, len);
+	for (i = 0; i < msg->nheaders; i++) {
+		msg->headers[i].name = rebase(msg->headers[i].name, from, to,
+		    len);
+		msg->headers[i].value = rebase(msg->headers[i].value, from,
+		    to, len);
+	}
 }
 
 int

@@ -124,6 +124,9 @@ struct http_parse_state {
 	size_t scanned;    /* bytes of the line after them looked at */
 	size_t nlines;     /* lines checked: start line, then headers */
 };
+/* msg was parsed from the head at from; the same head_len bytes are now
+ * at to (a copy): point msg into to, instead of parsing the copy again. */
+void http_msg_rebase(struct http_msg *msg, const char *from, const char *to);
 enum http_status http_parse_request_resume(const char *buf, size_t len,
     const struct http_limits *lim, struct http_parse_state *ps,
     struct http_msg *msg, const char **why);

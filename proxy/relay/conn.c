@@ -618,9 +618,10 @@ parse_head(struct px_conn *c)
 		}
 		memcpy(c->head, data, c->head_len);
 		c->head[c->head_len] = '\0';
+		/* the parse points into the input buffer: move it onto the
+		 * copy, before the drain frees those bytes */
+		http_msg_rebase(c->req, (const char *)data, c->head);
 		evbuffer_drain(in, c->head_len);
-		st = http_parse_request(c->head, c->head_len, &lim, c->req,
-		    &why);
 	}
 	evtimer_del(c->timer);
 	/* bytes after the head belong to the body or the tunnel; whoever

@@ -24,6 +24,45 @@
 
 static void exchange_done(struct px_conn *c);
 
+/*
+ * Requests whose head waits in c->up's output for their allow record:
+ * the records of one loop pass are written together at its end (one
+ * write(2) for all), and only then do the heads go upstream.  Should
+ * that write fail, or any write since the first of them was queued,
+ * they are refused: no byte of a request goes upstream before its
+ * record is in the file.
+ */
+static TAILQ_HEAD(, px_conn) waiting = TAILQ_HEAD_INITIALIZER(waiting);
+static uint64_t waiting_failed0;   /* clog_failed() when the first came */
+
+void
+px_forward_unwait(struct px_conn *c)
+{
+	if (!c->log_wait)
+		return;
+	TAILQ_REMOVE(&waiting, c, lwentry);
+	c->log_wait = 0;
+}
+
+void
+px_forward_log_written(int ok)
+{
+	struct px_conn *c;
+
+	ok = ok && clog_failed(px.log) == waiting_failed0;
+	while ((c = TAILQ_FIRST(&waiting)) != NULL) {
+		px_forward_unwait(c);
+		if (ok) {
+			px_out_flush(c->up);
+			continue;
+		}
+		px_log(PX_DEBUG, "%s: conn %llu: allow record not written",
+		    __func__, (unsigned long long)c->id);
+		c->logged_decision = 0;
+		px_conn_refuse(c, POL_R_LOG_UNAVAILABLE, NULL);
+	}
+}
+
 static void
 limits(struct http_limits *lim)
 {
@@ -32,21 +71,85 @@ limits(struct http_limits *lim)
 	lim->max_headers = px.cfg->max_headers;
 }
 
-static void
-add_headers(struct evbuffer *out, const struct http_msg *m)
-{
-	size_t i;
+struct piece {
+	const char *p;
+	size_t n;
+};
 
+/*
+ * A head as it goes on: the pieces of its start line, m's end-to-end
+ * headers, the pieces of what follows them (a Connection line), then
+ * the empty line.  Written into one reserved stretch of out with one
+ * commit: four evbuffer_add calls per header, each running out's
+ * callbacks, cost more than the copying.
+ */
+static void
+put_head(struct evbuffer *out, const struct piece *start, size_t nstart,
+    const struct http_msg *m, const struct piece *tail, size_t ntail)
+{
+	unsigned char keep[HTTP_MAX_HEADERS_HARD];
+	struct evbuffer_iovec v;
+	size_t i, len = 2;
+	char *p;
+
+	for (i = 0; i < nstart; i++)
+		len += start[i].n;
+	for (i = 0; i < ntail; i++)
+		len += tail[i].n;
 	for (i = 0; i < m->nheaders; i++) {
 		const struct http_header *h = &m->headers[i];
 
-		if (http_is_hop_by_hop(m, h))
-			continue;
-		evbuffer_add(out, h->name, h->name_len);
-		evbuffer_add(out, ": ", 2);
-		evbuffer_add(out, h->value, h->value_len);
-		evbuffer_add(out, "\r\n", 2);
+		keep[i] = !http_is_hop_by_hop(m, h);
+		if (keep[i])
+			len += h->name_len + h->value_len + 4;
 	}
+	if (evbuffer_reserve_space(out, (ev_ssize_t)len, &v, 1) < 1 ||
+	    v.iov_len < len) {
+		/* no contiguous room: piece by piece, as it comes */
+		for (i = 0; i < nstart; i++)
+			evbuffer_add(out, start[i].p, start[i].n);
+		for (i = 0; i < m->nheaders; i++) {
+			const struct http_header *h = &m->headers[i];
+
+			if (!keep[i])
+				continue;
+			evbuffer_add(out, h->name, h->name_len);
+			evbuffer_add(out, ": ", 2);
+			evbuffer_add(out, h->value, h->value_len);
+			evbuffer_add(out, "\r\n", 2);
+		}
+		for (i = 0; i < ntail; i++)
+			evbuffer_add(out, tail[i].p, tail[i].n);
+		evbuffer_add(out, "\r\n", 2);
+		return;
+	}
+	p = v.iov_base;
+	for (i = 0; i < nstart; i++) {
+		memcpy(p, start[i].p, start[i].n);
+		p += start[i].n;
+	}
+	for (i = 0; i < m->nheaders; i++) {
+		const struct http_header *h = &m->headers[i];
+
+		if (!keep[i])
+			continue;
+		memcpy(p, h->name, h->name_len);
+		p += h->name_len;
+		*p++ = ':';
+		*p++ = ' ';
+		memcpy(p, h->value, h->value_len);
+		p += h->value_len;
+		*p++ = '\r';
+		*p++ = '\n';
+	}
+	for (i = 0; i < ntail; i++) {
+		memcpy(p, tail[i].p, tail[i].n);
+		p += tail[i].n;
+	}
+	*p++ = '\r';
+	*p++ = '\n';
+	v.iov_len = len;
+	evbuffer_commit_space(out, &v, 1);
 }
 
 /*
@@ -104,17 +207,25 @@ send_response_head(struct px_conn *c, const struct http_msg *r)
 {
 	struct evbuffer *out = bufferevent_get_output(c->cli);
 	int interim = r->status >= 100 && r->status < 200;
+	char line[16];
+	struct piece start[3], tail[1];
 
-	evbuffer_add_printf(out, "HTTP/1.1 %d %.*s\r\n", r->status,
-	    (int)r->reason_len, r->reason_phrase);
-	add_headers(out, r);
+	/* the parser admits three-digit statuses only */
+	memcpy(line, "HTTP/1.1 000 ", 13);
+	line[9] = (char)('0' + r->status / 100 % 10);
+	line[10] = (char)('0' + r->status / 10 % 10);
+	line[11] = (char)('0' + r->status % 10);
+	start[0] = (struct piece){ line, 13 };
+	start[1] = (struct piece){ r->reason_phrase, r->reason_len };
+	start[2] = (struct piece){ "\r\n", 2 };
 	if (!interim) {
 		if (!r->keep_alive || r->body == HTTP_BODY_UNTIL_CLOSE)
 			c->fwd_close_after = 1;
-		evbuffer_add_printf(out, "Connection: %s\r\n",
-		    c->fwd_close_after ? "close" : "keep-alive");
+		tail[0] = c->fwd_close_after ?
+		    (struct piece){ "Connection: close\r\n", 19 } :
+		    (struct piece){ "Connection: keep-alive\r\n", 24 };
 	}
-	evbuffer_add(out, "\r\n", 2);
+	put_head(out, start, 3, r, tail, interim ? 0 : 1);
 	/* a final head goes out with the first body bytes (pump_body) */
 	if (interim)
 		px_out_flush(c->cli);
@@ -277,8 +388,21 @@ void
 px_forward_start(struct px_conn *c)
 {
 	struct evbuffer *out;
+	/* a request without a body sends nothing upstream but its head:
+	 * that can wait for the pass's one log write; one with a body
+	 * streams it, so its record is written now */
+	int queued = 0;
 
-	if (px_conn_log_allow(c) != 0) {
+	if (c->req->body == HTTP_BODY_NONE) {
+		int rc = px_rec_allow_queued(c);
+
+		if (rc < 0) {
+			px_conn_refuse(c, POL_R_LOG_UNAVAILABLE, NULL);
+			return;
+		}
+		queued = rc == 0;
+		c->logged_decision = 1;
+	} else if (px_conn_log_allow(c) != 0) {
 		px_conn_refuse(c, POL_R_LOG_UNAVAILABLE, NULL);
 		return;
 	}
@@ -302,11 +426,14 @@ px_forward_start(struct px_conn *c)
 	out = bufferevent_get_output(c->up);
 	/* the method as parsed, whole (c->method is a bounded copy for
 	 * the records) */
-	evbuffer_add_printf(out, "%.*s %.*s HTTP/1.1\r\n",
-	    (int)c->req->method_len, c->req->method, (int)c->path_len,
-	    c->path);
-	add_headers(out, c->req);
-	evbuffer_add(out, "\r\n", 2);
+	{
+		struct piece start[4] = {
+			{ c->req->method, c->req->method_len }, { " ", 1 },
+			{ c->path, c->path_len }, { " HTTP/1.1\r\n", 11 },
+		};
+
+		put_head(out, start, 4, c->req, NULL, 0);
+	}
 	c->bytes_up += c->head_len;
 
 	bufferevent_setcb(c->up, up_read, fwd_write, up_event, c);
@@ -315,7 +442,13 @@ px_forward_start(struct px_conn *c)
 	bufferevent_setwatermark(c->up, EV_READ, 0, 0);
 	bufferevent_enable(c->up, EV_READ);
 	bufferevent_enable(c->cli, EV_READ);
-	px_out_flush(c->up);
+	if (queued) {
+		if (TAILQ_EMPTY(&waiting))
+			waiting_failed0 = clog_failed(px.log);
+		TAILQ_INSERT_TAIL(&waiting, c, lwentry);
+		c->log_wait = 1;
+	} else
+		px_out_flush(c->up);
 	evtimer_del(c->timer);
 	{
 		struct timeval tv = { px.cfg->idle_timeout_s, 0 };

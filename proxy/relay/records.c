@@ -26,6 +26,57 @@ static struct px_refusals nobody;
 static struct event *fold_timer;
 uint64_t px_refusals_folded_total;
 
+/*
+ * Close records and the allow records of requests without a body are
+ * queued (clog_queue) and written together at the end of the loop's pass
+ * over its active events, or with the next record written at once: with
+ * many connections a pass's records cost one write(2).  Nothing waits on
+ * a close record; a queued allow record's request goes upstream only
+ * after the write (px_forward_log_written).
+ */
+static struct event *flush_ev;
+static int flush_armed;
+
+static void
+flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	int rc;
+
+	flush_armed = 0;
+	rc = clog_flush(px.log);
+	if (rc != 0)
+		px_log(PX_ERR, "%s: cannot write the queued records", __func__);
+	/* the requests whose allow records went in this write */
+	px_forward_log_written(rc == 0);
+}
+
+/* Queue r, and have the loop write it before it next sleeps: 0, or 1
+ * when it was written at once (no event to be had), -1 on failure. */
+static int
+rec_queue(struct clog_rec *r)
+{
+	if (clog_queue(px.log, r) != 0)
+		return -1;
+	if (flush_armed)
+		return 0;
+	if (flush_ev == NULL &&
+	    (flush_ev = event_new(px.base, -1, 0, flush_cb, NULL)) == NULL)
+		return clog_flush(px.log) == 0 ? 1 : -1;
+	/* active now: runs after the callbacks already due in this pass */
+	event_active(flush_ev, EV_TIMEOUT, 1);
+	flush_armed = 1;
+	return 0;
+}
+
+void
+px_rec_cleanup(void)
+{
+	if (flush_ev != NULL)
+		event_free(flush_ev);
+	flush_ev = NULL;
+	flush_armed = 0;
+}
+
 static void
 rec_common(struct px_conn *c, struct clog_rec *r)
 {
@@ -215,10 +266,12 @@ px_refusals_flush(struct px_session *s)
 	}
 }
 
+static struct clog_rec *rec_decision(struct px_conn *c, enum pol_verdict v,
+    enum pol_reason why);
+
 int
 px_rec_decision(struct px_conn *c, enum pol_verdict v, enum pol_reason why)
 {
-	struct clog_rec *r;
 	struct px_session *s = c->session;
 
 	px_count_decision(c, v, why);
@@ -227,7 +280,21 @@ px_rec_decision(struct px_conn *c, enum pol_verdict v, enum pol_reason why)
 		fold(s != NULL ? &s->refusals : &nobody, why);
 		return 0;
 	}
-	r = clog_rec_new("decision");
+	return clog_write(px.log, rec_decision(c, v, why));
+}
+
+int
+px_rec_allow_queued(struct px_conn *c)
+{
+	px_count_decision(c, POL_ALLOW, POL_R_NONE);
+	return rec_queue(rec_decision(c, POL_ALLOW, POL_R_NONE));
+}
+
+static struct clog_rec *
+rec_decision(struct px_conn *c, enum pol_verdict v, enum pol_reason why)
+{
+	struct px_session *s = c->session;
+	struct clog_rec *r = clog_rec_new("decision");
 
 	rec_common(c, r);
 	if (c->path != NULL)
@@ -245,7 +312,7 @@ px_rec_decision(struct px_conn *c, enum pol_verdict v, enum pol_reason why)
 	clog_rec_str(r, "prompt", c->prompt_id[0] ? c->prompt_id : NULL);
 	clog_rec_str(r, "answer", c->answered ? pol_answer_name(c->answer) :
 	    NULL);
-	return clog_write(px.log, r);
+	return r;
 }
 
 int
@@ -264,5 +331,5 @@ px_rec_close(struct px_conn *c, enum pol_reason why)
 	clog_rec_int(r, "duration_ms", px_elapsed_ms(&c->t_start));
 	clog_rec_str(r, "reason", why == POL_R_NONE ? NULL :
 	    pol_reason_name(why));
-	return clog_write(px.log, r);
+	return rec_queue(r) < 0 ? -1 : 0;
 }

@@ -99,6 +99,9 @@ struct px_conn {
 	int resp_head_done;
 	int fwd_close_after;             /* close the client after this exchange */
 	int nrequests;
+	int log_wait;                    /* head queued, allow record not yet
+	                                  * written (px_forward_log_written) */
+	TAILQ_ENTRY(px_conn) lwentry;
 	int nrefused;                    /* refusals answered on it */
 
 	/* tunnel half-close */
@@ -159,6 +162,11 @@ void px_count_dns(long elapsed_us);
  * (the same fields for a forwarded request and a tunnel). */
 int px_rec_decision(struct px_conn *c, enum pol_verdict v,
     enum pol_reason why) SLUICE_MUSTCHECK;
+/* The allow record of c's request, queued: it is written at the end of
+ * the loop's pass with the others queued, and px_forward_log_written()
+ * says whether it reached the file (0).  1: it was written at once;
+ * -1: it cannot be built or written. */
+int px_rec_allow_queued(struct px_conn *c) SLUICE_MUSTCHECK;
 /* The close of c's request or tunnel. */
 int px_rec_close(struct px_conn *c, enum pol_reason why) SLUICE_MUSTCHECK;
 
@@ -187,6 +195,11 @@ void px_splice_free(struct px_splice *s);
 
 /* forward.c */
 void px_forward_start(struct px_conn *c);
+/* The queued records were written (ok) or not: requests whose allow
+ * record was among them go upstream, or are refused (fail closed). */
+void px_forward_log_written(int ok);
+/* c's upstream goes away: it no longer waits for its allow record. */
+void px_forward_unwait(struct px_conn *c);
 
 /* transparent.c */
 /* The original destination of a redirected connection, at accept:

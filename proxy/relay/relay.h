@@ -95,6 +95,9 @@ void px_relay_dns_swap(struct dns *nd);
 void px_relay_drain_check(void);
 /* At exit: the splice pipes kept for reuse. */
 void px_splice_cleanup(void);
+/* At exit: the connection log's flush event (what it would have written
+ * is written by clog_close). */
+void px_rec_cleanup(void);
 /* Write the refusals_folded record of s now (a session going away), or
  * with s NULL of every session and of connections with none (stopping).
  * See records.c. */

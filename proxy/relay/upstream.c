@@ -111,6 +111,7 @@ px_upstream_drop(struct px_conn *c)
 {
 	if (c->up == NULL)
 		return;
+	px_forward_unwait(c);
 	bufferevent_free(c->up);
 	c->up = NULL;
 	c->up_host[0] = '\0';

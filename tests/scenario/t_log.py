@@ -208,5 +208,41 @@ def log_unavailable_fails_closed(env):
     check_refusal(resp, "log_unavailable", "CONNECT with no log")
 
 
+@S.case
+def log_unavailable_plain_http_kept_upstream(env):
+    # a request on a kept upstream connection goes up only once its
+    # allow record is in the file (it is written with the others of the
+    # loop's pass): with the log gone it is refused and never sent
+    d, echo, up = setup(env)
+    s = d.connect(env.src(1))
+    s.sendall(get_request("http://up.test:%d/first" % up.port))
+    r = read_response(s)
+    check_eq(r.status, 200, "first request")
+    keep = d.log_path + ".1"
+    os.rename(d.log_path, keep)
+    os.mkdir(d.log_path)
+    d.signal(signal.SIGHUP)
+    time.sleep(0.5)
+    s.sendall(get_request("http://up.test:%d/second" % up.port))
+    r = read_response(s)
+    check_refusal(r, "log_unavailable", "request on the kept upstream")
+    s.close()
+    paths = [e["path"] for e in up.events if isinstance(e, dict)]
+    check_eq(paths, ["/first"], "requests that reached the upstream")
+    check(d.alive(), "sluiced died instead of failing closed")
+    os.rmdir(d.log_path)
+    d.signal(signal.SIGHUP)
+
+    def works():
+        s = d.connect(env.src(1))
+        s.sendall(get_request("http://up.test:%d/third" % up.port))
+        r = read_response(s)
+        s.close()
+        return r.status == 200
+    wait_until(works, 5, step=0.3, what="service after the log came back")
+    d.stop()
+    d.chain_paths = [keep, d.log_path]
+
+
 if __name__ == "__main__":
     S.main()

@@ -706,6 +706,130 @@ test_write_failure(void **state)
 	clog_close(l);
 }
 
+/* Queued records: nothing in the file until a write or a flush takes
+ * them along, in order, in one chain; a failed write counts none of
+ * them; close and reopen write what is queued. */
+static void
+queue_close(struct clog *l, int conn)
+{
+	struct clog_rec *r = clog_rec_new("close");
+
+	assert_non_null(r);
+	clog_rec_int(r, "conn", conn);
+	assert_int_equal(clog_queue(l, r), 0);
+}
+
+static void
+test_queue(void **state)
+{
+	struct fx *fx = *state;
+	char err[256] = "", link[PATH_MAX], *lines[MAX_LINES];
+	struct clog *l;
+	struct stat st;
+	size_t n;
+
+	l = clog_open(fx->log, err, sizeof(err));
+	assert_non_null(l);
+	queue_close(l, 1);
+	queue_close(l, 2);
+	queue_close(l, 3);
+	assert_int_equal(stat(fx->log, &st), 0);
+	assert_int_equal(st.st_size, 0);
+	assert_int_equal(clog_last_seq(l), 0);
+	write_n(l, 1, "pypi.org");          /* takes the three along */
+	assert_int_equal(clog_last_seq(l), 4);
+	assert_int_equal(clog_written(l), 4);
+	n = read_lines(fx->log, lines);
+	assert_int_equal(n, 4);
+	assert_non_null(strstr(lines[0], "\"seq\":1,\"event\":\"close\",\"conn\":1"));
+	assert_non_null(strstr(lines[2], "\"seq\":3,\"event\":\"close\",\"conn\":3"));
+	assert_non_null(strstr(lines[3], "\"seq\":4,\"event\":\"decision\""));
+	free_lines(lines, n);
+	expect_good(fx->log, ZERO64, 4);
+
+	queue_close(l, 4);
+	assert_int_equal(clog_flush(l), 0);
+	assert_int_equal(clog_flush(l), 0);          /* nothing: no-op */
+	queue_close(l, 5);
+	assert_int_equal(clog_reopen(l), 0);         /* rotation writes it */
+	queue_close(l, 6);
+	clog_close(l);                               /* and so does close */
+	expect_good(fx->log, ZERO64, 7);
+
+	/* a write that fails takes the queue with it: no seq is spent */
+	snprintf(link, sizeof(link), "%s/q.log", fx->dir);
+	if (access("/dev/full", W_OK) != 0)
+		return;
+	assert_int_equal(symlink("/dev/full", link), 0);
+	l = clog_open(link, err, sizeof(err));
+	assert_non_null(l);
+	queue_close(l, 1);
+	queue_close(l, 2);
+	assert_int_equal(clog_write(l, clog_rec_new("decision")), -1);
+	assert_int_equal(clog_failed(l), 3);
+	assert_int_equal(clog_written(l), 0);
+	assert_int_equal(clog_last_seq(l), 0);
+	assert_int_equal(clog_healthy(l), 0);
+	queue_close(l, 3);
+	assert_int_equal(clog_flush(l), -1);
+	assert_int_equal(clog_failed(l), 4);
+	assert_int_equal(unlink(link), 0);
+	assert_int_equal(unlink(fx->log), 0);
+	assert_int_equal(symlink(fx->log, link), 0);
+	assert_int_equal(clog_reopen(l), 0);
+	queue_close(l, 4);
+	assert_int_equal(clog_write(l, clog_rec_new("decision")), 0);
+	assert_int_equal(clog_last_seq(l), 2);
+	assert_int_equal(clog_healthy(l), 1);
+	clog_close(l);
+	expect_good(fx->log, ZERO64, 2);
+}
+
+/* Integers as JSON numbers at both ends of int64; a key set twice keeps
+ * its first value; a nested value that holds ,"key": text does not make
+ * a later key of that name a duplicate. */
+static void
+test_fields(void **state)
+{
+	struct fx *fx = *state;
+	char err[256] = "", *lines[MAX_LINES];
+	struct clog *l;
+	struct clog_rec *r;
+	json_t *root;
+	json_error_t je;
+	size_t n;
+
+	l = clog_open(fx->log, err, sizeof(err));
+	assert_non_null(l);
+	r = clog_rec_new("admin");
+	clog_rec_int(r, "zero", 0);
+	clog_rec_int(r, "neg", -1);
+	clog_rec_int(r, "min", INT64_MIN);
+	clog_rec_int(r, "max", INT64_MAX);
+	clog_rec_int(r, "neg", 5);                  /* dropped: set twice */
+	clog_rec_json(r, "before", json_pack("{s:i,s:s}", "x", 1, "host",
+	    "a"));
+	clog_rec_str(r, "host", "b");               /* not a duplicate */
+	assert_int_equal(clog_write(l, r), 0);
+	clog_close(l);
+	n = read_lines(fx->log, lines);
+	assert_int_equal(n, 1);
+	root = json_loads(lines[0], 0, &je);
+	assert_non_null(root);
+	assert_int_equal(json_integer_value(json_object_get(root, "zero")), 0);
+	assert_int_equal(json_integer_value(json_object_get(root, "neg")), -1);
+	assert_true(json_integer_value(json_object_get(root, "min")) ==
+	    INT64_MIN);
+	assert_true(json_integer_value(json_object_get(root, "max")) ==
+	    INT64_MAX);
+	assert_non_null(json_object_get(root, "host"));
+	assert_string_equal(json_string_value(json_object_get(root, "host")),
+	    "b");
+	json_decref(root);
+	free_lines(lines, n);
+	expect_good(fx->log, ZERO64, 1);
+}
+
 /*
  * A short write (the disk full; here a file size limit just past the end
  * of the log) leaves no torn fragment: the file is cut back to its last
@@ -1020,6 +1144,38 @@ test_low_space(void **state)
 	assert_int_equal(space_low, 0);
 	assert_int_equal(clog_low_space(l), 0);
 	clog_close(l);
+}
+
+/* With a signer nothing is queued: a queued record is signed and written
+ * at once (a queue the signer signed whose write failed could not be
+ * signed again). */
+static void
+test_signed_queue(void **state)
+{
+	struct fx *fx = *state;
+	char err[256] = "";
+	struct clog *l;
+	struct stat st;
+
+	l = clog_open(fx->log, err, sizeof(err));
+	assert_non_null(l);
+	clog_set_signer(l, sign_test, NULL);
+	sign_calls = sign_refuse = 0;
+	queue_close(l, 1);
+	assert_int_equal(clog_last_seq(l), 1);
+	assert_int_equal(stat(fx->log, &st), 0);
+	assert_true(st.st_size > 0);
+	queue_close(l, 2);
+	assert_int_equal(clog_last_seq(l), 2);
+	assert_int_equal(clog_flush(l), 0);
+	assert_int_equal(sign_calls, 2);
+	sign_refuse = 1;
+	assert_int_equal(clog_queue(l, clog_rec_new("close")), -1);
+	sign_refuse = 0;
+	queue_close(l, 3);
+	clog_close(l);
+	expect_good(fx->log, ZERO64, 3);
+	expect_verify(fx->log, test_key, NULL, 0, NULL);
 }
 
 static void
@@ -1373,6 +1529,10 @@ main(void)
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_anchors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stdout, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_queue, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fields, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_signed_queue, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_ustr_in_record, setup,
 		    teardown),
 		cmocka_unit_test(test_sanitize_vectors),

@@ -545,6 +545,48 @@ test_resume_equivalent(void **state)
 	}
 }
 
+/* A parse moved onto a copy of its head points into the copy only, and
+ * says what a parse of the copy says. */
+static void
+test_rebase(void **state)
+{
+	static struct http_msg direct;
+	struct http_limits lim;
+	size_t i, j, n;
+	char *a, *b;
+
+	http_limits_default(&lim);
+	for (i = 0; i < sizeof(good_requests) / sizeof(*good_requests); i++) {
+		n = strlen(good_requests[i]);
+		a = malloc(n + 1);
+		b = malloc(n + 1);
+		assert_non_null(a);
+		assert_non_null(b);
+		memcpy(a, good_requests[i], n + 1);
+		if (http_parse_request(a, n, &lim, &msg, NULL) != HTTP_PARSE_OK) {
+			free(a);
+			free(b);
+			continue;
+		}
+		memcpy(b, a, msg.head_len);
+		http_msg_rebase(&msg, a, b);
+		memset(a, 'x', n);
+		assert_int_equal(http_parse_request(b, msg.head_len, &lim,
+		    &direct, NULL), HTTP_PARSE_OK);
+		assert_true(msg.method == direct.method);
+		assert_true(msg.target == direct.target);
+		assert_int_equal(msg.nheaders, direct.nheaders);
+		for (j = 0; j < msg.nheaders; j++) {
+			assert_true(msg.headers[j].name ==
+			    direct.headers[j].name);
+			assert_true(msg.headers[j].value ==
+			    direct.headers[j].value);
+		}
+		free(a);
+		free(b);
+	}
+}
+
 static double
 cpu_seconds(void)
 {
@@ -1393,6 +1435,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_requests),
+		cmocka_unit_test(test_rebase),
 		cmocka_unit_test(test_why),
 		cmocka_unit_test(test_overlong_lines),
 		cmocka_unit_test(test_small_limits_boundary),

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <arpa/inet.h>
 #include <cmocka.h>
 
 #include "policy/policy.h"
@@ -1330,10 +1331,42 @@ test_prompts_quiet(void **state)
 	pol_prompts_free(pp);
 }
 
+/* IPv4 text by hand says what inet_ntop says, at every octet width. */
+static void
+test_addr_format_v4(void **state)
+{
+	static const uint8_t octets[] = { 0, 1, 9, 10, 99, 100, 199, 255 };
+	struct pol_addr a;
+	char got[64], want[64];
+	size_t i, j;
+
+	(void)state;
+	memset(&a, 0, sizeof(a));
+	a.family = AF_INET;
+	for (i = 0; i < sizeof(octets); i++)
+		for (j = 0; j < sizeof(octets); j++) {
+			a.a[0] = octets[i];
+			a.a[1] = octets[j];
+			a.a[2] = octets[(i + j) % sizeof(octets)];
+			a.a[3] = octets[(i * 3 + j) % sizeof(octets)];
+			assert_non_null(inet_ntop(AF_INET, a.a, want,
+			    sizeof(want)));
+			assert_string_equal(pol_addr_format(&a, got,
+			    sizeof(got)), want);
+		}
+	/* a buffer too short for the longest form: what inet_ntop does */
+	a.a[0] = a.a[1] = a.a[2] = a.a[3] = 255;
+	assert_string_equal(pol_addr_format(&a, got, 8), "");
+	a.a[0] = 1;
+	a.a[1] = a.a[2] = a.a[3] = 2;
+	assert_string_equal(pol_addr_format(&a, got, 8), "1.2.2.2");
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_addr_format_v4),
 		cmocka_unit_test(test_anchor_vectors),
 		cmocka_unit_test(test_anchor_nul_and_zone_pattern),
 		cmocka_unit_test(test_anchor_port_not_scoped),
