@@ -37,6 +37,10 @@ class Runner:
         self.chats = []
         env.closers.append(self.cleanup)
 
+    def conf_backend(self):
+        with open(self.conf) as f:
+            return json.load(f).get("backend", "ns")
+
     def argv(self, *args):
         """The command line of sluice-run with this configuration."""
         return [RUN, "--config", self.conf, "--state-dir", self.state,
