@@ -1,6 +1,7 @@
 /*
- * sbx_image.c: profiles, the image store and the mounting of images
- * (sbx_image.h); the builder is sbx_image_build.c.
+ * sbx_image.c: profiles and the image store (sbx_image.h); what the
+ * backends call, the mounting, is sbx_image_mount.c, the builder
+ * sbx_image_build.c.
  */
 #include "sluice-config.h"
 
@@ -11,22 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <elf.h>
-#include <linux/loop.h>
-#include <linux/mount.h>
-
 #include <jansson.h>
-#include <openssl/evp.h>
 
 #include "proxy/lib/jsonstrict.h"
 #include "sandbox-glue/executor/sbx_cfg.h"
-#include "sandbox-glue/executor/sbx_image.h"
+#include "sandbox-glue/executor/sbx_image-int.h"
 
 const char *
 sbx_img_code(int rc)
@@ -46,18 +40,6 @@ sbx_img_code(int rc)
 }
 
 /* ---- names and hashes ---- */
-
-int
-sbx_digest_ok(const char *s)
-{
-	size_t i;
-
-	for (i = 0; s[i] != '\0'; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' &&
-		    s[i] <= 'f')))
-			return 0;
-	return i == SBX_DIGEST_HEX;
-}
 
 int
 sbx_pkg_ok(const char *s)
@@ -89,60 +71,6 @@ module_ok(const char *s)
 		    s[i] == '_' || s[i] == '.'))
 			return 0;
 	return !(s[0] >= '0' && s[0] <= '9');
-}
-
-static void
-to_hex(const unsigned char *md, char hex[SBX_DIGEST_HEX + 1])
-{
-	static const char x[] = "0123456789abcdef";
-	int i;
-
-	for (i = 0; i < 32; i++) {
-		hex[2 * i] = x[md[i] >> 4];
-		hex[2 * i + 1] = x[md[i] & 15];
-	}
-	hex[SBX_DIGEST_HEX] = '\0';
-}
-
-void
-sbx_sha256_hex(const void *p, size_t n, char hex[SBX_DIGEST_HEX + 1])
-{
-	unsigned char md[32];
-	unsigned int mdlen = 0;
-
-	(void)EVP_Digest(p, n, md, &mdlen, EVP_sha256(), NULL);
-	to_hex(md, hex);
-}
-
-int
-sbx_sha256_fd(int fd, char hex[SBX_DIGEST_HEX + 1])
-{
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	unsigned char md[32];
-	unsigned int mdlen = 0;
-	char *buf = malloc(1 << 20);
-	ssize_t n;
-	off_t off = 0;
-	int rc = -1;
-
-	if (ctx == NULL || buf == NULL || EVP_DigestInit_ex(ctx, EVP_sha256(),
-	    NULL) != 1)
-		goto out;
-	while ((n = pread(fd, buf, 1 << 20, off)) != 0) {
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 || EVP_DigestUpdate(ctx, buf, (size_t)n) != 1)
-			goto out;
-		off += n;
-	}
-	if (EVP_DigestFinal_ex(ctx, md, &mdlen) != 1)
-		goto out;
-	to_hex(md, hex);
-	rc = 0;
-out:
-	EVP_MD_CTX_free(ctx);
-	free(buf);
-	return rc;
 }
 
 /* ---- profiles ---- */
@@ -547,74 +475,6 @@ sbx_image_file(char *buf, size_t len, const char *image_dir,
 	return 0;
 }
 
-/* flock <dir>/.lock (how); the fd, or -1. */
-static int
-store_lock(const char *dir, int how)
-{
-	char p[SBX_PATH_MAX + 16];
-	int fd;
-
-	snprintf(p, sizeof(p), "%s/.lock", dir);
-	if ((fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
-		return -1;
-	while (flock(fd, how) != 0)
-		if (errno != EINTR) {
-			close(fd);
-			return -1;
-		}
-	return fd;
-}
-
-static void
-store_unlock(int fd)
-{
-	if (fd >= 0)
-		close(fd);
-}
-
-/* The first line of a small file into buf; 0/-1. */
-static int
-read_line(int dirfd, const char *path, char *buf, size_t len)
-{
-	int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n < 0)
-		return -1;
-	buf[n] = '\0';
-	buf[strcspn(buf, "\n")] = '\0';
-	return 0;
-}
-
-/* Write path (at dirfd) through a temporary file and a rename. */
-static int
-write_atomic(int dirfd, const char *path, const char *text)
-{
-	char tmp[SBX_PATH_MAX + 200];
-	size_t n = strlen(text);
-	int fd, rc = 0;
-
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid()) >=
-	    (int)sizeof(tmp))
-		return -1;
-	if ((fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
-	    O_NOFOLLOW, 0644)) < 0)
-		return -1;
-	if (write(fd, text, n) != (ssize_t)n)
-		rc = -1;
-	if (close(fd) != 0)
-		rc = -1;
-	if (rc == 0 && renameat(dirfd, tmp, dirfd, path) != 0)
-		rc = -1;
-	if (rc != 0)
-		(void)unlinkat(dirfd, tmp, 0);
-	return rc;
-}
-
 int
 sbx_image_current(const char *image_dir, const char *profile,
     char digest[SBX_DIGEST_HEX + 1], char *err, size_t errlen)
@@ -626,7 +486,7 @@ sbx_image_current(const char *image_dir, const char *profile,
 	if (!sbx_id_ok(profile, SBX_ID_MAX))
 		return sbx_err(err, errlen, "bad profile name");
 	snprintf(p, sizeof(p), "%s/profiles/%s", image_dir, profile);
-	if (read_line(AT_FDCWD, p, line, sizeof(line)) != 0 ||
+	if (img_read_line(AT_FDCWD, p, line, sizeof(line)) != 0 ||
 	    !sbx_digest_ok(line)) {
 		sbx_err(err, errlen, "image_missing: profile %s has no image "
 		    "in %s (sluice-run image build %s)", profile, image_dir,
@@ -666,31 +526,6 @@ sbx_image_pick(struct sbx_rec *rec, const char *image_dir,
 	return 0;
 }
 
-int
-sbx_image_store_of(const struct sbx_rec *rec, char *buf, size_t len)
-{
-	const char *s = strrchr(rec->image_path, '/');
-
-	if (rec->image[0] == '\0' || s == NULL || s == rec->image_path ||
-	    (size_t)(s - rec->image_path) >= len)
-		return -1;
-	memcpy(buf, rec->image_path, (size_t)(s - rec->image_path));
-	buf[s - rec->image_path] = '\0';
-	return 0;
-}
-
-/* <dir>/users/<digest>/<sha256 of the sandbox's directory>. */
-static int
-user_file(char *buf, size_t len, const char *dir, const char *digest,
-    const char *sbxdir)
-{
-	char h[SBX_DIGEST_HEX + 1];
-
-	sbx_sha256_hex(sbxdir, strlen(sbxdir), h);
-	return snprintf(buf, len, "%s/users/%s/%s", dir, digest, h) >=
-	    (int)len ? -1 : 0;
-}
-
 /* Users of digest, the store locked; stale ones removed when prune. */
 static int
 users_locked(const char *dir, const char *digest, int prune)
@@ -715,10 +550,10 @@ users_locked(const char *dir, const char *digest, int prune)
 		/* the sandbox says which image it uses: a directory that
 		 * is gone, or names another (the chat made again), is no
 		 * user */
-		if (read_line(dirfd(d), de->d_name, sbxdir, sizeof(sbxdir)) ==
+		if (img_read_line(dirfd(d), de->d_name, sbxdir, sizeof(sbxdir)) ==
 		    0 && sbxdir[0] == '/' && snprintf(q, sizeof(q),
 		    "%s/image.digest", sbxdir) < (int)sizeof(q) &&
-		    read_line(AT_FDCWD, q, mine, sizeof(mine)) == 0 &&
+		    img_read_line(AT_FDCWD, q, mine, sizeof(mine)) == 0 &&
 		    strcmp(mine, digest) == 0) {
 			n++;
 			continue;
@@ -735,12 +570,12 @@ users_locked(const char *dir, const char *digest, int prune)
 int
 sbx_image_users(const char *image_dir, const char *digest)
 {
-	int lk = store_lock(image_dir, LOCK_EX), n;
+	int lk = img_lock(image_dir, LOCK_EX), n;
 
 	if (lk < 0)
 		return -1;
 	n = users_locked(image_dir, digest, 1);
-	store_unlock(lk);
+	img_unlock(lk);
 	return n;
 }
 
@@ -762,7 +597,7 @@ named_digests(const char *dir)
 	while ((de = readdir(d)) != NULL) {
 		size_t k;
 
-		if (!sbx_id_ok(de->d_name, SBX_ID_MAX) || read_line(dirfd(d),
+		if (!sbx_id_ok(de->d_name, SBX_ID_MAX) || img_read_line(dirfd(d),
 		    de->d_name, line, sizeof(line)) != 0 || !sbx_digest_ok(line))
 			continue;
 		k = SBX_DIGEST_HEX + strlen(de->d_name) + 2;
@@ -841,7 +676,7 @@ remove_locked(const char *dir, const char *digest)
 	snprintf(p, sizeof(p), "%s/profiles", dir);
 	if ((d = opendir(p)) != NULL) {
 		while ((de = readdir(d)) != NULL)
-			if (de->d_name[0] != '.' && read_line(dirfd(d),
+			if (de->d_name[0] != '.' && img_read_line(dirfd(d),
 			    de->d_name, line, sizeof(line)) == 0 &&
 			    strcmp(line, digest) == 0)
 				(void)unlinkat(dirfd(d), de->d_name, 0);
@@ -865,7 +700,7 @@ sbx_image_list(const char *image_dir, char *err, size_t errlen)
 	size_t n = 0, i;
 	int lk;
 
-	if ((lk = store_lock(image_dir, LOCK_EX)) < 0 && errno != ENOENT) {
+	if ((lk = img_lock(image_dir, LOCK_EX)) < 0 && errno != ENOENT) {
 		json_decref(arr);
 		sbx_err(err, errlen, "%s: %s", image_dir, strerror(errno));
 		return NULL;
@@ -908,7 +743,7 @@ sbx_image_list(const char *image_dir, char *err, size_t errlen)
 			json_array_append_new(arr, o);
 		json_decref(meta);
 	}
-	store_unlock(lk);
+	img_unlock(lk);
 	if (v == NULL || named == NULL) {
 		free(v);
 		free(named);
@@ -930,7 +765,7 @@ sbx_image_rm(const char *image_dir, const char *what,
 	int lk, rc = -1, users;
 
 	digest[0] = '\0';
-	if ((lk = store_lock(image_dir, LOCK_EX)) < 0)
+	if ((lk = img_lock(image_dir, LOCK_EX)) < 0)
 		return sbx_err(err, errlen, "%s: %s", image_dir,
 		    strerror(errno));
 	if (k >= 12 && k <= SBX_DIGEST_HEX && strspn(what,
@@ -969,7 +804,7 @@ sbx_image_rm(const char *image_dir, const char *what,
 	rc = 0;
 out:
 	free(v);
-	store_unlock(lk);
+	img_unlock(lk);
 	return rc;
 }
 
@@ -1023,7 +858,7 @@ sbx_image_sweep(const char *image_dir)
 	int lk, gone = 0;
 	DIR *d;
 
-	if ((lk = store_lock(image_dir, LOCK_EX)) < 0)
+	if ((lk = img_lock(image_dir, LOCK_EX)) < 0)
 		return 0;
 	v = image_digests(image_dir, &n);
 	named = named_digests(image_dir);
@@ -1056,239 +891,6 @@ sbx_image_sweep(const char *image_dir)
 		}
 		closedir(d);
 	}
-	store_unlock(lk);
+	img_unlock(lk);
 	return gone;
-}
-
-/* ---- mounting ---- */
-
-static int
-sys_fsopen(const char *fs, unsigned flags)
-{
-	return (int)syscall(SYS_fsopen, fs, flags);
-}
-
-static int
-sys_fsconfig(int fd, unsigned cmd, const char *key, const void *val, int aux)
-{
-	return (int)syscall(SYS_fsconfig, fd, cmd, key, val, aux);
-}
-
-static int
-sys_fsmount(int fd, unsigned flags, unsigned attr)
-{
-	return (int)syscall(SYS_fsmount, fd, flags, attr);
-}
-
-/* A detached, read-only EROFS mount of source; -1 with the kernel's
- * words (read from the fs context) or errno in err. */
-static int
-erofs_mount(const char *source, char *err, size_t errlen)
-{
-	char msg[256];
-	int fs, m = -1, e;
-	ssize_t n;
-
-	if ((fs = sys_fsopen("erofs", FSOPEN_CLOEXEC)) < 0)
-		return sbx_err(err, errlen, "fsopen erofs: %s", strerror(errno));
-	/* "ro" for the superblock: a read-only loop device is opened for
-	 * reading only */
-	if (sys_fsconfig(fs, FSCONFIG_SET_STRING, "source", source, 0) != 0 ||
-	    sys_fsconfig(fs, FSCONFIG_SET_FLAG, "ro", NULL, 0) != 0 ||
-	    sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) != 0 ||
-	    (m = sys_fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_RDONLY |
-	    MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)) < 0) {
-		e = errno;
-		n = read(fs, msg, sizeof(msg) - 1);
-		msg[n > 0 ? n : 0] = '\0';
-		msg[strcspn(msg, "\n")] = '\0';
-		sbx_err(err, errlen, "mount erofs: %s%s%s", strerror(e),
-		    msg[0] ? ": " : "", msg);
-		close(fs);
-		errno = e;
-		return -1;
-	}
-	close(fs);
-	return m;
-}
-
-/* The image through a loop device that clears itself on its last close:
- * the mount holds it, and it goes with the mount (or with our descriptor,
- * should the mount fail). */
-static int
-loop_mount(int imgfd, char *err, size_t errlen)
-{
-	struct loop_config lc;
-	char dev[32];
-	int ctl, lfd = -1, m = -1, i, nr = -1;
-
-	if ((ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC)) < 0)
-		return sbx_err(err, errlen, "/dev/loop-control: %s",
-		    strerror(errno));
-	for (i = 0; i < 32; i++) {
-		if ((nr = ioctl(ctl, LOOP_CTL_GET_FREE)) < 0)
-			break;
-		snprintf(dev, sizeof(dev), "/dev/loop%d", nr);
-		if ((lfd = open(dev, O_RDONLY | O_CLOEXEC)) < 0)
-			break;
-		memset(&lc, 0, sizeof(lc));
-		lc.fd = (unsigned)imgfd;
-		lc.info.lo_flags = LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR;
-		if (ioctl(lfd, LOOP_CONFIGURE, &lc) == 0)
-			break;
-		close(lfd);
-		lfd = -1;
-		if (errno != EBUSY)     /* taken meanwhile: the next one */
-			break;
-	}
-	close(ctl);
-	if (lfd < 0)
-		return sbx_err(err, errlen, "loop device%s%s: %s", nr >= 0 ?
-		    " " : "", nr >= 0 ? dev : "", strerror(errno));
-	m = erofs_mount(dev, err, errlen);
-	close(lfd);
-	return m;
-}
-
-int
-sbx_image_attach(const struct sbx_rec *rec, char *err, size_t errlen)
-{
-	char dir[SBX_PATH_MAX], p[SBX_PATH_MAX + 160], src[48], e1[256];
-	const char *how = getenv("SLUICE_IMAGE_MOUNT");
-	struct stat st;
-	int lk, fd = -1, m = -1, ufd;
-	size_t n;
-
-	if (!sbx_digest_ok(rec->image) || sbx_image_store_of(rec, dir,
-	    sizeof(dir)) != 0)
-		return sbx_err(err, errlen, "record: no image");
-	if ((lk = store_lock(dir, LOCK_EX)) < 0) {
-		sbx_err(err, errlen, "image_missing: %s: %s", dir,
-		    strerror(errno));
-		return SBX_IMG_MISSING;
-	}
-	if ((fd = open(rec->image_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0
-	    || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		sbx_err(err, errlen, "image_missing: %s: %s", rec->image_path,
-		    fd < 0 ? strerror(errno) : "not a regular file");
-		if (fd >= 0)
-			close(fd);
-		store_unlock(lk);
-		return SBX_IMG_MISSING;
-	}
-	/* in use from now on: the sandbox's own word first, then the
-	 * store's entry that points to it */
-	snprintf(p, sizeof(p), "%s/image.digest", rec->dir);
-	n = strlen(rec->image);
-	if ((ufd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
-	    O_NOFOLLOW, 0644)) < 0 || write(ufd, rec->image, n) != (ssize_t)n ||
-	    close(ufd) != 0) {
-		sbx_err(err, errlen, "%s: %s", p, strerror(errno));
-		goto fail;
-	}
-	snprintf(p, sizeof(p), "%s/users/%s", dir, rec->image);
-	if (util_mkdir_p(p, 0755) != 0 || user_file(p, sizeof(p), dir,
-	    rec->image, rec->dir) != 0 || write_atomic(AT_FDCWD, p, rec->dir)
-	    != 0) {
-		sbx_err(err, errlen, "%s: %s", p, strerror(errno));
-		goto fail;
-	}
-	store_unlock(lk);
-	lk = -1;
-	/* the kernel reads the file itself where it can (Linux 6.12 and
-	 * later, EROFS_FS_BACKED_BY_FILE); named by our descriptor, so that
-	 * mountinfo shows no host path */
-	snprintf(src, sizeof(src), "/proc/self/fd/%d", fd);
-	if (how == NULL || strcmp(how, "loop") != 0) {
-		m = erofs_mount(src, e1, sizeof(e1));
-		if (m < 0 && how != NULL && strcmp(how, "file") == 0) {
-			sbx_err(err, errlen, "%s", e1);
-			goto fail;
-		}
-	}
-	if (m < 0 && (m = loop_mount(fd, err, errlen)) < 0)
-		goto fail;
-	close(fd);
-	return m;
-fail:
-	if (fd >= 0)
-		close(fd);
-	store_unlock(lk);
-	sbx_image_detach(rec);
-	return -1;
-}
-
-void
-sbx_image_detach(const struct sbx_rec *rec)
-{
-	char dir[SBX_PATH_MAX], p[SBX_PATH_MAX + 160], who[SBX_PATH_MAX];
-	int lk;
-
-	if (!sbx_digest_ok(rec->image) || sbx_image_store_of(rec, dir,
-	    sizeof(dir)) != 0)
-		return;
-	lk = store_lock(dir, LOCK_EX);
-	if (user_file(p, sizeof(p), dir, rec->image, rec->dir) == 0 &&
-	    read_line(AT_FDCWD, p, who, sizeof(who)) == 0 &&
-	    strcmp(who, rec->dir) == 0)
-		(void)unlink(p);
-	snprintf(p, sizeof(p), "%s/image.digest", rec->dir);
-	(void)unlink(p);
-	snprintf(p, sizeof(p), "%s/users/%s", dir, rec->image);
-	(void)rmdir(p);
-	store_unlock(lk);
-}
-
-int
-sbx_elf_static(const char *path)
-{
-	unsigned char h[64];
-	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0, is64, i;
-	uint64_t phoff;
-	unsigned phnum, phsz;
-	uint16_t type;
-
-	if (fd < 0)
-		return 0;
-	if (pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
-	    memcmp(h, ELFMAG, SELFMAG) != 0)
-		goto out;
-	is64 = h[EI_CLASS] == ELFCLASS64;
-	if (is64) {
-		Elf64_Ehdr e;
-
-		memcpy(&e, h, sizeof(e));
-		type = e.e_type;
-		phoff = e.e_phoff;
-		phnum = e.e_phnum;
-		phsz = e.e_phentsize;
-	} else if (h[EI_CLASS] == ELFCLASS32) {
-		Elf32_Ehdr e;
-
-		memcpy(&e, h, sizeof(e));
-		type = e.e_type;
-		phoff = e.e_phoff;
-		phnum = e.e_phnum;
-		phsz = e.e_phentsize;
-	} else
-		goto out;
-	if ((type != ET_EXEC && type != ET_DYN) || phnum == 0 || phnum > 256 ||
-	    phsz < (is64 ? sizeof(Elf64_Phdr) : sizeof(Elf32_Phdr)))
-		goto out;
-	for (i = 0; i < (int)phnum; i++) {
-		unsigned char ph[sizeof(Elf64_Phdr)];
-		uint32_t pt;
-
-		if (pread(fd, ph, phsz > sizeof(ph) ? sizeof(ph) : phsz,
-		    (off_t)(phoff + (uint64_t)i * phsz)) < (ssize_t)(is64 ?
-		    sizeof(Elf64_Phdr) : sizeof(Elf32_Phdr)))
-			goto out;
-		memcpy(&pt, ph, sizeof(pt));    /* p_type comes first */
-		if (pt == PT_INTERP)
-			goto out;
-	}
-	rc = 1;
-out:
-	close(fd);
-	return rc;
 }

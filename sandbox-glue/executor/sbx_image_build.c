@@ -34,7 +34,7 @@
 
 #include "proxy/lib/jsonstrict.h"
 #include "sandbox-glue/executor/sbx_cfg.h"
-#include "sandbox-glue/executor/sbx_image.h"
+#include "sandbox-glue/executor/sbx_image-int.h"
 
 #define TOOL_PATH	"PATH=/usr/sbin:/usr/bin:/sbin:/bin"
 #define CAPTURE_MAX	(256 * 1024)
@@ -610,23 +610,6 @@ set_current(const char *dir, const char *name, const char *digest)
 	return rc;
 }
 
-static int
-lock_store(const char *dir)
-{
-	char p[SBX_PATH_MAX + 16];
-	int fd;
-
-	snprintf(p, sizeof(p), "%s/.lock", dir);
-	if ((fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
-		return -1;
-	while (flock(fd, LOCK_EX) != 0)
-		if (errno != EINTR) {
-			close(fd);
-			return -1;
-		}
-	return fd;
-}
-
 /* The argv of mmdebstrap (malloc'd; the strings of p, lines of
  * sources and static ones). */
 static char **
@@ -732,7 +715,7 @@ sbx_image_build(const struct sbx_build_opts *o, struct sbx_build_res *r,
 		goto out;
 	}
 	if (o->cached) {
-		if ((slock = lock_store(o->image_dir)) < 0) {
+		if ((slock = img_lock(o->image_dir, LOCK_EX)) < 0) {
 			sbx_err(err, errlen, "%s/.lock: %s", o->image_dir,
 			    strerror(errno));
 			goto out;
@@ -903,7 +886,7 @@ sbx_image_build(const struct sbx_build_opts *o, struct sbx_build_res *r,
 		sbx_err(err, errlen, "out of memory");
 		goto out;
 	}
-	if ((slock = lock_store(o->image_dir)) < 0) {
+	if ((slock = img_lock(o->image_dir, LOCK_EX)) < 0) {
 		sbx_err(err, errlen, "%s/.lock: %s", o->image_dir,
 		    strerror(errno));
 		goto out;
