@@ -11,8 +11,9 @@
  * where the kernel cannot, a loop device set to clear itself on its last
  * close (LO_FLAGS_AUTOCLEAR) is used, which no exit path can leave
  * behind.  EROFS also reads faster (lz4, no per-read decompression of a
- * whole block).  squashfs (xz or zstd) would be smaller: see the sizes
- * in sluice-run(1).
+ * whole block).  squashfs with zstd would be about half the size (359
+ * MiB for base against 681) and slower to make (6 minutes of mksquashfs
+ * on the test machine).
  *
  * The store, image_dir (root's, 0755):
  *   <digest>.erofs     an image (0644)

@@ -73,7 +73,8 @@ run_tool(char *const argv[], char *const envp[], int logfd, char *out,
 	int pp[2] = { -1, -1 }, st = 0, nul;
 	int64_t deadline = sbx_now_ms() + timeout_s * 1000;
 	size_t got = 0;
-	pid_t pid, w;
+	siginfo_t si;
+	pid_t pid;
 
 	if (out != NULL && pipe2(pp, O_CLOEXEC) != 0)
 		return sbx_err(err, errlen, "pipe: %s", strerror(errno));
@@ -147,24 +148,28 @@ run_tool(char *const argv[], char *const envp[], int logfd, char *out,
 			}
 		} else
 			usleep(50000);
-		if ((w = waitpid(pid, &st, WNOHANG)) == pid && pp[0] < 0)
-			break;
-		if (w == pid) {
-			/* exited; what is left in the pipe, then stop */
-			char buf[4096];
-			ssize_t n;
+		/* exited, not reaped yet: its process group stays ours to
+		 * kill until it is */
+		memset(&si, 0, sizeof(si));
+		if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) ==
+		    0 && si.si_pid == pid) {
+			/* what is left in the pipe, then stop */
+			if (pp[0] >= 0) {
+				char buf[4096];
+				ssize_t n;
 
-			(void)fcntl(pp[0], F_SETFL, O_NONBLOCK);
-			while ((n = read(pp[0], buf, sizeof(buf))) > 0 &&
-			    got + 1 < outlen) {
-				size_t k = (size_t)n < outlen - 1 - got ?
-				    (size_t)n : outlen - 1 - got;
+				(void)fcntl(pp[0], F_SETFL, O_NONBLOCK);
+				while ((n = read(pp[0], buf, sizeof(buf))) > 0 &&
+				    got + 1 < outlen) {
+					size_t k = (size_t)n < outlen - 1 - got ?
+					    (size_t)n : outlen - 1 - got;
 
-				memcpy(out + got, buf, k);
-				got += k;
+					memcpy(out + got, buf, k);
+					got += k;
+				}
+				close(pp[0]);
+				pp[0] = -1;
 			}
-			close(pp[0]);
-			pp[0] = -1;
 			break;
 		}
 		if (build_stop || sbx_now_ms() > deadline) {
@@ -182,8 +187,10 @@ run_tool(char *const argv[], char *const envp[], int logfd, char *out,
 	}
 	if (out != NULL)
 		out[got] = '\0';
-	/* what it started and left behind goes with it */
+	/* what it started and left in its group goes with it */
 	kill(-pid, SIGKILL);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
 	if (!WIFEXITED(st))
 		return sbx_err(err, errlen, "%s: killed by signal %d", argv[0],
 		    WTERMSIG(st));
@@ -730,6 +737,15 @@ sbx_image_build(const struct sbx_build_opts *o, struct sbx_build_res *r,
 			    o->image_dir, r->digest);
 			if (stat(img, &sb) == 0)
 				r->size = (uint64_t)sb.st_size;
+			snprintf(img, sizeof(img), "%s/%s.json", o->image_dir,
+			    r->digest);
+			if ((meta = jsonstrict_load_file(img, 8 << 20, NULL)) !=
+			    NULL) {
+				r->npackages = json_object_size(json_object_get(
+				    meta, "packages"));
+				r->tree_bytes = (uint64_t)json_integer_value(
+				    json_object_get(meta, "tree_bytes"));
+			}
 			r->cached = r->reused = 1;
 			r->build_ms = sbx_now_ms() - t0;
 			rc = 0;
