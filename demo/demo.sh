@@ -3,7 +3,9 @@
 #
 #   sluiced with its embedded defaults (only paths, the ceiling and a
 #   resolver map set), a chat sandbox made by sluice-run (namespaces, no
-#   network device, the shim and the chat's socket inside), a pip install
+#   network device, the shim and the chat's socket inside; its root the
+#   image of profile base when one is built, else the host's /usr, as it
+#   says), a pip install
 #   from a registry-like upstream through the broker, a second command that
 #   reaches a host outside the chat's tier and raises a prompt (answered at
 #   the terminal, or automatically with --yes or without a terminal), and
@@ -25,6 +27,9 @@ sluiced=${SLUICED:-$top/proxy/sluiced}
 sluicectl=${SLUICECTL:-$top/proxy/sluicectl/sluicectl}
 sluice_run=${SLUICE_RUN:-$top/sandbox-glue/executor/sluice-run}
 shim=${SLUICE_SHIM:-$top/sandbox-glue/shim/sluice-shim}
+shim_static=${SLUICE_SHIM_STATIC:-$top/sandbox-glue/shim/sluice-shim-static}
+# where "sluice-run image build base" puts its image by default
+image_dir=${SLUICE_IMAGE_DIR:-/var/lib/sluice-run/images}
 if [ "$(id -u)" != 0 ]; then
 	echo "demo: the sandbox needs root (user, mount and pid namespaces);" \
 	    "run it as root" >&2
@@ -91,7 +96,15 @@ cat >"$tmp/sluiced.json" <<JSON
                       "example.com": ["127.0.0.1"] } }
 }
 JSON
-echo "{ \"shim\": \"$shim\" }" >"$tmp/sluice-run.json"
+cat >"$tmp/sluice-run.json" <<JSON
+{ "shim": "$shim", "shim_static": "$shim_static", "image_dir": "$image_dir" }
+JSON
+# the sandbox's root: the base image if there is one (it has pip)
+profile=host
+if [ -x "$shim_static" ] && [ -s "$image_dir/profiles/base" ] &&
+	[ -f "$image_dir/$(cat "$image_dir/profiles/base").erofs" ]; then
+	profile=base
+fi
 
 step "sluiced -c $tmp/sluiced.json   (ceiling: public; built-in registry list)"
 "$sluiced" -c "$tmp/sluiced.json" 2>"$tmp/sluiced.err" &
@@ -101,8 +114,17 @@ wait_for "the registry" curl -s -o /dev/null "http://127.0.0.1:$reg_port/simple/
 wait_for "the web server" curl -s -o /dev/null "http://127.0.0.1:$web_port/"
 
 step "a sandbox for chat demo-chat, tier registries"
-echo "\$ sluice-run create --chat demo-chat --tenant demo --user alice --tier registries"
-run create --chat demo-chat --tenant demo --user alice --tier registries
+if [ $profile = base ]; then
+	echo "(its root: the image of profile base, $(cut -c1-12 \
+	    "$image_dir/profiles/base"), read-only; nothing of the host's /usr)"
+else
+	echo "(no image of profile base in $image_dir: the sandbox's root is" \
+	    "the host's /usr, read-only; \"sluice-run image build base\" makes" \
+	    "one in a few minutes)"
+fi
+echo "\$ sluice-run create --chat demo-chat --tenant demo --user alice --tier registries --profile $profile"
+run create --chat demo-chat --tenant demo --user alice --tier registries \
+	--profile $profile
 created=1
 
 step "inside the sandbox: no network device, only the shim on loopback"

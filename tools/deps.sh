@@ -9,4 +9,5 @@ apt-get install -y -qq --no-install-recommends \
 	libcmocka-dev libssl-dev libseccomp-dev \
 	curl python3 python3-pip openssl mandoc procps iproute2 nftables \
 	ca-certificates util-linux runsc systemd dpkg-dev \
+	mmdebstrap erofs-utils \
 	>/dev/null

@@ -16,7 +16,8 @@ The minimal image comes from SLUICE_IMAGE_CACHE (default
 /var/cache/sluice-images) when that directory exists, outside the clone,
 keyed by the profile's inputs (sluice-run image build --cached: a second
 or so when it holds one, a build otherwise), else it is built into this
-run's directory (about 90 s; mmdebstrap from the host's Debian sources).
+run's directory (90 to 135 s here; mmdebstrap from the host's Debian
+sources).
 
 Skips (77) when not root, without user namespaces, mmdebstrap, mkfs.erofs
 or sluice-shim-static, and the gVisor cases without runsc; fails then
