@@ -114,6 +114,21 @@ def minimal_store(env):
     return d
 
 
+def own_store(env):
+    """A store of this case's own holding a copy of the minimal image:
+    the users and loop devices of its file are this case's alone, even
+    when other runs share the cache."""
+    src, x = minimal_store(env), _store["digest"]
+    store = env.path("store")
+    os.makedirs(os.path.join(store, "profiles"))
+    shutil.copy(image_file(src, x), image_file(store, x))
+    shutil.copy(os.path.join(src, x + ".json"), os.path.join(store,
+                                                             x + ".json"))
+    with open(os.path.join(store, "profiles", "minimal"), "w") as f:
+        f.write(x + "\n")
+    return store
+
+
 def loops_of(path):
     """Loop devices whose backing file is path."""
     out = []
@@ -132,7 +147,7 @@ def image_file(store, digest):
 
 
 def start(env, gvisor=False, upstream_port=None, **cfg):
-    store = minimal_store(env)
+    store = cfg.pop("image_dir", None) or own_store(env)
     if gvisor:
         cfg.setdefault("backend", "gvisor")
     conf = image_conf(store)
@@ -276,15 +291,8 @@ def rebuild_and_refusals(env):
     """A new image for a profile (here the same file system with one more
     block after it: another digest) leaves running sandboxes on theirs;
     an image in use is kept until its last sandbox is gone."""
-    src = minimal_store(env)
-    store = env.path("store")
-    os.makedirs(os.path.join(store, "profiles"))
+    store = own_store(env)
     x = _store["digest"]
-    shutil.copy(image_file(src, x), image_file(store, x))
-    shutil.copy(os.path.join(src, x + ".json"), os.path.join(store,
-                                                             x + ".json"))
-    with open(os.path.join(store, "profiles", "minimal"), "w") as f:
-        f.write(x + "\n")
     _, d, run = start(env, image_dir=store)
     run.create("old", "--profile", "minimal")
     # the rebuild
