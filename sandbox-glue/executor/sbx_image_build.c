@@ -755,9 +755,17 @@ sbx_image_build(const struct sbx_build_opts *o, struct sbx_build_res *r,
 		slock = -1;
 	}
 	/* the work directory, its lock held while we build: a sweep
-	 * removes those whose builder is gone */
+	 * removes those whose builder is gone.  Made and locked under the
+	 * store's lock, which the sweep holds too: it never sees one
+	 * without its lock */
 	snprintf(work, sizeof(work), "%s/.build-%d", o->image_dir,
 	    (int)getpid());
+	if ((slock = img_lock(o->image_dir, LOCK_EX)) < 0) {
+		sbx_err(err, errlen, "%s/.lock: %s", o->image_dir,
+		    strerror(errno));
+		work[0] = '\0';
+		goto out;
+	}
 	sbx_image_rm_tree(work);
 	/* 0755: apt downloads as its own user (_apt) into the tree */
 	if (mkdir(work, 0755) != 0) {
@@ -771,6 +779,8 @@ sbx_image_build(const struct sbx_build_opts *o, struct sbx_build_res *r,
 		sbx_err(err, errlen, "%s: %s", dst, strerror(errno));
 		goto out;
 	}
+	img_unlock(slock);
+	slock = -1;
 	snprintf(root, sizeof(root), "%s/root", work);
 	snprintf(logp, sizeof(logp), "%s/build.log", work);
 	snprintf(img, sizeof(img), "%s/image" SBX_IMAGE_EXT, work);
