@@ -528,11 +528,13 @@ tree_packages(const char *root)
 	return o;
 }
 
-/* The last line of the log, for a message. */
+/* Why the tool failed, from the log's last 4 KiB: its first error line
+ * (apt's and mmdebstrap's "E: ", mkfs.erofs's "<E>"; the cause comes
+ * before the summary), else its last line. */
 static void
 log_tail(const char *path, char *buf, size_t len)
 {
-	char t[LOG_TAIL + 1], *p;
+	char t[LOG_TAIL + 1], *p, *line = NULL, *save = NULL, *last = NULL;
 	struct stat st;
 	ssize_t n;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -547,10 +549,18 @@ log_tail(const char *path, char *buf, size_t len)
 	if (n <= 0)
 		return;
 	t[n] = '\0';
-	while (n > 0 && (t[n - 1] == '\n' || t[n - 1] == ' '))
-		t[--n] = '\0';
-	p = strrchr(t, '\n');
-	sbx_text_safe(p ? p + 1 : t, buf, len);
+	for (p = strtok_r(t, "\n", &save); p != NULL;
+	    p = strtok_r(NULL, "\n", &save)) {
+		if (line == NULL && (strncmp(p, "E: ", 3) == 0 ||
+		    strncmp(p, "<E>", 3) == 0))
+			line = p;
+		if (*p != '\0')
+			last = p;
+	}
+	if (line == NULL)
+		line = last;
+	if (line != NULL)
+		sbx_text_safe(line, buf, len);
 }
 
 /* The digest of an image in the store built from inputs, if any. */
