@@ -406,7 +406,8 @@ tree_finish(const char *root, char *err, size_t errlen)
 			errno = ENOTDIR;
 			goto fail_p;
 		}
-		(void)fchmodat(rfd, dirs[i].p, dirs[i].m, 0);
+		if (fchmodat(rfd, dirs[i].p, dirs[i].m, 0) != 0)
+			goto fail_p;
 		continue;
 fail_p:
 		sbx_err(err, errlen, "%s/%s: %s", root, dirs[i].p,
