@@ -477,10 +477,11 @@ gv_image_root(struct sbx_rec *rec, char *err, size_t errlen)
 	int m;
 
 	snprintf(r, sizeof(r), "%s/etc", rec->dir);
-	if (sbx_mkdir(r, 0755) != 0 || sbx_etc_ids(rec->dir,
-	    (unsigned)rec->host_uid, (unsigned)rec->host_gid, failed,
-	    sizeof(failed)) != 0)
+	if (sbx_mkdir(r, 0755) != 0)
 		return sbx_err(err, errlen, "%s: %s", r, strerror(errno));
+	if (sbx_etc_ids(rec->dir, (unsigned)rec->host_uid,
+	    (unsigned)rec->host_gid, failed, sizeof(failed)) != 0)
+		return sbx_err(err, errlen, "%s: %s", failed, strerror(errno));
 	snprintf(r, sizeof(r), "%s/bundle/rootfs", rec->dir);
 	gv_image_unroot(rec);
 	if (sbx_mkdir(r, 0755) != 0)
