@@ -289,10 +289,14 @@ audit_call(struct xd_call *k, const char *action, const struct xd_box *b,
 		tenant = k->box->rec.tenant;
 		user = k->box->rec.user;
 	}
+	/* a made sandbox names its root: profile and image digest */
 	xd_audit_box(k->xd, action, k->who, xd_role_name(k->role),
 	    id != NULL ? id : "", tenant, user, e != NULL ? e->status : status,
 	    e != NULL ? e->code : NULL, e != NULL ? json_pack("{s:s}",
-	    "message", e->msg) : NULL);
+	    "message", e->msg) : b != NULL && strcmp(action, "create") == 0 ?
+	    json_pack("{s:s,s:s?}", "profile", b->rec.profile[0] ?
+	    b->rec.profile : SBX_PROFILE_HOST, "image", b->rec.image[0] ?
+	    b->rec.image : NULL) : NULL);
 }
 
 /* ---- sandboxes ---- */

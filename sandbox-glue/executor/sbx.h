@@ -18,10 +18,15 @@
  * program name) in err.  Backends do not print.
  *
  * What is inside every sandbox, whatever the backend:
+ *   /                 read-only: rec->image_path when rec->image is set
+ *                     (sbx_image.h: a Debian tree built from a profile,
+ *                     nothing of the host's), else the host's /usr and a
+ *                     few /etc files
  *   /workspace        rec->workspace, read-write, owned by the sandbox user
  *   /run/sluice/      rec->session_dir (holds proxy.sock), bound as a
  *                     directory so a restarted sluiced's new socket is seen
- *   /opt/sluice/sluice-shim   rec->shim, read-only; started by create()
+ *   /opt/sluice/sluice-shim   rec->shim, read-only (static for an image:
+ *                     it runs on the image's libc); started by create()
  *                     as the sandbox user with no arguments, kept running
  *   /tmp, /home/user  size-bounded tmpfs (lim.tmp_bytes, lim.home_bytes),
  *                     /home/user owned by the sandbox user
@@ -102,6 +107,13 @@ struct sbx_rec {
 	char note[256];                 /* limits not applied, and why */
 	char backend_data[SBX_PATH_MAX];/* backend private (runsc id...) */
 	struct sbx_limits lim;
+	/* The root (sbx_image.h), set before create(): the profile's name
+	 * ("host" or "": the host's /usr), the image's sha256 ("" none) and
+	 * its file.  create() takes the image (sbx_image_attach), destroy()
+	 * lets it go (sbx_image_detach). */
+	char profile[SBX_ID_MAX + 1];
+	char image[65];
+	char image_path[SBX_PATH_MAX];
 };
 
 /* A command to start in a sandbox. */
