@@ -1123,6 +1123,43 @@ gv_destroy(struct sbx_rec *rec, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * The OOM kills in the sandbox's host cgroup (runsc made it, from
+ * cgroupsPath: rec->cgroup; "" when created without host cgroups).  The
+ * memory limit is the whole sandbox's there, so a command that takes too
+ * much is killed by the host's OOM killer inside that group: its
+ * memory.events (v2) or memory.oom_control (v1) counts it.
+ */
+static int
+gv_oom_kills(const struct sbx_rec *rec, uint64_t *n)
+{
+	char p[SBX_PATH_MAX + 64], line[128];
+	unsigned long long v;
+	size_t i;
+	FILE *f;
+	int rc = -1;
+
+	if (rec->cgroup[0] != '/')
+		return -1;
+	for (i = 0; i < 2 && rc != 0; i++) {
+		if (i == 0)
+			snprintf(p, sizeof(p), "/sys/fs/cgroup%s/memory.events",
+			    rec->cgroup);
+		else
+			snprintf(p, sizeof(p), "/sys/fs/cgroup/memory%s/"
+			    "memory.oom_control", rec->cgroup);
+		if ((f = fopen(p, "re")) == NULL)
+			continue;
+		while (fgets(line, sizeof(line), f) != NULL)
+			if (sscanf(line, "oom_kill %llu", &v) == 1) {
+				*n = v;
+				rc = 0;
+			}
+		fclose(f);
+	}
+	return rc;
+}
+
 const struct sbx_backend sbx_gvisor_backend = {
 	.name = "gvisor",
 	.available = gv_available,
@@ -1134,4 +1171,5 @@ const struct sbx_backend sbx_gvisor_backend = {
 	.resume = gv_resume,
 	.alive = gv_alive,
 	.destroy = gv_destroy,
+	.oom_kills = gv_oom_kills,
 };
