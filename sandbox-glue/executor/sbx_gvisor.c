@@ -52,7 +52,7 @@
 
 #include <jansson.h>
 
-#include "sandbox-glue/executor/sbx.h"
+#include "sandbox-glue/executor/sbx-int.h"
 #include "sandbox-glue/executor/sbx_image.h"
 
 #define GV_MISSING	"runsc not found: install the Debian package runsc"
