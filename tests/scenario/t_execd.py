@@ -1369,6 +1369,7 @@ def audit_log(env):
               False), "command record")
     check(isinstance(c1["duration_ms"], int) and c1["duration_ms"] >= 0,
           "duration")
+    check(all(c["image"] is None for c in cmds), "no image: host's /usr")
     check_eq((c2["argv"], c2["cwd"], c2["timed_out"]),
              (["sleep", "5"], "/workspace/sub", True), "timed out")
     check(c3["argv_truncated"] and len(json.dumps(c3["argv"])) < 4096,
