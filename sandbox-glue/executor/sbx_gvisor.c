@@ -944,6 +944,11 @@ gv_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	}
 	gv_push(args, "env");
 	gv_push(args, "-i");
+	/* the directory is entered as the sandbox user, after the drop (runsc
+	 * would enter it as root, and fail with its own words and 128): a
+	 * missing one is exit 125 and env's message, as under ns */
+	gv_push(args, "-C");
+	gv_push(args, cmd->cwd != NULL ? cmd->cwd : SBX_WORKDIR);
 	gv_push(args, "--");	/* what follows are assignments, never options */
 	for (i = 0; cmd->envp != NULL && cmd->envp[i] != NULL; i++)
 		if (strchr(cmd->envp[i], '=') != NULL)
@@ -954,7 +959,7 @@ gv_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	p = json_pack("{s:{s:i, s:i}, s:o, s:[s], s:s, s:o, s:b}",
 	    "user", "uid", 0, "gid", 0, "args", args,
 	    "env", "PATH=/usr/local/bin:/usr/bin:/bin",
-	    "cwd", cmd->cwd != NULL ? cmd->cwd : SBX_WORKDIR,
+	    "cwd", "/",
 	    "capabilities", gv_caps(caps), "noNewPrivileges", 0);
 	args = NULL;
 	snprintf(procf, sizeof(procf), "%s/exec-%s.json", rec->dir, out->tag);
