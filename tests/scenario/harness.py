@@ -102,6 +102,12 @@ class Fail(AssertionError):
     pass
 
 
+class Leak(Fail):
+    """Raised by a daemon's stop() or a closer at teardown when the case
+    left something on the machine: Env.close collects it and the case
+    fails, whatever it returned."""
+
+
 def log(msg):
     sys.stderr.write("# %s\n" % msg)
     sys.stderr.flush()
@@ -1193,6 +1199,7 @@ class Env:
         self.name = name
         self.daemons = []
         self.closers = []
+        self.leaks = []
         self.base = addr_base()
         self._cert = None
 
@@ -1295,11 +1302,15 @@ class Env:
         for d in self.daemons:
             try:
                 d.stop(timeout=timeout)
+            except Leak as e:
+                self.leaks.append(str(e))
             except Exception as e:
                 log("stopping %s: %r" % (d.name, e))
         for c in reversed(self.closers):
             try:
                 c()
+            except Leak as e:
+                self.leaks.append(str(e))
             except Exception:
                 pass
 
@@ -1449,6 +1460,11 @@ class Suite:
             env.close(grace)
             if grace < 12.0:
                 shutil.rmtree(env.dir, ignore_errors=True)
+        for e in env.leaks:
+            # whatever the case said: what it left would pile up
+            log("%s: FAIL at teardown: %s" % (fn.__name__, e))
+            if not status.startswith("FAIL"):
+                status = "FAIL teardown: %s" % e.splitlines()[0]
         if status == "PASS" or status.startswith("FAIL"):
             # The log must verify after every case, including failed ones
             # (reported separately so the first failure stays visible).
