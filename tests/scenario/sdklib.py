@@ -292,6 +292,7 @@ def tap_failures(out):
     because of them)."""
     res = []
     stack = []          # (indent, name) of the subtests open
+    said = []           # error lines printed since the last test
     lines = out.splitlines()
     i = 0
     for _ in range(len(lines) + 1):
@@ -305,10 +306,15 @@ def tap_failures(out):
         if m:
             stack = [e for e in stack if e[0] < ind] + [(ind, m.group(1))]
             continue
+        m = re.match(r"^# (\w*Error\b.*)$", body)
+        if m:           # what a file that did not load printed
+            said.append(m.group(1))
+            continue
         m = re.match(r"^not ok \d+ - (.*?)(\s+# .*)?$", body)
         if not m:
             if re.match(r"^ok \d+ - ", body):
                 stack = [e for e in stack if e[0] < ind]
+                said = []
             continue
         path = [n for d, n in stack if d < ind] + [m.group(1)]
         stack = [e for e in stack if e[0] < ind]
@@ -339,11 +345,16 @@ def tap_failures(out):
             if key is not None:
                 info[key] = "\n".join(block)
         if info.get("failureType") == "subtestsFailed":
+            said = []
             continue
         loc = info.get("location", "")
-        res.append("%s: %s%s" % (" > ".join(path), _first_lines(
-            info.get("error") or info.get("failureType") or "failed"),
-            " (at %s)" % loc if loc else ""))
+        err = info.get("error") or info.get("failureType") or "failed"
+        if err == "test failed" and said:
+            # a test file whose process failed: what it printed says why
+            err = "%s: %s" % (err, said[-1])
+        res.append("%s: %s%s" % (" > ".join(path), _first_lines(err),
+                                 " (at %s)" % loc if loc else ""))
+        said = []
     return res
 
 

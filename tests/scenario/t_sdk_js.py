@@ -51,7 +51,8 @@ def node_test_suite(env):
         return int(m[-1]) if m else 0
     sdklib.judge("node --test", rc, count("pass"), count("fail")
                  + count("cancelled"), count("skipped") + count("todo"),
-                 sdklib.tap_failures(out), out)
+                 [f.replace(tree + "/", "sdk/js/") for f in
+                  sdklib.tap_failures(out)], out)
 
 
 if __name__ == "__main__":
