@@ -4,6 +4,9 @@ Python 3 standard library only.  Each test file builds cases with
 ``Suite`` and calls ``Suite.main()``; every case gets an ``Env`` with its
 own temp directory, fake DNS server, upstreams and daemon, all torn down on
 every exit path (exceptions, SIGTERM/SIGINT/SIGHUP, the suite watchdog).
+A daemon's stop() or a closer that finds the case left something on the
+machine raises Leak, and the case fails (execdlib.py does, for
+sluice-execd's sandboxes).
 
 Exit codes follow automake: 0 pass, 1 fail, 77 skip (a missing client such
 as curl or openssl; with SLUICE_TEST_STRICT=1 a skip is a failure).
