@@ -33,7 +33,12 @@ network_not_permitted at an effective tier off or without a session,
 pip from a loopback registry through sluiced; a vanished broker session
 made again on the next GET, which shows it); the audit log (a record
 per lifecycle action and command, verified by sluicectl log verify);
-GET /v1/events (events in order, a slow reader dropped) and /v1/metrics.
+GET /v1/events (events in order, a slow reader dropped) and /v1/metrics;
+the daemon SIGKILLed with sandboxes running background commands: the
+teardown starts it again to delete them (adopted), or, when it cannot
+start, takes their holders, mounts, loop devices and groups down from
+the records; a mount left under the case's dir fails the teardown
+(execdlib.py; every case's teardown checks that nothing is left).
 
 Skips (77) without root or user namespaces; fails then under
 SLUICE_TEST_STRICT=1."""
@@ -53,7 +58,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, Skip, Fail, check, check_eq, log,  # noqa: E402
                      read_response, api_unix, wait_until, free_port,
-                     vmrss_kib, BUILDDIR, SRCDIR, VERBOSE)
+                     vmrss_kib, BUILDDIR, SRCDIR)
+import execdlib  # noqa: E402
+import harness  # noqa: E402
 
 S = Suite("t_execd", time_limit=600)
 
@@ -187,11 +194,12 @@ def root_call(sock, method, path, body=None, headers=(), raw=None,
 # ---------------------------------------------------------------------------
 # the daemons
 
-class Execd:
+class Execd(execdlib.Execd):
+    """The daemon of a case (execdlib: its sandboxes go at teardown on
+    every exit path, and nothing of them may be left)."""
+
     def __init__(self, env, ctl, **over):
-        self.env = env
-        self.conf_path = env.path("execd.json")
-        self.conf = {
+        conf = {
             "runtime_dir": env.path("xrun"),
             "state_dir": env.path("xstate"),
             "control_socket": ctl,
@@ -206,79 +214,14 @@ class Execd:
             "log": {"path": env.path("xaudit/execd.jsonl")},
         }
         for k, v in over.items():
-            if isinstance(v, dict) and isinstance(self.conf.get(k), dict):
-                self.conf[k] = dict(self.conf[k], **v)
+            if isinstance(v, dict) and isinstance(conf.get(k), dict):
+                conf[k] = dict(conf[k], **v)
             else:
-                self.conf[k] = v
-        self.proc = None
-        self.lines = []
-        self.ready = threading.Event()
-        self.sock = os.path.join(self.conf["runtime_dir"], "exec.sock")
+                conf[k] = v
+        super().__init__(env, conf)
         self.app = Client(self.sock, [G_SOCK, G_APP])
         self.auditor = Client(self.sock, [G_SOCK, G_AUD])
         self.norole = Client(self.sock, [G_SOCK])
-        env.closers.append(self.cleanup)
-
-    def write(self):
-        with open(self.conf_path, "w") as f:
-            json.dump(self.conf, f, indent=1)
-
-    def start(self):
-        self.write()
-        self.ready.clear()
-        self.proc = subprocess.Popen([EXECD, "-c", self.conf_path, "-v"],
-                                     stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
-        threading.Thread(target=self._drain, daemon=True).start()
-        if not self.ready.wait(15):
-            raise Fail("sluice-execd not ready:\n%s" % self.stderr())
-        return self
-
-    def _drain(self):
-        f = self.proc.stderr
-        for _ in range(10 ** 7):
-            line = f.readline()
-            if not line:
-                return
-            t = line.decode("utf-8", "replace").rstrip("\n")
-            if len(self.lines) < 50000:
-                self.lines.append(t)
-            if VERBOSE:
-                log("[execd] %s" % t)
-            if "ready:" in t:
-                self.ready.set()
-
-    def stderr(self):
-        return "\n".join(self.lines[-80:])
-
-    def stop(self, timeout=20):
-        if self.proc is None or self.proc.poll() is not None:
-            return self.proc.returncode if self.proc else None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-            raise Fail("sluice-execd did not drain in %ds" % timeout)
-
-    def cleanup(self):
-        """Delete every sandbox left (as root), then stop."""
-        try:
-            if self.proc is not None and self.proc.poll() is None:
-                r = root_call(self.sock, "GET", "/v1/sandboxes")
-                for b in (r.json or {}).get("sandboxes", []):
-                    root_call(self.sock, "DELETE", "/v1/sandboxes/%s" %
-                              b["id"], timeout=60)
-        finally:
-            try:
-                rc = self.stop()
-                if rc not in (0, None):
-                    log("sluice-execd exited with %s:\n%s" % (rc,
-                                                            self.stderr()))
-            except Exception as e:
-                log("stopping sluice-execd: %r\n%s" % (e, self.stderr()))
 
 
 # the backend the cases' sandboxes get by default ("": the daemon's, ns);
@@ -984,6 +927,100 @@ def tls_tokens_reload_drain(env):
                     ["sandboxes"]), ["o1", "t1", "t2"], "adopted")
     o = ex(x, "t1", {"shell": "echo again"})
     check_eq(o["stdout"], "again\n", "exec after restart")
+
+
+def crash_with_sandboxes(env, x, ids):
+    """Sandboxes (a loop-mounted workspace each, a background command
+    running) and then sluice-execd SIGKILLed; their records.  What a
+    crash leaves is checked to be there, so that the teardown's check is
+    seen to find it."""
+    recs = {}
+    for sid in ids:
+        create(x, sid, limits={"disk_mb": 16, "inodes": 256})
+        r = x.app("POST", "/v1/sandboxes/%s/commands" % sid,
+                  {"shell": "echo started; sleep 300"})
+        check_eq(r.status, 202, "background command in %s: %r" % (sid, r))
+        cid = r.json["id"]
+        wait_until(lambda: x.app("GET", "/v1/sandboxes/%s/commands/%s" %
+                                 (sid, cid)).json["stdout_bytes"] > 0, 20,
+                   what="the background command running")
+        with open(os.path.join(x.state_dir, sid, "record.json")) as f:
+            recs[sid] = json.load(f)
+    x.kill()
+    left = execdlib.leftovers(env.dir, [x.state_dir], x._exclude())
+    log("left by the crash:\n  %s" % "\n  ".join(left))
+    for sid, rec in recs.items():
+        ws = os.path.join(x.state_dir, sid, "workspace")
+        check_eq(execdlib.proc_start(rec["init_pid"]), rec["init_start"],
+                 "%s: its holder outlives the daemon" % sid)
+        check(any(ln.startswith("process %d:" % rec["init_pid"])
+                  for ln in left), "the holder of %s is found" % sid)
+        check("mount %s" % ws in left, "the workspace of %s is found" % sid)
+        check(any(ws + ".img" in ln for ln in left if
+                  ln.startswith("loop device")), "its loop device is found")
+        if rec["cgroup"]:
+            check(any(ln.startswith("cgroup ") and "/%s." % sid in ln for
+                      ln in left), "the groups of %s are found" % sid)
+    check(any("sleep 300" in ln for ln in left), "the commands are found")
+    return recs
+
+
+def nothing_left(env, x, recs):
+    """Seen from outside execdlib too: no holder, mount, loop device."""
+    for sid, rec in recs.items():
+        ws = os.path.join(x.state_dir, sid, "workspace")
+        check(execdlib.proc_start(rec["init_pid"]) != rec["init_start"],
+              "the holder of %s is gone" % sid)
+        check_eq(mounts_of(ws), [], "no mount of %s" % sid)
+        check_eq(loops_of(ws + ".img"), [], "no loop device of %s" % sid)
+    check_eq(mounts_of(env.dir), [], "no mount under the case's dir")
+    check_eq(execdlib.leftovers(env.dir, [x.state_dir], x._exclude()), [],
+             "nothing of the case left")
+
+
+@S.case
+def killed_daemon_teardown(env):
+    """sluice-execd SIGKILLed while its sandboxes run background
+    commands: the teardown starts it again on the same configuration and
+    state dir, it adopts them, and they are deleted through the API;
+    nothing of them is left.  Something left all the same fails the case
+    (and is taken down)."""
+    d, ctl, x = start(env)
+    recs = crash_with_sandboxes(env, x, ["k1", "k2"])
+    n = len(x.lines)
+    x.stop()
+    check(any("sandbox k1 (ns): adopted, running" in ln
+              for ln in x.lines[n:]), "adopted on restart: %r" % x.lines[n:])
+    check(x.api_clean, "deleted through the API")
+    check_eq(x.sandboxes(), [], "state dir emptied")
+    # a mount left under the case's dir (as a daemon's bug would) fails
+    # the teardown's check, which takes it down
+    stray = env.path("stray")
+    os.mkdir(stray)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "stray",
+                    stray], check=True, timeout=30)
+    try:
+        x.check()
+        raise Fail("the check missed a mount under the case's dir")
+    except harness.Leak as e:
+        check("mount %s" % stray in str(e), "the mount named: %s" % e)
+    nothing_left(env, x, recs)
+
+
+@S.case
+def killed_daemon_last_resort(env):
+    """sluice-execd SIGKILLed and unable to start again (its
+    configuration broken): the last resort kills the holders the records
+    name, unmounts the workspaces, detaches their loop devices and
+    removes the groups; nothing is left."""
+    d, ctl, x = start(env)
+    recs = crash_with_sandboxes(env, x, ["r1"])
+    x.conf["uid_base"] = "not a number"
+    x.stop()
+    check(not x.api_clean and not x.alive(), "the restart failed")
+    check_eq(x.sandboxes(), ["r1"], "the sandbox is still there")
+    x.check()
+    nothing_left(env, x, recs)
 
 
 @S.case
