@@ -274,6 +274,10 @@ main(int argc, char **argv)
 		goto out;
 	}
 	xd_box_load_all(&XD);
+	if (xd_box_sweep_start(&XD) != 0) {
+		xd_log(XD_LOG_ERR, "cannot start the lifecycle timer");
+		goto out;
+	}
 	if (xd_api_listen(&XD, err, sizeof(err)) != 0) {
 		xd_log(XD_LOG_ERR, "%s", err);
 		goto out;
@@ -305,6 +309,7 @@ out:
 		event_free(ev_drain);
 	if (XD.base != NULL && !check && !print && !doc) {
 		xd_api_close(&XD);
+		xd_box_sweep_stop(&XD);
 		xd_box_free_all(&XD);
 		xd_audit_close(&XD);
 	}
