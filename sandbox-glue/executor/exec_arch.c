@@ -365,13 +365,11 @@ xd_arch_discard(const struct xd_cfg *c, const char *id)
 
 /* ---- restoring ---- */
 
-/* Why the entry named p (its link target t) is not made, NULL when it
- * may be. */
-static const char *
-entry_refused(struct archive_entry *e, const char **pp)
+const char *
+xd_arch_refused(const char *p, char type, const char *t, int hardlink,
+    const char **clean)
 {
-	const char *p = archive_entry_pathname(e), *s;
-	mode_t type = archive_entry_filetype(e);
+	const char *s;
 	int depth = 0;
 	size_t n;
 
@@ -379,7 +377,7 @@ entry_refused(struct archive_entry *e, const char **pp)
 		return "no name";
 	while (p[0] == '.' && p[1] == '/')
 		p += 2;
-	*pp = p;
+	*clean = p;
 	if (p[0] == '\0' || strcmp(p, ".") == 0)
 		return "";      /* the top: nothing to make */
 	if (p[0] == '/')
@@ -389,11 +387,9 @@ entry_refused(struct archive_entry *e, const char **pp)
 		if (n == 2 && s[0] == '.' && s[1] == '.')
 			return "\"..\" in the name";
 	}
-	if (archive_entry_hardlink(e) != NULL)
+	if (hardlink)
 		return "hard link";
-	if (type == AE_IFLNK) {
-		const char *t = archive_entry_symlink(e);
-
+	if (type == 'l') {
 		if (t == NULL || t[0] == '\0')
 			return "link without a target";
 		if (t[0] == '/')
@@ -414,9 +410,20 @@ entry_refused(struct archive_entry *e, const char **pp)
 		}
 		return NULL;
 	}
-	if (type != AE_IFREG && type != AE_IFDIR)
+	if (type != 'f' && type != 'd')
 		return "not a file, directory or link";
 	return NULL;
+}
+
+static const char *
+entry_refused(struct archive_entry *e, const char **pp)
+{
+	mode_t ft = archive_entry_filetype(e);
+	char type = ft == AE_IFREG ? 'f' : ft == AE_IFDIR ? 'd' : ft ==
+	    AE_IFLNK ? 'l' : '?';
+
+	return xd_arch_refused(archive_entry_pathname(e), type,
+	    archive_entry_symlink(e), archive_entry_hardlink(e) != NULL, pp);
 }
 
 /* In the child, as the sandbox's uid, cwd the workspace: extract a,
@@ -434,10 +441,12 @@ extract(struct archive *a, FILE *out)
 
 	if (d == NULL || skipped == NULL)
 		return 1;
+	/* no ARCHIVE_EXTRACT_UNLINK: with it, SECURE_SYMLINKS removes a link
+	 * in the way and goes on; without it, the entry is refused */
 	archive_write_disk_set_options(d, ARCHIVE_EXTRACT_TIME |
 	    ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
 	    ARCHIVE_EXTRACT_SECURE_NODOTDOT |
-	    ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_UNLINK);
+	    ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS);
 	while ((r = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
 		const char *p = NULL, *why = entry_refused(e, &p);
 

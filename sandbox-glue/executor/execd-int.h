@@ -392,6 +392,13 @@ int xd_arch_write(const struct xd_cfg *c, const struct sbx_rec *r,
 /* The metadata of id's archive; NULL none (*bad 0) or unreadable
  * (*bad 1).  Small: the loop may read it. */
 json_t *xd_arch_meta(const struct xd_cfg *c, const char *id, int *bad);
+/* Whether an archive entry may be restored (pure: the unit test and the
+ * fuzz harness call it): NULL yes, "" the top (nothing to make), else
+ * why not.  p its name, type 'f' file, 'd' directory, 'l' symbolic link
+ * (t its target), anything else refused; hardlink: a hard link entry;
+ * *clean gets p without its leading "./". */
+const char *xd_arch_refused(const char *p, char type, const char *t,
+    int hardlink, const char **clean);
 /* Remove id's archive (none: nothing). */
 void xd_arch_discard(const struct xd_cfg *c, const char *id);
 /* Restore id's archive into the new, empty r->workspace as r->host_uid
