@@ -36,6 +36,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import tarfile
 import threading
 import time
@@ -212,6 +213,10 @@ def suspend_resume_remove_restore(env):
           m['sluice_execd_lifecycle_total{what="removed_idle"}'] == 1 and
           m['sluice_execd_lifecycle_total{what="archived"}'] == 1,
           "lifecycle metrics: %r" % m)
+    v = subprocess.run([X.SLUICECTL, "log", "verify", "--file",
+                        x.conf["log"]["path"]], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT)
+    check_eq(v.returncode, 0, "audit chain: %s" % v.stdout.decode())
     # no more ages for the rest
     reload(x, idle_after=0, remove_after=0)
     # another user of the same tenant may not take the archive
@@ -220,6 +225,7 @@ def suspend_resume_remove_restore(env):
     X.check_err(r, 403, "forbidden", "archive of another user")
     # its owner gets the files back
     b = X.create(x, "l1")
+    log("restored create: %s" % json.dumps(b, separators=(",", ":")))
     rf = b.get("restored_from")
     check(rf and rf["sha256"] == digest and rf["files"] == 2 and
           rf["skipped"] == [], "restored_from: %r" % rf)
@@ -237,6 +243,7 @@ def suspend_resume_remove_restore(env):
     r = x.app("DELETE", "/v1/sandboxes/l1", timeout=60)
     check(r.status == 200 and r.json["archive"]["sha256"], "delete keeps "
           "an archive: %r" % r)
+    log("delete: %s" % r.body.decode())
     X.create(x, "l1")
     check_eq(X.ex(x, "l1", {"shell": "cat keep.txt"})["stdout"], "v2\n",
              "delete then create restores")
@@ -320,6 +327,7 @@ def corrupt_and_hostile_archives(env):
                                         "network": {"tier": "off"}},
               timeout=120)
     X.check_err(r, 409, "conflict", "corrupt archive")
+    log("corrupt: %s" % r.body.decode())
     check(r.json["error"].get("archive") == "corrupt" and
           "SHA-256" in r.json["error"]["message"], "says why: %r" % r)
     check(not os.path.exists(os.path.join(x.conf["state_dir"], "c1")),
@@ -450,6 +458,32 @@ def command_quotas(env):
              "acme again")
     check_eq(X.ex(x, "q4", {"shell": "echo ok"})["stdout"], "ok\n",
              "the host again")
+
+
+@S.case
+def gvisor_suspend(env):
+    """gVisor: runsc pause when unused, runsc resume on the next call."""
+    if not X.runsc_works():
+        from harness import Skip
+        raise Skip("runsc not installed")
+    d, ctl, x = life_start(env, lifecycle={"idle_after": 3,
+                                           "remove_after": 0})
+    r = x.app("POST", "/v1/sandboxes", {"id": "g1", "backend": "gvisor",
+                                        "network": {"tier": "off"}},
+              timeout=180)
+    if r.status == 503 and r.code() == "backend_unavailable":
+        from harness import Skip
+        raise Skip("gvisor does not run here: %s" %
+                   r.json["error"]["message"])
+    check_eq(r.status, 201, "gvisor create: %r" % r)
+    wait_until(lambda: state(x, "g1") == "suspended", 20,
+               what="gvisor suspended (%r)" % state(x, "g1"))
+    check(record(x, "g1")["suspended"], "in the record")
+    o = X.ex(x, "g1", {"shell": "echo awake"}, timeout=120)
+    check_eq(o["stdout"], "awake\n", "gvisor exec after suspend: %r" % o)
+    check_eq(state(x, "g1"), "running", "gvisor running again")
+    check_eq(x.app("DELETE", "/v1/sandboxes/g1?archive=discard",
+                   timeout=120).status, 200, "gvisor delete")
 
 
 if __name__ == "__main__":
