@@ -1185,10 +1185,11 @@ xd_box_sweep_start(struct xd *xd)
 {
 	struct timeval tv = { lc_period(xd->cfg), 0 };
 
-	if ((xd->ev_sweep = evtimer_new(xd->base, lc_sweep, xd)) == NULL ||
-	    event_add(xd->ev_sweep, &tv) != 0)
+	/* again after a reload: the timer is set to the new period */
+	if (xd->ev_sweep == NULL &&
+	    (xd->ev_sweep = evtimer_new(xd->base, lc_sweep, xd)) == NULL)
 		return -1;
-	return 0;
+	return event_add(xd->ev_sweep, &tv) != 0 ? -1 : 0;
 }
 
 void

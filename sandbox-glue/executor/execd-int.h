@@ -626,8 +626,9 @@ int xd_box_delete(struct xd_box *b, int archive, const char *reason,
  * -1 with e when it cannot be resumed. */
 int xd_box_use(struct xd_box *b, const char *who, const char *role,
     struct xd_perr *e);
-/* The lifecycle timer (idle_after, remove_after): started at start,
- * its period follows the configuration; stopped at exit. */
+/* The lifecycle timer (idle_after, remove_after): started at start and
+ * set again after a reload (its period follows the configuration);
+ * stopped at exit. */
 int xd_box_sweep_start(struct xd *xd);
 void xd_box_sweep_stop(struct xd *xd);
 int xd_box_set_tier(struct xd_box *b, const char *tier, xd_box_cb cb,

@@ -106,6 +106,9 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 		return;
 	}
 	free(old);
+	if (xd_box_sweep_start(xd) != 0)
+		xd_log(XD_LOG_WARN, "reload: the lifecycle timer could not be "
+		    "set to the new ages");
 	/* after logrotate moved it: the chain goes on in a new file */
 	xd_audit_reopen(xd);
 	xd_log(XD_LOG_INFO, "reload: configuration %s applied",
