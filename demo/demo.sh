@@ -27,6 +27,9 @@ sluiced=${SLUICED:-$top/proxy/sluiced}
 sluicectl=${SLUICECTL:-$top/proxy/sluicectl/sluicectl}
 execd=${SLUICE_EXECD:-$top/sandbox-glue/executor/sluice-execd}
 shim=${SLUICE_SHIM:-$top/sandbox-glue/shim/sluice-shim}
+shim_static=${SLUICE_SHIM_STATIC:-$top/sandbox-glue/shim/sluice-shim-static}
+# where "sluice-run image build base" puts its image by default
+image_dir=${SLUICE_IMAGE_DIR:-/var/lib/sluice-run/images}
 if [ "$(id -u)" != 0 ]; then
 	echo "demo: the sandbox needs root (user, mount and pid namespaces);" \
 	    "run it as root" >&2
@@ -96,6 +99,13 @@ cat >"$tmp/sluiced.json" <<JSON
                       "example.com": ["127.0.0.1"] } }
 }
 JSON
+# the sandbox's root: the base image if there is one (it has pip),
+# else the host's /usr
+profile=host
+if [ -x "$shim_static" ] && [ -s "$image_dir/profiles/base" ] &&
+	[ -f "$image_dir/$(cat "$image_dir/profiles/base").erofs" ]; then
+	profile=base
+fi
 # sluice-execd owns the sandboxes; the app role goes to nogroup, the
 # group the demo's app (nobody) runs in, on both daemons.
 cat >"$tmp/execd.json" <<JSON
@@ -104,6 +114,9 @@ cat >"$tmp/execd.json" <<JSON
   "state_dir": "$tmp/xstate",
   "control_socket": "$tmp/run/control.sock",
   "shim": "$shim",
+  "shim_static": "$shim_static",
+  "image_dir": "$image_dir",
+  "profile": "$profile",
   "socket": { "group": "nogroup", "mode": "0660" },
   "roles": { "app": { "groups": ["nogroup"] } }
 }
@@ -120,6 +133,14 @@ step "sluice-execd -c $tmp/execd.json   (the app role: group nogroup)"
 "$execd" -c "$tmp/execd.json" 2>"$tmp/execd.err" &
 pids="$! $pids"
 wait_for sluice-execd grep -q ready: "$tmp/execd.err"
+if [ $profile = base ]; then
+	echo "(the sandboxes' root: the image of profile base, $(cut -c1-12 \
+	    "$image_dir/profiles/base"), read-only; nothing of the host's /usr)"
+else
+	echo "(no image of profile base in $image_dir: the sandboxes' root is" \
+	    "the host's /usr, read-only; \"sluice-run image build base\" makes" \
+	    "one in a few minutes)"
+fi
 
 # The app: the SDK from this tree (copied where nobody can read it), run
 # as nobody with Debian's python3 (3.11).

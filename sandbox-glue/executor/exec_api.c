@@ -43,6 +43,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "proxy/lib/httpauth.h"
 #include "proxy/lib/usock.h"
 #include "proxy/lib/util.h"
 #include "sandbox-glue/executor/execd-int.h"
@@ -289,10 +290,14 @@ audit_call(struct xd_call *k, const char *action, const struct xd_box *b,
 		tenant = k->box->rec.tenant;
 		user = k->box->rec.user;
 	}
+	/* a made sandbox names its root: profile and image digest */
 	xd_audit_box(k->xd, action, k->who, xd_role_name(k->role),
 	    id != NULL ? id : "", tenant, user, e != NULL ? e->status : status,
 	    e != NULL ? e->code : NULL, e != NULL ? json_pack("{s:s}",
-	    "message", e->msg) : NULL);
+	    "message", e->msg) : b != NULL && strcmp(action, "create") == 0 ?
+	    json_pack("{s:s,s:s?}", "profile", b->rec.profile[0] ?
+	    b->rec.profile : SBX_PROFILE_HOST, "image", b->rec.image[0] ?
+	    b->rec.image : NULL) : NULL);
 }
 
 /* ---- sandboxes ---- */
@@ -1448,25 +1453,14 @@ static void
 identify_token(struct xd_call *k)
 {
 	const struct xd_cfg *c = k->xd->cfg;
-	struct evkeyvalq *h = evhttp_request_get_input_headers(k->req);
 	unsigned char d[32];
 	const struct xd_token *hit = NULL;
-	struct evkeyval *kv;
-	const char *v = NULL;
+	const char *v;
 	size_t i;
-	int n = 0;
 
 	k->role = XD_ROLE_NONE;
-	TAILQ_FOREACH(kv, h, next)
-		if (strcasecmp(kv->key, "Authorization") == 0) {
-			v = kv->value;
-			n++;
-		}
-	if (n != 1 || strncasecmp(v, "Bearer ", 7) != 0)
-		return;
-	for (v += 7; *v == ' '; v++)
-		;
-	if (*v == '\0' || strlen(v) > 4096)
+	if ((v = httpauth_bearer(evhttp_request_get_input_headers(k->req),
+	    4096)) == NULL)
 		return;
 	xd_sha256(v, strlen(v), d);
 	/* every hash compared, in constant time: the timing says nothing

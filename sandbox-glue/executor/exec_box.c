@@ -183,7 +183,7 @@ box_new(struct xd *xd)
 	TAILQ_INIT(&b->cmds);
 	b->refs = 1;            /* the list's */
 	b->lim = xd->cfg->def;
-	snprintf(b->profile, sizeof(b->profile), "base");
+	snprintf(b->profile, sizeof(b->profile), "%s", SBX_PROFILE_HOST);
 	snprintf(b->broker, sizeof(b->broker), "ok");
 	return b;
 }
@@ -219,6 +219,10 @@ xd_box_load_all(struct xd *xd)
 		b->used_saved = b->rec.last_used;
 		snprintf(b->broker, sizeof(b->broker), "unknown");
 		side_load(b);
+		/* the record's word on its root is the one that counts */
+		if (b->rec.profile[0])
+			snprintf(b->profile, sizeof(b->profile), "%s",
+			    b->rec.profile);
 		TAILQ_INSERT_TAIL(&xd->boxes, b, link);
 		xd_log(XD_LOG_INFO, "sandbox %s (%s): adopted, %s", b->rec.chat,
 		    b->rec.backend, !b->be->alive(&b->rec) ?
@@ -474,6 +478,48 @@ out:
 	free(op);
 }
 
+/*
+ * The sandbox's root: the profile asked for (or the daemon's), if the
+ * tenant may use it (tenant_profiles: 403 forbidden), and its newest
+ * image (none built: 503 backend_unavailable, reason image_missing; the
+ * backend's create takes the image under the store's lock and fails the
+ * same way should a sweep take it meanwhile).  An image's sandbox runs
+ * the static shim: the image's libc is not the host's.
+ */
+static int
+box_pick_root(const struct xd_cfg *c, const struct xd_create_spec *s,
+    struct sbx_rec *r, struct xd_perr *e)
+{
+	const char *prof = s->profile[0] ? s->profile : c->profile;
+	char err[XD_ERR_MAX];
+	int rc;
+
+	if (!sbx_profile_allowed(c->tenant_profiles, s->tenant, prof)) {
+		e->extra = json_pack("{s:s,s:s}", "reason", "profile_forbidden",
+		    "profile", prof);
+		return berr(e, 403, "forbidden", s->tenant[0] ? "this tenant "
+		    "may not use that profile (tenant_profiles)" : "a sandbox "
+		    "without a tenant may not use that profile "
+		    "(tenant_profiles)");
+	}
+	if ((rc = sbx_image_pick(r, c->image_dir, prof, err, sizeof(err))) !=
+	    0) {
+		e->extra = json_pack("{s:s,s:s}", "reason", rc ==
+		    SBX_IMG_MISSING ? "image_missing" : "image_failed",
+		    "profile", prof);
+		return berr(e, 503, "backend_unavailable", err);
+	}
+	if (r->image[0] != '\0' && !sbx_elf_static(c->shim_static)) {
+		snprintf(err, sizeof(err), "shim_static %.300s: not a static "
+		    "executable, which an image's sandbox needs (make "
+		    "sandbox-glue/shim/sluice-shim-static; set \"shim_static\")",
+		    c->shim_static);
+		e->extra = json_pack("{s:s}", "reason", "shim_static");
+		return berr(e, 503, "backend_unavailable", err);
+	}
+	return 0;
+}
+
 int
 xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
     void *arg, struct xd_perr *e)
@@ -535,6 +581,10 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 		    c->shim, strerror(errno));
 		return berr(e, 503, "backend_unavailable", err);
 	}
+	if (box_pick_root(c, s, &b->rec, e) != 0) {
+		free(b);
+		return -1;
+	}
 	memset(used, 0, sizeof(used));
 	TAILQ_FOREACH(x, &xd->boxes, link)
 		if (x->rec.slot >= 0 && x->rec.slot < 1024)
@@ -554,7 +604,8 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 	snprintf(b->rec.user, sizeof(b->rec.user), "%s", s->user);
 	snprintf(b->rec.tier, sizeof(b->rec.tier), "%s", s->tier);
 	snprintf(b->rec.backend, sizeof(b->rec.backend), "%s", b->be->name);
-	snprintf(b->rec.shim, sizeof(b->rec.shim), "%s", c->shim);
+	snprintf(b->rec.shim, sizeof(b->rec.shim), "%s", b->rec.image[0] ?
+	    c->shim_static : c->shim);
 	snprintf(b->rec.cgroup, sizeof(b->rec.cgroup), "%s", c->cgroups);
 	if (snprintf(b->rec.dir, sizeof(b->rec.dir), "%s/%s", c->state_dir,
 	    s->id) >= (int)sizeof(b->rec.dir)) {
@@ -569,7 +620,7 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 	b->rec.created = b->rec.last_used = (int64_t)time(NULL);
 	b->rec.lim = s->lim.sbx;
 	b->lim = s->lim;
-	snprintf(b->profile, sizeof(b->profile), "%s", s->profile);
+	snprintf(b->profile, sizeof(b->profile), "%s", b->rec.profile);
 	b->state = XD_BOX_CREATING;
 	b->op = 1;
 	if ((op = calloc(1, sizeof(*op))) == NULL) {
@@ -645,6 +696,14 @@ box_delete_child(void *arg)
 	if (r->workspace_made)
 		rm_tree(r->workspace);
 	rm_tree(r->dir);
+	/* an image a rebuild replaced goes with its last sandbox */
+	{
+		char store[SBX_PATH_MAX];
+
+		if (r->image[0] && sbx_image_store_of(r, store,
+		    sizeof(store)) == 0)
+			(void)sbx_image_sweep(store);
+	}
 	if (r->session_dir[0])
 		(void)rmdir(r->session_dir);    /* sluiced leaves it, empty */
 	return json_pack("{s:b,s:s?,s:o?}", "ok", 1, "broker_left", left,
@@ -955,13 +1014,14 @@ xd_box_json(const struct xd_box *b)
 	TAILQ_FOREACH(c, &b->cmds, link)
 		if (c->running)
 			bg++;
-	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:n,"
+	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:o,"
 	    "s:{s:s,s:s,s:o},"
 	    "s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I},"
 	    "s:{s:b,s:I},s:o,s:o,s:s,s:O?}",
 	    "id", b->rec.chat, "tenant", b->rec.tenant, "user", b->rec.user,
 	    "state", state_name(b), "backend", b->rec.backend,
-	    "profile", b->profile, "image",
+	    "profile", b->profile, "image", b->rec.image[0] ?
+	    json_string(b->rec.image) : json_null(),
 	    "network", "tier", b->rec.tier, "broker", b->broker,
 	    "effective_tier", b->eff_tier[0] ? json_string(b->eff_tier) :
 	    json_null(),

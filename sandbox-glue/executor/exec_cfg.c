@@ -57,6 +57,12 @@ xd_cfg_defaults(struct xd_cfg *c)
 	c->control_timeout_ms = 10000;
 	snprintf(c->shim, sizeof(c->shim), "%s", SLUICE_SHIM_PATH);
 	snprintf(c->mke2fs, sizeof(c->mke2fs), "/usr/sbin/mke2fs");
+	/* sluice-run's store: "sluice-run image build" fills it */
+	snprintf(c->image_dir, sizeof(c->image_dir),
+	    "/var/lib/sluice-run/images");
+	snprintf(c->profile, sizeof(c->profile), "%s", SBX_PROFILE_HOST);
+	snprintf(c->shim_static, sizeof(c->shim_static), "%s",
+	    SLUICE_SHIM_STATIC_PATH);
 	snprintf(c->audit_log, sizeof(c->audit_log),
 	    "/var/log/sluice/execd.jsonl");
 	snprintf(c->backend, sizeof(c->backend), "ns");
@@ -564,7 +570,8 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	    "cgroups", "uid_base", "slots", "socket", "limits", "limits_max",
 	    "quotas", "max_file_bytes", "max_body_bytes", "ring_bytes",
 	    "stream_watermark", "drain_s", "roles", "tcp", "artifacts", "log",
-	    "events_buffer_bytes", "lifecycle", NULL };
+	    "events_buffer_bytes", "image_dir", "profile", "shim_static",
+	    "tenant_profiles", "lifecycle", NULL };
 	static const char *const fkeys[] = { "idle_after", "remove_after",
 	    "archive_dir", NULL };
 	static const char *const lkeys[] = { "path", NULL };
@@ -616,6 +623,11 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 		c->control_timeout_ms = (int)t;
 	}
 	if (c_str(&x, root, "shim", c->shim, sizeof(c->shim), 1) != 0 ||
+	    c_str(&x, root, "image_dir", c->image_dir, sizeof(c->image_dir) -
+	    SBX_DIGEST_HEX - 16, 1) != 0 ||
+	    c_str(&x, root, "profile", c->profile, sizeof(c->profile), 0) != 0 ||
+	    c_str(&x, root, "shim_static", c->shim_static,
+	    sizeof(c->shim_static), 1) != 0 ||
 	    c_str(&x, root, "mke2fs", c->mke2fs, sizeof(c->mke2fs), 1) != 0 ||
 	    c_str(&x, root, "backend", c->backend, sizeof(c->backend), 0) != 0 ||
 	    c_str(&x, root, "tier", c->tier, sizeof(c->tier), 0) != 0 ||
@@ -629,6 +641,24 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	if (sbx_backend_find(c->backend) == NULL) {
 		cfail(&x, "backend", 0, "ns or gvisor");
 		goto out;
+	}
+	if (!sbx_id_ok(c->profile, SBX_ID_MAX)) {
+		cfail(&x, "profile", 0, "a profile name (host, minimal, base, "
+		    "media or an admin's)");
+		goto out;
+	}
+	if ((o = json_object_get(root, "tenant_profiles")) != NULL) {
+		char e2[XD_ERR_MAX];
+
+		if (sbx_tenant_profiles_parse(c->tenant_profiles,
+		    sizeof(c->tenant_profiles), o, e2, sizeof(e2)) != 0) {
+			/* "config: tenant_profiles...: what" */
+			const char *w = strstr(e2, ": ");
+
+			cfail(&x, "tenant_profiles", 0, "%s", w != NULL &&
+			    (w = strstr(w + 2, ": ")) != NULL ? w + 2 : e2);
+			goto out;
+		}
 	}
 	if (c->cgroups[0] && strcmp(c->cgroups, "v1") && strcmp(c->cgroups,
 	    "v2") && strcmp(c->cgroups, "off")) {
@@ -874,6 +904,35 @@ ids_json(const struct xd_ids *ids)
 	return a;
 }
 
+/* The table of sbx_profile_allowed back as its JSON: {} when any
+ * tenant may use any profile. */
+static json_t *
+tenant_profiles_json(const char *tab)
+{
+	json_t *o = json_object(), *a;
+	const char *line, *p, *end;
+
+	for (line = tab; o != NULL && *line != '\0'; line = end + (*end ==
+	    '\n')) {
+		char name[SBX_ID_MAX + 2];
+		size_t k;
+
+		end = line + strcspn(line, "\n");
+		k = strcspn(line, " \n");
+		if (k >= sizeof(name) || (a = json_array()) == NULL)
+			break;
+		memcpy(name, line, k);
+		name[k] = '\0';
+		for (p = line + k; p < end && *p == ' '; p += k) {
+			p++;
+			k = strcspn(p, " \n");
+			json_array_append_new(a, json_stringn(p, k));
+		}
+		json_object_set_new(o, name, a);
+	}
+	return o;
+}
+
 json_t *
 xd_cfg_json(const struct xd_cfg *c)
 {
@@ -927,6 +986,12 @@ xd_cfg_json(const struct xd_cfg *c)
 		    (json_int_t)c->art.total_bytes, "walk_entries",
 		    (json_int_t)c->snap_entries));
 	if (o != NULL) {
+		json_object_set_new(o, "image_dir", json_string(c->image_dir));
+		json_object_set_new(o, "profile", json_string(c->profile));
+		json_object_set_new(o, "shim_static", json_string(
+		    c->shim_static));
+		json_object_set_new(o, "tenant_profiles", tenant_profiles_json(
+		    c->tenant_profiles));
 		json_object_set_new(o, "log", json_pack("{s:s}", "path",
 		    c->audit_log));
 		json_object_set_new(o, "events_buffer_bytes", json_integer(

@@ -166,13 +166,13 @@ xd_health_json(struct xd *xd, json_t *bes, int broker_ok, const char *why)
 		bes = backends_probe();
 	ok_def = backend_ok(bes, c->backend);
 	xd_box_counts(xd, NULL, NULL, &total, &nt, &nu);
-	o = json_pack("{s:b,s:s,s:s,s:o,s:{s:b,s:s,s:s?},s:[s],"
+	o = json_pack("{s:b,s:s,s:s,s:o,s:{s:b,s:s,s:s?},s:[s],s:s,"
 	    "s:{s:{s:I,s:I,s:I},s:{s:I,s:I}}}",
 	    "ok", ok_def && broker_ok, "version", PACKAGE_VERSION,
 	    "default_backend", c->backend, "backends", bes,
 	    "broker", "ok", broker_ok, "socket", c->control, "reason",
 	    broker_ok ? NULL : why,
-	    "profiles", "base",
+	    "profiles", SBX_PROFILE_HOST, "default_profile", c->profile,
 	    "capacity",
 	    "sandboxes", "limit", (json_int_t)c->max_total, "in_use",
 	    (json_int_t)total, "left", (json_int_t)(c->max_total ?
@@ -193,12 +193,47 @@ ping_child(void *arg)
 {
 	struct health_op *op = arg;
 	struct xd_broker_err e;
+	char err[XD_ERR_MAX];
+	json_t *o, *im;
 
 	memset(&e, 0, sizeof(e));
 	if (xd_broker_ping(op->xd->cfg, &e) != 0)
-		return json_pack("{s:b,s:s,s:o}", "ok", 0, "reason", e.msg,
+		o = json_pack("{s:b,s:s,s:o}", "ok", 0, "reason", e.msg,
 		    "backends", backends_probe());
-	return json_pack("{s:b,s:o}", "ok", 1, "backends", backends_probe());
+	else
+		o = json_pack("{s:b,s:o}", "ok", 1, "backends",
+		    backends_probe());
+	/* the images present (it reads the store under its lock: here,
+	 * not in the loop) */
+	err[0] = '\0';
+	if ((im = sbx_image_list(op->xd->cfg->image_dir, err,
+	    sizeof(err))) == NULL)
+		im = json_pack("{s:s}", "error", err);
+	if (o != NULL)
+		json_object_set_new(o, "images", im);
+	else
+		json_decref(im);
+	return o;
+}
+
+/* "profiles": host and each profile whose image is present. */
+static void
+health_images(json_t *h, json_t *res)
+{
+	json_t *im = json_object_get(res, "images"), *list, *e, *n;
+	size_t i, k;
+
+	if (h == NULL || !json_is_object(im))
+		return;
+	list = json_object_get(h, "profiles");
+	json_array_foreach(json_object_get(im, "images"), i, e)
+		json_array_foreach(json_object_get(e, "profiles"), k, n)
+			json_array_append(list, n);
+	if (json_object_get(im, "images") != NULL)
+		json_object_set(h, "images", json_object_get(im, "images"));
+	else
+		json_object_set_new(h, "images", json_pack("{s:O?}", "error",
+		    json_object_get(im, "error")));
 }
 
 static void
@@ -209,9 +244,12 @@ ping_done(void *arg, json_t *res)
 
 	json_t *bes = json_object_get(res, "backends");
 
-	op->cb(op->arg, xd_health_json(op->xd, bes != NULL ?
-	    json_incref(bes) : NULL, json_is_true(json_object_get(res, "ok")),
-	    why ? why : "the health worker died"));
+	json_t *h = xd_health_json(op->xd, bes != NULL ? json_incref(bes) :
+	    NULL, json_is_true(json_object_get(res, "ok")), why ? why :
+	    "the health worker died");
+
+	health_images(h, res);
+	op->cb(op->arg, h);
 	json_decref(res);
 	free(op);
 }

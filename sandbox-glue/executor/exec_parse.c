@@ -350,7 +350,7 @@ xd_create_parse(json_t *body, const struct xd_lims *def,
 	s->lim = *def;
 	snprintf(s->tier, sizeof(s->tier), "%s", def_tier);
 	snprintf(s->backend, sizeof(s->backend), "%s", def_backend);
-	snprintf(s->profile, sizeof(s->profile), "base");
+	/* "": the daemon's "profile" */
 	if (want_object(body, e) != 0 || keys_only(body, keys, "", e) != 0 ||
 	    get_str(body, "id", s->id, sizeof(s->id), 1, e) != 0 ||
 	    get_str(body, "tenant", s->tenant, sizeof(s->tenant), 0, e) != 0 ||
@@ -368,9 +368,9 @@ xd_create_parse(json_t *body, const struct xd_lims *def,
 	if (!sbx_user_ok(s->user))
 		return perr(e, 400, "bad_request", "user: at most %d bytes of "
 		    "UTF-8 without control characters", SBX_USER_MAX);
-	if (strcmp(s->profile, "base") != 0)
-		return perr(e, 400, "bad_request", "profile: unknown (this "
-		    "daemon knows \"base\")");
+	if (s->profile[0] && !sbx_id_ok(s->profile, sizeof(s->profile) - 1))
+		return perr(e, 400, "bad_request", "profile: a profile name "
+		    "(host, minimal, base, media or an admin's)");
 	if (sbx_backend_find(s->backend) == NULL)
 		return perr(e, 400, "bad_request", "backend: ns or gvisor");
 	if ((net = json_object_get(body, "network")) != NULL) {

@@ -88,6 +88,8 @@
 
 #include "proxy/lib/usock.h"
 #include "sandbox-glue/executor/sbx.h"
+#include "sandbox-glue/executor/sbx_cfg.h"
+#include "sandbox-glue/executor/sbx_image.h"
 
 #define XD_NAME		"sluice-execd"
 #define XD_ERR_MAX	512
@@ -188,6 +190,11 @@ struct xd_cfg {
 	struct xd_art_lims art;
 	long snap_entries;              /* entries walked per snapshot */
 	struct xd_ids uids[XD_ROLE__COUNT], gids[XD_ROLE__COUNT];
+	/* images (sbx_image.h), as sluice-run's keys of the same names */
+	char image_dir[SBX_PATH_MAX];   /* the store */
+	char profile[SBX_ID_MAX + 1];   /* of a create without "profile" */
+	char shim_static[SBX_PATH_MAX]; /* the shim bound into images */
+	char tenant_profiles[4096];     /* sbx_profile_allowed's table */
 	char tcp[128];                  /* "" off */
 	char tls_cert[SBX_PATH_MAX], tls_key[SBX_PATH_MAX];
 	struct xd_token tokens[XD_TOKENS_MAX];
@@ -246,7 +253,7 @@ struct xd_create_spec {
 	char tenant[SBX_ID_MAX + 1];
 	char user[SBX_USER_MAX + 1];
 	char tier[16];
-	char profile[32];
+	char profile[SBX_ID_MAX + 1];
 	char backend[16];
 	struct xd_lims lim;
 };
@@ -585,7 +592,7 @@ struct xd_box {
 	struct sbx_rec rec;
 	const struct sbx_backend *be;
 	enum xd_box_state state;
-	char profile[32];
+	char profile[SBX_ID_MAX + 1];
 	struct xd_lims lim;
 	char broker[16];                /* "ok", "unknown" */
 	char eff_tier[16];              /* sluiced's effective tier, "" not

@@ -214,6 +214,11 @@ sbx_cfg_defaults(struct sbx_cfg *c, const char *state_dir,
 	c->lim.fsize_bytes = 1024ull << 20;
 	c->lim.nofile = 1024;
 	c->lim.nproc = 512;
+	snprintf(c->image_dir, sizeof(c->image_dir), "/var/lib/sluice-run/"
+	    "images");
+	snprintf(c->profiles_dir, sizeof(c->profiles_dir), "/etc/sluice/"
+	    "profiles");
+	snprintf(c->profile, sizeof(c->profile), "host");
 }
 
 /* 0 and *out set (when present), or -1 and why. */
@@ -267,7 +272,8 @@ static const char *const cfg_keys[] = { "state_dir", "control", "shim",
 	"max_file_bytes",
 	"max_per_tenant", "max_per_user", "max_total", "idle_after",
 	"remove_after", "uid_base", "cgroups", "limits", "workspace_root",
-	NULL };
+	"image_dir", "profiles_dir", "profile", "shim_static", "image_suite",
+	"image_sources", "tenant_profiles", NULL };
 static const char *const lim_keys[] = { "memory_mb", "pids", "cpu_pct",
 	"tmp_mb", "home_mb", "fsize_mb", "nofile", "nproc", NULL };
 
@@ -293,6 +299,140 @@ cfg_check_keys(json_t *o, const char *const *keys, const char *where,
 	return 0;
 }
 
+/* A line of text without control characters. */
+static int
+cfg_line_ok(const char *s)
+{
+	for (; *s != '\0'; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return 0;
+	return 1;
+}
+
+/* A profile's name: "host" or an id. */
+static int
+cfg_profile_name_ok(const char *s)
+{
+	return strcmp(s, "host") == 0 || sbx_id_ok(s, SBX_ID_MAX);
+}
+
+/* image_sources: apt lines ("deb ..."), kept one a line. */
+static int
+cfg_sources(struct sbx_cfg *c, json_t *v, char *err, size_t errlen)
+{
+	size_t i, n = 0, k;
+	json_t *e;
+
+	c->image_sources[0] = '\0';
+	if (!json_is_array(v) || json_array_size(v) > 32)
+		return sbx_err(err, errlen, "config: image_sources: an array "
+		    "of at most 32 apt lines");
+	json_array_foreach(v, i, e) {
+		const char *l = json_string_value(e);
+
+		if (l == NULL || strncmp(l, "deb ", 4) != 0 || !cfg_line_ok(l))
+			return sbx_err(err, errlen, "config: image_sources: "
+			    "lines \"deb URI SUITE COMPONENT...\"");
+		k = strlen(l);
+		if (n + k + 2 > sizeof(c->image_sources))
+			return sbx_err(err, errlen, "config: image_sources: "
+			    "under %zu bytes in all", sizeof(c->image_sources));
+		memcpy(c->image_sources + n, l, k);
+		n += k;
+		c->image_sources[n++] = '\n';
+		c->image_sources[n] = '\0';
+	}
+	return 0;
+}
+
+/* tenant_profiles: { "TENANT" or "*": [profile, ...] }, kept as one
+ * "TENANT P1 P2" line each (sluice-execd keeps the same table). */
+int
+sbx_tenant_profiles_parse(char *tab, size_t tablen, json_t *v, char *err,
+    size_t errlen)
+{
+	const char *t;
+	json_t *a, *e;
+	size_t i, n = 0, k;
+
+	tab[0] = '\0';
+	if (!json_is_object(v))
+		return sbx_err(err, errlen, "config: tenant_profiles: an object "
+		    "of tenant: [profile, ...]");
+	json_object_foreach(v, t, a) {
+		if (strcmp(t, "*") != 0 && !sbx_id_ok(t, SBX_ID_MAX))
+			return sbx_err(err, errlen, "config: tenant_profiles: "
+			    "keys are tenant ids or \"*\"");
+		if (!json_is_array(a))
+			return sbx_err(err, errlen, "config: tenant_profiles.%s: "
+			    "an array of profile names", t);
+		k = strlen(t);
+		if (n + k + 2 > tablen)
+			goto toolong;
+		memcpy(tab + n, t, k);
+		n += k;
+		json_array_foreach(a, i, e) {
+			const char *p = json_string_value(e);
+
+			if (p == NULL || !cfg_profile_name_ok(p))
+				return sbx_err(err, errlen, "config: "
+				    "tenant_profiles.%s: profile names", t);
+			k = strlen(p);
+			if (n + k + 3 > tablen)
+				goto toolong;
+			tab[n++] = ' ';
+			memcpy(tab + n, p, k);
+			n += k;
+		}
+		tab[n++] = '\n';
+		tab[n] = '\0';
+	}
+	return 0;
+toolong:
+	return sbx_err(err, errlen, "config: tenant_profiles: under %zu bytes "
+	    "in all", tablen);
+}
+
+int
+sbx_cfg_profile_ok(const struct sbx_cfg *c, const char *tenant,
+    const char *profile)
+{
+	return sbx_profile_allowed(c->tenant_profiles, tenant, profile);
+}
+
+int
+sbx_profile_allowed(const char *tab, const char *tenant, const char *profile)
+{
+	const char *line, *want[2] = { tenant, "*" };
+	size_t tl, pl = strlen(profile);
+	int w;
+
+	if (tab[0] == '\0')
+		return 1;
+	/* the tenant's own line decides; only without one the "*" line */
+	for (w = 0; w < 2; w++) {
+		if (want[w] == NULL || want[w][0] == '\0')
+			continue;
+		tl = strlen(want[w]);
+		for (line = tab; *line != '\0';
+		    line += strcspn(line, "\n") + 1) {
+			const char *p, *end = line + strcspn(line, "\n");
+
+			if (strncmp(line, want[w], tl) != 0 || (line[tl] != ' ' &&
+			    line[tl] != '\n'))
+				continue;
+			for (p = line + tl; p < end; p += strcspn(p, " \n")) {
+				p++;
+				if ((size_t)(end - p) >= pl && strncmp(p, profile,
+				    pl) == 0 && (p[pl] == ' ' || p[pl] == '\n'))
+					return 1;
+			}
+			return 0;
+		}
+	}
+	return 0;
+}
+
 static int
 cfg_apply(struct sbx_cfg *c, json_t *o, char *err, size_t errlen)
 {
@@ -311,6 +451,16 @@ cfg_apply(struct sbx_cfg *c, json_t *o, char *err, size_t errlen)
 	    cfg_str(o, "tier", c->tier, sizeof(c->tier), err, errlen) != 0 ||
 	    cfg_str(o, "workspace_root", c->workspace_root,
 	    sizeof(c->workspace_root), err, errlen) != 0 ||
+	    cfg_str(o, "image_dir", c->image_dir, sizeof(c->image_dir), err,
+	    errlen) != 0 ||
+	    cfg_str(o, "profiles_dir", c->profiles_dir,
+	    sizeof(c->profiles_dir), err, errlen) != 0 ||
+	    cfg_str(o, "profile", c->profile, sizeof(c->profile), err,
+	    errlen) != 0 ||
+	    cfg_str(o, "shim_static", c->shim_static, sizeof(c->shim_static),
+	    err, errlen) != 0 ||
+	    cfg_str(o, "image_suite", c->image_suite, sizeof(c->image_suite),
+	    err, errlen) != 0 ||
 	    cfg_num(o, "timeout_max", &c->timeout_max, 1, 1680, err,
 	    errlen) != 0 ||
 	    cfg_num(o, "timeout", &c->timeout_default, 1, c->timeout_max,
@@ -346,6 +496,26 @@ cfg_apply(struct sbx_cfg *c, json_t *o, char *err, size_t errlen)
 		return sbx_err(err, errlen, "config: workspace_root: an "
 		    "absolute path below a top-level directory, not in /etc, "
 		    "/usr, /root and the like");
+	if (c->image_dir[0] != '/' || !cfg_line_ok(c->image_dir) ||
+	    (c->profiles_dir[0] != '\0' && (c->profiles_dir[0] != '/' ||
+	    !cfg_line_ok(c->profiles_dir))) ||
+	    (c->shim_static[0] != '\0' && c->shim_static[0] != '/'))
+		return sbx_err(err, errlen, "config: image_dir, profiles_dir "
+		    "and shim_static: absolute paths");
+	if (!cfg_profile_name_ok(c->profile))
+		return sbx_err(err, errlen, "config: profile: \"host\" or a "
+		    "profile name");
+	if (c->image_suite[0] != '\0' && !sbx_id_ok(c->image_suite,
+	    sizeof(c->image_suite) - 1))
+		return sbx_err(err, errlen, "config: image_suite: a suite "
+		    "name (bookworm...)");
+	if ((l = json_object_get(o, "image_sources")) != NULL &&
+	    cfg_sources(c, l, err, errlen) != 0)
+		return -1;
+	if ((l = json_object_get(o, "tenant_profiles")) != NULL &&
+	    sbx_tenant_profiles_parse(c->tenant_profiles,
+	    sizeof(c->tenant_profiles), l, err, errlen) != 0)
+		return -1;
 	if ((l = json_object_get(o, "cgroups")) != NULL) {
 		const char *v = json_is_false(l) ? "off" : json_is_true(l) ?
 		    "auto" : json_string_value(l);
@@ -473,7 +643,8 @@ json_t *
 sbx_rec_json(const struct sbx_rec *r)
 {
 	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:b,s:b,s:I,s:I,s:I,"
-	    "s:s,s:s,s:I,s:I,s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:b,s:s,s:s,s:s,s:o}",
+	    "s:s,s:s,s:I,s:I,s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:b,s:s,s:s,s:s,s:o,"
+	    "s:s,s:s,s:s}",
 	    "chat", r->chat, "tenant", r->tenant, "user", r->user,
 	    "tier", r->tier, "backend", r->backend, "dir", r->dir,
 	    "workspace", r->workspace, "workspace_made", r->workspace_made,
@@ -491,7 +662,9 @@ sbx_rec_json(const struct sbx_rec *r)
 	    "created", (json_int_t)r->created,
 	    "last_used", (json_int_t)r->last_used,
 	    "suspended", r->suspended, "cgroup", r->cgroup, "note", r->note,
-	    "backend_data", r->backend_data, "limits", lim_json(&r->lim));
+	    "backend_data", r->backend_data, "limits", lim_json(&r->lim),
+	    "profile", r->profile, "image", r->image,
+	    "image_path", r->image_path);
 }
 
 /* A string field: missing is "", too long is an error (never cut). */
@@ -544,6 +717,25 @@ rec_b(json_t *o, const char *k, int *out, char *err, size_t errlen)
 	return 0;
 }
 
+/* digest: 64 lower-case hex digits; path: absolute, ending in
+ * "/<digest>.erofs", without "." or ".." components. */
+static int
+rec_image_ok(const char *digest, const char *path)
+{
+	size_t i, n = strlen(path);
+
+	for (i = 0; digest[i] != '\0'; i++)
+		if (!((digest[i] >= '0' && digest[i] <= '9') ||
+		    (digest[i] >= 'a' && digest[i] <= 'f')))
+			return 0;
+	if (i != 64 || path[0] != '/' || n < 72 || path[n - 71] != '/' ||
+	    strncmp(path + n - 70, digest, 64) != 0 ||
+	    strcmp(path + n - 6, ".erofs") != 0 || strstr(path, "/./") ||
+	    strstr(path, "/../") || strstr(path, "//") || !cfg_line_ok(path))
+		return 0;
+	return 1;
+}
+
 static int
 rec_apply(struct sbx_rec *r, json_t *o, char *err, size_t errlen)
 {
@@ -555,7 +747,8 @@ rec_apply(struct sbx_rec *r, json_t *o, char *err, size_t errlen)
 	sizeof(((struct sbx_rec *)0)->f) }
 		S_(chat), S_(tenant), S_(user), S_(tier), S_(backend),
 		S_(dir), S_(workspace), S_(session_dir), S_(shim), S_(cgroup),
-		S_(note), S_(backend_data),
+		S_(note), S_(backend_data), S_(profile), S_(image),
+		S_(image_path),
 #undef S_
 	};
 	static const char *const lims[] = { "memory_bytes", "pids",
@@ -577,6 +770,15 @@ rec_apply(struct sbx_rec *r, json_t *o, char *err, size_t errlen)
 			return -1;
 	if (!sbx_id_ok(r->chat, SBX_ID_MAX))
 		return sbx_err(err, errlen, "record: chat: a chat id");
+	/* an image is a file of a store named by its digest: a record may
+	 * not have a backend mount something else as a root */
+	if (r->profile[0] != '\0' && !cfg_profile_name_ok(r->profile))
+		return sbx_err(err, errlen, "record: profile: a profile name");
+	if (r->image[0] != '\0' && !rec_image_ok(r->image, r->image_path))
+		return sbx_err(err, errlen, "record: image: a sha256 and "
+		    "image_path /.../<it>.erofs");
+	if (r->image[0] == '\0' && r->image_path[0] != '\0')
+		return sbx_err(err, errlen, "record: image_path without image");
 	if (rec_b(o, "workspace_made", &r->workspace_made, err, errlen) ||
 	    rec_b(o, "workspace_given", &r->workspace_given, err, errlen) ||
 	    rec_i(o, "workspace_uid", 0, uid_hi, &v[10], err, errlen) ||

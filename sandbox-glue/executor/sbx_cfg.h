@@ -38,6 +38,18 @@ struct sbx_cfg {
 	char workspace_root[SBX_PATH_MAX];      /* --workspace only under it;
 	                                         * "": no --workspace */
 	struct sbx_limits lim;
+	/* images (sbx_image.h) */
+	char image_dir[SBX_PATH_MAX];   /* the store */
+	char profiles_dir[SBX_PATH_MAX];/* the admin's profiles, searched
+	                                 * before the built-in ones */
+	char profile[SBX_ID_MAX + 1];   /* of create without --profile */
+	char shim_static[SBX_PATH_MAX]; /* the shim bound into images */
+	char image_suite[32];           /* "": the host's */
+	char image_sources[4096];       /* apt lines, one a line; "": the
+	                                 * host's Debian sources */
+	char tenant_profiles[4096];     /* "TENANT P1 P2...\n" a line, "*"
+	                                 * for any other tenant; "": no
+	                                 * restriction */
 };
 
 /* The built-in defaults; shim is the installed sluice-shim's path. */
@@ -51,6 +63,19 @@ int sbx_cfg_parse(struct sbx_cfg *c, const char *text, size_t len,
 /* The same from a file (at most SBX_CFG_FILE_MAX bytes). */
 int sbx_cfg_load(struct sbx_cfg *c, const char *path, char *err,
     size_t errlen) SLUICE_MUSTCHECK;
+
+/* 1 when tenant ("" none) may make sandboxes of profile under
+ * c->tenant_profiles: its own line, else the "*" line, else (no line
+ * for it) not at all; without tenant_profiles, any profile. */
+int sbx_cfg_profile_ok(const struct sbx_cfg *c, const char *tenant,
+    const char *profile);
+/* The same over a table of that form (sluice-execd's). */
+int sbx_profile_allowed(const char *tab, const char *tenant,
+    const char *profile);
+/* tenant_profiles' JSON ({"TENANT" or "*": [profile, ...]}) into such a
+ * table of tablen bytes. */
+int sbx_tenant_profiles_parse(char *tab, size_t tablen, json_t *v,
+    char *err, size_t errlen) SLUICE_MUSTCHECK;
 
 /* The record as saved (new reference) and read back.  sbx_rec_parse
  * refuses what sluice-run could not have written: a string too long for

@@ -2,8 +2,11 @@
  * sbx_gvisor.c: the gVisor backend.  Every sandbox is one runsc container
  * with --network=none (loopback only), its own runsc state directory
  * (rec->dir/runsc) and an OCI bundle (rec->dir/bundle) whose read-only
- * root is assembled from the host's /usr and a few /etc entries, like the
- * ns backend's.  runsc is always run through fork/exec with an argv.
+ * root is the sandbox's image (rec->image, sbx_image.h) mounted on the
+ * host at bundle/rootfs, its passwd and group bound over for the sandbox's
+ * host uid, or without one assembled from the host's /usr and a few /etc
+ * entries, like the ns backend's.  runsc is always run through fork/exec
+ * with an argv.
  *
  * Facts about runsc 20221219 (Debian 12) that shape this file:
  * - the ptrace platform works everywhere; kvm may hang (nested guests);
@@ -39,7 +42,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -47,7 +52,8 @@
 
 #include <jansson.h>
 
-#include "sandbox-glue/executor/sbx.h"
+#include "sandbox-glue/executor/sbx-int.h"
+#include "sandbox-glue/executor/sbx_image.h"
 
 #define GV_MISSING	"runsc not found: install the Debian package runsc"
 #define GV_CG		"/sys/fs/cgroup/memory/sluice"	/* inside */
@@ -380,6 +386,8 @@ gv_rootfs(const struct sbx_rec *rec, const char *rootfs, json_t *mounts,
 	char src[SBX_PATH_MAX], dst[SBX_PATH_MAX * 2];
 	size_t i;
 
+	if (rec->image[0] != '\0')
+		return 0;       /* the image, mounted there (gv_image_root) */
 	if (sbx_mkdir(rootfs, 0755) != 0)
 		return sbx_err(err, errlen, "mkdir %s: %s", rootfs,
 		    strerror(errno));
@@ -429,6 +437,68 @@ gv_caps(const char *const *names)
 	return r;
 }
 
+/* 1 while something is mounted on the bundle's rootfs. */
+static int
+gv_rootfs_mounted(const struct sbx_rec *rec)
+{
+	char b[SBX_PATH_MAX + 16], r[SBX_PATH_MAX + 32];
+	struct stat sb, sr;
+
+	snprintf(b, sizeof(b), "%s/bundle", rec->dir);
+	snprintf(r, sizeof(r), "%s/bundle/rootfs", rec->dir);
+	return stat(b, &sb) == 0 && lstat(r, &sr) == 0 && S_ISDIR(sr.st_mode) &&
+	    sr.st_dev != sb.st_dev;
+}
+
+/* Unmount the image from the bundle's rootfs (bounded: a mount on a
+ * mount comes off too). */
+static void
+gv_image_unroot(const struct sbx_rec *rec)
+{
+	char r[SBX_PATH_MAX + 32];
+	int i;
+
+	snprintf(r, sizeof(r), "%s/bundle/rootfs", rec->dir);
+	for (i = 0; i < 8 && gv_rootfs_mounted(rec); i++)
+		if (umount2(r, MNT_DETACH | UMOUNT_NOFOLLOW) != 0)
+			break;
+}
+
+/*
+ * The image as the bundle's rootfs: mounted on the host (runsc's gofer
+ * serves the sentry from there), read-only, nosuid, nodev; and the
+ * sandbox's passwd and group (the sandbox user is rec->host_uid) in
+ * <dir>/etc, bound over the image's by gv_config.  destroy() unmounts.
+ */
+static int
+gv_image_root(struct sbx_rec *rec, char *err, size_t errlen)
+{
+	char r[SBX_PATH_MAX + 32], failed[SBX_PATH_MAX + 32];
+	int m;
+
+	snprintf(r, sizeof(r), "%s/etc", rec->dir);
+	if (sbx_mkdir(r, 0755) != 0)
+		return sbx_err(err, errlen, "%s: %s", r, strerror(errno));
+	if (sbx_etc_ids(rec->dir, (unsigned)rec->host_uid,
+	    (unsigned)rec->host_gid, failed, sizeof(failed)) != 0)
+		return sbx_err(err, errlen, "%s: %s", failed, strerror(errno));
+	snprintf(r, sizeof(r), "%s/bundle/rootfs", rec->dir);
+	gv_image_unroot(rec);
+	if (sbx_mkdir(r, 0755) != 0)
+		return sbx_err(err, errlen, "mkdir %s: %s", r, strerror(errno));
+	if ((m = sbx_image_attach(rec, err, errlen)) < 0)
+		return -1;
+	if (syscall(SYS_move_mount, m, "", AT_FDCWD, r,
+	    MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+		sbx_err(err, errlen, "attach the image at %s: %s", r,
+		    strerror(errno));
+		close(m);
+		return -1;
+	}
+	close(m);
+	return 0;
+}
+
 /* config.json: init as the sandbox user, no capabilities, the mounts,
  * and host cgroup limits when with_cg. */
 static int
@@ -438,7 +508,8 @@ gv_config(struct sbx_rec *rec, const char *bundle, int with_cg,
 	static const char *const mopt_ro[] = { "ro", "nosuid", "nodev",
 	    "noexec", NULL };
 	char path[SBX_PATH_MAX + 32], tmp_size[48], home_size[48];
-	char uid[24], gid[24];
+	char uid[24], gid[24], passwd[SBX_PATH_MAX + 16];
+	char group[SBX_PATH_MAX + 16];
 	char cgpath[SBX_ID_MAX + 48];
 	json_t *cfg = NULL, *mounts, *linux_, *res;
 	const char *o_tmp[] = { tmp_size, "mode=1777", "nosuid", "nodev",
@@ -459,10 +530,15 @@ gv_config(struct sbx_rec *rec, const char *bundle, int with_cg,
 	    64ull << 20));
 	snprintf(uid, sizeof(uid), "uid=%u", (unsigned)rec->host_uid);
 	snprintf(gid, sizeof(gid), "gid=%u", (unsigned)rec->host_gid);
+	snprintf(passwd, sizeof(passwd), "%s/etc/passwd", rec->dir);
+	snprintf(group, sizeof(group), "%s/etc/group", rec->dir);
 	if (gv_mount_add(mounts, "/proc", "proc", "proc", NULL) != 0 ||
 	    gv_mount_add(mounts, "/dev", "tmpfs", "tmpfs", NULL) != 0 ||
 	    gv_mount_add(mounts, "/sys", "sysfs", "sysfs", mopt_ro) != 0 ||
-	    gv_bind(mounts, "/usr", "/usr", 1) != 0 ||
+	    (rec->image[0] == '\0' && gv_bind(mounts, "/usr", "/usr", 1) != 0)
+	    ||
+	    (rec->image[0] != '\0' && (gv_bind(mounts, "/etc/passwd", passwd,
+	    1) != 0 || gv_bind(mounts, "/etc/group", group, 1) != 0)) ||
 	    gv_bind(mounts, SBX_WORKDIR, rec->workspace, 0) != 0 ||
 	    gv_bind(mounts, SBX_SOCK_DIR, rec->session_dir, 0) != 0 ||
 	    gv_bind(mounts, SBX_SHIM_PATH, rec->shim, 1) != 0 ||
@@ -640,6 +716,8 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 		free(sc);
 		return -1;
 	}
+	if (rec->image[0] != '\0' && gv_image_root(rec, err, errlen) != 0)
+		goto fail;
 	for (try = 0; try < 2; try++) {
 		const char *cr[] = { "create", "--bundle", bundle,
 		    "--pid-file", pidf, c.id, NULL };
@@ -1026,6 +1104,13 @@ gv_destroy(struct sbx_rec *rec, char *err, size_t errlen)
 	if (gv_alive(rec))
 		return sbx_err(err, errlen, "sandbox process %d does not die",
 		    (int)rec->init_pid);
+	/* the gofer is gone: the image comes off the host (the loop
+	 * device, if there was one, clears itself with its last mount) */
+	gv_image_unroot(rec);
+	if (gv_rootfs_mounted(rec))
+		return sbx_err(err, errlen, "%s/bundle/rootfs: still mounted",
+		    rec->dir);
+	sbx_image_detach(rec);
 	sbx_log_stop(rec->dir);
 	/* runsc delete removes them; this covers a runsc that died */
 	gv_cgname(rec, cg, sizeof(cg));
@@ -1036,6 +1121,43 @@ gv_destroy(struct sbx_rec *rec, char *err, size_t errlen)
 	snprintf(p, sizeof(p), "/sys/fs/cgroup%s", cg);
 	(void)rmdir(p);
 	return 0;
+}
+
+/*
+ * The OOM kills in the sandbox's host cgroup (runsc made it, from
+ * cgroupsPath: rec->cgroup; "" when created without host cgroups).  The
+ * memory limit is the whole sandbox's there, so a command that takes too
+ * much is killed by the host's OOM killer inside that group: its
+ * memory.events (v2) or memory.oom_control (v1) counts it.
+ */
+static int
+gv_oom_kills(const struct sbx_rec *rec, uint64_t *n)
+{
+	char p[SBX_PATH_MAX + 64], line[128];
+	unsigned long long v;
+	size_t i;
+	FILE *f;
+	int rc = -1;
+
+	if (rec->cgroup[0] != '/')
+		return -1;
+	for (i = 0; i < 2 && rc != 0; i++) {
+		if (i == 0)
+			snprintf(p, sizeof(p), "/sys/fs/cgroup%s/memory.events",
+			    rec->cgroup);
+		else
+			snprintf(p, sizeof(p), "/sys/fs/cgroup/memory%s/"
+			    "memory.oom_control", rec->cgroup);
+		if ((f = fopen(p, "re")) == NULL)
+			continue;
+		while (fgets(line, sizeof(line), f) != NULL)
+			if (sscanf(line, "oom_kill %llu", &v) == 1) {
+				*n = v;
+				rc = 0;
+			}
+		fclose(f);
+	}
+	return rc;
 }
 
 const struct sbx_backend sbx_gvisor_backend = {
@@ -1049,4 +1171,5 @@ const struct sbx_backend sbx_gvisor_backend = {
 	.resume = gv_resume,
 	.alive = gv_alive,
 	.destroy = gv_destroy,
+	.oom_kills = gv_oom_kills,
 };

@@ -2,12 +2,14 @@
  * sbx_ns.c: the Linux namespaces backend.
  *
  * A sandbox is a holder process ("init", pid 1 of its own pid namespace)
- * that owns a user, mount, pid, net, ipc and uts namespace.  It builds a
- * read-only root on a tmpfs from the host's /usr and a few /etc files,
- * pivots into it, brings loopback up, starts sluice-shim and then only
- * reaps.  Commands enter its namespaces with setns(2), user first, and
- * are forked once more so that they are children in its pid namespace:
- * whatever they leave behind reparents to the holder and survives.
+ * that owns a user, mount, pid, net, ipc and uts namespace.  Its root is
+ * read-only: the sandbox's image (rec->image, sbx_image.h), mounted on the
+ * host's side and attached in its mount namespace, or without one a tmpfs
+ * with the host's /usr and a few /etc files.  It pivots into it, brings
+ * loopback up, starts sluice-shim and then only reaps.  Commands enter
+ * its namespaces with setns(2), user first, and are forked once more so
+ * that they are children in its pid namespace: whatever they leave
+ * behind reparents to the holder and survives.
  *
  * Process trees are found through cgroups when the host lets us make
  * them (a v1 freezer per command, or a v2 group per command), and
@@ -44,7 +46,8 @@
 
 #include <linux/capability.h>
 
-#include "sandbox-glue/executor/sbx.h"
+#include "sandbox-glue/executor/sbx-int.h"
+#include "sandbox-glue/executor/sbx_image.h"
 
 #define CG_V1		"/sys/fs/cgroup"
 #define CG_NAME		"sluice-run"
@@ -692,6 +695,8 @@ struct init_arg {
 	 * while it still has the host's uid 0: as the mapped uid it could
 	 * not search directories like a 0700 /root or mktemp -d */
 	int src_fd[3];          /* workspace, session dir, shim */
+	int image_fd;           /* the image's detached mount (sbx_image.h),
+	                         * -1: the host's /usr */
 };
 
 enum { SRC_WS, SRC_SESS, SRC_SHIM };
@@ -820,6 +825,42 @@ dev_build(struct init_arg *a, const char *root)
 		    "newinstance,ptmxmode=0666,mode=0620");
 }
 
+/*
+ * The shim of an image's sandbox: copied from the host into a tmpfs of
+ * its own on /opt/sluice, read-only once there.  A bind would show the
+ * host path of the file in every mountinfo of the sandbox.
+ */
+static void
+shim_copy(struct init_arg *a, const char *root)
+{
+	char p[SBX_PATH_MAX + 64], src[64], opt[64], buf[65536];
+	struct stat st;
+	int in, out;
+	ssize_t n;
+
+	snprintf(src, sizeof(src), "/proc/self/fd/%d", a->src_fd[SRC_SHIM]);
+	if ((in = open(src, O_RDONLY | O_CLOEXEC)) < 0 || fstat(in, &st) != 0)
+		init_fail(a, "open", a->rec->shim);
+	snprintf(p, sizeof(p), "%s/opt/sluice", root);
+	snprintf(opt, sizeof(opt), "size=%llu,mode=0755",
+	    (unsigned long long)st.st_size + (64 << 10));
+	if (mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, opt) != 0)
+		init_fail(a, "mount tmpfs", p);
+	snprintf(p, sizeof(p), "%s%s", root, SBX_SHIM_PATH);
+	if ((out = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755)) < 0)
+		init_fail(a, "create", p);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, (size_t)n) != n)
+			init_fail(a, "write", p);
+	if (n < 0 || close(out) != 0)
+		init_fail(a, "copy", a->rec->shim);
+	close(in);
+	snprintf(p, sizeof(p), "%s/opt/sluice", root);
+	if (mount(NULL, p, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+	    opt) != 0)
+		init_fail(a, "remount read-only", p);
+}
+
 static void
 root_build(struct init_arg *a)
 {
@@ -832,23 +873,35 @@ root_build(struct init_arg *a)
 	snprintf(root, sizeof(root), "%s", ROOT_BUILD);
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
 		init_fail(a, "make-rprivate", "/");
-	if (mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, ROOT_TMPFS)
-	    != 0)
-		init_fail(a, "mount tmpfs", root);
-	snprintf(p, sizeof(p), "%s/usr", root);
-	if (bind_at("/usr", p, 1, 1) != 0)
-		init_fail(a, "bind", "/usr");
-	for (i = 0; i < sbx_root_top_n; i++) {
-		snprintf(src, sizeof(src), "/%s", sbx_root_top[i]);
-		snprintf(p, sizeof(p), "%s/%s", root, sbx_root_top[i]);
-		if (lstat(src, &st) != 0)
-			continue;
-		if (S_ISLNK(st.st_mode))
-			sbx_copy_link(src, p);
-		else if (S_ISDIR(st.st_mode) && bind_at(src, p, 1, 1) != 0)
-			init_fail(a, "bind", src);
+	if (a->image_fd >= 0) {
+		/* the image is the root, mount points and /etc included;
+		 * mounted on the host's side (a user namespace may not mount
+		 * EROFS), attached here */
+		if (syscall(SYS_move_mount, a->image_fd, "", AT_FDCWD, root,
+		    MOVE_MOUNT_F_EMPTY_PATH) != 0)
+			init_fail(a, "attach the image at", root);
+		close(a->image_fd);
+		a->image_fd = -1;
+	} else {
+		if (mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV,
+		    ROOT_TMPFS) != 0)
+			init_fail(a, "mount tmpfs", root);
+		snprintf(p, sizeof(p), "%s/usr", root);
+		if (bind_at("/usr", p, 1, 1) != 0)
+			init_fail(a, "bind", "/usr");
+		for (i = 0; i < sbx_root_top_n; i++) {
+			snprintf(src, sizeof(src), "/%s", sbx_root_top[i]);
+			snprintf(p, sizeof(p), "%s/%s", root, sbx_root_top[i]);
+			if (lstat(src, &st) != 0)
+				continue;
+			if (S_ISLNK(st.st_mode))
+				sbx_copy_link(src, p);
+			else if (S_ISDIR(st.st_mode) && bind_at(src, p, 1, 1) !=
+			    0)
+				init_fail(a, "bind", src);
+		}
+		etc_build(a, root);
 	}
-	etc_build(a, root);
 	dev_build(a, root);
 	snprintf(p, sizeof(p), "%s/proc", root);
 	if (mkdir_ok(p) != 0 || mount("proc", p, "proc", MS_NOSUID | MS_NODEV |
@@ -892,7 +945,10 @@ root_build(struct init_arg *a)
 	snprintf(p, sizeof(p), "%s/opt/sluice", root);
 	(void)mkdir_ok(p);
 	snprintf(p, sizeof(p), "%s%s", root, SBX_SHIM_PATH);
-	if (bind_at(src_path(a, SRC_SHIM, src, sizeof(src)), p, 1, 0) != 0)
+	if (rec->image[0] != '\0')
+		shim_copy(a, root);
+	else if (bind_at(src_path(a, SRC_SHIM, src, sizeof(src)), p, 1, 0) !=
+	    0)
 		init_fail(a, "bind", rec->shim);
 	snprintf(p, sizeof(p), "%s/root", root);
 	(void)mkdir(p, 0700);
@@ -950,6 +1006,41 @@ shim_start(struct init_arg *a)
 	_exit(127);
 }
 
+/*
+ * The holder is a clone of its creator, sluice-run or the daemon, with
+ * its command line: as pid 1 of the sandbox anyone inside could read the
+ * host paths and options in it (/proc/1/cmdline).  The argument area is
+ * overwritten in place with "sbx-init" (its bounds are in /proc/self/stat,
+ * fields 48 and 49).
+ */
+static void
+hide_cmdline(void)
+{
+	char buf[1024], *p;
+	unsigned long long start = 0, end = 0;
+	int i, fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	/* the command name may hold spaces: count from after the last ')',
+	 * which ends field 2 */
+	if ((p = strrchr(buf, ')')) == NULL)
+		return;
+	for (i = 2; i < 48 && p != NULL; i++)  /* to the space before 48 */
+		p = strchr(p + 1, ' ');
+	if (p == NULL || sscanf(p + 1, "%llu %llu", &start, &end) != 2 ||
+	    end <= start || end - start > (1ull << 20))
+		return;
+	memset((void *)(uintptr_t)start, 0, (size_t)(end - start));
+	snprintf((char *)(uintptr_t)start, (size_t)(end - start), "sbx-init");
+}
+
 static volatile sig_atomic_t init_stop;
 
 static void
@@ -970,11 +1061,12 @@ init_main(void *arg)
 	int st, fd;
 
 	{
-		int keep[4] = { a->go_rd, a->rep_wr, a->log_fd,
-		    a->commit_fd };
+		int keep[5] = { a->go_rd, a->rep_wr, a->log_fd,
+		    a->commit_fd, a->image_fd };
 
-		close_others(keep, 4);
+		close_others(keep, 5);
 	}
+	hide_cmdline();
 	{
 		/* sluice-run blocks signals while it creates: not ours, nor
 		 * the shim's */
@@ -1144,6 +1236,8 @@ ns_destroy(struct sbx_rec *rec, char *err, size_t errlen)
 	/* its writers are gone; what they left in the pipe goes with the
 	 * directory */
 	sbx_log_stop(rec->dir);
+	/* the holder's namespace held the only mount of the image */
+	sbx_image_detach(rec);
 	rec->init_pid = 0;
 	rec->init_start = 0;
 	return 0;
@@ -1167,6 +1261,7 @@ ns_create(struct sbx_rec *rec, char *err, size_t errlen)
 
 	memset(&a, 0, sizeof(a));
 	a.log_fd = -1;
+	a.image_fd = -1;
 	a.src_fd[0] = a.src_fd[1] = a.src_fd[2] = -1;
 	/* bounded: a sandbox can make the shim log as much as it likes */
 	if ((a.log_fd = sbx_log_start(rec->dir, err, errlen)) < 0)
@@ -1175,6 +1270,12 @@ ns_create(struct sbx_rec *rec, char *err, size_t errlen)
 	 * (ns_destroy copes with no holder) */
 	rec->init_pid = 0;
 	rec->init_start = 0;
+	/* the image's mount goes to the holder, which attaches it as its
+	 * root: once the holder's mount namespace is gone, so is the mount
+	 * (and the loop device, if the kernel needed one) */
+	if (rec->image[0] != '\0' && (a.image_fd = sbx_image_attach(rec, err,
+	    errlen)) < 0)
+		goto fail;
 	cg_setup(rec);
 	if (pipe2(go, O_CLOEXEC) != 0 || pipe2(rep, O_CLOEXEC) != 0 ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, cm) != 0) {
@@ -1252,6 +1353,8 @@ out:
 		close(rep[1]);
 	if (a.log_fd >= 0)
 		close(a.log_fd);
+	if (a.image_fd >= 0)
+		close(a.image_fd);
 	free(stack);
 	return rc;
 }

@@ -40,6 +40,7 @@
 
 #include "sandbox-glue/executor/sbx.h"
 #include "sandbox-glue/executor/sbx_cfg.h"
+#include "sandbox-glue/executor/sbx_image.h"
 
 #define PROG		"sluice-run"
 #define DEF_STATE	"/run/sluice-run"
@@ -58,6 +59,8 @@ enum {
 	EX_BACKEND = 7,         /* backend unavailable or failed */
 	EX_CUT = 8,             /* read: the file was larger than
 	                         * max_file_bytes, cut there */
+	EX_IMAGE = 9,           /* image_missing, image_in_use,
+	                         * profile_unknown, profile_forbidden */
 	EX_TIMEOUT = 124,       /* exec: the command timed out */
 	EX_EXECFAIL = 125,      /* exec: sluice-run could not run it */
 };
@@ -300,6 +303,18 @@ rm_at(int dfd, int depth)
 			    O_NOFOLLOW | O_CLOEXEC);
 			if (fd < 0)
 				continue;
+			/* nor into another file system: an image still
+			 * mounted in a sandbox's directory is not to be
+			 * emptied (it is read-only anyway, and large) */
+			{
+				struct stat a, b;
+
+				if (fstat(dirfd(d), &a) != 0 || fstat(fd, &b) !=
+				    0 || a.st_dev != b.st_dev) {
+					close(fd);
+					continue;
+				}
+			}
 			rm_at(fd, depth + 1);
 			if (unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) == 0)
 				gone = 1;
@@ -1155,7 +1170,8 @@ finish_cmd(const char *chat, const struct sbx_backend *be,
 /* ---- subcommands ---- */
 
 static const char *o_chat, *o_tenant = "", *o_user = "", *o_tier,
-    *o_backend, *o_workspace;
+    *o_backend, *o_workspace, *o_profile;
+static int o_cached;
 static long o_timeout = -1, o_cap = -1, o_idle = -1, o_remove = -1;
 static int o_stdin;
 static struct envv o_env;
@@ -1291,13 +1307,43 @@ cmd_create(void)
 		unlock(lk);
 		die(EX_QUOTA, "quota: no free uid range (%lu in use)", C.slots);
 	}
+	/* the root: the profile's newest image now; the backend's create
+	 * takes it under the store's lock, and says image_missing should it
+	 * have gone meanwhile */
+	{
+		const char *prof = o_profile ? o_profile : C.profile;
+		int irc;
+
+		if (!sbx_cfg_profile_ok(&C, o_tenant, prof)) {
+			unlock(lk);
+			die(EX_IMAGE, "profile_forbidden: %s%s may not use "
+			    "profile %s (tenant_profiles)", o_tenant[0] ?
+			    "tenant " : "a sandbox without a tenant", o_tenant,
+			    prof);
+		}
+		if ((irc = sbx_image_pick(&r, C.image_dir, prof, err,
+		    sizeof(err))) != 0) {
+			unlock(lk);
+			die(irc == SBX_IMG_MISSING ? EX_IMAGE : EX_FAIL, "%s",
+			    safe(err));
+		}
+		if (r.image[0] != '\0' && !sbx_elf_static(C.shim_static)) {
+			unlock(lk);
+			die(EX_FAIL, "shim_static %s: not a static executable: an "
+			    "image's sandbox runs the shim on the image's libc "
+			    "(make sandbox-glue/shim/sluice-shim-static; set "
+			    "\"shim_static\" in the configuration)",
+			    safe(C.shim_static));
+		}
+	}
 	snprintf(r.chat, sizeof(r.chat), "%s", o_chat);
 	snprintf(r.tenant, sizeof(r.tenant), "%s", o_tenant);
 	snprintf(r.user, sizeof(r.user), "%s", o_user);
 	snprintf(r.tier, sizeof(r.tier), "%s", o_tier ? o_tier : C.tier);
 	snprintf(r.backend, sizeof(r.backend), "%s", be->name);
 	snprintf(r.dir, sizeof(r.dir), "%s", d);
-	snprintf(r.shim, sizeof(r.shim), "%s", C.shim);
+	snprintf(r.shim, sizeof(r.shim), "%s", r.image[0] ? C.shim_static :
+	    C.shim);
 	r.uid_count = 65536;
 	r.uid_base = (uid_t)(C.uid_base + (unsigned long)r.slot * 65536);
 	r.host_uid = r.uid_base + SBX_UID;
@@ -1395,7 +1441,9 @@ cmd_create(void)
 	socket_own(&r);
 	if (be->create(&r, err, sizeof(err)) != 0) {
 		fprintf(stderr, PROG ": backend %s: %s\n", be->name, safe(err));
-		rc = EX_BACKEND;
+		/* the image went between the pick and the backend's take */
+		rc = strncmp(err, "image_missing:", 14) == 0 ? EX_IMAGE :
+		    EX_BACKEND;
 		goto fail;
 	}
 	if (rec_save(&r) != 0) {
@@ -1412,8 +1460,10 @@ cmd_create(void)
 		json_object_set_new(j, "state", json_string("running"));
 		json_out(j);
 	} else {
-		printf("created sandbox for chat %s (backend %s, workspace %s)"
-		    "\n", r.chat, r.backend, safe(r.workspace));
+		printf("created sandbox for chat %s (backend %s, workspace %s, "
+		    "profile %s%s%.12s)\n", r.chat, r.backend, safe(r.workspace),
+		    r.profile, r.image[0] ? ", image " : ": the host's /usr",
+		    r.image);
 		if (r.note[0])
 			printf("note: %s\n", safe(r.note));
 	}
@@ -2257,6 +2307,13 @@ destroy_locked(struct sbx_rec *r)
 		ws_give_back(r);
 	rm_tree(r->dir);
 	(void)rmdir(r->session_dir);    /* sluiced leaves it, empty */
+	/* an image that a rebuild replaced goes with its last sandbox */
+	{
+		char store[SBX_PATH_MAX];
+
+		if (sbx_image_store_of(r, store, sizeof(store)) == 0)
+			(void)sbx_image_sweep(store);
+	}
 	return 0;
 }
 
@@ -2301,8 +2358,9 @@ cmd_list(void)
 	size_t i;
 
 	if (!opt_json)
-		printf("%-24s %-12s %-12s %-10s %-7s %-9s %8s\n", "CHAT",
-		    "TENANT", "USER", "TIER", "BACKEND", "STATE", "IDLE_S");
+		printf("%-24s %-12s %-12s %-10s %-7s %-9s %8s %s\n", "CHAT",
+		    "TENANT", "USER", "TIER", "BACKEND", "STATE", "IDLE_S",
+		    "PROFILE");
 	for (i = 0; all[i] != NULL; i++) {
 		struct sbx_rec r;
 
@@ -2310,12 +2368,14 @@ cmd_list(void)
 			continue;
 		if (opt_json) {
 			json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,"
-			    "s:I,s:I,s:I,s:s}", "chat", r.chat, "tenant",
+			    "s:I,s:I,s:I,s:s,s:s,s:s}", "chat", r.chat, "tenant",
 			    r.tenant, "user", r.user, "tier", r.tier, "backend",
 			    r.backend, "state", state_of(&r), "workspace",
 			    r.workspace, "created", (json_int_t)r.created,
 			    "last_used", (json_int_t)r.last_used, "init_pid",
-			    (json_int_t)r.init_pid, "note", r.note);
+			    (json_int_t)r.init_pid, "note", r.note,
+			    "profile", r.profile[0] ? r.profile :
+			    SBX_PROFILE_HOST, "image", r.image);
 
 			json_array_append_new(a, o);
 		} else {
@@ -2330,9 +2390,10 @@ cmd_list(void)
 			sbx_text_safe(r.user[0] ? r.user : "-", us, sizeof(us));
 			sbx_text_safe(r.tier, ti, sizeof(ti));
 			sbx_text_safe(r.backend, be, sizeof(be));
-			printf("%-24s %-12s %-12s %-10s %-7s %-9s %8lld\n",
+			printf("%-24s %-12s %-12s %-10s %-7s %-9s %8lld %s\n",
 			    r.chat, te, us, ti, be, state_of(&r),
-			    (long long)(now - r.last_used));
+			    (long long)(now - r.last_used), r.profile[0] ?
+			    r.profile : SBX_PROFILE_HOST);
 		}
 	}
 	chats_free(all);
@@ -2394,6 +2455,8 @@ cmd_gc(void)
 		unlock(lk);
 	}
 	chats_free(all);
+	if (access(C.image_dir, F_OK) == 0)
+		(void)sbx_image_sweep(C.image_dir);
 	unlock(g);
 	if (opt_json)
 		json_out(json_pack("{s:o,s:o}", "suspended", sus, "removed",
@@ -2407,6 +2470,150 @@ cmd_gc(void)
 	return rc;
 }
 
+/* ---- images ---- */
+
+static int
+img_exit(int rc)
+{
+	return rc == SBX_IMG_MISSING || rc == SBX_IMG_IN_USE ||
+	    rc == SBX_IMG_UNKNOWN || rc == SBX_IMG_FORBIDDEN ? EX_IMAGE :
+	    EX_FAIL;
+}
+
+static void
+mib(char *buf, size_t len, uint64_t n)
+{
+	snprintf(buf, len, "%.1f MiB", (double)n / (1 << 20));
+}
+
+static int
+cmd_image_build(const char *profile)
+{
+	const char *dirs[] = { C.profiles_dir, SLUICE_PROFILES_PATH, NULL };
+	struct sbx_build_opts o;
+	struct sbx_build_res r;
+	char err[1024], a[32], b[32];
+	int rc;
+
+	if (profile == NULL || !sbx_id_ok(profile, SBX_ID_MAX) ||
+	    strcmp(profile, SBX_PROFILE_HOST) == 0)
+		die(EX_USAGE, "image build: a profile name (image build "
+		    "PROFILE)");
+	memset(&o, 0, sizeof(o));
+	o.image_dir = C.image_dir;
+	o.profile_dirs = dirs;
+	o.profile = profile;
+	o.suite = C.image_suite;
+	o.sources = C.image_sources;
+	o.cached = o_cached;
+	o.timeout_s = 3600;
+	o.verbose = !opt_json;
+	if ((rc = sbx_image_build(&o, &r, err, sizeof(err))) != 0)
+		die(img_exit(rc), "image build %s: %s", profile, safe(err));
+	if (opt_json) {
+		json_out(json_pack("{s:s,s:s,s:s,s:b,s:b,s:I,s:I,s:I,s:I}",
+		    "profile", profile, "digest", r.digest, "inputs", r.inputs,
+		    "reused", r.reused, "cached", r.cached,
+		    "size", (json_int_t)r.size,
+		    "tree_bytes", (json_int_t)r.tree_bytes,
+		    "packages", (json_int_t)r.npackages,
+		    "build_ms", (json_int_t)r.build_ms));
+		return EX_OK;
+	}
+	mib(a, sizeof(a), r.size);
+	mib(b, sizeof(b), r.tree_bytes);
+	if (r.cached)
+		printf("profile %s: image %s (%s), built before from the same "
+		    "inputs\n", profile, r.digest, a);
+	else
+		printf("profile %s: image %s (%s, %s of files, %zu packages) "
+		    "%s in %.0f s\n", profile, r.digest, a, b, r.npackages,
+		    r.reused ? "unchanged: the same bytes again," : "built",
+		    (double)r.build_ms / 1000);
+	return EX_OK;
+}
+
+static int
+cmd_image_list(void)
+{
+	char err[512];
+	json_t *o = sbx_image_list(C.image_dir, err, sizeof(err)), *e;
+	size_t i;
+
+	if (o == NULL)
+		die(EX_FAIL, "image list: %s", safe(err));
+	if (opt_json) {
+		json_out(o);
+		return EX_OK;
+	}
+	printf("%-12s %-20s %10s %-20s %5s\n", "DIGEST", "PROFILES", "SIZE",
+	    "BUILT", "USERS");
+	json_array_foreach(json_object_get(o, "images"), i, e) {
+		char names[128] = "", sz[32], when[32] = "-";
+		json_t *n;
+		size_t k;
+		time_t t = (time_t)json_integer_value(json_object_get(e,
+		    "built"));
+		struct tm tm;
+
+		json_array_foreach(json_object_get(e, "profiles"), k, n)
+			snprintf(names + strlen(names), sizeof(names) -
+			    strlen(names), "%s%s", k ? "," : "",
+			    json_string_value(n));
+		mib(sz, sizeof(sz), (uint64_t)json_integer_value(
+		    json_object_get(e, "size")));
+		if (t > 0 && gmtime_r(&t, &tm) != NULL)
+			strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		printf("%-12.12s %-20s %10s %-20s %5lld\n",
+		    json_string_value(json_object_get(e, "digest")),
+		    names[0] ? names : "-", sz, when,
+		    (long long)json_integer_value(json_object_get(e,
+		    "users")));
+	}
+	json_decref(o);
+	return EX_OK;
+}
+
+static int
+cmd_image(char **args)
+{
+	char err[512], d[SBX_DIGEST_HEX + 1];
+	int rc;
+
+	if (args[0] == NULL)
+		die(EX_USAGE, "image: build, list or rm");
+	if (strcmp(args[0], "build") == 0) {
+		const char *prof = NULL;
+		int i;
+
+		/* its option may follow "build" */
+		for (i = 1; args[i] != NULL; i++)
+			if (strcmp(args[i], "--cached") == 0)
+				o_cached = 1;
+			else if (prof == NULL && args[i][0] != '-')
+				prof = args[i];
+			else
+				die(EX_USAGE, "image build [--cached] PROFILE");
+		return cmd_image_build(prof);
+	}
+	if (strcmp(args[0], "list") == 0)
+		return cmd_image_list();
+	if (strcmp(args[0], "rm") == 0) {
+		if (args[1] == NULL)
+			die(EX_USAGE, "image rm PROFILE|DIGEST");
+		if ((rc = sbx_image_rm(C.image_dir, args[1], d, err,
+		    sizeof(err))) != 0)
+			die(img_exit(rc), "image rm: %s", safe(err));
+		if (opt_json)
+			json_out(json_pack("{s:s,s:b}", "digest", d, "removed",
+			    1));
+		else
+			printf("removed image %s\n", d);
+		return EX_OK;
+	}
+	die(EX_USAGE, "image: build, list or rm, not %s", safe(args[0]));
+}
+
 static void
 usage(FILE *f)
 {
@@ -2415,7 +2622,7 @@ usage(FILE *f)
 "                  COMMAND [options]\n"
 "commands:\n"
 "  create --chat ID [--tenant T] [--user U] [--tier TIER]\n"
-"         [--backend ns|gvisor] [--workspace DIR]\n"
+"         [--backend ns|gvisor] [--workspace DIR] [--profile P]\n"
 "  exec --chat ID [--timeout S] [--output-cap BYTES] [--env K=V]...\n"
 "       [--stdin] -- CMD [ARG]...\n"
 "  write --chat ID [--timeout S] PATH   stdin to PATH (relative to\n"
@@ -2428,10 +2635,14 @@ usage(FILE *f)
 "  destroy --chat ID\n"
 "  list\n"
 "  gc [--idle-after S] [--remove-after S]\n"
+"  image build [--cached] PROFILE   build the profile's root image\n"
+"  image list\n"
+"  image rm PROFILE|DIGEST   (refused while a sandbox uses it)\n"
 "defaults: timeout 120 s (max 1680), output cap 65536 bytes per stream;\n"
 "state " DEF_STATE ", control " DEF_CONTROL ".\n"
 "exit: 0 ok, 1 failure, 2 usage, 3 no sandbox, 4 quota, 5 sluiced,\n"
-"      6 exists, 7 backend, 8 read cut; exec: the command's status,\n"
+"      6 exists, 7 backend, 8 read cut, 9 image (missing, in use,\n"
+"      unknown or forbidden profile); exec: the command's status,\n"
 "      124 timeout, 125 could not run.  See sluice-run(1).\n");
 }
 
@@ -2453,7 +2664,7 @@ main(int argc, char **argv)
 {
 	enum { O_JSON = 256, O_STATE, O_CONTROL, O_CONFIG, O_CHAT, O_TENANT,
 	    O_USER, O_TIER, O_BACKEND, O_WS, O_TIMEOUT, O_CAP, O_ENV, O_IDLE,
-	    O_REMOVE, O_STDIN, O_HELP };
+	    O_REMOVE, O_STDIN, O_HELP, O_PROFILE, O_CACHED };
 	static const struct option lo[] = {
 		{ "json", no_argument, NULL, O_JSON },
 		{ "state-dir", required_argument, NULL, O_STATE },
@@ -2471,6 +2682,8 @@ main(int argc, char **argv)
 		{ "idle-after", required_argument, NULL, O_IDLE },
 		{ "remove-after", required_argument, NULL, O_REMOVE },
 		{ "stdin", no_argument, NULL, O_STDIN },
+		{ "profile", required_argument, NULL, O_PROFILE },
+		{ "cached", no_argument, NULL, O_CACHED },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -2483,6 +2696,8 @@ main(int argc, char **argv)
 
 	signal(SIGPIPE, SIG_IGN);
 	sbx_cfg_defaults(&C, DEF_STATE, DEF_CONTROL, SLUICE_SHIM_PATH);
+	snprintf(C.shim_static, sizeof(C.shim_static), "%s",
+	    SLUICE_SHIM_STATIC_PATH);
 	/* "+": stop at the subcommand, then at "--" after its options */
 	for (pass = 0; pass < 2; pass++) {
 		while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
@@ -2521,6 +2736,14 @@ main(int argc, char **argv)
 				    LONG_MAX / 2);
 				break;
 			case O_STDIN: o_stdin = 1; break;
+			case O_PROFILE:
+				if (strcmp(optarg, SBX_PROFILE_HOST) != 0 &&
+				    !sbx_id_ok(optarg, SBX_ID_MAX))
+					die(EX_USAGE, "--profile: \"host\" or a "
+					    "profile name");
+				o_profile = optarg;
+				break;
+			case O_CACHED: o_cached = 1; break;
 			case 'h': case O_HELP: usage(stdout); return EX_OK;
 			default: usage(stderr); return EX_USAGE;
 			}
@@ -2566,5 +2789,7 @@ main(int argc, char **argv)
 		return cmd_list();
 	if (strcmp(verb, "gc") == 0)
 		return cmd_gc();
+	if (strcmp(verb, "image") == 0)
+		return cmd_image(argv + optind);
 	die(EX_USAGE, "unknown command %s (try --help)", safe(verb));
 }

@@ -70,7 +70,7 @@ export interface SandboxInfo {
   id: string; tenant: string; user: string;
   /** creating, running, suspended, deleting or dead */
   state: string;
-  backend: string; profile: string; tier: string; broker: string;
+  backend: string; profile: string; image: string; tier: string; broker: string;
   limits: Limits; usage: Record<string, unknown>;
   created: string; lastUsed: string; note: string;
   raw: Record<string, unknown>;

@@ -8,6 +8,8 @@
  *        back to the same record;
  *   'h'  an answer of sluiced (raw HTTP): status, error message (one
  *        line, no control characters) and session socket directory;
+ *   'p'  a profile (sbx_image.c): an accepted one holds only package
+ *        names, bounded lists of one-line checks, and has inputs;
  *   other: the names: sbx_id_ok, sbx_user_ok and sbx_text_safe (whose
  *        output holds no control character and fits).
  */
@@ -18,6 +20,7 @@
 #include <string.h>
 
 #include "sandbox-glue/executor/sbx_cfg.h"
+#include "sandbox-glue/executor/sbx_image.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -60,8 +63,47 @@ fuzz_cfg(const char *text, size_t len)
 	    (c.cgroups[0] != '\0' && strcmp(c.cgroups, "v1") != 0 &&
 	    strcmp(c.cgroups, "v2") != 0 && strcmp(c.cgroups, "off") != 0) ||
 	    memchr(c.state_dir, '\0', sizeof(c.state_dir)) == NULL ||
-	    memchr(c.shim, '\0', sizeof(c.shim)) == NULL)
+	    memchr(c.shim, '\0', sizeof(c.shim)) == NULL ||
+	    c.image_dir[0] != '/' ||
+	    (strcmp(c.profile, "host") != 0 && !sbx_id_ok(c.profile,
+	    SBX_ID_MAX)) ||
+	    (c.image_sources[0] != '\0' && strncmp(c.image_sources, "deb ",
+	    4) != 0))
 		abort();
+	check_line(c.image_dir);
+	/* the tenant lines answer without reading past them */
+	(void)sbx_cfg_profile_ok(&c, "acme", "base");
+	(void)sbx_cfg_profile_ok(&c, "", "host");
+}
+
+static void
+fuzz_profile(const char *text, size_t len)
+{
+	struct sbx_profile p;
+	char err[512], hex[SBX_DIGEST_HEX + 1];
+	size_t i;
+
+	err[0] = '\0';
+	if (sbx_profile_parse(&p, "fuzz", text, len, err, sizeof(err)) != 0) {
+		sbx_profile_free(&p);
+		if (err[0] == '\0')
+			abort();
+		check_line(err);
+		return;
+	}
+	if (p.npackages > SBX_PROFILE_ITEMS_MAX || p.npython >
+	    SBX_PROFILE_ITEMS_MAX || p.ncommands > SBX_PROFILE_ITEMS_MAX)
+		abort();
+	for (i = 0; i < p.npackages; i++)
+		if (!sbx_pkg_ok(p.packages[i]))
+			abort();
+	for (i = 0; i < p.ncommands; i++)
+		check_line(p.commands[i]);
+	check_line(p.description);
+	if (sbx_image_inputs(&p, "bookworm", "deb http://m/d bookworm main\n",
+	    "amd64", hex, NULL) != 0 || !sbx_digest_ok(hex))
+		abort();
+	sbx_profile_free(&p);
 }
 
 static void
@@ -158,6 +200,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case 'h':
 		fuzz_http(text, size - 1);
+		break;
+	case 'p':
+		fuzz_profile(text, size - 1);
 		break;
 	default:
 		fuzz_names(text, size - 1);

@@ -37,6 +37,10 @@ class Runner:
         self.chats = []
         env.closers.append(self.cleanup)
 
+    def conf_backend(self):
+        with open(self.conf) as f:
+            return json.load(f).get("backend", "ns")
+
     def argv(self, *args):
         """The command line of sluice-run with this configuration."""
         return [RUN, "--config", self.conf, "--state-dir", self.state,
@@ -51,11 +55,19 @@ class Runner:
         """A create of chat in the background, once the chat's directory
         is there (or the create ended)."""
         p = subprocess.Popen(self.argv("create", "--chat", chat),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=self.create_env(chat))
         wait_until(lambda: os.path.exists(os.path.join(self.state, chat)) or
                    p.poll() is not None, 20, step=0.002,
                    what="chat directory")
         return p
+
+    def create_env(self, chat):
+        """The environment of a create of chat: marked, so that what it
+        forks (the holder, which shows another command line, the log
+        reader) can be found by its environment."""
+        return dict(os.environ, SLUICE_TEST_CREATE="%s:%s" % (self.state,
+                                                              chat))
 
     def json(self, *args, **kw):
         r = self("--json", *args, **kw)

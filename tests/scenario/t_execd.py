@@ -1369,6 +1369,7 @@ def audit_log(env):
               False), "command record")
     check(isinstance(c1["duration_ms"], int) and c1["duration_ms"] >= 0,
           "duration")
+    check(all(c["image"] is None for c in cmds), "no image: host's /usr")
     check_eq((c2["argv"], c2["cwd"], c2["timed_out"]),
              (["sleep", "5"], "/workspace/sub", True), "timed out")
     check(c3["argv_truncated"] and len(json.dumps(c3["argv"])) < 4096,
@@ -1530,7 +1531,8 @@ def gvisor_smoke(env):
         raise Skip("runsc not installed")
     d, ctl, x = start(env)
     r = x.app("POST", "/v1/sandboxes", {"id": "g1", "backend": "gvisor",
-                                        "network": {"tier": "public"}},
+                                        "network": {"tier": "public"},
+                                        "limits": {"memory_mb": 256}},
               timeout=180)
     if r.status == 503 and r.code() == "backend_unavailable":
         raise Skip("gvisor does not run here: %s" % r.json["error"]
@@ -1545,6 +1547,19 @@ def gvisor_smoke(env):
     check_eq(o["stdout"], "g", "file seen inside gvisor")
     o = ex(x, "g1", {"shell": "sleep 60", "timeout_s": 2}, timeout=120)
     check(o["timed_out"], "gvisor timeout: %r" % o)
+    # OOM: the host's cgroup of the sandbox counts the kill
+    o = ex(x, "g1", {"shell": "python3 -c 'b = bytearray(768 << 20); "
+                     "print(len(b))'", "timeout_s": 60}, timeout=120)
+    g = x.app("GET", "/v1/sandboxes/g1").json
+    log("gvisor oom: %r; sandbox %s" % (
+        {k: o[k] for k in ("exit_code", "signal", "oom_killed")},
+        g["state"]))
+    if g["limits"]["memory_mb"] and "memory/cpu limits not applied" not in \
+            (g["note"] or ""):
+        # the limit is the whole sandbox's: the sentry goes, and the
+        # sandbox with it (it says so)
+        check(o["oom_killed"] and o["exit_code"] != 0, "gvisor oom: %r" % o)
+        check_eq(g["state"], "dead", "a gVisor sandbox after an OOM")
     check_eq(x.app("DELETE", "/v1/sandboxes/g1", timeout=120).status, 200,
              "gvisor delete")
 

@@ -452,9 +452,12 @@ def cgroup_v2(env):
 
 
 def creators(run, chat):
-    """pids whose command line is a create of chat in run's state dir"""
+    """pids whose command line is a create of chat in run's state dir, or
+    that carry the environment of one (Runner.create_env: the holder, a
+    fork of create, shows "sbx-init" as its command line)"""
     want = [b"--state-dir", run.state.encode(), b"create", b"--chat",
             chat.encode()]
+    mark = ("SLUICE_TEST_CREATE=%s:%s" % (run.state, chat)).encode()
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -462,9 +465,11 @@ def creators(run, chat):
         try:
             with open("/proc/%s/cmdline" % pid, "rb") as f:
                 argv = f.read().split(b"\0")
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                env = f.read().split(b"\0")
         except OSError:
             continue
-        if all(w in argv for w in want):
+        if all(w in argv for w in want) or mark in env:
             found.append(int(pid))
     return found
 
@@ -527,7 +532,8 @@ def create_is_not_interrupted(env):
         if delay == "holder":
             p = subprocess.Popen(run.argv("create", "--chat", chat),
                                  stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE)
+                                 stderr=subprocess.PIPE,
+                                 env=run.create_env(chat))
             deadline = time.monotonic() + 20
             while not children_named(p.pid, "sbx-init") and \
                     time.monotonic() < deadline and p.poll() is None:
@@ -544,7 +550,7 @@ def create_is_not_interrupted(env):
         # record names by destroy, one made before the record named it
         # with its creator (else it would run on with nothing to find it
         # by); holder and log reader are forks, so they carry create's
-        # command line
+        # environment (and the log reader its command line)
         deadline = time.monotonic() + 5
         while creators(run, chat) and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -22,6 +22,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "sandbox-glue/executor/sbx-int.h"
 #include "sandbox-glue/executor/sbx_cfg.h"
 
 static int
@@ -69,6 +70,54 @@ t_cfg_defaults_and_values(void **state)
 	assert_string_equal(c.workspace_root, "/srv/ws");
 }
 
+/* The image settings: defaults, values as kept, and who may use which
+ * profile. */
+static void
+t_cfg_images(void **state)
+{
+	struct sbx_cfg c;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(parse(&c, "{}", err, sizeof(err)), 0);
+	assert_string_equal(c.image_dir, "/var/lib/sluice-run/images");
+	assert_string_equal(c.profiles_dir, "/etc/sluice/profiles");
+	assert_string_equal(c.profile, "host");
+	assert_string_equal(c.image_sources, "");
+	assert_true(sbx_cfg_profile_ok(&c, "acme", "base"));
+	assert_true(sbx_cfg_profile_ok(&c, "", "host"));
+	assert_int_equal(parse(&c, "{\"image_dir\":\"/srv/img\",\"profile\":"
+	    "\"base\",\"shim_static\":\"/s\",\"image_suite\":\"trixie\","
+	    "\"image_sources\":[\"deb http://m/debian trixie main\",\"deb "
+	    "http://m/s trixie-security main contrib\"],\"tenant_profiles\":"
+	    "{\"acme\":[\"base\",\"media\"],\"lab\":[],\"*\":[\"minimal\","
+	    "\"host\"]}}", err, sizeof(err)), 0);
+	assert_string_equal(c.image_dir, "/srv/img");
+	assert_string_equal(c.profile, "base");
+	assert_string_equal(c.image_suite, "trixie");
+	assert_string_equal(c.image_sources, "deb http://m/debian trixie main\n"
+	    "deb http://m/s trixie-security main contrib\n");
+	assert_string_equal(c.tenant_profiles, "acme base media\nlab\n"
+	    "* minimal host\n");
+	/* a tenant's own line decides, else the "*" line */
+	assert_true(sbx_cfg_profile_ok(&c, "acme", "base"));
+	assert_true(sbx_cfg_profile_ok(&c, "acme", "media"));
+	assert_false(sbx_cfg_profile_ok(&c, "acme", "minimal"));
+	assert_false(sbx_cfg_profile_ok(&c, "acme", "bas"));
+	assert_false(sbx_cfg_profile_ok(&c, "acme", "basex"));
+	assert_false(sbx_cfg_profile_ok(&c, "lab", "minimal"));
+	assert_false(sbx_cfg_profile_ok(&c, "ac", "base"));
+	assert_true(sbx_cfg_profile_ok(&c, "ac", "minimal"));
+	assert_true(sbx_cfg_profile_ok(&c, "", "host"));
+	assert_false(sbx_cfg_profile_ok(&c, "", "base"));
+	/* without a "*" line, a tenant not named may use nothing */
+	assert_int_equal(parse(&c, "{\"tenant_profiles\":{\"acme\":[\"base\"]}}",
+	    err, sizeof(err)), 0);
+	assert_false(sbx_cfg_profile_ok(&c, "other", "base"));
+	assert_false(sbx_cfg_profile_ok(&c, "", "host"));
+	assert_true(sbx_cfg_profile_ok(&c, "acme", "base"));
+}
+
 /* A timeout_max under the default lowers the default timeout. */
 static void
 t_cfg_timeout_max_lowers_default(void **state)
@@ -110,6 +159,24 @@ t_cfg_refusals(void **state)
 		{ "{\"workspace_root\":\"/srv\"}", "workspace_root" },
 		{ "{\"workspace_root\":\"/etc/ws\"}", "workspace_root" },
 		{ "{\"workspace_root\":\"srv/ws\"}", "workspace_root" },
+		{ "{\"image_dir\":\"img\"}", "image_dir, profiles_dir" },
+		{ "{\"image_dir\":\"\"}", "image_dir, profiles_dir" },
+		{ "{\"profiles_dir\":\"p\"}", "image_dir, profiles_dir" },
+		{ "{\"shim_static\":\"s\"}", "shim_static" },
+		{ "{\"profile\":\"../x\"}", "profile: \"host\" or" },
+		{ "{\"profile\":\"\"}", "profile: \"host\" or" },
+		{ "{\"image_suite\":\"a b\"}", "image_suite" },
+		{ "{\"image_sources\":\"deb x\"}", "image_sources: an array" },
+		{ "{\"image_sources\":[\"http://m/debian\"]}", "image_sources: "
+		    "lines" },
+		{ "{\"image_sources\":[\"deb http://m\\nfoo\"]}",
+		    "image_sources: lines" },
+		{ "{\"tenant_profiles\":[]}", "tenant_profiles: an object" },
+		{ "{\"tenant_profiles\":{\"a b\":[]}}", "keys are tenant ids" },
+		{ "{\"tenant_profiles\":{\"a\":\"base\"}}", "tenant_profiles.a: "
+		    "an array" },
+		{ "{\"tenant_profiles\":{\"a\":[\"x y\"]}}", "tenant_profiles.a: "
+		    "profile names" },
 	};
 	struct sbx_cfg c;
 	char err[256];
@@ -123,6 +190,8 @@ t_cfg_refusals(void **state)
 			    bad[i].msg);
 	}
 }
+
+#define D64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 static void
 t_rec_round_trip_and_refusals(void **state)
@@ -146,6 +215,10 @@ t_rec_round_trip_and_refusals(void **state)
 	r.workspace_gid = 4321;
 	r.workspace_mode = 02755;
 	r.lim.memory_bytes = 5;
+	snprintf(r.profile, sizeof(r.profile), "base");
+	snprintf(r.image, sizeof(r.image), "%064d", 7);
+	snprintf(r.image_path, sizeof(r.image_path), "/var/lib/img/%064d.erofs",
+	    7);
 	o = sbx_rec_json(&r);
 	assert_non_null(o);
 	d = json_dumps(o, JSON_COMPACT);
@@ -167,6 +240,28 @@ t_rec_round_trip_and_refusals(void **state)
 	BAD("{\"chat\":\"c\",\"limits\":{\"pids\":-1}}", "pids");
 	BAD("{\"chat\":\"c\",\"workspace_mode\":4096}", "workspace_mode");
 	BAD("[]", "not a JSON object");
+	/* a record names an image of a store, no other file */
+	BAD("{\"chat\":\"c\",\"profile\":\"a/b\"}", "profile");
+	BAD("{\"chat\":\"c\",\"image\":\"abc\",\"image_path\":\"/i/abc.erofs\"}",
+	    "image: a sha256");
+	BAD("{\"chat\":\"c\",\"image\":\"" D64 "\",\"image_path\":\"/i/"
+	    D64 ".img\"}", "image: a sha256");
+	BAD("{\"chat\":\"c\",\"image\":\"" D64 "\",\"image_path\":\"/i/"
+	    "1" D64 ".erofs\"}", "image: a sha256");
+	BAD("{\"chat\":\"c\",\"image\":\"" D64 "\",\"image_path\":\"i/"
+	    D64 ".erofs\"}", "image: a sha256");
+	BAD("{\"chat\":\"c\",\"image\":\"" D64 "\",\"image_path\":\"/i/../"
+	    D64 ".erofs\"}", "image: a sha256");
+	BAD("{\"chat\":\"c\",\"image\":\"" D64 "\"}", "image: a sha256");
+	BAD("{\"chat\":\"c\",\"image_path\":\"/i/" D64 ".erofs\"}",
+	    "image_path without image");
+	{
+		const char *ok = "{\"chat\":\"c\",\"image\":\"" D64 "\","
+		    "\"image_path\":\"/i/" D64 ".erofs\"}";
+
+		assert_int_equal(sbx_rec_parse(&again, ok, strlen(ok), err,
+		    sizeof(err)), 0);
+	}
 #undef BAD
 }
 
@@ -321,6 +416,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(t_cfg_defaults_and_values),
 		cmocka_unit_test(t_cfg_timeout_max_lowers_default),
+		cmocka_unit_test(t_cfg_images),
 		cmocka_unit_test(t_cfg_refusals),
 		cmocka_unit_test(t_rec_round_trip_and_refusals),
 		cmocka_unit_test(t_names),

@@ -30,7 +30,7 @@ export function sandboxInfo(d) {
   const net = obj(d.network);
   return {
     id: str(d.id) || '', tenant: str(d.tenant) || '', user: str(d.user) || '',
-    state: str(d.state) || '', backend: str(d.backend) || '', profile: str(d.profile) || '',
+    state: str(d.state) || '', backend: str(d.backend) || '', profile: str(d.profile) || '', image: str(d.image) || '',
     tier: str(net.tier) || '', broker: str(net.broker) || '',
     limits: limitsFromJson(d.limits), usage: obj(d.usage),
     created: str(d.created) || '', lastUsed: str(d.last_used) || '', note: str(d.note) || '',

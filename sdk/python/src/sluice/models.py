@@ -74,6 +74,7 @@ class SandboxInfo:
     state: str
     backend: str
     profile: str
+    image: str          # the root image's sha256; "" the host's /usr
     tier: str
     broker: str
     limits: Limits
@@ -93,6 +94,7 @@ class SandboxInfo:
                    state=_s(d.get("state")) or "",
                    backend=_s(d.get("backend")) or "",
                    profile=_s(d.get("profile")) or "",
+                   image=_s(d.get("image")) or "",
                    tier=_s(net.get("tier")) or "",
                    broker=_s(net.get("broker")) or "",
                    limits=Limits.from_json(lim), usage=dict(use),
