@@ -1073,7 +1073,9 @@ xd_box_free_all(struct xd *xd)
  * one write, done here on the loop, and its processes take no CPU until
  * thawed; gVisor's sandbox is paused with `runsc pause`, the runtime's
  * own way (its host cgroup is not always there: --ignore-cgroups), which
- * runs runsc and so blocks the loop for that run (tens of ms).
+ * runs runsc and so blocks the loop for that run (here: pause 50 ms,
+ * resume 31 ms; ns: freeze 7 ms on the v1 freezer, which is waited for,
+ * thaw under 1 ms).
  *
  * last_used is in the record: saved when a command ends and, for calls,
  * at most every LC_SAVE_S seconds (or idle_after / 10 when shorter), so
@@ -1101,6 +1103,8 @@ xd_box_use(struct xd_box *b, const char *who, const char *role,
 		return 0;
 	b->rec.last_used = now;
 	if (b->rec.suspended && b->be->alive(&b->rec)) {
+		int64_t t0 = sbx_now_ms();
+
 		if (b->be->resume(&b->rec, err, sizeof(err)) != 0) {
 			xd_log(XD_LOG_WARN, "sandbox %s: cannot resume: %s",
 			    b->rec.chat, err);
@@ -1109,7 +1113,8 @@ xd_box_use(struct xd_box *b, const char *who, const char *role,
 			    err));
 			return berr(e, 503, "backend_unavailable", err);
 		}
-		xd_log(XD_LOG_INFO, "sandbox %s: resumed", b->rec.chat);
+		xd_log(XD_LOG_INFO, "sandbox %s: resumed (%lld ms)", b->rec.chat,
+		    (long long)(sbx_now_ms() - t0));
 		b->xd->stats.resumed++;
 		xd_event(b->xd, "sandbox", "resumed", json_pack("{s:s,s:s,s:s}",
 		    "id", b->rec.chat, "tenant", b->rec.tenant, "user",
@@ -1162,6 +1167,7 @@ static void
 lc_suspend(struct xd_box *b, int64_t idle)
 {
 	char err[XD_ERR_MAX];
+	int64_t t0 = sbx_now_ms();
 
 	if (b->be->suspend(&b->rec, err, sizeof(err)) != 0) {
 		xd_log(XD_LOG_WARN, "sandbox %s: cannot suspend: %s",
@@ -1174,8 +1180,8 @@ lc_suspend(struct xd_box *b, int64_t idle)
 	}
 	(void)xd_rec_save(&b->rec);
 	b->used_saved = b->rec.last_used;
-	xd_log(XD_LOG_INFO, "sandbox %s: suspended (unused %lld s)",
-	    b->rec.chat, (long long)idle);
+	xd_log(XD_LOG_INFO, "sandbox %s: suspended (unused %lld s, %lld ms)",
+	    b->rec.chat, (long long)idle, (long long)(sbx_now_ms() - t0));
 	b->xd->stats.suspended++;
 	xd_event(b->xd, "sandbox", "suspended", json_pack("{s:s,s:s,s:s,s:I}",
 	    "id", b->rec.chat, "tenant", b->rec.tenant, "user", b->rec.user,

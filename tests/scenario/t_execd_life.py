@@ -171,6 +171,8 @@ def suspend_resume_remove_restore(env):
     if fz is None:
         log("no cgroup v2 group for the sandbox: frozen not checked")
     time.sleep(1.2)
+    check_eq(x.auditor("GET", "/v1/sandboxes/l1/commands").status, 200,
+             "list commands")
     check_eq(state(x, "l1"), "suspended", "GET does not resume")
     check(record(x, "l1")["suspended"], "suspended in the record")
     m = X.metrics(x)
@@ -476,12 +478,25 @@ def gvisor_suspend(env):
         raise Skip("gvisor does not run here: %s" %
                    r.json["error"]["message"])
     check_eq(r.status, 201, "gvisor create: %r" % r)
+    check_eq(x.app("PUT", "/v1/sandboxes/g1/files/g.txt",
+                   raw=b"gvisor kept\n").status, 201, "gvisor put")
     wait_until(lambda: state(x, "g1") == "suspended", 20,
                what="gvisor suspended (%r)" % state(x, "g1"))
     check(record(x, "g1")["suspended"], "in the record")
     o = X.ex(x, "g1", {"shell": "echo awake"}, timeout=120)
     check_eq(o["stdout"], "awake\n", "gvisor exec after suspend: %r" % o)
     check_eq(state(x, "g1"), "running", "gvisor running again")
+    # its workspace archived by DELETE and restored by the next create
+    check_eq(x.app("DELETE", "/v1/sandboxes/g1", timeout=120).status, 200,
+             "gvisor delete (archived)")
+    r = x.app("POST", "/v1/sandboxes", {"id": "g1", "backend": "gvisor",
+                                        "network": {"tier": "off"}},
+              timeout=180)
+    check(r.status == 201 and r.json["restored_from"]["files"] == 1,
+          "gvisor restore: %r" % r)
+    o = X.ex(x, "g1", {"shell": "cat g.txt; stat -c %u g.txt"}, timeout=120)
+    check_eq(o["stdout"].split("\n")[0], "gvisor kept",
+             "gvisor restored file: %r" % o)
     check_eq(x.app("DELETE", "/v1/sandboxes/g1?archive=discard",
                    timeout=120).status, 200, "gvisor delete")
 
