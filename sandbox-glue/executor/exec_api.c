@@ -355,7 +355,12 @@ create_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 		reply_perr(k, e);
 		return;
 	}
-	audit_call(k, "create", b, 201, NULL);
+	if (b->restored != NULL)
+		xd_audit_box(k->xd, "create", k->who, xd_role_name(k->role),
+		    b->rec.chat, b->rec.tenant, b->rec.user, 201, NULL,
+		    json_pack("{s:O}", "restored_from", b->restored));
+	else
+		audit_call(k, "create", b, 201, NULL);
 	reply_json(k, 201, xd_box_json(b));
 }
 
@@ -491,9 +496,42 @@ delete_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	}
 	xd_audit_box(k->xd, "delete", k->who, xd_role_name(k->role),
 	    b->rec.chat, b->rec.tenant, b->rec.user, 200, NULL,
-	    json_pack("{s:s}", "broker", b->broker));
-	reply_json(k, 200, json_pack("{s:s,s:b,s:s}", "id", b->rec.chat,
-	    "deleted", 1, "broker", b->broker));
+	    json_pack("{s:s,s:o}", "broker", b->broker, "archive",
+	    b->del_archive ? json_incref(b->archived) : json_string(
+	    "discarded")));
+	reply_json(k, 200, json_pack("{s:s,s:b,s:s,s:o}", "id", b->rec.chat,
+	    "deleted", 1, "broker", b->broker, "archive", b->del_archive ?
+	    json_incref(b->archived) : json_string("discarded")));
+}
+
+/* DELETE ?archive=discard of a sandbox that is gone: its archive goes
+ * (seed 001's "Clear"); 404 when there is none either. */
+static void
+discard_gone(struct xd_call *k)
+{
+	int bad;
+	json_t *m = xd_arch_meta(k->xd->cfg, k->arg[0], &bad);
+	const char *t = m != NULL ? json_string_value(json_object_get(m,
+	    "tenant")) : "";
+
+	if (m == NULL && !bad) {
+		reply_err(k, 404, "not_found", "no sandbox %s and no archive "
+		    "of it", k->arg[0]);
+		return;
+	}
+	if (k->tenant[0] && (m == NULL || strcmp(t, k->tenant) != 0)) {
+		json_decref(m);
+		reply_err(k, 403, "forbidden", "the archive of %s is not of "
+		    "tenant %s", k->arg[0], k->tenant);
+		return;
+	}
+	xd_arch_discard(k->xd->cfg, k->arg[0]);
+	xd_audit_box(k->xd, "discard", k->who, xd_role_name(k->role),
+	    k->arg[0], t != NULL ? t : "", m != NULL ? json_string_value(
+	    json_object_get(m, "user")) : "", 200, NULL, NULL);
+	json_decref(m);
+	reply_json(k, 200, json_pack("{s:s,s:b,s:s}", "id", k->arg[0],
+	    "deleted", 0, "archive", "discarded"));
 }
 
 static void
@@ -508,11 +546,17 @@ h_delete(struct xd_call *k)
 		reply_err(k, 400, "bad_request", "archive: keep or discard");
 		return;
 	}
+	if (ar != NULL && strcmp(ar, "discard") == 0 && ((b = xd_box_find(
+	    k->xd, k->arg[0])) == NULL || b->state == XD_BOX_GONE)) {
+		discard_gone(k);
+		return;
+	}
 	if ((b = box_of(k)) == NULL)
 		return;
 	memset(&e, 0, sizeof(e));
 	call_wait(k);
-	if (xd_box_delete(b, delete_cb, k, &e) != 0) {
+	if (xd_box_delete(b, ar == NULL || strcmp(ar, "keep") == 0, "delete",
+	    delete_cb, k, &e) != 0) {
 		audit_call(k, "delete", NULL, 0, &e);
 		reply_perr(k, &e);
 	}
@@ -1084,6 +1128,29 @@ h_metrics(struct xd_call *k)
 	M("sandboxes_removed_total", "counter", "Sandboxes removed.");
 	evbuffer_add_printf(o, "sluice_execd_sandboxes_removed_total %llu\n",
 	    (unsigned long long)st->removed);
+	M("sandboxes_suspended", "gauge", "Sandboxes suspended (unused for "
+	    "lifecycle.idle_after).");
+	{
+		long ns = 0;
+
+		TAILQ_FOREACH(b, &k->xd->boxes, link)
+			ns += b->state == XD_BOX_RUNNING && b->rec.suspended;
+		evbuffer_add_printf(o, "sluice_execd_sandboxes_suspended %ld\n",
+		    ns);
+	}
+	M("lifecycle_total", "counter", "Suspended, resumed, removed by age, "
+	    "archived, restored, archives that failed.");
+	evbuffer_add_printf(o, "sluice_execd_lifecycle_total{what="
+	    "\"suspended\"} %llu\nsluice_execd_lifecycle_total{what="
+	    "\"resumed\"} %llu\nsluice_execd_lifecycle_total{what="
+	    "\"removed_idle\"} %llu\nsluice_execd_lifecycle_total{what="
+	    "\"archived\"} %llu\nsluice_execd_lifecycle_total{what="
+	    "\"restored\"} %llu\nsluice_execd_lifecycle_total{what="
+	    "\"archive_failed\"} %llu\n",
+	    (unsigned long long)st->suspended, (unsigned long long)st->resumed,
+	    (unsigned long long)st->removed_idle,
+	    (unsigned long long)st->archived, (unsigned long long)st->restored,
+	    (unsigned long long)st->archive_failed);
 	M("commands_running", "gauge", "Commands running.");
 	evbuffer_add_printf(o, "sluice_execd_commands_running{kind="
 	    "\"foreground\"} %ld\nsluice_execd_commands_running{kind="
@@ -1112,12 +1179,17 @@ h_metrics(struct xd_call *k)
 	    "sluice_execd_quota_limit{scope=\"user\"} %ld\n"
 	    "sluice_execd_quota_limit{scope=\"creates\"} %ld\n"
 	    "sluice_execd_quota_limit{scope=\"background_per_sandbox\"} "
-	    "%ld\n", c->max_total, c->max_per_tenant, c->max_per_user,
-	    c->max_creates, c->max_background);
+	    "%ld\nsluice_execd_quota_limit{scope=\"commands\"} %ld\n"
+	    "sluice_execd_quota_limit{scope=\"commands_per_tenant\"} %ld\n",
+	    c->max_total, c->max_per_tenant, c->max_per_user,
+	    c->max_creates, c->max_background, c->max_cmds,
+	    c->max_cmds_tenant);
 	M("quota_in_use", "gauge", "What counts against the global quotas.");
 	evbuffer_add_printf(o, "sluice_execd_quota_in_use{scope=\"global\"} "
-	    "%ld\nsluice_execd_quota_in_use{scope=\"creates\"} %ld\n",
-	    n[XD_BOX_CREATING] + n[XD_BOX_RUNNING], k->xd->creating);
+	    "%ld\nsluice_execd_quota_in_use{scope=\"creates\"} %ld\n"
+	    "sluice_execd_quota_in_use{scope=\"commands\"} %ld\n",
+	    n[XD_BOX_CREATING] + n[XD_BOX_RUNNING], k->xd->creating,
+	    fg + bg);
 	M("event_subscribers", "gauge", "GET /v1/events streams open.");
 	evbuffer_add_printf(o, "sluice_execd_event_subscribers %ld\n", subs);
 	M("event_subscribers_dropped_total", "counter", "Slow event readers "
@@ -1529,6 +1601,36 @@ struct listener {
 
 static struct listener l_unix, l_tls;
 
+/*
+ * What counts as use of a sandbox (exec_box.c, lifecycle): every route
+ * under /v1/sandboxes/{id} an app calls (commands, output, files, edit,
+ * install, cancel, PATCH), which resumes a suspended sandbox first; not
+ * what an auditor may call (GET of the sandbox or of its commands: they
+ * show the state without changing it) and not DELETE (the delete worker
+ * thaws the sandbox to destroy it).  -1: answered.
+ */
+static int
+call_uses(struct xd_call *k)
+{
+	static const char pre[] = "/v1/sandboxes/{id}";
+	struct xd_box *b;
+	struct xd_perr e;
+
+	if (k->route->role < XD_ROLE_APP || strncmp(k->route->pattern, pre,
+	    sizeof(pre) - 1) != 0 || (k->route->method == EVHTTP_REQ_DELETE &&
+	    k->route->pattern[sizeof(pre) - 1] == '\0'))
+		return 0;
+	if ((b = xd_box_find(k->xd, k->arg[0])) == NULL ||
+	    (k->tenant[0] && strcmp(b->rec.tenant, k->tenant) != 0))
+		return 0;       /* the handler answers 404 or 403 */
+	memset(&e, 0, sizeof(e));
+	if (xd_box_use(b, k->who, xd_role_name(k->role), &e) != 0) {
+		reply_perr(k, &e);
+		return -1;
+	}
+	return 0;
+}
+
 static void
 on_request_l(struct evhttp_request *req, void *arg)
 {
@@ -1603,6 +1705,8 @@ on_request_l(struct evhttp_request *req, void *arg)
 	if (read_query(k, uri) != 0 || read_body(k) != 0)
 		return;
 	xd_log(XD_LOG_DEBUG, "%s %s %s", k->who, k->route->mname, path);
+	if (call_uses(k) != 0)
+		return;
 	k->route->fn(k);
 }
 

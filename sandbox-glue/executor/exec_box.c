@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <event2/event.h>
+
 #include "proxy/lib/util.h"
 #include "sandbox-glue/executor/execd-int.h"
 #include "sandbox-glue/executor/sbx_cfg.h"
@@ -129,6 +131,8 @@ side_save(const struct xd_box *b)
 	    (json_int_t)b->lim.disk_bytes, "inodes",
 	    (json_int_t)b->lim.inodes);
 
+	if (o != NULL && b->restored != NULL)
+		json_object_set(o, "restored_from", b->restored);
 	snprintf(p, sizeof(p), "%s/execd.json", b->rec.dir);
 	snprintf(t, sizeof(t), "%s/execd.json.tmp", b->rec.dir);
 	if (o == NULL || json_dump_file(o, t, 0) != 0 || rename(t, p) != 0)
@@ -163,6 +167,8 @@ side_load(struct xd_box *b)
 	if (json_is_integer(v = json_object_get(o, "inodes")) &&
 	    json_integer_value(v) >= 0)
 		b->lim.inodes = (uint64_t)json_integer_value(v);
+	if (json_is_object(v = json_object_get(o, "restored_from")))
+		b->restored = json_incref(v);
 	json_decref(o);
 }
 
@@ -209,6 +215,8 @@ xd_box_load_all(struct xd *xd)
 		}
 		b->state = XD_BOX_RUNNING;
 		b->lim.sbx = b->rec.lim;
+		/* a suspended sandbox stays so until its next use */
+		b->used_saved = b->rec.last_used;
 		snprintf(b->broker, sizeof(b->broker), "unknown");
 		side_load(b);
 		/* the record's word on its root is the one that counts */
@@ -217,8 +225,9 @@ xd_box_load_all(struct xd *xd)
 			    b->rec.profile);
 		TAILQ_INSERT_TAIL(&xd->boxes, b, link);
 		xd_log(XD_LOG_INFO, "sandbox %s (%s): adopted, %s", b->rec.chat,
-		    b->rec.backend, b->be->alive(&b->rec) ? "running" :
-		    "its sandbox is gone (delete it)");
+		    b->rec.backend, !b->be->alive(&b->rec) ?
+		    "its sandbox is gone (delete it)" : b->rec.suspended ?
+		    "suspended" : "running");
 	}
 	closedir(d);
 }
@@ -323,6 +332,25 @@ box_create_child(void *arg)
 		goto fail;
 	}
 	r->workspace_made = 1;
+	/* the archive of an earlier sandbox of this id, into the empty
+	 * workspace before anything runs in it */
+	if (b->restore) {
+		int corrupt;
+
+		if (xd_arch_restore(xd->cfg, r, &b->restored, &corrupt, err,
+		    sizeof(err)) != 0) {
+			char m[XD_ERR_MAX + 128];
+
+			snprintf(m, sizeof(m), "sandbox %s: %s%s", r->chat, err,
+			    corrupt ? " (nothing restored; DELETE /v1/"
+			    "sandboxes/{id}?archive=discard drops the archive)" :
+			    "");
+			res = json_pack("{s:b,s:i,s:s,s:s,s:s}", "ok", 0,
+			    "status", 409, "code", "conflict", "message", m,
+			    "archive", corrupt ? "corrupt" : "not_restored");
+			goto fail;
+		}
+	}
 	/* the record before anything is made outside the directory: a
 	 * worker killed from here on leaves what delete can take down */
 	if (xd_rec_save(r) != 0) {
@@ -352,7 +380,8 @@ box_create_child(void *arg)
 	}
 	if (b->be->commit != NULL)
 		b->be->commit(r);
-	return json_pack("{s:b,s:o}", "ok", 1, "record", sbx_rec_json(r));
+	return json_pack("{s:b,s:o,s:O?}", "ok", 1, "record", sbx_rec_json(r),
+	    "restored", b->restored);
 fail:
 	if (session && xd_broker_delete(xd->cfg, r->chat, &be) != 0)
 		xd_log(XD_LOG_WARN, "sandbox %s: broker session left: %s",
@@ -387,6 +416,9 @@ perr_from(struct xd_perr *e, json_t *res, const char *what)
 				e->code = codes[i];
 	}
 	snprintf(e->msg, sizeof(e->msg), "%s", msg ? msg : what);
+	if (json_is_string(json_object_get(res, "archive")))
+		e->extra = json_pack("{s:O}", "archive", json_object_get(res,
+		    "archive"));
 }
 
 static void
@@ -407,6 +439,12 @@ box_create_done(void *arg, json_t *res)
 		    sizeof(err)) == 0) {
 			free(s);
 			b->state = XD_BOX_RUNNING;
+			b->used_saved = b->rec.last_used;
+			if (json_is_object(json_object_get(res, "restored"))) {
+				b->restored = json_incref(json_object_get(res,
+				    "restored"));
+				b->xd->stats.restored++;
+			}
 			xd_log(XD_LOG_INFO, "sandbox %s: created (%s, tenant "
 			    "%s)", b->rec.chat, b->rec.backend, b->rec.tenant);
 			b->xd->stats.created++;
@@ -414,6 +452,11 @@ box_create_done(void *arg, json_t *res)
 			    "{s:s,s:s,s:s,s:s,s:s}", "id", b->rec.chat,
 			    "tenant", b->rec.tenant, "user", b->rec.user,
 			    "backend", b->rec.backend, "tier", b->rec.tier));
+			if (b->restored != NULL)
+				xd_event(b->xd, "sandbox", "restored", json_pack(
+				    "{s:s,s:s,s:s,s:O}", "id", b->rec.chat,
+				    "tenant", b->rec.tenant, "user",
+				    b->rec.user, "restored_from", b->restored));
 			op->cb(op->arg, b, NULL);
 			goto out;
 		}
@@ -488,6 +531,7 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 	long total, nt, nu;
 	char err[XD_ERR_MAX];
 	unsigned long i;
+	int restore;
 
 	if (xd_box_find(xd, s->id) != NULL)
 		return berr(e, 409, "exists", "a sandbox of that id exists");
@@ -500,8 +544,30 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 		return quota(e, "tenant", c->max_per_tenant, nt);
 	if (s->user[0] && c->max_per_user && nu >= c->max_per_user)
 		return quota(e, "user", c->max_per_user, nu);
+	{
+		/* an archive of this id is restored for its owner only */
+		int bad;
+		json_t *m = xd_arch_meta(c, s->id, &bad);
+
+		if (bad) {
+			e->extra = json_pack("{s:s}", "archive", "corrupt");
+			return berr(e, 409, "conflict", "the archive of this id "
+			    "does not read (DELETE /v1/sandboxes/{id}?archive="
+			    "discard drops it)");
+		}
+		if (m != NULL && (strcmp(json_string_value(json_object_get(m,
+		    "tenant")), s->tenant) != 0 || strcmp(json_string_value(
+		    json_object_get(m, "user")), s->user) != 0)) {
+			json_decref(m);
+			return berr(e, 403, "forbidden", "this id's archived "
+			    "workspace belongs to another tenant or user");
+		}
+		restore = m != NULL;
+		json_decref(m);
+	}
 	if ((b = box_new(xd)) == NULL)
 		return berr(e, 500, "internal", "out of memory");
+	b->restore = restore;
 	if ((b->be = sbx_backend_find(s->backend)) == NULL)
 		snprintf(err, sizeof(err), "unknown backend");
 	if (b->be == NULL || b->be->available(err, sizeof(err)) != 0) {
@@ -587,10 +653,32 @@ box_delete_child(void *arg)
 	char err[XD_ERR_MAX];
 	const char *left = NULL;
 
+	json_t *meta = NULL;
+
 	memset(&be, 0, sizeof(be));
+	/* a frozen sandbox is thawed so that its processes die */
+	if (r->suspended && b->be->alive(r) && b->be->resume(r, err,
+	    sizeof(err)) != 0)
+		xd_log(XD_LOG_WARN, "sandbox %s: resume before delete: %s",
+		    r->chat, err);
 	if (b->be->destroy(r, err, sizeof(err)) != 0) {
 		(void)xd_rec_save(r);
 		return fail_json(503, "backend_unavailable", err);
+	}
+	/* the sandbox is down, nothing moves in its workspace: archive it
+	 * (still mounted here) or drop any archive of the id */
+	if (!b->del_archive)
+		xd_arch_discard(b->xd->cfg, r->chat);
+	else if (r->workspace[0] && xd_arch_write(b->xd->cfg, r,
+	    b->del_reason, &meta, err, sizeof(err)) != 0) {
+		char m[XD_ERR_MAX + 160];
+
+		(void)xd_rec_save(r);
+		snprintf(m, sizeof(m), "the workspace cannot be archived: %s; "
+		    "the sandbox is stopped (DELETE ?archive=discard removes "
+		    "it without an archive)", err);
+		return json_pack("{s:b,s:i,s:s,s:s,s:s}", "ok", 0, "status",
+		    500, "code", "internal", "message", m, "archive", "failed");
 	}
 	/* the sandbox is gone; a broker session sluiced cannot be asked to
 	 * drop now is named in the answer (and the log) */
@@ -618,7 +706,8 @@ box_delete_child(void *arg)
 	}
 	if (r->session_dir[0])
 		(void)rmdir(r->session_dir);    /* sluiced leaves it, empty */
-	return json_pack("{s:b,s:s?}", "ok", 1, "broker_left", left);
+	return json_pack("{s:b,s:s?,s:o?}", "ok", 1, "broker_left", left,
+	    "archive", meta);
 }
 
 static void
@@ -639,9 +728,16 @@ box_delete_done(void *arg, json_t *res)
 		if (left != NULL)
 			snprintf(b->broker, sizeof(b->broker), "left");
 		b->xd->stats.removed++;
+		if (json_is_object(json_object_get(res, "archive"))) {
+			b->archived = json_incref(json_object_get(res,
+			    "archive"));
+			b->xd->stats.archived++;
+		}
 		xd_event(b->xd, "sandbox", "removed", json_pack(
-		    "{s:s,s:s,s:s,s:s}", "id", b->rec.chat, "tenant",
-		    b->rec.tenant, "user", b->rec.user, "broker", b->broker));
+		    "{s:s,s:s,s:s,s:s,s:s,s:O?}", "id", b->rec.chat, "tenant",
+		    b->rec.tenant, "user", b->rec.user, "broker", b->broker,
+		    "reason", b->del_reason, "archive", b->del_archive ?
+		    b->archived : NULL));
 		op->cb(op->arg, b, NULL);
 		/* finished background commands go with it; running ones
 		 * end with their sandbox and are freed then */
@@ -653,6 +749,8 @@ box_delete_done(void *arg, json_t *res)
 			berr(&e, 500, "internal", "the delete worker died");
 		else
 			perr_from(&e, res, "delete failed");
+		if (json_is_string(json_object_get(res, "archive")))
+			b->xd->stats.archive_failed++;
 		b->state = XD_BOX_RUNNING;
 		op->cb(op->arg, NULL, &e);
 	}
@@ -662,7 +760,8 @@ box_delete_done(void *arg, json_t *res)
 }
 
 int
-xd_box_delete(struct xd_box *b, xd_box_cb cb, void *arg, struct xd_perr *e)
+xd_box_delete(struct xd_box *b, int archive, const char *reason,
+    xd_box_cb cb, void *arg, struct xd_perr *e)
 {
 	struct box_op *op;
 	struct xd_cmd *c;
@@ -679,6 +778,8 @@ xd_box_delete(struct xd_box *b, xd_box_cb cb, void *arg, struct xd_perr *e)
 	b->refs++;
 	b->op = 1;
 	b->state = XD_BOX_DELETING;
+	b->del_archive = archive;
+	snprintf(b->del_reason, sizeof(b->del_reason), "%s", reason);
 	/* destroy kills every process; their results say cancelled */
 	if (b->fg != NULL)
 		b->fg->cancelled = 1;
@@ -916,7 +1017,7 @@ xd_box_json(const struct xd_box *b)
 	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:o,"
 	    "s:{s:s,s:s,s:o},"
 	    "s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I},"
-	    "s:{s:b,s:I},s:o,s:o,s:s}",
+	    "s:{s:b,s:I},s:o,s:o,s:s,s:O?}",
 	    "id", b->rec.chat, "tenant", b->rec.tenant, "user", b->rec.user,
 	    "state", state_name(b), "backend", b->rec.backend,
 	    "profile", b->profile, "image", b->rec.image[0] ?
@@ -938,7 +1039,7 @@ xd_box_json(const struct xd_box *b)
 	    (json_int_t)bg,
 	    "created", time_s(b->rec.created),
 	    "last_used", time_s(b->rec.last_used),
-	    "note", b->rec.note);
+	    "note", b->rec.note, "restored_from", b->restored);
 }
 
 void
@@ -955,5 +1056,213 @@ xd_box_free_all(struct xd *xd)
 			xd_cmd_forget(c);
 		box_remove(b);
 		xd_box_unref(b);
+	}
+}
+
+/* ---- lifecycle: suspend, resume, remove by age ---- */
+
+/*
+ * A sandbox is unused when no app has called on it (xd_box_use: every
+ * app route on /v1/sandboxes/{id}) and no command of it ran for a
+ * while: last_used is the later of the last call and the last command's
+ * end, and a sandbox with a command running is never idle.  GET of the
+ * sandbox and of its commands (what an auditor may do) only look: they
+ * neither resume it nor count as use.
+ *
+ * ns freezes the sandbox's cgroup (cgroup.freeze, v2; the v1 freezer):
+ * one write, done here on the loop, and its processes take no CPU until
+ * thawed; gVisor's sandbox is paused with `runsc pause`, the runtime's
+ * own way (its host cgroup is not always there: --ignore-cgroups), which
+ * runs runsc and so blocks the loop for that run (here: pause 50 ms,
+ * resume 31 ms; ns: freeze 7 ms on the v1 freezer, which is waited for,
+ * thaw under 1 ms).
+ *
+ * last_used is in the record: saved when a command ends and, for calls,
+ * at most every LC_SAVE_S seconds (or idle_after / 10 when shorter), so
+ * a restarted daemon suspends a sandbox at most that much early.
+ */
+#define LC_SAVE_S	60
+
+static void
+lc_audit(struct xd_box *b, const char *action, const char *who,
+    const char *role, int status, const char *code, json_t *detail)
+{
+	xd_audit_box(b->xd, action, who, role, b->rec.chat, b->rec.tenant,
+	    b->rec.user, status, code, detail);
+}
+
+int
+xd_box_use(struct xd_box *b, const char *who, const char *role,
+    struct xd_perr *e)
+{
+	const struct xd_cfg *c = b->xd->cfg;
+	int64_t now = (int64_t)time(NULL), lag;
+	char err[XD_ERR_MAX];
+
+	if (b->state != XD_BOX_RUNNING)
+		return 0;
+	b->rec.last_used = now;
+	if (b->rec.suspended && b->be->alive(&b->rec)) {
+		int64_t t0 = sbx_now_ms();
+
+		if (b->be->resume(&b->rec, err, sizeof(err)) != 0) {
+			xd_log(XD_LOG_WARN, "sandbox %s: cannot resume: %s",
+			    b->rec.chat, err);
+			lc_audit(b, "resume", who, role, 503,
+			    "backend_unavailable", json_pack("{s:s}", "message",
+			    err));
+			return berr(e, 503, "backend_unavailable", err);
+		}
+		xd_log(XD_LOG_INFO, "sandbox %s: resumed (%lld ms)", b->rec.chat,
+		    (long long)(sbx_now_ms() - t0));
+		b->xd->stats.resumed++;
+		xd_event(b->xd, "sandbox", "resumed", json_pack("{s:s,s:s,s:s}",
+		    "id", b->rec.chat, "tenant", b->rec.tenant, "user",
+		    b->rec.user));
+		lc_audit(b, "resume", who, role, 200, NULL, NULL);
+		b->used_saved = 0;      /* the state changed: save now */
+	} else if (b->rec.suspended)
+		b->rec.suspended = 0;   /* its sandbox died: nothing to thaw */
+	lag = c->idle_after > 0 && c->idle_after / 10 < LC_SAVE_S ?
+	    c->idle_after / 10 : LC_SAVE_S;
+	if (now - b->used_saved >= lag) {
+		b->used_saved = now;
+		(void)xd_rec_save(&b->rec);
+	}
+	return 0;
+}
+
+static int
+lc_busy(const struct xd_box *b)
+{
+	const struct xd_cmd *c;
+
+	if (b->state != XD_BOX_RUNNING || b->op || b->fg != NULL)
+		return 1;
+	TAILQ_FOREACH(c, &b->cmds, link)
+		if (c->running)
+			return 1;
+	return 0;
+}
+
+static void
+lc_removed(void *arg, struct xd_box *b, struct xd_perr *e)
+{
+	struct xd *xd = arg;
+
+	(void)xd;
+	if (b == NULL) {
+		/* the box is still listed (its delete failed): try again
+		 * later, not on every tick */
+		xd_log(XD_LOG_WARN, "removal by age failed: %s", e->msg);
+		xd_perr_clear(e);
+		return;
+	}
+	xd->stats.removed_idle++;
+	lc_audit(b, "remove", "sluice-execd", "daemon", 200, NULL, json_pack(
+	    "{s:s,s:O?}", "reason", "idle", "archive", b->archived));
+}
+
+static void
+lc_suspend(struct xd_box *b, int64_t idle)
+{
+	char err[XD_ERR_MAX];
+	int64_t t0 = sbx_now_ms();
+
+	if (b->be->suspend(&b->rec, err, sizeof(err)) != 0) {
+		xd_log(XD_LOG_WARN, "sandbox %s: cannot suspend: %s",
+		    b->rec.chat, err);
+		lc_audit(b, "suspend", "sluice-execd", "daemon", 503,
+		    "backend_unavailable", json_pack("{s:s}", "message", err));
+		/* tried again after another idle_after */
+		b->rec.last_used = (int64_t)time(NULL);
+		return;
+	}
+	(void)xd_rec_save(&b->rec);
+	b->used_saved = b->rec.last_used;
+	xd_log(XD_LOG_INFO, "sandbox %s: suspended (unused %lld s, %lld ms)",
+	    b->rec.chat, (long long)idle, (long long)(sbx_now_ms() - t0));
+	b->xd->stats.suspended++;
+	xd_event(b->xd, "sandbox", "suspended", json_pack("{s:s,s:s,s:s,s:I}",
+	    "id", b->rec.chat, "tenant", b->rec.tenant, "user", b->rec.user,
+	    "idle_s", (json_int_t)idle));
+	lc_audit(b, "suspend", "sluice-execd", "daemon", 200, NULL,
+	    json_pack("{s:s,s:I}", "reason", "idle", "idle_s",
+	    (json_int_t)idle));
+}
+
+/* The sweep's period: a quarter of the shorter age, 1 to 60 s, so that
+ * a sandbox is suspended or removed at most that late. */
+static long
+lc_period(const struct xd_cfg *c)
+{
+	long p = 0;
+
+	if (c->idle_after > 0)
+		p = c->idle_after;
+	if (c->remove_after > 0 && (p == 0 || c->remove_after < p))
+		p = c->remove_after;
+	p /= 4;
+	return p < 1 ? 1 : p > 60 ? 60 : p;
+}
+
+static void
+lc_sweep(evutil_socket_t fd, short what, void *arg)
+{
+	struct xd *xd = arg;
+	const struct xd_cfg *c = xd->cfg;
+	int64_t now = (int64_t)time(NULL), idle;
+	struct timeval tv = { 0, 0 };
+	struct xd_box *b;
+	struct xd_perr e;
+
+	(void)fd;
+	(void)what;
+	TAILQ_FOREACH(b, &xd->boxes, link) {
+		if (xd->draining || lc_busy(b))
+			continue;
+		idle = now - b->rec.last_used;
+		if (c->remove_after > 0 && idle >= c->remove_after &&
+		    now >= b->lc_retry) {
+			memset(&e, 0, sizeof(e));
+			b->lc_retry = now + (c->remove_after < 600 ?
+			    c->remove_after : 600);
+			xd_log(XD_LOG_INFO, "sandbox %s: unused %lld s: removing "
+			    "(archived first)", b->rec.chat, (long long)idle);
+			if (xd_box_delete(b, 1, "idle", lc_removed, xd, &e) !=
+			    0) {
+				xd_log(XD_LOG_WARN, "sandbox %s: cannot remove: "
+				    "%s", b->rec.chat, e.msg);
+				xd_perr_clear(&e);
+			}
+			continue;
+		}
+		if (c->idle_after > 0 && idle >= c->idle_after &&
+		    !b->rec.suspended && b->be->alive(&b->rec))
+			lc_suspend(b, idle);
+	}
+	tv.tv_sec = lc_period(c);
+	if (xd->ev_sweep != NULL)
+		(void)event_add(xd->ev_sweep, &tv);
+}
+
+int
+xd_box_sweep_start(struct xd *xd)
+{
+	struct timeval tv = { lc_period(xd->cfg), 0 };
+
+	/* again after a reload: the timer is set to the new period */
+	if (xd->ev_sweep == NULL &&
+	    (xd->ev_sweep = evtimer_new(xd->base, lc_sweep, xd)) == NULL)
+		return -1;
+	return event_add(xd->ev_sweep, &tv) != 0 ? -1 : 0;
+}
+
+void
+xd_box_sweep_stop(struct xd *xd)
+{
+	if (xd->ev_sweep != NULL) {
+		event_free(xd->ev_sweep);
+		xd->ev_sweep = NULL;
 	}
 }

@@ -101,6 +101,12 @@ xd_cfg_defaults(struct xd_cfg *c)
 	c->max_per_user = 5;
 	c->max_creates = 4;
 	c->max_background = 16;
+	c->max_cmds = 256;
+	c->max_cmds_tenant = 64;
+	c->idle_after = 600;
+	c->remove_after = 86400;
+	snprintf(c->archive_dir, sizeof(c->archive_dir), "%.400s/.archive",
+	    c->state_dir);
 	c->keep_finished = 32;
 	c->max_file_bytes = 64ull << 20;
 	c->max_body_bytes = 1 << 20;
@@ -565,14 +571,16 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	    "quotas", "max_file_bytes", "max_body_bytes", "ring_bytes",
 	    "stream_watermark", "drain_s", "roles", "tcp", "artifacts", "log",
 	    "events_buffer_bytes", "image_dir", "profile", "shim_static",
-	    "tenant_profiles", NULL };
+	    "tenant_profiles", "lifecycle", NULL };
+	static const char *const fkeys[] = { "idle_after", "remove_after",
+	    "archive_dir", NULL };
 	static const char *const lkeys[] = { "path", NULL };
 	static const char *const skeys[] = { "group", "mode", NULL };
 	static const char *const akeys[] = { "file_bytes", "count",
 	    "total_bytes", "walk_entries", NULL };
 	static const char *const qkeys[] = { "sandboxes", "per_tenant",
 	    "per_user", "creates", "background_per_sandbox",
-	    "finished_per_sandbox", NULL };
+	    "finished_per_sandbox", "commands", "commands_per_tenant", NULL };
 	static const char *const rkeys[] = { "admin", "app", "auditor", NULL };
 	static const char *const idkeys[] = { "uids", "groups", NULL };
 	struct cx x;
@@ -722,8 +730,35 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 		    c_long(&x, o, "background_per_sandbox", &c->max_background,
 		    0, 1024) != 0 ||
 		    c_long(&x, o, "finished_per_sandbox", &c->keep_finished, 0,
-		    1024) != 0)
+		    1024) != 0 ||
+		    c_long(&x, o, "commands", &c->max_cmds, 0, 1000000) != 0 ||
+		    c_long(&x, o, "commands_per_tenant", &c->max_cmds_tenant, 0,
+		    1000000) != 0)
 			goto out;
+		x.depth--;
+	}
+	/* the archives are under the state directory unless named (".":
+	 * no sandbox id starts with a dot) */
+	snprintf(c->archive_dir, sizeof(c->archive_dir), "%.400s/.archive",
+	    c->state_dir);
+	if (c_obj(&x, root, "lifecycle", &o) != 0)
+		goto out;
+	if (o != NULL) {
+		x.path[x.depth++] = "lifecycle";
+		if (c_keys(&x, o, fkeys) != 0 ||
+		    c_long(&x, o, "idle_after", &c->idle_after, 0, 31622400)
+		    != 0 ||
+		    c_long(&x, o, "remove_after", &c->remove_after, 0, 31622400)
+		    != 0 ||
+		    c_str(&x, o, "archive_dir", c->archive_dir,
+		    sizeof(c->archive_dir) - SBX_ID_MAX - 32, 1) != 0)
+			goto out;
+		if (c->idle_after && c->remove_after && c->remove_after <
+		    c->idle_after) {
+			cfail(&x, "remove_after", 0, "at least idle_after "
+			    "(%ld), or 0 (never)", c->idle_after);
+			goto out;
+		}
 		x.depth--;
 	}
 	if (c_u64(&x, root, "max_file_bytes", &c->max_file_bytes, 1, 0) != 0 ||
@@ -961,6 +996,15 @@ xd_cfg_json(const struct xd_cfg *c)
 		    c->audit_log));
 		json_object_set_new(o, "events_buffer_bytes", json_integer(
 		    (json_int_t)c->events_buffer));
+		json_object_set_new(o, "lifecycle", json_pack("{s:I,s:I,s:s}",
+		    "idle_after", (json_int_t)c->idle_after, "remove_after",
+		    (json_int_t)c->remove_after, "archive_dir",
+		    c->archive_dir));
+		json_object_set_new(json_object_get(o, "quotas"), "commands",
+		    json_integer((json_int_t)c->max_cmds));
+		json_object_set_new(json_object_get(o, "quotas"),
+		    "commands_per_tenant", json_integer(
+		    (json_int_t)c->max_cmds_tenant));
 	}
 	if (o != NULL && c->tcp[0])
 		json_object_set_new(o, "tcp", json_pack("{s:s,s:s,s:s,s:o}",

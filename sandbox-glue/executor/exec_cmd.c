@@ -541,6 +541,42 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 		    (json_int_t)nbg);
 		return NULL;
 	}
+	{
+		/* running commands, foreground and background, on the host
+		 * and of this sandbox's tenant */
+		struct xd_box *o;
+		long all = 0, ten = 0, n;
+
+		TAILQ_FOREACH(o, &xd->boxes, link) {
+			n = o->fg != NULL && o->fg->running;
+			TAILQ_FOREACH(x, &o->cmds, link)
+				n += x->running;
+			all += n;
+			if (b->rec.tenant[0] && strcmp(o->rec.tenant,
+			    b->rec.tenant) == 0)
+				ten += n;
+		}
+		if (xd->cfg->max_cmds && all >= xd->cfg->max_cmds) {
+			cerr(e, 429, "quota_exceeded", "running commands on "
+			    "this host", NULL);
+			e->extra = json_pack("{s:s,s:s,s:I,s:I}", "scope",
+			    "global", "resource", "commands", "limit",
+			    (json_int_t)xd->cfg->max_cmds, "in_use",
+			    (json_int_t)all);
+			return NULL;
+		}
+		if (b->rec.tenant[0] && xd->cfg->max_cmds_tenant &&
+		    ten >= xd->cfg->max_cmds_tenant) {
+			cerr(e, 429, "quota_exceeded", "running commands of "
+			    "this tenant", NULL);
+			e->extra = json_pack("{s:s,s:s,s:s,s:I,s:I}", "scope",
+			    "tenant", "resource", "commands", "tenant",
+			    b->rec.tenant, "limit",
+			    (json_int_t)xd->cfg->max_cmds_tenant, "in_use",
+			    (json_int_t)ten);
+			return NULL;
+		}
+	}
 	if (!b->be->alive(&b->rec)) {
 		cerr(e, 503, "backend_unavailable", "the sandbox is gone (its "
 		    "holder died); delete it and create it again", NULL);

@@ -40,5 +40,7 @@ xd_box_unref(struct xd_box *b)
 {
 	if (--b->refs > 0 || b->state != XD_BOX_GONE)
 		return;
+	json_decref(b->restored);
+	json_decref(b->archived);
 	free(b);
 }

@@ -173,6 +173,13 @@ struct xd_cfg {
 	struct xd_lims def, max;        /* defaults, admin maxima */
 	long max_total, max_per_tenant, max_per_user, max_creates;
 	long max_background;            /* running, per sandbox */
+	long max_cmds, max_cmds_tenant; /* running commands (foreground and
+	                                 * background) on the host, of a
+	                                 * tenant; 0 no limit */
+	/* lifecycle: unused this long, a sandbox is suspended, then
+	 * archived and removed (0: never) */
+	long idle_after, remove_after;
+	char archive_dir[SBX_PATH_MAX];
 	long keep_finished;             /* finished ones kept, per sandbox */
 	uint64_t max_file_bytes;
 	uint64_t max_body_bytes;        /* JSON bodies */
@@ -380,6 +387,34 @@ int xd_ws_make(const char *mke2fs, const struct sbx_rec *r,
  * the loop device is released with its last mount. */
 int xd_ws_remove(const struct sbx_rec *r);
 
+/* ---- exec_arch.c (blocking: in workers) ---- */
+
+/* Archive r->workspace (the sandbox destroyed) as <archive_dir>/<id>
+ * .tar.zst and its metadata <id>.json ({id, tenant, user, archived,
+ * reason, sha256, bytes, files, ...}), replacing an older one: 0 with
+ * *meta (the metadata), -1 with err. */
+int xd_arch_write(const struct xd_cfg *c, const struct sbx_rec *r,
+    const char *reason, json_t **meta, char *err, size_t len)
+    SLUICE_MUSTCHECK;
+/* The metadata of id's archive; NULL none (*bad 0) or unreadable
+ * (*bad 1).  Small: the loop may read it. */
+json_t *xd_arch_meta(const struct xd_cfg *c, const char *id, int *bad);
+/* Whether an archive entry may be restored (pure: the unit test and the
+ * fuzz harness call it): NULL yes, "" the top (nothing to make), else
+ * why not.  p its name, type 'f' file, 'd' directory, 'l' symbolic link
+ * (t its target), anything else refused; hardlink: a hard link entry;
+ * *clean gets p without its leading "./". */
+const char *xd_arch_refused(const char *p, char type, const char *t,
+    int hardlink, const char **clean);
+/* Remove id's archive (none: nothing). */
+void xd_arch_discard(const struct xd_cfg *c, const char *id);
+/* Restore id's archive into the new, empty r->workspace as r->host_uid
+ * (exec_arch.c says what is checked): 0 with *out NULL (no archive) or
+ * {files, bytes, skipped, archived, sha256, reason}; -1 with err and
+ * *corrupt 1 when the archive fails its SHA-256 or is missing. */
+int xd_arch_restore(const struct xd_cfg *c, const struct sbx_rec *r,
+    json_t **out, int *corrupt, char *err, size_t len) SLUICE_MUSTCHECK;
+
 /* ---- exec_snap.c ---- */
 
 struct xd_snap;
@@ -434,6 +469,8 @@ struct xd_stats {
 	uint64_t created, create_failed, removed;
 	uint64_t cmds_started, cmds_exited, timed_out, oom_killed, cancelled;
 	uint64_t events_dropped;
+	uint64_t suspended, resumed, removed_idle, archived, restored;
+	uint64_t archive_failed;
 };
 
 /* ---- exec_audit.c ---- */
@@ -565,6 +602,14 @@ struct xd_box {
 	struct xd_cmdq cmds;            /* background, running or done */
 	unsigned long cmd_seq;
 	int refs;                       /* commands and workers holding it */
+	/* lifecycle (exec_box.c) */
+	int64_t used_saved;             /* rec.last_used as last saved */
+	int64_t lc_retry;               /* no removal by age before this */
+	int restore;                    /* create: an archive to restore */
+	json_t *restored;               /* what was restored, NULL none */
+	int del_archive;                /* delete: archive the workspace */
+	char del_reason[16];            /* "delete", "idle" */
+	json_t *archived;               /* delete: the archive made */
 };
 TAILQ_HEAD(xd_boxq, xd_box);
 
@@ -579,8 +624,20 @@ struct xd_box *xd_box_find(struct xd *xd, const char *id);
  * -1 with e when refused at once. */
 int xd_box_create(struct xd *xd, const struct xd_create_spec *s,
     xd_box_cb cb, void *arg, struct xd_perr *e);
-int xd_box_delete(struct xd_box *b, xd_box_cb cb, void *arg,
+/* archive: the workspace archived first (1) or dropped with any archive
+ * of the id (0); reason "delete" or "idle" (events, audit). */
+int xd_box_delete(struct xd_box *b, int archive, const char *reason,
+    xd_box_cb cb, void *arg, struct xd_perr *e);
+/* A call of an app uses b now: last_used, and a suspended sandbox is
+ * resumed first (an event and an audit record with who and role).
+ * -1 with e when it cannot be resumed. */
+int xd_box_use(struct xd_box *b, const char *who, const char *role,
     struct xd_perr *e);
+/* The lifecycle timer (idle_after, remove_after): started at start and
+ * set again after a reload (its period follows the configuration);
+ * stopped at exit. */
+int xd_box_sweep_start(struct xd *xd);
+void xd_box_sweep_stop(struct xd *xd);
 int xd_box_set_tier(struct xd_box *b, const char *tier, xd_box_cb cb,
     void *arg, struct xd_perr *e);
 json_t *xd_box_json(const struct xd_box *b);
@@ -633,6 +690,7 @@ struct xd {
 	struct xd_subq subs;            /* exec_events.c */
 	struct xd_stats stats;
 	struct usock_id sock_id;
+	struct event *ev_sweep;         /* exec_box.c: the lifecycle */
 };
 
 /* ---- exec_api.c ---- */

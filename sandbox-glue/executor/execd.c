@@ -106,6 +106,9 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 		return;
 	}
 	free(old);
+	if (xd_box_sweep_start(xd) != 0)
+		xd_log(XD_LOG_WARN, "reload: the lifecycle timer could not be "
+		    "set to the new ages");
 	/* after logrotate moved it: the chain goes on in a new file */
 	xd_audit_reopen(xd);
 	xd_log(XD_LOG_INFO, "reload: configuration %s applied",
@@ -274,6 +277,10 @@ main(int argc, char **argv)
 		goto out;
 	}
 	xd_box_load_all(&XD);
+	if (xd_box_sweep_start(&XD) != 0) {
+		xd_log(XD_LOG_ERR, "cannot start the lifecycle timer");
+		goto out;
+	}
 	if (xd_api_listen(&XD, err, sizeof(err)) != 0) {
 		xd_log(XD_LOG_ERR, "%s", err);
 		goto out;
@@ -305,6 +312,7 @@ out:
 		event_free(ev_drain);
 	if (XD.base != NULL && !check && !print && !doc) {
 		xd_api_close(&XD);
+		xd_box_sweep_stop(&XD);
 		xd_box_free_all(&XD);
 		xd_audit_close(&XD);
 	}

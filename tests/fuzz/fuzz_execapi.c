@@ -17,6 +17,11 @@
  *   'i'  an install body: an accepted one has an argv of the manager's
  *        words then packages that begin with no "-" and hold no "/",
  *        ":" or "@" past an npm scope (never an option, path or URL);
+ *   'a'  an archive entry (exec_arch.c's check of a restore): a type
+ *        byte ('f', 'd', 'l', other), then the name, a newline, a link
+ *        target; an accepted one has a name neither absolute nor with a
+ *        ".." component, and a relative link target that, from the
+ *        link's directory, never climbs above the workspace;
  *   other: output bytes as JSON text (valid UTF-8 out) and the cut of a
  *        stream at a character boundary.
  */
@@ -50,6 +55,61 @@ check_norm(const char *out)
 	    strstr(out, "/../") != NULL || (strlen(out) >= 3 &&
 	    strcmp(out + strlen(out) - 3, "/..") == 0))
 		abort();
+}
+
+/* Climbs dir (a clean relative name's directory part) then t above the
+ * top?  An independent walk: a stack depth of components. */
+static int
+climbs(const char *name, const char *t)
+{
+	const char *p;
+	long depth = 0;
+	size_t n;
+
+	for (p = name; *p; p += n + (p[n] == '/'))
+		if ((n = strcspn(p, "/")) > 0 && p[n] == '/' &&
+		    !(n == 1 && p[0] == '.'))
+			depth++;
+	for (p = t; *p; p += n + (p[n] == '/')) {
+		n = strcspn(p, "/");
+		if (n == 2 && p[0] == '.' && p[1] == '.')
+			depth--;
+		else if (n > 0 && !(n == 1 && p[0] == '.'))
+			depth++;
+		if (depth < 0)
+			return 1;
+	}
+	return 0;
+}
+
+static void
+fuzz_arch(const char *s, size_t n)
+{
+	const char *nl, *clean = NULL, *why, *p;
+	char *name;
+	size_t len;
+
+	if (n < 1 || strlen(s) != n || (nl = strchr(s + 1, '\n')) == NULL)
+		return;
+	len = (size_t)(nl - (s + 1));
+	if ((name = strndup(s + 1, len)) == NULL)
+		return;
+	why = xd_arch_refused(name, s[0], nl + 1, (n & 1) && s[0] == 'h',
+	    &clean);
+	if (why == NULL) {
+		if (clean == NULL || clean[0] == '/' || clean[0] == '\0')
+			abort();
+		for (p = clean; *p; p += strcspn(p, "/") + (p[strcspn(p, "/")]
+		    == '/'))
+			if (strncmp(p, "..", 2) == 0 && (p[2] == '/' ||
+			    p[2] == '\0'))
+				abort();
+		if (s[0] != 'f' && s[0] != 'd' && s[0] != 'l')
+			abort();
+		if (s[0] == 'l' && nl[1] != '/' && climbs(clean, nl + 1))
+			abort();
+	}
+	free(name);
 }
 
 static void
@@ -183,6 +243,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 't':
 	case 'i':
 		fuzz_json(kind, s, n);
+		break;
+	case 'a':
+		fuzz_arch(s, n);
 		break;
 	default: {
 		json_t *j = xd_text_json((const unsigned char *)s, n, kind & 1);

@@ -82,6 +82,80 @@ t_cfg(void **state)
 	assert_non_null(strstr(err, "log.path"));
 	assert_int_equal(cfg(&c, "{\"log\": {\"file\": \"/x\"}}", err,
 	    sizeof(err)), -1);
+	/* lifecycle and command quotas: defaults, keys, ranges */
+	assert_int_equal(cfg(&c, "{}", err, sizeof(err)), 0);
+	assert_int_equal(c.idle_after, 600);
+	assert_int_equal(c.remove_after, 86400);
+	assert_string_equal(c.archive_dir, "/var/lib/sluice-execd/.archive");
+	assert_int_equal(c.max_cmds, 256);
+	assert_int_equal(c.max_cmds_tenant, 64);
+	assert_int_equal(cfg(&c, "{\"state_dir\": \"/s\", \"lifecycle\": "
+	    "{\"idle_after\": 2, \"remove_after\": 5}, \"quotas\": "
+	    "{\"commands\": 3, \"commands_per_tenant\": 0}}", err,
+	    sizeof(err)), 0);
+	assert_int_equal(c.idle_after, 2);
+	assert_int_equal(c.remove_after, 5);
+	assert_string_equal(c.archive_dir, "/s/.archive");
+	assert_int_equal(c.max_cmds, 3);
+	assert_int_equal(c.max_cmds_tenant, 0);
+	assert_int_equal(cfg(&c, "{\"lifecycle\": {\"archive_dir\": "
+	    "\"/a\", \"idle_after\": 0}}", err, sizeof(err)), 0);
+	assert_string_equal(c.archive_dir, "/a");
+	assert_int_equal(cfg(&c, "{\"lifecycle\": {\"idle_after\": 10, "
+	    "\"remove_after\": 5}}", err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "lifecycle.remove_after: at least"));
+	assert_int_equal(cfg(&c, "{\"lifecycle\": {\"archive_dir\": "
+	    "\"rel\"}}", err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "lifecycle.archive_dir"));
+	assert_int_equal(cfg(&c, "{\"lifecycle\": {\"idle\": 1}}", err,
+	    sizeof(err)), -1);
+	assert_non_null(strstr(err, "lifecycle.idle: unknown key"));
+	assert_int_equal(cfg(&c, "{\"lifecycle\": {\"idle_after\": -1}}",
+	    err, sizeof(err)), -1);
+	assert_int_equal(cfg(&c, "{\"quotas\": {\"commands\": -1}}", err,
+	    sizeof(err)), -1);
+	assert_non_null(strstr(err, "quotas.commands"));
+}
+
+static void
+t_arch_entries(void **state)
+{
+	const char *c = NULL;
+
+	(void)state;
+	assert_null(xd_arch_refused("a/b.txt", 'f', NULL, 0, &c));
+	assert_string_equal(c, "a/b.txt");
+	assert_null(xd_arch_refused("./a", 'd', NULL, 0, &c));
+	assert_string_equal(c, "a");
+	assert_string_equal(xd_arch_refused("./", 'd', NULL, 0, &c), "");
+	assert_string_equal(xd_arch_refused(".", 'd', NULL, 0, &c), "");
+	assert_non_null(strstr(xd_arch_refused("/etc/x", 'f', NULL, 0, &c),
+	    "absolute"));
+	assert_non_null(strstr(xd_arch_refused("../x", 'f', NULL, 0, &c),
+	    ".."));
+	assert_non_null(strstr(xd_arch_refused("a/../../x", 'f', NULL, 0,
+	    &c), ".."));
+	assert_non_null(strstr(xd_arch_refused("a/..", 'd', NULL, 0, &c),
+	    ".."));
+	assert_null(xd_arch_refused("a/..b", 'f', NULL, 0, &c));
+	assert_non_null(strstr(xd_arch_refused("h", 'f', NULL, 1, &c),
+	    "hard link"));
+	assert_non_null(xd_arch_refused("dev", '?', NULL, 0, &c));
+	/* links: relative targets stay inside, absolute ones are the
+	 * sandbox's own root */
+	assert_null(xd_arch_refused("l", 'l', "b.txt", 0, &c));
+	assert_null(xd_arch_refused("a/l", 'l', "../b.txt", 0, &c));
+	assert_null(xd_arch_refused("a/./l", 'l', "../b", 0, &c));
+	assert_null(xd_arch_refused("venv/bin/python", 'l',
+	    "/usr/bin/python3", 0, &c));
+	assert_non_null(strstr(xd_arch_refused("l", 'l', "../etc", 0, &c),
+	    "outside"));
+	assert_non_null(strstr(xd_arch_refused("a/l", 'l', "x/../../../y", 0,
+	    &c), "outside"));
+	assert_non_null(strstr(xd_arch_refused("./a/./l", 'l', "./../..", 0,
+	    &c), "outside"));
+	assert_non_null(xd_arch_refused("l", 'l', "", 0, &c));
+	assert_non_null(xd_arch_refused(NULL, 'f', NULL, 0, &c));
 }
 
 static void
@@ -309,6 +383,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(t_cfg),
+		cmocka_unit_test(t_arch_entries),
 		cmocka_unit_test(t_routes),
 		cmocka_unit_test(t_paths),
 		cmocka_unit_test(t_range),

@@ -308,9 +308,10 @@ class Sandbox:
         return self._t.call(C.cancel(self.id, all))
 
     def destroy(self, archive: bool = True) -> None:
-        """Destroy the sandbox, its broker session and its directory
-        (``archive`` asks the executor to keep an archive where it
-        can)."""
+        """Destroy the sandbox, its broker session and its directory.
+        ``archive``: the executor keeps an archive of the workspace that
+        a create of the same id (same tenant and user) restores; False:
+        none, and an earlier archive of the id is removed."""
         self._t.call(C.sandbox_delete(self.id, archive))
 
     # files (paths relative to /workspace, or /workspace/...)
