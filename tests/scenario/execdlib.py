@@ -456,7 +456,10 @@ class Execd:
         """Directories under the state dir: a record (adopted on start)
         or what a killed create left."""
         try:
-            return sorted(os.listdir(self.state_dir))
+            # ".archive" and the like are the daemon's: no sandbox id
+            # starts with a dot
+            return sorted(n for n in os.listdir(self.state_dir)
+                          if not n.startswith("."))
         except OSError:
             return []
 
@@ -475,7 +478,9 @@ class Execd:
             for i in ids:
                 log("%s: sandbox %s left by the case: deleting" % (
                     self.name, i))
-                d = api_unix(self.sock, "DELETE", "/v1/sandboxes/%s" % i,
+                # discard: a case's workspace is not kept as an archive
+                d = api_unix(self.sock, "DELETE",
+                             "/v1/sandboxes/%s?archive=discard" % i,
                              timeout=60)
                 if d.status not in (200, 404, 409):
                     log("%s: DELETE %s: %s %r" % (self.name, i, d.status,

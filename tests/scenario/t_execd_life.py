@@ -404,7 +404,7 @@ def restart_keeps_suspended(env):
     X.create(x, "r1")
     wait_until(lambda: state(x, "r1") == "suspended", 10, what="suspended")
     pid = record(x, "r1")["init_pid"]
-    x.stop()
+    x.halt()
     x.start()
     check_eq(state(x, "r1"), "suspended", "suspended after a restart")
     check_eq(record(x, "r1")["init_pid"], pid, "same sandbox")

@@ -388,7 +388,7 @@ def execd_profiles(env):
     check_eq(r.status, 403, "base is not in acme's list: %r" % r)
     os.makedirs(env.path("unbuilt"))
     x.conf.update(image_dir=env.path("unbuilt"))
-    x.stop()
+    x.halt()
     x.start()
     r = x.app("POST", "/v1/sandboxes", {"id": "xp0", "tenant": "acme",
                                         "profile": "minimal"})
@@ -396,7 +396,7 @@ def execd_profiles(env):
     check_eq(r.json["error"].get("reason"), "image_missing", "reason")
     check_eq(x.app("GET", "/v1/sandboxes/xp0").status, 404, "nothing left")
     x.conf.update(image_dir=store)
-    x.stop()
+    x.halt()
     x.start()
     o = X.create(x, "xp1", profile="minimal")
     check_eq((o["profile"], o["image"]), ("minimal", digest), "create")
