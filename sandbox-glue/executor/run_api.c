@@ -132,7 +132,7 @@ pct(char *buf, size_t len, const char *s, int keep_slash)
 	buf[o] = '\0';
 }
 
-/* "/v1/sandboxes/ID" + tail (printf-style, already encoded) */
+/* "/v1/sandboxes/ID" + tail (already %-encoded) */
 static void
 box_path(char *buf, size_t len, const char *tail)
 {
@@ -959,17 +959,14 @@ cmd_install(char **args)
 static int
 cmd_start(char **argv)
 {
+	char path[512];
 	json_t *b, *out = NULL;
 	int ex;
 
 	need_id("start");
 	b = cmd_body(argv, "start");
-	{
-		char path[512];
-
-		box_path(path, sizeof(path), "/commands");
-		ex = call_print("POST", path, b, &out);
-	}
+	box_path(path, sizeof(path), "/commands");
+	ex = call_print("POST", path, b, &out);
 	json_decref(b);
 	if (ex == EX_OK && !opt_json)
 		printf("%s\n", safe(jstr(out, "id")));
@@ -1642,7 +1639,7 @@ run_api_main(int argc, char **argv)
 	if (strcmp(verb, "doctor") == 0)
 		return cmd_health(args, 1);
 	if (strcmp(verb, "gc") == 0)
-		die(EX_USAGE, "gc is the local mode's (--local): sluice-execd "
-		    "suspends and removes its sandboxes itself");
+		die(EX_USAGE, "gc is the local mode's (--local): it sweeps "
+		    "that mode's sandboxes, not sluice-execd's");
 	die(EX_USAGE, "unknown command %s (try --help)", safe(verb));
 }

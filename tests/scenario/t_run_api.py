@@ -11,9 +11,11 @@ ls (glob, recursive), edit (409 conflict), rm; tier (sluiced's session
 follows), install refused at tier off; destroy (--discard).  Errors are
 "sluice-run: CODE: message (fields)" with the stable exit statuses of
 sluice-run(1): 404 -> 3, 409 exists -> 6, 429 quota_exceeded -> 4 (scope,
-limit and in_use in the message), 429 busy -> 10, 400 -> 2, 403 for a
-caller in no role -> 13, 503 broker_unavailable -> 5 with sluiced
-stopped, an unreachable socket -> 15; every --json output parses.
+limit and in_use in the message), 429 busy -> 10, 400 -> 2, 403
+profile_forbidden -> 9, 409 conflict -> 11, 403 network_not_permitted
+-> 12, 413 -> 14, 403 for a caller in no role -> 13, 503
+broker_unavailable -> 5 with sluiced stopped, an unreachable socket ->
+15; every --json output parses.
 
 Skips (77) without root or user namespaces (t_execd.preflight)."""
 
@@ -92,7 +94,8 @@ class Cli:
 
 @S.case
 def verbs(env):
-    d, ctl, x = X.start(env, quotas={"per_user": 2})
+    d, ctl, x = X.start(env, quotas={"per_user": 2},
+                        tenant_profiles={"*": ["host"]})
     app = Cli(x, [X.G_SOCK, X.G_APP])
     # health, doctor; --json parses
     r = app.ok("health")
@@ -127,6 +130,10 @@ def verbs(env):
     err = app.fails(2, "bad_request", "create", "--chat", "r9", "--limit",
                     "memory_mb=99999")
     check("field memory_mb" in err and "max 4096" in err, "fields: %r" % err)
+    # a profile the tenant may not use: 403, and the local mode's 9
+    err = app.fails(9, "forbidden", "create", "--chat", "r9", "--profile",
+                    "minimal")
+    check("reason profile_forbidden" in err, "reason: %r" % err)
     err = app.fails(4, "quota_exceeded", "create", "--chat", "r3",
                     "--tenant", "acme", "--user", "alice")
     check("scope user" in err and "limit 2" in err and "in_use 2" in err,
