@@ -37,19 +37,40 @@ if [ "$(id -u)" != 0 ]; then
 fi
 [ -t 0 ] && [ -r /dev/tty ] || yes=1
 
-tmp=$(mktemp -d /tmp/sluice-demo.XXXXXX)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-demo.XXXXXX")
 chmod 755 "$tmp"
 pids=
+execd_up() {
+	curl -s -o /dev/null --max-time 10 --unix-socket "$tmp/xrun/exec.sock" \
+	    http://localhost/v1/health 2>/dev/null
+}
 cleanup() {
 	rc=$?
-	# a sandbox the app left (interrupted) goes before its executor stops
-	[ -S "$tmp/xrun/exec.sock" ] && curl -s -o /dev/null -X DELETE \
-		--unix-socket "$tmp/xrun/exec.sock" \
-		http://localhost/v1/sandboxes/demo-chat 2>/dev/null || true
+	# a sandbox the app left (interrupted) goes before its executor
+	# stops; an executor that died meanwhile is started again on its
+	# state directory (it adopts the sandboxes there) to delete them
+	if [ -n "$(ls -A "$tmp/xstate" 2>/dev/null)" ]; then
+		if ! execd_up && [ -f "$tmp/execd.json" ]; then
+			"$execd" -c "$tmp/execd.json" 2>"$tmp/execd2.err" &
+			pids="$! $pids"
+			i=0
+			until grep -q ready: "$tmp/execd2.err" 2>/dev/null ||
+			    [ $i -ge 100 ]; do
+				i=$((i + 1))
+				sleep 0.1
+			done
+		fi
+		for id in $(ls "$tmp/xstate"); do
+			curl -s -o /dev/null -X DELETE --max-time 60 \
+			    --unix-socket "$tmp/xrun/exec.sock" \
+			    "http://localhost/v1/sandboxes/$id" 2>/dev/null || true
+		done
+	fi
 	for p in $pids; do
 		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true
 	done
-	rm -rf "$tmp"
+	# never into a workspace still mounted (its mount stays to be seen)
+	rm -rf --one-file-system "$tmp"
 	exit $rc
 }
 trap cleanup EXIT

@@ -117,30 +117,32 @@ on_accept_unix(struct evconnlistener *evl, evutil_socket_t fd,
 	px_conn_accept(fd, sa, salen, PX_T_UNIX, l->session);
 }
 
+/* The session of a TCP client is its source address (sessions.source):
+ * on the TCP listener and on the transparent one, where the firewall
+ * redirected it and transparent.c finds where it was going. */
+static struct px_session *
+session_of_source(struct sockaddr *sa, int salen)
+{
+	struct peer_id id;
+
+	if (peer_identify(sa, (socklen_t)salen, &id) == 0 && id.kind == PEER_IP)
+		return px_session_by_source(&id.ip);
+	return NULL;
+}
+
 static void
 on_accept_tcp(struct evconnlistener *evl, evutil_socket_t fd,
     struct sockaddr *sa, int salen, void *arg)
 {
-	struct peer_id id;
-	struct px_session *s = NULL;
-
-	if (peer_identify(sa, (socklen_t)salen, &id) == 0 && id.kind == PEER_IP)
-		s = px_session_by_source(&id.ip);
-	px_conn_accept(fd, sa, salen, PX_T_TCP, s);
+	px_conn_accept(fd, sa, salen, PX_T_TCP, session_of_source(sa, salen));
 }
 
-/* Redirected by the firewall: the source address is the session, as on
- * the TCP listener; transparent.c finds where the client was going. */
 static void
 on_accept_transparent(struct evconnlistener *evl, evutil_socket_t fd,
     struct sockaddr *sa, int salen, void *arg)
 {
-	struct peer_id id;
-	struct px_session *s = NULL;
-
-	if (peer_identify(sa, (socklen_t)salen, &id) == 0 && id.kind == PEER_IP)
-		s = px_session_by_source(&id.ip);
-	px_conn_accept(fd, sa, salen, PX_T_TRANSPARENT, s);
+	px_conn_accept(fd, sa, salen, PX_T_TRANSPARENT, session_of_source(sa,
+	    salen));
 }
 
 static void

@@ -49,6 +49,7 @@ ALLOW_INT=(
 	"tests/unit/test_config.c:proxy/lib/config-int.h"
 	"tests/fuzz/fuzz_execapi.c:sandbox-glue/executor/execd-int.h"
 	"tests/unit/test_execd.c:sandbox-glue/executor/execd-int.h"
+	"tests/unit/test_runcfg.c:sandbox-glue/executor/sbx-int.h"
 )
 
 while [ $# -gt 0 ]; do

@@ -42,6 +42,7 @@
 #include <openssl/ssl.h>
 
 #include "proxy/daemon.h"
+#include "proxy/lib/httpauth.h"
 #include "proxy/lib/usock.h"
 #include "proxy/lib/util.h"
 #include "proxy/control/ctl.h"
@@ -1102,25 +1103,14 @@ identify_unix(struct call *k, int fd)
 static void
 identify_token(struct call *k)
 {
-	struct evkeyvalq *h = evhttp_request_get_input_headers(k->req);
 	unsigned char d[SHA256_DIGEST_LENGTH];
 	const struct api_token *hit = NULL;
-	struct evkeyval *kv;
-	const char *v = NULL;
+	const char *v;
 	size_t i;
-	int n = 0;
 
 	k->role = CFG_ROLE_NONE;
-	TAILQ_FOREACH(kv, h, next)
-		if (strcasecmp(kv->key, "Authorization") == 0) {
-			v = kv->value;
-			n++;
-		}
-	if (n != 1 || strncasecmp(v, "Bearer ", 7) != 0)
-		return;
-	for (v += 7; *v == ' '; v++)
-		;
-	if (*v == '\0' || strlen(v) > API_TOKEN_MAX ||
+	if ((v = httpauth_bearer(evhttp_request_get_input_headers(k->req),
+	    API_TOKEN_MAX)) == NULL ||
 	    EVP_Digest(v, strlen(v), d, NULL, EVP_sha256(), NULL) != 1)
 		return;
 	for (i = 0; i < api.acl.ntokens; i++)

@@ -43,6 +43,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "proxy/lib/httpauth.h"
 #include "proxy/lib/usock.h"
 #include "proxy/lib/util.h"
 #include "sandbox-glue/executor/execd-int.h"
@@ -1380,25 +1381,14 @@ static void
 identify_token(struct xd_call *k)
 {
 	const struct xd_cfg *c = k->xd->cfg;
-	struct evkeyvalq *h = evhttp_request_get_input_headers(k->req);
 	unsigned char d[32];
 	const struct xd_token *hit = NULL;
-	struct evkeyval *kv;
-	const char *v = NULL;
+	const char *v;
 	size_t i;
-	int n = 0;
 
 	k->role = XD_ROLE_NONE;
-	TAILQ_FOREACH(kv, h, next)
-		if (strcasecmp(kv->key, "Authorization") == 0) {
-			v = kv->value;
-			n++;
-		}
-	if (n != 1 || strncasecmp(v, "Bearer ", 7) != 0)
-		return;
-	for (v += 7; *v == ' '; v++)
-		;
-	if (*v == '\0' || strlen(v) > 4096)
+	if ((v = httpauth_bearer(evhttp_request_get_input_headers(k->req),
+	    4096)) == NULL)
 		return;
 	xd_sha256(v, strlen(v), d);
 	/* every hash compared, in constant time: the timing says nothing

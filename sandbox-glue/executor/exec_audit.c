@@ -144,6 +144,8 @@ xd_audit_cmd(const struct xd_cmd *c)
 	clog_rec_ustr(r, "tenant", b->rec.tenant, strlen(b->rec.tenant));
 	clog_rec_ustr(r, "user", b->rec.user, strlen(b->rec.user));
 	clog_rec_str(r, "command", c->id);
+	/* what it ran on: the image's sha256 (null: the host's /usr) */
+	clog_rec_str(r, "image", b->rec.image[0] ? b->rec.image : NULL);
 	clog_rec_str(r, "kind", c->install ? "install" : c->background ?
 	    "background" : "foreground");
 	clog_rec_json(r, "argv", argv_capped(c->argv, &cut));

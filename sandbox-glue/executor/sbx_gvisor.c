@@ -52,7 +52,7 @@
 
 #include <jansson.h>
 
-#include "sandbox-glue/executor/sbx.h"
+#include "sandbox-glue/executor/sbx-int.h"
 #include "sandbox-glue/executor/sbx_image.h"
 
 #define GV_MISSING	"runsc not found: install the Debian package runsc"
@@ -944,6 +944,11 @@ gv_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	}
 	gv_push(args, "env");
 	gv_push(args, "-i");
+	/* the directory is entered as the sandbox user, after the drop (runsc
+	 * would enter it as root, and fail with its own words and 128): a
+	 * missing one is exit 125 and env's message, as under ns */
+	gv_push(args, "-C");
+	gv_push(args, cmd->cwd != NULL ? cmd->cwd : SBX_WORKDIR);
 	gv_push(args, "--");	/* what follows are assignments, never options */
 	for (i = 0; cmd->envp != NULL && cmd->envp[i] != NULL; i++)
 		if (strchr(cmd->envp[i], '=') != NULL)
@@ -954,7 +959,7 @@ gv_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	p = json_pack("{s:{s:i, s:i}, s:o, s:[s], s:s, s:o, s:b}",
 	    "user", "uid", 0, "gid", 0, "args", args,
 	    "env", "PATH=/usr/local/bin:/usr/bin:/bin",
-	    "cwd", cmd->cwd != NULL ? cmd->cwd : SBX_WORKDIR,
+	    "cwd", "/",
 	    "capabilities", gv_caps(caps), "noNewPrivileges", 0);
 	args = NULL;
 	snprintf(procf, sizeof(procf), "%s/exec-%s.json", rec->dir, out->tag);
@@ -1123,6 +1128,43 @@ gv_destroy(struct sbx_rec *rec, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * The OOM kills in the sandbox's host cgroup (runsc made it, from
+ * cgroupsPath: rec->cgroup; "" when created without host cgroups).  The
+ * memory limit is the whole sandbox's there, so a command that takes too
+ * much is killed by the host's OOM killer inside that group: its
+ * memory.events (v2) or memory.oom_control (v1) counts it.
+ */
+static int
+gv_oom_kills(const struct sbx_rec *rec, uint64_t *n)
+{
+	char p[SBX_PATH_MAX + 64], line[128];
+	unsigned long long v;
+	size_t i;
+	FILE *f;
+	int rc = -1;
+
+	if (rec->cgroup[0] != '/')
+		return -1;
+	for (i = 0; i < 2 && rc != 0; i++) {
+		if (i == 0)
+			snprintf(p, sizeof(p), "/sys/fs/cgroup%s/memory.events",
+			    rec->cgroup);
+		else
+			snprintf(p, sizeof(p), "/sys/fs/cgroup/memory%s/"
+			    "memory.oom_control", rec->cgroup);
+		if ((f = fopen(p, "re")) == NULL)
+			continue;
+		while (fgets(line, sizeof(line), f) != NULL)
+			if (sscanf(line, "oom_kill %llu", &v) == 1) {
+				*n = v;
+				rc = 0;
+			}
+		fclose(f);
+	}
+	return rc;
+}
+
 const struct sbx_backend sbx_gvisor_backend = {
 	.name = "gvisor",
 	.available = gv_available,
@@ -1134,4 +1176,5 @@ const struct sbx_backend sbx_gvisor_backend = {
 	.resume = gv_resume,
 	.alive = gv_alive,
 	.destroy = gv_destroy,
+	.oom_kills = gv_oom_kills,
 };

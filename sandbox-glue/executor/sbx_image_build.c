@@ -34,6 +34,7 @@
 
 #include "proxy/lib/jsonstrict.h"
 #include "sandbox-glue/executor/sbx_cfg.h"
+#include "sandbox-glue/executor/sbx-int.h"
 #include "sandbox-glue/executor/sbx_image-int.h"
 
 #define TOOL_PATH	"PATH=/usr/sbin:/usr/bin:/sbin:/bin"

@@ -46,7 +46,7 @@
 
 #include <linux/capability.h>
 
-#include "sandbox-glue/executor/sbx.h"
+#include "sandbox-glue/executor/sbx-int.h"
 #include "sandbox-glue/executor/sbx_image.h"
 
 #define CG_V1		"/sys/fs/cgroup"

@@ -36,7 +36,7 @@
 #include <linux/filter.h>
 #include <seccomp.h>
 
-#include "sandbox-glue/executor/sbx.h"
+#include "sandbox-glue/executor/sbx-int.h"
 
 enum sc_how {
 	SC_ALL,         /* every call */

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sandbox-glue/executor/sbx.h"
+#include "sandbox-glue/executor/sbx-int.h"
 
 int64_t
 sbx_now_ms(void)

@@ -41,6 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "scenario"))
 from harness import (Suite, Skip, Fail, check, check_eq, api_unix,  # noqa: E402
                      wait_until, require_tool, log, BUILDDIR, SRCDIR)
+import execdlib  # noqa: E402
 
 S = Suite("t_console", time_limit=420)
 
@@ -981,12 +982,13 @@ def log_cut_and_changed(env):
     con.finish()
 
 
-class Execd:
+class Execd(execdlib.Execd):
     """The real sluice-execd beside sluiced; stopped first (its sandboxes
-    deleted while sluiced still answers)."""
+    deleted while sluiced still answers, even when it died: execdlib),
+    and nothing of them may be left."""
 
     def __init__(self, env, d):
-        exe = os.path.join(BUILDDIR, "sandbox-glue", "executor", "sluice-execd")
+        exe = execdlib.EXECD
         shim = os.path.join(BUILDDIR, "sandbox-glue", "shim", "sluice-shim")
         if os.geteuid() != 0:
             raise Skip("sluice-execd needs root")
@@ -996,53 +998,14 @@ class Execd:
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         if r.returncode != 0:
             raise Skip("no user namespaces: %s" % r.stderr.decode().strip())
-        conf = {"runtime_dir": env.path("xrun"), "state_dir": env.path("xstate"),
-                "control_socket": d.ctl, "shim": shim}
-        path = env.path("execd.json")
-        with open(path, "w") as f:
-            json.dump(conf, f)
-        self.sock = os.path.join(conf["runtime_dir"], "exec.sock")
-        self.name = "sluice-execd"
-        self.skip_chain = True
-        self.lines = []
-        self.proc = subprocess.Popen([exe, "-c", path], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
-        env.daemons.insert(0, self)
-        ready = threading.Event()
-
-        def drain():
-            for _ in range(100000):
-                line = self.proc.stderr.readline()
-                if not line:
-                    return
-                self.lines.append(line.decode("utf-8", "replace").rstrip())
-                if "ready:" in self.lines[-1]:
-                    ready.set()
-        threading.Thread(target=drain, daemon=True).start()
-        if not ready.wait(15):
-            raise Fail("sluice-execd not ready:\n%s" % self.stderr())
+        super().__init__(env, {"runtime_dir": env.path("xrun"),
+                               "state_dir": env.path("xstate"),
+                               "control_socket": d.ctl, "shim": shim},
+                         verbose=False)
+        self.start()
 
     def call(self, method, path, body=None):
         return api_unix(self.sock, method, path, body, timeout=60)
-
-    def stderr(self):
-        return "\n".join(self.lines[-60:])
-
-    def stop(self, timeout=20):
-        if self.proc.poll() is None:
-            try:
-                for b in self.call("GET", "/v1/sandboxes").json["sandboxes"]:
-                    self.call("DELETE", "/v1/sandboxes/" + b["id"])
-            except (OSError, KeyError, TypeError, ValueError) as e:
-                log("sluice-execd cleanup: %r" % e)
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        return self.proc.returncode
 
 
 @S.case

@@ -4,6 +4,9 @@ Python 3 standard library only.  Each test file builds cases with
 ``Suite`` and calls ``Suite.main()``; every case gets an ``Env`` with its
 own temp directory, fake DNS server, upstreams and daemon, all torn down on
 every exit path (exceptions, SIGTERM/SIGINT/SIGHUP, the suite watchdog).
+A daemon's stop() or a closer that finds the case left something on the
+machine raises Leak, and the case fails (execdlib.py does, for
+sluice-execd's sandboxes).
 
 Exit codes follow automake: 0 pass, 1 fail, 77 skip (a missing client such
 as curl or openssl; with SLUICE_TEST_STRICT=1 a skip is a failure).
@@ -100,6 +103,12 @@ class Skip(Exception):
 
 class Fail(AssertionError):
     pass
+
+
+class Leak(Fail):
+    """Raised by a daemon's stop() or a closer at teardown when the case
+    left something on the machine: Env.close collects it and the case
+    fails, whatever it returned."""
 
 
 def log(msg):
@@ -1193,6 +1202,7 @@ class Env:
         self.name = name
         self.daemons = []
         self.closers = []
+        self.leaks = []
         self.base = addr_base()
         self._cert = None
 
@@ -1295,11 +1305,15 @@ class Env:
         for d in self.daemons:
             try:
                 d.stop(timeout=timeout)
+            except Leak as e:
+                self.leaks.append(str(e))
             except Exception as e:
                 log("stopping %s: %r" % (d.name, e))
         for c in reversed(self.closers):
             try:
                 c()
+            except Leak as e:
+                self.leaks.append(str(e))
             except Exception:
                 pass
 
@@ -1449,6 +1463,11 @@ class Suite:
             env.close(grace)
             if grace < 12.0:
                 shutil.rmtree(env.dir, ignore_errors=True)
+        for e in env.leaks:
+            # whatever the case said: what it left would pile up
+            log("%s: FAIL at teardown: %s" % (fn.__name__, e))
+            if not status.startswith("FAIL"):
+                status = "FAIL teardown: %s" % e.splitlines()[0]
         if status == "PASS" or status.startswith("FAIL"):
             # The log must verify after every case, including failed ones
             # (reported separately so the first failure stays visible).

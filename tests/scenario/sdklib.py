@@ -5,7 +5,8 @@ started as an UNPRIVILEGED user: nobody with the socket's group and the
 app role's group on both daemons, as an app's service user would be.
 TLS listeners of both daemons take bearer tokens (admin, app, an app
 token bound to a tenant); the runner gets their addresses, tokens and CA
-in SLUICE_TEST_* variables.
+in SLUICE_TEST_* variables.  sluice-execd is execdlib's: its sandboxes
+go at teardown even when it died, and nothing of them may be left.
 
 The runner's own result decides: its counts are read from its report
 (JUnit XML for pytest, TAP for node), no test run is a failure, and a
@@ -14,6 +15,7 @@ skipped test is a failure under SLUICE_TEST_STRICT=1."""
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import sys
@@ -22,7 +24,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Skip, Fail, check, log, free_port,  # noqa: E402
-                     BUILDDIR, SRCDIR, STRICT, VERBOSE, api_unix)
+                     BUILDDIR, SRCDIR, STRICT, api_unix)
+import execdlib  # noqa: E402
 
 EXECD = os.path.join(BUILDDIR, "sandbox-glue", "executor", "sluice-execd")
 SHIM = os.path.abspath(os.path.join(BUILDDIR, "sandbox-glue", "shim",
@@ -107,91 +110,6 @@ class WebServer:
         self.srv.server_close()
 
 
-class Execd:
-    def __init__(self, env, conf):
-        self.env = env
-        self.conf = conf
-        self.path = env.path("execd.json")
-        self.lines = []
-        self.ready = threading.Event()
-        self.proc = None
-        self.sock = os.path.join(conf["runtime_dir"], "exec.sock")
-
-    def start(self):
-        with open(self.path, "w") as f:
-            json.dump(self.conf, f, indent=1)
-        self.proc = subprocess.Popen([EXECD, "-c", self.path, "-v"],
-                                     stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
-        threading.Thread(target=self._drain, daemon=True).start()
-        if not self.ready.wait(15):
-            raise Fail("sluice-execd not ready:\n%s" % self.stderr())
-        self.env.closers.append(self.stop)
-
-    def _drain(self):
-        for _ in range(10 ** 7):
-            line = self.proc.stderr.readline()
-            if not line:
-                return
-            t = line.decode("utf-8", "replace").rstrip("\n")
-            if len(self.lines) < 50000:
-                self.lines.append(t)
-            if VERBOSE:
-                log("[execd] %s" % t)
-            if "ready:" in t:
-                self.ready.set()
-
-    def stderr(self):
-        return "\n".join(self.lines[-60:])
-
-    def stop(self):
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        # what a failed run left behind goes with the daemon's state dir;
-        # sandboxes are deleted by root first so no mount stays
-        try:
-            import socket as so
-            s = so.socket(so.AF_UNIX, so.SOCK_STREAM)
-            s.settimeout(30)
-            s.connect(self.sock)
-            s.sendall(b"GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\n"
-                      b"Connection: close\r\n\r\n")
-            data = b""
-            for _ in range(1000):
-                d = s.recv(65536)
-                if not d:
-                    break
-                data += d
-            s.close()
-            body = data.split(b"\r\n\r\n", 1)[1]
-            if b"chunked" in data.split(b"\r\n\r\n", 1)[0].lower():
-                body = body.split(b"\r\n", 1)[1].rsplit(b"\r\n0\r\n", 1)[0]
-            for b in json.loads(body).get("sandboxes", []):
-                log("sluice-execd: sandbox %s left by the tests: deleting"
-                    % b["id"])
-                s = so.socket(so.AF_UNIX, so.SOCK_STREAM)
-                s.settimeout(60)
-                s.connect(self.sock)
-                s.sendall(("DELETE /v1/sandboxes/%s HTTP/1.1\r\nHost: x\r\n"
-                           "Connection: close\r\n\r\n" % b["id"]).encode())
-                for _ in range(1000):
-                    if not s.recv(65536):
-                        break
-                s.close()
-        except (OSError, ValueError, IndexError) as e:
-            log("listing sandboxes at the end: %r" % e)
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-        if self.proc.returncode not in (0, None):
-            log("sluice-execd exited %s:\n%s" % (self.proc.returncode,
-                                                 self.stderr()))
-
-
 def world(env, uid_base):
     """Start everything; returns the SLUICE_TEST_* environment.  uid_base
     keeps this executor's sandbox uids apart from those of another one
@@ -248,7 +166,7 @@ def world(env, uid_base):
     os.chmod(cfg["runtime_dir"], 0o711)
 
     exec_port = free_port()
-    x = Execd(env, {
+    x = execdlib.Execd(env, {
         "runtime_dir": env.path("xrun"),
         "state_dir": env.path("xstate"),
         "control_socket": ctl,
@@ -260,6 +178,7 @@ def world(env, uid_base):
                   "auditor": {"groups": [G_AUD]}},
         "max_file_bytes": 1 << 20,
         "ring_bytes": 4096,
+        "log": {"path": env.path("xaudit", "execd.jsonl")},
         "limits_max": {"timeout_s": 300, "memory_mb": 4096},
         "quotas": {"per_user": 3, "per_tenant": 20, "sandboxes": 40},
         "tcp": {"listen": "127.0.0.1:%d" % exec_port, "tls_cert": crt,
@@ -335,14 +254,125 @@ def run_runner(env, argv, extra_env, home, cwd, timeout=480):
     return p.returncode, text
 
 
-def judge(what, rc, npass, nfail, nskip):
+def _first_lines(text, n=3, width=300):
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    return " / ".join(lines[:n])[:width]
+
+
+def junit_failures(path):
+    """"file::case: message" of each failed or erroring case in pytest's
+    JUnit XML (none when it is missing or unreadable)."""
+    import xml.etree.ElementTree as ET
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        return []
+    out = []
+    for tc in root.iter("testcase"):
+        for kind in ("failure", "error"):
+            for f in tc.findall(kind):
+                where = (tc.get("classname") or "").replace(".", "/")
+                where = "%s.py::%s" % (where, tc.get("name")) if where \
+                    else tc.get("name")
+                # the message attribute is pytest's one-line summary; the
+                # text's last "file:line: Error" line says where
+                text = f.text or ""
+                loc = [ln.strip() for ln in text.splitlines()
+                       if re.match(r"^\S+\.py:\d+: ", ln.strip())]
+                msg = _first_lines(f.get("message") or text)
+                out.append("%s: %s%s%s" % (
+                    where, "" if kind == "failure" else "error: ", msg,
+                    " (at %s)" % loc[-1].split(": ", 1)[0] if loc else ""))
+    return out
+
+
+def tap_failures(out):
+    """"file > test > subtest: error (at location)" of each failed test
+    in node --test's TAP output (subtests, not the parents that failed
+    because of them)."""
+    res = []
+    stack = []          # (indent, name) of the subtests open
+    said = []           # error lines printed since the last test
+    lines = out.splitlines()
+    i = 0
+    for _ in range(len(lines) + 1):
+        if i >= len(lines):
+            break
+        ln = lines[i]
+        ind = len(ln) - len(ln.lstrip(" "))
+        body = ln.strip()
+        i += 1
+        m = re.match(r"^# Subtest: (.*)$", body)
+        if m:
+            stack = [e for e in stack if e[0] < ind] + [(ind, m.group(1))]
+            continue
+        m = re.match(r"^# (\w*Error\b.*)$", body)
+        if m:           # what a file that did not load printed
+            said.append(m.group(1))
+            continue
+        m = re.match(r"^not ok \d+ - (.*?)(\s+# .*)?$", body)
+        if not m:
+            if re.match(r"^ok \d+ - ", body):
+                stack = [e for e in stack if e[0] < ind]
+                said = []
+            continue
+        path = [n for d, n in stack if d < ind] + [m.group(1)]
+        stack = [e for e in stack if e[0] < ind]
+        # the YAML block: "---" ... "..." two spaces further in
+        info, key, block = {}, None, []
+        if i < len(lines) and lines[i].strip() == "---":
+            i += 1
+            for _ in range(10000):
+                if i >= len(lines) or lines[i].strip() == "...":
+                    i += 1
+                    break
+                y = lines[i]
+                yi = len(y) - len(y.lstrip(" "))
+                i += 1
+                if key is not None and (yi > ind + 2 or not y.strip()):
+                    block.append(y.strip())
+                    continue
+                if key is not None:
+                    info[key] = "\n".join(block)
+                    key, block = None, []
+                km = re.match(r"^(\w+): (.*)$", y.strip())
+                if not km:
+                    continue
+                if km.group(2) in ("|-", "|", ">-", ">"):
+                    key = km.group(1)
+                else:
+                    info[km.group(1)] = km.group(2).strip("'\"")
+            if key is not None:
+                info[key] = "\n".join(block)
+        if info.get("failureType") == "subtestsFailed":
+            said = []
+            continue
+        loc = info.get("location", "")
+        err = info.get("error") or info.get("failureType") or "failed"
+        if err == "test failed" and said:
+            # a test file whose process failed: what it printed says why
+            err = "%s: %s" % (err, said[-1])
+        res.append("%s: %s%s" % (" > ".join(path), _first_lines(err),
+                                 " (at %s)" % loc if loc else ""))
+        said = []
+    return res
+
+
+def judge(what, rc, npass, nfail, nskip, failures=(), out=""):
     """Fail unless the runner passed and ran tests; skips fail when
-    strict."""
+    strict.  failures (the failed cases with their messages) are logged
+    one a line and named in the failure, so that a CI log shows which
+    case failed; without them the tail of the runner's output is."""
     log("%s: %d passed, %d failed, %d skipped (exit %d)" % (
         what, npass, nfail, nskip, rc))
+    for f in failures:
+        log("%s: FAILED %s" % (what, f))
+    if (rc != 0 or nfail) and not failures and out:
+        log("%s: the end of its output:\n%s" % (
+            what, "\n".join(out.rstrip("\n").splitlines()[-40:])))
     check(npass + nfail > 0, "%s ran no test (exit %d)" % (what, rc))
-    check(rc == 0 and nfail == 0, "%s: %d failed (exit %d)" % (what, nfail,
-                                                              rc))
+    check(rc == 0 and nfail == 0, "%s: %d failed (exit %d)%s" % (
+        what, nfail, rc, ": " + "; ".join(failures) if failures else ""))
     if nskip and STRICT:
         raise Fail("%s: %d skipped, and SLUICE_TEST_STRICT=1" % (what, nskip))
 

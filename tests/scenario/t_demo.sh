@@ -13,8 +13,13 @@ skip() {
 }
 [ "$(id -u)" = 0 ] || skip "needs root"
 unshare -U -m -p -n -f true 2>/dev/null || skip "no user namespaces"
-out=$(mktemp /tmp/sluice-t_demo.XXXXXX)
-trap 'rm -f "$out"' EXIT
+# the demo makes its directory in ours; every process it starts carries
+# the marker execdlib.py looks for
+dir=$(mktemp -d /tmp/sluice-t_demo.XXXXXX)
+chmod 711 "$dir"
+out=$dir/out
+trap 'rm -rf --one-file-system "$dir"' EXIT
+TMPDIR=$dir SLUICE_TEST_OWNER=$dir \
 SLUICED=$build/proxy/sluiced SLUICECTL=$build/proxy/sluicectl/sluicectl \
 SLUICE_EXECD=$build/sandbox-glue/executor/sluice-execd \
 SLUICE_SHIM=$build/sandbox-glue/shim/sluice-shim \
@@ -22,6 +27,16 @@ SLUICE_SHIM=$build/sandbox-glue/shim/sluice-shim \
 rc=$?
 cat "$out"
 fail=0
+# nothing of the demo's sandboxes may be left (processes, mounts, loop
+# devices, groups named for them): what is, is named, taken down, and
+# fails the test
+tmp=$(sed -n 's|.*sluiced -c \(/[^ ]*\)/sluiced.json.*|\1|p' "$out" | head -1)
+if ! SLUICE_BUILDDIR=$build "${PYTHON3:-python3}" \
+    "$src/tests/scenario/execdlib.py" check --root "$dir" \
+    ${tmp:+--state "$tmp/xstate"}; then
+	echo "the demo left something behind"
+	fail=1
+fi
 want() {
 	if grep -q -- "$1" "$out"; then echo "ok: $1"; else echo "missing: $1"; fail=1; fi
 }

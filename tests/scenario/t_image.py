@@ -433,6 +433,9 @@ def execd_profiles(env):
             r.get("status") == 201 and r.get("sandbox") == "xp1"]
     check_eq([(r["detail"]["profile"], r["detail"]["image"]) for r in made],
              [("minimal", digest)], "audit record of the create")
+    ran = [(r["sandbox"], r["image"]) for r in recs
+           if r.get("event") == "command"]
+    check_eq(ran, [("xp1", digest)], "audit record of the command")
 
 
 if __name__ == "__main__":

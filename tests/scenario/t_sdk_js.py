@@ -50,7 +50,9 @@ def node_test_suite(env):
         m = re.findall(r"^# %s (\d+)$" % name, out, re.M)
         return int(m[-1]) if m else 0
     sdklib.judge("node --test", rc, count("pass"), count("fail")
-                 + count("cancelled"), count("skipped") + count("todo"))
+                 + count("cancelled"), count("skipped") + count("todo"),
+                 [f.replace(tree + "/", "sdk/js/") for f in
+                  sdklib.tap_failures(out)], out)
 
 
 if __name__ == "__main__":

@@ -41,14 +41,14 @@ def pytest_suite(env):
                             os.path.join(home, "python"))
     junit = os.path.join(home, "junit.xml")
     e["PYTHONPATH"] = os.path.join(tree, "src")
-    argv = [py, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs",
+    argv = [py, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfEs",
             "--durations=5",
             "--junitxml", junit, os.path.join(tree, "tests")]
     if os.environ.get("SLUICE_SDK_K"):      # a subset, by pytest -k
         argv += ["-k", os.environ["SLUICE_SDK_K"]]
     if os.environ.get("SLUICE_SDK_S"):      # show what the tests print
         argv += ["-s"]
-    rc, _ = sdklib.run_runner(env, argv, e, home, tree)
+    rc, out = sdklib.run_runner(env, argv, e, home, tree)
     n = f = s = 0
     if os.path.exists(junit):
         root = ET.parse(junit).getroot()
@@ -59,7 +59,7 @@ def pytest_suite(env):
             s += int(ts.get("skipped", 0))
             n += tests
         n -= f + s
-    sdklib.judge("pytest", rc, n, f, s)
+    sdklib.judge("pytest", rc, n, f, s, sdklib.junit_failures(junit), out)
 
 
 if __name__ == "__main__":

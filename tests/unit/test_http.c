@@ -11,11 +11,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <time.h>
 
 #include <cmocka.h>
 
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
 #include "proxy/lib/http.h"
+#include "proxy/lib/httpauth.h"
 #include "proxy/lib/sni.h"
 #include "tests/unit/tls_hellos.h"
 
@@ -1430,6 +1435,36 @@ test_sni_ech(void **state)
 	assert_int_equal(sni_parse(buf, n, out, sizeof(out)), SNI_MALFORMED);
 }
 
+/* The bearer token of a request: one Authorization header, scheme
+ * Bearer (any case), spaces before the token skipped, 1..max bytes. */
+static void
+test_bearer(void **state)
+{
+	struct evkeyvalq h;
+
+	(void)state;
+	TAILQ_INIT(&h);
+	assert_null(httpauth_bearer(&h, 64));
+	assert_int_equal(evhttp_add_header(&h, "Host", "x"), 0);
+	assert_int_equal(evhttp_add_header(&h, "authorization",
+	    "bearer   tok-1"), 0);
+	assert_string_equal(httpauth_bearer(&h, 64), "tok-1");
+	assert_null(httpauth_bearer(&h, 4));            /* too long */
+	/* a second header, even the same one, is refused */
+	assert_int_equal(evhttp_add_header(&h, "Authorization",
+	    "Bearer tok-1"), 0);
+	assert_null(httpauth_bearer(&h, 64));
+	evhttp_clear_headers(&h);
+	assert_int_equal(evhttp_add_header(&h, "Authorization",
+	    "Basic dTpw"), 0);
+	assert_null(httpauth_bearer(&h, 64));
+	evhttp_clear_headers(&h);
+	assert_int_equal(evhttp_add_header(&h, "Authorization", "Bearer "),
+	    0);
+	assert_null(httpauth_bearer(&h, 64));           /* no token */
+	evhttp_clear_headers(&h);
+}
+
 int
 main(void)
 {
@@ -1463,6 +1498,7 @@ main(void)
 		cmocka_unit_test(test_sni_built),
 		cmocka_unit_test(test_sni_garbage_lengths),
 		cmocka_unit_test(test_sni_ech),
+		cmocka_unit_test(test_bearer),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -22,6 +22,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "sandbox-glue/executor/sbx-int.h"
 #include "sandbox-glue/executor/sbx_cfg.h"
 
 static int
