@@ -9,11 +9,11 @@
  * capped output, the broker session made and removed through sluiced's
  * control socket.
  *
- * Local state: <state-dir>/.lock (exclusive for create, destroy, gc; shared for
- * list), <state-dir>/<chat>/record.json (struct sbx_rec), <chat>/lock
- * (held while the record changes), <chat>/run/<tag> (a running command:
- * the pid to wait for, used by cancel and destroy).  No daemon: every
- * invocation reads the state, acts, and leaves.
+ * Local state: <state-dir>/.lock (exclusive for create, destroy, gc;
+ * shared for list), <state-dir>/<chat>/record.json (struct sbx_rec),
+ * <chat>/lock (held while the record changes), <chat>/run/<tag> (a
+ * running command: the pid to wait for, used by cancel and destroy).  No
+ * daemon: every invocation reads the state, acts, and leaves.
  */
 #include "sluice-config.h"
 
