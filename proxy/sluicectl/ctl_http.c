@@ -836,28 +836,38 @@ host_header(const struct ctlh_target *t, char *out, size_t outlen)
 	out[n] = '\0';
 }
 
-/* extra: header lines, each ending in CRLF, or "". */
+/* extra: header lines, each ending in CRLF, or "".  A body of blen
+ * bytes (NULL: none) goes with type as its Content-Type; it may hold
+ * NULs, so it is appended, not formatted. */
 static char *
 build_request(const struct ctlh_target *t, const char *method,
-    const char *path, const char *body, const char *accept,
-    const char *extra, size_t *outlen)
+    const char *path, const char *type, const char *body, size_t blen,
+    const char *accept, const char *extra, size_t *outlen)
 {
-	char hosth[300], *out = NULL;
-	size_t blen = body ? strlen(body) : 0;
+	char hosth[300], *head = NULL, *out;
 	int n;
 
+	if (body == NULL)
+		blen = 0;
 	host_header(t, hosth, sizeof(hosth));
-	n = asprintf(&out, "%s %s HTTP/1.1\r\nHost: %s\r\n"
+	n = asprintf(&head, "%s %s HTTP/1.1\r\nHost: %s\r\n"
 	    "User-Agent: sluicectl/%s\r\nAccept: %s\r\n"
-	    "Connection: close\r\n%s%s%s%s%s%zu%s\r\n%s",
+	    "Connection: close\r\n%s%s%s%s%s%s%sContent-Length: %zu\r\n\r\n",
 	    method, path, hosth, PACKAGE_VERSION, accept, extra,
 	    t->token ? "Authorization: Bearer " : "",
 	    t->token ? t->token : "", t->token ? "\r\n" : "",
-	    body ? "Content-Type: application/json\r\nContent-Length: " :
-	    "Content-Length: ", blen, "\r\n", body ? body : "");
+	    body ? "Content-Type: " : "", body ? type : "",
+	    body ? "\r\n" : "", blen);
 	if (n < 0)
 		return NULL;
-	*outlen = (size_t)n;
+	if ((out = realloc(head, (size_t)n + blen + 1)) == NULL) {
+		free(head);
+		return NULL;
+	}
+	if (blen > 0)
+		memcpy(out + n, body, blen);
+	out[(size_t)n + blen] = '\0';
+	*outlen = (size_t)n + blen;
 	return out;
 }
 
@@ -947,6 +957,59 @@ ctlh_request(const struct ctlh_target *t, const char *method,
     const char *path, const char *body, struct ctlh_resp *r, char *err,
     size_t errlen)
 {
+	struct ctlh_req q = { .method = method, .path = path, .body = body,
+	    .body_len = body ? strlen(body) : 0 };
+
+	return ctlh_send(t, &q, r, err, errlen);
+}
+
+/* Join header lines into "Name: value\r\n..."; NULL if one is unsafe. */
+static char *
+extra_headers(const char *const *headers)
+{
+	size_t len = 1, i;
+	char *out;
+
+	for (i = 0; headers != NULL && headers[i] != NULL; i++) {
+		if (strpbrk(headers[i], "\r\n") != NULL)
+			return NULL;
+		len += strlen(headers[i]) + 2;
+	}
+	out = malloc(len);
+	if (out == NULL)
+		return NULL;
+	out[0] = '\0';
+	for (i = 0; headers != NULL && headers[i] != NULL; i++) {
+		strcat(out, headers[i]);
+		strcat(out, "\r\n");
+	}
+	return out;
+}
+
+/* The request of q, its extra headers checked. */
+static char *
+build_req(const struct ctlh_target *t, const struct ctlh_req *q,
+    const char *accept, size_t *outlen, char *err, size_t errlen)
+{
+	char *extra = extra_headers(q->headers), *req;
+
+	if (extra == NULL) {
+		errf(err, errlen, "bad header line or out of memory");
+		return NULL;
+	}
+	req = build_request(t, q->method, q->path, q->type ? q->type :
+	    "application/json", q->body, q->body_len, q->accept ? q->accept :
+	    accept, extra, outlen);
+	free(extra);
+	if (req == NULL)
+		errf(err, errlen, "out of memory");
+	return req;
+}
+
+enum ctlh_rc
+ctlh_send(const struct ctlh_target *t, const struct ctlh_req *q,
+    struct ctlh_resp *r, char *err, size_t errlen)
+{
 	struct conn c = { .fd = -1 };
 	char *req = NULL;
 	size_t reqlen = 0;
@@ -956,13 +1019,11 @@ ctlh_request(const struct ctlh_target *t, const char *method,
 	rc = open_target(&c, t, err, errlen);
 	if (rc != CTLH_OK)
 		goto done;
-	rc = CTLH_UNREACHABLE;
-	req = build_request(t, method, path, body, "application/json", "",
-	    &reqlen);
-	if (req == NULL) {
-		errf(err, errlen, "out of memory");
+	rc = CTLH_USAGE;
+	req = build_req(t, q, "application/json", &reqlen, err, errlen);
+	if (req == NULL)
 		goto done;
-	}
+	rc = CTLH_UNREACHABLE;
 	if (conn_write(&c, req, reqlen) != 0) {
 		/* the server may have answered and closed early (a refusal):
 		 * read what is there before giving up */
@@ -1185,29 +1246,6 @@ ctlh_stream_close(struct ctlh_stream *s)
 	free(s);
 }
 
-/* Join header lines into "Name: value\r\n..."; NULL if one is unsafe. */
-static char *
-extra_headers(const char *const *headers)
-{
-	size_t len = 1, i;
-	char *out;
-
-	for (i = 0; headers != NULL && headers[i] != NULL; i++) {
-		if (strpbrk(headers[i], "\r\n") != NULL)
-			return NULL;
-		len += strlen(headers[i]) + 2;
-	}
-	out = malloc(len);
-	if (out == NULL)
-		return NULL;
-	out[0] = '\0';
-	for (i = 0; headers != NULL && headers[i] != NULL; i++) {
-		strcat(out, headers[i]);
-		strcat(out, "\r\n");
-	}
-	return out;
-}
-
 /* The head is in buf[0..he): set up s to read the body of a 200. */
 static int
 stream_start(struct ctlh_stream *s, const struct head *h, const char *body,
@@ -1216,6 +1254,8 @@ stream_start(struct ctlh_stream *s, const struct head *h, const char *body,
 	s->frame = h->chunked ? FR_CHUNKED : h->has_length ? FR_LENGTH :
 	    FR_CLOSE;
 	s->left = h->length;
+	/* an empty body is over before a byte is read */
+	s->ended = s->frame == FR_LENGTH && s->left == 0;
 	s->cs = CS_SIZE;
 	if (avail > 0) {
 		s->held = malloc(avail);
@@ -1234,9 +1274,19 @@ ctlh_stream_open(const struct ctlh_target *t, const char *path,
     const char *const *headers, struct ctlh_stream **out,
     struct ctlh_resp *r, char *err, size_t errlen)
 {
+	struct ctlh_req q = { .method = "GET", .path = path,
+	    .headers = headers };
+
+	return ctlh_stream_send(t, &q, out, r, err, errlen);
+}
+
+enum ctlh_rc
+ctlh_stream_send(const struct ctlh_target *t, const struct ctlh_req *q,
+    struct ctlh_stream **out, struct ctlh_resp *r, char *err, size_t errlen)
+{
 	struct ctlh_stream *s;
 	struct head h = { 0 };
-	char *req = NULL, *extra = NULL, *buf = NULL, *nb;
+	char *req = NULL, *buf = NULL, *nb;
 	size_t reqlen = 0, len = 0, cap = 16384;
 	enum ctlh_rc rc = CTLH_UNREACHABLE;
 	ssize_t n;
@@ -1247,10 +1297,8 @@ ctlh_stream_open(const struct ctlh_target *t, const char *path,
 	memset(r, 0, sizeof(*r));
 	s = calloc(1, sizeof(*s));
 	buf = malloc(cap);
-	extra = extra_headers(headers);
-	if (s == NULL || buf == NULL || extra == NULL) {
-		errf(err, errlen, extra == NULL && s && buf ? "bad header "
-		    "line" : "out of memory");
+	if (s == NULL || buf == NULL) {
+		errf(err, errlen, "out of memory");
 		rc = CTLH_USAGE;
 		goto fail;
 	}
@@ -1258,13 +1306,14 @@ ctlh_stream_open(const struct ctlh_target *t, const char *path,
 	rc = open_target(&s->c, t, err, errlen);
 	if (rc != CTLH_OK)
 		goto fail;
+	rc = CTLH_USAGE;
+	req = build_req(t, q, "text/event-stream", &reqlen, err, errlen);
+	if (req == NULL)
+		goto fail;
 	rc = CTLH_UNREACHABLE;
-	req = build_request(t, "GET", path, NULL, "text/event-stream", extra,
-	    &reqlen);
-	if (req == NULL || conn_write(&s->c, req, reqlen) != 0) {
-		errf(err, errlen, "sending the request: %s", req == NULL ?
-		    "out of memory" : errno == ETIMEDOUT ? "timed out" :
-		    strerror(errno));
+	if (conn_write(&s->c, req, reqlen) != 0) {
+		errf(err, errlen, "sending the request: %s",
+		    errno == ETIMEDOUT ? "timed out" : strerror(errno));
 		goto fail;
 	}
 	rc = CTLH_BAD_RESPONSE;
@@ -1274,11 +1323,12 @@ ctlh_stream_open(const struct ctlh_target *t, const char *path,
 		if (he >= 0 && h.status == 0) {
 			if (parse_head(buf, (size_t)he, &h, err, errlen) != 0)
 				goto fail;
-			if (h.status == 200) {
+			/* 206: a range of a file, read as it comes too */
+			if (h.status == 200 || h.status == 206) {
 				if (stream_start(s, &h, buf + he + 4,
 				    len - (size_t)he - 4, err, errlen) != 0)
 					goto fail;
-				r->status = 200;
+				r->status = h.status;
 				memcpy(r->reason, h.reason, sizeof(r->reason));
 				*out = s;
 				s = NULL;
@@ -1326,7 +1376,6 @@ ctlh_stream_open(const struct ctlh_target *t, const char *path,
 	}
 fail:
 	free(req);
-	free(extra);
 	free(buf);
 	ctlh_stream_close(s);
 	return rc;

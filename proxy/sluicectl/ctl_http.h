@@ -41,6 +41,24 @@ enum ctlh_rc {
 	CTLH_USAGE,             /* bad URL, unreadable cert/key/token */
 };
 
+/* A request in full: ctlh_send() and ctlh_stream_send(). */
+struct ctlh_req {
+	const char *method;
+	const char *path;               /* with its query, %-encoded */
+	const char *accept;             /* NULL: application/json, or
+	                                 * text/event-stream for a stream */
+	const char *const *headers;     /* extra "Name: value" lines, NULL-
+	                                 * terminated, or NULL */
+	const char *type;               /* the body's Content-Type (NULL:
+	                                 * application/json) */
+	const char *body;               /* NULL: none; may hold NULs */
+	size_t body_len;
+};
+
+/* ctlh_request() with any body, headers and Accept. */
+enum ctlh_rc ctlh_send(const struct ctlh_target *t, const struct ctlh_req *q,
+    struct ctlh_resp *r, char *err, size_t errlen);
+
 /*
  * Send method path with body (NULL: none; otherwise JSON) and read the
  * response into r.  On anything but CTLH_OK a message is in err and r
@@ -83,6 +101,13 @@ struct ctlh_stream;
 enum ctlh_rc ctlh_stream_open(const struct ctlh_target *t, const char *path,
     const char *const *headers, struct ctlh_stream **out,
     struct ctlh_resp *r, char *err, size_t errlen);
+
+/* ctlh_stream_open() of any request (a POST with a body: an exec's
+ * events).  A 206 (a range of a file) is a stream too, r->status says
+ * which. */
+enum ctlh_rc ctlh_stream_send(const struct ctlh_target *t,
+    const struct ctlh_req *q, struct ctlh_stream **out, struct ctlh_resp *r,
+    char *err, size_t errlen);
 
 /* The descriptor to poll(2) for input. */
 int ctlh_stream_fd(const struct ctlh_stream *s);

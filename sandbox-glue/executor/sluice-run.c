@@ -1,13 +1,19 @@
 /*
- * sluice-run.c: the session executor.  One persistent sandbox per chat,
- * commands run in it with a timeout and capped output, the broker
- * session made and removed through sluiced's control socket.
+ * sluice-run.c: the command line of the session executor.  By default
+ * every verb is a call of sluice-execd's API (run_api.c): the daemon
+ * alone makes sandboxes.  This file is the rest: the image store's verbs
+ * (image build, list, rm: the administrator's, root) and, behind
+ * --local, the backends driven directly, root only, for testing them and
+ * for recovery when the daemon cannot run.  The local mode: one
+ * persistent sandbox per chat, commands run in it with a timeout and
+ * capped output, the broker session made and removed through sluiced's
+ * control socket.
  *
- * State: <state-dir>/.lock (exclusive for create, destroy, gc; shared for
- * list), <state-dir>/<chat>/record.json (struct sbx_rec), <chat>/lock
- * (held while the record changes), <chat>/run/<tag> (a running command:
- * the pid to wait for, used by cancel and destroy).  No daemon: every
- * invocation reads the state, acts, and leaves.
+ * Local state: <state-dir>/.lock (exclusive for create, destroy, gc;
+ * shared for list), <state-dir>/<chat>/record.json (struct sbx_rec),
+ * <chat>/lock (held while the record changes), <chat>/run/<tag> (a
+ * running command: the pid to wait for, used by cancel and destroy).  No
+ * daemon: every invocation reads the state, acts, and leaves.
  */
 #include "sluice-config.h"
 
@@ -41,29 +47,12 @@
 #include "sandbox-glue/executor/sbx.h"
 #include "sandbox-glue/executor/sbx_cfg.h"
 #include "sandbox-glue/executor/sbx_image.h"
+#include "sandbox-glue/executor/run_api.h"
 
 #define PROG		"sluice-run"
 #define DEF_STATE	"/run/sluice-run"
 #define DEF_CONTROL	"/run/sluice/control.sock"
 #define PROXY_URL	"http://127.0.0.1:3128"
-
-/* Exit codes (sluice-run(1), EXIT STATUS). */
-enum {
-	EX_OK = 0,
-	EX_FAIL = 1,            /* anything else that went wrong */
-	EX_USAGE = 2,
-	EX_NOSANDBOX = 3,       /* no sandbox for that chat */
-	EX_QUOTA = 4,           /* a live-sandbox limit is reached */
-	EX_BROKER = 5,          /* sluiced unreachable or refused */
-	EX_EXISTS = 6,          /* the chat has a sandbox already */
-	EX_BACKEND = 7,         /* backend unavailable or failed */
-	EX_CUT = 8,             /* read: the file was larger than
-	                         * max_file_bytes, cut there */
-	EX_IMAGE = 9,           /* image_missing, image_in_use,
-	                         * profile_unknown, profile_forbidden */
-	EX_TIMEOUT = 124,       /* exec: the command timed out */
-	EX_EXECFAIL = 125,      /* exec: sluice-run could not run it */
-};
 
 /* ---- configuration (sbx_cfg.c) ---- */
 
@@ -2618,8 +2607,12 @@ static void
 usage(FILE *f)
 {
 	fprintf(f,
-"usage: " PROG " [--json] [--state-dir DIR] [--control SOCKET] [--config FILE]\n"
-"                  COMMAND [options]\n"
+"usage: " PROG " --local [--json] [--state-dir DIR] [--control SOCKET]\n"
+"                  [--config FILE] COMMAND [options]\n"
+"       " PROG " [--json] [--config FILE] image build|list|rm ...\n"
+"The local mode (root): the backends driven directly, without sluice-execd,\n"
+"for testing them and for recovery.  Without --local every verb is a call\n"
+"of sluice-execd's API (" PROG " --help).\n"
 "commands:\n"
 "  create --chat ID [--tenant T] [--user U] [--tier TIER]\n"
 "         [--backend ns|gvisor] [--workspace DIR] [--profile P]\n"
@@ -2659,12 +2652,12 @@ num_arg(const char *opt, const char *s, long lo, long hi)
 	return v;
 }
 
-int
-main(int argc, char **argv)
+static int
+local_main(int argc, char **argv)
 {
 	enum { O_JSON = 256, O_STATE, O_CONTROL, O_CONFIG, O_CHAT, O_TENANT,
 	    O_USER, O_TIER, O_BACKEND, O_WS, O_TIMEOUT, O_CAP, O_ENV, O_IDLE,
-	    O_REMOVE, O_STDIN, O_HELP, O_PROFILE, O_CACHED };
+	    O_REMOVE, O_STDIN, O_HELP, O_PROFILE, O_CACHED, O_LOCAL };
 	static const struct option lo[] = {
 		{ "json", no_argument, NULL, O_JSON },
 		{ "state-dir", required_argument, NULL, O_STATE },
@@ -2685,6 +2678,7 @@ main(int argc, char **argv)
 		{ "profile", required_argument, NULL, O_PROFILE },
 		{ "cached", no_argument, NULL, O_CACHED },
 		{ "help", no_argument, NULL, O_HELP },
+		{ "local", no_argument, NULL, O_LOCAL },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *state = NULL, *control = NULL, *config = NULL;
@@ -2744,6 +2738,7 @@ main(int argc, char **argv)
 				o_profile = optarg;
 				break;
 			case O_CACHED: o_cached = 1; break;
+			case O_LOCAL: break;    /* main() chose this mode */
 			case 'h': case O_HELP: usage(stdout); return EX_OK;
 			default: usage(stderr); return EX_USAGE;
 			}
@@ -2767,7 +2762,7 @@ main(int argc, char **argv)
 		die(EX_USAGE, "--state-dir: an absolute path");
 	if (geteuid() != 0)
 		die(EX_FAIL, "must run as root (it makes namespaces, mounts "
-		    "and cgroups)");
+		    "and cgroups; without --local, sluice-execd does)");
 	env_base(&o_env);
 	for (i = 0; i < extra.n; i++)
 		env_set(&o_env, extra.v[i]);
@@ -2792,4 +2787,42 @@ main(int argc, char **argv)
 	if (strcmp(verb, "image") == 0)
 		return cmd_image(argv + optind);
 	die(EX_USAGE, "unknown command %s (try --help)", safe(verb));
+}
+
+/*
+ * The mode: --local anywhere before "--", or the verb image, is this
+ * file's (root); everything else is the API's.  The verb is the first
+ * word that is neither an option nor an option's argument.
+ */
+int
+main(int argc, char **argv)
+{
+	static const char *const with_arg[] = { "--state-dir", "--control",
+	    "--config", "--chat", "--tenant", "--user", "--tier", "--backend",
+	    "--workspace", "--timeout", "--output-cap", "--env",
+	    "--idle-after", "--remove-after", "--profile", "--socket", "--id",
+	    "--limit", "--cwd", "--shell", "--glob", "--offset", "--manager",
+	    "--old", "--new", NULL };
+	const char *verb = NULL;
+	int i, k, local = 0;
+
+	for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+		if (strcmp(argv[i], "--local") == 0) {
+			local = 1;
+			continue;
+		}
+		if (argv[i][0] != '-') {
+			if (verb == NULL)
+				verb = argv[i];
+			continue;
+		}
+		for (k = 0; with_arg[k] != NULL; k++)
+			if (strcmp(argv[i], with_arg[k]) == 0) {
+				i++;    /* its argument */
+				break;
+			}
+	}
+	if (local || (verb != NULL && strcmp(verb, "image") == 0))
+		return local_main(argc, argv);
+	return run_api_main(argc, argv);
 }

@@ -42,9 +42,11 @@ class Runner:
             return json.load(f).get("backend", "ns")
 
     def argv(self, *args):
-        """The command line of sluice-run with this configuration."""
-        return [RUN, "--config", self.conf, "--state-dir", self.state,
-                "--control", self.ctl] + list(args)
+        """The command line of sluice-run with this configuration, in its
+        local mode (--local): these scenarios drive the backends directly,
+        without sluice-execd (t_run_api.py drives the API mode)."""
+        return [RUN, "--local", "--config", self.conf, "--state-dir",
+                self.state, "--control", self.ctl] + list(args)
 
     def __call__(self, *args, stdin=None, timeout=120):
         return subprocess.run(self.argv(*args), input=stdin,

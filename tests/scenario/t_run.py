@@ -688,8 +688,9 @@ def names_safe_on_a_terminal(env):
         r = run("create", "--chat", "nm", "--user", bad)
         check(r.returncode == 2 and b"bad user" in r.stderr,
               "user %r: rc %d %r" % (bad, r.returncode, r.stderr))
-    r = subprocess.run([RUN, "--state-dir", run.state, "--control", run.ctl,
-                        "create", "--chat", "nm", "--user", b"\xff\xfe"],
+    r = subprocess.run([RUN, "--local", "--state-dir", run.state, "--control",
+                        run.ctl, "create", "--chat", "nm", "--user",
+                        b"\xff\xfe"],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        timeout=30)
     check(r.returncode == 2 and b"bad user" in r.stderr,

@@ -1,0 +1,308 @@
+#!/usr/bin/env python3
+"""sluice-run as the command line of sluice-execd: the real binary, run
+as an UNPRIVILEGED uid (nobody) in the executor's app group, against the
+real sluice-execd and sluiced (t_execd.py's start() and Execd), for
+every verb of its API mode: health and doctor, create, list, get, exec
+(exit status, stdout and stderr apart, stdin, env, cwd, timeout 124,
+output as it comes: the first line of `echo a; sleep 1; echo b` is read
+before the command ends), busy and cancel, background start, commands,
+output (--follow), stop; write, read (cut at max_file_bytes, exit 8),
+ls (glob, recursive), edit (409 conflict), rm; tier (sluiced's session
+follows), install refused at tier off; destroy (--discard).  Errors are
+"sluice-run: CODE: message (fields)" with the stable exit statuses of
+sluice-run(1): 404 -> 3, 409 exists -> 6, 429 quota_exceeded -> 4 (scope,
+limit and in_use in the message), 429 busy -> 10, 400 -> 2, 403
+profile_forbidden -> 9, 409 conflict -> 11, 403 network_not_permitted
+-> 12, 413 -> 14, 403 for a caller in no role -> 13, 503
+broker_unavailable -> 5 with sluiced stopped, an unreachable socket ->
+15; every --json output parses.
+
+Skips (77) without root or user namespaces (t_execd.preflight)."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (Suite, check, check_eq, wait_until,  # noqa: E402
+                     BUILDDIR)
+import t_execd as X  # noqa: E402
+
+S = Suite("t_run_api", time_limit=600)
+
+RUN = os.path.join(BUILDDIR, "sandbox-glue", "executor", "sluice-run")
+
+
+def as_nobody(groups):
+    def drop():
+        os.setgroups(groups)
+        os.setgid(X.NOBODY)
+        os.setuid(X.NOBODY)
+    return drop
+
+
+class Cli:
+    """sluice-run --socket x.sock as nobody with groups."""
+
+    def __init__(self, x, groups):
+        self.x = x
+        self.groups = groups
+
+    def argv(self, *args):
+        return [RUN, "--socket", self.x.sock] + list(args)
+
+    def __call__(self, *args, stdin=b"", timeout=120, env=None):
+        return subprocess.run(self.argv(*args), input=stdin,
+                              stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, timeout=timeout,
+                              preexec_fn=as_nobody(self.groups),
+                              env=env or {"PATH": "/usr/bin:/bin"})
+
+    def popen(self, *args):
+        return subprocess.Popen(self.argv(*args), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE,
+                                preexec_fn=as_nobody(self.groups),
+                                env={"PATH": "/usr/bin:/bin"})
+
+    def ok(self, *args, **kw):
+        r = self(*args, **kw)
+        check(r.returncode == 0, "%s: rc %d: %r %r", args, r.returncode,
+              r.stdout[-300:], r.stderr[-600:])
+        return r
+
+    def json(self, *args, rc=0, **kw):
+        r = self("--json", *args, **kw)
+        check_eq(r.returncode, rc, "%s: %r" % (args, r.stderr[-600:]))
+        try:
+            return json.loads(r.stdout.decode())
+        except ValueError:
+            raise X.Fail("%s: no JSON: %r" % (args, r.stdout[:300]))
+
+    def fails(self, rc, code, *args, **kw):
+        """args fail with exit status rc and the API's code on stderr."""
+        r = self(*args, **kw)
+        err = r.stderr.decode("utf-8", "replace")
+        check(r.returncode == rc and err.startswith("sluice-run: %s: " %
+                                                    code),
+              "%s: want rc %d %s, got rc %d %r", args, rc, code,
+              r.returncode, err)
+        return err
+
+
+@S.case
+def verbs(env):
+    d, ctl, x = X.start(env, quotas={"per_user": 2},
+                        tenant_profiles={"*": ["host"]})
+    app = Cli(x, [X.G_SOCK, X.G_APP])
+    # health, doctor; --json parses
+    r = app.ok("health")
+    out = r.stdout.decode()
+    check("backend ns (default): ok" in out and "broker " in out and
+          "kvm: not usable" in out, "health: %r" % out)
+    h = app.json("health")
+    check(h["ok"] and {b["name"] for b in h["backends"]} >= {"ns", "kvm"},
+          "health --json: %r" % h)
+    app.ok("doctor")
+    # the socket from the environment, not --socket
+    r = subprocess.run([RUN, "health"], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60,
+                       preexec_fn=as_nobody(app.groups),
+                       env={"SLUICE_EXEC_SOCKET": x.sock})
+    check_eq(r.returncode, 0, "SLUICE_EXEC_SOCKET: %r" % r.stderr)
+    # create; 409 exists; 400 above a maximum; 429 quota with its scope
+    r = app.ok("create", "--chat", "r1", "--tenant", "acme", "--user",
+               "alice", "--tier", "public", "--limit", "memory_mb=256",
+               "--timeout", "30")
+    check_eq(r.stdout.decode(), "r1: running on ns, profile host, tier "
+             "public\n", "create text")
+    o = app.json("create", "--id", "r2", "--tenant", "acme", "--user",
+                 "alice")
+    check(o["id"] == "r2" and o["state"] == "running", "create --json: %r"
+          % o)
+    check_eq(X.session(ctl, "r1").json["tier"], "public", "broker session")
+    g = app.json("get", "--chat", "r1")
+    check_eq((g["limits"]["memory_mb"], g["limits"]["timeout_s"]), (256, 30),
+             "limits")
+    app.fails(6, "exists", "create", "--chat", "r1")
+    err = app.fails(2, "bad_request", "create", "--chat", "r9", "--limit",
+                    "memory_mb=99999")
+    check("field memory_mb" in err and "max 4096" in err, "fields: %r" % err)
+    # a profile the tenant may not use: 403, and the local mode's 9
+    err = app.fails(9, "forbidden", "create", "--chat", "r9", "--profile",
+                    "minimal")
+    check("reason profile_forbidden" in err, "reason: %r" % err)
+    err = app.fails(4, "quota_exceeded", "create", "--chat", "r3",
+                    "--tenant", "acme", "--user", "alice")
+    check("scope user" in err and "limit 2" in err and "in_use 2" in err,
+          "quota fields: %r" % err)
+    err = app.fails(4, "quota_exceeded", "--json", "create", "--chat", "r3",
+                    "--tenant", "acme", "--user", "alice")
+    e = json.loads(app("--json", "create", "--chat", "r3", "--tenant",
+                       "acme", "--user", "alice").stdout)["error"]
+    check_eq((e["code"], e["scope"]), ("quota_exceeded", "user"),
+             "error --json")
+    # list, get
+    out = app.ok("list").stdout.decode().splitlines()
+    check(out[0].split()[:4] == ["ID", "TENANT", "USER", "STATE"] and
+          sorted(x.split()[0] for x in out[1:]) == ["r1", "r2"],
+          "list: %r" % out)
+    ids = sorted(b["id"] for b in app.json("list", "--tenant", "acme",
+                                           "--user", "alice")["sandboxes"])
+    check_eq(ids, ["r1", "r2"], "list --json")
+    check_eq(app.json("list", "--user", "bob")["sandboxes"], [],
+             "list of another user")
+    out = app.ok("status", "--chat", "r1").stdout.decode()
+    check("id: r1\n" in out and "state: running\n" in out and
+          "tier=public" in out, "get: %r" % out)
+    app.fails(3, "not_found", "get", "--chat", "nosuch")
+    app.fails(3, "not_found", "exec", "--chat", "nosuch", "--", "true")
+    # exec: status, the streams apart, stdin, env, cwd
+    r = app("exec", "--chat", "r1", "--", "sh", "-c",
+            "echo out; echo err >&2; exit 3")
+    check((r.returncode, r.stdout, r.stderr) == (3, b"out\n", b"err\n"),
+          "exec: %r" % r)
+    o = app.json("exec", "--chat", "r1", "--shell", "printf 'x\\0y'; "
+                 "exit 5", rc=5)
+    check(o["exit_code"] == 5 and o["stdout"] == "x\x00y" and
+          "duration_ms" in o and "changed" in o, "exec --json: %r" % o)
+    r = app("exec", "--chat", "r1", "--shell", "printf '\\377\\000\\n'")
+    check_eq(r.stdout, b"\xff\x00\n", "bytes in text mode")
+    r = app("exec", "--chat", "r1", "--stdin", "--", "cat",
+            stdin=b"hello\nworld\n")
+    check_eq((r.returncode, r.stdout), (0, b"hello\nworld\n"), "stdin")
+    app.ok("exec", "--chat", "r1", "--", "mkdir", "-p", "sub")
+    r = app.ok("exec", "--chat", "r1", "--env", "GREET=hi there", "--cwd",
+               "sub", "--shell", "echo \"$GREET\"; pwd")
+    check_eq(r.stdout, b"hi there\n/workspace/sub\n", "env and cwd")
+    t0 = time.monotonic()
+    r = app("exec", "--chat", "r1", "--timeout", "2", "--", "sleep", "60")
+    check(r.returncode == 124 and b"timed out" in r.stderr and
+          time.monotonic() - t0 < 20, "timeout: %r" % r)
+    # output as it comes
+    p = app.popen("exec", "--chat", "r1", "--shell", "echo a; sleep 1; "
+                  "echo b")
+    t0 = time.monotonic()
+    first = p.stdout.readline()
+    early = p.poll() is None
+    took = time.monotonic() - t0
+    rest, _ = p.communicate(timeout=60)
+    check(first == b"a\n" and early and rest == b"b\n" and
+          p.returncode == 0, "streamed: %r %r after %.2f s, %r rc %s" % (
+              first, early, took, rest, p.returncode))
+    # busy, then cancel: the foreground command dies, its exec says so
+    p = app.popen("exec", "--chat", "r1", "--", "sleep", "60")
+    wait_until(lambda: app.json("get", "--chat", "r1")["usage"]
+               ["foreground"], 20, what="the foreground command")
+    app.fails(10, "busy", "exec", "--chat", "r1", "--", "true")
+    r = app.ok("cancel", "--chat", "r1")
+    check_eq(r.stdout, b"cancelled 1\n", "cancel")
+    _, err = p.communicate(timeout=30)
+    check(p.returncode == 137 and b"cancelled" in err, "cancelled exec: "
+          "%s %r" % (p.returncode, err))
+    # background: start, commands, output --follow, stop, cancel --all
+    cid = app.ok("start", "--chat", "r1", "--shell", "echo x; sleep 1; "
+                 "echo y >&2; echo z").stdout.decode().strip()
+    check(cid != "", "start: an id")
+    out = app.ok("commands", "--chat", "r1").stdout.decode()
+    check(cid in out and "STATUS" in out, "commands: %r" % out)
+    r = app.ok("output", "--chat", "r1", "--follow", cid, timeout=60)
+    check_eq((r.stdout, r.stderr), (b"x\nz\n", b"y\n"), "output --follow")
+    c = app.json("commands", "--chat", "r1", cid)
+    check_eq((c["status"], c["exit_code"]), ("exited", 0), "commands CID")
+    o = app.json("output", "--chat", "r1", "--offset", "2", cid)
+    check_eq(o["stdout"]["data"], "z\n", "output --offset --json")
+    cid2 = app.json("start", "--chat", "r1", "--", "sleep", "300")["id"]
+    check_eq(app.ok("stop", "--chat", "r1", cid2).stdout.decode(),
+             "%s: stopped\n" % cid2, "stop")
+    wait_until(lambda: app.json("commands", "--chat", "r1", cid2)
+               ["status"] == "exited", 20, what="stopped command")
+    app.json("start", "--chat", "r1", "--", "sleep", "300")
+    check_eq(app.json("cancel", "--chat", "r1", "--all"), {"cancelled": 1},
+             "cancel --all")
+    app.fails(3, "not_found", "output", "--chat", "r1", "c999")
+    # files
+    app.ok("write", "--chat", "r1", "f.txt", stdin=b"data\n")
+    app.ok("write", "--chat", "r1", "sub/deep/g.txt", stdin=b"\x00\xff")
+    check_eq(app.ok("read", "--chat", "r1", "f.txt").stdout, b"data\n",
+             "read")
+    check_eq(app.ok("read", "--chat", "r1", "/workspace/sub/deep/g.txt")
+             .stdout, b"\x00\xff", "read binary, absolute path")
+    app.fails(3, "not_found", "read", "--chat", "r1", "nosuch")
+    lines = app.ok("ls", "--chat", "r1").stdout.decode().splitlines()
+    names = [x.split()[-1] for x in lines]
+    check("f.txt" in names and "sub" in names and
+          any(x.startswith("-rw-") and x.endswith(" f.txt") for x in lines)
+          and any(x.startswith("d") for x in lines), "ls: %r" % lines)
+    o = app.json("ls", "--chat", "r1", "--recursive", "--glob", "*.txt")
+    check_eq(sorted(e["path"] for e in o["entries"]),
+             ["f.txt", "sub/deep/g.txt"], "ls --recursive --glob")
+    app.ok("edit", "--chat", "r1", "--old", "data", "--new", "DATA",
+           "f.txt")
+    check_eq(app.ok("read", "--chat", "r1", "f.txt").stdout, b"DATA\n",
+             "edited")
+    app.fails(11, "conflict", "edit", "--chat", "r1", "--old", "nothere",
+              "--new", "x", "f.txt")
+    app.ok("rm", "--chat", "r1", "f.txt")
+    app.fails(3, "not_found", "read", "--chat", "r1", "f.txt")
+    # a file over max_file_bytes (1 MiB here): that much, and exit 8
+    app.ok("exec", "--chat", "r1", "--shell", "head -c 1200000 /dev/zero "
+           "| tr '\\0' q > big")
+    r = app("read", "--chat", "r1", "big")
+    check(r.returncode == 8 and r.stdout == b"q" * (1 << 20) and
+          b"more than 1048576 bytes, cut there" in r.stderr,
+          "read cut: rc %d, %d bytes, %r" % (r.returncode, len(r.stdout),
+                                             r.stderr))
+    app.fails(14, "too_large", "write", "--chat", "r1", "big2",
+              stdin=b"x" * ((1 << 20) + 1))
+    # tier: sluiced follows; install at tier off is refused
+    check_eq(app.ok("tier", "--chat", "r1", "off").stdout,
+             b"r1: tier off\n", "tier")
+    check_eq(X.session(ctl, "r1").json["tier"], "off", "broker tier")
+    app.fails(12, "network_not_permitted", "install", "--chat", "r1",
+              "--manager", "pip", "requests")
+    # roles: a caller in no role; no access to the socket; no daemon
+    norole = Cli(x, [X.G_SOCK])
+    norole.fails(13, "forbidden", "list")
+    r = Cli(x, [])("list")
+    check(r.returncode == 15 and b"exec.sock" in r.stderr,
+          "no access to the socket: %r" % r)
+    r = app("--socket", env.path("none.sock"), "list")
+    check_eq(r.returncode, 15, "no daemon: %r" % r.stderr)
+    # the local mode stays the administrator's, and says so
+    r = subprocess.run([RUN, "--local", "list"], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60,
+                       preexec_fn=as_nobody(app.groups))
+    check(r.returncode == 1 and b"must run as root" in r.stderr,
+          "--local as nobody: %r" % r)
+    r = app("--state-dir", "/tmp", "list")
+    check(r.returncode == 2 and b"--local" in r.stderr, "local option: %r"
+          % r)
+    # destroy
+    check_eq(app.ok("destroy", "--chat", "r2").stdout, b"r2: destroyed\n",
+             "destroy")
+    app.fails(3, "not_found", "get", "--chat", "r2")
+    o = app.json("destroy", "--chat", "r1", "--discard")
+    check(o["deleted"] is True, "destroy --json: %r" % o)
+    check_eq(X.session(ctl, "r1").status, 404, "broker session gone")
+    check_eq(app.json("list")["sandboxes"], [], "none left")
+
+
+@S.case
+def broker_unavailable(env):
+    d, ctl, x = X.start(env)
+    app = Cli(x, [X.G_SOCK, X.G_APP])
+    d.stop()
+    err = app.fails(5, "broker_unavailable", "create", "--chat", "b1",
+                    "--tier", "public")
+    check("sluiced" in err or "control" in err, "message: %r" % err)
+    check_eq(app.json("list")["sandboxes"], [], "nothing left")
+    r = app("doctor")
+    check(r.returncode == 1 and b"broker" in r.stdout and
+          b"unreachable" in r.stdout, "doctor without sluiced: %r" % r)
+
+
+if __name__ == "__main__":
+    S.main()
