@@ -74,6 +74,23 @@ def pct(xs, p):
     return s[int(k) - 1]
 
 
+def strace_total(path):
+    """(total calls, the five most frequent as "name N") of a strace -c
+    summary."""
+    total, rows = 0, []
+    with open(path) as f:
+        for ln in f:
+            parts = ln.split()
+            if len(parts) < 5 or not parts[3].isdigit():
+                continue
+            if parts[-1] == "total":
+                total = int(parts[3])
+            else:
+                rows.append((int(parts[3]), parts[-1]))
+    rows.sort(reverse=True)
+    return total, ["%s %d" % (nm, c) for c, nm in rows[:5]]
+
+
 class UnixHTTP(http.client.HTTPConnection):
     def __init__(self, path, timeout):
         super().__init__("localhost", timeout=timeout)
@@ -187,6 +204,9 @@ class Bench:
         self.results = {}       # backend -> key -> [seconds]
         self.notes = []
         self.sock = os.path.join(self.tmp, "xrun", "exec.sock")
+        self.syscalls = []      # (backend, what, count, calls, top five)
+        self.strace_ncreates = max(1, args.strace_count // 5)
+        self.load0 = os.getloadavg()[0]
 
     # -------------------------------------------------------- daemons
     def start(self):
@@ -224,6 +244,16 @@ class Bench:
                 "max_file_bytes": 4 * MIB,
                 "log": {"path": os.path.join(self.tmp, "execd.jsonl")},
             }, f, indent=1)
+        if self.args.cgroups is not None:
+            # rewritten with the setting (a comparison: "off" shows what
+            # the cgroup moves of each command cost)
+            with open(self.execd_conf) as f:
+                conf = json.load(f)
+            conf["cgroups"] = self.args.cgroups
+            with open(self.execd_conf, "w") as f:
+                json.dump(conf, f, indent=1)
+            self.notes.append("sluice-execd with \"cgroups\": \"%s\"" %
+                              self.args.cgroups)
         self.start_execd()
 
     def start_execd(self):
@@ -323,6 +353,8 @@ class Bench:
             if not warm and self.over(t0, "%s execs (%d done)" % (backend,
                                                                    i)):
                 break
+            if self.args.gap_ms and not warm:
+                time.sleep(self.args.gap_ms / 1000.0)
             st, out, dt = call(self.sock, "POST",
                                "/v1/sandboxes/%s/exec" % sid,
                                {"cmd": ["true"]}, timeout=60)
@@ -361,17 +393,21 @@ class Bench:
         if shutil.which("strace") is None:
             self.notes.append("strace not installed")
             return
+        os.makedirs(self.args.outdir, exist_ok=True)
         sid = self.new_id()
         st, j, _ = self.create(backend, sid)
         if st != 201:
             self.notes.append("strace %s: create %d" % (backend, st))
             return
+        runs = [("exec", lambda: self.execs(backend, sid,
+                                            self.args.strace_count,
+                                            record=False))]
+        # runsc boots its sandbox on the ptrace platform, which a tracer
+        # of its parent stops: no creates under strace on gvisor
+        if backend == "ns":
+            runs.append(("create", lambda: self.strace_creates(backend)))
         try:
-            for label, fn, count in (
-                    ("exec", lambda: self.execs(backend, sid,
-                                                self.args.strace_count,
-                                                record=False), 0),
-                    ("create", lambda: self.strace_creates(backend), 0)):
+            for label, fn in runs:
                 out = os.path.join(self.args.outdir, "strace-execd-%s-%s.txt"
                                    % (backend, label))
                 stp = subprocess.Popen(["strace", "-c", "-f", "-q", "-o",
@@ -384,13 +420,18 @@ class Bench:
                 finally:
                     stp.send_signal(signal.SIGINT)
                     stp.wait(timeout=60)
-                log("strace of sluice-execd over %d %s on %s: %s" % (
-                    self.args.strace_count, label, backend, out))
+                calls, top = strace_total(out)
+                n = self.args.strace_count if label == "exec" else \
+                    self.strace_ncreates
+                self.syscalls.append((backend, label, n, calls, top))
+                log("strace of sluice-execd over %d %ss on %s: %.0f calls "
+                    "each (%s); %s" % (n, label, backend, calls / n,
+                                       ", ".join(top), out))
         finally:
             self.delete(sid)
 
     def strace_creates(self, backend):
-        for _ in range(self.args.strace_count // 5 or 1):
+        for _ in range(self.strace_ncreates):
             sid = self.new_id()
             st, j, _ = self.create(backend, sid)
             if st != 201:
@@ -529,13 +570,20 @@ class Bench:
               "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
         md += ["| " + " | ".join(r) + " |" for r in lines]
         text = ("sluice-execd over its Unix socket, a new connection per "
-                "request, %s, Linux %s, %d cores, load average %s at the "
-                "end; p50 and p99 (nearest rank) in ms; one warm-up "
-                "create per backend not counted; each create is followed "
-                "by a timed delete.\n\n" % (
+                "request, %s, Linux %s, %d cores, load average (1 min) %.2f "
+                "at the start and %.2f at the end (a machine shared with "
+                "other jobs shows it in p99); p50 and p99 (nearest rank) "
+                "in ms; one warm-up create per backend not counted; each "
+                "create is followed by a timed delete.\n\n" % (
                     cpu, platform.release(), os.cpu_count() or 0,
-                    " ".join("%.2f" % x for x in os.getloadavg()))
+                    self.load0, os.getloadavg()[0])
                 + "\n".join(md) + "\n")
+        if self.syscalls:
+            text += ("\nSystem calls of sluice-execd and the processes it "
+                     "forks (strace -c -f):\n\n")
+            for be, what, n, calls, top in self.syscalls:
+                text += "- %s, %s: %.0f per %s (%d %ss; most: %s)\n" % (
+                    be, what, calls / n, what, n, what, ", ".join(top))
         if self.notes:
             text += "\n" + "\n".join("- " + n for n in self.notes) + "\n"
         os.makedirs(self.args.outdir, exist_ok=True)
@@ -575,12 +623,20 @@ def main():
     ap.add_argument("--files", type=int, default=50)
     ap.add_argument("--phase-s", type=int, default=180,
                     help="time limit of each phase")
+    ap.add_argument("--cgroups", choices=("", "v1", "v2", "off"),
+                    help="sluice-execd's cgroups setting (default: its "
+                    "own, any)")
+    ap.add_argument("--gap-ms", type=int, default=0,
+                    help="idle time before each timed exec (commands "
+                    "that come one by one, not back to back)")
     ap.add_argument("--strace", action="store_true",
                     help="also strace -c -f sluice-execd over creates and "
                     "execs")
     ap.add_argument("--strace-count", type=int, default=50)
     ap.add_argument("--keep-tmp", action="store_true")
     a = ap.parse_args()
+    if not 0 <= a.gap_ms <= 5000:
+        raise SystemExit("bench: --gap-ms 0..5000")
     for k, hi in (("creates", 500), ("gvisor_creates", 200),
                   ("execs", 5000), ("files", 500), ("phase_s", 1800),
                   ("strace_count", 500)):
@@ -626,6 +682,8 @@ def main():
             log("temp dir kept: " + b.tmp)
     if b.results:
         b.render()
+        for be, what, n, calls, _ in b.syscalls:
+            print("syscalls: %s %s: %.0f each" % (be, what, calls / n))
     log("done in %.0f s" % (time.monotonic() - t0))
     if left or failed is not None:
         sys.exit(1)
