@@ -527,7 +527,10 @@ class Bench:
         return left
 
     # -------------------------------------------------------- report
-    def render(self):
+    def render(self, write=True):
+        """Print the table; with write, also into the output directory
+        (not after a run that stopped: partial figures would replace a
+        whole run's)."""
         backends = [b for b in ("ns", "gvisor") if b in self.results]
         head = ["Figure (ms)"]
         for b in backends:
@@ -586,6 +589,10 @@ class Bench:
                     be, what, calls / n, what, n, what, ", ".join(top))
         if self.notes:
             text += "\n" + "\n".join("- " + n for n in self.notes) + "\n"
+        if not write:
+            log("the run stopped: %s not written" % os.path.join(
+                self.args.outdir, "results-executor.md"))
+            return
         os.makedirs(self.args.outdir, exist_ok=True)
         with open(os.path.join(self.args.outdir, "results-executor.md"),
                   "w") as f:
@@ -681,7 +688,7 @@ def main():
         else:
             log("temp dir kept: " + b.tmp)
     if b.results:
-        b.render()
+        b.render(write=failed is None and not left)
         for be, what, n, calls, _ in b.syscalls:
             print("syscalls: %s %s: %.0f each" % (be, what, calls / n))
     log("done in %.0f s" % (time.monotonic() - t0))
