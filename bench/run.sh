@@ -5,6 +5,12 @@
 #
 #   bench/run.sh [--reps N] [--duration S] [--targets direct,sluiced,...]
 #                [--perf] [--scale] [--keep-tmp]
+#   bench/run.sh --executor [--backends ns,gvisor] [--strace] [...]
+#
+# --executor runs the executor figures instead (bench/exec.py, as root:
+# sandbox create, exec round trip, 1 MiB PUT and GET through
+# sluice-execd's API on the ns backend and gVisor); it needs none of the
+# peers and builds sluiced, sluice-execd and sluice-shim.
 #
 # Installs what it lacks (Debian packages tinyproxy, squid, trafficserver,
 # nginx), builds sluiced, bench/loadgen and bench/bench_policy, then hands
@@ -23,6 +29,23 @@ here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/.." && pwd)
 build=${SLUICE_BUILDDIR:-$src}
 outdir=${BENCH_OUTDIR:-$here}
+
+build_tree() {
+	if [ ! -f "$build/Makefile" ]; then
+		if [ ! -x "$src/configure" ]; then
+			(cd "$src" && autoreconf -fi)
+		fi
+		(cd "$build" && "$src/configure" >/dev/null)
+	fi
+}
+
+if [ "${1:-}" = --executor ]; then
+	shift
+	build_tree
+	make -C "$build" -j2 proxy/sluiced sandbox-glue/executor/sluice-execd \
+	    sandbox-glue/shim/sluice-shim >/dev/null
+	exec python3 "$here/exec.py" --builddir "$build" --outdir "$outdir" "$@"
+fi
 
 need=""
 for pair in tinyproxy:tinyproxy squid:squid traffic_server:trafficserver \
@@ -51,12 +74,7 @@ export PATH
 
 # build: the bench's own programs must build; sluiced may still be
 # unfinished, and then its column says so
-if [ ! -f "$build/Makefile" ]; then
-	if [ ! -x "$src/configure" ]; then
-		(cd "$src" && autoreconf -fi)
-	fi
-	(cd "$build" && "$src/configure" >/dev/null)
-fi
+build_tree
 make -C "$build" -j2 bench/loadgen bench/bench_policy >/dev/null
 if ! make -C "$build" -j2 proxy/sluiced >/dev/null 2>&1; then
 	echo "bench: sluiced did not build; it will be skipped" >&2

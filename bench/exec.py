@@ -1,0 +1,700 @@
+#!/usr/bin/env python3
+"""sluice benchmark: the executor (run through bench/run.sh --executor).
+
+Starts a real sluiced and a real sluice-execd from the build tree, each
+in the foreground with its own config, runtime dir and state dir in a
+private temp dir (/tmp/sluice-bench-exec.*), and times over the Unix
+socket, on the ns backend and on gVisor:
+
+  create   POST /v1/sandboxes (workspace file system, namespaces or runsc,
+           broker session in sluiced), each followed by a timed DELETE
+  exec     POST /v1/sandboxes/ID/exec {"cmd": ["true"]}: the round trip
+  put/get  PUT and GET of a 1 MiB file through /v1/sandboxes/ID/files/
+
+Each figure is p50 and p99 (nearest rank) of a bounded count, and every
+phase also stops at a time limit.  Each request is a new connection, as
+curl --unix-socket makes.  The client is root (admin): the app role
+costs the daemon the same lookup.
+
+On every exit path (exceptions, Ctrl-C, SIGTERM, SIGHUP) every sandbox it
+made is deleted through the API (a daemon that died is started again on
+the same state dir first, which adopts what is left), both daemons are
+stopped by the PIDs it started, and it checks that no mount, loop
+device, cgroup or process of the run is left.  Only PIDs this script
+started are ever signalled.
+
+--strace attaches strace -c -f to sluice-execd over a count of creates
+and of execs and keeps the summaries (where the calls and the time go).
+"""
+import argparse
+import http.client
+import json
+import os
+import platform
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+UID_BASE = 1400000000       # apart from the test suites' executors
+SLOTS = 64
+MIB = 1 << 20
+TARGETS = {"create": 50.0, "exec": 10.0}    # ms, on ns
+ROWS = [
+    ("create", "Create (POST /v1/sandboxes)"),
+    ("delete", "Delete (DELETE /v1/sandboxes/ID)"),
+    ("exec", "Exec round trip of `true`"),
+    ("exec_srv", "... of which the command (duration_ms)"),
+    ("put", "PUT 1 MiB file"),
+    ("get", "GET 1 MiB file"),
+]
+
+
+def log(msg):
+    print("[bench-exec] " + msg, file=sys.stderr, flush=True)
+
+
+def free_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def pct(xs, p):
+    """Nearest-rank percentile (p99 of 50 samples is the largest)."""
+    s = sorted(xs)
+    k = max(1, -(-len(s) * p // 100))
+    return s[int(k) - 1]
+
+
+def strace_total(path):
+    """(total calls, the five most frequent as "name N") of a strace -c
+    summary."""
+    total, rows = 0, []
+    with open(path) as f:
+        for ln in f:
+            parts = ln.split()
+            if len(parts) < 5 or not parts[3].isdigit():
+                continue
+            if parts[-1] == "total":
+                total = int(parts[3])
+            else:
+                rows.append((int(parts[3]), parts[-1]))
+    rows.sort(reverse=True)
+    return total, ["%s %d" % (nm, c) for c, nm in rows[:5]]
+
+
+class UnixHTTP(http.client.HTTPConnection):
+    def __init__(self, path, timeout):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.unix_path)
+        self.sock = s
+
+
+def call(sock, method, path, body=None, raw=None, timeout=120):
+    """(status, body bytes, seconds) of one request on a new connection."""
+    data = raw if raw is not None else (
+        json.dumps(body).encode() if body is not None else None)
+    headers = {"Connection": "close"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    t0 = time.perf_counter()
+    c = UnixHTTP(sock, timeout)
+    try:
+        c.request(method, path, body=data, headers=headers)
+        r = c.getresponse()
+        out = r.read()
+        status = r.status
+    finally:
+        c.close()
+    return status, out, time.perf_counter() - t0
+
+
+def jbody(b):
+    try:
+        return json.loads(b.decode())
+    except (ValueError, UnicodeDecodeError):
+        return {}
+
+
+class Proc:
+    """A daemon we started; its stderr is drained into a file by a
+    thread (so it never blocks) and searched for its ready line."""
+
+    def __init__(self, name, argv, tmp):
+        self.name = name
+        self.out_path = os.path.join(tmp, name + ".err")
+        self.ready = threading.Event()
+        self.out = open(self.out_path, "ab")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE,
+                                     start_new_session=True)
+        self.pid = self.proc.pid
+        self.t = threading.Thread(target=self._drain, daemon=True)
+        self.t.start()
+
+    def _drain(self):
+        f = self.proc.stderr
+        for _ in range(10 ** 7):
+            line = f.readline()
+            if not line:
+                return
+            self.out.write(line)
+            self.out.flush()
+            if b"ready" in line:
+                self.ready.set()
+
+    def wait_ready(self, secs):
+        deadline = time.monotonic() + secs
+        while time.monotonic() < deadline:
+            if self.ready.wait(0.05):
+                return True
+            if self.proc.poll() is not None:
+                return False
+        return False
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def tail(self, n=20):
+        try:
+            with open(self.out_path, "rb") as f:
+                lines = f.read().decode("utf-8", "replace").splitlines()
+            return "\n".join(lines[-n:])
+        except OSError:
+            return ""
+
+    def stop(self, secs=30):
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.pid, signal.SIGTERM)
+                self.proc.wait(timeout=secs)
+            except subprocess.TimeoutExpired:
+                log("%s did not stop in %ds: SIGKILL" % (self.name, secs))
+                os.kill(self.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+            except ProcessLookupError:
+                pass
+        self.t.join(5)
+        self.out.close()
+        return self.proc.returncode
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.tmp = tempfile.mkdtemp(prefix="sluice-bench-exec.", dir="/tmp")
+        self.tag = "xb%04x" % random.randrange(1 << 16)
+        self.n = 0
+        self.sluiced = None
+        self.execd = None
+        self.results = {}       # backend -> key -> [seconds]
+        self.notes = []
+        self.sock = os.path.join(self.tmp, "xrun", "exec.sock")
+        self.syscalls = []      # (backend, what, count, calls, top five)
+        self.strace_ncreates = max(1, args.strace_count // 5)
+        self.load0 = os.getloadavg()[0]
+
+    # -------------------------------------------------------- daemons
+    def start(self):
+        b = self.args.builddir
+        run = os.path.join(self.tmp, "run")
+        os.makedirs(run, mode=0o700)
+        conf = os.path.join(self.tmp, "sluiced.json")
+        with open(conf, "w") as f:
+            json.dump({
+                "runtime_dir": run,
+                "state_file": os.path.join(self.tmp, "state.json"),
+                "ceiling": "public",
+                "listen": {"tcp": ["127.0.0.1:%d" % free_port()]},
+                "sessions": [],
+                "allow_cidrs": ["127.0.0.0/8"],
+                "log": {"path": os.path.join(self.tmp, "conn.jsonl")},
+                "dns": {"hosts": {}, "timeout_ms": 2000},
+                "user": "root",
+            }, f, indent=1)
+        self.sluiced = Proc("sluiced", [os.path.join(b, "proxy", "sluiced"),
+                                        "-c", conf], self.tmp)
+        if not self.sluiced.wait_ready(15):
+            raise SystemExit("bench: sluiced did not start:\n" +
+                             self.sluiced.tail())
+        self.execd_conf = os.path.join(self.tmp, "execd.json")
+        with open(self.execd_conf, "w") as f:
+            json.dump({
+                "runtime_dir": os.path.join(self.tmp, "xrun"),
+                "state_dir": os.path.join(self.tmp, "xstate"),
+                "control_socket": os.path.join(run, "control.sock"),
+                "shim": os.path.join(b, "sandbox-glue", "shim",
+                                     "sluice-shim"),
+                "tier": "registries",
+                "uid_base": UID_BASE, "slots": SLOTS,
+                "max_file_bytes": 4 * MIB,
+                "log": {"path": os.path.join(self.tmp, "execd.jsonl")},
+            }, f, indent=1)
+        if self.args.cgroups is not None:
+            # rewritten with the setting (a comparison: "off" shows what
+            # the cgroup moves of each command cost)
+            with open(self.execd_conf) as f:
+                conf = json.load(f)
+            conf["cgroups"] = self.args.cgroups
+            with open(self.execd_conf, "w") as f:
+                json.dump(conf, f, indent=1)
+            self.notes.append("sluice-execd with \"cgroups\": \"%s\"" %
+                              self.args.cgroups)
+        self.start_execd()
+
+    def start_execd(self):
+        exe = os.path.join(self.args.builddir, "sandbox-glue", "executor",
+                           "sluice-execd")
+        self.execd = Proc("sluice-execd", [exe, "-c", self.execd_conf],
+                          self.tmp)
+        if not self.execd.wait_ready(30):
+            raise SystemExit("bench: sluice-execd did not start:\n" +
+                             self.execd.tail())
+
+    # -------------------------------------------------------- helpers
+    def new_id(self):
+        self.n += 1
+        return "%s-%d" % (self.tag, self.n)
+
+    def create(self, backend, sid):
+        st, out, dt = call(self.sock, "POST", "/v1/sandboxes",
+                           {"id": sid, "tenant": "bench", "user": "bench",
+                            "backend": backend,
+                            "network": {"tier": "registries"}},
+                           timeout=180)
+        return st, jbody(out), dt
+
+    def delete(self, sid, wait_s=0):
+        """The DELETE's time; with wait_s, a sandbox still being made (a
+        create that an interrupt cut short goes on in the daemon) is
+        asked again until it is done."""
+        deadline = time.monotonic() + wait_s
+        for _ in range(100000):
+            st, out, dt = call(self.sock, "DELETE", "/v1/sandboxes/%s" %
+                               sid, timeout=180)
+            if st != 409 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        if wait_s and st == 404:
+            return dt           # a DELETE cut short went on and is done
+        if st != 200:
+            raise RuntimeError("delete %s: %d %r" % (sid, st, out[:300]))
+        return dt
+
+    def rec(self, backend, key, secs):
+        self.results.setdefault(backend, {}).setdefault(key, []).append(secs)
+
+    def over(self, t0, what):
+        if time.monotonic() - t0 > self.args.phase_s:
+            self.notes.append("%s stopped at the %ds phase limit" % (
+                what, self.args.phase_s))
+            return True
+        return False
+
+    # -------------------------------------------------------- phases
+    def run_backend(self, backend):
+        a = self.args
+        # one warm-up create (page cache of /usr, mke2fs, runsc), not
+        # counted; a backend that cannot run here is named and skipped
+        sid = self.new_id()
+        st, j, dt = self.create(backend, sid)
+        if st == 503 and j.get("error", {}).get("code") == \
+                "backend_unavailable":
+            self.notes.append("%s: not available here: %s" % (
+                backend, j["error"].get("message")))
+            return
+        if st != 201:
+            raise RuntimeError("create on %s: %d %r" % (backend, st, j))
+        log("%s: warm-up create %.1f ms" % (backend, dt * 1000))
+        self.delete(sid)
+
+        creates = a.creates if backend == "ns" else a.gvisor_creates
+        t0 = time.monotonic()
+        for i in range(creates):
+            if self.over(t0, "%s creates (%d done)" % (backend, i)):
+                break
+            sid = self.new_id()
+            st, j, dt = self.create(backend, sid)
+            if st != 201:
+                raise RuntimeError("create %s: %d %r" % (sid, st, j))
+            self.rec(backend, "create", dt)
+            self.rec(backend, "delete", self.delete(sid))
+        log("%s: %d creates" % (backend, len(self.results[backend]
+                                              ["create"])))
+
+        sid = self.new_id()
+        st, j, dt = self.create(backend, sid)
+        if st != 201:
+            raise RuntimeError("create %s: %d %r" % (sid, st, j))
+        try:
+            self.execs(backend, sid, 5, warm=True)
+            self.execs(backend, sid, a.execs)
+            self.files(backend, sid)
+        finally:
+            self.delete(sid)
+
+    def execs(self, backend, sid, count, warm=False, record=True):
+        t0 = time.monotonic()
+        for i in range(count):
+            if not warm and self.over(t0, "%s execs (%d done)" % (backend,
+                                                                   i)):
+                break
+            if self.args.gap_ms and not warm:
+                time.sleep(self.args.gap_ms / 1000.0)
+            st, out, dt = call(self.sock, "POST",
+                               "/v1/sandboxes/%s/exec" % sid,
+                               {"cmd": ["true"]}, timeout=60)
+            j = jbody(out)
+            if st != 200 or j.get("exit_code") != 0:
+                raise RuntimeError("exec in %s: %d %r" % (sid, st, out[:300]))
+            if not warm and record:
+                self.rec(backend, "exec", dt)
+                self.rec(backend, "exec_srv", j["duration_ms"] / 1000.0)
+
+    def files(self, backend, sid):
+        data = os.urandom(MIB)
+        path = "/v1/sandboxes/%s/files/bench/blob.bin" % sid
+        t0 = time.monotonic()
+        for i in range(self.args.files):
+            if self.over(t0, "%s PUTs (%d done)" % (backend, i)):
+                break
+            st, out, dt = call(self.sock, "PUT", path, raw=data)
+            if st not in (200, 201):
+                raise RuntimeError("PUT: %d %r" % (st, out[:300]))
+            self.rec(backend, "put", dt)
+        t0 = time.monotonic()
+        for i in range(self.args.files):
+            if self.over(t0, "%s GETs (%d done)" % (backend, i)):
+                break
+            st, out, dt = call(self.sock, "GET", path)
+            if st != 200 or out != data:
+                raise RuntimeError("GET: %d, %d bytes" % (st, len(out)))
+            self.rec(backend, "get", dt)
+
+    # -------------------------------------------------------- strace
+    def strace(self, backend):
+        """strace -c -f on sluice-execd (and the workers it forks) over
+        a count of creates and of execs; strace slows every call, so the
+        counts, not its times, are the figure."""
+        if shutil.which("strace") is None:
+            self.notes.append("strace not installed")
+            return
+        os.makedirs(self.args.outdir, exist_ok=True)
+        sid = self.new_id()
+        st, j, _ = self.create(backend, sid)
+        if st != 201:
+            self.notes.append("strace %s: create %d" % (backend, st))
+            return
+        runs = [("exec", lambda: self.execs(backend, sid,
+                                            self.args.strace_count,
+                                            record=False))]
+        # runsc boots its sandbox on the ptrace platform, which a tracer
+        # of its parent stops: no creates under strace on gvisor
+        if backend == "ns":
+            runs.append(("create", lambda: self.strace_creates(backend)))
+        try:
+            for label, fn in runs:
+                out = os.path.join(self.args.outdir, "strace-execd-%s-%s.txt"
+                                   % (backend, label))
+                stp = subprocess.Popen(["strace", "-c", "-f", "-q", "-o",
+                                        out, "-p", str(self.execd.pid)],
+                                       stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL)
+                time.sleep(1.0)
+                try:
+                    fn()
+                finally:
+                    stp.send_signal(signal.SIGINT)
+                    stp.wait(timeout=60)
+                calls, top = strace_total(out)
+                n = self.args.strace_count if label == "exec" else \
+                    self.strace_ncreates
+                self.syscalls.append((backend, label, n, calls, top))
+                log("strace of sluice-execd over %d %ss on %s: %.0f calls "
+                    "each (%s); %s" % (n, label, backend, calls / n,
+                                       ", ".join(top), out))
+        finally:
+            self.delete(sid)
+
+    def strace_creates(self, backend):
+        for _ in range(self.strace_ncreates):
+            sid = self.new_id()
+            st, j, _ = self.create(backend, sid)
+            if st != 201:
+                raise RuntimeError("create %s: %d %r" % (sid, st, j))
+            self.delete(sid)
+
+    # -------------------------------------------------------- cleanup
+    def sandboxes(self):
+        st, out, _ = call(self.sock, "GET", "/v1/sandboxes", timeout=30)
+        return [b["id"] for b in jbody(out).get("sandboxes", [])]
+
+    def cleanup(self):
+        """Delete what is left, stop both daemons, check for leftovers;
+        returns the list of what is still there."""
+        if self.execd is not None:
+            for attempt in range(2):
+                if not self.execd.alive():
+                    log("sluice-execd exited (%s); starting it again to "
+                        "delete what it left:\n%s" % (
+                            self.execd.proc.returncode, self.execd.tail()))
+                    try:
+                        self.start_execd()
+                    except SystemExit as e:
+                        log(str(e))
+                        break
+                try:
+                    for sid in self.sandboxes():
+                        log("deleting sandbox %s" % sid)
+                        self.delete(sid, wait_s=180)
+                    break
+                except (OSError, RuntimeError, http.client.HTTPException) \
+                        as e:
+                    log("deleting sandboxes: %r" % e)
+            rc = self.execd.stop()
+            if rc not in (0, None):
+                log("sluice-execd exited %s:\n%s" % (rc, self.execd.tail()))
+        if self.sluiced is not None:
+            self.sluiced.stop()
+        return self.leftovers()
+
+    def procs(self):
+        """Processes of the run: a sandbox uid or the temp dir in the
+        command line; zombies apart (an exited holder or drainer that
+        was reparented to PID 1 waits for PID 1 to reap it, which some
+        container inits do only now and then)."""
+        live, zombies = [], []
+        hi = UID_BASE + SLOTS * 65536
+        for p in os.listdir("/proc"):
+            if not p.isdigit():
+                continue
+            try:
+                st = os.stat("/proc/" + p)
+                with open("/proc/%s/stat" % p) as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+                with open("/proc/%s/cmdline" % p, "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode("utf-8",
+                                                               "replace")
+            except (OSError, IndexError):
+                continue
+            if int(p) != os.getpid() and (UID_BASE <= st.st_uid < hi or
+                                          self.tmp in cmd):
+                (zombies if state == "Z" else live).append(
+                    "process %s uid %d: %s" % (p, st.st_uid, cmd[:120]))
+        return live, zombies
+
+    def leftovers(self):
+        left = []
+        r = subprocess.run(["findmnt", "-rn", "-o", "TARGET"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        left += ["mount " + m for m in r.stdout.decode().split("\n")
+                 if m.startswith(self.tmp)]
+        r = subprocess.run(["losetup", "-a"], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL)
+        left += ["loop " + ln for ln in r.stdout.decode().split("\n")
+                 if self.tmp in ln]
+        for _ in range(20):         # a process on its way out: 10 s
+            live, zombies = self.procs()
+            if not live:
+                break
+            time.sleep(0.5)
+        left += live
+        if zombies:
+            log("%d exited processes of the run wait for PID 1 to reap "
+                "them (not left running)" % len(zombies))
+        for root, dirs, _ in os.walk("/sys/fs/cgroup"):
+            for d in list(dirs):
+                if d.startswith(self.tag) or \
+                        d.startswith("sluice-gvisor-" + self.tag):
+                    left.append("cgroup " + os.path.join(root, d))
+                    dirs.remove(d)
+            if root.count("/") > 6:
+                dirs[:] = []
+        return left
+
+    # -------------------------------------------------------- report
+    def render(self, write=True):
+        """Print the table; with write, also into the output directory
+        (not after a run that stopped: partial figures would replace a
+        whole run's)."""
+        backends = [b for b in ("ns", "gvisor") if b in self.results]
+        head = ["Figure (ms)"]
+        for b in backends:
+            head += ["%s p50" % b, "%s p99" % b]
+        head += ["n (%s)" % "/".join(backends), "target (ns)"]
+        lines = []
+        for key, label in ROWS:
+            cells = [label]
+            ns = []
+            for b in backends:
+                xs = self.results[b].get(key)
+                if xs:
+                    cells += ["%.1f" % (pct(xs, 50) * 1000),
+                              "%.1f" % (pct(xs, 99) * 1000)]
+                else:
+                    cells += ["-", "-"]
+                ns.append(str(len(xs or [])))
+            cells.append("/".join(ns))
+            t = TARGETS.get(key)
+            cells.append("< %.0f" % t if t else "-")
+            lines.append(cells)
+        widths = [max(len(r[i]) for r in [head] + lines)
+                  for i in range(len(head))]
+        print("\n".join("  ".join(c.ljust(widths[i]) if i == 0 else
+                                  c.rjust(widths[i])
+                                  for i, c in enumerate(r))
+                        for r in [head] + lines))
+        for n in self.notes:
+            print("note: " + n)
+        cpu = "?"
+        try:
+            with open("/proc/cpuinfo") as f:
+                for ln in f:
+                    if ln.startswith("model name"):
+                        cpu = ln.split(":", 1)[1].strip()
+                        break
+        except OSError:
+            pass
+        md = ["| " + " | ".join(head) + " |",
+              "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
+        md += ["| " + " | ".join(r) + " |" for r in lines]
+        text = ("sluice-execd over its Unix socket, a new connection per "
+                "request, %s, Linux %s, %d cores, load average (1 min) %.2f "
+                "at the start and %.2f at the end (a machine shared with "
+                "other jobs shows it in p99); p50 and p99 (nearest rank) "
+                "in ms; one warm-up create per backend not counted; each "
+                "create is followed by a timed delete.\n\n" % (
+                    cpu, platform.release(), os.cpu_count() or 0,
+                    self.load0, os.getloadavg()[0])
+                + "\n".join(md) + "\n")
+        if self.syscalls:
+            text += ("\nSystem calls of sluice-execd and the processes it "
+                     "forks (strace -c -f):\n\n")
+            for be, what, n, calls, top in self.syscalls:
+                text += "- %s, %s: %.0f per %s (%d %ss; most: %s)\n" % (
+                    be, what, calls / n, what, n, what, ", ".join(top))
+        if self.notes:
+            text += "\n" + "\n".join("- " + n for n in self.notes) + "\n"
+        if not write:
+            log("the run stopped: %s not written" % os.path.join(
+                self.args.outdir, "results-executor.md"))
+            return
+        os.makedirs(self.args.outdir, exist_ok=True)
+        with open(os.path.join(self.args.outdir, "results-executor.md"),
+                  "w") as f:
+            f.write(text)
+        with open(os.path.join(self.args.outdir, "results-executor.json"),
+                  "w") as f:
+            json.dump(self.results, f, indent=1, sort_keys=True)
+        log("markdown table in %s" % os.path.join(self.args.outdir,
+                                                   "results-executor.md"))
+
+
+def preflight(args):
+    if os.geteuid() != 0:
+        raise SystemExit("bench: the executor bench needs root (sandboxes)")
+    for p in (("proxy", "sluiced"), ("sandbox-glue", "executor",
+                                    "sluice-execd"),
+              ("sandbox-glue", "shim", "sluice-shim")):
+        if not os.access(os.path.join(args.builddir, *p), os.X_OK):
+            raise SystemExit("bench: %s not built" % os.path.join(*p))
+    r = subprocess.run(["unshare", "-U", "-m", "-p", "-n", "-f", "true"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if r.returncode != 0:
+        raise SystemExit("bench: no user namespaces: %s" %
+                         r.stderr.decode().strip())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--builddir", required=True)
+    ap.add_argument("--outdir", required=True)
+    ap.add_argument("--backends", default="ns,gvisor")
+    ap.add_argument("--creates", type=int, default=50)
+    ap.add_argument("--gvisor-creates", type=int, default=20)
+    ap.add_argument("--execs", type=int, default=300)
+    ap.add_argument("--files", type=int, default=50)
+    ap.add_argument("--phase-s", type=int, default=180,
+                    help="time limit of each phase")
+    ap.add_argument("--cgroups", choices=("", "v1", "v2", "off"),
+                    help="sluice-execd's cgroups setting (default: its "
+                    "own, any)")
+    ap.add_argument("--gap-ms", type=int, default=0,
+                    help="idle time before each timed exec (commands "
+                    "that come one by one, not back to back)")
+    ap.add_argument("--strace", action="store_true",
+                    help="also strace -c -f sluice-execd over creates and "
+                    "execs")
+    ap.add_argument("--strace-count", type=int, default=50)
+    ap.add_argument("--keep-tmp", action="store_true")
+    a = ap.parse_args()
+    if not 0 <= a.gap_ms <= 5000:
+        raise SystemExit("bench: --gap-ms 0..5000")
+    for k, hi in (("creates", 500), ("gvisor_creates", 200),
+                  ("execs", 5000), ("files", 500), ("phase_s", 1800),
+                  ("strace_count", 500)):
+        if not 1 <= getattr(a, k) <= hi:
+            raise SystemExit("bench: --%s 1..%d" % (k.replace("_", "-"), hi))
+    a.builddir = os.path.abspath(a.builddir)
+    a.outdir = os.path.abspath(a.outdir)
+    backends = a.backends.split(",")
+    for b in backends:
+        if b not in ("ns", "gvisor"):
+            raise SystemExit("bench: unknown backend " + b)
+    preflight(a)
+    # a TERM or HUP (timeout, a closed terminal) still cleans up, and so
+    # does an INT that a shell's background job would have ignored
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, lambda n, _f: sys.exit(128 + n))
+    b = Bench(a)
+    t0 = time.monotonic()
+    failed = None
+    try:
+        b.start()
+        for be in backends:
+            b.run_backend(be)
+        if a.strace:
+            for be in backends:
+                if be in b.results:
+                    b.strace(be)
+    except (Exception, KeyboardInterrupt) as e:
+        failed = e
+        log("stopped: %r" % e)
+    finally:
+        # a second Ctrl-C or TERM must not cut the clean-up short
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_IGN)
+        left = b.cleanup()
+        if left:
+            log("LEFT BEHIND (temp dir %s kept):\n  %s" % (
+                b.tmp, "\n  ".join(left)))
+        elif not a.keep_tmp:
+            shutil.rmtree(b.tmp, ignore_errors=True)
+        else:
+            log("temp dir kept: " + b.tmp)
+    if b.results:
+        b.render(write=failed is None and not left)
+        for be, what, n, calls, _ in b.syscalls:
+            print("syscalls: %s %s: %.0f each" % (be, what, calls / n))
+    log("done in %.0f s" % (time.monotonic() - t0))
+    if left or failed is not None:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
