@@ -26,9 +26,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, Skip, check, check_eq, api_unix,  # noqa: E402
-                     wait_until)
+                     wait_until, log)
 from t_clients import PKG  # noqa: E402
 import runlib  # noqa: E402
+import execdlib  # noqa: E402
 from runlib import (RUN, Runner, files_fds_env, no_tty,  # noqa: E402
                     log_is_bounded, hello_upstream,
                     reaches_only_through_broker, background_survives,
@@ -85,8 +86,13 @@ def runsc_procs(root):
     return found
 
 
-def host_cgroups(chat):
-    """The host cgroups runsc made for chat's sandbox, in any hierarchy."""
+def host_cgroups(run, chat):
+    """The host cgroups runsc made for chat's sandbox of this run, in any
+    hierarchy: named for the chat and the hash of its state directory
+    (sbx_dir_hash), so another run's sandbox of the same name is not
+    taken for it."""
+    name = "sluice-gvisor-%s.%08x" % (chat, execdlib.fnv1a32(
+        os.path.join(run.state, chat)))
     found = []
     for top in ("/sys/fs/cgroup", ) + tuple(
             "/sys/fs/cgroup/" + c for c in os.listdir("/sys/fs/cgroup")):
@@ -94,8 +100,7 @@ def host_cgroups(chat):
             names = os.listdir(top)
         except OSError:
             continue
-        found += [os.path.join(top, n) for n in names
-                  if n.startswith("sluice-gvisor-%s." % chat)]
+        found += [os.path.join(top, n) for n in names if n == name]
     return found
 
 
@@ -279,8 +284,8 @@ def streams_to_files(env):
     d, run = start(env, cgroups=False)
     r = run.create("f1")
     check(b"cgroups are off" in r.stdout, "note: %r", r.stdout)
-    check(not host_cgroups("f1"), "host cgroups made: %r" %
-          host_cgroups("f1"))
+    check(not host_cgroups(run, "f1"), "host cgroups made: %r" %
+          host_cgroups(run, "f1"))
     r = run("write", "--chat", "f1", "f.txt", stdin=b"data line\n")
     check_eq(r.returncode, 0, "write")
     out = env.path("out.txt")
@@ -318,8 +323,8 @@ def files_ls_cgroup_presets(env):
     for c in ("l1", "l2"):
         r = run("destroy", "--chat", c)
         check_eq(r.returncode, 0, "destroy %s: %r" % (c, r.stderr))
-        check(not host_cgroups(c), "host cgroups left: %r" %
-              host_cgroups(c))
+        check(not host_cgroups(run, c), "host cgroups left: %r" %
+              host_cgroups(run, c))
     run.chats = []
 
 
@@ -345,7 +350,15 @@ def gc_suspend_and_destroy(env):
     pid = lst["sandboxes"][0]["init_pid"]
     check(os.path.exists("/proc/%d" % pid), "sandbox pid %d" % pid)
     check(runsc_procs(root), "no runsc process found for %s" % root)
-    mem = [p for p in host_cgroups("g1") if "/memory/" in p]
+    with open(os.path.join(run.state, "g1", "record.json")) as f:
+        cg = json.load(f).get("cgroup")
+    log("g1's host cgroup: %r" % cg)
+    if cg:
+        # the name host_cgroups looks for is the one runsc was given
+        check(host_cgroups(run, "g1") and all(
+            p.endswith(cg) for p in host_cgroups(run, "g1")),
+            "host cgroups of %s: %r" % (cg, host_cgroups(run, "g1")))
+    mem = [p for p in host_cgroups(run, "g1") if "/memory/" in p]
     if mem:
         with open(os.path.join(mem[0], "memory.limit_in_bytes")) as f:
             check_eq(int(f.read()), 2048 << 20, "memory limit")
@@ -363,8 +376,8 @@ def gc_suspend_and_destroy(env):
     check(not os.path.exists(d.session_socket("g1")), "socket left")
     check(run.state not in open("/proc/self/mountinfo").read(),
           "mounts left on the host")
-    check(not host_cgroups("g1"), "host cgroups left: %r" %
-          host_cgroups("g1"))
+    check(not host_cgroups(run, "g1"), "host cgroups left: %r" %
+          host_cgroups(run, "g1"))
     check_eq(api_unix(run.ctl, "GET", "/v1/sessions/g1").status, 404,
              "broker session after destroy")
 
