@@ -1427,8 +1427,10 @@ usage(FILE *f)
 {
 	fprintf(f,
 "usage: " PROG " [--json] [--socket PATH] VERB [options]   (sluice-execd's API)\n"
+#ifndef SLUICE_RUN_API_ONLY
 "       " PROG " --local [--json] [--state-dir DIR] [--control SOCKET]\n"
 "                  [--config FILE] VERB [options]  (root: the backends directly)\n"
+#endif
 "       " PROG " [--config FILE] image build|list|rm ...   (root: the image store)\n"
 "verbs over the API (--chat ID or --id ID names the sandbox):\n"
 "  create --chat ID [--tenant T] [--user U] [--tier TIER] [--profile P]\n"
@@ -1447,7 +1449,9 @@ usage(FILE *f)
 "  install --chat ID --manager pip|npm PACKAGE...\n"
 "  tier --chat ID off|registries|public\n"
 "  destroy --chat ID [--discard]     health     doctor\n"
+#ifndef SLUICE_RUN_API_ONLY
 "local mode only (--local): gc, --workspace; see sluice-run(1).\n"
+#endif
 "socket: --socket, else $SLUICE_EXEC_SOCKET, else " DEF_SOCKET ".\n"
 "exit: 0 ok, 1 failure, 2 usage/bad_request, 3 not_found, 4 quota_exceeded,\n"
 "      5 broker_unavailable, 6 exists, 7 backend_unavailable, 8 read cut,\n"
@@ -1580,7 +1584,9 @@ run_api_main(int argc, char **argv)
 			case O_NEW: o_new = optarg; break;
 			case O_LOCALONLY:
 				die(EX_USAGE, "--%s is an option of the local "
-				    "mode (--local, root; see sluice-run(1))",
+				    "mode, which drives the backends without "
+				    "sluice-execd (the build tree's "
+				    "sluice-run-local, for their tests)",
 				    lo[idx].name);
 			case 'h': case O_HELP: usage(stdout); return EX_OK;
 			default: usage(stderr); return EX_USAGE;
@@ -1639,7 +1645,7 @@ run_api_main(int argc, char **argv)
 	if (strcmp(verb, "doctor") == 0)
 		return cmd_health(args, 1);
 	if (strcmp(verb, "gc") == 0)
-		die(EX_USAGE, "gc is the local mode's (--local): it sweeps "
-		    "that mode's sandboxes, not sluice-execd's");
+		die(EX_USAGE, "gc is the local mode's: sluice-execd suspends "
+		    "and removes its idle sandboxes itself (lifecycle)");
 	die(EX_USAGE, "unknown command %s (try --help)", safe(verb));
 }

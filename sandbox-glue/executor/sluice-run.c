@@ -3,8 +3,9 @@
  * every verb is a call of sluice-execd's API (run_api.c): the daemon
  * alone makes sandboxes.  This file is the rest: the image store's verbs
  * (image build, list, rm: the administrator's, root) and, behind
- * --local, the backends driven directly, root only, for testing them and
- * for recovery when the daemon cannot run.  The local mode: one
+ * --local, the backends driven directly, root only, for testing them:
+ * only sluice-run-local, the build tree's, has that mode (the installed
+ * sluice-run is built with SLUICE_RUN_API_ONLY).  The local mode: one
  * persistent sandbox per chat, commands run in it with a timeout and
  * capped output, the broker session made and removed through sluiced's
  * control socket.
@@ -2822,6 +2823,13 @@ main(int argc, char **argv)
 				break;
 			}
 	}
+#ifdef SLUICE_RUN_API_ONLY
+	/* the installed command line makes no sandbox of its own */
+	if (local)
+		die(EX_USAGE, "--local: not in this sluice-run: sandboxes are "
+		    "sluice-execd's (the build tree's sluice-run-local drives "
+		    "the backends for their tests)");
+#endif
 	if (local || (verb != NULL && strcmp(verb, "image") == 0))
 		return local_main(argc, argv);
 	return run_api_main(argc, argv);

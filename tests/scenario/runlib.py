@@ -16,6 +16,8 @@ from t_clients import make_index, serve
 
 BLD = os.environ.get("SLUICE_BUILDDIR", ".")
 RUN = os.path.join(BLD, "sandbox-glue", "executor", "sluice-run")
+# the backends driven directly (--local): the build tree's, not installed
+RUN_LOCAL = os.path.join(BLD, "sandbox-glue", "executor", "sluice-run-local")
 SHIM = os.path.abspath(os.path.join(BLD, "sandbox-glue", "shim", "sluice-shim"))
 
 
@@ -45,7 +47,7 @@ class Runner:
         """The command line of sluice-run with this configuration, in its
         local mode (--local): these scenarios drive the backends directly,
         without sluice-execd (t_run_api.py drives the API mode)."""
-        return [RUN, "--local", "--config", self.conf, "--state-dir",
+        return [RUN_LOCAL, "--local", "--config", self.conf, "--state-dir",
                 self.state, "--control", self.ctl] + list(args)
 
     def __call__(self, *args, stdin=None, timeout=120):

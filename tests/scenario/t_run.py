@@ -31,7 +31,7 @@ from harness import (Suite, Skip, check, check_eq,  # noqa: E402
                      api_unix, wait_until)
 from t_clients import PKG  # noqa: E402
 import runlib  # noqa: E402
-from runlib import (RUN, Runner, files_fds_env, no_tty,  # noqa: E402
+from runlib import (RUN, RUN_LOCAL, Runner, files_fds_env, no_tty,  # noqa: E402
                     log_is_bounded, hello_upstream,
                     reaches_only_through_broker, background_survives,
                     timeout_kills_tree, seccomp_refuses,
@@ -688,7 +688,8 @@ def names_safe_on_a_terminal(env):
         r = run("create", "--chat", "nm", "--user", bad)
         check(r.returncode == 2 and b"bad user" in r.stderr,
               "user %r: rc %d %r" % (bad, r.returncode, r.stderr))
-    r = subprocess.run([RUN, "--local", "--state-dir", run.state, "--control",
+    r = subprocess.run([RUN_LOCAL, "--local", "--state-dir", run.state,
+                        "--control",
                         run.ctl, "create", "--chat", "nm", "--user",
                         b"\xff\xfe"],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -33,6 +33,8 @@ import t_execd as X  # noqa: E402
 S = Suite("t_run_api", time_limit=600)
 
 RUN = os.path.join(BUILDDIR, "sandbox-glue", "executor", "sluice-run")
+RUN_LOCAL = os.path.join(BUILDDIR, "sandbox-glue", "executor",
+                         "sluice-run-local")
 
 
 def as_nobody(groups):
@@ -271,15 +273,20 @@ def verbs(env):
           "no access to the socket: %r" % r)
     r = app("--socket", env.path("none.sock"), "list")
     check_eq(r.returncode, 15, "no daemon: %r" % r.stderr)
-    # the local mode stays the administrator's, and says so
+    # the installed sluice-run makes no sandbox itself, even for root
     r = subprocess.run([RUN, "--local", "list"], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, timeout=60,
-                       preexec_fn=as_nobody(app.groups))
+                       stderr=subprocess.PIPE, timeout=60)
+    check(r.returncode == 2 and b"sluice-execd's" in r.stderr,
+          "--local refused: %r" % r)
+    # the build tree's backend driver is root's only
+    r = subprocess.run([RUN_LOCAL, "--local", "list"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=60, preexec_fn=as_nobody(app.groups))
     check(r.returncode == 1 and b"must run as root" in r.stderr,
           "--local as nobody: %r" % r)
     r = app("--state-dir", "/tmp", "list")
-    check(r.returncode == 2 and b"--local" in r.stderr, "local option: %r"
-          % r)
+    check(r.returncode == 2 and b"sluice-run-local" in r.stderr,
+          "local option: %r" % r)
     # destroy
     check_eq(app.ok("destroy", "--chat", "r2").stdout, b"r2: destroyed\n",
              "destroy")
