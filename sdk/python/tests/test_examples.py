@@ -4,9 +4,8 @@ README prints)."""
 import os
 import subprocess
 import sys
-import time
 
-from conftest import BROKER, EXEC, INDEX, WEB
+from conftest import BROKER, EXEC, INDEX, WEB, wait_for
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENVX = dict(os.environ, SLUICE_EXEC_ADDRESS=EXEC, SLUICE_BROKER_ADDRESS=BROKER,
@@ -52,10 +51,12 @@ def test_approvals_yes():
     try:
         import sluice
         c = sluice.SandboxClient(EXEC, broker=BROKER)
-        for _ in range(100):
-            if c.broker.health()["approvers"] >= 1:
-                break
-            time.sleep(0.05)
+        # the approver must be watching before the prompt, or sluiced
+        # refuses it at once; the example's start may take seconds on a
+        # loaded machine (under the sanitizers it took more than five)
+        wait_for(lambda: c.broker.health()["approvers"] >= 1 or
+                 p.poll() is not None, 60, "the approver to watch")
+        assert p.poll() is None, p.communicate()
         with c.sandboxes.create("acme", "carol") as sb:
             r = sb.exec(["curl", "-sS", "--max-time", "60", WEB])
         assert r.stdout == "hello from web.test\n"
