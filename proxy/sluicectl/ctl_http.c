@@ -1463,6 +1463,12 @@ sse_line(struct ctlh_sse *p, ctlh_sse_cb cb, void *arg, char *err,
 		vlen = 0;
 	}
 	if (namelen == 4 && memcmp(line, "data", 4) == 0) {
+		/* a server that never ends the event: as much as a body */
+		if (p->datalen + vlen + 1 > CTLH_BODY_MAX) {
+			errf(err, errlen, "event data larger than %d bytes",
+			    CTLH_BODY_MAX);
+			return -1;
+		}
 		if (grow(&p->data, &p->datacap, p->datalen + vlen + 2) != 0) {
 			errf(err, errlen, "out of memory");
 			return -1;

@@ -145,7 +145,8 @@ struct ctlh_sse {
 
 void ctlh_sse_init(struct ctlh_sse *p);
 /* Feed bytes; calls cb for each complete event.  0, or -1 (message in
- * err) when a line passes CTLH_SSE_LINE_MAX or memory runs out. */
+ * err) when a line passes CTLH_SSE_LINE_MAX, an event's data passes
+ * CTLH_BODY_MAX or memory runs out. */
 int ctlh_sse_feed(struct ctlh_sse *p, const char *buf, size_t n,
     ctlh_sse_cb cb, void *arg, char *err, size_t errlen) SLUICE_MUSTCHECK;
 /* Forget a half-read event (after a dropped connection); keeps the id. */

@@ -216,9 +216,12 @@ api_error(const struct ctlh_resp *r)
 			    "true" : json_is_null(v) ? "null" : "false");
 		else
 			continue;
-		n += (size_t)snprintf(extra + n, n < sizeof(extra) ?
-		    sizeof(extra) - n : 0, "%s%s %s", n ? ", " : " (",
-		    safe(key), val);
+		n += (size_t)snprintf(extra + n, sizeof(extra) - n,
+		    "%s%s %s", n ? ", " : " (", safe(key), val);
+		/* cut: what is written stops at the array's end, and so
+		 * does n (extra + n must stay inside it) */
+		if (n >= sizeof(extra))
+			n = sizeof(extra) - 1;
 	}
 	if (n > 0 && n + 2 < sizeof(extra))
 		strcat(extra, ")");

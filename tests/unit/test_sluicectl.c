@@ -360,6 +360,42 @@ test_sse_limits(void **state)
 	ctlh_sse_free(&p);
 }
 
+/* data lines without the blank line that ends an event: the event
+ * being read is capped at CTLH_BODY_MAX, not grown without end */
+static void
+test_sse_data_cap(void **state)
+{
+	struct ctlh_sse p;
+	struct got g;
+	char err[128], *line;
+	size_t n = CTLH_SSE_LINE_MAX / 2, i;
+	int rc = 0;
+
+	(void)state;
+	memset(&g, 0, sizeof(g));
+	ctlh_sse_init(&p);
+	line = malloc(n);
+	assert_non_null(line);
+	memset(line, 'a', n);
+	memcpy(line, "data: ", 6);
+	line[n - 1] = '\n';
+	/* bounded: twice the cap's worth of lines */
+	for (i = 0; i < 2 * (CTLH_BODY_MAX / n) + 2 && rc == 0; i++)
+		rc = ctlh_sse_feed(&p, line, n, collect, &g, err, sizeof(err));
+	assert_int_equal(rc, -1);
+	assert_non_null(strstr(err, "event data"));
+	assert_true(i <= CTLH_BODY_MAX / (n - 7) + 1);
+	assert_true(p.datacap <= 2u * CTLH_BODY_MAX);
+	assert_int_equal(g.n, 0);
+	free(line);
+	/* after a reset the parser reads events again */
+	ctlh_sse_reset(&p);
+	assert_int_equal(ctlh_sse_feed(&p, "data: x\n\n", 9, collect, &g, err,
+	    sizeof(err)), 0);
+	assert_int_equal(g.n, 1);
+	ctlh_sse_free(&p);
+}
+
 int
 main(void)
 {
@@ -376,6 +412,7 @@ main(void)
 		cmocka_unit_test(test_match),
 		cmocka_unit_test(test_sse_events),
 		cmocka_unit_test(test_sse_limits),
+		cmocka_unit_test(test_sse_data_cap),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
