@@ -21,8 +21,10 @@ Skips (77) without root or user namespaces (t_execd.preflight)."""
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -175,6 +177,15 @@ def verbs(env):
     r = app("exec", "--chat", "r1", "--stdin", "--", "cat",
             stdin=b"hello\nworld\n")
     check_eq((r.returncode, r.stdout), (0, b"hello\nworld\n"), "stdin")
+    # stdin past max_body_bytes (64 KiB here): 413, its JSON error or,
+    # past twice the limit, libevent's page (fake_daemon: one that
+    # closes before reading the body)
+    for size in (70000, 4 << 20):
+        r = app("exec", "--chat", "r1", "--stdin", "--", "cat",
+                stdin=b"x" * size)
+        check(r.returncode == 14 and (b": too_large: " in r.stderr or
+                                      b"HTTP 413" in r.stderr),
+              "stdin of %d bytes: rc %d %r", size, r.returncode, r.stderr)
     app.ok("exec", "--chat", "r1", "--", "mkdir", "-p", "sub")
     r = app.ok("exec", "--chat", "r1", "--env", "GREET=hi there", "--cwd",
                "sub", "--shell", "echo \"$GREET\"; pwd")
@@ -309,6 +320,122 @@ def broker_unavailable(env):
     r = app("doctor")
     check(r.returncode == 1 and b"broker" in r.stdout and
           b"unreachable" in r.stdout, "doctor without sluiced: %r" % r)
+
+
+class FakeExecd:
+    """A Unix socket playing sluice-execd for what the real one will not
+    do on cue: serve(conn, line, body) answers each request (its request
+    line and body), on a thread of its own.  Bounded: every socket has a
+    timeout, close() ends it."""
+
+    def __init__(self, env, serve):
+        self.path = env.path("fake.sock")
+        self.serve = serve
+        self.lines = []
+        self.done = threading.Event()
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.bind(self.path)
+        self.s.listen(8)
+        self.s.settimeout(0.2)
+        self.conns = []
+        self.t = threading.Thread(target=self._loop, daemon=True)
+        self.t.start()
+        env.closers.append(self.close)
+
+    def _loop(self):
+        while not self.done.is_set():
+            try:
+                c, _ = self.s.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            c.settimeout(30)
+            self.conns.append(c)
+            threading.Thread(target=self._one, args=(c,),
+                             daemon=True).start()
+
+    def _one(self, c):
+        try:
+            buf = b""
+            while b"\r\n\r\n" not in buf and len(buf) < 65536:
+                b = c.recv(65536)
+                if not b:
+                    return
+                buf += b
+            head, _, rest = buf.partition(b"\r\n\r\n")
+            line = head.split(b"\r\n")[0].decode()
+            self.lines.append(line)
+            n = 0
+            for h in head.split(b"\r\n")[1:]:
+                k, _, v = h.partition(b":")
+                if k.strip().lower() == b"content-length":
+                    n = int(v)
+            self.serve(c, line, rest, n)
+        except OSError:
+            pass
+        finally:
+            c.close()
+
+    def read_body(self, c, rest, n):
+        while len(rest) < n:
+            b = c.recv(65536)
+            if not b:
+                break
+            rest += b
+        return rest
+
+    def close(self):
+        self.done.set()
+        self.s.close()
+        self.t.join(5)
+        for c in self.conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def json_answer(status, obj):
+    b = json.dumps(obj).encode()
+    return (b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n" %
+            (status, len(b))) + b
+
+
+SSE_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Connection: close\r\n\r\n")
+
+
+def run_root(sock, *args, stdin=b"", timeout=60):
+    return subprocess.run([RUN, "--socket", sock] + list(args), input=stdin,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          timeout=timeout)
+
+
+def popen_root(sock, *args):
+    return subprocess.Popen([RUN, "--socket", sock] + list(args),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+@S.case
+def fake_daemon(env):
+    """sluice-run against a scripted daemon: an early refusal."""
+    # an early 413 whose sender closes before reading the body: the
+    # refusal is read after the failed write (exit 14, not 15)
+    def refuse(c, line, rest, n):
+        c.sendall(json_answer(413, {"error": {"code": "too_large",
+                  "message": "the body is larger than 65536 bytes"}}))
+    f = FakeExecd(env, refuse)
+    r = run_root(f.path, "exec", "--chat", "f1", "--stdin", "--", "cat",
+                 stdin=b"x" * (4 << 20))
+    check(r.returncode == 14 and r.stderr.startswith(
+        b"sluice-run: too_large: "), "early 413: rc %d %r", r.returncode,
+        r.stderr)
+    f.close()
 
 
 if __name__ == "__main__":
