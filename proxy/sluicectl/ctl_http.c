@@ -44,6 +44,8 @@ struct conn {
 	SSL_CTX *ctx;
 	SSL *ssl;
 	int64_t deadline;       /* CLOCK_MONOTONIC ms */
+	const struct ctlh_intr *intr;
+	int intr_seen;          /* intr->fd was readable: deadline cut */
 };
 
 static int64_t
@@ -490,27 +492,46 @@ ctlh_parse_url(const char *url, char *host, size_t hostlen, char *port,
 
 /* ---- transport ---- */
 
+/* Wait for events on c until its deadline: 0, or -1 with errno
+ * ETIMEDOUT, or EINTR when the deadline was an interruption's. */
 static int
 wait_fd(struct conn *c, short events)
 {
-	struct pollfd pfd;
+	struct pollfd pfd[2];
 	int64_t left;
+	nfds_t nfds;
 	int r;
 
 	for (;;) {
 		left = c->deadline - now_ms();
 		if (left <= 0) {
-			errno = ETIMEDOUT;
+			errno = c->intr_seen ? EINTR : ETIMEDOUT;
 			return -1;
 		}
-		pfd.fd = c->fd;
-		pfd.events = events;
-		pfd.revents = 0;
-		r = poll(&pfd, 1, left > INT_MAX ? INT_MAX : (int)left);
+		pfd[0].fd = c->fd;
+		pfd[0].events = events;
+		pfd[0].revents = 0;
+		nfds = 1;
+		if (c->intr != NULL && !c->intr_seen) {
+			/* a descriptor, not a flag: a signal between a
+			 * check and poll(2) would be missed */
+			pfd[1].fd = c->intr->fd;
+			pfd[1].events = POLLIN;
+			pfd[1].revents = 0;
+			nfds = 2;
+		}
+		r = poll(pfd, nfds, left > INT_MAX ? INT_MAX : (int)left);
+		if (r > 0 && nfds == 2 && pfd[1].revents != 0) {
+			c->intr_seen = 1;
+			if (c->deadline > now_ms() + c->intr->grace_ms)
+				c->deadline = now_ms() + c->intr->grace_ms;
+			if (pfd[0].revents == 0)
+				continue;
+		}
 		if (r > 0)
 			return 0;
 		if (r == 0) {
-			errno = ETIMEDOUT;
+			errno = c->intr_seen ? EINTR : ETIMEDOUT;
 			return -1;
 		}
 		if (errno != EINTR)
@@ -880,6 +901,7 @@ open_target(struct conn *c, const struct ctlh_target *t, char *err,
 	enum ctlh_rc rc;
 
 	c->deadline = now_ms() + (t->timeout_ms > 0 ? t->timeout_ms : 30000);
+	c->intr = t->intr;
 	if (t->token != NULL && !token_ok(t->token)) {
 		errf(err, errlen, "the token holds spaces or control "
 		    "characters");
