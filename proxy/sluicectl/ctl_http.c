@@ -44,6 +44,8 @@ struct conn {
 	SSL_CTX *ctx;
 	SSL *ssl;
 	int64_t deadline;       /* CLOCK_MONOTONIC ms */
+	const struct ctlh_intr *intr;
+	int intr_seen;          /* intr->fd was readable: deadline cut */
 };
 
 static int64_t
@@ -490,27 +492,46 @@ ctlh_parse_url(const char *url, char *host, size_t hostlen, char *port,
 
 /* ---- transport ---- */
 
+/* Wait for events on c until its deadline: 0, or -1 with errno
+ * ETIMEDOUT, or EINTR when the deadline was an interruption's. */
 static int
 wait_fd(struct conn *c, short events)
 {
-	struct pollfd pfd;
+	struct pollfd pfd[2];
 	int64_t left;
+	nfds_t nfds;
 	int r;
 
 	for (;;) {
 		left = c->deadline - now_ms();
 		if (left <= 0) {
-			errno = ETIMEDOUT;
+			errno = c->intr_seen ? EINTR : ETIMEDOUT;
 			return -1;
 		}
-		pfd.fd = c->fd;
-		pfd.events = events;
-		pfd.revents = 0;
-		r = poll(&pfd, 1, left > INT_MAX ? INT_MAX : (int)left);
+		pfd[0].fd = c->fd;
+		pfd[0].events = events;
+		pfd[0].revents = 0;
+		nfds = 1;
+		if (c->intr != NULL && !c->intr_seen) {
+			/* a descriptor, not a flag: a signal between a
+			 * check and poll(2) would be missed */
+			pfd[1].fd = c->intr->fd;
+			pfd[1].events = POLLIN;
+			pfd[1].revents = 0;
+			nfds = 2;
+		}
+		r = poll(pfd, nfds, left > INT_MAX ? INT_MAX : (int)left);
+		if (r > 0 && nfds == 2 && pfd[1].revents != 0) {
+			c->intr_seen = 1;
+			if (c->deadline > now_ms() + c->intr->grace_ms)
+				c->deadline = now_ms() + c->intr->grace_ms;
+			if (pfd[0].revents == 0)
+				continue;
+		}
 		if (r > 0)
 			return 0;
 		if (r == 0) {
-			errno = ETIMEDOUT;
+			errno = c->intr_seen ? EINTR : ETIMEDOUT;
 			return -1;
 		}
 		if (errno != EINTR)
@@ -871,56 +892,6 @@ build_request(const struct ctlh_target *t, const char *method,
 	return out;
 }
 
-static enum ctlh_rc
-read_response(struct conn *c, struct ctlh_resp *r, char *err,
-    size_t errlen)
-{
-	size_t cap = 16384, len = 0;
-	char *buf = malloc(cap), *nb;
-	enum ctlh_rc rc = CTLH_BAD_RESPONSE;
-	ssize_t n;
-	int k, eof = 0;
-
-	if (buf == NULL) {
-		errf(err, errlen, "out of memory");
-		return rc;
-	}
-	for (;;) {
-		k = ctlh_parse_response(buf, len, eof, r, err, errlen);
-		if (k == 1) {
-			rc = CTLH_OK;
-			break;
-		}
-		if (k < 0)
-			break;
-		if (len == cap) {
-			if (cap >= CTLH_HEAD_MAX + CTLH_BODY_MAX * 2) {
-				errf(err, errlen, "response too large");
-				break;
-			}
-			nb = realloc(buf, cap * 2);
-			if (nb == NULL) {
-				errf(err, errlen, "out of memory");
-				break;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		n = conn_read(c, buf + len, cap - len);
-		if (n < 0) {
-			errf(err, errlen, "reading the response: %s",
-			    errno == ETIMEDOUT ? "timed out" :
-			    (errno ? strerror(errno) : "TLS error"));
-			break;
-		}
-		if (n == 0)
-			eof = 1;
-		len += (size_t)n;
-	}
-	free(buf);
-	return rc;
-}
-
 /* Connect to the target (TLS included) within c->deadline. */
 static enum ctlh_rc
 open_target(struct conn *c, const struct ctlh_target *t, char *err,
@@ -930,6 +901,7 @@ open_target(struct conn *c, const struct ctlh_target *t, char *err,
 	enum ctlh_rc rc;
 
 	c->deadline = now_ms() + (t->timeout_ms > 0 ? t->timeout_ms : 30000);
+	c->intr = t->intr;
 	if (t->token != NULL && !token_ok(t->token)) {
 		errf(err, errlen, "the token holds spaces or control "
 		    "characters");
@@ -1006,38 +978,55 @@ build_req(const struct ctlh_target *t, const struct ctlh_req *q,
 	return req;
 }
 
+/*
+ * Connect and send q (Accept: accept unless q says), leaving c to read
+ * the response.  A failed write is not the end: the server may have
+ * answered and closed early (a refusal: a body over its limit), so
+ * CTLH_OK comes back with the write's errno in *wr_errno, to be told
+ * when no response can be read.
+ */
+static enum ctlh_rc
+send_request(struct conn *c, const struct ctlh_target *t,
+    const struct ctlh_req *q, const char *accept, int *wr_errno, char *err,
+    size_t errlen)
+{
+	char *req;
+	size_t reqlen = 0;
+	enum ctlh_rc rc;
+
+	*wr_errno = 0;
+	rc = open_target(c, t, err, errlen);
+	if (rc != CTLH_OK)
+		return rc;
+	req = build_req(t, q, accept, &reqlen, err, errlen);
+	if (req == NULL)
+		return CTLH_USAGE;
+	if (conn_write(c, req, reqlen) != 0)
+		*wr_errno = errno != 0 ? errno : EIO;
+	free(req);
+	return CTLH_OK;
+}
+
+static enum ctlh_rc read_response(struct conn *c, struct ctlh_stream *s,
+    struct ctlh_resp *r, int *streamed, char *err, size_t errlen);
+
 enum ctlh_rc
 ctlh_send(const struct ctlh_target *t, const struct ctlh_req *q,
     struct ctlh_resp *r, char *err, size_t errlen)
 {
 	struct conn c = { .fd = -1 };
-	char *req = NULL;
-	size_t reqlen = 0;
 	enum ctlh_rc rc;
+	int we, streamed;
 
 	memset(r, 0, sizeof(*r));
-	rc = open_target(&c, t, err, errlen);
-	if (rc != CTLH_OK)
-		goto done;
-	rc = CTLH_USAGE;
-	req = build_req(t, q, "application/json", &reqlen, err, errlen);
-	if (req == NULL)
-		goto done;
-	rc = CTLH_UNREACHABLE;
-	if (conn_write(&c, req, reqlen) != 0) {
-		/* the server may have answered and closed early (a refusal):
-		 * read what is there before giving up */
-		rc = read_response(&c, r, err, errlen);
-		if (rc != CTLH_OK) {
-			errf(err, errlen, "sending the request: %s",
-			    errno == ETIMEDOUT ? "timed out" : strerror(errno));
-			rc = CTLH_UNREACHABLE;
-		}
-		goto done;
+	rc = send_request(&c, t, q, "application/json", &we, err, errlen);
+	if (rc == CTLH_OK)
+		rc = read_response(&c, NULL, r, &streamed, err, errlen);
+	if (rc == CTLH_BAD_RESPONSE && we != 0) {
+		errf(err, errlen, "sending the request: %s", we == ETIMEDOUT ?
+		    "timed out" : strerror(we));
+		rc = CTLH_UNREACHABLE;
 	}
-	rc = read_response(&c, r, err, errlen);
-done:
-	free(req);
 	conn_close(&c);
 	return rc;
 }
@@ -1280,103 +1269,108 @@ ctlh_stream_open(const struct ctlh_target *t, const char *path,
 	return ctlh_stream_send(t, &q, out, r, err, errlen);
 }
 
-enum ctlh_rc
-ctlh_stream_send(const struct ctlh_target *t, const struct ctlh_req *q,
-    struct ctlh_stream **out, struct ctlh_resp *r, char *err, size_t errlen)
+/*
+ * Read the response on c into r.  With s (c is s's), a 200 or 206 head
+ * is enough: s is set up to read its body, *streamed is 1 and r holds
+ * the status only.
+ */
+static enum ctlh_rc
+read_response(struct conn *c, struct ctlh_stream *s, struct ctlh_resp *r,
+    int *streamed, char *err, size_t errlen)
 {
-	struct ctlh_stream *s;
-	struct head h = { 0 };
-	char *req = NULL, *buf = NULL, *nb;
-	size_t reqlen = 0, len = 0, cap = 16384;
-	enum ctlh_rc rc = CTLH_UNREACHABLE;
+	size_t cap = 16384, len = 0;
+	char *buf = malloc(cap), *nb;
+	enum ctlh_rc rc = CTLH_BAD_RESPONSE;
+	struct head h;
 	ssize_t n;
 	long he = -1;
 	int k, eof = 0;
 
-	*out = NULL;
-	memset(r, 0, sizeof(*r));
-	s = calloc(1, sizeof(*s));
-	buf = malloc(cap);
-	if (s == NULL || buf == NULL) {
+	*streamed = 0;
+	if (buf == NULL) {
 		errf(err, errlen, "out of memory");
-		rc = CTLH_USAGE;
-		goto fail;
+		return rc;
 	}
-	s->c.fd = -1;
-	rc = open_target(&s->c, t, err, errlen);
-	if (rc != CTLH_OK)
-		goto fail;
-	rc = CTLH_USAGE;
-	req = build_req(t, q, "text/event-stream", &reqlen, err, errlen);
-	if (req == NULL)
-		goto fail;
-	rc = CTLH_UNREACHABLE;
-	if (conn_write(&s->c, req, reqlen) != 0) {
-		errf(err, errlen, "sending the request: %s",
-		    errno == ETIMEDOUT ? "timed out" : strerror(errno));
-		goto fail;
-	}
-	rc = CTLH_BAD_RESPONSE;
 	for (;;) {
-		if (he < 0)
-			he = find_head_end(buf, len);
-		if (he >= 0 && h.status == 0) {
+		if (s != NULL && he < 0 && (he = find_head_end(buf, len >
+		    CTLH_HEAD_MAX + 4 ? CTLH_HEAD_MAX + 4 : len)) >= 0) {
 			if (parse_head(buf, (size_t)he, &h, err, errlen) != 0)
-				goto fail;
+				break;
 			/* 206: a range of a file, read as it comes too */
 			if (h.status == 200 || h.status == 206) {
 				if (stream_start(s, &h, buf + he + 4,
 				    len - (size_t)he - 4, err, errlen) != 0)
-					goto fail;
+					break;
 				r->status = h.status;
 				memcpy(r->reason, h.reason, sizeof(r->reason));
-				*out = s;
-				s = NULL;
+				*streamed = 1;
 				rc = CTLH_OK;
-				goto fail;
+				break;
 			}
 		}
-		if (he >= 0 || eof) {
-			/* not a stream: read the whole answer */
-			k = ctlh_parse_response(buf, len, eof, r, err, errlen);
-			if (k == 1) {
-				rc = CTLH_OK;
-				goto fail;
-			}
-			if (k < 0)
-				goto fail;
-		} else if (len > CTLH_HEAD_MAX) {
-			errf(err, errlen, "response head larger than %d "
-			    "bytes", CTLH_HEAD_MAX);
-			goto fail;
+		/* not a stream: the whole answer */
+		k = ctlh_parse_response(buf, len, eof, r, err, errlen);
+		if (k == 1) {
+			rc = CTLH_OK;
+			break;
 		}
+		if (k < 0)
+			break;
 		if (len == cap) {
-			if (cap >= 4 * 1024 * 1024) {
+			if (cap >= CTLH_HEAD_MAX + CTLH_BODY_MAX * 2) {
 				errf(err, errlen, "response too large");
-				goto fail;
+				break;
 			}
 			nb = realloc(buf, cap * 2);
 			if (nb == NULL) {
 				errf(err, errlen, "out of memory");
-				goto fail;
+				break;
 			}
 			buf = nb;
 			cap *= 2;
 		}
-		n = conn_read(&s->c, buf + len, cap - len);
+		n = conn_read(c, buf + len, cap - len);
 		if (n < 0) {
 			errf(err, errlen, "reading the response: %s",
 			    errno == ETIMEDOUT ? "timed out" :
 			    (errno ? strerror(errno) : "TLS error"));
-			goto fail;
+			break;
 		}
 		if (n == 0)
 			eof = 1;
 		len += (size_t)n;
 	}
-fail:
-	free(req);
 	free(buf);
+	return rc;
+}
+
+enum ctlh_rc
+ctlh_stream_send(const struct ctlh_target *t, const struct ctlh_req *q,
+    struct ctlh_stream **out, struct ctlh_resp *r, char *err, size_t errlen)
+{
+	struct ctlh_stream *s;
+	enum ctlh_rc rc;
+	int we = 0, streamed = 0;
+
+	*out = NULL;
+	memset(r, 0, sizeof(*r));
+	if ((s = calloc(1, sizeof(*s))) == NULL) {
+		errf(err, errlen, "out of memory");
+		return CTLH_USAGE;
+	}
+	s->c.fd = -1;
+	rc = send_request(&s->c, t, q, "text/event-stream", &we, err, errlen);
+	if (rc == CTLH_OK)
+		rc = read_response(&s->c, s, r, &streamed, err, errlen);
+	if (rc == CTLH_BAD_RESPONSE && we != 0) {
+		errf(err, errlen, "sending the request: %s", we == ETIMEDOUT ?
+		    "timed out" : strerror(we));
+		rc = CTLH_UNREACHABLE;
+	}
+	if (rc == CTLH_OK && streamed) {
+		*out = s;
+		s = NULL;
+	}
 	ctlh_stream_close(s);
 	return rc;
 }
@@ -1463,6 +1457,12 @@ sse_line(struct ctlh_sse *p, ctlh_sse_cb cb, void *arg, char *err,
 		vlen = 0;
 	}
 	if (namelen == 4 && memcmp(line, "data", 4) == 0) {
+		/* a server that never ends the event: as much as a body */
+		if (p->datalen + vlen + 1 > CTLH_BODY_MAX) {
+			errf(err, errlen, "event data larger than %d bytes",
+			    CTLH_BODY_MAX);
+			return -1;
+		}
 		if (grow(&p->data, &p->datacap, p->datalen + vlen + 2) != 0) {
 			errf(err, errlen, "out of memory");
 			return -1;

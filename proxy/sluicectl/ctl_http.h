@@ -15,6 +15,17 @@
 #define CTLH_HEAD_MAX (64 * 1024)          /* status line + headers */
 #define CTLH_BODY_MAX (16 * 1024 * 1024)   /* a body, after de-chunking */
 
+/*
+ * An interruption to heed (sluice-run's signals): once fd is readable
+ * (the read end of a signal handler's self-pipe, which ctlh never
+ * reads), what is under way gets grace_ms more at most and then its
+ * waits fail with EINTR: a caller need not sit out the timeout.
+ */
+struct ctlh_intr {
+	int fd;
+	int grace_ms;
+};
+
 /* Where the API is.  Exactly one of socket and url. */
 struct ctlh_target {
 	const char *socket;     /* control socket path */
@@ -24,6 +35,7 @@ struct ctlh_target {
 	const char *cert;       /* client certificate (PEM chain), or NULL */
 	const char *key;        /* its key, or NULL (then taken from cert) */
 	int timeout_ms;         /* connect, and each wait after it */
+	const struct ctlh_intr *intr;   /* or NULL */
 };
 
 struct ctlh_resp {
@@ -145,7 +157,8 @@ struct ctlh_sse {
 
 void ctlh_sse_init(struct ctlh_sse *p);
 /* Feed bytes; calls cb for each complete event.  0, or -1 (message in
- * err) when a line passes CTLH_SSE_LINE_MAX or memory runs out. */
+ * err) when a line passes CTLH_SSE_LINE_MAX, an event's data passes
+ * CTLH_BODY_MAX or memory runs out. */
 int ctlh_sse_feed(struct ctlh_sse *p, const char *buf, size_t n,
     ctlh_sse_cb cb, void *arg, char *err, size_t errlen) SLUICE_MUSTCHECK;
 /* Forget a half-read event (after a dropped connection); keeps the id. */

@@ -13,6 +13,7 @@
 #include "sluice-config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <poll.h>
@@ -35,6 +36,10 @@
 #define PROG		"sluice-run"
 #define DEF_SOCKET	"/run/sluice-execd/exec.sock"
 #define CALL_MS		120000  /* a call's connect and each wait */
+#define CANCEL_MS	5000    /* the cancel of an interrupted exec */
+#define GRACE_MS	3000    /* interrupted: for the start event's id */
+#define CANCEL_WAIT_S	15      /* then for the result (the daemon's kill
+                                 * backstop is 10 s) */
 #define STDIN_MAX	(64u << 20)     /* --stdin */
 #define WRITE_MAX	(1024u << 20)   /* write: what is read of stdin */
 
@@ -50,6 +55,7 @@ static int o_stdin, o_all, o_discard, o_recursive, o_follow;
 static json_t *o_env, *o_limits;
 
 static volatile sig_atomic_t got_signal;
+static int sig_pipe[2] = { -1, -1 };    /* written by on_signal */
 
 static void
 die(int code, const char *fmt, ...)
@@ -216,9 +222,12 @@ api_error(const struct ctlh_resp *r)
 			    "true" : json_is_null(v) ? "null" : "false");
 		else
 			continue;
-		n += (size_t)snprintf(extra + n, n < sizeof(extra) ?
-		    sizeof(extra) - n : 0, "%s%s %s", n ? ", " : " (",
-		    safe(key), val);
+		n += (size_t)snprintf(extra + n, sizeof(extra) - n,
+		    "%s%s %s", n ? ", " : " (", safe(key), val);
+		/* cut: what is written stops at the array's end, and so
+		 * does n (extra + n must stay inside it) */
+		if (n >= sizeof(extra))
+			n = sizeof(extra) - 1;
 	}
 	if (n > 0 && n + 2 < sizeof(extra))
 		strcat(extra, ")");
@@ -422,6 +431,24 @@ b64v(int c)
 	return c == '+' ? 62 : c == '/' ? 63 : -1;
 }
 
+/* Write all of p; -1 when fd takes no more (a closed pipe: the rest
+ * is dropped). */
+static int
+write_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
 /* Decode s (padded base64) and write it to fd; -1 if s is not base64. */
 static int
 b64_write(int fd, const char *s, size_t n)
@@ -443,67 +470,79 @@ b64_write(int fd, const char *s, size_t n)
 			out[o++] = (unsigned char)(acc >> bits);
 			acc &= (1u << bits) - 1;
 		}
-		if (o == sizeof(out) || i + 1 == n) {
-			size_t k = 0;
-
-			while (k < o) {
-				ssize_t w = write(fd, out + k, o - k);
-
-				if (w < 0 && errno == EINTR)
-					continue;
-				if (w <= 0)
-					return 0;       /* a closed pipe: drop */
-				k += (size_t)w;
-			}
+		if (o == sizeof(out)) {
+			if (write_all(fd, (const char *)out, o) != 0)
+				return 0;       /* a closed pipe: drop */
 			o = 0;
 		}
 	}
-	for (size_t k = 0; k < o;) {
-		ssize_t w = write(fd, out + k, o - k);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			break;
-		k += (size_t)w;
-	}
+	(void)write_all(fd, (const char *)out, o);
 	return 0;
-}
-
-static void
-write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return;
-		p += w;
-		n -= (size_t)w;
-	}
 }
 
 /* ---- signals: an interrupted exec cancels its command ---- */
 
+static const int caught[] = { SIGINT, SIGTERM, SIGHUP };
+
+/* The first signal is noted (and wakes the waits through sig_pipe);
+ * the next one has its default action: a second Ctrl-C ends sluice-run
+ * at once, whatever it waits for. */
 static void
 on_signal(int sig)
 {
+	struct sigaction sa;
+	int e = errno;
+	size_t i;
+
 	got_signal = sig;
+	if (sig_pipe[1] >= 0)
+		(void)!write(sig_pipe[1], "", 1);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	sigemptyset(&sa.sa_mask);
+	for (i = 0; i < sizeof(caught) / sizeof(caught[0]); i++)
+		sigaction(caught[i], &sa, NULL);
+	errno = e;
 }
 
 static void
 catch_signals(void)
 {
+	static struct ctlh_intr intr;
 	struct sigaction sa;
+	size_t i;
 
+	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+		die(EX_FAIL, "pipe: %s", strerror(errno));
+	/* a call under way when the signal comes gets GRACE_MS: the
+	 * answer's head and start event, to cancel by its id */
+	intr.fd = sig_pipe[0];
+	intr.grace_ms = GRACE_MS;
+	T.intr = &intr;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;      /* no SA_RESTART: poll returns */
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	for (i = 0; i < sizeof(caught) / sizeof(caught[0]); i++)
+		sigaction(caught[i], &sa, NULL);
+}
+
+/* Interrupted before anything could be cancelled: end as the signal
+ * would have. */
+static void
+die_of_signal(const char *why)
+    __attribute__((noreturn));
+
+static void
+die_of_signal(const char *why)
+{
+	int sig = got_signal;
+
+	fprintf(stderr, PROG ": interrupted %s; a command the daemon "
+	    "started runs to its deadline (" PROG " cancel)\n", why);
+	fflush(NULL);
+	signal(sig, SIG_DFL);
+	raise(sig);
+	exit(128 + sig);
 }
 
 /* ---- create, list, get, tier, destroy ---- */
@@ -650,6 +689,11 @@ struct run {
 	size_t len[2], cap[2];
 	int b64;                /* text mode: the data is base64 */
 	int bad;
+	struct ctlh_sse sse;
+	char cmd[128];          /* the start event's command id */
+	int cancelled;          /* its stop was asked for */
+	time_t sig_at;          /* when the signal was seen, or 0 */
+	time_t until;           /* the result is awaited until then */
 };
 
 static void
@@ -694,23 +738,48 @@ on_event(void *arg, const char *type, const char *data, size_t len,
 	} else if (strcmp(type, "exit") == 0) {
 		json_decref(u->result);
 		u->result = json_incref(o);
+	} else if (strcmp(type, "start") == 0) {
+		const char *cid = json_string_value(json_object_get(o, "id"));
+
+		if (cid != NULL && strlen(cid) < sizeof(u->cmd))
+			snprintf(u->cmd, sizeof(u->cmd), "%s", cid);
 	}
 	json_decref(o);
 }
 
-/* Ask the daemon to cancel the sandbox's foreground command. */
+/*
+ * Ask the daemon to stop command cid (POST .../commands/CID/stop: for
+ * the foreground command it is a cancel): by its id, not the sandbox's
+ * foreground command, which is another client's once ours has ended.
+ * Within CANCEL_MS, and not interrupted: the signal that asked for it
+ * has been seen.
+ */
 static void
-cancel_fg(void)
+cancel_cmd(const char *cid)
 {
-	char path[512];
-	json_t *out = NULL;
-	int j = opt_json;
+	struct ctlh_target t = T;
+	struct ctlh_req q = { .method = "POST" };
+	struct ctlh_resp r;
+	char path[700], tail[400] = "/commands/", err[512];
+	enum ctlh_rc rc;
 
-	box_path(path, sizeof(path), "/cancel");
-	opt_json = 0;           /* its answer is not the output */
-	(void)call("POST", path, NULL, &out);
-	opt_json = j;
-	json_decref(out);
+	pct(tail, sizeof(tail), cid, 0);
+	strcat(tail, "/stop");
+	box_path(path, sizeof(path), tail);
+	q.path = path;
+	t.intr = NULL;
+	t.timeout_ms = CANCEL_MS;
+	rc = ctlh_send(&t, &q, &r, err, sizeof(err));
+	if (rc != CTLH_OK) {
+		fprintf(stderr, PROG ": cancelling %s: %s\n", safe(cid),
+		    safe(err));
+		return;
+	}
+	/* a 404: it has ended (and gone) meanwhile */
+	if ((r.status < 200 || r.status > 299) && r.status != 404)
+		fprintf(stderr, PROG ": cancelling %s: HTTP %d %s\n",
+		    safe(cid), r.status, safe(r.reason));
+	ctlh_resp_free(&r);
 }
 
 /* The exit status of a command's result, with what text mode says. */
@@ -745,6 +814,97 @@ result_exit(json_t *r)
 	return (int)(json_integer_value(code) & 0xff);
 }
 
+/* What pump() does with a stream. */
+struct pump {
+	/* each piece of the body: 0, or -1 to stop (message in err) */
+	int (*data)(void *arg, const char *buf, size_t n, char *err,
+	    size_t errlen);
+	/* before each read (NULL: none): 0, or -1 to stop */
+	int (*tick)(void *arg, char *err, size_t errlen);
+	void *arg;
+	int idle_ms;            /* a longer wait is an error; 0: tick's */
+	int wake_fd;            /* woken by it too (sig_pipe), or -1 */
+};
+
+/* Read st to its end: 0, or -1 with a message in err. */
+static int
+pump(struct ctlh_stream *st, const struct pump *pp, char *err,
+    size_t errlen)
+{
+	char buf[65536];
+
+	for (;;) {
+		struct pollfd p[2] = {
+			{ .fd = ctlh_stream_fd(st), .events = POLLIN },
+			{ .fd = pp->wake_fd, .events = POLLIN },
+		};
+		long n;
+		int r;
+
+		if (pp->tick != NULL && pp->tick(pp->arg, err, errlen) != 0)
+			return -1;
+		n = ctlh_stream_read(st, buf, sizeof(buf), err, errlen);
+		if (n > 0) {
+			if (pp->data(pp->arg, buf, (size_t)n, err, errlen) != 0)
+				return -1;
+			continue;
+		}
+		if (n == 0)
+			return 0;
+		if (n == -1)
+			return -1;
+		/* CTLH_AGAIN: wait; tick, when there is one, bounds it all */
+		r = poll(p, pp->wake_fd >= 0 ? 2 : 1, pp->idle_ms > 0 ?
+		    pp->idle_ms : 1000);
+		if (r == 0 && pp->idle_ms > 0) {
+			snprintf(err, errlen, "reading the stream: timed out");
+			return -1;
+		}
+		if (r < 0 && errno != EINTR) {
+			snprintf(err, errlen, "poll: %s", strerror(errno));
+			return -1;
+		}
+	}
+}
+
+static int
+run_data(void *arg, const char *buf, size_t n, char *err, size_t errlen)
+{
+	struct run *u = arg;
+
+	return ctlh_sse_feed(&u->sse, buf, n, on_event, u, err, errlen);
+}
+
+/* A signal: stop our command once its id is known; the result is then
+ * awaited CANCEL_WAIT_S more; without an id in GRACE_MS, give up. */
+static int
+run_tick(void *arg, char *err, size_t errlen)
+{
+	struct run *u = arg;
+	time_t now = time(NULL);
+	char c;
+
+	if (got_signal && u->sig_at == 0) {
+		u->sig_at = now;
+		while (read(sig_pipe[0], &c, 1) > 0)
+			;       /* non-blocking: what woke the poll */
+	}
+	if (got_signal && !u->cancelled && u->cmd[0] != '\0') {
+		u->cancelled = 1;
+		cancel_cmd(u->cmd);
+		if (u->until > time(NULL) + CANCEL_WAIT_S)
+			u->until = time(NULL) + CANCEL_WAIT_S;
+	}
+	if (got_signal && !u->cancelled && now - u->sig_at >
+	    (GRACE_MS + 999) / 1000)
+		die_of_signal("before the command's start event");
+	if (time(NULL) > u->until) {
+		snprintf(err, errlen, "no answer in time");
+		return -1;
+	}
+	return 0;
+}
+
 /*
  * POST body to the sandbox's tail (/exec, /install) asking for events;
  * stdout and stderr written as they come (text; as bytes when b64: exec
@@ -759,12 +919,11 @@ run_streamed(const char *tail, json_t *body, int b64)
 	struct ctlh_req q = { .method = "POST", .accept = "text/event-stream" };
 	struct ctlh_stream *st = NULL;
 	struct ctlh_resp r;
-	struct ctlh_sse sse;
 	struct run u = { 0 };
-	char path[512], err[512], buf[65536], *b;
+	struct pump pp = { .data = run_data, .tick = run_tick, .arg = &u };
+	char path[512], err[512] = "", *b;
 	enum ctlh_rc rc;
-	int cancelled = 0, ex;
-	time_t until;
+	int ex;
 
 	box_path(path, sizeof(path), tail);
 	u.b64 = b64 && !opt_json;
@@ -776,8 +935,11 @@ run_streamed(const char *tail, json_t *body, int b64)
 	q.body = b;
 	q.body_len = strlen(b);
 	catch_signals();
+	pp.wake_fd = sig_pipe[0];
 	rc = ctlh_stream_send(&T, &q, &st, &r, err, sizeof(err));
 	free(b);
+	if (rc != CTLH_OK && got_signal)
+		die_of_signal("before the daemon answered");
 	if (rc != CTLH_OK)
 		unreachable(rc, err);
 	if (st == NULL) {
@@ -789,35 +951,12 @@ run_streamed(const char *tail, json_t *body, int b64)
 		ctlh_resp_free(&r);
 		return ex;
 	}
-	ctlh_sse_init(&sse);
+	ctlh_sse_init(&u.sse);
 	/* the daemon holds the deadline (at most 28 minutes); this bounds
 	 * a daemon that stops talking */
-	until = time(NULL) + (o_timeout > 0 ? o_timeout : 1680) + 300;
-	for (;;) {
-		struct pollfd p = { .fd = ctlh_stream_fd(st), .events = POLLIN };
-		long n;
-
-		if (got_signal && !cancelled) {
-			cancelled = 1;
-			cancel_fg();
-		}
-		n = ctlh_stream_read(st, buf, sizeof(buf), err, sizeof(err));
-		if (n > 0) {
-			if (ctlh_sse_feed(&sse, buf, (size_t)n, on_event, &u,
-			    err, sizeof(err)) != 0)
-				break;
-			continue;
-		}
-		if (n == 0 || n == -1)
-			break;
-		if (time(NULL) > until) {
-			snprintf(err, sizeof(err), "no answer in time");
-			break;
-		}
-		if (poll(&p, 1, 1000) < 0 && errno != EINTR)
-			break;
-	}
-	ctlh_sse_free(&sse);
+	u.until = time(NULL) + (o_timeout > 0 ? o_timeout : 1680) + 300;
+	(void)pump(st, &pp, err, sizeof(err));
+	ctlh_sse_free(&u.sse);
 	ctlh_stream_close(st);
 	if (u.result == NULL || u.bad) {
 		fprintf(stderr, PROG ": the command's result was lost%s%s\n",
@@ -1122,6 +1261,16 @@ file_path(char *buf, size_t len, const char *p)
 	box_path(buf, len, tail);
 }
 
+static int
+stdout_data(void *arg, const char *buf, size_t n, char *err, size_t errlen)
+{
+	(void)arg;
+	(void)err;
+	(void)errlen;
+	(void)write_all(1, buf, n);     /* a closed stdout: read on, drop */
+	return 0;
+}
+
 /* Stream a GET of path to stdout; *ex the exit status (EX_OK when the
  * bytes came); the error's JSON (a 413's limit) in *errj. */
 static int
@@ -1133,7 +1282,9 @@ get_to_stdout(const char *path, const char *range, json_t **errj)
 	    NULL };
 	struct ctlh_stream *st = NULL;
 	struct ctlh_resp r;
-	char err[512], buf[65536];
+	struct pump pp = { .data = stdout_data, .idle_ms = CALL_MS,
+	    .wake_fd = -1 };
+	char err[512] = "";
 	enum ctlh_rc rc;
 	int ex = EX_OK;
 
@@ -1155,27 +1306,9 @@ get_to_stdout(const char *path, const char *range, json_t **errj)
 		ctlh_resp_free(&r);
 		return ex;
 	}
-	for (;;) {
-		struct pollfd p = { .fd = ctlh_stream_fd(st), .events = POLLIN };
-		long n = ctlh_stream_read(st, buf, sizeof(buf), err,
-		    sizeof(err));
-
-		if (n > 0) {
-			write_all(1, buf, (size_t)n);
-			continue;
-		}
-		if (n == 0)
-			break;
-		if (n == -1) {
-			fprintf(stderr, PROG ": %s\n", safe(err));
-			ex = EX_EXECD;
-			break;
-		}
-		if (poll(&p, 1, CALL_MS) <= 0 && errno != EINTR) {
-			fprintf(stderr, PROG ": reading the file: timed out\n");
-			ex = EX_EXECD;
-			break;
-		}
+	if (pump(st, &pp, err, sizeof(err)) != 0) {
+		fprintf(stderr, PROG ": %s\n", safe(err));
+		ex = EX_EXECD;
 	}
 	ctlh_stream_close(st);
 	return ex;

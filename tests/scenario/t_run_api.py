@@ -15,14 +15,22 @@ limit and in_use in the message), 429 busy -> 10, 400 -> 2, 403
 profile_forbidden -> 9, 409 conflict -> 11, 403 network_not_permitted
 -> 12, 413 -> 14, 403 for a caller in no role -> 13, 503
 broker_unavailable -> 5 with sluiced stopped, an unreachable socket ->
-15; every --json output parses.
+15; every --json output parses.  SIGINT to an exec cancels its command
+(137, "cancelled") in seconds.  fake_daemon scripts the daemon for an
+early 413 after a failed write (14), a stream without its exit event
+(125), SIGINT before the answer's head (out in the grace, by the
+signal), SIGINT while running (the stop names the start event's id) and
+a second SIGINT while the cancel hangs (out at once).
 
 Skips (77) without root or user namespaces (t_execd.preflight)."""
 
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -175,6 +183,15 @@ def verbs(env):
     r = app("exec", "--chat", "r1", "--stdin", "--", "cat",
             stdin=b"hello\nworld\n")
     check_eq((r.returncode, r.stdout), (0, b"hello\nworld\n"), "stdin")
+    # stdin past max_body_bytes (64 KiB here): 413, its JSON error or,
+    # past twice the limit, libevent's page (fake_daemon: one that
+    # closes before reading the body)
+    for size in (70000, 4 << 20):
+        r = app("exec", "--chat", "r1", "--stdin", "--", "cat",
+                stdin=b"x" * size)
+        check(r.returncode == 14 and (b": too_large: " in r.stderr or
+                                      b"HTTP 413" in r.stderr),
+              "stdin of %d bytes: rc %d %r", size, r.returncode, r.stderr)
     app.ok("exec", "--chat", "r1", "--", "mkdir", "-p", "sub")
     r = app.ok("exec", "--chat", "r1", "--env", "GREET=hi there", "--cwd",
                "sub", "--shell", "echo \"$GREET\"; pwd")
@@ -204,6 +221,19 @@ def verbs(env):
     _, err = p.communicate(timeout=30)
     check(p.returncode == 137 and b"cancelled" in err, "cancelled exec: "
           "%s %r" % (p.returncode, err))
+    # Ctrl-C: sluice-run cancels its command (the start event's id) and
+    # exits with the result in seconds; nothing is left running
+    def fg():
+        return app.json("get", "--chat", "r1")["usage"]["foreground"]
+    p = app.popen("exec", "--chat", "r1", "--", "sleep", "60")
+    wait_until(fg, 20, what="the foreground command")
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=30)
+    took = time.monotonic() - t0
+    check(p.returncode == 137 and b"cancelled" in err and took < 5,
+          "SIGINT: rc %s after %.1f s: %r" % (p.returncode, took, err))
+    check(not fg(), "no foreground command after SIGINT")
     # background: start, commands, output --follow, stop, cancel --all
     cid = app.ok("start", "--chat", "r1", "--shell", "echo x; sleep 1; "
                  "echo y >&2; echo z").stdout.decode().strip()
@@ -309,6 +339,210 @@ def broker_unavailable(env):
     r = app("doctor")
     check(r.returncode == 1 and b"broker" in r.stdout and
           b"unreachable" in r.stdout, "doctor without sluiced: %r" % r)
+
+
+class FakeExecd:
+    """A Unix socket playing sluice-execd for what the real one will not
+    do on cue: serve(conn, line, body) answers each request (its request
+    line and body), on a thread of its own.  Bounded: every socket has a
+    timeout, close() ends it."""
+
+    def __init__(self, env, serve):
+        self.path = env.path("fake.sock")
+        self.serve = serve
+        self.lines = []
+        self.done = threading.Event()
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.bind(self.path)
+        self.s.listen(8)
+        self.s.settimeout(0.2)
+        self.conns = []
+        self.t = threading.Thread(target=self._loop, daemon=True)
+        self.t.start()
+        env.closers.append(self.close)
+
+    def _loop(self):
+        while not self.done.is_set():
+            try:
+                c, _ = self.s.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            c.settimeout(30)
+            self.conns.append(c)
+            threading.Thread(target=self._one, args=(c,),
+                             daemon=True).start()
+
+    def _one(self, c):
+        try:
+            buf = b""
+            while b"\r\n\r\n" not in buf and len(buf) < 65536:
+                b = c.recv(65536)
+                if not b:
+                    return
+                buf += b
+            head, _, rest = buf.partition(b"\r\n\r\n")
+            line = head.split(b"\r\n")[0].decode()
+            self.lines.append(line)
+            n = 0
+            for h in head.split(b"\r\n")[1:]:
+                k, _, v = h.partition(b":")
+                if k.strip().lower() == b"content-length":
+                    n = int(v)
+            self.serve(c, line, rest, n)
+        except OSError:
+            pass
+        finally:
+            c.close()
+
+    def read_body(self, c, rest, n):
+        while len(rest) < n:
+            b = c.recv(65536)
+            if not b:
+                break
+            rest += b
+        return rest
+
+    def close(self):
+        self.done.set()
+        self.s.close()
+        self.t.join(5)
+        for c in self.conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def json_answer(status, obj):
+    b = json.dumps(obj).encode()
+    return (b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n" %
+            (status, len(b))) + b
+
+
+SSE_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Connection: close\r\n\r\n")
+
+
+def run_root(sock, *args, stdin=b"", timeout=60):
+    return subprocess.run([RUN, "--socket", sock] + list(args), input=stdin,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          timeout=timeout)
+
+
+def popen_root(sock, *args):
+    return subprocess.Popen([RUN, "--socket", sock] + list(args),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+@S.case
+def fake_daemon(env):
+    """sluice-run against a scripted daemon: an early refusal, a stream
+    without its exit event, and interruptions (SIGINT) while the answer
+    has not come, while the command runs and while the cancel hangs."""
+    # an early 413 whose sender closes before reading the body: the
+    # refusal is read after the failed write (exit 14, not 15)
+    def refuse(c, line, rest, n):
+        c.sendall(json_answer(413, {"error": {"code": "too_large",
+                  "message": "the body is larger than 65536 bytes"}}))
+    f = FakeExecd(env, refuse)
+    r = run_root(f.path, "exec", "--chat", "f1", "--stdin", "--", "cat",
+                 stdin=b"x" * (4 << 20))
+    check(r.returncode == 14 and r.stderr.startswith(
+        b"sluice-run: too_large: "), "early 413: rc %d %r", r.returncode,
+        r.stderr)
+    f.close()
+
+    # a stream that ends cleanly without an exit event: 125, and the
+    # message says no more than that
+    def no_exit(c, line, rest, n):
+        f.read_body(c, rest, n)
+        c.sendall(SSE_HEAD + b'event: start\ndata: {"id":"c1"}\n\n')
+    f = FakeExecd(env, no_exit)
+    r = run_root(f.path, "exec", "--chat", "f1", "--", "true")
+    check_eq((r.returncode, r.stderr), (125, b"sluice-run: the command's "
+             b"result was lost\n"), "stream without an exit event")
+    f.close()
+
+    # SIGINT before the answer's head: out in the grace (3 s), not after
+    # the call's timeout, by the signal
+    def silent(c, line, rest, n):
+        f.read_body(c, rest, n)
+        f.done.wait(60)
+    f = FakeExecd(env, silent)
+    p = popen_root(f.path, "exec", "--chat", "f1", "--", "sleep", "60")
+    wait_until(lambda: f.lines, 20, what="the request")
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    try:
+        _, err = p.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise X.Fail("SIGINT before the head: still running after 10 s")
+    took = time.monotonic() - t0
+    check(p.returncode == -signal.SIGINT and took < 6 and
+          b"interrupted" in err, "SIGINT before the head: rc %s after %.1f "
+          "s: %r", p.returncode, took, err)
+    f.close()
+
+    # SIGINT while the command runs: its id (the start event's) is
+    # stopped, not whichever command is in the foreground; the result
+    # is awaited
+    stopped = threading.Event()
+
+    def running(c, line, rest, n):
+        f.read_body(c, rest, n)
+        if line.startswith("POST /v1/sandboxes/f1/exec "):
+            c.sendall(SSE_HEAD + b'event: start\ndata: {"id":"c7"}\n\n')
+            stopped.wait(30)
+            c.sendall(b'event: exit\ndata: {"id":"c7","exit_code":137,'
+                      b'"signal":9,"cancelled":true}\n\n')
+        else:
+            c.sendall(json_answer(202, {"id": "c7", "status": "running"}))
+            stopped.set()
+    f = FakeExecd(env, running)
+    p = popen_root(f.path, "exec", "--chat", "f1", "--", "sleep", "60")
+    wait_until(lambda: f.lines, 20, what="the request")
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=20)
+    check(p.returncode == 137 and b"cancelled" in err, "cancelled: rc %s %r",
+          p.returncode, err)
+    check_eq(f.lines[1:], ["POST /v1/sandboxes/f1/commands/c7/stop HTTP/1.1"],
+             "the cancel names the command")
+    f.close()
+
+    # a cancel that hangs: a second SIGINT ends sluice-run at once
+    def hang(c, line, rest, n):
+        f.read_body(c, rest, n)
+        if line.startswith("POST /v1/sandboxes/f1/exec "):
+            c.sendall(SSE_HEAD + b'event: start\ndata: {"id":"c8"}\n\n')
+        f.done.wait(60)
+    f = FakeExecd(env, hang)
+    p = popen_root(f.path, "exec", "--chat", "f1", "--", "sleep", "60")
+    wait_until(lambda: f.lines, 20, what="the request")
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    wait_until(lambda: len(f.lines) > 1, 10, what="the cancel")
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    try:
+        p.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise X.Fail("a second SIGINT: still running after 10 s")
+    check(p.returncode == -signal.SIGINT and time.monotonic() - t0 < 2,
+          "second SIGINT: rc %s after %.1f s", p.returncode,
+          time.monotonic() - t0)
+    f.close()
 
 
 if __name__ == "__main__":

@@ -11,6 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <jansson.h>
@@ -360,6 +364,96 @@ test_sse_limits(void **state)
 	ctlh_sse_free(&p);
 }
 
+/* data lines without the blank line that ends an event: the event
+ * being read is capped at CTLH_BODY_MAX, not grown without end */
+static void
+test_sse_data_cap(void **state)
+{
+	struct ctlh_sse p;
+	struct got g;
+	char err[128], *line;
+	size_t n = CTLH_SSE_LINE_MAX / 2, i;
+	int rc = 0;
+
+	(void)state;
+	memset(&g, 0, sizeof(g));
+	ctlh_sse_init(&p);
+	line = malloc(n);
+	assert_non_null(line);
+	memset(line, 'a', n);
+	memcpy(line, "data: ", 6);
+	line[n - 1] = '\n';
+	/* bounded: twice the cap's worth of lines */
+	for (i = 0; i < 2 * (CTLH_BODY_MAX / n) + 2 && rc == 0; i++)
+		rc = ctlh_sse_feed(&p, line, n, collect, &g, err, sizeof(err));
+	assert_int_equal(rc, -1);
+	assert_non_null(strstr(err, "event data"));
+	assert_true(i <= CTLH_BODY_MAX / (n - 7) + 1);
+	assert_true(p.datacap <= 2u * CTLH_BODY_MAX);
+	assert_int_equal(g.n, 0);
+	free(line);
+	/* after a reset the parser reads events again */
+	ctlh_sse_reset(&p);
+	assert_int_equal(ctlh_sse_feed(&p, "data: x\n\n", 9, collect, &g, err,
+	    sizeof(err)), 0);
+	assert_int_equal(g.n, 1);
+	ctlh_sse_free(&p);
+}
+
+static long
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A server that takes the connection (the backlog) and never answers:
+ * the interruption's descriptor cuts the wait to its grace, not the
+ * timeout. */
+static void
+test_interrupted_wait(void **state)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct ctlh_intr intr = { .grace_ms = 100 };
+	struct ctlh_target t = { .timeout_ms = 20000, .intr = &intr };
+	struct ctlh_resp r;
+	char dir[] = "/tmp/test_sluicectl.XXXXXX", err[256];
+	int ls, pfd[2];
+	long t0;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/s", dir);
+	ls = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_true(ls >= 0);
+	assert_int_equal(bind(ls, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	assert_int_equal(listen(ls, 4), 0);
+	assert_int_equal(pipe(pfd), 0);
+	intr.fd = pfd[0];
+	t.socket = sun.sun_path;
+	assert_int_equal(write(pfd[1], "", 1), 1);
+	t0 = mono_ms();
+	assert_int_equal(ctlh_request(&t, "GET", "/v1/x", NULL, &r, err,
+	    sizeof(err)), CTLH_BAD_RESPONSE);
+	assert_true(mono_ms() - t0 < 5000);
+	assert_non_null(strstr(err, "nterrupted"));
+	/* without it, the same wait is the timeout's */
+	t.intr = NULL;
+	t.timeout_ms = 300;
+	t0 = mono_ms();
+	assert_int_equal(ctlh_request(&t, "GET", "/v1/x", NULL, &r, err,
+	    sizeof(err)), CTLH_BAD_RESPONSE);
+	assert_true(mono_ms() - t0 >= 250);
+	assert_non_null(strstr(err, "timed out"));
+	close(pfd[0]);
+	close(pfd[1]);
+	close(ls);
+	unlink(sun.sun_path);
+	rmdir(dir);
+}
+
 int
 main(void)
 {
@@ -376,6 +470,8 @@ main(void)
 		cmocka_unit_test(test_match),
 		cmocka_unit_test(test_sse_events),
 		cmocka_unit_test(test_sse_limits),
+		cmocka_unit_test(test_sse_data_cap),
+		cmocka_unit_test(test_interrupted_wait),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
