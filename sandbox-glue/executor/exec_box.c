@@ -10,9 +10,13 @@
  * (sluiced), the sandbox (backend), saves the record and commits; a
  * create that fails at any step takes back what it made, the broker
  * session included, so that a refused create leaves nothing behind.
- * A delete destroys the sandbox, deletes the broker session and removes
- * the directory, also in a worker.  While a worker holds a box (op) it
- * takes no command and no other change.
+ * A delete destroys the sandbox, archives the workspace (or drops the
+ * archive), deletes the broker session and removes the directory, also
+ * in a worker.  One that fails once the sandbox is destroyed (the
+ * archive cannot be written) leaves the box STOPPED: the workspace and
+ * the record stay for a delete again (?archive=discard: without the
+ * archive).  While a worker holds a box (op), or it is not running, it
+ * takes no command and no change of its workspace (exec_api.c).
  *
  * References: the list holds one, each command and each worker one;
  * xd_box_unref (exec_rec.c) frees a box that has left the list.
