@@ -568,6 +568,12 @@ def archive_fails_stopped(env):
     check_eq(state(x, "k1"), "stopped", "still stopped")
     # the way out
     reload(x, remove_after=0)
+    # a restarted daemon knows it stopped (not a dead one)
+    x.halt()
+    x.start()
+    r = x.auditor("GET", "/v1/sandboxes/k1")
+    check(r.json["state"] == "stopped" and "archive failed" in
+          r.json["reason"], "stopped after a restart: %r" % r.json)
     r = x.app("DELETE", "/v1/sandboxes/k1?archive=discard", timeout=60)
     check(r.status == 200 and r.json["archive"] == "discarded",
           "discard a stopped one: %r" % r)
