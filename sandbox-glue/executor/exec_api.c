@@ -261,6 +261,25 @@ box_of(struct xd_call *k)
 	return b;
 }
 
+/* The box of {id} for a call that changes its workspace (files, edit):
+ * refused (409) unless it is running and no worker holds it.  A delete
+ * archives the workspace, then removes it, in a worker: nothing may
+ * move under it meanwhile.  (A suspended one was resumed by call_uses;
+ * commands are refused the same way by xd_cmd_start.) */
+static struct xd_box *
+box_for_change(struct xd_call *k)
+{
+	struct xd_box *b = box_of(k);
+
+	if (b != NULL && (b->state != XD_BOX_RUNNING || b->op)) {
+		reply_err(k, 409, "conflict", "sandbox %s is being created, "
+		    "changed or deleted, or is stopped: its workspace takes "
+		    "no change now", k->arg[0]);
+		return NULL;
+	}
+	return b;
+}
+
 /* The audit record of a lifecycle call: b the sandbox (NULL: what the
  * body named), e the refusal (NULL: done). */
 static void
@@ -384,6 +403,7 @@ h_create(struct xd_call *k)
 			return;
 		}
 		snprintf(s.tenant, sizeof(s.tenant), "%s", k->tenant);
+		s.bound = 1;
 	}
 	if (k->xd->draining) {
 		reply_err(k, 503, "backend_unavailable", "the executor is "
@@ -509,22 +529,25 @@ delete_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 static void
 discard_gone(struct xd_call *k)
 {
+	struct xd_perr e;
+	json_t *m;
+	const char *t;
 	int bad;
-	json_t *m = xd_arch_meta(k->xd->cfg, k->arg[0], &bad);
-	const char *t = m != NULL ? json_string_value(json_object_get(m,
-	    "tenant")) : "";
 
+	/* the archive's owner as create checks it (the user aside: DELETE
+	 * checks the tenant only) */
+	memset(&e, 0, sizeof(e));
+	if (xd_box_arch_owner(k->xd->cfg, k->arg[0], k->tenant, NULL,
+	    k->tenant[0] != '\0', &m, &bad, &e) != 0) {
+		reply_perr(k, &e);
+		return;
+	}
 	if (m == NULL && !bad) {
 		reply_err(k, 404, "not_found", "no sandbox %s and no archive "
 		    "of it", k->arg[0]);
 		return;
 	}
-	if (k->tenant[0] && (m == NULL || strcmp(t, k->tenant) != 0)) {
-		json_decref(m);
-		reply_err(k, 403, "forbidden", "the archive of %s is not of "
-		    "tenant %s", k->arg[0], k->tenant);
-		return;
-	}
+	t = m != NULL ? json_string_value(json_object_get(m, "tenant")) : "";
 	xd_arch_discard(k->xd->cfg, k->arg[0]);
 	xd_audit_box(k->xd, "discard", k->who, xd_role_name(k->role),
 	    k->arg[0], t != NULL ? t : "", m != NULL ? json_string_value(
@@ -1095,7 +1118,7 @@ h_metrics(struct xd_call *k)
 	const struct xd_cfg *c = k->xd->cfg;
 	const struct xd_stats *st = &k->xd->stats;
 	struct evbuffer *o = evbuffer_new();
-	long n[4] = { 0, 0, 0, 0 }, fg = 0, bg = 0, subs = 0;
+	long n[5] = { 0, 0, 0, 0, 0 }, fg = 0, bg = 0, subs = 0;
 	struct xd_box *b;
 	struct xd_cmd *x;
 	struct xd_sub *s;
@@ -1117,8 +1140,10 @@ h_metrics(struct xd_call *k)
 	M("sandboxes", "gauge", "Sandboxes by state.");
 	evbuffer_add_printf(o, "sluice_execd_sandboxes{state=\"creating\"} "
 	    "%ld\nsluice_execd_sandboxes{state=\"running\"} %ld\n"
-	    "sluice_execd_sandboxes{state=\"deleting\"} %ld\n",
-	    n[XD_BOX_CREATING], n[XD_BOX_RUNNING], n[XD_BOX_DELETING]);
+	    "sluice_execd_sandboxes{state=\"deleting\"} %ld\n"
+	    "sluice_execd_sandboxes{state=\"stopped\"} %ld\n",
+	    n[XD_BOX_CREATING], n[XD_BOX_RUNNING], n[XD_BOX_DELETING],
+	    n[XD_BOX_STOPPED]);
 	M("sandboxes_created_total", "counter", "Sandboxes created.");
 	evbuffer_add_printf(o, "sluice_execd_sandboxes_created_total %llu\n",
 	    (unsigned long long)st->created);
@@ -1318,7 +1343,7 @@ h_file_get(struct xd_call *k)
 static void
 h_file_put(struct xd_call *k)
 {
-	struct xd_box *b = box_of(k);
+	struct xd_box *b = box_for_change(k);
 	struct evbuffer *in;
 	size_t len;
 	struct xd_perr e;
@@ -1345,7 +1370,7 @@ h_file_put(struct xd_call *k)
 static void
 h_file_delete(struct xd_call *k)
 {
-	struct xd_box *b = box_of(k);
+	struct xd_box *b = box_for_change(k);
 	struct xd_perr e;
 
 	if (b == NULL)
@@ -1363,7 +1388,7 @@ static void
 h_edit(struct xd_call *k)
 {
 	static const char *const keys[] = { "path", "old", "new", NULL };
-	struct xd_box *b = box_of(k);
+	struct xd_box *b = box_for_change(k);
 	json_t *p, *o, *n, *v, *out;
 	struct xd_perr e;
 	const char *key;

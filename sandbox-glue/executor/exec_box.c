@@ -10,9 +10,13 @@
  * (sluiced), the sandbox (backend), saves the record and commits; a
  * create that fails at any step takes back what it made, the broker
  * session included, so that a refused create leaves nothing behind.
- * A delete destroys the sandbox, deletes the broker session and removes
- * the directory, also in a worker.  While a worker holds a box (op) it
- * takes no command and no other change.
+ * A delete destroys the sandbox, archives the workspace (or drops the
+ * archive), deletes the broker session and removes the directory, also
+ * in a worker.  One that fails once the sandbox is destroyed (the
+ * archive cannot be written) leaves the box STOPPED: the workspace and
+ * the record stay for a delete again (?archive=discard: without the
+ * archive).  While a worker holds a box (op), or it is not running, it
+ * takes no command and no change of its workspace (exec_api.c).
  *
  * References: the list holds one, each command and each worker one;
  * xd_box_unref (exec_rec.c) frees a box that has left the list.
@@ -133,6 +137,10 @@ side_save(const struct xd_box *b)
 
 	if (o != NULL && b->restored != NULL)
 		json_object_set(o, "restored_from", b->restored);
+	/* a restarted daemon must not take a destroyed sandbox for a dead
+	 * one that a plain delete may remove: it is still stopped */
+	if (o != NULL && b->state == XD_BOX_STOPPED)
+		json_object_set_new(o, "stopped", json_string(b->stop_note));
 	snprintf(p, sizeof(p), "%s/execd.json", b->rec.dir);
 	snprintf(t, sizeof(t), "%s/execd.json.tmp", b->rec.dir);
 	if (o == NULL || json_dump_file(o, t, 0) != 0 || rename(t, p) != 0)
@@ -169,6 +177,11 @@ side_load(struct xd_box *b)
 		b->lim.inodes = (uint64_t)json_integer_value(v);
 	if (json_is_object(v = json_object_get(o, "restored_from")))
 		b->restored = json_incref(v);
+	if (json_is_string(v = json_object_get(o, "stopped"))) {
+		b->state = XD_BOX_STOPPED;
+		snprintf(b->stop_note, sizeof(b->stop_note), "%s",
+		    json_string_value(v));
+	}
 	json_decref(o);
 }
 
@@ -225,7 +238,8 @@ xd_box_load_all(struct xd *xd)
 			    b->rec.profile);
 		TAILQ_INSERT_TAIL(&xd->boxes, b, link);
 		xd_log(XD_LOG_INFO, "sandbox %s (%s): adopted, %s", b->rec.chat,
-		    b->rec.backend, !b->be->alive(&b->rec) ?
+		    b->rec.backend, b->state == XD_BOX_STOPPED ? "stopped "
+		    "(delete it)" : !b->be->alive(&b->rec) ?
 		    "its sandbox is gone (delete it)" : b->rec.suspended ?
 		    "suspended" : "running");
 	}
@@ -521,6 +535,49 @@ box_pick_root(const struct xd_cfg *c, const struct xd_create_spec *s,
 }
 
 int
+xd_box_arch_owner(const struct xd_cfg *c, const char *id, const char *tenant,
+    const char *user, int bound, json_t **meta, int *corrupt,
+    struct xd_perr *e)
+{
+	int bad;
+	json_t *m = xd_arch_meta(c, id, &bad);
+	const char *mt, *mu;
+
+	*meta = NULL;
+	*corrupt = bad;
+	if (bad && user == NULL && !bound)
+		return 0;
+	if (bad) {
+		/* whose it is is not known: neither restored nor dropped by
+		 * a caller of one tenant; one bound to none may drop it */
+		e->extra = json_pack("{s:s}", "archive", "corrupt");
+		return berr(e, 409, "conflict", bound ? "the archive of this id "
+		    "does not read, so whose it is is not known (a caller "
+		    "bound to no tenant drops it: DELETE /v1/sandboxes/{id}"
+		    "?archive=discard)" : "the archive of this id does not "
+		    "read (DELETE /v1/sandboxes/{id}?archive=discard drops "
+		    "it)");
+	}
+	if (m == NULL)
+		return 0;
+	mt = json_string_value(json_object_get(m, "tenant"));
+	mu = json_string_value(json_object_get(m, "user"));
+	if ((user != NULL || bound) && strcmp(mt ? mt : "",
+	    tenant) != 0) {
+		json_decref(m);
+		return berr(e, 403, "forbidden", "this id's archived workspace "
+		    "belongs to another tenant");
+	}
+	if (user != NULL && strcmp(mu ? mu : "", user) != 0) {
+		json_decref(m);
+		return berr(e, 403, "forbidden", "this id's archived workspace "
+		    "belongs to another user");
+	}
+	*meta = m;
+	return 0;
+}
+
+int
 xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
     void *arg, struct xd_perr *e)
 {
@@ -546,22 +603,12 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 		return quota(e, "user", c->max_per_user, nu);
 	{
 		/* an archive of this id is restored for its owner only */
+		json_t *m;
 		int bad;
-		json_t *m = xd_arch_meta(c, s->id, &bad);
 
-		if (bad) {
-			e->extra = json_pack("{s:s}", "archive", "corrupt");
-			return berr(e, 409, "conflict", "the archive of this id "
-			    "does not read (DELETE /v1/sandboxes/{id}?archive="
-			    "discard drops it)");
-		}
-		if (m != NULL && (strcmp(json_string_value(json_object_get(m,
-		    "tenant")), s->tenant) != 0 || strcmp(json_string_value(
-		    json_object_get(m, "user")), s->user) != 0)) {
-			json_decref(m);
-			return berr(e, 403, "forbidden", "this id's archived "
-			    "workspace belongs to another tenant or user");
-		}
+		if (xd_box_arch_owner(c, s->id, s->tenant, s->user,
+		    s->bound, &m, &bad, e) != 0)
+			return -1;
 		restore = m != NULL;
 		json_decref(m);
 	}
@@ -644,6 +691,18 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 
 /* ---- delete ---- */
 
+/* A delete that failed, as the worker saw it: what it did before (the
+ * loop's box learns it in box_delete_done, the worker being a fork). */
+static json_t *
+del_fail(int status, const char *code, const char *msg, int resumed,
+    int destroyed, const char *archive)
+{
+	return json_pack("{s:b,s:i,s:s,s:s,s:b,s:b,s:s?}", "ok", 0, "status",
+	    status, "code", code, "message", msg, "resumed", resumed,
+	    "destroyed", destroyed, "archive", archive);
+}
+
+/* In the worker. */
 static json_t *
 box_delete_child(void *arg)
 {
@@ -652,33 +711,46 @@ box_delete_child(void *arg)
 	struct xd_broker_err be;
 	char err[XD_ERR_MAX];
 	const char *left = NULL;
+	/* a stopped box's sandbox was destroyed by an earlier delete */
+	int resumed = 0, destroyed = b->stop_note[0] != '\0';
 
-	json_t *meta = NULL;
+	json_t *meta = NULL, *res;
 
 	memset(&be, 0, sizeof(be));
-	/* a frozen sandbox is thawed so that its processes die */
-	if (r->suspended && b->be->alive(r) && b->be->resume(r, err,
-	    sizeof(err)) != 0)
-		xd_log(XD_LOG_WARN, "sandbox %s: resume before delete: %s",
-		    r->chat, err);
-	if (b->be->destroy(r, err, sizeof(err)) != 0) {
-		(void)xd_rec_save(r);
-		return fail_json(503, "backend_unavailable", err);
+	if (!destroyed) {
+		/* a frozen sandbox is thawed so that its processes die */
+		if (r->suspended && b->be->alive(r)) {
+			if (b->be->resume(r, err, sizeof(err)) != 0)
+				xd_log(XD_LOG_WARN, "sandbox %s: resume before "
+				    "delete: %s", r->chat, err);
+			else
+				resumed = 1;
+		}
+		if (b->be->destroy(r, err, sizeof(err)) != 0)
+			return del_fail(503, "backend_unavailable", err,
+			    resumed, 0, NULL);
+		destroyed = 1;
 	}
-	/* the sandbox is down, nothing moves in its workspace: archive it
-	 * (still mounted here) or drop any archive of the id */
+	/* the sandbox is down and the API changes nothing in the workspace
+	 * of a box that is not running (exec_api.c, box_for_change), so
+	 * nothing moves in it: archive it (still mounted here) or drop any
+	 * archive of the id */
 	if (!b->del_archive)
 		xd_arch_discard(b->xd->cfg, r->chat);
 	else if (r->workspace[0] && xd_arch_write(b->xd->cfg, r,
 	    b->del_reason, &meta, err, sizeof(err)) != 0) {
 		char m[XD_ERR_MAX + 160];
 
-		(void)xd_rec_save(r);
-		snprintf(m, sizeof(m), "the workspace cannot be archived: %s; "
-		    "the sandbox is stopped (DELETE ?archive=discard removes "
-		    "it without an archive)", err);
-		return json_pack("{s:b,s:i,s:s,s:s,s:s}", "ok", 0, "status",
-		    500, "code", "internal", "message", m, "archive", "failed");
+		/* its policy goes with the sandbox; the workspace stays
+		 * for the next try */
+		if (xd_broker_delete(b->xd->cfg, r->chat, &be) != 0)
+			xd_log(XD_LOG_WARN, "sandbox %s: broker session left: "
+			    "%s", r->chat, be.msg);
+		snprintf(m, sizeof(m), "archive failed: %s", err);
+		res = del_fail(500, "internal", m, resumed, 1, "failed");
+		json_object_set_new(res, "broker_deleted", json_boolean(
+		    be.status == 0));
+		return res;
 	}
 	/* the sandbox is gone; a broker session sluiced cannot be asked to
 	 * drop now is named in the answer (and the log) */
@@ -688,11 +760,9 @@ box_delete_child(void *arg)
 		left = be.msg;
 	}
 	/* the sandbox is down: its mounts of the workspace went with it */
-	if (xd_ws_remove(r) != 0) {
-		(void)xd_rec_save(r);
-		return fail_json(503, "backend_unavailable", "the workspace "
-		    "cannot be unmounted (delete again)");
-	}
+	if (xd_ws_remove(r) != 0)
+		return del_fail(503, "backend_unavailable", "the workspace "
+		    "cannot be unmounted (delete again)", resumed, 1, NULL);
 	if (r->workspace_made)
 		rm_tree(r->workspace);
 	rm_tree(r->dir);
@@ -751,7 +821,30 @@ box_delete_done(void *arg, json_t *res)
 			perr_from(&e, res, "delete failed");
 		if (json_is_string(json_object_get(res, "archive")))
 			b->xd->stats.archive_failed++;
-		b->state = XD_BOX_RUNNING;
+		/* what the worker did, which its fork did to its own copy */
+		if (json_is_true(json_object_get(res, "resumed")))
+			b->rec.suspended = 0;
+		if (json_is_true(json_object_get(res, "destroyed")) ||
+		    b->stop_note[0]) {
+			/* the sandbox is gone: stopped, not running, until a
+			 * delete gets through (?archive=discard without the
+			 * archive) */
+			b->state = XD_BOX_STOPPED;
+			b->eff_tier[0] = '\0';
+			snprintf(b->stop_note, sizeof(b->stop_note), "%s",
+			    e.msg[0] ? e.msg : "delete failed");
+			if (json_is_true(json_object_get(res, "broker_deleted")))
+				snprintf(b->broker, sizeof(b->broker), "deleted");
+			xd_log(XD_LOG_WARN, "sandbox %s: stopped: %s",
+			    b->rec.chat, b->stop_note);
+			snprintf(e.msg + strlen(e.msg), sizeof(e.msg) -
+			    strlen(e.msg), "%s", "; the sandbox is stopped "
+			    "(DELETE ?archive=discard removes it without an "
+			    "archive)");
+		} else
+			b->state = XD_BOX_RUNNING;
+		(void)xd_rec_save(&b->rec);
+		side_save(b);
 		op->cb(op->arg, NULL, &e);
 	}
 	xd_box_unref(b);
@@ -767,7 +860,11 @@ xd_box_delete(struct xd_box *b, int archive, const char *reason,
 	struct xd_cmd *c;
 	char err[XD_ERR_MAX];
 
-	if (b->op || b->state != XD_BOX_RUNNING)
+	enum xd_box_state was = b->state;
+
+	/* a stopped one (its sandbox destroyed) may be deleted again */
+	if (b->op || (b->state != XD_BOX_RUNNING && b->state !=
+	    XD_BOX_STOPPED))
 		return berr(e, 409, "conflict", "the sandbox is being created, "
 		    "changed or deleted");
 	if ((op = calloc(1, sizeof(*op))) == NULL)
@@ -790,7 +887,7 @@ xd_box_delete(struct xd_box *b, int archive, const char *reason,
 	    op, err, sizeof(err)) != 0) {
 		b->refs--;
 		b->op = 0;
-		b->state = XD_BOX_RUNNING;
+		b->state = was;
 		free(op);
 		return berr(e, 500, "internal", err);
 	}
@@ -996,6 +1093,7 @@ state_name(const struct xd_box *b)
 	switch (b->state) {
 	case XD_BOX_CREATING: return "creating";
 	case XD_BOX_DELETING: return "deleting";
+	case XD_BOX_STOPPED: return "stopped";
 	case XD_BOX_GONE: return "deleted";
 	default: break;
 	}
@@ -1017,7 +1115,7 @@ xd_box_json(const struct xd_box *b)
 	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:o,"
 	    "s:{s:s,s:s,s:o},"
 	    "s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I},"
-	    "s:{s:b,s:I},s:o,s:o,s:s,s:O?}",
+	    "s:{s:b,s:I},s:o,s:o,s:s,s:O?,s:o}",
 	    "id", b->rec.chat, "tenant", b->rec.tenant, "user", b->rec.user,
 	    "state", state_name(b), "backend", b->rec.backend,
 	    "profile", b->profile, "image", b->rec.image[0] ?
@@ -1039,7 +1137,9 @@ xd_box_json(const struct xd_box *b)
 	    (json_int_t)bg,
 	    "created", time_s(b->rec.created),
 	    "last_used", time_s(b->rec.last_used),
-	    "note", b->rec.note, "restored_from", b->restored);
+	    "note", b->rec.note, "restored_from", b->restored,
+	    "reason", b->state == XD_BOX_STOPPED ? json_string(b->stop_note) :
+	    json_null());
 }
 
 void
@@ -1082,6 +1182,8 @@ xd_box_free_all(struct xd *xd)
  * a restarted daemon suspends a sandbox at most that much early.
  */
 #define LC_SAVE_S	60
+/* the longest wait between two failed removals by age of a box */
+#define LC_RETRY_MAX_S	(6 * 3600)
 
 static void
 lc_audit(struct xd_box *b, const char *action, const char *who,
@@ -1102,6 +1204,7 @@ xd_box_use(struct xd_box *b, const char *who, const char *role,
 	if (b->state != XD_BOX_RUNNING)
 		return 0;
 	b->rec.last_used = now;
+	b->lc_backoff = 0;      /* in use: a removal by age starts afresh */
 	if (b->rec.suspended && b->be->alive(&b->rec)) {
 		int64_t t0 = sbx_now_ms();
 
@@ -1132,12 +1235,17 @@ xd_box_use(struct xd_box *b, const char *who, const char *role,
 	return 0;
 }
 
+/* Busy: not to be frozen or removed now.  A kill_tree or release
+ * worker after a command's end counts: frozen under it (the v1 freezer)
+ * its SIGKILL would wait for a thaw.  A stopped box (its sandbox gone)
+ * is never frozen but its removal is tried again. */
 static int
 lc_busy(const struct xd_box *b)
 {
 	const struct xd_cmd *c;
 
-	if (b->state != XD_BOX_RUNNING || b->op || b->fg != NULL)
+	if ((b->state != XD_BOX_RUNNING && b->state != XD_BOX_STOPPED) ||
+	    b->op || b->fg != NULL || b->proc_jobs > 0)
 		return 1;
 	TAILQ_FOREACH(c, &b->cmds, link)
 		if (c->running)
@@ -1192,11 +1300,15 @@ lc_suspend(struct xd_box *b, int64_t idle)
 }
 
 /* The sweep's period: a quarter of the shorter age, 1 to 60 s, so that
- * a sandbox is suspended or removed at most that late. */
+ * a sandbox is suspended or removed at most that late; 0 when both ages
+ * are 0 (no sweep). */
 static long
 lc_period(const struct xd_cfg *c)
 {
 	long p = 0;
+
+	if (c->idle_after <= 0 && c->remove_after <= 0)
+		return 0;
 
 	if (c->idle_after > 0)
 		p = c->idle_after;
@@ -1225,8 +1337,13 @@ lc_sweep(evutil_socket_t fd, short what, void *arg)
 		if (c->remove_after > 0 && idle >= c->remove_after &&
 		    now >= b->lc_retry) {
 			memset(&e, 0, sizeof(e));
-			b->lc_retry = now + (c->remove_after < 600 ?
-			    c->remove_after : 600);
+			/* should this one fail, the next try waits, twice as
+			 * long after each failure (the box is used: afresh) */
+			b->lc_backoff = b->lc_backoff <= 0 ? (c->remove_after <
+			    600 ? c->remove_after : 600) : b->lc_backoff * 2;
+			if (b->lc_backoff > LC_RETRY_MAX_S)
+				b->lc_backoff = LC_RETRY_MAX_S;
+			b->lc_retry = now + b->lc_backoff;
 			xd_log(XD_LOG_INFO, "sandbox %s: unused %lld s: removing "
 			    "(archived first)", b->rec.chat, (long long)idle);
 			if (xd_box_delete(b, 1, "idle", lc_removed, xd, &e) !=
@@ -1238,11 +1355,12 @@ lc_sweep(evutil_socket_t fd, short what, void *arg)
 			continue;
 		}
 		if (c->idle_after > 0 && idle >= c->idle_after &&
-		    !b->rec.suspended && b->be->alive(&b->rec))
+		    b->state == XD_BOX_RUNNING && !b->rec.suspended &&
+		    b->be->alive(&b->rec))
 			lc_suspend(b, idle);
 	}
 	tv.tv_sec = lc_period(c);
-	if (xd->ev_sweep != NULL)
+	if (xd->ev_sweep != NULL && tv.tv_sec > 0)
 		(void)event_add(xd->ev_sweep, &tv);
 }
 
@@ -1251,10 +1369,13 @@ xd_box_sweep_start(struct xd *xd)
 {
 	struct timeval tv = { lc_period(xd->cfg), 0 };
 
-	/* again after a reload: the timer is set to the new period */
+	/* again after a reload: the timer is set to the new period, or
+	 * taken off when both ages are 0 */
 	if (xd->ev_sweep == NULL &&
 	    (xd->ev_sweep = evtimer_new(xd->base, lc_sweep, xd)) == NULL)
 		return -1;
+	if (tv.tv_sec == 0)
+		return event_del(xd->ev_sweep) != 0 ? -1 : 0;
 	return event_add(xd->ev_sweep, &tv) != 0 ? -1 : 0;
 }
 

@@ -270,6 +270,7 @@ proc_job_done(void *arg, json_t *res)
 		    json_string_value(json_object_get(res, "error")) :
 		    "the worker died");
 	json_decref(res);
+	pj->box->proc_jobs--;
 	xd_box_unref(pj->box);
 	free(pj);
 }
@@ -292,7 +293,9 @@ proc_job(struct xd_box *b, const struct sbx_proc *p, int kill)
 		    kill ? "kill" : "release", err);
 		b->refs--;
 		free(pj);
+		return;
 	}
+	b->proc_jobs++;
 }
 
 /* ---- the end ---- */

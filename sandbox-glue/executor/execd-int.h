@@ -256,6 +256,7 @@ struct xd_create_spec {
 	char profile[SBX_ID_MAX + 1];
 	char backend[16];
 	struct xd_lims lim;
+	int bound;              /* the caller's token is of this tenant */
 };
 
 /* POST /v1/sandboxes: defaults from def, every limit at most max (an
@@ -583,6 +584,9 @@ enum xd_box_state {
 	XD_BOX_CREATING,
 	XD_BOX_RUNNING,
 	XD_BOX_DELETING,
+	XD_BOX_STOPPED,         /* its sandbox destroyed by a delete that
+	                         * failed after (the archive): the workspace
+	                         * and the record stay until a delete ends */
 	XD_BOX_GONE,            /* removed from the list; freed when unused */
 };
 
@@ -602,9 +606,15 @@ struct xd_box {
 	struct xd_cmdq cmds;            /* background, running or done */
 	unsigned long cmd_seq;
 	int refs;                       /* commands and workers holding it */
+	int proc_jobs;                  /* kill_tree and release workers
+	                                 * running (exec_cmd.c): the sweep
+	                                 * does not freeze under them */
 	/* lifecycle (exec_box.c) */
 	int64_t used_saved;             /* rec.last_used as last saved */
 	int64_t lc_retry;               /* no removal by age before this */
+	long lc_backoff;                /* the wait after a failed removal
+	                                 * by age (doubled each time) */
+	char stop_note[XD_ERR_MAX];     /* STOPPED: why */
 	int restore;                    /* create: an archive to restore */
 	json_t *restored;               /* what was restored, NULL none */
 	int del_archive;                /* delete: archive the workspace */
@@ -628,6 +638,19 @@ int xd_box_create(struct xd *xd, const struct xd_create_spec *s,
  * of the id (0); reason "delete" or "idle" (events, audit). */
 int xd_box_delete(struct xd_box *b, int archive, const char *reason,
     xd_box_cb cb, void *arg, struct xd_perr *e);
+/* Whether id's archive is one the caller may have (create restores it,
+ * DELETE ?archive=discard drops it): tenant the caller's (create: the
+ * sandbox's; discard: the token's, "" unbound), user the sandbox's (NULL:
+ * not checked: a discard, as DELETE does not check it); bound: the
+ * caller's token is of tenant.  0 with *meta (NULL: no archive, or for
+ * a discard by a caller bound to no tenant one whose metadata does not
+ * read: *corrupt 1); -1 with e: 409 conflict with archive "corrupt"
+ * (the metadata does not read, so whose it is is not known: not
+ * restored, and dropped only by a caller bound to no tenant), 403
+ * another tenant's or user's. */
+int xd_box_arch_owner(const struct xd_cfg *c, const char *id,
+    const char *tenant, const char *user, int bound, json_t **meta,
+    int *corrupt, struct xd_perr *e) SLUICE_MUSTCHECK;
 /* A call of an app uses b now: last_used, and a suspended sandbox is
  * resumed first (an event and an audit record with who and role).
  * -1 with e when it cannot be resumed. */

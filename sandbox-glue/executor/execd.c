@@ -87,10 +87,16 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 	if (strcmp(n->runtime_dir, old->runtime_dir) ||
 	    strcmp(n->state_dir, old->state_dir) || strcmp(n->tcp, old->tcp) ||
 	    n->uid_base != old->uid_base || n->slots != old->slots ||
-	    strcmp(n->audit_log, old->audit_log))
+	    strcmp(n->audit_log, old->audit_log) ||
+	    strcmp(n->archive_dir, old->archive_dir))
 		xd_log(XD_LOG_WARN, "reload: runtime_dir, state_dir, tcp.listen, "
-		    "uid_base, slots and log.path change on restart only");
+		    "uid_base, slots, log.path and lifecycle.archive_dir change "
+		    "on restart only");
 	snprintf(n->audit_log, sizeof(n->audit_log), "%s", old->audit_log);
+	/* the archives of the sandboxes are where they were written (and
+	 * the default one is under the old state_dir, which stays) */
+	snprintf(n->archive_dir, sizeof(n->archive_dir), "%s",
+	    old->archive_dir);
 	snprintf(n->runtime_dir, sizeof(n->runtime_dir), "%s",
 	    old->runtime_dir);
 	snprintf(n->state_dir, sizeof(n->state_dir), "%s", old->state_dir);

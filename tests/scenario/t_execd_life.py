@@ -25,6 +25,16 @@ with ages of seconds in the test configuration:
   rest named as skipped;
 - a suspended sandbox stays suspended across a daemon restart and
   resumes on use; last_used is in the record;
+- while a delete archives the workspace, calls that would change it
+  (PUT and DELETE of files, edit, exec) are refused 409 conflict, and
+  the archive holds what was there (its SHA-256 as the metadata says);
+- an archive that cannot be written (archive_dir a file) leaves the
+  sandbox "stopped" (its sandbox and broker session gone, the reason in
+  GET, not counted running, no change taken), its removal by age tried
+  again less and less often; DELETE ?archive=discard removes it, nothing
+  left; archive_dir keeps its value across a reload;
+- an archive whose metadata does not read: create 409 and discard agree
+  (a caller bound to no tenant discards it);
 - running commands per host and per tenant: 429 quota_exceeded with
   scope global / tenant, limit and in_use.
 
@@ -36,6 +46,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import tarfile
 import threading
@@ -460,6 +471,174 @@ def command_quotas(env):
              "acme again")
     check_eq(X.ex(x, "q4", {"shell": "echo ok"})["stdout"], "ok\n",
              "the host again")
+
+
+@S.case
+def no_change_while_deleting(env):
+    d, ctl, x = life_start(env, lifecycle={"idle_after": 0,
+                                           "remove_after": 0})
+    X.create(x, "e1")
+    # a workspace big enough that archiving it takes a while
+    o = X.ex(x, "e1", {"shell": "head -c 400M /dev/urandom > big && "
+                       "echo ok > small.txt"}, timeout=120)
+    check_eq(o["exit_code"], 0, "big file: %r" % o)
+    res = {}
+
+    def delete():
+        res["r"] = x.app("DELETE", "/v1/sandboxes/e1", timeout=180)
+
+    t = threading.Thread(target=delete, daemon=True)
+    t.start()
+    wait_until(lambda: state(x, "e1") == "deleting", 20, what="deleting")
+    got = [x.app("PUT", "/v1/sandboxes/e1/files/late.txt", raw=b"late\n"),
+           x.app("DELETE", "/v1/sandboxes/e1/files/small.txt"),
+           x.app("POST", "/v1/sandboxes/e1/edit", {"path": "small.txt",
+                                                   "old": "ok",
+                                                   "new": "ko"}),
+           x.app("POST", "/v1/sandboxes/e1/exec", {"shell": "touch x"})]
+    still = state(x, "e1")
+    t.join(180)
+    check(still == "deleting", "the delete outlasted the calls: %r" % still)
+    for r, what in zip(got, ("put", "delete file", "edit", "exec")):
+        X.check_err(r, 409, "conflict", "%s while deleting" % what)
+    check_eq(res["r"].status, 200, "delete: %r" % res.get("r"))
+    tar, meta = archive_files(x, "e1")
+    with open(meta) as f:
+        mj = json.load(f)
+    with open(tar, "rb") as f:
+        check_eq(hashlib.sha256(f.read()).hexdigest(), mj["sha256"],
+                 "the archive is the one its metadata names")
+    # what it holds: the workspace as the delete found it
+    b = X.create(x, "e1")
+    check_eq(b["restored_from"]["files"], 2, "restored: %r" % b)
+    o = X.ex(x, "e1", {"shell": "ls; cat small.txt; stat -c %s big"})
+    check_eq(o["stdout"], "big\nsmall.txt\nok\n%d\n" % (400 << 20),
+             "restored workspace: %r" % o)
+    check_eq(x.app("DELETE", "/v1/sandboxes/e1?archive=discard",
+                   timeout=120).status, 200, "delete e1")
+
+
+@S.case
+def archive_fails_stopped(env):
+    arch = env.path("xarchive")
+    d, ctl, x = life_start(env, lifecycle={"idle_after": 0,
+                                           "remove_after": 0})
+    # archive_dir is not changed by a reload (restart only)
+    X.create(x, "k0")
+    reload(x, archive_dir=env.path("xarchive2"))
+    check_eq(x.app("DELETE", "/v1/sandboxes/k0", timeout=60).status, 200,
+             "delete k0")
+    check(os.path.exists(os.path.join(arch, "k0.json")) and not
+          os.path.exists(env.path("xarchive2")), "archive_dir kept across "
+          "a reload")
+    # archive_dir a file: no archive can be written
+    for n in os.listdir(arch):
+        os.unlink(os.path.join(arch, n))
+    os.rmdir(arch)
+    with open(arch, "w") as f:
+        f.write("not a directory\n")
+    env.closers.append(lambda: os.path.isfile(arch) and os.unlink(arch))
+    X.create(x, "k1")
+    check_eq(x.app("PUT", "/v1/sandboxes/k1/files/a.txt",
+                   raw=b"a\n").status, 201, "put")
+    n0 = len(x.lines)
+    reload(x, archive_dir=arch, remove_after=1)
+    wait_until(lambda: state(x, "k1") == "stopped", 20,
+               what="stopped (%r)" % state(x, "k1"))
+    t0 = time.time()
+    r = x.auditor("GET", "/v1/sandboxes/k1")
+    log("stopped: %s" % r.body.decode())
+    check(r.json["reason"] and "archive failed" in r.json["reason"],
+          "the reason in GET: %r" % r.json)
+    m = X.metrics(x)
+    check_eq((m['sluice_execd_sandboxes{state="running"}'],
+              m['sluice_execd_sandboxes{state="stopped"}']), (0, 1),
+             "not counted running")
+    check_eq(X.session(ctl, "k1").status, 404, "broker session gone")
+    X.check_err(x.app("PUT", "/v1/sandboxes/k1/files/b.txt", raw=b"b"),
+                409, "conflict", "no change to a stopped one")
+    X.check_err(x.app("POST", "/v1/sandboxes/k1/exec", {"shell": "true"}),
+                409, "conflict", "no command in a stopped one")
+    # its removal by age is tried again, less and less often
+    time.sleep(max(0, 5 - (time.time() - t0)))
+    tries = [ln for ln in x.lines[n0:] if "k1: unused" in ln]
+    log("removal tries in ~5 s: %d" % len(tries))
+    check(2 <= len(tries) <= 4, "backed off: %d tries: %r" %
+          (len(tries), tries))
+    check_eq(state(x, "k1"), "stopped", "still stopped")
+    # the way out
+    reload(x, remove_after=0)
+    # a restarted daemon knows it stopped (not a dead one)
+    x.halt()
+    x.start()
+    r = x.auditor("GET", "/v1/sandboxes/k1")
+    check(r.json["state"] == "stopped" and "archive failed" in
+          r.json["reason"], "stopped after a restart: %r" % r.json)
+    r = x.app("DELETE", "/v1/sandboxes/k1?archive=discard", timeout=60)
+    check(r.status == 200 and r.json["archive"] == "discarded",
+          "discard a stopped one: %r" % r)
+    check_eq(state(x, "k1"), 404, "gone")
+    check(not os.path.exists(os.path.join(x.conf["state_dir"], "k1")),
+          "state dir removed")
+    check_eq(X.mounts_of(x.conf["state_dir"]), [], "no mount left")
+
+
+@S.case
+def corrupt_metadata_owner(env):
+    X.preflight()
+    crt, key = env.cert(("execd.test",))
+    tokf = env.path("acme.tok")
+    tok = "tok-acme-%s" % os.urandom(12).hex()
+    with open(tokf, "w") as f:
+        f.write(tok + "\n")
+    os.chmod(tokf, 0o600)
+    port = X.free_port()
+    d, ctl, x = life_start(env, lifecycle={"idle_after": 0,
+                                           "remove_after": 0},
+                           tcp={"listen": "127.0.0.1:%d" % port,
+                                "tls_cert": crt, "tls_key": key,
+                                "tokens": [{"name": "acme-app",
+                                            "file": tokf, "role": "app",
+                                            "tenant": "acme"}]})
+    ctx = ssl.create_default_context(cafile=crt)
+
+    def tls(method, path, body=None):
+        raw = socket.create_connection(("127.0.0.1", port), timeout=30)
+        s = ctx.wrap_socket(raw, server_hostname="execd.test")
+        try:
+            return X._exchange(s, method, path, body, [
+                ("Authorization", "Bearer " + tok)], None, 90)
+        finally:
+            s.close()
+    tar, meta = archive_files(x, "m1")
+    os.makedirs(os.path.dirname(tar), mode=0o700, exist_ok=True)
+    with open(tar, "wb") as f:
+        f.write(b"x" * 100)
+    with open(meta, "w") as f:
+        f.write("{not json")
+    # a caller of one tenant: create and discard say the same (whose it
+    # is is not known: not restored, not dropped by this caller)
+    r = tls("POST", "/v1/sandboxes", {"id": "m1", "user": "alice"})
+    X.check_err(r, 409, "conflict", "bound create, corrupt metadata")
+    r2 = tls("DELETE", "/v1/sandboxes/m1?archive=discard")
+    X.check_err(r2, 409, "conflict", "bound discard, corrupt metadata")
+    check(r.json["error"]["message"] == r2.json["error"]["message"] and
+          r2.json["error"].get("archive") == "corrupt" and
+          "bound to no tenant" in r2.json["error"]["message"],
+          "one answer: %r / %r" % (r, r2))
+    check(os.path.exists(meta), "not dropped by a bound caller")
+    r = x.app("POST", "/v1/sandboxes", {"id": "m1", "tenant": "acme",
+                                        "user": "alice"}, timeout=120)
+    X.check_err(r, 409, "conflict", "create with corrupt metadata")
+    check(r.json["error"].get("archive") == "corrupt" and
+          "archive=discard" in r.json["error"]["message"], "says how: %r" %
+          r)
+    # what create says works: the discard (no tenant bound: the unix
+    # socket's app)
+    r = x.app("DELETE", "/v1/sandboxes/m1?archive=discard")
+    check(r.status == 200 and r.json["archive"] == "discarded",
+          "discard corrupt metadata: %r" % r)
+    check(not os.path.exists(meta) and not os.path.exists(tar), "gone")
 
 
 @S.case
