@@ -79,7 +79,7 @@
 #define ARCH_DEPTH_MAX	128
 #define ARCH_SKIPPED_MAX 100    /* named in the result; the rest counted */
 #define ARCH_NAME_MAX	256     /* bytes of a skipped name named */
-#define ARCH_META_MAX	(64 * 1024)
+#define ARCH_META_MAX	(256 * 1024)    /* 100 skipped names fit */
 #define ARCH_RESULT_MAX	(256 * 1024)    /* of the child's result kept */
 #define ARCH_RESTORE_S	600     /* a restore's child is killed after */
 #define ARCH_ZERO_MAX	(1ul << 30)     /* of a hole handed over at once */
@@ -95,8 +95,9 @@ full(int e)
 }
 
 /* s in out as at most max - 1 bytes of valid UTF-8 (max >= 8): an
- * invalid byte becomes '?', a longer name is cut and ends in "...".
- * Names go into JSON, which takes nothing else. */
+ * invalid byte (and a control character, which JSON would make six)
+ * becomes '?', a longer name is cut and ends in "...".  Names go into
+ * JSON, which takes nothing else. */
 static const char *
 utf8_clip(const char *s, char *out, size_t max)
 {
@@ -105,7 +106,9 @@ utf8_clip(const char *s, char *out, size_t max)
 	uint32_t cp;
 
 	while (u[i] != '\0') {
-		if (u[i] < 0x80)
+		if (u[i] < 0x20 || u[i] == 0x7f)
+			n = 0, cp = 0;
+		else if (u[i] < 0x80)
 			n = 1, cp = u[i];
 		else if (u[i] >= 0xc2 && u[i] <= 0xdf)
 			n = 2, cp = u[i] & 0x1f;

@@ -20,8 +20,8 @@
  *   'a'  an archive entry (exec_arch.c's check of a restore): a type
  *        byte ('f', 'd', 'l', other), then the name, a newline, a link
  *        target; an accepted one has a name neither absolute nor with a
- *        ".." component, and a relative link target that, from the
- *        link's directory, never climbs above the workspace;
+ *        ".." component, a link a target, and (type 'h', odd length) a
+ *        hard link a target inside the workspace likewise;
  *   other: output bytes as JSON text (valid UTF-8 out) and the cut of a
  *        stream at a character boundary.
  */
