@@ -738,7 +738,7 @@ box_delete_child(void *arg)
 	if (!b->del_archive)
 		xd_arch_discard(b->xd->cfg, r->chat);
 	else if (r->workspace[0] && xd_arch_write(b->xd->cfg, r,
-	    b->del_reason, &meta, err, sizeof(err)) != 0) {
+	    b->lim.disk_bytes, b->del_reason, &meta, err, sizeof(err)) != 0) {
 		char m[XD_ERR_MAX + 160];
 
 		/* its policy goes with the sandbox; the workspace stays

@@ -391,11 +391,17 @@ int xd_ws_remove(const struct sbx_rec *r);
 /* ---- exec_arch.c (blocking: in workers) ---- */
 
 /* Archive r->workspace (the sandbox destroyed) as <archive_dir>/<id>
- * .tar.zst and its metadata <id>.json ({id, tenant, user, archived,
- * reason, sha256, bytes, files, ...}), replacing an older one: 0 with
- * *meta (the metadata), -1 with err. */
+ * .<sha12>.tar.zst and its metadata <id>.json ({id, tenant, user,
+ * archived, reason, file, sha256, bytes, files, skipped, ...}),
+ * replacing an older one only once it is on disk: 0 with *meta (the
+ * metadata), -1 with err and the older one whole.  disk_bytes: the
+ * workspace's size (0: none), at most what is read. */
 int xd_arch_write(const struct xd_cfg *c, const struct sbx_rec *r,
-    const char *reason, json_t **meta, char *err, size_t len)
+    uint64_t disk_bytes, const char *reason, json_t **meta, char *err,
+    size_t len) SLUICE_MUSTCHECK;
+/* An archive_dir that is there must be the daemon's and writable by no
+ * group or other: -1 with err. */
+int xd_arch_dir_check(const struct xd_cfg *c, char *err, size_t len)
     SLUICE_MUSTCHECK;
 /* The metadata of id's archive; NULL none (*bad 0) or unreadable
  * (*bad 1).  Small: the loop may read it. */
@@ -403,8 +409,9 @@ json_t *xd_arch_meta(const struct xd_cfg *c, const char *id, int *bad);
 /* Whether an archive entry may be restored (pure: the unit test and the
  * fuzz harness call it): NULL yes, "" the top (nothing to make), else
  * why not.  p its name, type 'f' file, 'd' directory, 'l' symbolic link
- * (t its target), anything else refused; hardlink: a hard link entry;
- * *clean gets p without its leading "./". */
+ * (t its target, any), anything else refused; hardlink: a hard link
+ * entry, t its target (a name inside the workspace); *clean gets p
+ * without its leading "./". */
 const char *xd_arch_refused(const char *p, char type, const char *t,
     int hardlink, const char **clean);
 /* Remove id's archive (none: nothing). */

@@ -103,6 +103,12 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 	snprintf(n->tcp, sizeof(n->tcp), "%s", old->tcp);
 	n->uid_base = old->uid_base;
 	n->slots = old->slots;
+	if (xd_arch_dir_check(n, err, sizeof(err)) != 0) {
+		free(n);
+		xd_log(XD_LOG_ERR, "reload: %s (the old configuration stays)",
+		    err);
+		return;
+	}
 	xd->cfg = n;
 	if (xd_api_reload(xd, err, sizeof(err)) != 0) {
 		xd->cfg = old;
@@ -276,6 +282,10 @@ main(int argc, char **argv)
 	umask(022);
 	if (util_mkdir_p(XD.cfg->state_dir, 0711) != 0) {
 		xd_log(XD_LOG_ERR, "%s: %s", XD.cfg->state_dir, strerror(errno));
+		goto out;
+	}
+	if (xd_arch_dir_check(XD.cfg, err, sizeof(err)) != 0) {
+		xd_log(XD_LOG_ERR, "%s", err);
 		goto out;
 	}
 	if (xd_audit_open(&XD, err, sizeof(err)) != 0) {

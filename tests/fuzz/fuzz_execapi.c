@@ -20,8 +20,8 @@
  *   'a'  an archive entry (exec_arch.c's check of a restore): a type
  *        byte ('f', 'd', 'l', other), then the name, a newline, a link
  *        target; an accepted one has a name neither absolute nor with a
- *        ".." component, and a relative link target that, from the
- *        link's directory, never climbs above the workspace;
+ *        ".." component, a link a target, and (type 'h', odd length) a
+ *        hard link a target inside the workspace likewise;
  *   other: output bytes as JSON text (valid UTF-8 out) and the cut of a
  *        stream at a character boundary.
  */
@@ -57,29 +57,22 @@ check_norm(const char *out)
 		abort();
 }
 
-/* Climbs dir (a clean relative name's directory part) then t above the
- * top?  An independent walk: a stack depth of components. */
+/* Whether t (a hard link's target) names something under the top with
+ * no ".." component: an independent walk. */
 static int
-climbs(const char *name, const char *t)
+inside(const char *t)
 {
 	const char *p;
-	long depth = 0;
 	size_t n;
 
-	for (p = name; *p; p += n + (p[n] == '/'))
-		if ((n = strcspn(p, "/")) > 0 && p[n] == '/' &&
-		    !(n == 1 && p[0] == '.'))
-			depth++;
-	for (p = t; *p; p += n + (p[n] == '/')) {
-		n = strcspn(p, "/");
-		if (n == 2 && p[0] == '.' && p[1] == '.')
-			depth--;
-		else if (n > 0 && !(n == 1 && p[0] == '.'))
-			depth++;
-		if (depth < 0)
-			return 1;
-	}
-	return 0;
+	while (t[0] == '.' && t[1] == '/')
+		t += 2;
+	if (t[0] == '/' || t[0] == '\0' || strcmp(t, ".") == 0)
+		return 0;
+	for (p = t; *p; p += n + (p[n] == '/'))
+		if ((n = strcspn(p, "/")) == 2 && p[0] == '.' && p[1] == '.')
+			return 0;
+	return 1;
 }
 
 static void
@@ -104,9 +97,12 @@ fuzz_arch(const char *s, size_t n)
 			if (strncmp(p, "..", 2) == 0 && (p[2] == '/' ||
 			    p[2] == '\0'))
 				abort();
-		if (s[0] != 'f' && s[0] != 'd' && s[0] != 'l')
+		if ((n & 1) && s[0] == 'h') {
+			if (!inside(nl + 1))
+				abort();
+		} else if (s[0] != 'f' && s[0] != 'd' && s[0] != 'l')
 			abort();
-		if (s[0] == 'l' && nl[1] != '/' && climbs(clean, nl + 1))
+		if (s[0] == 'l' && nl[1] == '\0')
 			abort();
 	}
 	free(name);

@@ -8,7 +8,7 @@ with ages of seconds in the test configuration:
   (exec) resumes it and works, GET says "running" again; events
   suspended / resumed / removed and audit records suspend / resume /
   remove (reason idle), metrics;
-- unused for remove_after it is archived (<archive_dir>/<id>.tar.zst,
+- unused for remove_after it is archived (<archive_dir>/<id>.<sha12>.tar.zst,
   whose SHA-256 the metadata <id>.json names) and removed (404, the
   broker session gone); a create of the same id by its tenant and user
   restores the files (content, a directory, a link, the owner), another
@@ -19,10 +19,14 @@ with ages of seconds in the test configuration:
 - a corrupt archive (one byte changed) is refused (409, archive corrupt,
   nothing left behind);
 - a hostile archive placed in archive_dir with its checksum (entries
-  "../x", absolute, a link climbing out, a link to /tmp followed by an
-  entry through it, a hard link to /etc/shadow, a device, a fifo) makes
-  nothing outside the workspace; the good entries are restored and the
-  rest named as skipped;
+  "../x", absolute, a link to /tmp followed by an entry through it, a
+  hard link to /etc/shadow, a device, a fifo) makes nothing outside the
+  workspace; the good entries (and a relative link climbing out) are
+  restored and the rest named as skipped;
+- a restore whose skipped names would say 600 KB finishes in seconds
+  (names cut, 100 named, all counted); a 15 TiB sparse file and hard
+  links archive small and fast and restore; UTF-8 and non-UTF-8 names
+  archive in the C locale; a too-deep directory is named;
 - a suspended sandbox stays suspended across a daemon restart and
   resumes on use; last_used is in the record;
 - while a delete archives the workspace, calls that would change it
@@ -90,8 +94,25 @@ def frozen(x, sid):
 
 
 def archive_files(x, sid):
+    """The archive file its metadata names ("file": <id>.<sha12>.tar.zst;
+    the old "tar.zst" is <id>.tar.zst) and the metadata."""
     d = x.conf["lifecycle"]["archive_dir"]
-    return os.path.join(d, sid + ".tar.zst"), os.path.join(d, sid + ".json")
+    mp = os.path.join(d, sid + ".json")
+    name = sid + ".tar.zst"
+    try:
+        with open(mp) as f:
+            fn = json.load(f).get("file")
+        if fn and fn != "tar.zst":
+            name = fn
+    except (OSError, ValueError):
+        pass
+    return os.path.join(d, name), mp
+
+
+def archive_tars(x, sid):
+    d = x.conf["lifecycle"]["archive_dir"]
+    return sorted(n for n in os.listdir(d) if n.startswith(sid + ".") and
+                  n.endswith(".tar.zst"))
 
 
 def audit(x):
@@ -195,9 +216,9 @@ def suspend_resume_remove_restore(env):
     check_eq(state(x, "l1"), "running", "running again")
     check(frozen(x, "l1") in (False, None), "thawed")
     # suspended again, then removed by age: archived first
-    tar, meta = archive_files(x, "l1")
     wait_until(lambda: state(x, "l1") == 404, 20,
                what="removed by age (%r)" % state(x, "l1"))
+    tar, meta = archive_files(x, "l1")
     check(os.path.exists(tar) and os.path.exists(meta), "archive made")
     with open(meta) as f:
         mj = json.load(f)
@@ -206,6 +227,9 @@ def suspend_resume_remove_restore(env):
     check_eq((mj["id"], mj["tenant"], mj["user"], mj["reason"],
               mj["sha256"]), ("l1", "acme", "alice", "idle", digest),
              "archive metadata: %r" % mj)
+    check_eq(mj["file"], "l1.%s.tar.zst" % digest[:12], "named by its "
+             "digest: %r" % mj)
+    check_eq(archive_tars(x, "l1"), [mj["file"]], "one archive file")
     check_eq(X.session(ctl, "l1").status, 404, "broker session removed")
     check(not os.path.exists(os.path.join(x.conf["state_dir"], "l1")),
           "state dir removed")
@@ -257,6 +281,9 @@ def suspend_resume_remove_restore(env):
     check(r.status == 200 and r.json["archive"]["sha256"], "delete keeps "
           "an archive: %r" % r)
     log("delete: %s" % r.body.decode())
+    tar2, _ = archive_files(x, "l1")
+    check(tar2 != tar and archive_tars(x, "l1") == [os.path.basename(tar2)],
+          "the older archive file removed: %r" % archive_tars(x, "l1"))
     X.create(x, "l1")
     check_eq(X.ex(x, "l1", {"shell": "cat keep.txt"})["stdout"], "v2\n",
              "delete then create restores")
@@ -264,7 +291,7 @@ def suspend_resume_remove_restore(env):
     r = x.app("DELETE", "/v1/sandboxes/l1?archive=discard", timeout=60)
     check(r.status == 200 and r.json["archive"] == "discarded",
           "discard: %r" % r)
-    check(not os.path.exists(tar) and not os.path.exists(meta),
+    check(archive_tars(x, "l1") == [] and not os.path.exists(meta),
           "archive gone after discard")
     b = X.create(x, "l1")
     check(b["restored_from"] is None, "nothing restored: %r" % b)
@@ -379,9 +406,12 @@ def corrupt_and_hostile_archives(env):
     skipped = {s["path"]: s["why"] for s in rf["skipped"]}
     log("skipped: %r" % skipped)
     for p in ("../escape.txt", "sub/../../escape2.txt", "/tmp/%s-abs" % tag,
-              "out", "tmpl/%s-through" % tag, "hl", "dev", "fifo"):
+              "tmpl/%s-through" % tag, "hl", "dev", "fifo"):
         check(p in skipped, "%s skipped: %r" % (p, skipped))
-    for p in ("ok.txt", "sub/good.txt", "sub/up", "pylink", "tmpl", "suid"):
+    # a relative link climbing out is kept like an absolute one: the
+    # restore writes through no link, the host resolves none
+    for p in ("ok.txt", "sub/good.txt", "sub/up", "pylink", "tmpl", "suid",
+              "out"):
         check(p not in skipped, "%s restored: %r" % (p, skipped))
     sd = os.path.join(x.conf["state_dir"], "h1")
     for p in ("/tmp/%s-abs" % tag, "/tmp/%s-through" % tag,
@@ -389,11 +419,11 @@ def corrupt_and_hostile_archives(env):
               os.path.join(x.conf["state_dir"], "escape2.txt")):
         check(not os.path.lexists(p), "nothing made outside: %s" % p)
     o = X.ex(x, "h1", {"shell": "cat ok.txt sub/good.txt sub/up; "
-                       "readlink pylink tmpl; ls -A | sort | tr '\\n' ' '; "
+                       "readlink pylink tmpl out; ls -A | sort | tr '\\n' ' '; "
                        "stat -c '%u %a' ok.txt suid | tr '\n' ' '"})
     check_eq(o["stdout"], "fine\ngood\nfine\n/usr/bin/python3\n/tmp\n"
-             "ok.txt pylink sub suid tmpl 1000 644 1000 755 ",
-             "restored entries: %r" % o)
+             "../../../../etc\nok.txt out pylink sub suid tmpl 1000 644 1000 "
+             "755 ", "restored entries: %r" % o)
     # the archive's tenant and user are checked
     place(x, "h2", tar_bytes([member("x", data=b"x")]), tenant="other")
     X.check_err(x.app("POST", "/v1/sandboxes", {"id": "h2", "tenant": "acme",
@@ -406,6 +436,131 @@ def corrupt_and_hostile_archives(env):
     X.check_err(r, 409, "conflict", "not a tar")
     check(not os.path.exists(os.path.join(x.conf["state_dir"], "h3")),
           "nothing left of h3")
+
+
+@S.case
+def restore_long_results(env):
+    """A hostile archive whose skipped entries would say 600 KB (150 hard
+    links with 4 KB names, a name of invalid UTF-8) restores in seconds:
+    the result is read to its end, each name cut to 256 bytes of valid
+    UTF-8, 100 named and all counted; a UTF-8 name read in the daemon's C
+    locale is restored."""
+    d, ctl, x = life_start(env, lifecycle={"idle_after": 0,
+                                           "remove_after": 0})
+    deep = "/".join("d%03d" % i + "x" * 240 for i in range(16))
+    ms = [member("ok.txt", data=b"fine\n")]
+    for i in range(150):
+        ms.append(member("%s/l%d" % (deep, i), tarfile.LNKTYPE,
+                         link="/etc/passwd"))
+    ms.append(member("../bad\udcff", data=b"x"))
+    place(x, "m1", tar_bytes(ms))
+    t0 = time.time()
+    r = x.app("POST", "/v1/sandboxes", {"id": "m1", "tenant": "acme",
+                                        "user": "alice"}, timeout=60)
+    took = time.time() - t0
+    check(r.status == 201, "restore with long results: %r" % r)
+    check(took < 30, "in seconds: %.1f" % took)
+    rf = r.json["restored_from"]
+    check_eq(rf["skipped_count"], 151, "all counted")
+    check_eq(len(rf["skipped"]), 100, "100 named")
+    check(all(len(s["path"].encode()) <= 256 for s in rf["skipped"]),
+          "names cut: %r" % max(len(s["path"]) for s in rf["skipped"]))
+    check_eq(X.ex(x, "m1", {"shell": "cat ok.txt"})["stdout"], "fine\n",
+             "restored")
+    # a name of invalid UTF-8 is named, as valid UTF-8
+    place(x, "m2", tar_bytes([member("../bad\udcff", data=b"x"),
+                              member("../c\x01d", data=b"x"),
+                              member("ok.txt", data=b"ok\n")]))
+    b = X.create(x, "m2")
+    sk = b["restored_from"]["skipped"]
+    check_eq([s["path"] for s in sk], ["../bad?", "../c?d"],
+             "names of invalid UTF-8 and control characters: %r" % sk)
+    # a UTF-8 name (Python writes it as pax UTF-8)
+    place(x, "m3", tar_bytes([member("caf\u00e9.txt", data=b"cafe\n")]))
+    b = X.create(x, "m3")
+    check_eq(b["restored_from"]["files"], 1, "UTF-8 name restored: %r" % b)
+    check_eq(X.ex(x, "m3", {"shell": "cat caf\u00e9.txt"})["stdout"],
+             "cafe\n", "its content")
+
+
+@S.case
+def archive_sparse_links_names(env):
+    """A 15 TiB sparse file, one of 5000 extents and a 1 TiB hole, and a
+    1 MiB file with 60 more hard links archive fast and small (holes not
+    read, links as links) and restore
+    (the links one inode); names in UTF-8 and in no encoding archive in
+    the daemon's C locale; a relative link climbing out is kept; a
+    directory deeper than 128 is named in the metadata.  Made from the
+    host: the sandbox's RLIMIT_FSIZE stops a 15 TiB truncate."""
+    d, ctl, x = life_start(env, lifecycle={"idle_after": 0,
+                                           "remove_after": 0})
+    X.create(x, "s1")
+    ws = os.path.join(x.conf["state_dir"], "s1", "workspace")
+    with open(os.path.join(ws, "sparse"), "wb") as f:
+        for size in (15 << 40, 15 << 30):
+            try:
+                f.truncate(size)
+                break
+            except OSError:
+                continue
+        f.seek(0, 2)
+        f.write(b"end")
+    size = os.path.getsize(os.path.join(ws, "sparse"))
+    # 5000 data extents, then a hole to 1 TiB (or 1 GiB): mapped whole
+    with open(os.path.join(ws, "many"), "wb") as f:
+        for i in range(5000):
+            f.seek(i * 65536)
+            f.write(b"%d" % (i % 10))
+        for msize in (1 << 40, 1 << 30):
+            try:
+                f.truncate(msize)
+                break
+            except OSError:
+                continue
+    with open(os.path.join(ws, "big"), "wb") as f:
+        f.write(os.urandom(1 << 20))
+    for i in range(1, 61):
+        os.link(os.path.join(ws, "big"), os.path.join(ws, "big%d" % i))
+    with open(os.path.join(ws, "caf\u00e9.txt"), "wb") as f:
+        f.write(b"cafe")
+    with open(os.path.join(ws.encode(), b"bad\xff.txt"), "wb") as f:
+        f.write(b"bad")
+    os.makedirs(os.path.join(ws, "venv", "bin"))
+    os.symlink("../../../usr/bin/python3", os.path.join(ws, "venv", "bin",
+                                                         "python"))
+    os.makedirs(os.path.join(ws, *(["d"] * 130)))
+    t0 = time.time()
+    r = x.app("DELETE", "/v1/sandboxes/s1", timeout=60)
+    took = time.time() - t0
+    check(r.status == 200, "archived: %r" % r)
+    check(took < 30, "fast: %.1f s" % took)
+    tar, meta = archive_files(x, "s1")
+    check(os.path.getsize(tar) < 4 << 20, "small: %d" %
+          os.path.getsize(tar))
+    with open(meta) as f:
+        mj = json.load(f)
+    log("metadata: %s" % json.dumps(mj)[:600])
+    check(any("deeper" in s["why"] for s in mj.get("skipped", [])),
+          "the deep directory named: %r" % mj.get("skipped"))
+    b = X.create(x, "s1")
+    log("restored: %s" % json.dumps(b["restored_from"])[:600])
+    o = X.ex(x, "s1", {"shell":
+                       "stat -c %h big; cmp big big60 && echo same; "
+                       "stat -c %s sparse; tail -c 3 sparse; echo; "
+                       "du -k sparse | cut -f1; cat caf\u00e9.txt; echo; "
+                       "cat \"$(printf 'bad\\377.txt')\"; echo; "
+                       "readlink venv/bin/python; "
+                       "stat -c %s many; dd if=many bs=65536 skip=4999 "
+                       "count=1 2>/dev/null | head -c 1; echo; "
+                       "du -k many | cut -f1"}, timeout=60)
+    out = o["stdout"].split("\n")
+    check_eq(out[:3], ["61", "same", str(size)], "links and size: %r" % o)
+    check_eq(out[3], "end", "the sparse file's data: %r" % o)
+    check(int(out[4]) < 1024, "restored sparse: %r" % out[4])
+    check_eq(out[5:8], ["cafe", "bad", "../../../usr/bin/python3"],
+             "names and the link: %r" % o)
+    check_eq(out[8:10], [str(msize), "9"], "many extents: %r" % o)
+    check(int(out[10]) < 64 << 10, "many extents, sparse: %r" % out[10])
 
 
 @S.case
