@@ -723,8 +723,11 @@ def archive_fails_stopped(env):
     check_eq(state(x, "k1"), "stopped", "still stopped")
     # the way out
     reload(x, remove_after=0)
-    # a restarted daemon knows it stopped (not a dead one)
+    # a restarted daemon knows it stopped (not a dead one); it starts
+    # only on an archive_dir that is a directory of its own
     x.halt()
+    os.unlink(arch)
+    os.mkdir(arch, 0o700)
     x.start()
     r = x.auditor("GET", "/v1/sandboxes/k1")
     check(r.json["state"] == "stopped" and "archive failed" in
