@@ -138,6 +138,7 @@ cat >"$tmp/execd.json" <<JSON
   "shim_static": "$shim_static",
   "image_dir": "$image_dir",
   "profile": "$profile",
+  "log": { "path": "$tmp/execd.jsonl" },
   "socket": { "group": "nogroup", "mode": "0660" },
   "roles": { "app": { "groups": ["nogroup"] } }
 }
