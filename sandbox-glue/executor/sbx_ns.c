@@ -1041,6 +1041,49 @@ hide_cmdline(void)
 	snprintf((char *)(uintptr_t)start, (size_t)(end - start), "sbx-init");
 }
 
+/* The shim's port (sluice-shim's default: 127.0.0.1:3128). */
+#define NS_SHIM_PORT	3128
+
+/* 1 when a TCP socket of this network namespace listens on port (the
+ * reader's own: /proc/self/net/tcp). */
+static int
+tcp_listening(unsigned port)
+{
+	char line[256];
+	unsigned lport, state;
+	int found = 0;
+	FILE *f = fopen("/proc/self/net/tcp", "re");
+
+	if (f == NULL)
+		return -1;
+	while (!found && fgets(line, sizeof(line), f) != NULL)
+		/* "  0: 0100007F:0C38 00000000:0000 0A ..." (0A: LISTEN) */
+		if (sscanf(line, " %*u: %*x:%x %*x:%*x %x", &lport, &state) ==
+		    2 && lport == port && state == 0x0A)
+			found = 1;
+	fclose(f);
+	return found;
+}
+
+/*
+ * Wait (bounded) until the shim listens, so that the sandbox is ready
+ * only once a command can reach the proxy: on a loaded machine the
+ * shim's exec and bind took longer than the first command after the
+ * create, whose curl found nothing on 127.0.0.1:3128.  Read from
+ * /proc, not probed with a connection, which the shim would relay to
+ * sluiced as an empty one (and a log record).  A shim that never
+ * listens says why in init.log; the sandbox comes up all the same.
+ */
+static void
+shim_wait(int64_t budget_ms)
+{
+	int64_t end = sbx_now_ms() + budget_ms;
+	struct timespec ts = { 0, 2 * 1000 * 1000 };
+
+	while (tcp_listening(NS_SHIM_PORT) == 0 && sbx_now_ms() < end)
+		nanosleep(&ts, NULL);
+}
+
 static volatile sig_atomic_t init_stop;
 
 static void
@@ -1127,6 +1170,7 @@ init_main(void *arg)
 	last_start = sbx_now_ms();
 	if (shim < 0)
 		init_fail(a, "fork", "shim");
+	shim_wait(5000);
 	/* ready: one NUL byte (an error is a line of text, and a holder
 	 * that died says nothing at all) */
 	(void)!write(a->rep_wr, "", 1);

@@ -358,11 +358,13 @@ def tap_failures(out):
     return res
 
 
-def judge(what, rc, npass, nfail, nskip, failures=(), out=""):
+def judge(what, rc, npass, nfail, nskip, failures=(), out="", logs=()):
     """Fail unless the runner passed and ran tests; skips fail when
     strict.  failures (the failed cases with their messages) are logged
     one a line and named in the failure, so that a CI log shows which
-    case failed; without them the tail of the runner's output is."""
+    case failed; without them the tail of the runner's output is.  On a
+    failure the end of each file in logs (the daemons' logs) is shown
+    too: the case's directory goes with the case."""
     log("%s: %d passed, %d failed, %d skipped (exit %d)" % (
         what, npass, nfail, nskip, rc))
     for f in failures:
@@ -370,6 +372,15 @@ def judge(what, rc, npass, nfail, nskip, failures=(), out=""):
     if (rc != 0 or nfail) and not failures and out:
         log("%s: the end of its output:\n%s" % (
             what, "\n".join(out.rstrip("\n").splitlines()[-40:])))
+    if rc != 0 or nfail:
+        for p in logs:
+            try:
+                with open(p, errors="replace") as f:
+                    tail = f.read().splitlines()[-60:]
+            except OSError as e:
+                tail = ["(%s)" % e]
+            log("%s: the end of %s:\n%s" % (what, os.path.basename(p),
+                "\n".join(ln[:600] for ln in tail)))
     check(npass + nfail > 0, "%s ran no test (exit %d)" % (what, rc))
     check(rc == 0 and nfail == 0, "%s: %d failed (exit %d)%s" % (
         what, nfail, rc, ": " + "; ".join(failures) if failures else ""))

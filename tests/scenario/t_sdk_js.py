@@ -52,7 +52,8 @@ def node_test_suite(env):
     sdklib.judge("node --test", rc, count("pass"), count("fail")
                  + count("cancelled"), count("skipped") + count("todo"),
                  [f.replace(tree + "/", "sdk/js/") for f in
-                  sdklib.tap_failures(out)], out)
+                  sdklib.tap_failures(out)], out,
+                 logs=[d.log_path, x.conf["log"]["path"]])
 
 
 if __name__ == "__main__":

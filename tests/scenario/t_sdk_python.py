@@ -59,7 +59,8 @@ def pytest_suite(env):
             s += int(ts.get("skipped", 0))
             n += tests
         n -= f + s
-    sdklib.judge("pytest", rc, n, f, s, sdklib.junit_failures(junit), out)
+    sdklib.judge("pytest", rc, n, f, s, sdklib.junit_failures(junit), out,
+                 logs=[d.log_path, x.conf["log"]["path"]])
 
 
 if __name__ == "__main__":
