@@ -123,7 +123,7 @@ test('webhook: sluiced signs, verify() checks', { skip }, async () => {
   try {
     const sb = await make({ network: 'registries' });
     const r = await sb.exec(['curl', '-sS', '--max-time', '60', WEB]);
-    assert.equal(r.stdout, 'hello from web.test\n');
+    assert.equal(r.stdout, 'hello from web.test\n', JSON.stringify(r));
     const d = (await waitFor(() => nonEmpty(got.filter((g) => JSON.parse(g.body).session === sb.id)), 30000, 'a delivery'))[0];
     const ts = d.headers['x-sluice-timestamp'];
     const sig = d.headers['x-sluice-signature'];

@@ -59,7 +59,7 @@ def test_approvals_yes():
         assert p.poll() is None, p.communicate()
         with c.sandboxes.create("acme", "carol") as sb:
             r = sb.exec(["curl", "-sS", "--max-time", "60", WEB])
-        assert r.stdout == "hello from web.test\n"
+        assert r.stdout == "hello from web.test\n", r
         out, err = p.communicate(timeout=30)
     finally:
         if p.poll() is None:

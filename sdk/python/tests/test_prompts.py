@@ -108,8 +108,12 @@ def test_watch_shows_pending(make, client):
     sb = make(network="registries")
     b = client.broker
     cmd = curl(sb, "/late")
-    pid = wait_for(lambda: [p.id for p in b.prompts.list()
-                            if p.session == sb.id], 20, "the prompt")[0]
+    try:
+        pid = wait_for(lambda: [p.id for p in b.prompts.list()
+                                if p.session == sb.id], 20, "the prompt")[0]
+    except AssertionError:
+        raise AssertionError("no prompt; the command: %r %r" % (
+            cmd.refresh(), cmd.output(0))) from None
     w = Collector(b.prompts.watch(session=sb.id))
     try:
         p = w.get()
@@ -228,7 +232,7 @@ def test_webhook_verify(make, client, hook):
     # the receiver answers the prompt: allow_once
     hook.reply = {"decision": "allow_once"}
     r = sb.exec(["curl", "-sS", "--max-time", "60", WEB])
-    assert r.stdout == "hello from web.test\n"
+    assert r.stdout == "hello from web.test\n", r
     h, body = wait_for(lambda: [g for g in hook.got if json.loads(g[1])
                                 ["session"] == sb.id], 30, "a delivery")[0]
     ts, sig = h["X-Sluice-Timestamp"], h["X-Sluice-Signature"]
