@@ -557,9 +557,14 @@ sbx_cfg_parse(struct sbx_cfg *c, const char *text, size_t len,
 	int rc;
 
 	o = jsonstrict_load(text, len, &je);
-	if (o == NULL)
+	if (o == NULL) {
+		/* the text near the error, as jansson quotes it, made safe */
+		char t[4 * sizeof(je.text)];
+
+		sbx_text_safe(je.text, t, sizeof(t));
 		return sbx_err(err, errlen, "config %s:%d: %s", name, je.line,
-		    je.text);
+		    t);
+	}
 	if (!json_is_object(o)) {
 		json_decref(o);
 		return sbx_err(err, errlen, "config %s: not a JSON object",
@@ -830,8 +835,12 @@ sbx_rec_parse(struct sbx_rec *r, const char *text, size_t len, char *err,
 
 	memset(r, 0, sizeof(*r));
 	o = jsonstrict_load(text, len, &je);
-	if (o == NULL)
-		return sbx_err(err, errlen, "record:%d: %s", je.line, je.text);
+	if (o == NULL) {
+		char t[4 * sizeof(je.text)];
+
+		sbx_text_safe(je.text, t, sizeof(t));
+		return sbx_err(err, errlen, "record:%d: %s", je.line, t);
+	}
 	rc = rec_apply(r, o, err, errlen);
 	json_decref(o);
 	return rc;

@@ -200,9 +200,15 @@ sbx_profile_parse(struct sbx_profile *p, const char *name, const char *text,
 		return sbx_err(err, errlen, "profile name: 1 to %d of A-Z a-z "
 		    "0-9 . _ -, not \"" SBX_PROFILE_HOST "\"", SBX_ID_MAX);
 	snprintf(p->name, sizeof(p->name), "%s", name);
-	if ((o = jsonstrict_load(text, len, &je)) == NULL)
+	if ((o = jsonstrict_load(text, len, &je)) == NULL) {
+		/* jansson quotes the text near the error as it is: a
+		 * control character in the file must not reach a terminal */
+		char t[4 * sizeof(je.text)];
+
+		sbx_text_safe(je.text, t, sizeof(t));
 		return sbx_err(err, errlen, "profile %s:%d: %s", name, je.line,
-		    je.text);
+		    t);
+	}
 	if (!json_is_object(o)) {
 		sbx_err(err, errlen, "profile %s: not a JSON object", name);
 		goto out;
