@@ -893,6 +893,7 @@ out:
 		event_free(px.drain_ev);
 	if (px.accept_pause_ev)
 		event_free(px.accept_pause_ev);
+	px_relay_reap();
 	px_splice_cleanup();
 	px_rec_cleanup();
 	if (px.dns)

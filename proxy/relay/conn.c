@@ -24,6 +24,10 @@
 /* Every connection, for the walkers; the count bounds max_conns_total. */
 static TAILQ_HEAD(, px_conn) conns = TAILQ_HEAD_INITIALIZER(conns);
 static int nconns;
+/* Closed connections whose struct is freed at the end of the loop's
+ * pass (reap), when no callback further up the stack can hold it. */
+static TAILQ_HEAD(, px_conn) dead = TAILQ_HEAD_INITIALIZER(dead);
+static struct event *reap_ev;
 static uint64_t next_conn_id;
 
 /* Under pressure a session may hold at least this many, whatever its
@@ -189,9 +193,41 @@ px_conn_log_close(struct px_conn *c, enum pol_reason why)
 /* ------------------------------------------------------------------ */
 /* Close: the one way out. */
 
+static void
+reap(evutil_socket_t fd, short ev, void *arg)
+{
+	struct px_conn *c;
+
+	while ((c = TAILQ_FIRST(&dead)) != NULL) {
+		TAILQ_REMOVE(&dead, c, entry);
+		free(c);
+	}
+}
+
+void
+px_relay_reap(void)
+{
+	reap(-1, 0, NULL);
+	if (reap_ev != NULL) {
+		event_free(reap_ev);
+		reap_ev = NULL;
+	}
+}
+
+/*
+ * Close c and release all it holds.  A close often happens deep inside
+ * a callback chain (a body's framing error found while the upstream
+ * connect completes, a refusal while a prompt is answered): everything
+ * that could call back into c is cancelled here, but the struct stays
+ * valid, marked closed, until the loop's pass ends, so the callers above
+ * can see PX_GONE(c) and stop instead of using freed memory.
+ */
 void
 px_conn_close(struct px_conn *c, enum pol_reason why)
 {
+	if (c->closed)
+		return;
+	c->closed = 1;
 	px_conn_log_close(c, why);
 	px_prompt_leave(c);
 	px_log(PX_DEBUG, "%s: conn %llu (%s): %s", __func__,
@@ -199,20 +235,30 @@ px_conn_close(struct px_conn *c, enum pol_reason why)
 	    why == POL_R_NONE ? "done" : pol_reason_name(why));
 	px_upstream_cancel(c);
 	px_splice_free(c->spl);
+	c->spl = NULL;
 	px_upstream_drop(c);
 	if (c->cli != NULL)
 		bufferevent_free(c->cli);
+	c->cli = NULL;
 	if (c->timer != NULL)
 		event_free(c->timer);
+	c->timer = NULL;
 	free(c->head);
+	c->head = NULL;
 	free(c->req);
+	c->req = NULL;
 	TAILQ_REMOVE(&conns, c, entry);
 	nconns--;
 	if (c->session != NULL) {
 		TAILQ_REMOVE(&c->session->conns, c, sentry);
 		c->session->nconns--;
+		c->session = NULL;
 	}
-	free(c);
+	TAILQ_INSERT_TAIL(&dead, c, entry);
+	if (reap_ev == NULL)
+		reap_ev = event_new(px.base, -1, 0, reap, NULL);
+	if (reap_ev != NULL)
+		event_active(reap_ev, EV_TIMEOUT, 0);
 	px_relay_drain_check();
 }
 
@@ -350,6 +396,8 @@ flush_event(struct bufferevent *bev, short what, void *arg)
 void
 px_conn_flush_close(struct px_conn *c, enum pol_reason why)
 {
+	if (PX_GONE(c))
+		return;
 	c->close_why = why;
 	c->state = PX_S_FLUSH;
 	bufferevent_disable(c->cli, EV_READ);
@@ -383,6 +431,8 @@ refusal_keeps_connection(const struct px_conn *c, enum pol_reason why)
 int
 px_conn_decide(struct px_conn *c, struct px_session *s)
 {
+	if (PX_GONE(c) || s == NULL)
+		return 0;
 	pol_decide(px.pol, px.state, s->pol, &c->target, &c->dec);
 	if (c->dec.verdict == POL_DENY) {
 		px_conn_refuse(c, c->dec.reason, NULL);
@@ -406,10 +456,13 @@ px_conn_answer(struct px_conn *c, enum pol_reason why, const char *detail,
     int log)
 {
 	int status = pol_reason_status(why);
-	int keep = refusal_keeps_connection(c, why);
+	int keep;
 	char what[POL_HOST_MAX + 64], body[1024];
 	int n;
 
+	if (PX_GONE(c))
+		return;
+	keep = refusal_keeps_connection(c, why);
 	px_upstream_cancel(c);
 	if (c->state == PX_S_CONNECT || c->state == PX_S_FWD)
 		px_upstream_drop(c);
@@ -559,7 +612,7 @@ handle_request(struct px_conn *c)
 			return;
 		}
 	}
-	if (!px_conn_decide(c, s))
+	if (!px_conn_decide(c, s) || PX_GONE(c))
 		return;
 	if (c->req->m != HTTP_M_CONNECT && c->up != NULL &&
 	    strcmp(c->up_host, c->target.host) == 0 &&
@@ -749,6 +802,8 @@ up_idle_read(struct bufferevent *bev, void *arg)
 void
 px_conn_next_request(struct px_conn *c)
 {
+	if (PX_GONE(c))
+		return;
 	c->state = PX_S_HEAD;
 	c->path = NULL;
 	memset(&c->req_ps, 0, sizeof(c->req_ps));

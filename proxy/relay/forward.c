@@ -52,6 +52,8 @@ px_forward_log_written(int ok)
 	ok = ok && clog_failed(px.log) == waiting_failed0;
 	while ((c = TAILQ_FIRST(&waiting)) != NULL) {
 		px_forward_unwait(c);
+		if (PX_GONE(c) || c->up == NULL)
+			continue;
 		if (ok) {
 			px_out_flush(c->up);
 			continue;
@@ -241,6 +243,8 @@ read_response(struct px_conn *c)
 	enum http_status st;
 	size_t len, n;
 
+	if (PX_GONE(c) || c->state != PX_S_FWD)
+		return;
 	limits(&lim);
 	while (!c->resp_head_done) {
 		len = evbuffer_get_length(in);
@@ -305,6 +309,8 @@ cli_body_read(struct bufferevent *bev, void *arg)
 {
 	struct px_conn *c = arg;
 
+	if (PX_GONE(c) || c->state != PX_S_FWD)
+		return;
 	px_conn_touch(c);
 	if (c->req_body.done)
 		return;   /* a pipelined request waits its turn */
@@ -327,6 +333,8 @@ fwd_write(struct bufferevent *dst, void *arg)
 {
 	struct px_conn *c = arg;
 
+	if (PX_GONE(c) || c->state != PX_S_FWD)
+		return;
 	/* drained: the next bytes are written as they come (px_out_flush) */
 	if (evbuffer_get_length(bufferevent_get_output(dst)) == 0)
 		bufferevent_disable(dst, EV_WRITE);
@@ -352,6 +360,8 @@ up_event(struct bufferevent *bev, short what, void *arg)
 	    c->resp_body.kind == HTTP_BODY_UNTIL_CLOSE) {
 		/* the body ends with the connection */
 		read_response(c);
+		if (PX_GONE(c) || c->state != PX_S_FWD)
+			return;   /* read_response closed it or moved on */
 		c->resp_body.done = 1;
 		c->req_body.done = 1;
 		c->fwd_close_after = 1;
@@ -374,6 +384,8 @@ cli_fwd_event(struct bufferevent *bev, short what, void *arg)
 static void
 exchange_done(struct px_conn *c)
 {
+	if (PX_GONE(c))
+		return;
 	px_conn_log_close(c, POL_R_NONE);
 	if (c->fwd_close_after) {
 		/* drop the upstream; flush the answer, then close */
@@ -393,6 +405,8 @@ px_forward_start(struct px_conn *c)
 	 * streams it, so its record is written now */
 	int queued = 0;
 
+	if (PX_GONE(c))
+		return;
 	if (c->req->body == HTTP_BODY_NONE) {
 		int rc = px_rec_allow_queued(c);
 
@@ -455,9 +469,15 @@ px_forward_start(struct px_conn *c)
 
 		evtimer_add(c->timer, &tv);
 	}
-	if (!c->req_body.done)
+	if (!c->req_body.done) {
+		/* the body sent with the head is pumped now, and a framing
+		 * error in it closes c (issue 20: a trailer line without a
+		 * colon, in the same write as the head, closed c here and
+		 * the rest of this function used the freed connection) */
 		cli_body_read(c->cli, c);
-	else
+		if (PX_GONE(c) || c->state != PX_S_FWD)
+			return;
+	} else
 		bufferevent_setwatermark(c->cli, EV_READ, 0,
 		    px.cfg->max_head + 1);
 	if (evbuffer_get_length(bufferevent_get_input(c->up)) > 0)

@@ -223,6 +223,8 @@ resolve(struct px_prompt *p, enum pol_answer answer, const char *by,
 		snprintf(c->prompt_id, sizeof(c->prompt_id), "%s", p->id);
 		c->answered = 1;
 		c->answer = answer;
+		if (PX_GONE(c))
+			continue;
 		if (answer == POL_ANSWER_ALLOW_ONCE && !prompt_shows(p, c)) {
 			/* allowed was the request the approver saw, not this
 			 * one: it is decided again, and asks on its own */
@@ -354,6 +356,8 @@ px_prompt_request(struct px_conn *c)
 	enum pol_prompt_join join;
 	void *owner;
 
+	if (PX_GONE(c) || c->session == NULL)
+		return;
 	if (!book_ready()) {
 		px_conn_refuse(c, POL_R_NO_APPROVER, NULL);
 		return;

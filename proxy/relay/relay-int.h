@@ -115,11 +115,25 @@ struct px_conn {
 	enum pol_answer answer;
 
 	uint64_t bytes_up, bytes_down;   /* this request / tunnel */
-	TAILQ_ENTRY(px_conn) entry;      /* every connection (conn.c) */
+	/* closed: px_conn_close ran.  Everything it owned is released and
+	 * it is on no list but the reaper's; the struct itself is freed
+	 * when the loop's pass ends, so a caller further up the stack that
+	 * called something which closed it reads a valid struct and sees
+	 * this flag (PX_GONE) instead of freed memory. */
+	int closed;
+	TAILQ_ENTRY(px_conn) entry;      /* every connection (conn.c); the
+	                                  * reaper's list once closed */
 	TAILQ_ENTRY(px_conn) sentry;     /* session->conns */
 };
 
+/* The one way out: logs why, cancels everything that could call back
+ * into c (the DNS query, both bufferevents, the timer, the prompt, the
+ * splice events) and hands the struct to the reaper.  A second call is
+ * a no-op. */
 void px_conn_close(struct px_conn *c, enum pol_reason why);
+/* Was c closed by what the caller just called?  Every function that
+ * goes on using c after a call that may close it asks this first. */
+#define PX_GONE(c) ((c)->closed)
 /* Peek at the TLS ClientHello buffered from c's client, leaving it for
  * upstream (sni.h statuses; SNI_INCOMPLETE while more may come, and a
  * hello past SNI_MAX_HELLO is SNI_NOT_TLS).  NAME gets the SNI.  A hello

@@ -93,6 +93,9 @@ void px_relay_close_idle(enum pol_reason why);
 void px_relay_dns_swap(struct dns *nd);
 /* Draining: the loop ends once the last connection is closed. */
 void px_relay_drain_check(void);
+/* At exit: free the closed connections not yet reaped (closes free a
+ * connection at the end of the loop's pass, see px_conn_close). */
+void px_relay_reap(void);
 /* At exit: the splice pipes kept for reuse. */
 void px_splice_cleanup(void);
 /* At exit: the connection log's flush event (what it would have written

@@ -57,6 +57,8 @@ decide(struct px_conn *c)
 {
 	struct px_session *s = c->session;
 
+	if (PX_GONE(c))
+		return;
 	if (s == NULL) {
 		px_conn_refuse(c, POL_R_SESSION_UNKNOWN, NULL);
 		return;
@@ -65,7 +67,7 @@ decide(struct px_conn *c)
 		px_conn_refuse(c, POL_R_SHUTTING_DOWN, NULL);
 		return;
 	}
-	if (!px_conn_decide(c, s))
+	if (!px_conn_decide(c, s) || PX_GONE(c))
 		return;
 	px_upstream_start(c);
 }
@@ -78,7 +80,7 @@ hello_read(struct bufferevent *bev, void *arg)
 	enum sni_status st;
 	char name[256];
 
-	if (c->state != PX_S_SNI)
+	if (PX_GONE(c) || c->state != PX_S_SNI)
 		return;
 	st = px_sni_peek(c, name, sizeof(name));
 	switch (st) {
@@ -150,6 +152,8 @@ px_tp_tls_start(struct px_conn *c)
 void
 px_tp_tls_established(struct px_conn *c)
 {
+	if (PX_GONE(c))
+		return;
 	if (px_conn_log_allow(c) != 0) {
 		px_conn_refuse(c, POL_R_LOG_UNAVAILABLE, NULL);
 		return;

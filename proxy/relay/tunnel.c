@@ -30,6 +30,8 @@ other(struct px_conn *c, struct bufferevent *bev)
 static void
 maybe_done(struct px_conn *c)
 {
+	if (PX_GONE(c))
+		return;
 	if (c->cli_eof && c->up_eof && c->cli_shut && c->up_shut)
 		px_conn_close(c, POL_R_NONE);
 }
@@ -115,6 +117,8 @@ px_tunnel_relay(struct px_conn *c)
 	    px.cfg->tunnel_buffer : 65536;
 	struct timeval tv = { px.cfg->idle_timeout_s, 0 };
 
+	if (PX_GONE(c))
+		return;
 	c->state = PX_S_TUNNEL;
 	/* a tunnel needs neither the head nor its parse: idle tunnels are
 	 * what a broker holds by the thousand */
@@ -124,7 +128,7 @@ px_tunnel_relay(struct px_conn *c)
 	c->head = NULL;
 	evtimer_del(c->timer);
 	evtimer_add(c->timer, &tv);
-	if (px_splice_start(c) == 0)
+	if (px_splice_start(c) == 0 || PX_GONE(c))
 		return;
 	/* no pipes to be had: relay through the bufferevents */
 	c->cli_eof = c->up_eof = c->cli_shut = c->up_shut = 0;
@@ -154,6 +158,8 @@ sni_port(uint16_t port)
 static void
 refuse_tunnel(struct px_conn *c, enum pol_reason why)
 {
+	if (PX_GONE(c))
+		return;
 	/* the allow record stands; this one says why it was cut */
 	if (px_rec_decision(c, POL_DENY, why) != 0)
 		px_log(PX_ERR, "%s: conn %llu: cannot write the record",
@@ -191,6 +197,8 @@ sni_read(struct bufferevent *bev, void *arg)
 	struct pol_target t;
 	char name[256];
 
+	if (PX_GONE(c) || c->state != PX_S_SNI)
+		return;
 	switch (px_sni_peek(c, name, sizeof(name))) {
 	case SNI_INCOMPLETE:
 		return;
@@ -232,6 +240,8 @@ px_tunnel_established(struct px_conn *c)
 {
 	struct timeval tv;
 
+	if (PX_GONE(c))
+		return;
 	if (px_conn_log_allow(c) != 0) {
 		px_conn_refuse(c, POL_R_LOG_UNAVAILABLE, NULL);
 		return;

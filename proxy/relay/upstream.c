@@ -47,6 +47,8 @@ check_addrs(struct px_conn *c)
 	enum pol_addr_class cls;
 	size_t i;
 
+	if (PX_GONE(c))
+		return;
 	c->nchecked = 0;
 	for (i = 0; i < c->naddrs; i++) {
 		r = pol_check_addr(px.pol, &c->addrs[i], &cls);
@@ -93,6 +95,8 @@ on_dns(void *arg, enum dns_status st, const struct pol_addr *addrs,
 void
 px_upstream_start(struct px_conn *c)
 {
+	if (PX_GONE(c))
+		return;
 	c->state = PX_S_RESOLVE;
 	c->dialed_idx = -1;
 	if (c->target.kind != POL_HOST_NAME) {
@@ -132,6 +136,8 @@ connected(struct px_conn *c)
 {
 	int one = 1;
 
+	if (PX_GONE(c))
+		return;
 	c->dialed_idx = (int)c->next_try - 1;
 	setsockopt(bufferevent_getfd(c->up), IPPROTO_TCP, TCP_NODELAY, &one,
 	    sizeof(one));
@@ -177,6 +183,8 @@ connect_next(struct px_conn *c)
 	struct timeval tv;
 	int len;
 
+	if (PX_GONE(c))
+		return;
 	while (c->next_try < c->nchecked) {
 		const struct pol_addr *a = &c->checked[c->next_try++];
 

@@ -306,5 +306,46 @@ def empty_lines_before_request(env):
     s.close()
 
 
+
+def silent_handler(server, conn, peer):
+    """Accept, read what comes for a while, say nothing."""
+    conn.settimeout(0.5)
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        try:
+            if not conn.recv(65536):
+                return
+        except socket.timeout:
+            continue
+        except OSError:
+            return
+
+
+@S.case
+def trailer_error_while_dialing(env):
+    # issue 20, point 1: a chunked body whose trailer is not a field line,
+    # sent in one write with the head, failed the body while the upstream
+    # connect was pending; px_forward_start then used the freed
+    # connection (SIGSEGV: every chat on the host lost its network)
+    up = env.server(silent_handler)
+    d = setup(env, up)
+    for i in range(20):
+        s = d.connect(env.src(1))
+        s.sendall(raw_post(up.port, ["chunked"],
+                           b"1\r\nA\r\n0\r\nGET /smuggled HTTP/1.1\r\n"
+                           b"Host: x\r\n\r\n"))
+        try:
+            s.settimeout(5)
+            s.recv(65536)
+        except OSError:
+            pass
+        s.close()
+        check(d.alive(), "sluiced died after %d such requests:\n%s",
+              i + 1, d.stderr())
+    r = d.connect(env.src(1))
+    r.sendall(get_request("http://up.test:%d/" % up.port, method="HEAD"))
+    r.close()
+    check(d.alive(), "sluiced died")
+
 if __name__ == "__main__":
     S.main()
