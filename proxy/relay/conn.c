@@ -880,13 +880,24 @@ describe_peer(struct px_conn *c, const struct sockaddr *sa, int salen,
 	}
 }
 
+/* The fair share of one of nactive sessions when mark connections are
+ * divided among them: at least PX_FAIR_FLOOR. */
+static int
+fair_share(int mark, int nactive)
+{
+	int share = nactive > 0 ? mark / nactive : mark;
+
+	return share > PX_FAIR_FLOOR ? share : PX_FAIR_FLOOR;
+}
+
 /*
  * Close the kept client connection, idle longest, of the session that
- * holds the most connections above share (not c's): room for c when the
- * total is full.  0 when there is none to close.
+ * holds the most connections above share (not c's; of tenant only, when
+ * tenant is not NULL): room for c when a cap is full.  0 when there is
+ * none to close.
  */
 static int
-evict_idle(const struct px_conn *c, int share)
+evict_idle(const struct px_conn *c, int share, const char *tenant)
 {
 	struct px_conn *v, *best = NULL;
 
@@ -895,6 +906,9 @@ evict_idle(const struct px_conn *c, int share)
 		    v->session->nconns <= share || v->state != PX_S_HEAD ||
 		    v->nrequests == 0 || v->head_armed ||
 		    evbuffer_get_length(bufferevent_get_input(v->cli)) != 0)
+			continue;
+		if (tenant != NULL &&
+		    strcmp(pol_session_tenant(v->session->pol), tenant) != 0)
 			continue;
 		if (best == NULL || v->session->nconns > best->session->nconns ||
 		    (v->session == best->session &&
@@ -911,8 +925,48 @@ evict_idle(const struct px_conn *c, int share)
 }
 
 /*
+ * The tenant's part of admit(): its sessions together may hold
+ * limits.max_conns_per_tenant; above limits.pressure_pct of that each
+ * of them is held to its fair share among the tenant's sessions that
+ * hold connections, so a few chats of a tenant cannot take what its
+ * other chats need (issue 20: four chats of a tenant held the whole cap
+ * and a fifth got 429).  One within its share that finds the cap full
+ * makes room by closing an idle kept connection of the tenant's biggest
+ * holder.
+ */
+static enum pol_reason
+admit_tenant(struct px_conn *c, const char *tenant, char *detail, size_t len)
+{
+	const struct px_session *s = c->session, *t;
+	int n = 0, active = 0, share, cap = px.cfg->max_conns_per_tenant;
+	int mark = (int)((long)cap * px.cfg->pressure_pct / 100);
+
+	TAILQ_FOREACH(t, &px.sessions, entry)
+		if (strcmp(pol_session_tenant(t->pol), tenant) == 0 &&
+		    t->nconns > 0) {
+			n += t->nconns;
+			active++;
+		}
+	if (n <= mark)
+		return POL_R_NONE;
+	share = fair_share(mark, active);
+	if (s->nconns > share) {
+		snprintf(detail, len, "The sessions of tenant %s hold %d of "
+		    "%d connections (above limits.pressure_pct of "
+		    "limits.max_conns_per_tenant) and this session holds more "
+		    "than its fair share of %d.", tenant, n - 1, cap, share);
+		return POL_R_TOO_MANY_CONNECTIONS;
+	}
+	if (n <= cap || evict_idle(c, share, tenant))
+		return POL_R_NONE;
+	snprintf(detail, len, "The sessions of tenant %s hold %d connections "
+	    "(limits.max_conns_per_tenant).", tenant, n - 1);
+	return POL_R_TOO_MANY_CONNECTIONS;
+}
+
+/*
  * May c, just accepted and counted, stay?  Its session's cap, its
- * tenant's cap (a tenant's sessions together; a session without a
+ * tenant's cap and fair shares (admit_tenant; a session without a
  * tenant is alone), then the total.  Above the pressure mark a session
  * is held to its fair share: the mark divided among the sessions that
  * hold connections, at least PX_FAIR_FLOOR.  So sessions that filled
@@ -926,24 +980,17 @@ admit(struct px_conn *c, char *detail, size_t len)
 {
 	const struct px_session *s = c->session, *t;
 	const char *tenant;
-	int n = 0, active = 0, share, mark = pressure_mark();
+	enum pol_reason r;
+	int active = 0, share, mark = pressure_mark();
 
 	if (s != NULL && s->nconns > px.cfg->max_conns_per_session) {
 		snprintf(detail, len, "Its session holds %d connections "
 		    "(limits.max_conns_per_session).", s->nconns - 1);
 		return POL_R_TOO_MANY_CONNECTIONS;
 	}
-	if (s != NULL && *(tenant = pol_session_tenant(s->pol)) != '\0') {
-		TAILQ_FOREACH(t, &px.sessions, entry)
-			if (strcmp(pol_session_tenant(t->pol), tenant) == 0)
-				n += t->nconns;
-		if (n > px.cfg->max_conns_per_tenant) {
-			snprintf(detail, len, "The sessions of tenant %s hold "
-			    "%d connections (limits.max_conns_per_tenant).",
-			    tenant, n - 1);
-			return POL_R_TOO_MANY_CONNECTIONS;
-		}
-	}
+	if (s != NULL && *(tenant = pol_session_tenant(s->pol)) != '\0' &&
+	    (r = admit_tenant(c, tenant, detail, len)) != POL_R_NONE)
+		return r;
 	if (nconns <= mark)
 		return POL_R_NONE;
 	share = PX_FAIR_FLOOR;
@@ -951,8 +998,7 @@ admit(struct px_conn *c, char *detail, size_t len)
 		TAILQ_FOREACH(t, &px.sessions, entry)
 			if (t->nconns > 0)
 				active++;
-		if (mark / active > share)
-			share = mark / active;
+		share = fair_share(mark, active);
 		if (s->nconns > share) {
 			snprintf(detail, len, "sluiced holds %d of %d "
 			    "connections (above limits.pressure_pct) and its "
@@ -962,7 +1008,7 @@ admit(struct px_conn *c, char *detail, size_t len)
 		}
 	}
 	if (nconns <= px.cfg->max_conns_total ||
-	    (s != NULL && evict_idle(c, share)))
+	    (s != NULL && evict_idle(c, share, NULL)))
 		return POL_R_NONE;
 	snprintf(detail, len, "sluiced holds %d connections "
 	    "(limits.max_conns_total).", nconns - 1);

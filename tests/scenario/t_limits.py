@@ -284,6 +284,56 @@ def greedy_tenant_leaves_room(env):
 
 
 @S.case
+def greedy_chats_leave_room_in_their_tenant(env):
+    # issue 20, point 8: four chats of one tenant filled the tenant's cap
+    # with idle kept connections (4 x max_conns_per_session), and a fifth
+    # chat of the same tenant got 429.  The fair shares above
+    # limits.pressure_pct apply between a tenant's sessions too.
+    sessions = [{"id": "g%d" % i, "tenant": "acme", "tier": "public",
+                 "source": env.src(i)} for i in range(1, 5)]
+    sessions.append({"id": "fifth", "tenant": "acme", "tier": "public",
+                     "source": env.src(5)})
+    up = env.http_upstream()
+    cfg = env.config(sessions=sessions, ports=env.ports(up.port),
+                     dns={"hosts": {"up.test": ["127.0.0.1"]}},
+                     deny_hosts=["denied.test"],
+                     limits={"max_conns_per_session": 16,
+                             "max_conns_per_tenant": 64})
+    d = env.sluiced(cfg)
+    held, done = [], set()
+    try:
+        for _ in range(100):
+            if len(done) == 4:
+                break
+            for i in range(1, 5):
+                if i in done:
+                    continue
+                s, r = kept_idle(d, env.src(i))
+                if r.status == 429:
+                    check_refusal(r, "too_many_connections", "greedy g%d" % i)
+                    s.close()
+                    done.add(i)
+                else:
+                    check_refusal(r, "admin_deny", "greedy g%d" % i)
+                    held.append(s)
+        check_eq(len(done), 4, "greedy sessions refused at last")
+        log("four chats of the tenant hold %d connections" % len(held))
+        s = d.connect(env.src(5))
+        s.sendall(get_request("http://up.test:%d/fifth" % up.port))
+        r = read_response(s)
+        check(r.status == 200, "the fifth chat of the tenant was refused "
+              "while four hold %d connections: %r", len(held), r)
+        s.close()
+        for k in range(4):
+            s, r = kept_idle(d, env.src(5))
+            check_refusal(r, "admin_deny", "fifth chat's connection %d" % k)
+            held.append(s)
+    finally:
+        for s in held:
+            s.close()
+
+
+@S.case
 def tenant_cap(env):
     sessions = [{"id": "a1", "tenant": "t1", "tier": "public", "source": env.src(1)},
                 {"id": "a2", "tenant": "t1", "tier": "public", "source": env.src(2)},
