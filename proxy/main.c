@@ -4,6 +4,7 @@
 #include "sluice-config.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <ifaddrs.h>
@@ -181,6 +182,29 @@ give_files(const struct cfg *c, const struct priv_user *u)
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * The groups the configuration gives its sockets (control.socket_group,
+ * listen.socket_group): the proxy keeps them after the drop, since an
+ * unprivileged process may give a file only a group it is in, and it
+ * makes session sockets (and the control socket on a reload) after the
+ * drop.  Without them README's control-plane example stopped the start
+ * with "control.sock: Operation not permitted" (issue 24).  Unknown
+ * names are left to the listeners, which name them in their error.
+ */
+static size_t
+socket_groups(const struct cfg *c, gid_t *gids)
+{
+	const char *names[2] = { c->control.socket_group, c->socket_group };
+	struct group *g;
+	size_t i, n = 0;
+
+	for (i = 0; i < 2; i++)
+		if (names[i] != NULL && (g = getgrnam(names[i])) != NULL &&
+		    (n == 0 || gids[0] != g->gr_gid))
+			gids[n++] = g->gr_gid;
+	return n;
 }
 
 /* After the drop: what the proxy writes later is writable by it. */
@@ -796,7 +820,11 @@ main(int argc, char **argv)
 	/* the drop: everything from here on (the resolver, the session
 	 * sockets, the state file, the control API) is the user's */
 	if (!keep_root) {
-		if (priv_drop(as_user, err, sizeof(err)) != 0) {
+		gid_t sock_gids[2];
+		size_t nsock_gids = socket_groups(px.cfg, sock_gids);
+
+		if (priv_drop(as_user, sock_gids, nsock_gids, err,
+		    sizeof(err)) != 0) {
 			px_log(PX_ERR, "dropping privileges: %s", err);
 			goto out;
 		}

@@ -112,9 +112,28 @@ caps_set(uint64_t eff, uint64_t perm)
  * no_new_privs.  Started as another user than root, the bounding set
  * may be out of reach (no CAP_SETPCAP): no_new_privs covers that.
  */
+/* u's groups (initgroups) and the nextra of extra besides. */
+static int
+user_groups(const struct priv_user *u, const gid_t *extra, size_t nextra)
+{
+	gid_t g[NGROUPS_MAX + 1];
+	int n;
+	size_t i;
+
+	if (initgroups(u->name, u->gid) != 0)
+		return -1;
+	if (nextra == 0)
+		return 0;
+	if ((n = getgroups(NGROUPS_MAX, g)) < 0)
+		return -1;
+	for (i = 0; i < nextra && n < NGROUPS_MAX; i++)
+		g[n++] = extra[i];
+	return setgroups((size_t)n, g);
+}
+
 static int
 caps_limit(uint64_t keep, const struct priv_user *u, int all_groups,
-    char *err, size_t errlen)
+    const gid_t *extra, size_t nextra, char *err, size_t errlen)
 {
 	uint64_t eff, perm, inh;
 	int c, last = cap_last(), root = geteuid() == 0;
@@ -139,7 +158,7 @@ caps_limit(uint64_t keep, const struct priv_user *u, int all_groups,
 			snprintf(err, errlen, "keepcaps: %s", strerror(errno));
 			return -1;
 		}
-		if ((all_groups ? initgroups(u->name, u->gid) :
+		if ((all_groups ? user_groups(u, extra, nextra) :
 		    setgroups(0, NULL)) != 0) {
 			snprintf(err, errlen, "groups of %s: %s", u->name,
 			    strerror(errno));
@@ -180,9 +199,10 @@ caps_limit(uint64_t keep, const struct priv_user *u, int all_groups,
 }
 
 int
-priv_drop(const struct priv_user *u, char *err, size_t errlen)
+priv_drop(const struct priv_user *u, const gid_t *extra, size_t nextra,
+    char *err, size_t errlen)
 {
-	return caps_limit(0, u, 1, err, errlen);
+	return caps_limit(0, u, 1, extra, nextra, err, errlen);
 }
 
 /* ------------------------------------------------------------------ */
@@ -247,7 +267,7 @@ helper_main(int fd, const char *table, const struct priv_user *u)
 	signal(SIGPIPE, SIG_IGN);
 	prctl(PR_SET_NAME, "sluiced-fw", 0, 0, 0);
 	if (close_others(fd) != 0 ||
-	    caps_limit(UINT64_C(1) << CAP_NET_ADMIN, u, 0, err,
+	    caps_limit(UINT64_C(1) << CAP_NET_ADMIN, u, 0, NULL, 0, err,
 	    sizeof(err)) != 0) {
 		px_log(PX_ERR, "firewall helper: %s",
 		    err[0] ? err : "cannot close descriptors");
@@ -332,7 +352,7 @@ signer_main(int fd, const char *key_file, const struct priv_user *u,
 		snprintf(err, sizeof(err), "cannot close descriptors");
 		goto fail;
 	}
-	if (caps_limit(0, u, 0, err, sizeof(err)) != 0)
+	if (caps_limit(0, u, 0, NULL, 0, err, sizeof(err)) != 0)
 		goto fail;
 	/* a change of uid makes a process dumpable again */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);

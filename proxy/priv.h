@@ -75,10 +75,13 @@ int priv_give_file(const char *path, const struct priv_user *u, char *err,
     size_t errlen) SLUICE_MUSTCHECK;
 
 /*
- * The proxy's drop: with u, the user's groups, gid and uid; in every
+ * The proxy's drop: with u, the user's groups plus the nextra groups of
+ * extra (the groups the configuration gives its sockets: an unprivileged
+ * process may give a file only a group it is in), gid and uid; in every
  * case no capabilities left in any set, and no_new_privs.  Checked
  * afterwards (root cannot be regained).  0 / -1 with err.
  */
-int priv_drop(const struct priv_user *u, char *err, size_t errlen) SLUICE_MUSTCHECK;
+int priv_drop(const struct priv_user *u, const gid_t *extra, size_t nextra,
+    char *err, size_t errlen) SLUICE_MUSTCHECK;
 
 #endif /* SLUICE_PRIV_H */
