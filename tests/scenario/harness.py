@@ -708,6 +708,20 @@ def echo_handler(server, conn, peer):
         conn.sendall(data)
 
 
+def silent_handler(server, conn, peer):
+    """Accept, read what comes for up to 3 s, answer nothing."""
+    conn.settimeout(0.3)
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        try:
+            if not conn.recv(65536):
+                return
+        except socket.timeout:
+            continue
+        except OSError:
+            return
+
+
 def recorder_handler(server, conn, peer):
     """Record every byte received until EOF; sends nothing."""
     got = bytearray()

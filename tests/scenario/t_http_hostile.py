@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, check, check_eq, check_refusal, read_head,  # noqa: E402
                      read_body, read_response, get_request, vmrss_kib, log,
                      _read_request, recorder_handler, decisions,
-                     wait_until)
+                     wait_until, silent_handler)
 
 S = Suite("t_http_hostile", time_limit=300)
 
@@ -305,20 +305,6 @@ def empty_lines_before_request(env):
     check_eq(json.loads(r2.body)["path"], "/b", "second request")
     s.close()
 
-
-
-def silent_handler(server, conn, peer):
-    """Accept, read what comes for a while, say nothing."""
-    conn.settimeout(0.5)
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline:
-        try:
-            if not conn.recv(65536):
-                return
-        except socket.timeout:
-            continue
-        except OSError:
-            return
 
 
 @S.case

@@ -28,7 +28,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, check, check_eq, api_unix, read_response,  # noqa: E402
                      get_request, log, _read_request, Blackhole, refuse_port,
-                     wait_until)
+                     wait_until, silent_handler)
 
 S = Suite("t_relay_chaos", time_limit=420)
 
@@ -47,19 +47,6 @@ def _linger0(conn):
                         struct.pack("ii", 1, 0))
     except OSError:
         pass
-
-
-def up_silent(server, conn, peer):
-    conn.settimeout(0.3)
-    deadline = time.monotonic() + 2
-    while time.monotonic() < deadline:
-        try:
-            if not conn.recv(65536):
-                return
-        except socket.timeout:
-            continue
-        except OSError:
-            return
 
 
 def up_close(server, conn, peer):
@@ -161,7 +148,7 @@ def up_echo(server, conn, peer):
             return
 
 
-BEHAVIOURS = [up_silent, up_close, up_reset, up_ok, up_chunked, up_interim,
+BEHAVIOURS = [silent_handler, up_close, up_reset, up_ok, up_chunked, up_interim,
               up_until_close, up_garbage, up_half_head, up_slow, up_echo]
 
 
