@@ -31,7 +31,11 @@
  *
  * Restoring: into the new, empty workspace before the sandbox starts,
  * in a child that has become the sandbox's host uid and gid (no group,
- * no capability): the kernel's permissions and the workspace's own
+ * no capability) and then exec'd sluice-execd --restore-helper (the
+ * archive on its stdin, the result on its stdout, the workspace its
+ * cwd, no environment): what parses the archive the sandbox shaped holds
+ * no copy of the daemon's memory (the TLS key, the tokens' digests) and
+ * no descriptor of it.  The kernel's permissions and the workspace's own
  * quota (a loop-mounted ext4 of disk_bytes and inodes) bound what it
  * can write, wherever a hostile archive points.  On top of that each
  * entry is checked: a name that is absolute, holds "..", or is empty is
@@ -1030,6 +1034,34 @@ extract(struct archive *a, FILE *out)
 	return rc;
 }
 
+int
+xd_arch_restore_helper(void)
+{
+	struct archive *a;
+	FILE *f;
+
+	/* only ever the restore's child, dropped to a sandbox's uid: run by
+	 * hand as root it would write the archive into the cwd as root */
+	if (geteuid() == 0 || getuid() == 0) {
+		fprintf(stderr, XD_NAME ": --restore-helper is sluice-execd's "
+		    "own (it does not run as root)\n");
+		return 2;
+	}
+	if ((f = fdopen(1, "w")) == NULL)
+		return 1;
+	if ((a = archive_read_new()) == NULL ||
+	    archive_read_support_filter_zstd(a) != ARCHIVE_OK ||
+	    archive_read_support_filter_gzip(a) != ARCHIVE_OK ||
+	    archive_read_support_format_tar(a) != ARCHIVE_OK ||
+	    archive_read_open_fd(a, 0, 65536) != ARCHIVE_OK) {
+		fprintf(f, "{\"error\":\"the archive does not open: not a "
+		    "tar\"}");
+		fflush(f);
+		return 1;
+	}
+	return extract(a, f);
+}
+
 /* The child's result read to its end (what passes ARCH_RESULT_MAX
  * drained, not kept: the child never blocks on a full pipe), by the
  * deadline; then the child reaped.  The result, or NULL with why. */
@@ -1139,29 +1171,32 @@ xd_arch_restore(const struct xd_cfg *c, const struct sbx_rec *r,
 		goto fail;
 	}
 	if (pid == 0) {
-		struct archive *a;
-		FILE *f;
+		static const char nohelper[] = "{\"error\":\"the restore "
+		    "helper does not run\"}";
+		char *argv[] = { (char *)XD_NAME, (char *)"--restore-helper",
+		    NULL };
+		char *envp[] = { NULL };
+		int nul;
 
 		close(p[0]);
 		/* the sandbox's host ids, nothing more, and no way back */
 		if (setgroups(0, NULL) != 0 || setresgid(r->host_gid,
 		    r->host_gid, r->host_gid) != 0 || setresuid(r->host_uid,
 		    r->host_uid, r->host_uid) != 0 || prctl(PR_SET_NO_NEW_PRIVS,
-		    1, 0, 0, 0) != 0 || fchdir(wfd) != 0 ||
-		    (f = fdopen(p[1], "w")) == NULL)
+		    1, 0, 0, 0) != 0 || fchdir(wfd) != 0)
 			_exit(1);
 		umask(022);
-		if ((a = archive_read_new()) == NULL ||
-		    archive_read_support_filter_zstd(a) != ARCHIVE_OK ||
-		    archive_read_support_filter_gzip(a) != ARCHIVE_OK ||
-		    archive_read_support_format_tar(a) != ARCHIVE_OK ||
-		    archive_read_open_fd(a, fd, 65536) != ARCHIVE_OK) {
-			fprintf(f, "{\"error\":\"the archive does not open: "
-			    "not a tar\"}");
-			fflush(f);
+		/* the helper gets the archive on 0, the result pipe on 1 and
+		 * nothing else of the daemon: not its memory (the TLS key,
+		 * the tokens' digests), which an exec drops, nor a descriptor
+		 * (fds 0-2 are open in the daemon: the dups do not overlap) */
+		if ((nul = open("/dev/null", O_WRONLY | O_CLOEXEC)) < 0 ||
+		    dup2(fd, 0) != 0 || dup2(p[1], 1) != 1 || dup2(nul, 2) != 2)
 			_exit(1);
-		}
-		_exit(extract(a, f));
+		closefrom(3);
+		execve("/proc/self/exe", argv, envp);
+		(void)!write(1, nohelper, sizeof(nohelper) - 1);
+		_exit(127);
 	}
 	close(p[1]);
 	p[1] = -1;

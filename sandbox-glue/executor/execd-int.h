@@ -422,6 +422,10 @@ void xd_arch_discard(const struct xd_cfg *c, const char *id);
  * *corrupt 1 when the archive fails its SHA-256 or is missing. */
 int xd_arch_restore(const struct xd_cfg *c, const struct sbx_rec *r,
     json_t **out, int *corrupt, char *err, size_t len) SLUICE_MUSTCHECK;
+/* main of sluice-execd --restore-helper, which the restore's child
+ * execs as the sandbox's uid: the archive on fd 0 extracted into the
+ * cwd, the result (JSON) on fd 1; the exit status. */
+int xd_arch_restore_helper(void);
 
 /* ---- exec_snap.c ---- */
 
