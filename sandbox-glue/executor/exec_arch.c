@@ -806,6 +806,55 @@ xd_arch_meta(const struct xd_cfg *c, const char *id, int *bad)
 	return m;
 }
 
+json_t *
+xd_arch_list(const struct xd_cfg *c)
+{
+	DIR *d = opendir(c->archive_dir);
+	struct dirent *de;
+	json_t *list = json_array(), *m;
+	char id[SBX_ID_MAX + 1], f[SBX_PATH_MAX + 80];
+	struct stat st;
+	size_t n;
+	int bad;
+
+	if (d == NULL) {
+		if (errno == ENOENT)
+			return list;
+		json_decref(list);
+		return NULL;
+	}
+	while (list != NULL && (de = readdir(d)) != NULL) {
+		/* <id>.json is the commit of id's archive */
+		n = strlen(de->d_name);
+		if (n <= 5 || n - 5 > SBX_ID_MAX || strcmp(de->d_name + n - 5,
+		    ".json") != 0)
+			continue;
+		memcpy(id, de->d_name, n - 5);
+		id[n - 5] = '\0';
+		if (!sbx_id_ok(id, SBX_ID_MAX))
+			continue;
+		if ((m = xd_arch_meta(c, id, &bad)) == NULL) {
+			if (bad)
+				json_array_append_new(list, json_pack("{s:s,s:b,"
+				    "s:s,s:I}", "id", id, "corrupt", 1, "tenant",
+				    "", "bytes", (json_int_t)0));
+			continue;
+		}
+		if (arch_file(c, id, m, f, sizeof(f)) != 0 || lstat(f, &st) !=
+		    0)
+			st.st_size = 0;
+		json_array_append_new(list, json_pack("{s:s,s:O,s:O,s:I,s:I,"
+		    "s:s}", "id", id, "tenant", json_object_get(m, "tenant"),
+		    "user", json_object_get(m, "user"), "archived",
+		    json_integer_value(json_object_get(m, "archived")), "bytes",
+		    (json_int_t)st.st_size, "file", strrchr(f, '/') != NULL ?
+		    strrchr(f, '/') + 1 : f));
+		json_decref(m);
+	}
+	closedir(d);
+	return list;
+}
+
 void
 xd_arch_discard(const struct xd_cfg *c, const char *id)
 {

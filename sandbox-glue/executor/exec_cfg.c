@@ -100,6 +100,7 @@ xd_cfg_defaults(struct xd_cfg *c)
 	c->max_per_tenant = 50;
 	c->max_per_user = 5;
 	c->max_creates = 4;
+	c->disk_reserve = 1024ull << 20;
 	c->max_background = 16;
 	c->max_cmds = 256;
 	c->max_cmds_tenant = 64;
@@ -580,7 +581,8 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	    "total_bytes", "walk_entries", NULL };
 	static const char *const qkeys[] = { "sandboxes", "per_tenant",
 	    "per_user", "creates", "background_per_sandbox",
-	    "finished_per_sandbox", "commands", "commands_per_tenant", NULL };
+	    "finished_per_sandbox", "commands", "commands_per_tenant",
+	    "disk_reserve_mb", NULL };
 	static const char *const rkeys[] = { "admin", "app", "auditor", NULL };
 	static const char *const idkeys[] = { "uids", "groups", NULL };
 	struct cx x;
@@ -733,7 +735,9 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 		    1024) != 0 ||
 		    c_long(&x, o, "commands", &c->max_cmds, 0, 1000000) != 0 ||
 		    c_long(&x, o, "commands_per_tenant", &c->max_cmds_tenant, 0,
-		    1000000) != 0)
+		    1000000) != 0 ||
+		    c_u64(&x, o, "disk_reserve_mb", &c->disk_reserve, 1 << 20,
+		    1) != 0)
 			goto out;
 		x.depth--;
 	}
@@ -1005,6 +1009,9 @@ xd_cfg_json(const struct xd_cfg *c)
 		json_object_set_new(json_object_get(o, "quotas"),
 		    "commands_per_tenant", json_integer(
 		    (json_int_t)c->max_cmds_tenant));
+		json_object_set_new(json_object_get(o, "quotas"),
+		    "disk_reserve_mb", json_integer(
+		    (json_int_t)(c->disk_reserve >> 20)));
 	}
 	if (o != NULL && c->tcp[0])
 		json_object_set_new(o, "tcp", json_pack("{s:s,s:s,s:s,s:o}",
