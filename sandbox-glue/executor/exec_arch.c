@@ -855,6 +855,198 @@ xd_arch_list(const struct xd_cfg *c)
 	return list;
 }
 
+/* ---- limits: age, per-tenant quotas, orphans ---- */
+
+struct arch_ent {
+	const char *id, *tenant, *user;
+	int64_t archived;
+	uint64_t bytes;
+	int gone;
+};
+
+static int
+ent_cmp(const void *a, const void *b)
+{
+	const struct arch_ent *x = a, *y = b;
+	int t = strcmp(x->tenant, y->tenant);
+
+	if (t != 0)
+		return t;
+	if (x->archived != y->archived)
+		return x->archived < y->archived ? -1 : 1;
+	return strcmp(x->id, y->id);
+}
+
+static void
+evict(const struct xd_cfg *c, struct arch_ent *e, const char *why,
+    json_t *out)
+{
+	xd_arch_discard(c, e->id);
+	e->gone = 1;
+	json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:s,s:I,s:I}",
+	    "id", e->id, "tenant", e->tenant, "user", e->user, "reason", why,
+	    "archived", (json_int_t)e->archived, "bytes",
+	    (json_int_t)e->bytes));
+}
+
+/* Whether name (in archive_dir) is a file some committed metadata
+ * names: "<id>.<12 hex>.tar.zst" of <id>.json's "file", or "<id>.tar.zst"
+ * of one whose file is the old "tar.zst" (ids may hold dots: both
+ * readings are tried).  *live: an id it may be of is in live. */
+static int
+tar_named(const struct xd_cfg *c, const char *name, json_t *live, int *live_)
+{
+	char id[SBX_ID_MAX + 1], f[SBX_PATH_MAX + 80];
+	size_t n = strlen(name), k;
+	json_t *m;
+	int bad, named = 0, r;
+
+	*live_ = 0;
+	for (r = 0; r < 2 && !named; r++) {
+		/* r 0: <id>.tar.zst; r 1: <id>.<12 hex>.tar.zst */
+		k = r == 0 ? n - 8 : n >= 8 + 13 ? n - 8 - 13 : 0;
+		if (k == 0 || k > SBX_ID_MAX)
+			continue;
+		memcpy(id, name, k);
+		id[k] = '\0';
+		if (!sbx_id_ok(id, SBX_ID_MAX))
+			continue;
+		if (json_object_get(live, id) != NULL)
+			*live_ = 1;
+		if ((m = xd_arch_meta(c, id, &bad)) == NULL) {
+			/* unreadable metadata: whose file it is not known */
+			named |= bad;
+			continue;
+		}
+		named = arch_file(c, id, m, f, sizeof(f)) == 0 &&
+		    strcmp(strrchr(f, '/') + 1, name) == 0;
+		json_decref(m);
+	}
+	return named;
+}
+
+/* Files of the archive dir no committed archive names: a tar without
+ * its JSON (a crash between the tar's rename and the JSON's commit, or
+ * after the JSON's replacement and before the old tar's removal) and
+ * the temporary files of a write that did not end.  Only those older
+ * than ARCH_ORPHAN_S (a write under way renames its tar just before its
+ * commit) and of no live sandbox (whose delete may be writing). */
+#define ARCH_ORPHAN_S	60
+static void
+sweep_orphans(const struct xd_cfg *c, json_t *live, int64_t now,
+    json_t *out)
+{
+	DIR *d = opendir(c->archive_dir);
+	struct dirent *de;
+	struct stat st;
+	char id[SBX_ID_MAX + 1];
+	size_t n, k;
+	int isl;
+
+	if (d == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		const char *nm = de->d_name;
+
+		n = strlen(nm);
+		if (fstatat(dirfd(d), nm, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    !S_ISREG(st.st_mode) || (int64_t)st.st_mtime >
+		    now - ARCH_ORPHAN_S)
+			continue;
+		if (n > 8 && strcmp(nm + n - 8, ".tar.zst") == 0) {
+			if (tar_named(c, nm, live, &isl) || isl)
+				continue;
+		} else if ((n > 12 && strcmp(nm + n - 12, ".tar.zst.tmp") ==
+		    0) || (n > 9 && strcmp(nm + n - 9, ".json.tmp") == 0)) {
+			k = n - (nm[n - 5] == 'n' ? 9 : 12);
+			if (k > SBX_ID_MAX)
+				continue;
+			memcpy(id, nm, k);
+			id[k] = '\0';
+			if (json_object_get(live, id) != NULL)
+				continue;
+		} else
+			continue;
+		if (unlinkat(dirfd(d), nm, 0) == 0)
+			json_array_append_new(out, json_pack("{s:s,s:s,s:I}",
+			    "file", nm, "reason", "orphan", "bytes",
+			    (json_int_t)st.st_size));
+	}
+	closedir(d);
+}
+
+json_t *
+xd_arch_sweep(const struct xd_cfg *c, const char *tenant, const char *keep,
+    json_t *live, int64_t now)
+{
+	json_t *list = xd_arch_list(c), *out = json_array(), *a;
+	struct arch_ent *e = NULL;
+	size_t n = 0, i, j, g;
+
+	if (list == NULL || out == NULL)
+		goto done;
+	if ((e = calloc(json_array_size(list) + 1, sizeof(*e))) == NULL)
+		goto done;
+	json_array_foreach(list, i, a) {
+		const char *t = json_string_value(json_object_get(a, "tenant"));
+
+		/* unreadable metadata: not known whose (a discard only) */
+		if (json_is_true(json_object_get(a, "corrupt")) || t == NULL ||
+		    (tenant != NULL && strcmp(t, tenant) != 0))
+			continue;
+		e[n].id = json_string_value(json_object_get(a, "id"));
+		e[n].tenant = t;
+		e[n].user = json_string_value(json_object_get(a, "user"));
+		if (e[n].user == NULL)
+			e[n].user = "";
+		e[n].archived = json_integer_value(json_object_get(a,
+		    "archived"));
+		e[n].bytes = (uint64_t)json_integer_value(json_object_get(a,
+		    "bytes"));
+		n++;
+	}
+	qsort(e, n, sizeof(*e), ent_cmp);
+	/* an archive of a live sandbox is being restored (its create) or
+	 * was just written (keep): never taken from under it */
+	for (i = 0; c->arch_max_age > 0 && i < n; i++)
+		if (e[i].archived + c->arch_max_age <= now &&
+		    json_object_get(live, e[i].id) == NULL &&
+		    (keep == NULL || strcmp(e[i].id, keep) != 0))
+			evict(c, &e[i], "expired", out);
+	/* per tenant, oldest first, until the rest fits */
+	for (g = 0; g < n; g = j) {
+		uint64_t bytes = 0, count = 0;
+
+		for (j = g; j < n && strcmp(e[j].tenant, e[g].tenant) == 0; j++)
+			if (!e[j].gone) {
+				bytes += e[j].bytes;
+				count++;
+			}
+		for (i = g; i < j; i++) {
+			int over_n = c->arch_max_count > 0 && count >
+			    (uint64_t)c->arch_max_count;
+			int over_b = c->arch_max_bytes > 0 && bytes >
+			    c->arch_max_bytes;
+
+			if (!over_n && !over_b)
+				break;
+			if (e[i].gone || json_object_get(live, e[i].id) != NULL ||
+			    (keep != NULL && strcmp(e[i].id, keep) == 0))
+				continue;
+			evict(c, &e[i], over_n ? "quota_count" : "quota_bytes",
+			    out);
+			bytes -= e[i].bytes;
+			count--;
+		}
+	}
+	if (tenant == NULL)
+		sweep_orphans(c, live, now, out);
+done:
+	free(e);
+	json_decref(list);
+	return out;
+}
+
 void
 xd_arch_discard(const struct xd_cfg *c, const char *id)
 {

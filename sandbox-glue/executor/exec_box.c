@@ -289,6 +289,54 @@ quota(struct xd_perr *e, const char *scope, long limit, long in_use)
 	return -1;
 }
 
+/* The ids of the listed boxes (in a worker: as they were at its fork):
+ * their archives are being restored or written, or are theirs. */
+static json_t *
+live_ids(struct xd *xd)
+{
+	json_t *o = json_object();
+	struct xd_box *b;
+
+	TAILQ_FOREACH(b, &xd->boxes, link)
+		json_object_set_new(o, b->rec.chat, json_true());
+	return o;
+}
+
+/* Each archive a sweep removed: logged, counted and audited. */
+static void
+arch_evicted_note(struct xd *xd, json_t *evicted)
+{
+	json_t *v;
+	size_t i;
+
+	json_array_foreach(evicted, i, v) {
+		const char *why = json_string_value(json_object_get(v,
+		    "reason")), *id = json_string_value(json_object_get(v,
+		    "id")), *file = json_string_value(json_object_get(v,
+		    "file")), *tn = json_string_value(json_object_get(v,
+		    "tenant")), *us = json_string_value(json_object_get(v,
+		    "user"));
+
+		if (why == NULL)
+			continue;
+		if (strcmp(why, "orphan") == 0) {
+			xd->stats.arch_orphans++;
+			xd_log(XD_LOG_INFO, "archive file %s: removed (orphaned: "
+			    "no committed archive names it)", file ? file : "?");
+		} else {
+			if (strcmp(why, "expired") == 0)
+				xd->stats.arch_expired++;
+			else
+				xd->stats.arch_evicted++;
+			xd_log(XD_LOG_INFO, "archive of %s (tenant %s): removed "
+			    "(%s)", id ? id : "?", tn ? tn : "", why);
+		}
+		xd_audit_box(xd, "archive_evict", "sluice-execd", "daemon",
+		    id ? id : "", tn ? tn : "", us ? us : "", 200, NULL,
+		    json_incref(v));
+	}
+}
+
 /* ---- create ---- */
 
 static json_t *
@@ -400,6 +448,12 @@ box_create_child(void *arg)
 	}
 	if (b->be->commit != NULL)
 		b->be->commit(r);
+	/* restored and the sandbox made: the archive has done its work
+	 * (kept, it would count against the tenant's archives and its
+	 * workspace be on the disk twice); not before, as a create that
+	 * fails after the restore takes the workspace back */
+	if (b->restored != NULL)
+		xd_arch_discard(xd->cfg, r->chat);
 	return json_pack("{s:b,s:o,s:O?}", "ok", 1, "record", sbx_rec_json(r),
 	    "restored", b->restored);
 fail:
@@ -827,7 +881,8 @@ box_delete_child(void *arg)
 	/* a stopped box's sandbox was destroyed by an earlier delete */
 	int resumed = 0, destroyed = b->stop_note[0] != '\0';
 
-	json_t *meta = NULL, *res;
+	json_t *meta = NULL, *res, *evicted = NULL, *live;
+	const struct xd_cfg *c = b->xd->cfg;
 
 	memset(&be, 0, sizeof(be));
 	if (!destroyed) {
@@ -865,6 +920,34 @@ box_delete_child(void *arg)
 		    be.status == 0));
 		return res;
 	}
+	/* the tenant's archives held to their quotas, the oldest evicted
+	 * first (a cache of past chats); one that alone is over the bytes
+	 * is not kept: the delete fails as an archive that cannot be
+	 * written does (stopped; ?archive=discard removes it) */
+	if (meta != NULL && c->arch_max_bytes > 0 && (uint64_t)
+	    json_integer_value(json_object_get(meta, "bytes")) >
+	    c->arch_max_bytes) {
+		char m[XD_ERR_MAX];
+
+		xd_arch_discard(c, r->chat);
+		snprintf(m, sizeof(m), "archive failed: %lld bytes, more than "
+		    "lifecycle.archive_max_bytes_per_tenant (%llu): not kept",
+		    (long long)json_integer_value(json_object_get(meta,
+		    "bytes")), (unsigned long long)c->arch_max_bytes);
+		json_decref(meta);
+		if (xd_broker_delete(c, r->chat, &be) != 0)
+			xd_log(XD_LOG_WARN, "sandbox %s: broker session left: "
+			    "%s", r->chat, be.msg);
+		res = del_fail(500, "internal", m, resumed, 1, "failed");
+		json_object_set_new(res, "broker_deleted", json_boolean(
+		    be.status == 0));
+		return res;
+	}
+	if (meta != NULL && (live = live_ids(b->xd)) != NULL) {
+		evicted = xd_arch_sweep(c, r->tenant, r->chat, live,
+		    (int64_t)time(NULL));
+		json_decref(live);
+	}
 	/* the sandbox is gone; a broker session sluiced cannot be asked to
 	 * drop now is named in the answer (and the log) */
 	if (xd_broker_delete(b->xd->cfg, r->chat, &be) != 0) {
@@ -889,8 +972,8 @@ box_delete_child(void *arg)
 	}
 	if (r->session_dir[0])
 		(void)rmdir(r->session_dir);    /* sluiced leaves it, empty */
-	return json_pack("{s:b,s:s?,s:o?}", "ok", 1, "broker_left", left,
-	    "archive", meta);
+	return json_pack("{s:b,s:s?,s:o?,s:o?}", "ok", 1, "broker_left", left,
+	    "archive", meta, "evicted", evicted);
 }
 
 static void
@@ -922,6 +1005,7 @@ box_delete_done(void *arg, json_t *res)
 		    "reason", b->del_reason, "archive", b->del_archive ?
 		    b->archived : NULL));
 		op->cb(op->arg, b, NULL);
+		arch_evicted_note(b->xd, json_object_get(res, "evicted"));
 		/* finished background commands go with it; running ones
 		 * end with their sandbox and are freed then */
 		while ((c = TAILQ_FIRST(&b->cmds)) != NULL && !c->running)
@@ -1420,15 +1504,60 @@ lc_period(const struct xd_cfg *c)
 {
 	long p = 0;
 
-	if (c->idle_after <= 0 && c->remove_after <= 0)
-		return 0;
+	/* the archives' sweep (quotas after a reload, orphans) runs every
+	 * minute at least */
+	if (c->idle_after <= 0 && c->remove_after <= 0 && c->arch_max_age <= 0)
+		return 60;
 
 	if (c->idle_after > 0)
 		p = c->idle_after;
 	if (c->remove_after > 0 && (p == 0 || c->remove_after < p))
 		p = c->remove_after;
+	if (c->arch_max_age > 0 && (p == 0 || c->arch_max_age < p))
+		p = c->arch_max_age;
 	p /= 4;
 	return p < 1 ? 1 : p > 60 ? 60 : p;
+}
+
+/* In the worker: the archives held to their limits. */
+static json_t *
+arch_sweep_child(void *arg)
+{
+	struct xd *xd = arg;
+	json_t *live = live_ids(xd), *ev;
+
+	if (live == NULL)
+		return NULL;
+	ev = xd_arch_sweep(xd->cfg, NULL, NULL, live, (int64_t)time(NULL));
+	json_decref(live);
+	return json_pack("{s:o?}", "evicted", ev);
+}
+
+static void
+arch_sweep_done(void *arg, json_t *res)
+{
+	struct xd *xd = arg;
+
+	xd->arch_sweeping = 0;
+	arch_evicted_note(xd, json_object_get(res, "evicted"));
+	json_decref(res);
+}
+
+/* One archive sweep at a time, in a worker (it reads every metadata
+ * file and removes files). */
+static void
+arch_sweep_start(struct xd *xd)
+{
+	char err[XD_ERR_MAX];
+
+	if (xd->arch_sweeping || xd->draining)
+		return;
+	if (xd_job_run(xd, "archives", arch_sweep_child, xd, arch_sweep_done,
+	    xd, err, sizeof(err)) != 0) {
+		xd_log(XD_LOG_WARN, "the archives' sweep: %s", err);
+		return;
+	}
+	xd->arch_sweeping = 1;
 }
 
 static void
@@ -1472,6 +1601,7 @@ lc_sweep(evutil_socket_t fd, short what, void *arg)
 		    b->be->alive(&b->rec))
 			lc_suspend(b, idle);
 	}
+	arch_sweep_start(xd);
 	tv.tv_sec = lc_period(c);
 	if (xd->ev_sweep != NULL && tv.tv_sec > 0)
 		(void)event_add(xd->ev_sweep, &tv);
@@ -1487,6 +1617,9 @@ xd_box_sweep_start(struct xd *xd)
 	if (xd->ev_sweep == NULL &&
 	    (xd->ev_sweep = evtimer_new(xd->base, lc_sweep, xd)) == NULL)
 		return -1;
+	/* the archives now: at the start what a crash left, after a reload
+	 * the new limits */
+	arch_sweep_start(xd);
 	if (tv.tv_sec == 0)
 		return event_del(xd->ev_sweep) != 0 ? -1 : 0;
 	return event_add(xd->ev_sweep, &tv) != 0 ? -1 : 0;

@@ -183,6 +183,11 @@ struct xd_cfg {
 	 * archived and removed (0: never) */
 	long idle_after, remove_after;
 	char archive_dir[SBX_PATH_MAX];
+	/* the archives: expired this long after they were made, and at
+	 * most so many and so many bytes per tenant (0: no limit) */
+	long arch_max_age;
+	long arch_max_count;
+	uint64_t arch_max_bytes;
 	long keep_finished;             /* finished ones kept, per sandbox */
 	uint64_t max_file_bytes;
 	uint64_t max_body_bytes;        /* JSON bodies */
@@ -425,6 +430,17 @@ const char *xd_arch_refused(const char *p, char type, const char *t,
  * tenant "", bytes}.  NULL when archive_dir cannot be read (none yet:
  * []).  Reads each metadata file (small). */
 json_t *xd_arch_list(const struct xd_cfg *c);
+/* Hold the archives to lifecycle.archive_max_age and, per tenant (those
+ * without one share ""), archive_max_count_per_tenant and
+ * archive_max_bytes_per_tenant, the oldest evicted first; tenant NULL:
+ * every tenant, and the orphaned files (a tar no committed metadata
+ * names, temporary files) older than a minute removed too; else that
+ * tenant's only.  Archives of ids in live (an object keyed by id) and
+ * keep are left.  What was removed: [{id, tenant, user, reason
+ * ("expired", "quota_count", "quota_bytes"), archived, bytes}] and
+ * [{file, reason "orphan", bytes}].  Blocking: in workers. */
+json_t *xd_arch_sweep(const struct xd_cfg *c, const char *tenant,
+    const char *keep, json_t *live, int64_t now);
 /* Remove id's archive (none: nothing). */
 void xd_arch_discard(const struct xd_cfg *c, const char *id);
 /* Restore id's archive into the new, empty r->workspace as r->host_uid
@@ -494,6 +510,7 @@ struct xd_stats {
 	uint64_t events_dropped;
 	uint64_t suspended, resumed, removed_idle, archived, restored;
 	uint64_t archive_failed;
+	uint64_t arch_expired, arch_evicted, arch_orphans;
 };
 
 /* ---- exec_audit.c ---- */
@@ -753,6 +770,7 @@ struct xd {
 	struct xd_stats stats;
 	struct usock_id sock_id;
 	struct event *ev_sweep;         /* exec_box.c: the lifecycle */
+	int arch_sweeping;              /* exec_box.c: its archive worker */
 };
 
 /* ---- exec_api.c ---- */

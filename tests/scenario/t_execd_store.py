@@ -33,7 +33,8 @@ import time
 
 import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Suite, Fail, check, check_eq, log)  # noqa: E402
+from harness import (Suite, Fail, check, check_eq, log,  # noqa: E402
+                     wait_until)
 import t_execd as X  # noqa: E402
 import t_execd_life as L  # noqa: E402
 
@@ -303,6 +304,139 @@ def disk_admission(env):
                                          "workspace.img"))
         soft(a >= size, "%s's image still allocated: %d of %d" % (sid, a,
                                                                   size))
+    if problems:
+        raise Fail("; ".join(problems))
+
+
+def tars(x):
+    d = x.conf["lifecycle"]["archive_dir"]
+    try:
+        return sorted(n for n in os.listdir(d))
+    except OSError:
+        return []
+
+
+def evictions(x):
+    return [((r.get("detail") or {}).get("reason"), r.get("sandbox") or
+             r.get("id"), (r.get("detail") or {}).get("file"))
+            for r in L.audit(x) if r.get("action") == "archive_evict"]
+
+
+@S.case
+def archive_limits(env):
+    X.preflight()
+    problems = []
+
+    def soft(cond, what):
+        if not cond:
+            log("PROBLEM: %s" % what)
+            problems.append(what)
+    d, ctl, x = L.life_start(env, lifecycle={
+        "idle_after": 0, "remove_after": 0,
+        "archive_max_count_per_tenant": 2, "archive_max_age": 0})
+    lim = {"disk_mb": 16, "inodes": 1024}
+    adir = x.conf["lifecycle"]["archive_dir"]
+
+    def cycle(sid, data):
+        X.create(x, sid, limits=lim)
+        X.ex(x, sid, {"shell": "head -c %d /dev/urandom > data" % data})
+        r = x.app("DELETE", "/v1/sandboxes/%s" % sid, timeout=60)
+        check_eq(r.status, 200, "delete %s: %r" % (sid, r))
+        time.sleep(1.1)         # archived times (seconds) apart
+    # removal after a successful restore
+    cycle("a1", 1000)
+    X.create(x, "a1", limits=lim)
+    soft(not any(n.startswith("a1.") for n in tars(x)), "a1's archive "
+         "removed once restored: %r" % tars(x))
+    check_eq(x.app("DELETE", "/v1/sandboxes/a1", timeout=60).status, 200,
+             "delete a1")
+    time.sleep(1.1)
+    # count quota: the third archive of acme evicts the oldest
+    cycle("a2", 200000)
+    cycle("a3", 300000)
+    left = tars(x)
+    log("archives: %r" % left)
+    soft(not any(n.startswith("a1.") for n in left) and
+         any(n.startswith("a2.") for n in left) and
+         any(n.startswith("a3.") for n in left),
+         "count quota: the oldest (a1) evicted: %r" % left)
+    soft(("quota_count", "a1", None) in [(a, b, None) for a, b, _ in
+                                         evictions(x)],
+         "eviction audited: %r" % evictions(x))
+    try:
+        m = X.metrics(x)
+    except Exception as ex:    # noqa: BLE001
+        m = {}
+        soft(False, "metrics: %r" % ex)
+    sizes = {n.split(".")[0]: os.path.getsize(os.path.join(adir, n))
+             for n in left if n.endswith(".tar.zst")}
+    soft(m.get('sluice_execd_archives{tenant="acme"}') == len(sizes) and
+         m.get('sluice_execd_archive_bytes{tenant="acme"}') ==
+         sum(sizes.values()), "metrics per tenant: %r / %r" % (
+             {k: v for k, v in m.items() if "archive" in k}, sizes))
+    h = X.root_call(x.sock, "GET", "/v1/health").json or {}
+    soft((h.get("storage") or {}).get("archives_count") == len(sizes),
+         "health archives: %r" % h.get("storage"))
+    # bytes quota (a reload): the oldest goes until the rest fits
+    if "a2" in sizes and "a3" in sizes:
+        L.reload(x, archive_max_bytes_per_tenant=sizes["a3"] +
+                 sizes["a2"] - 1)
+        try:
+            wait_until(lambda: not any(n.startswith("a2.")
+                                       for n in tars(x)), 10,
+                       what="a2 evicted by the bytes quota")
+        except Fail as ex:
+            soft(False, str(ex))
+        soft(any(n.startswith("a3.") for n in tars(x)), "a3 kept: %r" %
+             tars(x))
+        soft(any(a == "quota_bytes" and b == "a2" for a, b, _ in
+                 evictions(x)), "bytes eviction audited: %r" % evictions(x))
+    # orphans: a tar without its committed JSON (ids with dots), a temp
+    # file; old ones go, a young one and committed archives stay
+    os.makedirs(adir, mode=0o700, exist_ok=True)
+    old = time.time() - 3600
+
+    def put(name, data=b"x" * 100, mtime=old):
+        p = os.path.join(adir, name)
+        with open(p, "wb") as f:
+            f.write(data)
+        os.utime(p, (mtime, mtime))
+    put("o.1.0123456789ab.tar.zst")
+    put("o.2.tar.zst")
+    put("o.3.tar.zst.tmp")
+    put("o.4.json.tmp")
+    put("y.5.0123456789ab.tar.zst", mtime=time.time())
+    tar = L.tar_bytes([L.member("k", data=b"k")])
+    put("k.v.%s.tar.zst" % hashlib.sha256(tar).hexdigest()[:12], tar)
+    L.place(x, "k.v", tar, tenant="other", file="k.v.%s.tar.zst" %
+            hashlib.sha256(tar).hexdigest()[:12])
+    put("l.w.tar.zst", tar)
+    L.place(x, "l.w", tar, tenant="other")
+    L.reload(x, archive_max_age=30, archive_max_bytes_per_tenant=0)
+    try:
+        wait_until(lambda: not {"o.1.0123456789ab.tar.zst", "o.2.tar.zst",
+                                "o.3.tar.zst.tmp", "o.4.json.tmp"} &
+                   set(tars(x)), 20, what="orphans swept (%r)" % tars(x))
+    except Fail as ex:
+        soft(False, str(ex))
+    left = set(tars(x))
+    soft({"y.5.0123456789ab.tar.zst", "k.v.json", "l.w.json",
+          "l.w.tar.zst"} <= left and any(n.startswith("k.v.") and
+                                         n.endswith(".tar.zst")
+                                         for n in left),
+         "young orphans and committed archives kept: %r" % sorted(left))
+    soft(any(a == "orphan" and f == "o.1.0123456789ab.tar.zst"
+             for a, _, f in evictions(x)), "orphan removal audited: %r" %
+         evictions(x))
+    # expiry: an age of seconds
+    L.reload(x, archive_max_age=2)
+    try:
+        wait_until(lambda: not any(n.endswith(".json") for n in tars(x)),
+                   15, what="archives expired (%r)" % tars(x))
+    except Fail as ex:
+        soft(False, str(ex))
+    soft(any(a == "expired" and b == "a3" for a, b, _ in evictions(x)),
+         "expiry audited: %r" % evictions(x))
     if problems:
         raise Fail("; ".join(problems))
 
