@@ -1229,18 +1229,25 @@ h_metrics(struct xd_call *k)
 		    ns);
 	}
 	M("lifecycle_total", "counter", "Suspended, resumed, removed by age, "
-	    "archived, restored, archives that failed.");
+	    "archived, restored, archives that failed, expired, evicted by a "
+	    "tenant's quota, orphaned files removed.");
 	evbuffer_add_printf(o, "sluice_execd_lifecycle_total{what="
 	    "\"suspended\"} %llu\nsluice_execd_lifecycle_total{what="
 	    "\"resumed\"} %llu\nsluice_execd_lifecycle_total{what="
 	    "\"removed_idle\"} %llu\nsluice_execd_lifecycle_total{what="
 	    "\"archived\"} %llu\nsluice_execd_lifecycle_total{what="
 	    "\"restored\"} %llu\nsluice_execd_lifecycle_total{what="
-	    "\"archive_failed\"} %llu\n",
+	    "\"archive_failed\"} %llu\nsluice_execd_lifecycle_total{what="
+	    "\"archive_expired\"} %llu\nsluice_execd_lifecycle_total{what="
+	    "\"archive_evicted\"} %llu\nsluice_execd_lifecycle_total{what="
+	    "\"archive_orphan\"} %llu\n",
 	    (unsigned long long)st->suspended, (unsigned long long)st->resumed,
 	    (unsigned long long)st->removed_idle,
 	    (unsigned long long)st->archived, (unsigned long long)st->restored,
-	    (unsigned long long)st->archive_failed);
+	    (unsigned long long)st->archive_failed,
+	    (unsigned long long)st->arch_expired,
+	    (unsigned long long)st->arch_evicted,
+	    (unsigned long long)st->arch_orphans);
 	M("commands_running", "gauge", "Commands running.");
 	evbuffer_add_printf(o, "sluice_execd_commands_running{kind="
 	    "\"foreground\"} %ld\nsluice_execd_commands_running{kind="

@@ -20,6 +20,15 @@ with the real sluiced and real ns sandboxes, ages of seconds:
   file of the test filled it), a sandbox filling its workspace to its
   quota and another one writing both work, their ext4s stay read-write.
 
+- archive_limits: an archive is removed once restored; a tenant's
+  archives held to lifecycle.archive_max_count_per_tenant and
+  archive_max_bytes_per_tenant (a reload), the oldest evicted first and
+  audited (archive_evict); orphaned files (a tar without its committed
+  JSON, ids with dots, temporary files) swept once a minute old, young
+  ones and committed archives (new and old naming) kept; archives
+  expire after lifecycle.archive_max_age; health and metrics (per
+  tenant) show them.
+
 Skips (77) without root or user namespaces."""
 
 import ctypes
@@ -437,6 +446,13 @@ def archive_limits(env):
         soft(False, str(ex))
     soft(any(a == "expired" and b == "a3" for a, b, _ in evictions(x)),
          "expiry audited: %r" % evictions(x))
+    m = X.metrics(x)
+    soft(m.get('sluice_execd_lifecycle_total{what="archive_expired"}', 0)
+         >= 1 and m.get('sluice_execd_lifecycle_total{what='
+                        '"archive_evicted"}', 0) >= 2 and
+         m.get('sluice_execd_lifecycle_total{what="archive_orphan"}', 0)
+         >= 4, "eviction metrics: %r" % {k: v for k, v in m.items()
+                                         if "archive" in k})
     if problems:
         raise Fail("; ".join(problems))
 
