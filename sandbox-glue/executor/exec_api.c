@@ -1112,6 +1112,71 @@ h_events(struct xd_call *k)
 	xd_event_sub(k->xd, &k->sub);
 }
 
+/* The disk: the state dir's file system and what takes it; the
+ * archives per tenant (a tenant that is no id, from a metadata file put
+ * there by hand, as ""). */
+static void
+metrics_storage(struct xd *xd, struct evbuffer *o)
+{
+	struct xd_storage st;
+	json_t *list = xd_arch_list(xd->cfg), *a, *per = json_object(), *t;
+	const char *tn;
+	size_t i;
+	uint64_t bytes = 0;
+
+	xd_box_storage(xd, &st, 0);
+	json_array_foreach(list, i, a) {
+		tn = json_string_value(json_object_get(a, "tenant"));
+		if (tn == NULL || !sbx_id_ok(tn, SBX_ID_MAX))
+			tn = "";
+		if ((t = json_object_get(per, tn)) == NULL) {
+			t = json_pack("{s:I,s:I}", "n", (json_int_t)0, "b",
+			    (json_int_t)0);
+			json_object_set_new(per, tn, t);
+		}
+		json_object_set_new(t, "n", json_integer(json_integer_value(
+		    json_object_get(t, "n")) + 1));
+		json_object_set_new(t, "b", json_integer(json_integer_value(
+		    json_object_get(t, "b")) + json_integer_value(
+		    json_object_get(a, "bytes"))));
+		bytes += (uint64_t)json_integer_value(json_object_get(a,
+		    "bytes"));
+	}
+	evbuffer_add_printf(o, "# HELP sluice_execd_storage_bytes The state "
+	    "dir's file system: free, total, headroom (what a workspace may "
+	    "take: free less the reserve and the workspaces' bytes not yet "
+	    "allocated), reserve (quotas.disk_reserve_mb), workspaces (disk_mb "
+	    "of the live sandboxes), workspaces_unallocated, archives.\n"
+	    "# TYPE sluice_execd_storage_bytes gauge\n");
+	if (st.ok)
+		evbuffer_add_printf(o, "sluice_execd_storage_bytes{what=\"free\"}"
+		    " %llu\nsluice_execd_storage_bytes{what=\"total\"} %llu\n"
+		    "sluice_execd_storage_bytes{what=\"headroom\"} %lld\n",
+		    (unsigned long long)st.free, (unsigned long long)st.total,
+		    (long long)st.headroom);
+	evbuffer_add_printf(o, "sluice_execd_storage_bytes{what=\"reserve\"} "
+	    "%llu\nsluice_execd_storage_bytes{what=\"workspaces\"} %llu\n"
+	    "sluice_execd_storage_bytes{what=\"workspaces_unallocated\"} "
+	    "%llu\nsluice_execd_storage_bytes{what=\"archives\"} %llu\n",
+	    (unsigned long long)st.reserve, (unsigned long long)st.workspaces,
+	    (unsigned long long)st.unallocated, (unsigned long long)bytes);
+	evbuffer_add_printf(o, "# HELP sluice_execd_archives Archives kept, "
+	    "per tenant.\n# TYPE sluice_execd_archives gauge\n");
+	json_object_foreach(per, tn, t)
+		evbuffer_add_printf(o, "sluice_execd_archives{tenant=\"%s\"} "
+		    "%lld\n", tn, (long long)json_integer_value(
+		    json_object_get(t, "n")));
+	evbuffer_add_printf(o, "# HELP sluice_execd_archive_bytes Bytes of "
+	    "the archives kept, per tenant.\n# TYPE sluice_execd_archive_bytes"
+	    " gauge\n");
+	json_object_foreach(per, tn, t)
+		evbuffer_add_printf(o, "sluice_execd_archive_bytes{tenant=\"%s\"}"
+		    " %lld\n", tn, (long long)json_integer_value(
+		    json_object_get(t, "b")));
+	json_decref(per);
+	json_decref(list);
+}
+
 static void
 h_metrics(struct xd_call *k)
 {
@@ -1164,18 +1229,25 @@ h_metrics(struct xd_call *k)
 		    ns);
 	}
 	M("lifecycle_total", "counter", "Suspended, resumed, removed by age, "
-	    "archived, restored, archives that failed.");
+	    "archived, restored, archives that failed, expired, evicted by a "
+	    "tenant's quota, orphaned files removed.");
 	evbuffer_add_printf(o, "sluice_execd_lifecycle_total{what="
 	    "\"suspended\"} %llu\nsluice_execd_lifecycle_total{what="
 	    "\"resumed\"} %llu\nsluice_execd_lifecycle_total{what="
 	    "\"removed_idle\"} %llu\nsluice_execd_lifecycle_total{what="
 	    "\"archived\"} %llu\nsluice_execd_lifecycle_total{what="
 	    "\"restored\"} %llu\nsluice_execd_lifecycle_total{what="
-	    "\"archive_failed\"} %llu\n",
+	    "\"archive_failed\"} %llu\nsluice_execd_lifecycle_total{what="
+	    "\"archive_expired\"} %llu\nsluice_execd_lifecycle_total{what="
+	    "\"archive_evicted\"} %llu\nsluice_execd_lifecycle_total{what="
+	    "\"archive_orphan\"} %llu\n",
 	    (unsigned long long)st->suspended, (unsigned long long)st->resumed,
 	    (unsigned long long)st->removed_idle,
 	    (unsigned long long)st->archived, (unsigned long long)st->restored,
-	    (unsigned long long)st->archive_failed);
+	    (unsigned long long)st->archive_failed,
+	    (unsigned long long)st->arch_expired,
+	    (unsigned long long)st->arch_evicted,
+	    (unsigned long long)st->arch_orphans);
 	M("commands_running", "gauge", "Commands running.");
 	evbuffer_add_printf(o, "sluice_execd_commands_running{kind="
 	    "\"foreground\"} %ld\nsluice_execd_commands_running{kind="
@@ -1215,6 +1287,7 @@ h_metrics(struct xd_call *k)
 	    "sluice_execd_quota_in_use{scope=\"commands\"} %ld\n",
 	    n[XD_BOX_CREATING] + n[XD_BOX_RUNNING], k->xd->creating,
 	    fg + bg);
+	metrics_storage(k->xd, o);
 	M("event_subscribers", "gauge", "GET /v1/events streams open.");
 	evbuffer_add_printf(o, "sluice_execd_event_subscribers %ld\n", subs);
 	M("event_subscribers_dropped_total", "counter", "Slow event readers "

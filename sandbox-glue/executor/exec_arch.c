@@ -31,7 +31,11 @@
  *
  * Restoring: into the new, empty workspace before the sandbox starts,
  * in a child that has become the sandbox's host uid and gid (no group,
- * no capability): the kernel's permissions and the workspace's own
+ * no capability) and then exec'd sluice-execd --restore-helper (the
+ * archive on its stdin, the result on its stdout, the workspace its
+ * cwd, no environment): what parses the archive the sandbox shaped holds
+ * no copy of the daemon's memory (the TLS key, the tokens' digests) and
+ * no descriptor of it.  The kernel's permissions and the workspace's own
  * quota (a loop-mounted ext4 of disk_bytes and inodes) bound what it
  * can write, wherever a hostile archive points.  On top of that each
  * entry is checked: a name that is absolute, holds "..", or is empty is
@@ -802,6 +806,247 @@ xd_arch_meta(const struct xd_cfg *c, const char *id, int *bad)
 	return m;
 }
 
+json_t *
+xd_arch_list(const struct xd_cfg *c)
+{
+	DIR *d = opendir(c->archive_dir);
+	struct dirent *de;
+	json_t *list = json_array(), *m;
+	char id[SBX_ID_MAX + 1], f[SBX_PATH_MAX + 80];
+	struct stat st;
+	size_t n;
+	int bad;
+
+	if (d == NULL) {
+		if (errno == ENOENT)
+			return list;
+		json_decref(list);
+		return NULL;
+	}
+	while (list != NULL && (de = readdir(d)) != NULL) {
+		/* <id>.json is the commit of id's archive */
+		n = strlen(de->d_name);
+		if (n <= 5 || n - 5 > SBX_ID_MAX || strcmp(de->d_name + n - 5,
+		    ".json") != 0)
+			continue;
+		memcpy(id, de->d_name, n - 5);
+		id[n - 5] = '\0';
+		if (!sbx_id_ok(id, SBX_ID_MAX))
+			continue;
+		if ((m = xd_arch_meta(c, id, &bad)) == NULL) {
+			if (bad)
+				json_array_append_new(list, json_pack("{s:s,s:b,"
+				    "s:s,s:I}", "id", id, "corrupt", 1, "tenant",
+				    "", "bytes", (json_int_t)0));
+			continue;
+		}
+		if (arch_file(c, id, m, f, sizeof(f)) != 0 || lstat(f, &st) !=
+		    0)
+			st.st_size = 0;
+		json_array_append_new(list, json_pack("{s:s,s:O,s:O,s:I,s:I,"
+		    "s:s}", "id", id, "tenant", json_object_get(m, "tenant"),
+		    "user", json_object_get(m, "user"), "archived",
+		    json_integer_value(json_object_get(m, "archived")), "bytes",
+		    (json_int_t)st.st_size, "file", strrchr(f, '/') != NULL ?
+		    strrchr(f, '/') + 1 : f));
+		json_decref(m);
+	}
+	closedir(d);
+	return list;
+}
+
+/* ---- limits: age, per-tenant quotas, orphans ---- */
+
+struct arch_ent {
+	const char *id, *tenant, *user;
+	int64_t archived;
+	uint64_t bytes;
+	int gone;
+};
+
+static int
+ent_cmp(const void *a, const void *b)
+{
+	const struct arch_ent *x = a, *y = b;
+	int t = strcmp(x->tenant, y->tenant);
+
+	if (t != 0)
+		return t;
+	if (x->archived != y->archived)
+		return x->archived < y->archived ? -1 : 1;
+	return strcmp(x->id, y->id);
+}
+
+static void
+evict(const struct xd_cfg *c, struct arch_ent *e, const char *why,
+    json_t *out)
+{
+	xd_arch_discard(c, e->id);
+	e->gone = 1;
+	json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:s,s:I,s:I}",
+	    "id", e->id, "tenant", e->tenant, "user", e->user, "reason", why,
+	    "archived", (json_int_t)e->archived, "bytes",
+	    (json_int_t)e->bytes));
+}
+
+/* Whether name (in archive_dir) is a file some committed metadata
+ * names: "<id>.<12 hex>.tar.zst" of <id>.json's "file", or "<id>.tar.zst"
+ * of one whose file is the old "tar.zst" (ids may hold dots: both
+ * readings are tried).  *live: an id it may be of is in live. */
+static int
+tar_named(const struct xd_cfg *c, const char *name, json_t *live, int *live_)
+{
+	char id[SBX_ID_MAX + 1], f[SBX_PATH_MAX + 80];
+	size_t n = strlen(name), k;
+	json_t *m;
+	int bad, named = 0, r;
+
+	*live_ = 0;
+	for (r = 0; r < 2 && !named; r++) {
+		/* r 0: <id>.tar.zst; r 1: <id>.<12 hex>.tar.zst */
+		k = r == 0 ? n - 8 : n >= 8 + 13 ? n - 8 - 13 : 0;
+		if (k == 0 || k > SBX_ID_MAX)
+			continue;
+		memcpy(id, name, k);
+		id[k] = '\0';
+		if (!sbx_id_ok(id, SBX_ID_MAX))
+			continue;
+		if (json_object_get(live, id) != NULL)
+			*live_ = 1;
+		if ((m = xd_arch_meta(c, id, &bad)) == NULL) {
+			/* unreadable metadata: whose file it is not known */
+			named |= bad;
+			continue;
+		}
+		named = arch_file(c, id, m, f, sizeof(f)) == 0 &&
+		    strcmp(strrchr(f, '/') + 1, name) == 0;
+		json_decref(m);
+	}
+	return named;
+}
+
+/* Files of the archive dir no committed archive names: a tar without
+ * its JSON (a crash between the tar's rename and the JSON's commit, or
+ * after the JSON's replacement and before the old tar's removal) and
+ * the temporary files of a write that did not end.  Only those older
+ * than ARCH_ORPHAN_S (a write under way renames its tar just before its
+ * commit) and of no live sandbox (whose delete may be writing). */
+#define ARCH_ORPHAN_S	60
+static void
+sweep_orphans(const struct xd_cfg *c, json_t *live, int64_t now,
+    json_t *out)
+{
+	DIR *d = opendir(c->archive_dir);
+	struct dirent *de;
+	struct stat st;
+	char id[SBX_ID_MAX + 1];
+	size_t n, k;
+	int isl;
+
+	if (d == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		const char *nm = de->d_name;
+
+		n = strlen(nm);
+		if (fstatat(dirfd(d), nm, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    !S_ISREG(st.st_mode) || (int64_t)st.st_mtime >
+		    now - ARCH_ORPHAN_S)
+			continue;
+		if (n > 8 && strcmp(nm + n - 8, ".tar.zst") == 0) {
+			if (tar_named(c, nm, live, &isl) || isl)
+				continue;
+		} else if ((n > 12 && strcmp(nm + n - 12, ".tar.zst.tmp") ==
+		    0) || (n > 9 && strcmp(nm + n - 9, ".json.tmp") == 0)) {
+			k = n - (nm[n - 5] == 'n' ? 9 : 12);
+			if (k > SBX_ID_MAX)
+				continue;
+			memcpy(id, nm, k);
+			id[k] = '\0';
+			if (json_object_get(live, id) != NULL)
+				continue;
+		} else
+			continue;
+		if (unlinkat(dirfd(d), nm, 0) == 0)
+			json_array_append_new(out, json_pack("{s:s,s:s,s:I}",
+			    "file", nm, "reason", "orphan", "bytes",
+			    (json_int_t)st.st_size));
+	}
+	closedir(d);
+}
+
+json_t *
+xd_arch_sweep(const struct xd_cfg *c, const char *tenant, const char *keep,
+    json_t *live, int64_t now)
+{
+	json_t *list = xd_arch_list(c), *out = json_array(), *a;
+	struct arch_ent *e = NULL;
+	size_t n = 0, i, j, g;
+
+	if (list == NULL || out == NULL)
+		goto done;
+	if ((e = calloc(json_array_size(list) + 1, sizeof(*e))) == NULL)
+		goto done;
+	json_array_foreach(list, i, a) {
+		const char *t = json_string_value(json_object_get(a, "tenant"));
+
+		/* unreadable metadata: not known whose (a discard only) */
+		if (json_is_true(json_object_get(a, "corrupt")) || t == NULL ||
+		    (tenant != NULL && strcmp(t, tenant) != 0))
+			continue;
+		e[n].id = json_string_value(json_object_get(a, "id"));
+		e[n].tenant = t;
+		e[n].user = json_string_value(json_object_get(a, "user"));
+		if (e[n].user == NULL)
+			e[n].user = "";
+		e[n].archived = json_integer_value(json_object_get(a,
+		    "archived"));
+		e[n].bytes = (uint64_t)json_integer_value(json_object_get(a,
+		    "bytes"));
+		n++;
+	}
+	qsort(e, n, sizeof(*e), ent_cmp);
+	/* an archive of a live sandbox is being restored (its create) or
+	 * was just written (keep): never taken from under it */
+	for (i = 0; c->arch_max_age > 0 && i < n; i++)
+		if (e[i].archived + c->arch_max_age <= now &&
+		    json_object_get(live, e[i].id) == NULL &&
+		    (keep == NULL || strcmp(e[i].id, keep) != 0))
+			evict(c, &e[i], "expired", out);
+	/* per tenant, oldest first, until the rest fits */
+	for (g = 0; g < n; g = j) {
+		uint64_t bytes = 0, count = 0;
+
+		for (j = g; j < n && strcmp(e[j].tenant, e[g].tenant) == 0; j++)
+			if (!e[j].gone) {
+				bytes += e[j].bytes;
+				count++;
+			}
+		for (i = g; i < j; i++) {
+			int over_n = c->arch_max_count > 0 && count >
+			    (uint64_t)c->arch_max_count;
+			int over_b = c->arch_max_bytes > 0 && bytes >
+			    c->arch_max_bytes;
+
+			if (!over_n && !over_b)
+				break;
+			if (e[i].gone || json_object_get(live, e[i].id) != NULL ||
+			    (keep != NULL && strcmp(e[i].id, keep) == 0))
+				continue;
+			evict(c, &e[i], over_n ? "quota_count" : "quota_bytes",
+			    out);
+			bytes -= e[i].bytes;
+			count--;
+		}
+	}
+	if (tenant == NULL)
+		sweep_orphans(c, live, now, out);
+done:
+	free(e);
+	json_decref(list);
+	return out;
+}
+
 void
 xd_arch_discard(const struct xd_cfg *c, const char *id)
 {
@@ -1030,6 +1275,34 @@ extract(struct archive *a, FILE *out)
 	return rc;
 }
 
+int
+xd_arch_restore_helper(void)
+{
+	struct archive *a;
+	FILE *f;
+
+	/* only ever the restore's child, dropped to a sandbox's uid: run by
+	 * hand as root it would write the archive into the cwd as root */
+	if (geteuid() == 0 || getuid() == 0) {
+		fprintf(stderr, XD_NAME ": --restore-helper is sluice-execd's "
+		    "own (it does not run as root)\n");
+		return 2;
+	}
+	if ((f = fdopen(1, "w")) == NULL)
+		return 1;
+	if ((a = archive_read_new()) == NULL ||
+	    archive_read_support_filter_zstd(a) != ARCHIVE_OK ||
+	    archive_read_support_filter_gzip(a) != ARCHIVE_OK ||
+	    archive_read_support_format_tar(a) != ARCHIVE_OK ||
+	    archive_read_open_fd(a, 0, 65536) != ARCHIVE_OK) {
+		fprintf(f, "{\"error\":\"the archive does not open: not a "
+		    "tar\"}");
+		fflush(f);
+		return 1;
+	}
+	return extract(a, f);
+}
+
 /* The child's result read to its end (what passes ARCH_RESULT_MAX
  * drained, not kept: the child never blocks on a full pipe), by the
  * deadline; then the child reaped.  The result, or NULL with why. */
@@ -1139,29 +1412,32 @@ xd_arch_restore(const struct xd_cfg *c, const struct sbx_rec *r,
 		goto fail;
 	}
 	if (pid == 0) {
-		struct archive *a;
-		FILE *f;
+		static const char nohelper[] = "{\"error\":\"the restore "
+		    "helper does not run\"}";
+		char *argv[] = { (char *)XD_NAME, (char *)"--restore-helper",
+		    NULL };
+		char *envp[] = { NULL };
+		int nul;
 
 		close(p[0]);
 		/* the sandbox's host ids, nothing more, and no way back */
 		if (setgroups(0, NULL) != 0 || setresgid(r->host_gid,
 		    r->host_gid, r->host_gid) != 0 || setresuid(r->host_uid,
 		    r->host_uid, r->host_uid) != 0 || prctl(PR_SET_NO_NEW_PRIVS,
-		    1, 0, 0, 0) != 0 || fchdir(wfd) != 0 ||
-		    (f = fdopen(p[1], "w")) == NULL)
+		    1, 0, 0, 0) != 0 || fchdir(wfd) != 0)
 			_exit(1);
 		umask(022);
-		if ((a = archive_read_new()) == NULL ||
-		    archive_read_support_filter_zstd(a) != ARCHIVE_OK ||
-		    archive_read_support_filter_gzip(a) != ARCHIVE_OK ||
-		    archive_read_support_format_tar(a) != ARCHIVE_OK ||
-		    archive_read_open_fd(a, fd, 65536) != ARCHIVE_OK) {
-			fprintf(f, "{\"error\":\"the archive does not open: "
-			    "not a tar\"}");
-			fflush(f);
+		/* the helper gets the archive on 0, the result pipe on 1 and
+		 * nothing else of the daemon: not its memory (the TLS key,
+		 * the tokens' digests), which an exec drops, nor a descriptor
+		 * (fds 0-2 are open in the daemon: the dups do not overlap) */
+		if ((nul = open("/dev/null", O_WRONLY | O_CLOEXEC)) < 0 ||
+		    dup2(fd, 0) != 0 || dup2(p[1], 1) != 1 || dup2(nul, 2) != 2)
 			_exit(1);
-		}
-		_exit(extract(a, f));
+		closefrom(3);
+		execve("/proc/self/exe", argv, envp);
+		(void)!write(1, nohelper, sizeof(nohelper) - 1);
+		_exit(127);
 	}
 	close(p[1]);
 	p[1] = -1;

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -288,6 +289,54 @@ quota(struct xd_perr *e, const char *scope, long limit, long in_use)
 	return -1;
 }
 
+/* The ids of the listed boxes (in a worker: as they were at its fork):
+ * their archives are being restored or written, or are theirs. */
+static json_t *
+live_ids(struct xd *xd)
+{
+	json_t *o = json_object();
+	struct xd_box *b;
+
+	TAILQ_FOREACH(b, &xd->boxes, link)
+		json_object_set_new(o, b->rec.chat, json_true());
+	return o;
+}
+
+/* Each archive a sweep removed: logged, counted and audited. */
+static void
+arch_evicted_note(struct xd *xd, json_t *evicted)
+{
+	json_t *v;
+	size_t i;
+
+	json_array_foreach(evicted, i, v) {
+		const char *why = json_string_value(json_object_get(v,
+		    "reason")), *id = json_string_value(json_object_get(v,
+		    "id")), *file = json_string_value(json_object_get(v,
+		    "file")), *tn = json_string_value(json_object_get(v,
+		    "tenant")), *us = json_string_value(json_object_get(v,
+		    "user"));
+
+		if (why == NULL)
+			continue;
+		if (strcmp(why, "orphan") == 0) {
+			xd->stats.arch_orphans++;
+			xd_log(XD_LOG_INFO, "archive file %s: removed (orphaned: "
+			    "no committed archive names it)", file ? file : "?");
+		} else {
+			if (strcmp(why, "expired") == 0)
+				xd->stats.arch_expired++;
+			else
+				xd->stats.arch_evicted++;
+			xd_log(XD_LOG_INFO, "archive of %s (tenant %s): removed "
+			    "(%s)", id ? id : "?", tn ? tn : "", why);
+		}
+		xd_audit_box(xd, "archive_evict", "sluice-execd", "daemon",
+		    id ? id : "", tn ? tn : "", us ? us : "", 200, NULL,
+		    json_incref(v));
+	}
+}
+
 /* ---- create ---- */
 
 static json_t *
@@ -306,7 +355,7 @@ box_create_child(void *arg)
 	struct sbx_rec *r = &b->rec;
 	struct xd_broker_err be;
 	char err[XD_ERR_MAX], rp[SBX_PATH_MAX + 16];
-	int session = 0;
+	int session = 0, nospace;
 	json_t *res = NULL;
 	struct stat st;
 
@@ -338,11 +387,16 @@ box_create_child(void *arg)
 		res = fail_json(500, "internal", "workspace: path too long");
 		goto fail;
 	}
-	if (xd_ws_make(xd->cfg->mke2fs, r, &b->lim, err, sizeof(err)) != 0) {
+	if (xd_ws_make(xd->cfg->mke2fs, r, &b->lim, &nospace, err,
+	    sizeof(err)) != 0) {
 		char m[XD_ERR_MAX + 16];
 
 		snprintf(m, sizeof(m), "workspace: %s", err);
-		res = fail_json(500, "internal", m);
+		/* the admission's figures were right at its time; something
+		 * else took the space since */
+		res = nospace ? json_pack("{s:b,s:i,s:s,s:s,s:s}", "ok", 0,
+		    "status", 503, "code", "backend_unavailable", "message", m,
+		    "reason", "disk_full") : fail_json(500, "internal", m);
 		goto fail;
 	}
 	r->workspace_made = 1;
@@ -394,6 +448,12 @@ box_create_child(void *arg)
 	}
 	if (b->be->commit != NULL)
 		b->be->commit(r);
+	/* restored and the sandbox made: the archive has done its work
+	 * (kept, it would count against the tenant's archives and its
+	 * workspace be on the disk twice); not before, as a create that
+	 * fails after the restore takes the workspace back */
+	if (b->restored != NULL)
+		xd_arch_discard(xd->cfg, r->chat);
 	return json_pack("{s:b,s:o,s:O?}", "ok", 1, "record", sbx_rec_json(r),
 	    "restored", b->restored);
 fail:
@@ -433,6 +493,72 @@ perr_from(struct xd_perr *e, json_t *res, const char *what)
 	if (json_is_string(json_object_get(res, "archive")))
 		e->extra = json_pack("{s:O}", "archive", json_object_get(res,
 		    "archive"));
+	else if (json_is_string(json_object_get(res, "reason")))
+		e->extra = json_pack("{s:O}", "reason", json_object_get(res,
+		    "reason"));
+}
+
+/* ---- storage: what the workspaces and archives take ---- */
+
+/* The bytes of a live box's workspace not yet allocated on disk: all of
+ * it while its create has not made the image, what a sparse image (made
+ * before images were allocated whole, or where fallocate is not
+ * supported) has not taken yet. */
+static uint64_t
+box_unallocated(const struct xd_box *b)
+{
+	char img[SBX_PATH_MAX + 32];
+	struct stat st;
+	uint64_t have;
+
+	if (b->lim.disk_bytes == 0)
+		return 0;
+	snprintf(img, sizeof(img), "%s/workspace.img", b->rec.dir);
+	if (lstat(img, &st) != 0 || !S_ISREG(st.st_mode))
+		return b->state == XD_BOX_CREATING ? b->lim.disk_bytes : 0;
+	have = (uint64_t)st.st_blocks * 512;
+	return have >= b->lim.disk_bytes ? 0 : b->lim.disk_bytes - have;
+}
+
+void
+xd_box_storage(struct xd *xd, struct xd_storage *s, int archives)
+{
+	const struct xd_cfg *c = xd->cfg;
+	char p[SBX_PATH_MAX], *slash;
+	struct statvfs v;
+	struct xd_box *b;
+	json_t *list, *a;
+	size_t i;
+
+	memset(s, 0, sizeof(*s));
+	s->reserve = c->disk_reserve;
+	TAILQ_FOREACH(b, &xd->boxes, link) {
+		s->workspaces += b->lim.disk_bytes;
+		s->unallocated += box_unallocated(b);
+	}
+	/* the state dir's file system (the nearest directory there is:
+	 * the first create makes the state dir) */
+	snprintf(p, sizeof(p), "%s", c->state_dir);
+	while (statvfs(p, &v) != 0) {
+		if (errno != ENOENT || (slash = strrchr(p, '/')) == NULL ||
+		    slash == p)
+			goto archives;
+		*slash = '\0';
+	}
+	s->ok = 1;
+	s->free = (uint64_t)v.f_bavail * v.f_frsize;
+	s->total = (uint64_t)v.f_blocks * v.f_frsize;
+	s->headroom = (int64_t)s->free - (int64_t)s->unallocated -
+	    (int64_t)s->reserve;
+archives:
+	if (!archives || (list = xd_arch_list(c)) == NULL)
+		return;
+	json_array_foreach(list, i, a) {
+		s->archives += (uint64_t)json_integer_value(json_object_get(a,
+		    "bytes"));
+		s->narchives++;
+	}
+	json_decref(list);
 }
 
 static void
@@ -577,6 +703,45 @@ xd_box_arch_owner(const struct xd_cfg *c, const char *id, const char *tenant,
 	return 0;
 }
 
+/*
+ * A create is admitted only while its workspace fits in the free space
+ * of the state dir's file system beside what is promised already: the
+ * bytes of the live workspaces not yet allocated (creates under way,
+ * sparse images) and quotas.disk_reserve_mb kept for the archives, the
+ * records and whatever else lives there (issue 20 point 4).  Images are
+ * allocated whole when made, so the allocated ones are in the free
+ * space already.  503 backend_unavailable, reason disk_full, with the
+ * figures: the host is full, not the tenant's quota (429), and another
+ * host of a fleet may take it; a code of its own would be one more that
+ * every client of DESIGN.md's error list must learn for the same
+ * "not here, not now".
+ */
+static int
+box_admit(struct xd *xd, const struct xd_create_spec *s, struct xd_perr *e)
+{
+	struct xd_storage st;
+	char m[XD_ERR_MAX];
+
+	xd_box_storage(xd, &st, 0);
+	if (!st.ok || st.headroom >= (int64_t)s->lim.disk_bytes)
+		return 0;
+	snprintf(m, sizeof(m), "the host's disk is full: a workspace of %llu "
+	    "MiB does not fit in the %llu MiB free on the state dir's file "
+	    "system beside %llu MiB promised to workspaces and the reserve "
+	    "of %llu MiB (quotas.disk_reserve_mb)",
+	    (unsigned long long)(s->lim.disk_bytes >> 20),
+	    (unsigned long long)(st.free >> 20),
+	    (unsigned long long)(st.unallocated >> 20),
+	    (unsigned long long)(st.reserve >> 20));
+	xd_log(XD_LOG_WARN, "sandbox %s: not created: %s", s->id, m);
+	e->extra = json_pack("{s:s,s:I,s:I,s:I,s:I}", "reason", "disk_full",
+	    "needed_bytes", (json_int_t)s->lim.disk_bytes, "free_bytes",
+	    (json_int_t)st.free, "committed_bytes",
+	    (json_int_t)st.unallocated, "reserve_bytes",
+	    (json_int_t)st.reserve);
+	return berr(e, 503, "backend_unavailable", m);
+}
+
 int
 xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
     void *arg, struct xd_perr *e)
@@ -612,6 +777,8 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 		restore = m != NULL;
 		json_decref(m);
 	}
+	if (box_admit(xd, s, e) != 0)
+		return -1;
 	if ((b = box_new(xd)) == NULL)
 		return berr(e, 500, "internal", "out of memory");
 	b->restore = restore;
@@ -714,7 +881,8 @@ box_delete_child(void *arg)
 	/* a stopped box's sandbox was destroyed by an earlier delete */
 	int resumed = 0, destroyed = b->stop_note[0] != '\0';
 
-	json_t *meta = NULL, *res;
+	json_t *meta = NULL, *res, *evicted = NULL, *live;
+	const struct xd_cfg *c = b->xd->cfg;
 
 	memset(&be, 0, sizeof(be));
 	if (!destroyed) {
@@ -752,6 +920,34 @@ box_delete_child(void *arg)
 		    be.status == 0));
 		return res;
 	}
+	/* the tenant's archives held to their quotas, the oldest evicted
+	 * first (a cache of past chats); one that alone is over the bytes
+	 * is not kept: the delete fails as an archive that cannot be
+	 * written does (stopped; ?archive=discard removes it) */
+	if (meta != NULL && c->arch_max_bytes > 0 && (uint64_t)
+	    json_integer_value(json_object_get(meta, "bytes")) >
+	    c->arch_max_bytes) {
+		char m[XD_ERR_MAX];
+
+		xd_arch_discard(c, r->chat);
+		snprintf(m, sizeof(m), "archive failed: %lld bytes, more than "
+		    "lifecycle.archive_max_bytes_per_tenant (%llu): not kept",
+		    (long long)json_integer_value(json_object_get(meta,
+		    "bytes")), (unsigned long long)c->arch_max_bytes);
+		json_decref(meta);
+		if (xd_broker_delete(c, r->chat, &be) != 0)
+			xd_log(XD_LOG_WARN, "sandbox %s: broker session left: "
+			    "%s", r->chat, be.msg);
+		res = del_fail(500, "internal", m, resumed, 1, "failed");
+		json_object_set_new(res, "broker_deleted", json_boolean(
+		    be.status == 0));
+		return res;
+	}
+	if (meta != NULL && (live = live_ids(b->xd)) != NULL) {
+		evicted = xd_arch_sweep(c, r->tenant, r->chat, live,
+		    (int64_t)time(NULL));
+		json_decref(live);
+	}
 	/* the sandbox is gone; a broker session sluiced cannot be asked to
 	 * drop now is named in the answer (and the log) */
 	if (xd_broker_delete(b->xd->cfg, r->chat, &be) != 0) {
@@ -776,8 +972,8 @@ box_delete_child(void *arg)
 	}
 	if (r->session_dir[0])
 		(void)rmdir(r->session_dir);    /* sluiced leaves it, empty */
-	return json_pack("{s:b,s:s?,s:o?}", "ok", 1, "broker_left", left,
-	    "archive", meta);
+	return json_pack("{s:b,s:s?,s:o?,s:o?}", "ok", 1, "broker_left", left,
+	    "archive", meta, "evicted", evicted);
 }
 
 static void
@@ -809,6 +1005,7 @@ box_delete_done(void *arg, json_t *res)
 		    "reason", b->del_reason, "archive", b->del_archive ?
 		    b->archived : NULL));
 		op->cb(op->arg, b, NULL);
+		arch_evicted_note(b->xd, json_object_get(res, "evicted"));
 		/* finished background commands go with it; running ones
 		 * end with their sandbox and are freed then */
 		while ((c = TAILQ_FIRST(&b->cmds)) != NULL && !c->running)
@@ -1307,15 +1504,60 @@ lc_period(const struct xd_cfg *c)
 {
 	long p = 0;
 
-	if (c->idle_after <= 0 && c->remove_after <= 0)
-		return 0;
+	/* the archives' sweep (quotas after a reload, orphans) runs every
+	 * minute at least */
+	if (c->idle_after <= 0 && c->remove_after <= 0 && c->arch_max_age <= 0)
+		return 60;
 
 	if (c->idle_after > 0)
 		p = c->idle_after;
 	if (c->remove_after > 0 && (p == 0 || c->remove_after < p))
 		p = c->remove_after;
+	if (c->arch_max_age > 0 && (p == 0 || c->arch_max_age < p))
+		p = c->arch_max_age;
 	p /= 4;
 	return p < 1 ? 1 : p > 60 ? 60 : p;
+}
+
+/* In the worker: the archives held to their limits. */
+static json_t *
+arch_sweep_child(void *arg)
+{
+	struct xd *xd = arg;
+	json_t *live = live_ids(xd), *ev;
+
+	if (live == NULL)
+		return NULL;
+	ev = xd_arch_sweep(xd->cfg, NULL, NULL, live, (int64_t)time(NULL));
+	json_decref(live);
+	return json_pack("{s:o?}", "evicted", ev);
+}
+
+static void
+arch_sweep_done(void *arg, json_t *res)
+{
+	struct xd *xd = arg;
+
+	xd->arch_sweeping = 0;
+	arch_evicted_note(xd, json_object_get(res, "evicted"));
+	json_decref(res);
+}
+
+/* One archive sweep at a time, in a worker (it reads every metadata
+ * file and removes files). */
+static void
+arch_sweep_start(struct xd *xd)
+{
+	char err[XD_ERR_MAX];
+
+	if (xd->arch_sweeping || xd->draining)
+		return;
+	if (xd_job_run(xd, "archives", arch_sweep_child, xd, arch_sweep_done,
+	    xd, err, sizeof(err)) != 0) {
+		xd_log(XD_LOG_WARN, "the archives' sweep: %s", err);
+		return;
+	}
+	xd->arch_sweeping = 1;
 }
 
 static void
@@ -1359,6 +1601,7 @@ lc_sweep(evutil_socket_t fd, short what, void *arg)
 		    b->be->alive(&b->rec))
 			lc_suspend(b, idle);
 	}
+	arch_sweep_start(xd);
 	tv.tv_sec = lc_period(c);
 	if (xd->ev_sweep != NULL && tv.tv_sec > 0)
 		(void)event_add(xd->ev_sweep, &tv);
@@ -1374,6 +1617,9 @@ xd_box_sweep_start(struct xd *xd)
 	if (xd->ev_sweep == NULL &&
 	    (xd->ev_sweep = evtimer_new(xd->base, lc_sweep, xd)) == NULL)
 		return -1;
+	/* the archives now: at the start what a crash left, after a reload
+	 * the new limits */
+	arch_sweep_start(xd);
 	if (tv.tv_sec == 0)
 		return event_del(xd->ev_sweep) != 0 ? -1 : 0;
 	return event_add(xd->ev_sweep, &tv) != 0 ? -1 : 0;

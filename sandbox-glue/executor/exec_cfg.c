@@ -100,11 +100,15 @@ xd_cfg_defaults(struct xd_cfg *c)
 	c->max_per_tenant = 50;
 	c->max_per_user = 5;
 	c->max_creates = 4;
+	c->disk_reserve = 1024ull << 20;
 	c->max_background = 16;
 	c->max_cmds = 256;
 	c->max_cmds_tenant = 64;
 	c->idle_after = 600;
 	c->remove_after = 86400;
+	c->arch_max_age = 30 * 86400;
+	c->arch_max_count = 100;
+	c->arch_max_bytes = 10240ull << 20;
 	snprintf(c->archive_dir, sizeof(c->archive_dir), "%.400s/.archive",
 	    c->state_dir);
 	c->keep_finished = 32;
@@ -573,14 +577,16 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	    "events_buffer_bytes", "image_dir", "profile", "shim_static",
 	    "tenant_profiles", "lifecycle", NULL };
 	static const char *const fkeys[] = { "idle_after", "remove_after",
-	    "archive_dir", NULL };
+	    "archive_dir", "archive_max_age", "archive_max_count_per_tenant",
+	    "archive_max_bytes_per_tenant", NULL };
 	static const char *const lkeys[] = { "path", NULL };
 	static const char *const skeys[] = { "group", "mode", NULL };
 	static const char *const akeys[] = { "file_bytes", "count",
 	    "total_bytes", "walk_entries", NULL };
 	static const char *const qkeys[] = { "sandboxes", "per_tenant",
 	    "per_user", "creates", "background_per_sandbox",
-	    "finished_per_sandbox", "commands", "commands_per_tenant", NULL };
+	    "finished_per_sandbox", "commands", "commands_per_tenant",
+	    "disk_reserve_mb", NULL };
 	static const char *const rkeys[] = { "admin", "app", "auditor", NULL };
 	static const char *const idkeys[] = { "uids", "groups", NULL };
 	struct cx x;
@@ -733,7 +739,9 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 		    1024) != 0 ||
 		    c_long(&x, o, "commands", &c->max_cmds, 0, 1000000) != 0 ||
 		    c_long(&x, o, "commands_per_tenant", &c->max_cmds_tenant, 0,
-		    1000000) != 0)
+		    1000000) != 0 ||
+		    c_u64(&x, o, "disk_reserve_mb", &c->disk_reserve, 1 << 20,
+		    1) != 0)
 			goto out;
 		x.depth--;
 	}
@@ -751,7 +759,13 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 		    c_long(&x, o, "remove_after", &c->remove_after, 0, 31622400)
 		    != 0 ||
 		    c_str(&x, o, "archive_dir", c->archive_dir,
-		    sizeof(c->archive_dir) - SBX_ID_MAX - 32, 1) != 0)
+		    sizeof(c->archive_dir) - SBX_ID_MAX - 32, 1) != 0 ||
+		    c_long(&x, o, "archive_max_age", &c->arch_max_age, 0,
+		    31622400 * 10l) != 0 ||
+		    c_long(&x, o, "archive_max_count_per_tenant",
+		    &c->arch_max_count, 0, 100000000) != 0 ||
+		    c_u64(&x, o, "archive_max_bytes_per_tenant",
+		    &c->arch_max_bytes, 1, 1) != 0)
 			goto out;
 		if (c->idle_after && c->remove_after && c->remove_after <
 		    c->idle_after) {
@@ -996,15 +1010,22 @@ xd_cfg_json(const struct xd_cfg *c)
 		    c->audit_log));
 		json_object_set_new(o, "events_buffer_bytes", json_integer(
 		    (json_int_t)c->events_buffer));
-		json_object_set_new(o, "lifecycle", json_pack("{s:I,s:I,s:s}",
-		    "idle_after", (json_int_t)c->idle_after, "remove_after",
-		    (json_int_t)c->remove_after, "archive_dir",
-		    c->archive_dir));
+		json_object_set_new(o, "lifecycle", json_pack("{s:I,s:I,s:s,"
+		    "s:I,s:I,s:I}", "idle_after", (json_int_t)c->idle_after,
+		    "remove_after", (json_int_t)c->remove_after, "archive_dir",
+		    c->archive_dir, "archive_max_age",
+		    (json_int_t)c->arch_max_age, "archive_max_count_per_tenant",
+		    (json_int_t)c->arch_max_count,
+		    "archive_max_bytes_per_tenant",
+		    (json_int_t)c->arch_max_bytes));
 		json_object_set_new(json_object_get(o, "quotas"), "commands",
 		    json_integer((json_int_t)c->max_cmds));
 		json_object_set_new(json_object_get(o, "quotas"),
 		    "commands_per_tenant", json_integer(
 		    (json_int_t)c->max_cmds_tenant));
+		json_object_set_new(json_object_get(o, "quotas"),
+		    "disk_reserve_mb", json_integer(
+		    (json_int_t)(c->disk_reserve >> 20)));
 	}
 	if (o != NULL && c->tcp[0])
 		json_object_set_new(o, "tcp", json_pack("{s:s,s:s,s:s,s:o}",

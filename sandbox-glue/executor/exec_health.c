@@ -155,6 +155,27 @@ backend_ok(json_t *bes, const char *name)
 }
 
 json_t *
+xd_health_storage(struct xd *xd)
+{
+	struct xd_storage s;
+
+	xd_box_storage(xd, &s, 1);
+	/* null where the file system could not be read */
+	return json_pack("{s:s,s:o,s:o,s:o,s:I,s:I,s:I,s:I,s:I}",
+	    "path", xd->cfg->state_dir,
+	    "free_bytes", s.ok ? json_integer((json_int_t)s.free) : json_null(),
+	    "total_bytes", s.ok ? json_integer((json_int_t)s.total) :
+	    json_null(),
+	    "headroom_bytes", s.ok ? json_integer((json_int_t)s.headroom) :
+	    json_null(),
+	    "reserve_bytes", (json_int_t)s.reserve,
+	    "workspaces_bytes", (json_int_t)s.workspaces,
+	    "workspaces_unallocated_bytes", (json_int_t)s.unallocated,
+	    "archives_bytes", (json_int_t)s.archives,
+	    "archives_count", (json_int_t)s.narchives);
+}
+
+json_t *
 xd_health_json(struct xd *xd, json_t *bes, int broker_ok, const char *why)
 {
 	const struct xd_cfg *c = xd->cfg;
@@ -179,6 +200,8 @@ xd_health_json(struct xd *xd, json_t *bes, int broker_ok, const char *why)
 	    (c->max_total > total ? c->max_total - total : 0) : -1),
 	    "creates", "limit", (json_int_t)c->max_creates, "in_use",
 	    (json_int_t)xd->creating);
+	if (o != NULL)
+		json_object_set_new(o, "storage", xd_health_storage(xd));
 	return o;
 }
 

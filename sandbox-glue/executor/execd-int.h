@@ -172,6 +172,9 @@ struct xd_cfg {
 	int socket_mode;
 	struct xd_lims def, max;        /* defaults, admin maxima */
 	long max_total, max_per_tenant, max_per_user, max_creates;
+	uint64_t disk_reserve;          /* quotas.disk_reserve_mb: of the
+	                                 * state dir's file system kept free
+	                                 * of workspaces (exec_box.c) */
 	long max_background;            /* running, per sandbox */
 	long max_cmds, max_cmds_tenant; /* running commands (foreground and
 	                                 * background) on the host, of a
@@ -180,6 +183,11 @@ struct xd_cfg {
 	 * archived and removed (0: never) */
 	long idle_after, remove_after;
 	char archive_dir[SBX_PATH_MAX];
+	/* the archives: expired this long after they were made, and at
+	 * most so many and so many bytes per tenant (0: no limit) */
+	long arch_max_age;
+	long arch_max_count;
+	uint64_t arch_max_bytes;
 	long keep_finished;             /* finished ones kept, per sandbox */
 	uint64_t max_file_bytes;
 	uint64_t max_body_bytes;        /* JSON bodies */
@@ -381,9 +389,12 @@ int xd_rec_save(const struct sbx_rec *r);
 
 /* Make r->workspace: a directory, and when lim->disk_bytes an ext4 of
  * that size and lim->inodes inodes mounted on it (nosuid, nodev),
- * owned by the sandbox user.  -1 with err, nothing left behind. */
+ * owned by the sandbox user, its image allocated whole.  -1 with err,
+ * nothing left behind; *nospace 1 when the host's file system had no
+ * room for the image. */
 int xd_ws_make(const char *mke2fs, const struct sbx_rec *r,
-    const struct xd_lims *lim, char *err, size_t len) SLUICE_MUSTCHECK;
+    const struct xd_lims *lim, int *nospace, char *err, size_t len)
+    SLUICE_MUSTCHECK;
 /* Unmount whatever is mounted on r->workspace (0 when nothing is);
  * the loop device is released with its last mount. */
 int xd_ws_remove(const struct sbx_rec *r);
@@ -414,6 +425,22 @@ json_t *xd_arch_meta(const struct xd_cfg *c, const char *id, int *bad);
  * without its leading "./". */
 const char *xd_arch_refused(const char *p, char type, const char *t,
     int hardlink, const char **clean);
+/* The committed archives: [{id, tenant, user, archived, bytes (of its
+ * file), file}], metadata that does not read as {id, corrupt: true,
+ * tenant "", bytes}.  NULL when archive_dir cannot be read (none yet:
+ * []).  Reads each metadata file (small). */
+json_t *xd_arch_list(const struct xd_cfg *c);
+/* Hold the archives to lifecycle.archive_max_age and, per tenant (those
+ * without one share ""), archive_max_count_per_tenant and
+ * archive_max_bytes_per_tenant, the oldest evicted first; tenant NULL:
+ * every tenant, and the orphaned files (a tar no committed metadata
+ * names, temporary files) older than a minute removed too; else that
+ * tenant's only.  Archives of ids in live (an object keyed by id) and
+ * keep are left.  What was removed: [{id, tenant, user, reason
+ * ("expired", "quota_count", "quota_bytes"), archived, bytes}] and
+ * [{file, reason "orphan", bytes}].  Blocking: in workers. */
+json_t *xd_arch_sweep(const struct xd_cfg *c, const char *tenant,
+    const char *keep, json_t *live, int64_t now);
 /* Remove id's archive (none: nothing). */
 void xd_arch_discard(const struct xd_cfg *c, const char *id);
 /* Restore id's archive into the new, empty r->workspace as r->host_uid
@@ -422,6 +449,10 @@ void xd_arch_discard(const struct xd_cfg *c, const char *id);
  * *corrupt 1 when the archive fails its SHA-256 or is missing. */
 int xd_arch_restore(const struct xd_cfg *c, const struct sbx_rec *r,
     json_t **out, int *corrupt, char *err, size_t len) SLUICE_MUSTCHECK;
+/* main of sluice-execd --restore-helper, which the restore's child
+ * execs as the sandbox's uid: the archive on fd 0 extracted into the
+ * cwd, the result (JSON) on fd 1; the exit status. */
+int xd_arch_restore_helper(void);
 
 /* ---- exec_snap.c ---- */
 
@@ -479,6 +510,7 @@ struct xd_stats {
 	uint64_t events_dropped;
 	uint64_t suspended, resumed, removed_idle, archived, restored;
 	uint64_t archive_failed;
+	uint64_t arch_expired, arch_evicted, arch_orphans;
 };
 
 /* ---- exec_audit.c ---- */
@@ -679,6 +711,19 @@ int xd_box_network(struct xd_box *b, xd_box_cb cb, void *arg,
 void xd_box_unref(struct xd_box *b);
 /* At exit: free every box and command (the sandboxes stay). */
 void xd_box_free_all(struct xd *xd);
+/* What the workspaces and the archives take of the disk. */
+struct xd_storage {
+	int ok;                 /* the state dir's file system was read */
+	uint64_t free, total;   /* its bytes free (to the daemon), in all */
+	uint64_t reserve;       /* quotas.disk_reserve_mb */
+	uint64_t workspaces;    /* disk_mb of the live sandboxes */
+	uint64_t unallocated;   /* of those, not yet allocated on disk */
+	int64_t headroom;       /* free - unallocated - reserve: what a
+	                         * create's workspace may take */
+	uint64_t archives, narchives;   /* archives: 0 unless asked */
+};
+/* archives: list the archives too (reads each one's metadata). */
+void xd_box_storage(struct xd *xd, struct xd_storage *s, int archives);
 /* Live sandboxes (creating or running) in total, of tenant, of user. */
 void xd_box_counts(struct xd *xd, const char *tenant, const char *user,
     long *total, long *nt, long *nu);
@@ -689,6 +734,10 @@ void xd_box_counts(struct xd *xd, const char *tenant, const char *user,
  * them (NULL: probe here), broker_ok/why from a ping. */
 json_t *xd_health_json(struct xd *xd, json_t *bes, int broker_ok,
     const char *why);
+/* The health document's "storage": the state dir's file system (free,
+ * total, headroom), the reserve, the workspaces' bytes (and those not
+ * yet allocated), the archives' bytes and count. */
+json_t *xd_health_storage(struct xd *xd);
 /* Ping sluiced in a worker, then cb(arg, health). */
 int xd_health(struct xd *xd, void (*cb)(void *arg, json_t *h), void *arg);
 
@@ -721,6 +770,7 @@ struct xd {
 	struct xd_stats stats;
 	struct usock_id sock_id;
 	struct event *ev_sweep;         /* exec_box.c: the lifecycle */
+	int arch_sweeping;              /* exec_box.c: its archive worker */
 };
 
 /* ---- exec_api.c ---- */
