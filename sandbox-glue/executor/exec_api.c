@@ -626,9 +626,14 @@ out_queued(struct xd_call *k)
 	struct evhttp_connection *evcon = evhttp_request_get_connection(k->req);
 	struct bufferevent *bev = evcon != NULL ?
 	    evhttp_connection_get_bufferevent(evcon) : NULL;
+	struct bufferevent *under = bev != NULL ? bufferevent_get_underlying(
+	    bev) : NULL;
 
-	return bev != NULL ? evbuffer_get_length(bufferevent_get_output(bev)) :
-	    0;
+	/* on TLS, what exec_gate.c's filter moved to the TLS bufferevent
+	 * is queued too */
+	return (bev != NULL ? evbuffer_get_length(bufferevent_get_output(bev)) :
+	    0) + (under != NULL ? evbuffer_get_length(bufferevent_get_output(
+	    under)) : 0);
 }
 
 static void
@@ -1477,24 +1482,12 @@ identify_unix(struct xd_call *k, int fd)
 static void
 identify_token(struct xd_call *k)
 {
-	const struct xd_cfg *c = k->xd->cfg;
-	unsigned char d[32];
-	const struct xd_token *hit = NULL;
+	const struct xd_token *hit;
 	const char *v;
-	size_t i;
 
 	k->role = XD_ROLE_NONE;
 	if ((v = httpauth_bearer(evhttp_request_get_input_headers(k->req),
-	    4096)) == NULL)
-		return;
-	xd_sha256(v, strlen(v), d);
-	/* every hash compared, in constant time: the timing says nothing
-	 * of which token came close */
-	for (i = 0; i < c->ntokens; i++)
-		if (CRYPTO_memcmp(d, c->tokens[i].digest, sizeof(d)) == 0)
-			hit = &c->tokens[i];
-	OPENSSL_cleanse(d, sizeof(d));
-	if (hit == NULL)
+	    4096)) == NULL || (hit = xd_token_find(k->xd->cfg, v)) == NULL)
 		return;
 	k->role = hit->role;
 	snprintf(k->tenant, sizeof(k->tenant), "%s", hit->tenant);
@@ -1546,6 +1539,33 @@ route_find(enum evhttp_cmd_type m, const char *path, char **args,
 			xd_args_free(tmp, XD_ARGS_MAX);
 	}
 	return hit;
+}
+
+/* The role the route of method and target needs (exec_gate.c, before
+ * evhttp has the body); the lowest when none matches or the target does
+ * not parse: the request callback answers that with 400, 404 or 405. */
+static enum xd_role
+route_role(const char *method, const char *target)
+{
+	struct evhttp_uri *u = evhttp_uri_parse_with_flags(target, 0);
+	const char *path = u != NULL ? evhttp_uri_get_path(u) : NULL;
+	enum xd_role need = XD_ROLE_AUDITOR;
+	char *tmp[XD_ARGS_MAX];
+	size_t i;
+
+	for (i = 0; path != NULL && i < NROUTES; i++) {
+		if (strcmp(routes[i].mname, method) != 0)
+			continue;
+		if (xd_route_match(routes[i].pattern, path, tmp,
+		    XD_ARGS_MAX) == 1) {
+			xd_args_free(tmp, XD_ARGS_MAX);
+			need = routes[i].role;
+			break;
+		}
+	}
+	if (u != NULL)
+		evhttp_uri_free(u);
+	return need;
 }
 
 static int
@@ -1657,6 +1677,12 @@ call_uses(struct xd_call *k)
 }
 
 static void
+on_answered(struct evhttp_request *req, void *arg)
+{
+	xd_gate_answered(arg, req);
+}
+
+static void
 on_request_l(struct evhttp_request *req, void *arg)
 {
 	struct listener *l = arg;
@@ -1682,11 +1708,23 @@ on_request_l(struct evhttp_request *req, void *arg)
 	k->xd = xd;
 	k->req = req;
 	if (l->tls) {
-		/* evhttp serves plain HTTP when the bevcb fails: never */
-		if (bev == NULL || bufferevent_openssl_get_ssl(bev) == NULL) {
+		struct bufferevent *under = bev != NULL ?
+		    bufferevent_get_underlying(bev) : NULL;
+
+		/* evhttp serves plain HTTP when the bevcb fails: never (the
+		 * TLS bufferevent is under exec_gate.c's filter) */
+		if (under == NULL || bufferevent_openssl_get_ssl(under) ==
+		    NULL) {
 			reply_err(k, 500, "internal", "TLS setup failed");
 			return;
 		}
+		/* the gate lets the next head in once this is answered; a
+		 * chunked body was passed as it came, so nothing after it
+		 * is read: the answer closes */
+		evhttp_request_set_on_complete_cb(req, on_answered, xd);
+		if (xd_gate_chunked(xd, req))
+			evhttp_add_header(evhttp_request_get_output_headers(req),
+			    "Connection", "close");
 		identify_token(k);
 	} else
 		identify_unix(k, bev ? bufferevent_getfd(bev) : -1);
@@ -1835,8 +1873,7 @@ tls_bev(struct event_base *base, void *arg)
 
 	if (xd->tls_ctx == NULL || (ssl = SSL_new(xd->tls_ctx)) == NULL)
 		return NULL;
-	return bufferevent_openssl_socket_new(base, -1, ssl,
-	    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+	return xd_gate_bev(xd, base, ssl);
 }
 
 static int
@@ -1877,6 +1914,10 @@ tls_listen(struct xd *xd, char *err, size_t errlen)
 		xd->http_tls = NULL;
 		return -1;
 	}
+	if (xd_gate_start(xd, xd->bound_tls, route_role) != 0) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
 	return 0;
 }
 
@@ -1906,6 +1947,7 @@ xd_api_reload(struct xd *xd, char *err, size_t errlen)
 		SSL_CTX_free(xd->tls_ctx);
 		xd->tls_ctx = n;
 		evhttp_set_max_body_size(xd->http_tls, (ev_ssize_t)(2 * max));
+		xd_gate_reload(xd);
 	}
 	if (xd->http_unix != NULL) {
 		evhttp_set_max_body_size(xd->http_unix, (ev_ssize_t)(2 * max));
@@ -1932,6 +1974,7 @@ xd_api_stop_accepting(struct xd *xd)
 		xd->bound_unix = NULL;
 	}
 	if (xd->bound_tls != NULL) {
+		xd_gate_unbind(xd);
 		evhttp_del_accept_socket(xd->http_tls, xd->bound_tls);
 		xd->bound_tls = NULL;
 	}
@@ -1959,6 +2002,7 @@ xd_api_close(struct xd *xd)
 		evhttp_free(xd->http_unix);
 		xd->http_unix = NULL;
 	}
+	xd_gate_stop(xd);
 	if (xd->http_tls != NULL) {
 		evhttp_free(xd->http_tls);
 		xd->http_tls = NULL;

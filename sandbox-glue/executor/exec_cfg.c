@@ -47,6 +47,23 @@ xd_sha256(const void *s, size_t n, unsigned char out[32])
 		memset(out, 0, 32);
 }
 
+const struct xd_token *
+xd_token_find(const struct xd_cfg *c, const char *tok)
+{
+	unsigned char d[32];
+	const struct xd_token *hit = NULL;
+	size_t i;
+
+	xd_sha256(tok, strlen(tok), d);
+	/* every hash compared, in constant time: the timing says nothing
+	 * of which token came close */
+	for (i = 0; i < c->ntokens; i++)
+		if (CRYPTO_memcmp(d, c->tokens[i].digest, sizeof(d)) == 0)
+			hit = &c->tokens[i];
+	OPENSSL_cleanse(d, sizeof(d));
+	return hit;
+}
+
 void
 xd_cfg_defaults(struct xd_cfg *c)
 {
@@ -114,6 +131,10 @@ xd_cfg_defaults(struct xd_cfg *c)
 	c->stream_watermark = 256 * 1024;
 	c->events_buffer = 1024 * 1024;
 	c->drain_s = 10;
+	c->tcp_max_conns = 64;
+	c->tcp_max_conns_per_peer = 8;
+	c->tcp_head_timeout_ms = 10000;
+	c->tcp_fd_reserve = 64;
 	c->art.file_bytes = 20ull << 20;
 	c->art.count = 20;
 	c->art.total_bytes = 50ull << 20;
@@ -509,7 +530,8 @@ static int
 c_tcp(struct cx *x, struct xd_cfg *c, json_t *o)
 {
 	static const char *const keys[] = { "listen", "tls_cert", "tls_key",
-	    "tokens", NULL };
+	    "tokens", "max_conns", "max_conns_per_peer", "head_timeout_ms",
+	    "fd_reserve", NULL };
 	static const char *const tkeys[] = { "name", "file", "role", "tenant",
 	    NULL };
 	json_t *a, *t;
@@ -518,7 +540,13 @@ c_tcp(struct cx *x, struct xd_cfg *c, json_t *o)
 	if (c_keys(x, o, keys) != 0 ||
 	    c_str(x, o, "listen", c->tcp, sizeof(c->tcp), 0) != 0 ||
 	    c_str(x, o, "tls_cert", c->tls_cert, sizeof(c->tls_cert), 1) != 0 ||
-	    c_str(x, o, "tls_key", c->tls_key, sizeof(c->tls_key), 1) != 0)
+	    c_str(x, o, "tls_key", c->tls_key, sizeof(c->tls_key), 1) != 0 ||
+	    c_long(x, o, "max_conns", &c->tcp_max_conns, 1, 100000) != 0 ||
+	    c_long(x, o, "max_conns_per_peer", &c->tcp_max_conns_per_peer, 1,
+	    100000) != 0 ||
+	    c_long(x, o, "head_timeout_ms", &c->tcp_head_timeout_ms, 100,
+	    600000) != 0 ||
+	    c_long(x, o, "fd_reserve", &c->tcp_fd_reserve, 0, 65536) != 0)
 		return -1;
 	if (c->tcp[0] && (!c->tls_cert[0] || !c->tls_key[0]))
 		return cfail(x, "listen", 0, "TCP is served with TLS only: "
@@ -1007,9 +1035,13 @@ xd_cfg_json(const struct xd_cfg *c)
 		    (json_int_t)c->max_cmds_tenant));
 	}
 	if (o != NULL && c->tcp[0])
-		json_object_set_new(o, "tcp", json_pack("{s:s,s:s,s:s,s:o}",
-		    "listen", c->tcp, "tls_cert", c->tls_cert, "tls_key",
-		    c->tls_key, "tokens", toks));
+		json_object_set_new(o, "tcp", json_pack("{s:s,s:s,s:s,s:o,s:I,"
+		    "s:I,s:I,s:I}", "listen", c->tcp, "tls_cert", c->tls_cert,
+		    "tls_key", c->tls_key, "tokens", toks, "max_conns",
+		    (json_int_t)c->tcp_max_conns, "max_conns_per_peer",
+		    (json_int_t)c->tcp_max_conns_per_peer, "head_timeout_ms",
+		    (json_int_t)c->tcp_head_timeout_ms, "fd_reserve",
+		    (json_int_t)c->tcp_fd_reserve));
 	else
 		json_decref(toks);
 	return o;
