@@ -131,6 +131,9 @@ xd_cfg_defaults(struct xd_cfg *c)
 	c->stream_watermark = 256 * 1024;
 	c->events_buffer = 1024 * 1024;
 	c->drain_s = 10;
+	c->reply_buffer = 256 * 1024;
+	c->reply_total = 32ull << 20;
+	c->reply_timeout_ms = 30000;
 	c->tcp_max_conns = 64;
 	c->tcp_max_conns_per_peer = 8;
 	c->tcp_head_timeout_ms = 10000;
@@ -599,7 +602,8 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	    "quotas", "max_file_bytes", "max_body_bytes", "ring_bytes",
 	    "stream_watermark", "drain_s", "roles", "tcp", "artifacts", "log",
 	    "events_buffer_bytes", "image_dir", "profile", "shim_static",
-	    "tenant_profiles", "lifecycle", NULL };
+	    "tenant_profiles", "lifecycle", "reply_buffer_bytes",
+	    "reply_total_bytes", "reply_timeout_ms", NULL };
 	static const char *const fkeys[] = { "idle_after", "remove_after",
 	    "archive_dir", NULL };
 	static const char *const lkeys[] = { "path", NULL };
@@ -795,8 +799,20 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	    c_u64(&x, root, "events_buffer_bytes", &c->events_buffer, 1, 0) !=
 	    0 ||
 	    c_u64(&x, root, "stream_watermark", &c->stream_watermark, 1, 0) !=
-	    0 || c_long(&x, root, "drain_s", &c->drain_s, 0, 3600) != 0)
+	    0 || c_long(&x, root, "drain_s", &c->drain_s, 0, 3600) != 0 ||
+	    c_u64(&x, root, "reply_buffer_bytes", &c->reply_buffer, 1, 0) !=
+	    0 || c_u64(&x, root, "reply_total_bytes", &c->reply_total, 1, 0) !=
+	    0 || c_long(&x, root, "reply_timeout_ms", &c->reply_timeout_ms,
+	    1000, 3600000) != 0)
 		goto out;
+	if (c->reply_buffer < 4096 || c->reply_buffer > (64ull << 20)) {
+		cfail(&x, "reply_buffer_bytes", 0, "4096 to 64 MiB");
+		goto out;
+	}
+	if (c->reply_total < c->reply_buffer || c->reply_total > (4ull << 30)) {
+		cfail(&x, "reply_total_bytes", 0, "reply_buffer_bytes to 4 GiB");
+		goto out;
+	}
 	if (c_obj(&x, root, "log", &o) != 0)
 		goto out;
 	if (o != NULL) {
@@ -1024,6 +1040,12 @@ xd_cfg_json(const struct xd_cfg *c)
 		    c->audit_log));
 		json_object_set_new(o, "events_buffer_bytes", json_integer(
 		    (json_int_t)c->events_buffer));
+		json_object_set_new(o, "reply_buffer_bytes", json_integer(
+		    (json_int_t)c->reply_buffer));
+		json_object_set_new(o, "reply_total_bytes", json_integer(
+		    (json_int_t)c->reply_total));
+		json_object_set_new(o, "reply_timeout_ms", json_integer(
+		    (json_int_t)c->reply_timeout_ms));
 		json_object_set_new(o, "lifecycle", json_pack("{s:I,s:I,s:s}",
 		    "idle_after", (json_int_t)c->idle_after, "remove_after",
 		    (json_int_t)c->remove_after, "archive_dir",

@@ -189,6 +189,10 @@ struct xd_cfg {
 	uint64_t ring_bytes;            /* per stream, background commands */
 	uint64_t stream_watermark;      /* bytes queued for a client */
 	uint64_t events_buffer;         /* queued for an events reader */
+	/* a file GET's answer (exec_api.c): queued per connection, in all,
+	 * and how long a client may read nothing */
+	uint64_t reply_buffer, reply_total;
+	long reply_timeout_ms;
 	long drain_s;
 	struct xd_art_lims art;
 	long snap_entries;              /* entries walked per snapshot */
@@ -760,6 +764,7 @@ struct xd {
 	struct usock_id sock_id;
 	struct event *ev_sweep;         /* exec_box.c: the lifecycle */
 	struct xd_gate *gate;           /* exec_gate.c: tcp.listen's */
+	uint64_t reply_queued;          /* file answers' bytes queued */
 };
 
 /* ---- exec_api.c ---- */
