@@ -95,6 +95,13 @@ struct xd_call {
 	char manager[8];
 	/* events: a subscriber */
 	struct xd_sub sub;
+	/* a file GET, sent from its descriptor as the client reads */
+	int file_fd;
+	uint64_t file_off, file_left;
+	struct event *file_ev;          /* the pump's tick */
+	size_t file_queued;             /* counted in xd->reply_queued */
+	int64_t file_moved_ms;          /* the client last read then */
+	int file_ending;
 };
 
 static void h_health(struct xd_call *k);
@@ -179,6 +186,11 @@ xd_api_pending(const struct xd *xd)
 static void
 call_free(struct xd_call *k)
 {
+	if (k->file_ev != NULL)
+		event_free(k->file_ev);
+	if (k->file_fd >= 0)
+		close(k->file_fd);
+	k->xd->reply_queued -= k->file_queued;
 	if (k->pending)
 		TAILQ_REMOVE(&k->xd->calls, k, link);
 	if (k->evcon != NULL)
@@ -626,9 +638,14 @@ out_queued(struct xd_call *k)
 	struct evhttp_connection *evcon = evhttp_request_get_connection(k->req);
 	struct bufferevent *bev = evcon != NULL ?
 	    evhttp_connection_get_bufferevent(evcon) : NULL;
+	struct bufferevent *under = bev != NULL ? bufferevent_get_underlying(
+	    bev) : NULL;
 
-	return bev != NULL ? evbuffer_get_length(bufferevent_get_output(bev)) :
-	    0;
+	/* on TLS, what exec_gate.c's filter moved to the TLS bufferevent
+	 * is queued too */
+	return (bev != NULL ? evbuffer_get_length(bufferevent_get_output(bev)) :
+	    0) + (under != NULL ? evbuffer_get_length(bufferevent_get_output(
+	    under)) : 0);
 }
 
 static void
@@ -1330,6 +1347,175 @@ h_files_list(struct xd_call *k)
 	reply_json(k, 200, out);
 }
 
+/*
+ * A file GET is sent from its descriptor, as the client reads: at most
+ * reply_buffer_bytes of it queued per connection, reply_total_bytes in
+ * all (a stream waits for the others to drain), and a client that reads
+ * nothing for reply_timeout_ms is dropped.  The length is told first
+ * (Content-Length), so a file the sandbox shrank meanwhile ends the
+ * connection short.
+ */
+#define FILE_TICK_MS	200
+
+static void file_pump(struct xd_call *k);
+
+static void
+file_end_later(evutil_socket_t fd, short what, void *arg)
+{
+	struct xd_call *k = arg;
+
+	(void)fd;
+	(void)what;
+	/* the request is freed by this when its connection is gone */
+	evhttp_send_reply_end(k->req);
+	call_free(k);
+}
+
+/* Stop sending: the answer ended (done), the client went (evcon NULL)
+ * or must go (shut its connection). */
+static void
+file_finish(struct xd_call *k, int shut)
+{
+	struct evhttp_connection *evcon = k->evcon;
+	struct bufferevent *bev;
+
+	if (k->file_ending)
+		return;
+	k->file_ending = 1;
+	if (k->file_ev != NULL)
+		event_del(k->file_ev);
+	if (evcon != NULL) {
+		evhttp_connection_set_closecb(evcon, NULL, NULL);
+		k->evcon = NULL;
+		if (shut && (bev = evhttp_connection_get_bufferevent(evcon)) !=
+		    NULL && bufferevent_getfd(bev) >= 0)
+			shutdown(bufferevent_getfd(bev), SHUT_RDWR);
+	}
+	/* not from inside evhttp's callbacks: it may free the request */
+	if (event_base_once(k->xd->base, -1, EV_TIMEOUT, file_end_later, k,
+	    NULL) != 0)
+		xd_log(XD_LOG_WARN, "files: cannot end an answer");
+}
+
+static void
+file_closed(struct evhttp_connection *evcon, void *arg)
+{
+	struct xd_call *k = arg;
+
+	(void)evcon;
+	k->evcon = NULL;
+	file_finish(k, 0);
+}
+
+static void
+file_drained(struct evhttp_connection *evcon, void *arg)
+{
+	(void)evcon;
+	file_pump(arg);
+}
+
+static void
+file_tick(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	file_pump(arg);
+}
+
+static void
+file_pump(struct xd_call *k)
+{
+	const struct xd_cfg *c = k->xd->cfg;
+	struct timeval tv = { 0, FILE_TICK_MS * 1000 };
+	size_t q, room, n;
+	struct evbuffer *b;
+	ssize_t r;
+	char *p;
+
+	if (k->file_ending)
+		return;
+	if (k->evcon == NULL) {
+		file_finish(k, 0);
+		return;
+	}
+	q = out_queued(k);
+	if (q < k->file_queued) {
+		/* what the client read since */
+		k->file_moved_ms = sbx_now_ms();
+		k->xd->reply_queued -= k->file_queued - q;
+		k->file_queued = q;
+	}
+	if (k->file_left == 0) {
+		if (q == 0) {
+			file_finish(k, 0);
+			return;
+		}
+	} else if (q <= c->reply_buffer / 2 && k->xd->reply_queued < c->reply_total) {
+		room = (size_t)(c->reply_buffer - q);
+		if (room > c->reply_total - k->xd->reply_queued)
+			room = (size_t)(c->reply_total - k->xd->reply_queued);
+		n = k->file_left < room ? (size_t)k->file_left : room;
+		if ((b = evbuffer_new()) == NULL)
+			goto tick;
+		if ((p = malloc(n)) == NULL) {
+			evbuffer_free(b);
+			goto tick;
+		}
+		r = pread(k->file_fd, p, n, (off_t)k->file_off);
+		if (r <= 0) {
+			/* the sandbox shrank it meanwhile: the length told
+			 * cannot be kept */
+			free(p);
+			evbuffer_free(b);
+			xd_log(XD_LOG_INFO, "files: %s: shorter than it was, "
+			    "the answer is cut", k->arg[1]);
+			file_finish(k, 1);
+			return;
+		}
+		evbuffer_add(b, p, (size_t)r);
+		free(p);
+		k->file_off += (uint64_t)r;
+		k->file_left -= (uint64_t)r;
+		k->file_queued += (size_t)r;
+		k->xd->reply_queued += (size_t)r;
+		k->file_moved_ms = sbx_now_ms();
+		evhttp_send_reply_chunk_with_cb(k->req, b, file_drained, k);
+		evbuffer_free(b);
+	}
+	if (sbx_now_ms() - k->file_moved_ms > c->reply_timeout_ms) {
+		xd_log(XD_LOG_INFO, "%s: files: a client that read nothing for "
+		    "reply_timeout_ms dropped", k->who);
+		file_finish(k, 1);
+		return;
+	}
+tick:
+	evtimer_add(k->file_ev, &tv);
+}
+
+static void
+file_stream(struct xd_call *k, int fd, uint64_t from, uint64_t len,
+    int status)
+{
+	char cl[32];
+
+	k->file_fd = fd;
+	k->file_off = from;
+	k->file_left = len;
+	k->file_moved_ms = sbx_now_ms();
+	if ((k->file_ev = evtimer_new(k->xd->base, file_tick, k)) == NULL) {
+		reply_err(k, 500, "internal", "out of memory");
+		return;
+	}
+	snprintf(cl, sizeof(cl), "%llu", (unsigned long long)len);
+	evhttp_add_header(evhttp_request_get_output_headers(k->req),
+	    "Content-Length", cl);
+	call_wait(k);
+	evhttp_send_reply_start(k->req, status, xd_status_phrase(status));
+	if ((k->evcon = evhttp_request_get_connection(k->req)) != NULL)
+		evhttp_connection_set_closecb(k->evcon, file_closed, k);
+	file_pump(k);
+}
+
 static void
 h_file_get(struct xd_call *k)
 {
@@ -1375,28 +1561,6 @@ h_file_get(struct xd_call *k)
 		reply_perr(k, &e);
 		return;
 	}
-	body = evbuffer_new();
-	if (size > 0 && body != NULL) {
-		uint64_t want = to - from + 1, got = 0;
-		char *buf = malloc(65536);
-
-		while (buf != NULL && got < want) {
-			size_t n = want - got > 65536 ? 65536 : (size_t)(want -
-			    got);
-			ssize_t r = pread(fd, buf, n, (off_t)(from + got));
-
-			if (r <= 0)
-				break;  /* the sandbox shrank it meanwhile */
-			evbuffer_add(body, buf, (size_t)r);
-			got += (uint64_t)r;
-		}
-		free(buf);
-	}
-	close(fd);
-	if (body == NULL) {
-		reply_err(k, 500, "internal", "out of memory");
-		return;
-	}
 	oh = evhttp_request_get_output_headers(k->req);
 	evhttp_add_header(oh, "Content-Type", "application/octet-stream");
 	evhttp_add_header(oh, "Accept-Ranges", "bytes");
@@ -1408,9 +1572,19 @@ h_file_get(struct xd_call *k)
 		    (unsigned long long)size);
 		evhttp_add_header(oh, "Content-Range", cr);
 	}
-	evhttp_send_reply(k->req, status, xd_status_phrase(status), body);
-	evbuffer_free(body);
-	call_free(k);
+	if (size == 0) {
+		close(fd);
+		if ((body = evbuffer_new()) == NULL) {
+			reply_err(k, 500, "internal", "out of memory");
+			return;
+		}
+		evhttp_send_reply(k->req, status, xd_status_phrase(status),
+		    body);
+		evbuffer_free(body);
+		call_free(k);
+		return;
+	}
+	file_stream(k, fd, from, to - from + 1, status);
 }
 
 static void
@@ -1550,24 +1724,12 @@ identify_unix(struct xd_call *k, int fd)
 static void
 identify_token(struct xd_call *k)
 {
-	const struct xd_cfg *c = k->xd->cfg;
-	unsigned char d[32];
-	const struct xd_token *hit = NULL;
+	const struct xd_token *hit;
 	const char *v;
-	size_t i;
 
 	k->role = XD_ROLE_NONE;
 	if ((v = httpauth_bearer(evhttp_request_get_input_headers(k->req),
-	    4096)) == NULL)
-		return;
-	xd_sha256(v, strlen(v), d);
-	/* every hash compared, in constant time: the timing says nothing
-	 * of which token came close */
-	for (i = 0; i < c->ntokens; i++)
-		if (CRYPTO_memcmp(d, c->tokens[i].digest, sizeof(d)) == 0)
-			hit = &c->tokens[i];
-	OPENSSL_cleanse(d, sizeof(d));
-	if (hit == NULL)
+	    4096)) == NULL || (hit = xd_token_find(k->xd->cfg, v)) == NULL)
 		return;
 	k->role = hit->role;
 	snprintf(k->tenant, sizeof(k->tenant), "%s", hit->tenant);
@@ -1619,6 +1781,33 @@ route_find(enum evhttp_cmd_type m, const char *path, char **args,
 			xd_args_free(tmp, XD_ARGS_MAX);
 	}
 	return hit;
+}
+
+/* The role the route of method and target needs (exec_gate.c, before
+ * evhttp has the body); the lowest when none matches or the target does
+ * not parse: the request callback answers that with 400, 404 or 405. */
+static enum xd_role
+route_role(const char *method, const char *target)
+{
+	struct evhttp_uri *u = evhttp_uri_parse_with_flags(target, 0);
+	const char *path = u != NULL ? evhttp_uri_get_path(u) : NULL;
+	enum xd_role need = XD_ROLE_AUDITOR;
+	char *tmp[XD_ARGS_MAX];
+	size_t i;
+
+	for (i = 0; path != NULL && i < NROUTES; i++) {
+		if (strcmp(routes[i].mname, method) != 0)
+			continue;
+		if (xd_route_match(routes[i].pattern, path, tmp,
+		    XD_ARGS_MAX) == 1) {
+			xd_args_free(tmp, XD_ARGS_MAX);
+			need = routes[i].role;
+			break;
+		}
+	}
+	if (u != NULL)
+		evhttp_uri_free(u);
+	return need;
 }
 
 static int
@@ -1730,6 +1919,12 @@ call_uses(struct xd_call *k)
 }
 
 static void
+on_answered(struct evhttp_request *req, void *arg)
+{
+	xd_gate_answered(arg, req);
+}
+
+static void
 on_request_l(struct evhttp_request *req, void *arg)
 {
 	struct listener *l = arg;
@@ -1754,12 +1949,25 @@ on_request_l(struct evhttp_request *req, void *arg)
 	}
 	k->xd = xd;
 	k->req = req;
+	k->file_fd = -1;
 	if (l->tls) {
-		/* evhttp serves plain HTTP when the bevcb fails: never */
-		if (bev == NULL || bufferevent_openssl_get_ssl(bev) == NULL) {
+		struct bufferevent *under = bev != NULL ?
+		    bufferevent_get_underlying(bev) : NULL;
+
+		/* evhttp serves plain HTTP when the bevcb fails: never (the
+		 * TLS bufferevent is under exec_gate.c's filter) */
+		if (under == NULL || bufferevent_openssl_get_ssl(under) ==
+		    NULL) {
 			reply_err(k, 500, "internal", "TLS setup failed");
 			return;
 		}
+		/* the gate lets the next head in once this is answered; a
+		 * chunked body was passed as it came, so nothing after it
+		 * is read: the answer closes */
+		evhttp_request_set_on_complete_cb(req, on_answered, xd);
+		if (xd_gate_chunked(xd, req))
+			evhttp_add_header(evhttp_request_get_output_headers(req),
+			    "Connection", "close");
 		identify_token(k);
 	} else
 		identify_unix(k, bev ? bufferevent_getfd(bev) : -1);
@@ -1908,8 +2116,7 @@ tls_bev(struct event_base *base, void *arg)
 
 	if (xd->tls_ctx == NULL || (ssl = SSL_new(xd->tls_ctx)) == NULL)
 		return NULL;
-	return bufferevent_openssl_socket_new(base, -1, ssl,
-	    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+	return xd_gate_bev(xd, base, ssl);
 }
 
 static int
@@ -1950,6 +2157,10 @@ tls_listen(struct xd *xd, char *err, size_t errlen)
 		xd->http_tls = NULL;
 		return -1;
 	}
+	if (xd_gate_start(xd, xd->bound_tls, route_role) != 0) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
 	return 0;
 }
 
@@ -1979,6 +2190,7 @@ xd_api_reload(struct xd *xd, char *err, size_t errlen)
 		SSL_CTX_free(xd->tls_ctx);
 		xd->tls_ctx = n;
 		evhttp_set_max_body_size(xd->http_tls, (ev_ssize_t)(2 * max));
+		xd_gate_reload(xd);
 	}
 	if (xd->http_unix != NULL) {
 		evhttp_set_max_body_size(xd->http_unix, (ev_ssize_t)(2 * max));
@@ -2005,6 +2217,7 @@ xd_api_stop_accepting(struct xd *xd)
 		xd->bound_unix = NULL;
 	}
 	if (xd->bound_tls != NULL) {
+		xd_gate_unbind(xd);
 		evhttp_del_accept_socket(xd->http_tls, xd->bound_tls);
 		xd->bound_tls = NULL;
 	}
@@ -2032,6 +2245,7 @@ xd_api_close(struct xd *xd)
 		evhttp_free(xd->http_unix);
 		xd->http_unix = NULL;
 	}
+	xd_gate_stop(xd);
 	if (xd->http_tls != NULL) {
 		evhttp_free(xd->http_tls);
 		xd->http_tls = NULL;

@@ -47,6 +47,23 @@ xd_sha256(const void *s, size_t n, unsigned char out[32])
 		memset(out, 0, 32);
 }
 
+const struct xd_token *
+xd_token_find(const struct xd_cfg *c, const char *tok)
+{
+	unsigned char d[32];
+	const struct xd_token *hit = NULL;
+	size_t i;
+
+	xd_sha256(tok, strlen(tok), d);
+	/* every hash compared, in constant time: the timing says nothing
+	 * of which token came close */
+	for (i = 0; i < c->ntokens; i++)
+		if (CRYPTO_memcmp(d, c->tokens[i].digest, sizeof(d)) == 0)
+			hit = &c->tokens[i];
+	OPENSSL_cleanse(d, sizeof(d));
+	return hit;
+}
+
 void
 xd_cfg_defaults(struct xd_cfg *c)
 {
@@ -118,6 +135,13 @@ xd_cfg_defaults(struct xd_cfg *c)
 	c->stream_watermark = 256 * 1024;
 	c->events_buffer = 1024 * 1024;
 	c->drain_s = 10;
+	c->reply_buffer = 256 * 1024;
+	c->reply_total = 32ull << 20;
+	c->reply_timeout_ms = 30000;
+	c->tcp_max_conns = 64;
+	c->tcp_max_conns_per_peer = 8;
+	c->tcp_head_timeout_ms = 10000;
+	c->tcp_fd_reserve = 64;
 	c->art.file_bytes = 20ull << 20;
 	c->art.count = 20;
 	c->art.total_bytes = 50ull << 20;
@@ -513,7 +537,8 @@ static int
 c_tcp(struct cx *x, struct xd_cfg *c, json_t *o)
 {
 	static const char *const keys[] = { "listen", "tls_cert", "tls_key",
-	    "tokens", NULL };
+	    "tokens", "max_conns", "max_conns_per_peer", "head_timeout_ms",
+	    "fd_reserve", NULL };
 	static const char *const tkeys[] = { "name", "file", "role", "tenant",
 	    NULL };
 	json_t *a, *t;
@@ -522,7 +547,13 @@ c_tcp(struct cx *x, struct xd_cfg *c, json_t *o)
 	if (c_keys(x, o, keys) != 0 ||
 	    c_str(x, o, "listen", c->tcp, sizeof(c->tcp), 0) != 0 ||
 	    c_str(x, o, "tls_cert", c->tls_cert, sizeof(c->tls_cert), 1) != 0 ||
-	    c_str(x, o, "tls_key", c->tls_key, sizeof(c->tls_key), 1) != 0)
+	    c_str(x, o, "tls_key", c->tls_key, sizeof(c->tls_key), 1) != 0 ||
+	    c_long(x, o, "max_conns", &c->tcp_max_conns, 1, 100000) != 0 ||
+	    c_long(x, o, "max_conns_per_peer", &c->tcp_max_conns_per_peer, 1,
+	    100000) != 0 ||
+	    c_long(x, o, "head_timeout_ms", &c->tcp_head_timeout_ms, 100,
+	    600000) != 0 ||
+	    c_long(x, o, "fd_reserve", &c->tcp_fd_reserve, 0, 65536) != 0)
 		return -1;
 	if (c->tcp[0] && (!c->tls_cert[0] || !c->tls_key[0]))
 		return cfail(x, "listen", 0, "TCP is served with TLS only: "
@@ -575,7 +606,8 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	    "quotas", "max_file_bytes", "max_body_bytes", "ring_bytes",
 	    "stream_watermark", "drain_s", "roles", "tcp", "artifacts", "log",
 	    "events_buffer_bytes", "image_dir", "profile", "shim_static",
-	    "tenant_profiles", "lifecycle", NULL };
+	    "tenant_profiles", "lifecycle", "reply_buffer_bytes",
+	    "reply_total_bytes", "reply_timeout_ms", NULL };
 	static const char *const fkeys[] = { "idle_after", "remove_after",
 	    "archive_dir", "archive_max_age", "archive_max_count_per_tenant",
 	    "archive_max_bytes_per_tenant", NULL };
@@ -781,8 +813,20 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	    c_u64(&x, root, "events_buffer_bytes", &c->events_buffer, 1, 0) !=
 	    0 ||
 	    c_u64(&x, root, "stream_watermark", &c->stream_watermark, 1, 0) !=
-	    0 || c_long(&x, root, "drain_s", &c->drain_s, 0, 3600) != 0)
+	    0 || c_long(&x, root, "drain_s", &c->drain_s, 0, 3600) != 0 ||
+	    c_u64(&x, root, "reply_buffer_bytes", &c->reply_buffer, 1, 0) !=
+	    0 || c_u64(&x, root, "reply_total_bytes", &c->reply_total, 1, 0) !=
+	    0 || c_long(&x, root, "reply_timeout_ms", &c->reply_timeout_ms,
+	    1000, 3600000) != 0)
 		goto out;
+	if (c->reply_buffer < 4096 || c->reply_buffer > (64ull << 20)) {
+		cfail(&x, "reply_buffer_bytes", 0, "4096 to 64 MiB");
+		goto out;
+	}
+	if (c->reply_total < c->reply_buffer || c->reply_total > (4ull << 30)) {
+		cfail(&x, "reply_total_bytes", 0, "reply_buffer_bytes to 4 GiB");
+		goto out;
+	}
 	if (c_obj(&x, root, "log", &o) != 0)
 		goto out;
 	if (o != NULL) {
@@ -1010,6 +1054,12 @@ xd_cfg_json(const struct xd_cfg *c)
 		    c->audit_log));
 		json_object_set_new(o, "events_buffer_bytes", json_integer(
 		    (json_int_t)c->events_buffer));
+		json_object_set_new(o, "reply_buffer_bytes", json_integer(
+		    (json_int_t)c->reply_buffer));
+		json_object_set_new(o, "reply_total_bytes", json_integer(
+		    (json_int_t)c->reply_total));
+		json_object_set_new(o, "reply_timeout_ms", json_integer(
+		    (json_int_t)c->reply_timeout_ms));
 		json_object_set_new(o, "lifecycle", json_pack("{s:I,s:I,s:s,"
 		    "s:I,s:I,s:I}", "idle_after", (json_int_t)c->idle_after,
 		    "remove_after", (json_int_t)c->remove_after, "archive_dir",
@@ -1028,9 +1078,13 @@ xd_cfg_json(const struct xd_cfg *c)
 		    (json_int_t)(c->disk_reserve >> 20)));
 	}
 	if (o != NULL && c->tcp[0])
-		json_object_set_new(o, "tcp", json_pack("{s:s,s:s,s:s,s:o}",
-		    "listen", c->tcp, "tls_cert", c->tls_cert, "tls_key",
-		    c->tls_key, "tokens", toks));
+		json_object_set_new(o, "tcp", json_pack("{s:s,s:s,s:s,s:o,s:I,"
+		    "s:I,s:I,s:I}", "listen", c->tcp, "tls_cert", c->tls_cert,
+		    "tls_key", c->tls_key, "tokens", toks, "max_conns",
+		    (json_int_t)c->tcp_max_conns, "max_conns_per_peer",
+		    (json_int_t)c->tcp_max_conns_per_peer, "head_timeout_ms",
+		    (json_int_t)c->tcp_head_timeout_ms, "fd_reserve",
+		    (json_int_t)c->tcp_fd_reserve));
 	else
 		json_decref(toks);
 	return o;

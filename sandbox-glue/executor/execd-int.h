@@ -14,6 +14,9 @@
  *   exec_http.c    replies: JSON, the error shape, text of output bytes
  *   exec_cfg.c     the configuration: defaults, JSON with line:column
  *                  errors, token files hashed, --print-config
+ *   exec_gate.c    the TCP listener's connections: caps, the head's
+ *                  deadline, its token and role checked before any body
+ *                  is read (a filter under evhttp)
  *   exec_job.c     forked workers for the calls that block (see below)
  *   exec_broker.c  sluiced's control API through proxy/sluicectl's
  *                  client (blocking: only ever called inside a worker)
@@ -194,6 +197,10 @@ struct xd_cfg {
 	uint64_t ring_bytes;            /* per stream, background commands */
 	uint64_t stream_watermark;      /* bytes queued for a client */
 	uint64_t events_buffer;         /* queued for an events reader */
+	/* a file GET's answer (exec_api.c): queued per connection, in all,
+	 * and how long a client may read nothing */
+	uint64_t reply_buffer, reply_total;
+	long reply_timeout_ms;
 	long drain_s;
 	struct xd_art_lims art;
 	long snap_entries;              /* entries walked per snapshot */
@@ -205,6 +212,10 @@ struct xd_cfg {
 	char tenant_profiles[4096];     /* sbx_profile_allowed's table */
 	char tcp[128];                  /* "" off */
 	char tls_cert[SBX_PATH_MAX], tls_key[SBX_PATH_MAX];
+	/* tcp.listen's connections (exec_gate.c): in all, from one address,
+	 * the deadline of a head, descriptors left to the rest */
+	long tcp_max_conns, tcp_max_conns_per_peer, tcp_head_timeout_ms;
+	long tcp_fd_reserve;
 	struct xd_token tokens[XD_TOKENS_MAX];
 	size_t ntokens;
 };
@@ -220,6 +231,9 @@ int xd_cfg_load(struct xd_cfg *c, const char *path, char *err,
 json_t *xd_cfg_json(const struct xd_cfg *c);
 /* SHA-256 of s[0..n) (for token checks). */
 void xd_sha256(const void *s, size_t n, unsigned char out[32]);
+/* The configured token that is tok (each compared in constant time),
+ * NULL none. */
+const struct xd_token *xd_token_find(const struct xd_cfg *c, const char *tok);
 
 /* ---- exec_parse.c ---- */
 
@@ -324,6 +338,34 @@ void xd_reply_error(struct evhttp_request *req, int status,
     const char *code, json_t *extra, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 void xd_reply_perr(struct evhttp_request *req, struct xd_perr *e);
+
+/* ---- exec_gate.c ---- */
+
+struct xd;
+struct bufferevent;
+struct event_base;
+struct evhttp_bound_socket;
+struct ssl_st;
+/* The role a route needs (exec_api.c's table; the lowest when none
+ * matches, so that evhttp's callback answers 404 or 405). */
+typedef enum xd_role (*xd_gate_role_fn)(const char *method,
+    const char *path);
+/* After the TLS listener is bound: caps and deadlines on its
+ * connections. */
+int xd_gate_start(struct xd *xd, struct evhttp_bound_socket *bound,
+    xd_gate_role_fn role_of) SLUICE_MUSTCHECK;
+/* The bufferevent of a new connection (evhttp's bevcb): ssl's, under the
+ * gate's filter.  NULL (ssl freed) without memory. */
+struct bufferevent *xd_gate_bev(struct xd *xd, struct event_base *base,
+    struct ssl_st *ssl);
+/* A request of the listener was answered: the next head may come. */
+void xd_gate_answered(struct xd *xd, struct evhttp_request *req);
+/* The request came with a chunked body: its answer must close. */
+int xd_gate_chunked(struct xd *xd, struct evhttp_request *req);
+/* The listener is gone (drain); the configuration changed (reload). */
+void xd_gate_unbind(struct xd *xd);
+void xd_gate_reload(struct xd *xd);
+void xd_gate_stop(struct xd *xd);
 
 /* ---- exec_job.c ---- */
 
@@ -771,6 +813,8 @@ struct xd {
 	struct usock_id sock_id;
 	struct event *ev_sweep;         /* exec_box.c: the lifecycle */
 	int arch_sweeping;              /* exec_box.c: its archive worker */
+	struct xd_gate *gate;           /* exec_gate.c: tcp.listen's */
+	uint64_t reply_queued;          /* file answers' bytes queued */
 };
 
 /* ---- exec_api.c ---- */
