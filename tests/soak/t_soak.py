@@ -85,6 +85,12 @@ P99_FACTOR = 2.0
 P99_FLOOR_MS = 20.0
 
 SOAK_S = max(5.0, float(os.environ.get("SLUICE_SOAK_SECONDS") or 120))
+# the hostile tenant's attacks; SLUICE_SOAK_ATTACKS=tokenless,slow (say)
+# runs only those, to tell which one a figure comes from
+ATTACKS = ("slow", "flood", "probe", "disk", "tokenless", "events")
+ATTACKS_ON = tuple(a.strip() for a in (
+    os.environ.get("SLUICE_SOAK_ATTACKS") or ",".join(ATTACKS)).split(",")
+    if a.strip())
 QUIET_S = max(5.0, SOAK_S / 2)
 HOSTILE_S = SOAK_S
 
@@ -711,9 +717,15 @@ class Evil:
         s.close()
 
     def run(self):
-        work = [self.events, self.slow_readers, self.disk, self.spree,
-                self.floods, self.probes, self.plain] + \
-            [lambda i=i: self.tokenless(i) for i in range(TOKENLESS_TLS)]
+        on = self.conf["attacks"]
+        work = ([self.events] if "events" in on else []) + \
+            ([self.slow_readers] if "slow" in on else []) + \
+            ([self.disk, self.spree] if "disk" in on else []) + \
+            ([self.floods] if "flood" in on else []) + \
+            ([self.probes] if "probe" in on else []) + \
+            ([self.plain] + [lambda i=i: self.tokenless(i)
+                             for i in range(TOKENLESS_TLS)]
+             if "tokenless" in on else [])
         ts = [threading.Thread(target=self.guard, args=(w,), daemon=True)
               for w in work]
         for t in ts:
@@ -774,11 +786,13 @@ class Sampler:
         self.last = {}
         self.fds = {}           # (phase, name) -> peak open fds
         self.load = {}          # phase -> load average (1 min) at its end
+        self.timeline = []      # (phase, KiB of each daemon)
         self.stop = threading.Event()
         self.t = threading.Thread(target=self.run, daemon=True)
         self.t.start()
 
     def sample(self):
+        self.timeline.append((self.phase, {}))
         for name, pid in self.pids.items():
             try:
                 kib = vmrss_kib(pid)
@@ -787,6 +801,7 @@ class Sampler:
                 continue
             k = (self.phase, name)
             self.last[name] = kib
+            self.timeline[-1][1][name] = kib
             self.peak[k] = max(self.peak.get(k, 0), kib)
             self.fds[k] = max(self.fds.get(k, 0), nfd)
 
@@ -825,6 +840,10 @@ def ms(v):
 @S.case
 def soak(env):
     preflight()
+    bad = [a for a in ATTACKS_ON if a not in ATTACKS]
+    if bad or not ATTACKS_ON:
+        raise Fail("SLUICE_SOAK_ATTACKS: %s: not among %s" % (
+            ",".join(bad) or "none", ",".join(ATTACKS)))
     os.chmod(os.path.dirname(env.dir), 0o711)
     os.chmod(env.dir, 0o711)
     cfg = env.config(sessions=[], ceiling="public")
@@ -890,6 +909,7 @@ def soak(env):
         samp.set("hostile")
         evil_conf = {"port": port, "cafile": crt, "token": tok[EVIL],
                      "seconds": HOSTILE_S, "ids_file": ids_file,
+                     "attacks": ATTACKS_ON,
                      "out": env.path("evil.json")}
         with open(env.path("evil-conf.json"), "w") as f:
             json.dump(evil_conf, f)
@@ -912,8 +932,9 @@ def soak(env):
                 evil_proc.kill()
                 evil_proc.wait(10)
         samp.set("after")
-        time.sleep(3)
-        samp.sample()
+        for _ in range(5):
+            time.sleep(1)
+            samp.sample()
     finally:
         stop.set()
         if evil_proc is not None and evil_proc.poll() is None:
@@ -941,6 +962,9 @@ def report(polite, samp, ev, x, d, left_ids):
       "phase, %s of the hostile one" % (
           QUIET_S, HOSTILE_S, os.cpu_count() or 0,
           ms(samp.load.get("quiet")), ms(samp.load.get("hostile"))))
+    if ATTACKS_ON != ATTACKS:
+        w("a partial soak: the hostile tenant's attacks are only %s "
+          "(SLUICE_SOAK_ATTACKS)" % ",".join(ATTACKS_ON))
     w("")
     w("| polite op | quiet n | quiet p50 | quiet p99 | hostile n | "
       "hostile p50 | hostile p99 | allowed p99 | verdict |")
@@ -977,6 +1001,17 @@ def report(polite, samp, ev, x, d, left_ids):
              samp.last.get(name, 0) / 1024.0, bound,
              samp.fds.get(("quiet", name), 0),
              samp.fds.get(("hostile", name), 0), "PASS" if ok else "FAIL"))
+    for name in ("sluice-execd", "sluiced"):
+        hos = [v[name] for ph, v in samp.timeline
+               if ph == "hostile" and name in v]
+        aft = [v[name] for ph, v in samp.timeline
+               if ph == "after" and name in v]
+        step = max(1, -(-len(hos) // 12))
+        w("RSS of %s (MiB) every %d s of the hostile phase: %s; after it: "
+          "%s" % (name, step, " ".join("%.0f" % (k / 1024.0)
+                                       for k in hos[::step]) or "-",
+                  " ".join("%.0f" % (k / 1024.0) for k in aft[:1] + aft[-1:])
+                  or "-"))
     w("")
     errs = sum((p.errors for p in polite.values()), [])
     kinds = {}
