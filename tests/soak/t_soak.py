@@ -266,7 +266,10 @@ class Polite:
         if r is None:
             return
         if r.status != 201:
-            self.err(phase, "create", "%d %s" % (r.status, r.code()))
+            e = (r.json or {}).get("error") or {}
+            self.err(phase, "create", "%d %s%s" % (
+                r.status, r.code(), " scope %s" % e["scope"]
+                if isinstance(e, dict) and e.get("scope") else ""))
             return
         if (r.json or {}).get("tenant") != self.tenant:
             self.err(phase, "create", "tenant %r" % (r.json or {}).get(
