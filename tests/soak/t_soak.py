@@ -56,7 +56,7 @@ nothing is left (harness.Leak).  Only the processes it started are
 stopped, by PID.  Not part of make check: make check-soak runs it.
 
 Environment: SLUICE_SOAK_SECONDS (hostile phase; quiet is half of it,
-at least 5 s; 20 makes a short run of about a minute and a half).
+at least 5 s; 20 makes a short run of about a minute).
 Skips (77) without root or user namespaces."""
 
 import json
@@ -411,7 +411,7 @@ class Evil:
             time.sleep(0.1)
         # execs whose answer is never read: one foreground command per
         # sandbox, so each in a sandbox of its own
-        tmo = int(self.conf["seconds"]) + 120
+        tmo = min(LIMITS_MAX["timeout_s"], int(self.conf["seconds"]) + 120)
         shell = "yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c %d" % \
             BIG_OUT
         for i in range(UNREAD_EXECS + UNREAD_STREAMS):
@@ -888,6 +888,7 @@ def soak(env):
     samp = Sampler({"sluice-execd": x.proc.pid, "sluiced": d.pid})
     stop = threading.Event()
     evil_proc = None
+    running = []
     try:
         log("soak: quiet %.0f s, hostile %.0f s (SLUICE_SOAK_SECONDS=%g)"
             % (QUIET_S, HOSTILE_S, SOAK_S))
@@ -902,6 +903,7 @@ def soak(env):
                                    daemon=True) for p in polite.values()]
             for t in ts:
                 t.start()
+            running[:] = ts
             return ts
 
         for t in phase("quiet", QUIET_S):
@@ -940,6 +942,8 @@ def soak(env):
             samp.sample()
     finally:
         stop.set()
+        for t in running:
+            t.join(150)     # an iteration under way ends before teardown
         if evil_proc is not None and evil_proc.poll() is None:
             evil_proc.kill()
             evil_proc.wait(10)
