@@ -138,8 +138,12 @@ xd_cfg_defaults(struct xd_cfg *c)
 	c->reply_buffer = 256 * 1024;
 	c->reply_total = 32ull << 20;
 	c->reply_timeout_ms = 30000;
-	c->tcp_max_conns = 64;
-	c->tcp_max_conns_per_peer = 8;
+	/* an app's backend holds a connection per exec it waits on and per
+	 * event stream, for many chats at once, from one address: the caps
+	 * are for what a peer without a token can hold (a head at most),
+	 * not for how busy an app may be */
+	c->tcp_max_conns = 1024;
+	c->tcp_max_conns_per_peer = 256;
 	c->tcp_head_timeout_ms = 10000;
 	c->tcp_fd_reserve = 64;
 	c->art.file_bytes = 20ull << 20;

@@ -175,9 +175,15 @@ def request_bytes(method, path, token=None, body=None, raw=None,
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + data
 
 
+# Each tenant's client from an address of its own, as each app's backend
+# has in a deployment: the listener's per-peer cap is per address.
+SOURCES = {"a": "127.0.0.2", "b": "127.0.0.3", "evil": "127.0.0.4"}
+
+
 class Api:
-    def __init__(self, port, cafile):
+    def __init__(self, port, cafile, src="127.0.0.1"):
         self.port = port
+        self.src = src
         self.ctx = ssl.create_default_context(cafile=cafile)
 
     def connect(self, rcvbuf=0, timeout=60.0):
@@ -186,6 +192,7 @@ class Api:
             if rcvbuf:
                 raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
             raw.settimeout(timeout)
+            raw.bind((self.src, 0))
             raw.connect(("127.0.0.1", self.port))
             return self.ctx.wrap_socket(raw, server_hostname=HOSTNAME)
         except BaseException:
@@ -312,7 +319,7 @@ class Polite:
 class Evil:
     def __init__(self, conf):
         self.conf = conf
-        self.api = Api(conf["port"], conf["cafile"])
+        self.api = Api(conf["port"], conf["cafile"], SOURCES["evil"])
         self.tok = conf["token"]
         self.deadline = time.monotonic() + conf["seconds"]
         self.stop = threading.Event()
@@ -644,8 +651,9 @@ class Evil:
         socks = []
         for _ in range(TOKENLESS_PLAIN):
             try:
-                s = socket.create_connection(("127.0.0.1",
-                                              self.conf["port"]), timeout=5)
+                s = socket.create_connection(
+                    ("127.0.0.1", self.conf["port"]), timeout=5,
+                    source_address=(SOURCES["evil"], 0))
                 s.sendall(b"\x16\x03\x01\x02\x00")     # a ClientHello's head
                 socks.append(s)
                 self.f["plain_conns"] += 1
@@ -883,7 +891,8 @@ def soak(env):
     api = Api(port, crt)
     ids_file = env.path("polite-ids.txt")
     ids_lock = threading.Lock()
-    polite = {t: Polite(api, t, tok[t], ids_file, ids_lock)
+    polite = {t: Polite(Api(port, crt, SOURCES.get(t, "127.0.0.1")), t,
+                        tok[t], ids_file, ids_lock)
               for t in TENANTS}
     samp = Sampler({"sluice-execd": x.proc.pid, "sluiced": d.pid})
     stop = threading.Event()
