@@ -3,7 +3,8 @@
  * <runtime_dir>/exec.sock and, optionally, on TCP with TLS.
  *
  * A request goes: who is calling (SO_PEERCRED on the Unix socket: root
- * is admin, then the roles' uid and group lists; a bearer token on TLS,
+ * is admin, then the roles' uid lists, then their group lists, by
+ * proxy/lib/roles.c as sluiced does; a bearer token on TLS,
  * whose SHA-256 is compared with every configured one in constant
  * time), which route (404, or 405 with Allow), may this role call it
  * (403), the query and the body (400, 413), then the handler.  A token
@@ -44,6 +45,7 @@
 #include <openssl/ssl.h>
 
 #include "proxy/lib/httpauth.h"
+#include "proxy/lib/roles.h"
 #include "proxy/lib/usock.h"
 #include "proxy/lib/util.h"
 #include "sandbox-glue/executor/execd-int.h"
@@ -1425,16 +1427,10 @@ h_edit(struct xd_call *k)
 
 /* ---- who is calling ---- */
 
-static int
-id_in(const struct xd_ids *ids, uint32_t v)
-{
-	size_t i;
-
-	for (i = 0; i < ids->n; i++)
-		if (ids->v[i] == v)
-			return 1;
-	return 0;
-}
+_Static_assert((int)XD_ROLE_AUDITOR == (int)ROLES_AUDITOR &&
+    (int)XD_ROLE_APP == (int)ROLES_APP && (int)XD_ROLE_ADMIN ==
+    (int)ROLES_ADMIN && (int)XD_ROLE__COUNT == (int)ROLES__COUNT,
+    "enum xd_role is enum roles_role");
 
 static void
 identify_unix(struct xd_call *k, int fd)
@@ -1443,7 +1439,8 @@ identify_unix(struct xd_call *k, int fd)
 	gid_t gids[GROUPS_MAX + 1];
 	struct ucred uc;
 	socklen_t len = sizeof(uc);
-	size_t ngids = 0, i;
+	struct roles_list u[ROLES__COUNT], g[ROLES__COUNT];
+	size_t ngids = 0;
 	int r;
 
 	k->role = XD_ROLE_NONE;
@@ -1451,27 +1448,23 @@ identify_unix(struct xd_call *k, int fd)
 	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) != 0)
 		return;
 	snprintf(k->who, sizeof(k->who), "uid:%lu", (unsigned long)uc.uid);
-	if (uc.uid == 0) {
-		k->role = XD_ROLE_ADMIN;
-		return;
-	}
 	gids[ngids++] = uc.gid;
 #ifdef SO_PEERGROUPS
 	len = (socklen_t)(GROUPS_MAX * sizeof(gid_t));
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, gids + 1, &len) == 0)
 		ngids += len / sizeof(gid_t);
 #endif
-	for (r = XD_ROLE_ADMIN; r > XD_ROLE_NONE; r--) {
-		if (id_in(&c->uids[r], uc.uid)) {
-			k->role = (enum xd_role)r;
-			return;
-		}
-		for (i = 0; i < ngids; i++)
-			if (id_in(&c->gids[r], gids[i])) {
-				k->role = (enum xd_role)r;
-				return;
-			}
+	/* sluiced's rule, in one place for both daemons: uids before
+	 * groups, so a uid in the app list stays app whatever its groups */
+	memset(u, 0, sizeof(u));
+	memset(g, 0, sizeof(g));
+	for (r = XD_ROLE_AUDITOR; r <= XD_ROLE_ADMIN; r++) {
+		u[r].ids = c->uids[r].v;
+		u[r].n = c->uids[r].n;
+		g[r].ids = c->gids[r].v;
+		g[r].n = c->gids[r].n;
 	}
+	k->role = (enum xd_role)roles_resolve(uc.uid, gids, ngids, u, g);
 }
 
 static void

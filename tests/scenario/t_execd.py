@@ -70,7 +70,7 @@ SHIM = os.path.abspath(os.path.join(BUILDDIR, "sandbox-glue", "shim",
                                     "sluice-shim"))
 OPENAPI = os.path.join(SRCDIR, "sandbox-glue", "executor", "openapi.json")
 NOBODY = 65534
-G_SOCK, G_APP, G_AUD = 4240, 4242, 4243
+G_SOCK, G_APP, G_AUD, G_ADM = 4240, 4242, 4243, 4244
 
 
 def preflight():
@@ -927,6 +927,41 @@ def tls_tokens_reload_drain(env):
                     ["sandboxes"]), ["o1", "t1", "t2"], "adopted")
     o = ex(x, "t1", {"shell": "echo again"})
     check_eq(o["stdout"], "again\n", "exec after restart")
+
+
+@S.case
+def roles_one_rule(env):
+    """One rule for both daemons (proxy/lib/roles.c): uids before groups,
+    then admin > app > auditor.  nobody, in execd's and sluiced's app uid
+    list and in a group of their admin group lists, is app on both."""
+    preflight()
+    os.chmod(os.path.dirname(env.dir), 0o711)
+    os.chmod(env.dir, 0o711)
+    cfg = env.config(sessions=[], ceiling="public", control={
+        "socket_mode": "0666", "app_uids": [NOBODY],
+        "admin_gids": [G_ADM]})
+    env.sluiced(cfg)
+    os.chmod(cfg["runtime_dir"], 0o711)
+    ctl = os.path.join(cfg["runtime_dir"], "control.sock")
+    x = Execd(env, ctl, roles={"app": {"uids": [NOBODY]},
+                               "admin": {"groups": [G_ADM]}}).start()
+    both = Client(x.sock, [G_SOCK, G_ADM])
+
+    def sluiced_role():
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(ctl)
+            r = _exchange(s, "GET", "/v1/health", None, (), None, 30)
+        finally:
+            s.close()
+        return json.loads(r.body.decode())["caller"]["role"]
+    check_eq(as_user([G_SOCK, G_ADM], sluiced_role), "app", "sluiced role")
+    create(x, "r1", client=both, network={"tier": "off"})
+    with open(x.conf["log"]["path"]) as f:
+        recs = [json.loads(ln) for ln in f]
+    check_eq([(r_["action"], r_["role"]) for r_ in recs
+              if r_.get("action") == "create"], [("create", "app")],
+             "sluice-execd role of the same caller")
 
 
 def crash_with_sandboxes(env, x, ids):
