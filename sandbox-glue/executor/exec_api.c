@@ -1111,6 +1111,8 @@ h_events(struct xd_call *k)
 	}
 	k->sub.fn = sub_frame;
 	k->sub.arg = k;
+	snprintf(k->sub.tenant, sizeof(k->sub.tenant), "%s", k->tenant);
+	k->sub.role = k->role;
 	xd_event_sub(k->xd, &k->sub);
 }
 

@@ -366,6 +366,8 @@ cmd_finish(struct xd_cmd *c, int st)
 		if (res != NULL) {
 			json_object_set_new(res, "sandbox", json_string(
 			    b->rec.chat));
+			json_object_set_new(res, "tenant", json_string(
+			    b->rec.tenant));
 			json_object_set_new(res, "background", json_boolean(
 			    c->background));
 			/* the result's lists are not the event's business */
@@ -373,7 +375,7 @@ cmd_finish(struct xd_cmd *c, int st)
 			json_object_del(res, "artifacts");
 			json_object_del(res, "artifacts_skipped");
 		}
-		xd_event(b->xd, "command", "exited", res);
+		xd_event(b->xd, "command", "exited", b->rec.tenant, res);
 	}
 	/* the answer first: the clean-up below forks a worker and writes
 	 * the record, which the caller need not wait for */
@@ -705,9 +707,15 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 	xd_log(XD_LOG_DEBUG, "sandbox %s: command %s started (pid %d)",
 	    b->rec.chat, c->id, (int)c->proc.pid);
 	xd->stats.cmds_started++;
-	xd_event(xd, "command", "started", json_pack("{s:s,s:s,s:b,s:O}",
-	    "sandbox", b->rec.chat, "id", c->id, "background", background,
-	    "argv", c->argv));
+	{
+		char prog[256], hex[65];
+
+		xd_event_argv(c->argv, prog, sizeof(prog), hex);
+		xd_event(xd, "command", "started", b->rec.tenant, json_pack(
+		    "{s:s,s:s,s:s,s:b,s:s,s:s}", "sandbox", b->rec.chat,
+		    "tenant", b->rec.tenant, "id", c->id, "background",
+		    background, "program", prog, "argv_sha256", hex));
+	}
 	return c;
 oom:
 	cerr(e, 500, "internal", "out of memory", NULL);

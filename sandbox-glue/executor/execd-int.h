@@ -456,21 +456,33 @@ int xd_fs_edit(const struct sbx_rec *r, const char *path, const char *old,
 /* ---- exec_events.c ---- */
 
 /* A subscriber of GET /v1/events: fn gets each frame ("event: T\n
- * data: {...}\n\n") and may unsubscribe s. */
+ * data: {...}\n\n") of the events it may hear, and may unsubscribe s.
+ * It carries its caller's tenant and role: a caller bound to a tenant
+ * hears that tenant's events only, one bound to none (the Unix socket,
+ * an unbound token: admin, app or auditor) every tenant's. */
 struct xd_sub {
 	TAILQ_ENTRY(xd_sub) link;
 	void (*fn)(void *arg, const char *frame, size_t n);
 	void *arg;
 	int on;
+	char tenant[SBX_ID_MAX + 1];    /* "" unbound */
+	enum xd_role role;
 };
 TAILQ_HEAD(xd_subq, xd_sub);
 
 void xd_event_sub(struct xd *xd, struct xd_sub *s);
 void xd_event_unsub(struct xd *xd, struct xd_sub *s);
 /* type "sandbox" (what: created, removed) or "command" (started,
- * exited); data (consumed) the fields, "what" and "ts_ms" added. */
+ * exited) of a sandbox of tenant ("" none); data (consumed) the fields,
+ * "what" and "ts_ms" added. */
 void xd_event(struct xd *xd, const char *type, const char *what,
-    json_t *data);
+    const char *tenant, json_t *data);
+/* What a command's events say of its argv, never the argv itself
+ * (its arguments may hold anything a tenant typed): the program
+ * (argv[0]'s last path component) and the SHA-256 of the argv, each
+ * argument followed by a NUL byte, in lower-case hex. */
+void xd_event_argv(json_t *argv, char *program, size_t plen,
+    char hex[65]);
 
 /* What GET /v1/metrics counts since the start. */
 struct xd_stats {
