@@ -1225,6 +1225,21 @@ h_metrics(struct xd_call *k)
 	    "dropped.");
 	evbuffer_add_printf(o, "sluice_execd_event_subscribers_dropped_total "
 	    "%llu\n", (unsigned long long)st->events_dropped);
+	M("ring_bytes", "gauge", "Bytes held by background commands' output "
+	    "rings.");
+	evbuffer_add_printf(o, "sluice_execd_ring_bytes %llu\n",
+	    (unsigned long long)k->xd->ring_held);
+	M("ring_budget_bytes", "gauge", "ring_budget_bytes (0: none).");
+	evbuffer_add_printf(o, "sluice_execd_ring_budget_bytes %llu\n",
+	    (unsigned long long)c->ring_budget);
+	M("ring_dropped_total", "counter", "Finished commands whose output "
+	    "was dropped for ring_budget_bytes.");
+	evbuffer_add_printf(o, "sluice_execd_ring_dropped_total %llu\n",
+	    (unsigned long long)st->ring_dropped);
+	M("ring_dropped_bytes_total", "counter", "Output bytes dropped with "
+	    "them.");
+	evbuffer_add_printf(o, "sluice_execd_ring_dropped_bytes_total %llu\n",
+	    (unsigned long long)st->ring_dropped_bytes);
 #undef M
 	evhttp_add_header(evhttp_request_get_output_headers(k->req),
 	    "Content-Type", "text/plain; version=0.0.4");

@@ -184,6 +184,9 @@ struct xd_cfg {
 	uint64_t max_file_bytes;
 	uint64_t max_body_bytes;        /* JSON bodies */
 	uint64_t ring_bytes;            /* per stream, background commands */
+	uint64_t ring_budget;           /* every ring of the host (0 none):
+	                                 * over it, finished commands' rings
+	                                 * go, oldest first (exec_cmd.c) */
 	uint64_t stream_watermark;      /* bytes queued for a client */
 	uint64_t events_buffer;         /* queued for an events reader */
 	long drain_s;
@@ -491,6 +494,9 @@ struct xd_stats {
 	uint64_t events_dropped;
 	uint64_t suspended, resumed, removed_idle, archived, restored;
 	uint64_t archive_failed;
+	uint64_t ring_dropped, ring_dropped_bytes;     /* finished commands'
+	                                                 * rings let go of for
+	                                                 * ring_budget_bytes */
 };
 
 /* ---- exec_audit.c ---- */
@@ -560,6 +566,8 @@ struct xd_cmd {
 	uint64_t oom_before;
 	int oom_known;
 	int paused;
+	int out_dropped;                /* RING: its rings went to keep
+	                                 * ring_budget_bytes */
 	json_t *argv;                   /* for status */
 	char cwd[SBX_PATH_MAX];
 	char who[96], role[16];         /* the caller, for the audit log */
@@ -591,6 +599,11 @@ json_t *xd_cmd_status(const struct xd_cmd *c);
 /* The ring from off[i] of each stream. */
 json_t *xd_cmd_output(const struct xd_cmd *c, const uint64_t off[2],
     int base64);
+/* Keep the rings of every command within ring_budget_bytes: the
+ * rings of finished commands go, the oldest ended first; a running
+ * command's never (they may stay over it).  Called when a ring is made
+ * or a command ends, and after a reload. */
+void xd_cmd_ring_budget(struct xd *xd);
 /* Free an exited command (a finished background one or the
  * foreground one after its answer). */
 void xd_cmd_free(struct xd_cmd *c);
@@ -731,6 +744,7 @@ struct xd {
 	struct clog *audit;             /* exec_audit.c */
 	struct xd_subq subs;            /* exec_events.c */
 	struct xd_stats stats;
+	uint64_t ring_held;             /* bytes of every command's rings */
 	struct usock_id sock_id;
 	struct event *ev_sweep;         /* exec_box.c: the lifecycle */
 };

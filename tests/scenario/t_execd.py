@@ -1737,6 +1737,63 @@ def events_tenants(env):
             sub.close()
 
 
+@S.case
+def ring_budget(env):
+    """ring_budget_bytes: the rings of background commands on the host
+    stay within one budget; over it, the output of the oldest FINISHED
+    commands goes first (their output route says output_dropped), never
+    a running command's; /v1/metrics shows the bytes held and dropped."""
+    d, ctl, x = start(env, ring_bytes=4096, ring_budget_bytes=16384)
+    create(x, "rb1", network={"tier": "off"})
+    cmds = "/v1/sandboxes/rb1/commands"
+
+    def bg(shell):
+        r = x.app("POST", cmds, {"shell": shell})
+        check_eq(r.status, 202, "background: %r" % r)
+        return r.json["id"]
+
+    def done(cid):
+        wait_until(lambda: x.app("GET", "%s/%s" % (cmds, cid)).json
+                   .get("status") == "exited", 20, what="%s exits" % cid)
+
+    def out(cid):
+        r = x.app("GET", "%s/%s/output" % (cmds, cid))
+        check_eq(r.status, 200, "output of %s: %r" % (cid, r))
+        return r.json
+    fin = []
+    for i in range(3):
+        fin.append(bg("echo out%d" % i))
+        done(fin[-1])
+    # three finished rings (3 x 2 x 4096) > 16384: the oldest went
+    o = out(fin[0])
+    check_eq((o.get("output_dropped"), o["stdout"]["data"],
+              o["stdout"]["offset"], o["stdout_bytes"]),
+             (True, "", 5, 5), "oldest finished dropped: %r" % o)
+    for i in (1, 2):
+        o = out(fin[i])
+        check_eq((o.get("output_dropped"), o["stdout"]["data"]),
+                 (False, "out%d\n" % i), "kept %d: %r" % (i, o))
+    m = metrics(x)
+    check_eq((m["sluice_execd_ring_bytes"],
+              m["sluice_execd_ring_budget_bytes"],
+              m["sluice_execd_ring_dropped_bytes_total"],
+              m["sluice_execd_ring_dropped_total"]),
+             (16384, 16384, 5, 1), "ring metrics: %r" % m)
+    # running commands: finished ones go first, running ones never
+    run = [bg("echo run%d; sleep 30" % i) for i in range(3)]
+    wait_until(lambda: all(out(c)["stdout"]["data"] == "run%d\n" % i
+                           for i, c in enumerate(run)), 10,
+               what="running commands' output")
+    check(all(out(c).get("output_dropped") for c in fin),
+          "every finished one dropped")
+    m = metrics(x)
+    check_eq((m["sluice_execd_ring_bytes"],
+              m["sluice_execd_ring_dropped_total"]), (3 * 8192, 3),
+             "running rings over the budget stay: %r" % m)
+    r = x.app("POST", "/v1/sandboxes/rb1/cancel", {"all": True})
+    check_eq(r.status, 200, "cancel all: %r" % r)
+
+
 def runsc_works():
     r = subprocess.run(["sh", "-c", "command -v runsc"],
                        stdout=subprocess.PIPE)
