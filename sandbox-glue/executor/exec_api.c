@@ -8,7 +8,8 @@
  * whose SHA-256 is compared with every configured one in constant
  * time), which route (404, or 405 with Allow), may this role call it
  * (403), the query and the body (400, 413), then the handler.  A token
- * bound to a tenant sees and makes only that tenant's sandboxes (403).
+ * bound to a tenant sees and makes only that tenant's sandboxes: another
+ * tenant's id is answered as a missing one (404).
  *
  * Handlers that wait for a worker or a command keep their request in
  * xd->calls until they answer; evhttp keeps such a request alive (a
@@ -243,19 +244,24 @@ q(struct xd_call *k, const char *key)
 	return k->have_query ? evhttp_find_header(&k->query, key) : NULL;
 }
 
-/* The box of {id}, visible to this caller; else answered (404, 403). */
+/* Whether b is of another tenant than the caller's token (one bound
+ * to none sees every tenant's). */
+static int
+foreign(const struct xd_call *k, const struct xd_box *b)
+{
+	return k->tenant[0] && strcmp(b->rec.tenant, k->tenant) != 0;
+}
+
+/* The box of {id}, visible to this caller; else answered 404.  Another
+ * tenant's sandbox is answered exactly as a missing one: a 403 told a
+ * tenant which ids other tenants use (issue 20). */
 static struct xd_box *
 box_of(struct xd_call *k)
 {
 	struct xd_box *b = xd_box_find(k->xd, k->arg[0]);
 
-	if (b == NULL || b->state == XD_BOX_GONE) {
+	if (b == NULL || b->state == XD_BOX_GONE || foreign(k, b)) {
 		reply_err(k, 404, "not_found", "no sandbox %s", k->arg[0]);
-		return NULL;
-	}
-	if (k->tenant[0] && strcmp(b->rec.tenant, k->tenant) != 0) {
-		reply_err(k, 403, "forbidden", "sandbox %s is not of tenant %s",
-		    k->arg[0], k->tenant);
 		return NULL;
 	}
 	k->box = b;
@@ -541,8 +547,15 @@ discard_gone(struct xd_call *k)
 	memset(&e, 0, sizeof(e));
 	if (xd_box_arch_owner(k->xd->cfg, k->arg[0], k->tenant, NULL,
 	    k->tenant[0] != '\0', &m, &bad, &e) != 0) {
-		reply_perr(k, &e);
-		return;
+		/* another tenant's archive: as if there were none (DELETE
+		 * checks no user, so 403 is only that) */
+		if (e.status != 403) {
+			reply_perr(k, &e);
+			return;
+		}
+		xd_perr_clear(&e);
+		m = NULL;
+		bad = 0;
 	}
 	if (m == NULL && !bad) {
 		reply_err(k, 404, "not_found", "no sandbox %s and no archive "
@@ -572,7 +585,8 @@ h_delete(struct xd_call *k)
 		return;
 	}
 	if (ar != NULL && strcmp(ar, "discard") == 0 && ((b = xd_box_find(
-	    k->xd, k->arg[0])) == NULL || b->state == XD_BOX_GONE)) {
+	    k->xd, k->arg[0])) == NULL || b->state == XD_BOX_GONE ||
+	    foreign(k, b))) {
 		discard_gone(k);
 		return;
 	}
@@ -1655,9 +1669,8 @@ call_uses(struct xd_call *k)
 	    sizeof(pre) - 1) != 0 || (k->route->method == EVHTTP_REQ_DELETE &&
 	    k->route->pattern[sizeof(pre) - 1] == '\0'))
 		return 0;
-	if ((b = xd_box_find(k->xd, k->arg[0])) == NULL ||
-	    (k->tenant[0] && strcmp(b->rec.tenant, k->tenant) != 0))
-		return 0;       /* the handler answers 404 or 403 */
+	if ((b = xd_box_find(k->xd, k->arg[0])) == NULL || foreign(k, b))
+		return 0;       /* the handler answers 404 */
 	memset(&e, 0, sizeof(e));
 	if (xd_box_use(b, k->who, xd_role_name(k->role), &e) != 0) {
 		reply_perr(k, &e);

@@ -871,10 +871,10 @@ def tls_tokens_reload_drain(env):
     check_err(tls("POST", "/v1/sandboxes", {"id": "t3", "tenant": "other"},
                   tok["acme"]), 403, "forbidden", "other tenant")
     create(x, "o1", tenant="other")
-    check_err(tls("GET", "/v1/sandboxes/o1", token=tok["acme"]), 403,
-              "forbidden", "other tenant's sandbox")
+    check_err(tls("GET", "/v1/sandboxes/o1", token=tok["acme"]), 404,
+              "not_found", "other tenant's sandbox: as a missing one")
     check_err(tls("POST", "/v1/sandboxes/o1/exec", {"shell": "true"},
-                  tok["acme"]), 403, "forbidden", "exec in another tenant's")
+                  tok["acme"]), 404, "not_found", "exec in another tenant's")
     check_eq(sorted(b["id"] for b in tls("GET", "/v1/sandboxes",
                                          token=tok["acme"]).json
                     ["sandboxes"]), ["t1", "t2"], "bound token's list")
@@ -1792,6 +1792,64 @@ def ring_budget(env):
              "running rings over the budget stay: %r" % m)
     r = x.app("POST", "/v1/sandboxes/rb1/cancel", {"all": True})
     check_eq(r.status, 200, "cancel all: %r" % r)
+
+
+@S.case
+def foreign_ids_missing(env):
+    """A token bound to a tenant cannot tell another tenant's sandbox id
+    from an unused one: every route answers 404 not_found with the very
+    body it gives for an id never used."""
+    preflight()
+    crt, key = env.cert(("execd.test",))
+    tok = _tokens(env, ("b",))
+    port = free_port()
+    d, ctl, x = start(env, tcp={
+        "listen": "127.0.0.1:%d" % port, "tls_cert": crt, "tls_key": key,
+        "tokens": [{"name": "b-app", "file": env.path("b.tok"),
+                    "role": "app", "tenant": "tb"}]})
+    ctx = ssl.create_default_context(cafile=crt)
+
+    def tls(method, path, body=None):
+        raw = socket.create_connection(("127.0.0.1", port), timeout=30)
+        s = ctx.wrap_socket(raw, server_hostname="execd.test")
+        try:
+            return _exchange(s, method, path, body,
+                             [("Authorization", "Bearer " + tok["b"])],
+                             None, 90)
+        finally:
+            s.close()
+    create(x, "chat-1", tenant="ta", user="alice", network={"tier": "off"})
+    r = x.app("POST", "/v1/sandboxes/chat-1/commands", {"shell": "true"})
+    check_eq(r.status, 202, "A's command")
+    cid = r.json["id"]
+    routes = [("GET", "/v1/sandboxes/%s", None),
+              ("PATCH", "/v1/sandboxes/%s", {"network": {"tier": "off"}}),
+              ("DELETE", "/v1/sandboxes/%s", None),
+              ("DELETE", "/v1/sandboxes/%s?archive=discard", None),
+              ("POST", "/v1/sandboxes/%s/exec", {"shell": "true"}),
+              ("POST", "/v1/sandboxes/%s/commands", {"shell": "true"}),
+              ("GET", "/v1/sandboxes/%s/commands", None),
+              ("GET", "/v1/sandboxes/%s/commands/" + cid, None),
+              ("GET", "/v1/sandboxes/%s/commands/" + cid + "/output", None),
+              ("POST", "/v1/sandboxes/%s/commands/" + cid + "/stop", None),
+              ("POST", "/v1/sandboxes/%s/cancel", None),
+              ("GET", "/v1/sandboxes/%s/files", None),
+              ("GET", "/v1/sandboxes/%s/files/a.txt", None),
+              ("PUT", "/v1/sandboxes/%s/files/a.txt", None),
+              ("DELETE", "/v1/sandboxes/%s/files/a.txt", None),
+              ("POST", "/v1/sandboxes/%s/edit",
+               {"path": "a", "old": "x", "new": "y"}),
+              ("POST", "/v1/sandboxes/%s/install",
+               {"manager": "pip", "packages": ["x"]})]
+    for m, pat, body in routes:
+        got = tls(m, pat % "chat-1", body)
+        unused = tls(m, pat % "chat-9", body)
+        check(got.status == 404 and got.code() == "not_found",
+              "%s %s of another tenant's id: %r" % (m, pat, got))
+        check_eq(got.body.replace(b"chat-1", b"chat-9"), unused.body,
+                 "%s %s: the body of an unused id" % (m, pat))
+    check_eq(x.app("GET", "/v1/sandboxes/chat-1").status, 200,
+             "A's sandbox is still there")
 
 
 def runsc_works():
