@@ -43,6 +43,7 @@
 
 #include "proxy/daemon.h"
 #include "proxy/lib/httpauth.h"
+#include "proxy/lib/roles.h"
 #include "proxy/lib/usock.h"
 #include "proxy/lib/util.h"
 #include "proxy/control/ctl.h"
@@ -1040,35 +1041,27 @@ route_args(struct call *k, const struct cap caps[2])
 /* ------------------------------------------------------------------ */
 /* Callers. */
 
-static int
-id_in(const struct cfg_idlist *l, uint32_t id)
-{
-	size_t i;
+_Static_assert((int)CFG_ROLE_AUDITOR == (int)ROLES_AUDITOR &&
+    (int)CFG_ROLE_APP == (int)ROLES_APP && (int)CFG_ROLE_ADMIN ==
+    (int)ROLES_ADMIN, "enum cfg_role is enum roles_role");
 
-	for (i = 0; i < l->n; i++)
-		if (l->ids[i] == id)
-			return 1;
-	return 0;
-}
-
-/* uid first (root is admin), then the primary and supplementary gids;
- * the highest role a list gives wins. */
+/* The one rule of proxy/lib/roles.c (sluice-execd resolves its callers
+ * with it too). */
 static enum cfg_role
 role_of(uid_t uid, const gid_t *gids, size_t ngids)
 {
+	struct roles_list u[ROLES__COUNT], g[ROLES__COUNT];
 	int r;
-	size_t i;
 
-	if (uid == 0)
-		return CFG_ROLE_ADMIN;
-	for (r = CFG_ROLE_ADMIN; r > CFG_ROLE_NONE; r--)
-		if (id_in(&api.acl.uids[r], (uint32_t)uid))
-			return (enum cfg_role)r;
-	for (r = CFG_ROLE_ADMIN; r > CFG_ROLE_NONE; r--)
-		for (i = 0; i < ngids; i++)
-			if (id_in(&api.acl.gids[r], (uint32_t)gids[i]))
-				return (enum cfg_role)r;
-	return CFG_ROLE_NONE;
+	memset(u, 0, sizeof(u));
+	memset(g, 0, sizeof(g));
+	for (r = CFG_ROLE_AUDITOR; r <= CFG_ROLE_ADMIN; r++) {
+		u[r].ids = api.acl.uids[r].ids;
+		u[r].n = api.acl.uids[r].n;
+		g[r].ids = api.acl.gids[r].ids;
+		g[r].n = api.acl.gids[r].n;
+	}
+	return (enum cfg_role)roles_resolve(uid, gids, ngids, u, g);
 }
 
 static void

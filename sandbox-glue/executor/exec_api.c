@@ -3,11 +3,13 @@
  * <runtime_dir>/exec.sock and, optionally, on TCP with TLS.
  *
  * A request goes: who is calling (SO_PEERCRED on the Unix socket: root
- * is admin, then the roles' uid and group lists; a bearer token on TLS,
+ * is admin, then the roles' uid lists, then their group lists, by
+ * proxy/lib/roles.c as sluiced does; a bearer token on TLS,
  * whose SHA-256 is compared with every configured one in constant
  * time), which route (404, or 405 with Allow), may this role call it
  * (403), the query and the body (400, 413), then the handler.  A token
- * bound to a tenant sees and makes only that tenant's sandboxes (403).
+ * bound to a tenant sees and makes only that tenant's sandboxes: another
+ * tenant's id is answered as a missing one (404).
  *
  * Handlers that wait for a worker or a command keep their request in
  * xd->calls until they answer; evhttp keeps such a request alive (a
@@ -44,6 +46,7 @@
 #include <openssl/ssl.h>
 
 #include "proxy/lib/httpauth.h"
+#include "proxy/lib/roles.h"
 #include "proxy/lib/usock.h"
 #include "proxy/lib/util.h"
 #include "sandbox-glue/executor/execd-int.h"
@@ -253,19 +256,24 @@ q(struct xd_call *k, const char *key)
 	return k->have_query ? evhttp_find_header(&k->query, key) : NULL;
 }
 
-/* The box of {id}, visible to this caller; else answered (404, 403). */
+/* Whether b is of another tenant than the caller's token (one bound
+ * to none sees every tenant's). */
+static int
+foreign(const struct xd_call *k, const struct xd_box *b)
+{
+	return k->tenant[0] && strcmp(b->rec.tenant, k->tenant) != 0;
+}
+
+/* The box of {id}, visible to this caller; else answered 404.  Another
+ * tenant's sandbox is answered exactly as a missing one: a 403 told a
+ * tenant which ids other tenants use (issue 20). */
 static struct xd_box *
 box_of(struct xd_call *k)
 {
 	struct xd_box *b = xd_box_find(k->xd, k->arg[0]);
 
-	if (b == NULL || b->state == XD_BOX_GONE) {
+	if (b == NULL || b->state == XD_BOX_GONE || foreign(k, b)) {
 		reply_err(k, 404, "not_found", "no sandbox %s", k->arg[0]);
-		return NULL;
-	}
-	if (k->tenant[0] && strcmp(b->rec.tenant, k->tenant) != 0) {
-		reply_err(k, 403, "forbidden", "sandbox %s is not of tenant %s",
-		    k->arg[0], k->tenant);
 		return NULL;
 	}
 	k->box = b;
@@ -551,8 +559,15 @@ discard_gone(struct xd_call *k)
 	memset(&e, 0, sizeof(e));
 	if (xd_box_arch_owner(k->xd->cfg, k->arg[0], k->tenant, NULL,
 	    k->tenant[0] != '\0', &m, &bad, &e) != 0) {
-		reply_perr(k, &e);
-		return;
+		/* another tenant's archive: as if there were none (DELETE
+		 * checks no user, so 403 is only that) */
+		if (e.status != 403) {
+			reply_perr(k, &e);
+			return;
+		}
+		xd_perr_clear(&e);
+		m = NULL;
+		bad = 0;
 	}
 	if (m == NULL && !bad) {
 		reply_err(k, 404, "not_found", "no sandbox %s and no archive "
@@ -582,7 +597,8 @@ h_delete(struct xd_call *k)
 		return;
 	}
 	if (ar != NULL && strcmp(ar, "discard") == 0 && ((b = xd_box_find(
-	    k->xd, k->arg[0])) == NULL || b->state == XD_BOX_GONE)) {
+	    k->xd, k->arg[0])) == NULL || b->state == XD_BOX_GONE ||
+	    foreign(k, b))) {
 		discard_gone(k);
 		return;
 	}
@@ -1126,6 +1142,8 @@ h_events(struct xd_call *k)
 	}
 	k->sub.fn = sub_frame;
 	k->sub.arg = k;
+	snprintf(k->sub.tenant, sizeof(k->sub.tenant), "%s", k->tenant);
+	k->sub.role = k->role;
 	xd_event_sub(k->xd, &k->sub);
 }
 
@@ -1311,6 +1329,21 @@ h_metrics(struct xd_call *k)
 	    "dropped.");
 	evbuffer_add_printf(o, "sluice_execd_event_subscribers_dropped_total "
 	    "%llu\n", (unsigned long long)st->events_dropped);
+	M("ring_bytes", "gauge", "Bytes held by background commands' output "
+	    "rings.");
+	evbuffer_add_printf(o, "sluice_execd_ring_bytes %llu\n",
+	    (unsigned long long)k->xd->ring_held);
+	M("ring_budget_bytes", "gauge", "ring_budget_bytes (0: none).");
+	evbuffer_add_printf(o, "sluice_execd_ring_budget_bytes %llu\n",
+	    (unsigned long long)c->ring_budget);
+	M("ring_dropped_total", "counter", "Finished commands whose output "
+	    "was dropped for ring_budget_bytes.");
+	evbuffer_add_printf(o, "sluice_execd_ring_dropped_total %llu\n",
+	    (unsigned long long)st->ring_dropped);
+	M("ring_dropped_bytes_total", "counter", "Output bytes dropped with "
+	    "them.");
+	evbuffer_add_printf(o, "sluice_execd_ring_dropped_bytes_total %llu\n",
+	    (unsigned long long)st->ring_dropped_bytes);
 #undef M
 	evhttp_add_header(evhttp_request_get_output_headers(k->req),
 	    "Content-Type", "text/plain; version=0.0.4");
@@ -1672,16 +1705,10 @@ h_edit(struct xd_call *k)
 
 /* ---- who is calling ---- */
 
-static int
-id_in(const struct xd_ids *ids, uint32_t v)
-{
-	size_t i;
-
-	for (i = 0; i < ids->n; i++)
-		if (ids->v[i] == v)
-			return 1;
-	return 0;
-}
+_Static_assert((int)XD_ROLE_AUDITOR == (int)ROLES_AUDITOR &&
+    (int)XD_ROLE_APP == (int)ROLES_APP && (int)XD_ROLE_ADMIN ==
+    (int)ROLES_ADMIN && (int)XD_ROLE__COUNT == (int)ROLES__COUNT,
+    "enum xd_role is enum roles_role");
 
 static void
 identify_unix(struct xd_call *k, int fd)
@@ -1690,7 +1717,8 @@ identify_unix(struct xd_call *k, int fd)
 	gid_t gids[GROUPS_MAX + 1];
 	struct ucred uc;
 	socklen_t len = sizeof(uc);
-	size_t ngids = 0, i;
+	struct roles_list u[ROLES__COUNT], g[ROLES__COUNT];
+	size_t ngids = 0;
 	int r;
 
 	k->role = XD_ROLE_NONE;
@@ -1698,27 +1726,23 @@ identify_unix(struct xd_call *k, int fd)
 	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) != 0)
 		return;
 	snprintf(k->who, sizeof(k->who), "uid:%lu", (unsigned long)uc.uid);
-	if (uc.uid == 0) {
-		k->role = XD_ROLE_ADMIN;
-		return;
-	}
 	gids[ngids++] = uc.gid;
 #ifdef SO_PEERGROUPS
 	len = (socklen_t)(GROUPS_MAX * sizeof(gid_t));
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, gids + 1, &len) == 0)
 		ngids += len / sizeof(gid_t);
 #endif
-	for (r = XD_ROLE_ADMIN; r > XD_ROLE_NONE; r--) {
-		if (id_in(&c->uids[r], uc.uid)) {
-			k->role = (enum xd_role)r;
-			return;
-		}
-		for (i = 0; i < ngids; i++)
-			if (id_in(&c->gids[r], gids[i])) {
-				k->role = (enum xd_role)r;
-				return;
-			}
+	/* sluiced's rule, in one place for both daemons: uids before
+	 * groups, so a uid in the app list stays app whatever its groups */
+	memset(u, 0, sizeof(u));
+	memset(g, 0, sizeof(g));
+	for (r = XD_ROLE_AUDITOR; r <= XD_ROLE_ADMIN; r++) {
+		u[r].ids = c->uids[r].v;
+		u[r].n = c->uids[r].n;
+		g[r].ids = c->gids[r].v;
+		g[r].n = c->gids[r].n;
 	}
+	k->role = (enum xd_role)roles_resolve(uc.uid, gids, ngids, u, g);
 }
 
 static void
@@ -1907,9 +1931,8 @@ call_uses(struct xd_call *k)
 	    sizeof(pre) - 1) != 0 || (k->route->method == EVHTTP_REQ_DELETE &&
 	    k->route->pattern[sizeof(pre) - 1] == '\0'))
 		return 0;
-	if ((b = xd_box_find(k->xd, k->arg[0])) == NULL ||
-	    (k->tenant[0] && strcmp(b->rec.tenant, k->tenant) != 0))
-		return 0;       /* the handler answers 404 or 403 */
+	if ((b = xd_box_find(k->xd, k->arg[0])) == NULL || foreign(k, b))
+		return 0;       /* the handler answers 404 */
 	memset(&e, 0, sizeof(e));
 	if (xd_box_use(b, k->who, xd_role_name(k->role), &e) != 0) {
 		reply_perr(k, &e);

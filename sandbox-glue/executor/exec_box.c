@@ -588,12 +588,13 @@ box_create_done(void *arg, json_t *res)
 			xd_log(XD_LOG_INFO, "sandbox %s: created (%s, tenant "
 			    "%s)", b->rec.chat, b->rec.backend, b->rec.tenant);
 			b->xd->stats.created++;
-			xd_event(b->xd, "sandbox", "created", json_pack(
-			    "{s:s,s:s,s:s,s:s,s:s}", "id", b->rec.chat,
+			xd_event(b->xd, "sandbox", "created", b->rec.tenant,
+			    json_pack("{s:s,s:s,s:s,s:s,s:s}", "id", b->rec.chat,
 			    "tenant", b->rec.tenant, "user", b->rec.user,
 			    "backend", b->rec.backend, "tier", b->rec.tier));
 			if (b->restored != NULL)
-				xd_event(b->xd, "sandbox", "restored", json_pack(
+				xd_event(b->xd, "sandbox", "restored",
+				    b->rec.tenant, json_pack(
 				    "{s:s,s:s,s:s,s:O}", "id", b->rec.chat,
 				    "tenant", b->rec.tenant, "user",
 				    b->rec.user, "restored_from", b->restored));
@@ -999,7 +1000,7 @@ box_delete_done(void *arg, json_t *res)
 			    "archive"));
 			b->xd->stats.archived++;
 		}
-		xd_event(b->xd, "sandbox", "removed", json_pack(
+		xd_event(b->xd, "sandbox", "removed", b->rec.tenant, json_pack(
 		    "{s:s,s:s,s:s,s:s,s:s,s:O?}", "id", b->rec.chat, "tenant",
 		    b->rec.tenant, "user", b->rec.user, "broker", b->broker,
 		    "reason", b->del_reason, "archive", b->del_archive ?
@@ -1416,8 +1417,8 @@ xd_box_use(struct xd_box *b, const char *who, const char *role,
 		xd_log(XD_LOG_INFO, "sandbox %s: resumed (%lld ms)", b->rec.chat,
 		    (long long)(sbx_now_ms() - t0));
 		b->xd->stats.resumed++;
-		xd_event(b->xd, "sandbox", "resumed", json_pack("{s:s,s:s,s:s}",
-		    "id", b->rec.chat, "tenant", b->rec.tenant, "user",
+		xd_event(b->xd, "sandbox", "resumed", b->rec.tenant,
+		    json_pack("{s:s,s:s,s:s}", "id", b->rec.chat, "tenant", b->rec.tenant, "user",
 		    b->rec.user));
 		lc_audit(b, "resume", who, role, 200, NULL, NULL);
 		b->used_saved = 0;      /* the state changed: save now */
@@ -1488,8 +1489,8 @@ lc_suspend(struct xd_box *b, int64_t idle)
 	xd_log(XD_LOG_INFO, "sandbox %s: suspended (unused %lld s, %lld ms)",
 	    b->rec.chat, (long long)idle, (long long)(sbx_now_ms() - t0));
 	b->xd->stats.suspended++;
-	xd_event(b->xd, "sandbox", "suspended", json_pack("{s:s,s:s,s:s,s:I}",
-	    "id", b->rec.chat, "tenant", b->rec.tenant, "user", b->rec.user,
+	xd_event(b->xd, "sandbox", "suspended", b->rec.tenant,
+	    json_pack("{s:s,s:s,s:s,s:I}", "id", b->rec.chat, "tenant", b->rec.tenant, "user", b->rec.user,
 	    "idle_s", (json_int_t)idle));
 	lc_audit(b, "suspend", "sluice-execd", "daemon", 200, NULL,
 	    json_pack("{s:s,s:I}", "reason", "idle", "idle_s",

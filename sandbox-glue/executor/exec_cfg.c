@@ -132,6 +132,9 @@ xd_cfg_defaults(struct xd_cfg *c)
 	c->max_file_bytes = 64ull << 20;
 	c->max_body_bytes = 1 << 20;
 	c->ring_bytes = 1 << 20;
+	/* 48 x 2 rings of 1 MiB per sandbox would pin 96 MiB each after
+	 * their commands ended: one budget for the host instead */
+	c->ring_budget = 256ull << 20;
 	c->stream_watermark = 256 * 1024;
 	c->events_buffer = 1024 * 1024;
 	c->drain_s = 10;
@@ -608,6 +611,7 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	    "control_socket", "control_timeout_ms", "shim", "mke2fs", "backend", "tier",
 	    "cgroups", "uid_base", "slots", "socket", "limits", "limits_max",
 	    "quotas", "max_file_bytes", "max_body_bytes", "ring_bytes",
+	    "ring_budget_bytes",
 	    "stream_watermark", "drain_s", "roles", "tcp", "artifacts", "log",
 	    "events_buffer_bytes", "image_dir", "profile", "shim_static",
 	    "tenant_profiles", "lifecycle", "reply_buffer_bytes",
@@ -814,6 +818,8 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	if (c_u64(&x, root, "max_file_bytes", &c->max_file_bytes, 1, 0) != 0 ||
 	    c_u64(&x, root, "max_body_bytes", &c->max_body_bytes, 1, 0) != 0 ||
 	    c_u64(&x, root, "ring_bytes", &c->ring_bytes, 1, 0) != 0 ||
+	    c_u64(&x, root, "ring_budget_bytes", &c->ring_budget, 1, 1) !=
+	    0 ||
 	    c_u64(&x, root, "events_buffer_bytes", &c->events_buffer, 1, 0) !=
 	    0 ||
 	    c_u64(&x, root, "stream_watermark", &c->stream_watermark, 1, 0) !=
@@ -1019,7 +1025,7 @@ xd_cfg_json(const struct xd_cfg *c)
 	o = json_pack("{s:s,s:s,s:s,s:i,s:s,s:s,s:s,s:s,s:s,s:I,s:I,"
 	    "s:{s:s,s:s},s:o,s:o,"
 	    "s:{s:I,s:I,s:I,s:I,s:I,s:I},"
-	    "s:I,s:I,s:I,s:I,s:I,s:o}",
+	    "s:I,s:I,s:I,s:I,s:I,s:I,s:o}",
 	    "runtime_dir", c->runtime_dir, "state_dir", c->state_dir,
 	    "control_socket", c->control,
 	    "control_timeout_ms", c->control_timeout_ms,
@@ -1038,6 +1044,7 @@ xd_cfg_json(const struct xd_cfg *c)
 	    "max_file_bytes", (json_int_t)c->max_file_bytes,
 	    "max_body_bytes", (json_int_t)c->max_body_bytes,
 	    "ring_bytes", (json_int_t)c->ring_bytes,
+	    "ring_budget_bytes", (json_int_t)c->ring_budget,
 	    "stream_watermark", (json_int_t)c->stream_watermark,
 	    "drain_s", (json_int_t)c->drain_s,
 	    "roles", roles);

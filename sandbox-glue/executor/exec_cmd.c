@@ -366,6 +366,8 @@ cmd_finish(struct xd_cmd *c, int st)
 		if (res != NULL) {
 			json_object_set_new(res, "sandbox", json_string(
 			    b->rec.chat));
+			json_object_set_new(res, "tenant", json_string(
+			    b->rec.tenant));
 			json_object_set_new(res, "background", json_boolean(
 			    c->background));
 			/* the result's lists are not the event's business */
@@ -373,7 +375,7 @@ cmd_finish(struct xd_cmd *c, int st)
 			json_object_del(res, "artifacts");
 			json_object_del(res, "artifacts_skipped");
 		}
-		xd_event(b->xd, "command", "exited", res);
+		xd_event(b->xd, "command", "exited", b->rec.tenant, res);
 	}
 	/* the answer first: the clean-up below forks a worker and writes
 	 * the record, which the caller need not wait for */
@@ -399,6 +401,8 @@ cmd_finish(struct xd_cmd *c, int st)
 				done--;
 			}
 		}
+		/* its ring may go now, as may older ones */
+		xd_cmd_ring_budget(b->xd);
 	}
 	proc_job(b, &proc, 0);
 	b->rec.last_used = (int64_t)time(NULL);
@@ -510,6 +514,53 @@ cerr(struct xd_perr *e, int status, const char *code, const char *msg,
 	return -1;
 }
 
+/* Let go of c's output buffers; a ring's bytes leave the host's
+ * count (ring_budget_bytes). */
+static void
+out_release(struct xd *xd, struct xd_cmd *c)
+{
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		if (c->out[i].buf != NULL && c->mode == XD_OUT_RING)
+			xd->ring_held -= c->out[i].cap;
+		free(c->out[i].buf);
+		c->out[i].buf = NULL;
+	}
+}
+
+void
+xd_cmd_ring_budget(struct xd *xd)
+{
+	uint64_t budget = xd->cfg->ring_budget;
+	struct xd_cmd *c, *old;
+	struct xd_box *b;
+	int i;
+
+	while (budget > 0 && xd->ring_held > budget) {
+		/* the finished command that ended first: its output is the
+		 * one least likely still wanted */
+		old = NULL;
+		TAILQ_FOREACH(b, &xd->boxes, link)
+			TAILQ_FOREACH(c, &b->cmds, link)
+				if (!c->running && c->mode == XD_OUT_RING &&
+				    c->out[0].buf != NULL && (old == NULL ||
+				    c->ended_ms < old->ended_ms))
+					old = c;
+		if (old == NULL)
+			return;         /* running ones only: they stay */
+		for (i = 0; i < 2; i++) {
+			xd->stats.ring_dropped_bytes += old->out[i].len;
+			old->out[i].len = 0;
+		}
+		out_release(xd, old);
+		old->out_dropped = 1;
+		xd->stats.ring_dropped++;
+		xd_log(XD_LOG_DEBUG, "sandbox %s: command %s: output dropped "
+		    "(ring_budget_bytes)", old->box->rec.chat, old->id);
+	}
+}
+
 struct xd_cmd *
 xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
     int background, enum xd_out_mode mode, const struct xd_sink *sink,
@@ -606,6 +657,8 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 		if (mode != XD_OUT_STREAM && (c->out[i].buf = malloc(
 		    c->out[i].cap + 1)) == NULL)
 			goto oom;
+		if (mode == XD_OUT_RING)
+			xd->ring_held += c->out[i].cap;
 	}
 	if ((c->argv = json_array()) == NULL)
 		goto oom;
@@ -705,9 +758,17 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 	xd_log(XD_LOG_DEBUG, "sandbox %s: command %s started (pid %d)",
 	    b->rec.chat, c->id, (int)c->proc.pid);
 	xd->stats.cmds_started++;
-	xd_event(xd, "command", "started", json_pack("{s:s,s:s,s:b,s:O}",
-	    "sandbox", b->rec.chat, "id", c->id, "background", background,
-	    "argv", c->argv));
+	{
+		char prog[256], hex[65];
+
+		xd_event_argv(c->argv, prog, sizeof(prog), hex);
+		xd_event(xd, "command", "started", b->rec.tenant, json_pack(
+		    "{s:s,s:s,s:s,s:b,s:s,s:s}", "sandbox", b->rec.chat,
+		    "tenant", b->rec.tenant, "id", c->id, "background",
+		    background, "program", prog, "argv_sha256", hex));
+	}
+	if (mode == XD_OUT_RING)
+		xd_cmd_ring_budget(xd);
 	return c;
 oom:
 	cerr(e, 500, "internal", "out of memory", NULL);
@@ -725,8 +786,7 @@ fail:
 	if (c != NULL) {
 		json_decref(c->argv);
 		xd_snap_free(c->snap);
-		free(c->out[0].buf);
-		free(c->out[1].buf);
+		out_release(xd, c);
 		free(c);
 	}
 	return NULL;
@@ -757,8 +817,7 @@ xd_cmd_free(struct xd_cmd *c)
 	json_decref(c->argv);
 	json_decref(c->changes);
 	xd_snap_free(c->snap);
-	free(c->out[0].buf);
-	free(c->out[1].buf);
+	out_release(b->xd, c);
 	free(c);
 	xd_box_unref(b);
 }
@@ -860,6 +919,11 @@ xd_cmd_status(const struct xd_cmd *c)
 	    "stderr_bytes", (json_int_t)c->out[1].total);
 	json_int_t code, sig;
 
+	/* what is left of a dropped ring is nothing: said so, not taken
+	 * for a command that printed nothing more */
+	if (o != NULL && c->mode == XD_OUT_RING)
+		json_object_set_new(o, "output_dropped", json_boolean(
+		    c->out_dropped));
 	if (o == NULL || c->running) {
 		if (o != NULL)
 			json_object_set_new(o, "exit_code", json_null());
@@ -889,7 +953,7 @@ ring_json(const struct xd_cmd *c, int i, uint64_t off, int base64)
 	size_t pos, a;
 	json_t *o;
 
-	if (c->mode != XD_OUT_RING)
+	if (c->mode != XD_OUT_RING || s->buf == NULL)
 		return json_pack("{s:I,s:I,s:s}", "offset",
 		    (json_int_t)s->total, "next", (json_int_t)s->total, "data",
 		    "");

@@ -3,7 +3,8 @@
  * counts.  The sandboxes and commands say what happened here
  * (xd_event); the API's subscribers hear it.  A subscriber's callback
  * gets the frame ready to send; it may unsubscribe itself (a slow
- * reader is dropped there).
+ * reader is dropped there).  A subscriber bound to a tenant gets that
+ * tenant's events only: the stream crossed tenants before (issue 20).
  */
 #include "sluice-config.h"
 
@@ -32,7 +33,51 @@ xd_event_unsub(struct xd *xd, struct xd_sub *s)
 }
 
 void
-xd_event(struct xd *xd, const char *type, const char *what, json_t *data)
+xd_event_argv(json_t *argv, char *program, size_t plen, char hex[65])
+{
+	static const char digits[] = "0123456789abcdef";
+	unsigned char d[32];
+	char *buf = NULL;
+	size_t n = 0, i;
+	const char *a0 = NULL, *slash;
+	FILE *f;
+	json_t *v;
+
+	snprintf(program, plen, "%s", "");
+	hex[0] = '\0';
+	if ((f = open_memstream(&buf, &n)) == NULL)
+		return;
+	json_array_foreach(argv, i, v) {
+		const char *a = json_string_value(v);
+
+		if (a == NULL)
+			continue;
+		if (a0 == NULL)
+			a0 = a;
+		fwrite(a, 1, json_string_length(v), f);
+		fputc('\0', f);
+	}
+	if (fclose(f) != 0) {
+		free(buf);
+		return;
+	}
+	xd_sha256(buf, n, d);
+	free(buf);
+	for (i = 0; i < sizeof(d); i++) {
+		hex[2 * i] = digits[d[i] >> 4];
+		hex[2 * i + 1] = digits[d[i] & 15];
+	}
+	hex[64] = '\0';
+	if (a0 != NULL) {
+		slash = strrchr(a0, '/');
+		snprintf(program, plen, "%s", slash != NULL && slash[1] ?
+		    slash + 1 : a0);
+	}
+}
+
+void
+xd_event(struct xd *xd, const char *type, const char *what,
+    const char *tenant, json_t *data)
 {
 	struct xd_sub *s, *next;
 	struct timespec ts;
@@ -59,6 +104,9 @@ xd_event(struct xd *xd, const char *type, const char *what, json_t *data)
 	free(js);
 	for (s = TAILQ_FIRST(&xd->subs); s != NULL; s = next) {
 		next = TAILQ_NEXT(s, link);
+		if (s->tenant[0] && strcmp(s->tenant, tenant != NULL ? tenant :
+		    "") != 0)
+			continue;
 		s->fn(s->arg, frame, (size_t)n);
 	}
 	free(frame);

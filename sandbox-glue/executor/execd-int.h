@@ -195,6 +195,9 @@ struct xd_cfg {
 	uint64_t max_file_bytes;
 	uint64_t max_body_bytes;        /* JSON bodies */
 	uint64_t ring_bytes;            /* per stream, background commands */
+	uint64_t ring_budget;           /* every ring of the host (0 none):
+	                                 * over it, finished commands' rings
+	                                 * go, oldest first (exec_cmd.c) */
 	uint64_t stream_watermark;      /* bytes queued for a client */
 	uint64_t events_buffer;         /* queued for an events reader */
 	/* a file GET's answer (exec_api.c): queued per connection, in all,
@@ -529,21 +532,33 @@ int xd_fs_edit(const struct sbx_rec *r, const char *path, const char *old,
 /* ---- exec_events.c ---- */
 
 /* A subscriber of GET /v1/events: fn gets each frame ("event: T\n
- * data: {...}\n\n") and may unsubscribe s. */
+ * data: {...}\n\n") of the events it may hear, and may unsubscribe s.
+ * It carries its caller's tenant and role: a caller bound to a tenant
+ * hears that tenant's events only, one bound to none (the Unix socket,
+ * an unbound token: admin, app or auditor) every tenant's. */
 struct xd_sub {
 	TAILQ_ENTRY(xd_sub) link;
 	void (*fn)(void *arg, const char *frame, size_t n);
 	void *arg;
 	int on;
+	char tenant[SBX_ID_MAX + 1];    /* "" unbound */
+	enum xd_role role;
 };
 TAILQ_HEAD(xd_subq, xd_sub);
 
 void xd_event_sub(struct xd *xd, struct xd_sub *s);
 void xd_event_unsub(struct xd *xd, struct xd_sub *s);
 /* type "sandbox" (what: created, removed) or "command" (started,
- * exited); data (consumed) the fields, "what" and "ts_ms" added. */
+ * exited) of a sandbox of tenant ("" none); data (consumed) the fields,
+ * "what" and "ts_ms" added. */
 void xd_event(struct xd *xd, const char *type, const char *what,
-    json_t *data);
+    const char *tenant, json_t *data);
+/* What a command's events say of its argv, never the argv itself
+ * (its arguments may hold anything a tenant typed): the program
+ * (argv[0]'s last path component) and the SHA-256 of the argv, each
+ * argument followed by a NUL byte, in lower-case hex. */
+void xd_event_argv(json_t *argv, char *program, size_t plen,
+    char hex[65]);
 
 /* What GET /v1/metrics counts since the start. */
 struct xd_stats {
@@ -553,6 +568,9 @@ struct xd_stats {
 	uint64_t suspended, resumed, removed_idle, archived, restored;
 	uint64_t archive_failed;
 	uint64_t arch_expired, arch_evicted, arch_orphans;
+	uint64_t ring_dropped, ring_dropped_bytes;     /* finished commands'
+	                                                 * rings let go of for
+	                                                 * ring_budget_bytes */
 };
 
 /* ---- exec_audit.c ---- */
@@ -622,6 +640,8 @@ struct xd_cmd {
 	uint64_t oom_before;
 	int oom_known;
 	int paused;
+	int out_dropped;                /* RING: its rings went to keep
+	                                 * ring_budget_bytes */
 	json_t *argv;                   /* for status */
 	char cwd[SBX_PATH_MAX];
 	char who[96], role[16];         /* the caller, for the audit log */
@@ -653,6 +673,11 @@ json_t *xd_cmd_status(const struct xd_cmd *c);
 /* The ring from off[i] of each stream. */
 json_t *xd_cmd_output(const struct xd_cmd *c, const uint64_t off[2],
     int base64);
+/* Keep the rings of every command within ring_budget_bytes: the
+ * rings of finished commands go, the oldest ended first; a running
+ * command's never (they may stay over it).  Called when a ring is made
+ * or a command ends, and after a reload. */
+void xd_cmd_ring_budget(struct xd *xd);
 /* Free an exited command (a finished background one or the
  * foreground one after its answer). */
 void xd_cmd_free(struct xd_cmd *c);
@@ -810,6 +835,7 @@ struct xd {
 	struct clog *audit;             /* exec_audit.c */
 	struct xd_subq subs;            /* exec_events.c */
 	struct xd_stats stats;
+	uint64_t ring_held;             /* bytes of every command's rings */
 	struct usock_id sock_id;
 	struct event *ev_sweep;         /* exec_box.c: the lifecycle */
 	int arch_sweeping;              /* exec_box.c: its archive worker */

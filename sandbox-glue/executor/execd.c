@@ -115,6 +115,8 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 		return;
 	}
 	free(old);
+	/* a lower ring_budget_bytes lets go of finished output now */
+	xd_cmd_ring_budget(xd);
 	if (xd_box_sweep_start(xd) != 0)
 		xd_log(XD_LOG_WARN, "reload: the lifecycle timer could not be "
 		    "set to the new ages");
