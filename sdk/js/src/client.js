@@ -146,10 +146,11 @@ export class Sandboxes {
    * Create a sandbox (and its broker session) for one chat.  Never
    * retried: a timeout cannot create two.
    */
-  async create({ tenantId, userId, id = null, network = 'registries', profile = null,
+  async create({ tenantId, userId, id = null, network = null, profile = null,
     limits = null, backend = null } = {}) {
-    const b = { id: checkId('sandbox id', id || newId()), tenant: tenantId ?? '', user: userId ?? '',
-      network: { tier: network } };
+    const b = { id: checkId('sandbox id', id || newId()), tenant: tenantId ?? '', user: userId ?? '' };
+    // no network: the daemon's default tier (the administrator's) applies
+    if (network != null) b.network = { tier: network };
     if (profile != null) b.profile = profile;
     if (backend != null) b.backend = backend;
     if (limits != null) b.limits = M.limitsToJson(limits);

@@ -144,12 +144,13 @@ def sandbox_create(body: Mapping[str, Any], timeout: float) -> Call[SandboxInfo]
 
 
 def create_body(tenant_id: str, user_id: str, id: Optional[str],
-                network: str, profile: Optional[str],
+                network: Optional[str], profile: Optional[str],
                 limits: Union[Limits, Mapping[str, int], None],
                 backend: Optional[str]) -> dict[str, Any]:
     b: dict[str, Any] = {"id": check_id("sandbox id", id or new_id()),
-                         "tenant": tenant_id, "user": user_id,
-                         "network": {"tier": network}}
+                         "tenant": tenant_id, "user": user_id}
+    if network is not None:     # none: the daemon's default tier applies
+        b["network"] = {"tier": network}
     if profile is not None:
         b["profile"] = profile
     if backend is not None:

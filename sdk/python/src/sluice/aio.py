@@ -97,7 +97,7 @@ class AsyncSandboxes:
         self._c = client
 
     async def create(self, tenant_id: str, user_id: str,
-                     id: Optional[str] = None, network: str = "registries",
+                     id: Optional[str] = None, network: Optional[str] = None,
                      profile: Optional[str] = None,
                      limits: Union[Limits, Mapping[str, int], None] = None,
                      backend: Optional[str] = None) -> "AsyncSandbox":

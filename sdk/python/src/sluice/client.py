@@ -148,13 +148,15 @@ class Sandboxes:
         self._c = client
 
     def create(self, tenant_id: str, user_id: str, id: Optional[str] = None,
-               network: str = "registries", profile: Optional[str] = None,
+               network: Optional[str] = None, profile: Optional[str] = None,
                limits: Union[Limits, Mapping[str, int], None] = None,
                backend: Optional[str] = None) -> "Sandbox":
         """Create a sandbox (and its broker session) for one chat.
 
         ``id`` defaults to a random ``sbx-...``; ``network`` is the tier
-        (off, registries, public) under the administrator's ceiling;
+        (off, registries, public) under the administrator's ceiling, by
+        default none is sent and the daemon's ``tier`` applies (off unless
+        the administrator set another);
         ``limits`` at most the administrator's maxima (more is a
         :class:`~sluice.BadRequestError` naming ``field`` and ``max``).
         Never retried: a timeout cannot create two.  Raises
