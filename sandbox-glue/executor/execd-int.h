@@ -413,10 +413,10 @@ int xd_broker_delete(const struct xd_cfg *c, const char *chat,
 int xd_broker_tier(const struct xd_cfg *c, const char *chat,
     const char *tier, struct xd_broker_err *e);
 /* GET /v1/sessions/{chat}: 0 with its effective_tier (the lower of
- * the session's tier and the ceiling); e->status 404 when sluiced has
- * no such session. */
+ * the session's tier and the ceiling) and its ceiling ("" when sluiced
+ * did not say); e->status 404 when sluiced has no such session. */
 int xd_broker_get(const struct xd_cfg *c, const char *chat, char *eff,
-    size_t elen, struct xd_broker_err *e);
+    size_t elen, char *ceil, size_t clen, struct xd_broker_err *e);
 /* 0 when sluiced answers GET /v1/health with 200. */
 int xd_broker_ping(const struct xd_cfg *c, struct xd_broker_err *e);
 /* The session socket to the sandbox user (sluiced makes it root's). */
@@ -682,6 +682,7 @@ struct xd_box {
 	char broker[16];                /* "ok", "unknown" */
 	char eff_tier[16];              /* sluiced's effective tier, "" not
 	                                 * asked yet */
+	char ceiling[16];               /* and the session's ceiling */
 	int op;                         /* a worker changes the record */
 	struct xd_cmd *fg;
 	struct xd_cmdq cmds;            /* background, running or done */

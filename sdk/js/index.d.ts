@@ -36,9 +36,35 @@ export class BadRequestError extends SluiceError {
   readonly field: string | null;
   readonly max: number | null;
 }
+/**
+ * An argument the SDK refuses before it calls anything (status null, code
+ * "invalid_argument"). At run time it is also a TypeError (what the SDK
+ * threw before): `e instanceof TypeError` and `e instanceof SluiceError`
+ * both hold.
+ */
+export class InvalidArgumentError extends SluiceError {
+  constructor(message: string);
+  readonly code: 'invalid_argument';
+}
+/** An object the SDK cannot use for the call (code "invalid_state"): a Prompt not read through a client. */
+export class InvalidStateError extends SluiceError {
+  constructor(message: string);
+}
+/** Command.wait({ timeoutMs }) ran out (code "timeout", name "TimeoutError"); the command goes on. */
+export class SluiceTimeoutError extends SluiceError {
+  constructor(message: string);
+}
 export class UnauthorizedError extends SluiceError {}
 export class ForbiddenError extends SluiceError {}
-export class NetworkNotPermittedError extends SluiceError {}
+/** 403 network_not_permitted: install in a sandbox whose effective tier is off. */
+export class NetworkNotPermittedError extends SluiceError {
+  /** the sandbox's own tier */
+  readonly tier: string | null;
+  /** its tenant's ceiling as sluiced applies it; null when sluiced had no session */
+  readonly ceiling: string | null;
+  /** the lower of tier and ceiling */
+  readonly effectiveTier: string | null;
+}
 export class NotFoundError extends SluiceError {}
 export class SandboxNotFoundError extends NotFoundError {}
 export class ConflictError extends SluiceError {}
@@ -212,7 +238,8 @@ export interface CreateOptions {
   userId: string;
   /** default a random sbx-... */
   id?: string | null;
-  network?: Tier;
+  /** default: none sent, the daemon's tier applies (off unless the administrator set another) */
+  network?: Tier | null;
   profile?: string | null;
   limits?: Limits | null;
   backend?: 'ns' | 'gvisor' | null;
@@ -289,7 +316,7 @@ export class Command {
   last: CommandStatus | null;
   refresh(): Promise<CommandStatus>;
   output(options?: { offset?: number | null; stdoutOffset?: number | null; stderrOffset?: number | null; binary?: boolean }): Promise<CommandOutput>;
-  /** rejects with an Error named TimeoutError after timeoutMs */
+  /** rejects with a SluiceTimeoutError (named TimeoutError) after timeoutMs */
   wait(options?: { timeoutMs?: number | null; pollMs?: number }): Promise<CommandStatus>;
   stop(): Promise<void>;
 }

@@ -1,5 +1,6 @@
 // Typed answers of the executor and of the broker, in camelCase; each
 // keeps the API's JSON in `raw`.
+import { InvalidStateError } from './errors.js';
 
 const int = (v) => (Number.isInteger(v) ? v : null);
 const str = (v) => (typeof v === 'string' ? v : null);
@@ -155,7 +156,7 @@ export class Prompt {
 
   /** @param {'allow_once'|'allow_chat'|'deny'} decision */
   async answer(decision) {
-    if (!this._answer) throw new Error('this prompt was not read through a client');
+    if (!this._answer) throw new InvalidStateError('this prompt was not read through a client');
     const n = await this._answer(this.id, decision);
     this.state = n.state;
     return n;

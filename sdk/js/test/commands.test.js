@@ -1,7 +1,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import * as S from '../src/index.js';
-import { skip, INDEX, maker, waitFor } from './helpers.js';
+import { skip, INDEX, maker, waitFor, BROKER_URL, TOKENS, CA } from './helpers.js';
 
 const make = maker();
 let sb;
@@ -62,7 +62,8 @@ test('background: start, output, wait, stop, commands', { skip }, async () => {
   assert.ok((await sb.commands()).some((c) => c.id === cmd.id));
   assert.equal((await sb.command(cmd.id)).status, 'exited');
   const srv = await sb.start(['sleep', '600']);
-  await assert.rejects(srv.wait({ timeoutMs: 500 }), (e) => e.name === 'TimeoutError');
+  await assert.rejects(srv.wait({ timeoutMs: 500 }), (e) => e.name === 'TimeoutError'
+    && e instanceof S.SluiceTimeoutError && e instanceof S.SluiceError && e.code === 'timeout');
   await srv.stop();
   assert.ok((await srv.wait({ timeoutMs: 20000 })).signal != null);
   const a = await sb.start(['sleep', '600']);
@@ -83,7 +84,8 @@ test('install through the broker', { skip }, async () => {
   // the executor's own answers: tier off admits no registry; a name that is an option is 400
   const off = await make({ network: 'off' });
   await assert.rejects(off.install('sluicedemo'),
-    (e) => e instanceof S.NetworkNotPermittedError && e.code === 'network_not_permitted' && e.status === 403);
+    (e) => e instanceof S.NetworkNotPermittedError && e.code === 'network_not_permitted' && e.status === 403
+      && e.tier === 'off' && e.ceiling === 'public' && e.effectiveTier === 'off');
   await assert.rejects(sb.install(['--index-url=http://x/']),
     (e) => e instanceof S.BadRequestError && e.status === 400 && e.code === 'bad_request');
   await assert.rejects(sb.install(['--global'], { manager: 'npm' }), S.BadRequestError);
@@ -145,4 +147,16 @@ test('files: write, read ranges, list, edit, remove, errors', { skip }, async ()
   await assert.rejects(sb.read('shadow'), S.BadRequestError);
   await sb.write('dir/keep', '');
   await assert.rejects(sb.remove('dir'), S.ConflictError);
+});
+
+test('install under a tenant ceiling off: the error names the tier and the ceiling', { skip }, async () => {
+  const admin = new S.BrokerClient(BROKER_URL, { token: TOKENS.broker_admin, ca: CA });
+  await admin.ceilings.set({ tenants: { nonetjs: 'off' } });
+  try {
+    const sb = await make({ tenantId: 'nonetjs', network: 'registries' });
+    await assert.rejects(sb.install('sluicedemo'), (e) => e instanceof S.NetworkNotPermittedError
+      && e.tier === 'registries' && e.ceiling === 'off' && e.effectiveTier === 'off' && e.details.broker === 'ok');
+  } finally {
+    await admin.ceilings.set({ tenants: { nonetjs: null } });
+  }
 });

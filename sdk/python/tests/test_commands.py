@@ -143,6 +143,9 @@ def test_install_pip(make):
     with pytest.raises(sluice.NetworkNotPermittedError) as ei:
         off.install("sluicedemo")
     assert ei.value.code == "network_not_permitted" and ei.value.status == 403
+    # what the sandbox asked for, what the ceiling is, and what is left
+    assert (ei.value.tier, ei.value.ceiling, ei.value.effective_tier) == (
+        "off", "public", "off")
     # and a name that is an option or a URL is the executor's 400
     for bad in ("--index-url=http://x/", "http://x/p.whl"):
         with pytest.raises(sluice.BadRequestError) as eb:
@@ -154,3 +157,19 @@ def test_install_pip(make):
         sb.install([], manager="pip")
     with pytest.raises(ValueError):
         sb.install(["x"], manager="cargo")
+
+
+def test_install_under_a_ceiling_off(make, admin_broker):
+    """The tenant's ceiling makes the effective tier off: the error says
+    both what the sandbox asked for and the ceiling."""
+    admin_broker.ceilings.set(tenants={"nonet": "off"})
+    try:
+        sb = make("nonet", network="registries")
+        with pytest.raises(sluice.NetworkNotPermittedError) as ei:
+            sb.install("sluicedemo")
+        e = ei.value
+        assert (e.tier, e.ceiling, e.effective_tier) == (
+            "registries", "off", "off")
+        assert e.details["broker"] == "ok"
+    finally:
+        admin_broker.ceilings.set(tenants={"nonet": None})

@@ -24,10 +24,11 @@ from .client import (BrokerClient, Command, EventStream, PromptWatch,
                      Sandbox, SandboxClient, Sandboxes)
 from .errors import (BackendUnavailableError, BadRequestError,
                      BrokerUnavailableError, BusyError, CommandError,
-                     ConflictError, ForbiddenError, NetworkNotPermittedError,
+                     ConflictError, ForbiddenError, InvalidArgumentError,
+                     InvalidStateError, NetworkNotPermittedError,
                      NotFoundError, QuotaExceededError, SandboxNotFoundError,
-                     SluiceConnectionError, SluiceError, TooLargeError,
-                     UnauthorizedError)
+                     SluiceConnectionError, SluiceError, SluiceTimeoutError,
+                     TooLargeError, UnauthorizedError)
 from .models import (BrokerSession, Ceiling, CommandOutput, CommandStatus,
                      Doctor, Event, ExecResult, FileEntry, Grant, Health,
                      Limits, Listing, OutputChunk, Prompt, SandboxInfo,
@@ -43,6 +44,7 @@ __all__ = [
     "NetworkNotPermittedError", "NotFoundError", "SandboxNotFoundError",
     "ConflictError", "TooLargeError", "QuotaExceededError", "BusyError",
     "BackendUnavailableError", "BrokerUnavailableError", "CommandError",
+    "InvalidArgumentError", "InvalidStateError", "SluiceTimeoutError",
     "BrokerSession", "Ceiling", "CommandOutput", "CommandStatus", "Doctor",
     "Event", "ExecResult", "FileEntry", "Grant", "Health", "Limits",
     "Listing", "OutputChunk", "Prompt", "SandboxInfo", "StreamChunk",

@@ -14,8 +14,8 @@ from . import _calls as C
 from ._http import AsyncTransport, Body, SSEParser, as_bytes
 from .client import (DEFAULT_BROKER_ADDRESS, DEFAULT_EXEC_ADDRESS, _Seen,
                      _addr, _event, _fatal, _token, doctor_of)
-from .errors import (CommandError,
-                     SluiceConnectionError, SluiceError)
+from .errors import (CommandError, SluiceConnectionError,
+                     SluiceError, SluiceTimeoutError)
 from .models import (BrokerSession, Ceiling, CommandOutput, CommandStatus,
                      Decision, Doctor, Event, ExecResult, Grant, Health,
                      Limits, Listing, Prompt, SandboxInfo, StreamChunk)
@@ -292,8 +292,8 @@ class AsyncCommand:
             if st.status != "running":
                 return st
             if end is not None and time.monotonic() + delay > end:
-                raise TimeoutError("command %s still running after %ss" %
-                                   (self.id, timeout))
+                raise SluiceTimeoutError("command %s still running after "
+                                         "%ss" % (self.id, timeout))
             await asyncio.sleep(delay)
             delay = min(delay * 2, poll_s)
 

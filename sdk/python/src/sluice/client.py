@@ -15,7 +15,7 @@ from typing import (Any, Iterator, Mapping, Optional, Sequence,
 from . import _calls as C
 from ._http import Body, SSEParser, Transport, as_bytes
 from .errors import (CommandError, SluiceConnectionError,
-                     SluiceError)
+                     SluiceError, SluiceTimeoutError)
 from .models import (BrokerSession, Ceiling, CommandOutput, CommandStatus,
                      Decision, Doctor, Event, ExecResult, FileEntry, Grant,
                      Health, Limits, Listing, Prompt, SandboxInfo, StreamChunk)
@@ -394,8 +394,9 @@ class Command:
 
     def wait(self, timeout: Optional[float] = None,
              poll_s: float = 0.2) -> CommandStatus:
-        """Until the command has exited; ``TimeoutError`` after
-        ``timeout`` seconds (the command goes on)."""
+        """Until the command has exited; :class:`~sluice.SluiceTimeoutError`
+        (a ``TimeoutError``) after ``timeout`` seconds (the command goes
+        on)."""
         end = None if timeout is None else time.monotonic() + timeout
         delay = min(0.05, poll_s)
         while True:
@@ -403,8 +404,8 @@ class Command:
             if st.status != "running":
                 return st
             if end is not None and time.monotonic() + delay > end:
-                raise TimeoutError("command %s still running after %ss" %
-                                   (self.id, timeout))
+                raise SluiceTimeoutError("command %s still running after "
+                                         "%ss" % (self.id, timeout))
             time.sleep(delay)
             delay = min(delay * 2, poll_s)
 

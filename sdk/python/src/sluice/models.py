@@ -452,7 +452,9 @@ class Prompt:
         it (an awaitable of it on an async client).  A prompt already
         answered or expired raises :class:`~sluice.ConflictError`."""
         if self._answer is None:
-            raise RuntimeError("this prompt was not read through a client")
+            from .errors import InvalidStateError
+            raise InvalidStateError("this prompt was not read through a "
+                                    "client")
         return self._answer(self, decision)
 
     def allow_once(self) -> Any:
