@@ -102,7 +102,32 @@ export interface SandboxInfo {
   raw: Record<string, unknown>;
 }
 
-export interface ExecResult {
+/** An entry under /workspace a command created, modified or deleted. */
+export interface Change {
+  /** relative to /workspace */
+  path: string;
+  change: 'created' | 'modified' | 'deleted';
+  type: 'file' | 'directory' | 'symlink' | 'other';
+  /** bytes (before, for a deleted one) */
+  size: number;
+}
+
+/** A regular file a command created or modified under /workspace/outputs (read it with sb.read(path)). */
+export interface Artifact { path: string; size: number; sha256: string }
+
+/** A file under outputs/ a limit left out of artifacts (it stays in the workspace). */
+export interface ArtifactSkipped { path: string; size: number; limit: 'file_bytes' | 'count' | 'total_bytes' }
+
+/** What a command did to the workspace. */
+export interface WorkspaceChanges {
+  changed: Change[];
+  /** the workspace had too many entries to compare: only outputs/ was */
+  changedTruncated: boolean;
+  artifacts: Artifact[];
+  artifactsSkipped: ArtifactSkipped[];
+}
+
+export interface ExecResult extends WorkspaceChanges {
   id: string;
   /** 128+N for a death by signal N */
   exitCode: number;
@@ -125,7 +150,8 @@ export interface StreamChunk {
   dataRaw: Buffer;
 }
 
-export interface CommandStatus {
+/** changed, artifacts, ... once the command has exited (empty before) */
+export interface CommandStatus extends WorkspaceChanges {
   id: string;
   status: 'running' | 'exited' | string;
   background: boolean; argv: string[];

@@ -160,3 +160,24 @@ test('install under a tenant ceiling off: the error names the tier and the ceili
     await admin.ceilings.set({ tenants: { nonetjs: null } });
   }
 });
+
+test('changed and artifacts are typed fields of the result', { skip }, async () => {
+  const { createHash } = await import('node:crypto');
+  const box = await make({});
+  await box.write('old.txt', 'x');
+  let r = await box.exec("printf abcd > mod.txt; rm old.txt; mkdir -p outputs; printf 'a chart' > outputs/chart.txt");
+  const ch = Object.fromEntries(r.changed.map((c) => [c.path, c]));
+  assert.deepEqual(ch['mod.txt'], { path: 'mod.txt', change: 'created', type: 'file', size: 4 });
+  assert.equal(ch['old.txt'].change, 'deleted');
+  assert.equal(ch.outputs.type, 'directory');
+  assert.equal(r.changedTruncated, false);
+  assert.deepEqual(r.artifacts, [{ path: 'outputs/chart.txt', size: 7,
+    sha256: createHash('sha256').update('a chart').digest('hex') }]);
+  assert.deepEqual(r.artifactsSkipped, []);
+  r = await box.exec('for i in $(seq -w 1 21); do echo $i > outputs/f$i; done');
+  assert.equal(r.artifacts.length, 20);
+  assert.deepEqual(r.artifactsSkipped, [{ path: 'outputs/f21', size: 3, limit: 'count' }]);
+  const cmd = await box.start('printf z > outputs/bg.txt');
+  const st = await cmd.wait({ timeoutMs: 20000 });
+  assert.deepEqual(st.artifacts.map((a) => a.path), ['outputs/bg.txt']);
+});

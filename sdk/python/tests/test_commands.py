@@ -173,3 +173,34 @@ def test_install_under_a_ceiling_off(make, admin_broker):
         assert e.details["broker"] == "ok"
     finally:
         admin_broker.ceilings.set(tenants={"nonet": None})
+
+
+def test_changed_and_artifacts(sandbox):
+    """What a command did to the workspace, typed: changed, artifacts
+    (files made under outputs/, with SHA-256) and what a limit left out
+    (20 artifacts per command by default)."""
+    import hashlib
+    assert sandbox.write("old.txt", b"x") == 1
+    r = sandbox.exec("printf abcd > mod.txt; rm old.txt; mkdir -p outputs; "
+                     "printf 'a chart' > outputs/chart.txt")
+    ch = {c.path: c for c in r.changed}
+    assert isinstance(ch["mod.txt"], sluice.Change)
+    assert (ch["mod.txt"].change, ch["mod.txt"].type, ch["mod.txt"].size) \
+        == ("created", "file", 4)
+    assert ch["old.txt"].change == "deleted"
+    assert ch["outputs"].type == "directory"
+    assert r.changed_truncated is False
+    assert r.artifacts == [sluice.Artifact(
+        "outputs/chart.txt", 7, hashlib.sha256(b"a chart").hexdigest())]
+    assert r.artifacts_skipped == []
+    r = sandbox.exec("for i in $(seq -w 1 21); do echo $i > outputs/f$i; "
+                     "done")
+    assert len(r.artifacts) == 20
+    assert [(s.path, s.size, s.limit) for s in r.artifacts_skipped] == [
+        ("outputs/f21", 3, "count")]
+    assert isinstance(r.artifacts_skipped[0], sluice.ArtifactSkipped)
+    # a background command's status says the same once it has ended
+    cmd = sandbox.start("printf z > outputs/bg.txt")
+    st = cmd.wait(timeout=20)
+    assert [a.path for a in st.artifacts] == ["outputs/bg.txt"]
+    assert "outputs/bg.txt" in [c.path for c in st.changed]

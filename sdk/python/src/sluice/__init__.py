@@ -29,7 +29,8 @@ from .errors import (BackendUnavailableError, BadRequestError,
                      NotFoundError, QuotaExceededError, SandboxNotFoundError,
                      SluiceConnectionError, SluiceError, SluiceTimeoutError,
                      TooLargeError, UnauthorizedError)
-from .models import (BrokerSession, Ceiling, CommandOutput, CommandStatus,
+from .models import (Artifact, ArtifactSkipped, BrokerSession, Ceiling,
+                     Change, CommandOutput, CommandStatus,
                      Doctor, Event, ExecResult, FileEntry, Grant, Health,
                      Limits, Listing, OutputChunk, Prompt, SandboxInfo,
                      StreamChunk)
@@ -45,7 +46,7 @@ __all__ = [
     "ConflictError", "TooLargeError", "QuotaExceededError", "BusyError",
     "BackendUnavailableError", "BrokerUnavailableError", "CommandError",
     "InvalidArgumentError", "InvalidStateError", "SluiceTimeoutError",
-    "BrokerSession", "Ceiling", "CommandOutput", "CommandStatus", "Doctor",
+    "Artifact", "ArtifactSkipped", "Change", "BrokerSession", "Ceiling", "CommandOutput", "CommandStatus", "Doctor",
     "Event", "ExecResult", "FileEntry", "Grant", "Health", "Limits",
     "Listing", "OutputChunk", "Prompt", "SandboxInfo", "StreamChunk",
     "webhook",
