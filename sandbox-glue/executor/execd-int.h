@@ -297,6 +297,8 @@ struct xd_cmd_spec {
 	char cwd[SBX_PATH_MAX]; /* inside the sandbox */
 	long timeout_s;         /* 0: none (a background command) */
 	long output_cap;
+	long cap_total;         /* "output_cap_total": both streams */
+	int has_cap_total;      /* together (exec only) */
 	char *stdin_data;
 	size_t stdin_len;
 	int base64;             /* "encoding": "base64" */
@@ -613,6 +615,7 @@ struct xd_cmd {
 	struct event *ev_in;
 	struct evbuffer *in;
 	long timeout_s, cap;
+	long cap_total;                 /* -1: none (output_cap_total) */
 	int base64;
 	int64_t start_mono_ms;
 	int64_t started_ms, ended_ms;   /* unix milliseconds */

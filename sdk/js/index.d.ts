@@ -139,6 +139,8 @@ export interface ExecResult extends WorkspaceChanges {
   /** the bytes (exact with binary: true) */
   stdoutRaw: Buffer; stderrRaw: Buffer;
   stdoutTruncated: boolean; stderrTruncated: boolean;
+  /** with outputCapTotal: the bytes of both streams not in the answer (a UTF-8 character the cap cuts is left out whole); null otherwise */
+  outputDropped: number | null;
   /** exit 0, not timed out, cancelled or OOM-killed */
   ok: boolean;
   raw: Record<string, unknown>;
@@ -279,7 +281,10 @@ export interface CommandOptions {
 }
 
 export interface ExecOptions extends CommandOptions {
+  /** bytes kept of each stream */
   outputCap?: number | null;
+  /** bytes kept of the whole answer, stdout and stderr together (what came first); outputDropped says what was left out */
+  outputCapTotal?: number | null;
   /** exact bytes in stdoutRaw/stderrRaw */
   binary?: boolean;
 }

@@ -22,7 +22,7 @@ export function checkId(what, v) {
 }
 
 /** The body of exec and commands: an array is argv, a string a shell line. */
-export function commandBody(cmd, { timeoutS, env, cwd, stdin, outputCap, binary } = {}) {
+export function commandBody(cmd, { timeoutS, env, cwd, stdin, outputCap, outputCapTotal, binary } = {}) {
   const b = {};
   if (typeof cmd === 'string') b.shell = cmd;
   else {
@@ -36,6 +36,7 @@ export function commandBody(cmd, { timeoutS, env, cwd, stdin, outputCap, binary 
   if (timeoutS != null) b.timeout_s = timeoutS;
   if (stdin != null) b.stdin = Buffer.isBuffer(stdin) ? stdin.toString('utf8') : stdin;
   if (outputCap != null) b.output_cap = outputCap;
+  if (outputCapTotal != null) b.output_cap_total = outputCapTotal;
   if (binary) b.encoding = 'base64';
   return b;
 }
@@ -206,7 +207,7 @@ export class Sandbox {
    * the ExecResult (with all the output). */
   async *stream(cmd, opts = {}) {
     const call = jsonCall('POST', `/v1/sandboxes/${q(this.id)}/exec`, () => null,
-      commandBody(cmd, { ...opts, outputCap: undefined }),
+      commandBody(cmd, { ...opts, outputCap: undefined, outputCapTotal: undefined }),
       { sandbox: true, headers: { Accept: 'text/event-stream' } });
     const s = await this._t.open(call, {}, this._waitMs(opts.timeoutS));
     const parser = new SSEParser();

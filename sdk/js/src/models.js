@@ -74,6 +74,7 @@ export function execResult(d, stdout = null, stderr = null) {
     cancelled: d.cancelled === true, durationMs: int(d.duration_ms) || 0,
     stdout: so, stderr: se, stdoutRaw: soRaw, stderrRaw: seRaw,
     stdoutTruncated: d.stdout_truncated === true, stderrTruncated: d.stderr_truncated === true,
+    outputDropped: int(d.output_dropped),
     ...changes(d),
     raw: d,
   };

@@ -181,3 +181,15 @@ test('changed and artifacts are typed fields of the result', { skip }, async () 
   const st = await cmd.wait({ timeoutMs: 20000 });
   assert.deepEqual(st.artifacts.map((a) => a.path), ['outputs/bg.txt']);
 });
+
+test('outputCapTotal caps both streams together and says what it dropped', { skip }, async () => {
+  let r = await sb.exec('printf aaaaaaaaaa; sleep 0.3; printf bbbbbbbbbb >&2; sleep 0.3; printf cccccccccc',
+    { outputCapTotal: 15 });
+  assert.deepEqual([r.stdout, r.stderr, r.outputDropped], ['aaaaaaaaaa', 'bbbbb', 15]);
+  assert.ok(r.stdoutTruncated && r.stderrTruncated);
+  r = await sb.exec("printf '\u00e9\u00e9\u00e9'", { outputCapTotal: 5 });
+  assert.deepEqual([r.stdout, r.outputDropped], ['\u00e9\u00e9', 2]);
+  assert.equal((await sb.exec('echo hi')).outputDropped, null);
+  await assert.rejects(sb.exec('true', { outputCapTotal: -1 }),
+    (e) => e instanceof S.BadRequestError && e.field === 'output_cap_total');
+});

@@ -204,3 +204,26 @@ def test_changed_and_artifacts(sandbox):
     st = cmd.wait(timeout=20)
     assert [a.path for a in st.artifacts] == ["outputs/bg.txt"]
     assert "outputs/bg.txt" in [c.path for c in st.changed]
+
+
+def test_output_cap_total(sandbox):
+    """One cap for the whole answer, both streams together, in bytes:
+    what came first is kept, output_dropped says how much was not."""
+    r = sandbox.exec("printf aaaaaaaaaa; sleep 0.3; printf bbbbbbbbbb >&2; "
+                     "sleep 0.3; printf cccccccccc", output_cap_total=15)
+    assert (r.stdout, r.stderr) == ("aaaaaaaaaa", "bbbbb")
+    assert r.output_dropped == 15
+    assert r.stdout_truncated and r.stderr_truncated
+    # a character the cap cuts is dropped whole (and counted)
+    r = sandbox.exec("printf 'ééé'", output_cap_total=5)
+    assert (r.stdout, r.output_dropped, r.stdout_truncated) == ("éé", 2, True)
+    # under the cap nothing is dropped; without one, no count at all
+    r = sandbox.exec("echo hi; echo err >&2", output_cap_total=100)
+    assert (r.stdout, r.stderr, r.output_dropped) == ("hi\n", "err\n", 0)
+    assert sandbox.exec("echo hi").output_dropped is None
+    # with the per-stream cap too: both hold
+    r = sandbox.exec("printf 0123456789", output_cap=4, output_cap_total=6)
+    assert (r.stdout, r.output_dropped) == ("0123", 6)
+    with pytest.raises(sluice.BadRequestError) as ei:
+        sandbox.exec("true", output_cap_total=-1)
+    assert ei.value.field == "output_cap_total"

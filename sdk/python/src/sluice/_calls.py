@@ -50,7 +50,8 @@ def command_body(cmd: Cmd, timeout_s: Optional[int] = None,
                  cwd: Optional[str] = None,
                  stdin: Union[str, bytes, None] = None,
                  output_cap: Optional[int] = None,
-                 binary: bool = False) -> dict[str, Any]:
+                 binary: bool = False,
+                 output_cap_total: Optional[int] = None) -> dict[str, Any]:
     """The body of exec and commands: a list is argv, a string a shell
     command line (``/bin/sh -c``)."""
     b: dict[str, Any] = {}
@@ -72,6 +73,8 @@ def command_body(cmd: Cmd, timeout_s: Optional[int] = None,
                       else stdin)
     if output_cap is not None:
         b["output_cap"] = int(output_cap)
+    if output_cap_total is not None:
+        b["output_cap_total"] = int(output_cap_total)
     if binary:
         b["encoding"] = "base64"
     return b

@@ -150,9 +150,10 @@ class AsyncSandbox:
                    cwd: Optional[str] = None,
                    stdin: Union[str, bytes, None] = None, *,
                    output_cap: Optional[int] = None,
+                   output_cap_total: Optional[int] = None,
                    binary: bool = False) -> ExecResult:
         body = C.command_body(cmd, timeout_s, env, cwd, stdin, output_cap,
-                              binary)
+                              binary, output_cap_total)
         return await self._t.call(C.exec_(self.id, body, C.exec_wait_s(
             timeout_s, self.last_info.limits)))
 

@@ -219,12 +219,19 @@ class Sandbox:
              env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
              stdin: Union[str, bytes, None] = None, *,
              output_cap: Optional[int] = None,
+             output_cap_total: Optional[int] = None,
              binary: bool = False) -> ExecResult:
         """Run ``cmd`` (argv list, or a shell command line string) and
         return how it ended with its output.  One foreground command at a
-        time: :class:`~sluice.BusyError` otherwise."""
+        time: :class:`~sluice.BusyError` otherwise.
+
+        ``output_cap`` caps each stream, ``output_cap_total`` the whole
+        answer (stdout and stderr together, what came first kept), both
+        in bytes; with the latter the result's ``output_dropped`` is the
+        bytes left out (a UTF-8 character the cap cuts is left out
+        whole)."""
         body = C.command_body(cmd, timeout_s, env, cwd, stdin, output_cap,
-                              binary)
+                              binary, output_cap_total)
         return self._t.call(C.exec_(self.id, body, C.exec_wait_s(
             timeout_s, self.last_info.limits)))
 

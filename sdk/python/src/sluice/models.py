@@ -178,7 +178,9 @@ class ExecResult:
     ``changed`` is what the command did to /workspace (``changed_truncated``:
     the workspace had too many entries to compare, so only outputs/ was),
     ``artifacts`` the files it made under /workspace/outputs and
-    ``artifacts_skipped`` those a limit left out.
+    ``artifacts_skipped`` those a limit left out.  ``output_dropped``
+    is the bytes of both streams not in the answer when ``exec`` was
+    given ``output_cap_total`` (None otherwise).
     """
 
     id: str
@@ -200,6 +202,7 @@ class ExecResult:
     artifacts: list[Artifact] = field(default_factory=list, repr=False)
     artifacts_skipped: list[ArtifactSkipped] = field(default_factory=list,
                                                      repr=False)
+    output_dropped: Optional[int] = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -233,6 +236,7 @@ class ExecResult:
                    stdout_truncated=_b(d.get("stdout_truncated")),
                    stderr_truncated=_b(d.get("stderr_truncated")),
                    stdout_raw=sob, stderr_raw=seb, raw=dict(d),
+                   output_dropped=_i(d.get("output_dropped")),
                    **_changes(d))
 
 
