@@ -861,8 +861,12 @@ install_net_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 		memset(&ne, 0, sizeof(ne));
 		ne.status = 403;
 		ne.code = "network_not_permitted";
-		ne.extra = json_pack("{s:s,s:s}", "effective_tier",
-		    b->eff_tier, "broker", b->broker);
+		/* what the sandbox asked for and the ceiling that cut it
+		 * (null: sluiced had no session to say) */
+		ne.extra = json_pack("{s:s,s:s,s:s,s:o}", "effective_tier",
+		    b->eff_tier, "broker", b->broker, "tier", b->rec.tier,
+		    "ceiling", strcmp(b->broker, "missing") != 0 &&
+		    b->ceiling[0] ? json_string(b->ceiling) : json_null());
 		snprintf(ne.msg, sizeof(ne.msg), "sandbox %s: %s admits no "
 		    "package registry", b->rec.chat, strcmp(b->broker,
 		    "missing") == 0 ? "sluiced has no session for it, so it "

@@ -1029,6 +1029,7 @@ box_delete_done(void *arg, json_t *res)
 			 * archive) */
 			b->state = XD_BOX_STOPPED;
 			b->eff_tier[0] = '\0';
+			b->ceiling[0] = '\0';
 			snprintf(b->stop_note, sizeof(b->stop_note), "%s",
 			    e.msg[0] ? e.msg : "delete failed");
 			if (json_is_true(json_object_get(res, "broker_deleted")))
@@ -1171,11 +1172,12 @@ box_net_child(void *arg)
 	const struct xd_cfg *c = op->box->xd->cfg;
 	const struct sbx_rec *r = &op->box->rec;
 	struct xd_broker_err be;
-	char eff[16], dir[SBX_PATH_MAX];
+	char eff[16], ceil[16], dir[SBX_PATH_MAX];
 	int repaired = 0;
 
 	memset(&be, 0, sizeof(be));
-	if (xd_broker_get(c, r->chat, eff, sizeof(eff), &be) != 0) {
+	if (xd_broker_get(c, r->chat, eff, sizeof(eff), ceil, sizeof(ceil),
+	    &be) != 0) {
 		if (be.status != 404)
 			return fail_json(be.status, be.code, be.msg);
 		/* sluiced restarted or the session was deleted: make it
@@ -1196,11 +1198,12 @@ box_net_child(void *arg)
 		}
 		xd_broker_socket_own(r);
 		repaired = 1;
-		if (xd_broker_get(c, r->chat, eff, sizeof(eff), &be) != 0)
+		if (xd_broker_get(c, r->chat, eff, sizeof(eff), ceil,
+		    sizeof(ceil), &be) != 0)
 			return fail_json(be.status, be.code, be.msg);
 	}
-	return json_pack("{s:b,s:s,s:b}", "ok", 1, "effective_tier", eff,
-	    "repaired", repaired);
+	return json_pack("{s:b,s:s,s:s,s:b}", "ok", 1, "effective_tier", eff,
+	    "ceiling", ceil, "repaired", repaired);
 }
 
 static void
@@ -1215,7 +1218,12 @@ box_net_done(void *arg, json_t *res)
 
 	memset(&e, 0, sizeof(e));
 	if (json_is_true(json_object_get(res, "ok")) && eff != NULL) {
+		const char *ceil = json_string_value(json_object_get(res,
+		    "ceiling"));
+
 		snprintf(b->eff_tier, sizeof(b->eff_tier), "%s", eff);
+		snprintf(b->ceiling, sizeof(b->ceiling), "%s", ceil != NULL ?
+		    ceil : "");
 		if (json_is_true(json_object_get(res, "repaired"))) {
 			xd_log(XD_LOG_WARN, "sandbox %s: sluiced had no session "
 			    "for it: made again (tier %s)", b->rec.chat,
@@ -1228,6 +1236,7 @@ box_net_done(void *arg, json_t *res)
 		/* the session is gone and could not be made again: the
 		 * sandbox has no network */
 		snprintf(b->eff_tier, sizeof(b->eff_tier), "off");
+		b->ceiling[0] = '\0';
 		snprintf(b->broker, sizeof(b->broker), "missing");
 		op->cb(op->arg, b, NULL);
 	} else {

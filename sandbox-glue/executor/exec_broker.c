@@ -172,7 +172,7 @@ xd_broker_tier(const struct xd_cfg *c, const char *chat, const char *tier,
 
 int
 xd_broker_get(const struct xd_cfg *c, const char *chat, char *eff,
-    size_t elen, struct xd_broker_err *e)
+    size_t elen, char *ceil, size_t clen, struct xd_broker_err *e)
 {
 	struct ctlh_resp resp;
 	char path[128];
@@ -194,6 +194,9 @@ xd_broker_get(const struct xd_cfg *c, const char *chat, char *eff,
 		    "effective_tier", chat);
 	else {
 		snprintf(eff, elen, "%s", t);
+		t = json_string_value(json_object_get(o, "ceiling"));
+		snprintf(ceil, clen, "%s", t != NULL && strlen(t) < clen ?
+		    t : "");
 		rc = 0;
 	}
 	json_decref(o);

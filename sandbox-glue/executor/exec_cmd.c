@@ -11,8 +11,9 @@
  * clean-up (release) may block (runsc), so they run in workers.
  *
  * Output: a foreground command keeps the first output_cap bytes of
- * each stream (the rest is read and counted, so the command never
- * blocks on a full pipe), or passes them to its sink as they come
+ * each stream, and of both together output_cap_total when asked (the
+ * rest is read and counted, so the command never blocks on a full
+ * pipe), or passes them to its sink as they come
  * (streaming), where the sink may pause reading while its client is
  * slow: the pipe then fills and the command waits, and the daemon holds
  * no more than the sink's watermark.  A background command keeps the
@@ -130,6 +131,18 @@ env_build(const struct xd_cmd_spec *s, char **pwd)
 
 /* ---- output ---- */
 
+/* What output_cap_total leaves of keep (both streams' kept bytes). */
+static size_t
+total_room(const struct xd_cmd *c, size_t keep)
+{
+	size_t used = c->out[0].len + c->out[1].len, room;
+
+	if (c->cap_total < 0)
+		return keep;
+	room = (size_t)c->cap_total > used ? (size_t)c->cap_total - used : 0;
+	return keep < room ? keep : room;
+}
+
 static void
 take(struct xd_cmd *c, int i, const unsigned char *b, size_t n)
 {
@@ -142,6 +155,7 @@ take(struct xd_cmd *c, int i, const unsigned char *b, size_t n)
 		keep = s->len < s->cap ? s->cap - s->len : 0;
 		if (keep > n)
 			keep = n;
+		keep = total_room(c, keep);
 		memcpy(s->buf + s->len, b, keep);
 		s->len += keep;
 		s->dropped += n - keep;
@@ -151,6 +165,7 @@ take(struct xd_cmd *c, int i, const unsigned char *b, size_t n)
 		keep = s->len < s->cap ? s->cap - s->len : 0;
 		if (keep > n)
 			keep = n;
+		keep = total_room(c, keep);
 		s->len += keep;
 		s->dropped += n - keep;
 		if (keep > 0 && c->sink != NULL && c->sink->output != NULL)
@@ -646,6 +661,7 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 	c->out[0].fd = c->out[1].fd = -1;
 	c->timeout_s = spec->timeout_s;
 	c->cap = spec->output_cap;
+	c->cap_total = spec->has_cap_total ? spec->cap_total : -1;
 	c->base64 = spec->base64;
 	c->sink = sink;
 	c->sink_arg = sink_arg;
@@ -866,15 +882,20 @@ exit_fields(const struct xd_cmd *c, json_int_t *code, json_int_t *sig)
 		*sig = *code - 128;
 }
 
-static json_t *
-kept_json(const struct xd_stream *s, int base64)
+/* The bytes of s the answer shows: a character cut by the cap is not
+ * shown as U+FFFD. */
+static size_t
+kept_len(const struct xd_cmd *c, const struct xd_stream *s)
 {
-	size_t n = s->len;
+	if (c->mode == XD_OUT_KEEP && !c->base64 && s->dropped > 0)
+		return xd_utf8_whole(s->buf, s->len);
+	return s->len;
+}
 
-	/* a character cut by the cap is not shown as U+FFFD */
-	if (!base64 && s->dropped > 0)
-		n = xd_utf8_whole(s->buf, n);
-	return xd_text_json(s->buf, n, base64);
+static json_t *
+kept_json(const struct xd_cmd *c, const struct xd_stream *s)
+{
+	return xd_text_json(s->buf, kept_len(c, s), c->base64);
 }
 
 json_t *
@@ -896,13 +917,17 @@ xd_cmd_result(const struct xd_cmd *c, int with_output)
 		return NULL;
 	if (c->base64)
 		json_object_set_new(o, "encoding", json_string("base64"));
+	/* asked for output_cap_total: the bytes of both streams not in
+	 * the answer */
+	if (c->cap_total >= 0 && c->mode != XD_OUT_RING)
+		json_object_set_new(o, "output_dropped", json_integer(
+		    (json_int_t)(c->out[0].total + c->out[1].total -
+		    kept_len(c, &c->out[0]) - kept_len(c, &c->out[1]))));
 	if (c->changes != NULL)
 		json_object_update(o, c->changes);
 	if (with_output && c->mode == XD_OUT_KEEP) {
-		json_object_set_new(o, "stdout", kept_json(&c->out[0],
-		    c->base64));
-		json_object_set_new(o, "stderr", kept_json(&c->out[1],
-		    c->base64));
+		json_object_set_new(o, "stdout", kept_json(c, &c->out[0]));
+		json_object_set_new(o, "stderr", kept_json(c, &c->out[1]));
 	}
 	return o;
 }

@@ -13,6 +13,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -502,7 +503,8 @@ xd_cmd_spec_parse(json_t *body, const struct xd_lims *lim, long timeout_max,
     long cap_max, int background, struct xd_cmd_spec *s, struct xd_perr *e)
 {
 	static const char *const keys[] = { "cmd", "shell", "env", "cwd",
-	    "timeout_s", "stdin", "output_cap", "encoding", NULL };
+	    "timeout_s", "stdin", "output_cap", "output_cap_total", "encoding",
+	    NULL };
 	json_t *cmd, *sh, *env, *v;
 	const char *str, *k;
 	size_t i, n, bytes = 0;
@@ -598,6 +600,19 @@ xd_cmd_spec_parse(json_t *body, const struct xd_lims *lim, long timeout_max,
 	    cap_max, e, &bad);
 	if (bad)
 		goto fail;
+	/* the whole answer, both streams: at most what they could keep */
+	if (json_object_get(body, "output_cap_total") != NULL) {
+		if (background) {
+			perr(e, 400, "bad_request", "output_cap_total: for exec "
+			    "only (a background command keeps a ring)");
+			goto fail;
+		}
+		s->cap_total = get_long(body, "output_cap_total", 0, 0,
+		    cap_max > LONG_MAX / 2 ? LONG_MAX : 2 * cap_max, e, &bad);
+		if (bad)
+			goto fail;
+		s->has_cap_total = 1;
+	}
 	if ((v = json_object_get(body, "stdin")) != NULL) {
 		if (!json_is_string(v)) {
 			perr(e, 400, "bad_request", "stdin: a string");

@@ -300,6 +300,8 @@ struct xd_cmd_spec {
 	char cwd[SBX_PATH_MAX]; /* inside the sandbox */
 	long timeout_s;         /* 0: none (a background command) */
 	long output_cap;
+	long cap_total;         /* "output_cap_total": both streams */
+	int has_cap_total;      /* together (exec only) */
 	char *stdin_data;
 	size_t stdin_len;
 	int base64;             /* "encoding": "base64" */
@@ -416,10 +418,10 @@ int xd_broker_delete(const struct xd_cfg *c, const char *chat,
 int xd_broker_tier(const struct xd_cfg *c, const char *chat,
     const char *tier, struct xd_broker_err *e);
 /* GET /v1/sessions/{chat}: 0 with its effective_tier (the lower of
- * the session's tier and the ceiling); e->status 404 when sluiced has
- * no such session. */
+ * the session's tier and the ceiling) and its ceiling ("" when sluiced
+ * did not say); e->status 404 when sluiced has no such session. */
 int xd_broker_get(const struct xd_cfg *c, const char *chat, char *eff,
-    size_t elen, struct xd_broker_err *e);
+    size_t elen, char *ceil, size_t clen, struct xd_broker_err *e);
 /* 0 when sluiced answers GET /v1/health with 200. */
 int xd_broker_ping(const struct xd_cfg *c, struct xd_broker_err *e);
 /* The session socket to the sandbox user (sluiced makes it root's). */
@@ -631,6 +633,7 @@ struct xd_cmd {
 	struct event *ev_in;
 	struct evbuffer *in;
 	long timeout_s, cap;
+	long cap_total;                 /* -1: none (output_cap_total) */
 	int base64;
 	int64_t start_mono_ms;
 	int64_t started_ms, ended_ms;   /* unix milliseconds */
@@ -707,6 +710,7 @@ struct xd_box {
 	char broker[16];                /* "ok", "unknown" */
 	char eff_tier[16];              /* sluiced's effective tier, "" not
 	                                 * asked yet */
+	char ceiling[16];               /* and the session's ceiling */
 	int op;                         /* a worker changes the record */
 	struct xd_cmd *fg;
 	struct xd_cmdq cmds;            /* background, running or done */

@@ -36,9 +36,35 @@ export class BadRequestError extends SluiceError {
   readonly field: string | null;
   readonly max: number | null;
 }
+/**
+ * An argument the SDK refuses before it calls anything (status null, code
+ * "invalid_argument"). At run time it is also a TypeError (what the SDK
+ * threw before): `e instanceof TypeError` and `e instanceof SluiceError`
+ * both hold.
+ */
+export class InvalidArgumentError extends SluiceError {
+  constructor(message: string);
+  readonly code: 'invalid_argument';
+}
+/** An object the SDK cannot use for the call (code "invalid_state"): a Prompt not read through a client. */
+export class InvalidStateError extends SluiceError {
+  constructor(message: string);
+}
+/** Command.wait({ timeoutMs }) ran out (code "timeout", name "TimeoutError"); the command goes on. */
+export class SluiceTimeoutError extends SluiceError {
+  constructor(message: string);
+}
 export class UnauthorizedError extends SluiceError {}
 export class ForbiddenError extends SluiceError {}
-export class NetworkNotPermittedError extends SluiceError {}
+/** 403 network_not_permitted: install in a sandbox whose effective tier is off. */
+export class NetworkNotPermittedError extends SluiceError {
+  /** the sandbox's own tier */
+  readonly tier: string | null;
+  /** its tenant's ceiling as sluiced applies it; null when sluiced had no session */
+  readonly ceiling: string | null;
+  /** the lower of tier and ceiling */
+  readonly effectiveTier: string | null;
+}
 export class NotFoundError extends SluiceError {}
 export class SandboxNotFoundError extends NotFoundError {}
 export class ConflictError extends SluiceError {}
@@ -76,7 +102,32 @@ export interface SandboxInfo {
   raw: Record<string, unknown>;
 }
 
-export interface ExecResult {
+/** An entry under /workspace a command created, modified or deleted. */
+export interface Change {
+  /** relative to /workspace */
+  path: string;
+  change: 'created' | 'modified' | 'deleted';
+  type: 'file' | 'directory' | 'symlink' | 'other';
+  /** bytes (before, for a deleted one) */
+  size: number;
+}
+
+/** A regular file a command created or modified under /workspace/outputs (read it with sb.read(path)). */
+export interface Artifact { path: string; size: number; sha256: string }
+
+/** A file under outputs/ a limit left out of artifacts (it stays in the workspace). */
+export interface ArtifactSkipped { path: string; size: number; limit: 'file_bytes' | 'count' | 'total_bytes' }
+
+/** What a command did to the workspace. */
+export interface WorkspaceChanges {
+  changed: Change[];
+  /** the workspace had too many entries to compare: only outputs/ was */
+  changedTruncated: boolean;
+  artifacts: Artifact[];
+  artifactsSkipped: ArtifactSkipped[];
+}
+
+export interface ExecResult extends WorkspaceChanges {
   id: string;
   /** 128+N for a death by signal N */
   exitCode: number;
@@ -88,6 +139,8 @@ export interface ExecResult {
   /** the bytes (exact with binary: true) */
   stdoutRaw: Buffer; stderrRaw: Buffer;
   stdoutTruncated: boolean; stderrTruncated: boolean;
+  /** with outputCapTotal: the bytes of both streams not in the answer (a UTF-8 character the cap cuts is left out whole); null otherwise */
+  outputDropped: number | null;
   /** exit 0, not timed out, cancelled or OOM-killed */
   ok: boolean;
   raw: Record<string, unknown>;
@@ -99,7 +152,8 @@ export interface StreamChunk {
   dataRaw: Buffer;
 }
 
-export interface CommandStatus {
+/** changed, artifacts, ... once the command has exited (empty before) */
+export interface CommandStatus extends WorkspaceChanges {
   id: string;
   status: 'running' | 'exited' | string;
   background: boolean; argv: string[];
@@ -212,7 +266,8 @@ export interface CreateOptions {
   userId: string;
   /** default a random sbx-... */
   id?: string | null;
-  network?: Tier;
+  /** default: none sent, the daemon's tier applies (off unless the administrator set another) */
+  network?: Tier | null;
   profile?: string | null;
   limits?: Limits | null;
   backend?: 'ns' | 'gvisor' | null;
@@ -226,7 +281,10 @@ export interface CommandOptions {
 }
 
 export interface ExecOptions extends CommandOptions {
+  /** bytes kept of each stream */
   outputCap?: number | null;
+  /** bytes kept of the whole answer, stdout and stderr together (what came first); outputDropped says what was left out */
+  outputCapTotal?: number | null;
   /** exact bytes in stdoutRaw/stderrRaw */
   binary?: boolean;
 }
@@ -289,7 +347,7 @@ export class Command {
   last: CommandStatus | null;
   refresh(): Promise<CommandStatus>;
   output(options?: { offset?: number | null; stdoutOffset?: number | null; stderrOffset?: number | null; binary?: boolean }): Promise<CommandOutput>;
-  /** rejects with an Error named TimeoutError after timeoutMs */
+  /** rejects with a SluiceTimeoutError (named TimeoutError) after timeoutMs */
   wait(options?: { timeoutMs?: number | null; pollMs?: number }): Promise<CommandStatus>;
   stop(): Promise<void>;
 }

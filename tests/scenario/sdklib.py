@@ -171,7 +171,8 @@ def world(env, uid_base):
         "state_dir": env.path("xstate"),
         "control_socket": ctl,
         "shim": SHIM,
-        "tier": "registries",
+        # no "tier": the daemon's default (off), as deployed; what
+        # needs the network asks for its tier
         "uid_base": uid_base, "slots": 64,
         "socket": {"group": str(G_SOCK), "mode": "0660"},
         "roles": {"app": {"groups": [G_APP]},

@@ -1345,9 +1345,12 @@ def install(env):
     # the ceiling lowers the effective tier below the sandbox's own
     check_eq(api_unix(ctl, "PUT", "/v1/ceiling", {"tier": "off"}).status,
              200, "ceiling off")
-    check_err(x.app("POST", url % "i1", {"manager": "pip",
-                                         "packages": ["x"]}),
-              403, "network_not_permitted", "ceiling off")
+    r = x.app("POST", url % "i1", {"manager": "pip", "packages": ["x"]})
+    check_err(r, 403, "network_not_permitted", "ceiling off")
+    # the error names the sandbox's tier and the ceiling that cut it
+    check_eq([r.json["error"].get(k) for k in ("tier", "ceiling",
+                                               "effective_tier")],
+             ["registries", "off", "off"], "tier, ceiling")
     check_eq(api_unix(ctl, "PUT", "/v1/ceiling", {"tier": "public"}).status,
              200, "ceiling public")
     # a vanished session is made again, with the sandbox's tier (off)

@@ -1,6 +1,6 @@
 // sluiced(8)'s control API: sessions, grants, ceilings, prompts, events.
 import { Transport, SSEParser, jsonCall, q, addressString } from './http.js';
-import { SluiceError } from './errors.js';
+import { InvalidArgumentError, SluiceError } from './errors.js';
 import * as M from './models.js';
 
 export const DEFAULT_BROKER_ADDRESS = '/run/sluice/control.sock';
@@ -155,7 +155,7 @@ class Sessions {
 
   /** A session (a chat) with its transport: by default a socket of its own. */
   create({ id, tenant = '', user = '', tier = 'off', socket = null, source = null, vsockCid = null }) {
-    if (typeof id !== 'string' || !ID.test(id)) throw new TypeError(`session id ${JSON.stringify(id)}: 1 to 64 of A-Z a-z 0-9 . _ -`);
+    if (typeof id !== 'string' || !ID.test(id)) throw new InvalidArgumentError(`session id ${JSON.stringify(id)}: 1 to 64 of A-Z a-z 0-9 . _ -`);
     const b = { id, tenant, user, tier };
     if (socket != null) b.socket = socket;
     if (source != null) b.source = source;
@@ -195,7 +195,7 @@ class Ceilings {
     const b = {};
     if (tier != null) b.tier = tier;
     if (tenants != null) b.tenants = { ...tenants };
-    if (!Object.keys(b).length) throw new TypeError('set a tier, tenants or both');
+    if (!Object.keys(b).length) throw new InvalidArgumentError('set a tier, tenants or both');
     if (closeExceeding) b.close_exceeding = true;
     return this._t.call(jsonCall('PUT', '/v1/ceiling', (r) => M.ceiling(json(r)), b));
   }
@@ -213,7 +213,7 @@ class Prompts {
 
   answer(id, decision) {
     if (!['allow_once', 'allow_chat', 'deny'].includes(decision)) {
-      throw new TypeError('decision: allow_once, allow_chat or deny');
+      throw new InvalidArgumentError('decision: allow_once, allow_chat or deny');
     }
     return this._t.call(jsonCall('POST', `/v1/prompts/${q(id)}`, (r) => new M.Prompt(json(r), this._b._answer),
       { decision }));

@@ -1,7 +1,7 @@
 // The client of sluice-execd(8): sandboxes, commands and files.
 import { randomBytes } from 'node:crypto';
 import { Transport, SSEParser, jsonCall, q, query, addressString } from './http.js';
-import { CommandError, SluiceConnectionError, SluiceError } from './errors.js';
+import { CommandError, InvalidArgumentError, SluiceConnectionError, SluiceError, SluiceTimeoutError } from './errors.js';
 import * as M from './models.js';
 import { BrokerClient } from './broker.js';
 
@@ -16,18 +16,18 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 export function checkId(what, v) {
   if (typeof v !== 'string' || !ID.test(v)) {
-    throw new TypeError(`${what} ${JSON.stringify(v)}: 1 to 64 of A-Z a-z 0-9 . _ - (not starting with . _ -)`);
+    throw new InvalidArgumentError(`${what} ${JSON.stringify(v)}: 1 to 64 of A-Z a-z 0-9 . _ - (not starting with . _ -)`);
   }
   return v;
 }
 
 /** The body of exec and commands: an array is argv, a string a shell line. */
-export function commandBody(cmd, { timeoutS, env, cwd, stdin, outputCap, binary } = {}) {
+export function commandBody(cmd, { timeoutS, env, cwd, stdin, outputCap, outputCapTotal, binary } = {}) {
   const b = {};
   if (typeof cmd === 'string') b.shell = cmd;
   else {
     if (!Array.isArray(cmd) || !cmd.length || !cmd.every((a) => typeof a === 'string')) {
-      throw new TypeError('cmd: a non-empty array of strings, or a string');
+      throw new InvalidArgumentError('cmd: a non-empty array of strings, or a string');
     }
     b.cmd = [...cmd];
   }
@@ -36,6 +36,7 @@ export function commandBody(cmd, { timeoutS, env, cwd, stdin, outputCap, binary 
   if (timeoutS != null) b.timeout_s = timeoutS;
   if (stdin != null) b.stdin = Buffer.isBuffer(stdin) ? stdin.toString('utf8') : stdin;
   if (outputCap != null) b.output_cap = outputCap;
+  if (outputCapTotal != null) b.output_cap_total = outputCapTotal;
   if (binary) b.encoding = 'base64';
   return b;
 }
@@ -44,15 +45,15 @@ export function commandBody(cmd, { timeoutS, env, cwd, stdin, outputCap, binary 
  * itself and refuses (400) what is not a bare package name. */
 export function installBody(packages, manager, timeoutS) {
   const pk = typeof packages === 'string' ? [packages] : [...(packages || [])];
-  if (!pk.length || !pk.every((p) => typeof p === 'string' && p)) throw new TypeError('packages: one or more names');
-  if (manager !== 'pip' && manager !== 'npm') throw new TypeError(`manager: pip or npm, not ${JSON.stringify(manager)}`);
+  if (!pk.length || !pk.every((p) => typeof p === 'string' && p)) throw new InvalidArgumentError('packages: one or more names');
+  if (manager !== 'pip' && manager !== 'npm') throw new InvalidArgumentError(`manager: pip or npm, not ${JSON.stringify(manager)}`);
   const b = { manager, packages: pk };
   if (timeoutS != null) b.timeout_s = timeoutS;
   return b;
 }
 
 function filePath(p) {
-  if (typeof p !== 'string' || !p || p.includes('\0')) throw new TypeError('path: a non-empty string');
+  if (typeof p !== 'string' || !p || p.includes('\0')) throw new InvalidArgumentError('path: a non-empty string');
   return p.split('/').map(q).join('/');
 }
 
@@ -146,10 +147,11 @@ export class Sandboxes {
    * Create a sandbox (and its broker session) for one chat.  Never
    * retried: a timeout cannot create two.
    */
-  async create({ tenantId, userId, id = null, network = 'registries', profile = null,
+  async create({ tenantId, userId, id = null, network = null, profile = null,
     limits = null, backend = null } = {}) {
-    const b = { id: checkId('sandbox id', id || newId()), tenant: tenantId ?? '', user: userId ?? '',
-      network: { tier: network } };
+    const b = { id: checkId('sandbox id', id || newId()), tenant: tenantId ?? '', user: userId ?? '' };
+    // no network: the daemon's default tier (the administrator's) applies
+    if (network != null) b.network = { tier: network };
     if (profile != null) b.profile = profile;
     if (backend != null) b.backend = backend;
     if (limits != null) b.limits = M.limitsToJson(limits);
@@ -205,7 +207,7 @@ export class Sandbox {
    * the ExecResult (with all the output). */
   async *stream(cmd, opts = {}) {
     const call = jsonCall('POST', `/v1/sandboxes/${q(this.id)}/exec`, () => null,
-      commandBody(cmd, { ...opts, outputCap: undefined }),
+      commandBody(cmd, { ...opts, outputCap: undefined, outputCapTotal: undefined }),
       { sandbox: true, headers: { Accept: 'text/event-stream' } });
     const s = await this._t.open(call, {}, this._waitMs(opts.timeoutS));
     const parser = new SSEParser();
@@ -291,7 +293,7 @@ export class Sandbox {
     const headers = { Accept: 'application/octet-stream' };
     if (offset != null || length != null) {
       const start = offset || 0;
-      if (length != null && length <= 0) throw new RangeError('length: above 0');
+      if (length != null && length <= 0) throw new InvalidArgumentError('length: above 0');
       headers.Range = length == null ? `bytes=${start}-` : `bytes=${start}-${start + length - 1}`;
     }
     return this._t.call({ method: 'GET', path: `/v1/sandboxes/${q(this.id)}/files/${filePath(path)}`,
@@ -339,8 +341,8 @@ export class Command {
     return o;
   }
 
-  /** Until the command has exited; rejects with a TimeoutError-named Error
-   * after timeoutMs (the command goes on). */
+  /** Until the command has exited; rejects with a SluiceTimeoutError
+   * (named TimeoutError) after timeoutMs (the command goes on). */
   async wait({ timeoutMs = null, pollMs = 200 } = {}) {
     const end = timeoutMs == null ? null : Date.now() + timeoutMs;
     let delay = Math.min(50, pollMs);
@@ -348,9 +350,7 @@ export class Command {
       const st = await this.refresh();
       if (st.status !== 'running') return st;
       if (end != null && Date.now() + delay > end) {
-        const e = new Error(`command ${this.id} still running after ${timeoutMs} ms`);
-        e.name = 'TimeoutError';
-        throw e;
+        throw new SluiceTimeoutError(`command ${this.id} still running after ${timeoutMs} ms`);
       }
       await sleep(delay);
       delay = Math.min(delay * 2, pollMs);

@@ -17,6 +17,44 @@ export class SluiceError extends Error {
     this.apiMessage = message;
     this.details = details || {};
   }
+
+  // An InvalidArgumentError is a TypeError by its prototype chain (as
+  // the SDK threw before) and a SluiceError by this: `instanceof
+  // SluiceError` holds for everything the SDK throws.
+  static [Symbol.hasInstance](x) {
+    return Function.prototype[Symbol.hasInstance].call(this, x)
+      || (this === SluiceError && x instanceof InvalidArgumentError);
+  }
+}
+
+/** An argument the SDK refuses before it calls anything (status null,
+ * code "invalid_argument"): a sandbox id that is not one, an empty
+ * command, an http:// address.  A TypeError (what the SDK threw before)
+ * and, through SluiceError's instanceof, a SluiceError. */
+export class InvalidArgumentError extends TypeError {
+  constructor(message) {
+    super(message);
+    this.name = 'InvalidArgumentError';
+    this.status = null;
+    this.code = 'invalid_argument';
+    this.apiMessage = message;
+    this.details = {};
+  }
+}
+
+/** An object the SDK cannot use for the call (code "invalid_state"): a
+ * Prompt made by hand, not read through a client, cannot be answered. */
+export class InvalidStateError extends SluiceError {
+  constructor(message) { super(message, { code: 'invalid_state' }); }
+}
+
+/** Command.wait({ timeoutMs }) ran out (code "timeout"; name
+ * "TimeoutError" as before); the command goes on. */
+export class SluiceTimeoutError extends SluiceError {
+  constructor(message) {
+    super(message, { code: 'timeout' });
+    this.name = 'TimeoutError';
+  }
 }
 
 /** The daemon could not be reached, or the connection broke before an
@@ -32,8 +70,15 @@ export class BadRequestError extends SluiceError {
 export class UnauthorizedError extends SluiceError {}
 /** 403 forbidden: the caller's role (or its token's tenant) may not. */
 export class ForbiddenError extends SluiceError {}
-/** 403 network_not_permitted: sluiced refused the network a call needs. */
-export class NetworkNotPermittedError extends SluiceError {}
+/** 403 network_not_permitted: sluiced refused the network a call needs
+ * (install in a sandbox whose effective tier is off): tier is the
+ * sandbox's own, ceiling its tenant's, effectiveTier the lower (null
+ * where the answer did not say). */
+export class NetworkNotPermittedError extends SluiceError {
+  get tier() { return typeof this.details.tier === 'string' ? this.details.tier : null; }
+  get ceiling() { return typeof this.details.ceiling === 'string' ? this.details.ceiling : null; }
+  get effectiveTier() { return typeof this.details.effective_tier === 'string' ? this.details.effective_tier : null; }
+}
 /** 404: no such sandbox, command, file, session, grant or prompt. */
 export class NotFoundError extends SluiceError {}
 /** 404 on a sandbox call because the sandbox is gone. */

@@ -5,7 +5,7 @@
 // else is (a create or a command is never sent twice).
 import http from 'node:http';
 import https from 'node:https';
-import { SluiceConnectionError, SluiceError, errorFrom } from './errors.js';
+import { InvalidArgumentError, SluiceConnectionError, SluiceError, errorFrom } from './errors.js';
 
 export const VERSION = '0.1.0';
 const USER_AGENT = `sluice-js/${VERSION}`;
@@ -21,7 +21,7 @@ export function parseAddress(address) {
   if (!address.includes('://')) return { unix: address };
   const u = new URL(address);
   if (u.protocol !== 'https:') {
-    throw new TypeError(`${address}: a daemon's TCP listener is https only (or give a Unix socket path)`);
+    throw new InvalidArgumentError(`${address}: a daemon's TCP listener is https only (or give a Unix socket path)`);
   }
   return {
     unix: null,
@@ -99,7 +99,7 @@ export class Transport {
   constructor(address, { token = null, ca = null, timeoutMs = 60000, broker = false } = {}) {
     this.address = parseAddress(address);
     if (token != null && this.address.unix != null) {
-      throw new TypeError('a token is for an https address; on a Unix socket the daemon takes your uid and groups');
+      throw new InvalidArgumentError('a token is for an https address; on a Unix socket the daemon takes your uid and groups');
     }
     this.token = token;
     this.ca = ca;

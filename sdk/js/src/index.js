@@ -16,6 +16,6 @@ export {
   SluiceError, SluiceConnectionError, BadRequestError, UnauthorizedError, ForbiddenError,
   NetworkNotPermittedError, NotFoundError, SandboxNotFoundError, ConflictError, TooLargeError,
   QuotaExceededError, BusyError, BackendUnavailableError, BrokerUnavailableError, CommandError,
-  errorFrom,
+  InvalidArgumentError, InvalidStateError, SluiceTimeoutError, errorFrom,
 } from './errors.js';
 export * as webhook from './webhook.js';

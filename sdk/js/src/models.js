@@ -1,5 +1,6 @@
 // Typed answers of the executor and of the broker, in camelCase; each
 // keeps the API's JSON in `raw`.
+import { InvalidStateError } from './errors.js';
 
 const int = (v) => (Number.isInteger(v) ? v : null);
 const str = (v) => (typeof v === 'string' ? v : null);
@@ -49,6 +50,21 @@ function outOf(d, k, given) {
   return [v, Buffer.from(v, 'utf8')];
 }
 
+/** What a command did to the workspace (its result, or its status once
+ * it has exited): changed, changedTruncated, artifacts, artifactsSkipped. */
+export function changes(d) {
+  const objs = (v) => arr(v).filter((x) => x && typeof x === 'object');
+  return {
+    changed: objs(d.changed).map((c) => ({ path: str(c.path) || '', change: str(c.change) || '',
+      type: str(c.type) || '', size: int(c.size) || 0 })),
+    changedTruncated: d.changed_truncated === true,
+    artifacts: objs(d.artifacts).map((a) => ({ path: str(a.path) || '', size: int(a.size) || 0,
+      sha256: str(a.sha256) || '' })),
+    artifactsSkipped: objs(d.artifacts_skipped).map((a) => ({ path: str(a.path) || '',
+      size: int(a.size) || 0, limit: str(a.limit) || '' })),
+  };
+}
+
 export function execResult(d, stdout = null, stderr = null) {
   const [so, soRaw] = outOf(d, 'stdout', stdout);
   const [se, seRaw] = outOf(d, 'stderr', stderr);
@@ -58,6 +74,8 @@ export function execResult(d, stdout = null, stderr = null) {
     cancelled: d.cancelled === true, durationMs: int(d.duration_ms) || 0,
     stdout: so, stderr: se, stdoutRaw: soRaw, stderrRaw: seRaw,
     stdoutTruncated: d.stdout_truncated === true, stderrTruncated: d.stderr_truncated === true,
+    outputDropped: int(d.output_dropped),
+    ...changes(d),
     raw: d,
   };
   r.ok = r.exitCode === 0 && !r.timedOut && !r.cancelled && !r.oomKilled;
@@ -71,6 +89,7 @@ export function commandStatus(d) {
     started: str(d.started), ended: str(d.ended), exitCode: int(d.exit_code), signal: int(d.signal),
     timedOut: d.timed_out === true, cancelled: d.cancelled === true, oomKilled: d.oom_killed === true,
     stdoutBytes: int(d.stdout_bytes) || 0, stderrBytes: int(d.stderr_bytes) || 0,
+    ...changes(d),
     raw: d,
   };
 }
@@ -155,7 +174,7 @@ export class Prompt {
 
   /** @param {'allow_once'|'allow_chat'|'deny'} decision */
   async answer(decision) {
-    if (!this._answer) throw new Error('this prompt was not read through a client');
+    if (!this._answer) throw new InvalidStateError('this prompt was not read through a client');
     const n = await this._answer(this.id, decision);
     this.state = n.state;
     return n;

@@ -1,7 +1,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import * as S from '../src/index.js';
-import { skip, INDEX, maker, waitFor } from './helpers.js';
+import { skip, INDEX, maker, waitFor, BROKER_URL, TOKENS, CA } from './helpers.js';
 
 const make = maker();
 let sb;
@@ -62,7 +62,8 @@ test('background: start, output, wait, stop, commands', { skip }, async () => {
   assert.ok((await sb.commands()).some((c) => c.id === cmd.id));
   assert.equal((await sb.command(cmd.id)).status, 'exited');
   const srv = await sb.start(['sleep', '600']);
-  await assert.rejects(srv.wait({ timeoutMs: 500 }), (e) => e.name === 'TimeoutError');
+  await assert.rejects(srv.wait({ timeoutMs: 500 }), (e) => e.name === 'TimeoutError'
+    && e instanceof S.SluiceTimeoutError && e instanceof S.SluiceError && e.code === 'timeout');
   await srv.stop();
   assert.ok((await srv.wait({ timeoutMs: 20000 })).signal != null);
   const a = await sb.start(['sleep', '600']);
@@ -83,7 +84,8 @@ test('install through the broker', { skip }, async () => {
   // the executor's own answers: tier off admits no registry; a name that is an option is 400
   const off = await make({ network: 'off' });
   await assert.rejects(off.install('sluicedemo'),
-    (e) => e instanceof S.NetworkNotPermittedError && e.code === 'network_not_permitted' && e.status === 403);
+    (e) => e instanceof S.NetworkNotPermittedError && e.code === 'network_not_permitted' && e.status === 403
+      && e.tier === 'off' && e.ceiling === 'public' && e.effectiveTier === 'off');
   await assert.rejects(sb.install(['--index-url=http://x/']),
     (e) => e instanceof S.BadRequestError && e.status === 400 && e.code === 'bad_request');
   await assert.rejects(sb.install(['--global'], { manager: 'npm' }), S.BadRequestError);
@@ -145,4 +147,49 @@ test('files: write, read ranges, list, edit, remove, errors', { skip }, async ()
   await assert.rejects(sb.read('shadow'), S.BadRequestError);
   await sb.write('dir/keep', '');
   await assert.rejects(sb.remove('dir'), S.ConflictError);
+});
+
+test('install under a tenant ceiling off: the error names the tier and the ceiling', { skip }, async () => {
+  const admin = new S.BrokerClient(BROKER_URL, { token: TOKENS.broker_admin, ca: CA });
+  await admin.ceilings.set({ tenants: { nonetjs: 'off' } });
+  try {
+    const sb = await make({ tenantId: 'nonetjs', network: 'registries' });
+    await assert.rejects(sb.install('sluicedemo'), (e) => e instanceof S.NetworkNotPermittedError
+      && e.tier === 'registries' && e.ceiling === 'off' && e.effectiveTier === 'off' && e.details.broker === 'ok');
+  } finally {
+    await admin.ceilings.set({ tenants: { nonetjs: null } });
+  }
+});
+
+test('changed and artifacts are typed fields of the result', { skip }, async () => {
+  const { createHash } = await import('node:crypto');
+  const box = await make({});
+  await box.write('old.txt', 'x');
+  let r = await box.exec("printf abcd > mod.txt; rm old.txt; mkdir -p outputs; printf 'a chart' > outputs/chart.txt");
+  const ch = Object.fromEntries(r.changed.map((c) => [c.path, c]));
+  assert.deepEqual(ch['mod.txt'], { path: 'mod.txt', change: 'created', type: 'file', size: 4 });
+  assert.equal(ch['old.txt'].change, 'deleted');
+  assert.equal(ch.outputs.type, 'directory');
+  assert.equal(r.changedTruncated, false);
+  assert.deepEqual(r.artifacts, [{ path: 'outputs/chart.txt', size: 7,
+    sha256: createHash('sha256').update('a chart').digest('hex') }]);
+  assert.deepEqual(r.artifactsSkipped, []);
+  r = await box.exec('for i in $(seq -w 1 21); do echo $i > outputs/f$i; done');
+  assert.equal(r.artifacts.length, 20);
+  assert.deepEqual(r.artifactsSkipped, [{ path: 'outputs/f21', size: 3, limit: 'count' }]);
+  const cmd = await box.start('printf z > outputs/bg.txt');
+  const st = await cmd.wait({ timeoutMs: 20000 });
+  assert.deepEqual(st.artifacts.map((a) => a.path), ['outputs/bg.txt']);
+});
+
+test('outputCapTotal caps both streams together and says what it dropped', { skip }, async () => {
+  let r = await sb.exec('printf aaaaaaaaaa; sleep 0.3; printf bbbbbbbbbb >&2; sleep 0.3; printf cccccccccc',
+    { outputCapTotal: 15 });
+  assert.deepEqual([r.stdout, r.stderr, r.outputDropped], ['aaaaaaaaaa', 'bbbbb', 15]);
+  assert.ok(r.stdoutTruncated && r.stderrTruncated);
+  r = await sb.exec("printf '\u00e9\u00e9\u00e9'", { outputCapTotal: 5 });
+  assert.deepEqual([r.stdout, r.outputDropped], ['\u00e9\u00e9', 2]);
+  assert.equal((await sb.exec('echo hi')).outputDropped, null);
+  await assert.rejects(sb.exec('true', { outputCapTotal: -1 }),
+    (e) => e instanceof S.BadRequestError && e.field === 'output_cap_total');
 });

@@ -101,3 +101,43 @@ test('every executor route has a call', { skip: !process.env.SLUICE_TEST_OPENAPI
     }
   }
 });
+
+test('what the SDK refuses before a call is an InvalidArgumentError: a SluiceError and a TypeError', async () => {
+  const { installBody, commandBody, checkId } = await import('../src/client.js');
+  const c = new S.SandboxClient('/nonexistent/exec.sock', { broker: '/nonexistent/control.sock' });
+  const sb = new S.Sandbox(c, { id: 'x', limits: {} });
+  const refused = [
+    () => checkId('sandbox id', '../etc'),
+    () => commandBody([]),
+    () => installBody(['a'], 'apt', null),
+    () => installBody([], 'pip', null),
+    () => sb.read(''),
+    () => sb.read('a.txt', { length: 0 }),
+    () => new S.SandboxClient('http://127.0.0.1:1'),
+    () => new S.SandboxClient('/x.sock', { token: 'a-token-on-a-socket' }),
+    () => new S.BrokerClient('http://127.0.0.1:1'),
+  ];
+  for (const [i, f] of refused.entries()) {
+    assert.throws(f, (e) => e instanceof S.InvalidArgumentError && e instanceof S.SluiceError
+      && e instanceof TypeError && e.code === 'invalid_argument' && e.status === null
+      && e.name === 'InvalidArgumentError' && e.apiMessage === e.message, `case ${i}`);
+  }
+  await assert.rejects(c.sandboxes.create({ tenantId: 'a', userId: 'b', id: '../etc' }), S.InvalidArgumentError);
+  await assert.rejects(async () => c.broker.sessions.create({ id: '../etc' }), S.InvalidArgumentError);
+  await assert.rejects(async () => c.broker.ceilings.set({}), S.InvalidArgumentError);
+  await assert.rejects(async () => c.broker.prompts.answer('p-1', 'maybe'), S.InvalidArgumentError);
+  // an error the API sent is not one
+  assert.ok(!(S.errorFrom(400, body('bad_request')) instanceof S.InvalidArgumentError));
+  assert.ok(!(S.errorFrom(400, body('bad_request')) instanceof TypeError));
+  // a prompt not read through a client cannot be answered
+  await assert.rejects(new S.Prompt({ id: 'p-1' }).allowOnce(),
+    (e) => e instanceof S.InvalidStateError && e instanceof S.SluiceError && e.code === 'invalid_state');
+});
+
+test('network_not_permitted carries tier, ceiling and effective tier', () => {
+  let e = S.errorFrom(403, body('network_not_permitted', 'm', { tier: 'off', effective_tier: 'off', ceiling: 'public' }));
+  assert.ok(e instanceof S.NetworkNotPermittedError);
+  assert.deepEqual([e.tier, e.effectiveTier, e.ceiling], ['off', 'off', 'public']);
+  e = S.errorFrom(403, body('network_not_permitted'));
+  assert.deepEqual([e.tier, e.effectiveTier, e.ceiling], [null, null, null]);
+});

@@ -41,6 +41,15 @@ test('create options, get, list, setNetwork', { skip }, async () => {
   assert.match((await make()).id, /^sbx-[0-9a-f]{12}$/);
 });
 
+test('no network given: the daemon default tier (off)', { skip }, async () => {
+  const c = make.client;
+  const sb = await make();
+  assert.equal(sb.lastInfo.tier, 'off');
+  assert.equal((await sb.info()).tier, 'off');
+  assert.equal((await c.broker.sessions.get(sb.id)).tier, 'off');
+  assert.equal((await make({ network: 'registries' })).lastInfo.tier, 'registries');
+});
+
 test('create errors: exists, limits above max, quota', { skip }, async () => {
   const c = make.client;
   const sb = await make();

@@ -6,7 +6,8 @@ import os
 from sluice import SandboxClient
 
 client = SandboxClient()   # /run/sluice-execd/exec.sock: your uid is your role
-sb = client.sandboxes.create(tenant_id="acme", user_id="alice")  # not retried
+sb = client.sandboxes.create(tenant_id="acme", user_id="alice",  # not retried
+                             network="registries")   # default: the daemon's
 try:
     print(sb.exec(["python3", "-c", "print(6 * 7)"]).stdout, end="")
     if os.environ.get("PIP_INDEX"):   # a mirror goes in pip's config

@@ -8,7 +8,8 @@ from sluice import QuotaExceededError, SandboxClient
 
 client = SandboxClient()
 try:
-    sb = client.sandboxes.create(tenant_id="acme", user_id="alice")
+    sb = client.sandboxes.create(tenant_id="acme", user_id="alice",
+                                 network="registries")   # pip needs it
 except QuotaExceededError as e:
     raise SystemExit(f"quota: {e.scope} has {e.in_use} of {e.limit}")
 try:

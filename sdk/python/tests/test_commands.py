@@ -143,6 +143,9 @@ def test_install_pip(make):
     with pytest.raises(sluice.NetworkNotPermittedError) as ei:
         off.install("sluicedemo")
     assert ei.value.code == "network_not_permitted" and ei.value.status == 403
+    # what the sandbox asked for, what the ceiling is, and what is left
+    assert (ei.value.tier, ei.value.ceiling, ei.value.effective_tier) == (
+        "off", "public", "off")
     # and a name that is an option or a URL is the executor's 400
     for bad in ("--index-url=http://x/", "http://x/p.whl"):
         with pytest.raises(sluice.BadRequestError) as eb:
@@ -154,3 +157,73 @@ def test_install_pip(make):
         sb.install([], manager="pip")
     with pytest.raises(ValueError):
         sb.install(["x"], manager="cargo")
+
+
+def test_install_under_a_ceiling_off(make, admin_broker):
+    """The tenant's ceiling makes the effective tier off: the error says
+    both what the sandbox asked for and the ceiling."""
+    admin_broker.ceilings.set(tenants={"nonet": "off"})
+    try:
+        sb = make("nonet", network="registries")
+        with pytest.raises(sluice.NetworkNotPermittedError) as ei:
+            sb.install("sluicedemo")
+        e = ei.value
+        assert (e.tier, e.ceiling, e.effective_tier) == (
+            "registries", "off", "off")
+        assert e.details["broker"] == "ok"
+    finally:
+        admin_broker.ceilings.set(tenants={"nonet": None})
+
+
+def test_changed_and_artifacts(sandbox):
+    """What a command did to the workspace, typed: changed, artifacts
+    (files made under outputs/, with SHA-256) and what a limit left out
+    (20 artifacts per command by default)."""
+    import hashlib
+    assert sandbox.write("old.txt", b"x") == 1
+    r = sandbox.exec("printf abcd > mod.txt; rm old.txt; mkdir -p outputs; "
+                     "printf 'a chart' > outputs/chart.txt")
+    ch = {c.path: c for c in r.changed}
+    assert isinstance(ch["mod.txt"], sluice.Change)
+    assert (ch["mod.txt"].change, ch["mod.txt"].type, ch["mod.txt"].size) \
+        == ("created", "file", 4)
+    assert ch["old.txt"].change == "deleted"
+    assert ch["outputs"].type == "directory"
+    assert r.changed_truncated is False
+    assert r.artifacts == [sluice.Artifact(
+        "outputs/chart.txt", 7, hashlib.sha256(b"a chart").hexdigest())]
+    assert r.artifacts_skipped == []
+    r = sandbox.exec("for i in $(seq -w 1 21); do echo $i > outputs/f$i; "
+                     "done")
+    assert len(r.artifacts) == 20
+    assert [(s.path, s.size, s.limit) for s in r.artifacts_skipped] == [
+        ("outputs/f21", 3, "count")]
+    assert isinstance(r.artifacts_skipped[0], sluice.ArtifactSkipped)
+    # a background command's status says the same once it has ended
+    cmd = sandbox.start("printf z > outputs/bg.txt")
+    st = cmd.wait(timeout=20)
+    assert [a.path for a in st.artifacts] == ["outputs/bg.txt"]
+    assert "outputs/bg.txt" in [c.path for c in st.changed]
+
+
+def test_output_cap_total(sandbox):
+    """One cap for the whole answer, both streams together, in bytes:
+    what came first is kept, output_dropped says how much was not."""
+    r = sandbox.exec("printf aaaaaaaaaa; sleep 0.3; printf bbbbbbbbbb >&2; "
+                     "sleep 0.3; printf cccccccccc", output_cap_total=15)
+    assert (r.stdout, r.stderr) == ("aaaaaaaaaa", "bbbbb")
+    assert r.output_dropped == 15
+    assert r.stdout_truncated and r.stderr_truncated
+    # a character the cap cuts is dropped whole (and counted)
+    r = sandbox.exec("printf 'ééé'", output_cap_total=5)
+    assert (r.stdout, r.output_dropped, r.stdout_truncated) == ("éé", 2, True)
+    # under the cap nothing is dropped; without one, no count at all
+    r = sandbox.exec("echo hi; echo err >&2", output_cap_total=100)
+    assert (r.stdout, r.stderr, r.output_dropped) == ("hi\n", "err\n", 0)
+    assert sandbox.exec("echo hi").output_dropped is None
+    # with the per-stream cap too: both hold
+    r = sandbox.exec("printf 0123456789", output_cap=4, output_cap_total=6)
+    assert (r.stdout, r.output_dropped) == ("0123", 6)
+    with pytest.raises(sluice.BadRequestError) as ei:
+        sandbox.exec("true", output_cap_total=-1)
+    assert ei.value.field == "output_cap_total"

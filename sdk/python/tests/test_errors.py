@@ -132,3 +132,58 @@ def test_every_executor_route_has_a_call():
             elif cls == "client":
                 assert hasattr(sluice.SandboxClient, meth), n
                 assert hasattr(sluice.AsyncSandboxClient, meth), n
+
+
+def test_sdk_errors_are_sluice_errors(client):
+    """What the SDK refuses before a call is an InvalidArgumentError: a
+    SluiceError (one except clause for everything the SDK raises) and
+    still a ValueError."""
+    from sluice._calls import install_body
+    from conftest import EXEC
+    sb = sluice.Sandbox(client, sluice.SandboxInfo.from_json({"id": "x"}))
+    refused = [
+        lambda: client.sandboxes.create("acme", "x", id="../etc"),
+        lambda: client.broker.sessions.create("../etc"),
+        lambda: sb.exec([]),
+        lambda: sb.read("", 0),
+        lambda: sb.read("a.txt", 0, 0),
+        lambda: install_body(["a"], "apt", None),
+        lambda: install_body([], "pip", None),
+        lambda: client.broker.ceilings.set(),
+        lambda: client.broker.prompts.answer("p-1", "maybe"),  # type: ignore
+        lambda: sluice.SandboxClient("http://127.0.0.1:1"),
+        lambda: sluice.SandboxClient("https://"),
+        lambda: sluice.SandboxClient(EXEC, token="a-token-on-a-socket"),
+        lambda: sluice.AsyncSandboxClient("http://127.0.0.1:1"),
+    ]
+    for i, call in enumerate(refused):
+        with pytest.raises(sluice.InvalidArgumentError) as ei:
+            call()
+        e = ei.value
+        assert isinstance(e, sluice.SluiceError) and isinstance(e, ValueError)
+        assert (e.status, e.code) == (None, "invalid_argument"), i
+        assert str(e) == e.message and e.message, i
+    # a prompt not read through a client cannot be answered
+    p = sluice.Prompt.from_json({"id": "p-1"})
+    with pytest.raises(sluice.SluiceError) as ei:
+        p.allow_once()
+    assert isinstance(ei.value, RuntimeError)
+
+
+def test_wait_timeout_is_a_sluice_error(sandbox):
+    cmd = sandbox.start(["sleep", "30"])
+    with pytest.raises(sluice.SluiceTimeoutError) as ei:
+        cmd.wait(timeout=0.3)
+    assert isinstance(ei.value, TimeoutError)
+    assert isinstance(ei.value, sluice.SluiceError)
+    assert ei.value.code == "timeout"
+    cmd.stop()
+
+
+def test_network_not_permitted_fields():
+    e = error_from(403, body("network_not_permitted", tier="off",
+                             effective_tier="off", ceiling="public"))
+    assert type(e) is sluice.NetworkNotPermittedError
+    assert (e.tier, e.effective_tier, e.ceiling) == ("off", "off", "public")
+    e = error_from(403, body("network_not_permitted"))
+    assert (e.tier, e.effective_tier, e.ceiling) == (None, None, None)

@@ -50,6 +50,16 @@ def test_create_get_list(client, make, broker):
     assert make().id.startswith("sbx-")
 
 
+def test_default_tier_is_the_daemons(client, make, broker):
+    """No network given: the SDK sends no tier and the daemon's default
+    (the administrator's "tier", off unless set) applies."""
+    sb = make()
+    assert sb.last_info.tier == "off"
+    assert sb.info().tier == "off"
+    assert broker.sessions.get(sb.id).tier == "off"
+    assert make(network="registries").last_info.tier == "registries"
+
+
 def test_create_errors(client, make):
     sb = make()
     with pytest.raises(sluice.ConflictError) as ei:

@@ -24,11 +24,13 @@ from .client import (BrokerClient, Command, EventStream, PromptWatch,
                      Sandbox, SandboxClient, Sandboxes)
 from .errors import (BackendUnavailableError, BadRequestError,
                      BrokerUnavailableError, BusyError, CommandError,
-                     ConflictError, ForbiddenError, NetworkNotPermittedError,
+                     ConflictError, ForbiddenError, InvalidArgumentError,
+                     InvalidStateError, NetworkNotPermittedError,
                      NotFoundError, QuotaExceededError, SandboxNotFoundError,
-                     SluiceConnectionError, SluiceError, TooLargeError,
-                     UnauthorizedError)
-from .models import (BrokerSession, Ceiling, CommandOutput, CommandStatus,
+                     SluiceConnectionError, SluiceError, SluiceTimeoutError,
+                     TooLargeError, UnauthorizedError)
+from .models import (Artifact, ArtifactSkipped, BrokerSession, Ceiling,
+                     Change, CommandOutput, CommandStatus,
                      Doctor, Event, ExecResult, FileEntry, Grant, Health,
                      Limits, Listing, OutputChunk, Prompt, SandboxInfo,
                      StreamChunk)
@@ -43,7 +45,8 @@ __all__ = [
     "NetworkNotPermittedError", "NotFoundError", "SandboxNotFoundError",
     "ConflictError", "TooLargeError", "QuotaExceededError", "BusyError",
     "BackendUnavailableError", "BrokerUnavailableError", "CommandError",
-    "BrokerSession", "Ceiling", "CommandOutput", "CommandStatus", "Doctor",
+    "InvalidArgumentError", "InvalidStateError", "SluiceTimeoutError",
+    "Artifact", "ArtifactSkipped", "Change", "BrokerSession", "Ceiling", "CommandOutput", "CommandStatus", "Doctor",
     "Event", "ExecResult", "FileEntry", "Grant", "Health", "Limits",
     "Listing", "OutputChunk", "Prompt", "SandboxInfo", "StreamChunk",
     "webhook",

@@ -12,6 +12,7 @@ import shlex
 from typing import Any, Mapping, Optional, Sequence, Union
 
 from ._http import Call, Response, json_call, q, query
+from .errors import InvalidArgumentError
 from .models import (Ceiling, CommandOutput, CommandStatus, ExecResult,
                      Grant, Health, Limits, Listing, BrokerSession, Prompt,
                      SandboxInfo)
@@ -39,7 +40,7 @@ def new_id() -> str:
 
 def check_id(what: str, v: str) -> str:
     if not isinstance(v, str) or not _ID.match(v):
-        raise ValueError("%s %r: 1 to 64 of A-Z a-z 0-9 . _ - (not starting "
+        raise InvalidArgumentError("%s %r: 1 to 64 of A-Z a-z 0-9 . _ - (not starting "
                          "with . _ -)" % (what, v))
     return v
 
@@ -49,7 +50,8 @@ def command_body(cmd: Cmd, timeout_s: Optional[int] = None,
                  cwd: Optional[str] = None,
                  stdin: Union[str, bytes, None] = None,
                  output_cap: Optional[int] = None,
-                 binary: bool = False) -> dict[str, Any]:
+                 binary: bool = False,
+                 output_cap_total: Optional[int] = None) -> dict[str, Any]:
     """The body of exec and commands: a list is argv, a string a shell
     command line (``/bin/sh -c``)."""
     b: dict[str, Any] = {}
@@ -58,7 +60,7 @@ def command_body(cmd: Cmd, timeout_s: Optional[int] = None,
     else:
         argv = list(cmd)
         if not argv or not all(isinstance(a, str) for a in argv):
-            raise ValueError("cmd: a non-empty list of strings, or a string")
+            raise InvalidArgumentError("cmd: a non-empty list of strings, or a string")
         b["cmd"] = argv
     if env is not None:
         b["env"] = dict(env)
@@ -71,6 +73,8 @@ def command_body(cmd: Cmd, timeout_s: Optional[int] = None,
                       else stdin)
     if output_cap is not None:
         b["output_cap"] = int(output_cap)
+    if output_cap_total is not None:
+        b["output_cap_total"] = int(output_cap_total)
     if binary:
         b["encoding"] = "base64"
     return b
@@ -87,9 +91,9 @@ def install_body(packages: Union[str, Sequence[str]], manager: str,
     itself and refuses (400) what is not a bare package name."""
     pk = [packages] if isinstance(packages, str) else list(packages)
     if not pk or not all(isinstance(p, str) and p for p in pk):
-        raise ValueError("packages: one or more names")
+        raise InvalidArgumentError("packages: one or more names")
     if manager not in ("pip", "npm"):
-        raise ValueError("manager: pip or npm, not %r" % manager)
+        raise InvalidArgumentError("manager: pip or npm, not %r" % manager)
     body: dict[str, Any] = {"manager": manager, "packages": pk}
     if timeout_s is not None:
         body["timeout_s"] = timeout_s
@@ -127,7 +131,7 @@ def shell_join(argv: Sequence[str]) -> str:
 
 def file_path(path: str) -> str:
     if not isinstance(path, str) or not path or "\0" in path:
-        raise ValueError("path: a non-empty string")
+        raise InvalidArgumentError("path: a non-empty string")
     return "/".join(q(p) for p in path.split("/"))
 
 
@@ -144,12 +148,13 @@ def sandbox_create(body: Mapping[str, Any], timeout: float) -> Call[SandboxInfo]
 
 
 def create_body(tenant_id: str, user_id: str, id: Optional[str],
-                network: str, profile: Optional[str],
+                network: Optional[str], profile: Optional[str],
                 limits: Union[Limits, Mapping[str, int], None],
                 backend: Optional[str]) -> dict[str, Any]:
     b: dict[str, Any] = {"id": check_id("sandbox id", id or new_id()),
-                         "tenant": tenant_id, "user": user_id,
-                         "network": {"tier": network}}
+                         "tenant": tenant_id, "user": user_id}
+    if network is not None:     # none: the daemon's default tier applies
+        b["network"] = {"tier": network}
     if profile is not None:
         b["profile"] = profile
     if backend is not None:
@@ -255,7 +260,7 @@ def file_read(sid: str, path: str, offset: Optional[int],
         if length is None:
             h["Range"] = "bytes=%d-" % start
         elif length <= 0:
-            raise ValueError("length: above 0")
+            raise InvalidArgumentError("length: above 0")
         else:
             h["Range"] = "bytes=%d-%d" % (start, start + length - 1)
     return Call("GET", "/v1/sandboxes/%s/files/%s" % (q(sid), file_path(path)),
@@ -316,7 +321,7 @@ def b_ceiling_set(tier: Optional[str], tenants: Optional[Mapping[str, Any]],
     if tenants is not None:
         b["tenants"] = dict(tenants)
     if not b:
-        raise ValueError("set a tier, tenants or both")
+        raise InvalidArgumentError("set a tier, tenants or both")
     if close_exceeding:
         b["close_exceeding"] = True
     return json_call("PUT", "/v1/ceiling",
@@ -381,7 +386,7 @@ def b_prompt_get(pid: str) -> Call[dict[str, Any]]:
 
 def b_prompt_answer(pid: str, decision: str) -> Call[dict[str, Any]]:
     if decision not in ("allow_once", "allow_chat", "deny"):
-        raise ValueError("decision: allow_once, allow_chat or deny")
+        raise InvalidArgumentError("decision: allow_once, allow_chat or deny")
     return json_call("POST", "/v1/prompts/" + q(pid), _obj,
                      {"decision": decision})
 

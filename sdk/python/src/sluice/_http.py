@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import (Any, AsyncIterator, Callable, Generic, Iterator, Mapping,
                     Optional, TypeVar, Union)
 
-from .errors import SluiceConnectionError, SluiceError, error_from
+from .errors import (InvalidArgumentError, SluiceConnectionError,
+                     SluiceError, error_from)
 
 __version__ = "0.1.0"
 USER_AGENT = "sluice-python/" + __version__
@@ -55,10 +56,10 @@ class Address:
             return cls(unix=address)
         u = urllib.parse.urlsplit(address)
         if u.scheme != "https":
-            raise ValueError("%s: a daemon's TCP listener is https only "
+            raise InvalidArgumentError("%s: a daemon's TCP listener is https only "
                              "(or give a Unix socket path)" % address)
         if not u.hostname:
-            raise ValueError("%s: no host" % address)
+            raise InvalidArgumentError("%s: no host" % address)
         return cls(host=u.hostname, port=u.port or 443,
                    prefix=u.path.rstrip("/"))
 
@@ -205,7 +206,7 @@ class _Base:
                  broker: bool) -> None:
         self.address = Address.parse(address)
         if token is not None and self.address.unix is not None:
-            raise ValueError("a token is for an https address; on a Unix "
+            raise InvalidArgumentError("a token is for an https address; on a Unix "
                              "socket the daemon takes your uid and groups")
         self.token = token
         self.timeout = timeout

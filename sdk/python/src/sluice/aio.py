@@ -14,8 +14,8 @@ from . import _calls as C
 from ._http import AsyncTransport, Body, SSEParser, as_bytes
 from .client import (DEFAULT_BROKER_ADDRESS, DEFAULT_EXEC_ADDRESS, _Seen,
                      _addr, _event, _fatal, _token, doctor_of)
-from .errors import (CommandError,
-                     SluiceConnectionError, SluiceError)
+from .errors import (CommandError, SluiceConnectionError,
+                     SluiceError, SluiceTimeoutError)
 from .models import (BrokerSession, Ceiling, CommandOutput, CommandStatus,
                      Decision, Doctor, Event, ExecResult, Grant, Health,
                      Limits, Listing, Prompt, SandboxInfo, StreamChunk)
@@ -97,7 +97,7 @@ class AsyncSandboxes:
         self._c = client
 
     async def create(self, tenant_id: str, user_id: str,
-                     id: Optional[str] = None, network: str = "registries",
+                     id: Optional[str] = None, network: Optional[str] = None,
                      profile: Optional[str] = None,
                      limits: Union[Limits, Mapping[str, int], None] = None,
                      backend: Optional[str] = None) -> "AsyncSandbox":
@@ -150,9 +150,10 @@ class AsyncSandbox:
                    cwd: Optional[str] = None,
                    stdin: Union[str, bytes, None] = None, *,
                    output_cap: Optional[int] = None,
+                   output_cap_total: Optional[int] = None,
                    binary: bool = False) -> ExecResult:
         body = C.command_body(cmd, timeout_s, env, cwd, stdin, output_cap,
-                              binary)
+                              binary, output_cap_total)
         return await self._t.call(C.exec_(self.id, body, C.exec_wait_s(
             timeout_s, self.last_info.limits)))
 
@@ -292,8 +293,8 @@ class AsyncCommand:
             if st.status != "running":
                 return st
             if end is not None and time.monotonic() + delay > end:
-                raise TimeoutError("command %s still running after %ss" %
-                                   (self.id, timeout))
+                raise SluiceTimeoutError("command %s still running after "
+                                         "%ss" % (self.id, timeout))
             await asyncio.sleep(delay)
             delay = min(delay * 2, poll_s)
 

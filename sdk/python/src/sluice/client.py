@@ -15,7 +15,7 @@ from typing import (Any, Iterator, Mapping, Optional, Sequence,
 from . import _calls as C
 from ._http import Body, SSEParser, Transport, as_bytes
 from .errors import (CommandError, SluiceConnectionError,
-                     SluiceError)
+                     SluiceError, SluiceTimeoutError)
 from .models import (BrokerSession, Ceiling, CommandOutput, CommandStatus,
                      Decision, Doctor, Event, ExecResult, FileEntry, Grant,
                      Health, Limits, Listing, Prompt, SandboxInfo, StreamChunk)
@@ -148,13 +148,15 @@ class Sandboxes:
         self._c = client
 
     def create(self, tenant_id: str, user_id: str, id: Optional[str] = None,
-               network: str = "registries", profile: Optional[str] = None,
+               network: Optional[str] = None, profile: Optional[str] = None,
                limits: Union[Limits, Mapping[str, int], None] = None,
                backend: Optional[str] = None) -> "Sandbox":
         """Create a sandbox (and its broker session) for one chat.
 
         ``id`` defaults to a random ``sbx-...``; ``network`` is the tier
-        (off, registries, public) under the administrator's ceiling;
+        (off, registries, public) under the administrator's ceiling, by
+        default none is sent and the daemon's ``tier`` applies (off unless
+        the administrator set another);
         ``limits`` at most the administrator's maxima (more is a
         :class:`~sluice.BadRequestError` naming ``field`` and ``max``).
         Never retried: a timeout cannot create two.  Raises
@@ -217,12 +219,19 @@ class Sandbox:
              env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
              stdin: Union[str, bytes, None] = None, *,
              output_cap: Optional[int] = None,
+             output_cap_total: Optional[int] = None,
              binary: bool = False) -> ExecResult:
         """Run ``cmd`` (argv list, or a shell command line string) and
         return how it ended with its output.  One foreground command at a
-        time: :class:`~sluice.BusyError` otherwise."""
+        time: :class:`~sluice.BusyError` otherwise.
+
+        ``output_cap`` caps each stream, ``output_cap_total`` the whole
+        answer (stdout and stderr together, what came first kept), both
+        in bytes; with the latter the result's ``output_dropped`` is the
+        bytes left out (a UTF-8 character the cap cuts is left out
+        whole)."""
         body = C.command_body(cmd, timeout_s, env, cwd, stdin, output_cap,
-                              binary)
+                              binary, output_cap_total)
         return self._t.call(C.exec_(self.id, body, C.exec_wait_s(
             timeout_s, self.last_info.limits)))
 
@@ -392,8 +401,9 @@ class Command:
 
     def wait(self, timeout: Optional[float] = None,
              poll_s: float = 0.2) -> CommandStatus:
-        """Until the command has exited; ``TimeoutError`` after
-        ``timeout`` seconds (the command goes on)."""
+        """Until the command has exited; :class:`~sluice.SluiceTimeoutError`
+        (a ``TimeoutError``) after ``timeout`` seconds (the command goes
+        on)."""
         end = None if timeout is None else time.monotonic() + timeout
         delay = min(0.05, poll_s)
         while True:
@@ -401,8 +411,8 @@ class Command:
             if st.status != "running":
                 return st
             if end is not None and time.monotonic() + delay > end:
-                raise TimeoutError("command %s still running after %ss" %
-                                   (self.id, timeout))
+                raise SluiceTimeoutError("command %s still running after "
+                                         "%ss" % (self.id, timeout))
             time.sleep(delay)
             delay = min(delay * 2, poll_s)
 

@@ -16,6 +16,7 @@ __all__ = [
     "NotFoundError", "SandboxNotFoundError", "ConflictError",
     "TooLargeError", "QuotaExceededError", "BusyError",
     "BackendUnavailableError", "BrokerUnavailableError", "CommandError",
+    "InvalidArgumentError", "InvalidStateError", "SluiceTimeoutError",
     "error_from",
 ]
 
@@ -53,6 +54,33 @@ class SluiceConnectionError(SluiceError, ConnectionError):
     answer came (no status, code ``"connection_failed"``)."""
 
 
+class InvalidArgumentError(SluiceError, ValueError):
+    """An argument the SDK refuses before it calls anything (no status,
+    code ``"invalid_argument"``): a sandbox id that is not one, an empty
+    command, an ``http://`` address.  Also a ``ValueError``, so an
+    ``except ValueError`` written before it existed still catches it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="invalid_argument")
+
+
+class InvalidStateError(SluiceError, RuntimeError):
+    """An object the SDK cannot use for the call (code
+    ``"invalid_state"``): a :class:`~sluice.Prompt` made by hand, not read
+    through a client, cannot be answered.  Also a ``RuntimeError``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="invalid_state")
+
+
+class SluiceTimeoutError(SluiceError, TimeoutError):
+    """``Command.wait(timeout=...)`` ran out (code ``"timeout"``); the
+    command goes on.  Also a ``TimeoutError``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="timeout")
+
+
 class BadRequestError(SluiceError):
     """400 ``bad_request``: a field, path or body the API refused;
     ``field`` and ``max`` name a limit above the administrator's maximum."""
@@ -79,8 +107,25 @@ class ForbiddenError(SluiceError):
 
 class NetworkNotPermittedError(SluiceError):
     """403 ``network_not_permitted``: sluiced refused the network the call
-    needs (a tier above the ceiling, or ``install`` in a sandbox whose
-    network is off)."""
+    needs (``install`` in a sandbox whose effective tier is off).
+    ``tier`` is the sandbox's own tier, ``ceiling`` its tenant's ceiling
+    and ``effective_tier`` the lower of the two (None where the answer
+    did not say: sluiced had no session for the sandbox)."""
+
+    @property
+    def tier(self) -> Optional[str]:
+        v = self.details.get("tier")
+        return v if isinstance(v, str) else None
+
+    @property
+    def ceiling(self) -> Optional[str]:
+        v = self.details.get("ceiling")
+        return v if isinstance(v, str) else None
+
+    @property
+    def effective_tier(self) -> Optional[str]:
+        v = self.details.get("effective_tier")
+        return v if isinstance(v, str) else None
 
 
 class NotFoundError(SluiceError):

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Optional
 
 __all__ = [
-    "Limits", "SandboxInfo", "ExecResult", "OutputChunk", "StreamChunk",
+    "Limits", "SandboxInfo", "Change", "Artifact", "ArtifactSkipped",
+    "ExecResult", "OutputChunk", "StreamChunk",
     "CommandStatus", "CommandOutput", "FileEntry", "Listing", "Health",
     "Doctor", "BrokerSession", "Grant", "Ceiling", "Prompt", "Event",
 ]
@@ -104,12 +105,82 @@ class SandboxInfo:
 
 
 @dataclass(frozen=True)
+class Change:
+    """An entry under /workspace a command created, modified or deleted
+    (``change``); ``type`` is file, directory, symlink or other, ``size``
+    in bytes (before, for a deleted one)."""
+
+    path: str
+    change: str
+    type: str
+    size: int
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Change":
+        return cls(path=_s(d.get("path")) or "",
+                   change=_s(d.get("change")) or "",
+                   type=_s(d.get("type")) or "", size=_i(d.get("size")) or 0)
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A regular file a command created or modified under
+    /workspace/outputs: its path (relative to /workspace), size and
+    SHA-256 (hex).  Read its bytes with ``sb.read(path)``."""
+
+    path: str
+    size: int
+    sha256: str
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Artifact":
+        return cls(path=_s(d.get("path")) or "", size=_i(d.get("size")) or 0,
+                   sha256=_s(d.get("sha256")) or "")
+
+
+@dataclass(frozen=True)
+class ArtifactSkipped:
+    """A file under outputs/ left out of ``artifacts`` by a limit:
+    ``limit`` is ``file_bytes``, ``count`` or ``total_bytes`` (the
+    daemon's ``artifacts`` settings); the file stays in the workspace."""
+
+    path: str
+    size: int
+    limit: str
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "ArtifactSkipped":
+        return cls(path=_s(d.get("path")) or "", size=_i(d.get("size")) or 0,
+                   limit=_s(d.get("limit")) or "")
+
+
+def _changes(d: Mapping[str, Any]) -> dict[str, Any]:
+    """The workspace fields of a command's result or status."""
+    return {
+        "changed": [Change.from_json(c) for c in _l(d.get("changed"))
+                    if isinstance(c, dict)],
+        "changed_truncated": _b(d.get("changed_truncated")),
+        "artifacts": [Artifact.from_json(a) for a in _l(d.get("artifacts"))
+                      if isinstance(a, dict)],
+        "artifacts_skipped": [ArtifactSkipped.from_json(a) for a in
+                              _l(d.get("artifacts_skipped"))
+                              if isinstance(a, dict)],
+    }
+
+
+@dataclass(frozen=True)
 class ExecResult:
     """How a command ended, with its output.
 
     ``stdout``/``stderr`` are text (invalid UTF-8 shows as U+FFFD); with
     ``binary=True`` the exact bytes are in ``stdout_raw``/``stderr_raw``.
     A signal death is ``exit_code`` 128+N with ``signal`` N.
+    ``changed`` is what the command did to /workspace (``changed_truncated``:
+    the workspace had too many entries to compare, so only outputs/ was),
+    ``artifacts`` the files it made under /workspace/outputs and
+    ``artifacts_skipped`` those a limit left out.  ``output_dropped``
+    is the bytes of both streams not in the answer when ``exec`` was
+    given ``output_cap_total`` (None otherwise).
     """
 
     id: str
@@ -126,6 +197,12 @@ class ExecResult:
     stdout_raw: bytes = field(repr=False)
     stderr_raw: bytes = field(repr=False)
     raw: Mapping[str, Any] = field(repr=False, compare=False)
+    changed: list[Change] = field(default_factory=list, repr=False)
+    changed_truncated: bool = field(default=False, repr=False)
+    artifacts: list[Artifact] = field(default_factory=list, repr=False)
+    artifacts_skipped: list[ArtifactSkipped] = field(default_factory=list,
+                                                     repr=False)
+    output_dropped: Optional[int] = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -158,7 +235,9 @@ class ExecResult:
                    stdout=so, stderr=se,
                    stdout_truncated=_b(d.get("stdout_truncated")),
                    stderr_truncated=_b(d.get("stderr_truncated")),
-                   stdout_raw=sob, stderr_raw=seb, raw=dict(d))
+                   stdout_raw=sob, stderr_raw=seb, raw=dict(d),
+                   output_dropped=_i(d.get("output_dropped")),
+                   **_changes(d))
 
 
 @dataclass(frozen=True)
@@ -212,6 +291,12 @@ class CommandStatus:
     stdout_bytes: int
     stderr_bytes: int
     raw: Mapping[str, Any] = field(repr=False, compare=False)
+    # once exited: what it did to the workspace, as in ExecResult
+    changed: list[Change] = field(default_factory=list, repr=False)
+    changed_truncated: bool = field(default=False, repr=False)
+    artifacts: list[Artifact] = field(default_factory=list, repr=False)
+    artifacts_skipped: list[ArtifactSkipped] = field(default_factory=list,
+                                                     repr=False)
 
     @property
     def running(self) -> bool:
@@ -229,7 +314,8 @@ class CommandStatus:
                    cancelled=_b(d.get("cancelled")),
                    oom_killed=_b(d.get("oom_killed")),
                    stdout_bytes=_i(d.get("stdout_bytes")) or 0,
-                   stderr_bytes=_i(d.get("stderr_bytes")) or 0, raw=dict(d))
+                   stderr_bytes=_i(d.get("stderr_bytes")) or 0, raw=dict(d),
+                   **_changes(d))
 
 
 @dataclass(frozen=True)
@@ -452,7 +538,9 @@ class Prompt:
         it (an awaitable of it on an async client).  A prompt already
         answered or expired raises :class:`~sluice.ConflictError`."""
         if self._answer is None:
-            raise RuntimeError("this prompt was not read through a client")
+            from .errors import InvalidStateError
+            raise InvalidStateError("this prompt was not read through a "
+                                    "client")
         return self._answer(self, decision)
 
     def allow_once(self) -> Any:
