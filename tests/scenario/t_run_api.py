@@ -40,8 +40,9 @@ import t_execd as X  # noqa: E402
 
 S = Suite("t_run_api", time_limit=600)
 
-RUN = os.path.join(BUILDDIR, "sandbox-glue", "executor", "sluice-run")
-RUN_LOCAL = os.path.join(BUILDDIR, "sandbox-glue", "executor",
+RUN = os.path.join(BUILDDIR, "sandbox-glue", "executor", "cli",
+                   "sluice-run")
+RUN_LOCAL = os.path.join(BUILDDIR, "sandbox-glue", "executor", "cli",
                          "sluice-run-local")
 
 
