@@ -1,14 +1,13 @@
 /*
- * sluice-run.c: the command line of the session executor.  By default
- * every verb is a call of sluice-execd's API (run_api.c): the daemon
- * alone makes sandboxes.  This file is the rest: the image store's verbs
- * (image build, list, rm: the administrator's, root) and, behind
- * --local, the backends driven directly, root only, for testing them:
- * only sluice-run-local, the build tree's, has that mode (the installed
- * sluice-run is built with SLUICE_RUN_API_ONLY).  The local mode: one
- * persistent sandbox per chat, commands run in it with a timeout and
- * capped output, the broker session made and removed through sluiced's
- * control socket.
+ * sluice-run-local.c: the backends' test driver (sluice-run-local,
+ * built for make check only, never installed): sluice-run's local mode,
+ * the backends (sandbox-glue/executor/backend/sbx.h) driven directly,
+ * root only, without sluice-execd, for tests/scenario/t_run.py,
+ * t_run_gvisor.py and t_image.py.  One persistent sandbox per chat,
+ * commands run in it with a timeout and capped output, the broker
+ * session made and removed through sluiced's control socket; the image
+ * verbs are the installed sluice-run's (cli/image_verbs.c).  Like
+ * tests/fw/fw_tool.c for the firewall, it is no part of the product.
  *
  * Local state: <state-dir>/.lock (exclusive for create, destroy, gc;
  * shared for list), <state-dir>/<chat>/record.json (struct sbx_rec),
@@ -48,6 +47,7 @@
 #include "sandbox-glue/executor/backend/sbx.h"
 #include "sandbox-glue/executor/backend/sbx_cfg.h"
 #include "sandbox-glue/executor/image/sbx_image.h"
+#include "sandbox-glue/executor/cli/image_verbs.h"
 #include "sandbox-glue/executor/cli/run_api.h"
 
 #define PROG		"sluice-run"
@@ -2460,160 +2460,15 @@ cmd_gc(void)
 	return rc;
 }
 
-/* ---- images ---- */
-
-static int
-img_exit(int rc)
-{
-	return rc == SBX_IMG_MISSING || rc == SBX_IMG_IN_USE ||
-	    rc == SBX_IMG_UNKNOWN || rc == SBX_IMG_FORBIDDEN ? EX_IMAGE :
-	    EX_FAIL;
-}
-
-static void
-mib(char *buf, size_t len, uint64_t n)
-{
-	snprintf(buf, len, "%.1f MiB", (double)n / (1 << 20));
-}
-
-static int
-cmd_image_build(const char *profile)
-{
-	const char *dirs[] = { C.profiles_dir, SLUICE_PROFILES_PATH, NULL };
-	struct sbx_build_opts o;
-	struct sbx_build_res r;
-	char err[1024], a[32], b[32];
-	int rc;
-
-	if (profile == NULL || !sbx_id_ok(profile, SBX_ID_MAX) ||
-	    strcmp(profile, SBX_PROFILE_HOST) == 0)
-		die(EX_USAGE, "image build: a profile name (image build "
-		    "PROFILE)");
-	memset(&o, 0, sizeof(o));
-	o.image_dir = C.image_dir;
-	o.profile_dirs = dirs;
-	o.profile = profile;
-	o.suite = C.image_suite;
-	o.sources = C.image_sources;
-	o.cached = o_cached;
-	o.timeout_s = 3600;
-	o.verbose = !opt_json;
-	if ((rc = sbx_image_build(&o, &r, err, sizeof(err))) != 0)
-		die(img_exit(rc), "image build %s: %s", profile, safe(err));
-	if (opt_json) {
-		json_out(json_pack("{s:s,s:s,s:s,s:b,s:b,s:I,s:I,s:I,s:I}",
-		    "profile", profile, "digest", r.digest, "inputs", r.inputs,
-		    "reused", r.reused, "cached", r.cached,
-		    "size", (json_int_t)r.size,
-		    "tree_bytes", (json_int_t)r.tree_bytes,
-		    "packages", (json_int_t)r.npackages,
-		    "build_ms", (json_int_t)r.build_ms));
-		return EX_OK;
-	}
-	mib(a, sizeof(a), r.size);
-	mib(b, sizeof(b), r.tree_bytes);
-	if (r.cached)
-		printf("profile %s: image %s (%s), built before from the same "
-		    "inputs\n", profile, r.digest, a);
-	else
-		printf("profile %s: image %s (%s, %s of files, %zu packages) "
-		    "%s in %.0f s\n", profile, r.digest, a, b, r.npackages,
-		    r.reused ? "unchanged: the same bytes again," : "built",
-		    (double)r.build_ms / 1000);
-	return EX_OK;
-}
-
-static int
-cmd_image_list(void)
-{
-	char err[512];
-	json_t *o = sbx_image_list(C.image_dir, err, sizeof(err)), *e;
-	size_t i;
-
-	if (o == NULL)
-		die(EX_FAIL, "image list: %s", safe(err));
-	if (opt_json) {
-		json_out(o);
-		return EX_OK;
-	}
-	printf("%-12s %-20s %10s %-20s %5s\n", "DIGEST", "PROFILES", "SIZE",
-	    "BUILT", "USERS");
-	json_array_foreach(json_object_get(o, "images"), i, e) {
-		char names[128] = "", sz[32], when[32] = "-";
-		json_t *n;
-		size_t k;
-		time_t t = (time_t)json_integer_value(json_object_get(e,
-		    "built"));
-		struct tm tm;
-
-		json_array_foreach(json_object_get(e, "profiles"), k, n)
-			snprintf(names + strlen(names), sizeof(names) -
-			    strlen(names), "%s%s", k ? "," : "",
-			    json_string_value(n));
-		mib(sz, sizeof(sz), (uint64_t)json_integer_value(
-		    json_object_get(e, "size")));
-		if (t > 0 && gmtime_r(&t, &tm) != NULL)
-			strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-		printf("%-12.12s %-20s %10s %-20s %5lld\n",
-		    json_string_value(json_object_get(e, "digest")),
-		    names[0] ? names : "-", sz, when,
-		    (long long)json_integer_value(json_object_get(e,
-		    "users")));
-	}
-	json_decref(o);
-	return EX_OK;
-}
-
-static int
-cmd_image(char **args)
-{
-	char err[512], d[SBX_DIGEST_HEX + 1];
-	int rc;
-
-	if (args[0] == NULL)
-		die(EX_USAGE, "image: build, list or rm");
-	if (strcmp(args[0], "build") == 0) {
-		const char *prof = NULL;
-		int i;
-
-		/* its option may follow "build" */
-		for (i = 1; args[i] != NULL; i++)
-			if (strcmp(args[i], "--cached") == 0)
-				o_cached = 1;
-			else if (prof == NULL && args[i][0] != '-')
-				prof = args[i];
-			else
-				die(EX_USAGE, "image build [--cached] PROFILE");
-		return cmd_image_build(prof);
-	}
-	if (strcmp(args[0], "list") == 0)
-		return cmd_image_list();
-	if (strcmp(args[0], "rm") == 0) {
-		if (args[1] == NULL)
-			die(EX_USAGE, "image rm PROFILE|DIGEST");
-		if ((rc = sbx_image_rm(C.image_dir, args[1], d, err,
-		    sizeof(err))) != 0)
-			die(img_exit(rc), "image rm: %s", safe(err));
-		if (opt_json)
-			json_out(json_pack("{s:s,s:b}", "digest", d, "removed",
-			    1));
-		else
-			printf("removed image %s\n", d);
-		return EX_OK;
-	}
-	die(EX_USAGE, "image: build, list or rm, not %s", safe(args[0]));
-}
-
 static void
 usage(FILE *f)
 {
 	fprintf(f,
-"usage: " PROG " --local [--json] [--state-dir DIR] [--control SOCKET]\n"
-"                  [--config FILE] COMMAND [options]\n"
-"       " PROG " [--json] [--config FILE] image build|list|rm ...\n"
-"The local mode (root): the backends driven directly, without sluice-execd,\n"
-"for testing them and for recovery.  Without --local every verb is a call\n"
-"of sluice-execd's API (" PROG " --help).\n"
+"usage: sluice-run-local [--local] [--json] [--state-dir DIR]\n"
+"                  [--control SOCKET] [--config FILE] COMMAND [options]\n"
+"sluice-run's local mode (root), the build tree's driver of the backends\n"
+"for their tests: the backends driven directly, without sluice-execd.\n"
+"The installed sluice-run calls sluice-execd's API (sluice-run --help).\n"
 "commands:\n"
 "  create --chat ID [--tenant T] [--user U] [--tier TIER]\n"
 "         [--backend ns|gvisor] [--workspace DIR] [--profile P]\n"
@@ -2786,51 +2641,14 @@ local_main(int argc, char **argv)
 	if (strcmp(verb, "gc") == 0)
 		return cmd_gc();
 	if (strcmp(verb, "image") == 0)
-		return cmd_image(argv + optind);
+		return image_verb(&C, opt_json, o_cached, argv + optind);
 	die(EX_USAGE, "unknown command %s (try --help)", safe(verb));
 }
 
-/*
- * The mode: --local anywhere before "--", or the verb image, is this
- * file's (root); everything else is the API's.  The verb is the first
- * word that is neither an option nor an option's argument.
- */
+/* The local mode alone: --local is accepted (and needed by nothing) so
+ * that a command line of the local mode is one of this driver. */
 int
 main(int argc, char **argv)
 {
-	static const char *const with_arg[] = { "--state-dir", "--control",
-	    "--config", "--chat", "--tenant", "--user", "--tier", "--backend",
-	    "--workspace", "--timeout", "--output-cap", "--env",
-	    "--idle-after", "--remove-after", "--profile", "--socket", "--id",
-	    "--limit", "--cwd", "--shell", "--glob", "--offset", "--manager",
-	    "--old", "--new", NULL };
-	const char *verb = NULL;
-	int i, k, local = 0;
-
-	for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
-		if (strcmp(argv[i], "--local") == 0) {
-			local = 1;
-			continue;
-		}
-		if (argv[i][0] != '-') {
-			if (verb == NULL)
-				verb = argv[i];
-			continue;
-		}
-		for (k = 0; with_arg[k] != NULL; k++)
-			if (strcmp(argv[i], with_arg[k]) == 0) {
-				i++;    /* its argument */
-				break;
-			}
-	}
-#ifdef SLUICE_RUN_API_ONLY
-	/* the installed command line makes no sandbox of its own */
-	if (local)
-		die(EX_USAGE, "--local: not in this sluice-run: sandboxes are "
-		    "sluice-execd's (the build tree's sluice-run-local drives "
-		    "the backends for their tests)");
-#endif
-	if (local || (verb != NULL && strcmp(verb, "image") == 0))
-		return local_main(argc, argv);
-	return run_api_main(argc, argv);
+	return local_main(argc, argv);
 }

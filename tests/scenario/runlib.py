@@ -17,8 +17,7 @@ from t_clients import make_index, serve
 BLD = os.environ.get("SLUICE_BUILDDIR", ".")
 RUN = os.path.join(BLD, "sandbox-glue", "executor", "cli", "sluice-run")
 # the backends driven directly (--local): the build tree's, not installed
-RUN_LOCAL = os.path.join(BLD, "sandbox-glue", "executor", "cli",
-                         "sluice-run-local")
+RUN_LOCAL = os.path.join(BLD, "tests", "executor", "sluice-run-local")
 SHIM = os.path.abspath(os.path.join(BLD, "sandbox-glue", "shim", "sluice-shim"))
 
 

@@ -42,8 +42,7 @@ S = Suite("t_run_api", time_limit=600)
 
 RUN = os.path.join(BUILDDIR, "sandbox-glue", "executor", "cli",
                    "sluice-run")
-RUN_LOCAL = os.path.join(BUILDDIR, "sandbox-glue", "executor", "cli",
-                         "sluice-run-local")
+RUN_LOCAL = os.path.join(BUILDDIR, "tests", "executor", "sluice-run-local")
 
 
 def as_nobody(groups):

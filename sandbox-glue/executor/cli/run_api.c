@@ -1560,10 +1560,6 @@ usage(FILE *f)
 {
 	fprintf(f,
 "usage: " PROG " [--json] [--socket PATH] VERB [options]   (sluice-execd's API)\n"
-#ifndef SLUICE_RUN_API_ONLY
-"       " PROG " --local [--json] [--state-dir DIR] [--control SOCKET]\n"
-"                  [--config FILE] VERB [options]  (root: the backends directly)\n"
-#endif
 "       " PROG " [--config FILE] image build|list|rm ...   (root: the image store)\n"
 "verbs over the API (--chat ID or --id ID names the sandbox):\n"
 "  create --chat ID [--tenant T] [--user U] [--tier TIER] [--profile P]\n"
@@ -1582,9 +1578,6 @@ usage(FILE *f)
 "  install --chat ID --manager pip|npm PACKAGE...\n"
 "  tier --chat ID off|registries|public\n"
 "  destroy --chat ID [--discard]     health     doctor\n"
-#ifndef SLUICE_RUN_API_ONLY
-"local mode only (--local): gc, --workspace; see sluice-run(1).\n"
-#endif
 "socket: --socket, else $SLUICE_EXEC_SOCKET, else " DEF_SOCKET ".\n"
 "exit: 0 ok, 1 failure, 2 usage/bad_request, 3 not_found, 4 quota_exceeded,\n"
 "      5 broker_unavailable, 6 exists, 7 backend_unavailable, 8 read cut,\n"
