@@ -258,7 +258,7 @@ class Bench:
 
     def start_execd(self):
         exe = os.path.join(self.args.builddir, "sandbox-glue", "executor",
-                           "sluice-execd")
+                           "execd", "sluice-execd")
         self.execd = Proc("sluice-execd", [exe, "-c", self.execd_conf],
                           self.tmp)
         if not self.execd.wait_ready(30):
@@ -608,7 +608,7 @@ def preflight(args):
     if os.geteuid() != 0:
         raise SystemExit("bench: the executor bench needs root (sandboxes)")
     for p in (("proxy", "sluiced"), ("sandbox-glue", "executor",
-                                    "sluice-execd"),
+                                    "execd", "sluice-execd"),
               ("sandbox-glue", "shim", "sluice-shim")):
         if not os.access(os.path.join(args.builddir, *p), os.X_OK):
             raise SystemExit("bench: %s not built" % os.path.join(*p))

@@ -42,7 +42,8 @@ build_tree() {
 if [ "${1:-}" = --executor ]; then
 	shift
 	build_tree
-	make -C "$build" -j2 proxy/sluiced sandbox-glue/executor/sluice-execd \
+	make -C "$build" -j2 proxy/sluiced \
+	    sandbox-glue/executor/execd/sluice-execd \
 	    sandbox-glue/shim/sluice-shim >/dev/null
 	exec python3 "$here/exec.py" --builddir "$build" --outdir "$outdir" "$@"
 fi

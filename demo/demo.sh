@@ -25,7 +25,7 @@ esac
 top=$(cd "$(dirname "$0")/.." && pwd)
 sluiced=${SLUICED:-$top/proxy/sluiced}
 sluicectl=${SLUICECTL:-$top/proxy/sluicectl/sluicectl}
-execd=${SLUICE_EXECD:-$top/sandbox-glue/executor/sluice-execd}
+execd=${SLUICE_EXECD:-$top/sandbox-glue/executor/execd/sluice-execd}
 shim=${SLUICE_SHIM:-$top/sandbox-glue/shim/sluice-shim}
 shim_static=${SLUICE_SHIM_STATIC:-$top/sandbox-glue/shim/sluice-shim-static}
 # where "sluice-run image build base" puts its image by default

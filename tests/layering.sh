@@ -18,7 +18,13 @@
 #      "proxy/config.h" breaks (d) as a call would);
 #  (e) a cycle in the link-level graph between translation units (an edge
 #      A -> B for each undefined symbol of A defined by B; strongly
-#      connected components by Tarjan) with a member outside proxy/relay/.
+#      connected components by Tarjan) with a member outside proxy/relay/
+#      (so no cycle crosses the executor's folders either);
+#  (f) the executor's layers, one a folder under sandbox-glue/executor/
+#      (EXEC_USES below): a folder that references or includes a product
+#      folder that is neither itself nor one it may use (backend/ never
+#      image/, execd/ or cli/; cli/ never execd/; ...), and a product
+#      source left directly in sandbox-glue/executor/.
 #
 # Objects: every *.o under proxy/ policy/ firewall/ sandbox-glue/ of the
 # build directory, named the automake way (proxy/sluiced-main.o,
@@ -47,9 +53,9 @@ mode=all
 ALLOW_INT=(
 	"tests/unit/test_fw.c:firewall/fw-int.h"
 	"tests/unit/test_config.c:proxy/lib/config-int.h"
-	"tests/fuzz/fuzz_execapi.c:sandbox-glue/executor/execd-int.h"
-	"tests/unit/test_execd.c:sandbox-glue/executor/execd-int.h"
-	"tests/unit/test_runcfg.c:sandbox-glue/executor/sbx-int.h"
+	"tests/fuzz/fuzz_execapi.c:sandbox-glue/executor/execd/execd-int.h"
+	"tests/unit/test_execd.c:sandbox-glue/executor/execd/execd-int.h"
+	"tests/unit/test_runcfg.c:sandbox-glue/executor/backend/sbx-int.h"
 )
 
 while [ $# -gt 0 ]; do
@@ -91,11 +97,29 @@ RULES = [   # (tag, from folder, to folder, to_exact, why)
     ("d", "proxy/lib", "proxy/control", False, "proxy/lib/ is below the control plane"),
     ("d", "proxy/lib", "proxy", True, "proxy/lib/ is below proxy/'s top"),
 ]
+# DESIGN's "may use" of the executor's folders.  image/ keeps using
+# backend/ (the store's primitives in backend/sbx_image_mount.h and the
+# root file system's pieces in backend/sbx_root.h); cli/ uses image/ for
+# its image verbs and backend/'s public headers for names and the
+# configuration (sbx_cfg.h).
+EXEC = "sandbox-glue/executor"
+EXEC_USES = {
+    EXEC + "/backend": ("proxy/lib", "policy"),
+    EXEC + "/image": (EXEC + "/backend", "proxy/lib"),
+    EXEC + "/execd": (EXEC + "/backend", EXEC + "/image", "proxy/lib",
+                      "policy", "proxy/sluicectl"),
+    EXEC + "/cli": (EXEC + "/image", EXEC + "/backend", "proxy/lib",
+                    "proxy/sluicectl"),
+}
 def crossing(fs, ft):
     """(tag, why) when folder fs may not use folder ft, else None."""
     for tag, a, b, exact, why in RULES:
         if under(fs, a) and (ft == b if exact else under(ft, b)):
             return tag, why
+    for a, uses in sorted(EXEC_USES.items()):
+        if (under(fs, a) and not under(ft, a) and under(ft, PRODUCT)
+                and not under(ft, uses)):
+            return "f", "%s/ uses only %s" % (a, ", ".join(u + "/" for u in uses))
     for a in ("policy", "sandbox-glue/shim"):   # DESIGN: libc only
         if under(fs, a) and not under(ft, a) and under(ft, PRODUCT):
             return "d", a + "/ uses libc only"
@@ -116,6 +140,11 @@ for d in INCDIRS:
         for f in sorted(files):
             if f.endswith((".c", ".h")):
                 srcs.append(os.path.relpath(os.path.join(root, f), src))
+for s in srcs:
+    if folder(s) == EXEC:
+        out.append("(f) a source directly in %s/: %s [each file in one of %s]"
+                   % (EXEC, s, ", ".join(sorted(os.path.basename(a) + "/"
+                                                for a in EXEC_USES))))
 byname = {}         # basename -> paths, to resolve bare names
 for s in srcs:
     byname.setdefault(os.path.basename(s), []).append(s)
@@ -320,7 +349,11 @@ selftest() {
 	objs=(policy/pol firewall/libfw_a-fw proxy/lib/libpx_a-lib
 	    proxy/relay/sluiced-r1 proxy/relay/sluiced-r2
 	    proxy/control/sluiced-ctl proxy/sluiced-main
-	    proxy/tests_unit_test_webhook-webhook)
+	    proxy/tests_unit_test_webhook-webhook
+	    sandbox-glue/executor/backend/libsbx_a-be
+	    sandbox-glue/executor/image/libimage_a-im
+	    sandbox-glue/executor/execd/libexecd_a-xd
+	    sandbox-glue/executor/cli/sluice_run-cl)
 	: | w sluice-config.h
 	w firewall/fw-int.h <<-'E'
 		int fw_priv(void);
@@ -373,6 +406,32 @@ selftest() {
 		int lib_f(void);
 		int px_top(void) { return lib_f(); }
 	E
+	# the executor: backend/ including image/ and calling execd/, which
+	# calls it back (a cycle across folders), cli/ calling execd/, and a
+	# source left at the executor's top
+	: | w sandbox-glue/executor/image/img.h
+	: | w sandbox-glue/executor/backend/be.h
+	w sandbox-glue/executor/backend/be.c <<-'E'
+		#include "sandbox-glue/executor/image/img.h"
+		int xd_f(void);
+		int be_f(void) { return xd_f(); }
+	E
+	w sandbox-glue/executor/image/im.c <<-'E'
+		int im_f(void) { return 0; }
+	E
+	w sandbox-glue/executor/execd/xd.c <<-'E'
+		#include "sandbox-glue/executor/backend/be.h"
+		int be_f(void), im_f(void);
+		int xd_f(void) { return be_f() + im_f(); }
+		int xd_g(void) { return 0; }
+	E
+	w sandbox-glue/executor/cli/cl.c <<-'E'
+		int xd_g(void);
+		int cl_f(void) { return xd_g(); }
+	E
+	w sandbox-glue/executor/stray.c <<-'E'
+		int stray_f(void) { return 0; }
+	E
 	build "${objs[@]}" || return 1
 	# a stale object: its source is gone (moved); counted, it would break (d)
 	printf 'int px_top(void);\nint g(void) { return px_top(); }\n' >"$t/s/policy/gone.c"
@@ -395,7 +454,12 @@ selftest() {
 		'left out policy/gone.o (stale'
 		'(d) include crosses layers: firewall/fw.c:2: proxy/lib/lib.h [firewall/ never uses proxy/]'
 		'(d) include crosses layers: proxy/lib/lib.c:1: proxy/relay/relay-int.h [proxy/lib/ is below the relay]'
-		'; 12 violations'
+		'(e) cycle of 2 leaves proxy/relay/: sandbox-glue/executor/backend/be.c sandbox-glue/executor/execd/xd.c'
+		'(f) include crosses layers: sandbox-glue/executor/backend/be.c:1: sandbox-glue/executor/image/img.h [sandbox-glue/executor/backend/ uses only proxy/lib/, policy/]'
+		'(f) sandbox-glue/executor/backend/be.c -> sandbox-glue/executor/execd/xd.c: xd_f'
+		'(f) sandbox-glue/executor/cli/cl.c -> sandbox-glue/executor/execd/xd.c: xd_g'
+		'(f) a source directly in sandbox-glue/executor/: sandbox-glue/executor/stray.c'
+		'; 17 violations'
 	)
 	for f in "${want[@]}"; do
 		grep -qF -- "$f" "$t/out" || { echo "layering: selftest: missing: $f"; rc=1; }
@@ -434,6 +498,23 @@ selftest() {
 		int lib_f(void), ctl_f(void);
 		int px_top(void) { return lib_f() + ctl_f(); }
 	E
+	# the executor's layers as DESIGN draws them: image/ on backend/,
+	# execd/ on both, cli/ on image/ and backend/
+	w sandbox-glue/executor/backend/be.c <<-'E'
+		int lib_f(void);
+		int be_f(void) { return lib_f(); }
+	E
+	w sandbox-glue/executor/image/im.c <<-'E'
+		#include "sandbox-glue/executor/backend/be.h"
+		int be_f(void);
+		int im_f(void) { return be_f(); }
+	E
+	w sandbox-glue/executor/cli/cl.c <<-'E'
+		#include "sandbox-glue/executor/image/img.h"
+		int im_f(void), be_f(void);
+		int cl_f(void) { return im_f() + be_f(); }
+	E
+	rm "$t/s/sandbox-glue/executor/stray.c"
 	rm -f "$t/s/policy/gone.o"
 	build "${objs[@]}" || return 1
 	# an object of a target that was renamed: its source is still there,

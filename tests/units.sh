@@ -25,7 +25,7 @@ sed -e "s|@sbindir@|$bld/proxy|g" -e "s|@bindir@|$bld/proxy/sluicectl|g" \
     > "$tmp/units/sluiced.service"
 # sluice-execd.service is ordered after this one; verify wants to find it
 cp "$src/packaging/sluice-execd.json" "$tmp/etc/sluice/sluice-execd.json"
-sed -e "s|@sbindir@|$bld/sandbox-glue/executor|g" \
+sed -e "s|@sbindir@|$bld/sandbox-glue/executor/execd|g" \
     -e "s|@sysconfdir@|$tmp/etc|g" "$src/packaging/sluice-execd.service.in" \
     > "$tmp/units/sluice-execd.service"
 for u in sluiced sluice-execd; do
@@ -75,7 +75,7 @@ sed 's/"user": "sluice"/"user": "nobody"/' "$src/packaging/sluiced.json" \
     > "$tmp/default.json"
 "$bld/proxy/sluiced" --check-config "$tmp/default.json" >/dev/null ||
     fail "default configuration: --check-config"
-"$bld/sandbox-glue/executor/sluice-execd" --check-config \
+"$bld/sandbox-glue/executor/execd/sluice-execd" --check-config \
     -c "$src/packaging/sluice-execd.json" >/dev/null ||
     fail "the executor's default configuration: --check-config"
 [ $rc = 0 ] && echo "units: ok"

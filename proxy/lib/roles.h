@@ -12,7 +12,7 @@
 #include <sys/types.h>
 
 /* Least to most; the values of enum cfg_role (proxy/lib/config.h) and
- * enum xd_role (sandbox-glue/executor/execd-int.h). */
+ * enum xd_role (sandbox-glue/executor/execd/execd-int.h). */
 enum roles_role {
 	ROLES_NONE = 0,
 	ROLES_AUDITOR,

@@ -1,6 +1,6 @@
 /*
  * fuzz_execapi.c: what a client sends to sluice-execd, parsed by
- * sandbox-glue/executor/exec_parse.c, on arbitrary bytes.  The first
+ * sandbox-glue/executor/execd/exec_parse.c, on arbitrary bytes.  The first
  * byte picks the parser, the rest is its input:
  *   'r'  a request path against every route pattern: a match has its
  *        arguments, decoded, without NUL; a files path then normalises
@@ -33,8 +33,8 @@
 
 #include <jansson.h>
 
-#include "sandbox-glue/executor/execd-int.h"
-#include "sandbox-glue/executor/sbx_cfg.h"
+#include "sandbox-glue/executor/execd/execd-int.h"
+#include "sandbox-glue/executor/backend/sbx_cfg.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sandbox-glue/executor/sbx_cfg.h"
-#include "sandbox-glue/executor/sbx_image.h"
+#include "sandbox-glue/executor/backend/sbx_cfg.h"
+#include "sandbox-glue/executor/image/sbx_image.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

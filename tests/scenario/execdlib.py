@@ -43,7 +43,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Fail, Leak, log, api_unix, BUILDDIR,  # noqa: E402
                      VERBOSE)
 
-EXECD = os.path.join(BUILDDIR, "sandbox-glue", "executor", "sluice-execd")
+EXECD = os.path.join(BUILDDIR, "sandbox-glue", "executor", "execd",
+                     "sluice-execd")
 # the environment variable every process of a test's executor carries:
 # forked children keep the environment, and /proc/PID/environ shows it
 MARK = "SLUICE_TEST_OWNER"
@@ -51,7 +52,7 @@ CG = "/sys/fs/cgroup"
 
 
 def fnv1a32(s):
-    """sbx_dir_hash (sandbox-glue/executor/sbx_util.c)."""
+    """sbx_dir_hash (sandbox-glue/executor/backend/sbx_util.c)."""
     h = 2166136261
     for c in s.encode():
         h = ((h ^ c) * 16777619) & 0xffffffff

@@ -25,7 +25,8 @@ from runlib import RUN  # noqa: E402
 
 BLD = os.path.abspath(os.environ.get("SLUICE_BUILDDIR", "."))
 SRC = os.path.abspath(os.environ.get("SLUICE_SRCDIR", "."))
-PROFILES = os.path.join(SRC, "sandbox-glue", "executor", "profiles")
+PROFILES = os.path.join(SRC, "sandbox-glue", "executor", "image",
+                        "profiles")
 SHIM_STATIC = os.path.join(BLD, "sandbox-glue", "shim", "sluice-shim-static")
 STORE = os.environ.get("SLUICE_IMAGE_CACHE", "/var/cache/sluice-images")
 WANT = os.environ.get("SLUICE_CHECK_PROFILES", "base media").split()

@@ -15,9 +15,9 @@ from harness import check, check_eq, Fail, api_unix, wait_until
 from t_clients import make_index, serve
 
 BLD = os.environ.get("SLUICE_BUILDDIR", ".")
-RUN = os.path.join(BLD, "sandbox-glue", "executor", "sluice-run")
+RUN = os.path.join(BLD, "sandbox-glue", "executor", "cli", "sluice-run")
 # the backends driven directly (--local): the build tree's, not installed
-RUN_LOCAL = os.path.join(BLD, "sandbox-glue", "executor", "sluice-run-local")
+RUN_LOCAL = os.path.join(BLD, "tests", "executor", "sluice-run-local")
 SHIM = os.path.abspath(os.path.join(BLD, "sandbox-glue", "shim", "sluice-shim"))
 
 
@@ -325,8 +325,8 @@ def log_is_bounded(env, run, chat, n=20000, timeout=120):
     check(not os.path.exists(os.path.join(run.state, chat)), "state left")
 
 
-# The calls sandbox-glue/sbx_seccomp.c refuses, as (name, x86_64 number,
-# arguments, errno).  Arguments are chosen so that the kernel, were the
+# The calls sandbox-glue/executor/backend/sbx_seccomp.c refuses, as
+# (name, x86_64 number, arguments, errno).  Arguments are chosen so that the kernel, were the
 # call let through, would mostly answer something else (EFAULT, EINVAL,
 # EBADF, a keyring id...) than the filter's EPERM, and would do no harm.
 SECCOMP_X86_64 = [

@@ -27,7 +27,8 @@ from harness import (Skip, Fail, check, log, free_port,  # noqa: E402
                      BUILDDIR, SRCDIR, STRICT, api_unix)
 import execdlib  # noqa: E402
 
-EXECD = os.path.join(BUILDDIR, "sandbox-glue", "executor", "sluice-execd")
+EXECD = os.path.join(BUILDDIR, "sandbox-glue", "executor", "execd",
+                     "sluice-execd")
 SHIM = os.path.abspath(os.path.join(BUILDDIR, "sandbox-glue", "shim",
                                     "sluice-shim"))
 NOBODY = 65534
@@ -199,7 +200,7 @@ def world(env, uid_base):
     os.chown(home, NOBODY, NOBODY)
     for src, name in ((key, "hook.key"), (secret, "webhook.secret"),
                       (os.path.join(SRCDIR, "sandbox-glue", "executor",
-                                    "openapi.json"), "openapi.json")):
+                                    "execd", "openapi.json"), "openapi.json")):
         shutil.copy(src, os.path.join(home, name))
         os.chown(os.path.join(home, name), NOBODY, NOBODY)
     tokfile = env.path("tokens.json")

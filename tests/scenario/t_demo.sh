@@ -21,7 +21,7 @@ out=$dir/out
 trap 'rm -rf --one-file-system "$dir"' EXIT
 TMPDIR=$dir SLUICE_TEST_OWNER=$dir \
 SLUICED=$build/proxy/sluiced SLUICECTL=$build/proxy/sluicectl/sluicectl \
-SLUICE_EXECD=$build/sandbox-glue/executor/sluice-execd \
+SLUICE_EXECD=$build/sandbox-glue/executor/execd/sluice-execd \
 SLUICE_SHIM=$build/sandbox-glue/shim/sluice-shim \
 	timeout 300 sh "$src/demo/demo.sh" --yes </dev/null >"$out" 2>&1
 rc=$?

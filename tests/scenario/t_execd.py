@@ -64,11 +64,13 @@ import harness  # noqa: E402
 
 S = Suite("t_execd", time_limit=600)
 
-EXECD = os.path.join(BUILDDIR, "sandbox-glue", "executor", "sluice-execd")
+EXECD = os.path.join(BUILDDIR, "sandbox-glue", "executor", "execd",
+                     "sluice-execd")
 SLUICECTL = os.path.join(BUILDDIR, "proxy", "sluicectl", "sluicectl")
 SHIM = os.path.abspath(os.path.join(BUILDDIR, "sandbox-glue", "shim",
                                     "sluice-shim"))
-OPENAPI = os.path.join(SRCDIR, "sandbox-glue", "executor", "openapi.json")
+OPENAPI = os.path.join(SRCDIR, "sandbox-glue", "executor", "execd",
+                       "openapi.json")
 NOBODY = 65534
 G_SOCK, G_APP, G_AUD, G_ADM = 4240, 4242, 4243, 4244
 

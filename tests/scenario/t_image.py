@@ -40,7 +40,8 @@ S = Suite("t_image", time_limit=1500)
 
 BLD = os.path.abspath(os.environ.get("SLUICE_BUILDDIR", "."))
 SRC = os.path.abspath(os.environ.get("SLUICE_SRCDIR", "."))
-PROFILES = os.path.join(SRC, "sandbox-glue", "executor", "profiles")
+PROFILES = os.path.join(SRC, "sandbox-glue", "executor", "image",
+                        "profiles")
 SHIM_STATIC = os.path.join(BLD, "sandbox-glue", "shim", "sluice-shim-static")
 CACHE = os.environ.get("SLUICE_IMAGE_CACHE", "/var/cache/sluice-images")
 EX_IMAGE = 9

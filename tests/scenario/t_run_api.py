@@ -40,9 +40,9 @@ import t_execd as X  # noqa: E402
 
 S = Suite("t_run_api", time_limit=600)
 
-RUN = os.path.join(BUILDDIR, "sandbox-glue", "executor", "sluice-run")
-RUN_LOCAL = os.path.join(BUILDDIR, "sandbox-glue", "executor",
-                         "sluice-run-local")
+RUN = os.path.join(BUILDDIR, "sandbox-glue", "executor", "cli",
+                   "sluice-run")
+RUN_LOCAL = os.path.join(BUILDDIR, "tests", "executor", "sluice-run-local")
 
 
 def as_nobody(groups):

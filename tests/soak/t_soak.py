@@ -131,7 +131,8 @@ LIMITS = {"disk_mb": 64, "inodes": 4096, "timeout_s": 120}
 LIMITS_MAX = {"disk_mb": FILL_DISK_MB, "timeout_s": 1680,
               "output_cap": BIG_OUT, "memory_mb": 4096}
 
-EXECD = os.path.join(BUILDDIR, "sandbox-glue", "executor", "sluice-execd")
+EXECD = os.path.join(BUILDDIR, "sandbox-glue", "executor", "execd",
+                     "sluice-execd")
 SHIM = os.path.abspath(os.path.join(BUILDDIR, "sandbox-glue", "shim",
                                     "sluice-shim"))
 HOSTNAME = "execd.test"

@@ -19,7 +19,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "sandbox-glue/executor/execd-int.h"
+#include "sandbox-glue/executor/execd/execd-int.h"
 
 static int
 cfg(struct xd_cfg *c, const char *text, char *err, size_t errlen)

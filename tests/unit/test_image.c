@@ -1,6 +1,6 @@
 /*
- * test_image.c: sandbox images (sandbox-glue/executor/sbx_image.c) without
- * mounting anything: profiles (the files of the tree included), the
+ * test_image.c: sandbox images (sandbox-glue/executor/image/sbx_image.c)
+ * without mounting anything: profiles (the files of the tree included), the
  * inputs of a build, the store's names, uses, removals and sweeps, and
  * the static-executable check of the shim.
  */
@@ -21,8 +21,8 @@
 
 #include <cmocka.h>
 
-#include "sandbox-glue/executor/sbx_cfg.h"
-#include "sandbox-glue/executor/sbx_image.h"
+#include "sandbox-glue/executor/backend/sbx_cfg.h"
+#include "sandbox-glue/executor/image/sbx_image.h"
 
 static char tmp[256];
 
@@ -205,8 +205,8 @@ t_profiles_of_the_tree(void **state)
 	size_t i, k;
 
 	(void)state;
-	snprintf(d, sizeof(d), "%s/sandbox-glue/executor/profiles", srcdir ?
-	    srcdir : ".");
+	snprintf(d, sizeof(d), "%s/sandbox-glue/executor/image/profiles",
+	    srcdir ? srcdir : ".");
 	assert_int_equal(sbx_profile_load(&p, dirs, "minimal", err,
 	    sizeof(err)), 0);
 	assert_int_equal(p.npackages, 3);

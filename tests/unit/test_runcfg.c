@@ -22,8 +22,8 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "sandbox-glue/executor/sbx-int.h"
-#include "sandbox-glue/executor/sbx_cfg.h"
+#include "sandbox-glue/executor/backend/sbx-int.h"
+#include "sandbox-glue/executor/backend/sbx_cfg.h"
 
 static int
 parse(struct sbx_cfg *c, const char *text, char *err, size_t errlen)

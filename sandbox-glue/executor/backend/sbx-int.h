@@ -1,0 +1,55 @@
+/*
+ * sbx-int.h: what the backends (sbx_ns.c, sbx_gvisor.c) share and
+ * sbx_util.c, sbx_seccomp.c and the image builder provide for them:
+ * the sandbox log's reader, host-wide names and the seccomp filter (the
+ * pieces of a sandbox's root file system, which the image builder uses
+ * too, are sbx_root.h).  Private to this folder: the image store,
+ * sluice-execd and sluice-run see the backends through sbx.h, sbx_cfg.h,
+ * sbx_root.h and sbx_image_mount.h.
+ */
+#ifndef SLUICE_SBX_INT_H
+#define SLUICE_SBX_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sandbox-glue/executor/backend/sbx.h"
+#include "sandbox-glue/executor/backend/sbx_root.h"
+
+/*
+ * The bounded log of a sandbox's holder and shim: a pipe whose reader,
+ * a host process of its own ("sluice-log", its pid and start time in
+ * <dir>/log.pid), appends to <dir>/init.log and, before it would pass
+ * SBX_LOG_MAX bytes, renames it to init.log.1 (replacing the older one)
+ * and starts a new one.  A sandbox that makes the shim log without end
+ * keeps at most twice SBX_LOG_MAX on the host.  sbx_log_start returns
+ * the pipe's write end (close-on-exec), -1 on error; the reader ends
+ * when every write end is closed.  sbx_log_flush waits (bounded) until
+ * the reader has taken what is in the pipe.  sbx_log_stop kills the
+ * reader and waits until it is gone (destroy, before the directory
+ * goes).
+ */
+#define SBX_LOG_MAX	(1 << 20)
+int sbx_log_start(const char *dir, char *err, size_t errlen) SLUICE_MUSTCHECK;
+void sbx_log_flush(int wfd);
+void sbx_log_stop(const char *dir);
+/*
+ * FNV-1a of a state directory's path: two state directories may hold the
+ * same chat name, while host cgroups and runsc's container ids are
+ * host-wide, so the backends' host-wide names carry it.
+ */
+uint32_t sbx_dir_hash(const char *dir);
+
+/*
+ * The seccomp filter of every sandboxed process (sbx_seccomp.c; its list
+ * is in sluice-run(1)).  sbx_seccomp_load installs it in the calling
+ * process: 0, or -1 with errno and why in err.  sbx_seccomp_hex gives the
+ * compiled program (struct sock_filter[], host byte order) as hex for
+ * "sluice-shim --seccomp" inside a sandbox whose processes the host
+ * cannot prepare itself (gvisor); malloc'd, NULL and why in err.
+ */
+int sbx_seccomp_load(char *err, size_t errlen);
+char *sbx_seccomp_hex(char *err, size_t errlen);
+
+#endif /* SLUICE_SBX_INT_H */

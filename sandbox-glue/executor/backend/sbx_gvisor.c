@@ -1,0 +1,1180 @@
+/*
+ * sbx_gvisor.c: the gVisor backend.  Every sandbox is one runsc container
+ * with --network=none (loopback only), its own runsc state directory
+ * (rec->dir/runsc) and an OCI bundle (rec->dir/bundle) whose read-only
+ * root is the sandbox's image (rec->image, sbx_image.h) mounted on the
+ * host at bundle/rootfs, its passwd and group bound over for the sandbox's
+ * host uid, or without one assembled from the host's /usr and a few /etc
+ * entries, like the ns backend's.  runsc is always run through fork/exec
+ * with an argv.
+ *
+ * Facts about runsc 20221219 (Debian 12) that shape this file:
+ * - the ptrace platform works everywhere; kvm may hang (nested guests);
+ * - connecting to the bound session socket needs --host-uds=open, and
+ *   gVisor checks the socket file's owner and mode against the sandbox
+ *   uid, which is the host uid (no user namespace for files; OCI uid
+ *   mappings are not applied to files either).  So the sandbox user is
+ *   not SBX_UID but rec->host_uid, the ns backend's host uid of SBX_UID
+ *   in the sandbox's slot: unprivileged, its own, and never a real host
+ *   account's or another sandbox's (sluice-run hands out the slots of
+ *   both backends from one set);
+ * - "runsc exec --detach" is broken (it re-executes itself with its
+ *   flags after the command), so the shim is run by the container's
+ *   init, a shell that also reaps orphans;
+ * - OCI rlimits of an exec'd process are ignored, so commands get theirs
+ *   from prlimit(1) inside;
+ * - with --cgroupfs, gVisor has its own cgroupfs: each command runs in
+ *   memory/sluice/<tag> there, which is how kill_tree finds processes
+ *   that setsid'd or were reparented to init;
+ * - a host fd that is a regular file is written by gVisor at its own
+ *   offset (from 0), not the file's: spawn() relays such stdout/stderr
+ *   through pipes;
+ * - statx() with AT_NO_AUTOMOUNT fails with EINVAL, so coreutils 9.1
+ *   "ls -l", "ls PATH" and "stat" fail inside (find, python, pip work;
+ *   sluice-run's ls uses find).
+ */
+#include "sluice-config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "sandbox-glue/executor/backend/sbx-int.h"
+#include "sandbox-glue/executor/backend/sbx_image_mount.h"
+
+#define GV_MISSING	"runsc not found: install the Debian package runsc"
+#define GV_CG		"/sys/fs/cgroup/memory/sluice"	/* inside */
+#define GV_HOST_CG	"sluice-gvisor-"	/* + chat.hash, host */
+#define GV_ARGS_MAX	48
+#define GV_WAIT_MS	60000	/* bound on one runsc management call */
+#define GV_SECCOMP_MAX	65536	/* bytes of the seccomp program (hex) */
+
+/* What every runsc call of one sandbox needs. */
+struct gv_ctx {
+	char runsc[SBX_PATH_MAX];
+	char root[SBX_PATH_MAX + 16];	/* --root=... */
+	char id[SBX_PATH_MAX];		/* container id */
+	int nocg;			/* created with --ignore-cgroups */
+};
+
+/* Runs as root before dropping to the sandbox user: joins the command's
+ * cgroup inside gVisor ($1), then setpriv drops to uid $2, gid $3, no
+ * groups and no capability.  With $4, the sandbox's seccomp program,
+ * sluice-shim installs it first, still as root: no process of the sandbox
+ * can trace it out of the way (a sandbox made before there was one has
+ * none).  The user's environment is applied only after the drop (env -i)
+ * so that LD_PRELOAD and friends never reach the privileged part.  A tag
+ * that already exists was claimed by kill_tree: refuse. */
+static const char gv_wrapper[] =
+	"cg=" GV_CG "/$1; u=$2; g=$3; sc=$4; shift 4; "
+	"mkdir \"$cg\" 2>/dev/null && echo $$ > \"$cg/cgroup.procs\" || "
+	"{ echo 'sluice: cannot set up the command group' >&2; exit 125; }; "
+	"set -- setpriv --reuid=\"$u\" --regid=\"$g\" --clear-groups "
+	"--inh-caps=-all --bounding-set=-all --no-new-privs -- \"$@\"; "
+	"[ -z \"$sc\" ] || "
+	"set -- " SBX_SHIM_PATH " --seccomp \"$sc\" -- \"$@\"; "
+	"exec \"$@\"";
+
+/* Kills every process of the command group $1 until it is empty.  mkdir
+ * first: if the wrapper has not run yet, its own mkdir now fails and the
+ * command never starts. */
+static const char gv_killer[] =
+	"d=" GV_CG "/$1; mkdir \"$d\" 2>/dev/null; n=0; "
+	"while p=$(cat \"$d/cgroup.procs\") && [ -n \"$p\" ]; do "
+	"kill -9 $p 2>/dev/null; n=$((n+1)); "
+	"[ $n -ge 250 ] && exit 1; sleep 0.02; done; exit 0";
+
+/* The container's init, as the sandbox user: runs the shim (again, a
+ * second later, should it die).  While the shell waits for it, it reaps
+ * whatever is reparented to it: dash waits for any child. */
+static const char gv_init[] =
+	"trap 'exit 0' TERM; while :; do " SBX_SHIM_PATH "; sleep 1; done";
+
+/* The sandbox's seccomp program (hex, sbx_seccomp_hex), kept by create()
+ * in <dir>/seccomp.hex for every command: "" when the sandbox was made
+ * without one.  malloc'd, NULL on error. */
+static char *
+gv_seccomp(const struct sbx_rec *rec)
+{
+	char p[SBX_PATH_MAX + 16], *b;
+	ssize_t n = 0, k;
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/seccomp.hex", rec->dir);
+	if ((b = calloc(1, GV_SECCOMP_MAX + 1)) == NULL)
+		return NULL;
+	if ((fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+		return errno == ENOENT ? b : (free(b), NULL);
+	while (n < GV_SECCOMP_MAX && (k = read(fd, b + n, (size_t)(
+	    GV_SECCOMP_MAX - n))) > 0)
+		n += k;
+	close(fd);
+	b[n] = '\0';
+	return b;
+}
+
+/* The host cgroup of the sandbox, "/sluice-gvisor-<chat>.<hash>". */
+static void
+gv_cgname(const struct sbx_rec *rec, char *buf, size_t len)
+{
+	snprintf(buf, len, "/" GV_HOST_CG "%s.%08x", rec->chat,
+	    sbx_dir_hash(rec->dir));
+}
+
+/* ---- finding and running runsc ---- */
+
+static int
+gv_find_runsc(char *buf, size_t len)
+{
+	const char *env = getenv("SLUICE_RUNSC"), *path = getenv("PATH");
+	char dirs[4096];
+	char *save = NULL, *d;
+
+	/* SLUICE_RUNSC names the binary (tests point it at nothing to see
+	 * the "not found" path) */
+	if (env != NULL && env[0] != '\0') {
+		snprintf(buf, len, "%s", env);
+		return access(buf, X_OK);
+	}
+	snprintf(dirs, sizeof(dirs), "%s:/usr/sbin:/usr/bin:/sbin:/bin",
+	    path != NULL ? path : "");
+	for (d = strtok_r(dirs, ":", &save); d != NULL;
+	    d = strtok_r(NULL, ":", &save)) {
+		if (d[0] != '/')
+			continue;
+		snprintf(buf, len, "%s/runsc", d);
+		if (access(buf, X_OK) == 0)
+			return 0;
+	}
+	return -1;
+}
+
+static int
+gv_ctx_init(struct gv_ctx *c, const struct sbx_rec *rec, char *err,
+    size_t errlen)
+{
+	memset(c, 0, sizeof(*c));
+	if (gv_find_runsc(c->runsc, sizeof(c->runsc)) != 0)
+		return sbx_err(err, errlen, GV_MISSING);
+	snprintf(c->root, sizeof(c->root), "--root=%s/runsc", rec->dir);
+	/* backend_data: "<id>" or "<id> nocg" */
+	if (rec->backend_data[0] != '\0') {
+		snprintf(c->id, sizeof(c->id), "%s", rec->backend_data);
+		c->id[strcspn(c->id, " ")] = '\0';
+		c->nocg = strstr(rec->backend_data, " nocg") != NULL;
+	} else          /* a new sandbox; older records name theirs */
+		snprintf(c->id, sizeof(c->id), "sluice-%s.%08x", rec->chat,
+		    sbx_dir_hash(rec->dir));
+	return 0;
+}
+
+/* argv = runsc, the flags every call shares, then args (NULL ended). */
+static int
+gv_argv(const struct gv_ctx *c, const char **av, const char *const *args)
+{
+	int n = 0, i;
+
+	av[n++] = c->runsc;
+	av[n++] = c->root;
+	av[n++] = "--network=none";
+	av[n++] = "--host-uds=open";
+	av[n++] = "--cgroupfs";
+	av[n++] = "--platform=ptrace";
+	if (c->nocg)
+		av[n++] = "--ignore-cgroups";
+	for (i = 0; args[i] != NULL; i++) {
+		if (n >= GV_ARGS_MAX - 1)
+			return -1;
+		av[n++] = args[i];
+	}
+	av[n] = NULL;
+	return 0;
+}
+
+/* In a forked child: fds 0-2 from in/out/err, nothing else open, signals
+ * back to default, then runsc.  own_session: the gofer that "runsc
+ * create" leaves behind would otherwise stay in the caller's process
+ * group, and a Ctrl-C there would take the sandbox's files away. */
+static void
+gv_exec_child(const char **av, int in, int out, int errfd, int own_session)
+{
+	sigset_t all;
+	if (own_session)
+		(void)setsid();
+	sigemptyset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	if ((in != 0 && dup2(in, 0) < 0) || (out != 1 && dup2(out, 1) < 0) ||
+	    (errfd != 2 && dup2(errfd, 2) < 0))
+		_exit(127);
+	closefrom(3);
+	execv(av[0], (char *const *)av);
+	_exit(127);
+}
+
+/* The last non-empty line of the file's last 4 KiB into msg: runsc
+ * says why it failed there. */
+static void
+gv_last_line(const char *path, char *msg, size_t msglen)
+{
+	char buf[4096], *p, *line;
+	struct stat st;
+	ssize_t n;
+	int fd;
+
+	if (msg == NULL || msglen == 0 ||
+	    (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	if (fstat(fd, &st) == 0 && st.st_size > (off_t)sizeof(buf) - 1)
+		(void)lseek(fd, st.st_size - (off_t)sizeof(buf) + 1, SEEK_SET);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		buf[--n] = '\0';
+	line = (p = strrchr(buf, '\n')) != NULL ? p + 1 : buf;
+	if (snprintf(msg, msglen, "%s", line) >= (int)msglen)
+		msg[msglen - 1] = '\0';
+}
+
+/*
+ * Runs one runsc management command, bounded by GV_WAIT_MS.  stdin is
+ * /dev/null; stdout and stderr go to <dir>/runsc.<pid>.out (one per
+ * process: sluice-run invocations may overlap), whose last line is
+ * copied into msg.  stdio_fd, when not -1, becomes the command's
+ * stdout/stderr instead (the container's init inherits the stdio of
+ * "runsc create": the bounded log's pipe); the last line of init.log
+ * goes to msg when runsc fails.  Returns the exit status, or -1 if runsc
+ * could not be run or was killed.
+ */
+static int
+gv_run(const struct gv_ctx *c, const struct sbx_rec *rec,
+    const char *const *args, int stdio_fd, char *msg, size_t msglen)
+{
+	const char *av[GV_ARGS_MAX];
+	char outp[SBX_PATH_MAX + 16], logp[SBX_PATH_MAX + 16];
+	int in = -1, out = -1, st, rc = -1;
+	int64_t deadline;
+	pid_t pid, w;
+
+	if (msg != NULL && msglen > 0)
+		msg[0] = '\0';
+	if (gv_argv(c, av, args) != 0)
+		return sbx_err(msg, msglen, "too many runsc arguments");
+	snprintf(outp, sizeof(outp), "%s/runsc.%d.out", rec->dir,
+	    (int)getpid());
+	snprintf(logp, sizeof(logp), "%s/init.log", rec->dir);
+	in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	out = stdio_fd >= 0 ? fcntl(stdio_fd, F_DUPFD_CLOEXEC, 3) :
+	    open(outp, O_WRONLY | O_CREAT | O_CLOEXEC | O_TRUNC, 0600);
+	if (in < 0 || out < 0) {
+		sbx_err(msg, msglen, "%s: %s", outp, strerror(errno));
+		goto out;
+	}
+	if ((pid = fork()) < 0) {
+		sbx_err(msg, msglen, "fork: %s", strerror(errno));
+		goto out;
+	}
+	if (pid == 0)
+		gv_exec_child(av, in, out, out, 1);
+	deadline = sbx_now_ms() + GV_WAIT_MS;
+	while ((w = waitpid(pid, &st, WNOHANG)) == 0 && sbx_now_ms() < deadline)
+		usleep(5000);
+	if (w == 0) {
+		/* runsc hung (seen with --platform=kvm in nested VMs) */
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		sbx_err(msg, msglen, "runsc %s: no answer in %d s", args[0],
+		    GV_WAIT_MS / 1000);
+		goto out;
+	}
+	if (w < 0) {
+		sbx_err(msg, msglen, "waitpid: %s", strerror(errno));
+		goto out;
+	}
+	rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	if (stdio_fd < 0)
+		gv_last_line(outp, msg, msglen);
+	else if (rc != 0) {
+		/* runsc's complaint went through the log's reader */
+		sbx_log_flush(stdio_fd);
+		gv_last_line(logp, msg, msglen);
+	}
+out:
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	if (stdio_fd < 0)
+		unlink(outp);
+	return rc;
+}
+
+/* ---- the bundle ---- */
+
+static int
+gv_mount_add(json_t *mounts, const char *dst, const char *type,
+    const char *src, const char *const *opts)
+{
+	json_t *m, *o;
+	int i;
+
+	o = json_array();
+	for (i = 0; opts != NULL && opts[i] != NULL; i++)
+		json_array_append_new(o, json_string(opts[i]));
+	m = json_pack("{s:s, s:s, s:s, s:o}", "destination", dst, "type", type,
+	    "source", src, "options", o);
+	if (m == NULL)
+		return -1;
+	return json_array_append_new(mounts, m);
+}
+
+static int
+gv_bind(json_t *mounts, const char *dst, const char *src, int ro)
+{
+	const char *opts[] = { "rbind", ro ? "ro" : "rw", "nosuid", "nodev",
+	    NULL };
+
+	return gv_mount_add(mounts, dst, "bind", src, opts);
+}
+
+/* The host's src at dst in the rootfs, if the host has it: a symlink
+ * copied, a directory bound read-only, a regular file copied when
+ * files (best effort).  -1 only when a directory cannot be bound. */
+static int
+gv_host_entry(json_t *mounts, const char *src, const char *dst, int files)
+{
+	struct stat st;
+
+	if (lstat(src, &st) != 0)
+		return 0;
+	if (S_ISLNK(st.st_mode))
+		sbx_copy_link(src, dst);
+	else if (S_ISDIR(st.st_mode)) {
+		if (sbx_mkdir(dst, 0755) != 0 ||
+		    gv_bind(mounts, src, src, 1) != 0)
+			return -1;
+	} else if (S_ISREG(st.st_mode) && files)
+		(void)sbx_copy_file(src, dst);
+	return 0;
+}
+
+/* rootfs/ holds mount points, the top-level symlinks of a merged-/usr
+ * host, and an /etc of copied files, binds of some /etc directories and
+ * our own passwd, group and hosts.  gVisor mounts it read-only. */
+static int
+gv_rootfs(const struct sbx_rec *rec, const char *rootfs, json_t *mounts,
+    char *err, size_t errlen)
+{
+	static const char *const dirs[] = { "usr", "etc", "proc", "dev", "sys",
+	    "tmp", "home", "home/user", "workspace", "run", "run/sluice", "opt",
+	    "opt/sluice", "var", "root" };
+	char src[SBX_PATH_MAX], dst[SBX_PATH_MAX * 2];
+	size_t i;
+
+	if (rec->image[0] != '\0')
+		return 0;       /* the image, mounted there (gv_image_root) */
+	if (sbx_mkdir(rootfs, 0755) != 0)
+		return sbx_err(err, errlen, "mkdir %s: %s", rootfs,
+		    strerror(errno));
+	for (i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(dst, sizeof(dst), "%s/%s", rootfs, dirs[i]);
+		if (sbx_mkdir(dst, 0755) != 0)
+			return sbx_err(err, errlen, "mkdir %s: %s", dst,
+			    strerror(errno));
+	}
+	snprintf(dst, sizeof(dst), "%s/var/tmp", rootfs);
+	(void)!symlink("/tmp", dst);
+	snprintf(dst, sizeof(dst), "%s%s", rootfs, SBX_SHIM_PATH);
+	if (sbx_write_file(dst, "", 0644) != 0)
+		return sbx_err(err, errlen, "%s: %s", dst, strerror(errno));
+	for (i = 0; i < sbx_root_top_n; i++) {
+		snprintf(src, sizeof(src), "/%s", sbx_root_top[i]);
+		snprintf(dst, sizeof(dst), "%s/%s", rootfs, sbx_root_top[i]);
+		if (gv_host_entry(mounts, src, dst, 0) != 0)
+			return sbx_err(err, errlen, "%s: %s", dst,
+			    strerror(errno));
+	}
+	for (i = 0; i < sbx_etc_keep_n; i++) {
+		snprintf(src, sizeof(src), "/etc/%s", sbx_etc_keep[i]);
+		snprintf(dst, sizeof(dst), "%s/etc/%s", rootfs, sbx_etc_keep[i]);
+		if (gv_host_entry(mounts, src, dst, 1) != 0)
+			return sbx_err(err, errlen, "%s: %s", dst,
+			    strerror(errno));
+	}
+	if (sbx_etc_ids(rootfs, (unsigned)rec->host_uid,
+	    (unsigned)rec->host_gid, dst, sizeof(dst)) != 0)
+		return sbx_err(err, errlen, "%s: %s", dst, strerror(errno));
+	return 0;
+}
+
+static json_t *
+gv_caps(const char *const *names)
+{
+	json_t *a = json_array(), *r;
+	int i;
+
+	for (i = 0; names != NULL && names[i] != NULL; i++)
+		json_array_append_new(a, json_string(names[i]));
+	r = json_pack("{s:O, s:O, s:O, s:o, s:O}", "bounding", a,
+	    "effective", a, "permitted", a, "inheritable", json_array(),
+	    "ambient", a);
+	json_decref(a);
+	return r;
+}
+
+/* 1 while something is mounted on the bundle's rootfs. */
+static int
+gv_rootfs_mounted(const struct sbx_rec *rec)
+{
+	char b[SBX_PATH_MAX + 16], r[SBX_PATH_MAX + 32];
+	struct stat sb, sr;
+
+	snprintf(b, sizeof(b), "%s/bundle", rec->dir);
+	snprintf(r, sizeof(r), "%s/bundle/rootfs", rec->dir);
+	return stat(b, &sb) == 0 && lstat(r, &sr) == 0 && S_ISDIR(sr.st_mode) &&
+	    sr.st_dev != sb.st_dev;
+}
+
+/* Unmount the image from the bundle's rootfs (bounded: a mount on a
+ * mount comes off too). */
+static void
+gv_image_unroot(const struct sbx_rec *rec)
+{
+	char r[SBX_PATH_MAX + 32];
+	int i;
+
+	snprintf(r, sizeof(r), "%s/bundle/rootfs", rec->dir);
+	for (i = 0; i < 8 && gv_rootfs_mounted(rec); i++)
+		if (umount2(r, MNT_DETACH | UMOUNT_NOFOLLOW) != 0)
+			break;
+}
+
+/*
+ * The image as the bundle's rootfs: mounted on the host (runsc's gofer
+ * serves the sentry from there), read-only, nosuid, nodev; and the
+ * sandbox's passwd and group (the sandbox user is rec->host_uid) in
+ * <dir>/etc, bound over the image's by gv_config.  destroy() unmounts.
+ */
+static int
+gv_image_root(struct sbx_rec *rec, char *err, size_t errlen)
+{
+	char r[SBX_PATH_MAX + 32], failed[SBX_PATH_MAX + 32];
+	int m;
+
+	snprintf(r, sizeof(r), "%s/etc", rec->dir);
+	if (sbx_mkdir(r, 0755) != 0)
+		return sbx_err(err, errlen, "%s: %s", r, strerror(errno));
+	if (sbx_etc_ids(rec->dir, (unsigned)rec->host_uid,
+	    (unsigned)rec->host_gid, failed, sizeof(failed)) != 0)
+		return sbx_err(err, errlen, "%s: %s", failed, strerror(errno));
+	snprintf(r, sizeof(r), "%s/bundle/rootfs", rec->dir);
+	gv_image_unroot(rec);
+	if (sbx_mkdir(r, 0755) != 0)
+		return sbx_err(err, errlen, "mkdir %s: %s", r, strerror(errno));
+	if ((m = sbx_image_attach(rec, err, errlen)) < 0)
+		return -1;
+	if (syscall(SYS_move_mount, m, "", AT_FDCWD, r,
+	    MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+		sbx_err(err, errlen, "attach the image at %s: %s", r,
+		    strerror(errno));
+		close(m);
+		return -1;
+	}
+	close(m);
+	return 0;
+}
+
+/* config.json: init as the sandbox user, no capabilities, the mounts,
+ * and host cgroup limits when with_cg. */
+static int
+gv_config(struct sbx_rec *rec, const char *bundle, int with_cg,
+    const char *sc, char *err, size_t errlen)
+{
+	static const char *const mopt_ro[] = { "ro", "nosuid", "nodev",
+	    "noexec", NULL };
+	char path[SBX_PATH_MAX + 32], tmp_size[48], home_size[48];
+	char uid[24], gid[24], passwd[SBX_PATH_MAX + 16];
+	char group[SBX_PATH_MAX + 16];
+	char cgpath[SBX_ID_MAX + 48];
+	json_t *cfg = NULL, *mounts, *linux_, *res;
+	const char *o_tmp[] = { tmp_size, "mode=1777", "nosuid", "nodev",
+	    NULL };
+	const char *o_home[] = { home_size, "mode=0700", uid, gid, "nosuid",
+	    "nodev", NULL };
+	int rc = -1;
+
+	mounts = json_array();
+	snprintf(path, sizeof(path), "%s/rootfs", bundle);
+	if (gv_rootfs(rec, path, mounts, err, errlen) != 0)
+		goto out;
+	snprintf(tmp_size, sizeof(tmp_size), "size=%llu",
+	    (unsigned long long)(rec->lim.tmp_bytes ? rec->lim.tmp_bytes :
+	    64ull << 20));
+	snprintf(home_size, sizeof(home_size), "size=%llu",
+	    (unsigned long long)(rec->lim.home_bytes ? rec->lim.home_bytes :
+	    64ull << 20));
+	snprintf(uid, sizeof(uid), "uid=%u", (unsigned)rec->host_uid);
+	snprintf(gid, sizeof(gid), "gid=%u", (unsigned)rec->host_gid);
+	snprintf(passwd, sizeof(passwd), "%s/etc/passwd", rec->dir);
+	snprintf(group, sizeof(group), "%s/etc/group", rec->dir);
+	if (gv_mount_add(mounts, "/proc", "proc", "proc", NULL) != 0 ||
+	    gv_mount_add(mounts, "/dev", "tmpfs", "tmpfs", NULL) != 0 ||
+	    gv_mount_add(mounts, "/sys", "sysfs", "sysfs", mopt_ro) != 0 ||
+	    (rec->image[0] == '\0' && gv_bind(mounts, "/usr", "/usr", 1) != 0)
+	    ||
+	    (rec->image[0] != '\0' && (gv_bind(mounts, "/etc/passwd", passwd,
+	    1) != 0 || gv_bind(mounts, "/etc/group", group, 1) != 0)) ||
+	    gv_bind(mounts, SBX_WORKDIR, rec->workspace, 0) != 0 ||
+	    gv_bind(mounts, SBX_SOCK_DIR, rec->session_dir, 0) != 0 ||
+	    gv_bind(mounts, SBX_SHIM_PATH, rec->shim, 1) != 0 ||
+	    gv_mount_add(mounts, "/tmp", "tmpfs", "tmpfs", o_tmp) != 0 ||
+	    gv_mount_add(mounts, SBX_HOME, "tmpfs", "tmpfs", o_home) != 0) {
+		sbx_err(err, errlen, "out of memory");
+		goto out;
+	}
+	linux_ = json_pack("{s:[{s:s},{s:s},{s:s},{s:s},{s:s}]}", "namespaces",
+	    "type", "pid", "type", "network", "type", "ipc", "type", "uts",
+	    "type", "mount");
+	if (linux_ != NULL && with_cg) {
+		gv_cgname(rec, cgpath, sizeof(cgpath));
+		res = json_object();
+		if (rec->lim.memory_bytes)
+			json_object_set_new(res, "memory", json_pack("{s:I}",
+			    "limit", (json_int_t)rec->lim.memory_bytes));
+		if (rec->lim.cpu_pct)
+			json_object_set_new(res, "cpu", json_pack("{s:I, s:I}",
+			    "quota", (json_int_t)(rec->lim.cpu_pct * 1000),
+			    "period", (json_int_t)100000));
+		json_object_set_new(linux_, "cgroupsPath", json_string(cgpath));
+		json_object_set_new(linux_, "resources", res);
+	}
+	/* the first process, and so the shim and all it adopts, under the
+	 * sandbox's seccomp filter (runsc's --oci-seccomp would apply one
+	 * to this process only, not to runsc exec: sluice-shim does both) */
+	cfg = json_pack("{s:s, s:{s:{s:I, s:I}, s:[s,s,s,s,s,s,s], s:[s,s], "
+	    "s:s, s:o, s:b}, s:{s:s, s:b}, s:s, s:o, s:o}",
+	    "ociVersion", "1.0.0",
+	    "process", "user", "uid", (json_int_t)rec->host_uid, "gid",
+	    (json_int_t)rec->host_gid,
+	    "args", SBX_SHIM_PATH, "--seccomp", sc, "--", "/bin/sh", "-c",
+	    gv_init,
+	    "env", "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" SBX_HOME,
+	    "cwd", "/",
+	    "capabilities", gv_caps(NULL), "noNewPrivileges", 1,
+	    "root", "path", "rootfs", "readonly", 1,
+	    "hostname", "sandbox",
+	    "mounts", mounts,
+	    "linux", linux_);
+	mounts = NULL;
+	if (cfg == NULL) {
+		sbx_err(err, errlen, "cannot build config.json");
+		goto out;
+	}
+	snprintf(path, sizeof(path), "%s/config.json", bundle);
+	if (json_dump_file(cfg, path, JSON_INDENT(1)) != 0) {
+		sbx_err(err, errlen, "cannot write %s", path);
+		goto out;
+	}
+	rc = 0;
+out:
+	json_decref(mounts);
+	json_decref(cfg);
+	return rc;
+}
+
+/* ---- the backend ---- */
+
+static int
+gv_available(char *err, size_t errlen)
+{
+	char p[SBX_PATH_MAX];
+
+	if (gv_find_runsc(p, sizeof(p)) != 0)
+		return sbx_err(err, errlen, GV_MISSING);
+	return 0;
+}
+
+static void
+gv_note(struct sbx_rec *rec, const char *s)
+{
+	size_t n = strlen(rec->note);
+
+	snprintf(rec->note + n, sizeof(rec->note) - n, "%s%s", n ? "; " : "",
+	    s);
+}
+
+/* runsc exec as root inside with the given capabilities, argv of a
+ * fixed shell script and its one argument. */
+static int
+gv_root_sh(const struct gv_ctx *c, const struct sbx_rec *rec,
+    const char *cap, const char *script, const char *arg, char *msg,
+    size_t msglen)
+{
+	const char *a[16];
+	int n = 0;
+
+	a[n++] = "exec";
+	a[n++] = "--user=0:0";
+	a[n++] = "--cwd=/";
+	if (cap != NULL) {
+		a[n++] = "--cap";
+		a[n++] = cap;
+	}
+	a[n++] = c->id;
+	a[n++] = "/bin/sh";
+	a[n++] = "-c";
+	a[n++] = script;
+	a[n++] = "sh";
+	a[n++] = arg;
+	a[n] = NULL;
+	return gv_run(c, rec, a, -1, msg, msglen);
+}
+
+static int gv_destroy(struct sbx_rec *rec, char *err, size_t errlen);
+
+static int
+gv_create(struct sbx_rec *rec, char *err, size_t errlen)
+{
+	struct gv_ctx c;
+	char bundle[SBX_PATH_MAX + 16], pidf[SBX_PATH_MAX + 16];
+	char logp[SBX_PATH_MAX + 16], rootd[SBX_PATH_MAX + 16], msg[512];
+	char sock[SBX_PATH_MAX + 16], scp[SBX_PATH_MAX + 16], *sc = NULL;
+	char buf[32], want[8];
+	int with_cg, try, fd, logfd = -1;
+	ssize_t n;
+
+	if (gv_ctx_init(&c, rec, err, errlen) != 0)
+		return -1;
+	/* gVisor keeps host uids for files: the sandbox user is host uid
+	 * rec->host_uid (see the top), which must own the workspace and
+	 * may use the socket.  uid 0 would be the host's root, and a low
+	 * uid a real account of the host. */
+	if (rec->host_uid < 65536 || rec->host_gid < 65536)
+		return sbx_err(err, errlen, "sandbox uid %u: not an "
+		    "unprivileged per-sandbox uid", (unsigned)rec->host_uid);
+	if (lchown(rec->workspace, rec->host_uid, rec->host_gid) != 0)
+		return sbx_err(err, errlen, "chown %s: %s", rec->workspace,
+		    strerror(errno));
+	snprintf(sock, sizeof(sock), "%s/proxy.sock", rec->session_dir);
+	if (lchown(sock, rec->host_uid, rec->host_gid) != 0 && errno != ENOENT)
+		return sbx_err(err, errlen, "chown %s: %s", sock,
+		    strerror(errno));
+	snprintf(bundle, sizeof(bundle), "%s/bundle", rec->dir);
+	snprintf(pidf, sizeof(pidf), "%s/runsc.pid", rec->dir);
+	snprintf(logp, sizeof(logp), "%s/init.log", rec->dir);
+	snprintf(rootd, sizeof(rootd), "%s/runsc", rec->dir);
+	if (sbx_mkdir(bundle, 0700) != 0 || sbx_mkdir(rootd, 0700) != 0)
+		return sbx_err(err, errlen, "mkdir %s: %s", bundle,
+		    strerror(errno));
+	with_cg = rec->lim.memory_bytes != 0 || rec->lim.cpu_pct != 0;
+	/* sluice-run's "cgroups" setting: "" (auto), "v1" and "v2" let
+	 * runsc use the host's hierarchy, whichever it is (runsc picks
+	 * the version itself); on return rec->cgroup names the host group,
+	 * or is "" */
+	snprintf(want, sizeof(want), "%.7s", rec->cgroup);
+	rec->cgroup[0] = '\0';
+	if (strcmp(want, "off") == 0) {
+		/* turned off in sluice-run's configuration: runsc must not
+		 * touch the host's cgroups either (commands' groups live in
+		 * gVisor's own cgroupfs and stay) */
+		c.nocg = 1;
+		if (with_cg)
+			gv_note(rec, "memory/cpu limits not applied: cgroups "
+			    "are off");
+		with_cg = 0;
+	}
+	if (rec->lim.pids)
+		gv_note(rec, "pids: not applied under gVisor (its host "
+		    "cgroup would count the sentry's threads); nproc is");
+	/* the seccomp program of every process, kept for spawn() */
+	snprintf(scp, sizeof(scp), "%s/seccomp.hex", rec->dir);
+	if ((sc = sbx_seccomp_hex(err, errlen)) == NULL)
+		return -1;
+	if (strlen(sc) > GV_SECCOMP_MAX || sbx_write_file(scp, sc, 0600) != 0) {
+		sbx_err(err, errlen, "%s: cannot write it", scp);
+		free(sc);
+		return -1;
+	}
+	/* the container's stdio, so the shim's stderr: bounded, as a
+	 * sandbox can make the shim log as much as it likes */
+	if ((logfd = sbx_log_start(rec->dir, err, errlen)) < 0) {
+		free(sc);
+		return -1;
+	}
+	if (rec->image[0] != '\0' && gv_image_root(rec, err, errlen) != 0)
+		goto fail;
+	for (try = 0; try < 2; try++) {
+		const char *cr[] = { "create", "--bundle", bundle,
+		    "--pid-file", pidf, c.id, NULL };
+
+		if (gv_config(rec, bundle, with_cg && !c.nocg, sc, err,
+		    errlen) != 0)
+			goto fail;
+		if (gv_run(&c, rec, cr, logfd, msg, sizeof(msg)) == 0)
+			break;
+		/* the real reason is in the runsc log; one retry without
+		 * host cgroups covers hosts where they cannot be written */
+		{
+			const char *del[] = { "delete", "--force", c.id, NULL };
+
+			(void)gv_run(&c, rec, del, -1, NULL, 0);
+		}
+		if (c.nocg) {
+			sbx_err(err, errlen, "runsc create: %s (%s)", msg,
+			    logp);
+			goto fail;
+		}
+		c.nocg = 1;
+	}
+	if (snprintf(rec->backend_data, sizeof(rec->backend_data), "%s%s",
+	    c.id, c.nocg ? " nocg" : "") >= (int)sizeof(rec->backend_data)) {
+		sbx_err(err, errlen, "container id too long");
+		goto fail;
+	}
+	if (c.nocg && with_cg)
+		gv_note(rec, "memory/cpu limits not applied: runsc could not "
+		    "set up host cgroups");
+	else if (with_cg)
+		gv_cgname(rec, rec->cgroup, sizeof(rec->cgroup));
+	if ((fd = open(pidf, O_RDONLY | O_CLOEXEC)) >= 0) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		buf[n > 0 ? n : 0] = '\0';
+		rec->init_pid = (pid_t)atoi(buf);
+		rec->init_start = rec->init_pid > 0 ?
+		    sbx_proc_start(rec->init_pid) : 0;
+	}
+	{
+		const char *st[] = { "start", c.id, NULL };
+
+		if (gv_run(&c, rec, st, -1, msg, sizeof(msg)) != 0) {
+			sbx_err(err, errlen, "runsc start: %s", msg);
+			goto fail;
+		}
+	}
+	/* the parent of the per-command groups; also proves that the
+	 * sandbox has its cgroupfs */
+	if (gv_root_sh(&c, rec, "CAP_DAC_OVERRIDE", "mkdir -p " GV_CG, "",
+	    msg, sizeof(msg)) != 0) {
+		sbx_err(err, errlen, "runsc exec (command groups): %s", msg);
+		goto fail;
+	}
+	close(logfd);
+	free(sc);
+	return 0;
+fail:
+	close(logfd);
+	free(sc);
+	{
+		char e2[8];
+
+		gv_destroy(rec, e2, sizeof(e2));
+	}
+	return -1;
+}
+
+/* Appends a string to a JSON array. */
+static int
+gv_push(json_t *a, const char *s)
+{
+	return json_array_append_new(a, json_string(s));
+}
+
+static int
+gv_is_file(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/*
+ * In the forked child of spawn() when stdout or stderr is a regular
+ * file: gVisor would write such a file at its own offset (from 0), so
+ * "sluice-run read ... >>log" would overwrite and "2>&1" would garble.
+ * Those streams go through pipes; this process copies them to the files
+ * with write(), which keeps the file's offset and O_APPEND, and exits
+ * with the status of "runsc exec" once it ends.  Never returns.
+ */
+static void
+gv_relay(const char **av, const struct sbx_cmd *cmd)
+{
+	int fds[2] = { cmd->fd_out, cmd->fd_err }, rd[2] = { -1, -1 };
+	int wr[2], p[2], i, fd, st = 0;
+	char buf[16384];
+	ssize_t n;
+	pid_t pid;
+
+	for (i = 0; i < 2; i++) {
+		wr[i] = fds[i];
+		if (!gv_is_file(fds[i]))
+			continue;
+		if (pipe2(p, O_CLOEXEC) != 0)
+			_exit(125);
+		rd[i] = p[0];
+		wr[i] = p[1];
+	}
+	if ((pid = fork()) < 0)
+		_exit(125);
+	if (pid == 0)
+		gv_exec_child(av, cmd->fd_in, wr[0], wr[1], 0);
+	/* keep only the files and our pipe ends: a copy of sluice-run's
+	 * lock or pipes here would outlive it */
+	for (fd = 3; fd < 1024; fd++)
+		if (fd != fds[0] && fd != fds[1] && fd != rd[0] && fd != rd[1])
+			close(fd);
+	for (;;) {
+		struct pollfd pf[2];
+		int idx[2], np = 0, k;
+
+		for (i = 0; i < 2; i++)
+			if (rd[i] >= 0) {
+				pf[np].fd = rd[i];
+				pf[np].events = POLLIN;
+				pf[np].revents = 0;
+				idx[np++] = i;
+			}
+		if (np > 0)
+			(void)poll(pf, np, 100);
+		else
+			usleep(100000);
+		for (k = 0; k < np; k++) {
+			if (pf[k].revents == 0)
+				continue;
+			i = idx[k];
+			if ((n = read(rd[i], buf, sizeof(buf))) <= 0) {
+				close(rd[i]);
+				rd[i] = -1;
+			} else if (write(fds[i], buf, n) != n)
+				_exit(125);
+		}
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			break;
+	}
+	/* a background job may hold a pipe open: once the command has
+	 * ended, take what is there and stop */
+	for (i = 0; i < 2; i++)
+		if (rd[i] >= 0) {
+			(void)fcntl(rd[i], F_SETFL, O_NONBLOCK);
+			while ((n = read(rd[i], buf, sizeof(buf))) > 0)
+				if (write(fds[i], buf, n) != n)
+					break;
+		}
+	_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
+static int
+gv_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
+    char *err, size_t errlen)
+{
+	static unsigned seq;
+	static const char *const caps[] = { "CAP_SETUID", "CAP_SETGID",
+	    "CAP_SETPCAP", NULL };
+	struct gv_ctx c;
+	char procf[SBX_PATH_MAX + 160], lim[64], uid[16], gid[16], *sc = NULL;
+	const char *av[GV_ARGS_MAX];
+	json_t *args = NULL, *p = NULL;
+	int i, fd, rc = -1;
+	pid_t pid;
+
+	if (gv_ctx_init(&c, rec, err, errlen) != 0)
+		return -1;
+	if (cmd->argv == NULL || cmd->argv[0] == NULL)
+		return sbx_err(err, errlen, "empty command");
+	/* env -i would take it for a variable */
+	if (strchr(cmd->argv[0], '=') != NULL)
+		return sbx_err(err, errlen, "a command name may not hold '='");
+	memset(out, 0, sizeof(*out));
+	snprintf(out->tag, sizeof(out->tag), "c%lld-%d-%u",
+	    (long long)sbx_now_ms(), (int)getpid(), seq++);
+	args = json_array();
+	gv_push(args, "/bin/sh");
+	gv_push(args, "-c");
+	gv_push(args, gv_wrapper);
+	gv_push(args, "sh");
+	gv_push(args, out->tag);
+	/* the record's: a sandbox made before per-sandbox uids keeps its
+	 * own (1000) */
+	snprintf(uid, sizeof(uid), "%u", (unsigned)rec->host_uid);
+	snprintf(gid, sizeof(gid), "%u", (unsigned)rec->host_gid);
+	gv_push(args, uid);
+	gv_push(args, gid);
+	if ((sc = gv_seccomp(rec)) == NULL) {
+		sbx_err(err, errlen, "%s/seccomp.hex: %s", rec->dir,
+		    strerror(errno));
+		goto out;
+	}
+	gv_push(args, sc);
+	{
+		/* exec'd processes do not get OCI rlimits: set them inside,
+		 * after the drop (lowering needs no privilege) */
+		gv_push(args, "prlimit");
+		gv_push(args, "--core=0");
+		if (rec->lim.fsize_bytes) {
+			snprintf(lim, sizeof(lim), "--fsize=%llu",
+			    (unsigned long long)rec->lim.fsize_bytes);
+			gv_push(args, lim);
+		}
+		if (rec->lim.nofile) {
+			snprintf(lim, sizeof(lim), "--nofile=%llu",
+			    (unsigned long long)rec->lim.nofile);
+			gv_push(args, lim);
+		}
+		if (rec->lim.nproc) {
+			snprintf(lim, sizeof(lim), "--nproc=%llu",
+			    (unsigned long long)rec->lim.nproc);
+			gv_push(args, lim);
+		}
+		gv_push(args, "--");
+	}
+	gv_push(args, "env");
+	gv_push(args, "-i");
+	/* the directory is entered as the sandbox user, after the drop (runsc
+	 * would enter it as root, and fail with its own words and 128): a
+	 * missing one is exit 125 and env's message, as under ns */
+	gv_push(args, "-C");
+	gv_push(args, cmd->cwd != NULL ? cmd->cwd : SBX_WORKDIR);
+	gv_push(args, "--");	/* what follows are assignments, never options */
+	for (i = 0; cmd->envp != NULL && cmd->envp[i] != NULL; i++)
+		if (strchr(cmd->envp[i], '=') != NULL)
+			gv_push(args, cmd->envp[i]);
+	for (i = 0; cmd->argv[i] != NULL; i++)
+		gv_push(args, cmd->argv[i]);
+	/* the process file keeps the environment out of the host's ps */
+	p = json_pack("{s:{s:i, s:i}, s:o, s:[s], s:s, s:o, s:b}",
+	    "user", "uid", 0, "gid", 0, "args", args,
+	    "env", "PATH=/usr/local/bin:/usr/bin:/bin",
+	    "cwd", "/",
+	    "capabilities", gv_caps(caps), "noNewPrivileges", 0);
+	args = NULL;
+	snprintf(procf, sizeof(procf), "%s/exec-%s.json", rec->dir, out->tag);
+	/* 0600: the environment may hold tokens */
+	fd = open(procf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (p == NULL || fd < 0 || json_dumpfd(p, fd, 0) != 0) {
+		sbx_err(err, errlen, "cannot write %s", procf);
+		if (fd >= 0)
+			close(fd);
+		goto out;
+	}
+	if (close(fd) != 0) {
+		sbx_err(err, errlen, "%s: %s", procf, strerror(errno));
+		goto out;
+	}
+	{
+		const char *a[] = { "exec", "--process", procf, c.id, NULL };
+
+		if (gv_argv(&c, av, a) != 0) {
+			sbx_err(err, errlen, "too many runsc arguments");
+			goto out;
+		}
+	}
+	out->start_ms = sbx_now_ms();
+	if ((pid = fork()) < 0) {
+		sbx_err(err, errlen, "fork: %s", strerror(errno));
+		goto out;
+	}
+	if (pid == 0) {
+		if (gv_is_file(cmd->fd_out) || gv_is_file(cmd->fd_err))
+			gv_relay(av, cmd);
+		gv_exec_child(av, cmd->fd_in, cmd->fd_out, cmd->fd_err, 0);
+	}
+	/* "runsc exec" exits with the command's status, 128+N for a signal */
+	out->pid = pid;
+	rc = 0;
+out:
+	free(sc);
+	json_decref(args);
+	json_decref(p);
+	return rc;
+}
+
+static int
+gv_kill_tree(struct sbx_rec *rec, const struct sbx_proc *p, char *err,
+    size_t errlen)
+{
+	struct gv_ctx c;
+	char msg[256];
+
+	if (gv_ctx_init(&c, rec, err, errlen) != 0)
+		return -1;
+	if (gv_root_sh(&c, rec, "CAP_KILL", gv_killer, p->tag, msg,
+	    sizeof(msg)) != 0)
+		return sbx_err(err, errlen, "killing command group %s: %s",
+		    p->tag, msg[0] ? msg : "still not empty");
+	return 0;
+}
+
+static void
+gv_release(struct sbx_rec *rec, const struct sbx_proc *p)
+{
+	struct gv_ctx c;
+	char procf[SBX_PATH_MAX + 160];
+
+	snprintf(procf, sizeof(procf), "%s/exec-%s.json", rec->dir, p->tag);
+	unlink(procf);
+	if (gv_ctx_init(&c, rec, NULL, 0) != 0)
+		return;
+	/* fails, harmlessly, while background processes are in the group */
+	(void)gv_root_sh(&c, rec, NULL, "rmdir " GV_CG "/\"$1\" 2>/dev/null; "
+	    "exit 0", p->tag, NULL, 0);
+}
+
+static int
+gv_pause(struct sbx_rec *rec, const char *verb, char *err, size_t errlen)
+{
+	struct gv_ctx c;
+	char msg[256];
+	const char *a[] = { verb, NULL, NULL };
+
+	if (gv_ctx_init(&c, rec, err, errlen) != 0)
+		return -1;
+	a[1] = c.id;
+	if (gv_run(&c, rec, a, -1, msg, sizeof(msg)) != 0)
+		return sbx_err(err, errlen, "runsc %s: %s", verb, msg);
+	return 0;
+}
+
+static int
+gv_suspend(struct sbx_rec *rec, char *err, size_t errlen)
+{
+	if (gv_pause(rec, "pause", err, errlen) != 0)
+		return -1;
+	rec->suspended = 1;
+	return 0;
+}
+
+static int
+gv_resume(struct sbx_rec *rec, char *err, size_t errlen)
+{
+	if (gv_pause(rec, "resume", err, errlen) != 0)
+		return -1;
+	rec->suspended = 0;
+	return 0;
+}
+
+static int
+gv_alive(const struct sbx_rec *rec)
+{
+	if (rec->init_pid <= 0 || rec->init_start == 0)
+		return 0;
+	return sbx_proc_start(rec->init_pid) == rec->init_start;
+}
+
+static int
+gv_destroy(struct sbx_rec *rec, char *err, size_t errlen)
+{
+	static const char *const ctl[] = { "memory", "cpu", "cpuacct", "pids",
+	    "cpuset", "blkio", "devices", "freezer", "net_cls", "net_prio",
+	    "perf_event", "hugetlb", "systemd", "unified", NULL };
+	struct gv_ctx c;
+	char msg[256], p[SBX_PATH_MAX + 64], cg[SBX_ID_MAX + 48];
+	int i, have = gv_ctx_init(&c, rec, NULL, 0) == 0;
+
+	if (have) {
+		const char *r[] = { "resume", c.id, NULL };
+		const char *k[] = { "kill", c.id, "KILL", NULL };
+		const char *d[] = { "delete", "--force", c.id, NULL };
+		const char *s[] = { "state", c.id, NULL };
+
+		/* a paused sandbox must run to die */
+		(void)gv_run(&c, rec, r, -1, NULL, 0);
+		(void)gv_run(&c, rec, k, -1, NULL, 0);
+		(void)gv_run(&c, rec, d, -1, msg, sizeof(msg));
+		if (gv_run(&c, rec, s, -1, NULL, 0) == 0)
+			return sbx_err(err, errlen, "runsc delete %s: %s",
+			    c.id, msg);
+	}
+	/* without runsc (removed since create) the sandbox process still
+	 * has to go */
+	for (i = 0; i < 200 && gv_alive(rec); i++) {
+		if (i == 0 || i == 100)
+			kill(rec->init_pid, SIGKILL);
+		usleep(10000);
+	}
+	if (gv_alive(rec))
+		return sbx_err(err, errlen, "sandbox process %d does not die",
+		    (int)rec->init_pid);
+	/* the gofer is gone: the image comes off the host (the loop
+	 * device, if there was one, clears itself with its last mount) */
+	gv_image_unroot(rec);
+	if (gv_rootfs_mounted(rec))
+		return sbx_err(err, errlen, "%s/bundle/rootfs: still mounted",
+		    rec->dir);
+	sbx_image_detach(rec);
+	sbx_log_stop(rec->dir);
+	/* runsc delete removes them; this covers a runsc that died */
+	gv_cgname(rec, cg, sizeof(cg));
+	for (i = 0; ctl[i] != NULL; i++) {
+		snprintf(p, sizeof(p), "/sys/fs/cgroup/%s%s", ctl[i], cg);
+		(void)rmdir(p);
+	}
+	snprintf(p, sizeof(p), "/sys/fs/cgroup%s", cg);
+	(void)rmdir(p);
+	return 0;
+}
+
+/*
+ * The OOM kills in the sandbox's host cgroup (runsc made it, from
+ * cgroupsPath: rec->cgroup; "" when created without host cgroups).  The
+ * memory limit is the whole sandbox's there, so a command that takes too
+ * much is killed by the host's OOM killer inside that group: its
+ * memory.events (v2) or memory.oom_control (v1) counts it.
+ */
+static int
+gv_oom_kills(const struct sbx_rec *rec, uint64_t *n)
+{
+	char p[SBX_PATH_MAX + 64], line[128];
+	unsigned long long v;
+	size_t i;
+	FILE *f;
+	int rc = -1;
+
+	if (rec->cgroup[0] != '/')
+		return -1;
+	for (i = 0; i < 2 && rc != 0; i++) {
+		if (i == 0)
+			snprintf(p, sizeof(p), "/sys/fs/cgroup%s/memory.events",
+			    rec->cgroup);
+		else
+			snprintf(p, sizeof(p), "/sys/fs/cgroup/memory%s/"
+			    "memory.oom_control", rec->cgroup);
+		if ((f = fopen(p, "re")) == NULL)
+			continue;
+		while (fgets(line, sizeof(line), f) != NULL)
+			if (sscanf(line, "oom_kill %llu", &v) == 1) {
+				*n = v;
+				rc = 0;
+			}
+		fclose(f);
+	}
+	return rc;
+}
+
+const struct sbx_backend sbx_gvisor_backend = {
+	.name = "gvisor",
+	.available = gv_available,
+	.create = gv_create,
+	.spawn = gv_spawn,
+	.kill_tree = gv_kill_tree,
+	.release = gv_release,
+	.suspend = gv_suspend,
+	.resume = gv_resume,
+	.alive = gv_alive,
+	.destroy = gv_destroy,
+	.oom_kills = gv_oom_kills,
+};

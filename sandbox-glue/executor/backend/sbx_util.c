@@ -1,0 +1,315 @@
+/*
+ * sbx_util.c: small helpers shared by the backends and sluice-run.
+ */
+#include "sluice-config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sandbox-glue/executor/backend/sbx-int.h"
+
+int64_t
+sbx_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+uint64_t
+sbx_proc_start(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long st = 0;
+	FILE *f;
+	size_t n;
+	int i;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((f = fopen(path, "re")) == NULL)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* the command name may hold spaces and parentheses: skip to the
+	 * last ')' then count fields; starttime is field 22 */
+	if ((p = strrchr(buf, ')')) == NULL)
+		return 0;
+	p++;
+	for (i = 3; i <= 22 && p != NULL; i++) {
+		p = strchr(p + 1, ' ');
+		if (p != NULL && i == 21)
+			sscanf(p + 1, "%llu", &st);
+	}
+	/* a zombie still has a stat line: count it as gone */
+	if (strstr(buf, ") Z ") != NULL)
+		return 0;
+	return st;
+}
+
+/* ---- the bounded log ---- */
+
+/* The reader: fd 0 the pipe, fd 3 the directory.  Never returns. */
+static void
+log_reader(void)
+{
+	char buf[4096];
+	struct stat st;
+	off_t size = 0;
+	ssize_t n, w;
+	int fd;
+
+	fd = openat(3, "init.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
+	    O_NOFOLLOW, 0600);
+	if (fd >= 0 && fstat(fd, &st) == 0)
+		size = st.st_size;
+	for (;;) {
+		n = read(0, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			_exit(0);
+		if (size + n > SBX_LOG_MAX) {
+			/* by the directory fd: once destroy has removed the
+			 * directory, nothing is made again */
+			if (fd >= 0)
+				close(fd);
+			(void)renameat(3, "init.log", 3, "init.log.1");
+			fd = openat(3, "init.log", O_WRONLY | O_CREAT |
+			    O_APPEND | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+			size = 0;
+		}
+		/* without a file the bytes are still taken: the writers
+		 * must never block on a full pipe */
+		if (fd >= 0 && (w = write(fd, buf, (size_t)n)) > 0)
+			size += w;
+	}
+}
+
+int
+sbx_log_start(const char *dir, char *err, size_t errlen)
+{
+	char p[4096], line[64];
+	int pp[2], dfd, fd, nul;
+	pid_t pid;
+
+	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+	    O_NOFOLLOW)) < 0)
+		return sbx_err(err, errlen, "%s: %s", dir, strerror(errno));
+	if (pipe2(pp, O_CLOEXEC) != 0) {
+		close(dfd);
+		return sbx_err(err, errlen, "pipe: %s", strerror(errno));
+	}
+	if ((pid = fork()) < 0) {
+		close(dfd);
+		close(pp[0]);
+		close(pp[1]);
+		return sbx_err(err, errlen, "fork: %s", strerror(errno));
+	}
+	if (pid == 0) {
+		sigset_t none;
+
+		/* its own session, out of the caller's Ctrl-C, with none of
+		 * the caller's fds (locks above all): it outlives it */
+		(void)setsid();
+		(void)prctl(PR_SET_NAME, "sluice-log", 0, 0, 0);
+		signal(SIGINT, SIG_IGN);
+		signal(SIGHUP, SIG_IGN);
+		signal(SIGPIPE, SIG_IGN);
+		signal(SIGTERM, SIG_DFL);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		close(pp[1]);
+		/* out of 0-3 first: either may be there (a caller started
+		 * with stdin closed) */
+		if ((pp[0] = fcntl(pp[0], F_DUPFD, 10)) < 0 ||
+		    (dfd = fcntl(dfd, F_DUPFD, 10)) < 0 ||
+		    dup2(pp[0], 0) < 0 || dup2(dfd, 3) < 0)
+			_exit(1);
+		if ((nul = open("/dev/null", O_WRONLY)) >= 0) {
+			dup2(nul, 1);
+			dup2(nul, 2);
+		}
+		closefrom(4);
+		if (chdir("/") != 0)
+			_exit(1);
+		log_reader();
+	}
+	close(pp[0]);
+	close(dfd);
+	snprintf(p, sizeof(p), "%s/log.pid", dir);
+	snprintf(line, sizeof(line), "%d %llu\n", (int)pid,
+	    (unsigned long long)sbx_proc_start(pid));
+	if ((fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
+	    O_NOFOLLOW, 0600)) >= 0) {
+		(void)!write(fd, line, strlen(line));
+		close(fd);
+	}
+	return pp[1];
+}
+
+void
+sbx_log_flush(int wfd)
+{
+	int i, n;
+
+	for (i = 0; i < 100; i++) {
+		if (ioctl(wfd, FIONREAD, &n) != 0 || n <= 0)
+			break;
+		usleep(10000);
+	}
+	/* the last read may still be on its way to the file */
+	usleep(20000);
+}
+
+void
+sbx_log_stop(const char *dir)
+{
+	char p[4096], buf[64];
+	unsigned long long st = 0;
+	int fd, pid = 0, i;
+	ssize_t n;
+
+	snprintf(p, sizeof(p), "%s/log.pid", dir);
+	if ((fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	if (sscanf(buf, "%d %llu", &pid, &st) == 2 && pid > 0 && st != 0 &&
+	    sbx_proc_start(pid) == st) {
+		kill(pid, SIGKILL);
+		for (i = 0; i < 200 && sbx_proc_start(pid) == st; i++)
+			usleep(10000);
+		/* ours when create fails */
+		(void)waitpid(pid, NULL, WNOHANG);
+	}
+	unlink(p);
+}
+
+uint32_t
+sbx_dir_hash(const char *dir)
+{
+	uint32_t h = 2166136261u;
+	const char *p;
+
+	for (p = dir; *p != '\0'; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	return h;
+}
+
+/* ---- root file system pieces ---- */
+
+const char *const sbx_root_top[] = { "bin", "sbin", "lib", "lib32",
+    "lib64", "libx32" };
+const size_t sbx_root_top_n = sizeof(sbx_root_top) / sizeof(sbx_root_top[0]);
+
+const char *const sbx_etc_keep[] = {
+	"ssl", "ca-certificates", "ca-certificates.conf", "alternatives",
+	"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.conf",
+	"protocols", "services", "mime.types", "localtime", "timezone",
+	"host.conf", "os-release", "debian_version", "python3",
+	"python3.11", "python3.12", "python3.13", "bash.bashrc", "profile",
+	"inputrc", "mke2fs.conf", "perl", "gai.conf", "login.defs",
+	"magic", "papersize", "xdg",
+};
+const size_t sbx_etc_keep_n = sizeof(sbx_etc_keep) / sizeof(sbx_etc_keep[0]);
+
+int
+sbx_mkdir(const char *path, mode_t mode)
+{
+	return mkdir(path, mode) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+/* open/write only: the ns backend calls it in its init child */
+int
+sbx_write_file(const char *path, const char *content, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	size_t n = content ? strlen(content) : 0;
+	int rc = 0;
+
+	if (fd < 0)
+		return -1;
+	if (n > 0 && write(fd, content, n) != (ssize_t)n)
+		rc = -1;
+	if (close(fd) != 0)
+		rc = -1;
+	return rc;
+}
+
+int
+sbx_copy_file(const char *from, const char *to)
+{
+	char buf[8192];
+	int in, out, rc = -1;
+	ssize_t n;
+
+	if ((in = open(from, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	if ((out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) <
+	    0)
+		goto out;
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, n) != n)
+			goto out;
+	rc = n == 0 ? 0 : -1;
+out:
+	close(in);
+	if (out >= 0 && close(out) != 0)
+		rc = -1;
+	return rc;
+}
+
+void
+sbx_copy_link(const char *src, const char *dst)
+{
+	char lnk[SBX_PATH_MAX];
+	ssize_t n;
+
+	if ((n = readlink(src, lnk, sizeof(lnk) - 1)) > 0) {
+		lnk[n] = '\0';
+		(void)!symlink(lnk, dst);
+	}
+}
+
+int
+sbx_etc_ids(const char *root, unsigned uid, unsigned gid, char *failed,
+    size_t flen)
+{
+	char text[512];
+
+	snprintf(failed, flen, "%s/etc/passwd", root);
+	snprintf(text, sizeof(text), "root:x:0:0:root:/root:/bin/sh\n"
+	    "user:x:%u:%u:sandbox user:%s:/bin/bash\n"
+	    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+	    uid, gid, SBX_HOME);
+	if (sbx_write_file(failed, text, 0644) != 0)
+		return -1;
+	snprintf(failed, flen, "%s/etc/group", root);
+	snprintf(text, sizeof(text), "root:x:0:\nuser:x:%u:\n"
+	    "nogroup:x:65534:\n", gid);
+	if (sbx_write_file(failed, text, 0644) != 0)
+		return -1;
+	snprintf(failed, flen, "%s/etc/hosts", root);
+	if (sbx_write_file(failed, "127.0.0.1\tlocalhost sandbox\n"
+	    "::1\tlocalhost ip6-localhost ip6-loopback\n", 0644) != 0)
+		return -1;
+	snprintf(failed, flen, "%s/etc/hostname", root);
+	/* optional: without it the sandbox only lacks a pretty name */
+	if (sbx_write_file(failed, "sandbox\n", 0644) != 0)
+		failed[0] = '\0';
+	return 0;
+}

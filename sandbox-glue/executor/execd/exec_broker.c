@@ -1,0 +1,235 @@
+/*
+ * exec_broker.c: the sandboxes' broker sessions, through sluiced's
+ * control API and the one client of it (proxy/sluicectl/ctl_http.h).
+ * Every call blocks (bounded by control_timeout_ms): only workers and
+ * --doctor call these.
+ *
+ * What sluiced answers becomes the executor's error: unreachable or not
+ * HTTP is 503 broker_unavailable; its 400 (an unknown tier) is ours;
+ * 403 is network_not_permitted; 409 exists (a session of that id that
+ * the daemon did not make is not taken over).
+ */
+#include "sluice-config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "proxy/sluicectl/ctl_http.h"
+#include "sandbox-glue/executor/execd/execd-int.h"
+#include "sandbox-glue/executor/backend/sbx_cfg.h"
+
+static void berr(struct xd_broker_err *e, int status, const char *code,
+    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void
+berr(struct xd_broker_err *e, int status, const char *code, const char *fmt,
+    ...)
+{
+	va_list ap;
+
+	e->status = status;
+	e->code = code;
+	va_start(ap, fmt);
+	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	va_end(ap);
+}
+
+/* One call; 0 with the response in r (caller frees) when sluiced
+ * answered at all. */
+static int
+call(const struct xd_cfg *c, const char *method, const char *path,
+    const char *body, struct ctlh_resp *r, struct xd_broker_err *e)
+{
+	struct ctlh_target t;
+	char err[XD_ERR_MAX];
+	enum ctlh_rc rc;
+
+	memset(&t, 0, sizeof(t));
+	t.socket = c->control;
+	t.timeout_ms = c->control_timeout_ms;
+	rc = ctlh_request(&t, method, path, body, r, err, sizeof(err));
+	if (rc != CTLH_OK) {
+		berr(e, 503, "broker_unavailable", "sluiced at %s: %s",
+		    c->control, err);
+		return -1;
+	}
+	return 0;
+}
+
+/* A status of sluiced that is not success, as ours. */
+static void
+refused(struct xd_broker_err *e, const struct ctlh_resp *r, const char *what)
+{
+	char m[XD_ERR_MAX / 2];
+
+	sbx_broker_msg(r->body, m, sizeof(m));
+	switch (r->status) {
+	case 400:
+		berr(e, 400, "bad_request", "sluiced refused %s: %s", what, m);
+		break;
+	case 403:
+		berr(e, 403, "network_not_permitted", "sluiced refused %s: %s",
+		    what, m);
+		break;
+	case 404:
+		berr(e, 404, "not_found", "sluiced: %s: %s", what, m);
+		break;
+	case 409:
+		berr(e, 409, "exists", "sluiced: %s: %s", what, m);
+		break;
+	default:
+		berr(e, 503, "broker_unavailable", "sluiced refused %s: %s",
+		    what, m);
+		break;
+	}
+}
+
+int
+xd_broker_create(const struct xd_cfg *c, const struct sbx_rec *r,
+    char *session_dir, size_t dlen, struct xd_broker_err *e)
+{
+	struct ctlh_resp resp;
+	char err[XD_ERR_MAX];
+	json_t *o = json_pack("{s:s,s:s,s:s,s:s}", "id", r->chat, "tenant",
+	    r->tenant, "user", r->user, "tier", r->tier);
+	char *body = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+	int rc = -1;
+
+	json_decref(o);
+	if (body == NULL) {
+		berr(e, 500, "internal", "out of memory");
+		return -1;
+	}
+	if (call(c, "POST", "/v1/sessions", body, &resp, e) != 0) {
+		free(body);
+		return -1;
+	}
+	free(body);
+	if (resp.status != 201 && resp.status != 200) {
+		refused(e, &resp, "the session");
+		goto out;
+	}
+	if (sbx_broker_socket(resp.body, session_dir, dlen, err,
+	    sizeof(err)) != 0) {
+		/* made but unusable: do not leave it */
+		berr(e, 503, "broker_unavailable", "sluiced's session: %s",
+		    err);
+		ctlh_resp_free(&resp);
+		(void)xd_broker_delete(c, r->chat, &(struct xd_broker_err){0});
+		return -1;
+	}
+	rc = 0;
+out:
+	ctlh_resp_free(&resp);
+	return rc;
+}
+
+int
+xd_broker_delete(const struct xd_cfg *c, const char *chat,
+    struct xd_broker_err *e)
+{
+	struct ctlh_resp resp;
+	char path[128];
+	int rc = 0;
+
+	snprintf(path, sizeof(path), "/v1/sessions/%s", chat);
+	if (call(c, "DELETE", path, NULL, &resp, e) != 0)
+		return -1;
+	/* gone already is what we wanted */
+	if (resp.status != 200 && resp.status != 204 && resp.status != 404) {
+		refused(e, &resp, "to delete the session");
+		rc = -1;
+	}
+	ctlh_resp_free(&resp);
+	return rc;
+}
+
+int
+xd_broker_tier(const struct xd_cfg *c, const char *chat, const char *tier,
+    struct xd_broker_err *e)
+{
+	struct ctlh_resp resp;
+	char path[128], body[64];
+	int rc = 0;
+
+	snprintf(path, sizeof(path), "/v1/sessions/%s", chat);
+	snprintf(body, sizeof(body), "{\"tier\":\"%s\"}", tier);
+	if (call(c, "PATCH", path, body, &resp, e) != 0)
+		return -1;
+	if (resp.status != 200) {
+		refused(e, &resp, "the tier");
+		rc = -1;
+	}
+	ctlh_resp_free(&resp);
+	return rc;
+}
+
+int
+xd_broker_get(const struct xd_cfg *c, const char *chat, char *eff,
+    size_t elen, char *ceil, size_t clen, struct xd_broker_err *e)
+{
+	struct ctlh_resp resp;
+	char path[128];
+	json_t *o;
+	const char *t;
+	int rc = -1;
+
+	snprintf(path, sizeof(path), "/v1/sessions/%s", chat);
+	if (call(c, "GET", path, NULL, &resp, e) != 0)
+		return -1;
+	if (resp.status != 200) {
+		refused(e, &resp, "the session");
+		goto out;
+	}
+	o = resp.body != NULL ? json_loads(resp.body, 0, NULL) : NULL;
+	t = json_string_value(json_object_get(o, "effective_tier"));
+	if (t == NULL || strlen(t) >= elen)
+		berr(e, 503, "broker_unavailable", "sluiced's session %s has no "
+		    "effective_tier", chat);
+	else {
+		snprintf(eff, elen, "%s", t);
+		t = json_string_value(json_object_get(o, "ceiling"));
+		snprintf(ceil, clen, "%s", t != NULL && strlen(t) < clen ?
+		    t : "");
+		rc = 0;
+	}
+	json_decref(o);
+out:
+	ctlh_resp_free(&resp);
+	return rc;
+}
+
+int
+xd_broker_ping(const struct xd_cfg *c, struct xd_broker_err *e)
+{
+	struct ctlh_resp resp;
+	int rc = 0;
+
+	if (call(c, "GET", "/v1/health", NULL, &resp, e) != 0)
+		return -1;
+	if (resp.status != 200) {
+		refused(e, &resp, "GET /v1/health");
+		rc = -1;
+	}
+	ctlh_resp_free(&resp);
+	return rc;
+}
+
+void
+xd_broker_socket_own(const struct sbx_rec *r)
+{
+	char p[SBX_PATH_MAX + 16];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/proxy.sock", r->session_dir);
+	if (lstat(p, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	    (st.st_uid != r->host_uid || st.st_gid != r->host_gid) &&
+	    lchown(p, r->host_uid, r->host_gid) != 0)
+		xd_log(XD_LOG_WARN, "chown %s: %m", p);
+}

@@ -1,0 +1,897 @@
+/*
+ * exec_gate.c: the connections of the TCP (TLS) listener, before evhttp
+ * reads a request of theirs (issue 20, point 3).
+ *
+ * tcp.listen is open to anyone who can reach it, before any token.
+ * evhttp (libevent 2.1.12) reads a whole request, body included (up to
+ * twice the largest body limit), before its callback can look at the
+ * token, and it has no per-connection limits.  So each connection gets a
+ * filter bufferevent between its TLS bufferevent and evhttp (the filter
+ * passes the descriptor on: evhttp sets it through the filter), and the
+ * filter decides what evhttp may read:
+ *  - a request head is held back until it is whole (at most HEAD_MAX
+ *    bytes, within tcp.head_timeout_ms of the accept or of the previous
+ *    answer, TLS handshake included; a byte now and then does not extend
+ *    it); then its bearer token and, through the route table of
+ *    exec_api.c, the role the route needs are checked;
+ *  - a request that passes goes to evhttp with exactly its body (by
+ *    Content-Length; a chunked body is passed as it comes and its answer
+ *    closes the connection, so no next head is read unchecked); then the
+ *    filter passes nothing until the answer is done (xd_gate_answered);
+ *  - a request that does not pass goes to evhttp without its body
+ *    (Content-Length, Transfer-Encoding and Expect removed, "Connection:
+ *    close" added): exec_api.c answers it 401 or 403 and evhttp closes;
+ *    meanwhile what the peer sends is dropped, at most REFUSED_MAX bytes
+ *    and REFUSED_MS, then the connection is shut;
+ *  - tcp.max_conns in all (at the cap the listener stops accepting: the
+ *    kernel queues the rest), tcp.max_conns_per_peer from one address
+ *    (more are shut at once), and the listener accepts only while
+ *    tcp.fd_reserve descriptors are left for sandboxes and commands.
+ * A connection is shut by shutdown(2) of its descriptor, which evhttp
+ * reads as the peer gone and frees the connection itself; the filter's
+ * free callback is the one place a connection record is freed.
+ */
+#include "sluice-config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/listener.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "sandbox-glue/executor/execd/execd-int.h"
+
+#define HEAD_MAX	(64 * 1024)     /* as evhttp_set_max_headers_size */
+#define REFUSED_MAX	(64 * 1024)     /* dropped after a refused head */
+#define REFUSED_MS	1000
+#define TOKEN_MAX	4096
+/* What the TLS bufferevent holds for evhttp's filter: reads stop above
+ * this much unread, writes (answers) are moved to it below it. */
+#define UNDER_READ_WM	(HEAD_MAX + 16384)
+#define UNDER_WRITE_WM	(64 * 1024)
+#define FD_CREDIT	16
+
+enum gate_state {
+	G_HEAD,         /* a head is being read: held back */
+	G_BODY,         /* a passed request's body: left bytes pass */
+	G_CHUNKED,      /* a passed chunked body: all passes (the answer
+	                 * closes the connection) */
+	G_WAIT,         /* the request is with evhttp: nothing passes */
+	G_REFUSED,      /* a refused head passed without its body: what
+	                 * comes is dropped */
+};
+
+struct xd_conn {
+	TAILQ_ENTRY(xd_conn) link;
+	struct xd *xd;
+	struct bufferevent *bev;        /* the filter: evhttp's */
+	struct bufferevent *under;      /* the TLS one under it */
+	struct event *timer;            /* admission at once, then deadlines */
+	struct event *kick;             /* moves an answer down (out_added) */
+	struct sockaddr_storage peer;
+	int fd;                         /* -1 until admitted */
+	int admitted, shut;
+	const char *refuse;             /* why it may not stay */
+	enum gate_state state;
+	uint64_t left;                  /* G_BODY: bytes to pass */
+	uint64_t dropped;               /* G_REFUSED: bytes dropped */
+	size_t scanned;                 /* G_HEAD: looked at, no end */
+};
+TAILQ_HEAD(xd_connq, xd_conn);
+
+struct xd_gate {
+	struct xd *xd;
+	struct evhttp_bound_socket *bound;
+	struct xd_connq conns;
+	int nconns, paused, fd_short, fd_credit;
+	int64_t fd_ok_until;
+	struct event *fd_ev;
+	xd_gate_role_fn role_of;
+	time_t refused_logged;
+	unsigned long refused;
+};
+
+static int64_t
+mono_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* ---- descriptors and the listener ---- */
+
+/*
+ * At least n descriptors are free: take them (duplicates of fd) and give
+ * them back.  One look takes FD_CREDIT more, and lets that many accepts
+ * within 100 ms go without a look of their own.
+ */
+static int
+fds_free(struct xd_gate *g, int fd, int n)
+{
+	int *got, i, want = n + FD_CREDIT;
+	int64_t now = mono_ms();
+
+	if (n <= 0)
+		return 1;
+	if (g->fd_credit > 0 && now < g->fd_ok_until) {
+		g->fd_credit--;
+		return 1;
+	}
+	g->fd_credit = 0;
+	if ((got = malloc((size_t)want * sizeof(*got))) == NULL)
+		return 0;
+	for (i = 0; i < want; i++)
+		if ((got[i] = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)
+			break;
+	g->fd_credit = i - n;
+	while (i-- > 0)
+		close(got[i]);
+	free(got);
+	if (g->fd_credit < 0) {
+		g->fd_credit = 0;
+		return 0;
+	}
+	g->fd_ok_until = now + 100;
+	return 1;
+}
+
+/* Accept only below tcp.max_conns and with descriptors to spare. */
+static void
+gate_listen(struct xd_gate *g)
+{
+	struct evconnlistener *l;
+	int pause;
+
+	if (g->bound == NULL ||
+	    (l = evhttp_bound_socket_get_listener(g->bound)) == NULL)
+		return;
+	pause = g->nconns >= g->xd->cfg->tcp_max_conns || g->fd_short;
+	if (pause == g->paused)
+		return;
+	if ((pause ? evconnlistener_disable(l) : evconnlistener_enable(l)) !=
+	    0)
+		return;
+	g->paused = pause;
+	xd_log(pause ? XD_LOG_INFO : XD_LOG_DEBUG, "tcp: %s (%d connections, "
+	    "tcp.max_conns %ld%s)", pause ? "accepting paused" :
+	    "accepting again", g->nconns, g->xd->cfg->tcp_max_conns,
+	    g->fd_short ? ", fewer than tcp.fd_reserve descriptors free" : "");
+}
+
+static void
+fd_look(evutil_socket_t fd, short what, void *arg)
+{
+	struct xd_gate *g = arg;
+	struct timeval tv = { 0, 500000 };
+	struct evconnlistener *l;
+
+	(void)fd;
+	(void)what;
+	if (g->bound != NULL &&
+	    (l = evhttp_bound_socket_get_listener(g->bound)) != NULL &&
+	    fds_free(g, evconnlistener_get_fd(l),
+	    (int)g->xd->cfg->tcp_fd_reserve + 1)) {
+		g->fd_short = 0;
+		gate_listen(g);
+		return;
+	}
+	evtimer_add(g->fd_ev, &tv);
+}
+
+/* Too few descriptors: stop accepting until fd_look finds enough. */
+static void
+fd_shortage(struct xd_gate *g)
+{
+	struct timeval tv = { 0, 500000 };
+
+	if (g->fd_short)
+		return;
+	g->fd_short = 1;
+	g->fd_credit = 0;
+	gate_listen(g);
+	if (g->fd_ev == NULL && (g->fd_ev = evtimer_new(g->xd->base, fd_look,
+	    g)) == NULL) {
+		g->fd_short = 0;        /* cannot look again: do not pause */
+		gate_listen(g);
+		return;
+	}
+	evtimer_add(g->fd_ev, &tv);
+}
+
+/* accept(2) failed; evhttp would retry at once, forever. */
+static void
+accept_error(struct evconnlistener *l, void *arg)
+{
+	struct xd_gate *g = arg;
+	int e = EVUTIL_SOCKET_ERROR();
+
+	(void)l;
+	xd_log(XD_LOG_ERR, "tcp: accept: %s", strerror(e));
+	fd_shortage(g);
+}
+
+/* ---- a connection ---- */
+
+static void
+conn_shut(struct xd_conn *k, const char *why)
+{
+	struct xd_gate *g = k->xd->gate;
+	time_t now = time(NULL);
+
+	if (k->shut)
+		return;
+	k->shut = 1;
+	evtimer_del(k->timer);
+	if (k->fd < 0)
+		k->fd = bufferevent_getfd(k->bev);
+	if (k->fd >= 0)
+		shutdown(k->fd, SHUT_RDWR);
+	g->refused++;
+	if (now - g->refused_logged >= 10) {
+		xd_log(XD_LOG_INFO, "tcp: closed %lu connection(s) since the "
+		    "last report, the last for %s", g->refused, why);
+		g->refused_logged = now;
+		g->refused = 0;
+	}
+}
+
+static void
+conn_arm(struct xd_conn *k, long ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	evtimer_add(k->timer, &tv);
+}
+
+static int
+same_peer(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return 0;
+	if (a->ss_family == AF_INET)
+		return memcmp(&((const struct sockaddr_in *)(const void *)a)->
+		    sin_addr, &((const struct sockaddr_in *)(const void *)b)->
+		    sin_addr, sizeof(struct in_addr)) == 0;
+	if (a->ss_family == AF_INET6)
+		return memcmp(&((const struct sockaddr_in6 *)(const void *)a)->
+		    sin6_addr, &((const struct sockaddr_in6 *)(const void *)b)->
+		    sin6_addr, sizeof(struct in6_addr)) == 0;
+	return 0;
+}
+
+/* Who is it, and may it stay?  0 admitted, -1 shut. */
+static int
+conn_admit(struct xd_conn *k)
+{
+	struct xd_conn *o;
+	socklen_t len = sizeof(k->peer);
+	long n = 1;
+
+	k->admitted = 1;
+	if ((k->fd = bufferevent_getfd(k->bev)) < 0) {
+		k->shut = 1;    /* evhttp set none: nothing to serve */
+		return -1;
+	}
+	if (k->refuse != NULL) {
+		conn_shut(k, k->refuse);
+		return -1;
+	}
+	if (getpeername(k->fd, (struct sockaddr *)&k->peer, &len) != 0) {
+		conn_shut(k, "a peer already gone");
+		return -1;
+	}
+	TAILQ_FOREACH(o, &k->xd->gate->conns, link)
+		if (o != k && o->admitted && !o->shut &&
+		    same_peer(&o->peer, &k->peer))
+			n++;
+	if (n > k->xd->cfg->tcp_max_conns_per_peer) {
+		conn_shut(k, "tcp.max_conns_per_peer");
+		return -1;
+	}
+	return 0;
+}
+
+static void
+conn_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct xd_conn *k = arg;
+
+	(void)fd;
+	(void)what;
+	if (k->shut)
+		return;
+	if (!k->admitted) {
+		if (conn_admit(k) == 0)
+			conn_arm(k, k->xd->cfg->tcp_head_timeout_ms);
+		return;
+	}
+	if (k->state == G_HEAD)
+		conn_shut(k, "tcp.head_timeout_ms");
+	else if (k->state == G_REFUSED)
+		conn_shut(k, "a refused request");
+}
+
+/* The filter is being freed, so is its connection (evhttp's doing). */
+static void
+conn_gone(void *arg)
+{
+	struct xd_conn *k = arg;
+	struct xd_gate *g;
+
+	if (k == NULL)
+		return;
+	event_free(k->timer);
+	event_free(k->kick);
+	if ((g = k->xd != NULL ? k->xd->gate : NULL) != NULL) {
+		TAILQ_REMOVE(&g->conns, k, link);
+		g->nconns--;
+		gate_listen(g);
+	}
+	free(k);
+}
+
+/* ---- the head ---- */
+
+struct head {
+	const char *method;     /* the request line's first word */
+	size_t mlen;
+	const char *path;       /* its second (the target) */
+	size_t plen;
+	const char *auth;       /* the one Authorization value, trimmed */
+	size_t alen;
+	int nauth;
+	const char *cl;         /* Content-Length, trimmed */
+	size_t cllen;
+	int ncl;
+	const char *te;         /* Transfer-Encoding */
+	size_t telen;
+	int nte;
+};
+
+/* Where the head in b[0..n) ends (past its empty line), 0 not yet.
+ * Lines end in LF, a CR before it optional (as evhttp reads them). */
+static size_t
+head_end(const char *b, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (b[i] != '\n')
+			continue;
+		if (i + 1 < n && b[i + 1] == '\n')
+			return i + 2;
+		if (i + 2 < n && b[i + 1] == '\r' && b[i + 2] == '\n')
+			return i + 3;
+	}
+	return 0;
+}
+
+static void
+trim(const char **s, size_t *n)
+{
+	while (*n > 0 && (**s == ' ' || **s == '\t')) {
+		(*s)++;
+		(*n)--;
+	}
+	while (*n > 0 && ((*s)[*n - 1] == ' ' || (*s)[*n - 1] == '\t' ||
+	    (*s)[*n - 1] == '\r'))
+		(*n)--;
+}
+
+/* The fields of the head b[0..n) that decide; -1: not a head evhttp
+ * would take the same way (a folded line, no request line). */
+static int
+head_parse(const char *b, size_t n, struct head *h)
+{
+	const char *p = b, *end = b + n, *nl, *sp, *colon;
+	size_t len;
+
+	memset(h, 0, sizeof(*h));
+	if ((nl = memchr(p, '\n', (size_t)(end - p))) == NULL)
+		return -1;
+	len = (size_t)(nl - p);
+	if ((sp = memchr(p, ' ', len)) == NULL)
+		return -1;
+	h->method = p;
+	h->mlen = (size_t)(sp - p);
+	h->path = sp + 1;
+	if ((sp = memchr(h->path, ' ', (size_t)(nl - h->path))) == NULL)
+		return -1;
+	h->plen = (size_t)(sp - h->path);
+	for (p = nl + 1; p < end; p = nl + 1) {
+		const char *v;
+		size_t klen, vlen;
+
+		if ((nl = memchr(p, '\n', (size_t)(end - p))) == NULL)
+			break;
+		len = (size_t)(nl - p);
+		if (len == 0 || (len == 1 && *p == '\r'))
+			break;          /* the empty line */
+		if (*p == ' ' || *p == '\t')
+			return -1;      /* obs-fold: evhttp joins, we do not */
+		if ((colon = memchr(p, ':', len)) == NULL)
+			return -1;
+		klen = (size_t)(colon - p);
+		v = colon + 1;
+		vlen = (size_t)(nl - v);
+		trim(&v, &vlen);
+		if (klen == 13 && strncasecmp(p, "Authorization", 13) == 0) {
+			h->auth = v;
+			h->alen = vlen;
+			h->nauth++;
+		} else if (klen == 14 && strncasecmp(p, "Content-Length", 14) ==
+		    0) {
+			h->cl = v;
+			h->cllen = vlen;
+			h->ncl++;
+		} else if (klen == 17 && strncasecmp(p, "Transfer-Encoding",
+		    17) == 0) {
+			h->te = v;
+			h->telen = vlen;
+			h->nte++;
+		}
+	}
+	return 0;
+}
+
+/* The role of the head's token, XD_ROLE_NONE none or not valid (as
+ * httpauth_bearer takes it: one Authorization header, Bearer). */
+static enum xd_role
+head_role(const struct xd_cfg *c, const struct head *h)
+{
+	char tok[TOKEN_MAX + 1];
+	const char *v = h->auth;
+	size_t n = h->alen;
+	const struct xd_token *t;
+
+	if (h->nauth != 1 || n < 7 || strncasecmp(v, "Bearer ", 7) != 0)
+		return XD_ROLE_NONE;
+	for (v += 7, n -= 7; n > 0 && *v == ' '; v++, n--)
+		;
+	if (n == 0 || n > TOKEN_MAX || memchr(v, '\0', n) != NULL)
+		return XD_ROLE_NONE;
+	memcpy(tok, v, n);
+	tok[n] = '\0';
+	t = xd_token_find(c, tok);
+	OPENSSL_cleanse(tok, sizeof(tok));
+	return t != NULL ? t->role : XD_ROLE_NONE;
+}
+
+/* The method may carry a body (evhttp_method_may_have_body). */
+static int
+may_have_body(const struct head *h)
+{
+	return !(h->mlen == 4 && memcmp(h->method, "HEAD", 4) == 0) &&
+	    !(h->mlen == 5 && memcmp(h->method, "TRACE", 5) == 0);
+}
+
+/* Content-Length as evhttp reads it: -1 bad, else the bytes. */
+static int64_t
+cl_value(const struct head *h)
+{
+	uint64_t v = 0;
+	size_t i;
+
+	if (h->cllen == 0 || h->cllen > 18)
+		return -1;
+	for (i = 0; i < h->cllen; i++) {
+		if (h->cl[i] < '0' || h->cl[i] > '9')
+			return -1;
+		v = v * 10 + (uint64_t)(h->cl[i] - '0');
+	}
+	return (int64_t)v;
+}
+
+/* The refused head as evhttp gets it: without what frames a body (and
+ * Expect), closing the connection after its answer. */
+static int
+head_refused(struct evbuffer *dst, const char *b, size_t n)
+{
+	static const char *const drop[] = { "Content-Length:",
+	    "Transfer-Encoding:", "Expect:", "Connection:", NULL };
+	const char *p = b, *end = b + n, *nl;
+	size_t i, len;
+	int first = 1;
+
+	for (; p < end; p = nl + 1) {
+		if ((nl = memchr(p, '\n', (size_t)(end - p))) == NULL)
+			break;
+		len = (size_t)(nl - p) + 1;
+		if (len <= 2 && (*p == '\n' || *p == '\r'))
+			break;
+		for (i = 0; !first && drop[i] != NULL; i++)
+			if (strncasecmp(p, drop[i], strlen(drop[i])) == 0)
+				break;
+		if (first || drop[i] == NULL)
+			if (evbuffer_add(dst, p, len) != 0)
+				return -1;
+		first = 0;
+	}
+	return evbuffer_add(dst, "Connection: close\r\n\r\n", 21);
+}
+
+/* A whole head is at the start of src: pass it, or refuse it. */
+static enum bufferevent_filter_result
+head_done(struct xd_conn *k, struct evbuffer *src, struct evbuffer *dst,
+    size_t n)
+{
+	const struct xd_cfg *c = k->xd->cfg;
+	const char *b = (const char *)evbuffer_pullup(src, (ev_ssize_t)n);
+	struct head h;
+	enum xd_role role, need;
+	char path[1024];
+	int64_t cl = 0;
+	int chunked = 0;
+
+	if (b == NULL || head_parse(b, n, &h) != 0) {
+		conn_shut(k, "a head that does not parse");
+		return BEV_ERROR;
+	}
+	role = head_role(c, &h);
+	need = XD_ROLE_AUDITOR;
+	if (h.plen < sizeof(path) && k->xd->gate->role_of != NULL) {
+		char m[16];
+
+		memcpy(path, h.path, h.plen);
+		path[h.plen] = '\0';
+		snprintf(m, sizeof(m), "%.*s", (int)(h.mlen < 15 ? h.mlen : 15),
+		    h.method);
+		need = k->xd->gate->role_of(m, path);
+	}
+	if (h.ncl > 1 || h.nte > 1 || (h.ncl == 1 && (cl = cl_value(&h)) < 0)) {
+		conn_shut(k, "a head with a bad body length");
+		return BEV_ERROR;
+	}
+	if (h.nte == 1)
+		chunked = h.telen == 7 && strncasecmp(h.te, "chunked", 7) == 0;
+	if (role == XD_ROLE_NONE || role < need) {
+		/* exec_api.c answers 401 or 403 from what is left */
+		if (head_refused(dst, b, n) != 0) {
+			conn_shut(k, "out of memory");
+			return BEV_ERROR;
+		}
+		evbuffer_drain(src, n);
+		k->scanned = 0;
+		k->state = G_REFUSED;
+		k->dropped = 0;
+		conn_arm(k, REFUSED_MS < c->tcp_head_timeout_ms ? REFUSED_MS :
+		    c->tcp_head_timeout_ms);
+		return BEV_OK;
+	}
+	k->scanned = 0;
+	if (evbuffer_remove_buffer(src, dst, n) != (int)n) {
+		conn_shut(k, "out of memory");
+		return BEV_ERROR;
+	}
+	evtimer_del(k->timer);
+	if (!may_have_body(&h))
+		k->state = G_WAIT;
+	else if (chunked)
+		k->state = G_CHUNKED;
+	else if (cl > 0) {
+		k->state = G_BODY;
+		k->left = (uint64_t)cl;
+	} else
+		k->state = G_WAIT;
+	return BEV_OK;
+}
+
+/*
+ * Answers, down to the TLS bufferevent.  evhttp takes an empty filter
+ * output for an answer written, and when the answer closes the
+ * connection it frees it then, TLS bufferevent and all: what that still
+ * held would be lost.  So the last TAIL_DIRECT bytes of what evhttp
+ * queued are moved only once the TLS bufferevent has written the rest,
+ * and then written with SSL_write at once (the socket takes them; if it
+ * does not, they are queued as the rest was: a peer that does not read
+ * may lose the end of an answer that closes).
+ */
+#define TAIL_DIRECT	16384
+
+static enum bufferevent_filter_result
+gate_out(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
+    enum bufferevent_flush_mode mode, void *arg)
+{
+	struct xd_conn *k = arg;
+	size_t n = evbuffer_get_length(src);
+	SSL *ssl;
+	int r;
+
+	(void)mode;
+	if (n == 0 || evbuffer_get_length(dst) > 0)
+		return BEV_NEED_MORE;
+	if (n > TAIL_DIRECT) {
+		n -= TAIL_DIRECT;
+		if (limit >= 0 && n > (size_t)limit)
+			n = (size_t)limit;
+		if (n == 0)
+			return BEV_NEED_MORE;
+		evbuffer_remove_buffer(src, dst, n);
+		return BEV_OK;
+	}
+	if ((ssl = bufferevent_openssl_get_ssl(k->under)) != NULL) {
+		ERR_clear_error();
+		r = SSL_write(ssl, evbuffer_pullup(src, (ev_ssize_t)n), (int)n);
+		if (r == (int)n) {
+			evbuffer_drain(src, n);
+			return BEV_OK;
+		}
+		ERR_clear_error();
+	}
+	evbuffer_remove_buffer(src, dst, n);
+	return BEV_OK;
+}
+
+static enum bufferevent_filter_result
+gate_in(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
+    enum bufferevent_flush_mode mode, void *arg)
+{
+	struct xd_conn *k = arg;
+	size_t len = evbuffer_get_length(src), n;
+
+	(void)mode;
+	if (k->xd == NULL) {    /* the gate stopped: the daemon ends */
+		evbuffer_remove_buffer(src, dst, evbuffer_get_length(src));
+		return BEV_OK;
+	}
+	if (k->shut) {
+		evbuffer_drain(src, len);
+		return BEV_NEED_MORE;
+	}
+	switch (k->state) {
+	case G_HEAD:
+		if (len == 0)
+			return BEV_NEED_MORE;
+		/* the end of the head: an LF, then an empty line; from
+		 * where the last look stopped (a byte at a time stays
+		 * linear) */
+		n = 0;
+		if (len > k->scanned) {
+			size_t look = len < HEAD_MAX ? len : HEAD_MAX;
+			size_t from = k->scanned > 3 ? k->scanned - 3 : 0;
+			const char *b = (const char *)evbuffer_pullup(src,
+			    (ev_ssize_t)look);
+
+			if (b != NULL && look > from &&
+			    (n = head_end(b + from, look - from)) != 0)
+				n += from;
+			k->scanned = look;
+		}
+		if (n == 0) {
+			if (len >= HEAD_MAX) {
+				conn_shut(k, "a head larger than 64 KiB");
+				return BEV_ERROR;
+			}
+			return BEV_NEED_MORE;
+		}
+		return head_done(k, src, dst, n);
+	case G_BODY:
+		n = len < k->left ? len : (size_t)k->left;
+		if (limit >= 0 && n > (size_t)limit)
+			n = (size_t)limit;
+		if (n == 0)
+			return BEV_NEED_MORE;
+		evbuffer_remove_buffer(src, dst, n);
+		if ((k->left -= n) == 0)
+			k->state = G_WAIT;
+		return BEV_OK;
+	case G_CHUNKED:
+		n = limit >= 0 && len > (size_t)limit ? (size_t)limit : len;
+		if (n == 0)
+			return BEV_NEED_MORE;
+		evbuffer_remove_buffer(src, dst, n);
+		return BEV_OK;
+	case G_WAIT:
+		return BEV_NEED_MORE;
+	case G_REFUSED:
+		k->dropped += len;
+		evbuffer_drain(src, len);
+		if (k->dropped > REFUSED_MAX)
+			conn_shut(k, "a refused request's body");
+		return BEV_NEED_MORE;
+	}
+	return BEV_NEED_MORE;
+}
+
+/*
+ * evhttp puts an answer into the filter's output before it enables
+ * writing, and the filter moves output down only when something is
+ * added while writing is enabled, or when the TLS bufferevent wrote:
+ * an answer would sit there.  So what is added is moved down from the
+ * loop, once evhttp has enabled writing (then the TLS bufferevent's
+ * writes move the rest, UNDER_WRITE_WM at a time).
+ */
+static void
+out_kick(evutil_socket_t fd, short what, void *arg)
+{
+	struct xd_conn *k = arg;
+
+	(void)fd;
+	(void)what;
+	bufferevent_flush(k->bev, EV_WRITE, BEV_NORMAL);
+}
+
+static void
+out_added(struct evbuffer *buf, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	struct xd_conn *k = arg;
+
+	(void)buf;
+	if (info->n_added > 0 && !event_pending(k->kick, EV_TIMEOUT, NULL))
+		event_active(k->kick, EV_TIMEOUT, 0);
+}
+
+/* ---- what exec_api.c calls ---- */
+
+struct bufferevent *
+xd_gate_bev(struct xd *xd, struct event_base *base, SSL *ssl)
+{
+	static const struct timeval now = { 0, 0 };
+	struct xd_gate *g = xd->gate;
+	struct evconnlistener *l;
+	struct bufferevent *under, *bev;
+	struct xd_conn *k;
+
+	if ((k = calloc(1, sizeof(*k))) == NULL ||
+	    (k->timer = evtimer_new(base, conn_timer, k)) == NULL ||
+	    (k->kick = evtimer_new(base, out_kick, k)) == NULL) {
+		if (k != NULL && k->timer != NULL)
+			event_free(k->timer);
+		free(k);
+		SSL_free(ssl);
+		return NULL;
+	}
+	/* BEV_OPT_CLOSE_ON_FREE: the SSL and the descriptor go with it (and
+	 * with the filter, which frees it) */
+	under = bufferevent_openssl_socket_new(base, -1, ssl,
+	    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+	bev = under == NULL ? NULL : bufferevent_filter_new(under, gate_in,
+	    gate_out, BEV_OPT_CLOSE_ON_FREE, conn_gone, k);
+	if (bev == NULL || evbuffer_add_cb(bufferevent_get_output(bev),
+	    out_added, k) == NULL) {
+		if (bev != NULL)
+			bufferevent_free(bev);  /* conn_gone frees k */
+		else {
+			if (under != NULL)
+				bufferevent_free(under);
+			event_free(k->timer);
+			event_free(k->kick);
+			free(k);
+		}
+		return NULL;
+	}
+	bufferevent_setwatermark(under, EV_READ, 0, UNDER_READ_WM);
+	bufferevent_setwatermark(under, EV_WRITE, 0, UNDER_WRITE_WM);
+	k->xd = xd;
+	k->bev = bev;
+	k->under = under;
+	k->fd = -1;
+	k->state = G_HEAD;
+	if (g == NULL) {
+		k->xd = NULL;   /* not counted: conn_gone only frees it */
+		return bev;
+	}
+	TAILQ_INSERT_TAIL(&g->conns, k, link);
+	g->nconns++;
+	/* its descriptor is taken already: look now, so that the accept
+	 * loop stops here, not once the descriptors are gone */
+	if (g->bound != NULL && (l = evhttp_bound_socket_get_listener(
+	    g->bound)) != NULL && !fds_free(g, evconnlistener_get_fd(l),
+	    (int)xd->cfg->tcp_fd_reserve)) {
+		k->refuse = "tcp.fd_reserve";
+		fd_shortage(g);
+	}
+	evtimer_add(k->timer, &now);
+	gate_listen(g);
+	return bev;
+}
+
+static struct xd_conn *
+conn_of(struct xd *xd, struct evhttp_request *req)
+{
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+	struct bufferevent *bev = evcon != NULL ?
+	    evhttp_connection_get_bufferevent(evcon) : NULL;
+	struct xd_conn *k;
+
+	if (bev == NULL || xd->gate == NULL)
+		return NULL;
+	TAILQ_FOREACH(k, &xd->gate->conns, link)
+		if (k->bev == bev)
+			return k;
+	return NULL;
+}
+
+int
+xd_gate_chunked(struct xd *xd, struct evhttp_request *req)
+{
+	struct xd_conn *k = conn_of(xd, req);
+
+	return k != NULL && k->state == G_CHUNKED;
+}
+
+void
+xd_gate_answered(struct xd *xd, struct evhttp_request *req)
+{
+	struct xd_conn *k = conn_of(xd, req);
+
+	if (k == NULL || k->shut || k->state != G_WAIT)
+		return;
+	/* the next head, under a deadline again; one that came already
+	 * is passed now, before evhttp looks for it */
+	k->state = G_HEAD;
+	conn_arm(k, xd->cfg->tcp_head_timeout_ms);
+	bufferevent_flush(k->bev, EV_READ, BEV_FLUSH);
+}
+
+int
+xd_gate_start(struct xd *xd, struct evhttp_bound_socket *bound,
+    xd_gate_role_fn role_of)
+{
+	struct xd_gate *g = calloc(1, sizeof(*g));
+	struct evconnlistener *l;
+
+	if (g == NULL)
+		return -1;
+	g->xd = xd;
+	g->bound = bound;
+	g->role_of = role_of;
+	TAILQ_INIT(&g->conns);
+	xd->gate = g;
+	if ((l = evhttp_bound_socket_get_listener(bound)) != NULL)
+		evconnlistener_set_error_cb(l, accept_error);
+	return 0;
+}
+
+void
+xd_gate_unbind(struct xd *xd)
+{
+	if (xd->gate != NULL)
+		xd->gate->bound = NULL;
+}
+
+void
+xd_gate_reload(struct xd *xd)
+{
+	if (xd->gate != NULL)
+		gate_listen(xd->gate);
+}
+
+void
+xd_gate_stop(struct xd *xd)
+{
+	struct xd_gate *g = xd->gate;
+	struct xd_conn *k;
+
+	if (g == NULL)
+		return;
+	/* their filters may be freed later (evhttp_free): they find no
+	 * gate and free only themselves */
+	while ((k = TAILQ_FIRST(&g->conns)) != NULL) {
+		TAILQ_REMOVE(&g->conns, k, link);
+		evtimer_del(k->timer);
+		k->xd = NULL;
+	}
+	if (g->fd_ev != NULL)
+		event_free(g->fd_ev);
+	free(g);
+	xd->gate = NULL;
+}

@@ -1,0 +1,208 @@
+/*
+ * exec_http.c: the answers of sluice-execd.  Every error has one shape,
+ * {"error": {"code", "message", ...}}, with the codes of DESIGN.md's
+ * Executor API; output bytes become JSON text here.
+ */
+#include "sluice-config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "sandbox-glue/executor/execd/execd-int.h"
+
+/* Length of the UTF-8 sequence at b[0..n): 1..4 when valid and whole,
+ * 0 when cut short by n (could still be valid), -1 invalid. */
+static int
+utf8_seq(const unsigned char *b, size_t n)
+{
+	unsigned c = b[0];
+	size_t need, k;
+
+	if (c < 0x80)
+		return 1;
+	if (c < 0xc2 || c > 0xf4)
+		return -1;
+	need = c < 0xe0 ? 1 : c < 0xf0 ? 2 : 3;
+	for (k = 1; k <= need; k++) {
+		if (k >= n)
+			return 0;
+		if ((b[k] & 0xc0) != 0x80)
+			return -1;
+		if (k == 1 && ((c == 0xe0 && b[1] < 0xa0) ||
+		    (c == 0xed && b[1] >= 0xa0) ||      /* surrogates */
+		    (c == 0xf0 && b[1] < 0x90) ||
+		    (c == 0xf4 && b[1] >= 0x90)))
+			return -1;
+	}
+	return (int)need + 1;
+}
+
+size_t
+xd_utf8_whole(const unsigned char *b, size_t n)
+{
+	size_t back;
+
+	/* only a sequence that could still complete is held back */
+	for (back = 1; back <= 3 && back <= n; back++) {
+		const unsigned char *p = b + n - back;
+
+		if ((*p & 0xc0) != 0x80) {
+			if (*p >= 0xc2 && *p <= 0xf4 && utf8_seq(p, back) == 0)
+				return n - back;
+			break;
+		}
+	}
+	return n;
+}
+
+static json_t *
+b64_json(const unsigned char *b, size_t n)
+{
+	static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnop"
+	    "qrstuvwxyz0123456789+/";
+	size_t i, j = 0;
+	char *o = malloc((n + 2) / 3 * 4 + 1);
+	json_t *s;
+
+	if (o == NULL)
+		return NULL;
+	for (i = 0; i + 2 < n; i += 3) {
+		o[j++] = t[b[i] >> 2];
+		o[j++] = t[((b[i] & 3) << 4) | (b[i + 1] >> 4)];
+		o[j++] = t[((b[i + 1] & 15) << 2) | (b[i + 2] >> 6)];
+		o[j++] = t[b[i + 2] & 63];
+	}
+	if (i < n) {
+		o[j++] = t[b[i] >> 2];
+		if (i + 1 < n) {
+			o[j++] = t[((b[i] & 3) << 4) | (b[i + 1] >> 4)];
+			o[j++] = t[(b[i + 1] & 15) << 2];
+		} else {
+			o[j++] = t[(b[i] & 3) << 4];
+			o[j++] = '=';
+		}
+		o[j++] = '=';
+	}
+	s = json_stringn(o, j);
+	free(o);
+	return s;
+}
+
+json_t *
+xd_text_json(const unsigned char *b, size_t n, int base64)
+{
+	char *o;
+	size_t i = 0, j = 0;
+	json_t *s;
+
+	if (base64)
+		return b64_json(b, n);
+	if ((o = malloc(n * 3 + 1)) == NULL)
+		return NULL;
+	while (i < n) {
+		int k = utf8_seq(b + i, n - i);
+
+		if (k <= 0) {
+			/* each byte of a bad (or cut) sequence: U+FFFD */
+			memcpy(o + j, "\xef\xbf\xbd", 3);
+			j += 3;
+			i++;
+			continue;
+		}
+		memcpy(o + j, b + i, (size_t)k);
+		j += (size_t)k;
+		i += (size_t)k;
+	}
+	s = json_stringn(o, j);
+	free(o);
+	return s;
+}
+
+const char *
+xd_status_phrase(int status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 201: return "Created";
+	case 202: return "Accepted";
+	case 204: return "No Content";
+	case 206: return "Partial Content";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 409: return "Conflict";
+	case 413: return "Payload Too Large";
+	case 415: return "Unsupported Media Type";
+	case 416: return "Range Not Satisfiable";
+	case 429: return "Too Many Requests";
+	case 500: return "Internal Server Error";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	default: return "Unknown";
+	}
+}
+
+void
+xd_reply_json(struct evhttp_request *req, int status, json_t *j)
+{
+	struct evbuffer *b = evbuffer_new();
+	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+	char *s = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+
+	json_decref(j);
+	evhttp_remove_header(h, "Content-Type");
+	evhttp_add_header(h, "Content-Type", "application/json");
+	evhttp_add_header(h, "Cache-Control", "no-store");
+	if (b == NULL || s == NULL) {
+		free(s);
+		if (b != NULL)
+			evbuffer_free(b);
+		evhttp_send_error(req, 500, NULL);
+		return;
+	}
+	evbuffer_add(b, s, strlen(s));
+	evbuffer_add(b, "\n", 1);
+	free(s);
+	evhttp_send_reply(req, status, xd_status_phrase(status), b);
+	evbuffer_free(b);
+}
+
+void
+xd_reply_error(struct evhttp_request *req, int status, const char *code,
+    json_t *extra, const char *fmt, ...)
+{
+	char msg[XD_ERR_MAX];
+	json_t *e;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	e = json_pack("{s:s,s:s}", "code", code, "message", msg);
+	if (e == NULL) {
+		/* a message that is not UTF-8 (it came from somewhere) */
+		e = json_pack("{s:s,s:s}", "code", code, "message", "?");
+	}
+	if (extra != NULL && e != NULL)
+		json_object_update(e, extra);
+	json_decref(extra);
+	xd_reply_json(req, status, json_pack("{s:o}", "error", e));
+}
+
+void
+xd_reply_perr(struct evhttp_request *req, struct xd_perr *e)
+{
+	json_t *x = e->extra;
+
+	e->extra = NULL;
+	xd_reply_error(req, e->status ? e->status : 500,
+	    e->code ? e->code : "internal", x, "%s", e->msg);
+}

@@ -1,0 +1,863 @@
+/*
+ * execd-int.h: the private contract between the files of sluice-execd,
+ * the session executor service (DESIGN.md, "Sandbox glue" and "Executor
+ * API").  Included only inside sandbox-glue/executor/execd/.
+ *
+ * One process, one libevent loop, run as root beside sluiced.  The
+ * files, bottom up (each calls only those above it; tests/layering.sh
+ * checks that no two call each other):
+ *
+ *   exec_log.c     xd_log: "<N>sluice-execd: LEVEL: ..." on stderr
+ *   exec_parse.c   pure parsers of what a client sends (route patterns,
+ *                  paths, Range, the create and command bodies, limits):
+ *                  no I/O, so tests/fuzz/fuzz_execapi.c drives them
+ *   exec_http.c    replies: JSON, the error shape, text of output bytes
+ *   exec_cfg.c     the configuration: defaults, JSON with line:column
+ *                  errors, token files hashed, --print-config
+ *   exec_gate.c    the TCP listener's connections: caps, the head's
+ *                  deadline, its token and role checked before any body
+ *                  is read (a filter under evhttp)
+ *   exec_job.c     forked workers for the calls that block (see below)
+ *   exec_broker.c  sluiced's control API through proxy/sluicectl's
+ *                  client (blocking: only ever called inside a worker)
+ *   exec_files.c   the files API: openat2 inside the workspace, as the
+ *                  sandbox's host uid
+ *   exec_ws.c      the workspace as a loop-mounted ext4 of its own (the
+ *                  kernel enforces its bytes and inodes)
+ *   exec_snap.c    workspace snapshots: what a command changed, its
+ *                  artifacts under outputs/ with SHA-256
+ *   exec_events.c  sandbox and command events for GET /v1/events
+ *   exec_audit.c   the audit log: a record per lifecycle action and per
+ *                  command, in the connection log's hash-chained format
+ *   exec_cmd.c     commands: spawn, pipes, deadline, output kept, capped,
+ *                  streamed or in a ring, kill, exit
+ *   exec_box.c     the sandboxes: records, quotas, uid slots, create,
+ *                  delete and tier through workers
+ *   exec_health.c  GET /v1/health and --doctor
+ *   exec_api.c     the listeners' request callback: roles, routes,
+ *                  bodies, every handler
+ *   execd.c        main: options, configuration, signals, reload, drain
+ *
+ * Blocking.  The backends (sbx.h) fork, wait and run runsc; sluiced's
+ * client waits on a socket.  Nothing of that runs on the loop:
+ *  - spawn() runs in the daemon: it forks and returns once the command's
+ *    process is set up (ns: it waits for the setns/exec handshake, a
+ *    few ms: `true` runs from spawn to exit in 5 ms here; gvisor: one
+ *    fork, runsc runs in the child);
+ *    the command's main process is a child of the daemon, watched with a
+ *    pidfd, its pipes read by events;
+ *  - create, destroy, the tier change, kill_tree and release run in a
+ *    forked worker (xd_job_run) that reports one JSON object on a pipe
+ *    and exits: a create takes 30-150 ms (ns, measured) to seconds
+ *    (gvisor), a
+ *    runsc kill or a slow sluiced as much as their bounds (60 s, 10 s),
+ *    and the backends keep per-process state (ns_commit_fd) that must
+ *    not be shared by two creates.  A worker is a fork of the daemon, so
+ *    it reads the box it was given as it was at the fork.
+ *
+ * Seams for what comes next (issue 12), each a place to add to rather
+ * than a rewrite:
+ *  - artifacts and changes: xd_cmd's exit path (cmd_finish in
+ *    exec_cmd.c) is where a snapshot taken in xd_cmd_start is compared;
+ *    results are built by xd_cmd_result;
+ *  - install: done (h_install in exec_api.c, xd_install_parse; the
+ *    tier from sluiced through xd_box_network);
+ *  - workspace quota: box_create_child in exec_box.c makes the
+ *    workspace (a loop mount or a project quota goes there, and its
+ *    removal in box_delete_child);
+ *  - suspend/resume/remove/archive: struct xd_box has last_used; a
+ *    timer in exec_box.c walks xd->boxes; xd_cmd_start is the one place
+ *    a command starts (resume there);
+ *  - audit log: done (exec_audit.c; records from exec_api.c's handlers
+ *    and cmd_finish); suspend/remove by age will add theirs;
+ *  - restart adoption: xd_box_load_all adopts records at start (running
+ *    sandboxes keep running); commands started by an earlier daemon are
+ *    not known to this one yet;
+ *  - reconciliation with sluiced: xd_box_network (GET of one sandbox,
+ *    install) asks sluiced and makes a vanished session again;
+ *    box->broker says what it found; exec does not ask (its latency);
+ *  - events and metrics: done (exec_events.c; xd_event from exec_box.c
+ *    and exec_cmd.c); suspend/resume will emit theirs there.
+ */
+#ifndef SLUICE_EXECD_INT_H
+#define SLUICE_EXECD_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "proxy/lib/usock.h"
+#include "sandbox-glue/executor/backend/sbx.h"
+#include "sandbox-glue/executor/backend/sbx_cfg.h"
+#include "sandbox-glue/executor/image/sbx_image.h"
+
+#define XD_NAME		"sluice-execd"
+#define XD_ERR_MAX	512
+
+/* ---- exec_log.c ---- */
+
+#define XD_LOG_ERR	3
+#define XD_LOG_WARN	4
+#define XD_LOG_INFO	6
+#define XD_LOG_DEBUG	7
+
+extern int xd_verbose;
+void xd_log(int prio, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- roles ---- */
+
+enum xd_role {
+	XD_ROLE_NONE = 0,
+	XD_ROLE_AUDITOR,        /* read-only: health, sandboxes, commands */
+	XD_ROLE_APP,            /* sandboxes, commands, files */
+	XD_ROLE_ADMIN,          /* everything */
+	XD_ROLE__COUNT
+};
+const char *xd_role_name(enum xd_role r);
+
+/* ---- limits a sandbox is made with (exec_parse.c, exec_cfg.c) ---- */
+
+/* What an app may ask for per sandbox: the backend's limits plus the
+ * command defaults.  0 in sbx means "no limit" to the backends; an
+ * admin maximum of 0 lets an app ask for anything. */
+struct xd_lims {
+	struct sbx_limits sbx;
+	long timeout_s;         /* a command's default deadline */
+	long output_cap;        /* bytes kept per stream and command */
+	/* The workspace: an ext4 file system of disk_bytes with inodes
+	 * inodes, loop-mounted (exec_ws.c); disk_bytes 0: a plain
+	 * directory of the state dir's file system, no quota. */
+	uint64_t disk_bytes, inodes;
+};
+
+/* ---- exec_cfg.c ---- */
+
+struct xd_ids {
+	size_t n;
+	uint32_t v[64];
+};
+
+struct xd_token {
+	char name[64];
+	char file[SBX_PATH_MAX];
+	unsigned char digest[32];       /* SHA-256 of the token */
+	enum xd_role role;
+	char tenant[SBX_ID_MAX + 1];    /* "" unbound */
+};
+
+#define XD_TOKENS_MAX	64
+
+/* What a command's result carries of outputs/ (exec_snap.c). */
+struct xd_art_lims {
+	uint64_t file_bytes;    /* per file (0 any) */
+	size_t count;           /* per command */
+	uint64_t total_bytes;   /* per command (0 any) */
+};
+
+struct xd_cfg {
+	char runtime_dir[SBX_PATH_MAX];
+	char state_dir[SBX_PATH_MAX];
+	char control[SBX_PATH_MAX];     /* sluiced's control socket */
+	int control_timeout_ms;
+	char shim[SBX_PATH_MAX];
+	char mke2fs[SBX_PATH_MAX];      /* makes workspace file systems */
+	char audit_log[SBX_PATH_MAX];   /* log.path: the audit log */
+	char backend[16];
+	char tier[16];
+	char cgroups[8];
+	unsigned long uid_base, slots;
+	char socket_group[64];          /* "" none: root's group */
+	gid_t socket_gid;
+	int socket_mode;
+	struct xd_lims def, max;        /* defaults, admin maxima */
+	long max_total, max_per_tenant, max_per_user, max_creates;
+	uint64_t disk_reserve;          /* quotas.disk_reserve_mb: of the
+	                                 * state dir's file system kept free
+	                                 * of workspaces (exec_box.c) */
+	long max_background;            /* running, per sandbox */
+	long max_cmds, max_cmds_tenant; /* running commands (foreground and
+	                                 * background) on the host, of a
+	                                 * tenant; 0 no limit */
+	/* lifecycle: unused this long, a sandbox is suspended, then
+	 * archived and removed (0: never) */
+	long idle_after, remove_after;
+	char archive_dir[SBX_PATH_MAX];
+	/* the archives: expired this long after they were made, and at
+	 * most so many and so many bytes per tenant (0: no limit) */
+	long arch_max_age;
+	long arch_max_count;
+	uint64_t arch_max_bytes;
+	long keep_finished;             /* finished ones kept, per sandbox */
+	uint64_t max_file_bytes;
+	uint64_t max_body_bytes;        /* JSON bodies */
+	uint64_t ring_bytes;            /* per stream, background commands */
+	uint64_t ring_budget;           /* every ring of the host (0 none):
+	                                 * over it, finished commands' rings
+	                                 * go, oldest first (exec_cmd.c) */
+	uint64_t stream_watermark;      /* bytes queued for a client */
+	uint64_t events_buffer;         /* queued for an events reader */
+	/* a file GET's answer (exec_api.c): queued per connection, in all,
+	 * and how long a client may read nothing */
+	uint64_t reply_buffer, reply_total;
+	long reply_timeout_ms;
+	long drain_s;
+	struct xd_art_lims art;
+	long snap_entries;              /* entries walked per snapshot */
+	struct xd_ids uids[XD_ROLE__COUNT], gids[XD_ROLE__COUNT];
+	/* images (sbx_image.h), as sluice-run's keys of the same names */
+	char image_dir[SBX_PATH_MAX];   /* the store */
+	char profile[SBX_ID_MAX + 1];   /* of a create without "profile" */
+	char shim_static[SBX_PATH_MAX]; /* the shim bound into images */
+	char tenant_profiles[4096];     /* sbx_profile_allowed's table */
+	char tcp[128];                  /* "" off */
+	char tls_cert[SBX_PATH_MAX], tls_key[SBX_PATH_MAX];
+	/* tcp.listen's connections (exec_gate.c): in all, from one address,
+	 * the deadline of a head, descriptors left to the rest */
+	long tcp_max_conns, tcp_max_conns_per_peer, tcp_head_timeout_ms;
+	long tcp_fd_reserve;
+	struct xd_token tokens[XD_TOKENS_MAX];
+	size_t ntokens;
+};
+
+void xd_cfg_defaults(struct xd_cfg *c);
+/* Apply the JSON text over c (defaults first).  Errors as
+ * "name:line:column: key.path: what". */
+int xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
+    const char *name, char *err, size_t errlen);
+int xd_cfg_load(struct xd_cfg *c, const char *path, char *err,
+    size_t errlen);
+/* The effective configuration (token digests left out). */
+json_t *xd_cfg_json(const struct xd_cfg *c);
+/* SHA-256 of s[0..n) (for token checks). */
+void xd_sha256(const void *s, size_t n, unsigned char out[32]);
+/* The configured token that is tok (each compared in constant time),
+ * NULL none. */
+const struct xd_token *xd_token_find(const struct xd_cfg *c, const char *tok);
+
+/* ---- exec_parse.c ---- */
+
+#define XD_ARGS_MAX	3
+
+/* Match path (raw, percent-encoded) against an OpenAPI-style pattern
+ * ("/v1/sandboxes/{id}/files/{path}": {x} is one segment, a final
+ * {path} the rest).  1 with the decoded arguments (malloc'd, in order)
+ * in args, 0 no match, -1 a segment that does not decode (bad %xx, a
+ * NUL). */
+int xd_route_match(const char *pattern, const char *path, char **args,
+    size_t nargs);
+void xd_args_free(char **args, size_t nargs);
+
+/* A path of the files API, relative to /workspace: "/workspace/a/b",
+ * "a/./b" and "x/../a/b" all give "a/b"; ".." at the top stays at the
+ * top (as the kernel's RESOLVE_IN_ROOT does); "" is the workspace.
+ * -1 for other absolute paths, NULs, or more than out holds. */
+int xd_path_norm(const char *in, char *out, size_t outlen);
+
+/* "bytes=A-B" | "bytes=A-" | "bytes=-N" against a file of size:
+ * 1 with [*from, *to] (inclusive), 0 no Range or one to ignore (not
+ * bytes, several ranges), -1 not satisfiable. */
+int xd_range_parse(const char *h, uint64_t size, uint64_t *from,
+    uint64_t *to);
+
+/* What a refused body says: the HTTP status, the error code and the
+ * extra fields (may stay NULL). */
+struct xd_perr {
+	int status;
+	const char *code;
+	char msg[XD_ERR_MAX];
+	json_t *extra;
+};
+void xd_perr_clear(struct xd_perr *e);
+
+struct xd_create_spec {
+	char id[SBX_ID_MAX + 1];
+	char tenant[SBX_ID_MAX + 1];
+	char user[SBX_USER_MAX + 1];
+	char tier[16];
+	char profile[SBX_ID_MAX + 1];
+	char backend[16];
+	struct xd_lims lim;
+	int bound;              /* the caller's token is of this tenant */
+};
+
+/* POST /v1/sandboxes: defaults from def, every limit at most max (an
+ * app may ask for less, never more: more is 400 with "field" and
+ * "max"). */
+int xd_create_parse(json_t *body, const struct xd_lims *def,
+    const struct xd_lims *max, const char *def_tier,
+    const char *def_backend, struct xd_create_spec *s, struct xd_perr *e);
+
+/* PATCH /v1/sandboxes/{id}: the tier. */
+int xd_tier_parse(json_t *body, char *tier, size_t len, struct xd_perr *e);
+
+struct xd_cmd_spec {
+	char **argv;            /* NULL-terminated, malloc'd */
+	char **env;             /* "K=V" of the caller, NULL-terminated */
+	char cwd[SBX_PATH_MAX]; /* inside the sandbox */
+	long timeout_s;         /* 0: none (a background command) */
+	long output_cap;
+	long cap_total;         /* "output_cap_total": both streams */
+	int has_cap_total;      /* together (exec only) */
+	char *stdin_data;
+	size_t stdin_len;
+	int base64;             /* "encoding": "base64" */
+};
+
+/* The body of exec and commands.  lim holds the sandbox's defaults;
+ * timeout_max and cap_max the admin's maxima.  A background command
+ * without timeout_s runs until stopped. */
+int xd_cmd_spec_parse(json_t *body, const struct xd_lims *lim,
+    long timeout_max, long cap_max, int background,
+    struct xd_cmd_spec *s, struct xd_perr *e);
+void xd_cmd_spec_free(struct xd_cmd_spec *s);
+
+/* POST /v1/sandboxes/{id}/install {"manager","packages","timeout_s"?}:
+ * pip (PEP 508 names, extras, version clauses) or npm (names, scopes,
+ * @version or range) packages, never an option, a URL or a path; s gets
+ * the foreground command that installs them, manager "pip" or "npm". */
+int xd_install_parse(json_t *body, const struct xd_lims *lim,
+    long timeout_max, long cap_max, struct xd_cmd_spec *s, char *manager,
+    size_t mlen, struct xd_perr *e);
+
+/* ---- exec_http.c ---- */
+
+struct evhttp_request;
+struct evbuffer;
+
+/* Bytes as a JSON string: valid UTF-8 is kept, U+0000 included; each
+ * byte of an invalid sequence becomes U+FFFD.  base64: the bytes in
+ * standard base64 instead. */
+json_t *xd_text_json(const unsigned char *b, size_t n, int base64);
+/* How many leading bytes of b[0..n) end on a UTF-8 character boundary
+ * (a sequence cut at the end is held back for the next chunk). */
+size_t xd_utf8_whole(const unsigned char *b, size_t n);
+
+const char *xd_status_phrase(int status);
+void xd_reply_json(struct evhttp_request *req, int status, json_t *j);
+/* {"error":{"code","message",...extra}}; extra is consumed. */
+void xd_reply_error(struct evhttp_request *req, int status,
+    const char *code, json_t *extra, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+void xd_reply_perr(struct evhttp_request *req, struct xd_perr *e);
+
+/* ---- exec_gate.c ---- */
+
+struct xd;
+struct bufferevent;
+struct event_base;
+struct evhttp_bound_socket;
+struct ssl_st;
+/* The role a route needs (exec_api.c's table; the lowest when none
+ * matches, so that evhttp's callback answers 404 or 405). */
+typedef enum xd_role (*xd_gate_role_fn)(const char *method,
+    const char *path);
+/* After the TLS listener is bound: caps and deadlines on its
+ * connections. */
+int xd_gate_start(struct xd *xd, struct evhttp_bound_socket *bound,
+    xd_gate_role_fn role_of) SLUICE_MUSTCHECK;
+/* The bufferevent of a new connection (evhttp's bevcb): ssl's, under the
+ * gate's filter.  NULL (ssl freed) without memory. */
+struct bufferevent *xd_gate_bev(struct xd *xd, struct event_base *base,
+    struct ssl_st *ssl);
+/* A request of the listener was answered: the next head may come. */
+void xd_gate_answered(struct xd *xd, struct evhttp_request *req);
+/* The request came with a chunked body: its answer must close. */
+int xd_gate_chunked(struct xd *xd, struct evhttp_request *req);
+/* The listener is gone (drain); the configuration changed (reload). */
+void xd_gate_unbind(struct xd *xd);
+void xd_gate_reload(struct xd *xd);
+void xd_gate_stop(struct xd *xd);
+
+/* ---- exec_job.c ---- */
+
+struct xd;
+
+/* Runs in the forked worker; returns its result (or NULL). */
+typedef json_t *(*xd_job_fn)(void *arg);
+/* Runs in the daemon once the worker has exited: its result, NULL when
+ * it died without one.  The callee owns result. */
+typedef void (*xd_job_done)(void *arg, json_t *result);
+
+struct event;
+
+struct xd_job {
+	TAILQ_ENTRY(xd_job) link;
+	struct xd *xd;
+	char what[32];
+	pid_t pid;
+	int fd, pidfd;
+	struct event *ev, *ev_exit;
+	struct evbuffer *buf;
+	xd_job_done done;
+	void *arg;
+};
+TAILQ_HEAD(xd_jobq, xd_job);
+
+int xd_job_run(struct xd *xd, const char *what, xd_job_fn fn, void *fnarg,
+    xd_job_done done, void *donearg, char *err, size_t errlen);
+/* Wait (bounded, blocking) for the workers still running: drain. */
+void xd_job_wait_all(struct xd *xd, int timeout_ms);
+
+/* ---- exec_broker.c (blocking: in workers and --doctor only) ---- */
+
+/* The outcome of a call to sluiced as the API reports it. */
+struct xd_broker_err {
+	int status;             /* 503 unreachable, 403, 409, ... */
+	const char *code;
+	char msg[XD_ERR_MAX];
+};
+
+int xd_broker_create(const struct xd_cfg *c, const struct sbx_rec *r,
+    char *session_dir, size_t dlen, struct xd_broker_err *e);
+int xd_broker_delete(const struct xd_cfg *c, const char *chat,
+    struct xd_broker_err *e);
+int xd_broker_tier(const struct xd_cfg *c, const char *chat,
+    const char *tier, struct xd_broker_err *e);
+/* GET /v1/sessions/{chat}: 0 with its effective_tier (the lower of
+ * the session's tier and the ceiling) and its ceiling ("" when sluiced
+ * did not say); e->status 404 when sluiced has no such session. */
+int xd_broker_get(const struct xd_cfg *c, const char *chat, char *eff,
+    size_t elen, char *ceil, size_t clen, struct xd_broker_err *e);
+/* 0 when sluiced answers GET /v1/health with 200. */
+int xd_broker_ping(const struct xd_cfg *c, struct xd_broker_err *e);
+/* The session socket to the sandbox user (sluiced makes it root's). */
+void xd_broker_socket_own(const struct sbx_rec *r);
+
+/* ---- exec_rec.c ---- */
+
+/* Save the record (atomically): 0 / -1 (logged). */
+int xd_rec_save(const struct sbx_rec *r);
+
+/* ---- exec_ws.c (blocking: in workers) ---- */
+
+/* Make r->workspace: a directory, and when lim->disk_bytes an ext4 of
+ * that size and lim->inodes inodes mounted on it (nosuid, nodev),
+ * owned by the sandbox user, its image allocated whole.  -1 with err,
+ * nothing left behind; *nospace 1 when the host's file system had no
+ * room for the image. */
+int xd_ws_make(const char *mke2fs, const struct sbx_rec *r,
+    const struct xd_lims *lim, int *nospace, char *err, size_t len)
+    SLUICE_MUSTCHECK;
+/* Unmount whatever is mounted on r->workspace (0 when nothing is);
+ * the loop device is released with its last mount. */
+int xd_ws_remove(const struct sbx_rec *r);
+
+/* ---- exec_arch.c (blocking: in workers) ---- */
+
+/* Archive r->workspace (the sandbox destroyed) as <archive_dir>/<id>
+ * .<sha12>.tar.zst and its metadata <id>.json ({id, tenant, user,
+ * archived, reason, file, sha256, bytes, files, skipped, ...}),
+ * replacing an older one only once it is on disk: 0 with *meta (the
+ * metadata), -1 with err and the older one whole.  disk_bytes: the
+ * workspace's size (0: none), at most what is read. */
+int xd_arch_write(const struct xd_cfg *c, const struct sbx_rec *r,
+    uint64_t disk_bytes, const char *reason, json_t **meta, char *err,
+    size_t len) SLUICE_MUSTCHECK;
+/* An archive_dir that is there must be the daemon's and writable by no
+ * group or other: -1 with err. */
+int xd_arch_dir_check(const struct xd_cfg *c, char *err, size_t len)
+    SLUICE_MUSTCHECK;
+/* The metadata of id's archive; NULL none (*bad 0) or unreadable
+ * (*bad 1).  Small: the loop may read it. */
+json_t *xd_arch_meta(const struct xd_cfg *c, const char *id, int *bad);
+/* Whether an archive entry may be restored (pure: the unit test and the
+ * fuzz harness call it): NULL yes, "" the top (nothing to make), else
+ * why not.  p its name, type 'f' file, 'd' directory, 'l' symbolic link
+ * (t its target, any), anything else refused; hardlink: a hard link
+ * entry, t its target (a name inside the workspace); *clean gets p
+ * without its leading "./". */
+const char *xd_arch_refused(const char *p, char type, const char *t,
+    int hardlink, const char **clean);
+/* The committed archives: [{id, tenant, user, archived, bytes (of its
+ * file), file}], metadata that does not read as {id, corrupt: true,
+ * tenant "", bytes}.  NULL when archive_dir cannot be read (none yet:
+ * []).  Reads each metadata file (small). */
+json_t *xd_arch_list(const struct xd_cfg *c);
+/* Hold the archives to lifecycle.archive_max_age and, per tenant (those
+ * without one share ""), archive_max_count_per_tenant and
+ * archive_max_bytes_per_tenant, the oldest evicted first; tenant NULL:
+ * every tenant, and the orphaned files (a tar no committed metadata
+ * names, temporary files) older than a minute removed too; else that
+ * tenant's only.  Archives of ids in live (an object keyed by id) and
+ * keep are left.  What was removed: [{id, tenant, user, reason
+ * ("expired", "quota_count", "quota_bytes"), archived, bytes}] and
+ * [{file, reason "orphan", bytes}].  Blocking: in workers. */
+json_t *xd_arch_sweep(const struct xd_cfg *c, const char *tenant,
+    const char *keep, json_t *live, int64_t now);
+/* Remove id's archive (none: nothing). */
+void xd_arch_discard(const struct xd_cfg *c, const char *id);
+/* Restore id's archive into the new, empty r->workspace as r->host_uid
+ * (exec_arch.c says what is checked): 0 with *out NULL (no archive) or
+ * {files, bytes, skipped, archived, sha256, reason}; -1 with err and
+ * *corrupt 1 when the archive fails its SHA-256 or is missing. */
+int xd_arch_restore(const struct xd_cfg *c, const struct sbx_rec *r,
+    json_t **out, int *corrupt, char *err, size_t len) SLUICE_MUSTCHECK;
+/* main of sluice-execd --restore-helper, which the restore's child
+ * execs as the sandbox's uid: the archive on fd 0 extracted into the
+ * cwd, the result (JSON) on fd 1; the exit status. */
+int xd_arch_restore_helper(void);
+
+/* ---- exec_snap.c ---- */
+
+struct xd_snap;
+/* (path, type, size, mtime_ns, inode) of at most max_entries entries
+ * under workspace, no link followed.  NULL only without memory. */
+struct xd_snap *xd_snap_take(const char *workspace, size_t max_entries);
+void xd_snap_free(struct xd_snap *s);
+/* Against the workspace now: {"changed":[{path,change,type,size}],
+ * "changed_truncated", "artifacts":[{path,size,sha256}],
+ * "artifacts_skipped":[{path,size,limit}]}. */
+json_t *xd_snap_diff(const struct xd_snap *before, const char *workspace,
+    const struct xd_art_lims *lim);
+
+/* ---- exec_files.c ---- */
+
+/* Every call works inside r->workspace as r->host_uid:host_gid;
+ * paths are xd_path_norm'ed.  On failure e says status and code. */
+int xd_fs_list(const struct sbx_rec *r, const char *dir, const char *glob,
+    int recursive, size_t max_entries, json_t **out, struct xd_perr *e);
+/* An fd open for reading on a regular file and its size. */
+int xd_fs_open_read(const struct sbx_rec *r, const char *path, int *fd,
+    uint64_t *size, struct xd_perr *e);
+int xd_fs_write(const struct sbx_rec *r, const char *path, const void *data,
+    size_t n, struct xd_perr *e);
+int xd_fs_delete(const struct sbx_rec *r, const char *path,
+    struct xd_perr *e);
+int xd_fs_edit(const struct sbx_rec *r, const char *path, const char *old,
+    size_t oldn, const char *new_, size_t newn, uint64_t max,
+    json_t **out, struct xd_perr *e);
+
+/* ---- exec_events.c ---- */
+
+/* A subscriber of GET /v1/events: fn gets each frame ("event: T\n
+ * data: {...}\n\n") of the events it may hear, and may unsubscribe s.
+ * It carries its caller's tenant and role: a caller bound to a tenant
+ * hears that tenant's events only, one bound to none (the Unix socket,
+ * an unbound token: admin, app or auditor) every tenant's. */
+struct xd_sub {
+	TAILQ_ENTRY(xd_sub) link;
+	void (*fn)(void *arg, const char *frame, size_t n);
+	void *arg;
+	int on;
+	char tenant[SBX_ID_MAX + 1];    /* "" unbound */
+	enum xd_role role;
+};
+TAILQ_HEAD(xd_subq, xd_sub);
+
+void xd_event_sub(struct xd *xd, struct xd_sub *s);
+void xd_event_unsub(struct xd *xd, struct xd_sub *s);
+/* type "sandbox" (what: created, removed) or "command" (started,
+ * exited) of a sandbox of tenant ("" none); data (consumed) the fields,
+ * "what" and "ts_ms" added. */
+void xd_event(struct xd *xd, const char *type, const char *what,
+    const char *tenant, json_t *data);
+/* What a command's events say of its argv, never the argv itself
+ * (its arguments may hold anything a tenant typed): the program
+ * (argv[0]'s last path component) and the SHA-256 of the argv, each
+ * argument followed by a NUL byte, in lower-case hex. */
+void xd_event_argv(json_t *argv, char *program, size_t plen,
+    char hex[65]);
+
+/* What GET /v1/metrics counts since the start. */
+struct xd_stats {
+	uint64_t created, create_failed, removed;
+	uint64_t cmds_started, cmds_exited, timed_out, oom_killed, cancelled;
+	uint64_t events_dropped;
+	uint64_t suspended, resumed, removed_idle, archived, restored;
+	uint64_t archive_failed;
+	uint64_t arch_expired, arch_evicted, arch_orphans;
+	uint64_t ring_dropped, ring_dropped_bytes;     /* finished commands'
+	                                                 * rings let go of for
+	                                                 * ring_budget_bytes */
+};
+
+/* ---- exec_audit.c ---- */
+
+struct xd_cmd;
+/* Open cfg->audit_log (its directory made 0750): -1 with err. */
+int xd_audit_open(struct xd *xd, char *err, size_t errlen);
+void xd_audit_reopen(struct xd *xd);
+void xd_audit_close(struct xd *xd);
+/* One lifecycle record: action ("create", "delete", "tier",
+ * "install"), the caller, the sandbox, the outcome (HTTP status and
+ * error code or NULL); detail (consumed, may be NULL) more of it. */
+void xd_audit_box(struct xd *xd, const char *action, const char *who,
+    const char *role, const char *id, const char *tenant, const char *user,
+    int status, const char *code, json_t *detail);
+/* One record for an ended command. */
+void xd_audit_cmd(const struct xd_cmd *c);
+
+/* ---- exec_cmd.c ---- */
+
+struct xd_box;
+struct xd_cmd;
+
+/* Who hears a command: output as it comes (stream mode only) and the
+ * end.  arg is the sink's; set NULL by xd_cmd_detach. */
+struct xd_sink {
+	void (*output)(void *arg, struct xd_cmd *c, int stream,
+	    const unsigned char *b, size_t n);
+	void (*exit)(void *arg, struct xd_cmd *c);
+};
+
+enum xd_out_mode {
+	XD_OUT_KEEP,            /* foreground: the first output_cap bytes */
+	XD_OUT_STREAM,          /* foreground: passed to the sink */
+	XD_OUT_RING,            /* background: the last ring_bytes */
+};
+
+struct xd_stream {
+	int fd;
+	struct event *ev;
+	unsigned char *buf;     /* KEEP: cap bytes; RING: ring_bytes */
+	size_t cap, len;
+	uint64_t total;         /* bytes read */
+	uint64_t dropped;       /* KEEP/STREAM: bytes past the cap */
+};
+
+struct xd_cmd {
+	TAILQ_ENTRY(xd_cmd) link;
+	struct xd_box *box;
+	char id[32];
+	int background;
+	enum xd_out_mode mode;
+	struct sbx_proc proc;
+	int pidfd;
+	struct event *ev_exit, *ev_deadline, *ev_backstop;
+	struct xd_stream out[2];
+	int in_fd;
+	struct event *ev_in;
+	struct evbuffer *in;
+	long timeout_s, cap;
+	long cap_total;                 /* -1: none (output_cap_total) */
+	int base64;
+	int64_t start_mono_ms;
+	int64_t started_ms, ended_ms;   /* unix milliseconds */
+	int running;
+	int status;                     /* wait status */
+	int timed_out, cancelled, stopped, oom_killed, kill_sent;
+	uint64_t oom_before;
+	int oom_known;
+	int paused;
+	int out_dropped;                /* RING: its rings went to keep
+	                                 * ring_budget_bytes */
+	json_t *argv;                   /* for status */
+	char cwd[SBX_PATH_MAX];
+	char who[96], role[16];         /* the caller, for the audit log */
+	int install;                    /* started by install */
+	struct xd_snap *snap;           /* the workspace at the start */
+	json_t *changes;                /* xd_snap_diff at the end */
+	const struct xd_sink *sink;
+	void *sink_arg;
+};
+TAILQ_HEAD(xd_cmdq, xd_cmd);
+
+/* Start spec in b (running, no foreground command when !background).
+ * NULL with e set on failure. */
+struct xd_cmd *xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
+    int background, enum xd_out_mode mode, const struct xd_sink *sink,
+    void *sink_arg, struct xd_perr *e);
+/* Kill the command's whole tree (kill_tree in a worker); why: "cancel",
+ * "stop", "timeout", "delete". */
+void xd_cmd_kill(struct xd_cmd *c, const char *why);
+/* Stop (1) or resume (0) reading the command's pipes (stream mode: the
+ * client is slow). */
+void xd_cmd_pause(struct xd_cmd *c, int pause);
+/* Forget the sink (the client left); the command runs to its end. */
+void xd_cmd_detach(struct xd_cmd *c);
+struct xd_cmd *xd_cmd_find(struct xd_box *b, const char *id);
+/* The result of exec (with_output: stdout and stderr too). */
+json_t *xd_cmd_result(const struct xd_cmd *c, int with_output);
+json_t *xd_cmd_status(const struct xd_cmd *c);
+/* The ring from off[i] of each stream. */
+json_t *xd_cmd_output(const struct xd_cmd *c, const uint64_t off[2],
+    int base64);
+/* Keep the rings of every command within ring_budget_bytes: the
+ * rings of finished commands go, the oldest ended first; a running
+ * command's never (they may stay over it).  Called when a ring is made
+ * or a command ends, and after a reload. */
+void xd_cmd_ring_budget(struct xd *xd);
+/* Free an exited command (a finished background one or the
+ * foreground one after its answer). */
+void xd_cmd_free(struct xd_cmd *c);
+/* At exit: stop watching a command (it runs on) and free it. */
+void xd_cmd_forget(struct xd_cmd *c);
+
+/* ---- exec_box.c ---- */
+
+enum xd_box_state {
+	XD_BOX_CREATING,
+	XD_BOX_RUNNING,
+	XD_BOX_DELETING,
+	XD_BOX_STOPPED,         /* its sandbox destroyed by a delete that
+	                         * failed after (the archive): the workspace
+	                         * and the record stay until a delete ends */
+	XD_BOX_GONE,            /* removed from the list; freed when unused */
+};
+
+struct xd_box {
+	TAILQ_ENTRY(xd_box) link;
+	struct xd *xd;
+	struct sbx_rec rec;
+	const struct sbx_backend *be;
+	enum xd_box_state state;
+	char profile[SBX_ID_MAX + 1];
+	struct xd_lims lim;
+	char broker[16];                /* "ok", "unknown" */
+	char eff_tier[16];              /* sluiced's effective tier, "" not
+	                                 * asked yet */
+	char ceiling[16];               /* and the session's ceiling */
+	int op;                         /* a worker changes the record */
+	struct xd_cmd *fg;
+	struct xd_cmdq cmds;            /* background, running or done */
+	unsigned long cmd_seq;
+	int refs;                       /* commands and workers holding it */
+	int proc_jobs;                  /* kill_tree and release workers
+	                                 * running (exec_cmd.c): the sweep
+	                                 * does not freeze under them */
+	/* lifecycle (exec_box.c) */
+	int64_t used_saved;             /* rec.last_used as last saved */
+	int64_t lc_retry;               /* no removal by age before this */
+	long lc_backoff;                /* the wait after a failed removal
+	                                 * by age (doubled each time) */
+	char stop_note[XD_ERR_MAX];     /* STOPPED: why */
+	int restore;                    /* create: an archive to restore */
+	json_t *restored;               /* what was restored, NULL none */
+	int del_archive;                /* delete: archive the workspace */
+	char del_reason[16];            /* "delete", "idle" */
+	json_t *archived;               /* delete: the archive made */
+};
+TAILQ_HEAD(xd_boxq, xd_box);
+
+/* How a create or delete ends, for the API. */
+typedef void (*xd_box_cb)(void *arg, struct xd_box *b, struct xd_perr *e);
+
+/* Read the records under state_dir: each becomes a box (running, or
+ * gone with a warning when its sandbox died). */
+void xd_box_load_all(struct xd *xd);
+struct xd_box *xd_box_find(struct xd *xd, const char *id);
+/* Quotas, slot, then the create worker; cb once it ends (b on success).
+ * -1 with e when refused at once. */
+int xd_box_create(struct xd *xd, const struct xd_create_spec *s,
+    xd_box_cb cb, void *arg, struct xd_perr *e);
+/* archive: the workspace archived first (1) or dropped with any archive
+ * of the id (0); reason "delete" or "idle" (events, audit). */
+int xd_box_delete(struct xd_box *b, int archive, const char *reason,
+    xd_box_cb cb, void *arg, struct xd_perr *e);
+/* Whether id's archive is one the caller may have (create restores it,
+ * DELETE ?archive=discard drops it): tenant the caller's (create: the
+ * sandbox's; discard: the token's, "" unbound), user the sandbox's (NULL:
+ * not checked: a discard, as DELETE does not check it); bound: the
+ * caller's token is of tenant.  0 with *meta (NULL: no archive, or for
+ * a discard by a caller bound to no tenant one whose metadata does not
+ * read: *corrupt 1); -1 with e: 409 conflict with archive "corrupt"
+ * (the metadata does not read, so whose it is is not known: not
+ * restored, and dropped only by a caller bound to no tenant), 403
+ * another tenant's or user's. */
+int xd_box_arch_owner(const struct xd_cfg *c, const char *id,
+    const char *tenant, const char *user, int bound, json_t **meta,
+    int *corrupt, struct xd_perr *e) SLUICE_MUSTCHECK;
+/* A call of an app uses b now: last_used, and a suspended sandbox is
+ * resumed first (an event and an audit record with who and role).
+ * -1 with e when it cannot be resumed. */
+int xd_box_use(struct xd_box *b, const char *who, const char *role,
+    struct xd_perr *e);
+/* The lifecycle timer (idle_after, remove_after): started at start and
+ * set again after a reload (its period follows the configuration);
+ * stopped at exit. */
+int xd_box_sweep_start(struct xd *xd);
+void xd_box_sweep_stop(struct xd *xd);
+int xd_box_set_tier(struct xd_box *b, const char *tier, xd_box_cb cb,
+    void *arg, struct xd_perr *e);
+json_t *xd_box_json(const struct xd_box *b);
+/* Ask sluiced (in a worker) for the box's session and its effective
+ * tier, into b->eff_tier; cb(arg, b, NULL) then, or with e. */
+int xd_box_network(struct xd_box *b, xd_box_cb cb, void *arg,
+    struct xd_perr *e);
+/* Let go of a box (exec_rec.c): freed once gone and unused. */
+void xd_box_unref(struct xd_box *b);
+/* At exit: free every box and command (the sandboxes stay). */
+void xd_box_free_all(struct xd *xd);
+/* What the workspaces and the archives take of the disk. */
+struct xd_storage {
+	int ok;                 /* the state dir's file system was read */
+	uint64_t free, total;   /* its bytes free (to the daemon), in all */
+	uint64_t reserve;       /* quotas.disk_reserve_mb */
+	uint64_t workspaces;    /* disk_mb of the live sandboxes */
+	uint64_t unallocated;   /* of those, not yet allocated on disk */
+	int64_t headroom;       /* free - unallocated - reserve: what a
+	                         * create's workspace may take */
+	uint64_t archives, narchives;   /* archives: 0 unless asked */
+};
+/* archives: list the archives too (reads each one's metadata). */
+void xd_box_storage(struct xd *xd, struct xd_storage *s, int archives);
+/* Live sandboxes (creating or running) in total, of tenant, of user. */
+void xd_box_counts(struct xd *xd, const char *tenant, const char *user,
+    long *total, long *nt, long *nu);
+
+/* ---- exec_health.c ---- */
+
+/* The health document; bes (consumed) the backends as a worker probed
+ * them (NULL: probe here), broker_ok/why from a ping. */
+json_t *xd_health_json(struct xd *xd, json_t *bes, int broker_ok,
+    const char *why);
+/* The health document's "storage": the state dir's file system (free,
+ * total, headroom), the reserve, the workspaces' bytes (and those not
+ * yet allocated), the archives' bytes and count. */
+json_t *xd_health_storage(struct xd *xd);
+/* Ping sluiced in a worker, then cb(arg, health). */
+int xd_health(struct xd *xd, void (*cb)(void *arg, json_t *h), void *arg);
+
+/* ---- the daemon (execd.c fills it, exec_api.c serves it) ---- */
+
+struct evhttp;
+struct evhttp_bound_socket;
+struct event_base;
+struct ssl_ctx_st;
+struct clog;
+struct xd_call;
+TAILQ_HEAD(xd_callq, xd_call);
+
+struct xd {
+	struct event_base *base;
+	struct xd_cfg *cfg;
+	struct xd_boxq boxes;
+	struct xd_jobq jobs;
+	struct xd_callq calls;          /* requests waiting for a worker or
+	                                 * a command */
+	long creating;                  /* creates under way */
+	unsigned long job_seq;
+	int draining;
+	struct evhttp *http_unix, *http_tls;
+	struct evhttp_bound_socket *bound_unix, *bound_tls;
+	struct ssl_ctx_st *tls_ctx;
+	char sock_path[SBX_PATH_MAX + 16];     /* canonical, "" none */
+	struct clog *audit;             /* exec_audit.c */
+	struct xd_subq subs;            /* exec_events.c */
+	struct xd_stats stats;
+	uint64_t ring_held;             /* bytes of every command's rings */
+	struct usock_id sock_id;
+	struct event *ev_sweep;         /* exec_box.c: the lifecycle */
+	int arch_sweeping;              /* exec_box.c: its archive worker */
+	struct xd_gate *gate;           /* exec_gate.c: tcp.listen's */
+	uint64_t reply_queued;          /* file answers' bytes queued */
+};
+
+/* ---- exec_api.c ---- */
+
+int xd_api_listen(struct xd *xd, char *err, size_t errlen);
+/* New configuration: TLS context and body limits. */
+int xd_api_reload(struct xd *xd, char *err, size_t errlen);
+void xd_api_close(struct xd *xd);
+/* Stop accepting connections (drain); open ones are still served. */
+void xd_api_stop_accepting(struct xd *xd);
+/* The route table as "METHOD PATTERN" lines (--routes). */
+void xd_api_print_routes(void);
+/* Pending requests: none left means drained. */
+int xd_api_pending(const struct xd *xd);
+
+#endif /* SLUICE_EXECD_INT_H */
