@@ -63,6 +63,10 @@ def _uid_of(pid):
     return None
 
 
+MEM_SCAN_MAX = 1 << 30
+MEM_SCAN_STEP = 16 << 20
+
+
 def _mem_has(pid, needle):
     """Whether needle is in a readable mapping of pid (None: unreadable,
     the process gone)."""
@@ -80,12 +84,23 @@ def _mem_has(pid, needle):
             if len(f) >= 6 and f[5] in ("[vvar]", "[vsyscall]"):
                 continue
             lo, hi = (int(v, 16) for v in f[0].split("-"))
-            try:
-                data = os.pread(mem, hi - lo, lo)
-            except OSError:
+            # a sanitizer build maps terabytes of shadow it never
+            # touches: past 1 GiB a mapping is not the daemon's heap
+            if hi - lo > MEM_SCAN_MAX:
                 continue
-            if needle in data:
-                return True
+            # in pieces (overlapping by the needle's length), so that no
+            # read needs the whole mapping in this process at once
+            at = lo
+            while at < hi:
+                n = min(MEM_SCAN_STEP, hi - at)
+                try:
+                    data = os.pread(mem, n + len(needle) - 1
+                                    if at + n < hi else n, at)
+                except OSError:
+                    break
+                if needle in data:
+                    return True
+                at += n
         return False
     finally:
         os.close(mem)
