@@ -54,6 +54,7 @@ ALLOW_INT=(
 	"tests/unit/test_fw.c:firewall/fw-int.h"
 	"tests/unit/test_config.c:proxy/lib/config-int.h"
 	"tests/fuzz/fuzz_execapi.c:sandbox-glue/executor/execd/execd-int.h"
+	"tests/fuzz/fuzz_gate.c:sandbox-glue/executor/execd/execd-int.h"
 	"tests/unit/test_execd.c:sandbox-glue/executor/execd/execd-int.h"
 	"tests/unit/test_runcfg.c:sandbox-glue/executor/backend/sbx-int.h"
 )
