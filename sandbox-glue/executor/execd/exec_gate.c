@@ -502,8 +502,11 @@ xd_gate_head_refused(struct evbuffer *dst, const char *b, size_t n)
 		len = (size_t)(nl - p) + 1;
 		if (len <= 2 && (*p == '\n' || *p == '\r'))
 			break;
+		/* the name only where the line holds it: the head is not a
+		 * C string (fuzz_gate: strncasecmp read past its end) */
 		for (i = 0; !first && drop[i] != NULL; i++)
-			if (strncasecmp(p, drop[i], strlen(drop[i])) == 0)
+			if (len > strlen(drop[i]) &&
+			    strncasecmp(p, drop[i], strlen(drop[i])) == 0)
 				break;
 		if (first || drop[i] == NULL)
 			if (evbuffer_add(dst, p, len) != 0)
