@@ -57,6 +57,7 @@ ALLOW_INT=(
 	"tests/fuzz/fuzz_gate.c:sandbox-glue/executor/execd/execd-int.h"
 	"tests/unit/executor/test_execd.c:sandbox-glue/executor/execd/execd-int.h"
 	"tests/unit/executor/test_gate.c:sandbox-glue/executor/execd/execd-int.h"
+	"tests/unit/executor/fake_sbx.h:sandbox-glue/executor/execd/execd-int.h"
 	"tests/unit/executor/test_sbx_cfg.c:sandbox-glue/executor/backend/sbx-int.h"
 )
 
