@@ -54,8 +54,11 @@ ALLOW_INT=(
 	"tests/unit/test_fw.c:firewall/fw-int.h"
 	"tests/unit/test_config.c:proxy/lib/config-int.h"
 	"tests/fuzz/fuzz_execapi.c:sandbox-glue/executor/execd/execd-int.h"
-	"tests/unit/test_execd.c:sandbox-glue/executor/execd/execd-int.h"
-	"tests/unit/test_runcfg.c:sandbox-glue/executor/backend/sbx-int.h"
+	"tests/fuzz/fuzz_gate.c:sandbox-glue/executor/execd/execd-int.h"
+	"tests/unit/executor/test_execd.c:sandbox-glue/executor/execd/execd-int.h"
+	"tests/unit/executor/test_gate.c:sandbox-glue/executor/execd/execd-int.h"
+	"tests/unit/executor/fake_sbx.h:sandbox-glue/executor/execd/execd-int.h"
+	"tests/unit/executor/test_sbx_cfg.c:sandbox-glue/executor/backend/sbx-int.h"
 )
 
 while [ $# -gt 0 ]; do

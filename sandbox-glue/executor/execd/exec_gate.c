@@ -349,26 +349,12 @@ conn_gone(void *arg)
 
 /* ---- the head ---- */
 
-struct head {
-	const char *method;     /* the request line's first word */
-	size_t mlen;
-	const char *path;       /* its second (the target) */
-	size_t plen;
-	const char *auth;       /* the one Authorization value, trimmed */
-	size_t alen;
-	int nauth;
-	const char *cl;         /* Content-Length, trimmed */
-	size_t cllen;
-	int ncl;
-	const char *te;         /* Transfer-Encoding */
-	size_t telen;
-	int nte;
-};
+/* struct xd_gate_head (execd-int.h): the fields of a head that decide. */
 
 /* Where the head in b[0..n) ends (past its empty line), 0 not yet.
  * Lines end in LF, a CR before it optional (as evhttp reads them). */
-static size_t
-head_end(const char *b, size_t n)
+size_t
+xd_gate_head_end(const char *b, size_t n)
 {
 	size_t i;
 
@@ -397,8 +383,8 @@ trim(const char **s, size_t *n)
 
 /* The fields of the head b[0..n) that decide; -1: not a head evhttp
  * would take the same way (a folded line, no request line). */
-static int
-head_parse(const char *b, size_t n, struct head *h)
+int
+xd_gate_head_parse(const char *b, size_t n, struct xd_gate_head *h)
 {
 	const char *p = b, *end = b + n, *nl, *sp, *colon;
 	size_t len;
@@ -453,8 +439,8 @@ head_parse(const char *b, size_t n, struct head *h)
 
 /* The role of the head's token, XD_ROLE_NONE none or not valid (as
  * httpauth_bearer takes it: one Authorization header, Bearer). */
-static enum xd_role
-head_role(const struct xd_cfg *c, const struct head *h)
+enum xd_role
+xd_gate_head_role(const struct xd_cfg *c, const struct xd_gate_head *h)
 {
 	char tok[TOKEN_MAX + 1];
 	const char *v = h->auth;
@@ -476,15 +462,15 @@ head_role(const struct xd_cfg *c, const struct head *h)
 
 /* The method may carry a body (evhttp_method_may_have_body). */
 static int
-may_have_body(const struct head *h)
+may_have_body(const struct xd_gate_head *h)
 {
 	return !(h->mlen == 4 && memcmp(h->method, "HEAD", 4) == 0) &&
 	    !(h->mlen == 5 && memcmp(h->method, "TRACE", 5) == 0);
 }
 
 /* Content-Length as evhttp reads it: -1 bad, else the bytes. */
-static int64_t
-cl_value(const struct head *h)
+int64_t
+xd_gate_cl_value(const struct xd_gate_head *h)
 {
 	uint64_t v = 0;
 	size_t i;
@@ -501,8 +487,8 @@ cl_value(const struct head *h)
 
 /* The refused head as evhttp gets it: without what frames a body (and
  * Expect), closing the connection after its answer. */
-static int
-head_refused(struct evbuffer *dst, const char *b, size_t n)
+int
+xd_gate_head_refused(struct evbuffer *dst, const char *b, size_t n)
 {
 	static const char *const drop[] = { "Content-Length:",
 	    "Transfer-Encoding:", "Expect:", "Connection:", NULL };
@@ -516,8 +502,11 @@ head_refused(struct evbuffer *dst, const char *b, size_t n)
 		len = (size_t)(nl - p) + 1;
 		if (len <= 2 && (*p == '\n' || *p == '\r'))
 			break;
+		/* the name only where the line holds it: the head is not a
+		 * C string (fuzz_gate: strncasecmp read past its end) */
 		for (i = 0; !first && drop[i] != NULL; i++)
-			if (strncasecmp(p, drop[i], strlen(drop[i])) == 0)
+			if (len > strlen(drop[i]) &&
+			    strncasecmp(p, drop[i], strlen(drop[i])) == 0)
 				break;
 		if (first || drop[i] == NULL)
 			if (evbuffer_add(dst, p, len) != 0)
@@ -527,6 +516,65 @@ head_refused(struct evbuffer *dst, const char *b, size_t n)
 	return evbuffer_add(dst, "Connection: close\r\n\r\n", 21);
 }
 
+int
+xd_gate_decide(const struct xd_cfg *c, xd_gate_role_fn role_of,
+    const char *b, size_t n, struct xd_gate_verdict *v)
+{
+	struct xd_gate_head h;
+	char path[1024];
+	int64_t cl = 0;
+	int chunked = 0;
+
+	memset(v, 0, sizeof(*v));
+	v->need = XD_ROLE_AUDITOR;
+	if (xd_gate_head_parse(b, n, &h) != 0) {
+		v->what = XD_GATE_SHUT;
+		v->why = "a head that does not parse";
+		return v->what;
+	}
+	v->role = xd_gate_head_role(c, &h);
+	if (h.plen < sizeof(path) && role_of != NULL) {
+		char m[16];
+
+		memcpy(path, h.path, h.plen);
+		path[h.plen] = '\0';
+		snprintf(m, sizeof(m), "%.*s", (int)(h.mlen < 15 ? h.mlen : 15),
+		    h.method);
+		v->need = role_of(m, path);
+	}
+	if (h.ncl > 1 || h.nte > 1 || (h.ncl == 1 &&
+	    (cl = xd_gate_cl_value(&h)) < 0)) {
+		v->what = XD_GATE_SHUT;
+		v->why = "a head with a bad body length";
+		return v->what;
+	}
+	if (h.nte == 1)
+		chunked = h.telen == 7 && strncasecmp(h.te, "chunked", 7) == 0;
+	if (v->role == XD_ROLE_NONE || v->role < v->need) {
+		/* exec_api.c answers 401 or 403 from what is left */
+		v->what = XD_GATE_REFUSE;
+		return v->what;
+	}
+	v->what = XD_GATE_PASS;
+	if (may_have_body(&h) && chunked)
+		v->chunked = 1;
+	else if (may_have_body(&h) && cl > 0)
+		v->body = (uint64_t)cl;
+	return v->what;
+}
+
+size_t
+xd_gate_head_scan(const char *b, size_t look, size_t *scanned)
+{
+	size_t n = 0, from = *scanned > 3 ? *scanned - 3 : 0;
+
+	if (b != NULL && look > from &&
+	    (n = xd_gate_head_end(b + from, look - from)) != 0)
+		n += from;
+	*scanned = look;
+	return n;
+}
+
 /* A whole head is at the start of src: pass it, or refuse it. */
 static enum bufferevent_filter_result
 head_done(struct xd_conn *k, struct evbuffer *src, struct evbuffer *dst,
@@ -534,36 +582,18 @@ head_done(struct xd_conn *k, struct evbuffer *src, struct evbuffer *dst,
 {
 	const struct xd_cfg *c = k->xd->cfg;
 	const char *b = (const char *)evbuffer_pullup(src, (ev_ssize_t)n);
-	struct head h;
-	enum xd_role role, need;
-	char path[1024];
-	int64_t cl = 0;
-	int chunked = 0;
+	struct xd_gate_verdict v;
 
-	if (b == NULL || head_parse(b, n, &h) != 0) {
+	if (b == NULL) {
 		conn_shut(k, "a head that does not parse");
 		return BEV_ERROR;
 	}
-	role = head_role(c, &h);
-	need = XD_ROLE_AUDITOR;
-	if (h.plen < sizeof(path) && k->xd->gate->role_of != NULL) {
-		char m[16];
-
-		memcpy(path, h.path, h.plen);
-		path[h.plen] = '\0';
-		snprintf(m, sizeof(m), "%.*s", (int)(h.mlen < 15 ? h.mlen : 15),
-		    h.method);
-		need = k->xd->gate->role_of(m, path);
-	}
-	if (h.ncl > 1 || h.nte > 1 || (h.ncl == 1 && (cl = cl_value(&h)) < 0)) {
-		conn_shut(k, "a head with a bad body length");
+	switch (xd_gate_decide(c, k->xd->gate->role_of, b, n, &v)) {
+	case XD_GATE_SHUT:
+		conn_shut(k, v.why);
 		return BEV_ERROR;
-	}
-	if (h.nte == 1)
-		chunked = h.telen == 7 && strncasecmp(h.te, "chunked", 7) == 0;
-	if (role == XD_ROLE_NONE || role < need) {
-		/* exec_api.c answers 401 or 403 from what is left */
-		if (head_refused(dst, b, n) != 0) {
+	case XD_GATE_REFUSE:
+		if (xd_gate_head_refused(dst, b, n) != 0) {
 			conn_shut(k, "out of memory");
 			return BEV_ERROR;
 		}
@@ -574,6 +604,8 @@ head_done(struct xd_conn *k, struct evbuffer *src, struct evbuffer *dst,
 		conn_arm(k, REFUSED_MS < c->tcp_head_timeout_ms ? REFUSED_MS :
 		    c->tcp_head_timeout_ms);
 		return BEV_OK;
+	case XD_GATE_PASS:
+		break;
 	}
 	k->scanned = 0;
 	if (evbuffer_remove_buffer(src, dst, n) != (int)n) {
@@ -581,13 +613,11 @@ head_done(struct xd_conn *k, struct evbuffer *src, struct evbuffer *dst,
 		return BEV_ERROR;
 	}
 	evtimer_del(k->timer);
-	if (!may_have_body(&h))
-		k->state = G_WAIT;
-	else if (chunked)
+	if (v.chunked)
 		k->state = G_CHUNKED;
-	else if (cl > 0) {
+	else if (v.body > 0) {
 		k->state = G_BODY;
-		k->left = (uint64_t)cl;
+		k->left = v.body;
 	} else
 		k->state = G_WAIT;
 	return BEV_OK;
@@ -665,14 +695,9 @@ gate_in(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
 		n = 0;
 		if (len > k->scanned) {
 			size_t look = len < HEAD_MAX ? len : HEAD_MAX;
-			size_t from = k->scanned > 3 ? k->scanned - 3 : 0;
-			const char *b = (const char *)evbuffer_pullup(src,
-			    (ev_ssize_t)look);
 
-			if (b != NULL && look > from &&
-			    (n = head_end(b + from, look - from)) != 0)
-				n += from;
-			k->scanned = look;
+			n = xd_gate_head_scan((const char *)evbuffer_pullup(
+			    src, (ev_ssize_t)look), look, &k->scanned);
 		}
 		if (n == 0) {
 			if (len >= HEAD_MAX) {

@@ -371,6 +371,55 @@ int xd_gate_chunked(struct xd *xd, struct evhttp_request *req);
 void xd_gate_unbind(struct xd *xd);
 void xd_gate_reload(struct xd *xd);
 void xd_gate_stop(struct xd *xd);
+/* The parser under the filter (pure: tests/fuzz/fuzz_gate.c and
+ * tests/unit/executor/test_gate.c call it).  A head's fields that
+ * decide, pointers into the head's bytes. */
+struct xd_gate_head {
+	const char *method;     /* the request line's first word */
+	size_t mlen;
+	const char *path;       /* its second (the target) */
+	size_t plen;
+	const char *auth;       /* the one Authorization value, trimmed */
+	size_t alen;
+	int nauth;
+	const char *cl;         /* Content-Length, trimmed */
+	size_t cllen;
+	int ncl;
+	const char *te;         /* Transfer-Encoding */
+	size_t telen;
+	int nte;
+};
+/* Where the head in b[0..n) ends (past its empty line), 0 not yet. */
+size_t xd_gate_head_end(const char *b, size_t n);
+/* The head's end in b[0..look) (b NULL: none), looking again only from
+ * where *scanned (the bytes looked at before, no end in them) says;
+ * *scanned becomes look. */
+size_t xd_gate_head_scan(const char *b, size_t look, size_t *scanned);
+/* 0 with h, -1 not a head evhttp would read the same way. */
+int xd_gate_head_parse(const char *b, size_t n, struct xd_gate_head *h);
+/* The role of the head's bearer token, XD_ROLE_NONE none or unknown. */
+enum xd_role xd_gate_head_role(const struct xd_cfg *c,
+    const struct xd_gate_head *h);
+/* Content-Length as evhttp reads it: -1 bad, else the bytes. */
+int64_t xd_gate_cl_value(const struct xd_gate_head *h);
+/* What the gate does with the whole head b[0..n). */
+enum xd_gate_what {
+	XD_GATE_SHUT,           /* the connection is shut (why) */
+	XD_GATE_REFUSE,         /* the head without its body, then close */
+	XD_GATE_PASS,           /* the head, then body bytes or chunked */
+};
+struct xd_gate_verdict {
+	enum xd_gate_what what;
+	const char *why;        /* SHUT */
+	enum xd_role role, need;
+	uint64_t body;          /* PASS: the body's bytes to pass */
+	int chunked;            /* PASS: all passes, the answer closes */
+};
+int xd_gate_decide(const struct xd_cfg *c, xd_gate_role_fn role_of,
+    const char *b, size_t n, struct xd_gate_verdict *v);
+/* The refused head as evhttp gets it (no Content-Length,
+ * Transfer-Encoding, Expect or Connection; "Connection: close"). */
+int xd_gate_head_refused(struct evbuffer *dst, const char *b, size_t n);
 
 /* ---- exec_job.c ---- */
 

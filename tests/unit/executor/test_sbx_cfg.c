@@ -1,7 +1,7 @@
 /*
- * test_runcfg.c: sluice-run's configuration checks, record files and
- * name checks (sandbox-glue/sbx_cfg.c), and the sandboxes' seccomp
- * filter (sbx_seccomp.c) in a child of the test.
+ * test_sbx_cfg.c: sluice-run's configuration checks, record files and
+ * name checks (sandbox-glue/executor/backend/sbx_cfg.c), and the
+ * sandboxes' seccomp filter (sbx_seccomp.c) in a child of the test.
  */
 #include "sluice-config.h"
 
