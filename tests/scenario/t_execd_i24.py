@@ -18,14 +18,18 @@ Skips (77) without root or user namespaces."""
 
 import json
 import os
+import signal
 import socket
+import ssl
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, check, check_eq, free_port,  # noqa: E402
                      read_response)
-from t_execd import (start, create, ex, check_err, EXECD)  # noqa: E402
+from t_execd import (start, create, ex, check_err, EXECD,  # noqa: E402
+                     _exchange)
 
 S = Suite("t_execd_i24", time_limit=600)
 
@@ -66,6 +70,123 @@ def small_workspaces(env):
     check_eq(b["limits"]["inodes"], 4096, "8 MB with 4096 inodes")
     check_eq(x.app("DELETE", "/v1/sandboxes/w8i", timeout=60).status, 200,
              "delete")
+
+
+def _tokens(env, names):
+    tok = {}
+    for name in names:
+        tok[name] = "tok-%s-%s" % (name, os.urandom(12).hex())
+        with open(env.path(name + ".tok"), "w") as f:
+            f.write(tok[name] + "\n")
+        os.chmod(env.path(name + ".tok"), 0o600)
+    return tok
+
+
+def _tcp(port, ctx=None):
+    def call(method, path, body=None, token=None, raw=None, headers=()):
+        s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        if ctx is not None:
+            s = ctx.wrap_socket(s, server_hostname="execd.test")
+        try:
+            h = [("Authorization", "Bearer " + token)] if token else []
+            return _exchange(s, method, path, body, h + list(headers), raw,
+                             60)
+        finally:
+            s.close()
+    return call
+
+
+@S.case
+def healthz(env):
+    crt, key = env.cert(("execd.test",))
+    tok = _tokens(env, ("aud",))
+    port = free_port()
+    d, ctl, x = start(env, tcp={
+        "listen": "127.0.0.1:%d" % port, "tls_cert": crt, "tls_key": key,
+        "tokens": [{"name": "aud", "file": env.path("aud.tok"),
+                    "role": "auditor"}]})
+    tls = _tcp(port, ssl.create_default_context(cafile=crt))
+    # the Unix socket: a caller in no role
+    r = x.norole("GET", "/healthz")
+    check_eq((r.status, r.json), (200, {"ok": True, "image_ready": True}),
+             "healthz, no role: %r" % r)
+    check_err(x.norole("GET", "/v1/health"), 403, "forbidden",
+              "health still needs a role")
+    # TCP without a token: /healthz only
+    r = tls("GET", "/healthz")
+    check_eq((r.status, r.json), (200, {"ok": True, "image_ready": True}),
+             "healthz, no token: %r" % r)
+    check_err(tls("GET", "/v1/health"), 401, "unauthorized",
+              "health without a token")
+    check_err(tls("GET", "/v1/sandboxes"), 401, "unauthorized",
+              "list without a token")
+    check_eq(tls("GET", "/healthz", token=tok["aud"]).status, 200,
+             "healthz with a token")
+    # a body is never passed on without a token
+    r = tls("GET", "/healthz", raw=b"x" * 1000)
+    check(r.status in (200, 400), "healthz with a body: %r" % r)
+    check_eq(tls("POST", "/healthz").status, 401, "POST /healthz")
+    # the default profile's image missing: 503, image_ready false
+    x.conf["profile"] = "minimal"
+    x.conf["image_dir"] = env.path("noimages")
+    x.write()
+    os.kill(x.proc.pid, signal.SIGHUP)
+    time.sleep(1.5)
+    r = x.norole("GET", "/healthz")
+    check_eq((r.status, r.json), (503, {"ok": False, "image_ready": False}),
+             "healthz without the image: %r" % r)
+
+
+@S.case
+def plain_http(env):
+    tok = _tokens(env, ("app",))
+    port = free_port()
+    tcp = {"listen": "127.0.0.1:%d" % port,
+           "tokens": [{"name": "app", "file": env.path("app.tok"),
+                       "role": "app"}]}
+    # off (the default) without a certificate: a configuration error
+    p = env.path("plain-off.json")
+    with open(p, "w") as f:
+        json.dump({"tcp": tcp}, f)
+    r = subprocess.run([EXECD, "-c", p, "--check-config"],
+                       capture_output=True, timeout=30)
+    check(r.returncode == 1 and b"tls_cert and tls_key are required" in
+          r.stderr and b"plain_http" in r.stderr, "off: %r" % r.stderr)
+    with open(p, "w") as f:
+        json.dump({"tcp": dict(tcp, plain_http=True, tls_cert="/x",
+                               tls_key="/y")}, f)
+    r = subprocess.run([EXECD, "-c", p, "--check-config"],
+                       capture_output=True, timeout=30)
+    check(r.returncode == 1 and b"plain_http" in r.stderr,
+          "plain with a certificate: %r" % r.stderr)
+    d, ctl, x = start(env, tcp=dict(tcp, plain_http=True))
+    check(any("PLAIN HTTP" in ln and "WITHOUT TLS" in ln for ln in x.lines),
+          "a loud warning on stderr")
+    call = _tcp(port)
+    r = call("GET", "/v1/health")
+    check(r.status == 401 and r.code() == "unauthorized",
+          "no token: %r" % r)
+    check_err(call("GET", "/v1/health", token="tok-wrong-00000000000"),
+              401, "unauthorized", "bad token")
+    r = call("GET", "/v1/health", token=tok["app"])
+    check(r.status == 200 and "plain_http" in r.json.get("warning", ""),
+          "health with the warning: %r" % r.json.get("warning"))
+    r = call("POST", "/v1/sandboxes", {"id": "p1", "tenant": "acme",
+                                       "network": {"tier": "off"}},
+             tok["app"])
+    check_eq(r.status, 201, "create over plain HTTP: %r" % r)
+    r = call("POST", "/v1/sandboxes/p1/exec", {"shell": "echo hi"},
+             tok["app"])
+    check_eq((r.status, r.json.get("stdout")), (200, "hi\n"), "exec")
+    check_eq(call("DELETE", "/v1/sandboxes/p1", token=tok["app"]).status,
+             200, "delete")
+    # a body without a token is not read
+    r = call("POST", "/v1/sandboxes", {"id": "p2"})
+    check_eq(r.status, 401, "create without a token")
+    j = json.loads(subprocess.run([EXECD, "-c", x.conf_path,
+                                   "--print-config"], capture_output=True,
+                                  timeout=30).stdout)
+    check_eq(j["tcp"]["plain_http"], True, "--print-config")
 
 
 if __name__ == "__main__":

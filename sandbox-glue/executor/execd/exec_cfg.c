@@ -545,10 +545,10 @@ c_tcp(struct cx *x, struct xd_cfg *c, json_t *o)
 {
 	static const char *const keys[] = { "listen", "tls_cert", "tls_key",
 	    "tokens", "max_conns", "max_conns_per_peer", "head_timeout_ms",
-	    "fd_reserve", NULL };
+	    "fd_reserve", "plain_http", NULL };
 	static const char *const tkeys[] = { "name", "file", "role", "tenant",
 	    NULL };
-	json_t *a, *t;
+	json_t *a, *t, *v;
 	size_t i;
 
 	if (c_keys(x, o, keys) != 0 ||
@@ -562,9 +562,19 @@ c_tcp(struct cx *x, struct xd_cfg *c, json_t *o)
 	    600000) != 0 ||
 	    c_long(x, o, "fd_reserve", &c->tcp_fd_reserve, 0, 65536) != 0)
 		return -1;
-	if (c->tcp[0] && (!c->tls_cert[0] || !c->tls_key[0]))
-		return cfail(x, "listen", 0, "TCP is served with TLS only: "
-		    "tls_cert and tls_key are required");
+	if ((v = json_object_get(o, "plain_http")) != NULL) {
+		if (!json_is_boolean(v))
+			return cfail(x, "plain_http", 0, "true or false");
+		c->tcp_plain = json_is_true(v);
+	}
+	/* plain HTTP only when asked for by name (issue 24 point 9): a
+	 * token then crosses the network in the clear */
+	if (c->tcp_plain && (c->tls_cert[0] || c->tls_key[0]))
+		return cfail(x, "plain_http", 0, "plain HTTP has no "
+		    "certificate: drop tls_cert and tls_key, or plain_http");
+	if (c->tcp[0] && !c->tcp_plain && (!c->tls_cert[0] || !c->tls_key[0]))
+		return cfail(x, "listen", 0, "TCP is served with TLS unless "
+		    "plain_http is true: tls_cert and tls_key are required");
 	if ((a = json_object_get(o, "tokens")) == NULL)
 		return 0;
 	if (!json_is_array(a) || json_array_size(a) > XD_TOKENS_MAX)
@@ -1089,8 +1099,9 @@ xd_cfg_json(const struct xd_cfg *c)
 		    (json_int_t)(c->disk_reserve >> 20)));
 	}
 	if (o != NULL && c->tcp[0])
-		json_object_set_new(o, "tcp", json_pack("{s:s,s:s,s:s,s:o,s:I,"
-		    "s:I,s:I,s:I}", "listen", c->tcp, "tls_cert", c->tls_cert,
+		json_object_set_new(o, "tcp", json_pack("{s:s,s:b,s:s,s:s,s:o,"
+		    "s:I,s:I,s:I,s:I}", "listen", c->tcp, "plain_http",
+		    c->tcp_plain, "tls_cert", c->tls_cert,
 		    "tls_key", c->tls_key, "tokens", toks, "max_conns",
 		    (json_int_t)c->tcp_max_conns, "max_conns_per_peer",
 		    (json_int_t)c->tcp_max_conns_per_peer, "head_timeout_ms",
