@@ -315,6 +315,8 @@ export class Sandboxes {
   create(options: CreateOptions): Promise<Sandbox>;
   get(id: string): Promise<Sandbox>;
   list(filter?: { tenant?: string | null; user?: string | null }): Promise<Sandbox[]>;
+  /** Clear an id: its archive removed, a sandbox still there destroyed without one. */
+  discardArchive(id: string): Promise<{ id: string; deleted: boolean; archive: 'discarded' }>;
 }
 
 export class Sandbox {

@@ -170,6 +170,18 @@ export class Sandboxes {
       (r) => (json(r).sandboxes || []).map(M.sandboxInfo)));
     return l.map((i) => new Sandbox(this._c, i));
   }
+
+  /**
+   * Clear `id` by its id alone: its archive is removed (a sandbox removed
+   * by age leaves only that), and a sandbox still there is destroyed
+   * without one.  Resolves to {id, deleted (whether a sandbox was
+   * destroyed), archive: 'discarded'}; SandboxNotFoundError when there is
+   * neither.
+   */
+  async discardArchive(id) {
+    return this._c._t.call(jsonCall('DELETE', `/v1/sandboxes/${q(checkId('sandbox id', id))}${query({ archive: 'discard' })}`,
+      json, undefined, { sandbox: true, timeoutMs: 120000 }));
+  }
 }
 
 /** One chat's sandbox: commands, packages and files in /workspace. */

@@ -100,3 +100,19 @@ test('TLS with tokens: a tenant-bound token, 401, certificate checked', { skip }
   await assert.rejects(new S.SandboxClient(EXEC_URL, { token: TOKENS.exec_app }).health(),
     (e) => e instanceof S.SluiceConnectionError && /certificate/i.test(e.message));
 });
+
+test('discardArchive: Clear of a sandbox that is gone, by id', { skip }, async () => {
+  const c = make.client;
+  const user = uid('clr');
+  const sb = await c.sandboxes.create({ tenantId: 'acme', userId: user, id: uid('clr') });
+  await sb.write('keep.txt', 'x');
+  await sb.destroy(); // archived: only the archive is left
+  assert.deepEqual(await c.sandboxes.discardArchive(sb.id), { id: sb.id, deleted: false, archive: 'discarded' });
+  await assert.rejects(c.sandboxes.discardArchive(sb.id), S.SandboxNotFoundError);
+  const again = await c.sandboxes.create({ tenantId: 'acme', userId: user, id: sb.id });
+  try {
+    assert.ok(!(await again.exec('ls -A /workspace')).stdout.includes('keep.txt'));
+  } finally {
+    await again.destroy({ archive: false });
+  }
+});

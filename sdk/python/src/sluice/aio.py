@@ -116,6 +116,10 @@ class AsyncSandboxes:
         return [AsyncSandbox(self._c, i) for i in
                 await self._c._t.call(C.sandbox_list(tenant, user))]
 
+    async def discard_archive(self, id: str) -> dict[str, Any]:
+        """:meth:`sluice.client.Sandboxes.discard_archive`."""
+        return await self._c._t.call(C.sandbox_delete(id, False))
+
 
 class AsyncSandbox:
     """:class:`~sluice.Sandbox` on asyncio (``async with`` destroys it)."""

@@ -179,6 +179,14 @@ class Sandboxes:
         return [Sandbox(self._c, i)
                 for i in self._c._t.call(C.sandbox_list(tenant, user))]
 
+    def discard_archive(self, id: str) -> dict[str, Any]:
+        """Clear ``id`` by its id alone: its archive is removed (a sandbox
+        removed by age leaves only that), and a sandbox still there is
+        destroyed without one.  The answer: ``{"id", "deleted" (whether
+        a sandbox was destroyed), "archive": "discarded"}``;
+        :class:`~sluice.SandboxNotFoundError` when there is neither."""
+        return self._c._t.call(C.sandbox_delete(id, False))
+
 
 class Sandbox:
     """One chat's sandbox: commands, packages and files in /workspace.
