@@ -6,6 +6,10 @@ give at least 80% of disk_mb free as df shows it inside the sandbox;
 below the minimum, or more inodes than the size holds, is 400 naming
 the field (never 500 for a caller's value).
 
+one_vocabulary (point 2): sluiced and sluice-execd started from the
+same "control" block (socket_mode, app_gids, auditor_gids): the same
+caller has the same role on both; a file with both spellings is refused.
+
 healthz (point 8): GET /healthz answers {ok, image_ready} with 200 to a
 caller in no role on the Unix socket and to one without a token on TCP
 (the gate lets it through), nothing else without a token.
@@ -29,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, check, check_eq, free_port,  # noqa: E402
                      read_response)
 from t_execd import (start, create, ex, check_err, EXECD,  # noqa: E402
-                     _exchange)
+                     _exchange, preflight, Execd, Client, G_APP, G_AUD)
 
 S = Suite("t_execd_i24", time_limit=600)
 
@@ -94,6 +98,63 @@ def _tcp(port, ctx=None):
         finally:
             s.close()
     return call
+
+
+@S.case
+def one_vocabulary(env):
+    preflight()
+    os.chmod(os.path.dirname(env.dir), 0o711)
+    os.chmod(env.dir, 0o711)
+    # the one block, written the same way in both files
+    control = {"socket_mode": "0666", "app_gids": [G_APP],
+               "auditor_gids": [G_AUD]}
+    cfg = env.config(sessions=[], ceiling="public", control=dict(control))
+    d = env.sluiced(cfg)
+    ctl = os.path.join(cfg["runtime_dir"], "control.sock")
+    os.chmod(cfg["runtime_dir"], 0o711)
+    x = Execd(env, ctl)
+    del x.conf["roles"], x.conf["socket"]
+    x.conf["control"] = dict(control)
+    x.start()
+    check_eq(oct(os.stat(x.sock).st_mode & 0o777), "0o666", "execd mode")
+    check_eq(oct(os.stat(ctl).st_mode & 0o777), "0o666", "sluiced mode")
+    for sock, what in ((x.sock, "sluice-execd"), (ctl, "sluiced")):
+        aud, app, none = (Client(sock, [G_AUD]), Client(sock, [G_APP]),
+                          Client(sock, []))
+        check_eq(aud("GET", "/v1/health").status, 200, what + " auditor")
+        check_eq(app("GET", "/v1/health").status, 200, what + " app")
+        check_eq(none("GET", "/v1/health").status, 403, what + " no role")
+    # an auditor may not write on either; an app may on both
+    check_eq(Client(x.sock, [G_AUD])("POST", "/v1/sandboxes",
+                                     {"id": "v1"}).status, 403,
+             "execd auditor create")
+    check_eq(Client(ctl, [G_AUD])("POST", "/v1/sessions",
+                                  {"id": "v1"}).status, 403,
+             "sluiced auditor create")
+    r = Client(x.sock, [G_APP])("POST", "/v1/sandboxes",
+                                {"id": "v1", "tenant": "acme",
+                                 "network": {"tier": "off"}}, timeout=120)
+    check_eq(r.status, 201, "execd app create: %r" % r)
+    check_eq(Client(x.sock, [G_APP])("DELETE", "/v1/sandboxes/v1?"
+                                      "archive=discard").status, 200,
+             "delete")
+    j = json.loads(subprocess.run([EXECD, "-c", x.conf_path,
+                                   "--print-config"], capture_output=True,
+                                  timeout=30).stdout)
+    check(j["control"]["app_gids"] == [G_APP] and
+          j["control"]["socket_mode"] == "0666" and "roles" not in j,
+          "--print-config in the one spelling: %r" % j.get("control"))
+    # both spellings of one thing: refused, naming both
+    for extra, word in (({"roles": {"app": {"groups": [G_APP]}}}, b"roles"),
+                        ({"socket": {"mode": "0660"}}, b"socket")):
+        p = env.path("both.json")
+        with open(p, "w") as f:
+            json.dump(dict({"control": control}, **extra), f)
+        r = subprocess.run([EXECD, "-c", p, "--check-config"],
+                           capture_output=True, timeout=30)
+        check(r.returncode == 1 and b"one way" in r.stderr and word in
+              r.stderr, "both spellings: %r" % r.stderr)
+    # the older spelling alone still works (the other cases use it)
 
 
 @S.case
