@@ -303,6 +303,8 @@ export class SandboxClient {
   readonly sandboxes: Sandboxes;
   readonly broker: BrokerClient;
   health(): Promise<Health>;
+  /** GET /healthz, a load balancer's probe: ok false on its 503. */
+  healthz(): Promise<{ ok: boolean; imageReady: boolean }>;
   doctor(): Promise<Doctor>;
   /** GET /v1/metrics: the Prometheus text (auditor) */
   metrics(): Promise<string>;

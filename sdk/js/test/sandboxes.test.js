@@ -66,6 +66,7 @@ test('create errors: exists, limits above max, quota', { skip }, async () => {
 
 test('health, doctor, unreachable, addresses', { skip }, async () => {
   const c = client();
+  assert.deepEqual(await c.healthz(), { ok: true, imageReady: true });
   const h = await c.health();
   assert.equal(h.broker.ok, true);
   assert.ok(h.backends.some((b) => b.name === 'ns' && b.ok));

@@ -123,6 +123,7 @@ def test_context_manager(client):
 
 
 def test_health_doctor(client):
+    assert client.healthz() == {"ok": True, "image_ready": True}
     h = client.health()
     assert h.broker["ok"] is True
     assert {b["name"] for b in h.backends} >= {"ns", "gvisor"}

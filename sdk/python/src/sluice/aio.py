@@ -60,6 +60,15 @@ class AsyncSandboxClient:
     async def health(self) -> Health:
         return await self._t.call(C.health())
 
+    async def healthz(self) -> dict[str, Any]:
+        """:meth:`sluice.SandboxClient.healthz`."""
+        try:
+            return await self._t.call(C.healthz())
+        except SluiceError as e:
+            if e.status != 503:
+                raise
+            return C.healthz_503(e)
+
     async def doctor(self) -> Doctor:
         try:
             return doctor_of(await self.health(), None)

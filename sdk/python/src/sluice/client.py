@@ -103,6 +103,17 @@ class SandboxClient:
         """GET /v1/health: backends, broker, capacity."""
         return self._t.call(C.health())
 
+    def healthz(self) -> dict[str, Any]:
+        """GET /healthz, a load balancer's probe (no role or token
+        needed): ``{"ok", "image_ready"}``, ``ok`` False when no sandbox
+        can be made now (its 503)."""
+        try:
+            return self._t.call(C.healthz())
+        except SluiceError as e:
+            if e.status != 503:
+                raise
+            return C.healthz_503(e)
+
     def doctor(self) -> Doctor:
         """The health, read as a list of problems with what to do."""
         try:
