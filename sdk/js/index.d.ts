@@ -303,6 +303,8 @@ export class SandboxClient {
   readonly sandboxes: Sandboxes;
   readonly broker: BrokerClient;
   health(): Promise<Health>;
+  /** GET /healthz, a load balancer's probe: ok false on its 503. */
+  healthz(): Promise<{ ok: boolean; imageReady: boolean }>;
   doctor(): Promise<Doctor>;
   /** GET /v1/metrics: the Prometheus text (auditor) */
   metrics(): Promise<string>;
@@ -315,6 +317,8 @@ export class Sandboxes {
   create(options: CreateOptions): Promise<Sandbox>;
   get(id: string): Promise<Sandbox>;
   list(filter?: { tenant?: string | null; user?: string | null }): Promise<Sandbox[]>;
+  /** Clear an id: its archive removed, a sandbox still there destroyed without one. */
+  discardArchive(id: string): Promise<{ id: string; deleted: boolean; archive: 'discarded' }>;
 }
 
 export class Sandbox {

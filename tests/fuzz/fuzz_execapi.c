@@ -136,6 +136,11 @@ fuzz_json(char kind, const char *s, size_t n)
 			    cs.lim.timeout_s > m.timeout_s ||
 			    cs.lim.output_cap > m.output_cap)
 				abort();
+			/* a workspace mke2fs can make (issue 24 point 5) */
+			if (cs.lim.disk_bytes && (cs.lim.disk_bytes < (8ull <<
+			    20) || cs.lim.inodes < 64 || cs.lim.inodes >
+			    cs.lim.disk_bytes / XD_WS_INODE_MIN))
+				abort();
 		} else if (e.status != 400 || e.code == NULL)
 			abort();
 	} else if (kind == 'x') {

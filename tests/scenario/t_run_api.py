@@ -8,7 +8,8 @@ output as it comes: the first line of `echo a; sleep 1; echo b` is read
 before the command ends), busy and cancel, background start, commands,
 output (--follow), stop; write, read (cut at max_file_bytes, exit 8),
 ls (glob, recursive), edit (409 conflict), rm; tier (sluiced's session
-follows), install refused at tier off; destroy (--discard).  Errors are
+follows), install refused at tier off; destroy (--discard, also of an
+id whose sandbox is gone: its archive alone).  Errors are
 "sluice-run: CODE: message (fields)" with the stable exit statuses of
 sluice-run(1): 404 -> 3, 409 exists -> 6, 429 quota_exceeded -> 4 (scope,
 limit and in_use in the message), 429 busy -> 10, 400 -> 2, 403
@@ -321,6 +322,10 @@ def verbs(env):
     check_eq(app.ok("destroy", "--chat", "r2").stdout, b"r2: destroyed\n",
              "destroy")
     app.fails(3, "not_found", "get", "--chat", "r2")
+    # Clear of a sandbox that is gone: its archive alone, by id
+    check_eq(app.ok("destroy", "--chat", "r2", "--discard").stdout,
+             b"r2: archive discarded (no sandbox)\n", "discard the archive")
+    app.fails(3, "not_found", "destroy", "--chat", "r2", "--discard")
     o = app.json("destroy", "--chat", "r1", "--discard")
     check(o["deleted"] is True, "destroy --json: %r" % o)
     check_eq(X.session(ctl, "r1").status, 404, "broker session gone")

@@ -675,8 +675,12 @@ cmd_destroy(char **args)
 	need_id("destroy");
 	no_args(args, "destroy");
 	box_path(path, sizeof(path), o_discard ? "?archive=discard" : "");
+	/* --discard of an id whose sandbox is gone (removed by age): only
+	 * its archive was there to drop ("deleted": false) */
 	if ((ex = call_print("DELETE", path, NULL, &out)) == EX_OK && !opt_json)
-		printf("%s: destroyed\n", safe(o_id));
+		printf("%s: %s\n", safe(o_id), json_is_false(json_object_get(out,
+		    "deleted")) ? "archive discarded (no sandbox)" :
+		    "destroyed");
 	json_decref(out);
 	return ex;
 }

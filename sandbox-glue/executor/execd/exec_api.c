@@ -33,6 +33,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -108,6 +109,7 @@ struct xd_call {
 };
 
 static void h_health(struct xd_call *k);
+static void h_healthz(struct xd_call *k);
 static void h_list(struct xd_call *k);
 static void h_create(struct xd_call *k);
 static void h_get(struct xd_call *k);
@@ -135,6 +137,8 @@ static void h_metrics(struct xd_call *k);
 /* The routes, as in the OpenAPI document (sandbox-glue/executor/
  * execd/openapi.json; tests/scenario/t_execd.py checks both ways). */
 static const struct route routes[] = {
+	/* a load balancer's probe: no role, no token (issue 24 point 8) */
+	R(GET, "/healthz", NONE, B_NONE, ",", h_healthz),
 	R(GET, "/v1/health", AUDITOR, B_NONE, ",", h_health),
 	R(GET, "/v1/metrics", AUDITOR, B_NONE, ",", h_metrics),
 	R(GET, "/v1/events", AUDITOR, B_NONE, ",", h_events),
@@ -356,6 +360,71 @@ h_health(struct xd_call *k)
 	if (xd_health(k->xd, health_cb, k) != 0)
 		/* no worker: answer without the broker's state */
 		health_cb(k, xd_health_json(k->xd, NULL, 0, "cannot start a worker"));
+}
+
+/*
+ * GET /healthz: whether a sandbox can be made now, for a load balancer,
+ * which has no token: so it says no more than {ok, image_ready}.  ok:
+ * the default backend works, sluiced answers, the default profile's
+ * image is built and the daemon is not draining; 200 then, else 503.
+ * What a probe costs (a worker that forks the backends' probes) is
+ * paid at most once a second: callers without a token may ask as often
+ * as they like.
+ */
+#define HEALTHZ_CACHE_MS	1000
+
+static int hz_ok = -1, hz_image;
+static int64_t hz_at;
+
+static int64_t
+hz_now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static void
+healthz_reply(struct xd_call *k)
+{
+	int ok = hz_ok == 1 && hz_image && !k->xd->draining;
+
+	reply_json(k, ok ? 200 : 503, json_pack("{s:b,s:b}", "ok", ok,
+	    "image_ready", hz_image));
+}
+
+static void
+healthz_cb(void *arg, json_t *h)
+{
+	struct xd_call *k = arg;
+	const char *prof = k->xd->cfg->profile;
+	json_t *n;
+	size_t i;
+
+	/* "profiles" lists host and each profile whose image is present */
+	hz_image = strcmp(prof, SBX_PROFILE_HOST) == 0;
+	json_array_foreach(json_object_get(h, "profiles"), i, n)
+		if (json_is_string(n) && strcmp(json_string_value(n), prof) ==
+		    0)
+			hz_image = 1;
+	hz_ok = json_is_true(json_object_get(h, "ok"));
+	hz_at = hz_now();
+	json_decref(h);
+	healthz_reply(k);
+}
+
+static void
+h_healthz(struct xd_call *k)
+{
+	if (hz_ok >= 0 && hz_now() - hz_at < HEALTHZ_CACHE_MS) {
+		healthz_reply(k);
+		return;
+	}
+	call_wait(k);
+	if (xd_health(k->xd, healthz_cb, k) != 0)
+		healthz_cb(k, xd_health_json(k->xd, NULL, 0, "cannot start a "
+		    "worker"));
 }
 
 static void
@@ -1777,6 +1846,20 @@ call_known(struct xd *xd, struct evhttp_request *req)
 	return 0;
 }
 
+/* Whether method and path are a route that needs no role (/healthz):
+ * served to any caller, with or without a token. */
+static int
+route_open(enum evhttp_cmd_type m, const char *path)
+{
+	size_t i;
+
+	for (i = 0; path != NULL && i < NROUTES; i++)
+		if (routes[i].role == XD_ROLE_NONE && routes[i].method == m &&
+		    strcmp(routes[i].pattern, path) == 0)
+			return 1;
+	return 0;
+}
+
 /* The route of path and method; NULL with *path_known when the path is
  * served with other methods (their names in allow). */
 static const struct route *
@@ -1982,9 +2065,10 @@ on_request_l(struct evhttp_request *req, void *arg)
 		    bufferevent_get_underlying(bev) : NULL;
 
 		/* evhttp serves plain HTTP when the bevcb fails: never (the
-		 * TLS bufferevent is under exec_gate.c's filter) */
-		if (under == NULL || bufferevent_openssl_get_ssl(under) ==
-		    NULL) {
+		 * TLS bufferevent is under exec_gate.c's filter; a socket
+		 * one under tcp.plain_http) */
+		if (under == NULL || (!xd->cfg->tcp_plain &&
+		    bufferevent_openssl_get_ssl(under) == NULL)) {
 			reply_err(k, 500, "internal", "TLS setup failed");
 			return;
 		}
@@ -1998,7 +2082,8 @@ on_request_l(struct evhttp_request *req, void *arg)
 		identify_token(k);
 	} else
 		identify_unix(k, bev ? bufferevent_getfd(bev) : -1);
-	if (k->role == XD_ROLE_NONE) {
+	if (k->role == XD_ROLE_NONE && !route_open(evhttp_request_get_command(
+	    req), path)) {
 		if (l->tls) {
 			evhttp_add_header(evhttp_request_get_output_headers(req),
 			    "WWW-Authenticate", "Bearer realm=\"sluice-execd\"");
@@ -2146,6 +2231,13 @@ tls_bev(struct event_base *base, void *arg)
 	return xd_gate_bev(xd, base, ssl);
 }
 
+/* tcp.plain_http: the gate's filter over a socket bufferevent */
+static struct bufferevent *
+plain_bev(struct event_base *base, void *arg)
+{
+	return xd_gate_bev(arg, base, NULL);
+}
+
 static int
 tls_listen(struct xd *xd, char *err, size_t errlen)
 {
@@ -2168,14 +2260,22 @@ tls_listen(struct xd *xd, char *err, size_t errlen)
 		snprintf(err, errlen, "tcp.listen: bad port");
 		return -1;
 	}
-	if ((xd->tls_ctx = tls_ctx_new(xd->cfg, err, errlen)) == NULL)
+	if (!xd->cfg->tcp_plain && (xd->tls_ctx = tls_ctx_new(xd->cfg, err,
+	    errlen)) == NULL)
 		return -1;
 	if ((xd->http_tls = http_new(xd, &l_tls)) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
+	/* l_tls is the TCP listener: bearer tokens, with or without TLS */
 	l_tls.tls = 1;
-	evhttp_set_bevcb(xd->http_tls, tls_bev, xd);
+	evhttp_set_bevcb(xd->http_tls, xd->cfg->tcp_plain ? plain_bev :
+	    tls_bev, xd);
+	if (xd->cfg->tcp_plain)
+		xd_log(XD_LOG_WARN, "tcp.plain_http: %s serves PLAIN HTTP, "
+		    "WITHOUT TLS: bearer tokens and every body cross the "
+		    "network in the clear; use it on a private network only",
+		    xd->cfg->tcp);
 	if ((xd->bound_tls = evhttp_bind_socket_with_handle(xd->http_tls, host,
 	    (ev_uint16_t)port)) == NULL) {
 		snprintf(err, errlen, "tcp.listen %s: %s", xd->cfg->tcp,
@@ -2207,7 +2307,10 @@ xd_api_reload(struct xd *xd, char *err, size_t errlen)
 	uint64_t max = xd->cfg->max_file_bytes > xd->cfg->max_body_bytes ?
 	    xd->cfg->max_file_bytes : xd->cfg->max_body_bytes;
 
-	if (xd->http_tls != NULL) {
+	if (xd->http_tls != NULL && xd->cfg->tcp_plain) {
+		evhttp_set_max_body_size(xd->http_tls, (ev_ssize_t)(2 * max));
+		xd_gate_reload(xd);
+	} else if (xd->http_tls != NULL) {
 		SSL_CTX *n = tls_ctx_new(xd->cfg, err, errlen);
 
 		if (n == NULL)

@@ -545,10 +545,10 @@ c_tcp(struct cx *x, struct xd_cfg *c, json_t *o)
 {
 	static const char *const keys[] = { "listen", "tls_cert", "tls_key",
 	    "tokens", "max_conns", "max_conns_per_peer", "head_timeout_ms",
-	    "fd_reserve", NULL };
+	    "fd_reserve", "plain_http", NULL };
 	static const char *const tkeys[] = { "name", "file", "role", "tenant",
 	    NULL };
-	json_t *a, *t;
+	json_t *a, *t, *v;
 	size_t i;
 
 	if (c_keys(x, o, keys) != 0 ||
@@ -562,9 +562,19 @@ c_tcp(struct cx *x, struct xd_cfg *c, json_t *o)
 	    600000) != 0 ||
 	    c_long(x, o, "fd_reserve", &c->tcp_fd_reserve, 0, 65536) != 0)
 		return -1;
-	if (c->tcp[0] && (!c->tls_cert[0] || !c->tls_key[0]))
-		return cfail(x, "listen", 0, "TCP is served with TLS only: "
-		    "tls_cert and tls_key are required");
+	if ((v = json_object_get(o, "plain_http")) != NULL) {
+		if (!json_is_boolean(v))
+			return cfail(x, "plain_http", 0, "true or false");
+		c->tcp_plain = json_is_true(v);
+	}
+	/* plain HTTP only when asked for by name (issue 24 point 9): a
+	 * token then crosses the network in the clear */
+	if (c->tcp_plain && (c->tls_cert[0] || c->tls_key[0]))
+		return cfail(x, "plain_http", 0, "plain HTTP has no "
+		    "certificate: drop tls_cert and tls_key, or plain_http");
+	if (c->tcp[0] && !c->tcp_plain && (!c->tls_cert[0] || !c->tls_key[0]))
+		return cfail(x, "listen", 0, "TCP is served with TLS unless "
+		    "plain_http is true: tls_cert and tls_key are required");
 	if ((a = json_object_get(o, "tokens")) == NULL)
 		return 0;
 	if (!json_is_array(a) || json_array_size(a) > XD_TOKENS_MAX)
@@ -603,6 +613,98 @@ c_tcp(struct cx *x, struct xd_cfg *c, json_t *o)
 	return 0;
 }
 
+/* socket_group's gid: a group's name, or a number. */
+static int
+sock_gid(struct cx *x, struct xd_cfg *c, const char *key)
+{
+	struct group *g;
+	char *end;
+	unsigned long v;
+
+	if (!c->socket_group[0])
+		return 0;
+	g = getgrnam(c->socket_group);
+	v = strtoul(c->socket_group, &end, 10);
+	if (g != NULL)
+		c->socket_gid = g->gr_gid;
+	else if (*end == '\0' && isdigit((unsigned char)c->socket_group[0]))
+		c->socket_gid = (gid_t)v;
+	else
+		return cfail(x, key, 0, "no group %.64s", c->socket_group);
+	return 0;
+}
+
+/*
+ * sluiced's spelling of the socket and the roles (issue 24 point 2), so
+ * that an operator writes one "control" block for both daemons:
+ * control.socket_group, socket_mode and admin_uids ... auditor_gids.
+ * "socket" and "roles" stay, as older aliases; a file that sets the same
+ * thing both ways is refused (which one wins would be a guess).  The
+ * values are sluiced's too: ids as numbers (names are also taken, as in
+ * "roles"), the mode an octal string or a number.
+ */
+static int
+c_control(struct cx *x, struct xd_cfg *c, json_t *root)
+{
+	static const char *const keys[] = { "socket_group", "socket_mode",
+	    "admin_uids", "admin_gids", "app_uids", "app_gids",
+	    "auditor_uids", "auditor_gids", NULL };
+	json_t *o, *m;
+	size_t i;
+	int roles = 0;
+
+	if (c_obj(x, root, "control", &o) != 0)
+		return -1;
+	if (o == NULL)
+		return 0;
+	x->path[x->depth++] = "control";
+	if (c_keys(x, o, keys) != 0)
+		return -1;
+	for (i = 2; keys[i] != NULL; i++)
+		roles |= json_object_get(o, keys[i]) != NULL;
+	if (roles && json_object_get(root, "roles") != NULL)
+		return cfail(x, NULL, 0, "the roles are set here and in "
+		    "\"roles\": write them one way (control.*_uids and "
+		    "*_gids, as in sluiced.json; roles is the older alias)");
+	if ((json_object_get(o, "socket_group") != NULL ||
+	    json_object_get(o, "socket_mode") != NULL) &&
+	    json_object_get(root, "socket") != NULL)
+		return cfail(x, NULL, 0, "the socket is set here and in "
+		    "\"socket\": write it one way (control.socket_group and "
+		    "socket_mode, as in sluiced.json; socket is the older "
+		    "alias)");
+	for (i = 2; keys[i] != NULL; i++) {
+		enum xd_role r = role_of(i < 4 ? "admin" : i < 6 ? "app" :
+		    "auditor");
+
+		if (c_ids(x, o, keys[i], i % 2 ? &c->gids[r] : &c->uids[r],
+		    i % 2) != 0)
+			return -1;
+	}
+	if ((m = json_object_get(o, "socket_group")) != NULL) {
+		if (json_is_null(m))
+			c->socket_group[0] = '\0';
+		else if (c_str(x, o, "socket_group", c->socket_group,
+		    sizeof(c->socket_group), 0) != 0 ||
+		    sock_gid(x, c, "socket_group") != 0)
+			return -1;
+	}
+	if ((m = json_object_get(o, "socket_mode")) != NULL) {
+		const char *str = json_string_value(m);
+		char *end = NULL;
+		long v = json_is_integer(m) ? (long)json_integer_value(m) :
+		    str != NULL && *str ? strtol(str, &end, 8) : -1;
+
+		if ((end != NULL && *end != '\0') || v < 0 || v > 0777 ||
+		    (v & 0600) != 0600)
+			return cfail(x, "socket_mode", 0, "an octal string such "
+			    "as \"0660\" (the owner keeps rw)");
+		c->socket_mode = (int)v;
+	}
+	x->depth--;
+	return 0;
+}
+
 int
 xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
     const char *name, char *err, size_t errlen)
@@ -612,7 +714,8 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	    "cgroups", "uid_base", "slots", "socket", "limits", "limits_max",
 	    "quotas", "max_file_bytes", "max_body_bytes", "ring_bytes",
 	    "ring_budget_bytes",
-	    "stream_watermark", "drain_s", "roles", "tcp", "artifacts", "log",
+	    "stream_watermark", "drain_s", "roles", "control", "tcp",
+	    "artifacts", "log",
 	    "events_buffer_bytes", "image_dir", "profile", "shim_static",
 	    "tenant_profiles", "lifecycle", "reply_buffer_bytes",
 	    "reply_total_bytes", "reply_timeout_ms", NULL };
@@ -741,22 +844,8 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 			}
 			c->socket_mode = (int)v;
 		}
-		if (c->socket_group[0]) {
-			struct group *g = getgrnam(c->socket_group);
-			char *end;
-			unsigned long v = strtoul(c->socket_group, &end, 10);
-
-			if (g != NULL)
-				c->socket_gid = g->gr_gid;
-			else if (*end == '\0' && isdigit((unsigned char)
-			    c->socket_group[0]))
-				c->socket_gid = (gid_t)v;
-			else {
-				cfail(&x, "group", 0, "no group %.64s",
-				    c->socket_group);
-				goto out;
-			}
-		}
+		if (sock_gid(&x, c, "group") != 0)
+			goto out;
 		x.depth--;
 	}
 	if (c_lims(&x, root, "limits", &c->def) != 0 ||
@@ -897,6 +986,8 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 		}
 		x.depth--;
 	}
+	if (c_control(&x, c, root) != 0)
+		goto out;
 	if (c_obj(&x, root, "tcp", &o) != 0)
 		goto out;
 	if (o != NULL) {
@@ -1004,15 +1095,21 @@ tenant_profiles_json(const char *tab)
 json_t *
 xd_cfg_json(const struct xd_cfg *c)
 {
-	json_t *roles = json_object(), *toks = json_array(), *o;
-	char mode[8];
+	json_t *ctl = json_object(), *toks = json_array(), *o;
+	char mode[8], key[32];
 	int r;
 	size_t i;
 
-	for (r = XD_ROLE_AUDITOR; r < XD_ROLE__COUNT; r++)
-		json_object_set_new(roles, xd_role_name((enum xd_role)r),
-		    json_pack("{s:o,s:o}", "uids", ids_json(&c->uids[r]),
-		    "groups", ids_json(&c->gids[r])));
+	/* the socket and the roles in sluiced's spelling, the one both
+	 * daemons take (socket and roles are its aliases) */
+	for (r = XD_ROLE_AUDITOR; r < XD_ROLE__COUNT; r++) {
+		snprintf(key, sizeof(key), "%s_uids", xd_role_name(
+		    (enum xd_role)r));
+		json_object_set_new(ctl, key, ids_json(&c->uids[r]));
+		snprintf(key, sizeof(key), "%s_gids", xd_role_name(
+		    (enum xd_role)r));
+		json_object_set_new(ctl, key, ids_json(&c->gids[r]));
+	}
 	for (i = 0; i < c->ntokens; i++) {
 		o = json_pack("{s:s,s:s,s:s}", "name", c->tokens[i].name, "file",
 		    c->tokens[i].file, "role", xd_role_name(c->tokens[i].role));
@@ -1022,8 +1119,11 @@ xd_cfg_json(const struct xd_cfg *c)
 		json_array_append_new(toks, o);
 	}
 	snprintf(mode, sizeof(mode), "%04o", (unsigned)c->socket_mode);
+	json_object_set_new(ctl, "socket_group", c->socket_group[0] ?
+	    json_string(c->socket_group) : json_null());
+	json_object_set_new(ctl, "socket_mode", json_string(mode));
 	o = json_pack("{s:s,s:s,s:s,s:i,s:s,s:s,s:s,s:s,s:s,s:I,s:I,"
-	    "s:{s:s,s:s},s:o,s:o,"
+	    "s:o,s:o,"
 	    "s:{s:I,s:I,s:I,s:I,s:I,s:I},"
 	    "s:I,s:I,s:I,s:I,s:I,s:I,s:o}",
 	    "runtime_dir", c->runtime_dir, "state_dir", c->state_dir,
@@ -1033,7 +1133,6 @@ xd_cfg_json(const struct xd_cfg *c)
 	    "tier", c->tier,
 	    "cgroups", c->cgroups, "uid_base", (json_int_t)c->uid_base,
 	    "slots", (json_int_t)c->slots,
-	    "socket", "group", c->socket_group, "mode", mode,
 	    "limits", lims_json(&c->def), "limits_max", lims_json(&c->max),
 	    "quotas", "sandboxes", (json_int_t)c->max_total,
 	    "per_tenant", (json_int_t)c->max_per_tenant,
@@ -1047,7 +1146,7 @@ xd_cfg_json(const struct xd_cfg *c)
 	    "ring_budget_bytes", (json_int_t)c->ring_budget,
 	    "stream_watermark", (json_int_t)c->stream_watermark,
 	    "drain_s", (json_int_t)c->drain_s,
-	    "roles", roles);
+	    "control", ctl);
 	if (o != NULL)
 		json_object_set_new(o, "artifacts", json_pack("{s:I,s:I,s:I,"
 		    "s:I}", "file_bytes", (json_int_t)c->art.file_bytes, "count",
@@ -1089,8 +1188,9 @@ xd_cfg_json(const struct xd_cfg *c)
 		    (json_int_t)(c->disk_reserve >> 20)));
 	}
 	if (o != NULL && c->tcp[0])
-		json_object_set_new(o, "tcp", json_pack("{s:s,s:s,s:s,s:o,s:I,"
-		    "s:I,s:I,s:I}", "listen", c->tcp, "tls_cert", c->tls_cert,
+		json_object_set_new(o, "tcp", json_pack("{s:s,s:b,s:s,s:s,s:o,"
+		    "s:I,s:I,s:I,s:I}", "listen", c->tcp, "plain_http",
+		    c->tcp_plain, "tls_cert", c->tls_cert,
 		    "tls_key", c->tls_key, "tokens", toks, "max_conns",
 		    (json_int_t)c->tcp_max_conns, "max_conns_per_peer",
 		    (json_int_t)c->tcp_max_conns_per_peer, "head_timeout_ms",

@@ -27,6 +27,9 @@
  *    kernel queues the rest), tcp.max_conns_per_peer from one address
  *    (more are shut at once), and the listener accepts only while
  *    tcp.fd_reserve descriptors are left for sandboxes and commands.
+ * Under tcp.plain_http (no TLS) the filter sits on a socket bufferevent
+ * and does the same.  A route that needs no role (GET /healthz, a load
+ * balancer's) passes without a token, never with a body.
  * A connection is shut by shutdown(2) of its descriptor, which evhttp
  * reads as the peer gone and frees the connection itself; the filter's
  * free callback is the one place a connection record is freed.
@@ -550,8 +553,12 @@ xd_gate_decide(const struct xd_cfg *c, xd_gate_role_fn role_of,
 	}
 	if (h.nte == 1)
 		chunked = h.telen == 7 && strncasecmp(h.te, "chunked", 7) == 0;
-	if (v->role == XD_ROLE_NONE || v->role < v->need) {
-		/* exec_api.c answers 401 or 403 from what is left */
+	/* a route that needs no role (/healthz) passes without a token,
+	 * but never with a body: a tokenless peer sends evhttp no body */
+	if (v->role < v->need ||
+	    (v->role == XD_ROLE_NONE && (chunked || cl > 0))) {
+		/* exec_api.c answers 401 or 403 from what is left (or
+		 * /healthz, its body dropped) */
 		v->what = XD_GATE_REFUSE;
 		return v->what;
 	}
@@ -642,7 +649,8 @@ gate_out(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
 	struct xd_conn *k = arg;
 	size_t n = evbuffer_get_length(src);
 	SSL *ssl;
-	int r;
+	ssize_t w;
+	int r, fd;
 
 	(void)mode;
 	if (n == 0 || evbuffer_get_length(dst) > 0)
@@ -664,6 +672,14 @@ gate_out(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
 			return BEV_OK;
 		}
 		ERR_clear_error();
+	} else if ((fd = bufferevent_getfd(k->under)) >= 0) {
+		/* tcp.plain_http: the same, with send(2); what the socket
+		 * does not take is queued */
+		if ((w = send(fd, evbuffer_pullup(src, (ev_ssize_t)n), n,
+		    MSG_DONTWAIT | MSG_NOSIGNAL)) > 0)
+			evbuffer_drain(src, (size_t)w);
+		if ((n = evbuffer_get_length(src)) == 0)
+			return BEV_OK;
 	}
 	evbuffer_remove_buffer(src, dst, n);
 	return BEV_OK;
@@ -781,13 +797,15 @@ xd_gate_bev(struct xd *xd, struct event_base *base, SSL *ssl)
 		if (k != NULL && k->timer != NULL)
 			event_free(k->timer);
 		free(k);
-		SSL_free(ssl);
+		if (ssl != NULL)
+			SSL_free(ssl);
 		return NULL;
 	}
 	/* BEV_OPT_CLOSE_ON_FREE: the SSL and the descriptor go with it (and
 	 * with the filter, which frees it) */
-	under = bufferevent_openssl_socket_new(base, -1, ssl,
-	    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+	under = ssl != NULL ? bufferevent_openssl_socket_new(base, -1, ssl,
+	    BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE) :
+	    bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
 	bev = under == NULL ? NULL : bufferevent_filter_new(under, gate_in,
 	    gate_out, BEV_OPT_CLOSE_ON_FREE, conn_gone, k);
 	if (bev == NULL || evbuffer_add_cb(bufferevent_get_output(bev),

@@ -202,6 +202,11 @@ xd_health_json(struct xd *xd, json_t *bes, int broker_ok, const char *why)
 	    (json_int_t)xd->creating);
 	if (o != NULL)
 		json_object_set_new(o, "storage", xd_health_storage(xd));
+	/* said wherever an operator looks, not only at start */
+	if (o != NULL && c->tcp[0] && c->tcp_plain)
+		json_object_set_new(o, "warning", json_sprintf("tcp.plain_http: "
+		    "%s is served without TLS: tokens and bodies cross the "
+		    "network in the clear", c->tcp));
 	return o;
 }
 

@@ -346,6 +346,7 @@ xd_create_parse(json_t *body, const struct xd_lims *def,
 	    "output_cap", "disk_mb", "inodes", NULL };
 	json_t *net, *l;
 	uint64_t t, cap;
+	int ino_asked = 0;
 
 	memset(s, 0, sizeof(*s));
 	s->lim = *def;
@@ -413,14 +414,42 @@ xd_create_parse(json_t *body, const struct xd_lims *def,
 		    max->disk_bytes, e) != 0 ||
 		    get_lim(l, "inodes", 1, &s->lim.inodes, max->inodes, e) != 0)
 			return -1;
-		/* what mke2fs can make (and a workspace needs) */
-		if (s->lim.disk_bytes && (s->lim.disk_bytes < (8ull << 20) ||
-		    s->lim.inodes < 64))
-			return perr(e, 400, "bad_request", "limits: a workspace "
-			    "is at least 8 disk_mb and 64 inodes");
+		/* what mke2fs can make (and a workspace needs); the field
+		 * named, as for a value above the maximum */
+		if (s->lim.disk_bytes && s->lim.disk_bytes < (8ull << 20)) {
+			e->extra = json_pack("{s:s,s:i}", "field", "disk_mb",
+			    "min", 8);
+			return perr(e, 400, "bad_request", "limits.disk_mb: a "
+			    "workspace is at least 8 MB");
+		}
+		if (s->lim.disk_bytes && s->lim.inodes < 64) {
+			e->extra = json_pack("{s:s,s:i}", "field", "inodes",
+			    "min", 64);
+			return perr(e, 400, "bad_request", "limits.inodes: a "
+			    "workspace has at least 64 inodes");
+		}
+		/* inodes asked for that the size cannot hold: refused, not
+		 * left to fail in mke2fs (a 500) */
+		ino_asked = json_object_get(l, "inodes") != NULL;
+		if (s->lim.disk_bytes && ino_asked &&
+		    s->lim.inodes > s->lim.disk_bytes / XD_WS_INODE_MIN) {
+			e->extra = json_pack("{s:s,s:I}", "field", "inodes",
+			    "max", (json_int_t)(s->lim.disk_bytes /
+			    XD_WS_INODE_MIN));
+			return perr(e, 400, "bad_request", "limits.inodes: at "
+			    "most %llu for disk_mb %llu (one per %d bytes)",
+			    (unsigned long long)(s->lim.disk_bytes /
+			    XD_WS_INODE_MIN), (unsigned long long)
+			    (s->lim.disk_bytes >> 20), XD_WS_INODE_MIN);
+		}
 		s->lim.timeout_s = (long)t;
 		s->lim.output_cap = (long)cap;
 	}
+	/* a default inode count (the daemon's, for its default size) is
+	 * scaled down to what a small workspace holds */
+	if (s->lim.disk_bytes && !ino_asked && s->lim.inodes >
+	    s->lim.disk_bytes / XD_WS_INODE_BYTES)
+		s->lim.inodes = s->lim.disk_bytes / XD_WS_INODE_BYTES;
 	return 0;
 }
 

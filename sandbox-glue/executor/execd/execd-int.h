@@ -134,6 +134,16 @@ struct xd_lims {
 	uint64_t disk_bytes, inodes;
 };
 
+/* The inodes of a workspace (issue 24 point 5): an inode count not
+ * asked for (the daemon's default, made for its default size) is
+ * scaled down to one per XD_WS_INODE_BYTES of disk_bytes (ext4's own
+ * ratio for small file systems: the inode tables then take 1/16 of it,
+ * so that a small workspace stays mostly usable); one asked for may be
+ * up to one per XD_WS_INODE_MIN bytes (one per 1 KiB block, the most
+ * mke2fs makes), more is refused with 400. */
+#define XD_WS_INODE_BYTES	4096
+#define XD_WS_INODE_MIN		1024
+
 /* ---- exec_cfg.c ---- */
 
 struct xd_ids {
@@ -214,6 +224,7 @@ struct xd_cfg {
 	char shim_static[SBX_PATH_MAX]; /* the shim bound into images */
 	char tenant_profiles[4096];     /* sbx_profile_allowed's table */
 	char tcp[128];                  /* "" off */
+	int tcp_plain;                  /* tcp.plain_http: no TLS */
 	char tls_cert[SBX_PATH_MAX], tls_key[SBX_PATH_MAX];
 	/* tcp.listen's connections (exec_gate.c): in all, from one address,
 	 * the deadline of a head, descriptors left to the rest */
@@ -360,7 +371,8 @@ typedef enum xd_role (*xd_gate_role_fn)(const char *method,
 int xd_gate_start(struct xd *xd, struct evhttp_bound_socket *bound,
     xd_gate_role_fn role_of) SLUICE_MUSTCHECK;
 /* The bufferevent of a new connection (evhttp's bevcb): ssl's, under the
- * gate's filter.  NULL (ssl freed) without memory. */
+ * gate's filter (ssl NULL: a plain socket one, tcp.plain_http).  NULL
+ * (ssl freed) without memory. */
 struct bufferevent *xd_gate_bev(struct xd *xd, struct event_base *base,
     struct ssl_st *ssl);
 /* A request of the listener was answered: the next head may come. */

@@ -86,12 +86,13 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 	/* what the running daemon is built on stays until a restart */
 	if (strcmp(n->runtime_dir, old->runtime_dir) ||
 	    strcmp(n->state_dir, old->state_dir) || strcmp(n->tcp, old->tcp) ||
+	    n->tcp_plain != old->tcp_plain ||
 	    n->uid_base != old->uid_base || n->slots != old->slots ||
 	    strcmp(n->audit_log, old->audit_log) ||
 	    strcmp(n->archive_dir, old->archive_dir))
 		xd_log(XD_LOG_WARN, "reload: runtime_dir, state_dir, tcp.listen, "
-		    "uid_base, slots, log.path and lifecycle.archive_dir change "
-		    "on restart only");
+		    "tcp.plain_http, uid_base, slots, log.path and "
+		    "lifecycle.archive_dir change on restart only");
 	snprintf(n->audit_log, sizeof(n->audit_log), "%s", old->audit_log);
 	/* the archives of the sandboxes are where they were written (and
 	 * the default one is under the old state_dir, which stays) */
@@ -101,6 +102,7 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 	    old->runtime_dir);
 	snprintf(n->state_dir, sizeof(n->state_dir), "%s", old->state_dir);
 	snprintf(n->tcp, sizeof(n->tcp), "%s", old->tcp);
+	n->tcp_plain = old->tcp_plain;
 	n->uid_base = old->uid_base;
 	n->slots = old->slots;
 	/* archive_dir is the running one, checked at start: an archive that
@@ -314,7 +316,8 @@ main(int argc, char **argv)
 		goto out;
 	}
 	xd_log(XD_LOG_INFO, "ready: %s%s%s (backend %s, state %s)",
-	    XD.sock_path, XD.cfg->tcp[0] ? ", tls " : "", XD.cfg->tcp,
+	    XD.sock_path, !XD.cfg->tcp[0] ? "" : XD.cfg->tcp_plain ?
+	    ", PLAIN HTTP " : ", tls ", XD.cfg->tcp,
 	    XD.cfg->backend, XD.cfg->state_dir);
 	event_base_dispatch(XD.base);
 	xd_job_wait_all(&XD, 5000);

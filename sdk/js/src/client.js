@@ -105,6 +105,23 @@ export class SandboxClient {
   /** GET /v1/health: backends, broker, capacity. */
   health() { return this._t.call(jsonCall('GET', '/v1/health', (r) => M.health(json(r)))); }
 
+  /**
+   * GET /healthz, a load balancer's probe (no role or token needed):
+   * {ok, imageReady}, ok false when no sandbox can be made now (its 503,
+   * whose body is the answer, not an error).
+   */
+  async healthz() {
+    try {
+      const d = await this._t.call(jsonCall('GET', '/healthz', json));
+      return { ok: !!d.ok, imageReady: !!d.image_ready };
+    } catch (e) {
+      if (e.status !== 503) throw e;
+      let d = {};
+      try { d = JSON.parse(e.message); } catch { /* not the body */ }
+      return { ok: false, imageReady: !!d.image_ready };
+    }
+  }
+
   /** GET /v1/metrics: the Prometheus text (auditor). */
   metrics() { return this._t.call(jsonCall('GET', '/v1/metrics', (r) => r.body.toString('utf8'))); }
 
@@ -169,6 +186,18 @@ export class Sandboxes {
     const l = await this._c._t.call(jsonCall('GET', `/v1/sandboxes${query({ tenant, user })}`,
       (r) => (json(r).sandboxes || []).map(M.sandboxInfo)));
     return l.map((i) => new Sandbox(this._c, i));
+  }
+
+  /**
+   * Clear `id` by its id alone: its archive is removed (a sandbox removed
+   * by age leaves only that), and a sandbox still there is destroyed
+   * without one.  Resolves to {id, deleted (whether a sandbox was
+   * destroyed), archive: 'discarded'}; SandboxNotFoundError when there is
+   * neither.
+   */
+  async discardArchive(id) {
+    return this._c._t.call(jsonCall('DELETE', `/v1/sandboxes/${q(checkId('sandbox id', id))}${query({ archive: 'discard' })}`,
+      json, undefined, { sandbox: true, timeoutMs: 120000 }));
   }
 }
 

@@ -83,6 +83,7 @@ const ROUTES = {
   'PUT /v1/sandboxes/{id}/files/{path}': 'Sandbox.write',
   'DELETE /v1/sandboxes/{id}/files/{path}': 'Sandbox.remove',
   'POST /v1/sandboxes/{id}/edit': 'Sandbox.edit',
+  'GET /healthz': 'client.healthz',
 };
 
 test('every executor route has a call', { skip: !process.env.SLUICE_TEST_OPENAPI && 'no SLUICE_TEST_OPENAPI' }, async () => {

@@ -66,6 +66,7 @@ test('create errors: exists, limits above max, quota', { skip }, async () => {
 
 test('health, doctor, unreachable, addresses', { skip }, async () => {
   const c = client();
+  assert.deepEqual(await c.healthz(), { ok: true, imageReady: true });
   const h = await c.health();
   assert.equal(h.broker.ok, true);
   assert.ok(h.backends.some((b) => b.name === 'ns' && b.ok));
@@ -99,4 +100,20 @@ test('TLS with tokens: a tenant-bound token, 401, certificate checked', { skip }
     (e) => e instanceof S.UnauthorizedError && e.status === 401);
   await assert.rejects(new S.SandboxClient(EXEC_URL, { token: TOKENS.exec_app }).health(),
     (e) => e instanceof S.SluiceConnectionError && /certificate/i.test(e.message));
+});
+
+test('discardArchive: Clear of a sandbox that is gone, by id', { skip }, async () => {
+  const c = make.client;
+  const user = uid('clr');
+  const sb = await c.sandboxes.create({ tenantId: 'acme', userId: user, id: uid('clr') });
+  await sb.write('keep.txt', 'x');
+  await sb.destroy(); // archived: only the archive is left
+  assert.deepEqual(await c.sandboxes.discardArchive(sb.id), { id: sb.id, deleted: false, archive: 'discarded' });
+  await assert.rejects(c.sandboxes.discardArchive(sb.id), S.SandboxNotFoundError);
+  const again = await c.sandboxes.create({ tenantId: 'acme', userId: user, id: sb.id });
+  try {
+    assert.ok(!(await again.exec('ls -A /workspace')).stdout.includes('keep.txt'));
+  } finally {
+    await again.destroy({ archive: false });
+  }
 });

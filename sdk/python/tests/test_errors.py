@@ -100,6 +100,7 @@ ROUTES = {
     ("POST", "/v1/sandboxes/{id}/exec"): "Sandbox.exec, Sandbox.stream",
     ("POST", "/v1/sandboxes/{id}/install"): "Sandbox.install",
     ("GET", "/v1/metrics"): "client.metrics",
+    ("GET", "/healthz"): "client.healthz",
     ("GET", "/v1/events"): "client.events",
     ("POST", "/v1/sandboxes/{id}/commands"): "Sandbox.start",
     ("GET", "/v1/sandboxes/{id}/commands"): "Sandbox.commands",

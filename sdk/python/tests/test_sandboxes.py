@@ -97,6 +97,24 @@ def test_destroy(client, make, broker):
         sb.destroy()
 
 
+def test_discard_archive(client, make):
+    """Clear of a sandbox that is gone (removed by age): only its
+    archive is left, and discard_archive drops it by id."""
+    sb = make()
+    sb.write("keep.txt", "x")
+    sb.destroy()                        # archived: the sandbox is gone
+    d = client.sandboxes.discard_archive(sb.id)
+    assert (d["id"], d["deleted"], d["archive"]) == (sb.id, False,
+                                                     "discarded")
+    with pytest.raises(sluice.SandboxNotFoundError):
+        client.sandboxes.discard_archive(sb.id)
+    again = client.sandboxes.create("acme", sb.last_info.user, id=sb.id)
+    try:
+        assert "keep.txt" not in again.exec("ls -A /workspace").stdout
+    finally:
+        again.destroy(archive=False)
+
+
 def test_context_manager(client):
     with client.sandboxes.create("acme", uid("cm")) as sb:
         assert sb.exec("echo $((2+3))").stdout == "5\n"
@@ -105,6 +123,7 @@ def test_context_manager(client):
 
 
 def test_health_doctor(client):
+    assert client.healthz() == {"ok": True, "image_ready": True}
     h = client.health()
     assert h.broker["ok"] is True
     assert {b["name"] for b in h.backends} >= {"ns", "gvisor"}

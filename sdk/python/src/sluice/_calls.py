@@ -141,6 +141,24 @@ def health() -> Call[Health]:
     return json_call("GET", "/v1/health", lambda r: Health.from_json(_obj(r)))
 
 
+def healthz() -> Call[dict[str, Any]]:
+    return json_call("GET", "/healthz", _obj)
+
+
+def healthz_503(e: Exception) -> dict[str, Any]:
+    """/healthz's 503 is its answer, not an error: the error's message
+    is its body ({"ok", "image_ready"})."""
+    import json
+    try:
+        d = json.loads(str(getattr(e, "message", "")))
+    except ValueError:
+        d = None
+    if isinstance(d, dict) and "image_ready" in d:
+        return {"ok": bool(d.get("ok")),
+                "image_ready": bool(d.get("image_ready"))}
+    return {"ok": False, "image_ready": False}
+
+
 def sandbox_create(body: Mapping[str, Any], timeout: float) -> Call[SandboxInfo]:
     return json_call("POST", "/v1/sandboxes",
                      lambda r: SandboxInfo.from_json(_obj(r)), body,

@@ -60,6 +60,15 @@ class AsyncSandboxClient:
     async def health(self) -> Health:
         return await self._t.call(C.health())
 
+    async def healthz(self) -> dict[str, Any]:
+        """:meth:`sluice.SandboxClient.healthz`."""
+        try:
+            return await self._t.call(C.healthz())
+        except SluiceError as e:
+            if e.status != 503:
+                raise
+            return C.healthz_503(e)
+
     async def doctor(self) -> Doctor:
         try:
             return doctor_of(await self.health(), None)
@@ -115,6 +124,10 @@ class AsyncSandboxes:
                    user: Optional[str] = None) -> list["AsyncSandbox"]:
         return [AsyncSandbox(self._c, i) for i in
                 await self._c._t.call(C.sandbox_list(tenant, user))]
+
+    async def discard_archive(self, id: str) -> dict[str, Any]:
+        """:meth:`sluice.client.Sandboxes.discard_archive`."""
+        return await self._c._t.call(C.sandbox_delete(id, False))
 
 
 class AsyncSandbox:

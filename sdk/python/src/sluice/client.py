@@ -103,6 +103,17 @@ class SandboxClient:
         """GET /v1/health: backends, broker, capacity."""
         return self._t.call(C.health())
 
+    def healthz(self) -> dict[str, Any]:
+        """GET /healthz, a load balancer's probe (no role or token
+        needed): ``{"ok", "image_ready"}``, ``ok`` False when no sandbox
+        can be made now (its 503)."""
+        try:
+            return self._t.call(C.healthz())
+        except SluiceError as e:
+            if e.status != 503:
+                raise
+            return C.healthz_503(e)
+
     def doctor(self) -> Doctor:
         """The health, read as a list of problems with what to do."""
         try:
@@ -178,6 +189,14 @@ class Sandboxes:
         """The sandboxes you may see, of one tenant and/or user."""
         return [Sandbox(self._c, i)
                 for i in self._c._t.call(C.sandbox_list(tenant, user))]
+
+    def discard_archive(self, id: str) -> dict[str, Any]:
+        """Clear ``id`` by its id alone: its archive is removed (a sandbox
+        removed by age leaves only that), and a sandbox still there is
+        destroyed without one.  The answer: ``{"id", "deleted" (whether
+        a sandbox was destroyed), "archive": "discarded"}``;
+        :class:`~sluice.SandboxNotFoundError` when there is neither."""
+        return self._c._t.call(C.sandbox_delete(id, False))
 
 
 class Sandbox:
