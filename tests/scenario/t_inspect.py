@@ -262,5 +262,19 @@ def bad_ca_files_refuse_the_start(env):
     d5.stop()
 
 
+@S.case
+def bad_inspect_hosts_are_refused_at_load(env):
+    for bad in ("10.0.0.1", "insp.test:443", "INSP.test", "*.", "a..b"):
+        path = env.path("bad.json")
+        with open(path, "w") as f:
+            json.dump({"inspect": {"hosts": [bad]}}, f)
+        r = subprocess.run([sluiced_path(), "--check-config", path],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=20)
+        check(r.returncode != 0, "inspect.hosts %r accepted" % bad)
+        check(b"inspect.hosts" in r.stderr and b"bad inspected host"
+              in r.stderr, "the message for %r: %r" % (bad, r.stderr))
+
+
 if __name__ == "__main__":
     S.main()
