@@ -57,6 +57,8 @@ enum pol_reason {
 	POL_R_SELF_TARGET = 32,        /* transparent: dialled the listener itself */
 	POL_R_TOO_MANY_INTERIM = 33,   /* the upstream sent 1xx answers without end */
 	POL_R_TOO_MANY_REFUSALS = 34,  /* the connection was refused too often */
+	POL_R_UPSTREAM_TLS = 35,       /* inspected: the upstream's certificate
+	                                * did not verify, or its TLS failed */
 	POL_R__COUNT
 };
 

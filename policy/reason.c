@@ -150,6 +150,12 @@ static const struct reason_info reasons[POL_R__COUNT] = {
 	[POL_R_TOO_MANY_REFUSALS] = { "too_many_refusals", 429,
 	    "the connection was closed because too many of its requests were "
 	    "refused; fix the requests, then open a new connection." },
+	[POL_R_UPSTREAM_TLS] = { "upstream_tls", 502,
+	    "the request failed because sluice inspects this host and the "
+	    "upstream's TLS certificate did not verify against the trust "
+	    "store (or its TLS handshake failed); check the upstream's "
+	    "certificate, or an administrator can name its CA in "
+	    "inspect.upstream_ca_file." },
 };
 
 /* Codes are assigned in blocks, so the table may have holes: a hole is

@@ -29,6 +29,9 @@
 #include "proxy/lib/notify.h"
 #include "proxy/priv.h"
 #include "proxy/signer.h"
+#include "proxy/lib/tlsca.h"
+
+#include <openssl/pem.h>
 #include "proxy/relay/relay.h"
 #include "proxy/control/ctl.h"
 #include "proxy/control/api.h"
@@ -44,6 +47,7 @@ usage(FILE *f)
 "       sluiced --check-config FILE\n"
 "       sluiced --print-config [-c FILE]\n"
 "       sluiced --print-firewall [-c FILE]\n"
+"       sluiced --print-inspect-ca [-c FILE]\n"
 "       sluiced --remove-firewall [-c FILE]\n"
 "\n"
 "sluiced is the egress policy proxy of code-execution sandboxes: each\n"
@@ -57,6 +61,7 @@ usage(FILE *f)
 "      --check-config FILE  check FILE, print FILE:LINE:COL: errors, exit\n"
 "      --print-config    print the effective configuration as JSON, exit\n"
 "      --print-firewall  print the firewall table as nft text, exit\n"
+"      --print-inspect-ca  print the TLS inspection CA (PEM), exit\n"
 "      --remove-firewall delete the firewall table from the kernel, exit\n"
 "  -v, --verbose         debug diagnostics on stderr\n"
 "  -V, --version         print the version and exit\n"
@@ -287,6 +292,9 @@ log_space(const char *path, int low, uint64_t free_bytes, uint64_t min_free)
 /* The log signer (signer.h): fd -1 when log.mac_key_file is unset. */
 static struct signer signer = { -1, 0 };
 static pid_t signer_pid = -1;
+/* The inspection CA helper (tlsca.h): fd -1 when inspect.hosts is empty. */
+static int ca_fd = -1;
+static pid_t ca_pid = -1;
 
 static void
 log_admin(const char *what, const char *detail)
@@ -338,6 +346,29 @@ strv_equal(char *const *a, size_t na, char *const *b, size_t nb)
 /* A reload keeps the resolver (and its queries in flight) unless the
  * dns section changed. */
 static int
+str_eq(const char *a, const char *b)
+{
+	return (a == NULL && b == NULL) ||
+	    (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+static int
+inspect_cfg_equal(const struct cfg_inspect *a, const struct cfg_inspect *b)
+{
+	size_t i;
+
+	if (a->nhosts != b->nhosts || !str_eq(a->ca_cert, b->ca_cert) ||
+	    !str_eq(a->ca_key, b->ca_key) ||
+	    !str_eq(a->upstream_ca_file, b->upstream_ca_file) ||
+	    a->leaf_cache != b->leaf_cache || a->leaf_days != b->leaf_days)
+		return 0;
+	for (i = 0; i < a->nhosts; i++)
+		if (strcmp(a->hosts[i], b->hosts[i]) != 0)
+			return 0;
+	return 1;
+}
+
+static int
 dns_cfg_equal(const struct cfg *a, const struct cfg *b)
 {
 	size_t i;
@@ -383,6 +414,9 @@ reload(const char *path)
 	    strcmp(nc->log_mac_key_file, px.cfg->log_mac_key_file) != 0))
 		px_log(PX_WARN, "%s: log.mac_key_file takes effect at the next "
 		    "start (only root may read the key)", __func__);
+	if (!inspect_cfg_equal(&nc->inspect, &px.cfg->inspect))
+		px_log(PX_WARN, "%s: inspect takes effect at the next start "
+		    "(only root may read the CA key)", __func__);
 	if (signer.fd >= 0 && strcmp(nc->log_path, px.cfg->log_path) != 0) {
 		/* the signer signs the chain it started on */
 		px_log(PX_ERR, "%s: keeping the running configuration: "
@@ -569,6 +603,32 @@ on_sigterm(evutil_socket_t fd, short ev, void *arg)
 	px_relay_drain_check();
 }
 
+/* --print-inspect-ca: the CA sandboxes must trust, as PEM. */
+static int
+print_inspect_ca(const char *path)
+{
+	char err[512];
+	struct cfg *c = cfg_load(path, err, sizeof(err));
+	X509 *ca;
+
+	if (c == NULL) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
+	ca = tlsca_load_cert(c->inspect.ca_cert, err, sizeof(err));
+	if (ca == NULL) {
+		fprintf(stderr, "%s%s\n", err, access(c->inspect.ca_cert,
+		    F_OK) != 0 ? " (sluiced makes the CA at its first start "
+		    "with inspect.hosts)" : "");
+		cfg_free(c);
+		return 1;
+	}
+	PEM_write_X509(stdout, ca);
+	X509_free(ca);
+	cfg_free(c);
+	return fflush(stdout) == 0 ? 0 : 1;
+}
+
 static int
 print_config(const char *path)
 {
@@ -666,6 +726,7 @@ main(int argc, char **argv)
 		{ "check-config", required_argument, NULL, 'C' },
 		{ "print-config", no_argument, NULL, 'P' },
 		{ "print-firewall", no_argument, NULL, 'F' },
+		{ "print-inspect-ca", no_argument, NULL, 'I' },
 		{ "remove-firewall", no_argument, NULL, 'R' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "version", no_argument, NULL, 'V' },
@@ -688,6 +749,9 @@ main(int argc, char **argv)
 			return check_config(optarg);
 		case 'P':
 			do_print = 1;
+			break;
+		case 'I':
+			do_print = 2;
 			break;
 		case 'F':
 		case 'R':
@@ -714,7 +778,8 @@ main(int argc, char **argv)
 	if (config_path == NULL && access(CFG_DEFAULT_PATH, F_OK) == 0)
 		config_path = CFG_DEFAULT_PATH;
 	if (do_print)
-		return print_config(config_path);
+		return do_print == 2 ? print_inspect_ca(config_path) :
+		    print_config(config_path);
 	if (do_fw != 0)
 		return fwctl_command(config_path, do_fw == 'R');
 
@@ -811,6 +876,32 @@ main(int argc, char **argv)
 			goto out;
 		}
 		clog_set_signer(px.log, signer_sign, &signer);
+	}
+	/* the inspection CA's helper, before the drop: it reads (or makes)
+	 * the key as root; the proxy gets only the certificate */
+	if (px.cfg->inspect.nhosts > 0) {
+		char *ca_pem = NULL;
+
+		if (keep_root)
+			px_log(PX_WARN, "inspect: the proxy runs as root and "
+			    "could read the CA key");
+		ca_fd = priv_ca_spawn(px.cfg->inspect.ca_cert,
+		    px.cfg->inspect.ca_key, px.cfg->inspect.hosts,
+		    px.cfg->inspect.nhosts, px.cfg->inspect.leaf_days, as_user,
+		    &ca_pid, &ca_pem, err, sizeof(err));
+		if (ca_fd < 0) {
+			px_log(PX_ERR, "inspect: %s", err);
+			goto out;
+		}
+		if (px_inspect_init(px.cfg, ca_fd, ca_pem, err,
+		    sizeof(err)) != 0) {
+			free(ca_pem);
+			px_log(PX_ERR, "inspect: %s", err);
+			goto out;
+		}
+		free(ca_pem);
+		px_log(PX_INFO, "inspect: %zu host pattern(s), CA %s",
+		    px.cfg->inspect.nhosts, px.cfg->inspect.ca_cert);
 	}
 	if (as_user != NULL && give_files(px.cfg, as_user) != 0)
 		goto out;
@@ -931,6 +1022,11 @@ out:
 	if (signer.fd >= 0) {
 		close(signer.fd);       /* the signer ends with its socket */
 		priv_helper_reap(signer_pid, 1000);
+	}
+	px_inspect_cleanup();
+	if (ca_fd >= 0) {
+		close(ca_fd);           /* the CA helper ends with its socket */
+		priv_helper_reap(ca_pid, 1000);
 	}
 	if (px.state)
 		pol_state_free(px.state);

@@ -32,9 +32,11 @@
 #include "proxy/lib/util.h"
 #include "proxy/priv.h"
 #include "proxy/signer.h"
+#include "proxy/lib/tlsca.h"
 #include "firewall/fwmsg.h"
 
 #include <openssl/crypto.h>
+#include <openssl/pem.h>
 
 int
 priv_user_lookup(const char *name, struct priv_user *u, char *err,
@@ -408,6 +410,148 @@ priv_signer_spawn(const char *key_file, const struct priv_user *u,
 		snprintf(err, errlen, "%s", msg + 1);
 	} else
 		snprintf(err, errlen, "the log signer did not start");
+	close(sv[0]);
+	priv_helper_reap(p, 1000);
+	*pid = -1;
+	return -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* The inspection CA helper */
+
+static void
+ca_say(int fd, char kind, const char *text)
+{
+	static char msg[TLSCA_MSG_MAX];
+	size_t n = strlen(text);
+
+	if (n > sizeof(msg) - 1)
+		n = sizeof(msg) - 1;
+	msg[0] = kind;
+	memcpy(msg + 1, text, n);
+	if (send(fd, msg, n + 1, MSG_NOSIGNAL) < 0)
+		px_log(PX_ERR, "inspection CA: cannot say %s",
+		    kind == 'R' ? "ready" : "why not");
+}
+
+static void
+ca_main(int fd, const char *cert_path, const char *key_path,
+    char *const *hosts, size_t nhosts, int days, const struct priv_user *u)
+{
+	struct pol_hostset *hs = pol_hostset_new();
+	char err[512] = "", *pem = NULL;
+	EVP_PKEY *key = NULL;
+	X509 *cert = NULL;
+	BIO *b = NULL;
+	size_t i;
+	long n;
+	int made, rc;
+
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	prctl(PR_SET_NAME, "sluiced-ca", 0, 0, 0);
+	if (hs == NULL) {
+		snprintf(err, sizeof(err), "out of memory");
+		goto fail;
+	}
+	for (i = 0; i < nhosts; i++)
+		if (pol_hostset_add(hs, hosts[i]) != 0) {
+			snprintf(err, sizeof(err), "inspect.hosts: bad %s",
+			    hosts[i]);
+			goto fail;
+		}
+	/* as root: the key is not the proxy's user's to read */
+	if (tlsca_ensure(cert_path, key_path, &cert, &key, &made, err,
+	    sizeof(err)) != 0)
+		goto fail;
+	if (made)
+		px_log(PX_INFO, "inspection CA made: %s (key %s); sandboxes "
+		    "trust it through sluiced --print-inspect-ca", cert_path,
+		    key_path);
+	if (close_others(fd) != 0) {
+		snprintf(err, sizeof(err), "cannot close descriptors");
+		goto fail;
+	}
+	if (caps_limit(0, u, 0, NULL, 0, err, sizeof(err)) != 0)
+		goto fail;
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	if ((b = BIO_new(BIO_s_mem())) == NULL ||
+	    PEM_write_bio_X509(b, cert) != 1 ||
+	    (n = BIO_get_mem_data(b, &pem)) <= 0 ||
+	    (size_t)n >= TLSCA_MSG_MAX - 1) {
+		snprintf(err, sizeof(err), "cannot encode the CA certificate");
+		goto fail;
+	}
+	{
+		char ready[TLSCA_MSG_MAX];
+
+		memcpy(ready, pem, (size_t)n);
+		ready[n] = '\0';
+		ca_say(fd, 'R', ready);
+	}
+	BIO_free(b);
+	rc = tlsca_serve(fd, cert, key, hs, days);
+	EVP_PKEY_free(key);
+	_exit(rc == 0 ? 0 : 1);
+fail:
+	BIO_free(b);
+	EVP_PKEY_free(key);
+	ca_say(fd, 'E', err);
+	_exit(1);
+}
+
+int
+priv_ca_spawn(const char *cert_path, const char *key_path,
+    char *const *hosts, size_t nhosts, int leaf_days,
+    const struct priv_user *u, pid_t *pid, char **pem, char *err,
+    size_t errlen)
+{
+	static char msg[TLSCA_MSG_MAX + 1];
+	struct pollfd pf;
+	ssize_t n;
+	int sv[2], r;
+	pid_t p;
+
+	*pem = NULL;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+		snprintf(err, errlen, "socketpair: %s", strerror(errno));
+		return -1;
+	}
+	fflush(stderr);
+	p = fork();
+	if (p < 0) {
+		snprintf(err, errlen, "fork: %s", strerror(errno));
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	if (p == 0) {
+		close(sv[0]);
+		ca_main(sv[1], cert_path, key_path, hosts, nhosts, leaf_days,
+		    u);
+	}
+	close(sv[1]);
+	*pid = p;
+	pf.fd = sv[0];
+	pf.events = POLLIN;
+	do
+		r = poll(&pf, 1, 10000);
+	while (r < 0 && errno == EINTR);
+	n = r > 0 ? recv(sv[0], msg, sizeof(msg) - 1, 0) : -1;
+	if (n > 1 && msg[0] == 'R') {
+		msg[n] = '\0';
+		if ((*pem = strdup(msg + 1)) != NULL)
+			return sv[0];
+		snprintf(err, errlen, "out of memory");
+	} else if (n > 1 && msg[0] == 'E') {
+		msg[n] = '\0';
+		snprintf(err, errlen, "%s", msg + 1);
+	} else
+		snprintf(err, errlen, "the inspection CA helper did not "
+		    "start");
 	close(sv[0]);
 	priv_helper_reap(p, 1000);
 	*pid = -1;

@@ -56,6 +56,22 @@ int priv_signer_spawn(const char *key_file, const struct priv_user *u,
     size_t errlen) SLUICE_MUSTCHECK;
 
 /*
+ * Fork the inspection CA helper (tlsca.h) on a SOCK_SEQPACKET
+ * socketpair.  The child, still the user sluiced started as (root),
+ * loads the CA at cert_path and key_path or makes it when both are
+ * missing (tlsca_ensure), closes every other descriptor, keeps no
+ * capability (and, with u, becomes u), sets no_new_privs, is not
+ * dumpable, and signs leaves for the names hosts matches until the
+ * proxy's end closes.  Returns the proxy's end with *pem the CA
+ * certificate (PEM, malloc'ed) once the child says it is ready, or -1
+ * with err; *pid is the helper (-1 on failure).
+ */
+int priv_ca_spawn(const char *cert_path, const char *key_path,
+    char *const *hosts, size_t nhosts, int leaf_days,
+    const struct priv_user *u, pid_t *pid, char **pem, char *err,
+    size_t errlen) SLUICE_MUSTCHECK;
+
+/*
  * mkdir -p dir (mode for what is created); with u, every directory made
  * here is given to u.  0 / -1 with err.
  */

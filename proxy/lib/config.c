@@ -94,6 +94,10 @@ cfg_free(struct cfg *c)
 	strv_free(c->firewall.sandbox_interfaces,
 	    c->firewall.nsandbox_interfaces);
 	free(c->firewall.broker_ports);
+	strv_free(c->inspect.hosts, c->inspect.nhosts);
+	free(c->inspect.ca_cert);
+	free(c->inspect.ca_key);
+	free(c->inspect.upstream_ca_file);
 	strv_free(c->allow_cidrs, c->nallow_cidrs);
 	strv_free(c->deny_cidrs, c->ndeny_cidrs);
 	strv_free(c->deny_hosts, c->ndeny_hosts);

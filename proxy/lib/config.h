@@ -103,6 +103,19 @@ struct cfg_firewall {
 	uint16_t *broker_ports; size_t nbroker_ports;      /* needed with subnets */
 };
 
+/* inspect: TLS inspection of the hosts an admin names (sluiced.json(5)). */
+struct cfg_inspect {
+	char **hosts; size_t nhosts;     /* names and "*.suffix"; none: off */
+	char *ca_cert;                   /* the inspection CA (PEM); made at
+	                                    the first start when it and
+	                                    ca_key are both missing */
+	char *ca_key;                    /* its key: root-only; the proxy
+	                                    process never reads it */
+	char *upstream_ca_file;          /* NULL: the system trust store */
+	int leaf_cache;                  /* leaves kept (LRU), 1024 */
+	int leaf_days;                   /* a leaf's validity, 30 */
+};
+
 struct cfg {
 	char *source_path;      /* file it came from, or NULL for defaults */
 	char *runtime_dir;      /* "/run/sluice" */
@@ -183,6 +196,7 @@ struct cfg {
 	struct cfg_control control;
 	struct cfg_webhook webhook;
 	struct cfg_firewall firewall;
+	struct cfg_inspect inspect;
 };
 
 /*

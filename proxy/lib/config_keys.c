@@ -864,6 +864,49 @@ static const struct cfg_key firewall_keys[] = {
 	{ .name = NULL }
 };
 
+/* ------------------------------------------------------------------ */
+/* inspect */
+
+/* A name or "*.suffix", no port, no address: the leaf is made for a
+ * name (and inspection applies to CONNECTs to that name on any port). */
+static int
+check_inspect_host(struct cfg_ctx *x, const char *s)
+{
+	const char *name = strncmp(s, "*.", 2) == 0 ? s + 2 : s;
+	struct pol_hostset *hs;
+	struct pol_target t;
+	char b[80];
+	int bad;
+
+	if (pol_host_parse(name, strlen(name), 0, &t) != POL_R_NONE ||
+	    t.kind != POL_HOST_NAME || strcmp(t.host, name) != 0 ||
+	    strchr(s, ':') != NULL)
+		return cfg_fail(x, "bad inspected host %s (expected a "
+		    "canonical host name or *.suffix, no port, no address)",
+		    cfg_shown(s, b, sizeof(b)));
+	if ((hs = pol_hostset_new()) == NULL)
+		return cfg_fail(x, "out of memory");
+	bad = pol_hostset_add(hs, s) != 0;
+	pol_hostset_free(hs);
+	if (bad)
+		return cfg_fail(x, "bad inspected host %s",
+		    cfg_shown(s, b, sizeof(b)));
+	return 0;
+}
+
+static const struct cfg_key inspect_keys[] = {
+	{ "hosts", K_STRV, LIST(inspect.hosts, inspect.nhosts),
+	  .check = check_inspect_host },
+	{ "ca_cert", K_PATH, F(inspect.ca_cert),
+	  .sdef = "/var/lib/sluice/inspect-ca.pem" },
+	{ "ca_key", K_PATH, F(inspect.ca_key),
+	  .sdef = "/var/lib/sluice/inspect-ca.key" },
+	{ "upstream_ca_file", K_FILE, F(inspect.upstream_ca_file) },
+	{ "leaf_cache", K_INT, F(inspect.leaf_cache), NUM(16, 1000000, 1024) },
+	{ "leaf_days", K_INT, F(inspect.leaf_days), NUM(1, 397, 30) },
+	{ .name = NULL }
+};
+
 const struct cfg_key cfg_root_keys[] = {
 	{ "runtime_dir", K_PATH, F(runtime_dir), .sdef = "/run/sluice" },
 	{ "state_file", K_PATH, F(state_file),
@@ -892,6 +935,7 @@ const struct cfg_key cfg_root_keys[] = {
 	{ "control", K_OBJ, .sub = control_keys },
 	{ "webhook", K_OBJ, .sub = webhook_keys },
 	{ "firewall", K_OBJ, .sub = firewall_keys },
+	{ "inspect", K_OBJ, .sub = inspect_keys },
 	{ .name = NULL }
 };
 

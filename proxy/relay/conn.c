@@ -18,6 +18,8 @@
 #include <arpa/inet.h>
 #include <linux/vm_sockets.h>
 
+#include <event2/bufferevent_ssl.h>
+
 #include "proxy/relay/relay-int.h"
 #include "proxy/lib/tproxy.h"
 
@@ -79,6 +81,11 @@ px_out_flush(struct bufferevent *bev)
 
 	if (evbuffer_get_length(out) == 0)
 		return 1;
+	if (bufferevent_openssl_get_ssl(bev) != NULL) {
+		/* an inspected leg: only OpenSSL may write its socket */
+		bufferevent_enable(bev, EV_WRITE);
+		return 0;
+	}
 	/* libevent keeps the front of its output frozen while it owns
 	 * the writing; take it for one write, as bufferevent_writecb does */
 	evbuffer_unfreeze(out, 1);
@@ -560,7 +567,17 @@ handle_request(struct px_conn *c)
 	if (c->req->m == HTTP_M_TRACE || c->req->m == HTTP_M_TRACK ||
 	    c->req->m == HTTP_M_UNKNOWN)
 		r = POL_R_METHOD_NOT_ALLOWED;
-	else if (c->transport == PX_T_TRANSPARENT)
+	else if (c->cli_tls) {
+		/* inside an inspected tunnel: origin-form requests to the
+		 * tunnel's host; no CONNECT in a CONNECT */
+		r = POL_R_NONE;
+		if (c->req->m == HTTP_M_CONNECT || c->req->target_len == 0 ||
+		    c->req->target[0] != '/')
+			r = POL_R_BAD_TARGET;
+		c->target = c->insp;
+		c->path = c->req->target;
+		c->path_len = c->req->target_len;
+	} else if (c->transport == PX_T_TRANSPARENT)
 		/* Host (or the URI) names it, the redirect gave the port; a
 		 * CONNECT here is refused (bad_target): it would open a
 		 * tunnel to a port the client never dialled */
@@ -605,14 +622,36 @@ handle_request(struct px_conn *c)
 			return;
 		}
 		hh = &c->req->headers[c->req->host_idx];
-		if (pol_target_parse_hostport(hh->value, hh->value_len, 80,
-		    &h) != POL_R_NONE || strcmp(h.host, c->target.host) != 0 ||
+		if (pol_target_parse_hostport(hh->value, hh->value_len,
+		    c->cli_tls ? 443 : 80, &h) != POL_R_NONE || strcmp(h.host, c->target.host) != 0 ||
 		    h.port != c->target.port) {
 			px_conn_refuse(c, POL_R_HOST_MISMATCH, NULL);
 			return;
 		}
 	}
-	if (!px_conn_decide(c, s) || PX_GONE(c))
+	c->inspect = c->cli_tls || (c->req->m == HTTP_M_CONNECT &&
+	    px_inspect_host(&c->target));
+	if (c->cli_tls) {
+		/* each request is decided on its own; a tunnel a person
+		 * allowed (once, or for the chat) carries that answer to
+		 * the requests in it, which would otherwise ask again */
+		pol_decide(px.pol, px.state, s->pol, &c->target, &c->dec);
+		if (c->dec.verdict == POL_PROMPT && c->insp_answered &&
+		    pol_answer_allows(c->insp_answer)) {
+			c->dec.verdict = POL_ALLOW;
+			c->dec.rule = POL_RULE_PROMPT;
+			c->answered = 1;
+			c->answer = c->insp_answer;
+		}
+		if (c->dec.verdict == POL_DENY) {
+			px_conn_refuse(c, c->dec.reason, NULL);
+			return;
+		}
+		if (c->dec.verdict == POL_PROMPT) {
+			px_prompt_request(c);
+			return;
+		}
+	} else if (!px_conn_decide(c, s) || PX_GONE(c))
 		return;
 	if (c->req->m != HTTP_M_CONNECT && c->up != NULL &&
 	    strcmp(c->up_host, c->target.host) == 0 &&

@@ -101,6 +101,9 @@ rec_common(struct px_conn *c, struct clog_rec *r)
 		clog_rec_str(r, "host", NULL);
 		clog_rec_str(r, "port", NULL);
 	}
+	/* an inspected CONNECT, or a request read inside one */
+	if (c->inspect)
+		clog_rec_bool(r, "inspected", 1);
 }
 
 static void

@@ -10,6 +10,7 @@
  * transparent.c  redirected connections: original destination, SNI
  * prompt.c    prompts that hold connections until the user answers
  * records.c   the connection log's records of connections
+ * inspect.c   TLS inspection: both TLS legs of an inspected CONNECT
  *
  * Every connection ends in px_conn_close(), which logs why.
  */
@@ -86,6 +87,15 @@ struct px_conn {
 	int tp_tls;                      /* the TLS path: no HTTP answers */
 	struct pol_addr tp_dst;
 	uint16_t tp_port;                /* 0: not a redirected connection */
+
+	/* TLS inspection (inspect.c) */
+	int inspect;                     /* this CONNECT's host is inspected */
+	int cli_tls;                     /* c->cli is the terminated TLS: its
+	                                  * requests are origin-form */
+	int up_tls;                      /* c->up is the verified TLS */
+	struct pol_target insp;          /* the inspected CONNECT's target */
+	int insp_answered;               /* the CONNECT was allowed by */
+	enum pol_answer insp_answer;     /* this prompt answer */
 
 	/* upstream reuse for plain HTTP */
 	char up_host[POL_HOST_MAX + 1];
@@ -223,5 +233,16 @@ enum pol_reason px_tp_setup(struct px_conn *c, int fd);
 void px_tp_tls_start(struct px_conn *c);
 /* TLS: connected upstream; log the allow and relay. */
 void px_tp_tls_established(struct px_conn *c);
+
+/* inspect.c */
+/* 1 when CONNECTs to t are inspected (inspect.hosts). */
+int px_inspect_host(const struct pol_target *t);
+/* c's upstream is connected: TLS on it, verified for c->target; then
+ * px_tunnel_established (a CONNECT) or px_forward_start (a request
+ * inside), or 502 upstream_tls. */
+void px_inspect_upstream(struct px_conn *c);
+/* The 200 left: terminate the client's TLS with the leaf for
+ * c->target; its requests are then read by conn.c.  -1: c was closed. */
+int px_inspect_client(struct px_conn *c);
 
 #endif /* SLUICE_RELAY_INT_H */

@@ -142,4 +142,16 @@ int px_prompt_resolve(const char *id, enum pol_answer ans, const char *by);
 void *px_prompts_json(void);
 void *px_prompt_json(const char *id);
 
+/* ------------------------------------------------------------------ */
+/* TLS inspection (inspect.c; sluiced(8), TLS INSPECTION). */
+
+/* Once at start, with inspect.hosts not empty: ca_fd is the CA helper's
+ * socket (priv_ca_spawn), ca_pem its certificate.  The hosts, the
+ * upstream trust and the cache size are read from c now and kept: the
+ * inspect keys take effect at a start.  0 / -1 with err. */
+int px_inspect_init(const struct cfg *c, int ca_fd, const char *ca_pem,
+    char *err, size_t errlen) SLUICE_MUSTCHECK;
+/* At exit. */
+void px_inspect_cleanup(void);
+
 #endif /* SLUICE_RELAY_H */

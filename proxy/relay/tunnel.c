@@ -251,6 +251,10 @@ px_tunnel_established(struct px_conn *c)
 	/* now, not on the next writable event: the client's first bytes
 	 * (its ClientHello) come that much sooner */
 	px_out_flush(c->cli);
+	if (c->inspect) {
+		(void)px_inspect_client(c);
+		return;
+	}
 	if (!sni_port(c->target.port)) {
 		px_tunnel_relay(c);
 		return;

@@ -97,6 +97,9 @@ px_upstream_start(struct px_conn *c)
 {
 	if (PX_GONE(c))
 		return;
+	/* a fresh dial: a kept connection (a request answered after a
+	 * prompt) is not the one it makes */
+	px_upstream_drop(c);
 	c->state = PX_S_RESOLVE;
 	c->dialed_idx = -1;
 	if (c->target.kind != POL_HOST_NAME) {
@@ -118,6 +121,7 @@ px_upstream_drop(struct px_conn *c)
 	px_forward_unwait(c);
 	bufferevent_free(c->up);
 	c->up = NULL;
+	c->up_tls = 0;
 	c->up_host[0] = '\0';
 	c->up_port = 0;
 }
@@ -143,7 +147,10 @@ connected(struct px_conn *c)
 	    sizeof(one));
 	bufferevent_set_timeouts(c->up, NULL, NULL);
 	px_conn_touch(c);
-	if (c->tp_tls) {
+	if (c->inspect) {
+		/* verified TLS first; it goes on from there */
+		px_inspect_upstream(c);
+	} else if (c->tp_tls) {
 		px_tp_tls_established(c);
 	} else if (c->req->m == HTTP_M_CONNECT) {
 		px_tunnel_established(c);

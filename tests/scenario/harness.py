@@ -92,6 +92,7 @@ REASON_STATUS = {
     "self_target": {400},
     "too_many_interim": {502},
     "too_many_refusals": {429},
+    "upstream_tls": {502},
 }
 
 ZERO_HASH = "0" * 64

@@ -92,6 +92,11 @@ EVERY_KEY = {
                  "sandbox_subnets": ["10.77.0.0/16", "fd77::/64"],
                  "sandbox_interfaces": ["br0", "tap*"],
                  "broker_ports": [3128, 3129]},
+    "inspect": {"hosts": ["registry.npmjs.org", "*.githubusercontent.com"],
+                "ca_cert": "/etc/sluice/inspect-ca.pem",
+                "ca_key": "/etc/sluice/inspect-ca.key",
+                "upstream_ca_file": "/etc/sluice/upstream-ca.pem",
+                "leaf_cache": 64, "leaf_days": 7},
 }
 
 

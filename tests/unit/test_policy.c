@@ -435,6 +435,9 @@ test_names(void **state)
 	assert_int_equal(pol_reason_status(POL_R_TOO_MANY_REFUSALS), 429);
 	assert_string_equal(pol_reason_name(POL_R_TOO_MANY_REFUSALS),
 	    "too_many_refusals");
+	assert_int_equal(pol_reason_status(POL_R_UPSTREAM_TLS), 502);
+	assert_string_equal(pol_reason_name(POL_R_UPSTREAM_TLS),
+	    "upstream_tls");
 	assert_int_equal(pol_reason_status(POL_R_DNS_TIMEOUT), 504);
 	assert_int_equal(pol_reason_status(POL_R_SHUTTING_DOWN), 503);
 	assert_int_equal(pol_reason_status(POL_R_HEAD_TOO_LARGE), 400);
