@@ -33,7 +33,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, Skip, Fail, check, check_eq, log,  # noqa: E402
-                     free_port, SRCDIR, STRICT)
+                     free_port, SRCDIR)
 import t_execd  # noqa: E402
 
 S = Suite("t_opensandbox", time_limit=400)

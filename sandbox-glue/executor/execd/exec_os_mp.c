@@ -56,7 +56,9 @@ xd_mp_boundary(const char *ct, char *out, size_t outlen)
 			p += 9;
 			if (*p == '"') {
 				for (p++; *p && *p != '"'; p++) {
-					if (n + 1 >= outlen || n >= BOUNDARY_MAX)
+					if (n + 1 >= outlen || n >= BOUNDARY_MAX ||
+					    (unsigned char)*p < 0x20 ||
+					    (unsigned char)*p >= 0x7f)
 						return -1;
 					out[n++] = *p;
 				}
