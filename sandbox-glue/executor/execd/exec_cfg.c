@@ -28,6 +28,7 @@
 #include <openssl/evp.h>
 
 #include "sandbox-glue/executor/execd/execd-int.h"
+#include "sandbox-glue/executor/execd/exec_os-int.h"
 
 #ifndef SLUICE_SHIM_PATH
 #define SLUICE_SHIM_PATH "/usr/local/bin/sluice-shim"
@@ -718,7 +719,8 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	    "artifacts", "log",
 	    "events_buffer_bytes", "image_dir", "profile", "shim_static",
 	    "tenant_profiles", "lifecycle", "reply_buffer_bytes",
-	    "reply_total_bytes", "reply_timeout_ms", NULL };
+	    "reply_total_bytes", "reply_timeout_ms",
+	    "opensandbox", NULL };
 	static const char *const fkeys[] = { "idle_after", "remove_after",
 	    "archive_dir", "archive_max_age", "archive_max_count_per_tenant",
 	    "archive_max_bytes_per_tenant", NULL };
@@ -996,6 +998,25 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 			goto out;
 		x.depth--;
 	}
+	/* the OpenSandbox-compatible API (exec_os_cfg.c) */
+	if ((o = json_object_get(root, "opensandbox")) != NULL) {
+		char okey[64], oerr[XD_ERR_MAX];
+
+		if (xd_os_cfg_parse(&c->os, o, okey, sizeof(okey), oerr,
+		    sizeof(oerr)) != 0) {
+			x.path[x.depth++] = "opensandbox";
+			cfail(&x, okey[0] && !strchr(okey, '[') ? okey : NULL,
+			    0, "%s%s%s", strchr(okey, '[') ? okey : "",
+			    strchr(okey, '[') ? ": " : "", oerr);
+			goto out;
+		}
+		if (c->os.listen[0] && c->tcp[0] && strcmp(c->os.listen,
+		    c->tcp) == 0) {
+			cfail(&x, "opensandbox", 0, "listen: the same address "
+			    "as tcp.listen");
+			goto out;
+		}
+	}
 	rc = 0;
 out:
 	json_decref(root);
@@ -1198,5 +1219,7 @@ xd_cfg_json(const struct xd_cfg *c)
 		    (json_int_t)c->tcp_fd_reserve));
 	else
 		json_decref(toks);
+	if (o != NULL)
+		json_object_set_new(o, "opensandbox", xd_os_cfg_json(&c->os));
 	return o;
 }

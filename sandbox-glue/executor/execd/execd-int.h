@@ -168,6 +168,33 @@ struct xd_art_lims {
 	uint64_t total_bytes;   /* per command (0 any) */
 };
 
+/* The "opensandbox" block (exec_os_cfg.c; the API in exec_os*.c). */
+#define XD_OS_KEYS_MAX		16
+#define XD_OS_IMAGES_MAX	32
+
+struct xd_os_key {
+	char name[64];
+	char file[SBX_PATH_MAX];
+	unsigned char digest[32];       /* SHA-256 of the key */
+	char tenant[SBX_ID_MAX + 1];
+	char user[SBX_USER_MAX + 1];    /* "" the metadata's sluice.user */
+};
+
+struct xd_os_cfg {
+	char listen[128];               /* "" off */
+	int plain_http;
+	char tls_cert[SBX_PATH_MAX], tls_key[SBX_PATH_MAX];
+	char endpoint_host[160];        /* endpoints' host[:port], "" listen */
+	long max_timeout_s;
+	struct xd_os_key keys[XD_OS_KEYS_MAX];
+	size_t nkeys;
+	struct {
+		char uri[256];
+		char profile[SBX_ID_MAX + 1];
+	} images[XD_OS_IMAGES_MAX];
+	size_t nimages;
+};
+
 struct xd_cfg {
 	char runtime_dir[SBX_PATH_MAX];
 	char state_dir[SBX_PATH_MAX];
@@ -232,6 +259,7 @@ struct xd_cfg {
 	long tcp_fd_reserve;
 	struct xd_token tokens[XD_TOKENS_MAX];
 	size_t ntokens;
+	struct xd_os_cfg os;            /* "opensandbox" (exec_os_cfg.c) */
 };
 
 void xd_cfg_defaults(struct xd_cfg *c);
@@ -906,6 +934,7 @@ struct xd {
 	int arch_sweeping;              /* exec_box.c: its archive worker */
 	struct xd_gate *gate;           /* exec_gate.c: tcp.listen's */
 	uint64_t reply_queued;          /* file answers' bytes queued */
+	struct xd_os *os;               /* exec_os.c: NULL off */
 };
 
 /* ---- exec_api.c ---- */

@@ -28,6 +28,7 @@
 
 #include "proxy/lib/util.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
+#include "sandbox-glue/executor/execd/exec_os-int.h"
 
 static const char *opt_config;
 static struct xd XD;
@@ -137,7 +138,8 @@ drain_tick(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (!xd_api_pending(xd) && TAILQ_EMPTY(&xd->jobs)) {
+	if (!xd_api_pending(xd) && !xd_os_pending(xd) &&
+	    TAILQ_EMPTY(&xd->jobs)) {
 		event_base_loopexit(xd->base, NULL);
 		return;
 	}
@@ -169,6 +171,7 @@ on_term(evutil_socket_t sig, short what, void *arg)
 	xd->draining = 1;
 	xd_log(XD_LOG_INFO, "signal %d: draining", (int)sig);
 	xd_api_stop_accepting(xd);
+	xd_os_stop_accepting(xd);
 	drain_start = sbx_now_ms();
 	if ((ev_drain = event_new(xd->base, -1, EV_PERSIST, drain_tick, xd)) ==
 	    NULL || event_add(ev_drain, &tv) != 0)
@@ -302,7 +305,8 @@ main(int argc, char **argv)
 		xd_log(XD_LOG_ERR, "cannot start the lifecycle timer");
 		goto out;
 	}
-	if (xd_api_listen(&XD, err, sizeof(err)) != 0) {
+	if (xd_api_listen(&XD, err, sizeof(err)) != 0 ||
+	    xd_os_listen(&XD, err, sizeof(err)) != 0) {
 		xd_log(XD_LOG_ERR, "%s", err);
 		goto out;
 	}
@@ -333,6 +337,7 @@ out:
 	if (ev_drain != NULL)
 		event_free(ev_drain);
 	if (XD.base != NULL && !check && !print && !doc) {
+		xd_os_close(&XD);
 		xd_api_close(&XD);
 		xd_box_sweep_stop(&XD);
 		xd_box_free_all(&XD);

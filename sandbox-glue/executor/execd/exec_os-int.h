@@ -1,0 +1,183 @@
+/*
+ * exec_os-int.h: the OpenSandbox-compatible API of sluice-execd
+ * (DESIGN.md, "The OpenSandbox-compatible API"; the protocol in
+ * ../shared/research/opensandbox-api.md).  Included only inside
+ * sandbox-glue/executor/execd/ (and by tests/fuzz/fuzz_osmp.c).
+ *
+ * The files, bottom up (each calls only those above it and the
+ * daemon's lower files, execd-int.h):
+ *
+ *   exec_os_mp.c     multipart/form-data (pure: fuzz_osmp drives it)
+ *   exec_os_cfg.c    the "opensandbox" configuration block
+ *   exec_os_fs.c     the files and directories execd calls for, confined
+ *                    as exec_files.c is (openat2 RESOLVE_IN_ROOT, as the
+ *                    sandbox's host uid)
+ *   exec_os_http.c   calls: replies in OpenSandbox's error shape, the
+ *                    records of what OpenSandbox says of a sandbox
+ *                    (image, metadata, env, expiry), access tokens
+ *   exec_os_execd.c  execd's routes under /sandboxes/{id}/execd
+ *   exec_os.c        the listener, the lifecycle routes, the router
+ */
+#ifndef SLUICE_EXEC_OS_INT_H
+#define SLUICE_EXEC_OS_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include <jansson.h>
+
+#include "sandbox-glue/executor/execd/execd-int.h"
+
+/* ---- exec_os_mp.c ---- */
+
+struct xd_mp_part {
+	const char *name;               /* form field name, not terminated */
+	size_t nlen;
+	const char *filename;           /* NULL none */
+	size_t fnlen;
+	const char *ctype;              /* NULL none */
+	size_t ctlen;
+	const unsigned char *data;
+	size_t len;
+};
+
+/* The boundary of a "multipart/form-data; boundary=..." Content-Type
+ * (quoted or not, 1..70 characters): 0, -1 not one. */
+int xd_mp_boundary(const char *ctype, char *out, size_t outlen);
+/* The parts of body[0..len) (pointers into it), at most max: 0 with *n,
+ * -1 with *why (a malformed body, too many parts). */
+int xd_mp_parse(const unsigned char *body, size_t len, const char *boundary,
+    struct xd_mp_part *parts, size_t max, size_t *n, const char **why);
+
+/* ---- exec_os_cfg.c (the struct is in execd-int.h) ---- */
+
+struct xd_os_cfg;
+/* Parse the "opensandbox" object o into c: -1 with the key at fault (a
+ * path under opensandbox, "" the block) and why. */
+int xd_os_cfg_parse(struct xd_os_cfg *c, json_t *o, char *key, size_t klen,
+    char *err, size_t errlen);
+json_t *xd_os_cfg_json(const struct xd_os_cfg *c);
+/* The key that is tok (constant time per key), NULL none. */
+const struct xd_os_key *xd_os_key_find(const struct xd_os_cfg *c,
+    const char *tok);
+/* The profile of an image URI, NULL none ("*" the default). */
+const char *xd_os_image_profile(const struct xd_os_cfg *c, const char *uri);
+/* "cpu" ("500m", "1", "2.5") in percent of a CPU and "memory" ("512Mi",
+ * "2Gi", "1G", "1048576") in MiB: 0 with the value, -1 not one. */
+int xd_os_cpu_pct(const char *s, long *pct);
+int xd_os_mem_mb(const char *s, long *mb);
+
+/* ---- exec_os_fs.c (confined like exec_files.c; e as there) ---- */
+
+/* An OpenSandbox path: an absolute path under /workspace or one
+ * relative to it; -1 (e: 400) else. */
+int xd_osfs_info(const struct sbx_rec *r, const char *path, json_t **out,
+    struct xd_perr *e);
+/* Entries under dir to depth (1: its own), or with pattern (a glob of
+ * names, or of paths when it has a '/' or "**") at any depth: FileInfo
+ * objects, lexical order. */
+int xd_osfs_list(const struct sbx_rec *r, const char *dir, int depth,
+    const char *pattern, size_t max, json_t **out, struct xd_perr *e);
+int xd_osfs_mkdir(const struct sbx_rec *r, const char *path, int mode,
+    struct xd_perr *e);
+int xd_osfs_rmtree(const struct sbx_rec *r, const char *path,
+    struct xd_perr *e);
+int xd_osfs_chmod(const struct sbx_rec *r, const char *path, int mode,
+    struct xd_perr *e);
+int xd_osfs_rename(const struct sbx_rec *r, const char *src,
+    const char *dst, struct xd_perr *e);
+/* Replace every occurrence of old in path by new: *count. */
+int xd_osfs_replace(const struct sbx_rec *r, const char *path,
+    const char *old, size_t oldn, const char *new_, size_t newn,
+    uint64_t max, long *count, struct xd_perr *e);
+/* Read a whole regular file of at most max bytes. */
+int xd_osfs_read(const struct sbx_rec *r, const char *path, uint64_t max,
+    unsigned char **buf, size_t *len, struct xd_perr *e);
+
+/* ---- exec_os_http.c ---- */
+
+struct evhttp;
+struct evhttp_request;
+struct evhttp_connection;
+struct evhttp_bound_socket;
+struct evkeyvalq;
+struct event;
+struct ssl_ctx_st;
+struct xd_os;
+
+struct xd_os_call {
+	TAILQ_ENTRY(xd_os_call) link;
+	struct xd *xd;
+	struct evhttp_request *req;
+	const struct xd_os_key *key;    /* lifecycle: the caller's key */
+	char who[96];
+	char *arg[XD_ARGS_MAX];
+	struct evkeyvalq *query;        /* NULL none */
+	json_t *body;                   /* a JSON body, NULL none */
+	struct xd_box *box;             /* held (refs) */
+	int pending;
+	/* a command's stream */
+	struct xd_cmd *cmd;
+	struct evhttp_connection *evcon;
+	unsigned char carry[2][4];
+	size_t ncarry[2];
+	int gone;
+	struct event *ev_ping;
+};
+TAILQ_HEAD(xd_os_callq, xd_os_call);
+
+struct xd_os {
+	struct xd *xd;
+	struct evhttp *http;
+	struct evhttp_bound_socket *bound;
+	struct ssl_ctx_st *tls_ctx;
+	struct xd_os_callq calls;
+	json_t *recs;                   /* id -> record */
+	unsigned char secret[32];       /* access tokens' HMAC key */
+	struct event *ev_sweep;         /* expiries */
+	char host[160];                 /* endpoints' host[:port] */
+};
+
+/* The call's query value of key, NULL none. */
+const char *xd_os_q(struct xd_os_call *k, const char *key);
+void xd_os_call_free(struct xd_os_call *k);
+/* The handler answers later. */
+void xd_os_call_wait(struct xd_os_call *k);
+void xd_os_reply_json(struct xd_os_call *k, int status, json_t *j);
+/* 200 (or status) with an empty body, Content-Length: 0. */
+void xd_os_reply_empty(struct xd_os_call *k, int status);
+void xd_os_reply_err(struct xd_os_call *k, int status, const char *code,
+    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* e's status with OpenSandbox's code for it. */
+void xd_os_reply_perr(struct xd_os_call *k, struct xd_perr *e);
+
+/* Records: what OpenSandbox says of a sandbox that sluice does not
+ * keep.  {id, tenant, user, image, metadata, env, entrypoint,
+ * createdAt (ms), expiresAt (s, 0 none), terminated?}; kept under
+ * <state_dir>/.opensandbox/. */
+int xd_os_recs_load(struct xd_os *os, char *err, size_t errlen);
+json_t *xd_os_rec(struct xd_os *os, const char *id);
+int xd_os_rec_save(struct xd_os *os, json_t *rec);
+void xd_os_rec_drop(struct xd_os *os, const char *id);
+/* The access token of sandbox id (HMAC of the secret), hex. */
+void xd_os_token(const struct xd_os *os, const char *id, char out[65]);
+/* Whether the request carries id's token. */
+int xd_os_token_ok(const struct xd_os *os, const char *id,
+    struct evhttp_request *req);
+
+/* ---- exec_os_execd.c ---- */
+
+/* Route an execd call (after /sandboxes/{id}/execd) of box k->box:
+ * answers (404/405 itself). */
+void xd_os_execd(struct xd_os_call *k, const char *rest);
+/* The environment a sandbox's commands get (its create's env). */
+
+/* ---- exec_os.c ---- */
+
+int xd_os_listen(struct xd *xd, char *err, size_t errlen);
+void xd_os_stop_accepting(struct xd *xd);
+void xd_os_close(struct xd *xd);
+int xd_os_pending(const struct xd *xd);
+
+#endif /* SLUICE_EXEC_OS_INT_H */

@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""sluice-execd's OpenSandbox-compatible API (DESIGN.md, "The
+OpenSandbox-compatible API") with the official OpenSandbox JS SDK
+(@alibaba-group/opensandbox from npm, unmodified) against the real
+sluice-execd and sluiced, ns backend.
+
+The SDK is installed with npm into a cache outside the clone
+($SLUICE_NPM_CACHE, default /var/cache/sluice-npm), reused when there;
+the case skips (77) only when npm cannot reach the registry and the
+cache is empty (SLUICE_TEST_STRICT=1 makes that a failure).
+
+Covered: opensandbox_chathub.mjs drives every tool ChatHub's Sandbox
+uses through the SDK (create with the execd ready check, runCommand
+foreground with exit code, stdout, stderr, the create's env and cwd;
+background with getCommandOutput's logs and cursor and stopCommand;
+writeFile by multipart upload, readFile, editFile by replace, listFiles,
+search, exportFile with Range, file info, the workspace's confinement,
+a 501 for bash sessions, renew, list with state and metadata filters,
+pause and resume, kill); the same sandbox is an ordinary one in the
+native API meanwhile.  Then, with plain HTTP: a wrong key 401, another
+tenant's key sees another tenant's sandbox as missing (404) and its
+execd token is refused (401), an unknown image is refused with the
+list, snapshots answer 501, and the config check refuses a non-loopback
+plain listener."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (Suite, Skip, Fail, check, check_eq, log,  # noqa: E402
+                     free_port, SRCDIR)
+import t_execd  # noqa: E402
+
+S = Suite("t_opensandbox", time_limit=400)
+
+SDK_PKG = "@alibaba-group/opensandbox@0.1.11"
+CACHE = os.environ.get("SLUICE_NPM_CACHE", "/var/cache/sluice-npm")
+SDK = os.path.join(CACHE, "node_modules", "@alibaba-group", "opensandbox",
+                   "dist", "index.js")
+SCRIPT = os.path.join(SRCDIR, "tests", "scenario", "opensandbox_chathub.mjs")
+KEY_A = "key-acme-0123456789abcdef"
+KEY_B = "key-beta-0123456789abcdef"
+
+
+def sdk():
+    if os.path.exists(SDK):
+        return SDK
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        raise Skip("node and npm are not installed")
+    os.makedirs(CACHE, exist_ok=True)
+    if not os.path.exists(os.path.join(CACHE, "package.json")):
+        with open(os.path.join(CACHE, "package.json"), "w") as f:
+            f.write('{"name": "sluice-npm-cache", "private": true}\n')
+    r = subprocess.run(["npm", "install", "--no-audit", "--no-fund",
+                        SDK_PKG], cwd=CACHE, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=300)
+    if r.returncode != 0 or not os.path.exists(SDK):
+        raise Skip("npm could not install %s: %s" % (
+            SDK_PKG, r.stdout.decode(errors="replace")[-400:]))
+    return SDK
+
+
+def call(port, method, path, body=None, key=None, headers=None):
+    h = dict(headers or {})
+    if key is not None:
+        h["OPEN-SANDBOX-API-KEY"] = key
+    data = json.dumps(body).encode() if body is not None else None
+    if data is not None:
+        h["Content-Type"] = "application/json"
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path),
+                                 data=data, method=method, headers=h)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            b = r.read()
+            return r.status, (json.loads(b) if b else None)
+    except urllib.error.HTTPError as e:
+        b = e.read()
+        try:
+            return e.code, json.loads(b)
+        except ValueError:
+            return e.code, b
+
+
+def start(env):
+    sdkp = sdk()
+    port = free_port()
+    keys = {}
+    for name, k in (("a", KEY_A), ("b", KEY_B)):
+        p = env.path("os-%s.key" % name)
+        with open(p, "w") as f:
+            f.write(k + "\n")
+        os.chmod(p, 0o600)
+        keys[name] = p
+    over = {"opensandbox": {
+        "listen": "127.0.0.1:%d" % port,
+        "api_keys": [
+            {"name": "chathub", "file": keys["a"], "tenant": "acme",
+             "user": "chathub"},
+            {"name": "other", "file": keys["b"], "tenant": "beta"}],
+        "images": {"chathub-sandbox:1": "host"},
+        "max_timeout_s": 3600}}
+    d, ctl, x = t_execd.start(env, **over)
+    return sdkp, port, x
+
+
+@S.case
+def chathub_sdk(env):
+    """ChatHub's tools through the official JS SDK, unmodified."""
+    sdkp, port, x = start(env)
+    arg = json.dumps({"sdk": sdkp, "domain": "127.0.0.1:%d" % port,
+                      "key": KEY_A, "image": "chathub-sandbox:1"})
+    r = subprocess.run(["node", SCRIPT, arg], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=240)
+    out = r.stdout.decode(errors="replace")
+    log(out)
+    if r.returncode != 0:
+        raise Fail("the SDK script failed (%d): %s\n%s" % (
+            r.returncode, r.stderr.decode(errors="replace")[-3000:],
+            x.stderr()))
+    check('"done":true' in out, "the script ran to its end")
+    sid = [json.loads(l)["sandbox"] for l in out.splitlines()
+           if l.startswith('{"sandbox"')][0]
+    # the SDK's sandbox was an ordinary one: the native API and the audit
+    # log know it (it is gone now: kill)
+    r2 = x.app("GET", "/v1/sandboxes/%s" % sid)
+    check_eq(r2.status, 404, "killed through the SDK: gone natively too")
+    with open(env.path("xaudit/execd.jsonl")) as f:
+        audit = f.read()
+    check(sid in audit and '"opensandbox"' in audit,
+          "the audit log has the SDK's create and delete")
+
+
+@S.case
+def tenants(env):
+    """Keys name tenants; wrong key 401; 501 and the image list."""
+    sdkp, port, x = start(env)
+    st, j = call(port, "GET", "/v1/sandboxes", key="wrong-key-0123456789")
+    check_eq(st, 401, "a wrong key: %r" % (j,))
+    check(j["code"] == "UNAUTHORIZED" and j["message"], "error shape")
+    st, j = call(port, "GET", "/v1/sandboxes")
+    check_eq(st, 401, "no key")
+    st, j = call(port, "POST", "/v1/sandboxes", {
+        "image": {"uri": "ubuntu:22.04"}, "entrypoint": ["sleep"],
+        "resourceLimits": {"cpu": "1"}}, key=KEY_A)
+    check(st == 400 and "chathub-sandbox:1" in j["message"],
+          "an unknown image refused with the list: %r" % (j,))
+    st, j = call(port, "POST", "/v1/sandboxes", {
+        "image": {"uri": "chathub-sandbox:1"}, "timeout": 600,
+        "entrypoint": ["tail", "-f", "/dev/null"],
+        "resourceLimits": {"cpu": "500m", "memory": "512Mi"},
+        "metadata": {"k": "v"}}, key=KEY_A)
+    check_eq(st, 202, "create: %r" % (j,))
+    sid = j["id"]
+    check(j["status"]["state"] == "Running" and j["expiresAt"],
+          "created running with an expiry: %r" % (j,))
+    n = x.app("GET", "/v1/sandboxes/%s" % sid)
+    check(n.status == 200 and n.json["tenant"] == "acme" and
+          n.json["user"] == "chathub", "natively: %r" % (n,))
+    # the other tenant's key: as if it did not exist
+    st, j = call(port, "GET", "/v1/sandboxes/%s" % sid, key=KEY_B)
+    check_eq(st, 404, "another tenant's sandbox")
+    st, j = call(port, "DELETE", "/v1/sandboxes/%s" % sid, key=KEY_B)
+    check_eq(st, 404, "another tenant's delete")
+    st, j = call(port, "GET", "/v1/sandboxes", key=KEY_B)
+    check(st == 200 and j["items"] == [], "another tenant lists none")
+    st, j = call(port, "GET", "/sandboxes/%s/endpoints/44772" % sid,
+                 key=KEY_A)
+    check(st == 200 and j["endpoint"].endswith("/sandboxes/%s/execd" % sid)
+          and len(j["headers"]["X-EXECD-ACCESS-TOKEN"]) == 64,
+          "endpoint (no /v1 prefix): %r" % (j,))
+    tok = j["headers"]["X-EXECD-ACCESS-TOKEN"]
+    st, _ = call(port, "GET", "/sandboxes/%s/execd/ping" % sid,
+                 headers={"X-EXECD-ACCESS-TOKEN": tok})
+    check_eq(st, 200, "ping with the token")
+    st, _ = call(port, "GET", "/sandboxes/%s/execd/ping" % sid,
+                 headers={"X-EXECD-ACCESS-TOKEN": "0" * 64})
+    check_eq(st, 401, "a wrong execd token")
+    st, j = call(port, "POST", "/v1/sandboxes/%s/snapshots" % sid, {},
+                 key=KEY_A)
+    check(st == 501 and "snapshot" in j["message"], "snapshots: %r" % (j,))
+    st, j = call(port, "GET", "/sandboxes/%s/execd/code/contexts" % sid,
+                 headers={"X-EXECD-ACCESS-TOKEN": tok})
+    check(st == 501 and j["code"] == "NOT_SUPPORTED", "code: %r" % (j,))
+    st, j = call(port, "PATCH", "/v1/sandboxes/%s/metadata" % sid,
+                 {"k": None, "n": "2"}, key=KEY_A)
+    check(st == 200 and j["metadata"] == {"n": "2"}, "merge patch: %r" % (j,))
+    st, _ = call(port, "DELETE", "/v1/sandboxes/%s" % sid, key=KEY_A)
+    check_eq(st, 204, "delete")
+    st, _ = call(port, "GET", "/v1/sandboxes/%s" % sid, key=KEY_A)
+    check_eq(st, 404, "deleted")
+
+
+@S.case
+def config_check(env):
+    """--check-config: plain HTTP off loopback is refused, with why."""
+    t_execd.preflight()
+    p = env.path("os.key")
+    with open(p, "w") as f:
+        f.write(KEY_A + "\n")
+    conf = env.path("bad.json")
+    with open(conf, "w") as f:
+        json.dump({"opensandbox": {"listen": "0.0.0.0:8090",
+                   "api_keys": [{"name": "a", "file": p, "tenant": "t"}],
+                   "images": {"*": "base"}}}, f)
+    r = subprocess.run([t_execd.EXECD, "-c", conf, "--check-config"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = r.stdout.decode()
+    check(r.returncode != 0 and "opensandbox.listen" in out and
+          "plain_http" in out, "refused with the key and why: %r" % out)
+
+
+if __name__ == "__main__":
+    S.main()
