@@ -67,7 +67,8 @@ t_cfg(void **state)
 	assert_non_null(strstr(err, "limits.timeout_s"));
 	assert_int_equal(cfg(&c, "{\"tcp\": {\"listen\": \"127.0.0.1:1\"}}",
 	    err, sizeof(err)), -1);
-	assert_non_null(strstr(err, "TLS only"));
+	assert_non_null(strstr(err, "plain_http is true: tls_cert and "
+	    "tls_key are required"));
 	assert_int_equal(cfg(&c, "{\"socket\": {\"mode\": \"0066\"}}", err,
 	    sizeof(err)), -1);
 	assert_int_equal(cfg(&c, "{\"backend\": \"kvm\"}", err, sizeof(err)),
