@@ -698,6 +698,9 @@ helper_put(const char *dir0, uint64_t max)
 		if (full(k))
 			fail_out(413, "too_large", NULL, "the workspace is "
 			    "full");
+		else if (k == ENOENT)
+			fail_out(404, "not_found", NULL, "path %s: a link in it "
+			    "leads to nothing in the workspace", dir);
 		else
 			fail_out(k == ENOTDIR || k == EEXIST ? 409 : 400,
 			    k == ENOTDIR || k == EEXIST ? "conflict" :
