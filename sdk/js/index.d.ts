@@ -190,6 +190,10 @@ export interface FileEntry {
   target: string | null;
 }
 
+export interface TarResult {
+  path: string; files: number; dirs: number; links: number; bytes: number;
+}
+
 export interface Listing extends Array<FileEntry> {
   path: string;
   truncated: boolean;
@@ -341,6 +345,10 @@ export class Sandbox {
   list(options?: { glob?: string; recursive?: boolean; path?: string | null }): Promise<Listing>;
   edit(path: string, old: string, nu: string): Promise<void>;
   remove(path: string): Promise<void>;
+  /** a tar (bytes, or the path of a tar, tar.gz or tar.zst file) extracted under dir, all or nothing */
+  putTar(data: Uint8Array | string, options?: { dir?: string }): Promise<TarResult>;
+  /** dir as a tar: files, directories, symbolic links (as links) */
+  getTar(options?: { dir?: string }): Promise<Buffer>;
 }
 
 export class Command {

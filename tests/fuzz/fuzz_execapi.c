@@ -22,6 +22,11 @@
  *        target; an accepted one has a name neither absolute nor with a
  *        ".." component, a link a target, and (type 'h', odd length) a
  *        hard link a target inside the workspace likewise;
+ *   'T'  the archive routes' checks (exec_tar.c): then 'q' and a
+ *        ?path= value: an accepted one normalises inside the workspace
+ *        and is not the staging directory's name; else a PUT's body: the
+ *        kind told is one of tar, gzip, zstd, and only from bytes that
+ *        are one (the magic, a whole header block);
  *   other: output bytes as JSON text (valid UTF-8 out) and the cut of a
  *        stream at a character boundary.
  */
@@ -44,7 +49,9 @@ static const char *const patterns[] = {
 	"/v1/sandboxes/{id}/commands/{cid}",
 	"/v1/sandboxes/{id}/commands/{cid}/output",
 	"/v1/sandboxes/{id}/files", "/v1/sandboxes/{id}/files/{path}",
+	"/v1/sandboxes/{id}/archive",
 };
+
 
 static void
 check_norm(const char *out)
@@ -73,6 +80,33 @@ inside(const char *t)
 		if ((n = strcspn(p, "/")) == 2 && p[0] == '.' && p[1] == '.')
 			return 0;
 	return 1;
+}
+
+static void
+fuzz_tar(const char *s, size_t n)
+{
+	char out[SBX_PATH_MAX];
+	struct xd_perr e;
+	const char *k;
+
+	if (n >= 1 && s[0] == 'q') {
+		memset(&e, 0, sizeof(e));
+		if (strlen(s) == n && xd_tar_dir_parse(s + 1, out, sizeof(out),
+		    &e) == 0) {
+			check_norm(out);
+			if (strncmp(out, ".sluice-tar.", 12) == 0)
+				abort();
+		} else if (strlen(s) == n && e.status != 400)
+			abort();
+		return;
+	}
+	k = xd_tar_body_kind((const unsigned char *)s, n);
+	if (k == NULL)
+		return;
+	if (strcmp(k, "gzip") == 0 ? n < 2 || (unsigned char)s[0] != 0x1f :
+	    strcmp(k, "zstd") == 0 ? n < 4 || (unsigned char)s[0] != 0x28 :
+	    strcmp(k, "tar") == 0 ? n < 512 : 1)
+		abort();
 }
 
 static void
@@ -247,6 +281,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case 'a':
 		fuzz_arch(s, n);
+		break;
+	case 'T':
+		fuzz_tar(s, n);
 		break;
 	default: {
 		json_t *j = xd_text_json((const unsigned char *)s, n, kind & 1);

@@ -1845,7 +1845,9 @@ def foreign_ids_missing(env):
               ("POST", "/v1/sandboxes/%s/edit",
                {"path": "a", "old": "x", "new": "y"}),
               ("POST", "/v1/sandboxes/%s/install",
-               {"manager": "pip", "packages": ["x"]})]
+               {"manager": "pip", "packages": ["x"]}),
+              ("GET", "/v1/sandboxes/%s/archive?path=a", None),
+              ("PUT", "/v1/sandboxes/%s/archive?path=a", None)]
     for m, pat, body in routes:
         got = tls(m, pat % "chat-1", body)
         unused = tls(m, pat % "chat-9", body)

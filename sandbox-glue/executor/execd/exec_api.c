@@ -127,6 +127,8 @@ static void h_file_get(struct xd_call *k);
 static void h_file_put(struct xd_call *k);
 static void h_file_delete(struct xd_call *k);
 static void h_edit(struct xd_call *k);
+static void h_archive_get(struct xd_call *k);
+static void h_archive_put(struct xd_call *k);
 static void h_install(struct xd_call *k);
 static void h_events(struct xd_call *k);
 static void h_metrics(struct xd_call *k);
@@ -167,6 +169,11 @@ static const struct route routes[] = {
 	R(DELETE, "/v1/sandboxes/{id}/files/{path}", APP, B_NONE, ",",
 	    h_file_delete),
 	R(POST, "/v1/sandboxes/{id}/edit", APP, B_JSON, ",", h_edit),
+	/* batch files: a directory as a tar (exec_tar.c) */
+	R(GET, "/v1/sandboxes/{id}/archive", APP, B_NONE, ",path,",
+	    h_archive_get),
+	R(PUT, "/v1/sandboxes/{id}/archive", APP, B_RAW, ",path,",
+	    h_archive_put),
 	R(POST, "/v1/sandboxes/{id}/install", APP, B_JSON, ",", h_install),
 };
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
@@ -1776,6 +1783,57 @@ h_edit(struct xd_call *k)
 	reply_json(k, 200, out);
 }
 
+/* ---- batch files (exec_tar.c) ---- */
+
+static void
+archive_put_cb(void *arg, json_t *res, struct xd_perr *e)
+{
+	struct xd_call *k = arg;
+
+	if (e != NULL)
+		reply_perr(k, e);
+	else
+		reply_json(k, 200, res);
+}
+
+static void
+h_archive_put(struct xd_call *k)
+{
+	struct xd_box *b = box_for_change(k);
+	struct xd_perr e;
+
+	if (b == NULL)
+		return;         /* answered, k freed */
+	memset(&e, 0, sizeof(e));
+	if (xd_tar_put(b, evhttp_request_get_input_buffer(k->req), q(k,
+	    "path"), archive_put_cb, k, &e) != 0) {
+		reply_perr(k, &e);
+		return;
+	}
+	call_wait(k);
+}
+
+static void
+archive_get_done(void *arg)
+{
+	call_free(arg);         /* answered by exec_tar.c */
+}
+
+static void
+h_archive_get(struct xd_call *k)
+{
+	struct xd_box *b = box_of(k);
+	struct xd_perr e;
+
+	if (b == NULL)
+		return;
+	memset(&e, 0, sizeof(e));
+	call_wait(k);
+	if (xd_tar_get(k->xd, k->req, b, q(k, "path"), k->who,
+	    archive_get_done, k, &e) != 0)
+		reply_perr(k, &e);
+}
+
 /* ---- who is calling ---- */
 
 _Static_assert((int)XD_ROLE_AUDITOR == (int)ROLES_AUDITOR &&
@@ -2137,6 +2195,11 @@ http_new(struct xd *xd, struct listener *l)
 	uint64_t max = xd->cfg->max_file_bytes > xd->cfg->max_body_bytes ?
 	    xd->cfg->max_file_bytes : xd->cfg->max_body_bytes;
 
+	/* evhttp takes a PUT of an archive up to max_archive_bytes (and a
+	 * little: its handler answers 413), not twice it */
+	if (2 * max <= xd->cfg->max_archive_bytes)
+		max = xd->cfg->max_archive_bytes / 2 + 1;
+
 	if (h == NULL)
 		return NULL;
 	l->xd = xd;
@@ -2306,6 +2369,11 @@ xd_api_reload(struct xd *xd, char *err, size_t errlen)
 {
 	uint64_t max = xd->cfg->max_file_bytes > xd->cfg->max_body_bytes ?
 	    xd->cfg->max_file_bytes : xd->cfg->max_body_bytes;
+
+	/* evhttp takes a PUT of an archive up to max_archive_bytes (and a
+	 * little: its handler answers 413), not twice it */
+	if (2 * max <= xd->cfg->max_archive_bytes)
+		max = xd->cfg->max_archive_bytes / 2 + 1;
 
 	if (xd->http_tls != NULL && xd->cfg->tcp_plain) {
 		evhttp_set_max_body_size(xd->http_tls, (ev_ssize_t)(2 * max));

@@ -1370,6 +1370,68 @@ child_result(pid_t pid, int fd, const char **why)
 	return buf;
 }
 
+static const char *const restore_args[] = { "--restore-helper", NULL };
+
+int
+xd_arch_helper_spawn(const struct sbx_rec *r, int in, int wfd, int out,
+    const char *const *args, pid_t *pidp)
+{
+	pid_t pid;
+
+	if ((pid = fork()) < 0)
+		return -1;
+	if (pid == 0) {
+		static const char nohelper[] = "{\"error\":\"the helper does "
+		    "not run\"}\n";
+		char *argv[8] = { (char *)XD_NAME };
+		char *envp[] = { NULL };
+		struct sigaction sa;
+		int nul, i;
+
+		for (i = 0; i < 6 && args[i] != NULL; i++)
+			argv[i + 1] = (char *)args[i];
+		argv[i + 1] = NULL;
+		/* the daemon's signal plumbing is not the helper's */
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = SIG_DFL;
+		for (i = 1; i < NSIG; i++)
+			(void)sigaction(i, &sa, NULL);
+		/* the sandbox's host ids, nothing more, and no way back */
+		if (setgroups(0, NULL) != 0 || setresgid(r->host_gid,
+		    r->host_gid, r->host_gid) != 0 || setresuid(r->host_uid,
+		    r->host_uid, r->host_uid) != 0 || prctl(PR_SET_NO_NEW_PRIVS,
+		    1, 0, 0, 0) != 0 || fchdir(wfd) != 0)
+			_exit(1);
+		umask(022);
+		/* the helper gets its input on 0, the result pipe on 1 and
+		 * nothing else of the daemon: not its memory (the TLS key,
+		 * the tokens' digests), which an exec drops, nor a descriptor
+		 * (fds 0-2 are open in the daemon: the dups do not overlap) */
+		if ((nul = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0 ||
+		    dup2(in >= 0 ? in : nul, 0) != 0 || dup2(out, 1) != 1 ||
+		    dup2(nul, 2) != 2)
+			_exit(1);
+		closefrom(3);
+		execve("/proc/self/exe", argv, envp);
+		(void)!write(1, nohelper, sizeof(nohelper) - 1);
+		_exit(127);
+	}
+	*pidp = pid;
+	return 0;
+}
+
+char *
+xd_arch_helper_wait(pid_t pid, int fd, const char **why)
+{
+	return child_result(pid, fd, why);
+}
+
+const char *
+xd_arch_clip(const char *s, char *out, size_t max)
+{
+	return utf8_clip(s, out, max);
+}
+
 int
 xd_arch_restore(const struct xd_cfg *c, const struct sbx_rec *r,
     json_t **out, int *corrupt, char *err, size_t len)
@@ -1407,37 +1469,9 @@ xd_arch_restore(const struct xd_cfg *c, const struct sbx_rec *r,
 		errf(err, len, "workspace: %s", strerror(errno));
 		goto fail;
 	}
-	if ((pid = fork()) < 0) {
+	if (xd_arch_helper_spawn(r, fd, wfd, p[1], restore_args, &pid) != 0) {
 		errf(err, len, "fork: %s", strerror(errno));
 		goto fail;
-	}
-	if (pid == 0) {
-		static const char nohelper[] = "{\"error\":\"the restore "
-		    "helper does not run\"}";
-		char *argv[] = { (char *)XD_NAME, (char *)"--restore-helper",
-		    NULL };
-		char *envp[] = { NULL };
-		int nul;
-
-		close(p[0]);
-		/* the sandbox's host ids, nothing more, and no way back */
-		if (setgroups(0, NULL) != 0 || setresgid(r->host_gid,
-		    r->host_gid, r->host_gid) != 0 || setresuid(r->host_uid,
-		    r->host_uid, r->host_uid) != 0 || prctl(PR_SET_NO_NEW_PRIVS,
-		    1, 0, 0, 0) != 0 || fchdir(wfd) != 0)
-			_exit(1);
-		umask(022);
-		/* the helper gets the archive on 0, the result pipe on 1 and
-		 * nothing else of the daemon: not its memory (the TLS key,
-		 * the tokens' digests), which an exec drops, nor a descriptor
-		 * (fds 0-2 are open in the daemon: the dups do not overlap) */
-		if ((nul = open("/dev/null", O_WRONLY | O_CLOEXEC)) < 0 ||
-		    dup2(fd, 0) != 0 || dup2(p[1], 1) != 1 || dup2(nul, 2) != 2)
-			_exit(1);
-		closefrom(3);
-		execve("/proc/self/exe", argv, envp);
-		(void)!write(1, nohelper, sizeof(nohelper) - 1);
-		_exit(127);
 	}
 	close(p[1]);
 	p[1] = -1;

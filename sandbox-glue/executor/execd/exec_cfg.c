@@ -132,6 +132,7 @@ xd_cfg_defaults(struct xd_cfg *c)
 	c->keep_finished = 32;
 	c->max_file_bytes = 64ull << 20;
 	c->max_body_bytes = 1 << 20;
+	c->max_archive_bytes = 256ull << 20;
 	c->ring_bytes = 1 << 20;
 	/* 48 x 2 rings of 1 MiB per sandbox would pin 96 MiB each after
 	 * their commands ended: one budget for the host instead */
@@ -719,7 +720,7 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	    "artifacts", "log",
 	    "events_buffer_bytes", "image_dir", "profile", "shim_static",
 	    "tenant_profiles", "lifecycle", "reply_buffer_bytes",
-	    "reply_total_bytes", "reply_timeout_ms",
+	    "reply_total_bytes", "reply_timeout_ms", "max_archive_bytes",
 	    "opensandbox", NULL };
 	static const char *const fkeys[] = { "idle_after", "remove_after",
 	    "archive_dir", "archive_max_age", "archive_max_count_per_tenant",
@@ -908,6 +909,8 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	}
 	if (c_u64(&x, root, "max_file_bytes", &c->max_file_bytes, 1, 0) != 0 ||
 	    c_u64(&x, root, "max_body_bytes", &c->max_body_bytes, 1, 0) != 0 ||
+	    c_u64(&x, root, "max_archive_bytes", &c->max_archive_bytes, 1,
+	    0) != 0 ||
 	    c_u64(&x, root, "ring_bytes", &c->ring_bytes, 1, 0) != 0 ||
 	    c_u64(&x, root, "ring_budget_bytes", &c->ring_budget, 1, 1) !=
 	    0 ||
@@ -955,6 +958,11 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	}
 	if (c->max_file_bytes > (1ull << 32)) {
 		cfail(&x, "max_file_bytes", 0, "at most 4 GiB");
+		goto out;
+	}
+	if (c->max_archive_bytes < 4096 || c->max_archive_bytes > (4ull <<
+	    30)) {
+		cfail(&x, "max_archive_bytes", 0, "4096 to 4 GiB");
 		goto out;
 	}
 	if (c->max_body_bytes > (64ull << 20)) {
@@ -1191,6 +1199,8 @@ xd_cfg_json(const struct xd_cfg *c)
 		    (json_int_t)c->reply_total));
 		json_object_set_new(o, "reply_timeout_ms", json_integer(
 		    (json_int_t)c->reply_timeout_ms));
+		json_object_set_new(o, "max_archive_bytes", json_integer(
+		    (json_int_t)c->max_archive_bytes));
 		json_object_set_new(o, "lifecycle", json_pack("{s:I,s:I,s:s,"
 		    "s:I,s:I,s:I}", "idle_after", (json_int_t)c->idle_after,
 		    "remove_after", (json_int_t)c->remove_after, "archive_dir",

@@ -231,6 +231,8 @@ struct xd_cfg {
 	long keep_finished;             /* finished ones kept, per sandbox */
 	uint64_t max_file_bytes;
 	uint64_t max_body_bytes;        /* JSON bodies */
+	uint64_t max_archive_bytes;     /* PUT .../archive: the body, and
+	                                 * the tar it holds uncompressed */
 	uint64_t ring_bytes;            /* per stream, background commands */
 	uint64_t ring_budget;           /* every ring of the host (0 none):
 	                                 * over it, finished commands' rings
@@ -589,6 +591,21 @@ int xd_arch_restore(const struct xd_cfg *c, const struct sbx_rec *r,
  * execs as the sandbox's uid: the archive on fd 0 extracted into the
  * cwd, the result (JSON) on fd 1; the exit status. */
 int xd_arch_restore_helper(void);
+/* The restore's way of running a helper, for exec_tar.c too: fork, the
+ * child becomes r's host uid and gid (no group, no capability, no new
+ * privileges), cwd the directory wfd, and execs sluice-execd with args
+ * (at most 6, NULL-terminated): in (-1: /dev/null) on its fd 0, out on
+ * its fd 1, /dev/null on 2, no other descriptor, no environment.  0
+ * with *pid, -1 (errno) when the fork fails. */
+int xd_arch_helper_spawn(const struct sbx_rec *r, int in, int wfd, int out,
+    const char *const *args, pid_t *pid) SLUICE_MUSTCHECK;
+/* Blocking: the helper's result read from fd to its end (bounded, the
+ * helper killed after 600 s), the helper reaped: the text, or NULL with
+ * why. */
+char *xd_arch_helper_wait(pid_t pid, int fd, const char **why);
+/* s as at most max - 1 bytes of valid UTF-8 without control
+ * characters (for JSON). */
+const char *xd_arch_clip(const char *s, char *out, size_t max);
 
 /* ---- exec_snap.c ---- */
 
@@ -900,6 +917,31 @@ json_t *xd_health_json(struct xd *xd, json_t *bes, int broker_ok,
 json_t *xd_health_storage(struct xd *xd);
 /* Ping sluiced in a worker, then cb(arg, health). */
 int xd_health(struct xd *xd, void (*cb)(void *arg, json_t *h), void *arg);
+
+/* ---- exec_tar.c ---- */
+
+/* Batch files: PUT and GET /v1/sandboxes/{id}/archive?path=DIR (see
+ * exec_tar.c).  Pure, for the fuzz harness: DIR of the query (NULL: the
+ * workspace) normalized into out, -1 with e (400); the kind of a PUT's
+ * body from its first bytes ("tar", "gzip", "zstd"; NULL none). */
+int xd_tar_dir_parse(const char *q, char *out, size_t len, struct xd_perr *e);
+const char *xd_tar_body_kind(const unsigned char *b, size_t n);
+/* The answer of a PUT: cb(arg, result, NULL) or cb(arg, NULL, e). */
+typedef void (*xd_tar_cb)(void *arg, json_t *res, struct xd_perr *e);
+/* Extract body (a tar) under dir in a worker, b held (op) meanwhile;
+ * the body is drained.  -1 with e when refused at once (413 over
+ * max_archive_bytes, 400 not a tar or a bad path). */
+int xd_tar_put(struct xd_box *b, struct evbuffer *body, const char *dir,
+    xd_tar_cb cb, void *arg, struct xd_perr *e);
+/* Answer req with dir as a tar, as the client reads; done(arg) once the
+ * answer ended (req answered, one way or another).  -1 with e when
+ * refused at once (req not answered). */
+int xd_tar_get(struct xd *xd, struct evhttp_request *req, struct xd_box *b,
+    const char *dir, const char *who, void (*done)(void *), void *arg,
+    struct xd_perr *e);
+/* main of sluice-execd --tar-helper put DIR MAX | get DIR (as the
+ * sandbox's uid, cwd the workspace). */
+int xd_tar_helper(int argc, char **argv);
 
 /* ---- the daemon (execd.c fills it, exec_api.c serves it) ---- */
 

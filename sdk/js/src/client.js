@@ -343,6 +343,42 @@ export class Sandbox {
   async edit(path, old, nu) { await this._call('POST', '/edit', json, { path, old, new: nu }); }
 
   async remove(path) { await this._call('DELETE', `/files/${filePath(path)}`, json); }
+
+  /** Extract a tar (a Buffer or Uint8Array of a tar, tar.gz or tar.zst, or
+   * the path of such a file) under dir of the workspace (made if missing),
+   * in one call.  All or nothing: a refused entry (absolute, "..", a
+   * device, through a link, a hard link outside) is a BadRequestError
+   * naming it, and nothing is written.  Resolves with the counts. */
+  async putTar(data, { dir = '.' } = {}) {
+    let body;
+    if (typeof data === 'string') {
+      const { readFileSync, statSync } = await import('node:fs');
+      if (statSync(data).isDirectory()) {
+        throw new InvalidArgumentError('putTar: a tar (bytes or a file), not a directory: make one with tar -cf');
+      }
+      body = readFileSync(data);
+    } else if (data instanceof Uint8Array) {
+      body = Buffer.from(data);
+    } else {
+      throw new InvalidArgumentError('putTar: a Buffer, a Uint8Array or the path of a tar file');
+    }
+    return this._t.call({ method: 'PUT', path: `/v1/sandboxes/${q(this.id)}/archive${query({ path: tarDir(dir) })}`,
+      parse: (r) => M.tarResult(json(r)), body, ctype: 'application/x-tar', headers: {}, sandbox: true,
+      timeoutMs: 600000 });
+  }
+
+  /** dir of the workspace as a tar (a Buffer): files, directories and
+   * symbolic links (as links). */
+  getTar({ dir = '.' } = {}) {
+    return this._t.call({ method: 'GET', path: `/v1/sandboxes/${q(this.id)}/archive${query({ path: tarDir(dir) })}`,
+      parse: (r) => r.body, body: null, ctype: null, headers: { Accept: 'application/x-tar' }, sandbox: true,
+      timeoutMs: 600000 });
+  }
+}
+
+function tarDir(d) {
+  if (typeof d !== 'string' || d.includes('\0')) throw new InvalidArgumentError('dir: a string');
+  return d;
 }
 
 /** A background command. */

@@ -113,6 +113,11 @@ export function fileEntry(d) {
 }
 
 /** An array of entries with `path` (the directory) and `truncated`. */
+export function tarResult(d) {
+  return { path: str(d.path) || '', files: int(d.files) || 0, dirs: int(d.dirs) || 0,
+    links: int(d.links) || 0, bytes: int(d.bytes) || 0 };
+}
+
 export function listing(d) {
   const l = arr(d.entries).filter((e) => e && typeof e === 'object').map(fileEntry);
   l.path = str(d.path) || '';

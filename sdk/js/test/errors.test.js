@@ -83,6 +83,8 @@ const ROUTES = {
   'PUT /v1/sandboxes/{id}/files/{path}': 'Sandbox.write',
   'DELETE /v1/sandboxes/{id}/files/{path}': 'Sandbox.remove',
   'POST /v1/sandboxes/{id}/edit': 'Sandbox.edit',
+  'PUT /v1/sandboxes/{id}/archive': 'Sandbox.putTar',
+  'GET /v1/sandboxes/{id}/archive': 'Sandbox.getTar',
   'GET /healthz': 'client.healthz',
 };
 

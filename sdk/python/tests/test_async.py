@@ -37,6 +37,18 @@ def test_async_sandbox():
             await sb.remove("d/a.txt")
             with pytest.raises(sluice.NotFoundError):
                 await sb.read("d/a.txt")
+            # batch files
+            import io
+            import tarfile
+            b = io.BytesIO()
+            with tarfile.open(fileobj=b, mode="w") as t:
+                i = tarfile.TarInfo("s/x.txt")
+                i.size = 2
+                t.addfile(i, io.BytesIO(b"xy"))
+            tr = await sb.put_tar(b.getvalue(), dir="up")
+            assert (tr.path, tr.files, tr.bytes) == ("up", 1, 2)
+            got = tarfile.open(fileobj=io.BytesIO(await sb.get_tar("up")))
+            assert got.extractfile("s/x.txt").read() == b"xy"
             # stream
             items = [i async for i in sb.stream("echo a; echo b >&2")]
             assert [(i.stream, i.data) for i in items[:-1]] == [

@@ -114,6 +114,8 @@ ROUTES = {
     ("PUT", "/v1/sandboxes/{id}/files/{path}"): "Sandbox.write",
     ("DELETE", "/v1/sandboxes/{id}/files/{path}"): "Sandbox.remove",
     ("POST", "/v1/sandboxes/{id}/edit"): "Sandbox.edit",
+    ("PUT", "/v1/sandboxes/{id}/archive"): "Sandbox.put_tar",
+    ("GET", "/v1/sandboxes/{id}/archive"): "Sandbox.get_tar",
 }
 
 

@@ -81,3 +81,54 @@ def test_file_errors(sandbox):
         sandbox.read("../../etc/passwd")
     with pytest.raises(ValueError):
         sandbox.read("")
+
+
+def test_tar(sandbox, tmp_path):
+    """put_tar / get_tar: a tree in one call and back; a hostile entry
+    refused with nothing written."""
+    import hashlib
+    import io
+    import os
+    import tarfile
+    src = tmp_path / "src"
+    (src / "sub" / "deep").mkdir(parents=True)
+    (src / "empty").mkdir()
+    (src / "sub" / "a.txt").write_bytes(b"alpha\n")
+    big = os.urandom(1 << 20)
+    (src / "sub" / "deep" / "big.bin").write_bytes(big)
+    os.symlink("sub/a.txt", src / "link")
+    r = sandbox.put_tar(src, dir="skills")
+    assert isinstance(r, sluice.TarResult)
+    assert (r.path, r.files, r.links, r.bytes) == ("skills", 2, 1,
+                                                   len(big) + 6)
+    assert r.dirs == 3
+    assert sandbox.read("skills/sub/a.txt") == b"alpha\n"
+    assert sandbox.exec("sha256sum skills/sub/deep/big.bin").stdout.split()[
+        0] == hashlib.sha256(big).hexdigest()
+    t = tarfile.open(fileobj=io.BytesIO(sandbox.get_tar("skills")))
+    m = {i.name.rstrip("/"): i for i in t.getmembers()}
+    assert {"empty", "sub", "sub/a.txt", "sub/deep/big.bin", "link"} <= set(m)
+    assert m["link"].issym() and m["link"].linkname == "sub/a.txt"
+    assert hashlib.sha256(t.extractfile("sub/deep/big.bin").read()
+                          ).hexdigest() == hashlib.sha256(big).hexdigest()
+    # the whole workspace by default
+    names = tarfile.open(fileobj=io.BytesIO(sandbox.get_tar())).getnames()
+    assert "skills/sub/a.txt" in names
+    # hostile: refused, the entry named, nothing written
+    b = io.BytesIO()
+    with tarfile.open(fileobj=b, mode="w") as tw:
+        ok = tarfile.TarInfo("fine.txt")
+        ok.size = 1
+        tw.addfile(ok, io.BytesIO(b"f"))
+        bad = tarfile.TarInfo("../escape.txt")
+        bad.size = 1
+        tw.addfile(bad, io.BytesIO(b"e"))
+    with pytest.raises(sluice.BadRequestError) as ei:
+        sandbox.put_tar(b.getvalue(), dir="h")
+    assert "escape" in str(ei.value)
+    with pytest.raises(sluice.NotFoundError):
+        sandbox.read("h/fine.txt")
+    with pytest.raises(sluice.NotFoundError):
+        sandbox.get_tar("nosuch")
+    with pytest.raises(sluice.InvalidArgumentError):
+        sandbox.put_tar(42)  # type: ignore[arg-type]

@@ -33,7 +33,7 @@ from .models import (Artifact, ArtifactSkipped, BrokerSession, Ceiling,
                      Change, CommandOutput, CommandStatus,
                      Doctor, Event, ExecResult, FileEntry, Grant, Health,
                      Limits, Listing, OutputChunk, Prompt, SandboxInfo,
-                     StreamChunk)
+                     StreamChunk, TarResult)
 from . import webhook
 
 __all__ = [
@@ -49,5 +49,5 @@ __all__ = [
     "Artifact", "ArtifactSkipped", "Change", "BrokerSession", "Ceiling", "CommandOutput", "CommandStatus", "Doctor",
     "Event", "ExecResult", "FileEntry", "Grant", "Health", "Limits",
     "Listing", "OutputChunk", "Prompt", "SandboxInfo", "StreamChunk",
-    "webhook",
+    "TarResult", "webhook",
 ]

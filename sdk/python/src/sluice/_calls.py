@@ -15,7 +15,7 @@ from ._http import Call, Response, json_call, q, query
 from .errors import InvalidArgumentError
 from .models import (Ceiling, CommandOutput, CommandStatus, ExecResult,
                      Grant, Health, Limits, Listing, BrokerSession, Prompt,
-                     SandboxInfo)
+                     SandboxInfo, TarResult)
 
 Cmd = Union[str, Sequence[str]]
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -289,6 +289,49 @@ def file_write(sid: str, path: str, data: bytes) -> Call[dict[str, Any]]:
     return Call("PUT", "/v1/sandboxes/%s/files/%s" % (q(sid), file_path(path)),
                 _obj, data, "application/octet-stream", sandbox=True,
                 timeout=300)
+
+
+TarSource = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]"]
+
+
+def tar_bytes(src: TarSource) -> bytes:
+    """The body of put_tar: bytes as they are (a tar, tar.gz or tar.zst);
+    a path: a directory is made a tar of (its contents, links as links),
+    a file is read as it is."""
+    if isinstance(src, (bytes, bytearray, memoryview)):
+        return bytes(src)
+    if not isinstance(src, (str, os.PathLike)):
+        raise InvalidArgumentError("put_tar: bytes, or the path of a "
+                                   "directory or of a tar file")
+    p = os.fspath(src)
+    if os.path.isdir(p):
+        import io
+        import tarfile
+        b = io.BytesIO()
+        with tarfile.open(fileobj=b, mode="w", format=tarfile.PAX_FORMAT) as t:
+            for n in sorted(os.listdir(p)):
+                t.add(os.path.join(p, n), arcname=n)
+        return b.getvalue()
+    with open(p, "rb") as f:
+        return f.read()
+
+
+def tar_dir(d: str) -> str:
+    if not isinstance(d, str) or "\0" in d:
+        raise InvalidArgumentError("dir: a string")
+    return d
+
+
+def archive_put(sid: str, d: str, data: bytes) -> Call[TarResult]:
+    return Call("PUT", "/v1/sandboxes/%s/archive%s" % (q(sid), query(
+        path=tar_dir(d))), lambda r: TarResult.from_json(_obj(r)), data,
+        "application/x-tar", sandbox=True, timeout=600)
+
+
+def archive_get(sid: str, d: str) -> Call[bytes]:
+    return Call("GET", "/v1/sandboxes/%s/archive%s" % (q(sid), query(
+        path=tar_dir(d))), lambda r: r.body,
+        headers={"Accept": "application/x-tar"}, sandbox=True, timeout=600)
 
 
 def file_delete(sid: str, path: str) -> Call[dict[str, Any]]:

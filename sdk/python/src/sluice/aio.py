@@ -18,7 +18,8 @@ from .errors import (CommandError, SluiceConnectionError,
                      SluiceError, SluiceTimeoutError)
 from .models import (BrokerSession, Ceiling, CommandOutput, CommandStatus,
                      Decision, Doctor, Event, ExecResult, Grant, Health,
-                     Limits, Listing, Prompt, SandboxInfo, StreamChunk)
+                     Limits, Listing, Prompt, SandboxInfo, StreamChunk,
+                     TarResult)
 
 __all__ = ["AsyncSandboxClient", "AsyncSandboxes", "AsyncSandbox",
            "AsyncCommand", "AsyncBrokerClient", "AsyncEventStream",
@@ -258,6 +259,14 @@ class AsyncSandbox:
 
     async def remove(self, path: str) -> None:
         await self._t.call(C.file_delete(self.id, path))
+
+    async def put_tar(self, data_or_path: C.TarSource, dir: str = "."
+                      ) -> TarResult:
+        return await self._t.call(C.archive_put(self.id, dir, C.tar_bytes(
+            data_or_path)))
+
+    async def get_tar(self, dir: str = ".") -> bytes:
+        return await self._t.call(C.archive_get(self.id, dir))
 
 
 class AsyncCommand:

@@ -18,7 +18,8 @@ from .errors import (CommandError, SluiceConnectionError,
                      SluiceError, SluiceTimeoutError)
 from .models import (BrokerSession, Ceiling, CommandOutput, CommandStatus,
                      Decision, Doctor, Event, ExecResult, FileEntry, Grant,
-                     Health, Limits, Listing, Prompt, SandboxInfo, StreamChunk)
+                     Health, Limits, Listing, Prompt, SandboxInfo, StreamChunk,
+                     TarResult)
 
 __all__ = ["SandboxClient", "Sandboxes", "Sandbox", "Command",
            "BrokerClient", "EventStream", "PromptWatch",
@@ -373,6 +374,21 @@ class Sandbox:
     def remove(self, path: str) -> None:
         """Delete a file, a link or an empty directory."""
         self._t.call(C.file_delete(self.id, path))
+
+    def put_tar(self, data_or_path: C.TarSource, dir: str = ".") -> TarResult:
+        """Extract a tar (bytes of a tar, tar.gz or tar.zst; or the path of
+        a tar file, or of a directory, sent as a tar of its contents) under
+        ``dir`` of the workspace (made if missing), in one call.  All or
+        nothing: a refused entry (absolute, ``..``, a device, through a
+        link, a hard link outside) is a :class:`~sluice.BadRequestError`
+        naming it, and nothing is written."""
+        return self._t.call(C.archive_put(self.id, dir, C.tar_bytes(
+            data_or_path)))
+
+    def get_tar(self, dir: str = ".") -> bytes:
+        """``dir`` of the workspace as a tar: files, directories and
+        symbolic links (as links)."""
+        return self._t.call(C.archive_get(self.id, dir))
 
 
 class Command:

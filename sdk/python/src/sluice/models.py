@@ -353,6 +353,24 @@ class FileEntry:
                    mtime=_i(d.get("mtime")) or 0, target=_s(d.get("target")))
 
 
+@dataclass(frozen=True)
+class TarResult:
+    """What ``put_tar`` extracted under ``path``: regular files, directories
+    made, links (symbolic and hard) and the bytes of file data."""
+
+    path: str
+    files: int
+    dirs: int
+    links: int
+    bytes: int
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "TarResult":
+        return cls(path=_s(d.get("path")) or "", files=_i(d.get("files")) or 0,
+                   dirs=_i(d.get("dirs")) or 0, links=_i(d.get("links")) or 0,
+                   bytes=_i(d.get("bytes")) or 0)
+
+
 class Listing(list[FileEntry]):
     """A directory listing: a list of :class:`FileEntry` with ``path`` (the
     directory) and ``truncated`` (the executor stopped at its limit)."""
