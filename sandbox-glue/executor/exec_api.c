@@ -1312,10 +1312,11 @@ h_metrics(struct xd_call *k)
 	    "sluice_execd_quota_limit{scope=\"creates\"} %ld\n"
 	    "sluice_execd_quota_limit{scope=\"background_per_sandbox\"} "
 	    "%ld\nsluice_execd_quota_limit{scope=\"commands\"} %ld\n"
-	    "sluice_execd_quota_limit{scope=\"commands_per_tenant\"} %ld\n",
+	    "sluice_execd_quota_limit{scope=\"commands_per_tenant\"} %ld\n"
+	    "sluice_execd_quota_limit{scope=\"creates_per_tenant\"} %ld\n",
 	    c->max_total, c->max_per_tenant, c->max_per_user,
 	    c->max_creates, c->max_background, c->max_cmds,
-	    c->max_cmds_tenant);
+	    c->max_cmds_tenant, xd_cfg_creates_tenant(c));
 	M("quota_in_use", "gauge", "What counts against the global quotas.");
 	evbuffer_add_printf(o, "sluice_execd_quota_in_use{scope=\"global\"} "
 	    "%ld\nsluice_execd_quota_in_use{scope=\"creates\"} %ld\n"

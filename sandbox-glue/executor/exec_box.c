@@ -760,6 +760,27 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 		return berr(e, 409, "exists", "a sandbox of that id exists");
 	if (xd->creating >= c->max_creates)
 		return quota(e, "creates", c->max_creates, xd->creating);
+	/* creates under way are few (workers, the disk): a tenant holds a
+	 * share of them, so that one tenant's flood of creates does not
+	 * answer every other tenant's 429 (those without a tenant share
+	 * one share) */
+	{
+		long mine = 0, share = xd_cfg_creates_tenant(c);
+
+		TAILQ_FOREACH(x, &xd->boxes, link)
+			if (x->state == XD_BOX_CREATING &&
+			    strcmp(x->rec.tenant, s->tenant) == 0)
+				mine++;
+		if (mine >= share) {
+			quota(e, "tenant", share, mine);
+			json_object_set_new(e->extra, "resource",
+			    json_string("creates"));
+			snprintf(e->msg, sizeof(e->msg), "creates under way of "
+			    "this tenant: %ld of %ld (quotas.creates_per_tenant)",
+			    mine, share);
+			return -1;
+		}
+	}
 	xd_box_counts(xd, s->tenant, s->user, &total, &nt, &nu);
 	if (c->max_total && total >= c->max_total)
 		return quota(e, "global", c->max_total, total);

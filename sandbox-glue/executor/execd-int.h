@@ -175,6 +175,10 @@ struct xd_cfg {
 	int socket_mode;
 	struct xd_lims def, max;        /* defaults, admin maxima */
 	long max_total, max_per_tenant, max_per_user, max_creates;
+	long max_creates_tenant;        /* creates under way of one tenant
+	                                 * (0: half of max_creates, at least
+	                                 * 1): one tenant's flood leaves the
+	                                 * others creates (exec_box.c) */
 	uint64_t disk_reserve;          /* quotas.disk_reserve_mb: of the
 	                                 * state dir's file system kept free
 	                                 * of workspaces (exec_box.c) */
@@ -224,6 +228,9 @@ struct xd_cfg {
 };
 
 void xd_cfg_defaults(struct xd_cfg *c);
+/* quotas.creates_per_tenant as it applies (its default: half of
+ * quotas.creates, at least 1; never more than quotas.creates). */
+long xd_cfg_creates_tenant(const struct xd_cfg *c);
 /* Apply the JSON text over c (defaults first).  Errors as
  * "name:line:column: key.path: what". */
 int xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,

@@ -825,6 +825,92 @@ def quotas_and_hung_broker(env):
           "left in state_dir")
 
 
+def hung_broker(env, x):
+    """A sluiced that accepts and never answers, made x's control socket
+    (a reload): a create waits for it (control_timeout_ms, 4 s) and
+    meanwhile holds a create slot."""
+    hang = env.path("hang.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(hang)
+    srv.listen(16)
+    held = []
+    stop = threading.Event()
+
+    def hold():
+        srv.settimeout(0.2)
+        for _ in range(400):
+            if stop.is_set():
+                return
+            try:
+                held.append(srv.accept()[0])
+            except OSError:
+                pass
+    th = threading.Thread(target=hold, daemon=True)
+    th.start()
+
+    def closer():
+        stop.set()
+        th.join(5)
+        for c in held:
+            c.close()
+        srv.close()
+    env.closers.append(closer)
+    x.conf["control_socket"] = hang
+    x.conf["control_timeout_ms"] = 4000
+    x.write()
+    n = len(x.lines)
+    x.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: any("applied" in ln for ln in x.lines[n:]), 10,
+               what="reload applied")
+
+
+@S.case
+def creates_per_tenant(env):
+    """The creates in flight (quotas.creates) are shared: a tenant holds
+    at most quotas.creates_per_tenant of them (by default half), so one
+    tenant's flood of creates leaves another tenant's create its slot;
+    the refusal is 429 scope tenant, resource creates."""
+    d, ctl, x = start(env, quotas={"creates": 4})
+    hung_broker(env, x)
+    res = {}
+
+    def slow_create(sid, tenant):
+        res[sid] = root_call(x.sock, "POST", "/v1/sandboxes",
+                             {"id": sid, "tenant": tenant}, timeout=30)
+    ts = []
+    for i in range(4):
+        ts.append(threading.Thread(target=slow_create,
+                                   args=("fl%d" % i, "flood")))
+        ts[-1].start()
+        time.sleep(0.2)
+    wait_until(lambda: sum(1 for t in ts if not t.is_alive()) >= 2, 10,
+               what="two of the flood's creates refused")
+    got = sorted((sid, r.status, r.json["error"].get("scope"),
+                  r.json["error"].get("resource"), r.json["error"].get("limit"))
+                 for sid, r in list(res.items()))
+    check_eq([g[1:] for g in got], [(429, "tenant", "creates", 2)] * 2,
+             "the flood's creates past its share: %r" % got)
+    # another tenant still creates: it waits for the hung sluiced like
+    # the flood's, instead of a 429 at once
+    ts.append(threading.Thread(target=slow_create, args=("ot1", "other")))
+    ts[-1].start()
+    wait_until(lambda: x.app("GET", "/v1/sandboxes/ot1").status == 200, 10,
+               what="the other tenant's create under way")
+    check_eq(x.app("GET", "/v1/sandboxes/ot1").json["state"], "creating",
+             "the other tenant's create")
+    m = metrics(x)
+    check_eq(m.get('sluice_execd_quota_limit{scope="creates_per_tenant"}'),
+             2, "metric: %r" % m)
+    for t in ts:
+        t.join(30)
+    check_err(res["ot1"], 503, "broker_unavailable", "other's create "
+              "against a hung sluiced")
+    pc = subprocess.run([EXECD, "--print-config", "-c", x.conf_path],
+                        stdout=subprocess.PIPE, timeout=30)
+    check_eq(json.loads(pc.stdout)["quotas"]["creates_per_tenant"], 2,
+             "the default share")
+
+
 @S.case
 def tls_tokens_reload_drain(env):
     preflight()
