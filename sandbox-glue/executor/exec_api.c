@@ -105,6 +105,15 @@ struct xd_call {
 	size_t file_queued;             /* counted in xd->reply_queued */
 	int64_t file_moved_ms;          /* the client last read then */
 	int file_ending;
+	/* an exec's answer, sent by the same pump (file_fd -1): its JSON
+	 * text made a piece at a time from the command's kept output, so
+	 * that neither its escaped text (up to 6 bytes a byte) nor more
+	 * than the pump queues is ever in memory (ans_fill) */
+	struct xd_cmd *ans_cmd;
+	char *ans_text[3];              /* head, between, tail */
+	size_t ans_raw[2];              /* stdout, stderr bytes sent */
+	int ans_part;                   /* 0..4: text, out, text, err, text */
+	size_t ans_pos;
 };
 
 static void h_health(struct xd_call *k);
@@ -193,6 +202,11 @@ call_free(struct xd_call *k)
 		event_free(k->file_ev);
 	if (k->file_fd >= 0)
 		close(k->file_fd);
+	if (k->ans_cmd != NULL)
+		xd_cmd_free(k->ans_cmd);
+	free(k->ans_text[0]);
+	free(k->ans_text[1]);
+	free(k->ans_text[2]);
 	k->xd->reply_queued -= k->file_queued;
 	if (k->pending)
 		TAILQ_REMOVE(&k->xd->calls, k, link);
@@ -719,6 +733,8 @@ sink_output(void *arg, struct xd_cmd *c, int stream, const unsigned char *b,
 		xd_cmd_pause(c, 1);
 }
 
+static void ans_stream(struct xd_call *k, struct xd_cmd *c, json_t *r);
+
 static void
 sink_exit(void *arg, struct xd_cmd *c)
 {
@@ -753,13 +769,12 @@ sink_exit(void *arg, struct xd_cmd *c)
 		return;
 	}
 	k->cmd = NULL;
-	r = xd_cmd_result(c, 1);
+	r = xd_cmd_result(c, 0);
 	if (k->install && r != NULL) {
 		json_object_set_new(r, "manager", json_string(k->manager));
 		json_object_set(r, "command", c->argv);
 	}
-	reply_json(k, 200, r);
-	xd_cmd_free(c);
+	ans_stream(k, c, r);
 }
 
 static const struct xd_sink exec_sink = { sink_output, sink_exit };
@@ -1456,6 +1471,44 @@ file_tick(evutil_socket_t fd, short what, void *arg)
 	file_pump(arg);
 }
 
+/* The next at most n bytes of an exec's answer into p (see ans_stream):
+ * 0 only at its end. */
+static size_t
+ans_fill(struct xd_call *k, char *p, size_t n)
+{
+	const struct xd_cmd *c = k->ans_cmd;
+	size_t got = 0, w, len;
+	int i;
+
+	while (got < n && k->ans_part < 5) {
+		if (k->ans_part % 2 == 0) {
+			const char *t = k->ans_text[k->ans_part / 2];
+
+			len = strlen(t);
+			w = len - k->ans_pos < n - got ? len - k->ans_pos :
+			    n - got;
+			memcpy(p + got, t + k->ans_pos, w);
+			k->ans_pos += w;
+			got += w;
+			if (k->ans_pos < len)
+				break;
+		} else {
+			i = k->ans_part / 2;
+			w = xd_text_esc(c->out[i].buf, k->ans_raw[i], c->base64,
+			    &k->ans_pos, p + got, n - got);
+			got += w;
+			if (k->ans_pos < k->ans_raw[i]) {
+				if (w == 0)
+					break;  /* no room for the next one */
+				continue;
+			}
+		}
+		k->ans_part++;
+		k->ans_pos = 0;
+	}
+	return got;
+}
+
 static void
 file_pump(struct xd_call *k)
 {
@@ -1495,7 +1548,15 @@ file_pump(struct xd_call *k)
 			evbuffer_free(b);
 			goto tick;
 		}
-		r = pread(k->file_fd, p, n, (off_t)k->file_off);
+		r = k->file_fd >= 0 ? pread(k->file_fd, p, n,
+		    (off_t)k->file_off) : (ssize_t)ans_fill(k, p, n);
+		if (r == 0 && k->file_fd < 0) {
+			/* an answer's next piece needs more room than the
+			 * budget has left now */
+			free(p);
+			evbuffer_free(b);
+			goto tick;
+		}
 		if (r <= 0) {
 			/* the sandbox shrank it meanwhile: the length told
 			 * cannot be kept */
@@ -1545,6 +1606,68 @@ file_stream(struct xd_call *k, int fd, uint64_t from, uint64_t len,
 	    "Content-Length", cl);
 	call_wait(k);
 	evhttp_send_reply_start(k->req, status, xd_status_phrase(status));
+	if ((k->evcon = evhttp_request_get_connection(k->req)) != NULL)
+		evhttp_connection_set_closecb(k->evcon, file_closed, k);
+	file_pump(k);
+}
+
+/*
+ * An exec's answer: r (consumed) is its result without the output,
+ * which follows as "stdout" and "stderr", escaped from the command's
+ * kept bytes as the pump asks (c is kept until then).  The answer is
+ * sent as a file GET's is: its length told first, at most
+ * reply_buffer_bytes queued per connection and reply_total_bytes in
+ * all, a client that reads nothing for reply_timeout_ms dropped.
+ * Issue 20 point 6: an answer of 2 x output_cap bytes of control
+ * characters is 12 x output_cap of JSON, which a client that does not
+ * read held in the daemon's memory, outside every limit.
+ */
+static void
+ans_stream(struct xd_call *k, struct xd_cmd *c, json_t *r)
+{
+	struct evkeyvalq *h = evhttp_request_get_output_headers(k->req);
+	char *head = r != NULL ? json_dumps(r, JSON_COMPACT) : NULL, cl[32];
+	uint64_t len = 0;
+	size_t pos, n, i;
+
+	json_decref(r);
+	k->ans_cmd = c;
+	if (head == NULL || (n = strlen(head)) < 2 || head[n - 1] != '}' ||
+	    (k->ans_text[0] = malloc(n + 16)) == NULL ||
+	    (k->ans_text[1] = strdup("\",\"stderr\":\"")) == NULL ||
+	    (k->ans_text[2] = strdup("\"}\n")) == NULL ||
+	    (k->file_ev = evtimer_new(k->xd->base, file_tick, k)) == NULL) {
+		free(head);
+		reply_err(k, 500, "internal", "out of memory");
+		return;
+	}
+	/* {...,"stdout":"<out>","stderr":"<err>"} */
+	memcpy(k->ans_text[0], head, n - 1);
+	snprintf(k->ans_text[0] + n - 1, 16, "%s\"stdout\":\"", n > 2 ?
+	    "," : "");
+	free(head);
+	for (i = 0; i < 2; i++) {
+		k->ans_raw[i] = c->out[i].len;
+		/* a character cut by the cap is not shown as U+FFFD */
+		if (!c->base64 && c->out[i].dropped > 0)
+			k->ans_raw[i] = xd_utf8_whole(c->out[i].buf,
+			    k->ans_raw[i]);
+		pos = 0;
+		len += xd_text_esc(c->out[i].buf, k->ans_raw[i], c->base64,
+		    &pos, NULL, 0);
+	}
+	for (i = 0; i < 3; i++)
+		len += strlen(k->ans_text[i]);
+	k->file_left = len;
+	k->file_moved_ms = sbx_now_ms();
+	evhttp_remove_header(h, "Content-Type");
+	evhttp_add_header(h, "Content-Type", "application/json");
+	evhttp_add_header(h, "Cache-Control", "no-store");
+	snprintf(cl, sizeof(cl), "%llu", (unsigned long long)len);
+	evhttp_add_header(h, "Content-Length", cl);
+	if (!k->pending)
+		call_wait(k);
+	evhttp_send_reply_start(k->req, 200, xd_status_phrase(200));
 	if ((k->evcon = evhttp_request_get_connection(k->req)) != NULL)
 		evhttp_connection_set_closecb(k->evcon, file_closed, k);
 	file_pump(k);

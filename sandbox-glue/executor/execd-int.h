@@ -337,6 +337,13 @@ struct evbuffer;
  * byte of an invalid sequence becomes U+FFFD.  base64: the bytes in
  * standard base64 instead. */
 json_t *xd_text_json(const unsigned char *b, size_t n, int base64);
+/* xd_text_json's string as the text between the quotes of its JSON
+ * (escaped as json_dumps does), a piece at a time: from b[*pos], what
+ * fits in room bytes of out, *pos moved past what was written; out
+ * NULL: the length of the rest (room not looked at).  So an answer of
+ * output is made as it is sent, never whole (exec_api.c). */
+size_t xd_text_esc(const unsigned char *b, size_t n, int base64,
+    size_t *pos, char *out, size_t room);
 /* How many leading bytes of b[0..n) end on a UTF-8 character boundary
  * (a sequence cut at the end is held back for the next chunk). */
 size_t xd_utf8_whole(const unsigned char *b, size_t n);
@@ -847,7 +854,8 @@ struct xd {
 	struct event *ev_sweep;         /* exec_box.c: the lifecycle */
 	int arch_sweeping;              /* exec_box.c: its archive worker */
 	struct xd_gate *gate;           /* exec_gate.c: tcp.listen's */
-	uint64_t reply_queued;          /* file answers' bytes queued */
+	uint64_t reply_queued;          /* file and exec answers' bytes
+	                                 * queued */
 };
 
 /* ---- exec_api.c ---- */
