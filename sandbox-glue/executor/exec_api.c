@@ -149,30 +149,35 @@ static const struct route routes[] = {
 	R(GET, "/v1/events", AUDITOR, B_NONE, ",", h_events),
 	R(GET, "/v1/sandboxes", AUDITOR, B_NONE, ",tenant,user,", h_list),
 	R(POST, "/v1/sandboxes", APP, B_JSON, ",", h_create),
-	R(GET, "/v1/sandboxes/{id}", AUDITOR, B_NONE, ",", h_get),
-	R(PATCH, "/v1/sandboxes/{id}", APP, B_JSON, ",", h_patch),
-	R(DELETE, "/v1/sandboxes/{id}", APP, B_NONE, ",archive,", h_delete),
-	R(POST, "/v1/sandboxes/{id}/exec", APP, B_JSON, ",", h_exec),
-	R(POST, "/v1/sandboxes/{id}/commands", APP, B_JSON, ",", h_cmd_start),
-	R(GET, "/v1/sandboxes/{id}/commands", AUDITOR, B_NONE, ",",
+	R(GET, "/v1/sandboxes/{id}", AUDITOR, B_NONE, ",tenant,", h_get),
+	R(PATCH, "/v1/sandboxes/{id}", APP, B_JSON, ",tenant,", h_patch),
+	R(DELETE, "/v1/sandboxes/{id}", APP, B_NONE, ",archive,tenant,",
+	    h_delete),
+	R(POST, "/v1/sandboxes/{id}/exec", APP, B_JSON, ",tenant,", h_exec),
+	R(POST, "/v1/sandboxes/{id}/commands", APP, B_JSON, ",tenant,",
+	    h_cmd_start),
+	R(GET, "/v1/sandboxes/{id}/commands", AUDITOR, B_NONE, ",tenant,",
 	    h_cmd_list),
-	R(GET, "/v1/sandboxes/{id}/commands/{cid}", AUDITOR, B_NONE, ",",
-	    h_cmd_get),
+	R(GET, "/v1/sandboxes/{id}/commands/{cid}", AUDITOR, B_NONE,
+	    ",tenant,", h_cmd_get),
 	R(GET, "/v1/sandboxes/{id}/commands/{cid}/output", APP, B_NONE,
-	    ",offset,stdout_offset,stderr_offset,encoding,", h_cmd_output),
-	R(POST, "/v1/sandboxes/{id}/commands/{cid}/stop", APP, B_NONE, ",",
-	    h_cmd_stop),
-	R(POST, "/v1/sandboxes/{id}/cancel", APP, B_JSON_OPT, ",", h_cancel),
+	    ",offset,stdout_offset,stderr_offset,encoding,tenant,",
+	    h_cmd_output),
+	R(POST, "/v1/sandboxes/{id}/commands/{cid}/stop", APP, B_NONE,
+	    ",tenant,", h_cmd_stop),
+	R(POST, "/v1/sandboxes/{id}/cancel", APP, B_JSON_OPT, ",tenant,",
+	    h_cancel),
 	R(GET, "/v1/sandboxes/{id}/files", APP, B_NONE,
-	    ",path,glob,recursive,", h_files_list),
-	R(GET, "/v1/sandboxes/{id}/files/{path}", APP, B_NONE, ",",
+	    ",path,glob,recursive,tenant,", h_files_list),
+	R(GET, "/v1/sandboxes/{id}/files/{path}", APP, B_NONE, ",tenant,",
 	    h_file_get),
-	R(PUT, "/v1/sandboxes/{id}/files/{path}", APP, B_RAW, ",",
+	R(PUT, "/v1/sandboxes/{id}/files/{path}", APP, B_RAW, ",tenant,",
 	    h_file_put),
-	R(DELETE, "/v1/sandboxes/{id}/files/{path}", APP, B_NONE, ",",
+	R(DELETE, "/v1/sandboxes/{id}/files/{path}", APP, B_NONE, ",tenant,",
 	    h_file_delete),
-	R(POST, "/v1/sandboxes/{id}/edit", APP, B_JSON, ",", h_edit),
-	R(POST, "/v1/sandboxes/{id}/install", APP, B_JSON, ",", h_install),
+	R(POST, "/v1/sandboxes/{id}/edit", APP, B_JSON, ",tenant,", h_edit),
+	R(POST, "/v1/sandboxes/{id}/install", APP, B_JSON, ",tenant,",
+	    h_install),
 };
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
 
@@ -281,12 +286,57 @@ foreign(const struct xd_call *k, const struct xd_box *b)
 /* The box of {id}, visible to this caller; else answered 404.  Another
  * tenant's sandbox is answered exactly as a missing one: a 403 told a
  * tenant which ids other tenants use (issue 20). */
+/* The tenant whose {id} a call means: its token's; for a caller bound
+ * to none ?tenant=, else NULL (any: ids are per tenant, so an id that
+ * several tenants hold needs ?tenant=).  *other: ?tenant= names another
+ * tenant than the token's. */
+static const char *
+call_tenant(struct xd_call *k, int *other)
+{
+	const char *t = q(k, "tenant");
+
+	*other = k->tenant[0] && t != NULL && strcmp(t, k->tenant) != 0;
+	return k->tenant[0] ? k->tenant : t;
+}
+
+/* The box of {id} for this caller, NULL none (nothing answered). */
+static struct xd_box *
+box_lookup(struct xd_call *k, int *n)
+{
+	int other;
+	const char *t = call_tenant(k, &other);
+	struct xd_box *b;
+
+	*n = 0;
+	if (other)
+		return NULL;
+	b = xd_box_find(k->xd, t, k->arg[0], n);
+	return b != NULL && b->state != XD_BOX_GONE && !foreign(k, b) ? b :
+	    NULL;
+}
+
 static struct xd_box *
 box_of(struct xd_call *k)
 {
-	struct xd_box *b = xd_box_find(k->xd, k->arg[0]);
+	int n;
+	struct xd_box *b = box_lookup(k, &n);
 
-	if (b == NULL || b->state == XD_BOX_GONE || foreign(k, b)) {
+	if (n > 1) {
+		/* one bound to no tenant, an id of several tenants */
+		struct xd_perr e;
+
+		memset(&e, 0, sizeof(e));
+		e.status = 400;
+		e.code = "bad_request";
+		e.extra = json_pack("{s:s,s:i}", "reason", "ambiguous",
+		    "tenants", n);
+		snprintf(e.msg, sizeof(e.msg), "sandbox %s: %d tenants have a "
+		    "sandbox of this id: name one with ?tenant=", k->arg[0],
+		    n);
+		reply_perr(k, &e);
+		return NULL;
+	}
+	if (b == NULL) {
 		reply_err(k, 404, "not_found", "no sandbox %s", k->arg[0]);
 		return NULL;
 	}
@@ -323,7 +373,7 @@ audit_call(struct xd_call *k, const char *action, const struct xd_box *b,
 	const char *id = k->arg[0], *tenant = "", *user = "";
 
 	if (b != NULL) {
-		id = b->rec.chat;
+		id = XD_REC_ID(&b->rec);
 		tenant = b->rec.tenant;
 		user = b->rec.user;
 	} else if (k->body != NULL) {
@@ -410,7 +460,7 @@ create_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	}
 	if (b->restored != NULL)
 		xd_audit_box(k->xd, "create", k->who, xd_role_name(k->role),
-		    b->rec.chat, b->rec.tenant, b->rec.user, 201, NULL,
+		    XD_REC_ID(&b->rec), b->rec.tenant, b->rec.user, 201, NULL,
 		    json_pack("{s:O}", "restored_from", b->restored));
 	else
 		audit_call(k, "create", b, 201, NULL);
@@ -497,7 +547,7 @@ box_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 		return;
 	}
 	xd_audit_box(k->xd, "tier", k->who, xd_role_name(k->role),
-	    b->rec.chat, b->rec.tenant, b->rec.user, 200, NULL,
+	    XD_REC_ID(&b->rec), b->rec.tenant, b->rec.user, 200, NULL,
 	    json_pack("{s:s}", "tier", b->rec.tier));
 	reply_json(k, 200, xd_box_json(b));
 }
@@ -549,11 +599,11 @@ delete_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 		return;
 	}
 	xd_audit_box(k->xd, "delete", k->who, xd_role_name(k->role),
-	    b->rec.chat, b->rec.tenant, b->rec.user, 200, NULL,
+	    XD_REC_ID(&b->rec), b->rec.tenant, b->rec.user, 200, NULL,
 	    json_pack("{s:s,s:o}", "broker", b->broker, "archive",
 	    b->del_archive ? json_incref(b->archived) : json_string(
 	    "discarded")));
-	reply_json(k, 200, json_pack("{s:s,s:b,s:s,s:o}", "id", b->rec.chat,
+	reply_json(k, 200, json_pack("{s:s,s:b,s:s,s:o}", "id", XD_REC_ID(&b->rec),
 	    "deleted", 1, "broker", b->broker, "archive", b->del_archive ?
 	    json_incref(b->archived) : json_string("discarded")));
 }
@@ -567,11 +617,16 @@ discard_gone(struct xd_call *k)
 	json_t *m;
 	const char *t;
 	int bad;
+	char ak[SBX_ID_MAX + 1];
 
+	/* the archive of the id in the caller's tenant (one bound to none:
+	 * ?tenant=, else the sandboxes without a tenant) */
+	t = call_tenant(k, &bad);
+	xd_key(t != NULL && !bad ? t : "", k->arg[0], ak);
 	/* the archive's owner as create checks it (the user aside: DELETE
 	 * checks the tenant only) */
 	memset(&e, 0, sizeof(e));
-	if (xd_box_arch_owner(k->xd->cfg, k->arg[0], k->tenant, NULL,
+	if (xd_box_arch_owner(k->xd->cfg, ak, k->tenant, NULL,
 	    k->tenant[0] != '\0', &m, &bad, &e) != 0) {
 		/* another tenant's archive: as if there were none (DELETE
 		 * checks no user, so 403 is only that) */
@@ -589,7 +644,7 @@ discard_gone(struct xd_call *k)
 		return;
 	}
 	t = m != NULL ? json_string_value(json_object_get(m, "tenant")) : "";
-	xd_arch_discard(k->xd->cfg, k->arg[0]);
+	xd_arch_discard(k->xd->cfg, ak);
 	xd_audit_box(k->xd, "discard", k->who, xd_role_name(k->role),
 	    k->arg[0], t != NULL ? t : "", m != NULL ? json_string_value(
 	    json_object_get(m, "user")) : "", 200, NULL, NULL);
@@ -604,15 +659,15 @@ h_delete(struct xd_call *k)
 	const char *ar = q(k, "archive");
 	struct xd_box *b;
 	struct xd_perr e;
+	int n;
 
 	if (ar != NULL && strcmp(ar, "discard") != 0 && strcmp(ar, "keep") !=
 	    0) {
 		reply_err(k, 400, "bad_request", "archive: keep or discard");
 		return;
 	}
-	if (ar != NULL && strcmp(ar, "discard") == 0 && ((b = xd_box_find(
-	    k->xd, k->arg[0])) == NULL || b->state == XD_BOX_GONE ||
-	    foreign(k, b))) {
+	if (ar != NULL && strcmp(ar, "discard") == 0 && (b = box_lookup(k,
+	    &n)) == NULL && n <= 1) {
 		discard_gone(k);
 		return;
 	}
@@ -866,7 +921,7 @@ install_net_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	}
 	if (b->state != XD_BOX_RUNNING) {
 		reply_err(k, 404, "not_found", "sandbox %s was deleted",
-		    b->rec.chat);
+		    XD_REC_ID(&b->rec));
 		return;
 	}
 	/* tiers are off < registries < public: only off admits none */
@@ -879,7 +934,7 @@ install_net_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 		ne.extra = json_pack("{s:s,s:s}", "effective_tier",
 		    b->eff_tier, "broker", b->broker);
 		snprintf(ne.msg, sizeof(ne.msg), "sandbox %s: %s admits no "
-		    "package registry", b->rec.chat, strcmp(b->broker,
+		    "package registry", XD_REC_ID(&b->rec), strcmp(b->broker,
 		    "missing") == 0 ? "sluiced has no session for it, so it "
 		    "has no network; it" : "its effective tier \"off\"");
 		audit_call(k, "install", b, 0, &ne);
@@ -909,7 +964,7 @@ h_install(struct xd_call *k)
 	/* busy now rather than after asking sluiced */
 	if (b->fg != NULL) {
 		reply_err(k, 429, "busy", "sandbox %s runs a command already",
-		    b->rec.chat);
+		    XD_REC_ID(&b->rec));
 		return;
 	}
 	call_wait(k);
@@ -2050,13 +2105,14 @@ call_uses(struct xd_call *k)
 	static const char pre[] = "/v1/sandboxes/{id}";
 	struct xd_box *b;
 	struct xd_perr e;
+	int n;
 
 	if (k->route->role < XD_ROLE_APP || strncmp(k->route->pattern, pre,
 	    sizeof(pre) - 1) != 0 || (k->route->method == EVHTTP_REQ_DELETE &&
 	    k->route->pattern[sizeof(pre) - 1] == '\0'))
 		return 0;
-	if ((b = xd_box_find(k->xd, k->arg[0])) == NULL || foreign(k, b))
-		return 0;       /* the handler answers 404 */
+	if ((b = box_lookup(k, &n)) == NULL)
+		return 0;       /* the handler answers 404 (or 400) */
 	memset(&e, 0, sizeof(e));
 	if (xd_box_use(b, k->who, xd_role_name(k->role), &e) != 0) {
 		reply_perr(k, &e);

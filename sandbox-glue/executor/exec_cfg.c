@@ -155,6 +155,29 @@ xd_cfg_defaults(struct xd_cfg *c)
 	c->snap_entries = 10000;
 }
 
+void
+xd_key(const char *tenant, const char *id, char out[SBX_ID_MAX + 1])
+{
+	unsigned char d[32];
+	char *buf;
+	size_t tl = strlen(tenant), il = strlen(id), i, n;
+
+	if (tl == 0 || (buf = malloc(tl + il + 1)) == NULL) {
+		snprintf(out, SBX_ID_MAX + 1, "%s", id);
+		return;
+	}
+	memcpy(buf, tenant, tl);
+	buf[tl] = '\0';
+	memcpy(buf + tl + 1, id, il);
+	xd_sha256(buf, tl + il + 1, d);
+	free(buf);
+	n = il < XD_KEY_PREFIX ? il : XD_KEY_PREFIX;
+	memcpy(out, id, n);
+	out[n++] = '.';
+	for (i = 0; i < 8; i++)
+		snprintf(out + n + 2 * i, 3, "%02x", d[i]);
+}
+
 long
 xd_cfg_creates_tenant(const struct xd_cfg *c)
 {

@@ -241,6 +241,21 @@ int xd_cfg_load(struct xd_cfg *c, const char *path, char *err,
 json_t *xd_cfg_json(const struct xd_cfg *c);
 /* SHA-256 of s[0..n) (for token checks). */
 void xd_sha256(const void *s, size_t n, unsigned char out[32]);
+/*
+ * Ids are per tenant (issue 20 point 9): tenant A's "chat-1" and tenant
+ * B's are two sandboxes.  What names one on the host (its state dir,
+ * cgroups, sluiced's session, its archive) is its key: the id itself
+ * for a sandbox without a tenant (as before), else the id's first 47
+ * characters, ".", and 16 hex digits of SHA-256(tenant NUL id): a chat
+ * id of at most SBX_ID_MAX characters, unique on the host as long as no
+ * tenant-less id is shaped like one (a create checks).  A record made
+ * before has no "id": its key is its id.
+ */
+#define XD_KEY_PREFIX	47
+void xd_key(const char *tenant, const char *id, char out[SBX_ID_MAX + 1]);
+/* The API's id of a record. */
+#define XD_REC_ID(r)	((r)->id[0] != '\0' ? (r)->id : (r)->chat)
+
 /* The configured token that is tok (each compared in constant time),
  * NULL none. */
 const struct xd_token *xd_token_find(const struct xd_cfg *c, const char *tok);
@@ -500,6 +515,9 @@ json_t *xd_arch_list(const struct xd_cfg *c);
  * [{file, reason "orphan", bytes}].  Blocking: in workers. */
 json_t *xd_arch_sweep(const struct xd_cfg *c, const char *tenant,
     const char *keep, json_t *live, int64_t now);
+/* At start: archives of a tenant made before ids were per tenant
+ * (named by their id, no "key") renamed to their key (xd_key). */
+void xd_arch_adopt(const struct xd_cfg *c);
 /* Remove id's archive (none: nothing). */
 void xd_arch_discard(const struct xd_cfg *c, const char *id);
 /* Restore id's archive into the new, empty r->workspace as r->host_uid
@@ -749,7 +767,11 @@ typedef void (*xd_box_cb)(void *arg, struct xd_box *b, struct xd_perr *e);
 /* Read the records under state_dir: each becomes a box (running, or
  * gone with a warning when its sandbox died). */
 void xd_box_load_all(struct xd *xd);
-struct xd_box *xd_box_find(struct xd *xd, const char *id);
+/* The box of id in tenant (NULL: of any tenant); *n (may be NULL) how
+ * many boxes of that id there are (tenant NULL: more than one is for
+ * the caller to refuse as ambiguous). */
+struct xd_box *xd_box_find(struct xd *xd, const char *tenant,
+    const char *id, int *n);
 /* Quotas, slot, then the create worker; cb once it ends (b on success).
  * -1 with e when refused at once. */
 int xd_box_create(struct xd *xd, const struct xd_create_spec *s,

@@ -1938,6 +1938,89 @@ def foreign_ids_missing(env):
              "A's sandbox is still there")
 
 
+@S.case
+def ids_per_tenant(env):
+    """Ids are per tenant: tenant A's chat-1 and tenant B's are two
+    sandboxes (state dirs, sluiced sessions, files of their own); B
+    cannot tell A's from an unused id; a caller bound to no tenant names
+    the tenant (?tenant=) of an id several hold (400 ambiguous without);
+    a restart adopts both; deleting one leaves the other."""
+    preflight()
+    crt, key = env.cert(("execd.test",))
+    tok = _tokens(env, ("a", "b"))
+    port = free_port()
+    d, ctl, x = start(env, tcp={
+        "listen": "127.0.0.1:%d" % port, "tls_cert": crt, "tls_key": key,
+        "tokens": [{"name": "a-app", "file": env.path("a.tok"),
+                    "role": "app", "tenant": "ta"},
+                   {"name": "b-app", "file": env.path("b.tok"),
+                    "role": "app", "tenant": "tb"}]})
+    ctx = ssl.create_default_context(cafile=crt)
+
+    def tls(who, method, path, body=None, raw=None):
+        s_ = socket.create_connection(("127.0.0.1", port), timeout=30)
+        s = ctx.wrap_socket(s_, server_hostname="execd.test")
+        try:
+            return _exchange(s, method, path, body,
+                             [("Authorization", "Bearer " + tok[who])],
+                             raw, 90)
+        finally:
+            s.close()
+    r = tls("a", "POST", "/v1/sandboxes", {"id": "chat-1", "user": "al",
+                                           "network": {"tier": "off"}})
+    check_eq((r.status, r.json.get("id"), r.json.get("tenant")),
+             (201, "chat-1", "ta"), "A creates chat-1: %r" % r)
+    got = tls("b", "GET", "/v1/sandboxes/chat-1")
+    unused = tls("b", "GET", "/v1/sandboxes/chat-9")
+    check_eq((got.status, got.body.replace(b"chat-1", b"chat-9")),
+             (404, unused.body), "B: A's chat-1 as an unused id")
+    r = tls("b", "POST", "/v1/sandboxes", {"id": "chat-1", "user": "bo",
+                                           "network": {"tier": "off"}})
+    check_eq((r.status, r.json.get("id"), r.json.get("tenant")),
+             (201, "chat-1", "tb"), "B creates its own chat-1: %r" % r)
+    for who in ("a", "b"):
+        r = tls(who, "POST", "/v1/sandboxes/chat-1/exec",
+                {"shell": "echo %s > who.txt; cat who.txt" % who})
+        check_eq((r.status, r.json.get("stdout")), (200, who + "\n"),
+                 "%s runs in its chat-1: %r" % (who, r))
+    for who in ("a", "b"):
+        r = tls(who, "GET", "/v1/sandboxes")
+        check_eq([(b["id"], b["tenant"]) for b in r.json["sandboxes"]],
+                 [("chat-1", "t" + who)], "%s lists its own" % who)
+    # two host names, two sluiced sessions
+    ka, kb = execdlib.key("ta", "chat-1"), execdlib.key("tb", "chat-1")
+    check(ka != kb and len(ka) <= 64, "keys %s %s" % (ka, kb))
+    for k_ in (ka, kb):
+        check(os.path.exists(os.path.join(x.state_dir, k_, "record.json")),
+              "state dir %s" % k_)
+        check_eq(session(ctl, k_).status, 200, "sluiced session %s" % k_)
+    # a caller bound to no tenant: ?tenant= for an id two tenants hold
+    r = x.app("GET", "/v1/sandboxes/chat-1")
+    check_err(r, 400, "bad_request", "ambiguous id")
+    check_eq((r.json["error"].get("reason"), r.json["error"].get("tenants")),
+             ("ambiguous", 2), "ambiguous: %r" % r)
+    r = x.app("GET", "/v1/sandboxes/chat-1?tenant=tb")
+    check_eq((r.status, r.json.get("tenant")), (200, "tb"), "?tenant=tb")
+    # a restart adopts both
+    x.halt()
+    x.start()
+    for who in ("a", "b"):
+        r = tls(who, "POST", "/v1/sandboxes/chat-1/exec",
+                {"shell": "cat who.txt"})
+        check_eq((r.status, r.json.get("stdout")), (200, who + "\n"),
+                 "%s's chat-1 after a restart: %r" % (who, r))
+    # deleting B's leaves A's
+    r = tls("b", "DELETE", "/v1/sandboxes/chat-1?archive=discard")
+    check_eq(r.status, 200, "B deletes its chat-1: %r" % r)
+    check_eq(tls("b", "GET", "/v1/sandboxes/chat-1").status, 404,
+             "B's is gone")
+    r = tls("a", "POST", "/v1/sandboxes/chat-1/exec", {"shell": "cat who.txt"})
+    check_eq((r.status, r.json.get("stdout")), (200, "a\n"),
+             "A's chat-1 stays: %r" % r)
+    check_eq(x.app("GET", "/v1/sandboxes/chat-1").json.get("tenant"), "ta",
+             "one left: no ?tenant= needed")
+
+
 def runsc_works():
     r = subprocess.run(["sh", "-c", "command -v runsc"],
                        stdout=subprocess.PIPE)
