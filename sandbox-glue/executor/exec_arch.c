@@ -839,16 +839,20 @@ xd_arch_list(const struct xd_cfg *c)
 			continue;
 		if ((m = xd_arch_meta(c, id, &bad)) == NULL) {
 			if (bad)
-				json_array_append_new(list, json_pack("{s:s,s:b,"
-				    "s:s,s:I}", "id", id, "corrupt", 1, "tenant",
-				    "", "bytes", (json_int_t)0));
+				json_array_append_new(list, json_pack("{s:s,s:s,"
+				    "s:b,s:s,s:I}", "id", id, "key", id, "corrupt",
+				    1, "tenant", "", "bytes", (json_int_t)0));
 			continue;
 		}
 		if (arch_file(c, id, m, f, sizeof(f)) != 0 || lstat(f, &st) !=
 		    0)
 			st.st_size = 0;
-		json_array_append_new(list, json_pack("{s:s,s:O,s:O,s:I,s:I,"
-		    "s:s}", "id", id, "tenant", json_object_get(m, "tenant"),
+		/* id: the API's (of the metadata; before ids were per
+		 * tenant, the name's), key: the name's */
+		json_array_append_new(list, json_pack("{s:s,s:s,s:O,s:O,s:I,"
+		    "s:I,s:s}", "id", json_is_string(json_object_get(m, "id")) ?
+		    json_string_value(json_object_get(m, "id")) : id, "key", id,
+		    "tenant", json_object_get(m, "tenant"),
 		    "user", json_object_get(m, "user"), "archived",
 		    json_integer_value(json_object_get(m, "archived")), "bytes",
 		    (json_int_t)st.st_size, "file", strrchr(f, '/') != NULL ?
@@ -862,7 +866,7 @@ xd_arch_list(const struct xd_cfg *c)
 /* ---- limits: age, per-tenant quotas, orphans ---- */
 
 struct arch_ent {
-	const char *id, *tenant, *user;
+	const char *id, *key, *tenant, *user;
 	int64_t archived;
 	uint64_t bytes;
 	int gone;
@@ -878,14 +882,14 @@ ent_cmp(const void *a, const void *b)
 		return t;
 	if (x->archived != y->archived)
 		return x->archived < y->archived ? -1 : 1;
-	return strcmp(x->id, y->id);
+	return strcmp(x->key, y->key);
 }
 
 static void
 evict(const struct xd_cfg *c, struct arch_ent *e, const char *why,
     json_t *out)
 {
-	xd_arch_discard(c, e->id);
+	xd_arch_discard(c, e->key);
 	e->gone = 1;
 	json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:s,s:I,s:I}",
 	    "id", e->id, "tenant", e->tenant, "user", e->user, "reason", why,
@@ -999,6 +1003,7 @@ xd_arch_sweep(const struct xd_cfg *c, const char *tenant, const char *keep,
 		    (tenant != NULL && strcmp(t, tenant) != 0))
 			continue;
 		e[n].id = json_string_value(json_object_get(a, "id"));
+		e[n].key = json_string_value(json_object_get(a, "key"));
 		e[n].tenant = t;
 		e[n].user = json_string_value(json_object_get(a, "user"));
 		if (e[n].user == NULL)
@@ -1014,8 +1019,8 @@ xd_arch_sweep(const struct xd_cfg *c, const char *tenant, const char *keep,
 	 * was just written (keep): never taken from under it */
 	for (i = 0; c->arch_max_age > 0 && i < n; i++)
 		if (e[i].archived + c->arch_max_age <= now &&
-		    json_object_get(live, e[i].id) == NULL &&
-		    (keep == NULL || strcmp(e[i].id, keep) != 0))
+		    json_object_get(live, e[i].key) == NULL &&
+		    (keep == NULL || strcmp(e[i].key, keep) != 0))
 			evict(c, &e[i], "expired", out);
 	/* per tenant, oldest first, until the rest fits */
 	for (g = 0; g < n; g = j) {
@@ -1034,8 +1039,8 @@ xd_arch_sweep(const struct xd_cfg *c, const char *tenant, const char *keep,
 
 			if (!over_n && !over_b)
 				break;
-			if (e[i].gone || json_object_get(live, e[i].id) != NULL ||
-			    (keep != NULL && strcmp(e[i].id, keep) == 0))
+			if (e[i].gone || json_object_get(live, e[i].key) != NULL ||
+			    (keep != NULL && strcmp(e[i].key, keep) == 0))
 				continue;
 			evict(c, &e[i], over_n ? "quota_count" : "quota_bytes",
 			    out);
@@ -1062,7 +1067,7 @@ xd_arch_adopt(const struct xd_cfg *c)
 	int bad;
 
 	json_array_foreach(list, i, a) {
-		id = json_string_value(json_object_get(a, "id"));
+		id = json_string_value(json_object_get(a, "key"));
 		t = json_string_value(json_object_get(a, "tenant"));
 		if (id == NULL || t == NULL || t[0] == '\0' ||
 		    (m = xd_arch_meta(c, id, &bad)) == NULL)

@@ -703,9 +703,9 @@ xd_box_arch_owner(const struct xd_cfg *c, const char *id, const char *tenant,
 		return berr(e, 409, "conflict", bound ? "the archive of this id "
 		    "does not read, so whose it is is not known (a caller "
 		    "bound to no tenant drops it: DELETE /v1/sandboxes/{id}"
-		    "?archive=discard)" : "the archive of this id does not "
-		    "read (DELETE /v1/sandboxes/{id}?archive=discard drops "
-		    "it)");
+		    "?archive=discard&tenant={tenant})" : "the archive of this "
+		    "id does not read (DELETE /v1/sandboxes/{id}?archive="
+		    "discard&tenant={tenant} drops it)");
 	}
 	if (m == NULL)
 		return 0;

@@ -174,7 +174,7 @@ xd_key(const char *tenant, const char *id, char out[SBX_ID_MAX + 1])
 	n = il < XD_KEY_PREFIX ? il : XD_KEY_PREFIX;
 	memcpy(out, id, n);
 	out[n++] = '.';
-	for (i = 0; i < 8; i++)
+	for (i = 0; i < 4; i++)
 		snprintf(out + n + 2 * i, 3, "%02x", d[i]);
 }
 

@@ -245,13 +245,16 @@ void xd_sha256(const void *s, size_t n, unsigned char out[32]);
  * Ids are per tenant (issue 20 point 9): tenant A's "chat-1" and tenant
  * B's are two sandboxes.  What names one on the host (its state dir,
  * cgroups, sluiced's session, its archive) is its key: the id itself
- * for a sandbox without a tenant (as before), else the id's first 47
- * characters, ".", and 16 hex digits of SHA-256(tenant NUL id): a chat
- * id of at most SBX_ID_MAX characters, unique on the host as long as no
- * tenant-less id is shaped like one (a create checks).  A record made
- * before has no "id": its key is its id.
+ * for a sandbox without a tenant (as before), else the id's first 55
+ * characters, ".", and 8 hex digits of SHA-256(tenant NUL id): a chat
+ * id of at most SBX_ID_MAX characters (short: sluiced's session socket
+ * is <runtime_dir>/sessions/<key>/proxy.sock, within a socket path's
+ * 107 bytes), unique on the host unless two tenants' digests of one id
+ * or a tenant-less id shaped like a key meet it (a create checks: 409
+ * exists, logged).  A record made before has no "id": its key is its
+ * id.
  */
-#define XD_KEY_PREFIX	47
+#define XD_KEY_PREFIX	55
 void xd_key(const char *tenant, const char *id, char out[SBX_ID_MAX + 1]);
 /* The API's id of a record. */
 #define XD_REC_ID(r)	((r)->id[0] != '\0' ? (r)->id : (r)->chat)
@@ -499,9 +502,9 @@ json_t *xd_arch_meta(const struct xd_cfg *c, const char *id, int *bad);
  * without its leading "./". */
 const char *xd_arch_refused(const char *p, char type, const char *t,
     int hardlink, const char **clean);
-/* The committed archives: [{id, tenant, user, archived, bytes (of its
- * file), file}], metadata that does not read as {id, corrupt: true,
- * tenant "", bytes}.  NULL when archive_dir cannot be read (none yet:
+/* The committed archives: [{id (the API's), key (its name), tenant,
+ * user, archived, bytes (of its file), file}], metadata that does not
+ * read as {id, key, corrupt: true, tenant "", bytes}.  NULL when archive_dir cannot be read (none yet:
  * []).  Reads each metadata file (small). */
 json_t *xd_arch_list(const struct xd_cfg *c);
 /* Hold the archives to lifecycle.archive_max_age and, per tenant (those
@@ -509,8 +512,8 @@ json_t *xd_arch_list(const struct xd_cfg *c);
  * archive_max_bytes_per_tenant, the oldest evicted first; tenant NULL:
  * every tenant, and the orphaned files (a tar no committed metadata
  * names, temporary files) older than a minute removed too; else that
- * tenant's only.  Archives of ids in live (an object keyed by id) and
- * keep are left.  What was removed: [{id, tenant, user, reason
+ * tenant's only.  Archives of keys in live (an object keyed by
+ * key) and keep are left.  What was removed: [{id, tenant, user, reason
  * ("expired", "quota_count", "quota_bytes"), archived, bytes}] and
  * [{file, reason "orphan", bytes}].  Blocking: in workers. */
 json_t *xd_arch_sweep(const struct xd_cfg *c, const char *tenant,

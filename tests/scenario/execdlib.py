@@ -349,12 +349,12 @@ def reap(root, state_dirs, exclude=()):
 
 def key(tenant, sid):
     """The host's name of sandbox sid of tenant (its state dir, sluiced's
-    session, its archive): sid without a tenant, else its first 47
-    characters, "." and 16 hex digits of SHA-256(tenant NUL sid)."""
+    session, its archive): sid without a tenant, else its first 55
+    characters, "." and 8 hex digits of SHA-256(tenant NUL sid)."""
     if not tenant:
         return sid
-    return "%s.%s" % (sid[:47], hashlib.sha256(
-        tenant.encode() + b"\0" + sid.encode()).hexdigest()[:16])
+    return "%s.%s" % (sid[:55], hashlib.sha256(
+        tenant.encode() + b"\0" + sid.encode()).hexdigest()[:8])
 
 
 class Execd:

@@ -243,8 +243,13 @@ def start(env, **over):
     return d, ctl, x
 
 
-def session(ctl, sid):
-    return api_unix(ctl, "GET", "/v1/sessions/%s" % sid)
+def K(sid, tenant="acme"):
+    """The host's name of a case's sandbox (create's tenant: acme)."""
+    return execdlib.key(tenant, sid)
+
+
+def session(ctl, sid, tenant="acme"):
+    return api_unix(ctl, "GET", "/v1/sessions/%s" % K(sid, tenant))
 
 
 def check_err(r, status, code, what):
@@ -321,8 +326,8 @@ def roles_routes_sandboxes(env):
           b["limits"]["memory_mb"] == 256 and b["limits"]["timeout_s"] == 30
           and b["network"]["tier"] == "public", "created: %r" % b)
     check_eq(session(ctl, "s1").json["tier"], "public", "broker session")
-    check_err(x.app("POST", "/v1/sandboxes", {"id": "s1"}), 409, "exists",
-              "create again")
+    check_err(x.app("POST", "/v1/sandboxes", {"id": "s1", "tenant": "acme"}),
+              409, "exists", "create again")
     create(x, "s2", tenant="other", user="bob")
     ids = lambda r: sorted(s["id"] for s in r.json["sandboxes"])  # noqa
     check_eq(ids(x.auditor("GET", "/v1/sandboxes")), ["s1", "s2"], "list")
@@ -351,7 +356,7 @@ def roles_routes_sandboxes(env):
     check_err(x.app("GET", "/v1/sandboxes/s3"), 404, "not_found",
               "after delete")
     check_eq(session(ctl, "s3").status, 404, "broker session deleted")
-    check(not os.path.exists(os.path.join(x.conf["state_dir"], "s3")),
+    check(not os.path.exists(os.path.join(x.conf["state_dir"], K("s3"))),
           "state dir of s3 left")
     check_err(x.app("DELETE", "/v1/sandboxes/s3"), 404, "not_found",
               "delete again")
@@ -385,7 +390,7 @@ def commands(env):
     uid = 1000
     if _backend["name"] == "gvisor":
         # gVisor has no user namespace: the sandbox's host uid
-        with open(os.path.join(x.conf["state_dir"], "c1",
+        with open(os.path.join(x.conf["state_dir"], K("c1"),
                                "record.json")) as f:
             uid = json.load(f)["host_uid"]
     check_eq(o["stdout"], "in put\nbar\n/workspace/sub\n%d\n" % uid,
@@ -633,7 +638,7 @@ def files(env):
     base = "/v1/sandboxes/f1/files/"
     r = x.app("PUT", base + "a/b/c.txt", raw=b"hello world\n")
     check_eq(r.status, 201, "put with parents: %r" % r)
-    ws = os.path.join(x.conf["state_dir"], "f1", "workspace")
+    ws = os.path.join(x.conf["state_dir"], K("f1"), "workspace")
     st = os.lstat(os.path.join(ws, "a", "b", "c.txt"))
     stp = os.lstat(os.path.join(ws, "a"))
     check(st.st_uid == stp.st_uid and st.st_uid >= 1000000 and
@@ -694,7 +699,7 @@ def files(env):
                                                        "bytes=0-99")]).body),
              100, "a range of a large file")
     # tricks planted by the sandbox
-    ws2 = os.path.join(x.conf["state_dir"], "f2", "workspace")
+    ws2 = os.path.join(x.conf["state_dir"], K("f2"), "workspace")
     secret = env.path("host-secret")
     with open(secret, "w") as f:
         f.write("host only\n")
@@ -821,7 +826,7 @@ def quotas_and_hung_broker(env):
               "sluiced")
     check_err(x.app("GET", "/v1/sandboxes/h1"), 404, "not_found",
               "after the failed create")
-    check(not os.path.exists(os.path.join(x.conf["state_dir"], "h1")),
+    check(not os.path.exists(os.path.join(x.conf["state_dir"], K("h1", "other"))),
           "left in state_dir")
 
 
@@ -1065,13 +1070,13 @@ def crash_with_sandboxes(env, x, ids):
         wait_until(lambda: x.app("GET", "/v1/sandboxes/%s/commands/%s" %
                                  (sid, cid)).json["stdout_bytes"] > 0, 20,
                    what="the background command running")
-        with open(os.path.join(x.state_dir, sid, "record.json")) as f:
+        with open(os.path.join(x.state_dir, K(sid), "record.json")) as f:
             recs[sid] = json.load(f)
     x.kill()
     left = execdlib.leftovers(env.dir, [x.state_dir], x._exclude())
     log("left by the crash:\n  %s" % "\n  ".join(left))
     for sid, rec in recs.items():
-        ws = os.path.join(x.state_dir, sid, "workspace")
+        ws = os.path.join(x.state_dir, K(sid), "workspace")
         check_eq(execdlib.proc_start(rec["init_pid"]), rec["init_start"],
                  "%s: its holder outlives the daemon" % sid)
         check(any(ln.startswith("process %d:" % rec["init_pid"])
@@ -1080,7 +1085,7 @@ def crash_with_sandboxes(env, x, ids):
         check(any(ws + ".img" in ln for ln in left if
                   ln.startswith("loop device")), "its loop device is found")
         if rec["cgroup"]:
-            check(any(ln.startswith("cgroup ") and "/%s." % sid in ln for
+            check(any(ln.startswith("cgroup ") and "/%s." % K(sid) in ln for
                       ln in left), "the groups of %s are found" % sid)
     check(any("sleep 300" in ln for ln in left), "the commands are found")
     return recs
@@ -1089,7 +1094,7 @@ def crash_with_sandboxes(env, x, ids):
 def nothing_left(env, x, recs):
     """Seen from outside execdlib too: no holder, mount, loop device."""
     for sid, rec in recs.items():
-        ws = os.path.join(x.state_dir, sid, "workspace")
+        ws = os.path.join(x.state_dir, K(sid), "workspace")
         check(execdlib.proc_start(rec["init_pid"]) != rec["init_start"],
               "the holder of %s is gone" % sid)
         check_eq(mounts_of(ws), [], "no mount of %s" % sid)
@@ -1110,7 +1115,7 @@ def killed_daemon_teardown(env):
     recs = crash_with_sandboxes(env, x, ["k1", "k2"])
     n = len(x.lines)
     x.stop()
-    check(any("sandbox k1 (ns): adopted, running" in ln
+    check(any("sandbox %s (ns): adopted, running" % K("k1") in ln
               for ln in x.lines[n:]), "adopted on restart: %r" % x.lines[n:])
     check(x.api_clean, "deleted through the API")
     check_eq(x.sandboxes(), [], "state dir emptied")
@@ -1139,7 +1144,7 @@ def killed_daemon_last_resort(env):
     x.conf["uid_base"] = "not a number"
     x.stop()
     check(not x.api_clean and not x.alive(), "the restart failed")
-    check_eq(x.sandboxes(), ["r1"], "the sandbox is still there")
+    check_eq(x.sandboxes(), [K("r1")], "the sandbox is still there")
     x.check()
     nothing_left(env, x, recs)
 
@@ -1192,7 +1197,7 @@ def workspace_quota(env):
     b = create(x, "q1", limits={"disk_mb": 16, "inodes": 256})
     check_eq((b["limits"]["disk_mb"], b["limits"]["inodes"]), (16, 256),
              "limits shown")
-    sdir = os.path.join(x.conf["state_dir"], "q1")
+    sdir = os.path.join(x.conf["state_dir"], K("q1"))
     ws = os.path.join(sdir, "workspace")
     img = os.path.join(sdir, "workspace.img")
     check_eq(mounts_of(ws), [ws], "workspace mounted")
@@ -1437,7 +1442,8 @@ def install(env):
     check_eq(api_unix(ctl, "PUT", "/v1/ceiling", {"tier": "public"}).status,
              200, "ceiling public")
     # a vanished session is made again, with the sandbox's tier (off)
-    check_eq(api_unix(ctl, "DELETE", "/v1/sessions/i0").status in (200, 204),
+    check_eq(api_unix(ctl, "DELETE", "/v1/sessions/" + K("i0")).status in
+             (200, 204),
              True, "session deleted")
     r = x.app("POST", url % "i0", {"manager": "pip", "packages": ["x"]})
     check_err(r, 403, "network_not_permitted", "repaired at tier off")
@@ -1470,7 +1476,8 @@ def install(env):
     # the broker in step: a session that vanished is made again on the
     # next GET, which shows it, and the sandbox reaches the registry
     # through it again
-    check_eq(api_unix(ctl, "DELETE", "/v1/sessions/i1").status in (200, 204),
+    check_eq(api_unix(ctl, "DELETE", "/v1/sessions/" + K("i1")).status in
+             (200, 204),
              True, "session i1 deleted")
     check_eq(session(ctl, "i1").status, 404, "gone from sluiced")
     g = x.app("GET", "/v1/sandboxes/i1").json
@@ -1518,7 +1525,7 @@ def audit_log(env):
     d, ctl, x = start(env)
     path = x.conf["log"]["path"]
     create(x, "au1", tenant="acme", user="bob")
-    check_err(x.app("POST", "/v1/sandboxes", {"id": "au1",
+    check_err(x.app("POST", "/v1/sandboxes", {"id": "au1", "tenant": "acme",
                                               "network": {"tier": "off"}}),
               409, "exists", "second create")
     ex(x, "au1", {"shell": "mkdir -p sub; printf 12345; echo e >&2; exit 3"})

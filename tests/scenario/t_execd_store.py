@@ -234,7 +234,7 @@ def disk_admission(env):
     X.create(x, "w1", limits=lim)
     X.create(x, "w2", limits=lim)
     for sid in ("w1", "w2"):
-        a, size = allocated(os.path.join(x.state_dir, sid,
+        a, size = allocated(os.path.join(x.state_dir, L.K(sid),
                                          "workspace.img"))
         soft(a >= size, "%s's image allocated: %d of %d bytes" % (sid, a,
                                                                   size))
@@ -252,7 +252,7 @@ def disk_admission(env):
          40 * MiB and e.get("reserve_bytes") == 16 * MiB and
          isinstance(e.get("free_bytes"), int),
          "third create refused 503 disk_full with figures: %r" % r)
-    soft(not os.path.exists(os.path.join(x.state_dir, "w3")) or
+    soft(not os.path.exists(os.path.join(x.state_dir, L.K("w3"))) or
          r.status == 201, "nothing left of the refused create")
     # health and metrics show the headroom
     h = X.root_call(x.sock, "GET", "/v1/health").json or {}
@@ -309,7 +309,7 @@ def disk_admission(env):
          "is full: %r" % o)
     os.unlink(filler)
     for sid in ("w1", "w2"):
-        a, size = allocated(os.path.join(x.state_dir, sid,
+        a, size = allocated(os.path.join(x.state_dir, L.K(sid),
                                          "workspace.img"))
         soft(a >= size, "%s's image still allocated: %d of %d" % (sid, a,
                                                                   size))
