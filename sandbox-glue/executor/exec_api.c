@@ -620,9 +620,35 @@ discard_gone(struct xd_call *k)
 	char ak[SBX_ID_MAX + 1];
 
 	/* the archive of the id in the caller's tenant (one bound to none:
-	 * ?tenant=, else the sandboxes without a tenant) */
+	 * of ?tenant=, else the one tenant with an archive of the id, as a
+	 * sandbox's id is looked up; none: the sandboxes without a tenant) */
 	t = call_tenant(k, &bad);
 	xd_key(t != NULL && !bad ? t : "", k->arg[0], ak);
+	if (t == NULL) {
+		json_t *list = xd_arch_list(k->xd->cfg), *a;
+		size_t i;
+		int n = 0;
+
+		json_array_foreach(list, i, a)
+			if (json_is_string(json_object_get(a, "key")) &&
+			    strcmp(json_string_value(json_object_get(a, "id")),
+			    k->arg[0]) == 0 && n++ == 0)
+				snprintf(ak, sizeof(ak), "%s", json_string_value(
+				    json_object_get(a, "key")));
+		json_decref(list);
+		if (n > 1) {
+			memset(&e, 0, sizeof(e));
+			e.status = 400;
+			e.code = "bad_request";
+			e.extra = json_pack("{s:s,s:i}", "reason", "ambiguous",
+			    "tenants", n);
+			snprintf(e.msg, sizeof(e.msg), "archive %s: %d tenants "
+			    "have an archive of this id: name one with "
+			    "?tenant=", k->arg[0], n);
+			reply_perr(k, &e);
+			return;
+		}
+	}
 	/* the archive's owner as create checks it (the user aside: DELETE
 	 * checks the tenant only) */
 	memset(&e, 0, sizeof(e));

@@ -76,8 +76,9 @@ def K(sid, tenant="acme"):
     return execdlib.key(tenant, sid)
 
 
-def record(x, sid):
-    with open(os.path.join(x.conf["state_dir"], K(sid), "record.json")) as f:
+def record(x, sid, tenant="acme"):
+    with open(os.path.join(x.conf["state_dir"], K(sid, tenant),
+                           "record.json")) as f:
         return json.load(f)
 
 
@@ -233,8 +234,8 @@ def suspend_resume_remove_restore(env):
     check_eq((mj["id"], mj["tenant"], mj["user"], mj["reason"],
               mj["sha256"]), ("l1", "acme", "alice", "idle", digest),
              "archive metadata: %r" % mj)
-    check_eq(mj["file"], "l1.%s.tar.zst" % digest[:12], "named by its "
-             "digest: %r" % mj)
+    check_eq(mj["file"], "%s.%s.tar.zst" % (K("l1"), digest[:12]),
+             "named by its digest: %r" % mj)
     check_eq(archive_tars(x, "l1"), [mj["file"]], "one archive file")
     check_eq(X.session(ctl, "l1").status, 404, "broker session removed")
     check(not os.path.exists(os.path.join(x.conf["state_dir"], K("l1"))),
@@ -689,7 +690,7 @@ def archive_fails_stopped(env):
     reload(x, archive_dir=env.path("xarchive2"))
     check_eq(x.app("DELETE", "/v1/sandboxes/k0", timeout=60).status, 200,
              "delete k0")
-    check(os.path.exists(os.path.join(arch, "k0.json")) and not
+    check(os.path.exists(os.path.join(arch, K("k0") + ".json")) and not
           os.path.exists(env.path("xarchive2")), "archive_dir kept across "
           "a reload")
     # archive_dir a file: no archive can be written
@@ -722,7 +723,7 @@ def archive_fails_stopped(env):
                 409, "conflict", "no command in a stopped one")
     # its removal by age is tried again, less and less often
     time.sleep(max(0, 5 - (time.time() - t0)))
-    tries = [ln for ln in x.lines[n0:] if "k1: unused" in ln]
+    tries = [ln for ln in x.lines[n0:] if K("k1") + ": unused" in ln]
     log("removal tries in ~5 s: %d" % len(tries))
     check(2 <= len(tries) <= 4, "backed off: %d tries: %r" %
           (len(tries), tries))
@@ -826,7 +827,7 @@ def gvisor_suspend(env):
                    raw=b"gvisor kept\n").status, 201, "gvisor put")
     wait_until(lambda: state(x, "g1") == "suspended", 20,
                what="gvisor suspended (%r)" % state(x, "g1"))
-    check(record(x, "g1")["suspended"], "in the record")
+    check(record(x, "g1", "")["suspended"], "in the record")
     o = X.ex(x, "g1", {"shell": "echo awake"}, timeout=120)
     check_eq(o["stdout"], "awake\n", "gvisor exec after suspend: %r" % o)
     check_eq(state(x, "g1"), "running", "gvisor running again")
