@@ -1089,8 +1089,10 @@ xd_arch_adopt(const struct xd_cfg *c)
 		 * (its commit), then the old names go: a crash between
 		 * leaves the old archive or both, never neither */
 		json_object_set_new(m, "key", json_string(ak));
-		json_object_set_new(m, "file", json_string(strrchr(nf, '/') +
-		    1));
+		/* "tar.zst" (the oldest naming): <key>.tar.zst says itself */
+		if (strcmp(fn + 1 + strlen(id), ".tar.zst") != 0)
+			json_object_set_new(m, "file", json_string(strrchr(nf,
+			    '/') + 1));
 		if (link(f, nf) != 0 || meta_save(c->archive_dir, np, m) != 0) {
 			xd_log(XD_LOG_WARN, "archive of %s (tenant %s): cannot be "
 			    "renamed to %s", id, t, ak);

@@ -1372,7 +1372,7 @@ xd_box_json(const struct xd_box *b)
 		if (c->running)
 			bg++;
 	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:o,"
-	    "s:{s:s,s:s,s:o},"
+	    "s:{s:s,s:s,s:s,s:o},"
 	    "s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I},"
 	    "s:{s:b,s:I},s:o,s:o,s:s,s:O?,s:o}",
 	    "id", XD_REC_ID(&b->rec), "tenant", b->rec.tenant, "user", b->rec.user,
@@ -1380,6 +1380,9 @@ xd_box_json(const struct xd_box *b)
 	    "profile", b->profile, "image", b->rec.image[0] ?
 	    json_string(b->rec.image) : json_null(),
 	    "network", "tier", b->rec.tier, "broker", b->broker,
+	    /* sluiced's session of it (ids are per tenant, session ids
+	     * unique on the host: its key) */
+	    "session", b->rec.chat,
 	    "effective_tier", b->eff_tier[0] ? json_string(b->eff_tier) :
 	    json_null(),
 	    "limits", "memory_mb", (json_int_t)(l->memory_bytes >> 20),

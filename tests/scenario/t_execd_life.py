@@ -100,12 +100,13 @@ def frozen(x, sid):
     return None
 
 
-def archive_files(x, sid):
+def archive_files(x, sid, key=None):
     """The archive file its metadata names ("file": <id>.<sha12>.tar.zst;
     the old "tar.zst" is <id>.tar.zst) and the metadata."""
     d = x.conf["lifecycle"]["archive_dir"]
-    mp = os.path.join(d, K(sid) + ".json")
-    name = K(sid) + ".tar.zst"
+    key = key or K(sid)
+    mp = os.path.join(d, key + ".json")
+    name = key + ".tar.zst"
     try:
         with open(mp) as f:
             fn = json.load(f).get("file")
@@ -341,8 +342,10 @@ def member(name, kind=tarfile.REGTYPE, data=b"", link="", mode=0o644):
     return ti, None
 
 
-def place(x, sid, data, **meta):
-    tar, mp = archive_files(x, sid)
+def place(x, sid, data, key=None, **meta):
+    """An archive of acme's sid (key: named so, as before ids were per
+    tenant)."""
+    tar, mp = archive_files(x, sid, key)
     os.makedirs(os.path.dirname(tar), mode=0o700, exist_ok=True)
     with open(tar, "wb") as f:
         f.write(data)

@@ -417,10 +417,11 @@ def archive_limits(env):
     put("y.5.0123456789ab.tar.zst", mtime=time.time())
     tar = L.tar_bytes([L.member("k", data=b"k")])
     put("k.v.%s.tar.zst" % hashlib.sha256(tar).hexdigest()[:12], tar)
-    L.place(x, "k.v", tar, tenant="other", file="k.v.%s.tar.zst" %
-            hashlib.sha256(tar).hexdigest()[:12])
+    # named as before ids were per tenant (by the id alone)
+    L.place(x, "k.v", tar, key="k.v", tenant="other",
+            file="k.v.%s.tar.zst" % hashlib.sha256(tar).hexdigest()[:12])
     put("l.w.tar.zst", tar)
-    L.place(x, "l.w", tar, tenant="other")
+    L.place(x, "l.w", tar, key="l.w", tenant="other")
     L.reload(x, archive_max_age=30, archive_max_bytes_per_tenant=0)
     try:
         wait_until(lambda: not {"o.1.0123456789ab.tar.zst", "o.2.tar.zst",
@@ -437,6 +438,19 @@ def archive_limits(env):
     soft(any(a == "orphan" and f == "o.1.0123456789ab.tar.zst"
              for a, _, f in evictions(x)), "orphan removal audited: %r" %
          evictions(x))
+    # a restart renames a tenant's archives of before to their keys
+    x.halt()
+    x.start()
+    left = set(tars(x))
+    kv, lw = L.K("k.v", "other"), L.K("l.w", "other")
+    soft({kv + ".json", lw + ".json", lw + ".tar.zst"} <= left and
+         not {"k.v.json", "l.w.json", "l.w.tar.zst"} & left and
+         any(n.startswith(kv + ".") and n.endswith(".tar.zst")
+             for n in left), "archives of before adopted: %r" % sorted(left))
+    r = x.app("POST", "/v1/sandboxes", {"id": "k.v", "tenant": "other",
+                                        "user": "alice"}, timeout=120)
+    soft(r.status == 201 and (r.json.get("restored_from") or {}).get(
+        "files") == 1, "other's k.v restored from it: %r" % r)
     # expiry: an age of seconds
     L.reload(x, archive_max_age=2)
     try:
