@@ -438,19 +438,6 @@ def archive_limits(env):
     soft(any(a == "orphan" and f == "o.1.0123456789ab.tar.zst"
              for a, _, f in evictions(x)), "orphan removal audited: %r" %
          evictions(x))
-    # a restart renames a tenant's archives of before to their keys
-    x.halt()
-    x.start()
-    left = set(tars(x))
-    kv, lw = L.K("k.v", "other"), L.K("l.w", "other")
-    soft({kv + ".json", lw + ".json", lw + ".tar.zst"} <= left and
-         not {"k.v.json", "l.w.json", "l.w.tar.zst"} & left and
-         any(n.startswith(kv + ".") and n.endswith(".tar.zst")
-             for n in left), "archives of before adopted: %r" % sorted(left))
-    r = x.app("POST", "/v1/sandboxes", {"id": "k.v", "tenant": "other",
-                                        "user": "alice"}, timeout=120)
-    soft(r.status == 201 and (r.json.get("restored_from") or {}).get(
-        "files") == 1, "other's k.v restored from it: %r" % r)
     # expiry: an age of seconds
     L.reload(x, archive_max_age=2)
     try:
@@ -470,6 +457,41 @@ def archive_limits(env):
     if problems:
         raise Fail("; ".join(problems))
 
+
+@S.case
+def archives_of_before(env):
+    """Archives of a tenant made before ids were per tenant (named by
+    the id alone, no "key") are renamed to their keys at start, and a
+    create of the id by that tenant restores them; a tenant-less one
+    stays as it is."""
+    d, ctl, x = L.life_start(env, lifecycle={"idle_after": 0,
+                                             "remove_after": 0})
+    tar = L.tar_bytes([L.member("k", data=b"k")])
+    dig = hashlib.sha256(tar).hexdigest()[:12]
+    adir = x.conf["lifecycle"]["archive_dir"]
+    os.makedirs(adir, mode=0o700, exist_ok=True)
+    with open(os.path.join(adir, "k.v.%s.tar.zst" % dig), "wb") as f:
+        f.write(tar)
+    L.place(x, "k.v", tar, key="k.v", tenant="other",
+            file="k.v.%s.tar.zst" % dig)
+    os.unlink(os.path.join(adir, "k.v.tar.zst"))    # place()'s, unnamed
+    L.place(x, "l.w", tar, key="l.w", tenant="other")
+    L.place(x, "n.t", tar, key="n.t", tenant="", user="")
+    x.halt()
+    x.start()
+    left = set(tars(x))
+    kv, lw = L.K("k.v", "other"), L.K("l.w", "other")
+    check({kv + ".json", kv + ".%s.tar.zst" % dig, lw + ".json",
+           lw + ".tar.zst", "n.t.json", "n.t.tar.zst"} == left,
+          "archives of before adopted: %r" % sorted(left))
+    for sid in ("k.v", "l.w"):
+        r = x.app("POST", "/v1/sandboxes", {"id": sid, "tenant": "other",
+                                            "user": "alice"}, timeout=120)
+        check(r.status == 201 and (r.json.get("restored_from") or {}).get(
+            "files") == 1, "other's %s restored: %r" % (sid, r))
+    r = x.app("POST", "/v1/sandboxes", {"id": "n.t"}, timeout=120)
+    check(r.status == 201 and (r.json.get("restored_from") or {}).get(
+        "files") == 1, "the tenant-less n.t restored: %r" % r)
 
 if __name__ == "__main__":
     own_mount_ns()
