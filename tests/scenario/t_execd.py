@@ -2000,7 +2000,8 @@ def ids_per_tenant(env):
     for k_ in (ka, kb):
         check(os.path.exists(os.path.join(x.state_dir, k_, "record.json")),
               "state dir %s" % k_)
-        check_eq(session(ctl, k_).status, 200, "sluiced session %s" % k_)
+        check_eq(api_unix(ctl, "GET", "/v1/sessions/" + k_).status, 200,
+                 "sluiced session %s" % k_)
     # a caller bound to no tenant: ?tenant= for an id two tenants hold
     r = x.app("GET", "/v1/sandboxes/chat-1")
     check_err(r, 400, "bad_request", "ambiguous id")
