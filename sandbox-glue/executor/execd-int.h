@@ -504,8 +504,9 @@ const char *xd_arch_refused(const char *p, char type, const char *t,
     int hardlink, const char **clean);
 /* The committed archives: [{id (the API's), key (its name), tenant,
  * user, archived, bytes (of its file), file}], metadata that does not
- * read as {id, key, corrupt: true, tenant "", bytes}.  NULL when archive_dir cannot be read (none yet:
- * []).  Reads each metadata file (small). */
+ * read as {id, key, corrupt: true, tenant "", bytes}.  NULL when
+ * archive_dir cannot be read (none yet: []).  Reads each metadata file
+ * (small). */
 json_t *xd_arch_list(const struct xd_cfg *c);
 /* Hold the archives to lifecycle.archive_max_age and, per tenant (those
  * without one share ""), archive_max_count_per_tenant and
