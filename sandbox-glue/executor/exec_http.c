@@ -149,6 +149,26 @@ xd_text_esc(const unsigned char *b, size_t n, int base64, size_t *pos,
 			tmp[2] = adv > 1 ? t[(v >> 6) & 63] : '=';
 			tmp[3] = adv > 2 ? t[v & 63] : '=';
 			tl = 4;
+		} else if (b[i] >= 0x20 && b[i] < 0x7f && b[i] != '"' &&
+		    b[i] != '\\') {
+			/* a run of what stays as it is, at once: the length of
+			 * 2 x output_cap bytes is counted on the loop */
+			size_t r = i + 1;
+
+			while (r < n && b[r] >= 0x20 && b[r] < 0x7f &&
+			    b[r] != '"' && b[r] != '\\')
+				r++;
+			tl = r - i;
+			if (out != NULL) {
+				if (tl > room - j)
+					tl = room - j;
+				if (tl == 0)
+					break;
+				memcpy(out + j, b + i, tl);
+			}
+			j += tl;
+			i += tl;
+			continue;
 		} else {
 			int k = utf8_seq(b + i, n - i);
 
