@@ -97,6 +97,8 @@ export interface SandboxInfo {
   /** creating, running, suspended, deleting or dead */
   state: string;
   backend: string; profile: string; image: string; tier: string; broker: string;
+  /** sluiced's session of the sandbox (its prompts and grants): ids are per tenant, session ids unique on the host */
+  session: string;
   limits: Limits; usage: Record<string, unknown>;
   created: string; lastUsed: string; note: string;
   raw: Record<string, unknown>;
@@ -327,6 +329,8 @@ export class Sandboxes {
 
 export class Sandbox {
   readonly id: string;
+  /** sluiced's session of the sandbox (its prompts and grants) */
+  readonly session: string;
   lastInfo: SandboxInfo;
   info(): Promise<SandboxInfo>;
   setNetwork(tier: Tier): Promise<SandboxInfo>;

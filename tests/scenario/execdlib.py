@@ -30,6 +30,7 @@ the marker (tests/scenario/t_demo.sh):
     execdlib.py check --root DIR [--state STATE_DIR]...
 exits 1 (after reaping) when something was left."""
 
+import hashlib
 import json
 import os
 import re
@@ -347,6 +348,16 @@ def reap(root, state_dirs, exclude=()):
 # ---------------------------------------------------------------------------
 # the daemon
 
+def key(tenant, sid):
+    """The host's name of sandbox sid of tenant (its state dir, sluiced's
+    session, its archive): sid without a tenant, else its first 55
+    characters, "." and 8 hex digits of SHA-256(tenant NUL sid)."""
+    if not tenant:
+        return sid
+    return "%s.%s" % (sid[:55], hashlib.sha256(
+        tenant.encode() + b"\0" + sid.encode()).hexdigest()[:8])
+
+
 class Execd:
     """One sluice-execd of a case.  conf is its configuration (written
     to conf_path at each start); its audit log goes under the env's
@@ -470,19 +481,21 @@ class Execd:
         deadline = time.monotonic() + budget
         for _ in range(200):
             r = api_unix(self.sock, "GET", "/v1/sandboxes", timeout=30)
-            ids = [b["id"] for b in (r.json or {}).get("sandboxes", [])]
+            ids = [(b["id"], b.get("tenant", "")) for b in
+                   (r.json or {}).get("sandboxes", [])]
             if r.status == 200 and not ids:
                 return True
             if r.status != 200 or time.monotonic() > deadline:
                 log("%s: listing sandboxes: %s" % (self.name, r.status))
                 return False
-            for i in ids:
+            for i, t in ids:
                 log("%s: sandbox %s left by the case: deleting" % (
                     self.name, i))
-                # discard: a case's workspace is not kept as an archive
+                # discard: a case's workspace is not kept as an archive;
+                # ids are per tenant: the tenant named
                 d = api_unix(self.sock, "DELETE",
-                             "/v1/sandboxes/%s?archive=discard" % i,
-                             timeout=60)
+                             "/v1/sandboxes/%s?archive=discard&tenant=%s"
+                             % (i, t), timeout=60)
                 if d.status not in (200, 404, 409):
                     log("%s: DELETE %s: %s %r" % (self.name, i, d.status,
                                                   d.body[:300]))

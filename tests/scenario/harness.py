@@ -1206,7 +1206,9 @@ def api_unix(path, method, reqpath, body=None, **kw):
 
 class Env:
     def __init__(self, root, name):
-        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:40]
+        # short: a socket under it (sluiced's session sockets, named by
+        # sluice-execd's keys) must fit in a socket path's 107 bytes
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:24]
         self.dir = tempfile.mkdtemp(prefix=safe + ".", dir=root)
         if TEST_USER and os.geteuid() == 0:
             import pwd

@@ -245,8 +245,13 @@ def start(env, **over):
     return d, ctl, x
 
 
-def session(ctl, sid):
-    return api_unix(ctl, "GET", "/v1/sessions/%s" % sid)
+def K(sid, tenant="acme"):
+    """The host's name of a case's sandbox (create's tenant: acme)."""
+    return execdlib.key(tenant, sid)
+
+
+def session(ctl, sid, tenant="acme"):
+    return api_unix(ctl, "GET", "/v1/sessions/%s" % K(sid, tenant))
 
 
 def check_err(r, status, code, what):
@@ -323,8 +328,8 @@ def roles_routes_sandboxes(env):
           b["limits"]["memory_mb"] == 256 and b["limits"]["timeout_s"] == 30
           and b["network"]["tier"] == "public", "created: %r" % b)
     check_eq(session(ctl, "s1").json["tier"], "public", "broker session")
-    check_err(x.app("POST", "/v1/sandboxes", {"id": "s1"}), 409, "exists",
-              "create again")
+    check_err(x.app("POST", "/v1/sandboxes", {"id": "s1", "tenant": "acme"}),
+              409, "exists", "create again")
     create(x, "s2", tenant="other", user="bob")
     ids = lambda r: sorted(s["id"] for s in r.json["sandboxes"])  # noqa
     check_eq(ids(x.auditor("GET", "/v1/sandboxes")), ["s1", "s2"], "list")
@@ -353,7 +358,7 @@ def roles_routes_sandboxes(env):
     check_err(x.app("GET", "/v1/sandboxes/s3"), 404, "not_found",
               "after delete")
     check_eq(session(ctl, "s3").status, 404, "broker session deleted")
-    check(not os.path.exists(os.path.join(x.conf["state_dir"], "s3")),
+    check(not os.path.exists(os.path.join(x.conf["state_dir"], K("s3"))),
           "state dir of s3 left")
     check_err(x.app("DELETE", "/v1/sandboxes/s3"), 404, "not_found",
               "delete again")
@@ -387,7 +392,7 @@ def commands(env):
     uid = 1000
     if _backend["name"] == "gvisor":
         # gVisor has no user namespace: the sandbox's host uid
-        with open(os.path.join(x.conf["state_dir"], "c1",
+        with open(os.path.join(x.conf["state_dir"], K("c1"),
                                "record.json")) as f:
             uid = json.load(f)["host_uid"]
     check_eq(o["stdout"], "in put\nbar\n/workspace/sub\n%d\n" % uid,
@@ -635,7 +640,7 @@ def files(env):
     base = "/v1/sandboxes/f1/files/"
     r = x.app("PUT", base + "a/b/c.txt", raw=b"hello world\n")
     check_eq(r.status, 201, "put with parents: %r" % r)
-    ws = os.path.join(x.conf["state_dir"], "f1", "workspace")
+    ws = os.path.join(x.conf["state_dir"], K("f1"), "workspace")
     st = os.lstat(os.path.join(ws, "a", "b", "c.txt"))
     stp = os.lstat(os.path.join(ws, "a"))
     check(st.st_uid == stp.st_uid and st.st_uid >= 1000000 and
@@ -696,7 +701,7 @@ def files(env):
                                                        "bytes=0-99")]).body),
              100, "a range of a large file")
     # tricks planted by the sandbox
-    ws2 = os.path.join(x.conf["state_dir"], "f2", "workspace")
+    ws2 = os.path.join(x.conf["state_dir"], K("f2"), "workspace")
     secret = env.path("host-secret")
     with open(secret, "w") as f:
         f.write("host only\n")
@@ -823,8 +828,94 @@ def quotas_and_hung_broker(env):
               "sluiced")
     check_err(x.app("GET", "/v1/sandboxes/h1"), 404, "not_found",
               "after the failed create")
-    check(not os.path.exists(os.path.join(x.conf["state_dir"], "h1")),
+    check(not os.path.exists(os.path.join(x.conf["state_dir"], K("h1", "other"))),
           "left in state_dir")
+
+
+def hung_broker(env, x):
+    """A sluiced that accepts and never answers, made x's control socket
+    (a reload): a create waits for it (control_timeout_ms, 4 s) and
+    meanwhile holds a create slot."""
+    hang = env.path("hang.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(hang)
+    srv.listen(16)
+    held = []
+    stop = threading.Event()
+
+    def hold():
+        srv.settimeout(0.2)
+        for _ in range(400):
+            if stop.is_set():
+                return
+            try:
+                held.append(srv.accept()[0])
+            except OSError:
+                pass
+    th = threading.Thread(target=hold, daemon=True)
+    th.start()
+
+    def closer():
+        stop.set()
+        th.join(5)
+        for c in held:
+            c.close()
+        srv.close()
+    env.closers.append(closer)
+    x.conf["control_socket"] = hang
+    x.conf["control_timeout_ms"] = 4000
+    x.write()
+    n = len(x.lines)
+    x.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: any("applied" in ln for ln in x.lines[n:]), 10,
+               what="reload applied")
+
+
+@S.case
+def creates_per_tenant(env):
+    """The creates in flight (quotas.creates) are shared: a tenant holds
+    at most quotas.creates_per_tenant of them (by default half), so one
+    tenant's flood of creates leaves another tenant's create its slot;
+    the refusal is 429 scope tenant, resource creates."""
+    d, ctl, x = start(env, quotas={"creates": 4})
+    hung_broker(env, x)
+    res = {}
+
+    def slow_create(sid, tenant):
+        res[sid] = root_call(x.sock, "POST", "/v1/sandboxes",
+                             {"id": sid, "tenant": tenant}, timeout=30)
+    ts = []
+    for i in range(4):
+        ts.append(threading.Thread(target=slow_create,
+                                   args=("fl%d" % i, "flood")))
+        ts[-1].start()
+        time.sleep(0.2)
+    wait_until(lambda: sum(1 for t in ts if not t.is_alive()) >= 2, 10,
+               what="two of the flood's creates refused")
+    got = sorted((sid, r.status, r.json["error"].get("scope"),
+                  r.json["error"].get("resource"), r.json["error"].get("limit"))
+                 for sid, r in list(res.items()))
+    check_eq([g[1:] for g in got], [(429, "tenant", "creates", 2)] * 2,
+             "the flood's creates past its share: %r" % got)
+    # another tenant still creates: it waits for the hung sluiced like
+    # the flood's, instead of a 429 at once
+    ts.append(threading.Thread(target=slow_create, args=("ot1", "other")))
+    ts[-1].start()
+    wait_until(lambda: x.app("GET", "/v1/sandboxes/ot1").status == 200, 10,
+               what="the other tenant's create under way")
+    check_eq(x.app("GET", "/v1/sandboxes/ot1").json["state"], "creating",
+             "the other tenant's create")
+    m = metrics(x)
+    check_eq(m.get('sluice_execd_quota_limit{scope="creates_per_tenant"}'),
+             2, "metric: %r" % m)
+    for t in ts:
+        t.join(30)
+    check_err(res["ot1"], 503, "broker_unavailable", "other's create "
+              "against a hung sluiced")
+    pc = subprocess.run([EXECD, "--print-config", "-c", x.conf_path],
+                        stdout=subprocess.PIPE, timeout=30)
+    check_eq(json.loads(pc.stdout)["quotas"]["creates_per_tenant"], 2,
+             "the default share")
 
 
 @S.case
@@ -981,13 +1072,13 @@ def crash_with_sandboxes(env, x, ids):
         wait_until(lambda: x.app("GET", "/v1/sandboxes/%s/commands/%s" %
                                  (sid, cid)).json["stdout_bytes"] > 0, 20,
                    what="the background command running")
-        with open(os.path.join(x.state_dir, sid, "record.json")) as f:
+        with open(os.path.join(x.state_dir, K(sid), "record.json")) as f:
             recs[sid] = json.load(f)
     x.kill()
     left = execdlib.leftovers(env.dir, [x.state_dir], x._exclude())
     log("left by the crash:\n  %s" % "\n  ".join(left))
     for sid, rec in recs.items():
-        ws = os.path.join(x.state_dir, sid, "workspace")
+        ws = os.path.join(x.state_dir, K(sid), "workspace")
         check_eq(execdlib.proc_start(rec["init_pid"]), rec["init_start"],
                  "%s: its holder outlives the daemon" % sid)
         check(any(ln.startswith("process %d:" % rec["init_pid"])
@@ -996,7 +1087,7 @@ def crash_with_sandboxes(env, x, ids):
         check(any(ws + ".img" in ln for ln in left if
                   ln.startswith("loop device")), "its loop device is found")
         if rec["cgroup"]:
-            check(any(ln.startswith("cgroup ") and "/%s." % sid in ln for
+            check(any(ln.startswith("cgroup ") and "/%s." % K(sid) in ln for
                       ln in left), "the groups of %s are found" % sid)
     check(any("sleep 300" in ln for ln in left), "the commands are found")
     return recs
@@ -1005,7 +1096,7 @@ def crash_with_sandboxes(env, x, ids):
 def nothing_left(env, x, recs):
     """Seen from outside execdlib too: no holder, mount, loop device."""
     for sid, rec in recs.items():
-        ws = os.path.join(x.state_dir, sid, "workspace")
+        ws = os.path.join(x.state_dir, K(sid), "workspace")
         check(execdlib.proc_start(rec["init_pid"]) != rec["init_start"],
               "the holder of %s is gone" % sid)
         check_eq(mounts_of(ws), [], "no mount of %s" % sid)
@@ -1026,7 +1117,7 @@ def killed_daemon_teardown(env):
     recs = crash_with_sandboxes(env, x, ["k1", "k2"])
     n = len(x.lines)
     x.stop()
-    check(any("sandbox k1 (ns): adopted, running" in ln
+    check(any("sandbox %s (ns): adopted, running" % K("k1") in ln
               for ln in x.lines[n:]), "adopted on restart: %r" % x.lines[n:])
     check(x.api_clean, "deleted through the API")
     check_eq(x.sandboxes(), [], "state dir emptied")
@@ -1055,7 +1146,7 @@ def killed_daemon_last_resort(env):
     x.conf["uid_base"] = "not a number"
     x.stop()
     check(not x.api_clean and not x.alive(), "the restart failed")
-    check_eq(x.sandboxes(), ["r1"], "the sandbox is still there")
+    check_eq(x.sandboxes(), [K("r1")], "the sandbox is still there")
     x.check()
     nothing_left(env, x, recs)
 
@@ -1108,7 +1199,7 @@ def workspace_quota(env):
     b = create(x, "q1", limits={"disk_mb": 16, "inodes": 256})
     check_eq((b["limits"]["disk_mb"], b["limits"]["inodes"]), (16, 256),
              "limits shown")
-    sdir = os.path.join(x.conf["state_dir"], "q1")
+    sdir = os.path.join(x.conf["state_dir"], K("q1"))
     ws = os.path.join(sdir, "workspace")
     img = os.path.join(sdir, "workspace.img")
     check_eq(mounts_of(ws), [ws], "workspace mounted")
@@ -1356,7 +1447,8 @@ def install(env):
     check_eq(api_unix(ctl, "PUT", "/v1/ceiling", {"tier": "public"}).status,
              200, "ceiling public")
     # a vanished session is made again, with the sandbox's tier (off)
-    check_eq(api_unix(ctl, "DELETE", "/v1/sessions/i0").status in (200, 204),
+    check_eq(api_unix(ctl, "DELETE", "/v1/sessions/" + K("i0")).status in
+             (200, 204),
              True, "session deleted")
     r = x.app("POST", url % "i0", {"manager": "pip", "packages": ["x"]})
     check_err(r, 403, "network_not_permitted", "repaired at tier off")
@@ -1389,7 +1481,8 @@ def install(env):
     # the broker in step: a session that vanished is made again on the
     # next GET, which shows it, and the sandbox reaches the registry
     # through it again
-    check_eq(api_unix(ctl, "DELETE", "/v1/sessions/i1").status in (200, 204),
+    check_eq(api_unix(ctl, "DELETE", "/v1/sessions/" + K("i1")).status in
+             (200, 204),
              True, "session i1 deleted")
     check_eq(session(ctl, "i1").status, 404, "gone from sluiced")
     g = x.app("GET", "/v1/sandboxes/i1").json
@@ -1437,7 +1530,7 @@ def audit_log(env):
     d, ctl, x = start(env)
     path = x.conf["log"]["path"]
     create(x, "au1", tenant="acme", user="bob")
-    check_err(x.app("POST", "/v1/sandboxes", {"id": "au1",
+    check_err(x.app("POST", "/v1/sandboxes", {"id": "au1", "tenant": "acme",
                                               "network": {"tier": "off"}}),
               409, "exists", "second create")
     ex(x, "au1", {"shell": "mkdir -p sub; printf 12345; echo e >&2; exit 3"})
@@ -1857,6 +1950,90 @@ def foreign_ids_missing(env):
                  "%s %s: the body of an unused id" % (m, pat))
     check_eq(x.app("GET", "/v1/sandboxes/chat-1").status, 200,
              "A's sandbox is still there")
+
+
+@S.case
+def ids_per_tenant(env):
+    """Ids are per tenant: tenant A's chat-1 and tenant B's are two
+    sandboxes (state dirs, sluiced sessions, files of their own); B
+    cannot tell A's from an unused id; a caller bound to no tenant names
+    the tenant (?tenant=) of an id several hold (400 ambiguous without);
+    a restart adopts both; deleting one leaves the other."""
+    preflight()
+    crt, key = env.cert(("execd.test",))
+    tok = _tokens(env, ("a", "b"))
+    port = free_port()
+    d, ctl, x = start(env, tcp={
+        "listen": "127.0.0.1:%d" % port, "tls_cert": crt, "tls_key": key,
+        "tokens": [{"name": "a-app", "file": env.path("a.tok"),
+                    "role": "app", "tenant": "ta"},
+                   {"name": "b-app", "file": env.path("b.tok"),
+                    "role": "app", "tenant": "tb"}]})
+    ctx = ssl.create_default_context(cafile=crt)
+
+    def tls(who, method, path, body=None, raw=None):
+        s_ = socket.create_connection(("127.0.0.1", port), timeout=30)
+        s = ctx.wrap_socket(s_, server_hostname="execd.test")
+        try:
+            return _exchange(s, method, path, body,
+                             [("Authorization", "Bearer " + tok[who])],
+                             raw, 90)
+        finally:
+            s.close()
+    r = tls("a", "POST", "/v1/sandboxes", {"id": "chat-1", "user": "al",
+                                           "network": {"tier": "off"}})
+    check_eq((r.status, r.json.get("id"), r.json.get("tenant")),
+             (201, "chat-1", "ta"), "A creates chat-1: %r" % r)
+    got = tls("b", "GET", "/v1/sandboxes/chat-1")
+    unused = tls("b", "GET", "/v1/sandboxes/chat-9")
+    check_eq((got.status, got.body.replace(b"chat-1", b"chat-9")),
+             (404, unused.body), "B: A's chat-1 as an unused id")
+    r = tls("b", "POST", "/v1/sandboxes", {"id": "chat-1", "user": "bo",
+                                           "network": {"tier": "off"}})
+    check_eq((r.status, r.json.get("id"), r.json.get("tenant")),
+             (201, "chat-1", "tb"), "B creates its own chat-1: %r" % r)
+    for who in ("a", "b"):
+        r = tls(who, "POST", "/v1/sandboxes/chat-1/exec",
+                {"shell": "echo %s > who.txt; cat who.txt" % who})
+        check_eq((r.status, r.json.get("stdout")), (200, who + "\n"),
+                 "%s runs in its chat-1: %r" % (who, r))
+    for who in ("a", "b"):
+        r = tls(who, "GET", "/v1/sandboxes")
+        check_eq([(b["id"], b["tenant"]) for b in r.json["sandboxes"]],
+                 [("chat-1", "t" + who)], "%s lists its own" % who)
+    # two host names, two sluiced sessions
+    ka, kb = execdlib.key("ta", "chat-1"), execdlib.key("tb", "chat-1")
+    check(ka != kb and len(ka) <= 64, "keys %s %s" % (ka, kb))
+    for k_ in (ka, kb):
+        check(os.path.exists(os.path.join(x.state_dir, k_, "record.json")),
+              "state dir %s" % k_)
+        check_eq(api_unix(ctl, "GET", "/v1/sessions/" + k_).status, 200,
+                 "sluiced session %s" % k_)
+    # a caller bound to no tenant: ?tenant= for an id two tenants hold
+    r = x.app("GET", "/v1/sandboxes/chat-1")
+    check_err(r, 400, "bad_request", "ambiguous id")
+    check_eq((r.json["error"].get("reason"), r.json["error"].get("tenants")),
+             ("ambiguous", 2), "ambiguous: %r" % r)
+    r = x.app("GET", "/v1/sandboxes/chat-1?tenant=tb")
+    check_eq((r.status, r.json.get("tenant")), (200, "tb"), "?tenant=tb")
+    # a restart adopts both
+    x.halt()
+    x.start()
+    for who in ("a", "b"):
+        r = tls(who, "POST", "/v1/sandboxes/chat-1/exec",
+                {"shell": "cat who.txt"})
+        check_eq((r.status, r.json.get("stdout")), (200, who + "\n"),
+                 "%s's chat-1 after a restart: %r" % (who, r))
+    # deleting B's leaves A's
+    r = tls("b", "DELETE", "/v1/sandboxes/chat-1?archive=discard")
+    check_eq(r.status, 200, "B deletes its chat-1: %r" % r)
+    check_eq(tls("b", "GET", "/v1/sandboxes/chat-1").status, 404,
+             "B's is gone")
+    r = tls("a", "POST", "/v1/sandboxes/chat-1/exec", {"shell": "cat who.txt"})
+    check_eq((r.status, r.json.get("stdout")), (200, "a\n"),
+             "A's chat-1 stays: %r" % r)
+    check_eq(x.app("GET", "/v1/sandboxes/chat-1").json.get("tenant"), "ta",
+             "one left: no ?tenant= needed")
 
 
 def runsc_works():

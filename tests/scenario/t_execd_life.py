@@ -61,6 +61,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, Fail, check, check_eq, log,  # noqa: E402
                      wait_until)
 import t_execd as X  # noqa: E402
+import execdlib  # noqa: E402
 
 S = Suite("t_execd_life", time_limit=420)
 
@@ -70,8 +71,14 @@ def state(x, sid):
     return r.json["state"] if r.status == 200 else r.status
 
 
-def record(x, sid):
-    with open(os.path.join(x.conf["state_dir"], sid, "record.json")) as f:
+def K(sid, tenant="acme"):
+    """The host's name of a case's sandbox (X.create's tenant: acme)."""
+    return execdlib.key(tenant, sid)
+
+
+def record(x, sid, tenant="acme"):
+    with open(os.path.join(x.conf["state_dir"], K(sid, tenant),
+                           "record.json")) as f:
         return json.load(f)
 
 
@@ -93,12 +100,13 @@ def frozen(x, sid):
     return None
 
 
-def archive_files(x, sid):
+def archive_files(x, sid, key=None):
     """The archive file its metadata names ("file": <id>.<sha12>.tar.zst;
     the old "tar.zst" is <id>.tar.zst) and the metadata."""
     d = x.conf["lifecycle"]["archive_dir"]
-    mp = os.path.join(d, sid + ".json")
-    name = sid + ".tar.zst"
+    key = key or K(sid)
+    mp = os.path.join(d, key + ".json")
+    name = key + ".tar.zst"
     try:
         with open(mp) as f:
             fn = json.load(f).get("file")
@@ -111,7 +119,7 @@ def archive_files(x, sid):
 
 def archive_tars(x, sid):
     d = x.conf["lifecycle"]["archive_dir"]
-    return sorted(n for n in os.listdir(d) if n.startswith(sid + ".") and
+    return sorted(n for n in os.listdir(d) if n.startswith(K(sid) + ".") and
                   n.endswith(".tar.zst"))
 
 
@@ -227,11 +235,11 @@ def suspend_resume_remove_restore(env):
     check_eq((mj["id"], mj["tenant"], mj["user"], mj["reason"],
               mj["sha256"]), ("l1", "acme", "alice", "idle", digest),
              "archive metadata: %r" % mj)
-    check_eq(mj["file"], "l1.%s.tar.zst" % digest[:12], "named by its "
-             "digest: %r" % mj)
+    check_eq(mj["file"], "%s.%s.tar.zst" % (K("l1"), digest[:12]),
+             "named by its digest: %r" % mj)
     check_eq(archive_tars(x, "l1"), [mj["file"]], "one archive file")
     check_eq(X.session(ctl, "l1").status, 404, "broker session removed")
-    check(not os.path.exists(os.path.join(x.conf["state_dir"], "l1")),
+    check(not os.path.exists(os.path.join(x.conf["state_dir"], K("l1"))),
           "state dir removed")
     whats = [(n, w) for n, w, p in ev.list() if p.get("id") == "l1"]
     check(("sandbox", "suspended") in whats and
@@ -334,8 +342,10 @@ def member(name, kind=tarfile.REGTYPE, data=b"", link="", mode=0o644):
     return ti, None
 
 
-def place(x, sid, data, **meta):
-    tar, mp = archive_files(x, sid)
+def place(x, sid, data, key=None, **meta):
+    """An archive of acme's sid (key: named so, as before ids were per
+    tenant)."""
+    tar, mp = archive_files(x, sid, key)
     os.makedirs(os.path.dirname(tar), mode=0o700, exist_ok=True)
     with open(tar, "wb") as f:
         f.write(data)
@@ -370,7 +380,7 @@ def corrupt_and_hostile_archives(env):
     log("corrupt: %s" % r.body.decode())
     check(r.json["error"].get("archive") == "corrupt" and
           "SHA-256" in r.json["error"]["message"], "says why: %r" % r)
-    check(not os.path.exists(os.path.join(x.conf["state_dir"], "c1")),
+    check(not os.path.exists(os.path.join(x.conf["state_dir"], K("c1"))),
           "nothing left of the refused create")
     check_eq(X.session(ctl, "c1").status, 404, "no broker session left")
     check_eq(X.mounts_of(x.conf["state_dir"]), [], "no mount left")
@@ -413,7 +423,7 @@ def corrupt_and_hostile_archives(env):
     for p in ("ok.txt", "sub/good.txt", "sub/up", "pylink", "tmpl", "suid",
               "out"):
         check(p not in skipped, "%s restored: %r" % (p, skipped))
-    sd = os.path.join(x.conf["state_dir"], "h1")
+    sd = os.path.join(x.conf["state_dir"], K("h1"))
     for p in ("/tmp/%s-abs" % tag, "/tmp/%s-through" % tag,
               os.path.join(sd, "escape.txt"), os.path.join(sd, "escape2.txt"),
               os.path.join(x.conf["state_dir"], "escape2.txt")):
@@ -434,7 +444,7 @@ def corrupt_and_hostile_archives(env):
     r = x.app("POST", "/v1/sandboxes", {"id": "h3", "tenant": "acme",
                                         "user": "alice"}, timeout=120)
     X.check_err(r, 409, "conflict", "not a tar")
-    check(not os.path.exists(os.path.join(x.conf["state_dir"], "h3")),
+    check(not os.path.exists(os.path.join(x.conf["state_dir"], K("h3"))),
           "nothing left of h3")
 
 
@@ -495,7 +505,7 @@ def archive_sparse_links_names(env):
     d, ctl, x = life_start(env, lifecycle={"idle_after": 0,
                                            "remove_after": 0})
     X.create(x, "s1")
-    ws = os.path.join(x.conf["state_dir"], "s1", "workspace")
+    ws = os.path.join(x.conf["state_dir"], K("s1"), "workspace")
     with open(os.path.join(ws, "sparse"), "wb") as f:
         for size in (15 << 40, 15 << 30):
             try:
@@ -683,7 +693,7 @@ def archive_fails_stopped(env):
     reload(x, archive_dir=env.path("xarchive2"))
     check_eq(x.app("DELETE", "/v1/sandboxes/k0", timeout=60).status, 200,
              "delete k0")
-    check(os.path.exists(os.path.join(arch, "k0.json")) and not
+    check(os.path.exists(os.path.join(arch, K("k0") + ".json")) and not
           os.path.exists(env.path("xarchive2")), "archive_dir kept across "
           "a reload")
     # archive_dir a file: no archive can be written
@@ -716,7 +726,7 @@ def archive_fails_stopped(env):
                 409, "conflict", "no command in a stopped one")
     # its removal by age is tried again, less and less often
     time.sleep(max(0, 5 - (time.time() - t0)))
-    tries = [ln for ln in x.lines[n0:] if "k1: unused" in ln]
+    tries = [ln for ln in x.lines[n0:] if K("k1") + ": unused" in ln]
     log("removal tries in ~5 s: %d" % len(tries))
     check(2 <= len(tries) <= 4, "backed off: %d tries: %r" %
           (len(tries), tries))
@@ -736,7 +746,7 @@ def archive_fails_stopped(env):
     check(r.status == 200 and r.json["archive"] == "discarded",
           "discard a stopped one: %r" % r)
     check_eq(state(x, "k1"), 404, "gone")
-    check(not os.path.exists(os.path.join(x.conf["state_dir"], "k1")),
+    check(not os.path.exists(os.path.join(x.conf["state_dir"], K("k1"))),
           "state dir removed")
     check_eq(X.mounts_of(x.conf["state_dir"]), [], "no mount left")
 
@@ -793,7 +803,8 @@ def corrupt_metadata_owner(env):
           r)
     # what create says works: the discard (no tenant bound: the unix
     # socket's app)
-    r = x.app("DELETE", "/v1/sandboxes/m1?archive=discard")
+    # (ids are per tenant: the tenant named)
+    r = x.app("DELETE", "/v1/sandboxes/m1?archive=discard&tenant=acme")
     check(r.status == 200 and r.json["archive"] == "discarded",
           "discard corrupt metadata: %r" % r)
     check(not os.path.exists(meta) and not os.path.exists(tar), "gone")
@@ -819,7 +830,7 @@ def gvisor_suspend(env):
                    raw=b"gvisor kept\n").status, 201, "gvisor put")
     wait_until(lambda: state(x, "g1") == "suspended", 20,
                what="gvisor suspended (%r)" % state(x, "g1"))
-    check(record(x, "g1")["suspended"], "in the record")
+    check(record(x, "g1", "")["suspended"], "in the record")
     o = X.ex(x, "g1", {"shell": "echo awake"}, timeout=120)
     check_eq(o["stdout"], "awake\n", "gvisor exec after suspend: %r" % o)
     check_eq(state(x, "g1"), "running", "gvisor running again")

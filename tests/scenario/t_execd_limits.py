@@ -12,9 +12,19 @@ slow_file_readers (point 6): eight GETs of a 48 MiB file that do not
 read leave the daemon's RSS within 100 MiB of where it was (the file is
 sent from its descriptor in bounded chunks, as the client reads); one of
 them read fully has the file's bytes (SHA-256); a Range still answers
-206 with its bytes."""
+206 with its bytes.
 
+slow_exec_readers (point 6): eight execs whose commands print 2 MiB of
+control characters to stdout and to stderr (12 x that as JSON), from
+clients that never read, leave the daemon's RSS within 80 MiB of where
+it was (the answer is escaped a piece at a time as the client reads,
+within reply_buffer_bytes and reply_total_bytes, from the command's kept
+output); a client that does not read for reply_timeout_ms is dropped; a
+reading client gets the whole answer, its bytes exact (base64 too)."""
+
+import base64
 import hashlib
+import json
 import os
 import socket
 import ssl
@@ -23,7 +33,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, check, check_eq, free_port, log,  # noqa: E402
-                     read_response)
+                     read_response, wait_until)
 from t_execd import (start, create, ex, _exchange)  # noqa: E402
 
 S = Suite("t_execd_limits", time_limit=400)
@@ -262,6 +272,87 @@ def slow_file_readers(env):
     finally:
         s.close()
     check_eq(r2.body[1000:2000], r.body, "the Range's bytes")
+
+
+@S.case
+def slow_exec_readers(env):
+    cap = 2 * MiB
+    d, ctl, x = start(env, quotas={"per_user": 0, "per_tenant": 0},
+                      reply_timeout_ms=10000)
+    n = 8
+    for i in range(n):
+        create(x, "sx%d" % i, limits={"output_cap": cap},
+               network={"tier": "off"})
+    # two streams of \x01, six bytes each as JSON
+    shell = ("head -c %d /dev/zero | tr '\\0' '\\1'; "
+             "head -c %d /dev/zero | tr '\\0' '\\1' >&2" % (cap, cap))
+    pid = x.proc.pid
+    base = rss_kib(pid)
+    socks = []
+    try:
+        for i in range(n):
+            body = json.dumps({"shell": shell, "output_cap": cap}).encode()
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(x.sock)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(b"POST /v1/sandboxes/sx%d/exec HTTP/1.1\r\n"
+                      b"Host: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n" % (i, len(body)) +
+                      body)
+            socks.append(s)
+        # every command ended: its answer is what is held
+        wait_until(lambda: all(
+            x.app("GET", "/v1/sandboxes/sx%d" % i).json["usage"]
+            ["foreground"] is False for i in range(n)), 60,
+            what="the commands ended")
+        time.sleep(2.0)
+        grown = (rss_kib(pid) - base) / 1024.0
+        log("%d unread exec answers of 2 x %d control bytes: RSS +%.1f "
+            "MiB" % (n, cap, grown))
+        check(grown < 80, "%d unread exec answers grew sluice-execd's RSS "
+              "by %.1f MiB (bound 80)", n, grown)
+        # one read to its end: the whole answer, exact
+        r = read_response(socks[0], 60)
+        check_eq(r.status, 200, "the exec read")
+        o = json.loads(r.body)
+        check_eq((o["stdout"] == "\x01" * cap, o["stderr"] == "\x01" * cap,
+                  o["exit_code"], o["stdout_truncated"]),
+                 (True, True, 0, False), "the answer's output")
+        # the others read nothing for reply_timeout_ms: dropped, their
+        # answers cut short
+        time.sleep(12)
+        got, s1 = 0, socks[1]
+        s1.settimeout(10)
+        for _ in range(10000):
+            try:
+                b = s1.recv(1 << 16)
+            except OSError:
+                break
+            if not b:
+                break
+            got += len(b)
+        check(got < 1 * MiB, "an unread answer dropped after "
+              "reply_timeout_ms: %d bytes came" % got)
+    finally:
+        for s in socks:
+            s.close()
+    # a reading client: text of every kind and base64, as json_dumps has
+    # them
+    data = bytes(range(256)) * 4 + "é€😀".encode() + b"\xff\xc3"
+    with open(env.path("d.bin"), "wb") as f:
+        f.write(data)
+    r = x.app("PUT", "/v1/sandboxes/sx1/files/d.bin", raw=data)
+    check(r.status in (200, 201), "PUT: %r" % r)
+    o = ex(x, "sx1", {"cmd": ["cat", "d.bin"]})
+    want = data.decode("utf-8", errors="replace")
+    check_eq(o["stdout"], want, "text of every byte")
+    o = ex(x, "sx1", {"cmd": ["cat", "d.bin"], "encoding": "base64"})
+    check_eq(base64.b64decode(o["stdout"]), data, "base64")
+    o = ex(x, "sx1", {"cmd": ["printf", "%s", 'a"b\\c/\n']})
+    check_eq((o["stdout"], o["stderr"]), ('a"b\\c/\n', ""), "quotes")
+    for i in range(n):
+        check_eq(x.app("DELETE", "/v1/sandboxes/sx%d?archive=discard" % i)
+                 .status, 200, "delete sx%d" % i)
 
 
 if __name__ == "__main__":

@@ -249,7 +249,7 @@ def disk_admission(env):
     X.create(x, "w1", limits=lim)
     X.create(x, "w2", limits=lim)
     for sid in ("w1", "w2"):
-        a, size = allocated(os.path.join(x.state_dir, sid,
+        a, size = allocated(os.path.join(x.state_dir, L.K(sid),
                                          "workspace.img"))
         soft(a >= size, "%s's image allocated: %d of %d bytes" % (sid, a,
                                                                   size))
@@ -267,7 +267,7 @@ def disk_admission(env):
          40 * MiB and e.get("reserve_bytes") == 16 * MiB and
          isinstance(e.get("free_bytes"), int),
          "third create refused 503 disk_full with figures: %r" % r)
-    soft(not os.path.exists(os.path.join(x.state_dir, "w3")) or
+    soft(not os.path.exists(os.path.join(x.state_dir, L.K("w3"))) or
          r.status == 201, "nothing left of the refused create")
     # health and metrics show the headroom
     h = X.root_call(x.sock, "GET", "/v1/health").json or {}
@@ -324,7 +324,7 @@ def disk_admission(env):
          "is full: %r" % o)
     os.unlink(filler)
     for sid in ("w1", "w2"):
-        a, size = allocated(os.path.join(x.state_dir, sid,
+        a, size = allocated(os.path.join(x.state_dir, L.K(sid),
                                          "workspace.img"))
         soft(a >= size, "%s's image still allocated: %d of %d" % (sid, a,
                                                                   size))
@@ -432,10 +432,11 @@ def archive_limits(env):
     put("y.5.0123456789ab.tar.zst", mtime=time.time())
     tar = L.tar_bytes([L.member("k", data=b"k")])
     put("k.v.%s.tar.zst" % hashlib.sha256(tar).hexdigest()[:12], tar)
-    L.place(x, "k.v", tar, tenant="other", file="k.v.%s.tar.zst" %
-            hashlib.sha256(tar).hexdigest()[:12])
+    # named as before ids were per tenant (by the id alone)
+    L.place(x, "k.v", tar, key="k.v", tenant="other",
+            file="k.v.%s.tar.zst" % hashlib.sha256(tar).hexdigest()[:12])
     put("l.w.tar.zst", tar)
-    L.place(x, "l.w", tar, tenant="other")
+    L.place(x, "l.w", tar, key="l.w", tenant="other")
     L.reload(x, archive_max_age=30, archive_max_bytes_per_tenant=0)
     try:
         wait_until(lambda: not {"o.1.0123456789ab.tar.zst", "o.2.tar.zst",
@@ -471,6 +472,41 @@ def archive_limits(env):
     if problems:
         raise Fail("; ".join(problems))
 
+
+@S.case
+def archives_of_before(env):
+    """Archives of a tenant made before ids were per tenant (named by
+    the id alone, no "key") are renamed to their keys at start, and a
+    create of the id by that tenant restores them; a tenant-less one
+    stays as it is."""
+    d, ctl, x = L.life_start(env, lifecycle={"idle_after": 0,
+                                             "remove_after": 0})
+    tar = L.tar_bytes([L.member("k", data=b"k")])
+    dig = hashlib.sha256(tar).hexdigest()[:12]
+    adir = x.conf["lifecycle"]["archive_dir"]
+    os.makedirs(adir, mode=0o700, exist_ok=True)
+    with open(os.path.join(adir, "k.v.%s.tar.zst" % dig), "wb") as f:
+        f.write(tar)
+    L.place(x, "k.v", tar, key="k.v", tenant="other",
+            file="k.v.%s.tar.zst" % dig)
+    os.unlink(os.path.join(adir, "k.v.tar.zst"))    # place()'s, unnamed
+    L.place(x, "l.w", tar, key="l.w", tenant="other")
+    L.place(x, "n.t", tar, key="n.t", tenant="", user="")
+    x.halt()
+    x.start()
+    left = set(tars(x))
+    kv, lw = L.K("k.v", "other"), L.K("l.w", "other")
+    check({kv + ".json", kv + ".%s.tar.zst" % dig, lw + ".json",
+           lw + ".tar.zst", "n.t.json", "n.t.tar.zst"} == left,
+          "archives of before adopted: %r" % sorted(left))
+    for sid in ("k.v", "l.w"):
+        r = x.app("POST", "/v1/sandboxes", {"id": sid, "tenant": "other",
+                                            "user": "alice"}, timeout=120)
+        check(r.status == 201 and (r.json.get("restored_from") or {}).get(
+            "files") == 1, "other's %s restored: %r" % (sid, r))
+    r = x.app("POST", "/v1/sandboxes", {"id": "n.t"}, timeout=120)
+    check(r.status == 201 and (r.json.get("restored_from") or {}).get(
+        "files") == 1, "the tenant-less n.t restored: %r" % r)
 
 if __name__ == "__main__":
     own_mount_ns()

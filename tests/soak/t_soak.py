@@ -32,8 +32,9 @@ bytes, delete the sandbox.  Two phases:
              a request head with a 1 GiB Content-Length and then body
              bytes slowly, and plain TCP connections that stall in the
              TLS handshake;
-           - GET /v1/events with its token: any event naming tenant a or
-             b, or one of their sandboxes, is a cross-tenant leak.
+           - GET /v1/events with its token: any event of tenant a or b
+             is a cross-tenant leak (ids are per tenant: an event of
+             evil's own sandbox named like one of theirs is evil's).
 
 Measured: p50/p99 of the polite create, exec, put, get and delete in each
 phase; the VmRSS of sluice-execd and sluiced every second (peak per
@@ -718,9 +719,10 @@ class Evil:
                     ev = json.loads(ln[6:].decode())
                 except (ValueError, UnicodeDecodeError):
                     continue
-                ids = [str(ev.get(k) or "") for k in ("id", "sandbox")]
-                if ev.get("tenant") in TENANTS or any(
-                        i.startswith(tuple(PREFIX.values())) for i in ids):
+                # ids are per tenant: evil's own sandbox of an id of a's
+                # or b's (its creates on foreign ids make them) is evil's;
+                # an event of another tenant is the leak
+                if ev.get("tenant") != EVIL:
                     self.f["events_foreign"] += 1
                     if len(self.f["events_foreign_sample"]) < 3:
                         self.f["events_foreign_sample"].append(

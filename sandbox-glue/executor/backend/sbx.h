@@ -74,6 +74,11 @@ struct sbx_limits {
  */
 struct sbx_rec {
 	char chat[SBX_ID_MAX + 1];
+	/* sluice-execd: the id its API knows the sandbox by, within its
+	 * tenant; chat is then the host's name of it (state dir, cgroups,
+	 * sluiced's session), unique on the host.  "": chat (a record of
+	 * sluice-run or of an executor before ids were per tenant). */
+	char id[SBX_ID_MAX + 1];
 	char tenant[SBX_ID_MAX + 1];    /* "" when none */
 	char user[SBX_USER_MAX + 1];    /* "" when none */
 	char tier[16];

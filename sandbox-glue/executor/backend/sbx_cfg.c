@@ -647,10 +647,10 @@ lim_json(const struct sbx_limits *l)
 json_t *
 sbx_rec_json(const struct sbx_rec *r)
 {
-	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:b,s:b,s:I,s:I,s:I,"
-	    "s:s,s:s,s:I,s:I,s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:b,s:s,s:s,s:s,s:o,"
-	    "s:s,s:s,s:s}",
-	    "chat", r->chat, "tenant", r->tenant, "user", r->user,
+	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:b,s:b,s:I,s:I,"
+	    "s:I,s:s,s:s,s:I,s:I,s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:b,s:s,s:s,s:s,"
+	    "s:o,s:s,s:s,s:s}",
+	    "chat", r->chat, "id", r->id, "tenant", r->tenant, "user", r->user,
 	    "tier", r->tier, "backend", r->backend, "dir", r->dir,
 	    "workspace", r->workspace, "workspace_made", r->workspace_made,
 	    "workspace_given", r->workspace_given,
@@ -750,7 +750,7 @@ rec_apply(struct sbx_rec *r, json_t *o, char *err, size_t errlen)
 	} strs[] = {
 #define S_(f) { #f, offsetof(struct sbx_rec, f), \
 	sizeof(((struct sbx_rec *)0)->f) }
-		S_(chat), S_(tenant), S_(user), S_(tier), S_(backend),
+		S_(chat), S_(id), S_(tenant), S_(user), S_(tier), S_(backend),
 		S_(dir), S_(workspace), S_(session_dir), S_(shim), S_(cgroup),
 		S_(note), S_(backend_data), S_(profile), S_(image),
 		S_(image_path),
@@ -775,6 +775,8 @@ rec_apply(struct sbx_rec *r, json_t *o, char *err, size_t errlen)
 			return -1;
 	if (!sbx_id_ok(r->chat, SBX_ID_MAX))
 		return sbx_err(err, errlen, "record: chat: a chat id");
+	if (r->id[0] != '\0' && !sbx_id_ok(r->id, SBX_ID_MAX))
+		return sbx_err(err, errlen, "record: id: a chat id");
 	/* an image is a file of a store named by its digest: a record may
 	 * not have a backend mount something else as a root */
 	if (r->profile[0] != '\0' && !cfg_profile_name_ok(r->profile))

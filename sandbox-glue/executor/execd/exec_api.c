@@ -106,6 +106,15 @@ struct xd_call {
 	size_t file_queued;             /* counted in xd->reply_queued */
 	int64_t file_moved_ms;          /* the client last read then */
 	int file_ending;
+	/* an exec's answer, sent by the same pump (file_fd -1): its JSON
+	 * text made a piece at a time from the command's kept output, so
+	 * that neither its escaped text (up to 6 bytes a byte) nor more
+	 * than the pump queues is ever in memory (ans_fill) */
+	struct xd_cmd *ans_cmd;
+	char *ans_text[3];              /* head, between, tail */
+	size_t ans_raw[2];              /* stdout, stderr bytes sent */
+	int ans_part;                   /* 0..4: text, out, text, err, text */
+	size_t ans_pos;
 };
 
 static void h_health(struct xd_call *k);
@@ -146,35 +155,40 @@ static const struct route routes[] = {
 	R(GET, "/v1/events", AUDITOR, B_NONE, ",", h_events),
 	R(GET, "/v1/sandboxes", AUDITOR, B_NONE, ",tenant,user,", h_list),
 	R(POST, "/v1/sandboxes", APP, B_JSON, ",", h_create),
-	R(GET, "/v1/sandboxes/{id}", AUDITOR, B_NONE, ",", h_get),
-	R(PATCH, "/v1/sandboxes/{id}", APP, B_JSON, ",", h_patch),
-	R(DELETE, "/v1/sandboxes/{id}", APP, B_NONE, ",archive,", h_delete),
-	R(POST, "/v1/sandboxes/{id}/exec", APP, B_JSON, ",", h_exec),
-	R(POST, "/v1/sandboxes/{id}/commands", APP, B_JSON, ",", h_cmd_start),
-	R(GET, "/v1/sandboxes/{id}/commands", AUDITOR, B_NONE, ",",
+	R(GET, "/v1/sandboxes/{id}", AUDITOR, B_NONE, ",tenant,", h_get),
+	R(PATCH, "/v1/sandboxes/{id}", APP, B_JSON, ",tenant,", h_patch),
+	R(DELETE, "/v1/sandboxes/{id}", APP, B_NONE, ",archive,tenant,",
+	    h_delete),
+	R(POST, "/v1/sandboxes/{id}/exec", APP, B_JSON, ",tenant,", h_exec),
+	R(POST, "/v1/sandboxes/{id}/commands", APP, B_JSON, ",tenant,",
+	    h_cmd_start),
+	R(GET, "/v1/sandboxes/{id}/commands", AUDITOR, B_NONE, ",tenant,",
 	    h_cmd_list),
-	R(GET, "/v1/sandboxes/{id}/commands/{cid}", AUDITOR, B_NONE, ",",
-	    h_cmd_get),
+	R(GET, "/v1/sandboxes/{id}/commands/{cid}", AUDITOR, B_NONE,
+	    ",tenant,", h_cmd_get),
 	R(GET, "/v1/sandboxes/{id}/commands/{cid}/output", APP, B_NONE,
-	    ",offset,stdout_offset,stderr_offset,encoding,", h_cmd_output),
-	R(POST, "/v1/sandboxes/{id}/commands/{cid}/stop", APP, B_NONE, ",",
-	    h_cmd_stop),
-	R(POST, "/v1/sandboxes/{id}/cancel", APP, B_JSON_OPT, ",", h_cancel),
+	    ",offset,stdout_offset,stderr_offset,encoding,tenant,",
+	    h_cmd_output),
+	R(POST, "/v1/sandboxes/{id}/commands/{cid}/stop", APP, B_NONE,
+	    ",tenant,", h_cmd_stop),
+	R(POST, "/v1/sandboxes/{id}/cancel", APP, B_JSON_OPT, ",tenant,",
+	    h_cancel),
 	R(GET, "/v1/sandboxes/{id}/files", APP, B_NONE,
-	    ",path,glob,recursive,", h_files_list),
-	R(GET, "/v1/sandboxes/{id}/files/{path}", APP, B_NONE, ",",
+	    ",path,glob,recursive,tenant,", h_files_list),
+	R(GET, "/v1/sandboxes/{id}/files/{path}", APP, B_NONE, ",tenant,",
 	    h_file_get),
-	R(PUT, "/v1/sandboxes/{id}/files/{path}", APP, B_RAW, ",",
+	R(PUT, "/v1/sandboxes/{id}/files/{path}", APP, B_RAW, ",tenant,",
 	    h_file_put),
-	R(DELETE, "/v1/sandboxes/{id}/files/{path}", APP, B_NONE, ",",
+	R(DELETE, "/v1/sandboxes/{id}/files/{path}", APP, B_NONE, ",tenant,",
 	    h_file_delete),
-	R(POST, "/v1/sandboxes/{id}/edit", APP, B_JSON, ",", h_edit),
+	R(POST, "/v1/sandboxes/{id}/edit", APP, B_JSON, ",tenant,", h_edit),
 	/* batch files: a directory as a tar (exec_tar.c) */
-	R(GET, "/v1/sandboxes/{id}/archive", APP, B_NONE, ",path,",
+	R(GET, "/v1/sandboxes/{id}/archive", APP, B_NONE, ",path,tenant,",
 	    h_archive_get),
-	R(PUT, "/v1/sandboxes/{id}/archive", APP, B_RAW, ",path,",
+	R(PUT, "/v1/sandboxes/{id}/archive", APP, B_RAW, ",path,tenant,",
 	    h_archive_put),
-	R(POST, "/v1/sandboxes/{id}/install", APP, B_JSON, ",", h_install),
+	R(POST, "/v1/sandboxes/{id}/install", APP, B_JSON, ",tenant,",
+	    h_install),
 };
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
 
@@ -204,6 +218,11 @@ call_free(struct xd_call *k)
 		event_free(k->file_ev);
 	if (k->file_fd >= 0)
 		close(k->file_fd);
+	if (k->ans_cmd != NULL)
+		xd_cmd_free(k->ans_cmd);
+	free(k->ans_text[0]);
+	free(k->ans_text[1]);
+	free(k->ans_text[2]);
 	k->xd->reply_queued -= k->file_queued;
 	if (k->pending)
 		TAILQ_REMOVE(&k->xd->calls, k, link);
@@ -278,12 +297,57 @@ foreign(const struct xd_call *k, const struct xd_box *b)
 /* The box of {id}, visible to this caller; else answered 404.  Another
  * tenant's sandbox is answered exactly as a missing one: a 403 told a
  * tenant which ids other tenants use (issue 20). */
+/* The tenant whose {id} a call means: its token's; for a caller bound
+ * to none ?tenant=, else NULL (any: ids are per tenant, so an id that
+ * several tenants hold needs ?tenant=).  *other: ?tenant= names another
+ * tenant than the token's. */
+static const char *
+call_tenant(struct xd_call *k, int *other)
+{
+	const char *t = q(k, "tenant");
+
+	*other = k->tenant[0] && t != NULL && strcmp(t, k->tenant) != 0;
+	return k->tenant[0] ? k->tenant : t;
+}
+
+/* The box of {id} for this caller, NULL none (nothing answered). */
+static struct xd_box *
+box_lookup(struct xd_call *k, int *n)
+{
+	int other;
+	const char *t = call_tenant(k, &other);
+	struct xd_box *b;
+
+	*n = 0;
+	if (other)
+		return NULL;
+	b = xd_box_find(k->xd, t, k->arg[0], n);
+	return b != NULL && b->state != XD_BOX_GONE && !foreign(k, b) ? b :
+	    NULL;
+}
+
 static struct xd_box *
 box_of(struct xd_call *k)
 {
-	struct xd_box *b = xd_box_find(k->xd, k->arg[0]);
+	int n;
+	struct xd_box *b = box_lookup(k, &n);
 
-	if (b == NULL || b->state == XD_BOX_GONE || foreign(k, b)) {
+	if (n > 1) {
+		/* one bound to no tenant, an id of several tenants */
+		struct xd_perr e;
+
+		memset(&e, 0, sizeof(e));
+		e.status = 400;
+		e.code = "bad_request";
+		e.extra = json_pack("{s:s,s:i}", "reason", "ambiguous",
+		    "tenants", n);
+		snprintf(e.msg, sizeof(e.msg), "sandbox %s: %d tenants have a "
+		    "sandbox of this id: name one with ?tenant=", k->arg[0],
+		    n);
+		reply_perr(k, &e);
+		return NULL;
+	}
+	if (b == NULL) {
 		reply_err(k, 404, "not_found", "no sandbox %s", k->arg[0]);
 		return NULL;
 	}
@@ -320,7 +384,7 @@ audit_call(struct xd_call *k, const char *action, const struct xd_box *b,
 	const char *id = k->arg[0], *tenant = "", *user = "";
 
 	if (b != NULL) {
-		id = b->rec.chat;
+		id = XD_REC_ID(&b->rec);
 		tenant = b->rec.tenant;
 		user = b->rec.user;
 	} else if (k->body != NULL) {
@@ -472,7 +536,7 @@ create_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	}
 	if (b->restored != NULL)
 		xd_audit_box(k->xd, "create", k->who, xd_role_name(k->role),
-		    b->rec.chat, b->rec.tenant, b->rec.user, 201, NULL,
+		    XD_REC_ID(&b->rec), b->rec.tenant, b->rec.user, 201, NULL,
 		    json_pack("{s:O}", "restored_from", b->restored));
 	else
 		audit_call(k, "create", b, 201, NULL);
@@ -559,7 +623,7 @@ box_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 		return;
 	}
 	xd_audit_box(k->xd, "tier", k->who, xd_role_name(k->role),
-	    b->rec.chat, b->rec.tenant, b->rec.user, 200, NULL,
+	    XD_REC_ID(&b->rec), b->rec.tenant, b->rec.user, 200, NULL,
 	    json_pack("{s:s}", "tier", b->rec.tier));
 	reply_json(k, 200, xd_box_json(b));
 }
@@ -611,11 +675,11 @@ delete_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 		return;
 	}
 	xd_audit_box(k->xd, "delete", k->who, xd_role_name(k->role),
-	    b->rec.chat, b->rec.tenant, b->rec.user, 200, NULL,
+	    XD_REC_ID(&b->rec), b->rec.tenant, b->rec.user, 200, NULL,
 	    json_pack("{s:s,s:o}", "broker", b->broker, "archive",
 	    b->del_archive ? json_incref(b->archived) : json_string(
 	    "discarded")));
-	reply_json(k, 200, json_pack("{s:s,s:b,s:s,s:o}", "id", b->rec.chat,
+	reply_json(k, 200, json_pack("{s:s,s:b,s:s,s:o}", "id", XD_REC_ID(&b->rec),
 	    "deleted", 1, "broker", b->broker, "archive", b->del_archive ?
 	    json_incref(b->archived) : json_string("discarded")));
 }
@@ -629,11 +693,42 @@ discard_gone(struct xd_call *k)
 	json_t *m;
 	const char *t;
 	int bad;
+	char ak[SBX_ID_MAX + 1];
 
+	/* the archive of the id in the caller's tenant (one bound to none:
+	 * of ?tenant=, else the one tenant with an archive of the id, as a
+	 * sandbox's id is looked up; none: the sandboxes without a tenant) */
+	t = call_tenant(k, &bad);
+	xd_key(t != NULL && !bad ? t : "", k->arg[0], ak);
+	if (t == NULL) {
+		json_t *list = xd_arch_list(k->xd->cfg), *a;
+		size_t i;
+		int n = 0;
+
+		json_array_foreach(list, i, a)
+			if (json_is_string(json_object_get(a, "key")) &&
+			    strcmp(json_string_value(json_object_get(a, "id")),
+			    k->arg[0]) == 0 && n++ == 0)
+				snprintf(ak, sizeof(ak), "%s", json_string_value(
+				    json_object_get(a, "key")));
+		json_decref(list);
+		if (n > 1) {
+			memset(&e, 0, sizeof(e));
+			e.status = 400;
+			e.code = "bad_request";
+			e.extra = json_pack("{s:s,s:i}", "reason", "ambiguous",
+			    "tenants", n);
+			snprintf(e.msg, sizeof(e.msg), "archive %s: %d tenants "
+			    "have an archive of this id: name one with "
+			    "?tenant=", k->arg[0], n);
+			reply_perr(k, &e);
+			return;
+		}
+	}
 	/* the archive's owner as create checks it (the user aside: DELETE
 	 * checks the tenant only) */
 	memset(&e, 0, sizeof(e));
-	if (xd_box_arch_owner(k->xd->cfg, k->arg[0], k->tenant, NULL,
+	if (xd_box_arch_owner(k->xd->cfg, ak, k->tenant, NULL,
 	    k->tenant[0] != '\0', &m, &bad, &e) != 0) {
 		/* another tenant's archive: as if there were none (DELETE
 		 * checks no user, so 403 is only that) */
@@ -651,7 +746,7 @@ discard_gone(struct xd_call *k)
 		return;
 	}
 	t = m != NULL ? json_string_value(json_object_get(m, "tenant")) : "";
-	xd_arch_discard(k->xd->cfg, k->arg[0]);
+	xd_arch_discard(k->xd->cfg, ak);
 	xd_audit_box(k->xd, "discard", k->who, xd_role_name(k->role),
 	    k->arg[0], t != NULL ? t : "", m != NULL ? json_string_value(
 	    json_object_get(m, "user")) : "", 200, NULL, NULL);
@@ -666,15 +761,15 @@ h_delete(struct xd_call *k)
 	const char *ar = q(k, "archive");
 	struct xd_box *b;
 	struct xd_perr e;
+	int n;
 
 	if (ar != NULL && strcmp(ar, "discard") != 0 && strcmp(ar, "keep") !=
 	    0) {
 		reply_err(k, 400, "bad_request", "archive: keep or discard");
 		return;
 	}
-	if (ar != NULL && strcmp(ar, "discard") == 0 && ((b = xd_box_find(
-	    k->xd, k->arg[0])) == NULL || b->state == XD_BOX_GONE ||
-	    foreign(k, b))) {
+	if (ar != NULL && strcmp(ar, "discard") == 0 && (b = box_lookup(k,
+	    &n)) == NULL && n <= 1) {
 		discard_gone(k);
 		return;
 	}
@@ -795,6 +890,8 @@ sink_output(void *arg, struct xd_cmd *c, int stream, const unsigned char *b,
 		xd_cmd_pause(c, 1);
 }
 
+static void ans_stream(struct xd_call *k, struct xd_cmd *c, json_t *r);
+
 static void
 sink_exit(void *arg, struct xd_cmd *c)
 {
@@ -829,13 +926,12 @@ sink_exit(void *arg, struct xd_cmd *c)
 		return;
 	}
 	k->cmd = NULL;
-	r = xd_cmd_result(c, 1);
+	r = xd_cmd_result(c, 0);
 	if (k->install && r != NULL) {
 		json_object_set_new(r, "manager", json_string(k->manager));
 		json_object_set(r, "command", c->argv);
 	}
-	reply_json(k, 200, r);
-	xd_cmd_free(c);
+	ans_stream(k, c, r);
 }
 
 static const struct xd_sink exec_sink = { sink_output, sink_exit };
@@ -927,7 +1023,7 @@ install_net_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	}
 	if (b->state != XD_BOX_RUNNING) {
 		reply_err(k, 404, "not_found", "sandbox %s was deleted",
-		    b->rec.chat);
+		    XD_REC_ID(&b->rec));
 		return;
 	}
 	/* tiers are off < registries < public: only off admits none */
@@ -944,7 +1040,7 @@ install_net_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 		    "ceiling", strcmp(b->broker, "missing") != 0 &&
 		    b->ceiling[0] ? json_string(b->ceiling) : json_null());
 		snprintf(ne.msg, sizeof(ne.msg), "sandbox %s: %s admits no "
-		    "package registry", b->rec.chat, strcmp(b->broker,
+		    "package registry", XD_REC_ID(&b->rec), strcmp(b->broker,
 		    "missing") == 0 ? "sluiced has no session for it, so it "
 		    "has no network; it" : "its effective tier \"off\"");
 		audit_call(k, "install", b, 0, &ne);
@@ -974,7 +1070,7 @@ h_install(struct xd_call *k)
 	/* busy now rather than after asking sluiced */
 	if (b->fg != NULL) {
 		reply_err(k, 429, "busy", "sandbox %s runs a command already",
-		    b->rec.chat);
+		    XD_REC_ID(&b->rec));
 		return;
 	}
 	call_wait(k);
@@ -1392,10 +1488,11 @@ h_metrics(struct xd_call *k)
 	    "sluice_execd_quota_limit{scope=\"creates\"} %ld\n"
 	    "sluice_execd_quota_limit{scope=\"background_per_sandbox\"} "
 	    "%ld\nsluice_execd_quota_limit{scope=\"commands\"} %ld\n"
-	    "sluice_execd_quota_limit{scope=\"commands_per_tenant\"} %ld\n",
+	    "sluice_execd_quota_limit{scope=\"commands_per_tenant\"} %ld\n"
+	    "sluice_execd_quota_limit{scope=\"creates_per_tenant\"} %ld\n",
 	    c->max_total, c->max_per_tenant, c->max_per_user,
 	    c->max_creates, c->max_background, c->max_cmds,
-	    c->max_cmds_tenant);
+	    c->max_cmds_tenant, xd_cfg_creates_tenant(c));
 	M("quota_in_use", "gauge", "What counts against the global quotas.");
 	evbuffer_add_printf(o, "sluice_execd_quota_in_use{scope=\"global\"} "
 	    "%ld\nsluice_execd_quota_in_use{scope=\"creates\"} %ld\n"
@@ -1535,6 +1632,44 @@ file_tick(evutil_socket_t fd, short what, void *arg)
 	file_pump(arg);
 }
 
+/* The next at most n bytes of an exec's answer into p (see ans_stream):
+ * 0 only at its end. */
+static size_t
+ans_fill(struct xd_call *k, char *p, size_t n)
+{
+	const struct xd_cmd *c = k->ans_cmd;
+	size_t got = 0, w, len;
+	int i;
+
+	while (got < n && k->ans_part < 5) {
+		if (k->ans_part % 2 == 0) {
+			const char *t = k->ans_text[k->ans_part / 2];
+
+			len = strlen(t);
+			w = len - k->ans_pos < n - got ? len - k->ans_pos :
+			    n - got;
+			memcpy(p + got, t + k->ans_pos, w);
+			k->ans_pos += w;
+			got += w;
+			if (k->ans_pos < len)
+				break;
+		} else {
+			i = k->ans_part / 2;
+			w = xd_text_esc(c->out[i].buf, k->ans_raw[i], c->base64,
+			    &k->ans_pos, p + got, n - got);
+			got += w;
+			if (k->ans_pos < k->ans_raw[i]) {
+				if (w == 0)
+					break;  /* no room for the next one */
+				continue;
+			}
+		}
+		k->ans_part++;
+		k->ans_pos = 0;
+	}
+	return got;
+}
+
 static void
 file_pump(struct xd_call *k)
 {
@@ -1574,7 +1709,15 @@ file_pump(struct xd_call *k)
 			evbuffer_free(b);
 			goto tick;
 		}
-		r = pread(k->file_fd, p, n, (off_t)k->file_off);
+		r = k->file_fd >= 0 ? pread(k->file_fd, p, n,
+		    (off_t)k->file_off) : (ssize_t)ans_fill(k, p, n);
+		if (r == 0 && k->file_fd < 0) {
+			/* an answer's next piece needs more room than the
+			 * budget has left now */
+			free(p);
+			evbuffer_free(b);
+			goto tick;
+		}
 		if (r <= 0) {
 			/* the sandbox shrank it meanwhile: the length told
 			 * cannot be kept */
@@ -1624,6 +1767,68 @@ file_stream(struct xd_call *k, int fd, uint64_t from, uint64_t len,
 	    "Content-Length", cl);
 	call_wait(k);
 	evhttp_send_reply_start(k->req, status, xd_status_phrase(status));
+	if ((k->evcon = evhttp_request_get_connection(k->req)) != NULL)
+		evhttp_connection_set_closecb(k->evcon, file_closed, k);
+	file_pump(k);
+}
+
+/*
+ * An exec's answer: r (consumed) is its result without the output,
+ * which follows as "stdout" and "stderr", escaped from the command's
+ * kept bytes as the pump asks (c is kept until then).  The answer is
+ * sent as a file GET's is: its length told first, at most
+ * reply_buffer_bytes queued per connection and reply_total_bytes in
+ * all, a client that reads nothing for reply_timeout_ms dropped.
+ * Issue 20 point 6: an answer of 2 x output_cap bytes of control
+ * characters is 12 x output_cap of JSON, which a client that does not
+ * read held in the daemon's memory, outside every limit.
+ */
+static void
+ans_stream(struct xd_call *k, struct xd_cmd *c, json_t *r)
+{
+	struct evkeyvalq *h = evhttp_request_get_output_headers(k->req);
+	char *head = r != NULL ? json_dumps(r, JSON_COMPACT) : NULL, cl[32];
+	uint64_t len = 0;
+	size_t pos, n, i;
+
+	json_decref(r);
+	k->ans_cmd = c;
+	if (head == NULL || (n = strlen(head)) < 2 || head[n - 1] != '}' ||
+	    (k->ans_text[0] = malloc(n + 16)) == NULL ||
+	    (k->ans_text[1] = strdup("\",\"stderr\":\"")) == NULL ||
+	    (k->ans_text[2] = strdup("\"}\n")) == NULL ||
+	    (k->file_ev = evtimer_new(k->xd->base, file_tick, k)) == NULL) {
+		free(head);
+		reply_err(k, 500, "internal", "out of memory");
+		return;
+	}
+	/* {...,"stdout":"<out>","stderr":"<err>"} */
+	memcpy(k->ans_text[0], head, n - 1);
+	snprintf(k->ans_text[0] + n - 1, 16, "%s\"stdout\":\"", n > 2 ?
+	    "," : "");
+	free(head);
+	for (i = 0; i < 2; i++) {
+		k->ans_raw[i] = c->out[i].len;
+		/* a character cut by the cap is not shown as U+FFFD */
+		if (!c->base64 && c->out[i].dropped > 0)
+			k->ans_raw[i] = xd_utf8_whole(c->out[i].buf,
+			    k->ans_raw[i]);
+		pos = 0;
+		len += xd_text_esc(c->out[i].buf, k->ans_raw[i], c->base64,
+		    &pos, NULL, 0);
+	}
+	for (i = 0; i < 3; i++)
+		len += strlen(k->ans_text[i]);
+	k->file_left = len;
+	k->file_moved_ms = sbx_now_ms();
+	evhttp_remove_header(h, "Content-Type");
+	evhttp_add_header(h, "Content-Type", "application/json");
+	evhttp_add_header(h, "Cache-Control", "no-store");
+	snprintf(cl, sizeof(cl), "%llu", (unsigned long long)len);
+	evhttp_add_header(h, "Content-Length", cl);
+	if (!k->pending)
+		call_wait(k);
+	evhttp_send_reply_start(k->req, 200, xd_status_phrase(200));
 	if ((k->evcon = evhttp_request_get_connection(k->req)) != NULL)
 		evhttp_connection_set_closecb(k->evcon, file_closed, k);
 	file_pump(k);
@@ -2071,13 +2276,14 @@ call_uses(struct xd_call *k)
 	static const char pre[] = "/v1/sandboxes/{id}";
 	struct xd_box *b;
 	struct xd_perr e;
+	int n;
 
 	if (k->route->role < XD_ROLE_APP || strncmp(k->route->pattern, pre,
 	    sizeof(pre) - 1) != 0 || (k->route->method == EVHTTP_REQ_DELETE &&
 	    k->route->pattern[sizeof(pre) - 1] == '\0'))
 		return 0;
-	if ((b = xd_box_find(k->xd, k->arg[0])) == NULL || foreign(k, b))
-		return 0;       /* the handler answers 404 */
+	if ((b = box_lookup(k, &n)) == NULL)
+		return 0;       /* the handler answers 404 (or 400) */
 	memset(&e, 0, sizeof(e));
 	if (xd_box_use(b, k->who, xd_role_name(k->role), &e) != 0) {
 		reply_perr(k, &e);

@@ -669,18 +669,21 @@ xd_arch_write(const struct xd_cfg *c, const struct sbx_rec *r,
 	uint64_t size;
 	int fd = -1, wfd, rc = -1, bad, had = 0;
 	json_t *m = NULL, *prev;
+	char ak[SBX_ID_MAX + 1];
 
 	*meta = NULL;
+	/* named by tenant and id, whatever the sandbox's host key */
+	xd_key(r->tenant, XD_REC_ID(r), ak);
 	if ((w = calloc(1, sizeof(*w))) == NULL)
 		return errf(err, len, "archive: out of memory");
-	if (arch_path(c, r->chat, ".tar.zst.tmp", tmp, sizeof(tmp)) != 0 ||
-	    arch_path(c, r->chat, ".json", mp, sizeof(mp)) != 0) {
+	if (arch_path(c, ak, ".tar.zst.tmp", tmp, sizeof(tmp)) != 0 ||
+	    arch_path(c, ak, ".json", mp, sizeof(mp)) != 0) {
 		free(w);
 		return errf(err, len, "archive_dir: path too long");
 	}
 	/* the archive of before, whose file goes once this one is in */
-	if ((prev = xd_arch_meta(c, r->chat, &bad)) != NULL)
-		had = arch_file(c, r->chat, prev, old, sizeof(old)) == 0;
+	if ((prev = xd_arch_meta(c, ak, &bad)) != NULL)
+		had = arch_file(c, ak, prev, old, sizeof(old)) == 0;
 	json_decref(prev);
 	if (util_mkdir_p(c->archive_dir, 0700) != 0) {
 		errf(err, len, "%.300s: %s", c->archive_dir, strerror(errno));
@@ -740,14 +743,15 @@ xd_arch_write(const struct xd_cfg *c, const struct sbx_rec *r,
 		goto out;
 	}
 	snprintf(name, sizeof(name), ".%.12s.tar.zst", hex);
-	if (arch_path(c, r->chat, name, tar, sizeof(tar)) != 0 ||
+	if (arch_path(c, ak, name, tar, sizeof(tar)) != 0 ||
 	    rename(tmp, tar) != 0 || dir_sync(c->archive_dir) != 0) {
 		wr_fail(w, "rename", tar);
 		goto out;
 	}
-	m = json_pack("{s:s,s:s,s:s,s:I,s:s,s:s+,s:s,s:I,s:I,s:I,s:I,s:O}",
-	    "id", r->chat, "tenant", r->tenant, "user", r->user, "archived",
-	    (json_int_t)time(NULL), "reason", reason, "file", r->chat, name,
+	m = json_pack("{s:s,s:s,s:s,s:s,s:I,s:s,s:s+,s:s,s:I,s:I,s:I,s:I,"
+	    "s:O}", "id", XD_REC_ID(r), "key", ak, "tenant", r->tenant,
+	    "user", r->user, "archived",
+	    (json_int_t)time(NULL), "reason", reason, "file", ak, name,
 	    "sha256", hex, "bytes", (json_int_t)size, "files",
 	    (json_int_t)w->files, "content_bytes", (json_int_t)w->bytes,
 	    "skipped_count", (json_int_t)w->nskip, "skipped", w->skipped);
@@ -835,16 +839,20 @@ xd_arch_list(const struct xd_cfg *c)
 			continue;
 		if ((m = xd_arch_meta(c, id, &bad)) == NULL) {
 			if (bad)
-				json_array_append_new(list, json_pack("{s:s,s:b,"
-				    "s:s,s:I}", "id", id, "corrupt", 1, "tenant",
-				    "", "bytes", (json_int_t)0));
+				json_array_append_new(list, json_pack("{s:s,s:s,"
+				    "s:b,s:s,s:I}", "id", id, "key", id, "corrupt",
+				    1, "tenant", "", "bytes", (json_int_t)0));
 			continue;
 		}
 		if (arch_file(c, id, m, f, sizeof(f)) != 0 || lstat(f, &st) !=
 		    0)
 			st.st_size = 0;
-		json_array_append_new(list, json_pack("{s:s,s:O,s:O,s:I,s:I,"
-		    "s:s}", "id", id, "tenant", json_object_get(m, "tenant"),
+		/* id: the API's (of the metadata; before ids were per
+		 * tenant, the name's), key: the name's */
+		json_array_append_new(list, json_pack("{s:s,s:s,s:O,s:O,s:I,"
+		    "s:I,s:s}", "id", json_is_string(json_object_get(m, "id")) ?
+		    json_string_value(json_object_get(m, "id")) : id, "key", id,
+		    "tenant", json_object_get(m, "tenant"),
 		    "user", json_object_get(m, "user"), "archived",
 		    json_integer_value(json_object_get(m, "archived")), "bytes",
 		    (json_int_t)st.st_size, "file", strrchr(f, '/') != NULL ?
@@ -858,7 +866,7 @@ xd_arch_list(const struct xd_cfg *c)
 /* ---- limits: age, per-tenant quotas, orphans ---- */
 
 struct arch_ent {
-	const char *id, *tenant, *user;
+	const char *id, *key, *tenant, *user;
 	int64_t archived;
 	uint64_t bytes;
 	int gone;
@@ -874,14 +882,14 @@ ent_cmp(const void *a, const void *b)
 		return t;
 	if (x->archived != y->archived)
 		return x->archived < y->archived ? -1 : 1;
-	return strcmp(x->id, y->id);
+	return strcmp(x->key, y->key);
 }
 
 static void
 evict(const struct xd_cfg *c, struct arch_ent *e, const char *why,
     json_t *out)
 {
-	xd_arch_discard(c, e->id);
+	xd_arch_discard(c, e->key);
 	e->gone = 1;
 	json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:s,s:I,s:I}",
 	    "id", e->id, "tenant", e->tenant, "user", e->user, "reason", why,
@@ -995,6 +1003,7 @@ xd_arch_sweep(const struct xd_cfg *c, const char *tenant, const char *keep,
 		    (tenant != NULL && strcmp(t, tenant) != 0))
 			continue;
 		e[n].id = json_string_value(json_object_get(a, "id"));
+		e[n].key = json_string_value(json_object_get(a, "key"));
 		e[n].tenant = t;
 		e[n].user = json_string_value(json_object_get(a, "user"));
 		if (e[n].user == NULL)
@@ -1010,8 +1019,8 @@ xd_arch_sweep(const struct xd_cfg *c, const char *tenant, const char *keep,
 	 * was just written (keep): never taken from under it */
 	for (i = 0; c->arch_max_age > 0 && i < n; i++)
 		if (e[i].archived + c->arch_max_age <= now &&
-		    json_object_get(live, e[i].id) == NULL &&
-		    (keep == NULL || strcmp(e[i].id, keep) != 0))
+		    json_object_get(live, e[i].key) == NULL &&
+		    (keep == NULL || strcmp(e[i].key, keep) != 0))
 			evict(c, &e[i], "expired", out);
 	/* per tenant, oldest first, until the rest fits */
 	for (g = 0; g < n; g = j) {
@@ -1030,8 +1039,8 @@ xd_arch_sweep(const struct xd_cfg *c, const char *tenant, const char *keep,
 
 			if (!over_n && !over_b)
 				break;
-			if (e[i].gone || json_object_get(live, e[i].id) != NULL ||
-			    (keep != NULL && strcmp(e[i].id, keep) == 0))
+			if (e[i].gone || json_object_get(live, e[i].key) != NULL ||
+			    (keep != NULL && strcmp(e[i].key, keep) == 0))
 				continue;
 			evict(c, &e[i], over_n ? "quota_count" : "quota_bytes",
 			    out);
@@ -1045,6 +1054,58 @@ done:
 	free(e);
 	json_decref(list);
 	return out;
+}
+
+void
+xd_arch_adopt(const struct xd_cfg *c)
+{
+	json_t *list = xd_arch_list(c), *a, *m;
+	char ak[SBX_ID_MAX + 1], f[SBX_PATH_MAX + 80], nf[SBX_PATH_MAX + 80];
+	char mp[SBX_PATH_MAX + 80], np[SBX_PATH_MAX + 80];
+	const char *id, *t, *fn;
+	size_t i;
+	int bad;
+
+	json_array_foreach(list, i, a) {
+		id = json_string_value(json_object_get(a, "key"));
+		t = json_string_value(json_object_get(a, "tenant"));
+		if (id == NULL || t == NULL || t[0] == '\0' ||
+		    (m = xd_arch_meta(c, id, &bad)) == NULL)
+			continue;
+		/* made before ids were per tenant: named by its id alone */
+		xd_key(t, id, ak);
+		if (json_object_get(m, "key") != NULL || strcmp(ak, id) == 0 ||
+		    arch_file(c, id, m, f, sizeof(f)) != 0 ||
+		    (fn = strrchr(f, '/')) == NULL ||
+		    snprintf(nf, sizeof(nf), "%s/%s%s", c->archive_dir, ak,
+		    fn + 1 + strlen(id)) >= (int)sizeof(nf) ||
+		    arch_path(c, id, ".json", mp, sizeof(mp)) != 0 ||
+		    arch_path(c, ak, ".json", np, sizeof(np)) != 0 ||
+		    access(np, F_OK) == 0) {
+			json_decref(m);
+			continue;
+		}
+		/* a link of the tar under its new name, the new metadata
+		 * (its commit), then the old names go: a crash between
+		 * leaves the old archive or both, never neither */
+		json_object_set_new(m, "key", json_string(ak));
+		/* "tar.zst" (the oldest naming): <key>.tar.zst says itself */
+		if (strcmp(fn + 1 + strlen(id), ".tar.zst") != 0)
+			json_object_set_new(m, "file", json_string(strrchr(nf,
+			    '/') + 1));
+		if (link(f, nf) != 0 || meta_save(c->archive_dir, np, m) != 0) {
+			xd_log(XD_LOG_WARN, "archive of %s (tenant %s): cannot be "
+			    "renamed to %s", id, t, ak);
+			(void)unlink(nf);
+		} else {
+			(void)unlink(mp);
+			(void)unlink(f);
+			xd_log(XD_LOG_INFO, "archive of %s (tenant %s): now %s "
+			    "(ids are per tenant)", id, t, ak);
+		}
+		json_decref(m);
+	}
+	json_decref(list);
 }
 
 void
@@ -1442,16 +1503,18 @@ xd_arch_restore(const struct xd_cfg *c, const struct sbx_rec *r,
 	uint64_t size;
 	int fd, wfd = -1, p[2] = { -1, -1 }, bad;
 	pid_t pid;
+	char ak[SBX_ID_MAX + 1];
 
 	*out = NULL;
 	*corrupt = 0;
-	if ((m = xd_arch_meta(c, r->chat, &bad)) == NULL) {
+	xd_key(r->tenant, XD_REC_ID(r), ak);
+	if ((m = xd_arch_meta(c, ak, &bad)) == NULL) {
 		*corrupt = bad;
 		return bad ? errf(err, len, "the archive's metadata does not "
 		    "read") : 0;
 	}
 	want = json_string_value(json_object_get(m, "sha256"));
-	if (arch_file(c, r->chat, m, tar, sizeof(tar)) != 0 ||
+	if (arch_file(c, ak, m, tar, sizeof(tar)) != 0 ||
 	    (fd = open(tar, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
 		*corrupt = 1;
 		json_decref(m);

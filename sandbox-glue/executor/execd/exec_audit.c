@@ -140,7 +140,8 @@ xd_audit_cmd(const struct xd_cmd *c)
 		return;
 	clog_rec_str(r, "who", c->who[0] ? c->who : "daemon");
 	clog_rec_str(r, "role", c->role[0] ? c->role : NULL);
-	clog_rec_ustr(r, "sandbox", b->rec.chat, strlen(b->rec.chat));
+	clog_rec_ustr(r, "sandbox", XD_REC_ID(&b->rec),
+	    strlen(XD_REC_ID(&b->rec)));
 	clog_rec_ustr(r, "tenant", b->rec.tenant, strlen(b->rec.tenant));
 	clog_rec_ustr(r, "user", b->rec.user, strlen(b->rec.user));
 	clog_rec_str(r, "command", c->id);

@@ -248,14 +248,29 @@ xd_box_load_all(struct xd *xd)
 }
 
 struct xd_box *
-xd_box_find(struct xd *xd, const char *id)
+xd_box_find(struct xd *xd, const char *tenant, const char *id, int *n)
 {
-	struct xd_box *b;
+	struct xd_box *b, *hit = NULL;
+	int k = 0;
 
 	TAILQ_FOREACH(b, &xd->boxes, link)
-		if (strcmp(b->rec.chat, id) == 0)
-			return b;
-	return NULL;
+		if (strcmp(XD_REC_ID(&b->rec), id) == 0 && (tenant == NULL ||
+		    strcmp(b->rec.tenant, tenant) == 0)) {
+			k++;
+			if (hit == NULL)
+				hit = b;
+		}
+	if (n != NULL)
+		*n = k;
+	return hit;
+}
+
+/* The key of a box's archive: of its tenant and id whatever its host
+ * key (a sandbox made before ids were per tenant has its id for one). */
+static void
+arch_key(const struct sbx_rec *r, char out[SBX_ID_MAX + 1])
+{
+	xd_key(r->tenant, XD_REC_ID(r), out);
 }
 
 void
@@ -296,9 +311,12 @@ live_ids(struct xd *xd)
 {
 	json_t *o = json_object();
 	struct xd_box *b;
+	char k[SBX_ID_MAX + 1];
 
-	TAILQ_FOREACH(b, &xd->boxes, link)
-		json_object_set_new(o, b->rec.chat, json_true());
+	TAILQ_FOREACH(b, &xd->boxes, link) {
+		arch_key(&b->rec, k);
+		json_object_set_new(o, k, json_true());
+	}
 	return o;
 }
 
@@ -452,8 +470,12 @@ box_create_child(void *arg)
 	 * (kept, it would count against the tenant's archives and its
 	 * workspace be on the disk twice); not before, as a create that
 	 * fails after the restore takes the workspace back */
-	if (b->restored != NULL)
-		xd_arch_discard(xd->cfg, r->chat);
+	if (b->restored != NULL) {
+		char ak[SBX_ID_MAX + 1];
+
+		arch_key(r, ak);
+		xd_arch_discard(xd->cfg, ak);
+	}
 	return json_pack("{s:b,s:o,s:O?}", "ok", 1, "record", sbx_rec_json(r),
 	    "restored", b->restored);
 fail:
@@ -589,13 +611,13 @@ box_create_done(void *arg, json_t *res)
 			    "%s)", b->rec.chat, b->rec.backend, b->rec.tenant);
 			b->xd->stats.created++;
 			xd_event(b->xd, "sandbox", "created", b->rec.tenant,
-			    json_pack("{s:s,s:s,s:s,s:s,s:s}", "id", b->rec.chat,
+			    json_pack("{s:s,s:s,s:s,s:s,s:s}", "id", XD_REC_ID(&b->rec),
 			    "tenant", b->rec.tenant, "user", b->rec.user,
 			    "backend", b->rec.backend, "tier", b->rec.tier));
 			if (b->restored != NULL)
 				xd_event(b->xd, "sandbox", "restored",
 				    b->rec.tenant, json_pack(
-				    "{s:s,s:s,s:s,s:O}", "id", b->rec.chat,
+				    "{s:s,s:s,s:s,s:O}", "id", XD_REC_ID(&b->rec),
 				    "tenant", b->rec.tenant, "user",
 				    b->rec.user, "restored_from", b->restored));
 			op->cb(op->arg, b, NULL);
@@ -681,9 +703,9 @@ xd_box_arch_owner(const struct xd_cfg *c, const char *id, const char *tenant,
 		return berr(e, 409, "conflict", bound ? "the archive of this id "
 		    "does not read, so whose it is is not known (a caller "
 		    "bound to no tenant drops it: DELETE /v1/sandboxes/{id}"
-		    "?archive=discard)" : "the archive of this id does not "
-		    "read (DELETE /v1/sandboxes/{id}?archive=discard drops "
-		    "it)");
+		    "?archive=discard&tenant={tenant})" : "the archive of this "
+		    "id does not read (DELETE /v1/sandboxes/{id}?archive="
+		    "discard&tenant={tenant} drops it)");
 	}
 	if (m == NULL)
 		return 0;
@@ -755,11 +777,47 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 	char err[XD_ERR_MAX];
 	unsigned long i;
 	int restore;
+	char key[SBX_ID_MAX + 1];
 
-	if (xd_box_find(xd, s->id) != NULL)
+	/* ids are per tenant: only the caller's tenant's sandbox of the id
+	 * is in the way (another's is not there for it) */
+	if (xd_box_find(xd, s->tenant, s->id, NULL) != NULL)
 		return berr(e, 409, "exists", "a sandbox of that id exists");
+	xd_key(s->tenant, s->id, key);
+	TAILQ_FOREACH(x, &xd->boxes, link)
+		if (strcmp(x->rec.chat, key) == 0) {
+			/* a tenant-less id shaped as a tenant's key, or one of
+			 * before ids were per tenant: the host's name is
+			 * taken */
+			xd_log(XD_LOG_WARN, "sandbox %s (tenant %s): its key %s "
+			    "is sandbox %s's (tenant %s)", s->id, s->tenant, key,
+			    XD_REC_ID(&x->rec), x->rec.tenant);
+			return berr(e, 409, "exists", "a sandbox of that id "
+			    "exists");
+		}
 	if (xd->creating >= c->max_creates)
 		return quota(e, "creates", c->max_creates, xd->creating);
+	/* creates under way are few (workers, the disk): a tenant holds a
+	 * share of them, so that one tenant's flood of creates does not
+	 * answer every other tenant's 429 (those without a tenant share
+	 * one share) */
+	{
+		long mine = 0, share = xd_cfg_creates_tenant(c);
+
+		TAILQ_FOREACH(x, &xd->boxes, link)
+			if (x->state == XD_BOX_CREATING &&
+			    strcmp(x->rec.tenant, s->tenant) == 0)
+				mine++;
+		if (mine >= share) {
+			quota(e, "tenant", share, mine);
+			json_object_set_new(e->extra, "resource",
+			    json_string("creates"));
+			snprintf(e->msg, sizeof(e->msg), "creates under way of "
+			    "this tenant: %ld of %ld (quotas.creates_per_tenant)",
+			    mine, share);
+			return -1;
+		}
+	}
 	xd_box_counts(xd, s->tenant, s->user, &total, &nt, &nu);
 	if (c->max_total && total >= c->max_total)
 		return quota(e, "global", c->max_total, total);
@@ -772,7 +830,7 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 		json_t *m;
 		int bad;
 
-		if (xd_box_arch_owner(c, s->id, s->tenant, s->user,
+		if (xd_box_arch_owner(c, key, s->tenant, s->user,
 		    s->bound, &m, &bad, e) != 0)
 			return -1;
 		restore = m != NULL;
@@ -814,7 +872,8 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 		free(b);
 		return quota(e, "global", (long)c->slots, (long)c->slots);
 	}
-	snprintf(b->rec.chat, sizeof(b->rec.chat), "%s", s->id);
+	snprintf(b->rec.chat, sizeof(b->rec.chat), "%s", key);
+	snprintf(b->rec.id, sizeof(b->rec.id), "%s", s->id);
 	snprintf(b->rec.tenant, sizeof(b->rec.tenant), "%s", s->tenant);
 	snprintf(b->rec.user, sizeof(b->rec.user), "%s", s->user);
 	snprintf(b->rec.tier, sizeof(b->rec.tier), "%s", s->tier);
@@ -823,7 +882,7 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 	    c->shim_static : c->shim);
 	snprintf(b->rec.cgroup, sizeof(b->rec.cgroup), "%s", c->cgroups);
 	if (snprintf(b->rec.dir, sizeof(b->rec.dir), "%s/%s", c->state_dir,
-	    s->id) >= (int)sizeof(b->rec.dir)) {
+	    key) >= (int)sizeof(b->rec.dir)) {
 		free(b);
 		return berr(e, 500, "internal", "state_dir too long");
 	}
@@ -884,8 +943,10 @@ box_delete_child(void *arg)
 
 	json_t *meta = NULL, *res, *evicted = NULL, *live;
 	const struct xd_cfg *c = b->xd->cfg;
+	char ak[SBX_ID_MAX + 1];
 
 	memset(&be, 0, sizeof(be));
+	arch_key(r, ak);
 	if (!destroyed) {
 		/* a frozen sandbox is thawed so that its processes die */
 		if (r->suspended && b->be->alive(r)) {
@@ -905,7 +966,7 @@ box_delete_child(void *arg)
 	 * nothing moves in it: archive it (still mounted here) or drop any
 	 * archive of the id */
 	if (!b->del_archive)
-		xd_arch_discard(b->xd->cfg, r->chat);
+		xd_arch_discard(b->xd->cfg, ak);
 	else if (r->workspace[0] && xd_arch_write(b->xd->cfg, r,
 	    b->lim.disk_bytes, b->del_reason, &meta, err, sizeof(err)) != 0) {
 		char m[XD_ERR_MAX + 160];
@@ -930,7 +991,7 @@ box_delete_child(void *arg)
 	    c->arch_max_bytes) {
 		char m[XD_ERR_MAX];
 
-		xd_arch_discard(c, r->chat);
+		xd_arch_discard(c, ak);
 		snprintf(m, sizeof(m), "archive failed: %lld bytes, more than "
 		    "lifecycle.archive_max_bytes_per_tenant (%llu): not kept",
 		    (long long)json_integer_value(json_object_get(meta,
@@ -945,7 +1006,7 @@ box_delete_child(void *arg)
 		return res;
 	}
 	if (meta != NULL && (live = live_ids(b->xd)) != NULL) {
-		evicted = xd_arch_sweep(c, r->tenant, r->chat, live,
+		evicted = xd_arch_sweep(c, r->tenant, ak, live,
 		    (int64_t)time(NULL));
 		json_decref(live);
 	}
@@ -1001,7 +1062,7 @@ box_delete_done(void *arg, json_t *res)
 			b->xd->stats.archived++;
 		}
 		xd_event(b->xd, "sandbox", "removed", b->rec.tenant, json_pack(
-		    "{s:s,s:s,s:s,s:s,s:s,s:O?}", "id", b->rec.chat, "tenant",
+		    "{s:s,s:s,s:s,s:s,s:s,s:O?}", "id", XD_REC_ID(&b->rec), "tenant",
 		    b->rec.tenant, "user", b->rec.user, "broker", b->broker,
 		    "reason", b->del_reason, "archive", b->del_archive ?
 		    b->archived : NULL));
@@ -1320,14 +1381,17 @@ xd_box_json(const struct xd_box *b)
 		if (c->running)
 			bg++;
 	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:o,"
-	    "s:{s:s,s:s,s:o},"
+	    "s:{s:s,s:s,s:s,s:o},"
 	    "s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I},"
 	    "s:{s:b,s:I},s:o,s:o,s:s,s:O?,s:o}",
-	    "id", b->rec.chat, "tenant", b->rec.tenant, "user", b->rec.user,
+	    "id", XD_REC_ID(&b->rec), "tenant", b->rec.tenant, "user", b->rec.user,
 	    "state", state_name(b), "backend", b->rec.backend,
 	    "profile", b->profile, "image", b->rec.image[0] ?
 	    json_string(b->rec.image) : json_null(),
 	    "network", "tier", b->rec.tier, "broker", b->broker,
+	    /* sluiced's session of it (ids are per tenant, session ids
+	     * unique on the host: its key) */
+	    "session", b->rec.chat,
 	    "effective_tier", b->eff_tier[0] ? json_string(b->eff_tier) :
 	    json_null(),
 	    "limits", "memory_mb", (json_int_t)(l->memory_bytes >> 20),
@@ -1396,7 +1460,7 @@ static void
 lc_audit(struct xd_box *b, const char *action, const char *who,
     const char *role, int status, const char *code, json_t *detail)
 {
-	xd_audit_box(b->xd, action, who, role, b->rec.chat, b->rec.tenant,
+	xd_audit_box(b->xd, action, who, role, XD_REC_ID(&b->rec), b->rec.tenant,
 	    b->rec.user, status, code, detail);
 }
 
@@ -1427,7 +1491,8 @@ xd_box_use(struct xd_box *b, const char *who, const char *role,
 		    (long long)(sbx_now_ms() - t0));
 		b->xd->stats.resumed++;
 		xd_event(b->xd, "sandbox", "resumed", b->rec.tenant,
-		    json_pack("{s:s,s:s,s:s}", "id", b->rec.chat, "tenant", b->rec.tenant, "user",
+		    json_pack("{s:s,s:s,s:s}", "id", XD_REC_ID(&b->rec),
+		    "tenant", b->rec.tenant, "user",
 		    b->rec.user));
 		lc_audit(b, "resume", who, role, 200, NULL, NULL);
 		b->used_saved = 0;      /* the state changed: save now */
@@ -1499,7 +1564,8 @@ lc_suspend(struct xd_box *b, int64_t idle)
 	    b->rec.chat, (long long)idle, (long long)(sbx_now_ms() - t0));
 	b->xd->stats.suspended++;
 	xd_event(b->xd, "sandbox", "suspended", b->rec.tenant,
-	    json_pack("{s:s,s:s,s:s,s:I}", "id", b->rec.chat, "tenant", b->rec.tenant, "user", b->rec.user,
+	    json_pack("{s:s,s:s,s:s,s:I}", "id", XD_REC_ID(&b->rec),
+	    "tenant", b->rec.tenant, "user", b->rec.user,
 	    "idle_s", (json_int_t)idle));
 	lc_audit(b, "suspend", "sluice-execd", "daemon", 200, NULL,
 	    json_pack("{s:s,s:I}", "reason", "idle", "idle_s",

@@ -157,6 +157,42 @@ xd_cfg_defaults(struct xd_cfg *c)
 	c->snap_entries = 10000;
 }
 
+void
+xd_key(const char *tenant, const char *id, char out[SBX_ID_MAX + 1])
+{
+	unsigned char d[32];
+	char *buf;
+	size_t tl = strlen(tenant), il = strlen(id), i, n;
+
+	if (tl == 0 || (buf = malloc(tl + il + 1)) == NULL) {
+		snprintf(out, SBX_ID_MAX + 1, "%s", id);
+		return;
+	}
+	memcpy(buf, tenant, tl);
+	buf[tl] = '\0';
+	memcpy(buf + tl + 1, id, il);
+	xd_sha256(buf, tl + il + 1, d);
+	free(buf);
+	n = il < XD_KEY_PREFIX ? il : XD_KEY_PREFIX;
+	memcpy(out, id, n);
+	out[n++] = '.';
+	for (i = 0; i < 4; i++)
+		snprintf(out + n + 2 * i, 3, "%02x", d[i]);
+}
+
+long
+xd_cfg_creates_tenant(const struct xd_cfg *c)
+{
+	long n = c->max_creates_tenant > 0 ? c->max_creates_tenant :
+	    c->max_creates / 2;
+
+	/* a share, not a floor: with quotas.creates 1 the one create may
+	 * be any tenant's */
+	if (n < 1)
+		n = 1;
+	return n > c->max_creates ? c->max_creates : n;
+}
+
 /* ---- positions ---- */
 
 struct cx {
@@ -732,7 +768,7 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	static const char *const qkeys[] = { "sandboxes", "per_tenant",
 	    "per_user", "creates", "background_per_sandbox",
 	    "finished_per_sandbox", "commands", "commands_per_tenant",
-	    "disk_reserve_mb", NULL };
+	    "disk_reserve_mb", "creates_per_tenant", NULL };
 	static const char *const rkeys[] = { "admin", "app", "auditor", NULL };
 	static const char *const idkeys[] = { "uids", "groups", NULL };
 	struct cx x;
@@ -865,6 +901,8 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 		    != 0 ||
 		    c_long(&x, o, "per_user", &c->max_per_user, 0, 1000000) != 0 ||
 		    c_long(&x, o, "creates", &c->max_creates, 1, 1024) != 0 ||
+		    c_long(&x, o, "creates_per_tenant", &c->max_creates_tenant,
+		    1, 1024) != 0 ||
 		    c_long(&x, o, "background_per_sandbox", &c->max_background,
 		    0, 1024) != 0 ||
 		    c_long(&x, o, "finished_per_sandbox", &c->keep_finished, 0,
@@ -1153,7 +1191,7 @@ xd_cfg_json(const struct xd_cfg *c)
 	json_object_set_new(ctl, "socket_mode", json_string(mode));
 	o = json_pack("{s:s,s:s,s:s,s:i,s:s,s:s,s:s,s:s,s:s,s:I,s:I,"
 	    "s:o,s:o,"
-	    "s:{s:I,s:I,s:I,s:I,s:I,s:I},"
+	    "s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I},"
 	    "s:I,s:I,s:I,s:I,s:I,s:I,s:o}",
 	    "runtime_dir", c->runtime_dir, "state_dir", c->state_dir,
 	    "control_socket", c->control,
@@ -1167,6 +1205,7 @@ xd_cfg_json(const struct xd_cfg *c)
 	    "per_tenant", (json_int_t)c->max_per_tenant,
 	    "per_user", (json_int_t)c->max_per_user,
 	    "creates", (json_int_t)c->max_creates,
+	    "creates_per_tenant", (json_int_t)xd_cfg_creates_tenant(c),
 	    "background_per_sandbox", (json_int_t)c->max_background,
 	    "finished_per_sandbox", (json_int_t)c->keep_finished,
 	    "max_file_bytes", (json_int_t)c->max_file_bytes,

@@ -380,7 +380,7 @@ cmd_finish(struct xd_cmd *c, int st)
 
 		if (res != NULL) {
 			json_object_set_new(res, "sandbox", json_string(
-			    b->rec.chat));
+			    XD_REC_ID(&b->rec)));
 			json_object_set_new(res, "tenant", json_string(
 			    b->rec.tenant));
 			json_object_set_new(res, "background", json_boolean(
@@ -779,7 +779,7 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 
 		xd_event_argv(c->argv, prog, sizeof(prog), hex);
 		xd_event(xd, "command", "started", b->rec.tenant, json_pack(
-		    "{s:s,s:s,s:s,s:b,s:s,s:s}", "sandbox", b->rec.chat,
+		    "{s:s,s:s,s:s,s:b,s:s,s:s}", "sandbox", XD_REC_ID(&b->rec),
 		    "tenant", b->rec.tenant, "id", c->id, "background",
 		    background, "program", prog, "argv_sha256", hex));
 	}

@@ -124,6 +124,98 @@ xd_text_json(const unsigned char *b, size_t n, int base64)
 	return s;
 }
 
+size_t
+xd_text_esc(const unsigned char *b, size_t n, int base64, size_t *pos,
+    char *out, size_t room)
+{
+	static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnop"
+	    "qrstuvwxyz0123456789+/";
+	static const char hx[] = "0123456789abcdef";
+	size_t i = *pos, j = 0, tl, adv;
+	char tmp[8];
+
+	while (i < n) {
+		if (base64) {
+			/* 3 bytes a group: *pos stays on a group's start */
+			unsigned v = (unsigned)b[i] << 16;
+
+			adv = n - i < 3 ? n - i : 3;
+			if (adv > 1)
+				v |= (unsigned)b[i + 1] << 8;
+			if (adv > 2)
+				v |= b[i + 2];
+			tmp[0] = t[(v >> 18) & 63];
+			tmp[1] = t[(v >> 12) & 63];
+			tmp[2] = adv > 1 ? t[(v >> 6) & 63] : '=';
+			tmp[3] = adv > 2 ? t[v & 63] : '=';
+			tl = 4;
+		} else if (b[i] >= 0x20 && b[i] < 0x7f && b[i] != '"' &&
+		    b[i] != '\\') {
+			/* a run of what stays as it is, at once: the length of
+			 * 2 x output_cap bytes is counted on the loop */
+			size_t r = i + 1;
+
+			while (r < n && b[r] >= 0x20 && b[r] < 0x7f &&
+			    b[r] != '"' && b[r] != '\\')
+				r++;
+			tl = r - i;
+			if (out != NULL) {
+				if (tl > room - j)
+					tl = room - j;
+				if (tl == 0)
+					break;
+				memcpy(out + j, b + i, tl);
+			}
+			j += tl;
+			i += tl;
+			continue;
+		} else {
+			int k = utf8_seq(b + i, n - i);
+
+			adv = k > 0 ? (size_t)k : 1;
+			if (k <= 0) {
+				/* each byte of a bad (or cut) sequence */
+				memcpy(tmp, "\xef\xbf\xbd", 3);
+				tl = 3;
+			} else if (k > 1) {
+				memcpy(tmp, b + i, adv);
+				tl = adv;
+			} else if (b[i] == '"' || b[i] == '\\') {
+				tmp[0] = '\\';
+				tmp[1] = (char)b[i];
+				tl = 2;
+			} else if (b[i] < 0x20) {
+				const char *sh = b[i] == '\n' ? "n" : b[i] == '\t' ?
+				    "t" : b[i] == '\r' ? "r" : b[i] == '\b' ? "b" :
+				    b[i] == '\f' ? "f" : NULL;
+
+				tmp[0] = '\\';
+				if (sh != NULL) {
+					tmp[1] = sh[0];
+					tl = 2;
+				} else {
+					memcpy(tmp + 1, "u00", 3);
+					tmp[4] = hx[b[i] >> 4];
+					tmp[5] = hx[b[i] & 15];
+					tl = 6;
+				}
+			} else {
+				tmp[0] = (char)b[i];
+				tl = 1;
+			}
+		}
+		if (out != NULL) {
+			if (j + tl > room)
+				break;
+			memcpy(out + j, tmp, tl);
+		}
+		j += tl;
+		i += adv;
+	}
+	*pos = i;
+	return j;
+}
+
 const char *
 xd_status_phrase(int status)
 {

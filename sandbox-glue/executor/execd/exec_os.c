@@ -180,13 +180,23 @@ sandbox_json(const struct xd_box *b, json_t *rec, const char *id)
 	return o;
 }
 
+/* The tenant this API's record of id gives ("" none). */
+static const char *
+rec_tenant(json_t *rec)
+{
+	const char *t = json_string_value(json_object_get(rec, "tenant"));
+
+	return t != NULL ? t : "";
+}
+
 /* The box of {id} for the caller's key: NULL answered 404 (a rec
  * without a box: *rec set, NULL returned, not answered when
  * rec_ok). */
 static struct xd_box *
 box_of(struct xd_os_call *k, json_t **recp, int rec_ok)
 {
-	struct xd_box *b = xd_box_find(k->xd, k->arg[0]);
+	/* ids are per tenant: the key's tenant names the sandbox */
+	struct xd_box *b = xd_box_find(k->xd, k->key->tenant, k->arg[0], NULL);
 	json_t *rec = xd_os_rec(k->xd->os, k->arg[0]);
 
 	*recp = NULL;
@@ -824,8 +834,9 @@ sweep(evutil_socket_t fd, short what, void *arg)
 		struct xd_box *b;
 		struct xd_perr e;
 
-		if (exp <= 0 || exp > now || (b = xd_box_find(xd, id)) ==
-		    NULL || b->state != XD_BOX_RUNNING || b->op)
+		if (exp <= 0 || exp > now || (b = xd_box_find(xd,
+		    rec_tenant(rec), id, NULL)) == NULL ||
+		    b->state != XD_BOX_RUNNING || b->op)
 			continue;
 		xd_log(XD_LOG_INFO, "opensandbox: sandbox %s expired", id);
 		memset(&e, 0, sizeof(e));
@@ -869,6 +880,7 @@ static const struct lroute lroutes[] = {
 static void
 execd_call(struct xd_os_call *k, const char *path)
 {
+	json_t *rec;
 	struct xd_box *b;
 	struct xd_perr e;
 	const char *rest;
@@ -880,7 +892,11 @@ execd_call(struct xd_os_call *k, const char *path)
 		xd_os_call_free(k);
 		return;
 	}
-	b = xd_box_find(k->xd, k->arg[0]);
+	/* the token is the sandbox's (HMAC of its id); ids are per tenant,
+	 * and this API's own record says whose it is */
+	rec = xd_os_rec(k->xd->os, k->arg[0]);
+	b = rec == NULL ? NULL : xd_box_find(k->xd, rec_tenant(rec),
+	    k->arg[0], NULL);
 	if (b == NULL || b->state == XD_BOX_GONE) {
 		xd_os_reply_err(k, 404, "SANDBOX_NOT_FOUND", "no sandbox %s",
 		    k->arg[0]);

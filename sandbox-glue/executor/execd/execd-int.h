@@ -212,6 +212,10 @@ struct xd_cfg {
 	int socket_mode;
 	struct xd_lims def, max;        /* defaults, admin maxima */
 	long max_total, max_per_tenant, max_per_user, max_creates;
+	long max_creates_tenant;        /* creates under way of one tenant
+	                                 * (0: half of max_creates, at least
+	                                 * 1): one tenant's flood leaves the
+	                                 * others creates (exec_box.c) */
 	uint64_t disk_reserve;          /* quotas.disk_reserve_mb: of the
 	                                 * state dir's file system kept free
 	                                 * of workspaces (exec_box.c) */
@@ -265,6 +269,9 @@ struct xd_cfg {
 };
 
 void xd_cfg_defaults(struct xd_cfg *c);
+/* quotas.creates_per_tenant as it applies (its default: half of
+ * quotas.creates, at least 1; never more than quotas.creates). */
+long xd_cfg_creates_tenant(const struct xd_cfg *c);
 /* Apply the JSON text over c (defaults first).  Errors as
  * "name:line:column: key.path: what". */
 int xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
@@ -275,6 +282,24 @@ int xd_cfg_load(struct xd_cfg *c, const char *path, char *err,
 json_t *xd_cfg_json(const struct xd_cfg *c);
 /* SHA-256 of s[0..n) (for token checks). */
 void xd_sha256(const void *s, size_t n, unsigned char out[32]);
+/*
+ * Ids are per tenant (issue 20 point 9): tenant A's "chat-1" and tenant
+ * B's are two sandboxes.  What names one on the host (its state dir,
+ * cgroups, sluiced's session, its archive) is its key: the id itself
+ * for a sandbox without a tenant (as before), else the id's first 55
+ * characters, ".", and 8 hex digits of SHA-256(tenant NUL id): a chat
+ * id of at most SBX_ID_MAX characters (short: sluiced's session socket
+ * is <runtime_dir>/sessions/<key>/proxy.sock, within a socket path's
+ * 107 bytes), unique on the host unless two tenants' digests of one id
+ * or a tenant-less id shaped like a key meet it (a create checks: 409
+ * exists, logged).  A record made before has no "id": its key is its
+ * id.
+ */
+#define XD_KEY_PREFIX	55
+void xd_key(const char *tenant, const char *id, char out[SBX_ID_MAX + 1]);
+/* The API's id of a record. */
+#define XD_REC_ID(r)	((r)->id[0] != '\0' ? (r)->id : (r)->chat)
+
 /* The configured token that is tok (each compared in constant time),
  * NULL none. */
 const struct xd_token *xd_token_find(const struct xd_cfg *c, const char *tok);
@@ -373,6 +398,13 @@ struct evbuffer;
  * byte of an invalid sequence becomes U+FFFD.  base64: the bytes in
  * standard base64 instead. */
 json_t *xd_text_json(const unsigned char *b, size_t n, int base64);
+/* xd_text_json's string as the text between the quotes of its JSON
+ * (escaped as json_dumps does), a piece at a time: from b[*pos], what
+ * fits in room bytes of out, *pos moved past what was written; out
+ * NULL: the length of the rest (room not looked at).  So an answer of
+ * output is made as it is sent, never whole (exec_api.c). */
+size_t xd_text_esc(const unsigned char *b, size_t n, int base64,
+    size_t *pos, char *out, size_t room);
 /* How many leading bytes of b[0..n) end on a UTF-8 character boundary
  * (a sequence cut at the end is held back for the next chunk). */
 size_t xd_utf8_whole(const unsigned char *b, size_t n);
@@ -563,22 +595,26 @@ json_t *xd_arch_meta(const struct xd_cfg *c, const char *id, int *bad);
  * without its leading "./". */
 const char *xd_arch_refused(const char *p, char type, const char *t,
     int hardlink, const char **clean);
-/* The committed archives: [{id, tenant, user, archived, bytes (of its
- * file), file}], metadata that does not read as {id, corrupt: true,
- * tenant "", bytes}.  NULL when archive_dir cannot be read (none yet:
- * []).  Reads each metadata file (small). */
+/* The committed archives: [{id (the API's), key (its name), tenant,
+ * user, archived, bytes (of its file), file}], metadata that does not
+ * read as {id, key, corrupt: true, tenant "", bytes}.  NULL when
+ * archive_dir cannot be read (none yet: []).  Reads each metadata file
+ * (small). */
 json_t *xd_arch_list(const struct xd_cfg *c);
 /* Hold the archives to lifecycle.archive_max_age and, per tenant (those
  * without one share ""), archive_max_count_per_tenant and
  * archive_max_bytes_per_tenant, the oldest evicted first; tenant NULL:
  * every tenant, and the orphaned files (a tar no committed metadata
  * names, temporary files) older than a minute removed too; else that
- * tenant's only.  Archives of ids in live (an object keyed by id) and
- * keep are left.  What was removed: [{id, tenant, user, reason
+ * tenant's only.  Archives of keys in live (an object keyed by
+ * key) and keep are left.  What was removed: [{id, tenant, user, reason
  * ("expired", "quota_count", "quota_bytes"), archived, bytes}] and
  * [{file, reason "orphan", bytes}].  Blocking: in workers. */
 json_t *xd_arch_sweep(const struct xd_cfg *c, const char *tenant,
     const char *keep, json_t *live, int64_t now);
+/* At start: archives of a tenant made before ids were per tenant
+ * (named by their id, no "key") renamed to their key (xd_key). */
+void xd_arch_adopt(const struct xd_cfg *c);
 /* Remove id's archive (none: nothing). */
 void xd_arch_discard(const struct xd_cfg *c, const char *id);
 /* Restore id's archive into the new, empty r->workspace as r->host_uid
@@ -845,7 +881,11 @@ typedef void (*xd_box_cb)(void *arg, struct xd_box *b, struct xd_perr *e);
 /* Read the records under state_dir: each becomes a box (running, or
  * gone with a warning when its sandbox died). */
 void xd_box_load_all(struct xd *xd);
-struct xd_box *xd_box_find(struct xd *xd, const char *id);
+/* The box of id in tenant (NULL: of any tenant); *n (may be NULL) how
+ * many boxes of that id there are (tenant NULL: more than one is for
+ * the caller to refuse as ambiguous). */
+struct xd_box *xd_box_find(struct xd *xd, const char *tenant,
+    const char *id, int *n);
 /* Quotas, slot, then the create worker; cb once it ends (b on success).
  * -1 with e when refused at once. */
 int xd_box_create(struct xd *xd, const struct xd_create_spec *s,
@@ -975,7 +1015,8 @@ struct xd {
 	struct event *ev_sweep;         /* exec_box.c: the lifecycle */
 	int arch_sweeping;              /* exec_box.c: its archive worker */
 	struct xd_gate *gate;           /* exec_gate.c: tcp.listen's */
-	uint64_t reply_queued;          /* file answers' bytes queued */
+	uint64_t reply_queued;          /* file and exec answers' bytes
+	                                 * queued */
 	struct xd_os *os;               /* exec_os.c: NULL off */
 };
 

@@ -303,6 +303,7 @@ main(int argc, char **argv)
 		xd_log(XD_LOG_ERR, "audit log: %s", err);
 		goto out;
 	}
+	xd_arch_adopt(XD.cfg);
 	xd_box_load_all(&XD);
 	if (xd_box_sweep_start(&XD) != 0) {
 		xd_log(XD_LOG_ERR, "cannot start the lifecycle timer");

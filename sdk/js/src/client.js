@@ -203,7 +203,8 @@ export class Sandboxes {
 
 /** One chat's sandbox: commands, packages and files in /workspace. */
 export class Sandbox {
-  constructor(c, info) { this._c = c; this._t = c._t; this.id = info.id; this.lastInfo = info; }
+  // session: the broker's session of the sandbox (prompts, grants); ids are per tenant, sluiced's session ids unique
+  constructor(c, info) { this._c = c; this._t = c._t; this.id = info.id; this.session = info.session; this.lastInfo = info; }
 
   _call(method, path, parse, body, extra = {}) {
     return this._t.call(jsonCall(method, `/v1/sandboxes/${q(this.id)}${path}`, parse, body,

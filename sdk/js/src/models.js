@@ -32,7 +32,7 @@ export function sandboxInfo(d) {
   return {
     id: str(d.id) || '', tenant: str(d.tenant) || '', user: str(d.user) || '',
     state: str(d.state) || '', backend: str(d.backend) || '', profile: str(d.profile) || '', image: str(d.image) || '',
-    tier: str(net.tier) || '', broker: str(net.broker) || '',
+    tier: str(net.tier) || '', broker: str(net.broker) || '', session: str(net.session) || str(d.id) || '',
     limits: limitsFromJson(d.limits), usage: obj(d.usage),
     created: str(d.created) || '', lastUsed: str(d.last_used) || '', note: str(d.note) || '',
     raw: d,

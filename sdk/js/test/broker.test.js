@@ -46,13 +46,13 @@ test('sessions, grants; ceilings for admins only', { skip }, async () => {
 test('prompts: allowOnce, deny, allowChat from a watch', { skip }, async () => {
   const sb = await make({ network: 'registries' });
   const b = make.client.broker;
-  const w = b.prompts.watch({ session: sb.id });
+  const w = b.prompts.watch({ session: sb.session });
   try {
     let cmd = await curl(sb);
     let p = await take(w);
     assert.ok(p instanceof S.Prompt);
     assert.deepEqual([p.session, p.tenant, p.host, p.port, p.method, p.path, p.tier, p.ceiling, p.state],
-      [sb.id, 'acme', 'web.test', WEB_PORT, 'GET', '/', 'registries', 'public', 'pending']);
+      [sb.session, 'acme', 'web.test', WEB_PORT, 'GET', '/', 'registries', 'public', 'pending']);
     assert.equal(p.target, `web.test:${WEB_PORT}`);
     const n = await p.allowOnce();
     assert.equal(n.state, 'allow_once');
@@ -68,7 +68,7 @@ test('prompts: allowOnce, deny, allowChat from a watch', { skip }, async () => {
     await (await take(w)).allowChat();
     await cmd.wait({ timeoutMs: 60000 });
     assert.equal((await cmd.output({ offset: 0 })).stdout.data, 'hello from web.test\n');
-    assert.ok((await b.grants.list(sb.id)).some((g) => g.host === 'web.test' && g.port === WEB_PORT));
+    assert.ok((await b.grants.list(sb.session)).some((g) => g.host === 'web.test' && g.port === WEB_PORT));
   } finally {
     w.close();
   }
@@ -78,8 +78,8 @@ test('a watch shows what was pending, and for-await ends on close', { skip }, as
   const sb = await make({ network: 'registries' });
   const b = make.client.broker;
   const cmd = await curl(sb, '/late');
-  const pid = (await waitFor(async () => nonEmpty((await b.prompts.list()).filter((p) => p.session === sb.id)), 20000, 'the prompt'))[0].id;
-  const w = b.prompts.watch({ session: sb.id });
+  const pid = (await waitFor(async () => nonEmpty((await b.prompts.list()).filter((p) => p.session === sb.session)), 20000, 'the prompt'))[0].id;
+  const w = b.prompts.watch({ session: sb.session });
   for await (const p of w) {
     assert.equal(p.id, pid);
     assert.equal(p.path, '/late');
@@ -124,7 +124,7 @@ test('webhook: sluiced signs, verify() checks', { skip }, async () => {
     const sb = await make({ network: 'registries' });
     const r = await sb.exec(['curl', '-sS', '--max-time', '60', WEB]);
     assert.equal(r.stdout, 'hello from web.test\n', JSON.stringify(r));
-    const d = (await waitFor(() => nonEmpty(got.filter((g) => JSON.parse(g.body).session === sb.id)), 30000, 'a delivery'))[0];
+    const d = (await waitFor(() => nonEmpty(got.filter((g) => JSON.parse(g.body).session === sb.session)), 30000, 'a delivery'))[0];
     const ts = d.headers['x-sluice-timestamp'];
     const sig = d.headers['x-sluice-signature'];
     assert.ok(S.webhook.verify(secret, ts, d.body, sig));

@@ -63,7 +63,7 @@ test('a watch comes back with Last-Event-ID and gets the prompt it missed', { sk
   const b = new S.BrokerClient(f.path);
   const direct = new S.BrokerClient(BROKER);
   const sb = await make({ network: 'registries' });
-  const w = b.prompts.watch({ session: sb.id, pending: false });
+  const w = b.prompts.watch({ session: sb.session, pending: false });
   try {
     const first = w.next();
     await waitFor(() => f.heads.some((h) => h.startsWith('GET /v1/events')), 10000, 'the watch');
@@ -76,7 +76,7 @@ test('a watch comes back with Last-Event-ID and gets the prompt it missed', { sk
     assert.ok(seen != null);
     f.pause();
     const c2 = await sb.start(['curl', '-sS', '--max-time', '60', `${WEB}two`]);
-    const pid = (await waitFor(async () => nonEmpty((await direct.prompts.list()).filter((p) => p.session === sb.id)),
+    const pid = (await waitFor(async () => nonEmpty((await direct.prompts.list()).filter((p) => p.session === sb.session)),
       20000, 'the prompt while the watch is away'))[0].id;
     const n = f.heads.length;
     f.resume();

@@ -31,13 +31,13 @@ test('create options, get, list, setNetwork', { skip }, async () => {
   const i = sb.lastInfo;
   assert.deepEqual([i.tenant, i.user, i.state, i.tier, i.backend], ['acme', user, 'running', 'public', 'ns']);
   assert.deepEqual([i.limits.memoryMb, i.limits.timeoutS], [256, 30]);
-  assert.equal((await c.broker.sessions.get(sb.id)).tier, 'public');
+  assert.equal((await c.broker.sessions.get(sb.session)).tier, 'public');
   const other = await make({ tenantId: 'globex', userId: user });
   assert.deepEqual(new Set((await c.sandboxes.list({ user })).map((s) => s.id)), new Set([sb.id, other.id]));
   assert.deepEqual((await c.sandboxes.list({ tenant: 'globex', user })).map((s) => s.id), [other.id]);
   assert.equal((await c.sandboxes.get(sb.id)).id, sb.id);
   assert.equal((await sb.setNetwork('off')).tier, 'off');
-  assert.equal((await c.broker.sessions.get(sb.id)).tier, 'off');
+  assert.equal((await c.broker.sessions.get(sb.session)).tier, 'off');
   assert.match((await make()).id, /^sbx-[0-9a-f]{12}$/);
 });
 

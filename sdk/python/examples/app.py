@@ -17,7 +17,7 @@ try:
     sb.install(["sluicedemo"])
     sb.write("data.txt", b"some content")
     print(sb.read("data.txt"), sb.list("*.txt").paths)
-    with client.broker.prompts.watch(session=sb.id) as prompts:  # approver
+    with client.broker.prompts.watch(session=sb.session) as prompts:  # approver
         fetch = sb.start(["curl", "-sS", os.environ["WEB_URL"]])   # asks
         for prompt in prompts:
             print(prompt.session, "wants", prompt.method, prompt.target)

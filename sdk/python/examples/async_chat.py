@@ -17,7 +17,7 @@ async def main() -> None:
         print("server answers", r.stdout, end="")
         await srv.stop()
         print("server log:", (await srv.output()).stderr.data.splitlines()[0])
-        watch = await client.broker.prompts.watch(session=sb.id).connect()
+        watch = await client.broker.prompts.watch(session=sb.session).connect()
         cmd = await sb.start(["curl", "-sS", web])
         async for prompt in watch:
             print("prompt:", prompt.method, prompt.target, prompt.state)

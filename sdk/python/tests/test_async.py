@@ -126,10 +126,10 @@ def test_async_prompts():
         b = c.broker
         assert (await b.health())["status"] == "ok"
         async with await c.sandboxes.create("acme", uid("ap")) as sb:
-            watch = b.prompts.watch(session=sb.id)
+            watch = b.prompts.watch(session=sb.session)
             cmd = await sb.start(["curl", "-sS", "--max-time", "60", WEB])
             async for p in watch:
-                assert p.host == "web.test" and p.session == sb.id
+                assert p.host == "web.test" and p.session == sb.session
                 n = await p.allow_chat()
                 assert n.state == "allow_chat"
                 break
@@ -138,7 +138,7 @@ def test_async_prompts():
             assert (await cmd.output()).stdout.data == "hello from web.test\n"
             assert sluice.Grant("web.test", int(WEB.rsplit(":", 1)[1]
                                                 .strip("/"))) in \
-                await b.grants.list(sb.id)
+                await b.grants.list(sb.session)
             # sessions and events
             sid = uid("as")
             before = (await b.health())["approvers"]

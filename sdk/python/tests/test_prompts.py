@@ -62,14 +62,14 @@ def test_proxy_env(sandbox):
 def test_allow_once_deny_allow_chat(make, client):
     sb = make(network="registries")
     b = client.broker
-    w = Collector(b.prompts.watch(session=sb.id))
+    w = Collector(b.prompts.watch(session=sb.session))
     try:
         cmd = curl(sb)
         p = w.get()
         assert isinstance(p, sluice.Prompt)
         assert (p.session, p.tenant, p.host, p.port, p.method, p.path,
                 p.tier, p.ceiling, p.state) == (
-            sb.id, "acme", "web.test", WEB_PORT, "GET", "/", "registries",
+            sb.session, "acme", "web.test", WEB_PORT, "GET", "/", "registries",
             "public", "pending")
         assert p.id.startswith("p-") and p.expires_in_s > 0
         assert p.target == "web.test:%d" % WEB_PORT
@@ -94,7 +94,7 @@ def test_allow_once_deny_allow_chat(make, client):
         w.get().allow_chat()
         cmd.wait(timeout=60)
         assert cmd.output(0).stdout.data == "hello from web.test\n"
-        assert sluice.Grant("web.test", WEB_PORT) in b.grants.list(sb.id)
+        assert sluice.Grant("web.test", WEB_PORT) in b.grants.list(sb.session)
         r = sb.exec(["curl", "-sS", "--max-time", "20", WEB])
         assert r.stdout == "hello from web.test\n"
         with pytest.raises(sluice.NotFoundError):
@@ -110,11 +110,11 @@ def test_watch_shows_pending(make, client):
     cmd = curl(sb, "/late")
     try:
         pid = wait_for(lambda: [p.id for p in b.prompts.list()
-                                if p.session == sb.id], 20, "the prompt")[0]
+                                if p.session == sb.session], 20, "the prompt")[0]
     except AssertionError:
         raise AssertionError("no prompt; the command: %r %r" % (
             cmd.refresh(), cmd.output(0))) from None
-    w = Collector(b.prompts.watch(session=sb.id))
+    w = Collector(b.prompts.watch(session=sb.session))
     try:
         p = w.get()
         assert p.id == pid and p.path == "/late"
@@ -132,7 +132,7 @@ def test_watch_resumes_with_last_event_id(make, forwarder):
     b = sluice.BrokerClient(f.path)
     direct = sluice.BrokerClient(BROKER)
     sb = make(network="registries")
-    watch = b.prompts.watch(session=sb.id, pending=False)
+    watch = b.prompts.watch(session=sb.session, pending=False)
     w = Collector(watch)
     try:
         wait_for(lambda: any(h.startswith(b"GET /v1/events") for h in
@@ -147,7 +147,7 @@ def test_watch_resumes_with_last_event_id(make, forwarder):
         f.pause()
         c2 = curl(sb, "/two")
         p2id = wait_for(lambda: [p.id for p in direct.prompts.list()
-                                 if p.session == sb.id], 20,
+                                 if p.session == sb.session], 20,
                         "the prompt while the watch is away")[0]
         n = len(f.heads)
         f.resume()
@@ -174,7 +174,7 @@ def test_events_stream(make, client):
         while True:
             e = w.get()
             if e.type == "session" and e.data.get("session", {}).get(
-                    "id") == sb.id:
+                    "id") == sb.session:
                 break
         assert e.data["action"] == "create" and isinstance(e.id, int)
         sb.destroy()
@@ -234,7 +234,8 @@ def test_webhook_verify(make, client, hook):
     r = sb.exec(["curl", "-sS", "--max-time", "60", WEB])
     assert r.stdout == "hello from web.test\n", r
     h, body = wait_for(lambda: [g for g in hook.got if json.loads(g[1])
-                                ["session"] == sb.id], 30, "a delivery")[0]
+                                ["session"] == sb.session], 30,
+                                "a delivery")[0]
     ts, sig = h["X-Sluice-Timestamp"], h["X-Sluice-Signature"]
     assert h["X-Sluice-Event"] == "prompt"
     assert h["X-Sluice-Delivery"] == json.loads(body)["id"]

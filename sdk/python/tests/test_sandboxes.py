@@ -34,7 +34,7 @@ def test_create_get_list(client, make, broker):
     assert (i.limits.memory_mb, i.limits.timeout_s) == (256, 30)
     assert i.raw["network"]["broker"] == "ok"
     # the broker session exists, with the sandbox's tier
-    assert broker.sessions.get(sb.id).tier == "public"
+    assert broker.sessions.get(sb.session).tier == "public"
     other = make("globex", user, limits=sluice.Limits(pids=100))
     assert other.info().limits.pids == 100
     assert client.sandboxes.get(sb.id).last_info.id == sb.id
@@ -44,7 +44,7 @@ def test_create_get_list(client, make, broker):
             ] == [other.id]
     # the tier follows to sluiced
     assert sb.set_network("off").tier == "off"
-    assert broker.sessions.get(sb.id).tier == "off"
+    assert broker.sessions.get(sb.session).tier == "off"
     assert sb.info().tier == "off"
     # a random id by default
     assert make().id.startswith("sbx-")
@@ -92,7 +92,7 @@ def test_destroy(client, make, broker):
     sb = make()
     sb.destroy(archive=False)
     with pytest.raises(sluice.NotFoundError):
-        broker.sessions.get(sb.id)
+        broker.sessions.get(sb.session)
     with pytest.raises(sluice.SandboxNotFoundError):
         sb.destroy()
 

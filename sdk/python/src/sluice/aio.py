@@ -138,6 +138,7 @@ class AsyncSandbox:
         self._c = client
         self._t = client._t
         self.id = info.id
+        self.session = info.session     # sluiced's session (Sandbox)
         self.last_info = info
 
     def __repr__(self) -> str:

@@ -210,6 +210,9 @@ class Sandbox:
         self._c = client
         self._t = client._t
         self.id = info.id
+        # the broker's session of the sandbox (prompts, grants): ids are
+        # per tenant, sluiced's session ids unique on the host
+        self.session = info.session
         self.last_info = info
 
     def __repr__(self) -> str:

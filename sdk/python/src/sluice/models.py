@@ -78,6 +78,7 @@ class SandboxInfo:
     image: str          # the root image's sha256; "" the host's /usr
     tier: str
     broker: str
+    session: str        # sluiced's session of it (its prompts, grants)
     limits: Limits
     usage: Mapping[str, Any]
     created: str
@@ -98,6 +99,7 @@ class SandboxInfo:
                    image=_s(d.get("image")) or "",
                    tier=_s(net.get("tier")) or "",
                    broker=_s(net.get("broker")) or "",
+                   session=_s(net.get("session")) or _s(d.get("id")) or "",
                    limits=Limits.from_json(lim), usage=dict(use),
                    created=_s(d.get("created")) or "",
                    last_used=_s(d.get("last_used")) or "",
