@@ -67,7 +67,7 @@ def main():
 
         step("a host outside the chat's tier: the broker asks the app")
         print(">>> with client.broker.prompts.watch() as prompts:")
-        with client.broker.prompts.watch(session=sb.id) as prompts:
+        with client.broker.prompts.watch(session=sb.session) as prompts:
             print('>>>     fetch = sb.start(["curl", "-sS", "%s"])' % web)
             fetch = sb.start(["curl", "-sS", "--max-time", "120", "-o",
                               "page.html", "-w", "%{http_code}\\n", web])
