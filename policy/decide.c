@@ -33,6 +33,7 @@ struct pol_config {
 	struct port_set pub_ports;
 	struct pol_addr *host_addrs;
 	size_t n_host_addrs;
+	struct pol__rules *rules;        /* rules.c */
 };
 
 /*
@@ -111,7 +112,27 @@ pol_config_free(struct pol_config *c)
 	pol_hostset_free(c->deny_hosts);
 	free(c->cidrs);
 	free(c->host_addrs);
+	pol__rules_free(c->rules);
 	free(c);
+}
+
+struct pol__rules **
+pol__config_rules(struct pol_config *c)
+{
+	return &c->rules;
+}
+
+const struct pol__rules *
+pol__config_rules_c(const struct pol_config *c)
+{
+	return c->rules;
+}
+
+int
+pol__config_is_registry(const struct pol_config *c, const char *host,
+    uint16_t port)
+{
+	return pol_hostset_match(c->registries, host, port, NULL, 0);
 }
 
 int

@@ -32,4 +32,13 @@ enum pol__emb pol__addr_embedded_v4(const struct pol_addr *a,
 /* Longest suffix-free canonical host text fits here (with NUL). */
 #define POL__HOSTBUF (POL_HOST_MAX + 1)
 
+/* rules.c: the rules of a pol_config (decide.c keeps the pointer). */
+struct pol__rules;
+void pol__rules_free(struct pol__rules *r);
+struct pol__rules **pol__config_rules(struct pol_config *c);
+const struct pol__rules *pol__config_rules_c(const struct pol_config *c);
+/* (host, port) is on the registry list, whatever the port lists say. */
+int pol__config_is_registry(const struct pol_config *c, const char *host,
+    uint16_t port);
+
 #endif /* SLUICE_POLICY_INT_H */
