@@ -11,29 +11,10 @@
 
 #include "policy/policy-int.h"
 
-#define PORTS_MAX 64
-
 struct cidr {
 	struct pol_addr net;   /* host bits are zero */
 	unsigned len;
 	int allow;
-};
-
-struct port_set {
-	uint16_t ports[PORTS_MAX];
-	size_t n;
-};
-
-struct pol_config {
-	struct pol_hostset *registries;
-	struct pol_hostset *deny_hosts;
-	struct cidr *cidrs;
-	size_t n_cidrs;
-	struct port_set reg_ports;
-	struct port_set pub_ports;
-	struct pol_addr *host_addrs;
-	size_t n_host_addrs;
-	struct pol__rules *rules;        /* rules.c */
 };
 
 /*
@@ -116,24 +97,6 @@ pol_config_free(struct pol_config *c)
 	free(c);
 }
 
-struct pol__rules **
-pol__config_rules(struct pol_config *c)
-{
-	return &c->rules;
-}
-
-const struct pol__rules *
-pol__config_rules_c(const struct pol_config *c)
-{
-	return c->rules;
-}
-
-int
-pol__config_is_registry(const struct pol_config *c, const char *host,
-    uint16_t port)
-{
-	return pol_hostset_match(c->registries, host, port, NULL, 0);
-}
 
 int
 pol_config_add_registry(struct pol_config *c, const char *pattern)

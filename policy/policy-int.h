@@ -32,13 +32,31 @@ enum pol__emb pol__addr_embedded_v4(const struct pol_addr *a,
 /* Longest suffix-free canonical host text fits here (with NUL). */
 #define POL__HOSTBUF (POL_HOST_MAX + 1)
 
-/* rules.c: the rules of a pol_config (decide.c keeps the pointer). */
+/* The admin configuration (decide.c builds and reads it; rules.c keeps
+ * the request rules in it). */
+#define PORTS_MAX 64
+
+struct port_set {
+	uint16_t ports[PORTS_MAX];
+	size_t n;
+};
+
+struct cidr;
 struct pol__rules;
+
+struct pol_config {
+	struct pol_hostset *registries;
+	struct pol_hostset *deny_hosts;
+	struct cidr *cidrs;
+	size_t n_cidrs;
+	struct port_set reg_ports;
+	struct port_set pub_ports;
+	struct pol_addr *host_addrs;
+	size_t n_host_addrs;
+	struct pol__rules *rules;        /* rules.c */
+};
+
+/* rules.c: the rules of a pol_config, freed with it. */
 void pol__rules_free(struct pol__rules *r);
-struct pol__rules **pol__config_rules(struct pol_config *c);
-const struct pol__rules *pol__config_rules_c(const struct pol_config *c);
-/* (host, port) is on the registry list, whatever the port lists say. */
-int pol__config_is_registry(const struct pol_config *c, const char *host,
-    uint16_t port);
 
 #endif /* SLUICE_POLICY_INT_H */

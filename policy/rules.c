@@ -286,7 +286,7 @@ pol_config_add_rule(struct pol_config *c, const struct pol_rule_spec *sp,
 		*why = "the action is allow, deny or prompt";
 		return -1;
 	}
-	rsp = pol__config_rules(c);
+	rsp = &c->rules;
 	for (i = 0; *rsp != NULL && i < (*rsp)->n; i++)
 		if (strcmp((*rsp)->v[i].name, sp->name) == 0 &&
 		    ((*rsp)->v[i].tenant == NULL) == (sp->tenant == NULL) &&
@@ -336,8 +336,7 @@ fail:
 size_t
 pol_config_rule_count(const struct pol_config *c)
 {
-	const struct pol__rules *rs = c != NULL ? pol__config_rules_c(c) :
-	    NULL;
+	const struct pol__rules *rs = c != NULL ? c->rules : NULL;
 
 	return rs != NULL ? rs->n : 0;
 }
@@ -404,7 +403,7 @@ pol_rules_match(const struct pol_config *c, const char *tenant,
     size_t path_len, char *scratch, size_t scratch_len,
     struct pol_rule_match *out)
 {
-	const struct pol__rules *rs = pol__config_rules_c(c);
+	const struct pol__rules *rs = c->rules;
 	const char *query;
 	size_t i, nlen, qlen;
 
@@ -425,7 +424,7 @@ pol_rules_match(const struct pol_config *c, const char *tenant,
 			return POL_R_NONE;
 		}
 	if (t->kind == POL_HOST_NAME &&
-	    pol__config_is_registry(c, t->host, t->port) &&
+	    pol_hostset_match(c->registries, t->host, t->port, NULL, 0) &&
 	    strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
 		out->matched = out->builtin = 1;
 		out->action = POL_RA_DENY;
