@@ -409,6 +409,13 @@ int pol_glob_match(const char *pat, const char *s, size_t n);
 int pol_path_normalize(const char *p, size_t n, char *out, size_t outlen,
     const char **query, size_t *qlen) SLUICE_MUSTCHECK;
 
+/* 1 when every host the pattern ("name" or "*.suffix", an optional
+ * ":port" ignored) can match is matched by one of patterns (names and
+ * "*.suffix", no port: inspect.hosts): the same name, or a "*.s" of
+ * which it is a subdomain (for "*.x": x is s or a subdomain of s). */
+int pol_host_pattern_covered(const char *const *patterns, size_t n,
+    const char *pattern);
+
 struct pol_rule_match {
 	int matched;                 /* 0: no rule applies (allow) */
 	int builtin;

@@ -341,6 +341,37 @@ pol_config_rule_count(const struct pol_config *c)
 	return rs != NULL ? rs->n : 0;
 }
 
+int
+pol_host_pattern_covered(const char *const *patterns, size_t n,
+    const char *pat)
+{
+	const char *colon = strchr(pat, ':');
+	size_t pn = colon ? (size_t)(colon - pat) : strlen(pat), i;
+	int wild = pn >= 2 && pat[0] == '*' && pat[1] == '.';
+	const char *name = wild ? pat + 2 : pat;
+	size_t nn = wild ? pn - 2 : pn;
+
+	for (i = 0; i < n; i++) {
+		const char *h = patterns[i];
+		size_t hn;
+
+		if (strncmp(h, "*.", 2) != 0) {
+			/* an exact name covers only itself */
+			if (!wild && strlen(h) == nn && memcmp(h, name, nn) == 0)
+				return 1;
+			continue;
+		}
+		h += 2;
+		hn = strlen(h);
+		if (nn > hn && name[nn - hn - 1] == '.' &&
+		    memcmp(name + nn - hn, h, hn) == 0)
+			return 1;
+		if (wild && nn == hn && memcmp(name, h, hn) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 static int
 rule_matches(const struct rule *r, const char *tenant,
     const struct pol_target *t, const char *method, const char *npath,

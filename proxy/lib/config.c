@@ -105,6 +105,7 @@ cfg_free(struct cfg *c)
 		strv_free(c->rules[i].paths, c->rules[i].npaths);
 	}
 	free(c->rules);
+	free(c->credentials.file);
 	strv_free(c->allow_cidrs, c->nallow_cidrs);
 	strv_free(c->deny_cidrs, c->ndeny_cidrs);
 	strv_free(c->deny_hosts, c->ndeny_hosts);

@@ -126,6 +126,12 @@ struct cfg_rule {
 	int has_name;
 };
 
+/* credentials: where the values of /v1/credentials live. */
+struct cfg_credentials {
+	char *file;                      /* mode 0600, the proxy user's,
+	                                    apart from the state file */
+};
+
 struct cfg {
 	char *source_path;      /* file it came from, or NULL for defaults */
 	char *runtime_dir;      /* "/run/sluice" */
@@ -208,6 +214,7 @@ struct cfg {
 	struct cfg_firewall firewall;
 	struct cfg_inspect inspect;
 	struct cfg_rule *rules; size_t nrules;
+	struct cfg_credentials credentials;
 };
 
 /*

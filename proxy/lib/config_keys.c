@@ -1050,10 +1050,7 @@ static int
 rule_host_seen(const struct cfg *c, const char *pat)
 {
 	const char *colon = strchr(pat, ':');
-	size_t n = colon ? (size_t)(colon - pat) : strlen(pat), i;
-	int wild = n >= 2 && pat[0] == '*' && pat[1] == '.';
-	const char *name = wild ? pat + 2 : pat;
-	size_t nn = wild ? n - 2 : n;
+	size_t i;
 
 	if (colon != NULL) {
 		long port = strtol(colon + 1, NULL, 10);
@@ -1062,27 +1059,8 @@ rule_host_seen(const struct cfg *c, const char *pat)
 			if (c->plain_ports[i] == port)
 				return 1;
 	}
-	for (i = 0; i < c->inspect.nhosts; i++) {
-		const char *h = c->inspect.hosts[i];
-		size_t hn;
-
-		if (strncmp(h, "*.", 2) != 0) {
-			/* an exact inspected name covers only itself */
-			if (!wild && strlen(h) == nn && memcmp(h, name, nn) == 0)
-				return 1;
-			continue;
-		}
-		h += 2;
-		hn = strlen(h);
-		/* *.s covers s's subdomains: name (or, for *.name, name
-		 * itself) must be s or end in ".s" */
-		if (nn > hn && name[nn - hn - 1] == '.' &&
-		    memcmp(name + nn - hn, h, hn) == 0)
-			return 1;
-		if (wild && nn == hn && memcmp(name, h, hn) == 0)
-			return 1;
-	}
-	return 0;
+	return pol_host_pattern_covered((const char *const *)c->inspect.hosts,
+	    c->inspect.nhosts, pat);
 }
 
 static int
@@ -1108,6 +1086,15 @@ check_rules_seen(struct cfg_ctx *x)
 		}
 	return 0;
 }
+
+/* ------------------------------------------------------------------ */
+/* credentials */
+
+static const struct cfg_key credentials_keys[] = {
+	{ "file", K_PATH, F(credentials.file),
+	  .sdef = "/var/lib/sluice/credentials.json" },
+	{ .name = NULL }
+};
 
 const struct cfg_key cfg_root_keys[] = {
 	{ "runtime_dir", K_PATH, F(runtime_dir), .sdef = "/run/sluice" },
@@ -1139,6 +1126,7 @@ const struct cfg_key cfg_root_keys[] = {
 	{ "firewall", K_OBJ, .sub = firewall_keys },
 	{ "inspect", K_OBJ, .sub = inspect_keys },
 	{ "rules", K_RULES, LIST(rules, nrules), .fn = k_rules },
+	{ "credentials", K_OBJ, .sub = credentials_keys },
 	{ .name = NULL }
 };
 

@@ -555,6 +555,8 @@ handle_request(struct px_conn *c)
 	c->rule[0] = '\0';
 	c->rule_held = 0;
 	c->rule_done = 0;
+	c->cred[0] = '\0';
+	c->cred_removed = 0;
 	c->path = NULL;
 	memset(&c->target, 0, sizeof(c->target));
 	memset(&c->dec, 0, sizeof(c->dec));

@@ -318,6 +318,11 @@ rec_decision(struct px_conn *c, enum pol_verdict v, enum pol_reason why)
 	/* the request rule that matched (allow, deny or prompt) */
 	if (c->rule[0] != '\0')
 		clog_rec_str(r, "request_rule", c->rule);
+	/* a credential's name, never its value */
+	if (c->cred[0] != '\0')
+		clog_rec_str(r, "credential", c->cred);
+	if (c->cred_removed > 0)
+		clog_rec_int(r, "placeholders_removed", c->cred_removed);
 	return r;
 }
 

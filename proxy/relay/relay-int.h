@@ -12,6 +12,7 @@
  * records.c   the connection log's records of connections
  * inspect.c   TLS inspection: both TLS legs of an inspected CONNECT
  * rules.c     request rules on the requests sluice reads
+ * creds.c     credential placeholders in forwarded requests
  *
  * Every connection ends in px_conn_close(), which logs why.
  */
@@ -102,6 +103,9 @@ struct px_conn {
 	char rule[POL_RULE_NAME_MAX + 1];/* the rule that matched, "" none */
 	int rule_held;                   /* it waits on that rule's prompt */
 	int rule_done;                   /* the rules let it through */
+	/* credentials (creds.c), of the current request */
+	char cred[POL_ID_MAX + 1];       /* the one put in, "" none */
+	int cred_removed;                /* placeholders removed */
 
 	/* upstream reuse for plain HTTP */
 	char up_host[POL_HOST_MAX + 1];
@@ -262,5 +266,13 @@ int px_rules_check(struct px_conn *c);
  * on without asking; forgotten with the session (NULL: every one). */
 void px_rules_grant(struct px_session *s, const char *name);
 void px_rules_forget(struct px_session *s);
+
+/* creds.c */
+/* Which headers of c's request carry a placeholder (drop[i] = 1, for
+ * c->req->nheaders) and, when one may go in, the header line that puts
+ * its value in (returned, *linelen bytes, no NUL; the caller wipes and
+ * frees it); NULL when none.  Sets c->cred and c->cred_removed. */
+char *px_creds_plan(struct px_conn *c, unsigned char *drop,
+    size_t *linelen);
 
 #endif /* SLUICE_RELAY_INT_H */

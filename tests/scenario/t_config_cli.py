@@ -101,6 +101,7 @@ EVERY_KEY = {
                "methods": ["GET", "HEAD"], "action": "allow"},
               {"hosts": ["*.githubusercontent.com", "plain.example:80"],
                "paths": ["/*/git-receive-pack"], "action": "prompt"}],
+    "credentials": {"file": "/etc/sluice/credentials.json"},
 }
 
 

@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, check, check_eq, do_connect, read_log,  # noqa: E402
                      wait_until, http_handler, tls_server_ctx,
                      check_refusal, read_response, sluiced_path, api_unix,
-                     get_request)
+                     get_request, BUILDDIR)
 from t_inspect import test_ca  # noqa: E402
 
 S = Suite("t_rules", time_limit=300)
@@ -110,6 +110,15 @@ def deny_rule_names_the_rule(env):
                what="the deny record naming the rule")
     check(records(d, request_rule="rule-1", decision="deny"),
           "the record of rule-1")
+    q = subprocess.run([os.path.join(BUILDDIR, "proxy", "sluicectl",
+                                     "sluicectl"), "--json", "log", "query",
+                        "--rule", "no-admin", "--file", d.log_path],
+                       stdout=subprocess.PIPE, timeout=20)
+    check_eq(q.returncode, 0, "sluicectl log query")
+    check_eq(sorted(json.loads(x)["path"] for x in
+                    q.stdout.decode().splitlines() if x.strip()),
+             ["/admin/users", "/public/..//admin/%75sers"],
+             "log query --rule no-admin")
 
 
 @S.case

@@ -1569,6 +1569,25 @@ test_rules_match(void **state)
 }
 
 static void
+test_host_pattern_covered(void **state)
+{
+	const char *in[] = { "insp.test", "*.git.test" };
+
+	(void)state;
+	assert_true(pol_host_pattern_covered(in, 2, "insp.test"));
+	assert_true(pol_host_pattern_covered(in, 2, "insp.test:443"));
+	assert_false(pol_host_pattern_covered(in, 2, "a.insp.test"));
+	assert_false(pol_host_pattern_covered(in, 2, "*.insp.test"));
+	assert_true(pol_host_pattern_covered(in, 2, "a.git.test"));
+	assert_true(pol_host_pattern_covered(in, 2, "*.git.test"));
+	assert_true(pol_host_pattern_covered(in, 2, "*.a.git.test"));
+	assert_false(pol_host_pattern_covered(in, 2, "git.test"));
+	assert_false(pol_host_pattern_covered(in, 2, "xgit.test"));
+	assert_false(pol_host_pattern_covered(in, 2, "*.test"));
+	assert_false(pol_host_pattern_covered(in, 0, "insp.test"));
+}
+
+static void
 test_prompts_rule_places(void **state)
 {
 	struct pol_prompts *pp = pol_prompts_new(8, 8);
@@ -1662,6 +1681,7 @@ main(void)
 		cmocka_unit_test(test_path_normalize),
 		cmocka_unit_test(test_rules_match),
 		cmocka_unit_test(test_prompts_rule_places),
+		cmocka_unit_test(test_host_pattern_covered),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
