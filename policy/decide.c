@@ -11,28 +11,10 @@
 
 #include "policy/policy-int.h"
 
-#define PORTS_MAX 64
-
 struct cidr {
 	struct pol_addr net;   /* host bits are zero */
 	unsigned len;
 	int allow;
-};
-
-struct port_set {
-	uint16_t ports[PORTS_MAX];
-	size_t n;
-};
-
-struct pol_config {
-	struct pol_hostset *registries;
-	struct pol_hostset *deny_hosts;
-	struct cidr *cidrs;
-	size_t n_cidrs;
-	struct port_set reg_ports;
-	struct port_set pub_ports;
-	struct pol_addr *host_addrs;
-	size_t n_host_addrs;
 };
 
 /*
@@ -111,8 +93,10 @@ pol_config_free(struct pol_config *c)
 	pol_hostset_free(c->deny_hosts);
 	free(c->cidrs);
 	free(c->host_addrs);
+	pol__rules_free(c->rules);
 	free(c);
 }
+
 
 int
 pol_config_add_registry(struct pol_config *c, const char *pattern)

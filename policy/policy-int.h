@@ -32,4 +32,31 @@ enum pol__emb pol__addr_embedded_v4(const struct pol_addr *a,
 /* Longest suffix-free canonical host text fits here (with NUL). */
 #define POL__HOSTBUF (POL_HOST_MAX + 1)
 
+/* The admin configuration (decide.c builds and reads it; rules.c keeps
+ * the request rules in it). */
+#define PORTS_MAX 64
+
+struct port_set {
+	uint16_t ports[PORTS_MAX];
+	size_t n;
+};
+
+struct cidr;
+struct pol__rules;
+
+struct pol_config {
+	struct pol_hostset *registries;
+	struct pol_hostset *deny_hosts;
+	struct cidr *cidrs;
+	size_t n_cidrs;
+	struct port_set reg_ports;
+	struct port_set pub_ports;
+	struct pol_addr *host_addrs;
+	size_t n_host_addrs;
+	struct pol__rules *rules;        /* rules.c */
+};
+
+/* rules.c: the rules of a pol_config, freed with it. */
+void pol__rules_free(struct pol__rules *r);
+
 #endif /* SLUICE_POLICY_INT_H */

@@ -59,6 +59,8 @@ enum pol_reason {
 	POL_R_TOO_MANY_REFUSALS = 34,  /* the connection was refused too often */
 	POL_R_UPSTREAM_TLS = 35,       /* inspected: the upstream's certificate
 	                                * did not verify, or its TLS failed */
+	POL_R_RULE_DENIED = 36,        /* a request rule (or a built-in one)
+	                                * denies this method and path */
 	POL_R__COUNT
 };
 
@@ -341,5 +343,96 @@ size_t pol_prompts_pending(const struct pol_prompts *pp);
  * again: a question more, never a hole). */
 void pol_prompts_quiet(struct pol_prompts *pp, const char *session,
     const char *host, uint16_t port, int64_t now, int64_t until);
+
+/* The same with a rule name as part of the place: a request rule's
+ * prompt (rule not empty) is its own question, apart from the host's
+ * prompt for the same host and port ("" is the host's). */
+enum pol_prompt_join pol_prompts_join_rule(struct pol_prompts *pp,
+    const char *session, const char *host, uint16_t port, const char *rule,
+    int64_t now, void **owner);
+int pol_prompts_add_rule(struct pol_prompts *pp, const char *session,
+    const char *host, uint16_t port, const char *rule,
+    void *owner) SLUICE_MUSTCHECK;
+void pol_prompts_quiet_rule(struct pol_prompts *pp, const char *session,
+    const char *host, uint16_t port, const char *rule, int64_t now,
+    int64_t until);
+
+/* ------------------------------------------------------------------ */
+/* Request rules (DESIGN.md "Request rules, TLS inspection and
+ * credentials"): evaluated per request where sluice sees the request
+ * (plain HTTP, and inside inspected tunnels), after the decision above
+ * allowed the host; the first rule that matches wins, then the
+ * built-in ones.  Kept in the pol_config they were added to. */
+
+#define POL_RULE_NAME_MAX 64
+/* Built-in rules, after the configured ones: the registry hosts are
+ * read-only (any method but GET and HEAD is denied), and git's
+ * smart-HTTP push service is denied on every host. */
+#define POL_RULE_BUILTIN_REGISTRIES "builtin:registries-read-only"
+#define POL_RULE_BUILTIN_GIT_PUSH "builtin:git-receive-pack"
+
+enum pol_rule_action { POL_RA_ALLOW = 0, POL_RA_DENY, POL_RA_PROMPT };
+/* "allow", "deny", "prompt"; "unknown" out of range. */
+const char *pol_rule_action_name(enum pol_rule_action a);
+int pol_rule_action_parse(const char *s, enum pol_rule_action *out) SLUICE_MUSTCHECK;
+
+struct pol_rule_spec {
+	const char *name;            /* pol_id_valid */
+	const char *tenant;          /* NULL: every tenant */
+	const char *const *hosts;    /* host-set patterns, at least one */
+	size_t nhosts;
+	const char *const *methods;  /* tokens, exact; none: any method */
+	size_t nmethods;
+	const char *const *paths;    /* globs (pol_glob_match); none: any */
+	size_t npaths;
+	enum pol_rule_action action;
+};
+/* Append a rule (strings copied).  0, or -1 with *why a sentence
+ * naming what is wrong (a static string). */
+int pol_config_add_rule(struct pol_config *c, const struct pol_rule_spec *r,
+    const char **why) SLUICE_MUSTCHECK;
+size_t pol_config_rule_count(const struct pol_config *c);
+/* An HTTP method token of upper-case letters and '-' (1..23 bytes). */
+int pol_rule_method_valid(const char *m);
+/* A path glob: starts with '/' or '*', printable ASCII without
+ * spaces, '?' or '#', at most 1024 bytes. */
+int pol_rule_glob_valid(const char *g);
+/* '*' matches any run of bytes ('/' included), every other byte
+ * itself.  1 on a match. */
+int pol_glob_match(const char *pat, const char *s, size_t n);
+/* The path of an origin-form target as rules see it: the part before
+ * '?' percent-decoded (a %00 or a bad escape fails), "." and ".."
+ * segments resolved and empty segments dropped (a trailing '/' kept),
+ * so that no spelling of a path escapes a glob.  out gets at least
+ * n + 1 bytes.  *query (may be NULL) points into p after the '?', or
+ * at "" when there is none.  0 / -1. */
+int pol_path_normalize(const char *p, size_t n, char *out, size_t outlen,
+    const char **query, size_t *qlen) SLUICE_MUSTCHECK;
+
+/* 1 when every host the pattern ("name" or "*.suffix", an optional
+ * ":port" ignored) can match is matched by one of patterns (names and
+ * "*.suffix", no port: inspect.hosts): the same name, or a "*.s" of
+ * which it is a subdomain (for "*.x": x is s or a subdomain of s). */
+int pol_host_pattern_covered(const char *const *patterns, size_t n,
+    const char *pattern);
+
+struct pol_rule_match {
+	int matched;                 /* 0: no rule applies (allow) */
+	int builtin;
+	enum pol_rule_action action;
+	char name[POL_RULE_NAME_MAX + 1];
+	size_t index;                /* of a configured rule */
+};
+/*
+ * The first rule of c for tenant (NULL or "": only rules for every
+ * tenant) that matches the request, then the built-in ones.  path is
+ * the origin-form target (query included); scratch of at least
+ * path_len + 1 bytes.  POL_R_NONE, or POL_R_BAD_TARGET when the path
+ * cannot be normalized (out says "no match"; the caller refuses).
+ */
+enum pol_reason pol_rules_match(const struct pol_config *c,
+    const char *tenant, const struct pol_target *t, const char *method,
+    const char *path, size_t path_len, char *scratch, size_t scratch_len,
+    struct pol_rule_match *out);
 
 #endif /* SLUICE_POLICY_H */

@@ -48,6 +48,7 @@ struct pp_place {
 	char session[POL_ID_MAX + 1];
 	char host[POL__HOSTBUF];
 	uint16_t port;
+	char rule[POL_RULE_NAME_MAX + 1];   /* "": the host's own prompt */
 };
 
 struct pp_pending {
@@ -99,29 +100,31 @@ pol_prompts_free(struct pol_prompts *pp)
 
 static int
 place_set(struct pp_place *pl, const char *session, const char *host,
-    uint16_t port)
+    uint16_t port, const char *rule)
 {
-	size_t ls = strlen(session), lh = strlen(host);
+	size_t ls = strlen(session), lh = strlen(host), lr = strlen(rule);
 
-	if (ls >= sizeof(pl->session) || lh >= sizeof(pl->host))
+	if (ls >= sizeof(pl->session) || lh >= sizeof(pl->host) ||
+	    lr >= sizeof(pl->rule))
 		return -1;
 	memcpy(pl->session, session, ls + 1);
 	memcpy(pl->host, host, lh + 1);
+	memcpy(pl->rule, rule, lr + 1);
 	pl->port = port;
 	return 0;
 }
 
 static int
 place_is(const struct pp_place *pl, const char *session, const char *host,
-    uint16_t port)
+    uint16_t port, const char *rule)
 {
 	return pl->port == port && strcmp(pl->host, host) == 0 &&
-	    strcmp(pl->session, session) == 0;
+	    strcmp(pl->session, session) == 0 && strcmp(pl->rule, rule) == 0;
 }
 
 static struct pp_quiet *
 quiet_find(struct pol_prompts *pp, const char *session, const char *host,
-    uint16_t port, int64_t now)
+    uint16_t port, const char *rule, int64_t now)
 {
 	size_t i;
 
@@ -131,7 +134,7 @@ quiet_find(struct pol_prompts *pp, const char *session, const char *host,
 			pp->quiet[i--] = pp->quiet[--pp->nquiet];
 			continue;
 		}
-		if (place_is(&pp->quiet[i].at, session, host, port))
+		if (place_is(&pp->quiet[i].at, session, host, port, rule))
 			return &pp->quiet[i];
 	}
 	return NULL;
@@ -141,10 +144,18 @@ enum pol_prompt_join
 pol_prompts_join(struct pol_prompts *pp, const char *session,
     const char *host, uint16_t port, int64_t now, void **owner)
 {
+	return pol_prompts_join_rule(pp, session, host, port, "", now, owner);
+}
+
+enum pol_prompt_join
+pol_prompts_join_rule(struct pol_prompts *pp, const char *session,
+    const char *host, uint16_t port, const char *rule, int64_t now,
+    void **owner)
+{
 	size_t i, count = 0;
 
 	*owner = NULL;
-	if (quiet_find(pp, session, host, port, now) != NULL)
+	if (quiet_find(pp, session, host, port, rule, now) != NULL)
 		return POL_PJ_QUIET;
 	for (i = 0; i < pp->npending; i++) {
 		const struct pp_pending *e = &pp->pending[i];
@@ -152,7 +163,7 @@ pol_prompts_join(struct pol_prompts *pp, const char *session,
 		if (strcmp(e->at.session, session) != 0)
 			continue;
 		count++;
-		if (e->at.port == port && strcmp(e->at.host, host) == 0) {
+		if (place_is(&e->at, session, host, port, rule)) {
 			*owner = e->owner;
 			return POL_PJ_JOIN;
 		}
@@ -163,6 +174,13 @@ pol_prompts_join(struct pol_prompts *pp, const char *session,
 int
 pol_prompts_add(struct pol_prompts *pp, const char *session,
     const char *host, uint16_t port, void *owner)
+{
+	return pol_prompts_add_rule(pp, session, host, port, "", owner);
+}
+
+int
+pol_prompts_add_rule(struct pol_prompts *pp, const char *session,
+    const char *host, uint16_t port, const char *rule, void *owner)
 {
 	struct pp_pending *e;
 
@@ -177,7 +195,7 @@ pol_prompts_add(struct pol_prompts *pp, const char *session,
 		pp->cap = ncap;
 	}
 	e = &pp->pending[pp->npending];
-	if (place_set(&e->at, session, host, port) != 0)
+	if (place_set(&e->at, session, host, port, rule) != 0)
 		return -1;
 	e->owner = owner;
 	pp->npending++;
@@ -209,13 +227,21 @@ void
 pol_prompts_quiet(struct pol_prompts *pp, const char *session,
     const char *host, uint16_t port, int64_t now, int64_t until)
 {
-	struct pp_quiet *q = quiet_find(pp, session, host, port, now);
+	pol_prompts_quiet_rule(pp, session, host, port, "", now, until);
+}
+
+void
+pol_prompts_quiet_rule(struct pol_prompts *pp, const char *session,
+    const char *host, uint16_t port, const char *rule, int64_t now,
+    int64_t until)
+{
+	struct pp_quiet *q = quiet_find(pp, session, host, port, rule, now);
 
 	if (q == NULL) {
 		if (pp->nquiet == pp->quiet_max)
 			return;   /* full: the next request asks again */
 		q = &pp->quiet[pp->nquiet];
-		if (place_set(&q->at, session, host, port) != 0)
+		if (place_set(&q->at, session, host, port, rule) != 0)
 			return;
 		pp->nquiet++;
 	}

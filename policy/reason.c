@@ -156,6 +156,10 @@ static const struct reason_info reasons[POL_R__COUNT] = {
 	    "store (or its TLS handshake failed); check the upstream's "
 	    "certificate, or an administrator can name its CA in "
 	    "inspect.upstream_ca_file." },
+	[POL_R_RULE_DENIED] = { "rule_denied", 403,
+	    "the request was refused because a request rule denies this "
+	    "method and path on this host (the rule is named below and in "
+	    "X-Sluice-Rule); an administrator can change the rules." },
 };
 
 /* Codes are assigned in blocks, so the table may have holes: a hole is

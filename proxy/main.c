@@ -181,6 +181,7 @@ give_files(const struct cfg *c, const struct priv_user *u)
 	if (priv_give_tree(c->runtime_dir, u, err, sizeof(err)) != 0 ||
 	    priv_give_file(c->state_file, u, err, sizeof(err)) != 0 ||
 	    priv_give_file(tmp, u, err, sizeof(err)) != 0 ||
+	    priv_give_file(c->credentials.file, u, err, sizeof(err)) != 0 ||
 	    (strcmp(c->log_path, "-") != 0 &&
 	    priv_give_file(c->log_path, u, err, sizeof(err)) != 0)) {
 		px_log(PX_ERR, "%s: %s", __func__, err);
@@ -414,6 +415,9 @@ reload(const char *path)
 	    strcmp(nc->log_mac_key_file, px.cfg->log_mac_key_file) != 0))
 		px_log(PX_WARN, "%s: log.mac_key_file takes effect at the next "
 		    "start (only root may read the key)", __func__);
+	if (strcmp(nc->credentials.file, px.cfg->credentials.file) != 0)
+		px_log(PX_WARN, "%s: credentials.file takes effect at the next "
+		    "start", __func__);
 	if (!inspect_cfg_equal(&nc->inspect, &px.cfg->inspect))
 		px_log(PX_WARN, "%s: inspect takes effect at the next start "
 		    "(only root may read the CA key)", __func__);
@@ -554,6 +558,7 @@ static const struct relay_hooks hooks = {
 	.approvers = hook_approvers,
 	.prompt_raised = hook_prompt_raised,
 	.prompt_done = hook_prompt_done,
+	.cred_find = ctl_cred_find,
 };
 
 static void
@@ -947,6 +952,11 @@ main(int argc, char **argv)
 		    px.cfg->state_file);
 		goto out;
 	}
+	/* credentials: the values the relay puts in, apart from the state */
+	if (ctl_creds_load(px.cfg->credentials.file, err, sizeof(err)) != 0) {
+		px_log(PX_ERR, "credentials: %s", err);
+		goto out;
+	}
 	if (px_listeners_sync() != 0)
 		goto out;
 	/* event stream: before the API that serves it */
@@ -1024,6 +1034,7 @@ out:
 		priv_helper_reap(signer_pid, 1000);
 	}
 	px_inspect_cleanup();
+	ctl_creds_free();
 	if (ca_fd >= 0) {
 		close(ca_fd);           /* the CA helper ends with its socket */
 		priv_helper_reap(ca_pid, 1000);

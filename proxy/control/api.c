@@ -872,6 +872,57 @@ h_prompt_answer(struct call *k)
 	send_json(k->req, 200, j);
 }
 
+/* Credentials: the value is write-only (never in an answer). */
+static void
+h_cred_put(struct call *k)
+{
+	struct ctl_err e = { CTL_OK, "" };
+	void *j = NULL;
+	int created = 0;
+	char loc[96];
+
+	if (ctl_cred_put(&k->actor, k->body, &j, &created, &e) != 0) {
+		send_ctl_error(k->req, &e);
+		return;
+	}
+	snprintf(loc, sizeof(loc), "/v1/credentials/%s",
+	    json_string_value(json_object_get(j, "name")));
+	evhttp_add_header(evhttp_request_get_output_headers(k->req),
+	    "Location", loc);
+	send_json(k->req, created ? 201 : 200, j);
+}
+
+static void
+h_creds_list(struct call *k)
+{
+	send_json(k->req, 200, ctl_creds_json());
+}
+
+static void
+h_cred_get(struct call *k)
+{
+	json_t *j = ctl_cred_json(k->id);
+
+	if (j == NULL) {
+		send_error(k->req, 404, "no credential %s", k->id);
+		return;
+	}
+	send_json(k->req, 200, j);
+}
+
+static void
+h_cred_delete(struct call *k)
+{
+	struct ctl_err e = { CTL_OK, "" };
+
+	if (ctl_cred_delete(&k->actor, k->id, &e) != 0) {
+		send_ctl_error(k->req, &e);
+		return;
+	}
+	send_json(k->req, 200, json_pack("{s:s,s:b}", "name", k->id,
+	    "removed", 1));
+}
+
 static const struct route routes[] = {
 	{ "/v1/health", EVHTTP_REQ_GET, R_ALL, "health", h_health, 0 },
 	{ "/v1/ceiling", EVHTTP_REQ_GET, R_ADMIN | R_AUDITOR, "ceiling_get",
@@ -902,6 +953,14 @@ static const struct route routes[] = {
 	  h_prompt_get, 0 },
 	{ "/v1/prompts/{id}", EVHTTP_REQ_POST, R_ADMIN | R_APP,
 	  "prompt_answer", h_prompt_answer, 1 },
+	{ "/v1/credentials", EVHTTP_REQ_GET, R_ADMIN | R_APP,
+	  "credential_list", h_creds_list, 0 },
+	{ "/v1/credentials", EVHTTP_REQ_POST, R_ADMIN | R_APP,
+	  "credential_set", h_cred_put, 1 },
+	{ "/v1/credentials/{id}", EVHTTP_REQ_GET, R_ADMIN | R_APP,
+	  "credential_get", h_cred_get, 0 },
+	{ "/v1/credentials/{id}", EVHTTP_REQ_DELETE, R_ADMIN | R_APP,
+	  "credential_delete", h_cred_delete, 0 },
 };
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
 
@@ -1015,7 +1074,8 @@ route_args(struct call *k, const struct cap caps[2])
 			    "(expected 1 to 64 of A-Z a-z 0-9 . _ -, not "
 			    "starting with a dot)",
 			    strncmp(pat, "/v1/prompts/", 12) == 0 ? "prompt" :
-			    "session", shown(k->id, b, sizeof(b)));
+			    strncmp(pat, "/v1/credentials/", 16) == 0 ?
+			    "credential" : "session", shown(k->id, b, sizeof(b)));
 			return -1;
 		}
 	}

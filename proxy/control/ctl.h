@@ -18,6 +18,7 @@
 
 struct px_session;
 struct cfg;
+struct relay_cred;
 
 enum ctl_code {
 	CTL_OK = 0,
@@ -121,5 +122,23 @@ void ctl_apply_api_ceilings(void);
 int ctl_state_restore(const char *text, size_t len, const char *name,
     char *err, size_t errlen) SLUICE_MUSTCHECK;
 void *ctl_json_state(void);
+
+/* Credentials (creds.c; sluiced(8) "Credentials").  The values stay in
+ * path (credentials.file, 0600), read at start: a missing file is none;
+ * one group or others may read is refused.  0 / -1 with err. */
+int ctl_creds_load(const char *path, char *err, size_t errlen) SLUICE_MUSTCHECK;
+void ctl_creds_free(void);
+/* POST /v1/credentials: body checked, hosts inspected, added or (the same
+ * name) replaced for the next request; *out its JSON (no value). */
+int ctl_cred_put(const struct ctl_actor *a, void *body, void **out,
+    int *created, struct ctl_err *e) SLUICE_MUSTCHECK;
+int ctl_cred_delete(const struct ctl_actor *a, const char *name,
+    struct ctl_err *e) SLUICE_MUSTCHECK;
+/* {"credentials": [...]} / one, never a value; NULL: no such one. */
+void *ctl_creds_json(void);
+void *ctl_cred_json(const char *name);
+/* The relay's cred_find hook. */
+const struct relay_cred *ctl_cred_find(const char *name,
+    const char *secret);
 
 #endif /* SLUICE_CTL_H */

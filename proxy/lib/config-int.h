@@ -90,6 +90,7 @@ enum cfg_kind {
 	K_REGISTRIES,   /* char ** in struct cfg, count at noff; null (the
 	                 * built-in list) when registries_default */
 	K_TOKENS,       /* struct cfg_token *, count at noff; each: sub */
+	K_RULES,        /* struct cfg_rule *, count at noff */
 	K_FN,           /* read by fn, printed by whoever prints its object */
 };
 

@@ -98,6 +98,14 @@ cfg_free(struct cfg *c)
 	free(c->inspect.ca_cert);
 	free(c->inspect.ca_key);
 	free(c->inspect.upstream_ca_file);
+	for (i = 0; i < c->nrules; i++) {
+		free(c->rules[i].name);
+		strv_free(c->rules[i].hosts, c->rules[i].nhosts);
+		strv_free(c->rules[i].methods, c->rules[i].nmethods);
+		strv_free(c->rules[i].paths, c->rules[i].npaths);
+	}
+	free(c->rules);
+	free(c->credentials.file);
 	strv_free(c->allow_cidrs, c->nallow_cidrs);
 	strv_free(c->deny_cidrs, c->ndeny_cidrs);
 	strv_free(c->deny_hosts, c->ndeny_hosts);
@@ -310,6 +318,19 @@ cfg_build_policy(const struct cfg *c, char *err, size_t errlen)
 			what = "deny_hosts: entry rejected";
 			goto fail;
 		}
+	for (i = 0; i < c->nrules; i++) {
+		const struct cfg_rule *r = &c->rules[i];
+		struct pol_rule_spec sp = {
+			r->name, NULL,
+			(const char *const *)r->hosts, r->nhosts,
+			(const char *const *)r->methods, r->nmethods,
+			(const char *const *)r->paths, r->npaths,
+			(enum pol_rule_action)r->action,
+		};
+
+		if (pol_config_add_rule(p, &sp, &what) != 0)
+			goto fail;
+	}
 	return p;
 fail:
 	errf(err, errlen, "%s: %s", c->source_path != NULL ?

@@ -116,6 +116,22 @@ struct cfg_inspect {
 	int leaf_days;                   /* a leaf's validity, 30 */
 };
 
+/* rules: request rules (sluiced.json(5) "rules"), in order. */
+struct cfg_rule {
+	char *name;                      /* given, or "rule-<index>" */
+	char **hosts; size_t nhosts;     /* names, *.suffix, optional :port */
+	char **methods; size_t nmethods; /* none: any */
+	char **paths; size_t npaths;     /* globs; none: any */
+	int action;                      /* enum pol_rule_action */
+	int has_name;
+};
+
+/* credentials: where the values of /v1/credentials live. */
+struct cfg_credentials {
+	char *file;                      /* mode 0600, the proxy user's,
+	                                    apart from the state file */
+};
+
 struct cfg {
 	char *source_path;      /* file it came from, or NULL for defaults */
 	char *runtime_dir;      /* "/run/sluice" */
@@ -197,6 +213,8 @@ struct cfg {
 	struct cfg_webhook webhook;
 	struct cfg_firewall firewall;
 	struct cfg_inspect inspect;
+	struct cfg_rule *rules; size_t nrules;
+	struct cfg_credentials credentials;
 };
 
 /*

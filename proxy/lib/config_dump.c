@@ -149,6 +149,37 @@ dump_sessions(const struct cfg_session *ss, size_t n, int *bad)
 	return a;
 }
 
+/* Printed by hand: methods and paths only when given. */
+static json_t *
+dump_rules(const struct cfg_rule *rs, size_t n, int *bad)
+{
+	json_t *a = json_array();
+	size_t i;
+
+	if (a == NULL) {
+		*bad = 1;
+		return NULL;
+	}
+	for (i = 0; i < n; i++) {
+		const struct cfg_rule *r = &rs[i];
+		json_t *o = jobj(bad);
+
+		if (o == NULL)
+			break;
+		jset(o, "name", json_string(r->name), bad);
+		jset(o, "hosts", jstrv(r->hosts, r->nhosts, bad), bad);
+		if (r->nmethods > 0)
+			jset(o, "methods", jstrv(r->methods, r->nmethods, bad),
+			    bad);
+		if (r->npaths > 0)
+			jset(o, "paths", jstrv(r->paths, r->npaths, bad), bad);
+		jset(o, "action", json_string(pol_rule_action_name(
+		    (enum pol_rule_action)r->action)), bad);
+		jpush(a, o, bad);
+	}
+	return a;
+}
+
 /* {"name": {tenant's rows}} */
 static json_t *
 dump_tenants(const struct cfg_key *k, const struct cfg_tenant *t, size_t n,
@@ -248,6 +279,9 @@ dump_value(const struct cfg_key *k, const void *base, int *bad)
 		    row_count(k, base), bad);
 	case K_TOKENS:
 		return dump_tokens(k, *(struct cfg_token *const *)
+		    (const void *)field, row_count(k, base), bad);
+	case K_RULES:
+		return dump_rules(*(struct cfg_rule *const *)
 		    (const void *)field, row_count(k, base), bad);
 	case K_FN:
 		break;

@@ -558,6 +558,7 @@ key_apply(struct cfg_ctx *x, const struct cfg_key *k, json_t *v, void *base)
 	case K_SESSIONS:
 	case K_REGISTRIES:
 	case K_TOKENS:
+	case K_RULES:
 	case K_FN:
 		break;          /* read by fn */
 	}
@@ -652,6 +653,7 @@ cfg_keys_default(const struct cfg_key *keys, void *base)
 		case K_SESSIONS:
 		case K_REGISTRIES:
 		case K_TOKENS:
+		case K_RULES:
 		case K_FN:
 			break;
 		}

@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
@@ -907,6 +908,194 @@ static const struct cfg_key inspect_keys[] = {
 	{ .name = NULL }
 };
 
+/* ------------------------------------------------------------------ */
+/* rules: x->c->rules[x->c->nrules - 1] is the one being read */
+
+#define RF(field) .off = offsetof(struct cfg_rule, field)
+#define RLIST(field, count) RF(field), .noff = offsetof(struct cfg_rule, count)
+
+static int
+k_rule_name(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg_rule *r = base;
+	const char *n;
+	char b[80];
+
+	if (cfg_get_str(x, v, &n) != 0)
+		return -1;
+	if (!pol_id_valid(n))
+		return cfg_fail(x, "bad rule name %s (expected 1 to 64 of "
+		    "A-Z a-z 0-9 . _ -, not starting with a dot)",
+		    cfg_shown(n, b, sizeof(b)));
+	r->has_name = 1;
+	free(r->name);
+	r->name = NULL;
+	return cfg_set_str(x, n, &r->name);
+}
+
+static int
+k_rule_action(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg_rule *r = base;
+	enum pol_rule_action a;
+	const char *s;
+
+	if (cfg_get_str(x, v, &s) != 0)
+		return -1;
+	if (pol_rule_action_parse(s, &a) != 0)
+		return cfg_fail(x, "expected \"allow\", \"deny\" or "
+		    "\"prompt\"");
+	r->action = (int)a;
+	return 0;
+}
+
+static int
+check_rule_host(struct cfg_ctx *x, const char *s)
+{
+	struct pol_hostset *hs = pol_hostset_new();
+	char b[80];
+	int bad;
+
+	if (hs == NULL)
+		return cfg_fail(x, "out of memory");
+	bad = pol_hostset_add(hs, s) != 0;
+	pol_hostset_free(hs);
+	if (bad)
+		return cfg_fail(x, "bad rule host %s (expected a host name or "
+		    "*.suffix, with an optional :port)",
+		    cfg_shown(s, b, sizeof(b)));
+	return 0;
+}
+
+static int
+check_rule_method(struct cfg_ctx *x, const char *s)
+{
+	char b[80];
+
+	if (!pol_rule_method_valid(s))
+		return cfg_fail(x, "bad method %s (expected an upper-case "
+		    "token: GET, POST, ...)", cfg_shown(s, b, sizeof(b)));
+	return 0;
+}
+
+static int
+check_rule_path(struct cfg_ctx *x, const char *s)
+{
+	char b[80];
+
+	if (!pol_rule_glob_valid(s))
+		return cfg_fail(x, "bad path glob %s (expected one starting "
+		    "with / or *, printable ASCII without spaces, ? or #, at "
+		    "most 1024 bytes; * matches any run of bytes)",
+		    cfg_shown(s, b, sizeof(b)));
+	return 0;
+}
+
+/* printed by hand (dump_rules) */
+static const struct cfg_key rule_keys[] = {
+	{ "name", K_FN, .fn = k_rule_name },
+	{ "hosts", K_STRV, RLIST(hosts, nhosts), .check = check_rule_host },
+	{ "methods", K_STRV, RLIST(methods, nmethods),
+	  .check = check_rule_method },
+	{ "paths", K_STRV, RLIST(paths, npaths), .check = check_rule_path },
+	{ "action", K_FN, .fn = k_rule_action },
+	{ .name = NULL }
+};
+
+static int
+k_rules(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg *c = base;
+	size_t i, j;
+
+	if (!json_is_array(v))
+		return cfg_fail(x, "expected an array of rules");
+	c->rules = cfg_calloc(x, json_array_size(v) ? json_array_size(v) : 1,
+	    sizeof(*c->rules));
+	if (c->rules == NULL)
+		return -1;
+	for (i = 0; i < json_array_size(v); i++) {
+		struct cfg_rule *r = &c->rules[c->nrules++];
+		json_t *o = json_array_get(v, i);
+		char dn[32];
+
+		r->action = -1;
+		cfg_ctx_idx(x, i);
+		if (cfg_walk_object(x, o, rule_keys, r) != 0)
+			return -1;
+		if (r->nhosts == 0)
+			return json_object_get(o, "hosts") != NULL ?
+			    cfg_fail_key(x, "a rule names at least one host") :
+			    cfg_fail(x, "missing key \"hosts\"");
+		if (r->action < 0)
+			return cfg_fail(x, "missing key \"action\"");
+		if (r->name == NULL) {
+			snprintf(dn, sizeof(dn), "rule-%zu", i);
+			if (cfg_set_str(x, dn, &r->name) != 0)
+				return -1;
+		}
+		for (j = 0; j + 1 < c->nrules; j++)
+			if (strcmp(c->rules[j].name, r->name) == 0)
+				return cfg_fail(x, "duplicate rule name \"%s\" "
+				    "(also rules[%zu])", r->name, j);
+		cfg_ctx_pop(x);
+	}
+	return 0;
+}
+
+/* A rule host ("name", "*.suffix", either with ":port") that sluice can
+ * see requests of: covered by inspect.hosts, or with a port of
+ * tls.plain_http_ports (plain HTTP only).  1 when it can. */
+static int
+rule_host_seen(const struct cfg *c, const char *pat)
+{
+	const char *colon = strchr(pat, ':');
+	size_t i;
+
+	if (colon != NULL) {
+		long port = strtol(colon + 1, NULL, 10);
+
+		for (i = 0; i < c->nplain_ports; i++)
+			if (c->plain_ports[i] == port)
+				return 1;
+	}
+	return pol_host_pattern_covered((const char *const *)c->inspect.hosts,
+	    c->inspect.nhosts, pat);
+}
+
+static int
+check_rules_seen(struct cfg_ctx *x)
+{
+	struct cfg *c = x->c;
+	size_t i, j;
+	char b[80];
+
+	for (i = 0; i < c->nrules; i++)
+		for (j = 0; j < c->rules[i].nhosts; j++) {
+			if (rule_host_seen(c, c->rules[i].hosts[j]))
+				continue;
+			cfg_ctx_key(x, "rules");
+			cfg_ctx_idx(x, i);
+			cfg_ctx_key(x, "hosts");
+			cfg_ctx_idx(x, j);
+			return cfg_fail(x, "rule %s names %s, whose requests "
+			    "sluice never sees: add it to inspect.hosts, or "
+			    "name it with a port of tls.plain_http_ports "
+			    "(\"host:80\") for plain HTTP only", c->rules[i].name,
+			    cfg_shown(c->rules[i].hosts[j], b, sizeof(b)));
+		}
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* credentials */
+
+static const struct cfg_key credentials_keys[] = {
+	{ "file", K_PATH, F(credentials.file),
+	  .sdef = "/var/lib/sluice/credentials.json" },
+	{ .name = NULL }
+};
+
 const struct cfg_key cfg_root_keys[] = {
 	{ "runtime_dir", K_PATH, F(runtime_dir), .sdef = "/run/sluice" },
 	{ "state_file", K_PATH, F(state_file),
@@ -936,6 +1125,8 @@ const struct cfg_key cfg_root_keys[] = {
 	{ "webhook", K_OBJ, .sub = webhook_keys },
 	{ "firewall", K_OBJ, .sub = firewall_keys },
 	{ "inspect", K_OBJ, .sub = inspect_keys },
+	{ "rules", K_RULES, LIST(rules, nrules), .fn = k_rules },
+	{ "credentials", K_OBJ, .sub = credentials_keys },
 	{ .name = NULL }
 };
 
@@ -1027,5 +1218,7 @@ cfg_cross_check(struct cfg_ctx *x, json_t *root)
 		    c->firewall.nsandbox_subnets > 0 ? "sandbox_subnets" :
 		    "sandbox_interfaces");
 	}
+	if (check_rules_seen(x) != 0)
+		return -1;
 	return cfg_check_control(x, root);
 }

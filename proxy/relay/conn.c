@@ -507,14 +507,20 @@ px_conn_answer(struct px_conn *c, enum pol_reason why, const char *detail,
 		n = (int)sizeof(body) - 1;
 		body[n - 1] = '\n';
 	}
+	if (c->rule[0] != '\0' && (why == POL_R_RULE_DENIED || c->rule_held))
+		evbuffer_add_printf(bufferevent_get_output(c->cli),
+		    "HTTP/1.1 %d %s\r\nX-Sluice-Rule: %s\r\n", status,
+		    status_text(status), c->rule);
+	else
+		evbuffer_add_printf(bufferevent_get_output(c->cli),
+		    "HTTP/1.1 %d %s\r\n", status, status_text(status));
 	evbuffer_add_printf(bufferevent_get_output(c->cli),
-	    "HTTP/1.1 %d %s\r\n"
 	    "X-Sluice-Reason: %s\r\n"
 	    "Content-Type: text/plain; charset=utf-8\r\n"
 	    "Content-Length: %d\r\n"
 	    "Connection: %s\r\n"
 	    "\r\n%s",
-	    status, status_text(status), pol_reason_name(why), n,
+	    pol_reason_name(why), n,
 	    keep ? "keep-alive" : "close", body);
 	px_log(PX_DEBUG, "%s: conn %llu: %d %s", __func__,
 	    (unsigned long long)c->id, status, pol_reason_name(why));
@@ -546,6 +552,11 @@ handle_request(struct px_conn *c)
 	c->sni[0] = '\0';
 	c->prompt_id[0] = '\0';
 	c->answered = 0;
+	c->rule[0] = '\0';
+	c->rule_held = 0;
+	c->rule_done = 0;
+	c->cred[0] = '\0';
+	c->cred_removed = 0;
 	c->path = NULL;
 	memset(&c->target, 0, sizeof(c->target));
 	memset(&c->dec, 0, sizeof(c->dec));
@@ -652,6 +663,14 @@ handle_request(struct px_conn *c)
 			return;
 		}
 	} else if (!px_conn_decide(c, s) || PX_GONE(c))
+		return;
+	px_conn_proceed(c);
+}
+
+void
+px_conn_proceed(struct px_conn *c)
+{
+	if (!px_rules_check(c) || PX_GONE(c))
 		return;
 	if (c->req->m != HTTP_M_CONNECT && c->up != NULL &&
 	    strcmp(c->up_host, c->target.host) == 0 &&

@@ -11,6 +11,7 @@
 #include "sluice-config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "proxy/relay/relay-int.h"
@@ -87,7 +88,8 @@ struct piece {
  */
 static void
 put_head(struct evbuffer *out, const struct piece *start, size_t nstart,
-    const struct http_msg *m, const struct piece *tail, size_t ntail)
+    const struct http_msg *m, const unsigned char *drop,
+    const struct piece *tail, size_t ntail)
 {
 	unsigned char keep[HTTP_MAX_HEADERS_HARD];
 	struct evbuffer_iovec v;
@@ -101,7 +103,8 @@ put_head(struct evbuffer *out, const struct piece *start, size_t nstart,
 	for (i = 0; i < m->nheaders; i++) {
 		const struct http_header *h = &m->headers[i];
 
-		keep[i] = !http_is_hop_by_hop(m, h);
+		keep[i] = !http_is_hop_by_hop(m, h) &&
+		    (drop == NULL || !drop[i]);
 		if (keep[i])
 			len += h->name_len + h->value_len + 4;
 	}
@@ -191,6 +194,16 @@ pump_body(struct px_conn *c, struct bufferevent *src, struct bufferevent *dst,
 	return 0;
 }
 
+/* A header line with a credential's value in it. */
+static void
+wipe_free(char *p, size_t n)
+{
+	if (p == NULL)
+		return;
+	explicit_bzero(p, n);
+	free(p);
+}
+
 static void
 fwd_fail(struct px_conn *c, enum pol_reason reason, const char *why)
 {
@@ -227,7 +240,7 @@ send_response_head(struct px_conn *c, const struct http_msg *r)
 		    (struct piece){ "Connection: close\r\n", 19 } :
 		    (struct piece){ "Connection: keep-alive\r\n", 24 };
 	}
-	put_head(out, start, 3, r, tail, interim ? 0 : 1);
+	put_head(out, start, 3, r, NULL, tail, interim ? 0 : 1);
 	/* a final head goes out with the first body bytes (pump_body) */
 	if (interim)
 		px_out_flush(c->cli);
@@ -404,19 +417,26 @@ px_forward_start(struct px_conn *c)
 	 * that can wait for the pass's one log write; one with a body
 	 * streams it, so its record is written now */
 	int queued = 0;
+	unsigned char drop[HTTP_MAX_HEADERS_HARD];
+	char *inject;
+	size_t inject_len;
 
 	if (PX_GONE(c))
 		return;
+	/* placeholders: what goes in, what comes out (for the record) */
+	inject = px_creds_plan(c, drop, &inject_len);
 	if (c->req->body == HTTP_BODY_NONE) {
 		int rc = px_rec_allow_queued(c);
 
 		if (rc < 0) {
+			wipe_free(inject, inject_len);
 			px_conn_refuse(c, POL_R_LOG_UNAVAILABLE, NULL);
 			return;
 		}
 		queued = rc == 0;
 		c->logged_decision = 1;
 	} else if (px_conn_log_allow(c) != 0) {
+		wipe_free(inject, inject_len);
 		px_conn_refuse(c, POL_R_LOG_UNAVAILABLE, NULL);
 		return;
 	}
@@ -445,8 +465,10 @@ px_forward_start(struct px_conn *c)
 			{ c->req->method, c->req->method_len }, { " ", 1 },
 			{ c->path, c->path_len }, { " HTTP/1.1\r\n", 11 },
 		};
+		struct piece tail[1] = { { inject, inject_len } };
 
-		put_head(out, start, 4, c->req, NULL, 0);
+		put_head(out, start, 4, c->req, drop, tail, inject ? 1 : 0);
+		wipe_free(inject, inject_len);
 	}
 	c->bytes_up += c->head_len;
 

@@ -53,6 +53,8 @@ static struct {
 	int ca_fd;
 	X509 *ca;
 	struct pol_hostset *hosts;
+	char **names;                    /* inspect.hosts as given */
+	size_t nnames;
 	SSL_CTX *srv;                    /* toward the client */
 	SSL_CTX *up;                     /* toward the upstream */
 	TAILQ_HEAD(leaf_head, leaf) leaves; /* most recently used first */
@@ -103,10 +105,17 @@ px_inspect_init(const struct cfg *c, int ca_fd, const char *ca_pem,
 	in.hosts = pol_hostset_new();
 	if (in.hosts == NULL)
 		return errf(err, errlen, "out of memory");
-	for (i = 0; i < c->inspect.nhosts; i++)
+	in.names = calloc(c->inspect.nhosts, sizeof(*in.names));
+	if (in.names == NULL)
+		return errf(err, errlen, "out of memory");
+	for (i = 0; i < c->inspect.nhosts; i++) {
 		if (pol_hostset_add(in.hosts, c->inspect.hosts[i]) != 0)
 			return errf(err, errlen, "inspect.hosts: bad %s",
 			    c->inspect.hosts[i]);
+		if ((in.names[i] = strdup(c->inspect.hosts[i])) == NULL)
+			return errf(err, errlen, "out of memory");
+		in.nnames = i + 1;
+	}
 	b = BIO_new_mem_buf(ca_pem, -1);
 	in.ca = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
 	BIO_free(b);
@@ -167,6 +176,10 @@ px_inspect_cleanup(void)
 	SSL_CTX_free(in.up);
 	X509_free(in.ca);
 	pol_hostset_free(in.hosts);
+	for (; in.nnames > 0; in.nnames--)
+		free(in.names[in.nnames - 1]);
+	free(in.names);
+	in.names = NULL;
 	in.srv = in.up = NULL;
 	in.ca = NULL;
 	in.hosts = NULL;
@@ -178,6 +191,13 @@ px_inspect_host(const struct pol_target *t)
 {
 	return in.on && t->kind == POL_HOST_NAME &&
 	    pol_hostset_match(in.hosts, t->host, t->port, NULL, 0);
+}
+
+int
+px_inspect_covers(const char *pattern)
+{
+	return in.on && pol_host_pattern_covered((const char *const *)in.names,
+	    in.nnames, pattern);
 }
 
 /* The leaf for name: from the cache, or made now (a key here, the

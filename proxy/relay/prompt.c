@@ -39,6 +39,8 @@ struct px_prompt {
 	char host[POL_HOST_MAX + 1];
 	uint16_t port;
 	char method[24];
+	char rule[POL_RULE_NAME_MAX + 1];/* a request rule's prompt: its name;
+	                                  * "" for the host's own */
 	char *path;                      /* sanitised, NULL for CONNECT */
 	/* the request the approver is shown, byte for byte: allow_once
 	 * releases only waiters that sent exactly this */
@@ -81,12 +83,13 @@ prompt_json(const struct px_prompt *p)
 
 	util_rfc3339(p->created, created, sizeof(created));
 	util_rfc3339(p->expires, expires, sizeof(expires));
-	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:s,s:o,s:s,s:s,s:s,s:s,"
-	    "s:i,s:i,s:s}",
+	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:s,s:o,s:o,s:s,s:s,s:s,"
+	    "s:s,s:i,s:i,s:s}",
 	    "id", p->id, "session", p->session, "tenant", p->tenant,
 	    "user", p->user, "host", p->host, "port", (int)p->port,
 	    "method", p->method,
 	    "path", p->path ? json_string(p->path) : json_null(),
+	    "rule", p->rule[0] ? json_string(p->rule) : json_null(),
 	    "tier", pol_tier_name(p->tier),
 	    "ceiling", pol_tier_name(p->ceiling),
 	    "created", created, "expires", expires,
@@ -123,6 +126,8 @@ log_prompt(const struct px_prompt *p, const char *event)
 	clog_rec_int(r, "port", p->port);
 	if (p->path != NULL)
 		clog_rec_str(r, "path", p->path);
+	if (p->rule[0] != '\0')
+		clog_rec_str(r, "request_rule", p->rule);
 	clog_rec_str(r, "tier", pol_tier_name(p->tier));
 	clog_rec_str(r, "ceiling", pol_tier_name(p->ceiling));
 	clog_rec_int(r, "waiting", p->nwaiters);
@@ -211,9 +216,13 @@ resolve(struct px_prompt *p, enum pol_answer answer, const char *by,
 	 * must not silence the next question */
 	if (answer == POL_ANSWER_DENY && strcmp(by, "sluiced") != 0 &&
 	    px.cfg->prompt_deny_quiet_s > 0)
-		pol_prompts_quiet(book, p->session, p->host, p->port,
-		    (int64_t)time(NULL),
+		pol_prompts_quiet_rule(book, p->session, p->host, p->port,
+		    p->rule, (int64_t)time(NULL),
 		    (int64_t)time(NULL) + px.cfg->prompt_deny_quiet_s);
+	/* "for this chat" on a rule's prompt: the rule's scope, not the
+	 * host (the host was allowed already) */
+	if (answer == POL_ANSWER_ALLOW_CHAT && p->rule[0] != '\0')
+		px_rules_grant(p->s, p->rule);
 	keep_done(p);
 
 	while ((c = TAILQ_FIRST(&p->waiters)) != NULL) {
@@ -230,17 +239,32 @@ resolve(struct px_prompt *p, enum pol_answer answer, const char *by,
 			 * one: it is decided again, and asks on its own */
 			c->prompt_id[0] = '\0';
 			c->answered = 0;
-			if (px_conn_decide(c, c->session))
-				px_upstream_start(c);
+			if (p->rule[0] != '\0') {
+				/* the host was allowed: its rules again */
+				c->rule_held = 0;
+				c->dec.verdict = POL_ALLOW;
+				px_conn_proceed(c);
+			} else if (px_conn_decide(c, c->session))
+				px_conn_proceed(c);
 			continue;
 		}
-		if (allow) {
+		if (allow && p->rule[0] != '\0') {
+			/* the rule let it through; the host's decision (and
+			 * its rule) stands */
+			c->dec.verdict = POL_ALLOW;
+			c->dec.reason = POL_R_NONE;
+			c->rule_done = 1;
+			bufferevent_setcb(c->cli, NULL, NULL, NULL, c);
+			bufferevent_disable(c->cli, EV_READ);
+			px_conn_proceed(c);
+		} else if (allow) {
 			c->dec.verdict = POL_ALLOW;
 			c->dec.reason = POL_R_NONE;
 			c->dec.rule = POL_RULE_PROMPT;
 			bufferevent_setcb(c->cli, NULL, NULL, NULL, c);
 			bufferevent_disable(c->cli, EV_READ);
-			px_upstream_start(c);
+			/* a request (not a CONNECT) still meets its rules */
+			px_conn_proceed(c);
 		} else {
 			c->dec.verdict = POL_DENY;
 			px_conn_refuse(c, why, NULL);
@@ -282,6 +306,8 @@ prompt_new(struct px_conn *c)
 	snprintf(p->host, sizeof(p->host), "%s", c->target.host);
 	p->port = c->target.port;
 	snprintf(p->method, sizeof(p->method), "%s", c->method);
+	if (c->rule_held)
+		snprintf(p->rule, sizeof(p->rule), "%s", c->rule);
 	if (c->path != NULL) {
 		char buf[CLOG_STR_CAP + 4];
 
@@ -309,7 +335,8 @@ prompt_new(struct px_conn *c)
 		prompt_free(p);
 		return NULL;
 	}
-	if (pol_prompts_add(book, p->session, p->host, p->port, p) != 0) {
+	if (pol_prompts_add_rule(book, p->session, p->host, p->port, p->rule,
+	    p) != 0) {
 		prompt_free(p);
 		return NULL;
 	}
@@ -362,8 +389,9 @@ px_prompt_request(struct px_conn *c)
 		px_conn_refuse(c, POL_R_NO_APPROVER, NULL);
 		return;
 	}
-	join = pol_prompts_join(book, pol_session_id(c->session->pol),
-	    c->target.host, c->target.port, (int64_t)time(NULL), &owner);
+	join = pol_prompts_join_rule(book, pol_session_id(c->session->pol),
+	    c->target.host, c->target.port, c->rule_held ? c->rule : "",
+	    (int64_t)time(NULL), &owner);
 	if (join == POL_PJ_QUIET) {
 		px_conn_refuse(c, POL_R_USER_DENIED, "It was denied a moment "
 		    "ago; it is refused without asking again for a while.");
@@ -430,6 +458,15 @@ px_prompts_recheck(struct px_session *only)
 			t.kind = t.addr.family == AF_INET ? POL_HOST_V4 :
 			    POL_HOST_V6;
 		pol_decide(px.pol, px.state, p->s->pol, &t, &d);
+		if (p->rule[0] != '\0') {
+			/* a rule's question stands while its host is
+			 * allowed (the host may well ask by itself: its
+			 * requests were allowed by a person) */
+			if (d.verdict == POL_DENY)
+				resolve(p, POL_ANSWER_DENY, "sluiced",
+				    d.reason);
+			continue;
+		}
 		if (d.verdict == POL_DENY)
 			resolve(p, POL_ANSWER_DENY, "sluiced", d.reason);
 		else if (d.verdict == POL_ALLOW)
@@ -457,6 +494,7 @@ px_prompts_session_gone(struct px_session *s, enum pol_reason why)
 	struct px_prompt *p;
 
 	px_prompts_deny_session(s, why);
+	px_rules_forget(s);
 	TAILQ_FOREACH(p, &done, entry)
 		if (p->s == s)
 			p->s = NULL;
@@ -475,6 +513,7 @@ px_prompts_shutdown(void)
 		prompt_free(p);
 	}
 	ndone = 0;
+	px_rules_forget(NULL);
 	pol_prompts_free(book);
 	book = NULL;
 }

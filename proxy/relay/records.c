@@ -315,6 +315,14 @@ rec_decision(struct px_conn *c, enum pol_verdict v, enum pol_reason why)
 	clog_rec_str(r, "prompt", c->prompt_id[0] ? c->prompt_id : NULL);
 	clog_rec_str(r, "answer", c->answered ? pol_answer_name(c->answer) :
 	    NULL);
+	/* the request rule that matched (allow, deny or prompt) */
+	if (c->rule[0] != '\0')
+		clog_rec_str(r, "request_rule", c->rule);
+	/* a credential's name, never its value */
+	if (c->cred[0] != '\0')
+		clog_rec_str(r, "credential", c->cred);
+	if (c->cred_removed > 0)
+		clog_rec_int(r, "placeholders_removed", c->cred_removed);
 	return r;
 }
 

@@ -11,6 +11,8 @@
  * prompt.c    prompts that hold connections until the user answers
  * records.c   the connection log's records of connections
  * inspect.c   TLS inspection: both TLS legs of an inspected CONNECT
+ * rules.c     request rules on the requests sluice reads
+ * creds.c     credential placeholders in forwarded requests
  *
  * Every connection ends in px_conn_close(), which logs why.
  */
@@ -97,6 +99,14 @@ struct px_conn {
 	int insp_answered;               /* the CONNECT was allowed by */
 	enum pol_answer insp_answer;     /* this prompt answer */
 
+	/* request rules (rules.c), of the current request */
+	char rule[POL_RULE_NAME_MAX + 1];/* the rule that matched, "" none */
+	int rule_held;                   /* it waits on that rule's prompt */
+	int rule_done;                   /* the rules let it through */
+	/* credentials (creds.c), of the current request */
+	char cred[POL_ID_MAX + 1];       /* the one put in, "" none */
+	int cred_removed;                /* placeholders removed */
+
 	/* upstream reuse for plain HTTP */
 	char up_host[POL_HOST_MAX + 1];
 	uint16_t up_port;
@@ -167,6 +177,9 @@ void px_conn_answer(struct px_conn *c, enum pol_reason why,
 int px_out_flush(struct bufferevent *bev);
 /* Flush what is queued to the client, then close for why. */
 void px_conn_flush_close(struct px_conn *c, enum pol_reason why);
+/* The request was allowed (the host's decision): its request rules,
+ * then upstream (a kept connection to the same origin, or a new dial). */
+void px_conn_proceed(struct px_conn *c);
 /* Back to reading the next request head on a keep-alive connection. */
 void px_conn_next_request(struct px_conn *c);
 /* Write the allow record; -1 means refuse (fail closed). */
@@ -244,5 +257,22 @@ void px_inspect_upstream(struct px_conn *c);
 /* The 200 left: terminate the client's TLS with the leaf for
  * c->target; its requests are then read by conn.c.  -1: c was closed. */
 int px_inspect_client(struct px_conn *c);
+
+/* rules.c */
+/* c's request against the request rules: 1 to go on; 0 when it was
+ * refused (rule_denied) or is held on a rule's prompt (c may be gone). */
+int px_rules_check(struct px_conn *c);
+/* allow_chat on a rule's prompt: the rule lets the chat's requests go
+ * on without asking; forgotten with the session (NULL: every one). */
+void px_rules_grant(struct px_session *s, const char *name);
+void px_rules_forget(struct px_session *s);
+
+/* creds.c */
+/* Which headers of c's request carry a placeholder (drop[i] = 1, for
+ * c->req->nheaders) and, when one may go in, the header line that puts
+ * its value in (returned, *linelen bytes, no NUL; the caller wipes and
+ * frees it); NULL when none.  Sets c->cred and c->cred_removed. */
+char *px_creds_plan(struct px_conn *c, unsigned char *drop,
+    size_t *linelen);
 
 #endif /* SLUICE_RELAY_INT_H */

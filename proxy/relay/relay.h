@@ -23,6 +23,21 @@
 #include "policy/policy.h"
 #include "proxy/daemon.h"
 
+/* A credential (POST /v1/credentials) as the relay uses it, valid for
+ * the time of the call that found it. */
+struct relay_cred {
+	const char *name, *tenant;
+	const struct pol_hostset *hosts;
+	const char *header;                  /* inject.header */
+	const char *format;                  /* inject.format, one "{}" */
+	const char *const *methods; size_t nmethods;   /* none: any */
+	const char *const *paths; size_t npaths;       /* globs; none: any */
+	const char *value;
+};
+/* "sluice-cred:<name>:<secret>", secret PX_CRED_SECRET_LEN hex digits */
+#define PX_CRED_PREFIX "sluice-cred:"
+#define PX_CRED_SECRET_LEN 32
+
 /* ------------------------------------------------------------------ */
 /* Hooks: the relay's events, for the control plane.  Every member may be
  * NULL (nothing listens).  JSON arguments are jansson json_t *. */
@@ -39,6 +54,10 @@ struct relay_hooks {
 	/* A prompt was answered or expired: resolved is the JSON of the
 	 * "prompt_resolved" event (reference stolen). */
 	void (*prompt_done)(const char *id, void *resolved);
+	/* The credential of placeholder name:secret (the secret compared
+	 * in constant time), or NULL. */
+	const struct relay_cred *(*cred_find)(const char *name,
+	    const char *secret);
 };
 /* Copied; call once at start, before any connection. */
 void px_relay_set_hooks(const struct relay_hooks *h);
@@ -153,5 +172,8 @@ int px_inspect_init(const struct cfg *c, int ca_fd, const char *ca_pem,
     char *err, size_t errlen) SLUICE_MUSTCHECK;
 /* At exit. */
 void px_inspect_cleanup(void);
+/* 1 when every host of pattern ("name" or "*.suffix", an optional
+ * ":port") is inspected (inspect.hosts as read at start). */
+int px_inspect_covers(const char *pattern);
 
 #endif /* SLUICE_RELAY_H */

@@ -86,7 +86,9 @@ ctlog_match(const void *record, const struct ctlog_filter *f)
 	    !field_is(rec, "tenant", f->tenant) ||
 	    !field_is(rec, "decision", f->decision) ||
 	    !field_is(rec, "reason", f->reason) ||
-	    !field_is(rec, "event", f->event))
+	    !field_is(rec, "event", f->event) ||
+	    !field_is(rec, "request_rule", f->rule) ||
+	    !field_is(rec, "credential", f->credential))
 		return 0;
 	if (f->host != NULL) {
 		/* hosts are logged canonical (lower case); users type any */

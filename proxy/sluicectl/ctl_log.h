@@ -19,6 +19,8 @@
 /* A NULL member does not filter. */
 struct ctlog_filter {
 	const char *session, *tenant, *host, *decision, *reason, *event;
+	const char *rule;       /* request_rule */
+	const char *credential;
 	const char *since;      /* ts >= since */
 	const char *until;      /* ts's first strlen(until) bytes <= until */
 };

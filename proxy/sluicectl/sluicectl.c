@@ -64,7 +64,8 @@ enum opt_id {
 	O_FILE, O_TENANT, O_USER, O_TIER, O_VSOCK_CID, O_SOURCE,
 	O_CLOSE_EXCEEDING, O_FOLLOW, O_LINES, O_SESSION, O_HOST, O_DECISION,
 	O_REASON, O_EVENT, O_SINCE, O_UNTIL, O_PREV, O_SESSION_SOCKET,
-	O_YES_ALL, O_DENY_ALL, O_ANCHOR, O_PORT, O_EXEC_SOCKET,
+	O_YES_ALL, O_DENY_ALL, O_ANCHOR, O_PORT, O_EXEC_SOCKET, O_RULE,
+	O_CREDENTIAL,
 };
 /* more than 32 options: the masks are 64 bits */
 #define BIT(o) ((uint64_t)1 << (o))
@@ -97,6 +98,8 @@ static const struct option long_opts[] = {
 	{ "decision", required_argument, NULL, O_DECISION },
 	{ "reason", required_argument, NULL, O_REASON },
 	{ "event", required_argument, NULL, O_EVENT },
+	{ "rule", required_argument, NULL, O_RULE },
+	{ "credential", required_argument, NULL, O_CREDENTIAL },
 	{ "since", required_argument, NULL, O_SINCE },
 	{ "until", required_argument, NULL, O_UNTIL },
 	{ "prev", required_argument, NULL, O_PREV },
@@ -171,7 +174,8 @@ usage(FILE *f)
 "  prompts watch [--yes-all | --deny-all]\n"
 "  log tail [-f] [-n N] [--file PATH]\n"
 "  log query [--session S] [--tenant T] [--host H] [--decision D]\n"
-"            [--reason R] [--event E] [--since TS] [--until TS] [--file PATH]\n"
+"            [--reason R] [--event E] [--rule NAME] [--credential NAME]\n"
+"            [--since TS] [--until TS] [--file PATH]\n"
 "  log verify [--file PATH] [--prev HASH] [--anchor SEQ:HASH]...\n"
 "             [--key FILE]   (the log's MAC key, log.mac_key_file)\n"
 "  console [--port P] [--exec-socket PATH]\n"
@@ -2004,7 +2008,7 @@ cmd_log(struct opts *o, int argc, char **argv)
 	    .diag = stderr };
 	uint64_t filt = BIT(O_SESSION) | BIT(O_TENANT) | BIT(O_HOST) |
 	    BIT(O_DECISION) | BIT(O_REASON) | BIT(O_EVENT) | BIT(O_SINCE) |
-	    BIT(O_UNTIL);
+	    BIT(O_UNTIL) | BIT(O_RULE) | BIT(O_CREDENTIAL);
 	uint64_t allowed;
 	uint64_t matched = 0;
 	char err[512];
@@ -2193,6 +2197,8 @@ take_opt(struct opts *o, int c, int after_cmd)
 	case O_DECISION: o->filter.decision = a; break;
 	case O_REASON: o->filter.reason = a; break;
 	case O_EVENT: o->filter.event = a; break;
+	case O_RULE: o->filter.rule = a; break;
+	case O_CREDENTIAL: o->filter.credential = a; break;
 	case O_SINCE: o->filter.since = a; break;
 	case O_UNTIL: o->filter.until = a; break;
 	case O_PREV: o->prev = a; break;

@@ -33,6 +33,7 @@
 #include "proxy/daemon.h"
 #include "proxy/control/api.h"
 #include "proxy/control/ctl.h"
+#include "proxy/lib/credspec.h"
 #include "proxy/control/events.h"
 #include "proxy/lib/jsonstrict.h"
 
@@ -212,6 +213,55 @@ ctl_prompt_answer(const struct ctl_actor *a, const char *id,
 	(void)id;
 	(void)ans;
 	return op(e);
+}
+
+/* The credentials routes parse their body with the real reader. */
+int
+ctl_cred_put(const struct ctl_actor *a, void *body, void **o, int *created,
+    struct ctl_err *e)
+{
+	struct cred_spec s;
+
+	(void)a;
+	*o = NULL;
+	*created = 1;
+	if (cred_spec_parse(body, 0, &s, e->msg, sizeof(e->msg)) != 0) {
+		e->code = CTL_BAD_REQUEST;
+		return -1;
+	}
+	if (op(e) != 0) {
+		cred_spec_free(&s);
+		return -1;
+	}
+	*o = cred_spec_json(&s);
+	cred_spec_free(&s);
+	if (*o == NULL) {
+		e->code = CTL_INTERNAL;
+		snprintf(e->msg, sizeof(e->msg), "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+int
+ctl_cred_delete(const struct ctl_actor *a, const char *name,
+    struct ctl_err *e)
+{
+	(void)a;
+	(void)name;
+	return op(e);
+}
+
+void *
+ctl_creds_json(void)
+{
+	return json_pack("{s:[]}", "credentials");
+}
+
+void *
+ctl_cred_json(const char *name)
+{
+	return out.fail ? NULL : json_pack("{s:s}", "name", name);
 }
 
 void *

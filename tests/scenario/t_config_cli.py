@@ -97,6 +97,11 @@ EVERY_KEY = {
                 "ca_key": "/etc/sluice/inspect-ca.key",
                 "upstream_ca_file": "/etc/sluice/upstream-ca.pem",
                 "leaf_cache": 64, "leaf_days": 7},
+    "rules": [{"name": "npm-ro", "hosts": ["registry.npmjs.org"],
+               "methods": ["GET", "HEAD"], "action": "allow"},
+              {"hosts": ["*.githubusercontent.com", "plain.example:80"],
+               "paths": ["/*/git-receive-pack"], "action": "prompt"}],
+    "credentials": {"file": "/etc/sluice/credentials.json"},
 }
 
 

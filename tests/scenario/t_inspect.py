@@ -35,9 +35,9 @@ def openssl(*args):
     return r.stdout
 
 
-def test_ca(env):
-    """A CA for the upstreams, and a leaf of it for insp.test and
-    other.test (the upstream sluiced verifies)."""
+def test_ca(env, names=("insp.test", "other.test")):
+    """A CA for the upstreams, and a leaf of it for names (insp.test and
+    other.test; the upstream sluiced verifies)."""
     d = env.path("upca")
     os.makedirs(d, exist_ok=True)
     ca_key, ca_crt = os.path.join(d, "ca.key"), os.path.join(d, "ca.pem")
@@ -52,7 +52,7 @@ def test_ca(env):
             "-nodes", "-keyout", key, "-out", csr, "-subj", "/CN=insp.test")
     ext = os.path.join(d, "ext.cnf")
     with open(ext, "w") as f:
-        f.write("subjectAltName=DNS:insp.test,DNS:other.test\n"
+        f.write("subjectAltName=%s\n" % ",".join("DNS:" + n for n in names) +
                 "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
     openssl("x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key,
             "-CAcreateserial", "-out", crt, "-days", "2", "-extfile", ext)

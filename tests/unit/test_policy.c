@@ -438,6 +438,10 @@ test_names(void **state)
 	assert_int_equal(pol_reason_status(POL_R_UPSTREAM_TLS), 502);
 	assert_string_equal(pol_reason_name(POL_R_UPSTREAM_TLS),
 	    "upstream_tls");
+	assert_int_equal(pol_reason_status(POL_R_RULE_DENIED), 403);
+	assert_string_equal(pol_reason_name(POL_R_RULE_DENIED),
+	    "rule_denied");
+	assert_int_equal(POL_R_RULE_DENIED, 36);
 	assert_int_equal(pol_reason_status(POL_R_DNS_TIMEOUT), 504);
 	assert_int_equal(pol_reason_status(POL_R_SHUTTING_DOWN), 503);
 	assert_int_equal(pol_reason_status(POL_R_HEAD_TOO_LARGE), 400);
@@ -1335,6 +1339,285 @@ test_prompts_quiet(void **state)
 }
 
 /* IPv4 text by hand says what inet_ntop says, at every octet width. */
+
+/* ------------------------------------------------------------------ */
+/* Request rules */
+
+static void
+test_glob(void **state)
+{
+	(void)state;
+	assert_true(pol_glob_match("/*/git-receive-pack",
+	    "/o/r.git/git-receive-pack", 25));
+	assert_true(pol_glob_match("/x", "/x", 2));
+	assert_false(pol_glob_match("/x", "/xy", 3));
+	assert_false(pol_glob_match("/x*", "/", 1));
+	assert_true(pol_glob_match("*", "", 0));
+	assert_true(pol_glob_match("/a*b*c", "/aXbYbZc", 8));
+	assert_false(pol_glob_match("/a*b*c", "/aXbYbZ", 7));
+	assert_true(pol_glob_match("**/-/**", "/x/-/y", 6));
+	/* only the n bytes count, not what follows them */
+	assert_false(pol_glob_match("/ab", "/abc", 2));
+	assert_true(pol_rule_glob_valid("/api/*"));
+	assert_true(pol_rule_glob_valid("*publish"));
+	assert_false(pol_rule_glob_valid("api"));
+	assert_false(pol_rule_glob_valid("/a b"));
+	assert_false(pol_rule_glob_valid("/a?b"));
+	assert_false(pol_rule_glob_valid(""));
+	assert_true(pol_rule_method_valid("GET"));
+	assert_true(pol_rule_method_valid("M-SEARCH"));
+	assert_false(pol_rule_method_valid("get"));
+	assert_false(pol_rule_method_valid(""));
+}
+
+static void
+norm_is(const char *in, const char *want)
+{
+	char out[256];
+
+	assert_int_equal(pol_path_normalize(in, strlen(in), out, sizeof(out),
+	    NULL, NULL), 0);
+	assert_string_equal(out, want);
+}
+
+static void
+test_path_normalize(void **state)
+{
+	char out[64];
+	const char *q;
+	size_t ql;
+
+	(void)state;
+	norm_is("/", "/");
+	norm_is("/a/b", "/a/b");
+	norm_is("/a/b/", "/a/b/");
+	norm_is("//a///b", "/a/b");
+	norm_is("/a/./b/../c", "/a/c");
+	norm_is("/a/b/..", "/a/");
+	norm_is("/../../x", "/x");
+	norm_is("/x/git-receive-pac%6b", "/x/git-receive-pack");
+	norm_is("/x%2Fgit-receive-pack", "/x/git-receive-pack");
+	norm_is("/x/%2e%2e/y", "/y");
+	norm_is("/a?b=/../c", "/a");
+	assert_int_equal(pol_path_normalize("/a?x=1&y", 8, out, sizeof(out),
+	    &q, &ql), 0);
+	assert_int_equal(ql, 5);
+	assert_memory_equal(q, "x=1&y", 5);
+	assert_int_equal(pol_path_normalize("/a%00", 5, out, sizeof(out),
+	    NULL, NULL), -1);
+	assert_int_equal(pol_path_normalize("/a%4", 4, out, sizeof(out),
+	    NULL, NULL), -1);
+	assert_int_equal(pol_path_normalize("/a%zz", 5, out, sizeof(out),
+	    NULL, NULL), -1);
+	assert_int_equal(pol_path_normalize("a", 1, out, sizeof(out),
+	    NULL, NULL), -1);
+	assert_int_equal(pol_path_normalize("*", 1, out, sizeof(out),
+	    NULL, NULL), -1);
+	assert_int_equal(pol_path_normalize("/abc", 4, out, 4, NULL, NULL),
+	    -1);
+}
+
+static struct pol_target
+name_target(const char *host, uint16_t port)
+{
+	struct pol_target t;
+
+	memset(&t, 0, sizeof(t));
+	t.kind = POL_HOST_NAME;
+	snprintf(t.host, sizeof(t.host), "%s", host);
+	t.port = port;
+	return t;
+}
+
+/* The rule that decides method path on host:443 for tenant. */
+static const char *
+rule_for(struct pol_config *c, const char *tenant, const char *host,
+    const char *method, const char *path, enum pol_rule_action *a)
+{
+	static struct pol_rule_match m;
+	struct pol_target t = name_target(host, 443);
+	char scratch[512];
+
+	assert_int_equal(pol_rules_match(c, tenant, &t, method, path,
+	    strlen(path), scratch, sizeof(scratch), &m), POL_R_NONE);
+	if (!m.matched)
+		return "";
+	*a = m.action;
+	return m.name;
+}
+
+static void
+test_rules_match(void **state)
+{
+	struct pol_config *c = pol_config_new();
+	const char *h1[] = { "api.example.com" }, *h2[] = { "*.example.com" };
+	const char *hgh[] = { "github.com" };
+	const char *post[] = { "POST" }, *get[] = { "GET", "HEAD" };
+	const char *pub[] = { "/admin/*", "/x" };
+	const char *rp[] = { "/*/git-receive-pack" };
+	const char *why;
+	enum pol_rule_action a = POL_RA_ALLOW;
+	struct pol_rule_spec sp[] = {
+		{ "admin-deny", NULL, h1, 1, NULL, 0, pub, 2, POL_RA_DENY },
+		{ "posts", NULL, h1, 1, post, 1, NULL, 0, POL_RA_PROMPT },
+		{ "acme-gets", "acme", h2, 1, get, 2, NULL, 0, POL_RA_ALLOW },
+		{ "push-ok", "acme", hgh, 1, NULL, 0, rp, 1, POL_RA_ALLOW },
+	};
+	struct pol_rule_spec bad = sp[0];
+	size_t i;
+
+	(void)state;
+	assert_non_null(c);
+	assert_int_equal(pol_config_add_default_registries(c), 0);
+	for (i = 0; i < sizeof(sp) / sizeof(*sp); i++)
+		assert_int_equal(pol_config_add_rule(c, &sp[i], &why), 0);
+	assert_int_equal(pol_config_rule_count(c), 4);
+	/* a name once per tenant scope */
+	assert_int_equal(pol_config_add_rule(c, &bad, &why), -1);
+	assert_non_null(strstr(why, "name"));
+	bad.name = "bad name";
+	assert_int_equal(pol_config_add_rule(c, &bad, &why), -1);
+	bad.name = "b";
+	bad.nhosts = 0;
+	assert_int_equal(pol_config_add_rule(c, &bad, &why), -1);
+	bad.nhosts = 1;
+	bad.hosts = (const char *[]){ "10.0.0.1" };
+	assert_int_equal(pol_config_add_rule(c, &bad, &why), -1);
+	bad.hosts = h1;
+	bad.methods = (const char *[]){ "get" };
+	bad.nmethods = 1;
+	assert_int_equal(pol_config_add_rule(c, &bad, &why), -1);
+	bad.nmethods = 0;
+	bad.paths = (const char *[]){ "admin" };
+	assert_int_equal(pol_config_add_rule(c, &bad, &why), -1);
+	assert_int_equal(pol_config_rule_count(c), 4);
+
+	/* first match wins */
+	assert_string_equal(rule_for(c, NULL, "api.example.com", "POST",
+	    "/admin/x", &a), "admin-deny");
+	assert_int_equal(a, POL_RA_DENY);
+	/* a spelling of the path does not escape the glob */
+	assert_string_equal(rule_for(c, NULL, "api.example.com", "GET",
+	    "/public/../admin/%78", &a), "admin-deny");
+	assert_string_equal(rule_for(c, NULL, "api.example.com", "GET",
+	    "//admin//y?z", &a), "admin-deny");
+	assert_string_equal(rule_for(c, NULL, "api.example.com", "POST",
+	    "/other", &a), "posts");
+	assert_int_equal(a, POL_RA_PROMPT);
+	assert_string_equal(rule_for(c, NULL, "api.example.com", "GET",
+	    "/other", &a), "");
+	/* a tenant's rules are its own */
+	assert_string_equal(rule_for(c, "acme", "www.example.com", "GET",
+	    "/", &a), "acme-gets");
+	assert_int_equal(a, POL_RA_ALLOW);
+	assert_string_equal(rule_for(c, "other", "www.example.com", "GET",
+	    "/", &a), "");
+	assert_string_equal(rule_for(c, "", "www.example.com", "GET",
+	    "/", &a), "");
+
+	/* built-in: registries read-only */
+	assert_string_equal(rule_for(c, NULL, "registry.npmjs.org", "GET",
+	    "/left-pad", &a), "");
+	assert_string_equal(rule_for(c, NULL, "registry.npmjs.org", "HEAD",
+	    "/left-pad", &a), "");
+	assert_string_equal(rule_for(c, NULL, "registry.npmjs.org", "PUT",
+	    "/left-pad", &a), POL_RULE_BUILTIN_REGISTRIES);
+	assert_int_equal(a, POL_RA_DENY);
+	assert_string_equal(rule_for(c, NULL, "upload.pypi.org", "POST",
+	    "/legacy/", &a), "");   /* not on the registry list */
+	assert_string_equal(rule_for(c, NULL, "pypi.org", "POST",
+	    "/legacy/", &a), POL_RULE_BUILTIN_REGISTRIES);
+	assert_string_equal(rule_for(c, NULL, "crates.io", "PUT",
+	    "/api/v1/crates/new", &a), POL_RULE_BUILTIN_REGISTRIES);
+
+	/* built-in: git push */
+	assert_string_equal(rule_for(c, NULL, "gitlab.com", "POST",
+	    "/o/r.git/git-receive-pack", &a), POL_RULE_BUILTIN_GIT_PUSH);
+	assert_string_equal(rule_for(c, NULL, "gitlab.com", "GET",
+	    "/o/r.git/info/refs?service=git-receive-pack", &a),
+	    POL_RULE_BUILTIN_GIT_PUSH);
+	assert_string_equal(rule_for(c, NULL, "gitlab.com", "GET",
+	    "/o/r.git/info/refs?x=1&service=git-receive-pack", &a),
+	    POL_RULE_BUILTIN_GIT_PUSH);
+	assert_string_equal(rule_for(c, NULL, "gitlab.com", "POST",
+	    "/o/r.git/git-receive-pac%6B", &a), POL_RULE_BUILTIN_GIT_PUSH);
+	assert_string_equal(rule_for(c, NULL, "gitlab.com", "POST",
+	    "/o/r.git/git-upload-pack", &a), "");
+	assert_string_equal(rule_for(c, NULL, "gitlab.com", "GET",
+	    "/o/r.git/info/refs?service=git-upload-pack", &a), "");
+	/* a configured allow comes first */
+	assert_string_equal(rule_for(c, "acme", "github.com", "POST",
+	    "/o/git-receive-pack", &a), "push-ok");
+	assert_int_equal(a, POL_RA_ALLOW);
+	assert_string_equal(rule_for(c, "beta", "github.com", "POST",
+	    "/o/git-receive-pack", &a), POL_RULE_BUILTIN_GIT_PUSH);
+
+	{
+		struct pol_rule_match m;
+		struct pol_target t = name_target("gitlab.com", 443);
+		char scratch[64];
+
+		assert_int_equal(pol_rules_match(c, NULL, &t, "GET", "/a%00",
+		    5, scratch, sizeof(scratch), &m), POL_R_BAD_TARGET);
+		assert_int_equal(m.matched, 0);
+	}
+	assert_string_equal(pol_rule_action_name(POL_RA_PROMPT), "prompt");
+	assert_int_equal(pol_rule_action_parse("deny", &a), 0);
+	assert_int_equal(a, POL_RA_DENY);
+	assert_int_equal(pol_rule_action_parse("Deny", &a), -1);
+	pol_config_free(c);
+}
+
+static void
+test_host_pattern_covered(void **state)
+{
+	const char *in[] = { "insp.test", "*.git.test" };
+
+	(void)state;
+	assert_true(pol_host_pattern_covered(in, 2, "insp.test"));
+	assert_true(pol_host_pattern_covered(in, 2, "insp.test:443"));
+	assert_false(pol_host_pattern_covered(in, 2, "a.insp.test"));
+	assert_false(pol_host_pattern_covered(in, 2, "*.insp.test"));
+	assert_true(pol_host_pattern_covered(in, 2, "a.git.test"));
+	assert_true(pol_host_pattern_covered(in, 2, "*.git.test"));
+	assert_true(pol_host_pattern_covered(in, 2, "*.a.git.test"));
+	assert_false(pol_host_pattern_covered(in, 2, "git.test"));
+	assert_false(pol_host_pattern_covered(in, 2, "xgit.test"));
+	assert_false(pol_host_pattern_covered(in, 2, "*.test"));
+	assert_false(pol_host_pattern_covered(in, 0, "insp.test"));
+}
+
+static void
+test_prompts_rule_places(void **state)
+{
+	struct pol_prompts *pp = pol_prompts_new(8, 8);
+	int a, b;
+	void *owner;
+
+	(void)state;
+	assert_non_null(pp);
+	assert_int_equal(pol_prompts_add(pp, "s1", "h.org", 443, &a), 0);
+	/* a rule's prompt is not the host's */
+	assert_int_equal(pol_prompts_join_rule(pp, "s1", "h.org", 443, "r1",
+	    10, &owner), POL_PJ_NEW);
+	assert_int_equal(pol_prompts_add_rule(pp, "s1", "h.org", 443, "r1",
+	    &b), 0);
+	assert_int_equal(pol_prompts_join_rule(pp, "s1", "h.org", 443, "r1",
+	    10, &owner), POL_PJ_JOIN);
+	assert_ptr_equal(owner, &b);
+	assert_int_equal(pol_prompts_join(pp, "s1", "h.org", 443, 10,
+	    &owner), POL_PJ_JOIN);
+	assert_ptr_equal(owner, &a);
+	assert_int_equal(pol_prompts_join_rule(pp, "s1", "h.org", 443, "r2",
+	    10, &owner), POL_PJ_NEW);
+	pol_prompts_quiet_rule(pp, "s1", "h.org", 443, "r2", 10, 20);
+	assert_int_equal(pol_prompts_join_rule(pp, "s1", "h.org", 443, "r2",
+	    11, &owner), POL_PJ_QUIET);
+	assert_int_equal(pol_prompts_join_rule(pp, "s1", "h.org", 443, "r3",
+	    11, &owner), POL_PJ_NEW);
+	pol_prompts_free(pp);
+}
+
 static void
 test_addr_format_v4(void **state)
 {
@@ -1394,6 +1677,11 @@ main(void)
 		cmocka_unit_test(test_answers),
 		cmocka_unit_test(test_prompts_coalesce_and_cap),
 		cmocka_unit_test(test_prompts_quiet),
+		cmocka_unit_test(test_glob),
+		cmocka_unit_test(test_path_normalize),
+		cmocka_unit_test(test_rules_match),
+		cmocka_unit_test(test_prompts_rule_places),
+		cmocka_unit_test(test_host_pattern_covered),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,295 @@
+/*
+ * credspec.c: credentials as given and kept (credspec.h).
+ */
+#include "sluice-config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/lib/credspec.h"
+#include "proxy/lib/util.h"
+
+static void
+strv_free(char **v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+void
+cred_spec_free(struct cred_spec *s)
+{
+	if (s == NULL)
+		return;
+	free(s->name);
+	free(s->tenant);
+	strv_free(s->hosts, s->nhosts);
+	pol_hostset_free(s->hs);
+	free(s->header);
+	free(s->format);
+	strv_free(s->methods, s->nmethods);
+	strv_free(s->paths, s->npaths);
+	if (s->value != NULL) {
+		explicit_bzero(s->value, strlen(s->value));
+		free(s->value);
+	}
+	explicit_bzero(s->secret, sizeof(s->secret));
+	memset(s, 0, sizeof(*s));
+}
+
+/* A header token (RFC 9110), 1..64. */
+static int
+token_ok(const char *s)
+{
+	static const char extra[] = "!#$%&'*+-.^_`|~";
+	size_t i, n = strlen(s);
+
+	if (n == 0 || n > 64)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'A' && s[i] <= 'Z') ||
+		    (s[i] >= 'a' && s[i] <= 'z') ||
+		    (s[i] >= '0' && s[i] <= '9') || strchr(extra, s[i]) != NULL))
+			return 0;
+	return 1;
+}
+
+/* What may stand in a header value: visible ASCII and spaces (no CR, LF,
+ * NUL or other controls: a value must not start another header). */
+static int
+field_ok(const char *s, size_t max)
+{
+	size_t i, n = strlen(s);
+
+	if (n == 0 || n > max)
+		return 0;
+	for (i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e)
+			return 0;
+	return s[0] != ' ' && s[n - 1] != ' ';
+}
+
+static int
+str_field(json_t *o, const char *key, int required, const char **out,
+    char *err, size_t errlen)
+{
+	json_t *v = json_object_get(o, key);
+
+	*out = NULL;
+	if (v == NULL || json_is_null(v)) {
+		if (required)
+			return errf(err, errlen, "%s: missing", key);
+		return 0;
+	}
+	if (!json_is_string(v) || strlen(json_string_value(v)) !=
+	    json_string_length(v))
+		return errf(err, errlen, "%s: expected a string", key);
+	*out = json_string_value(v);
+	return 0;
+}
+
+typedef int (*item_ok)(const char *s);
+
+static int
+host_ok(const char *s)
+{
+	struct pol_hostset *hs = pol_hostset_new();
+	int ok = hs != NULL && pol_hostset_add(hs, s) == 0;
+
+	pol_hostset_free(hs);
+	return ok;
+}
+
+static int
+strv_field(json_t *o, const char *key, int required, item_ok ok,
+    const char *what, char ***out, size_t *n, char *err, size_t errlen)
+{
+	json_t *v = json_object_get(o, key), *e;
+	size_t i;
+
+	*out = NULL;
+	*n = 0;
+	if (v == NULL || json_is_null(v)) {
+		if (required)
+			return errf(err, errlen, "%s: missing", key);
+		return 0;
+	}
+	if (!json_is_array(v) || json_array_size(v) > 64)
+		return errf(err, errlen, "%s: expected an array of at most 64 "
+		    "strings", key);
+	if (required && json_array_size(v) == 0)
+		return errf(err, errlen, "%s: at least one", key);
+	if ((*out = calloc(json_array_size(v) + 1, sizeof(**out))) == NULL)
+		return errf(err, errlen, "out of memory");
+	json_array_foreach(v, i, e) {
+		const char *s = json_string_value(e);
+
+		if (s == NULL || strlen(s) != json_string_length(e) || !ok(s))
+			return errf(err, errlen, "%s[%zu]: expected %s", key, i,
+			    what);
+		if (((*out)[i] = strdup(s)) == NULL)
+			return errf(err, errlen, "out of memory");
+		*n = i + 1;
+	}
+	return 0;
+}
+
+int
+cred_spec_parse(json_t *o, int stored, struct cred_spec *out, char *err,
+    size_t errlen)
+{
+	static const char *const api_keys[] = { "name", "tenant", "hosts",
+	    "inject", "methods", "paths", "value", NULL };
+	const char *name, *tenant, *header, *format, *value, *secret, *k;
+	json_t *inj, *v;
+	size_t i;
+
+	memset(out, 0, sizeof(*out));
+	if (!json_is_object(o))
+		return errf(err, errlen, "expected a JSON object");
+	json_object_foreach(o, k, v) {
+		for (i = 0; api_keys[i] != NULL; i++)
+			if (strcmp(k, api_keys[i]) == 0)
+				break;
+		if (api_keys[i] == NULL && !(stored &&
+		    (strcmp(k, "secret") == 0 || strcmp(k, "updated") == 0)))
+			return errf(err, errlen, "%.64s: unknown field (expected "
+			    "name, tenant, hosts, inject, methods, paths, value)",
+			    k);
+	}
+	if (str_field(o, "name", 1, &name, err, errlen) != 0 ||
+	    str_field(o, "tenant", 1, &tenant, err, errlen) != 0 ||
+	    str_field(o, "value", 1, &value, err, errlen) != 0)
+		return -1;
+	if (!pol_id_valid(name))
+		return errf(err, errlen, "name: expected 1 to 64 of A-Z a-z "
+		    "0-9 . _ -, not starting with a dot");
+	if (!pol_id_valid(tenant))
+		return errf(err, errlen, "tenant: expected 1 to 64 of A-Z a-z "
+		    "0-9 . _ -, not starting with a dot");
+	if (!field_ok(value, CRED_VALUE_MAX))
+		return errf(err, errlen, "value: expected 1 to %d bytes of "
+		    "visible ASCII or spaces (not at either end)",
+		    CRED_VALUE_MAX);
+	inj = json_object_get(o, "inject");
+	if (!json_is_object(inj) || json_object_size(inj) > 2)
+		return errf(err, errlen, "inject: expected {\"header\", "
+		    "\"format\"}");
+	if (str_field(inj, "header", 1, &header, err, errlen) != 0 ||
+	    str_field(inj, "format", 0, &format, err, errlen) != 0)
+		return -1;
+	if (json_object_size(inj) == 2 && format == NULL)
+		return errf(err, errlen, "inject: expected {\"header\", "
+		    "\"format\"}");
+	if (format == NULL)
+		format = "{}";
+	if (!token_ok(header))
+		return errf(err, errlen, "inject.header: expected a header "
+		    "name");
+	{
+		const char *b = strstr(format, "{}");
+
+		if (!field_ok(format, CRED_FORMAT_MAX) || b == NULL ||
+		    strstr(b + 2, "{}") != NULL)
+			return errf(err, errlen, "inject.format: expected up "
+			    "to %d bytes of visible ASCII with one {} (where the "
+			    "value goes)", CRED_FORMAT_MAX);
+	}
+	if ((out->name = strdup(name)) == NULL ||
+	    (out->tenant = strdup(tenant)) == NULL ||
+	    (out->header = strdup(header)) == NULL ||
+	    (out->format = strdup(format)) == NULL ||
+	    (out->value = strdup(value)) == NULL ||
+	    (out->hs = pol_hostset_new()) == NULL) {
+		cred_spec_free(out);
+		return errf(err, errlen, "out of memory");
+	}
+	if (strv_field(o, "hosts", 1, host_ok, "a host name or *.suffix, "
+	    "with an optional :port", &out->hosts, &out->nhosts, err,
+	    errlen) != 0 ||
+	    strv_field(o, "methods", 0, pol_rule_method_valid, "an "
+	    "upper-case method", &out->methods, &out->nmethods, err,
+	    errlen) != 0 ||
+	    strv_field(o, "paths", 0, pol_rule_glob_valid, "a path glob "
+	    "starting with / or *", &out->paths, &out->npaths, err,
+	    errlen) != 0) {
+		cred_spec_free(out);
+		return -1;
+	}
+	for (i = 0; i < out->nhosts; i++)
+		if (pol_hostset_add(out->hs, out->hosts[i]) != 0) {
+			cred_spec_free(out);
+			return errf(err, errlen, "hosts[%zu]: bad host", i);
+		}
+	if (stored) {
+		if (str_field(o, "secret", 1, &secret, err, errlen) != 0) {
+			cred_spec_free(out);
+			return -1;
+		}
+		for (i = 0; secret[i] != '\0'; i++)
+			if (!((secret[i] >= '0' && secret[i] <= '9') ||
+			    (secret[i] >= 'a' && secret[i] <= 'f')))
+				break;
+		if (i != CRED_SECRET_LEN || secret[i] != '\0') {
+			cred_spec_free(out);
+			return errf(err, errlen, "secret: expected %d lower-case "
+			    "hex digits", CRED_SECRET_LEN);
+		}
+		memcpy(out->secret, secret, CRED_SECRET_LEN + 1);
+		v = json_object_get(o, "updated");
+		out->updated = json_is_integer(v) ? json_integer_value(v) : 0;
+	}
+	return 0;
+}
+
+static json_t *
+strv_json(char *const *v, size_t n)
+{
+	json_t *a = json_array();
+	size_t i;
+
+	for (i = 0; a != NULL && i < n; i++)
+		json_array_append_new(a, json_string(v[i]));
+	return a;
+}
+
+static json_t *
+common(const struct cred_spec *s)
+{
+	char ph[POL_ID_MAX + CRED_SECRET_LEN + 32];
+
+	snprintf(ph, sizeof(ph), "sluice-cred:%s:%s", s->name, s->secret);
+	return json_pack("{s:s,s:s,s:o,s:{s:s,s:s},s:o,s:o,s:s,s:I}",
+	    "name", s->name, "tenant", s->tenant,
+	    "hosts", strv_json(s->hosts, s->nhosts),
+	    "inject", "header", s->header, "format", s->format,
+	    "methods", strv_json(s->methods, s->nmethods),
+	    "paths", strv_json(s->paths, s->npaths),
+	    "placeholder", ph, "updated", (json_int_t)s->updated);
+}
+
+json_t *
+cred_spec_json(const struct cred_spec *s)
+{
+	return common(s);
+}
+
+json_t *
+cred_spec_stored_json(const struct cred_spec *s)
+{
+	json_t *j = common(s);
+
+	if (j == NULL)
+		return NULL;
+	json_object_del(j, "placeholder");
+	if (json_object_set_new(j, "secret", json_string(s->secret)) != 0 ||
+	    json_object_set_new(j, "value", json_string(s->value)) != 0) {
+		json_decref(j);
+		return NULL;
+	}
+	return j;
+}

@@ -1,0 +1,47 @@
+/*
+ * credspec.h: a credential as POST /v1/credentials gives it (and as the
+ * credentials file keeps it), read and checked.  Pure: no daemon state;
+ * whether its hosts are inspected is the caller's to check.
+ */
+#ifndef SLUICE_CREDSPEC_H
+#define SLUICE_CREDSPEC_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "policy/policy.h"
+
+#define CRED_VALUE_MAX 8192
+#define CRED_FORMAT_MAX 256
+#define CRED_SECRET_LEN 32       /* hex digits of a placeholder's secret */
+
+struct cred_spec {
+	char *name, *tenant;
+	char **hosts; size_t nhosts;     /* names, *.suffix, optional :port */
+	struct pol_hostset *hs;
+	char *header, *format;           /* inject.header, inject.format */
+	char **methods; size_t nmethods;
+	char **paths; size_t npaths;
+	char *value;                     /* write-only */
+	char secret[CRED_SECRET_LEN + 1];/* stored: the placeholder's; "" */
+	long long updated;               /* stored: unix time; 0 */
+};
+
+/*
+ * Read o into out (zeroed first).  stored 0: the API's body
+ * {"name","tenant","hosts","inject":{"header","format"},"methods"?,
+ * "paths"?,"value"}, unknown keys refused; stored 1: an entry of the
+ * credentials file, which also has "secret" and "updated".  0, or -1
+ * with err naming the field (never the value); out is then freed.
+ */
+int cred_spec_parse(json_t *o, int stored, struct cred_spec *out,
+    char *err, size_t errlen);
+void cred_spec_free(struct cred_spec *s);
+/* The JSON an answer shows (no value): name, tenant, hosts, inject,
+ * methods, paths, placeholder, updated.  New reference or NULL. */
+json_t *cred_spec_json(const struct cred_spec *s);
+/* The file's entry: the same with secret and value. */
+json_t *cred_spec_stored_json(const struct cred_spec *s);
+
+#endif /* SLUICE_CREDSPEC_H */
