@@ -37,6 +37,20 @@ struct done {
 	char msg[XD_ERR_MAX];
 };
 
+
+/* The host-side name (key) of tenant t1's sandbox id: ids are per
+ * tenant, so state dirs, sessions and archives are named by it. */
+static const char *
+key1(const char *id)
+{
+	static char k[4][SBX_ID_MAX + 1];
+	static int n;
+	char *o = k[n++ % 4];
+
+	xd_key("t1", id, o);
+	return o;
+}
+
 static void
 on_done(void *arg, struct xd_box *b, struct xd_perr *e)
 {
@@ -107,7 +121,7 @@ create(struct fake_env *f, const char *id, const char *tenant,
 	spec_init(&s, id, tenant, user, &f->cfg);
 	assert_int_equal(xd_box_create(&f->xd, &s, on_done, d, &e), 0);
 	assert_int_equal(f->xd.creating, 1);
-	assert_int_equal(xd_box_find(&f->xd, id)->state, XD_BOX_CREATING);
+	assert_int_equal(xd_box_find(&f->xd, NULL, id, NULL)->state, XD_BOX_CREATING);
 	assert_int_equal(fake_run_until(f, &d->called, 10000), 0);
 	assert_int_equal(fake_run_jobs(f, 5000), 0);
 	assert_int_equal(f->xd.creating, 0);
@@ -142,13 +156,14 @@ t_create(void **state)
 	assert_int_equal(fake->commit, 1);
 	assert_int_equal(fake->sessions_made, 1);
 	assert_int_equal(fake->sessions_deleted, 0);
-	assert_string_equal(fake->last_session, "c1");
+	assert_string_equal(fake->last_session, key1("c1"));
 	/* the worker's record came back: the backend's note and the
 	 * session directory sluiced named */
 	assert_string_equal(b->rec.note, "fake");
-	snprintf(p, sizeof(p), "%s/sessions/c1", f->dir);
+	snprintf(p, sizeof(p), "%s/sessions/%s", f->dir, key1("c1"));
 	assert_string_equal(b->rec.session_dir, p);
-	snprintf(p, sizeof(p), "%s/c1/record.json", f->cfg.state_dir);
+	snprintf(p, sizeof(p), "%s/%s/record.json", f->cfg.state_dir,
+	    key1("c1"));
 	assert_true(exists(p));
 	assert_true(exists(b->rec.workspace));
 	assert_int_equal(f->xd.stats.created, 1);
@@ -186,9 +201,9 @@ t_create_rollback(void **state)
 	assert_int_equal(fake->commit, 0);
 	assert_int_equal(fake->sessions_made, 1);
 	assert_int_equal(fake->sessions_deleted, 1);
-	snprintf(p, sizeof(p), "%s/rb", f->cfg.state_dir);
+	snprintf(p, sizeof(p), "%s/%s", f->cfg.state_dir, key1("rb"));
 	assert_false(exists(p));
-	assert_null(xd_box_find(&f->xd, "rb"));
+	assert_null(xd_box_find(&f->xd, NULL, "rb", NULL));
 	assert_int_equal(f->xd.stats.create_failed, 1);
 	/* and the id is free again */
 	fake->fail_create = 0;
@@ -210,9 +225,9 @@ t_create_broker_refused(void **state)
 	assert_string_equal(d.code, "network_not_permitted");
 	assert_int_equal(fake->create, 0);
 	assert_int_equal(fake->sessions_deleted, 0);
-	snprintf(p, sizeof(p), "%s/br", f->cfg.state_dir);
+	snprintf(p, sizeof(p), "%s/%s", f->cfg.state_dir, key1("br"));
 	assert_false(exists(p));
-	assert_null(xd_box_find(&f->xd, "br"));
+	assert_null(xd_box_find(&f->xd, NULL, "br", NULL));
 }
 
 /* The backend is not available: refused at once, nothing started. */
@@ -230,7 +245,7 @@ t_create_unavailable(void **state)
 	assert_int_equal(xd_box_create(&f->xd, &s, on_done, &d, &e), -1);
 	assert_int_equal(e.status, 503);
 	assert_true(TAILQ_EMPTY(&f->xd.jobs));
-	assert_null(xd_box_find(&f->xd, "un"));
+	assert_null(xd_box_find(&f->xd, NULL, "un", NULL));
 	xd_perr_clear(&e);
 	/* an unknown backend likewise */
 	fake->fail_available = 0;
@@ -259,7 +274,7 @@ expect_quota(struct fake_env *f, const char *id, const char *tenant,
 	    "limit")), limit);
 	assert_int_equal(json_integer_value(json_object_get(e.extra,
 	    "in_use")), in_use);
-	assert_null(xd_box_find(&f->xd, id));
+	assert_null(xd_box_find(&f->xd, NULL, id, NULL));
 	xd_perr_clear(&e);
 }
 
@@ -352,10 +367,10 @@ t_delete(void **state)
 	assert_int_equal(d.status, 0);
 	assert_int_equal(fake->destroy, 1);
 	assert_int_equal(fake->sessions_deleted, 1);
-	assert_null(xd_box_find(&f->xd, "d1"));
-	snprintf(p, sizeof(p), "%s/d1", f->cfg.state_dir);
+	assert_null(xd_box_find(&f->xd, NULL, "d1", NULL));
+	snprintf(p, sizeof(p), "%s/%s", f->cfg.state_dir, key1("d1"));
 	assert_false(exists(p));
-	snprintf(p, sizeof(p), "%s/d1.json", f->cfg.archive_dir);
+	snprintf(p, sizeof(p), "%s/%s.json", f->cfg.archive_dir, key1("d1"));
 	assert_true(exists(p));
 	assert_int_equal(f->xd.stats.archived, 1);
 	assert_int_equal(f->xd.stats.removed, 1);
@@ -394,7 +409,7 @@ t_delete_stopped(void **state)
 	assert_int_equal(fake->destroy, 1);
 	assert_int_equal(fake->sessions_deleted, 1);
 	assert_int_equal(f->xd.stats.archive_failed, 1);
-	assert_ptr_equal(xd_box_find(&f->xd, "s1"), b);
+	assert_ptr_equal(xd_box_find(&f->xd, NULL, "s1", NULL), b);
 	assert_true(exists(b->rec.workspace));
 	/* a restarted daemon would see it stopped too */
 	snprintf(p, sizeof(p), "%s/execd.json", b->rec.dir);
@@ -425,8 +440,8 @@ t_delete_stopped(void **state)
 	assert_int_equal(fake_run_jobs(f, 5000), 0);
 	assert_int_equal(d.status, 0);
 	assert_int_equal(fake->destroy, 1);
-	assert_null(xd_box_find(&f->xd, "s1"));
-	snprintf(p, sizeof(p), "%s/s1", f->cfg.state_dir);
+	assert_null(xd_box_find(&f->xd, NULL, "s1", NULL));
+	snprintf(p, sizeof(p), "%s/%s", f->cfg.state_dir, key1("s1"));
 	assert_false(exists(p));
 }
 
@@ -488,8 +503,8 @@ t_sweep(void **state)
 	assert_int_equal(xd_box_sweep_start(&f->xd), 0);
 	(void)fake_run_until(f, &never, 1600);
 	assert_int_equal(fake_run_jobs(f, 5000), 0);
-	assert_null(xd_box_find(&f->xd, "o1"));
-	assert_ptr_equal(xd_box_find(&f->xd, "i1"), b);
+	assert_null(xd_box_find(&f->xd, NULL, "o1", NULL));
+	assert_ptr_equal(xd_box_find(&f->xd, NULL, "i1", NULL), b);
 	assert_int_equal(f->xd.stats.removed_idle, 1);
 	assert_int_equal(f->xd.stats.archived, 1);
 	xd_box_sweep_stop(&f->xd);
