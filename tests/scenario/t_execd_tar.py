@@ -30,6 +30,7 @@ import tarfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import Suite, check, check_eq  # noqa: E402
+import execdlib  # noqa: E402
 from t_execd import start, create, ex, check_err  # noqa: E402
 
 S = Suite("t_execd_tar", time_limit=600)
@@ -83,7 +84,8 @@ def listing(ws):
 def round_trip(env):
     d, ctl, x = start(env, max_archive_bytes=MAXA)
     create(x, "t1")
-    ws = os.path.join(x.conf["state_dir"], "t1", "workspace")
+    ws = os.path.join(x.conf["state_dir"], execdlib.key("acme", "t1"),
+                      "workspace")
     big = os.urandom(5 << 20)
     want = hashlib.sha256(big).hexdigest()
     data = tar_of([("a/", "dir", None), ("a/b/c.txt", "file", b"hello\n"),
@@ -180,7 +182,8 @@ def round_trip(env):
 def hostile(env):
     d, ctl, x = start(env, max_archive_bytes=MAXA)
     create(x, "h1")
-    ws = os.path.join(x.conf["state_dir"], "h1", "workspace")
+    ws = os.path.join(x.conf["state_dir"], execdlib.key("acme", "h1"),
+                      "workspace")
     x.app("PUT", "/v1/sandboxes/h1/files/keep.txt", raw=b"k")
     ok = ("ok.txt", "file", b"ok")
     cases = [
@@ -213,7 +216,8 @@ def hostile(env):
 def limits(env):
     d, ctl, x = start(env, max_archive_bytes=MAXA)
     create(x, "q1", limits={"disk_mb": 8})
-    ws = os.path.join(x.conf["state_dir"], "q1", "workspace")
+    ws = os.path.join(x.conf["state_dir"], execdlib.key("acme", "q1"),
+                      "workspace")
     before = listing(ws)
     # larger than the workspace (8 MB), within max_archive_bytes
     data = tar_of([("small", "file", b"s"),

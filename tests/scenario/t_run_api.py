@@ -137,7 +137,7 @@ def verbs(env):
     g = app.json("get", "--chat", "r1")
     check_eq((g["limits"]["memory_mb"], g["limits"]["timeout_s"]), (256, 30),
              "limits")
-    app.fails(6, "exists", "create", "--chat", "r1")
+    app.fails(6, "exists", "create", "--chat", "r1", "--tenant", "acme")
     err = app.fails(2, "bad_request", "create", "--chat", "r9", "--limit",
                     "memory_mb=99999")
     check("field memory_mb" in err and "max 4096" in err, "fields: %r" % err)

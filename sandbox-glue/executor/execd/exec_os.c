@@ -156,7 +156,7 @@ sandbox_json(const struct xd_box *b, json_t *rec, const char *id)
 	    "createdAt")) : (int64_t)b->rec.created * 1000;
 	const char *st = state_of(b);
 
-	o = json_pack("{s:s,s:{s:s},s:O,s:O,s:o,s:o}", "id", b ? b->rec.chat :
+	o = json_pack("{s:s,s:{s:s},s:O,s:O,s:o,s:o}", "id", b ? XD_REC_ID(&b->rec) :
 	    id, "status", "state", st, "metadata", meta ? meta :
 	    json_object(), "entrypoint", ent ? ent : json_pack("[s]",
 	    "/bin/sh"), "createdAt", iso(created), "expiresAt", exp > 0 ?
@@ -255,13 +255,13 @@ create_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 		xd_os_reply_perr(k, e);
 		return;
 	}
-	xd_audit_box(k->xd, "create", k->who, "app", b->rec.chat,
+	xd_audit_box(k->xd, "create", k->who, "app", XD_REC_ID(&b->rec),
 	    b->rec.tenant, b->rec.user, 202, NULL, json_pack("{s:s,s:s,s:O}",
 	    "api", "opensandbox", "profile", b->rec.profile[0] ?
 	    b->rec.profile : "host", "image_uri", json_object_get(rec,
 	    "image")));
 	(void)xd_os_rec_save(k->xd->os, rec);
-	xd_os_reply_json(k, 202, sandbox_json(b, rec, b->rec.chat));
+	xd_os_reply_json(k, 202, sandbox_json(b, rec, XD_REC_ID(&b->rec)));
 }
 
 static void
@@ -535,9 +535,9 @@ h_list(struct xd_os_call *k)
 		if (b->state == XD_BOX_GONE || strcmp(b->rec.tenant,
 		    k->key->tenant) != 0)
 			continue;
-		rec = xd_os_rec(k->xd->os, b->rec.chat);
-		json_object_set_new(seen, b->rec.chat, json_true());
-		json_array_append_new(all, sandbox_json(b, rec, b->rec.chat));
+		rec = xd_os_rec(k->xd->os, XD_REC_ID(&b->rec));
+		json_object_set_new(seen, XD_REC_ID(&b->rec), json_true());
+		json_array_append_new(all, sandbox_json(b, rec, XD_REC_ID(&b->rec)));
 	}
 	json_object_foreach(k->xd->os->recs, id, rec) {
 		const char *t = json_string_value(json_object_get(rec,
@@ -586,10 +586,10 @@ delete_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 		xd_os_reply_perr(k, e);
 		return;
 	}
-	xd_audit_box(k->xd, "delete", k->who, "app", b->rec.chat,
+	xd_audit_box(k->xd, "delete", k->who, "app", XD_REC_ID(&b->rec),
 	    b->rec.tenant, b->rec.user, 204, NULL, json_pack("{s:s,s:s}",
 	    "api", "opensandbox", "archive", "discarded"));
-	xd_os_rec_drop(k->xd->os, b->rec.chat);
+	xd_os_rec_drop(k->xd->os, XD_REC_ID(&b->rec));
 	xd_os_reply_empty(k, 204);
 }
 
@@ -624,11 +624,11 @@ rec_for(struct xd_os_call *k, struct xd_box *b, json_t *rec)
 	if (rec != NULL)
 		return rec;
 	/* a sandbox made by the native API: a record of its own now */
-	rec = json_pack("{s:s,s:s,s:s,s:{},s:{},s:I,s:I}", "id", b->rec.chat,
+	rec = json_pack("{s:s,s:s,s:s,s:{},s:{},s:I,s:I}", "id", XD_REC_ID(&b->rec),
 	    "tenant", b->rec.tenant, "user", b->rec.user, "metadata", "env",
 	    "createdAt", (json_int_t)b->rec.created * 1000, "expiresAt",
 	    (json_int_t)0);
-	json_object_set_new(k->xd->os->recs, b->rec.chat, rec);
+	json_object_set_new(k->xd->os->recs, XD_REC_ID(&b->rec), rec);
 	return rec;
 }
 
@@ -662,7 +662,7 @@ h_metadata(struct xd_os_call *k)
 			json_object_set(meta, key, v);
 	}
 	(void)xd_os_rec_save(k->xd->os, rec);
-	xd_os_reply_json(k, 200, sandbox_json(b, rec, b->rec.chat));
+	xd_os_reply_json(k, 200, sandbox_json(b, rec, XD_REC_ID(&b->rec)));
 }
 
 static void
@@ -682,14 +682,14 @@ h_pause(struct xd_os_call *k)
 	if (b->state != XD_BOX_RUNNING || b->op || b->fg != NULL ||
 	    b->proc_jobs > 0) {
 		xd_os_reply_err(k, 409, "SANDBOX_BUSY", "sandbox %s is busy "
-		    "(a command, a create, a delete)", b->rec.chat);
+		    "(a command, a create, a delete)", XD_REC_ID(&b->rec));
 		return;
 	}
 	TAILQ_FOREACH(c, &b->cmds, link)
 		if (c->running) {
 			xd_os_reply_err(k, 409, "SANDBOX_BUSY", "sandbox %s "
 			    "runs background command %s: sluice pauses idle "
-			    "sandboxes only (stop it first)", b->rec.chat,
+			    "sandboxes only (stop it first)", XD_REC_ID(&b->rec),
 			    c->id);
 			return;
 		}
@@ -701,9 +701,9 @@ h_pause(struct xd_os_call *k)
 	(void)xd_rec_save(&b->rec);
 	b->xd->stats.suspended++;
 	xd_event(b->xd, "sandbox", "suspended", b->rec.tenant, json_pack(
-	    "{s:s,s:s,s:s,s:s}", "id", b->rec.chat, "tenant", b->rec.tenant,
+	    "{s:s,s:s,s:s,s:s}", "id", XD_REC_ID(&b->rec), "tenant", b->rec.tenant,
 	    "user", b->rec.user, "reason", "pause"));
-	xd_audit_box(k->xd, "suspend", k->who, "app", b->rec.chat,
+	xd_audit_box(k->xd, "suspend", k->who, "app", XD_REC_ID(&b->rec),
 	    b->rec.tenant, b->rec.user, 202, NULL, json_pack("{s:s,s:s}",
 	    "api", "opensandbox", "reason", "pause"));
 	xd_os_reply_empty(k, 202);
@@ -787,9 +787,9 @@ h_endpoint(struct xd_os_call *k)
 		host = hh != NULL && hh[0] && strlen(hh) < 200 && strpbrk(hh,
 		    "/ \t@?#") == NULL ? hh : oc->listen;
 	}
-	snprintf(ep, sizeof(ep), "%s/sandboxes/%s/%s", host, b->rec.chat,
+	snprintf(ep, sizeof(ep), "%s/sandboxes/%s/%s", host, XD_REC_ID(&b->rec),
 	    port == EXECD_PORT ? "execd" : "egress");
-	xd_os_token(k->xd->os, b->rec.chat, tok);
+	xd_os_token(k->xd->os, XD_REC_ID(&b->rec), tok);
 	xd_os_reply_json(k, 200, json_pack("{s:s,s:{s:s}}", "endpoint", ep,
 	    "headers", port == EXECD_PORT ? "X-EXECD-ACCESS-TOKEN" :
 	    "OPENSANDBOX-EGRESS-AUTH", tok));
@@ -808,10 +808,10 @@ expired_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 		xd_perr_clear(e);
 		return;
 	}
-	xd_audit_box(xd, "delete", "sluice-execd", "daemon", b->rec.chat,
+	xd_audit_box(xd, "delete", "sluice-execd", "daemon", XD_REC_ID(&b->rec),
 	    b->rec.tenant, b->rec.user, 200, NULL, json_pack("{s:s,s:s}",
 	    "api", "opensandbox", "reason", "ttl_expiry"));
-	if ((rec = xd_os_rec(xd->os, b->rec.chat)) != NULL) {
+	if ((rec = xd_os_rec(xd->os, XD_REC_ID(&b->rec))) != NULL) {
 		json_object_set_new(rec, "expired", json_true());
 		(void)xd_os_rec_save(xd->os, rec);
 	}

@@ -244,7 +244,7 @@ native_cmd(struct xd_os_call *k, struct xd_perr *e)
 {
 	static const char *const keys[] = { "command", "cwd", "background",
 	    "timeout", "uid", "gid", "envs", NULL };
-	json_t *rec = xd_os_rec(k->xd->os, k->box->rec.chat);
+	json_t *rec = xd_os_rec(k->xd->os, XD_REC_ID(&k->box->rec));
 	json_t *cmd = json_object_get(k->body, "command");
 	json_t *cwd = json_object_get(k->body, "cwd");
 	json_t *to = json_object_get(k->body, "timeout");
@@ -356,7 +356,7 @@ cmd_of(struct xd_os_call *k, const char *id)
 
 	if (c == NULL)
 		xd_os_reply_err(k, 404, "COMMAND_NOT_FOUND", "no command %s in "
-		    "sandbox %s", id ? id : "(no id)", k->box->rec.chat);
+		    "sandbox %s", id ? id : "(no id)", XD_REC_ID(&k->box->rec));
 	return c;
 }
 
@@ -481,7 +481,7 @@ changeable(struct xd_os_call *k)
 {
 	if (k->box->state != XD_BOX_RUNNING || k->box->op) {
 		xd_os_reply_err(k, 409, "CONFLICT", "sandbox %s is being "
-		    "created, changed or deleted", k->box->rec.chat);
+		    "created, changed or deleted", XD_REC_ID(&k->box->rec));
 		return 0;
 	}
 	return 1;

@@ -46,7 +46,7 @@ test('no network given: the daemon default tier (off)', { skip }, async () => {
   const sb = await make();
   assert.equal(sb.lastInfo.tier, 'off');
   assert.equal((await sb.info()).tier, 'off');
-  assert.equal((await c.broker.sessions.get(sb.id)).tier, 'off');
+  assert.equal((await c.broker.sessions.get(sb.session)).tier, 'off');
   assert.equal((await make({ network: 'registries' })).lastInfo.tier, 'registries');
 });
 

@@ -56,7 +56,7 @@ def test_default_tier_is_the_daemons(client, make, broker):
     sb = make()
     assert sb.last_info.tier == "off"
     assert sb.info().tier == "off"
-    assert broker.sessions.get(sb.id).tier == "off"
+    assert broker.sessions.get(sb.session).tier == "off"
     assert make(network="registries").last_info.tier == "registries"
 
 
