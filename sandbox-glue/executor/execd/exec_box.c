@@ -452,6 +452,11 @@ box_create_child(void *arg)
 	}
 	session = 1;
 	xd_broker_socket_own(r);
+	/* its trust store and credentials before anything runs */
+	if (xd_broker_sbx_env(xd->cfg, r, b->creds, b->ncreds, &be) != 0) {
+		res = fail_json(be.status, be.code, be.msg);
+		goto fail;
+	}
 	if (b->be->create(r, err, sizeof(err)) != 0) {
 		char m[XD_ERR_MAX + 32];
 
@@ -482,6 +487,7 @@ fail:
 	if (session && xd_broker_delete(xd->cfg, r->chat, &be) != 0)
 		xd_log(XD_LOG_WARN, "sandbox %s: broker session left: %s",
 		    r->chat, be.msg);
+	xd_broker_sbx_env_drop(r);
 	if (r->session_dir[0])
 		(void)rmdir(r->session_dir);
 	/* never remove files under a mount that is still there */
@@ -841,6 +847,8 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 	if ((b = box_new(xd)) == NULL)
 		return berr(e, 500, "internal", "out of memory");
 	b->restore = restore;
+	memcpy(b->creds, s->creds, sizeof(b->creds));
+	b->ncreds = s->ncreds;
 	if ((b->be = sbx_backend_find(s->backend)) == NULL)
 		snprintf(err, sizeof(err), "unknown backend");
 	if (b->be == NULL || b->be->available(err, sizeof(err)) != 0) {
@@ -1032,6 +1040,7 @@ box_delete_child(void *arg)
 		    sizeof(store)) == 0)
 			(void)sbx_image_sweep(store);
 	}
+	xd_broker_sbx_env_drop(r);
 	if (r->session_dir[0])
 		(void)rmdir(r->session_dir);    /* sluiced leaves it, empty */
 	return json_pack("{s:b,s:s?,s:o?,s:o?}", "ok", 1, "broker_left", left,
