@@ -8,7 +8,8 @@ GET /v1/inspect/ca answers the inspection CA; a sandbox's commands have
 SSL_CERT_FILE, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS, GIT_SSL_CAINFO,
 PIP_CERT and CURL_CA_BUNDLE naming /run/sluice/ca.pem (the host's anchors
 and the inspection CA), so curl and Python's urllib reach
-https://insp.test:PORT/ without a flag; a create naming a credential of
+https://insp.test:PORT/ without a flag (a bundle removed is made again at
+a reload, SIGHUP); a create naming a credential of
 its tenant gives its commands SLUICE_CRED_<NAME>=<placeholder>, and a
 request carrying it arrives upstream with the real value; a credential
 that is not sluiced's or not of the tenant is refused (400).
@@ -20,13 +21,14 @@ Skips (77) without root or user namespaces."""
 
 import json
 import os
+import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, check, check_eq, http_handler,  # noqa: E402
-                     tls_server_ctx, api_unix)
+                     tls_server_ctx, api_unix, wait_until)
 from t_execd import (create, ex, check_err, preflight,  # noqa: E402
-                     Execd, _backend)
+                     Execd, _backend, K)
 from t_inspect import test_ca  # noqa: E402
 
 S = Suite("t_execd_inspect", time_limit=600)
@@ -131,6 +133,15 @@ def trust_and_credentials(env):
     got = [v for k, v in json.loads(o["stdout"])["headers"]
            if k.lower() == "authorization"]
     check_eq(got, ["Bearer " + VALUE], "the upstream gets the value")
+    # a reload (and a start) makes the sandboxes' bundles again
+    sdir = os.path.join(d.config["runtime_dir"], "sessions", K("s1"))
+    os.unlink(os.path.join(sdir, "ca.pem"))
+    check("SSL_CERT_FILE" not in env_of(x, "s1"), "no bundle, no variable")
+    x.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: os.path.exists(os.path.join(sdir, "ca.pem")), 20,
+               what="the bundle made again at the reload")
+    check_eq(env_of(x, "s1").get("CURL_CA_BUNDLE"), "/run/sluice/ca.pem",
+             "after the reload")
     # a sandbox without credentials: the trust, no placeholder
     create(x, "s2")
     e = env_of(x, "s2")

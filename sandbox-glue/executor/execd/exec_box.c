@@ -1628,6 +1628,70 @@ arch_sweep_done(void *arg, json_t *res)
 	json_decref(res);
 }
 
+/* ---- the sandboxes' trust bundles (xd_broker_trust) ---- */
+
+static int trust_refreshing;
+
+/* In the worker: the boxes as they were at the fork. */
+static json_t *
+trust_child(void *arg)
+{
+	struct xd *xd = arg;
+	struct xd_broker_err be;
+	const char **dirs;
+	struct xd_box *b;
+	size_t n = 0;
+	int rc;
+
+	TAILQ_FOREACH(b, &xd->boxes, link)
+		n++;
+	if ((dirs = calloc(n + 1, sizeof(*dirs))) == NULL)
+		return NULL;
+	n = 0;
+	/* not one a worker is making or taking down */
+	TAILQ_FOREACH(b, &xd->boxes, link)
+		if (b->state == XD_BOX_RUNNING && !b->op &&
+		    b->rec.session_dir[0] != '\0')
+			dirs[n++] = b->rec.session_dir;
+	memset(&be, 0, sizeof(be));
+	rc = xd_broker_trust(xd->cfg, dirs, n, &be);
+	free(dirs);
+	return rc == 0 ? json_pack("{s:b,s:I}", "ok", 1, "sandboxes",
+	    (json_int_t)n) : json_pack("{s:b,s:s}", "ok", 0, "message",
+	    be.msg);
+}
+
+static void
+trust_done(void *arg, json_t *res)
+{
+	(void)arg;
+	trust_refreshing = 0;
+	if (res == NULL || !json_is_true(json_object_get(res, "ok")))
+		xd_log(XD_LOG_WARN, "the sandboxes' trust bundles: %s",
+		    res != NULL ? json_string_value(json_object_get(res,
+		    "message")) : "the worker died");
+	else
+		xd_log(XD_LOG_DEBUG, "the trust bundles of %lld sandbox(es) "
+		    "made again", (long long)json_integer_value(
+		    json_object_get(res, "sandboxes")));
+	json_decref(res);
+}
+
+void
+xd_box_trust_refresh(struct xd *xd)
+{
+	char err[XD_ERR_MAX];
+
+	if (trust_refreshing || xd->draining)
+		return;
+	if (xd_job_run(xd, "trust", trust_child, xd, trust_done, xd, err,
+	    sizeof(err)) != 0) {
+		xd_log(XD_LOG_WARN, "the sandboxes' trust bundles: %s", err);
+		return;
+	}
+	trust_refreshing = 1;
+}
+
 /* One archive sweep at a time, in a worker (it reads every metadata
  * file and removes files). */
 static void

@@ -237,9 +237,6 @@ xd_broker_socket_own(const struct sbx_rec *r)
 /* ---- what a sandbox's commands get from sluiced: trust and
  * credentials (sluice-execd(8), "Inspection and credentials") ---- */
 
-static const char *const ca_vars[] = { "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
-    "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO", "PIP_CERT", "CURL_CA_BUNDLE" };
-
 /* Writes data into path through a temporary file, mode 0644. */
 static int
 put_file(const char *path, const char *a, size_t alen, const char *b,
@@ -364,42 +361,64 @@ out:
 }
 
 int
-xd_broker_sbx_env(const struct xd_cfg *c, const struct sbx_rec *r,
-    char creds[][SBX_ID_MAX + 1], int ncreds, struct xd_broker_err *e)
+xd_broker_trust(const struct xd_cfg *c, const char *const *dirs, size_t n,
+    struct xd_broker_err *e)
 {
 	struct ctlh_resp resp;
 	char p[SBX_PATH_MAX + 32], *anchors = NULL;
-	json_t *env = json_array();
 	size_t alen, i;
 	int rc = -1;
 
-	if (env == NULL) {
-		berr(e, 500, "internal", "out of memory");
-		return -1;
-	}
 	if (call(c, "GET", "/v1/inspect/ca", NULL, &resp, e) != 0)
-		goto out0;
-	snprintf(p, sizeof(p), "%s/" XD_CA_FILE, r->session_dir);
-	if (resp.status == 404)
-		(void)unlink(p);        /* inspection is off */
-	else if (resp.status != 200 || resp.body == NULL ||
+		return -1;
+	if (resp.status == 404) {
+		/* inspection is off */
+		for (i = 0; i < n; i++) {
+			snprintf(p, sizeof(p), "%s/" XD_CA_FILE, dirs[i]);
+			(void)unlink(p);
+		}
+		rc = 0;
+		goto out;
+	}
+	if (resp.status != 200 || resp.body == NULL ||
 	    strstr(resp.body, "-----BEGIN CERTIFICATE-----") == NULL) {
 		refused(e, &resp, "the inspection CA");
 		goto out;
-	} else {
-		if ((anchors = host_anchors(&alen)) == NULL) {
-			berr(e, 500, "internal", "out of memory");
-			goto out;
-		}
+	}
+	if ((anchors = host_anchors(&alen)) == NULL) {
+		berr(e, 500, "internal", "out of memory");
+		goto out;
+	}
+	rc = 0;
+	for (i = 0; i < n; i++) {
+		snprintf(p, sizeof(p), "%s/" XD_CA_FILE, dirs[i]);
 		if (put_file(p, anchors, alen, resp.body,
 		    strlen(resp.body)) != 0) {
 			berr(e, 500, "internal", "%s: cannot write the trust "
 			    "bundle", p);
-			goto out;
+			rc = -1;
 		}
-		for (i = 0; i < sizeof(ca_vars) / sizeof(ca_vars[0]); i++)
-			json_array_append_new(env, json_sprintf("%s="
-			    SBX_SOCK_DIR "/" XD_CA_FILE, ca_vars[i]));
+	}
+out:
+	free(anchors);
+	ctlh_resp_free(&resp);
+	return rc;
+}
+
+int
+xd_broker_sbx_env(const struct xd_cfg *c, const struct sbx_rec *r,
+    char creds[][SBX_ID_MAX + 1], int ncreds, struct xd_broker_err *e)
+{
+	const char *dir = r->session_dir;
+	char p[SBX_PATH_MAX + 32];
+	json_t *env;
+	int rc = -1;
+
+	if (xd_broker_trust(c, &dir, 1, e) != 0)
+		return -1;
+	if ((env = json_array()) == NULL) {
+		berr(e, 500, "internal", "out of memory");
+		return -1;
 	}
 	if (creds_env(c, r, creds, ncreds, env, e) != 0)
 		goto out;
@@ -412,9 +431,6 @@ xd_broker_sbx_env(const struct xd_cfg *c, const struct sbx_rec *r,
 	}
 	rc = 0;
 out:
-	ctlh_resp_free(&resp);
-out0:
-	free(anchors);
 	json_decref(env);
 	return rc;
 }

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -95,22 +96,36 @@ time_json(int64_t ms)
 	return json_string(buf);
 }
 
-/* The sandbox's own variables (trust store, credential placeholders:
- * xd_broker_sbx_env), a JSON array of "K=V"; NULL: none. */
+/* The sandbox's own variables, a JSON array of "K=V" (NULL: none): the
+ * trust store where its bundle is (xd_broker_trust), the credentials'
+ * placeholders (xd_broker_sbx_env). */
 static json_t *
 box_env(const struct xd_box *b)
 {
+	static const char *const ca_vars[] = { "SSL_CERT_FILE",
+	    "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO",
+	    "PIP_CERT", "CURL_CA_BUNDLE" };
 	char p[SBX_PATH_MAX + 32];
-	json_t *a;
+	json_t *a = NULL;
+	struct stat st;
+	size_t i;
 
 	snprintf(p, sizeof(p), "%s/" XD_ENV_FILE, b->rec.dir);
-	if (access(p, F_OK) != 0)
-		return NULL;
-	if ((a = json_load_file(p, 0, NULL)) == NULL || !json_is_array(a)) {
+	if (access(p, F_OK) == 0 && ((a = json_load_file(p, 0, NULL)) ==
+	    NULL || !json_is_array(a))) {
 		xd_log(XD_LOG_WARN, "%s: not a JSON array: left out", p);
 		json_decref(a);
-		return NULL;
+		a = NULL;
 	}
+	snprintf(p, sizeof(p), "%s/" XD_CA_FILE, b->rec.session_dir);
+	if (b->rec.session_dir[0] == '\0' || lstat(p, &st) != 0 ||
+	    !S_ISREG(st.st_mode))
+		return a;
+	if (a == NULL && (a = json_array()) == NULL)
+		return NULL;
+	for (i = 0; i < sizeof(ca_vars) / sizeof(ca_vars[0]); i++)
+		json_array_append_new(a, json_sprintf("%s=" SBX_SOCK_DIR "/"
+		    XD_CA_FILE, ca_vars[i]));
 	return a;
 }
 

@@ -555,16 +555,19 @@ int xd_broker_get(const struct xd_cfg *c, const char *chat, char *eff,
 int xd_broker_ping(const struct xd_cfg *c, struct xd_broker_err *e);
 /* The session socket to the sandbox user (sluiced makes it root's). */
 void xd_broker_socket_own(const struct sbx_rec *r);
-/* What the sandbox's commands get from sluiced, at its create: with
+/* What the sandbox's commands get from sluiced.  The trust store: with
  * inspection on (GET /v1/inspect/ca), the host's anchors and the
- * inspection CA as <session_dir>/ca.pem (SBX_SOCK_DIR/ca.pem inside) and
- * SSL_CERT_FILE and the like naming it; SLUICE_CRED_<NAME>=<placeholder>
- * of each of creds, which must be sluiced's and of r's tenant (else
- * 400).  The variables go into <r->dir>/env.json (a JSON array of
- * "K=V"), which xd_cmd_start reads. */
+ * inspection CA as <dir>/ca.pem of each of dirs (session directories:
+ * SBX_SOCK_DIR/ca.pem inside), removed with inspection off; xd_cmd_start
+ * names it in SSL_CERT_FILE and the like where it is.  At a create
+ * (xd_broker_sbx_env) that and SLUICE_CRED_<NAME>=<placeholder> of each
+ * of creds, which must be sluiced's and of r's tenant (else 400), into
+ * <r->dir>/env.json (a JSON array of "K=V"), which xd_cmd_start reads. */
 #define XD_CA_FILE		"ca.pem"
 #define XD_ENV_FILE		"env.json"
 #define XD_HOST_CA_BUNDLE	"/etc/ssl/certs/ca-certificates.crt"
+int xd_broker_trust(const struct xd_cfg *c, const char *const *dirs,
+    size_t n, struct xd_broker_err *e);
 int xd_broker_sbx_env(const struct xd_cfg *c, const struct sbx_rec *r,
     char creds[][SBX_ID_MAX + 1], int ncreds, struct xd_broker_err *e);
 /* The bundle removed (before the session directory is). */
@@ -904,6 +907,9 @@ typedef void (*xd_box_cb)(void *arg, struct xd_box *b, struct xd_perr *e);
 /* Read the records under state_dir: each becomes a box (running, or
  * gone with a warning when its sandbox died). */
 void xd_box_load_all(struct xd *xd);
+/* In a worker: every sandbox's trust bundle made again from sluiced's
+ * inspection CA (xd_broker_trust), at start and reload. */
+void xd_box_trust_refresh(struct xd *xd);
 /* The box of id in tenant (NULL: of any tenant); *n (may be NULL) how
  * many boxes of that id there are (tenant NULL: more than one is for
  * the caller to refuse as ambiguous). */
