@@ -235,7 +235,7 @@ xd_broker_socket_own(const struct sbx_rec *r)
 }
 
 /* ---- what a sandbox's commands get from sluiced: trust and
- * credentials (sluice-execd(8), "Inspection and credentials") ---- */
+ * credentials (sluice-execd(8), POST /v1/sandboxes) ---- */
 
 /* Writes data into path through a temporary file, mode 0644. */
 static int
