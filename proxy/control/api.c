@@ -923,6 +923,20 @@ h_cred_delete(struct call *k)
 	    "removed", 1));
 }
 
+/* The CA a sandbox trusts for inspected hosts (sluice-execd fetches it). */
+static void
+h_inspect_ca(struct call *k)
+{
+	const char *pem = ctl_inspect_ca();
+
+	if (pem == NULL) {
+		send_error(k->req, 404, "TLS inspection is off "
+		    "(inspect.hosts is empty)");
+		return;
+	}
+	send_text(k->req, 200, "application/x-pem-file", pem, strlen(pem));
+}
+
 static const struct route routes[] = {
 	{ "/v1/health", EVHTTP_REQ_GET, R_ALL, "health", h_health, 0 },
 	{ "/v1/ceiling", EVHTTP_REQ_GET, R_ADMIN | R_AUDITOR, "ceiling_get",
@@ -961,6 +975,8 @@ static const struct route routes[] = {
 	  "credential_get", h_cred_get, 0 },
 	{ "/v1/credentials/{id}", EVHTTP_REQ_DELETE, R_ADMIN | R_APP,
 	  "credential_delete", h_cred_delete, 0 },
+	{ "/v1/inspect/ca", EVHTTP_REQ_GET, R_ALL, "inspect_ca",
+	  h_inspect_ca, 0 },
 };
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
 

@@ -632,3 +632,9 @@ ctl_json_prompt(const char *id)
 {
 	return px_prompt_json(id);
 }
+
+const char *
+ctl_inspect_ca(void)
+{
+	return px_inspect_ca_pem();
+}

@@ -137,6 +137,9 @@ int ctl_cred_delete(const struct ctl_actor *a, const char *name,
 /* {"credentials": [...]} / one, never a value; NULL: no such one. */
 void *ctl_creds_json(void);
 void *ctl_cred_json(const char *name);
+/* GET /v1/inspect/ca: the inspection CA as PEM, NULL when inspection
+ * is off. */
+const char *ctl_inspect_ca(void);
 /* The relay's cred_find hook. */
 const struct relay_cred *ctl_cred_find(const char *name,
     const char *secret);

@@ -52,6 +52,7 @@ static struct {
 	int on;
 	int ca_fd;
 	X509 *ca;
+	char *ca_pem;                    /* the same, as PEM */
 	struct pol_hostset *hosts;
 	char **names;                    /* inspect.hosts as given */
 	size_t nnames;
@@ -121,6 +122,8 @@ px_inspect_init(const struct cfg *c, int ca_fd, const char *ca_pem,
 	BIO_free(b);
 	if (in.ca == NULL)
 		return errf(err, errlen, "the CA helper sent no certificate");
+	if ((in.ca_pem = strdup(ca_pem)) == NULL)
+		return errf(err, errlen, "out of memory");
 
 	in.srv = SSL_CTX_new(TLS_server_method());
 	in.up = SSL_CTX_new(TLS_client_method());
@@ -175,6 +178,8 @@ px_inspect_cleanup(void)
 	SSL_CTX_free(in.srv);
 	SSL_CTX_free(in.up);
 	X509_free(in.ca);
+	free(in.ca_pem);
+	in.ca_pem = NULL;
 	pol_hostset_free(in.hosts);
 	for (; in.nnames > 0; in.nnames--)
 		free(in.names[in.nnames - 1]);
@@ -191,6 +196,12 @@ px_inspect_host(const struct pol_target *t)
 {
 	return in.on && t->kind == POL_HOST_NAME &&
 	    pol_hostset_match(in.hosts, t->host, t->port, NULL, 0);
+}
+
+const char *
+px_inspect_ca_pem(void)
+{
+	return in.on ? in.ca_pem : NULL;
 }
 
 int

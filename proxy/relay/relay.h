@@ -175,5 +175,7 @@ void px_inspect_cleanup(void);
 /* 1 when every host of pattern ("name" or "*.suffix", an optional
  * ":port") is inspected (inspect.hosts as read at start). */
 int px_inspect_covers(const char *pattern);
+/* The inspection CA's certificate as PEM; NULL when inspection is off. */
+const char *px_inspect_ca_pem(void);
 
 #endif /* SLUICE_RELAY_H */

@@ -452,6 +452,11 @@ box_create_child(void *arg)
 	}
 	session = 1;
 	xd_broker_socket_own(r);
+	/* its trust store and credentials before anything runs */
+	if (xd_broker_sbx_env(xd->cfg, r, b->creds, b->ncreds, &be) != 0) {
+		res = fail_json(be.status, be.code, be.msg);
+		goto fail;
+	}
 	if (b->be->create(r, err, sizeof(err)) != 0) {
 		char m[XD_ERR_MAX + 32];
 
@@ -482,6 +487,7 @@ fail:
 	if (session && xd_broker_delete(xd->cfg, r->chat, &be) != 0)
 		xd_log(XD_LOG_WARN, "sandbox %s: broker session left: %s",
 		    r->chat, be.msg);
+	xd_broker_sbx_env_drop(r);
 	if (r->session_dir[0])
 		(void)rmdir(r->session_dir);
 	/* never remove files under a mount that is still there */
@@ -841,6 +847,8 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 	if ((b = box_new(xd)) == NULL)
 		return berr(e, 500, "internal", "out of memory");
 	b->restore = restore;
+	memcpy(b->creds, s->creds, sizeof(b->creds));
+	b->ncreds = s->ncreds;
 	if ((b->be = sbx_backend_find(s->backend)) == NULL)
 		snprintf(err, sizeof(err), "unknown backend");
 	if (b->be == NULL || b->be->available(err, sizeof(err)) != 0) {
@@ -1032,6 +1040,7 @@ box_delete_child(void *arg)
 		    sizeof(store)) == 0)
 			(void)sbx_image_sweep(store);
 	}
+	xd_broker_sbx_env_drop(r);
 	if (r->session_dir[0])
 		(void)rmdir(r->session_dir);    /* sluiced leaves it, empty */
 	return json_pack("{s:b,s:s?,s:o?,s:o?}", "ok", 1, "broker_left", left,
@@ -1617,6 +1626,70 @@ arch_sweep_done(void *arg, json_t *res)
 	xd->arch_sweeping = 0;
 	arch_evicted_note(xd, json_object_get(res, "evicted"));
 	json_decref(res);
+}
+
+/* ---- the sandboxes' trust bundles (xd_broker_trust) ---- */
+
+static int trust_refreshing;
+
+/* In the worker: the boxes as they were at the fork. */
+static json_t *
+trust_child(void *arg)
+{
+	struct xd *xd = arg;
+	struct xd_broker_err be;
+	const char **dirs;
+	struct xd_box *b;
+	size_t n = 0;
+	int rc;
+
+	TAILQ_FOREACH(b, &xd->boxes, link)
+		n++;
+	if ((dirs = calloc(n + 1, sizeof(*dirs))) == NULL)
+		return NULL;
+	n = 0;
+	/* not one a worker is making or taking down */
+	TAILQ_FOREACH(b, &xd->boxes, link)
+		if (b->state == XD_BOX_RUNNING && !b->op &&
+		    b->rec.session_dir[0] != '\0')
+			dirs[n++] = b->rec.session_dir;
+	memset(&be, 0, sizeof(be));
+	rc = xd_broker_trust(xd->cfg, dirs, n, &be);
+	free(dirs);
+	return rc == 0 ? json_pack("{s:b,s:I}", "ok", 1, "sandboxes",
+	    (json_int_t)n) : json_pack("{s:b,s:s}", "ok", 0, "message",
+	    be.msg);
+}
+
+static void
+trust_done(void *arg, json_t *res)
+{
+	(void)arg;
+	trust_refreshing = 0;
+	if (res == NULL || !json_is_true(json_object_get(res, "ok")))
+		xd_log(XD_LOG_WARN, "the sandboxes' trust bundles: %s",
+		    res != NULL ? json_string_value(json_object_get(res,
+		    "message")) : "the worker died");
+	else
+		xd_log(XD_LOG_DEBUG, "the trust bundles of %lld sandbox(es) "
+		    "made again", (long long)json_integer_value(
+		    json_object_get(res, "sandboxes")));
+	json_decref(res);
+}
+
+void
+xd_box_trust_refresh(struct xd *xd)
+{
+	char err[XD_ERR_MAX];
+
+	if (trust_refreshing || xd->draining)
+		return;
+	if (xd_job_run(xd, "trust", trust_child, xd, trust_done, xd, err,
+	    sizeof(err)) != 0) {
+		xd_log(XD_LOG_WARN, "the sandboxes' trust bundles: %s", err);
+		return;
+	}
+	trust_refreshing = 1;
 }
 
 /* One archive sweep at a time, in a worker (it reads every metadata

@@ -233,3 +233,217 @@ xd_broker_socket_own(const struct sbx_rec *r)
 	    lchown(p, r->host_uid, r->host_gid) != 0)
 		xd_log(XD_LOG_WARN, "chown %s: %m", p);
 }
+
+/* ---- what a sandbox's commands get from sluiced: trust and
+ * credentials (sluice-execd(8), POST /v1/sandboxes) ---- */
+
+/* Writes data into path through a temporary file, mode 0644. */
+static int
+put_file(const char *path, const char *a, size_t alen, const char *b,
+    size_t blen)
+{
+	char t[SBX_PATH_MAX + 64];
+	FILE *f;
+	int ok;
+
+	snprintf(t, sizeof(t), "%s.tmp", path);
+	(void)unlink(t);
+	if ((f = fopen(t, "wx")) == NULL)
+		return -1;
+	ok = fchmod(fileno(f), 0644) == 0 &&
+	    (alen == 0 || fwrite(a, 1, alen, f) == alen) &&
+	    (alen == 0 || a[alen - 1] == '\n' || fputc('\n', f) != EOF) &&
+	    fwrite(b, 1, blen, f) == blen;
+	if (fclose(f) != 0)
+		ok = 0;
+	if (!ok || rename(t, path) != 0) {
+		(void)unlink(t);
+		return -1;
+	}
+	return 0;
+}
+
+/* The host's anchors, malloc'd ("" when there are none). */
+static char *
+host_anchors(size_t *len)
+{
+	FILE *f = fopen(XD_HOST_CA_BUNDLE, "r");
+	char *s = NULL;
+	size_t cap = 0, n;
+
+	*len = 0;
+	if (f == NULL) {
+		xd_log(XD_LOG_WARN, "%s: %m: sandboxes trust only the "
+		    "inspection CA", XD_HOST_CA_BUNDLE);
+		return strdup("");
+	}
+	for (;;) {
+		if (cap - *len < 65536) {
+			char *t;
+
+			if (cap >= (64u << 20) ||
+			    (t = realloc(s, cap + 262144)) == NULL) {
+				free(s);
+				fclose(f);
+				return NULL;
+			}
+			s = t;
+			cap += 262144;
+		}
+		n = fread(s + *len, 1, cap - *len - 1, f);
+		*len += n;
+		if (n == 0)
+			break;
+	}
+	fclose(f);
+	s[*len] = '\0';
+	return s;
+}
+
+/* The credentials of names, each sluiced's and of r's tenant, as
+ * SLUICE_CRED_<NAME>=<placeholder> into env. */
+static int
+creds_env(const struct xd_cfg *c, const struct sbx_rec *r,
+    char names[][SBX_ID_MAX + 1], int n, json_t *env,
+    struct xd_broker_err *e)
+{
+	struct ctlh_resp resp;
+	json_t *o, *list, *cr;
+	int i, rc = -1;
+	size_t k;
+
+	if (n == 0)
+		return 0;
+	if (call(c, "GET", "/v1/credentials", NULL, &resp, e) != 0)
+		return -1;
+	if (resp.status != 200) {
+		refused(e, &resp, "the credentials");
+		ctlh_resp_free(&resp);
+		return -1;
+	}
+	o = resp.body != NULL ? json_loads(resp.body, 0, NULL) : NULL;
+	list = json_object_get(o, "credentials");
+	for (i = 0; i < n; i++) {
+		const char *ph = NULL, *t;
+		char var[SBX_ID_MAX + 32], *p;
+
+		json_array_foreach(list, k, cr) {
+			t = json_string_value(json_object_get(cr, "name"));
+			if (t == NULL || strcmp(t, names[i]) != 0)
+				continue;
+			t = json_string_value(json_object_get(cr, "tenant"));
+			if (t != NULL && strcmp(t, r->tenant) == 0)
+				ph = json_string_value(json_object_get(cr,
+				    "placeholder"));
+			break;
+		}
+		if (ph == NULL) {
+			berr(e, 400, "bad_request", "credentials: sluiced has "
+			    "no credential %s of tenant %s", names[i],
+			    r->tenant[0] ? r->tenant : "(none)");
+			goto out;
+		}
+		snprintf(var, sizeof(var), "SLUICE_CRED_%s", names[i]);
+		for (p = var + 12; *p != '\0'; p++)
+			*p = (*p >= 'a' && *p <= 'z') ? (char)(*p - 32) :
+			    (*p == '.' || *p == '-') ? '_' : *p;
+		if (json_array_append_new(env, json_sprintf("%s=%s", var,
+		    ph)) != 0) {
+			berr(e, 500, "internal", "out of memory");
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	json_decref(o);
+	ctlh_resp_free(&resp);
+	return rc;
+}
+
+int
+xd_broker_trust(const struct xd_cfg *c, const char *const *dirs, size_t n,
+    struct xd_broker_err *e)
+{
+	struct ctlh_resp resp;
+	char p[SBX_PATH_MAX + 32], *anchors = NULL;
+	size_t alen, i;
+	int rc = -1;
+
+	if (call(c, "GET", "/v1/inspect/ca", NULL, &resp, e) != 0)
+		return -1;
+	if (resp.status == 404) {
+		/* inspection is off */
+		for (i = 0; i < n; i++) {
+			snprintf(p, sizeof(p), "%s/" XD_CA_FILE, dirs[i]);
+			(void)unlink(p);
+		}
+		rc = 0;
+		goto out;
+	}
+	if (resp.status != 200 || resp.body == NULL ||
+	    strstr(resp.body, "-----BEGIN CERTIFICATE-----") == NULL) {
+		refused(e, &resp, "the inspection CA");
+		goto out;
+	}
+	if ((anchors = host_anchors(&alen)) == NULL) {
+		berr(e, 500, "internal", "out of memory");
+		goto out;
+	}
+	rc = 0;
+	for (i = 0; i < n; i++) {
+		snprintf(p, sizeof(p), "%s/" XD_CA_FILE, dirs[i]);
+		if (put_file(p, anchors, alen, resp.body,
+		    strlen(resp.body)) != 0) {
+			berr(e, 500, "internal", "%s: cannot write the trust "
+			    "bundle", p);
+			rc = -1;
+		}
+	}
+out:
+	free(anchors);
+	ctlh_resp_free(&resp);
+	return rc;
+}
+
+int
+xd_broker_sbx_env(const struct xd_cfg *c, const struct sbx_rec *r,
+    char creds[][SBX_ID_MAX + 1], int ncreds, struct xd_broker_err *e)
+{
+	const char *dir = r->session_dir;
+	char p[SBX_PATH_MAX + 32];
+	json_t *env;
+	int rc = -1;
+
+	if (xd_broker_trust(c, &dir, 1, e) != 0)
+		return -1;
+	if ((env = json_array()) == NULL) {
+		berr(e, 500, "internal", "out of memory");
+		return -1;
+	}
+	if (creds_env(c, r, creds, ncreds, env, e) != 0)
+		goto out;
+	snprintf(p, sizeof(p), "%s/" XD_ENV_FILE, r->dir);
+	if (json_array_size(env) == 0)
+		(void)unlink(p);
+	else if (json_dump_file(env, p, 0) != 0) {
+		berr(e, 500, "internal", "%s: cannot save", p);
+		goto out;
+	}
+	rc = 0;
+out:
+	json_decref(env);
+	return rc;
+}
+
+void
+xd_broker_sbx_env_drop(const struct sbx_rec *r)
+{
+	char p[SBX_PATH_MAX + 32];
+
+	if (r->session_dir[0] == '\0')
+		return;
+	snprintf(p, sizeof(p), "%s/" XD_CA_FILE, r->session_dir);
+	(void)unlink(p);
+	snprintf(p, sizeof(p), "%s/" XD_CA_FILE ".tmp", r->session_dir);
+	(void)unlink(p);
+}

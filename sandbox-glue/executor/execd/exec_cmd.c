@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -95,20 +96,59 @@ time_json(int64_t ms)
 	return json_string(buf);
 }
 
-/* The environment: the base, PWD (*pwd, to free), then the caller's
- * (theirs win). */
-static char **
-env_build(const struct xd_cmd_spec *s, char **pwd)
+/* The sandbox's own variables, a JSON array of "K=V" (NULL: none): the
+ * trust store where its bundle is (xd_broker_trust), the credentials'
+ * placeholders (xd_broker_sbx_env). */
+static json_t *
+box_env(const struct xd_box *b)
 {
-	size_t n = 0, i, j, extra = 0;
+	static const char *const ca_vars[] = { "SSL_CERT_FILE",
+	    "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO",
+	    "PIP_CERT", "CURL_CA_BUNDLE" };
+	char p[SBX_PATH_MAX + 32];
+	json_t *a = NULL;
+	struct stat st;
+	size_t i;
+
+	snprintf(p, sizeof(p), "%s/" XD_ENV_FILE, b->rec.dir);
+	if (access(p, F_OK) == 0 && ((a = json_load_file(p, 0, NULL)) ==
+	    NULL || !json_is_array(a))) {
+		xd_log(XD_LOG_WARN, "%s: not a JSON array: left out", p);
+		json_decref(a);
+		a = NULL;
+	}
+	snprintf(p, sizeof(p), "%s/" XD_CA_FILE, b->rec.session_dir);
+	if (b->rec.session_dir[0] == '\0' || lstat(p, &st) != 0 ||
+	    !S_ISREG(st.st_mode))
+		return a;
+	if (a == NULL && (a = json_array()) == NULL)
+		return NULL;
+	for (i = 0; i < sizeof(ca_vars) / sizeof(ca_vars[0]); i++)
+		json_array_append_new(a, json_sprintf("%s=" SBX_SOCK_DIR "/"
+		    XD_CA_FILE, ca_vars[i]));
+	return a;
+}
+
+/* The environment: the base, the sandbox's (benv, may be NULL), PWD
+ * (*pwd, to free), then the caller's (theirs win). */
+static char **
+env_build(const struct xd_cmd_spec *s, const json_t *benv, char **pwd)
+{
+	size_t n = 0, i, j, extra = 0, nb = json_array_size(benv);
 	char **v;
 
 	while (s->env != NULL && s->env[extra] != NULL)
 		extra++;
-	if ((v = calloc(ENV_BASE_N + extra + 2, sizeof(char *))) == NULL)
+	if ((v = calloc(ENV_BASE_N + nb + extra + 2, sizeof(char *))) == NULL)
 		return NULL;
 	for (i = 0; i < ENV_BASE_N; i++)
 		v[n++] = (char *)env_base[i];
+	for (i = 0; i < nb; i++) {
+		const char *t = json_string_value(json_array_get(benv, i));
+
+		if (t != NULL && strchr(t, '=') != NULL)
+			v[n++] = (char *)t;
+	}
 	if (asprintf(pwd, "PWD=%s", s->cwd) < 0) {
 		*pwd = NULL;
 		free(v);
@@ -587,6 +627,7 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 	int po[2] = { -1, -1 }, pe[2] = { -1, -1 }, pi[2] = { -1, -1 }, i;
 	char err[XD_ERR_MAX], **env = NULL, *pwd = NULL;
 	struct xd_cmd *x;
+	json_t *benv = NULL;
 	long nbg = 0;
 
 	if (b->state != XD_BOX_RUNNING || b->op) {
@@ -651,8 +692,9 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 		    "holder died); delete it and create it again", NULL);
 		return NULL;
 	}
-	if ((c = calloc(1, sizeof(*c))) == NULL || (env = env_build(spec, &pwd))
-	    == NULL)
+	benv = box_env(b);
+	if ((c = calloc(1, sizeof(*c))) == NULL || (env = env_build(spec, benv,
+	    &pwd)) == NULL)
 		goto oom;
 	c->box = b;
 	c->background = background;
@@ -771,6 +813,7 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 	b->rec.last_used = (int64_t)time(NULL);
 	free(pwd);
 	free(env);
+	json_decref(benv);
 	xd_log(XD_LOG_DEBUG, "sandbox %s: command %s started (pid %d)",
 	    b->rec.chat, c->id, (int)c->proc.pid);
 	xd->stats.cmds_started++;
@@ -799,6 +842,7 @@ fail:
 	}
 	free(pwd);
 	free(env);
+	json_decref(benv);
 	if (c != NULL) {
 		json_decref(c->argv);
 		xd_snap_free(c->snap);

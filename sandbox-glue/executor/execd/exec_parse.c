@@ -340,13 +340,14 @@ xd_create_parse(json_t *body, const struct xd_lims *def,
     struct xd_create_spec *s, struct xd_perr *e)
 {
 	static const char *const keys[] = { "id", "tenant", "user",
-	    "network", "profile", "limits", "backend", NULL };
+	    "network", "profile", "limits", "backend", "credentials", NULL };
 	static const char *const lkeys[] = { "memory_mb", "pids", "cpu_pct",
 	    "tmp_mb", "home_mb", "fsize_mb", "nofile", "nproc", "timeout_s",
 	    "output_cap", "disk_mb", "inodes", NULL };
-	json_t *net, *l;
+	json_t *net, *l, *cr, *v;
 	uint64_t t, cap;
 	int ino_asked = 0;
+	size_t i, j;
 
 	memset(s, 0, sizeof(*s));
 	s->lim = *def;
@@ -384,6 +385,26 @@ xd_create_parse(json_t *body, const struct xd_lims *def,
 		if (keys_only(net, nkeys, "network", e) != 0 ||
 		    xd_tier_parse(net, s->tier, sizeof(s->tier), e) != 0)
 			return -1;
+	}
+	if ((cr = json_object_get(body, "credentials")) != NULL) {
+		if (!json_is_array(cr) || json_array_size(cr) > XD_CREDS_MAX)
+			return perr(e, 400, "bad_request", "credentials: an "
+			    "array of at most %d credential names",
+			    XD_CREDS_MAX);
+		json_array_foreach(cr, i, v) {
+			const char *n = json_string_value(v);
+
+			if (n == NULL || !sbx_id_ok(n, SBX_ID_MAX))
+				return perr(e, 400, "bad_request", "credentials: "
+				    "a name is 1 to 64 of A-Z a-z 0-9 . _ -, "
+				    "the first a letter or digit");
+			for (j = 0; j < i; j++)
+				if (strcmp(s->creds[j], n) == 0)
+					return perr(e, 400, "bad_request",
+					    "credentials: %s named twice", n);
+			snprintf(s->creds[i], sizeof(s->creds[i]), "%s", n);
+			s->ncreds = (int)i + 1;
+		}
 	}
 	if ((l = json_object_get(body, "limits")) != NULL) {
 		if (!json_is_object(l))

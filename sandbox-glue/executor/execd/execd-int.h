@@ -339,6 +339,8 @@ struct xd_perr {
 };
 void xd_perr_clear(struct xd_perr *e);
 
+#define XD_CREDS_MAX	16
+
 struct xd_create_spec {
 	char id[SBX_ID_MAX + 1];
 	char tenant[SBX_ID_MAX + 1];
@@ -348,6 +350,10 @@ struct xd_create_spec {
 	char backend[16];
 	struct xd_lims lim;
 	int bound;              /* the caller's token is of this tenant */
+	/* "credentials": sluiced's credentials of the tenant whose
+	 * placeholders the commands get (SLUICE_CRED_<NAME>) */
+	char creds[XD_CREDS_MAX][SBX_ID_MAX + 1];
+	int ncreds;
 };
 
 /* POST /v1/sandboxes: defaults from def, every limit at most max (an
@@ -549,6 +555,23 @@ int xd_broker_get(const struct xd_cfg *c, const char *chat, char *eff,
 int xd_broker_ping(const struct xd_cfg *c, struct xd_broker_err *e);
 /* The session socket to the sandbox user (sluiced makes it root's). */
 void xd_broker_socket_own(const struct sbx_rec *r);
+/* What the sandbox's commands get from sluiced.  The trust store: with
+ * inspection on (GET /v1/inspect/ca), the host's anchors and the
+ * inspection CA as <dir>/ca.pem of each of dirs (session directories:
+ * SBX_SOCK_DIR/ca.pem inside), removed with inspection off; xd_cmd_start
+ * names it in SSL_CERT_FILE and the like where it is.  At a create
+ * (xd_broker_sbx_env) that and SLUICE_CRED_<NAME>=<placeholder> of each
+ * of creds, which must be sluiced's and of r's tenant (else 400), into
+ * <r->dir>/env.json (a JSON array of "K=V"), which xd_cmd_start reads. */
+#define XD_CA_FILE		"ca.pem"
+#define XD_ENV_FILE		"env.json"
+#define XD_HOST_CA_BUNDLE	"/etc/ssl/certs/ca-certificates.crt"
+int xd_broker_trust(const struct xd_cfg *c, const char *const *dirs,
+    size_t n, struct xd_broker_err *e);
+int xd_broker_sbx_env(const struct xd_cfg *c, const struct sbx_rec *r,
+    char creds[][SBX_ID_MAX + 1], int ncreds, struct xd_broker_err *e);
+/* The bundle removed (before the session directory is). */
+void xd_broker_sbx_env_drop(const struct sbx_rec *r);
 
 /* ---- exec_rec.c ---- */
 
@@ -872,6 +895,9 @@ struct xd_box {
 	int del_archive;                /* delete: archive the workspace */
 	char del_reason[16];            /* "delete", "idle" */
 	json_t *archived;               /* delete: the archive made */
+	/* create: the credentials asked for (xd_create_spec) */
+	char creds[XD_CREDS_MAX][SBX_ID_MAX + 1];
+	int ncreds;
 };
 TAILQ_HEAD(xd_boxq, xd_box);
 
@@ -881,6 +907,9 @@ typedef void (*xd_box_cb)(void *arg, struct xd_box *b, struct xd_perr *e);
 /* Read the records under state_dir: each becomes a box (running, or
  * gone with a warning when its sandbox died). */
 void xd_box_load_all(struct xd *xd);
+/* In a worker: every sandbox's trust bundle made again from sluiced's
+ * inspection CA (xd_broker_trust), at start and reload. */
+void xd_box_trust_refresh(struct xd *xd);
 /* The box of id in tenant (NULL: of any tenant); *n (may be NULL) how
  * many boxes of that id there are (tenant NULL: more than one is for
  * the caller to refuse as ambiguous). */

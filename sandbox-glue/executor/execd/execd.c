@@ -125,6 +125,8 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 		    "set to the new ages");
 	/* after logrotate moved it: the chain goes on in a new file */
 	xd_audit_reopen(xd);
+	/* sluiced's inspection CA may have changed with its restart */
+	xd_box_trust_refresh(xd);
 	xd_log(XD_LOG_INFO, "reload: configuration %s applied",
 	    opt_config ? opt_config : "(defaults)");
 }
@@ -305,6 +307,7 @@ main(int argc, char **argv)
 	}
 	xd_arch_adopt(XD.cfg);
 	xd_box_load_all(&XD);
+	xd_box_trust_refresh(&XD);
 	if (xd_box_sweep_start(&XD) != 0) {
 		xd_log(XD_LOG_ERR, "cannot start the lifecycle timer");
 		goto out;
