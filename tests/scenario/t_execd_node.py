@@ -88,6 +88,9 @@ def drain(env):
     r = x.app("POST", "/v1/sandboxes", {"id": "new1", "tenant": "acme",
                                         "user": "alice"})
     X.check_err(r, 503, "backend_unavailable", "create while draining")
+    hz = x.norole("GET", "/healthz")
+    check(hz.status == 503 and hz.json["ok"] is False, "/healthz while "
+          "draining: %r" % hz)
     check_eq(r.json["error"].get("reason"), "draining", "reason")
     # the idle one goes at once, the busy one waits for its command
     wait_until(lambda: L.state(x, "idle1") == 404, 15,
@@ -150,6 +153,8 @@ def drain(env):
     check_eq(X.ex(x, "busy1", {"shell": "cat done.txt"})["stdout"], "done\n",
              "busy1's command had finished before its archive")
     check_eq(X.metrics(x)["sluice_execd_draining"], 0, "metric after")
+    time.sleep(1.1)             # /healthz's answer is kept a second
+    check_eq(x.norole("GET", "/healthz").status, 200, "/healthz after")
 
 
 if __name__ == "__main__":

@@ -442,7 +442,8 @@ h_health(struct xd_call *k)
  * GET /healthz: whether a sandbox can be made now, for a load balancer,
  * which has no token: so it says no more than {ok, image_ready}.  ok:
  * the default backend works, sluiced answers, the default profile's
- * image is built and the daemon is not draining; 200 then, else 503.
+ * image is built and the daemon is not draining (SIGTERM's drain or
+ * PUT /v1/node's); 200 then, else 503.
  * What a probe costs (a worker that forks the backends' probes) is
  * paid at most once a second: callers without a token may ask as often
  * as they like.
@@ -464,7 +465,8 @@ hz_now(void)
 static void
 healthz_reply(struct xd_call *k)
 {
-	int ok = hz_ok == 1 && hz_image && !k->xd->draining;
+	int ok = hz_ok == 1 && hz_image && !k->xd->draining &&
+	    !k->xd->node_draining;
 
 	reply_json(k, ok ? 200 : 503, json_pack("{s:b,s:b}", "ok", ok,
 	    "image_ready", hz_image));
