@@ -227,17 +227,20 @@ xd_node_set(struct xd *xd, json_t *body, const char *who, const char *role,
 	}
 	on = json_is_true(v);
 	if (on != was) {
+		int64_t since = xd->node_since;
+
 		xd->node_draining = on;
-		xd->node_drained = 0;
 		xd->node_since = on ? (int64_t)time(NULL) : 0;
 		if (node_save(xd) != 0) {
 			xd->node_draining = was;
+			xd->node_since = since;
 			e->status = 500;
 			e->code = "internal";
 			snprintf(e->msg, sizeof(e->msg), "%.300s/%s: %.150s",
 			    xd->cfg->state_dir, NODE_FILE, strerror(errno));
 			return -1;
 		}
+		xd->node_drained = 0;
 		xd_log(XD_LOG_INFO, "%s by %s (%s): %ld sandboxes", on ?
 		    "draining" : "no longer draining", who, role,
 		    node_remaining(xd));
