@@ -309,6 +309,10 @@ export class SandboxClient {
   readonly sandboxes: Sandboxes;
   readonly broker: BrokerClient;
   health(): Promise<Health>;
+  /** GET /v1/node (auditor): host, version, backends, capacity, draining, remaining (snake_case, as the daemon says). */
+  node(): Promise<Record<string, any>>;
+  /** PUT /v1/node (admin): drain the node (true) or end the drain. */
+  setDraining(on: boolean): Promise<{ draining: boolean; remaining?: number; since?: number; removed?: number }>;
   /** GET /healthz, a load balancer's probe: ok false on its 503. */
   healthz(): Promise<{ ok: boolean; imageReady: boolean }>;
   doctor(): Promise<Doctor>;

@@ -141,6 +141,8 @@ static void h_archive_put(struct xd_call *k);
 static void h_install(struct xd_call *k);
 static void h_events(struct xd_call *k);
 static void h_metrics(struct xd_call *k);
+static void h_node_get(struct xd_call *k);
+static void h_node_put(struct xd_call *k);
 
 #define R(m, pat, role, body, q, fn) \
 	{ EVHTTP_REQ_##m, #m, pat, XD_ROLE_##role, body, q, fn }
@@ -153,6 +155,9 @@ static const struct route routes[] = {
 	R(GET, "/v1/health", AUDITOR, B_NONE, ",", h_health),
 	R(GET, "/v1/metrics", AUDITOR, B_NONE, ",", h_metrics),
 	R(GET, "/v1/events", AUDITOR, B_NONE, ",", h_events),
+	/* the node: placement and drain (exec_node.c) */
+	R(GET, "/v1/node", AUDITOR, B_NONE, ",", h_node_get),
+	R(PUT, "/v1/node", ADMIN, B_JSON, ",", h_node_put),
 	R(GET, "/v1/sandboxes", AUDITOR, B_NONE, ",tenant,user,", h_list),
 	R(POST, "/v1/sandboxes", APP, B_JSON, ",", h_create),
 	R(GET, "/v1/sandboxes/{id}", AUDITOR, B_NONE, ",tenant,", h_get),
@@ -437,7 +442,8 @@ h_health(struct xd_call *k)
  * GET /healthz: whether a sandbox can be made now, for a load balancer,
  * which has no token: so it says no more than {ok, image_ready}.  ok:
  * the default backend works, sluiced answers, the default profile's
- * image is built and the daemon is not draining; 200 then, else 503.
+ * image is built and the daemon is not draining (SIGTERM's drain or
+ * PUT /v1/node's); 200 then, else 503.
  * What a probe costs (a worker that forks the backends' probes) is
  * paid at most once a second: callers without a token may ask as often
  * as they like.
@@ -459,7 +465,8 @@ hz_now(void)
 static void
 healthz_reply(struct xd_call *k)
 {
-	int ok = hz_ok == 1 && hz_image && !k->xd->draining;
+	int ok = hz_ok == 1 && hz_image && !k->xd->draining &&
+	    !k->xd->node_draining;
 
 	reply_json(k, ok ? 200 : 503, json_pack("{s:b,s:b}", "ok", ok,
 	    "image_ready", hz_image));
@@ -1225,6 +1232,39 @@ h_cancel(struct xd_call *k)
 	reply_json(k, 200, json_pack("{s:i}", "cancelled", n));
 }
 
+/* ---- the node (exec_node.c) ---- */
+
+static void
+node_cb(void *arg, json_t *h)
+{
+	struct xd_call *k = arg;
+
+	reply_json(k, 200, xd_node_json(k->xd, h));
+}
+
+static void
+h_node_get(struct xd_call *k)
+{
+	call_wait(k);
+	if (xd_health(k->xd, node_cb, k) != 0)
+		node_cb(k, xd_health_json(k->xd, NULL, 0, "cannot start a "
+		    "worker"));
+}
+
+static void
+h_node_put(struct xd_call *k)
+{
+	struct xd_perr e;
+
+	memset(&e, 0, sizeof(e));
+	if (xd_node_set(k->xd, k->body, k->who, xd_role_name(k->role), &e) !=
+	    0) {
+		reply_perr(k, &e);
+		return;
+	}
+	reply_json(k, 200, xd_node_state(k->xd));
+}
+
 /* ---- events and metrics ---- */
 
 /* The end of a subscriber: the stream closed (the terminal chunk
@@ -1413,6 +1453,7 @@ h_metrics(struct xd_call *k)
 		subs++;
 #define M(name, type, help) evbuffer_add_printf(o, "# HELP sluice_execd_" \
 	name " " help "\n# TYPE sluice_execd_" name " " type "\n")
+	xd_node_metrics(k->xd, o);
 	M("sandboxes", "gauge", "Sandboxes by state.");
 	evbuffer_add_printf(o, "sluice_execd_sandboxes{state=\"creating\"} "
 	    "%ld\nsluice_execd_sandboxes{state=\"running\"} %ld\n"

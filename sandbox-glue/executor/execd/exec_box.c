@@ -785,6 +785,13 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 	int restore;
 	char key[SBX_ID_MAX + 1];
 
+	/* PUT /v1/node {"draining": true} (exec_node.c) */
+	if (xd->node_draining) {
+		e->extra = json_pack("{s:s}", "reason", "draining");
+		return berr(e, 503, "backend_unavailable", "this node is "
+		    "draining (PUT /v1/node): make the sandbox on another "
+		    "node");
+	}
 	/* ids are per tenant: only the caller's tenant's sandbox of the id
 	 * is in the way (another's is not there for it) */
 	if (xd_box_find(xd, s->tenant, s->id, NULL) != NULL)

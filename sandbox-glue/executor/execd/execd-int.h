@@ -34,6 +34,8 @@
  *   exec_box.c     the sandboxes: records, quotas, uid slots, create,
  *                  delete and tier through workers
  *   exec_health.c  GET /v1/health and --doctor
+ *   exec_node.c    GET and PUT /v1/node: what a fleet places sandboxes
+ *                  by, and the node's drain
  *   exec_api.c     the listeners' request callback: roles, routes,
  *                  bodies, every handler
  *   execd.c        main: options, configuration, signals, reload, drain
@@ -987,6 +989,22 @@ json_t *xd_health_storage(struct xd *xd);
 /* Ping sluiced in a worker, then cb(arg, health). */
 int xd_health(struct xd *xd, void (*cb)(void *arg, json_t *h), void *arg);
 
+/* ---- exec_node.c ---- */
+
+/* At start, after xd_box_load_all: a drain kept in <state_dir>/node.json
+ * goes on. */
+int xd_node_start(struct xd *xd);
+void xd_node_stop(struct xd *xd);
+/* PUT /v1/node: body {"draining": bool}; -1 with e (400, 500). */
+int xd_node_set(struct xd *xd, json_t *body, const char *who,
+    const char *role, struct xd_perr *e);
+/* {draining, and while draining remaining, since, removed}. */
+json_t *xd_node_state(struct xd *xd);
+/* GET /v1/node's document from the health document (consumed). */
+json_t *xd_node_json(struct xd *xd, json_t *health);
+/* sluice_execd_draining and the drain's figures. */
+void xd_node_metrics(struct xd *xd, struct evbuffer *o);
+
 /* ---- exec_tar.c ---- */
 
 /* Batch files: PUT and GET /v1/sandboxes/{id}/archive?path=DIR (see
@@ -1047,6 +1065,12 @@ struct xd {
 	uint64_t reply_queued;          /* file and exec answers' bytes
 	                                 * queued */
 	struct xd_os *os;               /* exec_os.c: NULL off */
+	/* exec_node.c: PUT /v1/node's drain (xd_box_create refuses while
+	 * node_draining) */
+	int node_draining, node_drained;
+	int64_t node_since;
+	uint64_t node_removed;
+	struct event *ev_node;
 };
 
 /* ---- exec_api.c ---- */

@@ -308,6 +308,7 @@ main(int argc, char **argv)
 	xd_arch_adopt(XD.cfg);
 	xd_box_load_all(&XD);
 	xd_box_trust_refresh(&XD);
+	(void)xd_node_start(&XD);
 	if (xd_box_sweep_start(&XD) != 0) {
 		xd_log(XD_LOG_ERR, "cannot start the lifecycle timer");
 		goto out;
@@ -347,6 +348,7 @@ out:
 		xd_os_close(&XD);
 		xd_api_close(&XD);
 		xd_box_sweep_stop(&XD);
+		xd_node_stop(&XD);
 		xd_box_free_all(&XD);
 		xd_audit_close(&XD);
 	}

@@ -122,6 +122,20 @@ export class SandboxClient {
     }
   }
 
+  /**
+   * GET /v1/node (auditor): what a fleet places sandboxes by: host,
+   * version, backends, capacity, draining and, while draining, remaining
+   * (docs/scale.md).  Returned as the daemon says it (snake_case).
+   */
+  node() { return this._t.call(jsonCall('GET', '/v1/node', json)); }
+
+  /**
+   * PUT /v1/node (admin): true drains the node (creates get 503
+   * backend_unavailable, reason draining; each sandbox is archived and
+   * removed at its next idle point), false ends it.
+   */
+  setDraining(on) { return this._t.call(jsonCall('PUT', '/v1/node', json, { draining: !!on })); }
+
   /** GET /v1/metrics: the Prometheus text (auditor). */
   metrics() { return this._t.call(jsonCall('GET', '/v1/metrics', (r) => r.body.toString('utf8'))); }
 

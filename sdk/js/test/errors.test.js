@@ -86,6 +86,8 @@ const ROUTES = {
   'PUT /v1/sandboxes/{id}/archive': 'Sandbox.putTar',
   'GET /v1/sandboxes/{id}/archive': 'Sandbox.getTar',
   'GET /healthz': 'client.healthz',
+  'GET /v1/node': 'client.node',
+  'PUT /v1/node': 'client.setDraining',
 };
 
 test('every executor route has a call', { skip: !process.env.SLUICE_TEST_OPENAPI && 'no SLUICE_TEST_OPENAPI' }, async () => {

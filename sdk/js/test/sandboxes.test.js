@@ -72,6 +72,11 @@ test('health, doctor, unreachable, addresses', { skip }, async () => {
   assert.ok(h.backends.some((b) => b.name === 'ns' && b.ok));
   const d = await c.doctor();
   assert.ok(d.ok, d.problems.join('; '));
+  const n = await c.node();
+  assert.equal(n.draining, false);
+  assert.ok(n.capacity.cpus >= 1 && n.host);
+  // a drain is the admin's: an app is refused
+  await assert.rejects(c.setDraining(true), (e) => e instanceof S.ForbiddenError && e.status === 403);
   const bad = await new S.SandboxClient(`${EXEC}.nothing`).doctor();
   assert.ok(!bad.ok && /does not answer/.test(bad.problems[0]));
   await assert.rejects(new S.SandboxClient('/nonexistent/exec.sock').sandboxes.list(),

@@ -101,6 +101,8 @@ ROUTES = {
     ("POST", "/v1/sandboxes/{id}/install"): "Sandbox.install",
     ("GET", "/v1/metrics"): "client.metrics",
     ("GET", "/healthz"): "client.healthz",
+    ("GET", "/v1/node"): "client.node",
+    ("PUT", "/v1/node"): "client.set_draining",
     ("GET", "/v1/events"): "client.events",
     ("POST", "/v1/sandboxes/{id}/commands"): "Sandbox.start",
     ("GET", "/v1/sandboxes/{id}/commands"): "Sandbox.commands",

@@ -134,6 +134,16 @@ def test_health_doctor(client):
     assert not bad.ok and "does not answer" in bad.problems[0]
 
 
+def test_node(client):
+    n = client.node()
+    assert n["draining"] is False and n["capacity"]["cpus"] >= 1
+    assert n["capacity"]["sandboxes_limit"] == 40 and n["host"]
+    # a drain is the admin's: an app is refused
+    with pytest.raises(sluice.ForbiddenError):
+        client.set_draining(True)
+    assert client.node()["draining"] is False
+
+
 def test_unreachable():
     with pytest.raises(sluice.SluiceConnectionError) as ei:
         sluice.SandboxClient("/nonexistent/exec.sock").sandboxes.list()

@@ -141,6 +141,14 @@ def health() -> Call[Health]:
     return json_call("GET", "/v1/health", lambda r: Health.from_json(_obj(r)))
 
 
+def node() -> Call[dict[str, Any]]:
+    return json_call("GET", "/v1/node", _obj)
+
+
+def set_draining(on: bool) -> Call[dict[str, Any]]:
+    return json_call("PUT", "/v1/node", _obj, {"draining": bool(on)})
+
+
 def healthz() -> Call[dict[str, Any]]:
     return json_call("GET", "/healthz", _obj)
 

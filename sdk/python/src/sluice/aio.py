@@ -61,6 +61,14 @@ class AsyncSandboxClient:
     async def health(self) -> Health:
         return await self._t.call(C.health())
 
+    async def node(self) -> dict[str, Any]:
+        """:meth:`sluice.SandboxClient.node`."""
+        return await self._t.call(C.node())
+
+    async def set_draining(self, on: bool) -> dict[str, Any]:
+        """:meth:`sluice.SandboxClient.set_draining`."""
+        return await self._t.call(C.set_draining(on))
+
     async def healthz(self) -> dict[str, Any]:
         """:meth:`sluice.SandboxClient.healthz`."""
         try:

@@ -104,6 +104,20 @@ class SandboxClient:
         """GET /v1/health: backends, broker, capacity."""
         return self._t.call(C.health())
 
+    def node(self) -> dict[str, Any]:
+        """GET /v1/node (auditor): what a fleet places sandboxes by:
+        ``host``, ``version``, ``backends``, ``capacity`` (slots,
+        sandboxes, cpus, memory, disk headroom), ``draining`` and, while
+        draining, ``remaining`` (see docs/scale.md)."""
+        return self._t.call(C.node())
+
+    def set_draining(self, on: bool) -> dict[str, Any]:
+        """PUT /v1/node (admin): ``on`` True drains the node (creates get
+        503 backend_unavailable, reason draining; each sandbox is
+        archived and removed at its next idle point), False ends it.
+        Returns ``{"draining", "remaining"?}``."""
+        return self._t.call(C.set_draining(on))
+
     def healthz(self) -> dict[str, Any]:
         """GET /healthz, a load balancer's probe (no role or token
         needed): ``{"ok", "image_ready"}``, ``ok`` False when no sandbox
