@@ -416,8 +416,12 @@ h_create(struct xd_os_call *k)
 		xd_os_reply_err(k, 500, "RUNTIME_ERROR", "no random bytes");
 		return;
 	}
-	snprintf(id, sizeof(id), "os-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0],
-	    rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	/* 48 random bits: unique on a host, and short, since the host's
+	 * name of a tenant's sandbox adds 9 characters and sluiced's
+	 * session socket <runtime_dir>/sessions/<key>/proxy.sock must fit
+	 * in a socket address (107 bytes) */
+	snprintf(id, sizeof(id), "os-%02x%02x%02x%02x%02x%02x", rnd[0],
+	    rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
 	native = json_pack("{s:s,s:s,s:s,s:s,s:{s:s},s:o}", "id", id, "tenant",
 	    k->key->tenant, "user", user, "profile", profile, "network",
 	    "tier", tier, "limits", lims);
