@@ -264,6 +264,15 @@ ctl_cred_json(const char *name)
 	return out.fail ? NULL : json_pack("{s:s}", "name", name);
 }
 
+/* The inspection CA's PEM: inspection on or off as the fuzzer's first
+ * byte chose (out.fail), so both answers of GET /v1/inspect/ca run. */
+const char *
+ctl_inspect_ca(void)
+{
+	return out.fail ? NULL : "-----BEGIN CERTIFICATE-----\nMA==\n"
+	    "-----END CERTIFICATE-----\n";
+}
+
 void *
 ctl_json_prompts(void)
 {
