@@ -10,7 +10,7 @@ apt-get install -y -qq --no-install-recommends \
 	curl python3 python3-pip openssl mandoc procps iproute2 nftables \
 	ca-certificates util-linux e2fsprogs runsc systemd dpkg-dev strace \
 	chromium chromium-driver python3-selenium python3-pytest python3-mypy \
-	mmdebstrap erofs-utils \
+	mmdebstrap erofs-utils git python3-yaml \
 	>/dev/null
 # Node 18+ for the JavaScript SDK's tests: Debian's, unless a newer one
 # (with its own npm) is installed already.
