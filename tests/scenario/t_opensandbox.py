@@ -180,6 +180,36 @@ def tenants(env):
     st, _ = call(port, "GET", "/sandboxes/%s/execd/ping" % sid,
                  headers={"X-EXECD-ACCESS-TOKEN": "0" * 64})
     check_eq(st, 401, "a wrong execd token")
+    # ids are per tenant: tenant beta makes a sandbox of the same id
+    # (natively) and asks for its endpoint with its own key.  Its token
+    # must reach its own sandbox only, never acme's (the token and this
+    # API's records were once keyed by the bare id)
+    r = x.app("POST", "/v1/sandboxes", {"id": sid, "tenant": "beta",
+                                        "user": "bob",
+                                        "network": {"tier": "off"}},
+              timeout=120)
+    check_eq(r.status, 201, "beta's sandbox of the same id: %r" % (r,))
+    r = x.app("PUT", "/v1/sandboxes/%s/files/only-beta.txt?tenant=beta" %
+              sid, raw=b"b")
+    check(r.status in (200, 201, 204), "a file in beta's: %r" % (r,))
+    st, j = call(port, "GET", "/sandboxes/%s/endpoints/44772" % sid,
+                 key=KEY_B)
+    check_eq(st, 200, "beta's endpoint: %r" % (j,))
+    tok_b = j["headers"]["X-EXECD-ACCESS-TOKEN"]
+    check(tok_b != tok, "beta's token differs from acme's")
+    info = "/sandboxes/%s/execd/files/info?path=/workspace/only-beta.txt" % sid
+    st, _ = call(port, "GET", info, headers={"X-EXECD-ACCESS-TOKEN": tok_b})
+    check_eq(st, 200, "beta's token reaches beta's sandbox")
+    st, _ = call(port, "GET", info, headers={"X-EXECD-ACCESS-TOKEN": tok})
+    check(st == 404, "acme's token reached beta's file (%d)" % st)
+    st, j = call(port, "PATCH", "/v1/sandboxes/%s/metadata" % sid,
+                 {"k": "beta's"}, key=KEY_B)
+    check_eq(st, 200, "beta's metadata")
+    st, j = call(port, "GET", "/v1/sandboxes/%s" % sid, key=KEY_A)
+    check(st == 200 and j["metadata"] == {"k": "v"},
+          "acme's record kept beside beta's: %r" % (j,))
+    r = x.app("DELETE", "/v1/sandboxes/%s?tenant=beta&archive=discard" % sid)
+    check(r.status in (200, 204), "beta's sandbox deleted: %r" % (r,))
     st, j = call(port, "POST", "/v1/sandboxes/%s/snapshots" % sid, {},
                  key=KEY_A)
     check(st == 501 and "snapshot" in j["message"], "snapshots: %r" % (j,))

@@ -157,9 +157,15 @@ void xd_os_reply_perr(struct xd_os_call *k, struct xd_perr *e);
  * createdAt (ms), expiresAt (s, 0 none), terminated?}; kept under
  * <state_dir>/.opensandbox/. */
 int xd_os_recs_load(struct xd_os *os, char *err, size_t errlen);
-json_t *xd_os_rec(struct xd_os *os, const char *id);
+/* Records and access tokens are keyed by the sandbox's host name
+ * (xd_key of its tenant and id): ids are per tenant, so the bare id
+ * would let one tenant's record or token stand for another's. */
+void xd_os_key(const char *tenant, const char *id, char out[SBX_ID_MAX + 1]);
+/* The key of a record (its "tenant" and "id"); -1 if it has no id. */
+int xd_os_rec_key(json_t *rec, char out[SBX_ID_MAX + 1]) SLUICE_MUSTCHECK;
+json_t *xd_os_rec(struct xd_os *os, const char *key);
 int xd_os_rec_save(struct xd_os *os, json_t *rec);
-void xd_os_rec_drop(struct xd_os *os, const char *id);
+void xd_os_rec_drop(struct xd_os *os, const char *key);
 /* The access token of sandbox id (HMAC of the secret), hex. */
 void xd_os_token(const struct xd_os *os, const char *id, char out[65]);
 /* Whether the request carries id's token. */

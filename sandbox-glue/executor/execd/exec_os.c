@@ -180,6 +180,15 @@ sandbox_json(const struct xd_box *b, json_t *rec, const char *id)
 	return o;
 }
 
+/* The id a record keeps ("" none). */
+static const char *
+rec_id(json_t *rec)
+{
+	const char *t = json_string_value(json_object_get(rec, "id"));
+
+	return t != NULL ? t : "";
+}
+
 /* The tenant this API's record of id gives ("" none). */
 static const char *
 rec_tenant(json_t *rec)
@@ -197,7 +206,11 @@ box_of(struct xd_os_call *k, json_t **recp, int rec_ok)
 {
 	/* ids are per tenant: the key's tenant names the sandbox */
 	struct xd_box *b = xd_box_find(k->xd, k->key->tenant, k->arg[0], NULL);
-	json_t *rec = xd_os_rec(k->xd->os, k->arg[0]);
+	char key[SBX_ID_MAX + 1];
+	json_t *rec;
+
+	xd_os_key(k->key->tenant, k->arg[0], key);
+	rec = xd_os_rec(k->xd->os, key);
 
 	*recp = NULL;
 	if (b != NULL && b->state == XD_BOX_GONE)
@@ -242,6 +255,7 @@ str_map(json_t *v)
 static void
 create_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 {
+	char key[SBX_ID_MAX + 1];
 	struct xd_os_call *k = arg;
 	json_t *rec = json_object_get(k->body, "_rec");
 
@@ -250,8 +264,8 @@ create_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 		    json_string_value(json_object_get(rec, "id")),
 		    k->key->tenant, "", e->status, e->code, json_pack("{s:s}",
 		    "message", e->msg));
-		xd_os_rec_drop(k->xd->os, json_string_value(json_object_get(
-		    rec, "id")));
+		if (xd_os_rec_key(rec, key) == 0)
+			xd_os_rec_drop(k->xd->os, key);
 		xd_os_reply_perr(k, e);
 		return;
 	}
@@ -267,6 +281,7 @@ create_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 static void
 h_create(struct xd_os_call *k)
 {
+	char key[SBX_ID_MAX + 1];
 	const struct xd_cfg *c = k->xd->cfg;
 	const struct xd_os_cfg *oc = &c->os;
 	json_t *body = k->body, *img = json_object_get(body, "image");
@@ -460,16 +475,17 @@ h_create(struct xd_os_call *k)
 	/* kept with the call until the create ends; known at once so that
 	 * a GET during the create finds it */
 	json_object_set_new(k->body, "_rec", rec);
-	json_object_set(k->xd->os->recs, id, rec);
+	xd_os_key(k->key->tenant, id, key);
+	json_object_set(k->xd->os->recs, key, rec);
 	if (k->xd->draining) {
-		json_object_del(k->xd->os->recs, id);
+		json_object_del(k->xd->os->recs, key);
 		xd_os_reply_err(k, 503, "UNAVAILABLE", "the executor is "
 		    "shutting down");
 		return;
 	}
 	xd_os_call_wait(k);
 	if (xd_box_create(k->xd, &s, create_cb, k, &e) != 0) {
-		json_object_del(k->xd->os->recs, id);
+		json_object_del(k->xd->os->recs, key);
 		xd_os_reply_perr(k, &e);
 	}
 }
@@ -514,6 +530,7 @@ meta_match(json_t *meta, const char *filter)
 static void
 h_list(struct xd_os_call *k)
 {
+	char key[SBX_ID_MAX + 1];
 	const char *ps = xd_os_q(k, "page"), *pss = xd_os_q(k, "pageSize");
 	const char *mf = xd_os_q(k, "metadata");
 	json_t *all = json_array(), *items, *seen = json_object(), *rec, *o;
@@ -539,8 +556,9 @@ h_list(struct xd_os_call *k)
 		if (b->state == XD_BOX_GONE || strcmp(b->rec.tenant,
 		    k->key->tenant) != 0)
 			continue;
-		rec = xd_os_rec(k->xd->os, XD_REC_ID(&b->rec));
-		json_object_set_new(seen, XD_REC_ID(&b->rec), json_true());
+		xd_os_key(b->rec.tenant, XD_REC_ID(&b->rec), key);
+		rec = xd_os_rec(k->xd->os, key);
+		json_object_set_new(seen, key, json_true());
 		json_array_append_new(all, sandbox_json(b, rec, XD_REC_ID(&b->rec)));
 	}
 	json_object_foreach(k->xd->os->recs, id, rec) {
@@ -550,7 +568,9 @@ h_list(struct xd_os_call *k)
 		if (json_object_get(seen, id) != NULL || t == NULL ||
 		    strcmp(t, k->key->tenant) != 0)
 			continue;
-		json_array_append_new(all, sandbox_json(NULL, rec, id));
+		/* a record without its sandbox: named by the id it keeps */
+		json_array_append_new(all, sandbox_json(NULL, rec,
+		    json_string_value(json_object_get(rec, "id"))));
 	}
 	json_decref(seen);
 	items = json_array();
@@ -584,6 +604,7 @@ h_list(struct xd_os_call *k)
 static void
 delete_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 {
+	char key[SBX_ID_MAX + 1];
 	struct xd_os_call *k = arg;
 
 	if (b == NULL) {
@@ -593,7 +614,8 @@ delete_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	xd_audit_box(k->xd, "delete", k->who, "app", XD_REC_ID(&b->rec),
 	    b->rec.tenant, b->rec.user, 204, NULL, json_pack("{s:s,s:s}",
 	    "api", "opensandbox", "archive", "discarded"));
-	xd_os_rec_drop(k->xd->os, XD_REC_ID(&b->rec));
+	xd_os_key(b->rec.tenant, XD_REC_ID(&b->rec), key);
+	xd_os_rec_drop(k->xd->os, key);
 	xd_os_reply_empty(k, 204);
 }
 
@@ -608,7 +630,10 @@ h_delete(struct xd_os_call *k)
 		if (rec != NULL) {
 			/* removed meanwhile (sluice's lifecycle): the
 			 * record goes */
-			xd_os_rec_drop(k->xd->os, k->arg[0]);
+			char key[SBX_ID_MAX + 1];
+
+			xd_os_key(k->key->tenant, k->arg[0], key);
+			xd_os_rec_drop(k->xd->os, key);
 			xd_os_reply_empty(k, 204);
 		}
 		return;
@@ -625,6 +650,7 @@ h_delete(struct xd_os_call *k)
 static json_t *
 rec_for(struct xd_os_call *k, struct xd_box *b, json_t *rec)
 {
+	char key[SBX_ID_MAX + 1];
 	if (rec != NULL)
 		return rec;
 	/* a sandbox made by the native API: a record of its own now */
@@ -632,7 +658,8 @@ rec_for(struct xd_os_call *k, struct xd_box *b, json_t *rec)
 	    "tenant", b->rec.tenant, "user", b->rec.user, "metadata", "env",
 	    "createdAt", (json_int_t)b->rec.created * 1000, "expiresAt",
 	    (json_int_t)0);
-	json_object_set_new(k->xd->os->recs, XD_REC_ID(&b->rec), rec);
+	xd_os_key(b->rec.tenant, XD_REC_ID(&b->rec), key);
+	json_object_set_new(k->xd->os->recs, key, rec);
 	return rec;
 }
 
@@ -757,6 +784,7 @@ h_renew(struct xd_os_call *k)
 static void
 h_endpoint(struct xd_os_call *k)
 {
+	char key[SBX_ID_MAX + 1];
 	const struct xd_os_cfg *oc = &k->xd->cfg->os;
 	const char *host = oc->endpoint_host, *hh;
 	json_t *rec;
@@ -793,7 +821,9 @@ h_endpoint(struct xd_os_call *k)
 	}
 	snprintf(ep, sizeof(ep), "%s/sandboxes/%s/%s", host, XD_REC_ID(&b->rec),
 	    port == EXECD_PORT ? "execd" : "egress");
-	xd_os_token(k->xd->os, XD_REC_ID(&b->rec), tok);
+	/* the token stands for this tenant's sandbox only (xd_os_key) */
+	xd_os_key(b->rec.tenant, XD_REC_ID(&b->rec), key);
+	xd_os_token(k->xd->os, key, tok);
 	xd_os_reply_json(k, 200, json_pack("{s:s,s:{s:s}}", "endpoint", ep,
 	    "headers", port == EXECD_PORT ? "X-EXECD-ACCESS-TOKEN" :
 	    "OPENSANDBOX-EGRESS-AUTH", tok));
@@ -804,6 +834,7 @@ h_endpoint(struct xd_os_call *k)
 static void
 expired_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 {
+	char key[SBX_ID_MAX + 1];
 	struct xd *xd = arg;
 	json_t *rec;
 
@@ -815,7 +846,8 @@ expired_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	xd_audit_box(xd, "delete", "sluice-execd", "daemon", XD_REC_ID(&b->rec),
 	    b->rec.tenant, b->rec.user, 200, NULL, json_pack("{s:s,s:s}",
 	    "api", "opensandbox", "reason", "ttl_expiry"));
-	if ((rec = xd_os_rec(xd->os, XD_REC_ID(&b->rec))) != NULL) {
+	xd_os_key(b->rec.tenant, XD_REC_ID(&b->rec), key);
+	if ((rec = xd_os_rec(xd->os, key)) != NULL) {
 		json_object_set_new(rec, "expired", json_true());
 		(void)xd_os_rec_save(xd->os, rec);
 	}
@@ -839,7 +871,8 @@ sweep(evutil_socket_t fd, short what, void *arg)
 		struct xd_perr e;
 
 		if (exp <= 0 || exp > now || (b = xd_box_find(xd,
-		    rec_tenant(rec), id, NULL)) == NULL ||
+		    rec_tenant(rec), json_string_value(json_object_get(rec,
+		    "id")), NULL)) == NULL ||
 		    b->state != XD_BOX_RUNNING || b->op)
 			continue;
 		xd_log(XD_LOG_INFO, "opensandbox: sandbox %s expired", id);
@@ -884,26 +917,39 @@ static const struct lroute lroutes[] = {
 static void
 execd_call(struct xd_os_call *k, const char *path)
 {
-	json_t *rec;
-	struct xd_box *b;
+	char key[SBX_ID_MAX + 1];
+	struct xd_box *b, *c;
 	struct xd_perr e;
-	const char *rest;
+	const char *rest, *rk;
+	json_t *rec;
 
-	/* the token is the sandbox's; a wrong one says nothing of ids */
-	if (!xd_os_token_ok(k->xd->os, k->arg[0], k->req)) {
+	/* the token is one tenant's sandbox's (HMAC of its key): ids are
+	 * per tenant, so the sandbox is the one of that id whose key the
+	 * token was made for, and a wrong token says nothing of ids */
+	b = NULL;
+	TAILQ_FOREACH(c, &k->xd->boxes, link) {
+		if (c->state == XD_BOX_GONE ||
+		    strcmp(XD_REC_ID(&c->rec), k->arg[0]) != 0)
+			continue;
+		xd_os_key(c->rec.tenant, k->arg[0], key);
+		if (xd_os_token_ok(k->xd->os, key, k->req)) {
+			b = c;
+			break;
+		}
+	}
+	if (b == NULL) {
+		/* a right token of a sandbox that is gone (its record
+		 * stays until it is deleted here) is 404, any other 401 */
+		json_object_foreach(k->xd->os->recs, rk, rec)
+			if (strcmp(rec_id(rec), k->arg[0]) == 0 &&
+			    xd_os_token_ok(k->xd->os, rk, k->req)) {
+				xd_os_reply_err(k, 404, "SANDBOX_NOT_FOUND",
+				    "no sandbox %s", k->arg[0]);
+				return;
+			}
 		xd_reply_json(k->req, 401, json_pack("{s:s}", "error",
 		    "Unauthorized: X-EXECD-ACCESS-TOKEN missing or wrong"));
 		xd_os_call_free(k);
-		return;
-	}
-	/* the token is the sandbox's (HMAC of its id); ids are per tenant,
-	 * and this API's own record says whose it is */
-	rec = xd_os_rec(k->xd->os, k->arg[0]);
-	b = rec == NULL ? NULL : xd_box_find(k->xd, rec_tenant(rec),
-	    k->arg[0], NULL);
-	if (b == NULL || b->state == XD_BOX_GONE) {
-		xd_os_reply_err(k, 404, "SANDBOX_NOT_FOUND", "no sandbox %s",
-		    k->arg[0]);
 		return;
 	}
 	k->box = b;

@@ -244,7 +244,8 @@ native_cmd(struct xd_os_call *k, struct xd_perr *e)
 {
 	static const char *const keys[] = { "command", "cwd", "background",
 	    "timeout", "uid", "gid", "envs", NULL };
-	json_t *rec = xd_os_rec(k->xd->os, XD_REC_ID(&k->box->rec));
+	char rkey[SBX_ID_MAX + 1];
+	json_t *rec;
 	json_t *cmd = json_object_get(k->body, "command");
 	json_t *cwd = json_object_get(k->body, "cwd");
 	json_t *to = json_object_get(k->body, "timeout");
@@ -253,6 +254,8 @@ native_cmd(struct xd_os_call *k, struct xd_perr *e)
 	const char *key;
 	size_t i;
 
+	xd_os_key(k->box->rec.tenant, XD_REC_ID(&k->box->rec), rkey);
+	rec = xd_os_rec(k->xd->os, rkey);
 	json_object_foreach(k->body, key, v) {
 		for (i = 0; keys[i] != NULL && strcmp(keys[i], key); i++)
 			;

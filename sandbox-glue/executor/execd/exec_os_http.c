@@ -215,6 +215,7 @@ xd_os_recs_load(struct xd_os *os, char *err, size_t errlen)
 	}
 	while ((de = readdir(d)) != NULL) {
 		char p[SBX_PATH_MAX + 300], id[SBX_ID_MAX + 8];
+		char key[SBX_ID_MAX + 1];
 		size_t n = strlen(de->d_name);
 		json_error_t je;
 		json_t *r;
@@ -228,9 +229,9 @@ xd_os_recs_load(struct xd_os *os, char *err, size_t errlen)
 			continue;
 		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
 		r = json_load_file(p, JSON_REJECT_DUPLICATES, &je);
-		if (!json_is_object(r) || !json_is_string(json_object_get(r,
-		    "id")) || strcmp(json_string_value(json_object_get(r,
-		    "id")), id) != 0) {
+		/* a record is named by its key (its tenant's and id's) */
+		if (!json_is_object(r) || xd_os_rec_key(r, key) != 0 ||
+		    strcmp(key, id) != 0) {
 			xd_log(XD_LOG_WARN, "%s: not an OpenSandbox record, "
 			    "left alone", p);
 			json_decref(r);
@@ -242,23 +243,41 @@ xd_os_recs_load(struct xd_os *os, char *err, size_t errlen)
 	return 0;
 }
 
-json_t *
-xd_os_rec(struct xd_os *os, const char *id)
+void
+xd_os_key(const char *tenant, const char *id, char out[SBX_ID_MAX + 1])
 {
-	return json_object_get(os->recs, id);
+	xd_key(tenant != NULL ? tenant : "", id, out);
+}
+
+int
+xd_os_rec_key(json_t *rec, char out[SBX_ID_MAX + 1])
+{
+	const char *id = json_string_value(json_object_get(rec, "id"));
+
+	if (id == NULL)
+		return -1;
+	xd_os_key(json_string_value(json_object_get(rec, "tenant")), id, out);
+	return 0;
+}
+
+json_t *
+xd_os_rec(struct xd_os *os, const char *key)
+{
+	return json_object_get(os->recs, key);
 }
 
 int
 xd_os_rec_save(struct xd_os *os, json_t *rec)
 {
-	const char *id = json_string_value(json_object_get(rec, "id"));
+	char id[SBX_ID_MAX + 1];
 	char dir[SBX_PATH_MAX + 16], p[SBX_PATH_MAX + 100], tmp[SBX_PATH_MAX +
 	    120];
 	char *s;
 	int fd, rc = -1;
 	size_t n;
 
-	if (id == NULL || rec_dir(os, dir, sizeof(dir)) != 0)
+	/* named by its key: see xd_os_key */
+	if (xd_os_rec_key(rec, id) != 0 || rec_dir(os, dir, sizeof(dir)) != 0)
 		return -1;
 	if (json_object_get(os->recs, id) != rec)
 		json_object_set(os->recs, id, rec);
@@ -284,15 +303,15 @@ xd_os_rec_save(struct xd_os *os, json_t *rec)
 }
 
 void
-xd_os_rec_drop(struct xd_os *os, const char *id)
+xd_os_rec_drop(struct xd_os *os, const char *key)
 {
 	char dir[SBX_PATH_MAX + 16], p[SBX_PATH_MAX + 100];
 
 	if (rec_dir(os, dir, sizeof(dir)) != 0)
 		return;
-	snprintf(p, sizeof(p), "%s/%s.json", dir, id);
+	snprintf(p, sizeof(p), "%s/%s.json", dir, key);
 	(void)unlink(p);
-	json_object_del(os->recs, id);
+	json_object_del(os->recs, key);
 }
 
 /* ---- access tokens ---- */
