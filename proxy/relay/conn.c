@@ -672,7 +672,9 @@ px_conn_proceed(struct px_conn *c)
 {
 	if (!px_rules_check(c) || PX_GONE(c))
 		return;
-	if (c->req->m != HTTP_M_CONNECT && c->up != NULL &&
+	/* a redirected TLS connection has no request (c->req NULL): it
+	 * dials, as a CONNECT does */
+	if (c->req != NULL && c->req->m != HTTP_M_CONNECT && c->up != NULL &&
 	    strcmp(c->up_host, c->target.host) == 0 &&
 	    c->up_port == c->target.port) {
 		/* same origin on a kept upstream connection: its address
