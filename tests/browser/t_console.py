@@ -1018,6 +1018,9 @@ def real_executor(env):
                                          "user": "dana",
                                          "network": {"tier": "registries"}})
     check_eq(r.status, 201, "create a sandbox (%r)" % r.body[:300])
+    # ids are per tenant: sluiced's session of a tenant's sandbox is its
+    # key, which the sandbox names
+    sess = json.loads(r.body)["network"]["session"]
     r = x.call("POST", "/v1/sandboxes/chat-5000/commands",
                {"cmd": ["echo", "hello from the sandbox"]})
     check_eq(r.status, 202, "a background command (%r)" % r.body[:300])
@@ -1029,7 +1032,7 @@ def real_executor(env):
     check("running" in row.text and "ns" in row.text and "dana" in row.text,
           "sandbox row %r", row.text)
     # its broker session, which the executor made
-    wait_for(lambda: one(drv, 'tr[data-session="chat-5000"]'), 8,
+    wait_for(lambda: one(drv, 'tr[data-session="%s"]' % sess), 8,
              "the sandbox's broker session")
     act(lambda: [b for b in one(drv, 'tr[data-sandbox="chat-5000"]')
                  .find_elements("css selector", "button")
@@ -1041,7 +1044,7 @@ def real_executor(env):
         .select_by_value("public"), what="choosing a tier")
     act(lambda: [b for b in by_css(drv, 'tr[data-sandbox="chat-5000"] button')
                  if b.text == "Set"][0].click(), what="Set")
-    wait_until(lambda: api_unix(d.ctl, "GET", "/v1/sessions/chat-5000").json
+    wait_until(lambda: api_unix(d.ctl, "GET", "/v1/sessions/" + sess).json
                .get("tier") == "public", 10, what="the broker session's tier")
     drv.get(con.base + "/#health")
     wait_text(drv, "#health-exec", "no kvm (microVM) backend in this build",
@@ -1060,7 +1063,7 @@ def real_executor(env):
     act(destroy, what="Destroy, twice")
     wait_until(lambda: x.call("GET", "/v1/sandboxes").json["sandboxes"] == [],
                30, what="the sandbox to go")
-    wait_until(lambda: api_unix(d.ctl, "GET", "/v1/sessions/chat-5000").status
+    wait_until(lambda: api_unix(d.ctl, "GET", "/v1/sessions/" + sess).status
                == 404, 10, what="its broker session to go")
     wait_for(lambda: not one(drv, 'tr[data-sandbox="chat-5000"]'), 10,
              "the row to go")

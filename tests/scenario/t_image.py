@@ -403,7 +403,8 @@ def execd_profiles(env):
     check_eq((o["profile"], o["image"]), ("minimal", digest), "create")
     g = x.app("GET", "/v1/sandboxes/xp1").json
     check_eq((g["profile"], g["image"]), ("minimal", digest), "GET")
-    with open(os.path.join(x.conf["state_dir"], "xp1", "record.json")) as f:
+    with open(os.path.join(x.conf["state_dir"], o["network"]["session"],
+                           "record.json")) as f:
         rec = json.load(f)
     check_eq((rec["profile"], rec["image"], rec["shim"]),
              ("minimal", digest, SHIM_STATIC), "record")
