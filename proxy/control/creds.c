@@ -343,7 +343,8 @@ ctl_cred_put(const struct ctl_actor *a, void *body, void **out,
 		cred_free(c);
 		return ctl_fail(e, CTL_INTERNAL, "out of memory");
 	}
-	memcpy(next, creds, ncreds * sizeof(*next));
+	if (ncreds > 0)
+		memcpy(next, creds, ncreds * sizeof(*next));
 	if (at >= 0)
 		next[at] = c;
 	else

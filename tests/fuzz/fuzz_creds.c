@@ -32,6 +32,32 @@ has_ctl(const char *s)
 	return 0;
 }
 
+/* Does value stand in o outside its "value" member (a key, or another
+ * member's text, at any depth)? */
+static int
+named_elsewhere(json_t *o, const char *value)
+{
+	const char *k;
+	json_t *v;
+	size_t i;
+
+	if (json_is_string(o))
+		return strstr(json_string_value(o), value) != NULL;
+	if (json_is_array(o)) {
+		json_array_foreach(o, i, v)
+			if (named_elsewhere(v, value))
+				return 1;
+		return 0;
+	}
+	json_object_foreach(o, k, v) {
+		if (strstr(k, value) != NULL)
+			return 1;
+		if (strcmp(k, "value") != 0 && named_elsewhere(v, value))
+			return 1;
+	}
+	return 0;
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -48,7 +74,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	value = json_string_value(json_object_get(o, "value"));
 	if (cred_spec_parse(o, 0, &s, err, sizeof(err)) != 0) {
 		INVARIANT(err[0] != '\0');
-		if (value != NULL && strlen(value) >= 8)
+		/* the value never shows in an error, unless the input
+		 * also names it elsewhere (an unknown key the error quotes
+		 * may contain it: that is the key, not the value) */
+		if (value != NULL && strlen(value) >= 8 &&
+		    !named_elsewhere(o, value))
 			INVARIANT(strstr(err, value) == NULL);
 		json_decref(o);
 		return 0;
