@@ -35,21 +35,8 @@
 #define DEPTH_MAX	32
 #define RM_DEPTH_MAX	256
 
-static int oe(struct xd_perr *e, int status, const char *code,
-    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static int
-oe(struct xd_perr *e, int status, const char *code, const char *fmt, ...)
-{
-	va_list ap;
-
-	e->status = status;
-	e->code = code;
-	va_start(ap, fmt);
-	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
-	va_end(ap);
-	return -1;
-}
+/* errors are set with xd_perr_set (exec_parse.c) */
+#define oe xd_perr_set
 
 static int
 oe_errno(struct xd_perr *e, const char *path, int err)

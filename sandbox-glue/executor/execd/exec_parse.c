@@ -33,6 +33,20 @@ xd_perr_clear(struct xd_perr *e)
 	memset(e, 0, sizeof(*e));
 }
 
+int
+xd_perr_set(struct xd_perr *e, int status, const char *code,
+    const char *fmt, ...)
+{
+	va_list ap;
+
+	e->status = status;
+	e->code = code;
+	va_start(ap, fmt);
+	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
 static int
 perr(struct xd_perr *e, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

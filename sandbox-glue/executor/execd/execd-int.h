@@ -340,6 +340,11 @@ struct xd_perr {
 	json_t *extra;
 };
 void xd_perr_clear(struct xd_perr *e);
+/* Set e (status, code, a message) and return -1: the error setter new
+ * code of the daemon calls (the older files keep private copies of it,
+ * to be folded into this one). */
+int xd_perr_set(struct xd_perr *e, int status, const char *code,
+    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 #define XD_CREDS_MAX	16
 
