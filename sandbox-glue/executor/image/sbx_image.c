@@ -146,7 +146,12 @@ prof_list(json_t *a, const char *k, int (*ok)(const char *), char ***v,
 	return 0;
 }
 
-/* A command line to check: printable, one line, bounded. */
+/*
+ * A command line to check, or a description: printable, one line,
+ * bounded.  C1 controls (U+0080..U+009F, C2 80..C2 9F in UTF-8) are
+ * refused as C0 ones are: U+009B is a CSI to a terminal that shows
+ * the profile list.
+ */
 static int
 command_ok(const char *s)
 {
@@ -156,7 +161,8 @@ command_ok(const char *s)
 	if (n == 0 || n > 1024)
 		return 0;
 	for (; *u != '\0'; u++)
-		if (*u < 0x20 || *u == 0x7f)
+		if (*u < 0x20 || *u == 0x7f || (*u == 0xc2 && u[1] >= 0x80 &&
+		    u[1] <= 0x9f))
 			return 0;
 	return 1;
 }
