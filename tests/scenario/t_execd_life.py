@@ -48,6 +48,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import signal
 import socket
 import ssl
@@ -655,13 +656,29 @@ def no_change_while_deleting(env):
     t = threading.Thread(target=delete, daemon=True)
     t.start()
     wait_until(lambda: state(x, "e1") == "deleting", 20, what="deleting")
-    got = [x.app("PUT", "/v1/sandboxes/e1/files/late.txt", raw=b"late\n"),
-           x.app("DELETE", "/v1/sandboxes/e1/files/small.txt"),
-           x.app("POST", "/v1/sandboxes/e1/edit", {"path": "small.txt",
-                                                   "old": "ok",
-                                                   "new": "ko"}),
-           x.app("POST", "/v1/sandboxes/e1/exec", {"shell": "touch x"})]
-    still = state(x, "e1")
+    # The delete's worker writes the archive in its own process: stopped
+    # (SIGSTOP, by the pid the daemon logged), the delete cannot end
+    # while the calls are made, however fast this machine archives.
+    pids = []
+
+    def worker():
+        pids[:] = re.findall(r"worker delete started \(pid (\d+)\)",
+                             x.stderr(400))
+        return pids
+    wait_until(worker, 10, what="the delete's worker in the log")
+    wpid = int(pids[-1])
+    os.kill(wpid, signal.SIGSTOP)
+    try:
+        got = [x.app("PUT", "/v1/sandboxes/e1/files/late.txt",
+                     raw=b"late\n"),
+               x.app("DELETE", "/v1/sandboxes/e1/files/small.txt"),
+               x.app("POST", "/v1/sandboxes/e1/edit", {"path": "small.txt",
+                                                       "old": "ok",
+                                                       "new": "ko"}),
+               x.app("POST", "/v1/sandboxes/e1/exec", {"shell": "touch x"})]
+        still = state(x, "e1")
+    finally:
+        os.kill(wpid, signal.SIGCONT)
     t.join(180)
     check(still == "deleting", "the delete outlasted the calls: %r" % still)
     for r, what in zip(got, ("put", "delete file", "edit", "exec")):
