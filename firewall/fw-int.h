@@ -105,7 +105,7 @@ size_t fw_ranges_normalise(struct fw_range *r, size_t n, size_t klen);
  * keep neighbours apart (a merged "tap*" and "taq" would be neither a
  * name nor a prefix, and nft keeps them apart too); returns n. */
 size_t fw_ifnames_normalise(struct fw_range *r, size_t n);
-/* "name" or "name*" (fw_ifname_check's rules) as a range.  0 / -1. */
+/* "name" or "name*" (pol_ifname_check's rules) as a range.  0 / -1. */
 int fw_ifname_parse(const char *s, struct fw_range *out);
 /* Parse "addr[/len]"; family must match key (V4/V6). 0 / -1. */
 int fw_cidr_parse(const char *s, enum fw_key *key, struct fw_range *out);

@@ -44,7 +44,7 @@ struct fw_config {
 	 * accepted by the self guard before the refused classes */
 	const char *const *resolvers; size_t nresolvers;
 	const char *const *sandbox_subnets; size_t nsandbox_subnets;
-	/* interface names, "name" or "name*" (fw_ifname_check) */
+	/* interface names, "name" or "name*" (pol_ifname_check) */
 	const char *const *sandbox_interfaces; size_t nsandbox_interfaces;
 	const uint16_t *broker_ports; size_t nbroker_ports;
 	/* where the broker listens ("addr[/len]"): the sandboxes reach the
@@ -57,16 +57,9 @@ struct fw_config {
 };
 
 
-/*
- * An interface name as the kernel accepts one (dev_valid_name: 1 to 15
- * bytes, not "." or "..", no '/', ':' or white space), further held to
- * printable ASCII without '"' and '\\' so that nft prints it as given,
- * and with one trailing '*' allowed: "tap*" stands for every name that
- * starts with "tap" (nft's iifname "tap*"); a bare "*" is refused.  0,
- * or -1 with the reason in why.
- */
-#define FW_IFNAME_MAX 16         /* IFNAMSIZ incl. NUL */
-int fw_ifname_check(const char *s, char *why, size_t whylen) SLUICE_MUSTCHECK;
+/* An interface name's size (IFNAMSIZ incl. NUL); its rule is
+ * pol_ifname_check (policy/policy.h). */
+#define FW_IFNAME_MAX 16
 
 struct fw_ruleset;
 

@@ -96,7 +96,7 @@ addr_char(int c)
 	    c == '[' || c == ']';
 }
 
-/* interface names: printable ASCII but for the bytes fw_ifname_check
+/* interface names: printable ASCII but for the bytes pol_ifname_check
  * refuses anywhere; length and '*' placement are fw_build's to check */
 static int
 ifname_char(int c)

@@ -25,7 +25,7 @@
  *            are hex digits and . : / [ ] only (addresses, prefixes)
  *   ilist    as list, but the bytes are printable ASCII other than
  *            space / : " and backslash (interface names; fw_build
- *            checks the rest, fw_ifname_check)
+ *            checks the rest, pol_ifname_check)
  *
  * Nothing may follow the last field; anything else is refused.
  */

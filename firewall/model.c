@@ -166,39 +166,7 @@ fw_ranges_normalise(struct fw_range *r, size_t n, size_t klen)
 	return out + 1;
 }
 
-int
-fw_ifname_check(const char *s, char *why, size_t whylen)
-{
-	size_t i, n = strlen(s);
-
-	if (n == 0 || n >= FW_IFNAME_MAX) {
-		snprintf(why, whylen, "an interface name has 1 to %d bytes",
-		    FW_IFNAME_MAX - 1);
-		return -1;
-	}
-	if (strcmp(s, ".") == 0 || strcmp(s, "..") == 0 ||
-	    strcmp(s, "*") == 0) {
-		snprintf(why, whylen, "\"%s\" is not an interface name", s);
-		return -1;
-	}
-	for (i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c == '*' && i == n - 1)
-			continue;
-		/* the kernel refuses '/', ':' and white space; the rest is
-		 * ours: what nft prints back unquoted inside "..." */
-		if (c <= 0x20 || c >= 0x7f || c == '/' || c == ':' ||
-		    c == '"' || c == '\\' || c == '*') {
-			snprintf(why, whylen, "%s in an interface name",
-			    c == '*' ? "'*' other than at the end" :
-			    "a byte other than printable ASCII without "
-			    "/ : \" \\");
-			return -1;
-		}
-	}
-	return 0;
-}
+_Static_assert(FW_IFNAME_MAX == POL_IFNAME_MAX, "one interface name size");
 
 int
 fw_ifname_parse(const char *s, struct fw_range *out)
@@ -206,7 +174,7 @@ fw_ifname_parse(const char *s, struct fw_range *out)
 	char why[80];
 	size_t n = strlen(s);
 
-	if (fw_ifname_check(s, why, sizeof(why)) != 0)
+	if (pol_ifname_check(s, why, sizeof(why)) != 0)
 		return -1;
 	memset(out, 0, sizeof(*out));
 	if (s[n - 1] == '*') {
@@ -531,7 +499,7 @@ add_ifnames(struct fw_ruleset *rs, int set, const struct fw_config *fc,
 		struct fw_range r;
 		char why[120];
 
-		if (fw_ifname_check(fc->sandbox_interfaces[i], why,
+		if (pol_ifname_check(fc->sandbox_interfaces[i], why,
 		    sizeof(why)) != 0 ||
 		    fw_ifname_parse(fc->sandbox_interfaces[i], &r) != 0) {
 			snprintf(err, errlen, "sandbox_interfaces: \"%.20s\": "

@@ -161,6 +161,18 @@ enum pol_reason pol_target_parse_uri(const char *s, size_t len,
 enum pol_reason pol_target_parse_hostport(const char *s, size_t len,
     uint16_t default_port, struct pol_target *out);
 
+/*
+ * An interface name as the kernel accepts one (dev_valid_name: 1 to 15
+ * bytes, not "." or "..", no '/', ':' or white space), further held to
+ * printable ASCII without '"' and '\\' so that nft prints it as given,
+ * and with one trailing '*' allowed: "tap*" stands for every name that
+ * starts with "tap" (nft's iifname "tap*"); a bare "*" is refused.  0,
+ * or -1 with the reason in why.  Here rather than in firewall/ so that
+ * the configuration reader checks a name without linking the firewall.
+ */
+#define POL_IFNAME_MAX 16       /* IFNAMSIZ incl. NUL */
+int pol_ifname_check(const char *s, char *why, size_t whylen) SLUICE_MUSTCHECK;
+
 /* ------------------------------------------------------------------ */
 /* Host sets: exact names and "*.suffix" (subdomains only; the apex needs
  * its own entry), each with an optional ":port".  An entry without a port

@@ -165,24 +165,6 @@ struct route {
 /* ------------------------------------------------------------------ */
 /* Answers. */
 
-static const char *
-status_phrase(int status)
-{
-	switch (status) {
-	case 200: return "OK";
-	case 201: return "Created";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 409: return "Conflict";
-	case 413: return "Payload Too Large";
-	case 415: return "Unsupported Media Type";
-	case 503: return "Service Unavailable";
-	default: return "Internal Server Error";
-	}
-}
 
 static void
 send_text(struct evhttp_request *req, int status, const char *type,
@@ -200,7 +182,7 @@ send_text(struct evhttp_request *req, int status, const char *type,
 		evhttp_send_error(req, 500, NULL);
 		return;
 	}
-	evhttp_send_reply(req, status, status_phrase(status), b);
+	evhttp_send_reply(req, status, util_http_phrase(status), b);
 	evbuffer_free(b);
 }
 

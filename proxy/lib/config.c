@@ -48,15 +48,6 @@ cfg_defaults(void)
 	return c;
 }
 
-static void
-strv_free(char **v, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
 
 void
 cfg_free(struct cfg *c)
@@ -71,11 +62,11 @@ cfg_free(struct cfg *c)
 	for (i = 0; i < c->ntenants; i++)
 		free(c->tenants[i].name);
 	free(c->tenants);
-	strv_free(c->listen_tcp, c->nlisten_tcp);
-	strv_free(c->listen_transparent, c->nlisten_transparent);
+	util_strv_free(c->listen_tcp, c->nlisten_tcp);
+	util_strv_free(c->listen_transparent, c->nlisten_transparent);
 	free(c->socket_group);
 	free(c->log_mac_key_file);
-	strv_free(c->socket_prefixes, c->nsocket_prefixes);
+	util_strv_free(c->socket_prefixes, c->nsocket_prefixes);
 	for (i = 0; i < c->nsessions; i++) {
 		free(c->sessions[i].id);
 		free(c->sessions[i].tenant);
@@ -84,32 +75,32 @@ cfg_free(struct cfg *c)
 		free(c->sessions[i].source);
 	}
 	free(c->sessions);
-	strv_free(c->registries, c->nregistries);
+	util_strv_free(c->registries, c->nregistries);
 	free(c->ports_registries);
 	free(c->ports_public);
 	free(c->sni_ports);
 	free(c->plain_ports);
 	free(c->firewall.table);
-	strv_free(c->firewall.sandbox_subnets, c->firewall.nsandbox_subnets);
-	strv_free(c->firewall.sandbox_interfaces,
+	util_strv_free(c->firewall.sandbox_subnets, c->firewall.nsandbox_subnets);
+	util_strv_free(c->firewall.sandbox_interfaces,
 	    c->firewall.nsandbox_interfaces);
 	free(c->firewall.broker_ports);
-	strv_free(c->inspect.hosts, c->inspect.nhosts);
+	util_strv_free(c->inspect.hosts, c->inspect.nhosts);
 	free(c->inspect.ca_cert);
 	free(c->inspect.ca_key);
 	free(c->inspect.upstream_ca_file);
 	for (i = 0; i < c->nrules; i++) {
 		free(c->rules[i].name);
-		strv_free(c->rules[i].hosts, c->rules[i].nhosts);
-		strv_free(c->rules[i].methods, c->rules[i].nmethods);
-		strv_free(c->rules[i].paths, c->rules[i].npaths);
+		util_strv_free(c->rules[i].hosts, c->rules[i].nhosts);
+		util_strv_free(c->rules[i].methods, c->rules[i].nmethods);
+		util_strv_free(c->rules[i].paths, c->rules[i].npaths);
 	}
 	free(c->rules);
 	free(c->credentials.file);
-	strv_free(c->allow_cidrs, c->nallow_cidrs);
-	strv_free(c->deny_cidrs, c->ndeny_cidrs);
-	strv_free(c->deny_hosts, c->ndeny_hosts);
-	strv_free(c->dns_servers, c->ndns_servers);
+	util_strv_free(c->allow_cidrs, c->nallow_cidrs);
+	util_strv_free(c->deny_cidrs, c->ndeny_cidrs);
+	util_strv_free(c->deny_hosts, c->ndeny_hosts);
+	util_strv_free(c->dns_servers, c->ndns_servers);
 	for (i = 0; i < c->ndns_hosts; i++) {
 		free(c->dns_hosts[i].name);
 		free(c->dns_hosts[i].addrs);

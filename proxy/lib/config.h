@@ -98,7 +98,7 @@ struct cfg_firewall {
 	char *table;                /* "sluice": table inet <table> */
 	int64_t uid;                /* self guard skuid; -1 (null): none */
 	char **sandbox_subnets; size_t nsandbox_subnets;   /* CIDRs */
-	/* interface names, "name" or "name*" (fw_ifname_check) */
+	/* interface names, "name" or "name*" (pol_ifname_check) */
 	char **sandbox_interfaces; size_t nsandbox_interfaces;
 	uint16_t *broker_ports; size_t nbroker_ports;      /* needed with subnets */
 };

@@ -21,7 +21,6 @@
 
 #include "proxy/lib/config-int.h"
 #include "proxy/lib/usock.h"
-#include "firewall/fw.h"
 
 #define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path))
 
@@ -843,7 +842,7 @@ check_ifname(struct cfg_ctx *x, const char *s)
 {
 	char why[120], b[80];
 
-	if (fw_ifname_check(s, why, sizeof(why)) != 0)
+	if (pol_ifname_check(s, why, sizeof(why)) != 0)
 		return cfg_fail(x, "bad interface name %s: %s",
 		    cfg_shown(s, b, sizeof(b)), why);
 	return 0;

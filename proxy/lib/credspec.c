@@ -10,15 +10,6 @@
 #include "proxy/lib/credspec.h"
 #include "proxy/lib/util.h"
 
-static void
-strv_free(char **v, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
 
 void
 cred_spec_free(struct cred_spec *s)
@@ -27,12 +18,12 @@ cred_spec_free(struct cred_spec *s)
 		return;
 	free(s->name);
 	free(s->tenant);
-	strv_free(s->hosts, s->nhosts);
+	util_strv_free(s->hosts, s->nhosts);
 	pol_hostset_free(s->hs);
 	free(s->header);
 	free(s->format);
-	strv_free(s->methods, s->nmethods);
-	strv_free(s->paths, s->npaths);
+	util_strv_free(s->methods, s->nmethods);
+	util_strv_free(s->paths, s->npaths);
 	if (s->value != NULL) {
 		explicit_bzero(s->value, strlen(s->value));
 		free(s->value);

@@ -12,6 +12,7 @@
 
 int px_verbose;
 static px_log_sink sink;
+static const char *log_name = PX_NAME;
 
 static const char *const prio_names[] = {
 	"emerg", "alert", "crit", "error", "warning", "notice", "info", "debug"
@@ -36,8 +37,14 @@ px_log(int prio, const char *fmt, ...)
 		return;
 	}
 	/* "<N>" prefixes are what journald understands on stderr */
-	fprintf(stderr, "<%d>%s: %s: %s\n", prio, PX_NAME,
+	fprintf(stderr, "<%d>%s: %s: %s\n", prio, log_name,
 	    prio_names[prio & 7], buf);
+}
+
+void
+px_log_set_name(const char *name)
+{
+	log_name = name;
 }
 
 void

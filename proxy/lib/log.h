@@ -1,8 +1,9 @@
 /*
- * log.h: sluiced's diagnostics on stderr, systemd style.
+ * log.h: the daemons' diagnostics on stderr, systemd style (sluiced's
+ * and sluice-execd's: one logger, named by the program).
  *
- * A line is "<N>sluiced: LEVEL: message"; journald reads the "<N>"
- * prefix.  Operator lines name their subsystem ("firewall: ...",
+ * A line is "<N>NAME: LEVEL: message" (NAME "sluiced" unless
+ * px_log_set_name said otherwise); journald reads the "<N>" prefix.  Operator lines name their subsystem ("firewall: ...",
  * "reload: ..."); debug lines start with __func__.  This is the leaf
  * every file of sluiced may use: it knows nothing of the daemon.
  */
@@ -27,5 +28,9 @@ void px_log(int prio, const char *fmt, ...)
  * said. */
 typedef void (*px_log_sink)(int prio, const char *line);
 void px_log_set_sink(px_log_sink sink);
+
+/* The program's name at the head of each line (a string that outlives
+ * the logger: a literal). */
+void px_log_set_name(const char *name);
 
 #endif /* SLUICE_LOG_H */

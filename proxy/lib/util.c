@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -85,4 +86,43 @@ util_rfc3339(time_t t, char *buf, size_t len)
 	if (gmtime_r(&t, &tm) == NULL ||
 	    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
 		snprintf(buf, len, "%s", "");
+}
+
+void
+util_strv_free(char **v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n && v != NULL; i++)
+		free(v[i]);
+	free(v);
+}
+
+const char *
+util_http_phrase(int status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 201: return "Created";
+	case 202: return "Accepted";
+	case 204: return "No Content";
+	case 206: return "Partial Content";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 409: return "Conflict";
+	case 413: return "Payload Too Large";
+	case 415: return "Unsupported Media Type";
+	case 416: return "Range Not Satisfiable";
+	case 421: return "Misdirected Request";
+	case 429: return "Too Many Requests";
+	case 500: return "Internal Server Error";
+	case 501: return "Not Implemented";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	default: return "Error";
+	}
 }

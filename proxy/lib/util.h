@@ -40,4 +40,14 @@ int util_parent_dir(const char *path, char *dir, size_t len) SLUICE_MUSTCHECK;
 /* "2026-12-01T21:28:39Z" (UTC, seconds); len of at least 21. */
 void util_rfc3339(time_t t, char *buf, size_t len);
 
+/* Frees the n strings of v, then v (NULL and 0 are fine). */
+void util_strv_free(char **v, size_t n);
+
+/*
+ * The reason phrase of an HTTP status, one table for every server of
+ * sluice (the relay's refusals, the control API, the executor's API);
+ * "Error" for a status it does not name.
+ */
+const char *util_http_phrase(int status);
+
 #endif /* SLUICE_UTIL_H */

@@ -22,6 +22,7 @@
 
 #include "proxy/relay/relay-int.h"
 #include "proxy/lib/tproxy.h"
+#include "proxy/lib/util.h"
 
 /* Every connection, for the walkers; the count bounds max_conns_total. */
 static TAILQ_HEAD(, px_conn) conns = TAILQ_HEAD_INITIALIZER(conns);
@@ -366,20 +367,6 @@ px_relay_dns_swap(struct dns *nd)
 /* ------------------------------------------------------------------ */
 /* Refusals. */
 
-static const char *
-status_text(int status)
-{
-	switch (status) {
-	case 400: return "Bad Request";
-	case 403: return "Forbidden";
-	case 421: return "Misdirected Request";
-	case 429: return "Too Many Requests";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	case 504: return "Gateway Timeout";
-	default: return "Error";
-	}
-}
 
 static void
 flush_then_close(struct bufferevent *bev, void *arg)
@@ -510,10 +497,10 @@ px_conn_answer(struct px_conn *c, enum pol_reason why, const char *detail,
 	if (c->rule[0] != '\0' && (why == POL_R_RULE_DENIED || c->rule_held))
 		evbuffer_add_printf(bufferevent_get_output(c->cli),
 		    "HTTP/1.1 %d %s\r\nX-Sluice-Rule: %s\r\n", status,
-		    status_text(status), c->rule);
+		    util_http_phrase(status), c->rule);
 	else
 		evbuffer_add_printf(bufferevent_get_output(c->cli),
-		    "HTTP/1.1 %d %s\r\n", status, status_text(status));
+		    "HTTP/1.1 %d %s\r\n", status, util_http_phrase(status));
 	evbuffer_add_printf(bufferevent_get_output(c->cli),
 	    "X-Sluice-Reason: %s\r\n"
 	    "Content-Type: text/plain; charset=utf-8\r\n"

@@ -273,10 +273,10 @@ test_ifnames(void **state)
 
 	(void)state;
 	for (i = 0; i < sizeof(good) / sizeof(*good); i++)
-		if (fw_ifname_check(good[i], why, sizeof(why)) != 0)
+		if (pol_ifname_check(good[i], why, sizeof(why)) != 0)
 			fail_msg("%s refused: %s", good[i], why);
 	for (i = 0; i < sizeof(bad) / sizeof(*bad); i++)
-		if (fw_ifname_check(bad[i], why, sizeof(why)) == 0)
+		if (pol_ifname_check(bad[i], why, sizeof(why)) == 0)
 			fail_msg("\"%s\" accepted", bad[i]);
 
 	/* "tap*" is the prefix block, "tap" and "tap0" names in it */

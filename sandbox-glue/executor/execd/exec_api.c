@@ -1807,7 +1807,7 @@ file_stream(struct xd_call *k, int fd, uint64_t from, uint64_t len,
 	evhttp_add_header(evhttp_request_get_output_headers(k->req),
 	    "Content-Length", cl);
 	call_wait(k);
-	evhttp_send_reply_start(k->req, status, xd_status_phrase(status));
+	evhttp_send_reply_start(k->req, status, util_http_phrase(status));
 	if ((k->evcon = evhttp_request_get_connection(k->req)) != NULL)
 		evhttp_connection_set_closecb(k->evcon, file_closed, k);
 	file_pump(k);
@@ -1869,7 +1869,7 @@ ans_stream(struct xd_call *k, struct xd_cmd *c, json_t *r)
 	evhttp_add_header(h, "Content-Length", cl);
 	if (!k->pending)
 		call_wait(k);
-	evhttp_send_reply_start(k->req, 200, xd_status_phrase(200));
+	evhttp_send_reply_start(k->req, 200, util_http_phrase(200));
 	if ((k->evcon = evhttp_request_get_connection(k->req)) != NULL)
 		evhttp_connection_set_closecb(k->evcon, file_closed, k);
 	file_pump(k);
@@ -1937,7 +1937,7 @@ h_file_get(struct xd_call *k)
 			reply_err(k, 500, "internal", "out of memory");
 			return;
 		}
-		evhttp_send_reply(k->req, status, xd_status_phrase(status),
+		evhttp_send_reply(k->req, status, util_http_phrase(status),
 		    body);
 		evbuffer_free(body);
 		call_free(k);

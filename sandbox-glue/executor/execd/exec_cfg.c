@@ -27,6 +27,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "proxy/lib/config.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
 #include "sandbox-glue/executor/execd/exec_os-int.h"
 
@@ -1271,4 +1272,15 @@ xd_cfg_json(const struct xd_cfg *c)
 	if (o != NULL)
 		json_object_set_new(o, "opensandbox", xd_os_cfg_json(&c->os));
 	return o;
+}
+
+/* A role's name, from the one table of sluiced's configuration. */
+_Static_assert((int)XD_ROLE_ADMIN == (int)CFG_ROLE_ADMIN &&
+    (int)XD_ROLE_AUDITOR == (int)CFG_ROLE_AUDITOR,
+    "enum xd_role is enum cfg_role");
+
+const char *
+xd_role_name(enum xd_role r)
+{
+	return cfg_role_name((enum cfg_role)r);
 }

@@ -14,6 +14,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
+#include "proxy/lib/util.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
 
 /* Length of the UTF-8 sequence at b[0..n): 1..4 when valid and whole,
@@ -216,31 +217,6 @@ xd_text_esc(const unsigned char *b, size_t n, int base64, size_t *pos,
 	return j;
 }
 
-const char *
-xd_status_phrase(int status)
-{
-	switch (status) {
-	case 200: return "OK";
-	case 201: return "Created";
-	case 202: return "Accepted";
-	case 204: return "No Content";
-	case 206: return "Partial Content";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 409: return "Conflict";
-	case 413: return "Payload Too Large";
-	case 415: return "Unsupported Media Type";
-	case 416: return "Range Not Satisfiable";
-	case 429: return "Too Many Requests";
-	case 500: return "Internal Server Error";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	default: return "Unknown";
-	}
-}
 
 void
 xd_reply_json(struct evhttp_request *req, int status, json_t *j)
@@ -263,7 +239,7 @@ xd_reply_json(struct evhttp_request *req, int status, json_t *j)
 	evbuffer_add(b, s, strlen(s));
 	evbuffer_add(b, "\n", 1);
 	free(s);
-	evhttp_send_reply(req, status, xd_status_phrase(status), b);
+	evhttp_send_reply(req, status, util_http_phrase(status), b);
 	evbuffer_free(b);
 }
 

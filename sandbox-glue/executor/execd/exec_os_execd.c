@@ -46,6 +46,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
+#include "proxy/lib/util.h"
 #include "sandbox-glue/executor/execd/exec_os-int.h"
 
 #define PING_S		15
@@ -885,7 +886,7 @@ h_download(struct xd_os_call *k)
 	evhttp_add_header(oh, "Content-Disposition", h);
 	evhttp_add_header(oh, "Content-Type", "application/octet-stream");
 	evhttp_add_header(oh, "Accept-Ranges", "bytes");
-	evhttp_send_reply(k->req, status, xd_status_phrase(status), b);
+	evhttp_send_reply(k->req, status, util_http_phrase(status), b);
 	evbuffer_free(b);
 	xd_os_call_free(k);
 }

@@ -35,6 +35,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include "proxy/lib/util.h"
 #include "sandbox-glue/executor/execd/exec_os-int.h"
 
 const char *
@@ -86,7 +87,7 @@ xd_os_reply_empty(struct xd_os_call *k, int status)
 
 	/* evhttp writes Content-Length: 0 for an empty buffer; a 204 has
 	 * no body and no length */
-	evhttp_send_reply(k->req, status, xd_status_phrase(status), b);
+	evhttp_send_reply(k->req, status, util_http_phrase(status), b);
 	if (b != NULL)
 		evbuffer_free(b);
 	xd_os_call_free(k);

@@ -84,6 +84,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 
+#include "proxy/lib/util.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
 
 #define TAR_STAGE	".sluice-tar."
@@ -1244,7 +1245,7 @@ tg_line(struct tar_get *g)
 	oh = evhttp_request_get_output_headers(g->req);
 	evhttp_add_header(oh, "Content-Type", "application/x-tar");
 	evhttp_add_header(oh, "Cache-Control", "no-store");
-	evhttp_send_reply_start(g->req, 200, xd_status_phrase(200));
+	evhttp_send_reply_start(g->req, 200, util_http_phrase(200));
 	g->started = 1;
 	g->moved_ms = sbx_now_ms();
 	if ((g->evcon = evhttp_request_get_connection(g->req)) != NULL)

@@ -7,7 +7,6 @@
  * files, bottom up (each calls only those above it; tests/layering.sh
  * checks that no two call each other):
  *
- *   exec_log.c     xd_log: "<N>sluice-execd: LEVEL: ..." on stderr
  *   exec_parse.c   pure parsers of what a client sends (route patterns,
  *                  paths, Range, the create and command bodies, limits):
  *                  no I/O, so tests/fuzz/fuzz_execapi.c drives them
@@ -91,6 +90,7 @@
 
 #include <jansson.h>
 
+#include "proxy/lib/log.h"
 #include "proxy/lib/usock.h"
 #include "sandbox-glue/executor/backend/sbx.h"
 #include "sandbox-glue/executor/backend/sbx_cfg.h"
@@ -99,16 +99,14 @@
 #define XD_NAME		"sluice-execd"
 #define XD_ERR_MAX	512
 
-/* ---- exec_log.c ---- */
+/* ---- diagnostics: the daemons' one logger (proxy/lib/log.h), named
+ * XD_NAME by main ---- */
 
-#define XD_LOG_ERR	3
-#define XD_LOG_WARN	4
-#define XD_LOG_INFO	6
-#define XD_LOG_DEBUG	7
-
-extern int xd_verbose;
-void xd_log(int prio, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+#define XD_LOG_ERR	PX_ERR
+#define XD_LOG_WARN	PX_WARN
+#define XD_LOG_INFO	PX_INFO
+#define XD_LOG_DEBUG	PX_DEBUG
+#define xd_log		px_log
 
 /* ---- roles ---- */
 
@@ -422,7 +420,6 @@ size_t xd_text_esc(const unsigned char *b, size_t n, int base64,
  * (a sequence cut at the end is held back for the next chunk). */
 size_t xd_utf8_whole(const unsigned char *b, size_t n);
 
-const char *xd_status_phrase(int status);
 void xd_reply_json(struct evhttp_request *req, int status, json_t *j);
 /* {"error":{"code","message",...extra}}; extra is consumed. */
 void xd_reply_error(struct evhttp_request *req, int status,

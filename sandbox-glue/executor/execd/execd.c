@@ -226,6 +226,7 @@ main(int argc, char **argv)
 	int ch, check = 0, print = 0, doc = 0, rc = 1, fd;
 	json_t *j;
 
+	px_log_set_name(XD_NAME);
 	/* hidden: the restore's child (exec_arch.c), before anything of the
 	 * daemon is read or set up */
 	if (argc == 2 && strcmp(argv[1], "--restore-helper") == 0)
@@ -249,7 +250,7 @@ main(int argc, char **argv)
 			/* hidden: the route table, for the OpenAPI test */
 			xd_api_print_routes();
 			return 0;
-		case 'v': xd_verbose = 1; break;
+		case 'v': px_verbose = 1; break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf(XD_NAME " " PACKAGE_VERSION "\n"); return 0;
 		default: usage(stderr); return 2;

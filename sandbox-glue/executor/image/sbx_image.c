@@ -19,6 +19,7 @@
 #include <jansson.h>
 
 #include "proxy/lib/jsonstrict.h"
+#include "proxy/lib/util.h"
 #include "sandbox-glue/executor/backend/sbx_cfg.h"
 #include "sandbox-glue/executor/image/sbx_image.h"
 
@@ -75,22 +76,13 @@ module_ok(const char *s)
 
 /* ---- profiles ---- */
 
-static void
-strv_free(char **v, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
 
 void
 sbx_profile_free(struct sbx_profile *p)
 {
-	strv_free(p->packages, p->npackages);
-	strv_free(p->python, p->npython);
-	strv_free(p->commands, p->ncommands);
+	util_strv_free(p->packages, p->npackages);
+	util_strv_free(p->python, p->npython);
+	util_strv_free(p->commands, p->ncommands);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -391,8 +383,8 @@ sbx_profile_load(struct sbx_profile *p, const char *const *dirs,
 		for (i = 0; i < p->ncommands; i++)
 			k |= strv_add(&q.commands, &q.ncommands,
 			    p->commands[i]);
-		strv_free(p->python, p->npython);
-		strv_free(p->commands, p->ncommands);
+		util_strv_free(p->python, p->npython);
+		util_strv_free(p->commands, p->ncommands);
 		p->python = q.python;
 		p->npython = q.npython;
 		p->commands = q.commands;
