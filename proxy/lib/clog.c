@@ -138,57 +138,14 @@ cp_is_unsafe(uint32_t cp)
 	return 0;
 }
 
-/*
- * Decode one UTF-8 sequence at s (n > 0 bytes available).  Returns its
- * length and sets *cp, or returns 0 and sets *bad to the length of the
- * maximal ill-formed prefix (at least 1), which becomes a single '?'.
- * Bounds follow Unicode table 3-7, so overlongs and surrogates are
- * ill-formed.
- */
+/* One UTF-8 sequence (util_utf8_seq): its length, or 0 with *bad the
+ * ill-formed (or cut) prefix that becomes a single '?'. */
 static size_t
 utf8_decode(const unsigned char *s, size_t n, uint32_t *cp, size_t *bad)
 {
-	unsigned char c = s[0];
-	unsigned char lo = 0x80, hi = 0xbf;
-	size_t need, i;
-	uint32_t v;
+	int k = util_utf8_seq(s, n, cp, bad);
 
-	if (c < 0x80) {
-		*cp = c;
-		return 1;
-	}
-	if (c >= 0xc2 && c <= 0xdf) {
-		need = 1;
-		v = c & 0x1f;
-	} else if (c >= 0xe0 && c <= 0xef) {
-		need = 2;
-		v = c & 0x0f;
-		if (c == 0xe0)
-			lo = 0xa0;
-		else if (c == 0xed)
-			hi = 0x9f;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		need = 3;
-		v = c & 0x07;
-		if (c == 0xf0)
-			lo = 0x90;
-		else if (c == 0xf4)
-			hi = 0x8f;
-	} else {
-		*bad = 1;
-		return 0;
-	}
-	for (i = 1; i <= need; i++) {
-		if (i >= n || s[i] < lo || s[i] > hi) {
-			*bad = i;
-			return 0;
-		}
-		v = (v << 6) | (s[i] & 0x3f);
-		lo = 0x80;
-		hi = 0xbf;
-	}
-	*cp = v;
-	return need + 1;
+	return k > 0 ? (size_t)k : 0;
 }
 
 char *

@@ -126,3 +126,50 @@ util_http_phrase(int status)
 	default: return "Error";
 	}
 }
+
+int
+util_utf8_seq(const unsigned char *s, size_t n, uint32_t *cp, size_t *bad)
+{
+	unsigned char c = s[0], lo = 0x80, hi = 0xbf;
+	size_t need, i;
+	uint32_t v;
+
+	if (c < 0x80) {
+		*cp = c;
+		return 1;
+	}
+	if (c >= 0xc2 && c <= 0xdf) {
+		need = 1;
+		v = c & 0x1f;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		need = 2;
+		v = c & 0x0f;
+		if (c == 0xe0)
+			lo = 0xa0;      /* overlong */
+		else if (c == 0xed)
+			hi = 0x9f;      /* surrogates */
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		need = 3;
+		v = c & 0x07;
+		if (c == 0xf0)
+			lo = 0x90;      /* overlong */
+		else if (c == 0xf4)
+			hi = 0x8f;      /* past U+10FFFF */
+	} else {
+		if (bad != NULL)
+			*bad = 1;
+		return -1;
+	}
+	for (i = 1; i <= need; i++) {
+		if (i >= n || s[i] < lo || s[i] > hi) {
+			if (bad != NULL)
+				*bad = i;
+			return i >= n ? 0 : -1;
+		}
+		v = (v << 6) | (s[i] & 0x3f);
+		lo = 0x80;
+		hi = 0xbf;
+	}
+	*cp = v;
+	return (int)need + 1;
+}

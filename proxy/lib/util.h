@@ -6,6 +6,7 @@
 #define SLUICE_UTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -39,6 +40,19 @@ int util_parent_dir(const char *path, char *dir, size_t len) SLUICE_MUSTCHECK;
 
 /* "2026-12-01T21:28:39Z" (UTC, seconds); len of at least 21. */
 void util_rfc3339(time_t t, char *buf, size_t len);
+
+/*
+ * One UTF-8 sequence at s[0..n) (n > 0), by Unicode's table 3-7 (no
+ * overlong forms, no surrogates, nothing past U+10FFFF): its length, 1
+ * to 4, with *cp set; 0 when n cuts it short (the bytes so far could
+ * still begin a valid one); -1 when it is ill-formed.  On 0 and -1,
+ * *bad (when bad is not NULL) is the length of the maximal ill-formed
+ * prefix, at least 1: what a sanitizer replaces by one '?'.  The one
+ * decoder of sluice (the log, the configurations, the executor's
+ * output).
+ */
+int util_utf8_seq(const unsigned char *s, size_t n, uint32_t *cp,
+    size_t *bad);
 
 /* Frees the n strings of v, then v (NULL and 0 are fine). */
 void util_strv_free(char **v, size_t n);

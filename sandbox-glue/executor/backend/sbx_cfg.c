@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "proxy/lib/jsonstrict.h"
+#include "proxy/lib/util.h"
 #include "sandbox-glue/executor/backend/sbx_cfg.h"
 
 /* ---- names ---- */
@@ -66,45 +67,14 @@ sbx_id_ok(const char *s, size_t max)
 	return 1;
 }
 
-/*
- * Length of the UTF-8 sequence at s[0..n) (1 to 4), its code point in
- * *cp; 0 when it is not valid UTF-8 (overlong, surrogate, beyond
- * U+10FFFF, truncated).
- */
+/* Length of the UTF-8 sequence at s[0..n) (1 to 4), its code point in
+ * *cp; 0 when it is not valid UTF-8 or cut short (util_utf8_seq). */
 static size_t
-utf8_seq(const unsigned char *s, size_t n, unsigned long *cp)
+utf8_seq(const unsigned char *s, size_t n, uint32_t *cp)
 {
-	unsigned c = s[0];
-	size_t need, k;
-	unsigned long v;
+	int k = util_utf8_seq(s, n, cp, NULL);
 
-	if (c < 0x80) {
-		*cp = c;
-		return 1;
-	}
-	if (c >= 0xc2 && c <= 0xdf) {
-		need = 1;
-		v = c & 0x1f;
-	} else if (c >= 0xe0 && c <= 0xef) {
-		need = 2;
-		v = c & 0x0f;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		need = 3;
-		v = c & 0x07;
-	} else
-		return 0;
-	if (need >= n)
-		return 0;
-	for (k = 1; k <= need; k++) {
-		if ((s[k] & 0xc0) != 0x80)
-			return 0;
-		v = (v << 6) | (s[k] & 0x3f);
-	}
-	if ((need == 2 && (v < 0x800 || (v >= 0xd800 && v <= 0xdfff))) ||
-	    (need == 3 && (v < 0x10000 || v > 0x10ffff)))
-		return 0;
-	*cp = v;
-	return need + 1;
+	return k > 0 ? (size_t)k : 0;
 }
 
 static int
@@ -134,7 +104,7 @@ int
 sbx_user_ok(const char *s)
 {
 	size_t n = strlen(s), i = 0, k;
-	unsigned long cp;
+	uint32_t cp;
 
 	if (n > SBX_USER_MAX)
 		return 0;
@@ -152,7 +122,7 @@ sbx_text_safen(const char *s, size_t n, char *out, size_t outlen)
 {
 	const unsigned char *u = (const unsigned char *)s;
 	size_t i = 0, j = 0, k, m;
-	unsigned long cp;
+	uint32_t cp;
 
 	if (outlen == 0)
 		return;

@@ -22,26 +22,9 @@
 static int
 utf8_seq(const unsigned char *b, size_t n)
 {
-	unsigned c = b[0];
-	size_t need, k;
+	uint32_t cp;
 
-	if (c < 0x80)
-		return 1;
-	if (c < 0xc2 || c > 0xf4)
-		return -1;
-	need = c < 0xe0 ? 1 : c < 0xf0 ? 2 : 3;
-	for (k = 1; k <= need; k++) {
-		if (k >= n)
-			return 0;
-		if ((b[k] & 0xc0) != 0x80)
-			return -1;
-		if (k == 1 && ((c == 0xe0 && b[1] < 0xa0) ||
-		    (c == 0xed && b[1] >= 0xa0) ||      /* surrogates */
-		    (c == 0xf0 && b[1] < 0x90) ||
-		    (c == 0xf4 && b[1] >= 0x90)))
-			return -1;
-	}
-	return (int)need + 1;
+	return util_utf8_seq(b, n, &cp, NULL);
 }
 
 size_t
