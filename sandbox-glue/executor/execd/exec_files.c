@@ -38,22 +38,6 @@
 
 #define LIST_DEPTH_MAX	32
 
-static int fe(struct xd_perr *e, int status, const char *code,
-    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static int
-fe(struct xd_perr *e, int status, const char *code, const char *fmt, ...)
-{
-	va_list ap;
-
-	e->status = status;
-	e->code = code;
-	va_start(ap, fmt);
-	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
 /* errno after a failed call on path, as the API says it. */
 static int
 fe_errno(struct xd_perr *e, const char *path, int err)
@@ -62,38 +46,38 @@ fe_errno(struct xd_perr *e, const char *path, int err)
 
 	switch (err) {
 	case ENOENT:
-		return fe(e, 404, "not_found", "%s: no such file", path);
+		return xd_perr_set(e, 404, "not_found", "%s: no such file", path);
 	case ENOTDIR:
-		return fe(e, 404, "not_found", "%s: a parent is not a directory",
+		return xd_perr_set(e, 404, "not_found", "%s: a parent is not a directory",
 		    path);
 	case ELOOP:
-		return fe(e, 400, "bad_request", "%s: a symbolic link (the "
+		return xd_perr_set(e, 400, "bad_request", "%s: a symbolic link (the "
 		    "files API does not follow the last one)", path);
 	case EXDEV:
-		return fe(e, 400, "bad_request", "%s: crosses a mount point",
+		return xd_perr_set(e, 400, "bad_request", "%s: crosses a mount point",
 		    path);
 	case EACCES:
 	case EPERM:
-		return fe(e, 403, "forbidden", "%s: permission denied (as the "
+		return xd_perr_set(e, 403, "forbidden", "%s: permission denied (as the "
 		    "sandbox user)", path);
 	case EISDIR:
-		return fe(e, 400, "bad_request", "%s: a directory", path);
+		return xd_perr_set(e, 400, "bad_request", "%s: a directory", path);
 	case ENOTEMPTY:
 	case EEXIST:
-		return fe(e, 409, "conflict", "%s: a directory that is not "
+		return xd_perr_set(e, 409, "conflict", "%s: a directory that is not "
 		    "empty", path);
 	case ENOSPC:
 	case EDQUOT:
 	case EFBIG:
-		return fe(e, 413, "too_large", "%s: no space left in the "
+		return xd_perr_set(e, 413, "too_large", "%s: no space left in the "
 		    "workspace", path);
 	case ENAMETOOLONG:
-		return fe(e, 400, "bad_request", "%s: name too long", path);
+		return xd_perr_set(e, 400, "bad_request", "%s: name too long", path);
 	case ENXIO:
-		return fe(e, 400, "bad_request", "%s: not a regular file", path);
+		return xd_perr_set(e, 400, "bad_request", "%s: not a regular file", path);
 	default:
 		snprintf(m, sizeof(m), "%s: %s", path, strerror(err));
-		return fe(e, 500, "internal", "%s", m);
+		return xd_perr_set(e, 500, "internal", "%s", m);
 	}
 }
 
@@ -119,7 +103,7 @@ ws_open(const struct sbx_rec *r, struct xd_perr *e)
 	    O_CLOEXEC);
 
 	if (fd < 0)
-		fe(e, 500, "internal", "the workspace: %s", strerror(errno));
+		xd_perr_set(e, 500, "internal", "the workspace: %s", strerror(errno));
 	return fd;
 }
 
@@ -152,11 +136,11 @@ parent_of(int ws, const char *norm, int create, char *base, size_t blen,
 	int fd;
 
 	if (norm[0] == '\0')
-		return fe(e, 400, "bad_request", "%s: the workspace itself",
+		return xd_perr_set(e, 400, "bad_request", "%s: the workspace itself",
 		    "/workspace");
 	if (snprintf(base, blen, "%s", slash ? slash + 1 : norm) >= (int)blen ||
 	    plen >= sizeof(parent))
-		return fe(e, 400, "bad_request", "%s: name too long", norm);
+		return xd_perr_set(e, 400, "bad_request", "%s: name too long", norm);
 	memcpy(parent, norm, plen);
 	parent[plen] = '\0';
 	fd = rin(ws, parent, O_PATH | O_DIRECTORY, 0);
@@ -180,7 +164,7 @@ parent_of(int ws, const char *norm, int create, char *base, size_t blen,
 
 			if (n >= sizeof(comp)) {
 				close(prev);
-				return fe(e, 400, "bad_request", "%s: name too "
+				return xd_perr_set(e, 400, "bad_request", "%s: name too "
 				    "long", norm);
 			}
 			memcpy(comp, parent + i, n);
@@ -324,7 +308,7 @@ xd_fs_list(const struct sbx_rec *r, const char *dir, const char *glob,
 
 	*out = NULL;
 	if (xd_path_norm(dir ? dir : "", norm, sizeof(norm)) != 0)
-		return fe(e, 400, "bad_request", "%s: the files API reaches "
+		return xd_perr_set(e, 400, "bad_request", "%s: the files API reaches "
 		    "/workspace only", "path");
 	if ((ws = ws_open(r, e)) < 0)
 		return -1;
@@ -362,10 +346,10 @@ xd_fs_open_read(const struct sbx_rec *r, const char *path, int *fdp,
 
 	*fdp = -1;
 	if (xd_path_norm(path, norm, sizeof(norm)) != 0)
-		return fe(e, 400, "bad_request", "%s: the files API reaches "
+		return xd_perr_set(e, 400, "bad_request", "%s: the files API reaches "
 		    "/workspace only", "path");
 	if (norm[0] == '\0')
-		return fe(e, 400, "bad_request", "%s: a directory (list it "
+		return xd_perr_set(e, 400, "bad_request", "%s: a directory (list it "
 		    "with GET /files?path=)", "/workspace");
 	if ((ws = ws_open(r, e)) < 0)
 		return -1;
@@ -378,9 +362,9 @@ xd_fs_open_read(const struct sbx_rec *r, const char *path, int *fdp,
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
 		if (S_ISDIR(st.st_mode))
-			return fe(e, 400, "bad_request", "%s: a directory (list "
+			return xd_perr_set(e, 400, "bad_request", "%s: a directory (list "
 			    "it with GET /files?path=)", norm);
-		return fe(e, 400, "bad_request", "%s: not a regular file", norm);
+		return xd_perr_set(e, 400, "bad_request", "%s: not a regular file", norm);
 	}
 	*fdp = fd;
 	*size = (uint64_t)st.st_size;
@@ -416,7 +400,7 @@ xd_fs_write(const struct sbx_rec *r, const char *path, const void *data,
 	int ws, pfd = -1, fd = -1, rc = -1;
 
 	if (xd_path_norm(path, norm, sizeof(norm)) != 0)
-		return fe(e, 400, "bad_request", "%s: the files API reaches "
+		return xd_perr_set(e, 400, "bad_request", "%s: the files API reaches "
 		    "/workspace only", "path");
 	if ((ws = ws_open(r, e)) < 0)
 		return -1;
@@ -431,7 +415,7 @@ xd_fs_write(const struct sbx_rec *r, const char *path, const void *data,
 	}
 	/* truncated only once it is known to be a regular file */
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		fe(e, 400, "bad_request", "%s: not a regular file", norm);
+		xd_perr_set(e, 400, "bad_request", "%s: not a regular file", norm);
 		goto out;
 	}
 	if (ftruncate(fd, 0) != 0 || write_all(fd, data, n) != 0) {
@@ -456,7 +440,7 @@ xd_fs_delete(const struct sbx_rec *r, const char *path, struct xd_perr *e)
 	int ws, pfd, rc = -1;
 
 	if (xd_path_norm(path, norm, sizeof(norm)) != 0)
-		return fe(e, 400, "bad_request", "%s: the files API reaches "
+		return xd_perr_set(e, 400, "bad_request", "%s: the files API reaches "
 		    "/workspace only", "path");
 	if ((ws = ws_open(r, e)) < 0)
 		return -1;
@@ -494,36 +478,36 @@ xd_fs_edit(const struct sbx_rec *r, const char *path, const char *old,
 
 	*out = NULL;
 	if (oldn == 0)
-		return fe(e, 400, "bad_request", "%s: old is empty", "edit");
+		return xd_perr_set(e, 400, "bad_request", "%s: old is empty", "edit");
 	if (xd_fs_open_read(r, path, &fd, &size, e) != 0)
 		return -1;
 	(void)xd_path_norm(path, norm, sizeof(norm));
 	if (size > max) {
-		fe(e, 413, "too_large", "%s: larger than max_file_bytes", norm);
+		xd_perr_set(e, 413, "too_large", "%s: larger than max_file_bytes", norm);
 		goto out;
 	}
 	if (fstat(fd, &st) != 0 || (buf = malloc(size + 1)) == NULL) {
-		fe(e, 500, "internal", "%s: out of memory", norm);
+		xd_perr_set(e, 500, "internal", "%s: out of memory", norm);
 		goto out;
 	}
 	while (len < size && (k = read(fd, buf + len, size - len)) > 0)
 		len += (size_t)k;
 	if ((hit = memmem(buf, len, old, oldn)) == NULL) {
-		fe(e, 409, "conflict", "%s: old text not found", norm);
+		xd_perr_set(e, 409, "conflict", "%s: old text not found", norm);
 		goto out;
 	}
 	if (memmem(hit + 1, len - (size_t)(hit - buf) - 1, old, oldn) != NULL) {
-		fe(e, 409, "conflict", "%s: old text is not unique", norm);
+		xd_perr_set(e, 409, "conflict", "%s: old text is not unique", norm);
 		goto out;
 	}
 	nlen = len - oldn + newn;
 	if (nlen > max) {
-		fe(e, 413, "too_large", "%s: the result is larger than "
+		xd_perr_set(e, 413, "too_large", "%s: the result is larger than "
 		    "max_file_bytes", norm);
 		goto out;
 	}
 	if ((nb = malloc(nlen + 1)) == NULL) {
-		fe(e, 500, "internal", "%s: out of memory", norm);
+		xd_perr_set(e, 500, "internal", "%s: out of memory", norm);
 		goto out;
 	}
 	memcpy(nb, buf, (size_t)(hit - buf));

@@ -47,23 +47,6 @@ xd_perr_set(struct xd_perr *e, int status, const char *code,
 	return -1;
 }
 
-static int
-perr(struct xd_perr *e, int status, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int
-perr(struct xd_perr *e, int status, const char *code, const char *fmt, ...)
-{
-	va_list ap;
-
-	e->status = status;
-	e->code = code;
-	va_start(ap, fmt);
-	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
 /* ---- routes ---- */
 
 static int
@@ -275,7 +258,7 @@ static int
 want_object(json_t *body, struct xd_perr *e)
 {
 	if (!json_is_object(body))
-		return perr(e, 400, "bad_request", "expected a JSON object");
+		return xd_perr_set(e, 400, "bad_request", "expected a JSON object");
 	return 0;
 }
 
@@ -295,7 +278,7 @@ keys_only(json_t *o, const char *const *keys, const char *where,
 			char shown[4 * 64 + 1];
 
 			sbx_text_safe(k, shown, sizeof(shown));
-			return perr(e, 400, "bad_request", "%s%sunknown key "
+			return xd_perr_set(e, 400, "bad_request", "%s%sunknown key "
 			    "\"%s\"", where, where[0] ? ": " : "", shown);
 		}
 	}
@@ -311,13 +294,13 @@ get_str(json_t *o, const char *key, char *buf, size_t len, int required,
 
 	if (v == NULL) {
 		if (required)
-			return perr(e, 400, "bad_request", "%s is required",
+			return xd_perr_set(e, 400, "bad_request", "%s is required",
 			    key);
 		return 0;
 	}
 	if (!json_is_string(v) || json_string_length(v) >= len ||
 	    strlen(json_string_value(v)) != json_string_length(v))
-		return perr(e, 400, "bad_request", "%s: a string of at most "
+		return xd_perr_set(e, 400, "bad_request", "%s: a string of at most "
 		    "%zu bytes", key, len - 1);
 	memcpy(buf, json_string_value(v), json_string_length(v) + 1);
 	return 0;
@@ -335,12 +318,12 @@ get_lim(json_t *o, const char *key, uint64_t mult, uint64_t *dst,
 		return 0;
 	if (!json_is_integer(v) || (n = json_integer_value(v)) < 1 ||
 	    (uint64_t)n > UINT64_MAX / mult)
-		return perr(e, 400, "bad_request", "limits.%s: a positive "
+		return xd_perr_set(e, 400, "bad_request", "limits.%s: a positive "
 		    "integer", key);
 	if (max != 0 && (uint64_t)n * mult > max) {
 		e->extra = json_pack("{s:s,s:I}", "field", key, "max",
 		    (json_int_t)(max / mult));
-		return perr(e, 400, "bad_request", "limits.%s: at most %llu "
+		return xd_perr_set(e, 400, "bad_request", "limits.%s: at most %llu "
 		    "(the administrator's maximum)", key,
 		    (unsigned long long)(max / mult));
 	}
@@ -377,24 +360,24 @@ xd_create_parse(json_t *body, const struct xd_lims *def,
 	    != 0)
 		return -1;
 	if (!sbx_id_ok(s->id, SBX_ID_MAX))
-		return perr(e, 400, "bad_request", "id: 1 to 64 of A-Z a-z 0-9 "
+		return xd_perr_set(e, 400, "bad_request", "id: 1 to 64 of A-Z a-z 0-9 "
 		    ". _ -, the first a letter or digit");
 	if (s->tenant[0] && !sbx_id_ok(s->tenant, SBX_ID_MAX))
-		return perr(e, 400, "bad_request", "tenant: 1 to 64 of A-Z a-z "
+		return xd_perr_set(e, 400, "bad_request", "tenant: 1 to 64 of A-Z a-z "
 		    "0-9 . _ -, the first a letter or digit");
 	if (!sbx_user_ok(s->user))
-		return perr(e, 400, "bad_request", "user: at most %d bytes of "
+		return xd_perr_set(e, 400, "bad_request", "user: at most %d bytes of "
 		    "UTF-8 without control characters", SBX_USER_MAX);
 	if (s->profile[0] && !sbx_id_ok(s->profile, sizeof(s->profile) - 1))
-		return perr(e, 400, "bad_request", "profile: a profile name "
+		return xd_perr_set(e, 400, "bad_request", "profile: a profile name "
 		    "(host, minimal, base, media or an admin's)");
 	if (sbx_backend_find(s->backend) == NULL)
-		return perr(e, 400, "bad_request", "backend: ns or gvisor");
+		return xd_perr_set(e, 400, "bad_request", "backend: ns or gvisor");
 	if ((net = json_object_get(body, "network")) != NULL) {
 		static const char *const nkeys[] = { "tier", NULL };
 
 		if (!json_is_object(net))
-			return perr(e, 400, "bad_request", "network: an object "
+			return xd_perr_set(e, 400, "bad_request", "network: an object "
 			    "{\"tier\"}");
 		if (keys_only(net, nkeys, "network", e) != 0 ||
 		    xd_tier_parse(net, s->tier, sizeof(s->tier), e) != 0)
@@ -402,19 +385,19 @@ xd_create_parse(json_t *body, const struct xd_lims *def,
 	}
 	if ((cr = json_object_get(body, "credentials")) != NULL) {
 		if (!json_is_array(cr) || json_array_size(cr) > XD_CREDS_MAX)
-			return perr(e, 400, "bad_request", "credentials: an "
+			return xd_perr_set(e, 400, "bad_request", "credentials: an "
 			    "array of at most %d credential names",
 			    XD_CREDS_MAX);
 		json_array_foreach(cr, i, v) {
 			const char *n = json_string_value(v);
 
 			if (n == NULL || !sbx_id_ok(n, SBX_ID_MAX))
-				return perr(e, 400, "bad_request", "credentials: "
+				return xd_perr_set(e, 400, "bad_request", "credentials: "
 				    "a name is 1 to 64 of A-Z a-z 0-9 . _ -, "
 				    "the first a letter or digit");
 			for (j = 0; j < i; j++)
 				if (strcmp(s->creds[j], n) == 0)
-					return perr(e, 400, "bad_request",
+					return xd_perr_set(e, 400, "bad_request",
 					    "credentials: %s named twice", n);
 			snprintf(s->creds[i], sizeof(s->creds[i]), "%s", n);
 			s->ncreds = (int)i + 1;
@@ -422,7 +405,7 @@ xd_create_parse(json_t *body, const struct xd_lims *def,
 	}
 	if ((l = json_object_get(body, "limits")) != NULL) {
 		if (!json_is_object(l))
-			return perr(e, 400, "bad_request", "limits: an object");
+			return xd_perr_set(e, 400, "bad_request", "limits: an object");
 		t = (uint64_t)s->lim.timeout_s;
 		cap = (uint64_t)s->lim.output_cap;
 		if (keys_only(l, lkeys, "limits", e) != 0 ||
@@ -454,13 +437,13 @@ xd_create_parse(json_t *body, const struct xd_lims *def,
 		if (s->lim.disk_bytes && s->lim.disk_bytes < (8ull << 20)) {
 			e->extra = json_pack("{s:s,s:i}", "field", "disk_mb",
 			    "min", 8);
-			return perr(e, 400, "bad_request", "limits.disk_mb: a "
+			return xd_perr_set(e, 400, "bad_request", "limits.disk_mb: a "
 			    "workspace is at least 8 MB");
 		}
 		if (s->lim.disk_bytes && s->lim.inodes < 64) {
 			e->extra = json_pack("{s:s,s:i}", "field", "inodes",
 			    "min", 64);
-			return perr(e, 400, "bad_request", "limits.inodes: a "
+			return xd_perr_set(e, 400, "bad_request", "limits.inodes: a "
 			    "workspace has at least 64 inodes");
 		}
 		/* inodes asked for that the size cannot hold: refused, not
@@ -471,7 +454,7 @@ xd_create_parse(json_t *body, const struct xd_lims *def,
 			e->extra = json_pack("{s:s,s:I}", "field", "inodes",
 			    "max", (json_int_t)(s->lim.disk_bytes /
 			    XD_WS_INODE_MIN));
-			return perr(e, 400, "bad_request", "limits.inodes: at "
+			return xd_perr_set(e, 400, "bad_request", "limits.inodes: at "
 			    "most %llu for disk_mb %llu (one per %d bytes)",
 			    (unsigned long long)(s->lim.disk_bytes /
 			    XD_WS_INODE_MIN), (unsigned long long)
@@ -498,7 +481,7 @@ xd_tier_parse(json_t *body, char *tier, size_t len, struct xd_perr *e)
 		return -1;
 	/* sluiced knows the tiers; the name only has to be one */
 	if (!sbx_id_ok(t, sizeof(t) - 1))
-		return perr(e, 400, "bad_request", "tier: a tier name (off, "
+		return xd_perr_set(e, 400, "bad_request", "tier: a tier name (off, "
 		    "registries, public...)");
 	snprintf(tier, len, "%s", t);
 	return 0;
@@ -554,7 +537,7 @@ get_long(json_t *o, const char *key, long dflt, long lo, long hi,
 	    json_integer_value(v) > hi) {
 		e->extra = json_pack("{s:s,s:I}", "field", key, "max",
 		    (json_int_t)hi);
-		perr(e, 400, "bad_request", "%s: an integer from %ld to %ld",
+		xd_perr_set(e, 400, "bad_request", "%s: an integer from %ld to %ld",
 		    key, lo, hi);
 		*bad = 1;
 		return dflt;
@@ -580,19 +563,19 @@ xd_cmd_spec_parse(json_t *body, const struct xd_lims *lim, long timeout_max,
 	cmd = json_object_get(body, "cmd");
 	sh = json_object_get(body, "shell");
 	if ((cmd == NULL) == (sh == NULL))
-		return perr(e, 400, "bad_request", "exactly one of \"cmd\" "
+		return xd_perr_set(e, 400, "bad_request", "exactly one of \"cmd\" "
 		    "(an argv array) and \"shell\" (a string)");
 	if (cmd != NULL) {
 		if (!json_is_array(cmd) || (n = json_array_size(cmd)) == 0 ||
 		    n > ARGV_MAX)
-			return perr(e, 400, "bad_request", "cmd: an array of 1 "
+			return xd_perr_set(e, 400, "bad_request", "cmd: an array of 1 "
 			    "to %d strings", ARGV_MAX);
 		if ((s->argv = calloc(n + 1, sizeof(char *))) == NULL)
-			return perr(e, 500, "internal", "out of memory");
+			return xd_perr_set(e, 500, "internal", "out of memory");
 		for (i = 0; i < n; i++) {
 			if ((str = cstr(json_array_get(cmd, i))) == NULL ||
 			    (bytes += strlen(str) + 1) > ARG_MAX_BYTES) {
-				perr(e, 400, "bad_request", "cmd[%zu]: a string "
+				xd_perr_set(e, 400, "bad_request", "cmd[%zu]: a string "
 				    "without NUL (%d bytes in all at most)", i,
 				    ARG_MAX_BYTES);
 				goto fail;
@@ -601,12 +584,12 @@ xd_cmd_spec_parse(json_t *body, const struct xd_lims *lim, long timeout_max,
 				goto oom;
 		}
 		if (s->argv[0][0] == '\0') {
-			perr(e, 400, "bad_request", "cmd[0]: empty");
+			xd_perr_set(e, 400, "bad_request", "cmd[0]: empty");
 			goto fail;
 		}
 	} else {
 		if ((str = cstr(sh)) == NULL || strlen(str) > ARG_MAX_BYTES) {
-			perr(e, 400, "bad_request", "shell: a string without "
+			xd_perr_set(e, 400, "bad_request", "shell: a string without "
 			    "NUL of at most %d bytes", ARG_MAX_BYTES);
 			goto fail;
 		}
@@ -618,7 +601,7 @@ xd_cmd_spec_parse(json_t *body, const struct xd_lims *lim, long timeout_max,
 	}
 	if ((env = json_object_get(body, "env")) != NULL) {
 		if (!json_is_object(env) || json_object_size(env) > ENV_MAX) {
-			perr(e, 400, "bad_request", "env: an object of at most "
+			xd_perr_set(e, 400, "bad_request", "env: an object of at most "
 			    "%d string values", ENV_MAX);
 			goto fail;
 		}
@@ -631,7 +614,7 @@ xd_cmd_spec_parse(json_t *body, const struct xd_lims *lim, long timeout_max,
 			if (!env_key_ok(k) || (str = cstr(v)) == NULL ||
 			    (bytes += strlen(k) + strlen(str) + 2) >
 			    ARG_MAX_BYTES) {
-				perr(e, 400, "bad_request", "env: names of "
+				xd_perr_set(e, 400, "bad_request", "env: names of "
 				    "[A-Za-z_][A-Za-z0-9_]*, string values "
 				    "without NUL");
 				goto fail;
@@ -647,7 +630,7 @@ xd_cmd_spec_parse(json_t *body, const struct xd_lims *lim, long timeout_max,
 	if ((v = json_object_get(body, "cwd")) != NULL) {
 		if ((str = cstr(v)) == NULL || str[0] == '\0' ||
 		    strlen(str) + strlen(SBX_WORKDIR) + 2 > sizeof(s->cwd)) {
-			perr(e, 400, "bad_request", "cwd: a path");
+			xd_perr_set(e, 400, "bad_request", "cwd: a path");
 			goto fail;
 		}
 		/* inside the sandbox: the backend chdirs there */
@@ -667,7 +650,7 @@ xd_cmd_spec_parse(json_t *body, const struct xd_lims *lim, long timeout_max,
 	/* the whole answer, both streams: at most what they could keep */
 	if (json_object_get(body, "output_cap_total") != NULL) {
 		if (background) {
-			perr(e, 400, "bad_request", "output_cap_total: for exec "
+			xd_perr_set(e, 400, "bad_request", "output_cap_total: for exec "
 			    "only (a background command keeps a ring)");
 			goto fail;
 		}
@@ -679,7 +662,7 @@ xd_cmd_spec_parse(json_t *body, const struct xd_lims *lim, long timeout_max,
 	}
 	if ((v = json_object_get(body, "stdin")) != NULL) {
 		if (!json_is_string(v)) {
-			perr(e, 400, "bad_request", "stdin: a string");
+			xd_perr_set(e, 400, "bad_request", "stdin: a string");
 			goto fail;
 		}
 		s->stdin_len = json_string_length(v);
@@ -690,7 +673,7 @@ xd_cmd_spec_parse(json_t *body, const struct xd_lims *lim, long timeout_max,
 	if ((v = json_object_get(body, "encoding")) != NULL) {
 		if ((str = cstr(v)) == NULL || (strcmp(str, "utf-8") != 0 &&
 		    strcmp(str, "base64") != 0)) {
-			perr(e, 400, "bad_request", "encoding: \"utf-8\" or "
+			xd_perr_set(e, 400, "bad_request", "encoding: \"utf-8\" or "
 			    "\"base64\"");
 			goto fail;
 		}
@@ -698,7 +681,7 @@ xd_cmd_spec_parse(json_t *body, const struct xd_lims *lim, long timeout_max,
 	}
 	return 0;
 oom:
-	perr(e, 500, "internal", "out of memory");
+	xd_perr_set(e, 500, "internal", "out of memory");
 fail:
 	xd_cmd_spec_free(s);
 	return -1;
@@ -839,13 +822,13 @@ xd_install_parse(json_t *body, const struct xd_lims *lim, long timeout_max,
 		return -1;
 	m = cstr(json_object_get(body, "manager"));
 	if (m == NULL || (strcmp(m, "pip") != 0 && strcmp(m, "npm") != 0))
-		return perr(e, 400, "bad_request", "manager: \"pip\" or "
+		return xd_perr_set(e, 400, "bad_request", "manager: \"pip\" or "
 		    "\"npm\"");
 	is_pip = m[0] == 'p';
 	pk = json_object_get(body, "packages");
 	if (!json_is_array(pk) || (n = json_array_size(pk)) == 0 ||
 	    n > PKGS_MAX)
-		return perr(e, 400, "bad_request", "packages: an array of 1 to "
+		return xd_perr_set(e, 400, "bad_request", "packages: an array of 1 to "
 		    "%d names", PKGS_MAX);
 	for (i = 0; i < n; i++) {
 		p = cstr(json_array_get(pk, i));
@@ -854,7 +837,7 @@ xd_install_parse(json_t *body, const struct xd_lims *lim, long timeout_max,
 			char shown[4 * 64 + 1];
 
 			sbx_text_safe(p != NULL ? p : "", shown, sizeof(shown));
-			perr(e, 400, "bad_request", "packages[%zu] \"%s\": not "
+			xd_perr_set(e, 400, "bad_request", "packages[%zu] \"%s\": not "
 			    "%s", i, shown, is_pip ? "a PEP 508 name with "
 			    "optional extras and version clauses (no URL, "
 			    "option or marker)" : "an npm name with an "
@@ -886,7 +869,7 @@ xd_install_parse(json_t *body, const struct xd_lims *lim, long timeout_max,
 	snprintf(manager, mlen, "%s", m);
 	return 0;
 oom:
-	perr(e, 500, "internal", "out of memory");
+	xd_perr_set(e, 500, "internal", "out of memory");
 fail:
 	xd_cmd_spec_free(s);
 	return -1;
