@@ -38,14 +38,8 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "proxy/lib/util.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
-
-#ifndef TAILQ_FOREACH_SAFE
-#define TAILQ_FOREACH_SAFE(var, head, field, tvar)			\
-	for ((var) = TAILQ_FIRST(head);					\
-	    (var) != NULL && ((tvar) = TAILQ_NEXT(var, field), 1);	\
-	    (var) = (tvar))
-#endif
 
 #define PROXY_URL	"http://127.0.0.1:3128"
 #define READ_CHUNK	65536
