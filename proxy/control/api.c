@@ -66,6 +66,7 @@
 struct api_token {
 	char name[65];
 	enum cfg_role role;
+	char tenant[65];         /* "": bound to no tenant */
 	unsigned char digest[SHA256_DIGEST_LENGTH];
 };
 
@@ -145,6 +146,7 @@ struct call {
 	size_t max_body;
 	enum cfg_role role;
 	struct ctl_actor actor;
+	char tenant[65];         /* a bound token's; actor.tenant points here */
 	const struct route *route;
 	char id[65];             /* {id} */
 	char *grant;             /* {grant}, percent-decoded */
@@ -289,6 +291,14 @@ send_ctl_error(struct evhttp_request *req, const struct ctl_err *e)
 	case CTL_TOO_MANY_GRANTS:
 		status = 409;
 		code = "too_many_grants";
+		break;
+	case CTL_HOST_NOT_INSPECTED:
+		status = 400;
+		code = "host_not_inspected";
+		break;
+	case CTL_TOO_MANY_RULES:
+		status = 409;
+		code = "too_many_rules";
 		break;
 	default: status = 500; break;
 	}
@@ -895,13 +905,13 @@ h_cred_put(struct call *k)
 static void
 h_creds_list(struct call *k)
 {
-	send_json(k->req, 200, ctl_creds_json());
+	send_json(k->req, 200, ctl_creds_json(k->actor.tenant));
 }
 
 static void
 h_cred_get(struct call *k)
 {
-	json_t *j = ctl_cred_json(k->id);
+	json_t *j = ctl_cred_json(k->id, k->actor.tenant);
 
 	if (j == NULL) {
 		send_error(k->req, 404, "no credential %s", k->id);
@@ -916,6 +926,71 @@ h_cred_delete(struct call *k)
 	struct ctl_err e = { CTL_OK, "" };
 
 	if (ctl_cred_delete(&k->actor, k->id, &e) != 0) {
+		send_ctl_error(k->req, &e);
+		return;
+	}
+	send_json(k->req, 200, json_pack("{s:s,s:b}", "name", k->id,
+	    "removed", 1));
+}
+
+/* Request rules: the API's, after the configuration's (rules.c). */
+static void
+h_rule_put(struct call *k)
+{
+	struct ctl_err e = { CTL_OK, "" };
+	void *j = NULL;
+	int created = 0;
+	char loc[96];
+
+	if (ctl_rule_put(&k->actor, k->body, &j, &created, &e) != 0) {
+		send_ctl_error(k->req, &e);
+		return;
+	}
+	snprintf(loc, sizeof(loc), "/v1/rules/%s",
+	    json_string_value(json_object_get(j, "name")));
+	evhttp_add_header(evhttp_request_get_output_headers(k->req),
+	    "Location", loc);
+	send_json(k->req, created ? 201 : 200, j);
+}
+
+static void
+h_rules_replace(struct call *k)
+{
+	struct ctl_err e = { CTL_OK, "" };
+	void *j = NULL;
+
+	if (ctl_rules_replace(&k->actor, k->body, &j, &e) != 0) {
+		send_ctl_error(k->req, &e);
+		return;
+	}
+	send_json(k->req, 200, j);
+}
+
+static void
+h_rules_list(struct call *k)
+{
+	send_json(k->req, 200, ctl_rules_json(k->actor.tenant));
+}
+
+static void
+h_rule_get(struct call *k)
+{
+	json_t *j = ctl_rule_json(k->id, k->actor.tenant);
+
+	if (j == NULL) {
+		send_error(k->req, 404, "no rule %s in the control API's rules",
+		    k->id);
+		return;
+	}
+	send_json(k->req, 200, j);
+}
+
+static void
+h_rule_delete(struct call *k)
+{
+	struct ctl_err e = { CTL_OK, "" };
+
+	if (ctl_rule_delete(&k->actor, k->id, &e) != 0) {
 		send_ctl_error(k->req, &e);
 		return;
 	}
@@ -975,6 +1050,13 @@ static const struct route routes[] = {
 	  "credential_get", h_cred_get, 0 },
 	{ "/v1/credentials/{id}", EVHTTP_REQ_DELETE, R_ADMIN | R_APP,
 	  "credential_delete", h_cred_delete, 0 },
+	{ "/v1/rules", EVHTTP_REQ_GET, R_ALL, "rule_list", h_rules_list, 0 },
+	{ "/v1/rules", EVHTTP_REQ_POST, R_ADMIN, "rule_set", h_rule_put, 1 },
+	{ "/v1/rules", EVHTTP_REQ_PUT, R_ADMIN, "rules_replace",
+	  h_rules_replace, 1 },
+	{ "/v1/rules/{id}", EVHTTP_REQ_GET, R_ALL, "rule_get", h_rule_get, 0 },
+	{ "/v1/rules/{id}", EVHTTP_REQ_DELETE, R_ADMIN, "rule_delete",
+	  h_rule_delete, 0 },
 	{ "/v1/inspect/ca", EVHTTP_REQ_GET, R_ALL, "inspect_ca",
 	  h_inspect_ca, 0 },
 };
@@ -1091,7 +1173,8 @@ route_args(struct call *k, const struct cap caps[2])
 			    "starting with a dot)",
 			    strncmp(pat, "/v1/prompts/", 12) == 0 ? "prompt" :
 			    strncmp(pat, "/v1/credentials/", 16) == 0 ?
-			    "credential" : "session", shown(k->id, b, sizeof(b)));
+			    "credential" : strncmp(pat, "/v1/rules/", 10) == 0 ?
+			    "rule" : "session", shown(k->id, b, sizeof(b)));
 			return -1;
 		}
 	}
@@ -1190,6 +1273,7 @@ identify_token(struct call *k)
 		return;
 	k->role = hit->role;
 	snprintf(k->actor.who, sizeof(k->actor.who), "token:%s", hit->name);
+	snprintf(k->tenant, sizeof(k->tenant), "%s", hit->tenant);
 }
 
 static void
@@ -1255,6 +1339,7 @@ on_request(struct evhttp_request *req, void *arg)
 	in.tls = k.tls;
 	in.role = k.role;
 	in.who = k.actor.who;
+	in.tenant = k.tenant[0] != '\0' ? k.tenant : NULL;
 	in.method = evhttp_request_get_command(req);
 	in.path = uri ? evhttp_uri_get_path(uri) : NULL;
 	in.query = uri ? evhttp_uri_get_query(uri) : NULL;
@@ -1278,6 +1363,10 @@ api_serve(struct evhttp_request *req, const struct api_call_in *in)
 	k.role = (enum cfg_role)in->role;
 	snprintf(k.actor.who, sizeof(k.actor.who), "%s", in->who);
 	k.actor.role = cfg_role_name(k.role);
+	if (in->tenant != NULL && in->tenant[0] != '\0') {
+		snprintf(k.tenant, sizeof(k.tenant), "%s", in->tenant);
+		k.actor.tenant = k.tenant;
+	}
 	found = route_find(&k, path, caps, 0) == 0;
 	if (k.role == CFG_ROLE_NONE) {
 		if (k.tls) {
@@ -1369,6 +1458,8 @@ token_load(const struct cfg_token *ct, struct api_token *t, char *err,
 
 	snprintf(t->name, sizeof(t->name), "%s", ct->name);
 	t->role = ct->role;
+	snprintf(t->tenant, sizeof(t->tenant), "%s", ct->tenant != NULL ?
+	    ct->tenant : "");
 	if ((fd = open(ct->token_file, O_RDONLY | O_CLOEXEC)) < 0) {
 		snprintf(err, errlen, "token %s: %s: %s", ct->name,
 		    ct->token_file, strerror(errno));

@@ -27,4 +27,9 @@ extern json_t *ctl_api_ceiling;
 /* Apply such a ceiling object to px.state.  0 / -1 with err. */
 int ctl_apply_ceiling_json(json_t *c, char *err, size_t errlen) SLUICE_MUSTCHECK;
 
+/* rules.c: the API's rules as the state file keeps them (a new
+ * array), and back: a == NULL or null is none.  0 / -1 with err. */
+json_t *ctl_rules_state_json(void);
+int ctl_rules_restore(json_t *a, char *err, size_t errlen) SLUICE_MUSTCHECK;
+
 #endif /* SLUICE_CONTROL_INT_H */

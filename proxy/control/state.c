@@ -2,9 +2,10 @@
  * state.c: the state file (ctl.h, ctl_state_load / ctl_state_save) and
  * the ceilings the control API set, which the file keeps.
  *
- * The file holds what the API made (sessions, grants, ceilings) so that
- * a restart restores it before sluiced reports ready; it is replaced by
- * rename, so a crash leaves the old file or the new one, never half.
+ * The file holds what the API made (sessions, grants, ceilings, request
+ * rules) so that a restart restores it before sluiced reports ready; it
+ * is replaced by rename, so a crash leaves the old file or the new one,
+ * never half.
  */
 #include "sluice-config.h"
 
@@ -69,9 +70,9 @@ state_json(void)
 			    json_integer(s->vsock_cid));
 		json_array_append_new(sessions, o);
 	}
-	return json_pack("{s:i,s:O,s:o}", "version", 1,
+	return json_pack("{s:i,s:O,s:o,s:o}", "version", 1,
 	    "ceiling", ctl_api_ceiling ? ctl_api_ceiling : json_null(),
-	    "sessions", sessions);
+	    "sessions", sessions, "rules", ctl_rules_state_json());
 }
 
 void *
@@ -371,6 +372,16 @@ state_restore(json_t *j, const json_error_t *je, const char *path,
 			goto bad;
 		}
 		ctl_api_ceiling = json_incref(o);
+	}
+	/* the API's request rules (rules.c); main.c puts them in force */
+	{
+		char why[300];
+
+		if (ctl_rules_restore(json_object_get(j, "rules"), why,
+		    sizeof(why)) != 0) {
+			snprintf(err, errlen, "%s: %s", path, why);
+			goto bad;
+		}
 	}
 	sessions = json_object_get(j, "sessions");
 	if (sessions != NULL && !json_is_array(sessions)) {

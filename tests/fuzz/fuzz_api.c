@@ -34,6 +34,7 @@
 #include "proxy/control/api.h"
 #include "proxy/control/ctl.h"
 #include "proxy/lib/credspec.h"
+#include "proxy/lib/rulespec.h"
 #include "proxy/control/events.h"
 #include "proxy/lib/jsonstrict.h"
 
@@ -253,14 +254,80 @@ ctl_cred_delete(const struct ctl_actor *a, const char *name,
 }
 
 void *
-ctl_creds_json(void)
+ctl_creds_json(const char *tenant)
 {
+	(void)tenant;
 	return json_pack("{s:[]}", "credentials");
 }
 
 void *
-ctl_cred_json(const char *name)
+ctl_cred_json(const char *name, const char *tenant)
 {
+	(void)tenant;
+	return out.fail ? NULL : json_pack("{s:s}", "name", name);
+}
+
+/* The rules routes parse their body with the real reader too. */
+int
+ctl_rule_put(const struct ctl_actor *a, void *body, void **o, int *created,
+    struct ctl_err *e)
+{
+	struct rule_spec s;
+
+	(void)a;
+	*o = NULL;
+	*created = 1;
+	if (rule_spec_parse(body, &s, e->msg, sizeof(e->msg)) != 0) {
+		e->code = CTL_BAD_REQUEST;
+		return -1;
+	}
+	if (op(e) != 0) {
+		rule_spec_free(&s);
+		return -1;
+	}
+	*o = rule_spec_json(&s);
+	rule_spec_free(&s);
+	if (*o == NULL) {
+		e->code = CTL_INTERNAL;
+		snprintf(e->msg, sizeof(e->msg), "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+int
+ctl_rules_replace(const struct ctl_actor *a, void *body, void **o,
+    struct ctl_err *e)
+{
+	(void)a;
+	(void)body;
+	*o = NULL;
+	if (op(e) != 0)
+		return -1;
+	*o = json_pack("{s:[]}", "rules");
+	return 0;
+}
+
+int
+ctl_rule_delete(const struct ctl_actor *a, const char *name,
+    struct ctl_err *e)
+{
+	(void)a;
+	(void)name;
+	return op(e);
+}
+
+void *
+ctl_rules_json(const char *tenant)
+{
+	(void)tenant;
+	return json_pack("{s:[],s:[],s:[]}", "rules", "config", "builtin");
+}
+
+void *
+ctl_rule_json(const char *name, const char *tenant)
+{
+	(void)tenant;
 	return out.fail ? NULL : json_pack("{s:s}", "name", name);
 }
 
