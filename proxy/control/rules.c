@@ -44,6 +44,8 @@ ctl_rules_free(void)
 	list_free(rules, nrules);
 	rules = NULL;
 	nrules = 0;
+	json_decref(ctl_api_rules);
+	ctl_api_rules = NULL;
 }
 
 static ssize_t
@@ -75,12 +77,61 @@ add_all(struct pol_config *p, const struct rule_spec *v, size_t n,
 	return 0;
 }
 
+/* The list of a [RULE...] array (ctl_api_rules), or NULL with err. */
+static struct rule_spec *
+list_of(json_t *a, size_t *n, char *err, size_t errlen)
+{
+	struct rule_spec *v;
+	json_t *o;
+	size_t i;
+	char why[200];
+
+	*n = 0;
+	if ((v = calloc(json_array_size(a) + 1, sizeof(*v))) == NULL) {
+		errf(err, errlen, "out of memory");
+		return NULL;
+	}
+	json_array_foreach(a, i, o) {
+		if (rule_spec_parse(o, &v[i], why, sizeof(why)) != 0) {
+			list_free(v, *n);
+			errf(err, errlen, "rules[%zu]: %s", i, why);
+			return NULL;
+		}
+		*n = i + 1;
+	}
+	return v;
+}
+
+/* The state file's array of the list (new reference) or NULL. */
+static json_t *
+json_of(const struct rule_spec *v, size_t n)
+{
+	json_t *a = json_array();
+	size_t i;
+
+	for (i = 0; a != NULL && i < n; i++)
+		if (json_array_append_new(a, rule_spec_json(&v[i])) != 0) {
+			json_decref(a);
+			return NULL;
+		}
+	return a;
+}
+
 int
 ctl_rules_apply(struct pol_config *p, const struct cfg *c, char *err,
     size_t errlen)
 {
-	size_t i;
+	struct rule_spec *v;
+	size_t i, n;
 
+	/* the state file's (ctl_state_load checked them) become the list */
+	if (ctl_api_rules != NULL) {
+		if ((v = list_of(ctl_api_rules, &n, err, errlen)) == NULL)
+			return -1;
+		list_free(rules, nrules);
+		rules = v;
+		nrules = n;
+	}
 	for (i = 0; i < nrules; i++)
 		if (c != NULL && c->nrules > 0) {
 			size_t j;
@@ -174,20 +225,27 @@ commit(const struct ctl_actor *a, const char *action, const char *name,
 {
 	struct rule_spec *old = rules;
 	size_t nold = nrules;
+	json_t *jold = ctl_api_rules, *jnext = json_of(next, n);
 	char err[200];
 
-	if (record(a, action, name, tenant, n, "ok") != 0)
+	if (jnext == NULL)
+		return ctl_fail(e, CTL_INTERNAL, "out of memory");
+	if (record(a, action, name, tenant, n, "ok") != 0) {
+		json_decref(jnext);
 		return ctl_fail(e, CTL_LOG_UNAVAILABLE, "the connection log "
 		    "cannot be written (%s): %s was not done",
 		    clog_path(px.log), action);
-	rules = next;
-	nrules = n;
+	}
+	ctl_api_rules = jnext;
 	if (ctl_state_save(e) != 0) {
-		rules = old;
-		nrules = nold;
+		ctl_api_rules = jold;
+		json_decref(jnext);
 		(void)record(a, action, name, tenant, n, "undone");
 		return -1;
 	}
+	json_decref(jold);
+	rules = next;
+	nrules = n;
 	/* the configuration's rules stay; the API's follow them again */
 	pol_config_rules_truncate(px.pol, px.cfg->nrules);
 	if (add_all(px.pol, rules, nrules, err, sizeof(err)) != 0)
@@ -366,52 +424,4 @@ ctl_rule_json(const char *name, const char *tenant)
 	if (at < 0 || !visible(&rules[at], tenant))
 		return NULL;
 	return rule_spec_json(&rules[at]);
-}
-
-json_t *
-ctl_rules_state_json(void)
-{
-	json_t *a = json_array();
-	size_t i;
-
-	for (i = 0; a != NULL && i < nrules; i++)
-		if (json_array_append_new(a, rule_spec_json(&rules[i])) != 0) {
-			json_decref(a);
-			return NULL;
-		}
-	return a;
-}
-
-int
-ctl_rules_restore(json_t *a, char *err, size_t errlen)
-{
-	struct rule_spec *next;
-	json_t *o;
-	size_t i, j, n = 0;
-	char why[200];
-
-	ctl_rules_free();
-	if (a == NULL || json_is_null(a))
-		return 0;
-	if (!json_is_array(a) || json_array_size(a) > CTL_RULES_MAX)
-		return errf(err, errlen, "rules: expected an array of at most "
-		    "%d rules", CTL_RULES_MAX);
-	if ((next = calloc(json_array_size(a) + 1, sizeof(*next))) == NULL)
-		return errf(err, errlen, "out of memory");
-	json_array_foreach(a, i, o) {
-		if (rule_spec_parse(o, &next[i], why, sizeof(why)) != 0) {
-			list_free(next, n);
-			return errf(err, errlen, "rules[%zu]: %s", i, why);
-		}
-		n = i + 1;
-		for (j = 0; j < i; j++)
-			if (strcmp(next[j].name, next[i].name) == 0) {
-				list_free(next, n);
-				return errf(err, errlen, "rules[%zu]: the name "
-				    "of rules[%zu]", i, j);
-			}
-	}
-	rules = next;
-	nrules = n;
-	return 0;
 }

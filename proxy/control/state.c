@@ -25,9 +25,12 @@
 #include "proxy/control/ctl.h"
 #include "proxy/control/control-int.h"
 #include "proxy/lib/jsonstrict.h"
+#include "proxy/lib/rulespec.h"
 
 /* Ceilings the API set; they win over the configuration file's. */
 json_t *ctl_api_ceiling;          /* {"tier": T|null, "tenants": {..}} */
+/* The API's request rules as kept (rules.c puts them in force). */
+json_t *ctl_api_rules;            /* [RULE...] or NULL */
 
 /* Far above what any state saves to; ctl_state_save refuses more, so
  * that a file it writes is always one the next start can read. */
@@ -72,7 +75,8 @@ state_json(void)
 	}
 	return json_pack("{s:i,s:O,s:o,s:o}", "version", 1,
 	    "ceiling", ctl_api_ceiling ? ctl_api_ceiling : json_null(),
-	    "sessions", sessions, "rules", ctl_rules_state_json());
+	    "sessions", sessions, "rules", ctl_api_rules ?
+	    json_incref(ctl_api_rules) : json_array());
 }
 
 void *
@@ -334,6 +338,32 @@ restore_session(json_t *o, size_t idx, char *err, size_t errlen)
 	return rc;
 }
 
+/* The state file's rules: an array of at most CTL_RULES_MAX rules
+ * that rule_spec_parse reads, no name twice. */
+static int
+rules_check(json_t *a, char *err, size_t errlen)
+{
+	struct rule_spec s;
+	json_t *o;
+	size_t i, j;
+	char why[200];
+
+	if (!json_is_array(a) || json_array_size(a) > CTL_RULES_MAX)
+		return errf(err, errlen, "rules: expected an array of at most "
+		    "%d rules", CTL_RULES_MAX);
+	json_array_foreach(a, i, o) {
+		if (rule_spec_parse(o, &s, why, sizeof(why)) != 0)
+			return errf(err, errlen, "rules[%zu]: %s", i, why);
+		rule_spec_free(&s);
+		for (j = 0; j < i; j++)
+			if (json_equal(json_object_get(o, "name"),
+			    json_object_get(json_array_get(a, j), "name")))
+				return errf(err, errlen, "rules[%zu]: the name "
+				    "of rules[%zu]", i, j);
+	}
+	return 0;
+}
+
 /* j: the state document (consumed), or NULL with je saying why. */
 static int
 state_restore(json_t *j, const json_error_t *je, const char *path,
@@ -373,15 +403,19 @@ state_restore(json_t *j, const json_error_t *je, const char *path,
 		}
 		ctl_api_ceiling = json_incref(o);
 	}
-	/* the API's request rules (rules.c); main.c puts them in force */
-	{
+	/* the API's request rules, checked here; rules.c puts them in
+	 * force (ctl_rules_apply) */
+	json_decref(ctl_api_rules);
+	ctl_api_rules = NULL;
+	o = json_object_get(j, "rules");
+	if (o != NULL && !json_is_null(o)) {
 		char why[300];
 
-		if (ctl_rules_restore(json_object_get(j, "rules"), why,
-		    sizeof(why)) != 0) {
+		if (rules_check(o, why, sizeof(why)) != 0) {
 			snprintf(err, errlen, "%s: %s", path, why);
 			goto bad;
 		}
+		ctl_api_rules = json_incref(o);
 	}
 	sessions = json_object_get(j, "sessions");
 	if (sessions != NULL && !json_is_array(sessions)) {
