@@ -15,11 +15,13 @@ name twice, or a configuration rule's name).  Real sluiced, real TLS
 import json
 import os
 import ssl
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, check, check_eq, do_connect, read_log,  # noqa: E402
-                     check_refusal, api_unix, free_port, require_tool)
+                     check_refusal, api_unix, free_port, require_tool,
+                     BUILDDIR)
 from t_rules import setup as rules_setup, ask  # noqa: E402
 from t_api import make_ca, make_leaf, write_token, tls_call  # noqa: E402
 
@@ -256,6 +258,58 @@ def roles_and_tenant_tokens(env):
                and x.get("action") == "rule_set" and
                x.get("outcome") == "forbidden"]
     check(len(refused) >= 3, "refused calls recorded: %r" % refused[:1])
+
+
+def sluicectl(d, *args, stdin=None):
+    r = subprocess.run(
+        [os.path.join(BUILDDIR, "proxy", "sluicectl", "sluicectl"),
+         "--socket", d.ctl] + list(args), input=stdin,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    r.out = r.stdout.decode(errors="replace")
+    r.err = r.stderr.decode(errors="replace")
+    return r
+
+
+@S.case
+def sluicectl_rules(env):
+    d = setup(env, rules=[{"name": "file-rule", "hosts": ["insp.test"],
+                           "paths": ["/f/*"], "action": "allow"}])
+    r = sluicectl(d, "rule", "add", json.dumps(dict(NO_ADMIN,
+                                                    tenant="acme")))
+    check_eq(r.returncode, 0, "rule add (%s)" % r.err)
+    r = sluicectl(d, "rule", "list")
+    check_eq(r.returncode, 0, "rule list (%s)" % r.err)
+    rows = [x.split() for x in r.out.splitlines()]
+    check_eq([x[:4] for x in rows], [
+        ["SOURCE", "NAME", "TENANT", "ACTION"],
+        ["config", "file-rule", "*", "allow"],
+        ["api", "no-admin", "acme", "deny"],
+        ["builtin", "builtin:registries-read-only", "*", "deny"],
+        ["builtin", "builtin:git-receive-pack", "*", "deny"]],
+        "the rules in the order requests meet them:\n%s" % r.out)
+    check("/admin/*" in r.out, "the paths shown")
+    r = sluicectl(d, "--json", "rule", "show", "no-admin")
+    check_eq((r.returncode, json.loads(r.out)["tenant"]), (0, "acme"),
+             "rule show --json")
+    r = sluicectl(d, "rule", "replace", "-", stdin=json.dumps(
+        [NO_ADMIN, dict(NO_ADMIN, name="two")]).encode())
+    check_eq(r.returncode, 0, "rule replace from stdin (%s)" % r.err)
+    r, doc = call(d, "GET", "/v1/rules")
+    check_eq([x["name"] for x in doc["rules"]], ["no-admin", "two"],
+             "replaced")
+    r = sluicectl(d, "rule", "add", json.dumps(dict(NO_ADMIN,
+                                                    hosts=["never.test"])))
+    check_eq(r.returncode, 1, "a refused rule is exit 1")
+    check("host_not_inspected" in r.err or "never sees" in r.err,
+          "the reason shown: %r" % r.err)
+    r = sluicectl(d, "rule", "add", "{not json")
+    check_eq(r.returncode, 2, "bad JSON is a usage error")
+    r = sluicectl(d, "rule", "delete", "two")
+    check_eq(r.returncode, 0, "rule delete")
+    r = sluicectl(d, "rule", "delete", "two")
+    check_eq(r.returncode, 1, "rule delete again: 404")
+    r, doc = call(d, "GET", "/v1/rules")
+    check_eq([x["name"] for x in doc["rules"]], ["no-admin"], "deleted")
 
 
 if __name__ == "__main__":
