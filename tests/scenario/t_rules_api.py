@@ -4,8 +4,10 @@ POST /v1/rules adds a rule (a known name is replaced where it stands),
 PUT /v1/rules replaces the API's list, DELETE /v1/rules/{id} removes
 one; the API's rules come after the configuration's and before the
 built-in ones, apply to every tenant or to one, take effect on the next
-request of an open tunnel, are recorded in the log, and survive a
-restart (state file).  Writes are the admin's; an app or auditor is
+request of an open tunnel, are recorded in the log, survive a restart
+(state file) and a reload (after the new file's rules; a file rule
+that takes one's name is refused, at reload and at start); sluicectl
+rule drives them.  Writes are the admin's; an app or auditor is
 refused (403) and a token bound to a tenant reads only its tenant's
 rules and those for every tenant.  Bad bodies are refused with the
 field named: 400 bad_request, 400 host_not_inspected, 409 conflict (a
@@ -14,6 +16,7 @@ name twice, or a configuration rule's name).  Real sluiced, real TLS
 
 import json
 import os
+import signal
 import ssl
 import subprocess
 import sys
@@ -21,7 +24,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, check, check_eq, do_connect, read_log,  # noqa: E402
                      check_refusal, api_unix, free_port, require_tool,
-                     BUILDDIR)
+                     wait_until, BUILDDIR, Fail)
 from t_rules import setup as rules_setup, ask  # noqa: E402
 from t_api import make_ca, make_leaf, write_token, tls_call  # noqa: E402
 
@@ -183,6 +186,53 @@ def per_tenant_and_restart(env):
     check_eq(r.status, 200, "beta's after a restart")
     ta.close()
     tb.close()
+    # a configuration that took the name of one of them: no start on a
+    # state whose rules would not all be in force
+    d2.stop()
+    cfg = dict(d.config, rules=[{"name": "acme-no-admin",
+                                 "hosts": ["insp.test"], "action": "allow"}])
+    d3 = env.sluiced(cfg, name="sluiced3", start=False)
+    try:
+        d3.start(ready_timeout=10)
+    except Fail:
+        pass
+    else:
+        raise Fail("sluiced started with a rule name taken twice")
+    check(d3.wait(5) not in (None, 0), "exit status")
+    check("acme-no-admin" in d3.stderr() and "rename" in d3.stderr(),
+          "the reason: %s" % d3.stderr()[-600:])
+
+
+@S.case
+def reload_keeps_api_rules(env):
+    d = setup(env)
+    r, doc = call(d, "POST", "/v1/rules", NO_ADMIN)
+    expect(r, doc, 201, what="POST")
+    t = tls_to(env, d, "insp.test")
+    # a reload with a rule of the file in front: the API's still follow
+    d.config["rules"] = [{"name": "file-admin-ok", "hosts": ["insp.test"],
+                          "paths": ["/admin/ok"], "action": "allow"}]
+    d.write_config()
+    d.signal(signal.SIGHUP)
+    wait_until(lambda: "configuration reloaded" in d.stderr(), 5,
+               what="the reload")
+    r = ask(t, "insp.test", d.up.port, "GET", "/admin/ok")
+    check_eq(r.status, 200, "the file's new rule first")
+    r = ask(t, "insp.test", d.up.port, "GET", "/admin/x")
+    check_eq(r.header("X-Sluice-Rule"), "no-admin",
+             "the API's rule after the reload, same tunnel")
+    # a file rule that takes the API rule's name: the reload is refused
+    d.config["rules"] = [{"name": "no-admin", "hosts": ["insp.test"],
+                          "action": "allow"}]
+    d.write_config()
+    d.signal(signal.SIGHUP)
+    wait_until(lambda: "rename one" in d.stderr(), 5,
+               what="the refused reload")
+    r = ask(t, "insp.test", d.up.port, "GET", "/admin/x")
+    check_eq(r.header("X-Sluice-Rule"), "no-admin", "still in force")
+    r = ask(t, "insp.test", d.up.port, "GET", "/admin/ok")
+    check_eq(r.status, 200, "the running file's rules kept")
+    t.close()
 
 
 def setup_again(env, d):
