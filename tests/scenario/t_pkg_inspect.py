@@ -9,9 +9,9 @@ with method and path); a request rule added through the control API
 for the tenant denies PUT on the npm registry, so npm publish fails
 with 403 naming the rule and the registry never sees the PUT; with the
 rule deleted, the built-in read-only rule of the registry list still
-refuses it."""
+refuses it.  in_a_sandbox: the same from inside a real sandbox of
+sluice-execd (needs root and user namespaces, else 77)."""
 
-import functools
 import hashlib
 import http.server
 import io
@@ -25,7 +25,7 @@ import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, Skip, check, check_eq, read_log,  # noqa: E402
-                     api_unix, free_port, wait_until)
+                     api_unix, wait_until)
 from t_inspect import test_ca  # noqa: E402
 from t_clients import pip_available, serve  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -275,6 +275,82 @@ def pip_and_npm_install_publish_refused(env):
                      request_rule="builtin:registries-read-only")
     check(recs and recs[0].get("reason") == "rule_denied",
           "the built-in rule refused it: %r" % recs)
+
+
+@S.case
+def in_a_sandbox(env):
+    """The same inside a real sandbox of sluice-execd: its pip and npm
+    take the proxy and the CA bundle (the inspection CA) from the
+    environment the executor gives every command, with no flag."""
+    from t_execd import create, ex, preflight, Execd, _backend
+    preflight()
+    if shutil.which("npm") is None:
+        raise Skip("npm is not installed (apt-get install npm)")
+    os.chmod(os.path.dirname(env.dir), 0o711)
+    os.chmod(env.dir, 0o711)
+    ca_crt, crt, key = test_ca(env, names=("pypi.test", "npm.test"))
+    root = env.path("www")
+    make_index(root)
+    pyport = serve(env, root, tls=(crt, key))
+    st = npm_serve(env, crt, key)
+    cfg = env.config(
+        sessions=[], ceiling="public", registries=["pypi.test", "npm.test"],
+        ports=env.ports(pyport, st["port"]),
+        dns={"hosts": {"pypi.test": ["127.0.0.1"],
+                       "npm.test": ["127.0.0.1"]}},
+        tls={"sni_ports": [443, pyport, st["port"]]},
+        inspect={"hosts": ["pypi.test", "npm.test"],
+                 "ca_cert": env.path("inspect-ca.pem"),
+                 "ca_key": env.path("inspect-ca.key"),
+                 "upstream_ca_file": ca_crt})
+    d = env.sluiced(cfg)
+    ctl = os.path.join(cfg["runtime_dir"], "control.sock")
+    xo = {"backend": _backend["name"]} if _backend["name"] else {}
+    x = Execd(env, ctl, **xo).start()
+    r = api_unix(ctl, "POST", "/v1/rules", {
+        "name": "no-npm-publish", "tenant": "acme", "hosts": ["npm.test"],
+        "methods": ["PUT"], "action": "deny"})
+    check_eq(r.status, 201, "POST /v1/rules (%r)" % r.body)
+    create(x, "pkg", network={"tier": "registries"})
+
+    def sh(cmd):
+        return ex(x, "pkg", {"shell": cmd, "timeout_s": 120}, timeout=150)
+
+    o = sh("python3 -m pip install --no-cache-dir --disable-pip-version-check"
+           " --no-input --retries 0 --timeout 20 --index-url "
+           "https://pypi.test:%d/simple/ --target /workspace/site %s && "
+           "test -f /workspace/site/%s/__init__.py"
+           % (pyport, PKG, PKG))
+    check_eq(o["exit_code"], 0, "pip install in the sandbox: %s"
+             % (o["stdout"][-800:] + o["stderr"][-800:]))
+    reg = "https://npm.test:%d/" % st["port"]
+    o = sh("mkdir -p /workspace/proj && cd /workspace/proj && "
+           "echo '{\"name\":\"app\",\"version\":\"1.0.0\","
+           "\"private\":true}' > package.json && "
+           "npm install --registry %s --no-audit --no-fund "
+           "--no-update-notifier --fetch-retries 0 %s && "
+           "test -f node_modules/%s/index.js" % (reg, NPM_PKG, NPM_PKG))
+    check_eq(o["exit_code"], 0, "npm install in the sandbox: %s"
+             % (o["stdout"][-800:] + o["stderr"][-800:]))
+    o = sh("mkdir -p /workspace/pub && cd /workspace/pub && "
+           "echo '{\"name\":\"sluice-leak\",\"version\":\"1.0.0\","
+           "\"license\":\"MIT\"}' > package.json && "
+           "echo '//npm.test:%d/:_authToken=t0ken' > .npmrc && "
+           "npm publish --registry %s --no-update-notifier "
+           "--fetch-retries 0" % (st["port"], reg))
+    check(o["exit_code"] != 0, "npm publish went through in the sandbox")
+    check("403" in o["stdout"] + o["stderr"], "npm shows the 403: %s"
+          % (o["stdout"][-800:] + o["stderr"][-800:]))
+    check(not [q for q in st["seen"] if q[0] == "PUT"],
+          "the registry saw a PUT: %r" % st["seen"])
+    recs = [q for q in read_log(d.log_path) if q.get("event") == "decision"
+            and q.get("host") == "npm.test" and q.get("method") == "PUT"]
+    check(recs and all(q.get("request_rule") == "no-npm-publish" and
+                       q.get("inspected") is True for q in recs),
+          "the PUT's inspected record names the rule: %r" % recs)
+    check(inspected(d, "pypi.test", method="GET", decision="allow") and
+          inspected(d, "npm.test", method="GET", decision="allow"),
+          "the installs' requests, inspected and logged")
 
 
 if __name__ == "__main__":
