@@ -132,18 +132,24 @@ ctl_rules_apply(struct pol_config *p, const struct cfg *c, char *err,
 		rules = v;
 		nrules = n;
 	}
-	for (i = 0; i < nrules; i++)
-		if (c != NULL && c->nrules > 0) {
-			size_t j;
+	for (i = 0; c != NULL && i < nrules; i++) {
+		size_t j;
 
-			for (j = 0; j < c->nrules; j++)
-				if (strcmp(c->rules[j].name, rules[i].name) == 0)
-					return errf(err, errlen, "rule %s of the "
-					    "control API (state file) has the name "
-					    "of rules[%zu] of the configuration: "
-					    "rename one (DELETE /v1/rules/%s)",
-					    rules[i].name, j, rules[i].name);
-		}
+		for (j = 0; j < c->nrules; j++)
+			if (strcmp(c->rules[j].name, rules[i].name) == 0)
+				return errf(err, errlen, "rule %s of the control "
+				    "API (state file) has the name of rules[%zu] "
+				    "of the configuration: rename one (DELETE "
+				    "/v1/rules/%s)", rules[i].name, j,
+				    rules[i].name);
+		/* kept, but said: it matches nothing until sluice sees them */
+		for (j = 0; j < rules[i].nhosts; j++)
+			if (!cfg_rule_host_seen(c, rules[i].hosts[j]))
+				px_log(PX_WARN, "rule %s of the control API: "
+				    "sluice no longer sees the requests of %s "
+				    "(inspect.hosts, tls.plain_http_ports)",
+				    rules[i].name, rules[i].hosts[j]);
+	}
 	return add_all(p, rules, nrules, err, errlen);
 }
 
