@@ -589,10 +589,30 @@ fail:
 	send_ctl_error(k->req, &e);
 }
 
+/* doc's array under key without the entries of another tenant than
+ * a bound caller's (doc consumed; a new reference). */
+static json_t *
+tenant_only(const struct call *k, json_t *doc, const char *key)
+{
+	json_t *a = json_object_get(doc, key), *x;
+	size_t i;
+
+	if (k->actor.tenant == NULL || !json_is_array(a))
+		return doc;
+	for (i = json_array_size(a); i-- > 0; ) {
+		x = json_object_get(json_array_get(a, i), "tenant");
+		if (!json_is_string(x) ||
+		    strcmp(json_string_value(x), k->actor.tenant) != 0)
+			json_array_remove(a, i);
+	}
+	return doc;
+}
+
 static void
 h_sessions_list(struct call *k)
 {
-	send_json(k->req, 200, ctl_json_sessions());
+	send_json(k->req, 200, tenant_only(k, ctl_json_sessions(),
+	    "sessions"));
 }
 
 static int
@@ -629,6 +649,12 @@ h_session_create(struct call *k)
 	spec.id = json_string_value(f[0].v);
 	spec.tenant = json_string_value(f[1].v);
 	spec.user = json_string_value(f[2].v);
+	if (k->actor.tenant != NULL &&
+	    strcmp(spec.tenant, k->actor.tenant) != 0) {
+		send_error(k->req, 403, "tenant: this caller is bound to tenant "
+		    "%s and makes only its sessions", k->actor.tenant);
+		return;
+	}
 	spec.admin = k->role == CFG_ROLE_ADMIN;
 	spec.socket = f[4].v ? json_string_value(f[4].v) : NULL;
 	spec.source = f[6].v ? json_string_value(f[6].v) : NULL;
@@ -839,7 +865,8 @@ h_events(struct call *k)
 static void
 h_prompts_list(struct call *k)
 {
-	send_json(k->req, 200, ctl_json_prompts());
+	send_json(k->req, 200, tenant_only(k, ctl_json_prompts(),
+	    "prompts"));
 }
 
 static void
@@ -1301,6 +1328,49 @@ audit_refusal(struct call *k, const char *path, const char *outcome)
 	    target, outcome);
 }
 
+/*
+ * A caller bound to a tenant (control.tokens[].tenant) reaches only that
+ * tenant's sessions and prompts: another's is not found (404, as if it
+ * were not there); the event stream and the metrics, which are not cut
+ * to one tenant, are refused (403).  Lists are cut in their handlers,
+ * credentials and rules in theirs.  0: go on; -1: answered.
+ */
+static int
+tenant_scope(struct call *k)
+{
+	const char *pat = k->route->pattern, *t = NULL;
+	struct px_session *s;
+	json_t *p;
+	int other;
+
+	if (k->actor.tenant == NULL)
+		return 0;
+	if (strcmp(pat, "/v1/events") == 0 || strcmp(pat, "/v1/metrics") == 0) {
+		audit_refusal(k, pat, "forbidden");
+		send_error(k->req, 403, "%s is not cut to one tenant: a caller "
+		    "bound to tenant %s may not call it", pat, k->actor.tenant);
+		return -1;
+	}
+	if (strncmp(pat, "/v1/sessions/{id}", 17) == 0) {
+		if ((s = px_session_find(k->id)) != NULL &&
+		    strcmp(pol_session_tenant(s->pol), k->actor.tenant) != 0) {
+			send_error(k->req, 404, "no session %s", k->id);
+			return -1;
+		}
+	} else if (strcmp(pat, "/v1/prompts/{id}") == 0) {
+		if ((p = ctl_json_prompt(k->id)) != NULL) {
+			t = json_string_value(json_object_get(p, "tenant"));
+			other = t == NULL || strcmp(t, k->actor.tenant) != 0;
+			json_decref(p);
+			if (other) {
+				send_error(k->req, 404, "no prompt %s", k->id);
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* The request callback. */
 
@@ -1397,7 +1467,8 @@ api_serve(struct evhttp_request *req, const struct api_call_in *in)
 		    k.route->pattern);
 		goto out;
 	}
-	if (route_args(&k, caps) != 0 || read_body(&k) != 0)
+	if (route_args(&k, caps) != 0 || tenant_scope(&k) != 0 ||
+	    read_body(&k) != 0)
 		goto out;
 	k.route->fn(&k);
 out:

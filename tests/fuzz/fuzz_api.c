@@ -4,7 +4,8 @@
  * and each handler's checks of its fields) on arbitrary requests.
  *
  * Input: byte 0 is the caller (bits 0-1 the role, bit 2 the TLS
- * listener, bit 3: the ctl_* operations fail), byte 1 the method; then
+ * listener, bit 3: the ctl_* operations fail, bit 4: bound to tenant
+ * acme), byte 1 the method; then
  * the path (a '?' starts the query) up to a newline, the Content-Type
  * up to a newline (empty: none), and the rest is the body.
  *
@@ -343,13 +344,16 @@ ctl_inspect_ca(void)
 void *
 ctl_json_prompts(void)
 {
-	return json_pack("{s:[]}", "prompts");
+	/* two tenants: a bound caller's list is cut to one */
+	return json_pack("{s:[{s:s,s:s},{s:s,s:s}]}", "prompts", "id", "p-1",
+	    "tenant", "acme", "id", "p-2", "tenant", "beta");
 }
 
 void *
 ctl_json_prompt(const char *id)
 {
-	return out.fail ? NULL : json_pack("{s:s}", "id", id);
+	return out.fail ? NULL : json_pack("{s:s,s:s}", "id", id, "tenant",
+	    id[0] == 'a' ? "acme" : "beta");
 }
 
 void *
@@ -374,7 +378,8 @@ ctl_json_session(const struct px_session *s)
 void *
 ctl_json_sessions(void)
 {
-	return json_pack("{s:[]}", "sessions");
+	return json_pack("{s:[{s:s,s:s},{s:s,s:s}]}", "sessions", "id", "s1",
+	    "tenant", "acme", "id", "s2", "tenant", "beta");
 }
 
 char *
@@ -467,6 +472,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	in.role = data[0] & 3;
 	in.tls = (data[0] >> 2) & 1;
 	in.who = "fuzz";
+	/* bit 4: a token bound to a tenant (the routes it may not reach,
+	 * the lists cut to it) */
+	in.tenant = (data[0] >> 4) & 1 ? "acme" : NULL;
 	in.method = (int)methods[data[1] % (sizeof(methods) /
 	    sizeof(methods[0]))];
 	in.max_body = 65536;

@@ -9,7 +9,8 @@ request of an open tunnel, are recorded in the log, survive a restart
 that takes one's name is refused, at reload and at start); sluicectl
 rule drives them.  Writes are the admin's; an app or auditor is
 refused (403) and a token bound to a tenant reads only its tenant's
-rules and those for every tenant.  Bad bodies are refused with the
+rules and those for every tenant, and only its tenant's sessions,
+grants and prompts (no event stream).  Bad bodies are refused with the
 field named: 400 bad_request, 400 host_not_inspected, 409 conflict (a
 name twice, or a configuration rule's name).  Real sluiced, real TLS
 (inspected upstream on loopback with a test CA)."""
@@ -308,6 +309,52 @@ def roles_and_tenant_tokens(env):
                and x.get("action") == "rule_set" and
                x.get("outcome") == "forbidden"]
     check(len(refused) >= 3, "refused calls recorded: %r" % refused[:1])
+
+
+@S.case
+def tenant_token_sessions(env):
+    """A token bound to a tenant reaches only its tenant's sessions; the
+    event stream and metrics, not cut to a tenant, are refused."""
+    d = setup(env, tokens=True)
+    tok = {n: v[2] for n, v in TOKENS.items()}
+    r = tls_call(d, "GET", "/v1/sessions", token=tok["acme-app"])
+    check_eq([x["id"] for x in json.loads(r.body)["sessions"]], ["s1"],
+             "acme's token lists acme's sessions")
+    r = tls_call(d, "GET", "/v1/sessions", token=tok["chat"])
+    check_eq(sorted(x["id"] for x in json.loads(r.body)["sessions"]),
+             ["s1", "s2"], "an unbound token lists all")
+    for method, path, body in (
+            ("GET", "/v1/sessions/s2", None),
+            ("PATCH", "/v1/sessions/s2", {"tier": "off"}),
+            ("DELETE", "/v1/sessions/s2", None),
+            ("POST", "/v1/sessions/s2/grants", {"host": "x.test",
+                                                 "port": 443}),
+            ("DELETE", "/v1/sessions/s2/grants/x.test:443", None)):
+        r = tls_call(d, method, path, body, token=tok["acme-app"])
+        check_eq(r.status, 404, "%s %s with acme's token" % (method, path))
+    r = tls_call(d, "GET", "/v1/sessions/s1", token=tok["acme-app"])
+    check_eq(r.status, 200, "its own session")
+    r = tls_call(d, "POST", "/v1/sessions/s1/grants",
+                 {"host": "x.test", "port": 443}, token=tok["acme-app"])
+    check_eq(r.status, 201, "a grant on its own session")
+    r = tls_call(d, "POST", "/v1/sessions", {
+        "id": "b9", "tenant": "beta", "user": "u", "tier": "off"},
+        token=tok["acme-app"])
+    check_eq(r.status, 403, "a session of beta by acme's token")
+    r = tls_call(d, "POST", "/v1/sessions", {
+        "id": "a9", "tenant": "acme", "user": "u", "tier": "off"},
+        token=tok["acme-app"])
+    check_eq(r.status, 201, "a session of acme by acme's token")
+    for path in ("/v1/events", "/v1/metrics"):
+        r = tls_call(d, "GET", path, token=tok["acme-app"])
+        check(r.status == 403, "%s with acme's token: %d" % (path, r.status))
+    r = tls_call(d, "GET", "/v1/prompts", token=tok["acme-app"])
+    check_eq((r.status, json.loads(r.body)["prompts"]), (200, []),
+             "prompts")
+    # beta's session untouched
+    r, doc = call(d, "GET", "/v1/sessions/s2")
+    check_eq((r.status, doc["tier"], doc["grants"]), (200, "public", []),
+             "beta's session as it was")
 
 
 def sluicectl(d, *args, stdin=None):
