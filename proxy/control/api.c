@@ -486,9 +486,15 @@ h_health(struct call *k)
 	/* the caller's own role, so that a client (sluicectl console) can
 	 * leave out what that role may not do without trying it: a refused
 	 * call is an audit record */
-	if (h != NULL)
-		json_object_set_new(h, "caller", json_pack("{s:s,s:s}",
-		    "role", k->actor.role, "who", k->actor.who));
+	if (h != NULL) {
+		json_t *c = json_pack("{s:s,s:s}", "role", k->actor.role,
+		    "who", k->actor.who);
+
+		if (c != NULL && k->actor.tenant != NULL)
+			json_object_set_new(c, "tenant",
+			    json_string(k->actor.tenant));
+		json_object_set_new(h, "caller", c);
+	}
 	send_json(k->req, 200, h);
 }
 

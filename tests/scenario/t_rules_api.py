@@ -348,6 +348,12 @@ def tenant_token_sessions(env):
     for path in ("/v1/events", "/v1/metrics"):
         r = tls_call(d, "GET", path, token=tok["acme-app"])
         check(r.status == 403, "%s with acme's token: %d" % (path, r.status))
+    r = tls_call(d, "GET", "/v1/health", token=tok["acme-app"])
+    check_eq(json.loads(r.body)["caller"], {
+        "role": "app", "who": "token:acme-app", "tenant": "acme"},
+        "health names the caller's tenant")
+    r = tls_call(d, "GET", "/v1/health", token=tok["chat"])
+    check("tenant" not in json.loads(r.body)["caller"], "unbound: none")
     r = tls_call(d, "GET", "/v1/prompts", token=tok["acme-app"])
     check_eq((r.status, json.loads(r.body)["prompts"]), (200, []),
              "prompts")
