@@ -6,6 +6,13 @@
 #   bench/run.sh [--reps N] [--duration S] [--targets direct,sluiced,...]
 #                [--perf] [--scale] [--keep-tmp]
 #   bench/run.sh --executor [--backends ns,gvisor] [--strace] [...]
+#   bench/run.sh --inspect [--reps N] [--requests N] [--conns N]
+#
+# --inspect runs the TLS inspection figures instead (bench/inspect.py:
+# one sluiced and an nginx HTTPS origin, an opaque tunnel against an
+# inspected one: the median added per keep-alive request, the cost of a
+# new inspected connection, sluiced's CPU per request); it needs nginx
+# and none of the peers.
 #
 # --executor runs the executor figures instead (bench/exec.py, as root:
 # sandbox create, exec round trip, 1 MiB PUT and GET through
@@ -38,6 +45,25 @@ build_tree() {
 		(cd "$build" && "$src/configure" >/dev/null)
 	fi
 }
+
+if [ "${1:-}" = --inspect ]; then
+	shift
+	if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+		if [ "$(id -u)" -ne 0 ]; then
+			echo "bench: missing nginx; run as root or install it" >&2
+			exit 1
+		fi
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+		    nginx-light >/dev/null
+	fi
+	PATH=$PATH:/usr/sbin:/sbin
+	export PATH
+	build_tree
+	make -C "$build" -j2 proxy/sluiced >/dev/null
+	exec python3 "$here/inspect.py" --sluiced "$build/proxy/sluiced" \
+	    --outdir "$outdir" "$@"
+fi
 
 if [ "${1:-}" = --executor ]; then
 	shift

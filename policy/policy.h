@@ -404,6 +404,10 @@ struct pol_rule_spec {
 int pol_config_add_rule(struct pol_config *c, const struct pol_rule_spec *r,
     const char **why) SLUICE_MUSTCHECK;
 size_t pol_config_rule_count(const struct pol_config *c);
+/* Drop the rules after the first n (sluiced keeps the configuration's
+ * rules first and puts the control API's after them again on a change;
+ * the event loop matches no request in between). */
+void pol_config_rules_truncate(struct pol_config *c, size_t n);
 /* An HTTP method token of upper-case letters and '-' (1..23 bytes). */
 int pol_rule_method_valid(const char *m);
 /* A path glob: starts with '/' or '*', printable ASCII without

@@ -333,6 +333,15 @@ fail:
 	return -1;
 }
 
+void
+pol_config_rules_truncate(struct pol_config *c, size_t n)
+{
+	struct pol__rules *rs = c != NULL ? c->rules : NULL;
+
+	while (rs != NULL && rs->n > n)
+		rule_clear(&rs->v[--rs->n]);
+}
+
 size_t
 pol_config_rule_count(const struct pol_config *c)
 {

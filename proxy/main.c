@@ -443,6 +443,14 @@ reload(const char *path)
 		cfg_free(nc);
 		return -1;
 	}
+	/* the control API's request rules follow the file's again */
+	if (ctl_rules_apply(np, nc, err, sizeof(err)) != 0) {
+		px_log(PX_ERR, "%s: keeping the running configuration: %s",
+		    __func__, err);
+		pol_config_free(np);
+		cfg_free(nc);
+		return -1;
+	}
 	dns_changed = !dns_cfg_equal(px.cfg, nc);
 	if (dns_changed) {
 		nd = make_dns(nc, err, sizeof(err));
@@ -952,6 +960,11 @@ main(int argc, char **argv)
 		    px.cfg->state_file);
 		goto out;
 	}
+	/* the request rules the API made, after the file's */
+	if (ctl_rules_apply(px.pol, px.cfg, err, sizeof(err)) != 0) {
+		px_log(PX_ERR, "state file: %s", err);
+		goto out;
+	}
 	/* credentials: the values the relay puts in, apart from the state */
 	if (ctl_creds_load(px.cfg->credentials.file, err, sizeof(err)) != 0) {
 		px_log(PX_ERR, "credentials: %s", err);
@@ -1035,6 +1048,7 @@ out:
 	}
 	px_inspect_cleanup();
 	ctl_creds_free();
+	ctl_rules_free();
 	if (ca_fd >= 0) {
 		close(ca_fd);           /* the CA helper ends with its socket */
 		priv_helper_reap(ca_pid, 1000);

@@ -66,6 +66,7 @@
 struct api_token {
 	char name[65];
 	enum cfg_role role;
+	char tenant[65];         /* "": bound to no tenant */
 	unsigned char digest[SHA256_DIGEST_LENGTH];
 };
 
@@ -145,6 +146,7 @@ struct call {
 	size_t max_body;
 	enum cfg_role role;
 	struct ctl_actor actor;
+	char tenant[65];         /* a bound token's; actor.tenant points here */
 	const struct route *route;
 	char id[65];             /* {id} */
 	char *grant;             /* {grant}, percent-decoded */
@@ -271,6 +273,14 @@ send_ctl_error(struct evhttp_request *req, const struct ctl_err *e)
 	case CTL_TOO_MANY_GRANTS:
 		status = 409;
 		code = "too_many_grants";
+		break;
+	case CTL_HOST_NOT_INSPECTED:
+		status = 400;
+		code = "host_not_inspected";
+		break;
+	case CTL_TOO_MANY_RULES:
+		status = 409;
+		code = "too_many_rules";
 		break;
 	default: status = 500; break;
 	}
@@ -458,9 +468,15 @@ h_health(struct call *k)
 	/* the caller's own role, so that a client (sluicectl console) can
 	 * leave out what that role may not do without trying it: a refused
 	 * call is an audit record */
-	if (h != NULL)
-		json_object_set_new(h, "caller", json_pack("{s:s,s:s}",
-		    "role", k->actor.role, "who", k->actor.who));
+	if (h != NULL) {
+		json_t *c = json_pack("{s:s,s:s}", "role", k->actor.role,
+		    "who", k->actor.who);
+
+		if (c != NULL && k->actor.tenant != NULL)
+			json_object_set_new(c, "tenant",
+			    json_string(k->actor.tenant));
+		json_object_set_new(h, "caller", c);
+	}
 	send_json(k->req, 200, h);
 }
 
@@ -561,10 +577,30 @@ fail:
 	send_ctl_error(k->req, &e);
 }
 
+/* doc's array under key without the entries of another tenant than
+ * a bound caller's (doc consumed; a new reference). */
+static json_t *
+tenant_only(const struct call *k, json_t *doc, const char *key)
+{
+	json_t *a = json_object_get(doc, key), *x;
+	size_t i;
+
+	if (k->actor.tenant == NULL || !json_is_array(a))
+		return doc;
+	for (i = json_array_size(a); i-- > 0; ) {
+		x = json_object_get(json_array_get(a, i), "tenant");
+		if (!json_is_string(x) ||
+		    strcmp(json_string_value(x), k->actor.tenant) != 0)
+			json_array_remove(a, i);
+	}
+	return doc;
+}
+
 static void
 h_sessions_list(struct call *k)
 {
-	send_json(k->req, 200, ctl_json_sessions());
+	send_json(k->req, 200, tenant_only(k, ctl_json_sessions(),
+	    "sessions"));
 }
 
 static int
@@ -601,6 +637,12 @@ h_session_create(struct call *k)
 	spec.id = json_string_value(f[0].v);
 	spec.tenant = json_string_value(f[1].v);
 	spec.user = json_string_value(f[2].v);
+	if (k->actor.tenant != NULL &&
+	    strcmp(spec.tenant, k->actor.tenant) != 0) {
+		send_error(k->req, 403, "tenant: this caller is bound to tenant "
+		    "%s and makes only its sessions", k->actor.tenant);
+		return;
+	}
 	spec.admin = k->role == CFG_ROLE_ADMIN;
 	spec.socket = f[4].v ? json_string_value(f[4].v) : NULL;
 	spec.source = f[6].v ? json_string_value(f[6].v) : NULL;
@@ -811,7 +853,8 @@ h_events(struct call *k)
 static void
 h_prompts_list(struct call *k)
 {
-	send_json(k->req, 200, ctl_json_prompts());
+	send_json(k->req, 200, tenant_only(k, ctl_json_prompts(),
+	    "prompts"));
 }
 
 static void
@@ -877,13 +920,13 @@ h_cred_put(struct call *k)
 static void
 h_creds_list(struct call *k)
 {
-	send_json(k->req, 200, ctl_creds_json());
+	send_json(k->req, 200, ctl_creds_json(k->actor.tenant));
 }
 
 static void
 h_cred_get(struct call *k)
 {
-	json_t *j = ctl_cred_json(k->id);
+	json_t *j = ctl_cred_json(k->id, k->actor.tenant);
 
 	if (j == NULL) {
 		send_error(k->req, 404, "no credential %s", k->id);
@@ -898,6 +941,71 @@ h_cred_delete(struct call *k)
 	struct ctl_err e = { CTL_OK, "" };
 
 	if (ctl_cred_delete(&k->actor, k->id, &e) != 0) {
+		send_ctl_error(k->req, &e);
+		return;
+	}
+	send_json(k->req, 200, json_pack("{s:s,s:b}", "name", k->id,
+	    "removed", 1));
+}
+
+/* Request rules: the API's, after the configuration's (rules.c). */
+static void
+h_rule_put(struct call *k)
+{
+	struct ctl_err e = { CTL_OK, "" };
+	void *j = NULL;
+	int created = 0;
+	char loc[96];
+
+	if (ctl_rule_put(&k->actor, k->body, &j, &created, &e) != 0) {
+		send_ctl_error(k->req, &e);
+		return;
+	}
+	snprintf(loc, sizeof(loc), "/v1/rules/%s",
+	    json_string_value(json_object_get(j, "name")));
+	evhttp_add_header(evhttp_request_get_output_headers(k->req),
+	    "Location", loc);
+	send_json(k->req, created ? 201 : 200, j);
+}
+
+static void
+h_rules_replace(struct call *k)
+{
+	struct ctl_err e = { CTL_OK, "" };
+	void *j = NULL;
+
+	if (ctl_rules_replace(&k->actor, k->body, &j, &e) != 0) {
+		send_ctl_error(k->req, &e);
+		return;
+	}
+	send_json(k->req, 200, j);
+}
+
+static void
+h_rules_list(struct call *k)
+{
+	send_json(k->req, 200, ctl_rules_json(k->actor.tenant));
+}
+
+static void
+h_rule_get(struct call *k)
+{
+	json_t *j = ctl_rule_json(k->id, k->actor.tenant);
+
+	if (j == NULL) {
+		send_error(k->req, 404, "no rule %s in the control API's rules",
+		    k->id);
+		return;
+	}
+	send_json(k->req, 200, j);
+}
+
+static void
+h_rule_delete(struct call *k)
+{
+	struct ctl_err e = { CTL_OK, "" };
+
+	if (ctl_rule_delete(&k->actor, k->id, &e) != 0) {
 		send_ctl_error(k->req, &e);
 		return;
 	}
@@ -957,6 +1065,13 @@ static const struct route routes[] = {
 	  "credential_get", h_cred_get, 0 },
 	{ "/v1/credentials/{id}", EVHTTP_REQ_DELETE, R_ADMIN | R_APP,
 	  "credential_delete", h_cred_delete, 0 },
+	{ "/v1/rules", EVHTTP_REQ_GET, R_ALL, "rule_list", h_rules_list, 0 },
+	{ "/v1/rules", EVHTTP_REQ_POST, R_ADMIN, "rule_set", h_rule_put, 1 },
+	{ "/v1/rules", EVHTTP_REQ_PUT, R_ADMIN, "rules_replace",
+	  h_rules_replace, 1 },
+	{ "/v1/rules/{id}", EVHTTP_REQ_GET, R_ALL, "rule_get", h_rule_get, 0 },
+	{ "/v1/rules/{id}", EVHTTP_REQ_DELETE, R_ADMIN, "rule_delete",
+	  h_rule_delete, 0 },
 	{ "/v1/inspect/ca", EVHTTP_REQ_GET, R_ALL, "inspect_ca",
 	  h_inspect_ca, 0 },
 };
@@ -1073,7 +1188,8 @@ route_args(struct call *k, const struct cap caps[2])
 			    "starting with a dot)",
 			    strncmp(pat, "/v1/prompts/", 12) == 0 ? "prompt" :
 			    strncmp(pat, "/v1/credentials/", 16) == 0 ?
-			    "credential" : "session", shown(k->id, b, sizeof(b)));
+			    "credential" : strncmp(pat, "/v1/rules/", 10) == 0 ?
+			    "rule" : "session", shown(k->id, b, sizeof(b)));
 			return -1;
 		}
 	}
@@ -1172,6 +1288,7 @@ identify_token(struct call *k)
 		return;
 	k->role = hit->role;
 	snprintf(k->actor.who, sizeof(k->actor.who), "token:%s", hit->name);
+	snprintf(k->tenant, sizeof(k->tenant), "%s", hit->tenant);
 }
 
 static void
@@ -1197,6 +1314,49 @@ audit_refusal(struct call *k, const char *path, const char *outcome)
 	    method_name(k->method), path);
 	ctl_audit(&k->actor, k->route ? k->route->action : "api_call",
 	    target, outcome);
+}
+
+/*
+ * A caller bound to a tenant (control.tokens[].tenant) reaches only that
+ * tenant's sessions and prompts: another's is not found (404, as if it
+ * were not there); the event stream and the metrics, which are not cut
+ * to one tenant, are refused (403).  Lists are cut in their handlers,
+ * credentials and rules in theirs.  0: go on; -1: answered.
+ */
+static int
+tenant_scope(struct call *k)
+{
+	const char *pat = k->route->pattern, *t = NULL;
+	struct px_session *s;
+	json_t *p;
+	int other;
+
+	if (k->actor.tenant == NULL)
+		return 0;
+	if (strcmp(pat, "/v1/events") == 0 || strcmp(pat, "/v1/metrics") == 0) {
+		audit_refusal(k, pat, "forbidden");
+		send_error(k->req, 403, "%s is not cut to one tenant: a caller "
+		    "bound to tenant %s may not call it", pat, k->actor.tenant);
+		return -1;
+	}
+	if (strncmp(pat, "/v1/sessions/{id}", 17) == 0) {
+		if ((s = px_session_find(k->id)) != NULL &&
+		    strcmp(pol_session_tenant(s->pol), k->actor.tenant) != 0) {
+			send_error(k->req, 404, "no session %s", k->id);
+			return -1;
+		}
+	} else if (strcmp(pat, "/v1/prompts/{id}") == 0) {
+		if ((p = ctl_json_prompt(k->id)) != NULL) {
+			t = json_string_value(json_object_get(p, "tenant"));
+			other = t == NULL || strcmp(t, k->actor.tenant) != 0;
+			json_decref(p);
+			if (other) {
+				send_error(k->req, 404, "no prompt %s", k->id);
+				return -1;
+			}
+		}
+	}
+	return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1237,6 +1397,7 @@ on_request(struct evhttp_request *req, void *arg)
 	in.tls = k.tls;
 	in.role = k.role;
 	in.who = k.actor.who;
+	in.tenant = k.tenant[0] != '\0' ? k.tenant : NULL;
 	in.method = evhttp_request_get_command(req);
 	in.path = uri ? evhttp_uri_get_path(uri) : NULL;
 	in.query = uri ? evhttp_uri_get_query(uri) : NULL;
@@ -1260,6 +1421,10 @@ api_serve(struct evhttp_request *req, const struct api_call_in *in)
 	k.role = (enum cfg_role)in->role;
 	snprintf(k.actor.who, sizeof(k.actor.who), "%s", in->who);
 	k.actor.role = cfg_role_name(k.role);
+	if (in->tenant != NULL && in->tenant[0] != '\0') {
+		snprintf(k.tenant, sizeof(k.tenant), "%s", in->tenant);
+		k.actor.tenant = k.tenant;
+	}
 	found = route_find(&k, path, caps, 0) == 0;
 	if (k.role == CFG_ROLE_NONE) {
 		if (k.tls) {
@@ -1290,7 +1455,8 @@ api_serve(struct evhttp_request *req, const struct api_call_in *in)
 		    k.route->pattern);
 		goto out;
 	}
-	if (route_args(&k, caps) != 0 || read_body(&k) != 0)
+	if (route_args(&k, caps) != 0 || tenant_scope(&k) != 0 ||
+	    read_body(&k) != 0)
 		goto out;
 	k.route->fn(&k);
 out:
@@ -1351,6 +1517,8 @@ token_load(const struct cfg_token *ct, struct api_token *t, char *err,
 
 	snprintf(t->name, sizeof(t->name), "%s", ct->name);
 	t->role = ct->role;
+	snprintf(t->tenant, sizeof(t->tenant), "%s", ct->tenant != NULL ?
+	    ct->tenant : "");
 	if ((fd = open(ct->token_file, O_RDONLY | O_CLOEXEC)) < 0) {
 		snprintf(err, errlen, "token %s: %s: %s", ct->name,
 		    ct->token_file, strerror(errno));

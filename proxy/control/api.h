@@ -48,6 +48,8 @@ struct api_call_in {
 	int tls;                 /* came on the TLS listener */
 	int role;                /* enum cfg_role of the caller */
 	const char *who;         /* the caller, as audit records name it */
+	const char *tenant;      /* a token's tenant (control.tokens[].tenant);
+	                            NULL: bound to none */
 	int method;              /* enum evhttp_cmd_type */
 	const char *path;        /* decoded by evhttp, without the query */
 	const char *query;       /* NULL: none */

@@ -27,4 +27,9 @@ extern json_t *ctl_api_ceiling;
 /* Apply such a ceiling object to px.state.  0 / -1 with err. */
 int ctl_apply_ceiling_json(json_t *c, char *err, size_t errlen) SLUICE_MUSTCHECK;
 
+/* state.c: the request rules the API made ([RULE...], NULL: none), as
+ * the state file keeps them and ctl_state_load checked them; rules.c
+ * changes them and puts them in force. */
+extern json_t *ctl_api_rules;
+
 #endif /* SLUICE_CONTROL_INT_H */

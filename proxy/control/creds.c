@@ -307,6 +307,12 @@ ctl_cred_put(const struct ctl_actor *a, void *body, void **out,
 	*out = NULL;
 	if (cred_spec_parse(body, 0, &s, why, sizeof(why)) != 0)
 		return ctl_fail(e, CTL_BAD_REQUEST, "%s", why);
+	if (a != NULL && a->tenant != NULL && strcmp(a->tenant, s.tenant) != 0) {
+		ctl_fail(e, CTL_FORBIDDEN, "tenant: this caller is bound to "
+		    "tenant %s and manages only its credentials", a->tenant);
+		cred_spec_free(&s);
+		return -1;
+	}
 	for (i = 0; i < s.nhosts; i++)
 		if (!px_inspect_covers(s.hosts[i])) {
 			ctl_fail(e, CTL_BAD_REQUEST, "hosts[%zu]: %.253s is not "
@@ -316,6 +322,15 @@ ctl_cred_put(const struct ctl_actor *a, void *body, void **out,
 			return -1;
 		}
 	at = find_idx(s.name);
+	if (at >= 0 && a != NULL && a->tenant != NULL &&
+	    strcmp(creds[at]->s.tenant, a->tenant) != 0) {
+		/* names are one namespace: another tenant's is not replaced
+		 * by a bound caller (nor told whose it is) */
+		ctl_fail(e, CTL_CONFLICT, "the name %s is taken: choose "
+		    "another", s.name);
+		cred_spec_free(&s);
+		return -1;
+	}
 	*created = at < 0;
 	if (at >= 0 && strcmp(creds[at]->s.tenant, s.tenant) == 0)
 		/* rotation: the sandboxes keep their placeholder */
@@ -379,7 +394,9 @@ ctl_cred_delete(const struct ctl_actor *a, const char *name,
 	ssize_t at = find_idx(name);
 	struct cred **next;
 
-	if (at < 0)
+	/* another tenant's is, to a bound caller, none */
+	if (at < 0 || (a != NULL && a->tenant != NULL &&
+	    strcmp(creds[at]->s.tenant, a->tenant) != 0))
 		return ctl_fail(e, CTL_NOT_FOUND, "no credential %s", name);
 	if ((next = calloc(ncreds + 1, sizeof(*next))) == NULL)
 		return ctl_fail(e, CTL_INTERNAL, "out of memory");
@@ -405,20 +422,24 @@ ctl_cred_delete(const struct ctl_actor *a, const char *name,
 }
 
 void *
-ctl_creds_json(void)
+ctl_creds_json(const char *tenant)
 {
 	json_t *a = json_array();
 	size_t i;
 
 	for (i = 0; a != NULL && i < ncreds; i++)
-		json_array_append_new(a, cred_spec_json(&creds[i]->s));
+		if (tenant == NULL || strcmp(creds[i]->s.tenant, tenant) == 0)
+			json_array_append_new(a, cred_spec_json(&creds[i]->s));
 	return json_pack("{s:o}", "credentials", a);
 }
 
 void *
-ctl_cred_json(const char *name)
+ctl_cred_json(const char *name, const char *tenant)
 {
 	ssize_t at = find_idx(name);
 
-	return at < 0 ? NULL : cred_spec_json(&creds[at]->s);
+	if (at < 0 || (tenant != NULL &&
+	    strcmp(creds[at]->s.tenant, tenant) != 0))
+		return NULL;
+	return cred_spec_json(&creds[at]->s);
 }

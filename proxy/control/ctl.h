@@ -32,6 +32,9 @@ enum ctl_code {
 	                        not be written, so the change was not made */
 	CTL_TOO_MANY_GRANTS, /* 409 "too_many_grants": the session has
 	                        limits.max_grants_per_session */
+	CTL_HOST_NOT_INSPECTED, /* 400 "host_not_inspected": a rule names a
+	                        host whose requests sluice never sees */
+	CTL_TOO_MANY_RULES,  /* 409 "too_many_rules": CTL_RULES_MAX */
 };
 
 struct ctl_err {
@@ -43,6 +46,8 @@ struct ctl_err {
 struct ctl_actor {
 	char who[96];
 	const char *role;    /* "admin", "app", "auditor" */
+	const char *tenant;  /* a token bound to a tenant (control.tokens[].
+	                        tenant): its tenant; NULL: bound to none */
 };
 
 /* A session to create.  At most one transport; none: a socket under
@@ -129,14 +134,46 @@ void *ctl_json_state(void);
 int ctl_creds_load(const char *path, char *err, size_t errlen) SLUICE_MUSTCHECK;
 void ctl_creds_free(void);
 /* POST /v1/credentials: body checked, hosts inspected, added or (the same
- * name) replaced for the next request; *out its JSON (no value). */
+ * name) replaced for the next request; *out its JSON (no value).  A
+ * caller bound to a tenant (a->tenant) sets only that tenant's
+ * (CTL_FORBIDDEN), replaces none of another's (CTL_CONFLICT) and
+ * deletes none (CTL_NOT_FOUND). */
 int ctl_cred_put(const struct ctl_actor *a, void *body, void **out,
     int *created, struct ctl_err *e) SLUICE_MUSTCHECK;
 int ctl_cred_delete(const struct ctl_actor *a, const char *name,
     struct ctl_err *e) SLUICE_MUSTCHECK;
-/* {"credentials": [...]} / one, never a value; NULL: no such one. */
-void *ctl_creds_json(void);
-void *ctl_cred_json(const char *name);
+/* {"credentials": [...]} / one, never a value; NULL: no such one.
+ * tenant not NULL (a caller bound to it): only that tenant's. */
+void *ctl_creds_json(const char *tenant);
+void *ctl_cred_json(const char *name, const char *tenant);
+/*
+ * Request rules of the control API (rules.c; sluiced(8) "Request
+ * rules"): after the configuration's, in order, kept in the state file.
+ * ctl_rule_put: POST /v1/rules, a new name appended, a known one
+ * replaced where it stands; ctl_rules_replace: PUT /v1/rules
+ * {"rules": [...]}, the whole list.  *out: the rule / the list (new
+ * references).  Writes are the admin's (api.c checks the role).
+ */
+#define CTL_RULES_MAX 256
+int ctl_rule_put(const struct ctl_actor *a, void *body, void **out,
+    int *created, struct ctl_err *e) SLUICE_MUSTCHECK;
+int ctl_rules_replace(const struct ctl_actor *a, void *body, void **out,
+    struct ctl_err *e) SLUICE_MUSTCHECK;
+int ctl_rule_delete(const struct ctl_actor *a, const char *name,
+    struct ctl_err *e) SLUICE_MUSTCHECK;
+/* {"rules": [the API's], "config": [the file's], "builtin": [names]};
+ * tenant not NULL: of the API's, only those for every tenant or for
+ * that one.  One rule of the API's by name, NULL: none (or not
+ * visible to tenant). */
+void *ctl_rules_json(const char *tenant);
+void *ctl_rule_json(const char *name, const char *tenant);
+/* Append the API's rules to p, a policy built from c (start: after
+ * ctl_state_load; reload: before the swap).  -1 with err when one no
+ * longer fits (a configuration rule took its name). */
+int ctl_rules_apply(struct pol_config *p, const struct cfg *c, char *err,
+    size_t errlen) SLUICE_MUSTCHECK;
+void ctl_rules_free(void);
+
 /* GET /v1/inspect/ca: the inspection CA as PEM, NULL when inspection
  * is off. */
 const char *ctl_inspect_ca(void);

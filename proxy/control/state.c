@@ -2,9 +2,10 @@
  * state.c: the state file (ctl.h, ctl_state_load / ctl_state_save) and
  * the ceilings the control API set, which the file keeps.
  *
- * The file holds what the API made (sessions, grants, ceilings) so that
- * a restart restores it before sluiced reports ready; it is replaced by
- * rename, so a crash leaves the old file or the new one, never half.
+ * The file holds what the API made (sessions, grants, ceilings, request
+ * rules) so that a restart restores it before sluiced reports ready; it
+ * is replaced by rename, so a crash leaves the old file or the new one,
+ * never half.
  */
 #include "sluice-config.h"
 
@@ -24,9 +25,12 @@
 #include "proxy/control/ctl.h"
 #include "proxy/control/control-int.h"
 #include "proxy/lib/jsonstrict.h"
+#include "proxy/lib/rulespec.h"
 
 /* Ceilings the API set; they win over the configuration file's. */
 json_t *ctl_api_ceiling;          /* {"tier": T|null, "tenants": {..}} */
+/* The API's request rules as kept (rules.c puts them in force). */
+json_t *ctl_api_rules;            /* [RULE...] or NULL */
 
 /* Far above what any state saves to; ctl_state_save refuses more, so
  * that a file it writes is always one the next start can read. */
@@ -69,9 +73,10 @@ state_json(void)
 			    json_integer(s->vsock_cid));
 		json_array_append_new(sessions, o);
 	}
-	return json_pack("{s:i,s:O,s:o}", "version", 1,
+	return json_pack("{s:i,s:O,s:o,s:o}", "version", 1,
 	    "ceiling", ctl_api_ceiling ? ctl_api_ceiling : json_null(),
-	    "sessions", sessions);
+	    "sessions", sessions, "rules", ctl_api_rules ?
+	    json_incref(ctl_api_rules) : json_array());
 }
 
 void *
@@ -333,6 +338,32 @@ restore_session(json_t *o, size_t idx, char *err, size_t errlen)
 	return rc;
 }
 
+/* The state file's rules: an array of at most CTL_RULES_MAX rules
+ * that rule_spec_parse reads, no name twice. */
+static int
+rules_check(json_t *a, char *err, size_t errlen)
+{
+	struct rule_spec s;
+	json_t *o;
+	size_t i, j;
+	char why[200];
+
+	if (!json_is_array(a) || json_array_size(a) > CTL_RULES_MAX)
+		return errf(err, errlen, "rules: expected an array of at most "
+		    "%d rules", CTL_RULES_MAX);
+	json_array_foreach(a, i, o) {
+		if (rule_spec_parse(o, &s, why, sizeof(why)) != 0)
+			return errf(err, errlen, "rules[%zu]: %s", i, why);
+		rule_spec_free(&s);
+		for (j = 0; j < i; j++)
+			if (json_equal(json_object_get(o, "name"),
+			    json_object_get(json_array_get(a, j), "name")))
+				return errf(err, errlen, "rules[%zu]: the name "
+				    "of rules[%zu]", i, j);
+	}
+	return 0;
+}
+
 /* j: the state document (consumed), or NULL with je saying why. */
 static int
 state_restore(json_t *j, const json_error_t *je, const char *path,
@@ -371,6 +402,20 @@ state_restore(json_t *j, const json_error_t *je, const char *path,
 			goto bad;
 		}
 		ctl_api_ceiling = json_incref(o);
+	}
+	/* the API's request rules, checked here; rules.c puts them in
+	 * force (ctl_rules_apply) */
+	json_decref(ctl_api_rules);
+	ctl_api_rules = NULL;
+	o = json_object_get(j, "rules");
+	if (o != NULL && !json_is_null(o)) {
+		char why[300];
+
+		if (rules_check(o, why, sizeof(why)) != 0) {
+			snprintf(err, errlen, "%s: %s", path, why);
+			goto bad;
+		}
+		ctl_api_rules = json_incref(o);
 	}
 	sessions = json_object_get(j, "sessions");
 	if (sessions != NULL && !json_is_array(sessions)) {

@@ -121,6 +121,7 @@ cfg_free(struct cfg *c)
 	for (i = 0; i < c->control.ntokens; i++) {
 		free(c->control.tokens[i].name);
 		free(c->control.tokens[i].token_file);
+		free(c->control.tokens[i].tenant);
 	}
 	free(c->control.tokens);
 	free(c->webhook.url);

@@ -55,6 +55,8 @@ struct cfg_token {
 	char *name;
 	enum cfg_role role;
 	char *token_file;
+	char *tenant;           /* NULL: bound to none; else its credentials
+	                           and request rules only (sluiced(8)) */
 };
 
 struct cfg_idlist {
@@ -238,6 +240,12 @@ char *cfg_dump(const struct cfg *c);
  */
 struct pol_config *cfg_build_policy(const struct cfg *c, char *err,
     size_t errlen);
+
+/* A rule host ("name", "*.suffix", either with ":port") that sluice can
+ * see requests of: covered by inspect.hosts, or with a port of
+ * tls.plain_http_ports (plain HTTP only).  1 when it can.  The
+ * configuration's rules and the control API's are held to it. */
+int cfg_rule_host_seen(const struct cfg *c, const char *pat);
 
 /* 1 if port is one of ports[0..n) (tls.sni_ports, plain_http_ports...). */
 int cfg_port_in(const uint16_t *ports, size_t n, uint16_t port);

@@ -646,10 +646,29 @@ k_tok_role(struct cfg_ctx *x, json_t *v, void *base)
 	return 0;
 }
 
+static int
+k_tok_tenant(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct cfg_token *t = base;
+	const char *name;
+	char b[80];
+
+	if (json_is_null(v))
+		return 0;
+	if (cfg_get_str(x, v, &name) != 0)
+		return -1;
+	if (!pol_id_valid(name))
+		return cfg_fail(x, "bad tenant name %s (expected 1 to 64 of "
+		    "A-Z a-z 0-9 . _ -)", cfg_shown(name, b, sizeof(b)));
+	return cfg_set_str(x, name, &t->tenant);
+}
+
 static const struct cfg_key token_keys[] = {
 	{ "name", K_STR, offsetof(struct cfg_token, name), .fn = k_tok_name },
 	{ "role", K_ROLE, offsetof(struct cfg_token, role), .fn = k_tok_role },
 	{ "token_file", K_STR, .off = offsetof(struct cfg_token, token_file) },
+	{ "tenant", K_OPT, .off = offsetof(struct cfg_token, tenant),
+	  .fn = k_tok_tenant },
 	{ .name = NULL }
 };
 
@@ -677,6 +696,10 @@ k_ctl_tokens(struct cfg_ctx *x, json_t *v, void *base)
 			if (json_object_get(o, need[j]) == NULL)
 				return cfg_fail(x, "missing key \"%s\"",
 				    need[j]);
+		if (t->tenant != NULL && t->role == CFG_ROLE_ADMIN)
+			return cfg_fail(x, "token %s: an admin token cannot be "
+			    "bound to a tenant (admin is every tenant's); bind "
+			    "app or auditor tokens", t->name);
 		cfg_ctx_pop(x);
 	}
 	return 0;
@@ -1042,11 +1065,8 @@ k_rules(struct cfg_ctx *x, json_t *v, void *base)
 	return 0;
 }
 
-/* A rule host ("name", "*.suffix", either with ":port") that sluice can
- * see requests of: covered by inspect.hosts, or with a port of
- * tls.plain_http_ports (plain HTTP only).  1 when it can. */
-static int
-rule_host_seen(const struct cfg *c, const char *pat)
+int
+cfg_rule_host_seen(const struct cfg *c, const char *pat)
 {
 	const char *colon = strchr(pat, ':');
 	size_t i;
@@ -1071,7 +1091,7 @@ check_rules_seen(struct cfg_ctx *x)
 
 	for (i = 0; i < c->nrules; i++)
 		for (j = 0; j < c->rules[i].nhosts; j++) {
-			if (rule_host_seen(c, c->rules[i].hosts[j]))
+			if (cfg_rule_host_seen(c, c->rules[i].hosts[j]))
 				continue;
 			cfg_ctx_key(x, "rules");
 			cfg_ctx_idx(x, i);

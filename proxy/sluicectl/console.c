@@ -210,22 +210,24 @@ console_origin_ok(const char *origin, const char *host)
 /* Routes: what a page may ask of the two APIs. */
 
 static const struct console_route routes[] = {
-	{ "GET", CUP_SLUICED, "/v1/health", 0 },
-	{ "GET", CUP_SLUICED, "/v1/ceiling", 0 },
-	{ "PUT", CUP_SLUICED, "/v1/ceiling", 1 },
-	{ "GET", CUP_SLUICED, "/v1/sessions", 0 },
-	{ "GET", CUP_SLUICED, "/v1/sessions/{id}", 0 },
-	{ "PATCH", CUP_SLUICED, "/v1/sessions/{id}", 1 },
-	{ "DELETE", CUP_SLUICED, "/v1/sessions/{id}", 0 },
-	{ "DELETE", CUP_SLUICED, "/v1/sessions/{id}/grants/{grant}", 0 },
-	{ "GET", CUP_SLUICED, "/v1/prompts", 0 },
-	{ "POST", CUP_SLUICED, "/v1/prompts/{id}", 1 },
-	{ "GET", CUP_EXEC, "/v1/health", 0 },
-	{ "GET", CUP_EXEC, "/v1/sandboxes", 0 },
-	{ "GET", CUP_EXEC, "/v1/sandboxes/{id}", 0 },
-	{ "PATCH", CUP_EXEC, "/v1/sandboxes/{id}", 1 },
-	{ "DELETE", CUP_EXEC, "/v1/sandboxes/{id}", 0 },
-	{ "GET", CUP_EXEC, "/v1/sandboxes/{id}/commands", 0 },
+	{ "GET", CUP_SLUICED, "/v1/health", 0, 0 },
+	{ "GET", CUP_SLUICED, "/v1/ceiling", 0, 0 },
+	{ "PUT", CUP_SLUICED, "/v1/ceiling", 1, 0 },
+	{ "GET", CUP_SLUICED, "/v1/sessions", 0, 0 },
+	{ "GET", CUP_SLUICED, "/v1/sessions/{id}", 0, 0 },
+	{ "PATCH", CUP_SLUICED, "/v1/sessions/{id}", 1, 0 },
+	{ "DELETE", CUP_SLUICED, "/v1/sessions/{id}", 0, 0 },
+	{ "DELETE", CUP_SLUICED, "/v1/sessions/{id}/grants/{grant}", 0, 0 },
+	{ "GET", CUP_SLUICED, "/v1/prompts", 0, 0 },
+	{ "POST", CUP_SLUICED, "/v1/prompts/{id}", 1, 0 },
+	{ "GET", CUP_SLUICED, "/v1/rules", 0, 0 },
+	{ "GET", CUP_SLUICED, "/v1/credentials", 0, 1 },
+	{ "GET", CUP_EXEC, "/v1/health", 0, 0 },
+	{ "GET", CUP_EXEC, "/v1/sandboxes", 0, 0 },
+	{ "GET", CUP_EXEC, "/v1/sandboxes/{id}", 0, 0 },
+	{ "PATCH", CUP_EXEC, "/v1/sandboxes/{id}", 1, 0 },
+	{ "DELETE", CUP_EXEC, "/v1/sandboxes/{id}", 0, 0 },
+	{ "GET", CUP_EXEC, "/v1/sandboxes/{id}/commands", 0, 0 },
 };
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
 
@@ -369,6 +371,7 @@ struct op {
 	struct cup *up;
 	struct clj *job;
 	char what[32];           /* "sluiced", "the executor", "log" */
+	int names_only;          /* console_route.names_only */
 };
 
 /* One browser event stream and its stream from sluiced. */
@@ -563,12 +566,42 @@ op_finish(struct op *o)
 }
 
 /* An API's answer: passed on when it is JSON (or empty). */
+/* A credential list as the console shows it: what names it and where
+ * it goes, never its placeholder (which a page has no use for and a
+ * sandbox's request could carry).  A new reference, or NULL. */
+static json_t *
+credentials_names(const json_t *doc)
+{
+	static const char *const keep[] = { "name", "tenant", "hosts",
+	    "methods", "paths", "updated", NULL };
+	const json_t *a = json_object_get(doc, "credentials"), *x;
+	json_t *out = json_array(), *o;
+	size_t i, k;
+
+	if (!json_is_array(a) || out == NULL) {
+		json_decref(out);
+		return NULL;
+	}
+	json_array_foreach(a, i, x) {
+		if ((o = json_object()) == NULL)
+			break;
+		for (k = 0; keep[k] != NULL; k++)
+			if (json_object_get(x, keep[k]) != NULL)
+				json_object_set(o, keep[k],
+				    json_object_get(x, keep[k]));
+		json_object_set_new(o, "header", json_deep_copy(json_object_get(
+		    json_object_get(x, "inject"), "header")));
+		json_array_append_new(out, o);
+	}
+	return json_pack("{s:o}", "credentials", out);
+}
+
 static void
 on_upstream(void *arg, const struct ctlh_resp *r, const char *err)
 {
 	struct op *o = arg;
 	struct evhttp_request *req = op_finish(o);
-	json_t *doc;
+	json_t *doc, *cut;
 
 	if (req != NULL) {
 		if (r == NULL) {
@@ -579,6 +612,14 @@ on_upstream(void *arg, const struct ctlh_resp *r, const char *err)
 		    NULL)) == NULL) {
 			send_error(req, 502, "bad_gateway", "%s answered %d "
 			    "without a JSON body", o->what, r->status);
+		} else if (o->names_only && r->status == 200) {
+			cut = credentials_names(doc);
+			json_decref(doc);
+			if (cut == NULL)
+				send_error(req, 502, "bad_gateway", "%s answered "
+				    "no credential list", o->what);
+			else
+				send_json(req, 200, cut);
 		} else {
 			json_decref(doc);
 			send_body(req, r->status, "application/json", r->body,
@@ -818,6 +859,7 @@ api_routed(struct console *c, struct evhttp_request *req, const char *path,
 		send_error(req, 500, "internal", "out of memory");
 		return;
 	}
+	o->names_only = rt->names_only;
 	o->up = cup_request(c->base, sock, method, upath, body, body ? len : 0,
 	    CON_TIMEOUT_S, on_upstream, o, err, sizeof(err));
 	if (o->up == NULL) {

@@ -82,6 +82,9 @@ struct console_route {
 	const char *pattern;     /* the upstream path; {id} and {grant}
 	                          * match one segment */
 	int body;                /* takes a JSON object */
+	int names_only;          /* the answer's "credentials" are cut to
+	                          * name, tenant, hosts, inject.header,
+	                          * methods, paths (no placeholder) */
 };
 
 /*

@@ -169,6 +169,11 @@ usage(FILE *f)
 "  session delete ID\n"
 "  grant add|remove ID HOST:PORT\n"
 "  grant list ID\n"
+"  rule list\n"
+"  rule show NAME\n"
+"  rule add RULE        (a JSON object, or - for standard input)\n"
+"  rule replace RULES   ({\"rules\": [...]} or [...], or -)\n"
+"  rule delete NAME\n"
 "  prompts list\n"
 "  prompts answer ID allow_once|allow_chat|deny\n"
 "  prompts watch [--yes-all | --deny-all]\n"
@@ -1042,6 +1047,175 @@ cmd_grant(const struct opts *o, int argc, char **argv)
 	}
 	reply_free(&rp);
 	return rc;
+}
+
+/* ---- request rules (the control API's; sluiced(8) "Request rules") ---- */
+
+static const char *
+strv_text(const json_t *a, char *buf, size_t buflen)
+{
+	const json_t *x;
+	size_t i, at = 0;
+
+	if (!json_is_array(a) || json_array_size(a) == 0)
+		return "*";
+	buf[0] = '\0';
+	json_array_foreach(a, i, x) {
+		const char *v = json_string_value(x);
+		int n = snprintf(buf + at, buflen - at, "%s%s", i ? "," : "",
+		    v ? v : "?");
+
+		if (n < 0 || (size_t)n >= buflen - at)
+			break;
+		at += (size_t)n;
+	}
+	return buf;
+}
+
+static void
+rule_row(struct table *t, const json_t *r, const char *source)
+{
+	char b[5][512];
+	const char *row[7];
+	const json_t *tn = json_object_get(r, "tenant");
+
+	row[0] = source;
+	row[1] = scalar(json_object_get(r, "name"), b[0], sizeof(b[0]));
+	row[2] = json_is_string(tn) ? json_string_value(tn) : "*";
+	row[3] = scalar(json_object_get(r, "action"), b[1], sizeof(b[1]));
+	row[4] = strv_text(json_object_get(r, "hosts"), b[2], sizeof(b[2]));
+	row[5] = strv_text(json_object_get(r, "methods"), b[3], sizeof(b[3]));
+	row[6] = strv_text(json_object_get(r, "paths"), b[4], sizeof(b[4]));
+	table_add(t, row);
+}
+
+/* Every rule in the order requests meet them: the file's, the API's,
+ * the built-in ones. */
+static void
+print_rules(const json_t *doc)
+{
+	struct table t = { .ncols = 7 };
+	static const char *const head[7] = { "SOURCE", "NAME", "TENANT",
+	    "ACTION", "HOSTS", "METHODS", "PATHS" };
+	const json_t *r;
+	size_t i;
+
+	table_add(&t, head);
+	json_array_foreach(json_object_get(doc, "config"), i, r)
+		rule_row(&t, r, "config");
+	json_array_foreach(json_object_get(doc, "rules"), i, r)
+		rule_row(&t, r, "api");
+	json_array_foreach(json_object_get(doc, "builtin"), i, r) {
+		const char *row[7] = { "builtin", json_string_value(r), "*",
+		    "deny", "-", "-", "-" };
+
+		if (row[1] != NULL)
+			table_add(&t, row);
+	}
+	table_print(&t, stdout);
+}
+
+static void
+print_rule(const json_t *doc)
+{
+	struct table t = { .ncols = 2 };
+
+	flatten(&t, "", doc);
+	table_print(&t, stdout);
+}
+
+/* A JSON argument, or standard input for "-". */
+static json_t *
+json_arg(const char *arg)
+{
+	json_error_t je;
+	json_t *j;
+
+	if (strcmp(arg, "-") == 0) {
+		char *buf = NULL;
+		size_t len = 0, cap = 0, r;
+
+		for (;;) {
+			if (len == cap) {
+				char *nb;
+
+				if (cap >= (1u << 20)) {
+					free(buf);
+					errx_msg("standard input: more than 1 MiB");
+					return NULL;
+				}
+				nb = realloc(buf, cap = cap ? cap * 2 : 4096);
+				if (nb == NULL) {
+					free(buf);
+					errx_msg("out of memory");
+					return NULL;
+				}
+				buf = nb;
+			}
+			if ((r = fread(buf + len, 1, cap - len, stdin)) == 0)
+				break;
+			len += r;
+		}
+		j = jsonstrict_load(buf ? buf : "", len, &je);
+		free(buf);
+	} else
+		j = jsonstrict_load(arg, strlen(arg), &je);
+	if (j == NULL)
+		errx_msg("bad JSON: %s", je.text);
+	return j;
+}
+
+static int
+cmd_rule(const struct opts *o, int argc, char **argv)
+{
+	const char *sub = argc > 0 ? argv[0] : "list";
+	char path[128];
+	struct reply rp;
+	json_t *body;
+	int rc;
+
+	if (o->seen != 0)
+		return usage_error("rule: option not accepted here");
+	if (strcmp(sub, "list") == 0) {
+		if (argc > 1)
+			return usage_error("rule list takes no arguments");
+		return api_show(o, "GET", "/v1/rules", NULL, print_rules);
+	}
+	if (strcmp(sub, "show") == 0 || strcmp(sub, "delete") == 0) {
+		if (argc != 2)
+			return usage_error("usage: rule %s NAME", sub);
+		if ((rc = check_id("rule name", argv[1])) != EX_OK)
+			return rc;
+		snprintf(path, sizeof(path), "/v1/rules/%s", argv[1]);
+		if (strcmp(sub, "show") == 0)
+			return api_show(o, "GET", path, NULL, print_rule);
+		rc = api(o, "DELETE", path, NULL, &rp);
+		if (rc == EX_OK) {
+			if (o->json)
+				print_raw(&rp);
+			else
+				printf("deleted rule %s\n", argv[1]);
+		}
+		reply_free(&rp);
+		return rc;
+	}
+	if (strcmp(sub, "add") != 0 && strcmp(sub, "replace") != 0)
+		return usage_error("rule: list, show, add, replace or delete");
+	if (argc != 2)
+		return usage_error("usage: rule %s JSON|-", sub);
+	if ((body = json_arg(argv[1])) == NULL)
+		return EX_USAGE;
+	if (strcmp(sub, "add") == 0) {
+		if (!json_is_object(body)) {
+			json_decref(body);
+			return usage_error("rule add: expected a JSON object");
+		}
+		return api_show(o, "POST", "/v1/rules", body, print_rule);
+	}
+	/* a bare array is the list */
+	if (json_is_array(body))
+		body = json_pack("{s:o}", "rules", body);
+	return api_show(o, "PUT", "/v1/rules", body, print_rules);
 }
 
 /* ---- prompts ---- */
@@ -2320,6 +2494,8 @@ main(int argc, char **argv)
 		rc = cmd_session(&o, nsub, sub);
 	else if (strcmp(cmd, "grant") == 0)
 		rc = cmd_grant(&o, nsub, sub);
+	else if (strcmp(cmd, "rule") == 0)
+		rc = cmd_rule(&o, nsub, sub);
 	else if (strcmp(cmd, "prompts") == 0)
 		rc = cmd_prompts(&o, nsub, sub);
 	else if (strcmp(cmd, "log") == 0)

@@ -572,6 +572,8 @@ def app_role_has_no_ceiling(env):
     check(not by_css(drv, "#page-ceiling"), "a ceiling page for app")
     check(not by_css(drv, "#ceiling-tier, #ceiling-close"),
           "ceiling controls for app")
+    check(not by_css(drv, 'a[href="#rules"], #page-rules'),
+          "a rules page for app")
     # asking for it by its address shows another page
     drv.get(con.base + "/#ceiling")
     wait_for(lambda: one(drv, "#page-prompts") and
@@ -605,6 +607,84 @@ def app_role_has_no_ceiling(env):
               "the log page to say the log is not readable")
     wait_text(drv, "#chain-status", "Permission denied", 10,
               "the chain's status to say the same")
+    con.finish()
+
+
+@S.case
+def rules_and_credentials(env):
+    """An admin's Rules page lists the rules in the order requests meet
+    them and the credentials by name and hosts, never a placeholder or a
+    value; a request rule's prompt card shows the path and the rule."""
+    drv = browser()
+    up = env.http_upstream()
+    secret = "npm_C0nsoleMustNeverShowThis_42"
+    cfg = env.config(
+        sessions=[{"id": "chat-4711", "tenant": "acme", "user": "alice",
+                   "tier": "registries", "source": env.src(1)}],
+        ceiling="public", registries=["reg.test"], ports=env.ports(up.port),
+        dns={"hosts": {"reg.test": ["127.0.0.1"]}},
+        tls={"plain_http_ports": [80, up.port]},
+        inspect={"hosts": ["reg.test"],
+                 "ca_cert": env.path("inspect-ca.pem"),
+                 "ca_key": env.path("inspect-ca.key")},
+        credentials={"file": env.path("credentials.json")},
+        rules=[{"name": "ask-first", "hosts": ["reg.test:%d" % up.port],
+                "paths": ["/ask/*"], "action": "prompt"}],
+        prompt={"timeout_s": 90, "deny_quiet_s": 1})
+    d = env.sluiced(cfg)
+    d.ctl = os.path.join(cfg["runtime_dir"], "control.sock")
+    d.up = up
+    r = api_unix(d.ctl, "POST", "/v1/rules", {
+        "name": "acme-no-put", "tenant": "acme", "hosts": ["reg.test"],
+        "methods": ["PUT"], "action": "deny"})
+    check_eq(r.status, 201, "POST /v1/rules")
+    r = api_unix(d.ctl, "POST", "/v1/credentials", {
+        "name": "npm", "tenant": "acme", "hosts": ["reg.test"],
+        "inject": {"header": "Authorization", "format": "Bearer {}"},
+        "value": secret})
+    check_eq(r.status, 201, "POST /v1/credentials")
+    placeholder = r.json["placeholder"]
+    con = Console(env, d)
+    sign_in(drv, con)
+    drv.get(con.base + "/#rules")
+    wait_for(lambda: one(drv, 'tr[data-credential="npm"]'), 10,
+             "the credentials listed")
+    names = [x.get_attribute("data-rule")
+             for x in by_css(drv, "#rules-table tbody tr")]
+    check_eq(names, ["ask-first", "acme-no-put",
+                     "builtin:registries-read-only",
+                     "builtin:git-receive-pack"], "rules in order")
+    row = one(drv, 'tr[data-rule="acme-no-put"]').text
+    for want in ("control API", "acme", "deny", "reg.test", "PUT"):
+        check(want in row, "the rule's row lacks %r: %r", want, row)
+    row = one(drv, 'tr[data-credential="npm"]').text
+    for want in ("acme", "reg.test", "Authorization"):
+        check(want in row, "the credential's row lacks %r: %r", want, row)
+    page = drv.page_source
+    check(secret not in page and placeholder not in page,
+          "the page shows a value or a placeholder")
+    # nor does the console's own answer carry the placeholder
+    st, _, raw = con.request("GET", "/api/sluiced/v1/credentials", headers={
+        "Cookie": "; ".join("%s=%s" % (c["name"], c["value"])
+                            for c in drv.get_cookies())})
+    check_eq(st, 200, "GET /api/sluiced/v1/credentials")
+    check(placeholder.encode() not in raw and secret.encode() not in raw
+          and b'"npm"' in raw, "the console's answer: %r" % raw[:300])
+    # a request rule's prompt: method, path and rule on the card
+    drv.get(con.base + "/#prompts")
+    wait_for(lambda: one(drv, "#prompts-live").get_attribute("data-state")
+             == "live", 10, "the event stream to be live")
+    c = Curl(d, env.src(1), "http://reg.test:%d/ask/thing" % up.port)
+    wait_for(lambda: len(cards(drv)) == 1, 15, "the rule's card")
+    t = cards(drv)[0].text
+    for want in ("GET reg.test:%d" % up.port, "/ask/thing", "ask-first"):
+        check(want in t, "the card lacks %r: %r", want, t)
+    pid = pending(d)[0]["id"]
+    r = api_unix(d.ctl, "POST", "/v1/prompts/%s" % pid,
+                 {"decision": "allow_once"})
+    check_eq(r.status, 200, "allow_once")
+    c.join(20)
+    check_eq(c.code, 200, "the request went on")
     con.finish()
 
 

@@ -4,7 +4,8 @@
  * and each handler's checks of its fields) on arbitrary requests.
  *
  * Input: byte 0 is the caller (bits 0-1 the role, bit 2 the TLS
- * listener, bit 3: the ctl_* operations fail), byte 1 the method; then
+ * listener, bit 3: the ctl_* operations fail, bit 4: bound to tenant
+ * acme), byte 1 the method; then
  * the path (a '?' starts the query) up to a newline, the Content-Type
  * up to a newline (empty: none), and the rest is the body.
  *
@@ -34,6 +35,7 @@
 #include "proxy/control/api.h"
 #include "proxy/control/ctl.h"
 #include "proxy/lib/credspec.h"
+#include "proxy/lib/rulespec.h"
 #include "proxy/control/events.h"
 #include "proxy/lib/jsonstrict.h"
 
@@ -253,14 +255,80 @@ ctl_cred_delete(const struct ctl_actor *a, const char *name,
 }
 
 void *
-ctl_creds_json(void)
+ctl_creds_json(const char *tenant)
 {
+	(void)tenant;
 	return json_pack("{s:[]}", "credentials");
 }
 
 void *
-ctl_cred_json(const char *name)
+ctl_cred_json(const char *name, const char *tenant)
 {
+	(void)tenant;
+	return out.fail ? NULL : json_pack("{s:s}", "name", name);
+}
+
+/* The rules routes parse their body with the real reader too. */
+int
+ctl_rule_put(const struct ctl_actor *a, void *body, void **o, int *created,
+    struct ctl_err *e)
+{
+	struct rule_spec s;
+
+	(void)a;
+	*o = NULL;
+	*created = 1;
+	if (rule_spec_parse(body, &s, e->msg, sizeof(e->msg)) != 0) {
+		e->code = CTL_BAD_REQUEST;
+		return -1;
+	}
+	if (op(e) != 0) {
+		rule_spec_free(&s);
+		return -1;
+	}
+	*o = rule_spec_json(&s);
+	rule_spec_free(&s);
+	if (*o == NULL) {
+		e->code = CTL_INTERNAL;
+		snprintf(e->msg, sizeof(e->msg), "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+int
+ctl_rules_replace(const struct ctl_actor *a, void *body, void **o,
+    struct ctl_err *e)
+{
+	(void)a;
+	(void)body;
+	*o = NULL;
+	if (op(e) != 0)
+		return -1;
+	*o = json_pack("{s:[]}", "rules");
+	return 0;
+}
+
+int
+ctl_rule_delete(const struct ctl_actor *a, const char *name,
+    struct ctl_err *e)
+{
+	(void)a;
+	(void)name;
+	return op(e);
+}
+
+void *
+ctl_rules_json(const char *tenant)
+{
+	(void)tenant;
+	return json_pack("{s:[],s:[],s:[]}", "rules", "config", "builtin");
+}
+
+void *
+ctl_rule_json(const char *name, const char *tenant)
+{
+	(void)tenant;
 	return out.fail ? NULL : json_pack("{s:s}", "name", name);
 }
 
@@ -276,13 +344,16 @@ ctl_inspect_ca(void)
 void *
 ctl_json_prompts(void)
 {
-	return json_pack("{s:[]}", "prompts");
+	/* two tenants: a bound caller's list is cut to one */
+	return json_pack("{s:[{s:s,s:s},{s:s,s:s}]}", "prompts", "id", "p-1",
+	    "tenant", "acme", "id", "p-2", "tenant", "beta");
 }
 
 void *
 ctl_json_prompt(const char *id)
 {
-	return out.fail ? NULL : json_pack("{s:s}", "id", id);
+	return out.fail ? NULL : json_pack("{s:s,s:s}", "id", id, "tenant",
+	    id[0] == 'a' ? "acme" : "beta");
 }
 
 void *
@@ -307,7 +378,8 @@ ctl_json_session(const struct px_session *s)
 void *
 ctl_json_sessions(void)
 {
-	return json_pack("{s:[]}", "sessions");
+	return json_pack("{s:[{s:s,s:s},{s:s,s:s}]}", "sessions", "id", "s1",
+	    "tenant", "acme", "id", "s2", "tenant", "beta");
 }
 
 char *
@@ -400,6 +472,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	in.role = data[0] & 3;
 	in.tls = (data[0] >> 2) & 1;
 	in.who = "fuzz";
+	/* bit 4: a token bound to a tenant (the routes it may not reach,
+	 * the lists cut to it) */
+	in.tenant = (data[0] >> 4) & 1 ? "acme" : NULL;
 	in.method = (int)methods[data[1] % (sizeof(methods) /
 	    sizeof(methods[0]))];
 	in.max_body = 65536;

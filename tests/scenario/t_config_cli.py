@@ -79,7 +79,7 @@ EVERY_KEY = {
                 "tokens": [{"name": "ops", "role": "admin",
                             "token_file": "/etc/s/ops"},
                            {"name": "chat", "role": "app",
-                            "token_file": "/etc/s/chat"},
+                            "token_file": "/etc/s/chat", "tenant": "acme"},
                            {"name": "aud", "role": "auditor",
                             "token_file": "/etc/s/aud"}],
                 "max_body": 4096, "max_conns": 32,

@@ -31,7 +31,7 @@ VALUE = "npm_Sup3rS3cretValue_0123456789"
 VALUE2 = "npm_R0tatedValue_9876543210"
 
 
-def setup(env):
+def setup(env, **extra):
     ca_crt, crt, key = test_ca(env, names=("insp.test", "other.test"))
     up = env.server(http_handler, ssl_ctx=tls_server_ctx(crt, key, []))
     plain = env.http_upstream()
@@ -45,7 +45,8 @@ def setup(env):
                  "ca_cert": env.path("inspect-ca.pem"),
                  "ca_key": env.path("inspect-ca.key"),
                  "upstream_ca_file": ca_crt},
-        credentials={"file": env.path("creds", "credentials.json")})
+        credentials={"file": env.path("creds", "credentials.json")},
+        **extra)
     d = env.sluiced(cfg)
     d.ctl = os.path.join(cfg["runtime_dir"], "control.sock")
     d.up, d.plain = up, plain
@@ -269,6 +270,110 @@ def refused_at_post(env):
     check_eq(json.loads(api_unix(d.ctl, "GET", "/v1/credentials").body),
              {"credentials": []}, "nothing made")
     no_value_anywhere(env, d, [VALUE])
+
+
+TOKENS = {"chat": ("app", None, "chat-token-0123456789abcdef"),
+          "acme-app": ("app", "acme", "acme-token-0123456789abcdef"),
+          "acme-audit": ("auditor", "acme", "audit-token-0123456789abcdef")}
+
+
+@S.case
+def tenant_bound_tokens(env):
+    """A token bound to a tenant manages only that tenant's credentials;
+    a credential injects only in sessions of its tenant."""
+    from harness import free_port, require_tool, sluiced_path
+    from t_api import make_ca, make_leaf, write_token, tls_call
+    require_tool("openssl")
+    ca = make_ca(env, "srv")
+    crt, key = make_leaf(env, ca, "server", True)
+    port = free_port()
+    toks = []
+    for n, (role, tenant, t) in TOKENS.items():
+        e = {"name": n, "role": role, "token_file": write_token(env, n, t)}
+        if tenant:
+            e["tenant"] = tenant
+        toks.append(e)
+    control = {"tcp": "127.0.0.1:%d" % port, "tls_cert": crt,
+               "tls_key": key, "tokens": toks}
+    # an admin token bound to a tenant is refused at load
+    bad = env.path("bad.json")
+    with open(bad, "w") as f:
+        json.dump({"control": dict(control, tokens=[
+            {"name": "x", "role": "admin", "tenant": "acme",
+             "token_file": toks[0]["token_file"]}])}, f)
+    c = subprocess.run([sluiced_path(), "--check-config", bad],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=20)
+    check(c.returncode != 0 and b"cannot be bound to a tenant" in c.stderr,
+          "admin token with a tenant: %r" % c.stderr)
+    d = setup(env, control=control, sessions=[
+        {"id": "s1", "tenant": "acme", "user": "alice", "tier": "public",
+         "source": env.src(1)},
+        {"id": "s2", "tenant": "beta", "user": "bob", "tier": "public",
+         "source": env.src(2)}])
+    d.tls_port, d.server_ca = port, ca[0]
+    tok = {n: v[2] for n, v in TOKENS.items()}
+
+    def tcall(who, method, path, body=None):
+        r = tls_call(d, method, path, body, token=tok[who])
+        return r, (json.loads(r.body) if r.body else None)
+
+    # beta's, made on the Unix socket (root: admin)
+    r, beta = post(d, cred(name="beta-key", tenant="beta",
+                           value="beta_" + VALUE))
+    check_eq(r.status, 201, "admin POST for beta")
+    r, doc = tcall("acme-app", "POST", "/v1/credentials",
+                   cred(name="mine", tenant="beta"))
+    check_eq(r.status, 403, "acme's token sets no credential of beta")
+    check_eq(doc["error"]["code"], "forbidden", "code")
+    r, doc = tcall("acme-app", "POST", "/v1/credentials",
+                   cred(name="beta-key", value=VALUE2))
+    check_eq(r.status, 409, "acme's token replaces none of beta's (%r)"
+             % (doc,))
+    r, mine = tcall("acme-app", "POST", "/v1/credentials", cred())
+    check_eq(r.status, 201, "acme's token sets acme's")
+    r, doc = tcall("acme-app", "GET", "/v1/credentials")
+    check_eq([x["name"] for x in doc["credentials"]], ["npm"],
+             "acme's token lists acme's only")
+    r, doc = tcall("acme-app", "GET", "/v1/credentials/beta-key")
+    check_eq(r.status, 404, "beta's is none to acme's token")
+    r, doc = tcall("acme-app", "DELETE", "/v1/credentials/beta-key")
+    check_eq(r.status, 404, "acme's token deletes none of beta's")
+    r, doc = tcall("chat", "GET", "/v1/credentials")
+    check_eq(sorted(x["name"] for x in doc["credentials"]),
+             ["beta-key", "npm"], "an unbound app token lists every one")
+    r, doc = tcall("acme-audit", "GET", "/v1/credentials")
+    check_eq(r.status, 403, "an auditor reads no credentials")
+    # beta's still there, unchanged
+    r, doc = tcall("chat", "GET", "/v1/credentials/beta-key")
+    check_eq((r.status, doc["placeholder"]), (200, beta["placeholder"]),
+             "beta's kept")
+    # injection: acme's only in acme's session, beta's only in beta's
+    port_up = d.up.port
+    for src, ph, want in (
+            (1, mine["placeholder"], ["Bearer " + VALUE]),
+            (2, mine["placeholder"], []),
+            (2, beta["placeholder"], ["Bearer beta_" + VALUE]),
+            (1, beta["placeholder"], [])):
+        s = d.connect(env.src(src))
+        resp, _ = do_connect(s, "insp.test", port_up)
+        check_eq(resp.status, 200, "CONNECT")
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.load_verify_locations(d.config["inspect"]["ca_cert"])
+        t = ctx.wrap_socket(s, server_hostname="insp.test")
+        doc = ask(t, "insp.test", port_up, "/x",
+                  headers=(("Authorization", "Bearer " + ph),))
+        check_eq(upstream_headers(doc, "Authorization"), want,
+                 "session %d with %s" % (src, ph.split(":")[1]))
+        t.close()
+    r, doc = tcall("acme-app", "DELETE", "/v1/credentials/npm")
+    check_eq(r.status, 200, "acme's token deletes acme's")
+    recs = [x for x in read_log(d.log_path) if x.get("event") == "admin"
+            and x.get("action") == "credential_set" and
+            x.get("who") == "token:acme-app"]
+    check_eq([x.get("outcome") for x in recs], ["ok"],
+             "one set by acme's token recorded")
+    no_value_anywhere(env, d, [VALUE, VALUE2, "beta_" + VALUE])
 
 
 if __name__ == "__main__":

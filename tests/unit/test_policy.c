@@ -1565,6 +1565,23 @@ test_rules_match(void **state)
 	assert_int_equal(pol_rule_action_parse("deny", &a), 0);
 	assert_int_equal(a, POL_RA_DENY);
 	assert_int_equal(pol_rule_action_parse("Deny", &a), -1);
+
+	/* sluiced keeps the file's rules and puts the API's after them
+	 * again: the ones dropped match no more, their names are free */
+	pol_config_rules_truncate(c, 1);
+	assert_int_equal(pol_config_rule_count(c), 1);
+	assert_string_equal(rule_for(c, NULL, "api.example.com", "POST",
+	    "/other", &a), "");
+	assert_string_equal(rule_for(c, NULL, "api.example.com", "POST",
+	    "/admin/x", &a), "admin-deny");
+	assert_int_equal(pol_config_add_rule(c, &sp[1], &why), 0);
+	assert_string_equal(rule_for(c, NULL, "api.example.com", "POST",
+	    "/other", &a), "posts");
+	pol_config_rules_truncate(c, 5);
+	assert_int_equal(pol_config_rule_count(c), 2);
+	pol_config_rules_truncate(c, 0);
+	assert_int_equal(pol_config_rule_count(c), 0);
+	pol_config_rules_truncate(NULL, 0);
 	pol_config_free(c);
 }
 

@@ -163,6 +163,7 @@
     prompts: { enter: () => syncPrompts() },
     sessions: { enter: () => loadSessions(), every: 5000 },
     ceiling: { enter: () => loadCeiling() },
+    rules: { enter: () => loadRules() },
     log: { enter: () => { loadLog(); verifyChain(); } },
     health: { enter: () => loadHealth(), every: 10000 },
   };
@@ -237,6 +238,7 @@
       ['Host', p.host], ['Port', p.port],
     ];
     if (p.path !== null && p.path !== undefined) pairs.push(['Path', p.path]);
+    if (p.rule) pairs.push(['Rule', p.rule]);
     pairs.push(['Waiting requests', p.waiting], ['Tier / ceiling', text(p.tier) + ' / ' + text(p.ceiling)]);
     fieldList(card.querySelector('dl'), pairs);
     tickCard(it, Date.now());
@@ -591,6 +593,45 @@
     show($('tenants-empty'), tenants.length === 0);
   }
 
+  // ---- rules and credentials ----------------------------------------
+
+  const listText = (a) => (Array.isArray(a) && a.length ? a.join(', ') : 'any');
+
+  async function loadRules() {
+    const tb = $('rules-table').tBodies[0];
+    try {
+      const doc = await sluiced('GET', '/v1/rules');
+      clear(tb);
+      const row = (r, from) => tb.appendChild(el('tr', { 'data-rule': r.name },
+        el('th', { scope: 'row', class: 'mono', text: r.name }), el('td', { text: from }),
+        el('td', { text: r.tenant ? r.tenant : 'every tenant' }), el('td', { text: r.action }),
+        el('td', { class: 'mono', text: listText(r.hosts) }), el('td', { text: listText(r.methods) }),
+        el('td', { class: 'mono', text: listText(r.paths) })));
+      for (const r of doc.config || []) row(r, 'configuration');
+      for (const r of doc.rules || []) row(r, 'control API');
+      for (const n of doc.builtin || []) {
+        row({ name: n, tenant: null, action: 'deny', hosts: [n.includes('registries') ? 'the registry list' : 'every host'],
+          methods: n.includes('registries') ? ['all but GET, HEAD'] : [], paths: n.includes('git') ? ['*/git-receive-pack'] : [] }, 'built in');
+      }
+    } catch (e) {
+      say('Cannot read the rules: ' + e.message);
+    }
+    const cb = $('credentials-table').tBodies[0];
+    try {
+      const doc = await sluiced('GET', '/v1/credentials');
+      clear(cb);
+      for (const c of doc.credentials || []) {
+        cb.appendChild(el('tr', { 'data-credential': c.name },
+          el('th', { scope: 'row', class: 'mono', text: c.name }), el('td', { text: c.tenant }),
+          el('td', { class: 'mono', text: listText(c.hosts) }), el('td', { class: 'mono', text: text(c.header) }),
+          el('td', { text: listText(c.methods) }), el('td', { class: 'mono', text: listText(c.paths) })));
+      }
+      show($('credentials-empty'), (doc.credentials || []).length === 0);
+    } catch (e) {
+      say('Cannot read the credentials: ' + e.message);
+    }
+  }
+
   // ---- log ---------------------------------------------------------
 
   function logTarget(r) {
@@ -773,6 +814,8 @@
   function bindForms() {
     $('sessions-refresh').addEventListener('click', () => loadSessions());
     $('health-refresh').addEventListener('click', () => loadHealth());
+    const rr = $('rules-refresh');
+    if (rr) rr.addEventListener('click', () => loadRules());
     $('log-form').addEventListener('submit', loadLog);
     $('chain-verify').addEventListener('click', () => verifyChain());
     const g = $('ceiling-global');
@@ -814,7 +857,7 @@
     S.role = caller.role || 'auditor';
     S.who = caller.who || S.me.user;
     $('whoami').textContent = (S.me.user === S.who ? S.who : S.me.user + ' (' + S.who + ')') + ' · role ' + S.role;
-    if (S.role !== 'admin') removePage('ceiling');
+    if (S.role !== 'admin') { removePage('ceiling'); removePage('rules'); }
     if (!canWrite()) removePage('prompts');
     bindForms();
     loadReasons();

@@ -1,0 +1,201 @@
+/*
+ * rulespec.c: request rules as the control API gives them (rulespec.h).
+ * The checks are the policy's own (pol_id_valid, pol_rule_method_valid,
+ * pol_rule_glob_valid, pol_hostset_add), so a rule read here is one
+ * pol_config_add_rule takes, but for a name another rule has.
+ */
+#include "sluice-config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/lib/rulespec.h"
+#include "proxy/lib/util.h"
+
+static void
+strv_free(char **v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+void
+rule_spec_free(struct rule_spec *s)
+{
+	if (s == NULL)
+		return;
+	free(s->name);
+	free(s->tenant);
+	strv_free(s->hosts, s->nhosts);
+	strv_free(s->methods, s->nmethods);
+	strv_free(s->paths, s->npaths);
+	memset(s, 0, sizeof(*s));
+}
+
+/* A string without NUL, or absent/null when not required. */
+static int
+str_field(json_t *o, const char *key, int required, const char **out,
+    char *err, size_t errlen)
+{
+	json_t *v = json_object_get(o, key);
+
+	*out = NULL;
+	if (v == NULL || json_is_null(v)) {
+		if (required)
+			return errf(err, errlen, "%s: missing", key);
+		return 0;
+	}
+	if (!json_is_string(v) || strlen(json_string_value(v)) !=
+	    json_string_length(v))
+		return errf(err, errlen, "%s: expected a string", key);
+	*out = json_string_value(v);
+	return 0;
+}
+
+typedef int (*item_ok)(const char *s);
+
+static int
+host_ok(const char *s)
+{
+	struct pol_hostset *hs = pol_hostset_new();
+	int ok = hs != NULL && pol_hostset_add(hs, s) == 0;
+
+	pol_hostset_free(hs);
+	return ok;
+}
+
+static int
+strv_field(json_t *o, const char *key, int required, item_ok ok,
+    const char *what, char ***out, size_t *n, char *err, size_t errlen)
+{
+	json_t *v = json_object_get(o, key), *e;
+	size_t i, j;
+
+	*out = NULL;
+	*n = 0;
+	if (v == NULL || json_is_null(v)) {
+		if (required)
+			return errf(err, errlen, "%s: missing", key);
+		return 0;
+	}
+	if (!json_is_array(v) || json_array_size(v) > RULE_SPEC_LIST_MAX)
+		return errf(err, errlen, "%s: expected an array of at most %d "
+		    "strings", key, RULE_SPEC_LIST_MAX);
+	if (required && json_array_size(v) == 0)
+		return errf(err, errlen, "%s: at least one", key);
+	if ((*out = calloc(json_array_size(v) + 1, sizeof(**out))) == NULL)
+		return errf(err, errlen, "out of memory");
+	json_array_foreach(v, i, e) {
+		const char *s = json_string_value(e);
+
+		if (s == NULL || strlen(s) != json_string_length(e) || !ok(s))
+			return errf(err, errlen, "%s[%zu]: expected %s", key, i,
+			    what);
+		for (j = 0; j < i; j++)
+			if (strcmp((*out)[j], s) == 0)
+				return errf(err, errlen, "%s[%zu]: the same as "
+				    "%s[%zu]", key, i, key, j);
+		if (((*out)[i] = strdup(s)) == NULL)
+			return errf(err, errlen, "out of memory");
+		*n = i + 1;
+	}
+	return 0;
+}
+
+int
+rule_spec_parse(json_t *o, struct rule_spec *out, char *err, size_t errlen)
+{
+	static const char *const keys[] = { "name", "tenant", "hosts",
+	    "methods", "paths", "action", NULL };
+	const char *name, *tenant, *action, *k;
+	json_t *v;
+	size_t i;
+
+	memset(out, 0, sizeof(*out));
+	if (!json_is_object(o))
+		return errf(err, errlen, "expected a JSON object");
+	json_object_foreach(o, k, v) {
+		for (i = 0; keys[i] != NULL; i++)
+			if (strcmp(k, keys[i]) == 0)
+				break;
+		if (keys[i] == NULL)
+			return errf(err, errlen, "%.64s: unknown field (expected "
+			    "name, tenant, hosts, methods, paths, action)", k);
+	}
+	if (str_field(o, "name", 1, &name, err, errlen) != 0 ||
+	    str_field(o, "tenant", 0, &tenant, err, errlen) != 0 ||
+	    str_field(o, "action", 1, &action, err, errlen) != 0)
+		return -1;
+	if (!pol_id_valid(name))
+		return errf(err, errlen, "name: expected 1 to 64 of A-Z a-z "
+		    "0-9 . _ -, not starting with a dot");
+	if (tenant != NULL && !pol_id_valid(tenant))
+		return errf(err, errlen, "tenant: expected 1 to 64 of A-Z a-z "
+		    "0-9 . _ -, not starting with a dot, or null for every "
+		    "tenant");
+	if (pol_rule_action_parse(action, &out->action) != 0)
+		return errf(err, errlen, "action: expected allow, deny or "
+		    "prompt");
+	if ((out->name = strdup(name)) == NULL ||
+	    (tenant != NULL && (out->tenant = strdup(tenant)) == NULL)) {
+		rule_spec_free(out);
+		return errf(err, errlen, "out of memory");
+	}
+	if (strv_field(o, "hosts", 1, host_ok, "a host name or *.suffix, "
+	    "with an optional :port", &out->hosts, &out->nhosts, err,
+	    errlen) != 0 ||
+	    strv_field(o, "methods", 0, pol_rule_method_valid, "an "
+	    "upper-case method (GET, PUT, ...)", &out->methods,
+	    &out->nmethods, err, errlen) != 0 ||
+	    strv_field(o, "paths", 0, pol_rule_glob_valid, "a path glob "
+	    "starting with / or *, printable ASCII without spaces, ? or #",
+	    &out->paths, &out->npaths, err, errlen) != 0) {
+		rule_spec_free(out);
+		return -1;
+	}
+	return 0;
+}
+
+static json_t *
+strv_json(char *const *v, size_t n)
+{
+	json_t *a = json_array();
+	size_t i;
+
+	for (i = 0; a != NULL && i < n; i++)
+		if (json_array_append_new(a, json_string(v[i])) != 0) {
+			json_decref(a);
+			return NULL;
+		}
+	return a;
+}
+
+json_t *
+rule_spec_json(const struct rule_spec *s)
+{
+	return json_pack("{s:s,s:o,s:o,s:o,s:o,s:s}", "name", s->name,
+	    "tenant", s->tenant ? json_string(s->tenant) : json_null(),
+	    "hosts", strv_json(s->hosts, s->nhosts),
+	    "methods", strv_json(s->methods, s->nmethods),
+	    "paths", strv_json(s->paths, s->npaths),
+	    "action", pol_rule_action_name(s->action));
+}
+
+void
+rule_spec_pol(const struct rule_spec *s, struct pol_rule_spec *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->name = s->name;
+	out->tenant = s->tenant;
+	out->hosts = (const char *const *)s->hosts;
+	out->nhosts = s->nhosts;
+	out->methods = (const char *const *)s->methods;
+	out->nmethods = s->nmethods;
+	out->paths = (const char *const *)s->paths;
+	out->npaths = s->npaths;
+	out->action = s->action;
+}
