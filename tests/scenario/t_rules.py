@@ -305,7 +305,7 @@ class Req(threading.Thread):
 def prompt_rule(env):
     d = setup(env, rules=[{"name": "ask-posts", "hosts": ["insp.test"],
                            "methods": ["POST"], "action": "prompt"}],
-              extra={"prompt": {"timeout_s": 30, "deny_quiet_s": 1}})
+              extra={"prompt": {"timeout_s": 30, "deny_quiet_s": 4}})
     a = Approver(d.ctl)
     env.closers.append(a.close)
     wait_until(lambda: b" 200 " in a.buf, 5, what="event stream")
@@ -340,7 +340,9 @@ def prompt_rule(env):
     r = ask(t2, "insp.test", port, "POST", "/q")
     check_refusal(r, "user_denied")
     check_eq(pending(d), [], "no prompt in the quiet period")
-    time.sleep(1.2)
+    # the quiet period (4 s: long enough for a new inspected leg on a
+    # loaded machine to land inside it) ends
+    time.sleep(4.2)
     # the same POST again asks again (allow_once was for one request)
     w3 = Req(t1, "insp.test", port, "POST", "/a")
     ps = wait_until(lambda: pending(d), 5, what="asked again")
