@@ -6,7 +6,7 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
 	build-essential autoconf automake pkg-config clang libclang-rt-14-dev \
 	libevent-dev libc-ares-dev libjansson-dev libnftnl-dev libmnl-dev \
-	libcmocka-dev libssl-dev libseccomp-dev libarchive-dev \
+	libcmocka-dev libssl-dev libseccomp-dev libarchive-dev libcurl4-openssl-dev \
 	curl python3 python3-pip openssl mandoc procps iproute2 nftables \
 	ca-certificates util-linux e2fsprogs runsc systemd dpkg-dev strace \
 	chromium chromium-driver python3-selenium python3-pytest python3-mypy \

@@ -418,6 +418,39 @@ box_create_child(void *arg)
 		goto fail;
 	}
 	r->workspace_made = 1;
+	/* with a store, its archive of this id (made here or on another
+	 * host of the fleet), fetched and checked for its owner as a local
+	 * one is at the create's admission; a store that does not answer
+	 * fails the create: an empty sandbox archived later would replace
+	 * the archive it holds */
+	if (xd->cfg->s3.url[0] != '\0') {
+		char ak[SBX_ID_MAX + 1], m[XD_ERR_MAX + 256];
+		struct xd_perr pe;
+		json_t *meta;
+		int found, bad;
+
+		arch_key(r, ak);
+		if (xd_arch_fetch(xd->cfg, ak, &found, err, sizeof(err)) != 0) {
+			snprintf(m, sizeof(m), "archive store %.200s: %s",
+			    xd->cfg->s3.url, err);
+			res = json_pack("{s:b,s:i,s:s,s:s,s:s,s:s}", "ok", 0,
+			    "status", 503, "code", "backend_unavailable",
+			    "message", m, "reason", "archive_store", "archive",
+			    "not_restored");
+			goto fail;
+		}
+		memset(&pe, 0, sizeof(pe));
+		meta = NULL;
+		if (found && xd_box_arch_owner(xd->cfg, ak, r->tenant, r->user,
+		    1, &meta, &bad, &pe) != 0) {
+			xd_arch_discard(xd->cfg, ak);
+			res = fail_json(pe.status, pe.code, pe.msg);
+			xd_perr_clear(&pe);
+			goto fail;
+		}
+		json_decref(meta);
+		b->restore = found;
+	}
 	/* the archive of an earlier sandbox of this id, into the empty
 	 * workspace before anything runs in it */
 	if (b->restore) {
@@ -479,7 +512,13 @@ box_create_child(void *arg)
 		char ak[SBX_ID_MAX + 1];
 
 		arch_key(r, ak);
-		xd_arch_discard(xd->cfg, ak);
+		/* the store's too, unless another host archived the id anew
+		 * meanwhile */
+		if (xd_arch_drop(xd->cfg, ak, json_string_value(
+		    json_object_get(b->restored, "sha256")), err,
+		    sizeof(err)) != 0)
+			xd_log(XD_LOG_WARN, "sandbox %s: restored; its archive "
+			    "stays in the store: %s", r->chat, err);
 	}
 	return json_pack("{s:b,s:o,s:O?}", "ok", 1, "record", sbx_rec_json(r),
 	    "restored", b->restored);
@@ -518,12 +557,16 @@ perr_from(struct xd_perr *e, json_t *res, const char *what)
 				e->code = codes[i];
 	}
 	snprintf(e->msg, sizeof(e->msg), "%s", msg ? msg : what);
-	if (json_is_string(json_object_get(res, "archive")))
-		e->extra = json_pack("{s:O}", "archive", json_object_get(res,
-		    "archive"));
-	else if (json_is_string(json_object_get(res, "reason")))
-		e->extra = json_pack("{s:O}", "reason", json_object_get(res,
-		    "reason"));
+	if (json_is_string(json_object_get(res, "archive")) ||
+	    json_is_string(json_object_get(res, "reason"))) {
+		e->extra = json_object();
+		if (json_is_string(json_object_get(res, "archive")))
+			json_object_set(e->extra, "archive", json_object_get(
+			    res, "archive"));
+		if (json_is_string(json_object_get(res, "reason")))
+			json_object_set(e->extra, "reason", json_object_get(
+			    res, "reason"));
+	}
 }
 
 /* ---- storage: what the workspaces and archives take ---- */
@@ -980,9 +1023,11 @@ box_delete_child(void *arg)
 	 * of a box that is not running (exec_api.c, box_for_change), so
 	 * nothing moves in it: archive it (still mounted here) or drop any
 	 * archive of the id */
-	if (!b->del_archive)
-		xd_arch_discard(b->xd->cfg, ak);
-	else if (r->workspace[0] && xd_arch_write(b->xd->cfg, r,
+	if (!b->del_archive) {
+		if (xd_arch_drop(b->xd->cfg, ak, NULL, err, sizeof(err)) != 0)
+			xd_log(XD_LOG_WARN, "sandbox %s: its archive stays in "
+			    "the store: %s", r->chat, err);
+	} else if (r->workspace[0] && xd_arch_write(b->xd->cfg, r,
 	    b->lim.disk_bytes, b->del_reason, &meta, err, sizeof(err)) != 0) {
 		char m[XD_ERR_MAX + 160];
 
@@ -1006,7 +1051,10 @@ box_delete_child(void *arg)
 	    c->arch_max_bytes) {
 		char m[XD_ERR_MAX];
 
-		xd_arch_discard(c, ak);
+		if (xd_arch_drop(c, ak, json_string_value(json_object_get(meta,
+		    "sha256")), err, sizeof(err)) != 0)
+			xd_log(XD_LOG_WARN, "sandbox %s: its archive stays in "
+			    "the store: %s", r->chat, err);
 		snprintf(m, sizeof(m), "archive failed: %lld bytes, more than "
 		    "lifecycle.archive_max_bytes_per_tenant (%llu): not kept",
 		    (long long)json_integer_value(json_object_get(meta,
