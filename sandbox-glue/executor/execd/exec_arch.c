@@ -895,7 +895,8 @@ store_list(const struct xd_cfg *c, json_t **objs, char *err, size_t len)
 
 /* Objects of the store no committed metadata names (a tar whose
  * metadata's PUT failed, or whose replacement left it), older than
- * ARCH_ORPHAN_S and of no live key. */
+ * ARCH_ORPHAN_S_STORE by their LastModified (none that says no time)
+ * and of no live key. */
 static void
 store_orphans(const struct xd_cfg *c, json_t *objs, json_t *list,
     json_t *live, int64_t now, json_t *out)
@@ -915,6 +916,7 @@ store_orphans(const struct xd_cfg *c, json_t *objs, json_t *list,
 		/* <key>.<12 hex>.tar.zst */
 		if (n <= 21 || n - 21 > SBX_ID_MAX || strcmp(nm + n - 8,
 		    ".tar.zst") != 0 || json_object_get(named, nm) != NULL ||
+		    json_integer_value(json_object_get(o, "mtime")) < 0 ||
 		    json_integer_value(json_object_get(o, "mtime")) >
 		    now - ARCH_ORPHAN_S_STORE)
 			continue;

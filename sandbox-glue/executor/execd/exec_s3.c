@@ -238,12 +238,14 @@ static int64_t
 iso_time(const char *s)
 {
 	struct tm tm;
-	const char *r;
+	time_t t;
 
 	memset(&tm, 0, sizeof(tm));
-	if ((r = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm)) == NULL)
+	if (strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) == NULL)
 		return -1;
-	return (int64_t)timegm(&tm);
+	/* before the epoch: as unknown (fuzz_s3 found year 1013) */
+	t = timegm(&tm);
+	return t < 0 ? -1 : (int64_t)t;
 }
 
 int
@@ -257,8 +259,9 @@ xd_s3_list_parse(const char *xml, size_t n, json_t *out, char *token,
 	token[0] = '\0';
 	if (xml_tag(p, e, "IsTruncated", tr, sizeof(tr), NULL) == 0)
 		*truncated = strcmp(tr, "true") == 0;
-	if (*truncated && xml_tag(p, e, "NextContinuationToken", token, tlen,
-	    NULL) != 0)
+	/* truncated without a token: the next page would be the first */
+	if (*truncated && (xml_tag(p, e, "NextContinuationToken", token, tlen,
+	    NULL) != 0 || token[0] == '\0'))
 		return -1;
 	while ((c = memmem(p, (size_t)(e - p), "<Contents>", 10)) != NULL) {
 		char *endv;
