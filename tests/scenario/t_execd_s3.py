@@ -23,7 +23,10 @@ the store:
 - expiry_quota: archive_max_count_per_tenant 1: a tenant's second
   archive evicts its first from the store (the other tenant's stays);
   an archive whose metadata says it is older than archive_max_age is
-  removed from the store by the sweep at B's start.
+  removed from the store by the sweep at B's start;
+- config_errors: a bad bucket, a missing archive_s3, an endpoint that is
+  not http(s), a missing key file, a relative or conflicting directory
+  are refused with the key's path; a directory is archive_dir.
 
 Skips (77) without root, user namespaces or moto (python3 -m
 moto.server with boto3)."""
@@ -357,6 +360,49 @@ def expiry_quota(env):
     check(X.K("q2") + ".json" in names and not any(
         n.startswith(k) for n in names), "expired gone, q2 kept: %r" % names)
     no_secret_logged(m, a, b)
+
+
+@S.case
+def config_errors(env):
+    """The store's configuration refused with the key's place and why."""
+    X.preflight()
+    ak, sk = env.path("ak"), env.path("sk")
+    for p in (ak, sk):
+        with open(p, "w") as f:
+            f.write("k\n")
+        os.chmod(p, 0o600)
+    s3 = {"endpoint": "http://127.0.0.1:9", "region": "us-east-1",
+          "access_key_file": ak, "secret_key_file": sk}
+    for lc, want in (
+            ({"archive_store": "s3://Bucket/x", "archive_s3": s3},
+             "lifecycle.archive_store: the bucket: a-z"),
+            ({"archive_store": "s3://bucket/x"},
+             "needs lifecycle.archive_s3"),
+            ({"archive_store": "s3://bucket/x",
+              "archive_s3": dict(s3, endpoint="ftp://h")},
+             "lifecycle.archive_s3.endpoint: http:// or https://"),
+            ({"archive_store": "s3://bucket/x",
+              "archive_s3": dict(s3, secret_key_file=env.path("none"))},
+             "lifecycle.archive_s3.secret_key_file"),
+            ({"archive_store": "relative/dir"}, "an absolute path"),
+            ({"archive_store": "/a", "archive_dir": "/b"},
+             "archive_dir names another directory"),
+            ({"archive_s3": s3}, "only with an archive_store of s3://")):
+        p = env.path("bad.json")
+        with open(p, "w") as f:
+            json.dump({"lifecycle": lc}, f, indent=1)
+        r = subprocess.run([X.EXECD, "-c", p, "--check-config"],
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode == 1 and want in r.stderr,
+              "%r: want %r, got %r" % (lc, want, r.stderr))
+    # a directory: today's archive_dir by another name
+    with open(p, "w") as f:
+        json.dump({"lifecycle": {"archive_store": "/srv/arch"}}, f)
+    r = subprocess.run([X.EXECD, "-c", p, "--print-config"],
+                       capture_output=True, text=True, timeout=30)
+    lc = json.loads(r.stdout)["lifecycle"]
+    check(lc["archive_store"] == "/srv/arch" and lc["archive_dir"] ==
+          "/srv/arch" and "archive_s3" not in lc, "a directory: %r" % lc)
 
 
 if __name__ == "__main__":

@@ -141,7 +141,9 @@ xd_s3_key_read(const char *path, char *out, size_t len, char *err,
 	int fd;
 
 	out[0] = '\0';
-	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+	/* a link is followed (a Kubernetes Secret's files are links into
+	 * its ..data): what is checked is the file read, by its fd */
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return errf(err, elen, "%.300s: %s", path, strerror(errno));
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
