@@ -12,8 +12,11 @@ the store:
   DELETE is in the store (<key>.json beside <key>.<sha12>.tar.zst under
   the prefix; nothing left in A's archive_dir); a create of the id on
   host B restores it with the files intact, and the store's copy goes;
-  no key's text in either daemon's log; a key file others may read is
-  refused at the start, naming the file and the mode;
+  another user is refused it (403) as a local one; DELETE
+  ?archive=discard on a host where the sandbox never ran removes it
+  from the store (then 404); no key's text in either daemon's log; a key
+  file others may read is refused at the start, naming the file and
+  the mode;
 - wrong_key: host A with a wrong secret key: the DELETE fails loudly
   (500, the store's SignatureDoesNotMatch named), the sandbox stays
   "stopped" with that reason, nothing in the store and the workspace
@@ -253,6 +256,13 @@ def two_hosts(env):
                                         "user": "mallory"}, timeout=120)
     X.check_err(r, 403, "forbidden", "another user's archive")
     check(X.K("s1") + ".json" in m.names(), "and it is still there")
+    # "Clear" on a host the sandbox never ran on: the store's copy goes
+    r = a.app("DELETE", "/v1/sandboxes/s1?archive=discard", timeout=120)
+    check(r.status == 200 and r.json.get("archive") == "discarded",
+          "discard from the store: %r" % r)
+    check_eq(m.names(), {}, "the store is empty after the discard")
+    X.check_err(a.app("DELETE", "/v1/sandboxes/s1?archive=discard",
+                      timeout=120), 404, "not_found", "discard again")
     no_secret_logged(m, a, b)
     # a key file others may read: refused at the start, clearly
     os.chmod(sk, 0o644)

@@ -893,6 +893,22 @@ store_list(const struct xd_cfg *c, json_t **objs, char *err, size_t len)
 	return list;
 }
 
+json_t *
+xd_arch_store_meta(const struct xd_cfg *c, const char *key, int *rc,
+    char *err, size_t len)
+{
+	return store_meta(c, key, rc, err, len);
+}
+
+json_t *
+xd_arch_store_list(const struct xd_cfg *c, char *err, size_t len)
+{
+	json_t *objs, *list = store_list(c, &objs, err, len);
+
+	json_decref(objs);
+	return list;
+}
+
 /* Objects of the store no committed metadata names (a tar whose
  * metadata's PUT failed, or whose replacement left it), older than
  * ARCH_ORPHAN_S_STORE by their LastModified (none that says no time)
@@ -1288,6 +1304,30 @@ sweep_orphans(const struct xd_cfg *c, json_t *live, int64_t now,
 	closedir(d);
 }
 
+static void
+stage_sweep(const struct xd_cfg *c, json_t *live, int64_t now)
+{
+	json_t *list = xd_arch_list(c), *a;
+	char mp[SBX_PATH_MAX + 80];
+	const char *k;
+	struct stat st;
+	size_t i;
+
+	json_array_foreach(list, i, a) {
+		k = json_string_value(json_object_get(a, "key"));
+		if (k == NULL || json_object_get(live, k) != NULL ||
+		    arch_path(c, k, ".json", mp, sizeof(mp)) != 0 ||
+		    lstat(mp, &st) != 0 || (int64_t)st.st_mtime > now -
+		    ARCH_ORPHAN_S)
+			continue;
+		xd_log(XD_LOG_INFO, "archive %s: a local copy left in %s "
+		    "(the store holds the archives): removed", k,
+		    c->archive_dir);
+		xd_arch_discard(c, k);
+	}
+	json_decref(list);
+}
+
 json_t *
 xd_arch_sweep(const struct xd_cfg *c, const char *tenant, const char *keep,
     json_t *live, int64_t now)
@@ -1364,6 +1404,11 @@ xd_arch_sweep(const struct xd_cfg *c, const char *tenant, const char *keep,
 		sweep_orphans(c, live, now, out);
 	if (tenant == NULL && objs != NULL)
 		store_orphans(c, objs, list, live, now, out);
+	/* with a store, archive_dir is the way up and down only: what a
+	 * crash left there (its sandbox, adopted, is archived again; a
+	 * restore's create fetches again) goes */
+	if (tenant == NULL && c->s3.url[0] != '\0')
+		stage_sweep(c, live, now);
 done:
 	free(e);
 	json_decref(list);

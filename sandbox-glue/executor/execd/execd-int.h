@@ -727,6 +727,12 @@ int xd_arch_drop(const struct xd_cfg *c, const char *key, const char *sha,
  * Blocking: in the create worker. */
 int xd_arch_fetch(const struct xd_cfg *c, const char *key, int *found,
     char *err, size_t len) SLUICE_MUSTCHECK;
+/* With a store: key's metadata there (*rc 0), NULL with *rc 1 none or -1
+ * (err); the store's archives as xd_arch_list's entries (NULL with
+ * err).  Blocking: in workers. */
+json_t *xd_arch_store_meta(const struct xd_cfg *c, const char *key, int *rc,
+    char *err, size_t len);
+json_t *xd_arch_store_list(const struct xd_cfg *c, char *err, size_t len);
 /* Restore id's archive into the new, empty r->workspace as r->host_uid
  * (exec_arch.c says what is checked): 0 with *out NULL (no archive) or
  * {files, bytes, skipped, archived, sha256, reason}; -1 with err and
