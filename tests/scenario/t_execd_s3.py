@@ -26,7 +26,8 @@ the store:
 - expiry_quota: archive_max_count_per_tenant 1: a tenant's second
   archive evicts its first from the store (the other tenant's stays);
   an archive whose metadata says it is older than archive_max_age is
-  removed from the store by the sweep at B's start;
+  removed from the store by the sweep at B's start, and B's health and
+  metrics count the store's archives as that sweep left them;
 - config_errors: a bad bucket, a missing archive_s3, an endpoint that is
   not http(s), a missing key file, a relative or conflicting directory
   are refused with the key's path; a directory is archive_dir.
@@ -369,6 +370,16 @@ def expiry_quota(env):
     names = m.names()
     check(X.K("q2") + ".json" in names and not any(
         n.startswith(k) for n in names), "expired gone, q2 kept: %r" % names)
+    # health and metrics show the store's archives as B's sweep left them
+    st = X.root_call(b.sock, "GET", "/v1/health").json["storage"]
+    q2 = [n for n in names if n.startswith(X.K("q2")) and
+          n.endswith(".tar.zst")]
+    check(st["archives_count"] == 1 and len(q2) == 1 and
+          st["archives_bytes"] == names[q2[0]], "health: %r" % st)
+    mt = X.metrics(b)
+    check(mt.get('sluice_execd_archives{tenant="acme"}') == 1 and
+          'sluice_execd_archives{tenant="other"}' not in mt,
+          "metrics: %r" % {k: v for k, v in mt.items() if "archive" in k})
     no_secret_logged(m, a, b)
 
 

@@ -1471,7 +1471,7 @@ static void
 metrics_storage(struct xd *xd, struct evbuffer *o)
 {
 	struct xd_storage st;
-	json_t *list = xd_arch_list(xd->cfg), *a, *per = json_object(), *t;
+	json_t *list = xd_arch_list_shown(xd), *a, *per = json_object(), *t;
 	const char *tn;
 	size_t i;
 	uint64_t bytes = 0;

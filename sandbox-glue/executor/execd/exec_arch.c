@@ -1304,6 +1304,17 @@ sweep_orphans(const struct xd_cfg *c, json_t *live, int64_t now,
 	closedir(d);
 }
 
+static int
+key_gone(const struct arch_ent *e, size_t n, const char *key)
+{
+	size_t i;
+
+	for (i = 0; key != NULL && i < n; i++)
+		if (e[i].gone && strcmp(e[i].key, key) == 0)
+			return 1;
+	return 0;
+}
+
 static void
 stage_sweep(const struct xd_cfg *c, json_t *live, int64_t now)
 {
@@ -1332,11 +1343,20 @@ json_t *
 xd_arch_sweep(const struct xd_cfg *c, const char *tenant, const char *keep,
     json_t *live, int64_t now)
 {
+	return xd_arch_sweep_kept(c, tenant, keep, live, now, NULL);
+}
+
+json_t *
+xd_arch_sweep_kept(const struct xd_cfg *c, const char *tenant,
+    const char *keep, json_t *live, int64_t now, json_t **kept)
+{
 	json_t *list, *out = json_array(), *a, *objs = NULL;
 	struct arch_ent *e = NULL;
 	size_t n = 0, i, j, g;
 	char se[XD_ERR_MAX];
 
+	if (kept != NULL)
+		*kept = NULL;
 	if (c->s3.url[0] != '\0') {
 		if ((list = store_list(c, &objs, se, sizeof(se))) == NULL)
 			xd_log(XD_LOG_WARN, "the archives' sweep: the store "
@@ -1409,6 +1429,24 @@ xd_arch_sweep(const struct xd_cfg *c, const char *tenant, const char *keep,
 	 * restore's create fetches again) goes */
 	if (tenant == NULL && c->s3.url[0] != '\0')
 		stage_sweep(c, live, now);
+	if (kept != NULL && objs != NULL) {
+		json_t *k = json_array();
+
+		for (i = 0, j = 0; j < json_array_size(list); j++) {
+			a = json_array_get(list, j);
+			/* e[] holds the readable ones in list's order: those
+			 * evicted are gone */
+			if (!json_is_true(json_object_get(a, "corrupt")) &&
+			    json_string_value(json_object_get(a, "tenant")) !=
+			    NULL && (tenant == NULL || strcmp(json_string_value(
+			    json_object_get(a, "tenant")), tenant) == 0) &&
+			    key_gone(e, n, json_string_value(json_object_get(a,
+			    "key"))))
+				continue;
+			json_array_append(k, a);
+		}
+		*kept = k;
+	}
 done:
 	free(e);
 	json_decref(list);

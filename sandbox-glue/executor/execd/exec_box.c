@@ -591,6 +591,17 @@ box_unallocated(const struct xd_box *b)
 	return have >= b->lim.disk_bytes ? 0 : b->lim.disk_bytes - have;
 }
 
+json_t *
+xd_arch_list_shown(struct xd *xd)
+{
+	/* with a store, its archives (every host's) as the last sweep
+	 * listed them: the loop does not ask the store */
+	if (xd->cfg->s3.url[0] != '\0')
+		return xd->arch_store != NULL ? json_incref(xd->arch_store) :
+		    json_array();
+	return xd_arch_list(xd->cfg);
+}
+
 void
 xd_box_storage(struct xd *xd, struct xd_storage *s, int archives)
 {
@@ -622,7 +633,7 @@ xd_box_storage(struct xd *xd, struct xd_storage *s, int archives)
 	s->headroom = (int64_t)s->free - (int64_t)s->unallocated -
 	    (int64_t)s->reserve;
 archives:
-	if (!archives || (list = xd_arch_list(c)) == NULL)
+	if (!archives || (list = xd_arch_list_shown(xd)) == NULL)
 		return;
 	json_array_foreach(list, i, a) {
 		s->archives += (uint64_t)json_integer_value(json_object_get(a,
@@ -1668,9 +1679,12 @@ arch_sweep_child(void *arg)
 
 	if (live == NULL)
 		return NULL;
-	ev = xd_arch_sweep(xd->cfg, NULL, NULL, live, (int64_t)time(NULL));
+	json_t *kept = NULL;
+
+	ev = xd_arch_sweep_kept(xd->cfg, NULL, NULL, live, (int64_t)time(NULL),
+	    &kept);
 	json_decref(live);
-	return json_pack("{s:o?}", "evicted", ev);
+	return json_pack("{s:o?,s:o?}", "evicted", ev, "store", kept);
 }
 
 static void
@@ -1680,6 +1694,11 @@ arch_sweep_done(void *arg, json_t *res)
 
 	xd->arch_sweeping = 0;
 	arch_evicted_note(xd, json_object_get(res, "evicted"));
+	/* the store's archives for health and metrics, as listed */
+	if (json_is_array(json_object_get(res, "store"))) {
+		json_decref(xd->arch_store);
+		xd->arch_store = json_incref(json_object_get(res, "store"));
+	}
 	json_decref(res);
 }
 

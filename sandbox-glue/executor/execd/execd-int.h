@@ -708,6 +708,10 @@ json_t *xd_arch_list(const struct xd_cfg *c);
  * [{file, reason "orphan", bytes}].  Blocking: in workers. */
 json_t *xd_arch_sweep(const struct xd_cfg *c, const char *tenant,
     const char *keep, json_t *live, int64_t now);
+/* The same, and with an S3 store *kept: the store's archives the sweep
+ * left (xd_arch_list's entries; NULL when the store did not answer). */
+json_t *xd_arch_sweep_kept(const struct xd_cfg *c, const char *tenant,
+    const char *keep, json_t *live, int64_t now, json_t **kept);
 /* At start: archives of a tenant made before ids were per tenant
  * (named by their id, no "key") renamed to their key (xd_key). */
 void xd_arch_adopt(const struct xd_cfg *c);
@@ -1063,6 +1067,9 @@ struct xd_storage {
 };
 /* archives: list the archives too (reads each one's metadata). */
 void xd_box_storage(struct xd *xd, struct xd_storage *s, int archives);
+/* The archives health and metrics show: archive_dir's (xd_arch_list),
+ * or with an S3 store the store's as the last sweep listed them. */
+json_t *xd_arch_list_shown(struct xd *xd);
 /* Live sandboxes (creating or running) in total, of tenant, of user. */
 void xd_box_counts(struct xd *xd, const char *tenant, const char *user,
     long *total, long *nt, long *nu);
@@ -1152,6 +1159,10 @@ struct xd {
 	struct usock_id sock_id;
 	struct event *ev_sweep;         /* exec_box.c: the lifecycle */
 	int arch_sweeping;              /* exec_box.c: its archive worker */
+	json_t *arch_store;             /* with an S3 store: its archives
+	                                 * (xd_arch_list's entries) as the
+	                                 * last sweep left them, for health
+	                                 * and metrics (NULL: none yet) */
 	struct xd_gate *gate;           /* exec_gate.c: tcp.listen's */
 	uint64_t reply_queued;          /* file and exec answers' bytes
 	                                 * queued */
