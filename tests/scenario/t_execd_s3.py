@@ -27,7 +27,9 @@ the store:
   archive evicts its first from the store (the other tenant's stays);
   an archive whose metadata says it is older than archive_max_age is
   removed from the store by the sweep at B's start, and B's health and
-  metrics count the store's archives as that sweep left them;
+  metrics count the store's archives as that sweep left them; an
+  archive whose file the store lost is refused 409 corrupt and
+  discarded;
 - config_errors: a bad bucket, a missing archive_s3, an endpoint that is
   not http(s), a missing key file, a relative or conflicting directory
   are refused with the key's path; a directory is archive_dir.
@@ -380,6 +382,15 @@ def expiry_quota(env):
     check(mt.get('sluice_execd_archives{tenant="acme"}') == 1 and
           'sluice_execd_archives{tenant="other"}' not in mt,
           "metrics: %r" % {k: v for k, v in mt.items() if "archive" in k})
+    # the store lost q2's file: refused as a local archive's would be
+    m.s3.delete_object(Bucket=BUCKET, Key="%s/%s" % (PREFIX, q2[0]))
+    r = b.app("POST", "/v1/sandboxes", {"id": "q2", "tenant": "acme",
+                                        "user": "alice"}, timeout=120)
+    X.check_err(r, 409, "conflict", "a missing archive file")
+    check(r.json["error"].get("archive") == "corrupt", "corrupt: %r" % r)
+    check_eq(X.root_call(b.sock, "DELETE", "/v1/sandboxes/q2?archive=discard"
+                         "&tenant=acme").status, 200, "discard q2")
+    check_eq(m.names(), {}, "nothing left in the store")
     no_secret_logged(m, a, b)
 
 
@@ -405,6 +416,9 @@ def config_errors(env):
             ({"archive_store": "s3://bucket/x",
               "archive_s3": dict(s3, secret_key_file=env.path("none"))},
              "lifecycle.archive_s3.secret_key_file"),
+            ({"archive_store": "s3://bucket/x",
+              "archive_s3": dict(s3, endpoint="http://h:9000/path")},
+             "lifecycle.archive_s3.endpoint: http(s)://host[:port]"),
             ({"archive_store": "relative/dir"}, "an absolute path"),
             ({"archive_store": "/a", "archive_dir": "/b"},
              "archive_dir names another directory"),

@@ -784,13 +784,18 @@ xd_arch_fetch(const struct xd_cfg *c, const char *ak, int *found,
 		json_decref(m);
 		return errf(err, len, "%.300s: %s", tmp, strerror(errno));
 	}
-	/* the digest is checked by the restore, as a local archive's */
+	/* the digest is checked by the restore, as a local archive's; a
+	 * file the metadata names and the store lacks is the metadata
+	 * alone here, which the restore refuses as a missing archive (409
+	 * corrupt, as a local one: ?archive=discard drops it) */
 	rc = xd_s3_get_fd(&c->s3, file, fd, max, err, len);
 	if (rc == 1)
-		errf(err, len, "the store's archive %s is missing", file);
-	if (rc == 0 && (fsync(fd) != 0 || rename(tmp, tar) != 0 ||
+		rc = meta_save(c->archive_dir, mp, m) != 0 ? errf(err, len,
+		    "%.300s: cannot write", mp) : 0;
+	else if (rc == 0 && (fsync(fd) != 0 || rename(tmp, tar) != 0 ||
 	    meta_save(c->archive_dir, mp, m) != 0))
 		rc = errf(err, len, "%.300s: cannot write", tar);
+	(void)unlink(tmp);
 	close(fd);
 	json_decref(m);
 	if (rc != 0) {

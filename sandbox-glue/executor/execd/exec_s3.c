@@ -126,7 +126,9 @@ xd_s3_endpoint_ok(const char *ep, char *err, size_t len)
 		h = ep + 8;
 	else
 		return errf(err, len, "http:// or https:// and a host");
-	if (*h == '\0' || *h == '/' || strpbrk(h, "?#@ ") != NULL)
+	/* a path would be dropped: none, or one "/" */
+	if (*h == '\0' || *h == '/' || strpbrk(h, "?#@ \\") != NULL ||
+	    (strchr(h, '/') != NULL && strcmp(strchr(h, '/'), "/") != 0))
 		return errf(err, len, "http(s)://host[:port] (path-style "
 		    "requests: the bucket goes in the path)");
 	return 0;
