@@ -3,10 +3,11 @@
  * (lifecycle.archive_store "s3://bucket/prefix").  Path-style requests
  * (<endpoint>/<bucket>/<prefix>/<name>) signed with AWS Signature V4,
  * spoken over libcurl.  The signature is made here (OpenSSL's HMAC),
- * not by libcurl's CURLOPT_AWS_SIGV4: Debian 12's libcurl (7.88) signs
- * an upload read through a callback with the hash of an empty body, and
- * every payload this module sends is a buffer of at most one part, whose
- * SHA-256 it can sign itself.
+ * not by libcurl's CURLOPT_AWS_SIGV4: every payload this module sends is
+ * a buffer of at most one part, whose SHA-256 it signs itself
+ * (x-amz-content-sha256), whatever a libcurl version makes of a body
+ * read through a callback; the canonical request is in one place here,
+ * checked by a server that verifies it (tests/scenario/t_execd_s3.py).
  *
  * Blocking: the archive workers (forked, exec_job.c) call it, never
  * the daemon's loop.  Uploads are streamed: a file goes up in parts of
