@@ -30,6 +30,8 @@ the store:
   metrics count the store's archives as that sweep left them; an
   archive whose file the store lost is refused 409 corrupt and
   discarded;
+- drain_to_store: a drained node's idle sandbox goes to the store and
+  another node's create takes it up with its files;
 - config_errors: a bad bucket, a missing archive_s3, an endpoint that is
   not http(s), a missing key file, a relative or conflicting directory
   are refused with the key's path; a directory is archive_dir.
@@ -392,6 +394,38 @@ def expiry_quota(env):
                          "&tenant=acme").status, 200, "discard q2")
     check_eq(m.names(), {}, "nothing left in the store")
     no_secret_logged(m, a, b)
+
+
+@S.case
+def drain_to_store(env):
+    """PUT /v1/node {"draining": true} on A: its idle sandbox is archived
+    to the store and removed, A reports itself empty, a create there is
+    503 draining, and B takes the sandbox up with its files."""
+    m = Moto(env)
+    ak, sk = key_files(env, m)
+    ctl, a, b = two(env, m, store_conf(m, ak, sk))
+    X.create(a, "d1")
+    big = workspace(a, "d1", 2)
+    r = X.root_call(a.sock, "PUT", "/v1/node", {"draining": True})
+    check(r.status == 200 and r.json["draining"] is True, "drain: %r" % r)
+    wait_until(lambda: a.app("GET", "/v1/sandboxes/d1").status == 404, 30,
+               what="the drained sandbox archived and removed")
+    wait_until(lambda: X.root_call(a.sock, "GET", "/v1/node").json.get(
+        "remaining") == 0, 10, what="A empty")
+    r = a.app("POST", "/v1/sandboxes", {"id": "d2", "tenant": "acme",
+                                        "user": "alice"})
+    X.check_err(r, 503, "backend_unavailable", "create on a draining node")
+    check(X.K("d1") + ".json" in m.names(), "in the store: %r" % m.names())
+    r = b.app("POST", "/v1/sandboxes", {"id": "d1", "tenant": "acme",
+                                        "user": "alice"}, timeout=120)
+    check(r.status == 201 and r.json.get("restored_from"),
+          "B takes it up: %r" % r)
+    check_workspace(b, "d1", big)
+    check_eq(m.names(), {}, "the store's copy gone")
+    check_eq(X.root_call(a.sock, "PUT", "/v1/node",
+                         {"draining": False}).status, 200, "undrain A")
+    check_eq(b.app("DELETE", "/v1/sandboxes/d1?archive=discard",
+                   timeout=120).status, 200, "discard d1 on B")
 
 
 @S.case
