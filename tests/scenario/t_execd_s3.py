@@ -20,9 +20,11 @@ the store:
 - wrong_key: host A with a wrong secret key: the DELETE fails loudly
   (500, the store's SignatureDoesNotMatch named), the sandbox stays
   "stopped" with that reason, nothing in the store and the workspace
-  kept; the key file fixed (no restart: each request reads it), the
-  daemon's removal by age tries again by itself (backoff) and archives
-  it; host B restores the files;
+  kept; a create is refused 503 (reason archive_store) while the store
+  refuses; the daemon tries the archive again by itself (remove_after
+  0: the retry is the archive's own, with backoff) and fails again while
+  the key is wrong; the key file fixed (no restart: each request reads
+  it), the next retry archives it; host B restores the files;
 - expiry_quota: archive_max_count_per_tenant 1: a tenant's second
   archive evicts its first from the store (the other tenant's stays);
   an archive whose metadata says it is older than archive_max_age is
@@ -293,7 +295,10 @@ def wrong_key(env):
     m = Moto(env)
     ak, sk = key_files(env, m)
     good_ak, good_sk = key_files(env, m, name="good")
-    ctl, a, b = two(env, m, store_conf(m, ak, sk),
+    # idle_after 4: the sweep's period is a second (the retries' first
+    # wait); remove_after 0: no removal by age, the retry is the
+    # archive's own
+    ctl, a, b = two(env, m, store_conf(m, ak, sk, idle_after=4),
                     store_conf(m, good_ak, good_sk))
     X.create(a, "w1")
     big = workspace(a, "w1", 1)
@@ -320,17 +325,24 @@ def wrong_key(env):
     check_eq(m.names(), {}, "nothing in the store")
     ws = os.path.join(a.state_dir, X.K("w1"), "workspace")
     check(os.path.isdir(ws), "the workspace is kept")
-    # the key fixed on disk: the removal by age tries again by itself
+    # the daemon tries again by itself, and fails again while the key
+    # is wrong: still stopped, still nothing in the store
+    wait_until(lambda: sum("archive tried again, failed" in ln
+                           for ln in a.lines) >= 2, 30,
+               what="two retries of the archive, failed")
+    check(a.app("GET", "/v1/sandboxes/w1").json.get("state") == "stopped"
+          and m.names() == {} and os.path.isdir(ws),
+          "still stopped, kept, nothing in the store")
+    # the key fixed on disk (no restart, no reload): the next retry
+    # archives it
     with open(sk, "w") as f:
         f.write(m.sk + "\n")
-    a.conf["lifecycle"].update(remove_after=2)
-    n = len(a.lines)
-    a.write()
-    a.proc.send_signal(signal.SIGHUP)
-    wait_until(lambda: any("reload: configuration" in ln
-                           for ln in a.lines[n:]), 10, what="reload")
+    t0 = time.monotonic()
     wait_until(lambda: a.app("GET", "/v1/sandboxes/w1").status == 404, 60,
                what="the retry's archive")
+    log("archived by a retry %.1f s after the key was fixed" % (
+        time.monotonic() - t0))
+    check(not os.path.exists(ws), "the workspace went with the archive")
     check(X.K("w1") + ".json" in m.names(), "in the store now")
     r = b.app("POST", "/v1/sandboxes", {"id": "w1", "tenant": "acme",
                                         "user": "alice"}, timeout=120)

@@ -182,6 +182,9 @@ side_load(struct xd_box *b)
 		b->state = XD_BOX_STOPPED;
 		snprintf(b->stop_note, sizeof(b->stop_note), "%s",
 		    json_string_value(v));
+		/* stopped by its archive: tried again after a restart too */
+		b->arch_failed = strncmp(b->stop_note, "archive failed", 14) ==
+		    0;
 	}
 	json_decref(o);
 }
@@ -1153,8 +1156,10 @@ box_delete_done(void *arg, json_t *res)
 			berr(&e, 500, "internal", "the delete worker died");
 		else
 			perr_from(&e, res, "delete failed");
-		if (json_is_string(json_object_get(res, "archive")))
+		if (json_is_string(json_object_get(res, "archive"))) {
 			b->xd->stats.archive_failed++;
+			b->arch_failed = 1;
+		}
 		/* what the worker did, which its fork did to its own copy */
 		if (json_is_true(json_object_get(res, "resumed")))
 			b->rec.suspended = 0;
@@ -1618,6 +1623,22 @@ lc_removed(void *arg, struct xd_box *b, struct xd_perr *e)
 	    "{s:s,s:O?}", "reason", "idle", "archive", b->archived));
 }
 
+/* A delete whose archive failed, tried again by the sweep. */
+static void
+arch_retried(void *arg, struct xd_box *b, struct xd_perr *e)
+{
+	(void)arg;
+	if (b == NULL) {
+		xd_log(XD_LOG_WARN, "archive tried again, failed: %s", e->msg);
+		xd_perr_clear(e);
+		return;
+	}
+	xd_log(XD_LOG_INFO, "sandbox %s: archived at last and removed",
+	    b->rec.chat);
+	lc_audit(b, "remove", "sluice-execd", "daemon", 200, NULL, json_pack(
+	    "{s:s,s:O?}", "reason", b->del_reason, "archive", b->archived));
+}
+
 static void
 lc_suspend(struct xd_box *b, int64_t idle)
 {
@@ -1799,6 +1820,36 @@ lc_sweep(evutil_socket_t fd, short what, void *arg)
 		if (xd->draining || lc_busy(b))
 			continue;
 		idle = now - b->rec.last_used;
+		/* stopped by an archive that failed (the store unreachable or
+		 * refusing, a full disk): the delete it was is tried again on
+		 * its own, after a sweep's period and then twice as long each
+		 * time (at most LC_RETRY_MAX_S), whatever remove_after says;
+		 * the workspace waits for it */
+		if (b->state == XD_BOX_STOPPED && b->arch_failed) {
+			if (b->lc_backoff <= 0) {
+				b->lc_backoff = lc_period(c);
+				b->lc_retry = now + b->lc_backoff;
+				continue;
+			}
+			if (now < b->lc_retry)
+				continue;
+			b->lc_backoff *= 2;
+			if (b->lc_backoff > LC_RETRY_MAX_S)
+				b->lc_backoff = LC_RETRY_MAX_S;
+			b->lc_retry = now + b->lc_backoff;
+			memset(&e, 0, sizeof(e));
+			xd_log(XD_LOG_INFO, "sandbox %s: its archive failed: "
+			    "trying again (next in %ld s should it fail)",
+			    b->rec.chat, b->lc_backoff);
+			if (xd_box_delete(b, 1, b->del_reason[0] ?
+			    b->del_reason : "delete", arch_retried, xd, &e) !=
+			    0) {
+				xd_log(XD_LOG_WARN, "sandbox %s: cannot archive: "
+				    "%s", b->rec.chat, e.msg);
+				xd_perr_clear(&e);
+			}
+			continue;
+		}
 		if (c->remove_after > 0 && idle >= c->remove_after &&
 		    now >= b->lc_retry) {
 			memset(&e, 0, sizeof(e));

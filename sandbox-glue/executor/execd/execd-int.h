@@ -991,6 +991,10 @@ struct xd_box {
 	json_t *restored;               /* what was restored, NULL none */
 	int del_archive;                /* delete: archive the workspace */
 	char del_reason[16];            /* "delete", "idle" */
+	int arch_failed;                /* STOPPED by an archive that failed
+	                                 * (the store unreachable, a wrong
+	                                 * key, a full disk): archived again
+	                                 * by the sweep, with backoff */
 	json_t *archived;               /* delete: the archive made */
 	/* create: the credentials asked for (xd_create_spec) */
 	char creds[XD_CREDS_MAX][SBX_ID_MAX + 1];
