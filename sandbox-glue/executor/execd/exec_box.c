@@ -182,9 +182,11 @@ side_load(struct xd_box *b)
 		b->state = XD_BOX_STOPPED;
 		snprintf(b->stop_note, sizeof(b->stop_note), "%s",
 		    json_string_value(v));
-		/* stopped by its archive: tried again after a restart too */
+		/* stopped by its archive: tried again after a restart too
+		 * (one too large for the tenant's quota is not) */
 		b->arch_failed = strncmp(b->stop_note, "archive failed", 14) ==
-		    0;
+		    0 && strstr(b->stop_note, "archive_max_bytes_per_tenant") ==
+		    NULL;
 	}
 	json_decref(o);
 }
@@ -1080,6 +1082,8 @@ box_delete_child(void *arg)
 		res = del_fail(500, "internal", m, resumed, 1, "failed");
 		json_object_set_new(res, "broker_deleted", json_boolean(
 		    be.status == 0));
+		/* the same again next time: not tried again on its own */
+		json_object_set_new(res, "archive_final", json_true());
 		return res;
 	}
 	if (meta != NULL && (live = live_ids(b->xd)) != NULL) {
@@ -1158,7 +1162,8 @@ box_delete_done(void *arg, json_t *res)
 			perr_from(&e, res, "delete failed");
 		if (json_is_string(json_object_get(res, "archive"))) {
 			b->xd->stats.archive_failed++;
-			b->arch_failed = 1;
+			b->arch_failed = !json_is_true(json_object_get(res,
+			    "archive_final"));
 		}
 		/* what the worker did, which its fork did to its own copy */
 		if (json_is_true(json_object_get(res, "resumed")))
