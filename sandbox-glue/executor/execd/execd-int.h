@@ -12,6 +12,8 @@
  *                  paths, Range, the create and command bodies, limits):
  *                  no I/O, so tests/fuzz/fuzz_execapi.c drives them
  *   exec_http.c    replies: JSON, the error shape, text of output bytes
+ *   exec_s3.c      the archive store in S3-compatible storage: SigV4,
+ *                  uploads in parts, lists (blocking: in workers only)
  *   exec_cfg.c     the configuration: defaults, JSON with line:column
  *                  errors, token files hashed, --print-config
  *   exec_gate.c    the TCP listener's connections: caps, the head's
