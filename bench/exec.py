@@ -25,6 +25,18 @@ started are ever signalled.
 
 --strace attaches strace -c -f to sluice-execd over a count of creates
 and of execs and keeps the summaries (where the calls and the time go).
+
+--archive runs the archive figures instead (ns): a sandbox whose
+workspace holds --archive-mib MiB of random bytes (incompressible: zstd
+saves nothing, every byte goes to the store) is archived by DELETE and
+restored by the next create of its id, --archive-reps times, first with
+the local archive_dir and then with lifecycle.archive_store an S3 store:
+moto's server on loopback with IAM authentication (every request's SigV4
+signature checked, as in tests/scenario/t_execd_s3.py), started and
+stopped by its PID.  Each figure is the median of the repetitions, in ms
+and in MiB/s of the workspace; a DELETE ?archive=discard and a create
+without an archive, timed the same way, are the baseline (what is not
+the archive).  Written to results-archive.md / .json.
 """
 import argparse
 import http.client
@@ -133,7 +145,7 @@ class Proc:
     """A daemon we started; its stderr is drained into a file by a
     thread (so it never blocks) and searched for its ready line."""
 
-    def __init__(self, name, argv, tmp):
+    def __init__(self, name, argv, tmp, env=None):
         self.name = name
         self.out_path = os.path.join(tmp, name + ".err")
         self.ready = threading.Event()
@@ -141,7 +153,7 @@ class Proc:
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE,
-                                     start_new_session=True)
+                                     start_new_session=True, env=env)
         self.pid = self.proc.pid
         self.t = threading.Thread(target=self._drain, daemon=True)
         self.t.start()
@@ -154,7 +166,7 @@ class Proc:
                 return
             self.out.write(line)
             self.out.flush()
-            if b"ready" in line:
+            if b"ready" in line or b"Running on" in line:
                 self.ready.set()
 
     def wait_ready(self, secs):
@@ -438,6 +450,160 @@ class Bench:
                 raise RuntimeError("create %s: %d %r" % (sid, st, j))
             self.delete(sid)
 
+    # -------------------------------------------------------- archives
+    def moto(self):
+        """moto's S3 server with IAM authentication, a user, its key and
+        a bucket; the key files (0600) for sluice-execd."""
+        try:
+            import boto3
+            import moto.server  # noqa: F401
+        except ImportError as e:
+            raise SystemExit("bench: --archive needs moto's server and "
+                             "boto3 (python3-moto): %s" % e)
+        port = free_port()
+        ep = "http://127.0.0.1:%d" % port
+        self.moto_proc = Proc("moto", [sys.executable, "-m", "moto.server",
+                                       "-H", "127.0.0.1", "-p", str(port)],
+                              self.tmp, env=dict(
+                                  os.environ,
+                                  INITIAL_NO_AUTH_ACTION_COUNT="4"))
+        for _ in range(300):
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        iam = boto3.client("iam", endpoint_url=ep, region_name="us-east-1",
+                           aws_access_key_id="setup",
+                           aws_secret_access_key="setup")
+        iam.create_user(UserName="bench")
+        iam.put_user_policy(UserName="bench", PolicyName="s3",
+                            PolicyDocument=json.dumps({
+                                "Version": "2012-10-17",
+                                "Statement": [{"Effect": "Allow",
+                                               "Action": "s3:*",
+                                               "Resource": "*"}]}))
+        k = iam.create_access_key(UserName="bench")["AccessKey"]
+        from botocore.config import Config
+        boto3.client("s3", endpoint_url=ep, region_name="us-east-1",
+                     aws_access_key_id=k["AccessKeyId"],
+                     aws_secret_access_key=k["SecretAccessKey"],
+                     config=Config(s3={"addressing_style": "path"})
+                     ).create_bucket(Bucket="bench")
+        files = []
+        for name, v in (("s3.access", k["AccessKeyId"]),
+                        ("s3.secret", k["SecretAccessKey"])):
+            p = os.path.join(self.tmp, name)
+            with open(p, "w") as f:
+                f.write(v + "\n")
+            os.chmod(p, 0o600)
+            files.append(p)
+        return {"endpoint": ep, "region": "us-east-1",
+                "access_key_file": files[0], "secret_key_file": files[1]}
+
+    def execd_lifecycle(self, lc):
+        """sluice-execd again with lifecycle lc."""
+        self.execd.stop()
+        with open(self.execd_conf) as f:
+            conf = json.load(f)
+        conf["lifecycle"] = lc
+        with open(self.execd_conf, "w") as f:
+            json.dump(conf, f, indent=1)
+        self.start_execd()
+
+    def archive_round(self, where, sid, mib):
+        """Baseline (no archive), then archive and restore once."""
+        body = {"id": sid, "tenant": "bench", "user": "bench",
+                "backend": "ns", "network": {"tier": "off"},
+                "limits": {"disk_mb": mib * 2 + 64}}
+        st, out, dt = call(self.sock, "POST", "/v1/sandboxes", body,
+                           timeout=600)
+        if st != 201:
+            raise RuntimeError("create: %d %r" % (st, out[:300]))
+        self.rec(where, "create_plain", dt)
+        st, out, dt = call(self.sock, "POST", "/v1/sandboxes/%s/exec" % sid,
+                           {"shell": "head -c %dM /dev/urandom > w.bin && "
+                            "sync" % mib, "timeout_s": 600}, timeout=700)
+        if st != 200 or jbody(out).get("exit_code") != 0:
+            raise RuntimeError("fill: %d %r" % (st, out[:300]))
+        st, out, dt = call(self.sock, "DELETE", "/v1/sandboxes/%s" % sid,
+                           timeout=900)
+        if st != 200:
+            raise RuntimeError("archive: %d %r" % (st, out[:300]))
+        self.rec(where, "archive", dt)
+        self.rec(where, "archive_bytes", jbody(out).get("archive", {}).get(
+            "bytes", 0))
+        st, out, dt = call(self.sock, "POST", "/v1/sandboxes", body,
+                           timeout=900)
+        if st != 201 or not jbody(out).get("restored_from"):
+            raise RuntimeError("restore: %d %r" % (st, out[:300]))
+        self.rec(where, "restore", dt)
+        st, out, dt = call(self.sock, "DELETE", "/v1/sandboxes/%s"
+                           "?archive=discard" % sid, timeout=600)
+        if st != 200:
+            raise RuntimeError("discard: %d %r" % (st, out[:300]))
+        self.rec(where, "delete_plain", dt)
+
+    def run_archive(self):
+        a = self.args
+        self.arch_where = [("local", {"archive_dir": os.path.join(
+            self.tmp, "xarchive")})]
+        s3 = self.moto()
+        self.arch_where.append(("s3", {
+            "archive_dir": os.path.join(self.tmp, "xstage"),
+            "archive_store": "s3://bench/fleet", "archive_s3": s3}))
+        for where, lc in self.arch_where:
+            self.execd_lifecycle(dict(lc, idle_after=0, remove_after=0))
+            for i in range(a.archive_reps):
+                log("%s: round %d of %d (%d MiB)" % (
+                    where, i + 1, a.archive_reps, a.archive_mib))
+                self.archive_round(where, self.new_id(), a.archive_mib)
+
+    def render_archive(self, write=True):
+        mib = self.args.archive_mib
+        rows = []
+        for where, _ in self.arch_where:
+            r = self.results.get(where, {})
+            if not r.get("restore"):
+                continue
+            med = {k: pct(v, 50) for k, v in r.items() if v}
+            for what, base in (("archive", "delete_plain"),
+                               ("restore", "create_plain")):
+                t, b = med[what], med.get(base, 0.0)
+                rows.append(["%s %s" % (where, what), "%.0f" % (t * 1000),
+                             "%.0f" % (b * 1000), "%.1f" % (mib / t),
+                             "%.1f" % (mib / max(t - b, 1e-6)),
+                             "%.1f" % (med["archive_bytes"] / MIB)])
+        head = ["%d MiB workspace" % mib, "ms", "baseline ms",
+                "MiB/s", "MiB/s less baseline", "archive MiB"]
+        md = ["| " + " | ".join(head) + " |",
+              "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
+        md += ["| " + " | ".join(r) + " |" for r in rows]
+        text = ("sluice-execd (ns backend), %d MiB of random bytes in the "
+                "workspace, median of %d rounds, Linux %s, %d cores, load "
+                "average %.2f at the start and %.2f at the end.  archive: "
+                "the DELETE that archives (tar, zstd, SHA-256; with the "
+                "store, the upload in 8 MiB parts signed with SigV4); "
+                "restore: the create that restores (with the store, the "
+                "download first).  Baseline: a DELETE ?archive=discard / "
+                "a create with no archive.  s3: moto's server on loopback "
+                "(IAM authentication on), so the store's figures are the "
+                "client's cost plus moto's (a Python server that keeps "
+                "objects in memory), not a network's.\n\n" % (
+                    mib, self.args.archive_reps, platform.release(),
+                    os.cpu_count() or 0, self.load0, os.getloadavg()[0])
+                + "\n".join(md) + "\n")
+        print(text)
+        if not write:
+            return
+        os.makedirs(self.args.outdir, exist_ok=True)
+        with open(os.path.join(self.args.outdir, "results-archive.md"),
+                  "w") as f:
+            f.write(text)
+        with open(os.path.join(self.args.outdir, "results-archive.json"),
+                  "w") as f:
+            json.dump(self.results, f, indent=1, sort_keys=True)
+
     # -------------------------------------------------------- cleanup
     def sandboxes(self):
         st, out, _ = call(self.sock, "GET", "/v1/sandboxes", timeout=30)
@@ -470,6 +636,8 @@ class Bench:
                 log("sluice-execd exited %s:\n%s" % (rc, self.execd.tail()))
         if self.sluiced is not None:
             self.sluiced.stop()
+        if getattr(self, "moto_proc", None) is not None:
+            self.moto_proc.stop()
         return self.leftovers()
 
     def procs(self):
@@ -641,12 +809,18 @@ def main():
                     "execs")
     ap.add_argument("--strace-count", type=int, default=50)
     ap.add_argument("--keep-tmp", action="store_true")
+    ap.add_argument("--archive", action="store_true",
+                    help="the archive figures instead: archive and restore "
+                    "throughput, local archive_dir and an S3 store (moto)")
+    ap.add_argument("--archive-mib", type=int, default=100)
+    ap.add_argument("--archive-reps", type=int, default=3)
     a = ap.parse_args()
     if not 0 <= a.gap_ms <= 5000:
         raise SystemExit("bench: --gap-ms 0..5000")
     for k, hi in (("creates", 500), ("gvisor_creates", 200),
                   ("execs", 5000), ("files", 500), ("phase_s", 1800),
-                  ("strace_count", 500)):
+                  ("strace_count", 500), ("archive_mib", 4096),
+                  ("archive_reps", 50)):
         if not 1 <= getattr(a, k) <= hi:
             raise SystemExit("bench: --%s 1..%d" % (k.replace("_", "-"), hi))
     a.builddir = os.path.abspath(a.builddir)
@@ -666,9 +840,11 @@ def main():
     failed = None
     try:
         b.start()
-        for be in backends:
+        if a.archive:
+            b.run_archive()
+        for be in backends if not a.archive else ():
             b.run_backend(be)
-        if a.strace:
+        if a.strace and not a.archive:
             for be in backends:
                 if be in b.results:
                     b.strace(be)
@@ -687,7 +863,9 @@ def main():
             shutil.rmtree(b.tmp, ignore_errors=True)
         else:
             log("temp dir kept: " + b.tmp)
-    if b.results:
+    if b.results and a.archive:
+        b.render_archive(write=failed is None and not left)
+    elif b.results:
         b.render(write=failed is None and not left)
         for be, what, n, calls, _ in b.syscalls:
             print("syscalls: %s %s: %.0f each" % (be, what, calls / n))

@@ -55,6 +55,7 @@ ALLOW_INT=(
 	"tests/unit/test_config.c:proxy/lib/config-int.h"
 	"tests/fuzz/fuzz_execapi.c:sandbox-glue/executor/execd/execd-int.h"
 	"tests/fuzz/fuzz_gate.c:sandbox-glue/executor/execd/execd-int.h"
+	"tests/fuzz/fuzz_s3.c:sandbox-glue/executor/execd/execd-int.h"
 	"tests/fuzz/fuzz_osmp.c:sandbox-glue/executor/execd/exec_os-int.h"
 	"tests/fuzz/fuzz_osmp.c:sandbox-glue/executor/execd/execd-int.h"
 	"tests/unit/executor/test_execd.c:sandbox-glue/executor/execd/execd-int.h"

@@ -691,6 +691,97 @@ delete_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	    json_incref(b->archived) : json_string("discarded")));
 }
 
+/* With an S3 store, in a worker: the archive of the id found in the
+ * store (the caller's tenant, ?tenant=, or the one tenant with an
+ * archive of the id) and removed, as discard_gone does in archive_dir:
+ * {status, code, message, extra} or {status 200, tenant, user}. */
+static json_t *
+discard_store_child(void *arg)
+{
+	struct xd_call *k = arg;
+	const struct xd_cfg *c = k->xd->cfg;
+	char ak[SBX_ID_MAX + 1], err[XD_ERR_MAX];
+	const char *t, *mt, *mu;
+	json_t *m = NULL, *list, *a, *res;
+	size_t i;
+	int bad, rc, n = 0;
+
+	t = call_tenant(k, &bad);
+	xd_key(t != NULL && !bad ? t : "", k->arg[0], ak);
+	if (t == NULL) {
+		if ((list = xd_arch_store_list(c, err, sizeof(err))) == NULL)
+			goto store;
+		json_array_foreach(list, i, a)
+			if (json_is_string(json_object_get(a, "id")) &&
+			    strcmp(json_string_value(json_object_get(a, "id")),
+			    k->arg[0]) == 0 && n++ == 0)
+				snprintf(ak, sizeof(ak), "%s", json_string_value(
+				    json_object_get(a, "key")));
+		json_decref(list);
+		if (n > 1)
+			return json_pack("{s:i,s:s,s:s,s:{s:s,s:i}}", "status",
+			    400, "code", "bad_request", "message", "several "
+			    "tenants have an archive of this id in the store: "
+			    "name one with ?tenant=", "extra", "reason",
+			    "ambiguous", "tenants", n);
+	}
+	if ((m = xd_arch_store_meta(c, ak, &rc, err, sizeof(err))) == NULL &&
+	    rc < 0 && strstr(err, "does not read") == NULL)
+		goto store;
+	mt = m != NULL ? json_string_value(json_object_get(m, "tenant")) : "";
+	mu = m != NULL ? json_string_value(json_object_get(m, "user")) : "";
+	/* another tenant's archive: as if there were none; unreadable
+	 * metadata: only a caller bound to no tenant drops it */
+	if ((m == NULL && (rc == 1 || k->tenant[0])) || (m != NULL &&
+	    k->tenant[0] && strcmp(mt, k->tenant) != 0)) {
+		json_decref(m);
+		return json_pack("{s:i,s:s,s:s}", "status", 404, "code",
+		    "not_found", "message", "no sandbox and no archive of it");
+	}
+	if (xd_arch_drop(c, ak, NULL, err, sizeof(err)) != 0) {
+		json_decref(m);
+		goto store;
+	}
+	res = json_pack("{s:i,s:s,s:s}", "status", 200, "tenant", mt ? mt :
+	    "", "user", mu ? mu : "");
+	json_decref(m);
+	return res;
+store:
+	return json_pack("{s:i,s:s,s:s,s:{s:s}}", "status", 503, "code",
+	    "backend_unavailable", "message", err, "extra", "reason",
+	    "archive_store");
+}
+
+static void
+discard_store_done(void *arg, json_t *res)
+{
+	struct xd_call *k = arg;
+	json_int_t st = json_integer_value(json_object_get(res, "status"));
+	struct xd_perr e;
+
+	if (st == 200) {
+		xd_audit_box(k->xd, "discard", k->who, xd_role_name(k->role),
+		    k->arg[0], json_string_value(json_object_get(res,
+		    "tenant")), json_string_value(json_object_get(res, "user")),
+		    200, NULL, NULL);
+		reply_json(k, 200, json_pack("{s:s,s:b,s:s}", "id", k->arg[0],
+		    "deleted", 0, "archive", "discarded"));
+	} else {
+		memset(&e, 0, sizeof(e));
+		e.status = st >= 400 && st < 600 ? (int)st : 500;
+		e.code = st == 404 ? "not_found" : st == 400 ? "bad_request" :
+		    st == 503 ? "backend_unavailable" : "internal";
+		snprintf(e.msg, sizeof(e.msg), "archive %s: %s", k->arg[0],
+		    res != NULL && json_is_string(json_object_get(res,
+		    "message")) ? json_string_value(json_object_get(res,
+		    "message")) : "the worker died");
+		if (json_is_object(json_object_get(res, "extra")))
+			e.extra = json_incref(json_object_get(res, "extra"));
+		reply_perr(k, &e);
+	}
+	json_decref(res);
+}
+
 /* DELETE ?archive=discard of a sandbox that is gone: its archive goes
  * (seed 001's "Clear"); 404 when there is none either. */
 static void
@@ -705,6 +796,16 @@ discard_gone(struct xd_call *k)
 	/* the archive of the id in the caller's tenant (one bound to none:
 	 * of ?tenant=, else the one tenant with an archive of the id, as a
 	 * sandbox's id is looked up; none: the sandboxes without a tenant) */
+	/* the store's archive, asked in a worker */
+	if (k->xd->cfg->s3.url[0] != '\0') {
+		char err[XD_ERR_MAX];
+
+		call_wait(k);
+		if (xd_job_run(k->xd, "discard", discard_store_child, k,
+		    discard_store_done, k, err, sizeof(err)) != 0)
+			reply_err(k, 503, "backend_unavailable", "%s", err);
+		return;
+	}
 	t = call_tenant(k, &bad);
 	xd_key(t != NULL && !bad ? t : "", k->arg[0], ak);
 	if (t == NULL) {
@@ -1370,7 +1471,7 @@ static void
 metrics_storage(struct xd *xd, struct evbuffer *o)
 {
 	struct xd_storage st;
-	json_t *list = xd_arch_list(xd->cfg), *a, *per = json_object(), *t;
+	json_t *list = xd_arch_list_shown(xd), *a, *per = json_object(), *t;
 	const char *tn;
 	size_t i;
 	uint64_t bytes = 0;

@@ -88,6 +88,9 @@
 #define ARCH_RESTORE_S	600     /* a restore's child is killed after */
 #define ARCH_ZERO_MAX	(1ul << 30)     /* of a hole handed over at once */
 #define ARCH_SPARSE_MAX	(1 << 20)       /* data extents of a file mapped */
+/* a store's file no metadata names, removed after (another host may be
+ * between its tar's upload and its metadata's) */
+#define ARCH_ORPHAN_S_STORE	3600
 #define ARCH_STR2(x)	#x
 #define ARCH_STR(x)	ARCH_STR2(x)
 
@@ -650,6 +653,306 @@ out:
 	return rc;
 }
 
+/* ---- the store (lifecycle.archive_store "s3://"): objects named as
+ * the local files are, <key>.json (the commit) beside
+ * <key>.<sha12>.tar.zst, under the prefix; key is xd_key(tenant, id),
+ * so a tenant's archive of an id is one name for every host ---- */
+
+static json_t *
+store_meta(const struct xd_cfg *c, const char *ak, int *rc, char *err,
+    size_t len)
+{
+	char name[SBX_ID_MAX + 8], *b;
+	size_t n;
+	json_t *m;
+
+	snprintf(name, sizeof(name), "%s.json", ak);
+	if ((b = xd_s3_get_mem(&c->s3, name, ARCH_META_MAX, &n, rc, err,
+	    len)) == NULL)
+		return NULL;
+	m = json_loadb(b, n, 0, NULL);
+	free(b);
+	if (m == NULL || !json_is_string(json_object_get(m, "sha256")) ||
+	    !json_is_string(json_object_get(m, "tenant")) ||
+	    !json_is_string(json_object_get(m, "user")) ||
+	    !json_is_string(json_object_get(m, "file"))) {
+		json_decref(m);
+		*rc = -1;
+		errf(err, len, "the store's metadata of %s does not read", ak);
+		return NULL;
+	}
+	return m;
+}
+
+/* The store's name of the archive file m names ("<key>.<12 hex>
+ * .tar.zst"): 0, -1 not one. */
+static int
+store_file(const struct xd_cfg *c, const char *ak, json_t *m, char *out,
+    size_t len)
+{
+	char f[SBX_PATH_MAX + 80];
+
+	if (arch_file(c, ak, m, f, sizeof(f)) != 0)
+		return -1;
+	snprintf(out, len, "%s", strrchr(f, '/') + 1);
+	return 0;
+}
+
+static int
+store_push(const struct xd_cfg *c, const char *ak, const char *tar,
+    json_t *m, char *err, size_t len)
+{
+	char name[SBX_ID_MAX + 8], file[SBX_ID_MAX + 32], pf[SBX_ID_MAX + 32];
+	char *s = NULL;
+	json_t *prev;
+	int rc, fd, had = 0;
+
+	/* the archive of before, whose file goes once this one is in */
+	prev = store_meta(c, ak, &rc, err, len);
+	if (rc < 0 && prev == NULL && strstr(err, "does not read") == NULL)
+		return -1;
+	had = prev != NULL && store_file(c, ak, prev, pf, sizeof(pf)) == 0;
+	json_decref(prev);
+	if (store_file(c, ak, m, file, sizeof(file)) != 0)
+		return errf(err, len, "the archive's name does not read");
+	if ((fd = open(tar, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return errf(err, len, "%.300s: %s", tar, strerror(errno));
+	rc = xd_s3_put_file(&c->s3, file, fd, err, len);
+	close(fd);
+	if (rc != 0)
+		return -1;
+	snprintf(name, sizeof(name), "%s.json", ak);
+	/* the metadata last: it is the commit, on every host */
+	if ((s = json_dumps(m, JSON_COMPACT)) == NULL ||
+	    xd_s3_put_mem(&c->s3, name, s, strlen(s), err, len) != 0) {
+		char e2[XD_ERR_MAX];
+
+		if (s == NULL)
+			errf(err, len, "out of memory");
+		if (!had || strcmp(pf, file) != 0)
+			if (xd_s3_delete(&c->s3, file, e2, sizeof(e2)) != 0)
+				xd_log(XD_LOG_WARN, "archive %s: the store's "
+				    "file %s stays (the orphans' sweep takes it)",
+				    ak, file);
+		free(s);
+		return -1;
+	}
+	free(s);
+	if (had && strcmp(pf, file) != 0) {
+		char e2[XD_ERR_MAX];
+
+		/* left behind, the orphans' sweep takes it */
+		if (xd_s3_delete(&c->s3, pf, e2, sizeof(e2)) != 0)
+			xd_log(XD_LOG_WARN, "archive %s: the store's older file "
+			    "stays: %s", ak, e2);
+	}
+	return 0;
+}
+
+int
+xd_arch_fetch(const struct xd_cfg *c, const char *ak, int *found,
+    char *err, size_t len)
+{
+	char file[SBX_ID_MAX + 32], tar[SBX_PATH_MAX + 80];
+	char tmp[SBX_PATH_MAX + 90], mp[SBX_PATH_MAX + 80];
+	json_t *m;
+	int rc, fd;
+	uint64_t max;
+
+	*found = 0;
+	/* the store's copy is the archive: a local one of an earlier fetch
+	 * may be one another host has restored and removed since */
+	xd_arch_discard(c, ak);
+	if ((m = store_meta(c, ak, &rc, err, len)) == NULL)
+		return rc == 1 ? 0 : -1;
+	max = (uint64_t)json_integer_value(json_object_get(m, "bytes"));
+	if (store_file(c, ak, m, file, sizeof(file)) != 0 ||
+	    arch_path(c, ak, file + strlen(ak), tar, sizeof(tar)) != 0 ||
+	    arch_path(c, ak, ".json", mp, sizeof(mp)) != 0) {
+		json_decref(m);
+		return errf(err, len, "the store's metadata of %s names no "
+		    "archive file", ak);
+	}
+	if (util_mkdir_p(c->archive_dir, 0700) != 0) {
+		json_decref(m);
+		return errf(err, len, "%.300s: %s", c->archive_dir,
+		    strerror(errno));
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp", tar);
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+	    O_CLOEXEC, 0600)) < 0) {
+		json_decref(m);
+		return errf(err, len, "%.300s: %s", tmp, strerror(errno));
+	}
+	/* the digest is checked by the restore, as a local archive's; a
+	 * file the metadata names and the store lacks is the metadata
+	 * alone here, which the restore refuses as a missing archive (409
+	 * corrupt, as a local one: ?archive=discard drops it) */
+	rc = xd_s3_get_fd(&c->s3, file, fd, max, err, len);
+	if (rc == 1)
+		rc = meta_save(c->archive_dir, mp, m) != 0 ? errf(err, len,
+		    "%.300s: cannot write", mp) : 0;
+	else if (rc == 0 && (fsync(fd) != 0 || rename(tmp, tar) != 0 ||
+	    meta_save(c->archive_dir, mp, m) != 0))
+		rc = errf(err, len, "%.300s: cannot write", tar);
+	(void)unlink(tmp);
+	close(fd);
+	json_decref(m);
+	if (rc != 0) {
+		(void)unlink(tmp);
+		xd_arch_discard(c, ak);
+		return -1;
+	}
+	*found = 1;
+	return 0;
+}
+
+int
+xd_arch_drop(const struct xd_cfg *c, const char *ak, const char *sha,
+    char *err, size_t len)
+{
+	char name[SBX_ID_MAX + 8], file[SBX_ID_MAX + 32];
+	json_t *m;
+	int rc;
+
+	xd_arch_discard(c, ak);
+	if (c->s3.url[0] == '\0')
+		return 0;
+	if ((m = store_meta(c, ak, &rc, err, len)) == NULL)
+		return rc == 1 ? 0 : -1;
+	/* another host archived the id anew since: that one stays */
+	if (sha != NULL && strcmp(sha, json_string_value(json_object_get(m,
+	    "sha256"))) != 0) {
+		json_decref(m);
+		return 0;
+	}
+	rc = store_file(c, ak, m, file, sizeof(file));
+	json_decref(m);
+	snprintf(name, sizeof(name), "%s.json", ak);
+	/* the metadata first: without it there is no archive */
+	if (xd_s3_delete(&c->s3, name, err, len) != 0)
+		return -1;
+	if (rc == 0 && xd_s3_delete(&c->s3, file, err, len) != 0)
+		xd_log(XD_LOG_WARN, "archive %s: the store's file stays (the "
+		    "orphans' sweep takes it): %s", ak, err);
+	return 0;
+}
+
+/* The store's archives as xd_arch_list's entries, and every object
+ * ({name, size, mtime}) in *objs: NULL with err. */
+static json_t *
+store_list(const struct xd_cfg *c, json_t **objs, char *err, size_t len)
+{
+	json_t *all = xd_s3_list(&c->s3, err, len), *list, *o, *m, *sizes;
+	char ak[SBX_ID_MAX + 1], file[SBX_ID_MAX + 32];
+	const char *nm;
+	size_t i, n;
+	int rc;
+
+	*objs = NULL;
+	if (all == NULL)
+		return NULL;
+	list = json_array();
+	sizes = json_object();
+	json_array_foreach(all, i, o)
+		json_object_set(sizes, json_string_value(json_object_get(o,
+		    "name")), json_object_get(o, "size"));
+	json_array_foreach(all, i, o) {
+		nm = json_string_value(json_object_get(o, "name"));
+		n = strlen(nm);
+		if (n <= 5 || n - 5 > SBX_ID_MAX || strcmp(nm + n - 5,
+		    ".json") != 0)
+			continue;
+		memcpy(ak, nm, n - 5);
+		ak[n - 5] = '\0';
+		if (!sbx_id_ok(ak, SBX_ID_MAX))
+			continue;
+		if ((m = store_meta(c, ak, &rc, err, len)) == NULL) {
+			if (rc == 1)
+				continue;       /* gone meanwhile */
+			if (strstr(err, "does not read") == NULL) {
+				json_decref(list);
+				json_decref(all);
+				json_decref(sizes);
+				return NULL;
+			}
+			json_array_append_new(list, json_pack("{s:s,s:s,s:b,"
+			    "s:s,s:I}", "id", ak, "key", ak, "corrupt", 1,
+			    "tenant", "", "bytes", (json_int_t)0));
+			continue;
+		}
+		if (store_file(c, ak, m, file, sizeof(file)) != 0)
+			file[0] = '\0';
+		json_array_append_new(list, json_pack("{s:s,s:s,s:O,s:O,s:I,"
+		    "s:I,s:s}", "id", json_is_string(json_object_get(m, "id")) ?
+		    json_string_value(json_object_get(m, "id")) : ak, "key", ak,
+		    "tenant", json_object_get(m, "tenant"), "user",
+		    json_object_get(m, "user"), "archived",
+		    json_integer_value(json_object_get(m, "archived")), "bytes",
+		    json_integer_value(json_object_get(sizes, file)), "file",
+		    file));
+		json_decref(m);
+	}
+	json_decref(sizes);
+	*objs = all;
+	return list;
+}
+
+json_t *
+xd_arch_store_meta(const struct xd_cfg *c, const char *key, int *rc,
+    char *err, size_t len)
+{
+	return store_meta(c, key, rc, err, len);
+}
+
+json_t *
+xd_arch_store_list(const struct xd_cfg *c, char *err, size_t len)
+{
+	json_t *objs, *list = store_list(c, &objs, err, len);
+
+	json_decref(objs);
+	return list;
+}
+
+/* Objects of the store no committed metadata names (a tar whose
+ * metadata's PUT failed, or whose replacement left it), older than
+ * ARCH_ORPHAN_S_STORE by their LastModified (none that says no time)
+ * and of no live key. */
+static void
+store_orphans(const struct xd_cfg *c, json_t *objs, json_t *list,
+    json_t *live, int64_t now, json_t *out)
+{
+	json_t *named = json_object(), *o, *a;
+	char ak[SBX_ID_MAX + 1], e[XD_ERR_MAX];
+	const char *nm;
+	size_t i, n;
+
+	json_array_foreach(list, i, a)
+		if (json_is_string(json_object_get(a, "file")))
+			json_object_set_new(named, json_string_value(
+			    json_object_get(a, "file")), json_true());
+	json_array_foreach(objs, i, o) {
+		nm = json_string_value(json_object_get(o, "name"));
+		n = strlen(nm);
+		/* <key>.<12 hex>.tar.zst */
+		if (n <= 21 || n - 21 > SBX_ID_MAX || strcmp(nm + n - 8,
+		    ".tar.zst") != 0 || json_object_get(named, nm) != NULL ||
+		    json_integer_value(json_object_get(o, "mtime")) < 0 ||
+		    json_integer_value(json_object_get(o, "mtime")) >
+		    now - ARCH_ORPHAN_S_STORE)
+			continue;
+		memcpy(ak, nm, n - 21);
+		ak[n - 21] = '\0';
+		if (json_object_get(live, ak) != NULL)
+			continue;
+		if (xd_s3_delete(&c->s3, nm, e, sizeof(e)) == 0)
+			json_array_append_new(out, json_pack("{s:s,s:s,s:I}",
+			    "file", nm, "reason", "orphan", "bytes",
+			    json_integer_value(json_object_get(o, "size"))));
+	}
+	json_decref(named);
+}
+
 static void
 ino_free(void *p)
 {
@@ -767,6 +1070,23 @@ xd_arch_write(const struct xd_cfg *c, const struct sbx_rec *r,
 	}
 	if (had && strcmp(old, tar) != 0)
 		(void)unlink(old);
+	/* a store's archive is its copy there: the local one was the way
+	 * up (a failed upload leaves nothing here, and the workspace is
+	 * kept by the caller for the next try) */
+	if (c->s3.url[0] != '\0') {
+		char se[XD_ERR_MAX];
+
+		rc = store_push(c, ak, tar, m, se, sizeof(se));
+		xd_arch_discard(c, ak);
+		if (rc != 0) {
+			json_decref(m);
+			m = NULL;
+			snprintf(w->err, sizeof(w->err), "archive store %.100s: "
+			    "%.380s", c->s3.url, se);
+			rc = -1;
+			goto out;
+		}
+	}
 	*meta = m;
 	rc = 0;
 out:
@@ -889,7 +1209,13 @@ static void
 evict(const struct xd_cfg *c, struct arch_ent *e, const char *why,
     json_t *out)
 {
-	xd_arch_discard(c, e->key);
+	char err[XD_ERR_MAX];
+
+	if (xd_arch_drop(c, e->key, NULL, err, sizeof(err)) != 0) {
+		xd_log(XD_LOG_WARN, "archive %s: not evicted (%s): %s", e->key,
+		    why, err);
+		return;
+	}
 	e->gone = 1;
 	json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:s,s:I,s:I}",
 	    "id", e->id, "tenant", e->tenant, "user", e->user, "reason", why,
@@ -983,14 +1309,65 @@ sweep_orphans(const struct xd_cfg *c, json_t *live, int64_t now,
 	closedir(d);
 }
 
+static int
+key_gone(const struct arch_ent *e, size_t n, const char *key)
+{
+	size_t i;
+
+	for (i = 0; key != NULL && i < n; i++)
+		if (e[i].gone && strcmp(e[i].key, key) == 0)
+			return 1;
+	return 0;
+}
+
+static void
+stage_sweep(const struct xd_cfg *c, json_t *live, int64_t now)
+{
+	json_t *list = xd_arch_list(c), *a;
+	char mp[SBX_PATH_MAX + 80];
+	const char *k;
+	struct stat st;
+	size_t i;
+
+	json_array_foreach(list, i, a) {
+		k = json_string_value(json_object_get(a, "key"));
+		if (k == NULL || json_object_get(live, k) != NULL ||
+		    arch_path(c, k, ".json", mp, sizeof(mp)) != 0 ||
+		    lstat(mp, &st) != 0 || (int64_t)st.st_mtime > now -
+		    ARCH_ORPHAN_S)
+			continue;
+		xd_log(XD_LOG_INFO, "archive %s: a local copy left in %s "
+		    "(the store holds the archives): removed", k,
+		    c->archive_dir);
+		xd_arch_discard(c, k);
+	}
+	json_decref(list);
+}
+
 json_t *
 xd_arch_sweep(const struct xd_cfg *c, const char *tenant, const char *keep,
     json_t *live, int64_t now)
 {
-	json_t *list = xd_arch_list(c), *out = json_array(), *a;
+	return xd_arch_sweep_kept(c, tenant, keep, live, now, NULL);
+}
+
+json_t *
+xd_arch_sweep_kept(const struct xd_cfg *c, const char *tenant,
+    const char *keep, json_t *live, int64_t now, json_t **kept)
+{
+	json_t *list, *out = json_array(), *a, *objs = NULL;
 	struct arch_ent *e = NULL;
 	size_t n = 0, i, j, g;
+	char se[XD_ERR_MAX];
 
+	if (kept != NULL)
+		*kept = NULL;
+	if (c->s3.url[0] != '\0') {
+		if ((list = store_list(c, &objs, se, sizeof(se))) == NULL)
+			xd_log(XD_LOG_WARN, "the archives' sweep: the store "
+			    "%s: %s", c->s3.url, se);
+	} else
+		list = xd_arch_list(c);
 	if (list == NULL || out == NULL)
 		goto done;
 	if ((e = calloc(json_array_size(list) + 1, sizeof(*e))) == NULL)
@@ -1050,9 +1427,35 @@ xd_arch_sweep(const struct xd_cfg *c, const char *tenant, const char *keep,
 	}
 	if (tenant == NULL)
 		sweep_orphans(c, live, now, out);
+	if (tenant == NULL && objs != NULL)
+		store_orphans(c, objs, list, live, now, out);
+	/* with a store, archive_dir is the way up and down only: what a
+	 * crash left there (its sandbox, adopted, is archived again; a
+	 * restore's create fetches again) goes */
+	if (tenant == NULL && c->s3.url[0] != '\0')
+		stage_sweep(c, live, now);
+	if (kept != NULL && objs != NULL) {
+		json_t *k = json_array();
+
+		for (i = 0, j = 0; j < json_array_size(list); j++) {
+			a = json_array_get(list, j);
+			/* e[] holds the readable ones in list's order: those
+			 * evicted are gone */
+			if (!json_is_true(json_object_get(a, "corrupt")) &&
+			    json_string_value(json_object_get(a, "tenant")) !=
+			    NULL && (tenant == NULL || strcmp(json_string_value(
+			    json_object_get(a, "tenant")), tenant) == 0) &&
+			    key_gone(e, n, json_string_value(json_object_get(a,
+			    "key"))))
+				continue;
+			json_array_append(k, a);
+		}
+		*kept = k;
+	}
 done:
 	free(e);
 	json_decref(list);
+	json_decref(objs);
 	return out;
 }
 

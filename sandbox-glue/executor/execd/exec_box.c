@@ -182,6 +182,11 @@ side_load(struct xd_box *b)
 		b->state = XD_BOX_STOPPED;
 		snprintf(b->stop_note, sizeof(b->stop_note), "%s",
 		    json_string_value(v));
+		/* stopped by its archive: tried again after a restart too
+		 * (one too large for the tenant's quota is not) */
+		b->arch_failed = strncmp(b->stop_note, "archive failed", 14) ==
+		    0 && strstr(b->stop_note, "archive_max_bytes_per_tenant") ==
+		    NULL;
 	}
 	json_decref(o);
 }
@@ -418,6 +423,39 @@ box_create_child(void *arg)
 		goto fail;
 	}
 	r->workspace_made = 1;
+	/* with a store, its archive of this id (made here or on another
+	 * host of the fleet), fetched and checked for its owner as a local
+	 * one is at the create's admission; a store that does not answer
+	 * fails the create: an empty sandbox archived later would replace
+	 * the archive it holds */
+	if (xd->cfg->s3.url[0] != '\0') {
+		char ak[SBX_ID_MAX + 1], m[XD_ERR_MAX + 256];
+		struct xd_perr pe;
+		json_t *meta;
+		int found, bad;
+
+		arch_key(r, ak);
+		if (xd_arch_fetch(xd->cfg, ak, &found, err, sizeof(err)) != 0) {
+			snprintf(m, sizeof(m), "archive store %.200s: %s",
+			    xd->cfg->s3.url, err);
+			res = json_pack("{s:b,s:i,s:s,s:s,s:s,s:s}", "ok", 0,
+			    "status", 503, "code", "backend_unavailable",
+			    "message", m, "reason", "archive_store", "archive",
+			    "not_restored");
+			goto fail;
+		}
+		memset(&pe, 0, sizeof(pe));
+		meta = NULL;
+		if (found && xd_box_arch_owner(xd->cfg, ak, r->tenant, r->user,
+		    1, &meta, &bad, &pe) != 0) {
+			xd_arch_discard(xd->cfg, ak);
+			res = fail_json(pe.status, pe.code, pe.msg);
+			xd_perr_clear(&pe);
+			goto fail;
+		}
+		json_decref(meta);
+		b->restore = found;
+	}
 	/* the archive of an earlier sandbox of this id, into the empty
 	 * workspace before anything runs in it */
 	if (b->restore) {
@@ -479,7 +517,13 @@ box_create_child(void *arg)
 		char ak[SBX_ID_MAX + 1];
 
 		arch_key(r, ak);
-		xd_arch_discard(xd->cfg, ak);
+		/* the store's too, unless another host archived the id anew
+		 * meanwhile */
+		if (xd_arch_drop(xd->cfg, ak, json_string_value(
+		    json_object_get(b->restored, "sha256")), err,
+		    sizeof(err)) != 0)
+			xd_log(XD_LOG_WARN, "sandbox %s: restored; its archive "
+			    "stays in the store: %s", r->chat, err);
 	}
 	return json_pack("{s:b,s:o,s:O?}", "ok", 1, "record", sbx_rec_json(r),
 	    "restored", b->restored);
@@ -518,12 +562,16 @@ perr_from(struct xd_perr *e, json_t *res, const char *what)
 				e->code = codes[i];
 	}
 	snprintf(e->msg, sizeof(e->msg), "%s", msg ? msg : what);
-	if (json_is_string(json_object_get(res, "archive")))
-		e->extra = json_pack("{s:O}", "archive", json_object_get(res,
-		    "archive"));
-	else if (json_is_string(json_object_get(res, "reason")))
-		e->extra = json_pack("{s:O}", "reason", json_object_get(res,
-		    "reason"));
+	if (json_is_string(json_object_get(res, "archive")) ||
+	    json_is_string(json_object_get(res, "reason"))) {
+		e->extra = json_object();
+		if (json_is_string(json_object_get(res, "archive")))
+			json_object_set(e->extra, "archive", json_object_get(
+			    res, "archive"));
+		if (json_is_string(json_object_get(res, "reason")))
+			json_object_set(e->extra, "reason", json_object_get(
+			    res, "reason"));
+	}
 }
 
 /* ---- storage: what the workspaces and archives take ---- */
@@ -546,6 +594,17 @@ box_unallocated(const struct xd_box *b)
 		return b->state == XD_BOX_CREATING ? b->lim.disk_bytes : 0;
 	have = (uint64_t)st.st_blocks * 512;
 	return have >= b->lim.disk_bytes ? 0 : b->lim.disk_bytes - have;
+}
+
+json_t *
+xd_arch_list_shown(struct xd *xd)
+{
+	/* with a store, its archives (every host's) as the last sweep
+	 * listed them: the loop does not ask the store */
+	if (xd->cfg->s3.url[0] != '\0')
+		return xd->arch_store != NULL ? json_incref(xd->arch_store) :
+		    json_array();
+	return xd_arch_list(xd->cfg);
 }
 
 void
@@ -579,7 +638,7 @@ xd_box_storage(struct xd *xd, struct xd_storage *s, int archives)
 	s->headroom = (int64_t)s->free - (int64_t)s->unallocated -
 	    (int64_t)s->reserve;
 archives:
-	if (!archives || (list = xd_arch_list(c)) == NULL)
+	if (!archives || (list = xd_arch_list_shown(xd)) == NULL)
 		return;
 	json_array_foreach(list, i, a) {
 		s->archives += (uint64_t)json_integer_value(json_object_get(a,
@@ -980,9 +1039,11 @@ box_delete_child(void *arg)
 	 * of a box that is not running (exec_api.c, box_for_change), so
 	 * nothing moves in it: archive it (still mounted here) or drop any
 	 * archive of the id */
-	if (!b->del_archive)
-		xd_arch_discard(b->xd->cfg, ak);
-	else if (r->workspace[0] && xd_arch_write(b->xd->cfg, r,
+	if (!b->del_archive) {
+		if (xd_arch_drop(b->xd->cfg, ak, NULL, err, sizeof(err)) != 0)
+			xd_log(XD_LOG_WARN, "sandbox %s: its archive stays in "
+			    "the store: %s", r->chat, err);
+	} else if (r->workspace[0] && xd_arch_write(b->xd->cfg, r,
 	    b->lim.disk_bytes, b->del_reason, &meta, err, sizeof(err)) != 0) {
 		char m[XD_ERR_MAX + 160];
 
@@ -1006,7 +1067,10 @@ box_delete_child(void *arg)
 	    c->arch_max_bytes) {
 		char m[XD_ERR_MAX];
 
-		xd_arch_discard(c, ak);
+		if (xd_arch_drop(c, ak, json_string_value(json_object_get(meta,
+		    "sha256")), err, sizeof(err)) != 0)
+			xd_log(XD_LOG_WARN, "sandbox %s: its archive stays in "
+			    "the store: %s", r->chat, err);
 		snprintf(m, sizeof(m), "archive failed: %lld bytes, more than "
 		    "lifecycle.archive_max_bytes_per_tenant (%llu): not kept",
 		    (long long)json_integer_value(json_object_get(meta,
@@ -1018,6 +1082,8 @@ box_delete_child(void *arg)
 		res = del_fail(500, "internal", m, resumed, 1, "failed");
 		json_object_set_new(res, "broker_deleted", json_boolean(
 		    be.status == 0));
+		/* the same again next time: not tried again on its own */
+		json_object_set_new(res, "archive_final", json_true());
 		return res;
 	}
 	if (meta != NULL && (live = live_ids(b->xd)) != NULL) {
@@ -1094,8 +1160,11 @@ box_delete_done(void *arg, json_t *res)
 			berr(&e, 500, "internal", "the delete worker died");
 		else
 			perr_from(&e, res, "delete failed");
-		if (json_is_string(json_object_get(res, "archive")))
+		if (json_is_string(json_object_get(res, "archive"))) {
 			b->xd->stats.archive_failed++;
+			b->arch_failed = !json_is_true(json_object_get(res,
+			    "archive_final"));
+		}
 		/* what the worker did, which its fork did to its own copy */
 		if (json_is_true(json_object_get(res, "resumed")))
 			b->rec.suspended = 0;
@@ -1559,6 +1628,22 @@ lc_removed(void *arg, struct xd_box *b, struct xd_perr *e)
 	    "{s:s,s:O?}", "reason", "idle", "archive", b->archived));
 }
 
+/* A delete whose archive failed, tried again by the sweep. */
+static void
+arch_retried(void *arg, struct xd_box *b, struct xd_perr *e)
+{
+	(void)arg;
+	if (b == NULL) {
+		xd_log(XD_LOG_WARN, "archive tried again, failed: %s", e->msg);
+		xd_perr_clear(e);
+		return;
+	}
+	xd_log(XD_LOG_INFO, "sandbox %s: archived at last and removed",
+	    b->rec.chat);
+	lc_audit(b, "remove", "sluice-execd", "daemon", 200, NULL, json_pack(
+	    "{s:s,s:O?}", "reason", b->del_reason, "archive", b->archived));
+}
+
 static void
 lc_suspend(struct xd_box *b, int64_t idle)
 {
@@ -1620,9 +1705,12 @@ arch_sweep_child(void *arg)
 
 	if (live == NULL)
 		return NULL;
-	ev = xd_arch_sweep(xd->cfg, NULL, NULL, live, (int64_t)time(NULL));
+	json_t *kept = NULL;
+
+	ev = xd_arch_sweep_kept(xd->cfg, NULL, NULL, live, (int64_t)time(NULL),
+	    &kept);
 	json_decref(live);
-	return json_pack("{s:o?}", "evicted", ev);
+	return json_pack("{s:o?,s:o?}", "evicted", ev, "store", kept);
 }
 
 static void
@@ -1632,6 +1720,11 @@ arch_sweep_done(void *arg, json_t *res)
 
 	xd->arch_sweeping = 0;
 	arch_evicted_note(xd, json_object_get(res, "evicted"));
+	/* the store's archives for health and metrics, as listed */
+	if (json_is_array(json_object_get(res, "store"))) {
+		json_decref(xd->arch_store);
+		xd->arch_store = json_incref(json_object_get(res, "store"));
+	}
 	json_decref(res);
 }
 
@@ -1732,6 +1825,36 @@ lc_sweep(evutil_socket_t fd, short what, void *arg)
 		if (xd->draining || lc_busy(b))
 			continue;
 		idle = now - b->rec.last_used;
+		/* stopped by an archive that failed (the store unreachable or
+		 * refusing, a full disk): the delete it was is tried again on
+		 * its own, after a sweep's period and then twice as long each
+		 * time (at most LC_RETRY_MAX_S), whatever remove_after says;
+		 * the workspace waits for it */
+		if (b->state == XD_BOX_STOPPED && b->arch_failed) {
+			if (b->lc_backoff <= 0) {
+				b->lc_backoff = lc_period(c);
+				b->lc_retry = now + b->lc_backoff;
+				continue;
+			}
+			if (now < b->lc_retry)
+				continue;
+			b->lc_backoff *= 2;
+			if (b->lc_backoff > LC_RETRY_MAX_S)
+				b->lc_backoff = LC_RETRY_MAX_S;
+			b->lc_retry = now + b->lc_backoff;
+			memset(&e, 0, sizeof(e));
+			xd_log(XD_LOG_INFO, "sandbox %s: its archive failed: "
+			    "trying again (next in %ld s should it fail)",
+			    b->rec.chat, b->lc_backoff);
+			if (xd_box_delete(b, 1, b->del_reason[0] ?
+			    b->del_reason : "delete", arch_retried, xd, &e) !=
+			    0) {
+				xd_log(XD_LOG_WARN, "sandbox %s: cannot archive: "
+				    "%s", b->rec.chat, e.msg);
+				xd_perr_clear(&e);
+			}
+			continue;
+		}
 		if (c->remove_after > 0 && idle >= c->remove_after &&
 		    now >= b->lc_retry) {
 			memset(&e, 0, sizeof(e));

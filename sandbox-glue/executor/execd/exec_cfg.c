@@ -325,6 +325,90 @@ cfail(struct cx *x, const char *key, int at_key, const char *fmt, ...)
 	return -1;
 }
 
+/* lifecycle.archive_store: a directory (archive_dir's other name) or
+ * "s3://bucket/prefix" with lifecycle.archive_s3 {endpoint, region,
+ * access_key_file, secret_key_file} (exec_s3.c). */
+static int c_str(struct cx *x, json_t *o, const char *key, char *buf,
+    size_t len, int abs_path);
+static int c_obj(struct cx *x, json_t *o, const char *key, json_t **out);
+static int c_keys(struct cx *x, json_t *o, const char *const *keys);
+
+static int
+cfg_store(struct cx *x, json_t *o, struct xd_cfg *c,
+    const char *const *s3keys)
+{
+	char st[SBX_PATH_MAX], e[XD_ERR_MAX], key[256];
+	json_t *s3;
+	int rc;
+
+	st[0] = '\0';
+	if (c_str(x, o, "archive_store", st, sizeof(st), 0) != 0 ||
+	    c_obj(x, o, "archive_s3", &s3) != 0)
+		return -1;
+	if (strncmp(st, "s3://", 5) != 0) {
+		if (s3 != NULL)
+			return cfail(x, "archive_s3", 1, "only with an "
+			    "archive_store of s3://bucket/prefix");
+		if (st[0] == '\0')
+			return 0;
+		if (st[0] != '/')
+			return cfail(x, "archive_store", 0, "an absolute path "
+			    "(a local directory) or s3://bucket/prefix");
+		if (json_object_get(o, "archive_dir") != NULL &&
+		    strcmp(st, c->archive_dir) != 0)
+			return cfail(x, "archive_store", 0, "archive_dir names "
+			    "another directory (archive_store is its other "
+			    "name: set one)");
+		if (strlen(st) >= sizeof(c->archive_dir) - SBX_ID_MAX - 32)
+			return cfail(x, "archive_store", 0, "a path too long");
+		snprintf(c->archive_dir, sizeof(c->archive_dir), "%s", st);
+		return 0;
+	}
+	if (xd_s3_parse_url(st, &c->s3, e, sizeof(e)) != 0)
+		return cfail(x, "archive_store", 0, "%s", e);
+	if (s3 == NULL)
+		return cfail(x, "archive_store", 0, "an s3:// store needs "
+		    "lifecycle.archive_s3 {endpoint, region, access_key_file, "
+		    "secret_key_file}");
+	x->path[x->depth++] = "archive_s3";
+	snprintf(c->s3.region, sizeof(c->s3.region), "us-east-1");
+	if (c_keys(x, s3, s3keys) != 0 ||
+	    c_str(x, s3, "endpoint", c->s3.endpoint, sizeof(c->s3.endpoint),
+	    0) != 0 || c_str(x, s3, "region", c->s3.region,
+	    sizeof(c->s3.region), 0) != 0 ||
+	    c_str(x, s3, "access_key_file", c->s3.access_key_file,
+	    sizeof(c->s3.access_key_file), 1) != 0 ||
+	    c_str(x, s3, "secret_key_file", c->s3.secret_key_file,
+	    sizeof(c->s3.secret_key_file), 1) != 0)
+		return -1;
+	rc = -1;
+	if (xd_s3_endpoint_ok(c->s3.endpoint, e, sizeof(e)) != 0)
+		cfail(x, "endpoint", 0, "%s", e);
+	else if (c->s3.region[0] == '\0' || strpbrk(c->s3.region, "/ \n") !=
+	    NULL)
+		cfail(x, "region", 0, "a region's name (us-east-1)");
+	else if (c->s3.access_key_file[0] == '\0')
+		cfail(x, "access_key_file", 0, "needed (a file of one line, "
+		    "mode 0600)");
+	else if (c->s3.secret_key_file[0] == '\0')
+		cfail(x, "secret_key_file", 0, "needed (a file of one line, "
+		    "mode 0600)");
+	/* read now so that a key anyone may read is refused at the
+	 * start (each request reads them again: a fixed key needs no
+	 * restart) */
+	else if (xd_s3_key_read(c->s3.access_key_file, key, sizeof(key), e,
+	    sizeof(e)) != 0)
+		cfail(x, "access_key_file", 0, "%s", e);
+	else if (OPENSSL_cleanse(key, sizeof(key)), xd_s3_key_read(
+	    c->s3.secret_key_file, key, sizeof(key), e, sizeof(e)) != 0)
+		cfail(x, "secret_key_file", 0, "%s", e);
+	else
+		rc = 0;
+	OPENSSL_cleanse(key, sizeof(key));
+	x->depth--;
+	return rc;
+}
+
 /* ---- typed members ---- */
 
 static int
@@ -761,7 +845,10 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	    "opensandbox", NULL };
 	static const char *const fkeys[] = { "idle_after", "remove_after",
 	    "archive_dir", "archive_max_age", "archive_max_count_per_tenant",
-	    "archive_max_bytes_per_tenant", NULL };
+	    "archive_max_bytes_per_tenant", "archive_store", "archive_s3",
+	    NULL };
+	static const char *const s3keys[] = { "endpoint", "region",
+	    "access_key_file", "secret_key_file", NULL };
 	static const char *const lkeys[] = { "path", NULL };
 	static const char *const skeys[] = { "group", "mode", NULL };
 	static const char *const akeys[] = { "file_bytes", "count",
@@ -937,6 +1024,8 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 		    &c->arch_max_count, 0, 100000000) != 0 ||
 		    c_u64(&x, o, "archive_max_bytes_per_tenant",
 		    &c->arch_max_bytes, 1, 1) != 0)
+			goto out;
+		if (cfg_store(&x, o, c, s3keys) != 0)
 			goto out;
 		if (c->idle_after && c->remove_after && c->remove_after <
 		    c->idle_after) {
@@ -1249,6 +1338,16 @@ xd_cfg_json(const struct xd_cfg *c)
 		    (json_int_t)c->arch_max_count,
 		    "archive_max_bytes_per_tenant",
 		    (json_int_t)c->arch_max_bytes));
+		json_object_set_new(json_object_get(o, "lifecycle"),
+		    "archive_store", json_string(c->s3.url[0] ? c->s3.url :
+		    c->archive_dir));
+		/* the key files' paths, never what they hold */
+		if (c->s3.url[0])
+			json_object_set_new(json_object_get(o, "lifecycle"),
+			    "archive_s3", json_pack("{s:s,s:s,s:s,s:s}",
+			    "endpoint", c->s3.endpoint, "region", c->s3.region,
+			    "access_key_file", c->s3.access_key_file,
+			    "secret_key_file", c->s3.secret_key_file));
 		json_object_set_new(json_object_get(o, "quotas"), "commands",
 		    json_integer((json_int_t)c->max_cmds));
 		json_object_set_new(json_object_get(o, "quotas"),

@@ -11,6 +11,8 @@
  *                  paths, Range, the create and command bodies, limits):
  *                  no I/O, so tests/fuzz/fuzz_execapi.c drives them
  *   exec_http.c    replies: JSON, the error shape, text of output bytes
+ *   exec_s3.c      the archive store in S3-compatible storage: SigV4,
+ *                  uploads in parts, lists (blocking: in workers only)
  *   exec_cfg.c     the configuration: defaults, JSON with line:column
  *                  errors, token files hashed, --print-config
  *   exec_gate.c    the TCP listener's connections: caps, the head's
@@ -195,6 +197,18 @@ struct xd_os_cfg {
 	size_t nimages;
 };
 
+/* lifecycle.archive_store "s3://bucket/prefix" and lifecycle.archive_s3
+ * (exec_s3.c) */
+struct xd_s3 {
+	char url[512];                  /* "": no store, archive_dir only */
+	char bucket[64];
+	char prefix[256];
+	char endpoint[256];             /* http(s)://host[:port] */
+	char region[64];
+	char access_key_file[SBX_PATH_MAX];
+	char secret_key_file[SBX_PATH_MAX];
+};
+
 struct xd_cfg {
 	char runtime_dir[SBX_PATH_MAX];
 	char state_dir[SBX_PATH_MAX];
@@ -227,6 +241,10 @@ struct xd_cfg {
 	 * archived and removed (0: never) */
 	long idle_after, remove_after;
 	char archive_dir[SBX_PATH_MAX];
+	/* lifecycle.archive_store "s3://...": archive_dir is then only
+	 * where an archive is made and fetched to (url "" : the archives
+	 * live in archive_dir) */
+	struct xd_s3 s3;
 	/* the archives: expired this long after they were made, and at
 	 * most so many and so many bytes per tenant (0: no limit) */
 	long arch_max_age;
@@ -596,6 +614,56 @@ int xd_ws_make(const char *mke2fs, const struct sbx_rec *r,
  * the loop device is released with its last mount. */
 int xd_ws_remove(const struct sbx_rec *r);
 
+/* ---- exec_s3.c: the archive store in S3 (blocking: in workers) ---- */
+
+/* Each request reads the key files (xd_s3_key_read) and signs itself
+ * (AWS Signature V4, path-style); errors name the method, the object
+ * and the store's code, never a key. */
+/* A file's upload: one PUT up to this, else a multipart upload in parts
+ * of it (the only buffer). */
+#define XD_S3_PART	(8u << 20)
+/* "s3://bucket/prefix" into s (bucket, prefix without slashes at its
+ * ends, url): -1 with err. */
+int xd_s3_parse_url(const char *url, struct xd_s3 *s, char *err,
+    size_t len) SLUICE_MUSTCHECK;
+/* "http(s)://host[:port]": -1 with err. */
+int xd_s3_endpoint_ok(const char *ep, char *err, size_t len)
+    SLUICE_MUSTCHECK;
+/* A key file's one line into out: the file must be a regular file of
+ * the daemon's uid readable by no group or other; -1 with err (which
+ * names the path, never the text). */
+int xd_s3_key_read(const char *path, char *out, size_t len, char *err,
+    size_t elen) SLUICE_MUSTCHECK;
+/* Object name (under the prefix) from buf / from fd (from its start;
+ * multipart past XD_S3_PART): 0, -1 with err. */
+int xd_s3_put_mem(const struct xd_s3 *s, const char *name, const void *buf,
+    size_t n, char *err, size_t len) SLUICE_MUSTCHECK;
+int xd_s3_put_file(const struct xd_s3 *s, const char *name, int fd,
+    char *err, size_t len) SLUICE_MUSTCHECK;
+/* The object written to fd (at most max bytes, else it fails): 0, 1
+ * none, -1 with err. */
+int xd_s3_get_fd(const struct xd_s3 *s, const char *name, int fd,
+    uint64_t max, char *err, size_t len) SLUICE_MUSTCHECK;
+/* The object in memory (NUL-terminated, *n bytes, at most max): *rc 0,
+ * 1 none (NULL), -1 with err (NULL). */
+char *xd_s3_get_mem(const struct xd_s3 *s, const char *name, size_t max,
+    size_t *n, int *rc, char *err, size_t len);
+/* Removed (none: 0 too): 0, -1 with err. */
+int xd_s3_delete(const struct xd_s3 *s, const char *name, char *err,
+    size_t len) SLUICE_MUSTCHECK;
+/* The objects right under the prefix: [{name, key, size, mtime}], every
+ * page of ListObjectsV2; NULL with err. */
+json_t *xd_s3_list(const struct xd_s3 *s, char *err, size_t len);
+/* Pure, for the fuzz harness: a ListObjectsV2 answer's objects appended
+ * to out as {key, size, mtime (-1 unknown)}, *truncated and the next
+ * page's token; -1 when it does not read. */
+int xd_s3_list_parse(const char *xml, size_t n, json_t *out, char *token,
+    size_t tlen, int *truncated);
+/* The text of the first <tag> of an answer (an error's Code, an
+ * UploadId): 0, -1 none. */
+int xd_s3_xml_text(const char *xml, size_t n, const char *tag, char *out,
+    size_t len);
+
 /* ---- exec_arch.c (blocking: in workers) ---- */
 
 /* Archive r->workspace (the sandbox destroyed) as <archive_dir>/<id>
@@ -639,11 +707,35 @@ json_t *xd_arch_list(const struct xd_cfg *c);
  * [{file, reason "orphan", bytes}].  Blocking: in workers. */
 json_t *xd_arch_sweep(const struct xd_cfg *c, const char *tenant,
     const char *keep, json_t *live, int64_t now);
+/* The same, and with an S3 store *kept: the store's archives the sweep
+ * left (xd_arch_list's entries; NULL when the store did not answer). */
+json_t *xd_arch_sweep_kept(const struct xd_cfg *c, const char *tenant,
+    const char *keep, json_t *live, int64_t now, json_t **kept);
 /* At start: archives of a tenant made before ids were per tenant
  * (named by their id, no "key") renamed to their key (xd_key). */
 void xd_arch_adopt(const struct xd_cfg *c);
-/* Remove id's archive (none: nothing). */
+/* Remove id's archive (none: nothing).  The local one only: the loop
+ * may call it. */
 void xd_arch_discard(const struct xd_cfg *c, const char *id);
+/* Remove key's archive here and, with a store, the store's (sha not
+ * NULL: only while the store's is the archive of that SHA-256; another
+ * host's newer one stays): 0, -1 with err (the store's failed).
+ * Blocking: in workers. */
+int xd_arch_drop(const struct xd_cfg *c, const char *key, const char *sha,
+    char *err, size_t len);
+/* With a store: the store's archive of key fetched into archive_dir
+ * (the local one dropped first, the store's being the archive), ready
+ * for xd_arch_restore: 0 with *found (0: none there), -1 with err (the
+ * store failed: nothing may be created over an archive it holds).
+ * Blocking: in the create worker. */
+int xd_arch_fetch(const struct xd_cfg *c, const char *key, int *found,
+    char *err, size_t len) SLUICE_MUSTCHECK;
+/* With a store: key's metadata there (*rc 0), NULL with *rc 1 none or -1
+ * (err); the store's archives as xd_arch_list's entries (NULL with
+ * err).  Blocking: in workers. */
+json_t *xd_arch_store_meta(const struct xd_cfg *c, const char *key, int *rc,
+    char *err, size_t len);
+json_t *xd_arch_store_list(const struct xd_cfg *c, char *err, size_t len);
 /* Restore id's archive into the new, empty r->workspace as r->host_uid
  * (exec_arch.c says what is checked): 0 with *out NULL (no archive) or
  * {files, bytes, skipped, archived, sha256, reason}; -1 with err and
@@ -898,6 +990,10 @@ struct xd_box {
 	json_t *restored;               /* what was restored, NULL none */
 	int del_archive;                /* delete: archive the workspace */
 	char del_reason[16];            /* "delete", "idle" */
+	int arch_failed;                /* STOPPED by an archive that failed
+	                                 * (the store unreachable, a wrong
+	                                 * key, a full disk): archived again
+	                                 * by the sweep, with backoff */
 	json_t *archived;               /* delete: the archive made */
 	/* create: the credentials asked for (xd_create_spec) */
 	char creds[XD_CREDS_MAX][SBX_ID_MAX + 1];
@@ -974,6 +1070,9 @@ struct xd_storage {
 };
 /* archives: list the archives too (reads each one's metadata). */
 void xd_box_storage(struct xd *xd, struct xd_storage *s, int archives);
+/* The archives health and metrics show: archive_dir's (xd_arch_list),
+ * or with an S3 store the store's as the last sweep listed them. */
+json_t *xd_arch_list_shown(struct xd *xd);
 /* Live sandboxes (creating or running) in total, of tenant, of user. */
 void xd_box_counts(struct xd *xd, const char *tenant, const char *user,
     long *total, long *nt, long *nu);
@@ -1063,6 +1162,10 @@ struct xd {
 	struct usock_id sock_id;
 	struct event *ev_sweep;         /* exec_box.c: the lifecycle */
 	int arch_sweeping;              /* exec_box.c: its archive worker */
+	json_t *arch_store;             /* with an S3 store: its archives
+	                                 * (xd_arch_list's entries) as the
+	                                 * last sweep left them, for health
+	                                 * and metrics (NULL: none yet) */
 	struct xd_gate *gate;           /* exec_gate.c: tcp.listen's */
 	uint64_t reply_queued;          /* file and exec answers' bytes
 	                                 * queued */
