@@ -136,6 +136,18 @@ on_stop(int sig)
 	stop_flag = 1;
 }
 
+static void verrx_msg(const char *fmt, va_list ap)
+    __attribute__((format(printf, 1, 0)));
+
+/* "sluicectl: " and the message, a line on stderr. */
+static void
+verrx_msg(const char *fmt, va_list ap)
+{
+	fputs("sluicectl: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
 static void errx_msg(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
 
@@ -144,11 +156,9 @@ errx_msg(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("sluicectl: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	verrx_msg(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 static void
@@ -202,11 +212,10 @@ usage_error(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("sluicectl: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	verrx_msg(fmt, ap);
 	va_end(ap);
-	fputs("\n(sluicectl --help for usage)\n", stderr);
+	fputs("(sluicectl --help for usage)\n", stderr);
 	return EX_USAGE;
 }
 
