@@ -11,7 +11,6 @@
 #include <ftw.h>
 #include <grp.h>
 #include <limits.h>
-#include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdint.h>
@@ -330,15 +329,8 @@ helper_fork(void (*child)(int fd, const void *arg), const void *arg,
 static ssize_t
 helper_first_word(int fd, char *msg, size_t size)
 {
-	struct pollfd pf;
-	int r;
-
-	pf.fd = fd;
-	pf.events = POLLIN;
-	do
-		r = poll(&pf, 1, 10000);
-	while (r < 0 && errno == EINTR);
-	return r > 0 ? recv(fd, msg, size, 0) : -1;
+	return util_wait_readable(fd, 10000) > 0 ? recv(fd, msg, size, 0) :
+	    -1;
 }
 
 /* A helper that did not start: close its socket and reap it. */

@@ -5,10 +5,12 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "proxy/lib/util.h"
@@ -172,4 +174,40 @@ util_utf8_seq(const unsigned char *s, size_t n, uint32_t *cp, size_t *bad)
 	}
 	*cp = v;
 	return (int)need + 1;
+}
+
+ssize_t
+util_recv(int fd, void *buf, size_t len, int flags)
+{
+	ssize_t n;
+
+	do
+		n = recv(fd, buf, len, flags);
+	while (n < 0 && errno == EINTR);
+	return n;
+}
+
+ssize_t
+util_send(int fd, const void *buf, size_t len, int flags)
+{
+	ssize_t n;
+
+	do
+		n = send(fd, buf, len, flags);
+	while (n < 0 && errno == EINTR);
+	return n;
+}
+
+int
+util_wait_readable(int fd, int timeout_ms)
+{
+	struct pollfd pf;
+	int n;
+
+	pf.fd = fd;
+	pf.events = POLLIN;
+	do
+		n = poll(&pf, 1, timeout_ms);
+	while (n < 0 && errno == EINTR);
+	return n;
 }

@@ -64,4 +64,19 @@ void util_strv_free(char **v, size_t n);
  */
 const char *util_http_phrase(int status);
 
+/*
+ * recv(2) and send(2) again while a signal interrupts them: what the
+ * call returns, errno set on -1.  For the helpers' sockets, where a
+ * signal is no reason to give up.
+ */
+ssize_t util_recv(int fd, void *buf, size_t len, int flags);
+ssize_t util_send(int fd, const void *buf, size_t len, int flags);
+
+/*
+ * Waits up to timeout_ms for fd to be readable, again with the whole
+ * timeout when a signal interrupts (a signal may lengthen the wait):
+ * poll(2)'s answer, > 0 readable, 0 timed out, -1 with errno.
+ */
+int util_wait_readable(int fd, int timeout_ms);
+
 #endif /* SLUICE_UTIL_H */
