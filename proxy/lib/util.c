@@ -211,3 +211,12 @@ util_wait_readable(int fd, int timeout_ms)
 	while (n < 0 && errno == EINTR);
 	return n;
 }
+
+int64_t
+util_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}

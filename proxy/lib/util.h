@@ -79,4 +79,7 @@ ssize_t util_send(int fd, const void *buf, size_t len, int flags);
  */
 int util_wait_readable(int fd, int timeout_ms);
 
+/* CLOCK_MONOTONIC in milliseconds: for deadlines and durations. */
+int64_t util_now_ms(void);
+
 #endif /* SLUICE_UTIL_H */

@@ -48,15 +48,6 @@ struct conn {
 	int intr_seen;          /* intr->fd was readable: deadline cut */
 };
 
-static int64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- response parsing ---- */
 
 static int
@@ -503,7 +494,7 @@ wait_fd(struct conn *c, short events)
 	int r;
 
 	for (;;) {
-		left = c->deadline - now_ms();
+		left = c->deadline - util_now_ms();
 		if (left <= 0) {
 			errno = c->intr_seen ? EINTR : ETIMEDOUT;
 			return -1;
@@ -523,8 +514,8 @@ wait_fd(struct conn *c, short events)
 		r = poll(pfd, nfds, left > INT_MAX ? INT_MAX : (int)left);
 		if (r > 0 && nfds == 2 && pfd[1].revents != 0) {
 			c->intr_seen = 1;
-			if (c->deadline > now_ms() + c->intr->grace_ms)
-				c->deadline = now_ms() + c->intr->grace_ms;
+			if (c->deadline > util_now_ms() + c->intr->grace_ms)
+				c->deadline = util_now_ms() + c->intr->grace_ms;
 			if (pfd[0].revents == 0)
 				continue;
 		}
@@ -900,7 +891,7 @@ open_target(struct conn *c, const struct ctlh_target *t, char *err,
 	char host[256], port[8];
 	enum ctlh_rc rc;
 
-	c->deadline = now_ms() + (t->timeout_ms > 0 ? t->timeout_ms : 30000);
+	c->deadline = util_now_ms() + (t->timeout_ms > 0 ? t->timeout_ms : 30000);
 	c->intr = t->intr;
 	if (t->token != NULL && !token_ok(t->token)) {
 		errf(err, errlen, "the token holds spaces or control "

@@ -39,6 +39,7 @@
 #include "proxy/sluicectl/ctl_log.h"
 #include "policy/policy.h"
 #include "proxy/lib/jsonstrict.h"
+#include "proxy/lib/util.h"
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "0"
@@ -1074,15 +1075,6 @@ decision_valid(const char *s)
 	return 0;
 }
 
-static int64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* A string field of a server document, sanitised for a terminal. */
 static const char *
 field(const json_t *doc, const char *key, char *buf, size_t buflen)
@@ -1326,7 +1318,7 @@ item_upsert(struct watch *w, const json_t *p)
 		json_decref(it->doc);
 	}
 	it->doc = json_deep_copy(p);
-	it->deadline = mono_ms() + (left > 0 ? (int64_t)left * 1000 : 0);
+	it->deadline = util_now_ms() + (left > 0 ? (int64_t)left * 1000 : 0);
 	w->dirty = 1;
 }
 
@@ -1362,7 +1354,7 @@ watch_answer(struct watch *w, struct pitem *it, const char *decision)
 	if (rc != CTLH_OK) {
 		clog_sanitize(err, strlen(err), m, sizeof(m), 500);
 		watch_msg(w, "%s: %s not sent: %s", id, decision, m);
-		it->retry_at = mono_ms() + 1000;
+		it->retry_at = util_now_ms() + 1000;
 		return;
 	}
 	if (r.status >= 200 && r.status < 300) {
@@ -1380,7 +1372,7 @@ watch_answer(struct watch *w, struct pitem *it, const char *decision)
 		if (r.status == 404 || r.status == 409)
 			item_remove(w, it);
 		else
-			it->retry_at = mono_ms() + 1000;
+			it->retry_at = util_now_ms() + 1000;
 	}
 	ctlh_resp_free(&r);
 }
@@ -1487,7 +1479,7 @@ watch_connect(struct watch *w)
 		return (int)rc;
 	}
 	ctlh_sse_reset(&w->sse);
-	w->last_bytes = mono_ms();
+	w->last_bytes = util_now_ms();
 	/* bytes that came with the head wait in the stream, not in the
 	 * socket: poll(2) would not report them */
 	watch_read(w);
@@ -1504,7 +1496,7 @@ watch_retry(struct watch *w)
 		w->quit = 1;
 		return;
 	}
-	w->reconnect_at = mono_ms() + ((int64_t)WATCH_BACKOFF0_MS <<
+	w->reconnect_at = util_now_ms() + ((int64_t)WATCH_BACKOFF0_MS <<
 	    (w->attempts - 1));
 }
 
@@ -1520,10 +1512,10 @@ watch_drop(struct watch *w, const char *why)
 	/* plain mode keeps stdout for prompts and answers */
 	if (w->tty)
 		watch_msg(w, "event stream lost (%s): reconnecting in %lld ms",
-		    why, (long long)(w->reconnect_at - mono_ms()));
+		    why, (long long)(w->reconnect_at - util_now_ms()));
 	else
 		errx_msg("event stream lost (%s): reconnecting in %lld ms",
-		    why, (long long)(w->reconnect_at - mono_ms()));
+		    why, (long long)(w->reconnect_at - util_now_ms()));
 }
 
 /* Read what the stream has; on its end schedule a reconnect. */
@@ -1542,7 +1534,7 @@ watch_read(struct watch *w)
 			watch_drop(w, n == 0 ? "closed" : err);
 			return;
 		}
-		w->last_bytes = mono_ms();
+		w->last_bytes = util_now_ms();
 		/* a good read means the connection is back for real */
 		w->attempts = 0;
 		if (ctlh_sse_feed(&w->sse, buf, (size_t)n, on_event, w, err,
@@ -1645,7 +1637,7 @@ watch_stdin(struct watch *w)
 static void
 watch_expire(struct watch *w)
 {
-	int64_t now = mono_ms();
+	int64_t now = util_now_ms();
 	size_t i;
 
 	for (i = w->n; i-- > 0;)
@@ -1658,7 +1650,7 @@ watch_expire(struct watch *w)
 static void
 watch_auto(struct watch *w)
 {
-	int64_t now = mono_ms();
+	int64_t now = util_now_ms();
 	size_t i;
 	int k;
 
@@ -1694,7 +1686,7 @@ static void
 watch_draw(struct watch *w)
 {
 	struct pitem *cur = item_current(w);
-	int64_t now = mono_ms();
+	int64_t now = util_now_ms();
 	char s[40], te[40], u[40], m[16], hp[400], wt[16], left[32], pth[80];
 	char id[80];
 	size_t i;
@@ -1774,7 +1766,7 @@ prompts_watch(const struct opts *o)
 	watch_msg(&w, "watching for prompts (%zu pending)", w.n);
 	w.dirty = 1;
 	while (!w.quit && !stop_flag) {
-		now = mono_ms();
+		now = util_now_ms();
 		watch_expire(&w);
 		if (w.autoans != NULL)
 			watch_auto(&w);
