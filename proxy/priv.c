@@ -255,6 +255,26 @@ static const struct fw_helper_ops helper_ops = {
 	fw_apply, fw_verify, fw_remove, fw_table_exists, helper_log, fw_update
 };
 
+/*
+ * In a helper, once what it needs as root is done: only fd stays open,
+ * it becomes u keeping the capabilities in keep, and (a change of uid
+ * makes a process dumpable again) nothing may attach.  0, or -1 with
+ * err.
+ */
+static int
+helper_confine(int fd, uint64_t keep, const struct priv_user *u,
+    char *err, size_t errlen)
+{
+	if (close_others(fd) != 0) {
+		snprintf(err, errlen, "cannot close descriptors");
+		return -1;
+	}
+	if (caps_limit(keep, u, 0, NULL, 0, err, errlen) != 0)
+		return -1;
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	return 0;
+}
+
 /* What the firewall helper is started with. */
 struct fw_helper_args {
 	const char *table;
@@ -274,14 +294,11 @@ helper_main(int fd, const void *arg)
 	signal(SIGINT, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
 	prctl(PR_SET_NAME, "sluiced-fw", 0, 0, 0);
-	if (close_others(fd) != 0 ||
-	    caps_limit(UINT64_C(1) << CAP_NET_ADMIN, a->u, 0, NULL, 0, err,
+	if (helper_confine(fd, UINT64_C(1) << CAP_NET_ADMIN, a->u, err,
 	    sizeof(err)) != 0) {
-		px_log(PX_ERR, "firewall helper: %s",
-		    err[0] ? err : "cannot close descriptors");
+		px_log(PX_ERR, "firewall helper: %s", err);
 		_exit(1);
 	}
-	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	rc = fw_helper_run(fd, a->table, &helper_ops);
 	px_log(PX_DEBUG, "firewall helper: the proxy closed its socket; "
 	    "exiting, the table stays");
@@ -408,14 +425,8 @@ signer_main(int fd, const void *arg)
 	 * not the proxy's user's to read */
 	if (signer_load_key(a->key_file, key, &keylen, err, sizeof(err)) != 0)
 		goto fail;
-	if (close_others(fd) != 0) {
-		snprintf(err, sizeof(err), "cannot close descriptors");
+	if (helper_confine(fd, 0, a->u, err, sizeof(err)) != 0)
 		goto fail;
-	}
-	if (caps_limit(0, a->u, 0, NULL, 0, err, sizeof(err)) != 0)
-		goto fail;
-	/* a change of uid makes a process dumpable again */
-	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	signer_say(fd, NULL);
 	rc = signer_serve(fd, key, keylen, a->seq, a->hash);
 	OPENSSL_cleanse(key, sizeof(key));
@@ -508,13 +519,8 @@ ca_main(int fd, const void *arg)
 		px_log(PX_INFO, "inspection CA made: %s (key %s); sandboxes "
 		    "trust it through sluiced --print-inspect-ca", a->cert_path,
 		    a->key_path);
-	if (close_others(fd) != 0) {
-		snprintf(err, sizeof(err), "cannot close descriptors");
+	if (helper_confine(fd, 0, a->u, err, sizeof(err)) != 0)
 		goto fail;
-	}
-	if (caps_limit(0, a->u, 0, NULL, 0, err, sizeof(err)) != 0)
-		goto fail;
-	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if ((b = BIO_new(BIO_s_mem())) == NULL ||
 	    PEM_write_bio_X509(b, cert) != 1 ||
 	    (n = BIO_get_mem_data(b, &pem)) <= 0 ||
