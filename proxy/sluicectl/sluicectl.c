@@ -525,6 +525,24 @@ print_api_error(const struct ctlh_resp *r)
 }
 
 /* Call the API; body is stolen.  EX_OK with rp->doc set on 2xx. */
+/* The exit status, and the message, of a call that got no HTTP answer
+ * (rc, from ctlh_request or ctlh_stream_open, is not CTLH_OK). */
+static int
+transport_exit(enum ctlh_rc rc, const char *err)
+{
+	switch (rc) {
+	case CTLH_USAGE:
+		errx_msg("%s", err);
+		return EX_USAGE;
+	case CTLH_UNREACHABLE:
+		errx_msg("cannot reach sluiced: %s", err);
+		return EX_UNREACHABLE;
+	default:
+		errx_msg("bad answer from sluiced: %s", err);
+		return EX_SERVER;
+	}
+}
+
 static int
 api(const struct opts *o, const char *method, const char *path,
     json_t *body, struct reply *rp)
@@ -549,20 +567,8 @@ api(const struct opts *o, const char *method, const char *path,
 	}
 	rc = ctlh_request(&t, method, path, text, &rp->resp, err, sizeof(err));
 	free(text);
-	switch (rc) {
-	case CTLH_OK:
-		break;
-	case CTLH_USAGE:
-		errx_msg("%s", err);
-		return EX_USAGE;
-	case CTLH_UNREACHABLE:
-		errx_msg("cannot reach sluiced: %s", err);
-		return EX_UNREACHABLE;
-	case CTLH_BAD_RESPONSE:
-	default:
-		errx_msg("bad answer from sluiced: %s", err);
-		return EX_SERVER;
-	}
+	if (rc != CTLH_OK)
+		return transport_exit(rc, err);
 	if (rp->resp.status >= 400) {
 		print_api_error(&rp->resp);
 		return rp->resp.status < 500 ? EX_REFUSED : EX_SERVER;
@@ -1459,19 +1465,8 @@ watch_connect(struct watch *w)
 	}
 	rc = ctlh_stream_open(&t, "/v1/events", headers, &w->st, &r, err,
 	    sizeof(err));
-	switch (rc) {
-	case CTLH_OK:
-		break;
-	case CTLH_USAGE:
-		errx_msg("%s", err);
-		return EX_USAGE;
-	case CTLH_UNREACHABLE:
-		errx_msg("cannot reach sluiced: %s", err);
-		return EX_UNREACHABLE;
-	default:
-		errx_msg("bad answer from sluiced: %s", err);
-		return EX_SERVER;
-	}
+	if (rc != CTLH_OK)
+		return transport_exit(rc, err);
 	if (w->st == NULL) {
 		print_api_error(&r);
 		rc = r.status >= 400 && r.status < 500 ? EX_REFUSED : EX_SERVER;
