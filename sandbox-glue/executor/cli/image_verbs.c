@@ -80,7 +80,8 @@ cmd_image_build(const struct sbx_cfg *c, int json, int cached,
 	o.timeout_s = 3600;
 	o.verbose = !json;
 	if ((rc = sbx_image_build(&o, &r, err, sizeof(err))) != 0)
-		run_die(img_exit(rc), "image build %s: %s", profile, run_safe(err));
+		run_die(img_exit(rc), "image build %s: %s", profile,
+		    run_safe(err));
 	if (json) {
 		json_out(json_pack("{s:s,s:s,s:s,s:b,s:b,s:I,s:I,s:I,s:I}",
 		    "profile", profile, "digest", r.digest, "inputs", r.inputs,
@@ -164,7 +165,8 @@ image_verb(const struct sbx_cfg *c, int json, int cached, char **args)
 			else if (prof == NULL && args[i][0] != '-')
 				prof = args[i];
 			else
-				run_die(EX_USAGE, "image build [--cached] PROFILE");
+				run_die(EX_USAGE,
+				    "image build [--cached] PROFILE");
 		return cmd_image_build(c, json, cached, prof);
 	}
 	if (strcmp(args[0], "list") == 0)
@@ -182,7 +184,8 @@ image_verb(const struct sbx_cfg *c, int json, int cached, char **args)
 			printf("removed image %s\n", d);
 		return EX_OK;
 	}
-	run_die(EX_USAGE, "image: build, list or rm, not %s", run_safe(args[0]));
+	run_die(EX_USAGE, "image: build, list or rm, not %s",
+	    run_safe(args[0]));
 }
 
 static void
@@ -246,6 +249,7 @@ image_main(int argc, char **argv)
 	if (cfg.state_dir[0] != '/')
 		run_die(EX_USAGE, "--state-dir: an absolute path");
 	if (geteuid() != 0)
-		run_die(EX_FAIL, "must run as root (the image store is root's)");
+		run_die(EX_FAIL,
+		    "must run as root (the image store is root's)");
 	return image_verb(&cfg, json, cached, argv + optind);
 }

@@ -213,7 +213,8 @@ api_error(const struct ctlh_resp *r)
 static void
 unreachable(enum ctlh_rc rc, const char *err)
 {
-	run_die(rc == CTLH_USAGE ? EX_USAGE : EX_EXECD, "%s: %s", run_safe(T.socket),
+	run_die(rc == CTLH_USAGE ? EX_USAGE : EX_EXECD, "%s: %s",
+	    run_safe(T.socket),
 	    run_safe(err));
 }
 
@@ -267,7 +268,8 @@ need_id(const char *verb)
 	if (o_id == NULL)
 		run_die(EX_USAGE, "%s: --chat ID (or --id ID)", verb);
 	if (!sbx_id_ok(o_id, SBX_ID_MAX))
-		run_die(EX_USAGE, "--chat: 1 to %d of [A-Za-z0-9_.-], not starting "
+		run_die(EX_USAGE,
+		    "--chat: 1 to %d of [A-Za-z0-9_.-], not starting "
 		    "with a dot", SBX_ID_MAX);
 }
 
@@ -283,7 +285,8 @@ static void
 no_args(char **args, const char *verb)
 {
 	if (args[0] != NULL)
-		run_die(EX_USAGE, "%s: unexpected argument %s", verb, run_safe(args[0]));
+		run_die(EX_USAGE, "%s: unexpected argument %s", verb,
+		    run_safe(args[0]));
 }
 
 /* ---- text output ---- */
@@ -586,9 +589,9 @@ cmd_list(char **args)
 		ms_time(json_object_get(e, "last_used"), when, sizeof(when));
 		printf("%-24s %-12s %-12s %-9s %-7s %-10s %-10s %s\n",
 		    run_safe(jstr(e, "id")), run_safe(jstr(e, "tenant")),
-		    run_safe(jstr(e, "user")), jstr(e, "state"), jstr(e, "backend"),
-		    run_safe(jstr(e, "profile")), jstr(json_object_get(e, "network"),
-		    "tier"), when);
+		    run_safe(jstr(e, "user")), jstr(e, "state"),
+		    jstr(e, "backend"), run_safe(jstr(e, "profile")),
+		    jstr(json_object_get(e, "network"), "tier"), when);
 	}
 	json_decref(out);
 	return EX_OK;
@@ -629,8 +632,8 @@ cmd_tier(char **args)
 	ex = call_print("PATCH", path, b, &out);
 	json_decref(b);
 	if (ex == EX_OK && !opt_json)
-		printf("%s: tier %s\n", run_safe(o_id), jstr(json_object_get(out,
-		    "network"), "tier"));
+		printf("%s: tier %s\n", run_safe(o_id),
+		    jstr(json_object_get(out, "network"), "tier"));
 	json_decref(out);
 	return ex;
 }
@@ -648,8 +651,9 @@ cmd_destroy(char **args)
 	/* --discard of an id whose sandbox is gone (removed by age): only
 	 * its archive was there to drop ("deleted": false) */
 	if ((ex = call_print("DELETE", path, NULL, &out)) == EX_OK && !opt_json)
-		printf("%s: %s\n", run_safe(o_id), json_is_false(json_object_get(out,
-		    "deleted")) ? "archive discarded (no sandbox)" :
+		printf("%s: %s\n", run_safe(o_id),
+		    json_is_false(json_object_get(out, "deleted")) ?
+		    "archive discarded (no sandbox)" :
 		    "destroyed");
 	json_decref(out);
 	return ex;
@@ -968,7 +972,8 @@ slurp(size_t max, size_t *len)
 	for (;;) {
 		if (n == cap) {
 			if (cap >= max)
-				run_die(EX_TOOLARGE, "standard input: more than %zu "
+				run_die(EX_TOOLARGE,
+				    "standard input: more than %zu "
 				    "bytes", max);
 			if ((nb = realloc(b, cap * 2)) == NULL)
 				run_die(EX_FAIL, "out of memory");
@@ -996,7 +1001,8 @@ cmd_body(char **argv, const char *verb)
 	size_t i;
 
 	if ((o_shell != NULL) == (argv[0] != NULL))
-		run_die(EX_USAGE, "%s: a command after -- or --shell SCRIPT", verb);
+		run_die(EX_USAGE, "%s: a command after -- or --shell SCRIPT",
+		    verb);
 	if (o_shell != NULL)
 		json_object_set_new(b, "shell", json_string(o_shell));
 	else {
@@ -1005,7 +1011,8 @@ cmd_body(char **argv, const char *verb)
 			json_t *w = json_string(argv[i]);
 
 			if (w == NULL)
-				run_die(EX_USAGE, "%s: the API takes UTF-8 words",
+				run_die(EX_USAGE,
+				    "%s: the API takes UTF-8 words",
 				    verb);
 			json_array_append_new(a, w);
 		}
@@ -1026,7 +1033,8 @@ cmd_body(char **argv, const char *verb)
 
 		free(in);
 		if (s == NULL)
-			run_die(EX_USAGE, "--stdin: the API takes text (UTF-8); "
+			run_die(EX_USAGE,
+			    "--stdin: the API takes text (UTF-8); "
 			    "write a binary file with write");
 		json_object_set_new(b, "stdin", s);
 	}
@@ -1501,7 +1509,8 @@ cmd_health(char **args, int doctor)
 			    "name")), strcmp(jstr(e, "name"), jstr(out,
 			    "default_backend")) ? "" : " (default)",
 			    json_is_true(json_object_get(e, "ok")) ? "ok" :
-			    "not usable", why ? ": " : "", why ? run_safe(why) : "",
+			    "not usable", why ? ": " : "",
+			    why ? run_safe(why) : "",
 			    note ? "; " : "", note ? run_safe(note) : "");
 		}
 		br = json_object_get(out, "broker");
@@ -1513,7 +1522,8 @@ cmd_health(char **args, int doctor)
 		printf("profiles:");
 		json_array_foreach(json_object_get(out, "profiles"), i, e)
 			printf(" %s", run_safe(json_string_value(e)));
-		printf(" (default %s)\n", run_safe(jstr(out, "default_profile")));
+		printf(" (default %s)\n", run_safe(jstr(out,
+		    "default_profile")));
 		e = json_object_get(json_object_get(out, "capacity"),
 		    "sandboxes");
 		printf("sandboxes: %lld in use, limit %lld\n",
@@ -1683,7 +1693,8 @@ run_api_main(int argc, char **argv)
 			case O_OLD: o_old = optarg; break;
 			case O_NEW: o_new = optarg; break;
 			case O_LOCALONLY:
-				run_die(EX_USAGE, "--%s is an option of the local "
+				run_die(EX_USAGE,
+				    "--%s is an option of the local "
 				    "mode, which drives the backends without "
 				    "sluice-execd (the build tree's "
 				    "sluice-run-local, for their tests)",
@@ -1745,7 +1756,8 @@ run_api_main(int argc, char **argv)
 	if (strcmp(verb, "doctor") == 0)
 		return cmd_health(args, 1);
 	if (strcmp(verb, "gc") == 0)
-		run_die(EX_USAGE, "gc is the local mode's: sluice-execd suspends "
+		run_die(EX_USAGE,
+		    "gc is the local mode's: sluice-execd suspends "
 		    "and removes its idle sandboxes itself (lifecycle)");
 	run_die(EX_USAGE, "unknown command %s (try --help)", run_safe(verb));
 }
