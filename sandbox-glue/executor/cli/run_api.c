@@ -262,6 +262,22 @@ call_print(const char *method, const char *path, json_t *body, json_t **out)
 	return ex;
 }
 
+/*
+ * GET path for a verb that writes the answer as text: 1 when *out is the
+ * caller's to write; 0 when nothing is left to do (the call failed, or
+ * --json printed the answer), with *ex the exit status.
+ */
+static int
+get_text(const char *path, json_t **out, int *ex)
+{
+	*ex = call_print("GET", path, NULL, out);
+	if (*ex == EX_OK && !opt_json)
+		return 1;
+	json_decref(*out);
+	*out = NULL;
+	return 0;
+}
+
 static void
 need_id(const char *verb)
 {
@@ -577,10 +593,8 @@ cmd_list(char **args)
 			pct(path, sizeof(path), o_user, 0);
 		}
 	}
-	if ((ex = call_print("GET", path, NULL, &out)) != EX_OK || opt_json) {
-		json_decref(out);
+	if (!get_text(path, &out, &ex))
 		return ex;
-	}
 	printf("%-24s %-12s %-12s %-9s %-7s %-10s %-10s %s\n", "ID", "TENANT",
 	    "USER", "STATE", "BACKEND", "PROFILE", "TIER", "LAST_USED");
 	json_array_foreach(json_object_get(out, "sandboxes"), i, e) {
@@ -1123,10 +1137,8 @@ cmd_commands(char **args)
 		    "[CID]"), 0);
 	}
 	box_path(path, sizeof(path), tail);
-	if ((ex = call_print("GET", path, NULL, &out)) != EX_OK || opt_json) {
-		json_decref(out);
+	if (!get_text(path, &out, &ex))
 		return ex;
-	}
 	printf("%-8s %-8s %-4s %-4s %-20s %s\n", "ID", "STATUS", "EXIT",
 	    "KIND", "STARTED", "ARGV");
 	if (args[0] != NULL)
@@ -1437,10 +1449,8 @@ cmd_ls(char **args)
 		strcat(q, "recursive=1");
 	}
 	box_path(path, sizeof(path), q);
-	if ((ex = call_print("GET", path, NULL, &out)) != EX_OK || opt_json) {
-		json_decref(out);
+	if (!get_text(path, &out, &ex))
 		return ex;
-	}
 	json_array_foreach(json_object_get(out, "entries"), i, e) {
 		char m[11], when[32];
 		json_t *t = json_object_get(e, "target");
