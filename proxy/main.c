@@ -608,18 +608,29 @@ on_sigterm(evutil_socket_t fd, short ev, void *arg)
 	px_relay_drain_check();
 }
 
+/* The configuration for a one-shot option (--print-*, --check-config);
+ * NULL with why on stderr. */
+static struct cfg *
+load_or_say(const char *path)
+{
+	char err[512];
+	struct cfg *c = cfg_load(path, err, sizeof(err));
+
+	if (c == NULL)
+		fprintf(stderr, "%s\n", err);
+	return c;
+}
+
 /* --print-inspect-ca: the CA sandboxes must trust, as PEM. */
 static int
 print_inspect_ca(const char *path)
 {
 	char err[512];
-	struct cfg *c = cfg_load(path, err, sizeof(err));
+	struct cfg *c = load_or_say(path);
 	X509 *ca;
 
-	if (c == NULL) {
-		fprintf(stderr, "%s\n", err);
+	if (c == NULL)
 		return 1;
-	}
 	ca = tlsca_load_cert(c->inspect.ca_cert, err, sizeof(err));
 	if (ca == NULL) {
 		fprintf(stderr, "%s%s\n", err, access(c->inspect.ca_cert,
@@ -637,14 +648,11 @@ print_inspect_ca(const char *path)
 static int
 print_config(const char *path)
 {
-	char err[512];
-	struct cfg *c = cfg_load(path, err, sizeof(err));
+	struct cfg *c = load_or_say(path);
 	char *s;
 
-	if (c == NULL) {
-		fprintf(stderr, "%s\n", err);
+	if (c == NULL)
 		return 1;
-	}
 	s = cfg_dump(c);
 	if (s == NULL) {
 		cfg_free(c);
@@ -660,13 +668,11 @@ static int
 check_config(const char *path)
 {
 	char err[512];
-	struct cfg *c = cfg_load(path, err, sizeof(err));
+	struct cfg *c = load_or_say(path);
 	struct pol_config *p;
 
-	if (c == NULL) {
-		fprintf(stderr, "%s\n", err);
+	if (c == NULL)
 		return 1;
-	}
 	p = cfg_build_policy(c, err, sizeof(err));
 	if (p == NULL) {
 		fprintf(stderr, "%s\n", err);
