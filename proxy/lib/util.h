@@ -82,4 +82,7 @@ int util_wait_readable(int fd, int timeout_ms);
 /* CLOCK_MONOTONIC in milliseconds: for deadlines and durations. */
 int64_t util_now_ms(void);
 
+/* The value of the hex digit c (either case), or -1. */
+int util_hexval(int c);
+
 #endif /* SLUICE_UTIL_H */
