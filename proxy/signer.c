@@ -60,27 +60,19 @@ signer_load_key(const char *path, unsigned char *key, size_t *keylen,
 		    (unsigned)geteuid());
 		goto done;
 	}
-	for (;;) {
-		n = read(fd, key + got, SIGNER_KEY_MAX - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			errf(err, errlen, "log.mac_key_file %s: %s", path,
-			    strerror(errno));
-			goto done;
-		}
-		if (n == 0)
-			break;
-		got += (size_t)n;
-		if (got == SIGNER_KEY_MAX) {
-			char extra;
+	if ((n = util_read_full(fd, key, SIGNER_KEY_MAX)) < 0) {
+		errf(err, errlen, "log.mac_key_file %s: %s", path,
+		    strerror(errno));
+		goto done;
+	}
+	got = (size_t)n;
+	if (got == SIGNER_KEY_MAX) {
+		char extra;
 
-			if (read(fd, &extra, 1) != 0) {
-				errf(err, errlen, "log.mac_key_file %s: more "
-				    "than %d bytes", path, SIGNER_KEY_MAX);
-				goto done;
-			}
-			break;
+		if (read(fd, &extra, 1) != 0) {
+			errf(err, errlen, "log.mac_key_file %s: more than %d "
+			    "bytes", path, SIGNER_KEY_MAX);
+			goto done;
 		}
 	}
 	if (got < SIGNER_KEY_MIN) {

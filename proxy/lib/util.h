@@ -85,4 +85,8 @@ int64_t util_now_ms(void);
 /* The value of the hex digit c (either case), or -1. */
 int util_hexval(int c);
 
+/* Reads fd until len bytes or its end, again when a signal interrupts:
+ * the count (below len: the end came first), or -1 with errno. */
+ssize_t util_read_full(int fd, void *buf, size_t len);
+
 #endif /* SLUICE_UTIL_H */
