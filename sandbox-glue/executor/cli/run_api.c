@@ -1612,6 +1612,55 @@ kv_arg(json_t *o, const char *opt, const char *s, int num)
 		run_die(EX_USAGE, "%s: UTF-8 text", opt);
 }
 
+/* The verb's command, with its arguments (the options are parsed). */
+static int
+run_verb(const char *verb, char **args)
+{
+	if (strcmp(verb, "create") == 0)
+		return cmd_create(args);
+	if (strcmp(verb, "list") == 0)
+		return cmd_list(args);
+	if (strcmp(verb, "get") == 0 || strcmp(verb, "status") == 0)
+		return cmd_get(args);
+	if (strcmp(verb, "exec") == 0)
+		return cmd_exec(args);
+	if (strcmp(verb, "start") == 0)
+		return cmd_start(args);
+	if (strcmp(verb, "commands") == 0)
+		return cmd_commands(args);
+	if (strcmp(verb, "output") == 0)
+		return cmd_output(args);
+	if (strcmp(verb, "stop") == 0)
+		return cmd_stop(args);
+	if (strcmp(verb, "cancel") == 0)
+		return cmd_cancel(args);
+	if (strcmp(verb, "read") == 0)
+		return cmd_read(args);
+	if (strcmp(verb, "write") == 0)
+		return cmd_write(args);
+	if (strcmp(verb, "rm") == 0)
+		return cmd_rm(args);
+	if (strcmp(verb, "ls") == 0)
+		return cmd_ls(args);
+	if (strcmp(verb, "edit") == 0)
+		return cmd_edit(args);
+	if (strcmp(verb, "install") == 0)
+		return cmd_install(args);
+	if (strcmp(verb, "tier") == 0)
+		return cmd_tier(args);
+	if (strcmp(verb, "destroy") == 0)
+		return cmd_destroy(args);
+	if (strcmp(verb, "health") == 0)
+		return cmd_health(args, 0);
+	if (strcmp(verb, "doctor") == 0)
+		return cmd_health(args, 1);
+	if (strcmp(verb, "gc") == 0)
+		run_die(EX_USAGE,
+		    "gc is the local mode's: sluice-execd suspends "
+		    "and removes its idle sandboxes itself (lifecycle)");
+	run_die(EX_USAGE, "unknown command %s (try --help)", run_safe(verb));
+}
+
 int
 run_api_main(int argc, char **argv)
 {
@@ -1727,47 +1776,5 @@ run_api_main(int argc, char **argv)
 	if (o_timeout > 0)
 		T.timeout_ms = (int)((o_timeout > 1680 ? 1680 : o_timeout) *
 		    1000 + CALL_MS);
-	if (strcmp(verb, "create") == 0)
-		return cmd_create(args);
-	if (strcmp(verb, "list") == 0)
-		return cmd_list(args);
-	if (strcmp(verb, "get") == 0 || strcmp(verb, "status") == 0)
-		return cmd_get(args);
-	if (strcmp(verb, "exec") == 0)
-		return cmd_exec(args);
-	if (strcmp(verb, "start") == 0)
-		return cmd_start(args);
-	if (strcmp(verb, "commands") == 0)
-		return cmd_commands(args);
-	if (strcmp(verb, "output") == 0)
-		return cmd_output(args);
-	if (strcmp(verb, "stop") == 0)
-		return cmd_stop(args);
-	if (strcmp(verb, "cancel") == 0)
-		return cmd_cancel(args);
-	if (strcmp(verb, "read") == 0)
-		return cmd_read(args);
-	if (strcmp(verb, "write") == 0)
-		return cmd_write(args);
-	if (strcmp(verb, "rm") == 0)
-		return cmd_rm(args);
-	if (strcmp(verb, "ls") == 0)
-		return cmd_ls(args);
-	if (strcmp(verb, "edit") == 0)
-		return cmd_edit(args);
-	if (strcmp(verb, "install") == 0)
-		return cmd_install(args);
-	if (strcmp(verb, "tier") == 0)
-		return cmd_tier(args);
-	if (strcmp(verb, "destroy") == 0)
-		return cmd_destroy(args);
-	if (strcmp(verb, "health") == 0)
-		return cmd_health(args, 0);
-	if (strcmp(verb, "doctor") == 0)
-		return cmd_health(args, 1);
-	if (strcmp(verb, "gc") == 0)
-		run_die(EX_USAGE,
-		    "gc is the local mode's: sluice-execd suspends "
-		    "and removes its idle sandboxes itself (lifecycle)");
-	run_die(EX_USAGE, "unknown command %s (try --help)", run_safe(verb));
+	return run_verb(verb, args);
 }
