@@ -239,37 +239,18 @@ get(struct rbuf *r, size_t n, const uint8_t **out)
 	return 0;
 }
 
+/* A big-endian number of n bytes (1 to 4). */
 static int
-get8(struct rbuf *r, unsigned *v)
+get_be(struct rbuf *r, size_t n, uint32_t *v)
 {
 	const uint8_t *b;
+	size_t i;
 
-	if (get(r, 1, &b) != 0)
+	if (get(r, n, &b) != 0)
 		return -1;
-	*v = b[0];
-	return 0;
-}
-
-static int
-get16(struct rbuf *r, unsigned *v)
-{
-	const uint8_t *b;
-
-	if (get(r, 2, &b) != 0)
-		return -1;
-	*v = (unsigned)b[0] << 8 | b[1];
-	return 0;
-}
-
-static int
-get32(struct rbuf *r, uint32_t *v)
-{
-	const uint8_t *b;
-
-	if (get(r, 4, &b) != 0)
-		return -1;
-	*v = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 |
-	    (uint32_t)b[2] << 8 | b[3];
+	*v = 0;
+	for (i = 0; i < n; i++)
+		*v = *v << 8 | b[i];
 	return 0;
 }
 
@@ -284,10 +265,10 @@ get_hdr(struct rbuf *r, unsigned *type, char *err, size_t errlen)
 		snprintf(err, errlen, "bad message length %zu", r->len);
 		return -1;
 	}
-	get16(r, &magic);
-	get8(r, &version);
-	get8(r, type);
-	get32(r, &n);
+	get_be(r, 2, &magic);
+	get_be(r, 1, &version);
+	get_be(r, 1, type);
+	get_be(r, 4, &n);
 	if (magic != FW_MSG_MAGIC || version != FW_MSG_VERSION) {
 		snprintf(err, errlen, "bad magic or version");
 		return -1;
@@ -308,7 +289,7 @@ get_str8(struct rbuf *r, char **sp, enum alphabet a, const char **out)
 	const uint8_t *b;
 	unsigned n, i;
 
-	if (get8(r, &n) != 0 || n == 0 || get(r, n, &b) != 0)
+	if (get_be(r, 1, &n) != 0 || n == 0 || get(r, n, &b) != 0)
 		return -1;
 	for (i = 0; i < n; i++) {
 		if (!alphabet_char(a, b[i]))
@@ -328,7 +309,7 @@ get_list(struct rbuf *r, const char *what, enum alphabet a, char **sp,
 {
 	unsigned count, i;
 
-	if (get16(r, &count) != 0) {
+	if (get_be(r, 2, &count) != 0) {
 		snprintf(err, errlen, "%s: truncated", what);
 		return -1;
 	}
@@ -383,8 +364,8 @@ fw_msg_decode_apply(const uint8_t *buf, size_t len, struct fw_msg_apply *out,
 		snprintf(err, errlen, "table: truncated or bad name");
 		return -1;
 	}
-	if (get8(&r, &has_uid) != 0 || get32(&r, &uid) != 0 || has_uid > 1 ||
-	    (has_uid == 0 && uid != 0) || uid == UINT32_MAX) {
+	if (get_be(&r, 1, &has_uid) != 0 || get_be(&r, 4, &uid) != 0 ||
+	    has_uid > 1 || (has_uid == 0 && uid != 0) || uid == UINT32_MAX) {
 		snprintf(err, errlen, "uid: truncated or bad");
 		return -1;
 	}
@@ -405,14 +386,14 @@ fw_msg_decode_apply(const uint8_t *buf, size_t len, struct fw_msg_apply *out,
 	    &out->fc.broker_addrs, &out->fc.nbroker_addrs, err,
 	    errlen) != 0)
 		return -1;
-	if (get16(&r, &nports) != 0 || nports > FW_MSG_PORTS_MAX) {
+	if (get_be(&r, 2, &nports) != 0 || nports > FW_MSG_PORTS_MAX) {
 		snprintf(err, errlen, "broker_ports: truncated or too many");
 		return -1;
 	}
 	for (i = 0; i < nports; i++) {
 		unsigned p;
 
-		if (get16(&r, &p) != 0 || p == 0) {
+		if (get_be(&r, 2, &p) != 0 || p == 0) {
 			snprintf(err, errlen, "broker_ports[%u]: truncated or "
 			    "zero", i);
 			return -1;
@@ -421,7 +402,7 @@ fw_msg_decode_apply(const uint8_t *buf, size_t len, struct fw_msg_apply *out,
 	}
 	out->fc.broker_ports = out->ports;
 	out->fc.nbroker_ports = nports;
-	if (get16(&r, &tport) != 0) {
+	if (get_be(&r, 2, &tport) != 0) {
 		snprintf(err, errlen, "transparent_port: truncated");
 		return -1;
 	}
@@ -453,8 +434,9 @@ fw_msg_decode_reply(const uint8_t *buf, size_t len, char *text,
 	char e[64];
 
 	if (textlen == 0 || get_hdr(&r, &type, e, sizeof(e)) != 0 ||
-	    (type != FW_MSG_OK && type != FW_MSG_ERR) || get16(&r, &n) != 0 ||
-	    n > FW_MSG_TEXT_MAX || get(&r, n, &b) != 0 || r.at != r.len)
+	    (type != FW_MSG_OK && type != FW_MSG_ERR) ||
+	    get_be(&r, 2, &n) != 0 || n > FW_MSG_TEXT_MAX ||
+	    get(&r, n, &b) != 0 || r.at != r.len)
 		return -1;
 	for (i = 0; i < n; i++)
 		if (b[i] < 0x20 || b[i] >= 0x7f)

@@ -91,6 +91,25 @@ fw_set_table(const char *name)
 	snprintf(px.fw.table, sizeof(px.fw.table), "inet %s", name);
 }
 
+/*
+ * What the kernel now holds: rs and its text (NULL, NULL when the
+ * firewall is off) as table inet <table>, in status since applied_at.
+ * What was held before is freed.
+ */
+static void
+fw_hold(struct fw_ruleset *rs, char *text, const char *table,
+    enum px_fw_status status, time_t applied_at)
+{
+	fw_free(fw_rs);
+	free(fw_text);
+	fw_rs = rs;
+	fw_text = text;
+	fw_set_table(table);
+	px.fw.status = status;
+	px.fw.applied_at = applied_at;
+	px.fw.error[0] = '\0';
+}
+
 int
 fwctl_start(const struct cfg *c)
 {
@@ -118,11 +137,7 @@ fwctl_start(const struct cfg *c)
 		free(text);
 		return -1;
 	}
-	fw_rs = rs;
-	fw_text = text;
-	px.fw.status = PX_FW_APPLIED;
-	px.fw.applied_at = time(NULL);
-	px.fw.error[0] = '\0';
+	fw_hold(rs, text, c->firewall.table, PX_FW_APPLIED, time(NULL));
 	px_log(PX_INFO, "firewall: table inet %s applied and verified",
 	    c->firewall.table);
 	return 0;
@@ -149,14 +164,7 @@ fwctl_reload(const struct cfg *nc, char *err, size_t errlen)
 			    "configuration; table inet %s stays in the kernel "
 			    "(sluiced --remove-firewall removes it)",
 			    fw_table_name(fw_rs));
-		fw_free(fw_rs);
-		free(fw_text);
-		fw_rs = NULL;
-		fw_text = NULL;
-		fw_set_table(nc->firewall.table);
-		px.fw.status = PX_FW_DISABLED;
-		px.fw.applied_at = 0;
-		px.fw.error[0] = '\0';
+		fw_hold(NULL, NULL, nc->firewall.table, PX_FW_DISABLED, 0);
 		return 0;
 	}
 	if (fw_make(nc, &rs, &text, err, errlen) != 0)
@@ -178,14 +186,7 @@ fwctl_reload(const struct cfg *nc, char *err, size_t errlen)
 		goto fail;
 	}
 	refilled = strcmp(err, "refilled") == 0;
-	fw_free(fw_rs);
-	free(fw_text);
-	fw_rs = rs;
-	fw_text = text;
-	fw_set_table(nc->firewall.table);
-	px.fw.status = PX_FW_APPLIED;
-	px.fw.applied_at = time(NULL);
-	px.fw.error[0] = '\0';
+	fw_hold(rs, text, nc->firewall.table, PX_FW_APPLIED, time(NULL));
 	px_log(PX_INFO, "firewall: table inet %s %s and verified",
 	    nc->firewall.table, refilled ? "sets refilled (rules and "
 	    "counters kept)" : "re-applied");

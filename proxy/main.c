@@ -616,18 +616,29 @@ on_sigterm(evutil_socket_t fd, short ev, void *arg)
 	px_relay_drain_check();
 }
 
+/* The configuration for a one-shot option (--print-*, --check-config);
+ * NULL with why on stderr. */
+static struct cfg *
+load_or_say(const char *path)
+{
+	char err[512];
+	struct cfg *c = cfg_load(path, err, sizeof(err));
+
+	if (c == NULL)
+		fprintf(stderr, "%s\n", err);
+	return c;
+}
+
 /* --print-inspect-ca: the CA sandboxes must trust, as PEM. */
 static int
 print_inspect_ca(const char *path)
 {
 	char err[512];
-	struct cfg *c = cfg_load(path, err, sizeof(err));
+	struct cfg *c = load_or_say(path);
 	X509 *ca;
 
-	if (c == NULL) {
-		fprintf(stderr, "%s\n", err);
+	if (c == NULL)
 		return 1;
-	}
 	ca = tlsca_load_cert(c->inspect.ca_cert, err, sizeof(err));
 	if (ca == NULL) {
 		fprintf(stderr, "%s%s\n", err, access(c->inspect.ca_cert,
@@ -645,14 +656,11 @@ print_inspect_ca(const char *path)
 static int
 print_config(const char *path)
 {
-	char err[512];
-	struct cfg *c = cfg_load(path, err, sizeof(err));
+	struct cfg *c = load_or_say(path);
 	char *s;
 
-	if (c == NULL) {
-		fprintf(stderr, "%s\n", err);
+	if (c == NULL)
 		return 1;
-	}
 	s = cfg_dump(c);
 	if (s == NULL) {
 		cfg_free(c);
@@ -668,13 +676,11 @@ static int
 check_config(const char *path)
 {
 	char err[512];
-	struct cfg *c = cfg_load(path, err, sizeof(err));
+	struct cfg *c = load_or_say(path);
 	struct pol_config *p;
 
-	if (c == NULL) {
-		fprintf(stderr, "%s\n", err);
+	if (c == NULL)
 		return 1;
-	}
 	p = cfg_build_policy(c, err, sizeof(err));
 	if (p == NULL) {
 		fprintf(stderr, "%s\n", err);
@@ -729,6 +735,245 @@ check_nofile(const struct cfg *c)
 		    "that limits.max_conns_total %d may need: raise the hard "
 		    "limit or lower max_conns_total",
 		    (unsigned long long)rl.rlim_cur, need, c->max_conns_total);
+}
+
+/*
+ * Who the proxy process runs as: started as root, the configuration's
+ * user (*as_user set to *u), or root itself when that user is root
+ * (*keep_root); started as another user, that user.  0, or -1 logged.
+ */
+static int
+run_user_pick(struct priv_user *u, const struct priv_user **as_user,
+    int *keep_root)
+{
+	char err[512];
+
+	if (geteuid() == 0 && strcmp(px.cfg->user, "root") == 0) {
+		*keep_root = 1;
+		px_log(PX_WARN, "user is \"root\": the proxy process keeps "
+		    "root and every capability");
+	} else if (geteuid() == 0) {
+		if (priv_user_lookup(px.cfg->user, u, err, sizeof(err)) != 0) {
+			px_log(PX_ERR, "%s; sluiced will not run its proxy as "
+			    "root: create the user (useradd --system --no-"
+			    "create-home --shell /usr/sbin/nologin %s) or name "
+			    "another unprivileged user in \"user\"",
+			    err, px.cfg->user);
+			return -1;
+		}
+		*as_user = u;
+	}
+	return 0;
+}
+
+static struct event_base *
+new_event_base(void)
+{
+	struct event_config *ec = event_config_new();
+	struct event_base *b;
+
+	/* coalesce the add/del churn of every request into one epoll_ctl
+	 * per descriptor and loop turn; sluiced never dup()s a
+	 * descriptor, the case the changelist gets wrong */
+	if (ec != NULL && getenv("SLUICE_NO_CHANGELIST") == NULL)
+		event_config_set_flag(ec, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+	b = ec ? event_base_new_with_config(ec) : NULL;
+	if (ec != NULL)
+		event_config_free(ec);
+	return b;
+}
+
+/* The log signer (log.mac_key_file), before the drop: it reads the key
+ * as root, and starts from the chain head found before any untrusted
+ * byte was read.  0, or -1 logged. */
+static int
+start_signer(const struct priv_user *as_user, int keep_root,
+    uint64_t open_seq, const char *open_hash)
+{
+	char err[512];
+
+	if (px.cfg->log_mac_key_file == NULL)
+		return 0;
+	if (keep_root)
+		px_log(PX_WARN, "log.mac_key_file: the proxy runs as root and "
+		    "could read the key: the macs show only edits made by "
+		    "others");
+	signer.fd = priv_signer_spawn(px.cfg->log_mac_key_file, as_user,
+	    open_seq, open_hash, &signer_pid, err, sizeof(err));
+	if (signer.fd < 0) {
+		px_log(PX_ERR, "log signer: %s", err);
+		return -1;
+	}
+	clog_set_signer(px.log, signer_sign, &signer);
+	return 0;
+}
+
+/* The inspection CA's helper (inspect.hosts), before the drop: it reads
+ * (or makes) the key as root; the proxy gets only the certificate.  0,
+ * or -1 logged. */
+static int
+start_inspect_ca(const struct priv_user *as_user, int keep_root)
+{
+	char err[512], *ca_pem = NULL;
+	int rc;
+
+	if (px.cfg->inspect.nhosts == 0)
+		return 0;
+	if (keep_root)
+		px_log(PX_WARN, "inspect: the proxy runs as root and could "
+		    "read the CA key");
+	ca_fd = priv_ca_spawn(px.cfg->inspect.ca_cert, px.cfg->inspect.ca_key,
+	    px.cfg->inspect.hosts, px.cfg->inspect.nhosts,
+	    px.cfg->inspect.leaf_days, as_user, &ca_pid, &ca_pem, err,
+	    sizeof(err));
+	if (ca_fd < 0) {
+		px_log(PX_ERR, "inspect: %s", err);
+		return -1;
+	}
+	rc = px_inspect_init(px.cfg, ca_fd, ca_pem, err, sizeof(err));
+	free(ca_pem);
+	if (rc != 0) {
+		px_log(PX_ERR, "inspect: %s", err);
+		return -1;
+	}
+	px_log(PX_INFO, "inspect: %zu host pattern(s), CA %s",
+	    px.cfg->inspect.nhosts, px.cfg->inspect.ca_cert);
+	return 0;
+}
+
+/* The drop: everything after it (the resolver, the session sockets,
+ * the state file, the control API) is the user's.  0, or -1 logged. */
+static int
+drop_root(const struct priv_user *as_user, int keep_root)
+{
+	char err[512];
+	gid_t sock_gids[2];
+	size_t nsock_gids;
+
+	if (keep_root)
+		return 0;
+	nsock_gids = socket_groups(px.cfg, sock_gids);
+	if (priv_drop(as_user, sock_gids, nsock_gids, err, sizeof(err)) !=
+	    0) {
+		px_log(PX_ERR, "dropping privileges: %s", err);
+		return -1;
+	}
+	if (as_user != NULL) {
+		if (check_dirs(px.cfg, as_user->name) != 0)
+			return -1;
+		px_log(PX_INFO, "proxy process running as user %s (uid %u), "
+		    "no capabilities", as_user->name, (unsigned)as_user->uid);
+	}
+	return 0;
+}
+
+/* After the drop, in this order: the resolver, the sessions (the
+ * configuration's, then the state file's), the credentials, the
+ * listeners, the event stream, the control API and the webhook.  0, or
+ * -1 logged. */
+static int
+start_services(void)
+{
+	char err[512];
+
+	px.dns = make_dns(px.cfg, err, sizeof(err));
+	if (px.dns == NULL) {
+		px_log(PX_ERR, "dns: %s", err);
+		return -1;
+	}
+	if (ctl_apply_file_ceilings(px.cfg) != 0) {
+		px_log(PX_ERR, "ceilings: out of memory");
+		return -1;
+	}
+	if (px_sessions_sync_config() != 0)
+		return -1;
+	/* sessions, grants and ceilings the API made, listeners included,
+	 * are back before anything reports ready */
+	if (ctl_state_load(px.cfg->state_file, err, sizeof(err)) != 0) {
+		px_log(PX_ERR, "state file: %s; sluiced will not start on a "
+		    "state it cannot read: to start empty, move the file away "
+		    "(mv %s %s.bad)", err, px.cfg->state_file,
+		    px.cfg->state_file);
+		return -1;
+	}
+	/* the request rules the API made, after the file's */
+	if (ctl_rules_apply(px.pol, px.cfg, err, sizeof(err)) != 0) {
+		px_log(PX_ERR, "state file: %s", err);
+		return -1;
+	}
+	/* credentials: the values the relay puts in, apart from the state */
+	if (ctl_creds_load(px.cfg->credentials.file, err, sizeof(err)) != 0) {
+		px_log(PX_ERR, "credentials: %s", err);
+		return -1;
+	}
+	if (px_listeners_sync() != 0)
+		return -1;
+	/* event stream: before the API that serves it */
+	if (ev_init(px.base, px.cfg->events_ring, px.cfg->events_max_pending,
+	    px.cfg->events_heartbeat_s) != 0) {
+		px_log(PX_ERR, "events: out of memory");
+		return -1;
+	}
+	/* control API: after the sessions are back, before "ready" */
+	if (api_start(px.base, px.cfg, err, sizeof(err)) != 0) {
+		px_log(PX_ERR, "control API: %s", err);
+		return -1;
+	}
+	/* webhook: an approver, so up before "ready" */
+	if (wh_init(px.base, px.cfg, webhook_answer, err, sizeof(err)) != 0) {
+		px_log(PX_ERR, "webhook: %s", err);
+		return -1;
+	}
+	return 0;
+}
+
+/* Everything started, stopped and freed in an order that holds however
+ * far the start got. */
+static void
+shut_down(void)
+{
+	struct px_session *s;
+	struct px_listener *l;
+
+	api_stop();         /* before the sessions go */
+	ev_shutdown();      /* its streams went with the API */
+	wh_shutdown();
+	while ((s = TAILQ_FIRST(&px.sessions)) != NULL)
+		px_session_destroy(s, POL_R_SHUTTING_DOWN);
+	while ((l = TAILQ_FIRST(&px.listeners)) != NULL) {
+		TAILQ_REMOVE(&px.listeners, l, entry);
+		px_listener_free(l);
+	}
+	if (px.drain_ev)
+		event_free(px.drain_ev);
+	if (px.accept_pause_ev)
+		event_free(px.accept_pause_ev);
+	px_relay_reap();
+	px_splice_cleanup();
+	px_rec_cleanup();
+	if (px.dns)
+		dns_free(px.dns);
+	if (px.log)
+		clog_close(px.log);
+	if (signer.fd >= 0) {
+		close(signer.fd);       /* the signer ends with its socket */
+		priv_helper_reap(signer_pid, 1000);
+	}
+	px_inspect_cleanup();
+	ctl_creds_free();
+	ctl_rules_free();
+	if (ca_fd >= 0) {
+		close(ca_fd);           /* the CA helper ends with its socket */
+		priv_helper_reap(ca_pid, 1000);
+	}
+	if (px.state)
+		pol_state_free(px.state);
+	if (px.pol)
+		pol_config_free(px.pol);
+	cfg_free(px.cfg);
+	fwctl_shutdown();
+	if (px.base)
+		event_base_free(px.base);
 }
 
 int
@@ -826,39 +1071,12 @@ main(int argc, char **argv)
 	 * untrusted byte is read, the firewall helper is forked with the
 	 * table named by this (trusted) configuration.
 	 */
-	if (geteuid() == 0 && strcmp(px.cfg->user, "root") == 0) {
-		keep_root = 1;
-		px_log(PX_WARN, "user is \"root\": the proxy process keeps "
-		    "root and every capability");
-	} else if (geteuid() == 0) {
-		if (priv_user_lookup(px.cfg->user, &run_user, err,
-		    sizeof(err)) != 0) {
-			px_log(PX_ERR, "%s; sluiced will not run its proxy as "
-			    "root: create the user (useradd --system --no-"
-			    "create-home --shell /usr/sbin/nologin %s) or name "
-			    "another unprivileged user in \"user\"",
-			    err, px.cfg->user);
-			goto out;
-		}
-		as_user = &run_user;
-	}
-	if (fwctl_spawn_helper(px.cfg, as_user) != 0)
+	if (run_user_pick(&run_user, &as_user, &keep_root) != 0 ||
+	    fwctl_spawn_helper(px.cfg, as_user) != 0)
 		goto out;
 	px_relay_set_hooks(&hooks);
 	px.state = pol_state_new();
-	{
-		struct event_config *ec = event_config_new();
-
-		/* coalesce the add/del churn of every request into one
-		 * epoll_ctl per descriptor and loop turn; sluiced never
-		 * dup()s a descriptor, the case the changelist gets wrong */
-		if (ec != NULL && getenv("SLUICE_NO_CHANGELIST") == NULL)
-			event_config_set_flag(ec,
-			    EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
-		px.base = ec ? event_base_new_with_config(ec) : NULL;
-		if (ec != NULL)
-			event_config_free(ec);
-	}
+	px.base = new_event_base();
 	if (px.state == NULL || px.base == NULL) {
 		px_log(PX_ERR, "%s: out of memory", __func__);
 		goto out;
@@ -875,120 +1093,14 @@ main(int argc, char **argv)
 	clog_set_min_free(px.log, px.cfg->log_min_free_bytes, log_space);
 	open_seq = clog_last_seq(px.log);
 	snprintf(open_hash, sizeof(open_hash), "%s", clog_last_hash(px.log));
-	/* the signer, before the drop: it reads the key as root, and starts
-	 * from the chain head found before any untrusted byte was read */
-	if (px.cfg->log_mac_key_file != NULL) {
-		if (keep_root)
-			px_log(PX_WARN, "log.mac_key_file: the proxy runs as "
-			    "root and could read the key: the macs show only "
-			    "edits made by others");
-		signer.fd = priv_signer_spawn(px.cfg->log_mac_key_file, as_user,
-		    open_seq, open_hash, &signer_pid, err, sizeof(err));
-		if (signer.fd < 0) {
-			px_log(PX_ERR, "log signer: %s", err);
-			goto out;
-		}
-		clog_set_signer(px.log, signer_sign, &signer);
-	}
-	/* the inspection CA's helper, before the drop: it reads (or makes)
-	 * the key as root; the proxy gets only the certificate */
-	if (px.cfg->inspect.nhosts > 0) {
-		char *ca_pem = NULL;
-
-		if (keep_root)
-			px_log(PX_WARN, "inspect: the proxy runs as root and "
-			    "could read the CA key");
-		ca_fd = priv_ca_spawn(px.cfg->inspect.ca_cert,
-		    px.cfg->inspect.ca_key, px.cfg->inspect.hosts,
-		    px.cfg->inspect.nhosts, px.cfg->inspect.leaf_days, as_user,
-		    &ca_pid, &ca_pem, err, sizeof(err));
-		if (ca_fd < 0) {
-			px_log(PX_ERR, "inspect: %s", err);
-			goto out;
-		}
-		if (px_inspect_init(px.cfg, ca_fd, ca_pem, err,
-		    sizeof(err)) != 0) {
-			free(ca_pem);
-			px_log(PX_ERR, "inspect: %s", err);
-			goto out;
-		}
-		free(ca_pem);
-		px_log(PX_INFO, "inspect: %zu host pattern(s), CA %s",
-		    px.cfg->inspect.nhosts, px.cfg->inspect.ca_cert);
-	}
-	if (as_user != NULL && give_files(px.cfg, as_user) != 0)
+	/* the helpers that read keys, before the drop; the firewall before
+	 * any listener, and before "ready" */
+	if (start_signer(as_user, keep_root, open_seq, open_hash) != 0 ||
+	    start_inspect_ca(as_user, keep_root) != 0 ||
+	    (as_user != NULL && give_files(px.cfg, as_user) != 0) ||
+	    fwctl_start(px.cfg) != 0 || drop_root(as_user, keep_root) != 0 ||
+	    start_services() != 0)
 		goto out;
-	/* the firewall before any listener, and before "ready" */
-	if (fwctl_start(px.cfg) != 0)
-		goto out;
-	/* the drop: everything from here on (the resolver, the session
-	 * sockets, the state file, the control API) is the user's */
-	if (!keep_root) {
-		gid_t sock_gids[2];
-		size_t nsock_gids = socket_groups(px.cfg, sock_gids);
-
-		if (priv_drop(as_user, sock_gids, nsock_gids, err,
-		    sizeof(err)) != 0) {
-			px_log(PX_ERR, "dropping privileges: %s", err);
-			goto out;
-		}
-		if (as_user != NULL) {
-			if (check_dirs(px.cfg, as_user->name) != 0)
-				goto out;
-			px_log(PX_INFO, "proxy process running as user %s "
-			    "(uid %u), no capabilities", as_user->name,
-			    (unsigned)as_user->uid);
-		}
-	}
-	px.dns = make_dns(px.cfg, err, sizeof(err));
-	if (px.dns == NULL) {
-		px_log(PX_ERR, "dns: %s", err);
-		goto out;
-	}
-	if (ctl_apply_file_ceilings(px.cfg) != 0) {
-		px_log(PX_ERR, "ceilings: out of memory");
-		goto out;
-	}
-	if (px_sessions_sync_config() != 0)
-		goto out;
-	/* sessions, grants and ceilings the API made, listeners included,
-	 * are back before anything reports ready */
-	if (ctl_state_load(px.cfg->state_file, err, sizeof(err)) != 0) {
-		px_log(PX_ERR, "state file: %s; sluiced will not start on a "
-		    "state it cannot read: to start empty, move the file away "
-		    "(mv %s %s.bad)", err, px.cfg->state_file,
-		    px.cfg->state_file);
-		goto out;
-	}
-	/* the request rules the API made, after the file's */
-	if (ctl_rules_apply(px.pol, px.cfg, err, sizeof(err)) != 0) {
-		px_log(PX_ERR, "state file: %s", err);
-		goto out;
-	}
-	/* credentials: the values the relay puts in, apart from the state */
-	if (ctl_creds_load(px.cfg->credentials.file, err, sizeof(err)) != 0) {
-		px_log(PX_ERR, "credentials: %s", err);
-		goto out;
-	}
-	if (px_listeners_sync() != 0)
-		goto out;
-	/* event stream: before the API that serves it */
-	if (ev_init(px.base, px.cfg->events_ring, px.cfg->events_max_pending,
-	    px.cfg->events_heartbeat_s) != 0) {
-		px_log(PX_ERR, "events: out of memory");
-		goto out;
-	}
-	/* control API: after the sessions are back, before "ready" */
-	if (api_start(px.base, px.cfg, err, sizeof(err)) != 0) {
-		px_log(PX_ERR, "control API: %s", err);
-		goto out;
-	}
-
-	/* webhook: an approver, so up before "ready" */
-	if (wh_init(px.base, px.cfg, webhook_answer, err, sizeof(err)) != 0) {
-		px_log(PX_ERR, "webhook: %s", err);
-		goto out;
-	}
 	ev_hup = evsignal_new(px.base, SIGHUP, on_sighup, NULL);
 	ev_term = evsignal_new(px.base, SIGTERM, on_sigterm, NULL);
 	ev_int = evsignal_new(px.base, SIGINT, on_sigterm, NULL);
@@ -1017,49 +1129,6 @@ main(int argc, char **argv)
 	event_free(ev_term);
 	event_free(ev_int);
 out:
-	api_stop();         /* before the sessions go */
-	ev_shutdown();      /* its streams went with the API */
-	wh_shutdown();
-	{
-		struct px_session *s;
-		struct px_listener *l;
-
-		while ((s = TAILQ_FIRST(&px.sessions)) != NULL)
-			px_session_destroy(s, POL_R_SHUTTING_DOWN);
-		while ((l = TAILQ_FIRST(&px.listeners)) != NULL) {
-			TAILQ_REMOVE(&px.listeners, l, entry);
-			px_listener_free(l);
-		}
-	}
-	if (px.drain_ev)
-		event_free(px.drain_ev);
-	if (px.accept_pause_ev)
-		event_free(px.accept_pause_ev);
-	px_relay_reap();
-	px_splice_cleanup();
-	px_rec_cleanup();
-	if (px.dns)
-		dns_free(px.dns);
-	if (px.log)
-		clog_close(px.log);
-	if (signer.fd >= 0) {
-		close(signer.fd);       /* the signer ends with its socket */
-		priv_helper_reap(signer_pid, 1000);
-	}
-	px_inspect_cleanup();
-	ctl_creds_free();
-	ctl_rules_free();
-	if (ca_fd >= 0) {
-		close(ca_fd);           /* the CA helper ends with its socket */
-		priv_helper_reap(ca_pid, 1000);
-	}
-	if (px.state)
-		pol_state_free(px.state);
-	if (px.pol)
-		pol_config_free(px.pol);
-	cfg_free(px.cfg);
-	fwctl_shutdown();
-	if (px.base)
-		event_base_free(px.base);
+	shut_down();
 	return rc;
 }

@@ -11,7 +11,6 @@
 #include <ftw.h>
 #include <grp.h>
 #include <limits.h>
-#include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdint.h>
@@ -256,9 +255,36 @@ static const struct fw_helper_ops helper_ops = {
 	fw_apply, fw_verify, fw_remove, fw_table_exists, helper_log, fw_update
 };
 
-static void
-helper_main(int fd, const char *table, const struct priv_user *u)
+/*
+ * In a helper, once what it needs as root is done: only fd stays open,
+ * it becomes u keeping the capabilities in keep, and (a change of uid
+ * makes a process dumpable again) nothing may attach.  0, or -1 with
+ * err.
+ */
+static int
+helper_confine(int fd, uint64_t keep, const struct priv_user *u,
+    char *err, size_t errlen)
 {
+	if (close_others(fd) != 0) {
+		snprintf(err, errlen, "cannot close descriptors");
+		return -1;
+	}
+	if (caps_limit(keep, u, 0, NULL, 0, err, errlen) != 0)
+		return -1;
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	return 0;
+}
+
+/* What the firewall helper is started with. */
+struct fw_helper_args {
+	const char *table;
+	const struct priv_user *u;
+};
+
+static void
+helper_main(int fd, const void *arg)
+{
+	const struct fw_helper_args *a = arg;
 	char err[256];
 	int rc;
 
@@ -268,22 +294,24 @@ helper_main(int fd, const char *table, const struct priv_user *u)
 	signal(SIGINT, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
 	prctl(PR_SET_NAME, "sluiced-fw", 0, 0, 0);
-	if (close_others(fd) != 0 ||
-	    caps_limit(UINT64_C(1) << CAP_NET_ADMIN, u, 0, NULL, 0, err,
+	if (helper_confine(fd, UINT64_C(1) << CAP_NET_ADMIN, a->u, err,
 	    sizeof(err)) != 0) {
-		px_log(PX_ERR, "firewall helper: %s",
-		    err[0] ? err : "cannot close descriptors");
+		px_log(PX_ERR, "firewall helper: %s", err);
 		_exit(1);
 	}
-	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	rc = fw_helper_run(fd, table, &helper_ops);
+	rc = fw_helper_run(fd, a->table, &helper_ops);
 	px_log(PX_DEBUG, "firewall helper: the proxy closed its socket; "
 	    "exiting, the table stays");
 	_exit(rc == 0 ? 0 : 1);
 }
 
-int
-priv_helper_spawn(const char *start_table, const struct priv_user *u,
+/*
+ * Fork a helper joined to the proxy by a socket pair: the child runs
+ * child(its end, arg), which never returns; the proxy gets its own end,
+ * or -1 with err.  All three helpers start this way.
+ */
+static int
+helper_fork(void (*child)(int fd, const void *arg), const void *arg,
     pid_t *pid, char *err, size_t errlen)
 {
 	int sv[2];
@@ -303,11 +331,56 @@ priv_helper_spawn(const char *start_table, const struct priv_user *u,
 	}
 	if (p == 0) {
 		close(sv[0]);
-		helper_main(sv[1], start_table, u);
+		child(sv[1], arg);
+		_exit(1);
 	}
 	close(sv[1]);
 	*pid = p;
 	return sv[0];
+}
+
+/*
+ * A helper's first word on its socket: 'R' (ready, maybe with more) or
+ * 'E' and why not.  Waits up to 10 s; the length read, or -1.
+ */
+static ssize_t
+helper_first_word(int fd, char *msg, size_t size)
+{
+	return util_wait_readable(fd, 10000) > 0 ? recv(fd, msg, size, 0) :
+	    -1;
+}
+
+/* A helper that did not start: close its socket and reap it. */
+static void
+helper_abandon(int fd, pid_t *pid)
+{
+	close(fd);
+	priv_helper_reap(*pid, 1000);
+	*pid = -1;
+}
+
+/*
+ * In a helper holding a key: nothing may attach, and the proxy's
+ * signals are not its own (it ends when the proxy's socket does).
+ */
+static void
+helper_key_holder(const char *name)
+{
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	prctl(PR_SET_NAME, name, 0, 0, 0);
+}
+
+int
+priv_helper_spawn(const char *start_table, const struct priv_user *u,
+    pid_t *pid, char *err, size_t errlen)
+{
+	struct fw_helper_args a = { start_table, u };
+
+	return helper_fork(helper_main, &a, pid, err, errlen);
 }
 
 /* ------------------------------------------------------------------ */
@@ -329,37 +402,33 @@ signer_say(int fd, const char *err)
 		px_log(PX_ERR, "log signer: %s", err ? err : "cannot say ready");
 }
 
+/* What the log signer is started with. */
+struct signer_args {
+	const char *key_file;
+	const struct priv_user *u;
+	uint64_t seq;
+	const char *hash;
+};
+
 static void
-signer_main(int fd, const char *key_file, const struct priv_user *u,
-    uint64_t seq, const char *hash)
+signer_main(int fd, const void *arg)
 {
+	const struct signer_args *a = arg;
 	static unsigned char key[SIGNER_KEY_MAX];
 	size_t keylen = 0;
 	char err[512] = "";
 	int rc;
 
-	/* nothing may attach while the key is in memory, and it stays to
-	 * write the stop record: it ends when the proxy's socket does */
-	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	signal(SIGHUP, SIG_IGN);
-	signal(SIGINT, SIG_IGN);
-	signal(SIGTERM, SIG_IGN);
-	signal(SIGPIPE, SIG_IGN);
-	prctl(PR_SET_NAME, "sluiced-sign", 0, 0, 0);
+	/* it stays to write the stop record */
+	helper_key_holder("sluiced-sign");
 	/* read while still the user sluiced started as (root): the key is
 	 * not the proxy's user's to read */
-	if (signer_load_key(key_file, key, &keylen, err, sizeof(err)) != 0)
+	if (signer_load_key(a->key_file, key, &keylen, err, sizeof(err)) != 0)
 		goto fail;
-	if (close_others(fd) != 0) {
-		snprintf(err, sizeof(err), "cannot close descriptors");
+	if (helper_confine(fd, 0, a->u, err, sizeof(err)) != 0)
 		goto fail;
-	}
-	if (caps_limit(0, u, 0, NULL, 0, err, sizeof(err)) != 0)
-		goto fail;
-	/* a change of uid makes a process dumpable again */
-	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	signer_say(fd, NULL);
-	rc = signer_serve(fd, key, keylen, seq, hash);
+	rc = signer_serve(fd, key, keylen, a->seq, a->hash);
 	OPENSSL_cleanse(key, sizeof(key));
 	_exit(rc == 0 ? 0 : 1);
 fail:
@@ -372,47 +441,22 @@ int
 priv_signer_spawn(const char *key_file, const struct priv_user *u,
     uint64_t seq, const char *hash, pid_t *pid, char *err, size_t errlen)
 {
+	struct signer_args a = { key_file, u, seq, hash };
 	char msg[513];
-	struct pollfd pf;
 	ssize_t n;
-	int sv[2], r;
-	pid_t p;
+	int fd;
 
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-		snprintf(err, errlen, "socketpair: %s", strerror(errno));
+	if ((fd = helper_fork(signer_main, &a, pid, err, errlen)) < 0)
 		return -1;
-	}
-	fflush(stderr);
-	p = fork();
-	if (p < 0) {
-		snprintf(err, errlen, "fork: %s", strerror(errno));
-		close(sv[0]);
-		close(sv[1]);
-		return -1;
-	}
-	if (p == 0) {
-		close(sv[0]);
-		signer_main(sv[1], key_file, u, seq, hash);
-	}
-	close(sv[1]);
-	*pid = p;
-	/* its first word: ready, or why not */
-	pf.fd = sv[0];
-	pf.events = POLLIN;
-	do
-		r = poll(&pf, 1, 10000);
-	while (r < 0 && errno == EINTR);
-	n = r > 0 ? recv(sv[0], msg, sizeof(msg) - 1, 0) : -1;
+	n = helper_first_word(fd, msg, sizeof(msg) - 1);
 	if (n >= 1 && msg[0] == 'R')
-		return sv[0];
+		return fd;
 	if (n > 1 && msg[0] == 'E') {
 		msg[n] = '\0';
 		snprintf(err, errlen, "%s", msg + 1);
 	} else
 		snprintf(err, errlen, "the log signer did not start");
-	close(sv[0]);
-	priv_helper_reap(p, 1000);
-	*pid = -1;
+	helper_abandon(fd, pid);
 	return -1;
 }
 
@@ -434,10 +478,19 @@ ca_say(int fd, char kind, const char *text)
 		    kind == 'R' ? "ready" : "why not");
 }
 
+/* What the inspection CA helper is started with. */
+struct ca_args {
+	const char *cert_path, *key_path;
+	char *const *hosts;
+	size_t nhosts;
+	int days;
+	const struct priv_user *u;
+};
+
 static void
-ca_main(int fd, const char *cert_path, const char *key_path,
-    char *const *hosts, size_t nhosts, int days, const struct priv_user *u)
+ca_main(int fd, const void *arg)
 {
+	const struct ca_args *a = arg;
 	struct pol_hostset *hs = pol_hostset_new();
 	char err[512] = "", *pem = NULL;
 	EVP_PKEY *key = NULL;
@@ -447,37 +500,27 @@ ca_main(int fd, const char *cert_path, const char *key_path,
 	long n;
 	int made, rc;
 
-	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	signal(SIGHUP, SIG_IGN);
-	signal(SIGINT, SIG_IGN);
-	signal(SIGTERM, SIG_IGN);
-	signal(SIGPIPE, SIG_IGN);
-	prctl(PR_SET_NAME, "sluiced-ca", 0, 0, 0);
+	helper_key_holder("sluiced-ca");
 	if (hs == NULL) {
 		snprintf(err, sizeof(err), "out of memory");
 		goto fail;
 	}
-	for (i = 0; i < nhosts; i++)
-		if (pol_hostset_add(hs, hosts[i]) != 0) {
+	for (i = 0; i < a->nhosts; i++)
+		if (pol_hostset_add(hs, a->hosts[i]) != 0) {
 			snprintf(err, sizeof(err), "inspect.hosts: bad %s",
-			    hosts[i]);
+			    a->hosts[i]);
 			goto fail;
 		}
 	/* as root: the key is not the proxy's user's to read */
-	if (tlsca_ensure(cert_path, key_path, &cert, &key, &made, err,
+	if (tlsca_ensure(a->cert_path, a->key_path, &cert, &key, &made, err,
 	    sizeof(err)) != 0)
 		goto fail;
 	if (made)
 		px_log(PX_INFO, "inspection CA made: %s (key %s); sandboxes "
-		    "trust it through sluiced --print-inspect-ca", cert_path,
-		    key_path);
-	if (close_others(fd) != 0) {
-		snprintf(err, sizeof(err), "cannot close descriptors");
+		    "trust it through sluiced --print-inspect-ca", a->cert_path,
+		    a->key_path);
+	if (helper_confine(fd, 0, a->u, err, sizeof(err)) != 0)
 		goto fail;
-	}
-	if (caps_limit(0, u, 0, NULL, 0, err, sizeof(err)) != 0)
-		goto fail;
-	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if ((b = BIO_new(BIO_s_mem())) == NULL ||
 	    PEM_write_bio_X509(b, cert) != 1 ||
 	    (n = BIO_get_mem_data(b, &pem)) <= 0 ||
@@ -493,7 +536,7 @@ ca_main(int fd, const char *cert_path, const char *key_path,
 		ca_say(fd, 'R', ready);
 	}
 	BIO_free(b);
-	rc = tlsca_serve(fd, cert, key, hs, days);
+	rc = tlsca_serve(fd, cert, key, hs, a->days);
 	EVP_PKEY_free(key);
 	_exit(rc == 0 ? 0 : 1);
 fail:
@@ -509,42 +552,20 @@ priv_ca_spawn(const char *cert_path, const char *key_path,
     const struct priv_user *u, pid_t *pid, char **pem, char *err,
     size_t errlen)
 {
+	struct ca_args a = { cert_path, key_path, hosts, nhosts, leaf_days,
+	    u };
 	static char msg[TLSCA_MSG_MAX + 1];
-	struct pollfd pf;
 	ssize_t n;
-	int sv[2], r;
-	pid_t p;
+	int fd;
 
 	*pem = NULL;
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-		snprintf(err, errlen, "socketpair: %s", strerror(errno));
+	if ((fd = helper_fork(ca_main, &a, pid, err, errlen)) < 0)
 		return -1;
-	}
-	fflush(stderr);
-	p = fork();
-	if (p < 0) {
-		snprintf(err, errlen, "fork: %s", strerror(errno));
-		close(sv[0]);
-		close(sv[1]);
-		return -1;
-	}
-	if (p == 0) {
-		close(sv[0]);
-		ca_main(sv[1], cert_path, key_path, hosts, nhosts, leaf_days,
-		    u);
-	}
-	close(sv[1]);
-	*pid = p;
-	pf.fd = sv[0];
-	pf.events = POLLIN;
-	do
-		r = poll(&pf, 1, 10000);
-	while (r < 0 && errno == EINTR);
-	n = r > 0 ? recv(sv[0], msg, sizeof(msg) - 1, 0) : -1;
+	n = helper_first_word(fd, msg, sizeof(msg) - 1);
 	if (n > 1 && msg[0] == 'R') {
 		msg[n] = '\0';
 		if ((*pem = strdup(msg + 1)) != NULL)
-			return sv[0];
+			return fd;
 		snprintf(err, errlen, "out of memory");
 	} else if (n > 1 && msg[0] == 'E') {
 		msg[n] = '\0';
@@ -552,9 +573,7 @@ priv_ca_spawn(const char *cert_path, const char *key_path,
 	} else
 		snprintf(err, errlen, "the inspection CA helper did not "
 		    "start");
-	close(sv[0]);
-	priv_helper_reap(p, 1000);
-	*pid = -1;
+	helper_abandon(fd, pid);
 	return -1;
 }
 

@@ -260,13 +260,30 @@ find_listener(enum px_transport kind, const char *spec)
 #define DROPPED_HINT " (ports below 1024 need a privilege the proxy " \
 	"process no longer has: see Process model in sluiced(8))"
 
+/* Keep a TCP or vsock listener bound to spec (named so
+ * px_listeners_sync can match it to the configuration); on failure
+ * evl is freed. */
+static int
+listener_add_bound(enum px_transport kind, const char *spec,
+    struct evconnlistener *evl)
+{
+	struct px_listener *l = listener_new(kind, evl);
+
+	if (l == NULL) {
+		evconnlistener_free(evl);
+		return -1;
+	}
+	l->spec = strdup(spec);
+	TAILQ_INSERT_TAIL(&px.listeners, l, entry);
+	return 0;
+}
+
 static int
 listen_tcp(enum px_transport kind, const char *spec)
 {
 	struct sockaddr_storage ss;
 	int sslen = sizeof(ss);
 	struct evconnlistener *evl;
-	struct px_listener *l;
 
 	memset(&ss, 0, sizeof(ss));
 	if (evutil_parse_sockaddr_port(spec, (struct sockaddr *)&ss,
@@ -283,14 +300,7 @@ listen_tcp(enum px_transport kind, const char *spec)
 		    strerror(errno), errno == EACCES ? DROPPED_HINT : "");
 		return -1;
 	}
-	l = listener_new(kind, evl);
-	if (l == NULL) {
-		evconnlistener_free(evl);
-		return -1;
-	}
-	l->spec = strdup(spec);
-	TAILQ_INSERT_TAIL(&px.listeners, l, entry);
-	return 0;
+	return listener_add_bound(kind, spec, evl);
 }
 
 static int
@@ -298,7 +308,6 @@ listen_vsock(int port)
 {
 	struct sockaddr_vm vm;
 	struct evconnlistener *evl;
-	struct px_listener *l;
 	char spec[32];
 
 	snprintf(spec, sizeof(spec), "vsock:%d", port);
@@ -316,14 +325,7 @@ listen_vsock(int port)
 		    strerror(errno), errno == EACCES ? DROPPED_HINT : "");
 		return -1;
 	}
-	l = listener_new(PX_T_VSOCK, evl);
-	if (l == NULL) {
-		evconnlistener_free(evl);
-		return -1;
-	}
-	l->spec = strdup(spec);
-	TAILQ_INSERT_TAIL(&px.listeners, l, entry);
-	return 0;
+	return listener_add_bound(PX_T_VSOCK, spec, evl);
 }
 
 /* Make the TCP and vsock listeners match the configuration. */

@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -61,27 +60,19 @@ signer_load_key(const char *path, unsigned char *key, size_t *keylen,
 		    (unsigned)geteuid());
 		goto done;
 	}
-	for (;;) {
-		n = read(fd, key + got, SIGNER_KEY_MAX - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			errf(err, errlen, "log.mac_key_file %s: %s", path,
-			    strerror(errno));
-			goto done;
-		}
-		if (n == 0)
-			break;
-		got += (size_t)n;
-		if (got == SIGNER_KEY_MAX) {
-			char extra;
+	if ((n = util_read_full(fd, key, SIGNER_KEY_MAX)) < 0) {
+		errf(err, errlen, "log.mac_key_file %s: %s", path,
+		    strerror(errno));
+		goto done;
+	}
+	got = (size_t)n;
+	if (got == SIGNER_KEY_MAX) {
+		char extra;
 
-			if (read(fd, &extra, 1) != 0) {
-				errf(err, errlen, "log.mac_key_file %s: more "
-				    "than %d bytes", path, SIGNER_KEY_MAX);
-				goto done;
-			}
-			break;
+		if (read(fd, &extra, 1) != 0) {
+			errf(err, errlen, "log.mac_key_file %s: more than %d "
+			    "bytes", path, SIGNER_KEY_MAX);
+			goto done;
 		}
 	}
 	if (got < SIGNER_KEY_MIN) {
@@ -113,13 +104,9 @@ signer_serve(int fd, const unsigned char *key, size_t keylen, uint64_t seq,
 
 	snprintf(head, sizeof(head), "%s", hash);
 	for (;;) {
-		n = recv(fd, req, sizeof(req), 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -1;
-		if (n == 0)
-			return 0;
+		/* a closed socket: the proxy is done with the signer */
+		if ((n = util_recv(fd, req, sizeof(req), 0)) <= 0)
+			return n == 0 ? 0 : -1;
 		memset(ans, '0', sizeof(ans));
 		ans[0] = 'N';
 		if (n == SIGNER_REQ_LEN && req[0] == 'S' &&
@@ -162,7 +149,6 @@ signer_sign(void *arg, uint64_t seq, const char *prev, const char *hash,
 	struct signer *sg = arg;
 	unsigned char req[SIGNER_REQ_LEN];
 	char ans[SIGNER_ANS_LEN + 1];
-	struct pollfd p;
 	ssize_t n;
 	const char *why = "no answer";
 
@@ -172,25 +158,16 @@ signer_sign(void *arg, uint64_t seq, const char *prev, const char *hash,
 	memcpy(req + 1, &seq, 8);
 	memcpy(req + 9, prev, 64);
 	memcpy(req + 73, hash, 64);
-	do
-		n = send(sg->fd, req, sizeof(req), MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
+	n = util_send(sg->fd, req, sizeof(req), MSG_NOSIGNAL);
 	if (n != (ssize_t)sizeof(req)) {
 		why = strerror(errno);
 		goto fail;
 	}
-	p.fd = sg->fd;
-	p.events = POLLIN;
 	/* a few microseconds normally; a signer that hangs must not hold
 	 * the proxy for long */
-	do
-		n = poll(&p, 1, SIGNER_WAIT_MS);
-	while (n < 0 && errno == EINTR);
-	if (n <= 0)
+	if (util_wait_readable(sg->fd, SIGNER_WAIT_MS) <= 0)
 		goto fail;
-	do
-		n = recv(sg->fd, ans, sizeof(ans), 0);
-	while (n < 0 && errno == EINTR);
+	n = util_recv(sg->fd, ans, sizeof(ans), 0);
 	if (n != SIGNER_ANS_LEN || ans[0] != 'K') {
 		why = n == 0 ? "the signer is gone" : n == SIGNER_ANS_LEN ?
 		    "refused: not the record after the chain it signed" :

@@ -169,26 +169,29 @@ cfg_fail_key(struct cfg_ctx *x, const char *fmt, ...)
 	return -1;
 }
 
-void
-cfg_ctx_key(struct cfg_ctx *x, const char *key)
+/* One step deeper: an object's key, or (key NULL) an array's index.
+ * Past CFG_PATH_MAX only the depth is counted. */
+static void
+cfg_ctx_push(struct cfg_ctx *x, const char *key, size_t idx)
 {
 	if (x->depth < CFG_PATH_MAX) {
 		x->path[x->depth].key = key;
-		x->path[x->depth].keylen = strlen(key);
-		x->path[x->depth].idx = 0;
+		x->path[x->depth].keylen = key != NULL ? strlen(key) : 0;
+		x->path[x->depth].idx = idx;
 	}
 	x->depth++;
 }
 
 void
+cfg_ctx_key(struct cfg_ctx *x, const char *key)
+{
+	cfg_ctx_push(x, key, 0);
+}
+
+void
 cfg_ctx_idx(struct cfg_ctx *x, size_t idx)
 {
-	if (x->depth < CFG_PATH_MAX) {
-		x->path[x->depth].key = NULL;
-		x->path[x->depth].keylen = 0;
-		x->path[x->depth].idx = idx;
-	}
-	x->depth++;
+	cfg_ctx_push(x, NULL, idx);
 }
 
 void

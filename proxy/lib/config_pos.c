@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "proxy/lib/config-int.h"
+#include "proxy/lib/util.h"
 
 enum { W_OBJ = 1, W_ARR = 2 };
 enum { S_KEY, S_COLON, S_VALUE, S_AFTER };
@@ -131,18 +132,6 @@ walk_next(struct walk *w)
 	return 1;
 }
 
-static int
-hexval(int ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 static long
 hex4(const char *s, const char *end)
 {
@@ -152,7 +141,7 @@ hex4(const char *s, const char *end)
 	if (end - s < 4)
 		return -1;
 	for (i = 0; i < 4; i++) {
-		if ((h = hexval((unsigned char)s[i])) < 0)
+		if ((h = util_hexval((unsigned char)s[i])) < 0)
 			return -1;
 		v = v * 16 + h;
 	}

@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -431,13 +430,9 @@ tlsca_serve(int fd, X509 *ca, EVP_PKEY *cakey,
 		unsigned char *der = NULL;
 		int dlen;
 
-		n = recv(fd, req, sizeof(req), 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -1;
-		if (n == 0)
-			return 0;
+		/* a closed socket: the proxy is done with the helper */
+		if ((n = util_recv(fd, req, sizeof(req), 0)) <= 0)
+			return n == 0 ? 0 : -1;
 		if (tlsca_parse_request(req, (size_t)n, name, &spki,
 		    &spkilen) != 0) {
 			if (answer(fd, 'N', "bad request", 11) != 0)
@@ -487,7 +482,6 @@ tlsca_request(int fd, const char *name, EVP_PKEY *key, char *err,
 	unsigned char *spki = NULL;
 	const unsigned char *p;
 	size_t nl = strlen(name);
-	struct pollfd pf;
 	X509 *cert;
 	ssize_t n;
 	int slen;
@@ -507,27 +501,18 @@ tlsca_request(int fd, const char *name, EVP_PKEY *key, char *err,
 	memcpy(req + 1, name, nl + 1);
 	memcpy(req + 2 + nl, spki, (size_t)slen);
 	OPENSSL_free(spki);
-	do
-		n = send(fd, req, 2 + nl + (size_t)slen, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
+	n = util_send(fd, req, 2 + nl + (size_t)slen, MSG_NOSIGNAL);
 	if (n < 0) {
 		errf(err, errlen, "the CA helper: %s", strerror(errno));
 		return NULL;
 	}
-	pf.fd = fd;
-	pf.events = POLLIN;
 	/* a signature takes well under a millisecond; a helper that hangs
 	 * must not hold the proxy for long */
-	do
-		n = poll(&pf, 1, TLSCA_WAIT_MS);
-	while (n < 0 && errno == EINTR);
-	if (n <= 0) {
+	if (util_wait_readable(fd, TLSCA_WAIT_MS) <= 0) {
 		errf(err, errlen, "the CA helper did not answer");
 		return NULL;
 	}
-	do
-		n = recv(fd, ans, sizeof(ans) - 1, 0);
-	while (n < 0 && errno == EINTR);
+	n = util_recv(fd, ans, sizeof(ans) - 1, 0);
 	if (n <= 0) {
 		errf(err, errlen, "the CA helper is gone");
 		return NULL;

@@ -5,11 +5,14 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "proxy/lib/util.h"
 
@@ -172,4 +175,80 @@ util_utf8_seq(const unsigned char *s, size_t n, uint32_t *cp, size_t *bad)
 	}
 	*cp = v;
 	return (int)need + 1;
+}
+
+ssize_t
+util_recv(int fd, void *buf, size_t len, int flags)
+{
+	ssize_t n;
+
+	do
+		n = recv(fd, buf, len, flags);
+	while (n < 0 && errno == EINTR);
+	return n;
+}
+
+ssize_t
+util_send(int fd, const void *buf, size_t len, int flags)
+{
+	ssize_t n;
+
+	do
+		n = send(fd, buf, len, flags);
+	while (n < 0 && errno == EINTR);
+	return n;
+}
+
+int
+util_wait_readable(int fd, int timeout_ms)
+{
+	struct pollfd pf;
+	int n;
+
+	pf.fd = fd;
+	pf.events = POLLIN;
+	do
+		n = poll(&pf, 1, timeout_ms);
+	while (n < 0 && errno == EINTR);
+	return n;
+}
+
+int64_t
+util_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int
+util_hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+ssize_t
+util_read_full(int fd, void *buf, size_t len)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < len) {
+		n = read(fd, (char *)buf + got, len - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
 }

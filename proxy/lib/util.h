@@ -64,4 +64,29 @@ void util_strv_free(char **v, size_t n);
  */
 const char *util_http_phrase(int status);
 
+/*
+ * recv(2) and send(2) again while a signal interrupts them: what the
+ * call returns, errno set on -1.  For the helpers' sockets, where a
+ * signal is no reason to give up.
+ */
+ssize_t util_recv(int fd, void *buf, size_t len, int flags);
+ssize_t util_send(int fd, const void *buf, size_t len, int flags);
+
+/*
+ * Waits up to timeout_ms for fd to be readable, again with the whole
+ * timeout when a signal interrupts (a signal may lengthen the wait):
+ * poll(2)'s answer, > 0 readable, 0 timed out, -1 with errno.
+ */
+int util_wait_readable(int fd, int timeout_ms);
+
+/* CLOCK_MONOTONIC in milliseconds: for deadlines and durations. */
+int64_t util_now_ms(void);
+
+/* The value of the hex digit c (either case), or -1. */
+int util_hexval(int c);
+
+/* Reads fd until len bytes or its end, again when a signal interrupts:
+ * the count (below len: the end came first), or -1 with errno. */
+ssize_t util_read_full(int fd, void *buf, size_t len);
+
 #endif /* SLUICE_UTIL_H */

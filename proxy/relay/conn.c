@@ -439,6 +439,18 @@ px_conn_decide(struct px_conn *c, struct px_session *s)
 	return 1;
 }
 
+int
+px_conn_admissible(struct px_conn *c, const struct px_session *s)
+{
+	if (s == NULL)
+		px_conn_refuse(c, POL_R_SESSION_UNKNOWN, NULL);
+	else if (px.draining)
+		px_conn_refuse(c, POL_R_SHUTTING_DOWN, NULL);
+	else
+		return 1;
+	return 0;
+}
+
 void
 px_conn_refuse(struct px_conn *c, enum pol_reason why, const char *detail)
 {
@@ -592,14 +604,8 @@ handle_request(struct px_conn *c)
 		px_conn_refuse(c, r, NULL);
 		return;
 	}
-	if (s == NULL) {
-		px_conn_refuse(c, POL_R_SESSION_UNKNOWN, NULL);
+	if (!px_conn_admissible(c, s))
 		return;
-	}
-	if (px.draining) {
-		px_conn_refuse(c, POL_R_SHUTTING_DOWN, NULL);
-		return;
-	}
 	if (c->req->m == HTTP_M_CONNECT && cfg_port_in(px.cfg->plain_ports,
 	    px.cfg->nplain_ports, c->target.port)) {
 		/* the requests in such a tunnel would name any virtual host

@@ -164,6 +164,9 @@ enum sni_status px_sni_peek(struct px_conn *c, char *name, size_t namelen);
  * prompt holds the connection (px_prompt_request); 1 only for an allow,
  * which the caller carries on with. */
 int px_conn_decide(struct px_conn *c, struct px_session *s);
+/* Before a decision: a connection with no session, or one that comes
+ * while sluiced drains, is refused here; 1 when it may be decided. */
+int px_conn_admissible(struct px_conn *c, const struct px_session *s);
 /* Answer a refusal (status, X-Sluice-Reason, one-line body), log the
  * decision, and close or keep the connection as the request allows. */
 void px_conn_refuse(struct px_conn *c, enum pol_reason why,

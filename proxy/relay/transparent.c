@@ -59,14 +59,8 @@ decide(struct px_conn *c)
 
 	if (PX_GONE(c))
 		return;
-	if (s == NULL) {
-		px_conn_refuse(c, POL_R_SESSION_UNKNOWN, NULL);
+	if (!px_conn_admissible(c, s))
 		return;
-	}
-	if (px.draining) {
-		px_conn_refuse(c, POL_R_SHUTTING_DOWN, NULL);
-		return;
-	}
 	if (!px_conn_decide(c, s) || PX_GONE(c))
 		return;
 	px_upstream_start(c);

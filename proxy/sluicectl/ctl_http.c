@@ -48,15 +48,6 @@ struct conn {
 	int intr_seen;          /* intr->fd was readable: deadline cut */
 };
 
-static int64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- response parsing ---- */
 
 static int
@@ -245,14 +236,9 @@ chunk_size(const char *p, const char *end, size_t *size, const char **next)
 	int digits = 0;
 
 	for (; q < end; q++) {
-		int d;
-		if (*q >= '0' && *q <= '9')
-			d = *q - '0';
-		else if (*q >= 'a' && *q <= 'f')
-			d = *q - 'a' + 10;
-		else if (*q >= 'A' && *q <= 'F')
-			d = *q - 'A' + 10;
-		else
+		int d = util_hexval((unsigned char)*q);
+
+		if (d < 0)
 			break;
 		if (++digits > 8)
 			return -1;
@@ -503,7 +489,7 @@ wait_fd(struct conn *c, short events)
 	int r;
 
 	for (;;) {
-		left = c->deadline - now_ms();
+		left = c->deadline - util_now_ms();
 		if (left <= 0) {
 			errno = c->intr_seen ? EINTR : ETIMEDOUT;
 			return -1;
@@ -523,8 +509,8 @@ wait_fd(struct conn *c, short events)
 		r = poll(pfd, nfds, left > INT_MAX ? INT_MAX : (int)left);
 		if (r > 0 && nfds == 2 && pfd[1].revents != 0) {
 			c->intr_seen = 1;
-			if (c->deadline > now_ms() + c->intr->grace_ms)
-				c->deadline = now_ms() + c->intr->grace_ms;
+			if (c->deadline > util_now_ms() + c->intr->grace_ms)
+				c->deadline = util_now_ms() + c->intr->grace_ms;
 			if (pfd[0].revents == 0)
 				continue;
 		}
@@ -900,7 +886,8 @@ open_target(struct conn *c, const struct ctlh_target *t, char *err,
 	char host[256], port[8];
 	enum ctlh_rc rc;
 
-	c->deadline = now_ms() + (t->timeout_ms > 0 ? t->timeout_ms : 30000);
+	c->deadline = util_now_ms() +
+	    (t->timeout_ms > 0 ? t->timeout_ms : 30000);
 	c->intr = t->intr;
 	if (t->token != NULL && !token_ok(t->token)) {
 		errf(err, errlen, "the token holds spaces or control "
@@ -1095,18 +1082,15 @@ dechunk(struct ctlh_stream *s, char *buf, size_t n)
 		ch = buf[i];
 		switch (s->cs) {
 		case CS_SIZE:
-			if (ch >= '0' && ch <= '9')
-				d = ch - '0';
-			else if (ch >= 'a' && ch <= 'f')
-				d = ch - 'a' + 10;
-			else if (ch >= 'A' && ch <= 'F')
-				d = ch - 'A' + 10;
-			else if (s->digits > 0 && (ch == ';' || ch == '\r')) {
+			d = util_hexval((unsigned char)ch);
+			if (d < 0 && s->digits > 0 &&
+			    (ch == ';' || ch == '\r')) {
 				s->cs = ch == ';' ? CS_EXT : CS_SIZE_LF;
 				s->extlen = 0;
 				i++;
 				continue;
-			} else
+			}
+			if (d < 0)
 				return -1;
 			if (++s->digits > 8)
 				return -1;

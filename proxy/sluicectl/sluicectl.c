@@ -39,6 +39,7 @@
 #include "proxy/sluicectl/ctl_log.h"
 #include "policy/policy.h"
 #include "proxy/lib/jsonstrict.h"
+#include "proxy/lib/util.h"
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "0"
@@ -136,6 +137,18 @@ on_stop(int sig)
 	stop_flag = 1;
 }
 
+static void verrx_msg(const char *fmt, va_list ap)
+    __attribute__((format(printf, 1, 0)));
+
+/* "sluicectl: " and the message, a line on stderr. */
+static void
+verrx_msg(const char *fmt, va_list ap)
+{
+	fputs("sluicectl: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
 static void errx_msg(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
 
@@ -144,11 +157,9 @@ errx_msg(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("sluicectl: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	verrx_msg(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 static void
@@ -207,11 +218,10 @@ usage_error(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("sluicectl: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	verrx_msg(fmt, ap);
 	va_end(ap);
-	fputs("\n(sluicectl --help for usage)\n", stderr);
+	fputs("(sluicectl --help for usage)\n", stderr);
 	return EX_USAGE;
 }
 
@@ -520,6 +530,24 @@ print_api_error(const struct ctlh_resp *r)
 }
 
 /* Call the API; body is stolen.  EX_OK with rp->doc set on 2xx. */
+/* The exit status, and the message, of a call that got no HTTP answer
+ * (rc, from ctlh_request or ctlh_stream_open, is not CTLH_OK). */
+static int
+transport_exit(enum ctlh_rc rc, const char *err)
+{
+	switch (rc) {
+	case CTLH_USAGE:
+		errx_msg("%s", err);
+		return EX_USAGE;
+	case CTLH_UNREACHABLE:
+		errx_msg("cannot reach sluiced: %s", err);
+		return EX_UNREACHABLE;
+	default:
+		errx_msg("bad answer from sluiced: %s", err);
+		return EX_SERVER;
+	}
+}
+
 static int
 api(const struct opts *o, const char *method, const char *path,
     json_t *body, struct reply *rp)
@@ -544,20 +572,8 @@ api(const struct opts *o, const char *method, const char *path,
 	}
 	rc = ctlh_request(&t, method, path, text, &rp->resp, err, sizeof(err));
 	free(text);
-	switch (rc) {
-	case CTLH_OK:
-		break;
-	case CTLH_USAGE:
-		errx_msg("%s", err);
-		return EX_USAGE;
-	case CTLH_UNREACHABLE:
-		errx_msg("cannot reach sluiced: %s", err);
-		return EX_UNREACHABLE;
-	case CTLH_BAD_RESPONSE:
-	default:
-		errx_msg("bad answer from sluiced: %s", err);
-		return EX_SERVER;
-	}
+	if (rc != CTLH_OK)
+		return transport_exit(rc, err);
 	if (rp->resp.status >= 400) {
 		print_api_error(&rp->resp);
 		return rp->resp.status < 500 ? EX_REFUSED : EX_SERVER;
@@ -1239,15 +1255,6 @@ decision_valid(const char *s)
 	return 0;
 }
 
-static int64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* A string field of a server document, sanitised for a terminal. */
 static const char *
 field(const json_t *doc, const char *key, char *buf, size_t buflen)
@@ -1491,7 +1498,7 @@ item_upsert(struct watch *w, const json_t *p)
 		json_decref(it->doc);
 	}
 	it->doc = json_deep_copy(p);
-	it->deadline = mono_ms() + (left > 0 ? (int64_t)left * 1000 : 0);
+	it->deadline = util_now_ms() + (left > 0 ? (int64_t)left * 1000 : 0);
 	w->dirty = 1;
 }
 
@@ -1527,7 +1534,7 @@ watch_answer(struct watch *w, struct pitem *it, const char *decision)
 	if (rc != CTLH_OK) {
 		clog_sanitize(err, strlen(err), m, sizeof(m), 500);
 		watch_msg(w, "%s: %s not sent: %s", id, decision, m);
-		it->retry_at = mono_ms() + 1000;
+		it->retry_at = util_now_ms() + 1000;
 		return;
 	}
 	if (r.status >= 200 && r.status < 300) {
@@ -1545,7 +1552,7 @@ watch_answer(struct watch *w, struct pitem *it, const char *decision)
 		if (r.status == 404 || r.status == 409)
 			item_remove(w, it);
 		else
-			it->retry_at = mono_ms() + 1000;
+			it->retry_at = util_now_ms() + 1000;
 	}
 	ctlh_resp_free(&r);
 }
@@ -1632,19 +1639,8 @@ watch_connect(struct watch *w)
 	}
 	rc = ctlh_stream_open(&t, "/v1/events", headers, &w->st, &r, err,
 	    sizeof(err));
-	switch (rc) {
-	case CTLH_OK:
-		break;
-	case CTLH_USAGE:
-		errx_msg("%s", err);
-		return EX_USAGE;
-	case CTLH_UNREACHABLE:
-		errx_msg("cannot reach sluiced: %s", err);
-		return EX_UNREACHABLE;
-	default:
-		errx_msg("bad answer from sluiced: %s", err);
-		return EX_SERVER;
-	}
+	if (rc != CTLH_OK)
+		return transport_exit(rc, err);
 	if (w->st == NULL) {
 		print_api_error(&r);
 		rc = r.status >= 400 && r.status < 500 ? EX_REFUSED : EX_SERVER;
@@ -1652,7 +1648,7 @@ watch_connect(struct watch *w)
 		return (int)rc;
 	}
 	ctlh_sse_reset(&w->sse);
-	w->last_bytes = mono_ms();
+	w->last_bytes = util_now_ms();
 	/* bytes that came with the head wait in the stream, not in the
 	 * socket: poll(2) would not report them */
 	watch_read(w);
@@ -1669,7 +1665,7 @@ watch_retry(struct watch *w)
 		w->quit = 1;
 		return;
 	}
-	w->reconnect_at = mono_ms() + ((int64_t)WATCH_BACKOFF0_MS <<
+	w->reconnect_at = util_now_ms() + ((int64_t)WATCH_BACKOFF0_MS <<
 	    (w->attempts - 1));
 }
 
@@ -1685,10 +1681,10 @@ watch_drop(struct watch *w, const char *why)
 	/* plain mode keeps stdout for prompts and answers */
 	if (w->tty)
 		watch_msg(w, "event stream lost (%s): reconnecting in %lld ms",
-		    why, (long long)(w->reconnect_at - mono_ms()));
+		    why, (long long)(w->reconnect_at - util_now_ms()));
 	else
 		errx_msg("event stream lost (%s): reconnecting in %lld ms",
-		    why, (long long)(w->reconnect_at - mono_ms()));
+		    why, (long long)(w->reconnect_at - util_now_ms()));
 }
 
 /* Read what the stream has; on its end schedule a reconnect. */
@@ -1707,7 +1703,7 @@ watch_read(struct watch *w)
 			watch_drop(w, n == 0 ? "closed" : err);
 			return;
 		}
-		w->last_bytes = mono_ms();
+		w->last_bytes = util_now_ms();
 		/* a good read means the connection is back for real */
 		w->attempts = 0;
 		if (ctlh_sse_feed(&w->sse, buf, (size_t)n, on_event, w, err,
@@ -1810,7 +1806,7 @@ watch_stdin(struct watch *w)
 static void
 watch_expire(struct watch *w)
 {
-	int64_t now = mono_ms();
+	int64_t now = util_now_ms();
 	size_t i;
 
 	for (i = w->n; i-- > 0;)
@@ -1823,7 +1819,7 @@ watch_expire(struct watch *w)
 static void
 watch_auto(struct watch *w)
 {
-	int64_t now = mono_ms();
+	int64_t now = util_now_ms();
 	size_t i;
 	int k;
 
@@ -1859,7 +1855,7 @@ static void
 watch_draw(struct watch *w)
 {
 	struct pitem *cur = item_current(w);
-	int64_t now = mono_ms();
+	int64_t now = util_now_ms();
 	char s[40], te[40], u[40], m[16], hp[400], wt[16], left[32], pth[80];
 	char id[80];
 	size_t i;
@@ -1939,7 +1935,7 @@ prompts_watch(const struct opts *o)
 	watch_msg(&w, "watching for prompts (%zu pending)", w.n);
 	w.dirty = 1;
 	while (!w.quit && !stop_flag) {
-		now = mono_ms();
+		now = util_now_ms();
 		watch_expire(&w);
 		if (w.autoans != NULL)
 			watch_auto(&w);

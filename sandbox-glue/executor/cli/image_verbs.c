@@ -7,7 +7,6 @@
 #include "sluice-config.h"
 
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,43 +21,11 @@
 #include "sandbox-glue/executor/image/sbx_image.h"
 #include "sandbox-glue/executor/cli/image_verbs.h"
 #include "sandbox-glue/executor/cli/run_api.h"
+#include "sandbox-glue/executor/cli/run_out.h"
 
 #define PROG		"sluice-run"
 #define DEF_STATE	"/run/sluice-run"
 #define DEF_CONTROL	"/run/sluice/control.sock"
-
-static void
-die(int code, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3), noreturn));
-
-static void
-die(int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, PROG ": ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(code);
-}
-
-/*
- * s as it may be printed on a terminal (sbx_text_safe: controls, C1,
- * bidirectional and invisible characters escaped), for messages that
- * hold names and paths from callers or sandboxes.  Four at a time.
- */
-static const char *
-safe(const char *s)
-{
-	static char buf[4][4 * SBX_PATH_MAX + 1];
-	static int k;
-
-	k = (k + 1) % 4;
-	sbx_text_safe(s, buf[k], sizeof(buf[k]));
-	return buf[k];
-}
 
 static void
 json_out(json_t *o)
@@ -69,7 +36,7 @@ json_out(json_t *o)
 	    JSON_ENSURE_ASCII);
 
 	if (s == NULL)
-		die(EX_FAIL, "cannot encode JSON");
+		run_die(EX_FAIL, "cannot encode JSON");
 	printf("%s\n", s);
 	free(s);
 	json_decref(o);
@@ -101,7 +68,7 @@ cmd_image_build(const struct sbx_cfg *c, int json, int cached,
 
 	if (profile == NULL || !sbx_id_ok(profile, SBX_ID_MAX) ||
 	    strcmp(profile, SBX_PROFILE_HOST) == 0)
-		die(EX_USAGE, "image build: a profile name (image build "
+		run_die(EX_USAGE, "image build: a profile name (image build "
 		    "PROFILE)");
 	memset(&o, 0, sizeof(o));
 	o.image_dir = c->image_dir;
@@ -113,7 +80,8 @@ cmd_image_build(const struct sbx_cfg *c, int json, int cached,
 	o.timeout_s = 3600;
 	o.verbose = !json;
 	if ((rc = sbx_image_build(&o, &r, err, sizeof(err))) != 0)
-		die(img_exit(rc), "image build %s: %s", profile, safe(err));
+		run_die(img_exit(rc), "image build %s: %s", profile,
+		    run_safe(err));
 	if (json) {
 		json_out(json_pack("{s:s,s:s,s:s,s:b,s:b,s:I,s:I,s:I,s:I}",
 		    "profile", profile, "digest", r.digest, "inputs", r.inputs,
@@ -145,7 +113,7 @@ cmd_image_list(const struct sbx_cfg *c, int json)
 	size_t i;
 
 	if (o == NULL)
-		die(EX_FAIL, "image list: %s", safe(err));
+		run_die(EX_FAIL, "image list: %s", run_safe(err));
 	if (json) {
 		json_out(o);
 		return EX_OK;
@@ -185,7 +153,7 @@ image_verb(const struct sbx_cfg *c, int json, int cached, char **args)
 	int rc;
 
 	if (args[0] == NULL)
-		die(EX_USAGE, "image: build, list or rm");
+		run_die(EX_USAGE, "image: build, list or rm");
 	if (strcmp(args[0], "build") == 0) {
 		const char *prof = NULL;
 		int i;
@@ -197,17 +165,18 @@ image_verb(const struct sbx_cfg *c, int json, int cached, char **args)
 			else if (prof == NULL && args[i][0] != '-')
 				prof = args[i];
 			else
-				die(EX_USAGE, "image build [--cached] PROFILE");
+				run_die(EX_USAGE,
+				    "image build [--cached] PROFILE");
 		return cmd_image_build(c, json, cached, prof);
 	}
 	if (strcmp(args[0], "list") == 0)
 		return cmd_image_list(c, json);
 	if (strcmp(args[0], "rm") == 0) {
 		if (args[1] == NULL)
-			die(EX_USAGE, "image rm PROFILE|DIGEST");
+			run_die(EX_USAGE, "image rm PROFILE|DIGEST");
 		if ((rc = sbx_image_rm(c->image_dir, args[1], d, err,
 		    sizeof(err))) != 0)
-			die(img_exit(rc), "image rm: %s", safe(err));
+			run_die(img_exit(rc), "image rm: %s", run_safe(err));
 		if (json)
 			json_out(json_pack("{s:s,s:b}", "digest", d, "removed",
 			    1));
@@ -215,7 +184,8 @@ image_verb(const struct sbx_cfg *c, int json, int cached, char **args)
 			printf("removed image %s\n", d);
 		return EX_OK;
 	}
-	die(EX_USAGE, "image: build, list or rm, not %s", safe(args[0]));
+	run_die(EX_USAGE, "image: build, list or rm, not %s",
+	    run_safe(args[0]));
 }
 
 static void
@@ -273,12 +243,13 @@ image_main(int argc, char **argv)
 	}
 	if (config != NULL)
 		if (sbx_cfg_load(&cfg, config, err, sizeof(err)) != 0)
-			die(EX_USAGE, "%s", err);
+			run_die(EX_USAGE, "%s", err);
 	if (state != NULL)
 		snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s", state);
 	if (cfg.state_dir[0] != '/')
-		die(EX_USAGE, "--state-dir: an absolute path");
+		run_die(EX_USAGE, "--state-dir: an absolute path");
 	if (geteuid() != 0)
-		die(EX_FAIL, "must run as root (the image store is root's)");
+		run_die(EX_FAIL,
+		    "must run as root (the image store is root's)");
 	return image_verb(&cfg, json, cached, argv + optind);
 }

@@ -18,7 +18,6 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +29,7 @@
 
 #include "proxy/sluicectl/ctl_http.h"
 #include "sandbox-glue/executor/cli/run_api.h"
+#include "sandbox-glue/executor/cli/run_out.h"
 #include "sandbox-glue/executor/backend/sbx.h"
 #include "sandbox-glue/executor/backend/sbx_cfg.h"
 
@@ -58,43 +58,13 @@ static volatile sig_atomic_t got_signal;
 static int sig_pipe[2] = { -1, -1 };    /* written by on_signal */
 
 static void
-die(int code, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3), noreturn));
-
-static void
-die(int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, PROG ": ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(code);
-}
-
-/* s as it may be printed on a terminal (sbx_text_safe), four at a
- * time: names and messages come from callers and sandboxes. */
-static const char *
-safe(const char *s)
-{
-	static char buf[4][4 * SBX_PATH_MAX + 1];
-	static int k;
-
-	k = (k + 1) % 4;
-	sbx_text_safe(s != NULL ? s : "", buf[k], sizeof(buf[k]));
-	return buf[k];
-}
-
-static void
 json_out(json_t *o)
 {
 	char *s = json_dumps(o, JSON_INDENT(2) | JSON_ENSURE_ASCII |
 	    JSON_ENCODE_ANY);
 
 	if (s == NULL)
-		die(EX_FAIL, "out of memory");
+		run_die(EX_FAIL, "out of memory");
 	fputs(s, stdout);
 	fputc('\n', stdout);
 	free(s);
@@ -126,7 +96,7 @@ pct(char *buf, size_t len, const char *s, int keep_slash)
 		    (*p == '/' && keep_slash && p != (const unsigned char *)s);
 
 		if (o + 4 >= len)
-			die(EX_USAGE, "path too long");
+			run_die(EX_USAGE, "path too long");
 		if (plain)
 			buf[o++] = (char)*p;
 		else {
@@ -145,7 +115,7 @@ box_path(char *buf, size_t len, const char *tail)
 	snprintf(buf, len, "/v1/sandboxes/");
 	pct(buf, len, o_id, 0);
 	if (strlen(buf) + strlen(tail) >= len)
-		die(EX_USAGE, "path too long");
+		run_die(EX_USAGE, "path too long");
 	strcat(buf, tail);
 }
 
@@ -200,7 +170,7 @@ api_error(const struct ctlh_resp *r)
 	if (!json_is_object(e) || code == NULL) {
 		json_decref(o);
 		fprintf(stderr, PROG ": HTTP %d %s\n", r->status,
-		    safe(r->reason));
+		    run_safe(r->reason));
 		return r->status == 413 ? EX_TOOLARGE : r->status == 404 ?
 		    EX_NOSANDBOX : EX_FAIL;
 	}
@@ -212,7 +182,7 @@ api_error(const struct ctlh_resp *r)
 		if (strcmp(key, "code") == 0 || strcmp(key, "message") == 0)
 			continue;
 		if (json_is_string(v))
-			snprintf(val, sizeof(val), "%s", safe(
+			snprintf(val, sizeof(val), "%s", run_safe(
 			    json_string_value(v)));
 		else if (json_is_integer(v))
 			snprintf(val, sizeof(val), "%lld",
@@ -223,7 +193,7 @@ api_error(const struct ctlh_resp *r)
 		else
 			continue;
 		n += (size_t)snprintf(extra + n, sizeof(extra) - n,
-		    "%s%s %s", n ? ", " : " (", safe(key), val);
+		    "%s%s %s", n ? ", " : " (", run_safe(key), val);
 		/* cut: what is written stops at the array's end, and so
 		 * does n (extra + n must stay inside it) */
 		if (n >= sizeof(extra))
@@ -231,7 +201,7 @@ api_error(const struct ctlh_resp *r)
 	}
 	if (n > 0 && n + 2 < sizeof(extra))
 		strcat(extra, ")");
-	fprintf(stderr, PROG ": %s: %s%s\n", safe(code), safe(
+	fprintf(stderr, PROG ": %s: %s%s\n", run_safe(code), run_safe(
 	    json_string_value(json_object_get(e, "message"))), extra);
 	if (opt_json)
 		json_out(o);
@@ -243,8 +213,9 @@ api_error(const struct ctlh_resp *r)
 static void
 unreachable(enum ctlh_rc rc, const char *err)
 {
-	die(rc == CTLH_USAGE ? EX_USAGE : EX_EXECD, "%s: %s", safe(T.socket),
-	    safe(err));
+	run_die(rc == CTLH_USAGE ? EX_USAGE : EX_EXECD, "%s: %s",
+	    run_safe(T.socket),
+	    run_safe(err));
 }
 
 /*
@@ -264,7 +235,7 @@ call(const char *method, const char *path, json_t *body, json_t **out)
 	*out = NULL;
 	if (body != NULL) {
 		if ((b = json_dumps(body, JSON_COMPACT)) == NULL)
-			die(EX_FAIL, "out of memory");
+			run_die(EX_FAIL, "out of memory");
 		q.body = b;
 		q.body_len = strlen(b);
 	}
@@ -291,13 +262,30 @@ call_print(const char *method, const char *path, json_t *body, json_t **out)
 	return ex;
 }
 
+/*
+ * GET path for a verb that writes the answer as text: 1 when *out is the
+ * caller's to write; 0 when nothing is left to do (the call failed, or
+ * --json printed the answer), with *ex the exit status.
+ */
+static int
+get_text(const char *path, json_t **out, int *ex)
+{
+	*ex = call_print("GET", path, NULL, out);
+	if (*ex == EX_OK && !opt_json)
+		return 1;
+	json_decref(*out);
+	*out = NULL;
+	return 0;
+}
+
 static void
 need_id(const char *verb)
 {
 	if (o_id == NULL)
-		die(EX_USAGE, "%s: --chat ID (or --id ID)", verb);
+		run_die(EX_USAGE, "%s: --chat ID (or --id ID)", verb);
 	if (!sbx_id_ok(o_id, SBX_ID_MAX))
-		die(EX_USAGE, "--chat: 1 to %d of [A-Za-z0-9_.-], not starting "
+		run_die(EX_USAGE,
+		    "--chat: 1 to %d of [A-Za-z0-9_.-], not starting "
 		    "with a dot", SBX_ID_MAX);
 }
 
@@ -305,7 +293,7 @@ static const char *
 one_arg(char **args, const char *usage)
 {
 	if (args[0] == NULL || args[1] != NULL)
-		die(EX_USAGE, "usage: " PROG " %s", usage);
+		run_die(EX_USAGE, "usage: " PROG " %s", usage);
 	return args[0];
 }
 
@@ -313,7 +301,8 @@ static void
 no_args(char **args, const char *verb)
 {
 	if (args[0] != NULL)
-		die(EX_USAGE, "%s: unexpected argument %s", verb, safe(args[0]));
+		run_die(EX_USAGE, "%s: unexpected argument %s", verb,
+		    run_safe(args[0]));
 }
 
 /* ---- text output ---- */
@@ -333,7 +322,7 @@ ms_time(json_t *v, char *buf, size_t len)
 		if (gmtime_r(&t, &tm) != NULL)
 			strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 	} else if (json_is_string(v))
-		snprintf(buf, len, "%s", safe(json_string_value(v)));
+		snprintf(buf, len, "%s", run_safe(json_string_value(v)));
 }
 
 /* A scalar as text into buf. */
@@ -341,7 +330,7 @@ static void
 scalar(json_t *v, char *buf, size_t len)
 {
 	if (json_is_string(v))
-		snprintf(buf, len, "%s", safe(json_string_value(v)));
+		snprintf(buf, len, "%s", run_safe(json_string_value(v)));
 	else if (json_is_integer(v))
 		snprintf(buf, len, "%lld", (long long)json_integer_value(v));
 	else if (json_is_real(v))
@@ -365,7 +354,7 @@ print_fields(json_t *o, const char *indent)
 	json_object_foreach(o, key, v) {
 		char b[1024];
 
-		printf("%s%s:", indent, safe(key));
+		printf("%s%s:", indent, run_safe(key));
 		if (json_is_object(v)) {
 			const char *k2;
 			json_t *v2;
@@ -374,7 +363,7 @@ print_fields(json_t *o, const char *indent)
 				if (json_is_object(v2) || json_is_array(v2))
 					continue;
 				scalar(v2, b, sizeof(b));
-				printf(" %s=%s", safe(k2), b);
+				printf(" %s=%s", run_safe(k2), b);
 			}
 		} else if (json_is_array(v)) {
 			size_t i;
@@ -411,7 +400,7 @@ argv_line(json_t *a, char *buf, size_t len)
 		if (o + 2 >= len)
 			break;
 		o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? " " : "",
-		    safe(json_string_value(w)));
+		    run_safe(json_string_value(w)));
 	}
 	if (o >= len)
 		buf[len - 1] = '\0';
@@ -513,7 +502,7 @@ catch_signals(void)
 	size_t i;
 
 	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
-		die(EX_FAIL, "pipe: %s", strerror(errno));
+		run_die(EX_FAIL, "pipe: %s", strerror(errno));
 	/* a call under way when the signal comes gets GRACE_MS: the
 	 * answer's head and start event, to cancel by its id */
 	intr.fd = sig_pipe[0];
@@ -577,7 +566,7 @@ cmd_create(char **args)
 	ex = call_print("POST", "/v1/sandboxes", b, &out);
 	json_decref(b);
 	if (ex == EX_OK && !opt_json)
-		printf("%s: %s on %s, profile %s, tier %s\n", safe(o_id),
+		printf("%s: %s on %s, profile %s, tier %s\n", run_safe(o_id),
 		    jstr(out, "state"), jstr(out, "backend"), jstr(out,
 		    "profile"), jstr(json_object_get(out, "network"), "tier"));
 	json_decref(out);
@@ -604,10 +593,8 @@ cmd_list(char **args)
 			pct(path, sizeof(path), o_user, 0);
 		}
 	}
-	if ((ex = call_print("GET", path, NULL, &out)) != EX_OK || opt_json) {
-		json_decref(out);
+	if (!get_text(path, &out, &ex))
 		return ex;
-	}
 	printf("%-24s %-12s %-12s %-9s %-7s %-10s %-10s %s\n", "ID", "TENANT",
 	    "USER", "STATE", "BACKEND", "PROFILE", "TIER", "LAST_USED");
 	json_array_foreach(json_object_get(out, "sandboxes"), i, e) {
@@ -615,10 +602,10 @@ cmd_list(char **args)
 
 		ms_time(json_object_get(e, "last_used"), when, sizeof(when));
 		printf("%-24s %-12s %-12s %-9s %-7s %-10s %-10s %s\n",
-		    safe(jstr(e, "id")), safe(jstr(e, "tenant")),
-		    safe(jstr(e, "user")), jstr(e, "state"), jstr(e, "backend"),
-		    safe(jstr(e, "profile")), jstr(json_object_get(e, "network"),
-		    "tier"), when);
+		    run_safe(jstr(e, "id")), run_safe(jstr(e, "tenant")),
+		    run_safe(jstr(e, "user")), jstr(e, "state"),
+		    jstr(e, "backend"), run_safe(jstr(e, "profile")),
+		    jstr(json_object_get(e, "network"), "tier"), when);
 	}
 	json_decref(out);
 	return EX_OK;
@@ -652,15 +639,15 @@ cmd_tier(char **args)
 	if (args[0] != NULL)
 		tier = one_arg(args, "tier --chat ID off|registries|public");
 	if (tier == NULL)
-		die(EX_USAGE, "usage: " PROG " tier --chat ID "
+		run_die(EX_USAGE, "usage: " PROG " tier --chat ID "
 		    "off|registries|public");
 	box_path(path, sizeof(path), "");
 	b = json_pack("{s:{s:s}}", "network", "tier", tier);
 	ex = call_print("PATCH", path, b, &out);
 	json_decref(b);
 	if (ex == EX_OK && !opt_json)
-		printf("%s: tier %s\n", safe(o_id), jstr(json_object_get(out,
-		    "network"), "tier"));
+		printf("%s: tier %s\n", run_safe(o_id),
+		    jstr(json_object_get(out, "network"), "tier"));
 	json_decref(out);
 	return ex;
 }
@@ -678,8 +665,9 @@ cmd_destroy(char **args)
 	/* --discard of an id whose sandbox is gone (removed by age): only
 	 * its archive was there to drop ("deleted": false) */
 	if ((ex = call_print("DELETE", path, NULL, &out)) == EX_OK && !opt_json)
-		printf("%s: %s\n", safe(o_id), json_is_false(json_object_get(out,
-		    "deleted")) ? "archive discarded (no sandbox)" :
+		printf("%s: %s\n", run_safe(o_id),
+		    json_is_false(json_object_get(out, "deleted")) ?
+		    "archive discarded (no sandbox)" :
 		    "destroyed");
 	json_decref(out);
 	return ex;
@@ -727,7 +715,7 @@ on_event(void *arg, const char *type, const char *data, size_t len,
 				char *nb = realloc(u->text[i], c);
 
 				if (nb == NULL)
-					die(EX_FAIL, "out of memory");
+					run_die(EX_FAIL, "out of memory");
 				u->text[i] = nb;
 				u->cap[i] = c;
 			}
@@ -775,14 +763,14 @@ cancel_cmd(const char *cid)
 	t.timeout_ms = CANCEL_MS;
 	rc = ctlh_send(&t, &q, &r, err, sizeof(err));
 	if (rc != CTLH_OK) {
-		fprintf(stderr, PROG ": cancelling %s: %s\n", safe(cid),
-		    safe(err));
+		fprintf(stderr, PROG ": cancelling %s: %s\n", run_safe(cid),
+		    run_safe(err));
 		return;
 	}
 	/* a 404: it has ended (and gone) meanwhile */
 	if ((r.status < 200 || r.status > 299) && r.status != 404)
 		fprintf(stderr, PROG ": cancelling %s: HTTP %d %s\n",
-		    safe(cid), r.status, safe(r.reason));
+		    run_safe(cid), r.status, run_safe(r.reason));
 	ctlh_resp_free(&r);
 }
 
@@ -934,7 +922,7 @@ run_streamed(const char *tail, json_t *body, int b64)
 	if (u.b64)
 		json_object_set_new(body, "encoding", json_string("base64"));
 	if ((b = json_dumps(body, JSON_COMPACT)) == NULL)
-		die(EX_FAIL, "out of memory");
+		run_die(EX_FAIL, "out of memory");
 	q.path = path;
 	q.body = b;
 	q.body_len = strlen(b);
@@ -964,7 +952,7 @@ run_streamed(const char *tail, json_t *body, int b64)
 	ctlh_stream_close(st);
 	if (u.result == NULL || u.bad) {
 		fprintf(stderr, PROG ": the command's result was lost%s%s\n",
-		    err[0] ? ": " : "", err[0] ? safe(err) : "");
+		    err[0] ? ": " : "", err[0] ? run_safe(err) : "");
 		json_decref(u.result);
 		free(u.text[0]);
 		free(u.text[1]);
@@ -994,14 +982,15 @@ slurp(size_t max, size_t *len)
 	ssize_t r;
 
 	if (b == NULL)
-		die(EX_FAIL, "out of memory");
+		run_die(EX_FAIL, "out of memory");
 	for (;;) {
 		if (n == cap) {
 			if (cap >= max)
-				die(EX_TOOLARGE, "standard input: more than %zu "
+				run_die(EX_TOOLARGE,
+				    "standard input: more than %zu "
 				    "bytes", max);
 			if ((nb = realloc(b, cap * 2)) == NULL)
-				die(EX_FAIL, "out of memory");
+				run_die(EX_FAIL, "out of memory");
 			b = nb;
 			cap *= 2;
 		}
@@ -1009,7 +998,7 @@ slurp(size_t max, size_t *len)
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
-			die(EX_FAIL, "standard input: %s", strerror(errno));
+			run_die(EX_FAIL, "standard input: %s", strerror(errno));
 		if (r == 0)
 			break;
 		n += (size_t)r;
@@ -1026,7 +1015,8 @@ cmd_body(char **argv, const char *verb)
 	size_t i;
 
 	if ((o_shell != NULL) == (argv[0] != NULL))
-		die(EX_USAGE, "%s: a command after -- or --shell SCRIPT", verb);
+		run_die(EX_USAGE, "%s: a command after -- or --shell SCRIPT",
+		    verb);
 	if (o_shell != NULL)
 		json_object_set_new(b, "shell", json_string(o_shell));
 	else {
@@ -1035,7 +1025,8 @@ cmd_body(char **argv, const char *verb)
 			json_t *w = json_string(argv[i]);
 
 			if (w == NULL)
-				die(EX_USAGE, "%s: the API takes UTF-8 words",
+				run_die(EX_USAGE,
+				    "%s: the API takes UTF-8 words",
 				    verb);
 			json_array_append_new(a, w);
 		}
@@ -1056,7 +1047,8 @@ cmd_body(char **argv, const char *verb)
 
 		free(in);
 		if (s == NULL)
-			die(EX_USAGE, "--stdin: the API takes text (UTF-8); "
+			run_die(EX_USAGE,
+			    "--stdin: the API takes text (UTF-8); "
 			    "write a binary file with write");
 		json_object_set_new(b, "stdin", s);
 	}
@@ -1085,7 +1077,7 @@ cmd_install(char **args)
 
 	need_id("install");
 	if (o_manager == NULL || args[0] == NULL)
-		die(EX_USAGE, "usage: " PROG " install --chat ID --manager "
+		run_die(EX_USAGE, "usage: " PROG " install --chat ID --manager "
 		    "pip|npm PACKAGE...");
 	for (i = 0; args[i] != NULL; i++)
 		json_array_append_new(p, json_string(args[i]));
@@ -1112,7 +1104,7 @@ cmd_start(char **argv)
 	ex = call_print("POST", path, b, &out);
 	json_decref(b);
 	if (ex == EX_OK && !opt_json)
-		printf("%s\n", safe(jstr(out, "id")));
+		printf("%s\n", run_safe(jstr(out, "id")));
 	json_decref(out);
 	return ex;
 }
@@ -1125,7 +1117,7 @@ cmd_line(json_t *c)
 	ms_time(json_object_get(c, "started"), started, sizeof(started));
 	argv_line(json_object_get(c, "argv"), a, sizeof(a));
 	scalar(json_object_get(c, "exit_code"), code, sizeof(code));
-	printf("%-8s %-8s %-4s %-4s %-20s %s\n", safe(jstr(c, "id")),
+	printf("%-8s %-8s %-4s %-4s %-20s %s\n", run_safe(jstr(c, "id")),
 	    jstr(c, "status"), code, json_is_true(json_object_get(c,
 	    "background")) ? "bg" : "fg", started, a);
 }
@@ -1145,10 +1137,8 @@ cmd_commands(char **args)
 		    "[CID]"), 0);
 	}
 	box_path(path, sizeof(path), tail);
-	if ((ex = call_print("GET", path, NULL, &out)) != EX_OK || opt_json) {
-		json_decref(out);
+	if (!get_text(path, &out, &ex))
 		return ex;
-	}
 	printf("%-8s %-8s %-4s %-4s %-20s %s\n", "ID", "STATUS", "EXIT",
 	    "KIND", "STARTED", "ARGV");
 	if (args[0] != NULL)
@@ -1195,7 +1185,7 @@ cmd_output(char **args)
 
 			if (json_is_string(d) && b64_write(i + 1,
 			    json_string_value(d), json_string_length(d)) != 0)
-				die(EX_FAIL, "output: not base64");
+				run_die(EX_FAIL, "output: not base64");
 		}
 		for (i = 0; i < 2; i++) {
 			json_t *n = json_object_get(json_object_get(out, i ?
@@ -1227,7 +1217,7 @@ cmd_stop(char **args)
 	strcat(tail, "/stop");
 	box_path(path, sizeof(path), tail);
 	if ((ex = call_print("POST", path, NULL, &out)) == EX_OK && !opt_json)
-		printf("%s: stopped\n", safe(cid));
+		printf("%s: stopped\n", run_safe(cid));
 	json_decref(out);
 	return ex;
 }
@@ -1260,7 +1250,7 @@ file_path(char *buf, size_t len, const char *p)
 	char tail[3 * SBX_PATH_MAX + 16] = "/files/";
 
 	if (p[0] == '\0')
-		die(EX_USAGE, "an empty path");
+		run_die(EX_USAGE, "an empty path");
 	pct(tail, sizeof(tail), p, 1);
 	box_path(buf, len, tail);
 }
@@ -1311,7 +1301,7 @@ get_to_stdout(const char *path, const char *range, json_t **errj)
 		return ex;
 	}
 	if (pump(st, &pp, err, sizeof(err)) != 0) {
-		fprintf(stderr, PROG ": %s\n", safe(err));
+		fprintf(stderr, PROG ": %s\n", run_safe(err));
 		ex = EX_EXECD;
 	}
 	ctlh_stream_close(st);
@@ -1352,7 +1342,7 @@ cmd_read(char **args)
 		return ex;
 	}
 	fprintf(stderr, PROG ": %s: more than %lld bytes, cut there\n",
-	    safe(p), max);
+	    run_safe(p), max);
 	return EX_CUT;
 }
 
@@ -1441,7 +1431,7 @@ cmd_ls(char **args)
 
 	need_id("ls");
 	if (args[0] != NULL && args[1] != NULL)
-		die(EX_USAGE, "usage: " PROG " ls --chat ID [--glob PAT] "
+		run_die(EX_USAGE, "usage: " PROG " ls --chat ID [--glob PAT] "
 		    "[--recursive] [DIR]");
 	if (args[0] != NULL) {
 		strcat(q, "?path=");
@@ -1459,10 +1449,8 @@ cmd_ls(char **args)
 		strcat(q, "recursive=1");
 	}
 	box_path(path, sizeof(path), q);
-	if ((ex = call_print("GET", path, NULL, &out)) != EX_OK || opt_json) {
-		json_decref(out);
+	if (!get_text(path, &out, &ex))
 		return ex;
-	}
 	json_array_foreach(json_object_get(out, "entries"), i, e) {
 		char m[11], when[32];
 		json_t *t = json_object_get(e, "target");
@@ -1472,8 +1460,8 @@ cmd_ls(char **args)
 		ms_time(json_object_get(e, "mtime"), when, sizeof(when));
 		printf("%s %10lld %s %s%s%s\n", m, (long long)
 		    json_integer_value(json_object_get(e, "size")), when,
-		    safe(jstr(e, "path")), json_is_string(t) ? " -> " : "",
-		    json_is_string(t) ? safe(json_string_value(t)) : "");
+		    run_safe(jstr(e, "path")), json_is_string(t) ? " -> " : "",
+		    json_is_string(t) ? run_safe(json_string_value(t)) : "");
 	}
 	if (json_is_true(json_object_get(out, "truncated")))
 		fprintf(stderr, PROG ": ls: the listing was cut\n");
@@ -1492,10 +1480,10 @@ cmd_edit(char **args)
 
 	need_id("edit");
 	if (o_old == NULL || o_new == NULL)
-		die(EX_USAGE, "edit: --old TEXT and --new TEXT");
+		run_die(EX_USAGE, "edit: --old TEXT and --new TEXT");
 	b = json_pack("{s:s,s:s,s:s}", "path", p, "old", o_old, "new", o_new);
 	if (b == NULL)
-		die(EX_USAGE, "edit: the API takes UTF-8 text");
+		run_die(EX_USAGE, "edit: the API takes UTF-8 text");
 	box_path(path, sizeof(path), "/edit");
 	ex = call_print("POST", path, b, &out);
 	json_decref(b);
@@ -1518,7 +1506,7 @@ cmd_health(char **args, int doctor)
 		return ex;
 	}
 	if (!opt_json) {
-		printf("sluice-execd %s: %s\n", safe(jstr(out, "version")),
+		printf("sluice-execd %s: %s\n", run_safe(jstr(out, "version")),
 		    json_is_true(json_object_get(out, "ok")) ? "ok" :
 		    "NOT ok");
 		json_array_foreach(json_object_get(out, "backends"), i, e) {
@@ -1527,23 +1515,25 @@ cmd_health(char **args, int doctor)
 			const char *note = json_string_value(json_object_get(
 			    e, "note"));
 
-			printf("backend %s%s: %s%s%s%s%s\n", safe(jstr(e,
+			printf("backend %s%s: %s%s%s%s%s\n", run_safe(jstr(e,
 			    "name")), strcmp(jstr(e, "name"), jstr(out,
 			    "default_backend")) ? "" : " (default)",
 			    json_is_true(json_object_get(e, "ok")) ? "ok" :
-			    "not usable", why ? ": " : "", why ? safe(why) : "",
-			    note ? "; " : "", note ? safe(note) : "");
+			    "not usable", why ? ": " : "",
+			    why ? run_safe(why) : "",
+			    note ? "; " : "", note ? run_safe(note) : "");
 		}
 		br = json_object_get(out, "broker");
-		printf("broker %s: %s%s%s\n", safe(jstr(br, "socket")),
+		printf("broker %s: %s%s%s\n", run_safe(jstr(br, "socket")),
 		    json_is_true(json_object_get(br, "ok")) ? "ok" :
 		    "unreachable", json_string_value(json_object_get(br,
 		    "reason")) ? ": " : "", json_string_value(json_object_get(
-		    br, "reason")) ? safe(jstr(br, "reason")) : "");
+		    br, "reason")) ? run_safe(jstr(br, "reason")) : "");
 		printf("profiles:");
 		json_array_foreach(json_object_get(out, "profiles"), i, e)
-			printf(" %s", safe(json_string_value(e)));
-		printf(" (default %s)\n", safe(jstr(out, "default_profile")));
+			printf(" %s", run_safe(json_string_value(e)));
+		printf(" (default %s)\n", run_safe(jstr(out,
+		    "default_profile")));
 		e = json_object_get(json_object_get(out, "capacity"),
 		    "sandboxes");
 		printf("sandboxes: %lld in use, limit %lld\n",
@@ -1600,7 +1590,7 @@ num_arg(const char *opt, const char *s, long lo, long hi)
 	errno = 0;
 	v = strtol(s, &end, 10);
 	if (errno || *end || end == s || v < lo || v > hi)
-		die(EX_USAGE, "%s: expected %ld to %ld", opt, lo, hi);
+		run_die(EX_USAGE, "%s: expected %ld to %ld", opt, lo, hi);
 	return v;
 }
 
@@ -1612,14 +1602,63 @@ kv_arg(json_t *o, const char *opt, const char *s, int num)
 	char name[128];
 
 	if (eq == NULL || eq == s || (size_t)(eq - s) >= sizeof(name))
-		die(EX_USAGE, "%s: expected NAME=VALUE", opt);
+		run_die(EX_USAGE, "%s: expected NAME=VALUE", opt);
 	memcpy(name, s, (size_t)(eq - s));
 	name[eq - s] = '\0';
 	if (num)
 		json_object_set_new(o, name, json_integer(num_arg(opt, eq + 1, 0,
 		    LONG_MAX / 2)));
 	else if (json_object_set_new(o, name, json_string(eq + 1)) != 0)
-		die(EX_USAGE, "%s: UTF-8 text", opt);
+		run_die(EX_USAGE, "%s: UTF-8 text", opt);
+}
+
+/* The verb's command, with its arguments (the options are parsed). */
+static int
+run_verb(const char *verb, char **args)
+{
+	if (strcmp(verb, "create") == 0)
+		return cmd_create(args);
+	if (strcmp(verb, "list") == 0)
+		return cmd_list(args);
+	if (strcmp(verb, "get") == 0 || strcmp(verb, "status") == 0)
+		return cmd_get(args);
+	if (strcmp(verb, "exec") == 0)
+		return cmd_exec(args);
+	if (strcmp(verb, "start") == 0)
+		return cmd_start(args);
+	if (strcmp(verb, "commands") == 0)
+		return cmd_commands(args);
+	if (strcmp(verb, "output") == 0)
+		return cmd_output(args);
+	if (strcmp(verb, "stop") == 0)
+		return cmd_stop(args);
+	if (strcmp(verb, "cancel") == 0)
+		return cmd_cancel(args);
+	if (strcmp(verb, "read") == 0)
+		return cmd_read(args);
+	if (strcmp(verb, "write") == 0)
+		return cmd_write(args);
+	if (strcmp(verb, "rm") == 0)
+		return cmd_rm(args);
+	if (strcmp(verb, "ls") == 0)
+		return cmd_ls(args);
+	if (strcmp(verb, "edit") == 0)
+		return cmd_edit(args);
+	if (strcmp(verb, "install") == 0)
+		return cmd_install(args);
+	if (strcmp(verb, "tier") == 0)
+		return cmd_tier(args);
+	if (strcmp(verb, "destroy") == 0)
+		return cmd_destroy(args);
+	if (strcmp(verb, "health") == 0)
+		return cmd_health(args, 0);
+	if (strcmp(verb, "doctor") == 0)
+		return cmd_health(args, 1);
+	if (strcmp(verb, "gc") == 0)
+		run_die(EX_USAGE,
+		    "gc is the local mode's: sluice-execd suspends "
+		    "and removes its idle sandboxes itself (lifecycle)");
+	run_die(EX_USAGE, "unknown command %s (try --help)", run_safe(verb));
 }
 
 int
@@ -1713,7 +1752,8 @@ run_api_main(int argc, char **argv)
 			case O_OLD: o_old = optarg; break;
 			case O_NEW: o_new = optarg; break;
 			case O_LOCALONLY:
-				die(EX_USAGE, "--%s is an option of the local "
+				run_die(EX_USAGE,
+				    "--%s is an option of the local "
 				    "mode, which drives the backends without "
 				    "sluice-execd (the build tree's "
 				    "sluice-run-local, for their tests)",
@@ -1736,46 +1776,5 @@ run_api_main(int argc, char **argv)
 	if (o_timeout > 0)
 		T.timeout_ms = (int)((o_timeout > 1680 ? 1680 : o_timeout) *
 		    1000 + CALL_MS);
-	if (strcmp(verb, "create") == 0)
-		return cmd_create(args);
-	if (strcmp(verb, "list") == 0)
-		return cmd_list(args);
-	if (strcmp(verb, "get") == 0 || strcmp(verb, "status") == 0)
-		return cmd_get(args);
-	if (strcmp(verb, "exec") == 0)
-		return cmd_exec(args);
-	if (strcmp(verb, "start") == 0)
-		return cmd_start(args);
-	if (strcmp(verb, "commands") == 0)
-		return cmd_commands(args);
-	if (strcmp(verb, "output") == 0)
-		return cmd_output(args);
-	if (strcmp(verb, "stop") == 0)
-		return cmd_stop(args);
-	if (strcmp(verb, "cancel") == 0)
-		return cmd_cancel(args);
-	if (strcmp(verb, "read") == 0)
-		return cmd_read(args);
-	if (strcmp(verb, "write") == 0)
-		return cmd_write(args);
-	if (strcmp(verb, "rm") == 0)
-		return cmd_rm(args);
-	if (strcmp(verb, "ls") == 0)
-		return cmd_ls(args);
-	if (strcmp(verb, "edit") == 0)
-		return cmd_edit(args);
-	if (strcmp(verb, "install") == 0)
-		return cmd_install(args);
-	if (strcmp(verb, "tier") == 0)
-		return cmd_tier(args);
-	if (strcmp(verb, "destroy") == 0)
-		return cmd_destroy(args);
-	if (strcmp(verb, "health") == 0)
-		return cmd_health(args, 0);
-	if (strcmp(verb, "doctor") == 0)
-		return cmd_health(args, 1);
-	if (strcmp(verb, "gc") == 0)
-		die(EX_USAGE, "gc is the local mode's: sluice-execd suspends "
-		    "and removes its idle sandboxes itself (lifecycle)");
-	die(EX_USAGE, "unknown command %s (try --help)", safe(verb));
+	return run_verb(verb, args);
 }

@@ -291,9 +291,8 @@ static char *
 slurp(const char *path, size_t max, size_t *len)
 {
 	char *b = malloc(max + 1);
-	size_t n = 0;
-	ssize_t k;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), e;
 
 	if (fd < 0 || b == NULL) {
 		if (fd >= 0)
@@ -301,21 +300,16 @@ slurp(const char *path, size_t max, size_t *len)
 		free(b);
 		return NULL;
 	}
-	while (n <= max && (k = read(fd, b + n, max + 1 - n)) != 0) {
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			break;
-		n += (size_t)k;
-	}
+	n = util_read_full(fd, b, max + 1);
+	e = n < 0 ? errno : EFBIG;
 	close(fd);
-	if (n > max || k < 0) {
+	if (n < 0 || (size_t)n > max) {
 		free(b);
-		errno = n > max ? EFBIG : errno;
+		errno = e;
 		return NULL;
 	}
 	b[n] = '\0';
-	*len = n;
+	*len = (size_t)n;
 	return b;
 }
 

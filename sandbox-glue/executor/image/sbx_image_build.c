@@ -605,9 +605,11 @@ find_inputs(const char *dir, const char *inputs, char digest[SBX_DIGEST_HEX +
 	return found;
 }
 
-/* profiles/<name> = digest, under the store's lock. */
+/* profiles/<name> = digest, under the store's lock; 0, or -1 with
+ * err. */
 static int
-set_current(const char *dir, const char *name, const char *digest)
+set_current(const char *dir, const char *name, const char *digest,
+    char *err, size_t errlen)
 {
 	char p[SBX_PATH_MAX + 100], t[SBX_PATH_MAX + 120], line[80];
 	int fd, rc = 0;
@@ -624,8 +626,10 @@ set_current(const char *dir, const char *name, const char *digest)
 		rc = -1;
 	if (rc == 0 && rename(t, p) != 0)
 		rc = -1;
-	if (rc != 0)
+	if (rc != 0) {
+		sbx_err(err, errlen, "%s: %s", p, strerror(errno));
 		unlink(t);
+	}
 	return rc;
 }
 
@@ -673,20 +677,291 @@ mmdebstrap_argv(const struct sbx_profile *p, const char *suite,
 	return av;
 }
 
+/* Run a build tool (run_tool); 0, or -1 with err: its exit status and
+ * the build log's telling line. */
+static int
+build_tool(char *const av[], char *const envp[], int logfd,
+    const char *logp, int timeout_s, int privns, char *err, size_t errlen)
+{
+	char tail[512];
+	int st;
+
+	st = run_tool(av, envp, logfd, NULL, 0, timeout_s, privns, err,
+	    errlen);
+	if (st == 0)
+		return 0;
+	if (st > 0) {
+		log_tail(logp, tail, sizeof(tail));
+		sbx_err(err, errlen, "%s: exit %d: %s", av[0], st, tail);
+	}
+	return -1;
+}
+
+/*
+ * --cached: an image in the store built from r->inputs becomes the
+ * profile's newest and fills r.  1 when there was one, 0 when not, -1
+ * with err.
+ */
+static int
+build_from_store(const struct sbx_build_opts *o, const char *name,
+    struct sbx_build_res *r, char *err, size_t errlen)
+{
+	char p[SBX_PATH_MAX + 16];
+	struct stat sb;
+	json_t *meta;
+	int lk, rc = 0;
+
+	if ((lk = img_lock(o->image_dir, LOCK_EX)) < 0) {
+		sbx_err(err, errlen, "%s/.lock: %s", o->image_dir,
+		    strerror(errno));
+		return -1;
+	}
+	if (!find_inputs(o->image_dir, r->inputs, r->digest))
+		goto out;
+	rc = -1;
+	if (set_current(o->image_dir, name, r->digest, err, errlen) != 0)
+		goto out;
+	snprintf(p, sizeof(p), "%s/%s" SBX_IMAGE_EXT, o->image_dir,
+	    r->digest);
+	if (stat(p, &sb) == 0)
+		r->size = (uint64_t)sb.st_size;
+	snprintf(p, sizeof(p), "%s/%s.json", o->image_dir, r->digest);
+	if ((meta = jsonstrict_load_file(p, 8 << 20, NULL)) != NULL) {
+		r->npackages = json_object_size(json_object_get(meta,
+		    "packages"));
+		r->tree_bytes = (uint64_t)json_integer_value(json_object_get(
+		    meta, "tree_bytes"));
+		json_decref(meta);
+	}
+	r->cached = r->reused = 1;
+	rc = 1;
+out:
+	img_unlock(lk);
+	return rc;
+}
+
+/*
+ * The build's work directory, <image_dir>/.build-<pid>, made afresh
+ * with its lock (*wlock) held while we build: a sweep removes those
+ * whose builder is gone.  Made and locked under the store's lock, which
+ * the sweep holds too: it never sees one without its lock.  work[0] is
+ * '\0' when there is none to remove.  0, or -1 with err.
+ */
+static int
+build_workdir(const char *image_dir, char *work, size_t worklen,
+    int *wlock, char *err, size_t errlen)
+{
+	char p[SBX_PATH_MAX + 100];
+	int slock, rc = -1;
+
+	snprintf(work, worklen, "%s/.build-%d", image_dir, (int)getpid());
+	if ((slock = img_lock(image_dir, LOCK_EX)) < 0) {
+		sbx_err(err, errlen, "%s/.lock: %s", image_dir,
+		    strerror(errno));
+		work[0] = '\0';
+		return -1;
+	}
+	sbx_image_rm_tree(work);
+	/* 0755: apt downloads as its own user (_apt) into the tree */
+	if (mkdir(work, 0755) != 0) {
+		sbx_err(err, errlen, "%s: %s", work, strerror(errno));
+		work[0] = '\0';
+		goto out;
+	}
+	snprintf(p, sizeof(p), "%s/lock", work);
+	if ((*wlock = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+	    0600)) < 0 || flock(*wlock, LOCK_EX) != 0) {
+		sbx_err(err, errlen, "%s: %s", p, strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	img_unlock(slock);
+	return rc;
+}
+
+/*
+ * The tools' environment: envp (16 slots) holds a fixed PATH, locale
+ * and epoch, and the caller's proxy settings so they reach apt; nothing
+ * else of its environment does.  kv holds the proxy settings' strings.
+ */
+static void
+build_env(char *envp[16], char kv[6][1024], char *epoch)
+{
+	static const char *const keep[] = { "http_proxy", "https_proxy",
+	    "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY" };
+	int ne = 0;
+	size_t k;
+
+	envp[ne++] = TOOL_PATH;
+	envp[ne++] = "LC_ALL=C.UTF-8";
+	envp[ne++] = "HOME=/root";
+	envp[ne++] = "DEBIAN_FRONTEND=noninteractive";
+	envp[ne++] = epoch;
+	for (k = 0; k < 6; k++)
+		if (getenv(keep[k]) != NULL && snprintf(kv[k], sizeof(kv[k]),
+		    "%s=%s", keep[k], getenv(keep[k])) < (int)sizeof(kv[k]))
+			envp[ne++] = kv[k];
+	envp[ne] = NULL;
+}
+
+/*
+ * The image file img from the profile: mmdebstrap into root, the tree
+ * finished, then mkfs.erofs; r's package count and tree size, *pk the
+ * installed packages.  Both tools log to logfd (the file logp).  0, or
+ * -1 with err.
+ */
+static int
+build_image_file(const struct sbx_build_opts *o, const struct sbx_profile *p,
+    const char *suite, char *sources, const char *root, const char *img,
+    int logfd, const char *logp, struct sbx_build_res *r, json_t **pk,
+    char *err, size_t errlen)
+{
+	char epoch[48], uuid[40], tf[48], *envp[16], kv[6][1024];
+	char *include = NULL, **av;
+	char *const mk[] = { "mkfs.erofs", "--quiet", "-zlz4hc", tf, uuid,
+	    (char *)img, (char *)root, NULL };
+	int rc = -1, rfd;
+
+	if ((av = mmdebstrap_argv(p, suite, sources, root, &include)) ==
+	    NULL) {
+		sbx_err(err, errlen, "out of memory");
+		goto out;
+	}
+	snprintf(epoch, sizeof(epoch), "SOURCE_DATE_EPOCH=%lld",
+	    (long long)SBX_IMAGE_EPOCH);
+	build_env(envp, kv, epoch);
+	if (o->verbose)
+		fprintf(stderr, "sluice-run: mmdebstrap %s, %zu packages asked "
+		    "for (log: %s/logs/%s.log)\n", suite, p->npackages,
+		    o->image_dir, p->name);
+	if (build_tool(av, envp, logfd, logp, o->timeout_s, 1, err,
+	    errlen) != 0 || tree_finish(root, err, errlen) != 0)
+		goto out;
+	*pk = tree_packages(root);
+	r->npackages = json_object_size(*pk);
+	if ((rfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+		r->tree_bytes = tree_bytes(rfd, 0);
+		close(rfd);
+	}
+	snprintf(uuid, sizeof(uuid), "-U%.8s-%.4s-%.4s-%.4s-%.12s",
+	    r->inputs, r->inputs + 8, r->inputs + 12, r->inputs + 16,
+	    r->inputs + 20);
+	snprintf(tf, sizeof(tf), "-T%lld", (long long)SBX_IMAGE_EPOCH);
+	dprintf(logfd, "mkfs.erofs --quiet -zlz4hc %s %s %s %s\n", tf, uuid,
+	    img, root);
+	if (build_tool(mk, envp, logfd, logp, o->timeout_s, 0, err,
+	    errlen) != 0)
+		goto out;
+	rc = 0;
+out:
+	free(av);
+	free(include);
+	return rc;
+}
+
+/* The image's record (<digest>.json): what it was built from and with,
+ * what it holds; NULL when out of memory. */
+static json_t *
+build_record(const struct sbx_profile *p, const struct sbx_build_res *r,
+    const char *canon, const char *suite, const char *arch,
+    const char *sources, json_t *pk)
+{
+	char *const v1[] = { "mmdebstrap", "--version", NULL };
+	char *const v2[] = { "dpkg-query", "-W", "-f",
+	    "erofs-utils ${Version}\n", "erofs-utils", NULL };
+	char m1[128], m2[128];
+	json_t *src, *meta;
+	json_error_t je;
+	const char *l, *e;
+
+	tool_line(v1, m1, sizeof(m1));
+	tool_line(v2, m2, sizeof(m2));
+	src = json_array();
+	for (l = sources; *l != '\0'; l = *e ? e + 1 : e) {
+		char line[1024];
+
+		e = l + strcspn(l, "\n");
+		if (e > l && (size_t)(e - l) < sizeof(line)) {
+			memcpy(line, l, (size_t)(e - l));
+			line[e - l] = '\0';
+			json_array_append_new(src, json_string(line));
+		}
+	}
+	meta = json_pack("{s:s, s:s, s:s, s:o, s:s, s:s, s:O, s:O, "
+	    "s:I, s:I, s:I, s:I, s:i, s:s, s:s, s:s}",
+	    "digest", r->digest, "profile", p->name, "inputs", r->inputs,
+	    "inputs_text", jsonstrict_load(canon, strlen(canon), &je),
+	    "suite", suite, "arch", arch, "sources", src,
+	    "packages", pk, "size", (json_int_t)r->size,
+	    "tree_bytes", (json_int_t)r->tree_bytes,
+	    "build_ms", (json_int_t)r->build_ms,
+	    "built", (json_int_t)time(NULL), "format", SBX_IMAGE_FORMAT,
+	    "mmdebstrap", m1, "mkfs", m2, "description", p->description);
+	json_decref(src);
+	return meta;
+}
+
+/*
+ * Into the store, under its lock: the image file img as <digest>
+ * (kept when the same bytes are there: sandboxes may have it mounted,
+ * and its first record), its record, and the profile's newest named.
+ * 0, or -1 with err.
+ */
+static int
+build_install(const char *image_dir, const char *name, const char *img,
+    json_t *meta, struct sbx_build_res *r, char *err, size_t errlen)
+{
+	char dst[SBX_PATH_MAX + 100];
+	struct stat sb;
+	int lk, rc = -1;
+
+	if ((lk = img_lock(image_dir, LOCK_EX)) < 0) {
+		sbx_err(err, errlen, "%s/.lock: %s", image_dir,
+		    strerror(errno));
+		return -1;
+	}
+	if (sbx_image_file(dst, sizeof(dst), image_dir, r->digest) != 0)
+		goto out;
+	if (stat(dst, &sb) == 0 && S_ISREG(sb.st_mode))
+		r->reused = 1;
+	else if (chmod(img, 0644) != 0 || rename(img, dst) != 0) {
+		sbx_err(err, errlen, "%s: %s", dst, strerror(errno));
+		goto out;
+	}
+	snprintf(dst, sizeof(dst), "%s/%s.json", image_dir, r->digest);
+	if (!r->reused || access(dst, F_OK) != 0) {
+		char t[SBX_PATH_MAX + 120];
+
+		snprintf(t, sizeof(t), "%s.tmp%d", dst, (int)getpid());
+		if (json_dump_file(meta, t, JSON_INDENT(1) | JSON_SORT_KEYS) !=
+		    0 || chmod(t, 0644) != 0 || rename(t, dst) != 0) {
+			unlink(t);
+			sbx_err(err, errlen, "%s: cannot write it", dst);
+			goto out;
+		}
+	}
+	if (set_current(image_dir, name, r->digest, err, errlen) != 0)
+		goto out;
+	rc = 0;
+out:
+	img_unlock(lk);
+	return rc;
+}
+
 int
 sbx_image_build(const struct sbx_build_opts *o, struct sbx_build_res *r,
     char *err, size_t errlen)
 {
 	struct sbx_profile p;
 	char suite[64], arch[64], work[SBX_PATH_MAX], root[SBX_PATH_MAX + 8];
-	char logp[SBX_PATH_MAX + 16], img[SBX_PATH_MAX + 16], tail[512];
-	char dst[SBX_PATH_MAX + 100], uuid[40], epoch[48], m1[128], m2[128];
-	char *sources = NULL, *srccopy = NULL, *canon = NULL, *include = NULL;
-	char **av = NULL;
+	char logp[SBX_PATH_MAX + 16], img[SBX_PATH_MAX + 16];
+	char dst[SBX_PATH_MAX + 100];
+	char *sources = NULL, *srccopy = NULL, *canon = NULL;
 	struct sigaction sa, old[3];
 	const int sigs[3] = { SIGINT, SIGTERM, SIGHUP };
-	json_t *meta = NULL, *src = NULL, *pk = NULL;
-	int rc = SBX_IMG_FAIL, st, wlock = -1, slock = -1, logfd = -1, fd, i;
+	json_t *meta = NULL, *pk = NULL;
+	int rc = SBX_IMG_FAIL, st, wlock = -1, logfd = -1, fd, i;
 	int64_t t0 = sbx_now_ms();
 	struct stat sb;
 
@@ -733,66 +1008,17 @@ sbx_image_build(const struct sbx_build_opts *o, struct sbx_build_res *r,
 		sbx_err(err, errlen, "%s: %s", dst, strerror(errno));
 		goto out;
 	}
-	if (o->cached) {
-		if ((slock = img_lock(o->image_dir, LOCK_EX)) < 0) {
-			sbx_err(err, errlen, "%s/.lock: %s", o->image_dir,
-			    strerror(errno));
-			goto out;
-		}
-		if (find_inputs(o->image_dir, r->inputs, r->digest)) {
-			if (set_current(o->image_dir, p.name, r->digest) != 0) {
-				sbx_err(err, errlen, "%s/profiles/%s: %s",
-				    o->image_dir, p.name, strerror(errno));
-				goto out;
-			}
-			snprintf(img, sizeof(img), "%s/%s" SBX_IMAGE_EXT,
-			    o->image_dir, r->digest);
-			if (stat(img, &sb) == 0)
-				r->size = (uint64_t)sb.st_size;
-			snprintf(img, sizeof(img), "%s/%s.json", o->image_dir,
-			    r->digest);
-			if ((meta = jsonstrict_load_file(img, 8 << 20, NULL)) !=
-			    NULL) {
-				r->npackages = json_object_size(json_object_get(
-				    meta, "packages"));
-				r->tree_bytes = (uint64_t)json_integer_value(
-				    json_object_get(meta, "tree_bytes"));
-			}
-			r->cached = r->reused = 1;
+	if (o->cached && (st = build_from_store(o, p.name, r, err,
+	    errlen)) != 0) {
+		if (st > 0) {
 			r->build_ms = sbx_now_ms() - t0;
 			rc = 0;
-			goto out;
 		}
-		close(slock);
-		slock = -1;
-	}
-	/* the work directory, its lock held while we build: a sweep
-	 * removes those whose builder is gone.  Made and locked under the
-	 * store's lock, which the sweep holds too: it never sees one
-	 * without its lock */
-	snprintf(work, sizeof(work), "%s/.build-%d", o->image_dir,
-	    (int)getpid());
-	if ((slock = img_lock(o->image_dir, LOCK_EX)) < 0) {
-		sbx_err(err, errlen, "%s/.lock: %s", o->image_dir,
-		    strerror(errno));
-		work[0] = '\0';
 		goto out;
 	}
-	sbx_image_rm_tree(work);
-	/* 0755: apt downloads as its own user (_apt) into the tree */
-	if (mkdir(work, 0755) != 0) {
-		sbx_err(err, errlen, "%s: %s", work, strerror(errno));
-		work[0] = '\0';
+	if (build_workdir(o->image_dir, work, sizeof(work), &wlock, err,
+	    errlen) != 0)
 		goto out;
-	}
-	snprintf(dst, sizeof(dst), "%s/lock", work);
-	if ((wlock = open(dst, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-	    0600)) < 0 || flock(wlock, LOCK_EX) != 0) {
-		sbx_err(err, errlen, "%s: %s", dst, strerror(errno));
-		goto out;
-	}
-	img_unlock(slock);
-	slock = -1;
 	snprintf(root, sizeof(root), "%s/root", work);
 	snprintf(logp, sizeof(logp), "%s/build.log", work);
 	snprintf(img, sizeof(img), "%s/image" SBX_IMAGE_EXT, work);
@@ -803,82 +1029,9 @@ sbx_image_build(const struct sbx_build_opts *o, struct sbx_build_res *r,
 	}
 	dprintf(logfd, "sluice-run image build %s\ninputs %s\n%s\n", p.name,
 	    r->inputs, canon);
-	if ((av = mmdebstrap_argv(&p, suite, srccopy, root, &include)) ==
-	    NULL) {
-		sbx_err(err, errlen, "out of memory");
+	if (build_image_file(o, &p, suite, srccopy, root, img, logfd, logp, r,
+	    &pk, err, errlen) != 0)
 		goto out;
-	}
-	snprintf(epoch, sizeof(epoch), "SOURCE_DATE_EPOCH=%lld",
-	    (long long)SBX_IMAGE_EPOCH);
-	{
-		/* the caller's proxy settings reach apt; nothing else of
-		 * its environment does */
-		const char *keep[] = { "http_proxy", "https_proxy", "no_proxy",
-		    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY" };
-		char *envp[16], kv[6][1024];
-		int ne = 0;
-		size_t k;
-
-		envp[ne++] = TOOL_PATH;
-		envp[ne++] = "LC_ALL=C.UTF-8";
-		envp[ne++] = "HOME=/root";
-		envp[ne++] = "DEBIAN_FRONTEND=noninteractive";
-		envp[ne++] = epoch;
-		for (k = 0; k < 6; k++)
-			if (getenv(keep[k]) != NULL && snprintf(kv[k],
-			    sizeof(kv[k]), "%s=%s", keep[k], getenv(keep[k])) <
-			    (int)sizeof(kv[k]))
-				envp[ne++] = kv[k];
-		envp[ne] = NULL;
-		if (o->verbose)
-			fprintf(stderr, "sluice-run: mmdebstrap %s, %zu packages "
-			    "asked for (log: %s/logs/%s.log)\n", suite,
-			    p.npackages, o->image_dir, p.name);
-		st = run_tool(av, envp, logfd, NULL, 0, o->timeout_s, 1, err,
-		    errlen);
-		if (st != 0) {
-			log_tail(logp, tail, sizeof(tail));
-			if (st > 0)
-				sbx_err(err, errlen, "mmdebstrap: exit %d: %s", st,
-				    tail);
-			goto out;
-		}
-		if (tree_finish(root, err, errlen) != 0)
-			goto out;
-		pk = tree_packages(root);
-		r->npackages = json_object_size(pk);
-		{
-			int rfd = open(root, O_RDONLY | O_DIRECTORY |
-			    O_CLOEXEC);
-
-			if (rfd >= 0) {
-				r->tree_bytes = tree_bytes(rfd, 0);
-				close(rfd);
-			}
-		}
-		snprintf(uuid, sizeof(uuid), "-U%.8s-%.4s-%.4s-%.4s-%.12s",
-		    r->inputs, r->inputs + 8, r->inputs + 12, r->inputs + 16,
-		    r->inputs + 20);
-		{
-			char tf[48];
-			char *const mk[] = { "mkfs.erofs", "--quiet", "-zlz4hc",
-			    tf, uuid, img, root, NULL };
-
-			snprintf(tf, sizeof(tf), "-T%lld",
-			    (long long)SBX_IMAGE_EPOCH);
-			dprintf(logfd, "mkfs.erofs --quiet -zlz4hc %s %s %s %s\n",
-			    tf, uuid, img, root);
-			st = run_tool(mk, envp, logfd, NULL, 0, o->timeout_s, 0,
-			    err, errlen);
-		}
-		if (st != 0) {
-			log_tail(logp, tail, sizeof(tail));
-			if (st > 0)
-				sbx_err(err, errlen, "mkfs.erofs: exit %d: %s", st,
-				    tail);
-			goto out;
-		}
-	}
 	if ((fd = open(img, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0 ||
 	    fstat(fd, &sb) != 0 || sbx_sha256_fd(fd, r->digest) != 0) {
 		sbx_err(err, errlen, "%s: %s", img, strerror(errno));
@@ -889,76 +1042,16 @@ sbx_image_build(const struct sbx_build_opts *o, struct sbx_build_res *r,
 	close(fd);
 	r->size = (uint64_t)sb.st_size;
 	r->build_ms = sbx_now_ms() - t0;
-	{
-		char *const v1[] = { "mmdebstrap", "--version", NULL };
-		char *const v2[] = { "dpkg-query", "-W", "-f",
-		    "erofs-utils ${Version}\n", "erofs-utils", NULL };
-		json_error_t je;
-		const char *l, *e;
-
-		tool_line(v1, m1, sizeof(m1));
-		tool_line(v2, m2, sizeof(m2));
-		src = json_array();
-		for (l = sources; *l != '\0'; l = *e ? e + 1 : e) {
-			char line[1024];
-
-			e = l + strcspn(l, "\n");
-			if (e > l && (size_t)(e - l) < sizeof(line)) {
-				memcpy(line, l, (size_t)(e - l));
-				line[e - l] = '\0';
-				json_array_append_new(src, json_string(line));
-			}
-		}
-		meta = json_pack("{s:s, s:s, s:s, s:o, s:s, s:s, s:O, s:O, "
-		    "s:I, s:I, s:I, s:I, s:i, s:s, s:s, s:s}",
-		    "digest", r->digest, "profile", p.name, "inputs", r->inputs,
-		    "inputs_text", jsonstrict_load(canon, strlen(canon), &je),
-		    "suite", suite, "arch", arch, "sources", src,
-		    "packages", pk, "size", (json_int_t)r->size,
-		    "tree_bytes", (json_int_t)r->tree_bytes,
-		    "build_ms", (json_int_t)r->build_ms,
-		    "built", (json_int_t)time(NULL), "format", SBX_IMAGE_FORMAT,
-		    "mmdebstrap", m1, "mkfs", m2, "description", p.description);
-	}
-	if (meta == NULL) {
+	if ((meta = build_record(&p, r, canon, suite, arch, sources, pk)) ==
+	    NULL) {
 		sbx_err(err, errlen, "out of memory");
 		goto out;
 	}
-	if ((slock = img_lock(o->image_dir, LOCK_EX)) < 0) {
-		sbx_err(err, errlen, "%s/.lock: %s", o->image_dir,
-		    strerror(errno));
+	if (build_install(o->image_dir, p.name, img, meta, r, err,
+	    errlen) != 0)
 		goto out;
-	}
-	if (sbx_image_file(dst, sizeof(dst), o->image_dir, r->digest) != 0)
-		goto out;
-	if (stat(dst, &sb) == 0 && S_ISREG(sb.st_mode))
-		r->reused = 1;  /* the same bytes: keep the file (sandboxes
-		                 * may have it mounted) and its first record */
-	else if (chmod(img, 0644) != 0 || rename(img, dst) != 0) {
-		sbx_err(err, errlen, "%s: %s", dst, strerror(errno));
-		goto out;
-	}
-	snprintf(dst, sizeof(dst), "%s/%s.json", o->image_dir, r->digest);
-	if (!r->reused || access(dst, F_OK) != 0) {
-		char t[SBX_PATH_MAX + 120];
-
-		snprintf(t, sizeof(t), "%s.tmp%d", dst, (int)getpid());
-		if (json_dump_file(meta, t, JSON_INDENT(1) | JSON_SORT_KEYS) !=
-		    0 || chmod(t, 0644) != 0 || rename(t, dst) != 0) {
-			unlink(t);
-			sbx_err(err, errlen, "%s: cannot write it", dst);
-			goto out;
-		}
-	}
-	if (set_current(o->image_dir, p.name, r->digest) != 0) {
-		sbx_err(err, errlen, "%s/profiles/%s: %s", o->image_dir, p.name,
-		    strerror(errno));
-		goto out;
-	}
 	rc = 0;
 out:
-	if (slock >= 0)
-		close(slock);
 	if (logfd >= 0) {
 		/* the last build's log, kept for whoever wants to see why */
 		char lg[SBX_PATH_MAX + 100];
@@ -981,10 +1074,7 @@ out:
 	if (rc == 0 && !r->cached)
 		(void)sbx_image_sweep(o->image_dir);
 	json_decref(meta);
-	json_decref(src);
 	json_decref(pk);
-	free(av);
-	free(include);
 	free(canon);
 	free(sources);
 	free(srccopy);
