@@ -253,11 +253,48 @@ str_map(json_t *v)
 }
 
 static void
+gone_cb(void *arg, struct xd_box *b, struct xd_perr *e)
+{
+	(void)arg;
+	if (b == NULL) {
+		xd_log(XD_LOG_WARN, "opensandbox: a sandbox whose network "
+		    "policy failed was not deleted: %s", e->msg);
+		xd_perr_clear(e);
+	}
+}
+
+/* The create's networkPolicy rules are in force (policy), or not (e):
+ * then the sandbox goes again, since it would run without them. */
+static void
+create_policy_cb(struct xd_os_call *k, json_t *policy, struct xd_perr *e)
+{
+	char key[SBX_ID_MAX + 1];
+	json_t *rec = json_object_get(k->body, "_rec");
+	struct xd_box *b = k->box;
+	struct xd_perr e2;
+
+	if (policy != NULL) {
+		xd_os_reply_json(k, 202, sandbox_json(b, rec,
+		    XD_REC_ID(&b->rec)));
+		return;
+	}
+	memset(&e2, 0, sizeof(e2));
+	if (xd_box_delete(b, 0, "delete", gone_cb, NULL, &e2) != 0) {
+		xd_log(XD_LOG_WARN, "opensandbox: %s", e2.msg);
+		xd_perr_clear(&e2);
+	}
+	if (xd_os_rec_key(rec, key) == 0)
+		xd_os_rec_drop(k->xd->os, key);
+	xd_os_reply_perr(k, e);
+}
+
+static void
 create_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 {
 	char key[SBX_ID_MAX + 1];
 	struct xd_os_call *k = arg;
-	json_t *rec = json_object_get(k->body, "_rec");
+	json_t *rec = json_object_get(k->body, "_rec"), *pol;
+	struct xd_perr e2;
 
 	if (b == NULL) {
 		xd_audit_box(k->xd, "create", k->who, "app",
@@ -275,6 +312,21 @@ create_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	    b->rec.profile : "host", "image_uri", json_object_get(rec,
 	    "image")));
 	(void)xd_os_rec_save(k->xd->os, rec);
+	pol = json_object_get(k->body, "_policy");
+	if (json_array_size(json_object_get(pol, "egress")) > 0) {
+		/* the rules before the sandbox is handed over: a target
+		 * denied must be so from the first command on */
+		k->box = b;
+		b->refs++;
+		memset(&e2, 0, sizeof(e2));
+		if (xd_os_policy_apply(k, b, pol, create_policy_cb, &e2) != 0)
+			create_policy_cb(k, NULL, &e2);
+		return;
+	}
+	if (pol != NULL) {
+		json_object_set(rec, "policy", pol);
+		(void)xd_os_rec_save(k->xd->os, rec);
+	}
 	xd_os_reply_json(k, 202, sandbox_json(b, rec, XD_REC_ID(&b->rec)));
 }
 
@@ -299,7 +351,7 @@ h_create(struct xd_os_call *k)
 	char id[40], list[1024] = "";
 	struct xd_create_spec s;
 	struct xd_perr e;
-	json_t *native, *lims, *rec;
+	json_t *native, *lims, *rec, *pol;
 	long v;
 	size_t i, o = 0;
 
@@ -376,21 +428,15 @@ h_create(struct xd_os_call *k)
 			user = json_string_value(json_object_get(meta,
 			    "sluice.user"));
 	}
-	if (json_is_object(np)) {
-		json_t *eg = json_object_get(np, "egress");
-		const char *da = json_string_value(json_object_get(np,
-		    "defaultAction"));
-
-		if (json_is_array(eg) && json_array_size(eg) > 0) {
-			xd_os_reply_err(k, 501, "NOT_SUPPORTED", "networkPolicy"
-			    ".egress: per-host rules are sluiced's policy, "
-			    "not the create's; give defaultAction only (deny: "
-			    "tier off, allow: tier public) and let sluice's "
-			    "prompts decide the rest");
+	if (np != NULL && !json_is_null(np)) {
+		/* the tier now, the rules once the session is there
+		 * (create_cb) */
+		if (xd_os_policy_parse(np, &pol, &e) != 0) {
+			xd_os_reply_perr(k, &e);
 			return;
 		}
-		tier = da != NULL && strcmp(da, "allow") == 0 ? "public" :
-		    "off";
+		tier = xd_os_policy_tier(pol);
+		json_object_set_new(k->body, "_policy", pol);
 	}
 	/* limits: the app may ask for less than the admin's maximum, and
 	 * OpenSandbox's SDK asks for 1 CPU and 2 GiB unasked: above the
@@ -914,10 +960,14 @@ static const struct lroute lroutes[] = {
 	{ EVHTTP_REQ_GET, "/sandboxes/{id}/endpoints/{port}", 0, h_endpoint },
 };
 
+/* A call to a sandbox's execd (egress 0) or egress sidecar (1), with
+ * the token its endpoint gave. */
 static void
-execd_call(struct xd_os_call *k, const char *path)
+execd_call(struct xd_os_call *k, const char *path, int egress)
 {
 	char key[SBX_ID_MAX + 1];
+	const char *hdr = egress ? "OPENSANDBOX-EGRESS-AUTH" :
+	    "X-EXECD-ACCESS-TOKEN";
 	struct xd_box *b, *c;
 	struct xd_perr e;
 	const char *rest, *rk;
@@ -932,7 +982,7 @@ execd_call(struct xd_os_call *k, const char *path)
 		    strcmp(XD_REC_ID(&c->rec), k->arg[0]) != 0)
 			continue;
 		xd_os_key(c->rec.tenant, k->arg[0], key);
-		if (xd_os_token_ok(k->xd->os, key, k->req)) {
+		if (xd_os_token_ok(k->xd->os, key, k->req, hdr)) {
 			b = c;
 			break;
 		}
@@ -942,24 +992,31 @@ execd_call(struct xd_os_call *k, const char *path)
 		 * stays until it is deleted here) is 404, any other 401 */
 		json_object_foreach(k->xd->os->recs, rk, rec)
 			if (strcmp(rec_id(rec), k->arg[0]) == 0 &&
-			    xd_os_token_ok(k->xd->os, rk, k->req)) {
+			    xd_os_token_ok(k->xd->os, rk, k->req, hdr)) {
 				xd_os_reply_err(k, 404, "SANDBOX_NOT_FOUND",
 				    "no sandbox %s", k->arg[0]);
 				return;
 			}
-		xd_reply_json(k->req, 401, json_pack("{s:s}", "error",
-		    "Unauthorized: X-EXECD-ACCESS-TOKEN missing or wrong"));
+		xd_reply_json(k->req, 401, json_pack("{s:s++}", "error",
+		    "Unauthorized: ", hdr, " missing or wrong"));
 		xd_os_call_free(k);
 		return;
 	}
 	k->box = b;
 	b->refs++;
-	snprintf(k->who, sizeof(k->who), "opensandbox:execd");
-	/* what follows /sandboxes/{id}/execd (the id is one segment) */
+	snprintf(k->who, sizeof(k->who), "opensandbox:%s", egress ? "egress" :
+	    "execd");
+	/* what follows /sandboxes/{id}/execd|egress (the id is one
+	 * segment) */
 	rest = path + 11;
-	rest += strcspn(rest, "/") + 6;
+	rest += strcspn(rest, "/") + (egress ? 7 : 6);
 	if (!rest[0])
 		rest = "/";
+	if (egress) {
+		/* the policy is the broker's: no need to wake the sandbox */
+		xd_os_egress(k, rest);
+		return;
+	}
 	/* a call is a use: a paused sandbox is resumed first */
 	memset(&e, 0, sizeof(e));
 	if (strcmp(rest, "/ping") != 0 && xd_box_use(b, k->who, "app", &e) !=
@@ -1013,15 +1070,13 @@ on_request(struct evhttp_request *req, void *arg)
 	if (xd_route_match("/sandboxes/{id}/execd", path, k->arg, 1) == 1 ||
 	    xd_route_match("/sandboxes/{id}/execd/{path}", path, k->arg, 2) ==
 	    1) {
-		execd_call(k, path);
+		execd_call(k, path, 0);
 		return;
 	}
 	xd_args_free(k->arg, XD_ARGS_MAX);
 	if (xd_route_match("/sandboxes/{id}/egress/{path}", path, k->arg, 2) ==
 	    1) {
-		h_unsupported(k, "the egress sidecar's routes (/policy): set "
-		    "the network with networkPolicy.defaultAction at create; "
-		    "sluiced's policy and prompts decide per host");
+		execd_call(k, path, 1);
 		return;
 	}
 	xd_args_free(k->arg, XD_ARGS_MAX);

@@ -331,10 +331,10 @@ xd_os_token(const struct xd_os *os, const char *id, char out[65])
 
 int
 xd_os_token_ok(const struct xd_os *os, const char *id,
-    struct evhttp_request *req)
+    struct evhttp_request *req, const char *header)
 {
 	const char *v = evhttp_find_header(evhttp_request_get_input_headers(
-	    req), "X-EXECD-ACCESS-TOKEN");
+	    req), header);
 	char want[65];
 
 	if (v == NULL || strlen(v) != 64)

@@ -553,6 +553,10 @@ int xd_broker_delete(const struct xd_cfg *c, const char *chat,
     struct xd_broker_err *e);
 int xd_broker_tier(const struct xd_cfg *c, const char *chat,
     const char *tier, struct xd_broker_err *e);
+/* The session's own egress rules, set whole: body is sluiced's
+ * {"allow": [...], "deny": [...]} (PUT /v1/sessions/{id}/egress). */
+int xd_broker_egress(const struct xd_cfg *c, const char *chat,
+    const char *body, struct xd_broker_err *e);
 /* GET /v1/sessions/{chat}: 0 with its effective_tier (the lower of
  * the session's tier and the ceiling) and its ceiling ("" when sluiced
  * did not say); e->status 404 when sluiced has no such session. */
