@@ -57,6 +57,8 @@ ALLOW_INT=(
 	"tests/fuzz/fuzz_gate.c:sandbox-glue/executor/execd/execd-int.h"
 	"tests/fuzz/fuzz_osmp.c:sandbox-glue/executor/execd/exec_os-int.h"
 	"tests/fuzz/fuzz_osmp.c:sandbox-glue/executor/execd/execd-int.h"
+	"tests/fuzz/fuzz_ospolicy.c:sandbox-glue/executor/execd/exec_os-int.h"
+	"tests/fuzz/fuzz_api.c:proxy/control/control-int.h"
 	"tests/unit/executor/test_execd.c:sandbox-glue/executor/execd/execd-int.h"
 	"tests/unit/executor/test_gate.c:sandbox-glue/executor/execd/execd-int.h"
 	"tests/unit/executor/fake_sbx.h:sandbox-glue/executor/execd/execd-int.h"
