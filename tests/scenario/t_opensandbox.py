@@ -21,7 +21,12 @@ native API meanwhile.  Then, with plain HTTP: a wrong key 401, another
 tenant's key sees another tenant's sandbox as missing (404) and its
 execd token is refused (401), an unknown image is refused with the
 list, snapshots answer 501, and the config check refuses a non-loopback
-plain listener."""
+plain listener.
+
+The network policy (egress_sdk through the SDK with curl inside the
+sandbox through sluiced, egress_raw as raw HTTP) and the port proxy
+(ports_sdk: a background python3 -m http.server reached with the SDK's
+endpoint, its header and a signed preview URL; ports_raw: refusals)."""
 
 import json
 import os
@@ -195,6 +200,57 @@ def egress_sdk(env):
                                      "egress" in json.dumps(a)
                                      for a in audit),
           "the executor's audit has the policy changes")
+
+
+@S.case
+def ports_sdk(env):
+    """A python3 -m http.server in the sandbox through the port proxy,
+    with the SDK's endpoints (token header, signed preview URL)."""
+    sdkp, port, x = start(env)
+    out = node("opensandbox_ports.mjs", {
+        "sdk": sdkp, "domain": "127.0.0.1:%d" % port, "key": KEY_A,
+        "image": "chathub-sandbox:1"}, x)
+    check('"step":"big"' in out, "the large file went through")
+
+
+@S.case
+def ports_raw(env):
+    """The port proxy as raw HTTP: another tenant's token, a bad port,
+    a WebSocket upgrade, a sandbox without a listener."""
+    sdkp, port, x = start(env)
+    st, j = call(port, "POST", "/v1/sandboxes", {
+        "image": {"uri": "chathub-sandbox:1"}, "entrypoint": ["sleep"],
+        "resourceLimits": {"cpu": "1"}}, key=KEY_A)
+    check_eq(st, 202, "create: %r" % (j,))
+    sid = j["id"]
+    st, ep = call(port, "GET", "/v1/sandboxes/%s/endpoints/9000" % sid,
+                  key=KEY_A)
+    check(st == 200 and ep["endpoint"].endswith("/sandboxes/%s/proxy/9000"
+                                                 % sid), "endpoint %r" % ep)
+    path = "/" + ep["endpoint"].split("/", 1)[1]
+    st, j = call(port, "GET", path + "/x", headers=ep["headers"])
+    check(st == 502 and j["code"] == "PORT_UNREACHABLE" and "9000" in
+          j["message"], "no listener: %r" % (j,))
+    st, j = call(port, "GET", path + "/x", headers={
+        "OpenSandbox-Secure-Access": "0" * 64})
+    check_eq(st, 401, "a wrong token")
+    st, j = call(port, "GET", "/sandboxes/%s/proxy/70000/x" % sid,
+                 headers=ep["headers"])
+    check_eq(st, 400, "port out of range")
+    st, j = call(port, "GET", path + "/x", headers=dict(
+        ep["headers"], Upgrade="websocket", Connection="Upgrade"))
+    check(st == 501 and "WebSocket" in j["message"], "upgrade: %r" % (j,))
+    st, j = call(port, "GET", "/v1/sandboxes/%s/endpoints/9000?expires=1"
+                 % sid, key=KEY_A)
+    check(st == 400 and j["code"] == "INVALID_EXPIRES", "past: %r" % (j,))
+    # another tenant's key does not get the endpoint
+    st, j = call(port, "GET", "/v1/sandboxes/%s/endpoints/9000" % sid,
+                 key=KEY_B)
+    check_eq(st, 404, "another tenant's endpoint")
+    st, _ = call(port, "DELETE", "/v1/sandboxes/%s" % sid, key=KEY_A)
+    check_eq(st, 204, "delete")
+    st, j = call(port, "GET", path + "/x", headers=ep["headers"])
+    check_eq(st, 401, "a deleted sandbox's port")
 
 
 @S.case

@@ -19,6 +19,8 @@
  *   exec_os_eg.c     the egress sidecar's routes under
  *                    /sandboxes/{id}/egress: the broker session's tier
  *                    and egress rules
+ *   exec_os_port.c   the port proxy, /sandboxes/{id}/proxy/{port}/...,
+ *                    into 127.0.0.1:{port} inside the sandbox
  *   exec_os.c        the listener, the lifecycle routes, the router
  */
 #ifndef SLUICE_EXEC_OS_INT_H
@@ -176,6 +178,14 @@ void xd_os_token(const struct xd_os *os, const char *id, char out[65]);
 int xd_os_token_ok(const struct xd_os *os, const char *id,
     struct evhttp_request *req, const char *header);
 
+/* A port's token: of the sandbox's key and port (expires 0), or of a
+ * signed preview path valid until expires (unix seconds); hex.  Neither
+ * opens execd or another port. */
+void xd_os_port_token(const struct xd_os *os, const char *key, long port,
+    long long expires, char out[65]);
+int xd_os_port_token_ok(const struct xd_os *os, const char *key, long port,
+    long long expires, const char *tok);
+
 /* ---- exec_os_execd.c ---- */
 
 /* Route an execd call (after /sandboxes/{id}/execd) of box k->box:
@@ -212,6 +222,12 @@ int xd_os_policy_apply(struct xd_os_call *k, struct xd_box *b,
     json_t *policy, xd_os_policy_done done, struct xd_perr *e);
 /* Route an egress call (after /sandboxes/{id}/egress) of k->box. */
 void xd_os_egress(struct xd_os_call *k, const char *rest);
+
+/* ---- exec_os_port.c ---- */
+
+/* Forward the call to 127.0.0.1:port inside k->box (rest: the path
+ * after /proxy/{port}, "" or from a '/'); answers. */
+void xd_os_port(struct xd_os_call *k, long port, const char *rest);
 
 /* ---- exec_os.c ---- */
 

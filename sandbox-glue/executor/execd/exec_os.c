@@ -15,7 +15,8 @@
  *   PATCH  /sandboxes/{id}/metadata          JSON merge patch
  *   POST   /sandboxes/{id}/pause|resume      202
  *   POST   /sandboxes/{id}/renew-expiration  {expiresAt}
- *   GET    /sandboxes/{id}/endpoints/{port}  44772 execd, 18080 egress
+ *   GET    /sandboxes/{id}/endpoints/{port}  44772 execd, 18080 egress,
+ *          any other the port proxy (?expires= a signed preview path)
  *
  * A sandbox made here is an ordinary sluice sandbox (xd_box_create: the
  * same id in the native API, its events, audit records and broker
@@ -27,9 +28,12 @@
  * Terminated.
  *
  * execd, under /sandboxes/{id}/execd/..., with the header
- * X-EXECD-ACCESS-TOKEN that endpoints/44772 gave: exec_os_execd.c.
- * Snapshots, pools, diagnostics, the port proxy and the egress sidecar
- * answer 501 NOT_SUPPORTED naming what is missing.
+ * X-EXECD-ACCESS-TOKEN that endpoints/44772 gave: exec_os_execd.c; the
+ * egress sidecar under /sandboxes/{id}/egress/... with
+ * OPENSANDBOX-EGRESS-AUTH: exec_os_eg.c; the port proxy under
+ * /sandboxes/{id}/proxy/{port}/... with OpenSandbox-Secure-Access or a
+ * signed path: exec_os_port.c.  Snapshots, pools and diagnostics answer
+ * 501 NOT_SUPPORTED naming what is missing.
  */
 #include "sluice-config.h"
 
@@ -56,6 +60,7 @@
 #define EGRESS_PORT	18080
 #define SWEEP_S		5
 #define DEFAULT_ENTRY	"[\"tail\",\"-f\",\"/dev/null\"]"
+#define PREVIEW_MAX_S	(7 * 86400)
 
 static json_t *
 iso(int64_t ms)
@@ -827,6 +832,43 @@ h_renew(struct xd_os_call *k)
 	    999) / 1000) * 1000)));
 }
 
+/* Any other port: the port proxy into the sandbox (exec_os_port.c),
+ * with the port's token in OpenSandbox-Secure-Access, or with expires=
+ * a signed path for a browser preview (no headers). */
+static void
+endpoint_port(struct xd_os_call *k, struct xd_box *b, const char *host,
+    long port)
+{
+	char key[SBX_ID_MAX + 1], tok[65], ep[600];
+	const char *ex = xd_os_q(k, "expires");
+	long long exp = 0, now = (long long)time(NULL);
+	char *end;
+
+	xd_os_key(b->rec.tenant, XD_REC_ID(&b->rec), key);
+	if (ex != NULL) {
+		errno = 0;
+		exp = strtoll(ex, &end, 10);
+		if (errno != 0 || end == ex || *end != '\0' || exp <= now ||
+		    exp > now + PREVIEW_MAX_S) {
+			xd_os_reply_err(k, 400, "INVALID_EXPIRES", "expires: "
+			    "unix seconds in the future, at most %d days away",
+			    PREVIEW_MAX_S / 86400);
+			return;
+		}
+	}
+	xd_os_port_token(k->xd->os, key, port, exp, tok);
+	if (exp > 0) {
+		snprintf(ep, sizeof(ep), "%s/sandboxes/%s/proxy/%ld@%lld.%s",
+		    host, XD_REC_ID(&b->rec), port, exp, tok);
+		xd_os_reply_json(k, 200, json_pack("{s:s}", "endpoint", ep));
+		return;
+	}
+	snprintf(ep, sizeof(ep), "%s/sandboxes/%s/proxy/%ld", host,
+	    XD_REC_ID(&b->rec), port);
+	xd_os_reply_json(k, 200, json_pack("{s:s,s:{s:s}}", "endpoint", ep,
+	    "headers", "OpenSandbox-Secure-Access", tok));
+}
+
 static void
 h_endpoint(struct xd_os_call *k)
 {
@@ -846,24 +888,22 @@ h_endpoint(struct xd_os_call *k)
 		xd_os_reply_err(k, 400, "INVALID_PORT", "port: 1 to 65535");
 		return;
 	}
-	if (xd_os_q(k, "expires") != NULL) {
-		xd_os_reply_err(k, 501, "NOT_SUPPORTED", "signed endpoints "
-		    "(expires=): sluice's endpoints carry a per-sandbox "
-		    "token instead");
-		return;
-	}
-	if (port != EXECD_PORT && port != EGRESS_PORT) {
-		xd_os_reply_err(k, 501, "NOT_SUPPORTED", "port %ld: sluice's "
-		    "sandboxes have no network device; only execd (44772) "
-		    "and egress (18080) are served", port);
-		return;
-	}
 	/* the host the client reached us by, unless configured */
 	if (!host[0]) {
 		hh = evhttp_find_header(evhttp_request_get_input_headers(
 		    k->req), "Host");
 		host = hh != NULL && hh[0] && strlen(hh) < 200 && strpbrk(hh,
 		    "/ \t@?#") == NULL ? hh : oc->listen;
+	}
+	if (port != EXECD_PORT && port != EGRESS_PORT) {
+		endpoint_port(k, b, host, port);
+		return;
+	}
+	if (xd_os_q(k, "expires") != NULL) {
+		xd_os_reply_err(k, 501, "NOT_SUPPORTED", "signed endpoints "
+		    "(expires=) of execd and egress: their endpoints carry a "
+		    "per-sandbox token instead");
+		return;
 	}
 	snprintf(ep, sizeof(ep), "%s/sandboxes/%s/%s", host, XD_REC_ID(&b->rec),
 	    port == EXECD_PORT ? "execd" : "egress");
@@ -1027,6 +1067,88 @@ execd_call(struct xd_os_call *k, const char *path, int egress)
 	xd_os_execd(k, rest);
 }
 
+/* /sandboxes/{id}/proxy/{port}[@{expires}.{sig}][/...]: the port
+ * proxy, with the port's token or a signed path (exec_os_port.c). */
+static void
+proxy_call(struct xd_os_call *k, const char *path)
+{
+	char id[SBX_ID_MAX + 1], key[SBX_ID_MAX + 1];
+	const char *p = path + 11, *seg, *rest, *tok;
+	long long exp = 0;
+	struct xd_box *b, *c;
+	struct xd_perr e;
+	size_t n = strcspn(p, "/"), m;
+	char segb[128], *end;
+	long port;
+
+	if (n == 0 || n > SBX_ID_MAX) {
+		xd_os_reply_err(k, 404, "SANDBOX_NOT_FOUND", "no such sandbox");
+		return;
+	}
+	memcpy(id, p, n);
+	id[n] = '\0';
+	seg = p + n + 7;        /* "/proxy/" */
+	m = strcspn(seg, "/");
+	rest = seg + m;
+	if (m == 0 || m >= sizeof(segb)) {
+		xd_os_reply_err(k, 400, "INVALID_PORT", "port: 1 to 65535");
+		return;
+	}
+	memcpy(segb, seg, m);
+	segb[m] = '\0';
+	errno = 0;
+	port = strtol(segb, &end, 10);
+	if (errno != 0 || end == segb || port < 1 || port > 65535 ||
+	    (*end != '\0' && *end != '@')) {
+		xd_os_reply_err(k, 400, "INVALID_PORT", "port: 1 to 65535");
+		return;
+	}
+	tok = evhttp_find_header(evhttp_request_get_input_headers(k->req),
+	    "OpenSandbox-Secure-Access");
+	if (*end == '@') {
+		exp = strtoll(end + 1, &end, 10);
+		if (*end != '.' || exp <= 0) {
+			xd_os_reply_err(k, 400, "INVALID_PORT", "a signed port "
+			    "segment is {port}@{expires}.{signature}");
+			return;
+		}
+		tok = end + 1;
+		if (exp < (long long)time(NULL)) {
+			xd_os_reply_err(k, 401, "UNAUTHORIZED", "this preview "
+			    "link expired; ask for a new one");
+			return;
+		}
+	}
+	/* the token is of one tenant's sandbox and port (ids are per
+	 * tenant): the sandbox of that id whose key it was made for */
+	b = NULL;
+	TAILQ_FOREACH(c, &k->xd->boxes, link) {
+		if (c->state == XD_BOX_GONE || strcmp(XD_REC_ID(&c->rec), id) !=
+		    0)
+			continue;
+		xd_os_key(c->rec.tenant, id, key);
+		if (xd_os_port_token_ok(k->xd->os, key, port, exp, tok)) {
+			b = c;
+			break;
+		}
+	}
+	if (b == NULL) {
+		xd_os_reply_err(k, 401, "UNAUTHORIZED", "OpenSandbox-Secure-"
+		    "Access missing or wrong for this sandbox's port (get it "
+		    "from endpoints/{port})");
+		return;
+	}
+	k->box = b;
+	b->refs++;
+	snprintf(k->who, sizeof(k->who), "opensandbox:proxy");
+	memset(&e, 0, sizeof(e));
+	if (xd_box_use(b, k->who, "app", &e) != 0) {
+		xd_os_reply_perr(k, &e);
+		return;
+	}
+	xd_os_port(k, port, rest);
+}
+
 static void
 on_request(struct evhttp_request *req, void *arg)
 {
@@ -1077,6 +1199,12 @@ on_request(struct evhttp_request *req, void *arg)
 	if (xd_route_match("/sandboxes/{id}/egress/{path}", path, k->arg, 2) ==
 	    1) {
 		execd_call(k, path, 1);
+		return;
+	}
+	xd_args_free(k->arg, XD_ARGS_MAX);
+	if (strncmp(path, "/sandboxes/", 11) == 0 && strncmp(path + 11 +
+	    strcspn(path + 11, "/"), "/proxy/", 7) == 0) {
+		proxy_call(k, path);
 		return;
 	}
 	xd_args_free(k->arg, XD_ARGS_MAX);

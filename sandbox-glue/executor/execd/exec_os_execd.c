@@ -17,10 +17,10 @@
  *   POST   /files/replace[?verbose=true]   /files/mv   /files/permissions
  *   GET    /directories/list?path=&depth=
  *   POST   /directories             DELETE /directories?path=...
+ *   ANY    /proxy/{port}/...        the port proxy (exec_os_port.c)
  *
  * and answers 501 NOT_SUPPORTED, naming it, for what sluice does not do
- * (code-interpreter contexts, bash sessions, PTYs, the port proxy,
- * metrics).
+ * (code-interpreter contexts, bash sessions, PTYs, metrics).
  *
  * The command stream is OpenSandbox's (controller/sse.go): each event a
  * raw JSON object and a blank line, no "data:" prefix: init (text: the
@@ -933,7 +933,6 @@ static const struct {
 	{ "/session", "bash sessions (/session): each command is a new "
 	    "shell; files and background processes carry over" },
 	{ "/pty", "terminals (/pty) through execd" },
-	{ "/proxy", "the port proxy (/proxy/{port})" },
 	{ "/metrics", "execd metrics (/metrics): see sluice-execd's GET "
 	    "/v1/metrics" },
 	{ "/v1/isolated", "isolated sessions (/v1/isolated)" },
@@ -949,6 +948,23 @@ xd_os_execd(struct xd_os_call *k, const char *rest)
 	json_error_t je;
 	struct xd_perr e;
 
+	/* execd's own port proxy: the execd token opens every port, as
+	 * OpenSandbox's does (a command could reach them anyway) */
+	if (strncmp(rest, "/proxy/", 7) == 0) {
+		char *end;
+		long port;
+
+		errno = 0;
+		port = strtol(rest + 7, &end, 10);
+		if (errno != 0 || end == rest + 7 || port < 1 || port > 65535 ||
+		    (*end != '\0' && *end != '/')) {
+			xd_os_reply_err(k, 400, "INVALID_PORT", "port: 1 to "
+			    "65535");
+			return;
+		}
+		xd_os_port(k, port, end);
+		return;
+	}
 	for (i = 0; i < sizeof(unsupported) / sizeof(unsupported[0]); i++) {
 		pl = strlen(unsupported[i].prefix);
 		if (strncmp(rest, unsupported[i].prefix, pl) == 0 &&

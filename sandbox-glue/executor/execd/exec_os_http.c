@@ -329,6 +329,32 @@ xd_os_token(const struct xd_os *os, const char *id, char out[65])
 	out[64] = '\0';
 }
 
+void
+xd_os_port_token(const struct xd_os *os, const char *key, long port,
+    long long expires, char out[65])
+{
+	char in[SBX_ID_MAX + 48];
+
+	/* '#' is in no key: these never stand for a key's execd token */
+	if (expires > 0)
+		snprintf(in, sizeof(in), "%s#%ld@%lld", key, port, expires);
+	else
+		snprintf(in, sizeof(in), "%s#%ld", key, port);
+	xd_os_token(os, in, out);
+}
+
+int
+xd_os_port_token_ok(const struct xd_os *os, const char *key, long port,
+    long long expires, const char *tok)
+{
+	char want[65];
+
+	if (tok == NULL || strlen(tok) != 64)
+		return 0;
+	xd_os_port_token(os, key, port, expires, want);
+	return CRYPTO_memcmp(tok, want, 64) == 0;
+}
+
 int
 xd_os_token_ok(const struct xd_os *os, const char *id,
     struct evhttp_request *req, const char *header)

@@ -1,0 +1,361 @@
+/*
+ * exec_os_port.c: the port proxy of the OpenSandbox API (DESIGN.md,
+ * "Ports, terminals and previews"): ANY /sandboxes/{id}/proxy/{port}/...
+ * forwarded over HTTP to 127.0.0.1:{port} inside the sandbox, so that a
+ * server a background command started (a dev server, python3 -m
+ * http.server) is reachable from the host's side.
+ *
+ * How it reaches in: the sandbox has no network device, only its own
+ * loopback.  The backend makes a socket inside the sandbox's network
+ * namespace (sbx_backend.net_socket: setns for that one socket(2) call,
+ * then back), and the daemon connects it to 127.0.0.1:{port} there and
+ * relays from its own side.  Nothing is added to the sandbox (no
+ * device, no route, no listener of ours) and nothing of the host's
+ * network is reachable from inside; the alternative, a relay through
+ * the shim on a Unix socket in the workspace, would put a socket the
+ * sandbox can open and race in its own file system.  Backends that
+ * cannot do it (gvisor) answer 501.
+ *
+ * The exchange: the request as evhttp read it (body whole, at most
+ * max_body_bytes) goes up as HTTP/1.0 with Connection: close, so the
+ * answer ends with the connection (or its Content-Length) and is never
+ * chunked; hop-by-hop headers are dropped both ways, and so is the
+ * access header.  The answer streams back as it comes, the upstream's
+ * reads paused while the client has more than stream_watermark bytes
+ * queued.  WebSocket upgrades are refused (501): evhttp cannot hand its
+ * connection over.
+ *
+ * Access (exec_os.c checks it before calling here): the header
+ * OpenSandbox-Secure-Access with the token endpoints/{port} gave (an
+ * HMAC of the sandbox's key and the port: it opens that port of that
+ * sandbox only, not execd), or a signed path, the port segment
+ * "{port}@{expires}.{sig}" that endpoints/{port}?expires= gave, for a
+ * browser preview that cannot send headers, refused after expires.
+ */
+#include "sluice-config.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "sandbox-glue/executor/execd/exec_os-int.h"
+
+#define HEAD_MAX	(64 * 1024)
+#define READ_S		300
+#define WRITE_S		60
+
+struct pxy {
+	struct xd_os_call *k;
+	struct bufferevent *up;
+	long port;
+	int started;                    /* the reply's head is sent */
+	int paused;
+};
+
+/* Hop-by-hop, or ours: never forwarded either way. */
+static int
+hop(const char *h)
+{
+	static const char *const names[] = { "Connection", "Keep-Alive",
+	    "Proxy-Connection", "Proxy-Authorization", "Proxy-Authenticate",
+	    "TE", "Trailer", "Transfer-Encoding", "Upgrade", "Host",
+	    "Content-Length", "OpenSandbox-Secure-Access",
+	    "X-EXECD-ACCESS-TOKEN", "OPEN-SANDBOX-API-KEY", NULL };
+	size_t i;
+
+	for (i = 0; names[i] != NULL; i++)
+		if (strcasecmp(h, names[i]) == 0)
+			return 1;
+	return 0;
+}
+
+static void
+pxy_free(struct pxy *p)
+{
+	struct xd_os_call *k = p->k;
+
+	if (p->up != NULL)
+		bufferevent_free(p->up);
+	if (k->evcon != NULL) {
+		evhttp_connection_set_closecb(k->evcon, NULL, NULL);
+		k->evcon = NULL;
+	}
+	free(p);
+}
+
+/* Ends the exchange: the reply's end if it was started, else an error
+ * (status, code, message). */
+static void
+pxy_end(struct pxy *p, int status, const char *code, const char *msg)
+{
+	struct xd_os_call *k = p->k;
+	int started = p->started;
+
+	pxy_free(p);
+	if (started) {
+		evhttp_send_reply_end(k->req);
+		xd_os_call_free(k);
+	} else
+		xd_os_reply_err(k, status, code, "%s", msg);
+}
+
+static size_t
+queued(struct xd_os_call *k)
+{
+	struct evhttp_connection *evcon = evhttp_request_get_connection(k->req);
+	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(
+	    evcon) : NULL;
+	struct bufferevent *under = bev ? bufferevent_get_underlying(bev) :
+	    NULL;
+
+	return (bev ? evbuffer_get_length(bufferevent_get_output(bev)) : 0) +
+	    (under ? evbuffer_get_length(bufferevent_get_output(under)) : 0);
+}
+
+static void
+flushed(struct evhttp_connection *evcon, void *arg)
+{
+	struct pxy *p = arg;
+
+	(void)evcon;
+	if (p->paused && queued(p->k) <= p->k->xd->cfg->stream_watermark / 2) {
+		p->paused = 0;
+		bufferevent_enable(p->up, EV_READ);
+	}
+}
+
+static void
+client_closed(struct evhttp_connection *evcon, void *arg)
+{
+	struct pxy *p = arg;
+	struct xd_os_call *k = p->k;
+
+	(void)evcon;
+	k->evcon = NULL;
+	k->gone = 1;
+	/* evhttp left the request to us: ending it frees it */
+	pxy_free(p);
+	if (k->req != NULL)
+		evhttp_send_reply_end(k->req);
+	xd_os_call_free(k);
+}
+
+/* The answer's head, whole in in: start the reply.  0, or -1 with the
+ * 502 already sent (p freed). */
+static int
+head(struct pxy *p, struct evbuffer *in, size_t hlen)
+{
+	struct evkeyvalq *oh = evhttp_request_get_output_headers(p->k->req);
+	char *h = malloc(hlen + 1), *line, *save = NULL, *c, *reason;
+	long status;
+	int first = 1, chunked = 0;
+
+	if (h == NULL) {
+		pxy_end(p, 500, "RUNTIME_ERROR", "out of memory");
+		return -1;
+	}
+	evbuffer_remove(in, h, hlen);
+	h[hlen] = '\0';
+	status = 0;
+	reason = NULL;
+	for (line = strtok_r(h, "\r\n", &save); line != NULL; line =
+	    strtok_r(NULL, "\r\n", &save)) {
+		if (first) {
+			first = 0;
+			if (strncmp(line, "HTTP/1.", 7) != 0 || strlen(line) < 12 ||
+			    line[8] != ' ')
+				break;
+			status = strtol(line + 9, &c, 10);
+			if (c != line + 12 || status < 100 || status > 599 ||
+			    (*c != ' ' && *c != '\0'))
+				status = 0;
+			reason = *c == ' ' ? c + 1 : "";
+			continue;
+		}
+		if ((c = strchr(line, ':')) == NULL || c == line) {
+			status = 0;
+			break;
+		}
+		*c++ = '\0';
+		c += strspn(c, " \t");
+		if (strcasecmp(line, "Transfer-Encoding") == 0)
+			chunked = 1;
+		if (strcasecmp(line, "Content-Length") == 0 && c[strspn(c,
+		    "0123456789")] == '\0' && c[0])
+			evhttp_add_header(oh, "Content-Length", c);
+		else if (!hop(line))
+			evhttp_add_header(oh, line, c);
+	}
+	/* a 1xx would be followed by another head: not for an HTTP/1.0
+	 * request, and evhttp could not pass it on */
+	if (status < 200 || chunked) {
+		free(h);
+		evhttp_clear_headers(oh);
+		pxy_end(p, 502, "BAD_GATEWAY", status < 200 ? "the server in "
+		    "the sandbox answered with no HTTP/1 head sluice can "
+		    "forward" : "the server in the sandbox answered an "
+		    "HTTP/1.0 request chunked");
+		return -1;
+	}
+	evhttp_send_reply_start(p->k->req, (int)status, reason);
+	free(h);
+	p->started = 1;
+	return 0;
+}
+
+static void
+up_read(struct bufferevent *bev, void *arg)
+{
+	struct pxy *p = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer_ptr e;
+
+	if (!p->started) {
+		e = evbuffer_search(in, "\r\n\r\n", 4, NULL);
+		if (e.pos < 0) {
+			if (evbuffer_get_length(in) > HEAD_MAX)
+				pxy_end(p, 502, "BAD_GATEWAY", "the server in the "
+				    "sandbox sent a head of more than 64 KiB");
+			return;
+		}
+		if (head(p, in, (size_t)e.pos + 4) != 0)
+			return;
+	}
+	if (evbuffer_get_length(in) == 0)
+		return;
+	evhttp_send_reply_chunk_with_cb(p->k->req, in, flushed, p);
+	if (queued(p->k) > p->k->xd->cfg->stream_watermark) {
+		p->paused = 1;
+		bufferevent_disable(bev, EV_READ);
+	}
+}
+
+static void
+up_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct pxy *p = arg;
+	char m[160];
+
+	if (what & BEV_EVENT_CONNECTED)
+		return;
+	if ((what & BEV_EVENT_EOF) && p->started) {
+		/* the end of the answer (HTTP/1.0: the close) */
+		up_read(bev, p);
+		pxy_end(p, 0, NULL, NULL);
+		return;
+	}
+	if (p->started) {
+		/* cut short: the client sees the connection end early */
+		pxy_end(p, 0, NULL, NULL);
+		return;
+	}
+	if (what & BEV_EVENT_TIMEOUT)
+		snprintf(m, sizeof(m), "the server on port %ld in the sandbox "
+		    "did not answer in time", p->port);
+	else if (what & BEV_EVENT_EOF)
+		snprintf(m, sizeof(m), "the server on port %ld in the sandbox "
+		    "closed without an answer", p->port);
+	else
+		snprintf(m, sizeof(m), "nothing listens on port %ld in the "
+		    "sandbox (127.0.0.1:%ld): %s", p->port, p->port,
+		    strerror(EVUTIL_SOCKET_ERROR()));
+	pxy_end(p, 502, "PORT_UNREACHABLE", m);
+}
+
+void
+xd_os_port(struct xd_os_call *k, long port, const char *rest)
+{
+	struct evhttp_request *req = k->req;
+	struct evkeyvalq *ih = evhttp_request_get_input_headers(req);
+	struct evbuffer *body = evhttp_request_get_input_buffer(req), *o;
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+	const char *q = uri != NULL ? evhttp_uri_get_query(uri) : NULL, *mn;
+	struct timeval rt = { READ_S, 0 }, wt = { WRITE_S, 0 };
+	struct sockaddr_in sin;
+	struct evkeyval *kv;
+	struct pxy *p;
+	char err[XD_ERR_MAX];
+	int fd;
+
+	switch (evhttp_request_get_command(req)) {
+	case EVHTTP_REQ_GET: mn = "GET"; break;
+	case EVHTTP_REQ_POST: mn = "POST"; break;
+	case EVHTTP_REQ_HEAD: mn = "HEAD"; break;
+	case EVHTTP_REQ_PUT: mn = "PUT"; break;
+	case EVHTTP_REQ_DELETE: mn = "DELETE"; break;
+	case EVHTTP_REQ_OPTIONS: mn = "OPTIONS"; break;
+	case EVHTTP_REQ_PATCH: mn = "PATCH"; break;
+	default:
+		xd_os_reply_err(k, 405, "METHOD_NOT_ALLOWED", "the port proxy "
+		    "forwards GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS");
+		return;
+	}
+	if (evhttp_find_header(ih, "Upgrade") != NULL) {
+		xd_os_reply_err(k, 501, "NOT_SUPPORTED", "WebSocket (Upgrade) "
+		    "through the port proxy: sluice forwards plain HTTP only");
+		return;
+	}
+	if (k->box->be->net_socket == NULL) {
+		xd_os_reply_err(k, 501, "NOT_SUPPORTED", "the port proxy: the "
+		    "%s backend's network is not reachable from the host",
+		    k->box->be->name);
+		return;
+	}
+	if ((fd = k->box->be->net_socket(&k->box->rec, err, sizeof(err))) < 0) {
+		xd_os_reply_err(k, 409, "SANDBOX_NOT_RUNNING", "%s", err);
+		return;
+	}
+	if ((p = calloc(1, sizeof(*p))) == NULL || (p->up =
+	    bufferevent_socket_new(k->xd->base, fd, BEV_OPT_CLOSE_ON_FREE)) ==
+	    NULL) {
+		if (p == NULL || p->up == NULL)
+			close(fd);
+		free(p);
+		xd_os_reply_err(k, 500, "RUNTIME_ERROR", "out of memory");
+		return;
+	}
+	p->k = k;
+	p->port = port;
+	o = bufferevent_get_output(p->up);
+	evbuffer_add_printf(o, "%s %s%s%s HTTP/1.0\r\nHost: 127.0.0.1:%ld\r\n"
+	    "Connection: close\r\n", mn, rest[0] ? rest : "/", q ? "?" : "",
+	    q ? q : "", port);
+	TAILQ_FOREACH(kv, ih, next)
+		if (!hop(kv->key) && strpbrk(kv->key, "\r\n") == NULL &&
+		    strpbrk(kv->value, "\r\n") == NULL)
+			evbuffer_add_printf(o, "%s: %s\r\n", kv->key, kv->value);
+	if (evbuffer_get_length(body) > 0 || strcmp(mn, "POST") == 0 ||
+	    strcmp(mn, "PUT") == 0 || strcmp(mn, "PATCH") == 0)
+		evbuffer_add_printf(o, "Content-Length: %zu\r\n",
+		    evbuffer_get_length(body));
+	evbuffer_add(o, "\r\n", 2);
+	evbuffer_add_buffer(o, body);
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_port = htons((uint16_t)port);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	bufferevent_setcb(p->up, up_read, NULL, up_event, p);
+	bufferevent_set_timeouts(p->up, &rt, &wt);
+	xd_os_call_wait(k);
+	if ((k->evcon = evhttp_request_get_connection(req)) != NULL)
+		evhttp_connection_set_closecb(k->evcon, client_closed, p);
+	if (bufferevent_socket_connect(p->up, (struct sockaddr *)&sin,
+	    sizeof(sin)) != 0) {
+		snprintf(err, sizeof(err), "nothing listens on port %ld in the "
+		    "sandbox: %s", port, strerror(errno));
+		pxy_end(p, 502, "PORT_UNREACHABLE", err);
+		return;
+	}
+	bufferevent_enable(p->up, EV_READ | EV_WRITE);
+}
