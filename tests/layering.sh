@@ -58,6 +58,7 @@ ALLOW_INT=(
 	"tests/fuzz/fuzz_osmp.c:sandbox-glue/executor/execd/exec_os-int.h"
 	"tests/fuzz/fuzz_osmp.c:sandbox-glue/executor/execd/execd-int.h"
 	"tests/fuzz/fuzz_ospolicy.c:sandbox-glue/executor/execd/exec_os-int.h"
+	"tests/fuzz/fuzz_osport.c:sandbox-glue/executor/execd/exec_os-int.h"
 	"tests/fuzz/fuzz_api.c:proxy/control/control-int.h"
 	"tests/unit/executor/test_execd.c:sandbox-glue/executor/execd/execd-int.h"
 	"tests/unit/executor/test_gate.c:sandbox-glue/executor/execd/execd-int.h"

@@ -151,15 +151,85 @@ client_closed(struct evhttp_connection *evcon, void *arg)
 	xd_os_call_free(k);
 }
 
+/* Only visible ASCII (and, in values, spaces, tabs and bytes above
+ * 0x7f, as RFC 9110's obs-text). */
+static int
+visible(const char *s, int value)
+{
+	const unsigned char *p;
+
+	for (p = (const unsigned char *)s; *p; p++)
+		if (*p == 0x7f || (*p < 0x21 && !(value && (*p == ' ' ||
+		    *p == '\t'))) || (!value && *p > 0x7f))
+			return 0;
+	return 1;
+}
+
+int
+xd_os_port_head(char *h, long *status, const char **reason,
+    void (*fn)(void *arg, const char *name, const char *value), void *arg)
+{
+	char *line, *save = NULL, *c, *sp;
+	int first = 1, chunked = 0;
+
+	*status = 0;
+	*reason = "";
+	for (line = strtok_r(h, "\r\n", &save); line != NULL; line =
+	    strtok_r(NULL, "\r\n", &save)) {
+		if (first) {
+			first = 0;
+			if (strncmp(line, "HTTP/1.", 7) != 0 || strlen(line) < 12 ||
+			    line[8] != ' ' || strspn(line + 9, "0123456789") !=
+			    3 || (line[12] != ' ' && line[12] != '\0'))
+				return -1;
+			*status = strtol(line + 9, NULL, 10);
+			if (*status < 200 || *status > 599)
+				return -1;
+			*reason = line[12] == ' ' ? line + 13 : "";
+			if (!visible(*reason, 1))
+				return -1;
+			continue;
+		}
+		if ((c = strchr(line, ':')) == NULL || c == line ||
+		    ((sp = strpbrk(line, " \t")) != NULL && sp < c))
+			return -1;
+		*c++ = '\0';
+		c += strspn(c, " \t");
+		/* a name of visible characters, a value without controls:
+		 * what the client gets is nothing the sandbox could use to
+		 * split or smuggle a header */
+		if (!visible(line, 0) || !visible(c, 1))
+			return -1;
+		if (strcasecmp(line, "Transfer-Encoding") == 0)
+			chunked = 1;
+		if (strcasecmp(line, "Content-Length") == 0) {
+			if (!c[0] || c[strspn(c, "0123456789")] != '\0' ||
+			    strlen(c) > 18)
+				return -1;
+			fn(arg, "Content-Length", c);
+		} else if (!hop(line))
+			fn(arg, line, c);
+	}
+	/* a 1xx would be followed by another head (not for an HTTP/1.0
+	 * request), and chunked is not for one either */
+	return first || chunked ? -1 : 0;
+}
+
+static void
+add_header(void *arg, const char *name, const char *value)
+{
+	evhttp_add_header(arg, name, value);
+}
+
 /* The answer's head, whole in in: start the reply.  0, or -1 with the
  * 502 already sent (p freed). */
 static int
 head(struct pxy *p, struct evbuffer *in, size_t hlen)
 {
 	struct evkeyvalq *oh = evhttp_request_get_output_headers(p->k->req);
-	char *h = malloc(hlen + 1), *line, *save = NULL, *c, *reason;
+	char *h = malloc(hlen + 1);
+	const char *reason;
 	long status;
-	int first = 1, chunked = 0;
 
 	if (h == NULL) {
 		pxy_end(p, 500, "RUNTIME_ERROR", "out of memory");
@@ -167,45 +237,13 @@ head(struct pxy *p, struct evbuffer *in, size_t hlen)
 	}
 	evbuffer_remove(in, h, hlen);
 	h[hlen] = '\0';
-	status = 0;
-	reason = NULL;
-	for (line = strtok_r(h, "\r\n", &save); line != NULL; line =
-	    strtok_r(NULL, "\r\n", &save)) {
-		if (first) {
-			first = 0;
-			if (strncmp(line, "HTTP/1.", 7) != 0 || strlen(line) < 12 ||
-			    line[8] != ' ')
-				break;
-			status = strtol(line + 9, &c, 10);
-			if (c != line + 12 || status < 100 || status > 599 ||
-			    (*c != ' ' && *c != '\0'))
-				status = 0;
-			reason = *c == ' ' ? c + 1 : "";
-			continue;
-		}
-		if ((c = strchr(line, ':')) == NULL || c == line) {
-			status = 0;
-			break;
-		}
-		*c++ = '\0';
-		c += strspn(c, " \t");
-		if (strcasecmp(line, "Transfer-Encoding") == 0)
-			chunked = 1;
-		if (strcasecmp(line, "Content-Length") == 0 && c[strspn(c,
-		    "0123456789")] == '\0' && c[0])
-			evhttp_add_header(oh, "Content-Length", c);
-		else if (!hop(line))
-			evhttp_add_header(oh, line, c);
-	}
-	/* a 1xx would be followed by another head: not for an HTTP/1.0
-	 * request, and evhttp could not pass it on */
-	if (status < 200 || chunked) {
+	if (xd_os_port_head(h, &status, &reason, add_header, oh) != 0) {
 		free(h);
 		evhttp_clear_headers(oh);
-		pxy_end(p, 502, "BAD_GATEWAY", status < 200 ? "the server in "
-		    "the sandbox answered with no HTTP/1 head sluice can "
-		    "forward" : "the server in the sandbox answered an "
-		    "HTTP/1.0 request chunked");
+		pxy_end(p, 502, "BAD_GATEWAY", "the server in the sandbox "
+		    "answered with no HTTP/1 head sluice can forward (a "
+		    "malformed head, a 1xx, or chunked to an HTTP/1.0 "
+		    "request)");
 		return -1;
 	}
 	evhttp_send_reply_start(p->k->req, (int)status, reason);
