@@ -14,7 +14,8 @@ uses through the SDK (create with the execd ready check, runCommand
 foreground with exit code, stdout, stderr, the create's env and cwd;
 background with getCommandOutput's logs and cursor and stopCommand;
 writeFile by multipart upload, readFile, editFile by replace, listFiles,
-search, exportFile with Range, file info, the workspace's confinement,
+search, exportFile with Range, file info, ChatHub's /tmp/workspace for
+files and commands, the workspace's confinement,
 a 501 for bash sessions, renew, list with state and metadata filters,
 pause and resume, kill); the same sandbox is an ordinary one in the
 native API meanwhile.  Then, with plain HTTP: a wrong key 401, another
@@ -423,6 +424,27 @@ def config_check(env):
     out = r.stdout.decode()
     check(r.returncode != 0 and "opensandbox.listen" in out and
           "plain_http" in out, "refused with the key and why: %r" % out)
+    # workdir: a path that can stand for /workspace, or none
+    for bad in ("/workspace/x", "tmp/w", "/tmp/../w", "/w", "/tmp/w/"):
+        with open(conf, "w") as f:
+            json.dump({"opensandbox": {"listen": "127.0.0.1:8090",
+                       "workdir": bad, "api_keys": [
+                           {"name": "a", "file": p, "tenant": "t"}],
+                       "images": {"*": "base"}}}, f)
+        r = subprocess.run([t_execd.EXECD, "-c", conf, "--check-config"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        out = r.stdout.decode()
+        check(r.returncode != 0 and "opensandbox.workdir" in out,
+              "workdir %r refused: %r" % (bad, out))
+    with open(conf, "w") as f:
+        json.dump({"opensandbox": {"listen": "127.0.0.1:8090", "api_keys": [
+            {"name": "a", "file": p, "tenant": "t"}],
+            "images": {"*": "base"}}}, f)
+    r = subprocess.run([t_execd.EXECD, "-c", conf, "--print-config"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    check(r.returncode == 0 and json.loads(r.stdout)["opensandbox"][
+        "workdir"] == "/tmp/workspace", "the default workdir printed: %r"
+        % r.stdout[-400:])
 
 
 if __name__ == "__main__":

@@ -75,8 +75,18 @@ int xd_os_mem_mb(const char *s, long *mb);
 
 /* ---- exec_os_fs.c (confined like exec_files.c; e as there) ---- */
 
-/* An OpenSandbox path: an absolute path under /workspace or one
- * relative to it; -1 (e: 400) else. */
+/* The path that stands for /workspace in the paths below and in a
+ * command's cwd (ChatHub's /tmp/workspace; "" none), set at start. */
+void xd_osfs_workdir(const char *w);
+/* in with that path's prefix as /workspace (in buf), else in itself. */
+const char *xd_osfs_unalias(const char *in, char *buf, size_t len);
+/* Make it a symbolic link to /workspace inside the sandbox (its parent
+ * must be there, /tmp for the default), as the sandbox's user; 0, or -1
+ * with why (nothing made). */
+int xd_osfs_workdir_link(const struct sbx_rec *r, int rootfd, char *err,
+    size_t errlen);
+/* An OpenSandbox path: an absolute path under /workspace (or the path
+ * that stands for it) or one relative to it; -1 (e: 400) else. */
 int xd_osfs_info(const struct sbx_rec *r, const char *path, json_t **out,
     struct xd_perr *e);
 /* Entries under dir to depth (1: its own), or with pattern (a glob of

@@ -43,6 +43,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -257,6 +258,26 @@ str_map(json_t *v)
 	return 1;
 }
 
+/* ChatHub's working directory (opensandbox.workdir) inside the new
+ * sandbox, a link to /workspace, so that a command naming it finds the
+ * workspace; where that cannot be (a backend whose files the host does
+ * not see), its paths and cwd still stand for the workspace. */
+static void
+workdir_link(struct xd_box *b)
+{
+	char err[XD_ERR_MAX];
+	int rootfd;
+
+	if (!b->xd->cfg->os.workdir[0] || b->be->root_fd == NULL)
+		return;
+	if ((rootfd = b->be->root_fd(&b->rec, err, sizeof(err))) < 0 ||
+	    xd_osfs_workdir_link(&b->rec, rootfd, err, sizeof(err)) != 0)
+		xd_log(XD_LOG_WARN, "opensandbox: sandbox %s: %s",
+		    XD_REC_ID(&b->rec), err);
+	if (rootfd >= 0)
+		close(rootfd);
+}
+
 static void
 gone_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 {
@@ -317,6 +338,7 @@ create_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	    b->rec.profile : "host", "image_uri", json_object_get(rec,
 	    "image")));
 	(void)xd_os_rec_save(k->xd->os, rec);
+	workdir_link(b);
 	pol = json_object_get(k->body, "_policy");
 	if (json_array_size(json_object_get(pol, "egress")) > 0) {
 		/* the rules before the sandbox is handed over: a target
@@ -1311,6 +1333,7 @@ xd_os_listen(struct xd *xd, char *err, size_t errlen)
 	os->xd = xd;
 	TAILQ_INIT(&os->calls);
 	xd->os = os;
+	xd_osfs_workdir(oc->workdir);
 	if (xd_os_recs_load(os, err, errlen) != 0)
 		return -1;
 	snprintf(host, sizeof(host), "%s", oc->listen);

@@ -296,8 +296,14 @@ native_cmd(struct xd_os_call *k, struct xd_perr *e)
 	if (json_is_object(envs))
 		json_object_update(env, envs);
 	n = json_pack("{s:O,s:o}", "shell", cmd, "env", env);
-	if (json_is_string(cwd) && json_string_length(cwd) > 0)
-		json_object_set(n, "cwd", cwd);
+	if (json_is_string(cwd) && json_string_length(cwd) > 0) {
+		char buf[SBX_PATH_MAX + 16];
+
+		/* the workdir is the workspace, also where no link to it
+		 * could be made (xd_osfs_workdir_link) */
+		json_object_set_new(n, "cwd", json_string(xd_osfs_unalias(
+		    json_string_value(cwd), buf, sizeof(buf))));
+	}
 	if (json_is_integer(to) && json_integer_value(to) > 0)
 		json_object_set_new(n, "timeout_s", json_integer(
 		    (json_integer_value(to) + 999) / 1000));
@@ -533,6 +539,7 @@ h_info(struct xd_os_call *k)
 static void
 h_paths(struct xd_os_call *k, int dirs)
 {
+	char ub[SBX_PATH_MAX + 16];
 	const char *paths[64];
 	size_t n = q_all(k, "path", paths, 64), i;
 	struct xd_perr e;
@@ -546,7 +553,8 @@ h_paths(struct xd_os_call *k, int dirs)
 	}
 	for (i = 0; i < n; i++)
 		if ((dirs ? xd_osfs_rmtree(&k->box->rec, paths[i], &e) :
-		    xd_fs_delete(&k->box->rec, paths[i], &e)) != 0) {
+		    xd_fs_delete(&k->box->rec, xd_osfs_unalias(paths[i], ub,
+		    sizeof(ub)), &e)) != 0) {
 			if (e.status == 404 && dirs) {
 				/* rm -rf of what is not there */
 				xd_perr_clear(&e);
@@ -750,6 +758,7 @@ h_list(struct xd_os_call *k, int search)
 static void
 h_upload(struct xd_os_call *k)
 {
+	char ub[SBX_PATH_MAX + 16];
 	struct evbuffer *in = evhttp_request_get_input_buffer(k->req);
 	size_t len = evbuffer_get_length(in), n, i;
 	const char *ct = evhttp_find_header(evhttp_request_get_input_headers(
@@ -809,7 +818,8 @@ h_upload(struct xd_os_call *k)
 				return;
 			}
 			if ((mode = mode_of(json_object_get(meta, "mode"),
-			    -2)) == -1 || xd_fs_write(&k->box->rec, path,
+			    -2)) == -1 || xd_fs_write(&k->box->rec,
+			    xd_osfs_unalias(path, ub, sizeof(ub)),
 			    p->data, p->len, &e) != 0 || (mode >= 0 &&
 			    xd_osfs_chmod(&k->box->rec, path, mode, &e) != 0)) {
 				json_decref(meta);

@@ -188,6 +188,7 @@ struct xd_os_cfg {
 	char tls_cert[SBX_PATH_MAX], tls_key[SBX_PATH_MAX];
 	char endpoint_host[160];        /* endpoints' host[:port], "" listen */
 	long max_timeout_s;
+	char workdir[128];              /* stands for /workspace, "" none */
 	struct xd_os_key keys[XD_OS_KEYS_MAX];
 	size_t nkeys;
 	struct {
