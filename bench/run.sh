@@ -5,7 +5,8 @@
 #
 #   bench/run.sh [--reps N] [--duration S] [--targets direct,sluiced,...]
 #                [--perf] [--scale] [--keep-tmp]
-#   bench/run.sh --executor [--backends ns,gvisor] [--strace] [...]
+#   bench/run.sh --executor [--backends ns,gvisor] [--strace]
+#                [--opensandbox] [...]
 #
 # --executor runs the executor figures instead (bench/exec.py, as root:
 # sandbox create, exec round trip, 1 MiB PUT and GET through
