@@ -6,7 +6,9 @@
  * 200..599; each header handed on has a name of visible ASCII without
  * ':' and a value without control characters; no hop-by-hop or access
  * header is handed on; a Content-Length handed on is 1..18 digits; the
- * reason has no CR or LF.
+ * reason has no CR or LF.  An input starting with 'U' is read as the
+ * answer to an Upgrade (the rest): then only a 101 passes, and its
+ * Upgrade header is handed on.
  */
 #include "sluice-config.h"
 
@@ -28,8 +30,8 @@ check(void *arg, const char *name, const char *value)
 	    "X-EXECD-ACCESS-TOKEN", "OPEN-SANDBOX-API-KEY", NULL };
 	const unsigned char *p;
 	size_t i;
+	int upgrade = *(int *)arg;
 
-	(*(int *)arg)++;
 	if (!name[0] || strchr(name, ':') != NULL || strpbrk(value, "\r\n") !=
 	    NULL)
 		abort();
@@ -40,7 +42,8 @@ check(void *arg, const char *name, const char *value)
 		if ((*p < ' ' && *p != '\t') || *p == 0x7f)
 			abort();
 	for (i = 0; hop[i] != NULL; i++)
-		if (strcasecmp(name, hop[i]) == 0)
+		if (strcasecmp(name, hop[i]) == 0 && !(upgrade &&
+		    strcasecmp(name, "Upgrade") == 0))
 			abort();
 	if (strcasecmp(name, "Content-Length") == 0 && (!value[0] ||
 	    strlen(value) > 18 || value[strspn(value, "0123456789")] != '\0'))
@@ -53,15 +56,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char *h = malloc(size + 1);
 	const char *reason;
 	long status;
-	int n = 0;
+	int upgrade = size > 0 && data[0] == 'U';
 
 	if (h == NULL)
 		return 0;
-	memcpy(h, data, size);
-	h[size] = '\0';
-	if (xd_os_port_head(h, &status, &reason, check, &n) == 0) {
-		if (status < 200 || status > 599 || reason == NULL ||
-		    strpbrk(reason, "\r\n") != NULL)
+	memcpy(h, data + upgrade, size - (size_t)upgrade);
+	h[size - (size_t)upgrade] = '\0';
+	if (xd_os_port_head(h, upgrade, &status, &reason, check,
+	    &upgrade) == 0) {
+		if ((upgrade ? status != 101 : (status < 200 ||
+		    status > 599)) || reason == NULL || strpbrk(reason,
+		    "\r\n") != NULL)
 			abort();
 	}
 	free(h);

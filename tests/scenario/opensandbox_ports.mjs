@@ -111,6 +111,45 @@ try {
   }
   ok(threw, "an expiry in the past refused");
 
+  // a WebSocket through the signed URL (a browser sends no headers), to
+  // an echo server in the sandbox: the 101 and the frames pass both ways
+  if (typeof WebSocket === "function") {
+    await sbx.files.writeFiles([{ path: "/workspace/ws.py", data: cfg.wsServer }]);
+    const wsbg = await sbx.commands.run("exec python3 /workspace/ws.py 8765",
+                                        { background: true });
+    const wsSigned = await sbx.getSignedEndpoint(8765, exp);
+    const big = "x".repeat(200000);
+    // listening yet?
+    await sbx.commands.run("for i in $(seq 100); do python3 -c \"import socket; " +
+      "socket.create_connection(('127.0.0.1', 8765)).close()\" 2>/dev/null && break; " +
+      "sleep 0.1; done");
+    const got = await new Promise((resolve) => {
+      const msgs = [];
+      const ws = new WebSocket("ws://" + wsSigned.endpoint + "/chat");
+      const timer = setTimeout(() => resolve(msgs), 20000);
+      ws.onopen = () => { ws.send("hi"); ws.send(big); };
+      ws.onmessage = (m) => {
+        msgs.push(m.data);
+        if (msgs.length === 2) ws.close();
+      };
+      ws.onclose = () => { clearTimeout(timer); resolve(msgs); };
+      ws.onerror = () => {};
+    });
+    step("websocket", { n: got.length, first: got[0], bigLen: got[1] && got[1].length });
+    ok(got[0] === "echo:hi" && got[1] === "echo:" + big, "WebSocket echo");
+    // without a token: refused before any upgrade
+    const refused = await new Promise((resolve) => {
+      const ws = new WebSocket("ws://" + wsSigned.endpoint.replace(/@.*$/, "") + "/chat");
+      const timer = setTimeout(() => resolve(true), 10000);
+      ws.onopen = () => { clearTimeout(timer); resolve(false); };
+      ws.onerror = () => { clearTimeout(timer); resolve(true); };
+    });
+    ok(refused, "a WebSocket without a token refused");
+    await sbx.commands.interrupt(wsbg.id);
+  } else {
+    step("websocket", { skipped: "this node has no WebSocket client" });
+  }
+
   await sbx.commands.interrupt(bg.id);
   step("done", {});
   console.log(JSON.stringify({ done: true }));

@@ -236,10 +236,11 @@ void xd_os_egress(struct xd_os_call *k, const char *rest);
 /* ---- exec_os_port.c ---- */
 
 /* An upstream's answer head h (NUL-terminated, cut up in place): its
- * status (200..599), reason, and each header to forward to fn (hop-by-
- * hop and access headers dropped; Content-Length only as digits).  0, or
- * -1 for one the proxy cannot forward (malformed, 1xx, chunked). */
-int xd_os_port_head(char *h, long *status, const char **reason,
+ * status (200..599; with upgrade 101 only), reason, and each header to
+ * forward to fn (hop-by-hop and access headers dropped, Upgrade kept for
+ * an upgrade; Content-Length only as digits).  0, or -1 for one the
+ * proxy cannot forward (malformed, another status, chunked). */
+int xd_os_port_head(char *h, int upgrade, long *status, const char **reason,
     void (*fn)(void *arg, const char *name, const char *value), void *arg);
 /* Forward the call to 127.0.0.1:port inside k->box (rest: the path
  * after /proxy/{port}, "" or from a '/'); answers. */

@@ -22,8 +22,16 @@
  * chunked; hop-by-hop headers are dropped both ways, and so is the
  * access header.  The answer streams back as it comes, the upstream's
  * reads paused while the client has more than stream_watermark bytes
- * queued.  WebSocket upgrades are refused (501): evhttp cannot hand its
- * connection over.
+ * queued.
+ *
+ * A WebSocket (a GET with Upgrade) goes up as HTTP/1.1 with its Upgrade;
+ * on the upstream's 101 the daemon sends that head to the client itself
+ * on the bufferevent of evhttp's connection (evhttp has no upgrade, and
+ * answers nothing more on it), and from then on relays bytes both ways
+ * without reading them (each side paused while the other holds
+ * RELAY_MAX unwritten), until either side ends; then evhttp's connection
+ * is freed, which frees the request and that bufferevent.  Any other
+ * answer to an upgrade is 502.
  *
  * Access (exec_os.c checks it before calling here): the header
  * OpenSandbox-Secure-Access with the token endpoints/{port} gave (an
@@ -55,12 +63,19 @@
 #define READ_S		300
 #define WRITE_S		60
 
+#define RELAY_MAX	(1024 * 1024)
+
 struct pxy {
 	struct xd_os_call *k;
 	struct bufferevent *up;
+	struct bufferevent *down;       /* a WebSocket's: the client's,
+	                                 * taken from evhttp after the 101 */
 	long port;
 	int started;                    /* the reply's head is sent */
 	int paused;
+	int ws;                         /* an Upgrade request */
+	int closing;                    /* one side ended: the other's
+	                                 * output drains, then the end */
 };
 
 /* Hop-by-hop, or ours: never forwarded either way. */
@@ -166,7 +181,7 @@ visible(const char *s, int value)
 }
 
 int
-xd_os_port_head(char *h, long *status, const char **reason,
+xd_os_port_head(char *h, int upgrade, long *status, const char **reason,
     void (*fn)(void *arg, const char *name, const char *value), void *arg)
 {
 	char *line, *save = NULL, *c, *sp;
@@ -183,7 +198,8 @@ xd_os_port_head(char *h, long *status, const char **reason,
 			    3 || (line[12] != ' ' && line[12] != '\0'))
 				return -1;
 			*status = strtol(line + 9, NULL, 10);
-			if (*status < 200 || *status > 599)
+			if (upgrade ? *status != 101 : (*status < 200 ||
+			    *status > 599))
 				return -1;
 			*reason = line[12] == ' ' ? line + 13 : "";
 			if (!visible(*reason, 1))
@@ -207,7 +223,8 @@ xd_os_port_head(char *h, long *status, const char **reason,
 			    strlen(c) > 18)
 				return -1;
 			fn(arg, "Content-Length", c);
-		} else if (!hop(line))
+		} else if (!hop(line) || (upgrade && strcasecmp(line,
+		    "Upgrade") == 0))
 			fn(arg, line, c);
 	}
 	/* a 1xx would be followed by another head (not for an HTTP/1.0
@@ -237,7 +254,7 @@ head(struct pxy *p, struct evbuffer *in, size_t hlen)
 	}
 	evbuffer_remove(in, h, hlen);
 	h[hlen] = '\0';
-	if (xd_os_port_head(h, &status, &reason, add_header, oh) != 0) {
+	if (xd_os_port_head(h, 0, &status, &reason, add_header, oh) != 0) {
 		free(h);
 		evhttp_clear_headers(oh);
 		pxy_end(p, 502, "BAD_GATEWAY", "the server in the sandbox "
@@ -252,6 +269,143 @@ head(struct pxy *p, struct evbuffer *in, size_t hlen)
 	return 0;
 }
 
+/* ---- a WebSocket: after the 101, bytes both ways ---- */
+
+static void
+ws_header(void *arg, const char *name, const char *value)
+{
+	evbuffer_add_printf(arg, "%s: %s\r\n", name, value);
+}
+
+static void
+ws_end(struct pxy *p)
+{
+	struct xd_os_call *k = p->k;
+	struct evhttp_connection *evcon = k->evcon;
+
+	/* evhttp's connection owns the client's bufferevent and the
+	 * request: freeing it frees both */
+	if (evcon != NULL)
+		evhttp_connection_set_closecb(evcon, NULL, NULL);
+	k->evcon = NULL;
+	if (p->up != NULL)
+		bufferevent_free(p->up);
+	free(p);
+	if (evcon != NULL)
+		evhttp_connection_free(evcon);
+	xd_os_call_free(k);
+}
+
+static void ws_read(struct bufferevent *bev, void *arg);
+static void ws_event(struct bufferevent *bev, short what, void *arg);
+static void ws_write(struct bufferevent *bev, void *arg);
+
+static void
+ws_read(struct bufferevent *bev, void *arg)
+{
+	struct pxy *p = arg;
+	struct bufferevent *to = bev == p->up ? p->down : p->up;
+	struct evbuffer *o = bufferevent_get_output(to);
+
+	evbuffer_add_buffer(o, bufferevent_get_input(bev));
+	if (evbuffer_get_length(o) >= RELAY_MAX) {
+		/* the other side is slow: read no more until it drained */
+		bufferevent_disable(bev, EV_READ);
+		bufferevent_setwatermark(to, EV_WRITE, RELAY_MAX / 2, 0);
+	}
+}
+
+/* to has written down to half (or, closing, all): the side that feeds
+ * it reads again (or the end) */
+static void
+ws_write(struct bufferevent *to, void *arg)
+{
+	struct pxy *p = arg;
+	struct bufferevent *from = to == p->up ? p->down : p->up;
+
+	if (p->closing) {
+		if (evbuffer_get_length(bufferevent_get_output(to)) == 0)
+			ws_end(p);
+		return;
+	}
+	bufferevent_setwatermark(to, EV_WRITE, 0, 0);
+	bufferevent_enable(from, EV_READ);
+}
+
+static void
+ws_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct pxy *p = arg;
+	struct bufferevent *to = bev == p->up ? p->down : p->up;
+
+	/* either side's end or error ends both, once what it sent is
+	 * written to the other (bounded: RELAY_MAX and that side's
+	 * write timeout) */
+	if ((what & BEV_EVENT_EOF) && !p->closing) {
+		struct timeval wt = { WRITE_S, 0 };
+
+		ws_read(bev, p);
+		if (evbuffer_get_length(bufferevent_get_output(to)) > 0) {
+			p->closing = 1;
+			bufferevent_disable(bev, EV_READ);
+			bufferevent_disable(to, EV_READ);
+			bufferevent_setwatermark(to, EV_WRITE, 0, 0);
+			bufferevent_set_timeouts(to, NULL, &wt);
+			return;
+		}
+	}
+	ws_end(p);
+}
+
+/* The upstream's 101 in in: send it to the client raw and relay. */
+static int
+ws_start(struct pxy *p, struct evbuffer *in, size_t hlen)
+{
+	struct xd_os_call *k = p->k;
+	struct evbuffer *hb;
+	const char *reason;
+	char *h = malloc(hlen + 1);
+	long status;
+
+	if (h == NULL || (hb = evbuffer_new()) == NULL) {
+		free(h);
+		pxy_end(p, 500, "RUNTIME_ERROR", "out of memory");
+		return -1;
+	}
+	evbuffer_remove(in, h, hlen);
+	h[hlen] = '\0';
+	evbuffer_add_printf(hb, "HTTP/1.1 101 Switching Protocols\r\n");
+	if (xd_os_port_head(h, 1, &status, &reason, ws_header, hb) != 0 ||
+	    k->evcon == NULL || (p->down = evhttp_connection_get_bufferevent(
+	    k->evcon)) == NULL) {
+		free(h);
+		evbuffer_free(hb);
+		pxy_end(p, 502, "BAD_GATEWAY", "the server in the sandbox did "
+		    "not switch to the protocol asked for (no 101 sluice can "
+		    "forward)");
+		return -1;
+	}
+	free(h);
+	evbuffer_add_printf(hb, "Connection: Upgrade\r\n\r\n");
+	/* evhttp answers nothing more on this connection: its
+	 * bufferevent is ours until ws_end frees the connection */
+	p->started = 1;
+	bufferevent_setcb(p->down, ws_read, ws_write, ws_event, p);
+	bufferevent_setcb(p->up, ws_read, ws_write, ws_event, p);
+	bufferevent_set_timeouts(p->down, NULL, NULL);
+	bufferevent_set_timeouts(p->up, NULL, NULL);
+	evbuffer_add_buffer(bufferevent_get_output(p->down), hb);
+	evbuffer_free(hb);
+	evbuffer_add_buffer(bufferevent_get_output(p->down), in);
+	bufferevent_enable(p->down, EV_READ | EV_WRITE);
+	bufferevent_enable(p->up, EV_READ | EV_WRITE);
+	/* what the client sent after its head (it should wait for the
+	 * 101, but may not) */
+	if (evbuffer_get_length(bufferevent_get_input(p->down)) > 0)
+		ws_read(p->down, p);
+	return 0;
+}
+
 static void
 up_read(struct bufferevent *bev, void *arg)
 {
@@ -259,6 +413,17 @@ up_read(struct bufferevent *bev, void *arg)
 	struct evbuffer *in = bufferevent_get_input(bev);
 	struct evbuffer_ptr e;
 
+	if (!p->started && p->ws) {
+		e = evbuffer_search(in, "\r\n\r\n", 4, NULL);
+		if (e.pos < 0) {
+			if (evbuffer_get_length(in) > HEAD_MAX)
+				pxy_end(p, 502, "BAD_GATEWAY", "the server in the "
+				    "sandbox sent a head of more than 64 KiB");
+			return;
+		}
+		(void)ws_start(p, in, (size_t)e.pos + 4);
+		return;
+	}
 	if (!p->started) {
 		e = evbuffer_search(in, "\r\n\r\n", 4, NULL);
 		if (e.pos < 0) {
@@ -319,6 +484,7 @@ xd_os_port(struct xd_os_call *k, long port, const char *rest)
 	struct evbuffer *body = evhttp_request_get_input_buffer(req), *o;
 	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
 	const char *q = uri != NULL ? evhttp_uri_get_query(uri) : NULL, *mn;
+	const char *upgrade;
 	struct timeval rt = { READ_S, 0 }, wt = { WRITE_S, 0 };
 	struct sockaddr_in sin;
 	struct evkeyval *kv;
@@ -339,9 +505,11 @@ xd_os_port(struct xd_os_call *k, long port, const char *rest)
 		    "forwards GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS");
 		return;
 	}
-	if (evhttp_find_header(ih, "Upgrade") != NULL) {
-		xd_os_reply_err(k, 501, "NOT_SUPPORTED", "WebSocket (Upgrade) "
-		    "through the port proxy: sluice forwards plain HTTP only");
+	upgrade = evhttp_find_header(ih, "Upgrade");
+	if (upgrade != NULL && (strcmp(mn, "GET") != 0 || strpbrk(upgrade,
+	    "\r\n") != NULL)) {
+		xd_os_reply_err(k, 400, "INVALID_REQUEST", "an Upgrade is a "
+		    "GET");
 		return;
 	}
 	if (k->box->be->net_socket == NULL) {
@@ -365,10 +533,15 @@ xd_os_port(struct xd_os_call *k, long port, const char *rest)
 	}
 	p->k = k;
 	p->port = port;
+	p->ws = upgrade != NULL;
 	o = bufferevent_get_output(p->up);
-	evbuffer_add_printf(o, "%s %s%s%s HTTP/1.0\r\nHost: 127.0.0.1:%ld\r\n"
-	    "Connection: close\r\n", mn, rest[0] ? rest : "/", q ? "?" : "",
-	    q ? q : "", port);
+	/* an upgrade needs HTTP/1.1 (RFC 6455); anything else goes as
+	 * HTTP/1.0, so that its answer ends with the connection */
+	evbuffer_add_printf(o, "%s %s%s%s HTTP/1.%d\r\nHost: 127.0.0.1:%ld\r\n"
+	    "Connection: %s\r\n", mn, rest[0] ? rest : "/", q ? "?" : "",
+	    q ? q : "", p->ws, port, p->ws ? "Upgrade" : "close");
+	if (p->ws)
+		evbuffer_add_printf(o, "Upgrade: %s\r\n", upgrade);
 	TAILQ_FOREACH(kv, ih, next)
 		if (!hop(kv->key) && strpbrk(kv->key, "\r\n") == NULL &&
 		    strpbrk(kv->value, "\r\n") == NULL)
