@@ -64,6 +64,16 @@ try {
   step("big", { status: r.status, len: big.length });
   ok(r.status === 200 && big.length === 3 << 20 && sha(big) === bigSha, "3 MiB intact");
 
+  // a client that goes away half way: the daemon drops the exchange
+  // (and still serves the next)
+  {
+    const ac = new AbortController();
+    const rr = await fetch(url + "/big.bin", { headers: ep.headers, signal: ac.signal });
+    const rd = rr.body.getReader();
+    await rd.read();
+    ac.abort();
+    await rd.read().catch(() => null);
+  }
   r = await fetch(url + "/nothing-here?x=1", { headers: ep.headers });
   ok(r.status === 404, "the upstream's 404 passed on: " + r.status);
   await r.arrayBuffer();

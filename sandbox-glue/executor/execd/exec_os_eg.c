@@ -442,7 +442,10 @@ xd_os_egress(struct xd_os_call *k, const char *rest)
 		return;
 	}
 	if (m == EVHTTP_REQ_GET) {
-		xd_os_reply_json(k, 200, status_json(current(k)));
+		json_t *cur = current(k);
+
+		xd_os_reply_json(k, 200, status_json(cur));
+		json_decref(cur);
 		return;
 	}
 	if (m != EVHTTP_REQ_PATCH && m != EVHTTP_REQ_DELETE && m !=
