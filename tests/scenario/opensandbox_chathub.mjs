@@ -111,7 +111,10 @@ try {
   ok(ex.exitCode === 0 && tout.split("b via tmp").length === 3 &&
      tout.includes("a.py"), "commands in and naming /tmp/workspace");
   const tls = await sbx.files.listDirectory({ path: "/tmp/workspace/tw" });
-  ok(tls.length === 1 && tls[0].path.endsWith("/tw/b.py"), "listing /tmp/workspace");
+  ok(tls.length === 1 && tls[0].path === "/tmp/workspace/tw/b.py",
+     "listing /tmp/workspace names its files there: " + JSON.stringify(tls));
+  const tfi = await sbx.files.getFileInfo(["/tmp/workspace/tw/b.py"]);
+  ok(tfi["/tmp/workspace/tw/b.py"].path === "/tmp/workspace/tw/b.py", "info there");
   await sbx.files.replaceContents([{ path: "/tmp/workspace/tw/b.py",
     oldContent: "via tmp", newContent: "edited via tmp" }]);
   ok((await sbx.files.readFile("/tmp/workspace/tw/b.py")).includes("edited via tmp"),

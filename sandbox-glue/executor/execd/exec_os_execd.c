@@ -511,6 +511,27 @@ q_all(struct xd_os_call *k, const char *key, const char **out, size_t max)
 	return n;
 }
 
+/* FileInfo's path under the workdir's name when the caller named the
+ * workdir (ChatHub lists /tmp/workspace and shows the paths it gets
+ * relative to it): "/workspace/a" as "<workdir>/a". */
+static void
+realias(json_t *fi, const char *asked)
+{
+	char ub[SBX_PATH_MAX + 16], out[SBX_PATH_MAX + 160];
+	const char *p = json_string_value(json_object_get(fi, "path"));
+	size_t wl;
+
+	if (p == NULL || xd_osfs_unalias(asked, ub, sizeof(ub)) == asked ||
+	    strncmp(p, "/workspace", 10) != 0 || (p[10] != '\0' &&
+	    p[10] != '/'))
+		return;
+	/* the workdir is what asked starts with and ub does not */
+	wl = strlen(asked) - (strlen(ub) - 10);
+	if ((size_t)snprintf(out, sizeof(out), "%.*s%s", (int)wl, asked,
+	    p + 10) < sizeof(out))
+		json_object_set_new(fi, "path", json_string(out));
+}
+
 static void
 h_info(struct xd_os_call *k)
 {
@@ -531,6 +552,7 @@ h_info(struct xd_os_call *k)
 			xd_os_reply_perr(k, &e);
 			return;
 		}
+		realias(fi, paths[i]);
 		json_object_set_new(o, paths[i], fi);
 	}
 	xd_os_reply_json(k, 200, o);
@@ -751,6 +773,13 @@ h_list(struct xd_os_call *k, int search)
 	    pat[0] ? pat : "**") : NULL, LIST_MAX, &out, &e) != 0) {
 		xd_os_reply_perr(k, &e);
 		return;
+	}
+	{
+		json_t *fi;
+		size_t i;
+
+		json_array_foreach(out, i, fi)
+			realias(fi, path);
 	}
 	xd_os_reply_json(k, 200, out);
 }
