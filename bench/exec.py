@@ -37,6 +37,15 @@ stopped by its PID.  Each figure is the median of the repetitions, in ms
 and in MiB/s of the workspace; a DELETE ?archive=discard and a create
 without an archive, timed the same way, are the baseline (what is not
 the archive).  Written to results-archive.md / .json.
+
+--opensandbox also serves the OpenSandbox-compatible API (on 127.0.0.1,
+a random port) and times, on one sandbox made through it, `true` run by
+a shell through the native API (POST /v1/sandboxes/ID/exec {"shell":
+"true"}, over the Unix socket) and through OpenSandbox's execd route
+(POST /sandboxes/ID/execd/command {"command": "true"}, over TCP, the
+event stream read to its end), alternating, so that a load falls on
+both alike; each a new connection.  The target: at most 2 ms more at
+the median than native.
 """
 import argparse
 import http.client
@@ -57,6 +66,8 @@ UID_BASE = 1400000000       # apart from the test suites' executors
 SLOTS = 64
 MIB = 1 << 20
 TARGETS = {"create": 50.0, "exec": 10.0}    # ms, on ns
+OS_OVER_MS = 2.0            # OpenSandbox over native at p50, at most
+OS_KEY = "bench-key-0123456789abcdef"
 ROWS = [
     ("create", "Create (POST /v1/sandboxes)"),
     ("delete", "Delete (DELETE /v1/sandboxes/ID)"),
@@ -64,6 +75,8 @@ ROWS = [
     ("exec_srv", "... of which the command (duration_ms)"),
     ("put", "PUT 1 MiB file"),
     ("get", "GET 1 MiB file"),
+    ("exec_sh", "Exec of `true` by a shell, native API"),
+    ("exec_os", "... the same, OpenSandbox API"),
 ]
 
 
@@ -256,6 +269,23 @@ class Bench:
                 "max_file_bytes": 4 * MIB,
                 "log": {"path": os.path.join(self.tmp, "execd.jsonl")},
             }, f, indent=1)
+        if self.args.opensandbox:
+            # OpenSandbox's listener: a key of tenant bench, any image
+            # the host profile
+            self.os_port = free_port()
+            kf = os.path.join(self.tmp, "os.key")
+            with open(kf, "w") as f:
+                f.write(OS_KEY + "\n")
+            os.chmod(kf, 0o600)
+            with open(self.execd_conf) as f:
+                conf = json.load(f)
+            conf["opensandbox"] = {
+                "listen": "127.0.0.1:%d" % self.os_port,
+                "api_keys": [{"name": "bench", "file": kf,
+                              "tenant": "bench", "user": "bench"}],
+                "images": {"*": "host"}}
+            with open(self.execd_conf, "w") as f:
+                json.dump(conf, f, indent=1)
         if self.args.cgroups is not None:
             # rewritten with the setting (a comparison: "off" shows what
             # the cgroup moves of each command cost)
@@ -376,6 +406,86 @@ class Bench:
             if not warm and record:
                 self.rec(backend, "exec", dt)
                 self.rec(backend, "exec_srv", j["duration_ms"] / 1000.0)
+
+    # -------------------------------------------------------- opensandbox
+    def os_call(self, method, path, body=None, headers=None, timeout=120):
+        """(status, body bytes, seconds) of one request on a new TCP
+        connection to the OpenSandbox listener."""
+        h = {"Connection": "close"}
+        h.update(headers or {})
+        data = json.dumps(body).encode() if body is not None else None
+        if data is not None:
+            h["Content-Type"] = "application/json"
+        t0 = time.perf_counter()
+        c = http.client.HTTPConnection("127.0.0.1", self.os_port,
+                                       timeout=timeout)
+        try:
+            c.request(method, path, body=data, headers=h)
+            r = c.getresponse()
+            out = r.read()
+            status = r.status
+        finally:
+            c.close()
+        return status, out, time.perf_counter() - t0
+
+    def run_opensandbox(self, backend):
+        """`true` through the native API and through OpenSandbox's, on
+        one sandbox made through the latter, alternating."""
+        key = {"OPEN-SANDBOX-API-KEY": OS_KEY}
+        st, out, _ = self.os_call("POST", "/v1/sandboxes", {
+            "image": {"uri": "bench:1"}, "entrypoint": ["sleep"],
+            "resourceLimits": {"cpu": "1"}}, key, timeout=180)
+        if st != 202:
+            raise RuntimeError("OpenSandbox create: %d %r" % (st, out[:300]))
+        sid = jbody(out)["id"]
+        try:
+            st, out, _ = self.os_call("GET", "/v1/sandboxes/%s/endpoints/"
+                                      "44772" % sid, headers=key)
+            tok = jbody(out)["headers"]
+            path = "/sandboxes/%s/execd/command" % sid
+
+            def native():
+                st, out, dt = call(self.sock, "POST",
+                                   "/v1/sandboxes/%s/exec" % sid,
+                                   {"shell": "true"}, timeout=60)
+                if st != 200 or jbody(out).get("exit_code") != 0:
+                    raise RuntimeError("native exec: %d %r" % (st,
+                                                                out[:300]))
+                return dt
+
+            def opensandbox():
+                st, out, dt = self.os_call("POST", path, {"command": "true"},
+                                           tok, timeout=60)
+                if st != 200 or b'"execution_complete"' not in out:
+                    raise RuntimeError("OpenSandbox command: %d %r" % (
+                        st, out[:300]))
+                return dt
+
+            for _ in range(5):
+                native()
+                opensandbox()
+            t0 = time.monotonic()
+            for i in range(self.args.execs):
+                if self.over(t0, "%s OpenSandbox execs (%d done)" % (
+                        backend, i)):
+                    break
+                # the order alternates too: neither always goes first
+                if i % 2:
+                    self.rec(backend, "exec_sh", native())
+                    self.rec(backend, "exec_os", opensandbox())
+                else:
+                    self.rec(backend, "exec_os", opensandbox())
+                    self.rec(backend, "exec_sh", native())
+            r = self.results[backend]
+            over = (pct(r["exec_os"], 50) - pct(r["exec_sh"], 50)) * 1000
+            self.notes.append(
+                "OpenSandbox API over native at p50 (%s): %+.2f ms, "
+                "target at most %.0f ms: %s" % (
+                    backend, over, OS_OVER_MS,
+                    "met" if over <= OS_OVER_MS else "NOT met"))
+        finally:
+            self.os_call("DELETE", "/v1/sandboxes/%s" % sid, headers=key,
+                         timeout=180)
 
     def files(self, backend, sid):
         data = os.urandom(MIB)
@@ -814,6 +924,9 @@ def main():
                     "throughput, local archive_dir and an S3 store (moto)")
     ap.add_argument("--archive-mib", type=int, default=100)
     ap.add_argument("--archive-reps", type=int, default=3)
+    ap.add_argument("--opensandbox", action="store_true",
+                    help="also time a command through the OpenSandbox API "
+                    "against the native API (default backend only)")
     a = ap.parse_args()
     if not 0 <= a.gap_ms <= 5000:
         raise SystemExit("bench: --gap-ms 0..5000")
@@ -844,6 +957,10 @@ def main():
             b.run_archive()
         for be in backends if not a.archive else ():
             b.run_backend(be)
+        if a.opensandbox and not a.archive:
+            # made with the configured default backend (no backend in an
+            # OpenSandbox create): filed under the first one asked for
+            b.run_opensandbox(backends[0])
         if a.strace and not a.archive:
             for be in backends:
                 if be in b.results:

@@ -5,7 +5,8 @@
 #
 #   bench/run.sh [--reps N] [--duration S] [--targets direct,sluiced,...]
 #                [--perf] [--scale] [--keep-tmp]
-#   bench/run.sh --executor [--backends ns,gvisor] [--strace] [...]
+#   bench/run.sh --executor [--backends ns,gvisor] [--strace]
+#                [--opensandbox] [--archive] [...]
 #   bench/run.sh --inspect [--reps N] [--requests N] [--conns N]
 #
 # --inspect runs the TLS inspection figures instead (bench/inspect.py:

@@ -436,6 +436,12 @@ pol_decide(const struct pol_config *c, const struct pol_state *st,
 		deny(out, POL_R_ADMIN_DENY);
 		return;
 	}
+	/* 2b. The session's own denied names: refused at once, since its
+	 * app named them (no prompt would say more). */
+	if (pol_session_egress_denies(s, t->host, t->port)) {
+		deny(out, POL_R_SESSION_DENIED);
+		return;
+	}
 	/* 3. The effective tier. */
 	rule = tier_admits(c, t, out->effective);
 	if (rule != POL_RULE_NONE) {
@@ -447,6 +453,14 @@ pol_decide(const struct pol_config *c, const struct pol_state *st,
 	if (granted && ceiling_admits_grant(c, t, out->ceiling)) {
 		out->verdict = POL_ALLOW;
 		out->rule = POL_RULE_GRANT;
+		return;
+	}
+	/* 4b. The session's own allowed names, on the public tier's ports,
+	 * within the ceiling as a grant is. */
+	if (pol_session_egress_allows(s, t->host, t->port, c->pub_ports.ports,
+	    c->pub_ports.n) && ceiling_admits_grant(c, t, out->ceiling)) {
+		out->verdict = POL_ALLOW;
+		out->rule = POL_RULE_SESSION;
 		return;
 	}
 	/* 5. The ceiling would admit it: ask. */

@@ -61,6 +61,8 @@ enum pol_reason {
 	                                * did not verify, or its TLS failed */
 	POL_R_RULE_DENIED = 36,        /* a request rule (or a built-in one)
 	                                * denies this method and path */
+	POL_R_SESSION_DENIED = 37,     /* the session's own egress rules deny
+	                                * this host (no prompt) */
 	POL_R__COUNT
 };
 
@@ -255,6 +257,25 @@ int pol_session_has_grant(const struct pol_session *s, const char *host,
 size_t pol_session_grant_count(const struct pol_session *s);
 int pol_session_grant_at(const struct pol_session *s, size_t idx,
     const char **host, uint16_t *port);
+/* Egress rules: the session's own allowed and denied names (exact or
+ * "*.suffix", as pol_hostset_add takes them), set as a whole.  A denied
+ * name is refused at once (session_denied, no prompt), whatever the
+ * tier; an allowed one is admitted on the public tier's ports within
+ * the ceiling, as a grant is.  0, or -1 with *bad the index (allow
+ * first, then deny) of a malformed pattern, or SIZE_MAX out of memory;
+ * the old rules stay on failure. */
+int pol_session_set_egress(struct pol_session *s, const char *const *allow,
+    size_t nallow, const char *const *deny, size_t ndeny, size_t *bad) SLUICE_MUSTCHECK;
+size_t pol_session_egress_count(const struct pol_session *s);
+/* The idx-th rule as set (allow ones first): its pattern, *deny 1/0. */
+int pol_session_egress_at(const struct pol_session *s, size_t idx,
+    const char **pattern, int *deny);
+/* 1 if the session's egress rules deny (host, port), resp. allow it on
+ * one of the ports passed (n 0: any). */
+int pol_session_egress_denies(const struct pol_session *s, const char *host,
+    uint16_t port);
+int pol_session_egress_allows(const struct pol_session *s, const char *host,
+    uint16_t port, const uint16_t *ports, size_t n);
 
 /* ------------------------------------------------------------------ */
 /* The decision. */
@@ -267,6 +288,7 @@ enum pol_rule {
 	POL_RULE_PUBLIC,       /* tier public */
 	POL_RULE_GRANT,        /* an earlier "Allow for this chat" */
 	POL_RULE_PROMPT,       /* the user answered a prompt with an allow */
+	POL_RULE_SESSION,      /* the session's own egress rules allow it */
 };
 const char *pol_rule_name(enum pol_rule r);  /* "", "registries", ... */
 const char *pol_verdict_name(enum pol_verdict v); /* allow, deny, prompt */
@@ -285,8 +307,10 @@ struct pol_decision {
  *  1. port admitted by nothing (tier ports, port-scoped registry entries,
  *     grants) -> deny port_not_allowed;
  *  2. deny_hosts or (literal) deny_cidrs -> deny admin_deny;
+ *  2b. the session's egress rules deny it -> deny session_denied;
  *  3. admitted by the effective tier -> allow;
- *  4. granted for this chat -> allow (rule grant);
+ *  4. granted for this chat, or its egress rules allow it -> allow
+ *     (rule grant, session) within the ceiling;
  *  5. admitted by the ceiling but not the chat -> prompt;
  *  6. deny network_off (ceiling off) or above_ceiling.
  * Malformed targets never get here: the parsers refuse them.

@@ -160,6 +160,10 @@ static const struct reason_info reasons[POL_R__COUNT] = {
 	    "the request was refused because a request rule denies this "
 	    "method and path on this host (the rule is named below and in "
 	    "X-Sluice-Rule); an administrator can change the rules." },
+	[POL_R_SESSION_DENIED] = { "session_denied", 403,
+	    "the connection was refused because this sandbox's own egress "
+	    "rules deny this host (set by its app, e.g. an OpenSandbox "
+	    "networkPolicy); the app can change them." },
 };
 
 /* Codes are assigned in blocks, so the table may have holes: a hole is
@@ -230,6 +234,7 @@ static const char *const rule_names[] = {
 	[POL_RULE_PUBLIC] = "public",
 	[POL_RULE_GRANT] = "grant",
 	[POL_RULE_PROMPT] = "prompt",
+	[POL_RULE_SESSION] = "session",
 };
 
 const char *

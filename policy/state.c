@@ -8,6 +8,7 @@
  */
 #include "sluice-config.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,11 @@ struct pol_session {
 	enum pol_tier tier;
 	struct grant *grants;
 	size_t n_grants;
+	/* egress rules: the patterns as set (allow ones first) and the
+	 * sets they make */
+	char **eg_pat;
+	size_t n_eg, n_eg_allow;
+	struct pol_hostset *eg_allow, *eg_deny;
 };
 
 struct pol_state {
@@ -120,6 +126,11 @@ session_free(struct pol_session *s)
 	for (i = 0; i < s->n_grants; i++)
 		free(s->grants[i].host);
 	free(s->grants);
+	for (i = 0; i < s->n_eg; i++)
+		free(s->eg_pat[i]);
+	free(s->eg_pat);
+	pol_hostset_free(s->eg_allow);
+	pol_hostset_free(s->eg_deny);
 	free(s->tenant);
 	free(s->user);
 	free(s);
@@ -455,4 +466,89 @@ pol_session_grant_at(const struct pol_session *s, size_t idx,
 	if (port != NULL)
 		*port = s->grants[idx].port;
 	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Egress rules */
+
+int
+pol_session_set_egress(struct pol_session *s, const char *const *allow,
+    size_t nallow, const char *const *deny, size_t ndeny, size_t *bad)
+{
+	struct pol_hostset *sa = NULL, *sd = NULL;
+	char **pat = NULL;
+	size_t i, n = nallow + ndeny, dummy;
+
+	if (bad == NULL)
+		bad = &dummy;
+	*bad = SIZE_MAX;
+	if (s == NULL || (nallow > 0 && allow == NULL) || (ndeny > 0 &&
+	    deny == NULL))
+		return -1;
+	if ((sa = pol_hostset_new()) == NULL || (sd = pol_hostset_new()) ==
+	    NULL || (n > 0 && (pat = calloc(n, sizeof(*pat))) == NULL))
+		goto fail;
+	for (i = 0; i < n; i++) {
+		const char *p = i < nallow ? allow[i] : deny[i - nallow];
+
+		if (p == NULL || pol_hostset_add(i < nallow ? sa : sd, p) != 0) {
+			*bad = i;
+			goto fail;
+		}
+		if ((pat[i] = dup_str(p)) == NULL)
+			goto fail;
+	}
+	for (i = 0; i < s->n_eg; i++)
+		free(s->eg_pat[i]);
+	free(s->eg_pat);
+	pol_hostset_free(s->eg_allow);
+	pol_hostset_free(s->eg_deny);
+	s->eg_pat = pat;
+	s->n_eg = n;
+	s->n_eg_allow = nallow;
+	s->eg_allow = sa;
+	s->eg_deny = sd;
+	return 0;
+fail:
+	for (i = 0; pat != NULL && i < n; i++)
+		free(pat[i]);
+	free(pat);
+	pol_hostset_free(sa);
+	pol_hostset_free(sd);
+	return -1;
+}
+
+size_t
+pol_session_egress_count(const struct pol_session *s)
+{
+	return s != NULL ? s->n_eg : 0;
+}
+
+int
+pol_session_egress_at(const struct pol_session *s, size_t idx,
+    const char **pattern, int *deny)
+{
+	if (s == NULL || idx >= s->n_eg)
+		return -1;
+	if (pattern != NULL)
+		*pattern = s->eg_pat[idx];
+	if (deny != NULL)
+		*deny = idx >= s->n_eg_allow;
+	return 0;
+}
+
+int
+pol_session_egress_denies(const struct pol_session *s, const char *host,
+    uint16_t port)
+{
+	return s != NULL && s->eg_deny != NULL && host != NULL &&
+	    pol_hostset_match(s->eg_deny, host, port, NULL, 0);
+}
+
+int
+pol_session_egress_allows(const struct pol_session *s, const char *host,
+    uint16_t port, const uint16_t *ports, size_t n)
+{
+	return s != NULL && s->eg_allow != NULL && host != NULL &&
+	    pol_hostset_match(s->eg_allow, host, port, ports, n);
 }

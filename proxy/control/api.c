@@ -308,7 +308,7 @@ shown(const char *s, char *buf, size_t len)
 /* ------------------------------------------------------------------ */
 /* Input. */
 
-enum ftype { F_STR, F_INT, F_BOOL, F_OBJ };
+enum ftype { F_STR, F_INT, F_BOOL, F_OBJ, F_ARR };
 
 struct field {
 	const char *name;
@@ -325,6 +325,7 @@ ftype_text(enum ftype t)
 	case F_INT: return "an integer";
 	case F_BOOL: return "true or false";
 	case F_OBJ: return "an object";
+	case F_ARR: return "an array";
 	}
 	return "a value";
 }
@@ -337,6 +338,7 @@ ftype_ok(enum ftype t, json_t *v)
 	case F_INT: return json_is_integer(v);
 	case F_BOOL: return json_is_boolean(v);
 	case F_OBJ: return json_is_object(v);
+	case F_ARR: return json_is_array(v);
 	}
 	return 0;
 }
@@ -736,6 +738,28 @@ h_session_delete(struct call *k)
 	send_json(k->req, 200, json_pack("{s:s}", "deleted", k->id));
 }
 
+/* The session's own egress rules, set whole (ctl_session_set_egress):
+ * {"allow": [names], "deny": [names]}, exact or "*." and a domain. */
+static void
+h_session_egress(struct call *k)
+{
+	struct field f[] = {
+		{ "allow", F_ARR, 0, NULL },
+		{ "deny", F_ARR, 0, NULL },
+	};
+	struct ctl_err e = { CTL_OK, "" };
+	struct px_session *s;
+
+	if (fields_get(k, f, 2) != 0)
+		return;
+	if (ctl_session_set_egress(&k->actor, k->id, k->body, &e) != 0) {
+		send_ctl_error(k->req, &e);
+		return;
+	}
+	s = px_session_find(k->id);
+	send_json(k->req, 200, s != NULL ? ctl_json_session(s) : json_object());
+}
+
 /* A grant names one host: a DNS name or an address, never a pattern. */
 static int
 grant_host(struct call *k, const char *h, struct pol_target *t)
@@ -1043,6 +1067,8 @@ static const struct route routes[] = {
 	  "session_set_tier", h_session_patch, 1 },
 	{ "/v1/sessions/{id}", EVHTTP_REQ_DELETE, R_ADMIN | R_APP,
 	  "session_delete", h_session_delete, 0 },
+	{ "/v1/sessions/{id}/egress", EVHTTP_REQ_PUT, R_ADMIN | R_APP,
+	  "session_set_egress", h_session_egress, 1 },
 	{ "/v1/sessions/{id}/grants", EVHTTP_REQ_POST, R_ADMIN | R_APP,
 	  "grant_add", h_grant_add, 1 },
 	{ "/v1/sessions/{id}/grants/{grant}", EVHTTP_REQ_DELETE,

@@ -20,6 +20,11 @@ int ctl_fail(struct ctl_err *e, enum ctl_code code, const char *fmt, ...)
 int ctl_grant_host(const char *host, struct pol_target *t) SLUICE_MUSTCHECK;
 /* [{"host","port"}...] of a session's grants (new reference). */
 json_t *ctl_grants_json(const struct pol_session *ps);
+/* The session's egress rules as set: {"allow": [...], "deny": [...]}. */
+json_t *ctl_egress_json(const struct pol_session *ps);
+/* Set them from such an object (NULL: none): 0, -1 with why. */
+int ctl_egress_set_json(struct pol_session *ps, json_t *o, char *why,
+    size_t wlen);
 
 /* state.c: the ceilings the API set ({"tier": T|null, "tenants": {..}},
  * NULL: none), kept in the state file; ctl.c changes them. */

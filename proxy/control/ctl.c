@@ -166,7 +166,7 @@ ctl_json_session(const struct px_session *s)
 	if (s->transport == PX_T_TCP)
 		pol_addr_format(&s->source, src, sizeof(src));
 	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:b,s:i,"
-	    "s:o,s:{s:I,s:I,s:I,s:I}}",
+	    "s:o,s:o,s:{s:I,s:I,s:I,s:I}}",
 	    "id", pol_session_id(ps),
 	    "tenant", pol_session_tenant(ps),
 	    "user", pol_session_user(ps),
@@ -183,6 +183,7 @@ ctl_json_session(const struct px_session *s)
 	    "from_config", s->from_config,
 	    "connections", s->nconns,
 	    "grants", ctl_grants_json(ps),
+	    "egress", ctl_egress_json(ps),
 	    "counters",
 		"allowed", (json_int_t)s->n_allowed,
 		"denied", (json_int_t)s->n_denied,
@@ -483,6 +484,44 @@ ctl_grant_remove(const struct ctl_actor *a, const char *id,
     const char *host, uint16_t port, struct ctl_err *e)
 {
 	return grant_change(a, id, host, port, 0, e);
+}
+
+int
+ctl_session_set_egress(const struct ctl_actor *a, const char *id,
+    void *egress, struct ctl_err *e)
+{
+	struct px_session *s = px_session_find(id);
+	char why[256];
+	json_t *before, *change;
+	int logged;
+
+	if (s == NULL)
+		return ctl_fail(e, CTL_NOT_FOUND, "no session %s", id);
+	before = ctl_egress_json(s->pol);
+	if (ctl_egress_set_json(s->pol, egress, why, sizeof(why)) != 0) {
+		json_decref(before);
+		return ctl_fail(e, CTL_BAD_REQUEST, "%s", why);
+	}
+	change = change_ba(json_incref(before), ctl_egress_json(s->pol));
+	logged = admin_commit(a, "session_egress", id, id, change, e) == 0;
+	if (!logged || ctl_state_save(e) != 0) {
+		/* undo: what was not logged and saved did not happen */
+		if (ctl_egress_set_json(s->pol, before, why, sizeof(why)) != 0)
+			px_log(PX_ERR, "%s: %s: cannot undo the change the state "
+			    "file did not take: %s", __func__, id, why);
+		else if (logged)
+			admin_undone(a, "session_egress", id, id, change,
+			    "undone");
+		json_decref(before);
+		json_decref(change);
+		return -1;
+	}
+	json_decref(before);
+	json_decref(change);
+	session_event("set_egress", ctl_json_session(s));
+	/* a name now denied closes what is open to it */
+	px_relay_close_exceeding(s);
+	return 0;
 }
 
 /* ------------------------------------------------------------------ */

@@ -77,6 +77,13 @@ int ctl_grant_add(const struct ctl_actor *a, const char *id,
 int ctl_grant_remove(const struct ctl_actor *a, const char *id,
     const char *host, uint16_t port, struct ctl_err *e) SLUICE_MUSTCHECK;
 
+/* Egress rules (the session's own allowed and denied names, set whole:
+ * {"allow": [...], "deny": [...]}, at most CTL_EGRESS_MAX each); open
+ * connections they now refuse are closed. */
+#define CTL_EGRESS_MAX 256
+int ctl_session_set_egress(const struct ctl_actor *a, const char *id,
+    void *egress, struct ctl_err *e) SLUICE_MUSTCHECK;
+
 /*
  * Ceilings.  tenant NULL sets the global one.  Lowering applies to new
  * connections at once; with close_exceeding, open tunnels and exchanges

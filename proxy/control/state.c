@@ -47,12 +47,15 @@ state_json(void)
 		char src[48];
 
 		if (s->from_config) {
-			/* the file declares these; only grants are ours */
-			if (pol_session_grant_count(s->pol) == 0)
+			/* the file declares these; only grants and egress
+			 * rules are ours */
+			if (pol_session_grant_count(s->pol) == 0 &&
+			    pol_session_egress_count(s->pol) == 0)
 				continue;
-			o = json_pack("{s:s,s:b,s:o}", "id",
+			o = json_pack("{s:s,s:b,s:o,s:o}", "id",
 			    pol_session_id(s->pol), "from_config", 1,
-			    "grants", ctl_grants_json(s->pol));
+			    "grants", ctl_grants_json(s->pol), "egress",
+			    ctl_egress_json(s->pol));
 			json_array_append_new(sessions, o);
 			continue;
 		}
@@ -62,6 +65,9 @@ state_json(void)
 		    "user", pol_session_user(s->pol),
 		    "tier", pol_tier_name(pol_session_tier(s->pol)),
 		    "grants", ctl_grants_json(s->pol));
+		if (pol_session_egress_count(s->pol) > 0)
+			json_object_set_new(o, "egress",
+			    ctl_egress_json(s->pol));
 		if (s->transport == PX_T_UNIX)
 			json_object_set_new(o, "socket",
 			    json_string(s->socket_path));
@@ -261,6 +267,22 @@ restore_grants(struct px_session *s, json_t *grants, char *err,
 }
 
 static int
+restore_egress(struct px_session *s, json_t *egress, char *err,
+    size_t errlen)
+{
+	char why[256];
+
+	if (egress == NULL)
+		return 0;
+	if (ctl_egress_set_json(s->pol, egress, why, sizeof(why)) != 0) {
+		snprintf(err, errlen, "session %s: %s", pol_session_id(s->pol),
+		    why);
+		return -1;
+	}
+	return 0;
+}
+
+static int
 restore_session(json_t *o, size_t idx, char *err, size_t errlen)
 {
 	struct cfg_session cs;
@@ -286,7 +308,8 @@ restore_session(json_t *o, size_t idx, char *err, size_t errlen)
 			return 0;
 		}
 		return restore_grants(s, json_object_get(o, "grants"), err,
-		    errlen);
+		    errlen) != 0 ? -1 : restore_egress(s, json_object_get(o,
+		    "egress"), err, errlen);
 	}
 	cs.id = (char *)json_string_value(id);
 	cs.tenant = (char *)json_string_value(json_object_get(o, "tenant"));
@@ -335,6 +358,9 @@ restore_session(json_t *o, size_t idx, char *err, size_t errlen)
 		return -1;
 	}
 	rc = restore_grants(s, json_object_get(o, "grants"), err, errlen);
+	if (rc == 0)
+		rc = restore_egress(s, json_object_get(o, "egress"), err,
+		    errlen);
 	return rc;
 }
 

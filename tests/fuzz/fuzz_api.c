@@ -34,6 +34,7 @@
 #include "proxy/daemon.h"
 #include "proxy/control/api.h"
 #include "proxy/control/ctl.h"
+#include "proxy/control/control-int.h"
 #include "proxy/lib/credspec.h"
 #include "proxy/lib/rulespec.h"
 #include "proxy/control/events.h"
@@ -143,6 +144,45 @@ ctl_session_set_tier(const struct ctl_actor *a, const char *id,
 	(void)a;
 	(void)id;
 	(void)tier;
+	return op(e);
+}
+
+/* The body's rules go through the parser sluiced uses (ctl_util.c),
+ * into a session of a state of its own: a refusal says why. */
+int
+ctl_session_set_egress(const struct ctl_actor *a, const char *id,
+    void *egress, struct ctl_err *e)
+{
+	struct pol_state *st = pol_state_new();
+	struct pol_session *ps;
+	char why[256] = "";
+	int rc;
+
+	(void)a;
+	(void)id;
+	if (st == NULL || (ps = pol_session_add(st, "f", "t", "u",
+	    POL_TIER_OFF)) == NULL)
+		abort();
+	rc = ctl_egress_set_json(ps, egress, why, sizeof(why));
+	if (rc != 0 && why[0] == '\0')
+		abort();
+	if (rc == 0) {
+		json_t *back = ctl_egress_json(ps);
+
+		/* what was set reads back as set, allow then deny */
+		if (json_array_size(json_object_get(back, "allow")) +
+		    json_array_size(json_object_get(back, "deny")) !=
+		    pol_session_egress_count(ps))
+			abort();
+		json_decref(back);
+	}
+	pol_state_free(st);
+	if (rc != 0) {
+		out.acted = 1;
+		e->code = CTL_BAD_REQUEST;
+		snprintf(e->msg, sizeof(e->msg), "%s", why);
+		return -1;
+	}
 	return op(e);
 }
 

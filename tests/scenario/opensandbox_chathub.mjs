@@ -96,6 +96,32 @@ try {
   let refused = false;
   try { await sbx.files.readFile("/etc/passwd"); } catch (e) { refused = true; }
   ok(refused, "outside the workspace refused");
+  // ChatHub's working directory, /tmp/workspace: the workspace under
+  // another name, for the file tools and for commands alike
+  await sbx.files.writeFiles([
+    { path: "/tmp/workspace/tw/b.py", data: "print('b via tmp')\n" }]);
+  ok((await sbx.files.readFile("/workspace/tw/b.py")) === "print('b via tmp')\n",
+     "written under /tmp/workspace, read under /workspace");
+  ex = await sbx.commands.run(
+    "pwd -P; python3 tw/b.py; python3 /tmp/workspace/tw/b.py; " +
+    "cd /tmp/workspace/proj && ls",
+    { workingDirectory: "/tmp/workspace" });
+  const tout = ex.logs.stdout.map((m) => m.text).join("");
+  step("tmpworkspace", { exitCode: ex.exitCode, out: tout });
+  ok(ex.exitCode === 0 && tout.split("b via tmp").length === 3 &&
+     tout.includes("a.py"), "commands in and naming /tmp/workspace");
+  const tls = await sbx.files.listDirectory({ path: "/tmp/workspace/tw" });
+  ok(tls.length === 1 && tls[0].path === "/tmp/workspace/tw/b.py",
+     "listing /tmp/workspace names its files there: " + JSON.stringify(tls));
+  const tfi = await sbx.files.getFileInfo(["/tmp/workspace/tw/b.py"]);
+  ok(tfi["/tmp/workspace/tw/b.py"].path === "/tmp/workspace/tw/b.py", "info there");
+  await sbx.files.replaceContents([{ path: "/tmp/workspace/tw/b.py",
+    oldContent: "via tmp", newContent: "edited via tmp" }]);
+  ok((await sbx.files.readFile("/tmp/workspace/tw/b.py")).includes("edited via tmp"),
+     "edit and read under /tmp/workspace");
+  refused = false;
+  try { await sbx.files.readFile("/tmp/workspacex/b.py"); } catch (e) { refused = true; }
+  ok(refused, "a sibling of /tmp/workspace is not the workspace");
   // what sluice does not do: a clear error
   let nsErr;
   try { await sbx.commands.createSession(); } catch (e) { nsErr = e; }

@@ -352,7 +352,8 @@ def proxy_records(env, got):
 
 
 @pinned("admin.ceiling_set", "admin.session_create", "admin.session_set_tier",
-        "admin.grant_add", "admin.grant_remove", "admin.session_delete")
+        "admin.grant_add", "admin.grant_remove", "admin.session_egress",
+        "admin.session_delete")
 def control_records(env, got):
     cfg = env.config(sessions=[], control=control_for_caller())
     d = env.sluiced(cfg)
@@ -367,6 +368,9 @@ def control_records(env, got):
         ("POST", "/v1/sessions/k1/grants", {"host": "up.test", "port": 8443},
          "grant_add"),
         ("DELETE", "/v1/sessions/k1/grants/up.test:8443", None, "grant_remove"),
+        ("PUT", "/v1/sessions/k1/egress", {"allow": ["*.up.test"],
+                                           "deny": ["bad.test"]},
+         "session_egress"),
         ("DELETE", "/v1/sessions/k1", None, "session_delete"),
     ]
     for method, path, body, action in calls:

@@ -230,6 +230,13 @@ def restart_case(env, how):
     c = tunnel(uconn, "up.test", echo.port)
     echo_ok(c, "uni before the restart")
     c.close()
+    # the sessions' own egress rules (OpenSandbox's policy) are kept too,
+    # a declared session's as its grants are
+    eg = {"allow": ["*.up.test"], "deny": ["bad.test"]}
+    check_eq(ok(call(d, "PUT", "/v1/sessions/uni/egress", eg), 200,
+                "egress")["egress"], eg, "uni's egress rules")
+    ok(call(d, "PUT", "/v1/sessions/cfg1/egress", {"deny": ["bad.test"]}),
+       200, "egress on cfg1")
     cl = ok(call(d, "PUT", "/v1/ceiling", {"tenants": {"beta": "registries"}}),
             200, "tenant ceiling")
     check_eq(cl["tenants"].get("beta"), "registries", "tenant ceiling set")
@@ -263,11 +270,14 @@ def restart_case(env, how):
     check_eq(sorted(after), sorted(before), "sessions after the restart")
     for sid in before:
         for k in ("tenant", "user", "tier", "transport", "socket", "source",
-                  "grants", "from_config", "ceiling"):
+                  "grants", "egress", "from_config", "ceiling"):
             check_eq(after[sid][k], before[sid][k], "%s.%s after the "
                      "restart" % (sid, k))
     check_eq(after["uni"]["grants"], [{"host": "up.test", "port": echo.port}],
              "uni's grant restored")
+    check_eq(after["uni"]["egress"], eg, "uni's egress rules restored")
+    check_eq(after["cfg1"]["egress"], {"allow": [], "deny": ["bad.test"]},
+             "cfg1's egress rules restored")
     check_eq(after["cfg1"]["grants"], [{"host": "up.test", "port": up.port}],
              "cfg1's grant restored")
     cl = ok(call(n, "GET", "/v1/ceiling"), 200, "ceiling again")

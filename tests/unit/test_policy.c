@@ -442,6 +442,11 @@ test_names(void **state)
 	assert_string_equal(pol_reason_name(POL_R_RULE_DENIED),
 	    "rule_denied");
 	assert_int_equal(POL_R_RULE_DENIED, 36);
+	assert_int_equal(pol_reason_status(POL_R_SESSION_DENIED), 403);
+	assert_string_equal(pol_reason_name(POL_R_SESSION_DENIED),
+	    "session_denied");
+	assert_int_equal(POL_R_SESSION_DENIED, 37);
+	assert_string_equal(pol_rule_name(POL_RULE_SESSION), "session");
 	assert_int_equal(pol_reason_status(POL_R_DNS_TIMEOUT), 504);
 	assert_int_equal(pol_reason_status(POL_R_SHUTTING_DOWN), 503);
 	assert_int_equal(pol_reason_status(POL_R_HEAD_TOO_LARGE), 400);
@@ -1005,6 +1010,77 @@ test_decide_ports(void **state)
 	d = decide(f, s, "evil.org:8443");
 	assert_decision(d, POL_ALLOW, POL_R_NONE);
 	assert_int_equal(d.rule, POL_RULE_GRANT);
+	pol_session_remove(f->st, s);
+}
+
+/* A session's own egress rules (the OpenSandbox networkPolicy): a denied
+ * name is refused at once whatever the tier, an allowed one (wildcards
+ * too) is admitted on the web ports within the ceiling, the rest is the
+ * tier's and the prompts'. */
+static void
+test_decide_egress(void **state)
+{
+	struct fixture *f = *state;
+	struct pol_session *s;
+	struct pol_decision d;
+	const char *allow[] = { "api.example.org", "*.cdn.example.net" };
+	const char *deny[] = { "evil.org", "*.evil.net" };
+	const char *badp[] = { "bad host" };
+	const char *p;
+	size_t bad;
+	int isdeny;
+
+	s = pol_session_add(f->st, "t-egress", "acme", "bob", POL_TIER_OFF);
+	assert_non_null(s);
+	pol_state_set_ceiling(f->st, POL_TIER_PUBLIC);
+	d = decide(f, s, "api.example.org:443");
+	assert_decision(d, POL_PROMPT, POL_R_NONE);
+	assert_int_equal(pol_session_set_egress(s, allow, 2, deny, 2, &bad), 0);
+	assert_int_equal(pol_session_egress_count(s), 4);
+	assert_int_equal(pol_session_egress_at(s, 1, &p, &isdeny), 0);
+	assert_string_equal(p, "*.cdn.example.net");
+	assert_int_equal(isdeny, 0);
+	assert_int_equal(pol_session_egress_at(s, 2, &p, &isdeny), 0);
+	assert_string_equal(p, "evil.org");
+	assert_int_equal(isdeny, 1);
+	assert_int_equal(pol_session_egress_at(s, 4, &p, &isdeny), -1);
+	d = decide(f, s, "api.example.org:443");
+	assert_decision(d, POL_ALLOW, POL_R_NONE);
+	assert_int_equal(d.rule, POL_RULE_SESSION);
+	d = decide(f, s, "a.cdn.example.net:80");
+	assert_decision(d, POL_ALLOW, POL_R_NONE);
+	/* "*." is subdomains only; other ports are not the rule's */
+	d = decide(f, s, "cdn.example.net:443");
+	assert_decision(d, POL_PROMPT, POL_R_NONE);
+	d = decide(f, s, "api.example.org:8443");
+	assert_decision(d, POL_DENY, POL_R_PORT_NOT_ALLOWED);
+	d = decide(f, s, "other.example.org:443");
+	assert_decision(d, POL_PROMPT, POL_R_NONE);
+	/* a denied name: at once, even on the public tier */
+	pol_session_set_tier(s, POL_TIER_PUBLIC);
+	d = decide(f, s, "evil.org:443");
+	assert_decision(d, POL_DENY, POL_R_SESSION_DENIED);
+	d = decide(f, s, "x.evil.net:80");
+	assert_decision(d, POL_DENY, POL_R_SESSION_DENIED);
+	d = decide(f, s, "other.example.org:443");
+	assert_decision(d, POL_ALLOW, POL_R_NONE);
+	/* an allowed name never reaches past the ceiling */
+	pol_session_set_tier(s, POL_TIER_OFF);
+	pol_state_set_ceiling(f->st, POL_TIER_OFF);
+	d = decide(f, s, "api.example.org:443");
+	assert_decision(d, POL_DENY, POL_R_NETWORK_OFF);
+	pol_state_set_ceiling(f->st, POL_TIER_PUBLIC);
+	/* a malformed pattern: refused by index, the old rules kept */
+	assert_int_equal(pol_session_set_egress(s, allow, 1, badp, 1, &bad),
+	    -1);
+	assert_int_equal(bad, 1);
+	assert_int_equal(pol_session_egress_count(s), 4);
+	/* cleared */
+	assert_int_equal(pol_session_set_egress(s, NULL, 0, NULL, 0, &bad), 0);
+	assert_int_equal(pol_session_egress_count(s), 0);
+	d = decide(f, s, "evil.org:443");
+	assert_decision(d, POL_PROMPT, POL_R_NONE);
+	pol_state_set_ceiling(f->st, POL_TIER_OFF);
 	pol_session_remove(f->st, s);
 }
 
@@ -1686,6 +1762,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_decide_ports,
 		    fixture_setup, fixture_teardown),
 		cmocka_unit_test_setup_teardown(test_decide_grants,
+		    fixture_setup, fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_decide_egress,
 		    fixture_setup, fixture_teardown),
 		cmocka_unit_test_setup_teardown(test_tenant_ceilings,
 		    fixture_setup, fixture_teardown),

@@ -185,6 +185,13 @@ struct sbx_backend {
 	 * -1 when it cannot be known.  A command was OOM-killed when the
 	 * count grew while it ran.  NULL: never known. */
 	int (*oom_kills)(const struct sbx_rec *rec, uint64_t *n);
+	/* A TCP socket (IPv4, non-blocking, close-on-exec, not connected)
+	 * in the sandbox's own network namespace, for the port proxy to
+	 * connect to 127.0.0.1:port there: the sandbox gets no network
+	 * device and cannot reach the host's side; only this byte stream
+	 * crosses.  -1 and why when it is gone.  NULL where the host cannot
+	 * reach into it (gvisor: its network stack is the sentry's). */
+	int (*net_socket)(const struct sbx_rec *rec, char *err, size_t errlen);
 };
 
 extern const struct sbx_backend sbx_ns_backend;

@@ -1432,6 +1432,55 @@ ns_root_fd(const struct sbx_rec *rec, char *err, size_t errlen)
 	return fd;
 }
 
+/*
+ * The socket is made with the calling thread in the holder's network
+ * namespace for the one socket(2) call and moved back at once: a socket
+ * belongs to the namespace it was made in for good, so the daemon then
+ * connects and relays from its own.  Not coming back would leave the
+ * daemon in the sandbox's namespace: that aborts.
+ */
+static int
+ns_net_socket(const struct sbx_rec *rec, char *err, size_t errlen)
+{
+	char p[64];
+	int nsfd, selffd, fd, e;
+
+	snprintf(p, sizeof(p), "/proc/%d/ns/net", (int)rec->init_pid);
+	if (rec->init_pid <= 0 || (nsfd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+		return sbx_err(err, errlen, "the sandbox is gone (its holder "
+		    "died)");
+	/* checked after the open, as ns_root_fd does */
+	if (!ns_alive(rec)) {
+		close(nsfd);
+		return sbx_err(err, errlen, "the sandbox is gone (its holder "
+		    "died)");
+	}
+	if ((selffd = open("/proc/thread-self/ns/net", O_RDONLY |
+	    O_CLOEXEC)) < 0) {
+		e = errno;
+		close(nsfd);
+		return sbx_err(err, errlen, "own network namespace: %s",
+		    strerror(e));
+	}
+	if (setns(nsfd, CLONE_NEWNET) != 0) {
+		e = errno;
+		close(nsfd);
+		close(selffd);
+		return sbx_err(err, errlen, "entering the sandbox's network "
+		    "namespace: %s", strerror(e));
+	}
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	e = errno;
+	if (setns(selffd, CLONE_NEWNET) != 0)
+		abort();
+	close(nsfd);
+	close(selffd);
+	if (fd < 0)
+		return sbx_err(err, errlen, "socket in the sandbox: %s",
+		    strerror(e));
+	return fd;
+}
+
 /* In the intermediate child: enter the holder's namespaces. */
 static int
 enter_ns(const struct sbx_rec *rec, const char **what)
@@ -1835,4 +1884,5 @@ const struct sbx_backend sbx_ns_backend = {
 	.root_fd = ns_root_fd,
 	.commit = ns_commit,
 	.oom_kills = ns_oom_kills,
+	.net_socket = ns_net_socket,
 };

@@ -171,6 +171,25 @@ xd_broker_tier(const struct xd_cfg *c, const char *chat, const char *tier,
 }
 
 int
+xd_broker_egress(const struct xd_cfg *c, const char *chat, const char *body,
+    struct xd_broker_err *e)
+{
+	struct ctlh_resp resp;
+	char path[128];
+	int rc = 0;
+
+	snprintf(path, sizeof(path), "/v1/sessions/%s/egress", chat);
+	if (call(c, "PUT", path, body, &resp, e) != 0)
+		return -1;
+	if (resp.status != 200) {
+		refused(e, &resp, "the egress rules");
+		rc = -1;
+	}
+	ctlh_resp_free(&resp);
+	return rc;
+}
+
+int
 xd_broker_get(const struct xd_cfg *c, const char *chat, char *eff,
     size_t elen, char *ceil, size_t clen, struct xd_broker_err *e)
 {

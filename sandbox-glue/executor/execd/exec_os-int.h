@@ -16,6 +16,11 @@
  *                    records of what OpenSandbox says of a sandbox
  *                    (image, metadata, env, expiry), access tokens
  *   exec_os_execd.c  execd's routes under /sandboxes/{id}/execd
+ *   exec_os_eg.c     the egress sidecar's routes under
+ *                    /sandboxes/{id}/egress: the broker session's tier
+ *                    and egress rules
+ *   exec_os_port.c   the port proxy, /sandboxes/{id}/proxy/{port}/...,
+ *                    into 127.0.0.1:{port} inside the sandbox
  *   exec_os.c        the listener, the lifecycle routes, the router
  */
 #ifndef SLUICE_EXEC_OS_INT_H
@@ -70,8 +75,18 @@ int xd_os_mem_mb(const char *s, long *mb);
 
 /* ---- exec_os_fs.c (confined like exec_files.c; e as there) ---- */
 
-/* An OpenSandbox path: an absolute path under /workspace or one
- * relative to it; -1 (e: 400) else. */
+/* The path that stands for /workspace in the paths below and in a
+ * command's cwd (ChatHub's /tmp/workspace; "" none), set at start. */
+void xd_osfs_workdir(const char *w);
+/* in with that path's prefix as /workspace (in buf), else in itself. */
+const char *xd_osfs_unalias(const char *in, char *buf, size_t len);
+/* Make it a symbolic link to /workspace inside the sandbox (its parent
+ * must be there, /tmp for the default), as the sandbox's user; 0, or -1
+ * with why (nothing made). */
+int xd_osfs_workdir_link(const struct sbx_rec *r, int rootfd, char *err,
+    size_t errlen);
+/* An OpenSandbox path: an absolute path under /workspace (or the path
+ * that stands for it) or one relative to it; -1 (e: 400) else. */
 int xd_osfs_info(const struct sbx_rec *r, const char *path, json_t **out,
     struct xd_perr *e);
 /* Entries under dir to depth (1: its own), or with pattern (a glob of
@@ -168,9 +183,18 @@ int xd_os_rec_save(struct xd_os *os, json_t *rec);
 void xd_os_rec_drop(struct xd_os *os, const char *key);
 /* The access token of sandbox id (HMAC of the secret), hex. */
 void xd_os_token(const struct xd_os *os, const char *id, char out[65]);
-/* Whether the request carries id's token. */
+/* Whether the request carries id's token in header (execd's
+ * X-EXECD-ACCESS-TOKEN, the egress sidecar's OPENSANDBOX-EGRESS-AUTH). */
 int xd_os_token_ok(const struct xd_os *os, const char *id,
-    struct evhttp_request *req);
+    struct evhttp_request *req, const char *header);
+
+/* A port's token: of the sandbox's key and port (expires 0), or of a
+ * signed preview path valid until expires (unix seconds); hex.  Neither
+ * opens execd or another port. */
+void xd_os_port_token(const struct xd_os *os, const char *key, long port,
+    long long expires, char out[65]);
+int xd_os_port_token_ok(const struct xd_os *os, const char *key, long port,
+    long long expires, const char *tok);
 
 /* ---- exec_os_execd.c ---- */
 
@@ -178,6 +202,49 @@ int xd_os_token_ok(const struct xd_os *os, const char *id,
  * answers (404/405 itself). */
 void xd_os_execd(struct xd_os_call *k, const char *rest);
 /* The environment a sandbox's commands get (its create's env). */
+
+/* ---- exec_os_eg.c ---- */
+
+/* An OpenSandbox NetworkPolicy checked and normalised into *out
+ * {defaultAction (deny when absent), egress: [{action, target}]}: 0, -1
+ * with e (400). */
+int xd_os_policy_parse(json_t *np, json_t **out, struct xd_perr *e);
+/* PATCH: the rules of in (an array, at least one) first, of a
+ * duplicate target the first; then cur's others.  DELETE: cur without
+ * the rules of targets (an array of strings).  0 with *out, -1 with e
+ * (400). */
+int xd_os_policy_merge(json_t *cur, json_t *in, json_t **out,
+    struct xd_perr *e);
+int xd_os_policy_drop(json_t *cur, json_t *targets, json_t **out,
+    struct xd_perr *e);
+/* sluiced's body {"allow": [...], "deny": [...]} of a policy: the first
+ * rule of a target decides it.  NULL out of memory. */
+char *xd_os_policy_broker(json_t *policy);
+/* The tier a policy's defaultAction stands for: "public" or "off". */
+const char *xd_os_policy_tier(json_t *policy);
+/* Ends an apply: policy (borrowed) on success, else e. */
+typedef void (*xd_os_policy_done)(struct xd_os_call *k, json_t *policy,
+    struct xd_perr *e);
+/* Put policy in force for box b (its tier, then its rules in sluiced;
+ * kept in its record), then done; the call waits.  -1 with e if it
+ * could not start. */
+int xd_os_policy_apply(struct xd_os_call *k, struct xd_box *b,
+    json_t *policy, xd_os_policy_done done, struct xd_perr *e);
+/* Route an egress call (after /sandboxes/{id}/egress) of k->box. */
+void xd_os_egress(struct xd_os_call *k, const char *rest);
+
+/* ---- exec_os_port.c ---- */
+
+/* An upstream's answer head h (NUL-terminated, cut up in place): its
+ * status (200..599; with upgrade 101 only), reason, and each header to
+ * forward to fn (hop-by-hop and access headers dropped, Upgrade kept for
+ * an upgrade; Content-Length only as digits).  0, or -1 for one the
+ * proxy cannot forward (malformed, another status, chunked). */
+int xd_os_port_head(char *h, int upgrade, long *status, const char **reason,
+    void (*fn)(void *arg, const char *name, const char *value), void *arg);
+/* Forward the call to 127.0.0.1:port inside k->box (rest: the path
+ * after /proxy/{port}, "" or from a '/'); answers. */
+void xd_os_port(struct xd_os_call *k, long port, const char *rest);
 
 /* ---- exec_os.c ---- */
 

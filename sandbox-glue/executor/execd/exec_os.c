@@ -15,7 +15,8 @@
  *   PATCH  /sandboxes/{id}/metadata          JSON merge patch
  *   POST   /sandboxes/{id}/pause|resume      202
  *   POST   /sandboxes/{id}/renew-expiration  {expiresAt}
- *   GET    /sandboxes/{id}/endpoints/{port}  44772 execd, 18080 egress
+ *   GET    /sandboxes/{id}/endpoints/{port}  44772 execd, 18080 egress,
+ *          any other the port proxy (?expires= a signed preview path)
  *
  * A sandbox made here is an ordinary sluice sandbox (xd_box_create: the
  * same id in the native API, its events, audit records and broker
@@ -27,9 +28,12 @@
  * Terminated.
  *
  * execd, under /sandboxes/{id}/execd/..., with the header
- * X-EXECD-ACCESS-TOKEN that endpoints/44772 gave: exec_os_execd.c.
- * Snapshots, pools, diagnostics, the port proxy and the egress sidecar
- * answer 501 NOT_SUPPORTED naming what is missing.
+ * X-EXECD-ACCESS-TOKEN that endpoints/44772 gave: exec_os_execd.c; the
+ * egress sidecar under /sandboxes/{id}/egress/... with
+ * OPENSANDBOX-EGRESS-AUTH: exec_os_eg.c; the port proxy under
+ * /sandboxes/{id}/proxy/{port}/... with OpenSandbox-Secure-Access or a
+ * signed path: exec_os_port.c.  Snapshots, pools and diagnostics answer
+ * 501 NOT_SUPPORTED naming what is missing.
  */
 #include "sluice-config.h"
 
@@ -39,6 +43,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -56,6 +61,7 @@
 #define EGRESS_PORT	18080
 #define SWEEP_S		5
 #define DEFAULT_ENTRY	"[\"tail\",\"-f\",\"/dev/null\"]"
+#define PREVIEW_MAX_S	(7 * 86400)
 
 static json_t *
 iso(int64_t ms)
@@ -252,12 +258,69 @@ str_map(json_t *v)
 	return 1;
 }
 
+/* ChatHub's working directory (opensandbox.workdir) inside the new
+ * sandbox, a link to /workspace, so that a command naming it finds the
+ * workspace; where that cannot be (a backend whose files the host does
+ * not see), its paths and cwd still stand for the workspace. */
+static void
+workdir_link(struct xd_box *b)
+{
+	char err[XD_ERR_MAX];
+	int rootfd;
+
+	if (!b->xd->cfg->os.workdir[0] || b->be->root_fd == NULL)
+		return;
+	if ((rootfd = b->be->root_fd(&b->rec, err, sizeof(err))) < 0 ||
+	    xd_osfs_workdir_link(&b->rec, rootfd, err, sizeof(err)) != 0)
+		xd_log(XD_LOG_WARN, "opensandbox: sandbox %s: %s",
+		    XD_REC_ID(&b->rec), err);
+	if (rootfd >= 0)
+		close(rootfd);
+}
+
+static void
+gone_cb(void *arg, struct xd_box *b, struct xd_perr *e)
+{
+	(void)arg;
+	if (b == NULL) {
+		xd_log(XD_LOG_WARN, "opensandbox: a sandbox whose network "
+		    "policy failed was not deleted: %s", e->msg);
+		xd_perr_clear(e);
+	}
+}
+
+/* The create's networkPolicy rules are in force (policy), or not (e):
+ * then the sandbox goes again, since it would run without them. */
+static void
+create_policy_cb(struct xd_os_call *k, json_t *policy, struct xd_perr *e)
+{
+	char key[SBX_ID_MAX + 1];
+	json_t *rec = json_object_get(k->body, "_rec");
+	struct xd_box *b = k->box;
+	struct xd_perr e2;
+
+	if (policy != NULL) {
+		xd_os_reply_json(k, 202, sandbox_json(b, rec,
+		    XD_REC_ID(&b->rec)));
+		return;
+	}
+	memset(&e2, 0, sizeof(e2));
+	if (xd_box_delete(b, 0, "delete", gone_cb, NULL, &e2) != 0) {
+		xd_log(XD_LOG_WARN, "opensandbox: %s", e2.msg);
+		xd_perr_clear(&e2);
+	}
+	if (xd_os_rec_key(rec, key) == 0)
+		xd_os_rec_drop(k->xd->os, key);
+	xd_os_reply_perr(k, e);
+}
+
 static void
 create_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 {
 	char key[SBX_ID_MAX + 1];
 	struct xd_os_call *k = arg;
-	json_t *rec = json_object_get(k->body, "_rec");
+	json_t *rec = json_object_get(k->body, "_rec"), *pol;
+	struct xd_perr e2;
 
 	if (b == NULL) {
 		xd_audit_box(k->xd, "create", k->who, "app",
@@ -275,6 +338,22 @@ create_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	    b->rec.profile : "host", "image_uri", json_object_get(rec,
 	    "image")));
 	(void)xd_os_rec_save(k->xd->os, rec);
+	workdir_link(b);
+	pol = json_object_get(k->body, "_policy");
+	if (json_array_size(json_object_get(pol, "egress")) > 0) {
+		/* the rules before the sandbox is handed over: a target
+		 * denied must be so from the first command on */
+		k->box = b;
+		b->refs++;
+		memset(&e2, 0, sizeof(e2));
+		if (xd_os_policy_apply(k, b, pol, create_policy_cb, &e2) != 0)
+			create_policy_cb(k, NULL, &e2);
+		return;
+	}
+	if (pol != NULL) {
+		json_object_set(rec, "policy", pol);
+		(void)xd_os_rec_save(k->xd->os, rec);
+	}
 	xd_os_reply_json(k, 202, sandbox_json(b, rec, XD_REC_ID(&b->rec)));
 }
 
@@ -299,7 +378,7 @@ h_create(struct xd_os_call *k)
 	char id[40], list[1024] = "";
 	struct xd_create_spec s;
 	struct xd_perr e;
-	json_t *native, *lims, *rec;
+	json_t *native, *lims, *rec, *pol;
 	long v;
 	size_t i, o = 0;
 
@@ -376,21 +455,15 @@ h_create(struct xd_os_call *k)
 			user = json_string_value(json_object_get(meta,
 			    "sluice.user"));
 	}
-	if (json_is_object(np)) {
-		json_t *eg = json_object_get(np, "egress");
-		const char *da = json_string_value(json_object_get(np,
-		    "defaultAction"));
-
-		if (json_is_array(eg) && json_array_size(eg) > 0) {
-			xd_os_reply_err(k, 501, "NOT_SUPPORTED", "networkPolicy"
-			    ".egress: per-host rules are sluiced's policy, "
-			    "not the create's; give defaultAction only (deny: "
-			    "tier off, allow: tier public) and let sluice's "
-			    "prompts decide the rest");
+	if (np != NULL && !json_is_null(np)) {
+		/* the tier now, the rules once the session is there
+		 * (create_cb) */
+		if (xd_os_policy_parse(np, &pol, &e) != 0) {
+			xd_os_reply_perr(k, &e);
 			return;
 		}
-		tier = da != NULL && strcmp(da, "allow") == 0 ? "public" :
-		    "off";
+		tier = xd_os_policy_tier(pol);
+		json_object_set_new(k->body, "_policy", pol);
 	}
 	/* limits: the app may ask for less than the admin's maximum, and
 	 * OpenSandbox's SDK asks for 1 CPU and 2 GiB unasked: above the
@@ -781,6 +854,43 @@ h_renew(struct xd_os_call *k)
 	    999) / 1000) * 1000)));
 }
 
+/* Any other port: the port proxy into the sandbox (exec_os_port.c),
+ * with the port's token in OpenSandbox-Secure-Access, or with expires=
+ * a signed path for a browser preview (no headers). */
+static void
+endpoint_port(struct xd_os_call *k, struct xd_box *b, const char *host,
+    long port)
+{
+	char key[SBX_ID_MAX + 1], tok[65], ep[600];
+	const char *ex = xd_os_q(k, "expires");
+	long long exp = 0, now = (long long)time(NULL);
+	char *end;
+
+	xd_os_key(b->rec.tenant, XD_REC_ID(&b->rec), key);
+	if (ex != NULL) {
+		errno = 0;
+		exp = strtoll(ex, &end, 10);
+		if (errno != 0 || end == ex || *end != '\0' || exp <= now ||
+		    exp > now + PREVIEW_MAX_S) {
+			xd_os_reply_err(k, 400, "INVALID_EXPIRES", "expires: "
+			    "unix seconds in the future, at most %d days away",
+			    PREVIEW_MAX_S / 86400);
+			return;
+		}
+	}
+	xd_os_port_token(k->xd->os, key, port, exp, tok);
+	if (exp > 0) {
+		snprintf(ep, sizeof(ep), "%s/sandboxes/%s/proxy/%ld@%lld.%s",
+		    host, XD_REC_ID(&b->rec), port, exp, tok);
+		xd_os_reply_json(k, 200, json_pack("{s:s}", "endpoint", ep));
+		return;
+	}
+	snprintf(ep, sizeof(ep), "%s/sandboxes/%s/proxy/%ld", host,
+	    XD_REC_ID(&b->rec), port);
+	xd_os_reply_json(k, 200, json_pack("{s:s,s:{s:s}}", "endpoint", ep,
+	    "headers", "OpenSandbox-Secure-Access", tok));
+}
+
 static void
 h_endpoint(struct xd_os_call *k)
 {
@@ -800,24 +910,22 @@ h_endpoint(struct xd_os_call *k)
 		xd_os_reply_err(k, 400, "INVALID_PORT", "port: 1 to 65535");
 		return;
 	}
-	if (xd_os_q(k, "expires") != NULL) {
-		xd_os_reply_err(k, 501, "NOT_SUPPORTED", "signed endpoints "
-		    "(expires=): sluice's endpoints carry a per-sandbox "
-		    "token instead");
-		return;
-	}
-	if (port != EXECD_PORT && port != EGRESS_PORT) {
-		xd_os_reply_err(k, 501, "NOT_SUPPORTED", "port %ld: sluice's "
-		    "sandboxes have no network device; only execd (44772) "
-		    "and egress (18080) are served", port);
-		return;
-	}
 	/* the host the client reached us by, unless configured */
 	if (!host[0]) {
 		hh = evhttp_find_header(evhttp_request_get_input_headers(
 		    k->req), "Host");
 		host = hh != NULL && hh[0] && strlen(hh) < 200 && strpbrk(hh,
 		    "/ \t@?#") == NULL ? hh : oc->listen;
+	}
+	if (port != EXECD_PORT && port != EGRESS_PORT) {
+		endpoint_port(k, b, host, port);
+		return;
+	}
+	if (xd_os_q(k, "expires") != NULL) {
+		xd_os_reply_err(k, 501, "NOT_SUPPORTED", "signed endpoints "
+		    "(expires=) of execd and egress: their endpoints carry a "
+		    "per-sandbox token instead");
+		return;
 	}
 	snprintf(ep, sizeof(ep), "%s/sandboxes/%s/%s", host, XD_REC_ID(&b->rec),
 	    port == EXECD_PORT ? "execd" : "egress");
@@ -914,10 +1022,14 @@ static const struct lroute lroutes[] = {
 	{ EVHTTP_REQ_GET, "/sandboxes/{id}/endpoints/{port}", 0, h_endpoint },
 };
 
+/* A call to a sandbox's execd (egress 0) or egress sidecar (1), with
+ * the token its endpoint gave. */
 static void
-execd_call(struct xd_os_call *k, const char *path)
+execd_call(struct xd_os_call *k, const char *path, int egress)
 {
 	char key[SBX_ID_MAX + 1];
+	const char *hdr = egress ? "OPENSANDBOX-EGRESS-AUTH" :
+	    "X-EXECD-ACCESS-TOKEN";
 	struct xd_box *b, *c;
 	struct xd_perr e;
 	const char *rest, *rk;
@@ -932,7 +1044,7 @@ execd_call(struct xd_os_call *k, const char *path)
 		    strcmp(XD_REC_ID(&c->rec), k->arg[0]) != 0)
 			continue;
 		xd_os_key(c->rec.tenant, k->arg[0], key);
-		if (xd_os_token_ok(k->xd->os, key, k->req)) {
+		if (xd_os_token_ok(k->xd->os, key, k->req, hdr)) {
 			b = c;
 			break;
 		}
@@ -942,24 +1054,31 @@ execd_call(struct xd_os_call *k, const char *path)
 		 * stays until it is deleted here) is 404, any other 401 */
 		json_object_foreach(k->xd->os->recs, rk, rec)
 			if (strcmp(rec_id(rec), k->arg[0]) == 0 &&
-			    xd_os_token_ok(k->xd->os, rk, k->req)) {
+			    xd_os_token_ok(k->xd->os, rk, k->req, hdr)) {
 				xd_os_reply_err(k, 404, "SANDBOX_NOT_FOUND",
 				    "no sandbox %s", k->arg[0]);
 				return;
 			}
-		xd_reply_json(k->req, 401, json_pack("{s:s}", "error",
-		    "Unauthorized: X-EXECD-ACCESS-TOKEN missing or wrong"));
+		xd_reply_json(k->req, 401, json_pack("{s:s++}", "error",
+		    "Unauthorized: ", hdr, " missing or wrong"));
 		xd_os_call_free(k);
 		return;
 	}
 	k->box = b;
 	b->refs++;
-	snprintf(k->who, sizeof(k->who), "opensandbox:execd");
-	/* what follows /sandboxes/{id}/execd (the id is one segment) */
+	snprintf(k->who, sizeof(k->who), "opensandbox:%s", egress ? "egress" :
+	    "execd");
+	/* what follows /sandboxes/{id}/execd|egress (the id is one
+	 * segment) */
 	rest = path + 11;
-	rest += strcspn(rest, "/") + 6;
+	rest += strcspn(rest, "/") + (egress ? 7 : 6);
 	if (!rest[0])
 		rest = "/";
+	if (egress) {
+		/* the policy is the broker's: no need to wake the sandbox */
+		xd_os_egress(k, rest);
+		return;
+	}
 	/* a call is a use: a paused sandbox is resumed first */
 	memset(&e, 0, sizeof(e));
 	if (strcmp(rest, "/ping") != 0 && xd_box_use(b, k->who, "app", &e) !=
@@ -968,6 +1087,88 @@ execd_call(struct xd_os_call *k, const char *path)
 		return;
 	}
 	xd_os_execd(k, rest);
+}
+
+/* /sandboxes/{id}/proxy/{port}[@{expires}.{sig}][/...]: the port
+ * proxy, with the port's token or a signed path (exec_os_port.c). */
+static void
+proxy_call(struct xd_os_call *k, const char *path)
+{
+	char id[SBX_ID_MAX + 1], key[SBX_ID_MAX + 1];
+	const char *p = path + 11, *seg, *rest, *tok;
+	long long exp = 0;
+	struct xd_box *b, *c;
+	struct xd_perr e;
+	size_t n = strcspn(p, "/"), m;
+	char segb[128], *end;
+	long port;
+
+	if (n == 0 || n > SBX_ID_MAX) {
+		xd_os_reply_err(k, 404, "SANDBOX_NOT_FOUND", "no such sandbox");
+		return;
+	}
+	memcpy(id, p, n);
+	id[n] = '\0';
+	seg = p + n + 7;        /* "/proxy/" */
+	m = strcspn(seg, "/");
+	rest = seg + m;
+	if (m == 0 || m >= sizeof(segb)) {
+		xd_os_reply_err(k, 400, "INVALID_PORT", "port: 1 to 65535");
+		return;
+	}
+	memcpy(segb, seg, m);
+	segb[m] = '\0';
+	errno = 0;
+	port = strtol(segb, &end, 10);
+	if (errno != 0 || end == segb || port < 1 || port > 65535 ||
+	    (*end != '\0' && *end != '@')) {
+		xd_os_reply_err(k, 400, "INVALID_PORT", "port: 1 to 65535");
+		return;
+	}
+	tok = evhttp_find_header(evhttp_request_get_input_headers(k->req),
+	    "OpenSandbox-Secure-Access");
+	if (*end == '@') {
+		exp = strtoll(end + 1, &end, 10);
+		if (*end != '.' || exp <= 0) {
+			xd_os_reply_err(k, 400, "INVALID_PORT", "a signed port "
+			    "segment is {port}@{expires}.{signature}");
+			return;
+		}
+		tok = end + 1;
+		if (exp < (long long)time(NULL)) {
+			xd_os_reply_err(k, 401, "UNAUTHORIZED", "this preview "
+			    "link expired; ask for a new one");
+			return;
+		}
+	}
+	/* the token is of one tenant's sandbox and port (ids are per
+	 * tenant): the sandbox of that id whose key it was made for */
+	b = NULL;
+	TAILQ_FOREACH(c, &k->xd->boxes, link) {
+		if (c->state == XD_BOX_GONE || strcmp(XD_REC_ID(&c->rec), id) !=
+		    0)
+			continue;
+		xd_os_key(c->rec.tenant, id, key);
+		if (xd_os_port_token_ok(k->xd->os, key, port, exp, tok)) {
+			b = c;
+			break;
+		}
+	}
+	if (b == NULL) {
+		xd_os_reply_err(k, 401, "UNAUTHORIZED", "OpenSandbox-Secure-"
+		    "Access missing or wrong for this sandbox's port (get it "
+		    "from endpoints/{port})");
+		return;
+	}
+	k->box = b;
+	b->refs++;
+	snprintf(k->who, sizeof(k->who), "opensandbox:proxy");
+	memset(&e, 0, sizeof(e));
+	if (xd_box_use(b, k->who, "app", &e) != 0) {
+		xd_os_reply_perr(k, &e);
+		return;
+	}
+	xd_os_port(k, port, rest);
 }
 
 static void
@@ -1013,15 +1214,19 @@ on_request(struct evhttp_request *req, void *arg)
 	if (xd_route_match("/sandboxes/{id}/execd", path, k->arg, 1) == 1 ||
 	    xd_route_match("/sandboxes/{id}/execd/{path}", path, k->arg, 2) ==
 	    1) {
-		execd_call(k, path);
+		execd_call(k, path, 0);
 		return;
 	}
 	xd_args_free(k->arg, XD_ARGS_MAX);
 	if (xd_route_match("/sandboxes/{id}/egress/{path}", path, k->arg, 2) ==
 	    1) {
-		h_unsupported(k, "the egress sidecar's routes (/policy): set "
-		    "the network with networkPolicy.defaultAction at create; "
-		    "sluiced's policy and prompts decide per host");
+		execd_call(k, path, 1);
+		return;
+	}
+	xd_args_free(k->arg, XD_ARGS_MAX);
+	if (strncmp(path, "/sandboxes/", 11) == 0 && strncmp(path + 11 +
+	    strcspn(path + 11, "/"), "/proxy/", 7) == 0) {
+		proxy_call(k, path);
 		return;
 	}
 	xd_args_free(k->arg, XD_ARGS_MAX);
@@ -1128,6 +1333,7 @@ xd_os_listen(struct xd *xd, char *err, size_t errlen)
 	os->xd = xd;
 	TAILQ_INIT(&os->calls);
 	xd->os = os;
+	xd_osfs_workdir(oc->workdir);
 	if (xd_os_recs_load(os, err, errlen) != 0)
 		return -1;
 	snprintf(host, sizeof(host), "%s", oc->listen);

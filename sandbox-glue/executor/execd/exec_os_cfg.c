@@ -9,7 +9,8 @@
  *     "endpoint_host": "sbx.example:8090",   what endpoints answer
  *     "api_keys": [ {"name", "file", "tenant", "user"?} ],
  *     "images": { "chathub-sandbox:1": "base", "*": "base" },
- *     "max_timeout_s": 3600
+ *     "max_timeout_s": 3600,
+ *     "workdir": "/tmp/workspace"      stands for /workspace ("" none)
  *   }
  *
  * A key file holds one key (16 to 256 printable bytes); only its
@@ -126,13 +127,33 @@ loopback(const char *listen)
 	    6) == 0 || strncmp(listen, "localhost:", 10) == 0;
 }
 
+/* A path that can stand for /workspace: absolute, canonical, with a
+ * parent directory for its link, and not the workspace itself. */
+static int
+workdir_ok(const char *w)
+{
+	const char *p;
+
+	if (w[0] != '/' || strspn(w, "abcdefghijklmnopqrstuvwxyz"
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/") != strlen(w) ||
+	    strstr(w, "//") != NULL || w[strlen(w) - 1] == '/' ||
+	    strrchr(w, '/') == w || strcmp(w, "/workspace") == 0 ||
+	    strncmp(w, "/workspace/", 11) == 0)
+		return 0;
+	for (p = w; p != NULL; p = strchr(p + 1, '/'))
+		if (strncmp(p, "/./", 3) == 0 || strncmp(p, "/../", 4) == 0 ||
+		    strcmp(p, "/.") == 0 || strcmp(p, "/..") == 0)
+			return 0;
+	return 1;
+}
+
 int
 xd_os_cfg_parse(struct xd_os_cfg *c, json_t *o, char *key, size_t klen,
     char *err, size_t errlen)
 {
 	static const char *const keys[] = { "listen", "plain_http",
 	    "tls_cert", "tls_key", "endpoint_host", "api_keys", "images",
-	    "max_timeout_s", NULL };
+	    "max_timeout_s", "workdir", NULL };
 	static const char *const kkeys[] = { "name", "file", "tenant", "user",
 	    NULL };
 	char why[XD_ERR_MAX], kp[64];
@@ -142,6 +163,7 @@ xd_os_cfg_parse(struct xd_os_cfg *c, json_t *o, char *key, size_t klen,
 
 	memset(c, 0, sizeof(*c));
 	c->max_timeout_s = 86400;
+	snprintf(c->workdir, sizeof(c->workdir), "/tmp/workspace");
 	key[0] = '\0';
 	if (!json_is_object(o))
 		return ofail(key, klen, "", err, errlen, "an object");
@@ -172,6 +194,16 @@ xd_os_cfg_parse(struct xd_os_cfg *c, json_t *o, char *key, size_t klen,
 			return ofail(key, klen, "plain_http", err, errlen,
 			    "true or false");
 		c->plain_http = json_is_true(v);
+	}
+	if (json_object_get(o, "workdir") != NULL) {
+		if (str_of(o, "workdir", c->workdir, sizeof(c->workdir), 0,
+		    why, sizeof(why)) != 0)
+			return ofail(key, klen, "workdir", err, errlen, why);
+		if (c->workdir[0] && !workdir_ok(c->workdir))
+			return ofail(key, klen, "workdir", err, errlen, "an "
+			    "absolute path of letters, digits, '.', '_', '-' "
+			    "and '/', with a parent, no '.' or '..' component, "
+			    "no trailing '/', not /workspace or under it");
 	}
 	if ((v = json_object_get(o, "max_timeout_s")) != NULL) {
 		if (!json_is_integer(v) || json_integer_value(v) < 60 ||
@@ -306,10 +338,11 @@ xd_os_cfg_json(const struct xd_os_cfg *c)
 	for (i = 0; i < c->nimages; i++)
 		json_object_set_new(im, c->images[i].uri, json_string(
 		    c->images[i].profile));
-	o = json_pack("{s:s,s:b,s:s,s:s,s:s,s:I,s:o,s:o}", "listen", c->listen,
-	    "plain_http", c->plain_http, "tls_cert", c->tls_cert, "tls_key",
-	    c->tls_key, "endpoint_host", c->endpoint_host, "max_timeout_s",
-	    (json_int_t)c->max_timeout_s, "api_keys", a, "images", im);
+	o = json_pack("{s:s,s:b,s:s,s:s,s:s,s:I,s:s,s:o,s:o}", "listen",
+	    c->listen, "plain_http", c->plain_http, "tls_cert", c->tls_cert,
+	    "tls_key", c->tls_key, "endpoint_host", c->endpoint_host,
+	    "max_timeout_s", (json_int_t)c->max_timeout_s, "workdir",
+	    c->workdir, "api_keys", a, "images", im);
 	return o;
 }
 

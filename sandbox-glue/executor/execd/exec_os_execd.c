@@ -17,10 +17,10 @@
  *   POST   /files/replace[?verbose=true]   /files/mv   /files/permissions
  *   GET    /directories/list?path=&depth=
  *   POST   /directories             DELETE /directories?path=...
+ *   ANY    /proxy/{port}/...        the port proxy (exec_os_port.c)
  *
  * and answers 501 NOT_SUPPORTED, naming it, for what sluice does not do
- * (code-interpreter contexts, bash sessions, PTYs, the port proxy,
- * metrics).
+ * (code-interpreter contexts, bash sessions, PTYs, metrics).
  *
  * The command stream is OpenSandbox's (controller/sse.go): each event a
  * raw JSON object and a blank line, no "data:" prefix: init (text: the
@@ -297,8 +297,14 @@ native_cmd(struct xd_os_call *k, struct xd_perr *e)
 	if (json_is_object(envs))
 		json_object_update(env, envs);
 	n = json_pack("{s:O,s:o}", "shell", cmd, "env", env);
-	if (json_is_string(cwd) && json_string_length(cwd) > 0)
-		json_object_set(n, "cwd", cwd);
+	if (json_is_string(cwd) && json_string_length(cwd) > 0) {
+		char buf[SBX_PATH_MAX + 16];
+
+		/* the workdir is the workspace, also where no link to it
+		 * could be made (xd_osfs_workdir_link) */
+		json_object_set_new(n, "cwd", json_string(xd_osfs_unalias(
+		    json_string_value(cwd), buf, sizeof(buf))));
+	}
 	if (json_is_integer(to) && json_integer_value(to) > 0)
 		json_object_set_new(n, "timeout_s", json_integer(
 		    (json_integer_value(to) + 999) / 1000));
@@ -506,6 +512,27 @@ q_all(struct xd_os_call *k, const char *key, const char **out, size_t max)
 	return n;
 }
 
+/* FileInfo's path under the workdir's name when the caller named the
+ * workdir (ChatHub lists /tmp/workspace and shows the paths it gets
+ * relative to it): "/workspace/a" as "<workdir>/a". */
+static void
+realias(json_t *fi, const char *asked)
+{
+	char ub[SBX_PATH_MAX + 16], out[SBX_PATH_MAX + 160];
+	const char *p = json_string_value(json_object_get(fi, "path"));
+	size_t wl;
+
+	if (p == NULL || xd_osfs_unalias(asked, ub, sizeof(ub)) == asked ||
+	    strncmp(p, "/workspace", 10) != 0 || (p[10] != '\0' &&
+	    p[10] != '/'))
+		return;
+	/* the workdir is what asked starts with and ub does not */
+	wl = strlen(asked) - (strlen(ub) - 10);
+	if ((size_t)snprintf(out, sizeof(out), "%.*s%s", (int)wl, asked,
+	    p + 10) < sizeof(out))
+		json_object_set_new(fi, "path", json_string(out));
+}
+
 static void
 h_info(struct xd_os_call *k)
 {
@@ -526,6 +553,7 @@ h_info(struct xd_os_call *k)
 			xd_os_reply_perr(k, &e);
 			return;
 		}
+		realias(fi, paths[i]);
 		json_object_set_new(o, paths[i], fi);
 	}
 	xd_os_reply_json(k, 200, o);
@@ -534,6 +562,7 @@ h_info(struct xd_os_call *k)
 static void
 h_paths(struct xd_os_call *k, int dirs)
 {
+	char ub[SBX_PATH_MAX + 16];
 	const char *paths[64];
 	size_t n = q_all(k, "path", paths, 64), i;
 	struct xd_perr e;
@@ -547,7 +576,8 @@ h_paths(struct xd_os_call *k, int dirs)
 	}
 	for (i = 0; i < n; i++)
 		if ((dirs ? xd_osfs_rmtree(&k->box->rec, paths[i], &e) :
-		    xd_fs_delete(&k->box->rec, paths[i], &e)) != 0) {
+		    xd_fs_delete(&k->box->rec, xd_osfs_unalias(paths[i], ub,
+		    sizeof(ub)), &e)) != 0) {
 			if (e.status == 404 && dirs) {
 				/* rm -rf of what is not there */
 				xd_perr_clear(&e);
@@ -745,12 +775,20 @@ h_list(struct xd_os_call *k, int search)
 		xd_os_reply_perr(k, &e);
 		return;
 	}
+	{
+		json_t *fi;
+		size_t i;
+
+		json_array_foreach(out, i, fi)
+			realias(fi, path);
+	}
 	xd_os_reply_json(k, 200, out);
 }
 
 static void
 h_upload(struct xd_os_call *k)
 {
+	char ub[SBX_PATH_MAX + 16];
 	struct evbuffer *in = evhttp_request_get_input_buffer(k->req);
 	size_t len = evbuffer_get_length(in), n, i;
 	const char *ct = evhttp_find_header(evhttp_request_get_input_headers(
@@ -810,7 +848,8 @@ h_upload(struct xd_os_call *k)
 				return;
 			}
 			if ((mode = mode_of(json_object_get(meta, "mode"),
-			    -2)) == -1 || xd_fs_write(&k->box->rec, path,
+			    -2)) == -1 || xd_fs_write(&k->box->rec,
+			    xd_osfs_unalias(path, ub, sizeof(ub)),
 			    p->data, p->len, &e) != 0 || (mode >= 0 &&
 			    xd_osfs_chmod(&k->box->rec, path, mode, &e) != 0)) {
 				json_decref(meta);
@@ -934,7 +973,6 @@ static const struct {
 	{ "/session", "bash sessions (/session): each command is a new "
 	    "shell; files and background processes carry over" },
 	{ "/pty", "terminals (/pty) through execd" },
-	{ "/proxy", "the port proxy (/proxy/{port})" },
 	{ "/metrics", "execd metrics (/metrics): see sluice-execd's GET "
 	    "/v1/metrics" },
 	{ "/v1/isolated", "isolated sessions (/v1/isolated)" },
@@ -950,6 +988,23 @@ xd_os_execd(struct xd_os_call *k, const char *rest)
 	json_error_t je;
 	struct xd_perr e;
 
+	/* execd's own port proxy: the execd token opens every port, as
+	 * OpenSandbox's does (a command could reach them anyway) */
+	if (strncmp(rest, "/proxy/", 7) == 0) {
+		char *end;
+		long port;
+
+		errno = 0;
+		port = strtol(rest + 7, &end, 10);
+		if (errno != 0 || end == rest + 7 || port < 1 || port > 65535 ||
+		    (*end != '\0' && *end != '/')) {
+			xd_os_reply_err(k, 400, "INVALID_PORT", "port: 1 to "
+			    "65535");
+			return;
+		}
+		xd_os_port(k, port, end);
+		return;
+	}
 	for (i = 0; i < sizeof(unsupported) / sizeof(unsupported[0]); i++) {
 		pl = strlen(unsupported[i].prefix);
 		if (strncmp(rest, unsupported[i].prefix, pl) == 0 &&

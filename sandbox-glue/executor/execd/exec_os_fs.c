@@ -101,13 +101,38 @@ rin(int ws, const char *path, int flags, mode_t mode)
 	    sizeof(how));
 }
 
+/* The path that stands for /workspace ("opensandbox".workdir), "" none:
+ * set once at start (xd_osfs_workdir). */
+static char workdir[128];
+
+void
+xd_osfs_workdir(const char *w)
+{
+	snprintf(workdir, sizeof(workdir), "%s", w != NULL ? w : "");
+}
+
+const char *
+xd_osfs_unalias(const char *in, char *buf, size_t len)
+{
+	size_t wl = strlen(workdir);
+
+	if (in == NULL || !wl || strncmp(in, workdir, wl) != 0 || (in[wl] !=
+	    '\0' && in[wl] != '/') || (size_t)snprintf(buf, len,
+	    "/workspace%s", in + wl) >= len)
+		return in;
+	return buf;
+}
+
 static int
 norm_of(const char *in, char *out, size_t len, struct xd_perr *e)
 {
+	char buf[SBX_PATH_MAX + 16];
+
+	in = xd_osfs_unalias(in, buf, sizeof(buf));
 	if (in == NULL || xd_path_norm(in, out, len) != 0)
-		return oe(e, 400, "INVALID_PATH", "%s: a path under /workspace "
-		    "(sluice's sandboxes reach their workspace only)", in ?
-		    in : "(none)");
+		return oe(e, 400, "INVALID_PATH", "%s: a path under /workspace%s%s"
+		    " (sluice's sandboxes reach their workspace only)", in ?
+		    in : "(none)", workdir[0] ? " or " : "", workdir);
 	return 0;
 }
 
@@ -565,6 +590,7 @@ int
 xd_osfs_read(const struct sbx_rec *r, const char *path, uint64_t max,
     unsigned char **buf, size_t *len, struct xd_perr *e)
 {
+	char ub[SBX_PATH_MAX + 16];
 	uint64_t size;
 	ssize_t k;
 	size_t n = 0;
@@ -572,6 +598,7 @@ xd_osfs_read(const struct sbx_rec *r, const char *path, uint64_t max,
 
 	*buf = NULL;
 	*len = 0;
+	path = xd_osfs_unalias(path, ub, sizeof(ub));
 	if (xd_fs_open_read(r, path, &fd, &size, e) != 0)
 		return -1;
 	if (size > max) {
@@ -595,6 +622,7 @@ xd_osfs_replace(const struct sbx_rec *r, const char *path, const char *old,
     size_t oldn, const char *new_, size_t newn, uint64_t max, long *count,
     struct xd_perr *e)
 {
+	char ub[SBX_PATH_MAX + 16];
 	unsigned char *buf, *out = NULL, *p, *hit;
 	size_t len, o = 0, cap;
 	long c = 0;
@@ -633,9 +661,52 @@ xd_osfs_replace(const struct sbx_rec *r, const char *path, const char *old,
 	memcpy(out + o, p, len - (size_t)(p - buf));
 	o += len - (size_t)(p - buf);
 	free(buf);
-	rc = xd_fs_write(r, path, out, o, e);
+	rc = xd_fs_write(r, xd_osfs_unalias(path, ub, sizeof(ub)), out, o, e);
 	free(out);
 	if (rc == 0)
 		*count = c;
+	return rc;
+}
+
+int
+xd_osfs_workdir_link(const struct sbx_rec *r, int rootfd, char *err,
+    size_t errlen)
+{
+	const char *slash = strrchr(workdir, '/');
+	char dir[sizeof(workdir)], target[SBX_PATH_MAX];
+	struct open_how how;
+	ssize_t n;
+	int dfd, rc = 0;
+
+	if (!workdir[0] || slash == NULL)
+		return 0;
+	memcpy(dir, workdir + 1, (size_t)(slash - workdir));
+	dir[slash - workdir > 0 ? slash - workdir - 1 : 0] = '\0';
+	memset(&how, 0, sizeof(how));
+	how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+	/* the sandbox's /tmp is a mount of its own: no RESOLVE_NO_XDEV */
+	how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+	as_user(r);
+	dfd = (int)syscall(SYS_openat2, rootfd, dir[0] ? dir : ".", &how,
+	    sizeof(how));
+	if (dfd < 0) {
+		snprintf(err, errlen, "%s: its parent: %s", workdir,
+		    strerror(errno));
+		rc = -1;
+	} else if (symlinkat("/workspace", dfd, slash + 1) != 0) {
+		/* there already: fine if it is that link */
+		n = errno == EEXIST ? readlinkat(dfd, slash + 1, target,
+		    sizeof(target) - 1) : -1;
+		if (n < 0 || (size_t)n != 10 || memcmp(target, "/workspace",
+		    10) != 0) {
+			snprintf(err, errlen, "%s: %s", workdir, n < 0 &&
+			    errno != EEXIST ? strerror(errno) : "there "
+			    "already, and not a link to /workspace");
+			rc = -1;
+		}
+	}
+	as_root();
+	if (dfd >= 0)
+		close(dfd);
 	return rc;
 }

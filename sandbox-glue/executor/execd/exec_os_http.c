@@ -330,12 +330,38 @@ xd_os_token(const struct xd_os *os, const char *id, char out[65])
 	out[64] = '\0';
 }
 
+void
+xd_os_port_token(const struct xd_os *os, const char *key, long port,
+    long long expires, char out[65])
+{
+	char in[SBX_ID_MAX + 48];
+
+	/* '#' is in no key: these never stand for a key's execd token */
+	if (expires > 0)
+		snprintf(in, sizeof(in), "%s#%ld@%lld", key, port, expires);
+	else
+		snprintf(in, sizeof(in), "%s#%ld", key, port);
+	xd_os_token(os, in, out);
+}
+
+int
+xd_os_port_token_ok(const struct xd_os *os, const char *key, long port,
+    long long expires, const char *tok)
+{
+	char want[65];
+
+	if (tok == NULL || strlen(tok) != 64)
+		return 0;
+	xd_os_port_token(os, key, port, expires, want);
+	return CRYPTO_memcmp(tok, want, 64) == 0;
+}
+
 int
 xd_os_token_ok(const struct xd_os *os, const char *id,
-    struct evhttp_request *req)
+    struct evhttp_request *req, const char *header)
 {
 	const char *v = evhttp_find_header(evhttp_request_get_input_headers(
-	    req), "X-EXECD-ACCESS-TOKEN");
+	    req), header);
 	char want[65];
 
 	if (v == NULL || strlen(v) != 64)

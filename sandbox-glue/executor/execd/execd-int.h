@@ -188,6 +188,7 @@ struct xd_os_cfg {
 	char tls_cert[SBX_PATH_MAX], tls_key[SBX_PATH_MAX];
 	char endpoint_host[160];        /* endpoints' host[:port], "" listen */
 	long max_timeout_s;
+	char workdir[128];              /* stands for /workspace, "" none */
 	struct xd_os_key keys[XD_OS_KEYS_MAX];
 	size_t nkeys;
 	struct {
@@ -568,6 +569,10 @@ int xd_broker_delete(const struct xd_cfg *c, const char *chat,
     struct xd_broker_err *e);
 int xd_broker_tier(const struct xd_cfg *c, const char *chat,
     const char *tier, struct xd_broker_err *e);
+/* The session's own egress rules, set whole: body is sluiced's
+ * {"allow": [...], "deny": [...]} (PUT /v1/sessions/{id}/egress). */
+int xd_broker_egress(const struct xd_cfg *c, const char *chat,
+    const char *body, struct xd_broker_err *e);
 /* GET /v1/sessions/{chat}: 0 with its effective_tier (the lower of
  * the session's tier and the ceiling) and its ceiling ("" when sluiced
  * did not say); e->status 404 when sluiced has no such session. */

@@ -1,0 +1,572 @@
+/*
+ * exec_os_port.c: the port proxy of the OpenSandbox API (DESIGN.md,
+ * "Ports, terminals and previews"): ANY /sandboxes/{id}/proxy/{port}/...
+ * forwarded over HTTP to 127.0.0.1:{port} inside the sandbox, so that a
+ * server a background command started (a dev server, python3 -m
+ * http.server) is reachable from the host's side.
+ *
+ * How it reaches in: the sandbox has no network device, only its own
+ * loopback.  The backend makes a socket inside the sandbox's network
+ * namespace (sbx_backend.net_socket: setns for that one socket(2) call,
+ * then back), and the daemon connects it to 127.0.0.1:{port} there and
+ * relays from its own side.  Nothing is added to the sandbox (no
+ * device, no route, no listener of ours) and nothing of the host's
+ * network is reachable from inside; the alternative, a relay through
+ * the shim on a Unix socket in the workspace, would put a socket the
+ * sandbox can open and race in its own file system.  Backends that
+ * cannot do it (gvisor) answer 501.
+ *
+ * The exchange: the request as evhttp read it (body whole, at most
+ * max_body_bytes) goes up as HTTP/1.0 with Connection: close, so the
+ * answer ends with the connection (or its Content-Length) and is never
+ * chunked; hop-by-hop headers are dropped both ways, and so is the
+ * access header.  The answer streams back as it comes, the upstream's
+ * reads paused while the client has more than stream_watermark bytes
+ * queued.
+ *
+ * A WebSocket (a GET with Upgrade) goes up as HTTP/1.1 with its Upgrade;
+ * on the upstream's 101 the daemon sends that head to the client itself
+ * on the bufferevent of evhttp's connection (evhttp has no upgrade, and
+ * answers nothing more on it), and from then on relays bytes both ways
+ * without reading them (each side paused while the other holds
+ * RELAY_MAX unwritten), until either side ends; then evhttp's connection
+ * is freed, which frees the request and that bufferevent.  Any other
+ * answer to an upgrade is 502.
+ *
+ * Access (exec_os.c checks it before calling here): the header
+ * OpenSandbox-Secure-Access with the token endpoints/{port} gave (an
+ * HMAC of the sandbox's key and the port: it opens that port of that
+ * sandbox only, not execd), or a signed path, the port segment
+ * "{port}@{expires}.{sig}" that endpoints/{port}?expires= gave, for a
+ * browser preview that cannot send headers, refused after expires.
+ */
+#include "sluice-config.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "sandbox-glue/executor/execd/exec_os-int.h"
+
+#define HEAD_MAX	(64 * 1024)
+#define READ_S		300
+#define WRITE_S		60
+
+#define RELAY_MAX	(1024 * 1024)
+
+struct pxy {
+	struct xd_os_call *k;
+	struct bufferevent *up;
+	struct bufferevent *down;       /* a WebSocket's: the client's,
+	                                 * taken from evhttp after the 101 */
+	long port;
+	int started;                    /* the reply's head is sent */
+	int paused;
+	int ws;                         /* an Upgrade request */
+	int closing;                    /* one side ended: the other's
+	                                 * output drains, then the end */
+};
+
+/* Hop-by-hop, or ours: never forwarded either way. */
+static int
+hop(const char *h)
+{
+	static const char *const names[] = { "Connection", "Keep-Alive",
+	    "Proxy-Connection", "Proxy-Authorization", "Proxy-Authenticate",
+	    "TE", "Trailer", "Transfer-Encoding", "Upgrade", "Host",
+	    "Content-Length", "OpenSandbox-Secure-Access",
+	    "X-EXECD-ACCESS-TOKEN", "OPEN-SANDBOX-API-KEY", NULL };
+	size_t i;
+
+	for (i = 0; names[i] != NULL; i++)
+		if (strcasecmp(h, names[i]) == 0)
+			return 1;
+	return 0;
+}
+
+static void
+pxy_free(struct pxy *p)
+{
+	struct xd_os_call *k = p->k;
+
+	if (p->up != NULL)
+		bufferevent_free(p->up);
+	if (k->evcon != NULL) {
+		evhttp_connection_set_closecb(k->evcon, NULL, NULL);
+		k->evcon = NULL;
+	}
+	free(p);
+}
+
+/* Ends the exchange: the reply's end if it was started, else an error
+ * (status, code, message). */
+static void
+pxy_end(struct pxy *p, int status, const char *code, const char *msg)
+{
+	struct xd_os_call *k = p->k;
+	int started = p->started;
+
+	pxy_free(p);
+	if (started) {
+		evhttp_send_reply_end(k->req);
+		xd_os_call_free(k);
+	} else
+		xd_os_reply_err(k, status, code, "%s", msg);
+}
+
+static size_t
+queued(struct xd_os_call *k)
+{
+	struct evhttp_connection *evcon = evhttp_request_get_connection(k->req);
+	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(
+	    evcon) : NULL;
+	struct bufferevent *under = bev ? bufferevent_get_underlying(bev) :
+	    NULL;
+
+	return (bev ? evbuffer_get_length(bufferevent_get_output(bev)) : 0) +
+	    (under ? evbuffer_get_length(bufferevent_get_output(under)) : 0);
+}
+
+static void
+flushed(struct evhttp_connection *evcon, void *arg)
+{
+	struct pxy *p = arg;
+
+	(void)evcon;
+	if (p->paused && queued(p->k) <= p->k->xd->cfg->stream_watermark / 2) {
+		p->paused = 0;
+		bufferevent_enable(p->up, EV_READ);
+	}
+}
+
+static void
+client_closed(struct evhttp_connection *evcon, void *arg)
+{
+	struct pxy *p = arg;
+	struct xd_os_call *k = p->k;
+
+	(void)evcon;
+	k->evcon = NULL;
+	k->gone = 1;
+	/* evhttp left the request to us: ending it frees it */
+	pxy_free(p);
+	if (k->req != NULL)
+		evhttp_send_reply_end(k->req);
+	xd_os_call_free(k);
+}
+
+/* Only visible ASCII (and, in values, spaces, tabs and bytes above
+ * 0x7f, as RFC 9110's obs-text). */
+static int
+visible(const char *s, int value)
+{
+	const unsigned char *p;
+
+	for (p = (const unsigned char *)s; *p; p++)
+		if (*p == 0x7f || (*p < 0x21 && !(value && (*p == ' ' ||
+		    *p == '\t'))) || (!value && *p > 0x7f))
+			return 0;
+	return 1;
+}
+
+int
+xd_os_port_head(char *h, int upgrade, long *status, const char **reason,
+    void (*fn)(void *arg, const char *name, const char *value), void *arg)
+{
+	char *line, *save = NULL, *c, *sp;
+	int first = 1, chunked = 0;
+
+	*status = 0;
+	*reason = "";
+	for (line = strtok_r(h, "\r\n", &save); line != NULL; line =
+	    strtok_r(NULL, "\r\n", &save)) {
+		if (first) {
+			first = 0;
+			if (strncmp(line, "HTTP/1.", 7) != 0 || strlen(line) < 12 ||
+			    line[8] != ' ' || strspn(line + 9, "0123456789") !=
+			    3 || (line[12] != ' ' && line[12] != '\0'))
+				return -1;
+			*status = strtol(line + 9, NULL, 10);
+			if (upgrade ? *status != 101 : (*status < 200 ||
+			    *status > 599))
+				return -1;
+			*reason = line[12] == ' ' ? line + 13 : "";
+			if (!visible(*reason, 1))
+				return -1;
+			continue;
+		}
+		if ((c = strchr(line, ':')) == NULL || c == line ||
+		    ((sp = strpbrk(line, " \t")) != NULL && sp < c))
+			return -1;
+		*c++ = '\0';
+		c += strspn(c, " \t");
+		/* a name of visible characters, a value without controls:
+		 * what the client gets is nothing the sandbox could use to
+		 * split or smuggle a header */
+		if (!visible(line, 0) || !visible(c, 1))
+			return -1;
+		if (strcasecmp(line, "Transfer-Encoding") == 0)
+			chunked = 1;
+		if (strcasecmp(line, "Content-Length") == 0) {
+			if (!c[0] || c[strspn(c, "0123456789")] != '\0' ||
+			    strlen(c) > 18)
+				return -1;
+			fn(arg, "Content-Length", c);
+		} else if (!hop(line) || (upgrade && strcasecmp(line,
+		    "Upgrade") == 0))
+			fn(arg, line, c);
+	}
+	/* a 1xx would be followed by another head (not for an HTTP/1.0
+	 * request), and chunked is not for one either */
+	return first || chunked ? -1 : 0;
+}
+
+static void
+add_header(void *arg, const char *name, const char *value)
+{
+	evhttp_add_header(arg, name, value);
+}
+
+/* The answer's head, whole in in: start the reply.  0, or -1 with the
+ * 502 already sent (p freed). */
+static int
+head(struct pxy *p, struct evbuffer *in, size_t hlen)
+{
+	struct evkeyvalq *oh = evhttp_request_get_output_headers(p->k->req);
+	char *h = malloc(hlen + 1);
+	const char *reason;
+	long status;
+
+	if (h == NULL) {
+		pxy_end(p, 500, "RUNTIME_ERROR", "out of memory");
+		return -1;
+	}
+	evbuffer_remove(in, h, hlen);
+	h[hlen] = '\0';
+	if (xd_os_port_head(h, 0, &status, &reason, add_header, oh) != 0) {
+		free(h);
+		evhttp_clear_headers(oh);
+		pxy_end(p, 502, "BAD_GATEWAY", "the server in the sandbox "
+		    "answered with no HTTP/1 head sluice can forward (a "
+		    "malformed head, a 1xx, or chunked to an HTTP/1.0 "
+		    "request)");
+		return -1;
+	}
+	evhttp_send_reply_start(p->k->req, (int)status, reason);
+	free(h);
+	p->started = 1;
+	return 0;
+}
+
+/* ---- a WebSocket: after the 101, bytes both ways ---- */
+
+static void
+ws_header(void *arg, const char *name, const char *value)
+{
+	evbuffer_add_printf(arg, "%s: %s\r\n", name, value);
+}
+
+static void
+ws_end(struct pxy *p)
+{
+	struct xd_os_call *k = p->k;
+	struct evhttp_connection *evcon = k->evcon;
+
+	/* evhttp's connection owns the client's bufferevent and the
+	 * request: freeing it frees both */
+	if (evcon != NULL)
+		evhttp_connection_set_closecb(evcon, NULL, NULL);
+	k->evcon = NULL;
+	if (p->up != NULL)
+		bufferevent_free(p->up);
+	free(p);
+	if (evcon != NULL)
+		evhttp_connection_free(evcon);
+	xd_os_call_free(k);
+}
+
+static void ws_read(struct bufferevent *bev, void *arg);
+static void ws_event(struct bufferevent *bev, short what, void *arg);
+static void ws_write(struct bufferevent *bev, void *arg);
+
+static void
+ws_read(struct bufferevent *bev, void *arg)
+{
+	struct pxy *p = arg;
+	struct bufferevent *to = bev == p->up ? p->down : p->up;
+	struct evbuffer *o = bufferevent_get_output(to);
+
+	evbuffer_add_buffer(o, bufferevent_get_input(bev));
+	if (evbuffer_get_length(o) >= RELAY_MAX) {
+		/* the other side is slow: read no more until it drained */
+		bufferevent_disable(bev, EV_READ);
+		bufferevent_setwatermark(to, EV_WRITE, RELAY_MAX / 2, 0);
+	}
+}
+
+/* to has written down to half (or, closing, all): the side that feeds
+ * it reads again (or the end) */
+static void
+ws_write(struct bufferevent *to, void *arg)
+{
+	struct pxy *p = arg;
+	struct bufferevent *from = to == p->up ? p->down : p->up;
+
+	if (p->closing) {
+		if (evbuffer_get_length(bufferevent_get_output(to)) == 0)
+			ws_end(p);
+		return;
+	}
+	bufferevent_setwatermark(to, EV_WRITE, 0, 0);
+	bufferevent_enable(from, EV_READ);
+}
+
+static void
+ws_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct pxy *p = arg;
+	struct bufferevent *to = bev == p->up ? p->down : p->up;
+
+	/* either side's end or error ends both, once what it sent is
+	 * written to the other (bounded: RELAY_MAX and that side's
+	 * write timeout) */
+	if ((what & BEV_EVENT_EOF) && !p->closing) {
+		struct timeval wt = { WRITE_S, 0 };
+
+		ws_read(bev, p);
+		if (evbuffer_get_length(bufferevent_get_output(to)) > 0) {
+			p->closing = 1;
+			bufferevent_disable(bev, EV_READ);
+			bufferevent_disable(to, EV_READ);
+			bufferevent_setwatermark(to, EV_WRITE, 0, 0);
+			bufferevent_set_timeouts(to, NULL, &wt);
+			return;
+		}
+	}
+	ws_end(p);
+}
+
+/* The upstream's 101 in in: send it to the client raw and relay. */
+static int
+ws_start(struct pxy *p, struct evbuffer *in, size_t hlen)
+{
+	struct xd_os_call *k = p->k;
+	struct evbuffer *hb;
+	const char *reason;
+	char *h = malloc(hlen + 1);
+	long status;
+
+	if (h == NULL || (hb = evbuffer_new()) == NULL) {
+		free(h);
+		pxy_end(p, 500, "RUNTIME_ERROR", "out of memory");
+		return -1;
+	}
+	evbuffer_remove(in, h, hlen);
+	h[hlen] = '\0';
+	evbuffer_add_printf(hb, "HTTP/1.1 101 Switching Protocols\r\n");
+	if (xd_os_port_head(h, 1, &status, &reason, ws_header, hb) != 0 ||
+	    k->evcon == NULL || (p->down = evhttp_connection_get_bufferevent(
+	    k->evcon)) == NULL) {
+		free(h);
+		evbuffer_free(hb);
+		pxy_end(p, 502, "BAD_GATEWAY", "the server in the sandbox did "
+		    "not switch to the protocol asked for (no 101 sluice can "
+		    "forward)");
+		return -1;
+	}
+	free(h);
+	evbuffer_add_printf(hb, "Connection: Upgrade\r\n\r\n");
+	/* evhttp answers nothing more on this connection: its
+	 * bufferevent is ours until ws_end frees the connection */
+	p->started = 1;
+	bufferevent_setcb(p->down, ws_read, ws_write, ws_event, p);
+	bufferevent_setcb(p->up, ws_read, ws_write, ws_event, p);
+	bufferevent_set_timeouts(p->down, NULL, NULL);
+	bufferevent_set_timeouts(p->up, NULL, NULL);
+	evbuffer_add_buffer(bufferevent_get_output(p->down), hb);
+	evbuffer_free(hb);
+	evbuffer_add_buffer(bufferevent_get_output(p->down), in);
+	bufferevent_enable(p->down, EV_READ | EV_WRITE);
+	bufferevent_enable(p->up, EV_READ | EV_WRITE);
+	/* what the client sent after its head (it should wait for the
+	 * 101, but may not) */
+	if (evbuffer_get_length(bufferevent_get_input(p->down)) > 0)
+		ws_read(p->down, p);
+	return 0;
+}
+
+static void
+up_read(struct bufferevent *bev, void *arg)
+{
+	struct pxy *p = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer_ptr e;
+
+	if (!p->started && p->ws) {
+		e = evbuffer_search(in, "\r\n\r\n", 4, NULL);
+		if (e.pos < 0) {
+			if (evbuffer_get_length(in) > HEAD_MAX)
+				pxy_end(p, 502, "BAD_GATEWAY", "the server in the "
+				    "sandbox sent a head of more than 64 KiB");
+			return;
+		}
+		(void)ws_start(p, in, (size_t)e.pos + 4);
+		return;
+	}
+	if (!p->started) {
+		e = evbuffer_search(in, "\r\n\r\n", 4, NULL);
+		if (e.pos < 0) {
+			if (evbuffer_get_length(in) > HEAD_MAX)
+				pxy_end(p, 502, "BAD_GATEWAY", "the server in the "
+				    "sandbox sent a head of more than 64 KiB");
+			return;
+		}
+		if (head(p, in, (size_t)e.pos + 4) != 0)
+			return;
+	}
+	if (evbuffer_get_length(in) == 0)
+		return;
+	evhttp_send_reply_chunk_with_cb(p->k->req, in, flushed, p);
+	if (queued(p->k) > p->k->xd->cfg->stream_watermark) {
+		p->paused = 1;
+		bufferevent_disable(bev, EV_READ);
+	}
+}
+
+static void
+up_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct pxy *p = arg;
+	char m[160];
+
+	if (what & BEV_EVENT_CONNECTED)
+		return;
+	if ((what & BEV_EVENT_EOF) && p->started) {
+		/* the end of the answer (HTTP/1.0: the close) */
+		up_read(bev, p);
+		pxy_end(p, 0, NULL, NULL);
+		return;
+	}
+	if (p->started) {
+		/* cut short: the client sees the connection end early */
+		pxy_end(p, 0, NULL, NULL);
+		return;
+	}
+	if (what & BEV_EVENT_TIMEOUT)
+		snprintf(m, sizeof(m), "the server on port %ld in the sandbox "
+		    "did not answer in time", p->port);
+	else if (what & BEV_EVENT_EOF)
+		snprintf(m, sizeof(m), "the server on port %ld in the sandbox "
+		    "closed without an answer", p->port);
+	else
+		snprintf(m, sizeof(m), "nothing listens on port %ld in the "
+		    "sandbox (127.0.0.1:%ld): %s", p->port, p->port,
+		    strerror(EVUTIL_SOCKET_ERROR()));
+	pxy_end(p, 502, "PORT_UNREACHABLE", m);
+}
+
+void
+xd_os_port(struct xd_os_call *k, long port, const char *rest)
+{
+	struct evhttp_request *req = k->req;
+	struct evkeyvalq *ih = evhttp_request_get_input_headers(req);
+	struct evbuffer *body = evhttp_request_get_input_buffer(req), *o;
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+	const char *q = uri != NULL ? evhttp_uri_get_query(uri) : NULL, *mn;
+	const char *upgrade;
+	struct timeval rt = { READ_S, 0 }, wt = { WRITE_S, 0 };
+	struct sockaddr_in sin;
+	struct evkeyval *kv;
+	struct pxy *p;
+	char err[XD_ERR_MAX];
+	int fd;
+
+	switch (evhttp_request_get_command(req)) {
+	case EVHTTP_REQ_GET: mn = "GET"; break;
+	case EVHTTP_REQ_POST: mn = "POST"; break;
+	case EVHTTP_REQ_HEAD: mn = "HEAD"; break;
+	case EVHTTP_REQ_PUT: mn = "PUT"; break;
+	case EVHTTP_REQ_DELETE: mn = "DELETE"; break;
+	case EVHTTP_REQ_OPTIONS: mn = "OPTIONS"; break;
+	case EVHTTP_REQ_PATCH: mn = "PATCH"; break;
+	default:
+		xd_os_reply_err(k, 405, "METHOD_NOT_ALLOWED", "the port proxy "
+		    "forwards GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS");
+		return;
+	}
+	upgrade = evhttp_find_header(ih, "Upgrade");
+	if (upgrade != NULL && (strcmp(mn, "GET") != 0 || strpbrk(upgrade,
+	    "\r\n") != NULL)) {
+		xd_os_reply_err(k, 400, "INVALID_REQUEST", "an Upgrade is a "
+		    "GET");
+		return;
+	}
+	if (k->box->be->net_socket == NULL) {
+		xd_os_reply_err(k, 501, "NOT_SUPPORTED", "the port proxy: the "
+		    "%s backend's network is not reachable from the host",
+		    k->box->be->name);
+		return;
+	}
+	if ((fd = k->box->be->net_socket(&k->box->rec, err, sizeof(err))) < 0) {
+		xd_os_reply_err(k, 409, "SANDBOX_NOT_RUNNING", "%s", err);
+		return;
+	}
+	if ((p = calloc(1, sizeof(*p))) == NULL || (p->up =
+	    bufferevent_socket_new(k->xd->base, fd, BEV_OPT_CLOSE_ON_FREE)) ==
+	    NULL) {
+		if (p == NULL || p->up == NULL)
+			close(fd);
+		free(p);
+		xd_os_reply_err(k, 500, "RUNTIME_ERROR", "out of memory");
+		return;
+	}
+	p->k = k;
+	p->port = port;
+	p->ws = upgrade != NULL;
+	o = bufferevent_get_output(p->up);
+	/* an upgrade needs HTTP/1.1 (RFC 6455); anything else goes as
+	 * HTTP/1.0, so that its answer ends with the connection */
+	evbuffer_add_printf(o, "%s %s%s%s HTTP/1.%d\r\nHost: 127.0.0.1:%ld\r\n"
+	    "Connection: %s\r\n", mn, rest[0] ? rest : "/", q ? "?" : "",
+	    q ? q : "", p->ws, port, p->ws ? "Upgrade" : "close");
+	if (p->ws)
+		evbuffer_add_printf(o, "Upgrade: %s\r\n", upgrade);
+	TAILQ_FOREACH(kv, ih, next)
+		if (!hop(kv->key) && strpbrk(kv->key, "\r\n") == NULL &&
+		    strpbrk(kv->value, "\r\n") == NULL)
+			evbuffer_add_printf(o, "%s: %s\r\n", kv->key, kv->value);
+	if (evbuffer_get_length(body) > 0 || strcmp(mn, "POST") == 0 ||
+	    strcmp(mn, "PUT") == 0 || strcmp(mn, "PATCH") == 0)
+		evbuffer_add_printf(o, "Content-Length: %zu\r\n",
+		    evbuffer_get_length(body));
+	evbuffer_add(o, "\r\n", 2);
+	evbuffer_add_buffer(o, body);
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_port = htons((uint16_t)port);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	bufferevent_setcb(p->up, up_read, NULL, up_event, p);
+	bufferevent_set_timeouts(p->up, &rt, &wt);
+	xd_os_call_wait(k);
+	if ((k->evcon = evhttp_request_get_connection(req)) != NULL)
+		evhttp_connection_set_closecb(k->evcon, client_closed, p);
+	if (bufferevent_socket_connect(p->up, (struct sockaddr *)&sin,
+	    sizeof(sin)) != 0) {
+		snprintf(err, sizeof(err), "nothing listens on port %ld in the "
+		    "sandbox: %s", port, strerror(errno));
+		pxy_end(p, 502, "PORT_UNREACHABLE", err);
+		return;
+	}
+	bufferevent_enable(p->up, EV_READ | EV_WRITE);
+}
