@@ -928,6 +928,14 @@ def tls_tokens_reload_drain(env):
         with open(env.path(name + ".tok"), "w") as f:
             f.write(tok[name] + "\n")
         os.chmod(env.path(name + ".tok"), 0o600)
+    # the auditor's as a Kubernetes Secret volume mounts it: a link to
+    # a link into the volume's timestamped directory
+    sec = env.path("secret")
+    os.makedirs(os.path.join(sec, "..2026_12_06_00_00_00.1"))
+    os.rename(env.path("aud.tok"),
+              os.path.join(sec, "..2026_12_06_00_00_00.1", "aud.tok"))
+    os.symlink("..2026_12_06_00_00_00.1", os.path.join(sec, "..data"))
+    os.symlink("secret/..data/aud.tok", env.path("aud.tok"))
     port = free_port()
     d, ctl, x = start(env, tcp={
         "listen": "127.0.0.1:%d" % port, "tls_cert": crt, "tls_key": key,

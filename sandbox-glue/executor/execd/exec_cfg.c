@@ -631,18 +631,27 @@ role_of(const char *s)
 	return XD_ROLE_NONE;
 }
 
-/* Read and hash one token file: a line of at least TOKEN_MIN printable
- * bytes (a trailing newline is not part of it). */
+/*
+ * Read and hash one token file: a line of at least TOKEN_MIN printable
+ * bytes (a trailing newline is not part of it).  A link is followed, as
+ * sluiced follows one: a Kubernetes Secret's files are links into its
+ * "..data" directory; the file reached must be a regular one.
+ */
 static int
 token_load(struct cx *x, struct xd_token *t, const char *key)
 {
 	char buf[TOKEN_MAX + 2];
+	struct stat st;
 	ssize_t n;
 	size_t len, i;
-	int fd = open(t->file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = open(t->file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 
 	if (fd < 0)
 		return cfail(x, key, 0, "%s: %s", t->file, strerror(errno));
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return cfail(x, key, 0, "%s: not a regular file", t->file);
+	}
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n < 0)
