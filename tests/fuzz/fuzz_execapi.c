@@ -187,6 +187,10 @@ fuzz_json(char kind, const char *s, size_t n)
 			    cs.timeout_s > m.timeout_s ||
 			    cs.output_cap > m.output_cap)
 				abort();
+			/* "changed" is a boolean: false only from false */
+			if (cs.no_changes && !json_is_false(json_object_get(j,
+			    "changed")))
+				abort();
 			for (i = 0; cs.argv[i] != NULL; i++)
 				(void)strlen(cs.argv[i]);
 			xd_cmd_spec_free(&cs);

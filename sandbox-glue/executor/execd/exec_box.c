@@ -405,8 +405,8 @@ box_create_child(void *arg)
 		res = fail_json(500, "internal", "workspace: path too long");
 		goto fail;
 	}
-	if (xd_ws_make(xd->cfg->mke2fs, r, &b->lim, &nospace, err,
-	    sizeof(err)) != 0) {
+	if (xd_ws_make(xd->cfg->mke2fs, xd->cfg->state_dir, r, &b->lim,
+	    &nospace, err, sizeof(err)) != 0) {
 		char m[XD_ERR_MAX + 16];
 
 		snprintf(m, sizeof(m), "workspace: %s", err);
@@ -1437,6 +1437,11 @@ xd_box_free_all(struct xd *xd)
 
 	while ((b = TAILQ_FIRST(&xd->boxes)) != NULL) {
 		b->refs++;
+		/* the newest use the lag kept from the disk (xd_box_used):
+		 * the next daemon's idle clock starts from it */
+		if (b->state == XD_BOX_RUNNING && b->used_saved !=
+		    b->rec.last_used)
+			(void)xd_rec_save(&b->rec);
 		if (b->fg != NULL)
 			xd_cmd_forget(b->fg);
 		while ((c = TAILQ_FIRST(&b->cmds)) != NULL)
@@ -1464,9 +1469,11 @@ xd_box_free_all(struct xd *xd)
  * resume 31 ms; ns: freeze 7 ms on the v1 freezer, which is waited for,
  * thaw under 1 ms).
  *
- * last_used is in the record: saved when a command ends and, for calls,
- * at most every LC_SAVE_S seconds (or idle_after / 10 when shorter), so
- * a restarted daemon suspends a sandbox at most that much early.
+ * last_used is in the record: saved, for calls and for commands that
+ * end, at most every LC_SAVE_S seconds (or idle_after / 10 when
+ * shorter; xd_box_used), so a restarted daemon suspends a sandbox at
+ * most that much early, and a command that ends does not rewrite the
+ * record each time (issue 26 point 4).
  */
 #define LC_SAVE_S	60
 /* the longest wait between two failed removals by age of a box */
@@ -1484,8 +1491,7 @@ int
 xd_box_use(struct xd_box *b, const char *who, const char *role,
     struct xd_perr *e)
 {
-	const struct xd_cfg *c = b->xd->cfg;
-	int64_t now = (int64_t)time(NULL), lag;
+	int64_t now = (int64_t)time(NULL);
 	char err[XD_ERR_MAX];
 
 	if (b->state != XD_BOX_RUNNING)
@@ -1514,13 +1520,25 @@ xd_box_use(struct xd_box *b, const char *who, const char *role,
 		b->used_saved = 0;      /* the state changed: save now */
 	} else if (b->rec.suspended)
 		b->rec.suspended = 0;   /* its sandbox died: nothing to thaw */
+	xd_box_used(b, now);
+	return 0;
+}
+
+void
+xd_box_used(struct xd_box *b, int64_t now)
+{
+	const struct xd_cfg *c = b->xd->cfg;
+	int64_t lag;
+
+	b->rec.last_used = now;
+	if (b->state != XD_BOX_RUNNING)
+		return;
 	lag = c->idle_after > 0 && c->idle_after / 10 < LC_SAVE_S ?
 	    c->idle_after / 10 : LC_SAVE_S;
 	if (now - b->used_saved >= lag) {
 		b->used_saved = now;
 		(void)xd_rec_save(&b->rec);
 	}
-	return 0;
 }
 
 /* Busy: not to be frozen or removed now.  A kill_tree or release

@@ -384,6 +384,8 @@ struct xd_cmd_spec {
 	char *stdin_data;
 	size_t stdin_len;
 	int base64;             /* "encoding": "base64" */
+	int no_changes;         /* "changed": false: no snapshot of the
+	                         * workspace, no changed nor artifacts */
 };
 
 /* The body of exec and commands.  lim holds the sandbox's defaults;
@@ -589,10 +591,12 @@ int xd_rec_save(const struct sbx_rec *r);
 
 /* Make r->workspace: a directory, and when lim->disk_bytes an ext4 of
  * that size and lim->inodes inodes mounted on it (nosuid, nodev),
- * owned by the sandbox user, its image allocated whole.  -1 with err,
- * nothing left behind; *nospace 1 when the host's file system had no
- * room for the image. */
-int xd_ws_make(const char *mke2fs, const struct sbx_rec *r,
+ * owned by the sandbox user, its image allocated whole and copied from
+ * the geometry's template under state_dir (made by mke2fs when
+ * missing).  -1 with err, nothing left behind; *nospace 1 when the
+ * host's file system had no room for the image. */
+int xd_ws_make(const char *mke2fs, const char *state_dir,
+    const struct sbx_rec *r,
     const struct xd_lims *lim, int *nospace, char *err, size_t len)
     SLUICE_MUSTCHECK;
 /* Unmount whatever is mounted on r->workspace (0 when nothing is);
@@ -948,6 +952,9 @@ int xd_box_arch_owner(const struct xd_cfg *c, const char *id,
  * -1 with e when it cannot be resumed. */
 int xd_box_use(struct xd_box *b, const char *who, const char *role,
     struct xd_perr *e);
+/* b was used at now (a command ended): last_used, written to the record
+ * when the one on disk is older than the lifecycle's save lag. */
+void xd_box_used(struct xd_box *b, int64_t now);
 /* The lifecycle timer (idle_after, remove_after): started at start and
  * set again after a reload (its period follows the configuration);
  * stopped at exit. */
