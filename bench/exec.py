@@ -60,6 +60,7 @@ ROWS = [
     ("delete", "Delete (DELETE /v1/sandboxes/ID)"),
     ("exec", "Exec round trip of `true`"),
     ("exec_srv", "... of which the command (duration_ms)"),
+    ("exec_nc", "Exec round trip, \"changed\": false"),
     ("put", "PUT 1 MiB file"),
     ("get", "GET 1 MiB file"),
 ]
@@ -306,14 +307,15 @@ class Bench:
             raise RuntimeError("exec in %s: %d %r" % (sid, st, out[:300]))
         return dt
 
-    def delete(self, sid, wait_s=0):
+    def delete(self, sid, wait_s=0, discard=False):
         """The DELETE's time; with wait_s, a sandbox still being made (a
         create that an interrupt cut short goes on in the daemon) is
         asked again until it is done."""
         deadline = time.monotonic() + wait_s
         for _ in range(100000):
-            st, out, dt = call(self.sock, "DELETE", "/v1/sandboxes/%s" %
-                               sid, timeout=180)
+            st, out, dt = call(self.sock, "DELETE", "/v1/sandboxes/%s%s" %
+                               (sid, "?archive=discard" if discard else ""),
+                               timeout=180)
             if st != 409 or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
@@ -372,11 +374,14 @@ class Bench:
         try:
             self.execs(backend, sid, 5, warm=True)
             self.execs(backend, sid, a.execs)
+            self.execs(backend, sid, a.execs, key="exec_nc",
+                       body={"cmd": ["true"], "changed": False})
             self.files(backend, sid)
         finally:
             self.delete(sid)
 
-    def execs(self, backend, sid, count, warm=False, record=True):
+    def execs(self, backend, sid, count, warm=False, record=True,
+              key="exec", body=None):
         t0 = time.monotonic()
         for i in range(count):
             if not warm and self.over(t0, "%s execs (%d done)" % (backend,
@@ -386,13 +391,19 @@ class Bench:
                 time.sleep(self.args.gap_ms / 1000.0)
             st, out, dt = call(self.sock, "POST",
                                "/v1/sandboxes/%s/exec" % sid,
-                               {"cmd": ["true"]}, timeout=60)
+                               body or {"cmd": ["true"]}, timeout=60)
             j = jbody(out)
+            if st == 400 and key != "exec":
+                # a build before the body's key: named, not timed
+                self.notes.append("%s: %s not known to this sluice-execd"
+                                  % (backend, json.dumps(body)))
+                return
             if st != 200 or j.get("exit_code") != 0:
                 raise RuntimeError("exec in %s: %d %r" % (sid, st, out[:300]))
             if not warm and record:
-                self.rec(backend, "exec", dt)
-                self.rec(backend, "exec_srv", j["duration_ms"] / 1000.0)
+                self.rec(backend, key, dt)
+                if key == "exec":
+                    self.rec(backend, "exec_srv", j["duration_ms"] / 1000.0)
 
     def files(self, backend, sid):
         data = os.urandom(MIB)
@@ -523,6 +534,7 @@ class Bench:
     def delete_all(self, ids, conc):
         lock = threading.Lock()
         todo = list(ids)
+        fails = []
 
         def worker():
             while True:
@@ -530,7 +542,12 @@ class Bench:
                     if not todo:
                         return
                     sid = todo.pop()
-                self.delete(sid)
+                try:
+                    self.delete(sid, wait_s=60, discard=True)
+                except (OSError, RuntimeError,
+                        http.client.HTTPException) as e:
+                    with lock:
+                        fails.append(repr(e))
         t0 = time.perf_counter()
         ts = [threading.Thread(target=worker) for _ in range(conc)]
         for t in ts:
@@ -538,6 +555,9 @@ class Bench:
         for t in ts:
             t.join()
         self.made_ids = [x for x in self.made_ids if x not in set(ids)]
+        if fails:
+            raise RuntimeError("%d deletes failed, first %s" % (
+                len(fails), fails[0]))
         return time.perf_counter() - t0
 
     def density(self, backend):
@@ -883,9 +903,10 @@ def main():
                     "the density figures)")
     ap.add_argument("--burst-conc", type=int, default=16,
                     help="creates in flight at once (quotas.creates)")
-    ap.add_argument("--density", default="1,100,1000",
+    ap.add_argument("--density", default="1,100",
                     help="idle sandbox counts to measure memory at "
-                    "(ns); gVisor stops at --gvisor-density")
+                    "(ns; 1,000 fits: --density 1,100,1000); gVisor stops "
+                    "at --gvisor-density")
     ap.add_argument("--gvisor-density", type=int, default=100)
     ap.add_argument("--density-disk-mb", type=int, default=16,
                     help="workspace size of the burst and density "
