@@ -57,6 +57,7 @@ ROWS = [
     ("create", "Create, cold (POST /v1/sandboxes)"),
     ("create_warm", "Create, warm (from the pool)"),
     ("first_exec", "First exec in a new sandbox"),
+    ("first_exec_warm", "First exec in a pooled sandbox"),
     ("delete", "Delete (DELETE /v1/sandboxes/ID)"),
     ("exec", "Exec round trip of `true`"),
     ("exec_srv", "... of which the command (duration_ms)"),
@@ -483,11 +484,13 @@ class Bench:
                 mi[k] = int(v.split()[0])
         return pss, rss, n, mi["MemTotal"] - mi["MemAvailable"]
 
-    def health_ms(self, count=20):
+    def health_ms(self, count=20, path="/healthz"):
+        """/healthz: a load balancer's probe (its worker's answer kept a
+        second); /v1/health: the full probe, a worker each time."""
         xs = []
         for _ in range(count):
-            st, _, dt = call(self.sock, "GET", "/v1/health", timeout=30)
-            if st == 200:
+            st, _, dt = call(self.sock, "GET", path, timeout=30)
+            if st in (200, 503):
                 xs.append(dt)
         return pct(xs, 50) * 1000 if xs else None, \
             pct(xs, 99) * 1000 if xs else None
@@ -501,6 +504,7 @@ class Bench:
         todo = list(ids)
         fails = []
         made = []
+        self.burst_pooled = 0
 
         def worker():
             while True:
@@ -516,6 +520,7 @@ class Bench:
                 with lock:
                     if st == 201:
                         made.append(sid)
+                        self.burst_pooled += j.get("pooled") is True
                     else:
                         fails.append("%s: %d %r" % (sid, st, j))
         t0 = time.perf_counter()
@@ -582,19 +587,109 @@ class Bench:
                 made, dt = self.burst(backend, add, a.burst_conc)
                 held += made
                 if add == a.burst:
-                    self.bursts.append((backend, add, dt, a.burst_conc))
+                    self.bursts.append((backend, "cold", add, dt,
+                                        a.burst_conc))
                 log("%s: %d creates in %.2f s (%d at once), %d held" % (
                     backend, add, dt, a.burst_conc, len(held)))
             time.sleep(2.0)     # shims and holders settle
             m = self.memory()
             h50, h99 = self.health_ms()
-            rows.append((backend, cnt, m, base, h50, h99))
+            f50, _ = self.health_ms(5, "/v1/health")
+            rows.append((backend, cnt, m, base, h50, h99, f50))
             log("%s: %d idle sandboxes: PSS %.1f MiB, host used +%.1f MiB"
                 % (backend, cnt, (m[0] - base[0]) / 1024.0,
                    (m[3] - base[3]) / 1024.0))
         dt = self.delete_all(held, a.burst_conc)
         log("%s: %d deletes in %.2f s" % (backend, len(held), dt))
         self.dens += rows
+
+    # -------------------------------------------------------- warm pools
+    def pool_sizes(self):
+        """The pools of the warm phase: ns keeps --burst (the warm burst
+        takes them all), gVisor --pool; the workspace of the burst and
+        density sandboxes."""
+        a = self.args
+        out = []
+        for be in self.backends:
+            out.append({"backend": be, "size": max(a.pool, a.burst)
+                        if be == "ns" else a.pool,
+                        "limits": {"disk_mb": a.density_disk_mb}})
+        return out
+
+    def pool_ready(self):
+        st, out, _ = call(self.sock, "GET", "/v1/metrics", timeout=30)
+        ready = {}
+        for ln in out.decode("utf-8", "replace").split("\n"):
+            if ln.startswith("sluice_execd_pool_ready{"):
+                k, v = ln.rsplit(" ", 1)
+                ready[k.split('backend="')[1].split('"')[0]] = int(v)
+        return ready
+
+    def pool_wait(self, backend, n, secs=300):
+        deadline = time.monotonic() + secs
+        while time.monotonic() < deadline:
+            if self.pool_ready().get(backend, 0) >= n:
+                return True
+            time.sleep(0.05)
+        self.notes.append("%s: the pool did not reach %d in %d s" % (
+            backend, n, secs))
+        return False
+
+    def warm(self, backend, size):
+        """Creates from a full pool (each waits for the refill first, so
+        that it times a take, not a take beside a fill), the first exec
+        in each; then (ns) --burst creates at once from a pool of that
+        many."""
+        a = self.args
+        n = a.creates if backend == "ns" else a.gvisor_creates
+        t0 = time.monotonic()
+        cold = 0
+        for i in range(n):
+            if self.over(t0, "%s warm creates (%d done)" % (backend, i)):
+                break
+            if not self.pool_wait(backend, size):
+                break
+            sid = self.new_id()
+            st, j, dt = self.create(backend, sid, a.density_disk_mb)
+            if st != 201:
+                raise RuntimeError("create %s: %d %r" % (sid, st, j))
+            if j.get("pooled") is True:
+                self.rec(backend, "create_warm", dt)
+                self.rec(backend, "first_exec_warm", self.exec1(sid))
+            else:
+                cold += 1
+            self.delete(sid, discard=True)
+        if cold:
+            self.notes.append("%s: %d of the warm creates were cold (no "
+                              "pool sandbox matched)" % (backend, cold))
+        log("%s: %d warm creates" % (backend, len(
+            self.results.get(backend, {}).get("create_warm", []))))
+        if backend != "ns" or not self.pool_wait(backend, size):
+            return
+        made, dt = self.burst(backend, a.burst, a.burst_conc)
+        self.bursts.append((backend, "warm (%d pooled)" % self.burst_pooled,
+                            len(made), dt, a.burst_conc))
+        log("%s: %d creates from the pool in %.2f s (%d pooled)" % (
+            backend, len(made), dt, self.burst_pooled))
+        self.delete_all(made, a.burst_conc)
+
+    def warm_phase(self):
+        """sluice-execd started again with pools (the cold figures were
+        taken without, so that no refill ran beside them)."""
+        rc = self.execd.stop()
+        if rc not in (0, None):
+            raise RuntimeError("sluice-execd exited %s" % rc)
+        with open(self.execd_conf) as f:
+            conf = json.load(f)
+        pools = self.pool_sizes()
+        conf["pools"] = pools
+        conf["pool_fills"] = self.args.pool_fills
+        with open(self.execd_conf, "w") as f:
+            json.dump(conf, f, indent=1)
+        self.start_execd()
+        for p in pools:
+            if p["backend"] in self.results:
+                self.warm(p["backend"], p["size"])
 
     # -------------------------------------------------------- strace
     def strace(self, backend):
@@ -830,23 +925,25 @@ class Bench:
             out += ["", "| Burst | creates | at once | wall (s) | "
                     "per second | goal | reference (issue 26) |",
                     "|---|---:|---:|---:|---:|---|---|"]
-            for be, n, dt, conc in self.bursts:
-                out.append("| %s cold | %d | %d | %.2f | %.0f | 100 in < 0.5 s"
+            for be, kind, n, dt, conc in self.bursts:
+                out.append("| %s %s | %d | %d | %.2f | %.0f | 100 in < 0.5 s"
                            " (warm pool) | OpenSandbox 100 warm in 0.92 s; "
-                           "agent-sandbox 1000/s |" % (be, n, conc, dt,
-                                                       n / dt))
+                           "agent-sandbox 1000/s |" % (be, kind, n, conc,
+                                                       dt, n / dt))
         if self.dens:
             out += ["", "| Idle sandboxes | count | processes | PSS per "
                     "sandbox (MiB) | RSS per sandbox (MiB) | host used per "
-                    "sandbox (MiB) | health p50/p99 (ms) | goal |",
-                    "|---|---:|---:|---:|---:|---:|---|---|"]
-            for be, n, m, base, h50, h99 in self.dens:
-                out.append("| %s | %d | %d | %.2f | %.2f | %.2f | %s | "
+                    "sandbox (MiB) | /healthz p50/p99 (ms) | /v1/health p50 "
+                    "(ms) | goal |",
+                    "|---|---:|---:|---:|---:|---:|---|---:|---|"]
+            for be, n, m, base, h50, h99, f50 in self.dens:
+                out.append("| %s | %d | %d | %.2f | %.2f | %.2f | %s | %s | "
                            "<= 2 MiB each, health < 10 ms at 1,000 |" % (
                                be, n, m[2], (m[0] - base[0]) / 1024.0 / n,
                                (m[1] - base[1]) / 1024.0 / n,
                                (m[3] - base[3]) / 1024.0 / n,
-                               "%.1f/%.1f" % (h50, h99) if h50 else "-"))
+                               "%.1f/%.1f" % (h50, h99) if h50 else "-",
+                               "%.1f" % f50 if f50 else "-"))
             out.append("")
             out.append("PSS and RSS: sluice-execd, every process it "
                        "started (holders, shims, runsc, workers) and every "
@@ -912,6 +1009,11 @@ def main():
                     help="workspace size of the burst and density "
                     "sandboxes (1,000 of the default 1 GiB would not fit)")
     ap.add_argument("--no-density", action="store_true")
+    ap.add_argument("--pool", type=int, default=8,
+                    help="gVisor's pool size in the warm phase (ns keeps "
+                    "--burst); 0: no warm phase")
+    ap.add_argument("--pool-fills", type=int, default=2,
+                    help="sluice-execd's pool_fills in the warm phase")
     ap.add_argument("--keep-tmp", action="store_true")
     a = ap.parse_args()
     if not 0 <= a.gap_ms <= 5000:
@@ -919,7 +1021,8 @@ def main():
     for k, hi in (("creates", 500), ("gvisor_creates", 200),
                   ("execs", 5000), ("files", 500), ("phase_s", 1800),
                   ("strace_count", 500), ("burst", 1000),
-                  ("burst_conc", 64), ("density_disk_mb", 1024)):
+                  ("burst_conc", 64), ("density_disk_mb", 1024),
+                  ("pool_fills", 16)):
         if not 1 <= getattr(a, k) <= hi:
             raise SystemExit("bench: --%s 1..%d" % (k.replace("_", "-"), hi))
     a.builddir = os.path.abspath(a.builddir)
@@ -935,6 +1038,7 @@ def main():
     for s in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, lambda n, _f: sys.exit(128 + n))
     b = Bench(a)
+    b.backends = backends
     t0 = time.monotonic()
     failed = None
     try:
@@ -948,6 +1052,8 @@ def main():
                                          if int(x) <= a.gvisor_density)
                 b.density(be)
                 a.density = d
+        if a.pool > 0 and b.results:
+            b.warm_phase()
         if a.strace:
             for be in backends:
                 if be in b.results:

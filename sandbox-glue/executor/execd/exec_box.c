@@ -944,6 +944,7 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 	int restore;
 	char key[SBX_ID_MAX + 1];
 
+	xd_pool_quiet(xd);
 	/* PUT /v1/node {"draining": true} (exec_node.c) */
 	if (xd->node_draining) {
 		e->extra = json_pack("{s:s}", "reason", "draining");

@@ -22,8 +22,10 @@
  * listing, quota, lifecycle sweep or metric of sandboxes sees them;
  * they hold their uid slot (xd_box_slot).  The refill is the CPU
  * budget: at most pool_fills pool creates at once, none while a create
- * of the API is under way (it comes first), a failed fill waits
- * POOL_RETRY_S before that pool is tried again.
+ * of the API is under way nor for POOL_QUIET_MS after one began (the
+ * create, and the first commands that follow it, come first: a fill
+ * beside them took a 2-core host's first exec from 4 to 20 ms), a
+ * failed fill waits POOL_RETRY_S before that pool is tried again.
  *
  * A pool sandbox is dropped (deleted, no archive) when its pool is gone
  * or changed by a reload, when the daemon drains (the drain waits for
@@ -52,6 +54,7 @@
 #endif
 
 #define POOL_RETRY_S	10      /* after a failed fill */
+#define POOL_QUIET_MS	250     /* no fill so soon after a create */
 #define POOL_TICK_MS	1000    /* when every pool is full */
 #define POOL_FAST_MS	50      /* when one is not */
 
@@ -246,6 +249,10 @@ pool_tick(evutil_socket_t fd, short what, void *arg)
 	}
 	if (xd->draining || xd->node_draining)
 		return;
+	if (sbx_now_ms() < xd->pool_quiet_until) {
+		pool_arm(xd, xd->pool_quiet_until - sbx_now_ms() + 1);
+		return;
+	}
 	for (i = 0; i < c->npools; i++) {
 		/* the API's creates first; then at most pool_fills at once */
 		while (have[i] < c->pools[i].size && xd->creating == 0 &&
@@ -346,10 +353,17 @@ xd_pool_take(struct xd *xd, const struct xd_create_spec *s,
 		}
 		/* the pool list's reference goes with it to boxes */
 		TAILQ_REMOVE(&xd->pool, b, link);
-		pool_arm(xd, 0);        /* refill */
 		return b;
 	}
 	return NULL;
+}
+
+void
+xd_pool_quiet(struct xd *xd)
+{
+	xd->pool_quiet_until = sbx_now_ms() + POOL_QUIET_MS;
+	if (xd->cfg->npools > 0)
+		pool_arm(xd, POOL_QUIET_MS + 1);
 }
 
 void

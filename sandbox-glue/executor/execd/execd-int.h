@@ -985,6 +985,9 @@ struct xd_box *xd_pool_take(struct xd *xd, const struct xd_create_spec *s,
 /* An adopted record of a pool sandbox that was never taken: the pool
  * drops it. */
 void xd_pool_adopt(struct xd *xd, struct xd_box *b);
+/* A create began: the refill waits a while (the create and its first
+ * commands come first). */
+void xd_pool_quiet(struct xd *xd);
 /* The metrics' lines (sluice_execd_pool_*). */
 void xd_pool_metrics(struct xd *xd, struct evbuffer *o);
 
@@ -1153,6 +1156,7 @@ struct xd {
 	long pool_filling;              /* pool creates under way */
 	int64_t pool_retry[XD_POOLS_MAX];       /* no fill before (unix s) */
 	struct event *ev_pool;
+	int64_t pool_quiet_until;       /* no fill before (monotonic ms) */
 	uint64_t pool_filled, pool_taken, pool_fill_failed, pool_dropped;
 };
 
