@@ -19,7 +19,9 @@ client):
 - SIGTERM drops every waiting sandbox (no pool-* directory, mount,
   process or cgroup left), the taken one is adopted by the next start
   with its tenant; a SIGKILLed daemon's waiting sandboxes are dropped by
-  the next start.
+  the next start;
+- on gVisor too: the take's session socket is seen inside the sentry and
+  the proxy answers through it.
 
 No timing is asserted (the bench measures it).  Skips (77) without
 root or user namespaces."""
@@ -37,6 +39,9 @@ import execdlib  # noqa: E402
 S = Suite("t_execd_pool", time_limit=420)
 
 POOL_LIMITS = {"disk_mb": 16, "inodes": 256}
+# through the sandbox's proxy (HTTP_PROXY): sluiced answers
+CURL = ("curl -s -o /dev/null -w %{http_code} --max-time 20 "
+        "http://example.invalid/")
 
 
 def metrics(x):
@@ -109,11 +114,15 @@ def pool_fill_take_refill(env):
              (200, True, "acme"), "GET: %r" % g)
     o = X.ex(x, "p1", {"shell": "echo /workspace/* /workspace/.*; "
                        "id -u; test -S /run/sluice/proxy.sock && "
-                       "echo sock; ps -e -o comm= | sort | tr '\\n' ' '"})
+                       "echo sock; ps -e -o comm= | sort | tr '\\n' ' '; "
+                       "echo; " + CURL}, timeout=60)
     lines = o["stdout"].split("\n")
     check_eq(lines[0].split(), ["/workspace/*", "/workspace/.",
                                 "/workspace/.."], "empty workspace: %r" % o)
     check_eq(lines[1:3], ["1000", "sock"], "user and socket: %r" % o)
+    # the proxy answers through the session made at the take (sluiced's
+    # policy refuses the name: any HTTP status, not 000)
+    check(lines[4] not in ("", "000"), "sluiced reached: %r" % o)
     # nothing but the holder, the shim and this command's own
     procs = set(lines[3].split())
     check(procs <= {"sbx-init", "sluice-shim", "sh", "ps", "sort", "tr"},
@@ -182,6 +191,32 @@ def pool_killed_daemon(env):
         check_eq(execdlib.mounts_of(os.path.join(x.state_dir, k)), [],
                  "no mount of %s" % k)
     log("pool after the restart: %r" % sorted(pool_dirs(x)))
+
+
+@S.case
+def gvisor_pool_take(env):
+    """The same take on gVisor: the session's socket, made after the
+    sandbox started, is seen inside the sentry."""
+    if not X.runsc_works():
+        raise X.Skip("runsc not installed")
+    d, ctl, x = X.start(env, pools=[{"backend": "gvisor", "size": 1,
+                                     "limits": POOL_LIMITS}])
+    wait_until(lambda: ready(x) == 1 or metrics(x).get(
+        "sluice_execd_pool_fill_failed_total", 0) > 0, 120,
+        what="the gVisor pool filled (or failed)")
+    if ready(x) != 1:
+        raise X.Skip("gvisor does not run here: %s" % x.stderr(5))
+    b = X.create(x, "g1", backend="gvisor", limits=POOL_LIMITS,
+                 network={"tier": "registries"})
+    check_eq((b["pooled"], b["tenant"], b["backend"]),
+             (True, "acme", "gvisor"), "pooled: %r" % b)
+    o = X.ex(x, "g1", {"shell": "test -S /run/sluice/proxy.sock && echo "
+                       "sock; " + CURL}, timeout=120)
+    lines = o["stdout"].split("\n")
+    check_eq(lines[0], "sock", "the socket inside: %r" % o)
+    check(lines[1] not in ("", "000"), "sluiced reached: %r" % o)
+    s = session(ctl, b["network"]["session"])
+    check_eq((s["tenant"], s["user"]), ("acme", "alice"), "session bound")
 
 
 if __name__ == "__main__":
