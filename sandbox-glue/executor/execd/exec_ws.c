@@ -162,8 +162,16 @@ ws_loop(int imgfd, const char *img, char *dev, size_t devlen, char *err,
 
 	if ((ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC)) < 0)
 		return wserr(err, len, "/dev/loop-control", errno);
-	/* another process may take the device GET_FREE named: try again */
-	for (tries = 0; tries < 16; tries++) {
+	/* another process may take the device GET_FREE named: try again
+	 * (16 tries lost to a burst of 16 creates, which the template made
+	 * fast enough to meet here at once), a little later each time */
+	for (tries = 0; tries < 64; tries++) {
+		if (tries > 0) {
+			struct timespec ts = { 0, (long)(tries % 8 + 1) *
+			    1000000L };
+
+			nanosleep(&ts, NULL);
+		}
 		if ((n = ioctl(ctl, LOOP_CTL_GET_FREE)) < 0) {
 			wserr(err, len, "LOOP_CTL_GET_FREE", errno);
 			break;

@@ -552,6 +552,7 @@ struct xd_job {
 	struct evbuffer *buf;
 	xd_job_done done;
 	void *arg;
+	unsigned long early;            /* wake-ups before its exit */
 };
 TAILQ_HEAD(xd_jobq, xd_job);
 
