@@ -46,6 +46,11 @@
  * nothing left to zero (the template's groups say so, as mke2fs's
  * lazy_itable_init=0 made them).  The workspace's root is chowned to
  * the sandbox user once mounted (mke2fs's root_owner did it before).
+ * No fsync on the create path (mke2fs's own flush went with it): the
+ * image's blocks reach the disk with the host's writeback of the image
+ * file, or sooner with the new file system's first journal commit
+ * (which flushes the loop device); a host crash before that catches a
+ * workspace that was empty.
  * Every workspace of one geometry has the template's UUID: nothing
  * reads it (no fstab, no blkid lookup: the image is mounted by its
  * loop device).  A template is made through a temporary name and
