@@ -15,7 +15,8 @@ client):
 - a create with other limits, or for a pool of size 0, is a cold create
   ("pooled": false) and works;
 - a reload that changes the pools drops the waiting sandboxes and fills
-  the new ones;
+  the new ones; a node's drain (PUT /v1/node) drops them and fills none
+  until it ends;
 - SIGTERM drops every waiting sandbox (no pool-* directory, mount,
   process or cgroup left), the taken one is adopted by the next start
   with its tenant; a SIGKILLed daemon's waiting sandboxes are dropped by
@@ -191,6 +192,24 @@ def pool_killed_daemon(env):
         check_eq(execdlib.mounts_of(os.path.join(x.state_dir, k)), [],
                  "no mount of %s" % k)
     log("pool after the restart: %r" % sorted(pool_dirs(x)))
+
+
+@S.case
+def pool_node_drain(env):
+    """A node being drained (PUT /v1/node) keeps no waiting sandbox and
+    fills none; undrained, the pool fills again."""
+    d, ctl, x = X.start(env, pools=[{"size": 2, "limits": POOL_LIMITS}])
+    wait_until(lambda: ready(x) == 2, 60, what="the pool filled")
+    first = set(pool_dirs(x))
+    r = X.root_call(x.sock, "PUT", "/v1/node", body={"draining": True})
+    check_eq(r.status, 200, "drain: %r" % r)
+    wait_until(lambda: not pool_dirs(x), 60, what="the pool dropped")
+    check_eq(ready(x), 0, "none ready")
+    check_eq(metrics(x)["sluice_execd_pool_dropped_total"], 2, "dropped")
+    r = X.root_call(x.sock, "PUT", "/v1/node", body={"draining": False})
+    check_eq(r.status, 200, "undrain: %r" % r)
+    wait_until(lambda: ready(x) == 2, 60, what="the pool filled again")
+    check_eq(set(pool_dirs(x)) & first, set(), "new ones")
 
 
 @S.case

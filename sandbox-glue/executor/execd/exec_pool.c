@@ -29,8 +29,9 @@
  *
  * A pool sandbox is dropped (deleted, no archive) when its pool is gone
  * or changed by a reload, when the daemon drains (the drain waits for
- * those workers), and when a restarted daemon finds one (its side file
- * says "pool": true): no pool sandbox outlives the run that made it.
+ * those workers) or the node does (PUT /v1/node), and when a restarted
+ * daemon finds one (its side file says "pool": true): no pool sandbox
+ * outlives the run that made it.
  */
 #include "sluice-config.h"
 
@@ -238,6 +239,11 @@ pool_tick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	memset(have, 0, sizeof(have));
+	/* a node being drained (PUT /v1/node) makes no sandbox: nor keeps
+	 * any waiting; they fill again when it is not */
+	if (xd->node_draining)
+		TAILQ_FOREACH(b, &xd->pool, link)
+			b->pool_ix = -1;
 	TAILQ_FOREACH_SAFE(b, &xd->pool, link, tmp) {
 		if (b->op)
 			;       /* a worker has it */
@@ -247,8 +253,12 @@ pool_tick(evutil_socket_t fd, short what, void *arg)
 		if (b->pool_ix >= 0 && (size_t)b->pool_ix < XD_POOLS_MAX)
 			have[b->pool_ix]++;
 	}
-	if (xd->draining || xd->node_draining)
+	if (xd->draining)
 		return;
+	if (xd->node_draining) {
+		pool_arm(xd, POOL_TICK_MS);     /* until it ends */
+		return;
+	}
 	if (sbx_now_ms() < xd->pool_quiet_until) {
 		pool_arm(xd, xd->pool_quiet_until - sbx_now_ms() + 1);
 		return;
