@@ -27,6 +27,11 @@
  *        and is not the staging directory's name; else a PUT's body: the
  *        kind told is one of tar, gzip, zstd, and only from bytes that
  *        are one (the magic, a whole header block);
+ *   'P'  the daemon's configuration (exec_cfg.c), for its "pools" (a
+ *        create's "limits" per pool): an accepted one has at most
+ *        XD_POOLS_MAX pools of backend ns or gvisor, a size within
+ *        0..1024, limits within the maximum and a workspace mke2fs can
+ *        make, no two alike, pool_fills within 1..16;
  *   other: output bytes as JSON text (valid UTF-8 out) and the cut of a
  *        stream at a character boundary.
  */
@@ -187,6 +192,10 @@ fuzz_json(char kind, const char *s, size_t n)
 			    cs.timeout_s > m.timeout_s ||
 			    cs.output_cap > m.output_cap)
 				abort();
+			/* "changed" is a boolean: false only from false */
+			if (cs.no_changes && !json_is_false(json_object_get(j,
+			    "changed")))
+				abort();
 			for (i = 0; cs.argv[i] != NULL; i++)
 				(void)strlen(cs.argv[i]);
 			xd_cmd_spec_free(&cs);
@@ -226,6 +235,36 @@ fuzz_json(char kind, const char *s, size_t n)
 	}
 	xd_perr_clear(&e);
 	json_decref(j);
+}
+
+static void
+fuzz_pools(const char *s, size_t n)
+{
+	static struct xd_cfg c;
+	char err[512];
+	size_t i, k;
+
+	xd_cfg_defaults(&c);
+	if (xd_cfg_parse(&c, s, n, "fuzz.json", err, sizeof(err)) != 0)
+		return;
+	if (c.npools > XD_POOLS_MAX || c.pool_fills < 1 || c.pool_fills > 16)
+		abort();
+	for (i = 0; i < c.npools; i++) {
+		const struct xd_pool_cfg *p = &c.pools[i];
+
+		if ((strcmp(p->backend, "ns") != 0 && strcmp(p->backend,
+		    "gvisor") != 0) || p->profile[0] == '\0' || p->size < 0 ||
+		    p->size > 1024 || p->lim.sbx.memory_bytes >
+		    c.max.sbx.memory_bytes || p->lim.timeout_s > c.max.timeout_s ||
+		    p->lim.disk_bytes > c.max.disk_bytes || (p->lim.disk_bytes &&
+		    (p->lim.disk_bytes < (8ull << 20) || p->lim.inodes < 64)))
+			abort();
+		for (k = 0; k < i; k++)
+			if (strcmp(c.pools[k].backend, p->backend) == 0 &&
+			    strcmp(c.pools[k].profile, p->profile) == 0 &&
+			    xd_lims_eq(&c.pools[k].lim, &p->lim))
+				abort();
+	}
 }
 
 int
@@ -281,6 +320,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case 'a':
 		fuzz_arch(s, n);
+		break;
+	case 'P':
+		fuzz_pools(s, n);
 		break;
 	case 'T':
 		fuzz_tar(s, n);

@@ -754,7 +754,10 @@ def broker_unavailable(env):
     r = x.app("POST", "/v1/sandboxes", {"id": "b1", "network":
                                         {"tier": "public"}}, timeout=60)
     check_err(r, 503, "broker_unavailable", "create without sluiced")
-    check_eq(os.listdir(x.conf["state_dir"]), [], "left in state_dir")
+    # dot names are the daemon's own (.ws-templates: the workspace
+    # template a create makes once and keeps)
+    check_eq([n for n in os.listdir(x.conf["state_dir"])
+              if not n.startswith(".")], [], "left in state_dir")
     check_err(x.app("GET", "/v1/sandboxes/b1"), 404, "not_found",
               "after a refused create")
     r = x.app("GET", "/v1/health")
@@ -1247,6 +1250,42 @@ def workspace_quota(env):
     o = ex(x, "q1", {"shell": "rm -f f*; echo ok"})
     check_eq(o["stdout"], "ok\n", "healthy after inode exhaustion")
     check_eq(x.app("GET", "/v1/health").status, 200, "daemon healthy")
+    # the image came from the geometry's template (issue 26 point 2),
+    # made once; a second sandbox of that geometry gets a file system
+    # of its own, empty, its own user's, nothing of q1's in it
+    tdir = os.path.join(x.conf["state_dir"], ".ws-templates")
+    check_eq(len(os.listdir(tdir)), 1, "one template: %r" %
+             os.listdir(tdir))
+    ex(x, "q1", {"shell": "echo secret > mine.txt"})
+    create(x, "q4", limits={"disk_mb": 16, "inodes": 256})
+    ws4 = os.path.join(x.conf["state_dir"], K("q4"), "workspace")
+    check_eq(mounts_of(ws4), [ws4], "q4 workspace mounted")
+    check(os.stat(ws4).st_uid != st.st_uid, "q4 has its own uid")
+    with open(os.path.join(x.conf["state_dir"], K("q4"),
+                           "record.json")) as f:
+        host_uid = json.load(f)["host_uid"]
+    check_eq(os.stat(ws4).st_uid, host_uid,
+             "q4 workspace owned by its sandbox user")
+    o = ex(x, "q4", {"shell": "echo /workspace/* /workspace/.*; id -u; "
+                     "df -Pi /workspace | tail -1"})
+    lines = o["stdout"].split("\n")
+    check_eq(lines[0].split(), ["/workspace/*", "/workspace/.",
+                                "/workspace/.."], "q4: empty: %r" % o)
+    # gVisor's sandbox sees host uids (sbx.h)
+    check_eq(lines[1], str(host_uid if _backend["name"] == "gvisor"
+                           else 1000), "q4: its user: %r" % o)
+    check_eq(int(lines[2].split()[1]), 256, "q4 inodes")
+    o = ex(x, "q4", {"shell": "echo w > f; cat f"})
+    check_eq(o["stdout"], "w\n", "q4 writes its workspace")
+    check_eq(len(os.listdir(tdir)), 1, "the template reused")
+    # a command that changes no state does not rewrite the record
+    rp = os.path.join(x.conf["state_dir"], K("q4"), "record.json")
+    ino = os.stat(rp).st_ino
+    ex(x, "q4", {"cmd": ["true"]})
+    ex(x, "q4", {"cmd": ["true"]})
+    check_eq(os.stat(rp).st_ino, ino, "record not rewritten per command")
+    check_eq(x.app("DELETE", "/v1/sandboxes/q4", timeout=60).status, 200,
+             "delete q4")
     check_eq(x.app("DELETE", "/v1/sandboxes/q1", timeout=60).status, 200,
              "delete")
     check_eq(mounts_of(ws), [], "no mount left")
@@ -1339,6 +1378,21 @@ def artifacts_changed(env):
              "artifacts past the walk cap")
     check("many/f1" not in [c["path"] for c in o["changed"]],
           "no guess past the cap")
+    # "changed": false: the workspace is not walked, the result has
+    # neither list (issue 26 point 4); a non-boolean is refused
+    o = ex(x, "a1", {"shell": "printf n > outputs/n; echo ok",
+                     "changed": False})
+    check_eq(o["stdout"], "ok\n", "changed false: ran: %r" % o)
+    check("changed" not in o and "artifacts" not in o,
+          "changed false: no lists: %r" % sorted(o))
+    check_err(x.app("POST", "/v1/sandboxes/a1/exec",
+                    {"cmd": ["true"], "changed": "no"}), 400,
+              "bad_request", "changed: not a boolean")
+    # and the default still lists what that command made
+    o = ex(x, "a1", {"shell": "rm outputs/n"})
+    check("outputs/n" in [c["path"] for c in o["changed"]
+                          if c["change"] == "deleted"],
+          "default lists changes again: %r" % o["changed"])
 
 
 @S.case

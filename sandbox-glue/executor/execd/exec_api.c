@@ -1555,6 +1555,7 @@ h_metrics(struct xd_call *k)
 #define M(name, type, help) evbuffer_add_printf(o, "# HELP sluice_execd_" \
 	name " " help "\n# TYPE sluice_execd_" name " " type "\n")
 	xd_node_metrics(k->xd, o);
+	xd_pool_metrics(k->xd, o);
 	M("sandboxes", "gauge", "Sandboxes by state.");
 	evbuffer_add_printf(o, "sluice_execd_sandboxes{state=\"creating\"} "
 	    "%ld\nsluice_execd_sandboxes{state=\"running\"} %ld\n"

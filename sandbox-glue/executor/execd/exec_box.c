@@ -126,8 +126,8 @@ rm_tree(const char *path)
 
 /* ---- the daemon's settings of a box (execd.json) ---- */
 
-static void
-side_save(const struct xd_box *b)
+void
+xd_box_side_save(const struct xd_box *b)
 {
 	char p[SBX_PATH_MAX + 32], t[SBX_PATH_MAX + 32];
 	json_t *o = json_pack("{s:s,s:I,s:I,s:I,s:I}", "profile", b->profile,
@@ -142,6 +142,9 @@ side_save(const struct xd_box *b)
 	 * one that a plain delete may remove: it is still stopped */
 	if (o != NULL && b->state == XD_BOX_STOPPED)
 		json_object_set_new(o, "stopped", json_string(b->stop_note));
+	/* made for a warm pool, nobody's yet: a restarted daemon drops it */
+	if (o != NULL && b->pool_wait)
+		json_object_set_new(o, "pool", json_true());
 	snprintf(p, sizeof(p), "%s/execd.json", b->rec.dir);
 	snprintf(t, sizeof(t), "%s/execd.json.tmp", b->rec.dir);
 	if (o == NULL || json_dump_file(o, t, 0) != 0 || rename(t, p) != 0)
@@ -178,6 +181,7 @@ side_load(struct xd_box *b)
 		b->lim.inodes = (uint64_t)json_integer_value(v);
 	if (json_is_object(v = json_object_get(o, "restored_from")))
 		b->restored = json_incref(v);
+	b->pool_wait = json_is_true(json_object_get(o, "pool"));
 	if (json_is_string(v = json_object_get(o, "stopped"))) {
 		b->state = XD_BOX_STOPPED;
 		snprintf(b->stop_note, sizeof(b->stop_note), "%s",
@@ -191,8 +195,8 @@ side_load(struct xd_box *b)
 	json_decref(o);
 }
 
-static struct xd_box *
-box_new(struct xd *xd)
+struct xd_box *
+xd_box_new(struct xd *xd)
 {
 	struct xd_box *b = calloc(1, sizeof(*b));
 
@@ -201,6 +205,7 @@ box_new(struct xd *xd)
 	b->xd = xd;
 	TAILQ_INIT(&b->cmds);
 	b->refs = 1;            /* the list's */
+	b->pool_ix = -1;
 	b->lim = xd->cfg->def;
 	snprintf(b->profile, sizeof(b->profile), "%s", SBX_PROFILE_HOST);
 	snprintf(b->broker, sizeof(b->broker), "ok");
@@ -223,7 +228,7 @@ xd_box_load_all(struct xd *xd)
 			continue;
 		snprintf(p, sizeof(p), "%s/%s/record.json", xd->cfg->state_dir,
 		    de->d_name);
-		if (access(p, F_OK) != 0 || (b = box_new(xd)) == NULL)
+		if (access(p, F_OK) != 0 || (b = xd_box_new(xd)) == NULL)
 			continue;
 		if (sbx_rec_load(&b->rec, p, err, sizeof(err)) != 0 ||
 		    strcmp(b->rec.chat, de->d_name) != 0 ||
@@ -242,6 +247,12 @@ xd_box_load_all(struct xd *xd)
 		if (b->rec.profile[0])
 			snprintf(b->profile, sizeof(b->profile), "%s",
 			    b->rec.profile);
+		if (b->pool_wait) {
+			xd_log(XD_LOG_INFO, "sandbox %s: a pool sandbox of an "
+			    "earlier run: dropped", b->rec.chat);
+			xd_pool_adopt(xd, b);
+			continue;
+		}
 		TAILQ_INSERT_TAIL(&xd->boxes, b, link);
 		xd_log(XD_LOG_INFO, "sandbox %s (%s): adopted, %s", b->rec.chat,
 		    b->rec.backend, b->state == XD_BOX_STOPPED ? "stopped "
@@ -370,8 +381,8 @@ fail_json(int status, const char *code, const char *msg)
 }
 
 /* In the worker. */
-static json_t *
-box_create_child(void *arg)
+json_t *
+xd_box_create_child(void *arg)
 {
 	struct xd_box *b = arg;
 	struct xd *xd = b->xd;
@@ -410,8 +421,8 @@ box_create_child(void *arg)
 		res = fail_json(500, "internal", "workspace: path too long");
 		goto fail;
 	}
-	if (xd_ws_make(xd->cfg->mke2fs, r, &b->lim, &nospace, err,
-	    sizeof(err)) != 0) {
+	if (xd_ws_make(xd->cfg->mke2fs, xd->cfg->state_dir, r, &b->lim,
+	    &nospace, err, sizeof(err)) != 0) {
 		char m[XD_ERR_MAX + 16];
 
 		snprintf(m, sizeof(m), "workspace: %s", err);
@@ -481,7 +492,7 @@ box_create_child(void *arg)
 		res = fail_json(500, "internal", "cannot save the record");
 		goto fail;
 	}
-	side_save(b);
+	xd_box_side_save(b);
 	/* the broker session first: no sandbox without its policy */
 	if (xd_broker_create(xd->cfg, r, r->session_dir,
 	    sizeof(r->session_dir), &be) != 0) {
@@ -500,6 +511,15 @@ box_create_child(void *arg)
 
 		snprintf(m, sizeof(m), "backend %s: %s", b->be->name, err);
 		res = fail_json(503, "backend_unavailable", m);
+		goto fail;
+	}
+	/* a pool's sandbox waits without a session: nothing it could reach
+	 * until a take makes one, under the same name, whose socket
+	 * sluiced puts in the directory the sandbox has bound (sluiced
+	 * leaves it when the session goes) */
+	if (b->pool_wait && xd_broker_delete(xd->cfg, r->chat, &be) != 0) {
+		(void)b->be->destroy(r, err, sizeof(err));
+		res = fail_json(be.status, be.code, be.msg);
 		goto fail;
 	}
 	if (xd_rec_save(r) != 0) {
@@ -714,8 +734,8 @@ out:
  * same way should a sweep take it meanwhile).  An image's sandbox runs
  * the static shim: the image's libc is not the host's.
  */
-static int
-box_pick_root(const struct xd_cfg *c, const struct xd_create_spec *s,
+int
+xd_box_pick_root(const struct xd_cfg *c, const struct xd_create_spec *s,
     struct sbx_rec *r, struct xd_perr *e)
 {
 	const char *prof = s->profile[0] ? s->profile : c->profile;
@@ -831,19 +851,159 @@ box_admit(struct xd *xd, const struct xd_create_spec *s, struct xd_perr *e)
 }
 
 int
+xd_box_slot(struct xd *xd)
+{
+	unsigned char used[1024];
+	struct xd_box *x;
+	unsigned long i;
+
+	memset(used, 0, sizeof(used));
+	TAILQ_FOREACH(x, &xd->boxes, link)
+		if (x->rec.slot >= 0 && x->rec.slot < 1024)
+			used[x->rec.slot] = 1;
+	/* the pools' sandboxes hold theirs */
+	TAILQ_FOREACH(x, &xd->pool, link)
+		if (x->rec.slot >= 0 && x->rec.slot < 1024)
+			used[x->rec.slot] = 1;
+	for (i = 0; i < xd->cfg->slots && i < 1024; i++)
+		if (!used[i])
+			return (int)i;
+	return -1;
+}
+
+int
+xd_box_rec_init(struct xd *xd, struct xd_box *b, const char *key,
+    const struct xd_lims *lim)
+{
+	const struct xd_cfg *c = xd->cfg;
+
+	snprintf(b->rec.chat, sizeof(b->rec.chat), "%s", key);
+	snprintf(b->rec.backend, sizeof(b->rec.backend), "%s", b->be->name);
+	snprintf(b->rec.shim, sizeof(b->rec.shim), "%s", b->rec.image[0] ?
+	    c->shim_static : c->shim);
+	snprintf(b->rec.cgroup, sizeof(b->rec.cgroup), "%s", c->cgroups);
+	if (snprintf(b->rec.dir, sizeof(b->rec.dir), "%s/%s", c->state_dir,
+	    key) >= (int)sizeof(b->rec.dir))
+		return -1;
+	b->rec.uid_count = 65536;
+	b->rec.uid_base = (uid_t)(c->uid_base + (unsigned long)b->rec.slot *
+	    65536);
+	b->rec.host_uid = b->rec.uid_base + SBX_UID;
+	b->rec.host_gid = b->rec.uid_base + SBX_GID;
+	b->rec.created = b->rec.last_used = (int64_t)time(NULL);
+	b->rec.lim = lim->sbx;
+	b->lim = *lim;
+	snprintf(b->profile, sizeof(b->profile), "%s", b->rec.profile);
+	return 0;
+}
+
+/*
+ * The take of a pool's sandbox, in the worker: it was made as nobody's
+ * (no tenant, no user, never a command run in it, no broker session
+ * since it was made); now its broker session is made under its name
+ * (the socket in the directory the sandbox has bound) for the tenant,
+ * user and tier asked for, with its trust store and credentials, and
+ * the record says whose it is: one call to sluiced.  Whatever fails takes the whole sandbox down (as
+ * the pool sandbox it was: no archive of the id asked for is touched).
+ */
+static json_t *
+box_take_child(void *arg)
+{
+	struct xd_box *b = arg;
+	struct xd *xd = b->xd;
+	struct sbx_rec *r = &b->rec;
+	struct xd_broker_err be;
+	char sd[SBX_PATH_MAX];
+	json_t *res;
+
+	memset(&be, 0, sizeof(be));
+	if (xd_broker_create(xd->cfg, r, sd, sizeof(sd), &be) != 0) {
+		res = fail_json(be.status, be.code, be.msg);
+		goto fail;
+	}
+	if (strcmp(sd, r->session_dir) != 0) {
+		res = fail_json(503, "broker_unavailable", "sluiced put the "
+		    "session's socket elsewhere than the pool sandbox has "
+		    "bound");
+		goto fail;
+	}
+	xd_broker_socket_own(r);
+	if (xd_broker_sbx_env(xd->cfg, r, b->creds, b->ncreds, &be) != 0) {
+		res = fail_json(be.status, be.code, be.msg);
+		goto fail;
+	}
+	if (xd_rec_save(r) != 0) {
+		res = fail_json(500, "internal", "cannot save the record");
+		goto fail;
+	}
+	xd_box_side_save(b);
+	return json_pack("{s:b,s:o}", "ok", 1, "record", sbx_rec_json(r));
+fail:
+	r->id[0] = r->tenant[0] = r->user[0] = '\0';
+	b->del_archive = 0;
+	json_decref(xd_box_delete_child(b));
+	return res;
+}
+
+/* A pool's sandbox for s, bound to it by a worker; box_create_done
+ * ends it as a create. */
+static int
+box_take(struct xd *xd, struct xd_box *b, const struct xd_create_spec *s,
+    xd_box_cb cb, void *arg, struct xd_perr *e)
+{
+	struct box_op *op;
+	char err[XD_ERR_MAX];
+
+	if ((op = calloc(1, sizeof(*op))) == NULL) {
+		b->pool_ix = -1;
+		xd_pool_adopt(xd, b);   /* dropped */
+		return berr(e, 500, "internal", "out of memory");
+	}
+	snprintf(b->rec.id, sizeof(b->rec.id), "%s", s->id);
+	snprintf(b->rec.tenant, sizeof(b->rec.tenant), "%s", s->tenant);
+	snprintf(b->rec.user, sizeof(b->rec.user), "%s", s->user);
+	snprintf(b->rec.tier, sizeof(b->rec.tier), "%s", s->tier);
+	b->rec.created = b->rec.last_used = (int64_t)time(NULL);
+	memcpy(b->creds, s->creds, sizeof(b->creds));
+	b->ncreds = s->ncreds;
+	b->pooled = 1;
+	b->pool_wait = 0;
+	b->pool_ix = -1;
+	b->state = XD_BOX_CREATING;
+	b->op = 1;
+	op->box = b;
+	op->cb = cb;
+	op->arg = arg;
+	b->refs++;              /* the worker's */
+	if (xd_job_run(xd, "take", box_take_child, b, box_create_done, op,
+	    err, sizeof(err)) != 0) {
+		b->refs--;
+		b->op = 0;
+		b->state = XD_BOX_RUNNING;
+		b->rec.id[0] = b->rec.tenant[0] = b->rec.user[0] = '\0';
+		xd_pool_adopt(xd, b);   /* dropped */
+		free(op);
+		return berr(e, 500, "internal", err);
+	}
+	TAILQ_INSERT_TAIL(&xd->boxes, b, link);
+	xd->creating++;
+	xd->pool_taken++;
+	return 0;
+}
+
+int
 xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
     void *arg, struct xd_perr *e)
 {
 	const struct xd_cfg *c = xd->cfg;
-	unsigned char used[1024];
 	struct xd_box *b, *x;
 	struct box_op *op;
 	long total, nt, nu;
 	char err[XD_ERR_MAX];
-	unsigned long i;
 	int restore;
 	char key[SBX_ID_MAX + 1];
 
+	xd_pool_quiet(xd);
 	/* PUT /v1/node {"draining": true} (exec_node.c) */
 	if (xd->node_draining) {
 		e->extra = json_pack("{s:s}", "reason", "draining");
@@ -910,7 +1070,19 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 	}
 	if (box_admit(xd, s, e) != 0)
 		return -1;
-	if ((b = box_new(xd)) == NULL)
+	/* a warm pool's sandbox when one waits for exactly this (never for
+	 * a restore: the archive goes into an empty workspace before the
+	 * sandbox starts); the root checked as a cold create checks it */
+	if (!restore && c->npools > 0) {
+		struct sbx_rec root;
+
+		memset(&root, 0, sizeof(root));
+		if (xd_box_pick_root(c, s, &root, e) != 0)
+			return -1;
+		if ((b = xd_pool_take(xd, s, root.image)) != NULL)
+			return box_take(xd, b, s, cb, arg, e);
+	}
+	if ((b = xd_box_new(xd)) == NULL)
 		return berr(e, 500, "internal", "out of memory");
 	b->restore = restore;
 	memcpy(b->creds, s->creds, sizeof(b->creds));
@@ -928,47 +1100,22 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 		    c->shim, strerror(errno));
 		return berr(e, 503, "backend_unavailable", err);
 	}
-	if (box_pick_root(c, s, &b->rec, e) != 0) {
+	if (xd_box_pick_root(c, s, &b->rec, e) != 0) {
 		free(b);
 		return -1;
 	}
-	memset(used, 0, sizeof(used));
-	TAILQ_FOREACH(x, &xd->boxes, link)
-		if (x->rec.slot >= 0 && x->rec.slot < 1024)
-			used[x->rec.slot] = 1;
-	b->rec.slot = -1;
-	for (i = 0; i < c->slots && i < 1024; i++)
-		if (!used[i]) {
-			b->rec.slot = (int)i;
-			break;
-		}
-	if (b->rec.slot < 0) {
+	if ((b->rec.slot = xd_box_slot(xd)) < 0) {
 		free(b);
 		return quota(e, "global", (long)c->slots, (long)c->slots);
 	}
-	snprintf(b->rec.chat, sizeof(b->rec.chat), "%s", key);
 	snprintf(b->rec.id, sizeof(b->rec.id), "%s", s->id);
 	snprintf(b->rec.tenant, sizeof(b->rec.tenant), "%s", s->tenant);
 	snprintf(b->rec.user, sizeof(b->rec.user), "%s", s->user);
 	snprintf(b->rec.tier, sizeof(b->rec.tier), "%s", s->tier);
-	snprintf(b->rec.backend, sizeof(b->rec.backend), "%s", b->be->name);
-	snprintf(b->rec.shim, sizeof(b->rec.shim), "%s", b->rec.image[0] ?
-	    c->shim_static : c->shim);
-	snprintf(b->rec.cgroup, sizeof(b->rec.cgroup), "%s", c->cgroups);
-	if (snprintf(b->rec.dir, sizeof(b->rec.dir), "%s/%s", c->state_dir,
-	    key) >= (int)sizeof(b->rec.dir)) {
+	if (xd_box_rec_init(xd, b, key, &s->lim) != 0) {
 		free(b);
 		return berr(e, 500, "internal", "state_dir too long");
 	}
-	b->rec.uid_count = 65536;
-	b->rec.uid_base = (uid_t)(c->uid_base + (unsigned long)b->rec.slot *
-	    65536);
-	b->rec.host_uid = b->rec.uid_base + SBX_UID;
-	b->rec.host_gid = b->rec.uid_base + SBX_GID;
-	b->rec.created = b->rec.last_used = (int64_t)time(NULL);
-	b->rec.lim = s->lim.sbx;
-	b->lim = s->lim;
-	snprintf(b->profile, sizeof(b->profile), "%s", b->rec.profile);
 	b->state = XD_BOX_CREATING;
 	b->op = 1;
 	if ((op = calloc(1, sizeof(*op))) == NULL) {
@@ -979,7 +1126,7 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 	op->cb = cb;
 	op->arg = arg;
 	b->refs++;              /* the worker's */
-	if (xd_job_run(xd, "create", box_create_child, b, box_create_done, op,
+	if (xd_job_run(xd, "create", xd_box_create_child, b, box_create_done, op,
 	    err, sizeof(err)) != 0) {
 		free(op);
 		free(b);
@@ -1004,8 +1151,8 @@ del_fail(int status, const char *code, const char *msg, int resumed,
 }
 
 /* In the worker. */
-static json_t *
-box_delete_child(void *arg)
+json_t *
+xd_box_delete_child(void *arg)
 {
 	struct xd_box *b = arg;
 	struct sbx_rec *r = &b->rec;
@@ -1189,7 +1336,7 @@ box_delete_done(void *arg, json_t *res)
 		} else
 			b->state = XD_BOX_RUNNING;
 		(void)xd_rec_save(&b->rec);
-		side_save(b);
+		xd_box_side_save(b);
 		op->cb(op->arg, NULL, &e);
 	}
 	xd_box_unref(b);
@@ -1228,7 +1375,7 @@ xd_box_delete(struct xd_box *b, int archive, const char *reason,
 	TAILQ_FOREACH(c, &b->cmds, link)
 		if (c->running)
 			c->cancelled = 1;
-	if (xd_job_run(b->xd, "delete", box_delete_child, b, box_delete_done,
+	if (xd_job_run(b->xd, "delete", xd_box_delete_child, b, box_delete_done,
 	    op, err, sizeof(err)) != 0) {
 		b->refs--;
 		b->op = 0;
@@ -1468,7 +1615,7 @@ xd_box_json(const struct xd_box *b)
 	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:o,"
 	    "s:{s:s,s:s,s:s,s:o},"
 	    "s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I},"
-	    "s:{s:b,s:I},s:o,s:o,s:s,s:O?,s:o}",
+	    "s:{s:b,s:I},s:o,s:o,s:s,s:O?,s:o,s:o}",
 	    "id", XD_REC_ID(&b->rec), "tenant", b->rec.tenant, "user", b->rec.user,
 	    "state", state_name(b), "backend", b->rec.backend,
 	    "profile", b->profile, "image", b->rec.image[0] ?
@@ -1495,7 +1642,7 @@ xd_box_json(const struct xd_box *b)
 	    "last_used", time_s(b->rec.last_used),
 	    "note", b->rec.note, "restored_from", b->restored,
 	    "reason", b->state == XD_BOX_STOPPED ? json_string(b->stop_note) :
-	    json_null());
+	    json_null(), "pooled", json_boolean(b->pooled));
 }
 
 void
@@ -1506,6 +1653,11 @@ xd_box_free_all(struct xd *xd)
 
 	while ((b = TAILQ_FIRST(&xd->boxes)) != NULL) {
 		b->refs++;
+		/* the newest use the lag kept from the disk (xd_box_used):
+		 * the next daemon's idle clock starts from it */
+		if (b->state == XD_BOX_RUNNING && b->used_saved !=
+		    b->rec.last_used)
+			(void)xd_rec_save(&b->rec);
 		if (b->fg != NULL)
 			xd_cmd_forget(b->fg);
 		while ((c = TAILQ_FIRST(&b->cmds)) != NULL)
@@ -1533,9 +1685,11 @@ xd_box_free_all(struct xd *xd)
  * resume 31 ms; ns: freeze 7 ms on the v1 freezer, which is waited for,
  * thaw under 1 ms).
  *
- * last_used is in the record: saved when a command ends and, for calls,
- * at most every LC_SAVE_S seconds (or idle_after / 10 when shorter), so
- * a restarted daemon suspends a sandbox at most that much early.
+ * last_used is in the record: saved, for calls and for commands that
+ * end, at most every LC_SAVE_S seconds (or idle_after / 10 when
+ * shorter; xd_box_used), so a restarted daemon suspends a sandbox at
+ * most that much early, and a command that ends does not rewrite the
+ * record each time (issue 26 point 4).
  */
 #define LC_SAVE_S	60
 /* the longest wait between two failed removals by age of a box */
@@ -1553,8 +1707,7 @@ int
 xd_box_use(struct xd_box *b, const char *who, const char *role,
     struct xd_perr *e)
 {
-	const struct xd_cfg *c = b->xd->cfg;
-	int64_t now = (int64_t)time(NULL), lag;
+	int64_t now = (int64_t)time(NULL);
 	char err[XD_ERR_MAX];
 
 	if (b->state != XD_BOX_RUNNING)
@@ -1583,13 +1736,25 @@ xd_box_use(struct xd_box *b, const char *who, const char *role,
 		b->used_saved = 0;      /* the state changed: save now */
 	} else if (b->rec.suspended)
 		b->rec.suspended = 0;   /* its sandbox died: nothing to thaw */
+	xd_box_used(b, now);
+	return 0;
+}
+
+void
+xd_box_used(struct xd_box *b, int64_t now)
+{
+	const struct xd_cfg *c = b->xd->cfg;
+	int64_t lag;
+
+	b->rec.last_used = now;
+	if (b->state != XD_BOX_RUNNING)
+		return;
 	lag = c->idle_after > 0 && c->idle_after / 10 < LC_SAVE_S ?
 	    c->idle_after / 10 : LC_SAVE_S;
 	if (now - b->used_saved >= lag) {
 		b->used_saved = now;
 		(void)xd_rec_save(&b->rec);
 	}
-	return 0;
 }
 
 /* Busy: not to be frozen or removed now.  A kill_tree or release

@@ -156,6 +156,7 @@ xd_cfg_defaults(struct xd_cfg *c)
 	c->art.count = 20;
 	c->art.total_bytes = 50ull << 20;
 	c->snap_entries = 10000;
+	c->pool_fills = 1;
 }
 
 void
@@ -837,6 +838,92 @@ c_control(struct cx *x, struct xd_cfg *c, json_t *root)
 	return 0;
 }
 
+/*
+ * "pools": [{"backend", "profile", "size", "limits"}], at most
+ * XD_POOLS_MAX; each entry's limits read as a create's "limits" are
+ * (xd_create_parse, with the defaults and maxima parsed above), so that
+ * a create matches a pool when it would get exactly those limits.
+ * Parsed last: the defaults, maxima, backend and profile are final.
+ */
+static int
+c_pools(struct cx *x, struct xd_cfg *c, json_t *root)
+{
+	static const char *const pkeys[] = { "backend", "profile", "size",
+	    "limits", NULL };
+	json_t *a = json_object_get(root, "pools"), *o, *body;
+	struct xd_create_spec s;
+	struct xd_perr e;
+	size_t i, k;
+	char ix[16];
+	int rc;
+
+	c->npools = 0;
+	if (a == NULL)
+		return 0;
+	if (!json_is_array(a) || json_array_size(a) > XD_POOLS_MAX)
+		return cfail(x, "pools", 0, "an array of at most %d pools",
+		    XD_POOLS_MAX);
+	x->path[x->depth++] = "pools";
+	json_array_foreach(a, i, o) {
+		struct xd_pool_cfg *p = &c->pools[i];
+		const char *be, *pr;
+
+		snprintf(ix, sizeof(ix), "[%zu]", i);
+		if (!json_is_object(o))
+			return cfail(x, NULL, 0, "%s: an object", ix);
+		if (c_keys(x, o, pkeys) != 0 || c_long(x, o, "size", &p->size,
+		    0, 1024) != 0)
+			return -1;
+		be = json_string_value(json_object_get(o, "backend"));
+		pr = json_string_value(json_object_get(o, "profile"));
+		body = json_pack("{s:s,s:s,s:s}", "id", "pool", "backend", be ?
+		    be : c->backend, "profile", pr ? pr : c->profile);
+		if (body != NULL && json_object_get(o, "limits") != NULL)
+			json_object_set(body, "limits", json_object_get(o,
+			    "limits"));
+		memset(&e, 0, sizeof(e));
+		rc = body != NULL ? xd_create_parse(body, &c->def, &c->max,
+		    c->tier, c->backend, &s, &e) : -1;
+		json_decref(body);
+		if (rc != 0) {
+			cfail(x, NULL, 0, "%s: %s", ix, e.msg[0] ? e.msg :
+			    "out of memory");
+			xd_perr_clear(&e);
+			return -1;
+		}
+		if (strcmp(s.backend, "ns") != 0 && strcmp(s.backend,
+		    "gvisor") != 0)
+			return cfail(x, NULL, 0, "%s: backend \"ns\" or "
+			    "\"gvisor\"", ix);
+		snprintf(p->backend, sizeof(p->backend), "%s", s.backend);
+		snprintf(p->profile, sizeof(p->profile), "%s", s.profile[0] ?
+		    s.profile : c->profile);
+		p->lim = s.lim;
+		for (k = 0; k < i; k++)
+			if (strcmp(c->pools[k].backend, p->backend) == 0 &&
+			    strcmp(c->pools[k].profile, p->profile) == 0 &&
+			    xd_lims_eq(&c->pools[k].lim, &p->lim))
+				return cfail(x, NULL, 0, "%s: the same backend, "
+				    "profile and limits as [%zu]", ix, k);
+		c->npools = i + 1;
+	}
+	x->depth--;
+	return 0;
+}
+
+int
+xd_lims_eq(const struct xd_lims *a, const struct xd_lims *b)
+{
+	return a->sbx.memory_bytes == b->sbx.memory_bytes &&
+	    a->sbx.pids == b->sbx.pids && a->sbx.cpu_pct == b->sbx.cpu_pct &&
+	    a->sbx.tmp_bytes == b->sbx.tmp_bytes &&
+	    a->sbx.home_bytes == b->sbx.home_bytes &&
+	    a->sbx.fsize_bytes == b->sbx.fsize_bytes &&
+	    a->sbx.nofile == b->sbx.nofile && a->sbx.nproc == b->sbx.nproc &&
+	    a->timeout_s == b->timeout_s && a->output_cap == b->output_cap &&
+	    a->disk_bytes == b->disk_bytes && a->inodes == b->inodes;
+}
+
 int
 xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
     const char *name, char *err, size_t errlen)
@@ -851,7 +938,7 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	    "events_buffer_bytes", "image_dir", "profile", "shim_static",
 	    "tenant_profiles", "lifecycle", "reply_buffer_bytes",
 	    "reply_total_bytes", "reply_timeout_ms", "max_archive_bytes",
-	    "opensandbox", NULL };
+	    "opensandbox", "pools", "pool_fills", NULL };
 	static const char *const fkeys[] = { "idle_after", "remove_after",
 	    "archive_dir", "archive_max_age", "archive_max_count_per_tenant",
 	    "archive_max_bytes_per_tenant", "archive_store", "archive_s3",
@@ -1162,6 +1249,9 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 			goto out;
 		}
 	}
+	if (c_long(&x, root, "pool_fills", &c->pool_fills, 1, 16) != 0 ||
+	    c_pools(&x, c, root) != 0)
+		goto out;
 	rc = 0;
 out:
 	json_decref(root);
@@ -1379,6 +1469,19 @@ xd_cfg_json(const struct xd_cfg *c)
 		json_decref(toks);
 	if (o != NULL)
 		json_object_set_new(o, "opensandbox", xd_os_cfg_json(&c->os));
+	if (o != NULL) {
+		json_t *pools = json_array();
+
+		for (i = 0; i < c->npools; i++)
+			json_array_append_new(pools, json_pack("{s:s,s:s,s:I,"
+			    "s:o}", "backend", c->pools[i].backend, "profile",
+			    c->pools[i].profile, "size",
+			    (json_int_t)c->pools[i].size, "limits",
+			    lims_json(&c->pools[i].lim)));
+		json_object_set_new(o, "pools", pools);
+		json_object_set_new(o, "pool_fills", json_integer(
+		    (json_int_t)c->pool_fills));
+	}
 	return o;
 }
 

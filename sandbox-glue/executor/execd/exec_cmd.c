@@ -454,9 +454,10 @@ cmd_finish(struct xd_cmd *c, int st)
 		xd_cmd_ring_budget(b->xd);
 	}
 	proc_job(b, &proc, 0);
-	b->rec.last_used = (int64_t)time(NULL);
-	if (b->state == XD_BOX_RUNNING)
-		(void)xd_rec_save(&b->rec);
+	/* only last_used changed: written as xd_box_use writes it, at most
+	 * every so often (a restart's idle clock may be that much early),
+	 * not a record rewrite per command */
+	xd_box_used(b, (int64_t)time(NULL));
 	xd_box_unref(b);
 }
 
@@ -733,8 +734,9 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 	    b->be->oom_kills(&b->rec, &c->oom_before) == 0;
 	xd_broker_socket_own(&b->rec);
 	/* the workspace before: what the command changes is the
-	 * difference at its end */
-	if ((c->snap = xd_snap_take(b->rec.workspace,
+	 * difference at its end (a walk of up to snap_entries entries, not
+	 * made for a caller that said "changed": false) */
+	if (!spec->no_changes && (c->snap = xd_snap_take(b->rec.workspace,
 	    (size_t)xd->cfg->snap_entries)) == NULL)
 		goto oom;
 	if (b->be->spawn(&b->rec, &sc, &c->proc, err, sizeof(err)) != 0) {

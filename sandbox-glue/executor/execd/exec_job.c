@@ -31,6 +31,7 @@ static void
 job_end(struct xd_job *j)
 {
 	json_t *res = NULL;
+	json_error_t je;
 	size_t len;
 	int st = 0;
 
@@ -49,8 +50,15 @@ job_end(struct xd_job *j)
 		;
 	if (len > 0)
 		res = json_loadb((const char *)evbuffer_pullup(j->buf, -1), len,
-		    0, NULL);
-	if (res == NULL)
+		    0, &je);
+	if (res == NULL && len > 0)
+		/* what it was: a cut or doubled result is not a dead worker */
+		xd_log(XD_LOG_ERR, "worker %s (pid %d): its result does not "
+		    "read (%zu bytes, status 0x%x): %s at %d: %.*s", j->what,
+		    (int)j->pid, len, st, je.text, je.position,
+		    (int)(len < 80 ? len : 80),
+		    (const char *)evbuffer_pullup(j->buf, -1));
+	else if (res == NULL)
 		xd_log(XD_LOG_ERR, "worker %s (pid %d) ended without a result "
 		    "(status 0x%x)", j->what, (int)j->pid, st);
 	TAILQ_REMOVE(&j->xd->jobs, j, link);
@@ -81,9 +89,25 @@ job_read(evutil_socket_t fd, short what, void *arg)
 static void
 job_exited(evutil_socket_t fd, short what, void *arg)
 {
+	struct xd_job *j = arg;
+	siginfo_t si;
+
 	(void)fd;
 	(void)what;
-	job_end(arg);
+	/* a wake-up of a worker that has not exited (seen under bursts of
+	 * creates and deletes: the answer was then read before it was
+	 * written, the worker's write met a closed pipe and its sandbox
+	 * was left made, or half deleted, as a failure) is not its end */
+	memset(&si, 0, sizeof(si));
+	if (waitid(P_PID, (id_t)j->pid, &si, WEXITED | WNOHANG | WNOWAIT) ==
+	    0 && si.si_pid == 0) {
+		if (j->early++ == 0)
+			xd_log(XD_LOG_WARN, "worker %s (pid %d): its pidfd said "
+			    "it ended before it did (ignored)", j->what,
+			    (int)j->pid);
+		return;
+	}
+	job_end(j);
 }
 
 int
@@ -133,12 +157,22 @@ xd_job_run(struct xd *xd, const char *what, xd_job_fn fn, void *fnarg,
 		res = fn(fnarg);
 		s = res != NULL ? json_dumps(res, JSON_COMPACT) : NULL;
 		len = s != NULL ? strlen(s) : 0;
+		/* the daemon says only that nothing came: say why here */
+		if (s == NULL)
+			xd_log(XD_LOG_ERR, "worker %s (pid %d): %s", what,
+			    (int)getpid(), res == NULL ? "its body returned "
+			    "no result" : "its result does not encode");
 		while (off < len) {
 			w = write(3, s + off, len - off);
 			if (w < 0 && errno == EINTR)
 				continue;
-			if (w <= 0)
+			if (w <= 0) {
+				xd_log(XD_LOG_ERR, "worker %s (pid %d): its "
+				    "result not sent (%zu of %zu bytes): %s",
+				    what, (int)getpid(), off, len, w < 0 ?
+				    strerror(errno) : "no progress");
 				break;
+			}
 			off += (size_t)w;
 		}
 		_exit(0);

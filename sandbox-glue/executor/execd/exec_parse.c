@@ -551,7 +551,7 @@ xd_cmd_spec_parse(json_t *body, const struct xd_lims *lim, long timeout_max,
 {
 	static const char *const keys[] = { "cmd", "shell", "env", "cwd",
 	    "timeout_s", "stdin", "output_cap", "output_cap_total", "encoding",
-	    NULL };
+	    "changed", NULL };
 	json_t *cmd, *sh, *env, *v;
 	const char *str, *k;
 	size_t i, n, bytes = 0;
@@ -678,6 +678,15 @@ xd_cmd_spec_parse(json_t *body, const struct xd_lims *lim, long timeout_max,
 			goto fail;
 		}
 		s->base64 = strcmp(str, "base64") == 0;
+	}
+	/* the workspace is walked before and after the command only for a
+	 * caller that wants to know what changed (issue 26 point 4) */
+	if ((v = json_object_get(body, "changed")) != NULL) {
+		if (!json_is_boolean(v)) {
+			xd_perr_set(e, 400, "bad_request", "changed: a boolean");
+			goto fail;
+		}
+		s->no_changes = json_is_false(v);
 	}
 	return 0;
 oom:

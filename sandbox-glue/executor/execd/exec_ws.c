@@ -35,6 +35,27 @@
  * path leaves a device attached: a failed mount clears it at once, an
  * unmount (or a sandbox's mount namespace ending) lets it go.
  *
+ * mke2fs runs once per geometry (size, inodes), not per create (issue 26
+ * point 2; it was 4-7 ms of a 24 ms create here): its image, made
+ * owned by root, is kept as a template under
+ * <state_dir>/.ws-templates/, every block of zeros punched out, and a
+ * create copies the template's data ranges (SEEK_DATA, about 100 KiB
+ * for 1 GiB) with copy_file_range into its own image, which is
+ * allocated whole beforehand: its unwritten extents read as the zeros
+ * the template's holes stand for, and the kernel's lazy init has
+ * nothing left to zero (the template's groups say so, as mke2fs's
+ * lazy_itable_init=0 made them).  The workspace's root is chowned to
+ * the sandbox user once mounted (mke2fs's root_owner did it before).
+ * No fsync on the create path (mke2fs's own flush went with it): the
+ * image's blocks reach the disk with the host's writeback of the image
+ * file, or sooner with the new file system's first journal commit
+ * (which flushes the loop device); a host crash before that catches a
+ * workspace that was empty.
+ * Every workspace of one geometry has the template's UUID: nothing
+ * reads it (no fstab, no blkid lookup: the image is mounted by its
+ * loop device).  A template is made through a temporary name and
+ * renamed, so two workers making it at once leave one whole file.
+ *
  * Runs in the workers (blocking: mke2fs, the ioctls, umount).
  */
 #include "sluice-config.h"
@@ -45,6 +66,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -77,8 +99,8 @@ wserr(char *err, size_t len, const char *what, int e)
  *  - the inode count as asked (exec_parse.c keeps it to what fits).
  */
 static int
-ws_mkfs(const char *mke2fs, const char *img, const struct sbx_rec *r,
-    uint64_t size, uint64_t inodes, char *err, size_t len)
+ws_mkfs(const char *mke2fs, const char *img, uint64_t size, uint64_t inodes,
+    char *err, size_t len)
 {
 	char n[32], owner[128], jsz[32];
 	int st, fd, small = size < (512ull << 20) ||
@@ -86,9 +108,8 @@ ws_mkfs(const char *mke2fs, const char *img, const struct sbx_rec *r,
 	pid_t pid;
 
 	snprintf(n, sizeof(n), "%llu", (unsigned long long)inodes);
-	snprintf(owner, sizeof(owner), "root_owner=%u:%u,nodiscard,"
-	    "lazy_itable_init=0,lazy_journal_init=0",
-	    (unsigned)r->host_uid, (unsigned)r->host_gid);
+	snprintf(owner, sizeof(owner), "root_owner=0:0,nodiscard,"
+	    "lazy_itable_init=0,lazy_journal_init=0");
 	snprintf(jsz, sizeof(jsz), "size=%llu", (unsigned long long)
 	    (size >> 26 > (small ? 1 : 4) ? size >> 26 : (small ? 1 : 4)));
 	if ((pid = fork()) < 0)
@@ -146,8 +167,16 @@ ws_loop(int imgfd, const char *img, char *dev, size_t devlen, char *err,
 
 	if ((ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC)) < 0)
 		return wserr(err, len, "/dev/loop-control", errno);
-	/* another process may take the device GET_FREE named: try again */
-	for (tries = 0; tries < 16; tries++) {
+	/* another process may take the device GET_FREE named: try again
+	 * (16 tries lost to a burst of 16 creates, which the template made
+	 * fast enough to meet here at once), a little later each time */
+	for (tries = 0; tries < 64; tries++) {
+		if (tries > 0) {
+			struct timespec ts = { 0, (long)(tries % 8 + 1) *
+			    1000000L };
+
+			nanosleep(&ts, NULL);
+		}
 		if ((n = ioctl(ctl, LOOP_CTL_GET_FREE)) < 0) {
 			wserr(err, len, "LOOP_CTL_GET_FREE", errno);
 			break;
@@ -195,12 +224,118 @@ ws_alloc(int fd, const char *img, uint64_t size, int *nospace, char *err,
 	return wserr(err, len, img, errno);
 }
 
+/* Every 4 KiB block of zeros in the data of fd punched out: the
+ * template's data ranges are then what mke2fs wrote that is not zero. */
+static int
+ws_punch_zeros(int fd, char *err, size_t len)
+{
+	static char buf[65536];
+	off_t pos = 0, end;
+	ssize_t n, k;
+
+	for (;;) {
+		if ((pos = lseek(fd, pos, SEEK_DATA)) < 0)
+			return errno == ENXIO ? 0 : wserr(err, len, "SEEK_DATA",
+			    errno);
+		if ((end = lseek(fd, pos, SEEK_HOLE)) < 0)
+			return wserr(err, len, "SEEK_HOLE", errno);
+		while (pos < end) {
+			if ((n = pread(fd, buf, sizeof(buf), pos)) <= 0)
+				return wserr(err, len, "template", n < 0 ? errno :
+				    EIO);
+			for (k = 0; k + 4096 <= n; k += 4096) {
+				static const char z[4096];
+
+				if (memcmp(buf + k, z, 4096) == 0 &&
+				    fallocate(fd, FALLOC_FL_PUNCH_HOLE |
+				    FALLOC_FL_KEEP_SIZE, pos + k, 4096) != 0)
+					return wserr(err, len, "punch", errno);
+			}
+			pos += n;
+		}
+	}
+}
+
+/*
+ * The template of this geometry, made when missing: an fd of it, read
+ * only, or -1 with err.  The name holds the geometry's version (the
+ * arguments of ws_mkfs: a change there is a new name), size and inodes.
+ */
+static int
+ws_template(const char *mke2fs, const char *state_dir, uint64_t size,
+    uint64_t inodes, char *err, size_t len)
+{
+	char dir[SBX_PATH_MAX + 32], p[SBX_PATH_MAX + 96], t[SBX_PATH_MAX + 128];
+	int fd;
+
+	snprintf(dir, sizeof(dir), "%s/.ws-templates", state_dir);
+	if (snprintf(p, sizeof(p), "%s/g1-%llu-%llu.img", dir,
+	    (unsigned long long)size, (unsigned long long)inodes) >=
+	    (int)sizeof(p))
+		return wserr(err, len, "template", ENAMETOOLONG);
+	if ((fd = open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) >= 0)
+		return fd;
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+		return wserr(err, len, dir, errno);
+	snprintf(t, sizeof(t), "%s.%d.tmp", p, (int)getpid());
+	if ((fd = open(t, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW |
+	    O_CLOEXEC, 0600)) < 0)
+		return wserr(err, len, t, errno);
+	if (ftruncate(fd, (off_t)size) != 0) {
+		wserr(err, len, t, errno);
+		goto fail;
+	}
+	if (ws_mkfs(mke2fs, t, size, inodes, err, len) != 0 ||
+	    ws_punch_zeros(fd, err, len) != 0)
+		goto fail;
+	if (rename(t, p) != 0) {
+		wserr(err, len, p, errno);
+		goto fail;
+	}
+	close(fd);
+	if ((fd = open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return wserr(err, len, p, errno);
+	xd_log(XD_LOG_INFO, "%s: workspace template made", p);
+	return fd;
+fail:
+	close(fd);
+	(void)unlink(t);
+	return -1;
+}
+
+/* The template's data ranges into the image at the same offsets. */
+static int
+ws_copy(int from, int to, char *err, size_t len)
+{
+	off_t pos = 0, end, in, out;
+	ssize_t n;
+
+	for (;;) {
+		if ((pos = lseek(from, pos, SEEK_DATA)) < 0)
+			return errno == ENXIO ? 0 : wserr(err, len, "SEEK_DATA",
+			    errno);
+		if ((end = lseek(from, pos, SEEK_HOLE)) < 0)
+			return wserr(err, len, "SEEK_HOLE", errno);
+		in = out = pos;
+		while (in < end) {
+			n = copy_file_range(from, &in, to, &out, (size_t)(end -
+			    in), 0);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				return wserr(err, len, "copy_file_range", n < 0 ?
+				    errno : EIO);
+		}
+		pos = end;
+	}
+}
+
 int
-xd_ws_make(const char *mke2fs, const struct sbx_rec *r,
+xd_ws_make(const char *mke2fs, const char *state_dir, const struct sbx_rec *r,
     const struct xd_lims *lim, int *nospace, char *err, size_t len)
 {
 	char img[SBX_PATH_MAX + 32], dev[32], lf[SBX_PATH_MAX + 32];
-	int imgfd = -1, loopfd = -1, rc = -1;
+	int imgfd = -1, loopfd = -1, tfd = -1, rc = -1;
 
 	*nospace = 0;
 	if (mkdir(r->workspace, 0750) != 0)
@@ -222,9 +357,9 @@ xd_ws_make(const char *mke2fs, const struct sbx_rec *r,
 		goto out;
 	}
 	if (ws_alloc(imgfd, img, lim->disk_bytes, nospace, err, len) != 0 ||
-	    ws_mkfs(mke2fs, img, r, lim->disk_bytes, lim->inodes, err,
-	    len) != 0 ||
-	    ws_alloc(imgfd, img, lim->disk_bytes, nospace, err, len) != 0)
+	    (tfd = ws_template(mke2fs, state_dir, lim->disk_bytes,
+	    lim->inodes, err, len)) < 0 || ws_copy(tfd, imgfd, err, len) !=
+	    0)
 		goto out;
 	if ((loopfd = ws_loop(imgfd, img, dev, sizeof(dev), err, len)) < 0)
 		goto out;
@@ -240,13 +375,17 @@ xd_ws_make(const char *mke2fs, const struct sbx_rec *r,
 	 * again if ever needed */
 	snprintf(lf, sizeof(lf), "%s/lost+found", r->workspace);
 	(void)rmdir(lf);
-	if (chmod(r->workspace, 0750) != 0) {
+	/* the template's root is root's: the sandbox user's now */
+	if (chown(r->workspace, r->host_uid, r->host_gid) != 0 ||
+	    chmod(r->workspace, 0750) != 0) {
 		wserr(err, len, r->workspace, errno);
 		(void)xd_ws_remove(r);
 		goto out;
 	}
 	rc = 0;
 out:
+	if (tfd >= 0)
+		close(tfd);
 	if (loopfd >= 0)
 		close(loopfd);  /* the mount holds the device now */
 	if (imgfd >= 0)

@@ -210,6 +210,19 @@ struct xd_s3 {
 	char secret_key_file[SBX_PATH_MAX];
 };
 
+/*
+ * One warm pool ("pools"): size sandboxes of this backend and profile,
+ * made with lim (what a create with the entry's "limits" gets), waiting
+ * for a create that asks for exactly that (exec_pool.c).
+ */
+#define XD_POOLS_MAX	8
+struct xd_pool_cfg {
+	char backend[16];
+	char profile[SBX_ID_MAX + 1];   /* resolved: never "" */
+	long size;
+	struct xd_lims lim;
+};
+
 struct xd_cfg {
 	char runtime_dir[SBX_PATH_MAX];
 	char state_dir[SBX_PATH_MAX];
@@ -285,6 +298,10 @@ struct xd_cfg {
 	struct xd_token tokens[XD_TOKENS_MAX];
 	size_t ntokens;
 	struct xd_os_cfg os;            /* "opensandbox" (exec_os_cfg.c) */
+	/* warm pools (exec_pool.c): "pools" and "pool_fills" */
+	struct xd_pool_cfg pools[XD_POOLS_MAX];
+	size_t npools;
+	long pool_fills;                /* pool creates in flight at most */
 };
 
 void xd_cfg_defaults(struct xd_cfg *c);
@@ -387,6 +404,9 @@ int xd_create_parse(json_t *body, const struct xd_lims *def,
     const struct xd_lims *max, const char *def_tier,
     const char *def_backend, struct xd_create_spec *s, struct xd_perr *e);
 
+/* The same limits, field by field. */
+int xd_lims_eq(const struct xd_lims *a, const struct xd_lims *b);
+
 /* PATCH /v1/sandboxes/{id}: the tier. */
 int xd_tier_parse(json_t *body, char *tier, size_t len, struct xd_perr *e);
 
@@ -401,6 +421,8 @@ struct xd_cmd_spec {
 	char *stdin_data;
 	size_t stdin_len;
 	int base64;             /* "encoding": "base64" */
+	int no_changes;         /* "changed": false: no snapshot of the
+	                         * workspace, no changed nor artifacts */
 };
 
 /* The body of exec and commands.  lim holds the sandbox's defaults;
@@ -546,6 +568,7 @@ struct xd_job {
 	struct evbuffer *buf;
 	xd_job_done done;
 	void *arg;
+	unsigned long early;            /* wake-ups before its exit */
 };
 TAILQ_HEAD(xd_jobq, xd_job);
 
@@ -609,10 +632,12 @@ int xd_rec_save(const struct sbx_rec *r);
 
 /* Make r->workspace: a directory, and when lim->disk_bytes an ext4 of
  * that size and lim->inodes inodes mounted on it (nosuid, nodev),
- * owned by the sandbox user, its image allocated whole.  -1 with err,
- * nothing left behind; *nospace 1 when the host's file system had no
- * room for the image. */
-int xd_ws_make(const char *mke2fs, const struct sbx_rec *r,
+ * owned by the sandbox user, its image allocated whole and copied from
+ * the geometry's template under state_dir (made by mke2fs when
+ * missing).  -1 with err, nothing left behind; *nospace 1 when the
+ * host's file system had no room for the image. */
+int xd_ws_make(const char *mke2fs, const char *state_dir,
+    const struct sbx_rec *r,
     const struct xd_lims *lim, int *nospace, char *err, size_t len)
     SLUICE_MUSTCHECK;
 /* Unmount whatever is mounted on r->workspace (0 when nothing is);
@@ -1003,6 +1028,12 @@ struct xd_box {
 	/* create: the credentials asked for (xd_create_spec) */
 	char creds[XD_CREDS_MAX][SBX_ID_MAX + 1];
 	int ncreds;
+	/* exec_pool.c: in xd->pool, the index of its pool in cfg->pools
+	 * while it waits (-1: to be dropped, its pool gone or changed, or
+	 * a pool sandbox of an earlier run); pooled: taken from a pool */
+	int pool_ix;
+	int pool_wait;                  /* made for a pool, not taken yet */
+	int pooled;
 };
 TAILQ_HEAD(xd_boxq, xd_box);
 
@@ -1018,6 +1049,47 @@ void xd_box_trust_refresh(struct xd *xd);
 /* The box of id in tenant (NULL: of any tenant); *n (may be NULL) how
  * many boxes of that id there are (tenant NULL: more than one is for
  * the caller to refuse as ambiguous). */
+/* For exec_pool.c, which makes, takes and drops pool sandboxes the way
+ * creates and deletes do: a new box (the daemon's defaults), the create
+ * and delete workers' bodies (arg: the box), the side file's save, the
+ * root a create gets (403/503 with e), a free uid slot (-1 none). */
+struct xd_box *xd_box_new(struct xd *xd);
+json_t *xd_box_create_child(void *arg);
+json_t *xd_box_delete_child(void *arg);
+void xd_box_side_save(const struct xd_box *b);
+int xd_box_pick_root(const struct xd_cfg *c, const struct xd_create_spec *s,
+    struct sbx_rec *r, struct xd_perr *e);
+int xd_box_slot(struct xd *xd);
+/* The identity and paths of a new box's record: its host key, backend,
+ * shim, cgroups setting, directory, uid range, times and limits (the
+ * root and slot are set before). -1 when state_dir is too long. */
+int xd_box_rec_init(struct xd *xd, struct xd_box *b, const char *key,
+    const struct xd_lims *lim);
+
+/* ---- exec_pool.c ---- */
+
+/* The pools' timer, after the records are adopted (a pool sandbox of
+ * an earlier run is dropped by its first tick). */
+int xd_pool_start(struct xd *xd);
+/* Draining or reloaded: every waiting sandbox dropped (the drain waits
+ * for those workers); after a reload the new pools fill again. */
+void xd_pool_stop(struct xd *xd);
+void xd_pool_reload(struct xd *xd);
+/* Freed at exit (the drain dropped them; what is left is memory). */
+void xd_pool_free(struct xd *xd);
+/* A waiting sandbox for s (backend, profile, limits; image: the image
+ * sha a cold create would get, "" none), out of the pool; NULL none. */
+struct xd_box *xd_pool_take(struct xd *xd, const struct xd_create_spec *s,
+    const char *image);
+/* An adopted record of a pool sandbox that was never taken: the pool
+ * drops it. */
+void xd_pool_adopt(struct xd *xd, struct xd_box *b);
+/* A create began: the refill waits a while (the create and its first
+ * commands come first). */
+void xd_pool_quiet(struct xd *xd);
+/* The metrics' lines (sluice_execd_pool_*). */
+void xd_pool_metrics(struct xd *xd, struct evbuffer *o);
+
 struct xd_box *xd_box_find(struct xd *xd, const char *tenant,
     const char *id, int *n);
 /* Quotas, slot, then the create worker; cb once it ends (b on success).
@@ -1046,6 +1118,9 @@ int xd_box_arch_owner(const struct xd_cfg *c, const char *id,
  * -1 with e when it cannot be resumed. */
 int xd_box_use(struct xd_box *b, const char *who, const char *role,
     struct xd_perr *e);
+/* b was used at now (a command ended): last_used, written to the record
+ * when the one on disk is older than the lifecycle's save lag. */
+void xd_box_used(struct xd_box *b, int64_t now);
 /* The lifecycle timer (idle_after, remove_after): started at start and
  * set again after a reload (its period follows the configuration);
  * stopped at exit. */
@@ -1181,6 +1256,14 @@ struct xd {
 	int64_t node_since;
 	uint64_t node_removed;
 	struct event *ev_node;
+	/* exec_pool.c: the sandboxes waiting in the warm pools (never in
+	 * boxes: no route, quota, sweep or listing sees them) */
+	struct xd_boxq pool;
+	long pool_filling;              /* pool creates under way */
+	int64_t pool_retry[XD_POOLS_MAX];       /* no fill before (unix s) */
+	struct event *ev_pool;
+	int64_t pool_quiet_until;       /* no fill before (monotonic ms) */
+	uint64_t pool_filled, pool_taken, pool_fill_failed, pool_dropped;
 };
 
 /* ---- exec_api.c ---- */

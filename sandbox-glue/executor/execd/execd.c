@@ -120,6 +120,8 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 	free(old);
 	/* a lower ring_budget_bytes lets go of finished output now */
 	xd_cmd_ring_budget(xd);
+	/* the pools as now configured */
+	xd_pool_reload(xd);
 	if (xd_box_sweep_start(xd) != 0)
 		xd_log(XD_LOG_WARN, "reload: the lifecycle timer could not be "
 		    "set to the new ages");
@@ -174,6 +176,8 @@ on_term(evutil_socket_t sig, short what, void *arg)
 	xd_log(XD_LOG_INFO, "signal %d: draining", (int)sig);
 	xd_api_stop_accepting(xd);
 	xd_os_stop_accepting(xd);
+	/* no pool sandbox outlives the run: dropped, the drain waits */
+	xd_pool_stop(xd);
 	drain_start = sbx_now_ms();
 	if ((ev_drain = event_new(xd->base, -1, EV_PERSIST, drain_tick, xd)) ==
 	    NULL || event_add(ev_drain, &tv) != 0)
@@ -284,6 +288,7 @@ main(int argc, char **argv)
 		goto out;
 	}
 	TAILQ_INIT(&XD.boxes);
+	TAILQ_INIT(&XD.pool);
 	TAILQ_INIT(&XD.jobs);
 	TAILQ_INIT(&XD.calls);
 	TAILQ_INIT(&XD.subs);
@@ -315,6 +320,10 @@ main(int argc, char **argv)
 	xd_arch_adopt(XD.cfg);
 	xd_box_load_all(&XD);
 	xd_box_trust_refresh(&XD);
+	if (xd_pool_start(&XD) != 0) {
+		xd_log(XD_LOG_ERR, "cannot start the pools' timer");
+		goto out;
+	}
 	(void)xd_node_start(&XD);
 	if (xd_box_sweep_start(&XD) != 0) {
 		xd_log(XD_LOG_ERR, "cannot start the lifecycle timer");
@@ -357,6 +366,7 @@ out:
 		xd_box_sweep_stop(&XD);
 		xd_node_stop(&XD);
 		xd_box_free_all(&XD);
+		xd_pool_free(&XD);
 		xd_audit_close(&XD);
 	}
 	if (XD.base != NULL)

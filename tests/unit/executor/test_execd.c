@@ -29,6 +29,50 @@ cfg(struct xd_cfg *c, const char *text, char *err, size_t errlen)
 	return xd_cfg_parse(c, text, strlen(text), "x.json", err, errlen);
 }
 
+/* "pools": each entry's limits read as a create's (issue 26 point 1) */
+static void
+t_cfg_pools(void **state)
+{
+	static struct xd_cfg c;
+	char err[512];
+
+	(void)state;
+	assert_int_equal(cfg(&c, "{}", err, sizeof(err)), 0);
+	assert_int_equal(c.npools, 0);
+	assert_int_equal(c.pool_fills, 1);
+	assert_int_equal(cfg(&c, "{\"limits\": {\"memory_mb\": 512},\n"
+	    "\"pools\": [{\"size\": 3, \"limits\": {\"disk_mb\": 16}},\n"
+	    "{\"backend\": \"gvisor\", \"size\": 1}], \"pool_fills\": 2}",
+	    err, sizeof(err)), 0);
+	assert_int_equal(c.npools, 2);
+	assert_int_equal(c.pool_fills, 2);
+	assert_string_equal(c.pools[0].backend, "ns");
+	assert_string_equal(c.pools[0].profile, "host");
+	assert_int_equal(c.pools[0].size, 3);
+	/* the defaults as a create gets them, the workspace asked for */
+	assert_int_equal(c.pools[0].lim.sbx.memory_bytes, 512ull << 20);
+	assert_int_equal(c.pools[0].lim.disk_bytes, 16ull << 20);
+	assert_int_equal(c.pools[0].lim.inodes, (16ull << 20) /
+	    XD_WS_INODE_BYTES);
+	assert_string_equal(c.pools[1].backend, "gvisor");
+	assert_true(xd_lims_eq(&c.pools[1].lim, &c.def));
+	assert_int_equal(cfg(&c, "{\"pools\": [{\"size\": 1,\n"
+	    "\"limits\": {\"disk_mb\": 4}}]}", err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "pools: [0]: limits.disk_mb"));
+	assert_int_equal(cfg(&c, "{\"pools\": [{\"size\": 1},\n"
+	    "{\"size\": 2}]}", err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "[1]: the same backend, profile and "
+	    "limits as [0]"));
+	assert_int_equal(cfg(&c, "{\"pools\": [{\"size\": 2000}]}", err,
+	    sizeof(err)), -1);
+	assert_non_null(strstr(err, "pools.size"));
+	assert_int_equal(cfg(&c, "{\"pools\": [{\"sise\": 2}]}", err,
+	    sizeof(err)), -1);
+	assert_int_equal(cfg(&c, "{\"pool_fills\": 0}", err, sizeof(err)),
+	    -1);
+	assert_int_equal(cfg(&c, "{\"pools\": {}}", err, sizeof(err)), -1);
+}
+
 static void
 t_cfg(void **state)
 {
@@ -422,6 +466,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(t_cfg),
+		cmocka_unit_test(t_cfg_pools),
 		cmocka_unit_test(t_arch_entries),
 		cmocka_unit_test(t_arch_dir),
 		cmocka_unit_test(t_routes),
