@@ -1686,12 +1686,11 @@ xd_box_free_all(struct xd *xd)
  * thaw under 1 ms).
  *
  * last_used is in the record: saved, for calls and for commands that
- * end, at most every LC_SAVE_S seconds (or idle_after / 10 when
- * shorter; xd_box_used), so a restarted daemon suspends a sandbox at
+ * end, at most every XD_USED_SAVE_S seconds (or idle_after / 10 when
+ * shorter; xd_box_used in exec_rec.c), so a restarted daemon suspends a sandbox at
  * most that much early, and a command that ends does not rewrite the
  * record each time (issue 26 point 4).
  */
-#define LC_SAVE_S	60
 /* the longest wait between two failed removals by age of a box */
 #define LC_RETRY_MAX_S	(6 * 3600)
 
@@ -1738,23 +1737,6 @@ xd_box_use(struct xd_box *b, const char *who, const char *role,
 		b->rec.suspended = 0;   /* its sandbox died: nothing to thaw */
 	xd_box_used(b, now);
 	return 0;
-}
-
-void
-xd_box_used(struct xd_box *b, int64_t now)
-{
-	const struct xd_cfg *c = b->xd->cfg;
-	int64_t lag;
-
-	b->rec.last_used = now;
-	if (b->state != XD_BOX_RUNNING)
-		return;
-	lag = c->idle_after > 0 && c->idle_after / 10 < LC_SAVE_S ?
-	    c->idle_after / 10 : LC_SAVE_S;
-	if (now - b->used_saved >= lag) {
-		b->used_saved = now;
-		(void)xd_rec_save(&b->rec);
-	}
 }
 
 /* Busy: not to be frozen or removed now.  A kill_tree or release

@@ -44,31 +44,15 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "proxy/lib/util.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
 #include "sandbox-glue/executor/backend/sbx_cfg.h"
 
-#ifndef TAILQ_FOREACH_SAFE
-#define TAILQ_FOREACH_SAFE(var, head, field, tvar)			\
-	for ((var) = TAILQ_FIRST(head);					\
-	    (var) != NULL && ((tvar) = TAILQ_NEXT(var, field), 1);	\
-	    (var) = (tvar))
-#endif
-
 #define POOL_RETRY_S	10      /* after a failed fill */
-#define POOL_QUIET_MS	250     /* no fill so soon after a create */
 #define POOL_TICK_MS	1000    /* when every pool is full */
 #define POOL_FAST_MS	50      /* when one is not */
 
 static void pool_tick(evutil_socket_t fd, short what, void *arg);
-
-static void
-pool_arm(struct xd *xd, long ms)
-{
-	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
-
-	if (xd->ev_pool != NULL)
-		(void)event_add(xd->ev_pool, &tv);
-}
 
 static void
 pool_gone(struct xd *xd, struct xd_box *b)
@@ -162,7 +146,7 @@ pool_fill_done(void *arg, json_t *res)
 	free(s);
 	xd_box_unref(b);        /* the worker's */
 	json_decref(res);
-	pool_arm(xd, 0);
+	xd_pool_arm(xd, 0);
 }
 
 /* One sandbox for pool ix, made by a create worker; 0 or -1 (nothing
@@ -256,11 +240,11 @@ pool_tick(evutil_socket_t fd, short what, void *arg)
 	if (xd->draining)
 		return;
 	if (xd->node_draining) {
-		pool_arm(xd, POOL_TICK_MS);     /* until it ends */
+		xd_pool_arm(xd, POOL_TICK_MS);     /* until it ends */
 		return;
 	}
 	if (sbx_now_ms() < xd->pool_quiet_until) {
-		pool_arm(xd, xd->pool_quiet_until - sbx_now_ms() + 1);
+		xd_pool_arm(xd, xd->pool_quiet_until - sbx_now_ms() + 1);
 		return;
 	}
 	for (i = 0; i < c->npools; i++) {
@@ -272,7 +256,7 @@ pool_tick(evutil_socket_t fd, short what, void *arg)
 		if (have[i] < c->pools[i].size)
 			short_of = 1;
 	}
-	pool_arm(xd, short_of ? POOL_FAST_MS : POOL_TICK_MS);
+	xd_pool_arm(xd, short_of ? POOL_FAST_MS : POOL_TICK_MS);
 }
 
 int
@@ -281,7 +265,7 @@ xd_pool_start(struct xd *xd)
 	if (xd->ev_pool == NULL && (xd->ev_pool = evtimer_new(xd->base,
 	    pool_tick, xd)) == NULL)
 		return -1;
-	pool_arm(xd, 0);
+	xd_pool_arm(xd, 0);
 	return 0;
 }
 
@@ -295,7 +279,7 @@ xd_pool_reload(struct xd *xd)
 	TAILQ_FOREACH(b, &xd->pool, link)
 		b->pool_ix = -1;
 	memset(xd->pool_retry, 0, sizeof(xd->pool_retry));
-	pool_arm(xd, 0);
+	xd_pool_arm(xd, 0);
 }
 
 void
@@ -323,57 +307,6 @@ xd_pool_free(struct xd *xd)
 		b->refs = 1;
 		pool_gone(xd, b);
 	}
-}
-
-void
-xd_pool_adopt(struct xd *xd, struct xd_box *b)
-{
-	b->pool_ix = -1;
-	b->pool_wait = 1;
-	if (b->state != XD_BOX_STOPPED)
-		b->state = XD_BOX_RUNNING;
-	TAILQ_INSERT_TAIL(&xd->pool, b, link);
-	pool_arm(xd, 0);
-}
-
-struct xd_box *
-xd_pool_take(struct xd *xd, const struct xd_create_spec *s,
-    const char *image)
-{
-	const struct xd_cfg *c = xd->cfg;
-	const char *prof = s->profile[0] ? s->profile : c->profile;
-	struct xd_box *b, *tmp;
-
-	TAILQ_FOREACH_SAFE(b, &xd->pool, link, tmp) {
-		const struct xd_pool_cfg *p;
-
-		if (b->op || b->state != XD_BOX_RUNNING || b->pool_ix < 0 ||
-		    (size_t)b->pool_ix >= c->npools)
-			continue;
-		p = &c->pools[b->pool_ix];
-		if (strcmp(p->backend, s->backend) != 0 ||
-		    strcmp(p->profile, prof) != 0 ||
-		    !xd_lims_eq(&p->lim, &s->lim))
-			continue;
-		/* a rebuilt image since it was made: a cold create would
-		 * get the new one, so does the pool from now on */
-		if (strcmp(b->rec.image, image) != 0) {
-			pool_drop(xd, b);
-			continue;
-		}
-		/* the pool list's reference goes with it to boxes */
-		TAILQ_REMOVE(&xd->pool, b, link);
-		return b;
-	}
-	return NULL;
-}
-
-void
-xd_pool_quiet(struct xd *xd)
-{
-	xd->pool_quiet_until = sbx_now_ms() + POOL_QUIET_MS;
-	if (xd->cfg->npools > 0)
-		pool_arm(xd, POOL_QUIET_MS + 1);
 }
 
 void

@@ -44,3 +44,22 @@ xd_box_unref(struct xd_box *b)
 	json_decref(b->archived);
 	free(b);
 }
+
+/* A use of b now: last_used, saved at most every XD_USED_SAVE_S (or
+ * idle_after / 10) seconds (exec_box.c says why). */
+void
+xd_box_used(struct xd_box *b, int64_t now)
+{
+	const struct xd_cfg *c = b->xd->cfg;
+	int64_t lag;
+
+	b->rec.last_used = now;
+	if (b->state != XD_BOX_RUNNING)
+		return;
+	lag = c->idle_after > 0 && c->idle_after / 10 < XD_USED_SAVE_S ?
+	    c->idle_after / 10 : XD_USED_SAVE_S;
+	if (now - b->used_saved >= lag) {
+		b->used_saved = now;
+		(void)xd_rec_save(&b->rec);
+	}
+}

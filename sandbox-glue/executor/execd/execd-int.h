@@ -1077,8 +1077,13 @@ void xd_pool_stop(struct xd *xd);
 void xd_pool_reload(struct xd *xd);
 /* Freed at exit (the drain dropped them; what is left is memory). */
 void xd_pool_free(struct xd *xd);
+/* ---- exec_pool_list.c: the waiting list, below exec_box.c ---- */
+
+/* The pools' timer (exec_pool.c's tick) in ms from now. */
+void xd_pool_arm(struct xd *xd, long ms);
 /* A waiting sandbox for s (backend, profile, limits; image: the image
- * sha a cold create would get, "" none), out of the pool; NULL none. */
+ * sha a cold create would get, "" none), out of the pool; NULL none
+ * (one of an older image is left to the next tick to drop). */
 struct xd_box *xd_pool_take(struct xd *xd, const struct xd_create_spec *s,
     const char *image);
 /* An adopted record of a pool sandbox that was never taken: the pool
@@ -1087,7 +1092,7 @@ void xd_pool_adopt(struct xd *xd, struct xd_box *b);
 /* A create began: the refill waits a while (the create and its first
  * commands come first). */
 void xd_pool_quiet(struct xd *xd);
-/* The metrics' lines (sluice_execd_pool_*). */
+/* The metrics' lines (sluice_execd_pool_*; exec_pool.c). */
 void xd_pool_metrics(struct xd *xd, struct evbuffer *o);
 
 struct xd_box *xd_box_find(struct xd *xd, const char *tenant,
@@ -1118,6 +1123,8 @@ int xd_box_arch_owner(const struct xd_cfg *c, const char *id,
  * -1 with e when it cannot be resumed. */
 int xd_box_use(struct xd_box *b, const char *who, const char *role,
     struct xd_perr *e);
+/* last_used saved at most this often (exec_rec.c) */
+#define XD_USED_SAVE_S	60
 /* b was used at now (a command ended): last_used, written to the record
  * when the one on disk is older than the lifecycle's save lag. */
 void xd_box_used(struct xd_box *b, int64_t now);
