@@ -47,14 +47,6 @@ struct box_op {
 	char tier[16];
 };
 
-static int
-berr(struct xd_perr *e, int status, const char *code, const char *msg)
-{
-	e->status = status;
-	e->code = code;
-	snprintf(e->msg, sizeof(e->msg), "%s", msg);
-	return -1;
-}
 
 static void
 box_remove(struct xd_box *b)
@@ -709,10 +701,10 @@ box_create_done(void *arg, json_t *res)
 			goto out;
 		}
 		free(s);
-		berr(&e, 500, "internal", "the created record does not read "
+		xd_perr_set(&e, 500, "internal", "the created record does not read "
 		    "back");
 	} else if (res == NULL)
-		berr(&e, 500, "internal", "the create worker died");
+		xd_perr_set(&e, 500, "internal", "the create worker died");
 	else
 		perr_from(&e, res, "create failed");
 	xd_log(XD_LOG_INFO, "sandbox %s: not created: %s", b->rec.chat, e.msg);
@@ -745,7 +737,7 @@ xd_box_pick_root(const struct xd_cfg *c, const struct xd_create_spec *s,
 	if (!sbx_profile_allowed(c->tenant_profiles, s->tenant, prof)) {
 		e->extra = json_pack("{s:s,s:s}", "reason", "profile_forbidden",
 		    "profile", prof);
-		return berr(e, 403, "forbidden", s->tenant[0] ? "this tenant "
+		return xd_perr_set(e, 403, "forbidden", "%s", s->tenant[0] ? "this tenant "
 		    "may not use that profile (tenant_profiles)" : "a sandbox "
 		    "without a tenant may not use that profile "
 		    "(tenant_profiles)");
@@ -755,7 +747,7 @@ xd_box_pick_root(const struct xd_cfg *c, const struct xd_create_spec *s,
 		e->extra = json_pack("{s:s,s:s}", "reason", rc ==
 		    SBX_IMG_MISSING ? "image_missing" : "image_failed",
 		    "profile", prof);
-		return berr(e, 503, "backend_unavailable", err);
+		return xd_perr_set(e, 503, "backend_unavailable", "%s", err);
 	}
 	if (r->image[0] != '\0' && !sbx_elf_static(c->shim_static)) {
 		snprintf(err, sizeof(err), "shim_static %.300s: not a static "
@@ -763,7 +755,7 @@ xd_box_pick_root(const struct xd_cfg *c, const struct xd_create_spec *s,
 		    "sandbox-glue/shim/sluice-shim-static; set \"shim_static\")",
 		    c->shim_static);
 		e->extra = json_pack("{s:s}", "reason", "shim_static");
-		return berr(e, 503, "backend_unavailable", err);
+		return xd_perr_set(e, 503, "backend_unavailable", "%s", err);
 	}
 	return 0;
 }
@@ -785,7 +777,7 @@ xd_box_arch_owner(const struct xd_cfg *c, const char *id, const char *tenant,
 		/* whose it is is not known: neither restored nor dropped by
 		 * a caller of one tenant; one bound to none may drop it */
 		e->extra = json_pack("{s:s}", "archive", "corrupt");
-		return berr(e, 409, "conflict", bound ? "the archive of this id "
+		return xd_perr_set(e, 409, "conflict", "%s", bound ? "the archive of this id "
 		    "does not read, so whose it is is not known (a caller "
 		    "bound to no tenant drops it: DELETE /v1/sandboxes/{id}"
 		    "?archive=discard&tenant={tenant})" : "the archive of this "
@@ -799,12 +791,12 @@ xd_box_arch_owner(const struct xd_cfg *c, const char *id, const char *tenant,
 	if ((user != NULL || bound) && strcmp(mt ? mt : "",
 	    tenant) != 0) {
 		json_decref(m);
-		return berr(e, 403, "forbidden", "this id's archived workspace "
+		return xd_perr_set(e, 403, "forbidden", "this id's archived workspace "
 		    "belongs to another tenant");
 	}
 	if (user != NULL && strcmp(mu ? mu : "", user) != 0) {
 		json_decref(m);
-		return berr(e, 403, "forbidden", "this id's archived workspace "
+		return xd_perr_set(e, 403, "forbidden", "this id's archived workspace "
 		    "belongs to another user");
 	}
 	*meta = m;
@@ -847,7 +839,7 @@ box_admit(struct xd *xd, const struct xd_create_spec *s, struct xd_perr *e)
 	    (json_int_t)st.free, "committed_bytes",
 	    (json_int_t)st.unallocated, "reserve_bytes",
 	    (json_int_t)st.reserve);
-	return berr(e, 503, "backend_unavailable", m);
+	return xd_perr_set(e, 503, "backend_unavailable", "%s", m);
 }
 
 int
@@ -903,8 +895,9 @@ xd_box_rec_init(struct xd *xd, struct xd_box *b, const char *key,
  * since it was made); now its broker session is made under its name
  * (the socket in the directory the sandbox has bound) for the tenant,
  * user and tier asked for, with its trust store and credentials, and
- * the record says whose it is: one call to sluiced.  Whatever fails takes the whole sandbox down (as
- * the pool sandbox it was: no archive of the id asked for is touched).
+ * the record says whose it is: one call to sluiced.  Whatever fails
+ * takes the whole sandbox down (as the pool sandbox it was: no archive
+ * of the id asked for is touched).
  */
 static json_t *
 box_take_child(void *arg)
@@ -957,7 +950,7 @@ box_take(struct xd *xd, struct xd_box *b, const struct xd_create_spec *s,
 	if ((op = calloc(1, sizeof(*op))) == NULL) {
 		b->pool_ix = -1;
 		xd_pool_adopt(xd, b);   /* dropped */
-		return berr(e, 500, "internal", "out of memory");
+		return xd_perr_set(e, 500, "internal", "out of memory");
 	}
 	snprintf(b->rec.id, sizeof(b->rec.id), "%s", s->id);
 	snprintf(b->rec.tenant, sizeof(b->rec.tenant), "%s", s->tenant);
@@ -983,7 +976,7 @@ box_take(struct xd *xd, struct xd_box *b, const struct xd_create_spec *s,
 		b->rec.id[0] = b->rec.tenant[0] = b->rec.user[0] = '\0';
 		xd_pool_adopt(xd, b);   /* dropped */
 		free(op);
-		return berr(e, 500, "internal", err);
+		return xd_perr_set(e, 500, "internal", "%s", err);
 	}
 	TAILQ_INSERT_TAIL(&xd->boxes, b, link);
 	xd->creating++;
@@ -1007,14 +1000,14 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 	/* PUT /v1/node {"draining": true} (exec_node.c) */
 	if (xd->node_draining) {
 		e->extra = json_pack("{s:s}", "reason", "draining");
-		return berr(e, 503, "backend_unavailable", "this node is "
+		return xd_perr_set(e, 503, "backend_unavailable", "this node is "
 		    "draining (PUT /v1/node): make the sandbox on another "
 		    "node");
 	}
 	/* ids are per tenant: only the caller's tenant's sandbox of the id
 	 * is in the way (another's is not there for it) */
 	if (xd_box_find(xd, s->tenant, s->id, NULL) != NULL)
-		return berr(e, 409, "exists", "a sandbox of that id exists");
+		return xd_perr_set(e, 409, "exists", "a sandbox of that id exists");
 	xd_key(s->tenant, s->id, key);
 	TAILQ_FOREACH(x, &xd->boxes, link)
 		if (strcmp(x->rec.chat, key) == 0) {
@@ -1024,7 +1017,7 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 			xd_log(XD_LOG_WARN, "sandbox %s (tenant %s): its key %s "
 			    "is sandbox %s's (tenant %s)", s->id, s->tenant, key,
 			    XD_REC_ID(&x->rec), x->rec.tenant);
-			return berr(e, 409, "exists", "a sandbox of that id "
+			return xd_perr_set(e, 409, "exists", "a sandbox of that id "
 			    "exists");
 		}
 	if (xd->creating >= c->max_creates)
@@ -1083,7 +1076,7 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 			return box_take(xd, b, s, cb, arg, e);
 	}
 	if ((b = xd_box_new(xd)) == NULL)
-		return berr(e, 500, "internal", "out of memory");
+		return xd_perr_set(e, 500, "internal", "out of memory");
 	b->restore = restore;
 	memcpy(b->creds, s->creds, sizeof(b->creds));
 	b->ncreds = s->ncreds;
@@ -1092,13 +1085,13 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 	if (b->be == NULL || b->be->available(err, sizeof(err)) != 0) {
 		free(b);
 		e->extra = json_pack("{s:s}", "backend", s->backend);
-		return berr(e, 503, "backend_unavailable", err);
+		return xd_perr_set(e, 503, "backend_unavailable", "%s", err);
 	}
 	if (access(c->shim, X_OK) != 0) {
 		free(b);
 		snprintf(err, sizeof(err), "sluice-shim %.300s: %s (set \"shim\")",
 		    c->shim, strerror(errno));
-		return berr(e, 503, "backend_unavailable", err);
+		return xd_perr_set(e, 503, "backend_unavailable", "%s", err);
 	}
 	if (xd_box_pick_root(c, s, &b->rec, e) != 0) {
 		free(b);
@@ -1114,13 +1107,13 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 	snprintf(b->rec.tier, sizeof(b->rec.tier), "%s", s->tier);
 	if (xd_box_rec_init(xd, b, key, &s->lim) != 0) {
 		free(b);
-		return berr(e, 500, "internal", "state_dir too long");
+		return xd_perr_set(e, 500, "internal", "state_dir too long");
 	}
 	b->state = XD_BOX_CREATING;
 	b->op = 1;
 	if ((op = calloc(1, sizeof(*op))) == NULL) {
 		free(b);
-		return berr(e, 500, "internal", "out of memory");
+		return xd_perr_set(e, 500, "internal", "out of memory");
 	}
 	op->box = b;
 	op->cb = cb;
@@ -1130,7 +1123,7 @@ xd_box_create(struct xd *xd, const struct xd_create_spec *s, xd_box_cb cb,
 	    err, sizeof(err)) != 0) {
 		free(op);
 		free(b);
-		return berr(e, 500, "internal", err);
+		return xd_perr_set(e, 500, "internal", "%s", err);
 	}
 	TAILQ_INSERT_TAIL(&xd->boxes, b, link);
 	xd->creating++;
@@ -1304,7 +1297,7 @@ box_delete_done(void *arg, json_t *res)
 		box_remove(b);
 	} else {
 		if (res == NULL)
-			berr(&e, 500, "internal", "the delete worker died");
+			xd_perr_set(&e, 500, "internal", "the delete worker died");
 		else
 			perr_from(&e, res, "delete failed");
 		if (json_is_string(json_object_get(res, "archive"))) {
@@ -1357,10 +1350,10 @@ xd_box_delete(struct xd_box *b, int archive, const char *reason,
 	/* a stopped one (its sandbox destroyed) may be deleted again */
 	if (b->op || (b->state != XD_BOX_RUNNING && b->state !=
 	    XD_BOX_STOPPED))
-		return berr(e, 409, "conflict", "the sandbox is being created, "
+		return xd_perr_set(e, 409, "conflict", "the sandbox is being created, "
 		    "changed or deleted");
 	if ((op = calloc(1, sizeof(*op))) == NULL)
-		return berr(e, 500, "internal", "out of memory");
+		return xd_perr_set(e, 500, "internal", "out of memory");
 	op->box = b;
 	op->cb = cb;
 	op->arg = arg;
@@ -1381,7 +1374,7 @@ xd_box_delete(struct xd_box *b, int archive, const char *reason,
 		b->op = 0;
 		b->state = was;
 		free(op);
-		return berr(e, 500, "internal", err);
+		return xd_perr_set(e, 500, "internal", "%s", err);
 	}
 	return 0;
 }
@@ -1418,7 +1411,7 @@ box_tier_done(void *arg, json_t *res)
 		op->cb(op->arg, b, NULL);
 	} else {
 		if (res == NULL)
-			berr(&e, 500, "internal", "the worker died");
+			xd_perr_set(&e, 500, "internal", "the worker died");
 		else
 			perr_from(&e, res, "tier change failed");
 		op->cb(op->arg, NULL, &e);
@@ -1436,10 +1429,10 @@ xd_box_set_tier(struct xd_box *b, const char *tier, xd_box_cb cb, void *arg,
 	char err[XD_ERR_MAX];
 
 	if (b->op || b->state != XD_BOX_RUNNING)
-		return berr(e, 409, "conflict", "the sandbox is being created, "
+		return xd_perr_set(e, 409, "conflict", "the sandbox is being created, "
 		    "changed or deleted");
 	if ((op = calloc(1, sizeof(*op))) == NULL)
-		return berr(e, 500, "internal", "out of memory");
+		return xd_perr_set(e, 500, "internal", "out of memory");
 	op->box = b;
 	op->cb = cb;
 	op->arg = arg;
@@ -1451,7 +1444,7 @@ xd_box_set_tier(struct xd_box *b, const char *tier, xd_box_cb cb, void *arg,
 		b->refs--;
 		b->op = 0;
 		free(op);
-		return berr(e, 500, "internal", err);
+		return xd_perr_set(e, 500, "internal", "%s", err);
 	}
 	return 0;
 }
@@ -1534,7 +1527,7 @@ box_net_done(void *arg, json_t *res)
 		op->cb(op->arg, b, NULL);
 	} else {
 		if (res == NULL)
-			berr(&e, 500, "internal", "the worker died");
+			xd_perr_set(&e, 500, "internal", "the worker died");
 		else
 			perr_from(&e, res, "the broker session");
 		if (e.status == 503) {
@@ -1555,10 +1548,10 @@ xd_box_network(struct xd_box *b, xd_box_cb cb, void *arg, struct xd_perr *e)
 	char err[XD_ERR_MAX];
 
 	if (b->state != XD_BOX_RUNNING)
-		return berr(e, 409, "conflict", "the sandbox is being created "
+		return xd_perr_set(e, 409, "conflict", "the sandbox is being created "
 		    "or deleted");
 	if ((op = calloc(1, sizeof(*op))) == NULL)
-		return berr(e, 500, "internal", "out of memory");
+		return xd_perr_set(e, 500, "internal", "out of memory");
 	op->box = b;
 	op->cb = cb;
 	op->arg = arg;
@@ -1567,7 +1560,7 @@ xd_box_network(struct xd_box *b, xd_box_cb cb, void *arg, struct xd_perr *e)
 	    err, sizeof(err)) != 0) {
 		b->refs--;
 		free(op);
-		return berr(e, 500, "internal", err);
+		return xd_perr_set(e, 500, "internal", "%s", err);
 	}
 	return 0;
 }
@@ -1687,9 +1680,9 @@ xd_box_free_all(struct xd *xd)
  *
  * last_used is in the record: saved, for calls and for commands that
  * end, at most every XD_USED_SAVE_S seconds (or idle_after / 10 when
- * shorter; xd_box_used in exec_rec.c), so a restarted daemon suspends a sandbox at
- * most that much early, and a command that ends does not rewrite the
- * record each time (issue 26 point 4).
+ * shorter; xd_box_used in exec_rec.c), so a restarted daemon suspends
+ * a sandbox at most that much early, and a command that ends does not
+ * rewrite the record each time (issue 26 point 4).
  */
 /* the longest wait between two failed removals by age of a box */
 #define LC_RETRY_MAX_S	(6 * 3600)
@@ -1722,7 +1715,7 @@ xd_box_use(struct xd_box *b, const char *who, const char *role,
 			lc_audit(b, "resume", who, role, 503,
 			    "backend_unavailable", json_pack("{s:s}", "message",
 			    err));
-			return berr(e, 503, "backend_unavailable", err);
+			return xd_perr_set(e, 503, "backend_unavailable", "%s", err);
 		}
 		xd_log(XD_LOG_INFO, "sandbox %s: resumed (%lld ms)", b->rec.chat,
 		    (long long)(sbx_now_ms() - t0));

@@ -553,16 +553,6 @@ xd_cmd_detach(struct xd_cmd *c)
 
 /* ---- start ---- */
 
-static int
-cerr(struct xd_perr *e, int status, const char *code, const char *msg,
-    const char *detail)
-{
-	e->status = status;
-	e->code = code;
-	snprintf(e->msg, sizeof(e->msg), "%.100s%s%.400s", msg, detail ?
-	    ": " : "", detail ? detail : "");
-	return -1;
-}
 
 /* Let go of c's output buffers; a ring's bytes leave the host's
  * count (ring_budget_bytes). */
@@ -626,21 +616,21 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 	long nbg = 0;
 
 	if (b->state != XD_BOX_RUNNING || b->op) {
-		cerr(e, 409, "conflict", "the sandbox is being created, "
-		    "changed or deleted", NULL);
+		xd_perr_set(e, 409, "conflict", "the sandbox is being "
+		    "created, changed or deleted");
 		return NULL;
 	}
 	if (!background && b->fg != NULL) {
-		cerr(e, 429, "busy", "a foreground command runs in this "
-		    "sandbox", b->fg->id);
+		xd_perr_set(e, 429, "busy", "a foreground command runs in "
+		    "this sandbox: %s", b->fg->id);
 		return NULL;
 	}
 	TAILQ_FOREACH(x, &b->cmds, link)
 		if (x->running)
 			nbg++;
 	if (background && nbg >= xd->cfg->max_background) {
-		cerr(e, 429, "quota_exceeded", "background commands of this "
-		    "sandbox", NULL);
+		xd_perr_set(e, 429, "quota_exceeded", "background commands "
+		    "of this sandbox");
 		e->extra = json_pack("{s:s,s:I,s:I}", "scope", "sandbox",
 		    "limit", (json_int_t)xd->cfg->max_background, "in_use",
 		    (json_int_t)nbg);
@@ -662,8 +652,8 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 				ten += n;
 		}
 		if (xd->cfg->max_cmds && all >= xd->cfg->max_cmds) {
-			cerr(e, 429, "quota_exceeded", "running commands on "
-			    "this host", NULL);
+			xd_perr_set(e, 429, "quota_exceeded", "running "
+			    "commands on this host");
 			e->extra = json_pack("{s:s,s:s,s:I,s:I}", "scope",
 			    "global", "resource", "commands", "limit",
 			    (json_int_t)xd->cfg->max_cmds, "in_use",
@@ -672,8 +662,8 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 		}
 		if (b->rec.tenant[0] && xd->cfg->max_cmds_tenant &&
 		    ten >= xd->cfg->max_cmds_tenant) {
-			cerr(e, 429, "quota_exceeded", "running commands of "
-			    "this tenant", NULL);
+			xd_perr_set(e, 429, "quota_exceeded", "running "
+			    "commands of this tenant");
 			e->extra = json_pack("{s:s,s:s,s:s,s:I,s:I}", "scope",
 			    "tenant", "resource", "commands", "tenant",
 			    b->rec.tenant, "limit",
@@ -683,8 +673,8 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 		}
 	}
 	if (!b->be->alive(&b->rec)) {
-		cerr(e, 503, "backend_unavailable", "the sandbox is gone (its "
-		    "holder died); delete it and create it again", NULL);
+		xd_perr_set(e, 503, "backend_unavailable", "the sandbox is "
+		    "gone (its holder died); delete it and create it again");
 		return NULL;
 	}
 	benv = box_env(b);
@@ -720,7 +710,7 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 		    char *)spec->argv[i], strlen(spec->argv[i]), 0));
 	if (pipe2(po, O_CLOEXEC) != 0 || pipe2(pe, O_CLOEXEC) != 0 ||
 	    pipe2(pi, O_CLOEXEC) != 0) {
-		cerr(e, 500, "internal", "pipe", strerror(errno));
+		xd_perr_set(e, 500, "internal", "pipe: %s", strerror(errno));
 		goto fail;
 	}
 	memset(&sc, 0, sizeof(sc));
@@ -740,8 +730,8 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 	    (size_t)xd->cfg->snap_entries)) == NULL)
 		goto oom;
 	if (b->be->spawn(&b->rec, &sc, &c->proc, err, sizeof(err)) != 0) {
-		cerr(e, 503, "backend_unavailable", "cannot start the command",
-		    err);
+		xd_perr_set(e, 503, "backend_unavailable", "cannot start the "
+		    "command: %.400s", err);
 		goto fail;
 	}
 	close(po[1]);
@@ -826,7 +816,7 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 		xd_cmd_ring_budget(xd);
 	return c;
 oom:
-	cerr(e, 500, "internal", "out of memory", NULL);
+	xd_perr_set(e, 500, "internal", "out of memory");
 fail:
 	for (i = 0; i < 2; i++) {
 		if (po[i] >= 0)
