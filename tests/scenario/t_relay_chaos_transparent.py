@@ -12,7 +12,9 @@ transparent port dialled directly.  They are written in random pieces,
 ended at random (close, reset, half-close, a read of the answer), from
 the addresses of a public session, a session that asks (its prompts
 answered at random or left to time out) and an address with no session,
-against the hostile upstreams of t_relay_chaos on ports 80 and 443.
+against the hostile upstreams of t_relay_chaos on ports 80 and 443,
+while the grants allow_chat gave are taken back at random (closing what
+relays under them).
 
 Everything runs in network namespaces the test makes: the test
 re-executes itself under `unshare -n` (sluiced, its table and the
@@ -313,6 +315,41 @@ def tp_client(rnd, sbns, hosts, tp_port):
         s.close()
 
 
+class Revoker:
+    """Takes a random grant of the asking sessions back now and then
+    (what allow_chat gave): the chat's connections to it close while
+    they relay, and the next request asks again."""
+
+    def __init__(self, ctl, rnd, sessions):
+        self.ctl, self.rnd, self.sessions = ctl, rnd, sessions
+        self.stop = False
+        self.revoked = 0
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        while not self.stop:
+            time.sleep(self.rnd.choice([0.05, 0.2, 0.5]))
+            sid = self.rnd.choice(self.sessions)
+            try:
+                r = api_unix(self.ctl, "GET", "/v1/sessions/" + sid,
+                             timeout=3)
+                grants = (r.json or {}).get("grants") or []
+                if not grants:
+                    continue
+                g = self.rnd.choice(grants)
+                r = api_unix(self.ctl, "DELETE", "/v1/sessions/%s/grants/"
+                             "%s:%d" % (sid, g["host"], g["port"]),
+                             timeout=3)
+                self.revoked += r.status == 200
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+
+    def close(self):
+        self.stop = True
+        self.t.join(5)
+
+
 # ---------------------------------------------------------------------------
 # The world
 
@@ -415,6 +452,8 @@ def transparent_streams(env):
     ctl = os.path.join(cfg["runtime_dir"], "control.sock")
     appr = chaos.RandomApprover(ctl, random.Random(SEED ^ 0x7a7a))
     env.closers.append(appr.close)
+    rev = Revoker(ctl, random.Random(SEED ^ 0x3c3c), ["ask", "tp-ask"])
+    env.closers.append(rev.close)
 
     # the redirect works before the chaos: a clean request through it
     ok_name = "b%d.test" % chaos.BEHAVIOURS.index(chaos.up_ok)
@@ -463,8 +502,10 @@ def transparent_streams(env):
         t.start()
     for t in threads:
         t.join(TIME_BUDGET + 30)
-    log("seed %d: %d streams (%d transparent), %d prompt answers" % (
-        SEED, state["done"], state["tp"], appr.answered))
+    rev.close()
+    log("seed %d: %d streams (%d transparent), %d prompt answers, %d "
+        "grants taken back" % (SEED, state["done"], state["tp"],
+                               appr.answered, rev.revoked))
     check(d.alive(), "sluiced died (seed %d, near iteration %s):\n%s",
           SEED, state["last"], d.stderr())
     check(state["done"] >= min(N, 100), "only %d streams ran", state["done"])
