@@ -227,6 +227,44 @@ export interface Ceiling {
   raw: Record<string, unknown>;
 }
 
+export type RuleAction = 'allow' | 'deny' | 'prompt';
+
+/** A request rule of sluiced (sluiced(8), Request rules). */
+export interface Rule {
+  name: string;
+  /** null: every tenant's sessions */
+  tenant: string | null;
+  /** host names and *.suffix patterns, each with an optional :port */
+  hosts: string[];
+  /** [] : any method */
+  methods: string[];
+  /** path globs; [] : any path */
+  paths: string[];
+  action: RuleAction;
+}
+
+/** What rules.add() and rules.replace() take: name, hosts and action required. */
+export interface RuleInput {
+  name: string; hosts: string[] | string; action: RuleAction;
+  tenant?: string | null; methods?: string[]; paths?: string[];
+}
+
+/** GET /v1/rules: the API's rules in order, the configuration's, the built-in names. */
+export interface RuleList { rules: Rule[]; config: Rule[]; builtin: string[] }
+
+/** A credential of sluiced, never its value (write-only). */
+export interface Credential {
+  name: string; tenant: string; hosts: string[];
+  /** inject.header and inject.format ("{}" where the value goes) */
+  header: string; format: string;
+  methods: string[]; paths: string[];
+  /** sluice-cred:<name>:<secret>: what a sandbox sends in the value's place */
+  placeholder: string;
+  /** when it was last set, Unix seconds */
+  updated: number | null;
+  raw: Record<string, unknown>;
+}
+
 export interface Event {
   /** counts up from 1 within a sluiced process; null for "connected" */
   id: number | null;
@@ -436,6 +474,22 @@ export class BrokerClient {
     get(id: string): Promise<Prompt>;
     answer(id: string, decision: Decision): Promise<Prompt>;
     watch(options?: WatchOptions): PromptWatch;
+  };
+  /** request rules: every role reads, the admin writes */
+  readonly rules: {
+    list(): Promise<RuleList>;
+    get(name: string): Promise<Rule>;
+    add(rule: RuleInput): Promise<Rule>;
+    replace(rules: RuleInput[]): Promise<RuleList>;
+    delete(name: string): Promise<void>;
+  };
+  /** credentials (admin, app): the value is write-only */
+  readonly credentials: {
+    list(): Promise<Credential[]>;
+    get(name: string): Promise<Credential>;
+    set(options: { name: string; tenant: string; hosts: string[] | string; value: string; header?: string;
+      format?: string | null; methods?: string[] | null; paths?: string[] | null }): Promise<Credential>;
+    delete(name: string): Promise<void>;
   };
   health(): Promise<Record<string, any>>;
   metrics(): Promise<string>;

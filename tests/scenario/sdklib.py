@@ -39,6 +39,7 @@ TOKENS = {
     "exec_acme": "exec-acme-token-0123456789abcdef",
     "broker_admin": "broker-admin-token-0123456789abcdef",
     "broker_app": "broker-app-token-0123456789abcdef",
+    "broker_acme": "broker-acme-token-0123456789abcdef",
 }
 
 
@@ -153,6 +154,12 @@ def world(env, uid_base):
         dns={"hosts": {"web.test": ["127.0.0.1"], "pypi.org": ["127.0.0.1"],
                        "other.test": ["127.0.0.1"]}, "timeout_ms": 2000},
         prompt={"timeout_s": 60, "deny_quiet_s": 0},
+        # request rules and credentials take inspected hosts only; the
+        # CA is made at start (no request to insp.test is ever made)
+        inspect={"hosts": ["insp.test", "*.insp.test"],
+                 "ca_cert": env.path("inspect-ca.pem"),
+                 "ca_key": env.path("inspect-ca.key")},
+        credentials={"file": env.path("creds", "credentials.json")},
         # socket_group takes a name only: the roles (gids) guard it
         control={"socket_mode": "0666", "app_gids": [G_APP],
                  "auditor_gids": [G_AUD],
@@ -161,7 +168,10 @@ def world(env, uid_base):
                  "tokens": [{"name": "admin", "role": "admin",
                              "token_file": env.path("broker_admin.tok")},
                             {"name": "app", "role": "app",
-                             "token_file": env.path("broker_app.tok")}]})
+                             "token_file": env.path("broker_app.tok")},
+                            {"name": "acme", "role": "app",
+                             "tenant": "acme",
+                             "token_file": env.path("broker_acme.tok")}]})
     d = env.sluiced(cfg)
     ctl = os.path.join(cfg["runtime_dir"], "control.sock")
     os.chmod(cfg["runtime_dir"], 0o711)

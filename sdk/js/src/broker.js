@@ -1,10 +1,12 @@
-// sluiced(8)'s control API: sessions, grants, ceilings, prompts, events.
+// sluiced(8)'s control API: sessions, grants, ceilings, prompts, events,
+// request rules and credentials.
 import { Transport, SSEParser, jsonCall, q, addressString } from './http.js';
 import { InvalidArgumentError, SluiceError } from './errors.js';
 import * as M from './models.js';
 
 export const DEFAULT_BROKER_ADDRESS = '/run/sluice/control.sock';
 const json = (r) => (r.body.length ? JSON.parse(r.body.toString('utf8')) : null);
+const arr = (v) => (Array.isArray(v) ? v : []);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
@@ -201,6 +203,64 @@ class Ceilings {
   }
 }
 
+const strList = (what, v) => {
+  const l = typeof v === 'string' ? [v] : Array.from(v ?? []);
+  if (!l.every((x) => typeof x === 'string')) throw new InvalidArgumentError(`${what}: a list of strings`);
+  return l;
+};
+
+/** A rule as sluiced takes it (its own keys; sluiced names a field it refuses). */
+const ruleBody = (r) => {
+  if (!r || typeof r !== 'object' || Array.isArray(r)) throw new InvalidArgumentError('a rule: an object');
+  const b = { ...r };
+  for (const k of ['hosts', 'methods', 'paths']) if (b[k] != null) b[k] = strList(k, b[k]);
+  return b;
+};
+
+class Rules {
+  constructor(b) { this._t = b._t; }
+
+  /** The API's rules in order, the configuration's and the built-in names (every role). */
+  list() { return this._t.call(jsonCall('GET', '/v1/rules', (r) => M.ruleList(json(r)))); }
+
+  get(name) { return this._t.call(jsonCall('GET', `/v1/rules/${q(name)}`, (r) => M.rule(json(r)))); }
+
+  /** Append a rule after the API's others, or replace the one of its name where it stands (admin). */
+  add(rule) { return this._t.call(jsonCall('POST', '/v1/rules', (r) => M.rule(json(r)), ruleBody(rule))); }
+
+  /** The API's whole list, checked whole (admin); [] removes them all. */
+  replace(rules) {
+    if (!Array.isArray(rules)) throw new InvalidArgumentError('rules: an array of rules');
+    return this._t.call(jsonCall('PUT', '/v1/rules', (r) => M.ruleList(json(r)), { rules: rules.map(ruleBody) }));
+  }
+
+  async delete(name) { await this._t.call(jsonCall('DELETE', `/v1/rules/${q(name)}`, json)); }
+}
+
+class Credentials {
+  constructor(b) { this._t = b._t; }
+
+  /** The credentials (a caller bound to a tenant: its own), never a value. */
+  list() { return this._t.call(jsonCall('GET', '/v1/credentials', (r) => arr(json(r).credentials).map(M.credential))); }
+
+  get(name) { return this._t.call(jsonCall('GET', `/v1/credentials/${q(name)}`, (r) => M.credential(json(r)))); }
+
+  /** Set a credential, or rotate the one of its name (the placeholder
+   * stays); the value is never sent back. */
+  set({ name, tenant, hosts, value, header = 'Authorization', format = null, methods = null, paths = null }) {
+    if (typeof value !== 'string') throw new InvalidArgumentError('value: a string');
+    const inject = { header };
+    if (format != null) inject.format = format;
+    const b = { name, tenant, hosts: strList('hosts', hosts), inject, value };
+    if (methods != null) b.methods = strList('methods', methods);
+    if (paths != null) b.paths = strList('paths', paths);
+    return this._t.call(jsonCall('POST', '/v1/credentials', (r) => M.credential(json(r)), b));
+  }
+
+  /** Revoke it: its placeholder is removed from then on. */
+  async delete(name) { await this._t.call(jsonCall('DELETE', `/v1/credentials/${q(name)}`, json)); }
+}
+
 class Prompts {
   constructor(b) { this._b = b; this._t = b._t; }
 
@@ -234,6 +294,8 @@ export class BrokerClient {
     this.grants = new Grants(this);
     this.ceilings = new Ceilings(this);
     this.prompts = new Prompts(this);
+    this.rules = new Rules(this);
+    this.credentials = new Credentials(this);
   }
 
   get address() { return addressString(this._t.address); }

@@ -145,6 +145,29 @@ export function brokerSession(d) {
   };
 }
 
+const strs = (v) => arr(v).filter((x) => typeof x === 'string');
+
+/** A request rule of sluiced; tenant null: every tenant's sessions. */
+export function rule(d) {
+  return { name: str(d.name) || '', tenant: str(d.tenant), hosts: strs(d.hosts),
+    methods: strs(d.methods), paths: strs(d.paths), action: str(d.action) || '' };
+}
+
+/** GET /v1/rules: the API's rules, the configuration's, the built-in names. */
+export function ruleList(d) {
+  return { rules: arr(d.rules).filter((r) => r && typeof r === 'object').map(rule),
+    config: arr(d.config).filter((r) => r && typeof r === 'object').map(rule),
+    builtin: strs(d.builtin) };
+}
+
+/** A credential, never its value (write-only). */
+export function credential(d) {
+  const inj = obj(d.inject);
+  return { name: str(d.name) || '', tenant: str(d.tenant) || '', hosts: strs(d.hosts),
+    header: str(inj.header) || '', format: str(inj.format) || '', methods: strs(d.methods),
+    paths: strs(d.paths), placeholder: str(d.placeholder) || '', updated: int(d.updated), raw: d };
+}
+
 export function ceiling(d) {
   const t = {};
   for (const [k, v] of Object.entries(obj(d.tenants))) if (typeof v === 'string') t[k] = v;

@@ -12,7 +12,8 @@
         sb.destroy()
 
 :class:`SandboxClient` talks to sluice-execd(8); ``client.broker`` to
-sluiced(8)'s control API (sessions, ceilings, grants, prompts);
+sluiced(8)'s control API (sessions, ceilings, grants, prompts, request
+rules, credentials);
 :class:`AsyncSandboxClient` is the same on asyncio; :mod:`sluice.webhook`
 checks webhook deliveries.
 """
@@ -30,7 +31,8 @@ from .errors import (BackendUnavailableError, BadRequestError,
                      SluiceConnectionError, SluiceError, SluiceTimeoutError,
                      TooLargeError, UnauthorizedError)
 from .models import (Artifact, ArtifactSkipped, BrokerSession, Ceiling,
-                     Change, CommandOutput, CommandStatus,
+                     Change, CommandOutput, CommandStatus, Credential,
+                     Rule, RuleList,
                      Doctor, Event, ExecResult, FileEntry, Grant, Health,
                      Limits, Listing, OutputChunk, Prompt, SandboxInfo,
                      StreamChunk, TarResult)
@@ -49,5 +51,5 @@ __all__ = [
     "Artifact", "ArtifactSkipped", "Change", "BrokerSession", "Ceiling", "CommandOutput", "CommandStatus", "Doctor",
     "Event", "ExecResult", "FileEntry", "Grant", "Health", "Limits",
     "Listing", "OutputChunk", "Prompt", "SandboxInfo", "StreamChunk",
-    "TarResult", "webhook",
+    "TarResult", "Rule", "RuleList", "Credential", "webhook",
 ]

@@ -13,9 +13,10 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 from ._http import Call, Response, json_call, q, query
 from .errors import InvalidArgumentError
-from .models import (Ceiling, CommandOutput, CommandStatus, ExecResult,
-                     Grant, Health, Limits, Listing, BrokerSession, Prompt,
-                     SandboxInfo, TarResult)
+from .models import (Ceiling, CommandOutput, CommandStatus, Credential,
+                     ExecResult, Grant, Health, Limits, Listing,
+                     BrokerSession, Prompt, Rule, RuleList, SandboxInfo,
+                     TarResult)
 
 Cmd = Union[str, Sequence[str]]
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -458,6 +459,90 @@ def b_prompt_answer(pid: str, decision: str) -> Call[dict[str, Any]]:
         raise InvalidArgumentError("decision: allow_once, allow_chat or deny")
     return json_call("POST", "/v1/prompts/" + q(pid), _obj,
                      {"decision": decision})
+
+
+RuleLike = Union[Rule, Mapping[str, Any]]
+
+
+def rule_body(r: RuleLike) -> dict[str, Any]:
+    """A rule as sluiced takes it: a :class:`Rule`, or a dict in the
+    API's shape (sent as it is; sluiced names a field it refuses)."""
+    if isinstance(r, Rule):
+        return r.to_json()
+    if isinstance(r, Mapping):
+        return dict(r)
+    raise InvalidArgumentError("a rule: a sluice.Rule or a dict")
+
+
+def strs_arg(what: str, v: Union[str, Sequence[str]]) -> list[str]:
+    """A list of strings; one string alone is a list of it (never its
+    characters)."""
+    lst = [v] if isinstance(v, str) else list(v)
+    if not all(isinstance(x, str) for x in lst):
+        raise InvalidArgumentError("%s: a list of strings" % what)
+    return lst
+
+
+def b_rules() -> Call[RuleList]:
+    return json_call("GET", "/v1/rules",
+                     lambda r: RuleList.from_json(_obj(r)))
+
+
+def b_rule_get(name: str) -> Call[Rule]:
+    return json_call("GET", "/v1/rules/" + q(name),
+                     lambda r: Rule.from_json(_obj(r)))
+
+
+def b_rule_put(body: Mapping[str, Any]) -> Call[Rule]:
+    return json_call("POST", "/v1/rules",
+                     lambda r: Rule.from_json(_obj(r)), body)
+
+
+def b_rules_replace(rules: Sequence[RuleLike]) -> Call[RuleList]:
+    if isinstance(rules, (str, Mapping, Rule)):
+        raise InvalidArgumentError("rules: a list of rules")
+    return json_call("PUT", "/v1/rules",
+                     lambda r: RuleList.from_json(_obj(r)),
+                     {"rules": [rule_body(x) for x in rules]})
+
+
+def b_rule_delete(name: str) -> Call[dict[str, Any]]:
+    return json_call("DELETE", "/v1/rules/" + q(name), _obj)
+
+
+def b_creds() -> Call[list[Credential]]:
+    return json_call("GET", "/v1/credentials", lambda r: [
+        Credential.from_json(c) for c in _obj(r).get("credentials") or []
+        if isinstance(c, dict)])
+
+
+def b_cred_get(name: str) -> Call[Credential]:
+    return json_call("GET", "/v1/credentials/" + q(name),
+                     lambda r: Credential.from_json(_obj(r)))
+
+
+def b_cred_set(name: str, tenant: str, hosts: Union[str, Sequence[str]],
+               value: str, header: str, format: Optional[str],
+               methods: Optional[Sequence[str]],
+               paths: Optional[Sequence[str]]) -> Call[Credential]:
+    if not isinstance(value, str):
+        raise InvalidArgumentError("value: a string")
+    inject: dict[str, Any] = {"header": header}
+    if format is not None:
+        inject["format"] = format
+    b: dict[str, Any] = {"name": name, "tenant": tenant,
+                         "hosts": strs_arg("hosts", hosts),
+                         "inject": inject, "value": value}
+    if methods is not None:
+        b["methods"] = strs_arg("methods", methods)
+    if paths is not None:
+        b["paths"] = strs_arg("paths", paths)
+    return json_call("POST", "/v1/credentials",
+                     lambda r: Credential.from_json(_obj(r)), b)
+
+
+def b_cred_delete(name: str) -> Call[dict[str, Any]]:
+    return json_call("DELETE", "/v1/credentials/" + q(name), _obj)
 
 
 def b_events() -> Call[None]:

@@ -17,9 +17,9 @@ from .client import (DEFAULT_BROKER_ADDRESS, DEFAULT_EXEC_ADDRESS, _Seen,
 from .errors import (CommandError, SluiceConnectionError,
                      SluiceError, SluiceTimeoutError)
 from .models import (BrokerSession, Ceiling, CommandOutput, CommandStatus,
-                     Decision, Doctor, Event, ExecResult, Grant, Health,
-                     Limits, Listing, Prompt, SandboxInfo, StreamChunk,
-                     TarResult)
+                     Credential, Decision, Doctor, Event, ExecResult, Grant,
+                     Health, Limits, Listing, Prompt, Rule, RuleAction,
+                     RuleList, SandboxInfo, StreamChunk, TarResult)
 
 __all__ = ["AsyncSandboxClient", "AsyncSandboxes", "AsyncSandbox",
            "AsyncCommand", "AsyncBrokerClient", "AsyncEventStream",
@@ -532,6 +532,75 @@ class _Ceilings:
                                                   close_exceeding))
 
 
+class _Rules:
+    def __init__(self, b: "AsyncBrokerClient") -> None:
+        self._t = b._t
+
+    async def list(self) -> RuleList:
+        """The API's rules in order, the configuration's and the built-in
+        names (every role)."""
+        return await self._t.call(C.b_rules())
+
+    async def get(self, name: str) -> Rule:
+        """One of the API's rules (:class:`NotFoundError` for none)."""
+        return await self._t.call(C.b_rule_get(name))
+
+    async def add(self, name: str, hosts: Union[str, Sequence[str]],
+                  action: RuleAction, *, tenant: Optional[str] = None,
+                  methods: Optional[Sequence[str]] = None,
+                  paths: Optional[Sequence[str]] = None) -> Rule:
+        """Append a rule after the API's others, or replace the API's rule
+        of that name where it stands (admin).  ``tenant`` None: every
+        tenant's sessions."""
+        return await self._t.call(C.b_rule_put(C.rule_body(Rule(
+            name=name, hosts=C.strs_arg("hosts", hosts), action=action,
+            tenant=tenant, methods=C.strs_arg("methods", methods or []),
+            paths=C.strs_arg("paths", paths or [])))))
+
+    async def put(self, rule: C.RuleLike) -> Rule:
+        """:meth:`add` of a :class:`Rule` (or a dict in the API's shape)."""
+        return await self._t.call(C.b_rule_put(C.rule_body(rule)))
+
+    async def replace(self, rules: Sequence[C.RuleLike]) -> RuleList:
+        """The API's whole list, checked whole (admin); ``[]`` removes
+        them all."""
+        return await self._t.call(C.b_rules_replace(rules))
+
+    async def delete(self, name: str) -> None:
+        """Remove one of the API's rules (admin)."""
+        await self._t.call(C.b_rule_delete(name))
+
+
+class _Credentials:
+    def __init__(self, b: "AsyncBrokerClient") -> None:
+        self._t = b._t
+
+    async def list(self) -> list[Credential]:
+        """The credentials (a caller bound to a tenant: its own), never a
+        value."""
+        return await self._t.call(C.b_creds())
+
+    async def get(self, name: str) -> Credential:
+        return await self._t.call(C.b_cred_get(name))
+
+    async def set(self, name: str, *, tenant: str,
+                  hosts: Union[str, Sequence[str]], value: str,
+                  header: str = "Authorization",
+                  format: Optional[str] = None,
+                  methods: Optional[Sequence[str]] = None,
+                  paths: Optional[Sequence[str]] = None) -> Credential:
+        """Set a credential, or replace the one of that name (rotation:
+        its placeholder stays); every host must be inspected by sluiced.
+        ``format`` has ``{}`` where the value goes (sluiced's default:
+        the value alone).  The value is never sent back."""
+        return await self._t.call(C.b_cred_set(
+            name, tenant, hosts, value, header, format, methods, paths))
+
+    async def delete(self, name: str) -> None:
+        """Revoke it: its placeholder is removed from then on."""
+        await self._t.call(C.b_cred_delete(name))
+
+
 class _Prompts:
     def __init__(self, b: "AsyncBrokerClient") -> None:
         self._b = b
@@ -573,6 +642,8 @@ class AsyncBrokerClient:
         self.grants = _Grants(self)
         self.ceilings = _Ceilings(self)
         self.prompts = _Prompts(self)
+        self.rules = _Rules(self)
+        self.credentials = _Credentials(self)
 
     @property
     def address(self) -> str:

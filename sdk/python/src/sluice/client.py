@@ -17,8 +17,9 @@ from ._http import Body, SSEParser, Transport, as_bytes
 from .errors import (CommandError, SluiceConnectionError,
                      SluiceError, SluiceTimeoutError)
 from .models import (BrokerSession, Ceiling, CommandOutput, CommandStatus,
-                     Decision, Doctor, Event, ExecResult, FileEntry, Grant,
-                     Health, Limits, Listing, Prompt, SandboxInfo, StreamChunk,
+                     Credential, Decision, Doctor, Event, ExecResult,
+                     FileEntry, Grant, Health, Limits, Listing, Prompt, Rule,
+                     RuleAction, RuleList, SandboxInfo, StreamChunk,
                      TarResult)
 
 __all__ = ["SandboxClient", "Sandboxes", "Sandbox", "Command",
@@ -722,6 +723,74 @@ class _Ceilings:
         return self._t.call(C.b_ceiling_set(tier, tenants, close_exceeding))
 
 
+class _Rules:
+    def __init__(self, b: "BrokerClient") -> None:
+        self._t = b._t
+
+    def list(self) -> RuleList:
+        """The API's rules in order, the configuration's and the built-in
+        names (every role)."""
+        return self._t.call(C.b_rules())
+
+    def get(self, name: str) -> Rule:
+        """One of the API's rules (:class:`NotFoundError` for none)."""
+        return self._t.call(C.b_rule_get(name))
+
+    def add(self, name: str, hosts: Union[str, Sequence[str]],
+            action: RuleAction, *, tenant: Optional[str] = None,
+            methods: Optional[Sequence[str]] = None,
+            paths: Optional[Sequence[str]] = None) -> Rule:
+        """Append a rule after the API's others, or replace the API's rule
+        of that name where it stands (admin).  ``tenant`` None: every
+        tenant's sessions."""
+        return self._t.call(C.b_rule_put(C.rule_body(Rule(
+            name=name, hosts=C.strs_arg("hosts", hosts), action=action,
+            tenant=tenant, methods=C.strs_arg("methods", methods or []),
+            paths=C.strs_arg("paths", paths or [])))))
+
+    def put(self, rule: C.RuleLike) -> Rule:
+        """:meth:`add` of a :class:`Rule` (or a dict in the API's shape)."""
+        return self._t.call(C.b_rule_put(C.rule_body(rule)))
+
+    def replace(self, rules: Sequence[C.RuleLike]) -> RuleList:
+        """The API's whole list, checked whole (admin); ``[]`` removes
+        them all."""
+        return self._t.call(C.b_rules_replace(rules))
+
+    def delete(self, name: str) -> None:
+        """Remove one of the API's rules (admin)."""
+        self._t.call(C.b_rule_delete(name))
+
+
+class _Credentials:
+    def __init__(self, b: "BrokerClient") -> None:
+        self._t = b._t
+
+    def list(self) -> list[Credential]:
+        """The credentials (a caller bound to a tenant: its own), never a
+        value."""
+        return self._t.call(C.b_creds())
+
+    def get(self, name: str) -> Credential:
+        return self._t.call(C.b_cred_get(name))
+
+    def set(self, name: str, *, tenant: str,
+            hosts: Union[str, Sequence[str]], value: str,
+            header: str = "Authorization", format: Optional[str] = None,
+            methods: Optional[Sequence[str]] = None,
+            paths: Optional[Sequence[str]] = None) -> Credential:
+        """Set a credential, or replace the one of that name (rotation:
+        its placeholder stays); every host must be inspected by sluiced.
+        ``format`` has ``{}`` where the value goes (sluiced's default:
+        the value alone).  The value is never sent back."""
+        return self._t.call(C.b_cred_set(name, tenant, hosts, value, header,
+                                         format, methods, paths))
+
+    def delete(self, name: str) -> None:
+        """Revoke it: its placeholder is removed from then on."""
+        self._t.call(C.b_cred_delete(name))
+
+
 class _Prompts:
     def __init__(self, b: "BrokerClient") -> None:
         self._b = b
@@ -751,7 +820,8 @@ class _Prompts:
 class BrokerClient:
     """sluiced's control API (role app or admin on its socket, or a token
     on its https listener): ``sessions``, ``grants``, ``ceilings``
-    (admin), ``prompts`` and ``events()``."""
+    (admin), ``prompts``, ``rules`` (writes: admin), ``credentials``
+    (admin, app) and ``events()``."""
 
     def __init__(self, address: Optional[str] = None,
                  token: Optional[str] = None, *,
@@ -765,6 +835,8 @@ class BrokerClient:
         self.grants = _Grants(self)
         self.ceilings = _Ceilings(self)
         self.prompts = _Prompts(self)
+        self.rules = _Rules(self)
+        self.credentials = _Credentials(self)
 
     @property
     def address(self) -> str:

@@ -15,6 +15,7 @@ __all__ = [
     "ExecResult", "OutputChunk", "StreamChunk",
     "CommandStatus", "CommandOutput", "FileEntry", "Listing", "Health",
     "Doctor", "BrokerSession", "Grant", "Ceiling", "Prompt", "Event",
+    "Rule", "RuleList", "Credential",
 ]
 
 Tier = Literal["off", "registries", "public"]
@@ -493,6 +494,99 @@ class Ceiling:
                    tenants={k: v for k, v in t.items() if isinstance(v, str)},
                    source=_s(d.get("source")) or "",
                    closed=_i(d.get("closed")), raw=dict(d))
+
+
+def _strs(v: Any) -> list[str]:
+    return [x for x in _l(v) if isinstance(x, str)]
+
+
+RuleAction = Literal["allow", "deny", "prompt"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A request rule of sluiced (see sluiced(8), *Request rules*): the
+    requests to ``hosts`` (``*.suffix`` patterns, an optional ``:port``)
+    with one of ``methods`` and a path matching one of ``paths`` (both
+    empty: any) are allowed, denied or prompted.  ``tenant`` None: every
+    tenant's sessions."""
+
+    name: str
+    hosts: list[str]
+    action: str
+    tenant: Optional[str] = None
+    methods: list[str] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Rule":
+        return cls(name=_s(d.get("name")) or "", hosts=_strs(d.get("hosts")),
+                   action=_s(d.get("action")) or "",
+                   tenant=_s(d.get("tenant")),
+                   methods=_strs(d.get("methods")),
+                   paths=_strs(d.get("paths")))
+
+    def to_json(self) -> dict[str, Any]:
+        """The body sluiced takes (``tenant`` null: every tenant)."""
+        return {"name": self.name, "tenant": self.tenant,
+                "hosts": list(self.hosts), "methods": list(self.methods),
+                "paths": list(self.paths), "action": self.action}
+
+
+@dataclass(frozen=True)
+class RuleList:
+    """``GET /v1/rules``: the control API's rules in order (``rules``),
+    the configuration's (``config``, before them; changed in the file
+    only) and the built-in rules' names (``builtin``, after them).  A
+    caller bound to a tenant sees, of the API's, those for every tenant
+    and its own."""
+
+    rules: list[Rule]
+    config: list[Rule]
+    builtin: list[str]
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "RuleList":
+        return cls(rules=[Rule.from_json(r) for r in _l(d.get("rules"))
+                          if isinstance(r, dict)],
+                   config=[Rule.from_json(r) for r in _l(d.get("config"))
+                           if isinstance(r, dict)],
+                   builtin=_strs(d.get("builtin")))
+
+
+@dataclass(frozen=True)
+class Credential:
+    """A credential of sluiced (see sluiced(8), *Credentials*), never its
+    value (write-only): a sandbox of ``tenant`` sends ``placeholder`` in a
+    header and sluiced sends ``header: format`` with the value in its
+    place, on an inspected leg to one of ``hosts`` with one of
+    ``methods`` and a path matching ``paths`` (empty: any).  ``updated``
+    is when it was last set (Unix seconds)."""
+
+    name: str
+    tenant: str
+    hosts: list[str]
+    header: str
+    format: str
+    methods: list[str]
+    paths: list[str]
+    placeholder: str
+    updated: Optional[int]
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False,
+                                   compare=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Credential":
+        inj = _o(d.get("inject"))
+        return cls(name=_s(d.get("name")) or "",
+                   tenant=_s(d.get("tenant")) or "",
+                   hosts=_strs(d.get("hosts")),
+                   header=_s(inj.get("header")) or "",
+                   format=_s(inj.get("format")) or "",
+                   methods=_strs(d.get("methods")),
+                   paths=_strs(d.get("paths")),
+                   placeholder=_s(d.get("placeholder")) or "",
+                   updated=_i(d.get("updated")), raw=dict(d))
 
 
 @dataclass(frozen=True)
