@@ -33,10 +33,11 @@ restored by the next create of its id, --archive-reps times, first with
 the local archive_dir and then with lifecycle.archive_store an S3 store:
 OpenStack Swift with s3api, all in one on loopback (every request's SigV4
 signature checked; tests/scenario/swift_s3.py, as t_execd_s3.py uses
-it), its processes started and stopped by their PIDs.  Each figure is the median of the repetitions, in ms
-and in MiB/s of the workspace; a DELETE ?archive=discard and a create
-without an archive, timed the same way, are the baseline (what is not
-the archive).  Written to results-archive.md / .json.
+it), its processes started and stopped by their PIDs.  Each figure is
+the median of the repetitions, in ms and in MiB/s of the workspace; a
+DELETE ?archive=discard and a create without an archive, timed the same
+way, are the baseline (what is not the archive).  Written to
+results-archive.md / .json.
 """
 import argparse
 import http.client

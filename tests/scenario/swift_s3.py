@@ -35,6 +35,13 @@ REGION = "us-east-1"
 SERVERS = ("account", "container", "object")
 
 
+def _die_with_parent():
+    """In the child: SIGTERM when the test dies without its clean-up
+    (SIGKILL), so no server outlives it."""
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # SET_PDEATHSIG
+
+
 class Unavailable(Exception):
     """Swift's programs or boto3 are not installed."""
 
@@ -71,7 +78,7 @@ class SwiftS3:
         self.top = top
         self.procs = []
         self.logs = []
-        self.nocache = None
+        self.nocache = self.nolog = None
         self.ak = "%s:%s" % (ACCOUNT, USER)
         self.sk = secrets.token_hex(20)
         etc = os.path.join(top, "etc")
@@ -88,6 +95,13 @@ class SwiftS3:
         self.nocache = socket.socket()
         self.nocache.bind(("127.0.0.1", 0))
         self.nocache_port = self.nocache.getsockname()[1]
+        # Swift's syslog: a UDP socket held here and never read (the
+        # kernel drops what overflows, the sender never waits), not the
+        # host's /dev/log; the log is read from each process's console
+        # (-v) instead
+        self.nolog = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.nolog.bind(("127.0.0.1", 0))
+        self.nolog_port = self.nolog.getsockname()[1]
         self.port = ports["proxy"]
         self.ep = "http://127.0.0.1:%d" % self.port
         try:
@@ -124,7 +138,8 @@ class SwiftS3:
         common = ("[DEFAULT]\nbind_ip = 127.0.0.1\nbind_port = %d\n"
                   "workers = 0\nuser = root\nswift_dir = %s\n"
                   "devices = %s\nmount_check = false\n"
-                  "log_name = %s\nlog_level = INFO\n\n"
+                  "log_name = %s\nlog_level = INFO\n"
+                  "log_udp_host = 127.0.0.1\nlog_udp_port = %d\n\n"
                   "[pipeline:main]\npipeline = %s\n\n")
         extra = {
             # the container's listing is updated while the object's PUT
@@ -136,12 +151,13 @@ class SwiftS3:
             with open(os.path.join(self.etc, "%s-server.conf" % k),
                       "w") as f:
                 f.write(common % (ports[k], self.etc, self.devices, k,
-                                  "%s-server" % k))
+                                  self.nolog_port, "%s-server" % k))
                 f.write("[app:%s-server]\nuse = egg:swift#%s\n%s" % (
                     k, k, extra[k]))
         with open(os.path.join(self.etc, "proxy-server.conf"), "w") as f:
             f.write(common % (
                 ports["proxy"], self.etc, self.devices, "proxy",
+                self.nolog_port,
                 "catch_errors gatekeeper proxy-logging cache listing_formats "
                 "s3api tempauth copy slo dlo proxy-logging proxy-server"))
             f.write(
@@ -171,7 +187,7 @@ class SwiftS3:
             ["swift-%s-server" % k, os.path.join(self.etc,
                                                 "%s-server.conf" % k), "-v"],
             stdin=subprocess.DEVNULL, stdout=lf, stderr=subprocess.STDOUT,
-            start_new_session=True)))
+            start_new_session=True, preexec_fn=_die_with_parent)))
 
     def _wait(self, log):
         c = self.client()
@@ -234,6 +250,7 @@ class SwiftS3:
         for f in self.logs:
             f.close()
         self.logs = []
-        if self.nocache is not None:
-            self.nocache.close()
-            self.nocache = None
+        for sk in (self.nocache, self.nolog):
+            if sk is not None:
+                sk.close()
+        self.nocache = self.nolog = None
