@@ -31,12 +31,13 @@ workspace holds --archive-mib MiB of random bytes (incompressible: zstd
 saves nothing, every byte goes to the store) is archived by DELETE and
 restored by the next create of its id, --archive-reps times, first with
 the local archive_dir and then with lifecycle.archive_store an S3 store:
-moto's server on loopback with IAM authentication (every request's SigV4
-signature checked, as in tests/scenario/t_execd_s3.py), started and
-stopped by its PID.  Each figure is the median of the repetitions, in ms
-and in MiB/s of the workspace; a DELETE ?archive=discard and a create
-without an archive, timed the same way, are the baseline (what is not
-the archive).  Written to results-archive.md / .json.
+OpenStack Swift with s3api, all in one on loopback (every request's SigV4
+signature checked; tests/scenario/swift_s3.py, as t_execd_s3.py uses
+it), its processes started and stopped by their PIDs.  Each figure is
+the median of the repetitions, in ms and in MiB/s of the workspace; a
+DELETE ?archive=discard and a create without an archive, timed the same
+way, are the baseline (what is not the archive).  Written to
+results-archive.md / .json.
 
 --opensandbox also serves the OpenSandbox-compatible API (on 127.0.0.1,
 a random port) and times, on one sandbox made through it, `true` run by
@@ -867,45 +868,28 @@ class Bench:
             self.delete(sid)
 
     # -------------------------------------------------------- archives
-    def moto(self):
-        """moto's S3 server with IAM authentication, a user, its key and
-        a bucket; the key files (0600) for sluice-execd."""
+    def swift(self):
+        """OpenStack Swift with s3api, all in one on loopback
+        (tests/scenario/swift_s3.py: every request's SigV4 signature
+        checked against tempauth's key), a bucket; the key files (0600)
+        for sluice-execd."""
+        here = os.path.dirname(os.path.abspath(__file__))
+        # bench/ off the path: its inspect.py would stand for the
+        # standard library's when botocore imports that
+        sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") !=
+                       here]
+        sys.path.insert(0, os.path.join(os.path.dirname(here), "tests",
+                                        "scenario"))
+        import swift_s3
         try:
-            import boto3
-            import moto.server  # noqa: F401
-        except ImportError as e:
-            raise SystemExit("bench: --archive needs moto's server and "
-                             "boto3 (python3-moto): %s" % e)
-        port = free_port()
-        ep = "http://127.0.0.1:%d" % port
-        self.moto_proc = Proc("moto", [sys.executable, "-m", "moto.server",
-                                       "-H", "127.0.0.1", "-p", str(port)],
-                              self.tmp, env=dict(
-                                  os.environ,
-                                  INITIAL_NO_AUTH_ACTION_COUNT="4"))
-        for _ in range(300):
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        iam = boto3.client("iam", endpoint_url=ep, region_name="us-east-1",
-                           aws_access_key_id="setup",
-                           aws_secret_access_key="setup")
-        iam.create_user(UserName="bench")
-        iam.put_user_policy(UserName="bench", PolicyName="s3",
-                            PolicyDocument=json.dumps({
-                                "Version": "2012-10-17",
-                                "Statement": [{"Effect": "Allow",
-                                               "Action": "s3:*",
-                                               "Resource": "*"}]}))
-        k = iam.create_access_key(UserName="bench")["AccessKey"]
-        from botocore.config import Config
-        boto3.client("s3", endpoint_url=ep, region_name="us-east-1",
-                     aws_access_key_id=k["AccessKeyId"],
-                     aws_secret_access_key=k["SecretAccessKey"],
-                     config=Config(s3={"addressing_style": "path"})
-                     ).create_bucket(Bucket="bench")
+            self.swift_s3 = swift_s3.SwiftS3(os.path.join(self.tmp,
+                                                          "swift"), log=log)
+        except swift_s3.Unavailable as e:
+            raise SystemExit("bench: --archive needs %s (tools/deps.sh)" % e)
+        ep = self.swift_s3.ep
+        k = {"AccessKeyId": self.swift_s3.ak,
+             "SecretAccessKey": self.swift_s3.sk}
+        self.swift_s3.client().create_bucket(Bucket="bench")
         files = []
         for name, v in (("s3.access", k["AccessKeyId"]),
                         ("s3.secret", k["SecretAccessKey"])):
@@ -964,7 +948,7 @@ class Bench:
         a = self.args
         self.arch_where = [("local", {"archive_dir": os.path.join(
             self.tmp, "xarchive")})]
-        s3 = self.moto()
+        s3 = self.swift()
         self.arch_where.append(("s3", {
             "archive_dir": os.path.join(self.tmp, "xstage"),
             "archive_store": "s3://bench/fleet", "archive_s3": s3}))
@@ -1002,10 +986,11 @@ class Bench:
                 "store, the upload in 8 MiB parts signed with SigV4); "
                 "restore: the create that restores (with the store, the "
                 "download first).  Baseline: a DELETE ?archive=discard / "
-                "a create with no archive.  s3: moto's server on loopback "
-                "(IAM authentication on), so the store's figures are the "
-                "client's cost plus moto's (a Python server that keeps "
-                "objects in memory), not a network's.\n\n" % (
+                "a create with no archive.  s3: OpenStack Swift 2.30 with "
+                "s3api on loopback (all in one: one replica, objects on "
+                "this disk; every request's signature checked), so the "
+                "store's figures are the client's cost plus Swift's (a "
+                "Python proxy and object server), not a network's.\n\n" % (
                     mib, self.args.archive_reps, platform.release(),
                     os.cpu_count() or 0, self.load0, os.getloadavg()[0])
                 + "\n".join(md) + "\n")
@@ -1055,8 +1040,8 @@ class Bench:
                 log("sluice-execd exited %s:\n%s" % (rc, self.execd.tail()))
         if self.sluiced is not None:
             self.sluiced.stop()
-        if getattr(self, "moto_proc", None) is not None:
-            self.moto_proc.stop()
+        if getattr(self, "swift_s3", None) is not None:
+            self.swift_s3.close()
         return self.leftovers()
 
     def procs(self):
@@ -1295,7 +1280,7 @@ def main():
     ap.add_argument("--keep-tmp", action="store_true")
     ap.add_argument("--archive", action="store_true",
                     help="the archive figures instead: archive and restore "
-                    "throughput, local archive_dir and an S3 store (moto)")
+                    "throughput, local archive_dir and an S3 store (Swift)")
     ap.add_argument("--archive-mib", type=int, default=100)
     ap.add_argument("--archive-reps", type=int, default=3)
     ap.add_argument("--opensandbox", action="store_true",

@@ -16,11 +16,12 @@ apt-get install -y -qq --no-install-recommends \
 # (with its own npm) is installed already.
 command -v node >/dev/null 2>&1 ||
 	apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
-# moto's S3 server for the archive store's test (t_execd_s3: it checks
-# SigV4 signatures), from Debian where it is packaged; Debian 12 does
-# not (the test skips without it, README "More than one host").
-if ! python3 -c 'import moto.server, boto3' >/dev/null 2>&1 &&
-	apt-cache show python3-moto >/dev/null 2>&1; then
-	apt-get install -y -qq --no-install-recommends python3-moto \
-		python3-boto3 python3-flask python3-flask-cors >/dev/null
-fi
+# The archive store's S3 server for t_execd_s3 and the archive bench:
+# OpenStack Swift with its s3api middleware (it checks SigV4 signatures),
+# which the test starts itself, all in one on loopback with its own
+# configuration (tests/scenario/swift_s3.py); boto3 is the test's own
+# client.  The packages enable no service that runs here: nothing
+# listens until the test starts it.
+apt-get install -y -qq --no-install-recommends swift swift-proxy \
+	swift-account swift-container swift-object python3-swift \
+	python3-boto3 >/dev/null

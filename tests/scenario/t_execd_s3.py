@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """sluice-execd's archive store in S3-compatible storage (issue 25, point
 1): lifecycle.archive_store "s3://bucket/prefix", against a real server
-that verifies AWS Signature V4 (moto's server with IAM authentication:
-every request after the setup's is checked against the keys IAM holds,
-with botocore's own SigV4 code; a wrong secret is SignatureDoesNotMatch).
+that verifies AWS Signature V4: OpenStack Swift with its s3api
+middleware, all in one on loopback, from Debian's packages (swift_s3.py:
+s3api checks every request's signature against the key tempauth holds;
+a wrong secret is 403 SignatureDoesNotMatch).
 Two sluice-execd (two state and runtime directories, one sluiced) share
 the store:
 
@@ -38,22 +39,21 @@ the store:
   not http(s), a missing key file, a relative or conflicting directory
   are refused with the key's path; a directory is archive_dir.
 
-Skips (77) without root, user namespaces or moto (python3 -m
-moto.server with boto3)."""
+Skips (77) without root, user namespaces, Swift's servers or boto3
+(tools/deps.sh installs them)."""
 
 import hashlib
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, Skip, check, check_eq, log,  # noqa: E402
-                     wait_until, free_port)
+                     wait_until)
 import t_execd as X  # noqa: E402
+import swift_s3  # noqa: E402
 
 S = Suite("t_execd_s3", time_limit=600)
 
@@ -61,89 +61,36 @@ BUCKET = "sluice-arch"
 PREFIX = "sluice-fleet"
 
 
-class Moto:
-    """moto's server on loopback with IAM authentication: the first
-    requests (the setup: a user, its policy, its key, the bucket) go
-    unchecked, every later one must be signed with the key IAM made."""
-
-    SETUP = 4
+class Store:
+    """An all-in-one OpenStack Swift with s3api on loopback (swift_s3.py):
+    every S3 request's SigV4 signature is checked against the key
+    tempauth holds for the test's user; a wrong secret is
+    SignatureDoesNotMatch.  The bucket is made with boto3 (the test's
+    own client, to look at the store)."""
 
     def __init__(self, env):
         try:
-            import boto3  # noqa: F401
-            import moto.server  # noqa: F401
-        except ImportError as e:
-            raise Skip("moto's server is not installed: %s" % e)
-        self.env = env
-        self.port = free_port()
-        self.ep = "http://127.0.0.1:%d" % self.port
-        self.log = open(env.path("moto.log"), "w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
-             str(self.port)], stdin=subprocess.DEVNULL, stdout=self.log,
-            stderr=subprocess.STDOUT,
-            env=dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT=str(
-                self.SETUP)))
-        env.closers.append(self.close)
-
-        def up():
-            try:
-                socket.create_connection(("127.0.0.1", self.port),
-                                         0.2).close()
-                return True
-            except OSError:
-                return False
-        wait_until(up, 30, what="moto's server")
-        import boto3
-        iam = boto3.client("iam", endpoint_url=self.ep,
-                           region_name="us-east-1", aws_access_key_id="setup",
-                           aws_secret_access_key="setup")
-        iam.create_user(UserName="sluice")
-        iam.put_user_policy(UserName="sluice", PolicyName="archives",
-                            PolicyDocument=json.dumps({
-                                "Version": "2012-10-17",
-                                "Statement": [{"Effect": "Allow",
-                                               "Action": "s3:*",
-                                               "Resource": "*"}]}))
-        k = iam.create_access_key(UserName="sluice")["AccessKey"]
-        self.ak, self.sk = k["AccessKeyId"], k["SecretAccessKey"]
-        self.s3 = self.client(self.sk)
+            self.swift = swift_s3.SwiftS3(env.path("swift"), log=log)
+        except swift_s3.Unavailable as e:
+            raise Skip(str(e))
+        env.closers.append(self.swift.close)
+        self.ep, self.ak, self.sk = (self.swift.ep, self.swift.ak,
+                                     self.swift.sk)
+        self.s3 = self.swift.client()
         self.s3.create_bucket(Bucket=BUCKET)
-
-    def client(self, secret):
-        import boto3
-        from botocore.config import Config
-        return boto3.client("s3", endpoint_url=self.ep,
-                            region_name="us-east-1",
-                            aws_access_key_id=self.ak,
-                            aws_secret_access_key=secret,
-                            config=Config(s3={"addressing_style": "path"}))
 
     def names(self):
         out, tok = {}, None
         while True:
-            # the whole bucket: moto signs a query's "%2F" encoded
-            # again, so botocore's Prefix="sluice-fleet/" is refused
-            kw = {"Bucket": BUCKET}
+            kw = {"Bucket": BUCKET, "Prefix": PREFIX + "/"}
             if tok:
                 kw["ContinuationToken"] = tok
             r = self.s3.list_objects_v2(**kw)
             for o in r.get("Contents", []):
-                if o["Key"].startswith(PREFIX + "/"):
-                    out[o["Key"][len(PREFIX) + 1:]] = o["Size"]
+                out[o["Key"][len(PREFIX) + 1:]] = o["Size"]
             if not r.get("IsTruncated"):
                 return out
             tok = r["NextContinuationToken"]
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
 
 
 def key_files(env, m, secret=None, name="s3"):
@@ -219,7 +166,7 @@ def check_workspace(x, sid, big):
 
 @S.case
 def two_hosts(env):
-    m = Moto(env)
+    m = Store(env)
     ak, sk = key_files(env, m)
     lc = store_conf(m, ak, sk)
     ctl, a, b = two(env, m, lc)
@@ -241,6 +188,10 @@ def two_hosts(env):
         PREFIX, meta["file"]))["Body"].read()
     check_eq(hashlib.sha256(tar).hexdigest(), meta["sha256"],
              "the multipart upload is the archive")
+    # S3's ETag of a multipart object: "<md5 of the parts' md5s>-<parts>"
+    etag = m.s3.head_object(Bucket=BUCKET, Key="%s/%s" % (
+        PREFIX, meta["file"]))["ETag"]
+    check(etag.endswith('-3"'), "uploaded in 3 parts: ETag %s" % etag)
     check_eq(os.listdir(a.conf["lifecycle"]["archive_dir"]), [],
              "nothing left in A's archive_dir")
     # another host of the fleet restores it
@@ -292,7 +243,7 @@ def two_hosts(env):
 
 @S.case
 def wrong_key(env):
-    m = Moto(env)
+    m = Store(env)
     ak, sk = key_files(env, m)
     good_ak, good_sk = key_files(env, m, name="good")
     # idle_after 4: the sweep's period is a second (the retries' first
@@ -354,7 +305,7 @@ def wrong_key(env):
 
 @S.case
 def expiry_quota(env):
-    m = Moto(env)
+    m = Store(env)
     ak, sk = key_files(env, m)
     ctl, a, _ = two(env, m, store_conf(
         m, ak, sk, archive_max_count_per_tenant=1), lc_b=False)
@@ -413,7 +364,7 @@ def drain_to_store(env):
     """PUT /v1/node {"draining": true} on A: its idle sandbox is archived
     to the store and removed, A reports itself empty, a create there is
     503 draining, and B takes the sandbox up with its files."""
-    m = Moto(env)
+    m = Store(env)
     ak, sk = key_files(env, m)
     ctl, a, b = two(env, m, store_conf(m, ak, sk))
     X.create(a, "d1")

@@ -830,10 +830,10 @@ xd_s3_list(const struct xd_s3 *s, char *err, size_t len)
 	snprintf(pfx, sizeof(pfx), "%s%s", s->prefix, s->prefix[0] ? "/" :
 	    "");
 	pl = strlen(pfx);
-	/* asked without the prefix's last "/" (the names are filtered here):
-	 * moto's server, the tests' store, signs a query's %2F encoded
-	 * twice, and a prefix of one segment then lists with none */
-	if (uri_enc(s->prefix, 0, epfx, sizeof(epfx)) != 0)
+	/* the prefix with its "/" (SigV4's canonical query: "%2F"), so a
+	 * sibling prefix ("fleet-b/" beside "fleet/") is not listed too;
+	 * the names are still filtered here (no deeper "/") */
+	if (uri_enc(pfx, 0, epfx, sizeof(epfx)) != 0)
 		goto fail;
 	tok[0] = '\0';
 	while (trunc) {
