@@ -465,7 +465,7 @@ selftest() {
 		'(d) include crosses layers: firewall/fw.c:2: proxy/lib/lib.h [firewall/ never uses proxy/]'
 		'(d) include crosses layers: proxy/lib/lib.c:1: proxy/relay/relay-int.h [proxy/lib/ is below the relay]'
 		'(e) cycle of 2 leaves proxy/relay/: sandbox-glue/executor/backend/be.c sandbox-glue/executor/execd/xd.c'
-		'(f) include crosses layers: sandbox-glue/executor/backend/be.c:1: sandbox-glue/executor/image/img.h [sandbox-glue/executor/backend/ uses only proxy/lib/, policy/]'
+		'(f) include crosses layers: sandbox-glue/executor/backend/be.c:1: sandbox-glue/executor/image/img.h [sandbox-glue/executor/backend/ uses only proxy/lib/, policy/, sandbox-glue/agent/]'
 		'(f) sandbox-glue/executor/backend/be.c -> sandbox-glue/executor/execd/xd.c: xd_f'
 		'(f) sandbox-glue/executor/cli/cl.c -> sandbox-glue/executor/execd/xd.c: xd_g'
 		'(f) a source directly in sandbox-glue/executor/: sandbox-glue/executor/stray.c'
