@@ -20,9 +20,15 @@
  *   both backends from one set);
  * - "runsc exec --detach" is broken (it re-executes itself with its
  *   flags after the command), so the shim is run by the container's
- *   init, a shell that also reaps orphans;
- * - OCI rlimits of an exec'd process are ignored, so commands get theirs
- *   from prlimit(1) inside;
+ *   init: the agent (sandbox-glue/agent/agent.h), which also reaps
+ *   orphans and starts commands (sbx_gv_agent.c);
+ * - with --host-uds=create (in "all"), a socket bound inside on a bind
+ *   mount is a host socket the host can connect to: the agent's
+ *   <dir>/agent/agent.sock.  A command costs a fork inside instead of a
+ *   runsc exec (~60 ms of the client alone); runsc exec stays for
+ *   sandboxes made before and whenever the agent does not answer;
+ * - OCI rlimits of an exec'd process are ignored, so commands run by
+ *   runsc exec get theirs from prlimit(1) inside (the agent sets them);
  * - with --cgroupfs, gVisor has its own cgroupfs: each command runs in
  *   memory/sluice/<tag> there, which is how kill_tree finds processes
  *   that setsid'd or were reparented to init;
