@@ -18,11 +18,13 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 
@@ -92,6 +94,15 @@ ag_prog_load(const char *hex)
 	return 0;
 }
 
+static long long
+ag_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void
 ag_on_signal(int sig)
 {
@@ -119,11 +130,24 @@ ag_signals_default(void)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
-/* In a child: the drop to the sandbox user, for good, then the seccomp
- * program.  0, or -1 and a message. */
+/* In a child: the drop to the sandbox user, for good (the seccomp
+ * program is inherited: agent_main installed it in itself).  0, or -1
+ * and a message. */
 static int
 ag_drop(void)
 {
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+	int cap;
+
+	/* what setpriv --bounding-set=-all --inh-caps=-all did: nothing
+	 * of the agent's capabilities can come back through an exec */
+	for (cap = 0; cap < 64; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) {
+			ag_log("bounding set: %s", strerror(errno));
+			return -1;
+		}
+	(void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
 	if (setgroups(0, NULL) != 0 || setresgid(ag_gid, ag_gid, ag_gid) != 0 ||
 	    setresuid(ag_uid, ag_uid, ag_uid) != 0 ||
 	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
@@ -131,9 +155,9 @@ ag_drop(void)
 		    (unsigned)ag_gid, strerror(errno));
 		return -1;
 	}
-	if (ag_fprog.len != 0 &&
-	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &ag_fprog, 0, 0) != 0) {
-		ag_log("seccomp: %s", strerror(errno));
+	memset(d, 0, sizeof(d));
+	if (syscall(SYS_capset, &h, d) != 0) {
+		ag_log("capset: %s", strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -289,6 +313,7 @@ ag_serve_spawn(int conn, char *req, size_t n)
 	struct ag_spawn s;
 	char err[AG_ERR_MAX];
 	int pin[2], pout[2], perr[2], st = 0, exited = 0;
+	long long exit_ms = 0;
 	size_t inlen = 0, inoff = 0;
 	unsigned char b[4];
 	pid_t pid;
@@ -320,6 +345,7 @@ ag_serve_spawn(int conn, char *req, size_t n)
 	for (;;) {
 		struct pollfd pf[5];
 		int np = 0, ci = -1, oi = -1, ei = -1, ii = -1, t;
+		int polled_after_exit = exited;
 
 		pf[np].fd = ag_sigpipe[0];
 		pf[np++].events = POLLIN;
@@ -344,15 +370,24 @@ ag_serve_spawn(int conn, char *req, size_t n)
 		}
 		/* after the exit: what is in the pipes, then stop even if a
 		 * background job holds them open */
-		if (poll(pf, (nfds_t)np, exited ? 0 : -1) < 0 && errno != EINTR)
-			goto gone;
+		if (poll(pf, (nfds_t)np, exited ? 0 : -1) < 0) {
+			/* SIGCHLD: the revents are not set, so none is
+			 * taken (a blocking read of the connection would
+			 * wait for the host forever) */
+			if (errno != EINTR)
+				goto gone;
+			for (t = 0; t < np; t++)
+				pf[t].revents = 0;
+		}
 		if (pf[0].revents) {
 			char c[64];
 
 			(void)!read(ag_sigpipe[0], c, sizeof(c));
 		}
-		if (!exited && waitpid(pid, &st, WNOHANG) == pid)
+		if (!exited && waitpid(pid, &st, WNOHANG) == pid) {
 			exited = 1;
+			exit_ms = ag_now_ms();
+		}
 		if (oi >= 0 && pf[oi].revents && ag_pump(conn, &pout[0],
 		    AG_STDOUT) != 0)
 			goto gone;
@@ -390,8 +425,12 @@ ag_serve_spawn(int conn, char *req, size_t n)
 			else
 				goto gone;	/* not in this conversation */
 		}
-		if (exited && (pout[0] < 0 || !(pf[oi].revents & POLLIN)) &&
-		    (perr[0] < 0 || !(pf[ei].revents & POLLIN)))
+		/* stop once a poll made after the exit finds nothing more
+		 * to read (a job left behind may hold the pipes open) */
+		if (polled_after_exit && (((pout[0] < 0 ||
+		    !(pf[oi].revents & POLLIN)) &&
+		    (perr[0] < 0 || !(pf[ei].revents & POLLIN))) ||
+		    ag_now_ms() - exit_ms > AG_DRAIN_MS))
 			break;
 	}
 	{
@@ -471,6 +510,14 @@ agent_main(int argc, char **argv)
 		ag_log("--agent: not a filter program");
 		return 125;
 	}
+	/* the sandbox's filter on the agent itself, so on all it starts
+	 * (the drop to the user, which it allows, comes after): no process
+	 * of the sandbox is without it */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || (ag_fprog.len != 0 &&
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &ag_fprog, 0, 0) != 0)) {
+		ag_log("seccomp: %s", strerror(errno));
+		return 125;
+	}
 	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	(void)mkdir("/sys/fs/cgroup/memory/sluice", 0755);
 	if (pipe2(ag_sigpipe, O_CLOEXEC | O_NONBLOCK) != 0)
@@ -508,9 +555,13 @@ agent_main(int argc, char **argv)
 			pf[1].events = POLLIN;
 			np = 2;
 		}
-		if (poll(pf, (nfds_t)np, init < 0 ? 1000 : -1) < 0 &&
-		    errno != EINTR)
-			break;
+		if (poll(pf, (nfds_t)np, init < 0 ? 1000 : -1) < 0) {
+			if (errno != EINTR)
+				break;
+			/* not set by an interrupted poll: accept would
+			 * block until the next connection */
+			pf[0].revents = pf[1].revents = 0;
+		}
 		if (pf[0].revents) {
 			char c[64];
 

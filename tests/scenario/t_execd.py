@@ -2152,6 +2152,13 @@ def gvisor_agent(env):
     check_eq((o["exit_code"], o["signal"]), (137, 9), "signal")
     o = ex(x, "ga", {"shell": "nosuchcommand-x"})
     check_eq(o["exit_code"], 127, "command not found")
+    # nothing of the agent's privileges: no capability can come back, the
+    # sandbox's seccomp filter is on
+    o = ex(x, "ga", {"shell": "grep -E '^(CapInh|CapBnd|Seccomp):' "
+                     "/proc/self/status"})
+    check_eq(o["stdout"].split(), ["CapInh:", "0000000000000000",
+                                   "CapBnd:", "0000000000000000",
+                                   "Seccomp:", "2"], "privileges")
     # the agent is root inside: its directory is not the sandbox user's
     o = ex(x, "ga", {"shell": "ls /dev/sluice-agent 2>&1; echo rc=$?"})
     check("rc=0" not in o["stdout"], "the sandbox user reaches the "
@@ -2162,6 +2169,9 @@ def gvisor_agent(env):
     check(o["timed_out"], "timeout: %r" % o)
     o = ex(x, "ga", {"shell": "pgrep -c sleep || true"})
     check_eq(o["stdout"].strip(), "0", "tree left after the timeout")
+    # a command that leaves a job behind ends when it does
+    o = ex(x, "ga", {"shell": "sleep 30 >/dev/null 2>&1 &"}, timeout=60)
+    check_eq(o["exit_code"], 0, "background job left")
     # no socket: runsc exec, as before the agent
     os.unlink(sock)
     ms = []

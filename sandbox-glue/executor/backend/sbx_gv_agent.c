@@ -175,8 +175,11 @@ ga_relay(void)
 			pf[1].events = POLLIN;
 			np = 2;
 		}
-		if (ppoll(pf, (nfds_t)np, NULL, &none) < 0 && errno != EINTR)
-			_exit(125);
+		if (ppoll(pf, (nfds_t)np, NULL, &none) < 0) {
+			if (errno != EINTR)
+				_exit(125);
+			continue;	/* a signal to pass on; no revents */
+		}
 		if (olen && (pf[0].revents & POLLOUT)) {
 			k = write(3, ob + ooff, olen - ooff);
 			if (k > 0 && (ooff += (size_t)k) == olen)
