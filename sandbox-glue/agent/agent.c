@@ -493,7 +493,7 @@ agent_main(int argc, char **argv)
 	char *end;
 	pid_t init = -1;
 	time_t restart = 0;
-	int lfd;
+	int lfd, nocg = 0;
 
 	/* --agent UID GID HEX -- INIT [ARG]... */
 	if (argc < 7 || strcmp(argv[5], "--") != 0) {
@@ -519,7 +519,14 @@ agent_main(int argc, char **argv)
 		return 125;
 	}
 	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	(void)mkdir("/sys/fs/cgroup/memory/sluice", 0755);
+	/* the parent of the command groups: without it no command can
+	 * be killed as a tree, so no socket (the backend's create then
+	 * tries runsc exec, and says why) */
+	if (mkdir(AG_CG, 0755) != 0 && errno != EEXIST) {
+		ag_log("%s: %s (commands go through runsc exec)", AG_CG,
+		    strerror(errno));
+		nocg = 1;
+	}
 	if (pipe2(ag_sigpipe, O_CLOEXEC | O_NONBLOCK) != 0)
 		return 1;
 	memset(&act, 0, sizeof(act));
@@ -532,7 +539,9 @@ agent_main(int argc, char **argv)
 	sa.sun_family = AF_UNIX;
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", AG_DIR, AG_SOCK);
 	(void)unlink(sa.sun_path);
-	if ((lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+	if (nocg)
+		lfd = -1;
+	else if ((lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
 	    bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
 	    listen(lfd, 64) != 0) {
 		/* without it the backend uses runsc exec: keep the init */
