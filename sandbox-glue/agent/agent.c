@@ -485,6 +485,42 @@ ag_serve(int conn)
 
 /* ---- the first process ---- */
 
+/* A worker: waits in accept(), tells the first process its pid (so that
+ * the next one is made), serves the one connection and exits.  Its pid,
+ * -1 when it cannot be made. */
+static pid_t
+ag_worker(int lfd, const int nfd[2])
+{
+	struct sigaction act;
+	pid_t me;
+	int c;
+
+	if ((me = fork()) != 0)
+		return me;
+	me = getpid();
+	/* a wake-up pipe of its own: the first process's would lose its
+	 * SIGCHLDs here */
+	close(ag_sigpipe[0]);
+	close(ag_sigpipe[1]);
+	close(nfd[0]);
+	memset(&act, 0, sizeof(act));
+	act.sa_handler = SIG_DFL;
+	sigaction(SIGTERM, &act, NULL);
+	sigaction(SIGCHLD, &act, NULL);
+	while ((c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
+		if (errno != EINTR && errno != ECONNABORTED)
+			_exit(1);
+	(void)!write(nfd[1], &me, sizeof(me));
+	close(nfd[1]);
+	close(lfd);
+	if (pipe2(ag_sigpipe, O_CLOEXEC | O_NONBLOCK) != 0)
+		_exit(1);
+	act.sa_handler = ag_on_signal;
+	sigaction(SIGCHLD, &act, NULL);
+	ag_serve(c);
+	_exit(0);
+}
+
 int
 agent_main(int argc, char **argv)
 {
@@ -493,7 +529,8 @@ agent_main(int argc, char **argv)
 	char *end;
 	pid_t init = -1;
 	time_t restart = 0;
-	int lfd, nocg = 0;
+	pid_t idle = -1;
+	int lfd, nocg = 0, nfd[2], i;
 
 	/* --agent UID GID HEX -- INIT [ARG]... */
 	if (argc < 7 || strcmp(argv[5], "--") != 0) {
@@ -527,7 +564,8 @@ agent_main(int argc, char **argv)
 		    strerror(errno));
 		nocg = 1;
 	}
-	if (pipe2(ag_sigpipe, O_CLOEXEC | O_NONBLOCK) != 0)
+	if (pipe2(ag_sigpipe, O_CLOEXEC | O_NONBLOCK) != 0 ||
+	    pipe2(nfd, O_CLOEXEC | O_NONBLOCK) != 0)
 		return 1;
 	memset(&act, 0, sizeof(act));
 	act.sa_handler = ag_on_signal;
@@ -560,11 +598,12 @@ agent_main(int argc, char **argv)
 		pf[0].fd = ag_sigpipe[0];
 		pf[0].events = POLLIN;
 		if (lfd >= 0) {
-			pf[1].fd = lfd;
+			pf[1].fd = nfd[0];
 			pf[1].events = POLLIN;
 			np = 2;
 		}
-		if (poll(pf, (nfds_t)np, init < 0 ? 1000 : -1) < 0) {
+		if (poll(pf, (nfds_t)np, init < 0 || (lfd >= 0 && idle < 0) ?
+		    1000 : -1) < 0) {
 			if (errno != EINTR)
 				break;
 			/* not set by an interrupted poll: accept would
@@ -581,35 +620,23 @@ agent_main(int argc, char **argv)
 			if (w == init) {
 				init = -1;
 				restart = time(NULL) + 1;
-			}
+			} else if (w == idle)
+				idle = -1;
 		if (init < 0 && time(NULL) >= restart)
 			init = ag_start_init(argv + 6);
 		if (np == 2 && pf[1].revents) {
-			int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-			pid_t h;
+			pid_t got[16];
+			ssize_t k = read(nfd[0], got, sizeof(got));
 
-			if (c < 0)
-				continue;
-			if ((h = fork()) == 0) {
-				close(lfd);
-				/* a wake-up pipe of its own: the first
-				 * process's would lose its SIGCHLDs here */
-				close(ag_sigpipe[0]);
-				close(ag_sigpipe[1]);
-				if (pipe2(ag_sigpipe, O_CLOEXEC |
-				    O_NONBLOCK) != 0)
-					_exit(1);
-				act.sa_handler = ag_on_signal;
-				sigaction(SIGCHLD, &act, NULL);
-				act.sa_handler = SIG_DFL;
-				sigaction(SIGTERM, &act, NULL);
-				ag_serve(c);
-				_exit(0);
-			}
-			if (h < 0)
-				ag_log("fork: %s", strerror(errno));
-			close(c);
+			for (i = 0; i < k / (ssize_t)sizeof(got[0]); i++)
+				if (got[i] == idle)
+					idle = -1;
 		}
+		/* one worker always waits in accept(), made before it is
+		 * needed: a command does not wait for the fork of the
+		 * process that serves it */
+		if (lfd >= 0 && idle < 0 && (idle = ag_worker(lfd, nfd)) < 0)
+			ag_log("fork: %s", strerror(errno));
 	}
 	if (init > 0)
 		(void)kill(init, SIGTERM);
