@@ -14,8 +14,9 @@
  * --host-uds=create makes the socket there a host socket), starts INIT
  * as UID:GID (restarted a second after it
  * ends), reaps whatever is reparented to it, and serves each connection
- * in a process of its own: SPAWN forks the command (its own session, its
- * command group memory/sluice/<tag> in gVisor's cgroupfs, then the
+ * in a process of its own, forked ahead and waiting in accept(): SPAWN
+ * forks the command (its own session, its command group
+ * memory/sluice/<tag> in gVisor's cgroupfs, then the
  * drop to UID:GID with no groups, no capability and no_new_privs, the
  * rlimits, the directory, exactly the environment)
  * and relays its stdin, stdout, stderr, signals and exit; KILL empties
