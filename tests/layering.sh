@@ -13,7 +13,8 @@
 #  (d) an object in firewall/ or policy/ that references a symbol defined
 #      anywhere in proxy/; one in proxy/lib/ that references proxy/relay/,
 #      proxy/control/ or proxy/'s top; and, DESIGN's "libc only", one in
-#      policy/ or sandbox-glue/shim/ that references any other folder.
+#      policy/, sandbox-glue/agent/ or sandbox-glue/shim/ that references
+#      any other folder (the shim may use the agent, built into it).
 #      The same folder rules apply to includes ("firewall/x.c" including
 #      "proxy/config.h" breaks (d) as a call would);
 #  (e) a cycle in the link-level graph between translation units (an edge
@@ -113,7 +114,7 @@ RULES = [   # (tag, from folder, to folder, to_exact, why)
 # configuration (sbx_cfg.h).
 EXEC = "sandbox-glue/executor"
 EXEC_USES = {
-    EXEC + "/backend": ("proxy/lib", "policy"),
+    EXEC + "/backend": ("proxy/lib", "policy", "sandbox-glue/agent"),
     EXEC + "/image": (EXEC + "/backend", "proxy/lib"),
     EXEC + "/execd": (EXEC + "/backend", EXEC + "/image", "proxy/lib",
                       "policy", "proxy/sluicectl"),
@@ -129,8 +130,12 @@ def crossing(fs, ft):
         if (under(fs, a) and not under(ft, a) and under(ft, PRODUCT)
                 and not under(ft, uses)):
             return "f", "%s/ uses only %s" % (a, ", ".join(u + "/" for u in uses))
-    for a in ("policy", "sandbox-glue/shim"):   # DESIGN: libc only
-        if under(fs, a) and not under(ft, a) and under(ft, PRODUCT):
+    # DESIGN: libc only (the shim has the agent built in, agent.h)
+    for a, uses in (("policy", ()), ("sandbox-glue/shim",
+                                     ("sandbox-glue/agent",)),
+                    ("sandbox-glue/agent", ())):
+        if (under(fs, a) and not under(ft, a) and under(ft, PRODUCT)
+                and not any(under(ft, u) for u in uses)):
             return "d", a + "/ uses libc only"
     return None
 
@@ -464,7 +469,7 @@ selftest() {
 		'(d) include crosses layers: firewall/fw.c:2: proxy/lib/lib.h [firewall/ never uses proxy/]'
 		'(d) include crosses layers: proxy/lib/lib.c:1: proxy/relay/relay-int.h [proxy/lib/ is below the relay]'
 		'(e) cycle of 2 leaves proxy/relay/: sandbox-glue/executor/backend/be.c sandbox-glue/executor/execd/xd.c'
-		'(f) include crosses layers: sandbox-glue/executor/backend/be.c:1: sandbox-glue/executor/image/img.h [sandbox-glue/executor/backend/ uses only proxy/lib/, policy/]'
+		'(f) include crosses layers: sandbox-glue/executor/backend/be.c:1: sandbox-glue/executor/image/img.h [sandbox-glue/executor/backend/ uses only proxy/lib/, policy/, sandbox-glue/agent/]'
 		'(f) sandbox-glue/executor/backend/be.c -> sandbox-glue/executor/execd/xd.c: xd_f'
 		'(f) sandbox-glue/executor/cli/cl.c -> sandbox-glue/executor/execd/xd.c: xd_g'
 		'(f) a source directly in sandbox-glue/executor/: sandbox-glue/executor/stray.c'

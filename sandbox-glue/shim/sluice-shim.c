@@ -37,6 +37,8 @@
 #include <linux/openat2.h>
 #endif
 
+#include "sandbox-glue/agent/agent.h"
+
 #define SHIM_NAME		"sluice-shim"
 #define SHIM_DEFAULT_SOCKET	"/run/sluice/proxy.sock"
 #define SHIM_DEFAULT_PORT	3128
@@ -778,6 +780,9 @@ shim_signals(void)
  * that no process of the sandbox can trace it out of the way.  Exits 125
  * when the filter cannot be installed, 126/127 when CMD cannot be run.
  *
+ * --agent UID GID HEX -- INIT [ARG]...: the gVisor backend's agent,
+ * the container's first process (sandbox-glue/agent/agent.h).
+ *
  * --read-file PATH MAX, --write-file PATH: copy the regular file PATH (at
  * most MAX bytes) to standard output, or standard input to it (made or
  * truncated).  The last component is never followed (O_NOFOLLOW), magic
@@ -968,6 +973,8 @@ main(int argc, char **argv)
 
 	if (argc >= 2 && strcmp(argv[1], "--seccomp") == 0)
 		return shim_seccomp_main(argc, argv);
+	if (argc >= 2 && strcmp(argv[1], "--agent") == 0)
+		return agent_main(argc, argv);
 	if (argc >= 2 && (strcmp(argv[1], "--read-file") == 0 ||
 	    strcmp(argv[1], "--write-file") == 0))
 		return shim_file_main(argc, argv);

@@ -50,6 +50,7 @@ import re
 import signal
 import socket
 import ssl
+import stat
 import subprocess
 import sys
 import threading
@@ -2144,6 +2145,110 @@ def gvisor_smoke(env):
              "gvisor delete")
 
 
+
+
+
+def _group_of(x, cid):
+    """The command group execd logged for command cid ("a...": the gVisor
+    agent's, "c...": a runsc exec's), None if not logged."""
+    for line in x.stderr(50000).splitlines():
+        m = re.search(r"command %s started \(pid \d+, group (\S+)\)" %
+                      re.escape(cid), line)
+        if m:
+            return m.group(1)
+    return None
+
+
+@S.case
+def gvisor_agent(env):
+    """gVisor commands go through the in-sandbox agent (one connection to
+    <state>/agent/agent.sock, no runsc exec): the group execd logs says
+    so.  The sandbox user cannot reach the agent.  Without its socket the
+    backend falls back to runsc exec, and commands still run."""
+    preflight()
+    if not runsc_works():
+        raise Skip("runsc not installed")
+    d, ctl, x = start(env, backend="gvisor")
+    r = x.app("POST", "/v1/sandboxes", {"id": "ga", "tenant": "acme",
+                                        "user": "alice",
+                                        "network": {"tier": "public"}},
+              timeout=180)
+    if r.status == 503 and r.code() == "backend_unavailable":
+        raise Skip("gvisor does not run here: %s" % r.json["error"]
+                   ["message"])
+    check_eq(r.status, 201, "gvisor create: %r" % r)
+    sock = os.path.join(x.conf["state_dir"], K("ga"), "agent", "agent.sock")
+    check(stat.S_ISSOCK(os.lstat(sock).st_mode), "no agent socket %s" % sock)
+
+    def timed(body):
+        t0 = time.monotonic()
+        o = ex(x, "ga", body, timeout=120)
+        return o, (time.monotonic() - t0) * 1000
+    ms = []
+    for i in range(5):
+        o, t = timed({"cmd": ["sh", "-c", "echo out; echo err >&2; exit 3"]})
+        ms.append(t)
+        check_eq((o["exit_code"], o["stdout"], o["stderr"]),
+                 (3, "out\n", "err\n"), "result through the agent")
+    g = _group_of(x, o["id"])
+    check(g is not None and g.startswith("a"),
+          "command not started by the agent: group %r" % g)
+    log("exec round trip through the agent: median %.1f ms of %d" %
+        (sorted(ms)[len(ms) // 2], len(ms)))
+    # stdin echoed back (as much as a request body takes) and output of
+    # many frames; env, cwd, exit by signal
+    data = "".join("line %06d\n" % i for i in range(4000))
+    o = ex(x, "ga", {"cmd": ["cat"], "stdin": data}, timeout=120)
+    check(o["exit_code"] == 0 and o["stdout"] == data,
+          "stdin echoed: exit %r, %d of %d bytes" % (
+              o["exit_code"], len(o["stdout"]), len(data)))
+    o = ex(x, "ga", {"shell": "head -c 600000 /dev/zero | tr '\\0' a",
+                     "output_cap": 1 << 20}, timeout=120)
+    check(o["exit_code"] == 0 and o["stdout"] == "a" * 600000,
+          "output of many frames: exit %r, %d bytes" % (
+              o["exit_code"], len(o["stdout"])))
+    o = ex(x, "ga", {"shell": "echo $FOO; pwd", "env": {"FOO": "bar"},
+                     "cwd": "/tmp"})
+    check_eq(o["stdout"], "bar\n/tmp\n", "env and cwd")
+    o = ex(x, "ga", {"shell": "kill -9 $$"})
+    check_eq((o["exit_code"], o["signal"]), (137, 9), "signal")
+    o = ex(x, "ga", {"shell": "nosuchcommand-x"})
+    check_eq(o["exit_code"], 127, "command not found")
+    # nothing of the agent's privileges: no capability can come back, the
+    # sandbox's seccomp filter is on
+    o = ex(x, "ga", {"shell": "grep -E '^(CapInh|CapBnd|Seccomp):' "
+                     "/proc/self/status"})
+    check_eq(o["stdout"].split(), ["CapInh:", "0000000000000000",
+                                   "CapBnd:", "0000000000000000",
+                                   "Seccomp:", "2"], "privileges")
+    # the agent is root inside: its directory is not the sandbox user's
+    o = ex(x, "ga", {"shell": "ls /dev/sluice-agent 2>&1; echo rc=$?"})
+    check("rc=0" not in o["stdout"], "the sandbox user reaches the "
+          "agent's directory: %r" % o["stdout"])
+    # a timeout kills the tree through the agent (setsid included)
+    o = ex(x, "ga", {"shell": "(setsid sh -c 'sleep 300' &); sleep 300",
+                     "timeout_s": 1}, timeout=120)
+    check(o["timed_out"], "timeout: %r" % o)
+    o = ex(x, "ga", {"shell": "pgrep -c sleep || true"})
+    check_eq(o["stdout"].strip(), "0", "tree left after the timeout")
+    # a command that leaves a job behind ends when it does
+    o = ex(x, "ga", {"shell": "sleep 30 >/dev/null 2>&1 &"}, timeout=60)
+    check_eq(o["exit_code"], 0, "background job left")
+    # no socket: runsc exec, as before the agent
+    os.unlink(sock)
+    ms = []
+    for i in range(3):
+        o, t = timed({"cmd": ["sh", "-c", "echo out; exit 3"]})
+        ms.append(t)
+        check_eq((o["exit_code"], o["stdout"]), (3, "out\n"),
+                 "result through runsc exec")
+    g = _group_of(x, o["id"])
+    check(g is not None and g.startswith("c"),
+          "without the agent's socket: group %r" % g)
+    log("exec round trip through runsc exec: median %.1f ms of %d" %
+        (sorted(ms)[len(ms) // 2], len(ms)))
+    check_eq(x.app("DELETE", "/v1/sandboxes/ga", timeout=120).status, 200,
+             "gvisor delete")
 
 def on_gvisor(fn):
     """The case fn again, every sandbox of it on gVisor."""

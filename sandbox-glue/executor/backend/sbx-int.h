@@ -52,4 +52,18 @@ uint32_t sbx_dir_hash(const char *dir);
 int sbx_seccomp_load(char *err, size_t errlen);
 char *sbx_seccomp_hex(char *err, size_t errlen);
 
+/*
+ * The gVisor backend's agent (sbx_gv_agent.c, sandbox-glue/agent/): a
+ * command started with one connection to <dir>/agent/agent.sock instead
+ * of a "runsc exec".  sbx_gv_agent_spawn is spawn() with out->tag set:
+ * 0 started, 1 the agent is not there or did not answer (nothing runs:
+ * use runsc exec), -1 and why (the agent refused it).  sbx_gv_agent_call
+ * sends AG_KILL or AG_RELEASE for tag: 0 done, 1 not reachable, -1 and
+ * why.
+ */
+int sbx_gv_agent_spawn(const struct sbx_rec *rec, const struct sbx_cmd *cmd,
+    struct sbx_proc *out, char *err, size_t errlen);
+int sbx_gv_agent_call(const struct sbx_rec *rec, int type, const char *tag,
+    char *err, size_t errlen);
+
 #endif /* SLUICE_SBX_INT_H */

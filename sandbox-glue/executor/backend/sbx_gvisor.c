@@ -20,9 +20,15 @@
  *   both backends from one set);
  * - "runsc exec --detach" is broken (it re-executes itself with its
  *   flags after the command), so the shim is run by the container's
- *   init, a shell that also reaps orphans;
- * - OCI rlimits of an exec'd process are ignored, so commands get theirs
- *   from prlimit(1) inside;
+ *   init: the agent (sandbox-glue/agent/agent.h), which also reaps
+ *   orphans and starts commands (sbx_gv_agent.c);
+ * - with --host-uds=create (in "all"), a socket bound inside on a bind
+ *   mount is a host socket the host can connect to: the agent's
+ *   <dir>/agent/agent.sock.  A command costs a fork inside instead of a
+ *   runsc exec (~60 ms of the client alone); runsc exec stays for
+ *   sandboxes made before and whenever the agent does not answer;
+ * - OCI rlimits of an exec'd process are ignored, so commands run by
+ *   runsc exec get theirs from prlimit(1) inside (the agent sets them);
  * - with --cgroupfs, gVisor has its own cgroupfs: each command runs in
  *   memory/sluice/<tag> there, which is how kill_tree finds processes
  *   that setsid'd or were reparented to init;
@@ -52,6 +58,7 @@
 
 #include <jansson.h>
 
+#include "sandbox-glue/agent/agent_wire.h"
 #include "sandbox-glue/executor/backend/sbx-int.h"
 #include "sandbox-glue/executor/backend/sbx_image_mount.h"
 
@@ -61,6 +68,7 @@
 #define GV_ARGS_MAX	48
 #define GV_WAIT_MS	60000	/* bound on one runsc management call */
 #define GV_SECCOMP_MAX	65536	/* bytes of the seccomp program (hex) */
+#define GV_AGENT_WAIT_MS 3000	/* from "runsc start" to the agent's socket */
 
 /* What every runsc call of one sandbox needs. */
 struct gv_ctx {
@@ -190,7 +198,8 @@ gv_argv(const struct gv_ctx *c, const char **av, const char *const *args)
 	av[n++] = c->runsc;
 	av[n++] = c->root;
 	av[n++] = "--network=none";
-	av[n++] = "--host-uds=open";
+	/* open: the session socket; create: the agent's (agent_wire.h) */
+	av[n++] = "--host-uds=all";
 	av[n++] = "--cgroupfs";
 	av[n++] = "--platform=ptrace";
 	if (c->nocg)
@@ -507,10 +516,13 @@ gv_config(struct sbx_rec *rec, const char *bundle, int with_cg,
 {
 	static const char *const mopt_ro[] = { "ro", "nosuid", "nodev",
 	    "noexec", NULL };
+	static const char *const agent_caps[] = { "CAP_SETUID", "CAP_SETGID",
+	    "CAP_SETPCAP", "CAP_KILL", "CAP_DAC_OVERRIDE", NULL };
 	char path[SBX_PATH_MAX + 32], tmp_size[48], home_size[48];
 	char uid[24], gid[24], passwd[SBX_PATH_MAX + 16];
+	char auid[16], agid[16];
 	char group[SBX_PATH_MAX + 16];
-	char cgpath[SBX_ID_MAX + 48];
+	char cgpath[SBX_ID_MAX + 48], agent[SBX_PATH_MAX + 16];
 	json_t *cfg = NULL, *mounts, *linux_, *res;
 	const char *o_tmp[] = { tmp_size, "mode=1777", "nosuid", "nodev",
 	    NULL };
@@ -531,6 +543,7 @@ gv_config(struct sbx_rec *rec, const char *bundle, int with_cg,
 	snprintf(uid, sizeof(uid), "uid=%u", (unsigned)rec->host_uid);
 	snprintf(gid, sizeof(gid), "gid=%u", (unsigned)rec->host_gid);
 	snprintf(passwd, sizeof(passwd), "%s/etc/passwd", rec->dir);
+	snprintf(agent, sizeof(agent), "%s/agent", rec->dir);
 	snprintf(group, sizeof(group), "%s/etc/group", rec->dir);
 	if (gv_mount_add(mounts, "/proc", "proc", "proc", NULL) != 0 ||
 	    gv_mount_add(mounts, "/dev", "tmpfs", "tmpfs", NULL) != 0 ||
@@ -542,6 +555,7 @@ gv_config(struct sbx_rec *rec, const char *bundle, int with_cg,
 	    gv_bind(mounts, SBX_WORKDIR, rec->workspace, 0) != 0 ||
 	    gv_bind(mounts, SBX_SOCK_DIR, rec->session_dir, 0) != 0 ||
 	    gv_bind(mounts, SBX_SHIM_PATH, rec->shim, 1) != 0 ||
+	    gv_bind(mounts, AG_DIR, agent, 0) != 0 ||
 	    gv_mount_add(mounts, "/tmp", "tmpfs", "tmpfs", o_tmp) != 0 ||
 	    gv_mount_add(mounts, SBX_HOME, "tmpfs", "tmpfs", o_home) != 0) {
 		sbx_err(err, errlen, "out of memory");
@@ -563,19 +577,23 @@ gv_config(struct sbx_rec *rec, const char *bundle, int with_cg,
 		json_object_set_new(linux_, "cgroupsPath", json_string(cgpath));
 		json_object_set_new(linux_, "resources", res);
 	}
-	/* the first process, and so the shim and all it adopts, under the
+	/* the first process is the agent (sandbox-glue/agent/agent.h),
+	 * root inside with the capabilities it needs to drop to the
+	 * sandbox user and to empty command groups: it runs the shim's
+	 * loop (gv_init) and every command as the sandbox user under the
 	 * sandbox's seccomp filter (runsc's --oci-seccomp would apply one
 	 * to this process only, not to runsc exec: sluice-shim does both) */
-	cfg = json_pack("{s:s, s:{s:{s:I, s:I}, s:[s,s,s,s,s,s,s], s:[s,s], "
-	    "s:s, s:o, s:b}, s:{s:s, s:b}, s:s, s:o, s:o}",
+	snprintf(auid, sizeof(auid), "%u", (unsigned)rec->host_uid);
+	snprintf(agid, sizeof(agid), "%u", (unsigned)rec->host_gid);
+	cfg = json_pack("{s:s, s:{s:{s:I, s:I}, s:[s,s,s,s,s,s,s,s,s], "
+	    "s:[s,s], s:s, s:o, s:b}, s:{s:s, s:b}, s:s, s:o, s:o}",
 	    "ociVersion", "1.0.0",
-	    "process", "user", "uid", (json_int_t)rec->host_uid, "gid",
-	    (json_int_t)rec->host_gid,
-	    "args", SBX_SHIM_PATH, "--seccomp", sc, "--", "/bin/sh", "-c",
-	    gv_init,
+	    "process", "user", "uid", (json_int_t)0, "gid", (json_int_t)0,
+	    "args", SBX_SHIM_PATH, "--agent", auid, agid, sc, "--", "/bin/sh",
+	    "-c", gv_init,
 	    "env", "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" SBX_HOME,
 	    "cwd", "/",
-	    "capabilities", gv_caps(NULL), "noNewPrivileges", 1,
+	    "capabilities", gv_caps(agent_caps), "noNewPrivileges", 1,
 	    "root", "path", "rootfs", "readonly", 1,
 	    "hostname", "sandbox",
 	    "mounts", mounts,
@@ -647,12 +665,35 @@ gv_root_sh(const struct gv_ctx *c, const struct sbx_rec *rec,
 
 static int gv_destroy(struct sbx_rec *rec, char *err, size_t errlen);
 
+/* 1 once the agent answers (a RELEASE of a group that is not there),
+ * waiting up to GV_AGENT_WAIT_MS after "runsc start" for it to listen;
+ * 0 when it does not (a shim without --agent: runsc exec then). */
+static int
+gv_agent_up(const struct sbx_rec *rec)
+{
+	int64_t until = sbx_now_ms() + GV_AGENT_WAIT_MS;
+	char e[8];
+
+	do {
+		int r = sbx_gv_agent_call(rec, AG_RELEASE, "probe", e,
+		    sizeof(e));
+
+		if (r == 0)
+			return 1;
+		if (r < 0)
+			return 0;
+		usleep(5000);
+	} while (sbx_now_ms() < until);
+	return 0;
+}
+
 static int
 gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 {
 	struct gv_ctx c;
 	char bundle[SBX_PATH_MAX + 16], pidf[SBX_PATH_MAX + 16];
 	char logp[SBX_PATH_MAX + 16], rootd[SBX_PATH_MAX + 16], msg[512];
+	char agentd[SBX_PATH_MAX + 16];
 	char sock[SBX_PATH_MAX + 16], scp[SBX_PATH_MAX + 16], *sc = NULL;
 	char buf[32], want[8];
 	int with_cg, try, fd, logfd = -1;
@@ -678,7 +719,10 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 	snprintf(pidf, sizeof(pidf), "%s/runsc.pid", rec->dir);
 	snprintf(logp, sizeof(logp), "%s/init.log", rec->dir);
 	snprintf(rootd, sizeof(rootd), "%s/runsc", rec->dir);
-	if (sbx_mkdir(bundle, 0700) != 0 || sbx_mkdir(rootd, 0700) != 0)
+	snprintf(agentd, sizeof(agentd), "%s/agent", rec->dir);
+	/* 0700 root: the sandbox user cannot reach the agent's socket */
+	if (sbx_mkdir(bundle, 0700) != 0 || sbx_mkdir(rootd, 0700) != 0 ||
+	    sbx_mkdir(agentd, 0700) != 0)
 		return sbx_err(err, errlen, "mkdir %s: %s", bundle,
 		    strerror(errno));
 	with_cg = rec->lim.memory_bytes != 0 || rec->lim.cpu_pct != 0;
@@ -768,9 +812,11 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 		}
 	}
 	/* the parent of the per-command groups; also proves that the
-	 * sandbox has its cgroupfs */
-	if (gv_root_sh(&c, rec, "CAP_DAC_OVERRIDE", "mkdir -p " GV_CG, "",
-	    msg, sizeof(msg)) != 0) {
+	 * sandbox has its cgroupfs.  The agent makes it before it listens
+	 * (and does not listen without it): its answer says so, without
+	 * the cost of a runsc exec */
+	if (!gv_agent_up(rec) && gv_root_sh(&c, rec, "CAP_DAC_OVERRIDE",
+	    "mkdir -p " GV_CG, "", msg, sizeof(msg)) != 0) {
 		sbx_err(err, errlen, "runsc exec (command groups): %s", msg);
 		goto fail;
 	}
@@ -900,6 +946,16 @@ gv_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	if (strchr(cmd->argv[0], '=') != NULL)
 		return sbx_err(err, errlen, "a command name may not hold '='");
 	memset(out, 0, sizeof(*out));
+	/* the agent's when it is up ("a..." tags, so kill_tree and release
+	 * know whom to ask), else one runsc exec ("c...") */
+	snprintf(out->tag, sizeof(out->tag), "a%lld-%d-%u",
+	    (long long)sbx_now_ms(), (int)getpid(), seq);
+	if ((rc = sbx_gv_agent_spawn(rec, cmd, out, err, errlen)) != 1) {
+		seq++;
+		return rc;
+	}
+	rc = -1;
+	memset(out, 0, sizeof(*out));
 	snprintf(out->tag, sizeof(out->tag), "c%lld-%d-%u",
 	    (long long)sbx_now_ms(), (int)getpid(), seq++);
 	args = json_array();
@@ -1010,6 +1066,11 @@ gv_kill_tree(struct sbx_rec *rec, const struct sbx_proc *p, char *err,
 	struct gv_ctx c;
 	char msg[256];
 
+	/* the agent's command groups are where runsc exec's are: if the
+	 * agent cannot empty one, the runsc exec below still can */
+	if (p->tag[0] == 'a' && sbx_gv_agent_call(rec, AG_KILL, p->tag, msg,
+	    sizeof(msg)) == 0)
+		return 0;
 	if (gv_ctx_init(&c, rec, err, errlen) != 0)
 		return -1;
 	if (gv_root_sh(&c, rec, "CAP_KILL", gv_killer, p->tag, msg,
@@ -1023,8 +1084,11 @@ static void
 gv_release(struct sbx_rec *rec, const struct sbx_proc *p)
 {
 	struct gv_ctx c;
-	char procf[SBX_PATH_MAX + 160];
+	char procf[SBX_PATH_MAX + 160], e[8];
 
+	if (p->tag[0] == 'a' && sbx_gv_agent_call(rec, AG_RELEASE, p->tag, e,
+	    sizeof(e)) == 0)
+		return;
 	snprintf(procf, sizeof(procf), "%s/exec-%s.json", rec->dir, p->tag);
 	unlink(procf);
 	if (gv_ctx_init(&c, rec, NULL, 0) != 0)

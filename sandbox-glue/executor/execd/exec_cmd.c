@@ -800,8 +800,10 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 	free(pwd);
 	free(env);
 	json_decref(benv);
-	xd_log(XD_LOG_DEBUG, "sandbox %s: command %s started (pid %d)",
-	    b->rec.chat, c->id, (int)c->proc.pid);
+	/* the group says how the backend started it (gvisor: "a..." by
+	 * its in-sandbox agent, "c..." by a runsc exec) */
+	xd_log(XD_LOG_DEBUG, "sandbox %s: command %s started (pid %d, "
+	    "group %s)", b->rec.chat, c->id, (int)c->proc.pid, c->proc.tag);
 	xd->stats.cmds_started++;
 	{
 		char prog[256], hex[65];

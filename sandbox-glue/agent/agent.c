@@ -1,0 +1,647 @@
+/*
+ * agent.c: the in-sandbox agent (agent.h).  One poll loop in the first
+ * process (accept, reap, restart INIT), one process per connection.
+ * libc only.
+ */
+#include "sluice-config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+
+#include "sandbox-glue/agent/agent.h"
+#include "sandbox-glue/agent/agent_wire.h"
+
+#define AG_CG		"/sys/fs/cgroup/memory/sluice"
+#define AG_PROG_MAX	4096	/* struct sock_filter entries */
+#define AG_KILL_ROUNDS	250
+#define AG_DRAIN_MS	2000	/* output still coming after the exit */
+
+extern char **environ;
+
+static uid_t ag_uid;
+static gid_t ag_gid;
+static struct sock_filter ag_prog[AG_PROG_MAX];
+static struct sock_fprog ag_fprog;
+static int ag_sigpipe[2] = { -1, -1 };
+static volatile sig_atomic_t ag_term;
+
+static void
+ag_log(const char *fmt, ...)
+{
+	char b[600];
+	va_list ap;
+	int n;
+
+	n = snprintf(b, sizeof(b), "sluice-agent[%d]: ", (int)getpid());
+	va_start(ap, fmt);
+	vsnprintf(b + n, sizeof(b) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	n = (int)strlen(b);
+	b[n++] = '\n';
+	(void)!write(2, b, (size_t)n);
+}
+
+static int
+ag_hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/* The seccomp program from hex ("" none); -1 when not one. */
+static int
+ag_prog_load(const char *hex)
+{
+	unsigned char *b = (unsigned char *)ag_prog;
+	size_t n = strlen(hex), i;
+
+	if (n == 0)
+		return 0;
+	if (n % (2 * sizeof(ag_prog[0])) != 0 || n / 2 > sizeof(ag_prog))
+		return -1;
+	for (i = 0; i < n / 2; i++) {
+		int hi = ag_hexval(hex[2 * i]), lo = ag_hexval(hex[2 * i + 1]);
+
+		if (hi < 0 || lo < 0)
+			return -1;
+		b[i] = (unsigned char)(hi << 4 | lo);
+	}
+	ag_fprog.len = (unsigned short)(n / 2 / sizeof(ag_prog[0]));
+	ag_fprog.filter = ag_prog;
+	return 0;
+}
+
+static long long
+ag_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+ag_on_signal(int sig)
+{
+	int e = errno;
+
+	if (sig == SIGTERM)
+		ag_term = 1;
+	if (ag_sigpipe[1] >= 0)
+		(void)!write(ag_sigpipe[1], "", 1);
+	errno = e;
+}
+
+static void
+ag_signals_default(void)
+{
+	struct sigaction sa;
+	sigset_t none;
+	int i;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	for (i = 1; i < NSIG; i++)
+		(void)sigaction(i, &sa, NULL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+/* In a child: the drop to the sandbox user, for good (the seccomp
+ * program is inherited: agent_main installed it in itself).  0, or -1
+ * and a message. */
+static int
+ag_drop(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+	int cap;
+
+	/* what setpriv --bounding-set=-all --inh-caps=-all did: nothing
+	 * of the agent's capabilities can come back through an exec */
+	for (cap = 0; cap < 64; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) {
+			ag_log("bounding set: %s", strerror(errno));
+			return -1;
+		}
+	(void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+	if (setgroups(0, NULL) != 0 || setresgid(ag_gid, ag_gid, ag_gid) != 0 ||
+	    setresuid(ag_uid, ag_uid, ag_uid) != 0 ||
+	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+		ag_log("dropping to %u:%u: %s", (unsigned)ag_uid,
+		    (unsigned)ag_gid, strerror(errno));
+		return -1;
+	}
+	memset(d, 0, sizeof(d));
+	if (syscall(SYS_capset, &h, d) != 0) {
+		ag_log("capset: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static pid_t
+ag_start_init(char **argv)
+{
+	static char *envp[] = { "PATH=/usr/local/bin:/usr/bin:/bin",
+	    "HOME=/home/user", NULL };
+	pid_t pid = fork();
+
+	if (pid != 0)
+		return pid;
+	ag_signals_default();
+	closefrom(3);
+	if (chdir("/") != 0 || ag_drop() != 0)
+		_exit(125);
+	environ = envp;
+	execvp(argv[0], argv);
+	ag_log("%s: %s", argv[0], strerror(errno));
+	_exit(127);
+}
+
+/* ---- one connection ---- */
+
+static void
+ag_cg_path(char *b, size_t n, const char *tag, const char *file)
+{
+	snprintf(b, n, AG_CG "/%s%s%s", tag, file ? "/" : "", file ? file : "");
+}
+
+/* Kills every process of the group until it is empty (bounded).  The
+ * mkdir first: a command not yet started then fails to join it. */
+static int
+ag_cg_kill(const char *tag)
+{
+	char p[256], buf[4096];
+	int i, fd;
+	ssize_t n;
+
+	ag_cg_path(p, sizeof(p), tag, NULL);
+	(void)mkdir(p, 0755);
+	ag_cg_path(p, sizeof(p), tag, "cgroup.procs");
+	for (i = 0; i < AG_KILL_ROUNDS; i++) {
+		char *s, *e;
+		int any = 0;
+
+		if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+			return -1;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n < 0)
+			return -1;
+		buf[n] = '\0';
+		for (s = buf; *s != '\0'; s = e) {
+			long v = strtol(s, &e, 10);
+
+			if (e == s)
+				break;
+			if (v > 1) {
+				(void)kill((pid_t)v, SIGKILL);
+				any = 1;
+			}
+			while (*e == '\n' || *e == ' ')
+				e++;
+		}
+		if (!any)
+			return 0;
+		{
+			struct timespec ts = { 0, 20 * 1000 * 1000 };
+
+			nanosleep(&ts, NULL);
+		}
+	}
+	return -1;
+}
+
+/* In the command's child, before the drop: never returns. */
+static void
+ag_child(const struct ag_spawn *s, int in, int out, int err)
+{
+	char p[256], num[24];
+	struct rlimit rl;
+	int fd;
+
+	ag_signals_default();
+	(void)setsid();
+	if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+		_exit(125);
+	closefrom(3);
+	ag_cg_path(p, sizeof(p), s->tag, NULL);
+	snprintf(num, sizeof(num), "%d\n", (int)getpid());
+	/* a tag that already exists was claimed by a kill: refuse */
+	if (mkdir(p, 0755) != 0 || (ag_cg_path(p, sizeof(p), s->tag,
+	    "cgroup.procs"), fd = open(p, O_WRONLY | O_CLOEXEC)) < 0 ||
+	    write(fd, num, strlen(num)) < 0) {
+		ag_log("sluice: cannot set up the command group");
+		_exit(125);
+	}
+	close(fd);
+	if (ag_drop() != 0)
+		_exit(125);
+	rl.rlim_cur = rl.rlim_max = 0;
+	(void)setrlimit(RLIMIT_CORE, &rl);
+	if (s->fsize) {
+		rl.rlim_cur = rl.rlim_max = (rlim_t)s->fsize;
+		(void)setrlimit(RLIMIT_FSIZE, &rl);
+	}
+	if (s->nofile) {
+		rl.rlim_cur = rl.rlim_max = (rlim_t)s->nofile;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (s->nproc) {
+		rl.rlim_cur = rl.rlim_max = (rlim_t)s->nproc;
+		(void)setrlimit(RLIMIT_NPROC, &rl);
+	}
+	/* entered as the sandbox user: its permissions, as under ns */
+	if (chdir(s->cwd) != 0) {
+		dprintf(2, "sluice: cannot change directory to '%s': %s\n",
+		    s->cwd, strerror(errno));
+		_exit(125);
+	}
+	/* execvp looks argv[0] up in the command's own PATH */
+	environ = s->envp;
+	execvp(s->argv[0], s->argv);
+	dprintf(2, "sluice: %s: %s\n", s->argv[0], strerror(errno));
+	_exit(errno == ENOENT ? 127 : 126);
+}
+
+/* The output of one stream as a frame; -1 when the host is gone. 0 at
+ * EOF or would-block with *open cleared at EOF. */
+static int
+ag_pump(int conn, int *fd, int type)
+{
+	static char buf[AG_DATA_MAX];
+	ssize_t n = read(*fd, buf, sizeof(buf));
+
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return 0;
+	if (n <= 0) {
+		close(*fd);
+		*fd = -1;
+		return 0;
+	}
+	return ag_write_frame(conn, type, buf, (size_t)n);
+}
+
+static void
+ag_serve_spawn(int conn, char *req, size_t n)
+{
+	static char in[AG_DATA_MAX];
+	struct ag_spawn s;
+	char err[AG_ERR_MAX];
+	int pin[2], pout[2], perr[2], st = 0, exited = 0;
+	long long exit_ms = 0;
+	size_t inlen = 0, inoff = 0;
+	unsigned char b[4];
+	pid_t pid;
+
+	if (ag_spawn_parse(req, n, &s, err, sizeof(err)) != 0) {
+		(void)ag_write_frame(conn, AG_ERROR, err, strlen(err));
+		return;
+	}
+	if (pipe2(pin, O_CLOEXEC) != 0 || pipe2(pout, O_CLOEXEC) != 0 ||
+	    pipe2(perr, O_CLOEXEC) != 0 || (pid = fork()) < 0) {
+		snprintf(err, sizeof(err), "agent: %s", strerror(errno));
+		(void)ag_write_frame(conn, AG_ERROR, err, strlen(err));
+		return;
+	}
+	if (pid == 0)
+		ag_child(&s, pin[0], pout[1], perr[1]);
+	close(pin[0]);
+	close(pout[1]);
+	close(perr[1]);
+	(void)fcntl(pin[1], F_SETFL, O_NONBLOCK);
+	(void)fcntl(pout[0], F_SETFL, O_NONBLOCK);
+	(void)fcntl(perr[0], F_SETFL, O_NONBLOCK);
+	b[0] = (unsigned char)(pid >> 24);
+	b[1] = (unsigned char)(pid >> 16);
+	b[2] = (unsigned char)(pid >> 8);
+	b[3] = (unsigned char)pid;
+	if (ag_write_frame(conn, AG_STARTED, b, 4) != 0)
+		goto gone;
+	for (;;) {
+		struct pollfd pf[5];
+		int np = 0, ci = -1, oi = -1, ei = -1, ii = -1, t;
+		int polled_after_exit = exited;
+
+		pf[np].fd = ag_sigpipe[0];
+		pf[np++].events = POLLIN;
+		if (inlen == 0) {
+			ci = np;
+			pf[np].fd = conn;
+			pf[np++].events = POLLIN;
+		} else if (pin[1] >= 0) {
+			ii = np;
+			pf[np].fd = pin[1];
+			pf[np++].events = POLLOUT;
+		}
+		if (pout[0] >= 0) {
+			oi = np;
+			pf[np].fd = pout[0];
+			pf[np++].events = POLLIN;
+		}
+		if (perr[0] >= 0) {
+			ei = np;
+			pf[np].fd = perr[0];
+			pf[np++].events = POLLIN;
+		}
+		/* after the exit: what is in the pipes, then stop even if a
+		 * background job holds them open */
+		if (poll(pf, (nfds_t)np, exited ? 0 : -1) < 0) {
+			/* SIGCHLD: the revents are not set, so none is
+			 * taken (a blocking read of the connection would
+			 * wait for the host forever) */
+			if (errno != EINTR)
+				goto gone;
+			for (t = 0; t < np; t++)
+				pf[t].revents = 0;
+		}
+		if (pf[0].revents) {
+			char c[64];
+
+			(void)!read(ag_sigpipe[0], c, sizeof(c));
+		}
+		if (!exited && waitpid(pid, &st, WNOHANG) == pid) {
+			exited = 1;
+			exit_ms = ag_now_ms();
+		}
+		if (oi >= 0 && pf[oi].revents && ag_pump(conn, &pout[0],
+		    AG_STDOUT) != 0)
+			goto gone;
+		if (ei >= 0 && pf[ei].revents && ag_pump(conn, &perr[0],
+		    AG_STDERR) != 0)
+			goto gone;
+		if (ii >= 0 && pf[ii].revents) {
+			ssize_t w = write(pin[1], in + inoff, inlen - inoff);
+
+			if (w < 0 && errno != EAGAIN && errno != EINTR) {
+				/* the command closed its stdin: drop it */
+				inlen = inoff = 0;
+				close(pin[1]);
+				pin[1] = -1;
+			} else if (w > 0 && (inoff += (size_t)w) == inlen)
+				inlen = inoff = 0;
+		}
+		if (ci >= 0 && pf[ci].revents) {
+			size_t len;
+
+			if (ag_read_frame(conn, &t, in, sizeof(in), &len) != 0)
+				goto gone;
+			if (t == AG_STDIN && len == 0) {
+				if (pin[1] >= 0)
+					close(pin[1]);
+				pin[1] = -1;
+			} else if (t == AG_STDIN) {
+				if (pin[1] >= 0)
+					inlen = len;
+				inoff = 0;
+			} else if (t == AG_SIGNAL && ag_signal_parse(
+			    (unsigned char *)in, len) > 0)
+				(void)kill(pid, ag_signal_parse(
+				    (unsigned char *)in, len));
+			else
+				goto gone;	/* not in this conversation */
+		}
+		/* stop once a poll made after the exit finds nothing more
+		 * to read (a job left behind may hold the pipes open) */
+		if (polled_after_exit && (((pout[0] < 0 ||
+		    !(pf[oi].revents & POLLIN)) &&
+		    (perr[0] < 0 || !(pf[ei].revents & POLLIN))) ||
+		    ag_now_ms() - exit_ms > AG_DRAIN_MS))
+			break;
+	}
+	{
+		unsigned char e[2];
+
+		if (WIFSIGNALED(st))
+			ag_exit_put(e, 1, WTERMSIG(st));
+		else
+			ag_exit_put(e, 0, WEXITSTATUS(st));
+		(void)ag_write_frame(conn, AG_EXIT, e, 2);
+	}
+	ag_spawn_free(&s);
+	return;
+gone:
+	/* the host's end went away before the exit was told: the command
+	 * is nobody's any more */
+	(void)ag_cg_kill(s.tag);
+	ag_spawn_free(&s);
+}
+
+static void
+ag_serve(int conn)
+{
+	static char req[AG_SPAWN_MAX];
+	unsigned char e[2];
+	char tag[AG_TAG_MAX + 1], p[256];
+	size_t n;
+	int t;
+
+	if (ag_read_frame(conn, &t, req, sizeof(req), &n) != 0)
+		return;
+	if (t == AG_SPAWN) {
+		ag_serve_spawn(conn, req, n);
+		return;
+	}
+	if ((t != AG_KILL && t != AG_RELEASE) || !ag_tag_ok(req, n)) {
+		(void)ag_write_frame(conn, AG_ERROR, "bad request", 11);
+		return;
+	}
+	memcpy(tag, req, n);
+	tag[n] = '\0';
+	if (t == AG_KILL)
+		ag_exit_put(e, 0, ag_cg_kill(tag) == 0 ? 0 : 1);
+	else {
+		ag_cg_path(p, sizeof(p), tag, NULL);
+		/* fails, harmlessly, while background jobs are in it */
+		(void)rmdir(p);
+		ag_exit_put(e, 0, 0);
+	}
+	(void)ag_write_frame(conn, AG_EXIT, e, 2);
+}
+
+/* ---- the first process ---- */
+
+/* A worker: waits in accept(), tells the first process its pid (so that
+ * the next one is made), serves the one connection and exits.  Its pid,
+ * -1 when it cannot be made. */
+static pid_t
+ag_worker(int lfd, const int nfd[2])
+{
+	struct sigaction act;
+	pid_t me;
+	int c;
+
+	if ((me = fork()) != 0)
+		return me;
+	me = getpid();
+	/* a wake-up pipe of its own: the first process's would lose its
+	 * SIGCHLDs here */
+	close(ag_sigpipe[0]);
+	close(ag_sigpipe[1]);
+	close(nfd[0]);
+	memset(&act, 0, sizeof(act));
+	act.sa_handler = SIG_DFL;
+	sigaction(SIGTERM, &act, NULL);
+	sigaction(SIGCHLD, &act, NULL);
+	while ((c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
+		if (errno != EINTR && errno != ECONNABORTED)
+			_exit(1);
+	(void)!write(nfd[1], &me, sizeof(me));
+	close(nfd[1]);
+	close(lfd);
+	if (pipe2(ag_sigpipe, O_CLOEXEC | O_NONBLOCK) != 0)
+		_exit(1);
+	act.sa_handler = ag_on_signal;
+	sigaction(SIGCHLD, &act, NULL);
+	ag_serve(c);
+	_exit(0);
+}
+
+int
+agent_main(int argc, char **argv)
+{
+	struct sockaddr_un sa;
+	struct sigaction act;
+	char *end;
+	pid_t init = -1;
+	time_t restart = 0;
+	pid_t idle = -1;
+	int lfd, nocg = 0, nfd[2], i;
+
+	/* --agent UID GID HEX -- INIT [ARG]... */
+	if (argc < 7 || strcmp(argv[5], "--") != 0) {
+		ag_log("usage: --agent UID GID SECCOMP_HEX -- INIT [ARG]...");
+		return 2;
+	}
+	ag_uid = (uid_t)strtoul(argv[2], &end, 10);
+	if (*end != '\0' || argv[2][0] == '\0' || ag_uid == 0)
+		goto usage;
+	ag_gid = (gid_t)strtoul(argv[3], &end, 10);
+	if (*end != '\0' || argv[3][0] == '\0' || ag_gid == 0)
+		goto usage;
+	if (ag_prog_load(argv[4]) != 0) {
+		ag_log("--agent: not a filter program");
+		return 125;
+	}
+	/* the sandbox's filter on the agent itself, so on all it starts
+	 * (the drop to the user, which it allows, comes after): no process
+	 * of the sandbox is without it */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || (ag_fprog.len != 0 &&
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &ag_fprog, 0, 0) != 0)) {
+		ag_log("seccomp: %s", strerror(errno));
+		return 125;
+	}
+	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	/* the parent of the command groups: without it no command can
+	 * be killed as a tree, so no socket (the backend's create then
+	 * tries runsc exec, and says why) */
+	if (mkdir(AG_CG, 0755) != 0 && errno != EEXIST) {
+		ag_log("%s: %s (commands go through runsc exec)", AG_CG,
+		    strerror(errno));
+		nocg = 1;
+	}
+	if (pipe2(ag_sigpipe, O_CLOEXEC | O_NONBLOCK) != 0 ||
+	    pipe2(nfd, O_CLOEXEC | O_NONBLOCK) != 0)
+		return 1;
+	memset(&act, 0, sizeof(act));
+	act.sa_handler = ag_on_signal;
+	sigaction(SIGCHLD, &act, NULL);
+	sigaction(SIGTERM, &act, NULL);
+	act.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &act, NULL);
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", AG_DIR, AG_SOCK);
+	(void)unlink(sa.sun_path);
+	if (nocg)
+		lfd = -1;
+	else if ((lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+	    bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    listen(lfd, 64) != 0) {
+		/* without it the backend uses runsc exec: keep the init */
+		ag_log("%s: %s (commands go through runsc exec)", sa.sun_path,
+		    strerror(errno));
+		if (lfd >= 0)
+			close(lfd);
+		lfd = -1;
+	}
+	init = ag_start_init(argv + 6);
+	while (!ag_term) {
+		struct pollfd pf[2];
+		int np = 1, st;
+		pid_t w;
+
+		pf[0].fd = ag_sigpipe[0];
+		pf[0].events = POLLIN;
+		if (lfd >= 0) {
+			pf[1].fd = nfd[0];
+			pf[1].events = POLLIN;
+			np = 2;
+		}
+		if (poll(pf, (nfds_t)np, init < 0 || (lfd >= 0 && idle < 0) ?
+		    1000 : -1) < 0) {
+			if (errno != EINTR)
+				break;
+			/* not set by an interrupted poll: accept would
+			 * block until the next connection */
+			pf[0].revents = pf[1].revents = 0;
+		}
+		if (pf[0].revents) {
+			char c[64];
+
+			while (read(ag_sigpipe[0], c, sizeof(c)) > 0)
+				;
+		}
+		while ((w = waitpid(-1, &st, WNOHANG)) > 0)
+			if (w == init) {
+				init = -1;
+				restart = time(NULL) + 1;
+			} else if (w == idle)
+				idle = -1;
+		if (init < 0 && time(NULL) >= restart)
+			init = ag_start_init(argv + 6);
+		if (np == 2 && pf[1].revents) {
+			pid_t got[16];
+			ssize_t k = read(nfd[0], got, sizeof(got));
+
+			for (i = 0; i < k / (ssize_t)sizeof(got[0]); i++)
+				if (got[i] == idle)
+					idle = -1;
+		}
+		/* one worker always waits in accept(), made before it is
+		 * needed: a command does not wait for the fork of the
+		 * process that serves it */
+		if (lfd >= 0 && idle < 0 && (idle = ag_worker(lfd, nfd)) < 0)
+			ag_log("fork: %s", strerror(errno));
+	}
+	if (init > 0)
+		(void)kill(init, SIGTERM);
+	return 0;
+usage:
+	ag_log("--agent: UID and GID are non-zero numbers");
+	return 2;
+}

@@ -1,0 +1,325 @@
+/*
+ * agent_wire.c: frames of the agent's wire (agent_wire.h), strictly
+ * parsed.  libc only.
+ */
+#include "sluice-config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sandbox-glue/agent/agent_wire.h"
+
+uint32_t
+ag_max(int type)
+{
+	switch (type) {
+	case AG_SPAWN:
+		return AG_SPAWN_MAX;
+	case AG_STDIN: case AG_STDOUT: case AG_STDERR:
+		return AG_DATA_MAX;
+	case AG_SIGNAL:
+		return 1;
+	case AG_KILL: case AG_RELEASE:
+		return AG_TAG_MAX;
+	case AG_STARTED:
+		return 4;
+	case AG_EXIT:
+		return 2;
+	case AG_ERROR:
+		return AG_ERR_MAX;
+	}
+	return 0;
+}
+
+void
+ag_hdr_put(unsigned char h[AG_HDR], int type, uint32_t len)
+{
+	h[0] = (unsigned char)type;
+	h[1] = h[2] = h[3] = 0;
+	h[4] = (unsigned char)(len >> 24);
+	h[5] = (unsigned char)(len >> 16);
+	h[6] = (unsigned char)(len >> 8);
+	h[7] = (unsigned char)len;
+}
+
+int
+ag_hdr_get(const unsigned char h[AG_HDR], int *type, uint32_t *len)
+{
+	uint32_t l = (uint32_t)h[4] << 24 | (uint32_t)h[5] << 16 |
+	    (uint32_t)h[6] << 8 | h[7];
+	uint32_t max = ag_max(h[0]);
+
+	if (h[1] != 0 || h[2] != 0 || h[3] != 0 || max == 0 || l > max)
+		return -1;
+	*type = h[0];
+	*len = l;
+	return 0;
+}
+
+int
+ag_tag_ok(const char *p, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n > AG_TAG_MAX || (n == 1 && p[0] == '.') ||
+	    (n == 2 && p[0] == '.' && p[1] == '.'))
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= 'A' &&
+		    p[i] <= 'Z') || (p[i] >= '0' && p[i] <= '9') ||
+		    p[i] == '.' || p[i] == '_' || p[i] == '-'))
+			return 0;
+	return 1;
+}
+
+/* A decimal of at most 20 digits, no leading zero, that fits. */
+static int
+ag_num(const char *s, uint64_t *v)
+{
+	size_t n = strlen(s), i;
+	uint64_t r = 0;
+
+	if (n == 0 || n > 20 || (n > 1 && s[0] == '0'))
+		return -1;
+	for (i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		if (r > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
+			return -1;
+		r = r * 10 + (uint64_t)(s[i] - '0');
+	}
+	*v = r;
+	return 0;
+}
+
+int
+ag_spawn_parse(const char *p, size_t n, struct ag_spawn *s, char *err,
+    size_t errlen)
+{
+	const char *f[6];
+	uint64_t argc;
+	size_t off = 0, k, nstr = 0;
+	int i;
+
+	memset(s, 0, sizeof(*s));
+	if (n == 0 || p[n - 1] != '\0') {
+		snprintf(err, errlen, "spawn: the last string is not ended");
+		return -1;
+	}
+	for (k = 0; k < n; k++)
+		if (p[k] == '\0')
+			nstr++;
+	if (nstr < 7) {
+		snprintf(err, errlen, "spawn: too few fields");
+		return -1;
+	}
+	for (i = 0; i < 6; i++) {
+		f[i] = p + off;
+		off += strlen(f[i]) + 1;
+	}
+	s->tag = f[0];
+	s->cwd = f[1];
+	if (!ag_tag_ok(s->tag, strlen(s->tag))) {
+		snprintf(err, errlen, "spawn: bad tag");
+		return -1;
+	}
+	if (s->cwd[0] != '/' || strlen(s->cwd) > AG_CWD_MAX) {
+		snprintf(err, errlen, "spawn: cwd is not an absolute path");
+		return -1;
+	}
+	if (ag_num(f[2], &s->fsize) != 0 || ag_num(f[3], &s->nofile) != 0 ||
+	    ag_num(f[4], &s->nproc) != 0 || ag_num(f[5], &argc) != 0) {
+		snprintf(err, errlen, "spawn: bad number");
+		return -1;
+	}
+	if (argc < 1 || argc > AG_ARGC_MAX || argc > nstr - 6 ||
+	    nstr - 6 - argc > AG_ENVC_MAX) {
+		snprintf(err, errlen, "spawn: bad argument or variable count");
+		return -1;
+	}
+	s->argc = (int)argc;
+	s->envc = (int)(nstr - 6 - argc);
+	s->argv = calloc((size_t)s->argc + 1, sizeof(char *));
+	s->envp = calloc((size_t)s->envc + 1, sizeof(char *));
+	if (s->argv == NULL || s->envp == NULL) {
+		snprintf(err, errlen, "spawn: out of memory");
+		goto fail;
+	}
+	for (i = 0; i < s->argc; i++) {
+		s->argv[i] = (char *)(p + off);
+		off += strlen(s->argv[i]) + 1;
+	}
+	if (s->argv[0][0] == '\0') {
+		snprintf(err, errlen, "spawn: empty command name");
+		goto fail;
+	}
+	for (i = 0; i < s->envc; i++) {
+		const char *e = p + off;
+		const char *eq = strchr(e, '=');
+
+		if (eq == NULL || eq == e) {
+			snprintf(err, errlen, "spawn: variable %d is not "
+			    "NAME=value", i);
+			goto fail;
+		}
+		s->envp[i] = (char *)e;
+		off += strlen(e) + 1;
+	}
+	if (off != n) {
+		snprintf(err, errlen, "spawn: bytes after the last string");
+		goto fail;
+	}
+	return 0;
+fail:
+	ag_spawn_free(s);
+	return -1;
+}
+
+void
+ag_spawn_free(struct ag_spawn *s)
+{
+	free(s->argv);
+	free(s->envp);
+	s->argv = s->envp = NULL;
+}
+
+/* Appends s and its NUL; -1 past AG_SPAWN_MAX. */
+static int
+ag_cat(char *b, size_t *n, const char *s)
+{
+	size_t l = strlen(s) + 1;
+
+	if (*n + l > AG_SPAWN_MAX)
+		return -1;
+	memcpy(b + *n, s, l);
+	*n += l;
+	return 0;
+}
+
+char *
+ag_spawn_build(const char *tag, const char *cwd, uint64_t fsize,
+    uint64_t nofile, uint64_t nproc, char *const *argv, char *const *envp,
+    size_t *n)
+{
+	char num[4][24], *b;
+	int argc = 0, i;
+
+	*n = 0;
+	while (argv != NULL && argv[argc] != NULL)
+		argc++;
+	if (argc == 0 || argc > AG_ARGC_MAX ||
+	    !ag_tag_ok(tag, strlen(tag)) || cwd[0] != '/' ||
+	    (b = malloc(AG_SPAWN_MAX)) == NULL)
+		return NULL;
+	snprintf(num[0], sizeof(num[0]), "%llu", (unsigned long long)fsize);
+	snprintf(num[1], sizeof(num[1]), "%llu", (unsigned long long)nofile);
+	snprintf(num[2], sizeof(num[2]), "%llu", (unsigned long long)nproc);
+	snprintf(num[3], sizeof(num[3]), "%d", argc);
+	if (ag_cat(b, n, tag) || ag_cat(b, n, cwd) || ag_cat(b, n, num[0]) ||
+	    ag_cat(b, n, num[1]) || ag_cat(b, n, num[2]) ||
+	    ag_cat(b, n, num[3]))
+		goto fail;
+	for (i = 0; i < argc; i++)
+		if (ag_cat(b, n, argv[i]) != 0)
+			goto fail;
+	for (i = 0; envp != NULL && envp[i] != NULL; i++) {
+		if (i >= AG_ENVC_MAX)
+			goto fail;
+		/* what the parser refuses is left out, as env -i would */
+		if (envp[i][0] == '=' || strchr(envp[i], '=') == NULL)
+			continue;
+		if (ag_cat(b, n, envp[i]) != 0)
+			goto fail;
+	}
+	return b;
+fail:
+	free(b);
+	return NULL;
+}
+
+void
+ag_exit_put(unsigned char p[2], int kind, int value)
+{
+	p[0] = (unsigned char)kind;
+	p[1] = (unsigned char)value;
+}
+
+int
+ag_exit_parse(const unsigned char *p, size_t n)
+{
+	if (n != 2 || p[0] > 1 || (p[0] == 1 && (p[1] < 1 || p[1] > 64)))
+		return -1;
+	return p[0] == 0 ? p[1] : 128 + p[1];
+}
+
+long
+ag_started_parse(const unsigned char *p, size_t n)
+{
+	unsigned long v;
+
+	if (n != 4)
+		return -1;
+	v = (unsigned long)p[0] << 24 | (unsigned long)p[1] << 16 |
+	    (unsigned long)p[2] << 8 | p[3];
+	return v == 0 || v > 0x3fffffff ? -1 : (long)v;
+}
+
+int
+ag_signal_parse(const unsigned char *p, size_t n)
+{
+	return n == 1 && p[0] >= 1 && p[0] <= 64 ? p[0] : -1;
+}
+
+static int
+ag_io(int fd, void *b, size_t n, int wr)
+{
+	char *c = b;
+	ssize_t k;
+
+	while (n > 0) {
+		k = wr ? write(fd, c, n) : read(fd, c, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k == 0)
+			errno = 0;
+		if (k <= 0)
+			return -1;
+		c += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+int
+ag_write_frame(int fd, int type, const void *p, size_t n)
+{
+	unsigned char h[AG_HDR];
+
+	if (n > ag_max(type)) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	ag_hdr_put(h, type, (uint32_t)n);
+	if (ag_io(fd, h, sizeof(h), 1) != 0)
+		return -1;
+	return n == 0 ? 0 : ag_io(fd, (void *)p, n, 1);
+}
+
+int
+ag_read_frame(int fd, int *type, void *buf, size_t cap, size_t *n)
+{
+	unsigned char h[AG_HDR];
+	uint32_t len;
+
+	if (ag_io(fd, h, sizeof(h), 0) != 0)
+		return -1;
+	if (ag_hdr_get(h, type, &len) != 0 || len > cap) {
+		errno = EPROTO;
+		return -1;
+	}
+	*n = len;
+	return len == 0 ? 0 : ag_io(fd, buf, len, 0);
+}

@@ -1,0 +1,101 @@
+/*
+ * fuzz_agent.c: the gVisor agent's wire (sandbox-glue/agent/agent_wire.h)
+ * as the agent and the host's relay read it: the input is a stream of
+ * frames, each header checked by ag_hdr_get and each payload given to its
+ * type's parser.
+ *
+ * Invariants: a header that passes has a known type and a length within
+ * that type's bound; a SPAWN that parses has a valid tag, an absolute
+ * cwd, at least one argument with a non-empty name, only NAME=value
+ * variables, NULL-terminated arrays of the counts said, and built again
+ * by ag_spawn_build is the same bytes (nothing was guessed or skipped);
+ * an EXIT is a status 0..255 or 129..192; a SIGNAL 1..64.
+ */
+#include "sluice-config.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sandbox-glue/agent/agent_wire.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define INVARIANT(c) do { if (!(c)) abort(); } while (0)
+
+static void
+spawn_one(const char *p, size_t n)
+{
+	struct ag_spawn s;
+	char err[256], *again;
+	size_t m;
+	int i;
+
+	if (ag_spawn_parse(p, n, &s, err, sizeof(err)) != 0) {
+		INVARIANT(err[0] != '\0' && s.argv == NULL && s.envp == NULL);
+		return;
+	}
+	INVARIANT(ag_tag_ok(s.tag, strlen(s.tag)) && s.cwd[0] == '/');
+	INVARIANT(s.argc >= 1 && s.argc <= AG_ARGC_MAX && s.envc >= 0 &&
+	    s.envc <= AG_ENVC_MAX);
+	INVARIANT(s.argv[0][0] != '\0' && s.argv[s.argc] == NULL &&
+	    s.envp[s.envc] == NULL);
+	for (i = 0; i < s.argc; i++)
+		INVARIANT(s.argv[i] != NULL);
+	for (i = 0; i < s.envc; i++)
+		INVARIANT(s.envp[i] != NULL && s.envp[i][0] != '=' &&
+		    strchr(s.envp[i], '=') != NULL);
+	again = ag_spawn_build(s.tag, s.cwd, s.fsize, s.nofile, s.nproc,
+	    s.argv, s.envp, &m);
+	INVARIANT(again != NULL && m == n && memcmp(again, p, n) == 0);
+	free(again);
+	ag_spawn_free(&s);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	size_t off = 0;
+
+	while (size - off >= AG_HDR) {
+		uint32_t len;
+		int type, v;
+		long pid;
+		char *p;
+
+		if (ag_hdr_get(data + off, &type, &len) != 0)
+			break;
+		INVARIANT(ag_max(type) != 0 && len <= ag_max(type));
+		off += AG_HDR;
+		if (len > size - off)
+			break;
+		/* a copy of its own: the sanitizers see any read past it */
+		if ((p = malloc(len ? len : 1)) == NULL)
+			break;
+		memcpy(p, data + off, len);
+		off += len;
+		switch (type) {
+		case AG_SPAWN:
+			spawn_one(p, len);
+			break;
+		case AG_KILL: case AG_RELEASE:
+			(void)ag_tag_ok(p, len);
+			break;
+		case AG_EXIT:
+			v = ag_exit_parse((unsigned char *)p, len);
+			INVARIANT(v == -1 || (v >= 0 && v <= 255) ||
+			    (v >= 129 && v <= 192));
+			break;
+		case AG_STARTED:
+			pid = ag_started_parse((unsigned char *)p, len);
+			INVARIANT(pid == -1 || pid > 0);
+			break;
+		case AG_SIGNAL:
+			v = ag_signal_parse((unsigned char *)p, len);
+			INVARIANT(v == -1 || (v >= 1 && v <= 64));
+			break;
+		}
+		free(p);
+	}
+	return 0;
+}
