@@ -924,6 +924,272 @@ xd_lims_eq(const struct xd_lims *a, const struct xd_lims *b)
 	    a->disk_bytes == b->disk_bytes && a->inodes == b->inodes;
 }
 
+/* The top level's paths, names and numbers; backend, profile, cgroups
+ * and tier checked. */
+static int
+c_top(struct cx *x, struct xd_cfg *c, json_t *root)
+{
+	long ub = (long)c->uid_base, slots = (long)c->slots;
+	long t = c->control_timeout_ms;
+	json_t *o;
+	size_t i;
+
+	if (c_str(x, root, "runtime_dir", c->runtime_dir,
+	    sizeof(c->runtime_dir) - 32, 1) != 0 ||
+	    c_str(x, root, "state_dir", c->state_dir, sizeof(c->state_dir) -
+	    SBX_ID_MAX - 32, 1) != 0 ||
+	    c_str(x, root, "control_socket", c->control, 108, 1) != 0 ||
+	    c_long(x, root, "control_timeout_ms", &t, 100, 120000) != 0)
+		return -1;
+	c->control_timeout_ms = (int)t;
+	if (c_str(x, root, "shim", c->shim, sizeof(c->shim), 1) != 0 ||
+	    c_str(x, root, "image_dir", c->image_dir, sizeof(c->image_dir) -
+	    SBX_DIGEST_HEX - 16, 1) != 0 ||
+	    c_str(x, root, "profile", c->profile, sizeof(c->profile), 0) != 0 ||
+	    c_str(x, root, "shim_static", c->shim_static,
+	    sizeof(c->shim_static), 1) != 0 ||
+	    c_str(x, root, "mke2fs", c->mke2fs, sizeof(c->mke2fs), 1) != 0 ||
+	    c_str(x, root, "backend", c->backend, sizeof(c->backend), 0) != 0 ||
+	    c_str(x, root, "tier", c->tier, sizeof(c->tier), 0) != 0 ||
+	    c_str(x, root, "cgroups", c->cgroups, sizeof(c->cgroups), 0) != 0 ||
+	    c_long(x, root, "uid_base", &ub, 65536, 4000000000l - 65536l *
+	    1024) != 0 ||
+	    c_long(x, root, "slots", &slots, 1, 1024) != 0)
+		return -1;
+	c->uid_base = (unsigned long)ub;
+	c->slots = (unsigned long)slots;
+	if (sbx_backend_find(c->backend) == NULL)
+		return cfail(x, "backend", 0, "ns or gvisor");
+	if (!sbx_id_ok(c->profile, SBX_ID_MAX))
+		return cfail(x, "profile", 0, "a profile name (host, minimal, "
+		    "base, media or an admin's)");
+	if ((o = json_object_get(root, "tenant_profiles")) != NULL) {
+		char e2[XD_ERR_MAX];
+
+		if (sbx_tenant_profiles_parse(c->tenant_profiles,
+		    sizeof(c->tenant_profiles), o, e2, sizeof(e2)) != 0) {
+			/* "config: tenant_profiles...: what" */
+			const char *w = strstr(e2, ": ");
+
+			return cfail(x, "tenant_profiles", 0, "%s", w != NULL &&
+			    (w = strstr(w + 2, ": ")) != NULL ? w + 2 : e2);
+		}
+	}
+	if (c->cgroups[0] && strcmp(c->cgroups, "v1") && strcmp(c->cgroups,
+	    "v2") && strcmp(c->cgroups, "off"))
+		return cfail(x, "cgroups", 0, "\"\", \"v1\", \"v2\" or "
+		    "\"off\"");
+	for (i = 0; c->tier[i]; i++)
+		if (!isalnum((unsigned char)c->tier[i]) && c->tier[i] != '_' &&
+		    c->tier[i] != '-')
+			break;
+	if (!c->tier[0] || c->tier[i])
+		return cfail(x, "tier", 0, "a tier name (off, registries, "
+		    "public)");
+	return 0;
+}
+
+/* "socket": the API socket's group and mode. */
+static int
+c_socket(struct cx *x, struct xd_cfg *c, json_t *o)
+{
+	static const char *const skeys[] = { "group", "mode", NULL };
+	json_t *m;
+
+	if (c_keys(x, o, skeys) != 0 || c_str(x, o, "group",
+	    c->socket_group, sizeof(c->socket_group), 0) != 0)
+		return -1;
+	if ((m = json_object_get(o, "mode")) != NULL) {
+		const char *s = json_string_value(m);
+		char *end;
+		long v = s ? strtol(s, &end, 8) : -1;
+
+		if (s == NULL || *s == '\0' || *end != '\0' || v < 0 ||
+		    v > 0777 || (v & 0600) != 0600)
+			return cfail(x, "mode", 0, "an octal string such as "
+			    "\"0660\" (the owner keeps rw)");
+		c->socket_mode = (int)v;
+	}
+	return sock_gid(x, c, "group");
+}
+
+/* "quotas" */
+static int
+c_quotas(struct cx *x, struct xd_cfg *c, json_t *o)
+{
+	static const char *const qkeys[] = { "sandboxes", "per_tenant",
+	    "per_user", "creates", "background_per_sandbox",
+	    "finished_per_sandbox", "commands", "commands_per_tenant",
+	    "disk_reserve_mb", "creates_per_tenant", NULL };
+
+	if (c_keys(x, o, qkeys) != 0 ||
+	    c_long(x, o, "sandboxes", &c->max_total, 0, 1000000) != 0 ||
+	    c_long(x, o, "per_tenant", &c->max_per_tenant, 0, 1000000) != 0 ||
+	    c_long(x, o, "per_user", &c->max_per_user, 0, 1000000) != 0 ||
+	    c_long(x, o, "creates", &c->max_creates, 1, 1024) != 0 ||
+	    c_long(x, o, "creates_per_tenant", &c->max_creates_tenant, 1,
+	    1024) != 0 ||
+	    c_long(x, o, "background_per_sandbox", &c->max_background, 0,
+	    1024) != 0 ||
+	    c_long(x, o, "finished_per_sandbox", &c->keep_finished, 0,
+	    1024) != 0 ||
+	    c_long(x, o, "commands", &c->max_cmds, 0, 1000000) != 0 ||
+	    c_long(x, o, "commands_per_tenant", &c->max_cmds_tenant, 0,
+	    1000000) != 0 ||
+	    c_u64(x, o, "disk_reserve_mb", &c->disk_reserve, 1 << 20, 1) != 0)
+		return -1;
+	return 0;
+}
+
+/* "lifecycle": ages, the archives and their store. */
+static int
+c_lifecycle(struct cx *x, struct xd_cfg *c, json_t *o)
+{
+	static const char *const fkeys[] = { "idle_after", "remove_after",
+	    "archive_dir", "archive_max_age", "archive_max_count_per_tenant",
+	    "archive_max_bytes_per_tenant", "archive_store", "archive_s3",
+	    NULL };
+	static const char *const s3keys[] = { "endpoint", "region",
+	    "access_key_file", "secret_key_file", NULL };
+
+	if (c_keys(x, o, fkeys) != 0 ||
+	    c_long(x, o, "idle_after", &c->idle_after, 0, 31622400) != 0 ||
+	    c_long(x, o, "remove_after", &c->remove_after, 0, 31622400) != 0 ||
+	    c_str(x, o, "archive_dir", c->archive_dir,
+	    sizeof(c->archive_dir) - SBX_ID_MAX - 32, 1) != 0 ||
+	    c_long(x, o, "archive_max_age", &c->arch_max_age, 0,
+	    31622400 * 10l) != 0 ||
+	    c_long(x, o, "archive_max_count_per_tenant", &c->arch_max_count,
+	    0, 100000000) != 0 ||
+	    c_u64(x, o, "archive_max_bytes_per_tenant", &c->arch_max_bytes, 1,
+	    1) != 0 ||
+	    cfg_store(x, o, c, s3keys) != 0)
+		return -1;
+	if (c->idle_after && c->remove_after && c->remove_after <
+	    c->idle_after)
+		return cfail(x, "remove_after", 0, "at least idle_after (%ld), "
+		    "or 0 (never)", c->idle_after);
+	return 0;
+}
+
+/* The top level's sizes and times, each in its range. */
+static int
+c_sizes(struct cx *x, struct xd_cfg *c, json_t *root)
+{
+	if (c_u64(x, root, "max_file_bytes", &c->max_file_bytes, 1, 0) != 0 ||
+	    c_u64(x, root, "max_body_bytes", &c->max_body_bytes, 1, 0) != 0 ||
+	    c_u64(x, root, "max_archive_bytes", &c->max_archive_bytes, 1,
+	    0) != 0 ||
+	    c_u64(x, root, "ring_bytes", &c->ring_bytes, 1, 0) != 0 ||
+	    c_u64(x, root, "ring_budget_bytes", &c->ring_budget, 1, 1) != 0 ||
+	    c_u64(x, root, "events_buffer_bytes", &c->events_buffer, 1, 0) !=
+	    0 ||
+	    c_u64(x, root, "stream_watermark", &c->stream_watermark, 1, 0) !=
+	    0 || c_long(x, root, "drain_s", &c->drain_s, 0, 3600) != 0 ||
+	    c_u64(x, root, "reply_buffer_bytes", &c->reply_buffer, 1, 0) !=
+	    0 || c_u64(x, root, "reply_total_bytes", &c->reply_total, 1, 0) !=
+	    0 || c_long(x, root, "reply_timeout_ms", &c->reply_timeout_ms,
+	    1000, 3600000) != 0)
+		return -1;
+	if (c->reply_buffer < 4096 || c->reply_buffer > (64ull << 20))
+		return cfail(x, "reply_buffer_bytes", 0, "4096 to 64 MiB");
+	if (c->reply_total < c->reply_buffer || c->reply_total > (4ull << 30))
+		return cfail(x, "reply_total_bytes", 0, "reply_buffer_bytes to "
+		    "4 GiB");
+	if (c->max_file_bytes > (1ull << 32))
+		return cfail(x, "max_file_bytes", 0, "at most 4 GiB");
+	if (c->max_archive_bytes < 4096 || c->max_archive_bytes > (4ull <<
+	    30))
+		return cfail(x, "max_archive_bytes", 0, "4096 to 4 GiB");
+	if (c->max_body_bytes > (64ull << 20))
+		return cfail(x, "max_body_bytes", 0, "at most 64 MiB");
+	if (c->ring_bytes > (64ull << 20) || c->ring_bytes < 4096)
+		return cfail(x, "ring_bytes", 0, "4096 to 64 MiB");
+	return 0;
+}
+
+/* "artifacts" */
+static int
+c_artifacts(struct cx *x, struct xd_cfg *c, json_t *o)
+{
+	static const char *const akeys[] = { "file_bytes", "count",
+	    "total_bytes", "walk_entries", NULL };
+	long n = (long)c->art.count;
+
+	if (c_keys(x, o, akeys) != 0 ||
+	    c_u64(x, o, "file_bytes", &c->art.file_bytes, 1, 1) != 0 ||
+	    c_long(x, o, "count", &n, 0, 10000) != 0 ||
+	    c_u64(x, o, "total_bytes", &c->art.total_bytes, 1, 1) != 0 ||
+	    c_long(x, o, "walk_entries", &c->snap_entries, 1, 10000000) != 0)
+		return -1;
+	c->art.count = (size_t)n;
+	return 0;
+}
+
+/* "roles": uids and groups per role. */
+static int
+c_roles(struct cx *x, struct xd_cfg *c, json_t *o)
+{
+	static const char *const rkeys[] = { "admin", "app", "auditor", NULL };
+	static const char *const idkeys[] = { "uids", "groups", NULL };
+	size_t i;
+
+	if (c_keys(x, o, rkeys) != 0)
+		return -1;
+	for (i = 0; rkeys[i] != NULL; i++) {
+		json_t *r;
+		enum xd_role role = role_of(rkeys[i]);
+
+		if (c_obj(x, o, rkeys[i], &r) != 0)
+			return -1;
+		if (r == NULL)
+			continue;
+		x->path[x->depth++] = rkeys[i];
+		if (c_keys(x, r, idkeys) != 0 ||
+		    c_ids(x, r, "uids", &c->uids[role], 0) != 0 ||
+		    c_ids(x, r, "groups", &c->gids[role], 1) != 0)
+			return -1;
+		x->depth--;
+	}
+	return 0;
+}
+
+/* "opensandbox": the compatible API (exec_os_cfg.c). */
+static int
+c_opensandbox(struct cx *x, struct xd_cfg *c, json_t *o)
+{
+	char okey[64], oerr[XD_ERR_MAX];
+
+	if (xd_os_cfg_parse(&c->os, o, okey, sizeof(okey), oerr,
+	    sizeof(oerr)) != 0)
+		return cfail(x, okey[0] && !strchr(okey, '[') ? okey : NULL, 0,
+		    "%s%s%s", strchr(okey, '[') ? okey : "", strchr(okey, '[') ?
+		    ": " : "", oerr);
+	if (c->os.listen[0] && c->tcp[0] && strcmp(c->os.listen, c->tcp) == 0)
+		return cfail(x, NULL, 0, "listen: the same address as "
+		    "tcp.listen");
+	return 0;
+}
+
+/* An object at key k of root read by fn, with k on the error path; an
+ * absent one is fine. */
+static int
+c_section(struct cx *x, struct xd_cfg *c, json_t *root, const char *k,
+    int (*fn)(struct cx *, struct xd_cfg *, json_t *))
+{
+	json_t *o;
+
+	if (c_obj(x, root, k, &o) != 0)
+		return -1;
+	if (o == NULL)
+		return 0;
+	x->path[x->depth++] = k;
+	if (fn(x, c, o) != 0)
+		return -1;
+	x->depth--;
+	return 0;
+}
+
 int
 xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
     const char *name, char *err, size_t errlen)
@@ -939,28 +1205,11 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 	    "tenant_profiles", "lifecycle", "reply_buffer_bytes",
 	    "reply_total_bytes", "reply_timeout_ms", "max_archive_bytes",
 	    "opensandbox", "pools", "pool_fills", NULL };
-	static const char *const fkeys[] = { "idle_after", "remove_after",
-	    "archive_dir", "archive_max_age", "archive_max_count_per_tenant",
-	    "archive_max_bytes_per_tenant", "archive_store", "archive_s3",
-	    NULL };
-	static const char *const s3keys[] = { "endpoint", "region",
-	    "access_key_file", "secret_key_file", NULL };
 	static const char *const lkeys[] = { "path", NULL };
-	static const char *const skeys[] = { "group", "mode", NULL };
-	static const char *const akeys[] = { "file_bytes", "count",
-	    "total_bytes", "walk_entries", NULL };
-	static const char *const qkeys[] = { "sandboxes", "per_tenant",
-	    "per_user", "creates", "background_per_sandbox",
-	    "finished_per_sandbox", "commands", "commands_per_tenant",
-	    "disk_reserve_mb", "creates_per_tenant", NULL };
-	static const char *const rkeys[] = { "admin", "app", "auditor", NULL };
-	static const char *const idkeys[] = { "uids", "groups", NULL };
 	struct cx x;
 	json_error_t je;
 	json_t *root, *o;
-	long ub, slots;
 	int rc = -1;
-	size_t i;
 
 	memset(&x, 0, sizeof(x));
 	x.text = text;
@@ -978,183 +1227,20 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 		cfail(&x, NULL, 0, "the configuration is one JSON object");
 		goto out;
 	}
-	ub = (long)c->uid_base;
-	slots = (long)c->slots;
-	if (c_keys(&x, root, keys) != 0 ||
-	    c_str(&x, root, "runtime_dir", c->runtime_dir,
-	    sizeof(c->runtime_dir) - 32, 1) != 0 ||
-	    c_str(&x, root, "state_dir", c->state_dir, sizeof(c->state_dir) -
-	    SBX_ID_MAX - 32, 1) != 0 ||
-	    c_str(&x, root, "control_socket", c->control, 108, 1) != 0)
-		goto out;
-	{
-		long t = c->control_timeout_ms;
-
-		if (c_long(&x, root, "control_timeout_ms", &t, 100, 120000) != 0)
-			goto out;
-		c->control_timeout_ms = (int)t;
-	}
-	if (c_str(&x, root, "shim", c->shim, sizeof(c->shim), 1) != 0 ||
-	    c_str(&x, root, "image_dir", c->image_dir, sizeof(c->image_dir) -
-	    SBX_DIGEST_HEX - 16, 1) != 0 ||
-	    c_str(&x, root, "profile", c->profile, sizeof(c->profile), 0) != 0 ||
-	    c_str(&x, root, "shim_static", c->shim_static,
-	    sizeof(c->shim_static), 1) != 0 ||
-	    c_str(&x, root, "mke2fs", c->mke2fs, sizeof(c->mke2fs), 1) != 0 ||
-	    c_str(&x, root, "backend", c->backend, sizeof(c->backend), 0) != 0 ||
-	    c_str(&x, root, "tier", c->tier, sizeof(c->tier), 0) != 0 ||
-	    c_str(&x, root, "cgroups", c->cgroups, sizeof(c->cgroups), 0) != 0 ||
-	    c_long(&x, root, "uid_base", &ub, 65536, 4000000000l - 65536l *
-	    1024) != 0 ||
-	    c_long(&x, root, "slots", &slots, 1, 1024) != 0)
-		goto out;
-	c->uid_base = (unsigned long)ub;
-	c->slots = (unsigned long)slots;
-	if (sbx_backend_find(c->backend) == NULL) {
-		cfail(&x, "backend", 0, "ns or gvisor");
-		goto out;
-	}
-	if (!sbx_id_ok(c->profile, SBX_ID_MAX)) {
-		cfail(&x, "profile", 0, "a profile name (host, minimal, base, "
-		    "media or an admin's)");
-		goto out;
-	}
-	if ((o = json_object_get(root, "tenant_profiles")) != NULL) {
-		char e2[XD_ERR_MAX];
-
-		if (sbx_tenant_profiles_parse(c->tenant_profiles,
-		    sizeof(c->tenant_profiles), o, e2, sizeof(e2)) != 0) {
-			/* "config: tenant_profiles...: what" */
-			const char *w = strstr(e2, ": ");
-
-			cfail(&x, "tenant_profiles", 0, "%s", w != NULL &&
-			    (w = strstr(w + 2, ": ")) != NULL ? w + 2 : e2);
-			goto out;
-		}
-	}
-	if (c->cgroups[0] && strcmp(c->cgroups, "v1") && strcmp(c->cgroups,
-	    "v2") && strcmp(c->cgroups, "off")) {
-		cfail(&x, "cgroups", 0, "\"\", \"v1\", \"v2\" or \"off\"");
-		goto out;
-	}
-	for (i = 0; c->tier[i]; i++)
-		if (!isalnum((unsigned char)c->tier[i]) && c->tier[i] != '_' &&
-		    c->tier[i] != '-')
-			break;
-	if (!c->tier[0] || c->tier[i]) {
-		cfail(&x, "tier", 0, "a tier name (off, registries, public)");
-		goto out;
-	}
-	if (c_obj(&x, root, "socket", &o) != 0)
-		goto out;
-	if (o != NULL) {
-		json_t *m;
-
-		x.path[x.depth++] = "socket";
-		if (c_keys(&x, o, skeys) != 0 || c_str(&x, o, "group",
-		    c->socket_group, sizeof(c->socket_group), 0) != 0)
-			goto out;
-		if ((m = json_object_get(o, "mode")) != NULL) {
-			const char *s = json_string_value(m);
-			char *end;
-			long v = s ? strtol(s, &end, 8) : -1;
-
-			if (s == NULL || *s == '\0' || *end != '\0' || v < 0 ||
-			    v > 0777 || (v & 0600) != 0600) {
-				cfail(&x, "mode", 0, "an octal string such as "
-				    "\"0660\" (the owner keeps rw)");
-				goto out;
-			}
-			c->socket_mode = (int)v;
-		}
-		if (sock_gid(&x, c, "group") != 0)
-			goto out;
-		x.depth--;
-	}
-	if (c_lims(&x, root, "limits", &c->def) != 0 ||
+	if (c_keys(&x, root, keys) != 0 || c_top(&x, c, root) != 0 ||
+	    c_section(&x, c, root, "socket", c_socket) != 0 ||
+	    c_lims(&x, root, "limits", &c->def) != 0 ||
 	    c_lims(&x, root, "limits_max", &c->max) != 0 ||
-	    c_lims_check(&x, &c->def, &c->max) != 0)
+	    c_lims_check(&x, &c->def, &c->max) != 0 ||
+	    c_section(&x, c, root, "quotas", c_quotas) != 0)
 		goto out;
-	if (c_obj(&x, root, "quotas", &o) != 0)
-		goto out;
-	if (o != NULL) {
-		x.path[x.depth++] = "quotas";
-		if (c_keys(&x, o, qkeys) != 0 ||
-		    c_long(&x, o, "sandboxes", &c->max_total, 0, 1000000) != 0 ||
-		    c_long(&x, o, "per_tenant", &c->max_per_tenant, 0, 1000000)
-		    != 0 ||
-		    c_long(&x, o, "per_user", &c->max_per_user, 0, 1000000) != 0 ||
-		    c_long(&x, o, "creates", &c->max_creates, 1, 1024) != 0 ||
-		    c_long(&x, o, "creates_per_tenant", &c->max_creates_tenant,
-		    1, 1024) != 0 ||
-		    c_long(&x, o, "background_per_sandbox", &c->max_background,
-		    0, 1024) != 0 ||
-		    c_long(&x, o, "finished_per_sandbox", &c->keep_finished, 0,
-		    1024) != 0 ||
-		    c_long(&x, o, "commands", &c->max_cmds, 0, 1000000) != 0 ||
-		    c_long(&x, o, "commands_per_tenant", &c->max_cmds_tenant, 0,
-		    1000000) != 0 ||
-		    c_u64(&x, o, "disk_reserve_mb", &c->disk_reserve, 1 << 20,
-		    1) != 0)
-			goto out;
-		x.depth--;
-	}
 	/* the archives are under the state directory unless named (".":
 	 * no sandbox id starts with a dot) */
 	snprintf(c->archive_dir, sizeof(c->archive_dir), "%.400s/.archive",
 	    c->state_dir);
-	if (c_obj(&x, root, "lifecycle", &o) != 0)
+	if (c_section(&x, c, root, "lifecycle", c_lifecycle) != 0 ||
+	    c_sizes(&x, c, root) != 0)
 		goto out;
-	if (o != NULL) {
-		x.path[x.depth++] = "lifecycle";
-		if (c_keys(&x, o, fkeys) != 0 ||
-		    c_long(&x, o, "idle_after", &c->idle_after, 0, 31622400)
-		    != 0 ||
-		    c_long(&x, o, "remove_after", &c->remove_after, 0, 31622400)
-		    != 0 ||
-		    c_str(&x, o, "archive_dir", c->archive_dir,
-		    sizeof(c->archive_dir) - SBX_ID_MAX - 32, 1) != 0 ||
-		    c_long(&x, o, "archive_max_age", &c->arch_max_age, 0,
-		    31622400 * 10l) != 0 ||
-		    c_long(&x, o, "archive_max_count_per_tenant",
-		    &c->arch_max_count, 0, 100000000) != 0 ||
-		    c_u64(&x, o, "archive_max_bytes_per_tenant",
-		    &c->arch_max_bytes, 1, 1) != 0)
-			goto out;
-		if (cfg_store(&x, o, c, s3keys) != 0)
-			goto out;
-		if (c->idle_after && c->remove_after && c->remove_after <
-		    c->idle_after) {
-			cfail(&x, "remove_after", 0, "at least idle_after "
-			    "(%ld), or 0 (never)", c->idle_after);
-			goto out;
-		}
-		x.depth--;
-	}
-	if (c_u64(&x, root, "max_file_bytes", &c->max_file_bytes, 1, 0) != 0 ||
-	    c_u64(&x, root, "max_body_bytes", &c->max_body_bytes, 1, 0) != 0 ||
-	    c_u64(&x, root, "max_archive_bytes", &c->max_archive_bytes, 1,
-	    0) != 0 ||
-	    c_u64(&x, root, "ring_bytes", &c->ring_bytes, 1, 0) != 0 ||
-	    c_u64(&x, root, "ring_budget_bytes", &c->ring_budget, 1, 1) !=
-	    0 ||
-	    c_u64(&x, root, "events_buffer_bytes", &c->events_buffer, 1, 0) !=
-	    0 ||
-	    c_u64(&x, root, "stream_watermark", &c->stream_watermark, 1, 0) !=
-	    0 || c_long(&x, root, "drain_s", &c->drain_s, 0, 3600) != 0 ||
-	    c_u64(&x, root, "reply_buffer_bytes", &c->reply_buffer, 1, 0) !=
-	    0 || c_u64(&x, root, "reply_total_bytes", &c->reply_total, 1, 0) !=
-	    0 || c_long(&x, root, "reply_timeout_ms", &c->reply_timeout_ms,
-	    1000, 3600000) != 0)
-		goto out;
-	if (c->reply_buffer < 4096 || c->reply_buffer > (64ull << 20)) {
-		cfail(&x, "reply_buffer_bytes", 0, "4096 to 64 MiB");
-		goto out;
-	}
-	if (c->reply_total < c->reply_buffer || c->reply_total > (4ull << 30)) {
-		cfail(&x, "reply_total_bytes", 0, "reply_buffer_bytes to 4 GiB");
-		goto out;
-	}
 	if (c_obj(&x, root, "log", &o) != 0)
 		goto out;
 	if (o != NULL) {
@@ -1164,92 +1250,12 @@ xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
 			goto out;
 		x.depth--;
 	}
-	if (c_obj(&x, root, "artifacts", &o) != 0)
-		goto out;
-	if (o != NULL) {
-		long n = (long)c->art.count;
-
-		x.path[x.depth++] = "artifacts";
-		if (c_keys(&x, o, akeys) != 0 ||
-		    c_u64(&x, o, "file_bytes", &c->art.file_bytes, 1, 1) != 0 ||
-		    c_long(&x, o, "count", &n, 0, 10000) != 0 ||
-		    c_u64(&x, o, "total_bytes", &c->art.total_bytes, 1, 1) != 0 ||
-		    c_long(&x, o, "walk_entries", &c->snap_entries, 1, 10000000)
-		    != 0)
-			goto out;
-		c->art.count = (size_t)n;
-		x.depth--;
-	}
-	if (c->max_file_bytes > (1ull << 32)) {
-		cfail(&x, "max_file_bytes", 0, "at most 4 GiB");
-		goto out;
-	}
-	if (c->max_archive_bytes < 4096 || c->max_archive_bytes > (4ull <<
-	    30)) {
-		cfail(&x, "max_archive_bytes", 0, "4096 to 4 GiB");
-		goto out;
-	}
-	if (c->max_body_bytes > (64ull << 20)) {
-		cfail(&x, "max_body_bytes", 0, "at most 64 MiB");
-		goto out;
-	}
-	if (c->ring_bytes > (64ull << 20) || c->ring_bytes < 4096) {
-		cfail(&x, "ring_bytes", 0, "4096 to 64 MiB");
-		goto out;
-	}
-	if (c_obj(&x, root, "roles", &o) != 0)
-		goto out;
-	if (o != NULL) {
-		x.path[x.depth++] = "roles";
-		if (c_keys(&x, o, rkeys) != 0)
-			goto out;
-		for (i = 0; rkeys[i] != NULL; i++) {
-			json_t *r;
-			enum xd_role role = role_of(rkeys[i]);
-
-			if (c_obj(&x, o, rkeys[i], &r) != 0)
-				goto out;
-			if (r == NULL)
-				continue;
-			x.path[x.depth++] = rkeys[i];
-			if (c_keys(&x, r, idkeys) != 0 ||
-			    c_ids(&x, r, "uids", &c->uids[role], 0) != 0 ||
-			    c_ids(&x, r, "groups", &c->gids[role], 1) != 0)
-				goto out;
-			x.depth--;
-		}
-		x.depth--;
-	}
-	if (c_control(&x, c, root) != 0)
-		goto out;
-	if (c_obj(&x, root, "tcp", &o) != 0)
-		goto out;
-	if (o != NULL) {
-		x.path[x.depth++] = "tcp";
-		if (c_tcp(&x, c, o) != 0)
-			goto out;
-		x.depth--;
-	}
-	/* the OpenSandbox-compatible API (exec_os_cfg.c) */
-	if ((o = json_object_get(root, "opensandbox")) != NULL) {
-		char okey[64], oerr[XD_ERR_MAX];
-
-		if (xd_os_cfg_parse(&c->os, o, okey, sizeof(okey), oerr,
-		    sizeof(oerr)) != 0) {
-			x.path[x.depth++] = "opensandbox";
-			cfail(&x, okey[0] && !strchr(okey, '[') ? okey : NULL,
-			    0, "%s%s%s", strchr(okey, '[') ? okey : "",
-			    strchr(okey, '[') ? ": " : "", oerr);
-			goto out;
-		}
-		if (c->os.listen[0] && c->tcp[0] && strcmp(c->os.listen,
-		    c->tcp) == 0) {
-			cfail(&x, "opensandbox", 0, "listen: the same address "
-			    "as tcp.listen");
-			goto out;
-		}
-	}
-	if (c_long(&x, root, "pool_fills", &c->pool_fills, 1, 16) != 0 ||
+	if (c_section(&x, c, root, "artifacts", c_artifacts) != 0 ||
+	    c_section(&x, c, root, "roles", c_roles) != 0 ||
+	    c_control(&x, c, root) != 0 ||
+	    c_section(&x, c, root, "tcp", c_tcp) != 0 ||
+	    c_section(&x, c, root, "opensandbox", c_opensandbox) != 0 ||
+	    c_long(&x, root, "pool_fills", &c->pool_fills, 1, 16) != 0 ||
 	    c_pools(&x, c, root) != 0)
 		goto out;
 	rc = 0;
