@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <string.h>
 
+#include "proxy/lib/util.h"
 #include "proxy/lib/http.h"
 
 void
@@ -820,17 +821,6 @@ http_body_init(struct http_body_state *st, enum http_body kind,
 	}
 }
 
-static int
-hex_value(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c = (unsigned char)lower(c);
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 /* qdtext of RFC 9110 5.6.4 without obs-text, as in field values. */
 static int
 is_qdtext(unsigned char c)
@@ -880,7 +870,7 @@ chunk_byte(struct http_body_state *st, unsigned char c)
 	case BP_SIZE:
 		if (st->line_len > 0 && (c == '\r' || c == ';'))
 			return ext_end(st, c);
-		d = hex_value(c);
+		d = util_hexval(c);
 		if (d < 0 || st->line_len >= CHUNK_SIZE_DIGITS)
 			return -1;
 		st->remaining = (st->remaining << 4) | (uint64_t)d;

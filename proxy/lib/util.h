@@ -82,6 +82,10 @@ int util_wait_readable(int fd, int timeout_ms);
 /* CLOCK_MONOTONIC in milliseconds: for deadlines and durations. */
 int64_t util_now_ms(void);
 
+/* CLOCK_REALTIME in milliseconds since the epoch: for times shown to a
+ * person or a client (timestamps), never for durations. */
+int64_t util_wall_ms(void);
+
 /* The value of the hex digit c (either case), or -1. */
 int util_hexval(int c);
 

@@ -17,15 +17,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proxy/lib/util.h"
 #include "sandbox-glue/executor/backend/sbx-int.h"
 
 int64_t
 sbx_now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return util_now_ms();
 }
 
 uint64_t

@@ -55,6 +55,7 @@
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
 
+#include "proxy/lib/util.h"
 #include "sandbox-glue/executor/execd/exec_os-int.h"
 
 #define EXECD_PORT	44772
@@ -122,15 +123,6 @@ parse_time(const char *s)
 	if (*p != '\0')
 		return -1;
 	return t * 1000 + ms;
-}
-
-static int64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---- sandboxes as OpenSandbox shows them ---- */
@@ -531,7 +523,7 @@ h_create(struct xd_os_call *k)
 	    "tenant", k->key->tenant, "user", s.user, "image", uri, "metadata",
 	    json_is_object(meta) ? meta : json_object(), "env",
 	    json_is_object(env) ? env : json_object(), "createdAt",
-	    (json_int_t)now_ms(), "expiresAt", json_is_integer(to) ?
+	    (json_int_t)util_wall_ms(), "expiresAt", json_is_integer(to) ?
 	    (json_int_t)(time(NULL) + json_integer_value(to)) : 0);
 	if (rec == NULL) {
 		xd_os_reply_err(k, 500, "RUNTIME_ERROR", "out of memory");
@@ -841,7 +833,7 @@ h_renew(struct xd_os_call *k)
 		return;
 	t = parse_time(json_string_value(json_object_get(k->body,
 	    "expiresAt")));
-	if (t < 0 || t <= now_ms()) {
+	if (t < 0 || t <= util_wall_ms()) {
 		xd_os_reply_err(k, 400, "INVALID_EXPIRATION", "expiresAt: an "
 		    "RFC 3339 time in the future");
 		return;

@@ -54,15 +54,6 @@
 #define PARTS_MAX	64
 #define CURSOR_SHIFT	(1ull << 26)
 
-static int64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- the command stream ---- */
 
 static void
@@ -73,7 +64,7 @@ ev_send(struct xd_os_call *k, json_t *ev)
 
 	if (ev == NULL)
 		return;
-	json_object_set_new(ev, "timestamp", json_integer(now_ms()));
+	json_object_set_new(ev, "timestamp", json_integer(util_wall_ms()));
 	s = json_dumps(ev, JSON_COMPACT);
 	json_decref(ev);
 	if (s == NULL || k->gone || (b = evbuffer_new()) == NULL) {
@@ -136,7 +127,7 @@ sink_output(void *arg, struct xd_cmd *c, int stream, const unsigned char *b,
 	}
 	ev = json_pack("{s:s,s:o,s:I}", "type", stream ? "stderr" : "stdout",
 	    "text", xd_text_json(buf, whole, 0), "timestamp",
-	    (json_int_t)now_ms());
+	    (json_int_t)util_wall_ms());
 	free(buf);
 	s = ev != NULL ? json_dumps(ev, JSON_COMPACT) : NULL;
 	json_decref(ev);

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/lib/util.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
 #include "sandbox-glue/executor/backend/sbx_cfg.h"
 
@@ -49,17 +50,6 @@ xd_perr_set(struct xd_perr *e, int status, const char *code,
 
 /* ---- routes ---- */
 
-static int
-hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c = tolower(c);
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 /* Percent-decode s[0..n) into a new string; NULL for a bad escape or a
  * NUL ('+' is a plus: this is a path, not a form). */
 static char *
@@ -76,8 +66,8 @@ pct_decode(const char *s, size_t n)
 		if (c == '%') {
 			int h, l;
 
-			if (i + 2 >= n || (h = hexval(s[i + 1])) < 0 ||
-			    (l = hexval(s[i + 2])) < 0)
+			if (i + 2 >= n || (h = util_hexval(s[i + 1])) < 0 ||
+			    (l = util_hexval(s[i + 2])) < 0)
 				goto bad;
 			c = h * 16 + l;
 			i += 2;

@@ -37,6 +37,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "proxy/lib/util.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
 
 #define S3_KEY_MAX	256     /* bytes of a key file */
@@ -629,25 +630,6 @@ xd_s3_put_mem(const struct xd_s3 *s, const char *name, const void *buf,
 	return rc;
 }
 
-static ssize_t
-read_full(int fd, char *buf, size_t n)
-{
-	size_t got = 0;
-	ssize_t r;
-
-	while (got < n) {
-		if ((r = read(fd, buf + got, n - got)) < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		if (r == 0)
-			break;
-		got += (size_t)r;
-	}
-	return (ssize_t)got;
-}
-
 int
 xd_s3_put_file(const struct xd_s3 *s, const char *name, int fd,
     char *err, size_t len)
@@ -665,7 +647,7 @@ xd_s3_put_file(const struct xd_s3 *s, const char *name, int fd,
 	    XD_S3_PART)) == NULL)
 		return errf(err, len, "s3: out of memory");
 	if (st.st_size < XD_S3_PART) {
-		if ((n = read_full(fd, buf, (size_t)st.st_size)) !=
+		if ((n = util_read_full(fd, buf, (size_t)st.st_size)) !=
 		    (ssize_t)st.st_size) {
 			errf(err, len, "s3: reading the archive: %s", n < 0 ?
 			    strerror(errno) : "short");
@@ -697,7 +679,7 @@ xd_s3_put_file(const struct xd_s3 *s, const char *name, int fd,
 		goto nomem;
 	xl = (size_t)snprintf(xml, xcap, "<CompleteMultipartUpload>");
 	for (;;) {
-		if ((n = read_full(fd, buf, XD_S3_PART)) < 0) {
+		if ((n = util_read_full(fd, buf, XD_S3_PART)) < 0) {
 			errf(err, len, "s3: reading the archive: %s",
 			    strerror(errno));
 			goto out;
