@@ -259,6 +259,11 @@ def gvisor_image_root(env):
     store, run, img = common(env, True)
     check(os.path.join(run.state, "im1") in
           open("/proc/self/mountinfo").read(), "no rootfs mount on the host")
+    # the image has the agent's mount point (/dev/sluice-agent): its
+    # agent listens, so commands fork inside rather than by runsc exec
+    check(os.path.exists(os.path.join(run.state, "im1", "agent",
+                                      "agent.sock")),
+          "the agent's socket in an image's gVisor sandbox")
     gone(run, "im1", img)
 
 

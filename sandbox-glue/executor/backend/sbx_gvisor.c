@@ -528,12 +528,23 @@ gv_config(struct sbx_rec *rec, const char *bundle, int with_cg,
 	    NULL };
 	const char *o_home[] = { home_size, "mode=0700", uid, gid, "nosuid",
 	    "nodev", NULL };
-	int rc = -1;
+	int rc = -1, agent_mp = 1;
 
 	mounts = json_array();
 	snprintf(path, sizeof(path), "%s/rootfs", bundle);
 	if (gv_rootfs(rec, path, mounts, err, errlen) != 0)
 		goto out;
+	/* runsc's gofer makes a bind's mount point in the root on the host:
+	 * a read-only image without one cannot take the agent's directory
+	 * (the sandbox would not boot), so its agent finds no socket and
+	 * its commands go through runsc exec */
+	if (rec->image[0] != '\0') {
+		struct stat st;
+		char mp[SBX_PATH_MAX + 64];
+
+		snprintf(mp, sizeof(mp), "%s%s", path, AG_DIR);
+		agent_mp = stat(mp, &st) == 0 && S_ISDIR(st.st_mode);
+	}
 	snprintf(tmp_size, sizeof(tmp_size), "size=%llu",
 	    (unsigned long long)(rec->lim.tmp_bytes ? rec->lim.tmp_bytes :
 	    64ull << 20));
@@ -555,7 +566,7 @@ gv_config(struct sbx_rec *rec, const char *bundle, int with_cg,
 	    gv_bind(mounts, SBX_WORKDIR, rec->workspace, 0) != 0 ||
 	    gv_bind(mounts, SBX_SOCK_DIR, rec->session_dir, 0) != 0 ||
 	    gv_bind(mounts, SBX_SHIM_PATH, rec->shim, 1) != 0 ||
-	    gv_bind(mounts, AG_DIR, agent, 0) != 0 ||
+	    (agent_mp && gv_bind(mounts, AG_DIR, agent, 0) != 0) ||
 	    gv_mount_add(mounts, "/tmp", "tmpfs", "tmpfs", o_tmp) != 0 ||
 	    gv_mount_add(mounts, SBX_HOME, "tmpfs", "tmpfs", o_home) != 0) {
 		sbx_err(err, errlen, "out of memory");

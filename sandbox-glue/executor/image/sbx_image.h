@@ -58,7 +58,7 @@
 #define SBX_PROFILE_FILE_MAX	(64 * 1024)     /* bytes of a profile */
 #define SBX_PROFILE_ITEMS_MAX	1024            /* packages, checks */
 #define SBX_PROFILE_DEPTH_MAX	8               /* "extends" chain */
-#define SBX_IMAGE_FORMAT	1               /* of what the builder makes:
+#define SBX_IMAGE_FORMAT	2               /* of what the builder makes:
                                                  * part of the inputs */
 /* Every file of an image has this mtime, and its build runs with it as
  * SOURCE_DATE_EPOCH (2024-01-01; after 1980, which zip needs). */

@@ -416,6 +416,11 @@ fail_p:
 		goto out;
 	}
 	tree_empty(rfd, "dev");
+	/* the gVisor agent's mount point (AG_DIR, sandbox-glue/agent/
+	 * agent_wire.h): runsc's gofer makes a bind's mount point in the
+	 * root, which an image's is not (a read-only file system) */
+	if (mkdirat(rfd, "dev/sluice-agent", 0700) != 0 && errno != EEXIST)
+		goto fail;
 	tree_empty(rfd, "tmp");
 	tree_empty(rfd, "run");
 	if (mkdirat(rfd, "run/sluice", 0755) != 0 && errno != EEXIST)
