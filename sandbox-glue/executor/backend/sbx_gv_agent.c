@@ -136,6 +136,12 @@ ga_relay(void)
 	}
 	sigprocmask(SIG_BLOCK, &block, NULL);
 	sigemptyset(&none);
+	/* the agent closes its end once it has sent the exit: a stdin
+	 * frame (the EOF execd sends when the command's input closes) may
+	 * meet that close, and SIGPIPE would end this relay before it read
+	 * the output and the exit still queued on the socket */
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, NULL);
 	(void)fcntl(3, F_SETFL, O_NONBLOCK);
 	for (;;) {
 		struct pollfd pf[2];
@@ -184,6 +190,14 @@ ga_relay(void)
 			k = write(3, ob + ooff, olen - ooff);
 			if (k > 0 && (ooff += (size_t)k) == olen)
 				olen = ooff = 0;
+			else if (k < 0 && errno != EINTR && errno != EAGAIN) {
+				/* the agent takes no more (it has told the
+				 * exit): what it sent is still to be read */
+				olen = ooff = 0;
+				in_open = 0;
+				for (i = 0; i < 65; i++)
+					ga_sigs[i] = 0;
+			}
 		}
 		if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
