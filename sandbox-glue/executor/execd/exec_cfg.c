@@ -868,7 +868,7 @@ c_pools(struct cx *x, struct xd_cfg *c, json_t *root)
 		struct xd_pool_cfg *p = &c->pools[i];
 		const char *be, *pr;
 
-		snprintf(ix, sizeof(ix), "[%zu]", i);
+		snprintf(ix, sizeof(ix), "[%d]", (int)i);  /* i < XD_POOLS_MAX */
 		if (!json_is_object(o))
 			return cfail(x, NULL, 0, "%s: an object", ix);
 		if (c_keys(x, o, pkeys) != 0 || c_long(x, o, "size", &p->size,
