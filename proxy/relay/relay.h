@@ -29,7 +29,8 @@ struct relay_cred {
 	const char *name, *tenant;
 	const struct pol_hostset *hosts;
 	const char *header;                  /* inject.header */
-	const char *format;                  /* inject.format, one "{}" */
+	const char *format;                  /* inject.format: one "{}", or
+	                                      * "Basic" (value user:password) */
 	const char *const *methods; size_t nmethods;   /* none: any */
 	const char *const *paths; size_t npaths;       /* globs; none: any */
 	const char *value;
@@ -37,6 +38,8 @@ struct relay_cred {
 /* "sluice-cred:<name>:<secret>", secret PX_CRED_SECRET_LEN hex digits */
 #define PX_CRED_PREFIX "sluice-cred:"
 #define PX_CRED_SECRET_LEN 32
+/* the user-pass of a client's Basic header is looked into up to this */
+#define PX_CRED_BASIC_MAX 4096
 
 /* ------------------------------------------------------------------ */
 /* Hooks: the relay's events, for the control plane.  Every member may be
