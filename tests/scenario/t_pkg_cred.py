@@ -11,9 +11,12 @@ base64 of its Basic header, on the inspected leg, and sends the real
 Bearer token and the real user:password.  `npm publish`, allowed by a
 tenant's rule, arrives with the real token.  The values are in no file
 of the case but sluiced's credentials file, in no answer, environment,
-sandbox file or stderr, and no upstream ever sees a placeholder.
+sandbox file or stderr, and no upstream ever sees a placeholder;
+pip's placeholder sent in a Basic header to the npm registry is removed
+there.  gvisor_npm_and_pip: the same in a gVisor sandbox.
 
-Skips (77) without root, user namespaces, pip or npm."""
+Skips (77) without root, user namespaces, pip or npm (gvisor_*: runsc,
+or a gVisor that does not run here)."""
 
 import base64
 import functools
@@ -108,7 +111,26 @@ def out(o):
 
 @S.case
 def npm_and_pip_take_placeholders(env):
-    from t_execd import create, ex, preflight, Execd, _backend
+    run(env, _backend_name())
+
+
+@S.case
+def gvisor_npm_and_pip(env):
+    """The same in a gVisor sandbox (its /run/sluice is a gofer mount of
+    the same session directory)."""
+    from t_execd import runsc_works
+    if not runsc_works():
+        raise Skip("runsc not installed")
+    run(env, "gvisor")
+
+
+def _backend_name():
+    from t_execd import _backend
+    return _backend["name"]
+
+
+def run(env, backend):
+    from t_execd import create, ex, preflight, Execd
     preflight()
     pip_available()
     if shutil.which("npm") is None:
@@ -134,8 +156,7 @@ def npm_and_pip_take_placeholders(env):
         credentials={"file": env.path("creds", "credentials.json")})
     d = env.sluiced(cfg)
     ctl = os.path.join(cfg["runtime_dir"], "control.sock")
-    xo = {"backend": _backend["name"]} if _backend["name"] else {}
-    x = Execd(env, ctl, **xo).start()
+    x = Execd(env, ctl).start()
 
     answers = []
     for body in ({"name": "npm-acme", "tenant": "acme", "hosts": ["npm.test"],
@@ -180,8 +201,18 @@ def npm_and_pip_take_placeholders(env):
         "name": "acme-publish", "tenant": "acme", "hosts": ["npm.test"],
         "methods": ["PUT"], "action": "allow"})
     check_eq(r.status, 201, "POST /v1/rules (%r)" % r.body)
+    more = {"backend": backend} if backend else {}
+    r = x.app("POST", "/v1/sandboxes", dict(
+        {"id": "probe", "tenant": "acme", "network": {"tier": "public"}},
+        **more), timeout=180)
+    if r.status == 503 and r.code() == "backend_unavailable":
+        raise Skip("%s does not run here: %s" % (backend, r.json["error"]
+                                                  ["message"]))
+    check_eq(r.status, 201, "create a %s sandbox: %r" % (backend, r))
+    check_eq(x.app("DELETE", "/v1/sandboxes/probe", timeout=120).status,
+             200, "delete the probe")
     answers.append(json.dumps(create(
-        x, "pkg", network={"tier": "registries"},
+        x, "pkg", network={"tier": "registries"}, **more,
         credentials=[{"name": "npm-acme", "for": "npm", "index": npm_idx},
                      {"name": "pypi-acme", "for": "pip",
                       "index": pip_idx}])))
@@ -194,7 +225,10 @@ def npm_and_pip_take_placeholders(env):
     # the sandbox's view: placeholders only, its own files, 0600
     o = sh("env; echo ==; cat /run/sluice/npmrc; echo ==; "
            "cat /run/sluice/pip.conf; echo ==; "
-           "stat -c '%u %a' /run/sluice/npmrc /run/sluice/pip.conf; id -u")
+           "python3 -c 'import os, sys\n"
+           "for p in sys.argv[1:]: s = os.stat(p); "
+           "print(s.st_uid, \"%o\" % (s.st_mode & 0o7777))' "
+           "/run/sluice/npmrc /run/sluice/pip.conf; id -u")
     check_eq(o["exit_code"], 0, "the sandbox's view: %s" % out(o))
     envs, npmrc, pipconf, stats = o["stdout"].split("==\n")
     ev = dict(ln.split("=", 1) for ln in envs.splitlines() if "=" in ln)
