@@ -8,6 +8,10 @@
 #include <string.h>
 #include <strings.h>
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #include "proxy/lib/credspec.h"
 #include "proxy/lib/util.h"
 
@@ -367,4 +371,32 @@ cred_b64_encode(const char *s, size_t n, char *out)
 		out[k++] = '=';
 	}
 	return k;
+}
+
+/* ---- a sandbox's own placeholder ---- */
+
+int
+cred_session_secret(const char *secret, const char *session,
+    char out[CRED_SECRET_LEN + 1])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE], msg[16 + 512];
+	unsigned int mdlen = 0;
+	size_t sn = strlen(session), i;
+
+	out[0] = '\0';
+	if (sn > sizeof(msg) - 12)
+		return -1;
+	memcpy(msg, "sluice-cred:", 12);
+	memcpy(msg + 12, session, sn);
+	if (HMAC(EVP_sha256(), secret, (int)strlen(secret), msg, 12 + sn, md,
+	    &mdlen) == NULL || mdlen * 2 < CRED_SECRET_LEN)
+		return -1;
+	for (i = 0; i < CRED_SECRET_LEN / 2; i++) {
+		out[2 * i] = hex[md[i] >> 4];
+		out[2 * i + 1] = hex[md[i] & 15];
+	}
+	out[CRED_SECRET_LEN] = '\0';
+	OPENSSL_cleanse(md, sizeof(md));
+	return 0;
 }

@@ -48,6 +48,15 @@ json_t *cred_spec_json(const struct cred_spec *s);
 /* The file's entry: the same with secret and value. */
 json_t *cred_spec_stored_json(const struct cred_spec *s);
 
+/* A sandbox's own placeholder secret for credential secret, bound to
+ * the sluiced session it runs in: the first CRED_SECRET_LEN hex digits
+ * of HMAC-SHA256(key secret, "sluice-cred:" session), into out.  The
+ * relay admits it from that session only (the credential's own secret
+ * from any of its tenant's); sluice-execd hands it to the sandbox.
+ * 0, or -1 (no HMAC). */
+int cred_session_secret(const char *secret, const char *session,
+    char out[CRED_SECRET_LEN + 1]);
+
 /* The user-pass of a header value "Basic <base64>" (the scheme in any
  * case, blanks around the token), decoded into out (at most outcap
  * bytes, not terminated): its length, or -1 when v is not that

@@ -2,7 +2,9 @@
  * creds.c: credential placeholders in the requests sluiced forwards.
  *
  * A sandbox holds only a placeholder ("sluice-cred:<name>:<secret>") of
- * a credential (POST /v1/credentials).  In a request on an inspected TLS
+ * a credential (POST /v1/credentials): the credential's own, or one
+ * whose secret is bound to the sandbox's session (cred_session_secret,
+ * taken from that session only).  In a request on an inspected TLS
  * leg to one of the credential's hosts, of a session of its tenant, with
  * a method and path the credential admits, and after the policy and the
  * request rules allowed it, sluiced puts the real value in the header
@@ -154,7 +156,10 @@ px_creds_plan(struct px_conn *c, unsigned char *drop, size_t *linelen)
 				drop[i] = 1;
 				if (parse(v, vlen, at, name, secret) == 0 &&
 				    px_hooks.cred_find != NULL)
-					cr = px_hooks.cred_find(name, secret);
+					cr = px_hooks.cred_find(name, secret,
+					    c->session != NULL ?
+					    pol_session_id(c->session->pol) :
+					    NULL);
 				if (cr != NULL && applies(c, cr) &&
 				    (use == NULL || use == cr))
 					use = cr;   /* one per request */

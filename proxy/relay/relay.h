@@ -58,9 +58,10 @@ struct relay_hooks {
 	 * "prompt_resolved" event (reference stolen). */
 	void (*prompt_done)(const char *id, void *resolved);
 	/* The credential of placeholder name:secret (the secret compared
-	 * in constant time), or NULL. */
+	 * in constant time), or NULL: secret is the credential's, or the
+	 * one of session (cred_session_secret; session NULL: none). */
 	const struct relay_cred *(*cred_find)(const char *name,
-	    const char *secret);
+	    const char *secret, const char *session);
 };
 /* Copied; call once at start, before any connection. */
 void px_relay_set_hooks(const struct relay_hooks *h);

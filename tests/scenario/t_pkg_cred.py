@@ -31,6 +31,7 @@ from harness import (Suite, Skip, check, check_eq, read_log,  # noqa: E402
 from t_inspect import test_ca  # noqa: E402
 from t_clients import Quiet, pip_available  # noqa: E402
 from t_credentials import no_value_anywhere  # noqa: E402
+from t_execd_inspect import own_placeholder  # noqa: E402
 from t_pkg_inspect import NpmRegistry, NPM_PKG, npm_serve  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "demo"))
@@ -177,7 +178,8 @@ def run(env, backend):
     check_eq(r.status, 400, "a Basic value without user: %r" % r)
     creds = json.loads(api_unix(ctl, "GET", "/v1/credentials").body)
     answers.append(json.dumps(creds))
-    ph = {c["name"]: c["placeholder"] for c in creds["credentials"]}
+    ph = {c["name"]: own_placeholder(c["placeholder"], "pkg")
+          for c in creds["credentials"]}
 
     npm_idx = "https://npm.test:%d/" % st["port"]
     pip_idx = "https://pypi.test:%d/simple/" % pyport

@@ -22,6 +22,7 @@
 
 #include <jansson.h>
 
+#include "proxy/lib/credspec.h"
 #include "proxy/sluicectl/ctl_http.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
 #include "sandbox-glue/executor/backend/sbx_cfg.h"
@@ -487,7 +488,8 @@ creds_env(const struct xd_cfg *c, const struct sbx_rec *r,
 	for (i = 0; i < n; i++) {
 		const struct xd_cred_ask *a = &asks[i];
 		const char *ph = NULL, *t;
-		char var[SBX_ID_MAX + 32], *p;
+		char var[SBX_ID_MAX + 32], *p, own[CRED_SECRET_LEN + 1];
+		char mine[SBX_ID_MAX + CRED_SECRET_LEN + 32];
 
 		found = NULL;
 		json_array_foreach(list, k, cr) {
@@ -508,6 +510,20 @@ creds_env(const struct xd_cfg *c, const struct sbx_rec *r,
 			    r->tenant[0] ? r->tenant : "(none)");
 			goto out;
 		}
+		/* the sandbox's own placeholder, good in its session only:
+		 * one seen in a sandbox opens no other */
+		t = strrchr(ph, ':');
+		if (t == NULL || strlen(t + 1) != CRED_SECRET_LEN ||
+		    cred_session_secret(t + 1, r->chat, own) != 0) {
+			berr(e, 503, "broker_unavailable", "credentials: sluiced "
+			    "answered a placeholder of %s this executor does not "
+			    "read", a->name);
+			goto out;
+		}
+		snprintf(mine, sizeof(mine), "%.*s%s", (int)(t + 1 - ph), ph,
+		    own);
+		explicit_bzero(own, sizeof(own));
+		ph = mine;
 		snprintf(var, sizeof(var), "SLUICE_CRED_%s", a->name);
 		for (p = var + 12; *p != '\0'; p++)
 			*p = (*p >= 'a' && *p <= 'z') ? (char)(*p - 32) :
