@@ -549,6 +549,13 @@ creds_env(const struct xd_cfg *c, const struct sbx_rec *r,
 	if (extra != NULL && cat(&pipconf, &plen, "extra-index-url =\n%s",
 	    extra) != 0)
 		goto oom;
+	if (r->session_dir[0] == '\0') {
+		rc = npmrc == NULL && pipconf == NULL ? 0 : -1;
+		if (rc != 0)
+			berr(e, 500, "internal", "no session directory for the "
+			    "package managers' files");
+		goto out;
+	}
 	snprintf(path, sizeof(path), "%s/" XD_NPMRC_FILE, r->session_dir);
 	if (npmrc == NULL)
 		(void)unlink(path);
