@@ -186,6 +186,6 @@ void ctl_rules_free(void);
 const char *ctl_inspect_ca(void);
 /* The relay's cred_find hook. */
 const struct relay_cred *ctl_cred_find(const char *name,
-    const char *secret);
+    const char *secret, const char *session);
 
 #endif /* SLUICE_CTL_H */

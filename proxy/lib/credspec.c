@@ -6,6 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "proxy/lib/credspec.h"
 #include "proxy/lib/util.h"
@@ -181,14 +186,19 @@ cred_spec_parse(json_t *o, int stored, struct cred_spec *out, char *err,
 	if (!token_ok(header))
 		return errf(err, errlen, "inject.header: expected a header "
 		    "name");
-	{
+	if (strcmp(format, CRED_FORMAT_BASIC) == 0) {
+		/* HTTP Basic (RFC 7617): the value is the whole user-pass */
+		if (strchr(value, ':') == NULL)
+			return errf(err, errlen, "value: format \"Basic\" "
+			    "expects user:password");
+	} else {
 		const char *b = strstr(format, "{}");
 
 		if (!field_ok(format, CRED_FORMAT_MAX) || b == NULL ||
 		    strstr(b + 2, "{}") != NULL)
 			return errf(err, errlen, "inject.format: expected up "
 			    "to %d bytes of visible ASCII with one {} (where the "
-			    "value goes)", CRED_FORMAT_MAX);
+			    "value goes), or \"Basic\"", CRED_FORMAT_MAX);
 	}
 	if ((out->name = strdup(name)) == NULL ||
 	    (out->tenant = strdup(tenant)) == NULL ||
@@ -283,4 +293,110 @@ cred_spec_stored_json(const struct cred_spec *s)
 		return NULL;
 	}
 	return j;
+}
+
+/* ---- HTTP Basic (inject.format "Basic") ---- */
+
+static int
+b64_val(unsigned char ch)
+{
+	if (ch >= 'A' && ch <= 'Z')
+		return ch - 'A';
+	if (ch >= 'a' && ch <= 'z')
+		return ch - 'a' + 26;
+	if (ch >= '0' && ch <= '9')
+		return ch - '0' + 52;
+	return ch == '+' ? 62 : ch == '/' ? 63 : -1;
+}
+
+/* The user-pass of a header value "Basic <base64>" (the scheme in any
+ * case), decoded into out (at most outcap bytes).  Its length, or -1
+ * when v is not that (another scheme, not base64, too long). */
+long
+cred_basic_decode(const char *v, size_t n, char *out, size_t outcap)
+{
+	size_t i = 0, k = 0, bits = 0, end;
+	unsigned long acc = 0;
+	int d;
+
+	if (n < 6 || strncasecmp(v, "Basic", 5) != 0 ||
+	    (v[5] != ' ' && v[5] != '\t'))
+		return -1;
+	for (i = 5; i < n && (v[i] == ' ' || v[i] == '\t'); i++)
+		;
+	for (end = n; end > i && (v[end - 1] == ' ' || v[end - 1] == '\t');
+	    end--)
+		;
+	for (; end > i && v[end - 1] == '='; end--)
+		;
+	for (; i < end; i++) {
+		if ((d = b64_val((unsigned char)v[i])) < 0)
+			return -1;
+		acc = (acc << 6) | (unsigned long)d;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			if (k == outcap)
+				return -1;
+			out[k++] = (char)((acc >> bits) & 0xff);
+		}
+	}
+	return (long)k;
+}
+
+/* base64 of s[0..n) into out (4 * ((n + 2) / 3) bytes). */
+size_t
+cred_b64_encode(const char *s, size_t n, char *out)
+{
+	static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	    "abcdefghijklmnopqrstuvwxyz0123456789+/";
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i, k = 0;
+	unsigned long w;
+
+	for (i = 0; i + 2 < n; i += 3) {
+		w = (unsigned long)u[i] << 16 | (unsigned long)u[i + 1] << 8 |
+		    u[i + 2];
+		out[k++] = al[(w >> 18) & 63];
+		out[k++] = al[(w >> 12) & 63];
+		out[k++] = al[(w >> 6) & 63];
+		out[k++] = al[w & 63];
+	}
+	if (i < n) {
+		w = (unsigned long)u[i] << 16 |
+		    (i + 1 < n ? (unsigned long)u[i + 1] << 8 : 0);
+		out[k++] = al[(w >> 18) & 63];
+		out[k++] = al[(w >> 12) & 63];
+		out[k++] = i + 1 < n ? al[(w >> 6) & 63] : '=';
+		out[k++] = '=';
+	}
+	return k;
+}
+
+/* ---- a sandbox's own placeholder ---- */
+
+int
+cred_session_secret(const char *secret, const char *session,
+    char out[CRED_SECRET_LEN + 1])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE], msg[16 + 512];
+	unsigned int mdlen = 0;
+	size_t sn = strlen(session), i;
+
+	out[0] = '\0';
+	if (sn > sizeof(msg) - 12)
+		return -1;
+	memcpy(msg, "sluice-cred:", 12);
+	memcpy(msg + 12, session, sn);
+	if (HMAC(EVP_sha256(), secret, (int)strlen(secret), msg, 12 + sn, md,
+	    &mdlen) == NULL || mdlen * 2 < CRED_SECRET_LEN)
+		return -1;
+	for (i = 0; i < CRED_SECRET_LEN / 2; i++) {
+		out[2 * i] = hex[md[i] >> 4];
+		out[2 * i + 1] = hex[md[i] & 15];
+	}
+	out[CRED_SECRET_LEN] = '\0';
+	OPENSSL_cleanse(md, sizeof(md));
+	return 0;
 }

@@ -15,6 +15,10 @@
 #define CRED_VALUE_MAX 8192
 #define CRED_FORMAT_MAX 256
 #define CRED_SECRET_LEN 32       /* hex digits of a placeholder's secret */
+/* inject.format "Basic": the value is user:password, sent as
+ * "Basic " + base64(value) (RFC 7617); a sandbox's placeholder may come
+ * inside a Basic header's user-pass (pip's index URL, netrc) */
+#define CRED_FORMAT_BASIC "Basic"
 
 struct cred_spec {
 	char *name, *tenant;
@@ -43,5 +47,23 @@ void cred_spec_free(struct cred_spec *s);
 json_t *cred_spec_json(const struct cred_spec *s);
 /* The file's entry: the same with secret and value. */
 json_t *cred_spec_stored_json(const struct cred_spec *s);
+
+/* A sandbox's own placeholder secret for credential secret, bound to
+ * the sluiced session it runs in: the first CRED_SECRET_LEN hex digits
+ * of HMAC-SHA256(key secret, "sluice-cred:" session), into out.  The
+ * relay admits it from that session only (the credential's own secret
+ * from any of its tenant's); sluice-execd hands it to the sandbox.
+ * 0, or -1 (no HMAC). */
+int cred_session_secret(const char *secret, const char *session,
+    char out[CRED_SECRET_LEN + 1]);
+
+/* The user-pass of a header value "Basic <base64>" (the scheme in any
+ * case, blanks around the token), decoded into out (at most outcap
+ * bytes, not terminated): its length, or -1 when v is not that
+ * (another scheme, a byte outside base64, longer than outcap). */
+long cred_basic_decode(const char *v, size_t n, char *out, size_t outcap);
+/* The base64 of s[0..n) into out, which holds 4 * ((n + 2) / 3)
+ * bytes: that length. */
+size_t cred_b64_encode(const char *s, size_t n, char *out);
 
 #endif /* SLUICE_CREDSPEC_H */

@@ -2,7 +2,9 @@
  * creds.c: credential placeholders in the requests sluiced forwards.
  *
  * A sandbox holds only a placeholder ("sluice-cred:<name>:<secret>") of
- * a credential (POST /v1/credentials).  In a request on an inspected TLS
+ * a credential (POST /v1/credentials): the credential's own, or one
+ * whose secret is bound to the sandbox's session (cred_session_secret,
+ * taken from that session only).  In a request on an inspected TLS
  * leg to one of the credential's hosts, of a session of its tenant, with
  * a method and path the credential admits, and after the policy and the
  * request rules allowed it, sluiced puts the real value in the header
@@ -12,7 +14,11 @@
  * HTTP, another host or tenant, a method or path not admitted, an
  * unknown or revoked placeholder) a header carrying a placeholder is
  * removed, so the placeholder never leaves and the value never goes
- * where it does not belong.  Only headers are looked at.
+ * where it does not belong.  Only headers are looked at: their text,
+ * and the decoded user-pass of a "Basic <base64>" value, where a
+ * client given the placeholder as a password (pip's index URL, netrc)
+ * puts it.  A credential of format "Basic" goes out as "Basic " and the
+ * base64 of its value (user:password).
  *
  * The credentials themselves are the control plane's: the relay finds
  * them through px_hooks.cred_find for the time of one call.
@@ -24,6 +30,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "proxy/lib/credspec.h"
 #include "proxy/relay/relay-int.h"
 
 static const char prefix[] = PX_CRED_PREFIX;
@@ -116,6 +123,7 @@ px_creds_plan(struct px_conn *c, unsigned char *drop, size_t *linelen)
 	const struct http_msg *m = c->req;
 	const struct relay_cred *use = NULL;
 	char name[POL_ID_MAX + 1], secret[PX_CRED_SECRET_LEN + 1];
+	char dec[PX_CRED_BASIC_MAX];
 	size_t i, at, hn, fn, vn;
 	const char *brace;
 	char *line, *p;
@@ -126,24 +134,42 @@ px_creds_plan(struct px_conn *c, unsigned char *drop, size_t *linelen)
 	memset(drop, 0, m->nheaders);
 	for (i = 0; i < m->nheaders; i++) {
 		const struct http_header *h = &m->headers[i];
-		const char *ph;
+		const char *ph, *v = h->value;
+		size_t vlen = h->value_len;
+		long dn;
+		int pass;
 
-		at = 0;
-		while ((ph = find(h->value, h->value_len, &at)) != NULL) {
-			const struct relay_cred *cr = NULL;
+		/* pass 0: the text; pass 1: a Basic value's user-pass */
+		for (pass = 0; pass < 2; pass++) {
+			if (pass == 1) {
+				dn = cred_basic_decode(h->value, h->value_len,
+				    dec, sizeof(dec));
+				if (dn <= 0)
+					break;
+				v = dec;
+				vlen = (size_t)dn;
+			}
+			at = 0;
+			while ((ph = find(v, vlen, &at)) != NULL) {
+				const struct relay_cred *cr = NULL;
 
-			drop[i] = 1;
-			if (parse(h->value, h->value_len, at, name, secret) == 0 &&
-			    px_hooks.cred_find != NULL)
-				cr = px_hooks.cred_find(name, secret);
-			if (cr != NULL && applies(c, cr) &&
-			    (use == NULL || use == cr))
-				use = cr;   /* one credential per request */
-			else
-				c->cred_removed++;
+				drop[i] = 1;
+				if (parse(v, vlen, at, name, secret) == 0 &&
+				    px_hooks.cred_find != NULL)
+					cr = px_hooks.cred_find(name, secret,
+					    c->session != NULL ?
+					    pol_session_id(c->session->pol) :
+					    NULL);
+				if (cr != NULL && applies(c, cr) &&
+				    (use == NULL || use == cr))
+					use = cr;   /* one per request */
+				else
+					c->cred_removed++;
+			}
 		}
 	}
 	explicit_bzero(secret, sizeof(secret));
+	explicit_bzero(dec, sizeof(dec));
 	if (use == NULL)
 		return NULL;
 	for (i = 0; i < m->nheaders; i++) {
@@ -153,11 +179,29 @@ px_creds_plan(struct px_conn *c, unsigned char *drop, size_t *linelen)
 		    strncasecmp(h->name, use->header, h->name_len) == 0)
 			drop[i] = 1;
 	}
+	hn = strlen(use->header);
+	vn = strlen(use->value);
+	if (strcmp(use->format, CRED_FORMAT_BASIC) == 0) {
+		/* "Name: Basic " + base64(user:password) + CRLF */
+		if ((line = malloc(hn + 10 + 4 * ((vn + 2) / 3) + 3)) == NULL) {
+			c->cred_removed++;
+			return NULL;
+		}
+		p = line;
+		memcpy(p, use->header, hn);
+		p += hn;
+		memcpy(p, ": Basic ", 8);
+		p += 8;
+		p += cred_b64_encode(use->value, vn, p);
+		memcpy(p, "\r\n", 2);
+		p += 2;
+		*linelen = (size_t)(p - line);
+		snprintf(c->cred, sizeof(c->cred), "%s", use->name);
+		return line;
+	}
 	/* "Name: " + format with its "{}" replaced by the value + CRLF */
 	brace = strstr(use->format, "{}");
-	hn = strlen(use->header);
 	fn = strlen(use->format);
-	vn = strlen(use->value);
 	if (brace == NULL || (line = malloc(hn + fn + vn + 5)) == NULL) {
 		c->cred_removed++;
 		return NULL;

@@ -29,7 +29,8 @@ struct relay_cred {
 	const char *name, *tenant;
 	const struct pol_hostset *hosts;
 	const char *header;                  /* inject.header */
-	const char *format;                  /* inject.format, one "{}" */
+	const char *format;                  /* inject.format: one "{}", or
+	                                      * "Basic" (value user:password) */
 	const char *const *methods; size_t nmethods;   /* none: any */
 	const char *const *paths; size_t npaths;       /* globs; none: any */
 	const char *value;
@@ -37,6 +38,8 @@ struct relay_cred {
 /* "sluice-cred:<name>:<secret>", secret PX_CRED_SECRET_LEN hex digits */
 #define PX_CRED_PREFIX "sluice-cred:"
 #define PX_CRED_SECRET_LEN 32
+/* the user-pass of a client's Basic header is looked into up to this */
+#define PX_CRED_BASIC_MAX 4096
 
 /* ------------------------------------------------------------------ */
 /* Hooks: the relay's events, for the control plane.  Every member may be
@@ -55,9 +58,10 @@ struct relay_hooks {
 	 * "prompt_resolved" event (reference stolen). */
 	void (*prompt_done)(const char *id, void *resolved);
 	/* The credential of placeholder name:secret (the secret compared
-	 * in constant time), or NULL. */
+	 * in constant time), or NULL: secret is the credential's, or the
+	 * one of session (cred_session_secret; session NULL: none). */
 	const struct relay_cred *(*cred_find)(const char *name,
-	    const char *secret);
+	    const char *secret, const char *session);
 };
 /* Copied; call once at start, before any connection. */
 void px_relay_set_hooks(const struct relay_hooks *h);

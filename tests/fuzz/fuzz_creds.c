@@ -6,7 +6,13 @@
  * accepted has a value and a format that cannot start another header
  * (no CR, LF or NUL), one "{}" in its format, and hosts that make a
  * host set; its answer (cred_spec_json) never carries the value, and
- * its file form reads back as the same credential.
+ * its file form reads back as the same credential.  A format without
+ * "{}" is "Basic", whose value is user:password.
+ *
+ * An input starting with 'B' is, after it, a header value for
+ * cred_basic_decode (the relay's reader of a sandbox's Basic header):
+ * what it decodes fits the buffer, and base64 of it decodes back to the
+ * same bytes.
  */
 #include "sluice-config.h"
 
@@ -68,6 +74,22 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *value;
 	size_t i;
 
+	if (size > 0 && data[0] == 'B') {
+		char out[512], enc[4 * (512 / 3 + 1) + 8], back2[512];
+		long n = cred_basic_decode((const char *)data + 1, size - 1, out,
+		    sizeof(out)), m;
+
+		INVARIANT(n >= -1 && n <= (long)sizeof(out));
+		if (n >= 0) {
+			memcpy(enc, "Basic ", 6);
+			m = (long)cred_b64_encode(out, (size_t)n, enc + 6);
+			INVARIANT(m == 4 * ((n + 2) / 3));
+			m = cred_basic_decode(enc, (size_t)m + 6, back2,
+			    sizeof(back2));
+			INVARIANT(m == n && memcmp(out, back2, (size_t)n) == 0);
+		}
+		return 0;
+	}
 	if (o == NULL)
 		return 0;
 	err[0] = '\0';
@@ -85,8 +107,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	INVARIANT(s.value != NULL && s.value[0] != '\0' && !has_ctl(s.value));
 	INVARIANT(!has_ctl(s.format) && !has_ctl(s.header));
-	INVARIANT(strstr(s.format, "{}") != NULL);
-	INVARIANT(strstr(strstr(s.format, "{}") + 2, "{}") == NULL);
+	if (strcmp(s.format, CRED_FORMAT_BASIC) == 0)
+		INVARIANT(strchr(s.value, ':') != NULL);
+	else {
+		INVARIANT(strstr(s.format, "{}") != NULL);
+		INVARIANT(strstr(strstr(s.format, "{}") + 2, "{}") == NULL);
+	}
 	INVARIANT(s.nhosts > 0 && pol_hostset_count(s.hs) > 0);
 	memcpy(s.secret, "0123456789abcdef0123456789abcdef", CRED_SECRET_LEN);
 	s.secret[CRED_SECRET_LEN] = '\0';

@@ -9,8 +9,11 @@
  *        leading "/", no "//");
  *   'g'  a Range header against a file size (the first 8 bytes): a
  *        satisfiable range lies inside the file;
- *   'c'  a create body (JSON): an accepted one has a good id and every
- *        limit within the maximum;
+ *   'c'  a create body (JSON): an accepted one has a good id, every
+ *        limit within the maximum, and credentials with good names, a
+ *        "for" of "", npm or pip, an index only with one, and that an
+ *        https:// URL without user-pass, space, quote or query (it goes
+ *        into npmrc and pip.conf lines);
  *   'x'  a command body: an accepted one has an argv without NUL and a
  *        timeout and cap within the maximum;
  *   't'  a PATCH body;
@@ -175,6 +178,17 @@ fuzz_json(char kind, const char *s, size_t n)
 			    cs.lim.timeout_s > m.timeout_s ||
 			    cs.lim.output_cap > m.output_cap)
 				abort();
+			for (int i = 0; i < cs.ncreds; i++) {
+				const struct xd_cred_ask *a = &cs.creds[i];
+
+				if (!sbx_id_ok(a->name, SBX_ID_MAX) ||
+				    (a->for_[0] && strcmp(a->for_, "npm") &&
+				    strcmp(a->for_, "pip")) ||
+				    (a->index[0] && (!a->for_[0] ||
+				    strncmp(a->index, "https://", 8) ||
+				    strpbrk(a->index, "@?#\"' \n\r\t;\\"))))
+					abort();
+			}
 			/* a workspace mke2fs can make (issue 24 point 5) */
 			if (cs.lim.disk_bytes && (cs.lim.disk_bytes < (8ull <<
 			    20) || cs.lim.inodes < 64 || cs.lim.inodes >

@@ -66,6 +66,18 @@ def start(env, inspect=True):
     return d, ctl, x
 
 
+def own_placeholder(ph, sid, tenant="acme"):
+    """The sandbox's own placeholder of credential placeholder ph: the
+    secret HMAC-SHA256(ph's secret, "sluice-cred:" + the session),
+    cut to 32 hex digits (sluiced(8), Credentials)."""
+    import hashlib
+    import hmac
+    head, secret = ph.rsplit(":", 1)
+    return head + ":" + hmac.new(
+        secret.encode(), b"sluice-cred:" + K(sid, tenant).encode(),
+        hashlib.sha256).hexdigest()[:32]
+
+
 def env_of(x, sid):
     o = ex(x, sid, {"cmd": ["env"]})
     check_eq(o["exit_code"], 0, "env: %r" % o)
@@ -104,7 +116,9 @@ def trust_and_credentials(env):
     e = env_of(x, "s1")
     for v in CA_VARS:
         check_eq(e.get(v), "/run/sluice/ca.pem", v)
-    check_eq(e.get("SLUICE_CRED_NPM"), ph, "the placeholder")
+    mine = own_placeholder(ph, "s1")
+    check(mine != ph, "the sandbox's placeholder is its own")
+    check_eq(e.get("SLUICE_CRED_NPM"), mine, "the placeholder")
     check(VALUE not in json.dumps(e), "no value in the environment")
     o = ex(x, "s1", {"shell": "grep -c 'BEGIN CERTIFICATE' "
                      "/run/sluice/ca.pem; tail -c %d /run/sluice/ca.pem"
@@ -148,6 +162,18 @@ def trust_and_credentials(env):
     check_eq(e.get("SSL_CERT_FILE"), "/run/sluice/ca.pem", "s2 trust")
     check(not [k for k in e if k.startswith("SLUICE_CRED_")],
           "s2: no credential")
+    # s1's placeholder from s2 (same tenant): removed, nothing put in;
+    # the credential's own placeholder works there
+    for p, want in ((mine, []), (ph, ["Bearer " + VALUE])):
+        o = ex(x, "s2", {"shell": "curl -sS --max-time 20 -H "
+                         "'Authorization: Bearer %s' https://insp.test:%d/x"
+                         % (p, port)}, timeout=60)
+        check_eq(o["exit_code"], 0, "curl from s2: %r" % o)
+        got = [v for k, v in json.loads(o["stdout"])["headers"]
+               if k.lower() == "authorization"]
+        check_eq(got, want, "s2 sending %s" % ("s1's placeholder"
+                                              if p == mine else "the "
+                                              "credential's own"))
     for sid in ("s1", "s2"):
         check_eq(x.app("DELETE", "/v1/sandboxes/" + sid,
                        timeout=60).status, 200, "delete " + sid)

@@ -100,13 +100,14 @@ class NpmRegistry(http.server.BaseHTTPRequestHandler):
         self._send(201, b'{"ok":true}')
 
 
-def npm_serve(env, crt, key):
+def npm_serve(env, crt, key, handler=None):
     import base64
     import ssl
     tgz = npm_tarball("1.0.0")
     st = {"seen": [], "tgz": tgz, "integrity": "sha512-" + base64.b64encode(
         hashlib.sha512(tgz).digest()).decode()}
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NpmRegistry)
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                          handler or NpmRegistry)
     srv.daemon_threads = True
     srv.st = st
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

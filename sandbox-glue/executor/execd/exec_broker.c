@@ -11,15 +11,18 @@
  */
 #include "sluice-config.h"
 
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
+#include "proxy/lib/credspec.h"
 #include "proxy/sluicectl/ctl_http.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
 #include "sandbox-glue/executor/backend/sbx_cfg.h"
@@ -319,61 +322,266 @@ host_anchors(size_t *len)
 	return s;
 }
 
-/* The credentials of names, each sluiced's and of r's tenant, as
- * SLUICE_CRED_<NAME>=<placeholder> into env. */
+/* Writes text into path, the sandbox user's, mode 0600, through a
+ * temporary file. */
+static int
+put_private(const struct sbx_rec *r, const char *path, const char *text)
+{
+	char t[SBX_PATH_MAX + 64];
+	size_t n = strlen(text);
+	int fd, ok;
+
+	snprintf(t, sizeof(t), "%s.tmp", path);
+	(void)unlink(t);
+	if ((fd = open(t, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
+	    O_NOFOLLOW, 0600)) < 0)
+		return -1;
+	ok = fchown(fd, r->host_uid, r->host_gid) == 0 &&
+	    fchmod(fd, 0600) == 0 && write(fd, text, n) == (ssize_t)n;
+	if (close(fd) != 0)
+		ok = 0;
+	if (!ok || rename(t, path) != 0) {
+		(void)unlink(t);
+		return -1;
+	}
+	return 0;
+}
+
+/* Appends to *buf (malloc'd, grown); -1 out of memory. */
+static int
+cat(char **buf, size_t *len, const char *fmt, ...)
+{
+	va_list ap;
+	char *t;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (t = realloc(*buf, *len + (size_t)n + 1)) == NULL)
+		return -1;
+	*buf = t;
+	va_start(ap, fmt);
+	(void)vsnprintf(t + *len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	*len += (size_t)n;
+	return 0;
+}
+
+/* The credential's inject is what the package manager sends: npm a
+ * bearer token, pip (its index URL's user-pass) HTTP Basic. */
+static int
+inject_fits(const struct xd_cred_ask *a, json_t *cr, struct xd_broker_err *e)
+{
+	json_t *inj = json_object_get(cr, "inject");
+	const char *h = json_string_value(json_object_get(inj, "header"));
+	const char *f = json_string_value(json_object_get(inj, "format"));
+	const char *want = strcmp(a->for_, "npm") == 0 ? "Bearer {}" : "Basic";
+
+	if (h != NULL && strcasecmp(h, "Authorization") == 0 && f != NULL &&
+	    strcmp(f, want) == 0)
+		return 0;
+	berr(e, 400, "bad_request", "credentials: %s is for %s, whose "
+	    "credential must inject Authorization with format \"%s\"",
+	    a->name, a->for_, want);
+	return -1;
+}
+
+/* npmrc: the registry (index) if given, and the placeholder as the
+ * _authToken of the index's //host[:port]/path/, else of each of the
+ * credential's hosts but *.suffix ones (npm sends it as a Bearer). */
+static int
+npmrc_add(char **buf, size_t *len, const struct xd_cred_ask *a, json_t *cr,
+    const char *ph)
+{
+	json_t *h;
+	size_t k;
+
+	if (a->index[0] != '\0') {
+		size_t n = strlen(a->index);
+
+		return cat(buf, len, "registry=%s%s\n//%s%s:_authToken=%s\n",
+		    a->index, a->index[n - 1] == '/' ? "" : "/", a->index + 8,
+		    a->index[n - 1] == '/' ? "" : "/", ph);
+	}
+	json_array_foreach(json_object_get(cr, "hosts"), k, h) {
+		const char *t = json_string_value(h);
+
+		if (t != NULL && strncmp(t, "*.", 2) != 0 &&
+		    cat(buf, len, "//%s/:_authToken=%s\n", t, ph) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* pip.conf: the index (default https://<the first host>/simple/) with
+ * the placeholder as the password of its user-pass (pip sends it in a
+ * Basic header, whose user-pass sluiced reads): first, "index-url =
+ * URL", else an indented line of extra-index-url's list. */
+static int
+pipconf_add(char **buf, size_t *len, int first, const struct xd_cred_ask *a,
+    json_t *cr, const char *ph, struct xd_broker_err *e)
+{
+	char idx[XD_CRED_INDEX_MAX + SBX_ID_MAX + 16], enc[256];
+	const char *host = NULL, *p;
+	size_t k, n = 0;
+	json_t *h;
+
+	if (a->index[0] != '\0')
+		snprintf(idx, sizeof(idx), "%s", a->index + 8);
+	else {
+		json_array_foreach(json_object_get(cr, "hosts"), k, h) {
+			host = json_string_value(h);
+			if (host != NULL && strncmp(host, "*.", 2) != 0)
+				break;
+			host = NULL;
+		}
+		if (host == NULL) {
+			berr(e, 400, "bad_request", "credentials: %s has no "
+			    "host to make pip's index of (only *.suffix): name "
+			    "its \"index\"", a->name);
+			return -1;
+		}
+		snprintf(idx, sizeof(idx), "%s/simple/", host);
+	}
+	/* the placeholder as a URL's password: its colons escaped */
+	for (p = ph; *p != '\0' && n + 4 < sizeof(enc); p++)
+		n += (size_t)snprintf(enc + n, sizeof(enc) - n,
+		    *p == ':' ? "%%3A" : "%c", *p);
+	if (cat(buf, len, "%s https://sluice:%s@%s\n",
+	    first ? "index-url =" : "   ", enc, idx) != 0) {
+		berr(e, 500, "internal", "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* The credentials asked for, each sluiced's and of r's tenant, as
+ * SLUICE_CRED_<NAME>=<placeholder> into env, and those for npm and pip
+ * into the session directory's npmrc and pip.conf (removed when none
+ * is), named in env. */
 static int
 creds_env(const struct xd_cfg *c, const struct sbx_rec *r,
-    char names[][SBX_ID_MAX + 1], int n, json_t *env,
+    const struct xd_cred_ask *asks, int n, json_t *env,
     struct xd_broker_err *e)
 {
 	struct ctlh_resp resp;
-	json_t *o, *list, *cr;
-	int i, rc = -1;
+	json_t *o = NULL, *list, *cr, *found;
+	char *npmrc = NULL, *pipconf = NULL, *extra = NULL;
+	size_t nlen = 0, plen = 0, xlen = 0;
+	char path[SBX_PATH_MAX + 32];
+	int i, rc = -1, npip = 0;
 	size_t k;
 
-	if (n == 0)
-		return 0;
-	if (call(c, "GET", "/v1/credentials", NULL, &resp, e) != 0)
-		return -1;
-	if (resp.status != 200) {
-		refused(e, &resp, "the credentials");
-		ctlh_resp_free(&resp);
-		return -1;
+	memset(&resp, 0, sizeof(resp));
+	if (n > 0) {
+		if (call(c, "GET", "/v1/credentials", NULL, &resp, e) != 0)
+			return -1;
+		if (resp.status != 200) {
+			refused(e, &resp, "the credentials");
+			ctlh_resp_free(&resp);
+			return -1;
+		}
+		o = resp.body != NULL ? json_loads(resp.body, 0, NULL) : NULL;
 	}
-	o = resp.body != NULL ? json_loads(resp.body, 0, NULL) : NULL;
 	list = json_object_get(o, "credentials");
 	for (i = 0; i < n; i++) {
+		const struct xd_cred_ask *a = &asks[i];
 		const char *ph = NULL, *t;
-		char var[SBX_ID_MAX + 32], *p;
+		char var[SBX_ID_MAX + 32], *p, own[CRED_SECRET_LEN + 1];
+		char mine[SBX_ID_MAX + CRED_SECRET_LEN + 32];
 
+		found = NULL;
 		json_array_foreach(list, k, cr) {
 			t = json_string_value(json_object_get(cr, "name"));
-			if (t == NULL || strcmp(t, names[i]) != 0)
+			if (t == NULL || strcmp(t, a->name) != 0)
 				continue;
 			t = json_string_value(json_object_get(cr, "tenant"));
-			if (t != NULL && strcmp(t, r->tenant) == 0)
+			if (t != NULL && strcmp(t, r->tenant) == 0) {
 				ph = json_string_value(json_object_get(cr,
 				    "placeholder"));
+				found = cr;
+			}
 			break;
 		}
 		if (ph == NULL) {
 			berr(e, 400, "bad_request", "credentials: sluiced has "
-			    "no credential %s of tenant %s", names[i],
+			    "no credential %s of tenant %s", a->name,
 			    r->tenant[0] ? r->tenant : "(none)");
 			goto out;
 		}
-		snprintf(var, sizeof(var), "SLUICE_CRED_%s", names[i]);
+		/* the sandbox's own placeholder, good in its session only:
+		 * one seen in a sandbox opens no other */
+		t = strrchr(ph, ':');
+		if (t == NULL || strlen(t + 1) != CRED_SECRET_LEN ||
+		    cred_session_secret(t + 1, r->chat, own) != 0) {
+			berr(e, 503, "broker_unavailable", "credentials: sluiced "
+			    "answered a placeholder of %s this executor does not "
+			    "read", a->name);
+			goto out;
+		}
+		snprintf(mine, sizeof(mine), "%.*s%s", (int)(t + 1 - ph), ph,
+		    own);
+		explicit_bzero(own, sizeof(own));
+		ph = mine;
+		snprintf(var, sizeof(var), "SLUICE_CRED_%s", a->name);
 		for (p = var + 12; *p != '\0'; p++)
 			*p = (*p >= 'a' && *p <= 'z') ? (char)(*p - 32) :
 			    (*p == '.' || *p == '-') ? '_' : *p;
 		if (json_array_append_new(env, json_sprintf("%s=%s", var,
-		    ph)) != 0) {
-			berr(e, 500, "internal", "out of memory");
+		    ph)) != 0)
+			goto oom;
+		if (a->for_[0] != '\0' && inject_fits(a, found, e) != 0)
 			goto out;
+		if (strcmp(a->for_, "npm") == 0 &&
+		    npmrc_add(&npmrc, &nlen, a, found, ph) != 0)
+			goto oom;
+		if (strcmp(a->for_, "pip") == 0) {
+			if (npip == 0 && cat(&pipconf, &plen, "[global]\n") != 0)
+				goto oom;
+			if (npip == 0 ? pipconf_add(&pipconf, &plen, 1, a, found,
+			    ph, e) != 0 : pipconf_add(&extra, &xlen, 0, a, found,
+			    ph, e) != 0)
+				goto out;
+			npip++;
 		}
 	}
+	if (extra != NULL && cat(&pipconf, &plen, "extra-index-url =\n%s",
+	    extra) != 0)
+		goto oom;
+	if (r->session_dir[0] == '\0') {
+		rc = npmrc == NULL && pipconf == NULL ? 0 : -1;
+		if (rc != 0)
+			berr(e, 500, "internal", "no session directory for the "
+			    "package managers' files");
+		goto out;
+	}
+	snprintf(path, sizeof(path), "%s/" XD_NPMRC_FILE, r->session_dir);
+	if (npmrc == NULL)
+		(void)unlink(path);
+	else if (put_private(r, path, npmrc) != 0 ||
+	    json_array_append_new(env, json_string("NPM_CONFIG_USERCONFIG="
+	    SBX_SOCK_DIR "/" XD_NPMRC_FILE)) != 0) {
+		berr(e, 500, "internal", "%s: cannot write", path);
+		goto out;
+	}
+	snprintf(path, sizeof(path), "%s/" XD_PIPCONF_FILE, r->session_dir);
+	if (pipconf == NULL)
+		(void)unlink(path);
+	else if (put_private(r, path, pipconf) != 0 ||
+	    json_array_append_new(env, json_string("PIP_CONFIG_FILE="
+	    SBX_SOCK_DIR "/" XD_PIPCONF_FILE)) != 0) {
+		berr(e, 500, "internal", "%s: cannot write", path);
+		goto out;
+	}
 	rc = 0;
+	goto out;
+oom:
+	berr(e, 500, "internal", "out of memory");
 out:
+	free(npmrc);
+	free(pipconf);
+	free(extra);
 	json_decref(o);
 	ctlh_resp_free(&resp);
 	return rc;
@@ -426,7 +634,7 @@ out:
 
 int
 xd_broker_sbx_env(const struct xd_cfg *c, const struct sbx_rec *r,
-    char creds[][SBX_ID_MAX + 1], int ncreds, struct xd_broker_err *e)
+    const struct xd_cred_ask *creds, int ncreds, struct xd_broker_err *e)
 {
 	const char *dir = r->session_dir;
 	char p[SBX_PATH_MAX + 32];
@@ -464,5 +672,9 @@ xd_broker_sbx_env_drop(const struct sbx_rec *r)
 	snprintf(p, sizeof(p), "%s/" XD_CA_FILE, r->session_dir);
 	(void)unlink(p);
 	snprintf(p, sizeof(p), "%s/" XD_CA_FILE ".tmp", r->session_dir);
+	(void)unlink(p);
+	snprintf(p, sizeof(p), "%s/" XD_NPMRC_FILE, r->session_dir);
+	(void)unlink(p);
+	snprintf(p, sizeof(p), "%s/" XD_PIPCONF_FILE, r->session_dir);
 	(void)unlink(p);
 }

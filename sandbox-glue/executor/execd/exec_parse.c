@@ -321,6 +321,56 @@ get_lim(json_t *o, const char *key, uint64_t mult, uint64_t *dst,
 	return 0;
 }
 
+/* An index URL of a package manager's configuration: https://, a host,
+ * a path; no user-pass, query, fragment or byte a configuration line
+ * would read otherwise. */
+static int
+index_url_ok(const char *u)
+{
+	const char *p;
+
+	if (strncmp(u, "https://", 8) != 0 || u[8] == '\0' || u[8] == '/')
+		return 0;
+	for (p = u; *p != '\0'; p++)
+		if (*p <= ' ' || *p >= 0x7f || strchr("@?#\"'\\;", *p) != NULL)
+			return 0;
+	return 1;
+}
+
+/* One of "credentials": a name, or {"name", "for"?, "index"?}. */
+static int
+cred_ask_parse(json_t *v, struct xd_cred_ask *a, struct xd_perr *e)
+{
+	static const char *const ckeys[] = { "name", "for", "index", NULL };
+	const char *n = json_string_value(v);
+
+	memset(a, 0, sizeof(*a));
+	if (json_is_object(v)) {
+		if (keys_only(v, ckeys, "credentials[]", e) != 0 ||
+		    get_str(v, "for", a->for_, sizeof(a->for_), 0, e) != 0 ||
+		    get_str(v, "index", a->index, sizeof(a->index), 0, e) != 0)
+			return -1;
+		n = json_string_value(json_object_get(v, "name"));
+		if (a->for_[0] != '\0' && strcmp(a->for_, "npm") != 0 &&
+		    strcmp(a->for_, "pip") != 0)
+			return xd_perr_set(e, 400, "bad_request", "credentials[]."
+			    "for: npm or pip");
+		if (a->index[0] != '\0' && a->for_[0] == '\0')
+			return xd_perr_set(e, 400, "bad_request", "credentials[]."
+			    "index: only with \"for\"");
+		if (a->index[0] != '\0' && !index_url_ok(a->index))
+			return xd_perr_set(e, 400, "bad_request", "credentials[]."
+			    "index: an https:// URL of at most %d bytes, without "
+			    "user, query or fragment", XD_CRED_INDEX_MAX - 1);
+	}
+	if (n == NULL || !sbx_id_ok(n, SBX_ID_MAX))
+		return xd_perr_set(e, 400, "bad_request", "credentials: a name "
+		    "is 1 to 64 of A-Z a-z 0-9 . _ -, the first a letter or "
+		    "digit");
+	snprintf(a->name, sizeof(a->name), "%s", n);
+	return 0;
+}
+
 int
 xd_create_parse(json_t *body, const struct xd_lims *def,
     const struct xd_lims *max, const char *def_tier, const char *def_backend,
@@ -376,20 +426,17 @@ xd_create_parse(json_t *body, const struct xd_lims *def,
 	if ((cr = json_object_get(body, "credentials")) != NULL) {
 		if (!json_is_array(cr) || json_array_size(cr) > XD_CREDS_MAX)
 			return xd_perr_set(e, 400, "bad_request", "credentials: an "
-			    "array of at most %d credential names",
-			    XD_CREDS_MAX);
+			    "array of at most %d credential names or {\"name\", "
+			    "\"for\", \"index\"}", XD_CREDS_MAX);
 		json_array_foreach(cr, i, v) {
-			const char *n = json_string_value(v);
-
-			if (n == NULL || !sbx_id_ok(n, SBX_ID_MAX))
-				return xd_perr_set(e, 400, "bad_request", "credentials: "
-				    "a name is 1 to 64 of A-Z a-z 0-9 . _ -, "
-				    "the first a letter or digit");
+			if (cred_ask_parse(v, &s->creds[i], e) != 0)
+				return -1;
 			for (j = 0; j < i; j++)
-				if (strcmp(s->creds[j], n) == 0)
+				if (strcmp(s->creds[j].name, s->creds[i].name) ==
+				    0)
 					return xd_perr_set(e, 400, "bad_request",
-					    "credentials: %s named twice", n);
-			snprintf(s->creds[i], sizeof(s->creds[i]), "%s", n);
+					    "credentials: %s named twice",
+					    s->creds[i].name);
 			s->ncreds = (int)i + 1;
 		}
 	}

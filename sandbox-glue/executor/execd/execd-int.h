@@ -381,6 +381,17 @@ int xd_perr_set(struct xd_perr *e, int status, const char *code,
     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 #define XD_CREDS_MAX	16
+#define XD_CRED_INDEX_MAX	256
+
+/* A credential a create asks for ("credentials": a name, or {"name",
+ * "for", "index"}): its placeholder goes into SLUICE_CRED_<NAME>, and,
+ * with "for", into that package manager's own configuration
+ * (xd_broker_sbx_env). */
+struct xd_cred_ask {
+	char name[SBX_ID_MAX + 1];
+	char for_[8];                   /* "", "npm", "pip" */
+	char index[XD_CRED_INDEX_MAX];  /* https://host[:port]/path, "" */
+};
 
 struct xd_create_spec {
 	char id[SBX_ID_MAX + 1];
@@ -392,8 +403,9 @@ struct xd_create_spec {
 	struct xd_lims lim;
 	int bound;              /* the caller's token is of this tenant */
 	/* "credentials": sluiced's credentials of the tenant whose
-	 * placeholders the commands get (SLUICE_CRED_<NAME>) */
-	char creds[XD_CREDS_MAX][SBX_ID_MAX + 1];
+	 * placeholders the commands get (SLUICE_CRED_<NAME>, npmrc,
+	 * pip.conf) */
+	struct xd_cred_ask creds[XD_CREDS_MAX];
 	int ncreds;
 };
 
@@ -612,15 +624,23 @@ void xd_broker_socket_own(const struct sbx_rec *r);
  * names it in SSL_CERT_FILE and the like where it is.  At a create
  * (xd_broker_sbx_env) that and SLUICE_CRED_<NAME>=<placeholder> of each
  * of creds, which must be sluiced's and of r's tenant (else 400), into
- * <r->dir>/env.json (a JSON array of "K=V"), which xd_cmd_start reads. */
+ * <r->dir>/env.json (a JSON array of "K=V"), which xd_cmd_start reads;
+ * the placeholders of those "for" npm or pip also into the session
+ * directory's npmrc and pip.conf (the sandbox user's, 0600), named by
+ * NPM_CONFIG_USERCONFIG and PIP_CONFIG_FILE in env.json (400 when the
+ * credential's inject is not what that client sends: Authorization,
+ * "Bearer {}" for npm, "Basic" for pip). */
 #define XD_CA_FILE		"ca.pem"
+#define XD_NPMRC_FILE		"npmrc"
+#define XD_PIPCONF_FILE		"pip.conf"
 #define XD_ENV_FILE		"env.json"
 #define XD_HOST_CA_BUNDLE	"/etc/ssl/certs/ca-certificates.crt"
 int xd_broker_trust(const struct xd_cfg *c, const char *const *dirs,
     size_t n, struct xd_broker_err *e);
 int xd_broker_sbx_env(const struct xd_cfg *c, const struct sbx_rec *r,
-    char creds[][SBX_ID_MAX + 1], int ncreds, struct xd_broker_err *e);
-/* The bundle removed (before the session directory is). */
+    const struct xd_cred_ask *creds, int ncreds, struct xd_broker_err *e);
+/* The bundle, npmrc and pip.conf removed (before the session directory
+ * is). */
 void xd_broker_sbx_env_drop(const struct sbx_rec *r);
 
 /* ---- exec_rec.c ---- */
@@ -1026,7 +1046,7 @@ struct xd_box {
 	                                 * by the sweep, with backoff */
 	json_t *archived;               /* delete: the archive made */
 	/* create: the credentials asked for (xd_create_spec) */
-	char creds[XD_CREDS_MAX][SBX_ID_MAX + 1];
+	struct xd_cred_ask creds[XD_CREDS_MAX];
 	int ncreds;
 	/* exec_pool.c: in xd->pool, the index of its pool in cfg->pools
 	 * while it waits (-1: to be dropped, its pool gone or changed, or
