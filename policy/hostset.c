@@ -274,3 +274,13 @@ pol_hostset_match(const struct pol_hostset *s, const char *host,
 	}
 	return 0;
 }
+
+int
+pol_hostset_pattern_valid(const char *pattern)
+{
+	struct pol_hostset *hs = pol_hostset_new();
+	int ok = hs != NULL && pol_hostset_add(hs, pattern) == 0;
+
+	pol_hostset_free(hs);
+	return ok;
+}

@@ -185,6 +185,9 @@ struct pol_hostset *pol_hostset_new(void);
 void pol_hostset_free(struct pol_hostset *s);
 /* 0, or -1 for a malformed pattern. */
 int pol_hostset_add(struct pol_hostset *s, const char *pattern) SLUICE_MUSTCHECK;
+/* 1 when pattern is one pol_hostset_add takes (a name or *.suffix, with
+ * an optional :port), else 0. */
+int pol_hostset_pattern_valid(const char *pattern);
 size_t pol_hostset_count(const struct pol_hostset *s);
 /* 1 if (host, port) matches; portless entries match when port is one of
  * default_ports (pass n_default 0 to accept any port for them). */

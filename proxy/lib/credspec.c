@@ -13,8 +13,8 @@
 #include <openssl/hmac.h>
 
 #include "proxy/lib/credspec.h"
+#include "proxy/lib/jsonstrict.h"
 #include "proxy/lib/util.h"
-
 
 void
 cred_spec_free(struct cred_spec *s)
@@ -69,71 +69,6 @@ field_ok(const char *s, size_t max)
 	return s[0] != ' ' && s[n - 1] != ' ';
 }
 
-static int
-str_field(json_t *o, const char *key, int required, const char **out,
-    char *err, size_t errlen)
-{
-	json_t *v = json_object_get(o, key);
-
-	*out = NULL;
-	if (v == NULL || json_is_null(v)) {
-		if (required)
-			return errf(err, errlen, "%s: missing", key);
-		return 0;
-	}
-	if (!json_is_string(v) || strlen(json_string_value(v)) !=
-	    json_string_length(v))
-		return errf(err, errlen, "%s: expected a string", key);
-	*out = json_string_value(v);
-	return 0;
-}
-
-typedef int (*item_ok)(const char *s);
-
-static int
-host_ok(const char *s)
-{
-	struct pol_hostset *hs = pol_hostset_new();
-	int ok = hs != NULL && pol_hostset_add(hs, s) == 0;
-
-	pol_hostset_free(hs);
-	return ok;
-}
-
-static int
-strv_field(json_t *o, const char *key, int required, item_ok ok,
-    const char *what, char ***out, size_t *n, char *err, size_t errlen)
-{
-	json_t *v = json_object_get(o, key), *e;
-	size_t i;
-
-	*out = NULL;
-	*n = 0;
-	if (v == NULL || json_is_null(v)) {
-		if (required)
-			return errf(err, errlen, "%s: missing", key);
-		return 0;
-	}
-	if (!json_is_array(v) || json_array_size(v) > 64)
-		return errf(err, errlen, "%s: expected an array of at most 64 "
-		    "strings", key);
-	if (required && json_array_size(v) == 0)
-		return errf(err, errlen, "%s: at least one", key);
-	if ((*out = calloc(json_array_size(v) + 1, sizeof(**out))) == NULL)
-		return errf(err, errlen, "out of memory");
-	json_array_foreach(v, i, e) {
-		const char *s = json_string_value(e);
-
-		if (s == NULL || strlen(s) != json_string_length(e) || !ok(s))
-			return errf(err, errlen, "%s[%zu]: expected %s", key, i,
-			    what);
-		if (((*out)[i] = strdup(s)) == NULL)
-			return errf(err, errlen, "out of memory");
-		*n = i + 1;
-	}
-	return 0;
-}
-
 int
 cred_spec_parse(json_t *o, int stored, struct cred_spec *out, char *err,
     size_t errlen)
@@ -157,9 +92,9 @@ cred_spec_parse(json_t *o, int stored, struct cred_spec *out, char *err,
 			    "name, tenant, hosts, inject, methods, paths, value)",
 			    k);
 	}
-	if (str_field(o, "name", 1, &name, err, errlen) != 0 ||
-	    str_field(o, "tenant", 1, &tenant, err, errlen) != 0 ||
-	    str_field(o, "value", 1, &value, err, errlen) != 0)
+	if (jsonstrict_str(o, "name", 1, &name, err, errlen) != 0 ||
+	    jsonstrict_str(o, "tenant", 1, &tenant, err, errlen) != 0 ||
+	    jsonstrict_str(o, "value", 1, &value, err, errlen) != 0)
 		return -1;
 	if (!pol_id_valid(name))
 		return errf(err, errlen, "name: expected 1 to 64 of A-Z a-z "
@@ -175,8 +110,8 @@ cred_spec_parse(json_t *o, int stored, struct cred_spec *out, char *err,
 	if (!json_is_object(inj) || json_object_size(inj) > 2)
 		return errf(err, errlen, "inject: expected {\"header\", "
 		    "\"format\"}");
-	if (str_field(inj, "header", 1, &header, err, errlen) != 0 ||
-	    str_field(inj, "format", 0, &format, err, errlen) != 0)
+	if (jsonstrict_str(inj, "header", 1, &header, err, errlen) != 0 ||
+	    jsonstrict_str(inj, "format", 0, &format, err, errlen) != 0)
 		return -1;
 	if (json_object_size(inj) == 2 && format == NULL)
 		return errf(err, errlen, "inject: expected {\"header\", "
@@ -209,13 +144,13 @@ cred_spec_parse(json_t *o, int stored, struct cred_spec *out, char *err,
 		cred_spec_free(out);
 		return errf(err, errlen, "out of memory");
 	}
-	if (strv_field(o, "hosts", 1, host_ok, "a host name or *.suffix, "
+	if (jsonstrict_strv(o, "hosts", 1, 64, 0, pol_hostset_pattern_valid, "a host name or *.suffix, "
 	    "with an optional :port", &out->hosts, &out->nhosts, err,
 	    errlen) != 0 ||
-	    strv_field(o, "methods", 0, pol_rule_method_valid, "an "
+	    jsonstrict_strv(o, "methods", 0, 64, 0, pol_rule_method_valid, "an "
 	    "upper-case method", &out->methods, &out->nmethods, err,
 	    errlen) != 0 ||
-	    strv_field(o, "paths", 0, pol_rule_glob_valid, "a path glob "
+	    jsonstrict_strv(o, "paths", 0, 64, 0, pol_rule_glob_valid, "a path glob "
 	    "starting with / or *", &out->paths, &out->npaths, err,
 	    errlen) != 0) {
 		cred_spec_free(out);
@@ -227,7 +162,7 @@ cred_spec_parse(json_t *o, int stored, struct cred_spec *out, char *err,
 			return errf(err, errlen, "hosts[%zu]: bad host", i);
 		}
 	if (stored) {
-		if (str_field(o, "secret", 1, &secret, err, errlen) != 0) {
+		if (jsonstrict_str(o, "secret", 1, &secret, err, errlen) != 0) {
 			cred_spec_free(out);
 			return -1;
 		}

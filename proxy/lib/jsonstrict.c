@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "proxy/lib/jsonstrict.h"
+#include "proxy/lib/util.h"
 
 static void
 error_set(json_error_t *err, const char *source, int line, int column,
@@ -122,4 +123,62 @@ fail:
 oom:
 	snprintf(msg, sizeof(msg), "out of memory");
 	goto fail;
+}
+
+int
+jsonstrict_str(json_t *o, const char *key, int required, const char **out,
+    char *err, size_t errlen)
+{
+	json_t *v = json_object_get(o, key);
+
+	*out = NULL;
+	if (v == NULL || json_is_null(v)) {
+		if (required)
+			return errf(err, errlen, "%s: missing", key);
+		return 0;
+	}
+	if (!json_is_string(v) || strlen(json_string_value(v)) !=
+	    json_string_length(v))
+		return errf(err, errlen, "%s: expected a string", key);
+	*out = json_string_value(v);
+	return 0;
+}
+
+int
+jsonstrict_strv(json_t *o, const char *key, int required, size_t max,
+    int unique, jsonstrict_item_ok ok, const char *what, char ***out,
+    size_t *n, char *err, size_t errlen)
+{
+	json_t *v = json_object_get(o, key), *e;
+	size_t i, j;
+
+	*out = NULL;
+	*n = 0;
+	if (v == NULL || json_is_null(v)) {
+		if (required)
+			return errf(err, errlen, "%s: missing", key);
+		return 0;
+	}
+	if (!json_is_array(v) || json_array_size(v) > max)
+		return errf(err, errlen, "%s: expected an array of at most %zu "
+		    "strings", key, max);
+	if (required && json_array_size(v) == 0)
+		return errf(err, errlen, "%s: at least one", key);
+	if ((*out = calloc(json_array_size(v) + 1, sizeof(**out))) == NULL)
+		return errf(err, errlen, "out of memory");
+	json_array_foreach(v, i, e) {
+		const char *s = json_string_value(e);
+
+		if (s == NULL || strlen(s) != json_string_length(e) || !ok(s))
+			return errf(err, errlen, "%s[%zu]: expected %s", key, i,
+			    what);
+		for (j = 0; unique && j < i; j++)
+			if (strcmp((*out)[j], s) == 0)
+				return errf(err, errlen, "%s[%zu]: the same as "
+				    "%s[%zu]", key, i, key, j);
+		if (((*out)[i] = strdup(s)) == NULL)
+			return errf(err, errlen, "out of memory");
+		*n = i + 1;
+	}
+	return 0;
 }

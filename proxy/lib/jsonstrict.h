@@ -31,4 +31,21 @@ json_t *jsonstrict_load(const char *buf, size_t len, json_error_t *err);
 json_t *jsonstrict_load_file(const char *path, size_t max,
     json_error_t *err);
 
+/*
+ * The fields of an API body (the control API's rules and credentials),
+ * each error naming the key.  jsonstrict_str: a string without NUL at
+ * key, *out pointing into o; absent or null is fine unless required.
+ * jsonstrict_strv: an array of at most max such strings, each one ok()
+ * says is what (the error says "key[i]: expected what"), none twice
+ * when unique; a required one has at least one; copied into a new
+ * NULL-ended *out (util_strv_free) even on failure, *n what was copied.
+ * 0, or -1 with err.
+ */
+typedef int (*jsonstrict_item_ok)(const char *s);
+int jsonstrict_str(json_t *o, const char *key, int required,
+    const char **out, char *err, size_t errlen) SLUICE_MUSTCHECK;
+int jsonstrict_strv(json_t *o, const char *key, int required, size_t max,
+    int unique, jsonstrict_item_ok ok, const char *what, char ***out,
+    size_t *n, char *err, size_t errlen) SLUICE_MUSTCHECK;
+
 #endif /* SLUICE_JSONSTRICT_H */

@@ -11,17 +11,8 @@
 #include <string.h>
 
 #include "proxy/lib/rulespec.h"
+#include "proxy/lib/jsonstrict.h"
 #include "proxy/lib/util.h"
-
-static void
-strv_free(char **v, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
 
 void
 rule_spec_free(struct rule_spec *s)
@@ -30,80 +21,10 @@ rule_spec_free(struct rule_spec *s)
 		return;
 	free(s->name);
 	free(s->tenant);
-	strv_free(s->hosts, s->nhosts);
-	strv_free(s->methods, s->nmethods);
-	strv_free(s->paths, s->npaths);
+	util_strv_free(s->hosts, s->nhosts);
+	util_strv_free(s->methods, s->nmethods);
+	util_strv_free(s->paths, s->npaths);
 	memset(s, 0, sizeof(*s));
-}
-
-/* A string without NUL, or absent/null when not required. */
-static int
-str_field(json_t *o, const char *key, int required, const char **out,
-    char *err, size_t errlen)
-{
-	json_t *v = json_object_get(o, key);
-
-	*out = NULL;
-	if (v == NULL || json_is_null(v)) {
-		if (required)
-			return errf(err, errlen, "%s: missing", key);
-		return 0;
-	}
-	if (!json_is_string(v) || strlen(json_string_value(v)) !=
-	    json_string_length(v))
-		return errf(err, errlen, "%s: expected a string", key);
-	*out = json_string_value(v);
-	return 0;
-}
-
-typedef int (*item_ok)(const char *s);
-
-static int
-host_ok(const char *s)
-{
-	struct pol_hostset *hs = pol_hostset_new();
-	int ok = hs != NULL && pol_hostset_add(hs, s) == 0;
-
-	pol_hostset_free(hs);
-	return ok;
-}
-
-static int
-strv_field(json_t *o, const char *key, int required, item_ok ok,
-    const char *what, char ***out, size_t *n, char *err, size_t errlen)
-{
-	json_t *v = json_object_get(o, key), *e;
-	size_t i, j;
-
-	*out = NULL;
-	*n = 0;
-	if (v == NULL || json_is_null(v)) {
-		if (required)
-			return errf(err, errlen, "%s: missing", key);
-		return 0;
-	}
-	if (!json_is_array(v) || json_array_size(v) > RULE_SPEC_LIST_MAX)
-		return errf(err, errlen, "%s: expected an array of at most %d "
-		    "strings", key, RULE_SPEC_LIST_MAX);
-	if (required && json_array_size(v) == 0)
-		return errf(err, errlen, "%s: at least one", key);
-	if ((*out = calloc(json_array_size(v) + 1, sizeof(**out))) == NULL)
-		return errf(err, errlen, "out of memory");
-	json_array_foreach(v, i, e) {
-		const char *s = json_string_value(e);
-
-		if (s == NULL || strlen(s) != json_string_length(e) || !ok(s))
-			return errf(err, errlen, "%s[%zu]: expected %s", key, i,
-			    what);
-		for (j = 0; j < i; j++)
-			if (strcmp((*out)[j], s) == 0)
-				return errf(err, errlen, "%s[%zu]: the same as "
-				    "%s[%zu]", key, i, key, j);
-		if (((*out)[i] = strdup(s)) == NULL)
-			return errf(err, errlen, "out of memory");
-		*n = i + 1;
-	}
-	return 0;
 }
 
 int
@@ -126,9 +47,9 @@ rule_spec_parse(json_t *o, struct rule_spec *out, char *err, size_t errlen)
 			return errf(err, errlen, "%.64s: unknown field (expected "
 			    "name, tenant, hosts, methods, paths, action)", k);
 	}
-	if (str_field(o, "name", 1, &name, err, errlen) != 0 ||
-	    str_field(o, "tenant", 0, &tenant, err, errlen) != 0 ||
-	    str_field(o, "action", 1, &action, err, errlen) != 0)
+	if (jsonstrict_str(o, "name", 1, &name, err, errlen) != 0 ||
+	    jsonstrict_str(o, "tenant", 0, &tenant, err, errlen) != 0 ||
+	    jsonstrict_str(o, "action", 1, &action, err, errlen) != 0)
 		return -1;
 	if (!pol_id_valid(name))
 		return errf(err, errlen, "name: expected 1 to 64 of A-Z a-z "
@@ -145,13 +66,13 @@ rule_spec_parse(json_t *o, struct rule_spec *out, char *err, size_t errlen)
 		rule_spec_free(out);
 		return errf(err, errlen, "out of memory");
 	}
-	if (strv_field(o, "hosts", 1, host_ok, "a host name or *.suffix, "
+	if (jsonstrict_strv(o, "hosts", 1, RULE_SPEC_LIST_MAX, 1, pol_hostset_pattern_valid, "a host name or *.suffix, "
 	    "with an optional :port", &out->hosts, &out->nhosts, err,
 	    errlen) != 0 ||
-	    strv_field(o, "methods", 0, pol_rule_method_valid, "an "
+	    jsonstrict_strv(o, "methods", 0, RULE_SPEC_LIST_MAX, 1, pol_rule_method_valid, "an "
 	    "upper-case method (GET, PUT, ...)", &out->methods,
 	    &out->nmethods, err, errlen) != 0 ||
-	    strv_field(o, "paths", 0, pol_rule_glob_valid, "a path glob "
+	    jsonstrict_strv(o, "paths", 0, RULE_SPEC_LIST_MAX, 1, pol_rule_glob_valid, "a path glob "
 	    "starting with / or *, printable ASCII without spaces, ? or #",
 	    &out->paths, &out->npaths, err, errlen) != 0) {
 		rule_spec_free(out);
