@@ -114,37 +114,15 @@ ctl_creds_free(void)
 	creds_path = NULL;
 }
 
-static int
-fsync_dir(const char *path)
-{
-	char dir[PATH_MAX], *slash;
-	int fd, rc;
-
-	snprintf(dir, sizeof(dir), "%s", path);
-	slash = strrchr(dir, '/');
-	if (slash == NULL)
-		snprintf(dir, sizeof(dir), ".");
-	else if (slash == dir)
-		dir[1] = '\0';
-	else
-		*slash = '\0';
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	rc = fsync(fd);
-	close(fd);
-	return rc;
-}
 
 /* The file with list (the credentials to keep), atomically, 0600. */
 static int
 save(struct cred *const *list, size_t n, struct ctl_err *e)
 {
-	char tmp[PATH_MAX];
 	json_t *a = json_array(), *j;
-	char *text = NULL;
-	size_t i, len, off = 0;
-	int fd = -1;
+	char *text = NULL, *line = NULL;
+	size_t i, len = 0;
+	int rc = -1;
 
 	for (i = 0; a != NULL && i < n; i++)
 		if (json_array_append_new(a, cred_spec_stored_json(
@@ -156,46 +134,26 @@ save(struct cred *const *list, size_t n, struct ctl_err *e)
 	if (j != NULL)
 		text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(j);
-	if (text == NULL)
-		return ctl_fail(e, CTL_INTERNAL, "out of memory");
-	len = strlen(text);
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp", creds_path) >=
-	    (int)sizeof(tmp) || util_mkdir_parent(creds_path, 0750) != 0)
-		goto bad;
-	unlink(tmp);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-	    0600);
-	if (fd < 0 || fchmod(fd, 0600) != 0)
-		goto bad;
-	while (off < len) {
-		ssize_t w = write(fd, text + off, len - off);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			goto bad;
-		off += (size_t)w;
+	if (text != NULL && (line = malloc((len = strlen(text)) + 1)) != NULL) {
+		memcpy(line, text, len);
+		line[len] = '\n';
 	}
-	if (write(fd, "\n", 1) != 1 || fsync(fd) != 0 || close(fd) != 0) {
-		fd = -1;
-		goto bad;
-	}
-	fd = -1;
-	if (rename(tmp, creds_path) != 0 || fsync_dir(creds_path) != 0)
-		goto bad;
-	explicit_bzero(text, len);
+	if (line == NULL)
+		ctl_fail(e, CTL_INTERNAL, "out of memory");
+	else if (util_write_atomic(creds_path, line, len + 1, 0600) != 0) {
+		ctl_fail(e, CTL_INTERNAL, "cannot save the credentials file "
+		    "%s: %s", creds_path, strerror(errno));
+		px_log(PX_ERR, "%s: %s", __func__, e ? e->msg : "failed");
+	} else
+		rc = 0;
+	/* the values are in both copies */
+	if (text != NULL)
+		explicit_bzero(text, strlen(text));
+	if (line != NULL)
+		explicit_bzero(line, len + 1);
 	free(text);
-	return 0;
-bad:
-	ctl_fail(e, CTL_INTERNAL, "cannot save the credentials file %s: %s",
-	    creds_path, strerror(errno));
-	px_log(PX_ERR, "%s: %s", __func__, e ? e->msg : "failed");
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
-	explicit_bzero(text, len);
-	free(text);
-	return -1;
+	free(line);
+	return rc;
 }
 
 int

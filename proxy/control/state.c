@@ -91,82 +91,43 @@ ctl_json_state(void)
 	return state_json();
 }
 
-static int
-fsync_dir(const char *path)
-{
-	char dir[PATH_MAX], *slash;
-	int fd, rc;
 
-	snprintf(dir, sizeof(dir), "%s", path);
-	slash = strrchr(dir, '/');
-	if (slash == NULL)
-		snprintf(dir, sizeof(dir), ".");
-	else if (slash == dir)
-		dir[1] = '\0';
-	else
-		*slash = '\0';
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	rc = fsync(fd);
-	close(fd);
-	return rc;
-}
-
-/* Write to a temporary file, fsync, rename over, fsync the directory:
- * a crash leaves the old state or the new one, never half of either. */
+/* Through util_write_atomic: a crash leaves the old state or the new
+ * one, never half of either. */
 int
 ctl_state_save(struct ctl_err *e)
 {
 	const char *path = px.cfg->state_file;
-	char tmp[PATH_MAX];
 	json_t *j = state_json();
 	char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) :
 	    NULL;
-	size_t len, off = 0;
-	int fd = -1;
+	size_t len;
+	int rc = -1;
 
 	json_decref(j);
 	if (text == NULL)
 		return ctl_fail(e, CTL_INTERNAL, "out of memory");
 	len = strlen(text);
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp) ||
-	    util_mkdir_parent(path, 0750) != 0)
-		goto bad;
-	if (len + 1 > CTL_STATE_MAX) {
+	if (len + 1 > CTL_STATE_MAX)
 		errno = EFBIG;
-		goto bad;
-	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-	if (fd < 0)
-		goto bad;
-	while (off < len) {
-		ssize_t n = write(fd, text + off, len - off);
+	else {
+		char *nl = realloc(text, len + 2);
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			goto bad;
-		off += (size_t)n;
+		if (nl == NULL)
+			errno = ENOMEM;
+		else {
+			text = nl;
+			memcpy(text + len, "\n", 2);
+			rc = util_write_atomic(path, text, len + 1, 0640);
+		}
 	}
-	if (write(fd, "\n", 1) != 1 || fsync(fd) != 0 || close(fd) != 0) {
-		fd = -1;
-		goto bad;
+	if (rc != 0) {
+		ctl_fail(e, CTL_INTERNAL, "cannot save the state file %s: %s",
+		    path, strerror(errno));
+		px_log(PX_ERR, "%s: %s", __func__, e ? e->msg : "failed");
 	}
-	fd = -1;
-	if (rename(tmp, path) != 0 || fsync_dir(path) != 0)
-		goto bad;
 	free(text);
-	return 0;
-bad:
-	ctl_fail(e, CTL_INTERNAL, "cannot save the state file %s: %s", path,
-	    strerror(errno));
-	px_log(PX_ERR, "%s: %s", __func__, e ? e->msg : "failed");
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
-	free(text);
-	return -1;
+	return rc;
 }
 
 int

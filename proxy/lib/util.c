@@ -4,6 +4,7 @@
 #include "sluice-config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -260,4 +261,75 @@ util_read_full(int fd, void *buf, size_t len)
 		got += (size_t)n;
 	}
 	return (ssize_t)got;
+}
+
+/* fsync of the directory path is in, so that a rename in it lasts */
+static int
+fsync_parent(const char *path)
+{
+	char dir[PATH_MAX];
+	int fd, rc;
+
+	if (util_parent_dir(path, dir, sizeof(dir)) != 0) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if ((fd = open(dir[0] ? dir : ".", O_RDONLY | O_DIRECTORY |
+	    O_CLOEXEC)) < 0)
+		return -1;
+	rc = fsync(fd);
+	close(fd);
+	return rc;
+}
+
+int
+util_write_atomic(const char *path, const void *data, size_t len,
+    mode_t mode)
+{
+	char tmp[PATH_MAX];
+	const char *p = data;
+	size_t off = 0;
+	int fd = -1, saved;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if (util_mkdir_parent(path, 0750) != 0)
+		return -1;
+	(void)unlink(tmp);
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
+	    O_NOFOLLOW, mode)) < 0)
+		return -1;
+	if (fchmod(fd, mode) != 0)
+		goto bad;
+	while (off < len) {
+		ssize_t w = write(fd, p + off, len - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (w == 0)
+				errno = EIO;
+			goto bad;
+		}
+		off += (size_t)w;
+	}
+	if (fsync(fd) != 0)
+		goto bad;
+	if (close(fd) != 0) {
+		fd = -1;
+		goto bad;
+	}
+	fd = -1;
+	if (rename(tmp, path) != 0 || fsync_parent(path) != 0)
+		goto bad;
+	return 0;
+bad:
+	saved = errno;
+	if (fd >= 0)
+		close(fd);
+	(void)unlink(tmp);
+	errno = saved;
+	return -1;
 }

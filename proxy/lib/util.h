@@ -89,6 +89,16 @@ int64_t util_wall_ms(void);
 /* The value of the hex digit c (either case), or -1. */
 int util_hexval(int c);
 
+/*
+ * path replaced by data[0..len) as one step: a temporary file beside it
+ * (path.tmp, made afresh with mode, never through a link), written,
+ * fsynced, renamed over path, the directory fsynced; the parent made
+ * (0750) when missing.  A crash leaves the old file or the new one,
+ * never half of either.  0, or -1 with errno (the temporary removed).
+ */
+int util_write_atomic(const char *path, const void *data, size_t len,
+    mode_t mode) SLUICE_MUSTCHECK;
+
 /* Reads fd until len bytes or its end, again when a signal interrupts:
  * the count (below len: the end came first), or -1 with errno. */
 ssize_t util_read_full(int fd, void *buf, size_t len);
