@@ -43,6 +43,7 @@
 
 #include "proxy/daemon.h"
 #include "proxy/lib/httpauth.h"
+#include "proxy/lib/apiroute.h"
 #include "proxy/lib/roles.h"
 #include "proxy/lib/usock.h"
 #include "proxy/lib/util.h"
@@ -1106,60 +1107,10 @@ static const struct route routes[] = {
 /* ------------------------------------------------------------------ */
 /* Routing. */
 
-struct cap {
-	const char *p;
-	size_t n;
-};
-
-/* Matches path against pattern segment by segment; captures hold the
- * {…} segments in order (never empty, never containing '/'). */
-static int
-path_match(const char *pat, const char *path, struct cap caps[2],
-    size_t *ncaps)
-{
-	*ncaps = 0;
-	while (*pat != '\0' && *path != '\0') {
-		if (*pat == '{') {
-			const char *end = strchr(pat, '}');
-			const char *seg = strchr(path, '/');
-
-			if (seg == NULL)
-				seg = path + strlen(path);
-			if (end == NULL || seg == path || *ncaps >= 2)
-				return 0;
-			caps[*ncaps].p = path;
-			caps[(*ncaps)++].n = (size_t)(seg - path);
-			pat = end + 1;
-			path = seg;
-			continue;
-		}
-		if (*pat++ != *path++)
-			return 0;
-	}
-	return *pat == '\0' && *path == '\0';
-}
-
-static const char *
-method_name(enum evhttp_cmd_type m)
-{
-	switch (m) {
-	case EVHTTP_REQ_GET: return "GET";
-	case EVHTTP_REQ_POST: return "POST";
-	case EVHTTP_REQ_HEAD: return "HEAD";
-	case EVHTTP_REQ_PUT: return "PUT";
-	case EVHTTP_REQ_DELETE: return "DELETE";
-	case EVHTTP_REQ_OPTIONS: return "OPTIONS";
-	case EVHTTP_REQ_TRACE: return "TRACE";
-	case EVHTTP_REQ_CONNECT: return "CONNECT";
-	case EVHTTP_REQ_PATCH: return "PATCH";
-	}
-	return "?";
-}
-
 /* Finds the route; on a miss answers 404 or 405 (with Allow) only when
  * answer is set, so that callers not yet identified learn nothing. */
 static int
-route_find(struct call *k, const char *path, struct cap caps[2],
+route_find(struct call *k, const char *path, struct apiroute_cap caps[2],
     int answer)
 {
 	enum evhttp_cmd_type m = k->method;
@@ -1169,7 +1120,7 @@ route_find(struct call *k, const char *path, struct cap caps[2],
 
 	allow[0] = '\0';
 	for (i = 0; i < NROUTES; i++) {
-		if (!path_match(routes[i].pattern, path, caps, &n))
+		if (!apiroute_match(routes[i].pattern, path, caps, 2, &n))
 			continue;
 		if (routes[i].method == m) {
 			k->route = &routes[i];
@@ -1178,7 +1129,7 @@ route_find(struct call *k, const char *path, struct cap caps[2],
 		seen = 1;
 		at += (size_t)snprintf(allow + at, at < sizeof(allow) ?
 		    sizeof(allow) - at : 0, "%s%s", at ? ", " : "",
-		    method_name(routes[i].method));
+		    apiroute_method_name(routes[i].method));
 	}
 	if (!answer)
 		return -1;
@@ -1189,13 +1140,13 @@ route_find(struct call *k, const char *path, struct cap caps[2],
 	evhttp_add_header(evhttp_request_get_output_headers(k->req), "Allow",
 	    allow);
 	send_error(k->req, 405, "%s is not allowed here (allowed: %s)",
-	    method_name(m), allow);
+	    apiroute_method_name(m), allow);
 	return -1;
 }
 
 /* The {id} and {grant} segments, checked. */
 static int
-route_args(struct call *k, const struct cap caps[2])
+route_args(struct call *k, const struct apiroute_cap caps[2])
 {
 	const char *pat = k->route->pattern;
 	char raw[80], b[80];
@@ -1337,7 +1288,7 @@ audit_refusal(struct call *k, const char *path, const char *outcome)
 	char target[160];
 
 	snprintf(target, sizeof(target), "%s %.120s",
-	    method_name(k->method), path);
+	    apiroute_method_name(k->method), path);
 	ctl_audit(&k->actor, k->route ? k->route->action : "api_call",
 	    target, outcome);
 }
@@ -1435,7 +1386,7 @@ void
 api_serve(struct evhttp_request *req, const struct api_call_in *in)
 {
 	const char *path = in->path != NULL ? in->path : "";
-	struct cap caps[2];
+	struct apiroute_cap caps[2];
 	struct call k;
 	int found;
 
@@ -1477,7 +1428,7 @@ api_serve(struct evhttp_request *req, const struct api_call_in *in)
 	if (!(k.route->roles & (1u << k.role))) {
 		audit_refusal(&k, path, "forbidden");
 		send_error(req, 403, "the %s role may not call %s %s",
-		    k.actor.role, method_name(k.route->method),
+		    k.actor.role, apiroute_method_name(k.route->method),
 		    k.route->pattern);
 		goto out;
 	}

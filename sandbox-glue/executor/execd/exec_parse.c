@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/lib/apiroute.h"
 #include "proxy/lib/util.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
 #include "sandbox-glue/executor/backend/sbx_cfg.h"
@@ -98,43 +99,20 @@ int
 xd_route_match(const char *pattern, const char *path, char **args,
     size_t nargs)
 {
-	const char *p = pattern, *s = path;
-	size_t na = 0;
+	struct apiroute_cap caps[XD_ARGS_MAX];
+	size_t i, n;
 
-	for (na = 0; na < nargs; na++)
-		args[na] = NULL;
-	na = 0;
-	while (*p != '\0') {
-		if (*p == '{') {
-			const char *pe = strchr(p, '}');
-			size_t seg;
-			int rest;
-
-			if (pe == NULL || na >= nargs)
-				goto nomatch;
-			rest = strncmp(p, "{path}", 6) == 0 && pe[1] == '\0';
-			seg = rest ? strlen(s) : strcspn(s, "/");
-			if (seg == 0)
-				goto nomatch;
-			if ((args[na] = pct_decode(s, seg)) == NULL) {
-				xd_args_free(args, nargs);
-				return -1;
-			}
-			na++;
-			s += seg;
-			p = pe + 1;
-			continue;
+	for (i = 0; i < nargs; i++)
+		args[i] = NULL;
+	if (!apiroute_match(pattern, path, caps, nargs < XD_ARGS_MAX ? nargs :
+	    XD_ARGS_MAX, &n))
+		return 0;
+	for (i = 0; i < n; i++)
+		if ((args[i] = pct_decode(caps[i].p, caps[i].n)) == NULL) {
+			xd_args_free(args, nargs);
+			return -1;
 		}
-		if (*p != *s)
-			goto nomatch;
-		p++;
-		s++;
-	}
-	if (*s == '\0')
-		return 1;
-nomatch:
-	xd_args_free(args, nargs);
-	return 0;
+	return 1;
 }
 
 /* ---- paths ---- */
