@@ -54,8 +54,6 @@
 
 #define API_HEADERS_MAX 16384
 #define API_TIMEOUT_S 30
-#define API_TOKEN_MIN 16
-#define API_TOKEN_MAX 4096
 #define API_GROUPS_MAX 256
 #define API_USER_MAX 256
 
@@ -1247,18 +1245,17 @@ identify_unix(struct call *k, int fd)
 static void
 identify_token(struct call *k)
 {
-	unsigned char d[SHA256_DIGEST_LENGTH];
+	unsigned char d[HTTPAUTH_DIGEST_LEN];
 	const struct api_token *hit = NULL;
 	const char *v;
 	size_t i;
 
 	k->role = CFG_ROLE_NONE;
 	if ((v = httpauth_bearer(evhttp_request_get_input_headers(k->req),
-	    API_TOKEN_MAX)) == NULL ||
-	    EVP_Digest(v, strlen(v), d, NULL, EVP_sha256(), NULL) != 1)
+	    HTTPAUTH_TOKEN_MAX)) == NULL || httpauth_digest(v, d) != 0)
 		return;
 	for (i = 0; i < api.acl.ntokens; i++)
-		if (CRYPTO_memcmp(d, api.acl.tokens[i].digest, sizeof(d)) == 0)
+		if (httpauth_same(d, api.acl.tokens[i].digest))
 			hit = &api.acl.tokens[i];
 	OPENSSL_cleanse(d, sizeof(d));
 	if (hit == NULL)
@@ -1480,64 +1477,28 @@ acl_free(struct api_acl *a)
 	memset(a, 0, sizeof(*a));
 }
 
-/* Reads a token file into its hash; the token itself is wiped and never
- * appears in a message. */
+/* Reads a token file into its hash (httpauth_token_file). */
 static int
 token_load(const struct cfg_token *ct, struct api_token *t, char *err,
     size_t errlen)
 {
-	char buf[API_TOKEN_MAX + 2];
-	struct stat st;
-	size_t len = 0, i;
-	ssize_t r;
-	int fd, rc = -1;
+	char why[160];
+	int others;
 
 	snprintf(t->name, sizeof(t->name), "%s", ct->name);
 	t->role = ct->role;
 	snprintf(t->tenant, sizeof(t->tenant), "%s", ct->tenant != NULL ?
 	    ct->tenant : "");
-	if ((fd = open(ct->token_file, O_RDONLY | O_CLOEXEC)) < 0) {
+	if (httpauth_token_file(ct->token_file, t->digest, &others, why,
+	    sizeof(why)) != 0) {
 		snprintf(err, errlen, "token %s: %s: %s", ct->name,
-		    ct->token_file, strerror(errno));
+		    ct->token_file, why);
 		return -1;
 	}
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		snprintf(err, errlen, "token %s: %s: not a regular file",
-		    ct->name, ct->token_file);
-		goto out;
-	}
-	while (len < sizeof(buf) - 1) {
-		r = read(fd, buf + len, sizeof(buf) - 1 - len);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		len += (size_t)r;
-	}
-	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' ||
-	    buf[len - 1] == ' ' || buf[len - 1] == '\t'))
-		len--;
-	for (i = 0; i < len; i++)
-		if (buf[i] <= 0x20 || buf[i] >= 0x7f)
-			break;
-	if (len < API_TOKEN_MIN || len > API_TOKEN_MAX || i != len) {
-		snprintf(err, errlen, "token %s: %s: expected %d to %d "
-		    "printable characters without spaces", ct->name,
-		    ct->token_file, API_TOKEN_MIN, API_TOKEN_MAX);
-		goto out;
-	}
-	if (EVP_Digest(buf, len, t->digest, NULL, EVP_sha256(), NULL) != 1) {
-		snprintf(err, errlen, "token %s: cannot hash it", ct->name);
-		goto out;
-	}
-	if (st.st_mode & 0007)
+	if (others)
 		px_log(PX_WARN, "%s: token %s: %s is readable by others",
 		    __func__, ct->name, ct->token_file);
-	rc = 0;
-out:
-	OPENSSL_cleanse(buf, sizeof(buf));
-	close(fd);
-	return rc;
+	return 0;
 }
 
 static int

@@ -2,11 +2,18 @@
 
 #include "sluice-config.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/queue.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <event2/keyvalq_struct.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
 
 #include "proxy/lib/httpauth.h"
 
@@ -29,4 +36,69 @@ httpauth_bearer(const struct evkeyvalq *h, size_t max)
 		;
 	len = strlen(v);
 	return len == 0 || len > max ? NULL : v;
+}
+
+int
+httpauth_token_file(const char *path,
+    unsigned char digest[HTTPAUTH_DIGEST_LEN], int *others, char *why,
+    size_t whylen)
+{
+	char buf[HTTPAUTH_TOKEN_MAX + 2];
+	struct stat st;
+	size_t len = 0, i;
+	ssize_t r;
+	int fd, rc = -1;
+
+	*others = 0;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) < 0) {
+		snprintf(why, whylen, "%s", strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		snprintf(why, whylen, "not a regular file");
+		goto out;
+	}
+	while (len < sizeof(buf) - 1) {
+		r = read(fd, buf + len, sizeof(buf) - 1 - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+	}
+	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' ||
+	    buf[len - 1] == ' ' || buf[len - 1] == '\t'))
+		len--;
+	for (i = 0; i < len; i++)
+		if ((unsigned char)buf[i] <= 0x20 || (unsigned char)buf[i] >= 0x7f)
+			break;
+	if (len < HTTPAUTH_TOKEN_MIN || len > HTTPAUTH_TOKEN_MAX || i != len) {
+		snprintf(why, whylen, "expected %d to %d printable characters "
+		    "without spaces", HTTPAUTH_TOKEN_MIN, HTTPAUTH_TOKEN_MAX);
+		goto out;
+	}
+	if (EVP_Digest(buf, len, digest, NULL, EVP_sha256(), NULL) != 1) {
+		snprintf(why, whylen, "cannot hash it");
+		goto out;
+	}
+	*others = (st.st_mode & 0007) != 0;
+	rc = 0;
+out:
+	OPENSSL_cleanse(buf, sizeof(buf));
+	close(fd);
+	return rc;
+}
+
+int
+httpauth_digest(const char *tok, unsigned char d[HTTPAUTH_DIGEST_LEN])
+{
+	return EVP_Digest(tok, strlen(tok), d, NULL, EVP_sha256(), NULL) == 1 ?
+	    0 : -1;
+}
+
+int
+httpauth_same(const unsigned char a[HTTPAUTH_DIGEST_LEN],
+    const unsigned char b[HTTPAUTH_DIGEST_LEN])
+{
+	return CRYPTO_memcmp(a, b, HTTPAUTH_DIGEST_LEN) == 0;
 }

@@ -2232,7 +2232,8 @@ identify_token(struct xd_call *k)
 
 	k->role = XD_ROLE_NONE;
 	if ((v = httpauth_bearer(evhttp_request_get_input_headers(k->req),
-	    4096)) == NULL || (hit = xd_token_find(k->xd->cfg, v)) == NULL)
+	    HTTPAUTH_TOKEN_MAX)) == NULL ||
+	    (hit = xd_token_find(k->xd->cfg, v)) == NULL)
 		return;
 	k->role = hit->role;
 	snprintf(k->tenant, sizeof(k->tenant), "%s", hit->tenant);

@@ -28,6 +28,7 @@
 #include <openssl/evp.h>
 
 #include "proxy/lib/config.h"
+#include "proxy/lib/httpauth.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
 #include "sandbox-glue/executor/execd/exec_os-int.h"
 
@@ -37,8 +38,6 @@
 
 #define CFG_FILE_MAX	(1 << 20)
 #define DEPTH_MAX	6
-#define TOKEN_MAX	4096
-#define TOKEN_MIN	16
 
 void
 xd_sha256(const void *s, size_t n, unsigned char out[32])
@@ -52,15 +51,16 @@ xd_sha256(const void *s, size_t n, unsigned char out[32])
 const struct xd_token *
 xd_token_find(const struct xd_cfg *c, const char *tok)
 {
-	unsigned char d[32];
+	unsigned char d[HTTPAUTH_DIGEST_LEN];
 	const struct xd_token *hit = NULL;
 	size_t i;
 
-	xd_sha256(tok, strlen(tok), d);
+	if (httpauth_digest(tok, d) != 0)
+		return NULL;
 	/* every hash compared, in constant time: the timing says nothing
 	 * of which token came close */
 	for (i = 0; i < c->ntokens; i++)
-		if (CRYPTO_memcmp(d, c->tokens[i].digest, sizeof(d)) == 0)
+		if (httpauth_same(d, c->tokens[i].digest))
 			hit = &c->tokens[i];
 	OPENSSL_cleanse(d, sizeof(d));
 	return hit;
@@ -632,44 +632,17 @@ role_of(const char *s)
 	return XD_ROLE_NONE;
 }
 
-/*
- * Read and hash one token file: a line of at least TOKEN_MIN printable
- * bytes (a trailing newline is not part of it).  A link is followed, as
- * sluiced follows one: a Kubernetes Secret's files are links into its
- * "..data" directory; the file reached must be a regular one.
- */
+/* Read and hash one token file (httpauth_token_file: a link followed,
+ * as a Kubernetes Secret's files are links; a regular file). */
 static int
 token_load(struct cx *x, struct xd_token *t, const char *key)
 {
-	char buf[TOKEN_MAX + 2];
-	struct stat st;
-	ssize_t n;
-	size_t len, i;
-	int fd = open(t->file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	char why[160];
+	int others;
 
-	if (fd < 0)
-		return cfail(x, key, 0, "%s: %s", t->file, strerror(errno));
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return cfail(x, key, 0, "%s: not a regular file", t->file);
-	}
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n < 0)
-		return cfail(x, key, 0, "%s: %s", t->file, strerror(errno));
-	len = (size_t)n;
-	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
-		len--;
-	for (i = 0; i < len; i++)
-		if (buf[i] <= 0x20 || buf[i] == 0x7f)
-			break;
-	if (len < TOKEN_MIN || len > TOKEN_MAX || i != len) {
-		OPENSSL_cleanse(buf, sizeof(buf));
-		return cfail(x, key, 0, "%s: one token of %d to %d printable "
-		    "characters", t->file, TOKEN_MIN, TOKEN_MAX);
-	}
-	xd_sha256(buf, len, t->digest);
-	OPENSSL_cleanse(buf, sizeof(buf));
+	if (httpauth_token_file(t->file, t->digest, &others, why,
+	    sizeof(why)) != 0)
+		return cfail(x, key, 0, "%s: %s", t->file, why);
 	return 0;
 }
 

@@ -57,12 +57,13 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "proxy/lib/httpauth.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
 
 #define HEAD_MAX	(64 * 1024)     /* as evhttp_set_max_headers_size */
 #define REFUSED_MAX	(64 * 1024)     /* dropped after a refused head */
 #define REFUSED_MS	1000
-#define TOKEN_MAX	4096
+#define TOKEN_MAX	HTTPAUTH_TOKEN_MAX
 /* What the TLS bufferevent holds for evhttp's filter: reads stop above
  * this much unread, writes (answers) are moved to it below it. */
 #define UNDER_READ_WM	(HEAD_MAX + 16384)
