@@ -54,7 +54,6 @@
 
 #define API_HEADERS_MAX 16384
 #define API_TIMEOUT_S 30
-#define API_GROUPS_MAX 256
 #define API_USER_MAX 256
 
 #define R_AUDITOR (1u << CFG_ROLE_AUDITOR)
@@ -1216,27 +1215,20 @@ role_of(uid_t uid, const gid_t *gids, size_t ngids)
 static void
 identify_unix(struct call *k, int fd)
 {
-	gid_t gids[API_GROUPS_MAX + 1];
-	struct ucred uc;
-	socklen_t len = sizeof(uc);
-	size_t ngids = 0;
+	gid_t gids[ROLES_GROUPS_MAX + 1];
+	size_t ngids;
+	uid_t uid;
 
 	k->role = CFG_ROLE_NONE;
 	snprintf(k->actor.who, sizeof(k->actor.who), "unix:unknown");
-	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) != 0)
+	if (roles_peer(fd, &uid, gids, &ngids) != 0)
 		return;
-	gids[ngids++] = uc.gid;
-#ifdef SO_PEERGROUPS
-	len = (socklen_t)(API_GROUPS_MAX * sizeof(gid_t));
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, gids + 1, &len) == 0)
-		ngids += len / sizeof(gid_t);
-#endif
-	k->role = role_of(uc.uid, gids, ngids);
-	if (uc.uid == 0)
+	k->role = role_of(uid, gids, ngids);
+	if (uid == 0)
 		snprintf(k->actor.who, sizeof(k->actor.who), "root");
 	else
 		snprintf(k->actor.who, sizeof(k->actor.who), "uid:%lu",
-		    (unsigned long)uc.uid);
+		    (unsigned long)uid);
 }
 
 /* "Bearer TOKEN": the token's hash against every configured hash, all

@@ -5,6 +5,8 @@
  */
 #include "sluice-config.h"
 
+#include <sys/socket.h>
+
 #include "proxy/lib/roles.h"
 
 static int
@@ -36,4 +38,24 @@ roles_resolve(uid_t uid, const gid_t *gids, size_t ngids,
 			if (roles_has(&groups[r], (uint32_t)gids[i]))
 				return (enum roles_role)r;
 	return ROLES_NONE;
+}
+
+int
+roles_peer(int fd, uid_t *uid, gid_t gids[ROLES_GROUPS_MAX + 1],
+    size_t *ngids)
+{
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+
+	*ngids = 0;
+	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) != 0)
+		return -1;
+	*uid = uc.uid;
+	gids[(*ngids)++] = uc.gid;
+#ifdef SO_PEERGROUPS
+	len = (socklen_t)(ROLES_GROUPS_MAX * sizeof(gid_t));
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, gids + 1, &len) == 0)
+		*ngids += len / sizeof(gid_t);
+#endif
+	return 0;
 }

@@ -39,4 +39,16 @@ enum roles_role roles_resolve(uid_t uid, const gid_t *gids, size_t ngids,
     const struct roles_list uids[ROLES__COUNT],
     const struct roles_list groups[ROLES__COUNT]);
 
+/* Groups of a peer looked at: its primary and at most this many more. */
+#define ROLES_GROUPS_MAX 256
+
+/*
+ * The peer of the Unix socket fd (SO_PEERCRED): its uid, and in gids
+ * its primary group then its supplementary ones (SO_PEERGROUPS, where
+ * the kernel has it), at most ROLES_GROUPS_MAX + 1 in all, for
+ * roles_resolve.  0, or -1 when the socket says nothing.
+ */
+int roles_peer(int fd, uid_t *uid, gid_t gids[ROLES_GROUPS_MAX + 1],
+    size_t *ngids) SLUICE_MUSTCHECK;
+
 #endif

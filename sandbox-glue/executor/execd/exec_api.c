@@ -55,7 +55,6 @@
 #define HEADERS_MAX	(64 * 1024)
 #define HTTP_TIMEOUT_S	60
 #define LIST_MAX	10000
-#define GROUPS_MAX	256
 
 enum body_kind { B_NONE, B_JSON, B_JSON_OPT, B_RAW };
 
@@ -2193,24 +2192,17 @@ static void
 identify_unix(struct xd_call *k, int fd)
 {
 	const struct xd_cfg *c = k->xd->cfg;
-	gid_t gids[GROUPS_MAX + 1];
-	struct ucred uc;
-	socklen_t len = sizeof(uc);
+	gid_t gids[ROLES_GROUPS_MAX + 1];
 	struct roles_list u[ROLES__COUNT], g[ROLES__COUNT];
-	size_t ngids = 0;
+	size_t ngids;
+	uid_t uid;
 	int r;
 
 	k->role = XD_ROLE_NONE;
 	snprintf(k->who, sizeof(k->who), "unix:unknown");
-	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) != 0)
+	if (roles_peer(fd, &uid, gids, &ngids) != 0)
 		return;
-	snprintf(k->who, sizeof(k->who), "uid:%lu", (unsigned long)uc.uid);
-	gids[ngids++] = uc.gid;
-#ifdef SO_PEERGROUPS
-	len = (socklen_t)(GROUPS_MAX * sizeof(gid_t));
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, gids + 1, &len) == 0)
-		ngids += len / sizeof(gid_t);
-#endif
+	snprintf(k->who, sizeof(k->who), "uid:%lu", (unsigned long)uid);
 	/* sluiced's rule, in one place for both daemons: uids before
 	 * groups, so a uid in the app list stays app whatever its groups */
 	memset(u, 0, sizeof(u));
@@ -2221,7 +2213,7 @@ identify_unix(struct xd_call *k, int fd)
 		g[r].ids = c->gids[r].v;
 		g[r].n = c->gids[r].n;
 	}
-	k->role = (enum xd_role)roles_resolve(uc.uid, gids, ngids, u, g);
+	k->role = (enum xd_role)roles_resolve(uid, gids, ngids, u, g);
 }
 
 static void
