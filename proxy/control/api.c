@@ -43,6 +43,7 @@
 
 #include "proxy/daemon.h"
 #include "proxy/lib/httpauth.h"
+#include "proxy/lib/peer.h"
 #include "proxy/lib/apiroute.h"
 #include "proxy/lib/roles.h"
 #include "proxy/lib/usock.h"
@@ -1708,22 +1709,6 @@ conn_shut(struct api_conn *k, const char *why)
 	}
 }
 
-static int
-same_peer(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
-{
-	if (a->ss_family != b->ss_family)
-		return 0;
-	if (a->ss_family == AF_INET)
-		return memcmp(&((const struct sockaddr_in *)(const void *)a)->
-		    sin_addr, &((const struct sockaddr_in *)(const void *)b)->
-		    sin_addr, sizeof(struct in_addr)) == 0;
-	if (a->ss_family == AF_INET6)
-		return memcmp(&((const struct sockaddr_in6 *)(const void *)a)->
-		    sin6_addr, &((const struct sockaddr_in6 *)(const void *)b)->
-		    sin6_addr, sizeof(struct in6_addr)) == 0;
-	return 0;
-}
-
 static void
 conn_arm(struct api_conn *k)
 {
@@ -1755,7 +1740,7 @@ conn_admit(struct api_conn *k)
 	}
 	TAILQ_FOREACH(o, &api.conns, entry)
 		if (o != k && o->admitted && !o->shut &&
-		    same_peer(&o->peer, &k->peer))
+		    peer_same_host(&o->peer, &k->peer))
 			n++;
 	if (n > api.max_per_peer) {
 		conn_shut(k, "control.max_conns_per_peer");

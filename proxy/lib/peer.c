@@ -61,3 +61,20 @@ peer_identify(const struct sockaddr *sa, socklen_t len, struct peer_id *out)
 		return -1;
 	}
 }
+
+int
+peer_same_host(const struct sockaddr_storage *a,
+    const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return 0;
+	if (a->ss_family == AF_INET)
+		return memcmp(&((const struct sockaddr_in *)(const void *)a)->
+		    sin_addr, &((const struct sockaddr_in *)(const void *)b)->
+		    sin_addr, sizeof(struct in_addr)) == 0;
+	if (a->ss_family == AF_INET6)
+		return memcmp(&((const struct sockaddr_in6 *)(const void *)a)->
+		    sin6_addr, &((const struct sockaddr_in6 *)(const void *)b)->
+		    sin6_addr, sizeof(struct in6_addr)) == 0;
+	return 0;
+}

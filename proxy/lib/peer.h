@@ -29,4 +29,9 @@ struct peer_id {
 int peer_identify(const struct sockaddr *sa, socklen_t len,
     struct peer_id *out) SLUICE_MUSTCHECK;
 
+/* 1 when a and b are the same IPv4 or IPv6 host (ports aside): how the
+ * two APIs' TCP listeners count connections per peer. */
+int peer_same_host(const struct sockaddr_storage *a,
+    const struct sockaddr_storage *b);
+
 #endif /* SLUICE_PEER_H */

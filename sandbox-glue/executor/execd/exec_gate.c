@@ -58,6 +58,7 @@
 #include <openssl/ssl.h>
 
 #include "proxy/lib/httpauth.h"
+#include "proxy/lib/peer.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
 
 #define HEAD_MAX	(64 * 1024)     /* as evhttp_set_max_headers_size */
@@ -264,22 +265,6 @@ conn_arm(struct xd_conn *k, long ms)
 	evtimer_add(k->timer, &tv);
 }
 
-static int
-same_peer(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
-{
-	if (a->ss_family != b->ss_family)
-		return 0;
-	if (a->ss_family == AF_INET)
-		return memcmp(&((const struct sockaddr_in *)(const void *)a)->
-		    sin_addr, &((const struct sockaddr_in *)(const void *)b)->
-		    sin_addr, sizeof(struct in_addr)) == 0;
-	if (a->ss_family == AF_INET6)
-		return memcmp(&((const struct sockaddr_in6 *)(const void *)a)->
-		    sin6_addr, &((const struct sockaddr_in6 *)(const void *)b)->
-		    sin6_addr, sizeof(struct in6_addr)) == 0;
-	return 0;
-}
-
 /* Who is it, and may it stay?  0 admitted, -1 shut. */
 static int
 conn_admit(struct xd_conn *k)
@@ -303,7 +288,7 @@ conn_admit(struct xd_conn *k)
 	}
 	TAILQ_FOREACH(o, &k->xd->gate->conns, link)
 		if (o != k && o->admitted && !o->shut &&
-		    same_peer(&o->peer, &k->peer))
+		    peer_same_host(&o->peer, &k->peer))
 			n++;
 	if (n > k->xd->cfg->tcp_max_conns_per_peer) {
 		conn_shut(k, "tcp.max_conns_per_peer");
