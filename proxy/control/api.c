@@ -1482,7 +1482,8 @@ token_load(const struct cfg_token *ct, struct api_token *t, char *err,
 	t->role = ct->role;
 	snprintf(t->tenant, sizeof(t->tenant), "%s", ct->tenant != NULL ?
 	    ct->tenant : "");
-	if (httpauth_token_file(ct->token_file, t->digest, &others, why,
+	if (httpauth_token_file(ct->token_file, HTTPAUTH_TOKEN_MIN,
+	    HTTPAUTH_TOKEN_MAX, t->digest, &others, why,
 	    sizeof(why)) != 0) {
 		snprintf(err, errlen, "token %s: %s: %s", ct->name,
 		    ct->token_file, why);

@@ -39,7 +39,7 @@ httpauth_bearer(const struct evkeyvalq *h, size_t max)
 }
 
 int
-httpauth_token_file(const char *path,
+httpauth_token_file(const char *path, size_t min, size_t max,
     unsigned char digest[HTTPAUTH_DIGEST_LEN], int *others, char *why,
     size_t whylen)
 {
@@ -72,9 +72,11 @@ httpauth_token_file(const char *path,
 	for (i = 0; i < len; i++)
 		if ((unsigned char)buf[i] <= 0x20 || (unsigned char)buf[i] >= 0x7f)
 			break;
-	if (len < HTTPAUTH_TOKEN_MIN || len > HTTPAUTH_TOKEN_MAX || i != len) {
-		snprintf(why, whylen, "expected %d to %d printable characters "
-		    "without spaces", HTTPAUTH_TOKEN_MIN, HTTPAUTH_TOKEN_MAX);
+	if (max > HTTPAUTH_TOKEN_MAX)
+		max = HTTPAUTH_TOKEN_MAX;
+	if (len < min || len > max || i != len) {
+		snprintf(why, whylen, "expected %zu to %zu printable characters "
+		    "without spaces", min, max);
 		goto out;
 	}
 	if (EVP_Digest(buf, len, digest, NULL, EVP_sha256(), NULL) != 1) {

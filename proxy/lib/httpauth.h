@@ -24,13 +24,15 @@ const char *httpauth_bearer(const struct evkeyvalq *h, size_t max);
 
 /*
  * A token file (a link followed: Kubernetes Secrets are links; the file
- * reached a regular one): one token of HTTPAUTH_TOKEN_MIN to _MAX
- * printable characters without spaces, trailing white space dropped,
- * into its SHA-256; the token itself is wiped and never in a message.
- * 0, with *others 1 when others may read the file; or -1 with why (the
- * reason only: the caller names the file).
+ * reached a regular one): one token of min to max (at most
+ * HTTPAUTH_TOKEN_MAX) printable characters without spaces, trailing
+ * white space dropped, into its SHA-256; the token itself is wiped and
+ * never in a message.  0, with *others 1 when others may read the file;
+ * or -1 with why (the reason only: the caller names the file).  The
+ * APIs' tokens are HTTPAUTH_TOKEN_MIN to _MAX; the OpenSandbox API's
+ * keys are shorter.
  */
-int httpauth_token_file(const char *path,
+int httpauth_token_file(const char *path, size_t min, size_t max,
     unsigned char digest[HTTPAUTH_DIGEST_LEN], int *others, char *why,
     size_t whylen);
 

@@ -640,7 +640,8 @@ token_load(struct cx *x, struct xd_token *t, const char *key)
 	char why[160];
 	int others;
 
-	if (httpauth_token_file(t->file, t->digest, &others, why,
+	if (httpauth_token_file(t->file, HTTPAUTH_TOKEN_MIN,
+	    HTTPAUTH_TOKEN_MAX, t->digest, &others, why,
 	    sizeof(why)) != 0)
 		return cfail(x, key, 0, "%s: %s", t->file, why);
 	return 0;

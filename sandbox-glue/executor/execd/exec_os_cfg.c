@@ -29,6 +29,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "proxy/lib/httpauth.h"
 #include "sandbox-glue/executor/execd/exec_os-int.h"
 
 #define KEY_MIN		16
@@ -36,14 +37,6 @@
 
 /* SHA-256 here, not exec_cfg.c's xd_sha256: exec_cfg.c calls this
  * file, and no two files call each other (tests/layering.sh). */
-static int
-sha256(const void *s, size_t n, unsigned char out[32])
-{
-	unsigned int len = 32;
-
-	return EVP_Digest(s, n, out, &len, EVP_sha256(), NULL) == 1 &&
-	    len == 32 ? 0 : -1;
-}
 
 static int
 ofail(char *key, size_t klen, const char *k, char *err, size_t errlen,
@@ -80,42 +73,18 @@ str_of(json_t *o, const char *k, char *buf, size_t len, int abs, char *why,
 	return 0;
 }
 
+/* A key file: as a token file (httpauth_token_file), 16 to 256. */
 static int
 key_load(struct xd_os_key *k, char *why, size_t wlen)
 {
-	char buf[KEY_MAX + 2];
-	ssize_t n;
-	size_t len, i;
-	int fd = open(k->file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	char w[160];
+	int others;
 
-	if (fd < 0) {
-		snprintf(why, wlen, "%s: %s", k->file, strerror(errno));
+	if (httpauth_token_file(k->file, KEY_MIN, KEY_MAX, k->digest, &others,
+	    w, sizeof(w)) != 0) {
+		snprintf(why, wlen, "%s: %s", k->file, w);
 		return -1;
 	}
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n < 0) {
-		snprintf(why, wlen, "%s: %s", k->file, strerror(errno));
-		return -1;
-	}
-	len = (size_t)n;
-	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
-		len--;
-	for (i = 0; i < len; i++)
-		if (buf[i] <= 0x20 || buf[i] == 0x7f)
-			break;
-	if (len < KEY_MIN || len > KEY_MAX || i != len) {
-		OPENSSL_cleanse(buf, sizeof(buf));
-		snprintf(why, wlen, "%s: one key of %d to %d printable "
-		    "characters", k->file, KEY_MIN, KEY_MAX);
-		return -1;
-	}
-	if (sha256(buf, len, k->digest) != 0) {
-		OPENSSL_cleanse(buf, sizeof(buf));
-		snprintf(why, wlen, "%s: SHA-256 failed", k->file);
-		return -1;
-	}
-	OPENSSL_cleanse(buf, sizeof(buf));
 	return 0;
 }
 
@@ -349,16 +318,16 @@ xd_os_cfg_json(const struct xd_os_cfg *c)
 const struct xd_os_key *
 xd_os_key_find(const struct xd_os_cfg *c, const char *tok)
 {
-	unsigned char d[32];
+	unsigned char d[HTTPAUTH_DIGEST_LEN];
 	const struct xd_os_key *hit = NULL;
 	size_t i;
 
 	if (tok == NULL || !tok[0] || strlen(tok) > KEY_MAX)
 		return NULL;
-	if (sha256(tok, strlen(tok), d) != 0)
+	if (httpauth_digest(tok, d) != 0)
 		return NULL;
 	for (i = 0; i < c->nkeys; i++)
-		if (CRYPTO_memcmp(d, c->keys[i].digest, 32) == 0)
+		if (httpauth_same(d, c->keys[i].digest))
 			hit = &c->keys[i];
 	return hit;
 }
