@@ -445,21 +445,18 @@ h_health(struct xd_call *k)
  * PUT /v1/node's); 200 then, else 503.
  * What a probe costs (a worker that forks the backends' probes) is
  * paid at most once a second: callers without a token may ask as often
- * as they like.
+ * as they like.  Once there is an answer every call is answered from it
+ * at once, and one older than HEALTHZ_CACHE_MS starts a probe in the
+ * background for the calls after (so no caller waits for a probe but
+ * the first: a balancer's check stays under a millisecond however many
+ * sandboxes the probe walks).
  */
 #define HEALTHZ_CACHE_MS	1000
 
-static int hz_ok = -1, hz_image;
+static int hz_ok = -1, hz_image, hz_probing;
 static int64_t hz_at;
-
-static int64_t
-hz_now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
+/* a reload forgets the answer: a probe begun before it is not kept */
+static unsigned hz_gen, hz_probe_gen;
 
 static void
 healthz_reply(struct xd_call *k)
@@ -471,14 +468,19 @@ healthz_reply(struct xd_call *k)
 	    "image_ready", hz_image));
 }
 
+/* A probe's answer kept (h consumed). */
 static void
-healthz_cb(void *arg, json_t *h)
+healthz_keep(struct xd *xd, json_t *h)
 {
-	struct xd_call *k = arg;
-	const char *prof = k->xd->cfg->profile;
+	const char *prof = xd->cfg->profile;
 	json_t *n;
 	size_t i;
 
+	hz_probing = 0;
+	if (hz_probe_gen != hz_gen) {
+		json_decref(h);
+		return;
+	}
 	/* "profiles" lists host and each profile whose image is present */
 	hz_image = strcmp(prof, SBX_PROFILE_HOST) == 0;
 	json_array_foreach(json_object_get(h, "profiles"), i, n)
@@ -486,19 +488,39 @@ healthz_cb(void *arg, json_t *h)
 		    0)
 			hz_image = 1;
 	hz_ok = json_is_true(json_object_get(h, "ok"));
-	hz_at = hz_now();
+	hz_at = util_now_ms();
 	json_decref(h);
+}
+
+static void
+healthz_cb(void *arg, json_t *h)
+{
+	struct xd_call *k = arg;
+
+	healthz_keep(k->xd, h);
 	healthz_reply(k);
+}
+
+static void
+healthz_bg_cb(void *arg, json_t *h)
+{
+	healthz_keep(arg, h);
 }
 
 static void
 h_healthz(struct xd_call *k)
 {
-	if (hz_ok >= 0 && hz_now() - hz_at < HEALTHZ_CACHE_MS) {
+	if (hz_ok >= 0) {
+		if (util_now_ms() - hz_at >= HEALTHZ_CACHE_MS && !hz_probing) {
+			hz_probe_gen = hz_gen;
+			if (xd_health(k->xd, healthz_bg_cb, k->xd) == 0)
+				hz_probing = 1;
+		}
 		healthz_reply(k);
 		return;
 	}
 	call_wait(k);
+	hz_probe_gen = hz_gen;
 	if (xd_health(k->xd, healthz_cb, k) != 0)
 		healthz_cb(k, xd_health_json(k->xd, NULL, 0, "cannot start a "
 		    "worker"));
@@ -2732,6 +2754,9 @@ xd_api_reload(struct xd *xd, char *err, size_t errlen)
 		evhttp_set_max_body_size(xd->http_tls, (ev_ssize_t)(2 * max));
 		xd_gate_reload(xd);
 	}
+	/* /healthz probes again with the new configuration */
+	hz_ok = -1;
+	hz_gen++;
 	if (xd->http_unix != NULL) {
 		evhttp_set_max_body_size(xd->http_unix, (ev_ssize_t)(2 * max));
 		/* the group and mode may have changed */
