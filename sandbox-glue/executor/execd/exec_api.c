@@ -143,6 +143,10 @@ static void h_events(struct xd_call *k);
 static void h_metrics(struct xd_call *k);
 static void h_node_get(struct xd_call *k);
 static void h_node_put(struct xd_call *k);
+static void h_pty_start(struct xd_call *k);
+static void h_pty_get(struct xd_call *k);
+static void h_pty_delete(struct xd_call *k);
+static void h_pty_ws(struct xd_call *k);
 
 #define R(m, pat, role, body, q, fn) \
 	{ EVHTTP_REQ_##m, #m, pat, XD_ROLE_##role, body, q, fn }
@@ -194,6 +198,15 @@ static const struct route routes[] = {
 	    h_archive_put),
 	R(POST, "/v1/sandboxes/{id}/install", APP, B_JSON, ",tenant,",
 	    h_install),
+	/* terminals (exec_pty.c): a session is a command on a pty */
+	R(POST, "/v1/sandboxes/{id}/pty", APP, B_JSON_OPT, ",tenant,",
+	    h_pty_start),
+	R(GET, "/v1/sandboxes/{id}/pty/{sid}", APP, B_NONE, ",tenant,",
+	    h_pty_get),
+	R(DELETE, "/v1/sandboxes/{id}/pty/{sid}", APP, B_NONE, ",tenant,",
+	    h_pty_delete),
+	R(GET, "/v1/sandboxes/{id}/pty/{sid}/ws", APP, B_NONE,
+	    ",since,takeover,tenant,", h_pty_ws),
 };
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
 
@@ -1042,7 +1055,7 @@ sink_exit(void *arg, struct xd_cmd *c)
 	ans_stream(k, c, r);
 }
 
-static const struct xd_sink exec_sink = { sink_output, sink_exit };
+static const struct xd_sink exec_sink = { sink_output, sink_exit, NULL };
 
 static void
 on_client_close(struct evhttp_connection *evcon, void *arg)
@@ -1237,6 +1250,90 @@ cmd_of(struct xd_call *k)
 		reply_err(k, 404, "not_found", "no command %s in sandbox %s",
 		    k->arg[1], k->arg[0]);
 	return c;
+}
+
+/* ---- terminals ---- */
+
+static int q_u64(struct xd_call *k, const char *key, uint64_t *v);
+
+static void
+h_pty_start(struct xd_call *k)
+{
+	struct xd_box *b = box_of(k);
+	struct xd_perr e;
+	struct xd_cmd *c;
+
+	if (b == NULL)
+		return;
+	memset(&e, 0, sizeof(e));
+	if ((c = xd_pty_start(b, k->body, &e)) == NULL) {
+		reply_perr(k, &e);
+		return;
+	}
+	cmd_caller(k, c);
+	reply_json(k, 201, xd_pty_status(c));
+}
+
+static struct xd_cmd *
+pty_of(struct xd_call *k)
+{
+	struct xd_cmd *c = cmd_of(k);
+
+	if (c != NULL && !c->is_pty) {
+		reply_err(k, 404, "not_found", "%s is a command, not a "
+		    "terminal", k->arg[1]);
+		return NULL;
+	}
+	return c;
+}
+
+static void
+h_pty_get(struct xd_call *k)
+{
+	struct xd_cmd *c = pty_of(k);
+
+	if (c != NULL)
+		reply_json(k, 200, xd_pty_status(c));
+}
+
+static void
+h_pty_delete(struct xd_call *k)
+{
+	struct xd_cmd *c = pty_of(k);
+
+	if (c == NULL)
+		return;
+	if (c->running)
+		xd_cmd_kill(c, "stop");
+	reply_json(k, 200, xd_pty_status(c));
+}
+
+static void
+h_pty_ws(struct xd_call *k)
+{
+	struct xd_cmd *c = pty_of(k);
+	const char *t = q(k, "takeover");
+	struct xd_perr e;
+	uint64_t since = 0;
+	int has_since = q(k, "since") != NULL;
+
+	if (c == NULL)
+		return;
+	if (q_u64(k, "since", &since) != 0)
+		return;
+	if (t != NULL && strcmp(t, "0") != 0 && strcmp(t, "1") != 0 &&
+	    strcmp(t, "true") != 0 && strcmp(t, "false") != 0) {
+		reply_err(k, 400, "bad_request", "takeover: 1 or 0");
+		return;
+	}
+	memset(&e, 0, sizeof(e));
+	if (xd_pty_attach(c, k->req, has_since, since, t != NULL &&
+	    (strcmp(t, "1") == 0 || strcmp(t, "true") == 0), &e) != 0) {
+		reply_perr(k, &e);
+		return;
+	}
+	/* the connection is the terminal's now: no answer from here */
+	call_free(k);
 }
 
 static void

@@ -200,7 +200,7 @@ sink_exit(void *arg, struct xd_cmd *c)
 	xd_os_call_free(k);
 }
 
-static const struct xd_sink os_sink = { sink_output, sink_exit };
+static const struct xd_sink os_sink = { sink_output, sink_exit, NULL };
 
 static void
 client_closed(struct evhttp_connection *evcon, void *arg)
