@@ -23,6 +23,10 @@ payload; a JSON message in fragments with a ping between them is taken
 whole; a bad JSON message is answered with an error and the connection
 stays.
 
+opensandbox: OpenSandbox's /pty under the execd endpoint prefix, with
+the endpoint's token: POST /pty, GET /pty/{sid}, the WebSocket, 409
+ALREADY_CONNECTED, takeover, a wrong token 401, DELETE.
+
 tls: the same over the TCP listener (TLS, a bearer token bound to the
 sandbox's tenant), through exec_gate.c's filter, which passes a
 WebSocket's frames once the 101 is sent.
@@ -426,6 +430,70 @@ def tls(env):
     w.close()
     # no token: 401 before any upgrade
     WS(tcp(), "/v1/sandboxes/p4/pty/%s/ws" % pty, expect=401)
+
+
+@S.case
+def opensandbox(env):
+    import t_opensandbox as tos
+    port = free_port()
+    kp = env.path("os-a.key")
+    with open(kp, "w") as f:
+        f.write(tos.KEY_A + "\n")
+    os.chmod(kp, 0o600)
+    d, ctl, x = start(env, opensandbox={
+        "listen": "127.0.0.1:%d" % port,
+        "api_keys": [{"name": "chathub", "file": kp, "tenant": "acme",
+                      "user": "chathub"}],
+        "images": {"chathub-sandbox:1": "host"}, "max_timeout_s": 3600})
+    st, j = tos.call(port, "POST", "/v1/sandboxes", {
+        "image": {"uri": "chathub-sandbox:1"}, "entrypoint": ["sleep"],
+        "resourceLimits": {"cpu": "1"}}, key=tos.KEY_A)
+    check_eq(st, 202, "create: %r" % (j,))
+    sid = j["id"]
+    for _ in range(300):
+        st, j = tos.call(port, "GET", "/v1/sandboxes/%s" % sid,
+                         key=tos.KEY_A)
+        if j["status"]["state"] == "Running":
+            break
+        time.sleep(0.1)
+    st, ep = tos.call(port, "GET", "/v1/sandboxes/%s/endpoints/44772" % sid,
+                      key=tos.KEY_A)
+    check_eq(st, 200, "endpoint: %r" % (ep,))
+    pre = "/" + ep["endpoint"].split("/", 1)[1]
+    hd = ep["headers"]
+    st, j = tos.call(port, "POST", pre + "/pty", {}, headers=hd)
+    check(st == 200 and j["session_id"], "POST /pty: %r %r" % (st, j))
+    pty = j["session_id"]
+
+    def tcp():
+        return socket.create_connection(("127.0.0.1", port), 10)
+    a = WS(tcp(), "%s/pty/%s/ws" % (pre, pty), list(hd.items()))
+    connected(a)
+    a.input(b"echo os-$((3*5))\n")
+    a.see("os-15", "through OpenSandbox's route")
+    b = WS(tcp(), "%s/pty/%s/ws" % (pre, pty), list(hd.items()),
+           expect=409)
+    check_eq(b.body["code"], "ALREADY_CONNECTED", "409: %r" % b.body)
+    seen = len(a.out)
+    b = WS(tcp(), "%s/pty/%s/ws?takeover=1&since=0" % (pre, pty),
+           list(hd.items()))
+    b.see("os-15", "replayed since 0")
+    a.until(lambda: a.closed is not None, 10, "taken over")
+    check_eq(a.closed[0], 4001, "OpenSandbox's takeover code")
+    check(seen > 0, "output before the takeover")
+    st, j = tos.call(port, "GET", "%s/pty/%s" % (pre, pty), headers=hd)
+    check(st == 200 and j["running"] and j["output_offset"] >= seen,
+          "GET /pty/{id}: %r" % (j,))
+    WS(tcp(), "%s/pty/%s/ws" % (pre, pty),
+       [("X-EXECD-ACCESS-TOKEN", "0" * 64)], expect=401)
+    st, j = tos.call(port, "DELETE", "%s/pty/%s" % (pre, pty), headers=hd)
+    check_eq(st, 200, "DELETE /pty/{id}")
+    b.until(lambda: any(m.get("type") == "exit" for m in b.msgs), 15,
+            "exit after DELETE")
+    st, j = tos.call(port, "GET", "%s/pty/nope" % pre, headers=hd)
+    check_eq(st, 404, "no such session")
+    st, _ = tos.call(port, "DELETE", "/v1/sandboxes/%s" % sid, key=tos.KEY_A)
+    check_eq(st, 204, "delete")
 
 
 if __name__ == "__main__":
