@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""sluice-execd, terminals over a WebSocket (issue 22 point 8):
+"""sluice-execd, terminals over a WebSocket and the native port route
+(issue 22 points 7 and 8):
 POST /v1/sandboxes/{id}/pty, GET|DELETE .../pty/{sid},
 GET .../pty/{sid}/ws (exec_pty.c, framing exec_wsf.c).
 
@@ -26,6 +27,14 @@ stays.
 opensandbox: OpenSandbox's /pty under the execd endpoint prefix, with
 the endpoint's token: POST /pty, GET /pty/{sid}, the WebSocket, 409
 ALREADY_CONNECTED, takeover, a wrong token 401, DELETE.
+
+ports: ANY /v1/sandboxes/{id}/ports/{port}/... into 127.0.0.1:{port}
+inside (the proxy OpenSandbox's /proxy/{port} uses): a background
+python3 -m http.server serves a file and a listing (query passed on), a
+POST's 501 passed on, a WebSocket echo server relayed after its 101,
+over the Unix socket and over TLS with a tenant-bound token (which the
+server inside never sees), another tenant's token 404, nothing
+listening 502 bad_gateway.
 
 tls: the same over the TCP listener (TLS, a bearer token bound to the
 sandbox's tenant), through exec_gate.c's filter, which passes a
@@ -141,7 +150,10 @@ class WS:
         p, self.buf = self.buf[hl:hl + n], self.buf[hl + n:]
         op = b0 & 0x0f
         if op == 1:
-            self.msgs.append(json.loads(p))
+            try:
+                self.msgs.append(json.loads(p))
+            except ValueError:
+                self.msgs.append({"text": p.decode("utf-8", "replace")})
         elif op == 2 and p[:1] == b"\x01":
             self.out += p[1:]
         elif op == 2 and p[:1] == b"\x03":
@@ -494,6 +506,134 @@ def opensandbox(env):
     check_eq(st, 404, "no such session")
     st, _ = tos.call(port, "DELETE", "/v1/sandboxes/%s" % sid, key=tos.KEY_A)
     check_eq(st, 204, "delete")
+
+
+def raw_http(sock, method, path, headers=(), body=b""):
+    h = "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" % (method,
+                                                                  path)
+    for k, v in headers:
+        h += "%s: %s\r\n" % (k, v)
+    if body or method in ("POST", "PUT", "PATCH"):
+        h += "Content-Length: %d\r\n" % len(body)
+    h += "\r\n"
+    sock.settimeout(20)
+    sock.sendall(h.encode() + body)
+    data = b""
+    while True:
+        try:
+            b = sock.recv(65536)
+        except (ssl.SSLError, ConnectionResetError) as e:
+            data += ("<%r>" % e).encode()
+            break
+        if not b:
+            break
+        data += b
+    sock.close()
+    if not data.startswith(b"HTTP/"):
+        raise Fail("no answer to %s %s: %r" % (method, path, data[:300]))
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    hd = dict((l.split(":", 1)[0].lower(), l.split(":", 1)[1].strip())
+              for l in lines[1:] if ":" in l)
+    return int(lines[0].split()[1]), hd, rest
+
+
+@S.case
+def ports(env):
+    crt, key = sdklib.make_tls(env.dir)
+    port = free_port()
+    toks = {}
+    for name, tenant in (("acme", "acme"), ("beta", "beta")):
+        toks[name] = "%s-token-0123456789abcdef0123456789" % name
+        with open(env.path(name + ".tok"), "w") as f:
+            f.write(toks[name] + "\n")
+        os.chmod(env.path(name + ".tok"), 0o600)
+    d, ctl, x = start(env, tcp={
+        "listen": "127.0.0.1:%d" % port, "tls_cert": crt, "tls_key": key,
+        "tokens": [{"name": n, "role": "app", "tenant": n,
+                    "file": env.path(n + ".tok")} for n in toks]})
+    create(x, "w1")
+    r = x.app("PUT", "/v1/sandboxes/w1/files/site/hello.txt",
+              raw=b"hello from inside\n")
+    check_eq(r.status, 201, "put: %r" % r)
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                           "os_ws_echo.py"), "rb") as f:
+        x.app("PUT", "/v1/sandboxes/w1/files/echo.py", raw=f.read())
+    # a server that prints what it got, so that the headers are seen
+    x.app("PUT", "/v1/sandboxes/w1/files/hdr.py", raw=(
+        b"import http.server as h\n"
+        b"class H(h.BaseHTTPRequestHandler):\n"
+        b"    def do_GET(self):\n"
+        b"        b = str(self.headers).encode()\n"
+        b"        self.send_response(200)\n"
+        b"        self.send_header('Content-Length', str(len(b)))\n"
+        b"        self.end_headers()\n"
+        b"        self.wfile.write(b)\n"
+        b"h.HTTPServer(('127.0.0.1', 8002), H).serve_forever()\n"))
+    for cmd in ("cd site && exec python3 -m http.server 8000 --bind "
+                "127.0.0.1", "exec python3 echo.py 8001",
+                "exec python3 hdr.py"):
+        r = x.app("POST", "/v1/sandboxes/w1/commands", {"shell": cmd})
+        check_eq(r.status, 202, "background: %r" % r)
+
+    def get(path, **kw):
+        for _ in range(100):
+            st, hd, body = raw_http(unix(x), "GET", path, **kw)
+            if not (st == 502 and b"port_unreachable" in body):
+                return st, hd, body
+            time.sleep(0.1)
+        return st, hd, body
+    st, hd, body = get("/v1/sandboxes/w1/ports/8000/hello.txt")
+    check(st == 200 and body == b"hello from inside\n",
+          "a file through the port route: %r %r" % (st, body))
+    st, hd, body = get("/v1/sandboxes/w1/ports/8000/?C=M;O=A")
+    check(st == 200 and b"hello.txt" in body, "the listing: %r" % body[:200])
+    st, hd, body = get("/v1/sandboxes/w1/ports/8000")
+    check(st == 200 and b"hello.txt" in body, "no trailing slash")
+    st, hd, body = raw_http(unix(x), "POST", "/v1/sandboxes/w1/ports/8000/x",
+                            body=b"data")
+    check_eq(st, 501, "the server's own 501 for a POST, passed on")
+    st, hd, body = get("/v1/sandboxes/w1/ports/8009/")
+    check(body.startswith(b"{"), "a JSON error: %r %r %r" % (st, hd, body))
+    j = json.loads(body)
+    check(st == 502 and j["error"]["code"] == "bad_gateway" and
+          j["error"]["reason"] == "port_unreachable", "nothing listens: %r"
+          % j)
+    st, hd, body = get("/v1/sandboxes/w1/ports/70000/")
+    check_eq(st, 400, "port out of range")
+    # a WebSocket relayed after the server's 101
+    w = WS(unix(x), "/v1/sandboxes/w1/ports/8001/ws")
+    w.frame(1, b"ping-one")
+    op, p = w.recv(10)
+    check_eq((op, p), (1, b"echo:ping-one"), "echoed through the relay")
+    w.s.close()
+    # TLS, a tenant-bound token: the server inside never sees it
+    ctx = ssl.create_default_context(cafile=crt)
+
+    def tcp():
+        s = socket.create_connection(("127.0.0.1", port), 10)
+        return ctx.wrap_socket(s, server_hostname="localhost")
+    auth = [("Authorization", "Bearer " + toks["acme"])]
+    st, hd, body = raw_http(tcp(), "GET", "/v1/sandboxes/w1/ports/8002/h",
+                            headers=auth + [("X-Mine", "kept")])
+    check(st == 200 and b"X-Mine: kept" in body and
+          b"Authorization" not in body and toks["acme"].encode() not in body,
+          "headers inside: %r" % body)
+    st, hd, body = raw_http(tcp(), "GET",
+                            "/v1/sandboxes/w1/ports/8000/hello.txt",
+                            headers=[("Authorization",
+                                      "Bearer " + toks["beta"])])
+    check_eq(st, 404, "another tenant's sandbox")
+    st, hd, body = raw_http(tcp(), "GET",
+                            "/v1/sandboxes/w1/ports/8000/hello.txt")
+    check_eq(st, 401, "no token")
+    w = WS(tcp(), "/v1/sandboxes/w1/ports/8001/ws", auth)
+    w.frame(1, b"over-tls")
+    op, p = w.recv(10)
+    check_eq((op, p), (1, b"echo:over-tls"), "a WebSocket over TLS")
+    w.close()
+    check_eq(x.auditor("GET", "/v1/sandboxes/w1/ports/8000/").status, 403,
+             "the auditor may not")
 
 
 if __name__ == "__main__":

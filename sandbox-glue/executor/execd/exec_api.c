@@ -147,9 +147,17 @@ static void h_pty_start(struct xd_call *k);
 static void h_pty_get(struct xd_call *k);
 static void h_pty_delete(struct xd_call *k);
 static void h_pty_ws(struct xd_call *k);
+static void h_port(struct xd_call *k);
 
 #define R(m, pat, role, body, q, fn) \
 	{ EVHTTP_REQ_##m, #m, pat, XD_ROLE_##role, body, q, fn }
+/* the port proxy: every method it forwards, any query (passed on) */
+#define R_PORT(pat) \
+	R(GET, pat, APP, B_RAW, "*", h_port), \
+	R(POST, pat, APP, B_RAW, "*", h_port), \
+	R(PUT, pat, APP, B_RAW, "*", h_port), \
+	R(PATCH, pat, APP, B_RAW, "*", h_port), \
+	R(DELETE, pat, APP, B_RAW, "*", h_port)
 
 /* The routes, as in the OpenAPI document (sandbox-glue/executor/
  * execd/openapi.json; tests/scenario/t_execd.py checks both ways). */
@@ -207,6 +215,10 @@ static const struct route routes[] = {
 	    h_pty_delete),
 	R(GET, "/v1/sandboxes/{id}/pty/{sid}/ws", APP, B_NONE,
 	    ",since,takeover,tenant,", h_pty_ws),
+	/* ports: 127.0.0.1:{port} inside (exec_os_port.c) */
+	R_PORT("/v1/sandboxes/{id}/ports/{port}"),
+	R_PORT("/v1/sandboxes/{id}/ports/{port}/"),
+	R_PORT("/v1/sandboxes/{id}/ports/{port}/{path}"),
 };
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
 
@@ -1252,6 +1264,85 @@ cmd_of(struct xd_call *k)
 	return c;
 }
 
+/* ---- ports ---- */
+
+static void
+port_fail(void *arg, int status, const char *code, const char *msg)
+{
+	struct xd_call *k = arg;
+	struct xd_perr e;
+	char reason[40];
+	size_t i;
+
+	/* the proxy's OpenSandbox code, lower case, as the reason */
+	for (i = 0; code[i] != '\0' && i < sizeof(reason) - 1; i++)
+		reason[i] = (char)(code[i] >= 'A' && code[i] <= 'Z' ? code[i] -
+		    'A' + 'a' : code[i]);
+	reason[i] = '\0';
+	memset(&e, 0, sizeof(e));
+	xd_perr_set(&e, status, status == 400 || status == 405 ?
+	    "bad_request" : status == 409 ? "conflict" : status == 501 ?
+	    "backend_unavailable" : status == 502 ? "bad_gateway" :
+	    "internal", "%s", msg);
+	e.extra = json_pack("{s:s}", "reason", reason);
+	reply_perr(k, &e);
+}
+
+static void
+port_done(void *arg)
+{
+	call_free(arg);
+}
+
+static void
+port_wait(void *arg)
+{
+	call_wait(arg);
+}
+
+/* ANY /v1/sandboxes/{id}/ports/{port}[/...]: the path after the port
+ * and the query go up as they came (not decoded). */
+static void
+h_port(struct xd_call *k)
+{
+	struct xd_box *b = box_of(k);
+	const struct evhttp_uri *uri;
+	const char *path, *rest;
+	struct xd_port_call o;
+	char *end;
+	long port;
+	int i;
+
+	if (b == NULL)
+		return;         /* answered: k is gone */
+	uri = evhttp_request_get_evhttp_uri(k->req);
+	path = uri != NULL ? evhttp_uri_get_path(uri) : NULL;
+	errno = 0;
+	port = strtol(k->arg[1], &end, 10);
+	if (errno != 0 || end == k->arg[1] || *end != '\0' || port < 1 ||
+	    port > 65535 || k->arg[1][0] == '0') {
+		reply_err(k, 400, "bad_request", "port: 1 to 65535");
+		return;
+	}
+	/* the raw path past "/v1/sandboxes/{id}/ports/{port}" */
+	rest = path != NULL ? path : "";
+	for (i = 0; i < 5 && rest != NULL; i++)
+		rest = strchr(rest + 1, '/');
+	if (rest == NULL)
+		rest = "";
+	memset(&o, 0, sizeof(o));
+	o.xd = k->xd;
+	o.box = b;
+	o.req = k->req;
+	o.fail = port_fail;
+	o.done = port_done;
+	o.wait = port_wait;
+	o.arg = k;
+	o.drop = "Authorization";
+	xd_port_proxy(&o, port, rest, uri != NULL ? evhttp_uri_get_query(uri) :
+	    NULL);
+}
+
 /* ---- terminals ---- */
 
 static int q_u64(struct xd_call *k, const char *key, uint64_t *v);
@@ -1312,13 +1403,15 @@ static void
 h_pty_ws(struct xd_call *k)
 {
 	struct xd_cmd *c = pty_of(k);
-	const char *t = q(k, "takeover");
+	const char *t;
 	struct xd_perr e;
 	uint64_t since = 0;
-	int has_since = q(k, "since") != NULL;
+	int has_since;
 
 	if (c == NULL)
-		return;
+		return;         /* answered: k is gone */
+	t = q(k, "takeover");
+	has_since = q(k, "since") != NULL;
 	if (q_u64(k, "since", &since) != 0)
 		return;
 	if (t != NULL && strcmp(t, "0") != 0 && strcmp(t, "1") != 0 &&
@@ -2435,10 +2528,16 @@ read_query(struct xd_call *k, const struct evhttp_uri *uri)
 		return 0;
 	TAILQ_INIT(&k->query);
 	if (evhttp_parse_query_str(qs, &k->query) != 0) {
+		evhttp_clear_headers(&k->query);
+		/* the port proxy passes any query on as it came */
+		if (strcmp(k->route->query, "*") == 0)
+			return 0;
 		reply_err(k, 400, "bad_request", "the query does not parse");
 		return -1;
 	}
 	k->have_query = 1;
+	if (strcmp(k->route->query, "*") == 0)
+		return 0;
 	TAILQ_FOREACH(kv, &k->query, next) {
 		snprintf(key, sizeof(key), ",%.64s,", kv->key);
 		if (strstr(k->route->query, key) == NULL ||

@@ -1002,6 +1002,31 @@ void xd_cmd_free(struct xd_cmd *c);
 /* At exit: stop watching a command (it runs on) and free it. */
 void xd_cmd_forget(struct xd_cmd *c);
 
+/* ---- exec_os_port.c: the port proxy ---- */
+
+/* A call of one of the port proxy's routes (OpenSandbox's /proxy/{port},
+ * the native /ports/{port}): what the proxy needs of it, and how it
+ * answers an error (fail: status, an OpenSandbox code, a message; the
+ * caller answers and frees its call), frees the call once the proxy
+ * ended or took its connection (done) or keeps it (wait). */
+struct xd_port_call {
+	struct xd *xd;
+	struct xd_box *box;
+	struct evhttp_request *req;
+	void (*fail)(void *arg, int status, const char *code, const char *msg);
+	void (*done)(void *arg);
+	void (*wait)(void *arg);
+	void *arg;
+	const char *drop;       /* a request header never forwarded (the
+	                         * native route's Authorization: sluice's
+	                         * token), NULL none */
+};
+/* Forward o's request (method, headers, body, path rest and query q as
+ * they came) to 127.0.0.1:port inside o's sandbox; a WebSocket is relayed
+ * after the server's 101. */
+void xd_port_proxy(const struct xd_port_call *o, long port, const char *rest,
+    const char *q);
+
 /* ---- exec_pty.c ---- */
 
 /* POST /v1/sandboxes/{id}/pty {command?, cwd?, env?, cols?, rows?}: a
