@@ -1339,6 +1339,7 @@ h_port(struct xd_call *k)
 	o.wait = port_wait;
 	o.arg = k;
 	o.drop = "Authorization";
+	o.mark = "X-Sluice-Upstream";
 	xd_port_proxy(&o, port, rest, uri != NULL ? evhttp_uri_get_query(uri) :
 	    NULL);
 }

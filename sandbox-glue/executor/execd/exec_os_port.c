@@ -284,6 +284,8 @@ head(struct pxy *p, struct evbuffer *in, size_t hlen)
 		    "request)");
 		return -1;
 	}
+	if (p->o.mark != NULL)
+		evhttp_add_header(oh, p->o.mark, "1");
 	evhttp_send_reply_start(p->o.req, (int)status, reason);
 	free(h);
 	p->started = 1;

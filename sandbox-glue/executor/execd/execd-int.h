@@ -1020,6 +1020,10 @@ struct xd_port_call {
 	const char *drop;       /* a request header never forwarded (the
 	                         * native route's Authorization: sluice's
 	                         * token), NULL none */
+	const char *mark;       /* a header "1" added to the server's
+	                         * answers (the native route's
+	                         * X-Sluice-Upstream: what is the server's,
+	                         * not sluice's), NULL none */
 };
 /* Forward o's request (method, headers, body, path rest and query q as
  * they came) to 127.0.0.1:port inside o's sandbox; a WebSocket is relayed
