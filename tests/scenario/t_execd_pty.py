@@ -36,6 +36,10 @@ over the Unix socket and over TLS with a tenant-bound token (which the
 server inside never sees), another tenant's token 404, nothing
 listening 502 bad_gateway.
 
+gvisor: a gVisor sandbox (its stdin is relayed, no pty reaches it)
+refuses a terminal with 501 backend_unavailable, reason no_terminal
+(skips without a working runsc).
+
 tls: the same over the TCP listener (TLS, a bearer token bound to the
 sandbox's tenant), through exec_gate.c's filter, which passes a
 WebSocket's frames once the 101 is sent.
@@ -54,7 +58,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import Suite, Fail, check, check_eq, free_port  # noqa: E402
-from t_execd import start, create, check_err, root_call  # noqa: E402
+from t_execd import (start, create, check_err, root_call,  # noqa: E402
+                     preflight, runsc_works)
+from harness import Skip  # noqa: E402
 import sdklib  # noqa: E402
 
 S = Suite("t_execd_pty", time_limit=600)
@@ -506,6 +512,25 @@ def opensandbox(env):
     check_eq(st, 404, "no such session")
     st, _ = tos.call(port, "DELETE", "/v1/sandboxes/%s" % sid, key=tos.KEY_A)
     check_eq(st, 204, "delete")
+
+
+@S.case
+def gvisor(env):
+    preflight()
+    if not runsc_works():
+        raise Skip("runsc not installed")
+    d, ctl, x = start(env)
+    r = x.app("POST", "/v1/sandboxes", {
+        "id": "g1", "backend": "gvisor", "tenant": "acme", "user": "alice",
+        "network": {"tier": "public"}, "limits": {"memory_mb": 256}},
+        timeout=180)
+    if r.status == 503 and r.code() == "backend_unavailable":
+        raise Skip("gvisor does not run here: %s" % r.json["error"]
+                   ["message"])
+    check_eq(r.status, 201, "gvisor create: %r" % r)
+    r = x.app("POST", "/v1/sandboxes/g1/pty", {})
+    check_err(r, 501, "backend_unavailable", "a terminal in gVisor")
+    check_eq(r.json["error"]["reason"], "no_terminal", "reason")
 
 
 def raw_http(sock, method, path, headers=(), body=b""):

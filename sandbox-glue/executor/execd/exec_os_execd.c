@@ -964,6 +964,11 @@ h_pty_start(struct xd_os_call *k)
 	memset(&e, 0, sizeof(e));
 	c = xd_pty_start(k->box, b, &e);
 	json_decref(b);
+	if (c == NULL && e.status == 501) {
+		xd_os_reply_err(k, 501, "NOT_SUPPORTED", "%s", e.msg);
+		xd_perr_clear(&e);
+		return;
+	}
 	if (c == NULL) {
 		xd_os_reply_perr(k, &e);
 		return;

@@ -472,6 +472,13 @@ xd_pty_start(struct xd_box *b, json_t *body, struct xd_perr *e)
 	struct xd_cmd *c;
 	size_t i;
 
+	if (!b->be->tty_stdin) {
+		xd_perr_set(e, 501, "backend_unavailable", "terminals: the %s "
+		    "backend relays a command's stdin, so no pty reaches it",
+		    b->be->name);
+		e->extra = json_pack("{s:s}", "reason", "no_terminal");
+		return NULL;
+	}
 	if (body != NULL && !json_is_object(body)) {
 		xd_perr_set(e, 400, "bad_request", "the body is a JSON object");
 		return NULL;
