@@ -42,7 +42,8 @@ refuses a terminal with 501 backend_unavailable, reason no_terminal
 
 tls: the same over the TCP listener (TLS, a bearer token bound to the
 sandbox's tenant), through exec_gate.c's filter, which passes a
-WebSocket's frames once the 101 is sent.
+WebSocket's frames once the 101 is sent; no token 401, another tenant's
+404.
 
 Skips (77) without root or user namespaces."""
 
@@ -425,10 +426,16 @@ def tls(env):
     with open(tok, "w") as f:
         f.write("acme-token-0123456789abcdef0123456789\n")
     os.chmod(tok, 0o600)
+    btok = env.path("beta.tok")
+    with open(btok, "w") as f:
+        f.write("beta-token-0123456789abcdef0123456789\n")
+    os.chmod(btok, 0o600)
     d, ctl, x = start(env, tcp={
         "listen": "127.0.0.1:%d" % port, "tls_cert": crt, "tls_key": key,
         "tokens": [{"name": "acme", "role": "app", "tenant": "acme",
-                    "file": tok}]})
+                    "file": tok},
+                   {"name": "beta", "role": "app", "tenant": "beta",
+                    "file": btok}]})
     create(x, "p4")
     pty = new_pty(x, "p4")
     ctx = ssl.create_default_context(cafile=crt)
@@ -448,6 +455,10 @@ def tls(env):
     w.close()
     # no token: 401 before any upgrade
     WS(tcp(), "/v1/sandboxes/p4/pty/%s/ws" % pty, expect=401)
+    # another tenant's token: the sandbox is missing
+    WS(tcp(), "/v1/sandboxes/p4/pty/%s/ws" % pty, [(
+        "Authorization", "Bearer beta-token-0123456789abcdef0123456789")],
+       expect=404)
 
 
 @S.case
