@@ -115,3 +115,31 @@ def test_over_https(make):
             time.sleep(0.1)
     assert r.status == 200 and r.body == b"x\n"
     assert mine.port_url(8001).startswith(EXEC_URL)
+
+
+def test_async_terminal_and_fetch():
+    import asyncio
+    from conftest import EXEC, BROKER, uid
+
+    async def go():
+        c = sluice.AsyncSandboxClient(EXEC, broker=BROKER)
+        async with await c.sandboxes.create("acme", uid("u")) as sb:
+            t = await sb.terminal(rows=20, cols=70)
+            assert isinstance(t, sluice.AsyncTerminal) and t.attached
+            await t.send("stty size; echo aio-$((5*5))\n")
+            got = await t.read_until("aio-25")
+            assert b"20 70" in got
+            await t.detach()
+            assert not (await t.info()).attached
+            await sb.write("w/i.txt", b"aio\n")
+            await sb.start("cd w && exec python3 -m http.server 8003 "
+                           "--bind 127.0.0.1")
+            for _ in range(100):
+                try:
+                    r = await sb.fetch(8003, "/i.txt")
+                    break
+                except sluice.SluiceError:
+                    await asyncio.sleep(0.1)
+            assert (r.status, r.body) == (200, b"aio\n")
+            assert (await t.kill()).session_id == t.id
+    asyncio.run(asyncio.wait_for(go(), 120))

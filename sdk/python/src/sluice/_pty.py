@@ -373,3 +373,77 @@ class Terminal:
         except SluiceError:
             pass
         self._gone()
+
+
+class AsyncTerminal:
+    """:class:`Terminal` on asyncio: the same calls, awaited (each runs
+    the blocking terminal in a worker thread, so the loop never waits on
+    its socket)."""
+
+    def __init__(self, term: Terminal) -> None:
+        self._term = term
+        self.id = term.id
+        self.sandbox_id = term.sandbox_id
+
+    def __repr__(self) -> str:
+        return "<AsyncTerminal %s of %s>" % (self.id, self.sandbox_id)
+
+    @property
+    def offset(self) -> int:
+        return self._term.offset
+
+    @property
+    def exit_code(self) -> Optional[int]:
+        return self._term.exit_code
+
+    @property
+    def close_code(self) -> Optional[int]:
+        return self._term.close_code
+
+    @property
+    def errors(self) -> list[dict[str, Any]]:
+        return self._term.errors
+
+    @property
+    def attached(self) -> bool:
+        return self._term.attached
+
+    async def info(self) -> TerminalInfo:
+        import asyncio
+        return await asyncio.to_thread(self._term.info)
+
+    async def kill(self) -> TerminalInfo:
+        import asyncio
+        return await asyncio.to_thread(self._term.kill)
+
+    async def attach(self, since: Optional[int] = None, takeover: bool = False,
+                     timeout: float = 30.0) -> "AsyncTerminal":
+        import asyncio
+        await asyncio.to_thread(self._term.attach, since, takeover, timeout)
+        return self
+
+    async def send(self, data: Union[str, bytes]) -> None:
+        import asyncio
+        await asyncio.to_thread(self._term.send, data)
+
+    async def resize(self, cols: int, rows: int) -> None:
+        import asyncio
+        await asyncio.to_thread(self._term.resize, cols, rows)
+
+    async def signal(self, sig: Union[str, int] = "INT") -> None:
+        import asyncio
+        await asyncio.to_thread(self._term.signal, sig)
+
+    async def read(self, timeout: float = 1.0) -> bytes:
+        import asyncio
+        return await asyncio.to_thread(self._term.read, timeout)
+
+    async def read_until(self, pattern: Union[str, bytes],
+                         timeout: float = 30.0) -> bytes:
+        import asyncio
+        return await asyncio.to_thread(self._term.read_until, pattern,
+                                       timeout)
+
+    async def detach(self) -> None:
+        import asyncio
+        await asyncio.to_thread(self._term.detach)
