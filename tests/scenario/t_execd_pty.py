@@ -22,7 +22,7 @@ framing: an unmasked frame is failed with 1002, a message over 64 KiB
 with 1009, text that is not UTF-8 with 1007; a ping is answered with its
 payload; a JSON message in fragments with a ping between them is taken
 whole; a bad JSON message is answered with an error and the connection
-stays.
+stays; a client that reads nothing while 40 MB come is closed 1008.
 
 opensandbox: OpenSandbox's /pty under the execd endpoint prefix, with
 the endpoint's token: POST /pty, GET /pty/{sid}, the WebSocket, 409
@@ -105,7 +105,8 @@ class WS:
         check_eq(self.headers.get("sec-websocket-accept"), want.decode(),
                  "Sec-WebSocket-Accept")
         check_eq(self.status, expect, "handshake")
-        self.out = b""          # 0x01 bytes
+        self.out = bytearray()  # 0x01 bytes (appended in place: a
+        # terminal's output comes in many small frames)
         self.msgs = []          # JSON messages
         self.closed = None      # (code, reason)
 
@@ -411,10 +412,23 @@ def framing(env):
     w.until(lambda: w.closed is not None, 10, "close after bad UTF-8")
     check_eq(w.closed[0], 1007, "text not UTF-8")
     w.s.close()
+    # a client that does not read: closed 1008 past 4 MiB behind
+    w = attach(x, "p3", pty)
+    w.input(b"head -c 40000000 /dev/zero | tr '\\0' x; echo\n")
+    time.sleep(4)
+    w.until(lambda: w.closed is not None, 60, "close of a slow client")
+    check_eq(w.closed[0], 1008, "a slow client")
+    check(any(m.get("code") == "RUNTIME_ERROR" for m in w.msgs),
+          "the slow client is told: %r" % w.msgs[-3:])
+    w.s.close()
     # and still usable afterwards
     w = attach(x, "p3", pty)
+    w.input(b"\x03")
+    time.sleep(1.5)
+    w.input(b"\n")
+    time.sleep(0.5)
     w.input(b"echo last-$((8*8))\n")
-    w.see("last-64")
+    w.see("last-64", timeout=30)
     w.close()
 
 

@@ -220,8 +220,7 @@ conn_output(void *arg, struct xd_cmd *c, int stream, const unsigned char *b,
 	(void)c;
 	if (p->closing)
 		return;
-	if (evbuffer_get_length(bufferevent_get_output(p->bev)) + n >
-	    CLIENT_QUEUE_MAX) {
+	if (queued(p) + n > CLIENT_QUEUE_MAX) {
 		/* a client that does not read: the ring keeps the output,
 		 * it comes back with ?since= */
 		send_error(p, "RUNTIME_ERROR", "the client reads too slowly: "
