@@ -459,7 +459,7 @@ cmd_finish(struct xd_cmd *c, int st)
 	 * the record, which the caller need not wait for */
 	proc = c->proc;
 	b->refs++;
-	if (c->sink != NULL && c->sink->exit != NULL)
+	if (!c->background && c->sink != NULL && c->sink->exit != NULL)
 		c->sink->exit(c->sink_arg, c);          /* may free c */
 	else if (!c->background)
 		xd_cmd_free(c);         /* nobody waits for it */
@@ -467,6 +467,11 @@ cmd_finish(struct xd_cmd *c, int st)
 		/* keep the newest finished ones */
 		struct xd_cmd *x, *tmp;
 		long done = 0;
+
+		/* a terminal's client is told and let go first (it does
+		 * not free c) */
+		if (c->sink != NULL && c->sink->exit != NULL)
+			c->sink->exit(c->sink_arg, c);
 
 		TAILQ_FOREACH(x, &b->cmds, link)
 			if (!x->running)
