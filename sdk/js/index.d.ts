@@ -395,6 +395,72 @@ export class Sandbox {
   putTar(data: Uint8Array | string, options?: { dir?: string }): Promise<TarResult>;
   /** dir as a tar: files, directories, symbolic links (as links) */
   getTar(options?: { dir?: string }): Promise<Buffer>;
+  /** A shell on a pty in the sandbox (bash -i, or bash -c command); attached unless attach is false */
+  terminal(options?: { command?: string; cols?: number; rows?: number; cwd?: string;
+    env?: Record<string, string>; attach?: boolean }): Promise<Terminal>;
+  /** A terminal started earlier, by its session id (not attached) */
+  terminalOf(id: string): Promise<Terminal>;
+  /** The URL of port inside the sandbox through the executor's port proxy (takes the executor's token) */
+  portUrl(port: number, path?: string): string;
+  /** An HTTP request to 127.0.0.1:port inside the sandbox: the server's answer whatever its status; sluice's own errors (bad_gateway) throw */
+  fetch(port: number, options?: { path?: string; method?: string; body?: Uint8Array | string | null;
+    headers?: Record<string, string>; timeoutMs?: number | null }): Promise<PortResponse>;
+}
+
+export interface TerminalInfo {
+  sessionId: string;
+  running: boolean;
+  /** bytes of output so far: the next byte's offset */
+  outputOffset: number;
+  /** the oldest byte the ring keeps */
+  oldestOffset: number;
+  attached: boolean;
+  cols: number | null;
+  rows: number | null;
+  exitCode: number | null;
+  raw: Record<string, unknown>;
+}
+
+/** A terminal: a shell on a pty in a sandbox, over a WebSocket */
+export class Terminal {
+  readonly id: string;
+  readonly sandboxId: string;
+  lastInfo: TerminalInfo;
+  /** the offset of the next output byte (from the terminal's first byte) */
+  offset: number;
+  /** set once the shell ended */
+  exitCode: number | null;
+  /** the close code when the server closed (4001: taken over) */
+  closeCode: number | null;
+  /** error messages the server sent ({type: "error", code, error}) */
+  errors: { type: string; code: string; error: string }[];
+  readonly attached: boolean;
+  info(): Promise<TerminalInfo>;
+  /** end the shell and all it started */
+  kill(): Promise<TerminalInfo>;
+  /** since: replay from that offset; takeover: close a client attached already (else ConflictError) */
+  attach(options?: { since?: number | null; takeover?: boolean; timeoutMs?: number }): Promise<Terminal>;
+  /** keys ('\x03' is Ctrl-C) */
+  send(data: string | Uint8Array): void;
+  resize(cols: number, rows: number): void;
+  /** INT, TERM, KILL, HUP, QUIT, TSTP, CONT, STOP, USR1, USR2, WINCH or a number: to the foreground group */
+  signal(sig?: string | number): void;
+  /** the output that came within timeoutMs (empty: none) */
+  read(options?: { timeoutMs?: number }): Promise<Buffer>;
+  /** output up to and including pattern (SluiceTimeoutError otherwise) */
+  readUntil(pattern: string | Uint8Array, options?: { timeoutMs?: number }): Promise<Buffer>;
+  /** close the WebSocket; the shell runs on */
+  detach(): Promise<void>;
+}
+
+/** What the server on a port inside the sandbox answered */
+export class PortResponse {
+  readonly status: number;
+  readonly headers: Record<string, string | string[]>;
+  readonly body: Buffer;
+  header(name: string): string | string[] | null;
+  text(): string;
+  json(): unknown;
 }
 
 export class Command {

@@ -4,7 +4,7 @@ set -u
 b=${SLUICE_BUILDDIR:-.}
 s=${SLUICE_SRCDIR:-.}
 rc=0
-for h in http target sni config fwmsg runcfg api state execapi gate tlsca osmp ospolicy osport rules rulebody creds s3 agent; do
+for h in http target sni config fwmsg runcfg api state execapi gate tlsca osmp ospolicy osport rules rulebody creds s3 agent ws; do
 	d="$s/tests/fuzz/corpus/$h"
 	[ -d "$d" ] || { echo "no corpus for $h"; rc=1; continue; }
 	n=$(ls "$d" | wc -l)

@@ -194,6 +194,10 @@ struct sbx_backend {
 	 * crosses.  -1 and why when it is gone.  NULL where the host cannot
 	 * reach into it (gvisor: its network stack is the sentry's). */
 	int (*net_socket)(const struct sbx_rec *rec, char *err, size_t errlen);
+	/* 1 if spawn() gives the command the very descriptor cmd->fd_in is,
+	 * so that a pty the host opened is its terminal (ns); 0 where stdin
+	 * is relayed (gvisor's agent and runsc exec): no terminal there. */
+	int tty_stdin;
 };
 
 extern const struct sbx_backend sbx_ns_backend;

@@ -1885,4 +1885,5 @@ const struct sbx_backend sbx_ns_backend = {
 	.commit = ns_commit,
 	.oom_kills = ns_oom_kills,
 	.net_socket = ns_net_socket,
+	.tty_stdin = 1,
 };

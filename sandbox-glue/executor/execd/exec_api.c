@@ -142,9 +142,21 @@ static void h_events(struct xd_call *k);
 static void h_metrics(struct xd_call *k);
 static void h_node_get(struct xd_call *k);
 static void h_node_put(struct xd_call *k);
+static void h_pty_start(struct xd_call *k);
+static void h_pty_get(struct xd_call *k);
+static void h_pty_delete(struct xd_call *k);
+static void h_pty_ws(struct xd_call *k);
+static void h_port(struct xd_call *k);
 
 #define R(m, pat, role, body, q, fn) \
 	{ EVHTTP_REQ_##m, #m, pat, XD_ROLE_##role, body, q, fn }
+/* the port proxy: every method it forwards, any query (passed on) */
+#define R_PORT(pat) \
+	R(GET, pat, APP, B_RAW, "*", h_port), \
+	R(POST, pat, APP, B_RAW, "*", h_port), \
+	R(PUT, pat, APP, B_RAW, "*", h_port), \
+	R(PATCH, pat, APP, B_RAW, "*", h_port), \
+	R(DELETE, pat, APP, B_RAW, "*", h_port)
 
 /* The routes, as in the OpenAPI document (sandbox-glue/executor/
  * execd/openapi.json; tests/scenario/t_execd.py checks both ways). */
@@ -193,6 +205,19 @@ static const struct route routes[] = {
 	    h_archive_put),
 	R(POST, "/v1/sandboxes/{id}/install", APP, B_JSON, ",tenant,",
 	    h_install),
+	/* terminals (exec_pty.c): a session is a command on a pty */
+	R(POST, "/v1/sandboxes/{id}/pty", APP, B_JSON_OPT, ",tenant,",
+	    h_pty_start),
+	R(GET, "/v1/sandboxes/{id}/pty/{sid}", APP, B_NONE, ",tenant,",
+	    h_pty_get),
+	R(DELETE, "/v1/sandboxes/{id}/pty/{sid}", APP, B_NONE, ",tenant,",
+	    h_pty_delete),
+	R(GET, "/v1/sandboxes/{id}/pty/{sid}/ws", APP, B_NONE,
+	    ",since,takeover,tenant,", h_pty_ws),
+	/* ports: 127.0.0.1:{port} inside (exec_os_port.c) */
+	R_PORT("/v1/sandboxes/{id}/ports/{port}"),
+	R_PORT("/v1/sandboxes/{id}/ports/{port}/"),
+	R_PORT("/v1/sandboxes/{id}/ports/{port}/{path}"),
 };
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
 
@@ -1063,7 +1088,7 @@ sink_exit(void *arg, struct xd_cmd *c)
 	ans_stream(k, c, r);
 }
 
-static const struct xd_sink exec_sink = { sink_output, sink_exit };
+static const struct xd_sink exec_sink = { sink_output, sink_exit, NULL };
 
 static void
 on_client_close(struct evhttp_connection *evcon, void *arg)
@@ -1258,6 +1283,172 @@ cmd_of(struct xd_call *k)
 		reply_err(k, 404, "not_found", "no command %s in sandbox %s",
 		    k->arg[1], k->arg[0]);
 	return c;
+}
+
+/* ---- ports ---- */
+
+static void
+port_fail(void *arg, int status, const char *code, const char *msg)
+{
+	struct xd_call *k = arg;
+	struct xd_perr e;
+	char reason[40];
+	size_t i;
+
+	/* the proxy's OpenSandbox code, lower case, as the reason */
+	for (i = 0; code[i] != '\0' && i < sizeof(reason) - 1; i++)
+		reason[i] = (char)(code[i] >= 'A' && code[i] <= 'Z' ? code[i] -
+		    'A' + 'a' : code[i]);
+	reason[i] = '\0';
+	memset(&e, 0, sizeof(e));
+	xd_perr_set(&e, status, status == 400 || status == 405 ?
+	    "bad_request" : status == 409 ? "conflict" : status == 501 ?
+	    "backend_unavailable" : status == 502 ? "bad_gateway" :
+	    "internal", "%s", msg);
+	e.extra = json_pack("{s:s}", "reason", reason);
+	reply_perr(k, &e);
+}
+
+static void
+port_done(void *arg)
+{
+	call_free(arg);
+}
+
+static void
+port_wait(void *arg)
+{
+	call_wait(arg);
+}
+
+/* ANY /v1/sandboxes/{id}/ports/{port}[/...]: the path after the port
+ * and the query go up as they came (not decoded). */
+static void
+h_port(struct xd_call *k)
+{
+	struct xd_box *b = box_of(k);
+	const struct evhttp_uri *uri;
+	const char *path, *rest;
+	struct xd_port_call o;
+	char *end;
+	long port;
+	int i;
+
+	if (b == NULL)
+		return;         /* answered: k is gone */
+	uri = evhttp_request_get_evhttp_uri(k->req);
+	path = uri != NULL ? evhttp_uri_get_path(uri) : NULL;
+	errno = 0;
+	port = strtol(k->arg[1], &end, 10);
+	if (errno != 0 || end == k->arg[1] || *end != '\0' || port < 1 ||
+	    port > 65535 || k->arg[1][0] == '0') {
+		reply_err(k, 400, "bad_request", "port: 1 to 65535");
+		return;
+	}
+	/* the raw path past "/v1/sandboxes/{id}/ports/{port}" */
+	rest = path != NULL ? path : "";
+	for (i = 0; i < 5 && rest != NULL; i++)
+		rest = strchr(rest + 1, '/');
+	if (rest == NULL)
+		rest = "";
+	memset(&o, 0, sizeof(o));
+	o.xd = k->xd;
+	o.box = b;
+	o.req = k->req;
+	o.fail = port_fail;
+	o.done = port_done;
+	o.wait = port_wait;
+	o.arg = k;
+	o.drop = "Authorization";
+	o.mark = "X-Sluice-Upstream";
+	xd_port_proxy(&o, port, rest, uri != NULL ? evhttp_uri_get_query(uri) :
+	    NULL);
+}
+
+/* ---- terminals ---- */
+
+static int q_u64(struct xd_call *k, const char *key, uint64_t *v);
+
+static void
+h_pty_start(struct xd_call *k)
+{
+	struct xd_box *b = box_of(k);
+	struct xd_perr e;
+	struct xd_cmd *c;
+
+	if (b == NULL)
+		return;
+	memset(&e, 0, sizeof(e));
+	if ((c = xd_pty_start(b, k->body, &e)) == NULL) {
+		reply_perr(k, &e);
+		return;
+	}
+	cmd_caller(k, c);
+	reply_json(k, 201, xd_pty_status(c));
+}
+
+static struct xd_cmd *
+pty_of(struct xd_call *k)
+{
+	struct xd_cmd *c = cmd_of(k);
+
+	if (c != NULL && !c->is_pty) {
+		reply_err(k, 404, "not_found", "%s is a command, not a "
+		    "terminal", k->arg[1]);
+		return NULL;
+	}
+	return c;
+}
+
+static void
+h_pty_get(struct xd_call *k)
+{
+	struct xd_cmd *c = pty_of(k);
+
+	if (c != NULL)
+		reply_json(k, 200, xd_pty_status(c));
+}
+
+static void
+h_pty_delete(struct xd_call *k)
+{
+	struct xd_cmd *c = pty_of(k);
+
+	if (c == NULL)
+		return;
+	if (c->running)
+		xd_cmd_kill(c, "stop");
+	reply_json(k, 200, xd_pty_status(c));
+}
+
+static void
+h_pty_ws(struct xd_call *k)
+{
+	struct xd_cmd *c = pty_of(k);
+	const char *t;
+	struct xd_perr e;
+	uint64_t since = 0;
+	int has_since;
+
+	if (c == NULL)
+		return;         /* answered: k is gone */
+	t = q(k, "takeover");
+	has_since = q(k, "since") != NULL;
+	if (q_u64(k, "since", &since) != 0)
+		return;
+	if (t != NULL && strcmp(t, "0") != 0 && strcmp(t, "1") != 0 &&
+	    strcmp(t, "true") != 0 && strcmp(t, "false") != 0) {
+		reply_err(k, 400, "bad_request", "takeover: 1 or 0");
+		return;
+	}
+	memset(&e, 0, sizeof(e));
+	if (xd_pty_attach(c, k->req, has_since, since, t != NULL &&
+	    (strcmp(t, "1") == 0 || strcmp(t, "true") == 0), &e) != 0) {
+		reply_perr(k, &e);
+		return;
+	}
+	/* the connection is the terminal's now: no answer from here */
+	call_free(k);
 }
 
 static void
@@ -2353,10 +2544,16 @@ read_query(struct xd_call *k, const struct evhttp_uri *uri)
 		return 0;
 	TAILQ_INIT(&k->query);
 	if (evhttp_parse_query_str(qs, &k->query) != 0) {
+		evhttp_clear_headers(&k->query);
+		/* the port proxy passes any query on as it came */
+		if (strcmp(k->route->query, "*") == 0)
+			return 0;
 		reply_err(k, 400, "bad_request", "the query does not parse");
 		return -1;
 	}
 	k->have_query = 1;
+	if (strcmp(k->route->query, "*") == 0)
+		return 0;
 	TAILQ_FOREACH(kv, &k->query, next) {
 		snprintf(key, sizeof(key), ",%.64s,", kv->key);
 		if (strstr(k->route->query, key) == NULL ||

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -43,6 +44,7 @@
 
 #define PROXY_URL	"http://127.0.0.1:3128"
 #define READ_CHUNK	65536
+#define PTY_IN_MAX	(1024 * 1024)   /* a terminal's unwritten input */
 #define BACKSTOP_S	10      /* after a kill, the host process goes */
 
 static const char *const env_base[] = {
@@ -181,7 +183,8 @@ static void
 take(struct xd_cmd *c, int i, const unsigned char *b, size_t n)
 {
 	struct xd_stream *s = &c->out[i];
-	size_t keep, pos, first;
+	size_t keep, pos, first, n0 = n;
+	const unsigned char *b0 = b;
 
 	s->total += n;
 	switch (c->mode) {
@@ -216,6 +219,10 @@ take(struct xd_cmd *c, int i, const unsigned char *b, size_t n)
 		memcpy(s->buf, b + first, n - first);
 		if (s->len < s->cap)
 			s->len = s->len + n > s->cap ? s->cap : s->len + n;
+		/* a terminal's attached client sees it as it comes (the
+		 * ring keeps it for a replay) */
+		if (c->sink != NULL && c->sink->output != NULL)
+			c->sink->output(c->sink_arg, c, i, b0, n0);
 		break;
 	}
 }
@@ -278,9 +285,27 @@ on_in(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	n = evbuffer_write(c->in, c->in_fd);
+	if (c->pty_fd >= 0 && !(n < 0 && errno != EAGAIN && errno != EINTR)) {
+		/* a terminal's input stays open for more */
+		if (evbuffer_get_length(c->in) == 0)
+			event_del(c->ev_in);
+		return;
+	}
 	if ((n < 0 && errno != EAGAIN && errno != EINTR) ||
 	    evbuffer_get_length(c->in) == 0)
 		in_close(c);    /* all given, or the command closed it */
+}
+
+int
+xd_cmd_input(struct xd_cmd *c, const void *b, size_t n)
+{
+	if (c->pty_fd < 0 || c->in == NULL || c->ev_in == NULL ||
+	    evbuffer_get_length(c->in) + n > PTY_IN_MAX)
+		return -1;
+	if (evbuffer_add(c->in, b, n) != 0)
+		return -1;
+	event_add(c->ev_in, NULL);
+	return 0;
 }
 
 /* ---- workers: kill_tree, release ---- */
@@ -391,6 +416,10 @@ cmd_finish(struct xd_cmd *c, int st)
 		stream_close(&c->out[i]);
 	}
 	in_close(c);
+	if (c->pty_fd >= 0) {
+		close(c->pty_fd);
+		c->pty_fd = -1;
+	}
 	if (c->snap != NULL) {
 		c->changes = xd_snap_diff(c->snap, b->rec.workspace,
 		    &b->xd->cfg->art);
@@ -430,7 +459,7 @@ cmd_finish(struct xd_cmd *c, int st)
 	 * the record, which the caller need not wait for */
 	proc = c->proc;
 	b->refs++;
-	if (c->sink != NULL && c->sink->exit != NULL)
+	if (!c->background && c->sink != NULL && c->sink->exit != NULL)
 		c->sink->exit(c->sink_arg, c);          /* may free c */
 	else if (!c->background)
 		xd_cmd_free(c);         /* nobody waits for it */
@@ -438,6 +467,11 @@ cmd_finish(struct xd_cmd *c, int st)
 		/* keep the newest finished ones */
 		struct xd_cmd *x, *tmp;
 		long done = 0;
+
+		/* a terminal's client is told and let go first (it does
+		 * not free c) */
+		if (c->sink != NULL && c->sink->exit != NULL)
+			c->sink->exit(c->sink_arg, c);
 
 		TAILQ_FOREACH(x, &b->cmds, link)
 			if (!x->running)
@@ -601,6 +635,38 @@ xd_cmd_ring_budget(struct xd *xd)
 	}
 }
 
+/* A terminal for spec: *pm its master (close-on-exec, the daemon's),
+ * pi[0] (the command's stdin) its slave in place of the stdin pipe's
+ * read end.  The slave is opened O_NOCTTY: the command's wrapper makes
+ * it its controlling terminal inside the sandbox (setsid -c). */
+static int
+pty_open(const struct xd_cmd_spec *spec, int *pm, int pi[2],
+    struct xd_perr *e)
+{
+	struct winsize ws;
+	char name[64];
+	int m, s;
+
+	if ((m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0 ||
+	    grantpt(m) != 0 || unlockpt(m) != 0 || ptsname_r(m, name,
+	    sizeof(name)) != 0 || (s = open(name, O_RDWR | O_NOCTTY |
+	    O_CLOEXEC)) < 0) {
+		xd_perr_set(e, 500, "internal", "a terminal: %s",
+		    strerror(errno));
+		if (m >= 0)
+			close(m);
+		return -1;
+	}
+	memset(&ws, 0, sizeof(ws));
+	ws.ws_col = spec->cols ? spec->cols : 80;
+	ws.ws_row = spec->rows ? spec->rows : 24;
+	(void)ioctl(m, TIOCSWINSZ, &ws);
+	close(pi[0]);
+	pi[0] = s;
+	*pm = m;
+	return 0;
+}
+
 struct xd_cmd *
 xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
     int background, enum xd_out_mode mode, const struct xd_sink *sink,
@@ -610,6 +676,7 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 	struct xd_cmd *c = NULL;
 	struct sbx_cmd sc;
 	int po[2] = { -1, -1 }, pe[2] = { -1, -1 }, pi[2] = { -1, -1 }, i;
+	int pm = -1;
 	char err[XD_ERR_MAX], **env = NULL, *pwd = NULL;
 	struct xd_cmd *x;
 	json_t *benv = NULL;
@@ -684,7 +751,7 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 	c->box = b;
 	c->background = background;
 	c->mode = mode;
-	c->pidfd = c->in_fd = -1;
+	c->pidfd = c->in_fd = c->pty_fd = -1;
 	c->out[0].fd = c->out[1].fd = -1;
 	c->timeout_s = spec->timeout_s;
 	c->cap = spec->output_cap;
@@ -713,6 +780,8 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 		xd_perr_set(e, 500, "internal", "pipe: %s", strerror(errno));
 		goto fail;
 	}
+	if (spec->pty && pty_open(spec, &pm, pi, e) != 0)
+		goto fail;
 	memset(&sc, 0, sizeof(sc));
 	sc.argv = spec->argv;
 	sc.envp = env;
@@ -738,6 +807,18 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 	close(pe[1]);
 	close(pi[0]);
 	po[1] = pe[1] = pi[0] = -1;
+	if (pm >= 0) {
+		/* the terminal: its master is the output and the input; the
+		 * stdout pipe goes (the command writes to the pty; its
+		 * wrapper's own complaints go to stderr's pipe) */
+		close(po[0]);
+		close(pi[1]);
+		po[0] = dup(pm);
+		pi[1] = dup(pm);
+		c->pty_fd = pm;
+		pm = -1;
+		c->is_pty = 1;
+	}
 	c->running = 1;
 	c->started_ms = now_unix_ms();
 	c->start_mono_ms = c->proc.start_ms ? c->proc.start_ms : sbx_now_ms();
@@ -754,7 +835,12 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 	/* stdin: what the caller gave, then EOF */
 	c->in_fd = pi[1];
 	pi[1] = -1;
-	if (spec->stdin_len > 0 && (c->in = evbuffer_new()) != NULL) {
+	if (c->pty_fd >= 0 && c->in_fd >= 0 && (c->in = evbuffer_new()) !=
+	    NULL) {
+		evutil_make_socket_nonblocking(c->in_fd);
+		c->ev_in = event_new(xd->base, c->in_fd, EV_WRITE | EV_PERSIST,
+		    on_in, c);
+	} else if (spec->stdin_len > 0 && (c->in = evbuffer_new()) != NULL) {
 		evutil_make_socket_nonblocking(c->in_fd);
 		evbuffer_add(c->in, spec->stdin_data, spec->stdin_len);
 		c->ev_in = event_new(xd->base, c->in_fd, EV_WRITE | EV_PERSIST,
@@ -820,6 +906,8 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 oom:
 	xd_perr_set(e, 500, "internal", "out of memory");
 fail:
+	if (pm >= 0)
+		close(pm);
 	for (i = 0; i < 2; i++) {
 		if (po[i] >= 0)
 			close(po[i]);
@@ -860,6 +948,8 @@ xd_cmd_free(struct xd_cmd *c)
 
 	if (c->running)
 		return;         /* still watched: cmd_finish comes */
+	if (c->sink != NULL && c->sink->gone != NULL)
+		c->sink->gone(c->sink_arg, c);
 	if (c->background)
 		TAILQ_REMOVE(&b->cmds, c, link);
 	json_decref(c->argv);
@@ -887,6 +977,9 @@ xd_cmd_forget(struct xd_cmd *c)
 		event_free(c->ev_backstop);
 	if (c->pidfd >= 0)
 		close(c->pidfd);
+	if (c->pty_fd >= 0)
+		close(c->pty_fd);
+	c->pty_fd = -1;
 	c->ev_exit = c->ev_deadline = c->ev_backstop = NULL;
 	c->pidfd = -1;
 	c->running = 0;
@@ -999,6 +1092,32 @@ xd_cmd_status(const struct xd_cmd *c)
 	if (c->changes != NULL)
 		json_object_update(o, c->changes);
 	return o;
+}
+
+int
+xd_cmd_ring(const struct xd_cmd *c, int i, uint64_t *off, unsigned char **out,
+    size_t *n)
+{
+	const struct xd_stream *s = &c->out[i];
+	uint64_t first = s->total - s->len, from;
+	size_t pos, a;
+
+	*out = NULL;
+	*n = 0;
+	if (c->mode != XD_OUT_RING || s->buf == NULL) {
+		*off = s->total;
+		return 0;
+	}
+	from = *off < first ? first : *off > s->total ? s->total : *off;
+	*n = (size_t)(s->total - from);
+	*off = from;
+	if ((*out = malloc(*n + 1)) == NULL)
+		return -1;
+	pos = (size_t)(from % s->cap);
+	a = s->cap - pos < *n ? s->cap - pos : *n;
+	memcpy(*out, s->buf + pos, a);
+	memcpy(*out + a, s->buf, *n - a);
+	return 0;
 }
 
 static json_t *

@@ -849,6 +849,21 @@ conn_of(struct xd *xd, struct evhttp_request *req)
 	return NULL;
 }
 
+void
+xd_gate_upgraded(struct xd *xd, struct evhttp_request *req)
+{
+	struct xd_conn *k = conn_of(xd, req);
+
+	if (k == NULL || k->shut)
+		return;
+	/* a WebSocket's frames are no request heads: all passes, as a
+	 * chunked body does, with no head deadline; the connection is the
+	 * terminal's until it closes */
+	k->state = G_CHUNKED;
+	evtimer_del(k->timer);
+	bufferevent_flush(k->bev, EV_READ, BEV_FLUSH);
+}
+
 int
 xd_gate_chunked(struct xd *xd, struct evhttp_request *req)
 {

@@ -191,7 +191,7 @@ sink_exit(void *arg, struct xd_cmd *c)
 	xd_os_call_free(k);
 }
 
-static const struct xd_sink os_sink = { sink_output, sink_exit };
+static const struct xd_sink os_sink = { sink_output, sink_exit, NULL };
 
 static void
 client_closed(struct evhttp_connection *evcon, void *arg)
@@ -937,6 +937,116 @@ static void h_dirs_delete(struct xd_os_call *k) { h_paths(k, 1); }
 static void h_dir_list(struct xd_os_call *k) { h_list(k, 0); }
 static void h_search(struct xd_os_call *k) { h_list(k, 1); }
 
+/* ---- terminals (exec_pty.c): OpenSandbox's /pty ---- */
+
+/* POST /pty {cwd?, command?}: {session_id}. */
+static void
+h_pty_start(struct xd_os_call *k)
+{
+	json_t *b = json_object(), *v;
+	struct xd_perr e;
+	struct xd_cmd *c;
+
+	if ((v = json_object_get(k->body, "cwd")) != NULL)
+		json_object_set(b, "cwd", v);
+	if ((v = json_object_get(k->body, "command")) != NULL &&
+	    !(json_is_string(v) && json_string_length(v) == 0))
+		json_object_set(b, "command", v);
+	memset(&e, 0, sizeof(e));
+	c = xd_pty_start(k->box, b, &e);
+	json_decref(b);
+	if (c == NULL && e.status == 501) {
+		xd_os_reply_err(k, 501, "NOT_SUPPORTED", "%s", e.msg);
+		xd_perr_clear(&e);
+		return;
+	}
+	if (c == NULL) {
+		xd_os_reply_perr(k, &e);
+		return;
+	}
+	snprintf(c->who, sizeof(c->who), "%s", k->who);
+	snprintf(c->role, sizeof(c->role), "app");
+	xd_os_reply_json(k, 200, json_pack("{s:s}", "session_id", c->id));
+}
+
+static struct xd_cmd *
+pty_of(struct xd_os_call *k, const char *id)
+{
+	struct xd_cmd *c = xd_cmd_find(k->box, id);
+
+	if (c == NULL || !c->is_pty) {
+		xd_os_reply_err(k, 404, "SESSION_GONE", "no terminal %s in "
+		    "sandbox %s", id, XD_REC_ID(&k->box->rec));
+		return NULL;
+	}
+	return c;
+}
+
+/* /pty/{id}, /pty/{id}/ws */
+static void
+h_pty(struct xd_os_call *k, const char *rest)
+{
+	enum evhttp_cmd_type m = evhttp_request_get_command(k->req);
+	const char *since = xd_os_q(k, "since"), *t = xd_os_q(k, "takeover");
+	char id[64], *end;
+	size_t n = strcspn(rest, "/");
+	unsigned long long off = 0;
+	struct xd_perr e;
+	struct xd_cmd *c;
+
+	if (n == 0 || n >= sizeof(id) || (rest[n] != '\0' && strcmp(rest + n,
+	    "/ws") != 0)) {
+		xd_os_reply_err(k, 404, "NOT_FOUND", "no such route");
+		return;
+	}
+	memcpy(id, rest, n);
+	id[n] = '\0';
+	if ((c = pty_of(k, id)) == NULL)
+		return;
+	if (rest[n] == '\0') {
+		if (m == EVHTTP_REQ_GET)
+			xd_os_reply_json(k, 200, json_pack("{s:s,s:b,s:I}",
+			    "session_id", c->id, "running", c->running,
+			    "output_offset", (json_int_t)c->out[0].total));
+		else if (m == EVHTTP_REQ_DELETE) {
+			if (c->running)
+				xd_cmd_kill(c, "stop");
+			xd_os_reply_empty(k, 200);
+		} else
+			xd_os_reply_err(k, 405, "METHOD_NOT_ALLOWED", "GET or "
+			    "DELETE");
+		return;
+	}
+	if (m != EVHTTP_REQ_GET) {
+		xd_os_reply_err(k, 405, "METHOD_NOT_ALLOWED", "GET (a "
+		    "WebSocket)");
+		return;
+	}
+	errno = 0;
+	if (since != NULL && ((off = strtoull(since, &end, 10)), *since < '0' ||
+	    *since > '9' || *end != '\0' || errno != 0)) {
+		xd_os_reply_err(k, 400, "INVALID_REQUEST", "since: a byte "
+		    "offset");
+		return;
+	}
+	/* ?pty=0 (pipes instead of a terminal) is not made: every session
+	 * here is a pty, as the connected message's mode says */
+	memset(&e, 0, sizeof(e));
+	if (xd_pty_attach(c, k->req, since != NULL, off, t != NULL &&
+	    (strcmp(t, "1") == 0 || strcmp(t, "true") == 0), &e) != 0) {
+		if (e.status == 409 && c->running) {
+			xd_perr_clear(&e);
+			xd_os_reply_err(k, 409, "ALREADY_CONNECTED", "a client "
+			    "is attached to terminal %s (ask ?takeover=1)",
+			    c->id);
+		} else
+			xd_os_reply_perr(k, &e);
+		return;
+	}
+	/* the connection is the terminal's now */
+	xd_os_call_free(k);
+}
+
 static const struct oroute oroutes[] = {
 	{ EVHTTP_REQ_GET, "/ping", 0, h_ping },
 	{ EVHTTP_REQ_POST, "/command", 1, h_command },
@@ -952,6 +1062,7 @@ static const struct oroute oroutes[] = {
 	{ EVHTTP_REQ_GET, "/directories/list", 0, h_dir_list },
 	{ EVHTTP_REQ_POST, "/directories", 1, h_mkdirs },
 	{ EVHTTP_REQ_DELETE, "/directories", 0, h_dirs_delete },
+	{ EVHTTP_REQ_POST, "/pty", 1, h_pty_start },
 };
 
 /* What sluice does not do, by path prefix, and why. */
@@ -963,7 +1074,6 @@ static const struct {
 	    "Jupyter kernel; run python with POST /command" },
 	{ "/session", "bash sessions (/session): each command is a new "
 	    "shell; files and background processes carry over" },
-	{ "/pty", "terminals (/pty) through execd" },
 	{ "/metrics", "execd metrics (/metrics): see sluice-execd's GET "
 	    "/v1/metrics" },
 	{ "/v1/isolated", "isolated sessions (/v1/isolated)" },
@@ -994,6 +1104,10 @@ xd_os_execd(struct xd_os_call *k, const char *rest)
 			return;
 		}
 		xd_os_port(k, port, end);
+		return;
+	}
+	if (strncmp(rest, "/pty/", 5) == 0) {
+		h_pty(k, rest + 5);
 		return;
 	}
 	for (i = 0; i < sizeof(unsupported) / sizeof(unsupported[0]); i++) {

@@ -1,9 +1,13 @@
 /*
- * exec_os_port.c: the port proxy of the OpenSandbox API (DESIGN.md,
- * "Ports, terminals and previews"): ANY /sandboxes/{id}/proxy/{port}/...
- * forwarded over HTTP to 127.0.0.1:{port} inside the sandbox, so that a
- * server a background command started (a dev server, python3 -m
- * http.server) is reachable from the host's side.
+ * exec_os_port.c: the port proxy (DESIGN.md, "Ports, terminals and
+ * previews"), one implementation behind two routes: OpenSandbox's
+ * ANY /sandboxes/{id}/proxy/{port}/... (xd_os_port, here) and the native
+ * ANY /v1/sandboxes/{id}/ports/{port}/... (exec_api.c), both through
+ * xd_port_proxy: forwarded over HTTP to 127.0.0.1:{port} inside the
+ * sandbox, so that a server a background command started (a dev server,
+ * python3 -m http.server) is reachable from the host's side.  The
+ * caller's call is the caller's: xd_port_call's callbacks answer an
+ * error, free it or keep it.
  *
  * How it reaches in: the sandbox has no network device, only its own
  * loopback.  The backend makes a socket inside the sandbox's network
@@ -43,6 +47,7 @@
 #include "sluice-config.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +71,8 @@
 #define RELAY_MAX	(1024 * 1024)
 
 struct pxy {
-	struct xd_os_call *k;
+	struct xd_port_call o;
+	struct evhttp_connection *evcon;        /* closecb set on it */
 	struct bufferevent *up;
 	struct bufferevent *down;       /* a WebSocket's: the client's,
 	                                 * taken from evhttp after the 101 */
@@ -98,15 +104,30 @@ hop(const char *h)
 static void
 pxy_free(struct pxy *p)
 {
-	struct xd_os_call *k = p->k;
-
 	if (p->up != NULL)
 		bufferevent_free(p->up);
-	if (k->evcon != NULL) {
-		evhttp_connection_set_closecb(k->evcon, NULL, NULL);
-		k->evcon = NULL;
+	if (p->evcon != NULL) {
+		evhttp_connection_set_closecb(p->evcon, NULL, NULL);
+		p->evcon = NULL;
 	}
 	free(p);
+}
+
+static void
+efail(const struct xd_port_call *o, int status, const char *code,
+    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void
+efail(const struct xd_port_call *o, int status, const char *code,
+    const char *fmt, ...)
+{
+	char m[XD_ERR_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(m, sizeof(m), fmt, ap);
+	va_end(ap);
+	o->fail(o->arg, status, code, m);
 }
 
 /* Ends the exchange: the reply's end if it was started, else an error
@@ -114,21 +135,21 @@ pxy_free(struct pxy *p)
 static void
 pxy_end(struct pxy *p, int status, const char *code, const char *msg)
 {
-	struct xd_os_call *k = p->k;
+	struct xd_port_call o = p->o;
 	int started = p->started;
 
 	pxy_free(p);
 	if (started) {
-		evhttp_send_reply_end(k->req);
-		xd_os_call_free(k);
+		evhttp_send_reply_end(o.req);
+		o.done(o.arg);
 	} else
-		xd_os_reply_err(k, status, code, "%s", msg);
+		o.fail(o.arg, status, code, msg);
 }
 
 static size_t
-queued(struct xd_os_call *k)
+queued(struct evhttp_request *req)
 {
-	struct evhttp_connection *evcon = evhttp_request_get_connection(k->req);
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
 	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(
 	    evcon) : NULL;
 	struct bufferevent *under = bev ? bufferevent_get_underlying(bev) :
@@ -144,7 +165,8 @@ flushed(struct evhttp_connection *evcon, void *arg)
 	struct pxy *p = arg;
 
 	(void)evcon;
-	if (p->paused && queued(p->k) <= p->k->xd->cfg->stream_watermark / 2) {
+	if (p->paused && queued(p->o.req) <= p->o.xd->cfg->stream_watermark /
+	    2) {
 		p->paused = 0;
 		bufferevent_enable(p->up, EV_READ);
 	}
@@ -154,16 +176,15 @@ static void
 client_closed(struct evhttp_connection *evcon, void *arg)
 {
 	struct pxy *p = arg;
-	struct xd_os_call *k = p->k;
+	struct xd_port_call o = p->o;
 
 	(void)evcon;
-	k->evcon = NULL;
-	k->gone = 1;
+	p->evcon = NULL;
 	/* evhttp left the request to us: ending it frees it */
 	pxy_free(p);
-	if (k->req != NULL)
-		evhttp_send_reply_end(k->req);
-	xd_os_call_free(k);
+	if (o.req != NULL)
+		evhttp_send_reply_end(o.req);
+	o.done(o.arg);
 }
 
 /* Only visible ASCII (and, in values, spaces, tabs and bytes above
@@ -243,7 +264,7 @@ add_header(void *arg, const char *name, const char *value)
 static int
 head(struct pxy *p, struct evbuffer *in, size_t hlen)
 {
-	struct evkeyvalq *oh = evhttp_request_get_output_headers(p->k->req);
+	struct evkeyvalq *oh = evhttp_request_get_output_headers(p->o.req);
 	char *h = malloc(hlen + 1);
 	const char *reason;
 	long status;
@@ -263,7 +284,9 @@ head(struct pxy *p, struct evbuffer *in, size_t hlen)
 		    "request)");
 		return -1;
 	}
-	evhttp_send_reply_start(p->k->req, (int)status, reason);
+	if (p->o.mark != NULL)
+		evhttp_add_header(oh, p->o.mark, "1");
+	evhttp_send_reply_start(p->o.req, (int)status, reason);
 	free(h);
 	p->started = 1;
 	return 0;
@@ -280,20 +303,20 @@ ws_header(void *arg, const char *name, const char *value)
 static void
 ws_end(struct pxy *p)
 {
-	struct xd_os_call *k = p->k;
-	struct evhttp_connection *evcon = k->evcon;
+	struct xd_port_call o = p->o;
+	struct evhttp_connection *evcon = p->evcon;
 
 	/* evhttp's connection owns the client's bufferevent and the
 	 * request: freeing it frees both */
 	if (evcon != NULL)
 		evhttp_connection_set_closecb(evcon, NULL, NULL);
-	k->evcon = NULL;
+	p->evcon = NULL;
 	if (p->up != NULL)
 		bufferevent_free(p->up);
 	free(p);
 	if (evcon != NULL)
 		evhttp_connection_free(evcon);
-	xd_os_call_free(k);
+	o.done(o.arg);
 }
 
 static void ws_read(struct bufferevent *bev, void *arg);
@@ -361,7 +384,6 @@ ws_event(struct bufferevent *bev, short what, void *arg)
 static int
 ws_start(struct pxy *p, struct evbuffer *in, size_t hlen)
 {
-	struct xd_os_call *k = p->k;
 	struct evbuffer *hb;
 	const char *reason;
 	char *h = malloc(hlen + 1);
@@ -376,8 +398,8 @@ ws_start(struct pxy *p, struct evbuffer *in, size_t hlen)
 	h[hlen] = '\0';
 	evbuffer_add_printf(hb, "HTTP/1.1 101 Switching Protocols\r\n");
 	if (xd_os_port_head(h, 1, &status, &reason, ws_header, hb) != 0 ||
-	    k->evcon == NULL || (p->down = evhttp_connection_get_bufferevent(
-	    k->evcon)) == NULL) {
+	    p->evcon == NULL || (p->down = evhttp_connection_get_bufferevent(
+	    p->evcon)) == NULL) {
 		free(h);
 		evbuffer_free(hb);
 		pxy_end(p, 502, "BAD_GATEWAY", "the server in the sandbox did "
@@ -390,6 +412,8 @@ ws_start(struct pxy *p, struct evbuffer *in, size_t hlen)
 	/* evhttp answers nothing more on this connection: its
 	 * bufferevent is ours until ws_end frees the connection */
 	p->started = 1;
+	/* the TCP listener's gate passes what comes from now on */
+	xd_gate_upgraded(p->o.xd, p->o.req);
 	bufferevent_setcb(p->down, ws_read, ws_write, ws_event, p);
 	bufferevent_setcb(p->up, ws_read, ws_write, ws_event, p);
 	bufferevent_set_timeouts(p->down, NULL, NULL);
@@ -437,8 +461,8 @@ up_read(struct bufferevent *bev, void *arg)
 	}
 	if (evbuffer_get_length(in) == 0)
 		return;
-	evhttp_send_reply_chunk_with_cb(p->k->req, in, flushed, p);
-	if (queued(p->k) > p->k->xd->cfg->stream_watermark) {
+	evhttp_send_reply_chunk_with_cb(p->o.req, in, flushed, p);
+	if (queued(p->o.req) > p->o.xd->cfg->stream_watermark) {
 		p->paused = 1;
 		bufferevent_disable(bev, EV_READ);
 	}
@@ -477,14 +501,13 @@ up_event(struct bufferevent *bev, short what, void *arg)
 }
 
 void
-xd_os_port(struct xd_os_call *k, long port, const char *rest)
+xd_port_proxy(const struct xd_port_call *oc, long port, const char *rest,
+    const char *q)
 {
-	struct evhttp_request *req = k->req;
+	struct evhttp_request *req = oc->req;
 	struct evkeyvalq *ih = evhttp_request_get_input_headers(req);
 	struct evbuffer *body = evhttp_request_get_input_buffer(req), *o;
-	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
-	const char *q = uri != NULL ? evhttp_uri_get_query(uri) : NULL, *mn;
-	const char *upgrade;
+	const char *upgrade, *mn;
 	struct timeval rt = { READ_S, 0 }, wt = { WRITE_S, 0 };
 	struct sockaddr_in sin;
 	struct evkeyval *kv;
@@ -501,37 +524,37 @@ xd_os_port(struct xd_os_call *k, long port, const char *rest)
 	case EVHTTP_REQ_OPTIONS: mn = "OPTIONS"; break;
 	case EVHTTP_REQ_PATCH: mn = "PATCH"; break;
 	default:
-		xd_os_reply_err(k, 405, "METHOD_NOT_ALLOWED", "the port proxy "
+		efail(oc, 405, "METHOD_NOT_ALLOWED", "the port proxy "
 		    "forwards GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS");
 		return;
 	}
 	upgrade = evhttp_find_header(ih, "Upgrade");
 	if (upgrade != NULL && (strcmp(mn, "GET") != 0 || strpbrk(upgrade,
 	    "\r\n") != NULL)) {
-		xd_os_reply_err(k, 400, "INVALID_REQUEST", "an Upgrade is a "
-		    "GET");
+		efail(oc, 400, "INVALID_REQUEST", "an Upgrade is a GET");
 		return;
 	}
-	if (k->box->be->net_socket == NULL) {
-		xd_os_reply_err(k, 501, "NOT_SUPPORTED", "the port proxy: the "
-		    "%s backend's network is not reachable from the host",
-		    k->box->be->name);
+	if (oc->box->be->net_socket == NULL) {
+		efail(oc, 501, "NOT_SUPPORTED", "the port proxy: the %s "
+		    "backend's network is not reachable from the host",
+		    oc->box->be->name);
 		return;
 	}
-	if ((fd = k->box->be->net_socket(&k->box->rec, err, sizeof(err))) < 0) {
-		xd_os_reply_err(k, 409, "SANDBOX_NOT_RUNNING", "%s", err);
+	if ((fd = oc->box->be->net_socket(&oc->box->rec, err, sizeof(err))) <
+	    0) {
+		efail(oc, 409, "SANDBOX_NOT_RUNNING", "%s", err);
 		return;
 	}
 	if ((p = calloc(1, sizeof(*p))) == NULL || (p->up =
-	    bufferevent_socket_new(k->xd->base, fd, BEV_OPT_CLOSE_ON_FREE)) ==
+	    bufferevent_socket_new(oc->xd->base, fd, BEV_OPT_CLOSE_ON_FREE)) ==
 	    NULL) {
 		if (p == NULL || p->up == NULL)
 			close(fd);
 		free(p);
-		xd_os_reply_err(k, 500, "RUNTIME_ERROR", "out of memory");
+		efail(oc, 500, "RUNTIME_ERROR", "out of memory");
 		return;
 	}
-	p->k = k;
+	p->o = *oc;
 	p->port = port;
 	p->ws = upgrade != NULL;
 	o = bufferevent_get_output(p->up);
@@ -543,7 +566,8 @@ xd_os_port(struct xd_os_call *k, long port, const char *rest)
 	if (p->ws)
 		evbuffer_add_printf(o, "Upgrade: %s\r\n", upgrade);
 	TAILQ_FOREACH(kv, ih, next)
-		if (!hop(kv->key) && strpbrk(kv->key, "\r\n") == NULL &&
+		if (!hop(kv->key) && (oc->drop == NULL || strcasecmp(kv->key,
+		    oc->drop) != 0) && strpbrk(kv->key, "\r\n") == NULL &&
 		    strpbrk(kv->value, "\r\n") == NULL)
 			evbuffer_add_printf(o, "%s: %s\r\n", kv->key, kv->value);
 	if (evbuffer_get_length(body) > 0 || strcmp(mn, "POST") == 0 ||
@@ -558,9 +582,9 @@ xd_os_port(struct xd_os_call *k, long port, const char *rest)
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	bufferevent_setcb(p->up, up_read, NULL, up_event, p);
 	bufferevent_set_timeouts(p->up, &rt, &wt);
-	xd_os_call_wait(k);
-	if ((k->evcon = evhttp_request_get_connection(req)) != NULL)
-		evhttp_connection_set_closecb(k->evcon, client_closed, p);
+	oc->wait(oc->arg);
+	if ((p->evcon = evhttp_request_get_connection(req)) != NULL)
+		evhttp_connection_set_closecb(p->evcon, client_closed, p);
 	if (bufferevent_socket_connect(p->up, (struct sockaddr *)&sin,
 	    sizeof(sin)) != 0) {
 		snprintf(err, sizeof(err), "nothing listens on port %ld in the "
@@ -569,4 +593,42 @@ xd_os_port(struct xd_os_call *k, long port, const char *rest)
 		return;
 	}
 	bufferevent_enable(p->up, EV_READ | EV_WRITE);
+}
+
+/* ---- OpenSandbox's /proxy/{port} ---- */
+
+static void
+os_fail(void *arg, int status, const char *code, const char *msg)
+{
+	xd_os_reply_err(arg, status, code, "%s", msg);
+}
+
+static void
+os_done(void *arg)
+{
+	xd_os_call_free(arg);
+}
+
+static void
+os_wait(void *arg)
+{
+	xd_os_call_wait(arg);
+}
+
+void
+xd_os_port(struct xd_os_call *k, long port, const char *rest)
+{
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(k->req);
+	struct xd_port_call o;
+
+	memset(&o, 0, sizeof(o));
+	o.xd = k->xd;
+	o.box = k->box;
+	o.req = k->req;
+	o.fail = os_fail;
+	o.done = os_done;
+	o.wait = os_wait;
+	o.arg = k;
+	xd_port_proxy(&o, port, rest, uri != NULL ? evhttp_uri_get_query(uri) :
+	    NULL);
 }

@@ -37,6 +37,10 @@
  *   exec_health.c  GET /v1/health and --doctor
  *   exec_node.c    GET and PUT /v1/node: what a fleet places sandboxes
  *                  by, and the node's drain
+ *   exec_wsf.c     RFC 6455 framing, the server's side (exec_wsf.h: no
+ *                  socket, no loop; fuzzed alone)
+ *   exec_pty.c     terminals: a shell on a pty in a sandbox over a
+ *                  WebSocket, output offsets, replay, takeover
  *   exec_api.c     the listeners' request callback: roles, routes,
  *                  bodies, every handler
  *   execd.c        main: options, configuration, signals, reload, drain
@@ -435,6 +439,10 @@ struct xd_cmd_spec {
 	int base64;             /* "encoding": "base64" */
 	int no_changes;         /* "changed": false: no snapshot of the
 	                         * workspace, no changed nor artifacts */
+	int pty;                /* a terminal (exec_pty.c): stdin is a pty's
+	                         * slave, its master the output (stream 0)
+	                         * and an input that stays open */
+	unsigned short cols, rows;      /* the pty's size */
 };
 
 /* The body of exec and commands.  lim holds the sandbox's defaults;
@@ -502,6 +510,9 @@ struct bufferevent *xd_gate_bev(struct xd *xd, struct event_base *base,
     struct ssl_st *ssl);
 /* A request of the listener was answered: the next head may come. */
 void xd_gate_answered(struct xd *xd, struct evhttp_request *req);
+/* The request switched to a WebSocket (101 sent, exec_pty.c): from
+ * now on everything the peer sends passes, with no head deadline. */
+void xd_gate_upgraded(struct xd *xd, struct evhttp_request *req);
 /* The request came with a chunked body: its answer must close. */
 int xd_gate_chunked(struct xd *xd, struct evhttp_request *req);
 /* The listener is gone (drain); the configuration changed (reload). */
@@ -913,6 +924,9 @@ struct xd_sink {
 	void (*output)(void *arg, struct xd_cmd *c, int stream,
 	    const unsigned char *b, size_t n);
 	void (*exit)(void *arg, struct xd_cmd *c);
+	/* c is freed with the sink still set (a background command's, when
+	 * its sandbox goes or a finished one is dropped); NULL: never */
+	void (*gone)(void *arg, struct xd_cmd *c);
 };
 
 enum xd_out_mode {
@@ -964,6 +978,8 @@ struct xd_cmd {
 	json_t *changes;                /* xd_snap_diff at the end */
 	const struct xd_sink *sink;
 	void *sink_arg;
+	int pty_fd;                     /* a terminal's master, -1 none */
+	int is_pty;                     /* started with one (exec_pty.c) */
 };
 TAILQ_HEAD(xd_cmdq, xd_cmd);
 
@@ -980,6 +996,9 @@ void xd_cmd_kill(struct xd_cmd *c, const char *why);
 void xd_cmd_pause(struct xd_cmd *c, int pause);
 /* Forget the sink (the client left); the command runs to its end. */
 void xd_cmd_detach(struct xd_cmd *c);
+/* A terminal's input (spec->pty): queued for its master, written as it
+ * takes it.  -1 when it has no terminal or more than 1 MiB waits. */
+int xd_cmd_input(struct xd_cmd *c, const void *b, size_t n) SLUICE_MUSTCHECK;
 struct xd_cmd *xd_cmd_find(struct xd_box *b, const char *id);
 /* The result of exec (with_output: stdout and stderr too). */
 json_t *xd_cmd_result(const struct xd_cmd *c, int with_output);
@@ -987,6 +1006,11 @@ json_t *xd_cmd_status(const struct xd_cmd *c);
 /* The ring from off[i] of each stream. */
 json_t *xd_cmd_output(const struct xd_cmd *c, const uint64_t off[2],
     int base64);
+/* The ring of stream i from *off (moved to the oldest byte kept when
+ * it is older, to the end when past it): *out (malloc'd, NULL when
+ * empty) and *n bytes.  0, -1 without memory. */
+int xd_cmd_ring(const struct xd_cmd *c, int i, uint64_t *off,
+    unsigned char **out, size_t *n) SLUICE_MUSTCHECK;
 /* Keep the rings of every command within ring_budget_bytes: the
  * rings of finished commands go, the oldest ended first; a running
  * command's never (they may stay over it).  Called when a ring is made
@@ -997,6 +1021,52 @@ void xd_cmd_ring_budget(struct xd *xd);
 void xd_cmd_free(struct xd_cmd *c);
 /* At exit: stop watching a command (it runs on) and free it. */
 void xd_cmd_forget(struct xd_cmd *c);
+
+/* ---- exec_os_port.c: the port proxy ---- */
+
+/* A call of one of the port proxy's routes (OpenSandbox's /proxy/{port},
+ * the native /ports/{port}): what the proxy needs of it, and how it
+ * answers an error (fail: status, an OpenSandbox code, a message; the
+ * caller answers and frees its call), frees the call once the proxy
+ * ended or took its connection (done) or keeps it (wait). */
+struct xd_port_call {
+	struct xd *xd;
+	struct xd_box *box;
+	struct evhttp_request *req;
+	void (*fail)(void *arg, int status, const char *code, const char *msg);
+	void (*done)(void *arg);
+	void (*wait)(void *arg);
+	void *arg;
+	const char *drop;       /* a request header never forwarded (the
+	                         * native route's Authorization: sluice's
+	                         * token), NULL none */
+	const char *mark;       /* a header "1" added to the server's
+	                         * answers (the native route's
+	                         * X-Sluice-Upstream: what is the server's,
+	                         * not sluice's), NULL none */
+};
+/* Forward o's request (method, headers, body, path rest and query q as
+ * they came) to 127.0.0.1:port inside o's sandbox; a WebSocket is relayed
+ * after the server's 101. */
+void xd_port_proxy(const struct xd_port_call *o, long port, const char *rest,
+    const char *q);
+
+/* ---- exec_pty.c ---- */
+
+/* POST /v1/sandboxes/{id}/pty {command?, cwd?, env?, cols?, rows?}: a
+ * terminal, a background command on a pty (its id the session's).
+ * NULL with e. */
+struct xd_cmd *xd_pty_start(struct xd_box *b, json_t *body, struct xd_perr *e);
+/* {session_id, running, output_offset, oldest_offset, attached, cols,
+ * rows | exit_code}. */
+json_t *xd_pty_status(const struct xd_cmd *c);
+/* GET .../pty/{sid}/ws: the WebSocket handshake of req checked, the
+ * 101 sent and the connection taken from evhttp (the caller frees its
+ * call without answering): 0.  -1 with e, nothing sent (the caller
+ * answers).  has_since: replay the ring from since first; takeover: a
+ * client attached already is closed (4001), else 409. */
+int xd_pty_attach(struct xd_cmd *c, struct evhttp_request *req, int has_since,
+    uint64_t since, int takeover, struct xd_perr *e) SLUICE_MUSTCHECK;
 
 /* ---- exec_box.c ---- */
 

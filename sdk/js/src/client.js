@@ -4,6 +4,7 @@ import { Transport, SSEParser, jsonCall, q, query, addressString } from './http.
 import { CommandError, InvalidArgumentError, SluiceConnectionError, SluiceError, SluiceTimeoutError } from './errors.js';
 import * as M from './models.js';
 import { BrokerClient } from './broker.js';
+import { portFetch, portPath, terminalGet, terminalStart } from './pty.js';
 
 export const DEFAULT_EXEC_ADDRESS = '/run/sluice-execd/exec.sock';
 const ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -381,6 +382,26 @@ export class Sandbox {
       parse: (r) => M.tarResult(json(r)), body, ctype: 'application/x-tar', headers: {}, sandbox: true,
       timeoutMs: 600000 });
   }
+
+  /** A shell on a pty in the sandbox (bash -i, or bash -c command), as
+   * the sandbox user; attached unless attach is false.  See Terminal. */
+  async terminal({ command = null, cols = null, rows = null, cwd = null, env = null, attach = true } = {}) {
+    const t = await terminalStart(this, { command, cols, rows, cwd, env });
+    return attach ? t.attach() : t;
+  }
+
+  /** A terminal started earlier (its session id), not attached. */
+  terminalOf(id) { return terminalGet(this, id); }
+
+  /** The URL of port inside the sandbox through the executor's port
+   * proxy; it takes the executor's token, as every call does. */
+  portUrl(port, path = '/') { return addressString(this._t.address) + portPath(this.id, port, path); }
+
+  /** An HTTP request to the server on 127.0.0.1:port inside the sandbox,
+   * through the executor: its answer whatever its status (a
+   * PortResponse); sluice's own errors (nothing listening: bad_gateway)
+   * throw. */
+  fetch(port, opts = {}) { return portFetch(this._t, this.id, port, opts); }
 
   /** dir of the workspace as a tar (a Buffer): files, directories and
    * symbolic links (as links). */

@@ -12,6 +12,7 @@ export { VERSION } from './http.js';
 export { SandboxClient, Sandboxes, Sandbox, Command, DEFAULT_EXEC_ADDRESS } from './client.js';
 export { BrokerClient, EventStream, PromptWatch, DEFAULT_BROKER_ADDRESS } from './broker.js';
 export { Prompt } from './models.js';
+export { Terminal, PortResponse } from './pty.js';
 export {
   SluiceError, SluiceConnectionError, BadRequestError, UnauthorizedError, ForbiddenError,
   NetworkNotPermittedError, NotFoundError, SandboxNotFoundError, ConflictError, TooLargeError,

@@ -88,6 +88,25 @@ const ROUTES = {
   'GET /healthz': 'client.healthz',
   'GET /v1/node': 'client.node',
   'PUT /v1/node': 'client.setDraining',
+  'POST /v1/sandboxes/{id}/pty': 'Sandbox.terminal',
+  'GET /v1/sandboxes/{id}/pty/{sid}': 'Sandbox.terminalOf Terminal.info',
+  'DELETE /v1/sandboxes/{id}/pty/{sid}': 'Terminal.kill',
+  'GET /v1/sandboxes/{id}/pty/{sid}/ws': 'Terminal.attach',
+  'GET /v1/sandboxes/{id}/ports/{port}': 'Sandbox.fetch',
+  'POST /v1/sandboxes/{id}/ports/{port}': 'Sandbox.fetch',
+  'PUT /v1/sandboxes/{id}/ports/{port}': 'Sandbox.fetch',
+  'PATCH /v1/sandboxes/{id}/ports/{port}': 'Sandbox.fetch',
+  'DELETE /v1/sandboxes/{id}/ports/{port}': 'Sandbox.fetch',
+  'GET /v1/sandboxes/{id}/ports/{port}/': 'Sandbox.fetch',
+  'POST /v1/sandboxes/{id}/ports/{port}/': 'Sandbox.fetch',
+  'PUT /v1/sandboxes/{id}/ports/{port}/': 'Sandbox.fetch',
+  'PATCH /v1/sandboxes/{id}/ports/{port}/': 'Sandbox.fetch',
+  'DELETE /v1/sandboxes/{id}/ports/{port}/': 'Sandbox.fetch',
+  'GET /v1/sandboxes/{id}/ports/{port}/{path}': 'Sandbox.fetch',
+  'POST /v1/sandboxes/{id}/ports/{port}/{path}': 'Sandbox.fetch',
+  'PUT /v1/sandboxes/{id}/ports/{port}/{path}': 'Sandbox.fetch',
+  'PATCH /v1/sandboxes/{id}/ports/{port}/{path}': 'Sandbox.fetch',
+  'DELETE /v1/sandboxes/{id}/ports/{port}/{path}': 'Sandbox.fetch',
 };
 
 test('every executor route has a call', { skip: !process.env.SLUICE_TEST_OPENAPI && 'no SLUICE_TEST_OPENAPI' }, async () => {
@@ -98,7 +117,7 @@ test('every executor route has a call', { skip: !process.env.SLUICE_TEST_OPENAPI
     for (const m of Object.keys(ops)) if (['get', 'put', 'post', 'patch', 'delete'].includes(m)) routes.push(`${m.toUpperCase()} ${p}`);
   }
   assert.deepEqual(routes.sort(), Object.keys(ROUTES).sort());
-  const cls = { Sandbox: S.Sandbox, Command: S.Command, client: S.SandboxClient };
+  const cls = { Sandbox: S.Sandbox, Command: S.Command, Terminal: S.Terminal, client: S.SandboxClient };
   for (const names of Object.values(ROUTES)) {
     for (const n of names.split(' ')) {
       const [c, m] = n.split('.');

@@ -147,7 +147,7 @@ test('npm pack ships the sources and the declarations', { skip }, () => {
   assert.equal(info.name, 'sluice');
   assert.equal(info.version, '0.1.0');
   for (const p of ['index.d.ts', 'webhook.d.ts', 'package.json', 'README.md', 'src/index.js', 'src/client.js',
-    'src/broker.js', 'src/http.js', 'src/errors.js', 'src/models.js', 'src/webhook.js']) {
+    'src/broker.js', 'src/http.js', 'src/errors.js', 'src/models.js', 'src/webhook.js', 'src/pty.js']) {
     assert.ok(files.includes(p), `${p} in ${files.join(' ')}`);
   }
   assert.ok(!files.some((p) => p.startsWith('test/')));

@@ -118,6 +118,26 @@ ROUTES = {
     ("POST", "/v1/sandboxes/{id}/edit"): "Sandbox.edit",
     ("PUT", "/v1/sandboxes/{id}/archive"): "Sandbox.put_tar",
     ("GET", "/v1/sandboxes/{id}/archive"): "Sandbox.get_tar",
+    ("POST", "/v1/sandboxes/{id}/pty"): "Sandbox.terminal",
+    ("GET", "/v1/sandboxes/{id}/pty/{sid}"): "Sandbox.terminal_of, "
+                                             "Terminal.info",
+    ("DELETE", "/v1/sandboxes/{id}/pty/{sid}"): "Terminal.kill",
+    ("GET", "/v1/sandboxes/{id}/pty/{sid}/ws"): "Terminal.attach",
+    ("GET", "/v1/sandboxes/{id}/ports/{port}"): "Sandbox.fetch",
+    ("POST", "/v1/sandboxes/{id}/ports/{port}"): "Sandbox.fetch",
+    ("PUT", "/v1/sandboxes/{id}/ports/{port}"): "Sandbox.fetch",
+    ("PATCH", "/v1/sandboxes/{id}/ports/{port}"): "Sandbox.fetch",
+    ("DELETE", "/v1/sandboxes/{id}/ports/{port}"): "Sandbox.fetch",
+    ("GET", "/v1/sandboxes/{id}/ports/{port}/"): "Sandbox.fetch",
+    ("POST", "/v1/sandboxes/{id}/ports/{port}/"): "Sandbox.fetch",
+    ("PUT", "/v1/sandboxes/{id}/ports/{port}/"): "Sandbox.fetch",
+    ("PATCH", "/v1/sandboxes/{id}/ports/{port}/"): "Sandbox.fetch",
+    ("DELETE", "/v1/sandboxes/{id}/ports/{port}/"): "Sandbox.fetch",
+    ("GET", "/v1/sandboxes/{id}/ports/{port}/{path}"): "Sandbox.fetch",
+    ("POST", "/v1/sandboxes/{id}/ports/{port}/{path}"): "Sandbox.fetch",
+    ("PUT", "/v1/sandboxes/{id}/ports/{port}/{path}"): "Sandbox.fetch",
+    ("PATCH", "/v1/sandboxes/{id}/ports/{port}/{path}"): "Sandbox.fetch",
+    ("DELETE", "/v1/sandboxes/{id}/ports/{port}/{path}"): "Sandbox.fetch",
 }
 
 
@@ -131,7 +151,7 @@ def test_every_executor_route_has_a_call():
     for names in ROUTES.values():
         for n in names.split(", "):
             cls, _, meth = n.rpartition(".")
-            if cls in ("Sandbox", "Command"):
+            if cls in ("Sandbox", "Command", "Terminal"):
                 assert hasattr(getattr(sluice, cls), meth), n
                 assert hasattr(getattr(sluice, "Async" + cls), meth), n
             elif cls == "client":

@@ -41,7 +41,7 @@ fg_exit(void *arg, struct xd_cmd *c)
 	xd_cmd_free(c);
 }
 
-static const struct xd_sink fg_sink = { NULL, fg_exit };
+static const struct xd_sink fg_sink = { NULL, fg_exit, NULL };
 
 static int
 setup(void **state)

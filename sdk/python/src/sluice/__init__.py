@@ -19,6 +19,7 @@ checks webhook deliveries.
 """
 
 from ._http import __version__
+from ._pty import AsyncTerminal, PortResponse, Terminal, TerminalInfo
 from .aio import (AsyncBrokerClient, AsyncCommand, AsyncEventStream,
                   AsyncPromptWatch, AsyncSandbox, AsyncSandboxClient)
 from .client import (BrokerClient, Command, EventStream, PromptWatch,
@@ -52,4 +53,5 @@ __all__ = [
     "Event", "ExecResult", "FileEntry", "Grant", "Health", "Limits",
     "Listing", "OutputChunk", "Prompt", "SandboxInfo", "StreamChunk",
     "TarResult", "Rule", "RuleList", "Credential", "webhook",
+    "Terminal", "AsyncTerminal", "TerminalInfo", "PortResponse",
 ]

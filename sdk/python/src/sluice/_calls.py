@@ -12,6 +12,7 @@ import shlex
 from typing import Any, Mapping, Optional, Sequence, Union
 
 from ._http import Call, Response, json_call, q, query
+from ._pty import PortResponse
 from .errors import InvalidArgumentError
 from .models import (Ceiling, CommandOutput, CommandStatus, Credential,
                      ExecResult, Grant, Health, Limits, Listing,
@@ -552,3 +553,49 @@ def b_events() -> Call[None]:
 
 def prompt_of(d: dict[str, Any], answer: Any) -> Prompt:
     return Prompt.from_json(d, answer)
+
+
+# ---- terminals and ports (sluice._pty) ----
+
+def pty_start(sid: str, command: Optional[str], cwd: Optional[str],
+              env: Optional[Mapping[str, str]], cols: Optional[int],
+              rows: Optional[int]) -> Call[dict[str, Any]]:
+    b: dict[str, Any] = {}
+    for k, v in (("command", command), ("cwd", cwd), ("cols", cols),
+                 ("rows", rows)):
+        if v is not None:
+            b[k] = v
+    if env is not None:
+        b["env"] = dict(env)
+    return json_call("POST", "/v1/sandboxes/%s/pty" % q(sid), _obj, b,
+                     sandbox=True)
+
+
+def pty_get(sid: str, pid: str) -> Call[dict[str, Any]]:
+    return json_call("GET", "/v1/sandboxes/%s/pty/%s" % (q(sid), q(pid)),
+                     _obj, sandbox=True)
+
+
+def pty_delete(sid: str, pid: str) -> Call[dict[str, Any]]:
+    return json_call("DELETE", "/v1/sandboxes/%s/pty/%s" % (q(sid), q(pid)),
+                     _obj, sandbox=True)
+
+
+def port_path(sid: str, port: int, path: str) -> str:
+    if not isinstance(port, int) or isinstance(port, bool) or \
+            not 1 <= port <= 65535:
+        raise InvalidArgumentError("port %r: 1 to 65535" % (port,))
+    if not path.startswith("/"):
+        path = "/" + path
+    return "/v1/sandboxes/%s/ports/%d%s" % (q(sid), port, path)
+
+
+def port_fetch(sid: str, port: int, path: str, method: str,
+               body: Optional[bytes], headers: Optional[Mapping[str, str]],
+               timeout: Optional[float]) -> Call[PortResponse]:
+    return Call(method.upper(), port_path(sid, port, path),
+                lambda r: PortResponse(r.status, [
+                    (k, v) for k, v in r.headers
+                    if k.lower() != "x-sluice-upstream"], r.body),
+                body, None, dict(headers or {}), sandbox=True,
+                timeout=timeout, upstream=True)

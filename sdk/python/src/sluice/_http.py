@@ -103,6 +103,9 @@ class Call(Generic[T]):
     headers: dict[str, str] = field(default_factory=dict)
     sandbox: bool = False           # names one sandbox (its 404)
     timeout: Optional[float] = None  # None: the client's
+    # the port proxy: an answer marked X-Sluice-Upstream is the
+    # server's in the sandbox, whatever its status, never an error
+    upstream: bool = False
 
     @property
     def retry(self) -> bool:
@@ -236,6 +239,8 @@ class _Base:
             code="connection_failed")
 
     def _check(self, call: Call[Any], r: Response) -> Response:
+        if call.upstream and r.header("X-Sluice-Upstream") == "1":
+            return r
         if r.status >= 400:
             raise error_from(r.status, r.body, broker=self.broker,
                              sandbox=call.sandbox)

@@ -12,6 +12,7 @@ from typing import (Any, AsyncGenerator, AsyncIterator, Mapping, Optional,
 
 from . import _calls as C
 from ._http import AsyncTransport, Body, SSEParser, as_bytes
+from ._pty import AsyncTerminal, PortResponse, Terminal, TerminalInfo
 from .client import (DEFAULT_BROKER_ADDRESS, DEFAULT_EXEC_ADDRESS, _Seen,
                      _addr, _event, _fatal, _token, doctor_of)
 from .errors import (CommandError, SluiceConnectionError,
@@ -276,6 +277,50 @@ class AsyncSandbox:
 
     async def get_tar(self, dir: str = ".") -> bytes:
         return await self._t.call(C.archive_get(self.id, dir))
+
+    # terminals and ports
+
+    def _sync(self) -> Any:
+        """A blocking view of this sandbox for the terminal's thread."""
+        from ._http import Transport
+
+        class _SB:
+            pass
+        sb = _SB()
+        t = self._t
+        sb._t = Transport(str(t.address), t.token, t.timeout,  # type: ignore[attr-defined]
+                          None, t._ctx, False)
+        sb.id = self.id  # type: ignore[attr-defined]
+        return sb
+
+    async def terminal(self, command: Optional[str] = None, *,
+                       cols: Optional[int] = None, rows: Optional[int] = None,
+                       cwd: Optional[str] = None,
+                       env: Optional[Mapping[str, str]] = None,
+                       attach: bool = True) -> AsyncTerminal:
+        """:meth:`sluice.Sandbox.terminal` on asyncio."""
+        t = AsyncTerminal(Terminal(self._sync(), TerminalInfo.of(
+            await self._t.call(C.pty_start(self.id, command, cwd, env, cols,
+                                           rows)))))
+        return await t.attach() if attach else t
+
+    async def terminal_of(self, id: str) -> AsyncTerminal:
+        """:meth:`sluice.Sandbox.terminal_of` on asyncio."""
+        return AsyncTerminal(Terminal(self._sync(), TerminalInfo.of(
+            await self._t.call(C.pty_get(self.id, id)))))
+
+    def port_url(self, port: int, path: str = "/") -> str:
+        """:meth:`sluice.Sandbox.port_url`."""
+        return str(self._t.address) + C.port_path(self.id, port, path)
+
+    async def fetch(self, port: int, path: str = "/", method: str = "GET",
+                    body: Optional[Body] = None,
+                    headers: Optional[Mapping[str, str]] = None,
+                    timeout: Optional[float] = None) -> PortResponse:
+        """:meth:`sluice.Sandbox.fetch` on asyncio."""
+        return await self._t.call(C.port_fetch(
+            self.id, port, path, method,
+            as_bytes(body) if body is not None else None, headers, timeout))
 
 
 class AsyncCommand:

@@ -14,6 +14,7 @@ from typing import (Any, Iterator, Mapping, Optional, Sequence,
 
 from . import _calls as C
 from ._http import Body, SSEParser, Transport, as_bytes
+from ._pty import PortResponse, Terminal
 from .errors import (CommandError, SluiceConnectionError,
                      SluiceError, SluiceTimeoutError)
 from .models import (BrokerSession, Ceiling, CommandOutput, CommandStatus,
@@ -407,6 +408,45 @@ class Sandbox:
         """``dir`` of the workspace as a tar: files, directories and
         symbolic links (as links)."""
         return self._t.call(C.archive_get(self.id, dir))
+
+    # terminals and ports
+
+    def terminal(self, command: Optional[str] = None, *,
+                 cols: Optional[int] = None, rows: Optional[int] = None,
+                 cwd: Optional[str] = None,
+                 env: Optional[Mapping[str, str]] = None,
+                 attach: bool = True) -> "Terminal":
+        """A shell on a pty in the sandbox (``bash -i``, or ``bash -c
+        command``), as the sandbox user; attached at once unless
+        ``attach=False``.  See :class:`~sluice.Terminal`."""
+        from ._pty import Terminal, TerminalInfo
+        t = Terminal(self, TerminalInfo.of(self._t.call(C.pty_start(
+            self.id, command, cwd, env, cols, rows))))
+        return t.attach() if attach else t
+
+    def terminal_of(self, id: str) -> "Terminal":
+        """A terminal started earlier (its session id), not attached."""
+        from ._pty import Terminal, TerminalInfo
+        return Terminal(self, TerminalInfo.of(self._t.call(C.pty_get(
+            self.id, id))))
+
+    def port_url(self, port: int, path: str = "/") -> str:
+        """The URL of ``port`` inside the sandbox through the executor's
+        port proxy (``/v1/sandboxes/{id}/ports/{port}``); it takes the
+        executor's token, as every call does."""
+        return str(self._t.address) + C.port_path(self.id, port, path)
+
+    def fetch(self, port: int, path: str = "/", method: str = "GET",
+              body: Optional[Body] = None,
+              headers: Optional[Mapping[str, str]] = None,
+              timeout: Optional[float] = None) -> "PortResponse":
+        """An HTTP request to the server on 127.0.0.1:``port`` inside the
+        sandbox, through the executor (the sandbox needs no network
+        device).  The server's answer, whatever its status; sluice's own
+        errors (nothing listening: ``bad_gateway``) raise."""
+        return self._t.call(C.port_fetch(
+            self.id, port, path, method,
+            as_bytes(body) if body is not None else None, headers, timeout))
 
 
 class Command:
