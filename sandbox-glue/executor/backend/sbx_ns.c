@@ -9,7 +9,7 @@
  * loopback up, starts sluice-shim and then reaps.  With cgroup v1 it is
  * also the sandbox's agent: commands are forked inside by a worker of
  * its, one connection each (see "the agent" below).  Otherwise (v2, no
- * cgroups, no answer) commands enter its namespaces with setns(2), user
+ * cgroups, no socket) commands enter its namespaces with setns(2), user
  * first, and are forked once more so that they are children in its pid
  * namespace.  Either way whatever they leave behind reparents to the
  * holder and survives.
@@ -2244,8 +2244,9 @@ ns_ag_relay_spawn(const struct sbx_rec *rec, int fd, pid_t *pid)
 }
 
 /*
- * spawn() through the agent: 0 started, 1 no agent there or no answer
- * (nothing runs: use setns), -1 and why (the agent refused it).
+ * spawn() through the agent: 0 started, 1 no agent there (no
+ * connection, or the request could not be sent: nothing runs, use
+ * setns), -1 and why (the agent refused it or did not answer).
  */
 static int
 ns_ag_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd,
@@ -2287,20 +2288,26 @@ ns_ag_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd,
 	fds[2] = cmd->fd_err;
 	if (ag_send_spawn(fd, req, n, fds) != 0)
 		goto out;
+	/* from here no second try through setns: the command may have
+	 * started (our end's close kills its group) */
 	pf.fd = fd;
 	pf.events = POLLIN;
 	pf.revents = 0;
 	while ((k = poll(&pf, 1, NS_AG_REPLY_MS)) < 0 && errno == EINTR)
 		;
-	if (k <= 0 || ag_read_frame(fd, &t, buf, sizeof(buf) - 1, &n) != 0)
+	if (k <= 0 || ag_read_frame(fd, &t, buf, sizeof(buf) - 1, &n) != 0) {
+		rc = sbx_err(err, errlen, "the sandbox's agent did not answer");
 		goto out;
+	}
 	if (t == AG_ERROR) {
 		buf[n] = '\0';
 		rc = sbx_err(err, errlen, "agent: %s", (char *)buf);
 		goto out;
 	}
-	if (t != AG_STARTED || ag_started_parse(buf, n) < 0)
+	if (t != AG_STARTED || ag_started_parse(buf, n) < 0) {
+		rc = sbx_err(err, errlen, "the sandbox's agent: protocol error");
 		goto out;
+	}
 	/* the shim's --relay, without a copy of the caller's memory (a
 	 * fork of sluice-execd was half of its time per command); a fork
 	 * where it cannot be spawned */
