@@ -1180,8 +1180,8 @@ static void
 ag_off(const char *why)
 {
 	if (ag_lfd >= 0) {
-		fprintf(stderr, "sluice-run init: agent off: %s: %s (commands "
-		    "enter with setns)\n", why, strerror(errno));
+		fprintf(stderr, "sluice-run init: agent off: %s (commands "
+		    "enter with setns)\n", why);
 		close(ag_lfd);
 		(void)unlink(AG_DIR "/" AG_SOCK);
 	}
@@ -1210,7 +1210,7 @@ ag_setup(struct init_arg *a)
 	}
 	if (bind(ag_lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
 	    listen(ag_lfd, 64) != 0) {
-		ag_off("listen");
+		ag_off(strerror(errno));
 		return;
 	}
 	memset(&act, 0, sizeof(act));
@@ -1750,7 +1750,8 @@ init_main(void *arg)
 			/* it could not make its group: the host's setns
 			 * path then, rather than commands no kill reaches */
 			if (WIFEXITED(st) && WEXITSTATUS(st) == AG_WORKER_SETUP)
-				ag_off("command group");
+				ag_off("a worker could not make its command "
+				    "group");
 		}
 		if (pid == shim && !init_stop) {
 			int64_t d = sbx_now_ms() - last_start;
