@@ -2250,6 +2250,88 @@ def gvisor_agent(env):
     check_eq(x.app("DELETE", "/v1/sandboxes/ga", timeout=120).status, 200,
              "gvisor delete")
 
+@S.case
+def ns_agent(env):
+    """ns commands go through the holder's agent where the sandbox's
+    cgroup is v1 (one connection to /dev/sluice-agent/agent.sock inside,
+    reached through /proc/<holder>/root: no setns, no fork of the daemon
+    but the relay's): the group execd logs says so ("a...").  The same
+    confinement as the setns path; the sandbox user cannot reach the
+    agent; a timeout kills the tree; a job left behind survives the
+    command and its group; without the socket commands enter with setns
+    ("x...") and still run."""
+    preflight()
+    d, ctl, x = start(env)
+    r = x.app("POST", "/v1/sandboxes", {"id": "na", "tenant": "acme",
+                                        "user": "alice"})
+    check_eq(r.status, 201, "ns create: %r" % r)
+    with open(os.path.join(x.state_dir, K("na"), "record.json")) as f:
+        rec = json.load(f)
+    if rec.get("cgroup") != "v1":
+        x.app("DELETE", "/v1/sandboxes/na")
+        raise Skip("the ns agent needs cgroup v1 (here: %r)" %
+                   rec.get("cgroup"))
+    sock = "/proc/%d/root/dev/sluice-agent/agent.sock" % rec["init_pid"]
+    check(stat.S_ISSOCK(os.lstat(sock).st_mode), "no agent socket %s" % sock)
+    for i in range(3):
+        o = ex(x, "na", {"cmd": ["sh", "-c", "echo out; echo err >&2; "
+                                             "exit 3"]})
+        check_eq((o["exit_code"], o["stdout"], o["stderr"]),
+                 (3, "out\n", "err\n"), "result through the agent")
+    g = _group_of(x, o["id"])
+    check(g is not None and g.startswith("a"),
+          "command not started by the agent: group %r" % g)
+    data = "".join("line %06d\n" % i for i in range(4000))
+    o = ex(x, "na", {"cmd": ["cat"], "stdin": data})
+    check(o["exit_code"] == 0 and o["stdout"] == data,
+          "stdin echoed: exit %r, %d of %d bytes" % (
+              o["exit_code"], len(o["stdout"]), len(data)))
+    o = ex(x, "na", {"shell": "echo $FOO; pwd; id -u", "env": {"FOO": "bar"},
+                     "cwd": "/tmp"})
+    check_eq(o["stdout"], "bar\n/tmp\n1000\n", "env, cwd and user")
+    o = ex(x, "na", {"shell": "kill -9 $$"})
+    check_eq((o["exit_code"], o["signal"]), (137, 9), "signal")
+    o = ex(x, "na", {"shell": "nosuchcommand-x"})
+    check_eq(o["exit_code"], 127, "command not found")
+    o = ex(x, "na", {"shell": "grep -E '^(CapInh|CapPrm|CapEff|CapBnd|"
+                     "NoNewPrivs|Seccomp):' /proc/self/status"})
+    check_eq(o["stdout"].split(), ["CapInh:", "0000000000000000",
+                                   "CapPrm:", "0000000000000000",
+                                   "CapEff:", "0000000000000000",
+                                   "CapBnd:", "0000000000000000",
+                                   "NoNewPrivs:", "1",
+                                   "Seccomp:", "2"], "privileges")
+    # the command's process is in its own freezer group, within the
+    # sandbox's memory group (its accounting and OOM count)
+    o = ex(x, "na", {"shell": "cat /proc/self/cgroup"})
+    lines = dict(ln.split(":", 2)[1:] for ln in o["stdout"].splitlines())
+    fz = lines.get("freezer", "")
+    check_eq(fz.rsplit("/", 1)[-1], _group_of(x, o["id"]), "freezer group")
+    check_eq(lines.get("memory"), fz.rsplit("/", 1)[0], "memory group")
+    o = ex(x, "na", {"shell": "ls /dev/sluice-agent 2>&1; echo rc=$?"})
+    check("rc=0" not in o["stdout"], "the sandbox user reaches the "
+          "agent's directory: %r" % o["stdout"])
+    o = ex(x, "na", {"shell": "(setsid sh -c 'sleep 300' &); sleep 300",
+                     "timeout_s": 1}, timeout=60)
+    check(o["timed_out"], "timeout: %r" % o)
+    o = ex(x, "na", {"shell": "pgrep -c sleep || true"})
+    check_eq(o["stdout"].strip(), "0", "tree left after the timeout")
+    t0 = time.monotonic()
+    o = ex(x, "na", {"shell": "sleep 30 >/dev/null 2>&1 &"}, timeout=60)
+    check(o["exit_code"] == 0 and time.monotonic() - t0 < 10,
+          "background job left: %r" % o)
+    o = ex(x, "na", {"shell": "pgrep -c sleep || true"})
+    check_eq(o["stdout"].strip(), "1", "the job left behind runs on")
+    os.unlink(sock)
+    o = ex(x, "na", {"cmd": ["sh", "-c", "echo out; exit 3"]})
+    check_eq((o["exit_code"], o["stdout"]), (3, "out\n"),
+             "result through setns")
+    g = _group_of(x, o["id"])
+    check(g is not None and g.startswith("x"),
+          "without the agent's socket: group %r" % g)
+    check_eq(x.app("DELETE", "/v1/sandboxes/na").status, 200, "ns delete")
+
+
 def on_gvisor(fn):
     """The case fn again, every sandbox of it on gVisor."""
     def case(env):

@@ -124,9 +124,13 @@ def pool_fill_take_refill(env):
     # the proxy answers through the session made at the take (sluiced's
     # policy refuses the name: any HTTP status, not 000)
     check(lines[4] not in ("", "000"), "sluiced reached: %r" % o)
-    # nothing but the holder, the shim and this command's own
+    # nothing but the holder, the shim, the holder's agent (sbx-agent:
+    # this command's worker, the one waiting for the next and the
+    # process it made ahead, none of them a command) and this command's
+    # own
     procs = set(lines[3].split())
-    check(procs <= {"sbx-init", "sluice-shim", "sh", "ps", "sort", "tr"},
+    check(procs <= {"sbx-init", "sluice-shim", "sbx-agent", "sh", "ps",
+                    "sort", "tr"},
           "no process of another command: %r" % procs)
     # the other tenant gets the other one, just as fresh
     b2 = X.create(x, "p2", tenant="beta", user="bob", limits=POOL_LIMITS)

@@ -28,8 +28,9 @@
  *   /opt/sluice/sluice-shim   rec->shim, read-only (static for an image:
  *                     it runs on the image's libc); started by create()
  *                     as the sandbox user with no arguments, kept running
- *   /dev/sluice-agent gvisor only: rec->dir/agent, root's (0700), where
- *                     the agent that starts commands listens
+ *   /dev/sluice-agent root's (0700), where the agent that starts
+ *                     commands listens: gvisor, rec->dir/agent bound;
+ *                     ns (cgroup v1), a directory of the /dev tmpfs
  *   /tmp, /home/user  size-bounded tmpfs (lim.tmp_bytes, lim.home_bytes),
  *                     /home/user owned by the sandbox user
  *   user "user", no capabilities, no_new_privs, no network device but

@@ -6,10 +6,13 @@
  * read-only: the sandbox's image (rec->image, sbx_image.h), mounted on the
  * host's side and attached in its mount namespace, or without one a tmpfs
  * with the host's /usr and a few /etc files.  It pivots into it, brings
- * loopback up, starts sluice-shim and then only reaps.  Commands enter
- * its namespaces with setns(2), user first, and are forked once more so
- * that they are children in its pid namespace: whatever they leave
- * behind reparents to the holder and survives.
+ * loopback up, starts sluice-shim and then reaps.  With cgroup v1 it is
+ * also the sandbox's agent: commands are forked inside by a worker of
+ * its, one connection each (see "the agent" below).  Otherwise (v2, no
+ * cgroups, no socket) commands enter its namespaces with setns(2), user
+ * first, and are forked once more so that they are children in its pid
+ * namespace.  Either way whatever they leave behind reparents to the
+ * holder and survives.
  *
  * Process trees are found through cgroups when the host lets us make
  * them (a v1 freezer per command, or a v2 group per command), and
@@ -28,6 +31,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,12 +44,14 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <linux/capability.h>
 
+#include "sandbox-glue/agent/agent_wire.h"
 #include "sandbox-glue/executor/backend/sbx-int.h"
 #include "sandbox-glue/executor/backend/sbx_image_mount.h"
 
@@ -697,6 +703,8 @@ struct init_arg {
 	int src_fd[3];          /* workspace, session dir, shim */
 	int image_fd;           /* the image's detached mount (sbx_image.h),
 	                         * -1: the host's /usr */
+	int cg_fd;              /* the sandbox's v1 freezer group, for the
+	                         * agent's command groups; -1: no agent */
 };
 
 enum { SRC_WS, SRC_SESS, SRC_SHIM };
@@ -1093,15 +1101,544 @@ on_term(int sig)
 	init_stop = 1;
 }
 
+/* ---- the agent: commands forked inside by the holder's workers ---- */
+
+/*
+ * A command's last steps, in its own process inside the namespaces, on
+ * both paths: its fds, its own session (no controlling terminal, so
+ * /dev/tty is not the caller's: keys, TIOCSTI), the directory, the drop
+ * to the sandbox user (become_user), exactly envp.  Never returns.
+ */
+static void
+cmd_exec(const struct sbx_rec *rec, int in, int out, int err,
+    const char *cwd, char *const *argv, char *const *envp)
+{
+	const char *what = "dup2";
+
+	if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+		goto fail;
+	closefrom(3);
+	what = "setsid";
+	if (setsid() < 0)
+		goto fail;
+	what = "chdir";
+	if (chdir(cwd ? cwd : SBX_WORKDIR) != 0)
+		goto fail;
+	if (become_user(rec, &what) != 0)
+		goto fail;
+	environ = (char **)envp;
+	execvp(argv[0], argv);
+	dprintf(2, "sluice-run: %s: %s\n", argv[0], strerror(errno));
+	_exit(errno == ENOENT ? 127 : 126);
+fail:
+	dprintf(2, "sluice-run: %s: %s\n", what, strerror(errno));
+	_exit(125);
+}
+
+/*
+ * The holder listens on AG_DIR/AG_SOCK (agent_wire.h), in a directory
+ * of /dev that only root inside may enter; the host reaches it through
+ * /proc/<holder>/root.  One worker, forked ahead, waits in accept(), and
+ * the command's process was forked ahead too (ag_cmd_proc): it has made
+ * its command group (a child of the sandbox's v1 freezer group, which
+ * create() gave to the sandbox's root) and moved itself into it, which
+ * is what costs on v1 (the first move after a pause waits for an RCU
+ * grace period).  So a command is one connection, no fork and no
+ * cgroup move: the worker takes SPAWN with the command's three host
+ * fds (SCM_RIGHTS), renames the group to the host's tag (kill_tree and
+ * release find it as they find the setns path's), passes the request on
+ * with the write ends of the output pipes, says STARTED, and does what
+ * the drainer does there: passes output on until the command exits,
+ * hands over what is buffered, closes the host's fds, says EXIT, then
+ * drops what background jobs still write.  The worker stays in the
+ * sandbox's group, so once the command's process is reaped its group
+ * holds only what it left running.  A connection that ends before EXIT
+ * kills the group (the host gave up).  The command's memory, pids and
+ * cpu groups are the holder's: the sandbox's.  The command itself is
+ * set up by cmd_exec, as on the setns path: the same confinement.
+ */
+#define AG_KILL_ROUNDS	100
+#define AG_WORKER_SETUP	3	/* a worker's exit status: no group, no agent */
+
+static int ag_lfd = -1;
+static int ag_sigp[2] = { -1, -1 };
+static int ag_nfd[2] = { -1, -1 };
+static unsigned ag_seq;
+
+static void
+ag_on_chld(int sig)
+{
+	int e = errno;
+
+	(void)sig;
+	if (ag_sigp[1] >= 0)
+		(void)!write(ag_sigp[1], "", 1);
+	errno = e;
+}
+
+static void
+ag_off(const char *why)
+{
+	if (ag_lfd >= 0) {
+		fprintf(stderr, "sluice-run init: agent off: %s (commands "
+		    "enter with setns)\n", why);
+		close(ag_lfd);
+		(void)unlink(AG_DIR "/" AG_SOCK);
+	}
+	ag_lfd = -1;
+}
+
+/* In the holder, after the pivot: the socket, or nothing (setns). */
+static void
+ag_setup(struct init_arg *a)
+{
+	struct sockaddr_un sa;
+	struct sigaction act;
+
+	if (a->cg_fd < 0)
+		return;
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", AG_DIR, AG_SOCK);
+	if ((mkdir(AG_DIR, 0700) != 0 && errno != EEXIST) ||
+	    pipe2(ag_sigp, O_CLOEXEC | O_NONBLOCK) != 0 ||
+	    pipe2(ag_nfd, O_CLOEXEC | O_NONBLOCK) != 0 ||
+	    (ag_lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
+		fprintf(stderr, "sluice-run init: agent: %s (commands enter "
+		    "with setns)\n", strerror(errno));
+		return;
+	}
+	if (bind(ag_lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    listen(ag_lfd, 64) != 0) {
+		ag_off(strerror(errno));
+		return;
+	}
+	memset(&act, 0, sizeof(act));
+	act.sa_handler = ag_on_chld;
+	act.sa_flags = SA_RESTART;
+	sigaction(SIGCHLD, &act, NULL);
+}
+
+/* Kill what is in a command group (bounded). */
+static void
+ag_kill_group(int cgfd, const char *tag)
+{
+	char p[AG_TAG_MAX + 16], buf[4096];
+	pid_t me = getpid();
+	int i, fd;
+	ssize_t n;
+
+	snprintf(p, sizeof(p), "%s/cgroup.procs", tag);
+	for (i = 0; i < AG_KILL_ROUNDS; i++) {
+		char *s, *e;
+		int any = 0;
+
+		if ((fd = openat(cgfd, p, O_RDONLY | O_CLOEXEC)) < 0)
+			return;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n < 0)
+			return;
+		buf[n] = '\0';
+		for (s = buf; *s != '\0'; s = e) {
+			long v = strtol(s, &e, 10);
+
+			if (e == s)
+				break;
+			if (v > 1 && v != me && kill((pid_t)v, SIGKILL) == 0)
+				any = 1;
+			while (*e == '\n')
+				e++;
+		}
+		if (!any)
+			return;
+		usleep(5000);
+	}
+}
+
+/* Blocking write of all of p, 0 or -1. */
+static int
+ag_write_all(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+
+	while (n > 0) {
+		ssize_t k = write(fd, c, n);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		c += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* One read of a command's pipe passed to the host's fd (dropped once
+ * the host's end is gone or handed back): 1 passed, 2 nothing there
+ * yet, 0 at EOF. */
+static int
+ag_pass(int *pfd, int *hfd)
+{
+	static char buf[16384];
+	ssize_t n = read(*pfd, buf, sizeof(buf));
+
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return 2;
+	if (n <= 0) {
+		close(*pfd);
+		*pfd = -1;
+		return 0;
+	}
+	if (*hfd >= 0 && ag_write_all(*hfd, buf, (size_t)n) != 0) {
+		close(*hfd);
+		*hfd = -1;
+	}
+	return 1;
+}
+
+/* A SPAWN frame (AG_HDR, its payload req[0..n)) with three fds; 0 or -1.
+ * The host sends it to the worker, the worker on to its command
+ * process. */
+static int
+ag_send_spawn(int fd, const char *req, size_t n, const int fds[3])
+{
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(3 * sizeof(int))];
+	} u;
+	unsigned char hdr[AG_HDR];
+	struct iovec iov[2];
+	struct msghdr m;
+	size_t off;
+	ssize_t k;
+
+	ag_hdr_put(hdr, AG_SPAWN, (uint32_t)n);
+	memset(&m, 0, sizeof(m));
+	memset(&u, 0, sizeof(u));
+	iov[0].iov_base = hdr;
+	iov[0].iov_len = sizeof(hdr);
+	iov[1].iov_base = (void *)(uintptr_t)req;
+	iov[1].iov_len = n;
+	m.msg_iov = iov;
+	m.msg_iovlen = 2;
+	m.msg_control = u.b;
+	m.msg_controllen = sizeof(u.b);
+	CMSG_FIRSTHDR(&m)->cmsg_level = SOL_SOCKET;
+	CMSG_FIRSTHDR(&m)->cmsg_type = SCM_RIGHTS;
+	CMSG_FIRSTHDR(&m)->cmsg_len = CMSG_LEN(3 * sizeof(int));
+	memcpy(CMSG_DATA(CMSG_FIRSTHDR(&m)), fds, 3 * sizeof(int));
+	while ((k = sendmsg(fd, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+		;
+	if (k < (ssize_t)sizeof(hdr))
+		return -1;
+	/* the rest of a large request, without the fds */
+	for (off = (size_t)k - sizeof(hdr); off < n; ) {
+		k = send(fd, req + off, n - off, MSG_NOSIGNAL);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		off += (size_t)k;
+	}
+	return 0;
+}
+
+/* The SPAWN frame and its three fds (in, out, err); 0, or -1. */
+static int
+ag_recv_spawn(int conn, char *req, size_t cap, size_t *len, int fds[3])
+{
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(3 * sizeof(int))];
+	} u;
+	unsigned char hdr[AG_HDR];
+	struct msghdr m;
+	struct iovec iov = { hdr, sizeof(hdr) };
+	struct cmsghdr *c;
+	uint32_t n;
+	size_t got = 0;
+	ssize_t k;
+	int t;
+
+	memset(&m, 0, sizeof(m));
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	m.msg_control = u.b;
+	m.msg_controllen = sizeof(u.b);
+	while ((k = recvmsg(conn, &m, MSG_WAITALL | MSG_CMSG_CLOEXEC)) < 0 &&
+	    errno == EINTR)
+		;
+	if (k != (ssize_t)sizeof(hdr) || (c = CMSG_FIRSTHDR(&m)) == NULL ||
+	    c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+	    c->cmsg_len != CMSG_LEN(3 * sizeof(int)))
+		return -1;
+	memcpy(fds, CMSG_DATA(c), 3 * sizeof(int));
+	if (ag_hdr_get(hdr, &t, &n) != 0 || t != AG_SPAWN || n > cap)
+		return -1;
+	while (got < n) {
+		k = read(conn, req + got, n - got);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		got += (size_t)k;
+	}
+	*len = n;
+	return 0;
+}
+
+/*
+ * The command's process, forked by its worker before the request came:
+ * it has made and joined its command group, says so (a byte on ctl),
+ * then waits for the request, which the worker passes on with the
+ * command's stdin and the write ends of its output pipes.  Never
+ * returns.
+ */
+static void
+ag_cmd_proc(struct init_arg *a, int ctl, const char *wtag)
+{
+	static char req[AG_SPAWN_MAX];
+	struct ag_spawn s;
+	struct sigaction sa;
+	sigset_t none;
+	char p[64], err[AG_ERR_MAX];
+	int fds[3], fd, i;
+	size_t n;
+
+	snprintf(p, sizeof(p), "%s/cgroup.procs", wtag);
+	/* left by a holder before (a group of a killed worker) */
+	(void)unlinkat(a->cg_fd, wtag, AT_REMOVEDIR);
+	if (mkdirat(a->cg_fd, wtag, 0755) != 0 ||
+	    (fd = openat(a->cg_fd, p, O_WRONLY | O_CLOEXEC)) < 0 ||
+	    write(fd, "0", 1) != 1 || write(ctl, "r", 1) != 1)
+		_exit(AG_WORKER_SETUP);
+	close(fd);
+	close(a->cg_fd);
+	if (ag_recv_spawn(ctl, req, sizeof(req), &n, fds) != 0 ||
+	    ag_spawn_parse(req, n, &s, err, sizeof(err)) != 0)
+		_exit(125);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	for (i = 1; i < NSIG; i++)
+		(void)sigaction(i, &sa, NULL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* the limits of the request: a pooled sandbox gets its tenant's
+	 * after the holder was made */
+	a->rec->lim.fsize_bytes = s.fsize;
+	a->rec->lim.nofile = s.nofile;
+	a->rec->lim.nproc = s.nproc;
+	cmd_exec(a->rec, fds[0], fds[1], fds[2], s.cwd, s.argv, s.envp);
+}
+
+static void
+ag_serve(struct init_arg *a, int conn, int ctl, pid_t pid, const char *wtag)
+{
+	static char req[AG_SPAWN_MAX];
+	struct ag_spawn s;
+	char err[AG_ERR_MAX];
+	int fds[3] = { -1, -1, -1 }, po[2], pe[2], pidfd, st = 0;
+	unsigned char b[4], e[2];
+	const char *tag = wtag;
+	size_t n;
+
+	if (ag_recv_spawn(conn, req, sizeof(req), &n, fds) != 0)
+		goto gone;
+	if (ag_spawn_parse(req, n, &s, err, sizeof(err)) != 0) {
+		(void)ag_write_frame(conn, AG_ERROR, err, strlen(err));
+		goto gone;
+	}
+	/* the host's tag names the group from now on (kill_tree, release) */
+	if (renameat(a->cg_fd, wtag, a->cg_fd, s.tag) != 0) {
+		snprintf(err, sizeof(err), "command group %s: %s", s.tag,
+		    strerror(errno));
+		(void)ag_write_frame(conn, AG_ERROR, err, strlen(err));
+		ag_spawn_free(&s);
+		goto gone;
+	}
+	tag = s.tag;
+	if (pipe2(po, O_CLOEXEC) != 0 || pipe2(pe, O_CLOEXEC) != 0 ||
+	    (pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0) {
+		snprintf(err, sizeof(err), "agent: %s", strerror(errno));
+		(void)ag_write_frame(conn, AG_ERROR, err, strlen(err));
+		ag_spawn_free(&s);
+		goto gone;
+	}
+	{
+		int give[3] = { fds[0], po[1], pe[1] };
+
+		if (ag_send_spawn(ctl, req, n, give) != 0) {
+			ag_spawn_free(&s);
+			goto gone;
+		}
+	}
+	close(ctl);
+	close(po[1]);
+	close(pe[1]);
+	close(fds[0]);
+	b[0] = (unsigned char)(pid >> 24);
+	b[1] = (unsigned char)(pid >> 16);
+	b[2] = (unsigned char)(pid >> 8);
+	b[3] = (unsigned char)pid;
+	if (ag_write_frame(conn, AG_STARTED, b, 4) != 0) {
+		ag_spawn_free(&s);
+		goto gone;
+	}
+	for (;;) {
+		struct pollfd pf[4] = { { pidfd, POLLIN, 0 }, { conn, POLLIN, 0 },
+		    { po[0], POLLIN, 0 }, { pe[0], POLLIN, 0 } };
+
+		if (poll(pf, 4, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			ag_spawn_free(&s);
+			goto gone;
+		}
+		/* the host says nothing after SPAWN: anything is its end */
+		if (pf[1].revents) {
+			ag_spawn_free(&s);
+			goto gone;
+		}
+		if (pf[2].revents)
+			(void)ag_pass(&po[0], &fds[1]);
+		if (pf[3].revents)
+			(void)ag_pass(&pe[0], &fds[2]);
+		if (pf[0].revents && waitpid(pid, &st, WNOHANG) == pid)
+			break;
+	}
+	ag_spawn_free(&s);
+	/* exited: what is buffered is its output, then the host's ends go */
+	{
+		int i, *p[2] = { &po[0], &pe[0] }, *h[2] = { &fds[1], &fds[2] };
+
+		for (i = 0; i < 2; i++) {
+			int r = 0;
+
+			if (*p[i] < 0)
+				continue;
+			(void)fcntl(*p[i], F_SETFL, O_NONBLOCK);
+			while (r++ < 256 && ag_pass(p[i], h[i]) == 1)
+				;
+			if (*p[i] >= 0)
+				(void)fcntl(*p[i], F_SETFL, 0);
+			if (*h[i] >= 0)
+				close(*h[i]);
+			*h[i] = -1;
+		}
+	}
+	if (WIFSIGNALED(st))
+		ag_exit_put(e, 1, WTERMSIG(st));
+	else
+		ag_exit_put(e, 0, WEXITSTATUS(st));
+	(void)ag_write_frame(conn, AG_EXIT, e, 2);
+	close(conn);
+	/* background jobs keep the pipes: their writes are dropped */
+	while (po[0] >= 0 || pe[0] >= 0) {
+		struct pollfd pf[2] = { { po[0], POLLIN, 0 }, { pe[0], POLLIN, 0 } };
+
+		if (poll(pf, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (pf[0].revents)
+			(void)ag_pass(&po[0], &fds[1]);
+		if (pf[1].revents)
+			(void)ag_pass(&pe[0], &fds[2]);
+	}
+	return;
+gone:
+	/* the host gave up on it, or it never started: its group goes
+	 * with it (the host's release does not know a group it was never
+	 * told of) */
+	close(ctl);
+	ag_kill_group(a->cg_fd, tag);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	(void)unlinkat(a->cg_fd, tag, AT_REMOVEDIR);
+}
+
+/*
+ * A worker: forks the command's process ahead (ag_cmd_proc: its group
+ * made and joined), waits in accept(), tells the holder (which makes the
+ * next one), serves the connection, exits.  Its pid, or -1.  The worker
+ * stays in the sandbox's group: once the command's process is reaped its
+ * group holds only what the command left running.
+ */
+static pid_t
+ag_worker(struct init_arg *a)
+{
+	char tag[32], c;
+	pid_t me, pid;
+	int sp[2], conn;
+
+	snprintf(tag, sizeof(tag), "w%u", ag_seq++);
+	if ((me = fork()) != 0)
+		return me;
+	signal(SIGCHLD, SIG_DFL);
+	close(ag_sigp[0]);
+	close(ag_sigp[1]);
+	close(ag_nfd[0]);
+	(void)prctl(PR_SET_NAME, "sbx-agent", 0, 0, 0);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0 ||
+	    (pid = fork()) < 0)
+		_exit(1);
+	if (pid == 0) {
+		close(sp[0]);
+		close(ag_lfd);
+		close(ag_nfd[1]);
+		ag_cmd_proc(a, sp[1], tag);
+	}
+	close(sp[1]);
+	if (read(sp[0], &c, 1) != 1) {
+		waitpid(pid, NULL, 0);
+		_exit(AG_WORKER_SETUP);
+	}
+	while ((conn = accept4(ag_lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
+		if (errno != EINTR && errno != ECONNABORTED)
+			_exit(1);
+	me = getpid();
+	(void)!write(ag_nfd[1], &me, sizeof(me));
+	close(ag_nfd[1]);
+	close(ag_lfd);
+	signal(SIGPIPE, SIG_IGN);
+	ag_serve(a, conn, sp[0], pid, tag);
+	_exit(0);
+}
+
+/* The holder's wait: a worker ready, then a child's exit or a worker's
+ * connection.  busy: a child was just reaped (more may be). */
+static void
+ag_wait(struct init_arg *a, pid_t *idle, int busy)
+{
+	struct pollfd pf[2] = { { ag_sigp[0], POLLIN, 0 },
+	    { ag_nfd[0], POLLIN, 0 } };
+	char c[64];
+	pid_t got[16];
+	ssize_t k;
+	int i;
+
+	if (*idle < 0 && (*idle = ag_worker(a)) < 0)
+		fprintf(stderr, "sluice-run init: agent: fork: %s\n",
+		    strerror(errno));
+	if (poll(pf, 2, busy ? 0 : *idle < 0 ? 1000 : -1) <= 0)
+		return;
+	while (read(ag_sigp[0], c, sizeof(c)) > 0)
+		;
+	while ((k = read(ag_nfd[0], got, sizeof(got))) > 0)
+		for (i = 0; i < k / (ssize_t)sizeof(got[0]); i++)
+			if (got[i] == *idle)
+				*idle = -1;
+}
+
 static int
 init_main(void *arg)
 {
 	struct init_arg *a = arg;
 	struct sigaction sa;
-	pid_t shim, pid;
+	pid_t shim, pid, idle = -1;
 	int64_t last_start;
 	char c;
-	int st, fd;
+	int st, fd, busy = 0;
 
 	{
 		int keep[5] = { a->go_rd, a->rep_wr, a->log_fd,
@@ -1155,10 +1692,21 @@ init_main(void *arg)
 			close(fd);
 	}
 	close(a->log_fd);
+	/* the agent's command groups go in the sandbox's freezer group,
+	 * reached before the pivot hides the host's /sys (v1 only: on v2
+	 * and without cgroups commands enter with setns) */
+	a->cg_fd = -1;
+	if (strcmp(a->rec->cgroup, "v1") == 0) {
+		char p[SBX_PATH_MAX + 128];
+
+		cg_path(p, sizeof(p), a->rec, "freezer", NULL, NULL);
+		a->cg_fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	}
 	root_build(a);
 	if (sethostname("sandbox", 7) != 0)
 		init_fail(a, "sethostname", "");
 	loopback_up(a);
+	ag_setup(a);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_term;
 	sigaction(SIGTERM, &sa, NULL);
@@ -1183,11 +1731,28 @@ init_main(void *arg)
 	(void)prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
 	(void)!write(a->commit_fd, "a", 1);
 	close(a->commit_fd);
-	/* reap all orphans; restart the shim at most once a second */
+	/* reap all orphans; restart the shim at most once a second; keep
+	 * an agent's worker waiting */
 	while (!init_stop) {
-		pid = waitpid(-1, &st, 0);
-		if (pid < 0 && errno == ECHILD)
-			sleep(1);
+		if (ag_lfd >= 0) {
+			ag_wait(a, &idle, busy);
+			busy = 0;
+			if ((pid = waitpid(-1, &st, WNOHANG)) <= 0)
+				continue;
+			busy = 1;
+		} else {
+			pid = waitpid(-1, &st, 0);
+			if (pid < 0 && errno == ECHILD)
+				sleep(1);
+		}
+		if (pid > 0 && pid == idle) {
+			idle = -1;
+			/* it could not make its group: the host's setns
+			 * path then, rather than commands no kill reaches */
+			if (WIFEXITED(st) && WEXITSTATUS(st) == AG_WORKER_SETUP)
+				ag_off("a worker could not make its command "
+				    "group");
+		}
 		if (pid == shim && !init_stop) {
 			int64_t d = sbx_now_ms() - last_start;
 
@@ -1321,6 +1886,15 @@ ns_create(struct sbx_rec *rec, char *err, size_t errlen)
 	    errlen)) < 0)
 		goto fail;
 	cg_setup(rec);
+	if (strcmp(rec->cgroup, "v1") == 0) {
+		char p[SBX_PATH_MAX + 128];
+
+		/* the sandbox's root makes the command groups of its agent
+		 * in its freezer group (only that: its limits stay root's);
+		 * without it commands enter with setns */
+		cg_path(p, sizeof(p), rec, "freezer", NULL, NULL);
+		(void)!chown(p, rec->uid_base, rec->uid_base);
+	}
 	if (pipe2(go, O_CLOEXEC) != 0 || pipe2(rep, O_CLOEXEC) != 0 ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, cm) != 0) {
 		sbx_err(err, errlen, "pipe: %s", strerror(errno));
@@ -1614,6 +2188,163 @@ drainer(const struct sbx_rec *rec, int in[2], int out[2], int ctl, int ack)
 	_exit(0);
 }
 
+/* ---- spawn through the holder's agent ---- */
+
+#define NS_AG_REPLY_MS	10000	/* STARTED: the worker is made ahead */
+
+/* The relay, a child of the caller: fd 3 the connection; exits with the
+ * command's status when the agent says EXIT (128 + N for a signal, as
+ * the setns path's parent).  Should the agent's end go first (the
+ * holder died), it dies by SIGKILL.  Never returns. */
+static void
+ns_ag_relay(void)
+{
+	unsigned char buf[16];
+	size_t n;
+	int t, st;
+
+	if (ag_read_frame(3, &t, buf, sizeof(buf), &n) == 0 && t == AG_EXIT &&
+	    (st = ag_exit_parse(buf, n)) >= 0)
+		_exit(st);
+	kill(getpid(), SIGKILL);
+	_exit(125);
+}
+
+/* posix_spawn of "<shim> --relay" with the connection as fd 3 and
+ * nothing else of the caller's but 0-2; 0 and *pid, or -1. */
+static int
+ns_ag_relay_spawn(const struct sbx_rec *rec, int fd, pid_t *pid)
+{
+	static char *const argv[] = { "sluice-shim", "--relay", NULL };
+	static char *const envp[] = { NULL };
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t all, none;
+	int rc = -1;
+
+	if (rec->shim[0] == '\0' || posix_spawn_file_actions_init(&fa) != 0)
+		return -1;
+	if (posix_spawnattr_init(&at) != 0) {
+		posix_spawn_file_actions_destroy(&fa);
+		return -1;
+	}
+	sigfillset(&all);
+	sigemptyset(&none);
+	/* dup2 onto itself clears close-on-exec */
+	if (posix_spawn_file_actions_adddup2(&fa, fd, 3) == 0 &&
+	    posix_spawn_file_actions_addclosefrom_np(&fa, 4) == 0 &&
+	    posix_spawnattr_setsigdefault(&at, &all) == 0 &&
+	    posix_spawnattr_setsigmask(&at, &none) == 0 &&
+	    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF |
+	    POSIX_SPAWN_SETSIGMASK) == 0 && posix_spawn(pid, rec->shim, &fa,
+	    &at, argv, envp) == 0)
+		rc = 0;
+	posix_spawnattr_destroy(&at);
+	posix_spawn_file_actions_destroy(&fa);
+	return rc;
+}
+
+/*
+ * spawn() through the agent: 0 started, 1 no agent there (no
+ * connection, or the request could not be sent: nothing runs, use
+ * setns), -1 and why (the agent refused it or did not answer).
+ */
+static int
+ns_ag_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd,
+    struct sbx_proc *out, char *err, size_t errlen)
+{
+	struct sockaddr_un sa;
+	unsigned char buf[AG_ERR_MAX + 1];
+	struct pollfd pf;
+	char *req = NULL;
+	int fd, t, rc = 1, devnull = -1, fds[3];
+	size_t n;
+	ssize_t k;
+	pid_t pid;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/%d/root" AG_DIR "/"
+	    AG_SOCK, (int)rec->init_pid);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return 1;
+	/* checked after the connect: the socket is then the holder's, not
+	 * that of a process that got its pid later */
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    !ns_alive(rec))
+		goto out;
+	req = ag_spawn_build(out->tag, cmd->cwd ? cmd->cwd : SBX_WORKDIR,
+	    rec->lim.fsize_bytes, rec->lim.nofile, rec->lim.nproc, cmd->argv,
+	    cmd->envp, &n);
+	if (req == NULL) {
+		rc = sbx_err(err, errlen, "the command and its environment "
+		    "are too large (%u bytes at most)", AG_SPAWN_MAX);
+		goto out;
+	}
+	if (cmd->fd_in < 0 && (devnull = open("/dev/null", O_RDONLY |
+	    O_CLOEXEC)) < 0)
+		goto out;
+	fds[0] = cmd->fd_in >= 0 ? cmd->fd_in : devnull;
+	fds[1] = cmd->fd_out;
+	fds[2] = cmd->fd_err;
+	if (ag_send_spawn(fd, req, n, fds) != 0)
+		goto out;
+	/* from here no second try through setns: the command may have
+	 * started (our end's close kills its group) */
+	pf.fd = fd;
+	pf.events = POLLIN;
+	pf.revents = 0;
+	while ((k = poll(&pf, 1, NS_AG_REPLY_MS)) < 0 && errno == EINTR)
+		;
+	if (k <= 0 || ag_read_frame(fd, &t, buf, sizeof(buf) - 1, &n) != 0) {
+		rc = sbx_err(err, errlen, "the sandbox's agent did not answer");
+		goto out;
+	}
+	if (t == AG_ERROR) {
+		buf[n] = '\0';
+		rc = sbx_err(err, errlen, "agent: %s", (char *)buf);
+		goto out;
+	}
+	if (t != AG_STARTED || ag_started_parse(buf, n) < 0) {
+		rc = sbx_err(err, errlen, "the sandbox's agent: protocol error");
+		goto out;
+	}
+	/* the shim's --relay, without a copy of the caller's memory (a
+	 * fork of sluice-execd was half of its time per command); a fork
+	 * where it cannot be spawned */
+	if (ns_ag_relay_spawn(rec, fd, &pid) == 0)
+		;
+	else if ((pid = fork()) < 0) {
+		/* the connection's end kills what started */
+		rc = sbx_err(err, errlen, "fork: %s", strerror(errno));
+		goto out;
+	} else if (pid == 0) {
+		struct sigaction act;
+		struct rlimit nocore = { 0, 0 };
+		int s;
+
+		memset(&act, 0, sizeof(act));
+		act.sa_handler = SIG_DFL;
+		for (s = 1; s < NSIG; s++)
+			(void)sigaction(s, &act, NULL);
+		(void)setrlimit(RLIMIT_CORE, &nocore);
+		/* nothing of the caller's: its locks and pipes (the
+		 * command's output's write ends) would outlive it here */
+		if (fd != 3 && dup2(fd, 3) < 0)
+			_exit(125);
+		closefrom(4);
+		ns_ag_relay();
+	}
+	out->pid = pid;
+	rc = 0;
+out:
+	if (devnull >= 0)
+		close(devnull);
+	free(req);
+	close(fd);
+	return rc;
+}
+
 /* One process (sluice-execd) spawns many commands within a clock tick:
  * the tag, which names the command's cgroup, needs more than tick and
  * pid. */
@@ -1623,7 +2354,7 @@ static int
 ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
     char *err, size_t errlen)
 {
-	int rep[2];
+	int rep[2], rc;
 	pid_t pid;
 	char msg[256];
 	ssize_t n;
@@ -1638,6 +2369,14 @@ ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	    (unsigned long long)ticks_now(), (int)getpid(), tag_seq++);
 	if (rec->cgroup[0] == '\0')
 		snap_save(rec, out->tag);
+	else if (strcmp(rec->cgroup, "v1") == 0) {
+		/* "a...": the agent's (its worker is gone when the relay
+		 * is), "x...": the setns path's */
+		out->tag[0] = 'a';
+		if ((rc = ns_ag_spawn(rec, cmd, out, err, errlen)) != 1)
+			return rc;
+		out->tag[0] = 'x';
+	}
 	if (pipe2(rep, O_CLOEXEC) != 0)
 		return sbx_err(err, errlen, "pipe: %s", strerror(errno));
 	pid = fork();
@@ -1699,31 +2438,9 @@ ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 			goto child_fail;
 		}
 		if (child == 0) {
-			if (dup2(cmd->fd_in, 0) < 0 || dup2(pin[0][1], 1) < 0
-			    || dup2(pin[1][1], 2) < 0) {
-				what = "dup2";
-				goto child_fail;
-			}
-			closefrom(3);
-			/* rep was closed by closefrom: report on fd 2 */
-			rep[1] = 2;
-			/* a session of its own: no controlling terminal, so
-			 * /dev/tty is not the caller's (keys, TIOCSTI) */
-			if (setsid() < 0) {
-				what = "setsid";
-				goto child_fail;
-			}
-			if (chdir(cmd->cwd ? cmd->cwd : SBX_WORKDIR) != 0) {
-				what = "chdir";
-				goto child_fail;
-			}
-			if (become_user(rec, &what) != 0)
-				goto child_fail;
-			environ = (char **)cmd->envp;
-			execvp(cmd->argv[0], cmd->argv);
-			dprintf(2, "sluice-run: %s: %s\n", cmd->argv[0],
-			    strerror(errno));
-			_exit(errno == ENOENT ? 127 : 126);
+			/* errors go to the command's stderr from here */
+			cmd_exec(rec, cmd->fd_in, pin[0][1], pin[1][1], cmd->cwd,
+			    cmd->argv, cmd->envp);
 		}
 		close(rep[1]);
 		close(cmd->fd_in);
@@ -1739,11 +2456,7 @@ ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 			_exit(WEXITSTATUS(st));
 		_exit(128 + WTERMSIG(st));
 child_fail:
-		if (rep[1] == 2)
-			dprintf(2, "sluice-run: %s: %s\n", what,
-			    strerror(errno));
-		else
-			dprintf(rep[1], "%s: %s", what, strerror(errno));
+		dprintf(rep[1], "%s: %s", what, strerror(errno));
 		_exit(125);
 	}
 	close(rep[1]);

@@ -487,7 +487,15 @@ cmd_finish(struct xd_cmd *c, int st)
 		/* its ring may go now, as may older ones */
 		xd_cmd_ring_budget(b->xd);
 	}
-	proc_job(b, &proc, 0);
+	/* ns's release is an rmdir and an unlink, which never block: not
+	 * worth a worker's fork per command (gvisor's may run runsc).  Only
+	 * for its agent's commands ("a..."), whose group is empty once the
+	 * main process is reaped; the setns path's drainer may still be
+	 * leaving it, which the worker's fork gives time */
+	if (strcmp(b->be->name, "ns") == 0 && proc.tag[0] == 'a')
+		b->be->release(&b->rec, &proc);
+	else
+		proc_job(b, &proc, 0);
 	/* only last_used changed: written as xd_box_use writes it, at most
 	 * every so often (a restart's idle clock may be that much early),
 	 * not a record rewrite per command */
