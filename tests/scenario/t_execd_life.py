@@ -655,20 +655,23 @@ def no_change_while_deleting(env):
 
     t = threading.Thread(target=delete, daemon=True)
     t.start()
-    wait_until(lambda: state(x, "e1") == "deleting", 20, what="deleting")
     # The delete's worker writes the archive in its own process: stopped
-    # (SIGSTOP, by the pid the daemon logged), the delete cannot end
-    # while the calls are made, however fast this machine archives.
+    # (SIGSTOP, by the pid the daemon logs as it forks it, watched for
+    # closely), the delete cannot end while the calls are made, however
+    # fast this machine archives.
     pids = []
-
-    def worker():
-        pids[:] = re.findall(r"worker delete started \(pid (\d+)\)",
-                             x.stderr(400))
-        return pids
-    wait_until(worker, 10, what="the delete's worker in the log")
+    deadline = time.monotonic() + 20
+    while not pids and time.monotonic() < deadline:
+        pids = re.findall(r"worker delete started \(pid (\d+)\)",
+                          x.stderr(400))
+        if not pids:
+            time.sleep(0.005)
+    check(pids, "the delete's worker in the log")
     wpid = int(pids[-1])
     os.kill(wpid, signal.SIGSTOP)
     try:
+        check_eq(state(x, "e1"), "deleting", "the state while the worker "
+                 "is held")
         got = [x.app("PUT", "/v1/sandboxes/e1/files/late.txt",
                      raw=b"late\n"),
                x.app("DELETE", "/v1/sandboxes/e1/files/small.txt"),
