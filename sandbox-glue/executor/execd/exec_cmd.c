@@ -675,30 +675,25 @@ pty_open(const struct xd_cmd_spec *spec, int *pm, int pi[2],
 	return 0;
 }
 
-struct xd_cmd *
-xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
-    int background, enum xd_out_mode mode, const struct xd_sink *sink,
-    void *sink_arg, struct xd_perr *e)
+/* May b start a command now?  Its state, a foreground one already
+ * running, the background, host and tenant quotas, its holder alive.
+ * 0, or -1 with e. */
+static int
+cmd_admit(struct xd_box *b, int background, struct xd_perr *e)
 {
 	struct xd *xd = b->xd;
-	struct xd_cmd *c = NULL;
-	struct sbx_cmd sc;
-	int po[2] = { -1, -1 }, pe[2] = { -1, -1 }, pi[2] = { -1, -1 }, i;
-	int pm = -1;
-	char err[XD_ERR_MAX], **env = NULL, *pwd = NULL;
 	struct xd_cmd *x;
-	json_t *benv = NULL;
 	long nbg = 0;
 
 	if (b->state != XD_BOX_RUNNING || b->op) {
 		xd_perr_set(e, 409, "conflict", "the sandbox is being "
 		    "created, changed or deleted");
-		return NULL;
+		return -1;
 	}
 	if (!background && b->fg != NULL) {
 		xd_perr_set(e, 429, "busy", "a foreground command runs in "
 		    "this sandbox: %s", b->fg->id);
-		return NULL;
+		return -1;
 	}
 	TAILQ_FOREACH(x, &b->cmds, link)
 		if (x->running)
@@ -709,7 +704,7 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 		e->extra = json_pack("{s:s,s:I,s:I}", "scope", "sandbox",
 		    "limit", (json_int_t)xd->cfg->max_background, "in_use",
 		    (json_int_t)nbg);
-		return NULL;
+		return -1;
 	}
 	{
 		/* running commands, foreground and background, on the host
@@ -733,7 +728,7 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 			    "global", "resource", "commands", "limit",
 			    (json_int_t)xd->cfg->max_cmds, "in_use",
 			    (json_int_t)all);
-			return NULL;
+			return -1;
 		}
 		if (b->rec.tenant[0] && xd->cfg->max_cmds_tenant &&
 		    ten >= xd->cfg->max_cmds_tenant) {
@@ -744,14 +739,120 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 			    b->rec.tenant, "limit",
 			    (json_int_t)xd->cfg->max_cmds_tenant, "in_use",
 			    (json_int_t)ten);
-			return NULL;
+			return -1;
 		}
 	}
 	if (!b->be->alive(&b->rec)) {
 		xd_perr_set(e, 503, "backend_unavailable", "the sandbox is "
 		    "gone (its holder died); delete it and create it again");
-		return NULL;
+		return -1;
 	}
+	return 0;
+}
+
+/* c started, its stdout and stderr read from out_fd and err_fd, its
+ * stdin written to in_fd (all now c's): its output, its input, its
+ * exit and its deadline watched from the loop. */
+static void
+cmd_watch(struct xd *xd, struct xd_cmd *c, const struct xd_cmd_spec *spec,
+    int out_fd, int err_fd, int in_fd)
+{
+	int i;
+
+	c->running = 1;
+	c->started_ms = now_unix_ms();
+	c->start_mono_ms = c->proc.start_ms ? c->proc.start_ms : sbx_now_ms();
+	c->out[0].fd = out_fd;
+	c->out[1].fd = err_fd;
+	for (i = 0; i < 2; i++) {
+		evutil_make_socket_nonblocking(c->out[i].fd);
+		c->out[i].ev = event_new(xd->base, c->out[i].fd, EV_READ |
+		    EV_PERSIST, on_out, c);
+		if (c->out[i].ev != NULL)
+			event_add(c->out[i].ev, NULL);
+	}
+	/* stdin: what the caller gave, then EOF */
+	c->in_fd = in_fd;
+	if (c->pty_fd >= 0 && c->in_fd >= 0 && (c->in = evbuffer_new()) !=
+	    NULL) {
+		evutil_make_socket_nonblocking(c->in_fd);
+		c->ev_in = event_new(xd->base, c->in_fd, EV_WRITE | EV_PERSIST,
+		    on_in, c);
+	} else if (spec->stdin_len > 0 && (c->in = evbuffer_new()) != NULL) {
+		evutil_make_socket_nonblocking(c->in_fd);
+		evbuffer_add(c->in, spec->stdin_data, spec->stdin_len);
+		c->ev_in = event_new(xd->base, c->in_fd, EV_WRITE | EV_PERSIST,
+		    on_in, c);
+		if (c->ev_in != NULL)
+			event_add(c->ev_in, NULL);
+	} else
+		in_close(c);
+	/* the exit: a pidfd where the kernel has them (5.3), else a poll */
+	c->pidfd = (int)syscall(SYS_pidfd_open, c->proc.pid, 0);
+	if (c->pidfd >= 0) {
+		c->ev_exit = event_new(xd->base, c->pidfd, EV_READ | EV_PERSIST,
+		    on_exit_ev, c);
+		if (c->ev_exit != NULL)
+			event_add(c->ev_exit, NULL);
+	} else {
+		struct timeval tv = { 0, 20000 };
+
+		c->ev_exit = event_new(xd->base, -1, EV_PERSIST, on_exit_ev, c);
+		if (c->ev_exit != NULL)
+			event_add(c->ev_exit, &tv);
+	}
+	if (c->timeout_s > 0) {
+		struct timeval tv = { c->timeout_s, 0 };
+
+		if ((c->ev_deadline = evtimer_new(xd->base, on_deadline, c)) !=
+		    NULL)
+			evtimer_add(c->ev_deadline, &tv);
+	}
+	if (c->ev_exit == NULL || (c->timeout_s > 0 && c->ev_deadline ==
+	    NULL)) {
+		/* no way to watch it: it must not run unwatched */
+		xd_log(XD_LOG_ERR, "sandbox %s: cannot watch command %s",
+		    c->box->rec.chat, c->id);
+		xd_cmd_kill(c, "cancel");
+	}
+}
+
+/* The log line, the counter and the event of a command started. */
+static void
+cmd_started(struct xd *xd, struct xd_box *b, const struct xd_cmd *c,
+    int background)
+{
+	/* the group says how the backend started it (gvisor: "a..." by
+	 * its in-sandbox agent, "c..." by a runsc exec) */
+	xd_log(XD_LOG_DEBUG, "sandbox %s: command %s started (pid %d, "
+	    "group %s)", b->rec.chat, c->id, (int)c->proc.pid, c->proc.tag);
+	xd->stats.cmds_started++;
+	{
+		char prog[256], hex[65];
+
+		xd_event_argv(c->argv, prog, sizeof(prog), hex);
+		xd_event(xd, "command", "started", b->rec.tenant, json_pack(
+		    "{s:s,s:s,s:s,s:b,s:s,s:s}", "sandbox", XD_REC_ID(&b->rec),
+		    "tenant", b->rec.tenant, "id", c->id, "background",
+		    background, "program", prog, "argv_sha256", hex));
+	}
+}
+
+struct xd_cmd *
+xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
+    int background, enum xd_out_mode mode, const struct xd_sink *sink,
+    void *sink_arg, struct xd_perr *e)
+{
+	struct xd *xd = b->xd;
+	struct xd_cmd *c = NULL;
+	struct sbx_cmd sc;
+	int po[2] = { -1, -1 }, pe[2] = { -1, -1 }, pi[2] = { -1, -1 }, i;
+	int pm = -1;
+	char err[XD_ERR_MAX], **env = NULL, *pwd = NULL;
+	json_t *benv = NULL;
+
+	if (cmd_admit(b, background, e) != 0)
+		return NULL;
 	benv = box_env(b);
 	if ((c = calloc(1, sizeof(*c))) == NULL || (env = env_build(spec, benv,
 	    &pwd)) == NULL)
@@ -827,64 +928,8 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 		pm = -1;
 		c->is_pty = 1;
 	}
-	c->running = 1;
-	c->started_ms = now_unix_ms();
-	c->start_mono_ms = c->proc.start_ms ? c->proc.start_ms : sbx_now_ms();
-	c->out[0].fd = po[0];
-	c->out[1].fd = pe[0];
-	po[0] = pe[0] = -1;
-	for (i = 0; i < 2; i++) {
-		evutil_make_socket_nonblocking(c->out[i].fd);
-		c->out[i].ev = event_new(xd->base, c->out[i].fd, EV_READ |
-		    EV_PERSIST, on_out, c);
-		if (c->out[i].ev != NULL)
-			event_add(c->out[i].ev, NULL);
-	}
-	/* stdin: what the caller gave, then EOF */
-	c->in_fd = pi[1];
-	pi[1] = -1;
-	if (c->pty_fd >= 0 && c->in_fd >= 0 && (c->in = evbuffer_new()) !=
-	    NULL) {
-		evutil_make_socket_nonblocking(c->in_fd);
-		c->ev_in = event_new(xd->base, c->in_fd, EV_WRITE | EV_PERSIST,
-		    on_in, c);
-	} else if (spec->stdin_len > 0 && (c->in = evbuffer_new()) != NULL) {
-		evutil_make_socket_nonblocking(c->in_fd);
-		evbuffer_add(c->in, spec->stdin_data, spec->stdin_len);
-		c->ev_in = event_new(xd->base, c->in_fd, EV_WRITE | EV_PERSIST,
-		    on_in, c);
-		if (c->ev_in != NULL)
-			event_add(c->ev_in, NULL);
-	} else
-		in_close(c);
-	/* the exit: a pidfd where the kernel has them (5.3), else a poll */
-	c->pidfd = (int)syscall(SYS_pidfd_open, c->proc.pid, 0);
-	if (c->pidfd >= 0) {
-		c->ev_exit = event_new(xd->base, c->pidfd, EV_READ | EV_PERSIST,
-		    on_exit_ev, c);
-		if (c->ev_exit != NULL)
-			event_add(c->ev_exit, NULL);
-	} else {
-		struct timeval tv = { 0, 20000 };
-
-		c->ev_exit = event_new(xd->base, -1, EV_PERSIST, on_exit_ev, c);
-		if (c->ev_exit != NULL)
-			event_add(c->ev_exit, &tv);
-	}
-	if (c->timeout_s > 0) {
-		struct timeval tv = { c->timeout_s, 0 };
-
-		if ((c->ev_deadline = evtimer_new(xd->base, on_deadline, c)) !=
-		    NULL)
-			evtimer_add(c->ev_deadline, &tv);
-	}
-	if (c->ev_exit == NULL || (c->timeout_s > 0 && c->ev_deadline ==
-	    NULL)) {
-		/* no way to watch it: it must not run unwatched */
-		xd_log(XD_LOG_ERR, "sandbox %s: cannot watch command %s",
-		    b->rec.chat, c->id);
-		xd_cmd_kill(c, "cancel");
-	}
+	cmd_watch(xd, c, spec, po[0], pe[0], pi[1]);
+	po[0] = pe[0] = pi[1] = -1;
 	b->refs++;
 	if (background)
 		TAILQ_INSERT_TAIL(&b->cmds, c, link);
@@ -894,20 +939,7 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 	free(pwd);
 	free(env);
 	json_decref(benv);
-	/* the group says how the backend started it (gvisor: "a..." by
-	 * its in-sandbox agent, "c..." by a runsc exec) */
-	xd_log(XD_LOG_DEBUG, "sandbox %s: command %s started (pid %d, "
-	    "group %s)", b->rec.chat, c->id, (int)c->proc.pid, c->proc.tag);
-	xd->stats.cmds_started++;
-	{
-		char prog[256], hex[65];
-
-		xd_event_argv(c->argv, prog, sizeof(prog), hex);
-		xd_event(xd, "command", "started", b->rec.tenant, json_pack(
-		    "{s:s,s:s,s:s,s:b,s:s,s:s}", "sandbox", XD_REC_ID(&b->rec),
-		    "tenant", b->rec.tenant, "id", c->id, "background",
-		    background, "program", prog, "argv_sha256", hex));
-	}
+	cmd_started(xd, b, c, background);
 	if (mode == XD_OUT_RING)
 		xd_cmd_ring_budget(xd);
 	return c;
