@@ -349,44 +349,39 @@ create_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	xd_os_reply_json(k, 202, sandbox_json(b, rec, XD_REC_ID(&b->rec)));
 }
 
-static void
-h_create(struct xd_os_call *k)
+/* What a create asks for that sluice does not do or that is malformed:
+ * answered here (501 or 400) and -1; else 0 with the image's uri, its
+ * profile and the user (the key's, else metadata's "sluice.user"). */
+static int
+create_check(struct xd_os_call *k, const char **urip, const char **profilep,
+    const char **userp)
 {
-	char key[SBX_ID_MAX + 1];
-	const struct xd_cfg *c = k->xd->cfg;
-	const struct xd_os_cfg *oc = &c->os;
+	const struct xd_os_cfg *oc = &k->xd->cfg->os;
 	json_t *body = k->body, *img = json_object_get(body, "image");
 	json_t *to = json_object_get(body, "timeout");
 	json_t *rl = json_object_get(body, "resourceLimits");
-	json_t *np = json_object_get(body, "networkPolicy");
 	json_t *meta = json_object_get(body, "metadata");
 	json_t *env = json_object_get(body, "env");
 	json_t *ent = json_object_get(body, "entrypoint");
 	json_t *vol = json_object_get(body, "volumes"), *plat =
 	    json_object_get(body, "platform"), *cp = json_object_get(body,
 	    "credentialProxy");
-	const char *uri, *profile, *user = k->key->user, *tier = c->tier;
-	unsigned char rnd[8];
-	char id[40], list[1024] = "";
-	struct xd_create_spec s;
-	struct xd_perr e;
-	json_t *native, *lims, *rec, *pol;
-	long v;
+	const char *uri, *profile, *user = *userp;
+	char list[1024] = "";
 	size_t i, o = 0;
 
-	memset(&e, 0, sizeof(e));
 	if (json_object_get(body, "snapshotId") != NULL && !json_is_null(
 	    json_object_get(body, "snapshotId"))) {
 		xd_os_reply_err(k, 501, "NOT_SUPPORTED", "snapshotId: sluice "
 		    "takes no snapshots of a sandbox (its workspace is "
 		    "archived on delete; see sluice-execd(8))");
-		return;
+		return -1;
 	}
 	if (!json_is_object(img) || (uri = json_string_value(json_object_get(
 	    img, "uri"))) == NULL || !uri[0]) {
 		xd_os_reply_err(k, 400, "INVALID_REQUEST_BODY", "image.uri is "
 		    "required");
-		return;
+		return -1;
 	}
 	if ((profile = xd_os_image_profile(oc, uri)) == NULL) {
 		for (i = 0; i < oc->nimages; i++)
@@ -395,7 +390,7 @@ h_create(struct xd_os_call *k)
 			    oc->images[i].uri);
 		xd_os_reply_err(k, 400, "IMAGE_NOT_ALLOWED", "image %s is not "
 		    "one this server runs; it runs: %s", uri, list);
-		return;
+		return -1;
 	}
 	if (json_is_object(plat) && json_is_string(json_object_get(plat,
 	    "os")) && strcmp(json_string_value(json_object_get(plat, "os")),
@@ -403,18 +398,18 @@ h_create(struct xd_os_call *k)
 		xd_os_reply_err(k, 501, "NOT_SUPPORTED", "platform.os %s: sluice "
 		    "runs Linux sandboxes only", json_string_value(
 		    json_object_get(plat, "os")));
-		return;
+		return -1;
 	}
 	if (json_is_array(vol) && json_array_size(vol) > 0) {
 		xd_os_reply_err(k, 501, "NOT_SUPPORTED", "volumes: a sluice "
 		    "sandbox mounts its own workspace only");
-		return;
+		return -1;
 	}
 	if (json_is_object(cp) && json_is_true(json_object_get(cp,
 	    "enabled"))) {
 		xd_os_reply_err(k, 501, "NOT_SUPPORTED", "credentialProxy: use "
 		    "sluice's request rules and credentials (sluiced)");
-		return;
+		return -1;
 	}
 	if (to != NULL && !json_is_null(to) && (!json_is_integer(to) ||
 	    json_integer_value(to) < 60 || json_integer_value(to) >
@@ -422,14 +417,14 @@ h_create(struct xd_os_call *k)
 		xd_os_reply_err(k, 400, "INVALID_TIMEOUT", "timeout: 60 to %ld "
 		    "seconds (this server's maximum timeout), or null",
 		    oc->max_timeout_s);
-		return;
+		return -1;
 	}
 	if (!str_map(meta) || !str_map(env) || !str_map(rl) || (ent != NULL &&
 	    !json_is_null(ent) && !json_is_array(ent))) {
 		xd_os_reply_err(k, 400, "INVALID_REQUEST_BODY", "metadata, env "
 		    "and resourceLimits: maps of strings; entrypoint: an "
 		    "array");
-		return;
+		return -1;
 	}
 	if (json_is_object(meta)) {
 		const char *mk;
@@ -440,26 +435,29 @@ h_create(struct xd_os_call *k)
 				xd_os_reply_err(k, 400, "INVALID_METADATA", "%s: "
 				    "the opensandbox.io/ prefix is reserved",
 				    mk);
-				return;
+				return -1;
 			}
 		if (!user[0] && json_is_string(json_object_get(meta,
 		    "sluice.user")))
 			user = json_string_value(json_object_get(meta,
 			    "sluice.user"));
 	}
-	if (np != NULL && !json_is_null(np)) {
-		/* the tier now, the rules once the session is there
-		 * (create_cb) */
-		if (xd_os_policy_parse(np, &pol, &e) != 0) {
-			xd_os_reply_perr(k, &e);
-			return;
-		}
-		tier = xd_os_policy_tier(pol);
-		json_object_set_new(k->body, "_policy", pol);
-	}
-	/* limits: the app may ask for less than the admin's maximum, and
-	 * OpenSandbox's SDK asks for 1 CPU and 2 GiB unasked: above the
-	 * maximum is held to it */
+	*urip = uri;
+	*profilep = profile;
+	*userp = user;
+	return 0;
+}
+
+/* resourceLimits as a create's limits (above the admin's maximum held
+ * to it: OpenSandbox's SDK asks for 1 CPU and 2 GiB unasked); NULL when
+ * malformed, answered here. */
+static json_t *
+create_limits(struct xd_os_call *k, json_t *rl)
+{
+	const struct xd_cfg *c = k->xd->cfg;
+	json_t *lims;
+	long v;
+
 	lims = json_object();
 	if (json_is_object(rl)) {
 		const char *cpu = json_string_value(json_object_get(rl, "cpu"));
@@ -471,7 +469,7 @@ h_create(struct xd_os_call *k)
 				json_decref(lims);
 				xd_os_reply_err(k, 400, "INVALID_REQUEST_BODY",
 				    "resourceLimits.cpu: \"500m\", \"1\"");
-				return;
+				return NULL;
 			}
 			if (c->max.sbx.cpu_pct && (uint64_t)v >
 			    c->max.sbx.cpu_pct)
@@ -483,7 +481,7 @@ h_create(struct xd_os_call *k)
 				json_decref(lims);
 				xd_os_reply_err(k, 400, "INVALID_REQUEST_BODY",
 				    "resourceLimits.memory: \"512Mi\", \"2Gi\"");
-				return;
+				return NULL;
 			}
 			if (c->max.sbx.memory_bytes && (uint64_t)v << 20 >
 			    c->max.sbx.memory_bytes)
@@ -491,6 +489,43 @@ h_create(struct xd_os_call *k)
 			json_object_set_new(lims, "memory_mb", json_integer(v));
 		}
 	}
+	return lims;
+}
+
+static void
+h_create(struct xd_os_call *k)
+{
+	char key[SBX_ID_MAX + 1];
+	const struct xd_cfg *c = k->xd->cfg;
+	json_t *body = k->body;
+	json_t *to = json_object_get(body, "timeout");
+	json_t *rl = json_object_get(body, "resourceLimits");
+	json_t *np = json_object_get(body, "networkPolicy");
+	json_t *meta = json_object_get(body, "metadata");
+	json_t *env = json_object_get(body, "env");
+	json_t *ent = json_object_get(body, "entrypoint");
+	const char *uri, *profile, *user = k->key->user, *tier = c->tier;
+	unsigned char rnd[8];
+	char id[40];
+	struct xd_create_spec s;
+	struct xd_perr e;
+	json_t *native, *lims, *rec, *pol;
+
+	memset(&e, 0, sizeof(e));
+	if (create_check(k, &uri, &profile, &user) != 0)
+		return;
+	if (np != NULL && !json_is_null(np)) {
+		/* the tier now, the rules once the session is there
+		 * (create_cb) */
+		if (xd_os_policy_parse(np, &pol, &e) != 0) {
+			xd_os_reply_perr(k, &e);
+			return;
+		}
+		tier = xd_os_policy_tier(pol);
+		json_object_set_new(k->body, "_policy", pol);
+	}
+	if ((lims = create_limits(k, rl)) == NULL)
+		return;
 	if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
 		json_decref(lims);
 		xd_os_reply_err(k, 500, "RUNTIME_ERROR", "no random bytes");
