@@ -38,18 +38,12 @@ session_sample(FILE *f, const char *metric, const struct px_session *s,
 	fprintf(f, "\"%s%s} %llu\n", label ? "," : "", label ? label : "", v);
 }
 
-char *
-ctl_metrics_text(void)
+/* Decisions and closes by verdict and reason. */
+static void
+metrics_decisions(FILE *f)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-	struct px_session *s;
-	uint64_t cum = 0;
-	int v, r, i;
+	int v, r;
 
-	if (f == NULL)
-		return NULL;
 	fputs("# HELP sluice_decisions_total Decisions by verdict and reason.\n"
 	    "# TYPE sluice_decisions_total counter\n", f);
 	for (v = 0; v < 3; v++)
@@ -67,12 +61,12 @@ ctl_metrics_text(void)
 			fprintf(f, "sluice_closes_total{reason=\"%s\"} %llu\n",
 			    pol_reason_name((enum pol_reason)r),
 			    (unsigned long long)px_counters.closes[r]);
-	fprintf(f, "# HELP sluice_bytes_total Bytes relayed.\n"
-	    "# TYPE sluice_bytes_total counter\n"
-	    "sluice_bytes_total{direction=\"up\"} %llu\n"
-	    "sluice_bytes_total{direction=\"down\"} %llu\n",
-	    (unsigned long long)px_counters.bytes_up,
-	    (unsigned long long)px_counters.bytes_down);
+}
+
+/* Bytes, connections, sessions and the connection log. */
+static void
+metrics_relay(FILE *f)
+{
 	fprintf(f, "# HELP sluice_accepted_total Connections accepted.\n"
 	    "# TYPE sluice_accepted_total counter\n"
 	    "sluice_accepted_total %llu\n"
@@ -119,6 +113,15 @@ ctl_metrics_text(void)
 		    "# TYPE sluice_log_free_bytes gauge\n"
 		    "sluice_log_free_bytes %llu\n",
 		    (unsigned long long)clog_free_bytes(px.log));
+}
+
+/* The resolver's latency histogram. */
+static void
+metrics_dns(FILE *f)
+{
+	uint64_t cum = 0;
+	int i;
+
 	fputs("# HELP sluice_dns_duration_seconds Name resolution latency.\n"
 	    "# TYPE sluice_dns_duration_seconds histogram\n", f);
 	for (i = 0; i < PX_DNS_BUCKETS; i++) {
@@ -132,37 +135,51 @@ ctl_metrics_text(void)
 	    "sluice_dns_duration_seconds_count %llu\n",
 	    (unsigned long long)cum, px_counters.dns_sum_s,
 	    (unsigned long long)px_counters.dns_count);
-	{
-		static const char *const kinds[5] = {
-			"allow_once", "allow_chat", "deny", "timeout", "policy"
-		};
+}
 
-		fprintf(f, "# HELP sluice_prompts_pending Prompts waiting for "
-		    "an answer.\n# TYPE sluice_prompts_pending gauge\n"
-		    "sluice_prompts_pending %zu\n"
-		    "# HELP sluice_approvers Event-stream subscribers that "
-		    "may answer prompts.\n# TYPE sluice_approvers gauge\n"
-		    "sluice_approvers %zu\n"
-		    "# HELP sluice_prompts_total Prompts raised.\n"
-		    "# TYPE sluice_prompts_total counter\n"
-		    "sluice_prompts_total %llu\n"
-		    "# HELP sluice_prompt_answers_total Prompts resolved, by "
-		    "answer (timeout and policy: resolved by sluiced).\n"
-		    "# TYPE sluice_prompt_answers_total counter\n",
-		    px_prompts_pending(), ev_approvers(),
-		    (unsigned long long)px_counters.prompts_raised);
-		for (i = 0; i < 5; i++)
-			fprintf(f, "sluice_prompt_answers_total{answer=\"%s\"} "
-			    "%llu\n", kinds[i],
-			    (unsigned long long)px_counters.prompts_answered[i]);
-		fprintf(f, "# HELP sluice_prompt_answer_seconds Time from a "
-		    "prompt to a person's answer.\n"
-		    "# TYPE sluice_prompt_answer_seconds summary\n"
-		    "sluice_prompt_answer_seconds_sum %.3f\n"
-		    "sluice_prompt_answer_seconds_count %llu\n",
-		    px_counters.prompt_latency_sum_s,
-		    (unsigned long long)px_counters.prompt_latency_count);
-	}
+/* Prompts: pending, raised, answered, how fast. */
+static void
+metrics_prompts(FILE *f)
+{
+	static const char *const kinds[5] = {
+		"allow_once", "allow_chat", "deny", "timeout", "policy"
+	};
+	int i;
+
+	fprintf(f, "# HELP sluice_prompts_pending Prompts waiting for "
+	    "an answer.\n# TYPE sluice_prompts_pending gauge\n"
+	    "sluice_prompts_pending %zu\n"
+	    "# HELP sluice_approvers Event-stream subscribers that "
+	    "may answer prompts.\n# TYPE sluice_approvers gauge\n"
+	    "sluice_approvers %zu\n"
+	    "# HELP sluice_prompts_total Prompts raised.\n"
+	    "# TYPE sluice_prompts_total counter\n"
+	    "sluice_prompts_total %llu\n"
+	    "# HELP sluice_prompt_answers_total Prompts resolved, by "
+	    "answer (timeout and policy: resolved by sluiced).\n"
+	    "# TYPE sluice_prompt_answers_total counter\n",
+	    px_prompts_pending(), ev_approvers(),
+	    (unsigned long long)px_counters.prompts_raised);
+	for (i = 0; i < 5; i++)
+		fprintf(f, "sluice_prompt_answers_total{answer=\"%s\"} "
+		    "%llu\n", kinds[i],
+		    (unsigned long long)px_counters.prompts_answered[i]);
+	fprintf(f, "# HELP sluice_prompt_answer_seconds Time from a "
+	    "prompt to a person's answer.\n"
+	    "# TYPE sluice_prompt_answer_seconds summary\n"
+	    "sluice_prompt_answer_seconds_sum %.3f\n"
+	    "sluice_prompt_answer_seconds_count %llu\n",
+	    px_counters.prompt_latency_sum_s,
+	    (unsigned long long)px_counters.prompt_latency_count);
+	
+}
+
+/* Per session: decisions, bytes, open connections. */
+static void
+metrics_sessions(FILE *f)
+{
+	struct px_session *s;
+
 	fputs("# HELP sluice_session_decisions_total Decisions per session.\n"
 	    "# TYPE sluice_session_decisions_total counter\n", f);
 	TAILQ_FOREACH(s, &px.sessions, entry) {
@@ -184,6 +201,22 @@ ctl_metrics_text(void)
 	TAILQ_FOREACH(s, &px.sessions, entry)
 		session_sample(f, "sluice_session_open_connections", s, NULL,
 		    (unsigned long long)s->nconns);
+}
+
+char *
+ctl_metrics_text(void)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (f == NULL)
+		return NULL;
+	metrics_decisions(f);
+	metrics_relay(f);
+	metrics_dns(f);
+	metrics_prompts(f);
+	metrics_sessions(f);
 	if (fclose(f) != 0) {
 		free(buf);
 		return NULL;
