@@ -116,6 +116,100 @@ workdir_ok(const char *w)
 	return 1;
 }
 
+/* api_keys[i], t: one key, read and checked against those before it;
+ * 0, or -1 with key and err set (ofail). */
+static int
+os_key_parse(struct xd_os_cfg *c, json_t *t, size_t i, char *key,
+    size_t klen, char *err, size_t errlen)
+{
+	static const char *const kkeys[] = { "name", "file", "tenant", "user",
+	    NULL };
+	struct xd_os_key *ky = &c->keys[c->nkeys];
+	char why[XD_ERR_MAX], kp[64];
+	const char *k;
+	json_t *v;
+	size_t j;
+
+	snprintf(kp, sizeof(kp), "api_keys[%zu]", i);
+	if (!json_is_object(t))
+		return ofail(key, klen, kp, err, errlen,
+		    "an object {name, file, tenant, user?}");
+	json_object_foreach(t, k, v) {
+		for (j = 0; kkeys[j] != NULL && strcmp(
+		    kkeys[j], k) != 0; j++)
+			;
+		if (kkeys[j] == NULL) {
+			snprintf(why, sizeof(why), "unknown "
+			    "key %s", k);
+			return ofail(key, klen, kp, err,
+			    errlen, why);
+		}
+	}
+	if (str_of(t, "name", ky->name, sizeof(ky->name), 0,
+	    why, sizeof(why)) != 0 || str_of(t, "file",
+	    ky->file, sizeof(ky->file), 1, why, sizeof(why)) !=
+	    0 || str_of(t, "tenant", ky->tenant,
+	    sizeof(ky->tenant), 0, why, sizeof(why)) != 0 ||
+	    str_of(t, "user", ky->user, sizeof(ky->user), 0,
+	    why, sizeof(why)) != 0)
+		return ofail(key, klen, kp, err, errlen, why);
+	if (!ky->name[0] || !ky->file[0] || !ky->tenant[0])
+		return ofail(key, klen, kp, err, errlen,
+		    "name, file and tenant are required (a "
+		    "key names the tenant whose sandboxes it "
+		    "sees)");
+	if (!sbx_id_ok(ky->tenant, SBX_ID_MAX))
+		return ofail(key, klen, kp, err, errlen,
+		    "tenant: 1 to 64 of A-Z a-z 0-9 . _ -");
+	for (j = 0; j < c->nkeys; j++)
+		if (strcmp(c->keys[j].name, ky->name) == 0)
+			return ofail(key, klen, kp, err,
+			    errlen, "name: used twice");
+	if (key_load(ky, why, sizeof(why)) != 0)
+		return ofail(key, klen, kp, err, errlen, why);
+	for (j = 0; j < c->nkeys; j++)
+		if (memcmp(c->keys[j].digest, ky->digest, 32) ==
+		    0)
+			return ofail(key, klen, kp, err,
+			    errlen, "the same key as another "
+			    "entry: a key names one tenant");
+	return 0;
+}
+
+/* "images": image URI -> profile; 0, or -1 with key and err set. */
+static int
+os_images_parse(struct xd_os_cfg *c, json_t *a, char *key, size_t klen,
+    char *err, size_t errlen)
+{
+	char why[XD_ERR_MAX];
+	const char *k;
+	json_t *v;
+
+	if (!json_is_object(a) || json_object_size(a) >
+	    XD_OS_IMAGES_MAX)
+		return ofail(key, klen, "images", err, errlen,
+		    "an object of at most 32 image URI -> profile");
+	json_object_foreach(a, k, v) {
+		const char *p = json_string_value(v);
+
+		if (p == NULL || !sbx_id_ok(p, SBX_ID_MAX) ||
+		    strlen(k) >= sizeof(c->images[0].uri) || !k[0]) {
+			snprintf(why, sizeof(why), "%.200s: a profile "
+			    "name (base, media, minimal, host or an "
+			    "admin's) for an image URI of at most 255 "
+			    "bytes", k);
+			return ofail(key, klen, "images", err, errlen,
+			    why);
+		}
+		snprintf(c->images[c->nimages].uri,
+		    sizeof(c->images[0].uri), "%s", k);
+		snprintf(c->images[c->nimages].profile,
+		    sizeof(c->images[0].profile), "%s", p);
+		c->nimages++;
+	}
+	return 0;
+}
+
 int
 xd_os_cfg_parse(struct xd_os_cfg *c, json_t *o, char *key, size_t klen,
     char *err, size_t errlen)
@@ -123,12 +217,10 @@ xd_os_cfg_parse(struct xd_os_cfg *c, json_t *o, char *key, size_t klen,
 	static const char *const keys[] = { "listen", "plain_http",
 	    "tls_cert", "tls_key", "endpoint_host", "api_keys", "images",
 	    "max_timeout_s", "workdir", NULL };
-	static const char *const kkeys[] = { "name", "file", "tenant", "user",
-	    NULL };
-	char why[XD_ERR_MAX], kp[64];
+	char why[XD_ERR_MAX];
 	const char *k, *colon;
 	json_t *v, *a, *t;
-	size_t i, j;
+	size_t i;
 
 	memset(c, 0, sizeof(*c));
 	c->max_timeout_s = 86400;
@@ -207,78 +299,14 @@ xd_os_cfg_parse(struct xd_os_cfg *c, json_t *o, char *key, size_t klen,
 			return ofail(key, klen, "api_keys", err, errlen,
 			    "an array of at most 16 keys");
 		json_array_foreach(a, i, t) {
-			struct xd_os_key *ky = &c->keys[c->nkeys];
-
-			snprintf(kp, sizeof(kp), "api_keys[%zu]", i);
-			if (!json_is_object(t))
-				return ofail(key, klen, kp, err, errlen,
-				    "an object {name, file, tenant, user?}");
-			json_object_foreach(t, k, v) {
-				for (j = 0; kkeys[j] != NULL && strcmp(
-				    kkeys[j], k) != 0; j++)
-					;
-				if (kkeys[j] == NULL) {
-					snprintf(why, sizeof(why), "unknown "
-					    "key %s", k);
-					return ofail(key, klen, kp, err,
-					    errlen, why);
-				}
-			}
-			if (str_of(t, "name", ky->name, sizeof(ky->name), 0,
-			    why, sizeof(why)) != 0 || str_of(t, "file",
-			    ky->file, sizeof(ky->file), 1, why, sizeof(why)) !=
-			    0 || str_of(t, "tenant", ky->tenant,
-			    sizeof(ky->tenant), 0, why, sizeof(why)) != 0 ||
-			    str_of(t, "user", ky->user, sizeof(ky->user), 0,
-			    why, sizeof(why)) != 0)
-				return ofail(key, klen, kp, err, errlen, why);
-			if (!ky->name[0] || !ky->file[0] || !ky->tenant[0])
-				return ofail(key, klen, kp, err, errlen,
-				    "name, file and tenant are required (a "
-				    "key names the tenant whose sandboxes it "
-				    "sees)");
-			if (!sbx_id_ok(ky->tenant, SBX_ID_MAX))
-				return ofail(key, klen, kp, err, errlen,
-				    "tenant: 1 to 64 of A-Z a-z 0-9 . _ -");
-			for (j = 0; j < c->nkeys; j++)
-				if (strcmp(c->keys[j].name, ky->name) == 0)
-					return ofail(key, klen, kp, err,
-					    errlen, "name: used twice");
-			if (key_load(ky, why, sizeof(why)) != 0)
-				return ofail(key, klen, kp, err, errlen, why);
-			for (j = 0; j < c->nkeys; j++)
-				if (memcmp(c->keys[j].digest, ky->digest, 32) ==
-				    0)
-					return ofail(key, klen, kp, err,
-					    errlen, "the same key as another "
-					    "entry: a key names one tenant");
+			if (os_key_parse(c, t, i, key, klen, err, errlen) != 0)
+				return -1;
 			c->nkeys++;
 		}
 	}
-	if ((a = json_object_get(o, "images")) != NULL) {
-		if (!json_is_object(a) || json_object_size(a) >
-		    XD_OS_IMAGES_MAX)
-			return ofail(key, klen, "images", err, errlen,
-			    "an object of at most 32 image URI -> profile");
-		json_object_foreach(a, k, v) {
-			const char *p = json_string_value(v);
-
-			if (p == NULL || !sbx_id_ok(p, SBX_ID_MAX) ||
-			    strlen(k) >= sizeof(c->images[0].uri) || !k[0]) {
-				snprintf(why, sizeof(why), "%.200s: a profile "
-				    "name (base, media, minimal, host or an "
-				    "admin's) for an image URI of at most 255 "
-				    "bytes", k);
-				return ofail(key, klen, "images", err, errlen,
-				    why);
-			}
-			snprintf(c->images[c->nimages].uri,
-			    sizeof(c->images[0].uri), "%s", k);
-			snprintf(c->images[c->nimages].profile,
-			    sizeof(c->images[0].profile), "%s", p);
-			c->nimages++;
-		}
-	}
+	if ((a = json_object_get(o, "images")) != NULL &&
+	    os_images_parse(c, a, key, klen, err, errlen) != 0)
+		return -1;
 	if (c->listen[0] && c->nkeys == 0)
 		return ofail(key, klen, "api_keys", err, errlen, "listen is "
 		    "set but no key is: every call would be refused (401)");
