@@ -211,6 +211,52 @@ doctor(struct xd *xd)
 	return rc;
 }
 
+/* The state directory, the audit log, the records of the last run
+ * (archives and sandboxes adopted), the pools', node's and lifecycle's
+ * timers and the listeners: everything before "ready".  0, or -1 said
+ * in the log. */
+static int
+start_daemon(struct xd *xd)
+{
+	char err[XD_ERR_MAX];
+
+	if (geteuid() != 0)
+		xd_log(XD_LOG_WARN, "not root: the backends need root, every "
+		    "create will fail");
+	umask(022);
+	if (util_mkdir_p(xd->cfg->state_dir, 0711) != 0) {
+		xd_log(XD_LOG_ERR, "%s: %s", xd->cfg->state_dir,
+		    strerror(errno));
+		return -1;
+	}
+	if (xd_arch_dir_check(xd->cfg, err, sizeof(err)) != 0) {
+		xd_log(XD_LOG_ERR, "%s", err);
+		return -1;
+	}
+	if (xd_audit_open(xd, err, sizeof(err)) != 0) {
+		xd_log(XD_LOG_ERR, "audit log: %s", err);
+		return -1;
+	}
+	xd_arch_adopt(xd->cfg);
+	xd_box_load_all(xd);
+	xd_box_trust_refresh(xd);
+	if (xd_pool_start(xd) != 0) {
+		xd_log(XD_LOG_ERR, "cannot start the pools' timer");
+		return -1;
+	}
+	(void)xd_node_start(xd);
+	if (xd_box_sweep_start(xd) != 0) {
+		xd_log(XD_LOG_ERR, "cannot start the lifecycle timer");
+		return -1;
+	}
+	if (xd_api_listen(xd, err, sizeof(err)) != 0 ||
+	    xd_os_listen(xd, err, sizeof(err)) != 0) {
+		xd_log(XD_LOG_ERR, "%s", err);
+		return -1;
+	}
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -301,39 +347,8 @@ main(int argc, char **argv)
 		rc = doctor(&XD);
 		goto out;
 	}
-	if (geteuid() != 0)
-		xd_log(XD_LOG_WARN, "not root: the backends need root, every "
-		    "create will fail");
-	umask(022);
-	if (util_mkdir_p(XD.cfg->state_dir, 0711) != 0) {
-		xd_log(XD_LOG_ERR, "%s: %s", XD.cfg->state_dir, strerror(errno));
+	if (start_daemon(&XD) != 0)
 		goto out;
-	}
-	if (xd_arch_dir_check(XD.cfg, err, sizeof(err)) != 0) {
-		xd_log(XD_LOG_ERR, "%s", err);
-		goto out;
-	}
-	if (xd_audit_open(&XD, err, sizeof(err)) != 0) {
-		xd_log(XD_LOG_ERR, "audit log: %s", err);
-		goto out;
-	}
-	xd_arch_adopt(XD.cfg);
-	xd_box_load_all(&XD);
-	xd_box_trust_refresh(&XD);
-	if (xd_pool_start(&XD) != 0) {
-		xd_log(XD_LOG_ERR, "cannot start the pools' timer");
-		goto out;
-	}
-	(void)xd_node_start(&XD);
-	if (xd_box_sweep_start(&XD) != 0) {
-		xd_log(XD_LOG_ERR, "cannot start the lifecycle timer");
-		goto out;
-	}
-	if (xd_api_listen(&XD, err, sizeof(err)) != 0 ||
-	    xd_os_listen(&XD, err, sizeof(err)) != 0) {
-		xd_log(XD_LOG_ERR, "%s", err);
-		goto out;
-	}
 	ev_hup = evsignal_new(XD.base, SIGHUP, on_hup, &XD);
 	ev_term = evsignal_new(XD.base, SIGTERM, on_term, &XD);
 	ev_int = evsignal_new(XD.base, SIGINT, on_term, &XD);
