@@ -182,3 +182,19 @@ jsonstrict_strv(json_t *o, const char *key, int required, size_t max,
 	}
 	return 0;
 }
+
+const char *
+jsonstrict_unknown_key(json_t *o, const char *const *keys)
+{
+	const char *k;
+	json_t *v;
+	size_t i;
+
+	json_object_foreach(o, k, v) {
+		for (i = 0; keys[i] != NULL && strcmp(keys[i], k) != 0; i++)
+			;
+		if (keys[i] == NULL)
+			return k;
+	}
+	return NULL;
+}

@@ -42,6 +42,9 @@ json_t *jsonstrict_load_file(const char *path, size_t max,
  * 0, or -1 with err.
  */
 typedef int (*jsonstrict_item_ok)(const char *s);
+/* The first key of object o that is not in keys (NULL-ended), or NULL
+ * when every key is one of them: the caller says so in its own words. */
+const char *jsonstrict_unknown_key(json_t *o, const char *const *keys);
 int jsonstrict_str(json_t *o, const char *key, int required,
     const char **out, char *err, size_t errlen) SLUICE_MUSTCHECK;
 int jsonstrict_strv(json_t *o, const char *key, int required, size_t max,

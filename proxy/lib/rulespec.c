@@ -33,20 +33,13 @@ rule_spec_parse(json_t *o, struct rule_spec *out, char *err, size_t errlen)
 	static const char *const keys[] = { "name", "tenant", "hosts",
 	    "methods", "paths", "action", NULL };
 	const char *name, *tenant, *action, *k;
-	json_t *v;
-	size_t i;
 
 	memset(out, 0, sizeof(*out));
 	if (!json_is_object(o))
 		return errf(err, errlen, "expected a JSON object");
-	json_object_foreach(o, k, v) {
-		for (i = 0; keys[i] != NULL; i++)
-			if (strcmp(k, keys[i]) == 0)
-				break;
-		if (keys[i] == NULL)
-			return errf(err, errlen, "%.64s: unknown field (expected "
-			    "name, tenant, hosts, methods, paths, action)", k);
-	}
+	if ((k = jsonstrict_unknown_key(o, keys)) != NULL)
+		return errf(err, errlen, "%.64s: unknown field (expected "
+		    "name, tenant, hosts, methods, paths, action)", k);
 	if (jsonstrict_str(o, "name", 1, &name, err, errlen) != 0 ||
 	    jsonstrict_str(o, "tenant", 0, &tenant, err, errlen) != 0 ||
 	    jsonstrict_str(o, "action", 1, &action, err, errlen) != 0)

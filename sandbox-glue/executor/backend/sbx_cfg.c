@@ -251,22 +251,13 @@ static int
 cfg_check_keys(json_t *o, const char *const *keys, const char *where,
     char *err, size_t errlen)
 {
-	const char *k;
-	json_t *v;
-	size_t i;
+	const char *k = jsonstrict_unknown_key(o, keys);
+	char safe[64];
 
-	json_object_foreach(o, k, v) {
-		for (i = 0; keys[i] != NULL && strcmp(keys[i], k) != 0; i++)
-			;
-		if (keys[i] == NULL) {
-			char safe[64];
-
-			sbx_text_safe(k, safe, sizeof(safe));
-			return sbx_err(err, errlen, "config: unknown key %s%s",
-			    where, safe);
-		}
-	}
-	return 0;
+	if (k == NULL)
+		return 0;
+	sbx_text_safe(k, safe, sizeof(safe));
+	return sbx_err(err, errlen, "config: unknown key %s%s", where, safe);
 }
 
 /* A line of text without control characters. */

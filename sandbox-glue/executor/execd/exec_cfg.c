@@ -27,6 +27,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "proxy/lib/jsonstrict.h"
 #include "proxy/lib/config.h"
 #include "proxy/lib/httpauth.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
@@ -415,17 +416,9 @@ cfg_store(struct cx *x, json_t *o, struct xd_cfg *c,
 static int
 c_keys(struct cx *x, json_t *o, const char *const *keys)
 {
-	const char *k;
-	json_t *v;
-	size_t i;
+	const char *k = jsonstrict_unknown_key(o, keys);
 
-	json_object_foreach(o, k, v) {
-		for (i = 0; keys[i] != NULL && strcmp(keys[i], k) != 0; i++)
-			;
-		if (keys[i] == NULL)
-			return cfail(x, k, 1, "unknown key");
-	}
-	return 0;
+	return k != NULL ? cfail(x, k, 1, "unknown key") : 0;
 }
 
 static int

@@ -29,6 +29,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "proxy/lib/jsonstrict.h"
 #include "proxy/lib/httpauth.h"
 #include "sandbox-glue/executor/execd/exec_os-int.h"
 
@@ -127,23 +128,15 @@ os_key_parse(struct xd_os_cfg *c, json_t *t, size_t i, char *key,
 	struct xd_os_key *ky = &c->keys[c->nkeys];
 	char why[XD_ERR_MAX], kp[64];
 	const char *k;
-	json_t *v;
 	size_t j;
 
 	snprintf(kp, sizeof(kp), "api_keys[%zu]", i);
 	if (!json_is_object(t))
 		return ofail(key, klen, kp, err, errlen,
 		    "an object {name, file, tenant, user?}");
-	json_object_foreach(t, k, v) {
-		for (j = 0; kkeys[j] != NULL && strcmp(
-		    kkeys[j], k) != 0; j++)
-			;
-		if (kkeys[j] == NULL) {
-			snprintf(why, sizeof(why), "unknown "
-			    "key %s", k);
-			return ofail(key, klen, kp, err,
-			    errlen, why);
-		}
+	if ((k = jsonstrict_unknown_key(t, kkeys)) != NULL) {
+		snprintf(why, sizeof(why), "unknown key %s", k);
+		return ofail(key, klen, kp, err, errlen, why);
 	}
 	if (str_of(t, "name", ky->name, sizeof(ky->name), 0,
 	    why, sizeof(why)) != 0 || str_of(t, "file",
@@ -228,12 +221,8 @@ xd_os_cfg_parse(struct xd_os_cfg *c, json_t *o, char *key, size_t klen,
 	key[0] = '\0';
 	if (!json_is_object(o))
 		return ofail(key, klen, "", err, errlen, "an object");
-	json_object_foreach(o, k, v) {
-		for (i = 0; keys[i] != NULL && strcmp(keys[i], k) != 0; i++)
-			;
-		if (keys[i] == NULL)
-			return ofail(key, klen, k, err, errlen, "unknown key");
-	}
+	if ((k = jsonstrict_unknown_key(o, keys)) != NULL)
+		return ofail(key, klen, k, err, errlen, "unknown key");
 	if (str_of(o, "listen", c->listen, sizeof(c->listen), 0, why,
 	    sizeof(why)) != 0)
 		return ofail(key, klen, "listen", err, errlen, why);

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/lib/jsonstrict.h"
 #include "proxy/lib/apiroute.h"
 #include "proxy/lib/util.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
@@ -235,22 +236,14 @@ static int
 keys_only(json_t *o, const char *const *keys, const char *where,
     struct xd_perr *e)
 {
-	const char *k;
-	json_t *v;
-	size_t i;
+	const char *k = jsonstrict_unknown_key(o, keys);
+	char shown[4 * 64 + 1];
 
-	json_object_foreach(o, k, v) {
-		for (i = 0; keys[i] != NULL && strcmp(keys[i], k) != 0; i++)
-			;
-		if (keys[i] == NULL) {
-			char shown[4 * 64 + 1];
-
-			sbx_text_safe(k, shown, sizeof(shown));
-			return xd_perr_set(e, 400, "bad_request", "%s%sunknown key "
-			    "\"%s\"", where, where[0] ? ": " : "", shown);
-		}
-	}
-	return 0;
+	if (k == NULL)
+		return 0;
+	sbx_text_safe(k, shown, sizeof(shown));
+	return xd_perr_set(e, 400, "bad_request", "%s%sunknown key \"%s\"",
+	    where, where[0] ? ": " : "", shown);
 }
 
 /* A string member that fits buf (missing leaves buf), no NUL. */

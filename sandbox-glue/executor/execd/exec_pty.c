@@ -51,6 +51,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
+#include "proxy/lib/jsonstrict.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
 #include "sandbox-glue/executor/execd/exec_wsf.h"
 
@@ -469,7 +470,6 @@ xd_pty_start(struct xd_box *b, json_t *body, struct xd_perr *e)
 	json_int_t cols = 80, rows = 24;
 	struct xd_cmd_spec s;
 	struct xd_cmd *c;
-	size_t i;
 
 	if (!b->be->tty_stdin) {
 		xd_perr_set(e, 501, "backend_unavailable", "terminals: the %s "
@@ -482,15 +482,11 @@ xd_pty_start(struct xd_box *b, json_t *body, struct xd_perr *e)
 		xd_perr_set(e, 400, "bad_request", "the body is a JSON object");
 		return NULL;
 	}
-	json_object_foreach(body, key, v) {
-		for (i = 0; keys[i] != NULL; i++)
-			if (strcmp(key, keys[i]) == 0)
-				break;
-		if (keys[i] == NULL) {
-			xd_perr_set(e, 400, "bad_request", "unknown key \"%.64s\" "
-			    "(command, cwd, env, cols, rows)", key);
-			return NULL;
-		}
+	if (body != NULL && (key = jsonstrict_unknown_key(body, keys)) !=
+	    NULL) {
+		xd_perr_set(e, 400, "bad_request", "unknown key \"%.64s\" "
+		    "(command, cwd, env, cols, rows)", key);
+		return NULL;
 	}
 	if ((v = json_object_get(body, "command")) != NULL && ((cmd =
 	    json_string_value(v)) == NULL || !cmd[0])) {
