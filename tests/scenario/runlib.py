@@ -311,8 +311,16 @@ def log_is_bounded(env, run, chat, n=20000, timeout=120):
     for p in (log, log + ".1"):
         check(os.path.getsize(p) <= 1 << 20, "%s: %d bytes" % (
               p, os.path.getsize(p)))
-    check(b"connect /run/sluice/proxy.sock" in open(log, "rb").read()[-300:],
-          "newest line: %r" % open(log, "rb").read()[-300:])
+    # the newest lines, without what a sanitizer build's own runtime
+    # adds (ASan's __asan_handle_no_return warning, three lines, when the
+    # holder's processes end on a stack it did not make): not the shim's
+    tail = [ln for ln in open(log, "rb").read()[-4000:].split(b"\n")
+            if not re.match(rb"==\d+==WARNING: ASan|False positive error "
+                            rb"reports may follow|For details see https://"
+                            rb"github.com/google/sanitizers", ln)]
+    newest = b"\n".join(tail)[-300:]
+    check(b"connect /run/sluice/proxy.sock" in newest,
+          "newest line: %r" % newest)
     with open(os.path.join(run.state, chat, "log.pid")) as f:
         pid = int(f.read().split()[0])
     check(os.path.exists("/proc/%d" % pid), "log reader %d" % pid)
