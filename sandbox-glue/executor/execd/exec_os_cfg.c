@@ -35,6 +35,8 @@
 
 #define KEY_MIN		16
 #define KEY_MAX		256
+#define OS_TIMEOUT_DEFAULT	86400		/* max_timeout_s */
+#define OS_WORKDIR_DEFAULT	"/tmp/workspace"	/* ChatHub's */
 
 /* SHA-256 here, not exec_cfg.c's xd_sha256: exec_cfg.c calls this
  * file, and no two files call each other (tests/layering.sh). */
@@ -216,8 +218,8 @@ xd_os_cfg_parse(struct xd_os_cfg *c, json_t *o, char *key, size_t klen,
 	size_t i;
 
 	memset(c, 0, sizeof(*c));
-	c->max_timeout_s = 86400;
-	snprintf(c->workdir, sizeof(c->workdir), "/tmp/workspace");
+	c->max_timeout_s = OS_TIMEOUT_DEFAULT;
+	snprintf(c->workdir, sizeof(c->workdir), "%s", OS_WORKDIR_DEFAULT);
 	key[0] = '\0';
 	if (!json_is_object(o))
 		return ofail(key, klen, "", err, errlen, "an object");
@@ -313,7 +315,13 @@ xd_os_cfg_json(const struct xd_os_cfg *c)
 	size_t i;
 
 	if (!c->listen[0])
-		return json_pack("{s:s}", "listen", "");
+		/* off: the defaults a block with a listen address would
+		 * start from (tls_cert and tls_key have none) */
+		return json_pack("{s:s,s:b,s:s,s:I,s:s,s:[],s:{}}", "listen", "",
+		    "plain_http", 0, "endpoint_host", "", "max_timeout_s",
+		    (json_int_t)OS_TIMEOUT_DEFAULT, "workdir", OS_WORKDIR_DEFAULT,
+		    "api_keys",
+		    "images");
 	a = json_array();
 	for (i = 0; i < c->nkeys; i++)
 		json_array_append_new(a, json_pack("{s:s,s:s,s:s,s:s?}",
