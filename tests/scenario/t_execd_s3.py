@@ -332,7 +332,8 @@ def expiry_quota(env):
     m.s3.put_object(Bucket=BUCKET, Key="%s/%s.json" % (PREFIX, k),
                     Body=json.dumps(meta).encode())
     b = host(env, ctl, "b", store_conf(m, ak, sk, archive_max_age=86400))
-    wait_until(lambda: k + ".json" not in m.names(), 30,
+    # the sweep deletes the metadata, then the tar: wait for both
+    wait_until(lambda: not any(n.startswith(k) for n in m.names()), 30,
                what="the expired archive swept from the store")
     names = m.names()
     check(X.K("q2") + ".json" in names and not any(
