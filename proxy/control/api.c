@@ -43,7 +43,7 @@
 
 #include "proxy/daemon.h"
 #include "proxy/lib/httpauth.h"
-#include "proxy/lib/peer.h"
+#include "proxy/lib/tcpadmit.h"
 #include "proxy/lib/apiroute.h"
 #include "proxy/lib/roles.h"
 #include "proxy/lib/usock.h"
@@ -89,7 +89,6 @@ struct api_unix {
 struct api_tls {
 	struct evhttp *http;
 	struct evhttp_bound_socket *bound;   /* its listener */
-	int paused;              /* that listener is disabled (gate) */
 	char *addr;
 	SSL_CTX *ctx;            /* read at each accept: reload swaps it */
 };
@@ -101,16 +100,10 @@ struct api_tls {
  * closed), so while it exists fd is this connection's.
  */
 struct api_conn {
+	struct tcpadmit_conn ta; /* first: the caps' view of it */
 	SSL *ssl;
 	struct bufferevent *bev; /* evhttp's: never freed here */
-	int fd;                  /* -1 until admitted */
-	struct event *timer;     /* admission at once, then the deadline */
-	struct sockaddr_storage peer;
-	int admitted;
-	const char *refuse;      /* why it may not stay, NULL: it may */
 	int serving;             /* a whole request is being answered */
-	int shut;                /* shutdown(2) done: evhttp ends it */
-	TAILQ_ENTRY(api_conn) entry;
 };
 
 static struct {
@@ -119,16 +112,9 @@ static struct {
 	size_t max_body;
 	struct api_unix un;
 	struct api_tls tls;
-	/* the TCP listener's connections and limits */
-	TAILQ_HEAD(, api_conn) conns;
-	int nconns;
-	int max_conns, max_per_peer, head_timeout_ms, fd_reserve;
-	int fd_short;            /* too few descriptors at the last look */
-	struct event *fd_ev;     /* looks again while fd_short */
-	int fd_credit;           /* accepts the last look has room for */
-	struct timespec fd_ok_until;   /* ... until then */
-	time_t refused_logged;   /* refusals are logged once per 10 s */
-	unsigned long refused;
+	/* the TCP listener's connections and caps */
+	struct tcpadmit ta;
+	int head_timeout_ms;
 } api;
 
 /* SSL ex_data index of an SSL's api_conn. */
@@ -1562,196 +1548,21 @@ oom:
  *    finds enough.
  */
 
-static int64_t
-mono_ms(const struct timespec *t)
-{
-	return (int64_t)t->tv_sec * 1000 + t->tv_nsec / 1000000;
-}
-
-/* Spare descriptors to look for at once beyond limits.fd_reserve: so
- * many accepts need no look of their own. */
-#define API_FD_CREDIT 16
-
-/*
- * At least n descriptors are free: take them (duplicates of fd) and give
- * them back.  That is n system calls, so one look takes up to
- * API_FD_CREDIT more and lets that many accepts, in the next 100 ms, go
- * without a look (what the proxy opens meanwhile is not seen).
- */
-static int
-fds_free(int fd, int n)
-{
-	struct timespec now;
-	int *got, i, want = n + API_FD_CREDIT;
-
-	if (n <= 0)
-		return 1;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	if (api.fd_credit > 0 && mono_ms(&now) < mono_ms(&api.fd_ok_until)) {
-		api.fd_credit--;
-		return 1;
-	}
-	api.fd_credit = 0;
-	if ((got = malloc((size_t)want * sizeof(*got))) == NULL)
-		return 0;
-	for (i = 0; i < want; i++)
-		if ((got[i] = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)
-			break;
-	api.fd_credit = i - n;
-	while (i-- > 0)
-		close(got[i]);
-	free(got);
-	if (api.fd_credit < 0) {
-		api.fd_credit = 0;
-		return 0;
-	}
-	api.fd_ok_until = now;
-	api.fd_ok_until.tv_nsec += 100 * 1000000L;
-	if (api.fd_ok_until.tv_nsec >= 1000000000L) {
-		api.fd_ok_until.tv_sec++;
-		api.fd_ok_until.tv_nsec -= 1000000000L;
-	}
-	return 1;
-}
-
-/* Accept on control.tcp only below control.max_conns and with
- * descriptors to spare. */
-static void
-gate(void)
-{
-	struct evconnlistener *l;
-	int pause;
-
-	if (api.tls.bound == NULL ||
-	    (l = evhttp_bound_socket_get_listener(api.tls.bound)) == NULL)
-		return;
-	pause = api.nconns >= api.max_conns || api.fd_short;
-	if (pause == api.tls.paused)
-		return;
-	if ((pause ? evconnlistener_disable(l) : evconnlistener_enable(l)) !=
-	    0)
-		return;
-	api.tls.paused = pause;
-	px_log(pause ? PX_INFO : PX_DEBUG, "control.tcp: %s (%d connections, "
-	    "control.max_conns %d%s)", pause ? "accepting paused" :
-	    "accepting again", api.nconns, api.max_conns,
-	    api.fd_short ? ", fewer than limits.fd_reserve descriptors free" :
-	    "");
-}
-
-static void
-fd_look(evutil_socket_t fd, short ev, void *arg)
-{
-	struct timeval tv = { 0, 500000 };
-	struct evconnlistener *l;
-
-	(void)fd;
-	(void)ev;
-	(void)arg;
-	if (api.tls.bound != NULL &&
-	    (l = evhttp_bound_socket_get_listener(api.tls.bound)) != NULL &&
-	    fds_free(evconnlistener_get_fd(l), api.fd_reserve + 1)) {
-		api.fd_short = 0;
-		gate();
-		return;
-	}
-	evtimer_add(api.fd_ev, &tv);
-}
-
-/* Too few descriptors: stop accepting until fd_look finds enough. */
-static void
-fd_shortage(void)
-{
-	struct timeval tv = { 0, 500000 };
-
-	if (api.fd_short)
-		return;
-	api.fd_short = 1;
-	api.fd_credit = 0;
-	gate();
-	if (api.fd_ev == NULL &&
-	    (api.fd_ev = evtimer_new(api.base, fd_look, NULL)) == NULL) {
-		api.fd_short = 0;       /* cannot look again: do not pause */
-		gate();
-		return;
-	}
-	evtimer_add(api.fd_ev, &tv);
-}
-
-/* accept(2) failed on control.tcp; evhttp would retry at once, forever. */
-static void
-tls_accept_error(struct evconnlistener *l, void *arg)
-{
-	int e = EVUTIL_SOCKET_ERROR();
-
-	(void)l;
-	(void)arg;
-	px_log(PX_ERR, "control.tcp: accept: %s", strerror(e));
-	fd_shortage();
-}
-
-static void
-conn_shut(struct api_conn *k, const char *why)
-{
-	time_t now = time(NULL);
-
-	if (k->shut)
-		return;
-	k->shut = 1;
-	evtimer_del(k->timer);
-	if (k->fd >= 0)
-		shutdown(k->fd, SHUT_RDWR);
-	api.refused++;
-	if (now - api.refused_logged >= 10) {
-		px_log(PX_INFO, "control.tcp: closed %lu connection(s) since "
-		    "the last report, the last for %s", api.refused, why);
-		api.refused_logged = now;
-		api.refused = 0;
-	}
-}
+static const struct tcpadmit_names tcp_names = {
+	"control.tcp", "control.max_conns", "control.max_conns_per_peer",
+	"limits.fd_reserve",
+};
 
 static void
 conn_arm(struct api_conn *k)
 {
-	struct timeval tv = { api.head_timeout_ms / 1000,
-	    (api.head_timeout_ms % 1000) * 1000 };
-
-	evtimer_add(k->timer, &tv);
+	tcpadmit_conn_arm(&k->ta, api.head_timeout_ms);
 }
 
-/* Who is it, and may it stay?  0 admitted, -1 shut. */
 static int
 conn_admit(struct api_conn *k)
 {
-	struct api_conn *o;
-	socklen_t len = sizeof(k->peer);
-	int fd = bufferevent_getfd(k->bev), n = 1;
-
-	k->admitted = 1;
-	if (fd < 0)
-		goto shut;      /* evhttp set none: nothing to serve */
-	k->fd = fd;
-	if (k->refuse != NULL) {
-		conn_shut(k, k->refuse);
-		return -1;
-	}
-	if (getpeername(fd, (struct sockaddr *)&k->peer, &len) != 0) {
-		conn_shut(k, "a peer already gone");
-		return -1;
-	}
-	TAILQ_FOREACH(o, &api.conns, entry)
-		if (o != k && o->admitted && !o->shut &&
-		    peer_same_host(&o->peer, &k->peer))
-			n++;
-	if (n > api.max_per_peer) {
-		conn_shut(k, "control.max_conns_per_peer");
-		return -1;
-	}
-	return 0;
-shut:
-	k->shut = 1;
-	evtimer_del(k->timer);
-	return -1;
+	return tcpadmit_conn_admit(&api.ta, &k->ta, bufferevent_getfd(k->bev));
 }
 
 static void
@@ -1761,14 +1572,14 @@ conn_timer(evutil_socket_t fd, short ev, void *arg)
 
 	(void)fd;
 	(void)ev;
-	if (k->shut || k->serving)
+	if (k->ta.shut || k->serving)
 		return;
-	if (!k->admitted) {
+	if (!k->ta.admitted) {
 		if (conn_admit(k) == 0)
 			conn_arm(k);
 		return;
 	}
-	conn_shut(k, "control.head_timeout_ms");
+	tcpadmit_conn_shut(&api.ta, &k->ta, "control.head_timeout_ms");
 }
 
 static struct api_conn *
@@ -1790,7 +1601,7 @@ conn_answered(struct evhttp_request *req, void *arg)
 	if (evcon == NULL ||
 	    (bev = evhttp_connection_get_bufferevent(evcon)) == NULL ||
 	    (k = conn_of(bufferevent_openssl_get_ssl(bev))) == NULL ||
-	    k->shut)
+	    k->ta.shut)
 		return;
 	k->serving = 0;
 	conn_arm(k);
@@ -1806,12 +1617,12 @@ conn_request(struct evhttp_request *req, SSL *ssl)
 
 	if (k == NULL)
 		return 0;       /* made before the limits (no ex_data): none */
-	if (!k->admitted && conn_admit(k) != 0)
+	if (!k->ta.admitted && conn_admit(k) != 0)
 		return -1;
-	if (k->shut)
+	if (k->ta.shut)
 		return -1;
 	k->serving = 1;
-	evtimer_del(k->timer);
+	evtimer_del(k->ta.timer);
 	evhttp_request_set_on_complete_cb(req, conn_answered, NULL);
 	return 0;
 }
@@ -1830,11 +1641,9 @@ conn_gone(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
 	(void)argp;
 	if (k == NULL)
 		return;
-	TAILQ_REMOVE(&api.conns, k, entry);
-	api.nconns--;
-	event_free(k->timer);
+	tcpadmit_conn_remove(&api.ta, &k->ta);
+	event_free(k->ta.timer);
 	free(k);
-	gate();
 }
 
 /* Forget every connection at stop: their SSLs may be freed later, by
@@ -1842,28 +1651,25 @@ conn_gone(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
 static void
 conns_forget(void)
 {
+	struct tcpadmit_conn *t;
 	struct api_conn *k;
 
-	while ((k = TAILQ_FIRST(&api.conns)) != NULL) {
+	while ((t = TAILQ_FIRST(&api.ta.conns)) != NULL) {
+		k = (struct api_conn *)t;
 		SSL_set_ex_data(k->ssl, conn_idx, NULL);
-		TAILQ_REMOVE(&api.conns, k, entry);
-		event_free(k->timer);
+		TAILQ_REMOVE(&api.ta.conns, t, link);
+		event_free(t->timer);
 		free(k);
 	}
-	api.nconns = 0;
-	if (api.fd_ev != NULL)
-		event_free(api.fd_ev);
-	api.fd_ev = NULL;
-	api.fd_short = 0;
+	tcpadmit_stop(&api.ta);
 }
 
 static void
 conn_limits(const struct cfg *c)
 {
-	api.max_conns = c->control.max_conns;
-	api.max_per_peer = c->control.max_conns_per_peer;
 	api.head_timeout_ms = c->control.head_timeout_ms;
-	api.fd_reserve = c->fd_reserve;
+	tcpadmit_set_limits(&api.ta, c->control.max_conns,
+	    c->control.max_conns_per_peer, c->fd_reserve);
 }
 
 /* ------------------------------------------------------------------ */
@@ -2025,8 +1831,6 @@ fail:
 static struct bufferevent *
 tls_bev(struct event_base *base, void *arg)
 {
-	static const struct timeval now = { 0, 0 };
-	struct evconnlistener *l;
 	struct bufferevent *bev;
 	struct api_conn *k;
 	SSL *ssl;
@@ -2035,7 +1839,7 @@ tls_bev(struct event_base *base, void *arg)
 	if (api.tls.ctx == NULL || (ssl = SSL_new(api.tls.ctx)) == NULL)
 		return NULL;
 	if ((k = calloc(1, sizeof(*k))) == NULL ||
-	    (k->timer = evtimer_new(base, conn_timer, k)) == NULL) {
+	    (k->ta.timer = evtimer_new(base, conn_timer, k)) == NULL) {
 		free(k);
 		SSL_free(ssl);
 		return NULL;
@@ -2047,25 +1851,13 @@ tls_bev(struct event_base *base, void *arg)
 	if (bev == NULL || SSL_set_ex_data(ssl, conn_idx, k) != 1) {
 		if (bev != NULL)
 			bufferevent_free(bev);
-		event_free(k->timer);
+		event_free(k->ta.timer);
 		free(k);
 		return NULL;
 	}
 	k->ssl = ssl;
 	k->bev = bev;
-	k->fd = -1;
-	TAILQ_INSERT_TAIL(&api.conns, k, entry);
-	api.nconns++;
-	/* its descriptor is taken already: look now, so that the accept
-	 * loop stops here (gate), not when the descriptors are gone */
-	if (api.tls.bound != NULL && (l = evhttp_bound_socket_get_listener(
-	    api.tls.bound)) != NULL &&
-	    !fds_free(evconnlistener_get_fd(l), api.fd_reserve)) {
-		k->refuse = "limits.fd_reserve";
-		fd_shortage();
-	}
-	evtimer_add(k->timer, &now);
-	gate();
+	tcpadmit_conn_add(&api.ta, &k->ta);
 	return bev;
 }
 
@@ -2075,7 +1867,6 @@ tls_listen(const char *addr, struct evhttp_bound_socket **bound, char *err,
 {
 	struct pol_target t;
 	struct evhttp *h;
-	struct evconnlistener *l;
 
 	if (pol_target_parse_authority(addr, strlen(addr), &t) != POL_R_NONE ||
 	    t.kind == POL_HOST_NAME) {
@@ -2094,8 +1885,6 @@ tls_listen(const char *addr, struct evhttp_bound_socket **bound, char *err,
 		evhttp_free(h);
 		return NULL;
 	}
-	if ((l = evhttp_bound_socket_get_listener(*bound)) != NULL)
-		evconnlistener_set_error_cb(l, tls_accept_error);
 	return h;
 }
 
@@ -2104,6 +1893,8 @@ tls_close(struct api_tls *t)
 {
 	if (t->http != NULL)
 		evhttp_free(t->http);   /* its connections' SSLs go later */
+	if (t->bound != NULL)
+		tcpadmit_bind(&api.ta, NULL);
 	if (t->ctx != NULL)
 		SSL_CTX_free(t->ctx);
 	free(t->addr);
@@ -2122,7 +1913,7 @@ api_start(struct event_base *base, const struct cfg *c, char *err,
 	memset(&api, 0, sizeof(api));
 	api.base = base;
 	api.max_body = cc->max_body;
-	TAILQ_INIT(&api.conns);
+	tcpadmit_init(&api.ta, base, &tcp_names);
 	conn_limits(c);
 	if (conn_idx < 0 && (conn_idx = SSL_get_ex_new_index(0, NULL, NULL,
 	    NULL, conn_gone)) < 0) {
@@ -2141,6 +1932,7 @@ api_start(struct event_base *base, const struct cfg *c, char *err,
 				snprintf(err, errlen, "out of memory");
 			goto fail;
 		}
+		tcpadmit_bind(&api.ta, api.tls.bound);
 	}
 	px_log(PX_INFO, "control API on %s%s%s", api.un.path,
 	    cc->tcp ? " and TLS " : "", cc->tcp ? cc->tcp : "");
@@ -2216,8 +2008,8 @@ api_reload(const struct cfg *c)
 			free(api.tls.addr);
 			api.tls.http = nt;
 			api.tls.bound = nbound;
-			api.tls.paused = 0;
 			api.tls.addr = addr;
+			tcpadmit_bind(&api.ta, nbound);
 		}
 		if (api.tls.ctx != NULL)
 			SSL_CTX_free(api.tls.ctx);   /* live SSLs hold a ref */
@@ -2225,7 +2017,6 @@ api_reload(const struct cfg *c)
 		evhttp_set_max_body_size(api.tls.http,
 		    (ev_ssize_t)api.max_body);
 	}
-	gate();
 	return 0;
 fail:
 	acl_free(&acl);

@@ -26,7 +26,8 @@
  *  - tcp.max_conns in all (at the cap the listener stops accepting: the
  *    kernel queues the rest), tcp.max_conns_per_peer from one address
  *    (more are shut at once), and the listener accepts only while
- *    tcp.fd_reserve descriptors are left for sandboxes and commands.
+ *    tcp.fd_reserve descriptors are left for sandboxes and commands
+ *    (proxy/lib/tcpadmit.c: the caps sluiced's control.tcp has too).
  * Under tcp.plain_http (no TLS) the filter sits on a socket bufferevent
  * and does the same.  A route that needs no role (GET /healthz, a load
  * balancer's) passes without a token, never with a body.
@@ -58,7 +59,7 @@
 #include <openssl/ssl.h>
 
 #include "proxy/lib/httpauth.h"
-#include "proxy/lib/peer.h"
+#include "proxy/lib/tcpadmit.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
 
 #define HEAD_MAX	(64 * 1024)     /* as evhttp_set_max_headers_size */
@@ -69,7 +70,6 @@
  * this much unread, writes (answers) are moved to it below it. */
 #define UNDER_READ_WM	(HEAD_MAX + 16384)
 #define UNDER_WRITE_WM	(64 * 1024)
-#define FD_CREDIT	16
 
 enum gate_state {
 	G_HEAD,         /* a head is being read: held back */
@@ -82,219 +82,35 @@ enum gate_state {
 };
 
 struct xd_conn {
-	TAILQ_ENTRY(xd_conn) link;
+	struct tcpadmit_conn ta;        /* first: the caps' view of it */
 	struct xd *xd;
 	struct bufferevent *bev;        /* the filter: evhttp's */
 	struct bufferevent *under;      /* the TLS one under it */
-	struct event *timer;            /* admission at once, then deadlines */
 	struct event *kick;             /* moves an answer down (out_added) */
-	struct sockaddr_storage peer;
-	int fd;                         /* -1 until admitted */
-	int admitted, shut;
-	const char *refuse;             /* why it may not stay */
 	enum gate_state state;
 	uint64_t left;                  /* G_BODY: bytes to pass */
 	uint64_t dropped;               /* G_REFUSED: bytes dropped */
 	size_t scanned;                 /* G_HEAD: looked at, no end */
 };
-TAILQ_HEAD(xd_connq, xd_conn);
 
 struct xd_gate {
+	struct tcpadmit ta;             /* tcp.max_conns and the like */
 	struct xd *xd;
-	struct evhttp_bound_socket *bound;
-	struct xd_connq conns;
-	int nconns, paused, fd_short, fd_credit;
-	int64_t fd_ok_until;
-	struct event *fd_ev;
 	xd_gate_role_fn role_of;
-	time_t refused_logged;
-	unsigned long refused;
 };
 
-static int64_t
-mono_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
-/* ---- descriptors and the listener ---- */
-
-/*
- * At least n descriptors are free: take them (duplicates of fd) and give
- * them back.  One look takes FD_CREDIT more, and lets that many accepts
- * within 100 ms go without a look of their own.
- */
-static int
-fds_free(struct xd_gate *g, int fd, int n)
-{
-	int *got, i, want = n + FD_CREDIT;
-	int64_t now = mono_ms();
-
-	if (n <= 0)
-		return 1;
-	if (g->fd_credit > 0 && now < g->fd_ok_until) {
-		g->fd_credit--;
-		return 1;
-	}
-	g->fd_credit = 0;
-	if ((got = malloc((size_t)want * sizeof(*got))) == NULL)
-		return 0;
-	for (i = 0; i < want; i++)
-		if ((got[i] = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)
-			break;
-	g->fd_credit = i - n;
-	while (i-- > 0)
-		close(got[i]);
-	free(got);
-	if (g->fd_credit < 0) {
-		g->fd_credit = 0;
-		return 0;
-	}
-	g->fd_ok_until = now + 100;
-	return 1;
-}
-
-/* Accept only below tcp.max_conns and with descriptors to spare. */
-static void
-gate_listen(struct xd_gate *g)
-{
-	struct evconnlistener *l;
-	int pause;
-
-	if (g->bound == NULL ||
-	    (l = evhttp_bound_socket_get_listener(g->bound)) == NULL)
-		return;
-	pause = g->nconns >= g->xd->cfg->tcp_max_conns || g->fd_short;
-	if (pause == g->paused)
-		return;
-	if ((pause ? evconnlistener_disable(l) : evconnlistener_enable(l)) !=
-	    0)
-		return;
-	g->paused = pause;
-	xd_log(pause ? XD_LOG_INFO : XD_LOG_DEBUG, "tcp: %s (%d connections, "
-	    "tcp.max_conns %ld%s)", pause ? "accepting paused" :
-	    "accepting again", g->nconns, g->xd->cfg->tcp_max_conns,
-	    g->fd_short ? ", fewer than tcp.fd_reserve descriptors free" : "");
-}
-
-static void
-fd_look(evutil_socket_t fd, short what, void *arg)
-{
-	struct xd_gate *g = arg;
-	struct timeval tv = { 0, 500000 };
-	struct evconnlistener *l;
-
-	(void)fd;
-	(void)what;
-	if (g->bound != NULL &&
-	    (l = evhttp_bound_socket_get_listener(g->bound)) != NULL &&
-	    fds_free(g, evconnlistener_get_fd(l),
-	    (int)g->xd->cfg->tcp_fd_reserve + 1)) {
-		g->fd_short = 0;
-		gate_listen(g);
-		return;
-	}
-	evtimer_add(g->fd_ev, &tv);
-}
-
-/* Too few descriptors: stop accepting until fd_look finds enough. */
-static void
-fd_shortage(struct xd_gate *g)
-{
-	struct timeval tv = { 0, 500000 };
-
-	if (g->fd_short)
-		return;
-	g->fd_short = 1;
-	g->fd_credit = 0;
-	gate_listen(g);
-	if (g->fd_ev == NULL && (g->fd_ev = evtimer_new(g->xd->base, fd_look,
-	    g)) == NULL) {
-		g->fd_short = 0;        /* cannot look again: do not pause */
-		gate_listen(g);
-		return;
-	}
-	evtimer_add(g->fd_ev, &tv);
-}
-
-/* accept(2) failed; evhttp would retry at once, forever. */
-static void
-accept_error(struct evconnlistener *l, void *arg)
-{
-	struct xd_gate *g = arg;
-	int e = EVUTIL_SOCKET_ERROR();
-
-	(void)l;
-	xd_log(XD_LOG_ERR, "tcp: accept: %s", strerror(e));
-	fd_shortage(g);
-}
+static const struct tcpadmit_names gate_names = {
+	"tcp", "tcp.max_conns", "tcp.max_conns_per_peer", "tcp.fd_reserve",
+};
 
 /* ---- a connection ---- */
 
 static void
 conn_shut(struct xd_conn *k, const char *why)
 {
-	struct xd_gate *g = k->xd->gate;
-	time_t now = time(NULL);
-
-	if (k->shut)
-		return;
-	k->shut = 1;
-	evtimer_del(k->timer);
-	if (k->fd < 0)
-		k->fd = bufferevent_getfd(k->bev);
-	if (k->fd >= 0)
-		shutdown(k->fd, SHUT_RDWR);
-	g->refused++;
-	if (now - g->refused_logged >= 10) {
-		xd_log(XD_LOG_INFO, "tcp: closed %lu connection(s) since the "
-		    "last report, the last for %s", g->refused, why);
-		g->refused_logged = now;
-		g->refused = 0;
-	}
-}
-
-static void
-conn_arm(struct xd_conn *k, long ms)
-{
-	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
-
-	evtimer_add(k->timer, &tv);
-}
-
-/* Who is it, and may it stay?  0 admitted, -1 shut. */
-static int
-conn_admit(struct xd_conn *k)
-{
-	struct xd_conn *o;
-	socklen_t len = sizeof(k->peer);
-	long n = 1;
-
-	k->admitted = 1;
-	if ((k->fd = bufferevent_getfd(k->bev)) < 0) {
-		k->shut = 1;    /* evhttp set none: nothing to serve */
-		return -1;
-	}
-	if (k->refuse != NULL) {
-		conn_shut(k, k->refuse);
-		return -1;
-	}
-	if (getpeername(k->fd, (struct sockaddr *)&k->peer, &len) != 0) {
-		conn_shut(k, "a peer already gone");
-		return -1;
-	}
-	TAILQ_FOREACH(o, &k->xd->gate->conns, link)
-		if (o != k && o->admitted && !o->shut &&
-		    peer_same_host(&o->peer, &k->peer))
-			n++;
-	if (n > k->xd->cfg->tcp_max_conns_per_peer) {
-		conn_shut(k, "tcp.max_conns_per_peer");
-		return -1;
-	}
-	return 0;
+	if (k->ta.fd < 0)
+		k->ta.fd = bufferevent_getfd(k->bev);
+	tcpadmit_conn_shut(&k->xd->gate->ta, &k->ta, why);
 }
 
 static void
@@ -304,11 +120,13 @@ conn_timer(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (k->shut)
+	if (k->ta.shut)
 		return;
-	if (!k->admitted) {
-		if (conn_admit(k) == 0)
-			conn_arm(k, k->xd->cfg->tcp_head_timeout_ms);
+	if (!k->ta.admitted) {
+		if (tcpadmit_conn_admit(&k->xd->gate->ta, &k->ta,
+		    bufferevent_getfd(k->bev)) == 0)
+			tcpadmit_conn_arm(&k->ta,
+			    k->xd->cfg->tcp_head_timeout_ms);
 		return;
 	}
 	if (k->state == G_HEAD)
@@ -326,13 +144,10 @@ conn_gone(void *arg)
 
 	if (k == NULL)
 		return;
-	event_free(k->timer);
+	event_free(k->ta.timer);
 	event_free(k->kick);
-	if ((g = k->xd != NULL ? k->xd->gate : NULL) != NULL) {
-		TAILQ_REMOVE(&g->conns, k, link);
-		g->nconns--;
-		gate_listen(g);
-	}
+	if ((g = k->xd != NULL ? k->xd->gate : NULL) != NULL)
+		tcpadmit_conn_remove(&g->ta, &k->ta);
 	free(k);
 }
 
@@ -594,8 +409,8 @@ head_done(struct xd_conn *k, struct evbuffer *src, struct evbuffer *dst,
 		k->scanned = 0;
 		k->state = G_REFUSED;
 		k->dropped = 0;
-		conn_arm(k, REFUSED_MS < c->tcp_head_timeout_ms ? REFUSED_MS :
-		    c->tcp_head_timeout_ms);
+		tcpadmit_conn_arm(&k->ta, REFUSED_MS < c->tcp_head_timeout_ms ?
+		    REFUSED_MS : c->tcp_head_timeout_ms);
 		return BEV_OK;
 	case XD_GATE_PASS:
 		break;
@@ -605,7 +420,7 @@ head_done(struct xd_conn *k, struct evbuffer *src, struct evbuffer *dst,
 		conn_shut(k, "out of memory");
 		return BEV_ERROR;
 	}
-	evtimer_del(k->timer);
+	evtimer_del(k->ta.timer);
 	if (v.chunked)
 		k->state = G_CHUNKED;
 	else if (v.body > 0) {
@@ -683,7 +498,7 @@ gate_in(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
 		evbuffer_remove_buffer(src, dst, evbuffer_get_length(src));
 		return BEV_OK;
 	}
-	if (k->shut) {
+	if (k->ta.shut) {
 		evbuffer_drain(src, len);
 		return BEV_NEED_MORE;
 	}
@@ -771,17 +586,15 @@ out_added(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 struct bufferevent *
 xd_gate_bev(struct xd *xd, struct event_base *base, SSL *ssl)
 {
-	static const struct timeval now = { 0, 0 };
 	struct xd_gate *g = xd->gate;
-	struct evconnlistener *l;
 	struct bufferevent *under, *bev;
 	struct xd_conn *k;
 
 	if ((k = calloc(1, sizeof(*k))) == NULL ||
-	    (k->timer = evtimer_new(base, conn_timer, k)) == NULL ||
+	    (k->ta.timer = evtimer_new(base, conn_timer, k)) == NULL ||
 	    (k->kick = evtimer_new(base, out_kick, k)) == NULL) {
-		if (k != NULL && k->timer != NULL)
-			event_free(k->timer);
+		if (k != NULL && k->ta.timer != NULL)
+			event_free(k->ta.timer);
 		free(k);
 		if (ssl != NULL)
 			SSL_free(ssl);
@@ -801,7 +614,7 @@ xd_gate_bev(struct xd *xd, struct event_base *base, SSL *ssl)
 		else {
 			if (under != NULL)
 				bufferevent_free(under);
-			event_free(k->timer);
+			event_free(k->ta.timer);
 			event_free(k->kick);
 			free(k);
 		}
@@ -812,24 +625,13 @@ xd_gate_bev(struct xd *xd, struct event_base *base, SSL *ssl)
 	k->xd = xd;
 	k->bev = bev;
 	k->under = under;
-	k->fd = -1;
+	k->ta.fd = -1;
 	k->state = G_HEAD;
 	if (g == NULL) {
 		k->xd = NULL;   /* not counted: conn_gone only frees it */
 		return bev;
 	}
-	TAILQ_INSERT_TAIL(&g->conns, k, link);
-	g->nconns++;
-	/* its descriptor is taken already: look now, so that the accept
-	 * loop stops here, not once the descriptors are gone */
-	if (g->bound != NULL && (l = evhttp_bound_socket_get_listener(
-	    g->bound)) != NULL && !fds_free(g, evconnlistener_get_fd(l),
-	    (int)xd->cfg->tcp_fd_reserve)) {
-		k->refuse = "tcp.fd_reserve";
-		fd_shortage(g);
-	}
-	evtimer_add(k->timer, &now);
-	gate_listen(g);
+	tcpadmit_conn_add(&g->ta, &k->ta);
 	return bev;
 }
 
@@ -839,12 +641,13 @@ conn_of(struct xd *xd, struct evhttp_request *req)
 	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
 	struct bufferevent *bev = evcon != NULL ?
 	    evhttp_connection_get_bufferevent(evcon) : NULL;
+	struct tcpadmit_conn *t;
 	struct xd_conn *k;
 
 	if (bev == NULL || xd->gate == NULL)
 		return NULL;
-	TAILQ_FOREACH(k, &xd->gate->conns, link)
-		if (k->bev == bev)
+	TAILQ_FOREACH(t, &xd->gate->ta.conns, link)
+		if ((k = (struct xd_conn *)t)->bev == bev)
 			return k;
 	return NULL;
 }
@@ -854,13 +657,13 @@ xd_gate_upgraded(struct xd *xd, struct evhttp_request *req)
 {
 	struct xd_conn *k = conn_of(xd, req);
 
-	if (k == NULL || k->shut)
+	if (k == NULL || k->ta.shut)
 		return;
 	/* a WebSocket's frames are no request heads: all passes, as a
 	 * chunked body does, with no head deadline; the connection is the
 	 * terminal's until it closes */
 	k->state = G_CHUNKED;
-	evtimer_del(k->timer);
+	evtimer_del(k->ta.timer);
 	bufferevent_flush(k->bev, EV_READ, BEV_FLUSH);
 }
 
@@ -877,13 +680,22 @@ xd_gate_answered(struct xd *xd, struct evhttp_request *req)
 {
 	struct xd_conn *k = conn_of(xd, req);
 
-	if (k == NULL || k->shut || k->state != G_WAIT)
+	if (k == NULL || k->ta.shut || k->state != G_WAIT)
 		return;
 	/* the next head, under a deadline again; one that came already
 	 * is passed now, before evhttp looks for it */
 	k->state = G_HEAD;
-	conn_arm(k, xd->cfg->tcp_head_timeout_ms);
+	tcpadmit_conn_arm(&k->ta, xd->cfg->tcp_head_timeout_ms);
 	bufferevent_flush(k->bev, EV_READ, BEV_FLUSH);
+}
+
+static void
+gate_limits(struct xd_gate *g)
+{
+	const struct xd_cfg *c = g->xd->cfg;
+
+	tcpadmit_set_limits(&g->ta, c->tcp_max_conns, c->tcp_max_conns_per_peer,
+	    c->tcp_fd_reserve);
 }
 
 int
@@ -891,17 +703,15 @@ xd_gate_start(struct xd *xd, struct evhttp_bound_socket *bound,
     xd_gate_role_fn role_of)
 {
 	struct xd_gate *g = calloc(1, sizeof(*g));
-	struct evconnlistener *l;
 
 	if (g == NULL)
 		return -1;
+	tcpadmit_init(&g->ta, xd->base, &gate_names);
 	g->xd = xd;
-	g->bound = bound;
 	g->role_of = role_of;
-	TAILQ_INIT(&g->conns);
 	xd->gate = g;
-	if ((l = evhttp_bound_socket_get_listener(bound)) != NULL)
-		evconnlistener_set_error_cb(l, accept_error);
+	gate_limits(g);
+	tcpadmit_bind(&g->ta, bound);
 	return 0;
 }
 
@@ -909,33 +719,32 @@ void
 xd_gate_unbind(struct xd *xd)
 {
 	if (xd->gate != NULL)
-		xd->gate->bound = NULL;
+		xd->gate->ta.bound = NULL;
 }
 
 void
 xd_gate_reload(struct xd *xd)
 {
 	if (xd->gate != NULL)
-		gate_listen(xd->gate);
+		gate_limits(xd->gate);
 }
 
 void
 xd_gate_stop(struct xd *xd)
 {
 	struct xd_gate *g = xd->gate;
-	struct xd_conn *k;
+	struct tcpadmit_conn *t;
 
 	if (g == NULL)
 		return;
 	/* their filters may be freed later (evhttp_free): they find no
 	 * gate and free only themselves */
-	while ((k = TAILQ_FIRST(&g->conns)) != NULL) {
-		TAILQ_REMOVE(&g->conns, k, link);
-		evtimer_del(k->timer);
-		k->xd = NULL;
+	while ((t = TAILQ_FIRST(&g->ta.conns)) != NULL) {
+		TAILQ_REMOVE(&g->ta.conns, t, link);
+		evtimer_del(t->timer);
+		((struct xd_conn *)t)->xd = NULL;
 	}
-	if (g->fd_ev != NULL)
-		event_free(g->fd_ev);
+	tcpadmit_stop(&g->ta);
 	free(g);
 	xd->gate = NULL;
 }
