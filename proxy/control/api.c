@@ -43,6 +43,7 @@
 
 #include "proxy/daemon.h"
 #include "proxy/lib/httpauth.h"
+#include "proxy/lib/apireply.h"
 #include "proxy/lib/tcpadmit.h"
 #include "proxy/lib/apiroute.h"
 #include "proxy/lib/roles.h"
@@ -152,93 +153,6 @@ struct route {
 /* ------------------------------------------------------------------ */
 /* Answers. */
 
-
-static void
-send_text(struct evhttp_request *req, int status, const char *type,
-    const char *text, size_t len)
-{
-	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-	struct evbuffer *b = evbuffer_new();
-
-	evhttp_remove_header(h, "Content-Type");
-	evhttp_add_header(h, "Content-Type", type);
-	evhttp_add_header(h, "Cache-Control", "no-store");
-	if (b == NULL || evbuffer_add(b, text, len) != 0) {
-		if (b != NULL)
-			evbuffer_free(b);
-		evhttp_send_error(req, 500, NULL);
-		return;
-	}
-	evhttp_send_reply(req, status, util_http_phrase(status), b);
-	evbuffer_free(b);
-}
-
-/* Sends j (a new reference, consumed). */
-static void
-send_json(struct evhttp_request *req, int status, json_t *j)
-{
-	static const char oom[] = "{\"error\":{\"code\":\"internal\","
-	    "\"message\":\"out of memory\"}}\n";
-	char *raw = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
-	char *text = NULL;
-	size_t n = 0;
-
-	json_decref(j);
-	/* bidi and C1 characters a caller stored reach no terminal raw */
-	if (raw != NULL)
-		text = clog_json_escape(raw, strlen(raw), &n);
-	free(raw);
-	if (text == NULL) {
-		send_text(req, 500, "application/json", oom, sizeof(oom) - 1);
-		return;
-	}
-	/* a newline keeps curl output and shell pipes tidy */
-	{
-		char *t = realloc(text, n + 2);
-
-		if (t != NULL) {
-			text = t;
-			text[n++] = '\n';
-			text[n] = '\0';
-		}
-	}
-	send_text(req, status, "application/json", text, n);
-	free(text);
-}
-
-static const char *
-status_code(int status)
-{
-	switch (status) {
-	case 400: return "bad_request";
-	case 401: return "unauthorized";
-	case 403: return "forbidden";
-	case 404: return "not_found";
-	case 405: return "method_not_allowed";
-	case 409: return "conflict";
-	case 413: return "payload_too_large";
-	case 415: return "unsupported_media_type";
-	case 503: return "unavailable";
-	default: return "internal";
-	}
-}
-
-static void send_error(struct evhttp_request *req, int status,
-    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void
-send_error(struct evhttp_request *req, int status, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	send_json(req, status, json_pack("{s:{s:s,s:s}}", "error",
-	    "code", status_code(status), "message", msg));
-}
-
 static void
 send_ctl_error(struct evhttp_request *req, const struct ctl_err *e)
 {
@@ -269,9 +183,9 @@ send_ctl_error(struct evhttp_request *req, const struct ctl_err *e)
 		break;
 	default: status = 500; break;
 	}
-	send_json(req, status, json_pack("{s:{s:s,s:s}}", "error",
-	    "code", code != NULL ? code : status_code(status),
-	    "message", e->msg[0] != '\0' ? e->msg : "the operation failed"));
+	apireply_error(req, status, code != NULL ? code :
+	    apireply_status_code(status), NULL, "%s",
+	    e->msg[0] != '\0' ? e->msg : "the operation failed");
 }
 
 /* Text from the caller inside a message: printable, bounded. */
@@ -346,14 +260,14 @@ fields_get(struct call *k, struct field *f, size_t n)
 			if (strcmp(f[i].name, key) == 0)
 				break;
 		if (i == n) {
-			send_error(k->req, 400, "%s: unknown field (expected "
+			apireply_fail(k->req, 400, "%s: unknown field (expected "
 			    "one of: %s)", shown(key, b, sizeof(b)), list);
 			return -1;
 		}
 		if (json_is_null(v) && !f[i].required)
 			continue;
 		if (!ftype_ok(f[i].type, v)) {
-			send_error(k->req, 400, "%s: expected %s", f[i].name,
+			apireply_fail(k->req, 400, "%s: expected %s", f[i].name,
 			    ftype_text(f[i].type));
 			return -1;
 		}
@@ -361,7 +275,7 @@ fields_get(struct call *k, struct field *f, size_t n)
 	}
 	for (i = 0; i < n; i++) {
 		if (f[i].required && f[i].v == NULL) {
-			send_error(k->req, 400, "%s: required", f[i].name);
+			apireply_fail(k->req, 400, "%s: required", f[i].name);
 			return -1;
 		}
 	}
@@ -374,7 +288,7 @@ tier_get(struct call *k, const char *path, json_t *v, enum pol_tier *out)
 	char b[80];
 
 	if (pol_tier_parse(json_string_value(v), out) != 0) {
-		send_error(k->req, 400, "%s: unknown tier \"%s\" (expected off, "
+		apireply_fail(k->req, 400, "%s: unknown tier \"%s\" (expected off, "
 		    "registries or public)", path,
 		    shown(json_string_value(v), b, sizeof(b)));
 		return -1;
@@ -409,36 +323,36 @@ read_body(struct call *k)
 
 	if (!k->route->body) {
 		if (len != 0) {
-			send_error(k->req, 400, "this call takes no body");
+			apireply_fail(k->req, 400, "this call takes no body");
 			return -1;
 		}
 		return 0;
 	}
 	if (len == 0) {
-		send_error(k->req, 400, "expected a JSON object body");
+		apireply_fail(k->req, 400, "expected a JSON object body");
 		return -1;
 	}
 	if (len > k->max_body) {   /* evhttp caps it first; kept for safety */
-		send_error(k->req, 413, "the body is larger than %zu bytes",
+		apireply_fail(k->req, 413, "the body is larger than %zu bytes",
 		    k->max_body);
 		return -1;
 	}
 	ct = evhttp_find_header(evhttp_request_get_input_headers(k->req),
 	    "Content-Type");
 	if (!is_json_type(ct)) {
-		send_error(k->req, 415, "the body must be application/json");
+		apireply_fail(k->req, 415, "the body must be application/json");
 		return -1;
 	}
 	/* one object, no key twice, nothing after it, no NUL byte */
 	k->body = jsonstrict_load((const char *)evbuffer_pullup(in, -1), len,
 	    &je);
 	if (k->body == NULL) {
-		send_error(k->req, 400, "body: invalid JSON at line %d column "
+		apireply_fail(k->req, 400, "body: invalid JSON at line %d column "
 		    "%d: %s", je.line, je.column, shown(je.text, b, sizeof(b)));
 		return -1;
 	}
 	if (!json_is_object(k->body)) {
-		send_error(k->req, 400, "body: expected a JSON object");
+		apireply_fail(k->req, 400, "body: expected a JSON object");
 		return -1;
 	}
 	return 0;
@@ -464,13 +378,13 @@ h_health(struct call *k)
 			    json_string(k->actor.tenant));
 		json_object_set_new(h, "caller", c);
 	}
-	send_json(k->req, 200, h);
+	apireply_json(k->req, 200, h);
 }
 
 static void
 h_ceiling_get(struct call *k)
 {
-	send_json(k->req, 200, ctl_json_ceiling());
+	apireply_json(k->req, 200, ctl_json_ceiling());
 }
 
 /* Checks every value before changing anything. */
@@ -486,7 +400,7 @@ ceiling_tenants_check(struct call *k, json_t *tenants)
 		snprintf(path, sizeof(path), "tenants.%s",
 		    shown(name, b, sizeof(b)));
 		if (!pol_id_valid(name)) {
-			send_error(k->req, 400, "%s: bad tenant name (expected "
+			apireply_fail(k->req, 400, "%s: bad tenant name (expected "
 			    "1 to 64 of A-Z a-z 0-9 . _ -, not starting with "
 			    "a dot)", path);
 			return -1;
@@ -494,7 +408,7 @@ ceiling_tenants_check(struct call *k, json_t *tenants)
 		if (json_is_null(v))
 			continue;
 		if (!json_is_string(v)) {
-			send_error(k->req, 400, "%s: expected a tier or null",
+			apireply_fail(k->req, 400, "%s: expected a tier or null",
 			    path);
 			return -1;
 		}
@@ -522,7 +436,7 @@ h_ceiling_put(struct call *k)
 	if (fields_get(k, f, 3) != 0)
 		return;
 	if (f[0].v == NULL && f[1].v == NULL) {
-		send_error(k->req, 400, "expected \"tier\" or \"tenants\"");
+		apireply_fail(k->req, 400, "expected \"tier\" or \"tenants\"");
 		return;
 	}
 	if ((f[0].v != NULL && tier_get(k, "tier", f[0].v, &t) != 0) ||
@@ -558,7 +472,7 @@ h_ceiling_put(struct call *k)
 	j = ctl_json_ceiling();
 	if (j != NULL)
 		json_object_set_new(j, "closed", json_integer((json_int_t)closed));
-	send_json(k->req, 200, j);
+	apireply_json(k->req, 200, j);
 	return;
 fail:
 	send_ctl_error(k->req, &e);
@@ -586,7 +500,7 @@ tenant_only(const struct call *k, json_t *doc, const char *key)
 static void
 h_sessions_list(struct call *k)
 {
-	send_json(k->req, 200, tenant_only(k, ctl_json_sessions(),
+	apireply_json(k->req, 200, tenant_only(k, ctl_json_sessions(),
 	    "sessions"));
 }
 
@@ -626,7 +540,7 @@ h_session_create(struct call *k)
 	spec.user = json_string_value(f[2].v);
 	if (k->actor.tenant != NULL &&
 	    strcmp(spec.tenant, k->actor.tenant) != 0) {
-		send_error(k->req, 403, "tenant: this caller is bound to tenant "
+		apireply_fail(k->req, 403, "tenant: this caller is bound to tenant "
 		    "%s and makes only its sessions", k->actor.tenant);
 		return;
 	}
@@ -635,19 +549,19 @@ h_session_create(struct call *k)
 	spec.source = f[6].v ? json_string_value(f[6].v) : NULL;
 	spec.vsock_cid = f[5].v ? json_integer_value(f[5].v) : -1;
 	if (!pol_id_valid(spec.id)) {
-		send_error(k->req, 400, "id: bad session id \"%s\" (expected 1 "
+		apireply_fail(k->req, 400, "id: bad session id \"%s\" (expected 1 "
 		    "to 64 of A-Z a-z 0-9 . _ -, not starting with a dot)",
 		    shown(spec.id, b, sizeof(b)));
 		return;
 	}
 	if (spec.tenant[0] != '\0' && !pol_id_valid(spec.tenant)) {
-		send_error(k->req, 400, "tenant: bad tenant name (expected \"\" "
+		apireply_fail(k->req, 400, "tenant: bad tenant name (expected \"\" "
 		    "or 1 to 64 of A-Z a-z 0-9 . _ -, not starting with a "
 		    "dot)");
 		return;
 	}
 	if (!user_ok(spec.user)) {
-		send_error(k->req, 400, "user: at most %d bytes, no control "
+		apireply_fail(k->req, 400, "user: at most %d bytes, no control "
 		    "characters", API_USER_MAX);
 		return;
 	}
@@ -655,7 +569,7 @@ h_session_create(struct call *k)
 		return;
 	if (f[5].v != NULL && (spec.vsock_cid < 1 ||
 	    spec.vsock_cid > 0xfffffffeLL || spec.vsock_cid == 2)) {
-		send_error(k->req, 400, "vsock_cid: expected 1 or 3 to "
+		apireply_fail(k->req, 400, "vsock_cid: expected 1 or 3 to "
 		    "4294967294");
 		return;
 	}
@@ -675,7 +589,7 @@ h_session_create(struct call *k)
 	snprintf(loc, sizeof(loc), "/v1/sessions/%s", spec.id);
 	evhttp_add_header(evhttp_request_get_output_headers(k->req),
 	    "Location", loc);
-	send_json(k->req, 201, ctl_json_session(s));
+	apireply_json(k->req, 201, ctl_json_session(s));
 }
 
 static void
@@ -684,10 +598,10 @@ h_session_get(struct call *k)
 	struct px_session *s = px_session_find(k->id);
 
 	if (s == NULL) {
-		send_error(k->req, 404, "no session %s", k->id);
+		apireply_fail(k->req, 404, "no session %s", k->id);
 		return;
 	}
-	send_json(k->req, 200, ctl_json_session(s));
+	apireply_json(k->req, 200, ctl_json_session(s));
 }
 
 static void
@@ -705,10 +619,10 @@ h_session_patch(struct call *k)
 		return;
 	}
 	if ((s = px_session_find(k->id)) == NULL) {
-		send_error(k->req, 404, "no session %s", k->id);
+		apireply_fail(k->req, 404, "no session %s", k->id);
 		return;
 	}
-	send_json(k->req, 200, ctl_json_session(s));
+	apireply_json(k->req, 200, ctl_json_session(s));
 }
 
 static void
@@ -720,7 +634,7 @@ h_session_delete(struct call *k)
 		send_ctl_error(k->req, &e);
 		return;
 	}
-	send_json(k->req, 200, json_pack("{s:s}", "deleted", k->id));
+	apireply_json(k->req, 200, json_pack("{s:s}", "deleted", k->id));
 }
 
 /* The session's own egress rules, set whole (ctl_session_set_egress):
@@ -742,7 +656,7 @@ h_session_egress(struct call *k)
 		return;
 	}
 	s = px_session_find(k->id);
-	send_json(k->req, 200, s != NULL ? ctl_json_session(s) : json_object());
+	apireply_json(k->req, 200, s != NULL ? ctl_json_session(s) : json_object());
 }
 
 /* A grant names one host: a DNS name or an address, never a pattern. */
@@ -752,7 +666,7 @@ grant_host(struct call *k, const char *h, struct pol_target *t)
 	char b[80], br[POL_HOST_MAX + 3];
 
 	if (strchr(h, '*') != NULL) {
-		send_error(k->req, 400, "host: \"%s\" is a pattern; a grant "
+		apireply_fail(k->req, 400, "host: \"%s\" is a pattern; a grant "
 		    "names one host", shown(h, b, sizeof(b)));
 		return -1;
 	}
@@ -763,7 +677,7 @@ grant_host(struct call *k, const char *h, struct pol_target *t)
 		h = br;
 	}
 	if (pol_host_parse(h, strlen(h), 1, t) != POL_R_NONE) {
-		send_error(k->req, 400, "host: \"%s\" is not a host name or "
+		apireply_fail(k->req, 400, "host: \"%s\" is not a host name or "
 		    "address (lower or upper case ASCII, no port, no escapes)",
 		    shown(h, b, sizeof(b)));
 		return -1;
@@ -796,7 +710,7 @@ h_grant_add(struct call *k)
 		return;
 	port = json_integer_value(f[1].v);
 	if (port < 1 || port > 65535) {
-		send_error(k->req, 400, "port: expected 1 to 65535");
+		apireply_fail(k->req, 400, "port: expected 1 to 65535");
 		return;
 	}
 	t.port = (uint16_t)port;
@@ -806,7 +720,7 @@ h_grant_add(struct call *k)
 		send_ctl_error(k->req, &e);
 		return;
 	}
-	send_json(k->req, existed ? 200 : 201, grant_json(k->id, &t));
+	apireply_json(k->req, existed ? 200 : 201, grant_json(k->id, &t));
 }
 
 static void
@@ -820,7 +734,7 @@ h_grant_remove(struct call *k)
 	if (strchr(k->grant, '*') != NULL ||
 	    pol_target_parse_authority(k->grant, strlen(k->grant), &t) !=
 	    POL_R_NONE) {
-		send_error(k->req, 400, "grant: \"%s\" is not HOST:PORT or "
+		apireply_fail(k->req, 400, "grant: \"%s\" is not HOST:PORT or "
 		    "[IPV6]:PORT", shown(k->grant, b, sizeof(b)));
 		return;
 	}
@@ -831,7 +745,7 @@ h_grant_remove(struct call *k)
 	j = grant_json(k->id, &t);
 	if (j != NULL)
 		json_object_set_new(j, "removed", json_true());
-	send_json(k->req, 200, j);
+	apireply_json(k->req, 200, j);
 }
 
 static void
@@ -840,10 +754,10 @@ h_metrics(struct call *k)
 	char *text = ctl_metrics_text();
 
 	if (text == NULL) {
-		send_error(k->req, 500, "out of memory");
+		apireply_fail(k->req, 500, "out of memory");
 		return;
 	}
-	send_text(k->req, 200, "text/plain; version=0.0.4", text,
+	apireply_text(k->req, 200, "text/plain; version=0.0.4", text,
 	    strlen(text));
 	free(text);
 }
@@ -862,7 +776,7 @@ h_events(struct call *k)
 static void
 h_prompts_list(struct call *k)
 {
-	send_json(k->req, 200, tenant_only(k, ctl_json_prompts(),
+	apireply_json(k->req, 200, tenant_only(k, ctl_json_prompts(),
 	    "prompts"));
 }
 
@@ -872,10 +786,10 @@ h_prompt_get(struct call *k)
 	json_t *j = ctl_json_prompt(k->id);
 
 	if (j == NULL) {
-		send_error(k->req, 404, "no prompt %s", k->id);
+		apireply_fail(k->req, 404, "no prompt %s", k->id);
 		return;
 	}
-	send_json(k->req, 200, j);
+	apireply_json(k->req, 200, j);
 }
 
 static void
@@ -890,7 +804,7 @@ h_prompt_answer(struct call *k)
 	if (fields_get(k, f, 1) != 0)
 		return;
 	if (pol_answer_parse(json_string_value(f[0].v), &ans) != 0) {
-		send_error(k->req, 400, "decision: unknown decision \"%s\" "
+		apireply_fail(k->req, 400, "decision: unknown decision \"%s\" "
 		    "(expected allow_once, allow_chat or deny)",
 		    shown(json_string_value(f[0].v), b, sizeof(b)));
 		return;
@@ -900,10 +814,10 @@ h_prompt_answer(struct call *k)
 		return;
 	}
 	if ((j = ctl_json_prompt(k->id)) == NULL) {
-		send_error(k->req, 404, "no prompt %s", k->id);
+		apireply_fail(k->req, 404, "no prompt %s", k->id);
 		return;
 	}
-	send_json(k->req, 200, j);
+	apireply_json(k->req, 200, j);
 }
 
 /* Credentials: the value is write-only (never in an answer). */
@@ -923,13 +837,13 @@ h_cred_put(struct call *k)
 	    json_string_value(json_object_get(j, "name")));
 	evhttp_add_header(evhttp_request_get_output_headers(k->req),
 	    "Location", loc);
-	send_json(k->req, created ? 201 : 200, j);
+	apireply_json(k->req, created ? 201 : 200, j);
 }
 
 static void
 h_creds_list(struct call *k)
 {
-	send_json(k->req, 200, ctl_creds_json(k->actor.tenant));
+	apireply_json(k->req, 200, ctl_creds_json(k->actor.tenant));
 }
 
 static void
@@ -938,10 +852,10 @@ h_cred_get(struct call *k)
 	json_t *j = ctl_cred_json(k->id, k->actor.tenant);
 
 	if (j == NULL) {
-		send_error(k->req, 404, "no credential %s", k->id);
+		apireply_fail(k->req, 404, "no credential %s", k->id);
 		return;
 	}
-	send_json(k->req, 200, j);
+	apireply_json(k->req, 200, j);
 }
 
 static void
@@ -953,7 +867,7 @@ h_cred_delete(struct call *k)
 		send_ctl_error(k->req, &e);
 		return;
 	}
-	send_json(k->req, 200, json_pack("{s:s,s:b}", "name", k->id,
+	apireply_json(k->req, 200, json_pack("{s:s,s:b}", "name", k->id,
 	    "removed", 1));
 }
 
@@ -974,7 +888,7 @@ h_rule_put(struct call *k)
 	    json_string_value(json_object_get(j, "name")));
 	evhttp_add_header(evhttp_request_get_output_headers(k->req),
 	    "Location", loc);
-	send_json(k->req, created ? 201 : 200, j);
+	apireply_json(k->req, created ? 201 : 200, j);
 }
 
 static void
@@ -987,13 +901,13 @@ h_rules_replace(struct call *k)
 		send_ctl_error(k->req, &e);
 		return;
 	}
-	send_json(k->req, 200, j);
+	apireply_json(k->req, 200, j);
 }
 
 static void
 h_rules_list(struct call *k)
 {
-	send_json(k->req, 200, ctl_rules_json(k->actor.tenant));
+	apireply_json(k->req, 200, ctl_rules_json(k->actor.tenant));
 }
 
 static void
@@ -1002,11 +916,11 @@ h_rule_get(struct call *k)
 	json_t *j = ctl_rule_json(k->id, k->actor.tenant);
 
 	if (j == NULL) {
-		send_error(k->req, 404, "no rule %s in the control API's rules",
+		apireply_fail(k->req, 404, "no rule %s in the control API's rules",
 		    k->id);
 		return;
 	}
-	send_json(k->req, 200, j);
+	apireply_json(k->req, 200, j);
 }
 
 static void
@@ -1018,7 +932,7 @@ h_rule_delete(struct call *k)
 		send_ctl_error(k->req, &e);
 		return;
 	}
-	send_json(k->req, 200, json_pack("{s:s,s:b}", "name", k->id,
+	apireply_json(k->req, 200, json_pack("{s:s,s:b}", "name", k->id,
 	    "removed", 1));
 }
 
@@ -1029,11 +943,11 @@ h_inspect_ca(struct call *k)
 	const char *pem = ctl_inspect_ca();
 
 	if (pem == NULL) {
-		send_error(k->req, 404, "TLS inspection is off "
+		apireply_fail(k->req, 404, "TLS inspection is off "
 		    "(inspect.hosts is empty)");
 		return;
 	}
-	send_text(k->req, 200, "application/x-pem-file", pem, strlen(pem));
+	apireply_text(k->req, 200, "application/x-pem-file", pem, strlen(pem));
 }
 
 static const struct route routes[] = {
@@ -1118,12 +1032,12 @@ route_find(struct call *k, const char *path, struct apiroute_cap caps[2],
 	if (!answer)
 		return -1;
 	if (!seen) {
-		send_error(k->req, 404, "no such resource");
+		apireply_fail(k->req, 404, "no such resource");
 		return -1;
 	}
 	evhttp_add_header(evhttp_request_get_output_headers(k->req), "Allow",
 	    allow);
-	send_error(k->req, 405, "%s is not allowed here (allowed: %s)",
+	apireply_fail(k->req, 405, "%s is not allowed here (allowed: %s)",
 	    apiroute_method_name(m), allow);
 	return -1;
 }
@@ -1138,13 +1052,13 @@ route_args(struct call *k, const struct apiroute_cap caps[2])
 
 	if (strstr(pat, "{id}") != NULL) {
 		if (caps[0].n >= sizeof(k->id)) {
-			send_error(k->req, 400, "id: longer than 64 characters");
+			apireply_fail(k->req, 400, "id: longer than 64 characters");
 			return -1;
 		}
 		memcpy(k->id, caps[0].p, caps[0].n);
 		k->id[caps[0].n] = '\0';
 		if (!pol_id_valid(k->id)) {
-			send_error(k->req, 400, "id: bad %s id \"%s\" "
+			apireply_fail(k->req, 400, "id: bad %s id \"%s\" "
 			    "(expected 1 to 64 of A-Z a-z 0-9 . _ -, not "
 			    "starting with a dot)",
 			    strncmp(pat, "/v1/prompts/", 12) == 0 ? "prompt" :
@@ -1156,7 +1070,7 @@ route_args(struct call *k, const struct apiroute_cap caps[2])
 	}
 	if (strstr(pat, "{grant}") != NULL) {
 		if (caps[1].n >= sizeof(raw) * 4) {
-			send_error(k->req, 400, "grant: too long");
+			apireply_fail(k->req, 400, "grant: too long");
 			return -1;
 		}
 		k->grant = evhttp_uridecode(caps[1].p, 0, &n);
@@ -1165,7 +1079,7 @@ route_args(struct call *k, const struct apiroute_cap caps[2])
 		    strchr(k->grant, '/') != NULL) {
 			snprintf(raw, sizeof(raw), "%.*s", (int)(caps[1].n < 64 ?
 			    caps[1].n : 64), caps[1].p);
-			send_error(k->req, 400, "grant: \"%s\" is not HOST:PORT",
+			apireply_fail(k->req, 400, "grant: \"%s\" is not HOST:PORT",
 			    shown(raw, b, sizeof(b)));
 			return -1;
 		}
@@ -1288,14 +1202,14 @@ tenant_scope(struct call *k)
 		return 0;
 	if (strcmp(pat, "/v1/events") == 0 || strcmp(pat, "/v1/metrics") == 0) {
 		audit_refusal(k, pat, "forbidden");
-		send_error(k->req, 403, "%s is not cut to one tenant: a caller "
+		apireply_fail(k->req, 403, "%s is not cut to one tenant: a caller "
 		    "bound to tenant %s may not call it", pat, k->actor.tenant);
 		return -1;
 	}
 	if (strncmp(pat, "/v1/sessions/{id}", 17) == 0) {
 		if ((s = px_session_find(k->id)) != NULL &&
 		    strcmp(pol_session_tenant(s->pol), k->actor.tenant) != 0) {
-			send_error(k->req, 404, "no session %s", k->id);
+			apireply_fail(k->req, 404, "no session %s", k->id);
 			return -1;
 		}
 	} else if (strcmp(pat, "/v1/prompts/{id}") == 0) {
@@ -1304,7 +1218,7 @@ tenant_scope(struct call *k)
 			other = t == NULL || strcmp(t, k->actor.tenant) != 0;
 			json_decref(p);
 			if (other) {
-				send_error(k->req, 404, "no prompt %s", k->id);
+				apireply_fail(k->req, 404, "no prompt %s", k->id);
 				return -1;
 			}
 		}
@@ -1333,11 +1247,11 @@ on_request(struct evhttp_request *req, void *arg)
 	if (k.tls) {
 		/* evhttp serves plain HTTP when the bevcb fails: never */
 		if (bev == NULL || bufferevent_openssl_get_ssl(bev) == NULL) {
-			send_error(req, 500, "TLS setup failed");
+			apireply_fail(req, 500, "TLS setup failed");
 			return;
 		}
 		if (conn_request(req, bufferevent_openssl_get_ssl(bev)) != 0) {
-			send_error(req, 503, "too many control connections");
+			apireply_fail(req, 503, "too many control connections");
 			return;
 		}
 		identify_token(&k);
@@ -1384,10 +1298,10 @@ api_serve(struct evhttp_request *req, const struct api_call_in *in)
 			audit_refusal(&k, path, "unauthorized");
 			evhttp_add_header(evhttp_request_get_output_headers(req),
 			    "WWW-Authenticate", "Bearer realm=\"sluice\"");
-			send_error(req, 401, "a valid bearer token is required");
+			apireply_fail(req, 401, "a valid bearer token is required");
 		} else {
 			audit_refusal(&k, path, "forbidden");
-			send_error(req, 403, "%s is in no role of the control "
+			apireply_fail(req, 403, "%s is in no role of the control "
 			    "API (control.*_uids, control.*_gids)",
 			    k.actor.who);
 		}
@@ -1398,12 +1312,12 @@ api_serve(struct evhttp_request *req, const struct api_call_in *in)
 		goto out;
 	}
 	if (in->query != NULL) {
-		send_error(req, 400, "the API takes no query parameters");
+		apireply_fail(req, 400, "the API takes no query parameters");
 		goto out;
 	}
 	if (!(k.route->roles & (1u << k.role))) {
 		audit_refusal(&k, path, "forbidden");
-		send_error(req, 403, "the %s role may not call %s %s",
+		apireply_fail(req, 403, "the %s role may not call %s %s",
 		    k.actor.role, apiroute_method_name(k.route->method),
 		    k.route->pattern);
 		goto out;

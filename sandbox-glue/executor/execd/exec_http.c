@@ -14,6 +14,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
+#include "proxy/lib/apireply.h"
 #include "proxy/lib/util.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
 
@@ -204,26 +205,7 @@ xd_text_esc(const unsigned char *b, size_t n, int base64, size_t *pos,
 void
 xd_reply_json(struct evhttp_request *req, int status, json_t *j)
 {
-	struct evbuffer *b = evbuffer_new();
-	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-	char *s = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
-
-	json_decref(j);
-	evhttp_remove_header(h, "Content-Type");
-	evhttp_add_header(h, "Content-Type", "application/json");
-	evhttp_add_header(h, "Cache-Control", "no-store");
-	if (b == NULL || s == NULL) {
-		free(s);
-		if (b != NULL)
-			evbuffer_free(b);
-		evhttp_send_error(req, 500, NULL);
-		return;
-	}
-	evbuffer_add(b, s, strlen(s));
-	evbuffer_add(b, "\n", 1);
-	free(s);
-	evhttp_send_reply(req, status, util_http_phrase(status), b);
-	evbuffer_free(b);
+	apireply_json(req, status, j);
 }
 
 void
@@ -231,21 +213,12 @@ xd_reply_error(struct evhttp_request *req, int status, const char *code,
     json_t *extra, const char *fmt, ...)
 {
 	char msg[XD_ERR_MAX];
-	json_t *e;
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	e = json_pack("{s:s,s:s}", "code", code, "message", msg);
-	if (e == NULL) {
-		/* a message that is not UTF-8 (it came from somewhere) */
-		e = json_pack("{s:s,s:s}", "code", code, "message", "?");
-	}
-	if (extra != NULL && e != NULL)
-		json_object_update(e, extra);
-	json_decref(extra);
-	xd_reply_json(req, status, json_pack("{s:o}", "error", e));
+	apireply_error(req, status, code, extra, "%s", msg);
 }
 
 void

@@ -1,0 +1,125 @@
+/*
+ * apireply.c: the answers of both APIs (apireply.h).
+ */
+#include "sluice-config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "proxy/lib/apireply.h"
+#include "proxy/lib/clog.h"
+#include "proxy/lib/util.h"
+
+#define MSG_MAX 512
+
+const char *
+apireply_status_code(int status)
+{
+	switch (status) {
+	case 400: return "bad_request";
+	case 401: return "unauthorized";
+	case 403: return "forbidden";
+	case 404: return "not_found";
+	case 405: return "method_not_allowed";
+	case 409: return "conflict";
+	case 413: return "payload_too_large";
+	case 415: return "unsupported_media_type";
+	case 503: return "unavailable";
+	default: return "internal";
+	}
+}
+
+void
+apireply_text(struct evhttp_request *req, int status, const char *type,
+    const char *text, size_t len)
+{
+	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+	struct evbuffer *b = evbuffer_new();
+
+	evhttp_remove_header(h, "Content-Type");
+	evhttp_add_header(h, "Content-Type", type);
+	evhttp_add_header(h, "Cache-Control", "no-store");
+	if (b == NULL || evbuffer_add(b, text, len) != 0) {
+		if (b != NULL)
+			evbuffer_free(b);
+		evhttp_send_error(req, 500, NULL);
+		return;
+	}
+	evhttp_send_reply(req, status, util_http_phrase(status), b);
+	evbuffer_free(b);
+}
+
+void
+apireply_json(struct evhttp_request *req, int status, json_t *j)
+{
+	static const char oom[] = "{\"error\":{\"code\":\"internal\","
+	    "\"message\":\"out of memory\"}}\n";
+	char *raw = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+	char *text = NULL, *t;
+	size_t n = 0;
+
+	json_decref(j);
+	/* bidi and C1 characters a caller stored reach no terminal raw */
+	if (raw != NULL)
+		text = clog_json_escape(raw, strlen(raw), &n);
+	free(raw);
+	/* a newline keeps curl output and shell pipes tidy */
+	if (text == NULL || (t = realloc(text, n + 2)) == NULL) {
+		free(text);
+		apireply_text(req, 500, "application/json", oom,
+		    sizeof(oom) - 1);
+		return;
+	}
+	text = t;
+	text[n++] = '\n';
+	text[n] = '\0';
+	apireply_text(req, status, "application/json", text, n);
+	free(text);
+}
+
+static void
+send_error(struct evhttp_request *req, int status, const char *code,
+    json_t *extra, const char *msg)
+{
+	json_t *e;
+
+	e = json_pack("{s:s,s:s}", "code", code, "message", msg);
+	if (e == NULL)
+		e = json_pack("{s:s,s:s}", "code", code, "message", "?");
+	if (extra != NULL && e != NULL)
+		json_object_update(e, extra);
+	json_decref(extra);
+	apireply_json(req, status, e != NULL ?
+	    json_pack("{s:o}", "error", e) : NULL);
+}
+
+void
+apireply_error(struct evhttp_request *req, int status, const char *code,
+    json_t *extra, const char *fmt, ...)
+{
+	char msg[MSG_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	send_error(req, status, code, extra, msg);
+}
+
+void
+apireply_fail(struct evhttp_request *req, int status, const char *fmt, ...)
+{
+	char msg[MSG_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	send_error(req, status, apireply_status_code(status), NULL, msg);
+}

@@ -1,0 +1,36 @@
+/*
+ * apireply.h: how both daemons' APIs answer (DESIGN.md, "Control API"
+ * and "Executor API": one error shape, {"error": {"code", "message"}}).
+ *
+ * Every JSON answer leaves through apireply_json, so both APIs escape
+ * what a caller stored the same way (bidi and C1 characters reach no
+ * terminal raw), say Cache-Control: no-store and end in a newline.
+ */
+#ifndef SLUICE_APIREPLY_H
+#define SLUICE_APIREPLY_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+struct evhttp_request;
+
+/* The error code a status says when the caller has none of its own. */
+const char *apireply_status_code(int status);
+/* Sends len bytes of text as type. */
+void apireply_text(struct evhttp_request *req, int status, const char *type,
+    const char *text, size_t len);
+/* Sends j (a new reference, consumed; NULL: out of memory, a 500). */
+void apireply_json(struct evhttp_request *req, int status, json_t *j);
+/* Sends {"error": {"code": code, "message": ..., extra's members}};
+ * extra (may be NULL) is consumed.  A message that is not UTF-8 (it
+ * came from somewhere) is sent as "?". */
+void apireply_error(struct evhttp_request *req, int status, const char *code,
+    json_t *extra, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* The same with the code the status says (apireply_status_code). */
+void apireply_fail(struct evhttp_request *req, int status,
+    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#endif /* SLUICE_APIREPLY_H */
