@@ -58,14 +58,15 @@ t_cfg_pools(void **state)
 	assert_true(xd_lims_eq(&c.pools[1].lim, &c.def));
 	assert_int_equal(cfg(&c, "{\"pools\": [{\"size\": 1,\n"
 	    "\"limits\": {\"disk_mb\": 4}}]}", err, sizeof(err)), -1);
-	assert_non_null(strstr(err, "pools: [0]: limits.disk_mb"));
+	assert_non_null(strstr(err, "x.json:1:12: pools[0]: limits.disk_mb"));
 	assert_int_equal(cfg(&c, "{\"pools\": [{\"size\": 1},\n"
 	    "{\"size\": 2}]}", err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "[1]: the same backend, profile and "
 	    "limits as [0]"));
 	assert_int_equal(cfg(&c, "{\"pools\": [{\"size\": 2000}]}", err,
 	    sizeof(err)), -1);
-	assert_non_null(strstr(err, "pools.size"));
+	assert_non_null(strstr(err, "pools[0].size: 2000 is out of range "
+	    "(0..1024)"));
 	assert_int_equal(cfg(&c, "{\"pools\": [{\"sise\": 2}]}", err,
 	    sizeof(err)), -1);
 	assert_int_equal(cfg(&c, "{\"pool_fills\": 0}", err, sizeof(err)),
