@@ -434,47 +434,11 @@ k_pools(struct cfg_ctx *x, json_t *v, void *base)
 	return 0;
 }
 
-/* The opensandbox block's reader (exec_os_cfg.c) names the key as
- * "a.b[2].c": that path, under opensandbox, for the engine. */
-static int
-os_fail(struct cfg_ctx *x, const char *okey, const char *why)
-{
-	char keys[64], *k = keys, *e;
-	const char *p = okey;
-	size_t n;
-
-	while (*p != '\0') {
-		if (*p == '.') {
-			p++;
-		} else if (*p == '[') {
-			cfg_ctx_idx(x, strtoul(p + 1, &e, 10));
-			p = e + (*e == ']');
-		} else {
-			/* each key its own string, in keys, for the path */
-			n = strcspn(p, ".[");
-			if (k + n + 1 > keys + sizeof(keys))
-				break;
-			memcpy(k, p, n);
-			k[n] = '\0';
-			cfg_ctx_key(x, k);
-			k += n + 1;
-			p += n;
-		}
-	}
-	return strcmp(why, "unknown key") == 0 ? cfg_fail_key(x, "%s", why) :
-	    cfg_fail(x, "%s", why);
-}
-
+/* "opensandbox": the compatible API (exec_os_cfg.c). */
 static int
 k_opensandbox(struct cfg_ctx *x, json_t *v, void *base)
 {
-	struct xd_cfg *c = base;
-	char okey[64], oerr[XD_ERR_MAX];
-
-	if (xd_os_cfg_parse(&c->os, v, okey, sizeof(okey), oerr,
-	    sizeof(oerr)) != 0)
-		return os_fail(x, okey, oerr);
-	return 0;
+	return xd_os_cfg_read(x, v, &((struct xd_cfg *)base)->os);
 }
 
 /* One bearer token: its file read and hashed now. */
