@@ -270,8 +270,8 @@ dump_value(const struct cfg_key *k, const void *base, int *bad)
 		return json_integer((json_int_t)*(const long *)(const void *)
 		    field);
 	case K_U64:
-		return json_integer((json_int_t)(*(const uint64_t *)(const void *)
-		    field / (k->mult ? k->mult : 1)));
+		return json_integer((json_int_t)(*(const uint64_t *)
+		    (const void *)field / (k->mult ? k->mult : 1)));
 	case K_BUF:
 		return json_string(field);
 	case K_TENANTS:

@@ -775,16 +775,16 @@ lims_check(struct cfg_ctx *x, const struct xd_lims *d, const struct xd_lims *m)
 		    "limits_max.output_cap");
 	if (m->disk_bytes && (d->disk_bytes > m->disk_bytes ||
 	    d->disk_bytes == 0))
-		return at_fail(x, "limits", "disk_mb", "above limits_max.disk_mb "
-		    "(0, no quota, is above any)");
+		return at_fail(x, "limits", "disk_mb", "above "
+		    "limits_max.disk_mb (0, no quota, is above any)");
 	if (m->inodes && (d->inodes > m->inodes || d->inodes == 0))
 		return at_fail(x, "limits", "inodes", "above limits_max.inodes "
 		    "(0, no limit, is above any)");
 	/* below that mke2fs cannot make an ext4 with a journal */
 	if ((d->disk_bytes && d->disk_bytes < (8ull << 20)) ||
 	    (d->disk_bytes && d->inodes < 64))
-		return at_fail(x, "limits", "disk_mb", "a workspace is at least "
-		    "8 MB and 64 inodes");
+		return at_fail(x, "limits", "disk_mb", "a workspace is at "
+		    "least 8 MB and 64 inodes");
 	return 0;
 }
 
@@ -814,8 +814,9 @@ lc_store(struct cfg_ctx *x, json_t *o, struct xd_cfg *c)
 			    "directory) or s3://bucket/prefix");
 		if (json_object_get(o, "archive_dir") != NULL &&
 		    strcmp(st, c->archive_dir) != 0)
-			return cfg_fail(x, "archive_dir names another directory "
-			    "(archive_store is its other name: set one)");
+			return cfg_fail(x, "archive_dir names another "
+			    "directory (archive_store is its other name: set "
+			    "one)");
 		if (cfg_get_buf(x, sv, SBX_PATH_MAX - SBX_ID_MAX - 32, 1,
 		    c->archive_dir) != 0)
 			return -1;

@@ -188,8 +188,8 @@ k_api_keys(struct cfg_ctx *x, json_t *a, void *base)
 		cfg_ctx_pop(x);
 		for (j = 0; j < c->nkeys; j++)
 			if (memcmp(c->keys[j].digest, ky->digest, 32) == 0)
-				return cfg_fail(x, "the same key as [%zu]: a key "
-				    "names one tenant", j);
+				return cfg_fail(x, "the same key as [%zu]: a "
+				    "key names one tenant", j);
 		cfg_ctx_pop(x);
 		c->nkeys++;
 	}
@@ -217,8 +217,8 @@ k_images(struct cfg_ctx *x, json_t *a, void *base)
 		if (cfg_get_str(x, v, &p) != 0)
 			return -1;
 		if (!sbx_id_ok(p, SBX_ID_MAX))
-			return cfg_fail(x, "bad profile name %s (expected base, "
-			    "media, minimal, host or an admin's)",
+			return cfg_fail(x, "bad profile name %s (expected "
+			    "base, media, minimal, host or an admin's)",
 			    cfg_shown(p, b, sizeof(b)));
 		snprintf(c->images[c->nimages].uri,
 		    sizeof(c->images[0].uri), "%s", k);

@@ -212,8 +212,8 @@ t_cfg(void **state)
 	/* the opensandbox block on the same rows: the path to the key */
 	assert_int_equal(cfg(&c, "{\"opensandbox\": {\"api_keys\": [\n"
 	    "  {\"name\": \"a\", \"nope\": 1}]}}", err, sizeof(err)), -1);
-	assert_non_null(strstr(err, "x.json:2:17: opensandbox.api_keys[0].nope: "
-	    "unknown key (expected one of: name, file, tenant, user)"));
+	assert_non_null(strstr(err, "x.json:2:17: "
+	    "opensandbox.api_keys[0].nope: unknown key (expected one of: name, file, tenant, user)"));
 	assert_int_equal(cfg(&c, "{\"opensandbox\": {\"images\": "
 	    "{\"i:1\": 5}}}", err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "opensandbox.images[\"i:1\"]: expected a "
