@@ -378,21 +378,14 @@ k_cgroups(struct cfg_ctx *x, json_t *v, void *base)
 	return 0;
 }
 
-/* image/'s table of which tenant may use which profile. */
+/* who may use which profile: sluice-run's table (sbx_cfg.h) */
 static int
 k_tenant_profiles(struct cfg_ctx *x, json_t *v, void *base)
 {
 	struct xd_cfg *c = base;
-	char e[XD_ERR_MAX];
-	const char *w;
 
-	if (sbx_tenant_profiles_parse(c->tenant_profiles,
-	    sizeof(c->tenant_profiles), v, e, sizeof(e)) == 0)
-		return 0;
-	/* "config: tenant_profiles...: what" */
-	w = strstr(e, ": ");
-	return cfg_fail(x, "%s", w != NULL && (w = strstr(w + 2, ": ")) !=
-	    NULL ? w + 2 : e);
+	return sbx_tenant_profiles_read(x, v, c->tenant_profiles,
+	    sizeof(c->tenant_profiles));
 }
 
 /* lifecycle.archive_store, read by lc_store once the rest is: a
