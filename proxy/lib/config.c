@@ -137,47 +137,22 @@ cfg_free(struct cfg *c)
 	free(c);
 }
 
-static void
-syntax_error(struct cfg_ctx *x, const json_error_t *je)
-{
-	struct cfg_pel path[CFG_POS_MAX];
-	const char *at;
-	size_t n, pos = je->position > 0 ? (size_t)je->position : 0;
-	char msg[JSON_ERROR_TEXT_LENGTH + 1];
-
-	/* jansson's text can quote input bytes; keep the message printable. */
-	n = 0;
-	cfg_bputs_shown(msg, sizeof(msg), &n, je->text, strnlen(je->text,
-	    sizeof(je->text)), sizeof(msg));
-	at = cfg_pos_until(x->text, x->len, pos, path, &n);
-	cfg_err_write(x, at, path, n, msg);
-}
-
 struct cfg *
 cfg_load_buffer(const char *buf, size_t len, const char *name, char *err,
     size_t errlen)
 {
 	struct cfg_ctx x;
-	json_error_t je;
 	json_t *root = NULL;
 	struct cfg *c;
 
-	memset(&x, 0, sizeof(x));
-	x.name = name != NULL ? name : "<buffer>";
-	x.text = buf != NULL ? buf : "";
-	x.len = buf != NULL ? len : 0;
-	x.err = err;
-	x.errlen = errlen;
+	cfg_ctx_init(&x, buf, len, name, err, errlen);
 	if ((c = x.c = cfg_defaults()) == NULL ||
 	    (x.trial = pol_config_new()) == NULL) {
 		errf(err, errlen, "%s: out of memory", x.name);
 		goto fail;
 	}
-	root = jsonstrict_load(x.text, x.len, &je);
-	if (root == NULL) {
-		syntax_error(&x, &je);
+	if ((root = cfg_parse_text(&x)) == NULL)
 		goto fail;
-	}
 	if (cfg_walk_object(&x, root, cfg_root_keys, c) != 0 ||
 	    cfg_cross_check(&x, root) != 0)
 		goto fail;

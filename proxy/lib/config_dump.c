@@ -265,7 +265,15 @@ dump_value(const struct cfg_key *k, const void *base, int *bad)
 		return jhostmap(*(struct cfg_hostmap *const *)
 		    (const void *)field, row_count(k, base), bad);
 	case K_OBJ:
-		return dump_keys(k->sub, base, bad);
+		return dump_keys(k->sub, field, bad);
+	case K_LONG:
+		return json_integer((json_int_t)*(const long *)(const void *)
+		    field);
+	case K_U64:
+		return json_integer((json_int_t)(*(const uint64_t *)
+		    (const void *)field / (k->mult ? k->mult : 1)));
+	case K_BUF:
+		return json_string(field);
 	case K_TENANTS:
 		return dump_tenants(k, *(struct cfg_tenant *const *)
 		    (const void *)field, row_count(k, base), bad);

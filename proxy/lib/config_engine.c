@@ -3,7 +3,8 @@
  * against a table of rows (struct cfg_key), reads each value by its
  * kind or its handler, fills a struct with the rows' defaults, and words
  * the errors: "FILE:LINE:COL: PATH: message", printable and bounded.  It
- * knows no key: the rows are config_keys.c's.
+ * knows no key: the rows are config_keys.c's (sluiced.json) and
+ * exec_cfg.c's (sluice-execd's file); config_engine.h is its contract.
  */
 #include "sluice-config.h"
 
@@ -16,7 +17,9 @@
 
 #include <jansson.h>
 
-#include "proxy/lib/config-int.h"
+#include "proxy/lib/config_engine.h"
+#include "proxy/lib/jsonstrict.h"
+#include "proxy/lib/util.h"
 
 /* ------------------------------------------------------------------ */
 /* Error messages. */
@@ -119,6 +122,46 @@ cfg_err_write(struct cfg_ctx *x, const char *at, const struct cfg_pel *path,
 	} else {
 		snprintf(x->err, x->errlen, "%s: %s: %s", x->name, pbuf, msg);
 	}
+}
+
+void
+cfg_ctx_init(struct cfg_ctx *x, const char *text, size_t len,
+    const char *name, char *err, size_t errlen)
+{
+	memset(x, 0, sizeof(*x));
+	x->name = name != NULL ? name : "<buffer>";
+	x->text = text != NULL ? text : "";
+	x->len = text != NULL ? len : 0;
+	x->err = err;
+	x->errlen = errlen;
+}
+
+/* At the token jansson stopped on, and the path it sits at. */
+static void
+syntax_error(struct cfg_ctx *x, const json_error_t *je)
+{
+	struct cfg_pel path[CFG_POS_MAX];
+	const char *at;
+	size_t n, pos = je->position > 0 ? (size_t)je->position : 0;
+	char msg[JSON_ERROR_TEXT_LENGTH + 1];
+
+	/* jansson's text can quote input bytes; keep the message printable. */
+	n = 0;
+	cfg_bputs_shown(msg, sizeof(msg), &n, je->text, strnlen(je->text,
+	    sizeof(je->text)), sizeof(msg));
+	at = cfg_pos_until(x->text, x->len, pos, path, &n);
+	cfg_err_write(x, at, path, n, msg);
+}
+
+json_t *
+cfg_parse_text(struct cfg_ctx *x)
+{
+	json_error_t je;
+	json_t *root = jsonstrict_load(x->text, x->len, &je);
+
+	if (root == NULL)
+		syntax_error(x, &je);
+	return root;
 }
 
 static int cfg_vfail(struct cfg_ctx *x, int at_key, const char *fmt,
@@ -350,8 +393,8 @@ get_id_list(struct cfg_ctx *x, json_t *v, struct cfg_idlist *out)
 	return 0;
 }
 
-static int
-get_mode(struct cfg_ctx *x, json_t *v, unsigned *out)
+int
+cfg_get_mode(struct cfg_ctx *x, json_t *v, unsigned *out)
 {
 	unsigned mode = 0;
 	const char *s;
@@ -380,6 +423,25 @@ get_mode(struct cfg_ctx *x, json_t *v, unsigned *out)
 		return cfg_fail(x, "expected an octal mode string such as "
 		    "\"0660\"");
 	*out = mode;
+	return 0;
+}
+
+/* A string shorter than size into buf[size] ("" too); absolute with
+ * abs. */
+int
+cfg_get_buf(struct cfg_ctx *x, json_t *v, size_t size, int abs, char *buf)
+{
+	const char *s;
+	size_t n;
+
+	if (cfg_get_str(x, v, &s) != 0)
+		return -1;
+	if ((n = strlen(s)) >= size)
+		return cfg_fail(x, "%zu bytes is too long (at most %zu)", n,
+		    size > 0 ? size - 1 : 0);
+	if (abs && s[0] != '/')
+		return cfg_fail(x, "expected an absolute path");
+	memcpy(buf, s, n + 1);
 	return 0;
 }
 
@@ -477,6 +539,11 @@ key_unknown(struct cfg_ctx *x, const struct cfg_key *keys)
 
 	bputs(list, sizeof(list), &at, "", 0);
 	for (k = keys; k->name != NULL; k++) {
+		/* a list cut short says so: the key may be further on */
+		if (at + strlen(k->name) + 2 + 5 >= sizeof(list)) {
+			bputs(list, sizeof(list), &at, ", ...", 5);
+			break;
+		}
 		if (k != keys)
 			bputs(list, sizeof(list), &at, ", ", 2);
 		bputs(list, sizeof(list), &at, k->name, strlen(k->name));
@@ -493,6 +560,8 @@ key_apply(struct cfg_ctx *x, const struct cfg_key *k, json_t *v, void *base)
 
 	if (k->fn != NULL)
 		return k->fn(x, v, base);
+	if (k->rd != NULL)
+		return k->rd(x, k, v, field);
 	switch (k->kind) {
 	case K_INT:
 		if (cfg_get_int(x, v, k->lo, k->hi, &n) != 0)
@@ -512,7 +581,7 @@ key_apply(struct cfg_ctx *x, const struct cfg_key *k, json_t *v, void *base)
 	case K_TIER:
 		return get_tier(x, v, (enum pol_tier *)(void *)field);
 	case K_MODE:
-		return get_mode(x, v, (unsigned *)(void *)field);
+		return cfg_get_mode(x, v, (unsigned *)(void *)field);
 	case K_UID:
 		if (json_is_null(v)) {
 			*(int64_t *)(void *)field = -1;
@@ -554,7 +623,20 @@ key_apply(struct cfg_ctx *x, const struct cfg_key *k, json_t *v, void *base)
 		return get_hostmap(x, v, (struct cfg_hostmap **)(void *)field,
 		    count);
 	case K_OBJ:
-		return cfg_walk_object(x, v, k->sub, base);
+		return cfg_walk_object(x, v, k->sub, field);
+	case K_LONG:
+		if (cfg_get_int(x, v, k->lo, k->hi, &n) != 0)
+			return -1;
+		*(long *)(void *)field = (long)n;
+		return 0;
+	case K_U64:
+		if (cfg_get_int(x, v, k->lo, k->hi, &n) != 0)
+			return -1;
+		*(uint64_t *)(void *)field = (uint64_t)n * (k->mult ? k->mult :
+		    1);
+		return 0;
+	case K_BUF:
+		return cfg_get_buf(x, v, k->size, k->flags & KF_ABS, field);
 	case K_ROLE:
 	case K_OPT:
 	case K_TENANTS:
@@ -646,8 +728,20 @@ cfg_keys_default(const struct cfg_key *keys, void *base)
 			*(size_t *)(void *)((char *)base + k->noff) = n;
 			break;
 		case K_OBJ:
-			if (cfg_keys_default(k->sub, base) != 0)
+			if (cfg_keys_default(k->sub, field) != 0)
 				return -1;
+			break;
+		case K_LONG:
+			*(long *)(void *)field = (long)k->def;
+			break;
+		case K_U64:
+			*(uint64_t *)(void *)field = (uint64_t)k->def *
+			    (k->mult ? k->mult : 1);
+			break;
+		case K_BUF:
+			if (k->size > 0)
+				snprintf(field, k->size, "%s", k->sdef != NULL ?
+				    k->sdef : "");
 			break;
 		case K_IDS:
 		case K_STRV:

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 
 #include <jansson.h>
 
+#include "proxy/lib/config_engine.h"
 #include "proxy/lib/jsonstrict.h"
 #include "proxy/lib/util.h"
 #include "sandbox-glue/executor/backend/sbx_cfg.h"
@@ -191,74 +193,8 @@ sbx_cfg_defaults(struct sbx_cfg *c, const char *state_dir,
 	snprintf(c->profile, sizeof(c->profile), "host");
 }
 
-/* 0 and *out set (when present), or -1 and why. */
-static int
-cfg_num(json_t *o, const char *key, long *out, long lo, long hi, char *err,
-    size_t errlen)
-{
-	json_t *v = json_object_get(o, key);
-
-	if (v == NULL)
-		return 0;
-	if (!json_is_integer(v) || json_integer_value(v) < lo ||
-	    json_integer_value(v) > hi)
-		return sbx_err(err, errlen, "config: %s: an integer from %ld "
-		    "to %ld", key, lo, hi);
-	*out = (long)json_integer_value(v);
-	return 0;
-}
-
-static int
-cfg_u64(json_t *o, const char *key, uint64_t *out, uint64_t mult,
-    char *err, size_t errlen)
-{
-	long v = -1;
-
-	/* bounded so that v * mult (1 MiB at most) fits */
-	if (cfg_num(o, key, &v, 0, (long)(INT64_MAX >> 21), err, errlen) != 0)
-		return -1;
-	if (v >= 0)
-		*out = (uint64_t)v * mult;
-	return 0;
-}
-
-static int
-cfg_str(json_t *o, const char *key, char *out, size_t len, char *err,
-    size_t errlen)
-{
-	json_t *v = json_object_get(o, key);
-
-	if (v == NULL)
-		return 0;
-	if (!json_is_string(v) || strlen(json_string_value(v)) >= len)
-		return sbx_err(err, errlen, "config: %s: a string under %zu "
-		    "bytes", key, len);
-	snprintf(out, len, "%s", json_string_value(v));
-	return 0;
-}
-
-static const char *const cfg_keys[] = { "state_dir", "control", "shim",
-	"backend", "tier", "timeout", "timeout_max", "output_cap",
-	"max_file_bytes",
-	"max_per_tenant", "max_per_user", "max_total", "idle_after",
-	"remove_after", "uid_base", "cgroups", "limits", "workspace_root",
-	"image_dir", "profiles_dir", "profile", "shim_static", "image_suite",
-	"image_sources", "tenant_profiles", NULL };
-static const char *const lim_keys[] = { "memory_mb", "pids", "cpu_pct",
-	"tmp_mb", "home_mb", "fsize_mb", "nofile", "nproc", NULL };
-
-static int
-cfg_check_keys(json_t *o, const char *const *keys, const char *where,
-    char *err, size_t errlen)
-{
-	const char *k = jsonstrict_unknown_key(o, keys);
-	char safe[64];
-
-	if (k == NULL)
-		return 0;
-	sbx_text_safe(k, safe, sizeof(safe));
-	return sbx_err(err, errlen, "config: unknown key %s%s", where, safe);
-}
+/* ---- the rows (proxy/lib/config_engine.h): sluice-run's file is read
+ * as the daemons' are, its errors "NAME:LINE:COL: PATH: what" ---- */
 
 /* A line of text without control characters. */
 static int
@@ -277,31 +213,126 @@ cfg_profile_name_ok(const char *s)
 	return strcmp(s, "host") == 0 || sbx_id_ok(s, SBX_ID_MAX);
 }
 
+static int
+k_backend(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct sbx_cfg *c = base;
+	char b[80];
+
+	if (cfg_get_buf(x, v, sizeof(c->backend), 0, c->backend) != 0)
+		return -1;
+	if (c->backend[0] == '\0' || sbx_backend_find(c->backend) == NULL)
+		return cfg_fail(x, "unknown backend %s (expected ns or gvisor)",
+		    cfg_shown(c->backend, b, sizeof(b)));
+	return 0;
+}
+
+static int
+k_tier(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct sbx_cfg *c = base;
+	char b[80];
+
+	if (cfg_get_buf(x, v, sizeof(c->tier), 0, c->tier) != 0)
+		return -1;
+	if (!sbx_id_ok(c->tier, sizeof(c->tier) - 1))
+		return cfg_fail(x, "bad tier name %s (expected off, "
+		    "registries, public or another of sluiced's)", cfg_shown(c->tier, b,
+		    sizeof(b)));
+	return 0;
+}
+
+static int
+k_workspace_root(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct sbx_cfg *c = base;
+
+	if (cfg_get_buf(x, v, sizeof(c->workspace_root), 0,
+	    c->workspace_root) != 0)
+		return -1;
+	if (c->workspace_root[0] != '\0' && sbx_path_system(c->workspace_root))
+		return cfg_fail(x, "expected an absolute path below a "
+		    "top-level directory, not in /etc, /usr, /root and the "
+		    "like");
+	return 0;
+}
+
+/* image_dir, profiles_dir, shim_static: absolute paths of one line
+ * (KF_OWN: "" allowed, none) */
+#define XKF_NONE_OK	KF_OWN
+
+static int
+rd_dir(struct cfg_ctx *x, const struct cfg_key *k, json_t *v, void *field)
+{
+	char *s = field;
+
+	if (cfg_get_buf(x, v, k->size, 0, s) != 0)
+		return -1;
+	if (s[0] == '\0' && (k->flags & XKF_NONE_OK))
+		return 0;
+	if (s[0] != '/' || !cfg_line_ok(s))
+		return cfg_fail(x, "expected an absolute path of one line%s",
+		    k->flags & XKF_NONE_OK ? " (or \"\", none)" : "");
+	return 0;
+}
+
+static int
+k_profile(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct sbx_cfg *c = base;
+	char b[80];
+
+	if (cfg_get_buf(x, v, sizeof(c->profile), 0, c->profile) != 0)
+		return -1;
+	if (!cfg_profile_name_ok(c->profile))
+		return cfg_fail(x, "bad profile name %s (expected \"host\" or "
+		    "a profile's name)", cfg_shown(c->profile, b, sizeof(b)));
+	return 0;
+}
+
+static int
+k_image_suite(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct sbx_cfg *c = base;
+	char b[80];
+
+	if (cfg_get_buf(x, v, sizeof(c->image_suite), 0, c->image_suite) != 0)
+		return -1;
+	if (c->image_suite[0] != '\0' && !sbx_id_ok(c->image_suite,
+	    sizeof(c->image_suite) - 1))
+		return cfg_fail(x, "bad suite name %s (expected bookworm or "
+		    "the like)", cfg_shown(c->image_suite, b, sizeof(b)));
+	return 0;
+}
+
 /* image_sources: apt lines ("deb ..."), kept one a line. */
 static int
-cfg_sources(struct sbx_cfg *c, json_t *v, char *err, size_t errlen)
+k_image_sources(struct cfg_ctx *x, json_t *v, void *base)
 {
+	struct sbx_cfg *c = base;
 	size_t i, n = 0, k;
+	const char *l;
 	json_t *e;
 
 	c->image_sources[0] = '\0';
 	if (!json_is_array(v) || json_array_size(v) > 32)
-		return sbx_err(err, errlen, "config: image_sources: an array "
-		    "of at most 32 apt lines");
+		return cfg_fail(x, "expected an array of at most 32 apt lines");
 	json_array_foreach(v, i, e) {
-		const char *l = json_string_value(e);
-
-		if (l == NULL || strncmp(l, "deb ", 4) != 0 || !cfg_line_ok(l))
-			return sbx_err(err, errlen, "config: image_sources: "
-			    "lines \"deb URI SUITE COMPONENT...\"");
+		cfg_ctx_idx(x, i);
+		if (cfg_get_str(x, e, &l) != 0)
+			return -1;
+		if (strncmp(l, "deb ", 4) != 0 || !cfg_line_ok(l))
+			return cfg_fail(x, "expected a line \"deb URI SUITE "
+			    "COMPONENT...\"");
 		k = strlen(l);
 		if (n + k + 2 > sizeof(c->image_sources))
-			return sbx_err(err, errlen, "config: image_sources: "
-			    "under %zu bytes in all", sizeof(c->image_sources));
+			return cfg_fail(x, "the lines are over %zu bytes in "
+			    "all", sizeof(c->image_sources));
 		memcpy(c->image_sources + n, l, k);
 		n += k;
 		c->image_sources[n++] = '\n';
 		c->image_sources[n] = '\0';
+		cfg_ctx_pop(x);
 	}
 	return 0;
 }
@@ -309,49 +340,166 @@ cfg_sources(struct sbx_cfg *c, json_t *v, char *err, size_t errlen)
 /* tenant_profiles: { "TENANT" or "*": [profile, ...] }, kept as one
  * "TENANT P1 P2" line each (sluice-execd keeps the same table). */
 int
-sbx_tenant_profiles_parse(char *tab, size_t tablen, json_t *v, char *err,
-    size_t errlen)
+sbx_tenant_profiles_read(struct cfg_ctx *x, json_t *v, char *tab,
+    size_t tablen)
 {
-	const char *t;
+	const char *t, *p;
 	json_t *a, *e;
 	size_t i, n = 0, k;
+	char b[80];
 
 	tab[0] = '\0';
 	if (!json_is_object(v))
-		return sbx_err(err, errlen, "config: tenant_profiles: an object "
-		    "of tenant: [profile, ...]");
+		return cfg_fail(x, "expected an object of tenant: [profile, "
+		    "...]");
 	json_object_foreach(v, t, a) {
+		cfg_ctx_key(x, t);
 		if (strcmp(t, "*") != 0 && !sbx_id_ok(t, SBX_ID_MAX))
-			return sbx_err(err, errlen, "config: tenant_profiles: "
-			    "keys are tenant ids or \"*\"");
+			return cfg_fail_key(x, "expected a tenant's id or "
+			    "\"*\"");
 		if (!json_is_array(a))
-			return sbx_err(err, errlen, "config: tenant_profiles.%s: "
-			    "an array of profile names", t);
+			return cfg_fail(x, "expected an array of profile "
+			    "names");
 		k = strlen(t);
 		if (n + k + 2 > tablen)
 			goto toolong;
 		memcpy(tab + n, t, k);
 		n += k;
 		json_array_foreach(a, i, e) {
-			const char *p = json_string_value(e);
-
-			if (p == NULL || !cfg_profile_name_ok(p))
-				return sbx_err(err, errlen, "config: "
-				    "tenant_profiles.%s: profile names", t);
+			cfg_ctx_idx(x, i);
+			if (cfg_get_str(x, e, &p) != 0)
+				return -1;
+			if (!cfg_profile_name_ok(p))
+				return cfg_fail(x, "bad profile name %s",
+				    cfg_shown(p, b, sizeof(b)));
 			k = strlen(p);
 			if (n + k + 3 > tablen)
 				goto toolong;
 			tab[n++] = ' ';
 			memcpy(tab + n, p, k);
 			n += k;
+			cfg_ctx_pop(x);
 		}
 		tab[n++] = '\n';
 		tab[n] = '\0';
+		cfg_ctx_pop(x);
 	}
 	return 0;
 toolong:
-	return sbx_err(err, errlen, "config: tenant_profiles: under %zu bytes "
-	    "in all", tablen);
+	return cfg_fail(x, "the table is over %zu bytes in all", tablen);
+}
+
+static int
+k_tenant_profiles(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct sbx_cfg *c = base;
+
+	return sbx_tenant_profiles_read(x, v, c->tenant_profiles,
+	    sizeof(c->tenant_profiles));
+}
+
+/* false is "off", true "auto" (kept as "": the host's) */
+static int
+k_cgroups(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct sbx_cfg *c = base;
+	const char *s = json_is_false(v) ? "off" : json_is_true(v) ? "auto" :
+	    json_string_value(v);
+	char b[80];
+
+	if (s == NULL)
+		return cfg_fail(x, "expected a string or true or false");
+	if (strcmp(s, "auto") && strcmp(s, "v1") && strcmp(s, "v2") &&
+	    strcmp(s, "off"))
+		return cfg_fail(x, "unknown cgroups %s (expected \"auto\", "
+		    "\"v1\", \"v2\" or \"off\")", cfg_shown(s, b, sizeof(b)));
+	snprintf(c->cgroups, sizeof(c->cgroups), "%s", strcmp(s, "auto") ?
+	    s : "");
+	return 0;
+}
+
+#define LIM(k, f, m) { k, K_U64, .off = offsetof(struct sbx_limits, f), \
+	.lo = 0, .hi = INT64_MAX >> 21, .mult = (m) }
+
+static const struct cfg_key lim_keys[] = {
+	LIM("memory_mb", memory_bytes, 1 << 20),
+	LIM("pids", pids, 1),
+	LIM("cpu_pct", cpu_pct, 1),
+	LIM("tmp_mb", tmp_bytes, 1 << 20),
+	LIM("home_mb", home_bytes, 1 << 20),
+	LIM("fsize_mb", fsize_bytes, 1 << 20),
+	LIM("nofile", nofile, 1),
+	LIM("nproc", nproc, 1),
+	{ .name = NULL }
+};
+
+#define BUF(k, f) { k, K_BUF, .off = offsetof(struct sbx_cfg, f), \
+	.size = sizeof(((struct sbx_cfg *)0)->f) }
+#define DIR(k, f, fl) { k, K_FN, .off = offsetof(struct sbx_cfg, f), \
+	.size = sizeof(((struct sbx_cfg *)0)->f), .rd = rd_dir, .flags = (fl) }
+#define NUM(k, f, l, h) { k, K_LONG, .off = offsetof(struct sbx_cfg, f), \
+	.lo = (l), .hi = (h) }
+
+static const struct cfg_key cfg_keys[] = {
+	BUF("state_dir", state_dir),
+	BUF("control", control),
+	BUF("shim", shim),
+	{ "backend", K_FN, .fn = k_backend },
+	{ "tier", K_FN, .fn = k_tier },
+	/* timeout: under timeout_max too, once both are read */
+	NUM("timeout", timeout_default, 1, 1680),
+	NUM("timeout_max", timeout_max, 1, 1680),
+	NUM("output_cap", output_cap, 0, 64l << 20),
+	NUM("max_file_bytes", max_file_bytes, 1, 1l << 40),
+	NUM("max_per_tenant", max_per_tenant, 0, 1000000),
+	NUM("max_per_user", max_per_user, 0, 1000000),
+	NUM("max_total", max_total, 0, 1000000),
+	NUM("idle_after", idle_after, 0, LONG_MAX / 2),
+	NUM("remove_after", remove_after, 0, LONG_MAX / 2),
+	NUM("uid_base", uid_base, 65536, 4000000000l - 65536l * SBX_SLOTS_MAX),
+	{ "cgroups", K_FN, .fn = k_cgroups },
+	{ "limits", K_OBJ, .off = offsetof(struct sbx_cfg, lim),
+	    .sub = lim_keys },
+	{ "workspace_root", K_FN, .fn = k_workspace_root },
+	DIR("image_dir", image_dir, 0),
+	DIR("profiles_dir", profiles_dir, XKF_NONE_OK),
+	{ "profile", K_FN, .fn = k_profile },
+	DIR("shim_static", shim_static, XKF_NONE_OK),
+	{ "image_suite", K_FN, .fn = k_image_suite },
+	{ "image_sources", K_FN, .fn = k_image_sources },
+	{ "tenant_profiles", K_FN, .fn = k_tenant_profiles },
+	{ .name = NULL }
+};
+
+int
+sbx_cfg_parse(struct sbx_cfg *c, const char *text, size_t len,
+    const char *name, char *err, size_t errlen)
+{
+	struct cfg_ctx x;
+	json_t *o;
+	int rc = -1;
+
+	cfg_ctx_init(&x, text, len, name, err, errlen);
+	if ((o = cfg_parse_text(&x)) == NULL)
+		return -1;
+	if (cfg_walk_object(&x, o, cfg_keys, c) != 0)
+		goto out;
+	if (json_object_get(o, "timeout") == NULL) {
+		/* a timeout_max under the default timeout lowers the
+		 * default: else every exec without --timeout would be
+		 * refused */
+		if (c->timeout_default > c->timeout_max)
+			c->timeout_default = c->timeout_max;
+	} else if (c->timeout_default > c->timeout_max) {
+		cfg_ctx_key(&x, "timeout");
+		cfg_fail(&x, "%ld is out of range (1..%ld, timeout_max)",
+		    c->timeout_default, c->timeout_max);
+		goto out;
+	}
+	rc = 0;
+out:
+	json_decref(o);
+	return rc;
 }
 
 int
@@ -392,148 +540,6 @@ sbx_profile_allowed(const char *tab, const char *tenant, const char *profile)
 		}
 	}
 	return 0;
-}
-
-static int
-cfg_apply(struct sbx_cfg *c, json_t *o, char *err, size_t errlen)
-{
-	json_t *l;
-	long ub = (long)c->uid_base;
-	int have_timeout = json_object_get(o, "timeout") != NULL;
-
-	if (cfg_check_keys(o, cfg_keys, "", err, errlen) != 0 ||
-	    cfg_str(o, "state_dir", c->state_dir, sizeof(c->state_dir), err,
-	    errlen) != 0 ||
-	    cfg_str(o, "control", c->control, sizeof(c->control), err,
-	    errlen) != 0 ||
-	    cfg_str(o, "shim", c->shim, sizeof(c->shim), err, errlen) != 0 ||
-	    cfg_str(o, "backend", c->backend, sizeof(c->backend), err,
-	    errlen) != 0 ||
-	    cfg_str(o, "tier", c->tier, sizeof(c->tier), err, errlen) != 0 ||
-	    cfg_str(o, "workspace_root", c->workspace_root,
-	    sizeof(c->workspace_root), err, errlen) != 0 ||
-	    cfg_str(o, "image_dir", c->image_dir, sizeof(c->image_dir), err,
-	    errlen) != 0 ||
-	    cfg_str(o, "profiles_dir", c->profiles_dir,
-	    sizeof(c->profiles_dir), err, errlen) != 0 ||
-	    cfg_str(o, "profile", c->profile, sizeof(c->profile), err,
-	    errlen) != 0 ||
-	    cfg_str(o, "shim_static", c->shim_static, sizeof(c->shim_static),
-	    err, errlen) != 0 ||
-	    cfg_str(o, "image_suite", c->image_suite, sizeof(c->image_suite),
-	    err, errlen) != 0 ||
-	    cfg_num(o, "timeout_max", &c->timeout_max, 1, 1680, err,
-	    errlen) != 0 ||
-	    cfg_num(o, "timeout", &c->timeout_default, 1, c->timeout_max,
-	    err, errlen) != 0 ||
-	    cfg_num(o, "output_cap", &c->output_cap, 0, 64l << 20, err,
-	    errlen) != 0 ||
-	    cfg_num(o, "max_file_bytes", &c->max_file_bytes, 1, 1l << 40, err,
-	    errlen) != 0 ||
-	    cfg_num(o, "max_per_tenant", &c->max_per_tenant, 0, 1000000, err,
-	    errlen) != 0 ||
-	    cfg_num(o, "max_per_user", &c->max_per_user, 0, 1000000, err,
-	    errlen) != 0 ||
-	    cfg_num(o, "max_total", &c->max_total, 0, 1000000, err,
-	    errlen) != 0 ||
-	    cfg_num(o, "idle_after", &c->idle_after, 0, LONG_MAX / 2, err,
-	    errlen) != 0 ||
-	    cfg_num(o, "remove_after", &c->remove_after, 0, LONG_MAX / 2,
-	    err, errlen) != 0 ||
-	    cfg_num(o, "uid_base", &ub, 65536, 4000000000l -
-	    65536l * SBX_SLOTS_MAX, err, errlen) != 0)
-		return -1;
-	c->uid_base = (unsigned long)ub;
-	/* a timeout_max under the default timeout lowers the default:
-	 * else every exec without --timeout would be refused */
-	if (!have_timeout && c->timeout_default > c->timeout_max)
-		c->timeout_default = c->timeout_max;
-	if (c->backend[0] == '\0' || sbx_backend_find(c->backend) == NULL)
-		return sbx_err(err, errlen, "config: backend: \"ns\" or "
-		    "\"gvisor\"");
-	if (!sbx_id_ok(c->tier, sizeof(c->tier) - 1))
-		return sbx_err(err, errlen, "config: tier: a tier name");
-	if (c->workspace_root[0] != '\0' && sbx_path_system(c->workspace_root))
-		return sbx_err(err, errlen, "config: workspace_root: an "
-		    "absolute path below a top-level directory, not in /etc, "
-		    "/usr, /root and the like");
-	if (c->image_dir[0] != '/' || !cfg_line_ok(c->image_dir) ||
-	    (c->profiles_dir[0] != '\0' && (c->profiles_dir[0] != '/' ||
-	    !cfg_line_ok(c->profiles_dir))) ||
-	    (c->shim_static[0] != '\0' && c->shim_static[0] != '/'))
-		return sbx_err(err, errlen, "config: image_dir, profiles_dir "
-		    "and shim_static: absolute paths");
-	if (!cfg_profile_name_ok(c->profile))
-		return sbx_err(err, errlen, "config: profile: \"host\" or a "
-		    "profile name");
-	if (c->image_suite[0] != '\0' && !sbx_id_ok(c->image_suite,
-	    sizeof(c->image_suite) - 1))
-		return sbx_err(err, errlen, "config: image_suite: a suite "
-		    "name (bookworm...)");
-	if ((l = json_object_get(o, "image_sources")) != NULL &&
-	    cfg_sources(c, l, err, errlen) != 0)
-		return -1;
-	if ((l = json_object_get(o, "tenant_profiles")) != NULL &&
-	    sbx_tenant_profiles_parse(c->tenant_profiles,
-	    sizeof(c->tenant_profiles), l, err, errlen) != 0)
-		return -1;
-	if ((l = json_object_get(o, "cgroups")) != NULL) {
-		const char *v = json_is_false(l) ? "off" : json_is_true(l) ?
-		    "auto" : json_string_value(l);
-
-		if (v == NULL || (strcmp(v, "auto") && strcmp(v, "v1") &&
-		    strcmp(v, "v2") && strcmp(v, "off")))
-			return sbx_err(err, errlen, "config: cgroups: \"auto\", "
-			    "\"v1\", \"v2\" or \"off\"");
-		snprintf(c->cgroups, sizeof(c->cgroups), "%s",
-		    strcmp(v, "auto") ? v : "");
-	}
-	if ((l = json_object_get(o, "limits")) != NULL) {
-		if (!json_is_object(l))
-			return sbx_err(err, errlen, "config: limits: an object");
-		if (cfg_check_keys(l, lim_keys, "limits.", err, errlen) != 0 ||
-		    cfg_u64(l, "memory_mb", &c->lim.memory_bytes, 1 << 20, err,
-		    errlen) != 0 ||
-		    cfg_u64(l, "pids", &c->lim.pids, 1, err, errlen) != 0 ||
-		    cfg_u64(l, "cpu_pct", &c->lim.cpu_pct, 1, err, errlen) != 0 ||
-		    cfg_u64(l, "tmp_mb", &c->lim.tmp_bytes, 1 << 20, err,
-		    errlen) != 0 ||
-		    cfg_u64(l, "home_mb", &c->lim.home_bytes, 1 << 20, err,
-		    errlen) != 0 ||
-		    cfg_u64(l, "fsize_mb", &c->lim.fsize_bytes, 1 << 20, err,
-		    errlen) != 0 ||
-		    cfg_u64(l, "nofile", &c->lim.nofile, 1, err, errlen) != 0 ||
-		    cfg_u64(l, "nproc", &c->lim.nproc, 1, err, errlen) != 0)
-			return -1;
-	}
-	return 0;
-}
-
-int
-sbx_cfg_parse(struct sbx_cfg *c, const char *text, size_t len,
-    const char *name, char *err, size_t errlen)
-{
-	json_error_t je;
-	json_t *o;
-	int rc;
-
-	o = jsonstrict_load(text, len, &je);
-	if (o == NULL) {
-		/* the text near the error, as jansson quotes it, made safe */
-		char t[4 * sizeof(je.text)];
-
-		sbx_text_safe(je.text, t, sizeof(t));
-		return sbx_err(err, errlen, "config %s:%d: %s", name, je.line,
-		    t);
-	}
-	if (!json_is_object(o)) {
-		json_decref(o);
-		return sbx_err(err, errlen, "config %s: not a JSON object",
-		    name);
-	}
-	rc = cfg_apply(c, o, err, errlen);
-	json_decref(o);
-	return rc;
 }
 
 /* path's bytes (at most max) into *buf (malloc'd, NUL-terminated). */

@@ -56,8 +56,9 @@ struct sbx_cfg {
 void sbx_cfg_defaults(struct sbx_cfg *c, const char *state_dir,
     const char *control, const char *shim);
 /* Apply the JSON configuration text[0..len) (name: for messages) over
- * c.  Unknown keys, wrong types and values out of range are refused; on
- * failure c may be partly changed. */
+ * c.  Unknown keys, wrong types and values out of range are refused, as
+ * the daemons' files' are ("NAME:LINE:COL: PATH: what"); on failure c
+ * may be partly changed. */
 int sbx_cfg_parse(struct sbx_cfg *c, const char *text, size_t len,
     const char *name, char *err, size_t errlen) SLUICE_MUSTCHECK;
 /* The same from a file (at most SBX_CFG_FILE_MAX bytes). */
@@ -73,9 +74,11 @@ int sbx_cfg_profile_ok(const struct sbx_cfg *c, const char *tenant,
 int sbx_profile_allowed(const char *tab, const char *tenant,
     const char *profile);
 /* tenant_profiles' JSON ({"TENANT" or "*": [profile, ...]}) into such a
- * table of tablen bytes. */
-int sbx_tenant_profiles_parse(char *tab, size_t tablen, json_t *v,
-    char *err, size_t errlen) SLUICE_MUSTCHECK;
+ * table of tablen bytes, read at x's path (proxy/lib/config_engine.h:
+ * both programs' files are read by that engine); -1 with x's error. */
+struct cfg_ctx;
+int sbx_tenant_profiles_read(struct cfg_ctx *x, json_t *v, char *tab,
+    size_t tablen) SLUICE_MUSTCHECK;
 
 /* The record as saved (new reference) and read back.  sbx_rec_parse
  * refuses what sluice-run could not have written: a string too long for

@@ -1,10 +1,9 @@
 /*
  * exec_cfg.c: sluice-execd's configuration.  Embedded defaults, then a
- * JSON file over them; unknown keys, wrong types and values out of range
- * are refused with "file:line:column: key.path: what".  jansson keeps no
- * positions of values, so a small scanner finds the key's place in the
- * text jansson has accepted (proxy/lib/config.c does the same for
- * sluiced's file; its walker is private to it).
+ * JSON file over them, read by sluiced's engine (proxy/lib/
+ * config_engine.h) against the rows below: unknown keys, wrong types and
+ * values out of range are refused as sluiced.json's are,
+ * "file:line:column: key.path: what".
  *
  * Token files hold one bearer token each; only its SHA-256 is kept, the
  * text is wiped once hashed.
@@ -27,8 +26,8 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
-#include "proxy/lib/jsonstrict.h"
 #include "proxy/lib/config.h"
+#include "proxy/lib/config_engine.h"
 #include "proxy/lib/httpauth.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
 #include "sandbox-glue/executor/execd/exec_os-int.h"
@@ -38,7 +37,6 @@
 #endif
 
 #define CFG_FILE_MAX	(1 << 20)
-#define DEPTH_MAX	6
 
 void
 xd_sha256(const void *s, size_t n, unsigned char out[32])
@@ -196,374 +194,544 @@ xd_cfg_creates_tenant(const struct xd_cfg *c)
 	return n > c->max_creates ? c->max_creates : n;
 }
 
-/* ---- positions ---- */
+/* ---- the rows ----
+ *
+ * One row per key (proxy/lib/config_engine.h): its kind, field, range;
+ * the engine reads a value of the row's kind, refuses unknown keys and
+ * words every error "FILE:LINE:COL: PATH: what", as for sluiced.json.
+ * The defaults stay in xd_cfg_defaults; checks that involve two keys or
+ * a file run once everything is read (cfg_after). */
 
-struct cx {
-	const char *text, *name;
-	size_t len;
-	char *err;
-	size_t errlen;
-	const char *path[DEPTH_MAX];
-	size_t depth;
-};
+#define XKF_GROUPS	KF_OWN          /* ids: groups, not users */
+#define XKF_STRMODE	(KF_OWN << 1)   /* a mode as a string only */
+#define U64_ANY		(long long)(UINT64_MAX >> 1)
+#define MB		(1ull << 20)
 
-static const char *
-sk_ws(const char *p, const char *e)
+static enum xd_role
+role_of(const char *s)
 {
-	while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-		p++;
-	return p;
+	if (strcmp(s, "admin") == 0)
+		return XD_ROLE_ADMIN;
+	if (strcmp(s, "app") == 0)
+		return XD_ROLE_APP;
+	if (strcmp(s, "auditor") == 0)
+		return XD_ROLE_AUDITOR;
+	return XD_ROLE_NONE;
 }
 
-/* p at '"': just past the closing quote. */
-static const char *
-sk_str(const char *p, const char *e)
+/* uids (users) or gids (XKF_GROUPS): numbers or names. */
+static int
+rd_ids(struct cfg_ctx *x, const struct cfg_key *k, json_t *a, void *field)
 {
-	for (p++; p < e && *p != '"'; p++)
-		if (*p == '\\')
-			p++;
-	return p < e ? p + 1 : e;
-}
-
-static const char *
-sk_val(const char *p, const char *e)
-{
-	int depth = 0;
-
-	p = sk_ws(p, e);
-	do {
-		if (p >= e)
-			return e;
-		if (*p == '"')
-			p = sk_str(p, e);
-		else {
-			if (*p == '{' || *p == '[')
-				depth++;
-			else if (*p == '}' || *p == ']')
-				depth--;
-			p++;
-			if (depth == 0)
-				while (p < e && strchr("{}[],\" \t\r\n:", *p) ==
-				    NULL)
-					p++;
-		}
-	} while (depth > 0);
-	return p;
-}
-
-/* Where the value at path[0..n) starts (the key itself with at_key),
- * or the deepest object on the way. */
-static const char *
-locate(const char *text, size_t len, const char *const *path, size_t n,
-    int at_key)
-{
-	const char *p = text, *e = text + len, *key = NULL;
+	struct xd_ids *ids = field;
+	int groups = (k->flags & XKF_GROUPS) != 0;
+	char b[80];
+	json_t *v;
 	size_t i;
 
-	p = sk_ws(p, e);
-	for (i = 0; i < n; i++) {
-		const char *obj = p;
-		int found = 0;
-
-		if (p >= e || *p != '{')
-			return obj;
-		p = sk_ws(p + 1, e);
-		while (p < e && *p == '"') {
-			const char *ks = p + 1, *ke;
-
-			key = p;
-			p = sk_str(p, e);
-			ke = p - 1;
-			p = sk_ws(p, e);
-			if (p < e && *p == ':')
-				p = sk_ws(p + 1, e);
-			if ((size_t)(ke - ks) == strlen(path[i]) &&
-			    memcmp(ks, path[i], (size_t)(ke - ks)) == 0) {
-				found = 1;
-				break;
-			}
-			p = sk_ws(sk_val(p, e), e);
-			if (p < e && *p == ',')
-				p = sk_ws(p + 1, e);
-		}
-		if (!found)
-			return obj;
-	}
-	return at_key && key != NULL ? key : p;
-}
-
-static int cfail(struct cx *x, const char *key, int at_key, const char *fmt,
-    ...) __attribute__((format(printf, 4, 5)));
-
-static int
-cfail(struct cx *x, const char *key, int at_key, const char *fmt, ...)
-{
-	const char *path[DEPTH_MAX + 1], *at, *q;
-	char pbuf[256] = "", msg[XD_ERR_MAX];
-	size_t n = 0, i, o = 0;
-	int line = 1, col = 1;
-	va_list ap;
-
-	for (i = 0; i < x->depth; i++)
-		path[n++] = x->path[i];
-	if (key != NULL)
-		path[n++] = key;
-	for (i = 0; i < n; i++)
-		o += (size_t)snprintf(pbuf + o, o < sizeof(pbuf) ?
-		    sizeof(pbuf) - o : 0, "%s%s", i ? "." : "", path[i]);
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	at = locate(x->text, x->len, path, n, at_key);
-	for (q = x->text; q < at; q++) {
-		if (*q == '\n') {
-			line++;
-			col = 1;
-		} else if (((unsigned char)*q & 0xc0) != 0x80)
-			col++;
-	}
-	snprintf(x->err, x->errlen, "%s:%d:%d: %s: %s", x->name, line, col,
-	    n ? pbuf : "(top)", msg);
-	return -1;
-}
-
-/* lifecycle.archive_store: a directory (archive_dir's other name) or
- * "s3://bucket/prefix" with lifecycle.archive_s3 {endpoint, region,
- * access_key_file, secret_key_file} (exec_s3.c). */
-static int c_str(struct cx *x, json_t *o, const char *key, char *buf,
-    size_t len, int abs_path);
-static int c_obj(struct cx *x, json_t *o, const char *key, json_t **out);
-static int c_keys(struct cx *x, json_t *o, const char *const *keys);
-
-static int
-cfg_store(struct cx *x, json_t *o, struct xd_cfg *c,
-    const char *const *s3keys)
-{
-	char st[SBX_PATH_MAX], e[XD_ERR_MAX], key[256];
-	json_t *s3;
-	int rc;
-
-	st[0] = '\0';
-	if (c_str(x, o, "archive_store", st, sizeof(st), 0) != 0 ||
-	    c_obj(x, o, "archive_s3", &s3) != 0)
-		return -1;
-	if (strncmp(st, "s3://", 5) != 0) {
-		if (s3 != NULL)
-			return cfail(x, "archive_s3", 1, "only with an "
-			    "archive_store of s3://bucket/prefix");
-		if (st[0] == '\0')
-			return 0;
-		if (st[0] != '/')
-			return cfail(x, "archive_store", 0, "an absolute path "
-			    "(a local directory) or s3://bucket/prefix");
-		if (json_object_get(o, "archive_dir") != NULL &&
-		    strcmp(st, c->archive_dir) != 0)
-			return cfail(x, "archive_store", 0, "archive_dir names "
-			    "another directory (archive_store is its other "
-			    "name: set one)");
-		if (strlen(st) >= sizeof(c->archive_dir) - SBX_ID_MAX - 32)
-			return cfail(x, "archive_store", 0, "a path too long");
-		snprintf(c->archive_dir, sizeof(c->archive_dir), "%s", st);
-		return 0;
-	}
-	if (xd_s3_parse_url(st, &c->s3, e, sizeof(e)) != 0)
-		return cfail(x, "archive_store", 0, "%s", e);
-	if (s3 == NULL)
-		return cfail(x, "archive_store", 0, "an s3:// store needs "
-		    "lifecycle.archive_s3 {endpoint, region, access_key_file, "
-		    "secret_key_file}");
-	x->path[x->depth++] = "archive_s3";
-	snprintf(c->s3.region, sizeof(c->s3.region), "us-east-1");
-	if (c_keys(x, s3, s3keys) != 0 ||
-	    c_str(x, s3, "endpoint", c->s3.endpoint, sizeof(c->s3.endpoint),
-	    0) != 0 || c_str(x, s3, "region", c->s3.region,
-	    sizeof(c->s3.region), 0) != 0 ||
-	    c_str(x, s3, "access_key_file", c->s3.access_key_file,
-	    sizeof(c->s3.access_key_file), 1) != 0 ||
-	    c_str(x, s3, "secret_key_file", c->s3.secret_key_file,
-	    sizeof(c->s3.secret_key_file), 1) != 0)
-		return -1;
-	rc = -1;
-	if (xd_s3_endpoint_ok(c->s3.endpoint, e, sizeof(e)) != 0)
-		cfail(x, "endpoint", 0, "%s", e);
-	else if (c->s3.region[0] == '\0' || strpbrk(c->s3.region, "/ \n") !=
-	    NULL)
-		cfail(x, "region", 0, "a region's name (us-east-1)");
-	else if (c->s3.access_key_file[0] == '\0')
-		cfail(x, "access_key_file", 0, "needed (a file of one line, "
-		    "mode 0600)");
-	else if (c->s3.secret_key_file[0] == '\0')
-		cfail(x, "secret_key_file", 0, "needed (a file of one line, "
-		    "mode 0600)");
-	/* read now so that a key anyone may read is refused at the
-	 * start (each request reads them again: a fixed key needs no
-	 * restart) */
-	else if (xd_s3_key_read(c->s3.access_key_file, key, sizeof(key), e,
-	    sizeof(e)) != 0)
-		cfail(x, "access_key_file", 0, "%s", e);
-	else if (OPENSSL_cleanse(key, sizeof(key)), xd_s3_key_read(
-	    c->s3.secret_key_file, key, sizeof(key), e, sizeof(e)) != 0)
-		cfail(x, "secret_key_file", 0, "%s", e);
-	else
-		rc = 0;
-	OPENSSL_cleanse(key, sizeof(key));
-	x->depth--;
-	return rc;
-}
-
-/* ---- typed members ---- */
-
-static int
-c_keys(struct cx *x, json_t *o, const char *const *keys)
-{
-	const char *k = jsonstrict_unknown_key(o, keys);
-
-	return k != NULL ? cfail(x, k, 1, "unknown key") : 0;
-}
-
-static int
-c_obj(struct cx *x, json_t *o, const char *key, json_t **out)
-{
-	json_t *v = json_object_get(o, key);
-
-	*out = NULL;
-	if (v == NULL)
-		return 0;
-	if (!json_is_object(v))
-		return cfail(x, key, 0, "an object");
-	*out = v;
-	return 0;
-}
-
-static int
-c_str(struct cx *x, json_t *o, const char *key, char *buf, size_t len,
-    int abs_path)
-{
-	json_t *v = json_object_get(o, key);
-	const char *s;
-
-	if (v == NULL)
-		return 0;
-	if (!json_is_string(v) || (s = json_string_value(v)) == NULL ||
-	    strlen(s) != json_string_length(v))
-		return cfail(x, key, 0, "a string");
-	if (strlen(s) >= len)
-		return cfail(x, key, 0, "at most %zu bytes", len - 1);
-	if (abs_path && s[0] != '/')
-		return cfail(x, key, 0, "an absolute path");
-	snprintf(buf, len, "%s", s);
-	return 0;
-}
-
-static int
-c_long(struct cx *x, json_t *o, const char *key, long *dst, long lo, long hi)
-{
-	json_t *v = json_object_get(o, key);
-
-	if (v == NULL)
-		return 0;
-	if (!json_is_integer(v) || json_integer_value(v) < lo ||
-	    json_integer_value(v) > hi)
-		return cfail(x, key, 0, "an integer from %ld to %ld", lo, hi);
-	*dst = (long)json_integer_value(v);
-	return 0;
-}
-
-/* A size in units of mult; 0 allowed when zero_ok (no limit). */
-static int
-c_u64(struct cx *x, json_t *o, const char *key, uint64_t *dst, uint64_t mult,
-    int zero_ok)
-{
-	json_t *v = json_object_get(o, key);
-	json_int_t n;
-
-	if (v == NULL)
-		return 0;
-	if (!json_is_integer(v) || (n = json_integer_value(v)) < (zero_ok ? 0 :
-	    1) || (uint64_t)n > (UINT64_MAX >> 1) / mult)
-		return cfail(x, key, 0, "an integer of at least %d",
-		    zero_ok ? 0 : 1);
-	*dst = (uint64_t)n * mult;
-	return 0;
-}
-
-/* uids (users) or gids (groups): numbers or names. */
-static int
-c_ids(struct cx *x, json_t *o, const char *key, struct xd_ids *ids,
-    int groups)
-{
-	json_t *a = json_object_get(o, key), *v;
-	size_t i;
-
-	if (a == NULL)
-		return 0;
 	if (!json_is_array(a) || json_array_size(a) > 64)
-		return cfail(x, key, 0, "an array of at most 64 %s",
+		return cfg_fail(x, "expected an array of at most 64 %s",
 		    groups ? "group names or gids" : "user names or uids");
 	ids->n = 0;
 	json_array_foreach(a, i, v) {
+		const char *s = json_string_value(v);
+
+		cfg_ctx_idx(x, i);
 		if (json_is_integer(v) && json_integer_value(v) >= 0 &&
 		    json_integer_value(v) < 4294967295ll) {
 			ids->v[ids->n++] = (uint32_t)json_integer_value(v);
-			continue;
-		}
-		if (json_is_string(v) && groups) {
-			struct group *g = getgrnam(json_string_value(v));
+		} else if (s != NULL && groups) {
+			struct group *g = getgrnam(s);
 
 			if (g == NULL)
-				return cfail(x, key, 0, "no group %.64s",
-				    json_string_value(v));
+				return cfg_fail(x, "no group %s",
+				    cfg_shown(s, b, sizeof(b)));
 			ids->v[ids->n++] = g->gr_gid;
-			continue;
-		}
-		if (json_is_string(v)) {
-			struct passwd *pw = getpwnam(json_string_value(v));
+		} else if (s != NULL) {
+			struct passwd *pw = getpwnam(s);
 
 			if (pw == NULL)
-				return cfail(x, key, 0, "no user %.64s",
-				    json_string_value(v));
+				return cfg_fail(x, "no user %s",
+				    cfg_shown(s, b, sizeof(b)));
 			ids->v[ids->n++] = pw->pw_uid;
-			continue;
+		} else {
+			return cfg_fail(x, "expected a name or a number");
 		}
-		return cfail(x, key, 0, "names or numbers");
+		cfg_ctx_pop(x);
 	}
 	return 0;
 }
 
+/* A socket's group (socket.group, control.socket_group: null none):
+ * a group's name or a number, its gid kept. */
 static int
-c_lims(struct cx *x, json_t *root, const char *key, struct xd_lims *l)
+k_sock_group(struct cfg_ctx *x, json_t *v, void *base)
 {
-	static const char *const keys[] = { "memory_mb", "pids", "cpu_pct",
-	    "tmp_mb", "home_mb", "fsize_mb", "nofile", "nproc", "timeout_s",
-	    "output_cap", "disk_mb", "inodes", NULL };
-	json_t *o;
-	int rc;
+	struct xd_cfg *c = base;
+	struct group *g;
+	char *end, b[80];
+	unsigned long n;
 
-	if (c_obj(x, root, key, &o) != 0)
-		return -1;
-	if (o == NULL)
+	if (json_is_null(v) && strcmp(x->path[x->depth - 1].key,
+	    "socket_group") == 0) {
+		c->socket_group[0] = '\0';
 		return 0;
-	x->path[x->depth++] = key;
-	rc = c_keys(x, o, keys) != 0 ||
-	    c_u64(x, o, "memory_mb", &l->sbx.memory_bytes, 1 << 20, 1) != 0 ||
-	    c_u64(x, o, "pids", &l->sbx.pids, 1, 1) != 0 ||
-	    c_u64(x, o, "cpu_pct", &l->sbx.cpu_pct, 1, 1) != 0 ||
-	    c_u64(x, o, "tmp_mb", &l->sbx.tmp_bytes, 1 << 20, 1) != 0 ||
-	    c_u64(x, o, "home_mb", &l->sbx.home_bytes, 1 << 20, 1) != 0 ||
-	    c_u64(x, o, "fsize_mb", &l->sbx.fsize_bytes, 1 << 20, 1) != 0 ||
-	    c_u64(x, o, "nofile", &l->sbx.nofile, 1, 1) != 0 ||
-	    c_u64(x, o, "nproc", &l->sbx.nproc, 1, 1) != 0 ||
-	    c_long(x, o, "timeout_s", &l->timeout_s, 1, 24 * 3600) != 0 ||
-	    c_long(x, o, "output_cap", &l->output_cap, 0, 1l << 30) != 0 ||
-	    c_u64(x, o, "disk_mb", &l->disk_bytes, 1 << 20, 1) != 0 ||
-	    c_u64(x, o, "inodes", &l->inodes, 1, 1) != 0 ? -1 : 0;
-	x->depth--;
-	return rc;
+	}
+	if (cfg_get_buf(x, v, sizeof(c->socket_group), 0,
+	    c->socket_group) != 0)
+		return -1;
+	if (!c->socket_group[0])
+		return 0;
+	g = getgrnam(c->socket_group);
+	n = strtoul(c->socket_group, &end, 10);
+	if (g != NULL)
+		c->socket_gid = g->gr_gid;
+	else if (*end == '\0' && isdigit((unsigned char)c->socket_group[0]))
+		c->socket_gid = (gid_t)n;
+	else
+		return cfg_fail(x, "no group %s", cfg_shown(c->socket_group, b,
+		    sizeof(b)));
+	return 0;
+}
+
+/* The API socket's mode: the owner keeps rw (socket.mode: a string). */
+static int
+rd_sock_mode(struct cfg_ctx *x, const struct cfg_key *k, json_t *v,
+    void *field)
+{
+	unsigned m;
+
+	if ((k->flags & XKF_STRMODE) && !json_is_string(v))
+		return cfg_fail(x, "expected an octal mode string such as "
+		    "\"0660\"");
+	if (cfg_get_mode(x, v, &m) != 0)
+		return -1;
+	if ((m & 0600) != 0600)
+		return cfg_fail(x, "mode %04o takes rw from the owner "
+		    "(expected one such as \"0660\")", m);
+	*(int *)field = (int)m;
+	return 0;
+}
+
+static int
+k_backend(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct xd_cfg *c = base;
+	char b[80];
+
+	if (cfg_get_buf(x, v, sizeof(c->backend), 0, c->backend) != 0)
+		return -1;
+	if (sbx_backend_find(c->backend) == NULL)
+		return cfg_fail(x, "unknown backend %s (expected ns or gvisor)",
+		    cfg_shown(c->backend, b, sizeof(b)));
+	return 0;
+}
+
+static int
+k_profile(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct xd_cfg *c = base;
+	char b[80];
+
+	if (cfg_get_buf(x, v, sizeof(c->profile), 0, c->profile) != 0)
+		return -1;
+	if (!sbx_id_ok(c->profile, SBX_ID_MAX))
+		return cfg_fail(x, "bad profile name %s (expected host, "
+		    "minimal, base, media or an admin's)", cfg_shown(c->profile,
+		    b, sizeof(b)));
+	return 0;
+}
+
+/* A tier's name; which tiers exist is sluiced's to say. */
+static int
+k_tier(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct xd_cfg *c = base;
+	char b[80];
+	size_t i;
+
+	if (cfg_get_buf(x, v, sizeof(c->tier), 0, c->tier) != 0)
+		return -1;
+	for (i = 0; c->tier[i]; i++)
+		if (!isalnum((unsigned char)c->tier[i]) && c->tier[i] != '_' &&
+		    c->tier[i] != '-')
+			break;
+	if (!c->tier[0] || c->tier[i])
+		return cfg_fail(x, "bad tier name %s (expected off, "
+		    "registries, public or another of sluiced's)",
+		    cfg_shown(c->tier, b, sizeof(b)));
+	return 0;
+}
+
+static int
+k_cgroups(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct xd_cfg *c = base;
+	char b[80];
+
+	if (cfg_get_buf(x, v, sizeof(c->cgroups), 0, c->cgroups) != 0)
+		return -1;
+	if (c->cgroups[0] && strcmp(c->cgroups, "v1") && strcmp(c->cgroups,
+	    "v2") && strcmp(c->cgroups, "off"))
+		return cfg_fail(x, "unknown cgroups %s (expected \"\", \"v1\", "
+		    "\"v2\" or \"off\")", cfg_shown(c->cgroups, b, sizeof(b)));
+	return 0;
+}
+
+/* who may use which profile: sluice-run's table (sbx_cfg.h) */
+static int
+k_tenant_profiles(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct xd_cfg *c = base;
+
+	return sbx_tenant_profiles_read(x, v, c->tenant_profiles,
+	    sizeof(c->tenant_profiles));
+}
+
+/* lifecycle.archive_store, read by lc_store once the rest is: a
+ * string of a path's length here. */
+static int
+k_store(struct cfg_ctx *x, json_t *v, void *base)
+{
+	char st[SBX_PATH_MAX];
+
+	(void)base;
+	return cfg_get_buf(x, v, sizeof(st), 0, st);
+}
+
+/* Keys read once everything else is (cfg_after): only their type
+ * here. */
+static int
+k_string(struct cfg_ctx *x, json_t *v, void *base)
+{
+	const char *s;
+
+	(void)base;
+	return cfg_get_str(x, v, &s);
+}
+
+static int
+k_object(struct cfg_ctx *x, json_t *v, void *base)
+{
+	(void)base;
+	return json_is_object(v) ? 0 : cfg_fail(x, "expected an object");
+}
+
+static int
+k_pools(struct cfg_ctx *x, json_t *v, void *base)
+{
+	(void)base;
+	if (!json_is_array(v) || json_array_size(v) > XD_POOLS_MAX)
+		return cfg_fail(x, "expected an array of at most %d pools",
+		    XD_POOLS_MAX);
+	return 0;
+}
+
+/* "opensandbox": the compatible API (exec_os_cfg.c). */
+static int
+k_opensandbox(struct cfg_ctx *x, json_t *v, void *base)
+{
+	return xd_os_cfg_read(x, v, &((struct xd_cfg *)base)->os);
+}
+
+/* One bearer token: its file read and hashed now. */
+static int
+rd_role(struct cfg_ctx *x, const struct cfg_key *k, json_t *v, void *field)
+{
+	const char *s;
+	char b[80];
+
+	(void)k;
+	if (cfg_get_str(x, v, &s) != 0)
+		return -1;
+	if ((*(enum xd_role *)field = role_of(s)) == XD_ROLE_NONE)
+		return cfg_fail(x, "unknown role %s (expected admin, app or "
+		    "auditor)", cfg_shown(s, b, sizeof(b)));
+	return 0;
+}
+
+static const struct cfg_key token_keys[] = {
+	{ "name", K_BUF, .off = offsetof(struct xd_token, name),
+	    .size = sizeof(((struct xd_token *)0)->name) },
+	{ "file", K_BUF, .off = offsetof(struct xd_token, file),
+	    .size = sizeof(((struct xd_token *)0)->file), .flags = KF_ABS },
+	{ "role", K_FN, .off = offsetof(struct xd_token, role),
+	    .rd = rd_role },
+	{ "tenant", K_BUF, .off = offsetof(struct xd_token, tenant),
+	    .size = sizeof(((struct xd_token *)0)->tenant) },
+	{ .name = NULL }
+};
+
+static int
+k_tokens(struct cfg_ctx *x, json_t *a, void *base)
+{
+	struct xd_cfg *c = base;
+	char why[160];
+	json_t *t;
+	size_t i;
+	int others;
+
+	if (!json_is_array(a) || json_array_size(a) > XD_TOKENS_MAX)
+		return cfg_fail(x, "expected an array of at most %d tokens",
+		    XD_TOKENS_MAX);
+	c->ntokens = 0;
+	json_array_foreach(a, i, t) {
+		struct xd_token *k = &c->tokens[c->ntokens];
+
+		memset(k, 0, sizeof(*k));
+		k->role = XD_ROLE_APP;
+		cfg_ctx_idx(x, i);
+		if (cfg_walk_object(x, t, token_keys, k) != 0)
+			return -1;
+		if (!k->name[0] || !k->file[0])
+			return cfg_fail(x, "name and file are required");
+		if (k->tenant[0] && k->role == XD_ROLE_ADMIN)
+			return cfg_fail(x, "an admin token sees every tenant; "
+			    "bind app or auditor tokens");
+		/* httpauth_token_file: a link followed, as a Kubernetes
+		 * Secret's files are links; a regular file */
+		cfg_ctx_key(x, "file");
+		if (httpauth_token_file(k->file, HTTPAUTH_TOKEN_MIN,
+		    HTTPAUTH_TOKEN_MAX, k->digest, &others, why,
+		    sizeof(why)) != 0)
+			return cfg_fail(x, "%s: %s", k->file, why);
+		cfg_ctx_pop(x);
+		cfg_ctx_pop(x);
+		c->ntokens++;
+	}
+	return 0;
+}
+
+#define BUF(k, f, fl) { k, K_BUF, .off = offsetof(struct xd_cfg, f), \
+	.size = sizeof(((struct xd_cfg *)0)->f), .flags = (fl) }
+#define LONG(k, f, l, h) { k, K_LONG, .off = offsetof(struct xd_cfg, f), \
+	.lo = (l), .hi = (h) }
+#define U64(k, f, l, h, m) { k, K_U64, .off = offsetof(struct xd_cfg, f), \
+	.lo = (l), .hi = (h), .mult = (m) }
+#define LU64(k, f, m) { k, K_U64, .off = offsetof(struct xd_lims, f), \
+	.lo = 0, .hi = U64_ANY / (long long)(m), .mult = (m) }
+
+/* "limits" and "limits_max": the rows at the struct xd_lims */
+static const struct cfg_key lims_keys[] = {
+	LU64("memory_mb", sbx.memory_bytes, MB),
+	LU64("pids", sbx.pids, 1),
+	LU64("cpu_pct", sbx.cpu_pct, 1),
+	LU64("tmp_mb", sbx.tmp_bytes, MB),
+	LU64("home_mb", sbx.home_bytes, MB),
+	LU64("fsize_mb", sbx.fsize_bytes, MB),
+	LU64("nofile", sbx.nofile, 1),
+	LU64("nproc", sbx.nproc, 1),
+	{ "timeout_s", K_LONG, .off = offsetof(struct xd_lims, timeout_s),
+	    .lo = 1, .hi = 24 * 3600 },
+	{ "output_cap", K_LONG, .off = offsetof(struct xd_lims, output_cap),
+	    .lo = 0, .hi = 1l << 30 },
+	LU64("disk_mb", disk_bytes, MB),
+	LU64("inodes", inodes, 1),
+	{ .name = NULL }
+};
+
+static const struct cfg_key socket_keys[] = {
+	{ "group", K_FN, .fn = k_sock_group },
+	{ "mode", K_FN, .off = offsetof(struct xd_cfg, socket_mode),
+	    .rd = rd_sock_mode, .flags = XKF_STRMODE },
+	{ .name = NULL }
+};
+
+static const struct cfg_key quotas_keys[] = {
+	LONG("sandboxes", max_total, 0, 1000000),
+	LONG("per_tenant", max_per_tenant, 0, 1000000),
+	LONG("per_user", max_per_user, 0, 1000000),
+	LONG("creates", max_creates, 1, 1024),
+	LONG("creates_per_tenant", max_creates_tenant, 1, 1024),
+	LONG("background_per_sandbox", max_background, 0, 1024),
+	LONG("finished_per_sandbox", keep_finished, 0, 1024),
+	LONG("commands", max_cmds, 0, 1000000),
+	LONG("commands_per_tenant", max_cmds_tenant, 0, 1000000),
+	U64("disk_reserve_mb", disk_reserve, 0, U64_ANY / (long long)MB, MB),
+	{ .name = NULL }
+};
+
+/* archive_store and archive_s3 are read by lc_store, after the rest */
+static const struct cfg_key lifecycle_keys[] = {
+	LONG("idle_after", idle_after, 0, 31622400),
+	LONG("remove_after", remove_after, 0, 31622400),
+	{ "archive_dir", K_BUF, .off = offsetof(struct xd_cfg, archive_dir),
+	    .size = SBX_PATH_MAX - SBX_ID_MAX - 32, .flags = KF_ABS },
+	LONG("archive_max_age", arch_max_age, 0, 31622400 * 10l),
+	LONG("archive_max_count_per_tenant", arch_max_count, 0, 100000000),
+	U64("archive_max_bytes_per_tenant", arch_max_bytes, 0, U64_ANY, 1),
+	{ "archive_store", K_FN, .fn = k_store },
+	{ "archive_s3", K_FN, .fn = k_object },
+	{ .name = NULL }
+};
+
+static const struct cfg_key s3_keys[] = {
+	{ "endpoint", K_BUF, .off = offsetof(struct xd_s3, endpoint),
+	    .size = sizeof(((struct xd_s3 *)0)->endpoint) },
+	{ "region", K_BUF, .off = offsetof(struct xd_s3, region),
+	    .size = sizeof(((struct xd_s3 *)0)->region) },
+	{ "access_key_file", K_BUF, .off = offsetof(struct xd_s3,
+	    access_key_file), .size = sizeof(((struct xd_s3 *)0)->
+	    access_key_file), .flags = KF_ABS },
+	{ "secret_key_file", K_BUF, .off = offsetof(struct xd_s3,
+	    secret_key_file), .size = sizeof(((struct xd_s3 *)0)->
+	    secret_key_file), .flags = KF_ABS },
+	{ .name = NULL }
+};
+
+static const struct cfg_key log_keys[] = {
+	BUF("path", audit_log, KF_ABS),
+	{ .name = NULL }
+};
+
+static const struct cfg_key artifacts_keys[] = {
+	U64("file_bytes", art.file_bytes, 0, U64_ANY, 1),
+	{ "count", K_SIZE, .off = offsetof(struct xd_cfg, art.count),
+	    .lo = 0, .hi = 10000 },
+	U64("total_bytes", art.total_bytes, 0, U64_ANY, 1),
+	LONG("walk_entries", snap_entries, 1, 10000000),
+	{ .name = NULL }
+};
+
+#define IDS(k, f, fl) { k, K_FN, .off = offsetof(struct xd_cfg, f), \
+	.rd = rd_ids, .flags = (fl) }
+
+static const struct cfg_key admin_keys[] = {
+	IDS("uids", uids[XD_ROLE_ADMIN], 0),
+	IDS("groups", gids[XD_ROLE_ADMIN], XKF_GROUPS),
+	{ .name = NULL }
+};
+
+static const struct cfg_key app_keys[] = {
+	IDS("uids", uids[XD_ROLE_APP], 0),
+	IDS("groups", gids[XD_ROLE_APP], XKF_GROUPS),
+	{ .name = NULL }
+};
+
+static const struct cfg_key auditor_keys[] = {
+	IDS("uids", uids[XD_ROLE_AUDITOR], 0),
+	IDS("groups", gids[XD_ROLE_AUDITOR], XKF_GROUPS),
+	{ .name = NULL }
+};
+
+/* "roles": the older spelling of control's *_uids and *_gids */
+static const struct cfg_key roles_keys[] = {
+	{ "admin", K_OBJ, .sub = admin_keys },
+	{ "app", K_OBJ, .sub = app_keys },
+	{ "auditor", K_OBJ, .sub = auditor_keys },
+	{ .name = NULL }
+};
+
+/*
+ * sluiced's spelling of the socket and the roles (issue 24 point 2), so
+ * that an operator writes one "control" block for both daemons.
+ * "socket" and "roles" stay, as older aliases; a file that sets the same
+ * thing both ways is refused (cfg_after: which one wins would be a
+ * guess).  The values are sluiced's too: ids as numbers (names are also
+ * taken, as in "roles"), the mode an octal string or a number.
+ */
+static const struct cfg_key control_keys[] = {
+	{ "socket_group", K_FN, .fn = k_sock_group },
+	{ "socket_mode", K_FN, .off = offsetof(struct xd_cfg, socket_mode),
+	    .rd = rd_sock_mode },
+	IDS("admin_uids", uids[XD_ROLE_ADMIN], 0),
+	IDS("admin_gids", gids[XD_ROLE_ADMIN], XKF_GROUPS),
+	IDS("app_uids", uids[XD_ROLE_APP], 0),
+	IDS("app_gids", gids[XD_ROLE_APP], XKF_GROUPS),
+	IDS("auditor_uids", uids[XD_ROLE_AUDITOR], 0),
+	IDS("auditor_gids", gids[XD_ROLE_AUDITOR], XKF_GROUPS),
+	{ .name = NULL }
+};
+
+static const struct cfg_key tcp_keys[] = {
+	BUF("listen", tcp, 0),
+	BUF("tls_cert", tls_cert, KF_ABS),
+	BUF("tls_key", tls_key, KF_ABS),
+	{ "tokens", K_FN, .fn = k_tokens },
+	LONG("max_conns", tcp_max_conns, 1, 100000),
+	LONG("max_conns_per_peer", tcp_max_conns_per_peer, 1, 100000),
+	LONG("head_timeout_ms", tcp_head_timeout_ms, 100, 600000),
+	LONG("fd_reserve", tcp_fd_reserve, 0, 65536),
+	{ "plain_http", K_BOOL, .off = offsetof(struct xd_cfg, tcp_plain) },
+	{ .name = NULL }
+};
+
+static const struct cfg_key xd_root_keys[] = {
+	{ "runtime_dir", K_BUF, .off = offsetof(struct xd_cfg, runtime_dir),
+	    .size = SBX_PATH_MAX - 32, .flags = KF_ABS },
+	{ "state_dir", K_BUF, .off = offsetof(struct xd_cfg, state_dir),
+	    .size = SBX_PATH_MAX - SBX_ID_MAX - 32, .flags = KF_ABS },
+	{ "control_socket", K_BUF, .off = offsetof(struct xd_cfg, control),
+	    .size = 108, .flags = KF_ABS },
+	{ "control_timeout_ms", K_INT, .off = offsetof(struct xd_cfg,
+	    control_timeout_ms), .lo = 100, .hi = 120000 },
+	BUF("shim", shim, KF_ABS),
+	BUF("mke2fs", mke2fs, KF_ABS),
+	{ "backend", K_FN, .fn = k_backend },
+	{ "tier", K_FN, .fn = k_tier },
+	{ "cgroups", K_FN, .fn = k_cgroups },
+	LONG("uid_base", uid_base, 65536, 4000000000l - 65536l * 1024),
+	LONG("slots", slots, 1, 1024),
+	{ "socket", K_OBJ, .sub = socket_keys },
+	{ "limits", K_OBJ, .off = offsetof(struct xd_cfg, def),
+	    .sub = lims_keys },
+	{ "limits_max", K_OBJ, .off = offsetof(struct xd_cfg, max),
+	    .sub = lims_keys },
+	{ "quotas", K_OBJ, .sub = quotas_keys },
+	U64("max_file_bytes", max_file_bytes, 1, 1ll << 32, 1),
+	U64("max_body_bytes", max_body_bytes, 1, 64ll << 20, 1),
+	U64("ring_bytes", ring_bytes, 4096, 64ll << 20, 1),
+	U64("ring_budget_bytes", ring_budget, 0, U64_ANY, 1),
+	U64("stream_watermark", stream_watermark, 1, U64_ANY, 1),
+	LONG("drain_s", drain_s, 0, 3600),
+	{ "roles", K_OBJ, .sub = roles_keys },
+	{ "control", K_OBJ, .sub = control_keys },
+	{ "tcp", K_OBJ, .sub = tcp_keys },
+	{ "artifacts", K_OBJ, .sub = artifacts_keys },
+	{ "log", K_OBJ, .sub = log_keys },
+	U64("events_buffer_bytes", events_buffer, 1, U64_ANY, 1),
+	{ "image_dir", K_BUF, .off = offsetof(struct xd_cfg, image_dir),
+	    .size = SBX_PATH_MAX - SBX_DIGEST_HEX - 16, .flags = KF_ABS },
+	{ "profile", K_FN, .fn = k_profile },
+	BUF("shim_static", shim_static, KF_ABS),
+	{ "tenant_profiles", K_FN, .fn = k_tenant_profiles },
+	{ "lifecycle", K_OBJ, .sub = lifecycle_keys },
+	U64("reply_buffer_bytes", reply_buffer, 4096, 64ll << 20, 1),
+	U64("reply_total_bytes", reply_total, 1, 4ll << 30, 1),
+	LONG("reply_timeout_ms", reply_timeout_ms, 1000, 3600000),
+	U64("max_archive_bytes", max_archive_bytes, 4096, 4ll << 30, 1),
+	{ "opensandbox", K_FN, .fn = k_opensandbox },
+	{ "pools", K_FN, .fn = k_pools },
+	LONG("pool_fills", pool_fills, 1, 16),
+	{ .name = NULL }
+};
+
+/* ---- checks between keys, once everything is read ---- */
+
+/* Fails at a.b (b NULL: at a) with the message. */
+static int at_fail(struct cfg_ctx *x, const char *a, const char *b,
+    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static int
+at_fail(struct cfg_ctx *x, const char *a, const char *b, const char *fmt,
+    ...)
+{
+	char msg[XD_ERR_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (a != NULL)
+		cfg_ctx_key(x, a);
+	if (b != NULL)
+		cfg_ctx_key(x, b);
+	return cfg_fail(x, "%s", msg);
 }
 
 /* A default above its maximum could never be asked for. */
 static int
-c_lims_check(struct cx *x, const struct xd_lims *d, const struct xd_lims *m)
+lims_check(struct cfg_ctx *x, const struct xd_lims *d, const struct xd_lims *m)
 {
 	static const struct {
 		const char *key;
@@ -581,7 +749,6 @@ c_lims_check(struct cx *x, const struct xd_lims *d, const struct xd_lims *m)
 	};
 	size_t i;
 
-	x->path[x->depth++] = "limits";
 	for (i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
 		uint64_t dv = *(const uint64_t *)(const void *)((const char *)
 		    &d->sbx + f[i].off);
@@ -589,257 +756,205 @@ c_lims_check(struct cx *x, const struct xd_lims *d, const struct xd_lims *m)
 		    &m->sbx + f[i].off);
 
 		if (mv != 0 && (dv == 0 || dv > mv))
-			return cfail(x, f[i].key, 0, "the default is above "
-			    "limits_max.%s (%llu)", f[i].key,
+			return at_fail(x, "limits", f[i].key, "the default is "
+			    "above limits_max.%s (%llu)", f[i].key,
 			    (unsigned long long)(mv / f[i].mult));
 	}
 	if (d->timeout_s > m->timeout_s)
-		return cfail(x, "timeout_s", 0, "above limits_max.timeout_s");
+		return at_fail(x, "limits", "timeout_s", "above "
+		    "limits_max.timeout_s");
 	if (d->output_cap > m->output_cap)
-		return cfail(x, "output_cap", 0, "above limits_max.output_cap");
+		return at_fail(x, "limits", "output_cap", "above "
+		    "limits_max.output_cap");
 	if (m->disk_bytes && (d->disk_bytes > m->disk_bytes ||
 	    d->disk_bytes == 0))
-		return cfail(x, "disk_mb", 0, "above limits_max.disk_mb (0, no "
-		    "quota, is above any)");
+		return at_fail(x, "limits", "disk_mb", "above "
+		    "limits_max.disk_mb (0, no quota, is above any)");
 	if (m->inodes && (d->inodes > m->inodes || d->inodes == 0))
-		return cfail(x, "inodes", 0, "above limits_max.inodes (0, no "
-		    "limit, is above any)");
+		return at_fail(x, "limits", "inodes", "above limits_max.inodes "
+		    "(0, no limit, is above any)");
 	/* below that mke2fs cannot make an ext4 with a journal */
 	if ((d->disk_bytes && d->disk_bytes < (8ull << 20)) ||
 	    (d->disk_bytes && d->inodes < 64))
-		return cfail(x, "disk_mb", 0, "a workspace is at least 8 MB "
-		    "and 64 inodes");
-	x->depth--;
+		return at_fail(x, "limits", "disk_mb", "a workspace is at "
+		    "least 8 MB and 64 inodes");
 	return 0;
 }
 
-static enum xd_role
-role_of(const char *s)
-{
-	if (strcmp(s, "admin") == 0)
-		return XD_ROLE_ADMIN;
-	if (strcmp(s, "app") == 0)
-		return XD_ROLE_APP;
-	if (strcmp(s, "auditor") == 0)
-		return XD_ROLE_AUDITOR;
-	return XD_ROLE_NONE;
-}
-
-/* Read and hash one token file (httpauth_token_file: a link followed,
- * as a Kubernetes Secret's files are links; a regular file). */
+/* lifecycle.archive_store: a directory (archive_dir's other name) or
+ * "s3://bucket/prefix" with lifecycle.archive_s3 {endpoint, region,
+ * access_key_file, secret_key_file} (exec_s3.c).  x at lifecycle. */
 static int
-token_load(struct cx *x, struct xd_token *t, const char *key)
+lc_store(struct cfg_ctx *x, json_t *o, struct xd_cfg *c)
 {
-	char why[160];
-	int others;
+	json_t *sv = json_object_get(o, "archive_store");
+	json_t *s3 = json_object_get(o, "archive_s3");
+	char e[XD_ERR_MAX], key[256];
+	const char *st = sv != NULL ? json_string_value(sv) : "";
+	int rc;
 
-	if (httpauth_token_file(t->file, HTTPAUTH_TOKEN_MIN,
-	    HTTPAUTH_TOKEN_MAX, t->digest, &others, why,
-	    sizeof(why)) != 0)
-		return cfail(x, key, 0, "%s: %s", t->file, why);
-	return 0;
-}
-
-static int
-c_tcp(struct cx *x, struct xd_cfg *c, json_t *o)
-{
-	static const char *const keys[] = { "listen", "tls_cert", "tls_key",
-	    "tokens", "max_conns", "max_conns_per_peer", "head_timeout_ms",
-	    "fd_reserve", "plain_http", NULL };
-	static const char *const tkeys[] = { "name", "file", "role", "tenant",
-	    NULL };
-	json_t *a, *t, *v;
-	size_t i;
-
-	if (c_keys(x, o, keys) != 0 ||
-	    c_str(x, o, "listen", c->tcp, sizeof(c->tcp), 0) != 0 ||
-	    c_str(x, o, "tls_cert", c->tls_cert, sizeof(c->tls_cert), 1) != 0 ||
-	    c_str(x, o, "tls_key", c->tls_key, sizeof(c->tls_key), 1) != 0 ||
-	    c_long(x, o, "max_conns", &c->tcp_max_conns, 1, 100000) != 0 ||
-	    c_long(x, o, "max_conns_per_peer", &c->tcp_max_conns_per_peer, 1,
-	    100000) != 0 ||
-	    c_long(x, o, "head_timeout_ms", &c->tcp_head_timeout_ms, 100,
-	    600000) != 0 ||
-	    c_long(x, o, "fd_reserve", &c->tcp_fd_reserve, 0, 65536) != 0)
+	if (strncmp(st, "s3://", 5) != 0) {
+		if (s3 != NULL) {
+			cfg_ctx_key(x, "archive_s3");
+			return cfg_fail_key(x, "only with an archive_store of "
+			    "s3://bucket/prefix");
+		}
+		if (st[0] == '\0')
+			return 0;
+		cfg_ctx_key(x, "archive_store");
+		if (st[0] != '/')
+			return cfg_fail(x, "expected an absolute path (a local "
+			    "directory) or s3://bucket/prefix");
+		if (json_object_get(o, "archive_dir") != NULL &&
+		    strcmp(st, c->archive_dir) != 0)
+			return cfg_fail(x, "archive_dir names another "
+			    "directory (archive_store is its other name: set "
+			    "one)");
+		if (cfg_get_buf(x, sv, SBX_PATH_MAX - SBX_ID_MAX - 32, 1,
+		    c->archive_dir) != 0)
+			return -1;
+		cfg_ctx_pop(x);
+		return 0;
+	}
+	if (xd_s3_parse_url(st, &c->s3, e, sizeof(e)) != 0)
+		return at_fail(x, "archive_store", NULL, "%s", e);
+	if (s3 == NULL)
+		return at_fail(x, "archive_store", NULL, "an s3:// store needs "
+		    "lifecycle.archive_s3 {endpoint, region, access_key_file, "
+		    "secret_key_file}");
+	cfg_ctx_key(x, "archive_s3");
+	snprintf(c->s3.region, sizeof(c->s3.region), "us-east-1");
+	if (cfg_walk_object(x, s3, s3_keys, &c->s3) != 0)
 		return -1;
-	if ((v = json_object_get(o, "plain_http")) != NULL) {
-		if (!json_is_boolean(v))
-			return cfail(x, "plain_http", 0, "true or false");
-		c->tcp_plain = json_is_true(v);
-	}
-	/* plain HTTP only when asked for by name (issue 24 point 9): a
-	 * token then crosses the network in the clear */
-	if (c->tcp_plain && (c->tls_cert[0] || c->tls_key[0]))
-		return cfail(x, "plain_http", 0, "plain HTTP has no "
-		    "certificate: drop tls_cert and tls_key, or plain_http");
-	if (c->tcp[0] && !c->tcp_plain && (!c->tls_cert[0] || !c->tls_key[0]))
-		return cfail(x, "listen", 0, "TCP is served with TLS unless "
-		    "plain_http is true: tls_cert and tls_key are required");
-	if ((a = json_object_get(o, "tokens")) == NULL)
-		return 0;
-	if (!json_is_array(a) || json_array_size(a) > XD_TOKENS_MAX)
-		return cfail(x, "tokens", 0, "an array of at most %d tokens",
-		    XD_TOKENS_MAX);
-	c->ntokens = 0;
-	x->path[x->depth++] = "tokens";
-	json_array_foreach(a, i, t) {
-		struct xd_token *k = &c->tokens[c->ntokens];
-		char role[16] = "";
-
-		memset(k, 0, sizeof(*k));
-		if (!json_is_object(t))
-			return cfail(x, NULL, 0, "[%zu]: an object", i);
-		if (c_keys(x, t, tkeys) != 0 ||
-		    c_str(x, t, "name", k->name, sizeof(k->name), 0) != 0 ||
-		    c_str(x, t, "file", k->file, sizeof(k->file), 1) != 0 ||
-		    c_str(x, t, "role", role, sizeof(role), 0) != 0 ||
-		    c_str(x, t, "tenant", k->tenant, sizeof(k->tenant), 0) != 0)
-			return -1;
-		if (!k->name[0] || !k->file[0])
-			return cfail(x, NULL, 0, "[%zu]: name and file are "
-			    "required", i);
-		if ((k->role = role_of(role[0] ? role : "app")) ==
-		    XD_ROLE_NONE)
-			return cfail(x, NULL, 0, "[%zu].role: admin, app or "
-			    "auditor", i);
-		if (k->tenant[0] && k->role == XD_ROLE_ADMIN)
-			return cfail(x, NULL, 0, "[%zu]: an admin token sees "
-			    "every tenant; bind app or auditor tokens", i);
-		if (token_load(x, k, "file") != 0)
-			return -1;
-		c->ntokens++;
-	}
-	x->depth--;
-	return 0;
-}
-
-/* socket_group's gid: a group's name, or a number. */
-static int
-sock_gid(struct cx *x, struct xd_cfg *c, const char *key)
-{
-	struct group *g;
-	char *end;
-	unsigned long v;
-
-	if (!c->socket_group[0])
-		return 0;
-	g = getgrnam(c->socket_group);
-	v = strtoul(c->socket_group, &end, 10);
-	if (g != NULL)
-		c->socket_gid = g->gr_gid;
-	else if (*end == '\0' && isdigit((unsigned char)c->socket_group[0]))
-		c->socket_gid = (gid_t)v;
+	rc = -1;
+	if (xd_s3_endpoint_ok(c->s3.endpoint, e, sizeof(e)) != 0)
+		at_fail(x, "endpoint", NULL, "%s", e);
+	else if (c->s3.region[0] == '\0' || strpbrk(c->s3.region, "/ \n") !=
+	    NULL)
+		at_fail(x, "region", NULL, "a region's name (us-east-1)");
+	else if (c->s3.access_key_file[0] == '\0')
+		at_fail(x, "access_key_file", NULL, "needed (a file of one "
+		    "line, mode 0600)");
+	else if (c->s3.secret_key_file[0] == '\0')
+		at_fail(x, "secret_key_file", NULL, "needed (a file of one "
+		    "line, mode 0600)");
+	/* read now so that a key anyone may read is refused at the
+	 * start (each request reads them again: a fixed key needs no
+	 * restart) */
+	else if (xd_s3_key_read(c->s3.access_key_file, key, sizeof(key), e,
+	    sizeof(e)) != 0)
+		at_fail(x, "access_key_file", NULL, "%s", e);
+	else if (OPENSSL_cleanse(key, sizeof(key)), xd_s3_key_read(
+	    c->s3.secret_key_file, key, sizeof(key), e, sizeof(e)) != 0)
+		at_fail(x, "secret_key_file", NULL, "%s", e);
 	else
-		return cfail(x, key, 0, "no group %.64s", c->socket_group);
-	return 0;
+		rc = 0;
+	OPENSSL_cleanse(key, sizeof(key));
+	cfg_ctx_pop(x);
+	return rc;
 }
 
-/*
- * sluiced's spelling of the socket and the roles (issue 24 point 2), so
- * that an operator writes one "control" block for both daemons:
- * control.socket_group, socket_mode and admin_uids ... auditor_gids.
- * "socket" and "roles" stay, as older aliases; a file that sets the same
- * thing both ways is refused (which one wins would be a guess).  The
- * values are sluiced's too: ids as numbers (names are also taken, as in
- * "roles"), the mode an octal string or a number.
- */
+/* "lifecycle": the archives under the state directory unless named
+ * ("." : no sandbox id starts with a dot); ages; the store. */
 static int
-c_control(struct cx *x, struct xd_cfg *c, json_t *root)
+lc_check(struct cfg_ctx *x, json_t *root, struct xd_cfg *c)
 {
-	static const char *const keys[] = { "socket_group", "socket_mode",
-	    "admin_uids", "admin_gids", "app_uids", "app_gids",
-	    "auditor_uids", "auditor_gids", NULL };
-	json_t *o, *m;
-	size_t i;
-	int roles = 0;
+	json_t *o = json_object_get(root, "lifecycle");
 
-	if (c_obj(x, root, "control", &o) != 0)
-		return -1;
+	if (o == NULL || json_object_get(o, "archive_dir") == NULL)
+		snprintf(c->archive_dir, sizeof(c->archive_dir),
+		    "%.400s/.archive", c->state_dir);
+	if (c->idle_after && c->remove_after && c->remove_after <
+	    c->idle_after)
+		return at_fail(x, "lifecycle", "remove_after", "at least "
+		    "idle_after (%ld), or 0 (never)", c->idle_after);
 	if (o == NULL)
 		return 0;
-	x->path[x->depth++] = "control";
-	if (c_keys(x, o, keys) != 0)
+	cfg_ctx_key(x, "lifecycle");
+	if (lc_store(x, o, c) != 0)
 		return -1;
-	for (i = 2; keys[i] != NULL; i++)
-		roles |= json_object_get(o, keys[i]) != NULL;
+	cfg_ctx_pop(x);
+	return 0;
+}
+
+/* "tcp": plain HTTP only when asked for by name (issue 24 point 9): a
+ * token then crosses the network in the clear. */
+static int
+tcp_check(struct cfg_ctx *x, const struct xd_cfg *c)
+{
+	if (c->tcp_plain && (c->tls_cert[0] || c->tls_key[0]))
+		return at_fail(x, "tcp", "plain_http", "plain HTTP has no "
+		    "certificate: drop tls_cert and tls_key, or plain_http");
+	if (c->tcp[0] && !c->tcp_plain && (!c->tls_cert[0] || !c->tls_key[0]))
+		return at_fail(x, "tcp", "listen", "TCP is served with TLS "
+		    "unless plain_http is true: tls_cert and tls_key are "
+		    "required");
+	return 0;
+}
+
+/* One spelling per thing: "control" or its older aliases. */
+static int
+control_check(struct cfg_ctx *x, json_t *root)
+{
+	json_t *o = json_object_get(root, "control");
+	const struct cfg_key *k;
+	int roles = 0;
+
+	if (o == NULL)
+		return 0;
+	for (k = control_keys + 2; k->name != NULL; k++)
+		roles |= json_object_get(o, k->name) != NULL;
 	if (roles && json_object_get(root, "roles") != NULL)
-		return cfail(x, NULL, 0, "the roles are set here and in "
-		    "\"roles\": write them one way (control.*_uids and "
+		return at_fail(x, "control", NULL, "the roles are set here and "
+		    "in \"roles\": write them one way (control.*_uids and "
 		    "*_gids, as in sluiced.json; roles is the older alias)");
 	if ((json_object_get(o, "socket_group") != NULL ||
 	    json_object_get(o, "socket_mode") != NULL) &&
 	    json_object_get(root, "socket") != NULL)
-		return cfail(x, NULL, 0, "the socket is set here and in "
-		    "\"socket\": write it one way (control.socket_group and "
-		    "socket_mode, as in sluiced.json; socket is the older "
+		return at_fail(x, "control", NULL, "the socket is set here and "
+		    "in \"socket\": write it one way (control.socket_group "
+		    "and socket_mode, as in sluiced.json; socket is the older "
 		    "alias)");
-	for (i = 2; keys[i] != NULL; i++) {
-		enum xd_role r = role_of(i < 4 ? "admin" : i < 6 ? "app" :
-		    "auditor");
-
-		if (c_ids(x, o, keys[i], i % 2 ? &c->gids[r] : &c->uids[r],
-		    i % 2) != 0)
-			return -1;
-	}
-	if ((m = json_object_get(o, "socket_group")) != NULL) {
-		if (json_is_null(m))
-			c->socket_group[0] = '\0';
-		else if (c_str(x, o, "socket_group", c->socket_group,
-		    sizeof(c->socket_group), 0) != 0 ||
-		    sock_gid(x, c, "socket_group") != 0)
-			return -1;
-	}
-	if ((m = json_object_get(o, "socket_mode")) != NULL) {
-		const char *str = json_string_value(m);
-		char *end = NULL;
-		long v = json_is_integer(m) ? (long)json_integer_value(m) :
-		    str != NULL && *str ? strtol(str, &end, 8) : -1;
-
-		if ((end != NULL && *end != '\0') || v < 0 || v > 0777 ||
-		    (v & 0600) != 0600)
-			return cfail(x, "socket_mode", 0, "an octal string such "
-			    "as \"0660\" (the owner keeps rw)");
-		c->socket_mode = (int)v;
-	}
-	x->depth--;
 	return 0;
 }
+
+/* a pool's backend, profile and limits are a create's, read as one */
+static const struct cfg_key pool_keys[] = {
+	{ "backend", K_FN, .fn = k_string },
+	{ "profile", K_FN, .fn = k_string },
+	{ "size", K_LONG, .off = offsetof(struct xd_pool_cfg, size),
+	    .lo = 0, .hi = 1024 },
+	{ "limits", K_FN, .fn = k_object },
+	{ .name = NULL }
+};
 
 /*
  * "pools": [{"backend", "profile", "size", "limits"}], at most
  * XD_POOLS_MAX; each entry's limits read as a create's "limits" are
- * (xd_create_parse, with the defaults and maxima parsed above), so that
- * a create matches a pool when it would get exactly those limits.
- * Parsed last: the defaults, maxima, backend and profile are final.
+ * (xd_create_parse, with the defaults and maxima read), so that a create
+ * matches a pool when it would get exactly those limits.  Read last:
+ * the defaults, maxima, backend and profile are final.
  */
 static int
-c_pools(struct cx *x, struct xd_cfg *c, json_t *root)
+pools_read(struct cfg_ctx *x, json_t *root, struct xd_cfg *c)
 {
-	static const char *const pkeys[] = { "backend", "profile", "size",
-	    "limits", NULL };
 	json_t *a = json_object_get(root, "pools"), *o, *body;
 	struct xd_create_spec s;
 	struct xd_perr e;
 	size_t i, k;
-	char ix[16];
 	int rc;
 
 	c->npools = 0;
 	if (a == NULL)
 		return 0;
-	if (!json_is_array(a) || json_array_size(a) > XD_POOLS_MAX)
-		return cfail(x, "pools", 0, "an array of at most %d pools",
-		    XD_POOLS_MAX);
-	x->path[x->depth++] = "pools";
+	cfg_ctx_key(x, "pools");
 	json_array_foreach(a, i, o) {
 		struct xd_pool_cfg *p = &c->pools[i];
 		const char *be, *pr;
 
-		snprintf(ix, sizeof(ix), "[%d]", (int)i);  /* i < XD_POOLS_MAX */
-		if (!json_is_object(o))
-			return cfail(x, NULL, 0, "%s: an object", ix);
-		if (c_keys(x, o, pkeys) != 0 || c_long(x, o, "size", &p->size,
-		    0, 1024) != 0)
+		cfg_ctx_idx(x, i);
+		memset(p, 0, sizeof(*p));
+		if (cfg_walk_object(x, o, pool_keys, p) != 0)
 			return -1;
 		be = json_string_value(json_object_get(o, "backend"));
 		pr = json_string_value(json_object_get(o, "profile"));
@@ -853,15 +968,14 @@ c_pools(struct cx *x, struct xd_cfg *c, json_t *root)
 		    c->tier, c->backend, &s, &e) : -1;
 		json_decref(body);
 		if (rc != 0) {
-			cfail(x, NULL, 0, "%s: %s", ix, e.msg[0] ? e.msg :
-			    "out of memory");
+			cfg_fail(x, "%s", e.msg[0] ? e.msg : "out of memory");
 			xd_perr_clear(&e);
 			return -1;
 		}
 		if (strcmp(s.backend, "ns") != 0 && strcmp(s.backend,
 		    "gvisor") != 0)
-			return cfail(x, NULL, 0, "%s: backend \"ns\" or "
-			    "\"gvisor\"", ix);
+			return cfg_fail(x, "a pool's backend is \"ns\" or "
+			    "\"gvisor\"");
 		snprintf(p->backend, sizeof(p->backend), "%s", s.backend);
 		snprintf(p->profile, sizeof(p->profile), "%s", s.profile[0] ?
 		    s.profile : c->profile);
@@ -870,11 +984,12 @@ c_pools(struct cx *x, struct xd_cfg *c, json_t *root)
 			if (strcmp(c->pools[k].backend, p->backend) == 0 &&
 			    strcmp(c->pools[k].profile, p->profile) == 0 &&
 			    xd_lims_eq(&c->pools[k].lim, &p->lim))
-				return cfail(x, NULL, 0, "%s: the same backend, "
-				    "profile and limits as [%zu]", ix, k);
+				return cfg_fail(x, "the same backend, profile "
+				    "and limits as [%zu]", k);
 		c->npools = i + 1;
+		cfg_ctx_pop(x);
 	}
-	x->depth--;
+	cfg_ctx_pop(x);
 	return 0;
 }
 
@@ -891,339 +1006,42 @@ xd_lims_eq(const struct xd_lims *a, const struct xd_lims *b)
 	    a->disk_bytes == b->disk_bytes && a->inodes == b->inodes;
 }
 
-/* The top level's paths, names and numbers; backend, profile, cgroups
- * and tier checked. */
+/* Checks between keys, in the order the sections are documented. */
 static int
-c_top(struct cx *x, struct xd_cfg *c, json_t *root)
+cfg_after(struct cfg_ctx *x, json_t *root, struct xd_cfg *c)
 {
-	long ub = (long)c->uid_base, slots = (long)c->slots;
-	long t = c->control_timeout_ms;
-	json_t *o;
-	size_t i;
-
-	if (c_str(x, root, "runtime_dir", c->runtime_dir,
-	    sizeof(c->runtime_dir) - 32, 1) != 0 ||
-	    c_str(x, root, "state_dir", c->state_dir, sizeof(c->state_dir) -
-	    SBX_ID_MAX - 32, 1) != 0 ||
-	    c_str(x, root, "control_socket", c->control, 108, 1) != 0 ||
-	    c_long(x, root, "control_timeout_ms", &t, 100, 120000) != 0)
+	if (lims_check(x, &c->def, &c->max) != 0 ||
+	    lc_check(x, root, c) != 0)
 		return -1;
-	c->control_timeout_ms = (int)t;
-	if (c_str(x, root, "shim", c->shim, sizeof(c->shim), 1) != 0 ||
-	    c_str(x, root, "image_dir", c->image_dir, sizeof(c->image_dir) -
-	    SBX_DIGEST_HEX - 16, 1) != 0 ||
-	    c_str(x, root, "profile", c->profile, sizeof(c->profile), 0) != 0 ||
-	    c_str(x, root, "shim_static", c->shim_static,
-	    sizeof(c->shim_static), 1) != 0 ||
-	    c_str(x, root, "mke2fs", c->mke2fs, sizeof(c->mke2fs), 1) != 0 ||
-	    c_str(x, root, "backend", c->backend, sizeof(c->backend), 0) != 0 ||
-	    c_str(x, root, "tier", c->tier, sizeof(c->tier), 0) != 0 ||
-	    c_str(x, root, "cgroups", c->cgroups, sizeof(c->cgroups), 0) != 0 ||
-	    c_long(x, root, "uid_base", &ub, 65536, 4000000000l - 65536l *
-	    1024) != 0 ||
-	    c_long(x, root, "slots", &slots, 1, 1024) != 0)
+	if (c->reply_total < c->reply_buffer)
+		return at_fail(x, "reply_total_bytes", NULL, "below "
+		    "reply_buffer_bytes (%llu)",
+		    (unsigned long long)c->reply_buffer);
+	if (control_check(x, root) != 0 || tcp_check(x, c) != 0)
 		return -1;
-	c->uid_base = (unsigned long)ub;
-	c->slots = (unsigned long)slots;
-	if (sbx_backend_find(c->backend) == NULL)
-		return cfail(x, "backend", 0, "ns or gvisor");
-	if (!sbx_id_ok(c->profile, SBX_ID_MAX))
-		return cfail(x, "profile", 0, "a profile name (host, minimal, "
-		    "base, media or an admin's)");
-	if ((o = json_object_get(root, "tenant_profiles")) != NULL) {
-		char e2[XD_ERR_MAX];
-
-		if (sbx_tenant_profiles_parse(c->tenant_profiles,
-		    sizeof(c->tenant_profiles), o, e2, sizeof(e2)) != 0) {
-			/* "config: tenant_profiles...: what" */
-			const char *w = strstr(e2, ": ");
-
-			return cfail(x, "tenant_profiles", 0, "%s", w != NULL &&
-			    (w = strstr(w + 2, ": ")) != NULL ? w + 2 : e2);
-		}
-	}
-	if (c->cgroups[0] && strcmp(c->cgroups, "v1") && strcmp(c->cgroups,
-	    "v2") && strcmp(c->cgroups, "off"))
-		return cfail(x, "cgroups", 0, "\"\", \"v1\", \"v2\" or "
-		    "\"off\"");
-	for (i = 0; c->tier[i]; i++)
-		if (!isalnum((unsigned char)c->tier[i]) && c->tier[i] != '_' &&
-		    c->tier[i] != '-')
-			break;
-	if (!c->tier[0] || c->tier[i])
-		return cfail(x, "tier", 0, "a tier name (off, registries, "
-		    "public)");
-	return 0;
-}
-
-/* "socket": the API socket's group and mode. */
-static int
-c_socket(struct cx *x, struct xd_cfg *c, json_t *o)
-{
-	static const char *const skeys[] = { "group", "mode", NULL };
-	json_t *m;
-
-	if (c_keys(x, o, skeys) != 0 || c_str(x, o, "group",
-	    c->socket_group, sizeof(c->socket_group), 0) != 0)
-		return -1;
-	if ((m = json_object_get(o, "mode")) != NULL) {
-		const char *s = json_string_value(m);
-		char *end;
-		long v = s ? strtol(s, &end, 8) : -1;
-
-		if (s == NULL || *s == '\0' || *end != '\0' || v < 0 ||
-		    v > 0777 || (v & 0600) != 0600)
-			return cfail(x, "mode", 0, "an octal string such as "
-			    "\"0660\" (the owner keeps rw)");
-		c->socket_mode = (int)v;
-	}
-	return sock_gid(x, c, "group");
-}
-
-/* "quotas" */
-static int
-c_quotas(struct cx *x, struct xd_cfg *c, json_t *o)
-{
-	static const char *const qkeys[] = { "sandboxes", "per_tenant",
-	    "per_user", "creates", "background_per_sandbox",
-	    "finished_per_sandbox", "commands", "commands_per_tenant",
-	    "disk_reserve_mb", "creates_per_tenant", NULL };
-
-	if (c_keys(x, o, qkeys) != 0 ||
-	    c_long(x, o, "sandboxes", &c->max_total, 0, 1000000) != 0 ||
-	    c_long(x, o, "per_tenant", &c->max_per_tenant, 0, 1000000) != 0 ||
-	    c_long(x, o, "per_user", &c->max_per_user, 0, 1000000) != 0 ||
-	    c_long(x, o, "creates", &c->max_creates, 1, 1024) != 0 ||
-	    c_long(x, o, "creates_per_tenant", &c->max_creates_tenant, 1,
-	    1024) != 0 ||
-	    c_long(x, o, "background_per_sandbox", &c->max_background, 0,
-	    1024) != 0 ||
-	    c_long(x, o, "finished_per_sandbox", &c->keep_finished, 0,
-	    1024) != 0 ||
-	    c_long(x, o, "commands", &c->max_cmds, 0, 1000000) != 0 ||
-	    c_long(x, o, "commands_per_tenant", &c->max_cmds_tenant, 0,
-	    1000000) != 0 ||
-	    c_u64(x, o, "disk_reserve_mb", &c->disk_reserve, 1 << 20, 1) != 0)
-		return -1;
-	return 0;
-}
-
-/* "lifecycle": ages, the archives and their store. */
-static int
-c_lifecycle(struct cx *x, struct xd_cfg *c, json_t *o)
-{
-	static const char *const fkeys[] = { "idle_after", "remove_after",
-	    "archive_dir", "archive_max_age", "archive_max_count_per_tenant",
-	    "archive_max_bytes_per_tenant", "archive_store", "archive_s3",
-	    NULL };
-	static const char *const s3keys[] = { "endpoint", "region",
-	    "access_key_file", "secret_key_file", NULL };
-
-	if (c_keys(x, o, fkeys) != 0 ||
-	    c_long(x, o, "idle_after", &c->idle_after, 0, 31622400) != 0 ||
-	    c_long(x, o, "remove_after", &c->remove_after, 0, 31622400) != 0 ||
-	    c_str(x, o, "archive_dir", c->archive_dir,
-	    sizeof(c->archive_dir) - SBX_ID_MAX - 32, 1) != 0 ||
-	    c_long(x, o, "archive_max_age", &c->arch_max_age, 0,
-	    31622400 * 10l) != 0 ||
-	    c_long(x, o, "archive_max_count_per_tenant", &c->arch_max_count,
-	    0, 100000000) != 0 ||
-	    c_u64(x, o, "archive_max_bytes_per_tenant", &c->arch_max_bytes, 1,
-	    1) != 0 ||
-	    cfg_store(x, o, c, s3keys) != 0)
-		return -1;
-	if (c->idle_after && c->remove_after && c->remove_after <
-	    c->idle_after)
-		return cfail(x, "remove_after", 0, "at least idle_after (%ld), "
-		    "or 0 (never)", c->idle_after);
-	return 0;
-}
-
-/* The top level's sizes and times, each in its range. */
-static int
-c_sizes(struct cx *x, struct xd_cfg *c, json_t *root)
-{
-	if (c_u64(x, root, "max_file_bytes", &c->max_file_bytes, 1, 0) != 0 ||
-	    c_u64(x, root, "max_body_bytes", &c->max_body_bytes, 1, 0) != 0 ||
-	    c_u64(x, root, "max_archive_bytes", &c->max_archive_bytes, 1,
-	    0) != 0 ||
-	    c_u64(x, root, "ring_bytes", &c->ring_bytes, 1, 0) != 0 ||
-	    c_u64(x, root, "ring_budget_bytes", &c->ring_budget, 1, 1) != 0 ||
-	    c_u64(x, root, "events_buffer_bytes", &c->events_buffer, 1, 0) !=
-	    0 ||
-	    c_u64(x, root, "stream_watermark", &c->stream_watermark, 1, 0) !=
-	    0 || c_long(x, root, "drain_s", &c->drain_s, 0, 3600) != 0 ||
-	    c_u64(x, root, "reply_buffer_bytes", &c->reply_buffer, 1, 0) !=
-	    0 || c_u64(x, root, "reply_total_bytes", &c->reply_total, 1, 0) !=
-	    0 || c_long(x, root, "reply_timeout_ms", &c->reply_timeout_ms,
-	    1000, 3600000) != 0)
-		return -1;
-	if (c->reply_buffer < 4096 || c->reply_buffer > (64ull << 20))
-		return cfail(x, "reply_buffer_bytes", 0, "4096 to 64 MiB");
-	if (c->reply_total < c->reply_buffer || c->reply_total > (4ull << 30))
-		return cfail(x, "reply_total_bytes", 0, "reply_buffer_bytes to "
-		    "4 GiB");
-	if (c->max_file_bytes > (1ull << 32))
-		return cfail(x, "max_file_bytes", 0, "at most 4 GiB");
-	if (c->max_archive_bytes < 4096 || c->max_archive_bytes > (4ull <<
-	    30))
-		return cfail(x, "max_archive_bytes", 0, "4096 to 4 GiB");
-	if (c->max_body_bytes > (64ull << 20))
-		return cfail(x, "max_body_bytes", 0, "at most 64 MiB");
-	if (c->ring_bytes > (64ull << 20) || c->ring_bytes < 4096)
-		return cfail(x, "ring_bytes", 0, "4096 to 64 MiB");
-	return 0;
-}
-
-/* "artifacts" */
-static int
-c_artifacts(struct cx *x, struct xd_cfg *c, json_t *o)
-{
-	static const char *const akeys[] = { "file_bytes", "count",
-	    "total_bytes", "walk_entries", NULL };
-	long n = (long)c->art.count;
-
-	if (c_keys(x, o, akeys) != 0 ||
-	    c_u64(x, o, "file_bytes", &c->art.file_bytes, 1, 1) != 0 ||
-	    c_long(x, o, "count", &n, 0, 10000) != 0 ||
-	    c_u64(x, o, "total_bytes", &c->art.total_bytes, 1, 1) != 0 ||
-	    c_long(x, o, "walk_entries", &c->snap_entries, 1, 10000000) != 0)
-		return -1;
-	c->art.count = (size_t)n;
-	return 0;
-}
-
-/* "roles": uids and groups per role. */
-static int
-c_roles(struct cx *x, struct xd_cfg *c, json_t *o)
-{
-	static const char *const rkeys[] = { "admin", "app", "auditor", NULL };
-	static const char *const idkeys[] = { "uids", "groups", NULL };
-	size_t i;
-
-	if (c_keys(x, o, rkeys) != 0)
-		return -1;
-	for (i = 0; rkeys[i] != NULL; i++) {
-		json_t *r;
-		enum xd_role role = role_of(rkeys[i]);
-
-		if (c_obj(x, o, rkeys[i], &r) != 0)
-			return -1;
-		if (r == NULL)
-			continue;
-		x->path[x->depth++] = rkeys[i];
-		if (c_keys(x, r, idkeys) != 0 ||
-		    c_ids(x, r, "uids", &c->uids[role], 0) != 0 ||
-		    c_ids(x, r, "groups", &c->gids[role], 1) != 0)
-			return -1;
-		x->depth--;
-	}
-	return 0;
-}
-
-/* "opensandbox": the compatible API (exec_os_cfg.c). */
-static int
-c_opensandbox(struct cx *x, struct xd_cfg *c, json_t *o)
-{
-	char okey[64], oerr[XD_ERR_MAX];
-
-	if (xd_os_cfg_parse(&c->os, o, okey, sizeof(okey), oerr,
-	    sizeof(oerr)) != 0)
-		return cfail(x, okey[0] && !strchr(okey, '[') ? okey : NULL, 0,
-		    "%s%s%s", strchr(okey, '[') ? okey : "", strchr(okey, '[') ?
-		    ": " : "", oerr);
 	if (c->os.listen[0] && c->tcp[0] && strcmp(c->os.listen, c->tcp) == 0)
-		return cfail(x, NULL, 0, "listen: the same address as "
-		    "tcp.listen");
-	return 0;
-}
-
-/* An object at key k of root read by fn, with k on the error path; an
- * absent one is fine. */
-static int
-c_section(struct cx *x, struct xd_cfg *c, json_t *root, const char *k,
-    int (*fn)(struct cx *, struct xd_cfg *, json_t *))
-{
-	json_t *o;
-
-	if (c_obj(x, root, k, &o) != 0)
-		return -1;
-	if (o == NULL)
-		return 0;
-	x->path[x->depth++] = k;
-	if (fn(x, c, o) != 0)
-		return -1;
-	x->depth--;
-	return 0;
+		return at_fail(x, "opensandbox", "listen", "the same address "
+		    "as tcp.listen");
+	return pools_read(x, root, c);
 }
 
 int
 xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
     const char *name, char *err, size_t errlen)
 {
-	static const char *const keys[] = { "runtime_dir", "state_dir",
-	    "control_socket", "control_timeout_ms", "shim", "mke2fs", "backend", "tier",
-	    "cgroups", "uid_base", "slots", "socket", "limits", "limits_max",
-	    "quotas", "max_file_bytes", "max_body_bytes", "ring_bytes",
-	    "ring_budget_bytes",
-	    "stream_watermark", "drain_s", "roles", "control", "tcp",
-	    "artifacts", "log",
-	    "events_buffer_bytes", "image_dir", "profile", "shim_static",
-	    "tenant_profiles", "lifecycle", "reply_buffer_bytes",
-	    "reply_total_bytes", "reply_timeout_ms", "max_archive_bytes",
-	    "opensandbox", "pools", "pool_fills", NULL };
-	static const char *const lkeys[] = { "path", NULL };
-	struct cx x;
-	json_error_t je;
-	json_t *root, *o;
+	struct cfg_ctx x;
+	json_t *root;
 	int rc = -1;
 
-	memset(&x, 0, sizeof(x));
-	x.text = text;
-	x.len = len;
-	x.name = name;
-	x.err = err;
-	x.errlen = errlen;
-	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
-	if (root == NULL) {
-		snprintf(err, errlen, "%s:%d:%d: %s", name, je.line, je.column,
-		    je.text);
+	cfg_ctx_init(&x, text, len, name, err, errlen);
+	if ((root = cfg_parse_text(&x)) == NULL)
 		return -1;
-	}
 	if (!json_is_object(root)) {
-		cfail(&x, NULL, 0, "the configuration is one JSON object");
+		cfg_fail(&x, "the configuration is one JSON object");
 		goto out;
 	}
-	if (c_keys(&x, root, keys) != 0 || c_top(&x, c, root) != 0 ||
-	    c_section(&x, c, root, "socket", c_socket) != 0 ||
-	    c_lims(&x, root, "limits", &c->def) != 0 ||
-	    c_lims(&x, root, "limits_max", &c->max) != 0 ||
-	    c_lims_check(&x, &c->def, &c->max) != 0 ||
-	    c_section(&x, c, root, "quotas", c_quotas) != 0)
-		goto out;
-	/* the archives are under the state directory unless named (".":
-	 * no sandbox id starts with a dot) */
-	snprintf(c->archive_dir, sizeof(c->archive_dir), "%.400s/.archive",
-	    c->state_dir);
-	if (c_section(&x, c, root, "lifecycle", c_lifecycle) != 0 ||
-	    c_sizes(&x, c, root) != 0)
-		goto out;
-	if (c_obj(&x, root, "log", &o) != 0)
-		goto out;
-	if (o != NULL) {
-		x.path[x.depth++] = "log";
-		if (c_keys(&x, o, lkeys) != 0 || c_str(&x, o, "path",
-		    c->audit_log, sizeof(c->audit_log), 1) != 0)
-			goto out;
-		x.depth--;
-	}
-	if (c_section(&x, c, root, "artifacts", c_artifacts) != 0 ||
-	    c_section(&x, c, root, "roles", c_roles) != 0 ||
-	    c_control(&x, c, root) != 0 ||
-	    c_section(&x, c, root, "tcp", c_tcp) != 0 ||
-	    c_section(&x, c, root, "opensandbox", c_opensandbox) != 0 ||
-	    c_long(&x, root, "pool_fills", &c->pool_fills, 1, 16) != 0 ||
-	    c_pools(&x, c, root) != 0)
+	if (cfg_walk_object(&x, root, xd_root_keys, c) != 0 ||
+	    cfg_after(&x, root, c) != 0)
 		goto out;
 	rc = 0;
 out:

@@ -58,10 +58,10 @@ int xd_mp_parse(const unsigned char *body, size_t len, const char *boundary,
 /* ---- exec_os_cfg.c (the struct is in execd-int.h) ---- */
 
 struct xd_os_cfg;
-/* Parse the "opensandbox" object o into c: -1 with the key at fault (a
- * path under opensandbox, "" the block) and why. */
-int xd_os_cfg_parse(struct xd_os_cfg *c, json_t *o, char *key, size_t klen,
-    char *err, size_t errlen);
+struct cfg_ctx;
+/* Reads the "opensandbox" object o into c (its defaults first), x at
+ * "opensandbox" (proxy/lib/config_engine.h): -1 with x's error. */
+int xd_os_cfg_read(struct cfg_ctx *x, json_t *o, struct xd_os_cfg *c);
 json_t *xd_os_cfg_json(const struct xd_os_cfg *c);
 /* The key that is tok (constant time per key), NULL none. */
 const struct xd_os_key *xd_os_key_find(const struct xd_os_cfg *c,

@@ -14,13 +14,16 @@
  *   }
  *
  * A key file holds one key (16 to 256 printable bytes); only its
- * SHA-256 is kept.  exec_cfg.c calls xd_os_cfg_parse and turns its
- * (key, why) into "file:line:column: opensandbox.key: why".
+ * SHA-256 is kept.  Read by sluiced's row engine (proxy/lib/
+ * config_engine.h) as the rest of the file is: exec_cfg.c's row
+ * "opensandbox" calls xd_os_cfg_read with its context, so that errors
+ * say "file:line:column: opensandbox.api_keys[0].file: what".
  */
 #include "sluice-config.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +32,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
-#include "proxy/lib/jsonstrict.h"
+#include "proxy/lib/config_engine.h"
 #include "proxy/lib/httpauth.h"
 #include "sandbox-glue/executor/execd/exec_os-int.h"
 
@@ -38,56 +41,17 @@
 #define OS_TIMEOUT_DEFAULT	86400		/* max_timeout_s */
 #define OS_WORKDIR_DEFAULT	"/tmp/workspace"	/* ChatHub's */
 
-/* SHA-256 here, not exec_cfg.c's xd_sha256: exec_cfg.c calls this
- * file, and no two files call each other (tests/layering.sh). */
-
+/* A key file: as a token file (httpauth_token_file), 16 to 256; x at
+ * the entry's file. */
 static int
-ofail(char *key, size_t klen, const char *k, char *err, size_t errlen,
-    const char *why)
-{
-	snprintf(key, klen, "%s", k);
-	snprintf(err, errlen, "%s", why);
-	return -1;
-}
-
-static int
-str_of(json_t *o, const char *k, char *buf, size_t len, int abs, char *why,
-    size_t wlen)
-{
-	json_t *v = json_object_get(o, k);
-	const char *s;
-
-	if (v == NULL)
-		return 0;
-	if (!json_is_string(v) || (s = json_string_value(v)) == NULL ||
-	    strlen(s) != json_string_length(v)) {
-		snprintf(why, wlen, "a string");
-		return -1;
-	}
-	if (strlen(s) >= len) {
-		snprintf(why, wlen, "at most %zu bytes", len - 1);
-		return -1;
-	}
-	if (abs && s[0] != '/') {
-		snprintf(why, wlen, "an absolute path");
-		return -1;
-	}
-	snprintf(buf, len, "%s", s);
-	return 0;
-}
-
-/* A key file: as a token file (httpauth_token_file), 16 to 256. */
-static int
-key_load(struct xd_os_key *k, char *why, size_t wlen)
+key_load(struct cfg_ctx *x, struct xd_os_key *k)
 {
 	char w[160];
 	int others;
 
 	if (httpauth_token_file(k->file, KEY_MIN, KEY_MAX, k->digest, &others,
-	    w, sizeof(w)) != 0) {
-		snprintf(why, wlen, "%s: %s", k->file, w);
-		return -1;
-	}
+	    w, sizeof(w)) != 0)
+		return cfg_fail(x, "%s: %s", k->file, w);
 	return 0;
 }
 
@@ -119,192 +83,205 @@ workdir_ok(const char *w)
 	return 1;
 }
 
-/* api_keys[i], t: one key, read and checked against those before it;
- * 0, or -1 with key and err set (ofail). */
-static int
-os_key_parse(struct xd_os_cfg *c, json_t *t, size_t i, char *key,
-    size_t klen, char *err, size_t errlen)
-{
-	static const char *const kkeys[] = { "name", "file", "tenant", "user",
-	    NULL };
-	struct xd_os_key *ky = &c->keys[c->nkeys];
-	char why[XD_ERR_MAX], kp[64];
-	const char *k;
-	size_t j;
+/* ---- the rows (proxy/lib/config_engine.h), at struct xd_os_cfg ---- */
 
-	snprintf(kp, sizeof(kp), "api_keys[%zu]", i);
-	if (!json_is_object(t))
-		return ofail(key, klen, kp, err, errlen,
-		    "an object {name, file, tenant, user?}");
-	if ((k = jsonstrict_unknown_key(t, kkeys)) != NULL) {
-		snprintf(why, sizeof(why), "unknown key %s", k);
-		return ofail(key, klen, kp, err, errlen, why);
-	}
-	if (str_of(t, "name", ky->name, sizeof(ky->name), 0,
-	    why, sizeof(why)) != 0 || str_of(t, "file",
-	    ky->file, sizeof(ky->file), 1, why, sizeof(why)) !=
-	    0 || str_of(t, "tenant", ky->tenant,
-	    sizeof(ky->tenant), 0, why, sizeof(why)) != 0 ||
-	    str_of(t, "user", ky->user, sizeof(ky->user), 0,
-	    why, sizeof(why)) != 0)
-		return ofail(key, klen, kp, err, errlen, why);
-	if (!ky->name[0] || !ky->file[0] || !ky->tenant[0])
-		return ofail(key, klen, kp, err, errlen,
-		    "name, file and tenant are required (a "
-		    "key names the tenant whose sandboxes it "
-		    "sees)");
-	if (!sbx_id_ok(ky->tenant, SBX_ID_MAX))
-		return ofail(key, klen, kp, err, errlen,
-		    "tenant: 1 to 64 of A-Z a-z 0-9 . _ -");
-	for (j = 0; j < c->nkeys; j++)
-		if (strcmp(c->keys[j].name, ky->name) == 0)
-			return ofail(key, klen, kp, err,
-			    errlen, "name: used twice");
-	if (key_load(ky, why, sizeof(why)) != 0)
-		return ofail(key, klen, kp, err, errlen, why);
-	for (j = 0; j < c->nkeys; j++)
-		if (memcmp(c->keys[j].digest, ky->digest, 32) ==
-		    0)
-			return ofail(key, klen, kp, err,
-			    errlen, "the same key as another "
-			    "entry: a key names one tenant");
+static int
+k_listen(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct xd_os_cfg *c = base;
+	const char *colon;
+	char *end;
+	long port;
+
+	if (cfg_get_buf(x, v, sizeof(c->listen), 0, c->listen) != 0)
+		return -1;
+	if (c->listen[0] && ((colon = strrchr(c->listen, ':')) == NULL ||
+	    (port = strtol(colon + 1, &end, 10)) <= 0 || port > 65535 ||
+	    *end != '\0' || colon == c->listen))
+		return cfg_fail(x, "expected HOST:PORT (\"127.0.0.1:8090\", "
+		    "\"[::1]:8090\")");
 	return 0;
 }
 
-/* "images": image URI -> profile; 0, or -1 with key and err set. */
 static int
-os_images_parse(struct xd_os_cfg *c, json_t *a, char *key, size_t klen,
-    char *err, size_t errlen)
+k_endpoint_host(struct cfg_ctx *x, json_t *v, void *base)
 {
-	char why[XD_ERR_MAX];
-	const char *k;
+	struct xd_os_cfg *c = base;
+
+	if (cfg_get_buf(x, v, sizeof(c->endpoint_host), 0,
+	    c->endpoint_host) != 0)
+		return -1;
+	if (strpbrk(c->endpoint_host, "/ \t?#@") != NULL ||
+	    strstr(c->endpoint_host, "://") != NULL)
+		return cfg_fail(x, "expected HOST[:PORT], no scheme and no "
+		    "path");
+	return 0;
+}
+
+static int
+k_workdir(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct xd_os_cfg *c = base;
+
+	if (cfg_get_buf(x, v, sizeof(c->workdir), 0, c->workdir) != 0)
+		return -1;
+	if (c->workdir[0] && !workdir_ok(c->workdir))
+		return cfg_fail(x, "expected an absolute path of letters, "
+		    "digits, '.', '_', '-' and '/', with a parent, no '.' or "
+		    "'..' component, no trailing '/', not /workspace or under "
+		    "it");
+	return 0;
+}
+
+static int
+k_tenant(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct xd_os_key *k = base;
+
+	if (cfg_get_buf(x, v, sizeof(k->tenant), 0, k->tenant) != 0)
+		return -1;
+	if (!sbx_id_ok(k->tenant, SBX_ID_MAX))
+		return cfg_fail(x, "expected 1 to 64 of A-Z a-z 0-9 . _ -");
+	return 0;
+}
+
+#define KBUF(n, f, fl) { n, K_BUF, .off = offsetof(struct xd_os_key, f), \
+	.size = sizeof(((struct xd_os_key *)0)->f), .flags = (fl) }
+
+static const struct cfg_key key_keys[] = {
+	KBUF("name", name, 0),
+	KBUF("file", file, KF_ABS),
+	{ "tenant", K_FN, .fn = k_tenant },
+	KBUF("user", user, 0),
+	{ .name = NULL }
+};
+
+/* api_keys[i]: one key, read and checked against those before it. */
+static int
+k_api_keys(struct cfg_ctx *x, json_t *a, void *base)
+{
+	struct xd_os_cfg *c = base;
+	json_t *t;
+	size_t i, j;
+
+	if (!json_is_array(a) || json_array_size(a) > XD_OS_KEYS_MAX)
+		return cfg_fail(x, "expected an array of at most %d keys",
+		    XD_OS_KEYS_MAX);
+	c->nkeys = 0;
+	json_array_foreach(a, i, t) {
+		struct xd_os_key *ky = &c->keys[c->nkeys];
+
+		memset(ky, 0, sizeof(*ky));
+		cfg_ctx_idx(x, i);
+		if (cfg_walk_object(x, t, key_keys, ky) != 0)
+			return -1;
+		if (!ky->name[0] || !ky->file[0] || !ky->tenant[0])
+			return cfg_fail(x, "name, file and tenant are required "
+			    "(a key names the tenant whose sandboxes it sees)");
+		for (j = 0; j < c->nkeys; j++)
+			if (strcmp(c->keys[j].name, ky->name) == 0)
+				return cfg_fail(x, "name %s used twice",
+				    ky->name);
+		cfg_ctx_key(x, "file");
+		if (key_load(x, ky) != 0)
+			return -1;
+		cfg_ctx_pop(x);
+		for (j = 0; j < c->nkeys; j++)
+			if (memcmp(c->keys[j].digest, ky->digest, 32) == 0)
+				return cfg_fail(x, "the same key as [%zu]: a "
+				    "key names one tenant", j);
+		cfg_ctx_pop(x);
+		c->nkeys++;
+	}
+	return 0;
+}
+
+/* "images": image URI -> profile. */
+static int
+k_images(struct cfg_ctx *x, json_t *a, void *base)
+{
+	struct xd_os_cfg *c = base;
+	const char *k, *p;
+	char b[80];
 	json_t *v;
 
-	if (!json_is_object(a) || json_object_size(a) >
-	    XD_OS_IMAGES_MAX)
-		return ofail(key, klen, "images", err, errlen,
-		    "an object of at most 32 image URI -> profile");
+	if (!json_is_object(a) || json_object_size(a) > XD_OS_IMAGES_MAX)
+		return cfg_fail(x, "expected an object of at most %d image URI "
+		    "-> profile", XD_OS_IMAGES_MAX);
+	c->nimages = 0;
 	json_object_foreach(a, k, v) {
-		const char *p = json_string_value(v);
-
-		if (p == NULL || !sbx_id_ok(p, SBX_ID_MAX) ||
-		    strlen(k) >= sizeof(c->images[0].uri) || !k[0]) {
-			snprintf(why, sizeof(why), "%.200s: a profile "
-			    "name (base, media, minimal, host or an "
-			    "admin's) for an image URI of at most 255 "
-			    "bytes", k);
-			return ofail(key, klen, "images", err, errlen,
-			    why);
-		}
+		cfg_ctx_key(x, k);
+		if (!k[0] || strlen(k) >= sizeof(c->images[0].uri))
+			return cfg_fail_key(x, "expected an image URI of 1 to "
+			    "%zu bytes", sizeof(c->images[0].uri) - 1);
+		if (cfg_get_str(x, v, &p) != 0)
+			return -1;
+		if (!sbx_id_ok(p, SBX_ID_MAX))
+			return cfg_fail(x, "bad profile name %s (expected "
+			    "base, media, minimal, host or an admin's)",
+			    cfg_shown(p, b, sizeof(b)));
 		snprintf(c->images[c->nimages].uri,
 		    sizeof(c->images[0].uri), "%s", k);
 		snprintf(c->images[c->nimages].profile,
 		    sizeof(c->images[0].profile), "%s", p);
 		c->nimages++;
+		cfg_ctx_pop(x);
 	}
 	return 0;
 }
 
-int
-xd_os_cfg_parse(struct xd_os_cfg *c, json_t *o, char *key, size_t klen,
-    char *err, size_t errlen)
-{
-	static const char *const keys[] = { "listen", "plain_http",
-	    "tls_cert", "tls_key", "endpoint_host", "api_keys", "images",
-	    "max_timeout_s", "workdir", NULL };
-	char why[XD_ERR_MAX];
-	const char *k, *colon;
-	json_t *v, *a, *t;
-	size_t i;
+#define OBUF(n, f, fl) { n, K_BUF, .off = offsetof(struct xd_os_cfg, f), \
+	.size = sizeof(((struct xd_os_cfg *)0)->f), .flags = (fl) }
 
+static const struct cfg_key os_keys[] = {
+	{ "listen", K_FN, .fn = k_listen },
+	{ "plain_http", K_BOOL, .off = offsetof(struct xd_os_cfg,
+	    plain_http) },
+	OBUF("tls_cert", tls_cert, KF_ABS),
+	OBUF("tls_key", tls_key, KF_ABS),
+	{ "endpoint_host", K_FN, .fn = k_endpoint_host },
+	{ "api_keys", K_FN, .fn = k_api_keys },
+	{ "images", K_FN, .fn = k_images },
+	{ "max_timeout_s", K_LONG, .off = offsetof(struct xd_os_cfg,
+	    max_timeout_s), .lo = 60, .hi = 30 * 86400 },
+	{ "workdir", K_FN, .fn = k_workdir },
+	{ .name = NULL }
+};
+
+/* Fails at opensandbox.k. */
+static int
+at_fail(struct cfg_ctx *x, const char *k, const char *msg)
+{
+	cfg_ctx_key(x, k);
+	return cfg_fail(x, "%s", msg);
+}
+
+int
+xd_os_cfg_read(struct cfg_ctx *x, json_t *o, struct xd_os_cfg *c)
+{
 	memset(c, 0, sizeof(*c));
 	c->max_timeout_s = OS_TIMEOUT_DEFAULT;
 	snprintf(c->workdir, sizeof(c->workdir), "%s", OS_WORKDIR_DEFAULT);
-	key[0] = '\0';
-	if (!json_is_object(o))
-		return ofail(key, klen, "", err, errlen, "an object");
-	if ((k = jsonstrict_unknown_key(o, keys)) != NULL)
-		return ofail(key, klen, k, err, errlen, "unknown key");
-	if (str_of(o, "listen", c->listen, sizeof(c->listen), 0, why,
-	    sizeof(why)) != 0)
-		return ofail(key, klen, "listen", err, errlen, why);
-	if (str_of(o, "tls_cert", c->tls_cert, sizeof(c->tls_cert), 1, why,
-	    sizeof(why)) != 0)
-		return ofail(key, klen, "tls_cert", err, errlen, why);
-	if (str_of(o, "tls_key", c->tls_key, sizeof(c->tls_key), 1, why,
-	    sizeof(why)) != 0)
-		return ofail(key, klen, "tls_key", err, errlen, why);
-	if (str_of(o, "endpoint_host", c->endpoint_host,
-	    sizeof(c->endpoint_host), 0, why, sizeof(why)) != 0)
-		return ofail(key, klen, "endpoint_host", err, errlen, why);
-	if (strpbrk(c->endpoint_host, "/ \t?#@") != NULL ||
-	    strstr(c->endpoint_host, "://") != NULL)
-		return ofail(key, klen, "endpoint_host", err, errlen,
-		    "HOST[:PORT], no scheme and no path");
-	if ((v = json_object_get(o, "plain_http")) != NULL) {
-		if (!json_is_boolean(v))
-			return ofail(key, klen, "plain_http", err, errlen,
-			    "true or false");
-		c->plain_http = json_is_true(v);
-	}
-	if (json_object_get(o, "workdir") != NULL) {
-		if (str_of(o, "workdir", c->workdir, sizeof(c->workdir), 0,
-		    why, sizeof(why)) != 0)
-			return ofail(key, klen, "workdir", err, errlen, why);
-		if (c->workdir[0] && !workdir_ok(c->workdir))
-			return ofail(key, klen, "workdir", err, errlen, "an "
-			    "absolute path of letters, digits, '.', '_', '-' "
-			    "and '/', with a parent, no '.' or '..' component, "
-			    "no trailing '/', not /workspace or under it");
-	}
-	if ((v = json_object_get(o, "max_timeout_s")) != NULL) {
-		if (!json_is_integer(v) || json_integer_value(v) < 60 ||
-		    json_integer_value(v) > 30 * 86400)
-			return ofail(key, klen, "max_timeout_s", err, errlen,
-			    "an integer from 60 to 2592000 (seconds)");
-		c->max_timeout_s = (long)json_integer_value(v);
-	}
-	if (c->listen[0]) {
-		long port;
-		char *end;
-
-		if ((colon = strrchr(c->listen, ':')) == NULL || (port =
-		    strtol(colon + 1, &end, 10)) <= 0 || port > 65535 ||
-		    *end != '\0' || colon == c->listen)
-			return ofail(key, klen, "listen", err, errlen,
-			    "HOST:PORT (\"127.0.0.1:8090\", \"[::1]:8090\")");
-		if (c->tls_cert[0] != '\0' || c->tls_key[0] != '\0') {
-			if (!c->tls_cert[0] || !c->tls_key[0])
-				return ofail(key, klen, c->tls_cert[0] ?
-				    "tls_key" : "tls_cert", err, errlen,
-				    "TLS needs both tls_cert and tls_key");
-		} else if (!loopback(c->listen) && !c->plain_http)
-			return ofail(key, klen, "listen", err, errlen,
-			    "not a loopback address: API keys and access "
-			    "tokens would cross the network in the clear; "
-			    "give tls_cert and tls_key, or say \"plain_http\": "
-			    "true (behind a TLS proxy of your own)");
-	}
-	if ((a = json_object_get(o, "api_keys")) != NULL) {
-		if (!json_is_array(a) || json_array_size(a) > XD_OS_KEYS_MAX)
-			return ofail(key, klen, "api_keys", err, errlen,
-			    "an array of at most 16 keys");
-		json_array_foreach(a, i, t) {
-			if (os_key_parse(c, t, i, key, klen, err, errlen) != 0)
-				return -1;
-			c->nkeys++;
-		}
-	}
-	if ((a = json_object_get(o, "images")) != NULL &&
-	    os_images_parse(c, a, key, klen, err, errlen) != 0)
+	if (cfg_walk_object(x, o, os_keys, c) != 0)
 		return -1;
-	if (c->listen[0] && c->nkeys == 0)
-		return ofail(key, klen, "api_keys", err, errlen, "listen is "
-		    "set but no key is: every call would be refused (401)");
-	if (c->listen[0] && c->nimages == 0)
-		return ofail(key, klen, "images", err, errlen, "listen is set "
-		    "but no image is mapped to a profile: every create would "
-		    "be refused (give \"*\": \"base\" for any image)");
+	if (!c->listen[0])
+		return 0;
+	if (c->tls_cert[0] != '\0' || c->tls_key[0] != '\0') {
+		if (!c->tls_cert[0] || !c->tls_key[0])
+			return at_fail(x, c->tls_cert[0] ? "tls_key" :
+			    "tls_cert", "TLS needs both tls_cert and tls_key");
+	} else if (!loopback(c->listen) && !c->plain_http)
+		return at_fail(x, "listen", "not a loopback address: API keys "
+		    "and access tokens would cross the network in the clear; "
+		    "give tls_cert and tls_key, or say \"plain_http\": true "
+		    "(behind a TLS proxy of your own)");
+	if (c->nkeys == 0)
+		return at_fail(x, "api_keys", "listen is set but no key is: "
+		    "every call would be refused (401)");
+	if (c->nimages == 0)
+		return at_fail(x, "images", "listen is set but no image is "
+		    "mapped to a profile: every create would be refused (give "
+		    "\"*\": \"base\" for any image)");
 	return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 
 #include <jansson.h>
 
+#include "proxy/lib/config_engine.h"
 #include "proxy/lib/jsonstrict.h"
 #include "proxy/lib/util.h"
 #include "sandbox-glue/executor/backend/sbx_cfg.h"
@@ -107,37 +109,6 @@ strv_add(char ***v, size_t *n, const char *s)
 	return 0;
 }
 
-/* The strings of array a (a profile's key k), each accepted by ok, into
- * *v. */
-static int
-prof_list(json_t *a, const char *k, int (*ok)(const char *), char ***v,
-    size_t *n, char *err, size_t errlen)
-{
-	size_t i;
-	json_t *e;
-
-	if (a == NULL)
-		return 0;
-	if (!json_is_array(a))
-		return sbx_err(err, errlen, "%s: an array of strings", k);
-	json_array_foreach(a, i, e) {
-		const char *s = json_string_value(e);
-
-		if (s == NULL || !ok(s)) {
-			char safe[128];
-
-			sbx_text_safen(s ? s : "?", s ? strnlen(s, 100) : 1,
-			    safe, sizeof(safe));
-			return sbx_err(err, errlen, "%s: \"%s\" is not one", k,
-			    safe);
-		}
-		if (strv_add(v, n, s) != 0)
-			return sbx_err(err, errlen, "%s: more than %d", k,
-			    SBX_PROFILE_ITEMS_MAX);
-	}
-	return 0;
-}
-
 /*
  * A command line to check, or a description: printable, one line,
  * bounded.  C1 controls (U+0080..U+009F, C2 80..C2 9F in UTF-8) are
@@ -159,29 +130,119 @@ command_ok(const char *s)
 	return 1;
 }
 
-static int
-keys_only(json_t *o, const char *const *keys, const char *where, char *err,
-    size_t errlen)
-{
-	const char *k = jsonstrict_unknown_key(o, keys);
-	char safe[64];
+/* ---- a profile's file, on the configuration's row engine
+ * (proxy/lib/config_engine.h): errors read "profile NAME:LINE:COL:
+ * PATH: what", as the daemons' configuration files' do ---- */
 
-	if (k == NULL)
-		return 0;
-	sbx_text_safen(k, strnlen(k, 15), safe, sizeof(safe));
-	return sbx_err(err, errlen, "unknown key %s%s", where, safe);
+/* Each string of a list: one of what the list holds (it says so). */
+static int
+pkg_check(struct cfg_ctx *x, const char *s)
+{
+	char b[80];
+
+	return sbx_pkg_ok(s) ? 0 : cfg_fail(x, "bad package name %s "
+	    "(expected a Debian package's: [a-z0-9][a-z0-9+.-]+)",
+	    cfg_shown(s, b, sizeof(b)));
 }
+
+static int
+module_check(struct cfg_ctx *x, const char *s)
+{
+	char b[80];
+
+	return module_ok(s) ? 0 : cfg_fail(x, "bad module %s (expected a "
+	    "Python module path: identifiers joined by dots)", cfg_shown(s, b,
+	    sizeof(b)));
+}
+
+static int
+command_check(struct cfg_ctx *x, const char *s)
+{
+	return command_ok(s) ? 0 : cfg_fail(x, "expected a command line: "
+	    "printable, one line, 1 to 1024 bytes");
+}
+
+/* A list row: strings passing k->check, each kept once, its count at
+ * k->noff of the same struct. */
+static int
+rd_list(struct cfg_ctx *x, const struct cfg_key *k, json_t *a, void *field)
+{
+	size_t *n = (size_t *)(void *)((char *)field - k->off + k->noff);
+	const char *s;
+	json_t *e;
+	size_t i;
+
+	if (!json_is_array(a))
+		return cfg_fail(x, "expected an array of strings");
+	json_array_foreach(a, i, e) {
+		cfg_ctx_idx(x, i);
+		if (cfg_get_str(x, e, &s) != 0 || k->check(x, s) != 0)
+			return -1;
+		if (strv_add((char ***)field, n, s) != 0)
+			return cfg_fail(x, "more than %d (or out of memory)",
+			    SBX_PROFILE_ITEMS_MAX);
+		cfg_ctx_pop(x);
+	}
+	return 0;
+}
+
+static int
+k_description(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct sbx_profile *p = base;
+	const char *s;
+
+	if (cfg_get_str(x, v, &s) != 0)
+		return -1;
+	if (!command_ok(s) || strlen(s) >= sizeof(p->description))
+		return cfg_fail(x, "expected one printable line under %zu "
+		    "bytes", sizeof(p->description));
+	memcpy(p->description, s, strlen(s) + 1);
+	return 0;
+}
+
+static int
+k_extends(struct cfg_ctx *x, json_t *v, void *base)
+{
+	struct sbx_profile *p = base;
+	const char *s;
+	char b[80];
+
+	if (cfg_get_str(x, v, &s) != 0)
+		return -1;
+	if (!sbx_id_ok(s, SBX_ID_MAX) || strcmp(s, SBX_PROFILE_HOST) == 0)
+		return cfg_fail(x, "bad profile name %s (expected 1 to %d of "
+		    "A-Z a-z 0-9 . _ -, not \"" SBX_PROFILE_HOST "\")",
+		    cfg_shown(s, b, sizeof(b)), SBX_ID_MAX);
+	snprintf(p->extends, sizeof(p->extends), "%s", s);
+	return 0;
+}
+
+#define LIST(k, f, c) { k, K_FN, .off = offsetof(struct sbx_profile, f), \
+	.noff = offsetof(struct sbx_profile, n##f), .rd = rd_list, \
+	.check = (c) }
+
+static const struct cfg_key check_keys[] = {
+	LIST("python", python, module_check),
+	LIST("commands", commands, command_check),
+	{ .name = NULL }
+};
+
+static const struct cfg_key profile_keys[] = {
+	{ "description", K_FN, .fn = k_description },
+	{ "extends", K_FN, .fn = k_extends },
+	LIST("packages", packages, pkg_check),
+	{ "check", K_OBJ, .sub = check_keys },
+	{ .name = NULL }
+};
 
 int
 sbx_profile_parse(struct sbx_profile *p, const char *name, const char *text,
     size_t len, char *err, size_t errlen)
 {
-	static const char *const top[] = { "description", "extends",
-	    "packages", "check", NULL };
-	static const char *const chk[] = { "python", "commands", NULL };
-	char e2[256];
-	json_error_t je;
-	json_t *o, *v, *c;
+	struct cfg_ctx x;
+	char label[SBX_ID_MAX + 16];
+	json_t *o;
 	int rc = -1;
 
 	memset(p, 0, sizeof(*p));
@@ -189,65 +250,18 @@ sbx_profile_parse(struct sbx_profile *p, const char *name, const char *text,
 		return sbx_err(err, errlen, "profile name: 1 to %d of A-Z a-z "
 		    "0-9 . _ -, not \"" SBX_PROFILE_HOST "\"", SBX_ID_MAX);
 	snprintf(p->name, sizeof(p->name), "%s", name);
-	if ((o = jsonstrict_load(text, len, &je)) == NULL) {
-		/* jansson quotes the text near the error as it is: a
-		 * control character in the file must not reach a terminal */
-		char t[4 * sizeof(je.text)];
-
-		sbx_text_safe(je.text, t, sizeof(t));
-		return sbx_err(err, errlen, "profile %s:%d: %s", name, je.line,
-		    t);
-	}
-	if (!json_is_object(o)) {
-		sbx_err(err, errlen, "profile %s: not a JSON object", name);
+	snprintf(label, sizeof(label), "profile %s", name);
+	cfg_ctx_init(&x, text, len, label, err, errlen);
+	if ((o = cfg_parse_text(&x)) == NULL)
+		return -1;
+	if (cfg_walk_object(&x, o, profile_keys, p) != 0)
+		goto out;
+	if (p->npackages == 0 && p->extends[0] == '\0') {
+		cfg_ctx_key(&x, "packages");
+		cfg_fail(&x, "none (and extends nothing)");
 		goto out;
 	}
-	if (keys_only(o, top, "", e2, sizeof(e2)) != 0)
-		goto bad;
-	if ((v = json_object_get(o, "description")) != NULL) {
-		if (!json_is_string(v) || !command_ok(json_string_value(v)) ||
-		    strlen(json_string_value(v)) >= sizeof(p->description)) {
-			snprintf(e2, sizeof(e2), "description: one line under "
-			    "%zu bytes", sizeof(p->description));
-			goto bad;
-		}
-		snprintf(p->description, sizeof(p->description), "%s",
-		    json_string_value(v));
-	}
-	if ((v = json_object_get(o, "extends")) != NULL) {
-		if (!json_is_string(v) || !sbx_id_ok(json_string_value(v),
-		    SBX_ID_MAX) || strcmp(json_string_value(v),
-		    SBX_PROFILE_HOST) == 0) {
-			snprintf(e2, sizeof(e2), "extends: a profile name");
-			goto bad;
-		}
-		snprintf(p->extends, sizeof(p->extends), "%s",
-		    json_string_value(v));
-	}
-	if (prof_list(json_object_get(o, "packages"), "packages", sbx_pkg_ok,
-	    &p->packages, &p->npackages, e2, sizeof(e2)) != 0)
-		goto bad;
-	if ((c = json_object_get(o, "check")) != NULL) {
-		if (!json_is_object(c)) {
-			snprintf(e2, sizeof(e2), "check: an object");
-			goto bad;
-		}
-		if (keys_only(c, chk, "check.", e2, sizeof(e2)) != 0 ||
-		    prof_list(json_object_get(c, "python"), "check.python",
-		    module_ok, &p->python, &p->npython, e2, sizeof(e2)) != 0 ||
-		    prof_list(json_object_get(c, "commands"), "check.commands",
-		    command_ok, &p->commands, &p->ncommands, e2,
-		    sizeof(e2)) != 0)
-			goto bad;
-	}
-	if (p->npackages == 0 && p->extends[0] == '\0') {
-		snprintf(e2, sizeof(e2), "packages: none (and extends nothing)");
-		goto bad;
-	}
 	rc = 0;
-	goto out;
-bad:
-	sbx_err(err, errlen, "profile %s: %s", name, e2);
 out:
 	json_decref(o);
 	return rc;

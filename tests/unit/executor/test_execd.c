@@ -19,6 +19,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "proxy/lib/config.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
 
 static int
@@ -58,19 +59,65 @@ t_cfg_pools(void **state)
 	assert_true(xd_lims_eq(&c.pools[1].lim, &c.def));
 	assert_int_equal(cfg(&c, "{\"pools\": [{\"size\": 1,\n"
 	    "\"limits\": {\"disk_mb\": 4}}]}", err, sizeof(err)), -1);
-	assert_non_null(strstr(err, "pools: [0]: limits.disk_mb"));
+	assert_non_null(strstr(err, "x.json:1:12: pools[0]: limits.disk_mb"));
 	assert_int_equal(cfg(&c, "{\"pools\": [{\"size\": 1},\n"
 	    "{\"size\": 2}]}", err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "[1]: the same backend, profile and "
 	    "limits as [0]"));
 	assert_int_equal(cfg(&c, "{\"pools\": [{\"size\": 2000}]}", err,
 	    sizeof(err)), -1);
-	assert_non_null(strstr(err, "pools.size"));
+	assert_non_null(strstr(err, "pools[0].size: 2000 is out of range "
+	    "(0..1024)"));
 	assert_int_equal(cfg(&c, "{\"pools\": [{\"sise\": 2}]}", err,
 	    sizeof(err)), -1);
 	assert_int_equal(cfg(&c, "{\"pool_fills\": 0}", err, sizeof(err)),
 	    -1);
 	assert_int_equal(cfg(&c, "{\"pools\": {}}", err, sizeof(err)), -1);
+}
+
+/* One reader for both daemons (issue 21 point 5): the same fault in
+ * sluice-execd's file and in sluiced.json is worded the same way, at
+ * file:line:column and the key's path. */
+static void
+t_cfg_same_words(void **state)
+{
+	static const struct {
+		const char *xd, *px, *want;
+	} t[] = {
+		{ "{\"slots\": \"x\"}", "{\"dns\": {\"timeout_ms\": \"x\"}}",
+		    ": expected an integer" },
+		{ "{\"slots\": 5000}", "{\"dns\": {\"timeout_ms\": -5}}",
+		    " is out of range (" },
+		{ "{\"nope\": 1}", "{\"nope\": 1}",
+		    "x.json:1:2: nope: unknown key (expected one of: " },
+		{ "{\"log\": 1}", "{\"log\": 1}",
+		    "x.json:1:9: log: expected an object" },
+		{ "{\"log\": {\"path\": 1}}", "{\"user\": 1}",
+		    ": expected a string" },
+		{ "{\"tcp\": {\"plain_http\": 1}}",
+		    "{\"tls\": {\"sni_check\": 1}}",
+		    ": expected true or false" },
+		{ "{\"slots\": 1,\n \"slots\": 2}", "{\"user\": \"a\",\n "
+		    "\"user\": \"b\"}", "x.json:2:2: " },
+		{ "[]", "[]", "x.json:1:1: (root): " },
+	};
+	static struct xd_cfg c;
+	char xerr[512], perr[512];
+	struct cfg *pc;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		assert_int_equal(cfg(&c, t[i].xd, xerr, sizeof(xerr)), -1);
+		perr[0] = '\0';
+		pc = cfg_load_buffer(t[i].px, strlen(t[i].px), "x.json", perr,
+		    sizeof(perr));
+		assert_null(pc);
+		if (strstr(xerr, t[i].want) == NULL ||
+		    strstr(perr, t[i].want) == NULL)
+			fail_msg("%zu: want %s\n execd:   %s\n sluiced: %s", i,
+			    t[i].want, xerr, perr);
+	}
 }
 
 static void
@@ -162,6 +209,15 @@ t_cfg(void **state)
 	assert_int_equal(cfg(&c, "{\"quotas\": {\"commands\": -1}}", err,
 	    sizeof(err)), -1);
 	assert_non_null(strstr(err, "quotas.commands"));
+	/* the opensandbox block on the same rows: the path to the key */
+	assert_int_equal(cfg(&c, "{\"opensandbox\": {\"api_keys\": [\n"
+	    "  {\"name\": \"a\", \"nope\": 1}]}}", err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "x.json:2:17: "
+	    "opensandbox.api_keys[0].nope: unknown key (expected one of: name, file, tenant, user)"));
+	assert_int_equal(cfg(&c, "{\"opensandbox\": {\"images\": "
+	    "{\"i:1\": 5}}}", err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "opensandbox.images[\"i:1\"]: expected a "
+	    "string"));
 }
 
 static void
@@ -466,6 +522,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(t_cfg),
+		cmocka_unit_test(t_cfg_same_words),
 		cmocka_unit_test(t_cfg_pools),
 		cmocka_unit_test(t_arch_entries),
 		cmocka_unit_test(t_arch_dir),

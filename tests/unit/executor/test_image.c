@@ -83,23 +83,31 @@ t_profile_parse(void **state)
 	static const struct {
 		const char *text, *msg;
 	} bad[] = {
-		{ "{\"packages\":[\"curl\"],\"x\":1}", "unknown key x" },
+		{ "{\"packages\":[\"curl\"],\"x\":1}", "profile t:1:22: x: "
+		    "unknown key (expected one of: description, extends, "
+		    "packages, check)" },
 		{ "{\"packages\":[\"curl\"],\"check\":{\"x\":1}}",
-		    "unknown key check.x" },
-		{ "{\"packages\":[\"curl,wget\"]}", "packages: \"curl,wget\"" },
-		{ "{\"packages\":[\"--allow-unauthenticated\"]}", "packages" },
-		{ "{\"packages\":\"curl\"}", "packages: an array" },
-		{ "{\"packages\":[]}", "packages: none" },
+		    "t:1:31: check.x: unknown key" },
+		{ "{\"packages\":[\"curl,wget\"]}", "t:1:14: packages[0]: bad "
+		    "package name \"curl,wget\"" },
+		{ "{\"packages\":[\"--allow-unauthenticated\"]}",
+		    "packages[0]: bad package name" },
+		{ "{\"packages\":\"curl\"}", "packages: expected an array" },
+		{ "{\"packages\":[]}", "t:1:13: packages: none (and extends "
+		    "nothing)" },
 		{ "{\"packages\":[\"curl\"],\"check\":{\"python\":[\"os; "
-		    "import x\"]}}", "check.python" },
+		    "import x\"]}}", "check.python[0]: bad module" },
 		{ "{\"packages\":[\"curl\"],\"check\":{\"commands\":[\"a\\nb\"]}}",
-		    "check.commands" },
-		{ "{\"packages\":[\"curl\"],\"extends\":\"../x\"}", "extends" },
-		{ "{\"packages\":[\"curl\"],\"extends\":\"host\"}", "extends" },
+		    "check.commands[0]: expected a command line" },
+		{ "{\"packages\":[\"curl\"],\"extends\":\"../x\"}",
+		    "extends: bad profile name \"../x\"" },
+		{ "{\"packages\":[\"curl\"],\"extends\":\"host\"}",
+		    "extends: bad profile name \"host\"" },
 		{ "{\"packages\":[\"curl\"],\"description\":\"a\\u001b[2J\"}",
-		    "description" },
-		{ "[]", "not a JSON object" },
-		{ "{\"packages\":[\"curl\"],\"packages\":[\"jq\"]}", "profile t:1" },
+		    "description: expected one printable line" },
+		{ "[]", "profile t:1:1: (root): expected an object" },
+		{ "{\"packages\":[\"curl\"],\"packages\":[\"jq\"]}",
+		    "profile t:1:22: packages: duplicate object key" },
 	};
 	struct sbx_profile p;
 	char err[256];

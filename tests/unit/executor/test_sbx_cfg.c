@@ -131,7 +131,8 @@ t_cfg_timeout_max_lowers_default(void **state)
 	assert_int_equal(c.timeout_default, 60);
 	assert_int_equal(parse(&c, "{\"timeout_max\":60,\"timeout\":61}", err,
 	    sizeof(err)), -1);
-	assert_non_null(strstr(err, "timeout: an integer from 1 to 60"));
+	assert_non_null(strstr(err, "t.json:1:29: timeout: 61 is out of "
+	    "range (1..60, timeout_max)"));
 }
 
 static void
@@ -140,43 +141,54 @@ t_cfg_refusals(void **state)
 	static const struct {
 		const char *text, *msg;
 	} bad[] = {
-		{ "{\"bogus\":1}", "unknown key bogus" },
-		{ "{\"limits\":{\"cpu\":1}}", "unknown key limits.cpu" },
-		{ "{\"limits\":[]}", "limits: an object" },
-		{ "{\"timeout\":0}", "timeout: an integer" },
-		{ "{\"timeout_max\":1681}", "timeout_max: an integer" },
-		{ "{\"output_cap\":\"1\"}", "output_cap: an integer" },
-		{ "{\"max_file_bytes\":0}", "max_file_bytes: an integer" },
-		{ "{\"max_file_bytes\":1099511627777}", "max_file_bytes" },
-		{ "{\"uid_base\":1000}", "uid_base: an integer" },
-		{ "{\"backend\":\"lxc\"}", "backend" },
-		{ "{\"tier\":\"\\u001b[2J\"}", "tier" },
-		{ "{\"cgroups\":\"v3\"}", "cgroups" },
-		{ "{\"tier\":\"a\",\"tier\":\"b\"}", "config t.json:1" },
-		{ "[]", "not a JSON object" },
-		{ "{\"\\u001b[2J\":1}", "unknown key \\033[2J" },
-		{ "{\"workspace_root\":\"/\"}", "workspace_root: an absolute" },
-		{ "{\"workspace_root\":\"/srv\"}", "workspace_root" },
-		{ "{\"workspace_root\":\"/etc/ws\"}", "workspace_root" },
-		{ "{\"workspace_root\":\"srv/ws\"}", "workspace_root" },
-		{ "{\"image_dir\":\"img\"}", "image_dir, profiles_dir" },
-		{ "{\"image_dir\":\"\"}", "image_dir, profiles_dir" },
-		{ "{\"profiles_dir\":\"p\"}", "image_dir, profiles_dir" },
-		{ "{\"shim_static\":\"s\"}", "shim_static" },
-		{ "{\"profile\":\"../x\"}", "profile: \"host\" or" },
-		{ "{\"profile\":\"\"}", "profile: \"host\" or" },
-		{ "{\"image_suite\":\"a b\"}", "image_suite" },
-		{ "{\"image_sources\":\"deb x\"}", "image_sources: an array" },
-		{ "{\"image_sources\":[\"http://m/debian\"]}", "image_sources: "
-		    "lines" },
+		{ "{\"bogus\":1}", "t.json:1:2: bogus: unknown key (expected "
+		    "one of: state_dir, " },
+		{ "{\"limits\":{\"cpu\":1}}", "t.json:1:12: limits.cpu: unknown "
+		    "key" },
+		{ "{\"limits\":[]}", "limits: expected an object" },
+		{ "{\"timeout\":0}", "timeout: 0 is out of range (1..1680)" },
+		{ "{\"timeout_max\":1681}", "timeout_max: 1681 is out of range" },
+		{ "{\"output_cap\":\"1\"}", "output_cap: expected an integer" },
+		{ "{\"max_file_bytes\":0}", "max_file_bytes: 0 is out of range" },
+		{ "{\"max_file_bytes\":1099511627777}", "max_file_bytes: "
+		    "1099511627777 is out of range (1..1099511627776)" },
+		{ "{\"uid_base\":1000}", "uid_base: 1000 is out of range" },
+		{ "{\"backend\":\"lxc\"}", "backend: unknown backend \"lxc\"" },
+		{ "{\"tier\":\"\\u001b[2J\"}", "tier: bad tier name \"?[2J\"" },
+		{ "{\"cgroups\":\"v3\"}", "cgroups: unknown cgroups \"v3\"" },
+		{ "{\"tier\":\"a\",\"tier\":\"b\"}", "t.json:1:13: tier: "
+		    "duplicate object key" },
+		{ "[]", "t.json:1:1: (root): expected an object" },
+		{ "{\"\\u001b[2J\":1}", "[\"?[2J\"]: unknown key" },
+		{ "{\"workspace_root\":\"/\"}", "workspace_root: expected an "
+		    "absolute path below" },
+		{ "{\"workspace_root\":\"/srv\"}", "workspace_root: expected" },
+		{ "{\"workspace_root\":\"/etc/ws\"}", "workspace_root: expected" },
+		{ "{\"workspace_root\":\"srv/ws\"}", "workspace_root: expected" },
+		{ "{\"image_dir\":\"img\"}", "image_dir: expected an absolute" },
+		{ "{\"image_dir\":\"\"}", "image_dir: expected an absolute" },
+		{ "{\"profiles_dir\":\"p\"}", "profiles_dir: expected an "
+		    "absolute path of one line (or \"\", none)" },
+		{ "{\"shim_static\":\"s\"}", "shim_static: expected an "
+		    "absolute" },
+		{ "{\"profile\":\"../x\"}", "profile: bad profile name "
+		    "\"../x\" (expected \"host\" or" },
+		{ "{\"profile\":\"\"}", "profile: bad profile name \"\"" },
+		{ "{\"image_suite\":\"a b\"}", "image_suite: bad suite name" },
+		{ "{\"image_sources\":\"deb x\"}", "image_sources: expected an "
+		    "array" },
+		{ "{\"image_sources\":[\"http://m/debian\"]}",
+		    "image_sources[0]: expected a line \"deb URI" },
 		{ "{\"image_sources\":[\"deb http://m\\nfoo\"]}",
-		    "image_sources: lines" },
-		{ "{\"tenant_profiles\":[]}", "tenant_profiles: an object" },
-		{ "{\"tenant_profiles\":{\"a b\":[]}}", "keys are tenant ids" },
+		    "image_sources[0]: expected a line" },
+		{ "{\"tenant_profiles\":[]}", "tenant_profiles: expected an "
+		    "object" },
+		{ "{\"tenant_profiles\":{\"a b\":[]}}", "t.json:1:21: "
+		    "tenant_profiles[\"a b\"]: expected a tenant's id or \"*\"" },
 		{ "{\"tenant_profiles\":{\"a\":\"base\"}}", "tenant_profiles.a: "
-		    "an array" },
-		{ "{\"tenant_profiles\":{\"a\":[\"x y\"]}}", "tenant_profiles.a: "
-		    "profile names" },
+		    "expected an array" },
+		{ "{\"tenant_profiles\":{\"a\":[\"x y\"]}}", "t.json:1:26: "
+		    "tenant_profiles.a[0]: bad profile name \"x y\"" },
 	};
 	struct sbx_cfg c;
 	char err[256];
