@@ -196,6 +196,15 @@ pol_reason_hint(enum pol_reason r)
 	return reasons[r].hint;
 }
 
+#define NAMES_N(t)	(sizeof(t) / sizeof(*(t)))
+
+/* The name of i in a table of names, "unknown" outside it. */
+static const char *
+name_at(const char *const *names, size_t n, int i)
+{
+	return i >= 0 && (size_t)i < n ? names[i] : "unknown";
+}
+
 static const char *const tier_names[] = {
 	[POL_TIER_OFF] = "off",
 	[POL_TIER_REGISTRIES] = "registries",
@@ -205,9 +214,7 @@ static const char *const tier_names[] = {
 const char *
 pol_tier_name(enum pol_tier t)
 {
-	if ((int)t < 0 || (size_t)t >= sizeof(tier_names) / sizeof(*tier_names))
-		return "unknown";
-	return tier_names[t];
+	return name_at(tier_names, NAMES_N(tier_names), (int)t);
 }
 
 int
@@ -218,7 +225,7 @@ pol_tier_parse(const char *s, enum pol_tier *out)
 	if (s == NULL)
 		return -1;
 	/* Exact spelling only: config and API values are not folded. */
-	for (i = 0; i < sizeof(tier_names) / sizeof(*tier_names); i++) {
+	for (i = 0; i < NAMES_N(tier_names); i++) {
 		if (strcmp(s, tier_names[i]) == 0) {
 			if (out != NULL)
 				*out = (enum pol_tier)i;
@@ -240,9 +247,7 @@ static const char *const rule_names[] = {
 const char *
 pol_rule_name(enum pol_rule r)
 {
-	if ((int)r < 0 || (size_t)r >= sizeof(rule_names) / sizeof(*rule_names))
-		return "unknown";
-	return rule_names[r];
+	return name_at(rule_names, NAMES_N(rule_names), (int)r);
 }
 
 static const char *const verdict_names[] = {
@@ -254,8 +259,5 @@ static const char *const verdict_names[] = {
 const char *
 pol_verdict_name(enum pol_verdict v)
 {
-	if ((int)v < 0 ||
-	    (size_t)v >= sizeof(verdict_names) / sizeof(*verdict_names))
-		return "unknown";
-	return verdict_names[v];
+	return name_at(verdict_names, NAMES_N(verdict_names), (int)v);
 }

@@ -83,12 +83,14 @@ apireply_json(struct evhttp_request *req, int status, json_t *j)
 	free(text);
 }
 
-static void
-send_error(struct evhttp_request *req, int status, const char *code,
-    json_t *extra, const char *msg)
+void
+apireply_verror(struct evhttp_request *req, int status, const char *code,
+    json_t *extra, const char *fmt, va_list ap)
 {
+	char msg[MSG_MAX];
 	json_t *e;
 
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	e = json_pack("{s:s,s:s}", "code", code, "message", msg);
 	if (e == NULL)
 		e = json_pack("{s:s,s:s}", "code", code, "message", "?");
@@ -103,23 +105,20 @@ void
 apireply_error(struct evhttp_request *req, int status, const char *code,
     json_t *extra, const char *fmt, ...)
 {
-	char msg[MSG_MAX];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	apireply_verror(req, status, code, extra, fmt, ap);
 	va_end(ap);
-	send_error(req, status, code, extra, msg);
 }
 
 void
 apireply_fail(struct evhttp_request *req, int status, const char *fmt, ...)
 {
-	char msg[MSG_MAX];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	apireply_verror(req, status, apireply_status_code(status), NULL, fmt,
+	    ap);
 	va_end(ap);
-	send_error(req, status, apireply_status_code(status), NULL, msg);
 }

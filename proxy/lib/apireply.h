@@ -9,6 +9,7 @@
 #ifndef SLUICE_APIREPLY_H
 #define SLUICE_APIREPLY_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #include <jansson.h>
@@ -29,6 +30,10 @@ void apireply_error(struct evhttp_request *req, int status, const char *code,
     json_t *extra, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+/* The same with its arguments in ap. */
+void apireply_verror(struct evhttp_request *req, int status, const char *code,
+    json_t *extra, const char *fmt, va_list ap)
+    __attribute__((format(printf, 5, 0)));
 /* The same with the code the status says (apireply_status_code). */
 void apireply_fail(struct evhttp_request *req, int status,
     const char *fmt, ...) __attribute__((format(printf, 3, 4)));

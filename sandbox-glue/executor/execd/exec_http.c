@@ -212,13 +212,11 @@ void
 xd_reply_error(struct evhttp_request *req, int status, const char *code,
     json_t *extra, const char *fmt, ...)
 {
-	char msg[XD_ERR_MAX];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	apireply_verror(req, status, code, extra, fmt, ap);
 	va_end(ap);
-	apireply_error(req, status, code, extra, "%s", msg);
 }
 
 void
