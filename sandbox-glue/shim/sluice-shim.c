@@ -967,6 +967,63 @@ shim_file_main(int argc, char **argv)
 	return n == 0 ? EX_SHIM_OK : EX_SHIM_RUNTIME;
 }
 
+/*
+ * --log MAX: a sandbox's bounded log (the executor's sbx_log_start
+ * spawns it): fd 0 the pipe the holder and the shim write to, fd 3 the
+ * sandbox's directory.  Appends to init.log; before it would pass MAX
+ * bytes, renames it to init.log.1 (replacing the older one) and starts
+ * a new one, so a sandbox that logs without end keeps at most twice MAX
+ * on the host.  Ends when every write end is closed.  A process of its
+ * own so that the log outlives a daemon's restart; this small static
+ * program, not a fork of the daemon, so that it costs an idle sandbox
+ * little memory (issue 26).
+ */
+static int
+shim_log_main(int argc, char **argv)
+{
+	char buf[4096], *end;
+	struct stat st;
+	long long max;
+	off_t size = 0;
+	ssize_t n, w;
+	int fd;
+
+	if (argc != 3 || (max = strtoll(argv[2], &end, 10)) <= 0 ||
+	    *end != '\0') {
+		shim_log("usage: %s --log MAX-BYTES", SHIM_NAME);
+		return EX_SHIM_USAGE;
+	}
+	(void)prctl(PR_SET_NAME, "sluice-log", 0, 0, 0);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	fd = openat(3, "init.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
+	    O_NOFOLLOW, 0600);
+	if (fd >= 0 && fstat(fd, &st) == 0)
+		size = st.st_size;
+	for (;;) {
+		n = read(0, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return EX_SHIM_OK;
+		if (size + n > max) {
+			/* by the directory fd: once destroy has removed the
+			 * directory, nothing is made again */
+			if (fd >= 0)
+				close(fd);
+			(void)renameat(3, "init.log", 3, "init.log.1");
+			fd = openat(3, "init.log", O_WRONLY | O_CREAT |
+			    O_APPEND | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+			size = 0;
+		}
+		/* without a file the bytes are still taken: the writers
+		 * must never block on a full pipe */
+		if (fd >= 0 && (w = write(fd, buf, (size_t)n)) > 0)
+			size += w;
+	}
+}
+
 int
 main(int argc, char **argv)
 {
@@ -980,6 +1037,8 @@ main(int argc, char **argv)
 		return agent_main(argc, argv);
 	if (argc == 2 && strcmp(argv[1], "--relay") == 0)
 		return agent_relay_main();
+	if (argc >= 2 && strcmp(argv[1], "--log") == 0)
+		return shim_log_main(argc, argv);
 	if (argc >= 2 && (strcmp(argv[1], "--read-file") == 0 ||
 	    strcmp(argv[1], "--write-file") == 0))
 		return shim_file_main(argc, argv);

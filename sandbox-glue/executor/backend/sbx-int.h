@@ -19,8 +19,8 @@
 
 /*
  * The bounded log of a sandbox's holder and shim: a pipe whose reader,
- * a host process of its own ("sluice-log", its pid and start time in
- * <dir>/log.pid), appends to <dir>/init.log and, before it would pass
+ * a host process of its own (`shim --log`, named "sluice-log", its pid
+ * and start time in <dir>/log.pid), appends to <dir>/init.log and, before it would pass
  * SBX_LOG_MAX bytes, renames it to init.log.1 (replacing the older one)
  * and starts a new one.  A sandbox that makes the shim log without end
  * keeps at most twice SBX_LOG_MAX on the host.  sbx_log_start returns
@@ -31,7 +31,8 @@
  * goes).
  */
 #define SBX_LOG_MAX	(1 << 20)
-int sbx_log_start(const char *dir, char *err, size_t errlen) SLUICE_MUSTCHECK;
+int sbx_log_start(const char *dir, const char *shim, char *err,
+    size_t errlen) SLUICE_MUSTCHECK;
 void sbx_log_flush(int wfd);
 void sbx_log_stop(const char *dir);
 /*

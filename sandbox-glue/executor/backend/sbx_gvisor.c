@@ -767,7 +767,8 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 	}
 	/* the container's stdio, so the shim's stderr: bounded, as a
 	 * sandbox can make the shim log as much as it likes */
-	if ((logfd = sbx_log_start(rec->dir, err, errlen)) < 0) {
+	if ((logfd = sbx_log_start(rec->dir, rec->shim, err,
+	    errlen)) < 0) {
 		free(sc);
 		return -1;
 	}

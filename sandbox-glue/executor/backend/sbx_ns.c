@@ -790,7 +790,10 @@ etc_build(struct init_arg *a, const char *root)
 		else if (S_ISDIR(st.st_mode)) {
 			if (bind_at(src, dst, 1, 1) != 0)
 				init_fail(a, "bind", src);
-		} else if (S_ISREG(st.st_mode))
+		} else if (S_ISREG(st.st_mode) && bind_at(src, dst, 1, 0) != 0)
+			/* a read-only bind shares the host's pages: a copy
+			 * in the root's tmpfs cost every sandbox ~230 KiB
+			 * of memory (issue 26, density) */
 			(void)sbx_copy_file(src, dst);
 	}
 	if (sbx_etc_ids(root, SBX_UID, SBX_GID, dst, sizeof(dst)) != 0)
@@ -1873,7 +1876,8 @@ ns_create(struct sbx_rec *rec, char *err, size_t errlen)
 	a.image_fd = -1;
 	a.src_fd[0] = a.src_fd[1] = a.src_fd[2] = -1;
 	/* bounded: a sandbox can make the shim log as much as it likes */
-	if ((a.log_fd = sbx_log_start(rec->dir, err, errlen)) < 0)
+	if ((a.log_fd = sbx_log_start(rec->dir, rec->shim, err,
+	    errlen)) < 0)
 		return -1;
 	/* from here on failures go to fail: the groups made here must go
 	 * (ns_destroy copes with no holder) */

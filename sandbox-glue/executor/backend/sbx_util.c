@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,48 +60,53 @@ sbx_proc_start(pid_t pid)
 
 /* ---- the bounded log ---- */
 
-/* The reader: fd 0 the pipe, fd 3 the directory.  Never returns. */
-static void
-log_reader(void)
+/* The reader is "<shim> --log SBX_LOG_MAX" (sluice-shim.c), in its own
+ * session (out of the caller's Ctrl-C), with the pipe as fd 0, the
+ * directory as fd 3 and nothing else of the caller's (locks above all):
+ * it outlives it. */
+static int
+log_spawn(const char *shim, int rd, int dfd, pid_t *pid)
 {
-	char buf[4096];
-	struct stat st;
-	off_t size = 0;
-	ssize_t n, w;
-	int fd;
+	char max[24];
+	char *argv[] = { "sluice-shim", "--log", max, NULL };
+	static char *const envp[] = { NULL };
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t all, none;
+	int rc = -1;
 
-	fd = openat(3, "init.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
-	    O_NOFOLLOW, 0600);
-	if (fd >= 0 && fstat(fd, &st) == 0)
-		size = st.st_size;
-	for (;;) {
-		n = read(0, buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			_exit(0);
-		if (size + n > SBX_LOG_MAX) {
-			/* by the directory fd: once destroy has removed the
-			 * directory, nothing is made again */
-			if (fd >= 0)
-				close(fd);
-			(void)renameat(3, "init.log", 3, "init.log.1");
-			fd = openat(3, "init.log", O_WRONLY | O_CREAT |
-			    O_APPEND | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-			size = 0;
-		}
-		/* without a file the bytes are still taken: the writers
-		 * must never block on a full pipe */
-		if (fd >= 0 && (w = write(fd, buf, (size_t)n)) > 0)
-			size += w;
+	snprintf(max, sizeof(max), "%d", SBX_LOG_MAX);
+	if (posix_spawn_file_actions_init(&fa) != 0)
+		return -1;
+	if (posix_spawnattr_init(&at) != 0) {
+		posix_spawn_file_actions_destroy(&fa);
+		return -1;
 	}
+	sigfillset(&all);
+	sigemptyset(&none);
+	if (posix_spawn_file_actions_adddup2(&fa, rd, 0) == 0 &&
+	    posix_spawn_file_actions_adddup2(&fa, dfd, 3) == 0 &&
+	    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY,
+	    0) == 0 &&
+	    posix_spawn_file_actions_adddup2(&fa, 1, 2) == 0 &&
+	    posix_spawn_file_actions_addclosefrom_np(&fa, 4) == 0 &&
+	    posix_spawn_file_actions_addchdir_np(&fa, "/") == 0 &&
+	    posix_spawnattr_setsigdefault(&at, &all) == 0 &&
+	    posix_spawnattr_setsigmask(&at, &none) == 0 &&
+	    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF |
+	    POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSID) == 0 &&
+	    posix_spawn(pid, shim, &fa, &at, argv, envp) == 0)
+		rc = 0;
+	posix_spawnattr_destroy(&at);
+	posix_spawn_file_actions_destroy(&fa);
+	return rc;
 }
 
 int
-sbx_log_start(const char *dir, char *err, size_t errlen)
+sbx_log_start(const char *dir, const char *shim, char *err, size_t errlen)
 {
 	char p[4096], line[64];
-	int pp[2], dfd, fd, nul;
+	int pp[2], dfd, fd;
 	pid_t pid;
 
 	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
@@ -110,40 +116,12 @@ sbx_log_start(const char *dir, char *err, size_t errlen)
 		close(dfd);
 		return sbx_err(err, errlen, "pipe: %s", strerror(errno));
 	}
-	if ((pid = fork()) < 0) {
+	if (log_spawn(shim, pp[0], dfd, &pid) != 0) {
 		close(dfd);
 		close(pp[0]);
 		close(pp[1]);
-		return sbx_err(err, errlen, "fork: %s", strerror(errno));
-	}
-	if (pid == 0) {
-		sigset_t none;
-
-		/* its own session, out of the caller's Ctrl-C, with none of
-		 * the caller's fds (locks above all): it outlives it */
-		(void)setsid();
-		(void)prctl(PR_SET_NAME, "sluice-log", 0, 0, 0);
-		signal(SIGINT, SIG_IGN);
-		signal(SIGHUP, SIG_IGN);
-		signal(SIGPIPE, SIG_IGN);
-		signal(SIGTERM, SIG_DFL);
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		close(pp[1]);
-		/* out of 0-3 first: either may be there (a caller started
-		 * with stdin closed) */
-		if ((pp[0] = fcntl(pp[0], F_DUPFD, 10)) < 0 ||
-		    (dfd = fcntl(dfd, F_DUPFD, 10)) < 0 ||
-		    dup2(pp[0], 0) < 0 || dup2(dfd, 3) < 0)
-			_exit(1);
-		if ((nul = open("/dev/null", O_WRONLY)) >= 0) {
-			dup2(nul, 1);
-			dup2(nul, 2);
-		}
-		closefrom(4);
-		if (chdir("/") != 0)
-			_exit(1);
-		log_reader();
+		return sbx_err(err, errlen, "%s --log: %s", shim,
+		    strerror(errno));
 	}
 	close(pp[0]);
 	close(dfd);
