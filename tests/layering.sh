@@ -52,8 +52,8 @@ mode=all
 # "including file:header", both from the top of the tree.  Only files
 # under tests/unit/ and tests/fuzz/ may be listed.
 ALLOW_INT=(
-	"tests/unit/test_fw.c:firewall/fw-int.h"
-	"tests/unit/test_config.c:proxy/lib/config-int.h"
+	"tests/unit/firewall/test_fw.c:firewall/fw-int.h"
+	"tests/unit/proxy/lib/test_config.c:proxy/lib/config-int.h"
 	"tests/fuzz/fuzz_execapi.c:sandbox-glue/executor/execd/execd-int.h"
 	"tests/fuzz/fuzz_gate.c:sandbox-glue/executor/execd/execd-int.h"
 	"tests/fuzz/fuzz_s3.c:sandbox-glue/executor/execd/execd-int.h"
@@ -62,10 +62,10 @@ ALLOW_INT=(
 	"tests/fuzz/fuzz_ospolicy.c:sandbox-glue/executor/execd/exec_os-int.h"
 	"tests/fuzz/fuzz_osport.c:sandbox-glue/executor/execd/exec_os-int.h"
 	"tests/fuzz/fuzz_api.c:proxy/control/control-int.h"
-	"tests/unit/executor/test_execd.c:sandbox-glue/executor/execd/execd-int.h"
-	"tests/unit/executor/test_gate.c:sandbox-glue/executor/execd/execd-int.h"
-	"tests/unit/executor/fake_sbx.h:sandbox-glue/executor/execd/execd-int.h"
-	"tests/unit/executor/test_sbx_cfg.c:sandbox-glue/executor/backend/sbx-int.h"
+	"tests/unit/sandbox-glue/executor/execd/test_execd.c:sandbox-glue/executor/execd/execd-int.h"
+	"tests/unit/sandbox-glue/executor/execd/test_gate.c:sandbox-glue/executor/execd/execd-int.h"
+	"tests/unit/sandbox-glue/executor/execd/fake_sbx.h:sandbox-glue/executor/execd/execd-int.h"
+	"tests/unit/sandbox-glue/executor/backend/test_sbx_cfg.c:sandbox-glue/executor/backend/sbx-int.h"
 )
 
 while [ $# -gt 0 ]; do
@@ -375,7 +375,7 @@ selftest() {
 	w proxy/relay/relay-int.h <<-'E'
 		int r2_f(void);
 	E
-	w tests/unit/test_fw.c <<-'E'
+	w tests/unit/firewall/test_fw.c <<-'E'
 		#include "firewall/fw-int.h"
 	E
 	w policy/pol.c <<-'E'
@@ -452,7 +452,7 @@ selftest() {
 	build policy/gone || return 1
 	rm "$t/s/policy/gone.c"
 
-	check "$t/s" "$t/s" "tests/unit/test_fw.c:firewall/fw-int.h" >"$t/out" 2>&1
+	check "$t/s" "$t/s" "tests/unit/firewall/test_fw.c:firewall/fw-int.h" >"$t/out" 2>&1
 	[ $? -eq 1 ] || { echo "layering: selftest: the bad tree did not fail"; rc=1; }
 	want=(
 		'(a) private header outside its folder: proxy/control/ctl.c:1: proxy/relay/relay-int.h'
@@ -538,7 +538,7 @@ selftest() {
 	rm "$t/s/proxy/relay/old.c"
 	cp "$t/s/proxy/relay/oldtarget-old.o" "$t/s/proxy/relay/oldtarget-r1.o"
 	printf 'am_x_OBJECTS = %s\n' "${objs[*]/%/.\$(OBJEXT)}" >"$t/s/Makefile"
-	if ! check "$t/s" "$t/s" "tests/unit/test_fw.c:firewall/fw-int.h" >"$t/out" 2>&1; then
+	if ! check "$t/s" "$t/s" "tests/unit/firewall/test_fw.c:firewall/fw-int.h" >"$t/out" 2>&1; then
 		echo "layering: selftest: the fixed tree failed"; cat "$t/out"; rc=1
 	elif ! grep -q 'cycle of 2 (allowed' "$t/out"; then
 		echo "layering: selftest: the relay's own cycle not seen"; cat "$t/out"; rc=1

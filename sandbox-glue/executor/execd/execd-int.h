@@ -520,8 +520,8 @@ void xd_gate_unbind(struct xd *xd);
 void xd_gate_reload(struct xd *xd);
 void xd_gate_stop(struct xd *xd);
 /* The parser under the filter (pure: tests/fuzz/fuzz_gate.c and
- * tests/unit/executor/test_gate.c call it).  A head's fields that
- * decide, pointers into the head's bytes. */
+ * tests/unit/sandbox-glue/executor/execd/test_gate.c call it).  A
+ * head's fields that decide, pointers into the head's bytes. */
 struct xd_gate_head {
 	const char *method;     /* the request line's first word */
 	size_t mlen;

@@ -24,7 +24,7 @@
 #include <event2/event.h>
 #include <jansson.h>
 
-#include "tests/unit/executor/fake_sbx.h"
+#include "tests/unit/sandbox-glue/executor/execd/fake_sbx.h"
 
 struct fg {
 	int done;

@@ -22,7 +22,7 @@
 #include "proxy/lib/http.h"
 #include "proxy/lib/httpauth.h"
 #include "proxy/lib/sni.h"
-#include "tests/unit/tls_hellos.h"
+#include "tests/unit/proxy/lib/tls_hellos.h"
 
 /* String literals may hold NULs: take their size, not strlen. */
 #define LIT(s) (s), (sizeof(s) - 1)

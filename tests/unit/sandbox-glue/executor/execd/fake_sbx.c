@@ -25,7 +25,7 @@
 #include <event2/keyvalq_struct.h>
 #include <jansson.h>
 
-#include "tests/unit/executor/fake_sbx.h"
+#include "tests/unit/sandbox-glue/executor/execd/fake_sbx.h"
 
 struct fake_sbx *fake;
 

@@ -1,7 +1,7 @@
 /*
  * fake_sbx.h: sluice-execd's modules on a fake backend and a fake
  * sluiced, so that exec_box.c and exec_cmd.c run in a unit test, fast
- * and without root (tests/unit/executor/test_exec_box.c,
+ * and without root (tests/unit/sandbox-glue/executor/execd/test_exec_box.c,
  * test_exec_cmd.c).
  *
  * The backend ("fake", struct sbx_backend) makes nothing: create,
