@@ -976,8 +976,14 @@ shut_down(void)
 		event_base_free(px.base);
 }
 
-int
-main(int argc, char **argv)
+/* What the command line asks for, beside running the daemon. */
+enum act { ACT_RUN, ACT_PRINT_CONFIG, ACT_PRINT_CA, ACT_FW_PRINT,
+    ACT_FW_REMOVE };
+
+/* The options: -1 to go on with *act, else the exit status (--help,
+ * --version, --check-config, a usage error). */
+static int
+options(int argc, char **argv, enum act *act)
 {
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
@@ -991,13 +997,9 @@ main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct event *ev_hup, *ev_term, *ev_int;
-	struct priv_user run_user;
-	const struct priv_user *as_user = NULL;
-	char err[512], open_hash[65];
-	uint64_t open_seq = 0;
-	int ch, do_print = 0, do_fw = 0, lockfd, rc = 1, keep_root = 0;
+	int ch;
 
+	*act = ACT_RUN;
 	while ((ch = getopt_long(argc, argv, "c:vVh", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'c':
@@ -1006,14 +1008,16 @@ main(int argc, char **argv)
 		case 'C':
 			return check_config(optarg);
 		case 'P':
-			do_print = 1;
+			*act = ACT_PRINT_CONFIG;
 			break;
 		case 'I':
-			do_print = 2;
+			*act = ACT_PRINT_CA;
 			break;
 		case 'F':
+			*act = ACT_FW_PRINT;
+			break;
 		case 'R':
-			do_fw = ch;
+			*act = ACT_FW_REMOVE;
 			break;
 		case 'v':
 			px_verbose = 1;
@@ -1033,13 +1037,69 @@ main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	return -1;
+}
+
+/* Ready: the signals, then the loop until a stop has drained. */
+static void
+serve(uint64_t open_seq, const char *open_hash)
+{
+	struct event *ev_hup, *ev_term, *ev_int;
+
+	ev_hup = evsignal_new(px.base, SIGHUP, on_sighup, NULL);
+	ev_term = evsignal_new(px.base, SIGTERM, on_sigterm, NULL);
+	ev_int = evsignal_new(px.base, SIGINT, on_sigterm, NULL);
+	evsignal_add(ev_hup, NULL);
+	evsignal_add(ev_term, NULL);
+	evsignal_add(ev_int, NULL);
+
+	log_admin_anchor("start", config_path ? config_path : "(defaults)",
+	    open_seq, open_hash);
+	px_log(PX_INFO, "ready: %zu session(s), ceiling %s, log %s",
+	    pol_session_count(px.state),
+	    pol_tier_name(pol_state_global_ceiling(px.state)),
+	    clog_path(px.log));
+	/* systemd (Type=notify): the listeners, the firewall and the
+	 * control API are up */
+	if (px_notify("READY=1\nSTATUS=ready") < 0)
+		px_log(PX_WARN, "NOTIFY_SOCKET: %s", strerror(errno));
+	event_base_dispatch(px.base);
+	px_refusals_flush(NULL);    /* what was folded, before the stop */
+	(void)px_notify("STOPPING=1");
+	log_admin("stop", "drained");
+	px_log(PX_INFO, "stopped");
+
+	event_free(ev_hup);
+	event_free(ev_term);
+	event_free(ev_int);
+}
+
+int
+main(int argc, char **argv)
+{
+	struct priv_user run_user;
+	const struct priv_user *as_user = NULL;
+	char err[512], open_hash[65];
+	uint64_t open_seq = 0;
+	enum act act;
+	int lockfd, rc, keep_root = 0;
+
+	if ((rc = options(argc, argv, &act)) >= 0)
+		return rc;
 	if (config_path == NULL && access(CFG_DEFAULT_PATH, F_OK) == 0)
 		config_path = CFG_DEFAULT_PATH;
-	if (do_print)
-		return do_print == 2 ? print_inspect_ca(config_path) :
-		    print_config(config_path);
-	if (do_fw != 0)
-		return fwctl_command(config_path, do_fw == 'R');
+	switch (act) {
+	case ACT_PRINT_CONFIG:
+		return print_config(config_path);
+	case ACT_PRINT_CA:
+		return print_inspect_ca(config_path);
+	case ACT_FW_PRINT:
+	case ACT_FW_REMOVE:
+		return fwctl_command(config_path, act == ACT_FW_REMOVE);
+	case ACT_RUN:
+		break;
+	}
+	rc = 1;
 
 	signal(SIGPIPE, SIG_IGN);
 	/* a file size limit under the log: a failed write (fail closed),
@@ -1101,33 +1161,8 @@ main(int argc, char **argv)
 	    fwctl_start(px.cfg) != 0 || drop_root(as_user, keep_root) != 0 ||
 	    start_services() != 0)
 		goto out;
-	ev_hup = evsignal_new(px.base, SIGHUP, on_sighup, NULL);
-	ev_term = evsignal_new(px.base, SIGTERM, on_sigterm, NULL);
-	ev_int = evsignal_new(px.base, SIGINT, on_sigterm, NULL);
-	evsignal_add(ev_hup, NULL);
-	evsignal_add(ev_term, NULL);
-	evsignal_add(ev_int, NULL);
-
-	log_admin_anchor("start", config_path ? config_path : "(defaults)",
-	    open_seq, open_hash);
-	px_log(PX_INFO, "ready: %zu session(s), ceiling %s, log %s",
-	    pol_session_count(px.state),
-	    pol_tier_name(pol_state_global_ceiling(px.state)),
-	    clog_path(px.log));
-	/* systemd (Type=notify): the listeners, the firewall and the
-	 * control API are up */
-	if (px_notify("READY=1\nSTATUS=ready") < 0)
-		px_log(PX_WARN, "NOTIFY_SOCKET: %s", strerror(errno));
-	event_base_dispatch(px.base);
-	px_refusals_flush(NULL);    /* what was folded, before the stop */
-	(void)px_notify("STOPPING=1");
-	log_admin("stop", "drained");
-	px_log(PX_INFO, "stopped");
+	serve(open_seq, open_hash);
 	rc = 0;
-
-	event_free(ev_hup);
-	event_free(ev_term);
-	event_free(ev_int);
 out:
 	shut_down();
 	return rc;
