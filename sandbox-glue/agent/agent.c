@@ -61,35 +61,15 @@ ag_log(const char *fmt, ...)
 	(void)!write(2, b, (size_t)n);
 }
 
-static int
-ag_hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 /* The seccomp program from hex ("" none); -1 when not one. */
 static int
 ag_prog_load(const char *hex)
 {
-	unsigned char *b = (unsigned char *)ag_prog;
-	size_t n = strlen(hex), i;
+	long n = ag_unhex(hex, ag_prog, sizeof(ag_prog), sizeof(ag_prog[0]));
 
-	if (n == 0)
-		return 0;
-	if (n % (2 * sizeof(ag_prog[0])) != 0 || n / 2 > sizeof(ag_prog))
+	if (n < 0)
 		return -1;
-	for (i = 0; i < n / 2; i++) {
-		int hi = ag_hexval(hex[2 * i]), lo = ag_hexval(hex[2 * i + 1]);
-
-		if (hi < 0 || lo < 0)
-			return -1;
-		b[i] = (unsigned char)(hi << 4 | lo);
-	}
-	ag_fprog.len = (unsigned short)(n / 2 / sizeof(ag_prog[0]));
+	ag_fprog.len = (unsigned short)((size_t)n / sizeof(ag_prog[0]));
 	ag_fprog.filter = ag_prog;
 	return 0;
 }

@@ -323,3 +323,31 @@ ag_read_frame(int fd, int *type, void *buf, size_t cap, size_t *n)
 	*n = len;
 	return len == 0 ? 0 : ag_io(fd, buf, len, 0);
 }
+
+static int
+hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+long
+ag_unhex(const char *hex, void *buf, size_t cap, size_t unit)
+{
+	unsigned char *b = buf;
+	size_t n = strlen(hex), i;
+
+	if (unit == 0 || n % (2 * unit) != 0 || n / 2 > cap)
+		return -1;
+	for (i = 0; i < n / 2; i++) {
+		int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+
+		if (hi < 0 || lo < 0)
+			return -1;
+		b[i] = (unsigned char)(hi << 4 | lo);
+	}
+	return (long)(n / 2);
+}

@@ -94,4 +94,10 @@ int ag_signal_parse(const unsigned char *p, size_t n);
 int ag_write_frame(int fd, int type, const void *p, size_t n);
 int ag_read_frame(int fd, int *type, void *buf, size_t cap, size_t *n);
 
+/* The bytes of hex (lowercase, two digits a byte, as the backends write
+ * a seccomp program) into buf: how many, or -1 when hex is not whole
+ * units of unit bytes or would not fit in cap.  Both sluice-shim
+ * --seccomp and the agent read their filter program with it. */
+long ag_unhex(const char *hex, void *buf, size_t cap, size_t unit);
+
 #endif /* SLUICE_AGENT_WIRE_H */

@@ -38,6 +38,7 @@
 #endif
 
 #include "sandbox-glue/agent/agent.h"
+#include "sandbox-glue/agent/agent_wire.h"
 
 #define SHIM_NAME		"sluice-shim"
 #define SHIM_DEFAULT_SOCKET	"/run/sluice/proxy.sock"
@@ -799,46 +800,22 @@ shim_signals(void)
 enum { EX_SHIM_CUT = 3, EX_SHIM_NOFILTER = 125 };
 
 static int
-shim_hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
-static int
 shim_seccomp_main(int argc, char **argv)
 {
 	static struct sock_filter prog[4096];
 	struct sock_fprog fp;
-	const char *hex;
-	unsigned char *b = (unsigned char *)prog;
-	size_t n, i;
+	long n;
 
 	if (argc < 5 || strcmp(argv[3], "--") != 0) {
 		shim_log("usage: --seccomp HEX -- CMD [ARG]...");
 		return EX_SHIM_USAGE;
 	}
-	hex = argv[2];
-	n = strlen(hex);
-	if (n == 0 || n % (2 * sizeof(prog[0])) != 0 ||
-	    n / 2 > sizeof(prog)) {
+	if ((n = ag_unhex(argv[2], prog, sizeof(prog),
+	    sizeof(prog[0]))) <= 0) {
 		shim_log("--seccomp: not a filter program");
 		return EX_SHIM_NOFILTER;
 	}
-	for (i = 0; i < n / 2; i++) {
-		int hi = shim_hexval(hex[2 * i]);
-		int lo = shim_hexval(hex[2 * i + 1]);
-
-		if (hi < 0 || lo < 0) {
-			shim_log("--seccomp: not a filter program");
-			return EX_SHIM_NOFILTER;
-		}
-		b[i] = (unsigned char)(hi << 4 | lo);
-	}
-	fp.len = (unsigned short)(n / 2 / sizeof(prog[0]));
+	fp.len = (unsigned short)((size_t)n / sizeof(prog[0]));
 	fp.filter = prog;
 	/* without CAP_SYS_ADMIN a filter needs no_new_privs; uid changes
 	 * (setpriv) still work under it */

@@ -9,7 +9,9 @@
  * cwd, at least one argument with a non-empty name, only NAME=value
  * variables, NULL-terminated arrays of the counts said, and built again
  * by ag_spawn_build is the same bytes (nothing was guessed or skipped);
- * an EXIT is a status 0..255 or 129..192; a SIGNAL 1..64.
+ * an EXIT is a status 0..255 or 129..192; a SIGNAL 1..64.  The whole
+ * input, as a string, is also read as a hex filter program (ag_unhex):
+ * what passes is whole 8-byte units and hex again is the same text.
  */
 #include "sluice-config.h"
 
@@ -52,10 +54,37 @@ spawn_one(const char *p, size_t n)
 	ag_spawn_free(&s);
 }
 
+static void
+unhex_one(const uint8_t *data, size_t size)
+{
+	static const char hx[] = "0123456789abcdef";
+	unsigned char buf[256];
+	char *s = malloc(size + 1), again[2 * sizeof(buf) + 1];
+	long n, i;
+
+	if (s == NULL)
+		return;
+	memcpy(s, data, size);
+	s[size] = '\0';
+	n = ag_unhex(s, buf, sizeof(buf), 8);
+	if (n >= 0) {
+		INVARIANT(n % 8 == 0 && (size_t)n <= sizeof(buf));
+		for (i = 0; i < n; i++) {
+			again[2 * i] = hx[buf[i] >> 4];
+			again[2 * i + 1] = hx[buf[i] & 15];
+		}
+		again[2 * n] = '\0';
+		INVARIANT(strcmp(again, s) == 0);
+	}
+	free(s);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	size_t off = 0;
+
+	unhex_one(data, size);
 
 	while (size - off >= AG_HDR) {
 		uint32_t len;
