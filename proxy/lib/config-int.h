@@ -28,6 +28,6 @@
 
 extern const struct cfg_key cfg_root_keys[];
 /* Checks between keys, run once everything is read. */
-int cfg_cross_check(struct cfg_ctx *x, json_t *root);
+int cfg_cross_check(struct cfg_ctx *x, json_t *root) SLUICE_MUSTCHECK;
 
 #endif /* SLUICE_CONFIG_INT_H */

@@ -142,10 +142,10 @@ json_t *cfg_parse_text(struct cfg_ctx *x);
 
 /* Reads object v against the rows keys into base; unknown keys fail. */
 int cfg_walk_object(struct cfg_ctx *x, json_t *v, const struct cfg_key *keys,
-    void *base);
+    void *base) SLUICE_MUSTCHECK;
 /* Fills base with the rows' defaults (and of the K_OBJ rows below);
  * -1 when out of memory, base then safe to free. */
-int cfg_keys_default(const struct cfg_key *keys, void *base);
+int cfg_keys_default(const struct cfg_key *keys, void *base) SLUICE_MUSTCHECK;
 
 /* ---- config_engine.c: errors, at x's current path; all return -1 */
 
@@ -168,23 +168,24 @@ void cfg_ctx_pop(struct cfg_ctx *x);
 
 /* ---- config_engine.c: value readers; each reports its own error */
 
-int cfg_get_str(struct cfg_ctx *x, json_t *v, const char **out);
+int cfg_get_str(struct cfg_ctx *x, json_t *v, const char **out)
+    SLUICE_MUSTCHECK;
 int cfg_get_int(struct cfg_ctx *x, json_t *v, long long lo, long long hi,
-    long long *out);
+    long long *out) SLUICE_MUSTCHECK;
 /* A string or null (NULL); what says what the string is. */
 int cfg_get_opt_str(struct cfg_ctx *x, json_t *v, const char *what,
-    char **out);
+    char **out) SLUICE_MUSTCHECK;
 /* An array of strings, each passing check; replaces *out. */
 int cfg_get_str_list(struct cfg_ctx *x, json_t *v, str_check check,
-    char ***out, size_t *n);
+    char ***out, size_t *n) SLUICE_MUSTCHECK;
 /* A permission mode: "0660" or a number up to 0777. */
-int cfg_get_mode(struct cfg_ctx *x, json_t *v, unsigned *out);
+int cfg_get_mode(struct cfg_ctx *x, json_t *v, unsigned *out) SLUICE_MUSTCHECK;
 /* A string shorter than size into buf[size] ("" too); an absolute
  * path with abs. */
 int cfg_get_buf(struct cfg_ctx *x, json_t *v, size_t size, int abs,
-    char *buf);
+    char *buf) SLUICE_MUSTCHECK;
 /* Replaces *out with a copy of s. */
-int cfg_set_str(struct cfg_ctx *x, const char *s, char **out);
+int cfg_set_str(struct cfg_ctx *x, const char *s, char **out) SLUICE_MUSTCHECK;
 void *cfg_calloc(struct cfg_ctx *x, size_t n, size_t size);
 
 #endif /* SLUICE_CONFIG_ENGINE_H */

@@ -40,7 +40,7 @@ struct cred_spec {
  * with err naming the field (never the value); out is then freed.
  */
 int cred_spec_parse(json_t *o, int stored, struct cred_spec *out,
-    char *err, size_t errlen);
+    char *err, size_t errlen) SLUICE_MUSTCHECK;
 void cred_spec_free(struct cred_spec *s);
 /* The JSON an answer shows (no value): name, tenant, hosts, inject,
  * methods, paths, placeholder, updated.  New reference or NULL. */
@@ -55,13 +55,14 @@ json_t *cred_spec_stored_json(const struct cred_spec *s);
  * from any of its tenant's); sluice-execd hands it to the sandbox.
  * 0, or -1 (no HMAC). */
 int cred_session_secret(const char *secret, const char *session,
-    char out[CRED_SECRET_LEN + 1]);
+    char out[CRED_SECRET_LEN + 1]) SLUICE_MUSTCHECK;
 
 /* The user-pass of a header value "Basic <base64>" (the scheme in any
  * case, blanks around the token), decoded into out (at most outcap
  * bytes, not terminated): its length, or -1 when v is not that
  * (another scheme, a byte outside base64, longer than outcap). */
-long cred_basic_decode(const char *v, size_t n, char *out, size_t outcap);
+long cred_basic_decode(const char *v, size_t n, char *out, size_t outcap)
+    SLUICE_MUSTCHECK;
 /* The base64 of s[0..n) into out, which holds 4 * ((n + 2) / 3)
  * bytes: that length. */
 size_t cred_b64_encode(const char *s, size_t n, char *out);

@@ -175,6 +175,7 @@ void http_body_init(struct http_body_state *st, enum http_body kind,
  * them.  Returns -1 on a framing error.  UNTIL_CLOSE consumes everything
  * and never sets done.
  */
-long http_body_feed(struct http_body_state *st, const char *buf, size_t len);
+long http_body_feed(struct http_body_state *st, const char *buf, size_t len)
+    SLUICE_MUSTCHECK;
 
 #endif /* SLUICE_HTTP_H */

@@ -34,13 +34,14 @@ const char *httpauth_bearer(const struct evkeyvalq *h, size_t max);
  */
 int httpauth_token_file(const char *path, size_t min, size_t max,
     unsigned char digest[HTTPAUTH_DIGEST_LEN], int *others, char *why,
-    size_t whylen);
+    size_t whylen) SLUICE_MUSTCHECK;
 
 /* The SHA-256 of a request's token, to compare with httpauth_same (in
  * constant time: a caller compares it with every configured digest, so
  * the timing shows neither the content nor which token came close).
  * 0, or -1 when it cannot be hashed. */
-int httpauth_digest(const char *tok, unsigned char d[HTTPAUTH_DIGEST_LEN]);
+int httpauth_digest(const char *tok, unsigned char d[HTTPAUTH_DIGEST_LEN])
+    SLUICE_MUSTCHECK;
 int httpauth_same(const unsigned char a[HTTPAUTH_DIGEST_LEN],
     const unsigned char b[HTTPAUTH_DIGEST_LEN]);
 

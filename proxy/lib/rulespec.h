@@ -31,7 +31,7 @@ struct rule_spec {
  * naming the field ("hosts[2]: expected ...") and out freed.
  */
 int rule_spec_parse(json_t *o, struct rule_spec *out, char *err,
-    size_t errlen);
+    size_t errlen) SLUICE_MUSTCHECK;
 void rule_spec_free(struct rule_spec *s);
 /* The rule as answers and the state file show it (tenant null for
  * every tenant; methods and paths [] for any).  New reference or NULL. */

@@ -58,7 +58,7 @@ int tlsca_parse_request(const unsigned char *msg, size_t n,
 /* The helper's loop on fd: signs for names hosts matches.  0 when the
  * proxy closes its end, -1 on a socket error. */
 int tlsca_serve(int fd, X509 *ca, EVP_PKEY *cakey,
-    const struct pol_hostset *hosts, int days);
+    const struct pol_hostset *hosts, int days) SLUICE_MUSTCHECK;
 
 /* The proxy's side: ask the helper on fd for a leaf for name and key's
  * public half; waits at most two seconds.  NULL with err. */

@@ -69,15 +69,16 @@ const char *util_http_phrase(int status);
  * call returns, errno set on -1.  For the helpers' sockets, where a
  * signal is no reason to give up.
  */
-ssize_t util_recv(int fd, void *buf, size_t len, int flags);
-ssize_t util_send(int fd, const void *buf, size_t len, int flags);
+ssize_t util_recv(int fd, void *buf, size_t len, int flags) SLUICE_MUSTCHECK;
+ssize_t util_send(int fd, const void *buf, size_t len, int flags)
+    SLUICE_MUSTCHECK;
 
 /*
  * Waits up to timeout_ms for fd to be readable, again with the whole
  * timeout when a signal interrupts (a signal may lengthen the wait):
  * poll(2)'s answer, > 0 readable, 0 timed out, -1 with errno.
  */
-int util_wait_readable(int fd, int timeout_ms);
+int util_wait_readable(int fd, int timeout_ms) SLUICE_MUSTCHECK;
 
 /* CLOCK_MONOTONIC in milliseconds: for deadlines and durations. */
 int64_t util_now_ms(void);
@@ -101,6 +102,6 @@ int util_write_atomic(const char *path, const void *data, size_t len,
 
 /* Reads fd until len bytes or its end, again when a signal interrupts:
  * the count (below len: the end came first), or -1 with errno. */
-ssize_t util_read_full(int fd, void *buf, size_t len);
+ssize_t util_read_full(int fd, void *buf, size_t len) SLUICE_MUSTCHECK;
 
 #endif /* SLUICE_UTIL_H */

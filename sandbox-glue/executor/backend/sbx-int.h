@@ -50,7 +50,7 @@ uint32_t sbx_dir_hash(const char *dir);
  * "sluice-shim --seccomp" inside a sandbox whose processes the host
  * cannot prepare itself (gvisor); malloc'd, NULL and why in err.
  */
-int sbx_seccomp_load(char *err, size_t errlen);
+int sbx_seccomp_load(char *err, size_t errlen) SLUICE_MUSTCHECK;
 char *sbx_seccomp_hex(char *err, size_t errlen);
 
 /*

@@ -127,7 +127,7 @@ int sbx_image_file(char *buf, size_t len, const char *image_dir,
 /* The digest of the profile's newest image, if its file is there:
  * SBX_IMG_OK, SBX_IMG_MISSING (and why in err), SBX_IMG_FAIL. */
 int sbx_image_current(const char *image_dir, const char *profile,
-    char digest[SBX_DIGEST_HEX + 1], char *err, size_t errlen);
+    char digest[SBX_DIGEST_HEX + 1], char *err, size_t errlen) SLUICE_MUSTCHECK;
 /*
  * Fill rec->profile, rec->image and rec->image_path for a new sandbox of
  * profile (SBX_PROFILE_HOST: no image; rec->image stays "").  The image
@@ -136,10 +136,10 @@ int sbx_image_current(const char *image_dir, const char *profile,
  * gone meanwhile.
  */
 int sbx_image_pick(struct sbx_rec *rec, const char *image_dir,
-    const char *profile, char *err, size_t errlen);
+    const char *profile, char *err, size_t errlen) SLUICE_MUSTCHECK;
 /* Number of sandboxes using the image (stale users dropped), -1 on
  * error.  Takes the store's lock. */
-int sbx_image_users(const char *image_dir, const char *digest);
+int sbx_image_users(const char *image_dir, const char *digest) SLUICE_MUSTCHECK;
 /*
  * { "images": [ { "digest", "file", "size", "built", "profile" (that it
  *   was built for), "profiles" (that name it now: [..]), "users" (n),
@@ -152,7 +152,7 @@ json_t *sbx_image_list(const char *image_dir, char *err, size_t errlen);
  * digest, or a unique prefix of 12 or more digits) and every profile
  * name of it; refused (SBX_IMG_IN_USE) while a sandbox uses it. */
 int sbx_image_rm(const char *image_dir, const char *what,
-    char digest[SBX_DIGEST_HEX + 1], char *err, size_t errlen);
+    char digest[SBX_DIGEST_HEX + 1], char *err, size_t errlen) SLUICE_MUSTCHECK;
 /* Remove the images no profile names and no sandbox uses, and builds
  * left by a killed builder; the number removed. */
 int sbx_image_sweep(const char *image_dir);
@@ -190,7 +190,7 @@ struct sbx_build_res {
  * store and name it the profile's newest.  SBX_IMG_UNKNOWN, SBX_IMG_FAIL
  * (err: why, with the build log's last line). */
 int sbx_image_build(const struct sbx_build_opts *o, struct sbx_build_res *r,
-    char *err, size_t errlen);
+    char *err, size_t errlen) SLUICE_MUSTCHECK;
 
 /* The host's Debian apt sources as lines for mmdebstrap (malloc'd), or
  * NULL and why. */
