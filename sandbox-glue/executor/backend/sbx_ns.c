@@ -1565,7 +1565,11 @@ ag_cmd_proc(struct init_arg *a, int ctl, const char *wtag)
 	int fds[3], fd, i;
 	size_t n;
 
-	snprintf(p, sizeof(p), "%s/cgroup.procs", wtag);
+	/* tasks, not cgroup.procs: this process is one thread, and a
+	 * thread that moves itself takes no cgroup_threadgroup_rwsem, whose
+	 * RCU grace period (10-19 ms here) the first command after a create
+	 * would wait for (see "placed in its groups at its birth") */
+	snprintf(p, sizeof(p), "%s/tasks", wtag);
 	/* left by a holder before (a group of a killed worker) */
 	(void)unlinkat(a->cg_fd, wtag, AT_REMOVEDIR);
 	if (mkdirat(a->cg_fd, wtag, 0755) != 0 ||
