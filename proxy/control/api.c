@@ -107,6 +107,16 @@ struct api_conn {
 	int serving;             /* a whole request is being answered */
 };
 
+/* A reply waiting for the state's save (send_text). */
+struct held {
+	struct evhttp_request *req;
+	int status;
+	const char *type;        /* a literal */
+	char *text;
+	size_t len;
+	TAILQ_ENTRY(held) entry;
+};
+
 static struct {
 	struct event_base *base;
 	struct api_acl acl;
@@ -116,6 +126,11 @@ static struct {
 	/* the TCP listener's connections and caps */
 	struct tcpadmit ta;
 	int head_timeout_ms;
+	/* group commit (state.c): the replies of requests that changed the
+	 * state wait for its save */
+	int serving;             /* a route's handler is running */
+	unsigned long long gen0; /* ctl_state_gen() when it began */
+	TAILQ_HEAD(, held) held;
 } api;
 
 /* SSL ex_data index of an SSL's api_conn. */
@@ -152,6 +167,73 @@ struct route {
 
 /* ------------------------------------------------------------------ */
 /* Answers. */
+
+/*
+ * The reply of a request whose handler changed the state waits for the
+ * save that holds the change (state.c, group commit): sent once it is
+ * durable, or a 500 saying the change is not saved.  evhttp keeps a
+ * request whose client went away meanwhile until it is answered (then
+ * it frees it), so a held one is always ours to answer.
+ */
+static void
+api_saved(int ok, const char *why)
+{
+	struct held *h;
+
+	while ((h = TAILQ_FIRST(&api.held)) != NULL) {
+		TAILQ_REMOVE(&api.held, h, entry);
+		if (ok || h->status >= 400)
+			apireply_text_now(h->req, h->status, h->type,
+			    h->text, h->len);
+		else {
+			json_t *j = json_pack("{s:{s:s,s:s+}}", "error", "code",
+			    "internal", "message", "the change is in force but "
+			    "the state file could not be saved (it is tried "
+			    "again at the next change); a restart would lose "
+			    "it: ", why);
+			char *t = j ? json_dumps(j, JSON_COMPACT) : NULL;
+
+			json_decref(j);
+			if (t != NULL)
+				apireply_text_now(h->req, 500,
+				    "application/json", t, strlen(t));
+			else
+				evhttp_send_error(h->req, 500, NULL);
+			free(t);
+		}
+		free(h->text);
+		free(h);
+	}
+}
+
+/* Every reply (apireply's sink): held (api_saved) when this request
+ * changed the state. */
+static void
+send_text(struct evhttp_request *req, int status, const char *type,
+    const char *text, size_t len)
+{
+	struct held *h;
+
+	if (!api.serving || ctl_state_gen() == api.gen0) {
+		apireply_text_now(req, status, type, text, len);
+		return;
+	}
+	if ((h = calloc(1, sizeof(*h))) == NULL ||
+	    (h->text = malloc(len + 1)) == NULL) {
+		free(h);
+		/* no memory to wait with: the save is made at once */
+		ctl_state_flush();
+		apireply_text_now(req, status, type, text, len);
+		return;
+	}
+	memcpy(h->text, text, len);
+	h->text[len] = '\0';
+	h->len = len;
+	h->req = req;
+	h->status = status;
+	h->type = type;
+	TAILQ_INSERT_TAIL(&api.held, h, entry);
+}
 
 static void
 send_ctl_error(struct evhttp_request *req, const struct ctl_err *e)
@@ -1325,7 +1407,10 @@ api_serve(struct evhttp_request *req, const struct api_call_in *in)
 	if (route_args(&k, caps) != 0 || tenant_scope(&k) != 0 ||
 	    read_body(&k) != 0)
 		goto out;
+	api.serving = 1;
+	api.gen0 = ctl_state_gen();
 	k.route->fn(&k);
+	api.serving = 0;
 out:
 	json_decref(k.body);
 	free(k.grant);
@@ -1826,6 +1911,9 @@ api_start(struct event_base *base, const struct cfg *c, char *err,
 
 	memset(&api, 0, sizeof(api));
 	api.base = base;
+	TAILQ_INIT(&api.held);
+	ctl_state_hook(api_saved);
+	apireply_set_sink(send_text);
 	api.max_body = cc->max_body;
 	tcpadmit_init(&api.ta, base, &tcp_names);
 	conn_limits(c);
@@ -1948,6 +2036,14 @@ fail_log:
 void
 api_stop(void)
 {
+	/* the changes not saved yet saved now, and their replies sent,
+	 * before the listeners go */
+	if (api.base != NULL) {
+		ctl_state_flush();
+		api_saved(0, "sluiced is stopping");
+	}
+	ctl_state_hook(NULL);
+	apireply_set_sink(NULL);
 	unix_close(&api.un);
 	tls_close(&api.tls);
 	conns_forget();

@@ -119,9 +119,20 @@ char *ctl_metrics_text(void);
 
 /* State file: load at start (before listeners are reported ready) and
  * save after every change.  ctl_state_load returns -1 with a message
- * when the file exists but cannot be used. */
+ * when the file exists but cannot be used.
+ *
+ * ctl_state_save asks for a save (group commit, state.c): with the loop
+ * running it is made once at the end of the loop's pass for all the
+ * changes of the pass, and the API holds the replies of the requests
+ * that made them until it is durable (ctl_state_gen tells a request
+ * whether it changed the state; the hook hears of each save: ok 0 with
+ * the reason when it failed); without a loop at once.  ctl_state_flush
+ * makes a save still asked for now (at stop). */
 int ctl_state_load(const char *path, char *err, size_t errlen) SLUICE_MUSTCHECK;
 int ctl_state_save(struct ctl_err *e) SLUICE_MUSTCHECK;
+unsigned long long ctl_state_gen(void);
+void ctl_state_hook(void (*fn)(int ok, const char *why));
+void ctl_state_flush(void);
 /* The configuration file's ceilings (global and per tenant) replace
  * those in force; -1 when a tenant's could not be set (memory). */
 int ctl_apply_file_ceilings(const struct cfg *c) SLUICE_MUSTCHECK;

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <event2/event.h>
 #include <jansson.h>
 
 #include "proxy/daemon.h"
@@ -94,8 +95,8 @@ ctl_json_state(void)
 
 /* Through util_write_atomic: a crash leaves the old state or the new
  * one, never half of either. */
-int
-ctl_state_save(struct ctl_err *e)
+static int
+state_write(struct ctl_err *e)
 {
 	const char *path = px.cfg->state_file;
 	json_t *j = state_json();
@@ -128,6 +129,88 @@ ctl_state_save(struct ctl_err *e)
 	}
 	free(text);
 	return rc;
+}
+
+/*
+ * Group commit (issue 26).  A change asks for a save; the save is made
+ * by a zero timer, that is at the end of the loop's pass (after the
+ * requests read in it), once for every change of the pass, and the API
+ * holds the reply of each request that changed the state until that
+ * save has returned (api.c): nothing acknowledged can be lost, and a
+ * burst of changes (a pool's sandboxes taken at once, each a session)
+ * costs a write and two fsyncs per pass instead of per change.  The
+ * loop is blocked by the save as it was by each one before; requests
+ * that arrive meanwhile are read in the next pass and share the next
+ * save.  The file, its format and its atomic replacement are the same.
+ *
+ * What changes is a save that fails (disk full, I/O error): it happens
+ * after the pass's changes were made in memory, so they are not undone
+ * one by one as a failed save of one change was; the requests that made
+ * them are answered 500 (the message says the change is in force but
+ * not saved), the failure is logged, and the next change (or the stop)
+ * tries the save again.  A save refused before anything changed (out of
+ * memory serializing) is still refused at once.
+ */
+static struct event *save_ev;
+static unsigned long long save_asked, save_done;
+static void (*save_hook)(int ok, const char *why);
+
+static void
+save_run(evutil_socket_t fd, short what, void *arg)
+{
+	struct ctl_err e = { CTL_OK, "" };
+	unsigned long long upto = save_asked;
+	int ok;
+
+	(void)fd;
+	(void)what;
+	(void)arg;
+	if (save_done == upto)
+		return;
+	ok = state_write(&e) == 0;
+	if (ok)
+		save_done = upto;
+	if (save_hook != NULL)
+		save_hook(ok, e.msg);
+}
+
+int
+ctl_state_save(struct ctl_err *e)
+{
+	static const struct timeval now = { 0, 0 };
+
+	if (save_ev == NULL && px.base != NULL)
+		save_ev = evtimer_new(px.base, save_run, NULL);
+	/* no loop (or no memory for the timer): at once, as before */
+	if (save_ev == NULL)
+		return state_write(e);
+	save_asked++;
+	if (!evtimer_pending(save_ev, NULL) && evtimer_add(save_ev, &now) != 0) {
+		save_asked--;
+		return state_write(e);
+	}
+	return 0;
+}
+
+unsigned long long
+ctl_state_gen(void)
+{
+	return save_asked;
+}
+
+void
+ctl_state_hook(void (*fn)(int ok, const char *why))
+{
+	save_hook = fn;
+}
+
+void
+ctl_state_flush(void)
+{
+	save_run(-1, 0, NULL);
+	if (save_ev != NULL)
+		event_free(save_ev);
+	save_ev = NULL;
 }
 
 int

@@ -35,8 +35,26 @@ apireply_status_code(int status)
 	}
 }
 
+static apireply_sink_fn sink;
+
+void
+apireply_set_sink(apireply_sink_fn fn)
+{
+	sink = fn;
+}
+
 void
 apireply_text(struct evhttp_request *req, int status, const char *type,
+    const char *text, size_t len)
+{
+	if (sink != NULL)
+		sink(req, status, type, text, len);
+	else
+		apireply_text_now(req, status, type, text, len);
+}
+
+void
+apireply_text_now(struct evhttp_request *req, int status, const char *type,
     const char *text, size_t len)
 {
 	struct evkeyvalq *h = evhttp_request_get_output_headers(req);

@@ -18,9 +18,18 @@ struct evhttp_request;
 
 /* The error code a status says when the caller has none of its own. */
 const char *apireply_status_code(int status);
-/* Sends len bytes of text as type. */
+/* Sends len bytes of text as type, through the sink when one is set. */
 void apireply_text(struct evhttp_request *req, int status, const char *type,
     const char *text, size_t len);
+/* The same, at once, whatever the sink. */
+void apireply_text_now(struct evhttp_request *req, int status,
+    const char *type, const char *text, size_t len);
+/* Where every answer goes (NULL: apireply_text_now): sluiced holds the
+ * answer of a request that changed its state until the state is saved
+ * (group commit), then sends it with apireply_text_now. */
+typedef void (*apireply_sink_fn)(struct evhttp_request *req, int status,
+    const char *type, const char *text, size_t len);
+void apireply_set_sink(apireply_sink_fn sink);
 /* Sends j (a new reference, consumed; NULL: out of memory, a 500). */
 void apireply_json(struct evhttp_request *req, int status, json_t *j);
 /* Sends {"error": {"code": code, "message": ..., extra's members}};

@@ -122,11 +122,13 @@ static void
 shim_usage(FILE *f)
 {
 	fprintf(f,
-"usage: " SHIM_NAME " [-l addr:port]... [-u path | -v port [-c cid]] [-m max]\n"
+"usage: " SHIM_NAME " [-l addr:port | -L fd]... [-u path | -v port [-c cid]] [-m max]\n"
 "Relay loopback TCP connections to the sluice session socket.\n"
 "\n"
 "  -l, --listen ADDR:PORT  listen here (repeatable; default 127.0.0.1:3128\n"
 "                          and [::1]:3128)\n"
+"  -L, --listen-fd FD      accept on this listening socket, inherited\n"
+"                          (repeatable; instead of the default listeners)\n"
 "  -u, --unix PATH         relay to this Unix socket (default " SHIM_DEFAULT_SOCKET ")\n"
 "  -v, --vsock PORT        relay to AF_VSOCK on this port instead\n"
 "  -c, --cid CID           vsock CID to connect to (default 2, the host)\n"
@@ -251,6 +253,43 @@ fail:
 	return -1;
 }
 
+/*
+ * An inherited socket that already listens (the ns backend's holder
+ * makes the sandbox's listeners before it starts the shim, so that a
+ * connection made the moment the sandbox is ready waits in the backlog
+ * rather than being refused while the shim starts).  Returns 0, or -1
+ * with errno set.
+ */
+static int
+shim_listen_fd(struct shim *sh, int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss), olen;
+	struct shim_listener *l;
+	int on = 0, fl;
+
+	olen = sizeof(on);
+	if (sh->nlis == SHIM_MAX_LISTENERS) {
+		errno = ENOSPC;
+		return -1;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &olen) == -1 ||
+	    getsockname(fd, (struct sockaddr *)&ss, &len) == -1)
+		return -1;
+	if (!on || (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)) {
+		errno = EINVAL;     /* not a listening TCP socket */
+		return -1;
+	}
+	if ((fl = fcntl(fd, F_GETFL)) == -1 ||
+	    fcntl(fd, F_SETFL, fl | O_NONBLOCK) == -1 ||
+	    fcntl(fd, F_SETFD, FD_CLOEXEC) == -1)
+		return -1;
+	l = &sh->lis[sh->nlis++];
+	l->fd = fd;
+	shim_addr_name((struct sockaddr *)&ss, l->name, sizeof(l->name));
+	return 0;
+}
+
 static int
 shim_listen_defaults(struct shim *sh)
 {
@@ -289,6 +328,7 @@ shim_parse_args(struct shim *sh, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "listen",	required_argument, NULL, 'l' },
+		{ "listen-fd",	required_argument, NULL, 'L' },
 		{ "unix",	required_argument, NULL, 'u' },
 		{ "vsock",	required_argument, NULL, 'v' },
 		{ "cid",	required_argument, NULL, 'c' },
@@ -302,7 +342,7 @@ shim_parse_args(struct shim *sh, int argc, char **argv)
 	unsigned long v;
 	int ch, have_unix = 0, have_cid = 0;
 
-	while ((ch = getopt_long(argc, argv, "l:u:v:c:m:hV", opts,
+	while ((ch = getopt_long(argc, argv, "l:L:u:v:c:m:hV", opts,
 	    NULL)) != -1) {
 		switch (ch) {
 		case 'l':
@@ -315,6 +355,21 @@ shim_parse_args(struct shim *sh, int argc, char **argv)
 			    sslen) == -1) {
 				shim_log("listen %s: %s", optarg,
 				    strerror(errno));
+				return EX_SHIM_RUNTIME;
+			}
+			sh->lis_explicit = 1;
+			break;
+		case 'L':
+			if (shim_parse_uint(optarg, INT_MAX, &v) == -1 ||
+			    v < 3) {
+				shim_log("-L %s: want a descriptor from 3 up",
+				    optarg);
+				return EX_SHIM_USAGE;
+			}
+			if (shim_listen_fd(sh, (int)v) == -1) {
+				shim_log("listen-fd %s: %s", optarg,
+				    errno == EINVAL ? "not a listening TCP "
+				    "socket" : strerror(errno));
 				return EX_SHIM_RUNTIME;
 			}
 			sh->lis_explicit = 1;

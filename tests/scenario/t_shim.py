@@ -184,6 +184,62 @@ def curl_plain_and_connect(env):
 
 
 @S.case
+def listen_fd(env):
+    """-L takes an inherited listening socket (what the ns backend's
+    holder passes): a connection made before the shim starts waits in
+    its backlog and is relayed once it does; a socket that does not
+    listen, or no descriptor, is refused."""
+    up = env.http_upstream()
+    cfg = env.config(sessions=[{"id": "s1", "tenant": "acme", "user": "alice",
+                                "tier": "public"}],
+                     ports=env.ports(up.port),
+                     dns={"hosts": {"up.test": ["127.0.0.1"]}})
+    d = env.sluiced(cfg)
+    sock = d.session_socket("s1")
+    wait_until(lambda: os.path.exists(sock), 5, what="the session socket")
+    lis = socket.socket()
+    lis.bind(("127.0.0.1", 0))
+    lis.listen(8)
+    port = lis.getsockname()[1]
+    early = socket.create_connection(("127.0.0.1", port), 10)
+    p = subprocess.Popen([shim_path(), "-L", str(lis.fileno()), "-u", sock],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, pass_fds=(lis.fileno(),))
+    try:
+        lis.close()     # the shim's copy is the listener now
+        resp = read_response_or_fail(early, get_request(
+            "http://up.test:%d/early" % up.port))
+        check_eq(resp.status, 200, "the early connection's status")
+        check(b"/early" in resp.body, "the early connection: %r",
+              resp.body[:200])
+        early.close()
+        r = curl(["-x", "http://127.0.0.1:%d" % port, "-w", "\n%{http_code}",
+                  "http://up.test:%d/later" % up.port])
+        body, code = curl_status(r.stdout)
+        check_eq(code, 200, "a later connection (stderr %r)" % r.stderr)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=10)
+    check_eq(p.returncode, EX_OK, "exit after SIGTERM")
+    check(b"listening on 127.0.0.1:%d" % port in err, "start line: %r", err)
+    # not listening: a runtime error; not a descriptor number: usage
+    plain = socket.socket()
+    try:
+        r = subprocess.run([shim_path(), "-L", str(plain.fileno()), "-u", "/x"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           pass_fds=(plain.fileno(),), timeout=10)
+    finally:
+        plain.close()
+    check_eq(r.returncode, EX_RUNTIME, "exit for a socket that does not listen")
+    check(b"not a listening TCP socket" in r.stderr, "message: %r", r.stderr)
+    for bad in ("x", "2", "-1"):
+        r = subprocess.run([shim_path(), "-L", bad, "-u", "/x"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=10)
+        check_eq(r.returncode, EX_USAGE, "exit for -L %s" % bad)
+
+
+@S.case
 def refusals_pass_through(env):
     d, up, shim = setup(env)
     # port 9 is not in ports{}: sluiced refuses, the shim relays it as is

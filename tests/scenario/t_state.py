@@ -345,6 +345,73 @@ def restart_after_a_crash(env):
     restart_case(env, "kill")
 
 
+@S.case
+def group_commit_acknowledged_is_saved(env):
+    """Changes made at once share saves (group commit); each reply comes
+    only once the state file holds its change: read right after the
+    reply, the file names the session, and a SIGKILL right after the
+    last reply loses none."""
+    import threading
+    d, _, _ = setup(env)
+    n = 24
+    ids = ["g%02d" % i for i in range(n)]
+    errs = []
+    lock = threading.Lock()
+
+    def one(sid):
+        try:
+            r = call(d, "POST", "/v1/sessions",
+                     new_session(sid, source=env.src(10 + ids.index(sid))))
+            if r.status != 201:
+                raise Fail("%s: status %d %r" % (sid, r.status, r.body[:200]))
+            with open(d.config["state_file"]) as f:
+                saved = [x["id"] for x in json.load(f)["sessions"]]
+            if sid not in saved:
+                raise Fail("%s acknowledged but not in the state file" % sid)
+        except Exception as e:  # noqa: BLE001 (reported below)
+            with lock:
+                errs.append(repr(e))
+    ts = [threading.Thread(target=one, args=(sid,)) for sid in ids]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(60)
+    check(not errs, "concurrent creates: %s", errs[:3])
+    d.signal(signal.SIGKILL)
+    d.wait(10)
+    n2 = restart(env, d, "sluiced2")
+    got = sorted(x["id"] for x in ok(call(n2, "GET", "/v1/sessions"), 200,
+                                      "list after the kill")["sessions"])
+    check_eq(got, ids, "sessions after SIGKILL")
+    n2.stop()
+
+
+@S.case
+def group_commit_failed_save(env):
+    """A save that fails after the change was made (here: the temporary
+    file's name taken by a directory, which stops every save, even
+    root's): the request is answered 500 saying the change is in force
+    but not saved; the next change saves both."""
+    d, _, _ = setup(env)
+    tmp = d.config["state_file"] + ".tmp"
+    os.mkdir(tmp)
+    try:
+        r = call(d, "POST", "/v1/sessions", new_session(
+            "f1", source=env.src(2)))
+        check_eq(r.status, 500, "create while the state cannot be saved")
+        check("in force but the state file could not be saved" in
+              r.body.decode(), "message: %r", r.body[:300])
+        ok(call(d, "GET", "/v1/sessions/f1"), 200, "f1 is in force")
+    finally:
+        os.rmdir(tmp)
+    ok(call(d, "POST", "/v1/sessions", new_session(
+        "f2", source=env.src(3))), 201, "create after")
+    with open(d.config["state_file"]) as f:
+        saved = sorted(x["id"] for x in json.load(f)["sessions"])
+    check_eq(saved, ["f1", "f2"], "both saved by the next change's save")
+    d.stop()
+
+
 # ---------------------------------------------------------------------------
 # 2. a state file sluiced cannot use
 

@@ -27,7 +27,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <arpa/inet.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -352,6 +354,89 @@ cg_join(const struct sbx_rec *rec, const char *sub, pid_t who)
 			return -1;
 		if (cg_write(rec, cg_v1_ctl[i], s, "cgroup.procs", pid) != 0)
 			return -1;
+	}
+	return 0;
+}
+
+/*
+ * The holder placed in its groups at its birth (issue 26 point 2).  A
+ * process moved there after the clone (its pid written to cgroup.procs)
+ * takes the kernel's cgroup_threadgroup_rwsem for writing, which waits
+ * for an RCU grace period: 10-19 ms of a 25 ms create on this 2-core
+ * host, on the first of the four v1 hierarchies.  On v2 the clone puts
+ * the child there (clone3 with CLONE_INTO_CGROUP, ns_create).  v1 has no
+ * such flag, but a thread that moves only itself (0 written to a group's
+ * tasks file) needs no such lock (the kernel's cgroup_procs_write_start:
+ * neither exec nor exit can race it), and a child is born in the groups
+ * of the thread that clones it: the creating thread steps into the
+ * sandbox's groups for the clone and back into its own right after it.
+ * Where a step fails, the move after the clone (cg_join) as before.
+ */
+struct cg_back {
+	size_t n;                       /* hierarchies stepped into */
+	char tasks[CG_V1_N][SBX_PATH_MAX];      /* this thread's own */
+};
+
+/* The tasks file of this thread's own group in hierarchy ctl (the
+ * /proc/thread-self/cgroup line whose controllers name it). */
+static int
+cg_v1_own(const char *ctl, char *buf, size_t len)
+{
+	char line[SBX_PATH_MAX], *c, *path, *tok, *save;
+	FILE *f = fopen("/proc/thread-self/cgroup", "re");
+	int rc = -1;
+
+	if (f == NULL)
+		return -1;
+	while (rc != 0 && fgets(line, sizeof(line), f) != NULL) {
+		line[strcspn(line, "\n")] = '\0';
+		if ((c = strchr(line, ':')) == NULL ||
+		    (path = strchr(c + 1, ':')) == NULL)
+			continue;
+		*path++ = '\0';
+		for (tok = strtok_r(c + 1, ",", &save); tok != NULL;
+		    tok = strtok_r(NULL, ",", &save))
+			if (strcmp(tok, ctl) == 0 && snprintf(buf, len,
+			    "%s/%s%s/tasks", CG_V1, ctl, strcmp(path, "/") ==
+			    0 ? "" : path) < (int)len) {
+				rc = 0;
+				break;
+			}
+	}
+	fclose(f);
+	return rc;
+}
+
+/* This thread back in its own groups (those cg_v1_enter stepped out
+ * of); -1 when one would not take it. */
+static int
+cg_v1_leave(struct cg_back *bk)
+{
+	int rc = 0;
+
+	while (bk->n > 0)
+		if (write_file(bk->tasks[--bk->n], "0") != 0)
+			rc = -1;
+	return rc;
+}
+
+/* This thread into the sandbox's v1 groups (the holder's, no sub);
+ * -1 (nothing moved) when one cannot be entered. */
+static int
+cg_v1_enter(const struct sbx_rec *rec, struct cg_back *bk)
+{
+	char p[SBX_PATH_MAX + 128];
+	size_t i;
+
+	bk->n = 0;
+	for (i = 0; i < CG_V1_N; i++) {
+		cg_path(p, sizeof(p), rec, cg_v1_ctl[i], NULL, "tasks");
+		if (cg_v1_own(cg_v1_ctl[i], bk->tasks[i],
+		    sizeof(bk->tasks[i])) != 0 || write_file(p, "0") != 0) {
+			(void)cg_v1_leave(bk);
+			return -1;
+		}
+		bk->n = i + 1;
 	}
 	return 0;
 }
@@ -705,6 +790,8 @@ struct init_arg {
 	                         * -1: the host's /usr */
 	int cg_fd;              /* the sandbox's v1 freezer group, for the
 	                         * agent's command groups; -1: no agent */
+	int lis_fd[2];          /* the shim's listeners (shim_listeners) */
+	int nlis;
 };
 
 enum { SRC_WS, SRC_SESS, SRC_SHIM };
@@ -1000,18 +1087,30 @@ static pid_t
 shim_start(struct init_arg *a)
 {
 	static char *const argv[] = { "sluice-shim", NULL };
+	static char *const argv_fd[2][6] = {
+		{ "sluice-shim", "-L", "3", NULL },
+		{ "sluice-shim", "-L", "3", "-L", "4", NULL } };
 	static char *const envp[] = { "PATH=/usr/bin:/bin", NULL };
 	const char *what;
+	int i;
 	pid_t pid = fork();
 
 	if (pid != 0)
 		return pid;
+	/* the holder's listeners at 3 (and 4), kept across the exec: they
+	 * are above 9, so neither is overwritten before it is copied */
+	for (i = 0; i < a->nlis; i++)
+		if (dup2(a->lis_fd[i], 3 + i) < 0) {
+			fprintf(stderr, "sluice-run init: shim: dup2: %s\n",
+			    strerror(errno));
+			_exit(126);
+		}
 	if (become_user(a->rec, &what) != 0) {
 		fprintf(stderr, "sluice-run init: shim: %s: %s\n", what,
 		    strerror(errno));
 		_exit(126);
 	}
-	execve(SBX_SHIM_PATH, argv, envp);
+	execve(SBX_SHIM_PATH, a->nlis > 0 ? argv_fd[a->nlis - 1] : argv, envp);
 	fprintf(stderr, "sluice-run init: exec %s: %s\n", SBX_SHIM_PATH,
 	    strerror(errno));
 	_exit(127);
@@ -1054,6 +1153,65 @@ hide_cmdline(void)
 
 /* The shim's port (sluice-shim's default: 127.0.0.1:3128). */
 #define NS_SHIM_PORT	3128
+
+/* One listener of the shim's port on the loopback address sa (made by
+ * the holder, above fd 9); -1 with errno. */
+static int
+shim_listener(const struct sockaddr *sa, socklen_t salen)
+{
+	int fd, hi = -1, one = 1, saved;
+
+	if ((fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return -1;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 &&
+	    (sa->sa_family != AF_INET6 || setsockopt(fd, IPPROTO_IPV6,
+	    IPV6_V6ONLY, &one, sizeof(one)) == 0) && bind(fd, sa, salen) ==
+	    0 && listen(fd, SOMAXCONN) == 0)
+		hi = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+	saved = errno;
+	close(fd);
+	errno = saved;
+	return hi;
+}
+
+/*
+ * The shim's listeners, 127.0.0.1 and [::1] on its port, made by the
+ * holder before it starts the shim (issue 26 point 2), which takes them
+ * with --listen-fd: the sandbox is ready as soon as they exist (a
+ * connection made before the shim accepts waits in the backlog), not
+ * once a poll of /proc/net/tcp sees the shim listening (4-5 ms of a
+ * create here: the shim's exec and start, and the poll's 2 ms steps),
+ * and a shim restarted after a crash takes the same sockets, so the
+ * port never refuses.  Without IPv6 the IPv4 one alone, as the shim
+ * does; without the IPv4 one (cannot happen in a fresh network
+ * namespace) none, and the shim makes its own as before.
+ */
+static void
+shim_listeners(struct init_arg *a)
+{
+	struct sockaddr_in sin;
+	struct sockaddr_in6 sin6;
+
+	a->nlis = 0;
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_port = htons(NS_SHIM_PORT);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if ((a->lis_fd[0] = shim_listener((struct sockaddr *)&sin,
+	    sizeof(sin))) < 0) {
+		fprintf(stderr, "sluice-run init: listen 127.0.0.1:%d: %s (the "
+		    "shim listens itself)\n", NS_SHIM_PORT, strerror(errno));
+		return;
+	}
+	a->nlis = 1;
+	memset(&sin6, 0, sizeof(sin6));
+	sin6.sin6_family = AF_INET6;
+	sin6.sin6_port = htons(NS_SHIM_PORT);
+	sin6.sin6_addr = in6addr_loopback;
+	if ((a->lis_fd[1] = shim_listener((struct sockaddr *)&sin6,
+	    sizeof(sin6))) >= 0)
+		a->nlis = 2;
+}
 
 /* 1 when a TCP socket of this network namespace listens on port (the
  * reader's own: /proc/self/net/tcp). */
@@ -1410,7 +1568,11 @@ ag_cmd_proc(struct init_arg *a, int ctl, const char *wtag)
 	int fds[3], fd, i;
 	size_t n;
 
-	snprintf(p, sizeof(p), "%s/cgroup.procs", wtag);
+	/* tasks, not cgroup.procs: this process is one thread, and a
+	 * thread that moves itself takes no cgroup_threadgroup_rwsem, whose
+	 * RCU grace period (10-19 ms here) the first command after a create
+	 * would wait for (see "placed in its groups at its birth") */
+	snprintf(p, sizeof(p), "%s/tasks", wtag);
 	/* left by a holder before (a group of a killed worker) */
 	(void)unlinkat(a->cg_fd, wtag, AT_REMOVEDIR);
 	if (mkdirat(a->cg_fd, wtag, 0755) != 0 ||
@@ -1709,6 +1871,7 @@ init_main(void *arg)
 	if (sethostname("sandbox", 7) != 0)
 		init_fail(a, "sethostname", "");
 	loopback_up(a);
+	shim_listeners(a);
 	ag_setup(a);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_term;
@@ -1721,7 +1884,8 @@ init_main(void *arg)
 	last_start = sbx_now_ms();
 	if (shim < 0)
 		init_fail(a, "fork", "shim");
-	shim_wait(5000);
+	if (a->nlis == 0)
+		shim_wait(5000);
 	/* ready: one NUL byte (an error is a line of text, and a holder
 	 * that died says nothing at all) */
 	(void)!write(a->rep_wr, "", 1);
@@ -1768,6 +1932,72 @@ init_main(void *arg)
 		}
 	}
 	return 0;
+}
+
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+
+/* clone3's argument as the kernel reads it (linux/sched.h's struct
+ * clone_args, whose header clashes with glibc's sched.h) */
+struct ns_clone_args {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack,
+	    stack_size, tls, set_tid, set_tid_size, cgroup;
+};
+
+/*
+ * The holder's clone, in its groups from birth where the kernel allows
+ * it (see "placed in its groups at its birth" above): *placed is then 1
+ * and no cg_join follows.  v2: clone3 with CLONE_INTO_CGROUP (a kernel
+ * before 5.7 says ENOSYS or E2BIG), the child going on as fork's does
+ * on a copy of this stack; v1: this thread steps into the groups for
+ * the clone.  Otherwise (or when that clone fails: a pids.max that
+ * counts this thread too) a plain clone.
+ */
+static pid_t
+holder_clone(struct init_arg *a, char *stack, int *placed)
+{
+	const struct sbx_rec *rec = a->rec;
+	const int ns = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
+	    CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+	pid_t pid = -1;
+
+	*placed = 0;
+	if (cg_is_v2(rec)) {
+#ifdef SYS_clone3
+		char p[SBX_PATH_MAX + 128];
+		struct ns_clone_args ca;
+		int fd;
+
+		cg_path(p, sizeof(p), rec, NULL, "init", NULL);
+		if ((fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+			memset(&ca, 0, sizeof(ca));
+			ca.flags = (uint64_t)ns | CLONE_INTO_CGROUP;
+			ca.exit_signal = SIGCHLD;
+			ca.cgroup = (uint64_t)fd;
+			pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+			if (pid == 0)
+				_exit(init_main(a));
+			close(fd);
+		}
+#endif
+	} else if (rec->cgroup[0] != '\0') {
+		struct cg_back bk;
+
+		if (cg_v1_enter(rec, &bk) == 0) {
+			pid = clone(init_main, stack + INIT_STACK, ns | SIGCHLD,
+			    a);
+			/* root left these groups a moment ago: only a group
+			 * removed meanwhile (not ours to remove) would keep
+			 * this thread in the sandbox's until it exits */
+			(void)cg_v1_leave(&bk);
+		}
+	}
+	if (pid > 0) {
+		*placed = 1;
+		return pid;
+	}
+	return clone(init_main, stack + INIT_STACK, ns | SIGCHLD, a);
 }
 
 /* ---- backend calls ---- */
@@ -1865,7 +2095,7 @@ ns_create(struct sbx_rec *rec, char *err, size_t errlen)
 {
 	struct init_arg a;
 	int go[2] = { -1, -1 }, rep[2] = { -1, -1 }, cm[2] = { -1, -1 };
-	int rc = -1;
+	int rc = -1, placed;
 	char msg[1024];
 	char *stack = NULL;
 	ssize_t n;
@@ -1912,9 +2142,7 @@ ns_create(struct sbx_rec *rec, char *err, size_t errlen)
 		sbx_err(err, errlen, "out of memory");
 		goto fail;
 	}
-	pid = clone(init_main, stack + INIT_STACK, CLONE_NEWUSER | CLONE_NEWNS |
-	    CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
-	    SIGCHLD, &a);
+	pid = holder_clone(&a, stack, &placed);
 	if (pid < 0) {
 		sbx_err(err, errlen, "clone: %s", strerror(errno));
 		goto fail;
@@ -1927,7 +2155,7 @@ ns_create(struct sbx_rec *rec, char *err, size_t errlen)
 	cm[0] = -1;
 	rec->init_pid = pid;
 	rec->init_start = sbx_proc_start(pid);
-	if (cg_join(rec, NULL, pid) != 0) {
+	if (!placed && cg_join(rec, NULL, pid) != 0) {
 		sbx_err(err, errlen, "cgroup join %s: %s", rec->cgroup,
 		    strerror(errno));
 		kill(pid, SIGKILL);
