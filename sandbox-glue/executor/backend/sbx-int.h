@@ -34,6 +34,15 @@
 int sbx_log_start(const char *dir, const char *shim, char *err,
     size_t errlen) SLUICE_MUSTCHECK;
 void sbx_log_flush(int wfd);
+/*
+ * posix_spawn of the host's sluice-shim (its modes --log, --relay) with
+ * argv, no environment, every signal at its default and none blocked,
+ * fd0 and fd3 (when >= 0) as its 0 and 3 and nothing else of the
+ * caller's but 0-2; detach: its own session, /dev/null as 1 and 2, in
+ * "/".  Nothing of the daemon's memory is copied.  0 and *pid, or -1.
+ */
+int sbx_shim_spawn(const char *shim, char *const *argv, int fd0, int fd3,
+    int detach, pid_t *pid) SLUICE_MUSTCHECK;
 void sbx_log_stop(const char *dir);
 /*
  * FNV-1a of a state directory's path: two state directories may hold the

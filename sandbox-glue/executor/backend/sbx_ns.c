@@ -33,7 +33,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2442,38 +2441,13 @@ ns_ag_relay(void)
 	_exit(125);
 }
 
-/* posix_spawn of "<shim> --relay" with the connection as fd 3 and
- * nothing else of the caller's but 0-2; 0 and *pid, or -1. */
+/* "<shim> --relay" with the connection as fd 3: 0 and *pid, or -1. */
 static int
 ns_ag_relay_spawn(const struct sbx_rec *rec, int fd, pid_t *pid)
 {
 	static char *const argv[] = { "sluice-shim", "--relay", NULL };
-	static char *const envp[] = { NULL };
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t at;
-	sigset_t all, none;
-	int rc = -1;
 
-	if (rec->shim[0] == '\0' || posix_spawn_file_actions_init(&fa) != 0)
-		return -1;
-	if (posix_spawnattr_init(&at) != 0) {
-		posix_spawn_file_actions_destroy(&fa);
-		return -1;
-	}
-	sigfillset(&all);
-	sigemptyset(&none);
-	/* dup2 onto itself clears close-on-exec */
-	if (posix_spawn_file_actions_adddup2(&fa, fd, 3) == 0 &&
-	    posix_spawn_file_actions_addclosefrom_np(&fa, 4) == 0 &&
-	    posix_spawnattr_setsigdefault(&at, &all) == 0 &&
-	    posix_spawnattr_setsigmask(&at, &none) == 0 &&
-	    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF |
-	    POSIX_SPAWN_SETSIGMASK) == 0 && posix_spawn(pid, rec->shim, &fa,
-	    &at, argv, envp) == 0)
-		rc = 0;
-	posix_spawnattr_destroy(&at);
-	posix_spawn_file_actions_destroy(&fa);
-	return rc;
+	return sbx_shim_spawn(rec->shim, argv, -1, fd, 0, pid);
 }
 
 /*

@@ -60,23 +60,19 @@ sbx_proc_start(pid_t pid)
 
 /* ---- the bounded log ---- */
 
-/* The reader is "<shim> --log SBX_LOG_MAX" (sluice-shim.c), in its own
- * session (out of the caller's Ctrl-C), with the pipe as fd 0, the
- * directory as fd 3 and nothing else of the caller's (locks above all):
- * it outlives it. */
-static int
-log_spawn(const char *shim, int rd, int dfd, pid_t *pid)
+int
+sbx_shim_spawn(const char *shim, char *const *argv, int fd0, int fd3,
+    int detach, pid_t *pid)
 {
-	char max[24];
-	char *argv[] = { "sluice-shim", "--log", max, NULL };
 	static char *const envp[] = { NULL };
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
 	sigset_t all, none;
+	short flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK;
 	int rc = -1;
 
-	snprintf(max, sizeof(max), "%d", SBX_LOG_MAX);
-	if (posix_spawn_file_actions_init(&fa) != 0)
+	if (shim == NULL || shim[0] == '\0' ||
+	    posix_spawn_file_actions_init(&fa) != 0)
 		return -1;
 	if (posix_spawnattr_init(&at) != 0) {
 		posix_spawn_file_actions_destroy(&fa);
@@ -84,17 +80,19 @@ log_spawn(const char *shim, int rd, int dfd, pid_t *pid)
 	}
 	sigfillset(&all);
 	sigemptyset(&none);
-	if (posix_spawn_file_actions_adddup2(&fa, rd, 0) == 0 &&
-	    posix_spawn_file_actions_adddup2(&fa, dfd, 3) == 0 &&
-	    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY,
-	    0) == 0 &&
+	if (detach)
+		flags |= POSIX_SPAWN_SETSID;
+	/* dup2 onto itself clears close-on-exec */
+	if ((fd0 < 0 || posix_spawn_file_actions_adddup2(&fa, fd0, 0) == 0) &&
+	    (fd3 < 0 || posix_spawn_file_actions_adddup2(&fa, fd3, 3) == 0) &&
+	    (!detach || (posix_spawn_file_actions_addopen(&fa, 1,
+	    "/dev/null", O_WRONLY, 0) == 0 &&
 	    posix_spawn_file_actions_adddup2(&fa, 1, 2) == 0 &&
+	    posix_spawn_file_actions_addchdir_np(&fa, "/") == 0)) &&
 	    posix_spawn_file_actions_addclosefrom_np(&fa, 4) == 0 &&
-	    posix_spawn_file_actions_addchdir_np(&fa, "/") == 0 &&
 	    posix_spawnattr_setsigdefault(&at, &all) == 0 &&
 	    posix_spawnattr_setsigmask(&at, &none) == 0 &&
-	    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF |
-	    POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSID) == 0 &&
+	    posix_spawnattr_setflags(&at, flags) == 0 &&
 	    posix_spawn(pid, shim, &fa, &at, argv, envp) == 0)
 		rc = 0;
 	posix_spawnattr_destroy(&at);
@@ -105,7 +103,8 @@ log_spawn(const char *shim, int rd, int dfd, pid_t *pid)
 int
 sbx_log_start(const char *dir, const char *shim, char *err, size_t errlen)
 {
-	char p[4096], line[64];
+	char p[4096], line[64], max[24];
+	char *argv[] = { "sluice-shim", "--log", max, NULL };
 	int pp[2], dfd, fd;
 	pid_t pid;
 
@@ -116,7 +115,10 @@ sbx_log_start(const char *dir, const char *shim, char *err, size_t errlen)
 		close(dfd);
 		return sbx_err(err, errlen, "pipe: %s", strerror(errno));
 	}
-	if (log_spawn(shim, pp[0], dfd, &pid) != 0) {
+	/* a session of its own (out of the caller's Ctrl-C) and nothing
+	 * of the caller's (locks above all): it outlives it */
+	snprintf(max, sizeof(max), "%d", SBX_LOG_MAX);
+	if (sbx_shim_spawn(shim, argv, pp[0], dfd, 1, &pid) != 0) {
 		close(dfd);
 		close(pp[0]);
 		close(pp[1]);
