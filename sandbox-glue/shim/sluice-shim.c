@@ -38,6 +38,7 @@
 #endif
 
 #include "sandbox-glue/agent/agent.h"
+#include "sandbox-glue/agent/agent_wire.h"
 
 #define SHIM_NAME		"sluice-shim"
 #define SHIM_DEFAULT_SOCKET	"/run/sluice/proxy.sock"
@@ -106,15 +107,6 @@ shim_log(const char *fmt, ...)
 	va_end(ap);
 	/* one write per line: concurrent writers do not interleave */
 	dprintf(STDERR_FILENO, "%s: %s\n", SHIM_NAME, line);
-}
-
-static long long
-shim_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void
@@ -451,7 +443,7 @@ shim_accept_one(struct shim *sh, struct shim_listener *l)
 		    errno == ENOMEM) {
 			shim_log("accept %s: %s (pausing %d ms)", l->name,
 			    strerror(errno), SHIM_ACCEPT_PAUSE_MS);
-			sh->accept_paused_until = shim_now_ms() +
+			sh->accept_paused_until = ag_now_ms() +
 			    SHIM_ACCEPT_PAUSE_MS;
 		}
 		return;
@@ -466,7 +458,7 @@ shim_accept_one(struct shim *sh, struct shim_listener *l)
 	if (up == -1) {
 		shim_log("connect %s: %s", sh->target, strerror(errno));
 		if (errno == EMFILE || errno == ENFILE)
-			sh->accept_paused_until = shim_now_ms() +
+			sh->accept_paused_until = ag_now_ms() +
 			    SHIM_ACCEPT_PAUSE_MS;
 		close(fd);
 		return;
@@ -485,7 +477,7 @@ shim_accept_one(struct shim *sh, struct shim_listener *l)
 		r->half[s].eof = r->half[s].shut = 0;
 	}
 	r->connecting = connecting;
-	r->connect_deadline = shim_now_ms() + SHIM_CONNECT_MS;
+	r->connect_deadline = ag_now_ms() + SHIM_CONNECT_MS;
 	memcpy(r->peer, peer, sizeof(peer));
 	sh->relays[sh->nrelays++] = r;
 }
@@ -667,7 +659,7 @@ shim_run(struct shim *sh)
 	sigdelset(&unblocked, SIGTERM);
 	sigdelset(&unblocked, SIGINT);
 	while (!shim_stop) {
-		now = shim_now_ms();
+		now = ag_now_ms();
 		npfd = 0;
 		for (i = 0; i < sh->nlis; i++) {
 			pfd[npfd].fd = sh->accept_paused_until > now ?
@@ -704,7 +696,7 @@ shim_run(struct shim *sh)
 			shim_log("poll: %s", strerror(errno));
 			goto out;
 		}
-		now = shim_now_ms();
+		now = ag_now_ms();
 		/* relays first: accepting moves none of them */
 		for (i = sh->nrelays; i-- > 0;) {
 			short rev[2];
@@ -799,46 +791,23 @@ shim_signals(void)
 enum { EX_SHIM_CUT = 3, EX_SHIM_NOFILTER = 125 };
 
 static int
-shim_hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
-static int
 shim_seccomp_main(int argc, char **argv)
 {
 	static struct sock_filter prog[4096];
 	struct sock_fprog fp;
 	const char *hex;
-	unsigned char *b = (unsigned char *)prog;
-	size_t n, i;
+	long n;
 
 	if (argc < 5 || strcmp(argv[3], "--") != 0) {
 		shim_log("usage: --seccomp HEX -- CMD [ARG]...");
 		return EX_SHIM_USAGE;
 	}
 	hex = argv[2];
-	n = strlen(hex);
-	if (n == 0 || n % (2 * sizeof(prog[0])) != 0 ||
-	    n / 2 > sizeof(prog)) {
+	if ((n = ag_hex_decode(hex, prog, sizeof(prog), sizeof(prog[0]))) <= 0) {
 		shim_log("--seccomp: not a filter program");
 		return EX_SHIM_NOFILTER;
 	}
-	for (i = 0; i < n / 2; i++) {
-		int hi = shim_hexval(hex[2 * i]);
-		int lo = shim_hexval(hex[2 * i + 1]);
-
-		if (hi < 0 || lo < 0) {
-			shim_log("--seccomp: not a filter program");
-			return EX_SHIM_NOFILTER;
-		}
-		b[i] = (unsigned char)(hi << 4 | lo);
-	}
-	fp.len = (unsigned short)(n / 2 / sizeof(prog[0]));
+	fp.len = (unsigned short)((size_t)n / sizeof(prog[0]));
 	fp.filter = prog;
 	/* without CAP_SYS_ADMIN a filter needs no_new_privs; uid changes
 	 * (setpriv) still work under it */
