@@ -314,6 +314,22 @@ q(struct xd_call *k, const char *key)
 	return k->have_query ? evhttp_find_header(&k->query, key) : NULL;
 }
 
+/* A yes/no query parameter (1, true, 0, false; none: no) into *v: 0, or
+ * -1 when it is something else, answered 400 with what. */
+static int
+q_bool(struct xd_call *k, const char *key, const char *what, int *v)
+{
+	const char *t = q(k, key);
+
+	*v = t != NULL && (strcmp(t, "1") == 0 || strcmp(t, "true") == 0);
+	if (t != NULL && !*v && strcmp(t, "0") != 0 && strcmp(t, "false") !=
+	    0) {
+		reply_err(k, 400, "bad_request", "%s", what);
+		return -1;
+	}
+	return 0;
+}
+
 /* Whether b is of another tenant than the caller's token (one bound
  * to none sees every tenant's). */
 static int
@@ -440,6 +456,24 @@ audit_call(struct xd_call *k, const char *action, const struct xd_box *b,
 	    json_pack("{s:s,s:s?}", "profile", b->rec.profile[0] ?
 	    b->rec.profile : SBX_PROFILE_HOST, "image", b->rec.image[0] ?
 	    b->rec.image : NULL) : NULL);
+}
+
+/* An operation that failed: audited, then answered with e. */
+static void
+fail_call(struct xd_call *k, const char *action, struct xd_perr *e)
+{
+	audit_call(k, action, NULL, 0, e);
+	reply_perr(k, e);
+}
+
+/* A change to b that was done, with what its audit record adds. */
+static void
+audit_done(struct xd_call *k, const char *action, const struct xd_box *b,
+    int status, json_t *extra)
+{
+	xd_audit_box(k->xd, action, k->who, xd_role_name(k->role),
+	    XD_REC_ID(&b->rec), b->rec.tenant, b->rec.user, status, NULL,
+	    extra);
 }
 
 /* ---- sandboxes ---- */
@@ -582,14 +616,12 @@ create_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	struct xd_call *k = arg;
 
 	if (b == NULL) {
-		audit_call(k, "create", NULL, 0, e);
-		reply_perr(k, e);
+		fail_call(k, "create", e);
 		return;
 	}
 	if (b->restored != NULL)
-		xd_audit_box(k->xd, "create", k->who, xd_role_name(k->role),
-		    XD_REC_ID(&b->rec), b->rec.tenant, b->rec.user, 201, NULL,
-		    json_pack("{s:O}", "restored_from", b->restored));
+		audit_done(k, "create", b, 201, json_pack("{s:O}",
+		    "restored_from", b->restored));
 	else
 		audit_call(k, "create", b, 201, NULL);
 	reply_json(k, 201, xd_box_json(b));
@@ -623,10 +655,8 @@ h_create(struct xd_call *k)
 		return;
 	}
 	call_wait(k);
-	if (xd_box_create(k->xd, &s, create_cb, k, &e) != 0) {
-		audit_call(k, "create", NULL, 0, &e);
-		reply_perr(k, &e);
-	}
+	if (xd_box_create(k->xd, &s, create_cb, k, &e) != 0)
+		fail_call(k, "create", &e);
 }
 
 static void
@@ -670,13 +700,11 @@ box_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	struct xd_call *k = arg;
 
 	if (b == NULL) {
-		audit_call(k, "tier", NULL, 0, e);
-		reply_perr(k, e);
+		fail_call(k, "tier", e);
 		return;
 	}
-	xd_audit_box(k->xd, "tier", k->who, xd_role_name(k->role),
-	    XD_REC_ID(&b->rec), b->rec.tenant, b->rec.user, 200, NULL,
-	    json_pack("{s:s}", "tier", b->rec.tier));
+	audit_done(k, "tier", b, 200, json_pack("{s:s}", "tier",
+	    b->rec.tier));
 	reply_json(k, 200, xd_box_json(b));
 }
 
@@ -710,10 +738,8 @@ h_patch(struct xd_call *k)
 		return;
 	}
 	call_wait(k);
-	if (xd_box_set_tier(b, tier, box_cb, k, &e) != 0) {
-		audit_call(k, "tier", NULL, 0, &e);
-		reply_perr(k, &e);
-	}
+	if (xd_box_set_tier(b, tier, box_cb, k, &e) != 0)
+		fail_call(k, "tier", &e);
 }
 
 static void
@@ -722,15 +748,12 @@ delete_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	struct xd_call *k = arg;
 
 	if (b == NULL) {
-		audit_call(k, "delete", NULL, 0, e);
-		reply_perr(k, e);
+		fail_call(k, "delete", e);
 		return;
 	}
-	xd_audit_box(k->xd, "delete", k->who, xd_role_name(k->role),
-	    XD_REC_ID(&b->rec), b->rec.tenant, b->rec.user, 200, NULL,
-	    json_pack("{s:s,s:o}", "broker", b->broker, "archive",
-	    b->del_archive ? json_incref(b->archived) : json_string(
-	    "discarded")));
+	audit_done(k, "delete", b, 200, json_pack("{s:s,s:o}", "broker",
+	    b->broker, "archive", b->del_archive ? json_incref(b->archived) :
+	    json_string("discarded")));
 	reply_json(k, 200, json_pack("{s:s,s:b,s:s,s:o}", "id", XD_REC_ID(&b->rec),
 	    "deleted", 1, "broker", b->broker, "archive", b->del_archive ?
 	    json_incref(b->archived) : json_string("discarded")));
@@ -931,10 +954,8 @@ h_delete(struct xd_call *k)
 	memset(&e, 0, sizeof(e));
 	call_wait(k);
 	if (xd_box_delete(b, ar == NULL || strcmp(ar, "keep") == 0, "delete",
-	    delete_cb, k, &e) != 0) {
-		audit_call(k, "delete", NULL, 0, &e);
-		reply_perr(k, &e);
-	}
+	    delete_cb, k, &e) != 0)
+		fail_call(k, "delete", &e);
 }
 
 /* ---- commands ---- */
@@ -1379,25 +1400,18 @@ static void
 h_pty_ws(struct xd_call *k)
 {
 	struct xd_cmd *c = pty_of(k);
-	const char *t;
 	struct xd_perr e;
 	uint64_t since = 0;
-	int has_since;
+	int has_since, takeover;
 
 	if (c == NULL)
 		return;         /* answered: k is gone */
-	t = q(k, "takeover");
 	has_since = q(k, "since") != NULL;
-	if (q_u64(k, "since", &since) != 0)
+	if (q_u64(k, "since", &since) != 0 || q_bool(k, "takeover",
+	    "takeover: 1 or 0", &takeover) != 0)
 		return;
-	if (t != NULL && strcmp(t, "0") != 0 && strcmp(t, "1") != 0 &&
-	    strcmp(t, "true") != 0 && strcmp(t, "false") != 0) {
-		reply_err(k, 400, "bad_request", "takeover: 1 or 0");
-		return;
-	}
 	memset(&e, 0, sizeof(e));
-	if (xd_pty_attach(c, k->req, has_since, since, t != NULL &&
-	    (strcmp(t, "1") == 0 || strcmp(t, "true") == 0), &e) != 0) {
+	if (xd_pty_attach(c, k->req, has_since, since, takeover, &e) != 0) {
 		reply_perr(k, &e);
 		return;
 	}
@@ -1833,21 +1847,16 @@ static void
 h_files_list(struct xd_call *k)
 {
 	struct xd_box *b = box_of(k);
-	const char *rec;
 	struct xd_perr e;
 	json_t *out;
+	int rec;
 
 	if (b == NULL)
 		return;         /* answered, k freed */
-	rec = q(k, "recursive");
 	memset(&e, 0, sizeof(e));
-	if (rec != NULL && strcmp(rec, "0") && strcmp(rec, "1") &&
-	    strcmp(rec, "true") && strcmp(rec, "false")) {
-		reply_err(k, 400, "bad_request", "recursive: 0 or 1");
+	if (q_bool(k, "recursive", "recursive: 0 or 1", &rec) != 0)
 		return;
-	}
-	if (xd_fs_list(&b->rec, q(k, "path"), q(k, "glob"), rec != NULL &&
-	    (strcmp(rec, "1") == 0 || strcmp(rec, "true") == 0), LIST_MAX,
+	if (xd_fs_list(&b->rec, q(k, "path"), q(k, "glob"), rec, LIST_MAX,
 	    &out, &e) != 0) {
 		reply_perr(k, &e);
 		return;
