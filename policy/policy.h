@@ -244,8 +244,10 @@ void pol_session_remove(struct pol_state *st, struct pol_session *s);
 size_t pol_session_count(const struct pol_state *st);
 struct pol_session *pol_session_at(const struct pol_state *st, size_t idx);
 /* 1 to POL_ID_MAX of A-Z a-z 0-9 . _ -, not starting with a dot (so
- * never "." or "..": an id names a directory). */
+ * never "." or "..": an id names a directory).  POL_ID_WHAT says so in
+ * the API bodies' errors ("name: expected " POL_ID_WHAT). */
 int pol_id_valid(const char *id);
+#define POL_ID_WHAT	"1 to 64 of A-Z a-z 0-9 . _ -, not starting with a dot"
 
 const char *pol_session_id(const struct pol_session *s);
 const char *pol_session_tenant(const struct pol_session *s); /* "" if none */

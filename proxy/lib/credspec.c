@@ -75,6 +75,10 @@ cred_spec_parse(json_t *o, int stored, struct cred_spec *out, char *err,
 {
 	static const char *const api_keys[] = { "name", "tenant", "hosts",
 	    "inject", "methods", "paths", "value", NULL };
+	/* the state file keeps the secret and the time too */
+	static const char *const stored_keys[] = { "name", "tenant", "hosts",
+	    "inject", "methods", "paths", "value", "secret", "updated",
+	    NULL };
 	const char *name, *tenant, *header, *format, *value, *secret, *k;
 	json_t *inj, *v;
 	size_t i;
@@ -82,26 +86,18 @@ cred_spec_parse(json_t *o, int stored, struct cred_spec *out, char *err,
 	memset(out, 0, sizeof(*out));
 	if (!json_is_object(o))
 		return errf(err, errlen, "expected a JSON object");
-	json_object_foreach(o, k, v) {
-		for (i = 0; api_keys[i] != NULL; i++)
-			if (strcmp(k, api_keys[i]) == 0)
-				break;
-		if (api_keys[i] == NULL && !(stored &&
-		    (strcmp(k, "secret") == 0 || strcmp(k, "updated") == 0)))
-			return errf(err, errlen, "%.64s: unknown field (expected "
-			    "name, tenant, hosts, inject, methods, paths, value)",
-			    k);
-	}
+	if ((k = jsonstrict_unknown_key(o, stored ? stored_keys : api_keys)) !=
+	    NULL)
+		return errf(err, errlen, "%.64s: unknown field (expected "
+		    "name, tenant, hosts, inject, methods, paths, value)", k);
 	if (jsonstrict_str(o, "name", 1, &name, err, errlen) != 0 ||
 	    jsonstrict_str(o, "tenant", 1, &tenant, err, errlen) != 0 ||
 	    jsonstrict_str(o, "value", 1, &value, err, errlen) != 0)
 		return -1;
-	if (!pol_id_valid(name))
-		return errf(err, errlen, "name: expected 1 to 64 of A-Z a-z "
-		    "0-9 . _ -, not starting with a dot");
-	if (!pol_id_valid(tenant))
-		return errf(err, errlen, "tenant: expected 1 to 64 of A-Z a-z "
-		    "0-9 . _ -, not starting with a dot");
+	if (jsonstrict_check("name", name, pol_id_valid, POL_ID_WHAT, err,
+	    errlen) != 0 || jsonstrict_check("tenant", tenant, pol_id_valid,
+	    POL_ID_WHAT, err, errlen) != 0)
+		return -1;
 	if (!field_ok(value, CRED_VALUE_MAX))
 		return errf(err, errlen, "value: expected 1 to %d bytes of "
 		    "visible ASCII or spaces (not at either end)",
@@ -183,17 +179,6 @@ cred_spec_parse(json_t *o, int stored, struct cred_spec *out, char *err,
 }
 
 static json_t *
-strv_json(char *const *v, size_t n)
-{
-	json_t *a = json_array();
-	size_t i;
-
-	for (i = 0; a != NULL && i < n; i++)
-		json_array_append_new(a, json_string(v[i]));
-	return a;
-}
-
-static json_t *
 common(const struct cred_spec *s)
 {
 	char ph[POL_ID_MAX + CRED_SECRET_LEN + 32];
@@ -201,10 +186,10 @@ common(const struct cred_spec *s)
 	snprintf(ph, sizeof(ph), "sluice-cred:%s:%s", s->name, s->secret);
 	return json_pack("{s:s,s:s,s:o,s:{s:s,s:s},s:o,s:o,s:s,s:I}",
 	    "name", s->name, "tenant", s->tenant,
-	    "hosts", strv_json(s->hosts, s->nhosts),
+	    "hosts", jsonstrict_strv_json(s->hosts, s->nhosts),
 	    "inject", "header", s->header, "format", s->format,
-	    "methods", strv_json(s->methods, s->nmethods),
-	    "paths", strv_json(s->paths, s->npaths),
+	    "methods", jsonstrict_strv_json(s->methods, s->nmethods),
+	    "paths", jsonstrict_strv_json(s->paths, s->npaths),
 	    "placeholder", ph, "updated", (json_int_t)s->updated);
 }
 

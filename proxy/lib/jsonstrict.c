@@ -183,6 +183,29 @@ jsonstrict_strv(json_t *o, const char *key, int required, size_t max,
 	return 0;
 }
 
+int
+jsonstrict_check(const char *key, const char *v, jsonstrict_item_ok ok,
+    const char *what, char *err, size_t errlen)
+{
+	if (!ok(v))
+		return errf(err, errlen, "%s: expected %s", key, what);
+	return 0;
+}
+
+json_t *
+jsonstrict_strv_json(char *const *v, size_t n)
+{
+	json_t *a = json_array();
+	size_t i;
+
+	for (i = 0; a != NULL && i < n; i++)
+		if (json_array_append_new(a, json_string(v[i])) != 0) {
+			json_decref(a);
+			return NULL;
+		}
+	return a;
+}
+
 const char *
 jsonstrict_unknown_key(json_t *o, const char *const *keys)
 {

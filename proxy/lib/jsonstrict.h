@@ -50,5 +50,11 @@ int jsonstrict_str(json_t *o, const char *key, int required,
 int jsonstrict_strv(json_t *o, const char *key, int required, size_t max,
     int unique, jsonstrict_item_ok ok, const char *what, char ***out,
     size_t *n, char *err, size_t errlen) SLUICE_MUSTCHECK;
+/* A string already read (v) that ok() refuses: -1 with err "key:
+ * expected what"; else 0. */
+int jsonstrict_check(const char *key, const char *v, jsonstrict_item_ok ok,
+    const char *what, char *err, size_t errlen) SLUICE_MUSTCHECK;
+/* And back: n strings as a JSON array, NULL when out of memory. */
+json_t *jsonstrict_strv_json(char *const *v, size_t n);
 
 #endif /* SLUICE_JSONSTRICT_H */

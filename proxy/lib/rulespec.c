@@ -44,13 +44,11 @@ rule_spec_parse(json_t *o, struct rule_spec *out, char *err, size_t errlen)
 	    jsonstrict_str(o, "tenant", 0, &tenant, err, errlen) != 0 ||
 	    jsonstrict_str(o, "action", 1, &action, err, errlen) != 0)
 		return -1;
-	if (!pol_id_valid(name))
-		return errf(err, errlen, "name: expected 1 to 64 of A-Z a-z "
-		    "0-9 . _ -, not starting with a dot");
-	if (tenant != NULL && !pol_id_valid(tenant))
-		return errf(err, errlen, "tenant: expected 1 to 64 of A-Z a-z "
-		    "0-9 . _ -, not starting with a dot, or null for every "
-		    "tenant");
+	if (jsonstrict_check("name", name, pol_id_valid, POL_ID_WHAT, err,
+	    errlen) != 0 || (tenant != NULL && jsonstrict_check("tenant",
+	    tenant, pol_id_valid, POL_ID_WHAT ", or null for every tenant",
+	    err, errlen) != 0))
+		return -1;
 	if (pol_rule_action_parse(action, &out->action) != 0)
 		return errf(err, errlen, "action: expected allow, deny or "
 		    "prompt");
@@ -74,28 +72,14 @@ rule_spec_parse(json_t *o, struct rule_spec *out, char *err, size_t errlen)
 	return 0;
 }
 
-static json_t *
-strv_json(char *const *v, size_t n)
-{
-	json_t *a = json_array();
-	size_t i;
-
-	for (i = 0; a != NULL && i < n; i++)
-		if (json_array_append_new(a, json_string(v[i])) != 0) {
-			json_decref(a);
-			return NULL;
-		}
-	return a;
-}
-
 json_t *
 rule_spec_json(const struct rule_spec *s)
 {
 	return json_pack("{s:s,s:o,s:o,s:o,s:o,s:s}", "name", s->name,
 	    "tenant", s->tenant ? json_string(s->tenant) : json_null(),
-	    "hosts", strv_json(s->hosts, s->nhosts),
-	    "methods", strv_json(s->methods, s->nmethods),
-	    "paths", strv_json(s->paths, s->npaths),
+	    "hosts", jsonstrict_strv_json(s->hosts, s->nhosts),
+	    "methods", jsonstrict_strv_json(s->methods, s->nmethods),
+	    "paths", jsonstrict_strv_json(s->paths, s->npaths),
 	    "action", pol_rule_action_name(s->action));
 }
 

@@ -448,16 +448,12 @@ static void
 send_error(struct evhttp_request *req, int status, const char *code,
     const char *fmt, ...)
 {
-	char msg[600], *text;
+	char *text;
 	va_list ap;
-	json_t *j;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	text = clj_error_vtext(code, fmt, ap);
 	va_end(ap);
-	j = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
-	text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-	json_decref(j);
 	if (text == NULL) {
 		send_body(req, 500, "text/plain; charset=utf-8", "out of memory",
 		    13);

@@ -49,6 +49,20 @@ struct clj {
 
 /* ---- in the child ---- */
 
+char *
+clj_error_vtext(const char *code, const char *fmt, va_list ap)
+{
+	char msg[600];
+	json_t *j;
+	char *s;
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	j = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
+	s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	json_decref(j);
+	return s;
+}
+
 static char *
 error_text(const char *code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -56,17 +70,12 @@ error_text(const char *code, const char *fmt, ...)
 static char *
 error_text(const char *code, const char *fmt, ...)
 {
-	char msg[600];
 	va_list ap;
-	json_t *j;
 	char *s;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	s = clj_error_vtext(code, fmt, ap);
 	va_end(ap);
-	j = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
-	s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-	json_decref(j);
 	return s;
 }
 

@@ -12,6 +12,7 @@
 #ifndef SLUICE_CONSOLE_LOG_H
 #define SLUICE_CONSOLE_LOG_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #include "proxy/sluicectl/ctl_log.h"
@@ -53,6 +54,11 @@ struct clj *clj_verify(struct event_base *base, const struct clj_where *w,
 
 /* Kill and reap the child; done is not called. */
 void clj_cancel(struct clj *j);
+
+/* The APIs' error shape, {"error":{"code","message"}}, as a JSON text
+ * (malloc; NULL when out of memory): the console's answers use it too. */
+char *clj_error_vtext(const char *code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 
 /* The work of a query, as the child does it, into a JSON text (malloc)
  * and a status.  Exposed for tests. */

@@ -65,22 +65,16 @@ ag_log(const char *fmt, ...)
 static int
 ag_prog_load(const char *hex)
 {
-	long n = ag_unhex(hex, ag_prog, sizeof(ag_prog), sizeof(ag_prog[0]));
+	long n;
 
-	if (n < 0)
+	if (hex[0] == '\0')
+		return 0;
+	if ((n = ag_hex_decode(hex, ag_prog, sizeof(ag_prog),
+	    sizeof(ag_prog[0]))) < 0)
 		return -1;
 	ag_fprog.len = (unsigned short)((size_t)n / sizeof(ag_prog[0]));
 	ag_fprog.filter = ag_prog;
 	return 0;
-}
-
-static long long
-ag_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void
@@ -93,21 +87,6 @@ ag_on_signal(int sig)
 	if (ag_sigpipe[1] >= 0)
 		(void)!write(ag_sigpipe[1], "", 1);
 	errno = e;
-}
-
-static void
-ag_signals_default(void)
-{
-	struct sigaction sa;
-	sigset_t none;
-	int i;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = SIG_DFL;
-	for (i = 1; i < NSIG; i++)
-		(void)sigaction(i, &sa, NULL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
 /* In a child: the drop to the sandbox user, for good (the seccomp

@@ -5,9 +5,11 @@
 #include "sluice-config.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sandbox-glue/agent/agent_wire.h"
@@ -324,6 +326,21 @@ ag_read_frame(int fd, int *type, void *buf, size_t cap, size_t *n)
 	return len == 0 ? 0 : ag_io(fd, buf, len, 0);
 }
 
+void
+ag_signals_default(void)
+{
+	struct sigaction sa;
+	sigset_t none;
+	int i;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	for (i = 1; i < NSIG; i++)
+		(void)sigaction(i, &sa, NULL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
 static int
 hexval(int c)
 {
@@ -335,12 +352,12 @@ hexval(int c)
 }
 
 long
-ag_unhex(const char *hex, void *buf, size_t cap, size_t unit)
+ag_hex_decode(const char *hex, void *out, size_t cap, size_t unit)
 {
-	unsigned char *b = buf;
+	unsigned char *b = out;
 	size_t n = strlen(hex), i;
 
-	if (unit == 0 || n % (2 * unit) != 0 || n / 2 > cap)
+	if (n % (2 * unit) != 0 || n / 2 > cap)
 		return -1;
 	for (i = 0; i < n / 2; i++) {
 		int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
@@ -350,4 +367,13 @@ ag_unhex(const char *hex, void *buf, size_t cap, size_t unit)
 		b[i] = (unsigned char)(hi << 4 | lo);
 	}
 	return (long)(n / 2);
+}
+
+long long
+ag_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }

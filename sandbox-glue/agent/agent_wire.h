@@ -94,10 +94,15 @@ int ag_signal_parse(const unsigned char *p, size_t n);
 int ag_write_frame(int fd, int type, const void *p, size_t n);
 int ag_read_frame(int fd, int *type, void *buf, size_t cap, size_t *n);
 
-/* The bytes of hex (lowercase, two digits a byte, as the backends write
- * a seccomp program) into buf: how many, or -1 when hex is not whole
- * units of unit bytes or would not fit in cap.  Both sluice-shim
- * --seccomp and the agent read their filter program with it. */
-long ag_unhex(const char *hex, void *buf, size_t cap, size_t unit);
+/* What both ends that start a SPAWN's command do (the gVisor agent and
+ * the ns backend's holder), and the shim's --seccomp.
+ * ag_signals_default: every signal to its default action and none
+ * blocked, as a new command starts.  ag_hex_decode: hex (lower case)
+ * into out, a whole number of unit-byte items and at most cap bytes:
+ * how many bytes, or -1 when it is not that.  ag_now_ms: the monotonic
+ * clock in milliseconds. */
+void ag_signals_default(void);
+long ag_hex_decode(const char *hex, void *out, size_t cap, size_t unit);
+long long ag_now_ms(void);
 
 #endif /* SLUICE_AGENT_WIRE_H */

@@ -109,15 +109,6 @@ shim_log(const char *fmt, ...)
 	dprintf(STDERR_FILENO, "%s: %s\n", SHIM_NAME, line);
 }
 
-static long long
-shim_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void
 shim_usage(FILE *f)
 {
@@ -507,7 +498,7 @@ shim_accept_one(struct shim *sh, struct shim_listener *l)
 		    errno == ENOMEM) {
 			shim_log("accept %s: %s (pausing %d ms)", l->name,
 			    strerror(errno), SHIM_ACCEPT_PAUSE_MS);
-			sh->accept_paused_until = shim_now_ms() +
+			sh->accept_paused_until = ag_now_ms() +
 			    SHIM_ACCEPT_PAUSE_MS;
 		}
 		return;
@@ -522,7 +513,7 @@ shim_accept_one(struct shim *sh, struct shim_listener *l)
 	if (up == -1) {
 		shim_log("connect %s: %s", sh->target, strerror(errno));
 		if (errno == EMFILE || errno == ENFILE)
-			sh->accept_paused_until = shim_now_ms() +
+			sh->accept_paused_until = ag_now_ms() +
 			    SHIM_ACCEPT_PAUSE_MS;
 		close(fd);
 		return;
@@ -541,7 +532,7 @@ shim_accept_one(struct shim *sh, struct shim_listener *l)
 		r->half[s].eof = r->half[s].shut = 0;
 	}
 	r->connecting = connecting;
-	r->connect_deadline = shim_now_ms() + SHIM_CONNECT_MS;
+	r->connect_deadline = ag_now_ms() + SHIM_CONNECT_MS;
 	memcpy(r->peer, peer, sizeof(peer));
 	sh->relays[sh->nrelays++] = r;
 }
@@ -723,7 +714,7 @@ shim_run(struct shim *sh)
 	sigdelset(&unblocked, SIGTERM);
 	sigdelset(&unblocked, SIGINT);
 	while (!shim_stop) {
-		now = shim_now_ms();
+		now = ag_now_ms();
 		npfd = 0;
 		for (i = 0; i < sh->nlis; i++) {
 			pfd[npfd].fd = sh->accept_paused_until > now ?
@@ -760,7 +751,7 @@ shim_run(struct shim *sh)
 			shim_log("poll: %s", strerror(errno));
 			goto out;
 		}
-		now = shim_now_ms();
+		now = ag_now_ms();
 		/* relays first: accepting moves none of them */
 		for (i = sh->nrelays; i-- > 0;) {
 			short rev[2];
@@ -859,13 +850,15 @@ shim_seccomp_main(int argc, char **argv)
 {
 	static struct sock_filter prog[4096];
 	struct sock_fprog fp;
+	const char *hex;
 	long n;
 
 	if (argc < 5 || strcmp(argv[3], "--") != 0) {
 		shim_log("usage: --seccomp HEX -- CMD [ARG]...");
 		return EX_SHIM_USAGE;
 	}
-	if ((n = ag_unhex(argv[2], prog, sizeof(prog),
+	hex = argv[2];
+	if ((n = ag_hex_decode(hex, prog, sizeof(prog),
 	    sizeof(prog[0]))) <= 0) {
 		shim_log("--seccomp: not a filter program");
 		return EX_SHIM_NOFILTER;

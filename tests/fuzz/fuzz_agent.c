@@ -10,7 +10,7 @@
  * variables, NULL-terminated arrays of the counts said, and built again
  * by ag_spawn_build is the same bytes (nothing was guessed or skipped);
  * an EXIT is a status 0..255 or 129..192; a SIGNAL 1..64.  The whole
- * input, as a string, is also read as a hex filter program (ag_unhex):
+ * input, as a string, is also read as a hex filter program (ag_hex_decode):
  * what passes is whole 8-byte units and hex again is the same text.
  */
 #include "sluice-config.h"
@@ -66,7 +66,7 @@ unhex_one(const uint8_t *data, size_t size)
 		return;
 	memcpy(s, data, size);
 	s[size] = '\0';
-	n = ag_unhex(s, buf, sizeof(buf), 8);
+	n = ag_hex_decode(s, buf, sizeof(buf), 8);
 	if (n >= 0) {
 		INVARIANT(n % 8 == 0 && (size_t)n <= sizeof(buf));
 		for (i = 0; i < n; i++) {

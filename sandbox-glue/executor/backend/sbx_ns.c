@@ -83,22 +83,6 @@ write_file(const char *path, const char *s)
 	return rc;
 }
 
-static int
-read_small(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n < 0)
-		return -1;
-	buf[n] = '\0';
-	return 0;
-}
-
 /*
  * Close every descriptor but 0-2 and those in keep: the holder and the
  * command's parent never exec, so without this they would keep the
@@ -471,7 +455,7 @@ cg_v1_freeze(const struct sbx_rec *rec, const char *sub, int freeze)
 	if (write_file(p, freeze ? "FROZEN" : "THAWED") != 0)
 		return -1;
 	for (i = 0; i < 200; i++) {
-		if (read_small(p, st, sizeof(st)) != 0)
+		if (img_read_line(AT_FDCWD, p, st, sizeof(st)) != 0)
 			return -1;
 		if (strncmp(st, freeze ? "FROZEN" : "THAWED", 6) == 0)
 			return 0;
@@ -1561,10 +1545,8 @@ ag_cmd_proc(struct init_arg *a, int ctl, const char *wtag)
 {
 	static char req[AG_SPAWN_MAX];
 	struct ag_spawn s;
-	struct sigaction sa;
-	sigset_t none;
 	char p[64], err[AG_ERR_MAX];
-	int fds[3], fd, i;
+	int fds[3], fd;
 	size_t n;
 
 	/* tasks, not cgroup.procs: this process is one thread, and a
@@ -1583,12 +1565,7 @@ ag_cmd_proc(struct init_arg *a, int ctl, const char *wtag)
 	if (ag_recv_spawn(ctl, req, sizeof(req), &n, fds) != 0 ||
 	    ag_spawn_parse(req, n, &s, err, sizeof(err)) != 0)
 		_exit(125);
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = SIG_DFL;
-	for (i = 1; i < NSIG; i++)
-		(void)sigaction(i, &sa, NULL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	ag_signals_default();
 	/* the limits of the request: a pooled sandbox gets its tenant's
 	 * after the holder was made */
 	a->rec->lim.fsize_bytes = s.fsize;

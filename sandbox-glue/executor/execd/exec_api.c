@@ -102,8 +102,7 @@ struct xd_call {
 	int file_fd;
 	uint64_t file_off, file_left;
 	struct event *file_ev;          /* the pump's tick */
-	size_t file_queued;             /* counted in xd->reply_queued */
-	int64_t file_moved_ms;          /* the client last read then */
+	struct xd_share file_share;     /* of reply_total_bytes */
 	int file_ending;
 	/* an exec's answer, sent by the same pump (file_fd -1): its JSON
 	 * text made a piece at a time from the command's kept output, so
@@ -252,7 +251,7 @@ call_free(struct xd_call *k)
 	free(k->ans_text[0]);
 	free(k->ans_text[1]);
 	free(k->ans_text[2]);
-	k->xd->reply_queued -= k->file_queued;
+	k->xd->reply_queued -= k->file_share.queued;
 	if (k->pending)
 		TAILQ_REMOVE(&k->xd->calls, k, link);
 	if (k->evcon != NULL)
@@ -313,6 +312,22 @@ static const char *
 q(struct xd_call *k, const char *key)
 {
 	return k->have_query ? evhttp_find_header(&k->query, key) : NULL;
+}
+
+/* A yes/no query parameter (1, true, 0, false; none: no) into *v: 0, or
+ * -1 when it is something else, answered 400 with what. */
+static int
+q_bool(struct xd_call *k, const char *key, const char *what, int *v)
+{
+	const char *t = q(k, key);
+
+	*v = t != NULL && (strcmp(t, "1") == 0 || strcmp(t, "true") == 0);
+	if (t != NULL && !*v && strcmp(t, "0") != 0 && strcmp(t, "false") !=
+	    0) {
+		reply_err(k, 400, "bad_request", "%s", what);
+		return -1;
+	}
+	return 0;
 }
 
 /* Whether b is of another tenant than the caller's token (one bound
@@ -441,6 +456,24 @@ audit_call(struct xd_call *k, const char *action, const struct xd_box *b,
 	    json_pack("{s:s,s:s?}", "profile", b->rec.profile[0] ?
 	    b->rec.profile : SBX_PROFILE_HOST, "image", b->rec.image[0] ?
 	    b->rec.image : NULL) : NULL);
+}
+
+/* An operation that failed: audited, then answered with e. */
+static void
+fail_call(struct xd_call *k, const char *action, struct xd_perr *e)
+{
+	audit_call(k, action, NULL, 0, e);
+	reply_perr(k, e);
+}
+
+/* A change to b that was done, with what its audit record adds. */
+static void
+audit_done(struct xd_call *k, const char *action, const struct xd_box *b,
+    int status, json_t *extra)
+{
+	xd_audit_box(k->xd, action, k->who, xd_role_name(k->role),
+	    XD_REC_ID(&b->rec), b->rec.tenant, b->rec.user, status, NULL,
+	    extra);
 }
 
 /* ---- sandboxes ---- */
@@ -583,14 +616,12 @@ create_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	struct xd_call *k = arg;
 
 	if (b == NULL) {
-		audit_call(k, "create", NULL, 0, e);
-		reply_perr(k, e);
+		fail_call(k, "create", e);
 		return;
 	}
 	if (b->restored != NULL)
-		xd_audit_box(k->xd, "create", k->who, xd_role_name(k->role),
-		    XD_REC_ID(&b->rec), b->rec.tenant, b->rec.user, 201, NULL,
-		    json_pack("{s:O}", "restored_from", b->restored));
+		audit_done(k, "create", b, 201, json_pack("{s:O}",
+		    "restored_from", b->restored));
 	else
 		audit_call(k, "create", b, 201, NULL);
 	reply_json(k, 201, xd_box_json(b));
@@ -624,10 +655,8 @@ h_create(struct xd_call *k)
 		return;
 	}
 	call_wait(k);
-	if (xd_box_create(k->xd, &s, create_cb, k, &e) != 0) {
-		audit_call(k, "create", NULL, 0, &e);
-		reply_perr(k, &e);
-	}
+	if (xd_box_create(k->xd, &s, create_cb, k, &e) != 0)
+		fail_call(k, "create", &e);
 }
 
 static void
@@ -671,13 +700,11 @@ box_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	struct xd_call *k = arg;
 
 	if (b == NULL) {
-		audit_call(k, "tier", NULL, 0, e);
-		reply_perr(k, e);
+		fail_call(k, "tier", e);
 		return;
 	}
-	xd_audit_box(k->xd, "tier", k->who, xd_role_name(k->role),
-	    XD_REC_ID(&b->rec), b->rec.tenant, b->rec.user, 200, NULL,
-	    json_pack("{s:s}", "tier", b->rec.tier));
+	audit_done(k, "tier", b, 200, json_pack("{s:s}", "tier",
+	    b->rec.tier));
 	reply_json(k, 200, xd_box_json(b));
 }
 
@@ -711,10 +738,8 @@ h_patch(struct xd_call *k)
 		return;
 	}
 	call_wait(k);
-	if (xd_box_set_tier(b, tier, box_cb, k, &e) != 0) {
-		audit_call(k, "tier", NULL, 0, &e);
-		reply_perr(k, &e);
-	}
+	if (xd_box_set_tier(b, tier, box_cb, k, &e) != 0)
+		fail_call(k, "tier", &e);
 }
 
 static void
@@ -723,15 +748,12 @@ delete_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	struct xd_call *k = arg;
 
 	if (b == NULL) {
-		audit_call(k, "delete", NULL, 0, e);
-		reply_perr(k, e);
+		fail_call(k, "delete", e);
 		return;
 	}
-	xd_audit_box(k->xd, "delete", k->who, xd_role_name(k->role),
-	    XD_REC_ID(&b->rec), b->rec.tenant, b->rec.user, 200, NULL,
-	    json_pack("{s:s,s:o}", "broker", b->broker, "archive",
-	    b->del_archive ? json_incref(b->archived) : json_string(
-	    "discarded")));
+	audit_done(k, "delete", b, 200, json_pack("{s:s,s:o}", "broker",
+	    b->broker, "archive", b->del_archive ? json_incref(b->archived) :
+	    json_string("discarded")));
 	reply_json(k, 200, json_pack("{s:s,s:b,s:s,s:o}", "id", XD_REC_ID(&b->rec),
 	    "deleted", 1, "broker", b->broker, "archive", b->del_archive ?
 	    json_incref(b->archived) : json_string("discarded")));
@@ -932,10 +954,8 @@ h_delete(struct xd_call *k)
 	memset(&e, 0, sizeof(e));
 	call_wait(k);
 	if (xd_box_delete(b, ar == NULL || strcmp(ar, "keep") == 0, "delete",
-	    delete_cb, k, &e) != 0) {
-		audit_call(k, "delete", NULL, 0, &e);
-		reply_perr(k, &e);
-	}
+	    delete_cb, k, &e) != 0)
+		fail_call(k, "delete", &e);
 }
 
 /* ---- commands ---- */
@@ -960,33 +980,13 @@ spec_of(struct xd_call *k, int background, struct xd_cmd_spec *s)
 static void
 sse_send(struct xd_call *k, const char *event, json_t *data)
 {
-	struct evbuffer *b = evbuffer_new();
-	char *s = data != NULL ? json_dumps(data, JSON_COMPACT) : NULL;
-
-	json_decref(data);
-	if (b != NULL && s != NULL) {
-		evbuffer_add_printf(b, "event: %s\ndata: %s\n\n", event, s);
-		evhttp_send_reply_chunk(k->req, b);
-	}
-	free(s);
-	if (b != NULL)
-		evbuffer_free(b);
+	xd_stream_json(k->req, event, data, NULL, NULL, 0);
 }
 
 static size_t
 out_queued(struct xd_call *k)
 {
-	struct evhttp_connection *evcon = evhttp_request_get_connection(k->req);
-	struct bufferevent *bev = evcon != NULL ?
-	    evhttp_connection_get_bufferevent(evcon) : NULL;
-	struct bufferevent *under = bev != NULL ? bufferevent_get_underlying(
-	    bev) : NULL;
-
-	/* on TLS, what exec_gate.c's filter moved to the TLS bufferevent
-	 * is queued too */
-	return (bev != NULL ? evbuffer_get_length(bufferevent_get_output(bev)) :
-	    0) + (under != NULL ? evbuffer_get_length(bufferevent_get_output(
-	    under)) : 0);
+	return xd_conn_queued(evhttp_request_get_connection(k->req));
 }
 
 static void
@@ -995,8 +995,8 @@ sse_flushed(struct evhttp_connection *evcon, void *arg)
 	struct xd_call *k = arg;
 
 	(void)evcon;
-	if (k->cmd != NULL && k->cmd->paused &&
-	    out_queued(k) <= k->xd->cfg->stream_watermark / 2)
+	if (k->cmd != NULL && k->cmd->paused && xd_stream_caught_up(k->req,
+	    k->xd->cfg->stream_watermark))
 		xd_cmd_pause(k->cmd, 0);
 }
 
@@ -1005,43 +1005,18 @@ sink_output(void *arg, struct xd_cmd *c, int stream, const unsigned char *b,
     size_t n)
 {
 	struct xd_call *k = arg;
-	unsigned char *buf = malloc(n + 4);
-	size_t len = 0, whole;
-	struct evbuffer *eb;
-	char *s;
-	json_t *d;
+	unsigned char *buf;
+	size_t whole;
 
-	if (k->gone || buf == NULL) {
-		free(buf);
+	if (k->gone || (buf = xd_utf8_carry(k->carry[stream],
+	    &k->ncarry[stream], b, n, c->base64, &whole)) == NULL)
 		return;
-	}
-	memcpy(buf, k->carry[stream], k->ncarry[stream]);
-	len = k->ncarry[stream];
-	memcpy(buf + len, b, n);
-	len += n;
-	whole = c->base64 ? len : xd_utf8_whole(buf, len);
-	k->ncarry[stream] = len - whole;
-	memcpy(k->carry[stream], buf + whole, len - whole);
-	if (whole == 0) {
-		free(buf);
-		return;
-	}
-	d = json_pack("{s:o}", "data", xd_text_json(buf, whole, c->base64));
-	free(buf);
-	s = d != NULL ? json_dumps(d, JSON_COMPACT) : NULL;
-	json_decref(d);
-	if (s == NULL || (eb = evbuffer_new()) == NULL) {
-		free(s);
-		return;
-	}
-	evbuffer_add_printf(eb, "event: %s\ndata: %s\n\n", stream ? "stderr" :
-	    "stdout", s);
-	free(s);
-	evhttp_send_reply_chunk_with_cb(k->req, eb, sse_flushed, k);
-	evbuffer_free(eb);
 	/* a slow reader: stop reading the command until it has caught up */
-	if (out_queued(k) > k->xd->cfg->stream_watermark)
+	if (xd_stream_json(k->req, stream ? "stderr" : "stdout", json_pack(
+	    "{s:o}", "data", xd_text_json(buf, whole, c->base64)), sse_flushed,
+	    k, k->xd->cfg->stream_watermark))
 		xd_cmd_pause(c, 1);
+	free(buf);
 }
 
 static void ans_stream(struct xd_call *k, struct xd_cmd *c, json_t *r);
@@ -1425,25 +1400,18 @@ static void
 h_pty_ws(struct xd_call *k)
 {
 	struct xd_cmd *c = pty_of(k);
-	const char *t;
 	struct xd_perr e;
 	uint64_t since = 0;
-	int has_since;
+	int has_since, takeover;
 
 	if (c == NULL)
 		return;         /* answered: k is gone */
-	t = q(k, "takeover");
 	has_since = q(k, "since") != NULL;
-	if (q_u64(k, "since", &since) != 0)
+	if (q_u64(k, "since", &since) != 0 || q_bool(k, "takeover",
+	    "takeover: 1 or 0", &takeover) != 0)
 		return;
-	if (t != NULL && strcmp(t, "0") != 0 && strcmp(t, "1") != 0 &&
-	    strcmp(t, "true") != 0 && strcmp(t, "false") != 0) {
-		reply_err(k, 400, "bad_request", "takeover: 1 or 0");
-		return;
-	}
 	memset(&e, 0, sizeof(e));
-	if (xd_pty_attach(c, k->req, has_since, since, t != NULL &&
-	    (strcmp(t, "1") == 0 || strcmp(t, "true") == 0), &e) != 0) {
+	if (xd_pty_attach(c, k->req, has_since, since, takeover, &e) != 0) {
 		reply_perr(k, &e);
 		return;
 	}
@@ -1676,6 +1644,16 @@ h_events(struct xd_call *k)
 	xd_event_sub(k->xd, &k->sub);
 }
 
+/* One value under one name: the HELP and TYPE lines, then the value. */
+static void
+metric_u64(struct evbuffer *o, const char *name, const char *type,
+    const char *help, uint64_t v)
+{
+	evbuffer_add_printf(o, "# HELP sluice_execd_%s %s\n# TYPE "
+	    "sluice_execd_%s %s\nsluice_execd_%s %llu\n", name, help, name,
+	    type, name, (unsigned long long)v);
+}
+
 /* The disk: the state dir's file system and what takes it; the
  * archives per tenant (a tenant that is no id, from a metadata file put
  * there by hand, as ""). */
@@ -1775,15 +1753,12 @@ h_metrics(struct xd_call *k)
 	    "sluice_execd_sandboxes{state=\"stopped\"} %ld\n",
 	    n[XD_BOX_CREATING], n[XD_BOX_RUNNING], n[XD_BOX_DELETING],
 	    n[XD_BOX_STOPPED]);
-	M("sandboxes_created_total", "counter", "Sandboxes created.");
-	evbuffer_add_printf(o, "sluice_execd_sandboxes_created_total %llu\n",
-	    (unsigned long long)st->created);
-	M("sandbox_creates_failed_total", "counter", "Creates that failed.");
-	evbuffer_add_printf(o, "sluice_execd_sandbox_creates_failed_total "
-	    "%llu\n", (unsigned long long)st->create_failed);
-	M("sandboxes_removed_total", "counter", "Sandboxes removed.");
-	evbuffer_add_printf(o, "sluice_execd_sandboxes_removed_total %llu\n",
-	    (unsigned long long)st->removed);
+	metric_u64(o, "sandboxes_created_total", "counter",
+	    "Sandboxes created.", st->created);
+	metric_u64(o, "sandbox_creates_failed_total", "counter",
+	    "Creates that failed.", st->create_failed);
+	metric_u64(o, "sandboxes_removed_total", "counter",
+	    "Sandboxes removed.", st->removed);
 	M("sandboxes_suspended", "gauge", "Sandboxes suspended (unused for "
 	    "lifecycle.idle_after).");
 	{
@@ -1818,24 +1793,16 @@ h_metrics(struct xd_call *k)
 	evbuffer_add_printf(o, "sluice_execd_commands_running{kind="
 	    "\"foreground\"} %ld\nsluice_execd_commands_running{kind="
 	    "\"background\"} %ld\n", fg, bg);
-	M("commands_started_total", "counter", "Commands started.");
-	evbuffer_add_printf(o, "sluice_execd_commands_started_total %llu\n",
-	    (unsigned long long)st->cmds_started);
-	M("commands_exited_total", "counter", "Commands ended.");
-	evbuffer_add_printf(o, "sluice_execd_commands_exited_total %llu\n",
-	    (unsigned long long)st->cmds_exited);
-	M("commands_timed_out_total", "counter", "Commands killed at their "
-	    "deadline.");
-	evbuffer_add_printf(o, "sluice_execd_commands_timed_out_total %llu\n",
-	    (unsigned long long)st->timed_out);
-	M("commands_oom_killed_total", "counter", "Commands the OOM killer "
-	    "hit.");
-	evbuffer_add_printf(o, "sluice_execd_commands_oom_killed_total %llu\n",
-	    (unsigned long long)st->oom_killed);
-	M("commands_cancelled_total", "counter", "Commands cancelled or "
-	    "stopped.");
-	evbuffer_add_printf(o, "sluice_execd_commands_cancelled_total %llu\n",
-	    (unsigned long long)st->cancelled);
+	metric_u64(o, "commands_started_total", "counter",
+	    "Commands started.", st->cmds_started);
+	metric_u64(o, "commands_exited_total", "counter",
+	    "Commands ended.", st->cmds_exited);
+	metric_u64(o, "commands_timed_out_total", "counter",
+	    "Commands killed at their deadline.", st->timed_out);
+	metric_u64(o, "commands_oom_killed_total", "counter",
+	    "Commands the OOM killer hit.", st->oom_killed);
+	metric_u64(o, "commands_cancelled_total", "counter",
+	    "Commands cancelled or stopped.", st->cancelled);
 	M("quota_limit", "gauge", "Configured quotas (0: none).");
 	evbuffer_add_printf(o, "sluice_execd_quota_limit{scope=\"global\"} "
 	    "%ld\nsluice_execd_quota_limit{scope=\"tenant\"} %ld\n"
@@ -1857,30 +1824,20 @@ h_metrics(struct xd_call *k)
 	metrics_storage(k->xd, o);
 	M("event_subscribers", "gauge", "GET /v1/events streams open.");
 	evbuffer_add_printf(o, "sluice_execd_event_subscribers %ld\n", subs);
-	M("event_subscribers_dropped_total", "counter", "Slow event readers "
-	    "dropped.");
-	evbuffer_add_printf(o, "sluice_execd_event_subscribers_dropped_total "
-	    "%llu\n", (unsigned long long)st->events_dropped);
-	M("ring_bytes", "gauge", "Bytes held by background commands' output "
-	    "rings.");
-	evbuffer_add_printf(o, "sluice_execd_ring_bytes %llu\n",
-	    (unsigned long long)k->xd->ring_held);
-	M("ring_budget_bytes", "gauge", "ring_budget_bytes (0: none).");
-	evbuffer_add_printf(o, "sluice_execd_ring_budget_bytes %llu\n",
-	    (unsigned long long)c->ring_budget);
-	M("ring_dropped_total", "counter", "Finished commands whose output "
-	    "was dropped for ring_budget_bytes.");
-	evbuffer_add_printf(o, "sluice_execd_ring_dropped_total %llu\n",
-	    (unsigned long long)st->ring_dropped);
-	M("ring_dropped_bytes_total", "counter", "Output bytes dropped with "
-	    "them.");
-	evbuffer_add_printf(o, "sluice_execd_ring_dropped_bytes_total %llu\n",
-	    (unsigned long long)st->ring_dropped_bytes);
+	metric_u64(o, "event_subscribers_dropped_total", "counter",
+	    "Slow event readers dropped.", st->events_dropped);
+	metric_u64(o, "ring_bytes", "gauge",
+	    "Bytes held by background commands' output rings.",
+	    k->xd->ring_held);
+	metric_u64(o, "ring_budget_bytes", "gauge",
+	    "ring_budget_bytes (0: none).", c->ring_budget);
+	metric_u64(o, "ring_dropped_total", "counter",
+	    "Finished commands whose output was dropped for ring_budget_bytes.",
+	    st->ring_dropped);
+	metric_u64(o, "ring_dropped_bytes_total", "counter",
+	    "Output bytes dropped with them.", st->ring_dropped_bytes);
 #undef M
-	evhttp_add_header(evhttp_request_get_output_headers(k->req),
-	    "Content-Type", "text/plain; version=0.0.4");
-	evhttp_send_reply(k->req, 200, "OK", o);
-	evbuffer_free(o);
+	xd_reply_text(k->req, "text/plain; version=0.0.4", o);
 	call_free(k);
 }
 
@@ -1890,21 +1847,16 @@ static void
 h_files_list(struct xd_call *k)
 {
 	struct xd_box *b = box_of(k);
-	const char *rec;
 	struct xd_perr e;
 	json_t *out;
+	int rec;
 
 	if (b == NULL)
 		return;         /* answered, k freed */
-	rec = q(k, "recursive");
 	memset(&e, 0, sizeof(e));
-	if (rec != NULL && strcmp(rec, "0") && strcmp(rec, "1") &&
-	    strcmp(rec, "true") && strcmp(rec, "false")) {
-		reply_err(k, 400, "bad_request", "recursive: 0 or 1");
+	if (q_bool(k, "recursive", "recursive: 0 or 1", &rec) != 0)
 		return;
-	}
-	if (xd_fs_list(&b->rec, q(k, "path"), q(k, "glob"), rec != NULL &&
-	    (strcmp(rec, "1") == 0 || strcmp(rec, "true") == 0), LIST_MAX,
+	if (xd_fs_list(&b->rec, q(k, "path"), q(k, "glob"), rec, LIST_MAX,
 	    &out, &e) != 0) {
 		reply_perr(k, &e);
 		return;
@@ -1942,7 +1894,6 @@ static void
 file_finish(struct xd_call *k, int shut)
 {
 	struct evhttp_connection *evcon = k->evcon;
-	struct bufferevent *bev;
 
 	if (k->file_ending)
 		return;
@@ -1950,11 +1901,8 @@ file_finish(struct xd_call *k, int shut)
 	if (k->file_ev != NULL)
 		event_del(k->file_ev);
 	if (evcon != NULL) {
-		evhttp_connection_set_closecb(evcon, NULL, NULL);
+		xd_conn_release(evcon, shut);
 		k->evcon = NULL;
-		if (shut && (bev = evhttp_connection_get_bufferevent(evcon)) !=
-		    NULL && bufferevent_getfd(bev) >= 0)
-			shutdown(bufferevent_getfd(bev), SHUT_RDWR);
 	}
 	/* not from inside evhttp's callbacks: it may free the request */
 	if (event_base_once(k->xd->base, -1, EV_TIMEOUT, file_end_later, k,
@@ -2028,7 +1976,6 @@ ans_fill(struct xd_call *k, char *p, size_t n)
 static void
 file_pump(struct xd_call *k)
 {
-	const struct xd_cfg *c = k->xd->cfg;
 	struct timeval tv = { 0, FILE_TICK_MS * 1000 };
 	size_t q, room, n;
 	struct evbuffer *b;
@@ -2042,21 +1989,13 @@ file_pump(struct xd_call *k)
 		return;
 	}
 	q = out_queued(k);
-	if (q < k->file_queued) {
-		/* what the client read since */
-		k->file_moved_ms = sbx_now_ms();
-		k->xd->reply_queued -= k->file_queued - q;
-		k->file_queued = q;
-	}
+	xd_share_seen(k->xd, &k->file_share, q);
 	if (k->file_left == 0) {
 		if (q == 0) {
 			file_finish(k, 0);
 			return;
 		}
-	} else if (q <= c->reply_buffer / 2 && k->xd->reply_queued < c->reply_total) {
-		room = (size_t)(c->reply_buffer - q);
-		if (room > c->reply_total - k->xd->reply_queued)
-			room = (size_t)(c->reply_total - k->xd->reply_queued);
+	} else if ((room = xd_share_room(k->xd, q)) > 0) {
 		n = k->file_left < room ? (size_t)k->file_left : room;
 		if ((b = evbuffer_new()) == NULL)
 			goto tick;
@@ -2087,13 +2026,11 @@ file_pump(struct xd_call *k)
 		free(p);
 		k->file_off += (uint64_t)r;
 		k->file_left -= (uint64_t)r;
-		k->file_queued += (size_t)r;
-		k->xd->reply_queued += (size_t)r;
-		k->file_moved_ms = sbx_now_ms();
-		evhttp_send_reply_chunk_with_cb(k->req, b, file_drained, k);
+		xd_share_send(k->xd, &k->file_share, k->req, b, file_drained,
+		    k);
 		evbuffer_free(b);
 	}
-	if (sbx_now_ms() - k->file_moved_ms > c->reply_timeout_ms) {
+	if (xd_share_stalled(k->xd, &k->file_share)) {
 		xd_log(XD_LOG_INFO, "%s: files: a client that read nothing for "
 		    "reply_timeout_ms dropped", k->who);
 		file_finish(k, 1);
@@ -2112,7 +2049,7 @@ file_stream(struct xd_call *k, int fd, uint64_t from, uint64_t len,
 	k->file_fd = fd;
 	k->file_off = from;
 	k->file_left = len;
-	k->file_moved_ms = sbx_now_ms();
+	k->file_share.moved_ms = sbx_now_ms();
 	if ((k->file_ev = evtimer_new(k->xd->base, file_tick, k)) == NULL) {
 		reply_err(k, 500, "internal", "out of memory");
 		return;
@@ -2175,7 +2112,7 @@ ans_stream(struct xd_call *k, struct xd_cmd *c, json_t *r)
 	for (i = 0; i < 3; i++)
 		len += strlen(k->ans_text[i]);
 	k->file_left = len;
-	k->file_moved_ms = sbx_now_ms();
+	k->file_share.moved_ms = sbx_now_ms();
 	evhttp_remove_header(h, "Content-Type");
 	evhttp_add_header(h, "Content-Type", "application/json");
 	evhttp_add_header(h, "Cache-Control", "no-store");

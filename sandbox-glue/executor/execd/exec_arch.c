@@ -846,7 +846,7 @@ store_list(const struct xd_cfg *c, json_t **objs, char *err, size_t len)
 	json_t *all = xd_s3_list(&c->s3, err, len), *list, *o, *m, *sizes;
 	char ak[SBX_ID_MAX + 1], file[SBX_ID_MAX + 32];
 	const char *nm;
-	size_t i, n;
+	size_t i;
 	int rc;
 
 	*objs = NULL;
@@ -859,13 +859,7 @@ store_list(const struct xd_cfg *c, json_t **objs, char *err, size_t len)
 		    "name")), json_object_get(o, "size"));
 	json_array_foreach(all, i, o) {
 		nm = json_string_value(json_object_get(o, "name"));
-		n = strlen(nm);
-		if (n <= 5 || n - 5 > SBX_ID_MAX || strcmp(nm + n - 5,
-		    ".json") != 0)
-			continue;
-		memcpy(ak, nm, n - 5);
-		ak[n - 5] = '\0';
-		if (!sbx_id_ok(ak, SBX_ID_MAX))
+		if (!xd_json_name_id(nm, ak))
 			continue;
 		if ((m = store_meta(c, ak, &rc, err, len)) == NULL) {
 			if (rc == 1)
@@ -1138,7 +1132,6 @@ xd_arch_list(const struct xd_cfg *c)
 	json_t *list = json_array(), *m;
 	char id[SBX_ID_MAX + 1], f[SBX_PATH_MAX + 80];
 	struct stat st;
-	size_t n;
 	int bad;
 
 	if (d == NULL) {
@@ -1149,13 +1142,7 @@ xd_arch_list(const struct xd_cfg *c)
 	}
 	while (list != NULL && (de = readdir(d)) != NULL) {
 		/* <id>.json is the commit of id's archive */
-		n = strlen(de->d_name);
-		if (n <= 5 || n - 5 > SBX_ID_MAX || strcmp(de->d_name + n - 5,
-		    ".json") != 0)
-			continue;
-		memcpy(id, de->d_name, n - 5);
-		id[n - 5] = '\0';
-		if (!sbx_id_ok(id, SBX_ID_MAX))
+		if (!xd_json_name_id(de->d_name, id))
 			continue;
 		if ((m = xd_arch_meta(c, id, &bad)) == NULL) {
 			if (bad)

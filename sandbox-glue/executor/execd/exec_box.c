@@ -56,6 +56,48 @@ box_remove(struct xd_box *b)
 	xd_box_unref(b);
 }
 
+/* An operation on b for cb(arg), run by a worker (box_op_run); NULL
+ * and e set when out of memory. */
+static struct box_op *
+box_op_new(struct xd_box *b, xd_box_cb cb, void *arg, struct xd_perr *e)
+{
+	struct box_op *op = calloc(1, sizeof(*op));
+
+	if (op == NULL) {
+		xd_perr_set(e, 500, "internal", "out of memory");
+		return NULL;
+	}
+	op->box = b;
+	op->cb = cb;
+	op->arg = arg;
+	return op;
+}
+
+/* op's worker (what: its name, fn(fnarg) its work, done(op) its answer):
+ * the box held by the worker and, busy, marked in an operation (b->op)
+ * until done.  -1 and e set when no worker starts: op freed, the box as
+ * it was. */
+static int
+box_op_run(struct box_op *op, const char *what, xd_job_fn fn, void *fnarg,
+    xd_job_done done, int busy, struct xd_perr *e)
+{
+	struct xd_box *b = op->box;
+	char err[XD_ERR_MAX];
+
+	b->refs++;
+	if (busy)
+		b->op = 1;
+	if (xd_job_run(b->xd, what, fn, fnarg, done, op, err,
+	    sizeof(err)) != 0) {
+		b->refs--;
+		if (busy)
+			b->op = 0;
+		free(op);
+		return xd_perr_set(e, 500, "internal", "%s", err);
+	}
+	return 0;
+}
+
 /* ---- tree removal (no link followed) ---- */
 
 /*
@@ -303,9 +345,7 @@ xd_box_counts(struct xd *xd, const char *tenant, const char *user,
 static int
 quota(struct xd_perr *e, const char *scope, long limit, long in_use)
 {
-	e->status = 429;
-	e->code = "quota_exceeded";
-	snprintf(e->msg, sizeof(e->msg), "%s quota: %ld of %ld in use",
+	xd_perr_set(e, 429, "quota_exceeded", "%s quota: %ld of %ld in use",
 	    scope, in_use, limit);
 	e->extra = json_pack("{s:s,s:I,s:I}", "scope", scope, "limit",
 	    (json_int_t)limit, "in_use", (json_int_t)in_use);
@@ -379,7 +419,7 @@ xd_box_create_child(void *arg)
 	struct xd_box *b = arg;
 	struct xd *xd = b->xd;
 	struct sbx_rec *r = &b->rec;
-	struct xd_broker_err be;
+	struct xd_perr be;
 	char err[XD_ERR_MAX], rp[SBX_PATH_MAX + 16];
 	int session = 0, nospace;
 	json_t *res = NULL;
@@ -584,6 +624,17 @@ perr_from(struct xd_perr *e, json_t *res, const char *what)
 			json_object_set(e->extra, "reason", json_object_get(
 			    res, "reason"));
 	}
+}
+
+/* A worker's answer as an error, res NULL when the worker died (died
+ * says so). */
+static void
+perr_of(struct xd_perr *e, json_t *res, const char *died, const char *what)
+{
+	if (res == NULL)
+		xd_perr_set(e, 500, "internal", "%s", died);
+	else
+		perr_from(e, res, what);
 }
 
 /* ---- storage: what the workspaces and archives take ---- */
@@ -905,7 +956,7 @@ box_take_child(void *arg)
 	struct xd_box *b = arg;
 	struct xd *xd = b->xd;
 	struct sbx_rec *r = &b->rec;
-	struct xd_broker_err be;
+	struct xd_perr be;
 	char sd[SBX_PATH_MAX];
 	json_t *res;
 
@@ -1149,7 +1200,7 @@ xd_box_delete_child(void *arg)
 {
 	struct xd_box *b = arg;
 	struct sbx_rec *r = &b->rec;
-	struct xd_broker_err be;
+	struct xd_perr be;
 	char err[XD_ERR_MAX];
 	const char *left = NULL;
 	/* a stopped box's sandbox was destroyed by an earlier delete */
@@ -1296,10 +1347,7 @@ box_delete_done(void *arg, json_t *res)
 			xd_cmd_free(c);
 		box_remove(b);
 	} else {
-		if (res == NULL)
-			xd_perr_set(&e, 500, "internal", "the delete worker died");
-		else
-			perr_from(&e, res, "delete failed");
+		perr_of(&e, res, "the delete worker died", "delete failed");
 		if (json_is_string(json_object_get(res, "archive"))) {
 			b->xd->stats.archive_failed++;
 			b->arch_failed = !json_is_true(json_object_get(res,
@@ -1343,7 +1391,6 @@ xd_box_delete(struct xd_box *b, int archive, const char *reason,
 {
 	struct box_op *op;
 	struct xd_cmd *c;
-	char err[XD_ERR_MAX];
 
 	enum xd_box_state was = b->state;
 
@@ -1352,13 +1399,8 @@ xd_box_delete(struct xd_box *b, int archive, const char *reason,
 	    XD_BOX_STOPPED))
 		return xd_perr_set(e, 409, "conflict", "the sandbox is being created, "
 		    "changed or deleted");
-	if ((op = calloc(1, sizeof(*op))) == NULL)
-		return xd_perr_set(e, 500, "internal", "out of memory");
-	op->box = b;
-	op->cb = cb;
-	op->arg = arg;
-	b->refs++;
-	b->op = 1;
+	if ((op = box_op_new(b, cb, arg, e)) == NULL)
+		return -1;
 	b->state = XD_BOX_DELETING;
 	b->del_archive = archive;
 	snprintf(b->del_reason, sizeof(b->del_reason), "%s", reason);
@@ -1368,13 +1410,10 @@ xd_box_delete(struct xd_box *b, int archive, const char *reason,
 	TAILQ_FOREACH(c, &b->cmds, link)
 		if (c->running)
 			c->cancelled = 1;
-	if (xd_job_run(b->xd, "delete", xd_box_delete_child, b, box_delete_done,
-	    op, err, sizeof(err)) != 0) {
-		b->refs--;
-		b->op = 0;
+	if (box_op_run(op, "delete", xd_box_delete_child, b, box_delete_done,
+	    1, e) != 0) {
 		b->state = was;
-		free(op);
-		return xd_perr_set(e, 500, "internal", "%s", err);
+		return -1;
 	}
 	return 0;
 }
@@ -1385,7 +1424,7 @@ static json_t *
 box_tier_child(void *arg)
 {
 	struct box_op *op = arg;
-	struct xd_broker_err be;
+	struct xd_perr be;
 
 	memset(&be, 0, sizeof(be));
 	if (xd_broker_tier(op->box->xd->cfg, op->box->rec.chat, op->tier,
@@ -1410,10 +1449,7 @@ box_tier_done(void *arg, json_t *res)
 			(void)xd_rec_save(&b->rec);
 		op->cb(op->arg, b, NULL);
 	} else {
-		if (res == NULL)
-			xd_perr_set(&e, 500, "internal", "the worker died");
-		else
-			perr_from(&e, res, "tier change failed");
+		perr_of(&e, res, "the worker died", "tier change failed");
 		op->cb(op->arg, NULL, &e);
 	}
 	xd_box_unref(b);
@@ -1426,27 +1462,14 @@ xd_box_set_tier(struct xd_box *b, const char *tier, xd_box_cb cb, void *arg,
     struct xd_perr *e)
 {
 	struct box_op *op;
-	char err[XD_ERR_MAX];
 
 	if (b->op || b->state != XD_BOX_RUNNING)
 		return xd_perr_set(e, 409, "conflict", "the sandbox is being created, "
 		    "changed or deleted");
-	if ((op = calloc(1, sizeof(*op))) == NULL)
-		return xd_perr_set(e, 500, "internal", "out of memory");
-	op->box = b;
-	op->cb = cb;
-	op->arg = arg;
+	if ((op = box_op_new(b, cb, arg, e)) == NULL)
+		return -1;
 	snprintf(op->tier, sizeof(op->tier), "%s", tier);
-	b->refs++;
-	b->op = 1;
-	if (xd_job_run(b->xd, "tier", box_tier_child, op, box_tier_done, op,
-	    err, sizeof(err)) != 0) {
-		b->refs--;
-		b->op = 0;
-		free(op);
-		return xd_perr_set(e, 500, "internal", "%s", err);
-	}
-	return 0;
+	return box_op_run(op, "tier", box_tier_child, op, box_tier_done, 1, e);
 }
 
 /* ---- the network as sluiced sees it ---- */
@@ -1457,7 +1480,7 @@ box_net_child(void *arg)
 	struct box_op *op = arg;
 	const struct xd_cfg *c = op->box->xd->cfg;
 	const struct sbx_rec *r = &op->box->rec;
-	struct xd_broker_err be;
+	struct xd_perr be;
 	char eff[16], ceil[16], dir[SBX_PATH_MAX];
 	int repaired = 0;
 
@@ -1526,10 +1549,7 @@ box_net_done(void *arg, json_t *res)
 		snprintf(b->broker, sizeof(b->broker), "missing");
 		op->cb(op->arg, b, NULL);
 	} else {
-		if (res == NULL)
-			xd_perr_set(&e, 500, "internal", "the worker died");
-		else
-			perr_from(&e, res, "the broker session");
+		perr_of(&e, res, "the worker died", "the broker session");
 		if (e.status == 503) {
 			snprintf(b->broker, sizeof(b->broker), "unreachable");
 			b->eff_tier[0] = '\0';
@@ -1545,24 +1565,14 @@ int
 xd_box_network(struct xd_box *b, xd_box_cb cb, void *arg, struct xd_perr *e)
 {
 	struct box_op *op;
-	char err[XD_ERR_MAX];
 
 	if (b->state != XD_BOX_RUNNING)
 		return xd_perr_set(e, 409, "conflict", "the sandbox is being created "
 		    "or deleted");
-	if ((op = calloc(1, sizeof(*op))) == NULL)
-		return xd_perr_set(e, 500, "internal", "out of memory");
-	op->box = b;
-	op->cb = cb;
-	op->arg = arg;
-	b->refs++;
-	if (xd_job_run(b->xd, "network", box_net_child, op, box_net_done, op,
-	    err, sizeof(err)) != 0) {
-		b->refs--;
-		free(op);
-		return xd_perr_set(e, 500, "internal", "%s", err);
-	}
-	return 0;
+	if ((op = box_op_new(b, cb, arg, e)) == NULL)
+		return -1;
+	return box_op_run(op, "network", box_net_child, op, box_net_done, 0,
+	    e);
 }
 
 /* ---- what GET shows ---- */
@@ -1877,7 +1887,7 @@ static json_t *
 trust_child(void *arg)
 {
 	struct xd *xd = arg;
-	struct xd_broker_err be;
+	struct xd_perr be;
 	const char **dirs;
 	struct xd_box *b;
 	size_t n = 0;
@@ -1949,6 +1959,31 @@ arch_sweep_start(struct xd *xd)
 	xd->arch_sweeping = 1;
 }
 
+/* After a failed removal the next try waits backoff s (at most
+ * LC_RETRY_MAX_S). */
+static void
+lc_wait(struct xd_box *b, int64_t now, long backoff)
+{
+	b->lc_backoff = backoff > LC_RETRY_MAX_S ? LC_RETRY_MAX_S : backoff;
+	b->lc_retry = now + b->lc_backoff;
+}
+
+/* The sweep's delete of b (archived first), done(b's daemon) at its
+ * end; one that cannot start is logged as what it could not do. */
+static void
+lc_delete(struct xd_box *b, const char *reason, xd_box_cb done,
+    const char *what)
+{
+	struct xd_perr e;
+
+	memset(&e, 0, sizeof(e));
+	if (xd_box_delete(b, 1, reason, done, b->xd, &e) != 0) {
+		xd_log(XD_LOG_WARN, "sandbox %s: cannot %s: %s", b->rec.chat,
+		    what, e.msg);
+		xd_perr_clear(&e);
+	}
+}
+
 static void
 lc_sweep(evutil_socket_t fd, short what, void *arg)
 {
@@ -1957,7 +1992,6 @@ lc_sweep(evutil_socket_t fd, short what, void *arg)
 	int64_t now = (int64_t)time(NULL), idle;
 	struct timeval tv = { 0, 0 };
 	struct xd_box *b;
-	struct xd_perr e;
 
 	(void)fd;
 	(void)what;
@@ -1978,41 +2012,23 @@ lc_sweep(evutil_socket_t fd, short what, void *arg)
 			}
 			if (now < b->lc_retry)
 				continue;
-			b->lc_backoff *= 2;
-			if (b->lc_backoff > LC_RETRY_MAX_S)
-				b->lc_backoff = LC_RETRY_MAX_S;
-			b->lc_retry = now + b->lc_backoff;
-			memset(&e, 0, sizeof(e));
+			lc_wait(b, now, b->lc_backoff * 2);
 			xd_log(XD_LOG_INFO, "sandbox %s: its archive failed: "
 			    "trying again (next in %ld s should it fail)",
 			    b->rec.chat, b->lc_backoff);
-			if (xd_box_delete(b, 1, b->del_reason[0] ?
-			    b->del_reason : "delete", arch_retried, xd, &e) !=
-			    0) {
-				xd_log(XD_LOG_WARN, "sandbox %s: cannot archive: "
-				    "%s", b->rec.chat, e.msg);
-				xd_perr_clear(&e);
-			}
+			lc_delete(b, b->del_reason[0] ? b->del_reason :
+			    "delete", arch_retried, "archive");
 			continue;
 		}
 		if (c->remove_after > 0 && idle >= c->remove_after &&
 		    now >= b->lc_retry) {
-			memset(&e, 0, sizeof(e));
 			/* should this one fail, the next try waits, twice as
 			 * long after each failure (the box is used: afresh) */
-			b->lc_backoff = b->lc_backoff <= 0 ? (c->remove_after <
-			    600 ? c->remove_after : 600) : b->lc_backoff * 2;
-			if (b->lc_backoff > LC_RETRY_MAX_S)
-				b->lc_backoff = LC_RETRY_MAX_S;
-			b->lc_retry = now + b->lc_backoff;
+			lc_wait(b, now, b->lc_backoff <= 0 ? (c->remove_after <
+			    600 ? c->remove_after : 600) : b->lc_backoff * 2);
 			xd_log(XD_LOG_INFO, "sandbox %s: unused %lld s: removing "
 			    "(archived first)", b->rec.chat, (long long)idle);
-			if (xd_box_delete(b, 1, "idle", lc_removed, xd, &e) !=
-			    0) {
-				xd_log(XD_LOG_WARN, "sandbox %s: cannot remove: "
-				    "%s", b->rec.chat, e.msg);
-				xd_perr_clear(&e);
-			}
+			lc_delete(b, "idle", lc_removed, "remove");
 			continue;
 		}
 		if (c->idle_after > 0 && idle >= c->idle_after &&

@@ -27,27 +27,11 @@
 #include "sandbox-glue/executor/execd/execd-int.h"
 #include "sandbox-glue/executor/backend/sbx_cfg.h"
 
-static void berr(struct xd_broker_err *e, int status, const char *code,
-    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static void
-berr(struct xd_broker_err *e, int status, const char *code, const char *fmt,
-    ...)
-{
-	va_list ap;
-
-	e->status = status;
-	e->code = code;
-	va_start(ap, fmt);
-	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
-	va_end(ap);
-}
-
 /* One call; 0 with the response in r (caller frees) when sluiced
  * answered at all. */
 static int
 call(const struct xd_cfg *c, const char *method, const char *path,
-    const char *body, struct ctlh_resp *r, struct xd_broker_err *e)
+    const char *body, struct ctlh_resp *r, struct xd_perr *e)
 {
 	struct ctlh_target t;
 	char err[XD_ERR_MAX];
@@ -58,7 +42,7 @@ call(const struct xd_cfg *c, const char *method, const char *path,
 	t.timeout_ms = c->control_timeout_ms;
 	rc = ctlh_request(&t, method, path, body, r, err, sizeof(err));
 	if (rc != CTLH_OK) {
-		berr(e, 503, "broker_unavailable", "sluiced at %s: %s",
+		xd_perr_set(e, 503, "broker_unavailable", "sluiced at %s: %s",
 		    c->control, err);
 		return -1;
 	}
@@ -67,35 +51,57 @@ call(const struct xd_cfg *c, const char *method, const char *path,
 
 /* A status of sluiced that is not success, as ours. */
 static void
-refused(struct xd_broker_err *e, const struct ctlh_resp *r, const char *what)
+refused(struct xd_perr *e, const struct ctlh_resp *r, const char *what)
 {
 	char m[XD_ERR_MAX / 2];
 
 	sbx_broker_msg(r->body, m, sizeof(m));
 	switch (r->status) {
 	case 400:
-		berr(e, 400, "bad_request", "sluiced refused %s: %s", what, m);
+		xd_perr_set(e, 400, "bad_request", "sluiced refused %s: %s",
+		    what, m);
 		break;
 	case 403:
-		berr(e, 403, "network_not_permitted", "sluiced refused %s: %s",
-		    what, m);
+		xd_perr_set(e, 403, "network_not_permitted", "sluiced refused "
+		    "%s: %s", what, m);
 		break;
 	case 404:
-		berr(e, 404, "not_found", "sluiced: %s: %s", what, m);
+		xd_perr_set(e, 404, "not_found", "sluiced: %s: %s", what, m);
 		break;
 	case 409:
-		berr(e, 409, "exists", "sluiced: %s: %s", what, m);
+		xd_perr_set(e, 409, "exists", "sluiced: %s: %s", what, m);
 		break;
 	default:
-		berr(e, 503, "broker_unavailable", "sluiced refused %s: %s",
-		    what, m);
+		xd_perr_set(e, 503, "broker_unavailable", "sluiced refused "
+		    "%s: %s", what, m);
 		break;
 	}
 }
 
+/* A call whose answer says only whether it was done: 0 when sluiced
+ * answered 200 (gone_ok, a delete: 204 or 404 too, gone already being
+ * what was wanted), else -1 and e (what: the refusal's words). */
+static int
+call_done(const struct xd_cfg *c, const char *method, const char *path,
+    const char *body, int gone_ok, const char *what, struct xd_perr *e)
+{
+	struct ctlh_resp resp;
+	int rc = 0;
+
+	if (call(c, method, path, body, &resp, e) != 0)
+		return -1;
+	if (resp.status != 200 && !(gone_ok && (resp.status == 204 ||
+	    resp.status == 404))) {
+		refused(e, &resp, what);
+		rc = -1;
+	}
+	ctlh_resp_free(&resp);
+	return rc;
+}
+
 int
 xd_broker_create(const struct xd_cfg *c, const struct sbx_rec *r,
-    char *session_dir, size_t dlen, struct xd_broker_err *e)
+    char *session_dir, size_t dlen, struct xd_perr *e)
 {
 	struct ctlh_resp resp;
 	char err[XD_ERR_MAX];
@@ -106,7 +112,7 @@ xd_broker_create(const struct xd_cfg *c, const struct sbx_rec *r,
 
 	json_decref(o);
 	if (body == NULL) {
-		berr(e, 500, "internal", "out of memory");
+		xd_perr_set(e, 500, "internal", "out of memory");
 		return -1;
 	}
 	if (call(c, "POST", "/v1/sessions", body, &resp, e) != 0) {
@@ -121,10 +127,10 @@ xd_broker_create(const struct xd_cfg *c, const struct sbx_rec *r,
 	if (sbx_broker_socket(resp.body, session_dir, dlen, err,
 	    sizeof(err)) != 0) {
 		/* made but unusable: do not leave it */
-		berr(e, 503, "broker_unavailable", "sluiced's session: %s",
-		    err);
+		xd_perr_set(e, 503, "broker_unavailable", "sluiced's session: "
+		    "%s", err);
 		ctlh_resp_free(&resp);
-		(void)xd_broker_delete(c, r->chat, &(struct xd_broker_err){0});
+		(void)xd_broker_delete(c, r->chat, &(struct xd_perr){0});
 		return -1;
 	}
 	rc = 0;
@@ -135,66 +141,39 @@ out:
 
 int
 xd_broker_delete(const struct xd_cfg *c, const char *chat,
-    struct xd_broker_err *e)
+    struct xd_perr *e)
 {
-	struct ctlh_resp resp;
 	char path[128];
-	int rc = 0;
 
 	snprintf(path, sizeof(path), "/v1/sessions/%s", chat);
-	if (call(c, "DELETE", path, NULL, &resp, e) != 0)
-		return -1;
-	/* gone already is what we wanted */
-	if (resp.status != 200 && resp.status != 204 && resp.status != 404) {
-		refused(e, &resp, "to delete the session");
-		rc = -1;
-	}
-	ctlh_resp_free(&resp);
-	return rc;
+	return call_done(c, "DELETE", path, NULL, 1, "to delete the session",
+	    e);
 }
 
 int
 xd_broker_tier(const struct xd_cfg *c, const char *chat, const char *tier,
-    struct xd_broker_err *e)
+    struct xd_perr *e)
 {
-	struct ctlh_resp resp;
 	char path[128], body[64];
-	int rc = 0;
 
 	snprintf(path, sizeof(path), "/v1/sessions/%s", chat);
 	snprintf(body, sizeof(body), "{\"tier\":\"%s\"}", tier);
-	if (call(c, "PATCH", path, body, &resp, e) != 0)
-		return -1;
-	if (resp.status != 200) {
-		refused(e, &resp, "the tier");
-		rc = -1;
-	}
-	ctlh_resp_free(&resp);
-	return rc;
+	return call_done(c, "PATCH", path, body, 0, "the tier", e);
 }
 
 int
 xd_broker_egress(const struct xd_cfg *c, const char *chat, const char *body,
-    struct xd_broker_err *e)
+    struct xd_perr *e)
 {
-	struct ctlh_resp resp;
 	char path[128];
-	int rc = 0;
 
 	snprintf(path, sizeof(path), "/v1/sessions/%s/egress", chat);
-	if (call(c, "PUT", path, body, &resp, e) != 0)
-		return -1;
-	if (resp.status != 200) {
-		refused(e, &resp, "the egress rules");
-		rc = -1;
-	}
-	ctlh_resp_free(&resp);
-	return rc;
+	return call_done(c, "PUT", path, body, 0, "the egress rules", e);
 }
 
 int
 xd_broker_get(const struct xd_cfg *c, const char *chat, char *eff,
-    size_t elen, char *ceil, size_t clen, struct xd_broker_err *e)
+    size_t elen, char *ceil, size_t clen, struct xd_perr *e)
 {
 	struct ctlh_resp resp;
 	char path[128];
@@ -212,8 +191,8 @@ xd_broker_get(const struct xd_cfg *c, const char *chat, char *eff,
 	o = resp.body != NULL ? json_loads(resp.body, 0, NULL) : NULL;
 	t = json_string_value(json_object_get(o, "effective_tier"));
 	if (t == NULL || strlen(t) >= elen)
-		berr(e, 503, "broker_unavailable", "sluiced's session %s has no "
-		    "effective_tier", chat);
+		xd_perr_set(e, 503, "broker_unavailable", "sluiced's session "
+		    "%s has no effective_tier", chat);
 	else {
 		snprintf(eff, elen, "%s", t);
 		t = json_string_value(json_object_get(o, "ceiling"));
@@ -228,19 +207,10 @@ out:
 }
 
 int
-xd_broker_ping(const struct xd_cfg *c, struct xd_broker_err *e)
+xd_broker_ping(const struct xd_cfg *c, struct xd_perr *e)
 {
-	struct ctlh_resp resp;
-	int rc = 0;
-
-	if (call(c, "GET", "/v1/health", NULL, &resp, e) != 0)
-		return -1;
-	if (resp.status != 200) {
-		refused(e, &resp, "GET /v1/health");
-		rc = -1;
-	}
-	ctlh_resp_free(&resp);
-	return rc;
+	return call_done(c, "GET", "/v1/health", NULL, 0, "GET /v1/health",
+	    e);
 }
 
 void
@@ -371,7 +341,7 @@ cat(char **buf, size_t *len, const char *fmt, ...)
 /* The credential's inject is what the package manager sends: npm a
  * bearer token, pip (its index URL's user-pass) HTTP Basic. */
 static int
-inject_fits(const struct xd_cred_ask *a, json_t *cr, struct xd_broker_err *e)
+inject_fits(const struct xd_cred_ask *a, json_t *cr, struct xd_perr *e)
 {
 	json_t *inj = json_object_get(cr, "inject");
 	const char *h = json_string_value(json_object_get(inj, "header"));
@@ -381,7 +351,7 @@ inject_fits(const struct xd_cred_ask *a, json_t *cr, struct xd_broker_err *e)
 	if (h != NULL && strcasecmp(h, "Authorization") == 0 && f != NULL &&
 	    strcmp(f, want) == 0)
 		return 0;
-	berr(e, 400, "bad_request", "credentials: %s is for %s, whose "
+	xd_perr_set(e, 400, "bad_request", "credentials: %s is for %s, whose "
 	    "credential must inject Authorization with format \"%s\"",
 	    a->name, a->for_, want);
 	return -1;
@@ -420,7 +390,7 @@ npmrc_add(char **buf, size_t *len, const struct xd_cred_ask *a, json_t *cr,
  * URL", else an indented line of extra-index-url's list. */
 static int
 pipconf_add(char **buf, size_t *len, int first, const struct xd_cred_ask *a,
-    json_t *cr, const char *ph, struct xd_broker_err *e)
+    json_t *cr, const char *ph, struct xd_perr *e)
 {
 	char idx[XD_CRED_INDEX_MAX + SBX_ID_MAX + 16], enc[256];
 	const char *host = NULL, *p;
@@ -437,9 +407,9 @@ pipconf_add(char **buf, size_t *len, int first, const struct xd_cred_ask *a,
 			host = NULL;
 		}
 		if (host == NULL) {
-			berr(e, 400, "bad_request", "credentials: %s has no "
-			    "host to make pip's index of (only *.suffix): name "
-			    "its \"index\"", a->name);
+			xd_perr_set(e, 400, "bad_request", "credentials: %s "
+			    "has no host to make pip's index of (only "
+			    "*.suffix): name its \"index\"", a->name);
 			return -1;
 		}
 		snprintf(idx, sizeof(idx), "%s/simple/", host);
@@ -450,7 +420,7 @@ pipconf_add(char **buf, size_t *len, int first, const struct xd_cred_ask *a,
 		    *p == ':' ? "%%3A" : "%c", *p);
 	if (cat(buf, len, "%s https://sluice:%s@%s\n",
 	    first ? "index-url =" : "   ", enc, idx) != 0) {
-		berr(e, 500, "internal", "out of memory");
+		xd_perr_set(e, 500, "internal", "out of memory");
 		return -1;
 	}
 	return 0;
@@ -463,7 +433,7 @@ pipconf_add(char **buf, size_t *len, int first, const struct xd_cred_ask *a,
 static int
 creds_env(const struct xd_cfg *c, const struct sbx_rec *r,
     const struct xd_cred_ask *asks, int n, json_t *env,
-    struct xd_broker_err *e)
+    struct xd_perr *e)
 {
 	struct ctlh_resp resp;
 	json_t *o = NULL, *list, *cr, *found;
@@ -505,9 +475,9 @@ creds_env(const struct xd_cfg *c, const struct sbx_rec *r,
 			break;
 		}
 		if (ph == NULL) {
-			berr(e, 400, "bad_request", "credentials: sluiced has "
-			    "no credential %s of tenant %s", a->name,
-			    r->tenant[0] ? r->tenant : "(none)");
+			xd_perr_set(e, 400, "bad_request", "credentials: "
+			    "sluiced has no credential %s of tenant %s",
+			    a->name, r->tenant[0] ? r->tenant : "(none)");
 			goto out;
 		}
 		/* the sandbox's own placeholder, good in its session only:
@@ -515,9 +485,9 @@ creds_env(const struct xd_cfg *c, const struct sbx_rec *r,
 		t = strrchr(ph, ':');
 		if (t == NULL || strlen(t + 1) != CRED_SECRET_LEN ||
 		    cred_session_secret(t + 1, r->chat, own) != 0) {
-			berr(e, 503, "broker_unavailable", "credentials: sluiced "
-			    "answered a placeholder of %s this executor does not "
-			    "read", a->name);
+			xd_perr_set(e, 503, "broker_unavailable",
+			    "credentials: sluiced answered a placeholder of "
+			    "%s this executor does not read", a->name);
 			goto out;
 		}
 		snprintf(mine, sizeof(mine), "%.*s%s", (int)(t + 1 - ph), ph,
@@ -552,8 +522,8 @@ creds_env(const struct xd_cfg *c, const struct sbx_rec *r,
 	if (r->session_dir[0] == '\0') {
 		rc = npmrc == NULL && pipconf == NULL ? 0 : -1;
 		if (rc != 0)
-			berr(e, 500, "internal", "no session directory for the "
-			    "package managers' files");
+			xd_perr_set(e, 500, "internal", "no session directory "
+			    "for the package managers' files");
 		goto out;
 	}
 	snprintf(path, sizeof(path), "%s/" XD_NPMRC_FILE, r->session_dir);
@@ -562,7 +532,7 @@ creds_env(const struct xd_cfg *c, const struct sbx_rec *r,
 	else if (put_private(r, path, npmrc) != 0 ||
 	    json_array_append_new(env, json_string("NPM_CONFIG_USERCONFIG="
 	    SBX_SOCK_DIR "/" XD_NPMRC_FILE)) != 0) {
-		berr(e, 500, "internal", "%s: cannot write", path);
+		xd_perr_set(e, 500, "internal", "%s: cannot write", path);
 		goto out;
 	}
 	snprintf(path, sizeof(path), "%s/" XD_PIPCONF_FILE, r->session_dir);
@@ -571,13 +541,13 @@ creds_env(const struct xd_cfg *c, const struct sbx_rec *r,
 	else if (put_private(r, path, pipconf) != 0 ||
 	    json_array_append_new(env, json_string("PIP_CONFIG_FILE="
 	    SBX_SOCK_DIR "/" XD_PIPCONF_FILE)) != 0) {
-		berr(e, 500, "internal", "%s: cannot write", path);
+		xd_perr_set(e, 500, "internal", "%s: cannot write", path);
 		goto out;
 	}
 	rc = 0;
 	goto out;
 oom:
-	berr(e, 500, "internal", "out of memory");
+	xd_perr_set(e, 500, "internal", "out of memory");
 out:
 	free(npmrc);
 	free(pipconf);
@@ -589,7 +559,7 @@ out:
 
 int
 xd_broker_trust(const struct xd_cfg *c, const char *const *dirs, size_t n,
-    struct xd_broker_err *e)
+    struct xd_perr *e)
 {
 	struct ctlh_resp resp;
 	char p[SBX_PATH_MAX + 32], *anchors = NULL;
@@ -613,7 +583,7 @@ xd_broker_trust(const struct xd_cfg *c, const char *const *dirs, size_t n,
 		goto out;
 	}
 	if ((anchors = host_anchors(&alen)) == NULL) {
-		berr(e, 500, "internal", "out of memory");
+		xd_perr_set(e, 500, "internal", "out of memory");
 		goto out;
 	}
 	rc = 0;
@@ -621,8 +591,8 @@ xd_broker_trust(const struct xd_cfg *c, const char *const *dirs, size_t n,
 		snprintf(p, sizeof(p), "%s/" XD_CA_FILE, dirs[i]);
 		if (put_file(p, anchors, alen, resp.body,
 		    strlen(resp.body)) != 0) {
-			berr(e, 500, "internal", "%s: cannot write the trust "
-			    "bundle", p);
+			xd_perr_set(e, 500, "internal", "%s: cannot write the "
+			    "trust bundle", p);
 			rc = -1;
 		}
 	}
@@ -634,7 +604,7 @@ out:
 
 int
 xd_broker_sbx_env(const struct xd_cfg *c, const struct sbx_rec *r,
-    const struct xd_cred_ask *creds, int ncreds, struct xd_broker_err *e)
+    const struct xd_cred_ask *creds, int ncreds, struct xd_perr *e)
 {
 	const char *dir = r->session_dir;
 	char p[SBX_PATH_MAX + 32];
@@ -644,7 +614,7 @@ xd_broker_sbx_env(const struct xd_cfg *c, const struct sbx_rec *r,
 	if (xd_broker_trust(c, &dir, 1, e) != 0)
 		return -1;
 	if ((env = json_array()) == NULL) {
-		berr(e, 500, "internal", "out of memory");
+		xd_perr_set(e, 500, "internal", "out of memory");
 		return -1;
 	}
 	if (creds_env(c, r, creds, ncreds, env, e) != 0)
@@ -653,7 +623,7 @@ xd_broker_sbx_env(const struct xd_cfg *c, const struct sbx_rec *r,
 	if (json_array_size(env) == 0)
 		(void)unlink(p);
 	else if (json_dump_file(env, p, 0) != 0) {
-		berr(e, 500, "internal", "%s: cannot save", p);
+		xd_perr_set(e, 500, "internal", "%s: cannot save", p);
 		goto out;
 	}
 	rc = 0;

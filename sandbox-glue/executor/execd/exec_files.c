@@ -39,76 +39,90 @@
 #define LIST_DEPTH_MAX	32
 
 /* errno after a failed call on path, as the API says it. */
+static const struct xd_errno_msg fe_msgs[] = {
+	{ ENOENT, 404, "not_found", "no such file" },
+	{ ENOTDIR, 404, "not_found", "a parent is not a directory" },
+	{ ELOOP, 400, "bad_request", "a symbolic link (the files API does "
+	    "not follow the last one)" },
+	{ EXDEV, 400, "bad_request", "crosses a mount point" },
+	{ EACCES, 403, "forbidden", "permission denied (as the sandbox "
+	    "user)" },
+	{ EPERM, 403, "forbidden", "permission denied (as the sandbox "
+	    "user)" },
+	{ EISDIR, 400, "bad_request", "a directory" },
+	{ ENOTEMPTY, 409, "conflict", "a directory that is not empty" },
+	{ EEXIST, 409, "conflict", "a directory that is not empty" },
+	{ ENOSPC, 413, "too_large", "no space left in the workspace" },
+	{ EDQUOT, 413, "too_large", "no space left in the workspace" },
+	{ EFBIG, 413, "too_large", "no space left in the workspace" },
+	{ ENAMETOOLONG, 400, "bad_request", "name too long" },
+	{ ENXIO, 400, "bad_request", "not a regular file" },
+	{ 0, 0, NULL, NULL }
+};
+
 static int
 fe_errno(struct xd_perr *e, const char *path, int err)
 {
-	char m[XD_ERR_MAX / 2];
+	const struct xd_errno_msg *m = xd_errno_find(fe_msgs, err);
+	char buf[XD_ERR_MAX / 2];
 
-	switch (err) {
-	case ENOENT:
-		return xd_perr_set(e, 404, "not_found", "%s: no such file", path);
-	case ENOTDIR:
-		return xd_perr_set(e, 404, "not_found", "%s: a parent is not a directory",
-		    path);
-	case ELOOP:
-		return xd_perr_set(e, 400, "bad_request", "%s: a symbolic link (the "
-		    "files API does not follow the last one)", path);
-	case EXDEV:
-		return xd_perr_set(e, 400, "bad_request", "%s: crosses a mount point",
-		    path);
-	case EACCES:
-	case EPERM:
-		return xd_perr_set(e, 403, "forbidden", "%s: permission denied (as the "
-		    "sandbox user)", path);
-	case EISDIR:
-		return xd_perr_set(e, 400, "bad_request", "%s: a directory", path);
-	case ENOTEMPTY:
-	case EEXIST:
-		return xd_perr_set(e, 409, "conflict", "%s: a directory that is not "
-		    "empty", path);
-	case ENOSPC:
-	case EDQUOT:
-	case EFBIG:
-		return xd_perr_set(e, 413, "too_large", "%s: no space left in the "
-		    "workspace", path);
-	case ENAMETOOLONG:
-		return xd_perr_set(e, 400, "bad_request", "%s: name too long", path);
-	case ENXIO:
-		return xd_perr_set(e, 400, "bad_request", "%s: not a regular file", path);
-	default:
-		snprintf(m, sizeof(m), "%s: %s", path, strerror(err));
-		return xd_perr_set(e, 500, "internal", "%s", m);
-	}
+	if (m != NULL)
+		return xd_perr_set(e, m->status, m->code, "%s: %s", path,
+		    m->msg);
+	snprintf(buf, sizeof(buf), "%s: %s", path, strerror(err));
+	return xd_perr_set(e, 500, "internal", "%s", buf);
 }
 
-/* The file system identity of the sandbox user, and back. */
-static void
-as_user(const struct sbx_rec *r)
+/* The caller's path as one inside the workspace (xd_path_norm) into
+ * norm, SBX_PATH_MAX bytes; -1 and e set when it is not one. */
+static int
+norm_of(const char *path, char *norm, struct xd_perr *e)
+{
+	if (xd_path_norm(path, norm, SBX_PATH_MAX) != 0)
+		return xd_perr_set(e, 400, "bad_request", "%s: the files API "
+		    "reaches /workspace only", "path");
+	return 0;
+}
+
+/* The file system identity of the sandbox user, and back (exec_os_fs.c
+ * works the same way). */
+void
+xd_fs_as_user(const struct sbx_rec *r)
 {
 	(void)setfsgid(r->host_gid);
 	(void)setfsuid(r->host_uid);
 }
 
-static void
-as_root(void)
+void
+xd_fs_as_root(void)
 {
 	(void)setfsuid(0);
 	(void)setfsgid(0);
 }
 
-static int
-ws_open(const struct sbx_rec *r, struct xd_perr *e)
+int
+xd_fs_enter(const struct sbx_rec *r, struct xd_perr *e)
 {
-	int fd = open(r->workspace, O_PATH | O_DIRECTORY | O_NOFOLLOW |
+	int ws = open(r->workspace, O_PATH | O_DIRECTORY | O_NOFOLLOW |
 	    O_CLOEXEC);
 
-	if (fd < 0)
-		xd_perr_set(e, 500, "internal", "the workspace: %s", strerror(errno));
-	return fd;
+	if (ws < 0)
+		return xd_perr_set(e, 500, "internal", "the workspace: %s",
+		    strerror(errno));
+	xd_fs_as_user(r);
+	return ws;
 }
 
-static int
-rin(int ws, const char *path, int flags, mode_t mode)
+void
+xd_fs_leave(int ws)
+{
+	xd_fs_as_root();
+	if (ws >= 0)
+		close(ws);
+}
+
+int
+xd_fs_open_in(int ws, const char *path, int flags, mode_t mode)
 {
 	struct open_how how;
 
@@ -143,7 +157,7 @@ parent_of(int ws, const char *norm, int create, char *base, size_t blen,
 		return xd_perr_set(e, 400, "bad_request", "%s: name too long", norm);
 	memcpy(parent, norm, plen);
 	parent[plen] = '\0';
-	fd = rin(ws, parent, O_PATH | O_DIRECTORY, 0);
+	fd = xd_fs_open_in(ws, parent, O_PATH | O_DIRECTORY, 0);
 	if (fd >= 0 || errno != ENOENT || !create) {
 		if (fd < 0)
 			return fe_errno(e, norm, errno);
@@ -171,7 +185,8 @@ parent_of(int ws, const char *norm, int create, char *base, size_t blen,
 			comp[n] = '\0';
 			memcpy(pre, parent, i + n);
 			pre[i + n] = '\0';
-			fd = rin(ws, pre, O_PATH | O_DIRECTORY, 0);
+			fd = xd_fs_open_in(ws, pre, O_PATH | O_DIRECTORY,
+			    0);
 			if (fd < 0 && errno == ENOENT) {
 				if (mkdirat(prev, comp, 0755) != 0 &&
 				    errno != EEXIST) {
@@ -180,7 +195,8 @@ parent_of(int ws, const char *norm, int create, char *base, size_t blen,
 					close(prev);
 					return fe_errno(e, norm, k);
 				}
-				fd = rin(ws, pre, O_PATH | O_DIRECTORY, 0);
+				fd = xd_fs_open_in(ws, pre, O_PATH |
+				    O_DIRECTORY, 0);
 			}
 			if (fd < 0) {
 				int k = errno;
@@ -307,13 +323,11 @@ xd_fs_list(const struct sbx_rec *r, const char *dir, const char *glob,
 	int ws, dfd, rc = -1;
 
 	*out = NULL;
-	if (xd_path_norm(dir ? dir : "", norm, sizeof(norm)) != 0)
-		return xd_perr_set(e, 400, "bad_request", "%s: the files API reaches "
-		    "/workspace only", "path");
-	if ((ws = ws_open(r, e)) < 0)
+	if (norm_of(dir ? dir : "", norm, e) != 0)
 		return -1;
-	as_user(r);
-	dfd = rin(ws, norm, O_RDONLY | O_DIRECTORY, 0);
+	if ((ws = xd_fs_enter(r, e)) < 0)
+		return -1;
+	dfd = xd_fs_open_in(ws, norm, O_RDONLY | O_DIRECTORY, 0);
 	if (dfd < 0) {
 		fe_errno(e, norm[0] ? norm : "/workspace", errno);
 		goto out;
@@ -329,8 +343,7 @@ xd_fs_list(const struct sbx_rec *r, const char *dir, const char *glob,
 	    "truncated", w.truncated);
 	rc = 0;
 out:
-	as_root();
-	close(ws);
+	xd_fs_leave(ws);
 	return rc;
 }
 
@@ -345,18 +358,16 @@ xd_fs_open_read(const struct sbx_rec *r, const char *path, int *fdp,
 	int ws, fd;
 
 	*fdp = -1;
-	if (xd_path_norm(path, norm, sizeof(norm)) != 0)
-		return xd_perr_set(e, 400, "bad_request", "%s: the files API reaches "
-		    "/workspace only", "path");
+	if (norm_of(path, norm, e) != 0)
+		return -1;
 	if (norm[0] == '\0')
 		return xd_perr_set(e, 400, "bad_request", "%s: a directory (list it "
 		    "with GET /files?path=)", "/workspace");
-	if ((ws = ws_open(r, e)) < 0)
+	if ((ws = xd_fs_enter(r, e)) < 0)
 		return -1;
-	as_user(r);
-	fd = rin(ws, norm, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0);
-	as_root();
-	close(ws);
+	fd = xd_fs_open_in(ws, norm, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+	    O_NOCTTY, 0);
+	xd_fs_leave(ws);
 	if (fd < 0)
 		return fe_errno(e, norm, errno);
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -399,12 +410,10 @@ xd_fs_write(const struct sbx_rec *r, const char *path, const void *data,
 	struct stat st;
 	int ws, pfd = -1, fd = -1, rc = -1;
 
-	if (xd_path_norm(path, norm, sizeof(norm)) != 0)
-		return xd_perr_set(e, 400, "bad_request", "%s: the files API reaches "
-		    "/workspace only", "path");
-	if ((ws = ws_open(r, e)) < 0)
+	if (norm_of(path, norm, e) != 0)
 		return -1;
-	as_user(r);
+	if ((ws = xd_fs_enter(r, e)) < 0)
+		return -1;
 	if ((pfd = parent_of(ws, norm, 1, base, sizeof(base), e)) < 0)
 		goto out;
 	fd = openat(pfd, base, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK |
@@ -428,8 +437,7 @@ out:
 		close(fd);
 	if (pfd >= 0)
 		close(pfd);
-	as_root();
-	close(ws);
+	xd_fs_leave(ws);
 	return rc;
 }
 
@@ -439,12 +447,10 @@ xd_fs_delete(const struct sbx_rec *r, const char *path, struct xd_perr *e)
 	char norm[SBX_PATH_MAX], base[256];
 	int ws, pfd, rc = -1;
 
-	if (xd_path_norm(path, norm, sizeof(norm)) != 0)
-		return xd_perr_set(e, 400, "bad_request", "%s: the files API reaches "
-		    "/workspace only", "path");
-	if ((ws = ws_open(r, e)) < 0)
+	if (norm_of(path, norm, e) != 0)
 		return -1;
-	as_user(r);
+	if ((ws = xd_fs_enter(r, e)) < 0)
+		return -1;
 	if ((pfd = parent_of(ws, norm, 0, base, sizeof(base), e)) < 0)
 		goto out;
 	/* the name itself: a link goes, not what it names */
@@ -455,8 +461,7 @@ xd_fs_delete(const struct sbx_rec *r, const char *path, struct xd_perr *e)
 		rc = 0;
 	close(pfd);
 out:
-	as_root();
-	close(ws);
+	xd_fs_leave(ws);
 	return rc;
 }
 
@@ -516,9 +521,8 @@ xd_fs_edit(const struct sbx_rec *r, const char *path, const char *old,
 	    oldn);
 	/* a new file renamed over the old one: a reader in the sandbox
 	 * sees the old text or the new, never half */
-	if ((ws = ws_open(r, e)) < 0)
+	if ((ws = xd_fs_enter(r, e)) < 0)
 		goto out;
-	as_user(r);
 	if ((pfd = parent_of(ws, norm, 0, base, sizeof(base), e)) < 0)
 		goto out_user;
 	snprintf(tmp, sizeof(tmp), ".%.200s.sluice-edit-%d-%u", base,
@@ -540,7 +544,7 @@ xd_fs_edit(const struct sbx_rec *r, const char *path, const char *old,
 	    "replaced", 1);
 	rc = 0;
 out_user:
-	as_root();
+	xd_fs_as_root();
 out:
 	if (tfd >= 0)
 		close(tfd);

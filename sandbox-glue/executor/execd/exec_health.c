@@ -220,7 +220,7 @@ static json_t *
 ping_child(void *arg)
 {
 	struct health_op *op = arg;
-	struct xd_broker_err e;
+	struct xd_perr e;
 	char err[XD_ERR_MAX];
 	json_t *o, *im;
 

@@ -10,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/socket.h>
+
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
@@ -227,4 +230,140 @@ xd_reply_perr(struct evhttp_request *req, struct xd_perr *e)
 	e->extra = NULL;
 	xd_reply_error(req, e->status ? e->status : 500,
 	    e->code ? e->code : "internal", x, "%s", e->msg);
+}
+
+void
+xd_conn_release(struct evhttp_connection *evcon, int cut)
+{
+	struct bufferevent *bev;
+
+	evhttp_connection_set_closecb(evcon, NULL, NULL);
+	if (cut && (bev = evhttp_connection_get_bufferevent(evcon)) != NULL &&
+	    bufferevent_getfd(bev) >= 0)
+		shutdown(bufferevent_getfd(bev), SHUT_RDWR);
+}
+
+size_t
+xd_bev_queued(struct bufferevent *bev)
+{
+	struct bufferevent *under = bev != NULL ?
+	    bufferevent_get_underlying(bev) : NULL;
+
+	return (bev != NULL ? evbuffer_get_length(bufferevent_get_output(bev)) :
+	    0) + (under != NULL ? evbuffer_get_length(bufferevent_get_output(
+	    under)) : 0);
+}
+
+size_t
+xd_conn_queued(struct evhttp_connection *evcon)
+{
+	return xd_bev_queued(evcon != NULL ?
+	    evhttp_connection_get_bufferevent(evcon) : NULL);
+}
+
+unsigned char *
+xd_utf8_carry(unsigned char *carry, size_t *ncarry, const unsigned char *b,
+    size_t n, int raw, size_t *whole)
+{
+	unsigned char *buf = malloc(n + 4);
+	size_t len;
+
+	*whole = 0;
+	if (buf == NULL)
+		return NULL;
+	memcpy(buf, carry, *ncarry);
+	len = *ncarry;
+	memcpy(buf + len, b, n);
+	len += n;
+	*whole = raw ? len : xd_utf8_whole(buf, len);
+	*ncarry = len - *whole;
+	memcpy(carry, buf + *whole, len - *whole);
+	if (*whole == 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+int
+xd_stream_json(struct evhttp_request *req, const char *event, json_t *j,
+    void (*flushed)(struct evhttp_connection *, void *), void *arg,
+    size_t watermark)
+{
+	char *s = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+	struct evbuffer *b;
+
+	json_decref(j);
+	if (s == NULL || (b = evbuffer_new()) == NULL) {
+		free(s);
+		return 0;
+	}
+	if (event != NULL)
+		evbuffer_add_printf(b, "event: %s\ndata: %s\n\n", event, s);
+	else
+		evbuffer_add_printf(b, "%s\n\n", s);
+	free(s);
+	evhttp_send_reply_chunk_with_cb(req, b, flushed, arg);
+	evbuffer_free(b);
+	return xd_conn_queued(evhttp_request_get_connection(req)) > watermark;
+}
+
+void
+xd_share_seen(struct xd *xd, struct xd_share *s, size_t q)
+{
+	if (q < s->queued) {
+		s->moved_ms = sbx_now_ms();
+		xd->reply_queued -= s->queued - q;
+		s->queued = q;
+	}
+}
+
+size_t
+xd_share_room(const struct xd *xd, size_t q)
+{
+	const struct xd_cfg *c = xd->cfg;
+	size_t room;
+
+	if (q > c->reply_buffer / 2 || xd->reply_queued >= c->reply_total)
+		return 0;
+	room = (size_t)(c->reply_buffer - q);
+	if (room > c->reply_total - xd->reply_queued)
+		room = (size_t)(c->reply_total - xd->reply_queued);
+	return room;
+}
+
+void
+xd_share_send(struct xd *xd, struct xd_share *s, struct evhttp_request *req,
+    struct evbuffer *b, void (*drained)(struct evhttp_connection *, void *),
+    void *arg)
+{
+	size_t n = evbuffer_get_length(b);
+
+	s->queued += n;
+	xd->reply_queued += n;
+	s->moved_ms = sbx_now_ms();
+	evhttp_send_reply_chunk_with_cb(req, b, drained, arg);
+}
+
+int
+xd_share_stalled(const struct xd *xd, const struct xd_share *s)
+{
+	return sbx_now_ms() - s->moved_ms > xd->cfg->reply_timeout_ms;
+}
+
+int
+xd_stream_caught_up(struct evhttp_request *req, size_t watermark)
+{
+	return xd_conn_queued(evhttp_request_get_connection(req)) <=
+	    watermark / 2;
+}
+
+void
+xd_reply_text(struct evhttp_request *req, const char *type,
+    struct evbuffer *b)
+{
+	evhttp_add_header(evhttp_request_get_output_headers(req),
+	    "Content-Type", type);
+	evhttp_send_reply(req, 200, "OK", b);
+	evbuffer_free(b);
 }

@@ -218,10 +218,8 @@ xd_node_set(struct xd *xd, json_t *body, const char *who, const char *role,
 
 	if (!json_is_object(body) || json_object_size(body) != 1 ||
 	    !json_is_boolean(v)) {
-		e->status = 400;
-		e->code = "bad_request";
-		snprintf(e->msg, sizeof(e->msg), "the body is {\"draining\": "
-		    "true|false} and nothing else");
+		xd_perr_set(e, 400, "bad_request", "the body is "
+		    "{\"draining\": true|false} and nothing else");
 		e->extra = json_pack("{s:s}", "field", "draining");
 		return -1;
 	}
@@ -234,11 +232,9 @@ xd_node_set(struct xd *xd, json_t *body, const char *who, const char *role,
 		if (node_save(xd) != 0) {
 			xd->node_draining = was;
 			xd->node_since = since;
-			e->status = 500;
-			e->code = "internal";
-			snprintf(e->msg, sizeof(e->msg), "%.300s/%s: %.150s",
-			    xd->cfg->state_dir, NODE_FILE, strerror(errno));
-			return -1;
+			return xd_perr_set(e, 500, "internal", "%.300s/%s: "
+			    "%.150s", xd->cfg->state_dir, NODE_FILE,
+			    strerror(errno));
 		}
 		xd->node_drained = 0;
 		xd_log(XD_LOG_INFO, "%s by %s (%s): %ld sandboxes", on ?

@@ -196,6 +196,10 @@ void xd_os_port_token(const struct xd_os *os, const char *key, long port,
 int xd_os_port_token_ok(const struct xd_os *os, const char *key, long port,
     long long expires, const char *tok);
 
+/* Unix milliseconds as OpenSandbox writes a time (RFC 3339, UTC, with
+ * milliseconds); null for none (0 or less). */
+json_t *xd_os_iso_ms(int64_t ms);
+
 /* ---- exec_os_execd.c ---- */
 
 /* Route an execd call (after /sandboxes/{id}/execd) of box k->box:

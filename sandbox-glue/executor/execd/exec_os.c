@@ -64,21 +64,6 @@
 #define DEFAULT_ENTRY	"[\"tail\",\"-f\",\"/dev/null\"]"
 #define PREVIEW_MAX_S	(7 * 86400)
 
-static json_t *
-iso(int64_t ms)
-{
-	char buf[48];
-	struct tm g;
-	time_t t = (time_t)(ms / 1000);
-
-	if (ms <= 0 || gmtime_r(&t, &g) == NULL)
-		return json_null();
-	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &g);
-	snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ".%03dZ",
-	    (int)(ms % 1000));
-	return json_string(buf);
-}
-
 /* RFC 3339 to unix milliseconds: -1 not one. */
 static int64_t
 parse_time(const char *s)
@@ -157,8 +142,8 @@ sandbox_json(const struct xd_box *b, json_t *rec, const char *id)
 	o = json_pack("{s:s,s:{s:s},s:O,s:O,s:o,s:o}", "id", b ? XD_REC_ID(&b->rec) :
 	    id, "status", "state", st, "metadata", meta ? meta :
 	    json_object(), "entrypoint", ent ? ent : json_pack("[s]",
-	    "/bin/sh"), "createdAt", iso(created), "expiresAt", exp > 0 ?
-	    iso(exp * 1000) : json_null());
+	    "/bin/sh"), "createdAt", xd_os_iso_ms(created), "expiresAt",
+	    exp > 0 ? xd_os_iso_ms(exp * 1000) : json_null());
 	if (o == NULL)
 		return NULL;
 	/* json_pack's O took a reference of what it made here too */
@@ -877,8 +862,8 @@ h_renew(struct xd_os_call *k)
 	json_object_set_new(rec, "expiresAt", json_integer((t + 999) / 1000));
 	(void)xd_os_rec_save(k->xd->os, rec);
 	(void)xd_box_use(b, k->who, "app", &(struct xd_perr){ 0 });
-	xd_os_reply_json(k, 200, json_pack("{s:o}", "expiresAt", iso(((t +
-	    999) / 1000) * 1000)));
+	xd_os_reply_json(k, 200, json_pack("{s:o}", "expiresAt",
+	    xd_os_iso_ms(((t + 999) / 1000) * 1000)));
 }
 
 /* Any other port: the port proxy into the sandbox (exec_os_port.c),

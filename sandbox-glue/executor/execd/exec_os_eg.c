@@ -229,7 +229,7 @@ static json_t *
 eg_child(void *arg)
 {
 	struct eg_op *op = arg;
-	struct xd_broker_err be;
+	struct xd_perr be;
 
 	memset(&be, 0, sizeof(be));
 	if (xd_broker_egress(op->box->xd->cfg, op->box->rec.chat, op->body,

@@ -59,35 +59,14 @@
 static void
 ev_send(struct xd_os_call *k, json_t *ev)
 {
-	struct evbuffer *b;
-	char *s;
-
 	if (ev == NULL)
 		return;
 	json_object_set_new(ev, "timestamp", json_integer(util_wall_ms()));
-	s = json_dumps(ev, JSON_COMPACT);
-	json_decref(ev);
-	if (s == NULL || k->gone || (b = evbuffer_new()) == NULL) {
-		free(s);
+	if (k->gone) {
+		json_decref(ev);
 		return;
 	}
-	evbuffer_add_printf(b, "%s\n\n", s);
-	free(s);
-	evhttp_send_reply_chunk(k->req, b);
-	evbuffer_free(b);
-}
-
-static size_t
-queued(struct xd_os_call *k)
-{
-	struct evhttp_connection *evcon = evhttp_request_get_connection(k->req);
-	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(
-	    evcon) : NULL;
-	struct bufferevent *under = bev ? bufferevent_get_underlying(bev) :
-	    NULL;
-
-	return (bev ? evbuffer_get_length(bufferevent_get_output(bev)) : 0) +
-	    (under ? evbuffer_get_length(bufferevent_get_output(under)) : 0);
+	xd_stream_json(k->req, NULL, ev, NULL, NULL, 0);
 }
 
 static void
@@ -96,8 +75,8 @@ flushed(struct evhttp_connection *evcon, void *arg)
 	struct xd_os_call *k = arg;
 
 	(void)evcon;
-	if (k->cmd != NULL && k->cmd->paused && queued(k) <=
-	    k->xd->cfg->stream_watermark / 2)
+	if (k->cmd != NULL && k->cmd->paused && xd_stream_caught_up(k->req,
+	    k->xd->cfg->stream_watermark))
 		xd_cmd_pause(k->cmd, 0);
 }
 
@@ -107,40 +86,17 @@ sink_output(void *arg, struct xd_cmd *c, int stream, const unsigned char *b,
 {
 	struct xd_os_call *k = arg;
 	unsigned char *buf;
-	size_t len, whole;
-	struct evbuffer *eb;
-	json_t *ev;
-	char *s;
+	size_t whole;
 
-	if (k->gone || (buf = malloc(n + 4)) == NULL)
+	if (k->gone || (buf = xd_utf8_carry(k->carry[stream],
+	    &k->ncarry[stream], b, n, 0, &whole)) == NULL)
 		return;
-	memcpy(buf, k->carry[stream], k->ncarry[stream]);
-	len = k->ncarry[stream];
-	memcpy(buf + len, b, n);
-	len += n;
-	whole = xd_utf8_whole(buf, len);
-	k->ncarry[stream] = len - whole;
-	memcpy(k->carry[stream], buf + whole, len - whole);
-	if (whole == 0) {
-		free(buf);
-		return;
-	}
-	ev = json_pack("{s:s,s:o,s:I}", "type", stream ? "stderr" : "stdout",
-	    "text", xd_text_json(buf, whole, 0), "timestamp",
-	    (json_int_t)util_wall_ms());
-	free(buf);
-	s = ev != NULL ? json_dumps(ev, JSON_COMPACT) : NULL;
-	json_decref(ev);
-	if (s == NULL || (eb = evbuffer_new()) == NULL) {
-		free(s);
-		return;
-	}
-	evbuffer_add_printf(eb, "%s\n\n", s);
-	free(s);
-	evhttp_send_reply_chunk_with_cb(k->req, eb, flushed, k);
-	evbuffer_free(eb);
-	if (queued(k) > k->xd->cfg->stream_watermark)
+	if (xd_stream_json(k->req, NULL, json_pack("{s:s,s:o,s:I}", "type",
+	    stream ? "stderr" : "stdout", "text", xd_text_json(buf, whole, 0),
+	    "timestamp", (json_int_t)util_wall_ms()), flushed, k,
+	    k->xd->cfg->stream_watermark))
 		xd_cmd_pause(c, 1);
+	free(buf);
 }
 
 static json_int_t
@@ -252,10 +208,8 @@ native_cmd(struct xd_os_call *k, struct xd_perr *e)
 		for (i = 0; keys[i] != NULL && strcmp(keys[i], key); i++)
 			;
 		if (keys[i] == NULL) {
-			e->status = 400;
-			e->code = "INVALID_REQUEST_BODY";
-			snprintf(e->msg, sizeof(e->msg), "unknown field %s",
-			    key);
+			xd_perr_set(e, 400, "INVALID_REQUEST_BODY",
+			    "unknown field %s", key);
 			json_decref(env);
 			return NULL;
 		}
@@ -265,20 +219,17 @@ native_cmd(struct xd_os_call *k, struct xd_perr *e)
 	    (to != NULL && !json_is_null(to) && (!json_is_integer(to) ||
 	    json_integer_value(to) < 0)) || (envs != NULL && !json_is_null(
 	    envs) && !json_is_object(envs))) {
-		e->status = 400;
-		e->code = "INVALID_REQUEST_BODY";
-		snprintf(e->msg, sizeof(e->msg), "command (a string), cwd?, "
-		    "background?, timeout? (ms), envs? (an object)");
+		xd_perr_set(e, 400, "INVALID_REQUEST_BODY", "command (a "
+		    "string), cwd?, background?, timeout? (ms), envs? (an "
+		    "object)");
 		json_decref(env);
 		return NULL;
 	}
 	if ((json_object_get(k->body, "uid") != NULL && !json_is_null(
 	    json_object_get(k->body, "uid"))) || (json_object_get(k->body,
 	    "gid") != NULL && !json_is_null(json_object_get(k->body, "gid")))) {
-		e->status = 501;
-		e->code = "NOT_SUPPORTED";
-		snprintf(e->msg, sizeof(e->msg), "uid/gid: sluice runs every "
-		    "command as the sandbox's user");
+		xd_perr_set(e, 501, "NOT_SUPPORTED", "uid/gid: sluice runs "
+		    "every command as the sandbox's user");
 		json_decref(env);
 		return NULL;
 	}
@@ -373,21 +324,6 @@ h_interrupt(struct xd_os_call *k)
 	xd_os_reply_empty(k, 200);
 }
 
-static json_t *
-iso_ms(int64_t ms)
-{
-	char buf[48];
-	struct tm g;
-	time_t t = (time_t)(ms / 1000);
-
-	if (ms <= 0 || gmtime_r(&t, &g) == NULL)
-		return json_null();
-	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &g);
-	snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ".%03dZ",
-	    (int)(ms % 1000));
-	return json_string(buf);
-}
-
 static void
 h_status(struct xd_os_call *k, const char *id)
 {
@@ -398,9 +334,9 @@ h_status(struct xd_os_call *k, const char *id)
 		return;
 	a = json_array_get(c->argv, 2);
 	o = json_pack("{s:s,s:O,s:b,s:o,s:o}", "id", c->id, "content", a ? a :
-	    c->argv, "running", c->running, "started_at", iso_ms(
+	    c->argv, "running", c->running, "started_at", xd_os_iso_ms(
 	    c->started_ms), "finished_at", c->running ? json_null() :
-	    iso_ms(c->ended_ms));
+	    xd_os_iso_ms(c->ended_ms));
 	if (!c->running) {
 		json_int_t code = exit_code(c);
 
@@ -466,10 +402,7 @@ h_logs(struct xd_os_call *k, const char *id)
 	    CURSOR_SHIFT + off[0]));
 	evhttp_add_header(evhttp_request_get_output_headers(k->req),
 	    "EXECD-COMMANDS-TAIL-CURSOR", next);
-	evhttp_add_header(evhttp_request_get_output_headers(k->req),
-	    "Content-Type", "text/plain; charset=utf-8");
-	evhttp_send_reply(k->req, 200, "OK", b);
-	evbuffer_free(b);
+	xd_reply_text(k->req, "text/plain; charset=utf-8", b);
 	xd_os_call_free(k);
 }
 
@@ -601,57 +534,39 @@ mode_of(json_t *v, int def)
 	return r;
 }
 
+/* POST /directories {path: {mode}}: mkdir -p, mode 755 when none
+ * given; POST /files/permissions {path: {mode, owner, group}}: chmod.
+ * An owner or a group is refused: every file of a sluice sandbox
+ * belongs to its one user. */
 static void
-h_mkdirs(struct xd_os_call *k)
+set_modes(struct xd_os_call *k, int mkdirs)
 {
 	const char *path;
 	json_t *v;
 	struct xd_perr e;
-	int mode;
+	int mode, owner;
 
 	memset(&e, 0, sizeof(e));
 	if (!changeable(k))
 		return;
 	json_object_foreach(k->body, path, v) {
-		if ((mode = mode_of(json_object_get(v, "mode"), 0755)) < 0) {
-			xd_os_reply_err(k, 400, "INVALID_REQUEST_BODY", "%s: "
-			    "mode: octal digits (755)", path);
-			return;
-		}
-		if (xd_osfs_mkdir(&k->box->rec, path, mode, &e) != 0) {
-			xd_os_reply_perr(k, &e);
-			return;
-		}
-	}
-	xd_os_reply_empty(k, 200);
-}
-
-static void
-h_perms(struct xd_os_call *k)
-{
-	const char *path;
-	json_t *v;
-	struct xd_perr e;
-	int mode;
-
-	memset(&e, 0, sizeof(e));
-	if (!changeable(k))
-		return;
-	json_object_foreach(k->body, path, v) {
-		if ((mode = mode_of(json_object_get(v, "mode"), -2)) < 0) {
-			if (mode == -2 && (json_object_get(v, "owner") ||
-			    json_object_get(v, "group")))
+		owner = !mkdirs && (json_object_get(v, "owner") != NULL ||
+		    json_object_get(v, "group") != NULL);
+		if ((mode = mode_of(json_object_get(v, "mode"), mkdirs ? 0755 :
+		    -2)) < 0) {
+			if (mode == -2 && owner)
 				goto owner;
 			xd_os_reply_err(k, 400, "INVALID_REQUEST_BODY", "%s: "
-			    "mode: octal digits (644)", path);
+			    "mode: octal digits (%s)", path, mkdirs ? "755" :
+			    "644");
 			return;
 		}
-		if (xd_osfs_chmod(&k->box->rec, path, mode, &e) != 0) {
+		if ((mkdirs ? xd_osfs_mkdir(&k->box->rec, path, mode, &e) :
+		    xd_osfs_chmod(&k->box->rec, path, mode, &e)) != 0) {
 			xd_os_reply_perr(k, &e);
 			return;
 		}
-		if (json_object_get(v, "owner") != NULL ||
-		    json_object_get(v, "group") != NULL)
+		if (owner)
 			goto owner;
 	}
 	xd_os_reply_empty(k, 200);
@@ -659,6 +574,18 @@ h_perms(struct xd_os_call *k)
 owner:
 	xd_os_reply_err(k, 501, "NOT_SUPPORTED", "owner/group: every file of "
 	    "a sluice sandbox belongs to its one user");
+}
+
+static void
+h_mkdirs(struct xd_os_call *k)
+{
+	set_modes(k, 1);
+}
+
+static void
+h_perms(struct xd_os_call *k)
+{
+	set_modes(k, 0);
 }
 
 static void

@@ -38,67 +38,34 @@
 /* errors are set with xd_perr_set (exec_parse.c) */
 #define oe xd_perr_set
 
+static const struct xd_errno_msg oe_msgs[] = {
+	{ ENOENT, 404, "not_found", "no such file or directory" },
+	{ ENOTDIR, 404, "not_found", "no such file or directory" },
+	{ ELOOP, 400, "bad_request", "a symbolic link (not followed)" },
+	{ EXDEV, 400, "bad_request", "crosses a mount point" },
+	{ EACCES, 403, "forbidden", "permission denied (as the sandbox "
+	    "user)" },
+	{ EPERM, 403, "forbidden", "permission denied (as the sandbox "
+	    "user)" },
+	{ EEXIST, 409, "conflict", "exists" },
+	{ ENOTEMPTY, 409, "conflict", "exists" },
+	{ ENOSPC, 413, "too_large", "no space left in the workspace" },
+	{ EDQUOT, 413, "too_large", "no space left in the workspace" },
+	{ EFBIG, 413, "too_large", "no space left in the workspace" },
+	{ EISDIR, 400, "bad_request", "a directory" },
+	{ 0, 0, NULL, NULL }
+};
+
 static int
 oe_errno(struct xd_perr *e, const char *path, int err)
 {
-	switch (err) {
-	case ENOENT:
-	case ENOTDIR:
-		return oe(e, 404, "not_found", "/workspace/%s: no such file "
-		    "or directory", path);
-	case ELOOP:
-		return oe(e, 400, "bad_request", "/workspace/%s: a symbolic "
-		    "link (not followed)", path);
-	case EXDEV:
-		return oe(e, 400, "bad_request", "/workspace/%s: crosses a "
-		    "mount point", path);
-	case EACCES:
-	case EPERM:
-		return oe(e, 403, "forbidden", "/workspace/%s: permission "
-		    "denied (as the sandbox user)", path);
-	case EEXIST:
-	case ENOTEMPTY:
-		return oe(e, 409, "conflict", "/workspace/%s: exists", path);
-	case ENOSPC:
-	case EDQUOT:
-	case EFBIG:
-		return oe(e, 413, "too_large", "/workspace/%s: no space left "
-		    "in the workspace", path);
-	case EISDIR:
-		return oe(e, 400, "bad_request", "/workspace/%s: a directory",
-		    path);
-	default:
-		return oe(e, 500, "internal", "/workspace/%s: %s", path,
-		    strerror(err));
-	}
-}
+	const struct xd_errno_msg *m = xd_errno_find(oe_msgs, err);
 
-static void
-as_user(const struct sbx_rec *r)
-{
-	(void)setfsgid(r->host_gid);
-	(void)setfsuid(r->host_uid);
-}
-
-static void
-as_root(void)
-{
-	(void)setfsuid(0);
-	(void)setfsgid(0);
-}
-
-static int
-rin(int ws, const char *path, int flags, mode_t mode)
-{
-	struct open_how how;
-
-	memset(&how, 0, sizeof(how));
-	how.flags = (uint64_t)(flags | O_CLOEXEC);
-	how.mode = (flags & O_CREAT) ? mode : 0;
-	how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
-	    RESOLVE_NO_XDEV;
-	return (int)syscall(SYS_openat2, ws, path[0] ? path : ".", &how,
-	    sizeof(how));
+	if (m != NULL)
+		return oe(e, m->status, m->code, "/workspace/%s: %s", path,
+		    m->msg);
+	return oe(e, 500, "internal", "/workspace/%s: %s", path,
+	    strerror(err));
 }
 
 /* The path that stands for /workspace ("opensandbox".workdir), "" none:
@@ -136,28 +103,6 @@ norm_of(const char *in, char *out, size_t len, struct xd_perr *e)
 	return 0;
 }
 
-/* The workspace's fd, the caller then as the sandbox user. */
-static int
-enter(const struct sbx_rec *r, struct xd_perr *e)
-{
-	int ws = open(r->workspace, O_PATH | O_DIRECTORY | O_NOFOLLOW |
-	    O_CLOEXEC);
-
-	if (ws < 0)
-		return oe(e, 500, "internal", "the workspace: %s",
-		    strerror(errno));
-	as_user(r);
-	return ws;
-}
-
-static void
-leave(int ws)
-{
-	as_root();
-	if (ws >= 0)
-		close(ws);
-}
-
 /* norm's parent (O_PATH) and its last component. */
 static int
 parent(int ws, const char *norm, char *base, size_t blen, struct xd_perr *e)
@@ -173,7 +118,7 @@ parent(int ws, const char *norm, char *base, size_t blen, struct xd_perr *e)
 		return oe(e, 400, "bad_request", "a name too long");
 	memcpy(dir, norm, dl);
 	dir[dl] = '\0';
-	if ((fd = rin(ws, dir, O_PATH | O_DIRECTORY, 0)) < 0)
+	if ((fd = xd_fs_open_in(ws, dir, O_PATH | O_DIRECTORY, 0)) < 0)
 		return oe_errno(e, norm, errno);
 	return fd;
 }
@@ -239,22 +184,22 @@ xd_osfs_info(const struct sbx_rec *r, const char *path, json_t **out,
 	int ws, fd;
 
 	*out = NULL;
-	if (norm_of(path, norm, sizeof(norm), e) != 0 || (ws = enter(r, e)) <
-	    0)
+	if (norm_of(path, norm, sizeof(norm), e) != 0 ||
+	    (ws = xd_fs_enter(r, e)) < 0)
 		return -1;
-	fd = rin(ws, norm, O_PATH | O_NOFOLLOW, 0);
+	fd = xd_fs_open_in(ws, norm, O_PATH | O_NOFOLLOW, 0);
 	if (fd < 0 || fstat(fd, &st) != 0) {
 		int k = errno;
 
 		if (fd >= 0)
 			close(fd);
-		leave(ws);
+		xd_fs_leave(ws);
 		return oe(e, k == ENOENT || k == ENOTDIR ? 404 : 500,
 		    k == ENOENT || k == ENOTDIR ? "FILE_NOT_FOUND" : "internal",
 		    "%s: %s", path, strerror(k));
 	}
 	close(fd);
-	leave(ws);
+	xd_fs_leave(ws);
 	*out = info_json(r, norm, &st);
 	return 0;
 }
@@ -363,14 +308,15 @@ xd_osfs_list(const struct sbx_rec *r, const char *dir, int depth,
 	int ws, dfd;
 
 	*out = NULL;
-	if (norm_of(dir, norm, sizeof(norm), e) != 0 || (ws = enter(r, e)) < 0)
+	if (norm_of(dir, norm, sizeof(norm), e) != 0 ||
+	    (ws = xd_fs_enter(r, e)) < 0)
 		return -1;
 	/* a symbolic link named is refused, not listed through */
-	dfd = rin(ws, norm, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+	dfd = xd_fs_open_in(ws, norm, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
 	if (dfd < 0) {
 		int k = errno;
 
-		leave(ws);
+		xd_fs_leave(ws);
 		if (k == ENOTDIR || k == ELOOP)
 			return oe(e, 400, "INVALID_PATH", "%s: not a directory "
 			    "(a symbolic link is not followed)", dir);
@@ -379,7 +325,7 @@ xd_osfs_list(const struct sbx_rec *r, const char *dir, int depth,
 	}
 	if (fstat(dfd, &st) != 0) {
 		close(dfd);
-		leave(ws);
+		xd_fs_leave(ws);
 		return oe(e, 500, "internal", "%s: %s", dir, strerror(errno));
 	}
 	memset(&w, 0, sizeof(w));
@@ -389,7 +335,7 @@ xd_osfs_list(const struct sbx_rec *r, const char *dir, int depth,
 	w.max = max;
 	w.out = json_array();
 	olist_dir(&w, dfd, norm, 0);
-	leave(ws);
+	xd_fs_leave(ws);
 	*out = w.out;
 	return 0;
 }
@@ -404,11 +350,12 @@ xd_osfs_mkdir(const struct sbx_rec *r, const char *path, int mode,
 	size_t i = 0, len;
 	int ws, fd, rc = -1;
 
-	if (norm_of(path, norm, sizeof(norm), e) != 0 || (ws = enter(r, e)) < 0)
+	if (norm_of(path, norm, sizeof(norm), e) != 0 ||
+	    (ws = xd_fs_enter(r, e)) < 0)
 		return -1;
 	len = strlen(norm);
 	if (len == 0) {
-		leave(ws);
+		xd_fs_leave(ws);
 		return 0;
 	}
 	/* each prefix resolved inside, made in the one before it */
@@ -424,15 +371,16 @@ xd_osfs_mkdir(const struct sbx_rec *r, const char *path, int mode,
 		}
 		memcpy(pre, norm, i + n);
 		pre[i + n] = '\0';
-		fd = rin(ws, pre, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
+		fd = xd_fs_open_in(ws, pre, O_PATH | O_DIRECTORY |
+		    O_NOFOLLOW, 0);
 		if (fd < 0 && errno == ENOENT) {
 			memcpy(comp, norm + i, n);
 			comp[n] = '\0';
 			slash = i > 0 ? pre + i - 1 : NULL;
 			if (slash != NULL)
 				pre[i - 1] = '\0';
-			pfd = rin(ws, slash ? pre : "", O_PATH | O_DIRECTORY,
-			    0);
+			pfd = xd_fs_open_in(ws, slash ? pre : "", O_PATH |
+			    O_DIRECTORY, 0);
 			if (pfd < 0 || (mkdirat(pfd, comp, (mode_t)(mode &
 			    07777)) != 0 && errno != EEXIST)) {
 				int k = errno;
@@ -445,7 +393,8 @@ xd_osfs_mkdir(const struct sbx_rec *r, const char *path, int mode,
 			close(pfd);
 			memcpy(pre, norm, i + n);
 			pre[i + n] = '\0';
-			fd = rin(ws, pre, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
+			fd = xd_fs_open_in(ws, pre, O_PATH | O_DIRECTORY |
+		    O_NOFOLLOW, 0);
 		}
 		if (fd < 0) {
 			oe_errno(e, norm, errno);
@@ -460,7 +409,7 @@ xd_osfs_mkdir(const struct sbx_rec *r, const char *path, int mode,
 	}
 	rc = 0;
 out:
-	leave(ws);
+	xd_fs_leave(ws);
 	return rc;
 }
 
@@ -510,17 +459,17 @@ xd_osfs_rmtree(const struct sbx_rec *r, const char *path, struct xd_perr *e)
 	if (!norm[0])
 		return oe(e, 400, "bad_request", "/workspace itself is not "
 		    "removed");
-	if ((ws = enter(r, e)) < 0)
+	if ((ws = xd_fs_enter(r, e)) < 0)
 		return -1;
 	if ((pfd = parent(ws, norm, base, sizeof(base), e)) < 0) {
-		leave(ws);
+		xd_fs_leave(ws);
 		return -1;
 	}
 	rc = rm_in(pfd, base, 0);
 	if (rc != 0)
 		oe_errno(e, norm, errno ? errno : EIO);
 	close(pfd);
-	leave(ws);
+	xd_fs_leave(ws);
 	return rc;
 }
 
@@ -534,9 +483,10 @@ xd_osfs_chmod(const struct sbx_rec *r, const char *path, int mode,
 	struct stat st;
 	int ws, fd, rc = -1;
 
-	if (norm_of(path, norm, sizeof(norm), e) != 0 || (ws = enter(r, e)) < 0)
+	if (norm_of(path, norm, sizeof(norm), e) != 0 ||
+	    (ws = xd_fs_enter(r, e)) < 0)
 		return -1;
-	fd = rin(ws, norm, O_PATH | O_NOFOLLOW, 0);
+	fd = xd_fs_open_in(ws, norm, O_PATH | O_NOFOLLOW, 0);
 	if (fd < 0 || fstat(fd, &st) != 0) {
 		oe_errno(e, norm, errno);
 		goto out;
@@ -555,7 +505,7 @@ xd_osfs_chmod(const struct sbx_rec *r, const char *path, int mode,
 out:
 	if (fd >= 0)
 		close(fd);
-	leave(ws);
+	xd_fs_leave(ws);
 	return rc;
 }
 
@@ -567,7 +517,7 @@ xd_osfs_rename(const struct sbx_rec *r, const char *src, const char *dst,
 	int ws, ps = -1, pd = -1, rc = -1;
 
 	if (norm_of(src, ns, sizeof(ns), e) != 0 || norm_of(dst, nd,
-	    sizeof(nd), e) != 0 || (ws = enter(r, e)) < 0)
+	    sizeof(nd), e) != 0 || (ws = xd_fs_enter(r, e)) < 0)
 		return -1;
 	if ((ps = parent(ws, ns, bs, sizeof(bs), e)) < 0 || (pd = parent(ws,
 	    nd, bd, sizeof(bd), e)) < 0)
@@ -582,7 +532,7 @@ out:
 		close(ps);
 	if (pd >= 0)
 		close(pd);
-	leave(ws);
+	xd_fs_leave(ws);
 	return rc;
 }
 
@@ -686,7 +636,7 @@ xd_osfs_workdir_link(const struct sbx_rec *r, int rootfd, char *err,
 	how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
 	/* the sandbox's /tmp is a mount of its own: no RESOLVE_NO_XDEV */
 	how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-	as_user(r);
+	xd_fs_as_user(r);
 	dfd = (int)syscall(SYS_openat2, rootfd, dir[0] ? dir : ".", &how,
 	    sizeof(how));
 	if (dfd < 0) {
@@ -705,7 +655,7 @@ xd_osfs_workdir_link(const struct sbx_rec *r, int rootfd, char *err,
 			rc = -1;
 		}
 	}
-	as_root();
+	xd_fs_as_root();
 	if (dfd >= 0)
 		close(dfd);
 	return rc;

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -217,16 +218,10 @@ xd_os_recs_load(struct xd_os *os, char *err, size_t errlen)
 	while ((de = readdir(d)) != NULL) {
 		char p[SBX_PATH_MAX + 300], id[SBX_ID_MAX + 8];
 		char key[SBX_ID_MAX + 1];
-		size_t n = strlen(de->d_name);
 		json_error_t je;
 		json_t *r;
 
-		if (n < 6 || n - 5 > SBX_ID_MAX || strcmp(de->d_name + n - 5,
-		    ".json") != 0)
-			continue;
-		memcpy(id, de->d_name, n - 5);
-		id[n - 5] = '\0';
-		if (!sbx_id_ok(id, SBX_ID_MAX))
+		if (!xd_json_name_id(de->d_name, id))
 			continue;
 		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
 		r = json_load_file(p, JSON_REJECT_DUPLICATES, &je);
@@ -368,4 +363,19 @@ xd_os_token_ok(const struct xd_os *os, const char *id,
 		return 0;
 	xd_os_token(os, id, want);
 	return CRYPTO_memcmp(v, want, 64) == 0;
+}
+
+json_t *
+xd_os_iso_ms(int64_t ms)
+{
+	char buf[48];
+	struct tm g;
+	time_t t = (time_t)(ms / 1000);
+
+	if (ms <= 0 || gmtime_r(&t, &g) == NULL)
+		return json_null();
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &g);
+	snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ".%03dZ",
+	    (int)(ms % 1000));
+	return json_string(buf);
 }

@@ -149,14 +149,7 @@ pxy_end(struct pxy *p, int status, const char *code, const char *msg)
 static size_t
 queued(struct evhttp_request *req)
 {
-	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(
-	    evcon) : NULL;
-	struct bufferevent *under = bev ? bufferevent_get_underlying(bev) :
-	    NULL;
-
-	return (bev ? evbuffer_get_length(bufferevent_get_output(bev)) : 0) +
-	    (under ? evbuffer_get_length(bufferevent_get_output(under)) : 0);
+	return xd_conn_queued(evhttp_request_get_connection(req));
 }
 
 static void
@@ -437,7 +430,7 @@ up_read(struct bufferevent *bev, void *arg)
 	struct evbuffer *in = bufferevent_get_input(bev);
 	struct evbuffer_ptr e;
 
-	if (!p->started && p->ws) {
+	if (!p->started) {
 		e = evbuffer_search(in, "\r\n\r\n", 4, NULL);
 		if (e.pos < 0) {
 			if (evbuffer_get_length(in) > HEAD_MAX)
@@ -445,15 +438,9 @@ up_read(struct bufferevent *bev, void *arg)
 				    "sandbox sent a head of more than 64 KiB");
 			return;
 		}
-		(void)ws_start(p, in, (size_t)e.pos + 4);
-		return;
-	}
-	if (!p->started) {
-		e = evbuffer_search(in, "\r\n\r\n", 4, NULL);
-		if (e.pos < 0) {
-			if (evbuffer_get_length(in) > HEAD_MAX)
-				pxy_end(p, 502, "BAD_GATEWAY", "the server in the "
-				    "sandbox sent a head of more than 64 KiB");
+		/* a WebSocket's head is the upgrade; the rest is frames */
+		if (p->ws) {
+			(void)ws_start(p, in, (size_t)e.pos + 4);
 			return;
 		}
 		if (head(p, in, (size_t)e.pos + 4) != 0)

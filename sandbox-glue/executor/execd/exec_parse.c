@@ -891,3 +891,24 @@ fail:
 	xd_cmd_spec_free(s);
 	return -1;
 }
+
+int
+xd_json_name_id(const char *name, char *id)
+{
+	size_t n = name != NULL ? strlen(name) : 0;
+
+	if (n <= 5 || n - 5 > SBX_ID_MAX || strcmp(name + n - 5, ".json") != 0)
+		return 0;
+	memcpy(id, name, n - 5);
+	id[n - 5] = '\0';
+	return sbx_id_ok(id, SBX_ID_MAX);
+}
+
+const struct xd_errno_msg *
+xd_errno_find(const struct xd_errno_msg *tab, int err)
+{
+	for (; tab->code != NULL; tab++)
+		if (tab->err == err)
+			return tab;
+	return NULL;
+}

@@ -138,11 +138,7 @@ conn_free(struct xd_ptyc *p)
 static size_t
 queued(const struct xd_ptyc *p)
 {
-	struct bufferevent *under = bufferevent_get_underlying(p->bev);
-
-	return evbuffer_get_length(bufferevent_get_output(p->bev)) +
-	    (under != NULL ? evbuffer_get_length(bufferevent_get_output(
-	    under)) : 0);
+	return xd_bev_queued(p->bev);
 }
 
 static void

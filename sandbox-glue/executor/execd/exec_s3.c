@@ -615,19 +615,26 @@ s3_simple(struct s3_req *q, int nf_ok, char *err, size_t len)
 	return rc;
 }
 
+/* s3_simple of a request whose answer's body is not wanted. */
+static int
+s3_once(struct s3_req *q, int nf_ok, char *err, size_t len)
+{
+	int rc = s3_simple(q, nf_ok, err, len);
+
+	free(q->ans);
+	return rc;
+}
+
 int
 xd_s3_put_mem(const struct xd_s3 *s, const char *name, const void *buf,
     size_t n, char *err, size_t len)
 {
 	struct s3_req q;
-	int rc;
 
 	req_init(&q, s, "PUT", name, "");
 	q.body = buf;
 	q.blen = n;
-	rc = s3_simple(&q, 0, err, len);
-	free(q.ans);
-	return rc;
+	return s3_once(&q, 0, err, len);
 }
 
 int
@@ -756,14 +763,11 @@ xd_s3_get_fd(const struct xd_s3 *s, const char *name, int fd, uint64_t max,
     char *err, size_t len)
 {
 	struct s3_req q;
-	int rc;
 
 	req_init(&q, s, "GET", name, "");
 	q.out_fd = fd;
 	q.out_max = max;
-	rc = s3_simple(&q, 1, err, len);
-	free(q.ans);
-	return rc;
+	return s3_once(&q, 1, err, len);
 }
 
 char *
@@ -793,12 +797,9 @@ xd_s3_delete(const struct xd_s3 *s, const char *name, char *err,
     size_t len)
 {
 	struct s3_req q;
-	int rc;
 
 	req_init(&q, s, "DELETE", name, "");
-	rc = s3_simple(&q, 1, err, len);
-	free(q.ans);
-	return rc < 0 ? -1 : 0;
+	return s3_once(&q, 1, err, len) < 0 ? -1 : 0;
 }
 
 json_t *

@@ -100,18 +100,12 @@ int
 xd_tar_dir_parse(const char *q, char *out, size_t len, struct xd_perr *e)
 {
 	if (xd_path_norm(q != NULL ? q : "", out, len) != 0) {
-		e->status = 400;
-		e->code = "bad_request";
-		snprintf(e->msg, sizeof(e->msg), "path: a directory of "
-		    "/workspace (relative, or under /workspace)");
-		return -1;
+		return xd_perr_set(e, 400, "bad_request", "path: a "
+		    "directory of /workspace (relative, or under /workspace)");
 	}
 	if (strncmp(out, TAR_STAGE, sizeof(TAR_STAGE) - 1) == 0) {
-		e->status = 400;
-		e->code = "bad_request";
-		snprintf(e->msg, sizeof(e->msg), "path: %s* is the archive "
-		    "calls' own", TAR_STAGE);
-		return -1;
+		return xd_perr_set(e, 400, "bad_request", "path: %s* is the "
+		    "archive calls' own", TAR_STAGE);
 	}
 	return 0;
 }
@@ -1019,11 +1013,8 @@ xd_tar_put(struct xd_box *b, struct evbuffer *body, const char *dir,
 	}
 	if (xd_tar_body_kind(evbuffer_pullup(body, len < 1024 ? (ev_ssize_t)len
 	    : 1024), len) == NULL) {
-		e->status = 400;
-		e->code = "bad_request";
-		snprintf(e->msg, sizeof(e->msg), "the body is not a tar (nor a "
-		    "tar compressed with gzip or zstd)");
-		return -1;
+		return xd_perr_set(e, 400, "bad_request", "the body is not "
+		    "a tar (nor a tar compressed with gzip or zstd)");
 	}
 	if ((t = calloc(1, sizeof(*t))) == NULL)
 		goto nomem;
@@ -1043,19 +1034,13 @@ xd_tar_put(struct xd_box *b, struct evbuffer *body, const char *dir,
 		b->op = 0;
 		b->refs--;
 		free(t);
-		e->status = 503;
-		e->code = "backend_unavailable";
-		snprintf(e->msg, sizeof(e->msg), "%s", err);
-		return -1;
+		return xd_perr_set(e, 503, "backend_unavailable", "%s", err);
 	}
 	/* the worker has its copy: the daemon's goes now */
 	evbuffer_drain(body, len);
 	return 0;
 nomem:
-	e->status = 500;
-	e->code = "internal";
-	snprintf(e->msg, sizeof(e->msg), "out of memory");
-	return -1;
+	return xd_perr_set(e, 500, "internal", "out of memory");
 }
 
 /* ---- GET in the daemon ---- */
@@ -1070,8 +1055,8 @@ struct tar_get {
 	char line[TAR_LINE_MAX];
 	size_t nline;
 	int started, ending, eof, exited, wstatus, rd_on;
-	size_t queued;
-	int64_t moved_ms, start_ms;
+	struct xd_share share;          /* of reply_total_bytes */
+	int64_t start_ms;
 	void (*done)(void *);
 	void *arg;
 	char who[96];
@@ -1080,14 +1065,7 @@ struct tar_get {
 static size_t
 tg_out_queued(struct tar_get *g)
 {
-	struct bufferevent *bev = g->evcon != NULL ?
-	    evhttp_connection_get_bufferevent(g->evcon) : NULL;
-	struct bufferevent *under = bev != NULL ? bufferevent_get_underlying(
-	    bev) : NULL;
-
-	return (bev != NULL ? evbuffer_get_length(bufferevent_get_output(bev)) :
-	    0) + (under != NULL ? evbuffer_get_length(bufferevent_get_output(
-	    under)) : 0);
+	return xd_conn_queued(g->evcon);
 }
 
 static void
@@ -1119,7 +1097,7 @@ tg_free(struct tar_get *g)
 		close(g->fd);
 	if (g->pidfd >= 0)
 		close(g->pidfd);
-	g->xd->reply_queued -= g->queued;
+	g->xd->reply_queued -= g->share.queued;
 	free(g);
 }
 
@@ -1141,7 +1119,6 @@ static void
 tg_finish(struct tar_get *g, int ok)
 {
 	struct evhttp_connection *evcon = g->evcon;
-	struct bufferevent *bev;
 
 	if (g->ending)
 		return;
@@ -1153,11 +1130,8 @@ tg_finish(struct tar_get *g, int ok)
 	if (g->ev_exit != NULL)
 		event_del(g->ev_exit);
 	if (evcon != NULL) {
-		evhttp_connection_set_closecb(evcon, NULL, NULL);
+		xd_conn_release(evcon, !ok);
 		g->evcon = NULL;
-		if (!ok && (bev = evhttp_connection_get_bufferevent(evcon)) !=
-		    NULL && bufferevent_getfd(bev) >= 0)
-			shutdown(bufferevent_getfd(bev), SHUT_RDWR);
 	}
 	if (event_base_once(g->xd->base, -1, EV_TIMEOUT, tg_end_later, g,
 	    NULL) != 0)
@@ -1247,7 +1221,7 @@ tg_line(struct tar_get *g)
 	evhttp_add_header(oh, "Cache-Control", "no-store");
 	evhttp_send_reply_start(g->req, 200, util_http_phrase(200));
 	g->started = 1;
-	g->moved_ms = sbx_now_ms();
+	g->share.moved_ms = sbx_now_ms();
 	if ((g->evcon = evhttp_request_get_connection(g->req)) != NULL)
 		evhttp_connection_set_closecb(g->evcon, tg_closed, g);
 	/* what came after the line */
@@ -1257,9 +1231,7 @@ tg_line(struct tar_get *g)
 
 		if (b != NULL) {
 			evbuffer_add(b, nl + 1, (size_t)n);
-			g->queued += (size_t)n;
-			g->xd->reply_queued += (size_t)n;
-			evhttp_send_reply_chunk_with_cb(g->req, b, tg_drained,
+			xd_share_send(g->xd, &g->share, g->req, b, tg_drained,
 			    g);
 			evbuffer_free(b);
 		}
@@ -1269,7 +1241,6 @@ tg_line(struct tar_get *g)
 static void
 tg_pump(struct tar_get *g)
 {
-	const struct xd_cfg *c = g->xd->cfg;
 	struct timeval tv = { 0, TAR_TICK_MS * 1000 };
 	size_t q, room;
 	struct evbuffer *b;
@@ -1299,13 +1270,9 @@ tg_pump(struct tar_get *g)
 		return;
 	}
 	q = tg_out_queued(g);
-	if (q < g->queued) {
-		g->moved_ms = sbx_now_ms();
-		g->xd->reply_queued -= g->queued - q;
-		g->queued = q;
-	}
+	xd_share_seen(g->xd, &g->share, q);
 	if (q == 0)
-		g->moved_ms = sbx_now_ms();     /* waiting for the helper */
+		g->share.moved_ms = sbx_now_ms();  /* waiting for the helper */
 	if (g->eof && !g->exited && g->pidfd < 0) {
 		/* no pidfd: the helper is at its exit once its pipe ended */
 		while (waitpid(g->pid, &g->wstatus, 0) < 0 && errno == EINTR)
@@ -1318,11 +1285,7 @@ tg_pump(struct tar_get *g)
 			    WEXITSTATUS(g->wstatus) == 0);
 			return;
 		}
-	} else if (q <= c->reply_buffer / 2 && g->xd->reply_queued <
-	    c->reply_total) {
-		room = (size_t)(c->reply_buffer - q);
-		if (room > c->reply_total - g->xd->reply_queued)
-			room = (size_t)(c->reply_total - g->xd->reply_queued);
+	} else if ((room = xd_share_room(g->xd, q)) > 0) {
 		if (room > TAR_READ_MAX)
 			room = TAR_READ_MAX;
 		if ((p = malloc(room)) != NULL) {
@@ -1333,10 +1296,7 @@ tg_pump(struct tar_get *g)
 				g->eof = 1;
 			else if (r > 0 && (b = evbuffer_new()) != NULL) {
 				evbuffer_add(b, p, (size_t)r);
-				g->queued += (size_t)r;
-				g->xd->reply_queued += (size_t)r;
-				g->moved_ms = sbx_now_ms();
-				evhttp_send_reply_chunk_with_cb(g->req, b,
+				xd_share_send(g->xd, &g->share, g->req, b,
 				    tg_drained, g);
 				evbuffer_free(b);
 			}
@@ -1355,7 +1315,7 @@ tg_pump(struct tar_get *g)
 		event_del(g->ev_rd);
 		g->rd_on = 0;
 	}
-	if (sbx_now_ms() - g->moved_ms > c->reply_timeout_ms) {
+	if (xd_share_stalled(g->xd, &g->share)) {
 		xd_log(XD_LOG_INFO, "%s: archive: a client that read nothing "
 		    "for reply_timeout_ms dropped", g->who);
 		tg_finish(g, 0);
@@ -1389,11 +1349,8 @@ xd_tar_get(struct xd *xd, struct evhttp_request *req, struct xd_box *b,
 	if ((wfd = open(b->rec.workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
 	    O_CLOEXEC)) < 0) {
 		free(g);
-		e->status = 500;
-		e->code = "internal";
-		snprintf(e->msg, sizeof(e->msg), "the workspace: %s",
+		return xd_perr_set(e, 500, "internal", "the workspace: %s",
 		    strerror(errno));
-		return -1;
 	}
 	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0 ||
 	    fcntl(p[1], F_SETFL, 0) != 0 ||     /* the helper's end blocks */
@@ -1404,11 +1361,8 @@ xd_tar_get(struct xd *xd, struct evhttp_request *req, struct xd_box *b,
 			close(p[1]);
 		close(wfd);
 		free(g);
-		e->status = 503;
-		e->code = "backend_unavailable";
-		snprintf(e->msg, sizeof(e->msg), "the archive helper does not "
-		    "start");
-		return -1;
+		return xd_perr_set(e, 503, "backend_unavailable",
+		    "the archive helper does not start");
 	}
 	close(wfd);
 	close(p[1]);
@@ -1428,8 +1382,5 @@ xd_tar_get(struct xd *xd, struct evhttp_request *req, struct xd_box *b,
 	tg_pump(g);
 	return 0;
 nomem:
-	e->status = 500;
-	e->code = "internal";
-	snprintf(e->msg, sizeof(e->msg), "out of memory");
-	return -1;
+	return xd_perr_set(e, 500, "internal", "out of memory");
 }

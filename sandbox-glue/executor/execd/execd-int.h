@@ -356,6 +356,10 @@ const struct xd_token *xd_token_find(const struct xd_cfg *c, const char *tok);
 int xd_route_match(const char *pattern, const char *path, char **args,
     size_t nargs);
 void xd_args_free(char **args, size_t nargs);
+/* A file name "<id>.json" whose id passes sbx_id_ok: 1 with id (at
+ * least SBX_ID_MAX + 1 bytes) set; else 0.  The records and archives
+ * are kept under such names. */
+int xd_json_name_id(const char *name, char *id);
 
 /* A path of the files API, relative to /workspace: "/workspace/a/b",
  * "a/./b" and "x/../a/b" all give "a/b"; ".." at the top stays at the
@@ -378,11 +382,20 @@ struct xd_perr {
 	json_t *extra;
 };
 void xd_perr_clear(struct xd_perr *e);
-/* Set e (status, code, a message) and return -1: the error setter new
- * code of the daemon calls (the older files keep private copies of it,
- * to be folded into this one). */
+/* Set e (status, code, a message) and return -1: the daemon's one
+ * error setter (sluiced's answers, exec_broker.c, included). */
 int xd_perr_set(struct xd_perr *e, int status, const char *code,
     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* How an API says an errno: a table of these, ended by a NULL code;
+ * xd_errno_find: err's row, NULL when it has none. */
+struct xd_errno_msg {
+	int err;
+	int status;
+	const char *code;
+	const char *msg;
+};
+const struct xd_errno_msg *xd_errno_find(const struct xd_errno_msg *tab,
+    int err);
 
 #define XD_CREDS_MAX	16
 #define XD_CRED_INDEX_MAX	256
@@ -487,6 +500,56 @@ void xd_reply_error(struct evhttp_request *req, int status,
     const char *code, json_t *extra, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 void xd_reply_perr(struct evhttp_request *req, struct xd_perr *e);
+/* b (then freed) as a 200 answer of Content-Type type. */
+void xd_reply_text(struct evhttp_request *req, const char *type,
+    struct evbuffer *b);
+struct evhttp_connection;
+/* A streamed answer lets go of its connection: its close callback
+ * forgotten; cut: the connection shut too, so the client sees the
+ * answer end short rather than wait for the rest. */
+void xd_conn_release(struct evhttp_connection *evcon, int cut);
+struct bufferevent;
+/* Bytes not yet written to a client: its bufferevent's and, on TLS,
+ * those exec_gate.c's filter already moved to the one under it (NULL
+ * bev or evcon: 0).  Streams pause above stream_watermark. */
+size_t xd_bev_queued(struct bufferevent *bev);
+size_t xd_conn_queued(struct evhttp_connection *evcon);
+/* A command's output as it is streamed: b[0..n) after what was carried
+ * from the chunk before (carry, *ncarry: at most 3 bytes of a UTF-8
+ * character cut short); the whole characters in a malloc'd buffer,
+ * *whole bytes, the cut end carried again.  raw (base64): all of it.
+ * NULL when there is nothing whole yet (*whole 0) or no memory. */
+unsigned char *xd_utf8_carry(unsigned char *carry, size_t *ncarry,
+    const unsigned char *b, size_t n, int raw, size_t *whole);
+struct xd;
+/* A streamed answer's part of reply_total_bytes (exec_api.c's file and
+ * exec answers, exec_tar.c's archives): the bytes it has queued on its
+ * connection (counted in xd->reply_queued) and when its client last
+ * read.  xd_share_seen: q bytes are still queued there, what the client
+ * read since leaves the share.  xd_share_room: how many bytes it may
+ * queue now, 0 while more than half of reply_buffer_bytes waits on its
+ * connection or reply_total_bytes is taken.  xd_share_send: b to the
+ * client (drained(arg) as it drains), in the share.  xd_share_stalled:
+ * its client read nothing for reply_timeout_ms. */
+struct xd_share {
+	size_t queued;
+	int64_t moved_ms;
+};
+void xd_share_seen(struct xd *xd, struct xd_share *s, size_t q);
+size_t xd_share_room(const struct xd *xd, size_t q);
+void xd_share_send(struct xd *xd, struct xd_share *s,
+    struct evhttp_request *req, struct evbuffer *b,
+    void (*drained)(struct evhttp_connection *, void *), void *arg);
+int xd_share_stalled(const struct xd *xd, const struct xd_share *s);
+/* One frame of a stream to req, j consumed: "event: E\ndata: J\n\n"
+ * (server-sent events) or, event NULL, "J\n\n" (OpenSandbox's);
+ * flushed(arg) is called as it drains.  1 when more than watermark
+ * bytes now wait on the connection: the caller pauses its command until
+ * xd_stream_caught_up (at most half of them wait). */
+int xd_stream_json(struct evhttp_request *req, const char *event,
+    json_t *j, void (*flushed)(struct evhttp_connection *, void *),
+    void *arg, size_t watermark);
+int xd_stream_caught_up(struct evhttp_request *req, size_t watermark);
 
 /* ---- exec_gate.c ---- */
 
@@ -602,30 +665,26 @@ void xd_job_wait_all(struct xd *xd, int timeout_ms);
 
 /* ---- exec_broker.c (blocking: in workers and --doctor only) ---- */
 
-/* The outcome of a call to sluiced as the API reports it. */
-struct xd_broker_err {
-	int status;             /* 503 unreachable, 403, 409, ... */
-	const char *code;
-	char msg[XD_ERR_MAX];
-};
+/* The outcome of a call to sluiced is told as the API reports it, in
+ * an xd_perr (status 503 unreachable, 403, 409, ...; extra not set). */
 
 int xd_broker_create(const struct xd_cfg *c, const struct sbx_rec *r,
-    char *session_dir, size_t dlen, struct xd_broker_err *e);
+    char *session_dir, size_t dlen, struct xd_perr *e);
 int xd_broker_delete(const struct xd_cfg *c, const char *chat,
-    struct xd_broker_err *e);
+    struct xd_perr *e);
 int xd_broker_tier(const struct xd_cfg *c, const char *chat,
-    const char *tier, struct xd_broker_err *e);
+    const char *tier, struct xd_perr *e);
 /* The session's own egress rules, set whole: body is sluiced's
  * {"allow": [...], "deny": [...]} (PUT /v1/sessions/{id}/egress). */
 int xd_broker_egress(const struct xd_cfg *c, const char *chat,
-    const char *body, struct xd_broker_err *e);
+    const char *body, struct xd_perr *e);
 /* GET /v1/sessions/{chat}: 0 with its effective_tier (the lower of
  * the session's tier and the ceiling) and its ceiling ("" when sluiced
  * did not say); e->status 404 when sluiced has no such session. */
 int xd_broker_get(const struct xd_cfg *c, const char *chat, char *eff,
-    size_t elen, char *ceil, size_t clen, struct xd_broker_err *e);
+    size_t elen, char *ceil, size_t clen, struct xd_perr *e);
 /* 0 when sluiced answers GET /v1/health with 200. */
-int xd_broker_ping(const struct xd_cfg *c, struct xd_broker_err *e);
+int xd_broker_ping(const struct xd_cfg *c, struct xd_perr *e);
 /* The session socket to the sandbox user (sluiced makes it root's). */
 void xd_broker_socket_own(const struct sbx_rec *r);
 /* What the sandbox's commands get from sluiced.  The trust store: with
@@ -647,9 +706,9 @@ void xd_broker_socket_own(const struct sbx_rec *r);
 #define XD_ENV_FILE		"env.json"
 #define XD_HOST_CA_BUNDLE	"/etc/ssl/certs/ca-certificates.crt"
 int xd_broker_trust(const struct xd_cfg *c, const char *const *dirs,
-    size_t n, struct xd_broker_err *e);
+    size_t n, struct xd_perr *e);
 int xd_broker_sbx_env(const struct xd_cfg *c, const struct sbx_rec *r,
-    const struct xd_cred_ask *creds, int ncreds, struct xd_broker_err *e);
+    const struct xd_cred_ask *creds, int ncreds, struct xd_perr *e);
 /* The bundle, npmrc and pip.conf removed (before the session directory
  * is). */
 void xd_broker_sbx_env_drop(const struct sbx_rec *r);
@@ -852,6 +911,17 @@ int xd_fs_delete(const struct sbx_rec *r, const char *path,
 int xd_fs_edit(const struct sbx_rec *r, const char *path, const char *old,
     size_t oldn, const char *new_, size_t newn, uint64_t max,
     json_t **out, struct xd_perr *e);
+/* The pieces both files APIs (this one and exec_os_fs.c) are made of:
+ * the file system uid and gid of the sandbox user and back to root;
+ * the workspace's O_PATH fd with the caller then as the sandbox user
+ * (-1 and e set) and its end; a path opened under that fd with
+ * openat2 RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV
+ * ("" is the workspace itself). */
+void xd_fs_as_user(const struct sbx_rec *r);
+void xd_fs_as_root(void);
+int xd_fs_enter(const struct sbx_rec *r, struct xd_perr *e);
+void xd_fs_leave(int ws);
+int xd_fs_open_in(int ws, const char *path, int flags, mode_t mode);
 
 /* ---- exec_events.c ---- */
 
