@@ -50,6 +50,7 @@
 #include "proxy/lib/roles.h"
 #include "proxy/lib/usock.h"
 #include "proxy/lib/util.h"
+#include "proxy/lib/apireply.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
 
 #define HEADERS_MAX	(64 * 1024)
@@ -277,7 +278,7 @@ call_wait(struct xd_call *k)
 static void
 reply_json(struct xd_call *k, int status, json_t *j)
 {
-	xd_reply_json(k->req, status, j);
+	apireply_json(k->req, status, j);
 	call_free(k);
 }
 

@@ -204,31 +204,13 @@ xd_text_esc(const unsigned char *b, size_t n, int base64, size_t *pos,
 	return j;
 }
 
-
-void
-xd_reply_json(struct evhttp_request *req, int status, json_t *j)
-{
-	apireply_json(req, status, j);
-}
-
-void
-xd_reply_error(struct evhttp_request *req, int status, const char *code,
-    json_t *extra, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	apireply_verror(req, status, code, extra, fmt, ap);
-	va_end(ap);
-}
-
 void
 xd_reply_perr(struct evhttp_request *req, struct xd_perr *e)
 {
 	json_t *x = e->extra;
 
 	e->extra = NULL;
-	xd_reply_error(req, e->status ? e->status : 500,
+	apireply_error(req, e->status ? e->status : 500,
 	    e->code ? e->code : "internal", x, "%s", e->msg);
 }
 

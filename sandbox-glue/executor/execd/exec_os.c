@@ -56,6 +56,7 @@
 #include <openssl/ssl.h>
 
 #include "proxy/lib/util.h"
+#include "proxy/lib/apireply.h"
 #include "sandbox-glue/executor/execd/exec_os-int.h"
 
 #define EXECD_PORT	44772
@@ -1071,7 +1072,7 @@ execd_call(struct xd_os_call *k, const char *path, int egress)
 				    "no sandbox %s", k->arg[0]);
 				return;
 			}
-		xd_reply_json(k->req, 401, json_pack("{s:s++}", "error",
+		apireply_json(k->req, 401, json_pack("{s:s++}", "error",
 		    "Unauthorized: ", hdr, " missing or wrong"));
 		xd_os_call_free(k);
 		return;

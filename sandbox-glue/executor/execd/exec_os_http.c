@@ -37,6 +37,7 @@
 #include <openssl/rand.h>
 
 #include "proxy/lib/util.h"
+#include "proxy/lib/apireply.h"
 #include "sandbox-glue/executor/execd/exec_os-int.h"
 
 const char *
@@ -77,7 +78,7 @@ xd_os_call_wait(struct xd_os_call *k)
 void
 xd_os_reply_json(struct xd_os_call *k, int status, json_t *j)
 {
-	xd_reply_json(k->req, status, j);
+	apireply_json(k->req, status, j);
 	xd_os_call_free(k);
 }
 
@@ -105,7 +106,7 @@ reply_code(struct xd_os_call *k, int status, const char *code,
 	for (i = 0; code[i] && i + 1 < sizeof(up); i++)
 		up[i] = (char)toupper((unsigned char)code[i]);
 	up[i] = '\0';
-	xd_reply_json(k->req, status, json_pack("{s:s,s:s}", "code", up,
+	apireply_json(k->req, status, json_pack("{s:s,s:s}", "code", up,
 	    "message", msg));
 	xd_os_call_free(k);
 }

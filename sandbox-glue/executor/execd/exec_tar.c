@@ -85,6 +85,7 @@
 #include <event2/http.h>
 
 #include "proxy/lib/util.h"
+#include "proxy/lib/apireply.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
 
 #define TAR_STAGE	".sluice-tar."
@@ -1195,7 +1196,7 @@ tg_line(struct tar_get *g)
 	if ((nl = memchr(g->line, '\n', g->nline)) == NULL) {
 		if (n > 0 && g->nline < sizeof(g->line) - 1)
 			return;
-		xd_reply_error(g->req, 500, "internal", NULL, "the archive "
+		apireply_error(g->req, 500, "internal", NULL, "the archive "
 		    "helper said nothing");
 		tg_finish(g, 1);
 		return;
@@ -1208,7 +1209,7 @@ tg_line(struct tar_get *g)
 		const char *m = json_string_value(json_object_get(j, "error"));
 		int s = st >= 400 && st < 600 ? (int)st : 500;
 
-		xd_reply_error(g->req, s, s == 404 ? "not_found" : s == 403 ?
+		apireply_error(g->req, s, s == 404 ? "not_found" : s == 403 ?
 		    "forbidden" : s == 400 ? "bad_request" : "internal", NULL,
 		    "%s", m != NULL ? m : "the archive helper failed");
 		json_decref(j);
@@ -1256,7 +1257,7 @@ tg_pump(struct tar_get *g)
 		if (!g->started) {
 			if (g->exited || sbx_now_ms() - g->start_ms >
 			    TAR_START_MS) {
-				xd_reply_error(g->req, 500, "internal", NULL,
+				apireply_error(g->req, 500, "internal", NULL,
 				    "the archive helper did not start");
 				tg_finish(g, 1);
 				return;

@@ -494,11 +494,8 @@ size_t xd_text_esc(const unsigned char *b, size_t n, int base64,
  * (a sequence cut at the end is held back for the next chunk). */
 size_t xd_utf8_whole(const unsigned char *b, size_t n);
 
-void xd_reply_json(struct evhttp_request *req, int status, json_t *j);
-/* {"error":{"code","message",...extra}}; extra is consumed. */
-void xd_reply_error(struct evhttp_request *req, int status,
-    const char *code, json_t *extra, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
+/* Answers: proxy/lib/apireply.h (apireply_json, apireply_error); an
+ * error setter's error as {"error": {...}}. */
 void xd_reply_perr(struct evhttp_request *req, struct xd_perr *e);
 /* b (then freed) as a 200 answer of Content-Type type. */
 void xd_reply_text(struct evhttp_request *req, const char *type,
