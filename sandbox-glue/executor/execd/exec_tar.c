@@ -84,8 +84,8 @@
 #include <event2/event.h>
 #include <event2/http.h>
 
-#include "proxy/lib/util.h"
 #include "proxy/lib/apireply.h"
+#include "proxy/lib/util.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
 
 #define TAR_STAGE	".sluice-tar."
