@@ -24,30 +24,47 @@
 
 #define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path))
 
+/* 1 when s is 1..max characters, a letter or _ first, then letters,
+ * digits, _ and the characters of more. */
+static int
+ident_ok(const char *s, size_t max, const char *more)
+{
+	size_t i, n = strlen(s);
+
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') ||
+		    (s[i] >= 'A' && s[i] <= 'Z') || s[i] == '_' ||
+		    (i > 0 && ((s[i] >= '0' && s[i] <= '9') ||
+		    strchr(more, s[i]) != NULL))))
+			return 0;
+	return n > 0 && n <= max;
+}
+
+/* A name ident_ok takes into *out; what names it in the error. */
+static int
+ident_set(struct cfg_ctx *x, json_t *v, size_t max, const char *more,
+    const char *what, char **out)
+{
+	const char *s;
+	char b[80];
+
+	if (cfg_get_str(x, v, &s) != 0)
+		return -1;
+	if (!ident_ok(s, max, more))
+		return cfg_fail(x, "bad %s %s (letters, digits, _%s and -, "
+		    "starting with a letter or _, at most %zu)", what,
+		    cfg_shown(s, b, sizeof(b)), strchr(more, '.') != NULL ?
+		    " ." : "", max);
+	return cfg_set_str(x, s, out);
+}
+
 /* A user name as useradd accepts it, so a typo is found by
  * --check-config, not at the next start. */
 static int
 k_user(struct cfg_ctx *x, json_t *v, void *base)
 {
-	struct cfg *c = base;
-	const char *s;
-	char b[80];
-	size_t i, n;
-
-	if (cfg_get_str(x, v, &s) != 0)
-		return -1;
-	n = strlen(s);
-	for (i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') ||
-		    (s[i] >= 'A' && s[i] <= 'Z') || s[i] == '_' ||
-		    (i > 0 && ((s[i] >= '0' && s[i] <= '9') || s[i] == '-' ||
-		    s[i] == '.'))))
-			break;
-	if (n == 0 || n > 32 || i < n)
-		return cfg_fail(x, "bad user name %s (letters, digits, _ . "
-		    "and -, starting with a letter or _, at most 32)",
-		    cfg_shown(s, b, sizeof(b)));
-	return cfg_set_str(x, s, &c->user);
+	return ident_set(x, v, 32, "-.", "user name",
+	    &((struct cfg *)base)->user);
 }
 
 static const struct cfg_key tenant_keys[] = {
@@ -807,28 +824,12 @@ static const struct cfg_key control_keys[] = {
 /* ------------------------------------------------------------------ */
 /* firewall */
 
+/* nft's identifier syntax, within NFT_TABLE_MAXNAMELEN */
 static int
 k_fw_table(struct cfg_ctx *x, json_t *v, void *base)
 {
-	struct cfg *c = base;
-	const char *s;
-	char b[80];
-	size_t i, n;
-
-	if (cfg_get_str(x, v, &s) != 0)
-		return -1;
-	n = strlen(s);
-	/* nft's identifier syntax, within NFT_TABLE_MAXNAMELEN */
-	for (i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') ||
-		    (s[i] >= 'A' && s[i] <= 'Z') || s[i] == '_' ||
-		    (i > 0 && ((s[i] >= '0' && s[i] <= '9') || s[i] == '-'))))
-			break;
-	if (n == 0 || n > 31 || i < n)
-		return cfg_fail(x, "bad table name %s (letters, digits, _ "
-		    "and -, starting with a letter or _, at most 31)",
-		    cfg_shown(s, b, sizeof(b)));
-	return cfg_set_str(x, s, &c->firewall.table);
+	return ident_set(x, v, 31, "-", "table name",
+	    &((struct cfg *)base)->firewall.table);
 }
 
 /* ADDRESS/PREFIX with no host bits: a subnet, not an address in one */
