@@ -2366,17 +2366,13 @@ ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	char msg[256];
 	ssize_t n;
 
-	if (!ns_alive(rec))
-		return sbx_err(err, errlen, "the sandbox's holder is gone");
 	memset(out, 0, sizeof(*out));
 	/* tag: boot ticks now, so that the /proc walk can tell this
 	 * command's processes from older ones */
 	out->start_ms = sbx_now_ms();
 	snprintf(out->tag, sizeof(out->tag), "x%llu-%d-%u",
 	    (unsigned long long)ticks_now(), (int)getpid(), tag_seq++);
-	if (rec->cgroup[0] == '\0')
-		snap_save(rec, out->tag);
-	else if (strcmp(rec->cgroup, "v1") == 0) {
+	if (strcmp(rec->cgroup, "v1") == 0) {
 		/* "a...": the agent's (its worker is gone when it says
 		 * EXIT), "x...": the setns path's */
 		out->tag[0] = 'a';
@@ -2384,6 +2380,11 @@ ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 			return rc;
 		out->tag[0] = 'x';
 	}
+	/* (the agent's path checks the holder after its connect) */
+	if (!ns_alive(rec))
+		return sbx_err(err, errlen, "the sandbox's holder is gone");
+	if (rec->cgroup[0] == '\0')
+		snap_save(rec, out->tag);
 	if (pipe2(rep, O_CLOEXEC) != 0)
 		return sbx_err(err, errlen, "pipe: %s", strerror(errno));
 	/* compiled once in this process, not in every command's (an error
@@ -2555,10 +2556,8 @@ ns_resume(struct sbx_rec *rec, char *err, size_t errlen)
 static int
 ns_oom_kills(const struct sbx_rec *rec, uint64_t *n)
 {
-	char p[SBX_PATH_MAX + 128], line[128];
+	char p[SBX_PATH_MAX + 128], buf[1024], *l;
 	unsigned long long v;
-	FILE *f;
-	int rc = -1;
 
 	if (rec->cgroup[0] == '\0')
 		return -1;
@@ -2567,15 +2566,18 @@ ns_oom_kills(const struct sbx_rec *rec, uint64_t *n)
 	else
 		cg_path(p, sizeof(p), rec, "memory", NULL,
 		    "memory.oom_control");
-	if ((f = fopen(p, "re")) == NULL)
+	/* read twice a command: one read, no stdio */
+	if (read_small(p, buf, sizeof(buf)) != 0)
 		return -1;
-	while (fgets(line, sizeof(line), f) != NULL)
-		if (sscanf(line, "oom_kill %llu", &v) == 1) {
+	for (l = buf; l != NULL && *l != '\0'; ) {
+		if (sscanf(l, "oom_kill %llu", &v) == 1) {
 			*n = v;
-			rc = 0;
+			return 0;
 		}
-	fclose(f);
-	return rc;
+		if ((l = strchr(l, '\n')) != NULL)
+			l++;
+	}
+	return -1;
 }
 
 /* The record names the holder: from now on it outlives sluice-run. */
