@@ -604,19 +604,3 @@ usage:
 	ag_log("--agent: UID and GID are non-zero numbers");
 	return 2;
 }
-
-int
-agent_relay_main(void)
-{
-	struct rlimit nocore = { 0, 0 };
-	unsigned char buf[16];
-	size_t n;
-	int t, st;
-
-	(void)setrlimit(RLIMIT_CORE, &nocore);
-	if (ag_read_frame(3, &t, buf, sizeof(buf), &n) == 0 && t == AG_EXIT &&
-	    (st = ag_exit_parse(buf, n)) >= 0)
-		_exit(st);
-	kill(getpid(), SIGKILL);
-	_exit(125);
-}

@@ -30,16 +30,4 @@
 
 int agent_main(int argc, char **argv);
 
-/*
- *   sluice-shim --relay
- *
- * runs on the host, spawned (posix_spawn: no copy of the caller's
- * memory) by the ns backend for each command its holder's agent starts
- * (sandbox-glue/executor/backend/sbx_ns.c): fd 3 is the connection
- * after STARTED.  It exits with the command's status when EXIT comes
- * (128 + N for a signal), and kills itself with SIGKILL when the
- * connection ends first.  Never returns.
- */
-int agent_relay_main(void);
-
 #endif /* SLUICE_AGENT_H */

@@ -830,9 +830,6 @@ shim_signals(void)
  * --agent UID GID HEX -- INIT [ARG]...: the gVisor backend's agent,
  * the container's first process (sandbox-glue/agent/agent.h).
  *
- * --relay: on the host, the ns backend's stand-in for a command its
- * holder's agent runs (agent.h, agent_relay_main).
- *
  * --read-file PATH MAX, --write-file PATH: copy the regular file PATH (at
  * most MAX bytes) to standard output, or standard input to it (made or
  * truncated).  The last component is never followed (O_NOFOLLOW), magic
@@ -1060,8 +1057,6 @@ main(int argc, char **argv)
 		return shim_seccomp_main(argc, argv);
 	if (argc >= 2 && strcmp(argv[1], "--agent") == 0)
 		return agent_main(argc, argv);
-	if (argc == 2 && strcmp(argv[1], "--relay") == 0)
-		return agent_relay_main();
 	if (argc >= 2 && strcmp(argv[1], "--log") == 0)
 		return shim_log_main(argc, argv);
 	if (argc >= 2 && (strcmp(argv[1], "--read-file") == 0 ||

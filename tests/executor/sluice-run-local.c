@@ -934,9 +934,12 @@ start_cmd(struct sbx_rec *r, const struct sbx_backend *be, char **argv,
 	if ((fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600))
 	    >= 0) {
 		/* with its start time: a run file whose sluice-run was
-		 * killed must be told from a running command */
-		snprintf(pid, sizeof(pid), "%d %llu\n", (int)pr->pid,
-		    (unsigned long long)sbx_proc_start(pr->pid));
+		 * killed must be told from a running command (no process
+		 * of ours for it, pid 0: we stand for it) */
+		pid_t who = pr->pid ? pr->pid : getpid();
+
+		snprintf(pid, sizeof(pid), "%d %llu\n", (int)who,
+		    (unsigned long long)sbx_proc_start(who));
 		(void)!write(fd, pid, strlen(pid));
 		close(fd);
 	}
@@ -1003,14 +1006,28 @@ take(struct result *res, int i, const char *buf, size_t m, long cap,
 	res->dropped[i] += m - keep;
 }
 
-/* Reap pid, bounded when it was just killed: should the backend fail to
- * end it (a stuck runsc), kill the host process so that we return. */
+/* Reap pr, bounded when it was just killed: should the backend fail to
+ * end it (a stuck runsc), kill the host process so that we return.  A
+ * command without a process of ours (pid 0) is reaped through its fd
+ * (the backend's reap()), taken for killed when that does not come. */
 static void
-reap(pid_t pid, int *st, int killed)
+reap(const struct sbx_backend *be, struct sbx_proc *pr, int *st, int killed)
 {
 	int64_t until = sbx_now_ms() + 10000;
-	pid_t w;
+	pid_t w, pid = pr->pid;
 
+	if (pid == 0) {
+		struct pollfd p = { pr->fd, POLLIN, 0 };
+
+		*st = SIGKILL;
+		while (sbx_now_ms() < until || !killed) {
+			if (poll(&p, 1, 100) > 0 && be->reap(pr, st) == 0)
+				break;
+		}
+		close(pr->fd);
+		pr->fd = -1;
+		return;
+	}
 	if (!killed) {
 		while (waitpid(pid, st, 0) < 0 && errno == EINTR)
 			;
@@ -1039,7 +1056,9 @@ collect(struct sbx_rec *r, const struct sbx_backend *be, struct sbx_proc *pr,
     struct result *res)
 {
 	int64_t deadline = pr->start_ms + timeout_s * 1000;
-	int pfd_pid = pidfd_open_(pr->pid), fds[2] = { fo, fe }, i, k, st = 0;
+	/* the exit: the pid's pidfd, or the backend's fd (pid 0) */
+	int pfd_pid = pr->pid ? pidfd_open_(pr->pid) : pr->fd;
+	int fds[2] = { fo, fe }, i, k, st = 0;
 	int exited = 0, killed = 0;
 	char buf[65536], err[256];
 
@@ -1080,7 +1099,8 @@ collect(struct sbx_rec *r, const struct sbx_backend *be, struct sbx_proc *pr,
 			left = pfd_pid >= 0 ? 60000 : 50;
 		if (poll(p, n, (int)left) < 0 && errno != EINTR)
 			break;
-		if (pfd_pid < 0 && waitpid(pr->pid, &st, WNOHANG) == pr->pid) {
+		if (pfd_pid < 0 && pr->pid && waitpid(pr->pid, &st, WNOHANG) ==
+		    pr->pid) {
 			exited = 2;
 			break;
 		}
@@ -1090,7 +1110,12 @@ collect(struct sbx_rec *r, const struct sbx_backend *be, struct sbx_proc *pr,
 			if (p[k].revents == 0)
 				continue;
 			if (fdi[k] == 2) {
-				exited = 1;
+				if (pr->pid == 0 && be->reap(pr, &st) == 0) {
+					close(pr->fd);
+					pr->fd = pfd_pid = -1;
+					exited = 2;
+				} else if (pr->pid)
+					exited = 1;
 				continue;
 			}
 			i = fdi[k];
@@ -1122,8 +1147,8 @@ collect(struct sbx_rec *r, const struct sbx_backend *be, struct sbx_proc *pr,
 		close(fds[i]);
 	}
 	if (exited != 2)
-		reap(pr->pid, &st, killed);
-	if (pfd_pid >= 0)
+		reap(be, pr, &st, killed);
+	if (pfd_pid >= 0 && pr->pid)
 		close(pfd_pid);
 	res->duration_ms = sbx_now_ms() - pr->start_ms;
 	if (WIFEXITED(st))

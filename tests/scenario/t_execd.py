@@ -2254,12 +2254,14 @@ def gvisor_agent(env):
 def ns_agent(env):
     """ns commands go through the holder's agent where the sandbox's
     cgroup is v1 (one connection to /dev/sluice-agent/agent.sock inside,
-    reached through /proc/<holder>/root: no setns, no fork of the daemon
-    but the relay's): the group execd logs says so ("a...").  The same
-    confinement as the setns path; the sandbox user cannot reach the
-    agent; a timeout kills the tree; a job left behind survives the
-    command and its group; without the socket commands enter with setns
-    ("x...") and still run."""
+    reached through /proc/<holder>/root: no setns, no process of the
+    daemon: it waits for the exit on the connection): the group execd
+    logs says so ("a...").  The same confinement as the setns path; the
+    sandbox user cannot reach the agent; a timeout kills the tree; a job
+    left behind survives the command and its group; without the socket
+    commands enter with setns ("x...") and still run.  (That a running
+    command outlives a daemon killed, its connection gone, is
+    crash_with_sandboxes's.)"""
     preflight()
     d, ctl, x = start(env)
     r = x.app("POST", "/v1/sandboxes", {"id": "na", "tenant": "acme",
@@ -2281,6 +2283,25 @@ def ns_agent(env):
     g = _group_of(x, o["id"])
     check(g is not None and g.startswith("a"),
           "command not started by the agent: group %r" % g)
+    # a running command has no process of the daemon standing for it
+    r = x.app("POST", "/v1/sandboxes/na/commands", {"shell": "sleep 3"})
+    check_eq(r.status, 202, "background command: %r" % r)
+    def kids():
+        k = []
+        for t in os.listdir("/proc/%d/task" % x.proc.pid):
+            with open("/proc/%d/task/%s/children" % (x.proc.pid, t)) as f:
+                k += f.read().split()
+        return k
+    # (a worker of the daemon's own may come and go: a relay would stay)
+    wait_until(lambda: kids() == [], 2,
+               what="no child of the daemon while a command runs")
+    check(x.app("GET", "/v1/sandboxes/na/commands/%s" % r.json["id"]
+                ).json["status"] == "running", "the command still runs")
+    wait_until(lambda: x.app("GET", "/v1/sandboxes/na/commands/%s" %
+                             r.json["id"]).json["status"] == "exited", 20,
+               what="the background command's exit")
+    check_eq(x.app("GET", "/v1/sandboxes/na/commands/%s" % r.json["id"]
+                   ).json["exit_code"], 0, "its exit code")
     data = "".join("line %06d\n" % i for i in range(4000))
     o = ex(x, "na", {"cmd": ["cat"], "stdin": data})
     check(o["exit_code"] == 0 and o["stdout"] == data,

@@ -35,7 +35,7 @@ int sbx_log_start(const char *dir, const char *shim, char *err,
     size_t errlen) SLUICE_MUSTCHECK;
 void sbx_log_flush(int wfd);
 /*
- * posix_spawn of the host's sluice-shim (its modes --log, --relay) with
+ * posix_spawn of the host's sluice-shim (its --log mode) with
  * argv, no environment, every signal at its default and none blocked,
  * fd0 and fd3 (when >= 0) as its 0 and 3 and nothing else of the
  * caller's but 0-2; detach: its own session, /dev/null as 1 and 2, in
@@ -54,11 +54,15 @@ uint32_t sbx_dir_hash(const char *dir);
 /*
  * The seccomp filter of every sandboxed process (sbx_seccomp.c; its list
  * is in sluice-run(1)).  sbx_seccomp_load installs it in the calling
- * process: 0, or -1 with errno and why in err.  sbx_seccomp_hex gives the
+ * process (no_new_privs first): 0, or -1 with errno and why in err.  It
+ * is compiled once per process: sbx_seccomp_prepare compiles it ahead
+ * (0, or -1 and why), so that what the caller forks inherits it and
+ * only installs it.  sbx_seccomp_hex gives the
  * compiled program (struct sock_filter[], host byte order) as hex for
  * "sluice-shim --seccomp" inside a sandbox whose processes the host
  * cannot prepare itself (gvisor); malloc'd, NULL and why in err.
  */
+int sbx_seccomp_prepare(char *err, size_t errlen);
 int sbx_seccomp_load(char *err, size_t errlen) SLUICE_MUSTCHECK;
 char *sbx_seccomp_hex(char *err, size_t errlen);
 

@@ -133,13 +133,18 @@ struct sbx_cmd {
 };
 
 /*
- * A started command.  pid is a child of the caller whose exit status is
- * the command's (waitpid it; a signal death may be reported as exit
- * 128+N).  tag names the per-command group the backend uses to find the
- * whole process tree (a cgroup, an exec id); it is opaque to sluice-run.
+ * A started command.  pid, when not 0, is a child of the caller whose
+ * exit status is the command's (waitpid it; a signal death may be
+ * reported as exit 128+N).  pid 0: no process of the caller stands for
+ * it; fd (close-on-exec, the caller's to close) becomes readable when it
+ * has ended, and the backend's reap() tells its status (ns's agent: the
+ * command's connection, no relay process per command).  tag names the
+ * per-command group the backend uses to find the whole process tree (a
+ * cgroup, an exec id); it is opaque to sluice-run.
  */
 struct sbx_proc {
 	pid_t pid;
+	int fd;                 /* pid 0: see above; else not used */
 	int64_t start_ms;       /* CLOCK_MONOTONIC, set by the backend */
 	char tag[128];
 };
@@ -199,6 +204,13 @@ struct sbx_backend {
 	 * so that a pty the host opened is its terminal (ns); 0 where stdin
 	 * is relayed (gvisor's agent and runsc exec): no terminal there. */
 	int tty_stdin;
+	/* A command spawn() gave as p->fd (pid 0), its fd readable: 1 when
+	 * it has not ended after all (wait for the fd again), 0 and
+	 * *status (as waitpid's: the command's exit as exit code, 128+N
+	 * for a signal; SIGKILL when the backend's end went without
+	 * saying) when it has; p->fd is left open.  Never blocks long.
+	 * NULL where spawn() always gives a pid. */
+	int (*reap)(struct sbx_proc *p, int *status);
 };
 
 extern const struct sbx_backend sbx_ns_backend;

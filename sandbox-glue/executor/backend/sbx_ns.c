@@ -709,15 +709,17 @@ set_rlimit(int res, uint64_t v)
 	(void)setrlimit(res, &rl);
 }
 
-/* Drop to SBX_UID with no capabilities, no_new_privs, seccomp and the
- * rlimits.  Returns -1 with errno; the caller reports and _exits. */
+/*
+ * What of become_user depends on no request: the bounding and ambient
+ * sets emptied, no_new_privs, the seccomp filter (nothing the process
+ * does until its exec is a call the filter refuses).  The agent's
+ * command processes do it before their request comes.  Returns -1 with
+ * errno and *what.
+ */
 static int
-become_user(const struct sbx_rec *rec, const char **what)
+confine_early(const char **what)
 {
 	static char sc_err[200];
-	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
-	struct __user_cap_data_struct d[2];
-	gid_t g = SBX_GID;
 	int c;
 
 	*what = "bounding set";
@@ -725,6 +727,26 @@ become_user(const struct sbx_rec *rec, const char **what)
 		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL)
 			return -1;
 	(void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+	*what = "seccomp";
+	if (sbx_seccomp_load(sc_err, sizeof(sc_err)) != 0) {
+		*what = sc_err;
+		return -1;
+	}
+	return 0;
+}
+
+/* Drop to SBX_UID with no capabilities, no_new_privs, seccomp and the
+ * rlimits (early: confine_early was done already).  Returns -1 with
+ * errno; the caller reports and _exits. */
+static int
+become_user(const struct sbx_rec *rec, int early, const char **what)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+	gid_t g = SBX_GID;
+
+	if (!early && confine_early(what) != 0)
+		return -1;
 	set_rlimit(RLIMIT_CORE, 0);
 	if (rec->lim.nofile)
 		set_rlimit(RLIMIT_NOFILE, rec->lim.nofile);
@@ -748,11 +770,6 @@ become_user(const struct sbx_rec *rec, const char **what)
 	*what = "no_new_privs";
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
 		return -1;
-	*what = "seccomp";
-	if (sbx_seccomp_load(sc_err, sizeof(sc_err)) != 0) {
-		*what = sc_err;
-		return -1;
-	}
 	umask(022);
 	return 0;
 }
@@ -1088,7 +1105,7 @@ shim_start(struct init_arg *a)
 			    strerror(errno));
 			_exit(126);
 		}
-	if (become_user(a->rec, &what) != 0) {
+	if (become_user(a->rec, 0, &what) != 0) {
 		fprintf(stderr, "sluice-run init: shim: %s: %s\n", what,
 		    strerror(errno));
 		_exit(126);
@@ -1254,7 +1271,7 @@ on_term(int sig)
  * to the sandbox user (become_user), exactly envp.  Never returns.
  */
 static void
-cmd_exec(const struct sbx_rec *rec, int in, int out, int err,
+cmd_exec(const struct sbx_rec *rec, int early, int in, int out, int err,
     const char *cwd, char *const *argv, char *const *envp)
 {
 	const char *what = "dup2";
@@ -1268,7 +1285,7 @@ cmd_exec(const struct sbx_rec *rec, int in, int out, int err,
 	what = "chdir";
 	if (chdir(cwd ? cwd : SBX_WORKDIR) != 0)
 		goto fail;
-	if (become_user(rec, &what) != 0)
+	if (become_user(rec, early, &what) != 0)
 		goto fail;
 	environ = (char **)envp;
 	execvp(argv[0], argv);
@@ -1296,8 +1313,10 @@ fail:
  * hands over what is buffered, closes the host's fds, says EXIT, then
  * drops what background jobs still write.  The worker stays in the
  * sandbox's group, so once the command's process is reaped its group
- * holds only what it left running.  A connection that ends before EXIT
- * kills the group (the host gave up).  The command's memory, pids and
+ * holds only what it left running.  A connection that ends before
+ * STARTED kills the group (the host gave up); one that ends after it
+ * leaves the command running (the daemon died: its commands run on, as
+ * the setns path's do) and its EXIT unsaid.  The command's memory, pids and
  * cpu groups are the holder's: the sandbox's.  The command itself is
  * set up by cmd_exec, as on the setns path: the same confinement.
  */
@@ -1338,9 +1357,13 @@ ag_setup(struct init_arg *a)
 {
 	struct sockaddr_un sa;
 	struct sigaction act;
+	char err[256];
 
 	if (a->cg_fd < 0)
 		return;
+	/* compiled once here, inherited by every command's process (one
+	 * that fails here fails again in the command, which says why) */
+	(void)sbx_seccomp_prepare(err, sizeof(err));
 	memset(&sa, 0, sizeof(sa));
 	sa.sun_family = AF_UNIX;
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", AG_DIR, AG_SOCK);
@@ -1546,9 +1569,15 @@ ag_cmd_proc(struct init_arg *a, int ctl, const char *wtag)
 	static char req[AG_SPAWN_MAX];
 	struct ag_spawn s;
 	char p[64], err[AG_ERR_MAX];
-	int fds[3], fd;
+	const char *what;
+	int fds[3], fd, i, early;
 	size_t n;
 
+	/* the confinement that needs no request before it comes (the
+	 * seccomp filter the holder compiled; its install and the 64
+	 * bounding-set drops were a third of a command's start).  Should
+	 * it fail, become_user does it again and says why */
+	early = confine_early(&what) == 0;
 	/* tasks, not cgroup.procs: this process is one thread, and a
 	 * thread that moves itself takes no cgroup_threadgroup_rwsem, whose
 	 * RCU grace period (10-19 ms here) the first command after a create
@@ -1571,7 +1600,8 @@ ag_cmd_proc(struct init_arg *a, int ctl, const char *wtag)
 	a->rec->lim.fsize_bytes = s.fsize;
 	a->rec->lim.nofile = s.nofile;
 	a->rec->lim.nproc = s.nproc;
-	cmd_exec(a->rec, fds[0], fds[1], fds[2], s.cwd, s.argv, s.envp);
+	cmd_exec(a->rec, early, fds[0], fds[1], fds[2], s.cwd, s.argv,
+	    s.envp);
 }
 
 static void
@@ -1627,6 +1657,16 @@ ag_serve(struct init_arg *a, int conn, int ctl, pid_t pid, const char *wtag)
 		ag_spawn_free(&s);
 		goto gone;
 	}
+	/* the holder makes the next worker now, not at the accept: the
+	 * command's process has the CPU first (the holder also learns
+	 * of a worker that ends before this) */
+	{
+		pid_t me = getpid();
+
+		(void)!write(ag_nfd[1], &me, sizeof(me));
+		close(ag_nfd[1]);
+		ag_nfd[1] = -1;
+	}
 	for (;;) {
 		struct pollfd pf[4] = { { pidfd, POLLIN, 0 }, { conn, POLLIN, 0 },
 		    { po[0], POLLIN, 0 }, { pe[0], POLLIN, 0 } };
@@ -1637,10 +1677,13 @@ ag_serve(struct init_arg *a, int conn, int ctl, pid_t pid, const char *wtag)
 			ag_spawn_free(&s);
 			goto gone;
 		}
-		/* the host says nothing after SPAWN: anything is its end */
+		/* the host says nothing after SPAWN: anything is its end,
+		 * which no longer kills the command once it has started (a
+		 * daemon that died leaves its commands running, as on the
+		 * setns path; kills come from the host's kill_tree) */
 		if (pf[1].revents) {
-			ag_spawn_free(&s);
-			goto gone;
+			close(conn);
+			conn = -1;
 		}
 		if (pf[2].revents)
 			(void)ag_pass(&po[0], &fds[1]);
@@ -1673,8 +1716,10 @@ ag_serve(struct init_arg *a, int conn, int ctl, pid_t pid, const char *wtag)
 		ag_exit_put(e, 1, WTERMSIG(st));
 	else
 		ag_exit_put(e, 0, WEXITSTATUS(st));
-	(void)ag_write_frame(conn, AG_EXIT, e, 2);
-	close(conn);
+	if (conn >= 0) {
+		(void)ag_write_frame(conn, AG_EXIT, e, 2);
+		close(conn);
+	}
 	/* background jobs keep the pipes: their writes are dropped */
 	while (po[0] >= 0 || pe[0] >= 0) {
 		struct pollfd pf[2] = { { po[0], POLLIN, 0 }, { pe[0], POLLIN, 0 } };
@@ -1700,8 +1745,9 @@ gone:
 
 /*
  * A worker: forks the command's process ahead (ag_cmd_proc: its group
- * made and joined), waits in accept(), tells the holder (which makes the
- * next one), serves the connection, exits.  Its pid, or -1.  The worker
+ * made and joined), waits in accept(), serves the connection (once the
+ * command has started it tells the holder, which makes the next one),
+ * exits.  Its pid, or -1.  The worker
  * stays in the sandbox's group: once the command's process is reaped its
  * group holds only what the command left running.
  */
@@ -1737,9 +1783,6 @@ ag_worker(struct init_arg *a)
 	while ((conn = accept4(ag_lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
 		if (errno != EINTR && errno != ECONNABORTED)
 			_exit(1);
-	me = getpid();
-	(void)!write(ag_nfd[1], &me, sizeof(me));
-	close(ag_nfd[1]);
 	close(ag_lfd);
 	signal(SIGPIPE, SIG_IGN);
 	ag_serve(a, conn, sp[0], pid, tag);
@@ -2399,38 +2442,38 @@ drainer(const struct sbx_rec *rec, int in[2], int out[2], int ctl, int ack)
 /* ---- spawn through the holder's agent ---- */
 
 #define NS_AG_REPLY_MS	10000	/* STARTED: the worker is made ahead */
+#define NS_AG_EXIT_MS	1000	/* EXIT's payload after its header */
 
-/* The relay, a child of the caller: fd 3 the connection; exits with the
- * command's status when the agent says EXIT (128 + N for a signal, as
- * the setns path's parent).  Should the agent's end go first (the
- * holder died), it dies by SIGKILL.  Never returns. */
-static void
-ns_ag_relay(void)
+/*
+ * The command's connection is readable: its EXIT frame, or its end (the
+ * holder died): killed.  The agent writes EXIT's header and payload one
+ * after the other: once a byte is there the read waits for the rest, at
+ * most NS_AG_EXIT_MS (SO_RCVTIMEO, set by ns_ag_spawn).  The caller
+ * watches the connection in its loop: no relay process per command.
+ */
+static int
+ns_reap(struct sbx_proc *p, int *status)
 {
-	unsigned char buf[16];
+	unsigned char buf[AG_HDR + 2];
 	size_t n;
 	int t, st;
 
-	if (ag_read_frame(3, &t, buf, sizeof(buf), &n) == 0 && t == AG_EXIT &&
-	    (st = ag_exit_parse(buf, n)) >= 0)
-		_exit(st);
-	kill(getpid(), SIGKILL);
-	_exit(125);
-}
-
-/* "<shim> --relay" with the connection as fd 3: 0 and *pid, or -1. */
-static int
-ns_ag_relay_spawn(const struct sbx_rec *rec, int fd, pid_t *pid)
-{
-	static char *const argv[] = { "sluice-shim", "--relay", NULL };
-
-	return sbx_shim_spawn(rec->shim, argv, -1, fd, 0, pid);
+	if (recv(p->fd, buf, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
+	    (errno == EAGAIN || errno == EINTR))
+		return 1;
+	*status = SIGKILL;
+	if (ag_read_frame(p->fd, &t, buf, sizeof(buf), &n) == 0 &&
+	    t == AG_EXIT && (st = ag_exit_parse(buf, n)) >= 0)
+		*status = (st & 0xff) << 8;
+	return 0;
 }
 
 /*
- * spawn() through the agent: 0 started, 1 no agent there (no
+ * spawn() through the agent: 0 started (out->fd the connection, which
+ * says EXIT when the command has ended: ns_reap), 1 no agent there (no
  * connection, or the request could not be sent: nothing runs, use
- * setns), -1 and why (the agent refused it or did not answer).
+ * setns), -1 and why (the agent refused it or did not answer; whatever
+ * started of it is killed).
  */
 static int
 ns_ag_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd,
@@ -2443,7 +2486,6 @@ ns_ag_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd,
 	int fd, t, rc = 1, devnull = -1, fds[3];
 	size_t n;
 	ssize_t k;
-	pid_t pid;
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sun_family = AF_UNIX;
@@ -2473,7 +2515,8 @@ ns_ag_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd,
 	if (ag_send_spawn(fd, req, n, fds) != 0)
 		goto out;
 	/* from here no second try through setns: the command may have
-	 * started (our end's close kills its group) */
+	 * started (until STARTED our end's close kills its group; after a
+	 * failure its group is killed below too) */
 	pf.fd = fd;
 	pf.events = POLLIN;
 	pf.revents = 0;
@@ -2492,39 +2535,29 @@ ns_ag_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd,
 		rc = sbx_err(err, errlen, "the sandbox's agent: protocol error");
 		goto out;
 	}
-	/* the shim's --relay, without a copy of the caller's memory (a
-	 * fork of sluice-execd was half of its time per command); a fork
-	 * where it cannot be spawned */
-	if (ns_ag_relay_spawn(rec, fd, &pid) == 0)
-		;
-	else if ((pid = fork()) < 0) {
-		/* the connection's end kills what started */
-		rc = sbx_err(err, errlen, "fork: %s", strerror(errno));
-		goto out;
-	} else if (pid == 0) {
-		struct sigaction act;
-		struct rlimit nocore = { 0, 0 };
-		int s;
+	/* the connection is the command's from here: the agent says EXIT
+	 * on it (the caller's loop watches it; a relay process per command
+	 * was a third of the round trip), and its end no longer kills the
+	 * command (a daemon that dies leaves it running, as it leaves
+	 * those of the setns path) */
+	{
+		struct timeval tv = { NS_AG_EXIT_MS / 1000,
+		    NS_AG_EXIT_MS % 1000 * 1000 };
 
-		memset(&act, 0, sizeof(act));
-		act.sa_handler = SIG_DFL;
-		for (s = 1; s < NSIG; s++)
-			(void)sigaction(s, &act, NULL);
-		(void)setrlimit(RLIMIT_CORE, &nocore);
-		/* nothing of the caller's: its locks and pipes (the
-		 * command's output's write ends) would outlive it here */
-		if (fd != 3 && dup2(fd, 3) < 0)
-			_exit(125);
-		closefrom(4);
-		ns_ag_relay();
+		(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	}
-	out->pid = pid;
+	out->pid = 0;
+	out->fd = fd;
+	fd = -1;
 	rc = 0;
 out:
 	if (devnull >= 0)
 		close(devnull);
 	free(req);
-	close(fd);
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0)
+		cg_kill(rec, out->tag);
 	return rc;
 }
 
@@ -2542,26 +2575,30 @@ ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	char msg[256];
 	ssize_t n;
 
-	if (!ns_alive(rec))
-		return sbx_err(err, errlen, "the sandbox's holder is gone");
 	memset(out, 0, sizeof(*out));
 	/* tag: boot ticks now, so that the /proc walk can tell this
 	 * command's processes from older ones */
 	out->start_ms = sbx_now_ms();
 	snprintf(out->tag, sizeof(out->tag), "x%llu-%d-%u",
 	    (unsigned long long)ticks_now(), (int)getpid(), tag_seq++);
-	if (rec->cgroup[0] == '\0')
-		snap_save(rec, out->tag);
-	else if (strcmp(rec->cgroup, "v1") == 0) {
-		/* "a...": the agent's (its worker is gone when the relay
-		 * is), "x...": the setns path's */
+	if (strcmp(rec->cgroup, "v1") == 0) {
+		/* "a...": the agent's (its worker is gone when it says
+		 * EXIT), "x...": the setns path's */
 		out->tag[0] = 'a';
 		if ((rc = ns_ag_spawn(rec, cmd, out, err, errlen)) != 1)
 			return rc;
 		out->tag[0] = 'x';
 	}
+	/* (the agent's path checks the holder after its connect) */
+	if (!ns_alive(rec))
+		return sbx_err(err, errlen, "the sandbox's holder is gone");
+	if (rec->cgroup[0] == '\0')
+		snap_save(rec, out->tag);
 	if (pipe2(rep, O_CLOEXEC) != 0)
 		return sbx_err(err, errlen, "pipe: %s", strerror(errno));
+	/* compiled once in this process, not in every command's (an error
+	 * is the command's to report) */
+	(void)sbx_seccomp_prepare(msg, sizeof(msg));
 	pid = fork();
 	if (pid < 0) {
 		close(rep[0]);
@@ -2622,7 +2659,7 @@ ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 		}
 		if (child == 0) {
 			/* errors go to the command's stderr from here */
-			cmd_exec(rec, cmd->fd_in, pin[0][1], pin[1][1], cmd->cwd,
+			cmd_exec(rec, 0, cmd->fd_in, pin[0][1], pin[1][1], cmd->cwd,
 			    cmd->argv, cmd->envp);
 		}
 		close(rep[1]);
@@ -2728,10 +2765,8 @@ ns_resume(struct sbx_rec *rec, char *err, size_t errlen)
 static int
 ns_oom_kills(const struct sbx_rec *rec, uint64_t *n)
 {
-	char p[SBX_PATH_MAX + 128], line[128];
+	char p[SBX_PATH_MAX + 128], buf[1024], *l;
 	unsigned long long v;
-	FILE *f;
-	int rc = -1;
 
 	if (rec->cgroup[0] == '\0')
 		return -1;
@@ -2740,15 +2775,18 @@ ns_oom_kills(const struct sbx_rec *rec, uint64_t *n)
 	else
 		cg_path(p, sizeof(p), rec, "memory", NULL,
 		    "memory.oom_control");
-	if ((f = fopen(p, "re")) == NULL)
+	/* read twice a command: one read, no stdio */
+	if (read_small(p, buf, sizeof(buf)) != 0)
 		return -1;
-	while (fgets(line, sizeof(line), f) != NULL)
-		if (sscanf(line, "oom_kill %llu", &v) == 1) {
+	for (l = buf; l != NULL && *l != '\0'; ) {
+		if (sscanf(l, "oom_kill %llu", &v) == 1) {
 			*n = v;
-			rc = 0;
+			return 0;
 		}
-	fclose(f);
-	return rc;
+		if ((l = strchr(l, '\n')) != NULL)
+			l++;
+	}
+	return -1;
 }
 
 /* The record names the holder: from now on it outlives sluice-run. */
@@ -2782,4 +2820,5 @@ const struct sbx_backend sbx_ns_backend = {
 	.oom_kills = ns_oom_kills,
 	.net_socket = ns_net_socket,
 	.tty_stdin = 1,
+	.reap = ns_reap,
 };

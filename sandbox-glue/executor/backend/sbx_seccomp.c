@@ -29,11 +29,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/personality.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <seccomp.h>
 
 #include "sandbox-glue/executor/backend/sbx-int.h"
@@ -182,21 +185,90 @@ fail:
 	return NULL;
 }
 
-int
-sbx_seccomp_load(char *err, size_t errlen)
+/*
+ * The compiled program into buf (at most cap bytes): its length, or -1
+ * and why.  libseccomp 2.5 exports to a descriptor only.
+ */
+static ssize_t
+sc_export(scmp_filter_ctx ctx, unsigned char *buf, size_t cap, char *err,
+    size_t errlen)
 {
-	scmp_filter_ctx ctx = sc_build(err, errlen);
-	int rc;
+	ssize_t n = 0, k;
+	int fd, rc;
 
-	if (ctx == NULL) {
+	if ((fd = memfd_create("sbx-seccomp", MFD_CLOEXEC)) < 0)
+		return sbx_err(err, errlen, "memfd_create: %s",
+		    strerror(errno));
+	if ((rc = seccomp_export_bpf(ctx, fd)) != 0) {
+		close(fd);
+		return sbx_err(err, errlen, "seccomp_export_bpf: %s",
+		    strerror(-rc));
+	}
+	if (lseek(fd, 0, SEEK_SET) != 0) {
+		close(fd);
+		return sbx_err(err, errlen, "lseek: %s", strerror(errno));
+	}
+	while (n < (ssize_t)cap && (k = read(fd, buf + n, cap - (size_t)n)) >
+	    0)
+		n += k;
+	close(fd);
+	if (n == 0 || n == (ssize_t)cap ||
+	    n % (ssize_t)sizeof(struct sock_filter) != 0)
+		return sbx_err(err, errlen, "seccomp: unexpected program size "
+		    "%zd", n);
+	return n;
+}
+
+/*
+ * The program, compiled once per process: compiling the table with
+ * libseccomp costs more than a command's whole start (a quarter to half
+ * a millisecond), so a holder compiles it before it forks and what it
+ * forks (each command's process) only installs it.
+ */
+static struct sock_filter *sc_prog;
+static unsigned short sc_prog_len;
+
+int
+sbx_seccomp_prepare(char *err, size_t errlen)
+{
+	static unsigned char buf[65536];
+	scmp_filter_ctx ctx;
+	ssize_t n;
+
+	if (sc_prog != NULL)
+		return 0;
+	if ((ctx = sc_build(err, errlen)) == NULL) {
 		errno = EINVAL;
 		return -1;
 	}
-	if ((rc = seccomp_load(ctx)) != 0)
-		sbx_err(err, errlen, "seccomp_load");
+	n = sc_export(ctx, buf, sizeof(buf), err, errlen);
 	seccomp_release(ctx);
-	if (rc != 0) {
-		errno = -rc;
+	if (n < 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	sc_prog = (struct sock_filter *)(void *)buf;
+	sc_prog_len = (unsigned short)((size_t)n / sizeof(struct sock_filter));
+	return 0;
+}
+
+int
+sbx_seccomp_load(char *err, size_t errlen)
+{
+	struct sock_fprog fp;
+
+	if (sbx_seccomp_prepare(err, errlen) != 0)
+		return -1;
+	/* as libseccomp's seccomp_load: no_new_privs, then the filter,
+	 * no flags */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+		sbx_err(err, errlen, "no_new_privs: %s", strerror(errno));
+		return -1;
+	}
+	fp.len = sc_prog_len;
+	fp.filter = sc_prog;
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fp) != 0) {
+		sbx_err(err, errlen, "seccomp_load: %s", strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -205,44 +277,22 @@ sbx_seccomp_load(char *err, size_t errlen)
 char *
 sbx_seccomp_hex(char *err, size_t errlen)
 {
-	scmp_filter_ctx ctx = sc_build(err, errlen);
 	unsigned char buf[65536];
+	scmp_filter_ctx ctx = sc_build(err, errlen);
 	char *hex = NULL;
-	ssize_t n = 0, k;
-	int fd = -1, rc;
+	ssize_t n, k;
 
 	if (ctx == NULL)
 		return NULL;
-	/* libseccomp 2.5 exports to a descriptor only */
-	if ((fd = memfd_create("sbx-seccomp", MFD_CLOEXEC)) < 0) {
-		sbx_err(err, errlen, "memfd_create: %s", strerror(errno));
-		goto out;
-	}
-	if ((rc = seccomp_export_bpf(ctx, fd)) != 0) {
-		sbx_err(err, errlen, "seccomp_export_bpf: %s", strerror(-rc));
-		goto out;
-	}
-	if (lseek(fd, 0, SEEK_SET) != 0) {
-		sbx_err(err, errlen, "lseek: %s", strerror(errno));
-		goto out;
-	}
-	while (n < (ssize_t)sizeof(buf) && (k = read(fd, buf + n,
-	    sizeof(buf) - (size_t)n)) > 0)
-		n += k;
-	if (n == 0 || n == (ssize_t)sizeof(buf) ||
-	    n % (ssize_t)sizeof(struct sock_filter) != 0) {
-		sbx_err(err, errlen, "seccomp: unexpected program size %zd", n);
-		goto out;
-	}
+	n = sc_export(ctx, buf, sizeof(buf), err, errlen);
+	seccomp_release(ctx);
+	if (n < 0)
+		return NULL;
 	if ((hex = malloc((size_t)n * 2 + 1)) == NULL) {
 		sbx_err(err, errlen, "out of memory");
-		goto out;
+		return NULL;
 	}
 	for (k = 0; k < n; k++)
 		snprintf(hex + 2 * k, 3, "%02x", buf[k]);
-out:
-	if (fd >= 0)
-		close(fd);
-	seccomp_release(ctx);
 	return hex;
 }

@@ -32,15 +32,18 @@ sbx_proc_start(pid_t pid)
 {
 	char path[64], buf[1024], *p;
 	unsigned long long st = 0;
-	FILE *f;
-	size_t n;
-	int i;
+	ssize_t n;
+	int i, fd;
 
+	/* one read (the kernel makes the line at once), no stdio: the
+	 * daemon asks for every command */
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if ((f = fopen(path, "re")) == NULL)
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
 	buf[n] = '\0';
 	/* the command name may hold spaces and parentheses: skip to the
 	 * last ')' then count fields; starttime is field 22 */

@@ -374,6 +374,52 @@ proc_job(struct xd_box *b, const struct sbx_proc *p, int kill)
 
 /* ---- the end ---- */
 
+struct late_release {
+	struct xd_box *box;
+	struct sbx_proc proc;
+};
+
+static void
+late_release_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct late_release *lr = arg;
+
+	(void)fd;
+	(void)what;
+	lr->box->be->release(&lr->box->rec, &lr->proc);
+	xd_box_unref(lr->box);
+	free(lr);
+}
+
+/*
+ * ns's release of an agent's command group: an rmdir, after the answer
+ * has gone out (a timer, not an event made active at once: the loop
+ * writes the answer on its next turn, before it runs the timers that
+ * fell due by then).  On cgroup v1 the rmdir waits for the kernel's
+ * cgroup lock, which the sandbox's next command process, made ahead,
+ * holds across an RCU grace period while it joins its own group (some
+ * milliseconds after an idle spell): that wait was in every answer.
+ * Inline when it cannot be put off.
+ */
+static void
+release_late(struct xd_box *b, const struct sbx_proc *p)
+{
+	static const struct timeval soon = { 0, 1 };
+	struct late_release *lr = malloc(sizeof(*lr));
+
+	if (lr != NULL) {
+		lr->box = b;
+		lr->proc = *p;
+		b->refs++;
+		if (event_base_once(b->xd->base, -1, EV_TIMEOUT,
+		    late_release_cb, lr, &soon) == 0)
+			return;
+		b->refs--;
+		free(lr);
+	}
+	b->be->release(&b->rec, p);
+}
+
 static void
 cmd_finish(struct xd_cmd *c, int st)
 {
@@ -393,6 +439,10 @@ cmd_finish(struct xd_cmd *c, int st)
 	if (c->pidfd >= 0) {
 		close(c->pidfd);
 		c->pidfd = -1;
+	}
+	if (c->proc.pid == 0 && c->proc.fd >= 0) {
+		close(c->proc.fd);
+		c->proc.fd = -1;
 	}
 	if (c->ev_deadline != NULL) {
 		event_free(c->ev_deadline);
@@ -487,13 +537,14 @@ cmd_finish(struct xd_cmd *c, int st)
 		/* its ring may go now, as may older ones */
 		xd_cmd_ring_budget(b->xd);
 	}
-	/* ns's release is an rmdir and an unlink, which never block: not
-	 * worth a worker's fork per command (gvisor's may run runsc).  Only
-	 * for its agent's commands ("a..."), whose group is empty once the
-	 * main process is reaped; the setns path's drainer may still be
-	 * leaving it, which the worker's fork gives time */
+	/* ns's release is an rmdir and an unlink, which do not block for
+	 * long: not worth a worker's fork per command (gvisor's may run
+	 * runsc), but not worth the answer's wait either (release_late).
+	 * Only for its agent's commands ("a..."), whose group is empty
+	 * once the main process is reaped; the setns path's drainer may
+	 * still be leaving it, which the worker's fork gives time */
 	if (strcmp(b->be->name, "ns") == 0 && proc.tag[0] == 'a')
-		b->be->release(&b->rec, &proc);
+		release_late(b, &proc);
 	else
 		proc_job(b, &proc, 0);
 	/* only last_used changed: written as xd_box_use writes it, at most
@@ -512,6 +563,13 @@ on_exit_ev(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	if (c->proc.pid == 0) {
+		/* no process of ours: the backend's connection says */
+		if (c->box->be->reap(&c->proc, &st) != 0)
+			return;
+		cmd_finish(c, st);
+		return;
+	}
 	w = waitpid(c->proc.pid, &st, WNOHANG);
 	if (w == 0)
 		return;         /* polled (no pidfd), still running */
@@ -527,6 +585,14 @@ on_backstop(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	if (c->proc.pid == 0) {
+		/* no process of ours to kill: no longer waited for */
+		xd_log(XD_LOG_WARN, "sandbox %s: command %s outlived its kill "
+		    "by %d s: taken for killed", c->box->rec.chat, c->id,
+		    BACKSTOP_S);
+		cmd_finish(c, SIGKILL);
+		return;
+	}
 	/* kill_tree did not end it (a stuck runsc): the host process */
 	xd_log(XD_LOG_WARN, "sandbox %s: command %s outlived its kill by %d "
 	    "s: killing process %d", c->box->rec.chat, c->id, BACKSTOP_S,
@@ -787,9 +853,15 @@ cmd_watch(struct xd *xd, struct xd_cmd *c, const struct xd_cmd_spec *spec,
 			event_add(c->ev_in, NULL);
 	} else
 		in_close(c);
-	/* the exit: a pidfd where the kernel has them (5.3), else a poll */
-	c->pidfd = (int)syscall(SYS_pidfd_open, c->proc.pid, 0);
-	if (c->pidfd >= 0) {
+	/* the exit: the backend's connection (no process of ours), a pidfd
+	 * where the kernel has them (5.3), else a poll */
+	if (c->proc.pid == 0) {
+		c->ev_exit = event_new(xd->base, c->proc.fd, EV_READ |
+		    EV_PERSIST, on_exit_ev, c);
+		if (c->ev_exit != NULL)
+			event_add(c->ev_exit, NULL);
+	} else if ((c->pidfd = (int)syscall(SYS_pidfd_open, c->proc.pid,
+	    0)) >= 0) {
 		c->ev_exit = event_new(xd->base, c->pidfd, EV_READ | EV_PERSIST,
 		    on_exit_ev, c);
 		if (c->ev_exit != NULL)
