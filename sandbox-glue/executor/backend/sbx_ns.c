@@ -1570,7 +1570,7 @@ ag_cmd_proc(struct init_arg *a, int ctl, const char *wtag)
 	struct ag_spawn s;
 	char p[64], err[AG_ERR_MAX];
 	const char *what;
-	int fds[3], fd, i, early;
+	int fds[3], fd, early;
 	size_t n;
 
 	/* the confinement that needs no request before it comes (the
@@ -2767,6 +2767,8 @@ ns_oom_kills(const struct sbx_rec *rec, uint64_t *n)
 {
 	char p[SBX_PATH_MAX + 128], buf[1024], *l;
 	unsigned long long v;
+	ssize_t got;
+	int fd;
 
 	if (rec->cgroup[0] == '\0')
 		return -1;
@@ -2776,8 +2778,13 @@ ns_oom_kills(const struct sbx_rec *rec, uint64_t *n)
 		cg_path(p, sizeof(p), rec, "memory", NULL,
 		    "memory.oom_control");
 	/* read twice a command: one read, no stdio */
-	if (read_small(p, buf, sizeof(buf)) != 0)
+	if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
 		return -1;
+	got = util_read_full(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (got < 0)
+		return -1;
+	buf[got] = '\0';
 	for (l = buf; l != NULL && *l != '\0'; ) {
 		if (sscanf(l, "oom_kill %llu", &v) == 1) {
 			*n = v;
