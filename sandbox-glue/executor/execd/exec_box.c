@@ -1376,7 +1376,7 @@ box_delete_done(void *arg, json_t *res)
 			    "archive)");
 		} else
 			b->state = XD_BOX_RUNNING;
-		(void)xd_rec_save(&b->rec);
+		(void)!xd_rec_save(&b->rec);
 		xd_box_side_save(b);
 		op->cb(op->arg, NULL, &e);
 	}
@@ -1446,7 +1446,7 @@ box_tier_done(void *arg, json_t *res)
 		snprintf(b->rec.tier, sizeof(b->rec.tier), "%s", op->tier);
 		snprintf(b->broker, sizeof(b->broker), "ok");
 		if (b->state == XD_BOX_RUNNING)
-			(void)xd_rec_save(&b->rec);
+			(void)!xd_rec_save(&b->rec);
 		op->cb(op->arg, b, NULL);
 	} else {
 		perr_of(&e, res, "the worker died", "tier change failed");
@@ -1499,7 +1499,7 @@ box_net_child(void *arg)
 			    "status", 404, "code", "not_found", "message",
 			    be.msg, "repair_failed", 1);
 		if (strcmp(dir, r->session_dir) != 0) {
-			(void)xd_broker_delete(c, r->chat, &be);
+			(void)!xd_broker_delete(c, r->chat, &be);
 			return json_pack("{s:b,s:i,s:s,s:s,s:b}", "ok", 0,
 			    "status", 404, "code", "not_found", "message",
 			    "sluiced made the session elsewhere", "repair_failed",
@@ -1660,7 +1660,7 @@ xd_box_free_all(struct xd *xd)
 		 * the next daemon's idle clock starts from it */
 		if (b->state == XD_BOX_RUNNING && b->used_saved !=
 		    b->rec.last_used)
-			(void)xd_rec_save(&b->rec);
+			(void)!xd_rec_save(&b->rec);
 		if (b->fg != NULL)
 			xd_cmd_forget(b->fg);
 		while ((c = TAILQ_FIRST(&b->cmds)) != NULL)
@@ -1809,7 +1809,7 @@ lc_suspend(struct xd_box *b, int64_t idle)
 		b->rec.last_used = (int64_t)time(NULL);
 		return;
 	}
-	(void)xd_rec_save(&b->rec);
+	(void)!xd_rec_save(&b->rec);
 	b->used_saved = b->rec.last_used;
 	xd_log(XD_LOG_INFO, "sandbox %s: suspended (unused %lld s, %lld ms)",
 	    b->rec.chat, (long long)idle, (long long)(sbx_now_ms() - t0));

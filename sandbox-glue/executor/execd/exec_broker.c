@@ -130,7 +130,7 @@ xd_broker_create(const struct xd_cfg *c, const struct sbx_rec *r,
 		xd_perr_set(e, 503, "broker_unavailable", "sluiced's session: "
 		    "%s", err);
 		ctlh_resp_free(&resp);
-		(void)xd_broker_delete(c, r->chat, &(struct xd_perr){0});
+		(void)!xd_broker_delete(c, r->chat, &(struct xd_perr){0});
 		return -1;
 	}
 	rc = 0;

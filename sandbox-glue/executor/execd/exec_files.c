@@ -486,7 +486,7 @@ xd_fs_edit(const struct sbx_rec *r, const char *path, const char *old,
 		return xd_perr_set(e, 400, "bad_request", "%s: old is empty", "edit");
 	if (xd_fs_open_read(r, path, &fd, &size, e) != 0)
 		return -1;
-	(void)xd_path_norm(path, norm, sizeof(norm));
+	(void)!xd_path_norm(path, norm, sizeof(norm));
 	if (size > max) {
 		xd_perr_set(e, 413, "too_large", "%s: larger than max_file_bytes", norm);
 		goto out;

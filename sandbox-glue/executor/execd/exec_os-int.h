@@ -49,11 +49,13 @@ struct xd_mp_part {
 
 /* The boundary of a "multipart/form-data; boundary=..." Content-Type
  * (quoted or not, 1..70 characters): 0, -1 not one. */
-int xd_mp_boundary(const char *ctype, char *out, size_t outlen);
+int xd_mp_boundary(const char *ctype, char *out, size_t outlen)
+    SLUICE_MUSTCHECK;
 /* The parts of body[0..len) (pointers into it), at most max: 0 with *n,
  * -1 with *why (a malformed body, too many parts). */
 int xd_mp_parse(const unsigned char *body, size_t len, const char *boundary,
-    struct xd_mp_part *parts, size_t max, size_t *n, const char **why);
+    struct xd_mp_part *parts, size_t max, size_t *n, const char **why)
+    SLUICE_MUSTCHECK;
 
 /* ---- exec_os_cfg.c (the struct is in execd-int.h) ---- */
 
@@ -61,7 +63,8 @@ struct xd_os_cfg;
 struct cfg_ctx;
 /* Reads the "opensandbox" object o into c (its defaults first), x at
  * "opensandbox" (proxy/lib/config_engine.h): -1 with x's error. */
-int xd_os_cfg_read(struct cfg_ctx *x, json_t *o, struct xd_os_cfg *c);
+int xd_os_cfg_read(struct cfg_ctx *x, json_t *o, struct xd_os_cfg *c)
+    SLUICE_MUSTCHECK;
 json_t *xd_os_cfg_json(const struct xd_os_cfg *c);
 /* The key that is tok (constant time per key), NULL none. */
 const struct xd_os_key *xd_os_key_find(const struct xd_os_cfg *c,
@@ -70,8 +73,8 @@ const struct xd_os_key *xd_os_key_find(const struct xd_os_cfg *c,
 const char *xd_os_image_profile(const struct xd_os_cfg *c, const char *uri);
 /* "cpu" ("500m", "1", "2.5") in percent of a CPU and "memory" ("512Mi",
  * "2Gi", "1G", "1048576") in MiB: 0 with the value, -1 not one. */
-int xd_os_cpu_pct(const char *s, long *pct);
-int xd_os_mem_mb(const char *s, long *mb);
+int xd_os_cpu_pct(const char *s, long *pct) SLUICE_MUSTCHECK;
+int xd_os_mem_mb(const char *s, long *mb) SLUICE_MUSTCHECK;
 
 /* ---- exec_os_fs.c (confined like exec_files.c; e as there) ---- */
 
@@ -84,31 +87,32 @@ const char *xd_osfs_unalias(const char *in, char *buf, size_t len);
  * must be there, /tmp for the default), as the sandbox's user; 0, or -1
  * with why (nothing made). */
 int xd_osfs_workdir_link(const struct sbx_rec *r, int rootfd, char *err,
-    size_t errlen);
+    size_t errlen) SLUICE_MUSTCHECK;
 /* An OpenSandbox path: an absolute path under /workspace (or the path
  * that stands for it) or one relative to it; -1 (e: 400) else. */
 int xd_osfs_info(const struct sbx_rec *r, const char *path, json_t **out,
-    struct xd_perr *e);
+    struct xd_perr *e) SLUICE_MUSTCHECK;
 /* Entries under dir to depth (1: its own), or with pattern (a glob of
  * names, or of paths when it has a '/' or "**") at any depth: FileInfo
  * objects, lexical order. */
 int xd_osfs_list(const struct sbx_rec *r, const char *dir, int depth,
-    const char *pattern, size_t max, json_t **out, struct xd_perr *e);
+    const char *pattern, size_t max, json_t **out, struct xd_perr *e)
+    SLUICE_MUSTCHECK;
 int xd_osfs_mkdir(const struct sbx_rec *r, const char *path, int mode,
-    struct xd_perr *e);
+    struct xd_perr *e) SLUICE_MUSTCHECK;
 int xd_osfs_rmtree(const struct sbx_rec *r, const char *path,
-    struct xd_perr *e);
+    struct xd_perr *e) SLUICE_MUSTCHECK;
 int xd_osfs_chmod(const struct sbx_rec *r, const char *path, int mode,
-    struct xd_perr *e);
+    struct xd_perr *e) SLUICE_MUSTCHECK;
 int xd_osfs_rename(const struct sbx_rec *r, const char *src,
-    const char *dst, struct xd_perr *e);
+    const char *dst, struct xd_perr *e) SLUICE_MUSTCHECK;
 /* Replace every occurrence of old in path by new: *count. */
 int xd_osfs_replace(const struct sbx_rec *r, const char *path,
     const char *old, size_t oldn, const char *new_, size_t newn,
-    uint64_t max, long *count, struct xd_perr *e);
+    uint64_t max, long *count, struct xd_perr *e) SLUICE_MUSTCHECK;
 /* Read a whole regular file of at most max bytes. */
 int xd_osfs_read(const struct sbx_rec *r, const char *path, uint64_t max,
-    unsigned char **buf, size_t *len, struct xd_perr *e);
+    unsigned char **buf, size_t *len, struct xd_perr *e) SLUICE_MUSTCHECK;
 
 /* ---- exec_os_http.c ---- */
 
@@ -171,7 +175,8 @@ void xd_os_reply_perr(struct xd_os_call *k, struct xd_perr *e);
  * keep.  {id, tenant, user, image, metadata, env, entrypoint,
  * createdAt (ms), expiresAt (s, 0 none), terminated?}; kept under
  * <state_dir>/.opensandbox/. */
-int xd_os_recs_load(struct xd_os *os, char *err, size_t errlen);
+int xd_os_recs_load(struct xd_os *os, char *err, size_t errlen)
+    SLUICE_MUSTCHECK;
 /* Records and access tokens are keyed by the sandbox's host name
  * (xd_key of its tenant and id): ids are per tenant, so the bare id
  * would let one tenant's record or token stand for another's. */
@@ -179,7 +184,7 @@ void xd_os_key(const char *tenant, const char *id, char out[SBX_ID_MAX + 1]);
 /* The key of a record (its "tenant" and "id"); -1 if it has no id. */
 int xd_os_rec_key(json_t *rec, char out[SBX_ID_MAX + 1]) SLUICE_MUSTCHECK;
 json_t *xd_os_rec(struct xd_os *os, const char *key);
-int xd_os_rec_save(struct xd_os *os, json_t *rec);
+int xd_os_rec_save(struct xd_os *os, json_t *rec) SLUICE_MUSTCHECK;
 void xd_os_rec_drop(struct xd_os *os, const char *key);
 /* The access token of sandbox id (HMAC of the secret), hex. */
 void xd_os_token(const struct xd_os *os, const char *id, char out[65]);
@@ -212,15 +217,16 @@ void xd_os_execd(struct xd_os_call *k, const char *rest);
 /* An OpenSandbox NetworkPolicy checked and normalised into *out
  * {defaultAction (deny when absent), egress: [{action, target}]}: 0, -1
  * with e (400). */
-int xd_os_policy_parse(json_t *np, json_t **out, struct xd_perr *e);
+int xd_os_policy_parse(json_t *np, json_t **out, struct xd_perr *e)
+    SLUICE_MUSTCHECK;
 /* PATCH: the rules of in (an array, at least one) first, of a
  * duplicate target the first; then cur's others.  DELETE: cur without
  * the rules of targets (an array of strings).  0 with *out, -1 with e
  * (400). */
 int xd_os_policy_merge(json_t *cur, json_t *in, json_t **out,
-    struct xd_perr *e);
+    struct xd_perr *e) SLUICE_MUSTCHECK;
 int xd_os_policy_drop(json_t *cur, json_t *targets, json_t **out,
-    struct xd_perr *e);
+    struct xd_perr *e) SLUICE_MUSTCHECK;
 /* sluiced's body {"allow": [...], "deny": [...]} of a policy: the first
  * rule of a target decides it.  NULL out of memory. */
 char *xd_os_policy_broker(json_t *policy);
@@ -233,7 +239,7 @@ typedef void (*xd_os_policy_done)(struct xd_os_call *k, json_t *policy,
  * kept in its record), then done; the call waits.  -1 with e if it
  * could not start. */
 int xd_os_policy_apply(struct xd_os_call *k, struct xd_box *b,
-    json_t *policy, xd_os_policy_done done, struct xd_perr *e);
+    json_t *policy, xd_os_policy_done done, struct xd_perr *e) SLUICE_MUSTCHECK;
 /* Route an egress call (after /sandboxes/{id}/egress) of k->box. */
 void xd_os_egress(struct xd_os_call *k, const char *rest);
 
@@ -245,14 +251,15 @@ void xd_os_egress(struct xd_os_call *k, const char *rest);
  * an upgrade; Content-Length only as digits).  0, or -1 for one the
  * proxy cannot forward (malformed, another status, chunked). */
 int xd_os_port_head(char *h, int upgrade, long *status, const char **reason,
-    void (*fn)(void *arg, const char *name, const char *value), void *arg);
+    void (*fn)(void *arg, const char *name, const char *value), void *arg)
+    SLUICE_MUSTCHECK;
 /* Forward the call to 127.0.0.1:port inside k->box (rest: the path
  * after /proxy/{port}, "" or from a '/'); answers. */
 void xd_os_port(struct xd_os_call *k, long port, const char *rest);
 
 /* ---- exec_os.c ---- */
 
-int xd_os_listen(struct xd *xd, char *err, size_t errlen);
+int xd_os_listen(struct xd *xd, char *err, size_t errlen) SLUICE_MUSTCHECK;
 void xd_os_stop_accepting(struct xd *xd);
 void xd_os_close(struct xd *xd);
 int xd_os_pending(const struct xd *xd);

@@ -315,7 +315,7 @@ create_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	    "api", "opensandbox", "profile", b->rec.profile[0] ?
 	    b->rec.profile : "host", "image_uri", json_object_get(rec,
 	    "image")));
-	(void)xd_os_rec_save(k->xd->os, rec);
+	(void)!xd_os_rec_save(k->xd->os, rec);
 	workdir_link(b);
 	pol = json_object_get(k->body, "_policy");
 	if (json_array_size(json_object_get(pol, "egress")) > 0) {
@@ -330,7 +330,7 @@ create_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	}
 	if (pol != NULL) {
 		json_object_set(rec, "policy", pol);
-		(void)xd_os_rec_save(k->xd->os, rec);
+		(void)!xd_os_rec_save(k->xd->os, rec);
 	}
 	xd_os_reply_json(k, 202, sandbox_json(b, rec, XD_REC_ID(&b->rec)));
 }
@@ -778,7 +778,7 @@ h_metadata(struct xd_os_call *k)
 		else
 			json_object_set(meta, key, v);
 	}
-	(void)xd_os_rec_save(k->xd->os, rec);
+	(void)!xd_os_rec_save(k->xd->os, rec);
 	xd_os_reply_json(k, 200, sandbox_json(b, rec, XD_REC_ID(&b->rec)));
 }
 
@@ -815,7 +815,7 @@ h_pause(struct xd_os_call *k)
 		    "%s", err);
 		return;
 	}
-	(void)xd_rec_save(&b->rec);
+	(void)!xd_rec_save(&b->rec);
 	b->xd->stats.suspended++;
 	xd_event(b->xd, "sandbox", "suspended", b->rec.tenant, json_pack(
 	    "{s:s,s:s,s:s,s:s}", "id", XD_REC_ID(&b->rec), "tenant", b->rec.tenant,
@@ -861,8 +861,8 @@ h_renew(struct xd_os_call *k)
 	}
 	rec = rec_for(k, b, rec);
 	json_object_set_new(rec, "expiresAt", json_integer((t + 999) / 1000));
-	(void)xd_os_rec_save(k->xd->os, rec);
-	(void)xd_box_use(b, k->who, "app", &(struct xd_perr){ 0 });
+	(void)!xd_os_rec_save(k->xd->os, rec);
+	(void)!xd_box_use(b, k->who, "app", &(struct xd_perr){ 0 });
 	xd_os_reply_json(k, 200, json_pack("{s:o}", "expiresAt",
 	    xd_os_iso_ms(((t + 999) / 1000) * 1000)));
 }
@@ -970,7 +970,7 @@ expired_cb(void *arg, struct xd_box *b, struct xd_perr *e)
 	xd_os_key(b->rec.tenant, XD_REC_ID(&b->rec), key);
 	if ((rec = xd_os_rec(xd->os, key)) != NULL) {
 		json_object_set_new(rec, "expired", json_true());
-		(void)xd_os_rec_save(xd->os, rec);
+		(void)!xd_os_rec_save(xd->os, rec);
 	}
 }
 

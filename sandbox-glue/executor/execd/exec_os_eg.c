@@ -265,7 +265,7 @@ eg_done(void *arg, json_t *res)
 	xd_os_key(b->rec.tenant, XD_REC_ID(&b->rec), key);
 	if ((rec = xd_os_rec(b->xd->os, key)) != NULL) {
 		json_object_set(rec, "policy", op->policy);
-		(void)xd_os_rec_save(b->xd->os, rec);
+		(void)!xd_os_rec_save(b->xd->os, rec);
 	}
 	xd_audit_box(b->xd, "egress", op->k->who, "app", XD_REC_ID(&b->rec),
 	    b->rec.tenant, b->rec.user, 200, NULL, json_pack("{s:s,s:O}",

@@ -60,6 +60,6 @@ xd_box_used(struct xd_box *b, int64_t now)
 	    c->idle_after / 10 : XD_USED_SAVE_S;
 	if (now - b->used_saved >= lag) {
 		b->used_saved = now;
-		(void)xd_rec_save(&b->rec);
+		(void)!xd_rec_save(&b->rec);
 	}
 }

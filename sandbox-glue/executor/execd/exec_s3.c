@@ -575,9 +575,9 @@ s3_fail(struct s3_req *q, char *err, size_t len)
 	char code[128] = "", msg[200] = "";
 
 	if (q->ans != NULL) {
-		(void)xd_s3_xml_text(q->ans, q->alen, "Code", code,
+		(void)!xd_s3_xml_text(q->ans, q->alen, "Code", code,
 		    sizeof(code));
-		(void)xd_s3_xml_text(q->ans, q->alen, "Message", msg,
+		(void)!xd_s3_xml_text(q->ans, q->alen, "Message", msg,
 		    sizeof(msg));
 	}
 	return errf(err, len, "s3 %s %s/%s%s%s: HTTP %ld%s%s%s%s",

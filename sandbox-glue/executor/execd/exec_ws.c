@@ -379,7 +379,7 @@ xd_ws_make(const char *mke2fs, const char *state_dir, const struct sbx_rec *r,
 	if (chown(r->workspace, r->host_uid, r->host_gid) != 0 ||
 	    chmod(r->workspace, 0750) != 0) {
 		wserr(err, len, r->workspace, errno);
-		(void)xd_ws_remove(r);
+		(void)!xd_ws_remove(r);
 		goto out;
 	}
 	rc = 0;

@@ -315,9 +315,9 @@ long xd_cfg_creates_tenant(const struct xd_cfg *c);
 /* Apply the JSON text over c (defaults first).  Errors as
  * "name:line:column: key.path: what". */
 int xd_cfg_parse(struct xd_cfg *c, const char *text, size_t len,
-    const char *name, char *err, size_t errlen);
+    const char *name, char *err, size_t errlen) SLUICE_MUSTCHECK;
 int xd_cfg_load(struct xd_cfg *c, const char *path, char *err,
-    size_t errlen);
+    size_t errlen) SLUICE_MUSTCHECK;
 /* The effective configuration (token digests left out). */
 json_t *xd_cfg_json(const struct xd_cfg *c);
 /* SHA-256 of s[0..n) (for token checks). */
@@ -354,7 +354,7 @@ const struct xd_token *xd_token_find(const struct xd_cfg *c, const char *tok);
  * in args, 0 no match, -1 a segment that does not decode (bad %xx, a
  * NUL). */
 int xd_route_match(const char *pattern, const char *path, char **args,
-    size_t nargs);
+    size_t nargs) SLUICE_MUSTCHECK;
 void xd_args_free(char **args, size_t nargs);
 /* A file name "<id>.json" whose id passes sbx_id_ok: 1 with id (at
  * least SBX_ID_MAX + 1 bytes) set; else 0.  The records and archives
@@ -365,13 +365,13 @@ int xd_json_name_id(const char *name, char *id);
  * "a/./b" and "x/../a/b" all give "a/b"; ".." at the top stays at the
  * top (as the kernel's RESOLVE_IN_ROOT does); "" is the workspace.
  * -1 for other absolute paths, NULs, or more than out holds. */
-int xd_path_norm(const char *in, char *out, size_t outlen);
+int xd_path_norm(const char *in, char *out, size_t outlen) SLUICE_MUSTCHECK;
 
 /* "bytes=A-B" | "bytes=A-" | "bytes=-N" against a file of size:
  * 1 with [*from, *to] (inclusive), 0 no Range or one to ignore (not
  * bytes, several ranges), -1 not satisfiable. */
 int xd_range_parse(const char *h, uint64_t size, uint64_t *from,
-    uint64_t *to);
+    uint64_t *to) SLUICE_MUSTCHECK;
 
 /* What a refused body says: the HTTP status, the error code and the
  * extra fields (may stay NULL). */
@@ -431,13 +431,15 @@ struct xd_create_spec {
  * "max"). */
 int xd_create_parse(json_t *body, const struct xd_lims *def,
     const struct xd_lims *max, const char *def_tier,
-    const char *def_backend, struct xd_create_spec *s, struct xd_perr *e);
+    const char *def_backend, struct xd_create_spec *s, struct xd_perr *e)
+    SLUICE_MUSTCHECK;
 
 /* The same limits, field by field. */
 int xd_lims_eq(const struct xd_lims *a, const struct xd_lims *b);
 
 /* PATCH /v1/sandboxes/{id}: the tier. */
-int xd_tier_parse(json_t *body, char *tier, size_t len, struct xd_perr *e);
+int xd_tier_parse(json_t *body, char *tier, size_t len, struct xd_perr *e)
+    SLUICE_MUSTCHECK;
 
 struct xd_cmd_spec {
 	char **argv;            /* NULL-terminated, malloc'd */
@@ -463,7 +465,7 @@ struct xd_cmd_spec {
  * without timeout_s runs until stopped. */
 int xd_cmd_spec_parse(json_t *body, const struct xd_lims *lim,
     long timeout_max, long cap_max, int background,
-    struct xd_cmd_spec *s, struct xd_perr *e);
+    struct xd_cmd_spec *s, struct xd_perr *e) SLUICE_MUSTCHECK;
 void xd_cmd_spec_free(struct xd_cmd_spec *s);
 
 /* POST /v1/sandboxes/{id}/install {"manager","packages","timeout_s"?}:
@@ -472,7 +474,7 @@ void xd_cmd_spec_free(struct xd_cmd_spec *s);
  * the foreground command that installs them, manager "pip" or "npm". */
 int xd_install_parse(json_t *body, const struct xd_lims *lim,
     long timeout_max, long cap_max, struct xd_cmd_spec *s, char *manager,
-    size_t mlen, struct xd_perr *e);
+    size_t mlen, struct xd_perr *e) SLUICE_MUSTCHECK;
 
 /* ---- exec_http.c ---- */
 
@@ -604,7 +606,8 @@ size_t xd_gate_head_end(const char *b, size_t n);
  * *scanned becomes look. */
 size_t xd_gate_head_scan(const char *b, size_t look, size_t *scanned);
 /* 0 with h, -1 not a head evhttp would read the same way. */
-int xd_gate_head_parse(const char *b, size_t n, struct xd_gate_head *h);
+int xd_gate_head_parse(const char *b, size_t n, struct xd_gate_head *h)
+    SLUICE_MUSTCHECK;
 /* The role of the head's bearer token, XD_ROLE_NONE none or unknown. */
 enum xd_role xd_gate_head_role(const struct xd_cfg *c,
     const struct xd_gate_head *h);
@@ -624,10 +627,11 @@ struct xd_gate_verdict {
 	int chunked;            /* PASS: all passes, the answer closes */
 };
 int xd_gate_decide(const struct xd_cfg *c, xd_gate_role_fn role_of,
-    const char *b, size_t n, struct xd_gate_verdict *v);
+    const char *b, size_t n, struct xd_gate_verdict *v) SLUICE_MUSTCHECK;
 /* The refused head as evhttp gets it (no Content-Length,
  * Transfer-Encoding, Expect or Connection; "Connection: close"). */
-int xd_gate_head_refused(struct evbuffer *dst, const char *b, size_t n);
+int xd_gate_head_refused(struct evbuffer *dst, const char *b, size_t n)
+    SLUICE_MUSTCHECK;
 
 /* ---- exec_job.c ---- */
 
@@ -656,7 +660,7 @@ struct xd_job {
 TAILQ_HEAD(xd_jobq, xd_job);
 
 int xd_job_run(struct xd *xd, const char *what, xd_job_fn fn, void *fnarg,
-    xd_job_done done, void *donearg, char *err, size_t errlen);
+    xd_job_done done, void *donearg, char *err, size_t errlen) SLUICE_MUSTCHECK;
 /* Wait (bounded, blocking) for the workers still running: drain. */
 void xd_job_wait_all(struct xd *xd, int timeout_ms);
 
@@ -666,22 +670,22 @@ void xd_job_wait_all(struct xd *xd, int timeout_ms);
  * an xd_perr (status 503 unreachable, 403, 409, ...; extra not set). */
 
 int xd_broker_create(const struct xd_cfg *c, const struct sbx_rec *r,
-    char *session_dir, size_t dlen, struct xd_perr *e);
+    char *session_dir, size_t dlen, struct xd_perr *e) SLUICE_MUSTCHECK;
 int xd_broker_delete(const struct xd_cfg *c, const char *chat,
-    struct xd_perr *e);
+    struct xd_perr *e) SLUICE_MUSTCHECK;
 int xd_broker_tier(const struct xd_cfg *c, const char *chat,
-    const char *tier, struct xd_perr *e);
+    const char *tier, struct xd_perr *e) SLUICE_MUSTCHECK;
 /* The session's own egress rules, set whole: body is sluiced's
  * {"allow": [...], "deny": [...]} (PUT /v1/sessions/{id}/egress). */
 int xd_broker_egress(const struct xd_cfg *c, const char *chat,
-    const char *body, struct xd_perr *e);
+    const char *body, struct xd_perr *e) SLUICE_MUSTCHECK;
 /* GET /v1/sessions/{chat}: 0 with its effective_tier (the lower of
  * the session's tier and the ceiling) and its ceiling ("" when sluiced
  * did not say); e->status 404 when sluiced has no such session. */
 int xd_broker_get(const struct xd_cfg *c, const char *chat, char *eff,
-    size_t elen, char *ceil, size_t clen, struct xd_perr *e);
+    size_t elen, char *ceil, size_t clen, struct xd_perr *e) SLUICE_MUSTCHECK;
 /* 0 when sluiced answers GET /v1/health with 200. */
-int xd_broker_ping(const struct xd_cfg *c, struct xd_perr *e);
+int xd_broker_ping(const struct xd_cfg *c, struct xd_perr *e) SLUICE_MUSTCHECK;
 /* The session socket to the sandbox user (sluiced makes it root's). */
 void xd_broker_socket_own(const struct sbx_rec *r);
 /* What the sandbox's commands get from sluiced.  The trust store: with
@@ -703,9 +707,10 @@ void xd_broker_socket_own(const struct sbx_rec *r);
 #define XD_ENV_FILE		"env.json"
 #define XD_HOST_CA_BUNDLE	"/etc/ssl/certs/ca-certificates.crt"
 int xd_broker_trust(const struct xd_cfg *c, const char *const *dirs,
-    size_t n, struct xd_perr *e);
+    size_t n, struct xd_perr *e) SLUICE_MUSTCHECK;
 int xd_broker_sbx_env(const struct xd_cfg *c, const struct sbx_rec *r,
-    const struct xd_cred_ask *creds, int ncreds, struct xd_perr *e);
+    const struct xd_cred_ask *creds, int ncreds, struct xd_perr *e)
+    SLUICE_MUSTCHECK;
 /* The bundle, npmrc and pip.conf removed (before the session directory
  * is). */
 void xd_broker_sbx_env_drop(const struct sbx_rec *r);
@@ -713,7 +718,7 @@ void xd_broker_sbx_env_drop(const struct sbx_rec *r);
 /* ---- exec_rec.c ---- */
 
 /* Save the record (atomically): 0 / -1 (logged). */
-int xd_rec_save(const struct sbx_rec *r);
+int xd_rec_save(const struct sbx_rec *r) SLUICE_MUSTCHECK;
 
 /* ---- exec_ws.c (blocking: in workers) ---- */
 
@@ -729,7 +734,7 @@ int xd_ws_make(const char *mke2fs, const char *state_dir,
     SLUICE_MUSTCHECK;
 /* Unmount whatever is mounted on r->workspace (0 when nothing is);
  * the loop device is released with its last mount. */
-int xd_ws_remove(const struct sbx_rec *r);
+int xd_ws_remove(const struct sbx_rec *r) SLUICE_MUSTCHECK;
 
 /* ---- exec_s3.c: the archive store in S3 (blocking: in workers) ---- */
 
@@ -775,11 +780,11 @@ json_t *xd_s3_list(const struct xd_s3 *s, char *err, size_t len);
  * to out as {key, size, mtime (-1 unknown)}, *truncated and the next
  * page's token; -1 when it does not read. */
 int xd_s3_list_parse(const char *xml, size_t n, json_t *out, char *token,
-    size_t tlen, int *truncated);
+    size_t tlen, int *truncated) SLUICE_MUSTCHECK;
 /* The text of the first <tag> of an answer (an error's Code, an
  * UploadId): 0, -1 none. */
 int xd_s3_xml_text(const char *xml, size_t n, const char *tag, char *out,
-    size_t len);
+    size_t len) SLUICE_MUSTCHECK;
 
 /* ---- exec_arch.c (blocking: in workers) ---- */
 
@@ -839,7 +844,7 @@ void xd_arch_discard(const struct xd_cfg *c, const char *id);
  * host's newer one stays): 0, -1 with err (the store's failed).
  * Blocking: in workers. */
 int xd_arch_drop(const struct xd_cfg *c, const char *key, const char *sha,
-    char *err, size_t len);
+    char *err, size_t len) SLUICE_MUSTCHECK;
 /* With a store: the store's archive of key fetched into archive_dir
  * (the local one dropped first, the store's being the archive), ready
  * for xd_arch_restore: 0 with *found (0: none there), -1 with err (the
@@ -897,17 +902,18 @@ json_t *xd_snap_diff(const struct xd_snap *before, const char *workspace,
 /* Every call works inside r->workspace as r->host_uid:host_gid;
  * paths are xd_path_norm'ed.  On failure e says status and code. */
 int xd_fs_list(const struct sbx_rec *r, const char *dir, const char *glob,
-    int recursive, size_t max_entries, json_t **out, struct xd_perr *e);
+    int recursive, size_t max_entries, json_t **out, struct xd_perr *e)
+    SLUICE_MUSTCHECK;
 /* An fd open for reading on a regular file and its size. */
 int xd_fs_open_read(const struct sbx_rec *r, const char *path, int *fd,
-    uint64_t *size, struct xd_perr *e);
+    uint64_t *size, struct xd_perr *e) SLUICE_MUSTCHECK;
 int xd_fs_write(const struct sbx_rec *r, const char *path, const void *data,
-    size_t n, struct xd_perr *e);
+    size_t n, struct xd_perr *e) SLUICE_MUSTCHECK;
 int xd_fs_delete(const struct sbx_rec *r, const char *path,
-    struct xd_perr *e);
+    struct xd_perr *e) SLUICE_MUSTCHECK;
 int xd_fs_edit(const struct sbx_rec *r, const char *path, const char *old,
     size_t oldn, const char *new_, size_t newn, uint64_t max,
-    json_t **out, struct xd_perr *e);
+    json_t **out, struct xd_perr *e) SLUICE_MUSTCHECK;
 /* The pieces both files APIs (this one and exec_os_fs.c) are made of:
  * the file system uid and gid of the sandbox user and back to root;
  * the workspace's O_PATH fd with the caller then as the sandbox user
@@ -968,7 +974,7 @@ struct xd_stats {
 
 struct xd_cmd;
 /* Open cfg->audit_log (its directory made 0750): -1 with err. */
-int xd_audit_open(struct xd *xd, char *err, size_t errlen);
+int xd_audit_open(struct xd *xd, char *err, size_t errlen) SLUICE_MUSTCHECK;
 void xd_audit_reopen(struct xd *xd);
 void xd_audit_close(struct xd *xd);
 /* One lifecycle record: action ("create", "delete", "tier",
@@ -1215,19 +1221,19 @@ json_t *xd_box_create_child(void *arg);
 json_t *xd_box_delete_child(void *arg);
 void xd_box_side_save(const struct xd_box *b);
 int xd_box_pick_root(const struct xd_cfg *c, const struct xd_create_spec *s,
-    struct sbx_rec *r, struct xd_perr *e);
-int xd_box_slot(struct xd *xd);
+    struct sbx_rec *r, struct xd_perr *e) SLUICE_MUSTCHECK;
+int xd_box_slot(struct xd *xd) SLUICE_MUSTCHECK;
 /* The identity and paths of a new box's record: its host key, backend,
  * shim, cgroups setting, directory, uid range, times and limits (the
  * root and slot are set before). -1 when state_dir is too long. */
 int xd_box_rec_init(struct xd *xd, struct xd_box *b, const char *key,
-    const struct xd_lims *lim);
+    const struct xd_lims *lim) SLUICE_MUSTCHECK;
 
 /* ---- exec_pool.c ---- */
 
 /* The pools' timer, after the records are adopted (a pool sandbox of
  * an earlier run is dropped by its first tick). */
-int xd_pool_start(struct xd *xd);
+int xd_pool_start(struct xd *xd) SLUICE_MUSTCHECK;
 /* Draining or reloaded: every waiting sandbox dropped (the drain waits
  * for those workers); after a reload the new pools fill again. */
 void xd_pool_stop(struct xd *xd);
@@ -1257,11 +1263,11 @@ struct xd_box *xd_box_find(struct xd *xd, const char *tenant,
 /* Quotas, slot, then the create worker; cb once it ends (b on success).
  * -1 with e when refused at once. */
 int xd_box_create(struct xd *xd, const struct xd_create_spec *s,
-    xd_box_cb cb, void *arg, struct xd_perr *e);
+    xd_box_cb cb, void *arg, struct xd_perr *e) SLUICE_MUSTCHECK;
 /* archive: the workspace archived first (1) or dropped with any archive
  * of the id (0); reason "delete" or "idle" (events, audit). */
 int xd_box_delete(struct xd_box *b, int archive, const char *reason,
-    xd_box_cb cb, void *arg, struct xd_perr *e);
+    xd_box_cb cb, void *arg, struct xd_perr *e) SLUICE_MUSTCHECK;
 /* Whether id's archive is one the caller may have (create restores it,
  * DELETE ?archive=discard drops it): tenant the caller's (create: the
  * sandbox's; discard: the token's, "" unbound), user the sandbox's (NULL:
@@ -1279,7 +1285,7 @@ int xd_box_arch_owner(const struct xd_cfg *c, const char *id,
  * resumed first (an event and an audit record with who and role).
  * -1 with e when it cannot be resumed. */
 int xd_box_use(struct xd_box *b, const char *who, const char *role,
-    struct xd_perr *e);
+    struct xd_perr *e) SLUICE_MUSTCHECK;
 /* last_used saved at most this often (exec_rec.c) */
 #define XD_USED_SAVE_S	60
 /* b was used at now (a command ended): last_used, written to the record
@@ -1288,15 +1294,15 @@ void xd_box_used(struct xd_box *b, int64_t now);
 /* The lifecycle timer (idle_after, remove_after): started at start and
  * set again after a reload (its period follows the configuration);
  * stopped at exit. */
-int xd_box_sweep_start(struct xd *xd);
+int xd_box_sweep_start(struct xd *xd) SLUICE_MUSTCHECK;
 void xd_box_sweep_stop(struct xd *xd);
 int xd_box_set_tier(struct xd_box *b, const char *tier, xd_box_cb cb,
-    void *arg, struct xd_perr *e);
+    void *arg, struct xd_perr *e) SLUICE_MUSTCHECK;
 json_t *xd_box_json(const struct xd_box *b);
 /* Ask sluiced (in a worker) for the box's session and its effective
  * tier, into b->eff_tier; cb(arg, b, NULL) then, or with e. */
 int xd_box_network(struct xd_box *b, xd_box_cb cb, void *arg,
-    struct xd_perr *e);
+    struct xd_perr *e) SLUICE_MUSTCHECK;
 /* Let go of a box (exec_rec.c): freed once gone and unused. */
 void xd_box_unref(struct xd_box *b);
 /* At exit: free every box and command (the sandboxes stay). */
@@ -1332,17 +1338,18 @@ json_t *xd_health_json(struct xd *xd, json_t *bes, int broker_ok,
  * yet allocated), the archives' bytes and count. */
 json_t *xd_health_storage(struct xd *xd);
 /* Ping sluiced in a worker, then cb(arg, health). */
-int xd_health(struct xd *xd, void (*cb)(void *arg, json_t *h), void *arg);
+int xd_health(struct xd *xd, void (*cb)(void *arg, json_t *h), void *arg)
+    SLUICE_MUSTCHECK;
 
 /* ---- exec_node.c ---- */
 
 /* At start, after xd_box_load_all: a drain kept in <state_dir>/node.json
  * goes on. */
-int xd_node_start(struct xd *xd);
+int xd_node_start(struct xd *xd) SLUICE_MUSTCHECK;
 void xd_node_stop(struct xd *xd);
 /* PUT /v1/node: body {"draining": bool}; -1 with e (400, 500). */
 int xd_node_set(struct xd *xd, json_t *body, const char *who,
-    const char *role, struct xd_perr *e);
+    const char *role, struct xd_perr *e) SLUICE_MUSTCHECK;
 /* {draining, and while draining remaining, since, removed}. */
 json_t *xd_node_state(struct xd *xd);
 /* GET /v1/node's document from the health document (consumed). */
@@ -1356,7 +1363,8 @@ void xd_node_metrics(struct xd *xd, struct evbuffer *o);
  * exec_tar.c).  Pure, for the fuzz harness: DIR of the query (NULL: the
  * workspace) normalized into out, -1 with e (400); the kind of a PUT's
  * body from its first bytes ("tar", "gzip", "zstd"; NULL none). */
-int xd_tar_dir_parse(const char *q, char *out, size_t len, struct xd_perr *e);
+int xd_tar_dir_parse(const char *q, char *out, size_t len, struct xd_perr *e)
+    SLUICE_MUSTCHECK;
 const char *xd_tar_body_kind(const unsigned char *b, size_t n);
 /* The answer of a PUT: cb(arg, result, NULL) or cb(arg, NULL, e). */
 typedef void (*xd_tar_cb)(void *arg, json_t *res, struct xd_perr *e);
@@ -1364,13 +1372,13 @@ typedef void (*xd_tar_cb)(void *arg, json_t *res, struct xd_perr *e);
  * the body is drained.  -1 with e when refused at once (413 over
  * max_archive_bytes, 400 not a tar or a bad path). */
 int xd_tar_put(struct xd_box *b, struct evbuffer *body, const char *dir,
-    xd_tar_cb cb, void *arg, struct xd_perr *e);
+    xd_tar_cb cb, void *arg, struct xd_perr *e) SLUICE_MUSTCHECK;
 /* Answer req with dir as a tar, as the client reads; done(arg) once the
  * answer ended (req answered, one way or another).  -1 with e when
  * refused at once (req not answered). */
 int xd_tar_get(struct xd *xd, struct evhttp_request *req, struct xd_box *b,
     const char *dir, const char *who, void (*done)(void *), void *arg,
-    struct xd_perr *e);
+    struct xd_perr *e) SLUICE_MUSTCHECK;
 /* main of sluice-execd --tar-helper put DIR MAX | get DIR (as the
  * sandbox's uid, cwd the workspace). */
 int xd_tar_helper(int argc, char **argv);
@@ -1432,9 +1440,9 @@ struct xd {
 
 /* ---- exec_api.c ---- */
 
-int xd_api_listen(struct xd *xd, char *err, size_t errlen);
+int xd_api_listen(struct xd *xd, char *err, size_t errlen) SLUICE_MUSTCHECK;
 /* New configuration: TLS context and body limits. */
-int xd_api_reload(struct xd *xd, char *err, size_t errlen);
+int xd_api_reload(struct xd *xd, char *err, size_t errlen) SLUICE_MUSTCHECK;
 void xd_api_close(struct xd *xd);
 /* Stop accepting connections (drain); open ones are still served. */
 void xd_api_stop_accepting(struct xd *xd);

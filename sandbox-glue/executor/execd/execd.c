@@ -244,7 +244,7 @@ start_daemon(struct xd *xd)
 		xd_log(XD_LOG_ERR, "cannot start the pools' timer");
 		return -1;
 	}
-	(void)xd_node_start(xd);
+	(void)!xd_node_start(xd);
 	if (xd_box_sweep_start(xd) != 0) {
 		xd_log(XD_LOG_ERR, "cannot start the lifecycle timer");
 		return -1;
