@@ -413,22 +413,19 @@ fail_json(int status, const char *code, const char *msg)
 }
 
 /* In the worker. */
-json_t *
-xd_box_create_child(void *arg)
+/* The sandbox's directory, a stale one (a killed create's) removed
+ * first: NULL, or the failure (*made: the directory is there). */
+static json_t *
+create_dir(struct xd_box *b, int *made)
 {
-	struct xd_box *b = arg;
-	struct xd *xd = b->xd;
+	const char *sd = b->xd->cfg->state_dir;
 	struct sbx_rec *r = &b->rec;
-	struct xd_perr be;
 	char err[XD_ERR_MAX], rp[SBX_PATH_MAX + 16];
-	int session = 0, nospace;
-	json_t *res = NULL;
 	struct stat st;
 
-	memset(&be, 0, sizeof(be));
-	if (util_mkdir_p(xd->cfg->state_dir, 0711) != 0) {
-		snprintf(err, sizeof(err), "%.300s: %s", xd->cfg->state_dir,
-		    strerror(errno));
+	*made = 0;
+	if (util_mkdir_p(sd, 0711) != 0) {
+		snprintf(err, sizeof(err), "%.300s: %s", sd, strerror(errno));
 		return fail_json(500, "internal", err);
 	}
 	/* a directory without a record is what a killed create left */
@@ -448,76 +445,134 @@ xd_box_create_child(void *arg)
 		snprintf(err, sizeof(err), "%.300s: %s", r->dir, strerror(errno));
 		return fail_json(500, "internal", err);
 	}
+	*made = 1;
 	if (snprintf(r->workspace, sizeof(r->workspace), "%s/workspace",
-	    r->dir) >= (int)sizeof(r->workspace)) {
-		res = fail_json(500, "internal", "workspace: path too long");
-		goto fail;
-	}
-	if (xd_ws_make(xd->cfg->mke2fs, xd->cfg->state_dir, r, &b->lim,
-	    &nospace, err, sizeof(err)) != 0) {
-		char m[XD_ERR_MAX + 16];
+	    r->dir) >= (int)sizeof(r->workspace))
+		return fail_json(500, "internal", "workspace: path too long");
+	return NULL;
+}
 
-		snprintf(m, sizeof(m), "workspace: %s", err);
-		/* the admission's figures were right at its time; something
-		 * else took the space since */
-		res = nospace ? json_pack("{s:b,s:i,s:s,s:s,s:s}", "ok", 0,
+/* The workspace's file system: NULL, or the failure. */
+static json_t *
+create_workspace(struct xd_box *b)
+{
+	char err[XD_ERR_MAX], m[XD_ERR_MAX + 16];
+	int nospace;
+
+	if (xd_ws_make(b->xd->cfg->mke2fs, b->xd->cfg->state_dir, &b->rec,
+	    &b->lim, &nospace, err, sizeof(err)) == 0) {
+		b->rec.workspace_made = 1;
+		return NULL;
+	}
+	snprintf(m, sizeof(m), "workspace: %s", err);
+	/* the admission's figures were right at its time; something else
+	 * took the space since */
+	return nospace ? json_pack("{s:b,s:i,s:s,s:s,s:s}", "ok", 0,
+	    "status", 503, "code", "backend_unavailable", "message", m,
+	    "reason", "disk_full") : fail_json(500, "internal", m);
+}
+
+/*
+ * With a store, its archive of this id (made here or on another host of
+ * the fleet), fetched and checked for its owner as a local one is at
+ * the create's admission; a store that does not answer fails the
+ * create: an empty sandbox archived later would replace the archive it
+ * holds.  NULL (b->restore set when there is one), or the failure.
+ */
+static json_t *
+create_fetch(struct xd_box *b)
+{
+	const struct xd_cfg *c = b->xd->cfg;
+	struct sbx_rec *r = &b->rec;
+	char ak[SBX_ID_MAX + 1], err[XD_ERR_MAX], m[XD_ERR_MAX + 256];
+	struct xd_perr pe;
+	json_t *meta = NULL, *res;
+	int found, bad;
+
+	if (c->s3.url[0] == '\0')
+		return NULL;
+	arch_key(r, ak);
+	if (xd_arch_fetch(c, ak, &found, err, sizeof(err)) != 0) {
+		snprintf(m, sizeof(m), "archive store %.200s: %s", c->s3.url,
+		    err);
+		return json_pack("{s:b,s:i,s:s,s:s,s:s,s:s}", "ok", 0,
 		    "status", 503, "code", "backend_unavailable", "message", m,
-		    "reason", "disk_full") : fail_json(500, "internal", m);
+		    "reason", "archive_store", "archive", "not_restored");
+	}
+	memset(&pe, 0, sizeof(pe));
+	if (found && xd_box_arch_owner(c, ak, r->tenant, r->user, 1, &meta,
+	    &bad, &pe) != 0) {
+		xd_arch_discard(c, ak);
+		res = fail_json(pe.status, pe.code, pe.msg);
+		xd_perr_clear(&pe);
+		return res;
+	}
+	json_decref(meta);
+	b->restore = found;
+	return NULL;
+}
+
+/* The archive of an earlier sandbox of this id, into the empty
+ * workspace before anything runs in it: NULL, or the failure. */
+static json_t *
+create_restore(struct xd_box *b)
+{
+	char err[XD_ERR_MAX], m[XD_ERR_MAX + 128];
+	int corrupt;
+
+	if (!b->restore || xd_arch_restore(b->xd->cfg, &b->rec, &b->restored,
+	    &corrupt, err, sizeof(err)) == 0)
+		return NULL;
+	snprintf(m, sizeof(m), "sandbox %s: %s%s", b->rec.chat, err, corrupt ?
+	    " (nothing restored; DELETE /v1/sandboxes/{id}?archive=discard "
+	    "drops the archive)" : "");
+	return json_pack("{s:b,s:i,s:s,s:s,s:s}", "ok", 0, "status", 409,
+	    "code", "conflict", "message", m, "archive", corrupt ? "corrupt" :
+	    "not_restored");
+}
+
+/*
+ * Restored and the sandbox made: the archive has done its work (kept,
+ * it would count against the tenant's archives and its workspace be on
+ * the disk twice); not before, as a create that fails after the restore
+ * takes the workspace back.  The store's too, unless another host
+ * archived the id anew meanwhile.
+ */
+static void
+drop_restored(struct xd_box *b)
+{
+	char ak[SBX_ID_MAX + 1], err[XD_ERR_MAX];
+
+	if (b->restored == NULL)
+		return;
+	arch_key(&b->rec, ak);
+	if (xd_arch_drop(b->xd->cfg, ak, json_string_value(json_object_get(
+	    b->restored, "sha256")), err, sizeof(err)) != 0)
+		xd_log(XD_LOG_WARN, "sandbox %s: restored; its archive stays "
+		    "in the store: %s", b->rec.chat, err);
+}
+
+json_t *
+xd_box_create_child(void *arg)
+{
+	struct xd_box *b = arg;
+	struct xd *xd = b->xd;
+	struct sbx_rec *r = &b->rec;
+	struct xd_perr be;
+	char err[XD_ERR_MAX];
+	int session = 0, made;
+	json_t *res;
+
+	memset(&be, 0, sizeof(be));
+	if ((res = create_dir(b, &made)) != NULL) {
+		if (!made)
+			return res;
 		goto fail;
 	}
-	r->workspace_made = 1;
-	/* with a store, its archive of this id (made here or on another
-	 * host of the fleet), fetched and checked for its owner as a local
-	 * one is at the create's admission; a store that does not answer
-	 * fails the create: an empty sandbox archived later would replace
-	 * the archive it holds */
-	if (xd->cfg->s3.url[0] != '\0') {
-		char ak[SBX_ID_MAX + 1], m[XD_ERR_MAX + 256];
-		struct xd_perr pe;
-		json_t *meta;
-		int found, bad;
-
-		arch_key(r, ak);
-		if (xd_arch_fetch(xd->cfg, ak, &found, err, sizeof(err)) != 0) {
-			snprintf(m, sizeof(m), "archive store %.200s: %s",
-			    xd->cfg->s3.url, err);
-			res = json_pack("{s:b,s:i,s:s,s:s,s:s,s:s}", "ok", 0,
-			    "status", 503, "code", "backend_unavailable",
-			    "message", m, "reason", "archive_store", "archive",
-			    "not_restored");
-			goto fail;
-		}
-		memset(&pe, 0, sizeof(pe));
-		meta = NULL;
-		if (found && xd_box_arch_owner(xd->cfg, ak, r->tenant, r->user,
-		    1, &meta, &bad, &pe) != 0) {
-			xd_arch_discard(xd->cfg, ak);
-			res = fail_json(pe.status, pe.code, pe.msg);
-			xd_perr_clear(&pe);
-			goto fail;
-		}
-		json_decref(meta);
-		b->restore = found;
-	}
-	/* the archive of an earlier sandbox of this id, into the empty
-	 * workspace before anything runs in it */
-	if (b->restore) {
-		int corrupt;
-
-		if (xd_arch_restore(xd->cfg, r, &b->restored, &corrupt, err,
-		    sizeof(err)) != 0) {
-			char m[XD_ERR_MAX + 128];
-
-			snprintf(m, sizeof(m), "sandbox %s: %s%s", r->chat, err,
-			    corrupt ? " (nothing restored; DELETE /v1/"
-			    "sandboxes/{id}?archive=discard drops the archive)" :
-			    "");
-			res = json_pack("{s:b,s:i,s:s,s:s,s:s}", "ok", 0,
-			    "status", 409, "code", "conflict", "message", m,
-			    "archive", corrupt ? "corrupt" : "not_restored");
-			goto fail;
-		}
-	}
+	if ((res = create_workspace(b)) != NULL ||
+	    (res = create_fetch(b)) != NULL ||
+	    (res = create_restore(b)) != NULL)
+		goto fail;
 	/* the record before anything is made outside the directory: a
 	 * worker killed from here on leaves what delete can take down */
 	if (xd_rec_save(r) != 0) {
@@ -561,22 +616,7 @@ xd_box_create_child(void *arg)
 	}
 	if (b->be->commit != NULL)
 		b->be->commit(r);
-	/* restored and the sandbox made: the archive has done its work
-	 * (kept, it would count against the tenant's archives and its
-	 * workspace be on the disk twice); not before, as a create that
-	 * fails after the restore takes the workspace back */
-	if (b->restored != NULL) {
-		char ak[SBX_ID_MAX + 1];
-
-		arch_key(r, ak);
-		/* the store's too, unless another host archived the id anew
-		 * meanwhile */
-		if (xd_arch_drop(xd->cfg, ak, json_string_value(
-		    json_object_get(b->restored, "sha256")), err,
-		    sizeof(err)) != 0)
-			xd_log(XD_LOG_WARN, "sandbox %s: restored; its archive "
-			    "stays in the store: %s", r->chat, err);
-	}
+	drop_restored(b);
 	return json_pack("{s:b,s:o,s:O?}", "ok", 1, "record", sbx_rec_json(r),
 	    "restored", b->restored);
 fail:

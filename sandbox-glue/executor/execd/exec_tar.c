@@ -323,6 +323,132 @@ errno_why(int e)
 	}
 }
 
+/*
+ * The kinds of entries, at base in the staging directory pfd.  Each
+ * returns 0 made, 1 with the answer said, or -1 with errno (put_entry
+ * says it).
+ */
+
+/* A hard link to a file made before from the archive (h). */
+static int
+put_hardlink(struct put *p, int pfd, const char *base, const char *h,
+    const char *shown, char **tname)
+{
+	const char *tbase;
+	int tfd, k;
+
+	while (h[0] == '.' && h[1] == '/')
+		h += 2;
+	if (tfind(h, &p->made, str_cmp) == NULL)
+		return fail_out(400, "bad_request", shown, "%s: refused: a "
+		    "hard link to no file made before from the archive",
+		    shown);
+	if ((*tname = strdup(h)) == NULL ||
+	    (tfd = stage_parent(p, *tname, &tbase)) < 0)
+		return fail_out(400, "bad_request", shown, "%s: refused: its "
+		    "target: %s", shown, errno_why(errno));
+	k = linkat(tfd, tbase, pfd, base, 0);
+	close(tfd);
+	if (k != 0)
+		return -1;
+	p->links++;
+	return 0;
+}
+
+/* A directory; its mode and time are set once the tree is whole (the
+ * name moves to p->dm). */
+static int
+put_dir(struct put *p, struct archive_entry *e, int pfd, const char *base,
+    const char *shown, char **name)
+{
+	struct dirmode *dm;
+	struct stat st;
+
+	if (mkdirat(pfd, base, 0700) != 0) {
+		if (errno != EEXIST || fstatat(pfd, base, &st,
+		    AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode))
+			return -1;
+	} else
+		p->dirs++;
+	if (p->ndm == p->mdm) {
+		size_t m = p->mdm ? 2 * p->mdm : 64;
+
+		if ((dm = realloc(p->dm, m * sizeof(*dm))) == NULL)
+			return fail_out(500, "internal", shown, "out of "
+			    "memory");
+		p->dm = dm;
+		p->mdm = m;
+	}
+	dm = &p->dm[p->ndm++];
+	dm->name = *name;
+	*name = NULL;
+	dm->mode = (archive_entry_perm(e) & 0777) | 0700;
+	dm->mt.tv_sec = archive_entry_mtime(e);
+	dm->mt.tv_nsec = archive_entry_mtime_nsec(e);
+	return 0;
+}
+
+/* A regular file, its bytes within max_archive_bytes in all (the name
+ * is kept for the hard links after it). */
+static int
+put_file(struct put *p, struct archive *a, struct archive_entry *e,
+    int pfd, const char *base, const char *shown, char **name)
+{
+	la_int64_t off, size = archive_entry_size(e);
+	struct timespec ts[2];
+	const void *buf;
+	size_t n;
+	int fd, r, rc = -1;
+
+	if (size < 0 || (uint64_t)size > p->max - p->bytes)
+		return fail_out(413, "too_large", shown, "the archive holds "
+		    "more than max_archive_bytes (%llu) uncompressed",
+		    (unsigned long long)p->max);
+	if ((fd = openat(pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+	    O_NOCTTY | O_CLOEXEC, 0600)) < 0)
+		return -1;
+	while ((r = archive_read_data_block(a, &buf, &n, &off)) ==
+	    ARCHIVE_OK || r == ARCHIVE_WARN) {
+		const char *b = buf;
+
+		if (off < 0 || (uint64_t)off + n > (uint64_t)size)
+			break;
+		while (n > 0) {
+			ssize_t w = pwrite(fd, b, n, off);
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				goto out;
+			b += w;
+			off += w;
+			n -= (size_t)w;
+		}
+	}
+	if (r != ARCHIVE_EOF) {
+		rc = fail_out(400, "bad_request", shown, "%s: the archive does "
+		    "not read: %s", shown, r < ARCHIVE_WARN ?
+		    archive_error_string(a) : "data past its size");
+		goto out;
+	}
+	if (ftruncate(fd, size) != 0 || fchmod(fd, archive_entry_perm(e) &
+	    0777) != 0)
+		goto out;
+	ts[0].tv_sec = ts[1].tv_sec = archive_entry_mtime(e);
+	ts[0].tv_nsec = ts[1].tv_nsec = archive_entry_mtime_nsec(e);
+	(void)futimens(fd, ts);
+	p->files++;
+	p->bytes += (uint64_t)size;
+	if (tsearch(*name, &p->made, str_cmp) != NULL)
+		*name = NULL;   /* kept in the tree */
+	rc = 0;
+out:
+	r = errno;
+	close(fd);
+	errno = r;
+	return rc;
+}
+
 /* One entry into the staging directory: 0, or 1 with the answer said. */
 static int
 put_entry(struct put *p, struct archive *a, struct archive_entry *e)
@@ -333,7 +459,7 @@ put_entry(struct put *p, struct archive *a, struct archive_entry *e)
 	char type = ft == AE_IFREG ? 'f' : ft == AE_IFDIR ? 'd' : ft ==
 	    AE_IFLNK ? 'l' : '?';
 	const char *shown = archive_entry_pathname(e);
-	int pfd = -1, fd = -1, rc = 1, k;
+	int pfd = -1, rc = 1, k;
 	struct stat st;
 
 	h = archive_entry_hardlink(e);
@@ -353,16 +479,8 @@ put_entry(struct put *p, struct archive *a, struct archive_entry *e)
 		free(name);
 		return 0;
 	}
-	if ((pfd = stage_parent(p, name, &base)) < 0) {
-		k = errno;
-		if (full(k))
-			rc = fail_out(413, "too_large", shown, "the archive "
-			    "does not fit the workspace");
-		else
-			rc = fail_out(400, "bad_request", shown, "%s: refused: "
-			    "%s", shown, errno_why(k));
-		goto out;
-	}
+	if ((pfd = stage_parent(p, name, &base)) < 0)
+		goto sys;
 	if (strcmp(base, ".") == 0 || strcmp(base, "..") == 0) {
 		rc = fail_out(400, "bad_request", shown, "%s: refused: a name "
 		    "ending in . or ..", shown);
@@ -377,112 +495,18 @@ put_entry(struct put *p, struct archive *a, struct archive_entry *e)
 		}
 		(void)unlinkat(pfd, base, 0);
 	}
-	if (h != NULL) {
-		const char *tc = h, *tbase;
-		int tfd;
-
-		while (tc[0] == '.' && tc[1] == '/')
-			tc += 2;
-		if (tfind(tc, &p->made, str_cmp) == NULL) {
-			rc = fail_out(400, "bad_request", shown, "%s: refused: "
-			    "a hard link to no file made before from the "
-			    "archive", shown);
-			goto out;
-		}
-		if ((tname = strdup(tc)) == NULL ||
-		    (tfd = stage_parent(p, tname, &tbase)) < 0) {
-			rc = fail_out(400, "bad_request", shown, "%s: refused: "
-			    "its target: %s", shown, errno_why(errno));
-			goto out;
-		}
-		k = linkat(tfd, tbase, pfd, base, 0);
-		close(tfd);
-		if (k != 0)
-			goto sys;
-		p->links++;
-	} else if (type == 'd') {
-		struct dirmode *dm;
-
-		if (mkdirat(pfd, base, 0700) != 0) {
-			if (errno != EEXIST || fstatat(pfd, base, &st,
-			    AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode))
-				goto sys;
-		} else
-			p->dirs++;
-		if (p->ndm == p->mdm) {
-			size_t m = p->mdm ? 2 * p->mdm : 64;
-
-			if ((dm = realloc(p->dm, m * sizeof(*dm))) == NULL) {
-				rc = fail_out(500, "internal", shown, "out of "
-				    "memory");
-				goto out;
-			}
-			p->dm = dm;
-			p->mdm = m;
-		}
-		dm = &p->dm[p->ndm++];
-		dm->name = name;
-		name = NULL;
-		dm->mode = (archive_entry_perm(e) & 0777) | 0700;
-		dm->mt.tv_sec = archive_entry_mtime(e);
-		dm->mt.tv_nsec = archive_entry_mtime_nsec(e);
-	} else if (type == 'l') {
-		if (symlinkat(archive_entry_symlink(e), pfd, base) != 0)
-			goto sys;
-		p->links++;
-	} else {
-		const void *buf;
-		size_t n;
-		la_int64_t off, size = archive_entry_size(e);
-		struct timespec ts[2];
-		int r;
-
-		if (size < 0 || (uint64_t)size > p->max - p->bytes) {
-			rc = fail_out(413, "too_large", shown, "the archive "
-			    "holds more than max_archive_bytes (%llu) "
-			    "uncompressed", (unsigned long long)p->max);
-			goto out;
-		}
-		if ((fd = openat(pfd, base, O_WRONLY | O_CREAT | O_EXCL |
-		    O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600)) < 0)
-			goto sys;
-		while ((r = archive_read_data_block(a, &buf, &n, &off)) ==
-		    ARCHIVE_OK || r == ARCHIVE_WARN) {
-			const char *b = buf;
-
-			if (off < 0 || (uint64_t)off + n > (uint64_t)size)
-				break;
-			while (n > 0) {
-				ssize_t w = pwrite(fd, b, n, off);
-
-				if (w < 0 && errno == EINTR)
-					continue;
-				if (w <= 0)
-					goto sys;
-				b += w;
-				off += w;
-				n -= (size_t)w;
-			}
-		}
-		if (r != ARCHIVE_EOF) {
-			rc = fail_out(400, "bad_request", shown, "%s: the "
-			    "archive does not read: %s", shown, r < ARCHIVE_WARN ?
-			    archive_error_string(a) : "data past its size");
-			goto out;
-		}
-		if (ftruncate(fd, size) != 0 || fchmod(fd, archive_entry_perm(e)
-		    & 0777) != 0)
-			goto sys;
-		ts[0].tv_sec = ts[1].tv_sec = archive_entry_mtime(e);
-		ts[0].tv_nsec = ts[1].tv_nsec = archive_entry_mtime_nsec(e);
-		(void)futimens(fd, ts);
-		p->files++;
-		p->bytes += (uint64_t)size;
-		if (tsearch(name, &p->made, str_cmp) != NULL)
-			name = NULL;    /* kept in the tree */
-	}
-	rc = 0;
-	goto out;
+	if (h != NULL)
+		rc = put_hardlink(p, pfd, base, h, shown, &tname);
+	else if (type == 'd')
+		rc = put_dir(p, e, pfd, base, shown, &name);
+	else if (type == 'l') {
+		rc = symlinkat(archive_entry_symlink(e), pfd, base) != 0 ? -1 :
+		    0;
+		p->links += rc == 0;
+	} else
+		rc = put_file(p, a, e, pfd, base, shown, &name);
+	if (rc >= 0)
+		goto out;
 sys:
 	k = errno;
 	if (full(k))
@@ -492,8 +516,6 @@ sys:
 		rc = fail_out(400, "bad_request", shown, "%s: refused: %s",
 		    shown, errno_why(k));
 out:
-	if (fd >= 0)
-		close(fd);
 	if (pfd >= 0)
 		close(pfd);
 	free(name);
