@@ -595,6 +595,13 @@ agent_main(int argc, char **argv)
 		int np = 1, st;
 		pid_t w;
 
+		/* one worker always waits in accept(), made before it is
+		 * needed: a command does not wait for the fork of the
+		 * process that serves it.  Made before the poll: the first
+		 * one made after it waited out the poll's second, and the
+		 * backend's create waited for it */
+		if (lfd >= 0 && idle < 0 && (idle = ag_worker(lfd, nfd)) < 0)
+			ag_log("fork: %s", strerror(errno));
 		pf[0].fd = ag_sigpipe[0];
 		pf[0].events = POLLIN;
 		if (lfd >= 0) {
@@ -632,11 +639,6 @@ agent_main(int argc, char **argv)
 				if (got[i] == idle)
 					idle = -1;
 		}
-		/* one worker always waits in accept(), made before it is
-		 * needed: a command does not wait for the fork of the
-		 * process that serves it */
-		if (lfd >= 0 && idle < 0 && (idle = ag_worker(lfd, nfd)) < 0)
-			ag_log("fork: %s", strerror(errno));
 	}
 	if (init > 0)
 		(void)kill(init, SIGTERM);
