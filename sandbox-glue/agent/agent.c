@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -138,15 +139,10 @@ ag_drop(void)
 {
 	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
 	struct __user_cap_data_struct d[2];
-	int cap;
 
-	/* what setpriv --bounding-set=-all --inh-caps=-all did: nothing
-	 * of the agent's capabilities can come back through an exec */
-	for (cap = 0; cap < 64; cap++)
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) {
-			ag_log("bounding set: %s", strerror(errno));
-			return -1;
-		}
+	/* the bounding set is empty since agent_main (ag_bounding_drop),
+	 * and this process has it from there: nothing of the agent's
+	 * capabilities can come back through an exec */
 	(void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
 	if (setgroups(0, NULL) != 0 || setresgid(ag_gid, ag_gid, ag_gid) != 0 ||
 	    setresuid(ag_uid, ag_uid, ag_uid) != 0 ||
@@ -160,6 +156,23 @@ ag_drop(void)
 		ag_log("capset: %s", strerror(errno));
 		return -1;
 	}
+	return 0;
+}
+
+/* What setpriv --bounding-set=-all did, once for every process the
+ * agent starts (they inherit it): 64 prctl calls per command were
+ * ~1 ms of each under gVisor's ptrace platform.  The agent keeps its
+ * own permitted and effective capabilities. */
+static int
+ag_bounding_drop(void)
+{
+	int cap;
+
+	for (cap = 0; cap < 64; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) {
+			ag_log("bounding set: %s", strerror(errno));
+			return -1;
+		}
 	return 0;
 }
 
@@ -236,7 +249,9 @@ ag_cg_kill(const char *tag)
 	return -1;
 }
 
-/* In the command's child, before the drop: never returns. */
+/* In the command's child, before the drop: never returns.  It runs
+ * on the worker's memory (ag_spawn_child): it changes no global but
+ * environ, which the worker puts back. */
 static void
 ag_child(const struct ag_spawn *s, int in, int out, int err)
 {
@@ -288,6 +303,44 @@ ag_child(const struct ag_spawn *s, int in, int out, int err)
 	_exit(errno == ENOENT ? 127 : 126);
 }
 
+struct ag_kid {
+	const struct ag_spawn *s;
+	int in, out, err;
+};
+
+static int
+ag_kid_main(void *arg)
+{
+	const struct ag_kid *k = arg;
+
+	ag_child(k->s, k->in, k->out, k->err);
+	return 125;
+}
+
+/* The command's process as vfork makes it (the worker waits until it
+ * has exec'd): a fork copied the worker's address space, which under
+ * gVisor's ptrace platform is a new host stub process and a fault per
+ * page touched, a few ms of every command.  Its pid, or -1. */
+static pid_t
+ag_spawn_child(const struct ag_spawn *s, int in, int out, int err)
+{
+	static char stack[256 * 1024] __attribute__((aligned(16)));
+	struct ag_kid k = { s, in, out, err };
+	char **env = environ;
+	sigset_t all, old;
+	pid_t pid;
+
+	/* no handler of the worker's may run on the child's side before
+	 * it has set them all back (it unblocks them then) */
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
+	pid = clone(ag_kid_main, stack + sizeof(stack),
+	    CLONE_VM | CLONE_VFORK | SIGCHLD, &k);
+	environ = env;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	return pid;
+}
+
 /* The output of one stream as a frame; -1 when the host is gone. 0 at
  * EOF or would-block with *open cleared at EOF. */
 static int
@@ -323,13 +376,12 @@ ag_serve_spawn(int conn, char *req, size_t n)
 		return;
 	}
 	if (pipe2(pin, O_CLOEXEC) != 0 || pipe2(pout, O_CLOEXEC) != 0 ||
-	    pipe2(perr, O_CLOEXEC) != 0 || (pid = fork()) < 0) {
+	    pipe2(perr, O_CLOEXEC) != 0 ||
+	    (pid = ag_spawn_child(&s, pin[0], pout[1], perr[1])) < 0) {
 		snprintf(err, sizeof(err), "agent: %s", strerror(errno));
 		(void)ag_write_frame(conn, AG_ERROR, err, strlen(err));
 		return;
 	}
-	if (pid == 0)
-		ag_child(&s, pin[0], pout[1], perr[1]);
 	close(pin[0]);
 	close(pout[1]);
 	close(perr[1]);
@@ -435,7 +487,13 @@ ag_serve_spawn(int conn, char *req, size_t n)
 	}
 	{
 		unsigned char e[2];
+		char p[256];
 
+		/* the command's group goes with it (what the host's RELEASE
+		 * did, one more connection per command): fails, harmlessly,
+		 * while a background job of it is still in it */
+		ag_cg_path(p, sizeof(p), s.tag, NULL);
+		(void)rmdir(p);
 		if (WIFSIGNALED(st))
 			ag_exit_put(e, 1, WTERMSIG(st));
 		else
@@ -547,6 +605,8 @@ agent_main(int argc, char **argv)
 		ag_log("--agent: not a filter program");
 		return 125;
 	}
+	if (ag_bounding_drop() != 0)
+		return 125;
 	/* the sandbox's filter on the agent itself, so on all it starts
 	 * (the drop to the user, which it allows, comes after): no process
 	 * of the sandbox is without it */

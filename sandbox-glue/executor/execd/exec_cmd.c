@@ -491,8 +491,11 @@ cmd_finish(struct xd_cmd *c, int st)
 	 * worth a worker's fork per command (gvisor's may run runsc).  Only
 	 * for its agent's commands ("a..."), whose group is empty once the
 	 * main process is reaped; the setns path's drainer may still be
-	 * leaving it, which the worker's fork gives time */
-	if (strcmp(b->be->name, "ns") == 0 && proc.tag[0] == 'a')
+	 * leaving it, which the worker's fork gives time.  gvisor's agent
+	 * commands ("a...") release nothing on the host (the agent removed
+	 * the group as the command exited) */
+	if ((strcmp(b->be->name, "ns") == 0 ||
+	    strcmp(b->be->name, "gvisor") == 0) && proc.tag[0] == 'a')
 		b->be->release(&b->rec, &proc);
 	else
 		proc_job(b, &proc, 0);
