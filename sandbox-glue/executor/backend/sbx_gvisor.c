@@ -41,6 +41,7 @@
  */
 #include "sluice-config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -1157,6 +1158,100 @@ gv_alive(const struct sbx_rec *rec)
 	return sbx_proc_start(rec->init_pid) == rec->init_start;
 }
 
+/* Waits up to ms for the process (pid, started at start) to be gone
+ * or a zombie; 0 then, -1 when it is still there. */
+static int
+gv_wait_gone(pid_t pid, unsigned long long start, int ms)
+{
+	int64_t until = sbx_now_ms() + ms;
+
+	while (start != 0 && sbx_proc_start(pid) == start) {
+		if (sbx_now_ms() >= until)
+			return -1;
+		usleep(1000);
+	}
+	return 0;
+}
+
+/* The gofer of this sandbox (runsc's state file names it; its command
+ * line must say runsc-gofer and this sandbox's --root, so that a pid
+ * reused since is never taken for it), and its start time; 0 when it
+ * is not there. */
+static pid_t
+gv_gofer(const struct gv_ctx *c, const struct sbx_rec *rec,
+    unsigned long long *start)
+{
+	char p[SBX_PATH_MAX * 4], cmd[SBX_PATH_MAX + 64];
+	json_int_t v = 0;
+	json_t *j;
+	ssize_t n;
+	int fd;
+
+	*start = 0;
+	if (snprintf(p, sizeof(p), "%s/runsc/%s_sandbox:%s.state", rec->dir,
+	    c->id, c->id) >= (int)sizeof(p) ||
+	    (j = json_load_file(p, 0, NULL)) == NULL)
+		return 0;
+	v = json_integer_value(json_object_get(j, "goferPid"));
+	json_decref(j);
+	if (v <= 1 || v > 0x3fffffff)
+		return 0;
+	snprintf(p, sizeof(p), "/proc/%d/cmdline", (int)v);
+	if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	n = read(fd, cmd, sizeof(cmd) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	cmd[n] = '\0';
+	/* argv[0] "runsc-gofer", argv[1] "--root=<dir>/runsc" */
+	if (strcmp(cmd, "runsc-gofer") != 0 || (size_t)n < sizeof("runsc-gofer")
+	    || strcmp(cmd + sizeof("runsc-gofer"), c->root) != 0)
+		return 0;
+	*start = sbx_proc_start((pid_t)v);
+	return *start != 0 ? (pid_t)v : 0;
+}
+
+/*
+ * The sandbox ended without runsc: its process and its gofer killed,
+ * runsc's state (the sandbox's own --root) removed.  "runsc delete"
+ * kills the same two but then waits, polling every 100 ms, for the
+ * sandbox process to leave the process table, which only its parent's
+ * reaping does: runsc's exit left it to the host's PID 1, and a PID 1
+ * that reaps slowly made every delete take seconds.  A zombie holds
+ * nothing of the sandbox's (memory, files, mounts, its cgroup).  0, or
+ * -1 when runsc delete is still needed.
+ */
+static int
+gv_kill_direct(const struct gv_ctx *c, struct sbx_rec *rec)
+{
+	char p[SBX_PATH_MAX + 16];
+	unsigned long long gst;
+	struct dirent *de;
+	pid_t gofer;
+	DIR *d;
+
+	if (!gv_alive(rec))
+		return -1;
+	gofer = gv_gofer(c, rec, &gst);
+	if (kill(rec->init_pid, SIGKILL) != 0 ||
+	    gv_wait_gone(rec->init_pid, rec->init_start, 5000) != 0)
+		return -1;
+	/* the gofer leaves once the sandbox's connections close; a kill
+	 * makes sure */
+	if (gofer > 0 && (kill(gofer, SIGKILL) != 0 ||
+	    gv_wait_gone(gofer, gst, 5000) != 0))
+		return -1;
+	snprintf(p, sizeof(p), "%s/runsc", rec->dir);
+	if ((d = opendir(p)) == NULL)
+		return -1;
+	while ((de = readdir(d)) != NULL)
+		if (de->d_name[0] != '.')
+			(void)unlinkat(dirfd(d), de->d_name, 0);
+	closedir(d);
+	return 0;
+}
+
 static int
 gv_destroy(struct sbx_rec *rec, char *err, size_t errlen)
 {
@@ -1167,6 +1262,8 @@ gv_destroy(struct sbx_rec *rec, char *err, size_t errlen)
 	char msg[256], p[SBX_PATH_MAX + 64], cg[SBX_ID_MAX + 48];
 	int i, have = gv_ctx_init(&c, rec, NULL, 0) == 0;
 
+	if (have && gv_kill_direct(&c, rec) == 0)
+		have = 0;	/* runsc has nothing more to do */
 	if (have) {
 		const char *r[] = { "resume", c.id, NULL };
 		const char *k[] = { "kill", c.id, "KILL", NULL };
