@@ -176,15 +176,38 @@ ag_bounding_drop(void)
 	return 0;
 }
 
+/* A child as vfork makes it (the caller waits until it has exec'd or
+ * exited), running fn(arg) on its own stack: a fork copied the
+ * agent's address space, which under gVisor's ptrace platform is a new
+ * host stub process and a fault per page touched, a few ms a process.
+ * fn changes no global of the caller's but environ, put back here.
+ * Its pid, or -1. */
 static pid_t
-ag_start_init(char **argv)
+ag_vfork(int (*fn)(void *), void *arg)
+{
+	static char stack[256 * 1024] __attribute__((aligned(16)));
+	char **env = environ;
+	sigset_t all, old;
+	pid_t pid;
+
+	/* no handler of the caller's may run on the child's side before
+	 * it has set them all back (it unblocks them then) */
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
+	pid = clone(fn, stack + sizeof(stack), CLONE_VM | CLONE_VFORK |
+	    SIGCHLD, arg);
+	environ = env;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	return pid;
+}
+
+static int
+ag_init_main(void *arg)
 {
 	static char *envp[] = { "PATH=/usr/local/bin:/usr/bin:/bin",
 	    "HOME=/home/user", NULL };
-	pid_t pid = fork();
+	char **argv = arg;
 
-	if (pid != 0)
-		return pid;
 	ag_signals_default();
 	closefrom(3);
 	if (chdir("/") != 0 || ag_drop() != 0)
@@ -193,6 +216,12 @@ ag_start_init(char **argv)
 	execvp(argv[0], argv);
 	ag_log("%s: %s", argv[0], strerror(errno));
 	_exit(127);
+}
+
+static pid_t
+ag_start_init(char **argv)
+{
+	return ag_vfork(ag_init_main, argv);
 }
 
 /* ---- one connection ---- */
@@ -250,8 +279,8 @@ ag_cg_kill(const char *tag)
 }
 
 /* In the command's child, before the drop: never returns.  It runs
- * on the worker's memory (ag_spawn_child): it changes no global but
- * environ, which the worker puts back. */
+ * on the worker's memory (ag_vfork): it changes no global but environ,
+ * which the worker puts back. */
 static void
 ag_child(const struct ag_spawn *s, int in, int out, int err)
 {
@@ -317,28 +346,13 @@ ag_kid_main(void *arg)
 	return 125;
 }
 
-/* The command's process as vfork makes it (the worker waits until it
- * has exec'd): a fork copied the worker's address space, which under
- * gVisor's ptrace platform is a new host stub process and a fault per
- * page touched, a few ms of every command.  Its pid, or -1. */
+/* The command's process (ag_vfork). Its pid, or -1. */
 static pid_t
 ag_spawn_child(const struct ag_spawn *s, int in, int out, int err)
 {
-	static char stack[256 * 1024] __attribute__((aligned(16)));
 	struct ag_kid k = { s, in, out, err };
-	char **env = environ;
-	sigset_t all, old;
-	pid_t pid;
 
-	/* no handler of the worker's may run on the child's side before
-	 * it has set them all back (it unblocks them then) */
-	sigfillset(&all);
-	sigprocmask(SIG_SETMASK, &all, &old);
-	pid = clone(ag_kid_main, stack + sizeof(stack),
-	    CLONE_VM | CLONE_VFORK | SIGCHLD, &k);
-	environ = env;
-	sigprocmask(SIG_SETMASK, &old, NULL);
-	return pid;
+	return ag_vfork(ag_kid_main, &k);
 }
 
 /* The output of one stream as a frame; -1 when the host is gone. 0 at

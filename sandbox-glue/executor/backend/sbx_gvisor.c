@@ -1261,6 +1261,7 @@ gv_destroy(struct sbx_rec *rec, char *err, size_t errlen)
 	struct gv_ctx c;
 	char msg[256], p[SBX_PATH_MAX + 64], cg[SBX_ID_MAX + 48];
 	int i, have = gv_ctx_init(&c, rec, NULL, 0) == 0;
+	int64_t until;
 
 	if (have && gv_kill_direct(&c, rec) == 0)
 		have = 0;	/* runsc has nothing more to do */
@@ -1296,14 +1297,20 @@ gv_destroy(struct sbx_rec *rec, char *err, size_t errlen)
 		    rec->dir);
 	sbx_image_detach(rec);
 	sbx_log_stop(rec->dir);
-	/* runsc delete removes them; this covers a runsc that died */
+	/* runsc delete removes them; this covers a runsc that died and
+	 * gv_kill_direct, after which the threads of the sandbox process
+	 * and its ptrace stubs may still be leaving them for a moment
+	 * (EBUSY): bounded */
 	gv_cgname(rec, cg, sizeof(cg));
+	until = sbx_now_ms() + 3000;
 	for (i = 0; ctl[i] != NULL; i++) {
 		snprintf(p, sizeof(p), "/sys/fs/cgroup/%s%s", ctl[i], cg);
-		(void)rmdir(p);
+		while (rmdir(p) != 0 && errno == EBUSY && sbx_now_ms() < until)
+			usleep(1000);
 	}
 	snprintf(p, sizeof(p), "/sys/fs/cgroup%s", cg);
-	(void)rmdir(p);
+	while (rmdir(p) != 0 && errno == EBUSY && sbx_now_ms() < until)
+		usleep(1000);
 	return 0;
 }
 
