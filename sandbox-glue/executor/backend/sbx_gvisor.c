@@ -106,12 +106,6 @@ static const char gv_killer[] =
 	"kill -9 $p 2>/dev/null; n=$((n+1)); "
 	"[ $n -ge 250 ] && exit 1; sleep 0.02; done; exit 0";
 
-/* The container's init, as the sandbox user: runs the shim (again, a
- * second later, should it die).  While the shell waits for it, it reaps
- * whatever is reparented to it: dash waits for any child. */
-static const char gv_init[] =
-	"trap 'exit 0' TERM; while :; do " SBX_SHIM_PATH "; sleep 1; done";
-
 /* The sandbox's seccomp program (hex, sbx_seccomp_hex), kept by create()
  * in <dir>/seccomp.hex for every command: "" when the sandbox was made
  * without one.  malloc'd, NULL on error. */
@@ -601,18 +595,21 @@ gv_config(struct sbx_rec *rec, const char *bundle, int with_cg,
 	}
 	/* the first process is the agent (sandbox-glue/agent/agent.h),
 	 * root inside with the capabilities it needs to drop to the
-	 * sandbox user and to empty command groups: it runs the shim's
-	 * loop (gv_init) and every command as the sandbox user under the
-	 * sandbox's seccomp filter (runsc's --oci-seccomp would apply one
-	 * to this process only, not to runsc exec: sluice-shim does both) */
+	 * sandbox user and to empty command groups: it runs the shim (its
+	 * INIT, started again a second after it ends; no shell loop around
+	 * it, whose start through the gofer delayed the agent's first
+	 * worker and the shim's listening by ~15 ms) and every command as
+	 * the sandbox user under the sandbox's seccomp filter (runsc's
+	 * --oci-seccomp would apply one to this process only, not to runsc
+	 * exec: sluice-shim does both); it reaps what is reparented */
 	snprintf(auid, sizeof(auid), "%u", (unsigned)rec->host_uid);
 	snprintf(agid, sizeof(agid), "%u", (unsigned)rec->host_gid);
-	cfg = json_pack("{s:s, s:{s:{s:I, s:I}, s:[s,s,s,s,s,s,s,s,s], "
+	cfg = json_pack("{s:s, s:{s:{s:I, s:I}, s:[s,s,s,s,s,s,s], "
 	    "s:[s,s], s:s, s:o, s:b}, s:{s:s, s:b}, s:s, s:o, s:o}",
 	    "ociVersion", "1.0.0",
 	    "process", "user", "uid", (json_int_t)0, "gid", (json_int_t)0,
-	    "args", SBX_SHIM_PATH, "--agent", auid, agid, sc, "--", "/bin/sh",
-	    "-c", gv_init,
+	    "args", SBX_SHIM_PATH, "--agent", auid, agid, sc, "--",
+	    SBX_SHIM_PATH,
 	    "env", "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" SBX_HOME,
 	    "cwd", "/",
 	    "capabilities", gv_caps(agent_caps), "noNewPrivileges", 1,
