@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -557,14 +558,23 @@ ag_serve(int conn)
 
 /* ---- the first process ---- */
 
-/* A worker: waits in accept(), tells the first process its pid (so that
- * the next one is made), serves the one connection and exits.  Its pid,
- * -1 when it cannot be made. */
+/* Workers waiting in accept(), counted in memory the first process and
+ * every worker share (NULL when it could not be mapped: each worker
+ * then serves one connection).  A hint only: the first process keeps
+ * its own list (ag_wk) from the workers' messages. */
+static int *ag_nidle;
+
+/* A worker: waits in accept(), tells the first process it is busy (+pid
+ * on nfd: another is made if a connection comes while none waits),
+ * serves the connection, and then goes back to accept() (-pid) unless
+ * another worker already waits there: one fork per command inside (its
+ * own) rather than two, as a worker made per connection cost under
+ * gVisor's ptrace platform.  Its pid, -1 when it cannot be made. */
 static pid_t
 ag_worker(int lfd, const int nfd[2])
 {
 	struct sigaction act;
-	pid_t me;
+	pid_t me, msg;
 	int c;
 
 	if ((me = fork()) != 0)
@@ -578,19 +588,86 @@ ag_worker(int lfd, const int nfd[2])
 	memset(&act, 0, sizeof(act));
 	act.sa_handler = SIG_DFL;
 	sigaction(SIGTERM, &act, NULL);
-	sigaction(SIGCHLD, &act, NULL);
-	while ((c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
-		if (errno != EINTR && errno != ECONNABORTED)
-			_exit(1);
-	(void)!write(nfd[1], &me, sizeof(me));
-	close(nfd[1]);
-	close(lfd);
 	if (pipe2(ag_sigpipe, O_CLOEXEC | O_NONBLOCK) != 0)
 		_exit(1);
 	act.sa_handler = ag_on_signal;
 	sigaction(SIGCHLD, &act, NULL);
-	ag_serve(c);
-	_exit(0);
+	for (;;) {
+		while ((c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
+			if (errno != EINTR && errno != ECONNABORTED) {
+				if (ag_nidle != NULL)
+					__atomic_sub_fetch(ag_nidle, 1,
+					    __ATOMIC_SEQ_CST);
+				_exit(1);
+			}
+		if (ag_nidle != NULL)
+			__atomic_sub_fetch(ag_nidle, 1, __ATOMIC_SEQ_CST);
+		msg = me;
+		(void)!write(nfd[1], &msg, sizeof(msg));
+		ag_serve(c);
+		close(c);
+		/* what a command that was cut short left */
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			;
+		if (ag_nidle == NULL || __atomic_load_n(ag_nidle,
+		    __ATOMIC_SEQ_CST) > 0)
+			_exit(0);
+		__atomic_add_fetch(ag_nidle, 1, __ATOMIC_SEQ_CST);
+		msg = -me;
+		(void)!write(nfd[1], &msg, sizeof(msg));
+	}
+}
+
+/* The first process's list of its workers, from their messages: idle
+ * ones wait in accept(). */
+#define AG_WORKERS_MAX	256
+static struct {
+	pid_t pid;
+	int idle;
+} ag_wk[AG_WORKERS_MAX];
+static int ag_wk_n;
+
+static int
+ag_wk_find(pid_t p)
+{
+	int i;
+
+	for (i = 0; i < ag_wk_n; i++)
+		if (ag_wk[i].pid == p)
+			return i;
+	return -1;
+}
+
+static void
+ag_wk_set(pid_t p, int idle)
+{
+	int i = ag_wk_find(p);
+
+	if (i < 0 && ag_wk_n < AG_WORKERS_MAX) {
+		i = ag_wk_n++;
+		ag_wk[i].pid = p;
+	}
+	if (i >= 0)
+		ag_wk[i].idle = idle;
+}
+
+static void
+ag_wk_del(pid_t p)
+{
+	int i = ag_wk_find(p);
+
+	if (i >= 0)
+		ag_wk[i] = ag_wk[--ag_wk_n];
+}
+
+static int
+ag_wk_idle(void)
+{
+	int i, n = 0;
+
+	for (i = 0; i < ag_wk_n; i++)
+		n += ag_wk[i].idle;
+	return n;
 }
 
 int
@@ -599,10 +676,10 @@ agent_main(int argc, char **argv)
 	struct sockaddr_un sa;
 	struct sigaction act;
 	char *end;
-	pid_t init = -1;
-	time_t restart = 0;
-	pid_t idle = -1;
-	int lfd, nocg = 0, nfd[2], i;
+	pid_t init = -1, w;
+	time_t restart = 0, fork_retry = 0;
+	int lfd, nocg = 0, nfd[2], i, pending = 0, now_ok = 1;
+	void *shm;
 
 	/* --agent UID GID HEX -- INIT [ARG]... */
 	if (argc < 7 || strcmp(argv[5], "--") != 0) {
@@ -663,34 +740,61 @@ agent_main(int argc, char **argv)
 			close(lfd);
 		lfd = -1;
 	}
+	shm = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED |
+	    MAP_ANONYMOUS, -1, 0);
+	ag_nidle = shm != MAP_FAILED ? shm : NULL;
 	init = ag_start_init(argv + 6);
 	while (!ag_term) {
-		struct pollfd pf[2];
+		struct pollfd pf[3];
 		int np = 1, st;
-		pid_t w;
 
-		/* one worker always waits in accept(), made before it is
-		 * needed: a command does not wait for the fork of the
-		 * process that serves it.  Made before the poll: the first
-		 * one made after it waited out the poll's second, and the
-		 * backend's create waited for it */
-		if (lfd >= 0 && idle < 0 && (idle = ag_worker(lfd, nfd)) < 0)
-			ag_log("fork: %s", strerror(errno));
+		/* the first worker is made before the poll (made after it,
+		 * it waited out the poll's second, and so did the backend's
+		 * create); another when a connection waits while all are
+		 * busy (a command beside a running one) */
+		if (lfd >= 0 && now_ok && (ag_wk_n == 0 || (pending &&
+		    ag_wk_idle() == 0))) {
+			if (ag_nidle != NULL)
+				__atomic_add_fetch(ag_nidle, 1,
+				    __ATOMIC_SEQ_CST);
+			if ((w = ag_worker(lfd, nfd)) > 0)
+				ag_wk_set(w, 1);
+			else {
+				ag_log("fork: %s", strerror(errno));
+				if (ag_nidle != NULL)
+					__atomic_sub_fetch(ag_nidle, 1,
+					    __ATOMIC_SEQ_CST);
+				fork_retry = time(NULL) + 1;
+			}
+		}
+		pending = 0;
 		pf[0].fd = ag_sigpipe[0];
 		pf[0].events = POLLIN;
 		if (lfd >= 0) {
 			pf[1].fd = nfd[0];
 			pf[1].events = POLLIN;
 			np = 2;
+			/* a connection waiting while every worker is busy
+			 * (each goes back to accept() when done, so a
+			 * command after a command needs no new one) */
+			if (ag_wk_n > 0 && ag_wk_idle() == 0 &&
+			    time(NULL) >= fork_retry) {
+				pf[2].fd = lfd;
+				pf[2].events = POLLIN;
+				np = 3;
+			}
 		}
-		if (poll(pf, (nfds_t)np, init < 0 || (lfd >= 0 && idle < 0) ?
-		    1000 : -1) < 0) {
+		if (poll(pf, (nfds_t)np, init < 0 || (lfd >= 0 &&
+		    (ag_wk_n == 0 || time(NULL) < fork_retry)) ? 1000 :
+		    -1) < 0) {
 			if (errno != EINTR)
 				break;
 			/* not set by an interrupted poll: accept would
 			 * block until the next connection */
-			pf[0].revents = pf[1].revents = 0;
+			pf[0].revents = pf[1].revents = pf[2].revents = 0;
 		}
+		pending = np == 3 && (pf[2].revents & POLLIN);
+		now_ok = time(NULL) >= fork_retry;
 		if (pf[0].revents) {
 			char c[64];
 
@@ -701,17 +805,20 @@ agent_main(int argc, char **argv)
 			if (w == init) {
 				init = -1;
 				restart = time(NULL) + 1;
-			} else if (w == idle)
-				idle = -1;
+			} else
+				ag_wk_del(w);	/* a worker, or an orphan */
 		if (init < 0 && time(NULL) >= restart)
 			init = ag_start_init(argv + 6);
-		if (np == 2 && pf[1].revents) {
+		if (np >= 2 && pf[1].revents) {
 			pid_t got[16];
 			ssize_t k = read(nfd[0], got, sizeof(got));
 
+			/* +pid busy, -pid waiting in accept() again */
 			for (i = 0; i < k / (ssize_t)sizeof(got[0]); i++)
-				if (got[i] == idle)
-					idle = -1;
+				if (got[i] > 0)
+					ag_wk_set(got[i], 0);
+				else if (got[i] < 0)
+					ag_wk_set(-got[i], 1);
 		}
 	}
 	if (init > 0)
