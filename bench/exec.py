@@ -280,6 +280,10 @@ class Bench:
                 "control_socket": os.path.join(run, "control.sock"),
                 "shim": os.path.join(b, "sandbox-glue", "shim",
                                      "sluice-shim"),
+                # what a package installs beside it (gVisor sandboxes
+                # start it as their agent; images need it)
+                "shim_static": os.path.join(b, "sandbox-glue", "shim",
+                                            "sluice-shim-static"),
                 "tier": "registries",
                 "uid_base": UID_BASE, "slots": SLOTS,
                 "max_file_bytes": 4 * MIB,

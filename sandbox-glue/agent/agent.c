@@ -9,11 +9,13 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -97,15 +99,10 @@ ag_drop(void)
 {
 	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
 	struct __user_cap_data_struct d[2];
-	int cap;
 
-	/* what setpriv --bounding-set=-all --inh-caps=-all did: nothing
-	 * of the agent's capabilities can come back through an exec */
-	for (cap = 0; cap < 64; cap++)
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) {
-			ag_log("bounding set: %s", strerror(errno));
-			return -1;
-		}
+	/* the bounding set is empty since agent_main (ag_bounding_drop),
+	 * and this process has it from there: nothing of the agent's
+	 * capabilities can come back through an exec */
 	(void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
 	if (setgroups(0, NULL) != 0 || setresgid(ag_gid, ag_gid, ag_gid) != 0 ||
 	    setresuid(ag_uid, ag_uid, ag_uid) != 0 ||
@@ -122,15 +119,55 @@ ag_drop(void)
 	return 0;
 }
 
+/* What setpriv --bounding-set=-all did, once for every process the
+ * agent starts (they inherit it): 64 prctl calls per command were
+ * ~1 ms of each under gVisor's ptrace platform.  The agent keeps its
+ * own permitted and effective capabilities. */
+static int
+ag_bounding_drop(void)
+{
+	int cap;
+
+	for (cap = 0; cap < 64; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) {
+			ag_log("bounding set: %s", strerror(errno));
+			return -1;
+		}
+	return 0;
+}
+
+/* A child as vfork makes it (the caller waits until it has exec'd or
+ * exited), running fn(arg) on its own stack: a fork copied the
+ * agent's address space, which under gVisor's ptrace platform is a new
+ * host stub process and a fault per page touched, a few ms a process.
+ * fn changes no global of the caller's but environ, put back here.
+ * Its pid, or -1. */
 static pid_t
-ag_start_init(char **argv)
+ag_vfork(int (*fn)(void *), void *arg)
+{
+	static char stack[256 * 1024] __attribute__((aligned(16)));
+	char **env = environ;
+	sigset_t all, old;
+	pid_t pid;
+
+	/* no handler of the caller's may run on the child's side before
+	 * it has set them all back (it unblocks them then) */
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
+	pid = clone(fn, stack + sizeof(stack), CLONE_VM | CLONE_VFORK |
+	    SIGCHLD, arg);
+	environ = env;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	return pid;
+}
+
+static int
+ag_init_main(void *arg)
 {
 	static char *envp[] = { "PATH=/usr/local/bin:/usr/bin:/bin",
 	    "HOME=/home/user", NULL };
-	pid_t pid = fork();
+	char **argv = arg;
 
-	if (pid != 0)
-		return pid;
 	ag_signals_default();
 	closefrom(3);
 	if (chdir("/") != 0 || ag_drop() != 0)
@@ -139,6 +176,12 @@ ag_start_init(char **argv)
 	execvp(argv[0], argv);
 	ag_log("%s: %s", argv[0], strerror(errno));
 	_exit(127);
+}
+
+static pid_t
+ag_start_init(char **argv)
+{
+	return ag_vfork(ag_init_main, argv);
 }
 
 /* ---- one connection ---- */
@@ -195,7 +238,9 @@ ag_cg_kill(const char *tag)
 	return -1;
 }
 
-/* In the command's child, before the drop: never returns. */
+/* In the command's child, before the drop: never returns.  It runs
+ * on the worker's memory (ag_vfork): it changes no global but environ,
+ * which the worker puts back. */
 static void
 ag_child(const struct ag_spawn *s, int in, int out, int err)
 {
@@ -247,6 +292,29 @@ ag_child(const struct ag_spawn *s, int in, int out, int err)
 	_exit(errno == ENOENT ? 127 : 126);
 }
 
+struct ag_kid {
+	const struct ag_spawn *s;
+	int in, out, err;
+};
+
+static int
+ag_kid_main(void *arg)
+{
+	const struct ag_kid *k = arg;
+
+	ag_child(k->s, k->in, k->out, k->err);
+	return 125;
+}
+
+/* The command's process (ag_vfork). Its pid, or -1. */
+static pid_t
+ag_spawn_child(const struct ag_spawn *s, int in, int out, int err)
+{
+	struct ag_kid k = { s, in, out, err };
+
+	return ag_vfork(ag_kid_main, &k);
+}
+
 /* The output of one stream as a frame; -1 when the host is gone. 0 at
  * EOF or would-block with *open cleared at EOF. */
 static int
@@ -282,13 +350,12 @@ ag_serve_spawn(int conn, char *req, size_t n)
 		return;
 	}
 	if (pipe2(pin, O_CLOEXEC) != 0 || pipe2(pout, O_CLOEXEC) != 0 ||
-	    pipe2(perr, O_CLOEXEC) != 0 || (pid = fork()) < 0) {
+	    pipe2(perr, O_CLOEXEC) != 0 ||
+	    (pid = ag_spawn_child(&s, pin[0], pout[1], perr[1])) < 0) {
 		snprintf(err, sizeof(err), "agent: %s", strerror(errno));
 		(void)ag_write_frame(conn, AG_ERROR, err, strlen(err));
 		return;
 	}
-	if (pid == 0)
-		ag_child(&s, pin[0], pout[1], perr[1]);
 	close(pin[0]);
 	close(pout[1]);
 	close(perr[1]);
@@ -394,7 +461,13 @@ ag_serve_spawn(int conn, char *req, size_t n)
 	}
 	{
 		unsigned char e[2];
+		char p[256];
 
+		/* the command's group goes with it (what the host's RELEASE
+		 * did, one more connection per command): fails, harmlessly,
+		 * while a background job of it is still in it */
+		ag_cg_path(p, sizeof(p), s.tag, NULL);
+		(void)rmdir(p);
 		if (WIFSIGNALED(st))
 			ag_exit_put(e, 1, WTERMSIG(st));
 		else
@@ -444,14 +517,23 @@ ag_serve(int conn)
 
 /* ---- the first process ---- */
 
-/* A worker: waits in accept(), tells the first process its pid (so that
- * the next one is made), serves the one connection and exits.  Its pid,
- * -1 when it cannot be made. */
+/* Workers waiting in accept(), counted in memory the first process and
+ * every worker share (NULL when it could not be mapped: each worker
+ * then serves one connection).  A hint only: the first process keeps
+ * its own list (ag_wk) from the workers' messages. */
+static int *ag_nidle;
+
+/* A worker: waits in accept(), tells the first process it is busy (+pid
+ * on nfd: another is made if a connection comes while none waits),
+ * serves the connection, and then goes back to accept() (-pid) unless
+ * another worker already waits there: one fork per command inside (its
+ * own) rather than two, as a worker made per connection cost under
+ * gVisor's ptrace platform.  Its pid, -1 when it cannot be made. */
 static pid_t
 ag_worker(int lfd, const int nfd[2])
 {
 	struct sigaction act;
-	pid_t me;
+	pid_t me, msg;
 	int c;
 
 	if ((me = fork()) != 0)
@@ -465,19 +547,86 @@ ag_worker(int lfd, const int nfd[2])
 	memset(&act, 0, sizeof(act));
 	act.sa_handler = SIG_DFL;
 	sigaction(SIGTERM, &act, NULL);
-	sigaction(SIGCHLD, &act, NULL);
-	while ((c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
-		if (errno != EINTR && errno != ECONNABORTED)
-			_exit(1);
-	(void)!write(nfd[1], &me, sizeof(me));
-	close(nfd[1]);
-	close(lfd);
 	if (pipe2(ag_sigpipe, O_CLOEXEC | O_NONBLOCK) != 0)
 		_exit(1);
 	act.sa_handler = ag_on_signal;
 	sigaction(SIGCHLD, &act, NULL);
-	ag_serve(c);
-	_exit(0);
+	for (;;) {
+		while ((c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
+			if (errno != EINTR && errno != ECONNABORTED) {
+				if (ag_nidle != NULL)
+					__atomic_sub_fetch(ag_nidle, 1,
+					    __ATOMIC_SEQ_CST);
+				_exit(1);
+			}
+		if (ag_nidle != NULL)
+			__atomic_sub_fetch(ag_nidle, 1, __ATOMIC_SEQ_CST);
+		msg = me;
+		(void)!write(nfd[1], &msg, sizeof(msg));
+		ag_serve(c);
+		close(c);
+		/* what a command that was cut short left */
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			;
+		if (ag_nidle == NULL || __atomic_load_n(ag_nidle,
+		    __ATOMIC_SEQ_CST) > 0)
+			_exit(0);
+		__atomic_add_fetch(ag_nidle, 1, __ATOMIC_SEQ_CST);
+		msg = -me;
+		(void)!write(nfd[1], &msg, sizeof(msg));
+	}
+}
+
+/* The first process's list of its workers, from their messages: idle
+ * ones wait in accept(). */
+#define AG_WORKERS_MAX	256
+static struct {
+	pid_t pid;
+	int idle;
+} ag_wk[AG_WORKERS_MAX];
+static int ag_wk_n;
+
+static int
+ag_wk_find(pid_t p)
+{
+	int i;
+
+	for (i = 0; i < ag_wk_n; i++)
+		if (ag_wk[i].pid == p)
+			return i;
+	return -1;
+}
+
+static void
+ag_wk_set(pid_t p, int idle)
+{
+	int i = ag_wk_find(p);
+
+	if (i < 0 && ag_wk_n < AG_WORKERS_MAX) {
+		i = ag_wk_n++;
+		ag_wk[i].pid = p;
+	}
+	if (i >= 0)
+		ag_wk[i].idle = idle;
+}
+
+static void
+ag_wk_del(pid_t p)
+{
+	int i = ag_wk_find(p);
+
+	if (i >= 0)
+		ag_wk[i] = ag_wk[--ag_wk_n];
+}
+
+static int
+ag_wk_idle(void)
+{
+	int i, n = 0;
+
+	for (i = 0; i < ag_wk_n; i++)
+		n += ag_wk[i].idle;
+	return n;
 }
 
 int
@@ -486,10 +635,10 @@ agent_main(int argc, char **argv)
 	struct sockaddr_un sa;
 	struct sigaction act;
 	char *end;
-	pid_t init = -1;
-	time_t restart = 0;
-	pid_t idle = -1;
-	int lfd, nocg = 0, nfd[2], i;
+	pid_t init = -1, w;
+	time_t restart = 0, fork_retry = 0;
+	int lfd, nocg = 0, nfd[2], i, pending = 0, now_ok = 1;
+	void *shm;
 
 	/* --agent UID GID HEX -- INIT [ARG]... */
 	if (argc < 7 || strcmp(argv[5], "--") != 0) {
@@ -506,6 +655,8 @@ agent_main(int argc, char **argv)
 		ag_log("--agent: not a filter program");
 		return 125;
 	}
+	if (ag_bounding_drop() != 0)
+		return 125;
 	/* the sandbox's filter on the agent itself, so on all it starts
 	 * (the drop to the user, which it allows, comes after): no process
 	 * of the sandbox is without it */
@@ -548,27 +699,61 @@ agent_main(int argc, char **argv)
 			close(lfd);
 		lfd = -1;
 	}
+	shm = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED |
+	    MAP_ANONYMOUS, -1, 0);
+	ag_nidle = shm != MAP_FAILED ? shm : NULL;
 	init = ag_start_init(argv + 6);
 	while (!ag_term) {
-		struct pollfd pf[2];
+		struct pollfd pf[3];
 		int np = 1, st;
-		pid_t w;
 
+		/* the first worker is made before the poll (made after it,
+		 * it waited out the poll's second, and so did the backend's
+		 * create); another when a connection waits while all are
+		 * busy (a command beside a running one) */
+		if (lfd >= 0 && now_ok && (ag_wk_n == 0 || (pending &&
+		    ag_wk_idle() == 0))) {
+			if (ag_nidle != NULL)
+				__atomic_add_fetch(ag_nidle, 1,
+				    __ATOMIC_SEQ_CST);
+			if ((w = ag_worker(lfd, nfd)) > 0)
+				ag_wk_set(w, 1);
+			else {
+				ag_log("fork: %s", strerror(errno));
+				if (ag_nidle != NULL)
+					__atomic_sub_fetch(ag_nidle, 1,
+					    __ATOMIC_SEQ_CST);
+				fork_retry = time(NULL) + 1;
+			}
+		}
+		pending = 0;
 		pf[0].fd = ag_sigpipe[0];
 		pf[0].events = POLLIN;
 		if (lfd >= 0) {
 			pf[1].fd = nfd[0];
 			pf[1].events = POLLIN;
 			np = 2;
+			/* a connection waiting while every worker is busy
+			 * (each goes back to accept() when done, so a
+			 * command after a command needs no new one) */
+			if (ag_wk_n > 0 && ag_wk_idle() == 0 &&
+			    time(NULL) >= fork_retry) {
+				pf[2].fd = lfd;
+				pf[2].events = POLLIN;
+				np = 3;
+			}
 		}
-		if (poll(pf, (nfds_t)np, init < 0 || (lfd >= 0 && idle < 0) ?
-		    1000 : -1) < 0) {
+		if (poll(pf, (nfds_t)np, init < 0 || (lfd >= 0 &&
+		    (ag_wk_n == 0 || time(NULL) < fork_retry)) ? 1000 :
+		    -1) < 0) {
 			if (errno != EINTR)
 				break;
 			/* not set by an interrupted poll: accept would
 			 * block until the next connection */
-			pf[0].revents = pf[1].revents = 0;
+			pf[0].revents = pf[1].revents = pf[2].revents = 0;
 		}
+		pending = np == 3 && (pf[2].revents & POLLIN);
+		now_ok = time(NULL) >= fork_retry;
 		if (pf[0].revents) {
 			char c[64];
 
@@ -579,23 +764,21 @@ agent_main(int argc, char **argv)
 			if (w == init) {
 				init = -1;
 				restart = time(NULL) + 1;
-			} else if (w == idle)
-				idle = -1;
+			} else
+				ag_wk_del(w);	/* a worker, or an orphan */
 		if (init < 0 && time(NULL) >= restart)
 			init = ag_start_init(argv + 6);
-		if (np == 2 && pf[1].revents) {
+		if (np >= 2 && pf[1].revents) {
 			pid_t got[16];
 			ssize_t k = read(nfd[0], got, sizeof(got));
 
+			/* +pid busy, -pid waiting in accept() again */
 			for (i = 0; i < k / (ssize_t)sizeof(got[0]); i++)
-				if (got[i] == idle)
-					idle = -1;
+				if (got[i] > 0)
+					ag_wk_set(got[i], 0);
+				else if (got[i] < 0)
+					ag_wk_set(-got[i], 1);
 		}
-		/* one worker always waits in accept(), made before it is
-		 * needed: a command does not wait for the fork of the
-		 * process that serves it */
-		if (lfd >= 0 && idle < 0 && (idle = ag_worker(lfd, nfd)) < 0)
-			ag_log("fork: %s", strerror(errno));
 	}
 	if (init > 0)
 		(void)kill(init, SIGTERM);

@@ -13,13 +13,16 @@
  * (agent_wire.h; the directory is the host's rec->dir/agent, which only
  * root can enter, and runsc's --host-uds=create makes the socket there a
  * host socket), starts INIT as UID:GID (again a second after it ends),
- * reaps whatever is reparented to it, and serves each connection in a
- * process of its own, forked ahead and waiting in accept().  SPAWN forks
- * the command: its own session, its command group memory/sluice/<tag> in
+ * reaps whatever is reparented to it, and serves connections in worker
+ * processes waiting in accept(): one made ahead, another when a
+ * connection waits while all are busy, and a worker goes back to
+ * accept() after its connection unless another already waits there.
+ * SPAWN starts the command (as vfork does): its own session, its command group memory/sluice/<tag> in
  * gVisor's cgroupfs, then the drop to UID:GID with no groups, no
  * capability (bounding, inheritable and ambient sets too) and
  * no_new_privs, the rlimits, the directory, exactly the environment; and
- * relays its stdin, stdout, stderr, signals and exit.  KILL empties a
+ * relays its stdin, stdout, stderr, signals and exit, and removes the
+ * group once the command has exited (if it is empty).  KILL empties a
  * command group; RELEASE removes an empty one.  A SPAWN connection that
  * ends before the command's exit was sent kills the command's group (the
  * host gave up on it).  Messages go to standard error (the sandbox's

@@ -41,6 +41,7 @@
  */
 #include "sluice-config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -68,7 +69,7 @@
 #define GV_ARGS_MAX	48
 #define GV_WAIT_MS	60000	/* bound on one runsc management call */
 #define GV_SECCOMP_MAX	65536	/* bytes of the seccomp program (hex) */
-#define GV_AGENT_WAIT_MS 3000	/* from "runsc start" to the agent's socket */
+#define GV_AGENT_WAIT_MS 3000	/* from "runsc run" to the agent's socket */
 
 /* What every runsc call of one sandbox needs. */
 struct gv_ctx {
@@ -104,12 +105,6 @@ static const char gv_killer[] =
 	"while p=$(cat \"$d/cgroup.procs\") && [ -n \"$p\" ]; do "
 	"kill -9 $p 2>/dev/null; n=$((n+1)); "
 	"[ $n -ge 250 ] && exit 1; sleep 0.02; done; exit 0";
-
-/* The container's init, as the sandbox user: runs the shim (again, a
- * second later, should it die).  While the shell waits for it, it reaps
- * whatever is reparented to it: dash waits for any child. */
-static const char gv_init[] =
-	"trap 'exit 0' TERM; while :; do " SBX_SHIM_PATH "; sleep 1; done";
 
 /* The sandbox's seccomp program (hex, sbx_seccomp_hex), kept by create()
  * in <dir>/seccomp.hex for every command: "" when the sandbox was made
@@ -266,7 +261,7 @@ gv_last_line(const char *path, char *msg, size_t msglen)
  * process: sluice-run invocations may overlap), whose last line is
  * copied into msg.  stdio_fd, when not -1, becomes the command's
  * stdout/stderr instead (the container's init inherits the stdio of
- * "runsc create": the bounded log's pipe); the last line of init.log
+ * "runsc run": the bounded log's pipe); the last line of init.log
  * goes to msg when runsc fails.  Returns the exit status, or -1 if runsc
  * could not be run or was killed.
  */
@@ -276,7 +271,7 @@ gv_run(const struct gv_ctx *c, const struct sbx_rec *rec,
 {
 	const char *av[GV_ARGS_MAX];
 	char outp[SBX_PATH_MAX + 16], logp[SBX_PATH_MAX + 16];
-	int in = -1, out = -1, st, rc = -1;
+	int in = -1, out = -1, st, rc = -1, pfd;
 	int64_t deadline;
 	pid_t pid, w;
 
@@ -301,8 +296,18 @@ gv_run(const struct gv_ctx *c, const struct sbx_rec *rec,
 	if (pid == 0)
 		gv_exec_child(av, in, out, out, 1);
 	deadline = sbx_now_ms() + GV_WAIT_MS;
+	/* woken by the exit itself (a poll every 5 ms cost 2.5 ms a call
+	 * on average, and a create or a delete makes several) */
+	pfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	while ((w = waitpid(pid, &st, WNOHANG)) == 0 && sbx_now_ms() < deadline)
-		usleep(5000);
+		if (pfd >= 0) {
+			struct pollfd pf = { pfd, POLLIN, 0 };
+
+			(void)poll(&pf, 1, (int)(deadline - sbx_now_ms()));
+		} else
+			usleep(5000);
+	if (pfd >= 0)
+		close(pfd);
 	if (w == 0) {
 		/* runsc hung (seen with --platform=kvm in nested VMs) */
 		kill(pid, SIGKILL);
@@ -590,18 +595,21 @@ gv_config(struct sbx_rec *rec, const char *bundle, int with_cg,
 	}
 	/* the first process is the agent (sandbox-glue/agent/agent.h),
 	 * root inside with the capabilities it needs to drop to the
-	 * sandbox user and to empty command groups: it runs the shim's
-	 * loop (gv_init) and every command as the sandbox user under the
-	 * sandbox's seccomp filter (runsc's --oci-seccomp would apply one
-	 * to this process only, not to runsc exec: sluice-shim does both) */
+	 * sandbox user and to empty command groups: it runs the shim (its
+	 * INIT, started again a second after it ends; no shell loop around
+	 * it, whose start through the gofer delayed the agent's first
+	 * worker and the shim's listening by ~15 ms) and every command as
+	 * the sandbox user under the sandbox's seccomp filter (runsc's
+	 * --oci-seccomp would apply one to this process only, not to runsc
+	 * exec: sluice-shim does both); it reaps what is reparented */
 	snprintf(auid, sizeof(auid), "%u", (unsigned)rec->host_uid);
 	snprintf(agid, sizeof(agid), "%u", (unsigned)rec->host_gid);
-	cfg = json_pack("{s:s, s:{s:{s:I, s:I}, s:[s,s,s,s,s,s,s,s,s], "
+	cfg = json_pack("{s:s, s:{s:{s:I, s:I}, s:[s,s,s,s,s,s,s], "
 	    "s:[s,s], s:s, s:o, s:b}, s:{s:s, s:b}, s:s, s:o, s:o}",
 	    "ociVersion", "1.0.0",
 	    "process", "user", "uid", (json_int_t)0, "gid", (json_int_t)0,
-	    "args", SBX_SHIM_PATH, "--agent", auid, agid, sc, "--", "/bin/sh",
-	    "-c", gv_init,
+	    "args", SBX_SHIM_PATH, "--agent", auid, agid, sc, "--",
+	    SBX_SHIM_PATH,
 	    "env", "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" SBX_HOME,
 	    "cwd", "/",
 	    "capabilities", gv_caps(agent_caps), "noNewPrivileges", 1,
@@ -677,7 +685,7 @@ gv_root_sh(const struct gv_ctx *c, const struct sbx_rec *rec,
 static int gv_destroy(struct sbx_rec *rec, char *err, size_t errlen);
 
 /* 1 once the agent answers (a RELEASE of a group that is not there),
- * waiting up to GV_AGENT_WAIT_MS after "runsc start" for it to listen;
+ * waiting up to GV_AGENT_WAIT_MS after "runsc run" for it to listen;
  * 0 when it does not (a shim without --agent: runsc exec then). */
 static int
 gv_agent_up(const struct sbx_rec *rec)
@@ -693,7 +701,7 @@ gv_agent_up(const struct sbx_rec *rec)
 			return 1;
 		if (r < 0)
 			return 0;
-		usleep(5000);
+		usleep(1000);
 	} while (sbx_now_ms() < until);
 	return 0;
 }
@@ -775,7 +783,9 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 	if (rec->image[0] != '\0' && gv_image_root(rec, err, errlen) != 0)
 		goto fail;
 	for (try = 0; try < 2; try++) {
-		const char *cr[] = { "create", "--bundle", bundle,
+		/* create and start in one runsc: the second one's start-up
+		 * and its connection to the sandbox were ~60 ms of a create */
+		const char *cr[] = { "run", "--detach", "--bundle", bundle,
 		    "--pid-file", pidf, c.id, NULL };
 
 		if (gv_config(rec, bundle, with_cg && !c.nocg, sc, err,
@@ -791,7 +801,7 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 			(void)gv_run(&c, rec, del, -1, NULL, 0);
 		}
 		if (c.nocg) {
-			sbx_err(err, errlen, "runsc create: %s (%s)", msg,
+			sbx_err(err, errlen, "runsc run: %s (%s)", msg,
 			    logp);
 			goto fail;
 		}
@@ -814,14 +824,6 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 		rec->init_pid = (pid_t)atoi(buf);
 		rec->init_start = rec->init_pid > 0 ?
 		    sbx_proc_start(rec->init_pid) : 0;
-	}
-	{
-		const char *st[] = { "start", c.id, NULL };
-
-		if (gv_run(&c, rec, st, -1, msg, sizeof(msg)) != 0) {
-			sbx_err(err, errlen, "runsc start: %s", msg);
-			goto fail;
-		}
 	}
 	/* the parent of the per-command groups; also proves that the
 	 * sandbox has its cgroupfs.  The agent makes it before it listens
@@ -1096,10 +1098,13 @@ static void
 gv_release(struct sbx_rec *rec, const struct sbx_proc *p)
 {
 	struct gv_ctx c;
-	char procf[SBX_PATH_MAX + 160], e[8];
+	char procf[SBX_PATH_MAX + 160];
 
-	if (p->tag[0] == 'a' && sbx_gv_agent_call(rec, AG_RELEASE, p->tag, e,
-	    sizeof(e)) == 0)
+	/* the agent removes an agent command's group itself once the
+	 * command has exited (a RELEASE was one more connection, and one
+	 * more worker forked inside, per command): nothing to do here,
+	 * and nothing that blocks (execd calls this inline for them) */
+	if (p->tag[0] == 'a')
 		return;
 	snprintf(procf, sizeof(procf), "%s/exec-%s.json", rec->dir, p->tag);
 	unlink(procf);
@@ -1151,6 +1156,100 @@ gv_alive(const struct sbx_rec *rec)
 	return sbx_proc_start(rec->init_pid) == rec->init_start;
 }
 
+/* Waits up to ms for the process (pid, started at start) to be gone
+ * or a zombie; 0 then, -1 when it is still there. */
+static int
+gv_wait_gone(pid_t pid, unsigned long long start, int ms)
+{
+	int64_t until = sbx_now_ms() + ms;
+
+	while (start != 0 && sbx_proc_start(pid) == start) {
+		if (sbx_now_ms() >= until)
+			return -1;
+		usleep(1000);
+	}
+	return 0;
+}
+
+/* The gofer of this sandbox (runsc's state file names it; its command
+ * line must say runsc-gofer and this sandbox's --root, so that a pid
+ * reused since is never taken for it), and its start time; 0 when it
+ * is not there. */
+static pid_t
+gv_gofer(const struct gv_ctx *c, const struct sbx_rec *rec,
+    unsigned long long *start)
+{
+	char p[SBX_PATH_MAX * 4], cmd[SBX_PATH_MAX + 64];
+	json_int_t v = 0;
+	json_t *j;
+	ssize_t n;
+	int fd;
+
+	*start = 0;
+	if (snprintf(p, sizeof(p), "%s/runsc/%s_sandbox:%s.state", rec->dir,
+	    c->id, c->id) >= (int)sizeof(p) ||
+	    (j = json_load_file(p, 0, NULL)) == NULL)
+		return 0;
+	v = json_integer_value(json_object_get(j, "goferPid"));
+	json_decref(j);
+	if (v <= 1 || v > 0x3fffffff)
+		return 0;
+	snprintf(p, sizeof(p), "/proc/%d/cmdline", (int)v);
+	if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	n = read(fd, cmd, sizeof(cmd) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	cmd[n] = '\0';
+	/* argv[0] "runsc-gofer", argv[1] "--root=<dir>/runsc" */
+	if (strcmp(cmd, "runsc-gofer") != 0 || (size_t)n < sizeof("runsc-gofer")
+	    || strcmp(cmd + sizeof("runsc-gofer"), c->root) != 0)
+		return 0;
+	*start = sbx_proc_start((pid_t)v);
+	return *start != 0 ? (pid_t)v : 0;
+}
+
+/*
+ * The sandbox ended without runsc: its process and its gofer killed,
+ * runsc's state (the sandbox's own --root) removed.  "runsc delete"
+ * kills the same two but then waits, polling every 100 ms, for the
+ * sandbox process to leave the process table, which only its parent's
+ * reaping does: runsc's exit left it to the host's PID 1, and a PID 1
+ * that reaps slowly made every delete take seconds.  A zombie holds
+ * nothing of the sandbox's (memory, files, mounts, its cgroup).  0, or
+ * -1 when runsc delete is still needed.
+ */
+static int
+gv_kill_direct(const struct gv_ctx *c, struct sbx_rec *rec)
+{
+	char p[SBX_PATH_MAX + 16];
+	unsigned long long gst;
+	struct dirent *de;
+	pid_t gofer;
+	DIR *d;
+
+	if (!gv_alive(rec))
+		return -1;
+	gofer = gv_gofer(c, rec, &gst);
+	if (kill(rec->init_pid, SIGKILL) != 0 ||
+	    gv_wait_gone(rec->init_pid, rec->init_start, 5000) != 0)
+		return -1;
+	/* the gofer leaves once the sandbox's connections close; a kill
+	 * makes sure */
+	if (gofer > 0 && (kill(gofer, SIGKILL) != 0 ||
+	    gv_wait_gone(gofer, gst, 5000) != 0))
+		return -1;
+	snprintf(p, sizeof(p), "%s/runsc", rec->dir);
+	if ((d = opendir(p)) == NULL)
+		return -1;
+	while ((de = readdir(d)) != NULL)
+		if (de->d_name[0] != '.')
+			(void)unlinkat(dirfd(d), de->d_name, 0);
+	closedir(d);
+	return 0;
+}
+
 static int
 gv_destroy(struct sbx_rec *rec, char *err, size_t errlen)
 {
@@ -1160,7 +1259,10 @@ gv_destroy(struct sbx_rec *rec, char *err, size_t errlen)
 	struct gv_ctx c;
 	char msg[256], p[SBX_PATH_MAX + 64], cg[SBX_ID_MAX + 48];
 	int i, have = gv_ctx_init(&c, rec, NULL, 0) == 0;
+	int64_t until;
 
+	if (have && gv_kill_direct(&c, rec) == 0)
+		have = 0;	/* runsc has nothing more to do */
 	if (have) {
 		const char *r[] = { "resume", c.id, NULL };
 		const char *k[] = { "kill", c.id, "KILL", NULL };
@@ -1193,14 +1295,20 @@ gv_destroy(struct sbx_rec *rec, char *err, size_t errlen)
 		    rec->dir);
 	sbx_image_detach(rec);
 	sbx_log_stop(rec->dir);
-	/* runsc delete removes them; this covers a runsc that died */
+	/* runsc delete removes them; this covers a runsc that died and
+	 * gv_kill_direct, after which the threads of the sandbox process
+	 * and its ptrace stubs may still be leaving them for a moment
+	 * (EBUSY): bounded */
 	gv_cgname(rec, cg, sizeof(cg));
+	until = sbx_now_ms() + 3000;
 	for (i = 0; ctl[i] != NULL; i++) {
 		snprintf(p, sizeof(p), "/sys/fs/cgroup/%s%s", ctl[i], cg);
-		(void)rmdir(p);
+		while (rmdir(p) != 0 && errno == EBUSY && sbx_now_ms() < until)
+			usleep(1000);
 	}
 	snprintf(p, sizeof(p), "/sys/fs/cgroup%s", cg);
-	(void)rmdir(p);
+	while (rmdir(p) != 0 && errno == EBUSY && sbx_now_ms() < until)
+		usleep(1000);
 	return 0;
 }
 

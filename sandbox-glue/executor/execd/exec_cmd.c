@@ -542,9 +542,13 @@ cmd_finish(struct xd_cmd *c, int st)
 	 * runsc), but not worth the answer's wait either (release_late).
 	 * Only for its agent's commands ("a..."), whose group is empty
 	 * once the main process is reaped; the setns path's drainer may
-	 * still be leaving it, which the worker's fork gives time */
+	 * still be leaving it, which the worker's fork gives time.
+	 * gvisor's agent commands ("a...") release nothing on the host
+	 * (the agent removed the group as the command exited): at once */
 	if (strcmp(b->be->name, "ns") == 0 && proc.tag[0] == 'a')
 		release_late(b, &proc);
+	else if (strcmp(b->be->name, "gvisor") == 0 && proc.tag[0] == 'a')
+		b->be->release(&b->rec, &proc);
 	else
 		proc_job(b, &proc, 0);
 	/* only last_used changed: written as xd_box_use writes it, at most
