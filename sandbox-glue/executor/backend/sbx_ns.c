@@ -1322,8 +1322,15 @@ fail:
  */
 #define AG_KILL_ROUNDS	100
 #define AG_WORKER_SETUP	3	/* a worker's exit status: no group, no agent */
+#define AG_WORKER_IDLE	4	/* a worker's exit status: retired, idle */
+/* How long a worker made ahead waits for a command before it retires:
+ * a sandbox in use keeps one (and its command's process) ready, an idle
+ * one is its holder and shim alone, two processes fewer (issue 26,
+ * density: each is a copy of the daemon's page tables and mappings). */
+#define AG_IDLE_MS	30000
 
 static int ag_lfd = -1;
+static int ag_want;     /* 1: a worker waits ahead (the sandbox is in use) */
 static int ag_sigp[2] = { -1, -1 };
 static int ag_nfd[2] = { -1, -1 };
 static unsigned ag_seq;
@@ -1780,32 +1787,59 @@ ag_worker(struct init_arg *a)
 		waitpid(pid, NULL, 0);
 		_exit(AG_WORKER_SETUP);
 	}
-	while ((conn = accept4(ag_lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
-		if (errno != EINTR && errno != ECONNABORTED)
+	for (;;) {
+		struct pollfd pf = { ag_lfd, POLLIN, 0 };
+		int r = poll(&pf, 1, AG_IDLE_MS);
+
+		if (r == 0) {
+			/* no command came: the command's process goes (its
+			 * request's end of file), then its group */
+			close(sp[0]);
+			waitpid(pid, NULL, 0);
+			(void)unlinkat(a->cg_fd, tag, AT_REMOVEDIR);
+			_exit(AG_WORKER_IDLE);
+		}
+		if (r < 0 && errno != EINTR)
 			_exit(1);
+		if (r > 0 && (conn = accept4(ag_lfd, NULL, NULL,
+		    SOCK_CLOEXEC)) >= 0)
+			break;
+		if (r > 0 && errno != EINTR && errno != ECONNABORTED)
+			_exit(1);
+	}
 	close(ag_lfd);
 	signal(SIGPIPE, SIG_IGN);
 	ag_serve(a, conn, sp[0], pid, tag);
 	_exit(0);
 }
 
-/* The holder's wait: a worker ready, then a child's exit or a worker's
- * connection.  busy: a child was just reaped (more may be). */
+/*
+ * The holder's wait: a worker ready while the sandbox is in use, then a
+ * child's exit or a worker's connection.  An idle sandbox has no worker
+ * (AG_IDLE_MS): a connection makes one, which takes it, and one is made
+ * ahead again after each command.  busy: a child was just reaped (more
+ * may be).
+ */
 static void
 ag_wait(struct init_arg *a, pid_t *idle, int busy)
 {
-	struct pollfd pf[2] = { { ag_sigp[0], POLLIN, 0 },
-	    { ag_nfd[0], POLLIN, 0 } };
+	struct pollfd pf[3] = { { ag_sigp[0], POLLIN, 0 },
+	    { ag_nfd[0], POLLIN, 0 }, { ag_lfd, POLLIN, 0 } };
+	nfds_t n = 2;
 	char c[64];
 	pid_t got[16];
 	ssize_t k;
 	int i;
 
-	if (*idle < 0 && (*idle = ag_worker(a)) < 0)
+	if (*idle < 0 && ag_want && (*idle = ag_worker(a)) < 0)
 		fprintf(stderr, "sluice-run init: agent: fork: %s\n",
 		    strerror(errno));
-	if (poll(pf, 2, busy ? 0 : *idle < 0 ? 1000 : -1) <= 0)
+	if (*idle < 0 && !ag_want)
+		n = 3;  /* the listener, which no worker watches */
+	if (poll(pf, n, busy ? 0 : *idle < 0 && ag_want ? 1000 : -1) <= 0)
 		return;
+	if (n == 3 && (pf[2].revents & POLLIN))
+		ag_want = 1;
 	while (read(ag_sigp[0], c, sizeof(c)) > 0)
 		;
 	while ((k = read(ag_nfd[0], got, sizeof(got))) > 0)
@@ -1933,6 +1967,8 @@ init_main(void *arg)
 		}
 		if (pid > 0 && pid == idle) {
 			idle = -1;
+			if (WIFEXITED(st) && WEXITSTATUS(st) == AG_WORKER_IDLE)
+				ag_want = 0;
 			/* it could not make its group: the host's setns
 			 * path then, rather than commands no kill reaches */
 			if (WIFEXITED(st) && WEXITSTATUS(st) == AG_WORKER_SETUP)
