@@ -629,18 +629,14 @@ ag_wk_idle(void)
 	return n;
 }
 
-int
-agent_main(int argc, char **argv)
+/* --agent UID GID HEX: the user, group and filter of every command,
+ * the filter and an empty bounding set on the agent itself: -1, or the
+ * exit status (a usage error 2, a filter that will not load 125). */
+static int
+ag_confine_self(int argc, char **argv)
 {
-	struct sockaddr_un sa;
-	struct sigaction act;
 	char *end;
-	pid_t init = -1, w;
-	time_t restart = 0, fork_retry = 0;
-	int lfd, nocg = 0, nfd[2], i, pending = 0, now_ok = 1;
-	void *shm;
 
-	/* --agent UID GID HEX -- INIT [ARG]... */
 	if (argc < 7 || strcmp(argv[5], "--") != 0) {
 		ag_log("usage: --agent UID GID SECCOMP_HEX -- INIT [ARG]...");
 		return 2;
@@ -666,14 +662,53 @@ agent_main(int argc, char **argv)
 		return 125;
 	}
 	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	/* the parent of the command groups: without it no command can
-	 * be killed as a tree, so no socket (the backend's create then
-	 * tries runsc exec, and says why) */
+	return -1;
+usage:
+	ag_log("--agent: UID and GID are non-zero numbers");
+	return 2;
+}
+
+/* The socket the backend connects to, or -1: without it (or without
+ * the parent of the command groups, so that no command could be
+ * killed as a tree) the backend uses runsc exec, and the init runs. */
+static int
+ag_listen(void)
+{
+	struct sockaddr_un sa;
+	int lfd;
+
 	if (mkdir(AG_CG, 0755) != 0 && errno != EEXIST) {
 		ag_log("%s: %s (commands go through runsc exec)", AG_CG,
 		    strerror(errno));
-		nocg = 1;
+		return -1;
 	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", AG_DIR, AG_SOCK);
+	(void)unlink(sa.sun_path);
+	if ((lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+	    bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    listen(lfd, 64) != 0) {
+		ag_log("%s: %s (commands go through runsc exec)", sa.sun_path,
+		    strerror(errno));
+		if (lfd >= 0)
+			close(lfd);
+		return -1;
+	}
+	return lfd;
+}
+
+int
+agent_main(int argc, char **argv)
+{
+	struct sigaction act;
+	pid_t init = -1, w;
+	time_t restart = 0, fork_retry = 0;
+	int lfd, nfd[2], i, pending = 0, now_ok = 1, rc;
+	void *shm;
+
+	if ((rc = ag_confine_self(argc, argv)) >= 0)
+		return rc;
 	if (pipe2(ag_sigpipe, O_CLOEXEC | O_NONBLOCK) != 0 ||
 	    pipe2(nfd, O_CLOEXEC | O_NONBLOCK) != 0)
 		return 1;
@@ -683,22 +718,7 @@ agent_main(int argc, char **argv)
 	sigaction(SIGTERM, &act, NULL);
 	act.sa_handler = SIG_IGN;
 	sigaction(SIGPIPE, &act, NULL);
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", AG_DIR, AG_SOCK);
-	(void)unlink(sa.sun_path);
-	if (nocg)
-		lfd = -1;
-	else if ((lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
-	    bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-	    listen(lfd, 64) != 0) {
-		/* without it the backend uses runsc exec: keep the init */
-		ag_log("%s: %s (commands go through runsc exec)", sa.sun_path,
-		    strerror(errno));
-		if (lfd >= 0)
-			close(lfd);
-		lfd = -1;
-	}
+	lfd = ag_listen();
 	shm = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED |
 	    MAP_ANONYMOUS, -1, 0);
 	ag_nidle = shm != MAP_FAILED ? shm : NULL;
@@ -783,7 +803,4 @@ agent_main(int argc, char **argv)
 	if (init > 0)
 		(void)kill(init, SIGTERM);
 	return 0;
-usage:
-	ag_log("--agent: UID and GID are non-zero numbers");
-	return 2;
 }
