@@ -44,6 +44,7 @@
 #include "proxy/daemon.h"
 #include "proxy/lib/httpauth.h"
 #include "proxy/lib/apireply.h"
+#include "proxy/lib/apitls.h"
 #include "proxy/lib/tcpadmit.h"
 #include "proxy/lib/apiroute.h"
 #include "proxy/lib/roles.h"
@@ -1766,62 +1767,14 @@ unix_close(struct api_unix *u)
 	memset(u, 0, sizeof(*u));
 }
 
-static void
-ssl_error(const char *what, const char *file, char *err, size_t errlen)
-{
-	char buf[256];
-	unsigned long e = ERR_get_error();
-
-	if (e == 0)
-		snprintf(buf, sizeof(buf), "%s", strerror(errno));
-	else
-		ERR_error_string_n(e, buf, sizeof(buf));
-	ERR_clear_error();
-	snprintf(err, errlen, "%s %s: %s", what, file, buf);
-}
-
 static SSL_CTX *
 tls_ctx_new(const struct cfg_control *cc, char *err, size_t errlen)
 {
-	static const unsigned char sid[] = "sluice-api";
-	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	static const struct apitls_names names = { "control.tls_cert",
+	    "control.tls_key", "control.client_ca" };
 
-	if (ctx == NULL) {
-		ssl_error("TLS", "context", err, errlen);
-		return NULL;
-	}
-	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION |
-	    SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_COMPRESSION);
-	/* resumed sessions keep the verified client certificate */
-	SSL_CTX_set_session_id_context(ctx, sid, sizeof(sid) - 1);
-	if (SSL_CTX_use_certificate_chain_file(ctx, cc->tls_cert) != 1) {
-		ssl_error("control.tls_cert", cc->tls_cert, err, errlen);
-		goto fail;
-	}
-	if (SSL_CTX_use_PrivateKey_file(ctx, cc->tls_key,
-	    SSL_FILETYPE_PEM) != 1 || SSL_CTX_check_private_key(ctx) != 1) {
-		ssl_error("control.tls_key", cc->tls_key, err, errlen);
-		goto fail;
-	}
-	if (cc->client_ca != NULL) {
-		STACK_OF(X509_NAME) *names;
-
-		if (SSL_CTX_load_verify_locations(ctx, cc->client_ca,
-		    NULL) != 1 ||
-		    (names = SSL_load_client_CA_file(cc->client_ca)) == NULL) {
-			ssl_error("control.client_ca", cc->client_ca, err,
-			    errlen);
-			goto fail;
-		}
-		SSL_CTX_set_client_CA_list(ctx, names);
-		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER |
-		    SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
-	}
-	return ctx;
-fail:
-	SSL_CTX_free(ctx);
-	return NULL;
+	return apitls_ctx_new(cc->tls_cert, cc->tls_key, cc->client_ca,
+	    &names, err, errlen);
 }
 
 /* evhttp asks for each accepted connection's bufferevent, before it

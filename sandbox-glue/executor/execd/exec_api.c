@@ -51,6 +51,7 @@
 #include "proxy/lib/usock.h"
 #include "proxy/lib/util.h"
 #include "proxy/lib/apireply.h"
+#include "proxy/lib/apitls.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
 
 #define HEADERS_MAX	(64 * 1024)
@@ -2761,25 +2762,11 @@ unix_listen(struct xd *xd, char *err, size_t errlen)
 static SSL_CTX *
 tls_ctx_new(const struct xd_cfg *c, char *err, size_t errlen)
 {
-	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
-	char buf[256];
+	static const struct apitls_names names = { "tcp.tls_cert",
+	    "tcp.tls_key", NULL };
 
-	if (ctx == NULL)
-		goto fail;
-	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION |
-	    SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_COMPRESSION);
-	if (SSL_CTX_use_certificate_chain_file(ctx, c->tls_cert) != 1 ||
-	    SSL_CTX_use_PrivateKey_file(ctx, c->tls_key, SSL_FILETYPE_PEM) !=
-	    1 || SSL_CTX_check_private_key(ctx) != 1)
-		goto fail;
-	return ctx;
-fail:
-	ERR_error_string_n(ERR_get_error(), buf, sizeof(buf));
-	ERR_clear_error();
-	snprintf(err, errlen, "tcp.tls_cert/tls_key %s: %s", c->tls_cert, buf);
-	SSL_CTX_free(ctx);
-	return NULL;
+	return apitls_ctx_new(c->tls_cert, c->tls_key, NULL, &names, err,
+	    errlen);
 }
 
 static struct bufferevent *
