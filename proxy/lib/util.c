@@ -333,3 +333,15 @@ bad:
 	errno = saved;
 	return -1;
 }
+
+void
+util_close_pair(int fd[2])
+{
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		if (fd[i] >= 0)
+			close(fd[i]);
+		fd[i] = -1;
+	}
+}

@@ -103,5 +103,8 @@ int util_write_atomic(const char *path, const void *data, size_t len,
 /* Reads fd until len bytes or its end, again when a signal interrupts:
  * the count (below len: the end came first), or -1 with errno. */
 ssize_t util_read_full(int fd, void *buf, size_t len) SLUICE_MUSTCHECK;
+/* Closes whichever of a pair of descriptors (a pipe's, a socketpair's)
+ * is open and sets both to -1: a cleanup path's one line. */
+void util_close_pair(int fd[2]);
 
 #endif /* SLUICE_UTIL_H */

@@ -1947,10 +1947,7 @@ xd_arch_restore(const struct xd_cfg *c, const struct sbx_rec *r,
 	json_decref(m);
 	return 0;
 fail:
-	if (p[0] >= 0)
-		close(p[0]);
-	if (p[1] >= 0)
-		close(p[1]);
+	util_close_pair(p);
 	if (wfd >= 0)
 		close(wfd);
 	close(fd);

@@ -23,6 +23,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "proxy/lib/util.h"
 #include "sandbox-glue/executor/execd/execd-int.h"
 
 #define JOB_RESULT_MAX	(1 << 20)
@@ -216,10 +217,7 @@ xd_job_run(struct xd *xd, const char *what, xd_job_fn fn, void *fnarg,
 	xd_log(XD_LOG_DEBUG, "worker %s started (pid %d)", what, (int)pid);
 	return 0;
 fail:
-	if (p[0] >= 0)
-		close(p[0]);
-	if (p[1] >= 0)
-		close(p[1]);
+	util_close_pair(p);
 	if (j != NULL && j->buf != NULL)
 		evbuffer_free(j->buf);
 	free(j);

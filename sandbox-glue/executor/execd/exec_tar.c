@@ -1378,10 +1378,7 @@ xd_tar_get(struct xd *xd, struct evhttp_request *req, struct xd_box *b,
 	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0 ||
 	    fcntl(p[1], F_SETFL, 0) != 0 ||     /* the helper's end blocks */
 	    xd_arch_helper_spawn(&b->rec, -1, wfd, p[1], args, &g->pid) != 0) {
-		if (p[0] >= 0)
-			close(p[0]);
-		if (p[1] >= 0)
-			close(p[1]);
+		util_close_pair(p);
 		close(wfd);
 		free(g);
 		return xd_perr_set(e, 503, "backend_unavailable",
