@@ -1183,6 +1183,15 @@ def config_cli(env):
     j = json.loads(r.stdout)
     check_eq((j["limits"]["timeout_s"], j["limits_max"]["timeout_s"],
               j["limits"]["output_cap"]), (120, 1680, 65536), "defaults")
+    check_eq((j["tcp"]["listen"], j["tcp"]["max_conns"]), ("", 1024),
+             "tcp's defaults, printed when it is off")
+    printed = os.path.join(os.path.dirname(p), "printed.json")
+    with open(printed, "wb") as f:
+        f.write(r.stdout)
+    r = subprocess.run([EXECD, "-c", printed, "--check-config"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    check_eq(r.returncode, 0, "the printed defaults read back: %r" %
+             r.stderr)
     for a in ("--help", "--version"):
         check_eq(subprocess.run([EXECD, a], stdout=subprocess.PIPE)
                  .returncode, 0, a)

@@ -1142,7 +1142,7 @@ tenant_profiles_json(const char *tab)
 json_t *
 xd_cfg_json(const struct xd_cfg *c)
 {
-	json_t *ctl = json_object(), *toks = json_array(), *o;
+	json_t *ctl = json_object(), *toks = json_array(), *o, *t;
 	char mode[8], key[32];
 	int r;
 	size_t i;
@@ -1247,17 +1247,25 @@ xd_cfg_json(const struct xd_cfg *c)
 		    "disk_reserve_mb", json_integer(
 		    (json_int_t)(c->disk_reserve >> 20)));
 	}
-	if (o != NULL && c->tcp[0])
-		json_object_set_new(o, "tcp", json_pack("{s:s,s:b,s:s,s:s,s:o,"
+	/* printed when off too, every key with its default ("listen" "" is
+	 * no TCP listener); the certificate and key have none (a path is
+	 * absolute), so they are printed only when set */
+	if (o == NULL)
+		json_decref(toks);
+	else if ((t = json_pack("{s:s,s:b,s:s,s:s,s:o,"
 		    "s:I,s:I,s:I,s:I}", "listen", c->tcp, "plain_http",
 		    c->tcp_plain, "tls_cert", c->tls_cert,
 		    "tls_key", c->tls_key, "tokens", toks, "max_conns",
 		    (json_int_t)c->tcp_max_conns, "max_conns_per_peer",
 		    (json_int_t)c->tcp_max_conns_per_peer, "head_timeout_ms",
 		    (json_int_t)c->tcp_head_timeout_ms, "fd_reserve",
-		    (json_int_t)c->tcp_fd_reserve));
-	else
-		json_decref(toks);
+		    (json_int_t)c->tcp_fd_reserve)) != NULL) {
+		if (!c->tls_cert[0])
+			json_object_del(t, "tls_cert");
+		if (!c->tls_key[0])
+			json_object_del(t, "tls_key");
+		json_object_set_new(o, "tcp", t);
+	}
 	if (o != NULL)
 		json_object_set_new(o, "opensandbox", xd_os_cfg_json(&c->os));
 	if (o != NULL) {
