@@ -87,16 +87,18 @@ apireply_json(struct evhttp_request *req, int status, json_t *j)
 	if (raw != NULL)
 		text = clog_json_escape(raw, strlen(raw), &n);
 	free(raw);
-	/* a newline keeps curl output and shell pipes tidy */
-	if (text == NULL || (t = realloc(text, n + 2)) == NULL) {
-		free(text);
+	if (text == NULL) {
 		apireply_text(req, 500, "application/json", oom,
 		    sizeof(oom) - 1);
 		return;
 	}
-	text = t;
-	text[n++] = '\n';
-	text[n] = '\0';
+	/* a newline keeps curl output and shell pipes tidy (without the
+	 * memory for it, the answer goes without) */
+	if ((t = realloc(text, n + 2)) != NULL) {
+		text = t;
+		text[n++] = '\n';
+		text[n] = '\0';
+	}
 	apireply_text(req, status, "application/json", text, n);
 	free(text);
 }

@@ -80,7 +80,7 @@ enum cfg_kind {
 	K_STRV,         /* char **, count at noff; each string passes check */
 	K_PORTS,        /* uint16_t *, count at noff */
 	K_HOSTS,        /* struct cfg_hostmap *, count at noff */
-	K_OBJ,          /* an object: the rows sub, same base */
+	K_OBJ,          /* an object: the rows sub, at base + off */
 	K_TENANTS,      /* struct cfg_tenant *, count at noff; each: sub */
 	K_SESSIONS,     /* struct cfg_session *, count at noff */
 	K_REGISTRIES,   /* char ** in struct cfg, count at noff; null (the

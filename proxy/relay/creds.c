@@ -117,6 +117,18 @@ done:
 	return 1;
 }
 
+/* 1 when v[0..n) says the Basic scheme (any case, then a blank). */
+static int
+basic_scheme(const char *v, size_t n)
+{
+	while (n > 0 && (*v == ' ' || *v == '\t')) {
+		v++;
+		n--;
+	}
+	return n > 5 && strncasecmp(v, "Basic", 5) == 0 &&
+	    (v[5] == ' ' || v[5] == '\t');
+}
+
 char *
 px_creds_plan(struct px_conn *c, unsigned char *drop, size_t *linelen)
 {
@@ -144,6 +156,14 @@ px_creds_plan(struct px_conn *c, unsigned char *drop, size_t *linelen)
 			if (pass == 1) {
 				dn = cred_basic_decode(h->value, h->value_len,
 				    dec, sizeof(dec));
+				if (dn <= 0 && basic_scheme(h->value,
+				    h->value_len)) {
+					/* a placeholder could hide in what
+					 * does not decode (another alphabet,
+					 * too long): it never leaves */
+					drop[i] = 1;
+					c->cred_removed++;
+				}
 				if (dn <= 0)
 					break;
 				v = dec;

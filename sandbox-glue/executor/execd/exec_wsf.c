@@ -18,6 +18,7 @@
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 
+#include "proxy/lib/util.h"
 #include "sandbox-glue/executor/execd/exec_wsf.h"
 
 #define WS_GUID	"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -41,40 +42,14 @@ xd_wsf_free(struct xd_wsf *w)
 int
 xd_wsf_utf8(const unsigned char *b, size_t n)
 {
-	size_t i = 0, k, need;
-	uint32_t cp, min;
+	size_t i = 0;
+	uint32_t cp;
+	int k;
 
 	while (i < n) {
-		unsigned char c = b[i];
-
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		if (c >= 0xc2 && c <= 0xdf) {
-			need = 1;
-			cp = c & 0x1f;
-			min = 0x80;
-		} else if (c >= 0xe0 && c <= 0xef) {
-			need = 2;
-			cp = c & 0x0f;
-			min = 0x800;
-		} else if (c >= 0xf0 && c <= 0xf4) {
-			need = 3;
-			cp = c & 0x07;
-			min = 0x10000;
-		} else
+		if ((k = util_utf8_seq(b + i, n - i, &cp, NULL)) <= 0)
 			return 0;
-		if (n - i - 1 < need)
-			return 0;
-		for (k = 1; k <= need; k++) {
-			if ((b[i + k] & 0xc0) != 0x80)
-				return 0;
-			cp = (cp << 6) | (b[i + k] & 0x3f);
-		}
-		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-			return 0;
-		i += need + 1;
+		i += (size_t)k;
 	}
 	return 1;
 }
