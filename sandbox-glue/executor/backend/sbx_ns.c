@@ -1331,6 +1331,7 @@ fail:
 
 static int ag_lfd = -1;
 static int ag_want;     /* 1: a worker waits ahead (the sandbox is in use) */
+static int64_t ag_retry_ms;     /* no worker made before (one failed) */
 static int ag_sigp[2] = { -1, -1 };
 static int ag_nfd[2] = { -1, -1 };
 static unsigned ag_seq;
@@ -1831,9 +1832,12 @@ ag_wait(struct init_arg *a, pid_t *idle, int busy)
 	ssize_t k;
 	int i;
 
-	if (*idle < 0 && ag_want && (*idle = ag_worker(a)) < 0)
+	if (*idle < 0 && ag_want && sbx_now_ms() >= ag_retry_ms &&
+	    (*idle = ag_worker(a)) < 0) {
 		fprintf(stderr, "sluice-run init: agent: fork: %s\n",
 		    strerror(errno));
+		ag_retry_ms = sbx_now_ms() + 1000;
+	}
 	if (*idle < 0 && !ag_want)
 		n = 3;  /* the listener, which no worker watches */
 	if (poll(pf, n, busy ? 0 : *idle < 0 && ag_want ? 1000 : -1) <= 0)
@@ -1969,6 +1973,10 @@ init_main(void *arg)
 			idle = -1;
 			if (WIFEXITED(st) && WEXITSTATUS(st) == AG_WORKER_IDLE)
 				ag_want = 0;
+			else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+				/* it failed before a command (its own fork,
+				 * pids.max): not at once again */
+				ag_retry_ms = sbx_now_ms() + 1000;
 			/* it could not make its group: the host's setns
 			 * path then, rather than commands no kill reaches */
 			if (WIFEXITED(st) && WEXITSTATUS(st) == AG_WORKER_SETUP)

@@ -72,22 +72,31 @@ sbx_shim_spawn(const char *shim, char *const *argv, int fd0, int fd3,
 	posix_spawnattr_t at;
 	sigset_t all, none;
 	short flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK;
-	int rc = -1;
+	int rc = -1, e = EINVAL, hi0 = -1, hi3 = -1;
 
-	if (shim == NULL || shim[0] == '\0' ||
-	    posix_spawn_file_actions_init(&fa) != 0)
-		return -1;
-	if (posix_spawnattr_init(&at) != 0) {
+	if (shim == NULL || shim[0] == '\0')
+		goto out;
+	/* both out of 0-3 first: a caller started with a standard
+	 * descriptor closed may hold fd3 at 0, which fd0's dup2 would
+	 * overwrite before it is copied */
+	if ((fd0 >= 0 && (hi0 = fcntl(fd0, F_DUPFD_CLOEXEC, 10)) < 0) ||
+	    (fd3 >= 0 && (hi3 = fcntl(fd3, F_DUPFD_CLOEXEC, 10)) < 0)) {
+		e = errno;
+		goto out;
+	}
+	if ((e = posix_spawn_file_actions_init(&fa)) != 0)
+		goto out;
+	if ((e = posix_spawnattr_init(&at)) != 0) {
 		posix_spawn_file_actions_destroy(&fa);
-		return -1;
+		goto out;
 	}
 	sigfillset(&all);
 	sigemptyset(&none);
 	if (detach)
 		flags |= POSIX_SPAWN_SETSID;
-	/* dup2 onto itself clears close-on-exec */
-	if ((fd0 < 0 || posix_spawn_file_actions_adddup2(&fa, fd0, 0) == 0) &&
-	    (fd3 < 0 || posix_spawn_file_actions_adddup2(&fa, fd3, 3) == 0) &&
+	/* dup2 clears close-on-exec; posix_spawn says its error itself */
+	if ((hi0 < 0 || posix_spawn_file_actions_adddup2(&fa, hi0, 0) == 0) &&
+	    (hi3 < 0 || posix_spawn_file_actions_adddup2(&fa, hi3, 3) == 0) &&
 	    (!detach || (posix_spawn_file_actions_addopen(&fa, 1,
 	    "/dev/null", O_WRONLY, 0) == 0 &&
 	    posix_spawn_file_actions_adddup2(&fa, 1, 2) == 0 &&
@@ -96,10 +105,17 @@ sbx_shim_spawn(const char *shim, char *const *argv, int fd0, int fd3,
 	    posix_spawnattr_setsigdefault(&at, &all) == 0 &&
 	    posix_spawnattr_setsigmask(&at, &none) == 0 &&
 	    posix_spawnattr_setflags(&at, flags) == 0 &&
-	    posix_spawn(pid, shim, &fa, &at, argv, envp) == 0)
+	    (e = posix_spawn(pid, shim, &fa, &at, argv, envp)) == 0)
 		rc = 0;
 	posix_spawnattr_destroy(&at);
 	posix_spawn_file_actions_destroy(&fa);
+out:
+	if (hi0 >= 0)
+		close(hi0);
+	if (hi3 >= 0)
+		close(hi3);
+	if (rc != 0)
+		errno = e != 0 ? e : EINVAL;
 	return rc;
 }
 
