@@ -136,54 +136,6 @@ ag_bounding_drop(void)
 	return 0;
 }
 
-/* A child as vfork makes it (the caller waits until it has exec'd or
- * exited), running fn(arg) on its own stack: a fork copied the
- * agent's address space, which under gVisor's ptrace platform is a new
- * host stub process and a fault per page touched, a few ms a process.
- * fn changes no global of the caller's but environ, put back here.
- * Its pid, or -1. */
-#if defined(__SANITIZE_ADDRESS__)
-#define AG_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define AG_SANITIZED 1
-#endif
-#endif
-
-#ifdef AG_SANITIZED
-/* A sanitizer's runtime knows nothing of a child that shares its
- * memory on a stack of ours (it fails the child, exit status 1, before
- * the exec): a fork, slower and the same. */
-static pid_t
-ag_vfork(int (*fn)(void *), void *arg)
-{
-	pid_t pid = fork();
-
-	if (pid == 0)
-		_exit(fn(arg));
-	return pid;
-}
-#else
-static pid_t
-ag_vfork(int (*fn)(void *), void *arg)
-{
-	static char stack[256 * 1024] __attribute__((aligned(16)));
-	char **env = environ;
-	sigset_t all, old;
-	pid_t pid;
-
-	/* no handler of the caller's may run on the child's side before
-	 * it has set them all back (it unblocks them then) */
-	sigfillset(&all);
-	sigprocmask(SIG_SETMASK, &all, &old);
-	pid = clone(fn, stack + sizeof(stack), CLONE_VM | CLONE_VFORK |
-	    SIGCHLD, arg);
-	environ = env;
-	sigprocmask(SIG_SETMASK, &old, NULL);
-	return pid;
-}
-#endif
-
 static int
 ag_init_main(void *arg)
 {

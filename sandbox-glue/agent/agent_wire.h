@@ -29,6 +29,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 enum {
 	AG_SPAWN = 1, AG_STDIN = 2, AG_SIGNAL = 3, AG_KILL = 4,
@@ -102,6 +103,16 @@ int ag_read_frame(int fd, int *type, void *buf, size_t cap, size_t *n);
  * how many bytes, or -1 when it is not that.  ag_now_ms: the monotonic
  * clock in milliseconds. */
 void ag_signals_default(void);
+/* A child made as vfork makes it (the caller waits until it has exec'd
+ * or exited), running fn(arg) on a static stack of its own: a fork
+ * copies the caller's page tables and its exec then tears them down,
+ * which under gVisor's ptrace platform is a new host stub process and a
+ * fault per page touched, and on the host, for the ns holder (a copy of
+ * the daemon), most of a command's start.  fn may change no global of
+ * the caller's but environ (put back here), and may not call malloc:
+ * it runs on the caller's memory.  One at a time per process (one
+ * stack).  Under a sanitizer, a fork.  Its pid, or -1. */
+pid_t ag_vfork(int (*fn)(void *), void *arg);
 long ag_hex_decode(const char *hex, void *out, size_t cap, size_t unit);
 long long ag_now_ms(void);
 

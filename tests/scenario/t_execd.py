@@ -2292,9 +2292,21 @@ def ns_agent(env):
     g = _group_of(x, o["id"])
     check(g is not None and g.startswith("a"),
           "command not started by the agent: group %r" % g)
-    # a running command has no process of the daemon standing for it
-    r = x.app("POST", "/v1/sandboxes/na/commands", {"shell": "sleep 3"})
+    # commands one after another have one worker (no fork of the holder
+    # per command); one beside a running command gets another
+    ppids = {ex(x, "na", {"shell": "echo $PPID"})["stdout"]
+             for i in range(4)}
+    check_eq(len(ppids), 1, "workers of four commands in a row: %r" % ppids)
+    r = x.app("POST", "/v1/sandboxes/na/commands",
+              {"shell": "echo $PPID; sleep 3"})
     check_eq(r.status, 202, "background command: %r" % r)
+    time.sleep(0.5)
+    beside = ex(x, "na", {"shell": "echo $PPID"})["stdout"]
+    again = ex(x, "na", {"shell": "echo $PPID"})["stdout"]
+    check(beside not in ppids and again == beside,
+          "a command beside a running one: worker %r (the busy one %r, "
+          "next %r)" % (beside, ppids, again))
+    # a running command has no process of the daemon standing for it
     def kids():
         k = []
         for t in os.listdir("/proc/%d/task" % x.proc.pid):
@@ -2352,6 +2364,25 @@ def ns_agent(env):
           "background job left: %r" % o)
     o = ex(x, "na", {"shell": "pgrep -c sleep || true"})
     check_eq(o["stdout"].strip(), "1", "the job left behind runs on")
+    # a worker that waited 30 s for a command retires: an idle sandbox
+    # is its holder and its shim; the next command makes one again
+    def agents():
+        n = 0
+        with open("/proc/%d/task/%d/children" % (rec["init_pid"],
+                                                  rec["init_pid"])) as f:
+            for p in f.read().split():
+                try:
+                    with open("/proc/%s/comm" % p) as c:
+                        n += c.read().strip() == "sbx-agent"
+                except OSError:
+                    pass
+        return n
+    check(agents() >= 1, "no worker after a command")
+    wait_until(lambda: agents() == 0, 45, what="the idle worker's retirement")
+    o = ex(x, "na", {"shell": "echo again"})
+    check_eq((o["exit_code"], o["stdout"]), (0, "again\n"),
+             "a command after the workers retired")
+    check_eq(agents(), 1, "workers after that command")
     os.unlink(sock)
     o = ex(x, "na", {"cmd": ["sh", "-c", "echo out; exit 3"]})
     check_eq((o["exit_code"], o["stdout"]), (3, "out\n"),

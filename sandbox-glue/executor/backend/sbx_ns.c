@@ -1299,42 +1299,54 @@ fail:
 /*
  * The holder listens on AG_DIR/AG_SOCK (agent_wire.h), in a directory
  * of /dev that only root inside may enter; the host reaches it through
- * /proc/<holder>/root.  One worker, forked ahead, waits in accept(), and
- * the command's process was forked ahead too (ag_cmd_proc): it has made
- * its command group (a child of the sandbox's v1 freezer group, which
- * create() gave to the sandbox's root) and moved itself into it, which
- * is what costs on v1 (the first move after a pause waits for an RCU
- * grace period).  So a command is one connection, no fork and no
- * cgroup move: the worker takes SPAWN with the command's three host
- * fds (SCM_RIGHTS), renames the group to the host's tag (kill_tree and
- * release find it as they find the setns path's), passes the request on
- * with the write ends of the output pipes, says STARTED, and does what
- * the drainer does there: passes output on until the command exits,
- * hands over what is buffered, closes the host's fds, says EXIT, then
- * drops what background jobs still write.  The worker stays in the
- * sandbox's group, so once the command's process is reaped its group
- * holds only what it left running.  A connection that ends before
- * STARTED kills the group (the host gave up); one that ends after it
- * leaves the command running (the daemon died: its commands run on, as
- * the setns path's do) and its EXIT unsaid.  The command's memory, pids and
- * cpu groups are the holder's: the sandbox's.  The command itself is
- * set up by cmd_exec, as on the setns path: the same confinement.
+ * /proc/<holder>/root.  Workers wait in accept(): a worker serves one
+ * command at a time and then waits for the next, so commands that come
+ * one after another are served by the same worker and cost no fork of
+ * the holder (a copy of the daemon: its page tables and ~270 mappings,
+ * then the exec's teardown of them, were most of a command's start).
+ * The holder makes a worker when a connection waits and none is idle:
+ * the first command after an idle spell, or one beside a command still
+ * running.  A command is then one connection: the worker takes SPAWN
+ * with the command's three host fds (SCM_RIGHTS), makes the command's
+ * group under the host's tag (a child of the sandbox's v1 freezer
+ * group, which create() gave to the sandbox's root; kill_tree and
+ * release find it as they find the setns path's), starts the command's
+ * process as vfork does (ag_vfork: no copy of the worker's memory; the
+ * process moves itself into the group, confines itself as the setns
+ * path's does, cmd_exec, and execs), says STARTED, and does what the
+ * drainer does there: passes output on until the command exits, hands
+ * over what is buffered, closes the host's fds, says EXIT, then drops
+ * what background jobs still write before it waits for the next
+ * connection.  The worker stays in the sandbox's group, so once the
+ * command's process is reaped its group holds only what it left
+ * running.  A connection that ends before STARTED kills the group (the
+ * host gave up); one that ends after it leaves the command running
+ * (the daemon died: its commands run on, as the setns path's do) and
+ * its EXIT unsaid.  The command's memory, pids and cpu groups are the
+ * holder's: the sandbox's.
  */
 #define AG_KILL_ROUNDS	100
-#define AG_WORKER_SETUP	3	/* a worker's exit status: no group, no agent */
 #define AG_WORKER_IDLE	4	/* a worker's exit status: retired, idle */
-/* How long a worker made ahead waits for a command before it retires:
- * a sandbox in use keeps one (and its command's process) ready, an idle
- * one is its holder and shim alone, two processes fewer (issue 26,
- * density: each is a copy of the daemon's page tables and mappings). */
+/* How long a worker waits for a command before it retires: a sandbox
+ * in use keeps one ready, an idle one is its holder and shim alone
+ * (issue 26, density: a worker is a copy of the daemon's page tables
+ * and mappings). */
 #define AG_IDLE_MS	30000
+/* The workers the holder knows of: idle ones wait in accept().  More
+ * busy at once than this and a connection waits for one to be free. */
+#define AG_WORKERS_MAX	1024
 
 static int ag_lfd = -1;
-static int ag_want;     /* 1: a worker waits ahead (the sandbox is in use) */
 static int64_t ag_retry_ms;     /* no worker made before (one failed) */
 static int ag_sigp[2] = { -1, -1 };
+/* worker -> holder: its pid when it waits for a connection again, its
+ * negated pid when it has taken one (4 bytes: one atomic pipe write) */
 static int ag_nfd[2] = { -1, -1 };
-static unsigned ag_seq;
+static struct {
+	pid_t pid;
+	int idle;
+} ag_wk[AG_WORKERS_MAX];
+static int ag_nwk, ag_nidle;
 
 static void
 ag_on_chld(int sig)
@@ -1369,6 +1381,14 @@ ag_setup(struct init_arg *a)
 
 	if (a->cg_fd < 0)
 		return;
+	/* the workers make a group per command: a holder that cannot
+	 * leaves commands to setns, rather than failing each */
+	if (mkdirat(a->cg_fd, "agent-probe", 0755) != 0 ||
+	    unlinkat(a->cg_fd, "agent-probe", AT_REMOVEDIR) != 0) {
+		fprintf(stderr, "sluice-run init: agent: command groups: %s "
+		    "(commands enter with setns)\n", strerror(errno));
+		return;
+	}
 	/* compiled once here, inherited by every command's process (one
 	 * that fails here fails again in the command, which says why) */
 	(void)sbx_seccomp_prepare(err, sizeof(err));
@@ -1378,7 +1398,8 @@ ag_setup(struct init_arg *a)
 	if ((mkdir(AG_DIR, 0700) != 0 && errno != EEXIST) ||
 	    pipe2(ag_sigp, O_CLOEXEC | O_NONBLOCK) != 0 ||
 	    pipe2(ag_nfd, O_CLOEXEC | O_NONBLOCK) != 0 ||
-	    (ag_lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
+	    (ag_lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC |
+	    SOCK_NONBLOCK, 0)) < 0) {
 		fprintf(stderr, "sluice-run init: agent: %s (commands enter "
 		    "with setns)\n", strerror(errno));
 		return;
@@ -1564,173 +1585,190 @@ ag_recv_spawn(int conn, char *req, size_t cap, size_t *len, int fds[3])
 	return 0;
 }
 
-/*
- * The command's process, forked by its worker before the request came:
- * it has made and joined its command group, says so (a byte on ctl),
- * then waits for the request, which the worker passes on with the
- * command's stdin and the write ends of its output pipes.  Never
- * returns.
- */
-static void
-ag_cmd_proc(struct init_arg *a, int ctl, const char *wtag)
-{
-	static char req[AG_SPAWN_MAX];
-	struct ag_spawn s;
-	char p[64], err[AG_ERR_MAX];
-	const char *what;
-	int fds[3], fd, early;
-	size_t n;
+/* What the command's process needs (ag_cmd_main runs on its worker's
+ * memory: the request, the group, the three fds). */
+struct ag_cmd {
+	struct init_arg *a;
+	const struct ag_spawn *s;
+	int in, out, err;
+};
 
-	/* the confinement that needs no request before it comes (the
-	 * seccomp filter the holder compiled; its install and the 64
-	 * bounding-set drops were a third of a command's start).  Should
-	 * it fail, become_user does it again and says why */
-	early = confine_early(&what) == 0;
-	/* tasks, not cgroup.procs: this process is one thread, and a
-	 * thread that moves itself takes no cgroup_threadgroup_rwsem, whose
-	 * RCU grace period (10-19 ms here) the first command after a create
-	 * would wait for (see "placed in its groups at its birth") */
-	snprintf(p, sizeof(p), "%s/tasks", wtag);
-	/* left by a holder before (a group of a killed worker) */
-	(void)unlinkat(a->cg_fd, wtag, AT_REMOVEDIR);
-	if (mkdirat(a->cg_fd, wtag, 0755) != 0 ||
-	    (fd = openat(a->cg_fd, p, O_WRONLY | O_CLOEXEC)) < 0 ||
-	    write(fd, "0", 1) != 1 || write(ctl, "r", 1) != 1)
-		_exit(AG_WORKER_SETUP);
-	close(fd);
-	close(a->cg_fd);
-	if (ag_recv_spawn(ctl, req, sizeof(req), &n, fds) != 0 ||
-	    ag_spawn_parse(req, n, &s, err, sizeof(err)) != 0)
-		_exit(125);
+/*
+ * The command's process (ag_vfork: the worker waits until it has
+ * exec'd or exited).  It moves itself into its group, made by the
+ * worker: through tasks, not cgroup.procs, which as one thread it may,
+ * and which takes no cgroup_threadgroup_rwsem (whose RCU grace period,
+ * 10-19 ms here, the first command after a create would wait for).
+ * Then the confinement of the setns path (cmd_exec).  Never returns.
+ */
+static int
+ag_cmd_main(void *arg)
+{
+	const struct ag_cmd *c = arg;
+	char p[AG_TAG_MAX + 16];
+	int fd;
+
 	ag_signals_default();
-	/* the limits of the request: a pooled sandbox gets its tenant's
-	 * after the holder was made */
-	a->rec->lim.fsize_bytes = s.fsize;
-	a->rec->lim.nofile = s.nofile;
-	a->rec->lim.nproc = s.nproc;
-	cmd_exec(a->rec, early, fds[0], fds[1], fds[2], s.cwd, s.argv,
-	    s.envp);
+	snprintf(p, sizeof(p), "%s/tasks", c->s->tag);
+	if ((fd = openat(c->a->cg_fd, p, O_WRONLY | O_CLOEXEC)) < 0 ||
+	    write(fd, "0", 1) != 1) {
+		dprintf(c->err, "sluice-run: command group %s: %s\n",
+		    c->s->tag, strerror(errno));
+		_exit(125);
+	}
+	close(fd);
+	cmd_exec(c->a->rec, 0, c->in, c->out, c->err, c->s->cwd, c->s->argv,
+	    c->s->envp);
+	return 125;
 }
 
 static void
-ag_serve(struct init_arg *a, int conn, int ctl, pid_t pid, const char *wtag)
+ag_close(int *fd)
 {
-	static char req[AG_SPAWN_MAX];
-	struct ag_spawn s;
-	char err[AG_ERR_MAX];
-	int fds[3] = { -1, -1, -1 }, po[2], pe[2], pidfd, st = 0;
-	unsigned char b[4], e[2];
-	const char *tag = wtag;
-	size_t n;
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
 
-	if (ag_recv_spawn(conn, req, sizeof(req), &n, fds) != 0)
-		goto gone;
-	if (ag_spawn_parse(req, n, &s, err, sizeof(err)) != 0) {
-		(void)ag_write_frame(conn, AG_ERROR, err, strlen(err));
-		goto gone;
-	}
-	/* the host's tag names the group from now on (kill_tree, release) */
-	if (renameat(a->cg_fd, wtag, a->cg_fd, s.tag) != 0) {
-		snprintf(err, sizeof(err), "command group %s: %s", s.tag,
-		    strerror(errno));
-		(void)ag_write_frame(conn, AG_ERROR, err, strlen(err));
-		ag_spawn_free(&s);
-		goto gone;
-	}
-	tag = s.tag;
-	if (pipe2(po, O_CLOEXEC) != 0 || pipe2(pe, O_CLOEXEC) != 0 ||
-	    (pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0) {
-		snprintf(err, sizeof(err), "agent: %s", strerror(errno));
-		(void)ag_write_frame(conn, AG_ERROR, err, strlen(err));
-		ag_spawn_free(&s);
-		goto gone;
-	}
-	{
-		int give[3] = { fds[0], po[1], pe[1] };
+/* The worker tells the holder it waits again (idle) or has taken a
+ * connection. */
+static void
+ag_note(int idle)
+{
+	pid_t v = idle ? getpid() : -getpid();
 
-		if (ag_send_spawn(ctl, req, n, give) != 0) {
-			ag_spawn_free(&s);
-			goto gone;
-		}
-	}
-	close(ctl);
-	close(po[1]);
-	close(pe[1]);
-	close(fds[0]);
-	b[0] = (unsigned char)(pid >> 24);
-	b[1] = (unsigned char)(pid >> 16);
-	b[2] = (unsigned char)(pid >> 8);
-	b[3] = (unsigned char)pid;
-	if (ag_write_frame(conn, AG_STARTED, b, 4) != 0) {
-		ag_spawn_free(&s);
-		goto gone;
-	}
-	/* the holder makes the next worker now, not at the accept: the
-	 * command's process has the CPU first (the holder also learns
-	 * of a worker that ends before this) */
-	{
-		pid_t me = getpid();
+	(void)!write(ag_nfd[1], &v, sizeof(v));
+}
 
-		(void)!write(ag_nfd[1], &me, sizeof(me));
-		close(ag_nfd[1]);
-		ag_nfd[1] = -1;
+/* The output pipes after the exit: what is buffered is the command's,
+ * then the host's ends go. */
+static void
+ag_flush(int *po, int *pe, int *ho, int *he)
+{
+	int i, *p[2] = { po, pe }, *h[2] = { ho, he };
+
+	for (i = 0; i < 2; i++) {
+		int r = 0;
+
+		if (*p[i] < 0)
+			continue;
+		(void)fcntl(*p[i], F_SETFL, O_NONBLOCK);
+		while (r++ < 256 && ag_pass(p[i], h[i]) == 1)
+			;
+		if (*p[i] >= 0)
+			(void)fcntl(*p[i], F_SETFL, 0);
+		if (*h[i] >= 0)
+			close(*h[i]);
+		*h[i] = -1;
 	}
+}
+
+/* Until the command has exited: output passed on as it comes.  Its
+ * wait status, or -1 (poll failed). */
+static int
+ag_follow(pid_t pid, int pidfd, int *conn, int *po, int *pe, int *ho,
+    int *he)
+{
+	int st = 0;
+
 	for (;;) {
-		struct pollfd pf[4] = { { pidfd, POLLIN, 0 }, { conn, POLLIN, 0 },
-		    { po[0], POLLIN, 0 }, { pe[0], POLLIN, 0 } };
+		struct pollfd pf[4] = { { pidfd, POLLIN, 0 },
+		    { *conn, POLLIN, 0 }, { *po, POLLIN, 0 },
+		    { *pe, POLLIN, 0 } };
 
 		if (poll(pf, 4, -1) < 0) {
 			if (errno == EINTR)
 				continue;
-			ag_spawn_free(&s);
-			goto gone;
+			return -1;
 		}
 		/* the host says nothing after SPAWN: anything is its end,
 		 * which no longer kills the command once it has started (a
 		 * daemon that died leaves its commands running, as on the
 		 * setns path; kills come from the host's kill_tree) */
 		if (pf[1].revents) {
-			close(conn);
-			conn = -1;
+			close(*conn);
+			*conn = -1;
 		}
 		if (pf[2].revents)
-			(void)ag_pass(&po[0], &fds[1]);
+			(void)ag_pass(po, ho);
 		if (pf[3].revents)
-			(void)ag_pass(&pe[0], &fds[2]);
+			(void)ag_pass(pe, he);
 		if (pf[0].revents && waitpid(pid, &st, WNOHANG) == pid)
-			break;
+			return st;
 	}
-	ag_spawn_free(&s);
-	/* exited: what is buffered is its output, then the host's ends go */
-	{
-		int i, *p[2] = { &po[0], &pe[0] }, *h[2] = { &fds[1], &fds[2] };
+}
 
-		for (i = 0; i < 2; i++) {
-			int r = 0;
+/* One command on one connection; every descriptor of it is closed on
+ * return.  The group of a command that never started goes with it (the
+ * host's release does not know a group it was never told of). */
+static void
+ag_serve(struct init_arg *a, int conn)
+{
+	static char req[AG_SPAWN_MAX];
+	struct ag_spawn s;
+	struct ag_cmd c;
+	char err[AG_ERR_MAX];
+	int fds[3] = { -1, -1, -1 }, po[2] = { -1, -1 }, pe[2] = { -1, -1 };
+	int pidfd = -1, st, parsed = 0, made = 0;
+	unsigned char b[4], e[2];
+	pid_t pid = -1;
+	size_t n;
 
-			if (*p[i] < 0)
-				continue;
-			(void)fcntl(*p[i], F_SETFL, O_NONBLOCK);
-			while (r++ < 256 && ag_pass(p[i], h[i]) == 1)
-				;
-			if (*p[i] >= 0)
-				(void)fcntl(*p[i], F_SETFL, 0);
-			if (*h[i] >= 0)
-				close(*h[i]);
-			*h[i] = -1;
-		}
+	err[0] = '\0';
+	if (ag_recv_spawn(conn, req, sizeof(req), &n, fds) != 0)
+		goto gone;
+	if (ag_spawn_parse(req, n, &s, err, sizeof(err)) != 0)
+		goto gone;
+	parsed = 1;
+	/* the host's tag names the group (kill_tree, release) */
+	if (mkdirat(a->cg_fd, s.tag, 0755) != 0) {
+		snprintf(err, sizeof(err), "command group %s: %s", s.tag,
+		    strerror(errno));
+		goto gone;
 	}
+	made = 1;
+	/* the limits of the request: a pooled sandbox gets its tenant's
+	 * after the holder was made (this worker's copy of the record) */
+	a->rec->lim.fsize_bytes = s.fsize;
+	a->rec->lim.nofile = s.nofile;
+	a->rec->lim.nproc = s.nproc;
+	if (pipe2(po, O_CLOEXEC) != 0 || pipe2(pe, O_CLOEXEC) != 0) {
+		snprintf(err, sizeof(err), "agent: %s", strerror(errno));
+		goto gone;
+	}
+	c.a = a;
+	c.s = &s;
+	c.in = fds[0];
+	c.out = po[1];
+	c.err = pe[1];
+	if ((pid = ag_vfork(ag_cmd_main, &c)) < 0 ||
+	    (pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0) {
+		snprintf(err, sizeof(err), "agent: %s", strerror(errno));
+		goto gone;
+	}
+	ag_close(&po[1]);
+	ag_close(&pe[1]);
+	ag_close(&fds[0]);
+	b[0] = (unsigned char)(pid >> 24);
+	b[1] = (unsigned char)(pid >> 16);
+	b[2] = (unsigned char)(pid >> 8);
+	b[3] = (unsigned char)pid;
+	if (ag_write_frame(conn, AG_STARTED, b, 4) != 0)
+		goto gone;
+	if ((st = ag_follow(pid, pidfd, &conn, &po[0], &pe[0], &fds[1],
+	    &fds[2])) < 0)
+		goto gone;
+	ag_flush(&po[0], &pe[0], &fds[1], &fds[2]);
 	if (WIFSIGNALED(st))
 		ag_exit_put(e, 1, WTERMSIG(st));
 	else
 		ag_exit_put(e, 0, WEXITSTATUS(st));
-	if (conn >= 0) {
+	if (conn >= 0)
 		(void)ag_write_frame(conn, AG_EXIT, e, 2);
-		close(conn);
-	}
 	/* background jobs keep the pipes: their writes are dropped */
 	while (po[0] >= 0 || pe[0] >= 0) {
-		struct pollfd pf[2] = { { po[0], POLLIN, 0 }, { pe[0], POLLIN, 0 } };
+		struct pollfd pf[2] = { { po[0], POLLIN, 0 },
+		    { pe[0], POLLIN, 0 } };
 
 		if (poll(pf, 2, -1) < 0 && errno != EINTR)
 			break;
@@ -1739,117 +1777,169 @@ ag_serve(struct init_arg *a, int conn, int ctl, pid_t pid, const char *wtag)
 		if (pf[1].revents)
 			(void)ag_pass(&pe[0], &fds[2]);
 	}
-	return;
+	pid = -1;       /* reaped */
+	made = 0;       /* the host's from here (release) */
 gone:
-	/* the host gave up on it, or it never started: its group goes
-	 * with it (the host's release does not know a group it was never
-	 * told of) */
-	close(ctl);
-	ag_kill_group(a->cg_fd, tag);
-	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-		;
-	(void)unlinkat(a->cg_fd, tag, AT_REMOVEDIR);
+	if (err[0] != '\0' && conn >= 0)
+		(void)ag_write_frame(conn, AG_ERROR, err, strlen(err));
+	if (made)
+		ag_kill_group(a->cg_fd, s.tag);
+	if (pid > 0)
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	if (made)
+		(void)unlinkat(a->cg_fd, s.tag, AT_REMOVEDIR);
+	if (parsed)
+		ag_spawn_free(&s);
+	if (pidfd >= 0)
+		close(pidfd);
+	util_close_pair(po);
+	util_close_pair(pe);
+	ag_close(&fds[0]);
+	ag_close(&fds[1]);
+	ag_close(&fds[2]);
+	ag_close(&conn);
+}
+
+/* A connection for a worker, which waits AG_IDLE_MS at most for one:
+ * the connection, or -1 (retire). */
+static int
+ag_next(void)
+{
+	int64_t end = sbx_now_ms() + AG_IDLE_MS;
+
+	for (;;) {
+		struct pollfd pf = { ag_lfd, POLLIN, 0 };
+		int64_t left = end - sbx_now_ms();
+		int r, conn;
+
+		if (left <= 0)
+			return -1;
+		if ((r = poll(&pf, 1, (int)left)) < 0 && errno != EINTR)
+			return -1;
+		if (r <= 0)
+			continue;
+		/* non-blocking: another worker may have taken it */
+		if ((conn = accept4(ag_lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0)
+			return conn;
+		if (errno != EINTR && errno != EAGAIN &&
+		    errno != ECONNABORTED)
+			return -1;
+	}
 }
 
 /*
- * A worker: forks the command's process ahead (ag_cmd_proc: its group
- * made and joined), waits in accept(), serves the connection (once the
- * command has started it tells the holder, which makes the next one),
- * exits.  Its pid, or -1.  The worker
- * stays in the sandbox's group: once the command's process is reaped its
- * group holds only what the command left running.
+ * A worker: waits for a connection, serves its command, waits again;
+ * retires once none came for AG_IDLE_MS.  Its pid, or -1.
  */
 static pid_t
 ag_worker(struct init_arg *a)
 {
-	char tag[32], c;
-	pid_t me, pid;
-	int sp[2], conn;
+	pid_t me;
+	int conn;
 
-	snprintf(tag, sizeof(tag), "w%u", ag_seq++);
 	if ((me = fork()) != 0)
 		return me;
 	signal(SIGCHLD, SIG_DFL);
-	close(ag_sigp[0]);
-	close(ag_sigp[1]);
+	signal(SIGPIPE, SIG_IGN);
+	util_close_pair(ag_sigp);
 	close(ag_nfd[0]);
 	(void)prctl(PR_SET_NAME, "sbx-agent", 0, 0, 0);
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0 ||
-	    (pid = fork()) < 0)
-		_exit(1);
-	if (pid == 0) {
-		close(sp[0]);
-		close(ag_lfd);
-		close(ag_nfd[1]);
-		ag_cmd_proc(a, sp[1], tag);
+	while ((conn = ag_next()) >= 0) {
+		ag_note(0);
+		ag_serve(a, conn);
+		ag_note(1);
 	}
-	close(sp[1]);
-	if (read(sp[0], &c, 1) != 1) {
-		waitpid(pid, NULL, 0);
-		_exit(AG_WORKER_SETUP);
-	}
-	for (;;) {
-		struct pollfd pf = { ag_lfd, POLLIN, 0 };
-		int r = poll(&pf, 1, AG_IDLE_MS);
+	_exit(AG_WORKER_IDLE);
+}
 
-		if (r == 0) {
-			/* no command came: the command's process goes (its
-			 * request's end of file), then its group */
-			close(sp[0]);
-			waitpid(pid, NULL, 0);
-			(void)unlinkat(a->cg_fd, tag, AT_REMOVEDIR);
-			_exit(AG_WORKER_IDLE);
+static int
+ag_wk_find(pid_t pid)
+{
+	int i;
+
+	for (i = 0; i < ag_nwk; i++)
+		if (ag_wk[i].pid == pid)
+			return i;
+	return -1;
+}
+
+/* A worker reaped: 1 when it was one of ours. */
+static int
+ag_wk_gone(pid_t pid, int status)
+{
+	int i = ag_wk_find(pid);
+
+	if (i < 0)
+		return 0;
+	if (ag_wk[i].idle)
+		ag_nidle--;
+	ag_wk[i] = ag_wk[--ag_nwk];
+	/* one that failed (its fork, pids.max): not at once again */
+	if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0 &&
+	    WEXITSTATUS(status) != AG_WORKER_IDLE))
+		ag_retry_ms = sbx_now_ms() + 1000;
+	return 1;
+}
+
+/* What the workers said (pid: idle again, -pid: took a connection). */
+static void
+ag_wk_notes(void)
+{
+	pid_t got[64];
+	ssize_t k;
+	int i, j;
+
+	while ((k = read(ag_nfd[0], got, sizeof(got))) > 0)
+		for (i = 0; i < k / (ssize_t)sizeof(got[0]); i++) {
+			int idle = got[i] > 0;
+
+			if ((j = ag_wk_find(idle ? got[i] : -got[i])) < 0 ||
+			    ag_wk[j].idle == idle)
+				continue;
+			ag_wk[j].idle = idle;
+			ag_nidle += idle ? 1 : -1;
 		}
-		if (r < 0 && errno != EINTR)
-			_exit(1);
-		if (r > 0 && (conn = accept4(ag_lfd, NULL, NULL,
-		    SOCK_CLOEXEC)) >= 0)
-			break;
-		if (r > 0 && errno != EINTR && errno != ECONNABORTED)
-			_exit(1);
-	}
-	close(ag_lfd);
-	signal(SIGPIPE, SIG_IGN);
-	ag_serve(a, conn, sp[0], pid, tag);
-	_exit(0);
 }
 
 /*
- * The holder's wait: a worker ready while the sandbox is in use, then a
- * child's exit or a worker's connection.  An idle sandbox has no worker
- * (AG_IDLE_MS): a connection makes one, which takes it, and one is made
- * ahead again after each command.  busy: a child was just reaped (more
- * may be).
+ * The holder's wait: a child's exit, a worker's note, or (while no
+ * worker is idle) a connection, for which it makes one.  busy: a child
+ * was just reaped (more may be).
  */
 static void
-ag_wait(struct init_arg *a, pid_t *idle, int busy)
+ag_wait(struct init_arg *a, int busy)
 {
 	struct pollfd pf[3] = { { ag_sigp[0], POLLIN, 0 },
 	    { ag_nfd[0], POLLIN, 0 }, { ag_lfd, POLLIN, 0 } };
+	int64_t now = sbx_now_ms();
 	nfds_t n = 2;
+	int ms = busy ? 0 : -1;
 	char c[64];
-	pid_t got[16];
-	ssize_t k;
-	int i;
+	pid_t pid;
 
-	if (*idle < 0 && ag_want && sbx_now_ms() >= ag_retry_ms &&
-	    (*idle = ag_worker(a)) < 0) {
+	if (ag_nidle == 0 && ag_nwk < AG_WORKERS_MAX) {
+		if (now >= ag_retry_ms)
+			n = 3;
+		else if (!busy)
+			ms = (int)(ag_retry_ms - now);
+	}
+	if (poll(pf, n, ms) <= 0)
+		return;
+	while (read(ag_sigp[0], c, sizeof(c)) > 0)
+		;
+	ag_wk_notes();
+	if (n < 3 || !(pf[2].revents & POLLIN) || ag_nidle > 0)
+		return;
+	if ((pid = ag_worker(a)) < 0) {
 		fprintf(stderr, "sluice-run init: agent: fork: %s\n",
 		    strerror(errno));
 		ag_retry_ms = sbx_now_ms() + 1000;
-	}
-	if (*idle < 0 && !ag_want)
-		n = 3;  /* the listener, which no worker watches */
-	if (poll(pf, n, busy ? 0 : *idle < 0 && ag_want ? 1000 : -1) <= 0)
 		return;
-	if (n == 3 && (pf[2].revents & POLLIN))
-		ag_want = 1;
-	while (read(ag_sigp[0], c, sizeof(c)) > 0)
-		;
-	while ((k = read(ag_nfd[0], got, sizeof(got))) > 0)
-		for (i = 0; i < k / (ssize_t)sizeof(got[0]); i++)
-			if (got[i] == *idle)
-				*idle = -1;
+	}
+	ag_wk[ag_nwk].pid = pid;
+	ag_wk[ag_nwk++].idle = 1;
+	ag_nidle++;
 }
 
 static int
@@ -1857,7 +1947,7 @@ init_main(void *arg)
 {
 	struct init_arg *a = arg;
 	struct sigaction sa;
-	pid_t shim, pid, idle = -1;
+	pid_t shim, pid;
 	int64_t last_start;
 	char c;
 	int st, fd, busy = 0;
@@ -1955,11 +2045,11 @@ init_main(void *arg)
 	(void)prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
 	(void)!write(a->commit_fd, "a", 1);
 	close(a->commit_fd);
-	/* reap all orphans; restart the shim at most once a second; keep
-	 * an agent's worker waiting */
+	/* reap all orphans; restart the shim at most once a second; make
+	 * an agent's workers */
 	while (!init_stop) {
 		if (ag_lfd >= 0) {
-			ag_wait(a, &idle, busy);
+			ag_wait(a, busy);
 			busy = 0;
 			if ((pid = waitpid(-1, &st, WNOHANG)) <= 0)
 				continue;
@@ -1969,20 +2059,8 @@ init_main(void *arg)
 			if (pid < 0 && errno == ECHILD)
 				sleep(1);
 		}
-		if (pid > 0 && pid == idle) {
-			idle = -1;
-			if (WIFEXITED(st) && WEXITSTATUS(st) == AG_WORKER_IDLE)
-				ag_want = 0;
-			else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-				/* it failed before a command (its own fork,
-				 * pids.max): not at once again */
-				ag_retry_ms = sbx_now_ms() + 1000;
-			/* it could not make its group: the host's setns
-			 * path then, rather than commands no kill reaches */
-			if (WIFEXITED(st) && WEXITSTATUS(st) == AG_WORKER_SETUP)
-				ag_off("a worker could not make its command "
-				    "group");
-		}
+		if (pid > 0 && ag_wk_gone(pid, st))
+			continue;
 		if (pid == shim && !init_stop) {
 			int64_t d = sbx_now_ms() - last_start;
 
