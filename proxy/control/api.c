@@ -177,6 +177,14 @@ struct route {
  * it frees it), so a held one is always ours to answer.
  */
 static void
+unsaved(struct evhttp_request *req, const char *why)
+{
+	apireply_error_now(req, 500, "internal", "the change is in force but "
+	    "the state file could not be saved (it is tried again at the "
+	    "next change); a restart would lose it: %s", why);
+}
+
+static void
 api_saved(int ok, const char *why)
 {
 	struct held *h;
@@ -186,22 +194,8 @@ api_saved(int ok, const char *why)
 		if (ok || h->status >= 400)
 			apireply_text_now(h->req, h->status, h->type,
 			    h->text, h->len);
-		else {
-			json_t *j = json_pack("{s:{s:s,s:s+}}", "error", "code",
-			    "internal", "message", "the change is in force but "
-			    "the state file could not be saved (it is tried "
-			    "again at the next change); a restart would lose "
-			    "it: ", why);
-			char *t = j ? json_dumps(j, JSON_COMPACT) : NULL;
-
-			json_decref(j);
-			if (t != NULL)
-				apireply_text_now(h->req, 500,
-				    "application/json", t, strlen(t));
-			else
-				evhttp_send_error(h->req, 500, NULL);
-			free(t);
-		}
+		else
+			unsaved(h->req, why);
 		free(h->text);
 		free(h);
 	}

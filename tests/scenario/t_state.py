@@ -401,6 +401,11 @@ def group_commit_failed_save(env):
         check_eq(r.status, 500, "create while the state cannot be saved")
         check("in force but the state file could not be saved" in
               r.body.decode(), "message: %r", r.body[:300])
+        # apireply's error: the one shape, ending in a newline
+        check(r.body.endswith(b"}\n"), "no trailing newline: %r",
+              r.body[-40:])
+        check_eq(json.loads(r.body)["error"]["code"], "internal",
+                 "the unsaved change's code")
         ok(call(d, "GET", "/v1/sessions/f1"), 200, "f1 is in force")
     finally:
         os.rmdir(tmp)
