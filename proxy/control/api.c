@@ -207,6 +207,7 @@ static void
 send_text(struct evhttp_request *req, int status, const char *type,
     const char *text, size_t len)
 {
+	struct ctl_err e = { CTL_OK, "" };
 	struct held *h;
 
 	if (!api.serving || ctl_state_gen() == api.gen0) {
@@ -216,9 +217,12 @@ send_text(struct evhttp_request *req, int status, const char *type,
 	if ((h = calloc(1, sizeof(*h))) == NULL ||
 	    (h->text = malloc(len + 1)) == NULL) {
 		free(h);
-		/* no memory to wait with: the save is made at once */
-		ctl_state_flush();
-		apireply_text_now(req, status, type, text, len);
+		/* no memory to wait with: the save is made at once, and a
+		 * change it could not save is not acknowledged */
+		if (ctl_state_flush(&e) != 0 && status < 400)
+			unsaved(req, e.msg);
+		else
+			apireply_text_now(req, status, type, text, len);
 		return;
 	}
 	memcpy(h->text, text, len);
@@ -1986,7 +1990,7 @@ api_stop(void)
 	/* the changes not saved yet saved now, and their replies sent,
 	 * before the listeners go */
 	if (api.base != NULL) {
-		ctl_state_flush();
+		(void)ctl_state_flush(NULL);
 		api_saved(0, "sluiced is stopping");
 	}
 	ctl_state_hook(NULL);

@@ -155,6 +155,8 @@ static struct event *save_ev;
 static unsigned long long save_asked, save_done;
 static void (*save_hook)(int ok, const char *why);
 
+/* The save asked for (arg: a struct ctl_err * that hears why it
+ * failed, or NULL). */
 static void
 save_run(evutil_socket_t fd, short what, void *arg)
 {
@@ -164,12 +166,13 @@ save_run(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	(void)arg;
 	if (save_done == upto)
 		return;
 	ok = state_write(&e) == 0;
 	if (ok)
 		save_done = upto;
+	else if (arg != NULL)
+		*(struct ctl_err *)arg = e;
 	if (save_hook != NULL)
 		save_hook(ok, e.msg);
 }
@@ -204,13 +207,14 @@ ctl_state_hook(void (*fn)(int ok, const char *why))
 	save_hook = fn;
 }
 
-void
-ctl_state_flush(void)
+int
+ctl_state_flush(struct ctl_err *e)
 {
-	save_run(-1, 0, NULL);
+	save_run(-1, 0, e);
 	if (save_ev != NULL)
 		event_free(save_ev);
 	save_ev = NULL;
+	return save_done == save_asked ? 0 : -1;
 }
 
 int
