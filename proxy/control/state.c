@@ -33,8 +33,8 @@ json_t *ctl_api_ceiling;          /* {"tier": T|null, "tenants": {..}} */
 /* The API's request rules as kept (rules.c puts them in force). */
 json_t *ctl_api_rules;            /* [RULE...] or NULL */
 
-/* Far above what any state saves to; ctl_state_save refuses more, so
- * that a file it writes is always one the next start can read. */
+/* Far above what any state saves to; a save of more fails, so that a
+ * file written is always one the next start can read. */
 #define CTL_STATE_MAX (64u << 20)
 
 static json_t *
@@ -143,13 +143,17 @@ state_write(struct ctl_err *e)
  * that arrive meanwhile are read in the next pass and share the next
  * save.  The file, its format and its atomic replacement are the same.
  *
- * What changes is a save that fails (disk full, I/O error): it happens
- * after the pass's changes were made in memory, so they are not undone
- * one by one as a failed save of one change was; the requests that made
- * them are answered 500 (the message says the change is in force but
- * not saved), the failure is logged, and the next change (or the stop)
- * tries the save again.  A save refused before anything changed (out of
- * memory serializing) is still refused at once.
+ * What changes is a save that fails (disk full, I/O error, no memory to
+ * serialize the state, a state over CTL_STATE_MAX): it happens after the
+ * pass's changes were made in memory, so they are not undone one by one
+ * as a failed save of one change was; the requests that made them are
+ * answered 500 (the message says the change is in force but not saved),
+ * the failure is logged, and the next change (or the stop) tries the
+ * save again.  Only a save that cannot be deferred is made at once, in
+ * ctl_state_save, and its failure refuses that one change (its caller
+ * undoes it, as before): no loop yet, or no memory for the timer or to
+ * arm it.  A reply the API has no memory to hold flushes the save at
+ * once too (ctl_state_flush), and is a 500 when it failed.
  */
 static struct event *save_ev;
 static unsigned long long save_asked, save_done;
