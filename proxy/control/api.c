@@ -1644,22 +1644,16 @@ conn_gone(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
 	free(k);
 }
 
-/* Forget every connection at stop: their SSLs may be freed later, by
- * event_base_free, when api is gone. */
+/* A connection still open at stop (tcpadmit_stop): its SSL may be freed
+ * later, by event_base_free, when api is gone. */
 static void
-conns_forget(void)
+conn_forget(struct tcpadmit_conn *t)
 {
-	struct tcpadmit_conn *t;
-	struct api_conn *k;
+	struct api_conn *k = (struct api_conn *)t;
 
-	while ((t = TAILQ_FIRST(&api.ta.conns)) != NULL) {
-		k = (struct api_conn *)t;
-		SSL_set_ex_data(k->ssl, conn_idx, NULL);
-		TAILQ_REMOVE(&api.ta.conns, t, link);
-		event_free(t->timer);
-		free(k);
-	}
-	tcpadmit_stop(&api.ta);
+	SSL_set_ex_data(k->ssl, conn_idx, NULL);
+	event_free(t->timer);
+	free(k);
 }
 
 static void
@@ -1997,7 +1991,7 @@ api_stop(void)
 	apireply_set_sink(NULL);
 	unix_close(&api.un);
 	tls_close(&api.tls);
-	conns_forget();
+	tcpadmit_stop(&api.ta, conn_forget);
 	acl_free(&api.acl);
 	api.base = NULL;
 }
