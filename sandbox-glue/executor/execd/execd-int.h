@@ -291,6 +291,10 @@ struct xd_cfg {
 	char image_dir[SBX_PATH_MAX];   /* the store */
 	char profile[SBX_ID_MAX + 1];   /* of a create without "profile" */
 	char shim_static[SBX_PATH_MAX]; /* the shim bound into images */
+	/* shim_static is a static executable (sbx_elf_static): not a key,
+	 * read once where the configuration is read (start, SIGHUP) rather
+	 * than at every create */
+	int shim_static_ok;
 	char tenant_profiles[4096];     /* sbx_profile_allowed's table */
 	char tcp[128];                  /* "" off */
 	int tcp_plain;                  /* tcp.plain_http: no TLS */
