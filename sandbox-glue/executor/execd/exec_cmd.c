@@ -923,7 +923,7 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 	struct xd_cmd *c = NULL;
 	struct sbx_cmd sc;
 	int po[2] = { -1, -1 }, pe[2] = { -1, -1 }, pi[2] = { -1, -1 }, i;
-	int pm = -1;
+	int pm = -1, pd[2] = { -1, -1 };
 	char err[XD_ERR_MAX], **env = NULL, *pwd = NULL;
 	json_t *benv = NULL;
 
@@ -967,6 +967,16 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 	}
 	if (spec->pty && pty_open(spec, &pm, pi, e) != 0)
 		goto fail;
+	/* the terminal's master read and written as the output and the
+	 * input: its two copies made before the command starts, so that
+	 * wanting a descriptor refuses the command rather than leaving
+	 * one running unwatched */
+	if (pm >= 0 && ((pd[0] = fcntl(pm, F_DUPFD_CLOEXEC, 0)) < 0 ||
+	    (pd[1] = fcntl(pm, F_DUPFD_CLOEXEC, 0)) < 0)) {
+		xd_perr_set(e, 500, "internal", "a terminal: %s",
+		    strerror(errno));
+		goto fail;
+	}
 	memset(&sc, 0, sizeof(sc));
 	sc.argv = spec->argv;
 	sc.envp = env;
@@ -998,8 +1008,9 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 		 * wrapper's own complaints go to stderr's pipe) */
 		close(po[0]);
 		close(pi[1]);
-		po[0] = dup(pm);
-		pi[1] = dup(pm);
+		po[0] = pd[0];
+		pi[1] = pd[1];
+		pd[0] = pd[1] = -1;
 		c->pty_fd = pm;
 		pm = -1;
 		c->is_pty = 1;
@@ -1025,6 +1036,8 @@ fail:
 	if (pm >= 0)
 		close(pm);
 	for (i = 0; i < 2; i++) {
+		if (pd[i] >= 0)
+			close(pd[i]);
 		if (po[i] >= 0)
 			close(po[i]);
 		if (pe[i] >= 0)
