@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include <jansson.h>
 
@@ -134,7 +133,8 @@ xd_audit_cmd(const struct xd_cmd *c)
 {
 	const struct xd_box *b = c->box;
 	struct clog_rec *r = clog_rec_new("command");
-	int cut, code;
+	json_int_t code, sig;
+	int cut;
 
 	if (r == NULL)
 		return;
@@ -152,12 +152,11 @@ xd_audit_cmd(const struct xd_cmd *c)
 	clog_rec_json(r, "argv", argv_capped(c->argv, &cut));
 	clog_rec_bool(r, "argv_truncated", cut);
 	clog_rec_ustr(r, "cwd", c->cwd, strlen(c->cwd));
-	/* as the result says it: a signal death is 128+N, as shells do */
-	code = WIFSIGNALED(c->status) ? 128 + WTERMSIG(c->status) :
-	    WEXITSTATUS(c->status);
+	/* as the result says it */
+	code = xd_cmd_exit_code(c, &sig);
 	clog_rec_int(r, "exit_code", code);
-	if (code > 128 && code < 128 + 65)
-		clog_rec_int(r, "signal", code - 128);
+	if (sig >= 0)
+		clog_rec_int(r, "signal", sig);
 	else
 		clog_rec_str(r, "signal", NULL);
 	clog_rec_int(r, "duration_ms", c->ended_ms - c->started_ms);

@@ -1119,21 +1119,25 @@ xd_cmd_forget(struct xd_cmd *c)
 
 /* ---- results ---- */
 
-static void
-exit_fields(const struct xd_cmd *c, json_int_t *code, json_int_t *sig)
+json_int_t
+xd_cmd_exit_code(const struct xd_cmd *c, json_int_t *sig)
 {
 	int st = c->status;
+	json_int_t code, n = -1;
 
-	*sig = -1;
 	if (WIFSIGNALED(st)) {
-		*sig = WTERMSIG(st);
-		*code = 128 + *sig;
-		return;
+		n = WTERMSIG(st);
+		code = 128 + n;
+	} else {
+		code = WEXITSTATUS(st);
+		/* the backends report a signal death as 128+N, as shells
+		 * do */
+		if (code > 128 && code < 128 + 65)
+			n = code - 128;
 	}
-	*code = WEXITSTATUS(st);
-	/* the backends report a signal death as 128+N, as shells do */
-	if (*code > 128 && *code < 128 + 65)
-		*sig = *code - 128;
+	if (sig != NULL)
+		*sig = n;
+	return code;
 }
 
 /* The bytes of s the answer shows: a character cut by the cap is not
@@ -1158,7 +1162,7 @@ xd_cmd_result(const struct xd_cmd *c, int with_output)
 	json_int_t code, sig;
 	json_t *o;
 
-	exit_fields(c, &code, &sig);
+	code = xd_cmd_exit_code(c, &sig);
 	o = json_pack("{s:s,s:I,s:o,s:b,s:b,s:b,s:I,s:b,s:b}",
 	    "id", c->id, "exit_code", code,
 	    "signal", sig >= 0 ? json_integer(sig) : json_null(),
@@ -1208,7 +1212,7 @@ xd_cmd_status(const struct xd_cmd *c)
 			json_object_set_new(o, "exit_code", json_null());
 		return o;
 	}
-	exit_fields(c, &code, &sig);
+	code = xd_cmd_exit_code(c, &sig);
 	json_object_set_new(o, "exit_code", json_integer(code));
 	json_object_set_new(o, "signal", sig >= 0 ? json_integer(sig) :
 	    json_null());

@@ -99,22 +99,11 @@ sink_output(void *arg, struct xd_cmd *c, int stream, const unsigned char *b,
 	free(buf);
 }
 
-static json_int_t
-exit_code(const struct xd_cmd *c)
-{
-	json_t *r = xd_cmd_result(c, 0);
-	json_int_t code = r ? json_integer_value(json_object_get(r,
-	    "exit_code")) : 1;
-
-	json_decref(r);
-	return code;
-}
-
 static void
 sink_exit(void *arg, struct xd_cmd *c)
 {
 	struct xd_os_call *k = arg;
-	json_int_t code = exit_code(c);
+	json_int_t code = xd_cmd_exit_code(c, NULL);
 	char ev[24];
 	int i;
 
@@ -338,7 +327,7 @@ h_status(struct xd_os_call *k, const char *id)
 	    c->started_ms), "finished_at", c->running ? json_null() :
 	    xd_os_iso_ms(c->ended_ms));
 	if (!c->running) {
-		json_int_t code = exit_code(c);
+		json_int_t code = xd_cmd_exit_code(c, NULL);
 
 		json_object_set_new(o, "exit_code", json_integer(code));
 		if (c->timed_out || c->cancelled || c->stopped || code != 0)

@@ -228,23 +228,13 @@ conn_output(void *arg, struct xd_cmd *c, int stream, const unsigned char *b,
 	send_frame(p, XD_WSF_BINARY, &ch, 1, b, n);
 }
 
-static json_int_t
-exit_code(const struct xd_cmd *c)
-{
-	if (WIFEXITED(c->status))
-		return WEXITSTATUS(c->status);
-	if (WIFSIGNALED(c->status))
-		return 128 + WTERMSIG(c->status);
-	return -1;
-}
-
 static void
 conn_exit(void *arg, struct xd_cmd *c)
 {
 	struct xd_ptyc *p = arg;
 
 	send_json(p, json_pack("{s:s,s:s,s:I,s:I}", "type", "exit",
-	    "session_id", c->id, "exit_code", exit_code(c), "offset",
+	    "session_id", c->id, "exit_code", xd_cmd_exit_code(c, NULL), "offset",
 	    (json_int_t)c->out[0].total));
 	conn_close(p, XD_WSF_NORMAL, "the terminal's shell exited");
 }
@@ -556,7 +546,8 @@ xd_pty_status(const struct xd_cmd *c)
 		json_object_set_new(o, "rows", json_integer(ws.ws_row));
 	}
 	if (o != NULL && !c->running)
-		json_object_set_new(o, "exit_code", json_integer(exit_code(c)));
+		json_object_set_new(o, "exit_code", json_integer(
+		    xd_cmd_exit_code(c, NULL)));
 	return o;
 }
 

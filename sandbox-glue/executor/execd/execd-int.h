@@ -1080,6 +1080,10 @@ struct xd_cmd *xd_cmd_find(struct xd_box *b, const char *id);
 /* The result of exec (with_output: stdout and stderr too). */
 json_t *xd_cmd_result(const struct xd_cmd *c, int with_output);
 json_t *xd_cmd_status(const struct xd_cmd *c);
+/* An ended command's exit code as every answer and record says it (a
+ * signal death is 128+N, as shells say it); *sig (may be NULL) N, or -1
+ * when it was not a signal. */
+json_int_t xd_cmd_exit_code(const struct xd_cmd *c, json_int_t *sig);
 /* The ring from off[i] of each stream. */
 json_t *xd_cmd_output(const struct xd_cmd *c, const uint64_t off[2],
     int base64);
