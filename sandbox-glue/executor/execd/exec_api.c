@@ -321,11 +321,7 @@ q(struct xd_call *k, const char *key)
 static int
 q_bool(struct xd_call *k, const char *key, const char *what, int *v)
 {
-	const char *t = q(k, key);
-
-	*v = t != NULL && (strcmp(t, "1") == 0 || strcmp(t, "true") == 0);
-	if (t != NULL && !*v && strcmp(t, "0") != 0 && strcmp(t, "false") !=
-	    0) {
+	if (xd_q_bool(q(k, key), v) != 0) {
 		reply_err(k, 400, "bad_request", "%s", what);
 		return -1;
 	}
@@ -1433,19 +1429,10 @@ h_cmd_get(struct xd_call *k)
 static int
 q_u64(struct xd_call *k, const char *key, uint64_t *v)
 {
-	const char *s = q(k, key);
-	char *end;
-	unsigned long long x;
-
-	if (s == NULL)
-		return 0;
-	errno = 0;
-	x = strtoull(s, &end, 10);
-	if (*s < '0' || *s > '9' || *end != '\0' || errno != 0) {
+	if (xd_q_u64(q(k, key), v) != 0) {
 		reply_err(k, 400, "bad_request", "%s: a byte offset", key);
 		return -1;
 	}
-	*v = x;
 	return 0;
 }
 

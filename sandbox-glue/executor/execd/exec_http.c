@@ -225,6 +225,30 @@ xd_conn_release(struct evhttp_connection *evcon, int cut)
 		shutdown(bufferevent_getfd(bev), SHUT_RDWR);
 }
 
+int
+xd_q_bool(const char *s, int *v)
+{
+	*v = s != NULL && (strcmp(s, "1") == 0 || strcmp(s, "true") == 0);
+	return s == NULL || *v || strcmp(s, "0") == 0 ||
+	    strcmp(s, "false") == 0 ? 0 : -1;
+}
+
+int
+xd_q_u64(const char *s, uint64_t *v)
+{
+	unsigned long long x;
+	char *end;
+
+	if (s == NULL)
+		return 0;
+	errno = 0;
+	x = strtoull(s, &end, 10);
+	if (*s < '0' || *s > '9' || *end != '\0' || errno != 0)
+		return -1;
+	*v = x;
+	return 0;
+}
+
 size_t
 xd_bev_queued(struct bufferevent *bev)
 {

@@ -503,6 +503,12 @@ size_t xd_utf8_whole(const unsigned char *b, size_t n);
 /* Answers: proxy/lib/apireply.h (apireply_json, apireply_error); an
  * error setter's error as {"error": {...}}. */
 void xd_reply_perr(struct evhttp_request *req, struct xd_perr *e);
+/* Query values, the same on the native and the OpenSandbox routes: a
+ * yes/no (1, true, 0, false; NULL: no) and a byte offset (decimal
+ * digits; NULL: *v untouched).  0, or -1 when s is something else (the
+ * caller answers 400 in its API's words). */
+int xd_q_bool(const char *s, int *v) SLUICE_MUSTCHECK;
+int xd_q_u64(const char *s, uint64_t *v) SLUICE_MUSTCHECK;
 /* b (then freed) as a 200 answer of Content-Type type. */
 void xd_reply_text(struct evhttp_request *req, const char *type,
     struct evbuffer *b);
