@@ -981,12 +981,6 @@ sse_send(struct xd_call *k, const char *event, json_t *data)
 	xd_stream_json(k->req, event, data, NULL, NULL, 0);
 }
 
-static size_t
-out_queued(struct xd_call *k)
-{
-	return xd_conn_queued(evhttp_request_get_connection(k->req));
-}
-
 static void
 sse_flushed(struct evhttp_connection *evcon, void *arg)
 {
@@ -1573,7 +1567,7 @@ sub_frame(void *arg, const char *frame, size_t n)
 		return;
 	/* a reader that does not keep up is dropped: what it has not read
 	 * stays below events_buffer_bytes and one event */
-	if (out_queued(k) > k->xd->cfg->events_buffer) {
+	if (xd_req_queued(k->req) > k->xd->cfg->events_buffer) {
 		k->xd->stats.events_dropped++;
 		xd_log(XD_LOG_INFO, "%s: events: a slow reader dropped",
 		    k->who);
@@ -1977,7 +1971,7 @@ file_pump(struct xd_call *k)
 		file_finish(k, 0);
 		return;
 	}
-	q = out_queued(k);
+	q = xd_req_queued(k->req);
 	xd_share_seen(k->xd, &k->file_share, q);
 	if (k->file_left == 0) {
 		if (q == 0) {

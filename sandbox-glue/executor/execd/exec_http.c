@@ -267,6 +267,12 @@ xd_conn_queued(struct evhttp_connection *evcon)
 	    evhttp_connection_get_bufferevent(evcon) : NULL);
 }
 
+size_t
+xd_req_queued(struct evhttp_request *req)
+{
+	return xd_conn_queued(evhttp_request_get_connection(req));
+}
+
 unsigned char *
 xd_utf8_carry(unsigned char *carry, size_t *ncarry, const unsigned char *b,
     size_t n, int raw, size_t *whole)
@@ -311,7 +317,7 @@ xd_stream_json(struct evhttp_request *req, const char *event, json_t *j,
 	free(s);
 	evhttp_send_reply_chunk_with_cb(req, b, flushed, arg);
 	evbuffer_free(b);
-	return xd_conn_queued(evhttp_request_get_connection(req)) > watermark;
+	return xd_req_queued(req) > watermark;
 }
 
 void
@@ -360,7 +366,7 @@ xd_share_stalled(const struct xd *xd, const struct xd_share *s)
 int
 xd_stream_caught_up(struct evhttp_request *req, size_t watermark)
 {
-	return xd_conn_queued(evhttp_request_get_connection(req)) <=
+	return xd_req_queued(req) <=
 	    watermark / 2;
 }
 

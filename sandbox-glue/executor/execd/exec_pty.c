@@ -133,14 +133,6 @@ conn_free(struct xd_ptyc *p)
 	}
 }
 
-/* Bytes not yet written to the client: the bufferevent's and, under
- * TLS (exec_gate.c's filter), the one under it. */
-static size_t
-queued(const struct xd_ptyc *p)
-{
-	return xd_bev_queued(p->bev);
-}
-
 static void
 on_close_timeout(evutil_socket_t fd, short what, void *arg)
 {
@@ -152,7 +144,7 @@ on_close_timeout(evutil_socket_t fd, short what, void *arg)
 	/* both closes done: free once our close is written (the layer
 	 * under a filter calls back no one when it has), within the
 	 * bound */
-	if (p->peer_closed && p->closing && queued(p) > 0 &&
+	if (p->peer_closed && p->closing && xd_bev_queued(p->bev) > 0 &&
 	    sbx_now_ms() < p->close_by) {
 		evtimer_add(p->ev_close, &tv);
 		return;
@@ -217,7 +209,7 @@ conn_output(void *arg, struct xd_cmd *c, int stream, const unsigned char *b,
 	(void)c;
 	if (p->closing)
 		return;
-	if (queued(p) + n > CLIENT_QUEUE_MAX) {
+	if (xd_bev_queued(p->bev) + n > CLIENT_QUEUE_MAX) {
 		/* a client that does not read: the ring keeps the output,
 		 * it comes back with ?since= */
 		send_error(p, "RUNTIME_ERROR", "the client reads too slowly: "

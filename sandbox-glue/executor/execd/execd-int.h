@@ -520,9 +520,11 @@ void xd_conn_release(struct evhttp_connection *evcon, int cut);
 struct bufferevent;
 /* Bytes not yet written to a client: its bufferevent's and, on TLS,
  * those exec_gate.c's filter already moved to the one under it (NULL
- * bev or evcon: 0).  Streams pause above stream_watermark. */
+ * bev or evcon: 0); of a bufferevent, of a connection, of a request.
+ * Streams pause above stream_watermark. */
 size_t xd_bev_queued(struct bufferevent *bev);
 size_t xd_conn_queued(struct evhttp_connection *evcon);
+size_t xd_req_queued(struct evhttp_request *req);
 /* A command's output as it is streamed: b[0..n) after what was carried
  * from the chunk before (carry, *ncarry: at most 3 bytes of a UTF-8
  * character cut short); the whole characters in a malloc'd buffer,
