@@ -159,12 +159,6 @@ conn_done(struct xd_ptyc *p)
 	struct timeval now = { 0, 0 };
 
 	bufferevent_disable(p->bev, EV_READ);
-	if (p->ev_close == NULL)
-		p->ev_close = evtimer_new(p->xd->base, on_close_timeout, p);
-	if (p->ev_close == NULL) {
-		conn_free(p);
-		return;
-	}
 	if (p->close_by == 0)
 		p->close_by = sbx_now_ms() + CLOSE_WAIT_S * 1000;
 	evtimer_add(p->ev_close, &now);
@@ -192,9 +186,7 @@ conn_close(struct xd_ptyc *p, int code, const char *why)
 		return;
 	}
 	p->close_by = sbx_now_ms() + CLOSE_WAIT_S * 1000;
-	if ((p->ev_close = evtimer_new(p->xd->base, on_close_timeout, p)) !=
-	    NULL)
-		evtimer_add(p->ev_close, &tv);
+	evtimer_add(p->ev_close, &tv);
 }
 
 /* ---- the command's side ---- */
@@ -595,13 +587,20 @@ xd_pty_attach(struct xd_cmd *c, struct evhttp_request *req, int has_since,
 		e->extra = json_pack("{s:s}", "reason", "ALREADY_CONNECTED");
 		return -1;
 	}
+	/* the closing's timer made with the connection: a close never
+	 * lacks its bound, and a connection is freed only where every
+	 * other is (conn_free: its timer, the client's end), never in the
+	 * middle of reading its frames */
 	if ((evcon = evhttp_request_get_connection(req)) == NULL ||
 	    evhttp_connection_get_bufferevent(evcon) == NULL ||
 	    (p = calloc(1, sizeof(*p))) == NULL) {
 		xd_perr_set(e, 500, "internal", "out of memory");
 		return -1;
 	}
-	if (has_since && xd_cmd_ring(c, 0, &off, &rb, &rn) != 0) {
+	if ((p->ev_close = evtimer_new(xd->base, on_close_timeout, p)) ==
+	    NULL || (has_since && xd_cmd_ring(c, 0, &off, &rb, &rn) != 0)) {
+		if (p->ev_close != NULL)
+			event_free(p->ev_close);
 		free(p);
 		xd_perr_set(e, 500, "internal", "out of memory");
 		return -1;
