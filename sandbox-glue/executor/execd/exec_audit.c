@@ -129,11 +129,10 @@ argv_capped(json_t *argv, int *cut)
 }
 
 void
-xd_audit_cmd(const struct xd_cmd *c)
+xd_audit_cmd(const struct xd_cmd *c, json_int_t code, json_int_t sig)
 {
 	const struct xd_box *b = c->box;
 	struct clog_rec *r = clog_rec_new("command");
-	json_int_t code, sig;
 	int cut;
 
 	if (r == NULL)
@@ -153,7 +152,6 @@ xd_audit_cmd(const struct xd_cmd *c)
 	clog_rec_bool(r, "argv_truncated", cut);
 	clog_rec_ustr(r, "cwd", c->cwd, strlen(c->cwd));
 	/* as the result says it */
-	code = xd_cmd_exit_code(c, &sig);
 	clog_rec_int(r, "exit_code", code);
 	if (sig >= 0)
 		clog_rec_int(r, "signal", sig);

@@ -428,6 +428,7 @@ cmd_finish(struct xd_cmd *c, int st)
 	struct sbx_proc proc;
 	int i, k;
 	uint64_t after;
+	json_int_t code, sig;
 
 	c->running = 0;
 	c->status = st;
@@ -483,7 +484,8 @@ cmd_finish(struct xd_cmd *c, int st)
 		b->fg = NULL;
 	xd_log(XD_LOG_DEBUG, "sandbox %s: command %s ended (0x%x)",
 	    b->rec.chat, c->id, st);
-	xd_audit_cmd(c);
+	code = xd_cmd_exit_code(c, &sig);
+	xd_audit_cmd(c, code, sig);
 	b->xd->stats.cmds_exited++;
 	b->xd->stats.timed_out += c->timed_out != 0;
 	b->xd->stats.oom_killed += c->oom_killed != 0;

@@ -995,8 +995,9 @@ void xd_audit_close(struct xd *xd);
 void xd_audit_box(struct xd *xd, const char *action, const char *who,
     const char *role, const char *id, const char *tenant, const char *user,
     int status, const char *code, json_t *detail);
-/* One record for an ended command. */
-void xd_audit_cmd(const struct xd_cmd *c);
+/* One record for an ended command, its exit code and signal (-1 none)
+ * as xd_cmd_exit_code says them. */
+void xd_audit_cmd(const struct xd_cmd *c, json_int_t code, json_int_t sig);
 
 /* ---- exec_cmd.c ---- */
 
