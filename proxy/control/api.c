@@ -177,6 +177,14 @@ struct route {
  * it frees it), so a held one is always ours to answer.
  */
 static void
+unsaved(struct evhttp_request *req, const char *why)
+{
+	apireply_error_now(req, 500, "internal", "the change is in force but "
+	    "the state file could not be saved (it is tried again at the "
+	    "next change); a restart would lose it: %s", why);
+}
+
+static void
 api_saved(int ok, const char *why)
 {
 	struct held *h;
@@ -186,22 +194,8 @@ api_saved(int ok, const char *why)
 		if (ok || h->status >= 400)
 			apireply_text_now(h->req, h->status, h->type,
 			    h->text, h->len);
-		else {
-			json_t *j = json_pack("{s:{s:s,s:s+}}", "error", "code",
-			    "internal", "message", "the change is in force but "
-			    "the state file could not be saved (it is tried "
-			    "again at the next change); a restart would lose "
-			    "it: ", why);
-			char *t = j ? json_dumps(j, JSON_COMPACT) : NULL;
-
-			json_decref(j);
-			if (t != NULL)
-				apireply_text_now(h->req, 500,
-				    "application/json", t, strlen(t));
-			else
-				evhttp_send_error(h->req, 500, NULL);
-			free(t);
-		}
+		else
+			unsaved(h->req, why);
 		free(h->text);
 		free(h);
 	}
@@ -213,6 +207,7 @@ static void
 send_text(struct evhttp_request *req, int status, const char *type,
     const char *text, size_t len)
 {
+	struct ctl_err e = { CTL_OK, "" };
 	struct held *h;
 
 	if (!api.serving || ctl_state_gen() == api.gen0) {
@@ -222,9 +217,12 @@ send_text(struct evhttp_request *req, int status, const char *type,
 	if ((h = calloc(1, sizeof(*h))) == NULL ||
 	    (h->text = malloc(len + 1)) == NULL) {
 		free(h);
-		/* no memory to wait with: the save is made at once */
-		ctl_state_flush();
-		apireply_text_now(req, status, type, text, len);
+		/* no memory to wait with: the save is made at once, and a
+		 * change it could not save is not acknowledged */
+		if (ctl_state_flush(&e) != 0 && status < 400)
+			unsaved(req, e.msg);
+		else
+			apireply_text_now(req, status, type, text, len);
 		return;
 	}
 	memcpy(h->text, text, len);
@@ -1646,22 +1644,16 @@ conn_gone(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
 	free(k);
 }
 
-/* Forget every connection at stop: their SSLs may be freed later, by
- * event_base_free, when api is gone. */
+/* A connection still open at stop (tcpadmit_stop): its SSL may be freed
+ * later, by event_base_free, when api is gone. */
 static void
-conns_forget(void)
+conn_forget(struct tcpadmit_conn *t)
 {
-	struct tcpadmit_conn *t;
-	struct api_conn *k;
+	struct api_conn *k = (struct api_conn *)t;
 
-	while ((t = TAILQ_FIRST(&api.ta.conns)) != NULL) {
-		k = (struct api_conn *)t;
-		SSL_set_ex_data(k->ssl, conn_idx, NULL);
-		TAILQ_REMOVE(&api.ta.conns, t, link);
-		event_free(t->timer);
-		free(k);
-	}
-	tcpadmit_stop(&api.ta);
+	SSL_set_ex_data(k->ssl, conn_idx, NULL);
+	event_free(t->timer);
+	free(k);
 }
 
 static void
@@ -1992,14 +1984,14 @@ api_stop(void)
 	/* the changes not saved yet saved now, and their replies sent,
 	 * before the listeners go */
 	if (api.base != NULL) {
-		ctl_state_flush();
+		(void)ctl_state_flush(NULL);
 		api_saved(0, "sluiced is stopping");
 	}
 	ctl_state_hook(NULL);
 	apireply_set_sink(NULL);
 	unix_close(&api.un);
 	tls_close(&api.tls);
-	conns_forget();
+	tcpadmit_stop(&api.ta, conn_forget);
 	acl_free(&api.acl);
 	api.base = NULL;
 }

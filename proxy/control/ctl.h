@@ -127,12 +127,14 @@ char *ctl_metrics_text(void);
  * that made them until it is durable (ctl_state_gen tells a request
  * whether it changed the state; the hook hears of each save: ok 0 with
  * the reason when it failed); without a loop at once.  ctl_state_flush
- * makes a save still asked for now (at stop). */
+ * makes a save still asked for now (at stop, or when a reply cannot be
+ * held): 0 when every change asked for is saved, else -1 with e (may be
+ * NULL) saying why. */
 int ctl_state_load(const char *path, char *err, size_t errlen) SLUICE_MUSTCHECK;
 int ctl_state_save(struct ctl_err *e) SLUICE_MUSTCHECK;
 unsigned long long ctl_state_gen(void);
 void ctl_state_hook(void (*fn)(int ok, const char *why));
-void ctl_state_flush(void);
+int ctl_state_flush(struct ctl_err *e);
 /* The configuration file's ceilings (global and per tenant) replace
  * those in force; -1 when a tenant's could not be set (memory). */
 int ctl_apply_file_ceilings(const struct cfg *c) SLUICE_MUSTCHECK;

@@ -33,8 +33,8 @@ json_t *ctl_api_ceiling;          /* {"tier": T|null, "tenants": {..}} */
 /* The API's request rules as kept (rules.c puts them in force). */
 json_t *ctl_api_rules;            /* [RULE...] or NULL */
 
-/* Far above what any state saves to; ctl_state_save refuses more, so
- * that a file it writes is always one the next start can read. */
+/* Far above what any state saves to; a save of more fails, so that a
+ * file written is always one the next start can read. */
 #define CTL_STATE_MAX (64u << 20)
 
 static json_t *
@@ -143,18 +143,24 @@ state_write(struct ctl_err *e)
  * that arrive meanwhile are read in the next pass and share the next
  * save.  The file, its format and its atomic replacement are the same.
  *
- * What changes is a save that fails (disk full, I/O error): it happens
- * after the pass's changes were made in memory, so they are not undone
- * one by one as a failed save of one change was; the requests that made
- * them are answered 500 (the message says the change is in force but
- * not saved), the failure is logged, and the next change (or the stop)
- * tries the save again.  A save refused before anything changed (out of
- * memory serializing) is still refused at once.
+ * What changes is a save that fails (disk full, I/O error, no memory to
+ * serialize the state, a state over CTL_STATE_MAX): it happens after the
+ * pass's changes were made in memory, so they are not undone one by one
+ * as a failed save of one change was; the requests that made them are
+ * answered 500 (the message says the change is in force but not saved),
+ * the failure is logged, and the next change (or the stop) tries the
+ * save again.  Only a save that cannot be deferred is made at once, in
+ * ctl_state_save, and its failure refuses that one change (its caller
+ * undoes it, as before): no loop yet, or no memory for the timer or to
+ * arm it.  A reply the API has no memory to hold flushes the save at
+ * once too (ctl_state_flush), and is a 500 when it failed.
  */
 static struct event *save_ev;
 static unsigned long long save_asked, save_done;
 static void (*save_hook)(int ok, const char *why);
 
+/* The save asked for (arg: a struct ctl_err * that hears why it
+ * failed, or NULL). */
 static void
 save_run(evutil_socket_t fd, short what, void *arg)
 {
@@ -164,12 +170,13 @@ save_run(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	(void)arg;
 	if (save_done == upto)
 		return;
 	ok = state_write(&e) == 0;
 	if (ok)
 		save_done = upto;
+	else if (arg != NULL)
+		*(struct ctl_err *)arg = e;
 	if (save_hook != NULL)
 		save_hook(ok, e.msg);
 }
@@ -204,13 +211,14 @@ ctl_state_hook(void (*fn)(int ok, const char *why))
 	save_hook = fn;
 }
 
-void
-ctl_state_flush(void)
+int
+ctl_state_flush(struct ctl_err *e)
 {
-	save_run(-1, 0, NULL);
+	save_run(-1, 0, e);
 	if (save_ev != NULL)
 		event_free(save_ev);
 	save_ev = NULL;
+	return save_done == save_asked ? 0 : -1;
 }
 
 int

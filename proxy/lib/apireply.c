@@ -73,33 +73,83 @@ apireply_text_now(struct evhttp_request *req, int status, const char *type,
 	evbuffer_free(b);
 }
 
-void
-apireply_json(struct evhttp_request *req, int status, json_t *j)
+/* j (a new reference, consumed) as the text of an answer, escaped and
+ * ending in a newline, malloc'd into *text; -1 out of memory. */
+static int
+json_text(json_t *j, char **text, size_t *len)
 {
-	static const char oom[] = "{\"error\":{\"code\":\"internal\","
-	    "\"message\":\"out of memory\"}}\n";
 	char *raw = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
-	char *text = NULL, *t;
+	char *t;
 	size_t n = 0;
 
 	json_decref(j);
+	*text = NULL;
 	/* bidi and C1 characters a caller stored reach no terminal raw */
 	if (raw != NULL)
-		text = clog_json_escape(raw, strlen(raw), &n);
+		*text = clog_json_escape(raw, strlen(raw), &n);
 	free(raw);
-	if (text == NULL) {
+	if (*text == NULL)
+		return -1;
+	/* a newline keeps curl output and shell pipes tidy (without the
+	 * memory for it, the answer goes without) */
+	if ((t = realloc(*text, n + 2)) != NULL) {
+		*text = t;
+		t[n++] = '\n';
+		t[n] = '\0';
+	}
+	*len = n;
+	return 0;
+}
+
+static const char oom[] = "{\"error\":{\"code\":\"internal\","
+    "\"message\":\"out of memory\"}}\n";
+
+void
+apireply_json(struct evhttp_request *req, int status, json_t *j)
+{
+	char *text;
+	size_t n;
+
+	if (json_text(j, &text, &n) != 0) {
 		apireply_text(req, 500, "application/json", oom,
 		    sizeof(oom) - 1);
 		return;
 	}
-	/* a newline keeps curl output and shell pipes tidy (without the
-	 * memory for it, the answer goes without) */
-	if ((t = realloc(text, n + 2)) != NULL) {
-		text = t;
-		text[n++] = '\n';
-		text[n] = '\0';
-	}
 	apireply_text(req, status, "application/json", text, n);
+	free(text);
+}
+
+/* {"error": {...}} of code and msg, extra's members added (consumed). */
+static json_t *
+error_doc(const char *code, json_t *extra, const char *msg)
+{
+	json_t *e = json_pack("{s:s,s:s}", "code", code, "message", msg);
+
+	if (e == NULL)
+		e = json_pack("{s:s,s:s}", "code", code, "message", "?");
+	if (extra != NULL && e != NULL)
+		json_object_update(e, extra);
+	json_decref(extra);
+	return e != NULL ? json_pack("{s:o}", "error", e) : NULL;
+}
+
+void
+apireply_error_now(struct evhttp_request *req, int status, const char *code,
+    const char *fmt, ...)
+{
+	char msg[MSG_MAX], *text;
+	size_t n;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (json_text(error_doc(code, NULL, msg), &text, &n) != 0) {
+		apireply_text_now(req, 500, "application/json", oom,
+		    sizeof(oom) - 1);
+		return;
+	}
+	apireply_text_now(req, status, "application/json", text, n);
 	free(text);
 }
 
@@ -108,17 +158,9 @@ apireply_verror(struct evhttp_request *req, int status, const char *code,
     json_t *extra, const char *fmt, va_list ap)
 {
 	char msg[MSG_MAX];
-	json_t *e;
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	e = json_pack("{s:s,s:s}", "code", code, "message", msg);
-	if (e == NULL)
-		e = json_pack("{s:s,s:s}", "code", code, "message", "?");
-	if (extra != NULL && e != NULL)
-		json_object_update(e, extra);
-	json_decref(extra);
-	apireply_json(req, status, e != NULL ?
-	    json_pack("{s:o}", "error", e) : NULL);
+	apireply_json(req, status, error_doc(code, extra, msg));
 }
 
 void

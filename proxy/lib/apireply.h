@@ -43,6 +43,11 @@ void apireply_error(struct evhttp_request *req, int status, const char *code,
 void apireply_verror(struct evhttp_request *req, int status, const char *code,
     json_t *extra, const char *fmt, va_list ap)
     __attribute__((format(printf, 5, 0)));
+/* The error answer at once, whatever the sink (sluiced's sink itself
+ * answers with it a change that could not be saved). */
+void apireply_error_now(struct evhttp_request *req, int status,
+    const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* The same with the code the status says (apireply_status_code). */
 void apireply_fail(struct evhttp_request *req, int status,
     const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -37,6 +37,17 @@ cred_spec_free(struct cred_spec *s)
 	memset(s, 0, sizeof(*s));
 }
 
+static const char host_what[] = "a host name or *.suffix, with an optional "
+    ":port";
+
+/* Any string: what hosts' items are is checked as they are added. */
+static int
+any_string(const char *s)
+{
+	(void)s;
+	return 1;
+}
+
 /* A header token (RFC 9110), 1..64. */
 static int
 token_ok(const char *s)
@@ -140,10 +151,26 @@ cred_spec_parse(json_t *o, int stored, struct cred_spec *out, char *err,
 		cred_spec_free(out);
 		return errf(err, errlen, "out of memory");
 	}
-	if (jsonstrict_strv(o, "hosts", 1, 64, 0, pol_hostset_pattern_valid, "a host name or *.suffix, "
-	    "with an optional :port", &out->hosts, &out->nhosts, err,
-	    errlen) != 0 ||
-	    jsonstrict_strv(o, "methods", 0, 64, 0, pol_rule_method_valid, "an "
+	/* each host is checked once, by adding it: pol_hostset_add
+	 * refuses what pol_hostset_pattern_valid would (which is an add
+	 * to a set of its own), so that one is asked only to tell a bad
+	 * host from a want of memory */
+	if (jsonstrict_strv(o, "hosts", 1, 64, 0, any_string, host_what,
+	    &out->hosts, &out->nhosts, err, errlen) != 0) {
+		cred_spec_free(out);
+		return -1;
+	}
+	for (i = 0; i < out->nhosts; i++)
+		if (pol_hostset_add(out->hs, out->hosts[i]) != 0) {
+			if (pol_hostset_pattern_valid(out->hosts[i]))
+				errf(err, errlen, "out of memory");
+			else
+				errf(err, errlen, "hosts[%zu]: expected %s", i,
+				    host_what);
+			cred_spec_free(out);
+			return -1;
+		}
+	if (jsonstrict_strv(o, "methods", 0, 64, 0, pol_rule_method_valid, "an "
 	    "upper-case method", &out->methods, &out->nmethods, err,
 	    errlen) != 0 ||
 	    jsonstrict_strv(o, "paths", 0, 64, 0, pol_rule_glob_valid, "a path glob "
@@ -152,11 +179,6 @@ cred_spec_parse(json_t *o, int stored, struct cred_spec *out, char *err,
 		cred_spec_free(out);
 		return -1;
 	}
-	for (i = 0; i < out->nhosts; i++)
-		if (pol_hostset_add(out->hs, out->hosts[i]) != 0) {
-			cred_spec_free(out);
-			return errf(err, errlen, "hosts[%zu]: bad host", i);
-		}
 	if (stored) {
 		if (jsonstrict_str(o, "secret", 1, &secret, err, errlen) != 0) {
 			cred_spec_free(out);

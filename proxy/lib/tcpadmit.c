@@ -265,9 +265,15 @@ tcpadmit_conn_remove(struct tcpadmit *ta, struct tcpadmit_conn *k)
 }
 
 void
-tcpadmit_stop(struct tcpadmit *ta)
+tcpadmit_stop(struct tcpadmit *ta, void (*forget)(struct tcpadmit_conn *k))
 {
-	TAILQ_INIT(&ta->conns);
+	struct tcpadmit_conn *k;
+
+	while ((k = TAILQ_FIRST(&ta->conns)) != NULL) {
+		TAILQ_REMOVE(&ta->conns, k, link);
+		if (forget != NULL)
+			forget(k);
+	}
 	ta->nconns = 0;
 	if (ta->fd_ev != NULL)
 		event_free(ta->fd_ev);

@@ -88,8 +88,11 @@ void tcpadmit_conn_shut(struct tcpadmit *ta, struct tcpadmit_conn *k,
 void tcpadmit_conn_arm(struct tcpadmit_conn *k, long ms);
 /* It is being freed (evhttp's doing): no longer counted. */
 void tcpadmit_conn_remove(struct tcpadmit *ta, struct tcpadmit_conn *k);
-/* Stop: the connections are the daemon's to forget first (they may be
- * freed later, by evhttp); this drops the rest. */
-void tcpadmit_stop(struct tcpadmit *ta);
+/* Stop: each connection still counted leaves the list and is given to
+ * forget (may be NULL), the daemon's, which lets go of it (it may be
+ * freed later, by evhttp, and must then find nothing of ours); then the
+ * rest is dropped. */
+void tcpadmit_stop(struct tcpadmit *ta,
+    void (*forget)(struct tcpadmit_conn *k));
 
 #endif /* SLUICE_TCPADMIT_H */

@@ -251,9 +251,11 @@ ctl_state_hook(void (*fn)(int ok, const char *why))
 	(void)fn;
 }
 
-void
-ctl_state_flush(void)
+int
+ctl_state_flush(struct ctl_err *e)
 {
+	(void)e;
+	return 0;
 }
 
 void

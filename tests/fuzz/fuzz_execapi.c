@@ -281,6 +281,45 @@ fuzz_pools(const char *s, size_t n)
 	}
 }
 
+/* The query values both terminal routes read (xd_q_bool, xd_q_u64):
+ * exactly 1, true, 0 and false are yes/no; exactly the decimal numbers
+ * that fit are offsets, read back to the same digits (leading zeros
+ * aside). */
+static void
+fuzz_query(const char *s, size_t n)
+{
+	static const char *const yn[] = { "0", "1", "true", "false" };
+	char back[32];
+	uint64_t v = 7;
+	size_t i;
+	int b, known = 0;
+
+	for (i = 0; i < 4; i++)
+		if (strcmp(s, yn[i]) == 0)
+			known = 1;
+	if ((xd_q_bool(s, &b) == 0) != known || (known && b != (s[0] == '1' ||
+	    s[0] == 't')))
+		abort();
+	if (xd_q_bool(NULL, &b) != 0 || b != 0 || xd_q_u64(NULL, &v) != 0 ||
+	    v != 7)
+		abort();
+	if (xd_q_u64(s, &v) != 0) {
+		if (v != 7)
+			abort();
+		return;
+	}
+	for (i = 0; i < n; i++)
+		if (s[i] < '0' || s[i] > '9')
+			abort();
+	while (n > 1 && *s == '0') {
+		s++;
+		n--;
+	}
+	snprintf(back, sizeof(back), "%llu", (unsigned long long)v);
+	if (n == 0 || strcmp(back, s) != 0)
+		abort();
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -340,6 +379,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case 'T':
 		fuzz_tar(s, n);
+		break;
+	case 'q':
+		fuzz_query(s, n);
 		break;
 	default: {
 		json_t *j = xd_text_json((const unsigned char *)s, n, kind & 1);

@@ -256,6 +256,11 @@ def refused_at_post(env):
     for body, what in (
             (cred(hosts=["never.test"]), "not inspected"),
             (cred(hosts=["*.test"]), "not inspected"),
+            (cred(hosts=["insp.test", "10.0.0.1"]),
+             "hosts[1]: expected a host name or *.suffix, with an "
+             "optional :port"),
+            (cred(hosts=["insp.test:99999"]), "hosts[0]: expected a host"),
+            (cred(hosts=[5]), "hosts[0]: expected a host"),
             (cred(value="a\r\nX-Evil: 1"), "value"),
             (cred(inject={"header": "Authorization", "format": "Bearer"}),
              "inject.format"),

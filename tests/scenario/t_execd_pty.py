@@ -517,6 +517,12 @@ def opensandbox(env):
     b = WS(tcp(), "%s/pty/%s/ws" % (pre, pty), list(hd.items()),
            expect=409)
     check_eq(b.body["code"], "ALREADY_CONNECTED", "409: %r" % b.body)
+    # since and takeover read as on the native route: a value that is
+    # neither yes nor no is refused, not taken for no
+    for q in ("takeover=yes", "takeover=", "since=-1", "since=1x"):
+        b = WS(tcp(), "%s/pty/%s/ws?%s" % (pre, pty, q), list(hd.items()),
+               expect=400)
+        check_eq(b.body["code"], "INVALID_REQUEST", "?%s: %r" % (q, b.body))
     seen = len(a.out)
     b = WS(tcp(), "%s/pty/%s/ws?takeover=1&since=0" % (pre, pty),
            list(hd.items()))

@@ -26,12 +26,14 @@ under SLUICE_TEST_STRICT=1."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Suite, Skip, check, check_eq, log  # noqa: E402
+from harness import (Suite, Skip, check, check_eq, log,  # noqa: E402
+                     wait_until)
 import runlib  # noqa: E402
 from runlib import (RUN, hello_upstream,  # noqa: E402
                     reaches_only_through_broker)
@@ -401,7 +403,27 @@ def execd_profiles(env):
     X.check_err(r, 503, "backend_unavailable", "no image")
     check_eq(r.json["error"].get("reason"), "image_missing", "reason")
     check_eq(x.app("GET", "/v1/sandboxes/xp0").status, 404, "nothing left")
-    x.conf.update(image_dir=store)
+    # whether shim_static is a static executable is read with the
+    # configuration (start, SIGHUP), not at every create: a static shim
+    # put in place later is used after a reload
+    shim = env.path("shim-static")
+    shutil.copy(runlib.SHIM, shim)
+    x.conf.update(image_dir=store, shim_static=shim)
+    x.halt()
+    x.start()
+    for when in ("a dynamic shim", "the static one, before the reload"):
+        r = x.app("POST", "/v1/sandboxes", {"id": "xp0", "tenant": "acme",
+                                            "profile": "minimal"})
+        X.check_err(r, 503, "backend_unavailable", when)
+        check_eq(r.json["error"].get("reason"), "shim_static", when)
+        shutil.copy(SHIM_STATIC, shim)
+    n = len(x.lines)
+    x.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: any("applied" in ln for ln in x.lines[n:]), 10,
+               what="reload applied")
+    X.create(x, "xp0", profile="minimal")
+    check_eq(x.app("DELETE", "/v1/sandboxes/xp0").status, 200, "delete xp0")
+    x.conf.update(shim_static=SHIM_STATIC)
     x.halt()
     x.start()
     o = X.create(x, "xp1", profile="minimal")

@@ -347,8 +347,9 @@ def restart_after_a_crash(env):
 
 @S.case
 def group_commit_acknowledged_is_saved(env):
-    """Changes made at once share saves (group commit); each reply comes
-    only once the state file holds its change: read right after the
+    """Changes made at once (group commit: that they share saves is
+    group_commit_one_save_per_pass's); each reply comes only once the
+    state file holds its change: read right after the
     reply, the file names the session, and a SIGKILL right after the
     last reply loses none."""
     import threading
@@ -386,6 +387,85 @@ def group_commit_acknowledged_is_saved(env):
     n2.stop()
 
 
+def renames_to(fd, name):
+    """How many IN_MOVED_TO events of name the inotify descriptor fd has
+    read since the last call (struct inotify_event: wd, mask, cookie,
+    len, then the name padded to len)."""
+    import struct
+    n = 0
+    while True:
+        try:
+            buf = os.read(fd, 65536)
+        except BlockingIOError:
+            return n
+        off = 0
+        while off < len(buf):
+            _, mask, _, ln = struct.unpack_from("iIII", buf, off)
+            got = buf[off + 16:off + 16 + ln].rstrip(b"\0").decode()
+            if mask & 0x80 and got == name:
+                n += 1
+            off += 16 + ln
+
+
+@S.case
+def group_commit_one_save_per_pass(env):
+    """Changes read in one pass of the loop share one save: with sluiced
+    stopped (SIGSTOP), sixteen creates are written on sixteen
+    connections; once it runs again it reads them all in a pass, and the
+    state file is replaced (renamed into place, counted with inotify)
+    once or twice, not sixteen times as a save per change would."""
+    import ctypes
+    d, _, _ = setup(env)
+    state = d.config["state_file"]
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    check(fd >= 0, "inotify_init1: errno %d", ctypes.get_errno())
+    socks = []
+    try:
+        # IN_MOVED_FROM too: the kernel merges an event with the one
+        # before it when they are the same and unread, so two renames'
+        # IN_MOVED_TO count as two only with the IN_MOVED_FROM between
+        check(libc.inotify_add_watch(fd, os.path.dirname(state).encode(),
+                                     0x40 | 0x80) >= 0,
+              "inotify_add_watch: errno %d", ctypes.get_errno())
+        ok(call(d, "POST", "/v1/sessions", new_session(
+            "p00", source=env.src(10))), 201, "a first create")
+        check_eq(renames_to(fd, os.path.basename(state)), 1,
+                 "the first create's save")
+        n = 16
+        d.signal(signal.SIGSTOP)
+        try:
+            for i in range(1, n + 1):
+                body = json.dumps(new_session(
+                    "p%02d" % i, source=env.src(10 + i))).encode()
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                socks.append(s)
+                s.settimeout(10)
+                s.connect(d.ctl)
+                s.sendall(("POST /v1/sessions HTTP/1.1\r\nHost: sluice\r\n"
+                           "Connection: close\r\nContent-Type: "
+                           "application/json\r\nContent-Length: %d\r\n\r\n"
+                           % len(body)).encode() + body)
+        finally:
+            d.signal(signal.SIGCONT)
+        for i, s in enumerate(socks):
+            r = read_response(s)
+            check_eq(r.status, 201, "create p%02d (body %r)" % (i + 1,
+                                                                r.body[:200]))
+        saves = renames_to(fd, os.path.basename(state))
+        check(1 <= saves <= 2, "%d creates read in one pass made %d saves, "
+              "want 1 or 2", n, saves)
+        with open(state) as f:
+            saved = sorted(x["id"] for x in json.load(f)["sessions"])
+        check_eq(saved, ["p%02d" % i for i in range(n + 1)],
+                 "every create saved")
+    finally:
+        for s in socks:
+            s.close()
+        os.close(fd)
+    d.stop()
+
+
 @S.case
 def group_commit_failed_save(env):
     """A save that fails after the change was made (here: the temporary
@@ -401,6 +481,11 @@ def group_commit_failed_save(env):
         check_eq(r.status, 500, "create while the state cannot be saved")
         check("in force but the state file could not be saved" in
               r.body.decode(), "message: %r", r.body[:300])
+        # apireply's error: the one shape, ending in a newline
+        check(r.body.endswith(b"}\n"), "no trailing newline: %r",
+              r.body[-40:])
+        check_eq(json.loads(r.body)["error"]["code"], "internal",
+                 "the unsaved change's code")
         ok(call(d, "GET", "/v1/sessions/f1"), 200, "f1 is in force")
     finally:
         os.rmdir(tmp)

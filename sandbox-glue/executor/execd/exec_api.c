@@ -321,11 +321,7 @@ q(struct xd_call *k, const char *key)
 static int
 q_bool(struct xd_call *k, const char *key, const char *what, int *v)
 {
-	const char *t = q(k, key);
-
-	*v = t != NULL && (strcmp(t, "1") == 0 || strcmp(t, "true") == 0);
-	if (t != NULL && !*v && strcmp(t, "0") != 0 && strcmp(t, "false") !=
-	    0) {
+	if (xd_q_bool(q(k, key), v) != 0) {
 		reply_err(k, 400, "bad_request", "%s", what);
 		return -1;
 	}
@@ -985,12 +981,6 @@ sse_send(struct xd_call *k, const char *event, json_t *data)
 	xd_stream_json(k->req, event, data, NULL, NULL, 0);
 }
 
-static size_t
-out_queued(struct xd_call *k)
-{
-	return xd_conn_queued(evhttp_request_get_connection(k->req));
-}
-
 static void
 sse_flushed(struct evhttp_connection *evcon, void *arg)
 {
@@ -1433,19 +1423,10 @@ h_cmd_get(struct xd_call *k)
 static int
 q_u64(struct xd_call *k, const char *key, uint64_t *v)
 {
-	const char *s = q(k, key);
-	char *end;
-	unsigned long long x;
-
-	if (s == NULL)
-		return 0;
-	errno = 0;
-	x = strtoull(s, &end, 10);
-	if (*s < '0' || *s > '9' || *end != '\0' || errno != 0) {
+	if (xd_q_u64(q(k, key), v) != 0) {
 		reply_err(k, 400, "bad_request", "%s: a byte offset", key);
 		return -1;
 	}
-	*v = x;
 	return 0;
 }
 
@@ -1586,7 +1567,7 @@ sub_frame(void *arg, const char *frame, size_t n)
 		return;
 	/* a reader that does not keep up is dropped: what it has not read
 	 * stays below events_buffer_bytes and one event */
-	if (out_queued(k) > k->xd->cfg->events_buffer) {
+	if (xd_req_queued(k->req) > k->xd->cfg->events_buffer) {
 		k->xd->stats.events_dropped++;
 		xd_log(XD_LOG_INFO, "%s: events: a slow reader dropped",
 		    k->who);
@@ -1990,7 +1971,7 @@ file_pump(struct xd_call *k)
 		file_finish(k, 0);
 		return;
 	}
-	q = out_queued(k);
+	q = xd_req_queued(k->req);
 	xd_share_seen(k->xd, &k->file_share, q);
 	if (k->file_left == 0) {
 		if (q == 0) {

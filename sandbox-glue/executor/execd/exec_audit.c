@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include <jansson.h>
 
@@ -130,11 +129,11 @@ argv_capped(json_t *argv, int *cut)
 }
 
 void
-xd_audit_cmd(const struct xd_cmd *c)
+xd_audit_cmd(const struct xd_cmd *c, json_int_t code, json_int_t sig)
 {
 	const struct xd_box *b = c->box;
 	struct clog_rec *r = clog_rec_new("command");
-	int cut, code;
+	int cut;
 
 	if (r == NULL)
 		return;
@@ -152,12 +151,10 @@ xd_audit_cmd(const struct xd_cmd *c)
 	clog_rec_json(r, "argv", argv_capped(c->argv, &cut));
 	clog_rec_bool(r, "argv_truncated", cut);
 	clog_rec_ustr(r, "cwd", c->cwd, strlen(c->cwd));
-	/* as the result says it: a signal death is 128+N, as shells do */
-	code = WIFSIGNALED(c->status) ? 128 + WTERMSIG(c->status) :
-	    WEXITSTATUS(c->status);
+	/* as the result says it */
 	clog_rec_int(r, "exit_code", code);
-	if (code > 128 && code < 128 + 65)
-		clog_rec_int(r, "signal", code - 128);
+	if (sig >= 0)
+		clog_rec_int(r, "signal", sig);
 	else
 		clog_rec_str(r, "signal", NULL);
 	clog_rec_int(r, "duration_ms", c->ended_ms - c->started_ms);

@@ -840,10 +840,11 @@ xd_box_pick_root(const struct xd_cfg *c, const struct xd_create_spec *s,
 		    "profile", prof);
 		return xd_perr_set(e, 503, "backend_unavailable", "%s", err);
 	}
-	if (r->image[0] != '\0' && !sbx_elf_static(c->shim_static)) {
+	if (r->image[0] != '\0' && !c->shim_static_ok) {
 		snprintf(err, sizeof(err), "shim_static %.300s: not a static "
 		    "executable, which an image's sandbox needs (make "
-		    "sandbox-glue/shim/sluice-shim-static; set \"shim_static\")",
+		    "sandbox-glue/shim/sluice-shim-static; set \"shim_static\"; "
+		    "reload)",
 		    c->shim_static);
 		e->extra = json_pack("{s:s}", "reason", "shim_static");
 		return xd_perr_set(e, 503, "backend_unavailable", "%s", err);
@@ -967,7 +968,7 @@ xd_box_rec_init(struct xd *xd, struct xd_box *b, const char *key,
 	 * gofer (the agent answered ~15 ms sooner after "runsc run") */
 	snprintf(b->rec.shim, sizeof(b->rec.shim), "%s", b->rec.image[0] ||
 	    (strcmp(b->be->name, "gvisor") == 0 &&
-	    sbx_elf_static(c->shim_static)) ? c->shim_static : c->shim);
+	    c->shim_static_ok) ? c->shim_static : c->shim);
 	snprintf(b->rec.cgroup, sizeof(b->rec.cgroup), "%s", c->cgroups);
 	if (snprintf(b->rec.dir, sizeof(b->rec.dir), "%s/%s", c->state_dir,
 	    key) >= (int)sizeof(b->rec.dir))

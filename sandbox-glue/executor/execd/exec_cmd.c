@@ -428,6 +428,7 @@ cmd_finish(struct xd_cmd *c, int st)
 	struct sbx_proc proc;
 	int i, k;
 	uint64_t after;
+	json_int_t code, sig;
 
 	c->running = 0;
 	c->status = st;
@@ -483,7 +484,8 @@ cmd_finish(struct xd_cmd *c, int st)
 		b->fg = NULL;
 	xd_log(XD_LOG_DEBUG, "sandbox %s: command %s ended (0x%x)",
 	    b->rec.chat, c->id, st);
-	xd_audit_cmd(c);
+	code = xd_cmd_exit_code(c, &sig);
+	xd_audit_cmd(c, code, sig);
 	b->xd->stats.cmds_exited++;
 	b->xd->stats.timed_out += c->timed_out != 0;
 	b->xd->stats.oom_killed += c->oom_killed != 0;
@@ -923,7 +925,7 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 	struct xd_cmd *c = NULL;
 	struct sbx_cmd sc;
 	int po[2] = { -1, -1 }, pe[2] = { -1, -1 }, pi[2] = { -1, -1 }, i;
-	int pm = -1;
+	int pm = -1, pd[2] = { -1, -1 };
 	char err[XD_ERR_MAX], **env = NULL, *pwd = NULL;
 	json_t *benv = NULL;
 
@@ -967,6 +969,16 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 	}
 	if (spec->pty && pty_open(spec, &pm, pi, e) != 0)
 		goto fail;
+	/* the terminal's master read and written as the output and the
+	 * input: its two copies made before the command starts, so that
+	 * wanting a descriptor refuses the command rather than leaving
+	 * one running unwatched */
+	if (pm >= 0 && ((pd[0] = fcntl(pm, F_DUPFD_CLOEXEC, 0)) < 0 ||
+	    (pd[1] = fcntl(pm, F_DUPFD_CLOEXEC, 0)) < 0)) {
+		xd_perr_set(e, 500, "internal", "a terminal: %s",
+		    strerror(errno));
+		goto fail;
+	}
 	memset(&sc, 0, sizeof(sc));
 	sc.argv = spec->argv;
 	sc.envp = env;
@@ -998,8 +1010,9 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 		 * wrapper's own complaints go to stderr's pipe) */
 		close(po[0]);
 		close(pi[1]);
-		po[0] = dup(pm);
-		pi[1] = dup(pm);
+		po[0] = pd[0];
+		pi[1] = pd[1];
+		pd[0] = pd[1] = -1;
 		c->pty_fd = pm;
 		pm = -1;
 		c->is_pty = 1;
@@ -1025,6 +1038,8 @@ fail:
 	if (pm >= 0)
 		close(pm);
 	for (i = 0; i < 2; i++) {
+		if (pd[i] >= 0)
+			close(pd[i]);
 		if (po[i] >= 0)
 			close(po[i]);
 		if (pe[i] >= 0)
@@ -1106,21 +1121,25 @@ xd_cmd_forget(struct xd_cmd *c)
 
 /* ---- results ---- */
 
-static void
-exit_fields(const struct xd_cmd *c, json_int_t *code, json_int_t *sig)
+json_int_t
+xd_cmd_exit_code(const struct xd_cmd *c, json_int_t *sig)
 {
 	int st = c->status;
+	json_int_t code, n = -1;
 
-	*sig = -1;
 	if (WIFSIGNALED(st)) {
-		*sig = WTERMSIG(st);
-		*code = 128 + *sig;
-		return;
+		n = WTERMSIG(st);
+		code = 128 + n;
+	} else {
+		code = WEXITSTATUS(st);
+		/* the backends report a signal death as 128+N, as shells
+		 * do */
+		if (code > 128 && code < 128 + 65)
+			n = code - 128;
 	}
-	*code = WEXITSTATUS(st);
-	/* the backends report a signal death as 128+N, as shells do */
-	if (*code > 128 && *code < 128 + 65)
-		*sig = *code - 128;
+	if (sig != NULL)
+		*sig = n;
+	return code;
 }
 
 /* The bytes of s the answer shows: a character cut by the cap is not
@@ -1145,7 +1164,7 @@ xd_cmd_result(const struct xd_cmd *c, int with_output)
 	json_int_t code, sig;
 	json_t *o;
 
-	exit_fields(c, &code, &sig);
+	code = xd_cmd_exit_code(c, &sig);
 	o = json_pack("{s:s,s:I,s:o,s:b,s:b,s:b,s:I,s:b,s:b}",
 	    "id", c->id, "exit_code", code,
 	    "signal", sig >= 0 ? json_integer(sig) : json_null(),
@@ -1195,7 +1214,7 @@ xd_cmd_status(const struct xd_cmd *c)
 			json_object_set_new(o, "exit_code", json_null());
 		return o;
 	}
-	exit_fields(c, &code, &sig);
+	code = xd_cmd_exit_code(c, &sig);
 	json_object_set_new(o, "exit_code", json_integer(code));
 	json_object_set_new(o, "signal", sig >= 0 ? json_integer(sig) :
 	    json_null());

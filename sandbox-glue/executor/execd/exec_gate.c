@@ -729,22 +729,23 @@ xd_gate_reload(struct xd *xd)
 		gate_limits(xd->gate);
 }
 
+/* Their filters may be freed later (evhttp_free): they find no gate
+ * and free only themselves. */
+static void
+conn_forget(struct tcpadmit_conn *t)
+{
+	evtimer_del(t->timer);
+	((struct xd_conn *)t)->xd = NULL;
+}
+
 void
 xd_gate_stop(struct xd *xd)
 {
 	struct xd_gate *g = xd->gate;
-	struct tcpadmit_conn *t;
 
 	if (g == NULL)
 		return;
-	/* their filters may be freed later (evhttp_free): they find no
-	 * gate and free only themselves */
-	while ((t = TAILQ_FIRST(&g->ta.conns)) != NULL) {
-		TAILQ_REMOVE(&g->ta.conns, t, link);
-		evtimer_del(t->timer);
-		((struct xd_conn *)t)->xd = NULL;
-	}
-	tcpadmit_stop(&g->ta);
+	tcpadmit_stop(&g->ta, conn_forget);
 	free(g);
 	xd->gate = NULL;
 }

@@ -225,6 +225,30 @@ xd_conn_release(struct evhttp_connection *evcon, int cut)
 		shutdown(bufferevent_getfd(bev), SHUT_RDWR);
 }
 
+int
+xd_q_bool(const char *s, int *v)
+{
+	*v = s != NULL && (strcmp(s, "1") == 0 || strcmp(s, "true") == 0);
+	return s == NULL || *v || strcmp(s, "0") == 0 ||
+	    strcmp(s, "false") == 0 ? 0 : -1;
+}
+
+int
+xd_q_u64(const char *s, uint64_t *v)
+{
+	unsigned long long x;
+	char *end;
+
+	if (s == NULL)
+		return 0;
+	errno = 0;
+	x = strtoull(s, &end, 10);
+	if (*s < '0' || *s > '9' || *end != '\0' || errno != 0)
+		return -1;
+	*v = x;
+	return 0;
+}
+
 size_t
 xd_bev_queued(struct bufferevent *bev)
 {
@@ -241,6 +265,12 @@ xd_conn_queued(struct evhttp_connection *evcon)
 {
 	return xd_bev_queued(evcon != NULL ?
 	    evhttp_connection_get_bufferevent(evcon) : NULL);
+}
+
+size_t
+xd_req_queued(struct evhttp_request *req)
+{
+	return xd_conn_queued(evhttp_request_get_connection(req));
 }
 
 unsigned char *
@@ -287,7 +317,7 @@ xd_stream_json(struct evhttp_request *req, const char *event, json_t *j,
 	free(s);
 	evhttp_send_reply_chunk_with_cb(req, b, flushed, arg);
 	evbuffer_free(b);
-	return xd_conn_queued(evhttp_request_get_connection(req)) > watermark;
+	return xd_req_queued(req) > watermark;
 }
 
 void
@@ -336,7 +366,7 @@ xd_share_stalled(const struct xd *xd, const struct xd_share *s)
 int
 xd_stream_caught_up(struct evhttp_request *req, size_t watermark)
 {
-	return xd_conn_queued(evhttp_request_get_connection(req)) <=
+	return xd_req_queued(req) <=
 	    watermark / 2;
 }
 

@@ -99,22 +99,11 @@ sink_output(void *arg, struct xd_cmd *c, int stream, const unsigned char *b,
 	free(buf);
 }
 
-static json_int_t
-exit_code(const struct xd_cmd *c)
-{
-	json_t *r = xd_cmd_result(c, 0);
-	json_int_t code = r ? json_integer_value(json_object_get(r,
-	    "exit_code")) : 1;
-
-	json_decref(r);
-	return code;
-}
-
 static void
 sink_exit(void *arg, struct xd_cmd *c)
 {
 	struct xd_os_call *k = arg;
-	json_int_t code = exit_code(c);
+	json_int_t code = xd_cmd_exit_code(c, NULL);
 	char ev[24];
 	int i;
 
@@ -338,7 +327,7 @@ h_status(struct xd_os_call *k, const char *id)
 	    c->started_ms), "finished_at", c->running ? json_null() :
 	    xd_os_iso_ms(c->ended_ms));
 	if (!c->running) {
-		json_int_t code = exit_code(c);
+		json_int_t code = xd_cmd_exit_code(c, NULL);
 
 		json_object_set_new(o, "exit_code", json_integer(code));
 		if (c->timed_out || c->cancelled || c->stopped || code != 0)
@@ -914,12 +903,13 @@ static void
 h_pty(struct xd_os_call *k, const char *rest)
 {
 	enum evhttp_cmd_type m = evhttp_request_get_command(k->req);
-	const char *since = xd_os_q(k, "since"), *t = xd_os_q(k, "takeover");
-	char id[64], *end;
+	const char *since = xd_os_q(k, "since");
+	char id[64];
 	size_t n = strcspn(rest, "/");
-	unsigned long long off = 0;
+	uint64_t off = 0;
 	struct xd_perr e;
 	struct xd_cmd *c;
+	int takeover;
 
 	if (n == 0 || n >= sizeof(id) || (rest[n] != '\0' && strcmp(rest + n,
 	    "/ws") != 0)) {
@@ -949,18 +939,20 @@ h_pty(struct xd_os_call *k, const char *rest)
 		    "WebSocket)");
 		return;
 	}
-	errno = 0;
-	if (since != NULL && ((off = strtoull(since, &end, 10)), *since < '0' ||
-	    *since > '9' || *end != '\0' || errno != 0)) {
+	/* the native route's parsers: the two agree on what a value is */
+	if (xd_q_u64(since, &off) != 0) {
 		xd_os_reply_err(k, 400, "INVALID_REQUEST", "since: a byte "
 		    "offset");
+		return;
+	}
+	if (xd_q_bool(xd_os_q(k, "takeover"), &takeover) != 0) {
+		xd_os_reply_err(k, 400, "INVALID_REQUEST", "takeover: 1 or 0");
 		return;
 	}
 	/* ?pty=0 (pipes instead of a terminal) is not made: every session
 	 * here is a pty, as the connected message's mode says */
 	memset(&e, 0, sizeof(e));
-	if (xd_pty_attach(c, k->req, since != NULL, off, t != NULL &&
-	    (strcmp(t, "1") == 0 || strcmp(t, "true") == 0), &e) != 0) {
+	if (xd_pty_attach(c, k->req, since != NULL, off, takeover, &e) != 0) {
 		if (e.status == 409 && c->running) {
 			xd_perr_clear(&e);
 			xd_os_reply_err(k, 409, "ALREADY_CONNECTED", "a client "

@@ -146,20 +146,14 @@ pxy_end(struct pxy *p, int status, const char *code, const char *msg)
 		o.fail(o.arg, status, code, msg);
 }
 
-static size_t
-queued(struct evhttp_request *req)
-{
-	return xd_conn_queued(evhttp_request_get_connection(req));
-}
-
 static void
 flushed(struct evhttp_connection *evcon, void *arg)
 {
 	struct pxy *p = arg;
 
 	(void)evcon;
-	if (p->paused && queued(p->o.req) <= p->o.xd->cfg->stream_watermark /
-	    2) {
+	if (p->paused && xd_req_queued(p->o.req) <=
+	    p->o.xd->cfg->stream_watermark / 2) {
 		p->paused = 0;
 		bufferevent_enable(p->up, EV_READ);
 	}
@@ -449,7 +443,7 @@ up_read(struct bufferevent *bev, void *arg)
 	if (evbuffer_get_length(in) == 0)
 		return;
 	evhttp_send_reply_chunk_with_cb(p->o.req, in, flushed, p);
-	if (queued(p->o.req) > p->o.xd->cfg->stream_watermark) {
+	if (xd_req_queued(p->o.req) > p->o.xd->cfg->stream_watermark) {
 		p->paused = 1;
 		bufferevent_disable(bev, EV_READ);
 	}

@@ -133,14 +133,6 @@ conn_free(struct xd_ptyc *p)
 	}
 }
 
-/* Bytes not yet written to the client: the bufferevent's and, under
- * TLS (exec_gate.c's filter), the one under it. */
-static size_t
-queued(const struct xd_ptyc *p)
-{
-	return xd_bev_queued(p->bev);
-}
-
 static void
 on_close_timeout(evutil_socket_t fd, short what, void *arg)
 {
@@ -152,7 +144,7 @@ on_close_timeout(evutil_socket_t fd, short what, void *arg)
 	/* both closes done: free once our close is written (the layer
 	 * under a filter calls back no one when it has), within the
 	 * bound */
-	if (p->peer_closed && p->closing && queued(p) > 0 &&
+	if (p->peer_closed && p->closing && xd_bev_queued(p->bev) > 0 &&
 	    sbx_now_ms() < p->close_by) {
 		evtimer_add(p->ev_close, &tv);
 		return;
@@ -167,12 +159,6 @@ conn_done(struct xd_ptyc *p)
 	struct timeval now = { 0, 0 };
 
 	bufferevent_disable(p->bev, EV_READ);
-	if (p->ev_close == NULL)
-		p->ev_close = evtimer_new(p->xd->base, on_close_timeout, p);
-	if (p->ev_close == NULL) {
-		conn_free(p);
-		return;
-	}
 	if (p->close_by == 0)
 		p->close_by = sbx_now_ms() + CLOSE_WAIT_S * 1000;
 	evtimer_add(p->ev_close, &now);
@@ -200,9 +186,7 @@ conn_close(struct xd_ptyc *p, int code, const char *why)
 		return;
 	}
 	p->close_by = sbx_now_ms() + CLOSE_WAIT_S * 1000;
-	if ((p->ev_close = evtimer_new(p->xd->base, on_close_timeout, p)) !=
-	    NULL)
-		evtimer_add(p->ev_close, &tv);
+	evtimer_add(p->ev_close, &tv);
 }
 
 /* ---- the command's side ---- */
@@ -217,7 +201,7 @@ conn_output(void *arg, struct xd_cmd *c, int stream, const unsigned char *b,
 	(void)c;
 	if (p->closing)
 		return;
-	if (queued(p) + n > CLIENT_QUEUE_MAX) {
+	if (xd_bev_queued(p->bev) + n > CLIENT_QUEUE_MAX) {
 		/* a client that does not read: the ring keeps the output,
 		 * it comes back with ?since= */
 		send_error(p, "RUNTIME_ERROR", "the client reads too slowly: "
@@ -228,23 +212,13 @@ conn_output(void *arg, struct xd_cmd *c, int stream, const unsigned char *b,
 	send_frame(p, XD_WSF_BINARY, &ch, 1, b, n);
 }
 
-static json_int_t
-exit_code(const struct xd_cmd *c)
-{
-	if (WIFEXITED(c->status))
-		return WEXITSTATUS(c->status);
-	if (WIFSIGNALED(c->status))
-		return 128 + WTERMSIG(c->status);
-	return -1;
-}
-
 static void
 conn_exit(void *arg, struct xd_cmd *c)
 {
 	struct xd_ptyc *p = arg;
 
 	send_json(p, json_pack("{s:s,s:s,s:I,s:I}", "type", "exit",
-	    "session_id", c->id, "exit_code", exit_code(c), "offset",
+	    "session_id", c->id, "exit_code", xd_cmd_exit_code(c, NULL), "offset",
 	    (json_int_t)c->out[0].total));
 	conn_close(p, XD_WSF_NORMAL, "the terminal's shell exited");
 }
@@ -556,7 +530,8 @@ xd_pty_status(const struct xd_cmd *c)
 		json_object_set_new(o, "rows", json_integer(ws.ws_row));
 	}
 	if (o != NULL && !c->running)
-		json_object_set_new(o, "exit_code", json_integer(exit_code(c)));
+		json_object_set_new(o, "exit_code", json_integer(
+		    xd_cmd_exit_code(c, NULL)));
 	return o;
 }
 
@@ -612,13 +587,20 @@ xd_pty_attach(struct xd_cmd *c, struct evhttp_request *req, int has_since,
 		e->extra = json_pack("{s:s}", "reason", "ALREADY_CONNECTED");
 		return -1;
 	}
+	/* the closing's timer made with the connection: a close never
+	 * lacks its bound, and a connection is freed only where every
+	 * other is (conn_free: its timer, the client's end), never in the
+	 * middle of reading its frames */
 	if ((evcon = evhttp_request_get_connection(req)) == NULL ||
 	    evhttp_connection_get_bufferevent(evcon) == NULL ||
 	    (p = calloc(1, sizeof(*p))) == NULL) {
 		xd_perr_set(e, 500, "internal", "out of memory");
 		return -1;
 	}
-	if (has_since && xd_cmd_ring(c, 0, &off, &rb, &rn) != 0) {
+	if ((p->ev_close = evtimer_new(xd->base, on_close_timeout, p)) ==
+	    NULL || (has_since && xd_cmd_ring(c, 0, &off, &rb, &rn) != 0)) {
+		if (p->ev_close != NULL)
+			event_free(p->ev_close);
 		free(p);
 		xd_perr_set(e, 500, "internal", "out of memory");
 		return -1;

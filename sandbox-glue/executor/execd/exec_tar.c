@@ -1085,12 +1085,6 @@ struct tar_get {
 	char who[96];
 };
 
-static size_t
-tg_out_queued(struct tar_get *g)
-{
-	return xd_conn_queued(g->evcon);
-}
-
 static void
 tg_reap(struct tar_get *g)
 {
@@ -1292,7 +1286,7 @@ tg_pump(struct tar_get *g)
 		tg_finish(g, 0);
 		return;
 	}
-	q = tg_out_queued(g);
+	q = xd_conn_queued(g->evcon);
 	xd_share_seen(g->xd, &g->share, q);
 	if (q == 0)
 		g->share.moved_ms = sbx_now_ms();  /* waiting for the helper */

@@ -291,6 +291,10 @@ struct xd_cfg {
 	char image_dir[SBX_PATH_MAX];   /* the store */
 	char profile[SBX_ID_MAX + 1];   /* of a create without "profile" */
 	char shim_static[SBX_PATH_MAX]; /* the shim bound into images */
+	/* shim_static is a static executable (sbx_elf_static): not a key,
+	 * read once where the configuration is read (start, SIGHUP) rather
+	 * than at every create */
+	int shim_static_ok;
 	char tenant_profiles[4096];     /* sbx_profile_allowed's table */
 	char tcp[128];                  /* "" off */
 	int tcp_plain;                  /* tcp.plain_http: no TLS */
@@ -499,6 +503,12 @@ size_t xd_utf8_whole(const unsigned char *b, size_t n);
 /* Answers: proxy/lib/apireply.h (apireply_json, apireply_error); an
  * error setter's error as {"error": {...}}. */
 void xd_reply_perr(struct evhttp_request *req, struct xd_perr *e);
+/* Query values, the same on the native and the OpenSandbox routes: a
+ * yes/no (1, true, 0, false; NULL: no) and a byte offset (decimal
+ * digits; NULL: *v untouched).  0, or -1 when s is something else (the
+ * caller answers 400 in its API's words). */
+int xd_q_bool(const char *s, int *v) SLUICE_MUSTCHECK;
+int xd_q_u64(const char *s, uint64_t *v) SLUICE_MUSTCHECK;
 /* b (then freed) as a 200 answer of Content-Type type. */
 void xd_reply_text(struct evhttp_request *req, const char *type,
     struct evbuffer *b);
@@ -510,9 +520,11 @@ void xd_conn_release(struct evhttp_connection *evcon, int cut);
 struct bufferevent;
 /* Bytes not yet written to a client: its bufferevent's and, on TLS,
  * those exec_gate.c's filter already moved to the one under it (NULL
- * bev or evcon: 0).  Streams pause above stream_watermark. */
+ * bev or evcon: 0); of a bufferevent, of a connection, of a request.
+ * Streams pause above stream_watermark. */
 size_t xd_bev_queued(struct bufferevent *bev);
 size_t xd_conn_queued(struct evhttp_connection *evcon);
+size_t xd_req_queued(struct evhttp_request *req);
 /* A command's output as it is streamed: b[0..n) after what was carried
  * from the chunk before (carry, *ncarry: at most 3 bytes of a UTF-8
  * character cut short); the whole characters in a malloc'd buffer,
@@ -983,8 +995,9 @@ void xd_audit_close(struct xd *xd);
 void xd_audit_box(struct xd *xd, const char *action, const char *who,
     const char *role, const char *id, const char *tenant, const char *user,
     int status, const char *code, json_t *detail);
-/* One record for an ended command. */
-void xd_audit_cmd(const struct xd_cmd *c);
+/* One record for an ended command, its exit code and signal (-1 none)
+ * as xd_cmd_exit_code says them. */
+void xd_audit_cmd(const struct xd_cmd *c, json_int_t code, json_int_t sig);
 
 /* ---- exec_cmd.c ---- */
 
@@ -1076,6 +1089,10 @@ struct xd_cmd *xd_cmd_find(struct xd_box *b, const char *id);
 /* The result of exec (with_output: stdout and stderr too). */
 json_t *xd_cmd_result(const struct xd_cmd *c, int with_output);
 json_t *xd_cmd_status(const struct xd_cmd *c);
+/* An ended command's exit code as every answer and record says it (a
+ * signal death is 128+N, as shells say it); *sig (may be NULL) N, or -1
+ * when it was not a signal. */
+json_int_t xd_cmd_exit_code(const struct xd_cmd *c, json_int_t *sig);
 /* The ring from off[i] of each stream. */
 json_t *xd_cmd_output(const struct xd_cmd *c, const uint64_t off[2],
     int base64);

@@ -67,6 +67,9 @@ cfg_read(char *err, size_t errlen)
 		free(c);
 		return NULL;
 	}
+	/* its ELF header, once per configuration: a shim rebuilt in place
+	 * is seen at the next reload */
+	c->shim_static_ok = sbx_elf_static(c->shim_static);
 	return c;
 }
 
