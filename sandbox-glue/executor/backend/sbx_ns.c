@@ -391,15 +391,27 @@ cg_v1_own(const char *ctl, char *buf, size_t len)
 }
 
 /* This thread back in its own groups (those cg_v1_enter stepped out
- * of); -1 when one would not take it. */
+ * of).  A group that would not take it back (removed meanwhile, not
+ * ours to remove) leaves it at that hierarchy's root rather than in the
+ * sandbox's group, whose kill at destroy would reach this process; -1
+ * when even that failed. */
 static int
 cg_v1_leave(struct cg_back *bk)
 {
+	char root[SBX_PATH_MAX];
 	int rc = 0;
 
-	while (bk->n > 0)
-		if (write_file(bk->tasks[--bk->n], "0") != 0)
+	while (bk->n > 0) {
+		bk->n--;
+		if (write_file(bk->tasks[bk->n], "0") == 0)
+			continue;
+		snprintf(root, sizeof(root), "%s/%s/tasks", CG_V1,
+		    cg_v1_ctl[bk->n]);
+		fprintf(stderr, "sluice-run: back to %s: %s; to %s\n",
+		    bk->tasks[bk->n], strerror(errno), root);
+		if (write_file(root, "0") != 0)
 			rc = -1;
+	}
 	return rc;
 }
 
@@ -2129,9 +2141,18 @@ holder_clone(struct init_arg *a, char *stack, int *placed)
 			pid = clone(init_main, stack + INIT_STACK, ns | SIGCHLD,
 			    a);
 			/* root left these groups a moment ago: only a group
-			 * removed meanwhile (not ours to remove) would keep
-			 * this thread in the sandbox's until it exits */
-			(void)cg_v1_leave(&bk);
+			 * removed meanwhile (not ours to remove) sends this
+			 * thread to the hierarchy's root instead; should
+			 * that fail too, it must not stay in the sandbox's
+			 * group (its kill would reach the daemon) */
+			if (cg_v1_leave(&bk) != 0) {
+				if (pid > 0) {
+					(void)kill(pid, SIGKILL);
+					(void)waitpid(pid, NULL, 0);
+				}
+				errno = EBUSY;
+				return -1;
+			}
 		}
 	}
 	if (pid > 0) {
