@@ -636,6 +636,11 @@ key_apply(struct cfg_ctx *x, const struct cfg_key *k, json_t *v, void *base)
 		    1);
 		return 0;
 	case K_BUF:
+		if ((k->flags & KF_NULL) && json_is_null(v)) {
+			if (k->size > 0)
+				field[0] = '\0';
+			return 0;
+		}
 		return cfg_get_buf(x, v, k->size, k->flags & KF_ABS, field);
 	case K_ROLE:
 	case K_OPT:

@@ -110,6 +110,9 @@ typedef int (*field_fn)(struct cfg_ctx *x, const struct cfg_key *k,
 #define KF_LAST 1u
 /* KF_ABS: a K_BUF holding an absolute path */
 #define KF_ABS 2u
+/* KF_NULL: a K_BUF that null leaves empty (a key with no default, which
+ * --print-config prints as null until it is set) */
+#define KF_NULL 4u
 /* Flags from KF_OWN up are the table's owner's, for its field_fns. */
 #define KF_OWN 0x100u
 

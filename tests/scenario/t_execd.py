@@ -1185,6 +1185,10 @@ def config_cli(env):
               j["limits"]["output_cap"]), (120, 1680, 65536), "defaults")
     check_eq((j["tcp"]["listen"], j["tcp"]["max_conns"]), ("", 1024),
              "tcp's defaults, printed when it is off")
+    # every key is printed: those with no default as null
+    check_eq((j["tcp"].get("tls_cert", 0), j["tcp"].get("tls_key", 0),
+              j["lifecycle"].get("archive_s3", 0)), (None, None, None),
+             "keys with no default")
     printed = os.path.join(os.path.dirname(p), "printed.json")
     with open(printed, "wb") as f:
         f.write(r.stdout)

@@ -417,6 +417,13 @@ k_object(struct cfg_ctx *x, json_t *v, void *base)
 	return json_is_object(v) ? 0 : cfg_fail(x, "expected an object");
 }
 
+/* null: none (lifecycle.archive_s3 without an S3 store) */
+static int
+k_object_or_null(struct cfg_ctx *x, json_t *v, void *base)
+{
+	return json_is_null(v) ? 0 : k_object(x, v, base);
+}
+
 static int
 k_pools(struct cfg_ctx *x, json_t *v, void *base)
 {
@@ -561,7 +568,7 @@ static const struct cfg_key lifecycle_keys[] = {
 	LONG("archive_max_count_per_tenant", arch_max_count, 0, 100000000),
 	U64("archive_max_bytes_per_tenant", arch_max_bytes, 0, U64_ANY, 1),
 	{ "archive_store", K_FN, .fn = k_store },
-	{ "archive_s3", K_FN, .fn = k_object },
+	{ "archive_s3", K_FN, .fn = k_object_or_null },
 	{ .name = NULL }
 };
 
@@ -645,8 +652,8 @@ static const struct cfg_key control_keys[] = {
 
 static const struct cfg_key tcp_keys[] = {
 	BUF("listen", tcp, 0),
-	BUF("tls_cert", tls_cert, KF_ABS),
-	BUF("tls_key", tls_key, KF_ABS),
+	BUF("tls_cert", tls_cert, KF_ABS | KF_NULL),
+	BUF("tls_key", tls_key, KF_ABS | KF_NULL),
 	{ "tokens", K_FN, .fn = k_tokens },
 	LONG("max_conns", tcp_max_conns, 1, 100000),
 	LONG("max_conns_per_peer", tcp_max_conns_per_peer, 1, 100000),
@@ -790,6 +797,10 @@ lc_store(struct cfg_ctx *x, json_t *o, struct xd_cfg *c)
 	json_t *sv = json_object_get(o, "archive_store");
 	json_t *s3 = json_object_get(o, "archive_s3");
 	char e[XD_ERR_MAX], key[256];
+
+	/* null: none (what --print-config prints without an S3 store) */
+	if (json_is_null(s3))
+		s3 = NULL;
 	const char *st = sv != NULL ? json_string_value(sv) : "";
 	int rc;
 
@@ -1232,12 +1243,11 @@ xd_cfg_json(const struct xd_cfg *c)
 		    "archive_store", json_string(c->s3.url[0] ? c->s3.url :
 		    c->archive_dir));
 		/* the key files' paths, never what they hold */
-		if (c->s3.url[0])
-			json_object_set_new(json_object_get(o, "lifecycle"),
-			    "archive_s3", json_pack("{s:s,s:s,s:s,s:s}",
-			    "endpoint", c->s3.endpoint, "region", c->s3.region,
-			    "access_key_file", c->s3.access_key_file,
-			    "secret_key_file", c->s3.secret_key_file));
+		json_object_set_new(json_object_get(o, "lifecycle"),
+		    "archive_s3", c->s3.url[0] ? json_pack("{s:s,s:s,s:s,s:s}",
+		    "endpoint", c->s3.endpoint, "region", c->s3.region,
+		    "access_key_file", c->s3.access_key_file,
+		    "secret_key_file", c->s3.secret_key_file) : json_null());
 		json_object_set_new(json_object_get(o, "quotas"), "commands",
 		    json_integer((json_int_t)c->max_cmds));
 		json_object_set_new(json_object_get(o, "quotas"),
@@ -1249,21 +1259,19 @@ xd_cfg_json(const struct xd_cfg *c)
 	}
 	/* printed when off too, every key with its default ("listen" "" is
 	 * no TCP listener); the certificate and key have none (a path is
-	 * absolute), so they are printed only when set */
+	 * absolute): null until set */
 	if (o == NULL)
 		json_decref(toks);
-	else if ((t = json_pack("{s:s,s:b,s:s,s:s,s:o,"
+	else if ((t = json_pack("{s:s,s:b,s:o,s:o,s:o,"
 		    "s:I,s:I,s:I,s:I}", "listen", c->tcp, "plain_http",
-		    c->tcp_plain, "tls_cert", c->tls_cert,
-		    "tls_key", c->tls_key, "tokens", toks, "max_conns",
+		    c->tcp_plain, "tls_cert", c->tls_cert[0] ?
+		    json_string(c->tls_cert) : json_null(),
+		    "tls_key", c->tls_key[0] ? json_string(c->tls_key) :
+		    json_null(), "tokens", toks, "max_conns",
 		    (json_int_t)c->tcp_max_conns, "max_conns_per_peer",
 		    (json_int_t)c->tcp_max_conns_per_peer, "head_timeout_ms",
 		    (json_int_t)c->tcp_head_timeout_ms, "fd_reserve",
 		    (json_int_t)c->tcp_fd_reserve)) != NULL) {
-		if (!c->tls_cert[0])
-			json_object_del(t, "tls_cert");
-		if (!c->tls_key[0])
-			json_object_del(t, "tls_key");
 		json_object_set_new(o, "tcp", t);
 	}
 	if (o != NULL)
