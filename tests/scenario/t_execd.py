@@ -2327,6 +2327,33 @@ def ns_agent(env):
                what="the background command's exit")
     check_eq(x.app("GET", "/v1/sandboxes/na/commands/%s" % r.json["id"]
                    ).json["exit_code"], 0, "its exit code")
+    # after commands side by side, the idle workers beyond one retire
+    # (5 s) even while commands keep coming one by one
+    def agents():
+        n = 0
+        with open("/proc/%d/task/%d/children" % (rec["init_pid"],
+                                                  rec["init_pid"])) as f:
+            for p in f.read().split():
+                try:
+                    with open("/proc/%s/comm" % p) as c:
+                        n += c.read().strip() == "sbx-agent"
+                except OSError:
+                    pass
+        return n
+    ids = [x.app("POST", "/v1/sandboxes/na/commands",
+                 {"shell": "sleep 1"}).json["id"] for i in range(3)]
+    for c in ids:
+        wait_until(lambda: x.app("GET", "/v1/sandboxes/na/commands/%s" % c
+                                 ).json["status"] == "exited", 20,
+                   what="a command side by side")
+    most = agents()
+    check(most >= 3, "workers after commands side by side: %d" % most)
+    t0 = time.monotonic()
+    while agents() > 1 and time.monotonic() - t0 < 20:
+        ex(x, "na", {"shell": "true"})
+        time.sleep(0.5)
+    check_eq(agents(), 1, "workers left after %.0f s of one command at a "
+             "time (from %d)" % (time.monotonic() - t0, most))
     data = "".join("line %06d\n" % i for i in range(4000))
     o = ex(x, "na", {"cmd": ["cat"], "stdin": data})
     check(o["exit_code"] == 0 and o["stdout"] == data,
@@ -2370,17 +2397,6 @@ def ns_agent(env):
     check_eq(o["stdout"].strip(), "1", "the job left behind runs on")
     # a worker that waited 30 s for a command retires: an idle sandbox
     # is its holder and its shim; the next command makes one again
-    def agents():
-        n = 0
-        with open("/proc/%d/task/%d/children" % (rec["init_pid"],
-                                                  rec["init_pid"])) as f:
-            for p in f.read().split():
-                try:
-                    with open("/proc/%s/comm" % p) as c:
-                        n += c.read().strip() == "sbx-agent"
-                except OSError:
-                    pass
-        return n
     check(agents() >= 1, "no worker after a command")
     wait_until(lambda: agents() == 0, 45, what="the idle worker's retirement")
     o = ex(x, "na", {"shell": "echo again"})

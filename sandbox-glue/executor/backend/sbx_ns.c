@@ -722,10 +722,11 @@ set_rlimit(int res, uint64_t v)
 }
 
 /*
- * What of become_user depends on no request: the bounding and ambient
- * sets emptied, no_new_privs, the seccomp filter (nothing the process
- * does until its exec is a call the filter refuses).  The agent's
- * command processes do it before their request comes.  Returns -1 with
+ * The first of become_user: the bounding and ambient sets emptied,
+ * no_new_privs, the seccomp filter (nothing the process does until its
+ * exec is a call the filter refuses).  The filter was compiled before
+ * (the holder's, or the daemon's for the setns path): nothing here
+ * allocates, as a process made by ag_vfork may not.  Returns -1 with
  * errno and *what.
  */
 static int
@@ -748,16 +749,15 @@ confine_early(const char **what)
 }
 
 /* Drop to SBX_UID with no capabilities, no_new_privs, seccomp and the
- * rlimits (early: confine_early was done already).  Returns -1 with
- * errno; the caller reports and _exits. */
+ * rlimits.  Returns -1 with errno; the caller reports and _exits. */
 static int
-become_user(const struct sbx_rec *rec, int early, const char **what)
+become_user(const struct sbx_rec *rec, const char **what)
 {
 	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
 	struct __user_cap_data_struct d[2];
 	gid_t g = SBX_GID;
 
-	if (!early && confine_early(what) != 0)
+	if (confine_early(what) != 0)
 		return -1;
 	set_rlimit(RLIMIT_CORE, 0);
 	if (rec->lim.nofile)
@@ -1117,7 +1117,7 @@ shim_start(struct init_arg *a)
 			    strerror(errno));
 			_exit(126);
 		}
-	if (become_user(a->rec, 0, &what) != 0) {
+	if (become_user(a->rec, &what) != 0) {
 		fprintf(stderr, "sluice-run init: shim: %s: %s\n", what,
 		    strerror(errno));
 		_exit(126);
@@ -1283,10 +1283,12 @@ on_term(int sig)
  * to the sandbox user (become_user), exactly envp.  Never returns.
  */
 static void
-cmd_exec(const struct sbx_rec *rec, int early, int in, int out, int err,
+cmd_exec(const struct sbx_rec *rec, int in, int out, int err,
     const char *cwd, char *const *argv, char *const *envp)
 {
 	const char *what = "dup2";
+	char m[512];
+	int n, e;
 
 	if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
 		goto fail;
@@ -1297,14 +1299,23 @@ cmd_exec(const struct sbx_rec *rec, int early, int in, int out, int err,
 	what = "chdir";
 	if (chdir(cwd ? cwd : SBX_WORKDIR) != 0)
 		goto fail;
-	if (become_user(rec, early, &what) != 0)
+	if (become_user(rec, &what) != 0)
 		goto fail;
 	environ = (char **)envp;
 	execvp(argv[0], argv);
-	dprintf(2, "sluice-run: %s: %s\n", argv[0], strerror(errno));
-	_exit(errno == ENOENT ? 127 : 126);
+	e = errno;
+	/* no stdio: under ag_vfork this runs on the worker's memory, and
+	 * dprintf allocates */
+	n = snprintf(m, sizeof(m), "sluice-run: %s: %s\n", argv[0],
+	    strerror(e));
+	(void)!write(2, m, n > 0 && (size_t)n < sizeof(m) ? (size_t)n :
+	    sizeof(m) - 1);
+	_exit(e == ENOENT ? 127 : 126);
 fail:
-	dprintf(2, "sluice-run: %s: %s\n", what, strerror(errno));
+	n = snprintf(m, sizeof(m), "sluice-run: %s: %s\n", what,
+	    strerror(errno));
+	(void)!write(2, m, n > 0 && (size_t)n < sizeof(m) ? (size_t)n :
+	    sizeof(m) - 1);
 	_exit(125);
 }
 
@@ -1344,6 +1355,9 @@ fail:
  * (issue 26, density: a worker is a copy of the daemon's page tables
  * and mappings). */
 #define AG_IDLE_MS	30000
+/* Workers idle through a window this long were not needed: they retire
+ * (ag_surplus). */
+#define AG_SURPLUS_MS	5000
 /* The workers the holder knows of: idle ones wait in accept().  More
  * busy at once than this and a connection waits for one to be free. */
 #define AG_WORKERS_MAX	1024
@@ -1357,8 +1371,10 @@ static int ag_nfd[2] = { -1, -1 };
 static struct {
 	pid_t pid;
 	int idle;
+	int told;               /* SIGUSR1 sent: it retires */
+	int64_t since;          /* idle since (ms) */
 } ag_wk[AG_WORKERS_MAX];
-static int ag_nwk, ag_nidle;
+static int ag_nwk;
 
 static void
 ag_on_chld(int sig)
@@ -1401,9 +1417,14 @@ ag_setup(struct init_arg *a)
 		    "(commands enter with setns)\n", strerror(errno));
 		return;
 	}
-	/* compiled once here, inherited by every command's process (one
-	 * that fails here fails again in the command, which says why) */
-	(void)sbx_seccomp_prepare(err, sizeof(err));
+	/* compiled once here, for every command's process, which may not
+	 * compile it itself (ag_vfork: no allocation); should it fail,
+	 * the setns path compiles it again and says why */
+	if (sbx_seccomp_prepare(err, sizeof(err)) != 0) {
+		fprintf(stderr, "sluice-run init: agent: seccomp: %s "
+		    "(commands enter with setns)\n", err);
+		return;
+	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sun_family = AF_UNIX;
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", AG_DIR, AG_SOCK);
@@ -1567,7 +1588,7 @@ ag_recv_spawn(int conn, char *req, size_t cap, size_t *len, int fds[3])
 	struct cmsghdr *c;
 	uint32_t n;
 	size_t got = 0;
-	ssize_t k;
+	ssize_t k, r;
 	int t;
 
 	memset(&m, 0, sizeof(m));
@@ -1578,23 +1599,43 @@ ag_recv_spawn(int conn, char *req, size_t cap, size_t *len, int fds[3])
 	while ((k = recvmsg(conn, &m, MSG_WAITALL | MSG_CMSG_CLOEXEC)) < 0 &&
 	    errno == EINTR)
 		;
+	r = k;
 	if (k != (ssize_t)sizeof(hdr) || (c = CMSG_FIRSTHDR(&m)) == NULL ||
 	    c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
 	    c->cmsg_len != CMSG_LEN(3 * sizeof(int)))
-		return -1;
+		goto fail;
 	memcpy(fds, CMSG_DATA(c), 3 * sizeof(int));
 	if (ag_hdr_get(hdr, &t, &n) != 0 || t != AG_SPAWN || n > cap)
-		return -1;
+		goto fail;
 	while (got < n) {
 		k = read(conn, req + got, n - got);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0)
-			return -1;
+			goto fail;
 		got += (size_t)k;
 	}
 	*len = n;
 	return 0;
+fail:
+	/* what came with it, whatever its count (the worker lives on) */
+	for (c = r > 0 ? CMSG_FIRSTHDR(&m) : NULL; c != NULL;
+	    c = CMSG_NXTHDR(&m, c)) {
+		size_t i, nfd;
+
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < nfd; i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int),
+			    sizeof(fd));
+			close(fd);
+		}
+	}
+	fds[0] = fds[1] = fds[2] = -1;
+	return -1;
 }
 
 /* What the command's process needs (ag_cmd_main runs on its worker's
@@ -1617,19 +1658,22 @@ static int
 ag_cmd_main(void *arg)
 {
 	const struct ag_cmd *c = arg;
-	char p[AG_TAG_MAX + 16];
-	int fd;
+	char p[AG_TAG_MAX + 16], m[AG_TAG_MAX + 200];
+	int fd, n;
 
 	ag_signals_default();
 	snprintf(p, sizeof(p), "%s/tasks", c->s->tag);
 	if ((fd = openat(c->a->cg_fd, p, O_WRONLY | O_CLOEXEC)) < 0 ||
 	    write(fd, "0", 1) != 1) {
-		dprintf(c->err, "sluice-run: command group %s: %s\n",
-		    c->s->tag, strerror(errno));
+		/* no stdio here (cmd_exec says why) */
+		n = snprintf(m, sizeof(m), "sluice-run: command group %s: "
+		    "%s\n", c->s->tag, strerror(errno));
+		(void)!write(c->err, m, n > 0 && (size_t)n < sizeof(m) ?
+		    (size_t)n : sizeof(m) - 1);
 		_exit(125);
 	}
 	close(fd);
-	cmd_exec(c->a->rec, 0, c->in, c->out, c->err, c->s->cwd, c->s->argv,
+	cmd_exec(c->a->rec, c->in, c->out, c->err, c->s->cwd, c->s->argv,
 	    c->s->envp);
 	return 125;
 }
@@ -1732,6 +1776,14 @@ ag_serve(struct init_arg *a, int conn)
 	if (ag_spawn_parse(req, n, &s, err, sizeof(err)) != 0)
 		goto gone;
 	parsed = 1;
+	/* the host says nothing after SPAWN: anything to read is its end
+	 * (it gave up waiting, NS_AG_REPLY_MS): nothing starts then */
+	{
+		struct pollfd pf = { conn, POLLIN | POLLRDHUP, 0 };
+
+		if (poll(&pf, 1, 0) != 0)
+			goto gone;
+	}
 	/* the host's tag names the group (kill_tree, release) */
 	if (mkdirat(a->cg_fd, s.tag, 0755) != 0) {
 		snprintf(err, sizeof(err), "command group %s: %s", s.tag,
@@ -1777,6 +1829,8 @@ ag_serve(struct init_arg *a, int conn)
 		ag_exit_put(e, 0, WEXITSTATUS(st));
 	if (conn >= 0)
 		(void)ag_write_frame(conn, AG_EXIT, e, 2);
+	ag_close(&conn);
+	ag_close(&pidfd);
 	/* background jobs keep the pipes: their writes are dropped */
 	while (po[0] >= 0 || pe[0] >= 0) {
 		struct pollfd pf[2] = { { po[0], POLLIN, 0 },
@@ -1796,9 +1850,13 @@ gone:
 		(void)ag_write_frame(conn, AG_ERROR, err, strlen(err));
 	if (made)
 		ag_kill_group(a->cg_fd, s.tag);
-	if (pid > 0)
+	/* (under a sanitizer ag_vfork forks: it may not be in its group
+	 * yet) */
+	if (pid > 0) {
+		(void)kill(pid, SIGKILL);
 		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 			;
+	}
 	if (made)
 		(void)unlinkat(a->cg_fd, s.tag, AT_REMOVEDIR);
 	if (parsed)
@@ -1813,22 +1871,39 @@ gone:
 	ag_close(&conn);
 }
 
+/* A worker the holder has told to retire (SIGUSR1: more are idle than
+ * one); blocked but in ag_next's wait, so that it is never lost. */
+static volatile sig_atomic_t ag_retire;
+
+static void
+ag_on_retire(int sig)
+{
+	(void)sig;
+	ag_retire = 1;
+}
+
 /* A connection for a worker, which waits AG_IDLE_MS at most for one:
- * the connection, or -1 (retire). */
+ * the connection, -1 (retire: none came, or the holder said so) or -2
+ * (it cannot wait: the holder waits a second before the next one). */
 static int
 ag_next(void)
 {
 	int64_t end = sbx_now_ms() + AG_IDLE_MS;
+	sigset_t open;
 
+	sigemptyset(&open);
 	for (;;) {
 		struct pollfd pf = { ag_lfd, POLLIN, 0 };
 		int64_t left = end - sbx_now_ms();
+		struct timespec ts;
 		int r, conn;
 
-		if (left <= 0)
+		if (left <= 0 || ag_retire)
 			return -1;
-		if ((r = poll(&pf, 1, (int)left)) < 0 && errno != EINTR)
-			return -1;
+		ts.tv_sec = (time_t)(left / 1000);
+		ts.tv_nsec = (long)(left % 1000) * 1000000;
+		if ((r = ppoll(&pf, 1, &ts, &open)) < 0 && errno != EINTR)
+			return -2;
 		if (r <= 0)
 			continue;
 		/* non-blocking: another worker may have taken it */
@@ -1836,22 +1911,35 @@ ag_next(void)
 			return conn;
 		if (errno != EINTR && errno != EAGAIN &&
 		    errno != ECONNABORTED)
-			return -1;
+			return -2;
 	}
 }
 
 /*
  * A worker: waits for a connection, serves its command, waits again;
- * retires once none came for AG_IDLE_MS.  Its pid, or -1.
+ * retires once none came for AG_IDLE_MS, or once the holder says more
+ * are idle than one (AG_SURPLUS_MS).  Its pid, or -1.
  */
 static pid_t
 ag_worker(struct init_arg *a)
 {
+	struct sigaction sa;
+	sigset_t usr1;
 	pid_t me;
 	int conn;
 
-	if ((me = fork()) != 0)
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	/* blocked from birth: the holder's word waits for ag_next */
+	sigprocmask(SIG_BLOCK, &usr1, NULL);
+	if ((me = fork()) != 0) {
+		sigprocmask(SIG_UNBLOCK, &usr1, NULL);
 		return me;
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = ag_on_retire;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGUSR1, &sa, NULL);
 	signal(SIGCHLD, SIG_DFL);
 	signal(SIGPIPE, SIG_IGN);
 	util_close_pair(ag_sigp);
@@ -1862,7 +1950,7 @@ ag_worker(struct init_arg *a)
 		ag_serve(a, conn);
 		ag_note(1);
 	}
-	_exit(AG_WORKER_IDLE);
+	_exit(conn == -1 ? AG_WORKER_IDLE : 1);
 }
 
 static int
@@ -1876,6 +1964,31 @@ ag_wk_find(pid_t pid)
 	return -1;
 }
 
+/* Idle workers not told to retire. */
+static int
+ag_free(void)
+{
+	int i, n = 0;
+
+	for (i = 0; i < ag_nwk; i++)
+		n += ag_wk[i].idle && !ag_wk[i].told;
+	return n;
+}
+
+/* The fewest free workers seen in this AG_SURPLUS_MS window (0: the
+ * window has no start yet). */
+static int64_t ag_win_start;
+static int ag_win_min;
+
+static void
+ag_win_see(void)
+{
+	int f = ag_free();
+
+	if (ag_win_start != 0 && f < ag_win_min)
+		ag_win_min = f;
+}
+
 /* A worker reaped: 1 when it was one of ours. */
 static int
 ag_wk_gone(pid_t pid, int status)
@@ -1884,9 +1997,8 @@ ag_wk_gone(pid_t pid, int status)
 
 	if (i < 0)
 		return 0;
-	if (ag_wk[i].idle)
-		ag_nidle--;
 	ag_wk[i] = ag_wk[--ag_nwk];
+	ag_win_see();
 	/* one that failed (its fork, pids.max): not at once again */
 	if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0 &&
 	    WEXITSTATUS(status) != AG_WORKER_IDLE))
@@ -1910,14 +2022,54 @@ ag_wk_notes(void)
 			    ag_wk[j].idle == idle)
 				continue;
 			ag_wk[j].idle = idle;
-			ag_nidle += idle ? 1 : -1;
+			ag_wk[j].since = sbx_now_ms();
+			ag_win_see();
 		}
 }
 
 /*
- * The holder's wait: a child's exit, a worker's note, or (while no
- * worker is idle) a connection, for which it makes one.  busy: a child
- * was just reaped (more may be).
+ * Workers that were idle through a whole AG_SURPLUS_MS window were not
+ * needed in it: that many retire (SIGUSR1; those idle longest first,
+ * one free worker always left to AG_IDLE_MS).  Commands side by side
+ * leave idle workers behind, and commands one by one would otherwise
+ * share them round, so that none is ever idle for AG_IDLE_MS.  The ms
+ * until the window's end, or -1 (one worker or none: no window).
+ */
+static int
+ag_surplus(int64_t now)
+{
+	int n, i;
+
+	if (ag_nwk < 2) {
+		ag_win_start = 0;
+		return -1;
+	}
+	if (ag_win_start == 0) {
+		ag_win_start = now;
+		ag_win_min = ag_free();
+	}
+	if (now - ag_win_start < AG_SURPLUS_MS)
+		return (int)(ag_win_start + AG_SURPLUS_MS - now);
+	for (n = ag_win_min < ag_free() - 1 ? ag_win_min : ag_free() - 1;
+	    n > 0; n--) {
+		int old = -1;
+
+		for (i = 0; i < ag_nwk; i++)
+			if (ag_wk[i].idle && !ag_wk[i].told && (old < 0 ||
+			    ag_wk[i].since < ag_wk[old].since))
+				old = i;
+		(void)kill(ag_wk[old].pid, SIGUSR1);
+		ag_wk[old].told = 1;
+	}
+	ag_win_start = now;
+	ag_win_min = ag_free();
+	return AG_SURPLUS_MS;
+}
+
+/*
+ * The holder's wait: a child's exit, a worker's note, a surplus idle
+ * worker's time, or (while no worker is idle) a connection, for which it
+ * makes one.  busy: a child was just reaped (more may be).
  */
 static void
 ag_wait(struct init_arg *a, int busy)
@@ -1926,22 +2078,25 @@ ag_wait(struct init_arg *a, int busy)
 	    { ag_nfd[0], POLLIN, 0 }, { ag_lfd, POLLIN, 0 } };
 	int64_t now = sbx_now_ms();
 	nfds_t n = 2;
-	int ms = busy ? 0 : -1;
+	int ms = busy ? 0 : -1, sm = ag_surplus(now);
 	char c[64];
 	pid_t pid;
 
-	if (ag_nidle == 0 && ag_nwk < AG_WORKERS_MAX) {
+	/* (one told to retire takes no connection) */
+	if (ag_free() == 0 && ag_nwk < AG_WORKERS_MAX) {
 		if (now >= ag_retry_ms)
 			n = 3;
 		else if (!busy)
 			ms = (int)(ag_retry_ms - now);
 	}
+	if (sm >= 0 && (ms < 0 || sm < ms))
+		ms = sm;
 	if (poll(pf, n, ms) <= 0)
 		return;
 	while (read(ag_sigp[0], c, sizeof(c)) > 0)
 		;
 	ag_wk_notes();
-	if (n < 3 || !(pf[2].revents & POLLIN) || ag_nidle > 0)
+	if (n < 3 || !(pf[2].revents & POLLIN) || ag_free() > 0)
 		return;
 	if ((pid = ag_worker(a)) < 0) {
 		fprintf(stderr, "sluice-run init: agent: fork: %s\n",
@@ -1949,9 +2104,10 @@ ag_wait(struct init_arg *a, int busy)
 		ag_retry_ms = sbx_now_ms() + 1000;
 		return;
 	}
+	memset(&ag_wk[ag_nwk], 0, sizeof(ag_wk[0]));
 	ag_wk[ag_nwk].pid = pid;
+	ag_wk[ag_nwk].since = sbx_now_ms();
 	ag_wk[ag_nwk++].idle = 1;
-	ag_nidle++;
 }
 
 static int
@@ -2584,7 +2740,7 @@ drainer(const struct sbx_rec *rec, int in[2], int out[2], int ctl, int ack)
 
 /* ---- spawn through the holder's agent ---- */
 
-#define NS_AG_REPLY_MS	10000	/* STARTED: the worker is made ahead */
+#define NS_AG_REPLY_MS	10000	/* STARTED (a worker may have to be forked) */
 #define NS_AG_EXIT_MS	1000	/* EXIT's payload after its header */
 
 /*
@@ -2725,8 +2881,9 @@ ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 	snprintf(out->tag, sizeof(out->tag), "x%llu-%d-%u",
 	    (unsigned long long)ticks_now(), (int)getpid(), tag_seq++);
 	if (strcmp(rec->cgroup, "v1") == 0) {
-		/* "a...": the agent's (its worker is gone when it says
-		 * EXIT), "x...": the setns path's */
+		/* "a...": the agent's (its worker is not in the command's
+		 * group: once EXIT is said only what the command left
+		 * running is), "x...": the setns path's */
 		out->tag[0] = 'a';
 		if ((rc = ns_ag_spawn(rec, cmd, out, err, errlen)) != 1)
 			return rc;
@@ -2802,7 +2959,7 @@ ns_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd, struct sbx_proc *out,
 		}
 		if (child == 0) {
 			/* errors go to the command's stderr from here */
-			cmd_exec(rec, 0, cmd->fd_in, pin[0][1], pin[1][1], cmd->cwd,
+			cmd_exec(rec, cmd->fd_in, pin[0][1], pin[1][1], cmd->cwd,
 			    cmd->argv, cmd->envp);
 		}
 		close(rep[1]);
