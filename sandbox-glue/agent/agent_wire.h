@@ -17,6 +17,23 @@
  * STDOUT/STDERR frames and one EXIT; after KILL or RELEASE, EXIT (0
  * done, 1 not) or ERROR.
  *
+ * CONNECT (host to agent, the first frame): a port, 2 bytes big endian,
+ * 1..65535.  The agent connects to 127.0.0.1:port inside the sandbox
+ * and answers CONNECTED, whose payload is the connect's errno, 4 bytes
+ * big endian (0: connected, else 1..4095: ECONNREFUSED when nothing
+ * listens there); after a CONNECTED of 0 the connection carries the TCP
+ * connection's raw bytes both ways, no more frames, and a half-close
+ * (shutdown) of either side is passed on to the other.
+ *
+ * PTY (host to agent, the first frame, then SPAWN): rows and cols, 2
+ * bytes big endian each, 1..65535: the command gets a terminal the agent
+ * opens inside (its slave on 0, 1 and 2, the command's session without a
+ * controlling terminal: a wrapper that wants one, setsid -c, takes it),
+ * the master's output comes as STDOUT frames (no STDERR), STDIN frames
+ * are written to the master, an empty one closes it (a hangup), SIGNAL
+ * goes to the terminal's foreground process group, and RESIZE (the same
+ * payload as PTY) sets its size.
+ *
  * SPAWN's payload is NUL-terminated strings, each ended, nothing after
  * the last: tag, cwd, fsize, nofile, nproc, argc, then argc arguments,
  * then the environment (NAME=value each).  The numbers are decimal
@@ -33,9 +50,9 @@
 
 enum {
 	AG_SPAWN = 1, AG_STDIN = 2, AG_SIGNAL = 3, AG_KILL = 4,
-	AG_RELEASE = 5,
+	AG_RELEASE = 5, AG_CONNECT = 6, AG_PTY = 7, AG_RESIZE = 8,
 	AG_STARTED = 16, AG_STDOUT = 17, AG_STDERR = 18, AG_EXIT = 19,
-	AG_ERROR = 20
+	AG_ERROR = 20, AG_CONNECTED = 21
 };
 
 #define AG_HDR		8
@@ -88,6 +105,16 @@ int ag_exit_parse(const unsigned char *p, size_t n);
  * byte, 1..64.  -1 when not. */
 long ag_started_parse(const unsigned char *p, size_t n);
 int ag_signal_parse(const unsigned char *p, size_t n);
+/* CONNECT: the port, -1 when not one.  CONNECTED: the errno (0
+ * connected), -1 when not one.  PTY and RESIZE: 0 and the size, -1 when
+ * not one. */
+void ag_port_put(unsigned char p[2], int port);
+long ag_port_parse(const unsigned char *p, size_t n);
+void ag_connected_put(unsigned char p[4], int err);
+int ag_connected_parse(const unsigned char *p, size_t n);
+void ag_winsize_put(unsigned char p[4], unsigned rows, unsigned cols);
+int ag_winsize_parse(const unsigned char *p, size_t n, unsigned *rows,
+    unsigned *cols);
 
 /* Blocking I/O of one whole frame on fd (EINTR retried).  ag_read_frame
  * reads a payload of at most cap bytes into buf: 0, or -1 on error, EOF

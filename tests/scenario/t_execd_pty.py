@@ -34,11 +34,13 @@ python3 -m http.server serves a file and a listing (query passed on), a
 POST's 501 passed on, a WebSocket echo server relayed after its 101,
 over the Unix socket and over TLS with a tenant-bound token (which the
 server inside never sees), another tenant's token 404, nothing
-listening 502 bad_gateway.
+listening 502 bad_gateway, a POST's body seen by the server inside.
 
-gvisor: a gVisor sandbox (its stdin is relayed, no pty reaches it)
-refuses a terminal with 501 backend_unavailable, reason no_terminal
-(skips without a working runsc).
+gvisor_session, gvisor_replay_takeover, gvisor_ports: session,
+replay_takeover and ports again with every sandbox on gVisor, where the
+terminal is one the agent opens inside (relayed to the daemon's pty,
+resized and signalled through the backend) and a port is reached by the
+agent's connect inside (CONNECT; skips without a working runsc).
 
 tls: the same over the TCP listener (TLS, a bearer token bound to the
 sandbox's tenant), through exec_gate.c's filter, which passes a
@@ -60,7 +62,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import Suite, Fail, check, check_eq, free_port  # noqa: E402
 from t_execd import (start, create, check_err, root_call,  # noqa: E402
-                     preflight, runsc_works)
+                     preflight, runsc_works, _backend)
 from harness import Skip  # noqa: E402
 import sdklib  # noqa: E402
 
@@ -545,25 +547,6 @@ def opensandbox(env):
     check_eq(st, 204, "delete")
 
 
-@S.case
-def gvisor(env):
-    preflight()
-    if not runsc_works():
-        raise Skip("runsc not installed")
-    d, ctl, x = start(env)
-    r = x.app("POST", "/v1/sandboxes", {
-        "id": "g1", "backend": "gvisor", "tenant": "acme", "user": "alice",
-        "network": {"tier": "public"}, "limits": {"memory_mb": 256}},
-        timeout=180)
-    if r.status == 503 and r.code() == "backend_unavailable":
-        raise Skip("gvisor does not run here: %s" % r.json["error"]
-                   ["message"])
-    check_eq(r.status, 201, "gvisor create: %r" % r)
-    r = x.app("POST", "/v1/sandboxes/g1/pty", {})
-    check_err(r, 501, "backend_unavailable", "a terminal in gVisor")
-    check_eq(r.json["error"]["reason"], "no_terminal", "reason")
-
-
 def raw_http(sock, method, path, headers=(), body=b""):
     h = "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" % (method,
                                                                   path)
@@ -625,6 +608,13 @@ def ports(env):
         b"        self.send_header('Content-Length', str(len(b)))\n"
         b"        self.end_headers()\n"
         b"        self.wfile.write(b)\n"
+        b"    def do_POST(self):\n"
+        b"        n = int(self.headers['Content-Length'])\n"
+        b"        b = b'got:' + self.rfile.read(n)\n"
+        b"        self.send_response(200)\n"
+        b"        self.send_header('Content-Length', str(len(b)))\n"
+        b"        self.end_headers()\n"
+        b"        self.wfile.write(b)\n"
         b"h.HTTPServer(('127.0.0.1', 8002), H).serve_forever()\n"))
     for cmd in ("cd site && exec python3 -m http.server 8000 --bind "
                 "127.0.0.1", "exec python3 echo.py 8001",
@@ -649,6 +639,15 @@ def ports(env):
     st, hd, body = raw_http(unix(x), "POST", "/v1/sandboxes/w1/ports/8000/x",
                             body=b"data")
     check_eq(st, 501, "the server's own 501 for a POST, passed on")
+    for _ in range(100):
+        st, hd, body = raw_http(unix(x), "POST",
+                                "/v1/sandboxes/w1/ports/8002/p",
+                                body=b"x" * 70000 + b"-end")
+        if not (st == 502 and b"port_unreachable" in body):
+            break
+        time.sleep(0.1)
+    check(st == 200 and body == b"got:" + b"x" * 70000 + b"-end",
+          "a POST's body through the proxy: %r %r" % (st, body[-40:]))
     st, hd, body = get("/v1/sandboxes/w1/ports/8009/")
     check(body.startswith(b"{"), "a JSON error: %r %r %r" % (st, hd, body))
     j = json.loads(body)
@@ -690,6 +689,25 @@ def ports(env):
     w.close()
     check_eq(x.auditor("GET", "/v1/sandboxes/w1/ports/8000/").status, 403,
              "the auditor may not")
+
+
+def on_gvisor(fn):
+    """The case fn again, every sandbox of it on gVisor."""
+    def case(env):
+        preflight()
+        if not runsc_works():
+            raise Skip("runsc not installed")
+        _backend["name"] = "gvisor"
+        try:
+            fn(env)
+        finally:
+            _backend["name"] = ""
+    case.__name__ = "gvisor_" + fn.__name__
+    return S.case(case)
+
+
+for _fn in (session, replay_takeover, ports):
+    on_gvisor(_fn)
 
 
 if __name__ == "__main__":
