@@ -27,12 +27,14 @@
  *
  * PTY (host to agent, the first frame, then SPAWN): rows and cols, 2
  * bytes big endian each, 1..65535: the command gets a terminal the agent
- * opens inside (its slave on 0, 1 and 2, the command's session without a
- * controlling terminal: a wrapper that wants one, setsid -c, takes it),
- * the master's output comes as STDOUT frames (no STDERR), STDIN frames
- * are written to the master, an empty one closes it (a hangup), SIGNAL
- * goes to the terminal's foreground process group, and RESIZE (the same
- * payload as PTY) sets its size.
+ * opens inside (its slave on 0, 1 and 2 and the controlling terminal of
+ * the session a keeper of the agent's leads, the command in a process
+ * group of its own in the foreground), the master's output comes as
+ * STDOUT frames (no STDERR), STDIN frames are written to the master (an
+ * empty one ends the input; under ISIG the signal characters are taken
+ * out and signal the foreground group), SIGNAL goes to the terminal's
+ * foreground process group, and RESIZE (the same payload as PTY) sets
+ * its size.
  *
  * SPAWN's payload is NUL-terminated strings, each ended, nothing after
  * the last: tag, cwd, fsize, nofile, nproc, argc, then argc arguments,

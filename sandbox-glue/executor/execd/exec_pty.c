@@ -9,7 +9,11 @@
  * command runs (the sandbox user, its cgroups and namespaces, killed
  * with its tree); the wrapper inside (setsid -c) makes the slave its
  * controlling terminal and points stdout and stderr at it, so that
- * Ctrl-C, job control and `stty size` work as on any terminal.  Its
+ * Ctrl-C, job control and `stty size` work as on any terminal.  A
+ * backend whose commands' stdin is relayed (gvisor: no tty_stdin) makes
+ * a terminal inside and relays it to this one (sbx.h, cmd.tty): there
+ * its keeper owns the terminal (no setsid -c), and a resize and a signal
+ * go to it through the backend's resize and tty_signal.  Its
  * output is the command's stdout ring (ring_bytes): offsets count from
  * the terminal's first byte, and a replay since an offset starts at the
  * oldest byte still kept.  The session id is the command's id.
