@@ -29,7 +29,7 @@ sandbox through sluiced, egress_raw as raw HTTP) and the port proxy
 (ports_sdk: a background python3 -m http.server reached with the SDK's
 endpoint, its header and a signed preview URL, and a WebSocket echo
 server, os_ws_echo.py, through the signed URL with Node's WebSocket
-client; ports_raw: refusals); gvisor_ports_sdk and gvisor_ports_raw
+client; ports_raw: refusals); gv_ports_sdk and gv_ports_raw
 run both again on gVisor, where the sandbox's agent connects inside
 (skip without a working runsc)."""
 
@@ -475,7 +475,9 @@ def on_gvisor(fn):
             fn(env)
         finally:
             t_execd._backend["name"] = ""
-    case.__name__ = "gvisor_" + fn.__name__
+    # "gv_": the case's directory is in the session socket's path,
+    # which sun_path bounds
+    case.__name__ = "gv_" + fn.__name__
     case.__doc__ = fn.__doc__
     return S.case(case)
 

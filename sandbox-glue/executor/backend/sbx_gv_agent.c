@@ -432,7 +432,7 @@ sbx_gv_agent_port_connect(const struct sbx_rec *rec, int port, char *err,
 {
 	unsigned char b[AG_ERR_MAX + 1];
 	size_t n;
-	int fd, t, e;
+	int fd, t, e = 0, rc = -1;
 
 	if (port < 1 || port > 65535)
 		return sbx_err(err, errlen, "port %d: 1..65535", port);
@@ -444,28 +444,31 @@ sbx_gv_agent_port_connect(const struct sbx_rec *rec, int port, char *err,
 	 * bounded itself, shorter */
 	if (ag_write_frame(fd, AG_CONNECT, b, 2) != 0 ||
 	    ga_read(fd, GA_REPLY_MS, &t, b, sizeof(b) - 1, &n) != 0) {
-		close(fd);
-		return sbx_err(err, errlen, "the sandbox's agent did not "
-		    "answer");
+		sbx_err(err, errlen, "the sandbox's agent did not answer");
+		goto out;
 	}
-	if (t == AG_ERROR || t != AG_CONNECTED || (e = ag_connected_parse(b,
-	    n)) < 0) {
+	if (t != AG_CONNECTED || (e = ag_connected_parse(b, n)) < 0) {
 		b[t == AG_ERROR ? n : 0] = '\0';
-		close(fd);
-		return sbx_err(err, errlen, "the sandbox's agent: %s",
-		    t == AG_ERROR ? (char *)b : "protocol error");
+		sbx_err(err, errlen, "the sandbox's agent: %s", t == AG_ERROR ?
+		    (char *)b : "protocol error");
+		goto out;
 	}
 	if (e != 0) {
-		close(fd);
 		sbx_err(err, errlen, "127.0.0.1:%d in the sandbox: %s", port,
 		    strerror(e));
-		errno = e;
-		return -2;
+		rc = -2;
+		goto out;
 	}
 	if (fcntl(fd, F_SETFL, O_NONBLOCK) != 0) {
 		e = errno;
-		close(fd);
-		return sbx_err(err, errlen, "fcntl: %s", strerror(e));
+		sbx_err(err, errlen, "fcntl: %s", strerror(e));
+		goto out;
 	}
 	return fd;
+out:
+	close(fd);
+	/* after the close: -2's errno is the connect's inside */
+	if (rc == -2)
+		errno = e;
+	return rc;
 }
