@@ -11,8 +11,8 @@
  * the type's bound, a payload that does not parse exactly) ends the
  * connection: nothing is skipped or guessed.
  *
- * Host to agent: the first frame names the request, SPAWN, KILL or
- * RELEASE; after SPAWN, STDIN frames (an empty one is end of input) and
+ * Host to agent: the first frame names the request, SPAWN, KILL,
+ * RELEASE, CONNECT or PTY (then SPAWN); after SPAWN, STDIN frames (an empty one is end of input) and
  * SIGNAL frames.  Agent to host: after SPAWN, STARTED or ERROR, then
  * STDOUT/STDERR frames and one EXIT; after KILL or RELEASE, EXIT (0
  * done, 1 not) or ERROR.
