@@ -328,6 +328,7 @@ sbx_gv_agent_spawn(const struct sbx_rec *rec, const struct sbx_cmd *cmd,
 {
 	unsigned char buf[AG_ERR_MAX + 1];
 	char *req = NULL;
+	sigset_t rt, old;
 	size_t n;
 	int fd, t, rc = 1;
 	pid_t pid;
@@ -365,7 +366,16 @@ sbx_gv_agent_spawn(const struct sbx_rec *rec, const struct sbx_cmd *cmd,
 	}
 	if (t != AG_STARTED || ag_started_parse(buf, n) < 0)
 		goto out;
-	if ((pid = fork()) < 0) {
+	/* a terminal's resize or signal may come as soon as the pid is
+	 * known: held pending until the relay has its handler (their
+	 * default action would end it) */
+	sigemptyset(&rt);
+	sigaddset(&rt, SIGRTMIN);
+	sigaddset(&rt, SIGRTMIN + 1);
+	sigprocmask(SIG_BLOCK, &rt, &old);
+	if ((pid = fork()) != 0)
+		sigprocmask(SIG_SETMASK, &old, NULL);
+	if (pid < 0) {
 		rc = sbx_err(err, errlen, "fork: %s", strerror(errno));
 		goto out;
 	}
