@@ -23,6 +23,9 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,6 +40,8 @@
 #define AG_PROG_MAX	4096	/* struct sock_filter entries */
 #define AG_KILL_ROUNDS	250
 #define AG_DRAIN_MS	2000	/* output still coming after the exit */
+#define AG_CONNECT_MS	5000	/* CONNECT's connect inside */
+#define AG_RELAY_BUF	(64 * 1024)	/* CONNECT's relay, each way */
 
 extern char **environ;
 
@@ -216,8 +221,10 @@ ag_cg_kill(const char *tag)
 /* In the command's child, before the drop: never returns.  It runs
  * on the worker's memory (ag_vfork): it changes no global but environ,
  * which the worker puts back. */
+static void ag_keep(int ctl);
+
 static void
-ag_child(const struct ag_spawn *s, int in, int out, int err)
+ag_child(const struct ag_spawn *s, int in, int out, int err, int ctl)
 {
 	char p[256], num[24];
 	struct rlimit rl;
@@ -225,9 +232,15 @@ ag_child(const struct ag_spawn *s, int in, int out, int err)
 
 	ag_signals_default();
 	(void)setsid();
-	if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+	if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 ||
+	    (ctl >= 0 && dup2(ctl, 3) < 0))
 		_exit(125);
-	closefrom(3);
+	closefrom(ctl >= 0 ? 4 : 3);
+	/* a terminal's keeper: the terminal is its session's */
+	if (ctl >= 0 && ioctl(0, TIOCSCTTY, 0) != 0) {
+		ag_log("a terminal: TIOCSCTTY: %s", strerror(errno));
+		_exit(125);
+	}
 	ag_cg_path(p, sizeof(p), s->tag, NULL);
 	snprintf(num, sizeof(num), "%d\n", (int)getpid());
 	/* a tag that already exists was claimed by a kill: refuse */
@@ -254,6 +267,8 @@ ag_child(const struct ag_spawn *s, int in, int out, int err)
 		rl.rlim_cur = rl.rlim_max = (rlim_t)s->nproc;
 		(void)setrlimit(RLIMIT_NPROC, &rl);
 	}
+	if (ctl >= 0)
+		ag_keep(3);
 	/* entered as the sandbox user: its permissions, as under ns */
 	if (chdir(s->cwd) != 0) {
 		dprintf(2, "sluice: cannot change directory to '%s': %s\n",
@@ -277,7 +292,7 @@ ag_kid_main(void *arg)
 {
 	const struct ag_kid *k = arg;
 
-	ag_child(k->s, k->in, k->out, k->err);
+	ag_child(k->s, k->in, k->out, k->err, -1);
 	return 125;
 }
 
@@ -288,6 +303,93 @@ ag_spawn_child(const struct ag_spawn *s, int in, int out, int err)
 	struct ag_kid k = { s, in, out, err };
 
 	return ag_vfork(ag_kid_main, &k);
+}
+
+static volatile sig_atomic_t ag_keep_chld;
+
+static void
+ag_keep_on_chld(int sig)
+{
+	(void)sig;
+	ag_keep_chld = 1;
+}
+
+/*
+ * A terminal's keeper, in the command's child after the drop: the
+ * session leader whose controlling terminal the slave (0) is, because
+ * only a process of that session may ask it its foreground process group
+ * (TIOCGPGRP; gVisor answers nobody outside, on the master neither), and
+ * gVisor's line discipline sends no signal for Ctrl-C.  It forks the
+ * command into a process group of its own, in the foreground, returns
+ * there (which goes on to exec it), and here sends each signal number
+ * the worker writes on ctl to the foreground group, until the command
+ * exits; then it exits with its status (128 + N for a signal).
+ */
+static void
+ag_keep(int ctl)
+{
+	struct sigaction sa;
+	sigset_t chld, old;
+	pid_t c, pg;
+	int st = 0;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = ag_keep_on_chld;
+	sigaction(SIGCHLD, &sa, NULL);
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGTTOU, &sa, NULL);
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old);
+	if ((c = fork()) < 0)
+		_exit(125);
+	if (c == 0) {
+		close(ctl);
+		(void)setpgid(0, 0);
+		ag_signals_default();
+		return;
+	}
+	(void)setpgid(c, c);
+	(void)tcsetpgrp(0, c);
+	close(1);
+	close(2);
+	for (;;) {
+		struct pollfd pf = { ctl, POLLIN, 0 };
+		unsigned char b;
+		pid_t w;
+
+		while ((w = waitpid(c, &st, WNOHANG)) < 0 && errno == EINTR)
+			;
+		if (w == c)
+			break;
+		ag_keep_chld = 0;
+		if (ppoll(&pf, ctl >= 0 ? 1 : 0, NULL, &old) < 0)
+			continue;
+		if (!(pf.revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		if (read(ctl, &b, 1) != 1) {
+			/* the worker is gone: only the exit is waited for */
+			close(ctl);
+			ctl = -1;
+			continue;
+		}
+		pg = tcgetpgrp(0);
+		if (b < 1 || b > 64 || kill(pg > 1 ? -pg : -c, b) != 0)
+			(void)kill(-c, b >= 1 && b <= 64 ? b : SIGINT);
+	}
+	_exit(WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st));
+}
+
+/* A terminal's command: its keeper (ag_keep) forked, whose pid this is,
+ * or -1.  A fork, not ag_vfork: the keeper never execs. */
+static pid_t
+ag_spawn_tty(const struct ag_spawn *s, int slave, int ctl)
+{
+	pid_t pid = fork();
+
+	if (pid == 0)
+		ag_child(s, slave, slave, slave, ctl);
+	return pid;
 }
 
 /* The output of one stream as a frame; -1 when the host is gone. 0 at
@@ -308,13 +410,87 @@ ag_pump(int conn, int *fd, int type)
 	return ag_write_frame(conn, type, buf, (size_t)n);
 }
 
+/* A terminal of ws's size: 0, *m its master, *s its slave (neither
+ * the agent's controlling terminal: O_NOCTTY), or -1. */
+static int
+ag_pty_open(const struct winsize *ws, int *m, int *s)
+{
+	char name[64];
+
+	*s = -1;
+	if ((*m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0)
+		return -1;
+	if (grantpt(*m) != 0 || unlockpt(*m) != 0 || ptsname_r(*m, name,
+	    sizeof(name)) != 0 || (*s = open(name, O_RDWR | O_NOCTTY |
+	    O_CLOEXEC)) < 0 || ioctl(*m, TIOCSWINSZ, ws) != 0) {
+		int e = errno;
+
+		close(*m);
+		if (*s >= 0)
+			close(*s);
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
 static void
-ag_serve_spawn(int conn, char *req, size_t n)
+ag_close_all(int a, int b, int c, int d)
+{
+	if (a >= 0)
+		close(a);
+	if (b >= 0)
+		close(b);
+	if (c >= 0)
+		close(c);
+	if (d >= 0)
+		close(d);
+}
+
+/* A terminal's input, n bytes in b: the characters that make a signal
+ * under ISIG (intr, quit, susp of the terminal's settings, which the
+ * master reads) taken out and their signals sent through the keeper
+ * (ctl), as Linux's line discipline does and gVisor's does not (nor
+ * is ^C echoed).  How many bytes are left. */
+static size_t
+ag_tty_isig(int m, int ctl, char *b, size_t n)
+{
+	struct termios t;
+	size_t i, k = 0;
+
+	if (m < 0 || tcgetattr(m, &t) != 0 || !(t.c_lflag & ISIG))
+		return n;
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)b[i], sg = 0;
+
+		if (c == _POSIX_VDISABLE)
+			;
+		else if (c == t.c_cc[VINTR])
+			sg = SIGINT;
+		else if (c == t.c_cc[VQUIT])
+			sg = SIGQUIT;
+		else if (c == t.c_cc[VSUSP])
+			sg = SIGTSTP;
+		if (sg == 0) {
+			b[k++] = b[i];
+			continue;
+		}
+		(void)!write(ctl, &sg, 1);
+	}
+	return k;
+}
+
+/* ws NULL: the command on pipes; else on a terminal of that size
+ * (agent_wire.h, PTY): the master is both the input (pin[1]) and the
+ * output (pout[0], a copy), no stderr of its own. */
+static void
+ag_serve_spawn(int conn, char *req, size_t n, const struct winsize *ws)
 {
 	static char in[AG_DATA_MAX];
 	struct ag_spawn s;
 	char err[AG_ERR_MAX];
-	int pin[2], pout[2], perr[2], st = 0, exited = 0;
+	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
+	int st = 0, exited = 0, sl = -1, ctl[2] = { -1, -1 };
 	long long exit_ms = 0;
 	size_t inlen = 0, inoff = 0;
 	unsigned char b[4];
@@ -324,19 +500,46 @@ ag_serve_spawn(int conn, char *req, size_t n)
 		(void)ag_write_frame(conn, AG_ERROR, err, strlen(err));
 		return;
 	}
-	if (pipe2(pin, O_CLOEXEC) != 0 || pipe2(pout, O_CLOEXEC) != 0 ||
-	    pipe2(perr, O_CLOEXEC) != 0 ||
+	if (ws != NULL) {
+		if (ag_pty_open(ws, &pin[1], &sl) != 0 || (pout[0] = fcntl(
+		    pin[1], F_DUPFD_CLOEXEC, 0)) < 0 || pipe2(ctl,
+		    O_CLOEXEC) != 0 || (pid = ag_spawn_tty(&s, sl,
+		    ctl[0])) < 0) {
+			snprintf(err, sizeof(err), "agent: a terminal: %s",
+			    strerror(errno));
+			(void)ag_write_frame(conn, AG_ERROR, err, strlen(err));
+			if (pin[1] >= 0)
+				close(pin[1]);
+			if (pout[0] >= 0)
+				close(pout[0]);
+			if (sl >= 0)
+				close(sl);
+			if (ctl[0] >= 0) {
+				close(ctl[0]);
+				close(ctl[1]);
+			}
+			ag_spawn_free(&s);
+			return;
+		}
+		close(sl);
+		close(ctl[0]);
+		/* a keeper gone does not end this worker */
+		(void)fcntl(ctl[1], F_SETFL, O_NONBLOCK);
+	} else if (pipe2(pin, O_CLOEXEC) != 0 || pipe2(pout, O_CLOEXEC) !=
+	    0 || pipe2(perr, O_CLOEXEC) != 0 ||
 	    (pid = ag_spawn_child(&s, pin[0], pout[1], perr[1])) < 0) {
 		snprintf(err, sizeof(err), "agent: %s", strerror(errno));
 		(void)ag_write_frame(conn, AG_ERROR, err, strlen(err));
 		return;
+	} else {
+		close(pin[0]);
+		close(pout[1]);
+		close(perr[1]);
 	}
-	close(pin[0]);
-	close(pout[1]);
-	close(perr[1]);
 	(void)fcntl(pin[1], F_SETFL, O_NONBLOCK);
 	(void)fcntl(pout[0], F_SETFL, O_NONBLOCK);
-	(void)fcntl(perr[0], F_SETFL, O_NONBLOCK);
+	if (perr[0] >= 0)
+		(void)fcntl(perr[0], F_SETFL, O_NONBLOCK);
 	b[0] = (unsigned char)(pid >> 24);
 	b[1] = (unsigned char)(pid >> 16);
 	b[2] = (unsigned char)(pid >> 8);
@@ -416,14 +619,38 @@ ag_serve_spawn(int conn, char *req, size_t n)
 					close(pin[1]);
 				pin[1] = -1;
 			} else if (t == AG_STDIN) {
+				if (ws != NULL)
+					len = ag_tty_isig(pin[1], ctl[1], in,
+					    len);
 				if (pin[1] >= 0)
 					inlen = len;
 				inoff = 0;
 			} else if (t == AG_SIGNAL && ag_signal_parse(
-			    (unsigned char *)in, len) > 0)
-				(void)kill(pid, ag_signal_parse(
-				    (unsigned char *)in, len));
-			else
+			    (unsigned char *)in, len) > 0) {
+				unsigned char sg = (unsigned char)
+				    ag_signal_parse((unsigned char *)in, len);
+
+				/* a terminal's: its foreground group, which
+				 * only its keeper can name */
+				if (ws != NULL)
+					(void)!write(ctl[1], &sg, 1);
+				else
+					(void)kill(pid, sg);
+			} else if (t == AG_RESIZE && ws != NULL) {
+				struct winsize w;
+				unsigned r, c;
+
+				if (ag_winsize_parse((unsigned char *)in, len,
+				    &r, &c) != 0)
+					goto gone;
+				memset(&w, 0, sizeof(w));
+				w.ws_row = (unsigned short)r;
+				w.ws_col = (unsigned short)c;
+				/* the master closed with the input: the
+				 * copy that reads is the terminal still */
+				(void)ioctl(pout[0] >= 0 ? pout[0] : pin[1],
+				    TIOCSWINSZ, &w);
+			} else
 				goto gone;	/* not in this conversation */
 		}
 		/* stop once a poll made after the exit finds nothing more
@@ -450,12 +677,146 @@ ag_serve_spawn(int conn, char *req, size_t n)
 		(void)ag_write_frame(conn, AG_EXIT, e, 2);
 	}
 	ag_spawn_free(&s);
+	ag_close_all(pin[1], pout[0], perr[0], ctl[1]);
 	return;
 gone:
 	/* the host's end went away before the exit was told: the command
 	 * is nobody's any more */
 	(void)ag_cg_kill(s.tag);
 	ag_spawn_free(&s);
+	ag_close_all(pin[1], pout[0], perr[0], ctl[1]);
+}
+
+/* ---- CONNECT: a TCP connection inside, relayed ---- */
+
+/* One way of the relay: bytes read from one side, not yet written to
+ * the other; at EOF (and all written) the other side's write half is
+ * shut, as the reader's peer shut its own. */
+struct ag_way {
+	char buf[AG_RELAY_BUF];
+	size_t len, off;
+	int from, to;
+	int eof, shut;
+};
+
+/* Reads into w or writes out of it, as poll said: -1 when the relay
+ * ends (an error on either side). */
+static int
+ag_way_step(struct ag_way *w, short rev_from, short rev_to)
+{
+	ssize_t k;
+
+	if (w->len == 0 && !w->eof && (rev_from & (POLLIN | POLLHUP |
+	    POLLERR))) {
+		k = read(w->from, w->buf, sizeof(w->buf));
+		if (k < 0 && errno != EAGAIN && errno != EINTR)
+			return -1;
+		if (k == 0)
+			w->eof = 1;
+		if (k > 0) {
+			w->len = (size_t)k;
+			w->off = 0;
+		}
+	}
+	if (w->len > 0 && (rev_to & (POLLOUT | POLLHUP | POLLERR))) {
+		k = write(w->to, w->buf + w->off, w->len - w->off);
+		if (k < 0 && errno != EAGAIN && errno != EINTR)
+			return -1;
+		if (k > 0 && (w->off += (size_t)k) == w->len)
+			w->len = w->off = 0;
+	}
+	if (w->eof && w->len == 0 && !w->shut) {
+		(void)shutdown(w->to, SHUT_WR);
+		w->shut = 1;
+	}
+	return 0;
+}
+
+/* Connects to 127.0.0.1:port here, tells the host how that went, then
+ * relays until both ways have ended or either side fails.  In this
+ * worker, never the first process: a connection may last as long as its
+ * client wants. */
+static void
+ag_serve_connect(int conn, int port)
+{
+	static struct ag_way up, down;	/* host to server, server to host */
+	struct sockaddr_in sa;
+	struct pollfd pf = { -1, POLLOUT, 0 };
+	unsigned char b[4];
+	socklen_t sl = sizeof(int);
+	int tcp, e = 0, r;
+	long long t0 = ag_now_ms();
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if ((tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+	    0)) < 0)
+		e = errno;
+	else if (connect(tcp, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		e = errno;
+		pf.fd = tcp;
+		while (e == EINPROGRESS || e == EINTR) {
+			long long left = AG_CONNECT_MS - (ag_now_ms() - t0);
+
+			if (left <= 0) {
+				e = ETIMEDOUT;
+				break;
+			}
+			r = poll(&pf, 1, (int)left);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0 || getsockopt(tcp, SOL_SOCKET, SO_ERROR, &e,
+			    &sl) != 0)
+				e = errno;
+			else if (r == 0)
+				e = EINPROGRESS;	/* the loop's bound */
+		}
+	}
+	if (e <= 0 || e > 4095)
+		e = e == 0 ? 0 : EIO;
+	ag_connected_put(b, e);
+	if (ag_write_frame(conn, AG_CONNECTED, b, 4) != 0 || e != 0)
+		goto done;
+	(void)fcntl(conn, F_SETFL, O_NONBLOCK);
+	up.len = up.off = 0;
+	up.eof = up.shut = 0;
+	up.from = conn;
+	up.to = tcp;
+	down.len = down.off = 0;
+	down.eof = down.shut = 0;
+	down.from = tcp;
+	down.to = conn;
+	while (!(up.shut && down.shut)) {
+		struct pollfd p[2];
+
+		/* each side: reading while its way's buffer is empty,
+		 * writing while the other way's is not; a side with
+		 * nothing to wait for is left out (its POLLHUP would spin) */
+		p[0].fd = conn;
+		p[0].events = (short)((up.len == 0 && !up.eof ? POLLIN : 0) |
+		    (down.len > 0 ? POLLOUT : 0));
+		p[1].fd = tcp;
+		p[1].events = (short)((down.len == 0 && !down.eof ? POLLIN :
+		    0) | (up.len > 0 ? POLLOUT : 0));
+		p[0].revents = p[1].revents = 0;
+		if (p[0].events == 0)
+			p[0].fd = -1;
+		if (p[1].events == 0)
+			p[1].fd = -1;
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (ag_way_step(&up, p[0].revents, p[1].revents) != 0 ||
+		    ag_way_step(&down, p[1].revents, p[0].revents) != 0)
+			break;
+	}
+done:
+	if (tcp >= 0)
+		close(tcp);
 }
 
 static void
@@ -470,7 +831,32 @@ ag_serve(int conn)
 	if (ag_read_frame(conn, &t, req, sizeof(req), &n) != 0)
 		return;
 	if (t == AG_SPAWN) {
-		ag_serve_spawn(conn, req, n);
+		ag_serve_spawn(conn, req, n, NULL);
+		return;
+	}
+	if (t == AG_CONNECT) {
+		long port = ag_port_parse((unsigned char *)req, n);
+
+		if (port < 0)
+			(void)ag_write_frame(conn, AG_ERROR, "bad port", 8);
+		else
+			ag_serve_connect(conn, (int)port);
+		return;
+	}
+	if (t == AG_PTY) {
+		struct winsize ws;
+		unsigned r, c;
+
+		memset(&ws, 0, sizeof(ws));
+		if (ag_winsize_parse((unsigned char *)req, n, &r, &c) != 0 ||
+		    ag_read_frame(conn, &t, req, sizeof(req), &n) != 0 ||
+		    t != AG_SPAWN) {
+			(void)ag_write_frame(conn, AG_ERROR, "bad request", 11);
+			return;
+		}
+		ws.ws_row = (unsigned short)r;
+		ws.ws_col = (unsigned short)c;
+		ag_serve_spawn(conn, req, n, &ws);
 		return;
 	}
 	if ((t != AG_KILL && t != AG_RELEASE) || !ag_tag_ok(req, n)) {

@@ -22,7 +22,12 @@
  * capability (bounding, inheritable and ambient sets too) and
  * no_new_privs, the rlimits, the directory, exactly the environment; and
  * relays its stdin, stdout, stderr, signals and exit, and removes the
- * group once the command has exited (if it is empty).  KILL empties a
+ * group once the command has exited (if it is empty).  PTY before SPAWN
+ * puts the command on a terminal opened here, under a keeper (a child,
+ * the sandbox user, the session leader owning the terminal) that sends
+ * signals to its foreground group.  CONNECT connects to a port on the
+ * sandbox's loopback and relays that connection's bytes, in the worker,
+ * until both sides have ended.  KILL empties a
  * command group; RELEASE removes an empty one.  A SPAWN connection that
  * ends before the command's exit was sent kills the command's group (the
  * host gave up on it).  Messages go to standard error (the sandbox's

@@ -27,6 +27,10 @@ ag_max(int type)
 		return AG_DATA_MAX;
 	case AG_SIGNAL:
 		return 1;
+	case AG_CONNECT:
+		return 2;
+	case AG_PTY: case AG_RESIZE: case AG_CONNECTED:
+		return 4;
 	case AG_KILL: case AG_RELEASE:
 		return AG_TAG_MAX;
 	case AG_STARTED:
@@ -276,6 +280,71 @@ int
 ag_signal_parse(const unsigned char *p, size_t n)
 {
 	return n == 1 && p[0] >= 1 && p[0] <= 64 ? p[0] : -1;
+}
+
+void
+ag_port_put(unsigned char p[2], int port)
+{
+	p[0] = (unsigned char)(port >> 8);
+	p[1] = (unsigned char)port;
+}
+
+long
+ag_port_parse(const unsigned char *p, size_t n)
+{
+	long v;
+
+	if (n != 2)
+		return -1;
+	v = (long)p[0] << 8 | p[1];
+	return v == 0 ? -1 : v;
+}
+
+void
+ag_connected_put(unsigned char p[4], int err)
+{
+	p[0] = (unsigned char)((unsigned)err >> 24);
+	p[1] = (unsigned char)((unsigned)err >> 16);
+	p[2] = (unsigned char)((unsigned)err >> 8);
+	p[3] = (unsigned char)err;
+}
+
+int
+ag_connected_parse(const unsigned char *p, size_t n)
+{
+	unsigned long v;
+
+	if (n != 4)
+		return -1;
+	v = (unsigned long)p[0] << 24 | (unsigned long)p[1] << 16 |
+	    (unsigned long)p[2] << 8 | p[3];
+	return v > 4095 ? -1 : (int)v;
+}
+
+void
+ag_winsize_put(unsigned char p[4], unsigned rows, unsigned cols)
+{
+	p[0] = (unsigned char)(rows >> 8);
+	p[1] = (unsigned char)rows;
+	p[2] = (unsigned char)(cols >> 8);
+	p[3] = (unsigned char)cols;
+}
+
+int
+ag_winsize_parse(const unsigned char *p, size_t n, unsigned *rows,
+    unsigned *cols)
+{
+	unsigned r, c;
+
+	if (n != 4)
+		return -1;
+	r = (unsigned)p[0] << 8 | p[1];
+	c = (unsigned)p[2] << 8 | p[3];
+	if (r == 0 || c == 0)
+		return -1;
+	*rows = r;
+	*cols = c;
+	return 0;
 }
 
 static int

@@ -11,11 +11,30 @@
  * the type's bound, a payload that does not parse exactly) ends the
  * connection: nothing is skipped or guessed.
  *
- * Host to agent: the first frame names the request, SPAWN, KILL or
- * RELEASE; after SPAWN, STDIN frames (an empty one is end of input) and
+ * Host to agent: the first frame names the request, SPAWN, KILL,
+ * RELEASE, CONNECT or PTY (then SPAWN); after SPAWN, STDIN frames (an empty one is end of input) and
  * SIGNAL frames.  Agent to host: after SPAWN, STARTED or ERROR, then
  * STDOUT/STDERR frames and one EXIT; after KILL or RELEASE, EXIT (0
  * done, 1 not) or ERROR.
+ *
+ * CONNECT (host to agent, the first frame): a port, 2 bytes big endian,
+ * 1..65535.  The agent connects to 127.0.0.1:port inside the sandbox
+ * and answers CONNECTED, whose payload is the connect's errno, 4 bytes
+ * big endian (0: connected, else 1..4095: ECONNREFUSED when nothing
+ * listens there); after a CONNECTED of 0 the connection carries the TCP
+ * connection's raw bytes both ways, no more frames, and a half-close
+ * (shutdown) of either side is passed on to the other.
+ *
+ * PTY (host to agent, the first frame, then SPAWN): rows and cols, 2
+ * bytes big endian each, 1..65535: the command gets a terminal the agent
+ * opens inside (its slave on 0, 1 and 2 and the controlling terminal of
+ * the session a keeper of the agent's leads, the command in a process
+ * group of its own in the foreground), the master's output comes as
+ * STDOUT frames (no STDERR), STDIN frames are written to the master (an
+ * empty one ends the input; under ISIG the signal characters are taken
+ * out and signal the foreground group), SIGNAL goes to the terminal's
+ * foreground process group, and RESIZE (the same payload as PTY) sets
+ * its size.
  *
  * SPAWN's payload is NUL-terminated strings, each ended, nothing after
  * the last: tag, cwd, fsize, nofile, nproc, argc, then argc arguments,
@@ -33,9 +52,9 @@
 
 enum {
 	AG_SPAWN = 1, AG_STDIN = 2, AG_SIGNAL = 3, AG_KILL = 4,
-	AG_RELEASE = 5,
+	AG_RELEASE = 5, AG_CONNECT = 6, AG_PTY = 7, AG_RESIZE = 8,
 	AG_STARTED = 16, AG_STDOUT = 17, AG_STDERR = 18, AG_EXIT = 19,
-	AG_ERROR = 20
+	AG_ERROR = 20, AG_CONNECTED = 21
 };
 
 #define AG_HDR		8
@@ -88,6 +107,16 @@ int ag_exit_parse(const unsigned char *p, size_t n);
  * byte, 1..64.  -1 when not. */
 long ag_started_parse(const unsigned char *p, size_t n);
 int ag_signal_parse(const unsigned char *p, size_t n);
+/* CONNECT: the port, -1 when not one.  CONNECTED: the errno (0
+ * connected), -1 when not one.  PTY and RESIZE: 0 and the size, -1 when
+ * not one. */
+void ag_port_put(unsigned char p[2], int port);
+long ag_port_parse(const unsigned char *p, size_t n);
+void ag_connected_put(unsigned char p[4], int err);
+int ag_connected_parse(const unsigned char *p, size_t n);
+void ag_winsize_put(unsigned char p[4], unsigned rows, unsigned cols);
+int ag_winsize_parse(const unsigned char *p, size_t n, unsigned *rows,
+    unsigned *cols);
 
 /* Blocking I/O of one whole frame on fd (EINTR retried).  ag_read_frame
  * reads a payload of at most cap bytes into buf: 0, or -1 on error, EOF

@@ -9,7 +9,10 @@
  * cwd, at least one argument with a non-empty name, only NAME=value
  * variables, NULL-terminated arrays of the counts said, and built again
  * by ag_spawn_build is the same bytes (nothing was guessed or skipped);
- * an EXIT is a status 0..255 or 129..192; a SIGNAL 1..64.  The whole
+ * an EXIT is a status 0..255 or 129..192; a SIGNAL 1..64; a CONNECT a
+ * port 1..65535 and a CONNECTED an errno 0..4095, each put again the same
+ * bytes; a PTY or RESIZE a size of two numbers 1..65535, put again the
+ * same bytes.  The whole
  * input, as a string, is also read as a hex filter program (ag_hex_decode):
  * what passes is whole 8-byte units and hex again is the same text.
  */
@@ -52,6 +55,32 @@ spawn_one(const char *p, size_t n)
 	INVARIANT(again != NULL && m == n && memcmp(again, p, n) == 0);
 	free(again);
 	ag_spawn_free(&s);
+}
+
+static void
+port_one(const char *p, size_t n)
+{
+	long v = ag_port_parse((const unsigned char *)p, n);
+	unsigned char b[2];
+
+	INVARIANT(v == -1 || (v >= 1 && v <= 65535));
+	if (v < 0)
+		return;
+	ag_port_put(b, (int)v);
+	INVARIANT(n == 2 && memcmp(b, p, 2) == 0);
+}
+
+static void
+winsize_one(const char *p, size_t n)
+{
+	unsigned rows = 0, cols = 0;
+	unsigned char b[4];
+
+	if (ag_winsize_parse((const unsigned char *)p, n, &rows, &cols) != 0)
+		return;
+	INVARIANT(rows >= 1 && rows <= 65535 && cols >= 1 && cols <= 65535);
+	ag_winsize_put(b, rows, cols);
+	INVARIANT(n == 4 && memcmp(b, p, 4) == 0);
 }
 
 static void
@@ -122,6 +151,22 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case AG_SIGNAL:
 			v = ag_signal_parse((unsigned char *)p, len);
 			INVARIANT(v == -1 || (v >= 1 && v <= 64));
+			break;
+		case AG_CONNECT:
+			port_one(p, len);
+			break;
+		case AG_CONNECTED:
+			v = ag_connected_parse((unsigned char *)p, len);
+			INVARIANT(v >= -1 && v <= 4095);
+			if (v >= 0) {
+				unsigned char b[4];
+
+				ag_connected_put(b, v);
+				INVARIANT(len == 4 && memcmp(b, p, 4) == 0);
+			}
+			break;
+		case AG_PTY: case AG_RESIZE:
+			winsize_one(p, len);
 			break;
 		}
 		free(p);

@@ -34,11 +34,17 @@ python3 -m http.server serves a file and a listing (query passed on), a
 POST's 501 passed on, a WebSocket echo server relayed after its 101,
 over the Unix socket and over TLS with a tenant-bound token (which the
 server inside never sees), another tenant's token 404, nothing
-listening 502 bad_gateway.
+listening 502 bad_gateway, a POST's body seen by the server inside.
 
-gvisor: a gVisor sandbox (its stdin is relayed, no pty reaches it)
-refuses a terminal with 501 backend_unavailable, reason no_terminal
-(skips without a working runsc).
+gvisor_session, gvisor_replay_takeover, gv_os (opensandbox),
+gvisor_ports: session, replay_takeover, opensandbox and ports again with every sandbox on gVisor, where the
+terminal is one the agent opens inside (relayed to the daemon's pty,
+resized and signalled through the backend) and a port is reached by the
+agent's connect inside (CONNECT; skips without a working runsc).
+
+gvisor_connect: the agent's CONNECT spoken directly on its socket: a
+half-close passed to the server inside, its answer and close back, a
+refused port's ECONNREFUSED, port 0 an ERROR.
 
 tls: the same over the TCP listener (TLS, a bearer token bound to the
 sandbox's tenant), through exec_gate.c's filter, which passes a
@@ -60,7 +66,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import Suite, Fail, check, check_eq, free_port  # noqa: E402
 from t_execd import (start, create, check_err, root_call,  # noqa: E402
-                     preflight, runsc_works)
+                     preflight, runsc_works, _backend)
 from harness import Skip  # noqa: E402
 import sdklib  # noqa: E402
 
@@ -545,25 +551,6 @@ def opensandbox(env):
     check_eq(st, 204, "delete")
 
 
-@S.case
-def gvisor(env):
-    preflight()
-    if not runsc_works():
-        raise Skip("runsc not installed")
-    d, ctl, x = start(env)
-    r = x.app("POST", "/v1/sandboxes", {
-        "id": "g1", "backend": "gvisor", "tenant": "acme", "user": "alice",
-        "network": {"tier": "public"}, "limits": {"memory_mb": 256}},
-        timeout=180)
-    if r.status == 503 and r.code() == "backend_unavailable":
-        raise Skip("gvisor does not run here: %s" % r.json["error"]
-                   ["message"])
-    check_eq(r.status, 201, "gvisor create: %r" % r)
-    r = x.app("POST", "/v1/sandboxes/g1/pty", {})
-    check_err(r, 501, "backend_unavailable", "a terminal in gVisor")
-    check_eq(r.json["error"]["reason"], "no_terminal", "reason")
-
-
 def raw_http(sock, method, path, headers=(), body=b""):
     h = "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" % (method,
                                                                   path)
@@ -625,6 +612,13 @@ def ports(env):
         b"        self.send_header('Content-Length', str(len(b)))\n"
         b"        self.end_headers()\n"
         b"        self.wfile.write(b)\n"
+        b"    def do_POST(self):\n"
+        b"        n = int(self.headers['Content-Length'])\n"
+        b"        b = b'got:' + self.rfile.read(n)\n"
+        b"        self.send_response(200)\n"
+        b"        self.send_header('Content-Length', str(len(b)))\n"
+        b"        self.end_headers()\n"
+        b"        self.wfile.write(b)\n"
         b"h.HTTPServer(('127.0.0.1', 8002), H).serve_forever()\n"))
     for cmd in ("cd site && exec python3 -m http.server 8000 --bind "
                 "127.0.0.1", "exec python3 echo.py 8001",
@@ -649,6 +643,15 @@ def ports(env):
     st, hd, body = raw_http(unix(x), "POST", "/v1/sandboxes/w1/ports/8000/x",
                             body=b"data")
     check_eq(st, 501, "the server's own 501 for a POST, passed on")
+    for _ in range(100):
+        st, hd, body = raw_http(unix(x), "POST",
+                                "/v1/sandboxes/w1/ports/8002/p",
+                                body=b"x" * 70000 + b"-end")
+        if not (st == 502 and b"port_unreachable" in body):
+            break
+        time.sleep(0.1)
+    check(st == 200 and body == b"got:" + b"x" * 70000 + b"-end",
+          "a POST's body through the proxy: %r %r" % (st, body[-40:]))
     st, hd, body = get("/v1/sandboxes/w1/ports/8009/")
     check(body.startswith(b"{"), "a JSON error: %r %r %r" % (st, hd, body))
     j = json.loads(body)
@@ -690,6 +693,123 @@ def ports(env):
     w.close()
     check_eq(x.auditor("GET", "/v1/sandboxes/w1/ports/8000/").status, 403,
              "the auditor may not")
+
+
+def agent_connect(env, port):
+    """A connection to the gVisor sandbox's agent (its socket under the
+    state directory, through /proc/self/fd: the path may not fit), a
+    CONNECT for port sent: the socket and the reply's type and payload."""
+    import glob
+    socks = glob.glob(os.path.join(env.path("xstate"), "*", "agent",
+                                   "agent.sock"))
+    check_eq(len(socks), 1, "one agent socket: %r" % socks)
+    dfd = os.open(os.path.dirname(socks[0]), os.O_PATH)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect("/proc/self/fd/%d/agent.sock" % dfd)
+    finally:
+        os.close(dfd)
+    s.settimeout(20)
+    s.sendall(struct.pack(">B3xI", 6, 2) + struct.pack(">H", port))
+    h = b""
+    while len(h) < 8:
+        b = s.recv(8 - len(h))
+        if not b:
+            raise Fail("the agent closed without a reply to CONNECT")
+        h += b
+    t, n = struct.unpack(">B3xI", h)
+    p = b""
+    while len(p) < n:
+        b = s.recv(n - len(p))
+        if not b:
+            raise Fail("the agent's reply cut short")
+        p += b
+    return s, t, p
+
+
+@S.case
+def gvisor_connect(env):
+    """The agent's CONNECT as the backend speaks it (agent_wire.h): a
+    server inside that answers only at the end of its input sees the
+    host's half-close and its answer and close come back (100 KB each
+    way through the relay's bounded buffers); a port nothing listens on
+    is CONNECTED with ECONNREFUSED; port 0 is an ERROR."""
+    preflight()
+    if not runsc_works():
+        raise Skip("runsc not installed")
+    _backend["name"] = "gvisor"
+    try:
+        d, ctl, x = start(env)
+        create(x, "h1")
+    finally:
+        _backend["name"] = ""
+    x.app("PUT", "/v1/sandboxes/h1/files/half.py", raw=(
+        b"import socket\n"
+        b"l = socket.socket()\n"
+        b"l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        b"l.bind(('127.0.0.1', 8003))\n"
+        b"l.listen(4)\n"
+        b"while True:\n"
+        b"    c, _ = l.accept()\n"
+        b"    n = 0\n"
+        b"    while True:\n"
+        b"        b = c.recv(65536)\n"
+        b"        if not b:\n"
+        b"            break\n"
+        b"        n += len(b)\n"
+        b"    c.sendall(b'n=%d;' % n + b'y' * 100000)\n"
+        b"    c.close()\n"))
+    r = x.app("POST", "/v1/sandboxes/h1/commands", {"shell":
+                                                      "exec python3 half.py"})
+    check_eq(r.status, 202, "background: %r" % r)
+    for _ in range(100):
+        s, t, p = agent_connect(env, 8003)
+        if t == 21 and p == struct.pack(">I", 0):
+            break
+        s.close()
+        time.sleep(0.1)
+    check_eq((t, p), (21, struct.pack(">I", 0)), "CONNECTED, errno 0")
+    s.sendall(b"x" * 100000)
+    s.shutdown(socket.SHUT_WR)
+    got = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        got += b
+    s.close()
+    check(got == b"n=100000;" + b"y" * 100000,
+          "the half-close reached the server, its answer and close came "
+          "back: %r... (%d bytes)" % (got[:20], len(got)))
+    s, t, p = agent_connect(env, 8009)
+    s.close()
+    check_eq((t, p), (21, struct.pack(">I", 111)),
+             "nothing listens: CONNECTED with ECONNREFUSED")
+    s, t, p = agent_connect(env, 0)
+    s.close()
+    check_eq(t, 20, "port 0: an ERROR frame (%r)" % p)
+
+
+def on_gvisor(fn, name=None):
+    """The case fn again, every sandbox of it on gVisor (name: a shorter
+    one, where a session socket's path under the case's directory would
+    pass sun_path's 107 bytes)."""
+    def case(env):
+        preflight()
+        if not runsc_works():
+            raise Skip("runsc not installed")
+        _backend["name"] = "gvisor"
+        try:
+            fn(env)
+        finally:
+            _backend["name"] = ""
+    case.__name__ = name or "gvisor_" + fn.__name__
+    return S.case(case)
+
+
+for _fn in (session, replay_takeover, ports):
+    on_gvisor(_fn)
+on_gvisor(opensandbox, "gv_os")
 
 
 if __name__ == "__main__":

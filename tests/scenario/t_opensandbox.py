@@ -29,7 +29,9 @@ sandbox through sluiced, egress_raw as raw HTTP) and the port proxy
 (ports_sdk: a background python3 -m http.server reached with the SDK's
 endpoint, its header and a signed preview URL, and a WebSocket echo
 server, os_ws_echo.py, through the signed URL with Node's WebSocket
-client; ports_raw: refusals)."""
+client; ports_raw: refusals); gv_ports_sdk and gv_ports_raw
+run both again on gVisor, where the sandbox's agent connects inside
+(skip without a working runsc)."""
 
 import json
 import os
@@ -459,6 +461,29 @@ def config_check(env):
     check(r.returncode == 0 and json.loads(r.stdout)["opensandbox"][
         "workdir"] == "/tmp/workspace", "the default workdir printed: %r"
         % r.stdout[-400:])
+
+
+def on_gvisor(fn):
+    """The case fn again, every sandbox of it on gVisor (the port proxy
+    through the agent's CONNECT)."""
+    def case(env):
+        t_execd.preflight()
+        if not t_execd.runsc_works():
+            raise Skip("runsc not installed")
+        t_execd._backend["name"] = "gvisor"
+        try:
+            fn(env)
+        finally:
+            t_execd._backend["name"] = ""
+    # "gv_": the case's directory is in the session socket's path,
+    # which sun_path bounds
+    case.__name__ = "gv_" + fn.__name__
+    case.__doc__ = fn.__doc__
+    return S.case(case)
+
+
+for _fn in (ports_sdk, ports_raw):
+    on_gvisor(_fn)
 
 
 if __name__ == "__main__":

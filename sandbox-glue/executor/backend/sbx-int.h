@@ -79,5 +79,13 @@ int sbx_gv_agent_spawn(const struct sbx_rec *rec, const struct sbx_cmd *cmd,
     struct sbx_proc *out, char *err, size_t errlen);
 int sbx_gv_agent_call(const struct sbx_rec *rec, int type, const char *tag,
     char *err, size_t errlen);
+/* The gVisor backend's port_connect, resize and tty_signal (sbx.h),
+ * through the agent: CONNECT, and the relay of a command spawned with
+ * cmd->tty (which then has no runsc exec to fall back on). */
+int sbx_gv_agent_port_connect(const struct sbx_rec *rec, int port,
+    char *err, size_t errlen);
+int sbx_gv_agent_resize(const struct sbx_proc *p, unsigned rows,
+    unsigned cols);
+int sbx_gv_agent_tty_signal(const struct sbx_proc *p, int sig);
 
 #endif /* SLUICE_SBX_INT_H */

@@ -130,6 +130,13 @@ struct sbx_cmd {
 	char *const *envp;      /* the whole environment (nothing inherited) */
 	int fd_in, fd_out, fd_err;      /* host fds, become 0, 1, 2 */
 	const char *cwd;        /* SBX_WORKDIR */
+	/* fd_in is a terminal's slave the caller opened (its master the
+	 * caller's, its size set there), fd_out and fd_err are not used
+	 * for the command's output: a backend with tty_stdin gives it as
+	 * is; one with resize gives the command a terminal of its own
+	 * inside of that size and relays between the two (the slave set
+	 * raw, the inner terminal's output written to it). */
+	int tty;
 };
 
 /*
@@ -202,7 +209,8 @@ struct sbx_backend {
 	int (*net_socket)(const struct sbx_rec *rec, char *err, size_t errlen);
 	/* 1 if spawn() gives the command the very descriptor cmd->fd_in is,
 	 * so that a pty the host opened is its terminal (ns); 0 where stdin
-	 * is relayed (gvisor's agent and runsc exec): no terminal there. */
+	 * is relayed (gvisor's agent and runsc exec): a terminal there is
+	 * one inside the sandbox, relayed (cmd->tty, resize below). */
 	int tty_stdin;
 	/* A command spawn() gave as p->fd (pid 0), its fd readable: 1 when
 	 * it has not ended after all (wait for the fd again), 0 and
@@ -211,6 +219,25 @@ struct sbx_backend {
 	 * saying) when it has; p->fd is left open.  Never blocks long.
 	 * NULL where spawn() always gives a pid. */
 	int (*reap)(struct sbx_proc *p, int *status);
+	/* A TCP connection to 127.0.0.1:port inside the sandbox, made
+	 * there (not by the host), for the port proxy where net_socket is
+	 * NULL: a connected stream descriptor (non-blocking, close-on-exec;
+	 * a Unix socket whose bytes are the TCP connection's, shutdown's
+	 * half-close passed on), waited for a bounded time.  -1 and why
+	 * when the sandbox cannot be reached; -2, errno the connect's error
+	 * (ECONNREFUSED: nothing listens there) and why when it was
+	 * refused inside.  NULL where net_socket is the way (ns). */
+	int (*port_connect)(const struct sbx_rec *rec, int port, char *err,
+	    size_t errlen);
+	/* For a command spawn() started with cmd->tty where tty_stdin is 0
+	 * (its terminal is inside, relayed): the caller has set the size
+	 * on its own master and tells the one inside (resize), or sends a
+	 * signal to the inside terminal's foreground process group
+	 * (tty_signal; the caller's master has no group).  0, or -1 when
+	 * the command is gone.  NULL where the caller's pty is the
+	 * command's (ns), and where there is no terminal at all. */
+	int (*resize)(const struct sbx_proc *p, unsigned rows, unsigned cols);
+	int (*tty_signal)(const struct sbx_proc *p, int sig);
 };
 
 extern const struct sbx_backend sbx_ns_backend;

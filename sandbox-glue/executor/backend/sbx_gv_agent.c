@@ -11,6 +11,17 @@
  * offset and O_APPEND, which "runsc exec" did not), the signals it gets
  * (TERM, INT, HUP, QUIT, USR1, USR2) on as SIGNAL frames, and exits with
  * the command's status (128 + N for a signal, as "runsc exec").
+ *
+ * A terminal (cmd->tty): PTY before SPAWN asks the agent for a terminal
+ * inside of the caller's size; the caller's slave (fd_in) is set raw, so
+ * that the line discipline is the inside one's alone, and the relay
+ * writes the inside output to it.  sbx_gv_agent_resize and
+ * sbx_gv_agent_tty_signal reach the relay with a queued real-time signal
+ * (SIGRTMIN: the size in its value; SIGRTMIN+1: the signal), which it
+ * passes on as RESIZE and SIGNAL frames.
+ *
+ * The port proxy (sbx_gv_agent_port_connect): one connection, CONNECT,
+ * and after CONNECTED the connection is the TCP connection's bytes.
  */
 #include "sluice-config.h"
 
@@ -21,8 +32,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <termios.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -100,12 +113,28 @@ out:
 /* ---- the relay, a child of the caller ---- */
 
 static volatile sig_atomic_t ga_sigs[65];
+/* a terminal's: the size to tell (rows << 16 | cols), 0 none */
+static volatile sig_atomic_t ga_ws;
 
 static void
 ga_on_signal(int sig)
 {
 	if (sig > 0 && sig < 65)
 		ga_sigs[sig] = 1;
+}
+
+/* SIGRTMIN (a size) and SIGRTMIN+1 (a signal) from resize and
+ * tty_signal: the value says which size or signal. */
+static void
+ga_on_tty(int sig, siginfo_t *si, void *uc)
+{
+	int v = si->si_value.sival_int;
+
+	(void)uc;
+	if (sig == SIGRTMIN && v > 0)
+		ga_ws = v;
+	else if (sig == SIGRTMIN + 1 && v > 0 && v < 65)
+		ga_sigs[v] = 1;
 }
 
 static void
@@ -115,9 +144,9 @@ ga_say(const char *s)
 }
 
 /* fd 0 the command's stdin, 1 and 2 its stdout and stderr, 3 the
- * connection.  Never returns. */
+ * connection; tty: a terminal's (fd 1 its slave too).  Never returns. */
 static void
-ga_relay(void)
+ga_relay(int tty)
 {
 	static const int fwd[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1,
 	    SIGUSR2 };
@@ -133,6 +162,17 @@ ga_relay(void)
 	for (i = 0; i < sizeof(fwd) / sizeof(fwd[0]); i++) {
 		sigaction(fwd[i], &sa, NULL);
 		sigaddset(&block, fwd[i]);
+	}
+	if (tty) {
+		sa.sa_handler = NULL;
+		sa.sa_sigaction = ga_on_tty;
+		sa.sa_flags = SA_SIGINFO;
+		sigaction(SIGRTMIN, &sa, NULL);
+		sigaction(SIGRTMIN + 1, &sa, NULL);
+		sigaddset(&block, SIGRTMIN);
+		sigaddset(&block, SIGRTMIN + 1);
+		sa.sa_sigaction = NULL;
+		sa.sa_flags = 0;
 	}
 	sigprocmask(SIG_BLOCK, &block, NULL);
 	sigemptyset(&none);
@@ -158,6 +198,16 @@ ga_relay(void)
 				olen = AG_HDR + 1;
 				ooff = 0;
 			}
+		if (olen == 0 && ga_ws != 0) {
+			int v = ga_ws;
+
+			ga_ws = 0;
+			ag_hdr_put(ob, AG_RESIZE, 4);
+			ag_winsize_put(ob + AG_HDR, (unsigned)v >> 16,
+			    (unsigned)v & 0xffff);
+			olen = AG_HDR + 4;
+			ooff = 0;
+		}
 		if (olen == 0 && in_open) {
 			/* the next stdin frame, when the last one is gone */
 			struct pollfd q = { 0, POLLIN, 0 };
@@ -197,6 +247,7 @@ ga_relay(void)
 				in_open = 0;
 				for (i = 0; i < 65; i++)
 					ga_sigs[i] = 0;
+				ga_ws = 0;
 			}
 		}
 		if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR)))
@@ -244,18 +295,47 @@ ga_relay(void)
 	}
 }
 
+/* A terminal's start: fd_in (the caller's slave) raw, and PTY of its
+ * size sent.  0, or -1 and why. */
+static int
+ga_tty_start(int fd, int slave, char *err, size_t errlen)
+{
+	unsigned char b[4];
+	struct winsize ws;
+	struct termios t;
+
+	memset(&ws, 0, sizeof(ws));
+	if (ioctl(slave, TIOCGWINSZ, &ws) != 0 || ws.ws_row == 0 ||
+	    ws.ws_col == 0) {
+		ws.ws_row = 24;
+		ws.ws_col = 80;
+	}
+	if (tcgetattr(slave, &t) != 0)
+		return sbx_err(err, errlen, "a terminal: %s", strerror(errno));
+	cfmakeraw(&t);
+	if (tcsetattr(slave, TCSANOW, &t) != 0)
+		return sbx_err(err, errlen, "a terminal: %s", strerror(errno));
+	ag_winsize_put(b, ws.ws_row, ws.ws_col);
+	if (ag_write_frame(fd, AG_PTY, b, 4) != 0)
+		return sbx_err(err, errlen, "the sandbox's agent: %s",
+		    strerror(errno));
+	return 0;
+}
+
 int
 sbx_gv_agent_spawn(const struct sbx_rec *rec, const struct sbx_cmd *cmd,
     struct sbx_proc *out, char *err, size_t errlen)
 {
 	unsigned char buf[AG_ERR_MAX + 1];
 	char *req = NULL;
+	sigset_t rt, old;
 	size_t n;
 	int fd, t, rc = 1;
 	pid_t pid;
 
 	if ((fd = ga_connect(rec)) < 0)
-		return 1;
+		return cmd->tty ? sbx_err(err, errlen, "a terminal needs the "
+		    "sandbox's agent, which is not there") : 1;
 	req = ag_spawn_build(out->tag, cmd->cwd != NULL ? cmd->cwd :
 	    SBX_WORKDIR, rec->lim.fsize_bytes, rec->lim.nofile, rec->lim.nproc,
 	    cmd->argv, cmd->envp, &n);
@@ -265,11 +345,20 @@ sbx_gv_agent_spawn(const struct sbx_rec *rec, const struct sbx_cmd *cmd,
 		goto out;
 	}
 	out->start_ms = sbx_now_ms();
-	/* no answer (an agent that is going away): the command did not
-	 * start, or it is killed as the connection ends; runsc exec then */
-	if (ag_write_frame(fd, AG_SPAWN, req, n) != 0 ||
-	    ga_read(fd, GA_REPLY_MS, &t, buf, sizeof(buf) - 1, &n) != 0)
+	if (cmd->tty && ga_tty_start(fd, cmd->fd_in, err, errlen) != 0) {
+		rc = -1;
 		goto out;
+	}
+	/* no answer (an agent that is going away): the command did not
+	 * start, or it is killed as the connection ends; runsc exec then
+	 * (a terminal has none) */
+	if (ag_write_frame(fd, AG_SPAWN, req, n) != 0 ||
+	    ga_read(fd, GA_REPLY_MS, &t, buf, sizeof(buf) - 1, &n) != 0) {
+		if (cmd->tty)
+			rc = sbx_err(err, errlen, "the sandbox's agent did "
+			    "not start the terminal");
+		goto out;
+	}
 	if (t == AG_ERROR) {
 		buf[n] = '\0';
 		rc = sbx_err(err, errlen, "agent: %s", (char *)buf);
@@ -277,7 +366,16 @@ sbx_gv_agent_spawn(const struct sbx_rec *rec, const struct sbx_cmd *cmd,
 	}
 	if (t != AG_STARTED || ag_started_parse(buf, n) < 0)
 		goto out;
-	if ((pid = fork()) < 0) {
+	/* a terminal's resize or signal may come as soon as the pid is
+	 * known: held pending until the relay has its handler (their
+	 * default action would end it) */
+	sigemptyset(&rt);
+	sigaddset(&rt, SIGRTMIN);
+	sigaddset(&rt, SIGRTMIN + 1);
+	sigprocmask(SIG_BLOCK, &rt, &old);
+	if ((pid = fork()) != 0)
+		sigprocmask(SIG_SETMASK, &old, NULL);
+	if (pid < 0) {
 		rc = sbx_err(err, errlen, "fork: %s", strerror(errno));
 		goto out;
 	}
@@ -295,7 +393,9 @@ sbx_gv_agent_spawn(const struct sbx_rec *rec, const struct sbx_cmd *cmd,
 		c = fcntl(fd, F_DUPFD, 10);
 		i0 = cmd->fd_in >= 0 ? fcntl(cmd->fd_in, F_DUPFD, 10) :
 		    open("/dev/null", O_RDONLY);
-		o = fcntl(cmd->fd_out, F_DUPFD, 10);
+		/* a terminal's output is the slave's, as the command's
+		 * would be on ns */
+		o = fcntl(cmd->tty ? cmd->fd_in : cmd->fd_out, F_DUPFD, 10);
 		e = fcntl(cmd->fd_err, F_DUPFD, 10);
 		if (c < 0 || i0 < 0 || o < 0 || e < 0 || dup2(i0, 0) < 0 ||
 		    dup2(o, 1) < 0 || dup2(e, 2) < 0 || dup2(c, 3) < 0)
@@ -303,12 +403,82 @@ sbx_gv_agent_spawn(const struct sbx_rec *rec, const struct sbx_cmd *cmd,
 		/* nothing of the caller's: its locks and pipes would
 		 * outlive it here */
 		closefrom(4);
-		ga_relay();
+		ga_relay(cmd->tty);
 	}
 	out->pid = pid;
 	rc = 0;
 out:
 	free(req);
 	close(fd);
+	return rc;
+}
+
+int
+sbx_gv_agent_resize(const struct sbx_proc *p, unsigned rows, unsigned cols)
+{
+	union sigval v;
+
+	if (p->pid <= 0 || rows == 0 || cols == 0 || rows > 0x7fff ||
+	    cols > 0xffff)
+		return -1;
+	v.sival_int = (int)(rows << 16 | cols);
+	return sigqueue(p->pid, SIGRTMIN, v);
+}
+
+int
+sbx_gv_agent_tty_signal(const struct sbx_proc *p, int sig)
+{
+	union sigval v;
+
+	if (p->pid <= 0 || sig < 1 || sig > 64)
+		return -1;
+	v.sival_int = sig;
+	return sigqueue(p->pid, SIGRTMIN + 1, v);
+}
+
+int
+sbx_gv_agent_port_connect(const struct sbx_rec *rec, int port, char *err,
+    size_t errlen)
+{
+	unsigned char b[AG_ERR_MAX + 1];
+	size_t n;
+	int fd, t, e = 0, rc = -1;
+
+	if (port < 1 || port > 65535)
+		return sbx_err(err, errlen, "port %d: 1..65535", port);
+	if ((fd = ga_connect(rec)) < 0)
+		return sbx_err(err, errlen, "the sandbox's agent is not there "
+		    "(is the sandbox running?)");
+	ag_port_put(b, port);
+	/* bounded as a spawn's STARTED: the agent's connect inside is
+	 * bounded itself, shorter */
+	if (ag_write_frame(fd, AG_CONNECT, b, 2) != 0 ||
+	    ga_read(fd, GA_REPLY_MS, &t, b, sizeof(b) - 1, &n) != 0) {
+		sbx_err(err, errlen, "the sandbox's agent did not answer");
+		goto out;
+	}
+	if (t != AG_CONNECTED || (e = ag_connected_parse(b, n)) < 0) {
+		b[t == AG_ERROR ? n : 0] = '\0';
+		sbx_err(err, errlen, "the sandbox's agent: %s", t == AG_ERROR ?
+		    (char *)b : "protocol error");
+		goto out;
+	}
+	if (e != 0) {
+		sbx_err(err, errlen, "127.0.0.1:%d in the sandbox: %s", port,
+		    strerror(e));
+		rc = -2;
+		goto out;
+	}
+	if (fcntl(fd, F_SETFL, O_NONBLOCK) != 0) {
+		e = errno;
+		sbx_err(err, errlen, "fcntl: %s", strerror(e));
+		goto out;
+	}
+	return fd;
+out:
+	close(fd);
+	/* after the close: -2's errno is the connect's inside */
+	if (rc == -2)
+		errno = e;
 	return rc;
 }

@@ -1361,4 +1361,7 @@ const struct sbx_backend sbx_gvisor_backend = {
 	.alive = gv_alive,
 	.destroy = gv_destroy,
 	.oom_kills = gv_oom_kills,
+	.port_connect = sbx_gv_agent_port_connect,
+	.resize = sbx_gv_agent_resize,
+	.tty_signal = sbx_gv_agent_tty_signal,
 };

@@ -986,6 +986,7 @@ xd_cmd_start(struct xd_box *b, const struct xd_cmd_spec *spec,
 	sc.fd_out = po[1];
 	sc.fd_err = pe[1];
 	sc.cwd = spec->cwd;
+	sc.tty = spec->pty;
 	c->oom_known = b->be->oom_kills != NULL &&
 	    b->be->oom_kills(&b->rec, &c->oom_before) == 0;
 	xd_broker_socket_own(&b->rec);

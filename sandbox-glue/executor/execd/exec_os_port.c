@@ -17,8 +17,11 @@
  * device, no route, no listener of ours) and nothing of the host's
  * network is reachable from inside; the alternative, a relay through
  * the shim on a Unix socket in the workspace, would put a socket the
- * sandbox can open and race in its own file system.  Backends that
- * cannot do it (gvisor) answer 501.
+ * sandbox can open and race in its own file system.  Where the host
+ * cannot reach the sandbox's network at all (gvisor: its stack is the
+ * sentry's) the backend's port_connect has its agent connect inside and
+ * hands back the agent's connection, already connected, whose bytes are
+ * the TCP connection's (a bounded wait, as a command's start there).
  *
  * The exchange: the request as evhttp read it (body whole, at most
  * max_body_bytes) goes up as HTTP/1.0 with Connection: close, so the
@@ -494,7 +497,7 @@ xd_port_proxy(const struct xd_port_call *oc, long port, const char *rest,
 	struct evkeyval *kv;
 	struct pxy *p;
 	char err[XD_ERR_MAX];
-	int fd;
+	int fd, connected = 0;
 
 	switch (evhttp_request_get_command(req)) {
 	case EVHTTP_REQ_GET: mn = "GET"; break;
@@ -515,14 +518,27 @@ xd_port_proxy(const struct xd_port_call *oc, long port, const char *rest,
 		efail(oc, 400, "INVALID_REQUEST", "an Upgrade is a GET");
 		return;
 	}
-	if (oc->box->be->net_socket == NULL) {
+	if (oc->box->be->net_socket == NULL &&
+	    oc->box->be->port_connect == NULL) {
 		efail(oc, 501, "NOT_SUPPORTED", "the port proxy: the %s "
 		    "backend's network is not reachable from the host",
 		    oc->box->be->name);
 		return;
 	}
-	if ((fd = oc->box->be->net_socket(&oc->box->rec, err, sizeof(err))) <
-	    0) {
+	/* made inside (gvisor's agent), connected when it returns: a
+	 * refusal is the one the connect below would have met */
+	if (oc->box->be->net_socket == NULL) {
+		connected = 1;
+		if ((fd = oc->box->be->port_connect(&oc->box->rec, (int)port,
+		    err, sizeof(err))) == -2) {
+			efail(oc, 502, "PORT_UNREACHABLE", "nothing listens on "
+			    "port %ld in the sandbox (127.0.0.1:%ld): %s",
+			    port, port, strerror(errno));
+			return;
+		}
+	} else
+		fd = oc->box->be->net_socket(&oc->box->rec, err, sizeof(err));
+	if (fd < 0) {
 		efail(oc, 409, "SANDBOX_NOT_RUNNING", "%s", err);
 		return;
 	}
@@ -566,8 +582,8 @@ xd_port_proxy(const struct xd_port_call *oc, long port, const char *rest,
 	oc->wait(oc->arg);
 	if ((p->evcon = evhttp_request_get_connection(req)) != NULL)
 		evhttp_connection_set_closecb(p->evcon, client_closed, p);
-	if (bufferevent_socket_connect(p->up, (struct sockaddr *)&sin,
-	    sizeof(sin)) != 0) {
+	if (!connected && bufferevent_socket_connect(p->up, (struct sockaddr *)
+	    &sin, sizeof(sin)) != 0) {
 		snprintf(err, sizeof(err), "nothing listens on port %ld in the "
 		    "sandbox: %s", port, strerror(errno));
 		pxy_end(p, 502, "PORT_UNREACHABLE", err);

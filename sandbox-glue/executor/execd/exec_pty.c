@@ -9,7 +9,11 @@
  * command runs (the sandbox user, its cgroups and namespaces, killed
  * with its tree); the wrapper inside (setsid -c) makes the slave its
  * controlling terminal and points stdout and stderr at it, so that
- * Ctrl-C, job control and `stty size` work as on any terminal.  Its
+ * Ctrl-C, job control and `stty size` work as on any terminal.  A
+ * backend whose commands' stdin is relayed (gvisor: no tty_stdin) makes
+ * a terminal inside and relays it to this one (sbx.h, cmd.tty): there
+ * its keeper owns the terminal (no setsid -c), and a resize and a signal
+ * go to it through the backend's resize and tty_signal.  Its
  * output is the command's stdout ring (ring_bytes): offsets count from
  * the terminal's first byte, and a replay since an offset starts at the
  * oldest byte still kept.  The session id is the command's id.
@@ -306,8 +310,12 @@ on_json(struct xd_ptyc *p, const unsigned char *b, size_t n)
 		memset(&ws, 0, sizeof(ws));
 		ws.ws_col = (unsigned short)cols;
 		ws.ws_row = (unsigned short)rows;
-		/* the kernel sends SIGWINCH to the foreground group */
-		if (c->pty_fd < 0 || ioctl(c->pty_fd, TIOCSWINSZ, &ws) != 0)
+		/* the kernel sends SIGWINCH to the foreground group; a
+		 * terminal inside the sandbox (gvisor) is told as well */
+		if (c->pty_fd < 0 || ioctl(c->pty_fd, TIOCSWINSZ, &ws) != 0 ||
+		    (c->box->be->resize != NULL && (!c->running ||
+		    c->box->be->resize(&c->proc, (unsigned)rows,
+		    (unsigned)cols) != 0)))
 			send_error(p, "RUNTIME_ERROR", "resize failed");
 	} else if (strcmp(type, "signal") == 0) {
 		if ((sig = sig_of(json_object_get(j, "signal"))) < 0) {
@@ -320,8 +328,14 @@ on_json(struct xd_ptyc *p, const unsigned char *b, size_t n)
 		/* the foreground process group, as the daemon's pid
 		 * namespace numbers it; never the daemon's own group (a
 		 * terminal with none left answers 0 or -1) */
-		if (c->pty_fd < 0 || ioctl(c->pty_fd, TIOCGPGRP, &pg) != 0 ||
-		    pg <= 1 || pg == getpgrp() || kill(-pg, sig) != 0)
+		if (c->box->be->tty_signal != NULL) {
+			/* the terminal is inside: so is its group */
+			if (!c->running || c->box->be->tty_signal(&c->proc,
+			    sig) != 0)
+				send_error(p, "RUNTIME_ERROR", "no process to "
+				    "signal");
+		} else if (c->pty_fd < 0 || ioctl(c->pty_fd, TIOCGPGRP, &pg) !=
+		    0 || pg <= 1 || pg == getpgrp() || kill(-pg, sig) != 0)
 			send_error(p, "RUNTIME_ERROR", "no process to signal");
 	} else
 		send_error(p, "INVALID_FRAME", "type: stdin, resize or signal");
@@ -441,7 +455,7 @@ xd_pty_start(struct xd_box *b, json_t *body, struct xd_perr *e)
 	struct xd_cmd_spec s;
 	struct xd_cmd *c;
 
-	if (!b->be->tty_stdin) {
+	if (!b->be->tty_stdin && b->be->resize == NULL) {
 		xd_perr_set(e, 501, "backend_unavailable", "terminals: the %s "
 		    "backend relays a command's stdin, so no pty reaches it",
 		    b->be->name);
@@ -474,9 +488,13 @@ xd_pty_start(struct xd_box *b, json_t *body, struct xd_perr *e)
 		return NULL;
 	}
 	/* inside: a session of its own whose controlling terminal is the
-	 * pty (stdin), stdout and stderr pointed at it, then the shell */
-	argv = json_pack("[s,s,s,s,s,s,s,s]", "setsid", "-w", "-c", "/bin/sh",
-	    "-c", "exec \"$@\" >&0 2>&0", "sh", "/bin/bash");
+	 * pty (stdin), stdout and stderr pointed at it, then the shell;
+	 * where the terminal is made inside (gvisor) the backend's keeper
+	 * has made it the session's already */
+	argv = b->be->tty_stdin ? json_pack("[s,s,s,s,s,s,s,s]", "setsid",
+	    "-w", "-c", "/bin/sh", "-c", "exec \"$@\" >&0 2>&0", "sh",
+	    "/bin/bash") : json_pack("[s,s,s,s,s]", "/bin/sh", "-c",
+	    "exec \"$@\" >&0 2>&0", "sh", "/bin/bash");
 	if (argv != NULL) {
 		if (cmd != NULL) {
 			json_array_append_new(argv, json_string("-c"));
