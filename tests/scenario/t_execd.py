@@ -2276,6 +2276,80 @@ def gvisor_agent(env):
              "gvisor delete")
 
 @S.case
+def gvisor_root_template(env):
+    """A gVisor sandbox on the host's root runs on one template shared by
+    the sandboxes of the state dir (<state>/.gvisor-root/<signature>,
+    bundle/rootfs links to it): its /etc holds the host's entries
+    (directories copied, not bound), what others may not read empty, and
+    the sandbox's own passwd bound over.  A template no sandbox links to
+    and none picked for a minute goes when a new one is made; a recent
+    one stays."""
+    preflight()
+    if not runsc_works():
+        raise Skip("runsc not installed")
+    d, ctl, x = start(env, backend="gvisor")
+    state = x.conf["state_dir"]
+    base = os.path.join(state, ".gvisor-root")
+
+    def make(sid):
+        r = x.app("POST", "/v1/sandboxes", {"id": sid, "tenant": "acme",
+                                            "user": "alice",
+                                            "network": {"tier": "public"}},
+                  timeout=180)
+        if r.status == 503 and r.code() == "backend_unavailable":
+            raise Skip("gvisor does not run here: %s" %
+                       r.json["error"]["message"])
+        check_eq(r.status, 201, "gvisor create %s: %r" % (sid, r))
+        link = os.path.join(state, K(sid), "bundle", "rootfs")
+        check(os.path.islink(link), "%s: bundle/rootfs is no link" % sid)
+        return os.readlink(link)
+
+    t1 = make("t1")
+    check_eq(os.path.dirname(t1), base, "template's place: %s" % t1)
+    check_eq(make("t2"), t1, "a second sandbox's template")
+    # what the sandbox sees is the host's
+    with open(os.path.join(state, K("t1"), "record.json")) as f:
+        uid = json.load(f)["host_uid"]
+    o = ex(x, "t1", {"shell": "id -u; grep '^user:' /etc/passwd | "
+                     "cut -d: -f3; cd /etc && find ssl alternatives "
+                     "python3 2>/dev/null | sort | sha256sum; "
+                     "sha256sum < /etc/ssl/certs/ca-certificates.crt"})
+    h = subprocess.run("cd /etc && find ssl alternatives python3 "
+                       "2>/dev/null | sort | sha256sum; sha256sum < "
+                       "/etc/ssl/certs/ca-certificates.crt", shell=True,
+                       stdout=subprocess.PIPE, universal_newlines=True)
+    check_eq(o["stdout"], "%d\n%d\n%s" % (uid, uid, h.stdout),
+             "/etc inside against the host's")
+    for dp, dns, fns in os.walk("/etc/ssl"):
+        st = os.lstat(dp)
+        mine = os.path.join(t1, os.path.relpath(dp, "/"))
+        check_eq(os.lstat(mine).st_mode, st.st_mode, "mode of %s" % mine)
+        if st.st_mode & 0o005 != 0o005:
+            check_eq(os.listdir(mine), [], "%s: others may not read it, "
+                     "copied with its entries" % dp)
+            dns[:] = []
+    # a host change is a new template; the old ones go once unused
+    for sid in ("t1", "t2"):
+        check_eq(x.app("DELETE", "/v1/sandboxes/" + sid,
+                       timeout=120).status, 200, "delete " + sid)
+    old = time.time() - 120
+    moved = os.path.join(base, "d" * 16)
+    os.rename(t1, moved)
+    planted = [os.path.join(base, "f" * 16), os.path.join(base, ".tmp-1-x"),
+               os.path.join(base, "e" * 16)]
+    for p in planted:
+        os.mkdir(p)
+    for p in (moved, planted[0], planted[1]):
+        os.utime(p, (old, old))
+    check_eq(make("t3"), t1, "the template made again")
+    check_eq(sorted(os.listdir(base)), sorted([os.path.basename(t1),
+                                               "e" * 16]),
+             "templates after a new one")
+    check_eq(x.app("DELETE", "/v1/sandboxes/t3", timeout=120).status, 200,
+             "delete t3")
+
+
+@S.case
 def ns_agent(env):
     """ns commands go through the holder's agent where the sandbox's
     cgroup is v1 (one connection to /dev/sluice-agent/agent.sock inside,
