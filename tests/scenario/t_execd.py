@@ -2246,6 +2246,23 @@ def gvisor_agent(env):
               errors="replace") as f:
         ilog = f.read()
     check("membarrier" not in ilog, "runsc complained: %r" % ilog[-500:])
+    # runsc is started with descriptor 300 open (sbx_gvisor.c,
+    # gv_fd_reserve), which its sandbox process keeps: a descriptor
+    # table of 512 from the start, and that descriptor an empty pipe
+    # with no writer, not a file of the host's
+    with open(os.path.join(x.conf["state_dir"], K("ga"), "record.json")) as f:
+        spid = json.load(f)["init_pid"]
+    with open("/proc/%d/status" % spid) as f:
+        fdsize = int(re.search(r"^FDSize:\s*(\d+)", f.read(), re.M).group(1))
+    check(fdsize >= 512, "sandbox process's descriptor table: %d" % fdsize)
+    check(os.readlink("/proc/%d/fd/300" % spid).startswith("pipe:"),
+          "descriptor 300 of the sandbox process: %s" %
+          os.readlink("/proc/%d/fd/300" % spid))
+    fd = os.open("/proc/%d/fd/300" % spid, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        check_eq(os.read(fd, 16), b"", "its pipe has no writer")
+    finally:
+        os.close(fd)
     # the agent is root inside: its directory is not the sandbox user's
     o = ex(x, "ga", {"shell": "ls /dev/sluice-agent 2>&1; echo rc=$?"})
     check("rc=0" not in o["stdout"], "the sandbox user reaches the "

@@ -268,10 +268,45 @@ gv_membarrier_filter(void)
 #endif
 }
 
-/* In a forked child: fds 0-2 from in/out/err, nothing else open, signals
- * back to default, then runsc.  own_session: the gofer that "runsc
- * create" leaves behind would otherwise stay in the caller's process
- * group, and a Ctrl-C there would take the sandbox's files away. */
+/*
+ * In the child that becomes runsc, after closefrom: descriptor
+ * GV_FD_HIGH, the read end of an empty pipe whose write end is closed
+ * (it reads EOF and names no file of the host), left open across the
+ * exec.  The kernel grows a process's descriptor table when a
+ * descriptor past its size is made, and waits for an RCU grace period
+ * first when the table is shared by threads, as a Go program's is: the
+ * sandbox moves its stdio to descriptors 256-258 as it boots (18 ms
+ * here), the gofer and runsc itself go past 64.  A table is made as big
+ * as the highest open descriptor of the process it is copied from at
+ * fork, and an exec keeps it: with this one open in runsc, runsc, the
+ * gofer and the sandbox start with 512 slots.  runsc closes no
+ * descriptor it does not know, so those two keep it too, open, as it
+ * is: nothing can be done with it but reading its end and closing it
+ * (a descriptor of /dev/null instead would let the gofer, root, change
+ * that file's mode).  The sandbox's own processes never see host
+ * descriptors.
+ */
+#define GV_FD_HIGH	300
+
+static void
+gv_fd_reserve(void)
+{
+	int p[2];
+
+	if (pipe(p) != 0)
+		return;
+	close(p[1]);
+	if (p[0] != GV_FD_HIGH) {
+		(void)dup2(p[0], GV_FD_HIGH);
+		close(p[0]);
+	}
+}
+
+/* In a forked child: fds 0-2 from in/out/err, nothing else open but
+ * gv_fd_reserve's, signals back to default, then runsc.  own_session:
+ * the gofer that "runsc create" leaves behind would otherwise stay in
+ * the caller's process group, and a Ctrl-C there would take the
+ * sandbox's files away. */
 static void
 gv_exec_child(const char **av, int in, int out, int errfd, int own_session)
 {
@@ -286,6 +321,7 @@ gv_exec_child(const char **av, int in, int out, int errfd, int own_session)
 	    (errfd != 2 && dup2(errfd, 2) < 0))
 		_exit(127);
 	closefrom(3);
+	gv_fd_reserve();
 	execv(av[0], (char *const *)av);
 	_exit(127);
 }
