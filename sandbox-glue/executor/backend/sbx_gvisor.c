@@ -768,8 +768,8 @@ gv_tpl_used(const char *state, const char *t)
 	return used;
 }
 
-/* Templates under base but keep that no sandbox uses (and leftovers of
- * creates killed while making one), once a minute old. */
+/* The templates under base other than keep that no sandbox uses (and
+ * leftovers of creates killed while making one), once a minute old. */
 static void
 gv_tpl_gc(const char *state, const char *base, const char *keep)
 {
@@ -905,12 +905,6 @@ gv_image_unroot(const struct sbx_rec *rec)
 			break;
 }
 
-/*
- * The image as the bundle's rootfs: mounted on the host (runsc's gofer
- * serves the sentry from there), read-only, nosuid, nodev; and the
- * sandbox's passwd and group (the sandbox user is rec->host_uid) in
- * <dir>/etc, bound over the image's by gv_config.  destroy() unmounts.
- */
 /* The sandbox's passwd and group (and hosts) in <dir>/etc, for
  * gv_config to bind over its root's. */
 static int
@@ -927,6 +921,12 @@ gv_ids(const struct sbx_rec *rec, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * The image as the bundle's rootfs: mounted on the host (runsc's gofer
+ * serves the sentry from there), read-only, nosuid, nodev; and the
+ * sandbox's passwd and group (the sandbox user is rec->host_uid) in
+ * <dir>/etc, bound over the image's by gv_config.  destroy() unmounts.
+ */
 static int
 gv_image_root(struct sbx_rec *rec, char *err, size_t errlen)
 {
