@@ -47,6 +47,7 @@ import base64
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import ssl
@@ -2298,13 +2299,18 @@ def gvisor_root_template(env):
     the sandboxes of the state dir (<state>/.gvisor-root/<signature>,
     bundle/rootfs links to it): its /etc holds the host's entries
     (directories copied, not bound), what others may not read empty, and
-    the sandbox's own passwd bound over.  A template no sandbox links to
-    and none picked for a minute goes when a new one is made; a recent
-    one stays."""
+    the sandbox's own passwd bound over.  A change of a source (here the
+    shim's times) makes a new template for later sandboxes and leaves the
+    older one to those made on it.  A template no sandbox links to and
+    none picked for a minute goes when a new one is made; a recent one
+    stays."""
     preflight()
     if not runsc_works():
         raise Skip("runsc not installed")
-    d, ctl, x = start(env, backend="gvisor")
+    shim = env.path("shim", "sluice-shim")
+    os.makedirs(os.path.dirname(shim), mode=0o755, exist_ok=True)
+    shutil.copy2(SHIM, shim)
+    d, ctl, x = start(env, backend="gvisor", shim=shim)
     state = x.conf["state_dir"]
     base = os.path.join(state, ".gvisor-root")
 
@@ -2320,6 +2326,10 @@ def gvisor_root_template(env):
         link = os.path.join(state, K(sid), "bundle", "rootfs")
         check(os.path.islink(link), "%s: bundle/rootfs is no link" % sid)
         return os.readlink(link)
+
+    def age(p, s):
+        t = time.time() - s
+        os.utime(p, (t, t))
 
     t1 = make("t1")
     check_eq(os.path.dirname(t1), base, "template's place: %s" % t1)
@@ -2345,25 +2355,35 @@ def gvisor_root_template(env):
             check_eq(os.listdir(mine), [], "%s: others may not read it, "
                      "copied with its entries" % dp)
             dns[:] = []
-    # a host change is a new template; the old ones go once unused
-    for sid in ("t1", "t2"):
+    # a source changed: a new template for the next, the old one kept
+    # for those on it
+    age(shim, 30)
+    t3 = make("t3")
+    check(t3 != t1 and os.path.dirname(t3) == base,
+          "after the shim changed: %s, before %s" % (t3, t1))
+    check(os.path.isdir(t1) and os.readlink(os.path.join(
+        state, K("t1"), "bundle", "rootfs")) == t1, "t1's template kept")
+    o = ex(x, "t3", {"shell": "id -u"})
+    check_eq(o["stdout"], "%d\n" % json.load(open(os.path.join(
+        state, K("t3"), "record.json")))["host_uid"], "t3 runs")
+    # unused for a minute: gone when the next one is made; leftovers of
+    # a killed build too; a recent one stays
+    for sid in ("t1", "t2", "t3"):
         check_eq(x.app("DELETE", "/v1/sandboxes/" + sid,
                        timeout=120).status, 200, "delete " + sid)
-    old = time.time() - 120
-    moved = os.path.join(base, "d" * 16)
-    os.rename(t1, moved)
-    planted = [os.path.join(base, "f" * 16), os.path.join(base, ".tmp-1-x"),
-               os.path.join(base, "e" * 16)]
+    planted = [os.path.join(base, n) for n in ("f" * 16, ".tmp-1-x",
+                                               "e" * 16)]
     for p in planted:
         os.mkdir(p)
-    for p in (moved, planted[0], planted[1]):
-        os.utime(p, (old, old))
-    check_eq(make("t3"), t1, "the template made again")
-    check_eq(sorted(os.listdir(base)), sorted([os.path.basename(t1),
+    for p in (t1, t3, planted[0], planted[1]):
+        age(p, 120)
+    age(shim, 60)
+    t4 = make("t4")
+    check_eq(sorted(os.listdir(base)), sorted([os.path.basename(t4),
                                                "e" * 16]),
              "templates after a new one")
-    check_eq(x.app("DELETE", "/v1/sandboxes/t3", timeout=120).status, 200,
-             "delete t3")
+    check_eq(x.app("DELETE", "/v1/sandboxes/t4", timeout=120).status, 200,
+             "delete t4")
 
 
 @S.case

@@ -474,7 +474,8 @@ gv_bind(json_t *mounts, const char *dst, const char *src, int ro)
  * and a mount in the sentry each, ~10 ms of every create); passwd and
  * group are the sandbox's own, bound over the template's.  The
  * signature hashes the identity (inode, size, times, mode, owner) of
- * every source entry, the shim's too, so a change on the host makes a
+ * every source entry but links (their names, and their directory's
+ * times), the shim's too, so a change on the host makes a
  * new template for the sandboxes made after it: a sandbox sees what it
  * would have seen bound at its create.  A template is made under a
  * temporary name and renamed into place (concurrent creates: one wins,
@@ -537,7 +538,14 @@ gv_sig_at(uint64_t *h, int dfd, const char *name, int depth)
 		return;
 	}
 	while ((de = readdir(d)) != NULL)
-		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		else if (de->d_type == DT_LNK)
+			/* a link is replaced, never changed: the directory's
+			 * times say so (most entries here: ssl/certs,
+			 * alternatives; their stat was 1 ms of a create) */
+			gv_h(h, de->d_name, strlen(de->d_name) + 1);
+		else
 			gv_sig_at(h, dirfd(d), de->d_name, depth + 1);
 	closedir(d);
 }
