@@ -577,15 +577,18 @@ gv_tpl_sig(const struct sbx_rec *rec)
 	return h;
 }
 
-/* Owner, mode (no set-id bit) and times of st on dfd/name. */
+/* Owner, mode (no set-id bit) and times of st on dfd/name.  The owner
+ * where the state dir's file system takes it (the copy is root's
+ * otherwise, as nearly all of /etc is); the mode always: the copy was
+ * made 0600 or 0700. */
 static int
 gv_tpl_meta(int dfd, const char *name, const struct stat *st)
 {
 	struct timespec ts[2] = { st->st_atim, st->st_mtim };
 
-	if (fchownat(dfd, name, st->st_uid, st->st_gid,
-	    AT_SYMLINK_NOFOLLOW) != 0 || (!S_ISLNK(st->st_mode) &&
-	    fchmodat(dfd, name, st->st_mode & 0777, 0) != 0))
+	(void)!fchownat(dfd, name, st->st_uid, st->st_gid, AT_SYMLINK_NOFOLLOW);
+	if (!S_ISLNK(st->st_mode) && fchmodat(dfd, name, st->st_mode & 0777,
+	    0) != 0)
 		return -1;
 	(void)utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW);
 	return 0;
