@@ -47,6 +47,7 @@ import base64
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import ssl
@@ -2234,6 +2235,39 @@ def gvisor_agent(env):
     check_eq(o["stdout"].split(), ["CapInh:", "0000000000000000",
                                    "CapBnd:", "0000000000000000",
                                    "Seccomp:", "2"], "privileges")
+    # runsc starts under the backend's filter that answers its
+    # MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED (sbx_gvisor.c): the
+    # sandbox's own membarrier(2) is the sentry's, whole (QUERY: GLOBAL,
+    # GLOBAL_EXPEDITED and both PRIVATE_EXPEDITED commands; registering
+    # and the private barrier work), and runsc logged no failure
+    o = ex(x, "ga", {"cmd": ["python3", "-c",
+                             "import ctypes\n"
+                             "l = ctypes.CDLL(None, use_errno=True)\n"
+                             "print(*[l.syscall(324, c, 0) "
+                             "for c in (0, 16, 8, 1)])"]})
+    check_eq((o["exit_code"], o["stdout"]), (0, "31 0 0 0\n"),
+             "membarrier inside: %r" % o)
+    with open(os.path.join(x.conf["state_dir"], K("ga"), "init.log"),
+              errors="replace") as f:
+        ilog = f.read()
+    check("membarrier" not in ilog, "runsc complained: %r" % ilog[-500:])
+    # runsc is started with descriptor 300 open (sbx_gvisor.c,
+    # gv_fd_reserve), which its sandbox process keeps: a descriptor
+    # table of 512 from the start, and that descriptor an empty pipe
+    # with no writer, not a file of the host's
+    with open(os.path.join(x.conf["state_dir"], K("ga"), "record.json")) as f:
+        spid = json.load(f)["init_pid"]
+    with open("/proc/%d/status" % spid) as f:
+        fdsize = int(re.search(r"^FDSize:\s*(\d+)", f.read(), re.M).group(1))
+    check(fdsize >= 512, "sandbox process's descriptor table: %d" % fdsize)
+    check(os.readlink("/proc/%d/fd/300" % spid).startswith("pipe:"),
+          "descriptor 300 of the sandbox process: %s" %
+          os.readlink("/proc/%d/fd/300" % spid))
+    fd = os.open("/proc/%d/fd/300" % spid, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        check_eq(os.read(fd, 16), b"", "its pipe has no writer")
+    finally:
+        os.close(fd)
     # the agent is root inside: its directory is not the sandbox user's
     o = ex(x, "ga", {"shell": "ls /dev/sluice-agent 2>&1; echo rc=$?"})
     check("rc=0" not in o["stdout"], "the sandbox user reaches the "
@@ -2262,6 +2296,99 @@ def gvisor_agent(env):
         (sorted(ms)[len(ms) // 2], len(ms)))
     check_eq(x.app("DELETE", "/v1/sandboxes/ga", timeout=120).status, 200,
              "gvisor delete")
+
+@S.case
+def gvisor_root_template(env):
+    """A gVisor sandbox on the host's root runs on one template shared by
+    the sandboxes of the state dir (<state>/.gvisor-root/<signature>,
+    bundle/rootfs links to it): its /etc holds the host's entries
+    (directories copied, not bound), what others may not read empty, and
+    the sandbox's own passwd bound over.  A change of a source (here the
+    shim's times) makes a new template for later sandboxes and leaves the
+    older one to those made on it.  A template no sandbox links to and
+    none picked for a minute goes when a new one is made; a recent one
+    stays."""
+    preflight()
+    if not runsc_works():
+        raise Skip("runsc not installed")
+    shim = env.path("shim", "sluice-shim")
+    os.makedirs(os.path.dirname(shim), mode=0o755, exist_ok=True)
+    shutil.copy2(SHIM, shim)
+    d, ctl, x = start(env, backend="gvisor", shim=shim)
+    state = x.conf["state_dir"]
+    base = os.path.join(state, ".gvisor-root")
+
+    def make(sid):
+        r = x.app("POST", "/v1/sandboxes", {"id": sid, "tenant": "acme",
+                                            "user": "alice",
+                                            "network": {"tier": "public"}},
+                  timeout=180)
+        if r.status == 503 and r.code() == "backend_unavailable":
+            raise Skip("gvisor does not run here: %s" %
+                       r.json["error"]["message"])
+        check_eq(r.status, 201, "gvisor create %s: %r" % (sid, r))
+        link = os.path.join(state, K(sid), "bundle", "rootfs")
+        check(os.path.islink(link), "%s: bundle/rootfs is no link" % sid)
+        return os.readlink(link)
+
+    def age(p, s):
+        t = time.time() - s
+        os.utime(p, (t, t))
+
+    t1 = make("t1")
+    check_eq(os.path.dirname(t1), base, "template's place: %s" % t1)
+    check_eq(make("t2"), t1, "a second sandbox's template")
+    # what the sandbox sees is the host's
+    with open(os.path.join(state, K("t1"), "record.json")) as f:
+        uid = json.load(f)["host_uid"]
+    o = ex(x, "t1", {"shell": "id -u; grep '^user:' /etc/passwd | "
+                     "cut -d: -f3; cd /etc && find ssl alternatives "
+                     "python3 2>/dev/null | sort | sha256sum; "
+                     "sha256sum < /etc/ssl/certs/ca-certificates.crt"})
+    h = subprocess.run("cd /etc && find ssl alternatives python3 "
+                       "2>/dev/null | sort | sha256sum; sha256sum < "
+                       "/etc/ssl/certs/ca-certificates.crt", shell=True,
+                       stdout=subprocess.PIPE, universal_newlines=True)
+    check_eq(o["stdout"], "%d\n%d\n%s" % (uid, uid, h.stdout),
+             "/etc inside against the host's")
+    for dp, dns, fns in os.walk("/etc/ssl"):
+        st = os.lstat(dp)
+        mine = os.path.join(t1, os.path.relpath(dp, "/"))
+        check_eq(os.lstat(mine).st_mode, st.st_mode, "mode of %s" % mine)
+        if st.st_mode & 0o005 != 0o005:
+            check_eq(os.listdir(mine), [], "%s: others may not read it, "
+                     "copied with its entries" % dp)
+            dns[:] = []
+    # a source changed: a new template for the next, the old one kept
+    # for those on it
+    age(shim, 30)
+    t3 = make("t3")
+    check(t3 != t1 and os.path.dirname(t3) == base,
+          "after the shim changed: %s, before %s" % (t3, t1))
+    check(os.path.isdir(t1) and os.readlink(os.path.join(
+        state, K("t1"), "bundle", "rootfs")) == t1, "t1's template kept")
+    o = ex(x, "t3", {"shell": "id -u"})
+    check_eq(o["stdout"], "%d\n" % json.load(open(os.path.join(
+        state, K("t3"), "record.json")))["host_uid"], "t3 runs")
+    # unused for a minute: gone when the next one is made; leftovers of
+    # a killed build too; a recent one stays
+    for sid in ("t1", "t2", "t3"):
+        check_eq(x.app("DELETE", "/v1/sandboxes/" + sid,
+                       timeout=120).status, 200, "delete " + sid)
+    planted = [os.path.join(base, n) for n in ("f" * 16, ".tmp-1-x",
+                                               "e" * 16)]
+    for p in planted:
+        os.mkdir(p)
+    for p in (t1, t3, planted[0], planted[1]):
+        age(p, 120)
+    age(shim, 60)
+    t4 = make("t4")
+    check_eq(sorted(os.listdir(base)), sorted([os.path.basename(t4),
+                                               "e" * 16]),
+             "templates after a new one")
+    check_eq(x.app("DELETE", "/v1/sandboxes/t4", timeout=120).status, 200,
+             "delete t4")
+
 
 @S.case
 def ns_agent(env):

@@ -4,9 +4,11 @@
  * (rec->dir/runsc) and an OCI bundle (rec->dir/bundle) whose read-only
  * root is the sandbox's image (rec->image, sbx_image.h) mounted on the
  * host at bundle/rootfs, its passwd and group bound over for the sandbox's
- * host uid, or without one assembled from the host's /usr and a few /etc
- * entries, like the ns backend's.  runsc is always run through fork/exec
- * with an argv.
+ * host uid, or without one a template shared by the state directory's
+ * sandboxes (gv_template), which holds the host's /etc entries, with the
+ * host's /usr bound, like the ns backend's root.  runsc is always run
+ * through fork/exec with an argv, under a filter that spares it an RCU
+ * grace period at each start (gv_membarrier_filter).
  *
  * Facts about runsc 20221219 (Debian 12) that shape this file:
  * - the ptrace platform works everywhere; kvm may hang (nested guests);
@@ -44,8 +46,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +61,11 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/membarrier.h>
+#include <linux/seccomp.h>
 
 #include <jansson.h>
 
@@ -70,6 +80,12 @@
 #define GV_WAIT_MS	60000	/* bound on one runsc management call */
 #define GV_SECCOMP_MAX	65536	/* bytes of the seccomp program (hex) */
 #define GV_AGENT_WAIT_MS 3000	/* from "runsc run" to the agent's socket */
+
+#if defined(__x86_64__)
+#define GV_AUDIT_ARCH	AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define GV_AUDIT_ARCH	AUDIT_ARCH_AARCH64
+#endif
 
 /* What every runsc call of one sandbox needs. */
 struct gv_ctx {
@@ -208,14 +224,95 @@ gv_argv(const struct gv_ctx *c, const char **av, const char *const *args)
 	return 0;
 }
 
-/* In a forked child: fds 0-2 from in/out/err, nothing else open, signals
- * back to default, then runsc.  own_session: the gofer that "runsc
- * create" leaves behind would otherwise stay in the caller's process
- * group, and a Ctrl-C there would take the sandbox's files away. */
+/*
+ * In the child that becomes runsc, before its exec: membarrier(2)'s
+ * MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED answered as done without
+ * doing it.  runsc 20221219 makes that call as it starts (its hostmm
+ * package's init), in every one of its processes: a create starts five
+ * (runsc run, then the gofer and the sandbox, each of which executes
+ * itself again), three of them one after the other.  The kernel answers
+ * it after an RCU grace period once the process has threads, which a Go
+ * program has by then: 9 ms here, of a start of 17.  Only gVisor's KVM
+ * platform uses that registration; ptrace, which gv_argv always asks
+ * for, uses MEMBARRIER_CMD_GLOBAL (and later gVisor registers lazily
+ * for this very cost).  An error instead of 0 would make runsc log a
+ * warning at every start, into the sandbox's log and a runsc exec'd
+ * command's stderr.  gofer and sandbox inherit the filter under their
+ * own; the sandbox's membarrier(2) is the sentry's and is unchanged.
+ * It takes CAP_SYS_ADMIN (no no_new_privs is set): without it, runsc
+ * starts as before.
+ */
+static void
+gv_membarrier_filter(void)
+{
+#ifdef GV_AUDIT_ARCH
+	static const struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+		    offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, GV_AUDIT_ARCH, 0, 5),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+		    offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_membarrier, 0, 3),
+		/* the command, an int: the argument's low word */
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+		    offsetof(struct seccomp_data, args[0])),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
+		    MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog p = { (unsigned short)(sizeof(f) / sizeof(f[0])),
+	    (struct sock_filter *)(uintptr_t)f };
+
+	(void)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &p);
+#endif
+}
+
+/*
+ * In the child that becomes runsc, after closefrom: descriptor
+ * GV_FD_HIGH, the read end of an empty pipe whose write end is closed
+ * (it reads EOF and names no file of the host), left open across the
+ * exec.  The kernel grows a process's descriptor table when a
+ * descriptor past its size is made, and waits for an RCU grace period
+ * first when the table is shared by threads, as a Go program's is: the
+ * sandbox moves its stdio to descriptors 256-258 as it boots (18 ms
+ * here), the gofer and runsc itself go past 64.  A table is made as big
+ * as the highest open descriptor of the process it is copied from at
+ * fork, and an exec keeps it: with this one open in runsc, runsc, the
+ * gofer and the sandbox start with 512 slots.  runsc closes no
+ * descriptor it does not know, so those two keep it too, open, as it
+ * is: nothing can be done with it but reading its end and closing it
+ * (a descriptor of /dev/null instead would let the gofer, root, change
+ * that file's mode).  The sandbox's own processes never see host
+ * descriptors.
+ */
+#define GV_FD_HIGH	300
+
+static void
+gv_fd_reserve(void)
+{
+	int p[2];
+
+	if (pipe(p) != 0)
+		return;
+	close(p[1]);
+	if (p[0] != GV_FD_HIGH) {
+		(void)dup2(p[0], GV_FD_HIGH);
+		close(p[0]);
+	}
+}
+
+/* In a forked child: fds 0-2 from in/out/err, nothing else open but
+ * gv_fd_reserve's, signals back to default, then runsc.  own_session:
+ * the gofer that "runsc create" leaves behind would otherwise stay in
+ * the caller's process group, and a Ctrl-C there would take the
+ * sandbox's files away. */
 static void
 gv_exec_child(const char **av, int in, int out, int errfd, int own_session)
 {
 	sigset_t all;
+
+	gv_membarrier_filter();
 	if (own_session)
 		(void)setsid();
 	sigemptyset(&all);
@@ -224,6 +321,7 @@ gv_exec_child(const char **av, int in, int out, int errfd, int own_session)
 	    (errfd != 2 && dup2(errfd, 2) < 0))
 		_exit(127);
 	closefrom(3);
+	gv_fd_reserve();
 	execv(av[0], (char *const *)av);
 	_exit(127);
 }
@@ -366,73 +464,413 @@ gv_bind(json_t *mounts, const char *dst, const char *src, int ro)
 	return gv_mount_add(mounts, dst, "bind", src, opts);
 }
 
-/* The host's src at dst in the rootfs, if the host has it: a symlink
- * copied, a directory bound read-only, a regular file copied when
- * files (best effort).  -1 only when a directory cannot be bound. */
-static int
-gv_host_entry(json_t *mounts, const char *src, const char *dst, int files)
-{
-	struct stat st;
+/*
+ * The root of a sandbox without an image: one directory for all the
+ * sandboxes of a state directory, <state>/.gvisor-root/<signature>,
+ * read-only to them (gVisor mounts its root so).  It holds the mount
+ * points, the top-level symlinks of a merged-/usr host, the static shim
+ * and an /etc of the host's entries of sbx_etc_keep, directories copied
+ * whole (they were bound one by one, eight mounts: a gofer connection
+ * and a mount in the sentry each, ~10 ms of every create); passwd and
+ * group are the sandbox's own, bound over the template's.  The
+ * signature hashes the identity (inode, size, times, mode, owner) of
+ * every source entry but links (their names, and their directory's
+ * times), the shim's too, so a change on the host makes a
+ * new template for the sandboxes made after it: a sandbox sees what it
+ * would have seen bound at its create.  A template is made under a
+ * temporary name and renamed into place (concurrent creates: one wins,
+ * the other takes it).  A sandbox's bundle/rootfs is a symlink to its
+ * template, which keeps it: an older template is removed once no
+ * sandbox links to it and none picked it for a minute.
+ */
+#define GV_TPL_DIR	".gvisor-root"
+#define GV_TPL_LAYOUT	1	/* changes with what gv_tpl_fill makes */
+#define GV_TPL_GRACE_S	60	/* picked this recently: in use */
+#define GV_TPL_DEPTH	16	/* directory levels copied and hashed */
 
-	if (lstat(src, &st) != 0)
-		return 0;
-	if (S_ISLNK(st.st_mode))
-		sbx_copy_link(src, dst);
-	else if (S_ISDIR(st.st_mode)) {
-		if (sbx_mkdir(dst, 0755) != 0 ||
-		    gv_bind(mounts, src, src, 1) != 0)
-			return -1;
-	} else if (S_ISREG(st.st_mode) && files)
-		(void)sbx_copy_file(src, dst);
+static const char *const gv_tpl_dirs[] = { "usr", "etc", "proc", "dev",
+    "dev/sluice-agent", "sys", "tmp", "home", "home/user", "workspace",
+    "run", "run/sluice", "opt", "opt/sluice", "var", "root" };
+
+static void
+gv_h(uint64_t *h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		*h = (*h ^ b[i]) * 1099511628211ull;
+}
+
+static void
+gv_h_stat(uint64_t *h, const char *name, const struct stat *st)
+{
+	uint64_t v[12] = { (uint64_t)st->st_dev, (uint64_t)st->st_ino,
+	    (uint64_t)st->st_mode, (uint64_t)st->st_uid, (uint64_t)st->st_gid,
+	    (uint64_t)st->st_size, (uint64_t)st->st_mtim.tv_sec,
+	    (uint64_t)st->st_mtim.tv_nsec, (uint64_t)st->st_ctim.tv_sec,
+	    (uint64_t)st->st_ctim.tv_nsec, (uint64_t)st->st_nlink, 0 };
+
+	gv_h(h, name, strlen(name) + 1);
+	gv_h(h, v, sizeof(v));
+}
+
+/* dfd/name and, a directory, what is under it (down to depth). */
+static void
+gv_sig_at(uint64_t *h, int dfd, const char *name, int depth)
+{
+	struct dirent *de;
+	struct stat st;
+	DIR *d;
+	int fd;
+
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+		gv_h(h, name, strlen(name) + 1);
+		return;
+	}
+	gv_h_stat(h, name, &st);
+	if (!S_ISDIR(st.st_mode) || depth >= GV_TPL_DEPTH ||
+	    (fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC)) < 0)
+		return;
+	if ((d = fdopendir(fd)) == NULL) {
+		close(fd);
+		return;
+	}
+	while ((de = readdir(d)) != NULL)
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		else if (de->d_type == DT_LNK)
+			/* a link is replaced, never changed: the directory's
+			 * times say so (most entries here: ssl/certs,
+			 * alternatives; their stat was 1 ms of a create) */
+			gv_h(h, de->d_name, strlen(de->d_name) + 1);
+		else
+			gv_sig_at(h, dirfd(d), de->d_name, depth + 1);
+	closedir(d);
+}
+
+/* The signature of what a template made now would hold. */
+static uint64_t
+gv_tpl_sig(const struct sbx_rec *rec)
+{
+	uint64_t h = 14695981039346656037ull;
+	int v = GV_TPL_LAYOUT, fd;
+	struct stat st;
+	size_t i;
+
+	gv_h(&h, &v, sizeof(v));
+	gv_h(&h, rec->shim, strlen(rec->shim) + 1);
+	if (stat(rec->shim, &st) == 0)
+		gv_h_stat(&h, "shim", &st);
+	if ((fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+		/* a top-level directory is a mount point, not copied */
+		for (i = 0; i < sbx_root_top_n; i++)
+			gv_sig_at(&h, fd, sbx_root_top[i], GV_TPL_DEPTH);
+		close(fd);
+	}
+	if ((fd = open("/etc", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+		for (i = 0; i < sbx_etc_keep_n; i++)
+			gv_sig_at(&h, fd, sbx_etc_keep[i], 0);
+		close(fd);
+	}
+	return h;
+}
+
+/* Owner, mode (no set-id bit) and times of st on dfd/name.  The owner
+ * where the state dir's file system takes it (the copy is root's
+ * otherwise, as nearly all of /etc is); the mode always: the copy was
+ * made 0600 or 0700. */
+static int
+gv_tpl_meta(int dfd, const char *name, const struct stat *st)
+{
+	struct timespec ts[2] = { st->st_atim, st->st_mtim };
+
+	(void)!fchownat(dfd, name, st->st_uid, st->st_gid, AT_SYMLINK_NOFOLLOW);
+	if (!S_ISLNK(st->st_mode) && fchmodat(dfd, name, st->st_mode & 0777,
+	    0) != 0)
+		return -1;
+	(void)utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW);
 	return 0;
 }
 
-/* rootfs/ holds mount points, the top-level symlinks of a merged-/usr
- * host, and an /etc of copied files, binds of some /etc directories and
- * our own passwd, group and hosts.  gVisor mounts it read-only. */
+/*
+ * sfd/name copied to dfd/name, a directory with what is under it, owner
+ * and mode kept.  What others may not read is copied empty (a file) or
+ * without its entries (a directory): the sandbox's user, never its
+ * owner or in its group, could not read it bound either, and a key the
+ * host keeps there stays where it was.  Sockets, fifos and devices are
+ * left out.  0, or -1 (errno).
+ */
 static int
-gv_rootfs(const struct sbx_rec *rec, const char *rootfs, json_t *mounts,
-    char *err, size_t errlen)
+gv_tpl_copy(int sfd, int dfd, const char *name, int depth)
 {
-	static const char *const dirs[] = { "usr", "etc", "proc", "dev", "sys",
-	    "tmp", "home", "home/user", "workspace", "run", "run/sluice", "opt",
-	    "opt/sluice", "var", "root" };
-	char src[SBX_PATH_MAX], dst[SBX_PATH_MAX * 2];
+	char lnk[SBX_PATH_MAX], buf[16384];
+	struct stat st;
+	ssize_t n;
+	int in, out, rc = 0;
+
+	if (fstatat(sfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return errno == ENOENT ? 0 : -1;
+	if (S_ISLNK(st.st_mode)) {
+		if ((n = readlinkat(sfd, name, lnk, sizeof(lnk) - 1)) < 0)
+			return -1;
+		lnk[n] = '\0';
+		if (symlinkat(lnk, dfd, name) != 0)
+			return -1;
+	} else if (S_ISDIR(st.st_mode)) {
+		struct dirent *de;
+		DIR *d;
+
+		if (mkdirat(dfd, name, 0700) != 0)
+			return -1;
+		if (depth < GV_TPL_DEPTH && (st.st_mode & (S_IROTH | S_IXOTH)) ==
+		    (S_IROTH | S_IXOTH)) {
+			in = openat(sfd, name, O_RDONLY | O_DIRECTORY |
+			    O_NOFOLLOW | O_CLOEXEC);
+			out = openat(dfd, name, O_RDONLY | O_DIRECTORY |
+			    O_NOFOLLOW | O_CLOEXEC);
+			if (in < 0 || out < 0 || (d = fdopendir(in)) == NULL) {
+				if (in >= 0)
+					close(in);
+				if (out >= 0)
+					close(out);
+				return -1;
+			}
+			while (rc == 0 && (de = readdir(d)) != NULL)
+				if (strcmp(de->d_name, ".") != 0 &&
+				    strcmp(de->d_name, "..") != 0)
+					rc = gv_tpl_copy(dirfd(d), out,
+					    de->d_name, depth + 1);
+			closedir(d);
+			close(out);
+			if (rc != 0)
+				return -1;
+		}
+	} else if (S_ISREG(st.st_mode)) {
+		if ((out = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL |
+		    O_CLOEXEC, 0600)) < 0)
+			return -1;
+		if (st.st_mode & S_IROTH) {
+			if ((in = openat(sfd, name, O_RDONLY | O_NOFOLLOW |
+			    O_CLOEXEC)) < 0)
+				rc = -1;
+			while (rc == 0 && (n = read(in, buf, sizeof(buf))) != 0)
+				if (n < 0 || write(out, buf, (size_t)n) != n)
+					rc = -1;
+			if (in >= 0)
+				close(in);
+		}
+		if (close(out) != 0 || rc != 0)
+			return -1;
+	} else
+		return 0;
+	return gv_tpl_meta(dfd, name, &st);
+}
+
+static int
+gv_rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st;
+	(void)f;
+	(void)(flag == FTW_DP ? rmdir(p) : unlink(p));
+	return 0;
+}
+
+/* path and what is under it (a template: the daemon's own files) */
+static void
+gv_rm_tree(const char *path)
+{
+	(void)nftw(path, gv_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A new template's content in t (a directory of mode 0700). */
+static int
+gv_tpl_fill(const struct sbx_rec *rec, const char *t, char *err,
+    size_t errlen)
+{
+	char p[SBX_PATH_MAX * 2];
+	struct stat st;
+	int sfd = -1, dfd = -1, rc = -1;
 	size_t i;
 
-	if (rec->image[0] != '\0')
-		return 0;       /* the image, mounted there (gv_image_root) */
-	if (sbx_mkdir(rootfs, 0755) != 0)
-		return sbx_err(err, errlen, "mkdir %s: %s", rootfs,
-		    strerror(errno));
-	for (i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		snprintf(dst, sizeof(dst), "%s/%s", rootfs, dirs[i]);
-		if (sbx_mkdir(dst, 0755) != 0)
-			return sbx_err(err, errlen, "mkdir %s: %s", dst,
+	for (i = 0; i < sizeof(gv_tpl_dirs) / sizeof(gv_tpl_dirs[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", t, gv_tpl_dirs[i]);
+		if (mkdir(p, 0755) != 0)
+			return sbx_err(err, errlen, "mkdir %s: %s", p,
 			    strerror(errno));
 	}
-	snprintf(dst, sizeof(dst), "%s/var/tmp", rootfs);
-	(void)!symlink("/tmp", dst);
-	snprintf(dst, sizeof(dst), "%s%s", rootfs, SBX_SHIM_PATH);
-	if (sbx_write_file(dst, "", 0644) != 0)
-		return sbx_err(err, errlen, "%s: %s", dst, strerror(errno));
+	snprintf(p, sizeof(p), "%s/var/tmp", t);
+	if (symlink("/tmp", p) != 0)
+		return sbx_err(err, errlen, "%s: %s", p, strerror(errno));
+	/* a top-level directory (a host without a merged /usr) is a
+	 * mount point, bound per sandbox (gv_config) */
+	for (i = 0; i < sbx_root_top_n; i++) {
+		snprintf(p, sizeof(p), "/%s", sbx_root_top[i]);
+		if (lstat(p, &st) != 0)
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", t, sbx_root_top[i]);
+		if (S_ISLNK(st.st_mode)) {
+			char src[SBX_PATH_MAX];
+
+			snprintf(src, sizeof(src), "/%s", sbx_root_top[i]);
+			sbx_copy_link(src, p);
+		} else if (S_ISDIR(st.st_mode) && mkdir(p, 0755) != 0)
+			return sbx_err(err, errlen, "mkdir %s: %s", p,
+			    strerror(errno));
+	}
+	snprintf(p, sizeof(p), "%s/etc", t);
+	if ((sfd = open("/etc", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+	    (dfd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		sbx_err(err, errlen, "/etc: %s", strerror(errno));
+		goto out;
+	}
+	for (i = 0; i < sbx_etc_keep_n; i++)
+		if (gv_tpl_copy(sfd, dfd, sbx_etc_keep[i], 0) != 0) {
+			sbx_err(err, errlen, "/etc/%s: %s", sbx_etc_keep[i],
+			    strerror(errno));
+			goto out;
+		}
+	/* passwd and group: bound over by each sandbox's own */
+	if (sbx_etc_ids(t, SBX_UID, SBX_GID, p, sizeof(p)) != 0) {
+		sbx_err(err, errlen, "%s: %s", p, strerror(errno));
+		goto out;
+	}
+	snprintf(p, sizeof(p), "%s%s", t, SBX_SHIM_PATH);
+	if (sbx_copy_file(rec->shim, p) != 0 || chmod(p, 0755) != 0) {
+		sbx_err(err, errlen, "%s: %s", rec->shim, strerror(errno));
+		goto out;
+	}
+	if (chmod(t, 0755) != 0) {
+		sbx_err(err, errlen, "%s: %s", t, strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	if (sfd >= 0)
+		close(sfd);
+	if (dfd >= 0)
+		close(dfd);
+	return rc;
+}
+
+/* 1 when a sandbox directory under state links its rootfs to t. */
+static int
+gv_tpl_used(const char *state, const char *t)
+{
+	char p[SBX_PATH_MAX * 2], l[SBX_PATH_MAX * 2];
+	struct dirent *de;
+	ssize_t n;
+	DIR *d;
+	int used = 0;
+
+	if ((d = opendir(state)) == NULL)
+		return 1;       /* not known: kept */
+	while (!used && (de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s/bundle/rootfs", state, de->d_name);
+		if ((n = readlink(p, l, sizeof(l) - 1)) > 0) {
+			l[n] = '\0';
+			used = strcmp(l, t) == 0;
+		}
+	}
+	closedir(d);
+	return used;
+}
+
+/* The templates under base other than keep that no sandbox uses (and
+ * leftovers of creates killed while making one), once a minute old. */
+static void
+gv_tpl_gc(const char *state, const char *base, const char *keep)
+{
+	char p[SBX_PATH_MAX * 2];
+	struct dirent *de;
+	struct stat st;
+	DIR *d;
+
+	if ((d = opendir(base)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", base, de->d_name);
+		if (strcmp(p, keep) == 0 || lstat(p, &st) != 0 ||
+		    st.st_mtime > time(NULL) - GV_TPL_GRACE_S ||
+		    (de->d_name[0] != '.' && gv_tpl_used(state, p)))
+			continue;
+		gv_rm_tree(p);
+	}
+	closedir(d);
+}
+
+/* The template for rec (made if it is not there) into t. */
+static int
+gv_template(const struct sbx_rec *rec, char *t, size_t tlen, char *err,
+    size_t errlen)
+{
+	char state[SBX_PATH_MAX], base[SBX_PATH_MAX + 32];
+	char tmp[SBX_PATH_MAX + 96];
+	uint64_t sig = gv_tpl_sig(rec);
+	struct stat st;
+	size_t n;
+
+	n = strrchr(rec->dir, '/') != NULL ? (size_t)(strrchr(rec->dir, '/') -
+	    rec->dir) : 0;
+	if (n == 0 || n >= sizeof(state))
+		return sbx_err(err, errlen, "%s: no parent directory", rec->dir);
+	memcpy(state, rec->dir, n);
+	state[n] = '\0';
+	snprintf(base, sizeof(base), "%s/" GV_TPL_DIR, state);
+	if (snprintf(t, tlen, "%s/%016llx", base, (unsigned long long)sig) >=
+	    (int)tlen)
+		return sbx_err(err, errlen, "%s: path too long", base);
+	if (lstat(t, &st) == 0 && S_ISDIR(st.st_mode)) {
+		/* picked: not collected for a while (gv_tpl_gc) */
+		(void)utimensat(AT_FDCWD, t, NULL, 0);
+		return 0;
+	}
+	if (sbx_mkdir(base, 0711) != 0)
+		return sbx_err(err, errlen, "mkdir %s: %s", base,
+		    strerror(errno));
+	snprintf(tmp, sizeof(tmp), "%s/.tmp-%d-%016llx", base, (int)getpid(),
+	    (unsigned long long)sig);
+	gv_rm_tree(tmp);
+	if (mkdir(tmp, 0700) != 0)
+		return sbx_err(err, errlen, "mkdir %s: %s", tmp,
+		    strerror(errno));
+	if (gv_tpl_fill(rec, tmp, err, errlen) != 0) {
+		gv_rm_tree(tmp);
+		return -1;
+	}
+	if (rename(tmp, t) != 0) {
+		int e = errno;
+
+		gv_rm_tree(tmp);
+		/* another create made it meanwhile */
+		if ((e != EEXIST && e != ENOTEMPTY) || lstat(t, &st) != 0)
+			return sbx_err(err, errlen, "rename %s: %s", t,
+			    strerror(e));
+	}
+	gv_tpl_gc(state, base, t);
+	return 0;
+}
+
+/* Binds of the host's top-level directories (a host without a merged
+ * /usr): the template has their mount points. */
+static int
+gv_top_binds(json_t *mounts)
+{
+	char src[SBX_PATH_MAX];
+	struct stat st;
+	size_t i;
+
 	for (i = 0; i < sbx_root_top_n; i++) {
 		snprintf(src, sizeof(src), "/%s", sbx_root_top[i]);
-		snprintf(dst, sizeof(dst), "%s/%s", rootfs, sbx_root_top[i]);
-		if (gv_host_entry(mounts, src, dst, 0) != 0)
-			return sbx_err(err, errlen, "%s: %s", dst,
-			    strerror(errno));
+		if (lstat(src, &st) == 0 && S_ISDIR(st.st_mode) &&
+		    gv_bind(mounts, src, src, 1) != 0)
+			return -1;
 	}
-	for (i = 0; i < sbx_etc_keep_n; i++) {
-		snprintf(src, sizeof(src), "/etc/%s", sbx_etc_keep[i]);
-		snprintf(dst, sizeof(dst), "%s/etc/%s", rootfs, sbx_etc_keep[i]);
-		if (gv_host_entry(mounts, src, dst, 1) != 0)
-			return sbx_err(err, errlen, "%s: %s", dst,
-			    strerror(errno));
-	}
-	if (sbx_etc_ids(rootfs, (unsigned)rec->host_uid,
-	    (unsigned)rec->host_gid, dst, sizeof(dst)) != 0)
-		return sbx_err(err, errlen, "%s: %s", dst, strerror(errno));
 	return 0;
 }
 
@@ -478,6 +916,22 @@ gv_image_unroot(const struct sbx_rec *rec)
 			break;
 }
 
+/* The sandbox's passwd and group (and hosts) in <dir>/etc, for
+ * gv_config to bind over its root's. */
+static int
+gv_ids(const struct sbx_rec *rec, char *err, size_t errlen)
+{
+	char r[SBX_PATH_MAX + 32], failed[SBX_PATH_MAX + 32];
+
+	snprintf(r, sizeof(r), "%s/etc", rec->dir);
+	if (sbx_mkdir(r, 0755) != 0)
+		return sbx_err(err, errlen, "%s: %s", r, strerror(errno));
+	if (sbx_etc_ids(rec->dir, (unsigned)rec->host_uid,
+	    (unsigned)rec->host_gid, failed, sizeof(failed)) != 0)
+		return sbx_err(err, errlen, "%s: %s", failed, strerror(errno));
+	return 0;
+}
+
 /*
  * The image as the bundle's rootfs: mounted on the host (runsc's gofer
  * serves the sentry from there), read-only, nosuid, nodev; and the
@@ -487,15 +941,11 @@ gv_image_unroot(const struct sbx_rec *rec)
 static int
 gv_image_root(struct sbx_rec *rec, char *err, size_t errlen)
 {
-	char r[SBX_PATH_MAX + 32], failed[SBX_PATH_MAX + 32];
+	char r[SBX_PATH_MAX + 32];
 	int m;
 
-	snprintf(r, sizeof(r), "%s/etc", rec->dir);
-	if (sbx_mkdir(r, 0755) != 0)
-		return sbx_err(err, errlen, "%s: %s", r, strerror(errno));
-	if (sbx_etc_ids(rec->dir, (unsigned)rec->host_uid,
-	    (unsigned)rec->host_gid, failed, sizeof(failed)) != 0)
-		return sbx_err(err, errlen, "%s: %s", failed, strerror(errno));
+	if (gv_ids(rec, err, errlen) != 0)
+		return -1;
 	snprintf(r, sizeof(r), "%s/bundle/rootfs", rec->dir);
 	gv_image_unroot(rec);
 	if (sbx_mkdir(r, 0755) != 0)
@@ -524,6 +974,7 @@ gv_config(struct sbx_rec *rec, const char *bundle, int with_cg,
 	static const char *const agent_caps[] = { "CAP_SETUID", "CAP_SETGID",
 	    "CAP_SETPCAP", "CAP_KILL", "CAP_DAC_OVERRIDE", NULL };
 	char path[SBX_PATH_MAX + 32], tmp_size[48], home_size[48];
+	char root[SBX_PATH_MAX + 96];
 	char uid[24], gid[24], passwd[SBX_PATH_MAX + 16];
 	char auid[16], agid[16];
 	char group[SBX_PATH_MAX + 16];
@@ -537,13 +988,27 @@ gv_config(struct sbx_rec *rec, const char *bundle, int with_cg,
 
 	mounts = json_array();
 	snprintf(path, sizeof(path), "%s/rootfs", bundle);
-	if (gv_rootfs(rec, path, mounts, err, errlen) != 0)
-		goto out;
-	/* runsc's gofer makes a bind's mount point in the root on the host:
-	 * a read-only image without one cannot take the agent's directory
-	 * (the sandbox would not boot), so its agent finds no socket and
-	 * its commands go through runsc exec */
-	if (rec->image[0] != '\0') {
+	snprintf(root, sizeof(root), "rootfs");
+	if (rec->image[0] == '\0') {
+		/* the shared template (gv_template), which the sandbox's
+		 * bundle/rootfs links to */
+		if (gv_template(rec, root, sizeof(root), err, errlen) != 0)
+			goto out;
+		if ((unlink(path) != 0 && errno != ENOENT) ||
+		    symlink(root, path) != 0) {
+			sbx_err(err, errlen, "%s: %s", path, strerror(errno));
+			goto out;
+		}
+		if (gv_top_binds(mounts) != 0) {
+			sbx_err(err, errlen, "out of memory");
+			goto out;
+		}
+	} else {
+		/* runsc's gofer makes a bind's mount point in the root on
+		 * the host: a read-only image without one cannot take the
+		 * agent's directory (the sandbox would not boot), so its
+		 * agent finds no socket and its commands go through runsc
+		 * exec */
 		struct stat st;
 		char mp[SBX_PATH_MAX + 64];
 
@@ -565,12 +1030,13 @@ gv_config(struct sbx_rec *rec, const char *bundle, int with_cg,
 	    gv_mount_add(mounts, "/dev", "tmpfs", "tmpfs", NULL) != 0 ||
 	    gv_mount_add(mounts, "/sys", "sysfs", "sysfs", mopt_ro) != 0 ||
 	    (rec->image[0] == '\0' && gv_bind(mounts, "/usr", "/usr", 1) != 0)
-	    ||
-	    (rec->image[0] != '\0' && (gv_bind(mounts, "/etc/passwd", passwd,
-	    1) != 0 || gv_bind(mounts, "/etc/group", group, 1) != 0)) ||
+	    || gv_bind(mounts, "/etc/passwd", passwd, 1) != 0 ||
+	    gv_bind(mounts, "/etc/group", group, 1) != 0 ||
 	    gv_bind(mounts, SBX_WORKDIR, rec->workspace, 0) != 0 ||
 	    gv_bind(mounts, SBX_SOCK_DIR, rec->session_dir, 0) != 0 ||
-	    gv_bind(mounts, SBX_SHIM_PATH, rec->shim, 1) != 0 ||
+	    /* the template has its copy */
+	    (rec->image[0] != '\0' && gv_bind(mounts, SBX_SHIM_PATH, rec->shim,
+	    1) != 0) ||
 	    (agent_mp && gv_bind(mounts, AG_DIR, agent, 0) != 0) ||
 	    gv_mount_add(mounts, "/tmp", "tmpfs", "tmpfs", o_tmp) != 0 ||
 	    gv_mount_add(mounts, SBX_HOME, "tmpfs", "tmpfs", o_home) != 0) {
@@ -613,7 +1079,7 @@ gv_config(struct sbx_rec *rec, const char *bundle, int with_cg,
 	    "env", "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" SBX_HOME,
 	    "cwd", "/",
 	    "capabilities", gv_caps(agent_caps), "noNewPrivileges", 1,
-	    "root", "path", "rootfs", "readonly", 1,
+	    "root", "path", root, "readonly", 1,
 	    "hostname", "sandbox",
 	    "mounts", mounts,
 	    "linux", linux_);
@@ -780,7 +1246,8 @@ gv_create(struct sbx_rec *rec, char *err, size_t errlen)
 		free(sc);
 		return -1;
 	}
-	if (rec->image[0] != '\0' && gv_image_root(rec, err, errlen) != 0)
+	if (rec->image[0] != '\0' ? gv_image_root(rec, err, errlen) != 0 :
+	    gv_ids(rec, err, errlen) != 0)
 		goto fail;
 	for (try = 0; try < 2; try++) {
 		/* create and start in one runsc: the second one's start-up
