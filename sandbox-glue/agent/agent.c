@@ -346,6 +346,9 @@ ag_keep(int ctl)
 	if (c == 0) {
 		close(ctl);
 		(void)setpgid(0, 0);
+		/* both sides, as shells do: a shell that checks before the
+		 * keeper has done it would stop itself (SIGTTIN) */
+		(void)tcsetpgrp(0, getpid());
 		ag_signals_default();
 		return;
 	}
@@ -428,6 +431,7 @@ ag_pty_open(const struct winsize *ws, int *m, int *s)
 		close(*m);
 		if (*s >= 0)
 			close(*s);
+		*m = *s = -1;
 		errno = e;
 		return -1;
 	}
@@ -615,6 +619,15 @@ ag_serve_spawn(int conn, char *req, size_t n, const struct winsize *ws)
 			if (ag_read_frame(conn, &t, in, sizeof(in), &len) != 0)
 				goto gone;
 			if (t == AG_STDIN && len == 0) {
+				/* a terminal's end of input is its hang-up
+				 * (the host's terminal went: the daemon
+				 * restarted or died), as closing a master
+				 * is on ns: SIGHUP to its foreground group */
+				if (ws != NULL) {
+					unsigned char sg = SIGHUP;
+
+					(void)!write(ctl[1], &sg, 1);
+				}
 				if (pin[1] >= 0)
 					close(pin[1]);
 				pin[1] = -1;
@@ -792,8 +805,12 @@ ag_serve_connect(int conn, int port)
 		struct pollfd p[2];
 
 		/* each side: reading while its way's buffer is empty,
-		 * writing while the other way's is not; a side with
-		 * nothing to wait for is left out (its POLLHUP would spin) */
+		 * writing while the other way's is not; the server's side
+		 * with nothing to wait for is left out (its POLLHUP would
+		 * spin); the host's stays, for its POLLHUP: a host that
+		 * has closed (its client gone, the daemon dead) ends the
+		 * relay even when the server never answers the half-close
+		 * (an AF_UNIX POLLHUP is both ways shut, not a half-close) */
 		p[0].fd = conn;
 		p[0].events = (short)((up.len == 0 && !up.eof ? POLLIN : 0) |
 		    (down.len > 0 ? POLLOUT : 0));
@@ -801,8 +818,6 @@ ag_serve_connect(int conn, int port)
 		p[1].events = (short)((down.len == 0 && !down.eof ? POLLIN :
 		    0) | (up.len > 0 ? POLLOUT : 0));
 		p[0].revents = p[1].revents = 0;
-		if (p[0].events == 0)
-			p[0].fd = -1;
 		if (p[1].events == 0)
 			p[1].fd = -1;
 		if (poll(p, 2, -1) < 0) {
@@ -812,6 +827,8 @@ ag_serve_connect(int conn, int port)
 		}
 		if (ag_way_step(&up, p[0].revents, p[1].revents) != 0 ||
 		    ag_way_step(&down, p[1].revents, p[0].revents) != 0)
+			break;
+		if (up.eof && (p[0].revents & (POLLHUP | POLLERR)))
 			break;
 	}
 done:

@@ -413,6 +413,46 @@ ag_signals_default(void)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
+int
+ag_connect_answer(const void *buf, size_t len, size_t *used, int *inside,
+    char *err, size_t errlen)
+{
+	const unsigned char *b = buf;
+	uint32_t n;
+	int t, e;
+
+	if (len < AG_HDR)
+		return 1;
+	if (ag_hdr_get(b, &t, &n) != 0 || (t != AG_CONNECTED &&
+	    t != AG_ERROR)) {
+		snprintf(err, errlen, "the sandbox's agent: protocol error");
+		return -1;
+	}
+	if (len - AG_HDR < n)
+		return 1;
+	*used = AG_HDR + n;
+	if (t == AG_ERROR) {
+		/* its text, made printable (it is the agent's, not ours) */
+		size_t i, k = 0;
+		char m[AG_ERR_MAX + 1];
+
+		for (i = 0; i < n && k < AG_ERR_MAX; i++)
+			m[k++] = b[AG_HDR + i] >= 0x20 && b[AG_HDR + i] < 0x7f ?
+			    (char)b[AG_HDR + i] : '?';
+		m[k] = '\0';
+		snprintf(err, errlen, "the sandbox's agent: %s", m);
+		return -1;
+	}
+	if ((e = ag_connected_parse(b + AG_HDR, n)) < 0) {
+		snprintf(err, errlen, "the sandbox's agent: protocol error");
+		return -1;
+	}
+	if (e == 0)
+		return 0;
+	*inside = e;
+	return -2;
+}
+
 /* A sanitizer's runtime knows nothing of a child that shares its
  * memory on a stack of ours (it fails the child, exit status 1, before
  * the exec): a fork there, slower and the same. */

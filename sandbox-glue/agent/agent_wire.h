@@ -31,7 +31,8 @@
  * the session a keeper of the agent's leads, the command in a process
  * group of its own in the foreground), the master's output comes as
  * STDOUT frames (no STDERR), STDIN frames are written to the master (an
- * empty one ends the input; under ISIG the signal characters are taken
+ * empty one is the terminal's hang-up: the input ends and the foreground
+ * group gets SIGHUP; under ISIG the signal characters are taken
  * out and signal the foreground group), SIGNAL goes to the terminal's
  * foreground process group, and RESIZE (the same payload as PTY) sets
  * its size.
@@ -117,6 +118,13 @@ int ag_connected_parse(const unsigned char *p, size_t n);
 void ag_winsize_put(unsigned char p[4], unsigned rows, unsigned cols);
 int ag_winsize_parse(const unsigned char *p, size_t n, unsigned *rows,
     unsigned *cols);
+
+/* CONNECT's answer at the start of len bytes (the host reads it in its
+ * loop, not blocking): 1 more is needed; 0 CONNECTED, connected (*used
+ * bytes were it); -2 CONNECTED with the connect's error (*inside); -1
+ * and why in err (ERROR's text, or a protocol error). */
+int ag_connect_answer(const void *buf, size_t len, size_t *used,
+    int *inside, char *err, size_t errlen);
 
 /* Blocking I/O of one whole frame on fd (EINTR retried).  ag_read_frame
  * reads a payload of at most cap bytes into buf: 0, or -1 on error, EOF

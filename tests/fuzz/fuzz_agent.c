@@ -12,8 +12,9 @@
  * an EXIT is a status 0..255 or 129..192; a SIGNAL 1..64; a CONNECT a
  * port 1..65535 and a CONNECTED an errno 0..4095, each put again the same
  * bytes; a PTY or RESIZE a size of two numbers 1..65535, put again the
- * same bytes.  The whole
- * input, as a string, is also read as a hex filter program (ag_hex_decode):
+ * same bytes.  The whole input is also read as CONNECT's answer
+ * (ag_connect_answer: what it takes lies within the input), and, as a
+ * string, as a hex filter program (ag_hex_decode):
  * what passes is whole 8-byte units and hex again is the same text.
  */
 #include "sluice-config.h"
@@ -108,12 +109,39 @@ unhex_one(const uint8_t *data, size_t size)
 	free(s);
 }
 
+/* The whole input as what the host reads after CONNECT: an answer
+ * that is taken was whole in the input, and a refusal's errno is one
+ * CONNECTED can say. */
+static void
+answer_one(const uint8_t *data, size_t size)
+{
+	unsigned char *copy = malloc(size ? size : 1);
+	char err[128];
+	size_t used = 0;
+	int inside = 0, r;
+
+	if (copy == NULL)
+		return;
+	memcpy(copy, data, size);
+	err[0] = '\0';
+	r = ag_connect_answer(copy, size, &used, &inside, err, sizeof(err));
+	INVARIANT(r >= -2 && r <= 1);
+	if (r == 0 || r == -2)
+		INVARIANT(used >= AG_HDR && used <= size);
+	if (r == -2)
+		INVARIANT(inside > 0 && inside <= 4095);
+	if (r == -1)
+		INVARIANT(err[0] != '\0');
+	free(copy);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	size_t off = 0;
 
 	unhex_one(data, size);
+	answer_one(data, size);
 
 	while (size - off >= AG_HDR) {
 		uint32_t len;

@@ -61,10 +61,12 @@ import socket
 import ssl
 import struct
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Suite, Fail, check, check_eq, free_port  # noqa: E402
+from harness import (Suite, Fail, check, check_eq, free_port,  # noqa: E402
+                     wait_until)
 from t_execd import (start, create, check_err, root_call,  # noqa: E402
                      preflight, runsc_works, _backend)
 from harness import Skip  # noqa: E402
@@ -660,6 +662,56 @@ def ports(env):
           % j)
     st, hd, body = get("/v1/sandboxes/w1/ports/70000/")
     check_eq(st, 400, "port out of range")
+    # a server that never accepts (its backlog full) stalls its own
+    # request, never the daemon: other calls are answered meanwhile
+    x.app("PUT", "/v1/sandboxes/w1/files/stuck.py", raw=(
+        b"import socket, time\n"
+        b"s = socket.socket()\n"
+        b"s.bind(('127.0.0.1', 8004))\n"
+        b"s.listen(0)\n"
+        b"cs = []\n"
+        b"for i in range(4):\n"
+        b"    c = socket.socket()\n"
+        b"    c.setblocking(False)\n"
+        b"    c.connect_ex(('127.0.0.1', 8004))\n"
+        b"    cs.append(c)\n"
+        b"open('stuck.ready', 'w').close()\n"
+        b"time.sleep(120)\n"))
+    r = x.app("POST", "/v1/sandboxes/w1/commands",
+              {"shell": "exec python3 stuck.py"})
+    check_eq(r.status, 202, "the stuck server: %r" % r)
+    wait_until(lambda: x.app("GET", "/v1/sandboxes/w1/files/stuck.ready"
+                             ).status == 200, 30, what="the stuck server")
+    out = {}
+
+    def stuck():
+        s = unix(x)
+        s.settimeout(8)
+        t0 = time.monotonic()
+        try:
+            s.sendall(b"GET /v1/sandboxes/w1/ports/8004/ HTTP/1.1\r\n"
+                      b"Host: x\r\nConnection: close\r\n\r\n")
+            out["answer"] = s.recv(4096)
+        except OSError as e:
+            out["answer"] = repr(e).encode()
+        out["s"] = time.monotonic() - t0
+        s.close()
+    th = threading.Thread(target=stuck, daemon=True)
+    th.start()
+    time.sleep(1.0)
+    waited = th.is_alive()
+    slow = 0.0
+    for _ in range(5):
+        t0 = time.monotonic()
+        check_eq(x.app("GET", "/v1/sandboxes/w1").status, 200,
+                 "another call while the port's request waits")
+        slow = max(slow, time.monotonic() - t0)
+    th.join(15)
+    check(waited, "the request to a server that never accepts was "
+          "answered at once (%r after %.1f s): nothing was stalled" %
+          (out.get("answer", b"")[:120], out.get("s", -1)))
+    check(slow < 0.5, "a call took %.2f s while a port's request waited "
+          "(the daemon was stalled)" % slow)
     # a WebSocket relayed after the server's 101
     w = WS(unix(x), "/v1/sandboxes/w1/ports/8001/ws")
     w.frame(1, b"ping-one")

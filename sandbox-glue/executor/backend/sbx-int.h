@@ -84,6 +84,8 @@ int sbx_gv_agent_call(const struct sbx_rec *rec, int type, const char *tag,
  * cmd->tty (which then has no runsc exec to fall back on). */
 int sbx_gv_agent_port_connect(const struct sbx_rec *rec, int port,
     char *err, size_t errlen);
+int sbx_gv_agent_port_reply(const void *buf, size_t len, size_t *used,
+    int *inside, char *err, size_t errlen);
 int sbx_gv_agent_resize(const struct sbx_proc *p, unsigned rows,
     unsigned cols);
 int sbx_gv_agent_tty_signal(const struct sbx_proc *p, int sig);

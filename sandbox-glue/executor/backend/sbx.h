@@ -221,14 +221,23 @@ struct sbx_backend {
 	int (*reap)(struct sbx_proc *p, int *status);
 	/* A TCP connection to 127.0.0.1:port inside the sandbox, made
 	 * there (not by the host), for the port proxy where net_socket is
-	 * NULL: a connected stream descriptor (non-blocking, close-on-exec;
-	 * a Unix socket whose bytes are the TCP connection's, shutdown's
-	 * half-close passed on), waited for a bounded time.  -1 and why
-	 * when the sandbox cannot be reached; -2, errno the connect's error
-	 * (ECONNREFUSED: nothing listens there) and why when it was
-	 * refused inside.  NULL where net_socket is the way (ns). */
+	 * NULL: asked for, never waited for (the caller's loop serves every
+	 * sandbox; one whose server never accepts must not stall it).  A
+	 * stream descriptor (non-blocking, close-on-exec; a Unix socket)
+	 * on which the backend's answer comes first, which port_reply
+	 * reads; after it, its bytes are the TCP connection's, shutdown's
+	 * half-close passed on.  -1 and why when the sandbox cannot be
+	 * reached (no agent; one too busy to take the connection).  NULL
+	 * where net_socket is the way (ns). */
 	int (*port_connect)(const struct sbx_rec *rec, int port, char *err,
 	    size_t errlen);
+	/* The answer at the start of len bytes read from port_connect's
+	 * descriptor: 1 more is needed, 0 connected (*used bytes were the
+	 * answer; what follows is the server's), -2 the connect inside
+	 * failed (*inside its errno: ECONNREFUSED, nothing listens there),
+	 * -1 and why (the agent refused it, or not an answer). */
+	int (*port_reply)(const void *buf, size_t len, size_t *used,
+	    int *inside, char *err, size_t errlen);
 	/* For a command spawn() started with cmd->tty where tty_stdin is 0
 	 * (its terminal is inside, relayed): the caller has set the size
 	 * on its own master and tells the one inside (resize), or sends a

@@ -20,8 +20,10 @@
  * (SIGRTMIN: the size in its value; SIGRTMIN+1: the signal), which it
  * passes on as RESIZE and SIGNAL frames.
  *
- * The port proxy (sbx_gv_agent_port_connect): one connection, CONNECT,
- * and after CONNECTED the connection is the TCP connection's bytes.
+ * The port proxy (sbx_gv_agent_port_connect): one connection, CONNECT
+ * sent and not waited for (the caller's loop reads CONNECTED through
+ * sbx_gv_agent_port_reply); after it the connection is the TCP
+ * connection's bytes.
  */
 #include "sluice-config.h"
 
@@ -48,7 +50,7 @@
 /* A connection to the sandbox's agent, -1 when it is not there.  Through
  * /proc/self/fd: the state directory's path may not fit sun_path. */
 static int
-ga_connect(const struct sbx_rec *rec)
+ga_connect_x(const struct sbx_rec *rec, int flags)
 {
 	struct sockaddr_un sa;
 	char dir[SBX_PATH_MAX + 16];
@@ -61,13 +63,19 @@ ga_connect(const struct sbx_rec *rec)
 	sa.sun_family = AF_UNIX;
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/" AG_SOCK,
 	    dfd);
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) >= 0 &&
-	    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | flags, 0)) >=
+	    0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
 		close(fd);
 		fd = -1;
 	}
 	close(dfd);
 	return fd;
+}
+
+static int
+ga_connect(const struct sbx_rec *rec)
+{
+	return ga_connect_x(rec, 0);
 }
 
 /* One frame within ms; 0, or -1 (timeout, EOF, a bad frame). */
@@ -364,8 +372,14 @@ sbx_gv_agent_spawn(const struct sbx_rec *rec, const struct sbx_cmd *cmd,
 		rc = sbx_err(err, errlen, "agent: %s", (char *)buf);
 		goto out;
 	}
-	if (t != AG_STARTED || ag_started_parse(buf, n) < 0)
+	if (t != AG_STARTED || ag_started_parse(buf, n) < 0) {
+		/* runsc exec then, but not for a terminal (its relay's
+		 * resize and signals would end a runsc exec) */
+		if (cmd->tty)
+			rc = sbx_err(err, errlen, "the sandbox's agent: "
+			    "protocol error");
 		goto out;
+	}
 	/* a terminal's resize or signal may come as soon as the pid is
 	 * known: held pending until the relay has its handler (their
 	 * default action would end it) */
@@ -440,45 +454,30 @@ int
 sbx_gv_agent_port_connect(const struct sbx_rec *rec, int port, char *err,
     size_t errlen)
 {
-	unsigned char b[AG_ERR_MAX + 1];
-	size_t n;
-	int fd, t, e = 0, rc = -1;
+	unsigned char b[AG_HDR + 2];
+	int fd;
 
 	if (port < 1 || port > 65535)
 		return sbx_err(err, errlen, "port %d: 1..65535", port);
-	if ((fd = ga_connect(rec)) < 0)
+	/* non-blocking from the connect on: a full backlog (an agent that
+	 * cannot fork its workers) is EAGAIN at once, not a wait */
+	if ((fd = ga_connect_x(rec, SOCK_NONBLOCK)) < 0)
 		return sbx_err(err, errlen, "the sandbox's agent is not there "
-		    "(is the sandbox running?)");
-	ag_port_put(b, port);
-	/* bounded as a spawn's STARTED: the agent's connect inside is
-	 * bounded itself, shorter */
-	if (ag_write_frame(fd, AG_CONNECT, b, 2) != 0 ||
-	    ga_read(fd, GA_REPLY_MS, &t, b, sizeof(b) - 1, &n) != 0) {
-		sbx_err(err, errlen, "the sandbox's agent did not answer");
-		goto out;
-	}
-	if (t != AG_CONNECTED || (e = ag_connected_parse(b, n)) < 0) {
-		b[t == AG_ERROR ? n : 0] = '\0';
-		sbx_err(err, errlen, "the sandbox's agent: %s", t == AG_ERROR ?
-		    (char *)b : "protocol error");
-		goto out;
-	}
-	if (e != 0) {
-		sbx_err(err, errlen, "127.0.0.1:%d in the sandbox: %s", port,
-		    strerror(e));
-		rc = -2;
-		goto out;
-	}
-	if (fcntl(fd, F_SETFL, O_NONBLOCK) != 0) {
-		e = errno;
-		sbx_err(err, errlen, "fcntl: %s", strerror(e));
-		goto out;
+		    "or takes no connection (is the sandbox running?)");
+	/* a new connection's buffer takes these few bytes whole */
+	ag_hdr_put(b, AG_CONNECT, 2);
+	ag_port_put(b + AG_HDR, port);
+	if (write(fd, b, sizeof(b)) != (ssize_t)sizeof(b)) {
+		close(fd);
+		return sbx_err(err, errlen, "the sandbox's agent: %s",
+		    strerror(errno));
 	}
 	return fd;
-out:
-	close(fd);
-	/* after the close: -2's errno is the connect's inside */
-	if (rc == -2)
-		errno = e;
-	return rc;
+}
+
+int
+sbx_gv_agent_port_reply(const void *buf, size_t len, size_t *used,
+    int *inside, char *err, size_t errlen)
+{
+	return ag_connect_answer(buf, len, used, inside, err, errlen);
 }

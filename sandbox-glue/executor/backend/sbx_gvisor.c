@@ -1829,6 +1829,7 @@ const struct sbx_backend sbx_gvisor_backend = {
 	.destroy = gv_destroy,
 	.oom_kills = gv_oom_kills,
 	.port_connect = sbx_gv_agent_port_connect,
+	.port_reply = sbx_gv_agent_port_reply,
 	.resize = sbx_gv_agent_resize,
 	.tty_signal = sbx_gv_agent_tty_signal,
 };

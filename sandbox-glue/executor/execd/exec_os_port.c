@@ -20,8 +20,11 @@
  * sandbox can open and race in its own file system.  Where the host
  * cannot reach the sandbox's network at all (gvisor: its stack is the
  * sentry's) the backend's port_connect has its agent connect inside and
- * hands back the agent's connection, already connected, whose bytes are
- * the TCP connection's (a bounded wait, as a command's start there).
+ * hands back the agent's connection at once: its answer (port_reply) is
+ * read in the loop, bounded (ANSWER_S), before the request goes up, and
+ * then its bytes are the TCP connection's.  Nothing waits for it: a
+ * server inside that never accepts stalls its own request, not the
+ * daemon.
  *
  * The exchange: the request as evhttp read it (body whole, at most
  * max_body_bytes) goes up as HTTP/1.0 with Connection: close, so the
@@ -72,6 +75,8 @@
 #define WRITE_S		60
 
 #define RELAY_MAX	(1024 * 1024)
+#define ANSWER_S	10      /* the backend's answer (port_reply) */
+#define ANSWER_MAX	4096
 
 struct pxy {
 	struct xd_port_call o;
@@ -85,6 +90,8 @@ struct pxy {
 	int ws;                         /* an Upgrade request */
 	int closing;                    /* one side ended: the other's
 	                                 * output drains, then the end */
+	int handshake;                  /* the backend's answer (port_reply)
+	                                 * comes first: the request waits */
 };
 
 /* Hop-by-hop, or ours: never forwarded either way. */
@@ -420,6 +427,48 @@ ws_start(struct pxy *p, struct evbuffer *in, size_t hlen)
 	return 0;
 }
 
+/* The backend's answer to port_connect at the start of in: 0 connected
+ * (the request goes up now), -1 not yet or the exchange ended. */
+static int
+answer(struct pxy *p, struct evbuffer *in)
+{
+	const struct sbx_backend *be = p->o.box->be;
+	size_t len = evbuffer_get_length(in), used = 0;
+	struct timeval rt = { READ_S, 0 }, wt = { WRITE_S, 0 };
+	char err[XD_ERR_MAX], m[XD_ERR_MAX + 80];
+	unsigned char *b;
+	int inside = 0, r;
+
+	if (len > ANSWER_MAX)
+		len = ANSWER_MAX;
+	if ((b = evbuffer_pullup(in, (ev_ssize_t)len)) == NULL && len > 0) {
+		pxy_end(p, 500, "RUNTIME_ERROR", "out of memory");
+		return -1;
+	}
+	r = be->port_reply(b, len, &used, &inside, err, sizeof(err));
+	if (r == 1 && len == ANSWER_MAX)
+		r = errf(err, sizeof(err), "the sandbox's agent: protocol "
+		    "error");
+	if (r == 1)
+		return -1;
+	if (r == -2) {
+		snprintf(m, sizeof(m), "nothing listens on port %ld in the "
+		    "sandbox (127.0.0.1:%ld): %s", p->port, p->port,
+		    strerror(inside));
+		pxy_end(p, 502, "PORT_UNREACHABLE", m);
+		return -1;
+	}
+	if (r != 0) {
+		pxy_end(p, 409, "SANDBOX_NOT_RUNNING", err);
+		return -1;
+	}
+	evbuffer_drain(in, used);
+	p->handshake = 0;
+	bufferevent_set_timeouts(p->up, &rt, &wt);
+	bufferevent_enable(p->up, EV_WRITE);
+	return 0;
+}
+
 static void
 up_read(struct bufferevent *bev, void *arg)
 {
@@ -427,6 +476,8 @@ up_read(struct bufferevent *bev, void *arg)
 	struct evbuffer *in = bufferevent_get_input(bev);
 	struct evbuffer_ptr e;
 
+	if (p->handshake && answer(p, in) != 0)
+		return;
 	if (!p->started) {
 		e = evbuffer_search(in, "\r\n\r\n", 4, NULL);
 		if (e.pos < 0) {
@@ -460,6 +511,12 @@ up_event(struct bufferevent *bev, short what, void *arg)
 
 	if (what & BEV_EVENT_CONNECTED)
 		return;
+	if (p->handshake) {
+		pxy_end(p, 409, "SANDBOX_NOT_RUNNING", what & BEV_EVENT_TIMEOUT ?
+		    "the sandbox's agent did not answer" : "the sandbox's "
+		    "agent closed without an answer");
+		return;
+	}
 	if ((what & BEV_EVENT_EOF) && p->started) {
 		/* the end of the answer (HTTP/1.0: the close) */
 		up_read(bev, p);
@@ -525,17 +582,12 @@ xd_port_proxy(const struct xd_port_call *oc, long port, const char *rest,
 		    oc->box->be->name);
 		return;
 	}
-	/* made inside (gvisor's agent), connected when it returns: a
-	 * refusal is the one the connect below would have met */
+	/* made inside (gvisor's agent): asked for here, its answer read
+	 * in the loop (answer) before the request goes up */
 	if (oc->box->be->net_socket == NULL) {
 		connected = 1;
-		if ((fd = oc->box->be->port_connect(&oc->box->rec, (int)port,
-		    err, sizeof(err))) == -2) {
-			efail(oc, 502, "PORT_UNREACHABLE", "nothing listens on "
-			    "port %ld in the sandbox (127.0.0.1:%ld): %s",
-			    port, port, strerror(errno));
-			return;
-		}
+		fd = oc->box->be->port_connect(&oc->box->rec, (int)port, err,
+		    sizeof(err));
 	} else
 		fd = oc->box->be->net_socket(&oc->box->rec, err, sizeof(err));
 	if (fd < 0) {
@@ -554,6 +606,7 @@ xd_port_proxy(const struct xd_port_call *oc, long port, const char *rest,
 	p->o = *oc;
 	p->port = port;
 	p->ws = upgrade != NULL;
+	p->handshake = connected;
 	o = bufferevent_get_output(p->up);
 	/* an upgrade needs HTTP/1.1 (RFC 6455); anything else goes as
 	 * HTTP/1.0, so that its answer ends with the connection */
@@ -578,7 +631,12 @@ xd_port_proxy(const struct xd_port_call *oc, long port, const char *rest,
 	sin.sin_port = htons((uint16_t)port);
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	bufferevent_setcb(p->up, up_read, NULL, up_event, p);
-	bufferevent_set_timeouts(p->up, &rt, &wt);
+	if (p->handshake) {
+		struct timeval at = { ANSWER_S, 0 };
+
+		bufferevent_set_timeouts(p->up, &at, &wt);
+	} else
+		bufferevent_set_timeouts(p->up, &rt, &wt);
 	oc->wait(oc->arg);
 	if ((p->evcon = evhttp_request_get_connection(req)) != NULL)
 		evhttp_connection_set_closecb(p->evcon, client_closed, p);
@@ -589,7 +647,8 @@ xd_port_proxy(const struct xd_port_call *oc, long port, const char *rest,
 		pxy_end(p, 502, "PORT_UNREACHABLE", err);
 		return;
 	}
-	bufferevent_enable(p->up, EV_READ | EV_WRITE);
+	/* the request waits for the backend's answer (answer) */
+	bufferevent_enable(p->up, p->handshake ? EV_READ : EV_READ | EV_WRITE);
 }
 
 /* ---- OpenSandbox's /proxy/{port} ---- */
