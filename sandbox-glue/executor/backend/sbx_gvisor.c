@@ -1036,10 +1036,13 @@ gv_template(const struct sbx_rec *rec, const char *link, char *t,
 			    strerror(e));
 		}
 		(void)utimensat(AT_FDCWD, t, NULL, 0);
+		rc = gv_tpl_point(t, link, err, errlen);
+		close(lk);
+		gv_tpl_rm(base, strrchr(tmp, '/') + 1);
+	} else {
+		rc = gv_tpl_point(t, link, err, errlen);
+		close(lk);
 	}
-	rc = gv_tpl_point(t, link, err, errlen);
-	close(lk);
-	gv_tpl_rm(base, strrchr(tmp, '/') + 1);
 	if (rc == 0)
 		gv_tpl_gc(state, base, t);
 	return rc;
