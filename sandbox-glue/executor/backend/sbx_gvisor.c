@@ -54,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -468,20 +469,26 @@ gv_bind(json_t *mounts, const char *dst, const char *src, int ro)
  * The root of a sandbox without an image: one directory for all the
  * sandboxes of a state directory, <state>/.gvisor-root/<signature>,
  * read-only to them (gVisor mounts its root so).  It holds the mount
- * points, the top-level symlinks of a merged-/usr host, the static shim
- * and an /etc of the host's entries of sbx_etc_keep, directories copied
- * whole (they were bound one by one, eight mounts: a gofer connection
- * and a mount in the sentry each, ~10 ms of every create); passwd and
- * group are the sandbox's own, bound over the template's.  The
- * signature hashes the identity (inode, size, times, mode, owner) of
- * every source entry but links (their names, and their directory's
- * times), the shim's too, so a change on the host makes a
- * new template for the sandboxes made after it: a sandbox sees what it
- * would have seen bound at its create.  A template is made under a
- * temporary name and renamed into place (concurrent creates: one wins,
- * the other takes it).  A sandbox's bundle/rootfs is a symlink to its
- * template, which keeps it: an older template is removed once no
- * sandbox links to it and none picked it for a minute.
+ * points, the top-level symlinks of a merged-/usr host, the shim
+ * (rec->shim: the static one where there is one) and an /etc of the
+ * host's entries of sbx_etc_keep, directories copied whole (they were
+ * bound one by one: nine bind mounts with the shim's on a Debian 12
+ * host, a gofer connection and a mount in the sentry each, ~10 ms of
+ * every create); passwd and group are the sandbox's own, bound over the
+ * template's.  The signature hashes the boot id and the identity
+ * (inode, size, times, mode, owner) of every source entry but links
+ * (their names, and their directory's times), the shim's too, so a
+ * change on the host makes a new template for the sandboxes made after
+ * it: a sandbox sees what it would have seen bound at its create; and
+ * since nothing is synced, a template a crash cut short is never taken
+ * after the reboot.  A template is made under a temporary name
+ * (.tmp-<pid>-<signature>) and renamed into place (concurrent creates:
+ * one wins, the other takes it).  A sandbox's bundle/rootfs is a
+ * symlink to its template, which keeps it: an older template is removed
+ * once no sandbox links to it and none picked it for a minute, renamed
+ * to .del-* first (a removal cut short leaves no template's name).  The
+ * pick and the link, and each removal's check and rename, hold a lock
+ * on <state>/.gvisor-root (gv_tpl_lock).
  */
 #define GV_TPL_DIR	".gvisor-root"
 #define GV_TPL_LAYOUT	1	/* changes with what gv_tpl_fill makes */
@@ -560,6 +567,17 @@ gv_tpl_sig(const struct sbx_rec *rec)
 	size_t i;
 
 	gv_h(&h, &v, sizeof(v));
+	/* this boot's: a template a crash or a power loss left half
+	 * written (nothing in it is synced) is never taken after it */
+	if ((fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY |
+	    O_CLOEXEC)) >= 0) {
+		char boot[64];
+		ssize_t n = read(fd, boot, sizeof(boot));
+
+		if (n > 0)
+			gv_h(&h, boot, (size_t)n);
+		close(fd);
+	}
 	gv_h(&h, rec->shim, strlen(rec->shim) + 1);
 	if (stat(rec->shim, &st) == 0)
 		gv_h_stat(&h, "shim", &st);
@@ -594,55 +612,123 @@ gv_tpl_meta(int dfd, const char *name, const struct stat *st)
 	return 0;
 }
 
+/* A source entry under /etc the template goes without (what): the host
+ * changed it while it was copied, or it cannot be read; the create goes
+ * on (the sandbox would have seen it so bound). */
+static void
+gv_tpl_warn(const char *rel, const char *what, int e)
+{
+	fprintf(stderr, "sluice-execd: gVisor template: /etc/%s: %s (%s)\n",
+	    rel, what, e != 0 ? strerror(e) : "changed while copied");
+}
+
+/* The content of sfd/name (st: its lstat, a regular file others may
+ * read) into out.  Opened without following a link or blocking on a
+ * fifo put there since, and copied only if it is still that file and
+ * others may still read it; else, or on a read error, out stays empty.
+ * -1 only when out cannot be written. */
+static int
+gv_tpl_content(int sfd, const char *name, const char *rel,
+    const struct stat *st, int out)
+{
+	char buf[16384];
+	struct stat fst;
+	ssize_t n;
+	int in, e = 0;
+
+	if ((in = openat(sfd, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW |
+	    O_CLOEXEC)) < 0) {
+		gv_tpl_warn(rel, "copied empty", errno);
+		return 0;
+	}
+	if (fstat(in, &fst) != 0 || !S_ISREG(fst.st_mode) ||
+	    !(fst.st_mode & S_IROTH) || fst.st_dev != st->st_dev ||
+	    fst.st_ino != st->st_ino) {
+		gv_tpl_warn(rel, "copied empty", 0);
+		close(in);
+		return 0;
+	}
+	while ((n = read(in, buf, sizeof(buf))) != 0) {
+		if (n < 0) {
+			e = errno;
+			break;
+		}
+		if (write(out, buf, (size_t)n) != n) {
+			close(in);
+			return -1;
+		}
+	}
+	close(in);
+	if (e != 0) {
+		gv_tpl_warn(rel, "copied empty", e);
+		if (ftruncate(out, 0) != 0)
+			return -1;
+	}
+	return 0;
+}
+
 /*
- * sfd/name copied to dfd/name, a directory with what is under it, owner
- * and mode kept.  What others may not read is copied empty (a file) or
- * without its entries (a directory): the sandbox's user, never its
- * owner or in its group, could not read it bound either, and a key the
- * host keeps there stays where it was.  Sockets, fifos and devices are
- * left out.  0, or -1 (errno).
+ * sfd/name (rel: its path under /etc) copied to dfd/name, a directory
+ * with what is under it, owner and mode kept.  What others may not read
+ * is copied empty (a file) or without its entries (a directory): the
+ * sandbox's user, never its owner or in its group, could not read it
+ * bound either, and a key the host keeps there stays where it was.
+ * Sockets, fifos and devices are left out; so is, with a warning, what
+ * cannot be read (gv_tpl_warn).  0, or -1 (errno) when the template
+ * cannot be written.
  */
 static int
-gv_tpl_copy(int sfd, int dfd, const char *name, int depth)
+gv_tpl_copy(int sfd, int dfd, const char *name, const char *rel, int depth)
 {
-	char lnk[SBX_PATH_MAX], buf[16384];
-	struct stat st;
+	char lnk[SBX_PATH_MAX], sub[SBX_PATH_MAX];
+	struct stat st, fst;
 	ssize_t n;
 	int in, out, rc = 0;
 
-	if (fstatat(sfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-		return errno == ENOENT ? 0 : -1;
+	if (fstatat(sfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+		if (errno != ENOENT)
+			gv_tpl_warn(rel, "left out", errno);
+		return 0;
+	}
 	if (S_ISLNK(st.st_mode)) {
-		if ((n = readlinkat(sfd, name, lnk, sizeof(lnk) - 1)) < 0)
-			return -1;
+		if ((n = readlinkat(sfd, name, lnk, sizeof(lnk) - 1)) < 0) {
+			gv_tpl_warn(rel, "left out", errno);
+			return 0;
+		}
 		lnk[n] = '\0';
 		if (symlinkat(lnk, dfd, name) != 0)
 			return -1;
 	} else if (S_ISDIR(st.st_mode)) {
 		struct dirent *de;
-		DIR *d;
+		DIR *d = NULL;
 
 		if (mkdirat(dfd, name, 0700) != 0)
 			return -1;
 		if (depth < GV_TPL_DEPTH && (st.st_mode & (S_IROTH | S_IXOTH)) ==
 		    (S_IROTH | S_IXOTH)) {
+			if ((out = openat(dfd, name, O_RDONLY | O_DIRECTORY |
+			    O_NOFOLLOW | O_CLOEXEC)) < 0)
+				return -1;
 			in = openat(sfd, name, O_RDONLY | O_DIRECTORY |
-			    O_NOFOLLOW | O_CLOEXEC);
-			out = openat(dfd, name, O_RDONLY | O_DIRECTORY |
-			    O_NOFOLLOW | O_CLOEXEC);
-			if (in < 0 || out < 0 || (d = fdopendir(in)) == NULL) {
+			    O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+			if (in < 0 || fstat(in, &fst) != 0 ||
+			    fst.st_dev != st.st_dev || fst.st_ino != st.st_ino ||
+			    (d = fdopendir(in)) == NULL) {
+				gv_tpl_warn(rel, "copied empty", in < 0 ? errno :
+				    0);
 				if (in >= 0)
 					close(in);
-				if (out >= 0)
-					close(out);
-				return -1;
 			}
-			while (rc == 0 && (de = readdir(d)) != NULL)
+			while (d != NULL && rc == 0 && (de = readdir(d)) != NULL)
 				if (strcmp(de->d_name, ".") != 0 &&
-				    strcmp(de->d_name, "..") != 0)
+				    strcmp(de->d_name, "..") != 0) {
+					snprintf(sub, sizeof(sub), "%s/%s", rel,
+					    de->d_name);
 					rc = gv_tpl_copy(dirfd(d), out,
-					    de->d_name, depth + 1);
-			closedir(d);
+					    de->d_name, sub, depth + 1);
+				}
+			if (d != NULL)
+				closedir(d);
 			close(out);
 			if (rc != 0)
 				return -1;
@@ -651,16 +737,8 @@ gv_tpl_copy(int sfd, int dfd, const char *name, int depth)
 		if ((out = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL |
 		    O_CLOEXEC, 0600)) < 0)
 			return -1;
-		if (st.st_mode & S_IROTH) {
-			if ((in = openat(sfd, name, O_RDONLY | O_NOFOLLOW |
-			    O_CLOEXEC)) < 0)
-				rc = -1;
-			while (rc == 0 && (n = read(in, buf, sizeof(buf))) != 0)
-				if (n < 0 || write(out, buf, (size_t)n) != n)
-					rc = -1;
-			if (in >= 0)
-				close(in);
-		}
+		if (st.st_mode & S_IROTH)
+			rc = gv_tpl_content(sfd, name, rel, &st, out);
 		if (close(out) != 0 || rc != 0)
 			return -1;
 	} else
@@ -677,11 +755,14 @@ gv_rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
 	return 0;
 }
 
-/* path and what is under it (a template: the daemon's own files) */
+/* path and what is under it (a template: the daemon's own files), on
+ * path's file system only: a template's usr (and bin, lib... of a host
+ * without a merged /usr) is a mount point of the host's in runsc's
+ * namespace, and a bind there that showed on the host is never walked */
 static void
 gv_rm_tree(const char *path)
 {
-	(void)nftw(path, gv_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	(void)nftw(path, gv_rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
 /* A new template's content in t (a directory of mode 0700). */
@@ -711,10 +792,18 @@ gv_tpl_fill(const struct sbx_rec *rec, const char *t, char *err,
 			continue;
 		snprintf(p, sizeof(p), "%s/%s", t, sbx_root_top[i]);
 		if (S_ISLNK(st.st_mode)) {
-			char src[SBX_PATH_MAX];
+			/* a template without /bin would stay in use */
+			char src[SBX_PATH_MAX], lnk[SBX_PATH_MAX];
+			ssize_t n;
 
 			snprintf(src, sizeof(src), "/%s", sbx_root_top[i]);
-			sbx_copy_link(src, p);
+			if ((n = readlink(src, lnk, sizeof(lnk) - 1)) < 0)
+				return sbx_err(err, errlen, "%s: %s", src,
+				    strerror(errno));
+			lnk[n] = '\0';
+			if (symlink(lnk, p) != 0)
+				return sbx_err(err, errlen, "%s: %s", p,
+				    strerror(errno));
 		} else if (S_ISDIR(st.st_mode) && mkdir(p, 0755) != 0)
 			return sbx_err(err, errlen, "mkdir %s: %s", p,
 			    strerror(errno));
@@ -726,7 +815,8 @@ gv_tpl_fill(const struct sbx_rec *rec, const char *t, char *err,
 		goto out;
 	}
 	for (i = 0; i < sbx_etc_keep_n; i++)
-		if (gv_tpl_copy(sfd, dfd, sbx_etc_keep[i], 0) != 0) {
+		if (gv_tpl_copy(sfd, dfd, sbx_etc_keep[i], sbx_etc_keep[i],
+		    0) != 0) {
 			sbx_err(err, errlen, "/etc/%s: %s", sbx_etc_keep[i],
 			    strerror(errno));
 			goto out;
@@ -754,11 +844,14 @@ out:
 	return rc;
 }
 
-/* 1 when a sandbox directory under state links its rootfs to t. */
+/* 1 when a sandbox directory under state links its rootfs to t.  By the
+ * template's name (the link's last component): the state dir may be
+ * spelled otherwise since the links were made. */
 static int
 gv_tpl_used(const char *state, const char *t)
 {
 	char p[SBX_PATH_MAX * 2], l[SBX_PATH_MAX * 2];
+	const char *name = strrchr(t, '/') != NULL ? strrchr(t, '/') + 1 : t;
 	struct dirent *de;
 	ssize_t n;
 	DIR *d;
@@ -772,15 +865,59 @@ gv_tpl_used(const char *state, const char *t)
 		snprintf(p, sizeof(p), "%s/%s/bundle/rootfs", state, de->d_name);
 		if ((n = readlink(p, l, sizeof(l) - 1)) > 0) {
 			l[n] = '\0';
-			used = strcmp(l, t) == 0;
+			used = strcmp(strrchr(l, '/') != NULL ? strrchr(l, '/') +
+			    1 : l, name) == 0;
 		}
 	}
 	closedir(d);
 	return used;
 }
 
-/* The templates under base other than keep that no sandbox uses (and
- * leftovers of creates killed while making one), once a minute old. */
+/* The templates' lock (flock on base, held for short steps only): a
+ * create's pick and its sandbox's link to it, against the cleanup's
+ * check and rename of a template.  The descriptor, or -1. */
+static int
+gv_tpl_lock(const char *base)
+{
+	int fd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	while (fd >= 0 && flock(fd, LOCK_EX) != 0)
+		if (errno != EINTR) {
+			close(fd);
+			return -1;
+		}
+	return fd;
+}
+
+/* base/name removed: renamed to a .del- name first, so a tree cut short
+ * (a crash) never keeps a template's name; the next cleanup ends it. */
+static void
+gv_tpl_rm(const char *base, const char *name)
+{
+	static unsigned seq;
+	char p[SBX_PATH_MAX * 2], q[SBX_PATH_MAX * 2];
+
+	snprintf(p, sizeof(p), "%s/%s", base, name);
+	snprintf(q, sizeof(q), "%s/.del-%d-%u-%.64s", base, (int)getpid(),
+	    __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED), name);
+	if (rename(p, q) == 0)
+		gv_rm_tree(q);
+}
+
+/* base/.tmp-<pid>-...: 1 when its create is gone (its process is). */
+static int
+gv_tpl_orphan(const char *name)
+{
+	long pid = strtol(name + 5, NULL, 10);
+
+	return pid > 0 && pid != (long)getpid() && kill((pid_t)pid, 0) != 0 &&
+	    errno == ESRCH;
+}
+
+/* The templates under base other than keep that no sandbox uses and
+ * none picked for a minute; leftovers of creates killed while making
+ * one (.tmp-*: its process gone, or a minute old) and of removals cut
+ * short (.del-*). */
 static void
 gv_tpl_gc(const char *state, const char *base, const char *keep)
 {
@@ -788,6 +925,7 @@ gv_tpl_gc(const char *state, const char *base, const char *keep)
 	struct dirent *de;
 	struct stat st;
 	DIR *d;
+	int lk;
 
 	if ((d = opendir(base)) == NULL)
 		return;
@@ -795,25 +933,62 @@ gv_tpl_gc(const char *state, const char *base, const char *keep)
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
 		snprintf(p, sizeof(p), "%s/%s", base, de->d_name);
-		if (strcmp(p, keep) == 0 || lstat(p, &st) != 0 ||
-		    st.st_mtime > time(NULL) - GV_TPL_GRACE_S ||
-		    (de->d_name[0] != '.' && gv_tpl_used(state, p)))
+		if (strcmp(p, keep) == 0 || lstat(p, &st) != 0)
 			continue;
-		gv_rm_tree(p);
+		if (strncmp(de->d_name, ".del-", 5) == 0) {
+			gv_rm_tree(p);
+			continue;
+		}
+		if (strncmp(de->d_name, ".tmp-", 5) == 0) {
+			if (gv_tpl_orphan(de->d_name) ||
+			    st.st_mtime <= time(NULL) - GV_TPL_GRACE_S)
+				gv_tpl_rm(base, de->d_name);
+			continue;
+		}
+		if (st.st_mtime > time(NULL) - GV_TPL_GRACE_S ||
+		    (lk = gv_tpl_lock(base)) < 0)
+			continue;
+		/* again under the lock: a create may have picked it */
+		if (lstat(p, &st) == 0 &&
+		    st.st_mtime <= time(NULL) - GV_TPL_GRACE_S &&
+		    !gv_tpl_used(state, p)) {
+			char q[SBX_PATH_MAX * 2];
+
+			snprintf(q, sizeof(q), "%s/.del-%d-gc-%.64s", base,
+			    (int)getpid(), de->d_name);
+			if (rename(p, q) == 0) {
+				close(lk);
+				gv_rm_tree(q);
+				continue;
+			}
+		}
+		close(lk);
 	}
 	closedir(d);
 }
 
-/* The template for rec (made if it is not there) into t. */
+/* link (a sandbox's bundle/rootfs) made a symlink to t */
 static int
-gv_template(const struct sbx_rec *rec, char *t, size_t tlen, char *err,
-    size_t errlen)
+gv_tpl_point(const char *t, const char *link, char *err, size_t errlen)
+{
+	if ((unlink(link) != 0 && errno != ENOENT) || symlink(t, link) != 0)
+		return sbx_err(err, errlen, "%s: %s", link, strerror(errno));
+	return 0;
+}
+
+/* The template for rec (made if it is not there) into t, and link a
+ * symlink to it, both under the templates' lock (gv_tpl_lock): from
+ * then on the link keeps it. */
+static int
+gv_template(const struct sbx_rec *rec, const char *link, char *t,
+    size_t tlen, char *err, size_t errlen)
 {
 	char state[SBX_PATH_MAX], base[SBX_PATH_MAX + 32];
 	char tmp[SBX_PATH_MAX + 96];
 	uint64_t sig = gv_tpl_sig(rec);
 	struct stat st;
 	size_t n;
+	int lk, rc;
 
 	n = strrchr(rec->dir, '/') != NULL ? (size_t)(strrchr(rec->dir, '/') -
 	    rec->dir) : 0;
@@ -825,14 +1000,16 @@ gv_template(const struct sbx_rec *rec, char *t, size_t tlen, char *err,
 	if (snprintf(t, tlen, "%s/%016llx", base, (unsigned long long)sig) >=
 	    (int)tlen)
 		return sbx_err(err, errlen, "%s: path too long", base);
+	if (sbx_mkdir(base, 0711) != 0 || (lk = gv_tpl_lock(base)) < 0)
+		return sbx_err(err, errlen, "%s: %s", base, strerror(errno));
 	if (lstat(t, &st) == 0 && S_ISDIR(st.st_mode)) {
 		/* picked: not collected for a while (gv_tpl_gc) */
 		(void)utimensat(AT_FDCWD, t, NULL, 0);
-		return 0;
+		rc = gv_tpl_point(t, link, err, errlen);
+		close(lk);
+		return rc;
 	}
-	if (sbx_mkdir(base, 0711) != 0)
-		return sbx_err(err, errlen, "mkdir %s: %s", base,
-		    strerror(errno));
+	close(lk);
 	snprintf(tmp, sizeof(tmp), "%s/.tmp-%d-%016llx", base, (int)getpid(),
 	    (unsigned long long)sig);
 	gv_rm_tree(tmp);
@@ -840,20 +1017,35 @@ gv_template(const struct sbx_rec *rec, char *t, size_t tlen, char *err,
 		return sbx_err(err, errlen, "mkdir %s: %s", tmp,
 		    strerror(errno));
 	if (gv_tpl_fill(rec, tmp, err, errlen) != 0) {
-		gv_rm_tree(tmp);
+		gv_tpl_rm(base, strrchr(tmp, '/') + 1);
+		return -1;
+	}
+	if ((lk = gv_tpl_lock(base)) < 0) {
+		sbx_err(err, errlen, "%s: %s", base, strerror(errno));
+		gv_tpl_rm(base, strrchr(tmp, '/') + 1);
 		return -1;
 	}
 	if (rename(tmp, t) != 0) {
 		int e = errno;
 
-		gv_rm_tree(tmp);
 		/* another create made it meanwhile */
-		if ((e != EEXIST && e != ENOTEMPTY) || lstat(t, &st) != 0)
+		if ((e != EEXIST && e != ENOTEMPTY) || lstat(t, &st) != 0) {
+			close(lk);
+			gv_tpl_rm(base, strrchr(tmp, '/') + 1);
 			return sbx_err(err, errlen, "rename %s: %s", t,
 			    strerror(e));
+		}
+		(void)utimensat(AT_FDCWD, t, NULL, 0);
+		rc = gv_tpl_point(t, link, err, errlen);
+		close(lk);
+		gv_tpl_rm(base, strrchr(tmp, '/') + 1);
+	} else {
+		rc = gv_tpl_point(t, link, err, errlen);
+		close(lk);
 	}
-	gv_tpl_gc(state, base, t);
-	return 0;
+	if (rc == 0)
+		gv_tpl_gc(state, base, t);
+	return rc;
 }
 
 /* Binds of the host's top-level directories (a host without a merged
@@ -916,7 +1108,7 @@ gv_image_unroot(const struct sbx_rec *rec)
 			break;
 }
 
-/* The sandbox's passwd and group (and hosts) in <dir>/etc, for
+/* The sandbox's passwd and group in <dir>/etc, for
  * gv_config to bind over its root's. */
 static int
 gv_ids(const struct sbx_rec *rec, char *err, size_t errlen)
@@ -992,13 +1184,9 @@ gv_config(struct sbx_rec *rec, const char *bundle, int with_cg,
 	if (rec->image[0] == '\0') {
 		/* the shared template (gv_template), which the sandbox's
 		 * bundle/rootfs links to */
-		if (gv_template(rec, root, sizeof(root), err, errlen) != 0)
+		if (gv_template(rec, path, root, sizeof(root), err,
+		    errlen) != 0)
 			goto out;
-		if ((unlink(path) != 0 && errno != ENOENT) ||
-		    symlink(root, path) != 0) {
-			sbx_err(err, errlen, "%s: %s", path, strerror(errno));
-			goto out;
-		}
 		if (gv_top_binds(mounts) != 0) {
 			sbx_err(err, errlen, "out of memory");
 			goto out;
