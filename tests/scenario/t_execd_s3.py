@@ -435,7 +435,8 @@ def config_errors(env):
                        capture_output=True, text=True, timeout=30)
     lc = json.loads(r.stdout)["lifecycle"]
     check(lc["archive_store"] == "/srv/arch" and lc["archive_dir"] ==
-          "/srv/arch" and "archive_s3" not in lc, "a directory: %r" % lc)
+          "/srv/arch" and lc.get("archive_s3", 0) is None,
+          "a directory (no S3 store: archive_s3 null): %r" % lc)
 
 
 if __name__ == "__main__":
