@@ -2635,6 +2635,37 @@ def ns_agent(env):
     check_eq((o["exit_code"], o["stdout"]), (0, "again\n"),
              "a command after the workers retired")
     check_eq(agents(), 1, "workers after that command")
+    # a sandbox at its pids limit: no worker can be made for a command,
+    # and the holder says so at once (the daemon waited 10 s for an
+    # answer in its loop, for every tenant)
+    r = x.app("POST", "/v1/sandboxes", {"id": "np", "tenant": "acme",
+                                        "user": "alice",
+                                        "limits": {"pids": 24}})
+    check_eq(r.status, 201, "create with pids 24: %r" % r)
+    r = x.app("POST", "/v1/sandboxes/np/commands", {"cmd": [
+        "python3", "-c",
+        "import os, time\n"
+        "for i in range(64):\n"
+        "    try:\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(120)\n"
+        "            os._exit(0)\n"
+        "    except OSError:\n"
+        "        break\n"
+        "open('full', 'w').close()\n"
+        "time.sleep(120)\n"]})
+    check_eq(r.status, 202, "the command that fills pids: %r" % r)
+    wait_until(lambda: x.app("GET", "/v1/sandboxes/np/files/full"
+                             ).status == 200, 30, what="pids full")
+    t0 = time.monotonic()
+    r = x.app("POST", "/v1/sandboxes/np/exec", {"shell": "true"},
+              timeout=60)
+    took = time.monotonic() - t0
+    check(r.status != 200 and took < 3,
+          "an exec at the pids limit: %r after %.1f s" % (r, took))
+    check("pids" in json.dumps(r.json), "the answer names the pids "
+          "limit: %r" % r.json)
+    check_eq(x.app("DELETE", "/v1/sandboxes/np").status, 200, "delete np")
     os.unlink(sock)
     o = ex(x, "na", {"cmd": ["sh", "-c", "echo out; exit 3"]})
     check_eq((o["exit_code"], o["stdout"]), (3, "out\n"),

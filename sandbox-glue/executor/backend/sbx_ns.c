@@ -2067,6 +2067,24 @@ ag_surplus(int64_t now)
 }
 
 /*
+ * The connections waiting that no worker will take (none could be
+ * made): each is told why at once, rather than left to the host's
+ * bound (NS_AG_REPLY_MS), which it would wait out in its loop.
+ */
+static void
+ag_refuse(const char *why)
+{
+	int i, conn;
+
+	for (i = 0; i < 16; i++) {
+		if ((conn = accept4(ag_lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
+			break;
+		(void)ag_write_frame(conn, AG_ERROR, why, strlen(why));
+		close(conn);
+	}
+}
+
+/*
  * The holder's wait: a child's exit, a worker's note, a surplus idle
  * worker's time, or (while no worker is idle) a connection, for which it
  * makes one.  busy: a child was just reaped (more may be).
@@ -2083,12 +2101,8 @@ ag_wait(struct init_arg *a, int busy)
 	pid_t pid;
 
 	/* (one told to retire takes no connection) */
-	if (ag_free() == 0 && ag_nwk < AG_WORKERS_MAX) {
-		if (now >= ag_retry_ms)
-			n = 3;
-		else if (!busy)
-			ms = (int)(ag_retry_ms - now);
-	}
+	if (ag_free() == 0)
+		n = 3;
 	if (sm >= 0 && (ms < 0 || sm < ms))
 		ms = sm;
 	if (poll(pf, n, ms) <= 0)
@@ -2098,10 +2112,23 @@ ag_wait(struct init_arg *a, int busy)
 	ag_wk_notes();
 	if (n < 3 || !(pf[2].revents & POLLIN) || ag_free() > 0)
 		return;
+	if (ag_nwk >= AG_WORKERS_MAX) {
+		ag_refuse("too many commands at once");
+		return;
+	}
+	if (now < ag_retry_ms) {
+		ag_refuse("no worker: a fork failed a moment ago (the "
+		    "sandbox's pids limit?)");
+		return;
+	}
 	if ((pid = ag_worker(a)) < 0) {
-		fprintf(stderr, "sluice-run init: agent: fork: %s\n",
-		    strerror(errno));
+		char why[160];
+
+		snprintf(why, sizeof(why), "no worker: fork: %s (the "
+		    "sandbox's pids limit?)", strerror(errno));
+		fprintf(stderr, "sluice-run init: agent: %s\n", why);
 		ag_retry_ms = sbx_now_ms() + 1000;
+		ag_refuse(why);
 		return;
 	}
 	memset(&ag_wk[ag_nwk], 0, sizeof(ag_wk[0]));
