@@ -3051,6 +3051,59 @@ ns_release(struct sbx_rec *rec, const struct sbx_proc *p)
 	(void)unlink(path);
 }
 
+/* How many of the sandbox's processes (the holder aside) are not
+ * stopped yet (state T, t or Z in /proc/<pid>/stat). */
+static int
+proc_unstopped(const struct sbx_rec *rec)
+{
+	char want[64], have[64], p[64], buf[512], *c;
+	struct dirent *de;
+	DIR *d;
+	int n = 0, fd;
+	ssize_t k;
+
+	if (ns_ino(rec->init_pid, "pid", want, sizeof(want)) != 0 ||
+	    (d = opendir("/proc")) == NULL)
+		return 0;
+	while ((de = readdir(d)) != NULL) {
+		pid_t pid = (pid_t)atoi(de->d_name);
+
+		if (pid <= 0 || pid == rec->init_pid ||
+		    ns_ino(pid, "pid", have, sizeof(have)) != 0 ||
+		    strcmp(have, want) != 0)
+			continue;
+		snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+		if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+			continue;
+		k = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (k <= 0)
+			continue;
+		buf[k] = '\0';
+		if ((c = strrchr(buf, ')')) != NULL && c[1] == ' ' &&
+		    c[2] != 'T' && c[2] != 't' && c[2] != 'Z')
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Suspension without cgroups: SIGSTOP to every process of the sandbox,
+ * again until all are stopped (a stop is asynchronous, and a process
+ * forked during the walk was not in it), bounded to about a second. */
+static void
+proc_stop_all(const struct sbx_rec *rec)
+{
+	int i;
+
+	for (i = 0; i < 100; i++) {
+		proc_signal(rec, SIGSTOP);
+		if (proc_unstopped(rec) == 0)
+			return;
+		usleep(10000);
+	}
+}
+
 static int
 ns_suspend(struct sbx_rec *rec, char *err, size_t errlen)
 {
@@ -3065,7 +3118,7 @@ ns_suspend(struct sbx_rec *rec, char *err, size_t errlen)
 			return sbx_err(err, errlen, "freezer: %s",
 			    strerror(errno));
 	} else
-		proc_signal(rec, SIGSTOP);
+		proc_stop_all(rec);
 	rec->suspended = 1;
 	return 0;
 }
