@@ -294,6 +294,8 @@ fuzz_query(const char *s, size_t n)
 	size_t i;
 	int b, known = 0;
 
+	/* the value is the string up to its NUL, as the routes see it */
+	n = strnlen(s, n);
 	for (i = 0; i < 4; i++)
 		if (strcmp(s, yn[i]) == 0)
 			known = 1;
