@@ -746,9 +746,9 @@ ag_way_step(struct ag_way *w, short rev_from, short rev_to)
 }
 
 /* Connects to 127.0.0.1:port here, tells the host how that went, then
- * relays until both ways have ended or either side fails.  In this
- * worker, never the first process: a connection may last as long as its
- * client wants. */
+ * relays until both ways have ended or either side fails.  In a worker
+ * dropped to the sandbox user (ag_serve), never the first process: a
+ * connection may last as long as its client wants. */
 static void
 ag_serve_connect(int conn, int port)
 {
@@ -854,11 +854,23 @@ ag_serve(int conn)
 	if (t == AG_CONNECT) {
 		long port = ag_port_parse((unsigned char *)req, n);
 
-		if (port < 0)
+		if (port < 0) {
 			(void)ag_write_frame(conn, AG_ERROR, "bad port", 8);
-		else
-			ag_serve_connect(conn, (int)port);
-		return;
+			return;
+		}
+		/* the relay passes the sandbox's bytes for as long as its
+		 * client wants: as the sandbox user, not with the agent's
+		 * capabilities; so this worker ends with it (it could not
+		 * start a command again) */
+		if (ag_drop() != 0) {
+			static const char m[] = "cannot drop to the sandbox "
+			    "user";
+
+			(void)ag_write_frame(conn, AG_ERROR, m, sizeof(m) - 1);
+			_exit(1);
+		}
+		ag_serve_connect(conn, (int)port);
+		_exit(0);
 	}
 	if (t == AG_PTY) {
 		struct winsize ws;

@@ -821,6 +821,28 @@ def gvisor_connect(env):
         s.close()
         time.sleep(0.1)
     check_eq((t, p), (21, struct.pack(">I", 0)), "CONNECTED, errno 0")
+    # the relay runs as the sandbox user, not with the agent's
+    # capabilities: the agent's processes' real uids, seen inside
+    uids = ("import os\n"
+            "for p in os.listdir('/proc'):\n"
+            "    try:\n"
+            "        c = open('/proc/%s/cmdline' % p, 'rb').read()\n"
+            "        s = open('/proc/%s/status' % p).read()\n"
+            "    except (OSError, ValueError):\n"
+            "        continue\n"
+            "    if b'--agent' in c:\n"
+            "        print([l.split()[1] for l in s.splitlines()\n"
+            "               if l.startswith('Uid:')][0])\n")
+    x.app("PUT", "/v1/sandboxes/h1/files/uids.py", raw=uids.encode())
+
+    def agent_uids():
+        r = x.app("POST", "/v1/sandboxes/h1/exec",
+                  {"cmd": ["python3", "uids.py"]})
+        check_eq(r.status, 200, "uids: %r" % r)
+        return r.json["stdout"].split()
+    u = agent_uids()
+    check("0" in u and any(v != "0" for v in u), "the agent's processes "
+          "while a CONNECT relays (one the sandbox user's): %r" % u)
     s.sendall(b"x" * 100000)
     s.shutdown(socket.SHUT_WR)
     got = b""
@@ -833,6 +855,8 @@ def gvisor_connect(env):
     check(got == b"n=100000;" + b"y" * 100000,
           "the half-close reached the server, its answer and close came "
           "back: %r... (%d bytes)" % (got[:20], len(got)))
+    wait_until(lambda: all(v == "0" for v in agent_uids()), 10,
+               what="the relay's worker to end with its connection")
     s, t, p = agent_connect(env, 8009)
     s.close()
     check_eq((t, p), (21, struct.pack(">I", 111)),
