@@ -544,10 +544,7 @@ ag_serve_spawn(int conn, char *req, size_t n, const struct winsize *ws)
 	(void)fcntl(pout[0], F_SETFL, O_NONBLOCK);
 	if (perr[0] >= 0)
 		(void)fcntl(perr[0], F_SETFL, O_NONBLOCK);
-	b[0] = (unsigned char)(pid >> 24);
-	b[1] = (unsigned char)(pid >> 16);
-	b[2] = (unsigned char)(pid >> 8);
-	b[3] = (unsigned char)pid;
+	ag_started_put(b, pid);
 	if (ag_write_frame(conn, AG_STARTED, b, 4) != 0)
 		goto gone;
 	for (;;) {

@@ -43,22 +43,36 @@ ag_max(int type)
 	return 0;
 }
 
+/* The 4-byte big-endian numbers: a header's length, STARTED,
+ * CONNECTED. */
+static void
+be32_put(unsigned char p[4], uint32_t v)
+{
+	p[0] = (unsigned char)(v >> 24);
+	p[1] = (unsigned char)(v >> 16);
+	p[2] = (unsigned char)(v >> 8);
+	p[3] = (unsigned char)v;
+}
+
+static uint32_t
+be32_get(const unsigned char p[4])
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	    (uint32_t)p[2] << 8 | p[3];
+}
+
 void
 ag_hdr_put(unsigned char h[AG_HDR], int type, uint32_t len)
 {
 	h[0] = (unsigned char)type;
 	h[1] = h[2] = h[3] = 0;
-	h[4] = (unsigned char)(len >> 24);
-	h[5] = (unsigned char)(len >> 16);
-	h[6] = (unsigned char)(len >> 8);
-	h[7] = (unsigned char)len;
+	be32_put(h + 4, len);
 }
 
 int
 ag_hdr_get(const unsigned char h[AG_HDR], int *type, uint32_t *len)
 {
-	uint32_t l = (uint32_t)h[4] << 24 | (uint32_t)h[5] << 16 |
-	    (uint32_t)h[6] << 8 | h[7];
+	uint32_t l = be32_get(h + 4);
 	uint32_t max = ag_max(h[0]);
 
 	if (h[1] != 0 || h[2] != 0 || h[3] != 0 || max == 0 || l > max)
@@ -264,15 +278,20 @@ ag_exit_parse(const unsigned char *p, size_t n)
 	return p[0] == 0 ? p[1] : 128 + p[1];
 }
 
+void
+ag_started_put(unsigned char p[4], long pid)
+{
+	be32_put(p, (uint32_t)pid);
+}
+
 long
 ag_started_parse(const unsigned char *p, size_t n)
 {
-	unsigned long v;
+	uint32_t v;
 
 	if (n != 4)
 		return -1;
-	v = (unsigned long)p[0] << 24 | (unsigned long)p[1] << 16 |
-	    (unsigned long)p[2] << 8 | p[3];
+	v = be32_get(p);
 	return v == 0 || v > 0x3fffffff ? -1 : (long)v;
 }
 
@@ -303,21 +322,17 @@ ag_port_parse(const unsigned char *p, size_t n)
 void
 ag_connected_put(unsigned char p[4], int err)
 {
-	p[0] = (unsigned char)((unsigned)err >> 24);
-	p[1] = (unsigned char)((unsigned)err >> 16);
-	p[2] = (unsigned char)((unsigned)err >> 8);
-	p[3] = (unsigned char)err;
+	be32_put(p, (uint32_t)err);
 }
 
 int
 ag_connected_parse(const unsigned char *p, size_t n)
 {
-	unsigned long v;
+	uint32_t v;
 
 	if (n != 4)
 		return -1;
-	v = (unsigned long)p[0] << 24 | (unsigned long)p[1] << 16 |
-	    (unsigned long)p[2] << 8 | p[3];
+	v = be32_get(p);
 	return v > 4095 ? -1 : (int)v;
 }
 

@@ -107,6 +107,7 @@ int ag_exit_parse(const unsigned char *p, size_t n);
 /* STARTED: the command's pid inside, 4 bytes big endian; SIGNAL: one
  * byte, 1..64.  -1 when not. */
 long ag_started_parse(const unsigned char *p, size_t n);
+void ag_started_put(unsigned char p[4], long pid);
 int ag_signal_parse(const unsigned char *p, size_t n);
 /* CONNECT: the port, -1 when not one.  CONNECTED: the errno (0
  * connected), -1 when not one.  PTY and RESIZE: 0 and the size, -1 when

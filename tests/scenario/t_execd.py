@@ -2676,8 +2676,11 @@ def ns_agent(env):
     check_eq(x.app("DELETE", "/v1/sandboxes/na").status, 200, "ns delete")
 
 
-def on_gvisor(fn):
-    """The case fn again, every sandbox of it on gVisor."""
+def on_gvisor(fn, suite=None, name=None):
+    """The case fn again in suite (this one's by default), every sandbox
+    of it on gVisor, named name or gvisor_<fn> (a shorter name where a
+    session socket's path under the case's directory would pass
+    sun_path's 107 bytes)."""
     def case(env):
         preflight()
         if not runsc_works():
@@ -2687,8 +2690,9 @@ def on_gvisor(fn):
             fn(env)
         finally:
             _backend["name"] = ""
-    case.__name__ = "gvisor_" + fn.__name__
-    return S.case(case)
+    case.__name__ = name or "gvisor_" + fn.__name__
+    case.__doc__ = fn.__doc__
+    return (suite or S).case(case)
 
 
 for _fn in (commands, streaming, files, workspace_quota, artifacts_changed):

@@ -68,7 +68,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, Fail, check, check_eq, free_port,  # noqa: E402
                      wait_until)
 from t_execd import (start, create, check_err, root_call,  # noqa: E402
-                     preflight, runsc_works, _backend)
+                     preflight, runsc_works, _backend, on_gvisor)
 from harness import Skip  # noqa: E402
 import sdklib  # noqa: E402
 
@@ -866,26 +866,9 @@ def gvisor_connect(env):
     check_eq(t, 20, "port 0: an ERROR frame (%r)" % p)
 
 
-def on_gvisor(fn, name=None):
-    """The case fn again, every sandbox of it on gVisor (name: a shorter
-    one, where a session socket's path under the case's directory would
-    pass sun_path's 107 bytes)."""
-    def case(env):
-        preflight()
-        if not runsc_works():
-            raise Skip("runsc not installed")
-        _backend["name"] = "gvisor"
-        try:
-            fn(env)
-        finally:
-            _backend["name"] = ""
-    case.__name__ = name or "gvisor_" + fn.__name__
-    return S.case(case)
-
-
 for _fn in (session, replay_takeover, ports):
-    on_gvisor(_fn)
-on_gvisor(opensandbox, "gv_os")
+    on_gvisor(_fn, S)
+on_gvisor(opensandbox, S, "gv_os")
 
 
 if __name__ == "__main__":

@@ -463,27 +463,10 @@ def config_check(env):
         % r.stdout[-400:])
 
 
-def on_gvisor(fn):
-    """The case fn again, every sandbox of it on gVisor (the port proxy
-    through the agent's CONNECT)."""
-    def case(env):
-        t_execd.preflight()
-        if not t_execd.runsc_works():
-            raise Skip("runsc not installed")
-        t_execd._backend["name"] = "gvisor"
-        try:
-            fn(env)
-        finally:
-            t_execd._backend["name"] = ""
-    # "gv_": the case's directory is in the session socket's path,
-    # which sun_path bounds
-    case.__name__ = "gv_" + fn.__name__
-    case.__doc__ = fn.__doc__
-    return S.case(case)
-
-
+# "gv_": the case's directory is in the session socket's path, which
+# sun_path bounds
 for _fn in (ports_sdk, ports_raw):
-    on_gvisor(_fn)
+    t_execd.on_gvisor(_fn, S, "gv_" + _fn.__name__)
 
 
 if __name__ == "__main__":

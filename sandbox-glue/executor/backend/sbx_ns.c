@@ -1813,10 +1813,7 @@ ag_serve(struct init_arg *a, int conn)
 	ag_close(&po[1]);
 	ag_close(&pe[1]);
 	ag_close(&fds[0]);
-	b[0] = (unsigned char)(pid >> 24);
-	b[1] = (unsigned char)(pid >> 16);
-	b[2] = (unsigned char)(pid >> 8);
-	b[3] = (unsigned char)pid;
+	ag_started_put(b, pid);
 	if (ag_write_frame(conn, AG_STARTED, b, 4) != 0)
 		goto gone;
 	if ((st = ag_follow(pid, pidfd, &conn, &po[0], &pe[0], &fds[1],
