@@ -1756,8 +1756,9 @@ ag_follow(pid_t pid, int pidfd, int *conn, int *po, int *pe, int *ho,
 
 /* One command on one connection; every descriptor of it is closed on
  * return.  The group of a command that never started goes with it (the
- * host's release does not know a group it was never told of). */
-static void
+ * host's release does not know a group it was never told of).  1 when it
+ * has told the holder it is idle again (ag_note), else 0. */
+static int
 ag_serve(struct init_arg *a, int conn)
 {
 	static char req[AG_SPAWN_MAX];
@@ -1765,7 +1766,7 @@ ag_serve(struct init_arg *a, int conn)
 	struct ag_cmd c;
 	char err[AG_ERR_MAX];
 	int fds[3] = { -1, -1, -1 }, po[2] = { -1, -1 }, pe[2] = { -1, -1 };
-	int pidfd = -1, st, parsed = 0, made = 0;
+	int pidfd = -1, st, parsed = 0, made = 0, noted = 0;
 	unsigned char b[4], e[2];
 	pid_t pid = -1;
 	size_t n;
@@ -1824,6 +1825,14 @@ ag_serve(struct init_arg *a, int conn)
 		ag_exit_put(e, 1, WTERMSIG(st));
 	else
 		ag_exit_put(e, 0, WEXITSTATUS(st));
+	/* no background job holds the pipes: this worker is free once the
+	 * host has the exit, and the holder must know it first.  Told after,
+	 * the next command's connection (sent when the host has the exit)
+	 * could reach the holder first, which would fork a worker for it. */
+	if (po[0] < 0 && pe[0] < 0) {
+		ag_note(1);
+		noted = 1;
+	}
 	if (conn >= 0)
 		(void)ag_write_frame(conn, AG_EXIT, e, 2);
 	ag_close(&conn);
@@ -1866,6 +1875,7 @@ gone:
 	ag_close(&fds[1]);
 	ag_close(&fds[2]);
 	ag_close(&conn);
+	return noted;
 }
 
 /* A worker the holder has told to retire (SIGUSR1: more are idle than
@@ -1944,8 +1954,8 @@ ag_worker(struct init_arg *a)
 	(void)prctl(PR_SET_NAME, "sbx-agent", 0, 0, 0);
 	while ((conn = ag_next()) >= 0) {
 		ag_note(0);
-		ag_serve(a, conn);
-		ag_note(1);
+		if (!ag_serve(a, conn))
+			ag_note(1);
 	}
 	_exit(conn == -1 ? AG_WORKER_IDLE : 1);
 }
