@@ -2845,8 +2845,21 @@ ns_ag_spawn(struct sbx_rec *rec, const struct sbx_cmd *cmd,
 	fds[0] = cmd->fd_in >= 0 ? cmd->fd_in : devnull;
 	fds[1] = cmd->fd_out;
 	fds[2] = cmd->fd_err;
-	if (ag_send_spawn(fd, req, n, fds) != 0)
+	if (ag_send_spawn(fd, req, n, fds) != 0) {
+		/* the holder may have refused the connection before the
+		 * request was sent (no worker could be made: ag_refuse),
+		 * which fails the send: its why is on the connection, and
+		 * the setns path would only fail the same way, saying less */
+		pf.fd = fd;
+		pf.events = POLLIN;
+		pf.revents = 0;
+		if (poll(&pf, 1, 0) == 1 && ag_read_frame(fd, &t, buf,
+		    sizeof(buf) - 1, &n) == 0 && t == AG_ERROR) {
+			buf[n] = '\0';
+			rc = sbx_err(err, errlen, "agent: %s", (char *)buf);
+		}
 		goto out;
+	}
 	/* from here no second try through setns: the command may have
 	 * started (until STARTED our end's close kills its group; after a
 	 * failure its group is killed below too) */
