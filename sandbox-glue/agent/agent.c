@@ -42,6 +42,13 @@
 #define AG_DRAIN_MS	2000	/* output still coming after the exit */
 #define AG_CONNECT_MS	5000	/* CONNECT's connect inside */
 #define AG_RELAY_BUF	(64 * 1024)	/* CONNECT's relay, each way */
+/* A command's input read ahead of it, so that a signal, a resize or a
+ * terminal's ^C behind input it does not read is not kept waiting:
+ * four frames' worth at most, then the host waits. */
+#define AG_IN_MAX	(4 * AG_DATA_MAX)
+/* on a terminal's ctl, with the signal's number: typed (^C), so the
+ * terminal's unread input goes unless NOFLSH, as Linux's does */
+#define AG_SIG_TYPED	0x80
 
 extern char **environ;
 
@@ -376,6 +383,15 @@ ag_keep(int ctl)
 			ctl = -1;
 			continue;
 		}
+		if (b & AG_SIG_TYPED) {
+			struct termios t;
+
+			b &= (unsigned char)~AG_SIG_TYPED;
+			/* best effort: a kernel without TCFLSH on a
+			 * terminal keeps what it holds */
+			if (tcgetattr(0, &t) == 0 && !(t.c_lflag & NOFLSH))
+				(void)tcflush(0, TCIFLUSH);
+		}
 		pg = tcgetpgrp(0);
 		if (b < 1 || b > 64 || kill(pg > 1 ? -pg : -c, b) != 0)
 			(void)kill(-c, b >= 1 && b <= 64 ? b : SIGINT);
@@ -455,13 +471,16 @@ ag_close_all(int a, int b, int c, int d)
  * under ISIG (intr, quit, susp of the terminal's settings, which the
  * master reads) taken out and their signals sent through the keeper
  * (ctl), as Linux's line discipline does and gVisor's does not (nor
- * is ^C echoed).  How many bytes are left. */
+ * is ^C echoed).  Unless NOFLSH, what came before such a character is
+ * dropped with it, and *flushed set: the caller drops the input it
+ * holds, as Linux flushes the terminal's.  How many bytes are left. */
 static size_t
-ag_tty_isig(int m, int ctl, char *b, size_t n)
+ag_tty_isig(int m, int ctl, char *b, size_t n, int *flushed)
 {
 	struct termios t;
 	size_t i, k = 0;
 
+	*flushed = 0;
 	if (m < 0 || tcgetattr(m, &t) != 0 || !(t.c_lflag & ISIG))
 		return n;
 	for (i = 0; i < n; i++) {
@@ -479,6 +498,11 @@ ag_tty_isig(int m, int ctl, char *b, size_t n)
 			b[k++] = b[i];
 			continue;
 		}
+		if (!(t.c_lflag & NOFLSH)) {
+			k = 0;
+			*flushed = 1;
+			sg |= AG_SIG_TYPED;
+		}
 		(void)!write(ctl, &sg, 1);
 	}
 	return k;
@@ -490,13 +514,16 @@ ag_tty_isig(int m, int ctl, char *b, size_t n)
 static void
 ag_serve_spawn(int conn, char *req, size_t n, const struct winsize *ws)
 {
-	static char in[AG_DATA_MAX];
+	static char in[AG_IN_MAX], fr[AG_DATA_MAX];
 	struct ag_spawn s;
 	char err[AG_ERR_MAX];
 	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
 	int st = 0, exited = 0, sl = -1, ctl[2] = { -1, -1 };
 	long long exit_ms = 0;
+	/* in[inoff..inlen): read from the host, not yet by the command;
+	 * in_eof: the host's end of input, after it */
 	size_t inlen = 0, inoff = 0;
+	int in_eof = 0;
 	unsigned char b[4];
 	pid_t pid;
 
@@ -552,13 +579,21 @@ ag_serve_spawn(int conn, char *req, size_t n, const struct winsize *ws)
 		int np = 0, ci = -1, oi = -1, ei = -1, ii = -1, t;
 		int polled_after_exit = exited;
 
+		/* the host's end of input, once what came before it is in */
+		if (in_eof && inlen == 0 && pin[1] >= 0) {
+			close(pin[1]);
+			pin[1] = -1;
+		}
 		pf[np].fd = ag_sigpipe[0];
 		pf[np++].events = POLLIN;
-		if (inlen == 0) {
+		/* the host is read while a whole frame fits: its signals and
+		 * resizes do not wait for the command to read its input */
+		if (AG_IN_MAX - (inlen - inoff) >= AG_DATA_MAX) {
 			ci = np;
 			pf[np].fd = conn;
 			pf[np++].events = POLLIN;
-		} else if (pin[1] >= 0) {
+		}
+		if (inlen > inoff && pin[1] >= 0) {
 			ii = np;
 			pf[np].fd = pin[1];
 			pf[np++].events = POLLOUT;
@@ -612,33 +647,52 @@ ag_serve_spawn(int conn, char *req, size_t n, const struct winsize *ws)
 		}
 		if (ci >= 0 && pf[ci].revents) {
 			size_t len;
+			int flushed;
 
-			if (ag_read_frame(conn, &t, in, sizeof(in), &len) != 0)
+			if (ag_read_frame(conn, &t, fr, sizeof(fr), &len) != 0)
 				goto gone;
-			if (t == AG_STDIN && len == 0) {
+			if (t == AG_STDIN && len == 0 && ws != NULL) {
 				/* a terminal's end of input is its hang-up
 				 * (the host's terminal went: the daemon
 				 * restarted or died), as closing a master
 				 * is on ns: SIGHUP to its foreground group */
-				if (ws != NULL) {
-					unsigned char sg = SIGHUP;
+				unsigned char sg = SIGHUP;
 
-					(void)!write(ctl[1], &sg, 1);
-				}
+				(void)!write(ctl[1], &sg, 1);
+				inlen = inoff = 0;
 				if (pin[1] >= 0)
 					close(pin[1]);
 				pin[1] = -1;
-			} else if (t == AG_STDIN) {
-				if (ws != NULL)
-					len = ag_tty_isig(pin[1], ctl[1], in,
-					    len);
-				if (pin[1] >= 0)
+			} else if (t == AG_STDIN && len == 0)
+				in_eof = 1;
+			else if (t == AG_STDIN && !in_eof) {
+				if (ws != NULL) {
+					len = ag_tty_isig(pin[1], ctl[1], fr,
+					    len, &flushed);
+					if (flushed)
+						inlen = inoff = 0;
+				}
+				if (pin[1] < 0)
+					;	/* the command's stdin is shut */
+				else if (inlen == 0) {
+					memcpy(in, fr, len);
+					inoff = 0;
 					inlen = len;
-				inoff = 0;
-			} else if (t == AG_SIGNAL && ag_signal_parse(
-			    (unsigned char *)in, len) > 0) {
+				} else {
+					/* room: AG_IN_MAX less what is
+					 * held is at least a frame */
+					memmove(in, in + inoff, inlen - inoff);
+					inlen -= inoff;
+					inoff = 0;
+					memcpy(in + inlen, fr, len);
+					inlen += len;
+				}
+			} else if (t == AG_STDIN)
+				;	/* after its end: not the command's */
+			else if (t == AG_SIGNAL && ag_signal_parse(
+			    (unsigned char *)fr, len) > 0) {
 				unsigned char sg = (unsigned char)
-				    ag_signal_parse((unsigned char *)in, len);
+				    ag_signal_parse((unsigned char *)fr, len);
 
 				/* a terminal's: its foreground group, which
 				 * only its keeper can name */
@@ -650,7 +704,7 @@ ag_serve_spawn(int conn, char *req, size_t n, const struct winsize *ws)
 				struct winsize w;
 				unsigned r, c;
 
-				if (ag_winsize_parse((unsigned char *)in, len,
+				if (ag_winsize_parse((unsigned char *)fr, len,
 				    &r, &c) != 0)
 					goto gone;
 				memset(&w, 0, sizeof(w));

@@ -866,7 +866,64 @@ def gvisor_connect(env):
     check_eq(t, 20, "port 0: an ERROR frame (%r)" % p)
 
 
-for _fn in (session, replay_takeover, ports):
+def paste_interrupt(env):
+    """Ctrl-C, a signal and a resize behind pasted lines the program does
+    not read: each is acted on at once, and the paste goes with a typed
+    Ctrl-C (as a terminal flushes its input).  The agent reads the host
+    ahead of the command's input: it used to read nothing more while a
+    frame of input waited, and gVisor's terminal takes about 128 KiB."""
+    d, ctl, x = start(env)
+    create(x, "pi")
+    pty = new_pty(x, "pi", cols=80, rows=24)
+    w = attach(x, "pi", pty)
+    connected(w)
+    w.input(b"stty -echo; echo ready-$((2+3))\n")
+    w.see("ready-5")
+    # a program that reads no input and says when SIGINT comes
+    catcher = (b"python3 -c 'import signal, sys, time\n"
+               b"def h(*a):\n"
+               b"    print(\"got-\" + \"int\", flush=True)\n"
+               b"    sys.exit(0)\n"
+               b"signal.signal(signal.SIGINT, h)\n"
+               b"print(\"wait\" + \"ing\", flush=True)\n"
+               b"time.sleep(30)'\n")
+
+    def behind_a_paste(what, send):
+        n = len(w.out)
+        w.input(catcher)
+        w.until(lambda: b"waiting" in w.out[n:], 15, "the catcher")
+        # 180 KB of lines nobody reads, in three frames
+        for i in range(3):
+            w.input((b"#" * 99 + b"\n") * 600)
+        t0 = time.monotonic()
+        send()
+        w.until(lambda: b"got-int" in w.out[n:], 20,
+                "%s behind a paste" % what)
+        took = time.monotonic() - t0
+        check(took < 5, "%s behind a paste: SIGINT after %.1f s" % (
+            what, took))
+
+    behind_a_paste("Ctrl-C", lambda: w.input(b"\x03"))
+    # the paste went with it: the next line is the shell's at once
+    n = len(w.out)
+    w.input(b"\necho ok-$((3+3))\n")
+    w.until(lambda: b"ok-6" in w.out[n:], 10, "a prompt after Ctrl-C "
+            "(the paste flushed)")
+    # a resize behind a paste
+    behind_a_paste("a resize and Ctrl-C", lambda: (
+        w.json({"type": "resize", "cols": 90, "rows": 33}),
+        w.input(b"\x03")))
+    n = len(w.out)
+    w.input(b"\nstty size\n")
+    w.until(lambda: b"33 90" in w.out[n:], 10, "stty size after a resize "
+            "behind a paste")
+    # a signal message (it flushes nothing: the shell reads the paste)
+    behind_a_paste("a signal message", lambda: w.json(
+        {"type": "signal", "signal": "SIGINT"}))
+    w.s.close()
+
+
+for _fn in (session, replay_takeover, ports, paste_interrupt):
     on_gvisor(_fn, S)
 on_gvisor(opensandbox, S, "gv_os")
 
