@@ -47,7 +47,7 @@
  * four frames' worth at most, then the host waits. */
 #define AG_IN_MAX	(4 * AG_DATA_MAX)
 /* on a terminal's ctl, with the signal's number: typed (^C), so the
- * terminal's unread input goes unless NOFLSH, as Linux's does */
+ * unread input goes unless NOFLSH, as Linux's terminal drops it */
 #define AG_SIG_TYPED	0x80
 
 extern char **environ;
@@ -387,8 +387,9 @@ ag_keep(int ctl)
 			struct termios t;
 
 			b &= (unsigned char)~AG_SIG_TYPED;
-			/* best effort: a kernel without TCFLSH on a
-			 * terminal keeps what it holds */
+			/* what the terminal holds goes, where it can
+			 * (gVisor's answers ENOTTY and keeps it: only
+			 * what the worker held is dropped then) */
 			if (tcgetattr(0, &t) == 0 && !(t.c_lflag & NOFLSH))
 				(void)tcflush(0, TCIFLUSH);
 		}

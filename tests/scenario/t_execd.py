@@ -2572,8 +2572,10 @@ def ns_agent(env):
                 except OSError:
                     pass
         return n
+    # (3 s: the three overlap even when a loaded machine is slow to
+    # start them)
     ids = [x.app("POST", "/v1/sandboxes/na/commands",
-                 {"shell": "sleep 1"}).json["id"] for i in range(3)]
+                 {"shell": "sleep 3"}).json["id"] for i in range(3)]
     for c in ids:
         wait_until(lambda: x.app("GET", "/v1/sandboxes/na/commands/%s" % c
                                  ).json["status"] == "exited", 20,
