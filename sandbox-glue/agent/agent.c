@@ -509,6 +509,8 @@ ag_tty_isig(int m, int ctl, char *b, size_t n, int *flushed)
 	return k;
 }
 
+static void ag_worker_done(void);
+
 /* ws NULL: the command on pipes; else on a terminal of that size
  * (agent_wire.h, PTY): the master is both the input (pin[1]) and the
  * output (pout[0], a copy), no stderr of its own. */
@@ -739,6 +741,7 @@ ag_serve_spawn(int conn, char *req, size_t n, const struct winsize *ws)
 			ag_exit_put(e, 1, WTERMSIG(st));
 		else
 			ag_exit_put(e, 0, WEXITSTATUS(st));
+		ag_worker_done();
 		(void)ag_write_frame(conn, AG_EXIT, e, 2);
 	}
 	ag_spawn_free(&s);
@@ -965,6 +968,39 @@ ag_serve(int conn)
  * its own list (ag_wk) from the workers' messages. */
 static int *ag_nidle;
 
+/* In a worker: its pid, the first process's end of the note pipe, and
+ * for the connection it serves, whether it said it waits again
+ * (ag_worker_done) and whether it ends instead. */
+static pid_t ag_me;
+static int ag_note_fd = -1;
+static int ag_noted, ag_leaving;
+
+/*
+ * A worker is done with its connection but for the last frame: it goes
+ * back to accept() (counted idle, -pid on the note pipe) unless another
+ * worker already waits there, and says so before that frame.  Said
+ * after it, the host's next command (sent once it has the EXIT) could
+ * reach the first process first, which would fork a worker for it.
+ * Once per connection; nothing in the first process.
+ */
+static void
+ag_worker_done(void)
+{
+	pid_t msg;
+
+	if (ag_me == 0 || ag_noted)
+		return;
+	ag_noted = 1;
+	if (ag_nidle == NULL || __atomic_load_n(ag_nidle,
+	    __ATOMIC_SEQ_CST) > 0) {
+		ag_leaving = 1;
+		return;
+	}
+	__atomic_add_fetch(ag_nidle, 1, __ATOMIC_SEQ_CST);
+	msg = -ag_me;
+	(void)!write(ag_note_fd, &msg, sizeof(msg));
+}
+
 /* A worker: waits in accept(), tells the first process it is busy (+pid
  * on nfd: another is made if a connection comes while none waits),
  * serves the connection, and then goes back to accept() (-pid) unless
@@ -980,7 +1016,8 @@ ag_worker(int lfd, const int nfd[2])
 
 	if ((me = fork()) != 0)
 		return me;
-	me = getpid();
+	me = ag_me = getpid();
+	ag_note_fd = nfd[1];
 	/* a wake-up pipe of its own: the first process's would lose its
 	 * SIGCHLDs here */
 	close(ag_sigpipe[0]);
@@ -1005,17 +1042,15 @@ ag_worker(int lfd, const int nfd[2])
 			__atomic_sub_fetch(ag_nidle, 1, __ATOMIC_SEQ_CST);
 		msg = me;
 		(void)!write(nfd[1], &msg, sizeof(msg));
+		ag_noted = ag_leaving = 0;
 		ag_serve(c);
 		close(c);
 		/* what a command that was cut short left */
 		while (waitpid(-1, NULL, WNOHANG) > 0)
 			;
-		if (ag_nidle == NULL || __atomic_load_n(ag_nidle,
-		    __ATOMIC_SEQ_CST) > 0)
+		ag_worker_done();
+		if (ag_leaving)
 			_exit(0);
-		__atomic_add_fetch(ag_nidle, 1, __ATOMIC_SEQ_CST);
-		msg = -me;
-		(void)!write(nfd[1], &msg, sizeof(msg));
 	}
 }
 

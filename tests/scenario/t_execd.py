@@ -2209,6 +2209,11 @@ def gvisor_agent(env):
           "command not started by the agent: group %r" % g)
     log("exec round trip through the agent: median %.1f ms of %d" %
         (sorted(ms)[len(ms) // 2], len(ms)))
+    # commands one after another are one worker's (it is counted idle
+    # before the host has the exit, so the next command finds it)
+    ppids = {ex(x, "ga", {"shell": "echo $PPID"})["stdout"]
+             for i in range(4)}
+    check_eq(len(ppids), 1, "workers of four commands in a row: %r" % ppids)
     # stdin echoed back (as much as a request body takes) and output of
     # many frames; env, cwd, exit by signal
     data = "".join("line %06d\n" % i for i in range(4000))
