@@ -57,9 +57,11 @@ import base64
 import hashlib
 import json
 import os
+import signal
 import socket
 import ssl
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -864,6 +866,84 @@ def gvisor_connect(env):
     s, t, p = agent_connect(env, 0)
     s.close()
     check_eq(t, 20, "port 0: an ERROR frame (%r)" % p)
+
+
+@S.case
+def ports_drain(env):
+    """SIGTERM's drain ends a WebSocket through the port proxy at once (no
+    answer is under way on it) and cuts an answer still coming once
+    drain_s has passed: the daemon exits then.  Both used to hold the
+    exit until the drain gave up, 15 s past drain_s."""
+    d, ctl, x = start(env, drain_s=2)
+    create(x, "w1")
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                           "os_ws_echo.py"), "rb") as f:
+        x.app("PUT", "/v1/sandboxes/w1/files/echo.py", raw=f.read())
+    # an answer that never ends: a byte every 0.2 s
+    x.app("PUT", "/v1/sandboxes/w1/files/drip.py", raw=(
+        b"import socket, time\n"
+        b"s = socket.socket()\n"
+        b"s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        b"s.bind(('127.0.0.1', 8005))\n"
+        b"s.listen(4)\n"
+        b"c, _ = s.accept()\n"
+        b"c.recv(65536)\n"
+        b"c.sendall(b'HTTP/1.0 200 OK\\r\\n\\r\\nstart')\n"
+        b"for i in range(600):\n"
+        b"    c.sendall(b'.')\n"
+        b"    time.sleep(0.2)\n"))
+    for cmd in ("exec python3 echo.py 8001", "exec python3 drip.py"):
+        r = x.app("POST", "/v1/sandboxes/w1/commands", {"shell": cmd})
+        check_eq(r.status, 202, "background: %r" % r)
+    w = None
+    for _ in range(100):
+        try:
+            w = WS(unix(x), "/v1/sandboxes/w1/ports/8001/")
+            break
+        except Fail:
+            time.sleep(0.1)
+    check(w is not None and w.status == 101, "the WebSocket's 101")
+    w.frame(1, b"hi")
+    w.until(lambda: any(m.get("text") == "echo:hi" for m in w.msgs), 10,
+            "the echo")
+    for _ in range(100):
+        st = unix(x)
+        st.settimeout(10)
+        st.sendall(b"GET /v1/sandboxes/w1/ports/8005/ HTTP/1.1\r\n"
+                   b"Host: x\r\n\r\n")
+        got = st.recv(65536)
+        if b" 200 " in got.split(b"\r\n", 1)[0]:
+            break
+        st.close()
+        time.sleep(0.1)
+    check(b" 200 " in got.split(b"\r\n", 1)[0], "the drip's answer: %r"
+          % got[:200])
+    t0 = time.monotonic()
+    x.proc.send_signal(signal.SIGTERM)
+    # the WebSocket ends at once
+    try:
+        while w.s.recv(65536):
+            pass
+    except OSError:
+        pass
+    ws_s = time.monotonic() - t0
+    # the answer still coming is cut once drain_s (2 s) has passed
+    try:
+        while st.recv(65536):
+            pass
+    except OSError:
+        pass
+    cut_s = time.monotonic() - t0
+    try:
+        rc = x.proc.wait(15)
+    except subprocess.TimeoutExpired:
+        rc = None
+    exit_s = time.monotonic() - t0
+    check(ws_s < 1.5, "the WebSocket ended %.1f s after SIGTERM" % ws_s)
+    check(1.5 < cut_s < 5, "the answer under way cut %.1f s after SIGTERM "
+          "(drain_s 2)" % cut_s)
+    check(rc == 0 and exit_s < 5, "the daemon exited %r, %.1f s after "
+          "SIGTERM" % (rc, exit_s))
 
 
 def paste_interrupt(env):

@@ -1271,7 +1271,7 @@ port_fail(void *arg, int status, const char *code, const char *msg)
 	xd_perr_set(&e, status, status == 400 || status == 405 ?
 	    "bad_request" : status == 409 ? "conflict" : status == 501 ?
 	    "backend_unavailable" : status == 502 ? "bad_gateway" :
-	    "internal", "%s", msg);
+	    status == 503 ? "backend_unavailable" : "internal", "%s", msg);
 	e.extra = json_pack("{s:s}", "reason", reason);
 	reply_perr(k, &e);
 }

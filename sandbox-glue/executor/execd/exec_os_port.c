@@ -59,6 +59,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -92,7 +93,13 @@ struct pxy {
 	                                 * output drains, then the end */
 	int handshake;                  /* the backend's answer (port_reply)
 	                                 * comes first: the request waits */
+	TAILQ_ENTRY(pxy) link;          /* in pxys from the start to the
+	                                 * free (xd_port_proxy_drain) */
 };
+
+/* Every exchange under way: the daemon's drain ends them (one daemon per
+ * process). */
+static TAILQ_HEAD(, pxy) pxys = TAILQ_HEAD_INITIALIZER(pxys);
 
 /* Hop-by-hop, or ours: never forwarded either way. */
 static int
@@ -114,6 +121,7 @@ hop(const char *h)
 static void
 pxy_free(struct pxy *p)
 {
+	TAILQ_REMOVE(&pxys, p, link);
 	if (p->up != NULL)
 		bufferevent_free(p->up);
 	if (p->evcon != NULL) {
@@ -308,6 +316,7 @@ ws_end(struct pxy *p)
 	if (evcon != NULL)
 		evhttp_connection_set_closecb(evcon, NULL, NULL);
 	p->evcon = NULL;
+	TAILQ_REMOVE(&pxys, p, link);
 	if (p->up != NULL)
 		bufferevent_free(p->up);
 	free(p);
@@ -604,6 +613,7 @@ xd_port_proxy(const struct xd_port_call *oc, long port, const char *rest,
 		return;
 	}
 	p->o = *oc;
+	TAILQ_INSERT_TAIL(&pxys, p, link);
 	p->port = port;
 	p->ws = upgrade != NULL;
 	p->handshake = connected;
@@ -649,6 +659,29 @@ xd_port_proxy(const struct xd_port_call *oc, long port, const char *rest,
 	}
 	/* the request waits for the backend's answer (answer) */
 	bufferevent_enable(p->up, p->handshake ? EV_READ : EV_READ | EV_WRITE);
+}
+
+/*
+ * The daemon drains (SIGTERM): a WebSocket relay is no answer under way
+ * and would hold the exit for good, so it ends at the drain's start
+ * (all 0), as a terminal's attachment does; an answer still coming
+ * when drain_s has passed is cut (all 1), as foreground commands are
+ * cancelled then, and one not started gets a 503.  What the client sees
+ * is the connection's end, as when the server inside goes.
+ */
+void
+xd_port_proxy_drain(int all)
+{
+	struct pxy *p, *next;
+
+	for (p = TAILQ_FIRST(&pxys); p != NULL; p = next) {
+		next = TAILQ_NEXT(p, link);
+		if (p->ws && p->started)
+			ws_end(p);
+		else if (all)
+			pxy_end(p, 503, "UNAVAILABLE", "the executor is "
+			    "shutting down");
+	}
 }
 
 /* ---- OpenSandbox's /proxy/{port} ---- */

@@ -1140,6 +1140,9 @@ struct xd_port_call {
  * after the server's 101. */
 void xd_port_proxy(const struct xd_port_call *o, long port, const char *rest,
     const char *q);
+/* SIGTERM's drain: WebSocket relays end (all 0); every exchange under
+ * way ends too (all 1: drain_s passed, or the exit). */
+void xd_port_proxy_drain(int all);
 
 /* ---- exec_pty.c ---- */
 

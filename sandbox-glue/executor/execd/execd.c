@@ -158,6 +158,8 @@ drain_tick(evutil_socket_t fd, short what, void *arg)
 		TAILQ_FOREACH(b, &xd->boxes, link)
 			if (b->fg != NULL)
 				xd_cmd_kill(b->fg, "cancel");
+		/* and the port proxy's answers still coming */
+		xd_port_proxy_drain(1);
 	}
 	if (waited >= xd->cfg->drain_s * 1000 + 15000) {
 		xd_log(XD_LOG_WARN, "drain: giving up on what is still under "
@@ -179,6 +181,8 @@ on_term(evutil_socket_t sig, short what, void *arg)
 	xd_log(XD_LOG_INFO, "signal %d: draining", (int)sig);
 	xd_api_stop_accepting(xd);
 	xd_os_stop_accepting(xd);
+	/* a WebSocket through the port proxy is no answer under way */
+	xd_port_proxy_drain(0);
 	/* no pool sandbox outlives the run: dropped, the drain waits */
 	xd_pool_stop(xd);
 	drain_start = sbx_now_ms();
@@ -379,6 +383,8 @@ out:
 	if (ev_drain != NULL)
 		event_free(ev_drain);
 	if (XD.base != NULL && !check && !print && !doc) {
+		/* before the calls they answer go */
+		xd_port_proxy_drain(1);
 		xd_os_close(&XD);
 		xd_api_close(&XD);
 		xd_box_sweep_stop(&XD);
