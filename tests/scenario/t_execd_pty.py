@@ -68,7 +68,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Suite, Fail, check, check_eq, free_port,  # noqa: E402
-                     wait_until)
+                     wait_until, log)
 from t_execd import (start, create, check_err, root_call,  # noqa: E402
                      preflight, runsc_works, _backend, on_gvisor)
 from harness import Skip  # noqa: E402
@@ -585,6 +585,13 @@ def raw_http(sock, method, path, headers=(), body=b""):
     return int(lines[0].split()[1]), hd, rest
 
 
+def put_echo(x, sid):
+    """The WebSocket echo server (os_ws_echo.py) as echo.py in sid."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                           "os_ws_echo.py"), "rb") as f:
+        x.app("PUT", "/v1/sandboxes/%s/files/echo.py" % sid, raw=f.read())
+
+
 @S.case
 def ports(env):
     crt, key = sdklib.make_tls(env.dir)
@@ -603,9 +610,7 @@ def ports(env):
     r = x.app("PUT", "/v1/sandboxes/w1/files/site/hello.txt",
               raw=b"hello from inside\n")
     check_eq(r.status, 201, "put: %r" % r)
-    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                           "os_ws_echo.py"), "rb") as f:
-        x.app("PUT", "/v1/sandboxes/w1/files/echo.py", raw=f.read())
+    put_echo(x, "w1")
     # a server that prints what it got, so that the headers are seen
     x.app("PUT", "/v1/sandboxes/w1/files/hdr.py", raw=(
         b"import http.server as h\n"
@@ -876,9 +881,7 @@ def ports_drain(env):
     exit until the drain gave up, 15 s past drain_s."""
     d, ctl, x = start(env, drain_s=2)
     create(x, "w1")
-    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                           "os_ws_echo.py"), "rb") as f:
-        x.app("PUT", "/v1/sandboxes/w1/files/echo.py", raw=f.read())
+    put_echo(x, "w1")
     # an answer that never ends: a byte every 0.2 s
     x.app("PUT", "/v1/sandboxes/w1/files/drip.py", raw=(
         b"import socket, time\n"
@@ -918,8 +921,32 @@ def ports_drain(env):
         time.sleep(0.1)
     check(b" 200 " in got.split(b"\r\n", 1)[0], "the drip's answer: %r"
           % got[:200])
+    # a connection kept alive: a GET on it is still let in while draining
+    ka = unix(x)
+    ka.settimeout(10)
+
+    def ka_get(path):
+        ka.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path).encode())
+        got = b""
+        while b"\r\n\r\n" not in got:
+            b = ka.recv(65536)
+            if not b:
+                return None
+            got += b
+        head, body = got.split(b"\r\n\r\n", 1)
+        n = [int(l.split(b":", 1)[1]) for l in head.split(b"\r\n")
+             if l.lower().startswith(b"content-length:")]
+        while n and len(body) < n[0]:
+            body += ka.recv(65536)
+        return int(head.split()[1])
+    check_eq(ka_get("/v1/sandboxes/w1"), 200, "a GET kept alive")
     t0 = time.monotonic()
     x.proc.send_signal(signal.SIGTERM)
+    # the proxy begins nothing more once the drain has begun
+    time.sleep(0.3)
+    st_ka = ka_get("/v1/sandboxes/w1/ports/8001/")
+    log("kept-alive GET while draining: %r" % st_ka)
+    check(st_ka in (503, None), "the port proxy while draining: %r" % st_ka)
     # the WebSocket ends at once
     try:
         while w.s.recv(65536):

@@ -578,6 +578,13 @@ xd_port_proxy(const struct xd_port_call *oc, long port, const char *rest,
 		    "forwards GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS");
 		return;
 	}
+	/* a GET is let through while draining (on a connection kept
+	 * alive), but an exchange begun now would only be ended by the
+	 * drain (xd_port_proxy_drain) */
+	if (oc->xd->draining) {
+		efail(oc, 503, "UNAVAILABLE", "the executor is shutting down");
+		return;
+	}
 	upgrade = evhttp_find_header(ih, "Upgrade");
 	if (upgrade != NULL && (strcmp(mn, "GET") != 0 || strpbrk(upgrade,
 	    "\r\n") != NULL)) {
